@@ -1,0 +1,39 @@
+// Package planner turns a machine's resources and a user's request into a Plan: the
+// workers (each pinned to one physical core, CPU or GPU worker) and the partitions of the
+// dataset (contiguous frame ranges, a multiple of the worker count).
+//
+// The planner is a pure function of (topology, GPU inventory, request, dataset shape):
+// it can plan for the machine it runs on or for a described one.
+package planner
+
+// Kind is a worker kind.
+type Kind string
+
+// Worker kinds.
+const (
+	CPU Kind = "cpu"
+	GPU Kind = "gpu"
+)
+
+// Worker is one planned worker.
+type Worker struct {
+	// ID is the worker's index in Plan.Workers.
+	ID int
+	// Kind is CPU or GPU.
+	Kind Kind
+	// Core is the Key of the physical core the worker's thread is pinned to (for a GPU
+	// worker: the core reserved for it).
+	Core int
+	// CPU is the logical CPU id the worker's thread is pinned to.
+	CPU int
+	// GPU is the device index for a GPU worker (-1 for a CPU worker).
+	GPU int
+}
+
+// Partition is a contiguous range of frames [Start, End).
+type Partition struct {
+	Start, End int
+}
+
+// Frames is End-Start.
+func (p Partition) Frames() int { return p.End - p.Start }

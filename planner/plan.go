@@ -37,3 +37,20 @@ type Partition struct {
 
 // Frames is End-Start.
 func (p Partition) Frames() int { return p.End - p.Start }
+
+// Plan is the resource plan of one run: which workers run where, and how the dataset's
+// frames are split into partitions that the workers pull from a shared queue.
+type Plan struct {
+	// CoresUsable is the number of physical cores this process may use (see
+	// affinity.Topology.Usable).
+	CoresUsable int
+	// Workers are the planned workers, GPU workers first.
+	Workers []Worker
+	// Partitions cover frames [0, n_frames) in order, without gaps or overlap. Their count
+	// is a multiple of len(Workers) when there are at least that many frames. Empty when
+	// the plan was made without a dataset.
+	Partitions []Partition
+	// Warnings say what the plan allowed but the user should know (oversubscription,
+	// SMT siblings used as separate workers, ...).
+	Warnings []string
+}

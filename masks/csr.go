@@ -1,0 +1,59 @@
+package masks
+
+import "math"
+
+// DefaultSparseDensity is the fraction of nonzero weights under which a stack is applied
+// in CSR form: below it, gathering the nonzero pixels costs less than a dense product.
+const DefaultSparseDensity = 0.1
+
+// CSR is a mask stack in compressed sparse row form: row m holds the nonzero weights of
+// mask m. The nonzeros of mask m are Col[RowPtr[m]:RowPtr[m+1]] (pixel index y*SigX+x,
+// ascending) with weights Val[RowPtr[m]:RowPtr[m+1]].
+type CSR struct {
+	N, Pixels int
+	RowPtr    []int32
+	Col       []int32
+	Val       []float32
+}
+
+// NNZ is the number of nonzero weights in the stack.
+func (s *Stack) NNZ() int {
+	n := 0
+	for _, v := range s.Data {
+		if v != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Density is the fraction of nonzero weights, in [0, 1].
+func (s *Stack) Density() float64 {
+	if len(s.Data) == 0 {
+		return 0
+	}
+	return float64(s.NNZ()) / float64(len(s.Data))
+}
+
+// PreferSparse reports whether the stack is sparse enough (Density under
+// DefaultSparseDensity) to be applied in CSR form.
+func (s *Stack) PreferSparse() bool { return s.Density() < DefaultSparseDensity }
+
+// ToCSR returns the stack in CSR form.
+func (s *Stack) ToCSR() *CSR {
+	p := s.Pixels()
+	if p > math.MaxInt32 {
+		panic("masks: signal too large for CSR int32 indices")
+	}
+	c := &CSR{N: s.N, Pixels: p, RowPtr: make([]int32, s.N+1)}
+	for m := 0; m < s.N; m++ {
+		for i, v := range s.Mask(m) {
+			if v != 0 {
+				c.Col = append(c.Col, int32(i))
+				c.Val = append(c.Val, v)
+			}
+		}
+		c.RowPtr[m+1] = int32(len(c.Col))
+	}
+	return c
+}

@@ -1,19 +1,20 @@
 package masks
 
-import "math"
-
 // DefaultSparseDensity is the fraction of nonzero weights under which a stack is applied
 // in CSR form: below it, gathering the nonzero pixels costs less than a dense product.
 const DefaultSparseDensity = 0.1
 
 // CSR is a mask stack in compressed sparse row form: row m holds the nonzero weights of
 // mask m. The nonzeros of mask m are Col[RowPtr[m]:RowPtr[m+1]] (pixel index y*SigX+x,
-// ascending) with weights Val[RowPtr[m]:RowPtr[m+1]].
+// ascending) with weights Val[RowPtr[m]:RowPtr[m+1]]. Applied to a frame f (Pixels
+// values, C order): out[m] = Σ_k Val[k]·f[Col[k]] for k in [RowPtr[m], RowPtr[m+1]).
 type CSR struct {
+	// N is the number of masks (rows), Pixels the length of one mask (columns).
 	N, Pixels int
-	RowPtr    []int32
-	Col       []int32
-	Val       []float32
+	// RowPtr has N+1 entries, RowPtr[0] = 0 and RowPtr[N] = len(Col) = len(Val).
+	RowPtr []int32
+	Col    []int32
+	Val    []float32
 }
 
 // NNZ is the number of nonzero weights in the stack.
@@ -27,7 +28,7 @@ func (s *Stack) NNZ() int {
 	return n
 }
 
-// Density is the fraction of nonzero weights, in [0, 1].
+// Density is the fraction of nonzero weights, in [0, 1] (0 for a stack without weights).
 func (s *Stack) Density() float64 {
 	if len(s.Data) == 0 {
 		return 0
@@ -39,13 +40,18 @@ func (s *Stack) Density() float64 {
 // DefaultSparseDensity) to be applied in CSR form.
 func (s *Stack) PreferSparse() bool { return s.Density() < DefaultSparseDensity }
 
-// ToCSR returns the stack in CSR form.
+// ToCSR returns the stack in CSR form. The stack must be valid (see Validate: every
+// constructor of this package checks it), which bounds its weights by MaxWeights so that
+// indices and counts fit in int32.
 func (s *Stack) ToCSR() *CSR {
-	p := s.Pixels()
-	if p > math.MaxInt32 {
-		panic("masks: signal too large for CSR int32 indices")
+	nnz := s.NNZ()
+	c := &CSR{
+		N:      s.N,
+		Pixels: s.Pixels(),
+		RowPtr: make([]int32, s.N+1),
+		Col:    make([]int32, 0, nnz),
+		Val:    make([]float32, 0, nnz),
 	}
-	c := &CSR{N: s.N, Pixels: p, RowPtr: make([]int32, s.N+1)}
 	for m := 0; m < s.N; m++ {
 		for i, v := range s.Mask(m) {
 			if v != 0 {

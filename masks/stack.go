@@ -4,7 +4,36 @@
 // A Stack has shape (n_masks, sig_y, sig_x), float32, C order. Applying it to a frame f
 // (shape sig_y × sig_x) gives n_masks numbers, out[m] = Σ_{y,x} mask[m,y,x]·f[y,x], as
 // LiberTEM's ApplyMasksUDF does.
+//
+// # Coordinates
+//
+// Generators work in pixel coordinates of the signal: x is the column, y the row, pixel
+// centres lie at integer coordinates and (x, y) = (0, 0) is the first stored pixel. Centres
+// and radii are in pixels and may be fractional; a centre may lie outside the frame as
+// long as the mask selects at least one pixel.
+//
+// # Pixel-inclusion rules
+//
+// The rules are those of LiberTEM (src/libertem/masks.py, functions circular and ring;
+// src/libertem/udf/com.py, com_masks_factory), with d² = (x−cx)² + (y−cy)²:
+//
+//   - Disk (virtual bright field): pixel selected iff d² ≤ r². A disk of radius 1 centred
+//     on a pixel selects that pixel and its 4 edge neighbours.
+//   - Ring (annular dark field): selected iff ri² < d² ≤ ro², that is disk(ro) minus
+//     disk(ri): the outer circle is included, the inner one excluded.
+//   - Point: the one pixel (x, y).
+//   - Rect: the pixels with x ≤ column < x+w and y ≤ row < y+h.
+//   - COM: the selection is the disk rule with radius r, or the whole frame for r = 0 (as
+//     LiberTEM's r = inf).
+//
+// Selected pixels weigh 1, others 0, except for the first-moment masks of COM.
 package masks
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
 
 // Stack is a stack of masks of shape (N, SigY, SigX), float32, C order.
 type Stack struct {
@@ -18,8 +47,110 @@ type Stack struct {
 	Names []string
 }
 
+// MaxWeights is the largest number of weights (N*SigY*SigX) a stack may hold, 2³¹−1
+// (8 GiB of float32), so that pixel indices and nonzero counts of its CSR form fit in
+// int32.
+const MaxWeights = math.MaxInt32
+
+// New returns the stack of n masks of shape (sy, sx) holding data (n*sy*sx float32
+// weights, C order, used without copying) and names (one per mask; nil names the masks
+// "mask0", "mask1", ...). It returns an error, from Validate, for non-positive sizes,
+// a data or names length that does not match, more than MaxWeights weights, or NaN/Inf
+// weights.
+func New(n, sy, sx int, data []float32, names []string) (*Stack, error) {
+	if names == nil && n > 0 {
+		names = make([]string, n)
+		for m := range names {
+			names[m] = fmt.Sprintf("mask%d", m)
+		}
+	}
+	s := &Stack{N: n, SigY: sy, SigX: sx, Data: data, Names: names}
+	if err := s.Validate([2]int{sy, sx}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // Pixels is SigY*SigX, the length of one mask.
 func (s *Stack) Pixels() int { return s.SigY * s.SigX }
 
 // Mask returns mask m as a slice of Pixels() weights (not a copy).
 func (s *Stack) Mask(m int) []float32 { return s.Data[m*s.Pixels() : (m+1)*s.Pixels()] }
+
+// Validate checks that the stack is well formed and applies to frames of sig_shape sig =
+// (sig_y, sig_x). It returns an error for an empty stack (N < 1), non-positive signal
+// sizes, more than MaxWeights weights, len(Data) != N*SigY*SigX, len(Names) != N, a
+// signal shape other than sig (naming both), and a NaN or ±Inf weight (naming the mask
+// and the pixel).
+func (s *Stack) Validate(sig [2]int) error {
+	if s == nil {
+		return errors.New("mask stack is nil")
+	}
+	if s.N < 1 {
+		return fmt.Errorf("mask stack is empty (%d masks)", s.N)
+	}
+	if err := checkSig([2]int{s.SigY, s.SigX}); err != nil {
+		return fmt.Errorf("mask stack: %w", err)
+	}
+	if s.N > MaxWeights/s.Pixels() {
+		return fmt.Errorf("mask stack of %d masks of %d×%d pixels exceeds %d weights", s.N, s.SigY, s.SigX, MaxWeights)
+	}
+	if want := s.N * s.Pixels(); len(s.Data) != want {
+		return fmt.Errorf("mask stack of shape (%d, %d, %d) needs %d weights, has %d", s.N, s.SigY, s.SigX, want, len(s.Data))
+	}
+	if len(s.Names) != s.N {
+		return fmt.Errorf("mask stack has %d masks but %d names", s.N, len(s.Names))
+	}
+	if s.SigY != sig[0] || s.SigX != sig[1] {
+		return fmt.Errorf("mask shape (%d, %d) does not match sig_shape (%d, %d)", s.SigY, s.SigX, sig[0], sig[1])
+	}
+	for i, v := range s.Data {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			m, p := i/s.Pixels(), i%s.Pixels()
+			return fmt.Errorf("mask %d (%q) has weight %v at pixel (y=%d, x=%d)", m, s.Names[m], v, p/s.SigX, p%s.SigX)
+		}
+	}
+	return nil
+}
+
+// Concat stacks the masks of stacks, in order, into one stack. All must be valid and of
+// the same signal shape; Concat returns an error naming the first that is not. The result
+// holds copies of the weights.
+func Concat(stacks ...*Stack) (*Stack, error) {
+	if len(stacks) == 0 {
+		return nil, errors.New("concat: no mask stacks")
+	}
+	first := stacks[0]
+	if first == nil {
+		return nil, errors.New("concat: mask stack 0 is nil")
+	}
+	sig := [2]int{first.SigY, first.SigX}
+	n := 0
+	for i, s := range stacks {
+		if err := s.Validate(sig); err != nil {
+			return nil, fmt.Errorf("concat: mask stack %d: %w", i, err)
+		}
+		n += s.N
+	}
+	if n > MaxWeights/first.Pixels() {
+		return nil, fmt.Errorf("concat: %d masks of %d×%d pixels exceed %d weights", n, sig[0], sig[1], MaxWeights)
+	}
+	data := make([]float32, 0, n*first.Pixels())
+	names := make([]string, 0, n)
+	for _, s := range stacks {
+		data = append(data, s.Data...)
+		names = append(names, s.Names...)
+	}
+	return New(n, sig[0], sig[1], data, names)
+}
+
+// checkSig checks a signal shape for positive sizes and at most MaxWeights pixels.
+func checkSig(sig [2]int) error {
+	if sig[0] < 1 || sig[1] < 1 {
+		return fmt.Errorf("sig_shape (%d, %d) must be positive", sig[0], sig[1])
+	}
+	if sig[0] > MaxWeights/sig[1] {
+		return fmt.Errorf("sig_shape (%d, %d) exceeds %d pixels", sig[0], sig[1], MaxWeights)
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package masks
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+)
+
+// Disk returns one mask named "disk" on frames of sig_shape sig = (sig_y, sig_x): weight
+// 1 at the pixels with (x−cx)² + (y−cy)² ≤ r², 0 elsewhere (LiberTEM masks.circular).
+// It is the virtual bright-field detector. cx, cy, r are in pixels; r must be positive
+// and finite. It returns an error for a bad sig, centre or radius, or a disk that selects
+// no pixel of the frame.
+func Disk(sig [2]int, cx, cy, r float64) (*Stack, error) {
+	if err := cmp.Or(checkCentre(sig, cx, cy), checkRadius("radius", r)); err != nil {
+		return nil, fmt.Errorf("disk: %w", err)
+	}
+	return selection(sig, "disk", func(y, x int) bool { return inDisk(y, x, cx, cy, r) },
+		fmt.Sprintf("disk at (cx=%g, cy=%g) with r=%g", cx, cy, r))
+}
+
+// Ring returns one mask named "ring" on frames of sig_shape sig: weight 1 at the pixels
+// with rInner² < (x−cx)² + (y−cy)² ≤ rOuter², 0 elsewhere, which is Disk(rOuter) minus
+// Disk(rInner) (LiberTEM masks.ring). It is the annular dark-field detector. Radii are in
+// pixels, positive, finite, and rInner < rOuter. It returns an error for a bad sig,
+// centre or radii, or a ring that selects no pixel of the frame.
+func Ring(sig [2]int, cx, cy, rInner, rOuter float64) (*Stack, error) {
+	err := cmp.Or(checkCentre(sig, cx, cy), checkRadius("inner radius", rInner), checkRadius("outer radius", rOuter))
+	if err != nil {
+		return nil, fmt.Errorf("ring: %w", err)
+	}
+	if rInner >= rOuter {
+		return nil, fmt.Errorf("ring: inner radius %g must be less than outer radius %g", rInner, rOuter)
+	}
+	return selection(sig, "ring",
+		func(y, x int) bool { return inDisk(y, x, cx, cy, rOuter) && !inDisk(y, x, cx, cy, rInner) },
+		fmt.Sprintf("ring at (cx=%g, cy=%g) with radii %g..%g", cx, cy, rInner, rOuter))
+}
+
+// Point returns one mask named "point" on frames of sig_shape sig: weight 1 at pixel
+// (column x, row y), 0 elsewhere. It returns an error for a bad sig or a pixel outside
+// the frame.
+func Point(sig [2]int, x, y int) (*Stack, error) {
+	if err := checkSig(sig); err != nil {
+		return nil, fmt.Errorf("point: %w", err)
+	}
+	if x < 0 || x >= sig[1] || y < 0 || y >= sig[0] {
+		return nil, fmt.Errorf("point: pixel (x=%d, y=%d) is outside the frame of sig_shape (%d, %d)", x, y, sig[0], sig[1])
+	}
+	return selection(sig, "point", func(py, px int) bool { return px == x && py == y },
+		fmt.Sprintf("point (x=%d, y=%d)", x, y))
+}
+
+// Rect returns one mask named "rect" on frames of sig_shape sig: weight 1 at the pixels
+// with x ≤ column < x+w and y ≤ row < y+h, 0 elsewhere. w and h must be positive and the
+// rectangle must lie inside the frame; Rect returns an error otherwise.
+func Rect(sig [2]int, x, y, w, h int) (*Stack, error) {
+	if err := checkSig(sig); err != nil {
+		return nil, fmt.Errorf("rect: %w", err)
+	}
+	if w < 1 || h < 1 {
+		return nil, fmt.Errorf("rect: width %d and height %d must be positive", w, h)
+	}
+	if x < 0 || y < 0 || x > sig[1]-w || y > sig[0]-h {
+		return nil, fmt.Errorf("rect: columns %d..%d, rows %d..%d are not inside the frame of sig_shape (%d, %d)",
+			x, x+w-1, y, y+h-1, sig[0], sig[1])
+	}
+	return selection(sig, "rect", func(py, px int) bool { return px >= x && px < x+w && py >= y && py < y+h },
+		fmt.Sprintf("rect (x=%d, y=%d, w=%d, h=%d)", x, y, w, h))
+}
+
+// COM returns the three centre-of-mass masks on frames of sig_shape sig, relative to the
+// reference point (cx, cy) in pixels:
+//
+//   - "com_sum": 1 on the selected pixels,
+//   - "com_y": y − cy on the selected pixels,
+//   - "com_x": x − cx on the selected pixels,
+//
+// 0 elsewhere. The selection is the disk (x−cx)² + (y−cy)² ≤ r², or the whole frame for
+// r = 0. For a frame with sums (s, my, mx) over these masks the centre of mass is
+// (y, x) = (my/s + cy, mx/s + cx) and the shift from the reference point is (my/s, mx/s).
+//
+// This follows LiberTEM's com_masks_factory (src/libertem/udf/com.py) and CoMUDF (whose
+// default reference point is (sig_y//2, sig_x//2) and default r = inf), except that
+// LiberTEM's moment masks hold the absolute coordinates y and x and subtract cy, cx
+// after the division; moments relative to the reference point give the same centre of
+// mass and keep float32 weights small. It returns an error for a bad sig or centre, a
+// negative or non-finite r, or a disk that selects no pixel.
+func COM(sig [2]int, cx, cy, r float64) (*Stack, error) {
+	err := checkCentre(sig, cx, cy)
+	if err == nil && r != 0 {
+		err = checkRadius("radius (0 for the whole frame)", r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("com: %w", err)
+	}
+	sel, err := selection(sig, "com_sum", func(y, x int) bool { return r == 0 || inDisk(y, x, cx, cy, r) },
+		fmt.Sprintf("com disk at (cx=%g, cy=%g) with r=%g", cx, cy, r))
+	if err != nil {
+		return nil, err
+	}
+	p := sel.Pixels()
+	data := make([]float32, 3*p)
+	copy(data, sel.Data)
+	for i, v := range sel.Data {
+		if v != 0 {
+			y, x := i/sig[1], i%sig[1]
+			data[p+i] = float32(float64(y) - cy)
+			data[2*p+i] = float32(float64(x) - cx)
+		}
+	}
+	return New(3, sig[0], sig[1], data, []string{"com_sum", "com_y", "com_x"})
+}
+
+// inDisk is LiberTEM's disk rule: (x−cx)² + (y−cy)² ≤ r².
+func inDisk(y, x int, cx, cy, r float64) bool {
+	dx, dy := float64(x)-cx, float64(y)-cy
+	return dx*dx+dy*dy <= r*r
+}
+
+// checkCentre checks sig and a finite centre (cx, cy).
+func checkCentre(sig [2]int, cx, cy float64) error {
+	if err := checkSig(sig); err != nil {
+		return err
+	}
+	if math.IsNaN(cx) || math.IsInf(cx, 0) || math.IsNaN(cy) || math.IsInf(cy, 0) {
+		return fmt.Errorf("centre (cx=%g, cy=%g) must be finite", cx, cy)
+	}
+	return nil
+}
+
+// checkRadius checks that the radius named what is positive and finite.
+func checkRadius(what string, r float64) error {
+	if !(r > 0) || math.IsInf(r, 0) {
+		return fmt.Errorf("%s must be positive and finite, got %g", what, r)
+	}
+	return nil
+}
+
+// selection returns a one-mask stack named name with weight 1 where selected(y, x). If
+// no pixel is selected it returns an error that starts with what (the mask and its
+// parameters).
+func selection(sig [2]int, name string, selected func(y, x int) bool, what string) (*Stack, error) {
+	data := make([]float32, sig[0]*sig[1])
+	found := false
+	for y := 0; y < sig[0]; y++ {
+		for x := 0; x < sig[1]; x++ {
+			if selected(y, x) {
+				data[y*sig[1]+x] = 1
+				found = true
+			}
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%s selects no pixel of the frame of sig_shape (%d, %d)", what, sig[0], sig[1])
+	}
+	return New(1, sig[0], sig[1], data, []string{name})
+}

@@ -1,0 +1,153 @@
+package masks
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"codeberg.org/sbinet/npyio"
+	"codeberg.org/sbinet/npyio/npy"
+)
+
+// npyElemSize is the element size in bytes of the NumPy dtypes LoadNPY converts, keyed
+// by the type code without byte-order character (NumPy array-interface typestr).
+var npyElemSize = map[string]int{
+	"b1": 1,
+	"i1": 1, "i2": 2, "i4": 4, "i8": 8,
+	"u1": 1, "u2": 2, "u4": 4, "u8": 8,
+	"f4": 4, "f8": 8,
+}
+
+// LoadNPY reads a mask stack from the NumPy .npy file at path (format:
+// https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html), read with
+// codeberg.org/sbinet/npyio. The array has shape (sig_y, sig_x), one mask, or
+// (n_masks, sig_y, sig_x), in C order, of dtype bool, int8..int64, uint8..uint64,
+// float32 or float64 in either byte order; weights are converted to float32 (integers
+// beyond 2²⁴ and float64 values lose precision; float64 values beyond the float32 range
+// become ±Inf and are rejected). Masks are named after the file: "name" for a 2D array,
+// "name[m]" for mask m of a 3D one. LoadNPY returns an error naming the file for a file
+// that cannot be read or is not NPY, Fortran order, another number of dimensions, an
+// empty axis, another dtype, a data size that does not match the shape, or NaN/Inf
+// weights.
+func LoadNPY(path string) (*Stack, error) {
+	s, err := loadNPY(path)
+	if err != nil {
+		return nil, fmt.Errorf("mask file %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func loadNPY(path string) (*Stack, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := npyio.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("not a NumPy .npy file: %w", err)
+	}
+	h := r.Header.Descr
+	if h.Fortran {
+		return nil, fmt.Errorf("array is in Fortran order, want C order (save np.ascontiguousarray(masks))")
+	}
+	var n, sy, sx int
+	switch len(h.Shape) {
+	case 2:
+		n, sy, sx = 1, h.Shape[0], h.Shape[1]
+	case 3:
+		n, sy, sx = h.Shape[0], h.Shape[1], h.Shape[2]
+	default:
+		return nil, fmt.Errorf("array shape %v has %d dimensions, want (sig_y, sig_x) or (n_masks, sig_y, sig_x)", h.Shape, len(h.Shape))
+	}
+	if n < 1 || sy < 1 || sx < 1 {
+		return nil, fmt.Errorf("array shape %v has an empty axis", h.Shape)
+	}
+	if err := checkSig([2]int{sy, sx}); err != nil {
+		return nil, err
+	}
+	if n > MaxWeights/(sy*sx) {
+		return nil, fmt.Errorf("array shape %v exceeds %d weights", h.Shape, MaxWeights)
+	}
+	dtype := strings.Trim(h.Type, "'\"")
+	size, ok := 0, false
+	if len(dtype) == 3 && strings.ContainsRune("<>|=", rune(dtype[0])) {
+		size, ok = npyElemSize[dtype[1:]]
+	}
+	if !ok {
+		return nil, fmt.Errorf("dtype %s is not supported (want bool, int8..int64, uint8..uint64, float32 or float64)", h.Type)
+	}
+	pos, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if want := int64(n*sy*sx) * int64(size); info.Size()-pos != want {
+		return nil, fmt.Errorf("array of shape %v and dtype %s needs %d data bytes, file has %d", h.Shape, dtype, want, info.Size()-pos)
+	}
+	var arr npy.Array
+	if err := r.Read(&arr); err != nil {
+		return nil, err
+	}
+	data, err := toFloat32(arr.Data())
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	names := []string{name}
+	if len(h.Shape) == 3 {
+		names = make([]string, n)
+		for m := range names {
+			names[m] = fmt.Sprintf("%s[%d]", name, m)
+		}
+	}
+	return New(n, sy, sx, data, names)
+}
+
+// toFloat32 converts the flat array data decoded by npyio to float32.
+func toFloat32(data any) ([]float32, error) {
+	switch d := data.(type) {
+	case []float32:
+		return d, nil
+	case []float64:
+		return convert(d), nil
+	case []int8:
+		return convert(d), nil
+	case []int16:
+		return convert(d), nil
+	case []int32:
+		return convert(d), nil
+	case []int64:
+		return convert(d), nil
+	case []uint8:
+		return convert(d), nil
+	case []uint16:
+		return convert(d), nil
+	case []uint32:
+		return convert(d), nil
+	case []uint64:
+		return convert(d), nil
+	case []bool:
+		out := make([]float32, len(d))
+		for i, v := range d {
+			if v {
+				out[i] = 1
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("npyio decoded the array as %T, want a numeric slice", data)
+}
+
+func convert[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float64](d []T) []float32 {
+	out := make([]float32, len(d))
+	for i, v := range d {
+		out[i] = float32(v)
+	}
+	return out
+}

@@ -1,0 +1,154 @@
+package masks
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"codeberg.org/sbinet/npyio"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// writeNPY writes v (a nested slice, shape from its nesting) to dir/name with npyio.
+func writeNPY(t *testing.T, dir, name string, v any) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, npyio.Write(f, v))
+	require.NoError(t, f.Close())
+	return path
+}
+
+// writeRawNPY writes a version 1.0 .npy file with the given header fields and payload,
+// to test headers npyio.Write does not produce.
+func writeRawNPY(t *testing.T, dir, name, descr string, fortran bool, shape string, payload []byte) string {
+	t.Helper()
+	order := "False"
+	if fortran {
+		order = "True"
+	}
+	hdr := fmt.Sprintf("{'descr': '%s', 'fortran_order': %s, 'shape': %s, }", descr, order, shape)
+	// Pad so that magic (6) + version (2) + length (2) + header ends on a multiple of 64.
+	pad := 64 - (10+len(hdr)+1)%64
+	hdr += strings.Repeat(" ", pad) + "\n"
+	buf := append([]byte("\x93NUMPY\x01\x00"), byte(len(hdr)), byte(len(hdr)>>8))
+	buf = append(append(buf, hdr...), payload...)
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, buf, 0o644))
+	return path
+}
+
+func TestLoadNPYRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	// The same weights in every dtype: mask m, pixel (y, x) = (m*2+y)*3+x - 4 (bool:
+	// weight != 0, unsigned: without the offset).
+	want3D := func(offset float32, asBool bool) []float32 {
+		out := make([]float32, 2*2*3)
+		for i := range out {
+			out[i] = float32(i) - offset
+			if asBool && out[i] != 0 {
+				out[i] = 1
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		v    any
+		want []float32
+	}{
+		{"float32", [][][]float32{{{-4, -3, -2}, {-1, 0, 1}}, {{2, 3, 4}, {5, 6, 7}}}, want3D(4, false)},
+		{"float64", [][][]float64{{{-4, -3, -2}, {-1, 0, 1}}, {{2, 3, 4}, {5, 6, 7}}}, want3D(4, false)},
+		{"int8", [][][]int8{{{-4, -3, -2}, {-1, 0, 1}}, {{2, 3, 4}, {5, 6, 7}}}, want3D(4, false)},
+		{"int16", [][][]int16{{{-4, -3, -2}, {-1, 0, 1}}, {{2, 3, 4}, {5, 6, 7}}}, want3D(4, false)},
+		{"int32", [][][]int32{{{-4, -3, -2}, {-1, 0, 1}}, {{2, 3, 4}, {5, 6, 7}}}, want3D(4, false)},
+		{"int64", [][][]int64{{{-4, -3, -2}, {-1, 0, 1}}, {{2, 3, 4}, {5, 6, 7}}}, want3D(4, false)},
+		{"uint8", [][][]uint8{{{0, 1, 2}, {3, 4, 5}}, {{6, 7, 8}, {9, 10, 11}}}, want3D(0, false)},
+		{"uint16", [][][]uint16{{{0, 1, 2}, {3, 4, 5}}, {{6, 7, 8}, {9, 10, 11}}}, want3D(0, false)},
+		{"uint32", [][][]uint32{{{0, 1, 2}, {3, 4, 5}}, {{6, 7, 8}, {9, 10, 11}}}, want3D(0, false)},
+		{"uint64", [][][]uint64{{{0, 1, 2}, {3, 4, 5}}, {{6, 7, 8}, {9, 10, 11}}}, want3D(0, false)},
+		{"bool", [][][]bool{{{true, true, true}, {true, false, true}}, {{true, true, true}, {true, true, true}}}, want3D(4, true)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := LoadNPY(writeNPY(t, dir, c.name+".npy", c.v))
+			require.NoError(t, err)
+			assert.Equal(t, [3]int{2, 2, 3}, [3]int{s.N, s.SigY, s.SigX})
+			assert.Equal(t, c.want, s.Data)
+			assert.Equal(t, []string{c.name + "[0]", c.name + "[1]"}, s.Names)
+		})
+	}
+
+	t.Run("2D", func(t *testing.T) {
+		s, err := LoadNPY(writeNPY(t, dir, "vbf.npy", [][]float64{{0, 0.5, 0}, {0.25, 1, 0.75}}))
+		require.NoError(t, err)
+		assert.Equal(t, [3]int{1, 2, 3}, [3]int{s.N, s.SigY, s.SigX})
+		assert.Equal(t, []float32{0, 0.5, 0, 0.25, 1, 0.75}, s.Data)
+		assert.Equal(t, []string{"vbf"}, s.Names)
+	})
+
+	t.Run("generated stack", func(t *testing.T) {
+		com, err := COM([2]int{5, 6}, 2.5, 2, 2)
+		require.NoError(t, err)
+		nested := make([][][]float32, com.N)
+		for m := range nested {
+			nested[m] = make([][]float32, com.SigY)
+			for y := range nested[m] {
+				nested[m][y] = com.Mask(m)[y*com.SigX : (y+1)*com.SigX]
+			}
+		}
+		s, err := LoadNPY(writeNPY(t, dir, "com.npy", nested))
+		require.NoError(t, err)
+		assert.Equal(t, com.Data, s.Data)
+	})
+
+	t.Run("big-endian float32", func(t *testing.T) {
+		payload := make([]byte, 0, 16)
+		for _, v := range []float32{1.5, -2, 0, 3.25} {
+			payload = binary.BigEndian.AppendUint32(payload, math.Float32bits(v))
+		}
+		s, err := LoadNPY(writeRawNPY(t, dir, "be.npy", ">f4", false, "(2, 2)", payload))
+		require.NoError(t, err)
+		assert.Equal(t, []float32{1.5, -2, 0, 3.25}, s.Data)
+	})
+}
+
+func TestLoadNPYErrors(t *testing.T) {
+	dir := t.TempDir()
+	f4 := func(n int) []byte { return make([]byte, 4*n) }
+	notNPY := filepath.Join(dir, "text.npy")
+	require.NoError(t, os.WriteFile(notNPY, []byte("disk:1,2,3\n"), 0o644))
+	nanPayload := binary.LittleEndian.AppendUint32(f4(5), math.Float32bits(float32(math.NaN())))
+
+	cases := []struct {
+		name, path, want string
+	}{
+		{"missing", filepath.Join(dir, "missing.npy"), "no such file"},
+		{"not npy", notNPY, "not a NumPy .npy file"},
+		{"fortran", writeRawNPY(t, dir, "f.npy", "<f4", true, "(2, 3)", f4(6)), "Fortran order, want C order"},
+		{"1D", writeRawNPY(t, dir, "1d.npy", "<f4", false, "(6,)", f4(6)), "array shape [6] has 1 dimensions, want (sig_y, sig_x) or (n_masks, sig_y, sig_x)"},
+		{"4D", writeRawNPY(t, dir, "4d.npy", "<f4", false, "(1, 1, 2, 3)", f4(6)), "has 4 dimensions"},
+		{"empty axis", writeRawNPY(t, dir, "empty.npy", "<f4", false, "(0, 2, 3)", nil), "array shape [0 2 3] has an empty axis"},
+		{"complex", writeRawNPY(t, dir, "c.npy", "<c8", false, "(2, 3)", make([]byte, 48)), "dtype '<c8' is not supported"},
+		{"float16", writeRawNPY(t, dir, "h.npy", "<f2", false, "(2, 3)", make([]byte, 12)), "dtype '<f2' is not supported"},
+		{"truncated", writeRawNPY(t, dir, "short.npy", "<i2", false, "(2, 3)", make([]byte, 11)), "array of shape [2 3] and dtype <i2 needs 12 data bytes, file has 11"},
+		{"trailing bytes", writeRawNPY(t, dir, "long.npy", "<f4", false, "(2, 3)", f4(7)), "needs 24 data bytes, file has 28"},
+		{"NaN", writeRawNPY(t, dir, "nan.npy", "<f4", false, "(2, 3)", nanPayload), `mask 0 ("nan") has weight NaN at pixel (y=1, x=2)`},
+		{"float64 beyond float32", writeNPY(t, dir, "big.npy", [][]float64{{1, 1e300}}), `mask 0 ("big") has weight +Inf at pixel (y=0, x=1)`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := LoadNPY(c.path)
+			assert.Nil(t, s)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.Contains(t, err.Error(), "mask file "+c.path)
+		})
+	}
+}

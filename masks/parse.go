@@ -1,0 +1,112 @@
+package masks
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Parse builds the mask stack described by spec, the CLI --mask syntax, for frames of
+// sig_shape sig = (sig_y, sig_x). Coordinates and radii are in pixels (see the package
+// doc for the coordinate convention and pixel-inclusion rules):
+//
+//	disk:CX,CY,R         Disk, virtual bright field
+//	ring:CX,CY,RI,RO     Ring, annular dark field, RI < RO
+//	point:X,Y            Point, integer pixel
+//	rect:X,Y,W,H         Rect, integers
+//	com                  COM about (sig_y//2, sig_x//2), whole frame
+//	com:CX,CY[,R]        COM about (CX, CY), within radius R (whole frame if omitted)
+//
+// It returns an error naming spec for an unknown kind, a wrong number of arguments, an
+// argument that is not a (finite, or for point and rect integer) number, and every error
+// of the generators (non-positive radii, RI ≥ RO, points or rects outside the frame,
+// masks that select no pixel).
+func Parse(spec string, sig [2]int) (*Stack, error) {
+	s, err := parse(spec, sig)
+	if err != nil {
+		return nil, fmt.Errorf("mask %q: %w", spec, err)
+	}
+	return s, nil
+}
+
+func parse(spec string, sig [2]int) (*Stack, error) {
+	kind, argText, hasArgs := strings.Cut(strings.TrimSpace(spec), ":")
+	kind = strings.ToLower(strings.TrimSpace(kind))
+	var args []string
+	if strings.TrimSpace(argText) != "" {
+		args = strings.Split(argText, ",")
+	}
+	switch kind {
+	case "disk":
+		v, err := floats(args, 3, 3, "disk:CX,CY,R")
+		if err != nil {
+			return nil, err
+		}
+		return Disk(sig, v[0], v[1], v[2])
+	case "ring":
+		v, err := floats(args, 4, 4, "ring:CX,CY,RI,RO")
+		if err != nil {
+			return nil, err
+		}
+		return Ring(sig, v[0], v[1], v[2], v[3])
+	case "point":
+		v, err := ints(args, 2, "point:X,Y")
+		if err != nil {
+			return nil, err
+		}
+		return Point(sig, v[0], v[1])
+	case "rect":
+		v, err := ints(args, 4, "rect:X,Y,W,H")
+		if err != nil {
+			return nil, err
+		}
+		return Rect(sig, v[0], v[1], v[2], v[3])
+	case "com":
+		if !hasArgs {
+			return COM(sig, float64(sig[1]/2), float64(sig[0]/2), 0)
+		}
+		v, err := floats(args, 2, 3, "com or com:CX,CY[,R]")
+		if err != nil {
+			return nil, err
+		}
+		if len(v) == 2 {
+			return COM(sig, v[0], v[1], 0)
+		}
+		return COM(sig, v[0], v[1], v[2])
+	}
+	return nil, fmt.Errorf("unknown mask kind %q (want disk, ring, point, rect or com)", kind)
+}
+
+// floats parses between lo and hi comma-separated finite numbers; usage is the syntax
+// shown in errors.
+func floats(args []string, lo, hi int, usage string) ([]float64, error) {
+	if len(args) < lo || len(args) > hi {
+		return nil, fmt.Errorf("got %d arguments, want %s", len(args), usage)
+	}
+	v := make([]float64, len(args))
+	for i, a := range args {
+		f, err := strconv.ParseFloat(strings.TrimSpace(a), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("argument %d %q is not a finite number (%s)", i+1, a, usage)
+		}
+		v[i] = f
+	}
+	return v, nil
+}
+
+// ints parses exactly n comma-separated integers; usage is the syntax shown in errors.
+func ints(args []string, n int, usage string) ([]int, error) {
+	if len(args) != n {
+		return nil, fmt.Errorf("got %d arguments, want %s", len(args), usage)
+	}
+	v := make([]int, n)
+	for i, a := range args {
+		k, err := strconv.Atoi(strings.TrimSpace(a))
+		if err != nil {
+			return nil, fmt.Errorf("argument %d %q is not an integer (%s)", i+1, a, usage)
+		}
+		v[i] = k
+	}
+	return v, nil
+}

@@ -5,14 +5,24 @@
 // CPU quota from cgroups (v2 cpu.max, v1 cpu.cfs_quota_us/cpu.cfs_period_us). The usable
 // core count is min(allowed physical cores, ceil(quota)).
 //
+// It reads Linux interfaces: sysfs, the cgroup file system, /proc/self and
+// sched_getaffinity(2)/sched_setaffinity(2).
+//
 // Affinity belongs to an OS thread, not a goroutine: Pin locks the calling goroutine to
 // its thread first, and a goroutine started from a pinned one runs unpinned.
 package affinity
 
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // Core is one physical core with at least one allowed CPU.
 type Core struct {
-	// Key identifies the core: the lowest CPU id among all its SMT siblings (allowed or
-	// not). core_id alone is not unique across sockets.
+	// Key identifies the core: the lowest CPU id in its thread_siblings_list, allowed or
+	// not (the kernel lists online siblings only). core_id alone is not unique across
+	// sockets.
 	Key int
 	// Package is physical_package_id (the socket); CoreID is core_id within it.
 	Package, CoreID int
@@ -30,6 +40,56 @@ type Topology struct {
 	Cores []Core
 	// Quota is the cgroup CPU quota in CPUs (e.g. 1.5); 0 means no limit.
 	Quota float64
+	// QuotaFile is the cgroup file that set Quota ("" without a limit).
+	QuotaFile string
 	// Usable is min(len(Cores), ceil(Quota)) (len(Cores) without a quota).
 	Usable int
+}
+
+// CoreOf returns the core holding the allowed CPU cpu; false when cpu is not allowed.
+func (t *Topology) CoreOf(cpu int) (Core, bool) {
+	for _, c := range t.Cores {
+		if slices.Contains(c.CPUs, cpu) {
+			return c, true
+		}
+	}
+	return Core{}, false
+}
+
+// String describes the topology over several lines: allowed CPUs, physical cores with
+// their SMT siblings, packages, NUMA nodes, one line per core, the CPU quota and the
+// usable core count.
+func (t *Topology) String() string {
+	var packages, nodes []int
+	smt := 0
+	for _, c := range t.Cores {
+		packages = append(packages, c.Package)
+		if c.Node >= 0 {
+			nodes = append(nodes, c.Node)
+		}
+		if len(c.CPUs) > 1 {
+			smt++
+		}
+	}
+	packages = slices.Compact(slices.Sorted(slices.Values(packages)))
+	nodes = slices.Compact(slices.Sorted(slices.Values(nodes)))
+	var b strings.Builder
+	fmt.Fprintf(&b, "allowed CPUs: %s (%d)\n", FormatCPUList(t.Allowed), len(t.Allowed))
+	fmt.Fprintf(&b, "physical cores: %d (%d with SMT siblings)\n", len(t.Cores), smt)
+	fmt.Fprintf(&b, "packages: %d (%s)\n", len(packages), FormatCPUList(packages))
+	if len(nodes) == 0 {
+		b.WriteString("NUMA nodes: unknown\n")
+	} else {
+		fmt.Fprintf(&b, "NUMA nodes: %d (%s)\n", len(nodes), FormatCPUList(nodes))
+	}
+	for _, c := range t.Cores {
+		fmt.Fprintf(&b, "  core %d: CPUs %s (package %d, core_id %d, node %d)\n", c.Key, FormatCPUList(c.CPUs), c.Package, c.CoreID, c.Node)
+	}
+	if t.Quota > 0 {
+		fmt.Fprintf(&b, "CPU quota: %g CPUs (%s)\n", t.Quota, t.QuotaFile)
+	} else {
+		b.WriteString("CPU quota: none\n")
+	}
+	fmt.Fprintf(&b, "usable cores: %d", t.Usable)
+	return b.String()
 }

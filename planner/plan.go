@@ -50,6 +50,9 @@ type Plan struct {
 	// is a multiple of len(Workers) when there are at least that many frames. Empty when
 	// the plan was made without a dataset.
 	Partitions []Partition
+	// FrameBytes is the size of one frame decoded to float32 (sig_y*sig_x*4 bytes); 0
+	// when the plan was made without a dataset.
+	FrameBytes int64
 	// Warnings say what the plan allowed but the user should know (oversubscription,
 	// SMT siblings used as separate workers, ...).
 	Warnings []string

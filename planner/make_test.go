@@ -1,0 +1,364 @@
+package planner
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot/affinity"
+)
+
+// smtTopology is a machine of n physical cores with 2-way SMT numbered the Linux way
+// (core i holds CPUs i and i+n), of which the first usable are usable (CPU quota).
+func smtTopology(n, usable int) *affinity.Topology {
+	topo := &affinity.Topology{Usable: usable}
+	if usable < n {
+		topo.Quota = float64(usable)
+	}
+	for i := range 2 * n {
+		topo.Allowed = append(topo.Allowed, i)
+	}
+	for i := range n {
+		topo.Cores = append(topo.Cores, affinity.Core{Key: i, CoreID: i, Node: 0, CPUs: []int{i, i + n}})
+	}
+	return topo
+}
+
+// twoSockets is 16 cores without SMT: cores 0-7 on socket 0, 8-15 on socket 1.
+func twoSockets() *affinity.Topology {
+	topo := DescribedTopology(16)
+	for i := range topo.Cores {
+		topo.Cores[i].Package, topo.Cores[i].CoreID, topo.Cores[i].Node = i/8, i%8, i/8
+	}
+	return topo
+}
+
+// h200s are GPUs with freeBytes free each; GPU g is attached to socket g (CPUs
+// 8g..8g+7) when withAffinity.
+func h200s(n int, freeBytes uint64, withAffinity bool) []affinity.GPU {
+	var gpus []affinity.GPU
+	for g := range n {
+		gpu := affinity.GPU{Index: g, Name: "NVIDIA H200", UUID: "GPU-test", TotalBytes: 150e9, FreeBytes: freeBytes}
+		if withAffinity {
+			for cpu := 8 * g; cpu < 8*g+8; cpu++ {
+				gpu.CPUAffinity = append(gpu.CPUAffinity, cpu)
+			}
+		}
+		gpus = append(gpus, gpu)
+	}
+	return gpus
+}
+
+func cpuW(core, cpu int) Worker      { return Worker{Kind: CPU, Core: core, CPU: cpu, GPU: -1} }
+func gpuW(gpu, core, cpu int) Worker { return Worker{Kind: GPU, Core: core, CPU: cpu, GPU: gpu} }
+
+// cpuWs are CPU workers on the given cores, each pinned on the CPU of the same id.
+func cpuWs(cores ...int) []Worker {
+	var ws []Worker
+	for _, c := range cores {
+		ws = append(ws, cpuW(c, c))
+	}
+	return ws
+}
+
+func TestMakeWorkers(t *testing.T) {
+	const gib = 1 << 30
+	tests := []struct {
+		name         string
+		topo         *affinity.Topology
+		gpus         []affinity.GPU
+		req          Request
+		want         []Worker
+		wantWarnings []string
+	}{
+		{
+			name: "default CPU plan: one worker per physical core, first SMT sibling",
+			topo: smtTopology(4, 4),
+			want: cpuWs(0, 1, 2, 3),
+		},
+		{
+			name: "CPU count",
+			topo: smtTopology(4, 4),
+			req:  Request{CPUs: 2},
+			want: cpuWs(0, 1),
+		},
+		{
+			name: "CPU list pins exactly there, in list order",
+			topo: smtTopology(4, 4),
+			req:  Request{CPUList: []int{6, 1}, CPUs: 3},
+			want: []Worker{cpuW(2, 6), cpuW(1, 1)},
+		},
+		{
+			name:         "CPU list with SMT siblings warns",
+			topo:         smtTopology(4, 4),
+			req:          Request{CPUList: []int{1, 5, 2}},
+			want:         []Worker{cpuW(1, 1), cpuW(1, 5), cpuW(2, 2)},
+			wantWarnings: []string{"CPUs 1, 5 share physical core 1 (SMT siblings): their workers compete for one core"},
+		},
+		{
+			name: "quota limits the usable cores",
+			topo: smtTopology(4, 2),
+			want: cpuWs(0, 1),
+		},
+		{
+			name:         "oversubscribed count goes beyond the quota first",
+			topo:         smtTopology(4, 2),
+			req:          Request{CPUs: 3, Oversubscribe: true},
+			want:         cpuWs(0, 1, 2),
+			wantWarnings: []string{"oversubscribed: 3 CPU workers but 2 free usable cores (2 usable, 0 reserved for GPU workers)"},
+		},
+		{
+			name:         "oversubscribed count uses SMT siblings, then repeats",
+			topo:         smtTopology(2, 2),
+			req:          Request{CPUs: 6, Oversubscribe: true},
+			want:         []Worker{cpuW(0, 0), cpuW(1, 1), cpuW(0, 2), cpuW(1, 3), cpuW(0, 0), cpuW(1, 1)},
+			wantWarnings: []string{"oversubscribed: 6 CPU workers but 2 free usable cores (2 usable, 0 reserved for GPU workers)"},
+		},
+		{
+			name:         "oversubscribed list beyond the quota",
+			topo:         smtTopology(4, 2),
+			req:          Request{CPUList: []int{3}, Oversubscribe: true},
+			want:         []Worker{cpuW(3, 3)},
+			wantWarnings: []string{"oversubscribed: CPUs 3 lie on cores beyond the 2 usable ones (CPU quota 2 CPUs)"},
+		},
+		{
+			name: "hybrid auto, max-limited: 4 workers per GPU, reserved cores follow GPU affinity",
+			topo: twoSockets(),
+			gpus: h200s(2, 141e9, true),
+			req:  Request{GPUAuto: true, CUDA: true},
+			want: append([]Worker{
+				gpuW(0, 0, 0), gpuW(1, 8, 8), gpuW(0, 1, 1), gpuW(1, 9, 9),
+				gpuW(0, 2, 2), gpuW(1, 10, 10), gpuW(0, 3, 3), gpuW(1, 11, 11),
+			}, cpuWs(4, 5, 6, 7, 12, 13, 14, 15)...),
+		},
+		{
+			name: "hybrid auto, explicit max per GPU",
+			topo: twoSockets(),
+			gpus: h200s(2, 141e9, true),
+			req:  Request{GPUAuto: true, MaxWorkersPerGPU: 1, CUDA: true},
+			want: append([]Worker{gpuW(0, 0, 0), gpuW(1, 8, 8)},
+				cpuWs(1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15)...),
+		},
+		{
+			name: "hybrid auto, memory-limited: 10 GiB free / 4 GiB = 2 per GPU",
+			topo: twoSockets(),
+			gpus: h200s(2, 10*gib, false),
+			req:  Request{GPUAuto: true, CUDA: true},
+			want: append([]Worker{gpuW(0, 0, 0), gpuW(1, 1, 1), gpuW(0, 2, 2), gpuW(1, 3, 3)},
+				cpuWs(4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)...),
+		},
+		{
+			name: "hybrid auto, memory-limited with RAMPerGPUWorker; GPU without room skipped",
+			topo: DescribedTopology(4),
+			gpus: []affinity.GPU{{Index: 0, FreeBytes: 1 * gib}, {Index: 1, FreeBytes: 5 * gib}},
+			req:  Request{GPUAuto: true, RAMPerGPUWorker: 2 * gib, NoCPU: true, CUDA: true},
+			want: []Worker{gpuW(1, 0, 0), gpuW(1, 1, 1)},
+		},
+		{
+			name: "GPU list 0,0: two workers on GPU 0",
+			topo: DescribedTopology(4),
+			gpus: h200s(2, 141e9, false),
+			req:  Request{GPUList: []int{0, 0}, CUDA: true},
+			want: append([]Worker{gpuW(0, 0, 0), gpuW(0, 1, 1)}, cpuWs(2, 3)...),
+		},
+		{
+			name: "GPU list is spread before stacking, in order of first mention",
+			topo: DescribedTopology(4),
+			gpus: h200s(2, 141e9, false),
+			req:  Request{GPUList: []int{1, 1, 0}, GPUs: 4, NoCPU: true, CUDA: true},
+			want: []Worker{gpuW(1, 0, 0), gpuW(0, 1, 1), gpuW(1, 2, 2)},
+		},
+		{
+			name: "GPU count round-robin over visible GPUs",
+			topo: twoSockets(),
+			gpus: h200s(2, 141e9, true),
+			req:  Request{GPUs: 3, CPUs: 2, CUDA: true},
+			want: []Worker{gpuW(0, 0, 0), gpuW(1, 8, 8), gpuW(0, 1, 1), cpuW(2, 2), cpuW(3, 3)},
+		},
+		{
+			name: "GPU workers avoid cores of the CPU list",
+			topo: twoSockets(),
+			gpus: h200s(1, 141e9, true),
+			req:  Request{GPUs: 1, CPUList: []int{0, 1}, CUDA: true},
+			want: []Worker{gpuW(0, 2, 2), cpuW(0, 0), cpuW(1, 1)},
+		},
+		{
+			name: "GPU affinity outside the usable cores: lowest free core, with a warning",
+			topo: func() *affinity.Topology { t := twoSockets(); t.Usable, t.Quota = 4, 4; return t }(),
+			gpus: h200s(2, 141e9, true),
+			req:  Request{GPUs: 2, CUDA: true},
+			want: []Worker{gpuW(0, 0, 0), gpuW(1, 1, 1), cpuW(2, 2), cpuW(3, 3)},
+			wantWarnings: []string{
+				"GPU worker on GPU 1: no free core in the GPU's CPU affinity (CPUs 8-15), reserved core 1 instead",
+			},
+		},
+		{
+			name: "GPU workers take all cores: no CPU worker by default",
+			topo: DescribedTopology(2),
+			gpus: h200s(1, 141e9, false),
+			req:  Request{GPUs: 2, CUDA: true},
+			want: []Worker{gpuW(0, 0, 0), gpuW(0, 1, 1)},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Make(tc.topo, tc.gpus, tc.req, nil)
+			require.NoError(t, err)
+			for i := range tc.want {
+				tc.want[i].ID = i
+			}
+			assert.Equal(t, tc.want, p.Workers)
+			assert.Equal(t, tc.wantWarnings, p.Warnings)
+			assert.Equal(t, tc.topo.Usable, p.CoresUsable)
+			assert.Empty(t, p.Partitions)
+		})
+	}
+}
+
+func TestMakeErrors(t *testing.T) {
+	gpus := h200s(2, 141e9, false)
+	tests := []struct {
+		name    string
+		topo    *affinity.Topology
+		gpus    []affinity.GPU
+		req     Request
+		shape   *Shape
+		wantErr string
+	}{
+		{"nil topology", nil, nil, Request{}, nil, "planner: no topology"},
+		{"usable above cores", &affinity.Topology{Usable: 1}, nil, Request{}, nil, "topology has 1 usable of 0 cores"},
+		{"core without CPU", &affinity.Topology{Usable: 1, Cores: []affinity.Core{{Key: 3}}}, nil, Request{}, nil, "core 3 has no allowed CPU"},
+		{"zero workers", DescribedTopology(4), nil, Request{NoCPU: true}, nil, "no workers"},
+		{"negative CPUs", DescribedTopology(4), nil, Request{CPUs: -1}, nil, "CPUs = -1"},
+		{"negative GPUs", DescribedTopology(4), gpus, Request{GPUs: -2, CUDA: true}, nil, "GPUs = -2"},
+		{"negative partition size", DescribedTopology(4), nil, Request{PartitionBytes: -1}, nil, "PartitionBytes = -1"},
+		{"NoCPU with CPUs", DescribedTopology(4), nil, Request{NoCPU: true, CPUs: 2}, nil, "NoCPU contradicts"},
+		{"GPUAuto with list", DescribedTopology(4), gpus, Request{GPUAuto: true, GPUList: []int{0}, CUDA: true}, nil, "GPUAuto contradicts"},
+		{"repeated CPU", DescribedTopology(4), nil, Request{CPUList: []int{1, 1}}, nil, "CPU id 1 is negative or repeated"},
+		{"CPU not allowed", smtTopology(4, 4), nil, Request{CPUList: []int{2, 9}}, nil, "CPU 9 is not allowed; allowed CPUs: 0-7"},
+		{"CPU count above usable", smtTopology(4, 2), nil, Request{CPUs: 3}, nil,
+			"3 CPU workers but 2 free usable cores (2 usable, 0 reserved for GPU workers); allow with Oversubscribe"},
+		{"CPU list beyond quota", smtTopology(4, 2), nil, Request{CPUList: []int{0, 3}}, nil,
+			"CPUs 3 lie on cores beyond the 2 usable ones (CPU quota 2 CPUs); allow with Oversubscribe"},
+		{"CPU list plus GPU workers above usable", DescribedTopology(3), gpus, Request{CPUList: []int{0, 1}, GPUs: 2, CUDA: true}, nil,
+			"2 GPU workers need one core each, but only 1 of the 3 usable cores are free (2 taken by the CPU list)"},
+		{"CPU list and GPU workers more than usable", smtTopology(2, 2), gpus, Request{CPUList: []int{0, 2}, GPUs: 1, CUDA: true}, nil,
+			"3 workers (2 CPU, 1 GPU) on 2 usable cores; allow with Oversubscribe"},
+		{"CPU count plus GPU workers above usable", DescribedTopology(4), gpus, Request{CPUs: 3, GPUs: 2, CUDA: true}, nil,
+			"3 CPU workers but 2 free usable cores (4 usable, 2 reserved for GPU workers)"},
+		{"GPU without CUDA", DescribedTopology(4), gpus, Request{GPUs: 1}, nil, "stemdot was built without CUDA support"},
+		{"GPU list without CUDA", DescribedTopology(4), gpus, Request{GPUList: []int{0}}, nil, "stemdot was built without CUDA support"},
+		{"no GPU found", DescribedTopology(4), nil, Request{GPUAuto: true, CUDA: true}, nil, "no GPU was found"},
+		{"GPU not visible", DescribedTopology(4), gpus, Request{GPUList: []int{0, 2}, CUDA: true}, nil, "GPU 2 is not visible; visible GPUs: 0, 1"},
+		{"duplicate GPU index", DescribedTopology(4), []affinity.GPU{{Index: 1}, {Index: 1}}, Request{GPUs: 1, CUDA: true}, nil, "lists GPU index 1 twice"},
+		{"too many GPU workers", DescribedTopology(4), gpus, Request{GPUs: 5, CUDA: true}, nil,
+			"5 GPU workers need one core each, but only 4 of the 4 usable cores are free"},
+		{"too many GPU workers even with Oversubscribe", DescribedTopology(2), gpus, Request{GPUList: []int{0, 1, 0}, Oversubscribe: true, CUDA: true}, nil,
+			"3 GPU workers need one core each, but only 2 of the 2 usable cores are free"},
+		{"GPUAuto without memory", DescribedTopology(4), h200s(2, 3<<30, false), Request{GPUAuto: true, CUDA: true}, nil,
+			"GPUAuto: no GPU has 4.0 GiB free for one GPU worker (GPU 0: 3.0 GiB, GPU 1: 3.0 GiB)"},
+		{"no frames", DescribedTopology(4), nil, Request{}, &Shape{NumFrames: 0, SigY: 4, SigX: 4}, "dataset shape 0 frames of 4x4 pixels"},
+		{"empty frame", DescribedTopology(4), nil, Request{}, &Shape{NumFrames: 10, SigY: 0, SigX: 4}, "dataset shape 10 frames of 0x4 pixels"},
+		{"too large", DescribedTopology(4), nil, Request{}, &Shape{NumFrames: 1 << 40, SigY: 1 << 20, SigX: 1 << 20}, "is too large"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Make(tc.topo, tc.gpus, tc.req, tc.shape)
+			require.ErrorContains(t, err, tc.wantErr)
+			assert.Nil(t, p)
+		})
+	}
+}
+
+func TestMakeOversubscribedListWarns(t *testing.T) {
+	p, err := Make(smtTopology(2, 2), h200s(1, 141e9, false),
+		Request{CPUList: []int{0, 2}, GPUs: 1, Oversubscribe: true, CUDA: true}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []Worker{{ID: 0, Kind: GPU, Core: 1, CPU: 1}, {ID: 1, Kind: CPU, Core: 0, CPU: 0, GPU: -1}, {ID: 2, Kind: CPU, Core: 0, CPU: 2, GPU: -1}}, p.Workers)
+	assert.Equal(t, []string{
+		"oversubscribed: 3 workers (2 CPU, 1 GPU) on 2 usable cores",
+		"CPUs 0, 2 share physical core 0 (SMT siblings): their workers compete for one core",
+	}, p.Warnings)
+}
+
+func TestMakePartitionsExamples(t *testing.T) {
+	tests := []struct {
+		name      string
+		workers   int
+		req       Request
+		shape     Shape
+		wantCount int
+	}{
+		// 256x256 frames of 256x256 float32 = 16 GiB: 32 partitions of 512 MiB.
+		{"16 workers, 16 GiB", 16, Request{}, Shape{65536, 256, 256}, 32},
+		{"12 workers: rounded up to a multiple", 12, Request{}, Shape{65536, 256, 256}, 36},
+		{"small data: one partition per worker", 4, Request{}, Shape{100, 64, 64}, 4},
+		{"fewer frames than workers: one frame each", 8, Request{}, Shape{5, 64, 64}, 5},
+		{"tiny target: one frame each, a multiple of workers", 4, Request{PartitionBytes: 1}, Shape{12, 2, 2}, 12},
+		{"tiny target: largest multiple of workers that fits", 4, Request{PartitionBytes: 1}, Shape{14, 2, 2}, 12},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Make(DescribedTopology(tc.workers), nil, tc.req, &tc.shape)
+			require.NoError(t, err)
+			require.Len(t, p.Workers, tc.workers)
+			assert.Len(t, p.Partitions, tc.wantCount)
+			assert.Equal(t, int64(tc.shape.SigY*tc.shape.SigX*4), p.FrameBytes)
+			checkPartitions(t, p.Partitions, tc.shape.NumFrames)
+		})
+	}
+}
+
+// TestMakePartitionsProperties checks the partition invariants over random shapes,
+// worker counts and partition sizes.
+func TestMakePartitionsProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 3000 {
+		workers := 1 + rng.IntN(40)
+		shape := Shape{NumFrames: 1 + rng.IntN(5000), SigY: 1 + rng.IntN(600), SigX: 1 + rng.IntN(600)}
+		if rng.IntN(10) == 0 {
+			shape.NumFrames = 1 + rng.IntN(workers) // fewer frames than workers
+		}
+		target := int64(1 + rng.IntN(64<<20))
+		p, err := Make(DescribedTopology(workers), nil, Request{PartitionBytes: target}, &shape)
+		require.NoError(t, err)
+		parts := p.Partitions
+		n := len(parts)
+		checkPartitions(t, parts, shape.NumFrames)
+
+		total := int64(shape.NumFrames) * int64(shape.SigY) * int64(shape.SigX) * 4
+		if shape.NumFrames < workers {
+			require.Equal(t, shape.NumFrames, n, "%+v, %d workers", shape, workers)
+			continue
+		}
+		require.Zero(t, n%workers, "%d partitions for %d workers", n, workers)
+		require.GreaterOrEqual(t, n, workers)
+		require.LessOrEqual(t, n, shape.NumFrames)
+		// Enough partitions to stay within the target size, unless frames run out ...
+		require.True(t, int64(n)*target >= total || n+workers > shape.NumFrames,
+			"%d partitions of %d bytes too few for %d bytes", n, target, total)
+		// ... and no more than needed: one fewer round would not do.
+		require.True(t, n == workers || int64(n-workers)*target < total,
+			"%d partitions of %d bytes more than needed for %d bytes", n, target, total)
+	}
+}
+
+// checkPartitions asserts that parts cover [0, numFrames) contiguously, each non-empty,
+// with sizes differing by at most one frame.
+func checkPartitions(t *testing.T, parts []Partition, numFrames int) {
+	t.Helper()
+	require.NotEmpty(t, parts)
+	require.Equal(t, 0, parts[0].Start)
+	require.Equal(t, numFrames, parts[len(parts)-1].End)
+	lo, hi := numFrames, 0
+	for i, p := range parts {
+		require.Positive(t, p.Frames(), "partition %d: %+v", i, p)
+		if i > 0 {
+			require.Equal(t, parts[i-1].End, p.Start, "gap or overlap before partition %d", i)
+		}
+		lo, hi = min(lo, p.Frames()), max(hi, p.Frames())
+	}
+	require.LessOrEqual(t, hi-lo, 1, "unbalanced partitions: %d to %d frames", lo, hi)
+}

@@ -1,0 +1,212 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/stemdot/stemdot/affinity"
+)
+
+// Defaults of a Request's zero fields.
+const (
+	// DefaultPartitionBytes is the target partition size in decoded float32 bytes
+	// (LiberTEM's default partition size, 512 MiB).
+	DefaultPartitionBytes = 512 << 20
+	// DefaultRAMPerGPUWorker is the GPU memory reserved for one GPU worker by GPUAuto
+	// (4 GiB).
+	DefaultRAMPerGPUWorker = 4 << 30
+	// DefaultMaxWorkersPerGPU caps the GPU workers per GPU under GPUAuto.
+	DefaultMaxWorkersPerGPU = 4
+)
+
+// Request is what the user asks for, following the forms of LiberTEM's
+// Context.make_with(cpus=..., gpus=...). The zero Request is the default plan: one CPU
+// worker on every usable physical core and no GPU worker.
+//
+// CPU workers: NoCPU asks for none (allowed only with GPU workers); CPUList pins one
+// worker on each listed logical CPU id (it overrides CPUs); CPUs > 0 asks for that many
+// workers on distinct physical cores; otherwise every usable core not reserved by a GPU
+// worker gets one.
+//
+// GPU workers: GPUList puts one worker per entry on that GPU index (repeats allowed,
+// "0,0" = two workers on GPU 0; it overrides GPUs); GPUs > 0 asks for that many, spread
+// round-robin over the visible GPUs; GPUAuto puts min(MaxWorkersPerGPU,
+// floor(FreeBytes/RAMPerGPUWorker)) workers on every visible GPU and excludes GPUs and
+// GPUList. Each GPU worker reserves one physical core.
+type Request struct {
+	// CPUs is the number of CPU workers; 0 means the default.
+	CPUs int
+	// CPUList are logical CPU ids, one CPU worker pinned on each, in this order.
+	CPUList []int
+	// NoCPU asks for no CPU worker.
+	NoCPU bool
+
+	// GPUs is the number of GPU workers; 0 means none.
+	GPUs int
+	// GPUList are GPU indices (affinity.GPU.Index), one GPU worker on each entry.
+	GPUList []int
+	// GPUAuto sizes the GPU workers per GPU from its free memory.
+	GPUAuto bool
+	// RAMPerGPUWorker is the GPU memory in bytes one worker needs under GPUAuto; 0 means
+	// DefaultRAMPerGPUWorker.
+	RAMPerGPUWorker uint64
+	// MaxWorkersPerGPU caps the workers per GPU under GPUAuto; 0 means
+	// DefaultMaxWorkersPerGPU.
+	MaxWorkersPerGPU int
+
+	// Oversubscribe allows CPU workers beyond the usable cores (more workers than usable
+	// cores, or listed CPUs outside them); the plan then carries a warning.
+	Oversubscribe bool
+	// PartitionBytes is the target partition size in decoded float32 bytes; 0 means
+	// DefaultPartitionBytes.
+	PartitionBytes int64
+	// CUDA tells whether this build can run GPU workers; GPU workers are refused without.
+	CUDA bool
+}
+
+// ParseCPUs sets the CPU worker fields of r from a command-line value and clears the
+// others: "N" asks for N CPU workers ("0" = none, NoCPU), a list "0,2,5-7" pins workers
+// on those logical CPU ids (ranges inclusive; one id alone is written "5-5" or "5,"
+// since "5" is a count). Ids may not repeat.
+func (r *Request) ParseCPUs(s string) error {
+	count, list, err := parseCountOrList(s, "CPU")
+	if err != nil {
+		return err
+	}
+	seen := make(map[int]bool, len(list))
+	for _, id := range list {
+		if seen[id] {
+			return fmt.Errorf("planner: CPU list %q names CPU %d twice", s, id)
+		}
+		seen[id] = true
+	}
+	r.CPUs, r.CPUList, r.NoCPU = count, list, list == nil && count == 0
+	return nil
+}
+
+// ParseGPUs sets the GPU worker fields of r from a command-line value and clears the
+// others: "auto" sets GPUAuto, "N" asks for N GPU workers ("0" = none), a list "0,0,1"
+// or "0-1" puts one worker on each entry's GPU index (repeats allowed).
+func (r *Request) ParseGPUs(s string) error {
+	if strings.EqualFold(strings.TrimSpace(s), "auto") {
+		r.GPUs, r.GPUList, r.GPUAuto = 0, nil, true
+		return nil
+	}
+	count, list, err := parseCountOrList(s, "GPU")
+	if err != nil {
+		return err
+	}
+	r.GPUs, r.GPUList, r.GPUAuto = count, list, false
+	return nil
+}
+
+// parseCountOrList parses "N" into a count or "a,b,c-d" into a list of non-negative ids
+// (list nil for a count). what names the items in errors.
+func parseCountOrList(s, what string) (count int, list []int, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil, fmt.Errorf("planner: empty %s spec: want a count (4) or a list (0,2,5-7)", what)
+	}
+	if !strings.ContainsAny(s, ",-") {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return 0, nil, fmt.Errorf("planner: %s spec %q: want a count >= 0 or a list (0,2,5-7)", what, s)
+		}
+		return n, nil, nil
+	}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(item, "-")
+		first, err1 := strconv.Atoi(strings.TrimSpace(lo))
+		last, err2 := first, error(nil)
+		if isRange {
+			last, err2 = strconv.Atoi(strings.TrimSpace(hi))
+		}
+		if err1 != nil || err2 != nil || first < 0 || last < first {
+			return 0, nil, fmt.Errorf("planner: %s list %q: bad item %q (want an id or an ascending range a-b)", what, s, item)
+		}
+		for id := first; id <= last; id++ {
+			list = append(list, id)
+		}
+	}
+	if list == nil {
+		return 0, nil, fmt.Errorf("planner: %s list %q names no %s", what, s, what)
+	}
+	return 0, list, nil
+}
+
+// byteUnits are the size suffixes ParseBytes accepts (case-insensitive): decimal SI and
+// binary IEC multiples of bytes.
+var byteUnits = map[string]float64{
+	"b":  1,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+}
+
+// ParseBytes parses a positive size with a unit: "141GB" (decimal: KB, MB, GB, TB =
+// 10^3..10^12), "80GiB" (binary: KiB, MiB, GiB, TiB = 2^10..2^40), "512B"; fractions are
+// allowed ("1.5GiB") and rounded down to whole bytes. Units are case-insensitive.
+func ParseBytes(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i < 0 {
+		return 0, fmt.Errorf("planner: size %q has no unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s)
+	}
+	unit, ok := byteUnits[strings.ToLower(strings.TrimSpace(t[i:]))]
+	if !ok {
+		return 0, fmt.Errorf("planner: size %q: unknown unit %q (want B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s, t[i:])
+	}
+	v, err := strconv.ParseFloat(t[:i], 64)
+	if err != nil {
+		return 0, fmt.Errorf("planner: size %q: bad number %q", s, t[:i])
+	}
+	b := math.Floor(v * unit)
+	if b < 1 || b >= math.MaxUint64 {
+		return 0, fmt.Errorf("planner: size %q out of range (1 byte to 16 EiB)", s)
+	}
+	return uint64(b), nil
+}
+
+// ParseGPUInventory describes GPUs from a command-line value, for planning for another
+// machine: "2x141GB" is 2 GPUs with 141 GB free and total memory each; items may be
+// joined by commas ("1x80GB,1x40GB"). Sizes are read by ParseBytes. The GPUs get
+// indices 0, 1, ... in order, the name "described GPU", and unknown CPU affinity.
+func ParseGPUInventory(s string) ([]affinity.GPU, error) {
+	var gpus []affinity.GPU
+	for item := range strings.SplitSeq(s, ",") {
+		count, size, ok := strings.Cut(strings.TrimSpace(item), "x")
+		k, err := strconv.Atoi(count)
+		if !ok || err != nil || k < 1 {
+			return nil, fmt.Errorf("planner: GPU inventory %q: item %q is not COUNTxSIZE (e.g. 2x141GB)", s, item)
+		}
+		bytes, err := ParseBytes(size)
+		if err != nil {
+			return nil, fmt.Errorf("planner: GPU inventory %q: %w", s, err)
+		}
+		for range k {
+			gpus = append(gpus, affinity.GPU{
+				Index: len(gpus), Name: "described GPU", TotalBytes: bytes, FreeBytes: bytes,
+			})
+		}
+	}
+	return gpus, nil
+}
+
+// DescribedTopology is a machine of the given number of physical cores without SMT,
+// all allowed and without CPU quota: core i has Key i and the single CPU i, on package
+// 0 and an unknown NUMA node. It lets Make plan for a described machine; cores < 1
+// gives an empty topology, which Make refuses.
+func DescribedTopology(cores int) *affinity.Topology {
+	topo := &affinity.Topology{}
+	for i := range max(cores, 0) {
+		topo.Allowed = append(topo.Allowed, i)
+		topo.Cores = append(topo.Cores, affinity.Core{Key: i, CoreID: i, Node: -1, CPUs: []int{i}})
+	}
+	topo.Usable = len(topo.Cores)
+	return topo
+}

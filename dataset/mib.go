@@ -1,0 +1,313 @@
+package dataset
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Merlin MIB (Quantum Detectors) layout, as read by LiberTEM (libertem.io.dataset.mib)
+// and RosettaSciIO (rsciio.quantumdetector): the file has no header of its own; every
+// frame is an ASCII header of comma-separated fields, padded with NULs to the size given
+// in its field 2 (384 bytes for a single chip, 768 for a quad), followed by the pixels,
+// big-endian. Header fields: [0] "MQ1", [1] 1-based frame number, [2] header bytes,
+// [3] number of chips, [4] width, [5] height, [6] pixel type (U08, U16, U32, or R64 for
+// raw-packed counter data), [7] chip layout ("1x1", "2x2", "Nx1", optionally with a
+// "G" suffix), ..., last field: counter depth in bits (1, 6, 12 or 24). Non-raw quad
+// frames are stored as one assembled width×height image (512×512).
+
+// mibMagic starts every MIB frame header.
+var mibMagic = []byte("MQ1,")
+
+// The frame header fields that must agree between frames, and their names in errors.
+var mibCheckedFields = [...]struct {
+	index int
+	name  string
+}{{2, "header size"}, {4, "width"}, {5, "height"}, {6, "pixel type"}}
+
+// mibPixelTypes maps the MIB pixel type field to the stored dtype.
+var mibPixelTypes = map[string]DType{"U08": Uint8, "U16": Uint16, "U32": Uint32}
+
+// mibHeader is the parsed start of a MIB frame header.
+type mibHeader struct {
+	fields        []string // the comma-separated fields, NUL padding removed
+	headerBytes   int
+	width, height int
+	pixelType     string
+}
+
+// parseMIBHeader parses the text of a frame header (h may hold more bytes than the
+// header; the text ends at the first NUL).
+func parseMIBHeader(h []byte) (mibHeader, error) {
+	if !bytes.HasPrefix(h, mibMagic) {
+		return mibHeader{}, fmt.Errorf("not a Merlin MIB frame header: it starts with %q, not \"MQ1,\"", h[:min(len(h), 4)])
+	}
+	if i := bytes.IndexByte(h, 0); i >= 0 {
+		h = h[:i]
+	}
+	fields := strings.Split(strings.TrimRight(string(h), ","), ",")
+	if len(fields) < 8 {
+		return mibHeader{}, fmt.Errorf("MIB frame header has %d fields, want at least 8", len(fields))
+	}
+	var hd mibHeader
+	hd.fields = fields
+	hd.pixelType = fields[6]
+	var err error
+	for _, p := range []struct {
+		dst  *int
+		i    int
+		name string
+	}{{&hd.headerBytes, 2, "header size"}, {&hd.width, 4, "width"}, {&hd.height, 5, "height"}} {
+		if *p.dst, err = strconv.Atoi(strings.TrimSpace(fields[p.i])); err != nil || *p.dst <= 0 {
+			return mibHeader{}, fmt.Errorf("MIB frame header field %d (%s) is %q, not a positive number", p.i, p.name, fields[p.i])
+		}
+	}
+	return hd, nil
+}
+
+// mibFile is an opened MIB file. Frames are read with one positioned read per request,
+// headers included, into a pooled scratch buffer.
+type mibFile struct {
+	path      string
+	f         *os.File
+	nav       []int
+	sig       [2]int
+	dt        DType
+	header    int       // frame header bytes
+	stride    int       // header + pixel bytes of one frame
+	checked   [4]string // first frame's values of mibCheckedFields
+	numFrames int
+	scratch   sync.Pool // *[]byte
+}
+
+// openMIB opens a Merlin .mib file (or the .mib beside a .hdr path). The nav shape is,
+// in order of preference: opt.NavShape; from the .hdr sidecar beside the file, (ScanY,
+// ScanX) when present, else (Frames in Acquisition / Frames per Trigger, Frames per
+// Trigger) as LiberTEM reads it; else (1, n_frames).
+func openMIB(path string, opt Options) (Dataset, error) {
+	base := strings.TrimSuffix(path, filepath.Ext(path))
+	if strings.EqualFold(filepath.Ext(path), ".hdr") {
+		path = base + ".mib"
+	}
+	f, size, err := openFile(path)
+	if err != nil {
+		return nil, err
+	}
+	d, err := newMIBFile(path, f, size)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("dataset: %s: %w", path, err)
+	}
+	var hdrNav []int
+	var source string
+	if len(opt.NavShape) == 0 {
+		if hdrNav, source, err = mibNavFromHdr(base + ".hdr"); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("dataset: %s: %w", path, err)
+		}
+	}
+	if d.nav, err = resolveNavShape(path, opt.NavShape, hdrNav, source, d.numFrames); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// newMIBFile reads the first and last frame headers of f (size bytes) and checks that
+// they agree and that the file is a whole number of frames.
+func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
+	first := make([]byte, min(size, 768))
+	if _, err := f.ReadAt(first, 0); err != nil {
+		return nil, fmt.Errorf("reading the first frame header: %w", err)
+	}
+	hd, err := parseMIBHeader(first)
+	if err != nil {
+		return nil, err
+	}
+	if hd.pixelType == "R64" {
+		return nil, errors.New("raw-packed (R64) MIB files are not supported yet")
+	}
+	dt, ok := mibPixelTypes[hd.pixelType]
+	if !ok {
+		return nil, fmt.Errorf("unsupported MIB pixel type %q (want U08, U16 or U32)", hd.pixelType)
+	}
+	d := &mibFile{
+		path:   path,
+		f:      f,
+		sig:    [2]int{hd.height, hd.width},
+		dt:     dt,
+		header: hd.headerBytes,
+		stride: hd.headerBytes + hd.width*hd.height*dt.Size(),
+	}
+	for i, c := range mibCheckedFields {
+		d.checked[i] = hd.fields[c.index]
+	}
+	if size%int64(d.stride) != 0 {
+		return nil, fmt.Errorf("size %d bytes is not a whole number of frames of %d bytes (%d-byte header + %d×%d×%d)",
+			size, d.stride, d.header, hd.width, hd.height, dt.Size())
+	}
+	d.numFrames = int(size / int64(d.stride))
+	if d.numFrames == 0 {
+		return nil, errors.New("the file holds no frames")
+	}
+	last := make([]byte, d.header)
+	if _, err := f.ReadAt(last, int64(d.numFrames-1)*int64(d.stride)); err != nil {
+		return nil, fmt.Errorf("reading the last frame header: %w", err)
+	}
+	if err := d.checkHeader(last, d.numFrames-1); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// checkHeader checks that frame's header h starts with "MQ1," and that its header size,
+// width, height and pixel type fields equal the first frame's. It does not allocate.
+func (d *mibFile) checkHeader(h []byte, frame int) error {
+	if !bytes.HasPrefix(h, mibMagic) {
+		return fmt.Errorf("frame %d: header mismatch between frames: frame header starts with %q, not \"MQ1,\"", frame, h[:min(len(h), 4)])
+	}
+	var fields [7][]byte
+	field, from := 0, 0
+	for i := 0; i < len(h) && field < len(fields); i++ {
+		if h[i] == ',' || h[i] == 0 {
+			fields[field] = h[from:i]
+			field++
+			from = i + 1
+		}
+	}
+	for i, c := range mibCheckedFields {
+		if string(fields[c.index]) != d.checked[i] {
+			return fmt.Errorf("frame %d: header mismatch between frames: %s is %q, frame 0 has %q", frame, c.name, fields[c.index], d.checked[i])
+		}
+	}
+	return nil
+}
+
+func (d *mibFile) Format() string   { return "mib" }
+func (d *mibFile) Path() string     { return d.path }
+func (d *mibFile) NavShape() []int  { return append([]int(nil), d.nav...) }
+func (d *mibFile) SigShape() [2]int { return d.sig }
+func (d *mibFile) DType() DType     { return d.dt }
+func (d *mibFile) NumFrames() int   { return d.numFrames }
+func (d *mibFile) FrameBytes() int  { return d.sig[0] * d.sig[1] * d.dt.Size() }
+func (d *mibFile) Close() error     { return d.f.Close() }
+
+// ReadFrames reads frames [start, end) with one positioned read (headers included) into a
+// pooled scratch buffer, checks every frame header, and copies the pixels into dst,
+// swapping them from big-endian to host order.
+func (d *mibFile) ReadFrames(start, end int, dst []byte) error {
+	fb := d.FrameBytes()
+	if err := checkRange(d.path, start, end, d.numFrames, fb, len(dst)); err != nil {
+		return err
+	}
+	n := (end - start) * d.stride
+	bp, _ := d.scratch.Get().(*[]byte)
+	if bp == nil || cap(*bp) < n {
+		b := make([]byte, n)
+		bp = &b
+	}
+	defer d.scratch.Put(bp)
+	buf := (*bp)[:n]
+	if _, err := d.f.ReadAt(buf, int64(start)*int64(d.stride)); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("dataset: %s: reading frames [%d, %d): %w", d.path, start, end, err)
+	}
+	for i := range end - start {
+		frame := buf[i*d.stride : (i+1)*d.stride]
+		if err := d.checkHeader(frame[:d.header], start+i); err != nil {
+			return fmt.Errorf("dataset: %s: %w", d.path, err)
+		}
+		copyToHost(dst[i*fb:(i+1)*fb], frame[d.header:], d.dt.Size(), true)
+	}
+	return nil
+}
+
+// readMIBHdr reads a Merlin .hdr sidecar: tab-separated "key:\tvalue" lines between a
+// line starting "HDR," and one starting "End". Keys lose their trailing colon.
+func readMIBHdr(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "HDR") {
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s is not a Merlin .hdr file: it does not start with \"HDR,\"", path)
+	}
+	kv := map[string]string{}
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r\x00")
+		if strings.HasPrefix(line, "End") {
+			return kv, nil
+		}
+		k, v, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		kv[strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(k), ":"))] = strings.TrimSpace(v)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%s: no \"End\" line: truncated .hdr file", path)
+}
+
+// mibNavFromHdr returns the nav shape that the .hdr sidecar at hdrPath gives, and a
+// description of where it came from, or nil when there is no sidecar or it gives none.
+func mibNavFromHdr(hdrPath string) ([]int, string, error) {
+	kv, err := readMIBHdr(hdrPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	atoi := func(key string) (int, bool, error) {
+		v, ok := kv[key]
+		if !ok {
+			return 0, false, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return 0, false, fmt.Errorf("%s: %q is %q, not a positive number", hdrPath, key, v)
+		}
+		return n, true, nil
+	}
+	scanX, okX, err := atoi("ScanX")
+	if err != nil {
+		return nil, "", err
+	}
+	scanY, okY, err := atoi("ScanY")
+	if err != nil {
+		return nil, "", err
+	}
+	name := filepath.Base(hdrPath)
+	if okX && okY {
+		return []int{scanY, scanX}, fmt.Sprintf(" from %s (ScanY=%d, ScanX=%d)", name, scanY, scanX), nil
+	}
+	acq, okA, err := atoi("Frames in Acquisition (Number)")
+	if err != nil {
+		return nil, "", err
+	}
+	perTrigger, okT, err := atoi("Frames per Trigger (Number)")
+	if err != nil {
+		return nil, "", err
+	}
+	if !okA || !okT {
+		return nil, "", nil
+	}
+	return []int{acq / perTrigger, perTrigger}, fmt.Sprintf(" from %s (Frames in Acquisition %d, Frames per Trigger %d)", name, acq, perTrigger), nil
+}

@@ -1,0 +1,269 @@
+package dataset_test
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/internal/testfiles"
+)
+
+// The real MIB files of ../shared/data/mib, with what their frame headers and .hdr
+// sidecars say. hdrNav is the nav shape LiberTEM's nav_shape_from_hdr gives: (ScanY,
+// ScanX) when present, else (Frames in Acquisition / Frames per Trigger, Frames per
+// Trigger). nav is the scan shape given in the data README (the acquisition's real one).
+var realMIB = []struct {
+	name     string
+	sig      [2]int
+	dt       dataset.DType
+	frames   int
+	maxValue uint32 // 2^counter depth - 1
+	hdrNav   []int
+	nav      []int
+}{
+	{"001_4x2_6bit.mib", [2]int{256, 256}, dataset.Uint8, 8, 63, []int{8, 1}, []int{2, 4}},
+	{"002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib", [2]int{128, 256}, dataset.Uint16, 8, 4095, []int{2, 4}, []int{2, 4}},
+	{"Single_9_Frame_CounterDepth_1_Rows_256.mib", [2]int{256, 256}, dataset.Uint8, 9, 1, []int{1, 9}, []int{3, 3}},
+	{"Single_9_Frame_CounterDepth_6_Rows_256.mib", [2]int{256, 256}, dataset.Uint8, 9, 63, []int{1, 9}, []int{3, 3}},
+	{"Single_9_Frame_CounterDepth_12_Rows_256.mib", [2]int{256, 256}, dataset.Uint16, 9, 4095, []int{1, 9}, []int{3, 3}},
+	{"Single_9_Frame_CounterDepth_24_Rows_256.mib", [2]int{256, 256}, dataset.Uint32, 9, 1<<24 - 1, []int{9, 1}, []int{3, 3}},
+	{"Quad_9_Frame_CounterDepth_6_Rows_256.mib", [2]int{512, 512}, dataset.Uint8, 9, 63, []int{9, 1}, []int{3, 3}},
+	{"Quad_9_Frame_CounterDepth_12_Rows_256.mib", [2]int{512, 512}, dataset.Uint16, 9, 4095, []int{9, 1}, []int{3, 3}},
+}
+
+// decodeMIB decodes every frame of a MIB file independently of the package: header
+// fields by strings.Split, pixels by encoding/binary big-endian reads at computed offsets.
+func decodeMIB(t *testing.T, path string) [][]uint32 {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	fields := strings.Split(string(raw[:100]), ",")
+	headerBytes, _ := strconv.Atoi(fields[2])
+	width, _ := strconv.Atoi(fields[4])
+	height, _ := strconv.Atoi(fields[5])
+	bpp := map[string]int{"U08": 1, "U16": 2, "U32": 4}[fields[6]]
+	require.NotZero(t, bpp)
+	stride := headerBytes + width*height*bpp
+	var frames [][]uint32
+	for off := 0; off+stride <= len(raw); off += stride {
+		px := raw[off+headerBytes : off+stride]
+		frame := make([]uint32, width*height)
+		for i := range frame {
+			switch bpp {
+			case 1:
+				frame[i] = uint32(px[i])
+			case 2:
+				frame[i] = uint32(binary.BigEndian.Uint16(px[2*i:]))
+			case 4:
+				frame[i] = binary.BigEndian.Uint32(px[4*i:])
+			}
+		}
+		frames = append(frames, frame)
+	}
+	return frames
+}
+
+// hostValues decodes host-order frames of dt into uint32 values.
+func hostValues(b []byte, dt dataset.DType) []uint32 {
+	n := len(b) / dt.Size()
+	v := make([]uint32, n)
+	for i := range v {
+		switch dt.Size() {
+		case 1:
+			v[i] = uint32(b[i])
+		case 2:
+			v[i] = uint32(binary.NativeEndian.Uint16(b[2*i:]))
+		case 4:
+			v[i] = binary.NativeEndian.Uint32(b[4*i:])
+		}
+	}
+	return v
+}
+
+func TestRealMIBFiles(t *testing.T) {
+	for _, tc := range realMIB {
+		t.Run(tc.name, func(t *testing.T) {
+			path := testfiles.File(t, "mib/"+tc.name)
+			d, err := dataset.Open(path, dataset.Options{})
+			require.NoError(t, err)
+			defer d.Close()
+			assert.Equal(t, "mib", d.Format())
+			assert.Equal(t, path, d.Path())
+			assert.Equal(t, tc.sig, d.SigShape())
+			assert.Equal(t, tc.dt, d.DType())
+			assert.Equal(t, tc.frames, d.NumFrames())
+			assert.Equal(t, tc.hdrNav, d.NavShape(), "nav shape from the .hdr sidecar")
+			assert.Equal(t, tc.sig[0]*tc.sig[1]*tc.dt.Size(), d.FrameBytes())
+
+			want := decodeMIB(t, path)
+			require.Len(t, want, tc.frames)
+			buf := make([]byte, tc.frames*d.FrameBytes())
+			require.NoError(t, d.ReadFrames(0, tc.frames, buf))
+			got := hostValues(buf, tc.dt)
+			var maxSeen uint32
+			nonzero := 0
+			for i, w := range want {
+				fr := got[i*len(w) : (i+1)*len(w)]
+				require.Equal(t, w, fr, "frame %d", i)
+				for _, v := range fr {
+					maxSeen = max(maxSeen, v)
+					if v != 0 {
+						nonzero++
+					}
+				}
+			}
+			assert.LessOrEqual(t, maxSeen, tc.maxValue, "values fit the counter depth")
+			assert.Positive(t, nonzero, "the file holds counts")
+
+			// A sub-range read gives the same frames.
+			sub := make([]byte, 2*d.FrameBytes())
+			require.NoError(t, d.ReadFrames(tc.frames-2, tc.frames, sub))
+			assert.Equal(t, buf[(tc.frames-2)*d.FrameBytes():], sub)
+
+			// The README's scan shape overrides the .hdr's.
+			d2, err := dataset.Open(path, dataset.Options{NavShape: tc.nav})
+			require.NoError(t, err)
+			assert.Equal(t, tc.nav, d2.NavShape())
+			require.NoError(t, d2.Close())
+		})
+	}
+}
+
+func TestMIBHotPixel(t *testing.T) {
+	path := testfiles.File(t, "mib/002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib")
+	d, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	defer d.Close()
+	buf := make([]byte, d.NumFrames()*d.FrameBytes())
+	require.NoError(t, d.ReadFrames(0, d.NumFrames(), buf))
+	v := hostValues(buf, d.DType())
+	const row, col, sx = 39, 52, 256
+	for f := range d.NumFrames() {
+		frame := v[f*128*sx : (f+1)*128*sx]
+		hot := frame[row*sx+col]
+		for i, x := range frame {
+			if i != row*sx+col {
+				require.Less(t, 2*x, hot, "frame %d pixel (%d, %d) = %d is not far below the hot pixel %d", f, i/sx, i%sx, x, hot)
+			}
+		}
+	}
+}
+
+func TestMIBHdrPathOpensMIB(t *testing.T) {
+	hdr := testfiles.File(t, "mib/002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.hdr")
+	d, err := dataset.Open(hdr, dataset.Options{})
+	require.NoError(t, err)
+	defer d.Close()
+	assert.Equal(t, strings.TrimSuffix(hdr, ".hdr")+".mib", d.Path())
+	assert.Equal(t, []int{2, 4}, d.NavShape())
+}
+
+func TestMIBRawPackedError(t *testing.T) {
+	path := testfiles.File(t, "mib/Single_9_Frame_CounterDepth_1_Rows_256RAW.mib")
+	_, err := dataset.Open(path, dataset.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "raw-packed (R64) MIB files are not supported yet")
+	assert.Contains(t, err.Error(), path)
+}
+
+// copyMIB copies a real MIB file (without its .hdr) into a temporary directory.
+func copyMIB(t *testing.T, name string) (string, []byte) {
+	t.Helper()
+	raw, err := os.ReadFile(testfiles.File(t, "mib/"+name))
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, raw, 0o644))
+	return path, raw
+}
+
+const mib002 = "002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib"
+
+func TestMIBErrors(t *testing.T) {
+	const stride = 384 + 256*128*2
+
+	t.Run("truncated", func(t *testing.T) {
+		path, raw := copyMIB(t, mib002)
+		require.NoError(t, os.WriteFile(path, raw[:len(raw)-100], 0o644))
+		_, err := dataset.Open(path, dataset.Options{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), path)
+		assert.Contains(t, err.Error(), "size 527260 bytes is not a whole number of frames of 65920 bytes (384-byte header + 256×128×2)")
+	})
+	t.Run("no .hdr gives (1, n)", func(t *testing.T) {
+		path, _ := copyMIB(t, mib002)
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, []int{1, 8}, d.NavShape())
+		require.NoError(t, d.Close())
+	})
+	t.Run("middle frame header mismatch", func(t *testing.T) {
+		path, raw := copyMIB(t, mib002)
+		// Frame 5's width field "0256" becomes "0255".
+		copy(raw[5*stride+20:], "0255")
+		require.NoError(t, os.WriteFile(path, raw, 0o644))
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err, "Open checks only the first and last headers")
+		defer d.Close()
+		buf := make([]byte, 8*d.FrameBytes())
+		require.NoError(t, d.ReadFrames(0, 5, buf))
+		require.NoError(t, d.ReadFrames(6, 8, buf))
+		err = d.ReadFrames(3, 7, buf)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), path)
+		assert.Contains(t, err.Error(), `frame 5: header mismatch between frames: width is "0255", frame 0 has "0256"`)
+	})
+	t.Run("middle frame without magic", func(t *testing.T) {
+		path, raw := copyMIB(t, mib002)
+		copy(raw[2*stride:], "XQ1,")
+		require.NoError(t, os.WriteFile(path, raw, 0o644))
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err)
+		defer d.Close()
+		err = d.ReadFrames(0, 8, make([]byte, 8*d.FrameBytes()))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "frame 2: header mismatch between frames")
+	})
+	t.Run("last frame header mismatch", func(t *testing.T) {
+		path, raw := copyMIB(t, mib002)
+		copy(raw[7*stride+30:], "U08")
+		require.NoError(t, os.WriteFile(path, raw, 0o644))
+		_, err := dataset.Open(path, dataset.Options{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `frame 7: header mismatch between frames: pixel type is "U08", frame 0 has "U16"`)
+	})
+	t.Run("nav shape mismatch", func(t *testing.T) {
+		path := testfiles.File(t, "mib/"+mib002)
+		_, err := dataset.Open(path, dataset.Options{NavShape: []int{3, 4}})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "nav shape (3, 4) has 12 positions but the file holds 8 frames")
+	})
+	t.Run(".hdr nav shape mismatch", func(t *testing.T) {
+		path, raw := copyMIB(t, mib002)
+		// Drop the last frame: the .hdr's ScanX=4, ScanY=2 no longer fits.
+		require.NoError(t, os.WriteFile(path, raw[:7*stride], 0o644))
+		hdr, err := os.ReadFile(testfiles.File(t, "mib/"+strings.TrimSuffix(mib002, ".mib")+".hdr"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(strings.TrimSuffix(path, ".mib")+".hdr", hdr, 0o644))
+		_, err = dataset.Open(path, dataset.Options{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "nav shape (2, 4) from 002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.hdr (ScanY=2, ScanX=4) has 8 positions but the file holds 7 frames")
+		d, err := dataset.Open(path, dataset.Options{NavShape: []int{7}})
+		require.NoError(t, err, "a user nav shape overrides the .hdr")
+		assert.Equal(t, []int{7}, d.NavShape())
+		require.NoError(t, d.Close())
+	})
+	t.Run("not a MIB", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "x.mib")
+		require.NoError(t, os.WriteFile(path, []byte("hello, world"), 0o644))
+		_, err := dataset.Open(path, dataset.Options{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `not a Merlin MIB frame header: it starts with "hell"`)
+	})
+}

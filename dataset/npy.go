@@ -1,0 +1,109 @@
+package dataset
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"codeberg.org/sbinet/npyio/npy"
+)
+
+// countingReader counts the bytes read through it, to find where an NPY header ends.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// openNPY opens a NumPy .npy file (format versions 1 and 2, as described in
+// https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html). The header is
+// parsed by codeberg.org/sbinet/npyio; frames are then read straight from the file.
+// Shapes: (sig_y, sig_x) is one frame, (n, sig_y, sig_x) has nav shape (1, n),
+// (nav_y, nav_x, sig_y, sig_x) has nav shape (nav_y, nav_x).
+func openNPY(path string, opt Options) (Dataset, error) {
+	f, size, err := openFile(path)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(format string, args ...any) (Dataset, error) {
+		f.Close()
+		return nil, fmt.Errorf("dataset: %s: "+format, append([]any{path}, args...)...)
+	}
+	cr := &countingReader{r: io.NewSectionReader(f, 0, size)}
+	r, err := npy.NewReader(cr)
+	if err != nil {
+		return fail("not a readable NPY file: %v", err)
+	}
+	hdr := r.Header.Descr
+	if hdr.Fortran {
+		return fail("Fortran-order (column-major) NPY arrays are not supported; save the array in C order (numpy.ascontiguousarray)")
+	}
+	dt, bigEndian, err := npyDType(hdr.Type)
+	if err != nil {
+		return fail("%v", err)
+	}
+	var sig [2]int
+	var fileNav []int
+	switch s := hdr.Shape; len(s) {
+	case 2:
+		sig, fileNav = [2]int{s[0], s[1]}, []int{1, 1}
+	case 3:
+		sig, fileNav = [2]int{s[1], s[2]}, []int{1, s[0]}
+	case 4:
+		sig, fileNav = [2]int{s[2], s[3]}, []int{s[0], s[1]}
+	default:
+		return fail("NPY shape %s is not (sig_y, sig_x), (n, sig_y, sig_x) or (nav_y, nav_x, sig_y, sig_x)", shapeString(s))
+	}
+	for _, n := range hdr.Shape {
+		if n <= 0 {
+			return fail("NPY shape %s has an empty axis", shapeString(hdr.Shape))
+		}
+	}
+	frames := product(fileNav)
+	frameBytes := int64(sig[0] * sig[1] * dt.Size())
+	if want := cr.n + int64(frames)*frameBytes; size != want {
+		return fail("size %d bytes does not match the NPY header: %d header bytes + %d frames of %d bytes (%d×%d×%d) = %d bytes",
+			size, cr.n, frames, frameBytes, sig[0], sig[1], dt.Size(), want)
+	}
+	nav, err := resolveNavShape(path, opt.NavShape, fileNav, " from the NPY shape", frames)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &flatFile{format: "npy", path: path, f: f, offset: cr.n, nav: nav, sig: sig, dt: dt, bigEndian: bigEndian}, nil
+}
+
+// npyKinds maps NPY kind+size codes to DTypes.
+var npyKinds = map[string]DType{
+	"u1": Uint8, "u2": Uint16, "u4": Uint32,
+	"i1": Int8, "i2": Int16, "i4": Int32,
+	"f4": Float32, "f8": Float64,
+}
+
+// npyDType parses an NPY descr such as '<u2' or '|u1' into a DType and its byte order.
+func npyDType(descr string) (DType, bool, error) {
+	s := strings.Trim(strings.TrimSpace(descr), `'"`)
+	if len(s) < 3 {
+		return Invalid, false, fmt.Errorf("unsupported NPY dtype %s", descr)
+	}
+	var bigEndian bool
+	switch s[0] {
+	case '<', '|':
+	case '>':
+		bigEndian = true
+	case '=':
+		bigEndian = hostBigEndian
+	default:
+		return Invalid, false, fmt.Errorf("unsupported NPY dtype %s: no byte order mark", descr)
+	}
+	dt, ok := npyKinds[s[1:]]
+	if !ok {
+		return Invalid, false, fmt.Errorf("unsupported NPY dtype %s (want u1, u2, u4, i1, i2, i4, f4 or f8, either byte order)", descr)
+	}
+	return dt, bigEndian, nil
+}

@@ -1,0 +1,175 @@
+package dataset
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Options tells Open how to read a file. The zero value detects the format and reads
+// every shape from the file itself.
+type Options struct {
+	// Format is "raw", "npy", "mib", or "" to detect it from the extension (.raw, .bin,
+	// .npy, .mib, .hdr) and, failing that, from the first bytes ("MQ1," for MIB,
+	// "\x93NUMPY" for NPY).
+	Format string
+	// NavShape overrides the navigation shape found in the file (NPY shape, MIB .hdr
+	// sidecar). Its product must equal the number of frames in the file. Empty: use the
+	// file's, or (1, n_frames) when the file has none (raw, MIB without .hdr).
+	NavShape []int
+	// SigShape is (sig_y, sig_x) in pixels. Required for raw files, ignored otherwise.
+	SigShape []int
+	// DType is the stored pixel dtype. Required for raw files, ignored otherwise.
+	DType DType
+	// BigEndian says that a raw file stores pixels most significant byte first.
+	BigEndian bool
+	// Offset is the number of header bytes to skip at the start of a raw file.
+	Offset int64
+}
+
+// The formats Open reads, as named in error messages.
+const supportedFormats = `raw (.raw, .bin, or Format "raw" with SigShape and DType), npy (.npy), mib (.mib, .hdr)`
+
+// Open opens the 4D-STEM file at path. A ".hdr" path opens the Merlin ".mib" file beside
+// it. The file stays open until Close.
+//
+// Errors name the file and the problem: missing file, unknown format (with the formats
+// supported), a size that is not a whole number of frames, frame headers that disagree,
+// an unsupported dtype, or a NavShape whose product is not the frame count.
+func Open(path string, opt Options) (Dataset, error) {
+	format := strings.ToLower(opt.Format)
+	switch format {
+	case "raw", "npy", "mib":
+	case "":
+		var err error
+		if format, err = detectFormat(path); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("dataset: %s: unknown format %q (supported: %s)", path, opt.Format, supportedFormats)
+	}
+	switch format {
+	case "raw":
+		return openRaw(path, opt)
+	case "npy":
+		return openNPY(path, opt)
+	default:
+		return openMIB(path, opt)
+	}
+}
+
+// detectFormat names the format of path from its extension, then from its first bytes.
+func detectFormat(path string) (string, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".mib", ".hdr":
+		return "mib", nil
+	case ".npy":
+		return "npy", nil
+	case ".raw", ".bin":
+		return "raw", nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", openError(path, err)
+	}
+	defer f.Close()
+	magic := make([]byte, 6)
+	n, err := io.ReadFull(f, magic)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("dataset: %s: %w", path, err)
+	}
+	magic = magic[:n]
+	switch {
+	case bytes.HasPrefix(magic, []byte("MQ1,")):
+		return "mib", nil
+	case bytes.HasPrefix(magic, []byte("\x93NUMPY")):
+		return "npy", nil
+	}
+	return "", fmt.Errorf("dataset: %s: unknown format: neither the extension nor the first bytes %q match a supported format (supported: %s)",
+		path, magic, supportedFormats)
+}
+
+// openError turns an os.Open error into one that names the file and says what is wrong.
+func openError(path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("dataset: %s: file not found", path)
+	}
+	return fmt.Errorf("dataset: %w", err)
+}
+
+// openFile opens path for reading and returns it with its size in bytes.
+func openFile(path string) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, openError(path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("dataset: %w", err)
+	}
+	if st.IsDir() {
+		f.Close()
+		return nil, 0, fmt.Errorf("dataset: %s is a directory, not a file", path)
+	}
+	return f, st.Size(), nil
+}
+
+// resolveNavShape picks the navigation shape of a file holding frames frames: the user's
+// when given, else the file's (fileNav; source says where it came from, as in
+// " from x.hdr"), else (1, frames). The chosen shape's product must be frames.
+func resolveNavShape(path string, user, fileNav []int, source string, frames int) ([]int, error) {
+	nav := fileNav
+	if len(user) > 0 {
+		nav, source = user, ""
+	}
+	if len(nav) == 0 {
+		return []int{1, frames}, nil
+	}
+	for _, n := range nav {
+		if n <= 0 {
+			return nil, fmt.Errorf("dataset: %s: nav shape %s%s has a non-positive size", path, shapeString(nav), source)
+		}
+	}
+	if p := product(nav); p != frames {
+		return nil, fmt.Errorf("dataset: %s: nav shape %s%s has %d positions but the file holds %d frames", path, shapeString(nav), source, p, frames)
+	}
+	return append([]int(nil), nav...), nil
+}
+
+// checkRange checks a ReadFrames request against a dataset of n frames of frameBytes.
+func checkRange(path string, start, end, n, frameBytes, dstLen int) error {
+	if start < 0 || end > n || start > end {
+		return fmt.Errorf("dataset: %s: frames [%d, %d) out of range: the file holds %d frames", path, start, end, n)
+	}
+	if need := (end - start) * frameBytes; dstLen < need {
+		return fmt.Errorf("dataset: %s: frames [%d, %d): dst holds %d bytes, need %d (%d frames of %d bytes)",
+			path, start, end, dstLen, need, end-start, frameBytes)
+	}
+	return nil
+}
+
+// shapeString formats a shape the numpy way: "(3, 4)", "(5,)".
+func shapeString(s []int) string {
+	parts := make([]string, len(s))
+	for i, n := range s {
+		parts[i] = fmt.Sprint(n)
+	}
+	if len(s) == 1 {
+		return "(" + parts[0] + ",)"
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+func product(s []int) int {
+	p := 1
+	for _, n := range s {
+		p *= n
+	}
+	return p
+}

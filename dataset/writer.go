@@ -1,0 +1,393 @@
+package dataset
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Writer streams frames to a new file. The frames go to a temporary file in the target
+// directory, renamed to the final name only by a successful Close: a failed or aborted
+// write never leaves a half-written file under the final name.
+//
+// A Writer is not safe for concurrent use.
+type Writer struct {
+	path    string
+	format  string
+	nav     []int
+	sig     [2]int
+	dt      DType
+	frames  int // frames the file must hold
+	written int // frames written so far
+	tmp     *os.File
+	w       *bufio.Writer
+	scratch []byte // one frame in file byte order
+	err     error  // sticky: set by the first failure, which aborts the write
+	done    bool
+
+	// MIB only.
+	mibFrameHeader func(dst []byte, frame int) []byte
+	mibHeaderBuf   []byte
+	mibHdr         []byte // the .hdr sidecar
+}
+
+// Create starts writing a new file at path in format "raw" (headerless, little-endian),
+// "npy" (NumPy format 1.0, little-endian, C order, shape nav_shape + sig_shape) or "mib"
+// (Merlin MIB, U08/U16/U32 pixels big-endian, 384-byte single-chip frame headers, or
+// 768-byte quad headers when sigShape is 512×512, plus a .hdr sidecar beside it giving
+// ScanX = nav_x, ScanY = nav_y, Frames per Trigger = nav_x and Frames in Acquisition, so
+// that Open reads the nav shape back). navShape is (nav_y, nav_x) or any shape for raw and
+// NPY; MIB takes at most two nav axes (a 1-D nav shape (n,) reads back as (1, n)).
+//
+// The file must then receive exactly product(navShape) frames through WriteFrames before
+// Close.
+func Create(path string, format string, navShape []int, sigShape [2]int, dt DType) (*Writer, error) {
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("dataset: create %s: invalid dtype %v", path, dt)
+	}
+	if sigShape[0] <= 0 || sigShape[1] <= 0 {
+		return nil, fmt.Errorf("dataset: create %s: sig shape %s has a non-positive size", path, shapeString(sigShape[:]))
+	}
+	if len(navShape) == 0 {
+		return nil, fmt.Errorf("dataset: create %s: empty nav shape", path)
+	}
+	for _, n := range navShape {
+		if n <= 0 {
+			return nil, fmt.Errorf("dataset: create %s: nav shape %s has a non-positive size", path, shapeString(navShape))
+		}
+	}
+	w := &Writer{
+		path:    path,
+		format:  strings.ToLower(format),
+		nav:     append([]int(nil), navShape...),
+		sig:     sigShape,
+		dt:      dt,
+		frames:  product(navShape),
+		scratch: make([]byte, sigShape[0]*sigShape[1]*dt.Size()),
+	}
+	var header []byte
+	switch w.format {
+	case "raw":
+	case "npy":
+		var err error
+		if header, err = npyHeader(npyDescr(dt), append(append([]int(nil), navShape...), sigShape[:]...)); err != nil {
+			return nil, fmt.Errorf("dataset: create %s: %w", path, err)
+		}
+	case "mib":
+		if err := w.setupMIB(time.Now()); err != nil {
+			return nil, fmt.Errorf("dataset: create %s: %w", path, err)
+		}
+	default:
+		return nil, fmt.Errorf("dataset: create %s: unknown format %q (want raw, npy or mib)", path, format)
+	}
+	tmp, err := createTemp(path)
+	if err != nil {
+		return nil, err
+	}
+	w.tmp = tmp
+	w.w = bufio.NewWriterSize(tmp, 1<<20)
+	if _, err := w.w.Write(header); err != nil {
+		w.fail(err)
+		return nil, w.err
+	}
+	return w, nil
+}
+
+// WriteFrames appends whole frames: data holds k frames of sig_y·sig_x pixels of the
+// writer's dtype, in host byte order. Writing more frames than the nav shape holds is an
+// error. Any error aborts the write (the temporary file is removed) and is returned again
+// by later calls and by Close.
+func (w *Writer) WriteFrames(data []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.done {
+		return fmt.Errorf("dataset: write %s: writer already closed", w.path)
+	}
+	fb := len(w.scratch)
+	if len(data)%fb != 0 {
+		w.fail(fmt.Errorf("%d bytes is not a whole number of frames of %d bytes (%d×%d×%d)", len(data), fb, w.sig[0], w.sig[1], w.dt.Size()))
+		return w.err
+	}
+	k := len(data) / fb
+	if w.written+k > w.frames {
+		w.fail(fmt.Errorf("%d frames written plus %d more exceed the %d frames of nav shape %s", w.written, k, w.frames, shapeString(w.nav)))
+		return w.err
+	}
+	for i := range k {
+		frame := data[i*fb : (i+1)*fb]
+		var err error
+		switch {
+		case w.format == "mib":
+			w.mibHeaderBuf = w.mibFrameHeader(w.mibHeaderBuf, w.written+i)
+			if _, err = w.w.Write(w.mibHeaderBuf); err == nil {
+				swapToBigEndian(w.scratch, frame, w.dt.Size())
+				_, err = w.w.Write(w.scratch)
+			}
+		case hostBigEndian:
+			swapCopy(w.scratch, frame, w.dt.Size())
+			_, err = w.w.Write(w.scratch)
+		default:
+			_, err = w.w.Write(frame)
+		}
+		if err != nil {
+			w.fail(err)
+			return w.err
+		}
+	}
+	w.written += k
+	return nil
+}
+
+// swapToBigEndian copies host-order src into dst in big-endian order.
+func swapToBigEndian(dst, src []byte, size int) {
+	if hostBigEndian {
+		copy(dst, src)
+	} else {
+		swapCopy(dst, src, size)
+	}
+}
+
+// Close finishes the file: it checks that every frame was written, flushes, and renames
+// the temporary file (and the MIB .hdr sidecar) to the final names. On error no file is
+// left under the final name.
+func (w *Writer) Close() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.done {
+		return fmt.Errorf("dataset: write %s: writer already closed", w.path)
+	}
+	if w.written != w.frames {
+		w.fail(fmt.Errorf("closed after %d of the %d frames of nav shape %s", w.written, w.frames, shapeString(w.nav)))
+		return w.err
+	}
+	if err := w.w.Flush(); err != nil {
+		w.fail(err)
+		return w.err
+	}
+	if err := w.tmp.Close(); err != nil {
+		w.fail(err)
+		return w.err
+	}
+	if w.mibHdr != nil {
+		hdrPath := strings.TrimSuffix(w.path, filepath.Ext(w.path)) + ".hdr"
+		if err := writeFileAtomic(hdrPath, func(out io.Writer) error {
+			_, err := out.Write(w.mibHdr)
+			return err
+		}); err != nil {
+			w.fail(err)
+			return w.err
+		}
+	}
+	if err := os.Rename(w.tmp.Name(), w.path); err != nil {
+		w.fail(err)
+		return w.err
+	}
+	w.done = true
+	return nil
+}
+
+// Abort stops writing and removes the temporary file; the final file is not created.
+// Abort after Close or after another Abort does nothing.
+func (w *Writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	w.tmp.Close()
+	os.Remove(w.tmp.Name())
+}
+
+// fail records the first error, naming the file, and aborts the write.
+func (w *Writer) fail(err error) {
+	if w.err == nil {
+		w.err = fmt.Errorf("dataset: write %s: %w", w.path, err)
+	}
+	w.Abort()
+}
+
+// createTemp creates a temporary file beside path, to be renamed to path when complete.
+func createTemp(path string) (*os.File, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("dataset: create %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// writeFileAtomic writes path through write into a temporary file beside it and renames
+// it to path on success; on failure it removes the temporary file.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	f, err := createTemp(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("dataset: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteArrayNPY writes data ([]float32 or []float64, C order) as a little-endian NPY
+// file of the given shape, atomically (temporary file, then rename). The CLI writes
+// mask-dot results this way, shape (nav_y, nav_x, n_masks).
+func WriteArrayNPY(path string, shape []int, data any) error {
+	var descr string
+	var n int
+	var put func(buf []byte, i int) []byte
+	switch v := data.(type) {
+	case []float32:
+		descr, n = "<f4", len(v)
+		put = func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint32(buf, math.Float32bits(v[i])) }
+	case []float64:
+		descr, n = "<f8", len(v)
+		put = func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint64(buf, math.Float64bits(v[i])) }
+	default:
+		return fmt.Errorf("dataset: write %s: unsupported array type %T (want []float32 or []float64)", path, data)
+	}
+	for _, s := range shape {
+		if s < 0 {
+			return fmt.Errorf("dataset: write %s: shape %s has a negative size", path, shapeString(shape))
+		}
+	}
+	if product(shape) != n {
+		return fmt.Errorf("dataset: write %s: shape %s has %d elements but the data holds %d", path, shapeString(shape), product(shape), n)
+	}
+	header, err := npyHeader(descr, shape)
+	if err != nil {
+		return fmt.Errorf("dataset: write %s: %w", path, err)
+	}
+	return writeFileAtomic(path, func(out io.Writer) error {
+		if _, err := out.Write(header); err != nil {
+			return err
+		}
+		buf := make([]byte, 0, 1<<16)
+		for i := range n {
+			if buf = put(buf, i); len(buf) >= 1<<16-8 {
+				if _, err := out.Write(buf); err != nil {
+					return err
+				}
+				buf = buf[:0]
+			}
+		}
+		_, err := out.Write(buf)
+		return err
+	})
+}
+
+// npyDescr is the NPY descr of a valid dt in little-endian order ("<u2", "|u1", ...).
+func npyDescr(dt DType) string {
+	order, kind := "<", "f"
+	switch dt {
+	case Uint8, Uint16, Uint32:
+		kind = "u"
+	case Int8, Int16, Int32:
+		kind = "i"
+	}
+	if dt.Size() == 1 {
+		order = "|"
+	}
+	return fmt.Sprintf("%s%s%d", order, kind, dt.Size())
+}
+
+// npyHeader builds an NPY format 1.0 header (magic, version, header length, dict padded
+// with spaces and ended by '\n' so that the data starts at a multiple of 64 bytes), as
+// numpy.lib.format.write_array_header_1_0 does.
+func npyHeader(descr string, shape []int) ([]byte, error) {
+	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shapeString(shape))
+	const prefix = 10 // magic (6) + version (2) + header length (2)
+	total := prefix + len(dict) + 1
+	total += (64 - total%64) % 64
+	hlen := total - prefix
+	if hlen > math.MaxUint16 {
+		return nil, fmt.Errorf("NPY header of %d bytes is too long for format 1.0", hlen)
+	}
+	h := make([]byte, 0, total)
+	h = append(h, "\x93NUMPY\x01\x00"...)
+	h = binary.LittleEndian.AppendUint16(h, uint16(hlen))
+	h = append(h, dict...)
+	for len(h) < total-1 {
+		h = append(h, ' ')
+	}
+	return append(h, '\n'), nil
+}
+
+// setupMIB prepares the frame header and .hdr sidecar of a MIB file written at t.
+func (w *Writer) setupMIB(t time.Time) error {
+	pixelType := map[DType]string{Uint8: "U08", Uint16: "U16", Uint32: "U32"}[w.dt]
+	if pixelType == "" {
+		return fmt.Errorf("MIB stores uint8, uint16 or uint32 pixels, not %v", w.dt)
+	}
+	if len(w.nav) > 2 {
+		return fmt.Errorf("MIB takes a nav shape of at most two axes (nav_y, nav_x), got %s", shapeString(w.nav))
+	}
+	scanY, scanX := 1, w.nav[len(w.nav)-1]
+	if len(w.nav) == 2 {
+		scanY = w.nav[0]
+	}
+	depth := map[DType]int{Uint8: 6, Uint16: 12, Uint32: 24}[w.dt]
+	headerBytes, chips, layout, chipSelect := 384, 1, "1x1", "01"
+	if w.sig == [2]int{512, 512} {
+		headerBytes, chips, layout, chipSelect = 768, 4, "2x2", "0F"
+	}
+	t = t.UTC()
+	// Fields after the frame number, as the Merlin software writes them: header size,
+	// chips, width, height, pixel type, layout, chip select, time stamp, shutter time (s),
+	// counter, colour mode, gain mode, 8 thresholds (keV), per chip "3RX" and 27 DACs,
+	// extended time stamp, shutter time (ns), counter depth.
+	var b strings.Builder
+	fmt.Fprintf(&b, ",%05d,%02d,%04d,%04d,%s,%6s,%s,%s,0.001000,0,0,0", headerBytes, chips, w.sig[1], w.sig[0],
+		pixelType, layout, chipSelect, t.Format("2006-01-02 15:04:05.000000"))
+	b.WriteString(strings.Repeat(",0.000000E+0", 8))
+	b.WriteString(strings.Repeat(",3RX"+strings.Repeat(",000", 27), chips))
+	fmt.Fprintf(&b, ",MQ1A,%s,1000000ns,%d,", t.Format("2006-01-02T15:04:05.000000000Z"), depth)
+	rest := b.String()
+	if len("MQ1,000000")+len(rest) > headerBytes {
+		return fmt.Errorf("MIB frame header of %d bytes does not fit in %d", len("MQ1,000000")+len(rest), headerBytes)
+	}
+	w.mibFrameHeader = func(dst []byte, frame int) []byte {
+		dst = fmt.Appendf(dst[:0], "MQ1,%06d%s", frame+1, rest)
+		for len(dst) < headerBytes {
+			dst = append(dst, 0)
+		}
+		return dst
+	}
+	var h strings.Builder
+	line := func(k string, v any) { fmt.Fprintf(&h, "%s:\t%v\r\n", k, v) }
+	h.WriteString("HDR,\t\r\n")
+	line("Time and Date Stamp (day, mnth, yr, hr, min, s)", t.Format("02/01/2006 15:04:05"))
+	line("Assembly Size (NX1, 2X2)", "   "+layout)
+	line("Chip Mode  (SPM, CSM, CM, CSCM)", "SPM")
+	line("Counter Depth (number)", depth)
+	line("Acquisition Type (Normal, Th_scan, Config)", "Normal")
+	line("Frames in Acquisition (Number)", w.frames)
+	line("Frames per Trigger (Number)", scanX)
+	line("Software Version", "stemdot")
+	line("ScanX", scanX)
+	line("ScanY", scanY)
+	h.WriteString("End\t")
+	for h.Len() < 2048 {
+		h.WriteByte(' ')
+	}
+	w.mibHdr = []byte(h.String())
+	return nil
+}

@@ -1,0 +1,48 @@
+package synth
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/stemdot/stemdot/dataset"
+)
+
+// encode stores counts in dst as dt in host byte order, clipping each count to the
+// dtype's largest value (a saturated counter).
+func encode(dst []byte, counts []uint32, dt dataset.DType) {
+	ne := binary.NativeEndian
+	switch dt {
+	case dataset.Uint8:
+		for j, c := range counts {
+			dst[j] = uint8(min(c, math.MaxUint8))
+		}
+	case dataset.Int8:
+		for j, c := range counts {
+			dst[j] = uint8(min(c, math.MaxInt8))
+		}
+	case dataset.Uint16:
+		for j, c := range counts {
+			ne.PutUint16(dst[2*j:], uint16(min(c, math.MaxUint16)))
+		}
+	case dataset.Int16:
+		for j, c := range counts {
+			ne.PutUint16(dst[2*j:], uint16(min(c, math.MaxInt16)))
+		}
+	case dataset.Uint32:
+		for j, c := range counts {
+			ne.PutUint32(dst[4*j:], c)
+		}
+	case dataset.Int32:
+		for j, c := range counts {
+			ne.PutUint32(dst[4*j:], min(c, math.MaxInt32))
+		}
+	case dataset.Float32:
+		for j, c := range counts {
+			ne.PutUint32(dst[4*j:], math.Float32bits(float32(c)))
+		}
+	case dataset.Float64:
+		for j, c := range counts {
+			ne.PutUint64(dst[8*j:], math.Float64bits(float64(c)))
+		}
+	}
+}

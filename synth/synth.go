@@ -1,0 +1,259 @@
+// Package synth writes synthetic 4D-STEM datasets with a known, documented model, for
+// tests, benchmarks and demonstrations.
+//
+// # Model
+//
+// Scan position (iy, ix) of nav shape (ny, nx) has normalised coordinates
+// u = (ix+½)/nx and v = (iy+½)/ny in (0, 1) (a 1-D nav shape (n,) is (1, n)). Its frame of
+// sig shape (sy, sx) holds, in counts per pixel (expected value λ at pixel (y, x)):
+//
+//   - a bright-field disc of radius DiscRadius pixels, with a one-pixel linear edge:
+//     disc(r) = clamp(DiscRadius + ½ − r, 0, 1), centred at
+//     (cy, cx) = (sy/2 + Shift·(2v−1), sx/2 + Shift·(2u−1)): the disc moves linearly by up
+//     to ±Shift pixels along each scan axis, as a descan error does;
+//   - a diffuse ring of radius RingRadius and Gaussian profile of standard deviation
+//     RingWidth pixels, ring(r) = exp(−(r−RingRadius)²/(2·RingWidth²)), centred with the
+//     disc;
+//   - a flat background of Background counts per pixel.
+//
+// With r the distance of the pixel centre from (cy, cx) and t = sin(πu)·sin(πv) a
+// "specimen thickness" map (0 at the scan edges, 1 in the middle),
+//
+//	λ = DiscCounts·(1 − t/2)·disc(r) + RingCounts·(½ + t/2)·ring(r) + Background,
+//
+// so that the bright field dims where the diffuse scattering grows. Each pixel then gets a
+// Poisson count of mean λ (see poisson.go for the sampler and its accuracy), clipped to
+// the dtype's maximum; float dtypes store the same integer counts as floats.
+//
+// The noise of frame i comes from a PCG generator seeded with (Seed, i): a dataset is a
+// deterministic function of its Options, whatever the number of CPUs.
+package synth
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stemdot/stemdot/dataset"
+)
+
+// Options describe a synthetic dataset. Zero model parameters take their defaults.
+type Options struct {
+	// NavShape is (nav_y, nav_x) (or (n,)); required.
+	NavShape []int
+	// SigShape is (sig_y, sig_x) in pixels; required.
+	SigShape [2]int
+	// DType of the stored pixels; default uint16.
+	DType dataset.DType
+	// Format is "raw", "npy" or "mib"; default from the path's extension (.raw/.bin,
+	// .npy, .mib).
+	Format string
+	// Seed selects the noise.
+	Seed uint64
+
+	// DiscRadius in pixels; default min(sig)/8.
+	DiscRadius float64
+	// DiscCounts is the disc's counts per pixel at the scan edge; default 40.
+	DiscCounts float64
+	// Shift is the largest disc displacement in pixels along each axis; default 3.
+	Shift float64
+	// RingRadius in pixels; default 0.3·min(sig).
+	RingRadius float64
+	// RingWidth is the ring's Gaussian standard deviation in pixels; default
+	// max(1, min(sig)/40).
+	RingWidth float64
+	// RingCounts is the ring's peak counts per pixel in the scan middle; default 4.
+	RingCounts float64
+	// Background counts per pixel; default 0.5.
+	Background float64
+}
+
+// model is an Options with defaults filled in and derived quantities.
+type model struct {
+	Options
+	ny, nx int
+	ring   []float64 // ring(r) at r = j/ringStep
+}
+
+// ringStep is the radial sampling of the ring profile table, per pixel.
+const ringStep = 16
+
+func newModel(opt Options) (*model, error) {
+	if len(opt.NavShape) == 0 || len(opt.NavShape) > 2 {
+		return nil, fmt.Errorf("synth: nav shape %v: want (nav_y, nav_x) or (n,)", opt.NavShape)
+	}
+	for _, n := range opt.NavShape {
+		if n <= 0 {
+			return nil, fmt.Errorf("synth: nav shape %v has a non-positive size", opt.NavShape)
+		}
+	}
+	if opt.SigShape[0] <= 0 || opt.SigShape[1] <= 0 {
+		return nil, fmt.Errorf("synth: sig shape %v has a non-positive size", opt.SigShape)
+	}
+	m := &model{Options: opt, ny: 1, nx: opt.NavShape[len(opt.NavShape)-1]}
+	if len(opt.NavShape) == 2 {
+		m.ny = opt.NavShape[0]
+	}
+	minSig := float64(min(opt.SigShape[0], opt.SigShape[1]))
+	def := func(p *float64, v float64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if m.DType == dataset.Invalid {
+		m.DType = dataset.Uint16
+	}
+	def(&m.DiscRadius, minSig/8)
+	def(&m.DiscCounts, 40)
+	def(&m.Shift, 3)
+	def(&m.RingRadius, 0.3*minSig)
+	def(&m.RingWidth, math.Max(1, minSig/40))
+	def(&m.RingCounts, 4)
+	def(&m.Background, 0.5)
+	for _, p := range []float64{m.DiscRadius, m.DiscCounts, m.Shift, m.RingRadius, m.RingWidth, m.RingCounts, m.Background} {
+		if p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
+			return nil, fmt.Errorf("synth: model parameters must be finite and non-negative: %+v", opt)
+		}
+	}
+	if m.DType.Size() == 0 {
+		return nil, fmt.Errorf("synth: invalid dtype %v", m.DType)
+	}
+	// The largest distance of a pixel from the disc centre.
+	rMax := math.Hypot(float64(opt.SigShape[0])/2+m.Shift+1, float64(opt.SigShape[1])/2+m.Shift+1)
+	m.ring = make([]float64, int(rMax*ringStep)+2)
+	for j := range m.ring {
+		d := (float64(j)/ringStep - m.RingRadius) / m.RingWidth
+		m.ring[j] = math.Exp(-d * d / 2)
+	}
+	return m, nil
+}
+
+// position returns, for frame i, the disc centre (cy, cx) in pixels and the thickness t.
+func (m *model) position(i int) (cy, cx, t float64) {
+	u := (float64(i%m.nx) + 0.5) / float64(m.nx)
+	v := (float64(i/m.nx) + 0.5) / float64(m.ny)
+	cy = float64(m.SigShape[0])/2 + m.Shift*(2*v-1)
+	cx = float64(m.SigShape[1])/2 + m.Shift*(2*u-1)
+	return cy, cx, math.Sin(math.Pi*u) * math.Sin(math.Pi*v)
+}
+
+// lambda writes the expected counts of frame i into lam (sig_y·sig_x values, row-major).
+func (m *model) lambda(i int, lam []float64) {
+	cy, cx, t := m.position(i)
+	disc := m.DiscCounts * (1 - t/2)
+	ring := m.RingCounts * (0.5 + t/2)
+	sx := m.SigShape[1]
+	for y := range m.SigShape[0] {
+		dy := float64(y) + 0.5 - cy
+		row := lam[y*sx : (y+1)*sx]
+		for x := range row {
+			dx := float64(x) + 0.5 - cx
+			r := math.Sqrt(dx*dx + dy*dy)
+			l := m.Background + ring*m.ring[int(r*ringStep+0.5)]
+			if e := m.DiscRadius + 0.5 - r; e > 0 {
+				l += disc * math.Min(e, 1)
+			}
+			row[x] = l
+		}
+	}
+}
+
+// frame writes the noisy frame i into dst (native dtype, host byte order), using lam as
+// scratch.
+func (m *model) frame(i int, dst []byte, lam []float64, counts []uint32) {
+	m.lambda(i, lam)
+	rng := rand.New(rand.NewPCG(m.Seed, uint64(i)))
+	pt := poisson()
+	for j, l := range lam {
+		counts[j] = pt.sample(rng, l)
+	}
+	encode(dst, counts, m.DType)
+}
+
+// Write writes the synthetic dataset described by opt to path (atomically: nothing is
+// left at path on error). Frames are generated in parallel on runtime.GOMAXPROCS(0) CPUs
+// and streamed to the file in batches; memory use is a few batches of frames, whatever
+// the dataset size.
+func Write(path string, opt Options) error {
+	m, err := newModel(opt)
+	if err != nil {
+		return err
+	}
+	format := opt.Format
+	if format == "" {
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".npy":
+			format = "npy"
+		case ".mib":
+			format = "mib"
+		case ".raw", ".bin":
+			format = "raw"
+		default:
+			return fmt.Errorf("synth: %s: set Format (raw, npy or mib): the extension does not say", path)
+		}
+	}
+	w, err := dataset.Create(path, format, opt.NavShape, opt.SigShape, m.DType)
+	if err != nil {
+		return err
+	}
+	nFrames := m.ny * m.nx
+	frameBytes := m.SigShape[0] * m.SigShape[1] * m.DType.Size()
+	workers := runtime.GOMAXPROCS(0)
+	batch := max(1, min(nFrames, 4*workers, (64<<20)/frameBytes))
+
+	// Two batch buffers: one filled by the workers while the other is written.
+	free := make(chan []byte, 2)
+	free <- make([]byte, batch*frameBytes)
+	free <- make([]byte, batch*frameBytes)
+	full := make(chan []byte, 1)
+	writeErr := make(chan error, 1)
+	var failed atomic.Bool // set when a write fails: stop generating
+	go func() {
+		var err error
+		for b := range full {
+			if err == nil {
+				if err = w.WriteFrames(b); err != nil {
+					failed.Store(true)
+				}
+			}
+			free <- b[:cap(b)]
+		}
+		writeErr <- err
+	}()
+
+	scratch := make([]struct {
+		lam    []float64
+		counts []uint32
+	}, workers)
+	pixels := m.SigShape[0] * m.SigShape[1]
+	for k := range scratch {
+		scratch[k].lam = make([]float64, pixels)
+		scratch[k].counts = make([]uint32, pixels)
+	}
+	for start := 0; start < nFrames && !failed.Load(); start += batch {
+		end := min(start+batch, nFrames)
+		buf := <-free
+		var wg sync.WaitGroup
+		for k := range workers {
+			wg.Go(func() {
+				for i := start + k; i < end; i += workers {
+					off := (i - start) * frameBytes
+					m.frame(i, buf[off:off+frameBytes], scratch[k].lam, scratch[k].counts)
+				}
+			})
+		}
+		wg.Wait()
+		full <- buf[:(end-start)*frameBytes]
+	}
+	close(full)
+	if err := <-writeErr; err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Close()
+}

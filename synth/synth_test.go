@@ -1,0 +1,243 @@
+package synth
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot/dataset"
+)
+
+// readFloat opens path and returns the dataset and every frame as float64 values.
+func readFloat(t *testing.T, path string, opt dataset.Options) (dataset.Dataset, []float64) {
+	t.Helper()
+	d, err := dataset.Open(path, opt)
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	buf := make([]byte, d.NumFrames()*d.FrameBytes())
+	require.NoError(t, d.ReadFrames(0, d.NumFrames(), buf))
+	n := len(buf) / d.DType().Size()
+	v := make([]float64, n)
+	ne := binary.NativeEndian
+	for i := range v {
+		switch d.DType() {
+		case dataset.Uint8:
+			v[i] = float64(buf[i])
+		case dataset.Uint16:
+			v[i] = float64(ne.Uint16(buf[2*i:]))
+		case dataset.Uint32:
+			v[i] = float64(ne.Uint32(buf[4*i:]))
+		case dataset.Float32:
+			v[i] = float64(math.Float32frombits(ne.Uint32(buf[4*i:])))
+		default:
+			t.Fatalf("dtype %v not decoded by this test", d.DType())
+		}
+	}
+	return d, v
+}
+
+func TestShapesAndFormats(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		file string
+		opt  Options
+		read dataset.Options
+		nav  []int
+	}{
+		{"a.npy", Options{NavShape: []int{3, 4}, SigShape: [2]int{32, 48}, DType: dataset.Float32}, dataset.Options{}, []int{3, 4}},
+		{"a.mib", Options{NavShape: []int{2, 5}, SigShape: [2]int{40, 32}, DType: dataset.Uint8}, dataset.Options{}, []int{2, 5}},
+		{"a.mib", Options{NavShape: []int{7}, SigShape: [2]int{16, 16}}, dataset.Options{}, []int{1, 7}},
+		{"a.raw", Options{NavShape: []int{3, 3}, SigShape: [2]int{24, 24}, DType: dataset.Uint32},
+			dataset.Options{NavShape: []int{3, 3}, SigShape: []int{24, 24}, DType: dataset.Uint32}, []int{3, 3}},
+		{"a.dat", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Format: "npy"}, dataset.Options{Format: "npy"}, []int{2, 2}},
+	} {
+		path := filepath.Join(dir, tc.file)
+		require.NoError(t, Write(path, tc.opt), tc.file)
+		d, v := readFloat(t, path, tc.read)
+		assert.Equal(t, tc.nav, d.NavShape())
+		assert.Equal(t, tc.opt.SigShape, d.SigShape())
+		want := tc.opt.DType
+		if want == dataset.Invalid {
+			want = dataset.Uint16
+		}
+		assert.Equal(t, want, d.DType())
+		sum := 0.0
+		for _, x := range v {
+			require.GreaterOrEqual(t, x, 0.0)
+			require.Equal(t, math.Round(x), x, "counts are integers")
+			sum += x
+		}
+		assert.Positive(t, sum)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	opt := Options{NavShape: []int{4, 6}, SigShape: [2]int{32, 32}, Seed: 42}
+	read := func(name string, opt Options) []float64 {
+		path := filepath.Join(dir, name)
+		require.NoError(t, Write(path, opt))
+		_, v := readFloat(t, path, dataset.Options{})
+		return v
+	}
+	a := read("a.npy", opt)
+	prev := runtime.GOMAXPROCS(1)
+	b := read("b.npy", opt)
+	runtime.GOMAXPROCS(prev)
+	assert.Equal(t, a, b, "same seed, different CPU count: same data")
+
+	opt.Seed = 43
+	c := read("c.npy", opt)
+	assert.NotEqual(t, a, c, "another seed gives other noise")
+
+	// The float32 variant stores the same counts as floats.
+	opt.Seed, opt.DType = 42, dataset.Float32
+	assert.Equal(t, a, read("f.npy", opt))
+}
+
+func TestDiscCentreOfMassMoves(t *testing.T) {
+	opt := Options{NavShape: []int{5, 5}, SigShape: [2]int{64, 64}, Seed: 7}
+	path := filepath.Join(t.TempDir(), "com.npy")
+	require.NoError(t, Write(path, opt))
+	m, err := newModel(opt)
+	require.NoError(t, err)
+	_, v := readFloat(t, path, dataset.Options{})
+	// Within a window that holds the disc at every position and none of the ring, the
+	// centre of mass of the counts above background is the disc centre.
+	window := m.DiscRadius + m.Shift + 2
+	require.Less(t, window+3*m.RingWidth, m.RingRadius)
+	for i := range 25 {
+		frame := v[i*64*64 : (i+1)*64*64]
+		var sum, sy, sx float64
+		for y := range 64 {
+			for x := range 64 {
+				py, px := float64(y)+0.5, float64(x)+0.5
+				if math.Hypot(py-32, px-32) > window {
+					continue
+				}
+				c := frame[y*64+x] - m.Background
+				sum += c
+				sy += c * py
+				sx += c * px
+			}
+		}
+		// Documented model: centre (32 + 3(2v−1), 32 + 3(2u−1)), u = (ix+½)/5, v = (iy+½)/5.
+		u, vv := (float64(i%5)+0.5)/5, (float64(i/5)+0.5)/5
+		assert.InDelta(t, 32+3*(2*vv-1), sy/sum, 0.2, "frame %d: y centre", i)
+		assert.InDelta(t, 32+3*(2*u-1), sx/sum, 0.2, "frame %d: x centre", i)
+	}
+}
+
+func TestFrameStatistics(t *testing.T) {
+	// Frames against the model: (count − λ)/√λ must have mean 0 and variance 1 over
+	// the disc, the ring and the flat background alike.
+	opt := Options{NavShape: []int{4, 4}, SigShape: [2]int{64, 64}, Seed: 9}
+	path := filepath.Join(t.TempDir(), "stats.npy")
+	require.NoError(t, Write(path, opt))
+	m, err := newModel(opt)
+	require.NoError(t, err)
+	_, v := readFloat(t, path, dataset.Options{})
+	lam := make([]float64, 64*64)
+	var n, sz, szz float64
+	var nBG, sBG, ssBG float64
+	for i := range 16 {
+		m.lambda(i, lam)
+		for j, l := range lam {
+			c := v[i*64*64+j]
+			z := (c - l) / math.Sqrt(l)
+			n++
+			sz += z
+			szz += z * z
+			if y, x := j/64, j%64; (y < 6 || y >= 58) && (x < 6 || x >= 58) {
+				// corners: beyond the ring, the flat background region
+				require.InDelta(t, m.Background, l, 1e-6)
+				nBG++
+				sBG += c
+				ssBG += c * c
+			}
+		}
+	}
+	mean, variance := sz/n, szz/n-(sz/n)*(sz/n)
+	// n = 65536 samples: the standard error of the mean is 1/√n ≈ 0.004.
+	assert.InDelta(t, 0, mean, 0.03)
+	assert.InDelta(t, 1, variance, 0.05)
+	bgMean := sBG / nBG
+	bgVar := ssBG/nBG - bgMean*bgMean
+	// 2304 background samples of λ = 0.5: standard errors ≈ 0.015 (mean), 0.03 (variance).
+	assert.InDelta(t, 0.5, bgMean, 0.08)
+	assert.InDelta(t, 0.5, bgVar, 0.15)
+}
+
+func TestPoissonSampler(t *testing.T) {
+	pt := poisson()
+	rng := rand.New(rand.NewPCG(1, 1))
+	const n = 200000
+	for _, lam := range []float64{0, 0.2, 0.5, 2.5, 17.3, 63.9, 150, 4000} {
+		var s, ss float64
+		for range n {
+			k := float64(pt.sample(rng, lam))
+			s += k
+			ss += k * k
+		}
+		mean := s / n
+		variance := ss/n - mean*mean
+		// λ is rounded to the 1/64 grid below 64; 6 standard errors otherwise.
+		assert.InDelta(t, lam, mean, 1.0/128+6*math.Sqrt(lam/n), "λ=%v mean", lam)
+		assert.InDelta(t, lam, variance, 0.1+6*math.Sqrt((lam+2*lam*lam)/n), "λ=%v variance", lam)
+	}
+	// The distribution itself, for λ = 2.5 (on the grid, so exact): each frequency
+	// within 6 binomial standard errors of the Poisson pmf.
+	const lam = 2.5
+	counts := make([]float64, 30)
+	for range n {
+		counts[min(int(pt.sample(rng, lam)), 29)]++
+	}
+	pmf := math.Exp(-lam)
+	for k := range 12 {
+		se := math.Sqrt(pmf * (1 - pmf) / n)
+		assert.InDelta(t, pmf, counts[k]/n, 6*se+1e-9, "P(k=%d)", k)
+		pmf *= lam / float64(k+1)
+	}
+}
+
+func TestWriteErrorsLeaveNoFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		opt  Options
+		want string
+	}{
+		{"a.mib", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, DType: dataset.Float32}, "MIB stores uint8, uint16 or uint32"},
+		{"a.tif", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}}, "set Format"},
+		{"a.npy", Options{NavShape: []int{2, 2, 2}, SigShape: [2]int{16, 16}}, "want (nav_y, nav_x)"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{0, 16}}, "non-positive"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Shift: -1}, "non-negative"},
+	} {
+		err := Write(filepath.Join(dir, tc.name), tc.opt)
+		require.Error(t, err, tc.name)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
+}
+
+// BenchmarkWrite measures synthetic data generation and writing (bytes/s of frames).
+func BenchmarkWrite(b *testing.B) {
+	opt := Options{NavShape: []int{16, 16}, SigShape: [2]int{256, 256}, Seed: 1}
+	path := filepath.Join(b.TempDir(), "bench.npy")
+	poisson()
+	b.SetBytes(16 * 16 * 256 * 256 * 2)
+	for b.Loop() {
+		if err := Write(path, opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,361 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"codeberg.org/sbinet/npyio"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/internal/testfiles"
+)
+
+var stemdotBin string
+
+// TestMain builds the stemdot binary once, so that the tests check what users run,
+// exit codes included.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "stemdot-cli-test")
+	if err != nil {
+		panic(err)
+	}
+	stemdotBin = filepath.Join(dir, "stemdot")
+	build := exec.Command("go", "build", "-o", stemdotBin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building stemdot:", err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(stemdotBin, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("running stemdot %v: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// mibFrames decodes a Merlin MIB file independently of package dataset: each frame is a
+// header of the size in its field 2, then big-endian pixels.
+func mibFrames(t *testing.T, path string) (frames [][]float64, sigY, sigX int) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	fields := strings.Split(string(raw[:64]), ",")
+	hdr, _ := strconv.Atoi(fields[2])
+	sigX, _ = strconv.Atoi(fields[4])
+	sigY, _ = strconv.Atoi(fields[5])
+	bps := map[string]int{"U08": 1, "U16": 2, "U32": 4}[fields[6]]
+	require.NotZero(t, bps, "pixel type %s", fields[6])
+	if strings.HasPrefix(fields[7], "2x2") && fields[3] == "4" {
+		sigX, sigY = 2*sigX, 2*sigY // quad: fields give one chip's size on some firmwares
+	}
+	frameSize := hdr + sigY*sigX*bps
+	if len(raw)%frameSize != 0 { // quad files whose header gives the assembled size
+		sigX, sigY = sigX/2, sigY/2
+		frameSize = hdr + sigY*sigX*bps
+	}
+	require.Zero(t, len(raw)%frameSize)
+	for off := 0; off < len(raw); off += frameSize {
+		px := raw[off+hdr : off+frameSize]
+		f := make([]float64, sigY*sigX)
+		for i := range f {
+			switch bps {
+			case 1:
+				f[i] = float64(px[i])
+			case 2:
+				f[i] = float64(binary.BigEndian.Uint16(px[2*i:]))
+			case 4:
+				f[i] = float64(binary.BigEndian.Uint32(px[4*i:]))
+			}
+		}
+		frames = append(frames, f)
+	}
+	return frames, sigY, sigX
+}
+
+// refMasks builds disk, ring and COM masks with the documented pixel rules, written
+// here independently of package masks.
+func refMasks(sigY, sigX int, cx, cy, r, ri, ro float64) [][]float64 {
+	n := sigY * sigX
+	disk, ring, sum, my, mx := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	for y := 0; y < sigY; y++ {
+		for x := 0; x < sigX; x++ {
+			i := y*sigX + x
+			d2 := (float64(x)-cx)*(float64(x)-cx) + (float64(y)-cy)*(float64(y)-cy)
+			if d2 <= r*r {
+				disk[i] = 1
+			}
+			if d2 > ri*ri && d2 <= ro*ro {
+				ring[i] = 1
+			}
+			sum[i], my[i], mx[i] = 1, float64(y)-cy, float64(x)-cx
+		}
+	}
+	return [][]float64{disk, ring, sum, my, mx}
+}
+
+func readResult(t *testing.T, path string) ([]int, []float64) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := npyio.NewReader(f)
+	require.NoError(t, err)
+	shape := r.Header.Descr.Shape
+	var out []float64
+	switch strings.Trim(r.Header.Descr.Type, "'") {
+	case "<f4":
+		var v []float32
+		require.NoError(t, r.Read(&v))
+		for _, x := range v {
+			out = append(out, float64(x))
+		}
+	case "<f8":
+		require.NoError(t, r.Read(&out))
+	default:
+		t.Fatalf("result dtype %s", r.Header.Descr.Type)
+	}
+	return shape, out
+}
+
+// checkResult compares got (frame-major, n_masks per frame) with the float64 reference
+// Σ mask·frame, within 1e-5 of Σ |mask|·|frame| (the scale of the sum's rounding).
+func checkResult(t *testing.T, got []float64, frames, ms [][]float64) {
+	t.Helper()
+	require.Len(t, got, len(frames)*len(ms))
+	for f, fr := range frames {
+		for m, mask := range ms {
+			var ref, scale float64
+			for i, w := range mask {
+				ref += w * fr[i]
+				scale += math.Abs(w * fr[i])
+			}
+			g := got[f*len(ms)+m]
+			if math.Abs(g-ref) > 1e-5*scale+1e-6 {
+				t.Fatalf("frame %d mask %d: got %g, float64 reference %g", f, m, g, ref)
+			}
+		}
+	}
+}
+
+func TestApplyRealMIBFiles(t *testing.T) {
+	for _, name := range []string{
+		"mib/001_4x2_6bit.mib",
+		"mib/002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib",
+		"mib/Single_9_Frame_CounterDepth_6_Rows_256.mib",
+		"mib/Single_9_Frame_CounterDepth_12_Rows_256.mib",
+		"mib/Single_9_Frame_CounterDepth_24_Rows_256.mib",
+		"mib/Quad_9_Frame_CounterDepth_6_Rows_256.mib",
+		"mib/Quad_9_Frame_CounterDepth_12_Rows_256.mib",
+	} {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			path := testfiles.File(t, name)
+			frames, sy, sx := mibFrames(t, path)
+			cx, cy := float64(sx/2), float64(sy/2)
+			r, ri, ro := float64(sy)/5, float64(sy)/8, float64(sy)/3
+			dir := t.TempDir()
+			out := filepath.Join(dir, "r.npy")
+			stdout, stderr, code := run(t, "apply", path, "--cpus", "1",
+				"--mask", fmt.Sprintf("disk:%g,%g,%g", cx, cy, r),
+				"--mask", fmt.Sprintf("ring:%g,%g,%g,%g", cx, cy, ri, ro),
+				"--mask", fmt.Sprintf("com:%g,%g", cx, cy),
+				"--out", out, "--png", filepath.Join(dir, "img"))
+			require.Zero(t, code, stderr)
+			require.Contains(t, stdout, fmt.Sprintf("%d frames", len(frames)))
+			shape, got := readResult(t, out)
+			require.Equal(t, 5, shape[len(shape)-1])
+			checkResult(t, got, frames, refMasks(sy, sx, cx, cy, r, ri, ro))
+			pngs, _ := filepath.Glob(filepath.Join(dir, "img_*.png"))
+			require.Len(t, pngs, 5)
+
+			// The same masks from an NPY stack, and a random stack, in float64.
+			rng := rand.New(rand.NewPCG(1, uint64(sy)))
+			ms := refMasks(sy, sx, cx, cy, r, ri, ro)[:2]
+			noise := make([]float64, sy*sx)
+			for i := range noise {
+				noise[i] = rng.Float64()*2 - 1
+			}
+			ms = append(ms, noise)
+			var stack []float32
+			for _, m := range ms {
+				for _, w := range m {
+					stack = append(stack, float32(w))
+				}
+			}
+			for i, w := range stack[2*sy*sx:] {
+				ms[2][i] = float64(w) // the reference uses the float32 weights
+			}
+			mfile := filepath.Join(dir, "masks.npy")
+			require.NoError(t, dataset.WriteArrayNPY(mfile, []int{3, sy, sx}, stack))
+			_, stderr, code = run(t, "apply", path, "--masks", mfile, "--float64", "--out", out, "-q")
+			require.Zero(t, code, stderr)
+			_, got = readResult(t, out)
+			checkResult(t, got, frames, ms)
+		})
+	}
+}
+
+func TestApplyRawAndNPY(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(7, 8))
+	const n, sy, sx = 6, 20, 24
+	frames := make([][]float64, n)
+	rawBig := make([]byte, 0, n*sy*sx*4)
+	npyData := make([]float32, 0, n*sy*sx)
+	for f := range frames {
+		frames[f] = make([]float64, sy*sx)
+		for i := range frames[f] {
+			v := rng.Uint32N(100000)
+			frames[f][i] = float64(v)
+			rawBig = binary.BigEndian.AppendUint32(rawBig, v)
+			npyData = append(npyData, float32(v))
+		}
+	}
+	raw := filepath.Join(dir, "scan.raw")
+	require.NoError(t, os.WriteFile(raw, append(make([]byte, 16), rawBig...), 0o644))
+	npy := filepath.Join(dir, "scan.npy")
+	require.NoError(t, dataset.WriteArrayNPY(npy, []int{2, 3, sy, sx}, npyData))
+	ms := refMasks(sy, sx, 12, 10, 5, 3, 9)
+	masks := []string{"--mask", "disk:12,10,5", "--mask", "ring:12,10,3,9", "--mask", "com:12,10"}
+	out := filepath.Join(dir, "r.npy")
+
+	_, stderr, code := run(t, append([]string{"apply", raw, "--format", "raw", "--sig-shape", "20,24", "--dtype", "uint32",
+		"--byte-order", "big", "--offset", "16", "--nav-shape", "3,2", "--out", out}, masks...)...)
+	require.Zero(t, code, stderr)
+	shape, got := readResult(t, out)
+	require.Equal(t, []int{3, 2, 5}, shape)
+	checkResult(t, got, frames, ms)
+
+	_, stderr, code = run(t, append([]string{"apply", npy, "--out", out}, masks...)...)
+	require.Zero(t, code, stderr)
+	shape, got = readResult(t, out)
+	require.Equal(t, []int{2, 3, 5}, shape)
+	checkResult(t, got, frames, ms)
+}
+
+func TestBadInputs(t *testing.T) {
+	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	good, err := os.ReadFile(mib)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, data, 0o644))
+		return p
+	}
+	truncated := write("truncated.mib", good[:len(good)-100])
+	corrupt := bytes.Clone(good)
+	copy(corrupt[len(good)/8*3:], "garbage")
+	frameSize := len(good) / 8
+	copy(corrupt[2*frameSize:], "XQ1,")
+	corrupted := write("corrupt.mib", corrupt)
+	unknown := write("scan.txt", []byte("hello, this is no detector file"))
+	nanMasks := filepath.Join(dir, "nan.npy")
+	nan := make([]float32, 256*256)
+	nan[77] = float32(math.NaN())
+	require.NoError(t, dataset.WriteArrayNPY(nanMasks, []int{256, 256}, nan))
+	wrongMasks := filepath.Join(dir, "wrong.npy")
+	require.NoError(t, dataset.WriteArrayNPY(wrongMasks, []int{2, 64, 64}, make([]float32, 2*64*64)))
+	raw64 := testfiles.File(t, "mib/Single_9_Frame_CounterDepth_1_Rows_256RAW.mib")
+
+	disk := []string{"--mask", "disk:128,128,20"}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing file", append([]string{"apply", filepath.Join(dir, "nope.mib")}, disk...), "not found"},
+		{"truncated file", append([]string{"apply", truncated}, disk...), "not a whole number of frames"},
+		{"header mismatch", append([]string{"apply", corrupted}, disk...), "frame"},
+		{"unknown format", append([]string{"apply", unknown}, disk...), "format"},
+		{"nav shape vs frames", append([]string{"apply", mib, "--nav-shape", "3,3"}, disk...), "nav shape"},
+		{"raw-packed R64", append([]string{"apply", raw64}, disk...), "not supported"},
+		{"mask stack shape", []string{"apply", mib, "--masks", wrongMasks}, "shape"},
+		{"NaN weight", []string{"apply", mib, "--masks", nanMasks}, "nan"},
+		{"bad mask spec", []string{"apply", mib, "--mask", "ring:128,128,40,20"}, "ring"},
+		{"unknown mask kind", []string{"apply", mib, "--mask", "blob:1,2"}, "blob"},
+		{"no masks", []string{"apply", mib}, "no masks"},
+		{"too many cpus", append([]string{"apply", mib, "--cpus", "999"}, disk...), "cores"},
+		{"cpu not allowed", append([]string{"apply", mib, "--cpus", "4000,4001"}, disk...), "4000"},
+		{"unsupported raw dtype", append([]string{"apply", truncated, "--format", "raw", "--sig-shape", "256,256", "--dtype", "complex64"}, disk...), "dtype"},
+		{"gpus without a GPU", append([]string{"apply", mib, "--gpus", "1"}, disk...), "gpu"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			outDir := t.TempDir()
+			out := filepath.Join(outDir, "r.npy")
+			args := append(append([]string{}, c.args...), "--out", out, "--png", filepath.Join(outDir, "img"))
+			_, stderr, code := run(t, args...)
+			require.Equal(t, 1, code, "exit code; stderr: %s", stderr)
+			require.True(t, strings.HasPrefix(stderr, "stemdot: "), stderr)
+			require.Contains(t, strings.ToLower(stderr), strings.ToLower(c.want))
+			left, _ := os.ReadDir(outDir)
+			require.Empty(t, left, "a failed run left files behind")
+		})
+	}
+}
+
+func TestInfoAndPlan(t *testing.T) {
+	mib := testfiles.File(t, "mib/002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib")
+	stdout, stderr, code := run(t, "info", mib)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "nav_shape:  (2, 4)")
+	require.Contains(t, stdout, "sig_shape:  (128, 256)")
+	require.Contains(t, stdout, "uint16")
+
+	stdout, stderr, code = run(t, "plan", "--json", "--topology", "16", "--gpu-inventory", "2x141GB", "--gpus", "2", mib)
+	require.Zero(t, code, stderr)
+	var plan struct {
+		CoresUsable int `json:"cores_usable"`
+		Workers     []struct {
+			Kind string
+			Core int
+			GPU  *int
+		}
+		Partitions [][2]int
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &plan))
+	require.Equal(t, 16, plan.CoresUsable)
+	require.Len(t, plan.Workers, 16)
+	for i, w := range plan.Workers {
+		if i < 2 {
+			require.Equal(t, "gpu", w.Kind)
+			require.Equal(t, i, *w.GPU, "GPU workers spread over the GPUs")
+		} else {
+			require.Equal(t, "cpu", w.Kind)
+		}
+		require.Equal(t, i, w.Core, "one core per worker, the GPU workers' reserved")
+	}
+	// 8 frames for 16 workers: one frame per partition.
+	require.Equal(t, [][2]int{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}}, plan.Partitions)
+
+	stdout, stderr, code = run(t, "plan", "--cpus", "1")
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "1 workers")
+}

@@ -91,7 +91,8 @@ type mibFile struct {
 // openMIB opens a Merlin .mib file (or the .mib beside a .hdr path). The nav shape is,
 // in order of preference: opt.NavShape; from the .hdr sidecar beside the file, (ScanY,
 // ScanX) when present, else (Frames in Acquisition / Frames per Trigger, Frames per
-// Trigger) as LiberTEM reads it; else (1, n_frames).
+// Trigger) as LiberTEM reads it when a trigger starts a scan line (Frames per Trigger > 1);
+// else (1, n_frames).
 func openMIB(path string, opt Options) (Dataset, error) {
 	base := strings.TrimSuffix(path, filepath.Ext(path))
 	if strings.EqualFold(filepath.Ext(path), ".hdr") {
@@ -306,7 +307,9 @@ func mibNavFromHdr(hdrPath string) ([]int, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if !okA || !okT {
+	// Frames per Trigger is the scan line length when the scan was triggered per line;
+	// 1 (one trigger per frame) says nothing about the scan shape.
+	if !okA || !okT || perTrigger == 1 || acq%perTrigger != 0 {
 		return nil, "", nil
 	}
 	return []int{acq / perTrigger, perTrigger}, fmt.Sprintf(" from %s (Frames in Acquisition %d, Frames per Trigger %d)", name, acq, perTrigger), nil

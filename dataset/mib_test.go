@@ -28,14 +28,14 @@ var realMIB = []struct {
 	hdrNav   []int
 	nav      []int
 }{
-	{"001_4x2_6bit.mib", [2]int{256, 256}, dataset.Uint8, 8, 63, []int{8, 1}, []int{2, 4}},
+	{"001_4x2_6bit.mib", [2]int{256, 256}, dataset.Uint8, 8, 63, []int{1, 8}, []int{2, 4}},
 	{"002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib", [2]int{128, 256}, dataset.Uint16, 8, 4095, []int{2, 4}, []int{2, 4}},
 	{"Single_9_Frame_CounterDepth_1_Rows_256.mib", [2]int{256, 256}, dataset.Uint8, 9, 1, []int{1, 9}, []int{3, 3}},
 	{"Single_9_Frame_CounterDepth_6_Rows_256.mib", [2]int{256, 256}, dataset.Uint8, 9, 63, []int{1, 9}, []int{3, 3}},
 	{"Single_9_Frame_CounterDepth_12_Rows_256.mib", [2]int{256, 256}, dataset.Uint16, 9, 4095, []int{1, 9}, []int{3, 3}},
-	{"Single_9_Frame_CounterDepth_24_Rows_256.mib", [2]int{256, 256}, dataset.Uint32, 9, 1<<24 - 1, []int{9, 1}, []int{3, 3}},
-	{"Quad_9_Frame_CounterDepth_6_Rows_256.mib", [2]int{512, 512}, dataset.Uint8, 9, 63, []int{9, 1}, []int{3, 3}},
-	{"Quad_9_Frame_CounterDepth_12_Rows_256.mib", [2]int{512, 512}, dataset.Uint16, 9, 4095, []int{9, 1}, []int{3, 3}},
+	{"Single_9_Frame_CounterDepth_24_Rows_256.mib", [2]int{256, 256}, dataset.Uint32, 9, 1<<24 - 1, []int{1, 9}, []int{3, 3}},
+	{"Quad_9_Frame_CounterDepth_6_Rows_256.mib", [2]int{512, 512}, dataset.Uint8, 9, 63, []int{1, 9}, []int{3, 3}},
+	{"Quad_9_Frame_CounterDepth_12_Rows_256.mib", [2]int{512, 512}, dataset.Uint16, 9, 4095, []int{1, 9}, []int{3, 3}},
 }
 
 // decodeMIB decodes every frame of a MIB file independently of the package: header

@@ -97,7 +97,7 @@ func detectFormat(path string) (string, error) {
 // openError turns an os.Open error into one that names the file and says what is wrong.
 func openError(path string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("dataset: %s: file not found", path)
+		return fmt.Errorf("dataset: %s: file not found: %w", path, fs.ErrNotExist)
 	}
 	return fmt.Errorf("dataset: %w", err)
 }

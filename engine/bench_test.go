@@ -1,0 +1,261 @@
+//go:build linux
+
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stemdot/stemdot/affinity"
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
+	"github.com/stemdot/stemdot/planner"
+)
+
+// The benchmarks stream a raw uint16 file of 256×256 frames, benchFrames of them
+// (256 MiB: several times a core's L2, within the page cache of a small machine).
+const (
+	benchSig    = 256
+	benchFrames = 2048
+)
+
+// rawFile is a headerless file of uint16 frames (host order) read with positioned reads.
+type rawFile struct {
+	f      *os.File
+	frames int
+}
+
+func (r *rawFile) Format() string       { return "raw" }
+func (r *rawFile) Path() string         { return r.f.Name() }
+func (r *rawFile) NavShape() []int      { return []int{r.frames} }
+func (r *rawFile) SigShape() [2]int     { return [2]int{benchSig, benchSig} }
+func (r *rawFile) DType() dataset.DType { return dataset.Uint16 }
+func (r *rawFile) NumFrames() int       { return r.frames }
+func (r *rawFile) FrameBytes() int      { return benchSig * benchSig * 2 }
+func (r *rawFile) Close() error         { return r.f.Close() }
+
+func (r *rawFile) ReadFrames(start, end int, dst []byte) error {
+	n := (end - start) * r.FrameBytes()
+	if _, err := r.f.ReadAt(dst[:n], int64(start)*int64(r.FrameBytes())); err != nil {
+		return fmt.Errorf("%s: frames [%d, %d): %w", r.f.Name(), start, end, err)
+	}
+	return nil
+}
+
+// mappedFile is rawFile with its frames mapped into memory: a dataset.Viewer, whose
+// frames a CPU worker reads in place.
+type mappedFile struct {
+	*rawFile
+	data []byte
+}
+
+func (m *mappedFile) ViewFrames(start, end int) ([]byte, error) {
+	return m.data[start*m.FrameBytes() : end*m.FrameBytes()], nil
+}
+
+func mapFile(b *testing.B, r *rawFile) *mappedFile {
+	b.Helper()
+	data, err := unix.Mmap(int(r.f.Fd()), 0, r.frames*r.FrameBytes(), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { unix.Munmap(data) })
+	return &mappedFile{rawFile: r, data: data}
+}
+
+// benchFile writes the benchmark file (12-bit counts) into a temporary directory and
+// reads it once, so that it is in the page cache.
+func benchFile(b *testing.B) *rawFile {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "frames.raw")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	frame := make([]byte, benchSig*benchSig*2)
+	for range benchFrames {
+		for i := 0; i < len(frame); i += 2 {
+			binary.NativeEndian.PutUint16(frame[i:], uint16(rng.IntN(4096)))
+		}
+		if _, err := f.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ds := &rawFile{f: f, frames: benchFrames}
+	b.Cleanup(func() { ds.Close() })
+	for i := range benchFrames {
+		if err := ds.ReadFrames(i, i+1, frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ds
+}
+
+// pinBench pins the benchmark goroutine to one allowed CPU, as a worker would be.
+func pinBench(b *testing.B) {
+	b.Helper()
+	cpus, err := affinity.ThreadCPUs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	unpin, err := affinity.Pin(cpus[len(cpus)-1:])
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := unpin(); err != nil {
+			b.Error(err)
+		}
+	})
+}
+
+// threadCPUTime is the CPU time (user and system) of the calling OS thread.
+func threadCPUTime(b *testing.B) time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ts.Nano())
+}
+
+// measure runs pass b.N times on the pinned benchmark thread and reports, besides the
+// wall-clock MB/s of SetBytes, frames/s and "cpu-MB/s": the bytes per second of the
+// thread's own CPU time, which other processes on a shared machine do not inflate.
+func measure(b *testing.B, pass func()) {
+	b.SetBytes(int64(benchFrames) * benchSig * benchSig * 2)
+	b.ResetTimer()
+	start, cpu := time.Now(), threadCPUTime(b)
+	for range b.N {
+		pass()
+	}
+	elapsed, cpu := time.Since(start), threadCPUTime(b)-cpu
+	bytes := float64(b.N) * benchFrames * benchSig * benchSig * 2
+	b.ReportMetric(float64(benchFrames)*float64(b.N)/elapsed.Seconds(), "frames/s")
+	b.ReportMetric(bytes/cpu.Seconds()/1e6, "cpu-MB/s")
+}
+
+// ringMask is a ring of radii [60, 70) px at the centre: about 6% of the pixels.
+func ringMask() *masks.Stack {
+	s := &masks.Stack{N: 1, SigY: benchSig, SigX: benchSig, Data: make([]float32, benchSig*benchSig), Names: []string{"ring"}}
+	for y := range benchSig {
+		for x := range benchSig {
+			if r := math.Hypot(float64(y)-benchSig/2, float64(x)-benchSig/2); r >= 60 && r < 70 {
+				s.Data[y*benchSig+x] = 1
+			}
+		}
+	}
+	return s
+}
+
+// BenchmarkCPUWorker is one CPU worker's throughput on one pinned core, streaming the
+// page-cached file with ReadFrames: 1, 4 and 16 dense masks, and a ring mask applied
+// sparse and dense; "view" reads the same file through a memory map in place.
+func BenchmarkCPUWorker(b *testing.B) {
+	file := benchFile(b)
+	mapped := mapFile(b, file)
+	rng := rand.New(rand.NewPCG(2, 2))
+	sig := [2]int{benchSig, benchSig}
+	ring := ringMask()
+	cases := []struct {
+		name   string
+		ds     dataset.Dataset
+		stack  *masks.Stack
+		sparse bool
+	}{
+		{"dense1", file, randomStack(rng, 1, sig), false},
+		{"dense1_view", mapped, randomStack(rng, 1, sig), false},
+		{"dense4", file, randomStack(rng, 4, sig), false},
+		{"dense16", file, randomStack(rng, 16, sig), false},
+		{"sparse_ring", file, ring, true},
+		{"sparse_ring_view", mapped, ring, true},
+		{"dense_ring", file, ring, false},
+	}
+	for _, c := range cases {
+		for _, f64 := range []bool{false, true} {
+			name := c.name
+			if f64 {
+				name += "/float64"
+			}
+			b.Run(name, func(b *testing.B) {
+				pinBench(b)
+				job := &Job{Dataset: c.ds, Masks: c.stack, NMasks: c.stack.N, Float64: f64,
+					TileFrames: AutoTileFrames(c.ds.FrameBytes())}
+				if c.sparse {
+					job.Sparse = c.stack.ToCSR()
+				}
+				w, err := NewCPUWorker(job)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out := Output{F32: make([]float32, benchFrames*c.stack.N)}
+				if f64 {
+					out = Output{F64: make([]float64, benchFrames*c.stack.N)}
+				}
+				all := planner.Partition{Start: 0, End: benchFrames}
+				measure(b, func() {
+					if err := w.Process(context.Background(), all, out, nil); err != nil {
+						b.Fatal(err)
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkStreamingRead is the bandwidth the CPU worker is measured against, on one
+// pinned core: ReadFrames of the page-cached file into a tile buffer of the CPU
+// worker's size, and a sweep summing the same number of bytes already in memory.
+func BenchmarkStreamingRead(b *testing.B) {
+	ds := benchFile(b)
+	b.Run("read_frames", func(b *testing.B) {
+		pinBench(b)
+		tile := AutoTileFrames(ds.FrameBytes())
+		buf := make([]byte, tile*ds.FrameBytes())
+		measure(b, func() {
+			for f := 0; f < benchFrames; f += tile {
+				if err := ds.ReadFrames(f, min(f+tile, benchFrames), buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("memory_sum", func(b *testing.B) {
+		pinBench(b)
+		data := make([]uint64, benchFrames*benchSig*benchSig*2/8)
+		for i := range data {
+			data[i] = uint64(i)
+		}
+		var sum uint64
+		measure(b, func() { sum += sumWords(data) })
+		if sum == 1 {
+			b.Log("unlikely sum", sum) // keeps the sweep from being optimised away
+		}
+	})
+}
+
+// sumWords sums data with 4 independent accumulators.
+func sumWords(data []uint64) uint64 {
+	var s0, s1, s2, s3 uint64
+	for len(data) >= 4 {
+		d := data[:4:4]
+		s0 += d[0]
+		s1 += d[1]
+		s2 += d[2]
+		s3 += d[3]
+		data = data[4:]
+	}
+	for _, v := range data {
+		s0 += v
+	}
+	return s0 + s1 + s2 + s3
+}

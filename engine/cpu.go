@@ -1,0 +1,210 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
+	"github.com/stemdot/stemdot/planner"
+)
+
+// cpuWorker computes the mask-dot product on its own thread, tile by tile, with
+// reusable buffers: the native tile (filled by ReadFrames, or skipped when the dataset
+// can view its frames in place), the kernel's float buffers and a float64 row
+// accumulator.
+type cpuWorker struct {
+	ds         dataset.Dataset
+	viewer     dataset.Viewer // nil when ds cannot view frames in place
+	tileFrames int
+	frameBytes int
+	elemSize   int
+	nMasks     int
+	native     []byte    // tileFrames*frameBytes, allocated on the first read
+	acc        []float64 // tileFrames*nMasks, rows of a float32 run before rounding
+	kernel     kernel
+}
+
+// kernel computes the result rows of one tile.
+type kernel interface {
+	// apply writes the nMasks results of each of the frames in tile (native dtype, host
+	// order, frame-major) into acc[f*nMasks : (f+1)*nMasks], overwriting it.
+	apply(tile []byte, frames int, acc []float64)
+}
+
+// NewCPUWorker returns a CPU worker for job. It applies job.Sparse when set: a gather of
+// each mask's nonzero pixels straight from the native frames, summed in float64.
+// Otherwise a single mask goes through a fused convert-and-dot loop in float64, and
+// several masks through gonum's BLAS Gemm in float32 (float64 with job.Float64), on
+// chunks of pixels whose partial sums are added in float64. Every Gemm call stays within
+// gonum's serial size (see gemmRows, gemmMasks), so a worker does all its work on its
+// own pinned thread.
+//
+// The worker holds TileFrames*FrameBytes bytes of native tile (none for a dataset
+// implementing dataset.Viewer whose frames are aligned for their dtype), at most
+// 192×2048 floats of float tile and TileFrames*NMasks float64s. Errors name the
+// invalid job field (no dataset, sizes, CSR form).
+func NewCPUWorker(job *Job) (Worker, error) {
+	if err := validateJob(job); err != nil {
+		return nil, fmt.Errorf("CPU worker: %w", err)
+	}
+	ds := job.Dataset
+	w := &cpuWorker{
+		ds:         ds,
+		tileFrames: job.TileFrames,
+		frameBytes: ds.FrameBytes(),
+		elemSize:   ds.DType().Size(),
+		nMasks:     job.NMasks,
+		acc:        make([]float64, job.TileFrames*job.NMasks),
+	}
+	w.viewer, _ = ds.(dataset.Viewer)
+	switch ds.DType() {
+	case dataset.Uint8:
+		w.kernel = kernelFor[uint8](job)
+	case dataset.Uint16:
+		w.kernel = kernelFor[uint16](job)
+	case dataset.Uint32:
+		w.kernel = kernelFor[uint32](job)
+	case dataset.Int8:
+		w.kernel = kernelFor[int8](job)
+	case dataset.Int16:
+		w.kernel = kernelFor[int16](job)
+	case dataset.Int32:
+		w.kernel = kernelFor[int32](job)
+	case dataset.Float32:
+		w.kernel = kernelFor[float32](job)
+	case dataset.Float64:
+		w.kernel = kernelFor[float64](job)
+	default:
+		return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
+	}
+	return w, nil
+}
+
+func validateJob(job *Job) error {
+	if job == nil || job.Dataset == nil {
+		return errors.New("job has no dataset")
+	}
+	if err := validateDataset(job.Dataset); err != nil {
+		return err
+	}
+	if err := validateStack(job.Masks, job.Dataset.SigShape()); err != nil {
+		return err
+	}
+	if job.NMasks != job.Masks.N {
+		return fmt.Errorf("job NMasks %d differs from the stack's %d masks", job.NMasks, job.Masks.N)
+	}
+	if job.TileFrames < 1 {
+		return fmt.Errorf("job TileFrames %d, need at least 1", job.TileFrames)
+	}
+	if job.Sparse != nil {
+		return validateCSR(job.Sparse, job.Masks)
+	}
+	return nil
+}
+
+func validateCSR(c *masks.CSR, stack *masks.Stack) error {
+	if c.N != stack.N || c.Pixels != stack.Pixels() {
+		return fmt.Errorf("sparse masks have %d rows of %d pixels, the stack %d masks of %d pixels", c.N, c.Pixels, stack.N, stack.Pixels())
+	}
+	if len(c.RowPtr) != c.N+1 || c.RowPtr[0] != 0 || int(c.RowPtr[c.N]) != len(c.Col) || len(c.Col) != len(c.Val) {
+		return fmt.Errorf("sparse masks: inconsistent CSR (%d row pointers for %d rows, %d columns, %d values)", len(c.RowPtr), c.N, len(c.Col), len(c.Val))
+	}
+	for m := range c.N {
+		if c.RowPtr[m+1] < c.RowPtr[m] {
+			return fmt.Errorf("sparse masks: row pointers decrease at mask %d", m)
+		}
+	}
+	for i, col := range c.Col {
+		if col < 0 || int(col) >= c.Pixels {
+			return fmt.Errorf("sparse masks: nonzero %d has pixel index %d outside [0, %d)", i, col, c.Pixels)
+		}
+	}
+	return nil
+}
+
+// Process implements Worker.
+func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output, progress func(frames int)) error {
+	n := w.ds.NumFrames()
+	if p.Start < 0 || p.End > n || p.Start >= p.End {
+		return fmt.Errorf("partition [%d, %d) is empty or outside the %d frames of %s", p.Start, p.End, n, describe(w.ds))
+	}
+	if (out.F32 == nil) == (out.F64 == nil) {
+		return errors.New("output must have exactly one of F32 and F64")
+	}
+	if l := max(len(out.F32), len(out.F64)); l != n*w.nMasks {
+		return fmt.Errorf("output has length %d, want n_frames*n_masks = %d", l, n*w.nMasks)
+	}
+	for start := p.Start; start < p.End; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		end := min(start+w.tileFrames, p.End)
+		tile, err := w.frames(start, end)
+		if err != nil {
+			return err
+		}
+		frames := end - start
+		if out.F64 != nil {
+			w.kernel.apply(tile, frames, out.F64[start*w.nMasks:end*w.nMasks])
+		} else {
+			acc := w.acc[:frames*w.nMasks]
+			w.kernel.apply(tile, frames, acc)
+			dst := out.F32[start*w.nMasks : end*w.nMasks]
+			for i, v := range acc {
+				dst[i] = float32(v)
+			}
+		}
+		if progress != nil {
+			progress(frames)
+		}
+		start = end
+	}
+	return nil
+}
+
+// frames returns frames [start, end) in native bytes: a view of the dataset's memory
+// when it has one aligned for the dtype, else the tile buffer filled by ReadFrames.
+func (w *cpuWorker) frames(start, end int) ([]byte, error) {
+	size := (end - start) * w.frameBytes
+	if w.viewer != nil {
+		b, err := w.viewer.ViewFrames(start, end)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) < size {
+			return nil, fmt.Errorf("%s: view of frames [%d, %d) has %d bytes, want %d", describe(w.ds), start, end, len(b), size)
+		}
+		if uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(w.elemSize) == 0 {
+			return b[:size], nil
+		}
+	}
+	if w.native == nil {
+		w.native = make([]byte, w.tileFrames*w.frameBytes)
+	}
+	b := w.native[:size]
+	if err := w.ds.ReadFrames(start, end, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Close implements Worker; a CPU worker holds only memory.
+func (w *cpuWorker) Close() error { return nil }
+
+// kernelFor picks the kernel for native dtype N.
+func kernelFor[N native](job *Job) kernel {
+	p := job.Masks.Pixels()
+	switch {
+	case job.Sparse != nil:
+		return newSparse[N](job.Sparse)
+	case job.NMasks == 1:
+		return &fused[N]{pixels: p, mask: job.denseMasks64()}
+	case job.Float64:
+		return newDense[N](job.denseMasks64(), job.NMasks, p, job.TileFrames, gemm64)
+	default:
+		return newDense[N](job.Masks.Data, job.NMasks, p, job.TileFrames, gemm32)
+	}
+}

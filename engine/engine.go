@@ -1,0 +1,478 @@
+// Package engine runs the mask-dot product over a 4D-STEM dataset: for every frame f
+// and every mask m of a stack, out[f, m] = Σ_{y,x} mask[m, y, x]·frame_f[y, x], as
+// LiberTEM's ApplyMasksUDF computes it.
+//
+// ApplyMasks executes a planner.Plan: one goroutine per planned worker, pinned to the
+// worker's CPU, pulls partitions (contiguous frame ranges) from a shared queue, so that
+// faster workers take more of them. A worker reads each partition tile by tile (a few
+// frames at a time) into its own reusable buffers and writes its result rows straight
+// into the preallocated result, indexed by frame: there is no reordering pass and no
+// per-partition result buffer. Memory is therefore bounded by workers × tile buffers plus
+// the result, never the whole dataset.
+//
+// The result has shape nav_shape + (n_masks,), C order, float32 by default or float64
+// with Options.Float64.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stemdot/stemdot/affinity"
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
+	"github.com/stemdot/stemdot/planner"
+)
+
+// Options tune one ApplyMasks run. The zero value is a float32 run with automatic tile
+// size, CPU workers, pinned threads and no progress reports.
+type Options struct {
+	// Float64 makes the result float64 and the whole product float64 (the frames and the
+	// masks are converted to float64). By default the result is float32.
+	Float64 bool
+	// TileFrames is the number of frames a worker reads and processes at once; 0 picks
+	// it from the frame size (see AutoTileFrames).
+	TileFrames int
+	// Progress, when set, is called with the number of frames done so far and the total.
+	// It is called from the workers' goroutines, one call at a time; framesDone never
+	// decreases, never exceeds total, and reaches total when the run succeeds.
+	Progress func(framesDone, total int)
+	// Out32 is an optional caller-owned result buffer for a float32 run, of length
+	// n_frames*n_masks. It becomes Result.F32.
+	Out32 []float32
+	// Out64 is the same for a float64 run.
+	Out64 []float64
+	// NewWorker creates the workers; nil means DefaultWorkers.
+	NewWorker WorkerFactory
+	// NoPin leaves the worker threads unpinned: for plans made for another (described)
+	// machine, or tests.
+	NoPin bool
+}
+
+// Job is what every worker of one run computes: the dataset, the masks (dense, and in
+// CSR form when the stack is sparse enough) and the numeric options.
+type Job struct {
+	// Dataset is the source of the frames.
+	Dataset dataset.Dataset
+	// Masks is the dense stack, shape (NMasks, sig_y, sig_x), float32.
+	Masks *masks.Stack
+	// Sparse is the stack in CSR form, or nil to apply it dense.
+	Sparse *masks.CSR
+	// Float64 makes the product and result float64.
+	Float64 bool
+	// TileFrames is the number of frames per tile (at least 1).
+	TileFrames int
+	// NMasks is the number of masks (Masks.N), the length of one result row.
+	NMasks int
+
+	masks64Once sync.Once
+	masks64     []float64
+}
+
+// denseMasks64 returns a float64 copy of the masks, shared by all workers of the job.
+func (j *Job) denseMasks64() []float64 {
+	j.masks64Once.Do(func() {
+		j.masks64 = make([]float64, len(j.Masks.Data))
+		for i, v := range j.Masks.Data {
+			j.masks64[i] = float64(v)
+		}
+	})
+	return j.masks64
+}
+
+// Output is the whole result of a run, frame-major: row f, of NMasks values, belongs to
+// frame f. Exactly one of F32 and F64 is set.
+type Output struct {
+	F32 []float32
+	F64 []float64
+}
+
+// Worker computes the mask-dot product for the partitions it is given.
+type Worker interface {
+	// Process computes frames [p.Start, p.End) and writes their rows into out. It runs on
+	// the worker's own (pinned) goroutine/thread; it must return promptly (between tiles)
+	// with ctx.Err() when ctx is cancelled. After each tile it calls progress with the
+	// number of frames just completed.
+	Process(ctx context.Context, p planner.Partition, out Output, progress func(frames int)) error
+	// Close releases the worker's resources.
+	Close() error
+}
+
+// WorkerFactory creates the worker for one planned worker. It is called on the worker's
+// pinned goroutine, so that the worker's buffers are first touched there (NUMA-local).
+type WorkerFactory func(spec planner.Worker, job *Job) (Worker, error)
+
+// DefaultWorkers is the WorkerFactory of builds without CUDA: a CPU worker for
+// planner.CPU, an error for planner.GPU.
+func DefaultWorkers(spec planner.Worker, job *Job) (Worker, error) {
+	switch spec.Kind {
+	case planner.CPU:
+		return NewCPUWorker(job)
+	case planner.GPU:
+		return nil, fmt.Errorf("GPU worker on device %d requested, but stemdot was built without CUDA support", spec.GPU)
+	}
+	return nil, fmt.Errorf("unknown worker kind %q", spec.Kind)
+}
+
+// Result is the outcome of ApplyMasks.
+type Result struct {
+	// NavShape is the dataset's navigation shape.
+	NavShape []int
+	// NMasks is the number of masks.
+	NMasks int
+	// F32 (float32 run) or F64 (Options.Float64) holds the result, shape
+	// NavShape + (NMasks,), C order: frame f, mask m is at f*NMasks+m.
+	F32 []float32
+	F64 []float64
+	// Stats describe the run.
+	Stats Stats
+}
+
+// ApplyMasks computes, for every frame of ds and every mask of stack, the dot product of
+// the frame with the mask, running the workers and partitions of plan.
+//
+// The stack's signal shape must equal ds.SigShape(); plan must have at least one worker
+// and partitions covering the frames [0, ds.NumFrames()) in order, without gap or
+// overlap. The stack is applied in CSR form when stack.PreferSparse().
+//
+// Errors: invalid input is reported before any work starts. The first worker error
+// cancels the run and is returned as "worker W (cpu C): partition [S, E): ...". A GPU
+// worker's failure is not fatal: its partition is re-run by the remaining workers and
+// listed in Stats.Retried; the run fails only when no worker is left. When ctx is
+// cancelled, the workers stop between tiles and the error satisfies
+// errors.Is(err, context.Canceled) (or context.DeadlineExceeded). No goroutine started by
+// ApplyMasks outlives it.
+func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, opt Options) (*Result, error) {
+	if ds == nil {
+		return nil, errors.New("apply masks: no dataset")
+	}
+	if err := validateStack(stack, ds.SigShape()); err != nil {
+		return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
+	}
+	if err := validateDataset(ds); err != nil {
+		return nil, fmt.Errorf("apply masks: %w", err)
+	}
+	if err := validatePlan(plan, ds.NumFrames()); err != nil {
+		return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
+	}
+	nFrames, nMasks := ds.NumFrames(), stack.N
+	out, err := resultBuffer(opt, nFrames*nMasks)
+	if err != nil {
+		return nil, fmt.Errorf("apply masks: %w", err)
+	}
+	tile := opt.TileFrames
+	if tile < 0 {
+		return nil, fmt.Errorf("apply masks: TileFrames %d is negative", tile)
+	}
+	if tile == 0 {
+		tile = AutoTileFrames(ds.FrameBytes())
+	}
+	job := &Job{Dataset: ds, Masks: stack, Float64: opt.Float64, TileFrames: tile, NMasks: nMasks}
+	if stack.PreferSparse() {
+		job.Sparse = stack.ToCSR()
+	}
+	newWorker := opt.NewWorker
+	if newWorker == nil {
+		newWorker = DefaultWorkers
+	}
+
+	start := time.Now()
+	r := newRun(ctx, plan, job, out, opt.Progress)
+	r.execute(newWorker, !opt.NoPin)
+	err = r.err(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	res := &Result{NavShape: slices.Clone(ds.NavShape()), NMasks: nMasks, F32: out.F32, F64: out.F64}
+	res.Stats = Stats{
+		Frames:          nFrames,
+		BytesRead:       int64(nFrames) * int64(ds.FrameBytes()),
+		Elapsed:         time.Since(start),
+		Workers:         len(plan.Workers),
+		FramesPerWorker: r.framesPerWorker,
+		Retried:         r.retried,
+		Sparse:          job.Sparse != nil,
+	}
+	for _, w := range plan.Workers {
+		if w.Kind == planner.GPU {
+			res.Stats.GPUWorkers++
+		} else {
+			res.Stats.CPUWorkers++
+		}
+	}
+	return res, nil
+}
+
+func describe(ds dataset.Dataset) string {
+	if p := ds.Path(); p != "" {
+		return fmt.Sprintf("%s dataset %s", ds.Format(), p)
+	}
+	return ds.Format() + " dataset"
+}
+
+func validateStack(stack *masks.Stack, sig [2]int) error {
+	if stack == nil {
+		return errors.New("no mask stack")
+	}
+	if stack.N < 1 {
+		return fmt.Errorf("mask stack has %d masks, need at least 1", stack.N)
+	}
+	if stack.SigY != sig[0] || stack.SigX != sig[1] {
+		return fmt.Errorf("mask sig shape (%d, %d) does not match the dataset sig shape (%d, %d)", stack.SigY, stack.SigX, sig[0], sig[1])
+	}
+	if want := stack.N * stack.Pixels(); len(stack.Data) != want {
+		return fmt.Errorf("mask stack of shape (%d, %d, %d) holds %d weights, want %d", stack.N, stack.SigY, stack.SigX, len(stack.Data), want)
+	}
+	return nil
+}
+
+func validateDataset(ds dataset.Dataset) error {
+	sig := ds.SigShape()
+	size := ds.DType().Size()
+	if size == 0 {
+		return fmt.Errorf("%s has invalid dtype %v", describe(ds), ds.DType())
+	}
+	if ds.NumFrames() < 1 {
+		return fmt.Errorf("%s has no frames", describe(ds))
+	}
+	if want := sig[0] * sig[1] * size; ds.FrameBytes() != want {
+		return fmt.Errorf("%s reports %d bytes per frame, but sig shape (%d, %d) of %v needs %d", describe(ds), ds.FrameBytes(), sig[0], sig[1], ds.DType(), want)
+	}
+	return nil
+}
+
+func validatePlan(plan *planner.Plan, nFrames int) error {
+	if plan == nil || len(plan.Workers) == 0 {
+		return errors.New("plan has no workers")
+	}
+	for i, w := range plan.Workers {
+		if w.ID != i {
+			return fmt.Errorf("plan worker %d has ID %d, want its index %d", i, w.ID, i)
+		}
+		if w.Kind != planner.CPU && w.Kind != planner.GPU {
+			return fmt.Errorf("plan worker %d has unknown kind %q", i, w.Kind)
+		}
+	}
+	if len(plan.Partitions) == 0 {
+		return fmt.Errorf("plan has no partitions for the %d frames", nFrames)
+	}
+	next := 0
+	for i, p := range plan.Partitions {
+		if p.Start != next || p.End <= p.Start {
+			return fmt.Errorf("plan partition %d is [%d, %d), want a non-empty range starting at frame %d: partitions must cover frames [0, %d) in order without gap or overlap", i, p.Start, p.End, next, nFrames)
+		}
+		next = p.End
+	}
+	if next != nFrames {
+		return fmt.Errorf("plan partitions cover frames [0, %d), but the dataset has %d frames", next, nFrames)
+	}
+	return nil
+}
+
+func resultBuffer(opt Options, n int) (Output, error) {
+	if opt.Float64 {
+		if opt.Out32 != nil {
+			return Output{}, errors.New("Out32 given for a float64 run (Options.Float64): use Out64")
+		}
+		if opt.Out64 == nil {
+			return Output{F64: make([]float64, n)}, nil
+		}
+		if len(opt.Out64) != n {
+			return Output{}, fmt.Errorf("Out64 has length %d, want n_frames*n_masks = %d", len(opt.Out64), n)
+		}
+		return Output{F64: opt.Out64}, nil
+	}
+	if opt.Out64 != nil {
+		return Output{}, errors.New("Out64 given for a float32 run: set Options.Float64 or use Out32")
+	}
+	if opt.Out32 == nil {
+		return Output{F32: make([]float32, n)}, nil
+	}
+	if len(opt.Out32) != n {
+		return Output{}, fmt.Errorf("Out32 has length %d, want n_frames*n_masks = %d", len(opt.Out32), n)
+	}
+	return Output{F32: opt.Out32}, nil
+}
+
+// run is the shared state of one ApplyMasks execution.
+type run struct {
+	ctx    context.Context // cancelled by the first fatal error
+	cancel context.CancelFunc
+	plan   *planner.Plan
+	job    *Job
+	out    Output
+	queue  chan int // indices into plan.Partitions; capacity holds them all, so a retry never blocks
+
+	mu              sync.Mutex
+	remaining       int   // partitions not yet completed
+	alive           int   // workers still pulling partitions
+	reported        []int // per partition: the most frames reported to progress by any attempt
+	done            int   // frames reported to progress
+	progress        func(framesDone, total int)
+	total           int
+	fatal           error // first fatal error
+	framesPerWorker []int
+	retried         []RetriedPartition
+}
+
+func newRun(ctx context.Context, plan *planner.Plan, job *Job, out Output, progress func(int, int)) *run {
+	r := &run{
+		plan:            plan,
+		job:             job,
+		out:             out,
+		queue:           make(chan int, len(plan.Partitions)),
+		remaining:       len(plan.Partitions),
+		alive:           len(plan.Workers),
+		reported:        make([]int, len(plan.Partitions)),
+		progress:        progress,
+		total:           job.Dataset.NumFrames(),
+		framesPerWorker: make([]int, len(plan.Workers)),
+	}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	for i := range plan.Partitions {
+		r.queue <- i
+	}
+	return r
+}
+
+// execute runs one goroutine per planned worker and waits for all of them.
+func (r *run) execute(newWorker WorkerFactory, pin bool) {
+	var wg sync.WaitGroup
+	for _, spec := range r.plan.Workers {
+		wg.Go(func() { r.work(spec, newWorker, pin) })
+	}
+	wg.Wait()
+	r.cancel()
+}
+
+// err is the run's outcome: the parent context's error when it was cancelled, else the
+// first fatal error.
+func (r *run) err(parent context.Context) error {
+	if err := parent.Err(); err != nil {
+		return fmt.Errorf("apply masks: stopped after %d of %d frames: %w", r.done, r.total, err)
+	}
+	return r.fatal
+}
+
+func workerName(spec planner.Worker) string {
+	if spec.Kind == planner.GPU {
+		return fmt.Sprintf("worker %d (gpu %d, cpu %d)", spec.ID, spec.GPU, spec.CPU)
+	}
+	return fmt.Sprintf("worker %d (cpu %d)", spec.ID, spec.CPU)
+}
+
+// fail records a fatal error and cancels the run.
+func (r *run) fail(err error) {
+	r.mu.Lock()
+	if r.fatal == nil && r.ctx.Err() == nil {
+		r.fatal = err
+	}
+	r.mu.Unlock()
+	r.cancel()
+}
+
+// work is one worker's goroutine: pin, create the worker, pull partitions until all are
+// done or the run is cancelled.
+func (r *run) work(spec planner.Worker, newWorker WorkerFactory, pin bool) {
+	name := workerName(spec)
+	if pin {
+		unpin, err := affinity.Pin([]int{spec.CPU})
+		if err != nil {
+			r.fail(fmt.Errorf("%s: pin thread: %w", name, err))
+			return
+		}
+		defer func() {
+			if err := unpin(); err != nil {
+				r.fail(fmt.Errorf("%s: unpin thread: %w", name, err))
+			}
+		}()
+	}
+	w, err := newWorker(spec, r.job)
+	if err != nil {
+		r.fail(fmt.Errorf("%s: create worker: %w", name, err))
+		return
+	}
+	defer func() {
+		if err := w.Close(); err != nil {
+			r.fail(fmt.Errorf("%s: close worker: %w", name, err))
+		}
+	}()
+	for {
+		var pi int
+		select {
+		case <-r.ctx.Done():
+			return
+		case i, ok := <-r.queue:
+			if !ok {
+				return
+			}
+			pi = i
+		}
+		p := r.plan.Partitions[pi]
+		attempt := 0
+		err := w.Process(r.ctx, p, r.out, func(frames int) { attempt = r.advance(pi, attempt, frames) })
+		if err == nil {
+			r.complete(spec.ID, pi)
+			continue
+		}
+		if r.ctx.Err() != nil {
+			return // cancelled: the cause is recorded elsewhere
+		}
+		err = fmt.Errorf("%s: partition [%d, %d): %w", name, p.Start, p.End, err)
+		if spec.Kind != planner.GPU {
+			r.fail(err)
+			return
+		}
+		r.retry(spec.ID, pi, err)
+		return
+	}
+}
+
+// advance reports frames completed by an attempt at partition pi that had reported
+// `attempt` frames before. Progress counts, per partition, the most frames any attempt
+// reported, so a re-run partition is not counted twice.
+func (r *run) advance(pi, attempt, frames int) int {
+	attempt = min(attempt+max(frames, 0), r.plan.Partitions[pi].Frames())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if attempt > r.reported[pi] {
+		r.done += attempt - r.reported[pi]
+		r.reported[pi] = attempt
+		if r.progress != nil {
+			r.progress(r.done, r.total)
+		}
+	}
+	return attempt
+}
+
+// complete marks partition pi done by worker id; the last one closes the queue.
+func (r *run) complete(id, pi int) {
+	p := r.plan.Partitions[pi]
+	r.advance(pi, 0, p.Frames()) // in case the worker reported less progress than it did
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.framesPerWorker[id] += p.Frames()
+	r.remaining--
+	if r.remaining == 0 {
+		close(r.queue)
+	}
+}
+
+// retry puts partition pi, failed by GPU worker id, back on the queue for the remaining
+// workers; the failed worker stops. With no worker left the run fails.
+func (r *run) retry(id, pi int, err error) {
+	r.mu.Lock()
+	r.retried = append(r.retried, RetriedPartition{Partition: r.plan.Partitions[pi], Worker: id, Err: err})
+	r.alive--
+	alive := r.alive
+	r.queue <- pi
+	r.mu.Unlock()
+	if alive == 0 {
+		r.fail(fmt.Errorf("no worker left to run partition [%d, %d): %w", r.plan.Partitions[pi].Start, r.plan.Partitions[pi].End, err))
+	}
+}

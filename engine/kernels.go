@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"unsafe"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/blas64"
+
+	"github.com/stemdot/stemdot/masks"
+)
+
+// gonum's [SD]gemm splits C into 64×64 blocks and runs them on new goroutines once there
+// are at least 4 blocks (blockSize and minParBlock in gonum.org/v1/gonum/blas/gonum). The
+// dense kernel calls Gemm on at most gemmRows frames × gemmMasks masks: 3×1 blocks, so
+// every call runs serially on the worker's pinned thread.
+const (
+	gemmRows  = 192
+	gemmMasks = 64
+	// pixelChunk is the number of pixels of each frame converted to float and multiplied
+	// at once: the masks' chunk (≤ gemmMasks × pixelChunk floats) stays in L2 while
+	// every frame of the tile passes over it, and each frame's chunk stays in L1 while
+	// it meets every mask. Measured on 256×256 uint16 frames with 4 and 16 masks, 2048
+	// was 5-10% faster than 1024 or 4096, 20% faster than 8192.
+	pixelChunk = 2048
+)
+
+// native are the pixel types a dataset delivers.
+type native interface {
+	uint8 | uint16 | uint32 | int8 | int16 | int32 | float32 | float64
+}
+
+// float are the types a product is computed in.
+type float interface{ float32 | float64 }
+
+// asNative reinterprets b (host byte order, aligned for N) as a slice of N.
+func asNative[N native](b []byte) []N {
+	if len(b) == 0 {
+		return nil
+	}
+	var zero N
+	return unsafe.Slice((*N)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(zero)))
+}
+
+// convert writes src, converted to F, into dst[:len(src)].
+func convert[N native, F float](dst []F, src []N) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = F(v)
+	}
+}
+
+// fused is the kernel for a single dense mask: it converts and multiplies in one pass
+// over each frame, without a float copy of the tile. Scalar float64 arithmetic costs the
+// same as float32 here, so it is used for both result dtypes: the float64 mask is
+// shared by the job's workers.
+type fused[N native] struct {
+	pixels int
+	mask   []float64
+}
+
+func (k *fused[N]) apply(tile []byte, frames int, acc []float64) {
+	px := asNative[N](tile)
+	for f := range frames {
+		acc[f] = dotFused(px[f*k.pixels:(f+1)*k.pixels], k.mask)
+	}
+}
+
+// dotFused returns Σ float64(px[i])·w[i] for len(px) ≤ len(w), with 4 independent
+// partial sums so that the adds pipeline. On 256×256 uint16 frames this indexed loop
+// (no bounds checks inside) ran at 5.3 GB/s per core, 13% faster than a loop re-slicing
+// its inputs, 20% faster than converting to float32 and calling blas32.Dot.
+func dotFused[N native](px []N, w []float64) float64 {
+	w = w[:len(px)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(px); i += 4 {
+		p, q := px[i:i+4:i+4], w[i:i+4:i+4]
+		s0 += float64(p[0]) * q[0]
+		s1 += float64(p[1]) * q[1]
+		s2 += float64(p[2]) * q[2]
+		s3 += float64(p[3]) * q[3]
+	}
+	for ; i < len(px); i++ {
+		s0 += float64(px[i]) * w[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// dense is the kernel for several dense masks: each frame's pixels are converted to F a
+// chunk at a time and multiplied by the masks' chunk with Gemm; chunk sums are added in
+// float64.
+type dense[N native, F float] struct {
+	masks          []F // nMasks × pixels
+	nMasks, pixels int
+	a              []F // float tile: min(tileFrames, gemmRows) × pixelChunk
+	c              []F // Gemm result: min(tileFrames, gemmRows) × gemmMasks
+	gemm           func(rows, n, k int, a, b []F, ldb int, c []F)
+}
+
+func newDense[N native, F float](m []F, nMasks, pixels, tileFrames int, gemm func(rows, n, k int, a, b []F, ldb int, c []F)) *dense[N, F] {
+	rows := min(tileFrames, gemmRows)
+	return &dense[N, F]{
+		masks:  m,
+		nMasks: nMasks,
+		pixels: pixels,
+		a:      make([]F, rows*min(pixelChunk, pixels)),
+		c:      make([]F, rows*min(gemmMasks, nMasks)),
+		gemm:   gemm,
+	}
+}
+
+func (d *dense[N, F]) apply(tile []byte, frames int, acc []float64) {
+	px := asNative[N](tile)
+	acc = acc[:frames*d.nMasks]
+	clear(acc)
+	for r0 := 0; r0 < frames; r0 += gemmRows {
+		rows := min(gemmRows, frames-r0)
+		for k0 := 0; k0 < d.pixels; k0 += pixelChunk {
+			k := min(pixelChunk, d.pixels-k0)
+			a := d.a[:rows*k]
+			for r := range rows {
+				convert(a[r*k:(r+1)*k], px[(r0+r)*d.pixels+k0:][:k])
+			}
+			for m0 := 0; m0 < d.nMasks; m0 += gemmMasks {
+				n := min(gemmMasks, d.nMasks-m0)
+				c := d.c[:rows*n]
+				d.gemm(rows, n, k, a, d.masks[m0*d.pixels+k0:], d.pixels, c)
+				for r := range rows {
+					dst := acc[(r0+r)*d.nMasks+m0:][:n]
+					for j, v := range c[r*n : (r+1)*n] {
+						dst[j] += float64(v)
+					}
+				}
+			}
+		}
+	}
+}
+
+// gemm32 sets c (rows × n, row stride n) to a·bᵀ, with a rows × k (stride k) and b
+// n × k (stride ldb), through gonum's blas32.
+func gemm32(rows, n, k int, a, b []float32, ldb int, c []float32) {
+	blas32.Gemm(blas.NoTrans, blas.Trans, 1,
+		blas32.General{Rows: rows, Cols: k, Stride: k, Data: a},
+		blas32.General{Rows: n, Cols: k, Stride: ldb, Data: b},
+		0, blas32.General{Rows: rows, Cols: n, Stride: n, Data: c})
+}
+
+// gemm64 is gemm32 in float64, through blas64.
+func gemm64(rows, n, k int, a, b []float64, ldb int, c []float64) {
+	blas64.Gemm(blas.NoTrans, blas.Trans, 1,
+		blas64.General{Rows: rows, Cols: k, Stride: k, Data: a},
+		blas64.General{Rows: n, Cols: k, Stride: ldb, Data: b},
+		0, blas64.General{Rows: rows, Cols: n, Stride: n, Data: c})
+}
+
+// sparse is the kernel for a CSR stack: each mask's nonzero pixels are gathered from the
+// native frame and summed in float64 (the float32 weights are exact in float64).
+type sparse[N native] struct {
+	nMasks, pixels int
+	rowPtr, col    []int32
+	val            []float64
+}
+
+func newSparse[N native](c *masks.CSR) *sparse[N] {
+	val := make([]float64, len(c.Val))
+	for i, v := range c.Val {
+		val[i] = float64(v)
+	}
+	return &sparse[N]{nMasks: c.N, pixels: c.Pixels, rowPtr: c.RowPtr, col: c.Col, val: val}
+}
+
+func (s *sparse[N]) apply(tile []byte, frames int, acc []float64) {
+	px := asNative[N](tile)
+	for f := range frames {
+		frame := px[f*s.pixels : (f+1)*s.pixels]
+		for m := range s.nMasks {
+			lo, hi := s.rowPtr[m], s.rowPtr[m+1]
+			acc[f*s.nMasks+m] = gather(frame, s.col[lo:hi], s.val[lo:hi])
+		}
+	}
+}
+
+// gather returns Σ frame[col[i]]·val[i], with 4 partial sums.
+func gather[N native](frame []N, col []int32, val []float64) float64 {
+	val = val[:len(col)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(col); i += 4 {
+		c, v := col[i:i+4:i+4], val[i:i+4:i+4]
+		s0 += float64(frame[c[0]]) * v[0]
+		s1 += float64(frame[c[1]]) * v[1]
+		s2 += float64(frame[c[2]]) * v[2]
+		s3 += float64(frame[c[3]]) * v[3]
+	}
+	for ; i < len(col); i++ {
+		s0 += float64(frame[col[i]]) * val[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// AutoTileFrames is the default number of frames per tile for frames of frameBytes
+// native bytes: about 1 MiB of native tile, so that the tile a worker has just read is
+// still in its L2 cache when it converts it, and at least 1 frame. On 256×256 uint16
+// frames (8 per tile) tiles of 8 to 64 frames ran at the same speed (within 5%), 192
+// frames 10-20% slower.
+func AutoTileFrames(frameBytes int) int {
+	return max(1, tileBytes/max(frameBytes, 1))
+}
+
+const tileBytes = 1 << 20

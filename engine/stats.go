@@ -1,0 +1,68 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stemdot/stemdot/planner"
+)
+
+// Stats describe one ApplyMasks run.
+type Stats struct {
+	// Frames is the number of frames processed.
+	Frames int
+	// BytesRead is the native size of those frames in bytes (Frames × frame bytes);
+	// re-runs of retried partitions are not counted again.
+	BytesRead int64
+	// Elapsed is the wall time of the run, from starting the workers to the end of the
+	// last one.
+	Elapsed time.Duration
+	// Workers is the number of planned workers, CPUWorkers + GPUWorkers.
+	Workers                int
+	CPUWorkers, GPUWorkers int
+	// FramesPerWorker[i] is the number of frames worker i (plan.Workers[i]) completed.
+	FramesPerWorker []int
+	// Retried lists the partitions re-run by other workers after a GPU worker failed.
+	Retried []RetriedPartition
+	// Sparse tells whether the masks were applied in CSR form.
+	Sparse bool
+}
+
+// RetriedPartition is a partition that a GPU worker failed and other workers re-ran.
+type RetriedPartition struct {
+	Partition planner.Partition
+	// Worker is the ID of the worker that failed it.
+	Worker int
+	// Err is the worker's error.
+	Err error
+}
+
+// GBPerSecond is BytesRead/Elapsed in 10⁹ bytes per second (0 when Elapsed is 0).
+func (s Stats) GBPerSecond() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(s.BytesRead) / 1e9 / s.Elapsed.Seconds()
+}
+
+// Summary is a one-line account of the run: frames, GB read (10⁹ bytes), seconds, GB/s,
+// workers (cpu/gpu), and the retried partitions if any.
+func (s Stats) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d frames, %.3f GB in %.3f s (%.2f GB/s), %d workers (%d cpu, %d gpu)",
+		s.Frames, float64(s.BytesRead)/1e9, s.Elapsed.Seconds(), s.GBPerSecond(), s.Workers, s.CPUWorkers, s.GPUWorkers)
+	if s.Sparse {
+		b.WriteString(", sparse masks")
+	}
+	if len(s.Retried) > 0 {
+		fmt.Fprintf(&b, ", %d partitions retried:", len(s.Retried))
+		for i, r := range s.Retried {
+			if i > 0 {
+				b.WriteByte(';')
+			}
+			fmt.Fprintf(&b, " [%d, %d) after worker %d failed: %v", r.Partition.Start, r.Partition.End, r.Worker, r.Err)
+		}
+	}
+	return b.String()
+}

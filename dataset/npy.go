@@ -75,7 +75,7 @@ func openNPY(path string, opt Options) (Dataset, error) {
 		f.Close()
 		return nil, err
 	}
-	return &flatFile{format: "npy", path: path, f: f, offset: cr.n, nav: nav, sig: sig, dt: dt, bigEndian: bigEndian}, nil
+	return newFlatDataset(&flatFile{format: "npy", path: path, f: f, offset: cr.n, nav: nav, sig: sig, dt: dt, bigEndian: bigEndian}, size), nil
 }
 
 // npyKinds maps NPY kind+size codes to DTypes.

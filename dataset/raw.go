@@ -48,7 +48,7 @@ func openRaw(path string, opt Options) (Dataset, error) {
 		f.Close()
 		return nil, err
 	}
-	return &flatFile{format: "raw", path: path, f: f, offset: opt.Offset, nav: nav, sig: sig, dt: opt.DType, bigEndian: opt.BigEndian}, nil
+	return newFlatDataset(&flatFile{format: "raw", path: path, f: f, offset: opt.Offset, nav: nav, sig: sig, dt: opt.DType, bigEndian: opt.BigEndian}, size), nil
 }
 
 func (d *flatFile) Format() string   { return d.format }

@@ -1,0 +1,67 @@
+package dataset
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// mappedFile is a flat file whose frames are in host byte order, memory-mapped read-only
+// so that workers read frames in place (Viewer) instead of copying them: for data in the
+// page cache this halves the memory traffic of a memory-bound mask-dot product.
+type mappedFile struct {
+	*flatFile
+	data   []byte // the whole file, mapped
+	closed atomic.Bool
+}
+
+// newFlatDataset returns d memory-mapped when its frames can be viewed in place (host
+// byte order, frames aligned for their dtype), else d itself, read with pread. A failed
+// mmap (e.g. a file system that does not support it) falls back to pread.
+func newFlatDataset(d *flatFile, size int64) Dataset {
+	if d.bigEndian != hostBigEndian || d.offset%int64(d.dt.Size()) != 0 || size != int64(int(size)) {
+		return d
+	}
+	data, err := unix.Mmap(int(d.f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return d
+	}
+	return &mappedFile{flatFile: d, data: data}
+}
+
+// ViewFrames returns frames [start, end) of the mapped file without copying. The slice
+// is valid until Close; reading it after Close faults.
+func (d *mappedFile) ViewFrames(start, end int) ([]byte, error) {
+	if d.closed.Load() {
+		return nil, fmt.Errorf("dataset: %s: read after Close", d.path)
+	}
+	fb := d.FrameBytes()
+	if err := checkRange(d.path, start, end, d.NumFrames(), fb, (end-start)*fb); err != nil {
+		return nil, err
+	}
+	lo, hi := d.offset+int64(start*fb), d.offset+int64(end*fb)
+	return d.data[lo:hi:hi], nil
+}
+
+// ReadFrames copies frames [start, end) from the mapping into dst.
+func (d *mappedFile) ReadFrames(start, end int, dst []byte) error {
+	v, err := d.ViewFrames(start, end)
+	if err != nil {
+		return err
+	}
+	if err := checkRange(d.path, start, end, d.NumFrames(), d.FrameBytes(), len(dst)); err != nil {
+		return err
+	}
+	copy(dst, v)
+	return nil
+}
+
+// Close unmaps and closes the file.
+func (d *mappedFile) Close() error {
+	if d.closed.Swap(true) {
+		return errors.New("dataset: " + d.path + ": already closed")
+	}
+	return errors.Join(unix.Munmap(d.data), d.flatFile.Close())
+}

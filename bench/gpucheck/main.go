@@ -1,0 +1,211 @@
+//go:build cuda
+
+// Command gpucheck measures stemdot's GPU path on the machine it runs on and prints one
+// table: each case's throughput in GB/s of native frame bytes, the bound it is compared
+// with, and the ratio.
+//
+//   - d2d copy: cudaMemcpy device to device, counted as read+write traffic (2 x bytes),
+//     the device memory bandwidth a read-only kernel can reach.
+//   - h2d pinned: cudaMemcpy from pinned host memory, the PCIe bound of a Runner.
+//   - memcpy 1 core: Go copy() on one thread, the bound of the read into pinned memory.
+//   - kernel ...: the mask-dot kernel alone on uint16 frames resident on the device
+//     (Runner.KernelTime), against d2d.
+//   - runner ...: a Runner end to end, frames copied from host memory into the pinned
+//     staging buffers, H2D, kernel, results back, against min(h2d pinned, memcpy 1 core).
+//
+// Build here with `go build -tags cuda -o bin/gpucheck ./bench/gpucheck` (after the CMake
+// build of libstemdot_kernels.a) and run on the GPU machine; scripts/gpu-check.sh does both.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/stemdot/stemdot/cuda"
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
+)
+
+func main() {
+	dev := flag.Int("device", 0, "CUDA device index")
+	sig := flag.Int("sig", 256, "frames are sig x sig uint16 pixels")
+	kernelFrames := flag.Int("kernel-frames", 4096, "device-resident frames per kernel launch")
+	runnerFrames := flag.Int("runner-frames", 8192, "frames through the Runner end to end")
+	iters := flag.Int("iters", 10, "timed repetitions")
+	flag.Parse()
+	if err := run(*dev, *sig, *kernelFrames, *runnerFrames, *iters); err != nil {
+		fmt.Fprintln(os.Stderr, "gpucheck:", err)
+		os.Exit(1)
+	}
+}
+
+type row struct {
+	name        string
+	gbps, bound float64
+}
+
+func run(dev, sig, kernelFrames, runnerFrames, iters int) error {
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("no CUDA device")
+	}
+	p, err := cuda.Properties(dev)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("device %d: %s (sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB, %d copy engines), CUDA runtime %d, driver %d\n",
+		dev, p.Name, p.Major, p.Minor, p.Multiprocessors, float64(p.TotalMemory)/(1<<30), p.L2Bytes>>20,
+		p.AsyncEngines, p.RuntimeVersion, p.DriverVersion)
+
+	var rows []row
+	const copyBytes = 1 << 30
+	d, err := cuda.CopyTime(dev, cuda.DeviceToDevice, copyBytes, iters)
+	if err != nil {
+		return err
+	}
+	d2d := gbps(2*copyBytes, d)
+	rows = append(rows, row{"d2d copy (read+write)", d2d, 0})
+	d, err = cuda.CopyTime(dev, cuda.HostToDevicePinned, copyBytes/4, iters)
+	if err != nil {
+		return err
+	}
+	h2d := gbps(copyBytes/4, d)
+	rows = append(rows, row{"h2d pinned", h2d, 0})
+	mc := memcpyOneCore(copyBytes/4, iters)
+	rows = append(rows, row{"memcpy 1 core", mc, 0})
+
+	pixels := sig * sig
+	frameBytes := pixels * dataset.Uint16.Size()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct {
+		name    string
+		nMasks  int
+		sparse  bool
+		float64 bool
+	}{
+		{"dense 1 mask", 1, false, false},
+		{"dense 4 masks", 4, false, false},
+		{"dense 16 masks", 16, false, false},
+		{"dense 64 masks", 64, false, false},
+		{"dense 4 masks f64", 4, false, true},
+		{"sparse disk+ring", 2, true, false},
+	} {
+		cfg := cuda.RunnerConfig{Device: dev, DType: dataset.Uint16, Pixels: pixels, NMasks: c.nMasks, Float64: c.float64}
+		if c.sparse {
+			cfg.Sparse = discAndRing(sig).ToCSR()
+		} else {
+			cfg.Masks = randomMasks(rng, c.nMasks*pixels)
+		}
+		r, err := cuda.NewRunner(cfg)
+		if err != nil {
+			return err
+		}
+		d, err := r.KernelTime(kernelFrames, iters)
+		if cerr := r.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{"kernel " + c.name, gbps(kernelFrames*frameBytes, d), d2d})
+	}
+
+	host := make([]byte, runnerFrames*frameBytes)
+	for i := range host {
+		host[i] = byte(i * 7)
+	}
+	stack := randomMasks(rng, 4*pixels)
+	for _, streams := range []int{1, 3} {
+		r, err := cuda.NewRunner(cuda.RunnerConfig{Device: dev, DType: dataset.Uint16, Pixels: pixels, NMasks: 4,
+			Masks: stack, Streams: streams})
+		if err != nil {
+			return err
+		}
+		out := make([]float32, runnerFrames*4)
+		read := func(dst []byte, a, b int) error {
+			copy(dst, host[a*frameBytes:b*frameBytes])
+			return nil
+		}
+		// Warm-up run (first touch of pinned pages, kernel load), then the timed ones.
+		err = r.Run(context.Background(), 0, min(runnerFrames, r.Config().TileFrames), read, out, nil)
+		t0 := time.Now()
+		for i := 0; i < iters && err == nil; i++ {
+			err = r.Run(context.Background(), 0, runnerFrames, read, out, nil)
+		}
+		el := time.Since(t0) / time.Duration(iters)
+		if cerr := r.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{fmt.Sprintf("runner 4 masks, %d stream(s), tile %d", streams, r.Config().TileFrames),
+			gbps(len(host), el), min(h2d, mc)})
+	}
+
+	fmt.Printf("\n%-44s %10s %10s %7s\n", "case ("+fmt.Sprint(sig)+"x"+fmt.Sprint(sig)+" uint16)", "GB/s", "bound", "ratio")
+	for _, r := range rows {
+		if r.bound == 0 {
+			fmt.Printf("%-44s %10.1f %10s %7s\n", r.name, r.gbps, "", "")
+			continue
+		}
+		fmt.Printf("%-44s %10.1f %10.1f %7.2f\n", r.name, r.gbps, r.bound, r.gbps/r.bound)
+	}
+	return nil
+}
+
+func gbps(bytes int, d time.Duration) float64 { return float64(bytes) / d.Seconds() / 1e9 }
+
+// memcpyOneCore measures Go's copy() of n bytes on one locked OS thread (best of iters).
+func memcpyOneCore(n, iters int) float64 {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	src, dst := make([]byte, n), make([]byte, n)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	copy(dst, src) // first touch
+	best := time.Duration(1<<63 - 1)
+	for range iters {
+		t0 := time.Now()
+		copy(dst, src)
+		best = min(best, time.Since(t0))
+	}
+	return gbps(n, best)
+}
+
+func randomMasks(rng *rand.Rand, n int) []float32 {
+	m := make([]float32, n)
+	for i := range m {
+		m[i] = float32(rng.NormFloat64())
+	}
+	return m
+}
+
+// discAndRing is a virtual bright field (disc of radius sig/8) and an annular dark field
+// (sig/4 < r <= sig/2.5) around the frame centre.
+func discAndRing(sig int) *masks.Stack {
+	s := &masks.Stack{N: 2, SigY: sig, SigX: sig, Data: make([]float32, 2*sig*sig)}
+	c := float64(sig-1) / 2
+	for y := range sig {
+		for x := range sig {
+			r2 := (float64(x)-c)*(float64(x)-c) + (float64(y)-c)*(float64(y)-c)
+			rd, ri, ro := float64(sig)/8, float64(sig)/4, float64(sig)/2.5
+			if r2 <= rd*rd {
+				s.Data[y*sig+x] = 1
+			}
+			if r2 > ri*ri && r2 <= ro*ro {
+				s.Data[sig*sig+y*sig+x] = 1
+			}
+		}
+	}
+	return s
+}

@@ -1,0 +1,213 @@
+// Package cuda runs the mask-dot product of 4D-STEM frames on NVIDIA GPUs.
+//
+// It binds (cgo) libstemdot_kernels.a, built by CMake from kernels/ (see
+// kernels/stemdot_kernels.h), and links the CUDA runtime statically, so that a binary
+// needs only the NVIDIA driver (libcuda.so.1) on the machine that runs it, not the
+// toolkit. The bindings are compiled with the build tag cuda:
+//
+//	cmake -S . -B build/kernels -DCMAKE_BUILD_TYPE=Release && cmake --build build/kernels -j
+//	go build -tags cuda ./...
+//
+// libcudart_static.a is found on the linker's default path (Debian's nvidia-cuda-dev puts
+// it in /usr/lib/x86_64-linux-gnu); with NVIDIA's toolkit add
+// CGO_LDFLAGS=-L/usr/local/cuda/lib64. Without the tag every function returns ErrNoCUDA
+// and Built reports false.
+//
+// A Runner is one GPU worker: it is bound to one device, holds the mask stack there
+// (uploaded once per device and shared by all runners given the same stack), and runs a
+// pipeline over tiles of frames: the caller's read of tile i+1 into pinned host memory,
+// the host-to-device copy of tile i, the kernel and the copy of the results back overlap
+// across Streams tiles in flight. Frames cross PCIe in their native dtype (uint8, uint16,
+// uint32, float32) and are converted on the device; out[f, m] = Σ_p mask[m, p]·frame[f, p]
+// as LiberTEM's ApplyMasksUDF computes it, accumulated in float32 or float64.
+package cuda
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
+)
+
+// ErrNoCUDA is returned by every call of a build without the cuda tag.
+var ErrNoCUDA = errors.New("stemdot was built without CUDA support")
+
+// DefaultTileBytes is the native frame bytes per tile when RunnerConfig.TileFrames is 0.
+const DefaultTileBytes = 32 << 20
+
+// DefaultStreams is the number of tiles in flight when RunnerConfig.Streams is 0: one
+// being read by the host, one being copied, one in the kernel.
+const DefaultStreams = 3
+
+// maxStreams bounds RunnerConfig.Streams (each holds two tiles of pinned memory).
+const maxStreams = 16
+
+// maxSparseMasks is the CUDA grid limit on the masks of a CSR stack (grid.y).
+const maxSparseMasks = 65535
+
+// Error is a failed CUDA call (or an argument the library refused).
+type Error struct {
+	// Device is the device index, -1 for calls not bound to a device.
+	Device int
+	// Call names the CUDA runtime function that failed ("cudaMemcpyAsync"), or "stemdot".
+	Call string
+	// Code is the cudaError_t value (> 0), or a negative stemdot argument error code.
+	Code int
+	// Message is the CUDA error string ("out of memory").
+	Message string
+}
+
+// Error formats as "cuda device 0: cudaMemcpyAsync: out of memory".
+func (e *Error) Error() string {
+	if e.Device < 0 {
+		return fmt.Sprintf("cuda: %s: %s", e.Call, e.Message)
+	}
+	return fmt.Sprintf("cuda device %d: %s: %s", e.Device, e.Call, e.Message)
+}
+
+// Props are the properties of one CUDA device.
+type Props struct {
+	// Device is the device index.
+	Device int
+	// Name is the product name ("NVIDIA H200").
+	Name string
+	// PCIBusID is the PCI address ("0000:3b:00.0").
+	PCIBusID string
+	// Major, Minor is the compute capability (9, 0 for Hopper).
+	Major, Minor int
+	// Multiprocessors is the SM count.
+	Multiprocessors int
+	// AsyncEngines is the number of copy engines (2: H2D and D2H copies run at once).
+	AsyncEngines int
+	// L2Bytes is the L2 cache size in bytes.
+	L2Bytes int
+	// MemoryBusBits is the memory bus width in bits; MemoryClockKHz its peak clock in kHz.
+	MemoryBusBits, MemoryClockKHz int
+	// TotalMemory is the global memory in bytes.
+	TotalMemory int64
+	// RuntimeVersion is the CUDA runtime version stemdot was built with (11080 = 11.8);
+	// DriverVersion the newest CUDA version the driver supports.
+	RuntimeVersion, DriverVersion int
+}
+
+// RunnerConfig configures a Runner.
+type RunnerConfig struct {
+	// Device is the CUDA device index.
+	Device int
+	// DType is the native dtype of the frames: Uint8, Uint16, Uint32 or Float32.
+	DType dataset.DType
+	// Pixels is sig_y*sig_x, the pixels of one frame; NMasks the masks in the stack.
+	Pixels, NMasks int
+	// Masks is the dense stack, NMasks*Pixels float32 weights, C order (mask m, pixel p
+	// at Masks[m*Pixels+p]), as masks.Stack.Data. Runners on one device given the same
+	// slice (same backing array and length) share one device copy; it must not change
+	// while they live. Ignored when Sparse is set.
+	Masks []float32
+	// Sparse, when not nil, is the stack in CSR form (N == NMasks, Pixels == Pixels, at
+	// most 65535 masks), applied by the gather kernel. Runners given the same *CSR on one
+	// device share one device copy.
+	Sparse *masks.CSR
+	// TileFrames is the frames per tile (0: DefaultTileBytes of native frames, at least 1).
+	TileFrames int
+	// Streams is the number of tiles in flight, 1 to 16 (0: DefaultStreams). Two or more
+	// overlap the host read, the copies and the kernel.
+	Streams int
+	// Float64 accumulates in float64 and writes float64 results (Run's out64); otherwise
+	// float32 (out32).
+	Float64 bool
+}
+
+// withDefaults returns cfg with TileFrames and Streams filled in, or an error naming the
+// first invalid field.
+func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
+	switch cfg.DType {
+	case dataset.Uint8, dataset.Uint16, dataset.Uint32, dataset.Float32:
+	default:
+		return cfg, fmt.Errorf("cuda: dtype %s is not supported on the GPU (want uint8, uint16, uint32 or float32)", cfg.DType)
+	}
+	if cfg.Device < 0 {
+		return cfg, fmt.Errorf("cuda: device %d: must be >= 0", cfg.Device)
+	}
+	if cfg.Pixels < 1 || cfg.NMasks < 1 {
+		return cfg, fmt.Errorf("cuda: %d pixels and %d masks: both must be >= 1", cfg.Pixels, cfg.NMasks)
+	}
+	if cfg.Sparse != nil {
+		if err := checkCSR(cfg.Sparse, cfg.NMasks, cfg.Pixels); err != nil {
+			return cfg, err
+		}
+	} else if len(cfg.Masks) != cfg.NMasks*cfg.Pixels {
+		return cfg, fmt.Errorf("cuda: mask stack holds %d weights, want %d masks x %d pixels = %d",
+			len(cfg.Masks), cfg.NMasks, cfg.Pixels, cfg.NMasks*cfg.Pixels)
+	}
+	switch {
+	case cfg.TileFrames < 0:
+		return cfg, fmt.Errorf("cuda: TileFrames %d: must be >= 0", cfg.TileFrames)
+	case cfg.TileFrames == 0:
+		cfg.TileFrames = max(1, DefaultTileBytes/(cfg.Pixels*cfg.DType.Size()))
+	}
+	switch {
+	case cfg.Streams < 0 || cfg.Streams > maxStreams:
+		return cfg, fmt.Errorf("cuda: Streams %d: want 1 to %d (0 for %d)", cfg.Streams, maxStreams, DefaultStreams)
+	case cfg.Streams == 0:
+		cfg.Streams = DefaultStreams
+	}
+	return cfg, nil
+}
+
+// checkCSR validates a CSR stack against the runner's shape.
+func checkCSR(c *masks.CSR, nMasks, pixels int) error {
+	if c.N != nMasks || c.Pixels != pixels {
+		return fmt.Errorf("cuda: CSR stack is %d masks x %d pixels, want %d x %d", c.N, c.Pixels, nMasks, pixels)
+	}
+	if c.N > maxSparseMasks {
+		return fmt.Errorf("cuda: CSR stack has %d masks, at most %d supported", c.N, maxSparseMasks)
+	}
+	if len(c.RowPtr) != c.N+1 || c.RowPtr[0] != 0 {
+		return fmt.Errorf("cuda: CSR RowPtr has %d entries (want %d, starting at 0)", len(c.RowPtr), c.N+1)
+	}
+	for m := 0; m < c.N; m++ {
+		if c.RowPtr[m+1] < c.RowPtr[m] {
+			return fmt.Errorf("cuda: CSR RowPtr decreases at mask %d (%d < %d)", m, c.RowPtr[m+1], c.RowPtr[m])
+		}
+	}
+	nnz := int(c.RowPtr[c.N])
+	if len(c.Col) != nnz || len(c.Val) != nnz {
+		return fmt.Errorf("cuda: CSR has %d columns and %d values, RowPtr says %d nonzeros", len(c.Col), len(c.Val), nnz)
+	}
+	for k, col := range c.Col {
+		if col < 0 || int(col) >= pixels {
+			return fmt.Errorf("cuda: CSR nonzero %d has pixel index %d outside [0, %d)", k, col, pixels)
+		}
+	}
+	return nil
+}
+
+// checkRun validates the arguments of Runner.Run.
+func (cfg *RunnerConfig) checkRun(start, end int, read func([]byte, int, int) error, out32 []float32, out64 []float64) error {
+	if start < 0 || end < start {
+		return fmt.Errorf("cuda: frame range [%d, %d) is invalid", start, end)
+	}
+	if read == nil {
+		return errors.New("cuda: Run needs a read function")
+	}
+	need := end * cfg.NMasks
+	if cfg.Float64 && len(out64) < need {
+		return fmt.Errorf("cuda: out64 holds %d values, frames [%d, %d) x %d masks need %d", len(out64), start, end, cfg.NMasks, need)
+	}
+	if !cfg.Float64 && len(out32) < need {
+		return fmt.Errorf("cuda: out32 holds %d values, frames [%d, %d) x %d masks need %d", len(out32), start, end, cfg.NMasks, need)
+	}
+	return nil
+}
+
+// CopyKind is a copy measured by CopyTime.
+type CopyKind int
+
+// Copy kinds.
+const (
+	// HostToDevicePinned copies pinned (page-locked) host memory to the device.
+	HostToDevicePinned CopyKind = 1
+	// DeviceToDevice copies within device memory (reads and writes the bytes).
+	DeviceToDevice CopyKind = 2
+)

@@ -1,0 +1,529 @@
+// runtime.cu: host side of libstemdot_kernels.a: devices, device-resident mask stacks,
+// per-worker runners (pinned staging buffers, streams, events) and copy timing. See
+// stemdot_kernels.h for the contract of each function.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "mask_dot.cuh"
+#include "stemdot_kernels.h"
+
+// Status of a failed CUDA call fn.
+#define STEMDOT_FAIL(code, fn) (stemdot_status{int(code), fn})
+// Calls a CUDA runtime function and returns its status from the enclosing function when
+// it fails.
+#define CUDA_TRY(fn, ...)                                              \
+    do {                                                               \
+        const cudaError_t err_ = fn(__VA_ARGS__);                      \
+        if (err_ != cudaSuccess) return STEMDOT_FAIL(err_, #fn);       \
+    } while (0)
+
+namespace {
+
+constexpr stemdot_status kOK = {0, nullptr};
+
+stemdot_status invalid(int code = STEMDOT_ERR_INVALID_ARGUMENT) { return {code, "stemdot"}; }
+
+// First failure of a sequence of cleanup calls.
+struct FirstError {
+    stemdot_status st = kOK;
+    void check(cudaError_t err, const char *fn) {
+        if (err != cudaSuccess && st.code == 0) st = STEMDOT_FAIL(err, fn);
+    }
+};
+
+size_t dtype_size(int dtype) {
+    switch (dtype) {
+    case STEMDOT_UINT8: return 1;
+    case STEMDOT_UINT16: return 2;
+    case STEMDOT_UINT32: return 4;
+    case STEMDOT_FLOAT32: return 4;
+    }
+    return 0;
+}
+
+// a*b, or false when it overflows int64.
+bool mul_ok(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0) return false;
+    if (a != 0 && b > std::numeric_limits<int64_t>::max() / a) return false;
+    *out = a * b;
+    return true;
+}
+
+}  // namespace
+
+struct stemdot_masks {
+    int device = 0;
+    std::atomic<int> refs{1};
+    int n_masks = 0;
+    int64_t pixels = 0;
+    bool sparse = false;
+    // Dense: n_groups*mask_group rows of pixels weights, padding rows zero.
+    int mask_group = 0;
+    int n_groups = 0;
+    float *dense = nullptr;
+    // CSR.
+    int32_t *rowptr = nullptr;
+    int32_t *col = nullptr;
+    float *val = nullptr;
+};
+
+namespace {
+
+// Frees the device memory of m (its device must be current) and deletes it.
+stemdot_status masks_free(stemdot_masks *m) {
+    FirstError fe;
+    if (m->dense) fe.check(cudaFree(m->dense), "cudaFree");
+    if (m->rowptr) fe.check(cudaFree(m->rowptr), "cudaFree");
+    if (m->col) fe.check(cudaFree(m->col), "cudaFree");
+    if (m->val) fe.check(cudaFree(m->val), "cudaFree");
+    delete m;
+    return fe.st;
+}
+
+stemdot_status upload(void **dst, const void *src, size_t bytes) {
+    CUDA_TRY(cudaMalloc, dst, std::max<size_t>(bytes, 1));
+    if (bytes > 0) CUDA_TRY(cudaMemcpy, *dst, src, bytes, cudaMemcpyHostToDevice);
+    return kOK;
+}
+
+// Waits until uploads from pageable memory (legacy default stream) reached the device,
+// so that kernels on non-blocking streams see them.
+stemdot_status finish_upload(stemdot_masks *m, stemdot_status st) {
+    if (st.code == 0) {
+        const cudaError_t err = cudaStreamSynchronize(0);
+        if (err != cudaSuccess) st = STEMDOT_FAIL(err, "cudaStreamSynchronize");
+    }
+    if (st.code != 0) masks_free(m);
+    return st;
+}
+
+}  // namespace
+
+struct Slot {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t done = nullptr;
+    void *host_in = nullptr;   // pinned, tile_frames frames
+    void *host_out = nullptr;  // pinned, tile_frames x n_masks results
+    void *dev_in = nullptr;
+    void *dev_out = nullptr;
+    void *dev_partial = nullptr;  // split-K workspace of the dense kernel
+};
+
+struct stemdot_runner {
+    int device = 0;
+    stemdot_masks *masks = nullptr;
+    int dtype = 0;
+    size_t elem = 0;
+    size_t acc = 0;  // 4 or 8
+    bool f64 = false;
+    int tile_frames = 0;
+    int sm_count = 0;
+    int64_t frame_bytes = 0;
+    int64_t partial_cap = 0;  // elements of each slot's workspace
+    std::vector<Slot> slots;
+};
+
+namespace {
+
+// Partial-sum workspace (elements) the dense kernel wants for n_frames frames.
+int64_t partial_elems(const stemdot_runner *r, int64_t n_frames) {
+    const stemdot_masks *m = r->masks;
+    if (m->sparse) return 0;
+    const int64_t s =
+        stemdot::dense_splits(int(r->elem), n_frames, m->pixels, m->mask_group, m->n_groups,
+                              r->sm_count);
+    return s > 1 ? s * n_frames * m->n_masks : 0;
+}
+
+// Enqueues the kernel for n_frames frames at dev_in, results to dev_out.
+stemdot_status launch(const stemdot_runner *r, const void *dev_in, int64_t n_frames,
+                      void *dev_out, void *dev_partial, int64_t partial_cap,
+                      cudaStream_t stream) {
+    const stemdot_masks *m = r->masks;
+    cudaError_t err;
+    if (m->sparse) {
+        stemdot::SparseArgs a{dev_in,  n_frames, m->pixels, m->rowptr, m->col,
+                              m->val,  m->n_masks, dev_out,  stream};
+        err = stemdot::launch_sparse(r->dtype, r->f64, a);
+    } else {
+        stemdot::DenseArgs a{dev_in,        n_frames,    m->pixels,   m->dense,
+                             m->n_masks,    m->mask_group, m->n_groups, dev_out,
+                             dev_partial,   partial_cap, r->sm_count, stream};
+        err = stemdot::launch_dense(r->dtype, r->f64, a);
+    }
+    if (err != cudaSuccess) return STEMDOT_FAIL(err, "cudaLaunchKernel");
+    return kOK;
+}
+
+// Frees what a (partly) created runner holds; its device must be current.
+stemdot_status runner_free(stemdot_runner *r) {
+    FirstError fe;
+    for (Slot &s : r->slots) {
+        if (s.stream) fe.check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize");
+        if (s.host_in) fe.check(cudaFreeHost(s.host_in), "cudaFreeHost");
+        if (s.host_out) fe.check(cudaFreeHost(s.host_out), "cudaFreeHost");
+        if (s.dev_in) fe.check(cudaFree(s.dev_in), "cudaFree");
+        if (s.dev_out) fe.check(cudaFree(s.dev_out), "cudaFree");
+        if (s.dev_partial) fe.check(cudaFree(s.dev_partial), "cudaFree");
+        if (s.done) fe.check(cudaEventDestroy(s.done), "cudaEventDestroy");
+        if (s.stream) fe.check(cudaStreamDestroy(s.stream), "cudaStreamDestroy");
+    }
+    if (r->masks) {
+        const stemdot_status st = stemdot_masks_release(r->masks, nullptr);
+        if (st.code != 0 && fe.st.code == 0) fe.st = st;
+    }
+    delete r;
+    return fe.st;
+}
+
+stemdot_status runner_init(stemdot_runner *r, int slots) {
+    const stemdot_masks *m = r->masks;
+    CUDA_TRY(cudaDeviceGetAttribute, &r->sm_count, cudaDevAttrMultiProcessorCount, r->device);
+    int64_t in_bytes, out_elems;
+    if (!mul_ok(r->tile_frames, r->frame_bytes, &in_bytes) ||
+        !mul_ok(r->tile_frames, m->n_masks, &out_elems)) {
+        return invalid(STEMDOT_ERR_TOO_LARGE);
+    }
+    const size_t out_bytes = size_t(out_elems) * r->acc;
+    r->partial_cap = partial_elems(r, r->tile_frames);
+    r->slots.resize(slots);
+    for (Slot &s : r->slots) {
+        CUDA_TRY(cudaStreamCreateWithFlags, &s.stream, cudaStreamNonBlocking);
+        // Blocking sync: a waiting worker sleeps instead of spinning on a CPU core that a
+        // CPU worker could use.
+        CUDA_TRY(cudaEventCreateWithFlags, &s.done,
+                 cudaEventBlockingSync | cudaEventDisableTiming);
+        CUDA_TRY(cudaHostAlloc, &s.host_in, size_t(in_bytes), cudaHostAllocDefault);
+        CUDA_TRY(cudaHostAlloc, &s.host_out, out_bytes, cudaHostAllocDefault);
+        CUDA_TRY(cudaMalloc, &s.dev_in, size_t(in_bytes));
+        CUDA_TRY(cudaMalloc, &s.dev_out, out_bytes);
+        if (r->partial_cap > 0) {
+            CUDA_TRY(cudaMalloc, &s.dev_partial, size_t(r->partial_cap) * r->acc);
+        }
+    }
+    return kOK;
+}
+
+// Device-resident frames and results for stemdot_runner_time_kernel.
+struct TimingBuffers {
+    void *frames = nullptr;
+    void *out = nullptr;
+    void *partial = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    stemdot_status release() {
+        FirstError fe;
+        if (frames) fe.check(cudaFree(frames), "cudaFree");
+        if (out) fe.check(cudaFree(out), "cudaFree");
+        if (partial) fe.check(cudaFree(partial), "cudaFree");
+        if (start) fe.check(cudaEventDestroy(start), "cudaEventDestroy");
+        if (stop) fe.check(cudaEventDestroy(stop), "cudaEventDestroy");
+        if (stream) fe.check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+        return fe.st;
+    }
+};
+
+stemdot_status time_kernel(const stemdot_runner *r, TimingBuffers *b, int64_t n_frames,
+                           int iters, double *seconds) {
+    int64_t frame_total, out_elems;
+    if (!mul_ok(n_frames, r->frame_bytes, &frame_total) ||
+        !mul_ok(n_frames, r->masks->n_masks, &out_elems)) {
+        return invalid(STEMDOT_ERR_TOO_LARGE);
+    }
+    const int64_t cap = partial_elems(r, n_frames);
+    CUDA_TRY(cudaMalloc, &b->frames, size_t(frame_total));
+    CUDA_TRY(cudaMalloc, &b->out, size_t(out_elems) * r->acc);
+    if (cap > 0) CUDA_TRY(cudaMalloc, &b->partial, size_t(cap) * r->acc);
+    CUDA_TRY(cudaStreamCreateWithFlags, &b->stream, cudaStreamNonBlocking);
+    CUDA_TRY(cudaEventCreate, &b->start);
+    CUDA_TRY(cudaEventCreate, &b->stop);
+    CUDA_TRY(cudaMemsetAsync, b->frames, 0x11, size_t(frame_total), b->stream);
+    stemdot_status st = launch(r, b->frames, n_frames, b->out, b->partial, cap, b->stream);
+    if (st.code != 0) return st;
+    CUDA_TRY(cudaEventRecord, b->start, b->stream);
+    for (int i = 0; i < iters; i++) {
+        st = launch(r, b->frames, n_frames, b->out, b->partial, cap, b->stream);
+        if (st.code != 0) return st;
+    }
+    CUDA_TRY(cudaEventRecord, b->stop, b->stream);
+    CUDA_TRY(cudaEventSynchronize, b->stop);
+    float ms = 0;
+    CUDA_TRY(cudaEventElapsedTime, &ms, b->start, b->stop);
+    *seconds = double(ms) * 1e-3 / iters;
+    return kOK;
+}
+
+// Buffers of stemdot_copy_time.
+struct CopyBuffers {
+    void *src = nullptr;
+    bool src_host = false;
+    void *dst = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    stemdot_status release() {
+        FirstError fe;
+        if (src) fe.check(src_host ? cudaFreeHost(src) : cudaFree(src),
+                          src_host ? "cudaFreeHost" : "cudaFree");
+        if (dst) fe.check(cudaFree(dst), "cudaFree");
+        if (start) fe.check(cudaEventDestroy(start), "cudaEventDestroy");
+        if (stop) fe.check(cudaEventDestroy(stop), "cudaEventDestroy");
+        if (stream) fe.check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+        return fe.st;
+    }
+};
+
+stemdot_status copy_time(CopyBuffers *b, int kind, size_t bytes, int iters, double *seconds) {
+    b->src_host = kind == STEMDOT_COPY_H2D_PINNED;
+    CUDA_TRY(cudaStreamCreateWithFlags, &b->stream, cudaStreamNonBlocking);
+    if (b->src_host) {
+        CUDA_TRY(cudaHostAlloc, &b->src, bytes, cudaHostAllocDefault);
+        std::memset(b->src, 0x11, bytes);
+    } else {
+        CUDA_TRY(cudaMalloc, &b->src, bytes);
+        CUDA_TRY(cudaMemsetAsync, b->src, 0x11, bytes, b->stream);
+    }
+    CUDA_TRY(cudaMalloc, &b->dst, bytes);
+    CUDA_TRY(cudaEventCreate, &b->start);
+    CUDA_TRY(cudaEventCreate, &b->stop);
+    const cudaMemcpyKind dir = b->src_host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
+    CUDA_TRY(cudaMemcpyAsync, b->dst, b->src, bytes, dir, b->stream);  // warm-up
+    CUDA_TRY(cudaEventRecord, b->start, b->stream);
+    for (int i = 0; i < iters; i++) {
+        CUDA_TRY(cudaMemcpyAsync, b->dst, b->src, bytes, dir, b->stream);
+    }
+    CUDA_TRY(cudaEventRecord, b->stop, b->stream);
+    CUDA_TRY(cudaEventSynchronize, b->stop);
+    float ms = 0;
+    CUDA_TRY(cudaEventElapsedTime, &ms, b->start, b->stop);
+    *seconds = double(ms) * 1e-3 / iters;
+    return kOK;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char *stemdot_error_string(int code) {
+    switch (code) {
+    case 0: return "no error";
+    case STEMDOT_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case STEMDOT_ERR_UNSUPPORTED_DTYPE:
+        return "unsupported dtype (want uint8, uint16, uint32 or float32)";
+    case STEMDOT_ERR_TOO_LARGE: return "sizes too large";
+    }
+    if (code < 0) return "unknown stemdot error";
+    return cudaGetErrorString(cudaError_t(code));
+}
+
+stemdot_status stemdot_device_count(int *count) {
+    *count = 0;
+    const cudaError_t err = cudaGetDeviceCount(count);
+    if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
+        cudaGetLastError();  // clear: no GPU or no driver is a normal state
+        *count = 0;
+        return kOK;
+    }
+    if (err != cudaSuccess) return STEMDOT_FAIL(err, "cudaGetDeviceCount");
+    return kOK;
+}
+
+stemdot_status stemdot_device_props(int device, stemdot_props *p) {
+    std::memset(p, 0, sizeof(*p));
+    cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties, &prop, device);
+    std::memcpy(p->name, prop.name, sizeof(p->name) - 1);
+    p->total_memory = prop.totalGlobalMem;
+    CUDA_TRY(cudaDeviceGetPCIBusId, p->pci_bus_id, int(sizeof(p->pci_bus_id)), device);
+    CUDA_TRY(cudaDeviceGetAttribute, &p->major, cudaDevAttrComputeCapabilityMajor, device);
+    CUDA_TRY(cudaDeviceGetAttribute, &p->minor, cudaDevAttrComputeCapabilityMinor, device);
+    CUDA_TRY(cudaDeviceGetAttribute, &p->multiprocessors, cudaDevAttrMultiProcessorCount,
+             device);
+    CUDA_TRY(cudaDeviceGetAttribute, &p->async_engines, cudaDevAttrAsyncEngineCount, device);
+    CUDA_TRY(cudaDeviceGetAttribute, &p->l2_bytes, cudaDevAttrL2CacheSize, device);
+    CUDA_TRY(cudaDeviceGetAttribute, &p->memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth,
+             device);
+    CUDA_TRY(cudaDeviceGetAttribute, &p->memory_clock_khz, cudaDevAttrMemoryClockRate, device);
+    CUDA_TRY(cudaRuntimeGetVersion, &p->runtime_version);
+    CUDA_TRY(cudaDriverGetVersion, &p->driver_version);
+    return kOK;
+}
+
+stemdot_status stemdot_masks_create_dense(int device, const float *weights, int n_masks,
+                                          int64_t pixels, stemdot_masks **out) {
+    *out = nullptr;
+    if (weights == nullptr || n_masks < 1 || pixels < 1) return invalid();
+    const int group = stemdot::mask_group(n_masks);
+    const int n_groups = (n_masks + group - 1) / group;
+    int64_t padded, weight_bytes;
+    if (n_groups > stemdot::kMaxGridYZ || !mul_ok(int64_t(n_groups) * group, pixels, &padded) ||
+        !mul_ok(padded, sizeof(float), &padded) ||
+        !mul_ok(int64_t(n_masks) * pixels, sizeof(float), &weight_bytes)) {
+        return invalid(STEMDOT_ERR_TOO_LARGE);
+    }
+    CUDA_TRY(cudaSetDevice, device);
+    stemdot_masks *m = new stemdot_masks;
+    m->device = device;
+    m->n_masks = n_masks;
+    m->pixels = pixels;
+    m->mask_group = group;
+    m->n_groups = n_groups;
+    stemdot_status st = kOK;
+    {
+        cudaError_t err = cudaMalloc(&m->dense, size_t(padded));
+        const char *fn = "cudaMalloc";
+        if (err == cudaSuccess && padded > weight_bytes) {
+            err = cudaMemset(reinterpret_cast<char *>(m->dense) + weight_bytes, 0,
+                             size_t(padded - weight_bytes));
+            fn = "cudaMemset";
+        }
+        if (err == cudaSuccess) {
+            err = cudaMemcpy(m->dense, weights, size_t(weight_bytes), cudaMemcpyHostToDevice);
+            fn = "cudaMemcpy";
+        }
+        if (err != cudaSuccess) st = STEMDOT_FAIL(err, fn);
+    }
+    st = finish_upload(m, st);
+    if (st.code == 0) *out = m;
+    return st;
+}
+
+stemdot_status stemdot_masks_create_csr(int device, int n_masks, int64_t pixels,
+                                        const int32_t *rowptr, const int32_t *col,
+                                        const float *val, stemdot_masks **out) {
+    *out = nullptr;
+    if (rowptr == nullptr || n_masks < 1 || n_masks > stemdot::kMaxGridYZ || pixels < 1 ||
+        rowptr[0] != 0) {
+        return invalid();
+    }
+    for (int i = 0; i < n_masks; i++) {
+        if (rowptr[i + 1] < rowptr[i]) return invalid();
+    }
+    const int64_t nnz = rowptr[n_masks];
+    if (nnz > 0 && (col == nullptr || val == nullptr)) return invalid();
+    for (int64_t k = 0; k < nnz; k++) {
+        if (col[k] < 0 || col[k] >= pixels) return invalid();
+    }
+    CUDA_TRY(cudaSetDevice, device);
+    stemdot_masks *m = new stemdot_masks;
+    m->device = device;
+    m->n_masks = n_masks;
+    m->pixels = pixels;
+    m->sparse = true;
+    stemdot_status st = upload(reinterpret_cast<void **>(&m->rowptr), rowptr,
+                               sizeof(int32_t) * size_t(n_masks + 1));
+    if (st.code == 0) {
+        st = upload(reinterpret_cast<void **>(&m->col), col, sizeof(int32_t) * size_t(nnz));
+    }
+    if (st.code == 0) {
+        st = upload(reinterpret_cast<void **>(&m->val), val, sizeof(float) * size_t(nnz));
+    }
+    st = finish_upload(m, st);
+    if (st.code == 0) *out = m;
+    return st;
+}
+
+void stemdot_masks_retain(stemdot_masks *m) { m->refs.fetch_add(1); }
+
+stemdot_status stemdot_masks_release(stemdot_masks *m, int *remaining) {
+    const int left = m->refs.fetch_sub(1) - 1;
+    if (remaining) *remaining = left;
+    if (left > 0) return kOK;
+    CUDA_TRY(cudaSetDevice, m->device);
+    return masks_free(m);
+}
+
+stemdot_status stemdot_runner_create(const stemdot_runner_config *cfg, stemdot_runner **out) {
+    *out = nullptr;
+    if (cfg->masks == nullptr || cfg->device != cfg->masks->device || cfg->tile_frames < 1 ||
+        cfg->slots < 1) {
+        return invalid();
+    }
+    const size_t elem = dtype_size(cfg->dtype);
+    if (elem == 0) return invalid(STEMDOT_ERR_UNSUPPORTED_DTYPE);
+    int64_t frame_bytes;
+    if (!mul_ok(cfg->masks->pixels, int64_t(elem), &frame_bytes)) {
+        return invalid(STEMDOT_ERR_TOO_LARGE);
+    }
+    CUDA_TRY(cudaSetDevice, cfg->device);
+    stemdot_runner *r = new stemdot_runner;
+    r->device = cfg->device;
+    r->dtype = cfg->dtype;
+    r->elem = elem;
+    r->f64 = cfg->float64 != 0;
+    r->acc = r->f64 ? sizeof(double) : sizeof(float);
+    r->tile_frames = cfg->tile_frames;
+    r->frame_bytes = frame_bytes;
+    stemdot_masks_retain(cfg->masks);
+    r->masks = cfg->masks;
+    const stemdot_status st = runner_init(r, cfg->slots);
+    if (st.code != 0) {
+        runner_free(r);
+        return st;
+    }
+    *out = r;
+    return kOK;
+}
+
+stemdot_status stemdot_runner_destroy(stemdot_runner *r) {
+    CUDA_TRY(cudaSetDevice, r->device);
+    return runner_free(r);
+}
+
+void *stemdot_runner_input(stemdot_runner *r, int slot) { return r->slots[slot].host_in; }
+
+const void *stemdot_runner_output(stemdot_runner *r, int slot) {
+    return r->slots[slot].host_out;
+}
+
+stemdot_status stemdot_runner_submit(stemdot_runner *r, int slot, int n_frames) {
+    if (slot < 0 || slot >= int(r->slots.size()) || n_frames < 1 || n_frames > r->tile_frames) {
+        return invalid();
+    }
+    CUDA_TRY(cudaSetDevice, r->device);
+    Slot &s = r->slots[slot];
+    CUDA_TRY(cudaMemcpyAsync, s.dev_in, s.host_in, size_t(n_frames) * size_t(r->frame_bytes),
+             cudaMemcpyHostToDevice, s.stream);
+    const stemdot_status st =
+        launch(r, s.dev_in, n_frames, s.dev_out, s.dev_partial, r->partial_cap, s.stream);
+    if (st.code != 0) return st;
+    CUDA_TRY(cudaMemcpyAsync, s.host_out, s.dev_out,
+             size_t(n_frames) * size_t(r->masks->n_masks) * r->acc, cudaMemcpyDeviceToHost,
+             s.stream);
+    CUDA_TRY(cudaEventRecord, s.done, s.stream);
+    return kOK;
+}
+
+stemdot_status stemdot_runner_wait(stemdot_runner *r, int slot) {
+    if (slot < 0 || slot >= int(r->slots.size())) return invalid();
+    CUDA_TRY(cudaSetDevice, r->device);
+    CUDA_TRY(cudaEventSynchronize, r->slots[slot].done);
+    return kOK;
+}
+
+stemdot_status stemdot_runner_time_kernel(stemdot_runner *r, int64_t n_frames, int iters,
+                                          double *seconds) {
+    if (n_frames < 1 || iters < 1) return invalid();
+    CUDA_TRY(cudaSetDevice, r->device);
+    TimingBuffers b;
+    const stemdot_status st = time_kernel(r, &b, n_frames, iters, seconds);
+    const stemdot_status rel = b.release();
+    return st.code != 0 ? st : rel;
+}
+
+stemdot_status stemdot_copy_time(int device, int kind, size_t bytes, int iters,
+                                 double *seconds) {
+    if ((kind != STEMDOT_COPY_H2D_PINNED && kind != STEMDOT_COPY_D2D) || bytes == 0 ||
+        iters < 1) {
+        return invalid();
+    }
+    CUDA_TRY(cudaSetDevice, device);
+    CopyBuffers b;
+    const stemdot_status st = copy_time(&b, kind, bytes, iters, seconds);
+    const stemdot_status rel = b.release();
+    return st.code != 0 ? st : rel;
+}
+
+}  // extern "C"

@@ -1,0 +1,157 @@
+/*
+ * stemdot_kernels.h: C interface of stemdot's CUDA mask-dot kernels (libstemdot_kernels.a).
+ *
+ * The mask-dot product of a 4D-STEM scan: for every detector frame f (sig_y*sig_x pixels,
+ * "pixels" below) and every mask m of a float32 stack (n_masks x pixels, C order),
+ * out[f, m] = sum_p mask[m, p] * f[p], as LiberTEM's ApplyMasksUDF computes it. Frames
+ * cross PCIe in their native dtype (uint8, uint16, uint32, float32) and are converted on
+ * the device; out is float32, or float64 when the accumulation is float64.
+ *
+ * The library keeps a device-resident mask stack (dense or CSR, uploaded once per
+ * device, refcounted so that all workers on a device share it) and runners: one per
+ * worker, bound to one device, with pinned host staging buffers and several streams so
+ * that the host's read of tile i+1 into pinned memory, the H2D copy, the kernel and the
+ * D2H copy of consecutive tiles overlap (see stemdot_runner_submit).
+ *
+ * Errors: every function returns a stemdot_status; code 0 is success, a positive code is
+ * the cudaError_t of the failing CUDA call (named in .call), a negative code is one of the
+ * STEMDOT_ERR_* argument errors. stemdot_error_string gives the message. Nothing is
+ * printed. No function keeps a pointer to caller memory after it returns.
+ *
+ * Threads: every function selects its device (cudaSetDevice) on the calling thread first,
+ * so a caller may move between OS threads. A runner is used by one thread at a time.
+ */
+#ifndef STEMDOT_KERNELS_H
+#define STEMDOT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Result of a call: code 0 on success; otherwise a cudaError_t (> 0) or STEMDOT_ERR_*
+ * (< 0), and call names the failing CUDA function or "stemdot" (a static string). */
+typedef struct stemdot_status {
+    int code;
+    const char *call;
+} stemdot_status;
+
+/* Argument errors (negative codes). */
+enum {
+    STEMDOT_ERR_INVALID_ARGUMENT = -1,
+    STEMDOT_ERR_UNSUPPORTED_DTYPE = -2,
+    STEMDOT_ERR_TOO_LARGE = -3
+};
+
+/* Pixel dtypes of frames; the values match Go's dataset.DType. */
+enum {
+    STEMDOT_UINT8 = 1,
+    STEMDOT_UINT16 = 2,
+    STEMDOT_UINT32 = 3,
+    STEMDOT_FLOAT32 = 7
+};
+
+/* Message for a status code: cudaGetErrorString for CUDA codes. Static string. */
+const char *stemdot_error_string(int code);
+
+/* Number of CUDA devices. cudaErrorNoDevice and cudaErrorInsufficientDriver (no GPU, no
+ * driver) are reported as *count = 0 with success: a machine without a GPU is normal. */
+stemdot_status stemdot_device_count(int *count);
+
+/* Properties of one device (from cudaGetDeviceProperties). */
+typedef struct stemdot_props {
+    char name[256];
+    char pci_bus_id[32];      /* "0000:3b:00.0" */
+    int major, minor;         /* compute capability */
+    int multiprocessors;      /* SM count */
+    int async_engines;        /* copy engines: 2 lets H2D and D2H run at once */
+    int l2_bytes;             /* L2 cache size in bytes */
+    int memory_bus_bits;      /* memory bus width in bits */
+    int memory_clock_khz;     /* peak memory clock in kHz */
+    size_t total_memory;      /* global memory in bytes */
+    int runtime_version;      /* cudart version the library was built with, e.g. 11080 */
+    int driver_version;       /* highest CUDA version the driver supports, e.g. 13000 */
+} stemdot_props;
+
+stemdot_status stemdot_device_props(int device, stemdot_props *props);
+
+/* A mask stack resident on one device. Created with a reference count of 1. */
+typedef struct stemdot_masks stemdot_masks;
+
+/* Uploads a dense float32 stack: weights[m*pixels + p], n_masks x pixels, C order. The
+ * host array is copied before the call returns. */
+stemdot_status stemdot_masks_create_dense(int device, const float *weights, int n_masks,
+                                          int64_t pixels, stemdot_masks **out);
+
+/* Uploads a CSR stack: the nonzeros of mask m are col[rowptr[m] .. rowptr[m+1]) (pixel
+ * index, 0 <= col < pixels) with weights val[...]; rowptr has n_masks+1 entries starting
+ * at 0. Validated on the host (STEMDOT_ERR_INVALID_ARGUMENT). */
+stemdot_status stemdot_masks_create_csr(int device, int n_masks, int64_t pixels,
+                                        const int32_t *rowptr, const int32_t *col,
+                                        const float *val, stemdot_masks **out);
+
+/* Adds a reference. */
+void stemdot_masks_retain(stemdot_masks *masks);
+
+/* Drops a reference; the last one frees the device memory. *remaining (may be NULL)
+ * receives the references left. */
+stemdot_status stemdot_masks_release(stemdot_masks *masks, int *remaining);
+
+/* Configuration of a runner. */
+typedef struct stemdot_runner_config {
+    int device;             /* must be the masks' device */
+    stemdot_masks *masks;   /* retained by the runner until it is destroyed */
+    int dtype;              /* STEMDOT_UINT8 ... STEMDOT_FLOAT32 */
+    int tile_frames;        /* frames per tile (>= 1) */
+    int slots;              /* tiles in flight, one stream each (>= 1; 2-3 overlap) */
+    int float64;            /* accumulate and write float64 instead of float32 */
+} stemdot_runner_config;
+
+/* A per-worker pipeline on one device. */
+typedef struct stemdot_runner stemdot_runner;
+
+stemdot_status stemdot_runner_create(const stemdot_runner_config *cfg, stemdot_runner **out);
+
+/* Frees the runner's buffers and streams (waiting for its work) and releases its masks. */
+stemdot_status stemdot_runner_destroy(stemdot_runner *runner);
+
+/* Pinned host input buffer of a slot: tile_frames frames of native pixels. */
+void *stemdot_runner_input(stemdot_runner *runner, int slot);
+
+/* Pinned host output buffer of a slot: tile_frames x n_masks results (float32, or float64
+ * when cfg.float64), frame-major, valid after stemdot_runner_wait. */
+const void *stemdot_runner_output(stemdot_runner *runner, int slot);
+
+/* Enqueues, on the slot's stream, the H2D copy of the first n_frames frames of the slot's
+ * input buffer, the mask-dot kernel and the D2H copy of the results, then records the
+ * slot's event. Returns without waiting. The caller fills the next slot's input while
+ * this one runs; the slot's buffers must not be touched until stemdot_runner_wait. */
+stemdot_status stemdot_runner_submit(stemdot_runner *runner, int slot, int n_frames);
+
+/* Blocks (without spinning) until the slot's submitted work is done, and reports any
+ * error of its copies or kernel. */
+stemdot_status stemdot_runner_wait(stemdot_runner *runner, int slot);
+
+/* Times the kernel alone: n_frames frames (filled with a constant pattern) resident on
+ * the device, the kernel launched iters times; *seconds is the mean time of one launch
+ * (cudaEvent timing). */
+stemdot_status stemdot_runner_time_kernel(stemdot_runner *runner, int64_t n_frames, int iters,
+                                          double *seconds);
+
+/* Copy kinds for stemdot_copy_bandwidth. */
+enum {
+    STEMDOT_COPY_H2D_PINNED = 1, /* pinned host -> device */
+    STEMDOT_COPY_D2D = 2         /* device -> device */
+};
+
+/* Measures a copy of bytes bytes repeated iters times after one warm-up copy; *seconds is
+ * the mean time of one copy (cudaEvent timing). */
+stemdot_status stemdot_copy_time(int device, int kind, size_t bytes, int iters, double *seconds);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STEMDOT_KERNELS_H */

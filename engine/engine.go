@@ -106,14 +106,15 @@ type Worker interface {
 // pinned goroutine, so that the worker's buffers are first touched there (NUMA-local).
 type WorkerFactory func(spec planner.Worker, job *Job) (Worker, error)
 
-// DefaultWorkers is the WorkerFactory of builds without CUDA: a CPU worker for
-// planner.CPU, an error for planner.GPU.
+// DefaultWorkers is the default WorkerFactory: a CPU worker for planner.CPU, a GPU
+// worker (cuda.Runner) for planner.GPU; in a build without CUDA the latter fails with
+// cuda.ErrNoCUDA.
 func DefaultWorkers(spec planner.Worker, job *Job) (Worker, error) {
 	switch spec.Kind {
 	case planner.CPU:
 		return NewCPUWorker(job)
 	case planner.GPU:
-		return nil, fmt.Errorf("GPU worker on device %d requested, but stemdot was built without CUDA support", spec.GPU)
+		return newGPUWorker(spec, job)
 	}
 	return nil, fmt.Errorf("unknown worker kind %q", spec.Kind)
 }

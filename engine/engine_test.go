@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stemdot/stemdot/cuda"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/masks"
 	"github.com/stemdot/stemdot/planner"
@@ -174,13 +175,13 @@ func TestApplyMasksOutBuffers(t *testing.T) {
 		"Out32 given for a float64":   {Float64: true, Out32: out32},
 		"Out64 given for a float32":   {Out64: out64},
 		"TileFrames -1 is negative":   {TileFrames: -1},
-		"without CUDA support":        {NewWorker: nil},
+		"GPU worker on device 0: ":    {NewWorker: nil},
 		"create worker: no resources": {NewWorker: func(planner.Worker, *Job) (Worker, error) { return nil, errors.New("no resources") }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			opt.NoPin = true
 			p := plan
-			if name == "without CUDA support" {
+			if name == "GPU worker on device 0: " {
 				p = evenPlan(anyCPUs, 2, 10, 2)
 				p.Workers[1].Kind, p.Workers[1].GPU = planner.GPU, 0
 			}
@@ -480,8 +481,16 @@ func (failAll) Process(context.Context, planner.Partition, Output, func(int)) er
 func (failAll) Close() error { return nil }
 
 func TestDefaultWorkersGPU(t *testing.T) {
-	_, err := DefaultWorkers(planner.Worker{Kind: planner.GPU, GPU: 2}, &Job{})
-	require.EqualError(t, err, "GPU worker on device 2 requested, but stemdot was built without CUDA support")
+	rng := rand.New(rand.NewPCG(41, 42))
+	sig := [2]int{4, 4}
+	stack := randomStack(rng, 2, sig)
+	job := &Job{Dataset: randomDataset(rng, dataset.Uint16, []int{3}, sig), Masks: stack, NMasks: stack.N}
+	_, err := DefaultWorkers(planner.Worker{Kind: planner.GPU, GPU: 2}, job)
+	require.ErrorContains(t, err, "GPU worker on device 2: ")
+	if !cuda.Built() {
+		require.ErrorIs(t, err, cuda.ErrNoCUDA)
+		require.ErrorContains(t, err, "stemdot was built without CUDA support")
+	}
 	_, err = DefaultWorkers(planner.Worker{Kind: "fpga"}, &Job{})
 	require.ErrorContains(t, err, `unknown worker kind "fpga"`)
 }

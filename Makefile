@@ -37,7 +37,7 @@ demo: build
 	$(BIN)/stemdot apply out/demo.mib --mask disk:64,64,12 --mask ring:64,64,30,60 --mask com --out out/demo.npy --png out/demo
 	@echo "wrote out/demo.npy and out/demo_*.png"
 
-test: lint test-go $(if $(TAGS),test-cuda,)
+test: lint test-go $(if $(TAGS),test-cuda,) test-capi test-python
 
 test-go:
 	$(GO) test -race ./...
@@ -52,3 +52,5 @@ lint:
 
 clean:
 	rm -rf $(BIN) $(BUILD) out
+
+include mk/capi.mk

@@ -1,0 +1,372 @@
+/*
+ * apply.c — libstemdot from C: a virtual bright-field image of a real Merlin MIB file,
+ * checked against a float64 reference computed here from the file's bytes, then the
+ * same on synthetic in-memory frames, and the ABI's behaviour on misuse.
+ *
+ *   cc -Iinclude capi/examples/apply.c -Lbuild -lstemdot -Wl,-rpath,$PWD/build \
+ *      -Wl,--allow-shlib-undefined -lpthread -lm
+ *   ./apply ../shared/data/mib/001_4x2_6bit.mib
+ *
+ * The MIB file (Quantum Detectors Merlin, single chip, U08) holds frames of a 384-byte
+ * ASCII header followed by 256×256 uint8 pixels. Without the file (or argument), the
+ * real-file part is skipped with a message. Prints "N passed, M failed" and exits 1 on
+ * any failure.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stemdot.h"
+
+static int passed, failed;
+
+/* check records one assertion; on failure it prints the message and the last error. */
+#define check(cond, ...)                                                              \
+    do {                                                                              \
+        if (cond) {                                                                   \
+            passed++;                                                                 \
+        } else {                                                                      \
+            failed++;                                                                 \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                      \
+            fprintf(stderr, __VA_ARGS__);                                             \
+            fprintf(stderr, " (last error: %s)\n", stemdot_last_error());             \
+        }                                                                             \
+    } while (0)
+
+/* check_status checks that got == want and that the message contains `part`. */
+static void check_status(int line, const char *what, stemdot_status got, stemdot_status want,
+                         const char *part) {
+    const char *msg = stemdot_last_error();
+    if (got == want && (part == NULL || strstr(msg, part) != NULL)) {
+        passed++;
+        if (want != STEMDOT_OK) {
+            printf("  ok  %-44s %s: %s\n", what, stemdot_status_name(got), msg);
+        }
+        return;
+    }
+    failed++;
+    fprintf(stderr, "FAIL line %d: %s: got %s, want %s with message containing \"%s\"; message: %s\n",
+            line, what, stemdot_status_name(got), stemdot_status_name(want), part ? part : "",
+            msg);
+}
+#define expect(what, call, want, part) check_status(__LINE__, what, (call), want, part)
+
+/* disk_mask fills mask (sig_y × sig_x) with 1 where (x−cx)² + (y−cy)² ≤ r² (LiberTEM's
+ * masks.circular rule, as stemdot's disk), else 0. */
+static void disk_mask(float *mask, size_t sig_y, size_t sig_x, double cx, double cy, double r) {
+    for (size_t y = 0; y < sig_y; y++) {
+        for (size_t x = 0; x < sig_x; x++) {
+            double dx = (double)x - cx, dy = (double)y - cy;
+            mask[y * sig_x + x] = dx * dx + dy * dy <= r * r ? 1.0f : 0.0f;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- real MIB file */
+
+enum { MIB_HEADER = 384, MIB_SIDE = 256, MIB_PIXELS = MIB_SIDE * MIB_SIDE };
+
+/* mib_reference computes ref[f] = Σ mask·frame_f for every frame of a single-chip U08
+ * MIB file by reading it directly. Returns the frame count, or -1. */
+static long mib_reference(const char *path, const float *mask, double *ref, long max_frames) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        return -1;
+    }
+    static unsigned char frame[MIB_HEADER + MIB_PIXELS];
+    long n = 0;
+    while (n < max_frames && fread(frame, 1, sizeof frame, f) == sizeof frame) {
+        if (memcmp(frame, "MQ1,", 4) != 0) {
+            fclose(f);
+            return -1;
+        }
+        double sum = 0;
+        for (size_t i = 0; i < MIB_PIXELS; i++) {
+            sum += (double)mask[i] * frame[MIB_HEADER + i];
+        }
+        ref[n++] = sum;
+    }
+    fclose(f);
+    return n;
+}
+
+static void real_file(const char *path) {
+    printf("real file: %s\n", path);
+    stemdot_dataset ds = 0;
+    expect("open MIB", stemdot_open(path, "", &ds), STEMDOT_OK, NULL);
+    if (ds == 0) {
+        return;
+    }
+    stemdot_dataset_info info;
+    expect("dataset info", stemdot_dataset_get_info(ds, &info), STEMDOT_OK, NULL);
+    check(info.n_frames == 8 && info.sig_shape[0] == MIB_SIDE && info.sig_shape[1] == MIB_SIDE &&
+              info.dtype == STEMDOT_UINT8,
+          "info: %llu frames of %zu×%zu dtype %d, want 8 of 256×256 uint8",
+          (unsigned long long)info.n_frames, info.sig_shape[0], info.sig_shape[1], (int)info.dtype);
+    printf("  nav shape (");
+    for (size_t i = 0; i < info.nav_ndim; i++) {
+        printf(i ? ", %zu" : "%zu", info.nav_shape[i]);
+    }
+    printf("), sig shape (%zu, %zu)\n", info.sig_shape[0], info.sig_shape[1]);
+
+    /* Virtual bright field: a disk over the direct beam, centred near (x=42, y=126). */
+    static float mask[MIB_PIXELS], parsed[MIB_PIXELS];
+    disk_mask(mask, MIB_SIDE, MIB_SIDE, 42, 126, 30);
+    size_t n_masks = 0;
+    expect("mask_parse disk", stemdot_mask_parse("disk:42,126,30", MIB_SIDE, MIB_SIDE, parsed, MIB_PIXELS, &n_masks),
+           STEMDOT_OK, NULL);
+    check(n_masks == 1 && memcmp(mask, parsed, sizeof mask) == 0,
+          "stemdot_mask_parse(disk) differs from the disk built in C");
+
+    double ref[8], out64[8];
+    float out32[8];
+    long n = mib_reference(path, mask, ref, 8);
+    check(n == 8, "reference read %ld frames, want 8", n);
+
+    stemdot_plan plan = 0;
+    expect("plan (default)", stemdot_plan_new("", "", &plan), STEMDOT_OK, NULL);
+    expect("apply float64", stemdot_apply(ds, mask, 1, MIB_SIDE, MIB_SIDE, plan, 0, NULL, NULL, out64, STEMDOT_FLOAT64, 8),
+           STEMDOT_OK, NULL);
+    expect("apply float32", stemdot_apply(ds, mask, 1, MIB_SIDE, MIB_SIDE, 0, 0, NULL, NULL, out32, STEMDOT_FLOAT32, 8),
+           STEMDOT_OK, NULL);
+    /* Integer pixels × 0/1 weights: every partial sum is an integer below 2^24, so both
+     * dtypes are exact. */
+    for (long f = 0; f < n; f++) {
+        check(out64[f] == ref[f] && (double)out32[f] == ref[f],
+              "frame %ld: float64 %.1f, float32 %.1f, reference %.1f", f, out64[f], (double)out32[f], ref[f]);
+    }
+    printf("  virtual bright field (disk x=42 y=126 r=30), nav %zu × %zu:\n",
+           info.nav_ndim == 2 ? info.nav_shape[0] : 1, info.nav_ndim == 2 ? info.nav_shape[1] : (size_t)n);
+    size_t cols = info.nav_ndim == 2 ? info.nav_shape[1] : (size_t)n;
+    for (long f = 0; f < n; f++) {
+        printf("%s%9.0f", f % cols == 0 ? "   " : " ", out64[f]);
+        if ((size_t)f % cols == cols - 1) {
+            printf("\n");
+        }
+    }
+    expect("plan free", stemdot_plan_free(plan), STEMDOT_OK, NULL);
+    expect("dataset free", stemdot_dataset_free(ds), STEMDOT_OK, NULL);
+}
+
+/* ------------------------------------------------------- synthetic in-memory frames */
+
+enum { NAV_Y = 3, NAV_X = 5, SIG_Y = 16, SIG_X = 12, FRAMES = NAV_Y * NAV_X, PIX = SIG_Y * SIG_X };
+
+struct progress_log {
+    pthread_t caller;
+    int calls, monotone, on_caller;
+    uint64_t last, total;
+    stemdot_run cancel_run; /* when set: cancel this run at the first report */
+};
+
+static void on_progress(uint64_t done, uint64_t total, void *user) {
+    struct progress_log *log = user;
+    log->monotone &= done > log->last && done <= total;
+    log->on_caller &= pthread_equal(pthread_self(), log->caller);
+    log->calls++;
+    log->last = done;
+    log->total = total;
+    if (log->cancel_run != 0) {
+        stemdot_run_cancel(log->cancel_run);
+    }
+}
+
+static void synthetic(void) {
+    printf("synthetic frames: nav (%d, %d), sig (%d, %d), uint16 and float32\n", NAV_Y, NAV_X, SIG_Y, SIG_X);
+    static uint16_t frames16[FRAMES * PIX];
+    static float frames32[FRAMES * PIX];
+    srand(5);
+    for (size_t i = 0; i < FRAMES * PIX; i++) {
+        frames16[i] = (uint16_t)(rand() % 65536);
+        frames32[i] = (float)rand() / RAND_MAX * 200.0f - 100.0f;
+    }
+    /* masks: ring (1) + centre of mass (3), from the CLI specs */
+    size_t n_ring = 0, n_com = 0;
+    expect("mask_parse count ring", stemdot_mask_parse("ring:6,8,2,5", SIG_Y, SIG_X, NULL, 0, &n_ring), STEMDOT_OK, NULL);
+    expect("mask_parse count com", stemdot_mask_parse("com", SIG_Y, SIG_X, NULL, 0, &n_com), STEMDOT_OK, NULL);
+    check(n_ring == 1 && n_com == 3, "mask counts ring %zu com %zu, want 1 and 3", n_ring, n_com);
+    size_t n_masks = n_ring + n_com;
+    static float masks[4 * PIX];
+    expect("mask_parse ring", stemdot_mask_parse("ring:6,8,2,5", SIG_Y, SIG_X, masks, PIX, &n_ring), STEMDOT_OK, NULL);
+    expect("mask_parse com", stemdot_mask_parse("com", SIG_Y, SIG_X, masks + PIX, 3 * PIX, &n_com), STEMDOT_OK, NULL);
+
+    const size_t nav[2] = {NAV_Y, NAV_X};
+    struct {
+        const void *data;
+        size_t bytes;
+        stemdot_dtype dtype;
+    } inputs[2] = {{frames16, sizeof frames16, STEMDOT_UINT16}, {frames32, sizeof frames32, STEMDOT_FLOAT32}};
+    for (int k = 0; k < 2; k++) {
+        stemdot_dataset ds = 0;
+        expect("from_memory", stemdot_dataset_from_memory(inputs[k].data, inputs[k].bytes, inputs[k].dtype, 2, nav, SIG_Y, SIG_X, &ds),
+               STEMDOT_OK, NULL);
+        /* float64 reference, and the sum of |terms|, which bounds the rounding error of
+         * any summation order */
+        double ref[FRAMES * 4], scale[FRAMES * 4], out64[FRAMES * 4];
+        float out32[FRAMES * 4];
+        for (size_t f = 0; f < FRAMES; f++) {
+            for (size_t m = 0; m < n_masks; m++) {
+                double s = 0, a = 0;
+                for (size_t i = 0; i < PIX; i++) {
+                    double v = k == 0 ? frames16[f * PIX + i] : frames32[f * PIX + i];
+                    s += (double)masks[m * PIX + i] * v;
+                    a += fabs((double)masks[m * PIX + i] * v);
+                }
+                ref[f * n_masks + m] = s;
+                scale[f * n_masks + m] = a > 0 ? a : 1;
+            }
+        }
+        struct progress_log log = {pthread_self(), 0, 1, 1, 0, 0, 0};
+        expect("apply float64 with progress",
+               stemdot_apply(ds, masks, n_masks, SIG_Y, SIG_X, 0, 0, on_progress, &log, out64, STEMDOT_FLOAT64, FRAMES * n_masks),
+               STEMDOT_OK, NULL);
+        check(log.calls >= 1 && log.monotone && log.on_caller && log.last == FRAMES && log.total == FRAMES,
+              "progress: %d calls, monotone %d, on calling thread %d, last %llu of %llu", log.calls, log.monotone,
+              log.on_caller, (unsigned long long)log.last, (unsigned long long)log.total);
+        expect("apply float32",
+               stemdot_apply(ds, masks, n_masks, SIG_Y, SIG_X, 0, 0, NULL, NULL, out32, STEMDOT_FLOAT32, FRAMES * n_masks),
+               STEMDOT_OK, NULL);
+        double worst64 = 0, worst32 = 0;
+        for (size_t i = 0; i < FRAMES * n_masks; i++) {
+            worst64 = fmax(worst64, fabs(out64[i] - ref[i]) / scale[i]);
+            worst32 = fmax(worst32, fabs((double)out32[i] - ref[i]) / scale[i]);
+        }
+        check(worst64 < 1e-12 && worst32 < 1e-5, "%s: error relative to Σ|terms|: float64 %g, float32 %g",
+              k == 0 ? "uint16" : "float32", worst64, worst32);
+        printf("  %-7s: 4 masks × %d frames, worst error / Σ|terms| float64 %.1e, float32 %.1e\n",
+               k == 0 ? "uint16" : "float32", FRAMES, worst64, worst32);
+
+        /* cancellation */
+        stemdot_run run = 0;
+        expect("run new", stemdot_run_new(&run), STEMDOT_OK, NULL);
+        struct progress_log cancel_log = {pthread_self(), 0, 1, 1, 0, 0, run};
+        expect("cancel from the progress callback",
+               stemdot_apply(ds, masks, n_masks, SIG_Y, SIG_X, 0, run, on_progress, &cancel_log, out64, STEMDOT_FLOAT64, FRAMES * n_masks),
+               STEMDOT_ERR_CANCELLED, "cancelled");
+        expect("apply on a cancelled run",
+               stemdot_apply(ds, masks, n_masks, SIG_Y, SIG_X, 0, run, NULL, NULL, out64, STEMDOT_FLOAT64, FRAMES * n_masks),
+               STEMDOT_ERR_CANCELLED, "stemdot_run_reset");
+        expect("run reset", stemdot_run_reset(run), STEMDOT_OK, NULL);
+        expect("apply on a reset run",
+               stemdot_apply(ds, masks, n_masks, SIG_Y, SIG_X, 0, run, NULL, NULL, out64, STEMDOT_FLOAT64, FRAMES * n_masks),
+               STEMDOT_OK, NULL);
+        expect("run free", stemdot_run_free(run), STEMDOT_OK, NULL);
+        expect("dataset free", stemdot_dataset_free(ds), STEMDOT_OK, NULL);
+    }
+}
+
+/* ---------------------------------------------------------------------- misuse */
+
+static void *set_error_in_thread(void *arg) {
+    (void)arg;
+    stemdot_dataset ds;
+    stemdot_open("/nonexistent/other-thread.mib", "", &ds);
+    return NULL;
+}
+
+static void misuse(void) {
+    printf("misuse:\n");
+    stemdot_dataset ds = 0;
+    expect("open NULL path", stemdot_open(NULL, "", &ds), STEMDOT_ERR_INVALID_ARGUMENT, "must not be NULL");
+    expect("open NULL out", stemdot_open("x.mib", "", NULL), STEMDOT_ERR_INVALID_ARGUMENT, "must not be NULL");
+    expect("open missing file", stemdot_open("/nonexistent/scan.mib", "", &ds), STEMDOT_ERR_IO, "/nonexistent/scan.mib");
+    expect("open unknown option", stemdot_open("/nonexistent/scan.raw", "colour=blue", &ds), STEMDOT_ERR_INVALID_ARGUMENT,
+           "unknown format option \"colour\"");
+    expect("open bad dtype option", stemdot_open("/nonexistent/scan.raw", "format=raw;sig_shape=4,4;dtype=uint12", &ds),
+           STEMDOT_ERR_DTYPE, "uint12");
+    expect("open bad sig_shape", stemdot_open("/nonexistent/scan.raw", "sig_shape=4,0", &ds), STEMDOT_ERR_SHAPE,
+           "not a positive size");
+
+    /* thread-local messages: another thread's error leaves this thread's alone */
+    const char *before = "stemdot_open: format option sig_shape=\"4,0\"";
+    pthread_t t;
+    pthread_create(&t, NULL, set_error_in_thread, NULL);
+    pthread_join(t, NULL);
+    check(strncmp(stemdot_last_error(), before, strlen(before)) == 0,
+          "last error changed by another thread: \"%s\"", stemdot_last_error());
+
+    uint16_t frames[2 * 3 * 4] = {0};
+    const size_t nav[1] = {2};
+    expect("from_memory wrong size", stemdot_dataset_from_memory(frames, sizeof frames - 2, STEMDOT_UINT16, 1, nav, 3, 4, &ds),
+           STEMDOT_ERR_SHAPE, "46 bytes");
+    expect("from_memory bad dtype", stemdot_dataset_from_memory(frames, sizeof frames, (stemdot_dtype)42, 1, nav, 3, 4, &ds),
+           STEMDOT_ERR_DTYPE, "42");
+    expect("from_memory NULL frames", stemdot_dataset_from_memory(NULL, sizeof frames, STEMDOT_UINT16, 1, nav, 3, 4, &ds),
+           STEMDOT_ERR_INVALID_ARGUMENT, "NULL");
+    expect("from_memory nav_ndim 0", stemdot_dataset_from_memory(frames, sizeof frames, STEMDOT_UINT16, 0, nav, 3, 4, &ds),
+           STEMDOT_ERR_INVALID_ARGUMENT, "nav_ndim 0");
+    expect("from_memory", stemdot_dataset_from_memory(frames, sizeof frames, STEMDOT_UINT16, 1, nav, 3, 4, &ds), STEMDOT_OK, NULL);
+    check(stemdot_last_error()[0] == '\0', "last error after success: \"%s\"", stemdot_last_error());
+
+    float mask[3 * 4] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    float out[2];
+    double out64[2];
+    expect("apply NULL masks", stemdot_apply(ds, NULL, 1, 3, 4, 0, 0, NULL, NULL, out, STEMDOT_FLOAT32, 2),
+           STEMDOT_ERR_INVALID_ARGUMENT, "NULL");
+    expect("apply NULL out", stemdot_apply(ds, mask, 1, 3, 4, 0, 0, NULL, NULL, NULL, STEMDOT_FLOAT32, 2),
+           STEMDOT_ERR_INVALID_ARGUMENT, "NULL");
+    expect("apply short result", stemdot_apply(ds, mask, 1, 3, 4, 0, 0, NULL, NULL, out, STEMDOT_FLOAT32, 1),
+           STEMDOT_ERR_SHAPE, "holds 1 values, but 2 frames × 1 masks need 2");
+    expect("apply mask sig shape", stemdot_apply(ds, mask, 1, 4, 3, 0, 0, NULL, NULL, out, STEMDOT_FLOAT32, 2),
+           STEMDOT_ERR_SHAPE, "(4, 3) do not match the dataset's sig shape (3, 4)");
+    expect("apply result dtype", stemdot_apply(ds, mask, 1, 3, 4, 0, 0, NULL, NULL, out, STEMDOT_UINT16, 2),
+           STEMDOT_ERR_DTYPE, "result dtype 2");
+    mask[5] = NAN;
+    expect("apply NaN weight", stemdot_apply(ds, mask, 1, 3, 4, 0, 0, NULL, NULL, out, STEMDOT_FLOAT32, 2),
+           STEMDOT_ERR_INVALID_ARGUMENT, "NaN");
+    mask[5] = 1;
+    expect("apply ok", stemdot_apply(ds, mask, 1, 3, 4, 0, 0, NULL, NULL, out64, STEMDOT_FLOAT64, 2), STEMDOT_OK, NULL);
+
+    expect("mask_parse bad spec", stemdot_mask_parse("disk:1,2", 3, 4, NULL, 0, &(size_t){0}),
+           STEMDOT_ERR_INVALID_ARGUMENT, "disk:1,2");
+    expect("mask_parse small out", stemdot_mask_parse("com", 3, 4, out, 2, &(size_t){0}), STEMDOT_ERR_SHAPE, "need 36");
+
+    stemdot_plan plan = 0;
+    expect("plan bad cpus", stemdot_plan_new("two", "", &plan), STEMDOT_ERR_INVALID_ARGUMENT, "two");
+    expect("plan cpu not allowed", stemdot_plan_new("4095,", "", &plan), STEMDOT_ERR_PLAN, "4095");
+    stemdot_status st = stemdot_plan_new("", "1", &plan);
+    if (st == STEMDOT_OK) {
+        printf("  (a GPU plan was possible on this machine)\n");
+        stemdot_plan_free(plan);
+    } else {
+        expect("plan with a GPU", st, STEMDOT_ERR_CUDA_UNAVAILABLE, "GPU");
+    }
+    expect("plan", stemdot_plan_new("1", "", &plan), STEMDOT_OK, NULL);
+    size_t needed = 0;
+    char json[4096];
+    expect("plan describe length", stemdot_plan_describe(plan, ds, NULL, 0, &needed), STEMDOT_ERR_SHAPE, "too small");
+    expect("plan describe", stemdot_plan_describe(plan, ds, json, sizeof json, &needed), STEMDOT_OK, NULL);
+    check(needed == strlen(json) && strstr(json, "\"partitions\":[[0,") != NULL, "plan JSON: %s", json);
+    printf("  plan for 2 frames on 1 CPU: %s\n", json);
+
+    /* handles: wrong kind, freed, double free, zero */
+    expect("plan handle as dataset", stemdot_dataset_get_info(plan, &(stemdot_dataset_info){0}),
+           STEMDOT_ERR_BAD_HANDLE, "is a plan handle, not a dataset handle");
+    expect("plan free", stemdot_plan_free(plan), STEMDOT_OK, NULL);
+    expect("plan double free", stemdot_plan_free(plan), STEMDOT_ERR_BAD_HANDLE, "already freed");
+    expect("dataset free", stemdot_dataset_free(ds), STEMDOT_OK, NULL);
+    expect("freed dataset used", stemdot_apply(ds, mask, 1, 3, 4, 0, 0, NULL, NULL, out, STEMDOT_FLOAT32, 2),
+           STEMDOT_ERR_BAD_HANDLE, "already freed");
+    expect("dataset double free", stemdot_dataset_free(ds), STEMDOT_ERR_BAD_HANDLE, "already freed");
+    expect("dataset handle 0", stemdot_dataset_get_info(0, &(stemdot_dataset_info){0}), STEMDOT_ERR_BAD_HANDLE, "0 (none)");
+    expect("run handle never made", stemdot_run_cancel(987654321), STEMDOT_ERR_BAD_HANDLE, "987654321");
+}
+
+int main(int argc, char **argv) {
+    printf("libstemdot %s (header %s)\n", stemdot_version(), STEMDOT_VERSION);
+    check(strcmp(stemdot_version(), STEMDOT_VERSION) == 0, "library version %s, header %s", stemdot_version(), STEMDOT_VERSION);
+    FILE *f = argc > 1 ? fopen(argv[1], "rb") : NULL;
+    if (f != NULL) {
+        fclose(f);
+        real_file(argv[1]);
+    } else {
+        printf("real file %s not found: skipping the real-file part (set STEMDOT_TESTDATA)\n",
+               argc > 1 ? argv[1] : "(no path given)");
+    }
+    synthetic();
+    misuse();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

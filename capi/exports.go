@@ -1,0 +1,351 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../include
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
+)
+
+// Compile-time checks that the C enums of include/stemdot.h and the Go values agree:
+// a mismatch makes a constant index negative or out of range.
+var (
+	_ = [1]int{}[C.STEMDOT_OK-statusOK]
+	_ = [1]int{}[C.STEMDOT_ERR_INVALID_ARGUMENT-errInvalidArgument]
+	_ = [1]int{}[C.STEMDOT_ERR_IO-errIO]
+	_ = [1]int{}[C.STEMDOT_ERR_FORMAT-errFormat]
+	_ = [1]int{}[C.STEMDOT_ERR_SHAPE-errShape]
+	_ = [1]int{}[C.STEMDOT_ERR_DTYPE-errDType]
+	_ = [1]int{}[C.STEMDOT_ERR_PLAN-errPlan]
+	_ = [1]int{}[C.STEMDOT_ERR_CANCELLED-errCancelled]
+	_ = [1]int{}[C.STEMDOT_ERR_BAD_HANDLE-errBadHandle]
+	_ = [1]int{}[C.STEMDOT_ERR_CUDA_UNAVAILABLE-errCUDAUnavailable]
+	_ = [1]int{}[C.STEMDOT_ERR_INTERNAL-errInternal]
+	_ = [1]int{}[C.STEMDOT_UINT8-dataset.Uint8]
+	_ = [1]int{}[C.STEMDOT_UINT16-dataset.Uint16]
+	_ = [1]int{}[C.STEMDOT_UINT32-dataset.Uint32]
+	_ = [1]int{}[C.STEMDOT_INT8-dataset.Int8]
+	_ = [1]int{}[C.STEMDOT_INT16-dataset.Int16]
+	_ = [1]int{}[C.STEMDOT_INT32-dataset.Int32]
+	_ = [1]int{}[C.STEMDOT_FLOAT32-dataset.Float32]
+	_ = [1]int{}[C.STEMDOT_FLOAT64-dataset.Float64]
+	_ = [1]int{}[C.STEMDOT_MAX_NAV_DIMS-maxNavDims]
+)
+
+// succeed clears the calling thread's last error and returns STEMDOT_OK.
+func succeed() C.stemdot_status {
+	C.stemdot_capi_set_error(nil, 0)
+	return C.STEMDOT_OK
+}
+
+// fail sets the calling thread's last error to "fn: message" and returns err's code.
+// Go code called from C runs on the calling C thread, so the thread-local storage in
+// shim.c is that thread's.
+func fail(fn string, err error) C.stemdot_status {
+	msg := fn + ": " + err.Error()
+	C.stemdot_capi_set_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
+	return C.stemdot_status(codeOf(err))
+}
+
+// guard, deferred by every exported function, turns a panic into STEMDOT_ERR_INTERNAL
+// with the panic's message instead of crashing the host process.
+func guard(fn string, st *C.stemdot_status) {
+	if r := recover(); r != nil {
+		*st = fail(fn, panicError(r))
+	}
+}
+
+// goString copies a C string; NULL gives "".
+func goString(s *C.stemdot_cchar) string {
+	if s == nil {
+		return ""
+	}
+	return C.GoString((*C.char)(unsafe.Pointer(s)))
+}
+
+// sizeProduct multiplies sizes, failing with errShape when a size or the product does
+// not fit in an int (or, with limit > 0, exceeds limit).
+func sizeProduct(what string, limit int, sizes ...C.size_t) (int, error) {
+	p := 1
+	for _, s := range sizes {
+		if uint64(s) > math.MaxInt || (s != 0 && p > math.MaxInt/int(s)) {
+			return 0, failf(errShape, "%s: sizes %v overflow", what, sizes)
+		}
+		p *= int(s)
+	}
+	if limit > 0 && p > limit {
+		return 0, failf(errShape, "%s: %d elements exceed the limit of %d", what, p, limit)
+	}
+	return p, nil
+}
+
+//export stemdot_open
+func stemdot_open(path, options *C.stemdot_cchar, out *C.stemdot_dataset) (st C.stemdot_status) {
+	const fn = "stemdot_open"
+	defer guard(fn, &st)
+	if path == nil || out == nil {
+		return fail(fn, failf(errInvalidArgument, "path and out must not be NULL"))
+	}
+	ds, err := openDataset(goString(path), goString(options))
+	if err != nil {
+		return fail(fn, err)
+	}
+	*out = C.stemdot_dataset(handles.add(kindDataset, ds))
+	return succeed()
+}
+
+//export stemdot_dataset_from_memory
+func stemdot_dataset_from_memory(frames *C.stemdot_cvoid, framesBytes C.size_t, dtype C.stemdot_dtype,
+	navNdim C.size_t, navShape *C.stemdot_csize, sigY, sigX C.size_t, out *C.stemdot_dataset) (st C.stemdot_status) {
+	const fn = "stemdot_dataset_from_memory"
+	defer guard(fn, &st)
+	if frames == nil || navShape == nil || out == nil {
+		return fail(fn, failf(errInvalidArgument, "frames, nav_shape and out must not be NULL"))
+	}
+	if navNdim < 1 || navNdim > maxNavDims {
+		return fail(fn, failf(errInvalidArgument, "nav_ndim %d is not in 1..%d", navNdim, maxNavDims))
+	}
+	dims := unsafe.Slice((*C.size_t)(unsafe.Pointer(navShape)), navNdim)
+	nav := make([]int, len(dims))
+	for i, d := range dims {
+		n, err := sizeProduct("nav_shape", 0, d)
+		if err != nil {
+			return fail(fn, err)
+		}
+		nav[i] = n
+	}
+	if _, err := sizeProduct("sig_shape", 0, sigY, sigX); err != nil {
+		return fail(fn, err)
+	}
+	n, err := sizeProduct("frames_bytes", 0, framesBytes)
+	if err != nil {
+		return fail(fn, err)
+	}
+	data := unsafe.Slice((*byte)(unsafe.Pointer(frames)), n)
+	ds, err := memoryDataset(data, int(dtype), nav, int(sigY), int(sigX))
+	if err != nil {
+		return fail(fn, err)
+	}
+	*out = C.stemdot_dataset(handles.add(kindDataset, ds))
+	return succeed()
+}
+
+//export stemdot_dataset_get_info
+func stemdot_dataset_get_info(h C.stemdot_dataset, info *C.stemdot_dataset_info) (st C.stemdot_status) {
+	const fn = "stemdot_dataset_get_info"
+	defer guard(fn, &st)
+	if info == nil {
+		return fail(fn, failf(errInvalidArgument, "info must not be NULL"))
+	}
+	ds, err := getDataset(uint64(h))
+	if err != nil {
+		return fail(fn, err)
+	}
+	nav := ds.NavShape()
+	if len(nav) > maxNavDims {
+		return fail(fn, failf(errShape, "dataset has %d nav dimensions, more than %d", len(nav), maxNavDims))
+	}
+	*info = C.stemdot_dataset_info{}
+	info.nav_ndim = C.size_t(len(nav))
+	for i, n := range nav {
+		info.nav_shape[i] = C.size_t(n)
+	}
+	sig := ds.SigShape()
+	info.sig_shape[0], info.sig_shape[1] = C.size_t(sig[0]), C.size_t(sig[1])
+	info.dtype = C.stemdot_dtype(ds.DType())
+	info.n_frames = C.uint64_t(ds.NumFrames())
+	return succeed()
+}
+
+//export stemdot_dataset_free
+func stemdot_dataset_free(h C.stemdot_dataset) (st C.stemdot_status) {
+	const fn = "stemdot_dataset_free"
+	defer guard(fn, &st)
+	v, err := handles.remove(uint64(h), kindDataset, nil)
+	if err != nil {
+		return fail(fn, err)
+	}
+	if err := v.(dataset.Dataset).Close(); err != nil {
+		return fail(fn, withCode(errIO, err))
+	}
+	return succeed()
+}
+
+//export stemdot_plan_new
+func stemdot_plan_new(cpus, gpus *C.stemdot_cchar, out *C.stemdot_plan) (st C.stemdot_status) {
+	const fn = "stemdot_plan_new"
+	defer guard(fn, &st)
+	if out == nil {
+		return fail(fn, failf(errInvalidArgument, "out must not be NULL"))
+	}
+	p, err := newPlanSpec(goString(cpus), goString(gpus))
+	if err != nil {
+		return fail(fn, err)
+	}
+	*out = C.stemdot_plan(handles.add(kindPlan, p))
+	return succeed()
+}
+
+//export stemdot_plan_describe
+func stemdot_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_plan_describe"
+	defer guard(fn, &st)
+	if needed == nil || (buf == nil && bufLen > 0) {
+		return fail(fn, failf(errInvalidArgument, "needed must not be NULL, and buf must not be NULL when buf_len > 0"))
+	}
+	text, err := describePlan(uint64(h), uint64(dsHandle))
+	if err != nil {
+		return fail(fn, err)
+	}
+	*needed = C.size_t(len(text))
+	if uint64(bufLen) < uint64(len(text))+1 {
+		return fail(fn, failf(errShape, "buffer of %d bytes is too small for the %d-byte plan and its NUL", bufLen, len(text)))
+	}
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), len(text)+1)
+	copy(dst, text)
+	dst[len(text)] = 0
+	return succeed()
+}
+
+//export stemdot_plan_free
+func stemdot_plan_free(h C.stemdot_plan) (st C.stemdot_status) {
+	const fn = "stemdot_plan_free"
+	defer guard(fn, &st)
+	if _, err := handles.remove(uint64(h), kindPlan, nil); err != nil {
+		return fail(fn, err)
+	}
+	return succeed()
+}
+
+//export stemdot_run_new
+func stemdot_run_new(out *C.stemdot_run) (st C.stemdot_status) {
+	const fn = "stemdot_run_new"
+	defer guard(fn, &st)
+	if out == nil {
+		return fail(fn, failf(errInvalidArgument, "out must not be NULL"))
+	}
+	*out = C.stemdot_run(handles.add(kindRun, &run{}))
+	return succeed()
+}
+
+//export stemdot_run_cancel
+func stemdot_run_cancel(h C.stemdot_run) (st C.stemdot_status) {
+	const fn = "stemdot_run_cancel"
+	defer guard(fn, &st)
+	r, err := getRun(uint64(h))
+	if err != nil {
+		return fail(fn, err)
+	}
+	r.stop()
+	return succeed()
+}
+
+//export stemdot_run_reset
+func stemdot_run_reset(h C.stemdot_run) (st C.stemdot_status) {
+	const fn = "stemdot_run_reset"
+	defer guard(fn, &st)
+	r, err := getRun(uint64(h))
+	if err != nil {
+		return fail(fn, err)
+	}
+	if err := r.reset(); err != nil {
+		return fail(fn, err)
+	}
+	return succeed()
+}
+
+//export stemdot_run_free
+func stemdot_run_free(h C.stemdot_run) (st C.stemdot_status) {
+	const fn = "stemdot_run_free"
+	defer guard(fn, &st)
+	_, err := handles.remove(uint64(h), kindRun, func(v any) error { return v.(*run).idle() })
+	if err != nil {
+		return fail(fn, err)
+	}
+	return succeed()
+}
+
+//export stemdot_mask_parse
+func stemdot_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float, outLen C.size_t, nMasks *C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_mask_parse"
+	defer guard(fn, &st)
+	if spec == nil || nMasks == nil {
+		return fail(fn, failf(errInvalidArgument, "spec and n_masks must not be NULL"))
+	}
+	if _, err := sizeProduct("sig_shape", masks.MaxWeights, sigY, sigX); err != nil {
+		return fail(fn, err)
+	}
+	stack, err := parseMask(goString(spec), int(sigY), int(sigX))
+	if err != nil {
+		return fail(fn, err)
+	}
+	*nMasks = C.size_t(stack.N)
+	if out == nil {
+		return succeed()
+	}
+	if uint64(outLen) < uint64(len(stack.Data)) {
+		return fail(fn, failf(errShape, "out holds %d floats, but %d masks of %d×%d pixels need %d", outLen, stack.N, sigY, sigX, len(stack.Data)))
+	}
+	copy(unsafe.Slice((*float32)(unsafe.Pointer(out)), len(stack.Data)), stack.Data)
+	return succeed()
+}
+
+//export stemdot_apply
+func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMasks, sigY, sigX C.size_t,
+	planHandle C.stemdot_plan, runHandle C.stemdot_run, progress C.stemdot_progress_fn, progressUser unsafe.Pointer,
+	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_apply"
+	defer guard(fn, &st)
+	if maskData == nil || out == nil {
+		return fail(fn, failf(errInvalidArgument, "masks and out must not be NULL"))
+	}
+	req := applyRequest{}
+	var err error
+	if req.ds, err = getDataset(uint64(dsHandle)); err != nil {
+		return fail(fn, err)
+	}
+	if planHandle != 0 {
+		if req.plan, err = getPlan(uint64(planHandle)); err != nil {
+			return fail(fn, err)
+		}
+	}
+	if runHandle != 0 {
+		if req.run, err = getRun(uint64(runHandle)); err != nil {
+			return fail(fn, err)
+		}
+	}
+	weights, err := sizeProduct("masks", masks.MaxWeights, nMasks, sigY, sigX)
+	if err != nil {
+		return fail(fn, err)
+	}
+	req.n, req.sig = int(nMasks), [2]int{int(sigY), int(sigX)}
+	req.masks = unsafe.Slice((*float32)(unsafe.Pointer(maskData)), weights)
+	n, err := sizeProduct("out_len", 0, outLen)
+	if err != nil {
+		return fail(fn, err)
+	}
+	switch outDType {
+	case C.STEMDOT_FLOAT32:
+		req.out32 = unsafe.Slice((*float32)(out), n)
+	case C.STEMDOT_FLOAT64:
+		req.out64 = unsafe.Slice((*float64)(out), n)
+	default:
+		return fail(fn, failf(errDType, "result dtype %d is not STEMDOT_FLOAT32 (%d) or STEMDOT_FLOAT64 (%d)", outDType, C.STEMDOT_FLOAT32, C.STEMDOT_FLOAT64))
+	}
+	if progress != nil {
+		req.progress = func(done, total uint64) {
+			C.stemdot_capi_call_progress(progress, C.uint64_t(done), C.uint64_t(total), progressUser)
+		}
+	}
+	if err := apply(req); err != nil {
+		return fail(fn, err)
+	}
+	return succeed()
+}

@@ -1,0 +1,18 @@
+// Command capi is libstemdot, stemdot's C ABI, built as a shared library:
+//
+//	go build -buildmode=c-shared -o build/libstemdot.so ./capi
+//
+// The public, hand-kept header is include/stemdot.h; it documents every function, the
+// ownership of memory and handles, and thread safety. The Go package is layered:
+// core.go holds the ABI's logic on Go types (handle registry, option parsing, error
+// codes, apply with cancellation and progress relay) and is tested by core_test.go;
+// exports.go is the thin cgo layer that converts C arguments, recovers panics and sets
+// the thread-local last error; shim.c holds the parts written in C (thread-local error
+// storage, version, status names, the progress-callback trampoline).
+//
+// The Python package in python/ binds this library with ctypes, and
+// capi/examples/apply.c shows its use from C.
+package main
+
+// main is required by -buildmode=c-shared and never runs.
+func main() {}

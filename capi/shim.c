@@ -1,0 +1,84 @@
+/*
+ * The parts of libstemdot written in C: the thread-local last error message, the
+ * version and status names, and the progress-callback trampoline. They live in a .c
+ * file rather than the cgo preamble because a preamble of a file with //export is
+ * compiled into two translation units, which would give each its own copy.
+ *
+ * The message buffer is thread-specific data (pthread_key_create with free as the
+ * destructor), allocated on a thread's first error and freed when the thread exits.
+ * It is not a _Thread_local array: the Go runtime makes libstemdot use the static TLS
+ * block, whose few spare bytes a 4 KiB buffer would exceed when the library is loaded
+ * with dlopen (as Python's ctypes does).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+#define STEMDOT_ERROR_CAP 4096
+
+static pthread_key_t error_key;
+static pthread_once_t error_once = PTHREAD_ONCE_INIT;
+static int error_key_ok;
+
+static void make_error_key(void) { error_key_ok = pthread_key_create(&error_key, free) == 0; }
+
+/* thread_buffer returns the calling thread's message buffer, allocating it when alloc
+ * is set; NULL when there is none (or no memory). */
+static char *thread_buffer(int alloc) {
+    pthread_once(&error_once, make_error_key);
+    if (!error_key_ok) {
+        return NULL;
+    }
+    char *buf = pthread_getspecific(error_key);
+    if (buf == NULL && alloc) {
+        buf = malloc(STEMDOT_ERROR_CAP);
+        if (buf != NULL && pthread_setspecific(error_key, buf) != 0) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    return buf;
+}
+
+void stemdot_capi_set_error(const char *msg, size_t n) {
+    char *buf = thread_buffer(n > 0);
+    if (buf == NULL) {
+        return;
+    }
+    if (n >= STEMDOT_ERROR_CAP) {
+        n = STEMDOT_ERROR_CAP - 1;
+    }
+    memcpy(buf, msg, n);
+    buf[n] = '\0';
+}
+
+const char *stemdot_last_error(void) {
+    const char *buf = thread_buffer(0);
+    return buf != NULL ? buf : "";
+}
+
+const char *stemdot_version(void) { return STEMDOT_VERSION; }
+
+const char *stemdot_status_name(stemdot_status status) {
+    switch (status) {
+    case STEMDOT_OK: return "STEMDOT_OK";
+    case STEMDOT_ERR_INVALID_ARGUMENT: return "STEMDOT_ERR_INVALID_ARGUMENT";
+    case STEMDOT_ERR_IO: return "STEMDOT_ERR_IO";
+    case STEMDOT_ERR_FORMAT: return "STEMDOT_ERR_FORMAT";
+    case STEMDOT_ERR_SHAPE: return "STEMDOT_ERR_SHAPE";
+    case STEMDOT_ERR_DTYPE: return "STEMDOT_ERR_DTYPE";
+    case STEMDOT_ERR_PLAN: return "STEMDOT_ERR_PLAN";
+    case STEMDOT_ERR_CANCELLED: return "STEMDOT_ERR_CANCELLED";
+    case STEMDOT_ERR_BAD_HANDLE: return "STEMDOT_ERR_BAD_HANDLE";
+    case STEMDOT_ERR_CUDA_UNAVAILABLE: return "STEMDOT_ERR_CUDA_UNAVAILABLE";
+    case STEMDOT_ERR_INTERNAL: return "STEMDOT_ERR_INTERNAL";
+    }
+    return "STEMDOT_ERR_UNKNOWN";
+}
+
+void stemdot_capi_call_progress(stemdot_progress_fn fn, uint64_t done, uint64_t total,
+                                void *user) {
+    fn(done, total, user);
+}

@@ -1,0 +1,256 @@
+/*
+ * stemdot.h — C ABI of libstemdot, the stemdot 4D-STEM mask-dot engine.
+ *
+ * A 4D-STEM scan holds one detector frame (sig_shape = (sig_y, sig_x) pixels) at every
+ * scan position of the navigation grid (nav_shape, e.g. (nav_y, nav_x)). stemdot applies
+ * a stack of masks (n_masks × sig_y × sig_x, float32, C order) to every frame:
+ *
+ *     out[f, m] = Σ_{y,x} mask[m, y, x] · frame_f[y, x]
+ *
+ * giving a result of n_frames × n_masks (frame-major; frame f is scan position f in
+ * row-major order over nav_shape), as LiberTEM's ApplyMasksUDF does.
+ *
+ * Build: `make capi` (CPU-only: `go build -buildmode=c-shared -tags nonvml -o
+ * build/libstemdot.so ./capi`). See capi/examples/apply.c.
+ *
+ * Linking
+ *   cc -Iinclude app.c -Lbuild -lstemdot -Wl,-rpath,$PWD/build
+ *   A library built with CUDA (`make capi` where nvcc is found: -tags cuda) also
+ *   discovers GPUs through NVIDIA's NVML, which it loads at run time (it is absent on
+ *   machines without a driver): NVML's symbols are left undefined in that library and
+ *   bound lazily, once libnvidia-ml is loaded. Link executables against such a library
+ *   with -Wl,--allow-shlib-undefined, load it with lazy binding (the default; dlopen with
+ *   RTLD_LAZY, ctypes with mode=os.RTLD_LAZY) and do not set LD_BIND_NOW. The CPU-only
+ *   library has no such symbols and links like any other.
+ *
+ * Errors
+ *   Every function that returns stemdot_status returns STEMDOT_OK (0) on success and a
+ *   nonzero code on failure, and sets the calling thread's last error message, read with
+ *   stemdot_last_error(). No function aborts or crashes the host process on bad input;
+ *   an unexpected failure inside the library (a Go panic) is recovered and reported as
+ *   STEMDOT_ERR_INTERNAL. Invalid (non-NULL but dangling) pointers cannot be detected.
+ *
+ * Handles
+ *   Datasets, plans and runs are opaque 64-bit handles; 0 is never a valid handle.
+ *   Each handle is freed by its stemdot_*_free function. A freed, unknown or wrong-kind
+ *   handle is detected and rejected with STEMDOT_ERR_BAD_HANDLE (freeing twice too).
+ *
+ * Memory
+ *   The caller owns every buffer it passes (paths, option strings, frames, masks,
+ *   results). The library keeps no pointer to a caller buffer after a call returns,
+ *   except the frame buffer given to stemdot_dataset_from_memory, which it reads (never
+ *   writes) until that dataset handle is freed. Strings returned by the library are
+ *   owned by it (see each function). The library keeps no Go pointer in C memory.
+ *
+ * Threads
+ *   Functions may be called from any thread. Distinct handles may be used concurrently
+ *   from several threads; a dataset or plan handle may be shared by concurrent applies;
+ *   a run handle serves one apply at a time. Thread-safety notes are given per function.
+ */
+#ifndef STEMDOT_H
+#define STEMDOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Library version (semantic versioning); stemdot_version() returns the same string. */
+#define STEMDOT_VERSION "0.1.0"
+
+/* Status codes returned by every fallible function. */
+typedef enum stemdot_status {
+    STEMDOT_OK = 0,
+    STEMDOT_ERR_INVALID_ARGUMENT = 1, /* NULL pointer, bad option string, bad request */
+    STEMDOT_ERR_IO = 2,               /* file not found or unreadable; read error in a run */
+    STEMDOT_ERR_FORMAT = 3,           /* file content not supported, truncated, inconsistent */
+    STEMDOT_ERR_SHAPE = 4,            /* sizes do not match (buffers, masks, nav/sig shapes) */
+    STEMDOT_ERR_DTYPE = 5,            /* unsupported or wrong dtype */
+    STEMDOT_ERR_PLAN = 6,             /* resource request cannot be planned (cpus/gpus) */
+    STEMDOT_ERR_CANCELLED = 7,        /* the run was cancelled by stemdot_run_cancel */
+    STEMDOT_ERR_BAD_HANDLE = 8,       /* handle unknown, freed, or of another kind */
+    STEMDOT_ERR_CUDA_UNAVAILABLE = 9, /* GPUs requested but no CUDA build or no device */
+    STEMDOT_ERR_INTERNAL = 10         /* a bug in stemdot; the message says where */
+} stemdot_status;
+
+/* Pixel and result dtypes; the numbers and names follow numpy's dtype names. */
+typedef enum stemdot_dtype {
+    STEMDOT_DTYPE_INVALID = 0,
+    STEMDOT_UINT8 = 1,
+    STEMDOT_UINT16 = 2,
+    STEMDOT_UINT32 = 3,
+    STEMDOT_INT8 = 4,
+    STEMDOT_INT16 = 5,
+    STEMDOT_INT32 = 6,
+    STEMDOT_FLOAT32 = 7,
+    STEMDOT_FLOAT64 = 8
+} stemdot_dtype;
+
+/* Opaque handles; 0 means "none". */
+typedef uint64_t stemdot_dataset;
+typedef uint64_t stemdot_plan;
+typedef uint64_t stemdot_run;
+
+/* Most navigation dimensions a dataset can report. */
+#define STEMDOT_MAX_NAV_DIMS 8
+
+/* Shape and dtype of a dataset, filled by stemdot_dataset_get_info. */
+typedef struct stemdot_dataset_info {
+    size_t nav_ndim;                          /* number of nav dimensions (1..8) */
+    size_t nav_shape[STEMDOT_MAX_NAV_DIMS];   /* nav_shape[0..nav_ndim-1]; rest 0 */
+    size_t sig_shape[2];                      /* (sig_y, sig_x) in pixels */
+    stemdot_dtype dtype;                      /* native pixel dtype */
+    uint64_t n_frames;                        /* product of nav_shape */
+} stemdot_dataset_info;
+
+/*
+ * Progress callback of stemdot_apply: `done` frames of `total` are finished. It is
+ * called on the thread that called stemdot_apply (never on a worker thread, never
+ * concurrently), with `done` strictly increasing, and a last time with done == total
+ * when the apply succeeds. Workers keep running while it runs. It may call
+ * stemdot_run_cancel. `user` is the pointer given to stemdot_apply.
+ */
+typedef void (*stemdot_progress_fn)(uint64_t done, uint64_t total, void *user);
+
+/* Version string, e.g. "0.1.0"; static storage, never freed. Thread-safe. */
+const char *stemdot_version(void);
+
+/*
+ * The message of the last failed call on the calling thread ("" if the last call
+ * succeeded or none was made). The string is stored in thread-local storage, owned by
+ * the library, and stays valid until the next stemdot_* call on the same thread or the
+ * thread's exit; copy it to keep it. Messages longer than 4095 bytes are truncated.
+ */
+const char *stemdot_last_error(void);
+
+/* Name of a status code ("STEMDOT_ERR_SHAPE", ...); static storage. Thread-safe. */
+const char *stemdot_status_name(stemdot_status status);
+
+/*
+ * Opens a dataset file and stores its handle in *out.
+ * path: a Merlin .mib (or its .hdr), .npy, or raw file.
+ * options: NULL or "" to detect the format, else "key=value;key=value" with keys
+ *   format      raw | npy | mib (default: detected from extension and content)
+ *   nav_shape   e.g. 4,4 (overrides the file's when the frame count matches)
+ *   sig_shape   e.g. 256,256 (raw only)
+ *   dtype       uint8 | uint16 | uint32 | int8 | int16 | int32 | float32 | float64 (raw)
+ *   byte_order  little | big (raw; default little)
+ *   offset      header bytes to skip (raw; default 0)
+ * e.g. "format=raw;sig_shape=256,256;dtype=uint16;nav_shape=4,4;byte_order=big".
+ * Errors: INVALID_ARGUMENT (NULL, bad options), IO (missing or unreadable file), FORMAT
+ * (unknown format, a size that is not a whole number of frames, inconsistent headers,
+ * nav_shape not matching the frame count), SHAPE (bad shape option), DTYPE (bad dtype
+ * option).
+ * Thread-safe.
+ */
+stemdot_status stemdot_open(const char *path, const char *options, stemdot_dataset *out);
+
+/*
+ * Wraps frames in a caller-owned buffer as a dataset, without copying: `frames` holds
+ * n_frames × sig_y × sig_x pixels of `dtype`, C order, host byte order, where n_frames
+ * is the product of nav_shape[0..nav_ndim-1]; frames_bytes is the buffer's size and
+ * must equal n_frames*sig_y*sig_x*sizeof(dtype). The buffer must stay valid and
+ * unchanged until stemdot_dataset_free; the library never writes to it.
+ * Errors: INVALID_ARGUMENT (NULL pointers, nav_ndim not in 1..8), SHAPE (zero sizes,
+ * frames_bytes mismatch), DTYPE (invalid dtype). Thread-safe.
+ */
+stemdot_status stemdot_dataset_from_memory(const void *frames, size_t frames_bytes,
+                                           stemdot_dtype dtype, size_t nav_ndim,
+                                           const size_t *nav_shape, size_t sig_y,
+                                           size_t sig_x, stemdot_dataset *out);
+
+/* Fills *info with the dataset's shapes and dtype. Thread-safe. */
+stemdot_status stemdot_dataset_get_info(stemdot_dataset dataset, stemdot_dataset_info *info);
+
+/*
+ * Closes the dataset and frees its handle. Do not free a dataset while an apply on it
+ * runs in another thread (that apply then fails with STEMDOT_ERR_IO).
+ */
+stemdot_status stemdot_dataset_free(stemdot_dataset dataset);
+
+/*
+ * Makes a resource plan request for this machine and stores its handle in *out.
+ * cpus: NULL or "" = one CPU worker on every usable physical core not reserved by a GPU
+ *   worker; "N" = N CPU workers on distinct cores; "0,2-3" = workers pinned to exactly
+ *   these logical CPU ids; "0" = no CPU worker (only with GPUs).
+ * gpus: NULL or "" = none; "N" = N GPU workers; "0,0" = device ids (repeats allowed);
+ *   "auto" = workers per GPU from its free memory.
+ * The request is checked against the machine now; partitions are planned per dataset
+ * at each apply. Errors: PLAN (e.g. a CPU id not allowed), CUDA_UNAVAILABLE (GPUs asked
+ * for in a build without CUDA, or no GPU), INVALID_ARGUMENT (unparsable strings).
+ * Thread-safe.
+ */
+stemdot_status stemdot_plan_new(const char *cpus, const char *gpus, stemdot_plan *out);
+
+/*
+ * Writes the plan as JSON ({"cores_usable":..,"workers":[..],"partitions":[..]}) into
+ * buf (NUL-terminated, at most buf_len bytes including the NUL) and its length without
+ * the NUL into *needed. dataset may be 0 (no partitions). buf may be NULL with
+ * buf_len 0 to ask for the length; a too-small buffer gives SHAPE (and *needed).
+ */
+stemdot_status stemdot_plan_describe(stemdot_plan plan, stemdot_dataset dataset, char *buf,
+                                     size_t buf_len, size_t *needed);
+
+/* Frees a plan handle. Applies already running with it are not affected. */
+stemdot_status stemdot_plan_free(stemdot_plan plan);
+
+/*
+ * Creates a run handle: it lets another thread cancel an apply. A run serves one
+ * apply at a time (a second concurrent apply on it fails with INVALID_ARGUMENT).
+ */
+stemdot_status stemdot_run_new(stemdot_run *out);
+
+/*
+ * Cancels the run: an apply running on it stops promptly (between tiles) and returns
+ * STEMDOT_ERR_CANCELLED; an apply started later on it returns STEMDOT_ERR_CANCELLED at
+ * once, until stemdot_run_reset. Safe to call from any thread (also from a progress
+ * callback or a signal-handling thread, but not from a signal handler itself).
+ */
+stemdot_status stemdot_run_cancel(stemdot_run run);
+
+/* Clears a cancellation so that the run can be reused. Fails if an apply is running. */
+stemdot_status stemdot_run_reset(stemdot_run run);
+
+/* Frees a run handle. Fails with INVALID_ARGUMENT while an apply is running on it. */
+stemdot_status stemdot_run_free(stemdot_run run);
+
+/*
+ * Builds masks from a CLI --mask spec for frames of sig_y × sig_x pixels, with the same
+ * generators as the stemdot CLI (bit-identical results):
+ *   disk:CX,CY,R   ring:CX,CY,RI,RO   point:X,Y   rect:X,Y,W,H   com   com:CX,CY[,R]
+ * (x = column, y = row, in pixels). Stores the mask count in *n_masks (com gives 3:
+ * sum, y moment, x moment) and, when out is not NULL, writes n_masks × sig_y × sig_x
+ * float32 weights (C order) into out, whose length in floats is out_len. Call with
+ * out = NULL to ask for the count. Errors: INVALID_ARGUMENT (bad spec), SHAPE (out_len
+ * too small, zero sig sizes). Thread-safe.
+ */
+stemdot_status stemdot_mask_parse(const char *spec, size_t sig_y, size_t sig_x, float *out,
+                                  size_t out_len, size_t *n_masks);
+
+/*
+ * Applies a mask stack to every frame of a dataset.
+ * masks: n_masks × sig_y × sig_x float32, C order (sig must equal the dataset's);
+ *   read during the call only.
+ * plan: 0 = the default plan (CPU workers on all usable cores).
+ * run: 0 = not cancellable, else a run handle not in use by another apply.
+ * progress, progress_user: optional callback (NULL = none), see stemdot_progress_fn.
+ * out: caller-owned result buffer of out_len elements of out_dtype (STEMDOT_FLOAT32 or
+ *   STEMDOT_FLOAT64; float64 accumulates in float64 too); out_len must equal
+ *   n_frames*n_masks. Layout: out[f*n_masks + m], frame-major, i.e. C order of shape
+ *   nav_shape + (n_masks,). On failure its content is unspecified.
+ * Blocks until done. Errors: BAD_HANDLE, INVALID_ARGUMENT (NULL pointers, run busy),
+ * SHAPE (mask sig shape vs dataset, out_len), DTYPE (out_dtype), PLAN,
+ * CUDA_UNAVAILABLE, IO (read errors), CANCELLED, INTERNAL.
+ */
+stemdot_status stemdot_apply(stemdot_dataset dataset, const float *masks, size_t n_masks,
+                             size_t sig_y, size_t sig_x, stemdot_plan plan, stemdot_run run,
+                             stemdot_progress_fn progress, void *progress_user, void *out,
+                             stemdot_dtype out_dtype, size_t out_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STEMDOT_H */

@@ -1,0 +1,523 @@
+"""stemdot: virtual detector images from 4D-STEM data.
+
+A 4D-STEM scan holds one detector frame (``sig_shape = (sig_y, sig_x)`` pixels) at every
+scan position of the navigation grid (``nav_shape``). :func:`apply_masks` computes, for
+every frame and every mask of a stack (``n_masks × sig_y × sig_x``, float32), the dot
+product ``Σ mask·frame``, as LiberTEM's ``ApplyMasksUDF`` does, on stemdot's pinned CPU
+(and GPU) workers. The result has shape ``nav_shape + (n_masks,)``.
+
+This package binds libstemdot's C ABI (``include/stemdot.h``) with ctypes::
+
+    import numpy as np, stemdot
+    with stemdot.open("scan.mib") as ds:
+        masks = np.concatenate([stemdot.disk(ds.sig_shape, 42, 126, 30), stemdot.com(ds.sig_shape)])
+        images = stemdot.apply_masks(ds, masks)          # (nav_y, nav_x, 4) float32
+
+The mask helpers (:func:`disk`, :func:`ring`, :func:`point`, :func:`rect`, :func:`com`,
+:func:`mask`) call the same Go generators as the ``stemdot`` CLI's ``--mask``, so their
+weights are bit-identical to the CLI's. Errors are raised as :class:`StemdotError`
+subclasses carrying the library's message. Ctrl-C cancels a running
+:func:`apply_masks`.
+"""
+
+import ctypes
+import json
+import operator
+import sys
+import threading
+
+import numpy as np
+
+from . import _lib
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Dataset",
+    "StemdotError",
+    "InvalidArgumentError",
+    "StemdotIOError",
+    "FormatError",
+    "ShapeError",
+    "DTypeError",
+    "PlanError",
+    "CancelledError",
+    "BadHandleError",
+    "CUDAUnavailableError",
+    "InternalError",
+    "open",
+    "from_array",
+    "apply_masks",
+    "describe_plan",
+    "mask",
+    "disk",
+    "ring",
+    "point",
+    "rect",
+    "com",
+    "library_path",
+]
+
+_LIB, library_path = _lib.load()
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class StemdotError(Exception):
+    """An error reported by libstemdot. ``code`` is the stemdot_status value, ``message``
+    the library's message (which names the function and the problem)."""
+
+    def __init__(self, message, code=_lib.ERR_INTERNAL):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class InvalidArgumentError(StemdotError, ValueError):
+    """STEMDOT_ERR_INVALID_ARGUMENT: a bad argument, option string, mask spec or request."""
+
+
+class StemdotIOError(StemdotError, OSError):
+    """STEMDOT_ERR_IO: a file not found or unreadable, or a read error during a run."""
+
+
+class FormatError(StemdotError, ValueError):
+    """STEMDOT_ERR_FORMAT: file content that stemdot cannot read."""
+
+
+class ShapeError(StemdotError, ValueError):
+    """STEMDOT_ERR_SHAPE: sizes that do not match (arrays, masks, nav/sig shapes)."""
+
+
+class DTypeError(StemdotError, TypeError):
+    """STEMDOT_ERR_DTYPE: an unsupported or wrong dtype."""
+
+
+class PlanError(StemdotError, ValueError):
+    """STEMDOT_ERR_PLAN: a cpus/gpus request that cannot be planned on this machine."""
+
+
+class CancelledError(StemdotError):
+    """STEMDOT_ERR_CANCELLED: the run was cancelled."""
+
+
+class BadHandleError(StemdotError, ValueError):
+    """STEMDOT_ERR_BAD_HANDLE: a closed dataset or another invalid handle."""
+
+
+class CUDAUnavailableError(StemdotError):
+    """STEMDOT_ERR_CUDA_UNAVAILABLE: GPUs asked for, but no CUDA build or no GPU."""
+
+
+class InternalError(StemdotError):
+    """STEMDOT_ERR_INTERNAL: a bug in stemdot."""
+
+
+_ERRORS = {
+    _lib.ERR_INVALID_ARGUMENT: InvalidArgumentError,
+    _lib.ERR_IO: StemdotIOError,
+    _lib.ERR_FORMAT: FormatError,
+    _lib.ERR_SHAPE: ShapeError,
+    _lib.ERR_DTYPE: DTypeError,
+    _lib.ERR_PLAN: PlanError,
+    _lib.ERR_CANCELLED: CancelledError,
+    _lib.ERR_BAD_HANDLE: BadHandleError,
+    _lib.ERR_CUDA_UNAVAILABLE: CUDAUnavailableError,
+    _lib.ERR_INTERNAL: InternalError,
+}
+
+
+def _error(code, message):
+    return _ERRORS.get(code, StemdotError)(message, code)
+
+
+def _call(fn, *args):
+    """Calls a libstemdot function; raises the error of a nonzero status. The message is
+    read on the same thread, right after the call (it is thread-local)."""
+    code = fn(*args)
+    if code != _lib.OK:
+        raise _error(code, _LIB.stemdot_last_error().decode(errors="replace"))
+
+
+# -------------------------------------------------------------------------- datasets
+
+
+class Dataset:
+    """An opened dataset: a file (:func:`open`) or a numpy array (:func:`from_array`).
+
+    Attributes: ``nav_shape`` and ``sig_shape`` (tuples of ints), ``dtype`` (numpy dtype
+    of the stored pixels), ``n_frames``. Close it with :meth:`close` or use it as a
+    context manager; a closed dataset raises :class:`BadHandleError`.
+    """
+
+    def __init__(self, handle, source, keepalive=None):
+        self._handle = handle
+        self._keepalive = keepalive  # the array whose memory a from_array dataset reads
+        self.source = source
+        info = _lib.DatasetInfo()
+        _call(_LIB.stemdot_dataset_get_info, handle, ctypes.byref(info))
+        self.nav_shape = tuple(int(n) for n in info.nav_shape[: info.nav_ndim])
+        self.sig_shape = (int(info.sig_shape[0]), int(info.sig_shape[1]))
+        self.dtype = np.dtype(_lib.DTYPES[info.dtype])
+        self.n_frames = int(info.n_frames)
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    @property
+    def handle(self):
+        """The libstemdot dataset handle; BadHandleError once closed."""
+        if self._handle is None:
+            raise BadHandleError(f"dataset {self.source} is closed", _lib.ERR_BAD_HANDLE)
+        return self._handle
+
+    def close(self):
+        """Closes the dataset (idempotent)."""
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            _call(_LIB.stemdot_dataset_free, handle)
+            self._keepalive = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"nav_shape={self.nav_shape}, sig_shape={self.sig_shape}, dtype={self.dtype}"
+        return f"<stemdot.Dataset {self.source}: {state}>"
+
+
+def _shape_option(value):
+    return ",".join(str(int(n)) for n in value) if not isinstance(value, str) else value
+
+
+def open(path, **format_options):
+    """Opens a 4D-STEM file (Merlin .mib/.hdr, .npy, or raw) and returns a :class:`Dataset`.
+
+    ``format_options`` (all optional): ``format`` ("raw", "npy", "mib"; default detected),
+    ``nav_shape`` (tuple; overrides the file's when the frame count matches),
+    ``sig_shape`` (tuple, raw), ``dtype`` (numpy dtype or name, raw), ``byte_order``
+    ("little" or "big", raw), ``offset`` (header bytes to skip, raw). Raises
+    :class:`StemdotIOError` for a missing file, :class:`FormatError` for content that
+    cannot be read, :class:`InvalidArgumentError` for unknown options.
+    """
+    items = []
+    for key, value in format_options.items():
+        if value is None:
+            continue
+        if key in ("nav_shape", "sig_shape"):
+            value = _shape_option(value)
+        elif key == "dtype":
+            value = np.dtype(value).name if not isinstance(value, str) else value
+        items.append(f"{key}={value}")
+    handle = ctypes.c_uint64()
+    spath = str(path)
+    _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
+    return Dataset(handle.value, spath)
+
+
+def from_array(frames):
+    """Wraps a numpy array of frames, shape ``nav_shape + (sig_y, sig_x)``, as a
+    :class:`Dataset` without copying when it is C-contiguous, in native byte order and of
+    a supported dtype (uint8, uint16, uint32, int8, int16, int32, float32, float64). A
+    non-contiguous or byte-swapped array is copied once into a native C-contiguous one.
+    Other dtypes raise :class:`DTypeError`. The dataset reads the array's memory while it
+    is open (keep it unchanged meanwhile); it keeps a reference to the array.
+    """
+    if not isinstance(frames, np.ndarray):
+        raise TypeError(f"from_array wants a numpy.ndarray, got {type(frames).__name__}")
+    if frames.ndim < 3:
+        raise ShapeError(
+            f"frames of shape {frames.shape}: want nav_shape + (sig_y, sig_x) with at least one nav dimension "
+            "(use frames[np.newaxis] for a single frame)",
+            _lib.ERR_SHAPE,
+        )
+    name = frames.dtype.name  # the same for both byte orders: ">u2" is "uint16"
+    if frames.dtype.kind not in "uif" or name not in _lib.DTYPE_CODES:
+        raise DTypeError(
+            f"frames dtype {frames.dtype} is not supported (want one of {', '.join(_lib.DTYPE_CODES)})",
+            _lib.ERR_DTYPE,
+        )
+    if not frames.dtype.isnative or not frames.flags.c_contiguous:
+        frames = np.ascontiguousarray(frames, dtype=np.dtype(name))
+    nav = frames.shape[:-2]
+    nav_arr = (ctypes.c_size_t * max(len(nav), 1))(*nav)
+    handle = ctypes.c_uint64()
+    _call(
+        _LIB.stemdot_dataset_from_memory,
+        ctypes.c_void_p(frames.ctypes.data),
+        frames.nbytes,
+        _lib.DTYPE_CODES[name],
+        len(nav),
+        nav_arr,
+        frames.shape[-2],
+        frames.shape[-1],
+        ctypes.byref(handle),
+    )
+    return Dataset(handle.value, f"<array {frames.shape} {frames.dtype}>", keepalive=frames)
+
+
+# ---------------------------------------------------------------------------- masks
+
+
+def _float(v):
+    v = float(v)
+    if v != v or v in (float("inf"), float("-inf")):
+        raise InvalidArgumentError(f"mask parameter {v} is not finite", _lib.ERR_INVALID_ARGUMENT)
+    return repr(v)
+
+
+def _int(v):
+    return str(operator.index(v))
+
+
+def mask(spec, sig_shape):
+    """Masks of a CLI ``--mask`` spec (``disk:CX,CY,R``, ``ring:CX,CY,RI,RO``,
+    ``point:X,Y``, ``rect:X,Y,W,H``, ``com``, ``com:CX,CY[,R]``; x = column, y = row, in
+    pixels) for frames of ``sig_shape``: float32 array (n, sig_y, sig_x), from the same
+    Go generators as the CLI. Raises :class:`InvalidArgumentError` for a bad spec."""
+    sig_y, sig_x = (int(n) for n in sig_shape)
+    n = ctypes.c_size_t()
+    _call(_LIB.stemdot_mask_parse, spec.encode(), sig_y, sig_x, None, 0, ctypes.byref(n))
+    out = np.empty((n.value, sig_y, sig_x), dtype=np.float32)
+    _call(
+        _LIB.stemdot_mask_parse,
+        spec.encode(),
+        sig_y,
+        sig_x,
+        out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+        out.size,
+        ctypes.byref(n),
+    )
+    return out
+
+
+def disk(sig_shape, cx, cy, r):
+    """Virtual bright field: 1 where (x−cx)² + (y−cy)² ≤ r² (LiberTEM's rule), shape
+    (1, sig_y, sig_x) float32."""
+    return mask(f"disk:{_float(cx)},{_float(cy)},{_float(r)}", sig_shape)
+
+
+def ring(sig_shape, cx, cy, r_inner, r_outer):
+    """Annular dark field: 1 where r_inner² < (x−cx)² + (y−cy)² ≤ r_outer², shape
+    (1, sig_y, sig_x) float32."""
+    return mask(f"ring:{_float(cx)},{_float(cy)},{_float(r_inner)},{_float(r_outer)}", sig_shape)
+
+
+def point(sig_shape, x, y):
+    """1 at pixel (row y, column x), shape (1, sig_y, sig_x) float32."""
+    return mask(f"point:{_int(x)},{_int(y)}", sig_shape)
+
+
+def rect(sig_shape, x, y, w, h):
+    """1 where x ≤ column < x+w and y ≤ row < y+h, shape (1, sig_y, sig_x) float32."""
+    return mask(f"rect:{_int(x)},{_int(y)},{_int(w)},{_int(h)}", sig_shape)
+
+
+def com(sig_shape, cx=None, cy=None, r=None):
+    """Centre-of-mass masks, shape (3, sig_y, sig_x) float32: the sum mask and the
+    first moments (y−cy) and (x−cx), within radius r of (cx, cy) (whole frame when r is
+    None). Without cx, cy the centre is (sig_x//2, sig_y//2). The centre of mass of a
+    frame is (y_moment/sum + cy, x_moment/sum + cx)."""
+    if cx is None and cy is None:
+        if r is not None:
+            raise InvalidArgumentError("com: a radius needs a centre (cx, cy)", _lib.ERR_INVALID_ARGUMENT)
+        return mask("com", sig_shape)
+    if cx is None or cy is None:
+        raise InvalidArgumentError("com: give both cx and cy, or neither", _lib.ERR_INVALID_ARGUMENT)
+    spec = f"com:{_float(cx)},{_float(cy)}" + (f",{_float(r)}" if r is not None else "")
+    return mask(spec, sig_shape)
+
+
+# ---------------------------------------------------------------------------- plans
+
+
+def _request(value, name):
+    """A cpus/gpus argument as the CLI's string: None → "", int N → "N", "auto", or a
+    sequence of ids → "a,b,c" (a single id as "a,", since "a" is a count)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    ids = [str(int(v)) for v in value]
+    if not ids:
+        raise InvalidArgumentError(f"{name}: empty list of ids", _lib.ERR_INVALID_ARGUMENT)
+    return ",".join(ids) + ("," if len(ids) == 1 else "")
+
+
+class _Plan:
+    def __init__(self, cpus, gpus):
+        handle = ctypes.c_uint64()
+        _call(
+            _LIB.stemdot_plan_new,
+            _request(cpus, "cpus").encode(),
+            _request(gpus, "gpus").encode(),
+            ctypes.byref(handle),
+        )
+        self.handle = handle.value
+
+    def free(self):
+        _call(_LIB.stemdot_plan_free, self.handle)
+
+
+def describe_plan(cpus=None, gpus=None, dataset=None):
+    """The resource plan for this machine as a dict ({"cores_usable", "workers",
+    "partitions"}), with partitions when a :class:`Dataset` is given. ``cpus``: None
+    (all usable cores), a count, or a list of CPU ids; ``gpus``: None, a count, a list
+    of device ids, or "auto"."""
+    plan = _Plan(cpus, gpus)
+    try:
+        ds = dataset.handle if dataset is not None else 0
+        needed = ctypes.c_size_t()
+        code = _LIB.stemdot_plan_describe(plan.handle, ds, None, 0, ctypes.byref(needed))
+        if code not in (_lib.OK, _lib.ERR_SHAPE):
+            raise _error(code, _LIB.stemdot_last_error().decode(errors="replace"))
+        buf = ctypes.create_string_buffer(needed.value + 1)
+        _call(_LIB.stemdot_plan_describe, plan.handle, ds, buf, len(buf), ctypes.byref(needed))
+        return json.loads(buf.value.decode())
+    finally:
+        plan.free()
+
+
+# ---------------------------------------------------------------------------- apply
+
+
+def _progress_bar(done, total):
+    width = 40
+    filled = width * done // total if total else width
+    sys.stderr.write(f"\rstemdot [{'#' * filled}{'.' * (width - filled)}] {done}/{total} frames")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32):
+    """Applies a mask stack to every frame: ``out[..., m] = Σ_{y,x} masks[m, y, x] ·
+    frame[y, x]``.
+
+    data: a :class:`Dataset`, or a numpy array of shape ``nav_shape + (sig_y, sig_x)``
+      (passed zero-copy when C-contiguous and native byte order; otherwise copied once,
+      see :func:`from_array`).
+    masks: array (n_masks, sig_y, sig_x) or (sig_y, sig_x), converted to float32 C order.
+    cpus: None (every usable core), a count, or a list of logical CPU ids.
+    gpus: None (none), a count, a list of device ids, or "auto".
+    progress: False, True (a bar on stderr), or a callable ``f(done, total)`` called with
+      the frames done (on the thread running the apply, not the caller's).
+    dtype: np.float32 (default) or np.float64 (accumulates in float64 too).
+
+    Returns an array of ``dtype``, shape ``nav_shape + (n_masks,)``. Raises
+    :class:`StemdotError` subclasses (ShapeError for masks of another sig shape, ...).
+    Ctrl-C cancels the run and raises KeyboardInterrupt; an exception raised by a
+    progress callable cancels the run and is re-raised.
+    """
+    out_dtype = np.dtype(dtype)
+    if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise DTypeError(f"result dtype {out_dtype} is not float32 or float64", _lib.ERR_DTYPE)
+    masks = np.asarray(masks)
+    if masks.ndim == 2:
+        masks = masks[np.newaxis]
+    if masks.ndim != 3:
+        raise ShapeError(f"masks of shape {masks.shape}: want (n_masks, sig_y, sig_x)", _lib.ERR_SHAPE)
+    if masks.dtype.kind not in "biuf":
+        raise DTypeError(f"masks dtype {masks.dtype} is not a real number type", _lib.ERR_DTYPE)
+    masks = np.ascontiguousarray(masks, dtype=np.float32)
+
+    if isinstance(data, Dataset):
+        ds, own = data, False
+    elif isinstance(data, np.ndarray):
+        ds, own = from_array(data), True
+    else:
+        raise TypeError(f"apply_masks wants a stemdot.Dataset or a numpy.ndarray, got {type(data).__name__}")
+    try:
+        out = np.empty(ds.nav_shape + (masks.shape[0],), dtype=out_dtype)
+        plan = _Plan(cpus, gpus) if cpus is not None or gpus is not None else None
+        try:
+            _apply(ds, masks, plan, progress, out)
+        finally:
+            if plan is not None:
+                plan.free()
+        return out
+    finally:
+        if own:
+            ds.close()
+
+
+def _apply(ds, masks, plan, progress, out):
+    run = ctypes.c_uint64()
+    _call(_LIB.stemdot_run_new, ctypes.byref(run))
+    run = run.value
+    raised = []
+
+    def on_progress(done, total, _user):
+        try:
+            if progress is True:
+                _progress_bar(done, total)
+            else:
+                progress(done, total)
+        except BaseException as e:  # re-raised by the caller after cancelling the run
+            raised.append(e)
+            _LIB.stemdot_run_cancel(run)
+
+    callback = _lib.PROGRESS_FN(on_progress) if progress else _lib.PROGRESS_FN()  # NULL: none
+    outcome = []
+
+    def target():
+        try:
+            outcome.append(_apply_call())
+        except BaseException as e:  # e.g. a ctypes argument error: re-raised by the caller
+            outcome.append(e)
+
+    def _apply_call():
+        code = _LIB.stemdot_apply(
+            ds.handle,
+            masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+            masks.shape[0],
+            masks.shape[1],
+            masks.shape[2],
+            plan.handle if plan is not None else 0,
+            run,
+            callback,
+            None,
+            ctypes.c_void_p(out.ctypes.data),
+            _lib.DTYPE_CODES[out.dtype.name],
+            out.size,
+        )
+        message = _LIB.stemdot_last_error().decode(errors="replace") if code != _lib.OK else ""
+        return code, message
+
+    try:
+        if threading.current_thread() is threading.main_thread():
+            # The apply runs on a worker thread so that the main thread stays free to
+            # receive Ctrl-C (KeyboardInterrupt), which cancels the run.
+            worker = threading.Thread(target=target, name="stemdot-apply", daemon=True)
+            worker.start()
+            try:
+                while worker.is_alive():
+                    worker.join(0.25)
+            except KeyboardInterrupt:
+                _LIB.stemdot_run_cancel(run)
+                worker.join()
+                raise
+        else:
+            target()
+    finally:
+        _LIB.stemdot_run_free(run)
+    if raised:
+        raise raised[0]
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    code, message = outcome[0]
+    if code != _lib.OK:
+        raise _error(code, message)

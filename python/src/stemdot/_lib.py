@@ -1,0 +1,97 @@
+"""Loading libstemdot.so and declaring its C functions (include/stemdot.h) for ctypes."""
+
+import ctypes
+import os
+from pathlib import Path
+
+ABI_VERSION = "0.1.0"  # STEMDOT_VERSION of the include/stemdot.h this binding follows
+
+# stemdot_status (include/stemdot.h)
+OK = 0
+ERR_INVALID_ARGUMENT = 1
+ERR_IO = 2
+ERR_FORMAT = 3
+ERR_SHAPE = 4
+ERR_DTYPE = 5
+ERR_PLAN = 6
+ERR_CANCELLED = 7
+ERR_BAD_HANDLE = 8
+ERR_CUDA_UNAVAILABLE = 9
+ERR_INTERNAL = 10
+
+# stemdot_dtype: value → numpy name
+DTYPES = {1: "uint8", 2: "uint16", 3: "uint32", 4: "int8", 5: "int16", 6: "int32", 7: "float32", 8: "float64"}
+DTYPE_CODES = {name: code for code, name in DTYPES.items()}
+
+MAX_NAV_DIMS = 8
+
+PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p)
+
+
+class DatasetInfo(ctypes.Structure):
+    _fields_ = [
+        ("nav_ndim", ctypes.c_size_t),
+        ("nav_shape", ctypes.c_size_t * MAX_NAV_DIMS),
+        ("sig_shape", ctypes.c_size_t * 2),
+        ("dtype", ctypes.c_int),
+        ("n_frames", ctypes.c_uint64),
+    ]
+
+
+def candidates():
+    """Where the library is looked for, in order: $STEMDOT_LIB, the package directory
+    (a wheel built with Go), the repository's build/ directory (`make capi`)."""
+    env = os.environ.get("STEMDOT_LIB")
+    if env:
+        return [Path(env)]
+    here = Path(__file__).resolve().parent
+    found = [here / "libstemdot.so"]
+    for parent in here.parents:
+        if (parent / "go.mod").is_file() and (parent / "capi").is_dir():
+            found.append(parent / "build" / "libstemdot.so")
+            break
+    return found
+
+
+def load():
+    tried = candidates()
+    path = next((p for p in tried if p.is_file()), None)
+    if path is None:
+        raise ImportError(
+            "stemdot: libstemdot.so not found (tried %s); set STEMDOT_LIB to its path, run "
+            "`make capi` in the stemdot repository, or reinstall with Go on PATH" % ", ".join(map(str, tried))
+        )
+    # RTLD_LAZY: the library resolves NVIDIA's NVML (GPU discovery) at run time, after
+    # loading libnvidia-ml itself; its NVML symbols are undefined until then.
+    lib = ctypes.CDLL(str(path), mode=os.RTLD_LAZY | os.RTLD_LOCAL)
+    _declare(lib)
+    version = lib.stemdot_version().decode()
+    if version != ABI_VERSION:
+        raise ImportError(f"stemdot: {path} has ABI version {version}, this package needs {ABI_VERSION}")
+    return lib, path
+
+
+def _declare(lib):
+    c = ctypes
+    status, size, u64, p = c.c_int, c.c_size_t, c.c_uint64, c.c_void_p
+    sigs = {
+        "stemdot_version": (c.c_char_p, []),
+        "stemdot_last_error": (c.c_char_p, []),
+        "stemdot_status_name": (c.c_char_p, [c.c_int]),
+        "stemdot_open": (status, [c.c_char_p, c.c_char_p, c.POINTER(u64)]),
+        "stemdot_dataset_from_memory": (status, [p, size, c.c_int, size, c.POINTER(size), size, size, c.POINTER(u64)]),
+        "stemdot_dataset_get_info": (status, [u64, c.POINTER(DatasetInfo)]),
+        "stemdot_dataset_free": (status, [u64]),
+        "stemdot_plan_new": (status, [c.c_char_p, c.c_char_p, c.POINTER(u64)]),
+        "stemdot_plan_describe": (status, [u64, u64, c.c_char_p, size, c.POINTER(size)]),
+        "stemdot_plan_free": (status, [u64]),
+        "stemdot_run_new": (status, [c.POINTER(u64)]),
+        "stemdot_run_cancel": (status, [u64]),
+        "stemdot_run_reset": (status, [u64]),
+        "stemdot_run_free": (status, [u64]),
+        "stemdot_mask_parse": (status, [c.c_char_p, size, size, c.POINTER(c.c_float), size, c.POINTER(size)]),
+        "stemdot_apply": (status, [u64, c.POINTER(c.c_float), size, size, size, u64, u64, PROGRESS_FN, p, p, c.c_int, size]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes

@@ -1,0 +1,24 @@
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def data_dir():
+    """The real detector files: $STEMDOT_TESTDATA or ../shared/data beside the repo."""
+    d = Path(os.environ.get("STEMDOT_TESTDATA") or REPO.parent / "shared" / "data")
+    if not d.is_dir():
+        pytest.skip(f"real detector files not found at {d} (set STEMDOT_TESTDATA): skipping")
+    return d
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """The stemdot CLI binary (make build), or skip."""
+    b = REPO / "bin" / "stemdot"
+    if not b.is_file():
+        pytest.skip(f"{b} not found (run make build): skipping the CLI comparison")
+    return b

@@ -1,0 +1,379 @@
+"""Tests of the stemdot Python package against float64 numpy references, real detector
+files, the stemdot CLI, and misuse."""
+
+import os
+import signal
+import subprocess
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import stemdot
+
+ALL_DTYPES = [np.uint8, np.uint16, np.uint32, np.int8, np.int16, np.int32, np.float32, np.float64]
+
+
+def reference(frames, masks):
+    """float64 mask-dot product and Σ|terms| (bounds the rounding error of any order)."""
+    f = frames.reshape(-1, frames.shape[-2] * frames.shape[-1]).astype(np.float64)
+    m = masks.reshape(masks.shape[0], -1).astype(np.float64)
+    nav = frames.shape[:-2]
+    return (f @ m.T).reshape(nav + (m.shape[0],)), (np.abs(f) @ np.abs(m).T).reshape(nav + (m.shape[0],))
+
+
+def assert_close(got, want, scale, dtype):
+    tol = 1e-5 if np.dtype(dtype) == np.float32 else 1e-12
+    assert got.dtype == np.dtype(dtype)
+    assert got.shape == want.shape
+    err = np.abs(got.astype(np.float64) - want)
+    assert np.all(err <= tol * np.maximum(scale, 1e-300)), f"max error {err.max()} (tolerance {tol} × Σ|terms|)"
+
+
+def random_frames(rng, dtype, shape):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return (rng.standard_normal(shape) * 100).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=dtype)
+
+
+def read_mib(path):
+    """Decodes a Merlin MIB file (U08/U16/U32) with numpy from its frame headers:
+    field 2 header bytes, 4 width, 5 height, 6 pixel type; pixels big-endian."""
+    raw = np.fromfile(path, dtype=np.uint8)
+    fields = bytes(raw[:768]).split(b",")
+    header, width, height = int(fields[2]), int(fields[4]), int(fields[5])
+    ptype = {b"U08": ">u1", b"U16": ">u2", b"U32": ">u4"}[fields[6].strip()]
+    frame = np.dtype([("header", "S%d" % header), ("pixels", ptype, (height, width))])
+    frames = raw.view(frame)
+    assert all(h.startswith(b"MQ1,") for h in frames["header"])
+    return frames["pixels"].astype(np.dtype(ptype).newbyteorder("="))
+
+
+# ------------------------------------------------------------------ real files
+
+MIB_FILES = [
+    "001_4x2_6bit.mib",
+    "002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib",
+    "Single_9_Frame_CounterDepth_1_Rows_256.mib",
+    "Single_9_Frame_CounterDepth_6_Rows_256.mib",
+    "Single_9_Frame_CounterDepth_12_Rows_256.mib",
+    "Single_9_Frame_CounterDepth_24_Rows_256.mib",
+    "Quad_9_Frame_CounterDepth_6_Rows_256.mib",
+    "Quad_9_Frame_CounterDepth_12_Rows_256.mib",
+]
+
+
+def mib_masks(sig):
+    sy, sx = sig
+    return np.concatenate(
+        [
+            stemdot.disk(sig, sx / 2, sy / 2, min(sig) / 4),
+            stemdot.ring(sig, sx / 2, sy / 2, min(sig) / 4, min(sig) / 2),
+            stemdot.point(sig, sx // 3, sy // 5),
+            stemdot.com(sig),
+        ]
+    )
+
+
+@pytest.mark.parametrize("name", MIB_FILES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_real_mib_against_numpy(data_dir, name, dtype):
+    path = data_dir / "mib" / name
+    frames = read_mib(path)
+    with stemdot.open(path) as ds:
+        assert ds.sig_shape == frames.shape[1:]
+        assert ds.n_frames == frames.shape[0] == int(np.prod(ds.nav_shape))
+        assert ds.dtype == frames.dtype
+        masks = mib_masks(ds.sig_shape)
+        got = stemdot.apply_masks(ds, masks, dtype=dtype)
+    want, scale = reference(frames, masks)
+    assert_close(got.reshape(want.shape), want, scale, dtype)
+
+
+def test_real_mib_info_and_known_values(data_dir):
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    with stemdot.open(path, nav_shape=(2, 4)) as ds:
+        assert ds.nav_shape == (2, 4)
+        assert ds.sig_shape == (256, 256)
+        assert ds.dtype == np.uint8
+        assert ds.n_frames == 8
+        vbf = stemdot.apply_masks(ds, stemdot.disk(ds.sig_shape, 42, 126, 30), dtype=np.float64)[..., 0]
+    # independent of stemdot: the file's bytes summed over the same disk
+    frames = read_mib(path).astype(np.float64)
+    yy, xx = np.mgrid[:256, :256]
+    sel = (xx - 42.0) ** 2 + (yy - 126.0) ** 2 <= 30.0**2
+    np.testing.assert_array_equal(vbf.ravel(), frames[:, sel].sum(axis=1))
+
+
+def test_hot_pixel(data_dir):
+    path = data_dir / "mib" / "002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib"
+    with stemdot.open(path) as ds:
+        hot = stemdot.apply_masks(ds, stemdot.point(ds.sig_shape, 52, 39), dtype=np.float64)
+        rest = stemdot.apply_masks(ds, 1 - stemdot.point(ds.sig_shape, 52, 39), dtype=np.float64)
+    assert np.all(hot > rest / (128 * 256 - 1) * 10), "the hot pixel outshines the mean dark pixel"
+
+
+def test_raw_packed_mib_is_a_format_error(data_dir):
+    with pytest.raises(stemdot.FormatError, match="R64"):
+        stemdot.open(data_dir / "mib" / "Single_9_Frame_CounterDepth_1_Rows_256RAW.mib")
+
+
+def test_equals_cli(data_dir, cli, tmp_path):
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    out = tmp_path / "cli.npy"
+    specs = ["disk:42,126,30", "ring:42,126,30,80", "com"]
+    args = [str(cli), "apply", str(path), "--out", str(out)]
+    for s in specs:
+        args += ["--mask", s]
+    subprocess.run(args, check=True, capture_output=True)
+    want = np.load(out)
+    with stemdot.open(path) as ds:
+        masks = np.concatenate([stemdot.mask(s, ds.sig_shape) for s in specs])
+        got = stemdot.apply_masks(ds, masks)
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- random data
+
+
+@pytest.mark.parametrize("frame_dtype", ALL_DTYPES)
+@pytest.mark.parametrize("out_dtype", [np.float32, np.float64])
+def test_random_every_dtype(frame_dtype, out_dtype):
+    rng = np.random.default_rng(7)
+    frames = random_frames(rng, frame_dtype, (3, 5, 13, 11))
+    masks = np.concatenate(
+        [rng.standard_normal((3, 13, 11)).astype(np.float32), stemdot.ring((13, 11), 5, 6, 2, 4)]
+    )
+    got = stemdot.apply_masks(frames, masks, dtype=out_dtype)
+    want, scale = reference(frames, masks)
+    assert_close(got, want, scale, out_dtype)
+
+
+@pytest.mark.parametrize("nav", [(7,), (2, 3), (2, 2, 3)])
+def test_nav_shapes_and_dataset_from_array(nav):
+    rng = np.random.default_rng(3)
+    frames = random_frames(rng, np.uint16, nav + (8, 9))
+    with stemdot.from_array(frames) as ds:
+        assert ds.nav_shape == nav and ds.sig_shape == (8, 9) and ds.dtype == np.uint16
+        got = stemdot.apply_masks(ds, stemdot.com((8, 9)), cpus=1, dtype=np.float64)
+    want, scale = reference(frames, stemdot.com((8, 9)))
+    assert_close(got, want, scale, np.float64)
+
+
+def test_byteswapped_and_noncontiguous_inputs_are_copied_and_correct():
+    rng = np.random.default_rng(4)
+    frames = random_frames(rng, np.uint16, (4, 10, 12))
+    masks = rng.standard_normal((2, 10, 6)).astype(np.float32)
+    want, scale = reference(frames[:, :, ::2], masks)
+    assert_close(stemdot.apply_masks(frames[:, :, ::2], masks, dtype=np.float64), want, scale, np.float64)
+    swapped = frames.astype(frames.dtype.newbyteorder(">"))
+    m = rng.standard_normal((1, 10, 12)).astype(np.float32)
+    want, scale = reference(frames, m)
+    assert_close(stemdot.apply_masks(swapped, m, dtype=np.float64), want, scale, np.float64)
+
+
+def test_masks_2d_and_float64_are_accepted():
+    frames = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    m = np.ones((3, 4))
+    np.testing.assert_array_equal(stemdot.apply_masks(frames, m)[:, 0], frames.reshape(2, -1).sum(axis=1))
+
+
+def test_mask_helpers():
+    d = stemdot.disk((5, 5), 2, 2, 1)
+    assert d.dtype == np.float32 and d.shape == (1, 5, 5)
+    cross = np.zeros((5, 5), np.float32)
+    cross[2, 1:4] = cross[1:4, 2] = 1
+    np.testing.assert_array_equal(d[0], cross)
+    np.testing.assert_array_equal(stemdot.point((4, 6), 5, 3)[0], np.eye(1, 24, 3 * 6 + 5).reshape(4, 6))
+    r = stemdot.rect((4, 6), 1, 2, 3, 2)[0]
+    assert r.sum() == 6 and r[2:4, 1:4].all()
+    assert stemdot.com((4, 6)).shape == (3, 4, 6)
+    np.testing.assert_array_equal(stemdot.com((4, 6)), stemdot.com((4, 6), cx=3, cy=2))
+    np.testing.assert_array_equal(stemdot.ring((9, 9), 4, 4, 1, 3), stemdot.disk((9, 9), 4, 4, 3) - stemdot.disk((9, 9), 4, 4, 1))
+
+
+def test_describe_plan():
+    frames = np.zeros((10, 4, 4), np.uint8)
+    with stemdot.from_array(frames) as ds:
+        plan = stemdot.describe_plan(cpus=1, dataset=ds)
+    assert len(plan["workers"]) == 1 and plan["workers"][0]["kind"] == "cpu"
+    assert plan["partitions"][0][0] == 0 and plan["partitions"][-1][1] == 10
+
+
+# ------------------------------------------------------------------- zero copy
+
+
+def test_array_memory_is_used_in_place():
+    """A dataset made from an array reads the array's memory: a change made after
+    from_array shows in the result, which a copy would not."""
+    frames = np.ones((4, 6, 5), np.float32)
+    masks = np.ones((1, 6, 5), np.float32)
+    with stemdot.from_array(frames) as ds:
+        np.testing.assert_array_equal(stemdot.apply_masks(ds, masks)[:, 0], [30, 30, 30, 30])
+        frames[2, 3, 1] = 101
+        np.testing.assert_array_equal(stemdot.apply_masks(ds, masks)[:, 0], [30, 30, 130, 30])
+
+
+def test_apply_masks_does_not_copy_a_contiguous_array():
+    """numpy reports its allocations to tracemalloc: apply_masks on a 32 MiB array peaks
+    far below its size, while a non-contiguous view of it is copied (the control)."""
+    frames = np.ones((128, 256, 256), np.uint16)
+    masks = np.ones((1, 256, 256), np.float32)
+    tracemalloc.start()
+    try:
+        stemdot.apply_masks(frames, masks)
+        _, contiguous_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        stemdot.apply_masks(frames[::2], masks)
+        _, strided_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert contiguous_peak < frames.nbytes / 8
+    assert strided_peak >= frames.nbytes / 2
+
+
+# ---------------------------------------------------------------- progress, cancel
+
+
+def test_progress_callback():
+    frames = np.ones((64, 16, 16), np.uint8)
+    calls = []
+    stemdot.apply_masks(frames, np.ones((1, 16, 16)), progress=lambda d, t: calls.append((d, t)))
+    assert calls and all(t == 64 for _, t in calls)
+    done = [d for d, _ in calls]
+    assert done == sorted(set(done)) and done[-1] == 64
+
+
+def test_progress_exception_cancels_and_propagates():
+    class Stop(Exception):
+        pass
+
+    def boom(done, total):
+        raise Stop(done)
+
+    with pytest.raises(Stop):
+        stemdot.apply_masks(np.ones((16, 8, 8), np.uint8), np.ones((1, 8, 8)), progress=boom)
+
+
+def test_ctrl_c_cancels():
+    """SIGINT sent to the main thread during a run raises KeyboardInterrupt there; the
+    run is cancelled and the library stays usable."""
+    main = threading.main_thread().ident
+    sent = []
+
+    def interrupt(done, total):
+        if not sent:
+            sent.append(done)
+            signal.pthread_kill(main, signal.SIGINT)
+
+    frames = np.ones((512, 64, 64), np.uint16)
+    with pytest.raises(KeyboardInterrupt):
+        stemdot.apply_masks(frames, np.ones((1, 64, 64)), cpus=1, progress=interrupt)
+    assert sent
+    assert not [t for t in threading.enumerate() if t.name == "stemdot-apply" and t.is_alive()]
+    np.testing.assert_array_equal(stemdot.apply_masks(frames[:2], np.ones((1, 64, 64)))[:, 0], [4096, 4096])
+
+
+def test_concurrent_applies_from_threads():
+    rng = np.random.default_rng(9)
+    frames = random_frames(rng, np.uint16, (20, 16, 16))
+    masks = rng.standard_normal((3, 16, 16)).astype(np.float32)
+    want, scale = reference(frames, masks)
+    results, errors = [None] * 4, []
+    with stemdot.from_array(frames) as ds:
+
+        def work(i):
+            try:
+                results[i] = stemdot.apply_masks(ds, masks, dtype=np.float64)
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
+    for r in results:
+        assert_close(r, want, scale, np.float64)
+
+
+# ---------------------------------------------------------------------- misuse
+
+
+def test_errors_carry_codes_and_messages(tmp_path):
+    with pytest.raises(stemdot.StemdotIOError, match="no such file") as e:
+        stemdot.open(tmp_path / "missing.mib")
+    assert isinstance(e.value, OSError) and e.value.code == 2
+    with pytest.raises(stemdot.InvalidArgumentError, match='unknown format option "colour"'):
+        stemdot.open(tmp_path / "x.raw", colour="blue")
+    raw = tmp_path / "x.raw"
+    raw.write_bytes(bytes(33))
+    with pytest.raises(stemdot.FormatError, match="whole"):
+        stemdot.open(raw, sig_shape=(4, 4), dtype=np.uint16)
+    with pytest.raises(stemdot.DTypeError, match="uint12"):
+        stemdot.open(raw, sig_shape=(4, 4), dtype="uint12")
+
+
+def test_raw_file_with_options(tmp_path):
+    frames = np.arange(2 * 3 * 4 * 5, dtype=">u2").reshape(2, 3, 4, 5)
+    path = tmp_path / "scan.raw"
+    path.write_bytes(b"HEAD" + frames.tobytes())
+    with stemdot.open(path, sig_shape=(4, 5), dtype=np.uint16, nav_shape=(2, 3), byte_order="big", offset=4) as ds:
+        assert ds.nav_shape == (2, 3)
+        got = stemdot.apply_masks(ds, np.ones((1, 4, 5)), dtype=np.float64)
+    np.testing.assert_array_equal(got[..., 0], frames.astype(np.float64).sum(axis=(2, 3)))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float16, np.bool_, np.complex64])
+def test_unsupported_frame_dtypes(dtype):
+    with pytest.raises(stemdot.DTypeError, match="not supported"):
+        stemdot.apply_masks(np.zeros((2, 4, 4), dtype), np.ones((1, 4, 4)))
+
+
+def test_wrong_shapes_and_values():
+    frames = np.zeros((2, 4, 4), np.uint8)
+    with pytest.raises(stemdot.ShapeError, match=r"\(4, 5\) do not match the dataset's sig shape \(4, 4\)"):
+        stemdot.apply_masks(frames, np.ones((1, 4, 5)))
+    with pytest.raises(stemdot.ShapeError, match="at least one nav dimension"):
+        stemdot.apply_masks(np.zeros((4, 4), np.uint8), np.ones((1, 4, 4)))
+    with pytest.raises(stemdot.ShapeError, match="want \\(n_masks, sig_y, sig_x\\)"):
+        stemdot.apply_masks(frames, np.ones(16))
+    bad = np.ones((1, 4, 4))
+    bad[0, 1, 2] = np.nan
+    with pytest.raises(stemdot.InvalidArgumentError, match=r"NaN at pixel \(y=1, x=2\)"):
+        stemdot.apply_masks(frames, bad)
+    with pytest.raises(stemdot.DTypeError, match="int32 is not float32 or float64"):
+        stemdot.apply_masks(frames, np.ones((1, 4, 4)), dtype=np.int32)
+    with pytest.raises(stemdot.InvalidArgumentError, match="disk:1,2"):
+        stemdot.mask("disk:1,2", (4, 4))
+    with pytest.raises(stemdot.InvalidArgumentError):
+        stemdot.disk((4, 4), 1, 1, float("nan"))
+    with pytest.raises(TypeError):
+        stemdot.apply_masks([[1, 2]], np.ones((1, 4, 4)))
+
+
+def test_plans():
+    frames = np.ones((3, 4, 4), np.uint8)
+    with pytest.raises(stemdot.InvalidArgumentError, match="two"):
+        stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus="two")
+    with pytest.raises(stemdot.PlanError, match="4095"):
+        stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus=[4095])
+    allowed = sorted(os.sched_getaffinity(0))
+    np.testing.assert_array_equal(stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus=[allowed[0]])[:, 0], [16] * 3)
+    try:
+        stemdot.describe_plan(gpus=1)
+    except stemdot.CUDAUnavailableError as e:
+        assert "GPU" in str(e)
+
+
+def test_closed_dataset_raises():
+    ds = stemdot.from_array(np.zeros((2, 4, 4), np.uint8))
+    ds.close()
+    ds.close()  # idempotent
+    assert ds.closed
+    with pytest.raises(stemdot.BadHandleError, match="closed"):
+        stemdot.apply_masks(ds, np.ones((1, 4, 4)))

@@ -53,4 +53,4 @@ lint:
 clean:
 	rm -rf $(BIN) $(BUILD) out
 
-include mk/capi.mk
+include mk/capi.mk mk/bench.mk

@@ -30,5 +30,6 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/term v0.48.0 // indirect
 	golang.org/x/text v0.34.0 // indirect
+	gonum.org/v1/netlib v0.0.0-20190313105609-8cb42192e0e0 // indirect
 	gonum.org/v1/plot v0.17.0 // indirect
 )

@@ -1,0 +1,308 @@
+// Command stemdot-bench measures stemdot's mask job on synthetic 4D-STEM files against
+// its limits and its peers, checks every result, and writes the report.
+//
+// For each dtype (uint16 and float32 frames of 256×256 by default) it writes a raw file
+// with the synth package into the scratch directory (or reuses it), reads it once so that
+// it is in the page cache (and checks that with mincore), and then, for 1, 4, 16 and 64
+// dense masks and a sparse ring mask:
+//
+//   - runs the Python peers (bench/peers/*.py: numpy, LiberTEM, and CuPy on a GPU machine)
+//     on the same file, masks and CPUs; their results are kept as NPY references;
+//   - runs stemdot's engine.ApplyMasks under every plan the machine allows (CPU-only on
+//     all usable cores, CPU-only on one core, hybrid and GPU-only where GPUs and a CUDA
+//     build exist; others are listed as skipped with the reason), one untimed warm-up
+//     run then -repeats timed runs, each result compared with the numpy peer's (relative
+//     tolerance 1e-4 of each mask's largest value) and, always, with a float64 reference
+//     on sampled frames: a mismatch stops the bench with an error;
+//   - measures the streaming-read floor: the plan's workers, pinned the same way, read
+//     the same partitions tile by tile through dataset ReadFrames and touch every byte.
+//
+// Other builds of this program (-with, e.g. the -tags openblas build) run as
+// subprocesses with -rows-out for their stemdot rows, on the same files and references.
+// The report goes to <results>/latest.{json,csv,png} and a table on stdout.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stemdot/stemdot/bench"
+	"github.com/stemdot/stemdot/dataset"
+)
+
+// config is the command line.
+type config struct {
+	quick    bool
+	size     string
+	dtypes   []dataset.DType
+	cases    []maskCase
+	repeats  int
+	scratch  string
+	results  string
+	python   string
+	peersDir string
+	with     []string
+	rowsOut  string
+	oneCore  bool
+	cpuProf  string
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "stemdot-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags() (*config, error) {
+	c := &config{}
+	var dtypes, cases, with string
+	flag.BoolVar(&c.quick, "quick", false, "quick run: datasets of at most 1 GiB, peers on all cores only")
+	flag.StringVar(&c.size, "size", "auto", "bytes of each dataset (e.g. 2GiB), or auto: 4× the last-level cache, at least 1 GiB, at most RAM/8")
+	flag.StringVar(&dtypes, "dtypes", "uint16,float32", "frame dtypes to measure")
+	flag.StringVar(&cases, "masks", "1,4,16,64,ring", "mask cases: dense mask counts and ring (one sparse ring)")
+	flag.IntVar(&c.repeats, "repeats", 3, "timed runs per case (after one untimed warm-up run)")
+	flag.StringVar(&c.scratch, "scratch", "bench/scratch", "directory for the datasets, masks and reference results")
+	flag.StringVar(&c.results, "results", "bench/results", "directory for latest.json, latest.csv and latest.png")
+	flag.StringVar(&c.python, "python", "bench/.venv/bin/python", "Python interpreter with numpy and libertem for the peers (empty: no peers)")
+	flag.StringVar(&c.peersDir, "peers", "bench/peers", "directory of the peer scripts")
+	flag.StringVar(&with, "with", "", "comma-separated other builds of stemdot-bench (e.g. bin/stemdot-bench-openblas) whose stemdot rows join the report")
+	flag.StringVar(&c.rowsOut, "rows-out", "", "measure only this build's stemdot rows (references from the scratch directory) and write them as JSON to this file")
+	flag.BoolVar(&c.oneCore, "peers-one-core", false, "also run the peers on one core (default: on in full runs, off with -quick)")
+	flag.StringVar(&c.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if !c.quick {
+		c.oneCore = true
+	}
+	for _, s := range strings.Split(dtypes, ",") {
+		dt, err := dataset.ParseDType(s)
+		if err != nil {
+			return nil, fmt.Errorf("-dtypes: %w", err)
+		}
+		c.dtypes = append(c.dtypes, dt)
+	}
+	for _, s := range strings.Split(cases, ",") {
+		mc, err := parseMaskCase(s)
+		if err != nil {
+			return nil, fmt.Errorf("-masks: %w", err)
+		}
+		c.cases = append(c.cases, mc)
+	}
+	if c.repeats < 1 {
+		return nil, fmt.Errorf("-repeats %d: need at least 1", c.repeats)
+	}
+	if with != "" {
+		c.with = strings.Split(with, ",")
+	}
+	return c, nil
+}
+
+func run() error {
+	cfg, err := parseFlags()
+	if err != nil {
+		return err
+	}
+	if cfg.cpuProf != "" {
+		f, err := os.Create(cfg.cpuProf)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	start := time.Now()
+	env, err := detectMachine()
+	if err != nil {
+		return err
+	}
+	rep := &bench.Report{
+		Date:    start.UTC().Format(time.RFC3339),
+		Command: strings.Join(os.Args, " "),
+		Machine: env.describe(),
+		Method:  method,
+	}
+	size, err := datasetBytes(cfg, env)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	for _, dt := range cfg.dtypes {
+		data, err := prepareData(cfg, dt, size)
+		if err != nil {
+			return err
+		}
+		rep.Datasets = append(rep.Datasets, data.describe())
+		log("%s: %s, nav %v, %.2f GB, %.1f%% of its pages in the page cache", dt, data.path, data.nav,
+			float64(data.bytes())/1e9, 100*data.cached)
+		mcs, err := prepareMasks(cfg, data)
+		if err != nil {
+			return err
+		}
+		plans := env.plans(data, &rep.Skipped)
+		if cfg.rowsOut == "" {
+			rows, err := runPeers(cfg, env, data, mcs, plans, rep)
+			if err != nil {
+				return err
+			}
+			rep.Rows = append(rep.Rows, rows...)
+		}
+		rows, err := runStemdot(ctx, cfg, data, mcs, plans)
+		if err != nil {
+			return err
+		}
+		rep.Rows = append(rep.Rows, rows...)
+		if cfg.rowsOut == "" {
+			rows, err := readFloor(cfg, data, plans)
+			if err != nil {
+				return err
+			}
+			rep.Rows = append(rep.Rows, rows...)
+		}
+		if err := data.ds.Close(); err != nil {
+			return err
+		}
+	}
+	if cfg.rowsOut != "" {
+		return writeJSONFile(cfg.rowsOut, rep.Rows)
+	}
+	for _, bin := range cfg.with {
+		rows, err := runOtherBuild(cfg, bin)
+		if err != nil {
+			rep.Skipped = append(rep.Skipped, bench.Skip{What: bin, Reason: err.Error()})
+			log("skipped %s: %v", bin, err)
+			continue
+		}
+		rep.Rows = append(rep.Rows, rows...)
+	}
+	rep.Machine["stemdot_builds"] = builds(rep.Rows)
+	rep.Machine["bench_seconds"] = time.Since(start).Seconds()
+	rep.Rows = bench.Sorted(rep.Rows)
+	return writeReport(cfg, rep)
+}
+
+// method says how each source is timed; it goes into the JSON report.
+var method = []string{
+	"Throughput = raw (native dtype) frame bytes of the whole file / median wall time of the timed runs; GB = 1e9 bytes. One untimed warm-up run precedes the timed runs of every case.",
+	"The file is read once before timing so that it is in the page cache; 'page_cached' in datasets is the fraction of its pages resident (mincore) just before the runs.",
+	"stemdot: wall time of one engine.ApplyMasks call (worker start, pinning, reading, conversion, product, result in memory), in this process.",
+	"read-floor: the same plan's workers, pinned the same way, read the same partitions tile by tile (engine.AutoTileFrames frames) with dataset ReadFrames into a reused buffer and XOR every 8-byte word.",
+	"numpy: np.memmap of the raw file, chunks of 64 MiB float32 converted with astype and multiplied by the flattened stack with np.matmul (BLAS threads limited to the workers, process pinned to their CPUs); sparse: gather of the pixels where a mask is nonzero, then the product. Timed in-process from opening the memmap to the full result (interpreter start-up and imports excluded).",
+	"libertem: ctx.run_udf(ApplyMasksUDF) on Context.make_with('dask', cpus=[the workers' CPUs]) with a raw dataset; Context, worker processes and dataset metadata are set up outside the clock; use_sparse for the ring.",
+	"cupy (GPU machines): frames copied to the device once outside the clock (h2d_s reported), product with cupy.matmul on the device.",
+	"Checks: every stemdot run's result is compared with the numpy peer's (|a-b| <= 1e-4 * max|b| of the mask) and with a float64 reference on sampled frames; LiberTEM's result with numpy's. A mismatch fails the bench.",
+}
+
+// runOtherBuild runs another build of this program for its stemdot rows.
+func runOtherBuild(cfg *config, bin string) ([]bench.Row, error) {
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("not built: %w", err)
+	}
+	out := filepath.Join(cfg.scratch, "rows-"+filepath.Base(bin)+".json")
+	args := []string{"-rows-out", out, "-size", cfg.size, "-repeats", fmt.Sprint(cfg.repeats),
+		"-scratch", cfg.scratch, "-dtypes", joinDTypes(cfg.dtypes), "-masks", joinCases(cfg.cases)}
+	if cfg.quick {
+		args = append(args, "-quick")
+	}
+	log("running %s %s", bin, strings.Join(args, " "))
+	cmd := exec.Command(bin, args...)
+	// An OpenBLAS build computes on the pinned worker's own thread, no BLAS thread pool.
+	cmd.Env = append(os.Environ(), "OPENBLAS_NUM_THREADS=1")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s failed: %w", bin, err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return nil, err
+	}
+	var rows []bench.Row
+	if err := json.Unmarshal(b, &rows); err != nil {
+		return nil, fmt.Errorf("%s: %w", out, err)
+	}
+	return rows, nil
+}
+
+func writeReport(cfg *config, rep *bench.Report) error {
+	if err := os.MkdirAll(cfg.results, 0o755); err != nil {
+		return err
+	}
+	fmt.Println()
+	if err := bench.WriteTable(os.Stdout, rep.Rows); err != nil {
+		return err
+	}
+	for _, s := range rep.Skipped {
+		fmt.Printf("skipped %s: %s\n", s.What, s.Reason)
+	}
+	files := []struct {
+		name  string
+		write func(*os.File) error
+	}{
+		{"latest.json", func(f *os.File) error { return rep.WriteJSON(f) }},
+		{"latest.csv", func(f *os.File) error { return bench.WriteCSV(f, rep.Rows) }},
+		{"latest.png", func(f *os.File) error { return bench.WritePlot(f, rep.Rows) }},
+	}
+	for _, file := range files {
+		path := filepath.Join(cfg.results, file.name)
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		err = file.write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		fmt.Println("wrote", path)
+	}
+	return nil
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+func builds(rows []bench.Row) []string {
+	var out []string
+	for _, r := range rows {
+		if r.Source != bench.Stemdot {
+			continue
+		}
+		if _, b, ok := strings.Cut(r.Plan, "/"); ok && !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func joinDTypes(dts []dataset.DType) string {
+	s := make([]string, len(dts))
+	for i, dt := range dts {
+		s[i] = dt.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func log(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

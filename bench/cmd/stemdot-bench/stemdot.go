@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"time"
+	"unsafe"
+
+	"codeberg.org/sbinet/npyio"
+
+	"github.com/stemdot/stemdot/affinity"
+	"github.com/stemdot/stemdot/bench"
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/engine"
+	"github.com/stemdot/stemdot/planner"
+)
+
+// rtol is the tolerance of every result check, relative to the largest value of each
+// mask's column of the reference.
+const rtol = 1e-4
+
+// sampleFrames is how many frames, spread over the scan, the float64 reference covers.
+const sampleFrames = 16
+
+// runStemdot measures the mask job for every case and plan, each run checked.
+func runStemdot(ctx context.Context, cfg *config, d *benchData, mcs []*caseMasks, plans []namedPlan) ([]bench.Row, error) {
+	var rows []bench.Row
+	for _, mc := range mcs {
+		ref, err := loadReference(mc.reference, d.frames()*mc.N)
+		if err != nil {
+			return nil, err
+		}
+		sample, err := sampledReference(d, mc)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]float32, d.frames()*mc.N)
+		for _, p := range plans {
+			name := p.name + "/" + blasName()
+			row := bench.Row{Source: bench.Stemdot, DType: d.dt.String(), Masks: mc.N, MaskKind: mc.Kind, Plan: name,
+				Workers: len(p.plan.Workers), Frames: d.frames(), Bytes: d.bytes()}
+			for i := range cfg.repeats + 1 {
+				clear(out)
+				t0 := time.Now()
+				res, err := engine.ApplyMasks(ctx, d.ds, mc.stack, p.plan, engine.Options{Out32: out})
+				elapsed := time.Since(t0).Seconds()
+				if err != nil {
+					return nil, fmt.Errorf("stemdot %s, %s, masks %s: %w", name, d.dt, mc, err)
+				}
+				check, err := checkResult(res.F32, mc.N, ref, sample)
+				if err != nil {
+					return nil, fmt.Errorf("RESULT CHECK FAILED: stemdot %s, %s, masks %s, run %d: %w", name, d.dt, mc, i, err)
+				}
+				if i > 0 {
+					row.Seconds = append(row.Seconds, elapsed)
+				}
+				row.Check = check
+			}
+			log("stemdot %-16s %-7s masks %-4s %d workers: %.3f GB/s (%s)", name, d.dt, mc, row.Workers, row.GBps(), row.Check)
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+// loadReference reads the numpy peer's result (float32, n values) if it exists.
+func loadReference(path string, n int) ([]float32, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var ref []float32
+	if err := npyio.Read(f, &ref); err != nil {
+		return nil, fmt.Errorf("numpy reference %s: %w", path, err)
+	}
+	if len(ref) != n {
+		return nil, fmt.Errorf("numpy reference %s holds %d values, want %d", path, len(ref), n)
+	}
+	return ref, nil
+}
+
+// sample is a float64 reference on a few frames: values[i*n_masks+m] for frame
+// frames[i].
+type sample struct {
+	frames []int
+	values []float64
+}
+
+// sampledReference computes the mask-dot product in float64 with plain loops on
+// sampleFrames frames spread over the scan (the first and the last included).
+func sampledReference(d *benchData, mc *caseMasks) (*sample, error) {
+	n := d.frames()
+	s := &sample{}
+	buf := make([]byte, d.ds.FrameBytes())
+	pixels := make([]float64, sig[0]*sig[1])
+	for i := range sampleFrames {
+		f := i * (n - 1) / (sampleFrames - 1)
+		if len(s.frames) > 0 && s.frames[len(s.frames)-1] == f {
+			continue
+		}
+		if err := d.ds.ReadFrames(f, f+1, buf); err != nil {
+			return nil, err
+		}
+		if err := decode(d.dt, buf, pixels); err != nil {
+			return nil, err
+		}
+		s.frames = append(s.frames, f)
+		for m := range mc.N {
+			var sum float64
+			for p, w := range mc.stack.Mask(m) {
+				sum += float64(w) * pixels[p]
+			}
+			s.values = append(s.values, sum)
+		}
+	}
+	return s, nil
+}
+
+// decode converts one frame of native, host-order bytes to float64.
+func decode(dt dataset.DType, b []byte, out []float64) error {
+	e := binary.NativeEndian
+	for i := range out {
+		switch dt {
+		case dataset.Uint8:
+			out[i] = float64(b[i])
+		case dataset.Int8:
+			out[i] = float64(int8(b[i]))
+		case dataset.Uint16:
+			out[i] = float64(e.Uint16(b[2*i:]))
+		case dataset.Int16:
+			out[i] = float64(int16(e.Uint16(b[2*i:])))
+		case dataset.Uint32:
+			out[i] = float64(e.Uint32(b[4*i:]))
+		case dataset.Int32:
+			out[i] = float64(int32(e.Uint32(b[4*i:])))
+		case dataset.Float32:
+			out[i] = float64(math.Float32frombits(e.Uint32(b[4*i:])))
+		case dataset.Float64:
+			out[i] = math.Float64frombits(e.Uint64(b[8*i:]))
+		default:
+			return fmt.Errorf("decode: unsupported dtype %v", dt)
+		}
+	}
+	return nil
+}
+
+// checkResult compares got (n_frames × nMasks, frame-major) with the numpy reference
+// (when given) and the float64 sample: |got − ref| ≤ rtol · max|ref| of the mask. It
+// returns a summary of the largest relative deviations.
+func checkResult(got []float32, nMasks int, numpyRef []float32, s *sample) (string, error) {
+	var summary string
+	if numpyRef != nil {
+		ref := make([]float64, len(numpyRef))
+		for i, v := range numpyRef {
+			ref[i] = float64(v)
+		}
+		dev, err := compare(got, nil, ref, nMasks)
+		if err != nil {
+			return "", fmt.Errorf("vs numpy: %w", err)
+		}
+		summary = fmt.Sprintf("numpy max rel dev %.1e; ", dev)
+	}
+	dev, err := compare(got, s.frames, s.values, nMasks)
+	if err != nil {
+		return "", fmt.Errorf("vs float64 reference: %w", err)
+	}
+	return summary + fmt.Sprintf("float64 on %d frames max rel dev %.1e", len(s.frames), dev), nil
+}
+
+// compare checks got's rows frames (all rows when frames is nil) against ref, which
+// holds those rows in order; it returns the largest |Δ|/max|ref| over the masks.
+func compare(got []float32, frames []int, ref []float64, nMasks int) (float64, error) {
+	rows := len(ref) / nMasks
+	row := func(i int) int {
+		if frames == nil {
+			return i
+		}
+		return frames[i]
+	}
+	if frames == nil && len(got) != len(ref) {
+		return 0, fmt.Errorf("result holds %d values, reference %d", len(got), len(ref))
+	}
+	var worst float64
+	for m := range nMasks {
+		var scale float64
+		for i := range rows {
+			scale = max(scale, math.Abs(ref[i*nMasks+m]))
+		}
+		if scale == 0 {
+			scale = 1
+		}
+		for i := range rows {
+			want, have := ref[i*nMasks+m], float64(got[row(i)*nMasks+m])
+			dev := math.Abs(have-want) / scale
+			if !(dev <= rtol) {
+				return 0, fmt.Errorf("frame %d mask %d: got %.10g, want %.10g (|Δ| = %.2g of the mask's largest value %g, tolerance %g)",
+					row(i), m, have, want, dev, scale, rtol)
+			}
+			worst = max(worst, dev)
+		}
+	}
+	return worst, nil
+}
+
+// sink keeps the read floor's byte sums alive.
+var sink uint64
+
+// readFloor measures the streaming read of every CPU-only plan: its workers, pinned
+// like the engine's, pull the same partitions from a queue, read them tile by tile
+// (engine.AutoTileFrames frames) with ReadFrames into a reused buffer and XOR every
+// 8-byte word.
+func readFloor(cfg *config, d *benchData, plans []namedPlan) ([]bench.Row, error) {
+	var rows []bench.Row
+	tile := engine.AutoTileFrames(d.ds.FrameBytes())
+	for _, p := range plans {
+		if p.plan.Workers[0].Kind != planner.CPU {
+			continue // GPU plans: the floor is the host-to-device copy, measured by the GPU check
+		}
+		row := bench.Row{Source: bench.ReadFloor, DType: d.dt.String(), MaskKind: bench.NoMasks, Plan: "read-floor/" + p.name,
+			Workers: len(p.plan.Workers), Frames: d.frames(), Bytes: d.bytes()}
+		for i := range cfg.repeats + 1 {
+			t0 := time.Now()
+			if err := streamRead(d.ds, p.plan, tile); err != nil {
+				return nil, fmt.Errorf("read floor %s: %w", p.name, err)
+			}
+			if i > 0 {
+				row.Seconds = append(row.Seconds, time.Since(t0).Seconds())
+			}
+		}
+		log("read floor %-9s %-7s %d workers: %.3f GB/s (tile %d frames)", p.name, d.dt, row.Workers, row.GBps(), tile)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func streamRead(ds dataset.Dataset, plan *planner.Plan, tile int) error {
+	queue := make(chan planner.Partition, len(plan.Partitions))
+	for _, p := range plan.Partitions {
+		queue <- p
+	}
+	close(queue)
+	errs := make([]error, len(plan.Workers))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, w := range plan.Workers {
+		wg.Go(func() {
+			unpin, err := affinity.Pin([]int{w.CPU})
+			if err != nil {
+				errs[i] = fmt.Errorf("worker %d: %w", w.ID, err)
+				return
+			}
+			defer unpin()
+			buf := make([]uint64, (tile*ds.FrameBytes()+7)/8)
+			bytes := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)
+			var acc uint64
+			for p := range queue {
+				for s := p.Start; s < p.End; s += tile {
+					e := min(s+tile, p.End)
+					n := (e - s) * ds.FrameBytes()
+					if err := ds.ReadFrames(s, e, bytes[:n]); err != nil {
+						errs[i] = err
+						return
+					}
+					for _, v := range buf[:n/8] {
+						acc ^= v
+					}
+				}
+			}
+			mu.Lock()
+			sink ^= acc
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,254 @@
+// Package bench holds the report side of `make bench`: the measured rows of one benchmark
+// run (stemdot's mask job under each plan and build, the streaming-read floor, and the
+// peers numpy, LiberTEM and CuPy), the ratios between them, and their output as a text
+// table, CSV, JSON and a PNG plot. The program that measures is bench/cmd/stemdot-bench.
+//
+// Throughput is counted in raw frame bytes: the native (on-disk) bytes of all frames of
+// the dataset divided by the median wall time of the repeated runs, in GB/s (10⁹ bytes
+// per second), and in frames per second. A ratio is a row's throughput over another
+// measurement's, taken at the same dtype and worker count (and, for peers, the same mask
+// case).
+package bench
+
+import (
+	"cmp"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Sources of a row: stemdot's mask job, the streaming-read floor, or a peer.
+const (
+	Stemdot   = "stemdot"
+	ReadFloor = "read-floor"
+	NumPy     = "numpy"
+	LiberTEM  = "libertem"
+	CuPy      = "cupy"
+)
+
+// Mask kinds of a case.
+const (
+	Dense      = "dense"
+	SparseRing = "sparse-ring"
+	NoMasks    = "none" // the read floor applies no mask
+)
+
+// Row is one measured case: a source (stemdot under one plan and build, the read floor,
+// or a peer) applied to one dataset with one mask stack, repeated.
+type Row struct {
+	// Source is Stemdot, ReadFloor, NumPy, LiberTEM or CuPy.
+	Source string `json:"source"`
+	// DType is the frames' native dtype ("uint16", "float32").
+	DType string `json:"dtype"`
+	// Masks is the number of masks (0 for the read floor); MaskKind is Dense,
+	// SparseRing or NoMasks.
+	Masks    int    `json:"masks"`
+	MaskKind string `json:"mask_kind"`
+	// Plan names how it ran: for stemdot "<plan>/<blas>" ("cpu-all/gonum",
+	// "cpu-1/openblas", "hybrid/gonum"), for the read floor "read-floor/<plan>", for a
+	// peer its name.
+	Plan string `json:"plan"`
+	// Workers is the number of workers (threads or processes) it ran with.
+	Workers int `json:"workers"`
+	// Frames and Bytes are the frames and raw frame bytes of one run.
+	Frames int   `json:"frames"`
+	Bytes  int64 `json:"bytes"`
+	// Seconds are the wall times of the timed runs.
+	Seconds []float64 `json:"times_s"`
+	// Check says how the result was verified ("" for the read floor).
+	Check string `json:"check,omitempty"`
+}
+
+// Median is the median of the row's times in seconds (NaN without times).
+func (r Row) Median() float64 { return Median(r.Seconds) }
+
+// Spread is (max − min)/median of the times, the run-to-run variation (NaN without
+// times).
+func (r Row) Spread() float64 {
+	if len(r.Seconds) == 0 {
+		return math.NaN()
+	}
+	return (slices.Max(r.Seconds) - slices.Min(r.Seconds)) / r.Median()
+}
+
+// GBps is Bytes over the median time in 10⁹ bytes per second.
+func (r Row) GBps() float64 { return float64(r.Bytes) / 1e9 / r.Median() }
+
+// FramesPerS is Frames over the median time.
+func (r Row) FramesPerS() float64 { return float64(r.Frames) / r.Median() }
+
+// Median returns the median of xs (the mean of the middle two for an even count), NaN
+// for none. xs is not modified.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Ratio is row i's throughput over the row of source other measured at the same dtype
+// and worker count (and for a peer, the same masks and mask kind); ok is false when no
+// such row exists or when row i is that row itself.
+func Ratio(rows []Row, i int, other string) (ratio float64, ok bool) {
+	r := rows[i]
+	for j, o := range rows {
+		if o.Source != other || o.DType != r.DType || o.Workers != r.Workers {
+			continue
+		}
+		if other != ReadFloor && (o.Masks != r.Masks || o.MaskKind != r.MaskKind) {
+			continue
+		}
+		if j == i {
+			return 0, false
+		}
+		return r.GBps() / o.GBps(), true
+	}
+	return 0, false
+}
+
+// RatioSources are the sources every row is compared with, in CSV column order.
+var RatioSources = []string{ReadFloor, NumPy, LiberTEM, CuPy}
+
+// CSVHeader is the exact header of WriteCSV.
+var CSVHeader = []string{"dtype", "masks", "mask_kind", "plan", "workers", "gbps", "frames_per_s",
+	"ratio_read_floor", "ratio_numpy", "ratio_libertem", "ratio_cupy"}
+
+// Sorted returns the rows ordered for reading: by dtype (as first seen), mask kind
+// (dense, sparse, none), mask count, then stemdot before the read floor and the peers,
+// then plan name.
+func Sorted(rows []Row) []Row {
+	var dtypes []string
+	for _, r := range rows {
+		if !slices.Contains(dtypes, r.DType) {
+			dtypes = append(dtypes, r.DType)
+		}
+	}
+	kinds := []string{Dense, SparseRing, NoMasks}
+	sources := []string{Stemdot, ReadFloor, NumPy, LiberTEM, CuPy}
+	out := slices.Clone(rows)
+	slices.SortStableFunc(out, func(a, b Row) int {
+		return cmp.Or(
+			cmp.Compare(slices.Index(dtypes, a.DType), slices.Index(dtypes, b.DType)),
+			cmp.Compare(slices.Index(kinds, a.MaskKind), slices.Index(kinds, b.MaskKind)),
+			cmp.Compare(a.Masks, b.Masks),
+			cmp.Compare(slices.Index(sources, a.Source), slices.Index(sources, b.Source)),
+			cmp.Compare(a.Workers, b.Workers),
+			strings.Compare(a.Plan, b.Plan),
+		)
+	})
+	return out
+}
+
+// WriteCSV writes rows with CSVHeader's columns: throughput with 4 significant digits,
+// ratios with 3 decimals, empty where not measured.
+func WriteCSV(w io.Writer, rows []Row) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	for i, r := range rows {
+		rec := []string{r.DType, strconv.Itoa(r.Masks), r.MaskKind, r.Plan, strconv.Itoa(r.Workers),
+			strconv.FormatFloat(r.GBps(), 'g', 4, 64), strconv.FormatFloat(r.FramesPerS(), 'g', 4, 64)}
+		for _, src := range RatioSources {
+			rec = append(rec, formatRatio(rows, i, src, "%.3f", ""))
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func formatRatio(rows []Row, i int, src, format, missing string) string {
+	if v, ok := Ratio(rows, i, src); ok {
+		return fmt.Sprintf(format, v)
+	}
+	return missing
+}
+
+// WriteTable writes rows as an aligned text table: case, plan, workers, GB/s, frames/s,
+// spread of the times, and the ratios ("×floor", "×numpy", ...; "-" where not measured).
+func WriteTable(w io.Writer, rows []Row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "dtype\tmasks\tkind\tplan\tworkers\tGB/s\tframes/s\tspread\t×floor\t×numpy\t×libertem\t×cupy\t")
+	for i, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%.3f\t%.0f\t%.0f%%\t", r.DType, r.Masks, r.MaskKind, r.Plan, r.Workers,
+			r.GBps(), r.FramesPerS(), 100*r.Spread())
+		for _, src := range RatioSources {
+			fmt.Fprintf(tw, "%s\t", formatRatio(rows, i, src, "%.2f", "-"))
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+// Skip is a plan or peer that was not measured, with the reason.
+type Skip struct {
+	What   string `json:"what"`
+	Reason string `json:"reason"`
+}
+
+// Report is the whole result of one benchmark run, as written to latest.json.
+type Report struct {
+	// Date is when the run started (RFC 3339); Command the command line.
+	Date    string `json:"date"`
+	Command string `json:"command"`
+	// Machine describes the machine and software versions (CPU model, cores, GPUs, Go,
+	// numpy, BLAS, LiberTEM, ...).
+	Machine map[string]any `json:"machine"`
+	// Datasets describe the files measured (path, dtype, shapes, bytes, page-cache state).
+	Datasets []map[string]any `json:"datasets"`
+	// Method explains how each source was timed.
+	Method []string `json:"method"`
+	// Rows are the measurements; Skipped what was not measured and why.
+	Rows    []Row  `json:"-"`
+	Skipped []Skip `json:"skipped"`
+}
+
+// jsonRow is a Row with its derived figures, as written to JSON.
+type jsonRow struct {
+	Row
+	Median     float64            `json:"median_s"`
+	Spread     float64            `json:"spread"`
+	GBps       float64            `json:"gbps"`
+	FramesPerS float64            `json:"frames_per_s"`
+	Ratios     map[string]float64 `json:"ratios"`
+}
+
+// WriteJSON writes the report as indented JSON; each row carries its median, spread,
+// GB/s, frames/s and its ratios to the other sources ("read-floor", "numpy", ...: only
+// those measured).
+func (rep *Report) WriteJSON(w io.Writer) error {
+	rows := make([]jsonRow, len(rep.Rows))
+	for i, r := range rep.Rows {
+		jr := jsonRow{Row: r, Median: r.Median(), Spread: r.Spread(), GBps: r.GBps(), FramesPerS: r.FramesPerS(),
+			Ratios: map[string]float64{}}
+		for _, src := range RatioSources {
+			if v, ok := Ratio(rep.Rows, i, src); ok {
+				jr.Ratios[src] = v
+			}
+		}
+		rows[i] = jr
+	}
+	type alias Report
+	out := struct {
+		*alias
+		Rows []jsonRow `json:"rows"`
+	}{(*alias)(rep), rows}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"image/png"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// rows is a small run: 1 GB of uint16 frames (8 frames of 125 MB, for round numbers).
+func rows() []Row {
+	const gb = int64(1e9)
+	return []Row{
+		{Source: Stemdot, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: "cpu-all/gonum", Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{0.5, 0.4, 0.6}},
+		{Source: Stemdot, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: "cpu-1/gonum", Workers: 1, Frames: 8, Bytes: gb, Seconds: []float64{1, 1}},
+		{Source: ReadFloor, DType: "uint16", MaskKind: NoMasks, Plan: "read-floor/cpu-all", Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{0.25}},
+		{Source: NumPy, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: NumPy, Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{2}},
+		{Source: NumPy, DType: "uint16", Masks: 1, MaskKind: SparseRing, Plan: NumPy, Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{4}},
+		{Source: LiberTEM, DType: "uint16", Masks: 4, MaskKind: Dense, Plan: LiberTEM, Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{1}},
+		{Source: Stemdot, DType: "uint16", Masks: 4, MaskKind: Dense, Plan: "cpu-all/gonum", Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{0.5}},
+		{Source: Stemdot, DType: "float32", Masks: 1, MaskKind: Dense, Plan: "cpu-all/gonum", Workers: 2, Frames: 4, Bytes: gb, Seconds: []float64{0.8}},
+	}
+}
+
+func TestMedianAndSpread(t *testing.T) {
+	assert.Equal(t, 2.0, Median([]float64{3, 1, 2}))
+	assert.Equal(t, 2.5, Median([]float64{4, 1, 3, 2}))
+	assert.True(t, math.IsNaN(Median(nil)))
+	xs := []float64{3, 1, 2}
+	Median(xs)
+	assert.Equal(t, []float64{3, 1, 2}, xs, "Median must not reorder its input")
+
+	r := rows()[0]
+	assert.InDelta(t, 0.5, r.Median(), 1e-12)
+	assert.InDelta(t, (0.6-0.4)/0.5, r.Spread(), 1e-12)
+	assert.InDelta(t, 2.0, r.GBps(), 1e-12)
+	assert.InDelta(t, 16.0, r.FramesPerS(), 1e-12)
+}
+
+func TestRatio(t *testing.T) {
+	rs := rows()
+	cases := []struct {
+		row    int
+		source string
+		want   float64
+		ok     bool
+	}{
+		{0, ReadFloor, 2.0 / 4.0, true}, // same dtype and workers; masks do not matter
+		{0, NumPy, 2.0 / 0.5, true},     // dense 1-mask numpy, not the sparse one
+		{0, LiberTEM, 0, false},         // LiberTEM measured only 4 masks
+		{1, ReadFloor, 0, false},        // no 1-worker read floor
+		{1, NumPy, 0, false},            // no 1-worker numpy
+		{6, LiberTEM, 2.0 / 1.0, true},
+		{6, NumPy, 0, false},
+		{3, NumPy, 0, false},          // a row is not compared with itself
+		{3, ReadFloor, 0.5 / 4, true}, // peers get a read-floor ratio too
+		{7, ReadFloor, 0, false},      // no float32 read floor
+		{2, ReadFloor, 0, false},
+	}
+	for _, c := range cases {
+		got, ok := Ratio(rs, c.row, c.source)
+		require.Equal(t, c.ok, ok, "row %d vs %s", c.row, c.source)
+		assert.InDelta(t, c.want, got, 1e-12, "row %d vs %s", c.row, c.source)
+	}
+}
+
+func TestSorted(t *testing.T) {
+	var got []string
+	for _, r := range Sorted(rows()) {
+		got = append(got, r.DType+" "+r.MaskKind+" "+r.Plan)
+	}
+	assert.Equal(t, []string{
+		"uint16 dense cpu-1/gonum",
+		"uint16 dense cpu-all/gonum",
+		"uint16 dense numpy",
+		"uint16 dense cpu-all/gonum",
+		"uint16 dense libertem",
+		"uint16 sparse-ring numpy",
+		"uint16 none read-floor/cpu-all",
+		"float32 dense cpu-all/gonum",
+	}, got)
+}
+
+func TestWriteCSV(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, WriteCSV(&buf, rows()))
+	recs, err := csv.NewReader(&buf).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, recs, 1+len(rows()))
+	assert.Equal(t, "dtype,masks,mask_kind,plan,workers,gbps,frames_per_s,ratio_read_floor,ratio_numpy,ratio_libertem,ratio_cupy",
+		strings.Join(recs[0], ","))
+	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-all/gonum", "2", "2", "16", "0.500", "4.000", "", ""}, recs[1])
+	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-1/gonum", "1", "1", "8", "", "", "", ""}, recs[2])
+	assert.Equal(t, []string{"uint16", "4", "dense", "cpu-all/gonum", "2", "2", "16", "0.500", "", "2.000", ""}, recs[7])
+}
+
+func TestWriteTable(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, rows()))
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	require.Len(t, lines, 1+len(rows()))
+	assert.Equal(t, []string{"dtype", "masks", "kind", "plan", "workers", "GB/s", "frames/s", "spread", "×floor", "×numpy", "×libertem", "×cupy"},
+		strings.Fields(lines[0]))
+	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-all/gonum", "2", "2.000", "16", "40%", "0.50", "4.00", "-", "-"},
+		strings.Fields(lines[1]))
+}
+
+func TestWriteJSON(t *testing.T) {
+	rep := &Report{Date: "2026-01-02T03:04:05Z", Command: "stemdot-bench -quick", Machine: map[string]any{"cpu_model": "x"},
+		Rows: rows(), Skipped: []Skip{{What: "hybrid", Reason: "no GPU found"}}}
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&buf))
+	var got struct {
+		Date    string `json:"date"`
+		Skipped []Skip `json:"skipped"`
+		Rows    []struct {
+			Plan    string             `json:"plan"`
+			Seconds []float64          `json:"times_s"`
+			GBps    float64            `json:"gbps"`
+			Median  float64            `json:"median_s"`
+			Ratios  map[string]float64 `json:"ratios"`
+		} `json:"rows"`
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &got))
+	assert.Equal(t, rep.Date, got.Date)
+	assert.Equal(t, rep.Skipped, got.Skipped)
+	require.Len(t, got.Rows, len(rows()))
+	assert.Equal(t, "cpu-all/gonum", got.Rows[0].Plan)
+	assert.Equal(t, []float64{0.5, 0.4, 0.6}, got.Rows[0].Seconds)
+	assert.InDelta(t, 2.0, got.Rows[0].GBps, 1e-12)
+	assert.InDelta(t, 0.5, got.Rows[0].Median, 1e-12)
+	assert.Equal(t, map[string]float64{ReadFloor: 0.5, NumPy: 4}, got.Rows[0].Ratios)
+	assert.Empty(t, got.Rows[1].Ratios)
+}
+
+func TestWritePlot(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, WritePlot(&buf, rows()))
+	img, err := png.Decode(&buf)
+	require.NoError(t, err)
+	b := img.Bounds()
+	assert.Greater(t, b.Dx(), b.Dy(), "two dtype panels side by side")
+
+	err = WritePlot(&buf, []Row{rows()[2]})
+	assert.ErrorContains(t, err, "no dense-mask rows for dtype uint16")
+	assert.ErrorContains(t, WritePlot(&buf, nil), "no rows")
+}

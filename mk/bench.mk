@@ -1,0 +1,56 @@
+# `make bench` / `make bench-full`: stemdot's mask job against the streaming-read floor
+# and the peers numpy and LiberTEM (CuPy on GPU machines); see bench/RESULTS.md.
+#
+# Two builds of bench/cmd/stemdot-bench are measured in the same run: the pure-Go one
+# (gonum's blas32) and one with -tags openblas (engine/blas_openblas.go: gonum's blas32
+# on Debian's OpenBLAS through cgo), when libopenblas-pthread-dev is installed (as root
+# with apt-get, `make bench` installs it). It runs with OPENBLAS_NUM_THREADS=1: one BLAS
+# thread per pinned worker. Debian's serial OpenBLAS (libopenblas-serial-dev, built
+# without locking) gave wrong results when two workers called sgemm at once, so the
+# thread-safe pthread build is linked, by path. The peers run from a venv
+# in bench/.venv (pip install numpy libertem threadpoolctl); when the package index is
+# unreachable they are skipped with a message. Datasets go to bench/scratch/, results
+# to bench/results/latest.{json,csv,png}.
+#
+# bench: quick (datasets of 1 GiB per dtype, peers on all cores; a few minutes on 2
+# cores). bench-full: datasets sized to the machine, peers on all cores and on one.
+
+BENCH_VENV := bench/.venv
+BENCH_PY   := $(BENCH_VENV)/bin/python
+BENCH_BIN  := $(BIN)/stemdot-bench
+BENCH_OPENBLAS_BIN := $(BIN)/stemdot-bench-openblas
+BENCH_OPENBLAS_DIR = $(firstword $(wildcard /usr/lib/*/openblas-pthread))
+
+.PHONY: bench-venv bench-openblas-lib bench-build
+
+bench-venv:
+	@if $(BENCH_PY) -c 'import numpy, threadpoolctl, libertem' 2>/dev/null; then \
+		echo "bench: peers' venv $(BENCH_VENV) ready"; \
+	else \
+		echo "bench: installing numpy, libertem and threadpoolctl into $(BENCH_VENV)"; \
+		{ python3 -m venv $(BENCH_VENV) && $(BENCH_PY) -m pip install -q --disable-pip-version-check numpy libertem threadpoolctl; } \
+		|| echo "bench: could not install numpy/libertem (package index unreachable?): the peers will be skipped"; \
+	fi
+
+bench-openblas-lib:
+	@if [ -z "$(wildcard /usr/lib/*/openblas-pthread/libopenblas.so)" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "bench: installing libopenblas-pthread-dev"; \
+		apt-get install -y -q libopenblas-pthread-dev >/dev/null || echo "bench: apt-get install libopenblas-pthread-dev failed"; \
+	fi
+
+bench-build: bench-openblas-lib $(if $(TAGS),kernels,)
+	$(GO) build $(GOTAGS) -o $(BENCH_BIN) ./bench/cmd/stemdot-bench
+	@if [ -n "$(BENCH_OPENBLAS_DIR)" ]; then \
+		echo "CGO_LDFLAGS=... $(GO) build -tags openblas -o $(BENCH_OPENBLAS_BIN) ./bench/cmd/stemdot-bench"; \
+		CGO_LDFLAGS="-L$(BENCH_OPENBLAS_DIR) -Wl,-rpath,$(BENCH_OPENBLAS_DIR) -lopenblas" \
+			$(GO) build -tags "openblas $(TAGS)" -o $(BENCH_OPENBLAS_BIN) ./bench/cmd/stemdot-bench; \
+	else \
+		echo "bench: no OpenBLAS (apt-get install libopenblas-pthread-dev): the openblas build is skipped"; \
+		rm -f $(BENCH_OPENBLAS_BIN); \
+	fi
+
+bench: bench-venv bench-build
+	$(BENCH_BIN) -quick -with $(BENCH_OPENBLAS_BIN)
+
+bench-full: bench-venv bench-build
+	$(BENCH_BIN) -with $(BENCH_OPENBLAS_BIN)

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -36,38 +35,6 @@ var realMIB = []struct {
 	{"Single_9_Frame_CounterDepth_24_Rows_256.mib", [2]int{256, 256}, dataset.Uint32, 9, 1<<24 - 1, []int{1, 9}, []int{3, 3}},
 	{"Quad_9_Frame_CounterDepth_6_Rows_256.mib", [2]int{512, 512}, dataset.Uint8, 9, 63, []int{1, 9}, []int{3, 3}},
 	{"Quad_9_Frame_CounterDepth_12_Rows_256.mib", [2]int{512, 512}, dataset.Uint16, 9, 4095, []int{1, 9}, []int{3, 3}},
-}
-
-// decodeMIB decodes every frame of a MIB file independently of the package: header
-// fields by strings.Split, pixels by encoding/binary big-endian reads at computed offsets.
-func decodeMIB(t *testing.T, path string) [][]uint32 {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	fields := strings.Split(string(raw[:100]), ",")
-	headerBytes, _ := strconv.Atoi(fields[2])
-	width, _ := strconv.Atoi(fields[4])
-	height, _ := strconv.Atoi(fields[5])
-	bpp := map[string]int{"U08": 1, "U16": 2, "U32": 4}[fields[6]]
-	require.NotZero(t, bpp)
-	stride := headerBytes + width*height*bpp
-	var frames [][]uint32
-	for off := 0; off+stride <= len(raw); off += stride {
-		px := raw[off+headerBytes : off+stride]
-		frame := make([]uint32, width*height)
-		for i := range frame {
-			switch bpp {
-			case 1:
-				frame[i] = uint32(px[i])
-			case 2:
-				frame[i] = uint32(binary.BigEndian.Uint16(px[2*i:]))
-			case 4:
-				frame[i] = binary.BigEndian.Uint32(px[4*i:])
-			}
-		}
-		frames = append(frames, frame)
-	}
-	return frames
 }
 
 // hostValues decodes host-order frames of dt into uint32 values.
@@ -102,7 +69,7 @@ func TestRealMIBFiles(t *testing.T) {
 			assert.Equal(t, tc.hdrNav, d.NavShape(), "nav shape from the .hdr sidecar")
 			assert.Equal(t, tc.sig[0]*tc.sig[1]*tc.dt.Size(), d.FrameBytes())
 
-			want := decodeMIB(t, path)
+			want := testfiles.DecodeMIB(t, path).Frames
 			require.Len(t, want, tc.frames)
 			buf := make([]byte, tc.frames*d.FrameBytes())
 			require.NoError(t, d.ReadFrames(0, tc.frames, buf))

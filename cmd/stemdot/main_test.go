@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -60,43 +59,18 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return o.String(), e.String(), code
 }
 
-// mibFrames decodes a Merlin MIB file independently of package dataset: each frame is a
-// header of the size in its field 2, then big-endian pixels.
+// mibFrames decodes a MIB file independently of package dataset, as float64 frames.
 func mibFrames(t *testing.T, path string) (frames [][]float64, sigY, sigX int) {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	fields := strings.Split(string(raw[:64]), ",")
-	hdr, _ := strconv.Atoi(fields[2])
-	sigX, _ = strconv.Atoi(fields[4])
-	sigY, _ = strconv.Atoi(fields[5])
-	bps := map[string]int{"U08": 1, "U16": 2, "U32": 4}[fields[6]]
-	require.NotZero(t, bps, "pixel type %s", fields[6])
-	if strings.HasPrefix(fields[7], "2x2") && fields[3] == "4" {
-		sigX, sigY = 2*sigX, 2*sigY // quad: fields give one chip's size on some firmwares
-	}
-	frameSize := hdr + sigY*sigX*bps
-	if len(raw)%frameSize != 0 { // quad files whose header gives the assembled size
-		sigX, sigY = sigX/2, sigY/2
-		frameSize = hdr + sigY*sigX*bps
-	}
-	require.Zero(t, len(raw)%frameSize)
-	for off := 0; off < len(raw); off += frameSize {
-		px := raw[off+hdr : off+frameSize]
-		f := make([]float64, sigY*sigX)
-		for i := range f {
-			switch bps {
-			case 1:
-				f[i] = float64(px[i])
-			case 2:
-				f[i] = float64(binary.BigEndian.Uint16(px[2*i:]))
-			case 4:
-				f[i] = float64(binary.BigEndian.Uint32(px[4*i:]))
-			}
+	m := testfiles.DecodeMIB(t, path)
+	for _, fr := range m.Frames {
+		f := make([]float64, len(fr))
+		for i, v := range fr {
+			f[i] = float64(v)
 		}
 		frames = append(frames, f)
 	}
-	return frames, sigY, sigX
+	return frames, m.SigY, m.SigX
 }
 
 // refMasks builds disk, ring and COM masks with the documented pixel rules, written

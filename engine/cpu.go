@@ -36,11 +36,13 @@ type kernel interface {
 
 // NewCPUWorker returns a CPU worker for job. It applies job.Sparse when set: a gather of
 // each mask's nonzero pixels straight from the native frames, summed in float64.
-// Otherwise a single mask goes through a fused convert-and-dot loop in float64, and
-// several masks through gonum's BLAS Gemm in float32 (float64 with job.Float64), on
-// chunks of pixels whose partial sums are added in float64. Every Gemm call stays within
-// gonum's serial size (see gemmRows, gemmMasks), so a worker does all its work on its
-// own pinned thread.
+// Otherwise, for float32 results on a CPU with AVX2 and FMA (see useSIMD) and frames of
+// uint8, int8, uint16, int16, int32 or float32, any number of masks go through the
+// assembly block kernels (simdDense). Else a single mask goes through a fused
+// convert-and-dot loop in float64, and several masks through gonum's BLAS Gemm in
+// float32 (float64 with job.Float64), on chunks of pixels whose partial sums are added
+// in float64. Every Gemm call stays within gonum's serial size (see gemmRows,
+// gemmMasks), so a worker does all its work on its own pinned thread.
 //
 // The worker holds TileFrames*FrameBytes bytes of native tile (none for a dataset
 // implementing dataset.Viewer whose frames are aligned for their dtype), at most
@@ -200,6 +202,9 @@ func kernelFor[N native](job *Job) kernel {
 	switch {
 	case job.Sparse != nil:
 		return newSparse[N](job.Sparse)
+	case !job.Float64 && simdKernels[N]() != nil:
+		// Measured faster than the fused loop and Gemm for 1 to 64 masks (bench_test.go).
+		return newSIMDDense(job.Masks.Data, job.NMasks, p, simdKernels[N]())
 	case job.NMasks == 1:
 		return &fused[N]{pixels: p, mask: job.denseMasks64()}
 	case job.Float64:

@@ -1,0 +1,110 @@
+package engine
+
+import "golang.org/x/sys/cpu"
+
+// haveAVX2FMA reports whether the CPU has AVX2 and FMA, which the kernels of
+// simd_amd64.s need. GODEBUG=cpu.avx2=off (read by golang.org/x/sys/cpu at start-up)
+// clears it for a whole process, e.g. to run the tests on the pure-Go path.
+var haveAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// The assembly kernels: dot<T>x<M> sets out[m] = Σ_{i<n} float32(px[i])·w[m·ldw+i] for
+// m < M, with n a positive multiple of 16 (see simd_amd64.s).
+
+//go:noescape
+func dotU8x1(px *uint8, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotU8x2(px *uint8, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotU8x4(px *uint8, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotU8x8(px *uint8, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI8x1(px *int8, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI8x2(px *int8, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI8x4(px *int8, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI8x8(px *int8, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotU16x1(px *uint16, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotU16x2(px *uint16, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotU16x4(px *uint16, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotU16x8(px *uint16, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI16x1(px *int16, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI16x2(px *int16, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI16x4(px *int16, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI16x8(px *int16, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI32x1(px *int32, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI32x2(px *int32, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI32x4(px *int32, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI32x8(px *int32, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotF32x1(px *float32, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotF32x2(px *float32, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotF32x4(px *float32, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotF32x8(px *float32, n int, w *float32, ldw int, out *float32)
+
+// simdKernels returns the assembly kernels for pixel type N, for groups of 1, 2, 4 and
+// 8 masks; nil for the types they do not handle (uint32, float64), on CPUs without
+// AVX2 and FMA, and while useSIMD is off.
+func simdKernels[N native]() *groupKernels[N] {
+	if !useSIMD || !haveAVX2FMA {
+		return nil
+	}
+	var k any
+	switch any(*new(N)).(type) {
+	case uint8:
+		k = &groupKernels[uint8]{dotU8x1, dotU8x2, dotU8x4, dotU8x8}
+	case int8:
+		k = &groupKernels[int8]{dotI8x1, dotI8x2, dotI8x4, dotI8x8}
+	case uint16:
+		k = &groupKernels[uint16]{dotU16x1, dotU16x2, dotU16x4, dotU16x8}
+	case int16:
+		k = &groupKernels[int16]{dotI16x1, dotI16x2, dotI16x4, dotI16x8}
+	case int32:
+		k = &groupKernels[int32]{dotI32x1, dotI32x2, dotI32x4, dotI32x8}
+	case float32:
+		k = &groupKernels[float32]{dotF32x1, dotF32x2, dotF32x4, dotF32x8}
+	default:
+		return nil
+	}
+	return k.(*groupKernels[N])
+}

@@ -1,0 +1,406 @@
+#include "textflag.h"
+
+// AVX2+FMA kernels of the dense mask-dot product on a block of one frame (see
+// blockKernel in simd_amd64.go). Every function
+//
+//	func dot<T>x<M>(px *T, n int, w *float32, ldw int, out *float32)
+//
+// sets out[m] = Σ_{i<n} float32(px[i])·w[m·ldw+i] for its M masks (m < M), in float32:
+// per mask and per 8 pixel lanes, one or two accumulators, summed horizontally at the
+// end. n must be a positive multiple of 16. Registers: SI px, CX n, DI w (mask 0),
+// DX ldw in bytes, then mask m's base; R8 out; AX the pixel index.
+
+// <T>_LO and <T>_HI load pixels AX..AX+7 and AX+8..AX+15 as 8 float32 into Y. <T>_LO
+// also prefetches the frame 1 KiB ahead: in place (a memory-mapped file) a kernel call
+// starts on a frame block that is not in cache, and the hardware prefetchers stop at
+// each 4 KiB page; this doubled the 1- and 4-mask throughput on memory-mapped frames.
+#define U8_LO(Y) PREFETCHT0 1024(SI)(AX*1); VPMOVZXBD (SI)(AX*1), Y; VCVTDQ2PS Y, Y
+#define U8_HI(Y) VPMOVZXBD 8(SI)(AX*1), Y; VCVTDQ2PS Y, Y
+#define I8_LO(Y) PREFETCHT0 1024(SI)(AX*1); VPMOVSXBD (SI)(AX*1), Y; VCVTDQ2PS Y, Y
+#define I8_HI(Y) VPMOVSXBD 8(SI)(AX*1), Y; VCVTDQ2PS Y, Y
+#define U16_LO(Y) PREFETCHT0 1024(SI)(AX*2); VPMOVZXWD (SI)(AX*2), Y; VCVTDQ2PS Y, Y
+#define U16_HI(Y) VPMOVZXWD 16(SI)(AX*2), Y; VCVTDQ2PS Y, Y
+#define I16_LO(Y) PREFETCHT0 1024(SI)(AX*2); VPMOVSXWD (SI)(AX*2), Y; VCVTDQ2PS Y, Y
+#define I16_HI(Y) VPMOVSXWD 16(SI)(AX*2), Y; VCVTDQ2PS Y, Y
+#define I32_LO(Y) PREFETCHT0 1024(SI)(AX*4); VCVTDQ2PS (SI)(AX*4), Y
+#define I32_HI(Y) VCVTDQ2PS 32(SI)(AX*4), Y
+#define F32_LO(Y) PREFETCHT0 1024(SI)(AX*4); VMOVUPS (SI)(AX*4), Y
+#define F32_HI(Y) VMOVUPS 32(SI)(AX*4), Y
+
+// FMA2 adds pixels Y8 (lanes AX..AX+7) and Y9 (AX+8..AX+15) times the weights of the
+// mask at BASE into the accumulators A and B.
+#define FMA2(BASE, A, B) \
+	VFMADD231PS (BASE)(AX*4), Y8, A; \
+	VFMADD231PS 32(BASE)(AX*4), Y9, B
+
+// HSUM stores the sum of the 8 lanes of Y (low half X) as out[OFF/4]; it uses X15.
+#define HSUM(Y, X, OFF) \
+	VEXTRACTF128 $1, Y, X15; \
+	VADDPS       X15, X, X; \
+	VHADDPS      X, X, X; \
+	VHADDPS      X, X, X; \
+	VMOVSS       X, OFF(R8)
+
+// BASES computes the weight pointers of masks 1..7: R9..R13, BX, DX.
+#define BASES \
+	SHLQ $2, DX; \
+	LEAQ (DI)(DX*1), R9; \
+	LEAQ (R9)(DX*1), R10; \
+	LEAQ (R10)(DX*1), R11; \
+	LEAQ (R11)(DX*1), R12; \
+	LEAQ (R12)(DX*1), R13; \
+	LEAQ (R13)(DX*1), BX; \
+	LEAQ (BX)(DX*1), DX
+
+// DOT1: one mask, accumulators Y0 and Y1.
+#define DOT1(LO, HI) \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	XORQ   AX, AX; \
+loop: \
+	LO(Y8); \
+	HI(Y9); \
+	FMA2(DI, Y0, Y1); \
+	ADDQ   $16, AX; \
+	CMPQ   AX, CX; \
+	JB     loop; \
+	VADDPS Y1, Y0, Y0; \
+	HSUM(Y0, X0, 0); \
+	VZEROUPPER
+
+// DOT2: two masks, mask m in Y(2m) and Y(2m+1).
+#define DOT2(LO, HI) \
+	SHLQ   $2, DX; \
+	LEAQ   (DI)(DX*1), R9; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	XORQ   AX, AX; \
+loop: \
+	LO(Y8); \
+	HI(Y9); \
+	FMA2(DI, Y0, Y1); \
+	FMA2(R9, Y2, Y3); \
+	ADDQ   $16, AX; \
+	CMPQ   AX, CX; \
+	JB     loop; \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	HSUM(Y0, X0, 0); \
+	HSUM(Y2, X2, 4); \
+	VZEROUPPER
+
+// DOT4: four masks, mask m in Y(2m) and Y(2m+1).
+#define DOT4(LO, HI) \
+	BASES; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	XORQ   AX, AX; \
+loop: \
+	LO(Y8); \
+	HI(Y9); \
+	FMA2(DI, Y0, Y1); \
+	FMA2(R9, Y2, Y3); \
+	FMA2(R10, Y4, Y5); \
+	FMA2(R11, Y6, Y7); \
+	ADDQ   $16, AX; \
+	CMPQ   AX, CX; \
+	JB     loop; \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	VADDPS Y5, Y4, Y4; \
+	VADDPS Y7, Y6, Y6; \
+	HSUM(Y0, X0, 0); \
+	HSUM(Y2, X2, 4); \
+	HSUM(Y4, X4, 8); \
+	HSUM(Y6, X6, 12); \
+	VZEROUPPER
+
+// FMA1 adds pixels Y8 and Y9 times the weights of the mask at BASE into A.
+#define FMA1(BASE, A) \
+	VFMADD231PS (BASE)(AX*4), Y8, A; \
+	VFMADD231PS 32(BASE)(AX*4), Y9, A
+
+// DOT8: eight masks, mask m in Y(m): 8 independent FMA chains.
+#define DOT8(LO, HI) \
+	BASES; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	XORQ   AX, AX; \
+loop: \
+	LO(Y8); \
+	HI(Y9); \
+	FMA1(DI, Y0); \
+	FMA1(R9, Y1); \
+	FMA1(R10, Y2); \
+	FMA1(R11, Y3); \
+	FMA1(R12, Y4); \
+	FMA1(R13, Y5); \
+	FMA1(BX, Y6); \
+	FMA1(DX, Y7); \
+	ADDQ   $16, AX; \
+	CMPQ   AX, CX; \
+	JB     loop; \
+	HSUM(Y0, X0, 0); \
+	HSUM(Y1, X1, 4); \
+	HSUM(Y2, X2, 8); \
+	HSUM(Y3, X3, 12); \
+	HSUM(Y4, X4, 16); \
+	HSUM(Y5, X5, 20); \
+	HSUM(Y6, X6, 24); \
+	HSUM(Y7, X7, 28); \
+	VZEROUPPER
+
+// func dotU8x1(px *uint8, n int, w *float32, ldw int, out *float32)
+TEXT ·dotU8x1(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT1(U8_LO, U8_HI)
+	RET
+
+// func dotU8x2(px *uint8, n int, w *float32, ldw int, out *float32)
+TEXT ·dotU8x2(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT2(U8_LO, U8_HI)
+	RET
+
+// func dotU8x4(px *uint8, n int, w *float32, ldw int, out *float32)
+TEXT ·dotU8x4(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT4(U8_LO, U8_HI)
+	RET
+
+// func dotU8x8(px *uint8, n int, w *float32, ldw int, out *float32)
+TEXT ·dotU8x8(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT8(U8_LO, U8_HI)
+	RET
+
+// func dotI8x1(px *int8, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI8x1(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT1(I8_LO, I8_HI)
+	RET
+
+// func dotI8x2(px *int8, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI8x2(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT2(I8_LO, I8_HI)
+	RET
+
+// func dotI8x4(px *int8, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI8x4(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT4(I8_LO, I8_HI)
+	RET
+
+// func dotI8x8(px *int8, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI8x8(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT8(I8_LO, I8_HI)
+	RET
+
+// func dotU16x1(px *uint16, n int, w *float32, ldw int, out *float32)
+TEXT ·dotU16x1(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT1(U16_LO, U16_HI)
+	RET
+
+// func dotU16x2(px *uint16, n int, w *float32, ldw int, out *float32)
+TEXT ·dotU16x2(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT2(U16_LO, U16_HI)
+	RET
+
+// func dotU16x4(px *uint16, n int, w *float32, ldw int, out *float32)
+TEXT ·dotU16x4(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT4(U16_LO, U16_HI)
+	RET
+
+// func dotU16x8(px *uint16, n int, w *float32, ldw int, out *float32)
+TEXT ·dotU16x8(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT8(U16_LO, U16_HI)
+	RET
+
+// func dotI16x1(px *int16, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI16x1(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT1(I16_LO, I16_HI)
+	RET
+
+// func dotI16x2(px *int16, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI16x2(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT2(I16_LO, I16_HI)
+	RET
+
+// func dotI16x4(px *int16, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI16x4(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT4(I16_LO, I16_HI)
+	RET
+
+// func dotI16x8(px *int16, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI16x8(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT8(I16_LO, I16_HI)
+	RET
+
+// func dotI32x1(px *int32, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI32x1(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT1(I32_LO, I32_HI)
+	RET
+
+// func dotI32x2(px *int32, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI32x2(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT2(I32_LO, I32_HI)
+	RET
+
+// func dotI32x4(px *int32, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI32x4(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT4(I32_LO, I32_HI)
+	RET
+
+// func dotI32x8(px *int32, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI32x8(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT8(I32_LO, I32_HI)
+	RET
+
+// func dotF32x1(px *float32, n int, w *float32, ldw int, out *float32)
+TEXT ·dotF32x1(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT1(F32_LO, F32_HI)
+	RET
+
+// func dotF32x2(px *float32, n int, w *float32, ldw int, out *float32)
+TEXT ·dotF32x2(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT2(F32_LO, F32_HI)
+	RET
+
+// func dotF32x4(px *float32, n int, w *float32, ldw int, out *float32)
+TEXT ·dotF32x4(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT4(F32_LO, F32_HI)
+	RET
+
+// func dotF32x8(px *float32, n int, w *float32, ldw int, out *float32)
+TEXT ·dotF32x8(SB), NOSPLIT, $0-40
+	MOVQ px+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ w+16(FP), DI
+	MOVQ ldw+24(FP), DX
+	MOVQ out+32(FP), R8
+	DOT8(F32_LO, F32_HI)
+	RET
+

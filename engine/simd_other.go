@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package engine
+
+// simdKernels returns nil: the block kernels exist only in amd64 assembly
+// (simd_amd64.s), so every product takes the pure-Go path.
+func simdKernels[N native]() *groupKernels[N] { return nil }

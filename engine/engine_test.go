@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -531,4 +532,22 @@ func TestStatsSummary(t *testing.T) {
 	require.Equal(t, "65536 frames, 8.590 GB in 2.000 s (4.29 GB/s), 3 workers (2 cpu, 1 gpu), sparse masks", s.Summary())
 	s.Retried = []RetriedPartition{{Partition: planner.Partition{Start: 0, End: 10}, Worker: 0, Err: errors.New("x")}}
 	require.True(t, strings.HasSuffix(s.Summary(), ", 1 partitions retried: [0, 10) after worker 0 failed: x"), s.Summary())
+}
+
+// A float32 result that overflows (weights near float32's largest value times counts)
+// is an error suggesting float64, which holds it.
+func TestApplyMasksFloat32Overflow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(51, 52))
+	sig := [2]int{4, 4}
+	ds := randomDataset(rng, dataset.Uint16, []int{6}, sig)
+	stack := randomStack(rng, 2, sig)
+	for i := range stack.Pixels() {
+		stack.Data[stack.Pixels()+i] = 3e38
+	}
+	plan := evenPlan(allowedCPUs(t)[:1], 1, 6, 2)
+	_, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true})
+	require.ErrorContains(t, err, "float32 result overflows at frame 0, mask 1")
+	res, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true, Float64: true})
+	require.NoError(t, err)
+	require.False(t, math.IsInf(res.F64[1], 0))
 }

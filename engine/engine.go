@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -401,6 +402,11 @@ func (r *run) fail(err error) {
 // done or the run is cancelled.
 func (r *run) work(spec planner.Worker, newWorker WorkerFactory, pin bool) {
 	name := workerName(spec)
+	defer func() {
+		if v := recover(); v != nil { // from the factory or Close; Process has its own
+			r.fail(fmt.Errorf("%s: panic: %v\n%s", name, v, debug.Stack()))
+		}
+	}()
 	if pin {
 		unpin, err := affinity.Pin([]int{spec.CPU})
 		if err != nil {
@@ -436,7 +442,7 @@ func (r *run) work(spec planner.Worker, newWorker WorkerFactory, pin bool) {
 		}
 		p := r.plan.Partitions[pi]
 		attempt := 0
-		err := w.Process(r.ctx, p, r.out, func(frames int) { attempt = r.advance(pi, attempt, frames) })
+		err := process(r.ctx, w, p, r.out, func(frames int) { attempt = r.advance(pi, attempt, frames) })
 		if err == nil {
 			r.complete(spec.ID, pi)
 			continue
@@ -452,6 +458,17 @@ func (r *run) work(spec planner.Worker, newWorker WorkerFactory, pin bool) {
 		r.retry(spec.ID, pi, err)
 		return
 	}
+}
+
+// process runs w.Process, turning a panic into an error: a library embedded in another
+// program (the C ABI, Python) must not crash its host because one worker failed.
+func process(ctx context.Context, w Worker, p planner.Partition, out Output, progress func(int)) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+		}
+	}()
+	return w.Process(ctx, p, out, progress)
 }
 
 // advance reports frames completed by an attempt at partition pi that had reported

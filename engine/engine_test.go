@@ -551,3 +551,41 @@ func TestApplyMasksFloat32Overflow(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, math.IsInf(res.F64[1], 0))
 }
+
+// panickingWorker panics in Process, as a bug in a worker would.
+type panickingWorker struct{}
+
+func (panickingWorker) Close() error { return nil }
+
+// closePanickingWorker is a CPU worker whose Close panics.
+type closePanickingWorker struct{ Worker }
+
+func (closePanickingWorker) Close() error { panic("close failed") }
+
+func (panickingWorker) Process(context.Context, planner.Partition, Output, func(int)) error {
+	var m map[string]int
+	m["boom"]++ // assignment to entry in nil map
+	return nil
+}
+
+// A worker's panic becomes the run's error: an embedding program (C ABI, Python) must
+// not crash.
+func TestApplyMasksWorkerPanic(t *testing.T) {
+	noLeak(t)
+	rng := rand.New(rand.NewPCG(53, 54))
+	sig := [2]int{4, 4}
+	ds := randomDataset(rng, dataset.Uint8, []int{8}, sig)
+	factory := func(spec planner.Worker, job *Job) (Worker, error) { return panickingWorker{}, nil }
+	_, err := ApplyMasks(context.Background(), ds, randomStack(rng, 1, sig), evenPlan(anyCPUs, 1, 8, 2),
+		Options{NewWorker: factory, NoPin: true})
+	require.ErrorContains(t, err, "panic: assignment to entry in nil map")
+	require.Regexp(t, `^worker 0 \(cpu \d+\): partition \[\d+, \d+\): panic`, err.Error())
+
+	factory = func(spec planner.Worker, job *Job) (Worker, error) {
+		w, err := NewCPUWorker(job)
+		return closePanickingWorker{w}, err
+	}
+	_, err = ApplyMasks(context.Background(), ds, randomStack(rng, 1, sig), evenPlan(anyCPUs, 1, 8, 2),
+		Options{NewWorker: factory, NoPin: true})
+	require.ErrorContains(t, err, "worker 0 (cpu 0): panic: close failed")
+}

@@ -59,16 +59,19 @@ timeout 120 bin/gpucheck || status=1
 # Phase 2: CPU-only vs GPU vs hybrid plans on a synthetic file through the stemdot CLI.
 # Runs only when bin/stemdot was built (scripts/gpu-check.sh --build builds it with CUDA).
 # ---------------------------------------------------------------------------------------
-echo "== CLI plans (bin/stemdot apply)"
+echo "== CLI plans (bin/stemdot apply): CPU-only vs GPU-only vs hybrid, 1/4/16/64 dense masks"
 if [ -x bin/stemdot ]; then
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
-	if bin/stemdot synth --out "$tmp/scan.npy" --nav-shape 64,64 --sig-shape 256,256 --dtype uint16; then
-		for plan in "--gpus 0" "--cpus 0 --gpus 1" "--gpus auto"; do
-			echo "-- apply $plan"
-			# shellcheck disable=SC2086
-			bin/stemdot apply "$tmp/scan.npy" --mask disk:128,128,32 --mask ring:128,128,64,120 \
-				--out "$tmp/result.npy" $plan 2>&1 | tail -n 3 || status=1
+	if bin/stemdot synth --out "$tmp/scan.npy" --nav-shape 128,64 --sig-shape 256,256 --dtype uint16 >/dev/null; then
+		for n in 1 4 16 64; do
+			masks=()
+			for i in $(seq 1 "$n"); do masks+=(--mask "rect:0,0,256,$((257 - i))"); done # dense
+			for plan in "--gpus 0" "--cpus 0 --gpus 1" "--gpus auto"; do
+				# shellcheck disable=SC2086
+				line=$(bin/stemdot apply "$tmp/scan.npy" "${masks[@]}" --out "$tmp/result.npy" $plan 2>&1 | tail -n 1) || status=1
+				printf '%2d masks  %-18s %s\n' "$n" "$plan" "$line"
+			done
 		done
 	else
 		status=1

@@ -56,9 +56,10 @@ func (t *Topology) CoreOf(cpu int) (Core, bool) {
 	return Core{}, false
 }
 
-// String describes the topology over several lines: allowed CPUs, physical cores with
-// their SMT siblings, packages, NUMA nodes, one line per core, the CPU quota and the
-// usable core count.
+// String describes the topology over several lines: the allowed CPUs and their count,
+// the physical core count and how many have SMT siblings, the package and NUMA node
+// counts with their ids, one line per core (its Key, CPUs, package, core_id, node), the
+// CPU quota and the usable core count.
 func (t *Topology) String() string {
 	var packages, nodes []int
 	smt := 0
@@ -74,16 +75,20 @@ func (t *Topology) String() string {
 	packages = slices.Compact(slices.Sorted(slices.Values(packages)))
 	nodes = slices.Compact(slices.Sorted(slices.Values(nodes)))
 	var b strings.Builder
-	fmt.Fprintf(&b, "allowed CPUs: %s (%d)\n", FormatCPUList(t.Allowed), len(t.Allowed))
-	fmt.Fprintf(&b, "physical cores: %d (%d with SMT siblings)\n", len(t.Cores), smt)
-	fmt.Fprintf(&b, "packages: %d (%s)\n", len(packages), FormatCPUList(packages))
+	fmt.Fprintf(&b, "allowed CPUs: %s (%d CPUs)\n", FormatCPUList(t.Allowed), len(t.Allowed))
+	fmt.Fprintf(&b, "physical cores: %d (%d of them with SMT siblings)\n", len(t.Cores), smt)
+	fmt.Fprintf(&b, "packages: %d (ids %s)\n", len(packages), FormatCPUList(packages))
 	if len(nodes) == 0 {
 		b.WriteString("NUMA nodes: unknown\n")
 	} else {
-		fmt.Fprintf(&b, "NUMA nodes: %d (%s)\n", len(nodes), FormatCPUList(nodes))
+		fmt.Fprintf(&b, "NUMA nodes: %d (ids %s)\n", len(nodes), FormatCPUList(nodes))
 	}
 	for _, c := range t.Cores {
-		fmt.Fprintf(&b, "  core %d: CPUs %s (package %d, core_id %d, node %d)\n", c.Key, FormatCPUList(c.CPUs), c.Package, c.CoreID, c.Node)
+		node := "unknown"
+		if c.Node >= 0 {
+			node = fmt.Sprint(c.Node)
+		}
+		fmt.Fprintf(&b, "  core %d: CPUs %s (package %d, core_id %d, node %s)\n", c.Key, FormatCPUList(c.CPUs), c.Package, c.CoreID, node)
 	}
 	if t.Quota > 0 {
 		fmt.Fprintf(&b, "CPU quota: %g CPUs (%s)\n", t.Quota, t.QuotaFile)

@@ -10,10 +10,11 @@ import (
 // jsonPlan is the JSON form of a Plan; its keys are a stable interface (scripts,
 // benchmarks) and must not change.
 type jsonPlan struct {
-	CoresUsable int          `json:"cores_usable"`
-	Workers     []jsonWorker `json:"workers"`
-	Partitions  [][2]int     `json:"partitions,omitempty"`
-	Warnings    []string     `json:"warnings,omitempty"`
+	CoresUsable   int          `json:"cores_usable"`
+	ReservedCores []int        `json:"reserved_cores,omitempty"`
+	Workers       []jsonWorker `json:"workers"`
+	Partitions    [][2]int     `json:"partitions,omitempty"`
+	Warnings      []string     `json:"warnings,omitempty"`
 }
 
 type jsonWorker struct {
@@ -26,15 +27,19 @@ type jsonWorker struct {
 // MarshalJSON writes the plan as
 //
 //	{"cores_usable": 16,
+//	 "reserved_cores": [0, ...],
 //	 "workers": [{"kind": "gpu", "core": 0, "cpu": 0, "gpu": 0}, {"kind": "cpu", "core": 1, "cpu": 1}, ...],
 //	 "partitions": [[first_frame, end_frame], ...],
 //	 "warnings": ["...", ...]}
 //
-// with workers in Plan.Workers order ("gpu" only for GPU workers: the device index),
-// "core" the physical core's Key, "cpu" the pinned logical CPU id, partitions as
-// half-open frame ranges; "partitions" and "warnings" are left out when empty.
+// with "reserved_cores" the Keys of the physical cores reserved for GPU workers (in
+// worker order), workers in Plan.Workers order ("gpu" only for GPU workers: the device
+// index), "core" the physical core's Key, "cpu" the pinned logical CPU id, partitions as
+// half-open frame ranges; "reserved_cores", "partitions" and "warnings" are left out
+// when empty.
 func (p *Plan) MarshalJSON() ([]byte, error) {
-	out := jsonPlan{CoresUsable: p.CoresUsable, Workers: make([]jsonWorker, len(p.Workers)), Warnings: p.Warnings}
+	out := jsonPlan{CoresUsable: p.CoresUsable, ReservedCores: p.reservedCores(),
+		Workers: make([]jsonWorker, len(p.Workers)), Warnings: p.Warnings}
 	for i, w := range p.Workers {
 		out.Workers[i] = jsonWorker{Kind: w.Kind, Core: w.Core, CPU: w.CPU}
 		if w.Kind == GPU {
@@ -47,19 +52,24 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// reservedCores are the Keys of the cores of the GPU workers, in worker order.
+func (p *Plan) reservedCores() []int {
+	var keys []int
+	for _, w := range p.Workers {
+		if w.Kind == GPU {
+			keys = append(keys, w.Core)
+		}
+	}
+	return keys
+}
+
 // String describes the plan for people: a summary line, one line per worker (kind,
-// core, pinned CPU, GPU), the cores reserved by GPU workers, the partition count and
+// core, pinned CPU, GPU), the cores reserved for GPU workers, the partition count and
 // sizes in frames and MiB of float32 frames, and the warnings.
 func (p *Plan) String() string {
 	var b strings.Builder
-	nGPU := 0
-	var reserved []int
-	for _, w := range p.Workers {
-		if w.Kind == GPU {
-			nGPU++
-			reserved = append(reserved, w.Core)
-		}
-	}
+	reserved := p.reservedCores()
+	nGPU := len(reserved)
 	fmt.Fprintf(&b, "plan: %d workers (%d GPU, %d CPU) on %d usable cores\n",
 		len(p.Workers), nGPU, len(p.Workers)-nGPU, p.CoresUsable)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -73,7 +83,7 @@ func (p *Plan) String() string {
 	}
 	tw.Flush()
 	if len(reserved) > 0 {
-		fmt.Fprintf(&b, "cores reserved for GPU workers: %s\n", joinInts(reserved))
+		fmt.Fprintf(&b, "reserved for GPU workers: cores %s\n", joinInts(reserved))
 	}
 	if len(p.Partitions) == 0 {
 		b.WriteString("partitions: none (no dataset)\n")

@@ -21,7 +21,7 @@ func hybridPlan(t *testing.T) *Plan {
 func TestPlanJSON(t *testing.T) {
 	got, err := json.Marshal(hybridPlan(t))
 	require.NoError(t, err)
-	assert.Equal(t, `{"cores_usable":3,"workers":[`+
+	assert.Equal(t, `{"cores_usable":3,"reserved_cores":[0],"workers":[`+
 		`{"kind":"gpu","core":0,"cpu":0,"gpu":0},{"kind":"cpu","core":1,"cpu":1},{"kind":"cpu","core":2,"cpu":2}],`+
 		`"partitions":[[0,2],[2,4],[4,5]]}`, string(got))
 
@@ -31,7 +31,7 @@ func TestPlanJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `{"cores_usable":2,"workers":[`+
 		`{"kind":"cpu","core":0,"cpu":0},{"kind":"cpu","core":1,"cpu":1},{"kind":"cpu","core":0,"cpu":2}],`+
-		`"warnings":["oversubscribed: 3 CPU workers but 2 free usable cores (2 usable, 0 reserved for GPU workers)"]}`, string(got))
+		`"warnings":["oversubscribed: 3 CPU workers requested but only 2 usable cores are free (2 usable, 0 reserved for GPU workers)"]}`, string(got))
 }
 
 func TestPlanString(t *testing.T) {
@@ -40,7 +40,7 @@ func TestPlanString(t *testing.T) {
   0       gpu   0     0    0
   1       cpu   1     1    -
   2       cpu   2     2    -
-cores reserved for GPU workers: 0
+reserved for GPU workers: cores 0
 partitions: 3 of 1-2 frames (0.0-0.0 MiB each), frames [0, 5)
 `, hybridPlan(t).String())
 
@@ -52,10 +52,28 @@ partitions: 3 of 1-2 frames (0.0-0.0 MiB each), frames [0, 5)
   1       cpu   1     1    -
   2       cpu   0     2    -
 partitions: 3 of 1365-1366 frames (341.2-341.5 MiB each), frames [0, 4096)
-warning: oversubscribed: 3 CPU workers but 2 free usable cores (2 usable, 0 reserved for GPU workers)
+warning: oversubscribed: 3 CPU workers requested but only 2 usable cores are free (2 usable, 0 reserved for GPU workers)
 `, p.String())
 
 	p, err = Make(DescribedTopology(1), nil, Request{}, nil)
 	require.NoError(t, err)
 	assert.Contains(t, p.String(), "partitions: none (no dataset)\n")
+
+	gpus, err := ParseGPUInventory("2x141GB")
+	require.NoError(t, err)
+	p, err = Make(DescribedTopology(2), gpus, Request{GPUAuto: true, CUDA: true}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, `plan: 2 workers (2 GPU, 0 CPU) on 2 usable cores
+  worker  kind  core  cpu  gpu
+  0       gpu   0     0    0
+  1       gpu   1     1    1
+reserved for GPU workers: cores 0, 1
+partitions: none (no dataset)
+warning: no CPU workers: the 2 GPU workers reserve all 2 usable cores
+`, p.String())
+	got, err := json.Marshal(p)
+	require.NoError(t, err)
+	assert.Equal(t, `{"cores_usable":2,"reserved_cores":[0,1],"workers":[`+
+		`{"kind":"gpu","core":0,"cpu":0,"gpu":0},{"kind":"gpu","core":1,"cpu":1,"gpu":1}],`+
+		`"warnings":["no CPU workers: the 2 GPU workers reserve all 2 usable cores"]}`, string(got))
 }

@@ -24,32 +24,35 @@ type Shape struct {
 // Workers: the usable cores are the first topo.Usable cores (by Key). GPU workers come
 // first, spread over their GPUs before stacking (gpu0, gpu1, gpu0, gpu1, ...); each
 // reserves one usable core not taken by req.CPUList, preferring cores in its GPU's
-// CPUAffinity and then the lowest Key, and is pinned on that core's first CPU. CPU
+// CPUAffinity and then the lowest Key, and is pinned on that core's first CPU. GPUAuto
+// fits the cores: it plans at most as many GPU workers as there are usable cores free
+// of req.CPUList and of req.CPUs (an explicit CPU worker count), dropping stacked
+// workers first (16 cores and 8 GPUs of up to 4 workers each give 2 per GPU). CPU
 // workers take the remaining usable cores in Key order (pinned on each core's first
-// CPU), or the listed CPUs. With req.Oversubscribe, CPU workers beyond the free usable
-// cores go to cores beyond the quota, then to SMT siblings, then to cores reserved by
-// GPU workers, then round again. Worker IDs are their index.
+// CPU; none, with a warning, when the GPU workers took them all), or the listed CPUs.
+// With req.Oversubscribe, CPU workers beyond the free usable cores go to cores beyond
+// the quota, then to SMT siblings, then to cores reserved by GPU workers, then round
+// again. Worker IDs are their index.
 //
 // Partitions: contiguous frame ranges covering [0, NumFrames), their sizes differing by
-// at most one frame. Their count is ceil(NumFrames*SigY*SigX*4 / PartitionBytes)
-// rounded up to a multiple of the worker count (at least one per worker) but never
-// above NumFrames: the largest multiple of the worker count that fits, or NumFrames
-// partitions of one frame when there are fewer frames than workers.
+// at most one frame. With at least as many frames as workers, their count is
+// ceil(NumFrames*SigY*SigX*4 / PartitionBytes) rounded up to a multiple of the worker
+// count (at least one per worker) but never above NumFrames: then the largest multiple
+// of the worker count that fits. With fewer frames than workers there are NumFrames
+// partitions of one frame. A partition holds at least one frame, however small
+// PartitionBytes is.
 //
-// Errors name the problem: an invalid topology, request or shape; no workers; GPU
-// workers without CUDA support, without GPUs, on invisible GPU indices, or more than
-// free cores; GPUAuto without GPU memory for one worker; a listed CPU that is not
-// allowed; more workers than usable cores, or listed CPUs beyond them, without
+// Errors name the problem in the request's terms: an invalid topology, request or
+// shape; no workers; GPU workers without CUDA support, without GPUs, on invisible GPU
+// indices, or more than free cores (an explicit GPU count or list); automatic GPU
+// workers without GPU memory for one worker or without a free core; a listed CPU that
+// is not allowed; more workers than usable cores, or listed CPUs beyond them, without
 // Oversubscribe.
 func Make(topo *affinity.Topology, gpus []affinity.GPU, req Request, shape *Shape) (*Plan, error) {
 	if err := checkTopology(topo); err != nil {
 		return nil, err
 	}
 	if err := req.check(); err != nil {
-		return nil, err
-	}
-	gpuOrder, err := gpuWorkers(gpus, req)
-	if err != nil {
 		return nil, err
 	}
 	p := &Plan{CoresUsable: topo.Usable}
@@ -72,9 +75,14 @@ func Make(topo *affinity.Topology, gpus []affinity.GPU, req Request, shape *Shap
 		}
 	}
 
+	gpuOrder, err := gpuWorkers(gpus, req, len(free), len(usable))
+	if err != nil {
+		return nil, err
+	}
+
 	// GPU workers reserve free usable cores.
 	if len(gpuOrder) > len(free) {
-		return nil, fmt.Errorf("planner: %d GPU workers need one core each, but only %d of the %d usable cores are free (%d taken by the CPU list)",
+		return nil, fmt.Errorf("planner: %d GPU workers requested but only %d usable cores are free for them (%d usable, %d taken by the CPU list); each GPU worker needs a core of its own",
 			len(gpuOrder), len(free), len(usable), len(usable)-len(free))
 	}
 	var reserved []affinity.Core
@@ -100,6 +108,11 @@ func Make(topo *affinity.Topology, gpus []affinity.GPU, req Request, shape *Shap
 	case req.NoCPU:
 	case len(req.CPUList) > 0:
 		cpus, err = listWorkers(topo, coreOf, req, len(gpuOrder), &p.Warnings)
+	case req.CPUs > 0:
+		cpus, err = countWorkers(topo, req, free, reserved, &p.Warnings)
+	case len(free) == 0:
+		p.Warnings = append(p.Warnings, fmt.Sprintf(
+			"no CPU workers: the %d GPU workers reserve all %d usable cores", len(gpuOrder), len(usable)))
 	default:
 		cpus, err = countWorkers(topo, req, free, reserved, &p.Warnings)
 	}
@@ -108,7 +121,7 @@ func Make(topo *affinity.Topology, gpus []affinity.GPU, req Request, shape *Shap
 	}
 	p.Workers = append(p.Workers, cpus...)
 	if len(p.Workers) == 0 {
-		return nil, fmt.Errorf("planner: no workers: the request asks for no CPU worker (NoCPU) and no GPU worker")
+		return nil, fmt.Errorf("planner: no workers: the request asks for no CPU worker (cpus 0) and no GPU worker")
 	}
 	for i := range p.Workers {
 		p.Workers[i].ID = i
@@ -142,22 +155,29 @@ func checkTopology(topo *affinity.Topology) error {
 func (r Request) check() error {
 	switch {
 	case r.CPUs < 0:
-		return fmt.Errorf("planner: CPUs = %d, want >= 0", r.CPUs)
+		return fmt.Errorf("planner: %d CPU workers requested; want a count >= 0", r.CPUs)
 	case r.GPUs < 0:
-		return fmt.Errorf("planner: GPUs = %d, want >= 0", r.GPUs)
+		return fmt.Errorf("planner: %d GPU workers requested; want a count >= 0", r.GPUs)
 	case r.MaxWorkersPerGPU < 0:
-		return fmt.Errorf("planner: MaxWorkersPerGPU = %d, want >= 0", r.MaxWorkersPerGPU)
+		return fmt.Errorf("planner: at most %d GPU workers per GPU requested; want a count >= 0 (0: the default %d)", r.MaxWorkersPerGPU, DefaultMaxWorkersPerGPU)
 	case r.PartitionBytes < 0:
-		return fmt.Errorf("planner: PartitionBytes = %d, want >= 0", r.PartitionBytes)
-	case r.NoCPU && (r.CPUs > 0 || len(r.CPUList) > 0):
-		return fmt.Errorf("planner: NoCPU contradicts CPUs = %d / CPUList = %v", r.CPUs, r.CPUList)
-	case r.GPUAuto && (r.GPUs > 0 || len(r.GPUList) > 0):
-		return fmt.Errorf("planner: GPUAuto contradicts GPUs = %d / GPUList = %v", r.GPUs, r.GPUList)
+		return fmt.Errorf("planner: partition size %d bytes requested; want a positive size (0: the default %s)", r.PartitionBytes, formatBytes(DefaultPartitionBytes))
+	case r.NoCPU && r.CPUs > 0:
+		return fmt.Errorf("planner: the request asks for no CPU worker and also for %d CPU workers", r.CPUs)
+	case r.NoCPU && len(r.CPUList) > 0:
+		return fmt.Errorf("planner: the request asks for no CPU worker and also for CPU workers on CPUs %s", joinInts(r.CPUList))
+	case r.GPUAuto && r.GPUs > 0:
+		return fmt.Errorf("planner: the request asks for automatic GPU workers (gpus auto) and also for %d GPU workers", r.GPUs)
+	case r.GPUAuto && len(r.GPUList) > 0:
+		return fmt.Errorf("planner: the request asks for automatic GPU workers (gpus auto) and also for GPU workers on GPUs %s", joinInts(r.GPUList))
 	}
 	seen := make(map[int]bool, len(r.CPUList))
 	for _, id := range r.CPUList {
-		if id < 0 || seen[id] {
-			return fmt.Errorf("planner: CPUList %v: CPU id %d is negative or repeated", r.CPUList, id)
+		if id < 0 {
+			return fmt.Errorf("planner: CPU list %s: CPU id %d is negative", joinInts(r.CPUList), id)
+		}
+		if seen[id] {
+			return fmt.Errorf("planner: CPU list %s names CPU %d twice", joinInts(r.CPUList), id)
 		}
 		seen[id] = true
 	}
@@ -173,8 +193,9 @@ func (r Request) partitionBytes() int64 {
 
 // gpuWorkers lists the GPU of each requested GPU worker, in worker order: the GPUs
 // take turns (round-robin in order of first mention, or inventory order) until each
-// has its count.
-func gpuWorkers(gpus []affinity.GPU, req Request) ([]affinity.GPU, error) {
+// has its count. free is the number of usable cores not taken by the CPU list, of
+// usable: GPUAuto plans at most that many workers, less req.CPUs without a CPU list.
+func gpuWorkers(gpus []affinity.GPU, req Request, free, usable int) ([]affinity.GPU, error) {
 	if req.GPUs == 0 && len(req.GPUList) == 0 && !req.GPUAuto {
 		return nil, nil
 	}
@@ -196,6 +217,7 @@ func gpuWorkers(gpus []affinity.GPU, req Request) ([]affinity.GPU, error) {
 
 	var order []int // positions in gpus, in order of first mention
 	counts := make(map[int]int, len(gpus))
+	limit := -1 // the most GPU workers; -1: no limit
 	switch {
 	case len(req.GPUList) > 0:
 		for _, id := range req.GPUList {
@@ -226,7 +248,17 @@ func gpuWorkers(gpus []affinity.GPU, req Request) ([]affinity.GPU, error) {
 			}
 		}
 		if len(order) == 0 {
-			return nil, fmt.Errorf("planner: GPUAuto: no GPU has %s free for one GPU worker (%s)", formatBytes(ram), strings.Join(have, ", "))
+			return nil, fmt.Errorf("planner: gpus auto: no GPU has the %s of free memory one GPU worker needs (free: %s); lower the memory per GPU worker (--ram-per-gpu-worker) or ask for a GPU count", formatBytes(ram), strings.Join(have, ", "))
+		}
+		switch {
+		case len(req.CPUList) > 0 && free == 0:
+			return nil, fmt.Errorf("planner: gpus auto: no core left for a GPU worker: the CPU list takes all %d usable cores", usable)
+		case len(req.CPUList) > 0:
+			limit = free
+		case req.CPUs >= free:
+			return nil, fmt.Errorf("planner: gpus auto: no core left for a GPU worker: %d CPU workers requested on %d usable cores", req.CPUs, usable)
+		default:
+			limit = free - req.CPUs
 		}
 	default:
 		for i := range gpus {
@@ -238,9 +270,9 @@ func gpuWorkers(gpus []affinity.GPU, req Request) ([]affinity.GPU, error) {
 	}
 
 	var workers []affinity.GPU
-	for len(counts) > 0 {
+	for len(counts) > 0 && len(workers) != limit {
 		for _, i := range order {
-			if counts[i] > 0 {
+			if counts[i] > 0 && len(workers) != limit {
 				workers = append(workers, gpus[i])
 				if counts[i]--; counts[i] == 0 {
 					delete(counts, i)
@@ -311,7 +343,7 @@ func listWorkers(topo *affinity.Topology, coreOf map[int]coreAt, req Request, nG
 	}
 	var problems []string
 	if total := len(workers) + nGPU; total > topo.Usable {
-		problems = append(problems, fmt.Sprintf("%d workers (%d CPU, %d GPU) on %d usable cores", total, len(workers), nGPU, topo.Usable))
+		problems = append(problems, fmt.Sprintf("%d workers (%d CPU, %d GPU) requested but only %d usable cores", total, len(workers), nGPU, topo.Usable))
 	}
 	if len(beyond) > 0 {
 		problems = append(problems, fmt.Sprintf("CPUs %s lie on cores beyond the %d usable ones (CPU quota %g CPUs)", joinInts(beyond), topo.Usable, topo.Quota))
@@ -319,7 +351,7 @@ func listWorkers(topo *affinity.Topology, coreOf map[int]coreAt, req Request, nG
 	if problems != nil {
 		problem := strings.Join(problems, "; ")
 		if !req.Oversubscribe {
-			return nil, fmt.Errorf("planner: %s; allow with Oversubscribe", problem)
+			return nil, fmt.Errorf("planner: %s; pass oversubscribe (--oversubscribe) to allow it", problem)
 		}
 		*warnings = append(*warnings, "oversubscribed: "+problem)
 	}
@@ -331,7 +363,7 @@ func listWorkers(topo *affinity.Topology, coreOf map[int]coreAt, req Request, nG
 	return workers, nil
 }
 
-// countWorkers places req.CPUs CPU workers (all free cores when 0) on the free usable
+// countWorkers places req.CPUs CPU workers (one per free core when 0) on the free usable
 // cores; with Oversubscribe, further workers go to the cores beyond the usable ones,
 // then to SMT siblings, then to the cores reserved for GPU workers, then round again.
 func countWorkers(topo *affinity.Topology, req Request, free, reserved []affinity.Core, warnings *[]string) ([]Worker, error) {
@@ -340,10 +372,10 @@ func countWorkers(topo *affinity.Topology, req Request, free, reserved []affinit
 		n = len(free)
 	}
 	if n > len(free) {
-		problem := fmt.Sprintf("%d CPU workers but %d free usable cores (%d usable, %d reserved for GPU workers)",
+		problem := fmt.Sprintf("%d CPU workers requested but only %d usable cores are free (%d usable, %d reserved for GPU workers)",
 			n, len(free), topo.Usable, len(reserved))
 		if !req.Oversubscribe {
-			return nil, fmt.Errorf("planner: %s; allow with Oversubscribe", problem)
+			return nil, fmt.Errorf("planner: %s; pass oversubscribe (--oversubscribe) to allow it", problem)
 		}
 		*warnings = append(*warnings, "oversubscribed: "+problem)
 	}

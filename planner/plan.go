@@ -1,6 +1,8 @@
 // Package planner turns a machine's resources and a user's request into a Plan: the
 // workers (each pinned to one physical core, CPU or GPU worker) and the partitions of the
-// dataset (contiguous frame ranges, a multiple of the worker count).
+// dataset: contiguous frame ranges of at least one frame each, whose count is a multiple
+// of the worker count when there are at least as many frames as workers, and one
+// partition per frame otherwise.
 //
 // The planner is a pure function of (topology, GPU inventory, request, dataset shape):
 // it can plan for the machine it runs on or for a described one.

@@ -32,9 +32,10 @@ const (
 //
 // GPU workers: GPUList puts one worker per entry on that GPU index (repeats allowed,
 // "0,0" = two workers on GPU 0; it overrides GPUs); GPUs > 0 asks for that many, spread
-// round-robin over the visible GPUs; GPUAuto puts min(MaxWorkersPerGPU,
-// floor(FreeBytes/RAMPerGPUWorker)) workers on every visible GPU and excludes GPUs and
-// GPUList. Each GPU worker reserves one physical core.
+// round-robin over the visible GPUs; GPUAuto puts up to min(MaxWorkersPerGPU,
+// floor(FreeBytes/RAMPerGPUWorker)) workers on every visible GPU, as many as the free
+// usable cores allow (see Make), and excludes GPUs and GPUList. Each GPU worker
+// reserves one physical core.
 type Request struct {
 	// CPUs is the number of CPU workers; 0 means the default.
 	CPUs int
@@ -47,7 +48,7 @@ type Request struct {
 	GPUs int
 	// GPUList are GPU indices (affinity.GPU.Index), one GPU worker on each entry.
 	GPUList []int
-	// GPUAuto sizes the GPU workers per GPU from its free memory.
+	// GPUAuto sizes the GPU workers per GPU from its free memory and the free cores.
 	GPUAuto bool
 	// RAMPerGPUWorker is the GPU memory in bytes one worker needs under GPUAuto; 0 means
 	// DefaultRAMPerGPUWorker.
@@ -66,19 +67,21 @@ type Request struct {
 	CUDA bool
 }
 
-// ParseCPUs sets the CPU worker fields of r from a command-line value and clears the
-// others: "N" asks for N CPU workers ("0" = none, NoCPU), a list "0,2,5-7" pins workers
-// on those logical CPU ids (ranges inclusive; one id alone is written "5-5" or "5,"
-// since "5" is a count). Ids may not repeat.
+// ParseCPUs sets the CPU worker fields of r from a command-line value (the CLI's
+// --cpus, the C ABI's and Python's cpus) and clears the others: "N" asks for N CPU
+// workers ("0" = none, NoCPU), a list "0,2,5-7" pins workers on those logical CPU ids
+// (ranges inclusive; one id alone is written "5," or "5-5" since "5" is a count). Ids
+// may not repeat. An empty value or an empty list item ("0,,1", ",1") is an error; one
+// trailing comma is not.
 func (r *Request) ParseCPUs(s string) error {
-	count, list, err := parseCountOrList(s, "CPU")
+	count, list, err := parseCountOrList(s, "cpus", "a count (4) or a list of CPU ids (0,2,5-7)")
 	if err != nil {
 		return err
 	}
 	seen := make(map[int]bool, len(list))
 	for _, id := range list {
 		if seen[id] {
-			return fmt.Errorf("planner: CPU list %q names CPU %d twice", s, id)
+			return fmt.Errorf("planner: cpus %q names CPU %d twice", s, id)
 		}
 		seen[id] = true
 	}
@@ -86,15 +89,17 @@ func (r *Request) ParseCPUs(s string) error {
 	return nil
 }
 
-// ParseGPUs sets the GPU worker fields of r from a command-line value and clears the
-// others: "auto" sets GPUAuto, "N" asks for N GPU workers ("0" = none), a list "0,0,1"
-// or "0-1" puts one worker on each entry's GPU index (repeats allowed).
+// ParseGPUs sets the GPU worker fields of r from a command-line value (the CLI's
+// --gpus, the C ABI's and Python's gpus) and clears the others: "auto" sets GPUAuto,
+// "N" asks for N GPU workers ("0" = none), a list "0,0,1" or "0-1" puts one worker on
+// each entry's GPU index (repeats allowed; one index alone is written "1,"). Empty
+// values and items are errors as for ParseCPUs.
 func (r *Request) ParseGPUs(s string) error {
 	if strings.EqualFold(strings.TrimSpace(s), "auto") {
 		r.GPUs, r.GPUList, r.GPUAuto = 0, nil, true
 		return nil
 	}
-	count, list, err := parseCountOrList(s, "GPU")
+	count, list, err := parseCountOrList(s, "gpus", `"auto", a count (2) or a list of GPU indices (0,0,1)`)
 	if err != nil {
 		return err
 	}
@@ -103,23 +108,24 @@ func (r *Request) ParseGPUs(s string) error {
 }
 
 // parseCountOrList parses "N" into a count or "a,b,c-d" into a list of non-negative ids
-// (list nil for a count). what names the items in errors.
-func parseCountOrList(s, what string) (count int, list []int, err error) {
+// (list nil for a count); one trailing comma is allowed, other empty items are not.
+// option names the request in errors ("cpus"), forms says what it accepts.
+func parseCountOrList(s, option, forms string) (count int, list []int, err error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return 0, nil, fmt.Errorf("planner: empty %s spec: want a count (4) or a list (0,2,5-7)", what)
+		return 0, nil, fmt.Errorf("planner: %s is empty; want %s", option, forms)
 	}
 	if !strings.ContainsAny(s, ",-") {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			return 0, nil, fmt.Errorf("planner: %s spec %q: want a count >= 0 or a list (0,2,5-7)", what, s)
+			return 0, nil, fmt.Errorf("planner: %s %q: want %s", option, s, forms)
 		}
 		return n, nil, nil
 	}
-	for item := range strings.SplitSeq(s, ",") {
+	for i, item := range strings.Split(strings.TrimSuffix(s, ","), ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
-			continue
+			return 0, nil, fmt.Errorf("planner: %s %q: item %d is empty; want ids or ranges a-b separated by single commas (one id alone: \"5,\")", option, s, i+1)
 		}
 		lo, hi, isRange := strings.Cut(item, "-")
 		first, err1 := strconv.Atoi(strings.TrimSpace(lo))
@@ -128,14 +134,11 @@ func parseCountOrList(s, what string) (count int, list []int, err error) {
 			last, err2 = strconv.Atoi(strings.TrimSpace(hi))
 		}
 		if err1 != nil || err2 != nil || first < 0 || last < first {
-			return 0, nil, fmt.Errorf("planner: %s list %q: bad item %q (want an id or an ascending range a-b)", what, s, item)
+			return 0, nil, fmt.Errorf("planner: %s %q: bad item %q; want an id or an ascending range a-b", option, s, item)
 		}
 		for id := first; id <= last; id++ {
 			list = append(list, id)
 		}
-	}
-	if list == nil {
-		return 0, nil, fmt.Errorf("planner: %s list %q names no %s", what, s, what)
 	}
 	return 0, list, nil
 }
@@ -148,24 +151,25 @@ var byteUnits = map[string]float64{
 	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
 }
 
-// ParseBytes parses a positive size with a unit: "141GB" (decimal: KB, MB, GB, TB =
-// 10^3..10^12), "80GiB" (binary: KiB, MiB, GiB, TiB = 2^10..2^40), "512B"; fractions are
-// allowed ("1.5GiB") and rounded down to whole bytes. Units are case-insensitive.
+// ParseBytes parses a positive size: a plain number of bytes ("512"), or a number with a
+// unit: "141GB" (decimal: KB, MB, GB, TB = 10^3..10^12), "80GiB" (binary: KiB, MiB, GiB,
+// TiB = 2^10..2^40), "512B"; fractions are allowed ("1.5GiB") and rounded down to whole
+// bytes. Units are case-insensitive. A size below 1 byte is an error.
 func ParseBytes(s string) (uint64, error) {
 	t := strings.TrimSpace(s)
-	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-	if i < 0 {
-		return 0, fmt.Errorf("planner: size %q has no unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s)
+	number, unit := t, "b"
+	if i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' }); i >= 0 {
+		number, unit = t[:i], strings.TrimSpace(t[i:])
 	}
-	unit, ok := byteUnits[strings.ToLower(strings.TrimSpace(t[i:]))]
+	scale, ok := byteUnits[strings.ToLower(unit)]
 	if !ok {
-		return 0, fmt.Errorf("planner: size %q: unknown unit %q (want B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s, t[i:])
+		return 0, fmt.Errorf("planner: size %q: unknown unit %q (want B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, or none for bytes)", s, unit)
 	}
-	v, err := strconv.ParseFloat(t[:i], 64)
+	v, err := strconv.ParseFloat(number, 64)
 	if err != nil {
-		return 0, fmt.Errorf("planner: size %q: bad number %q", s, t[:i])
+		return 0, fmt.Errorf("planner: size %q: bad number %q", s, number)
 	}
-	b := math.Floor(v * unit)
+	b := math.Floor(v * scale)
 	if b < 1 || b >= math.MaxUint64 {
 		return 0, fmt.Errorf("planner: size %q out of range (1 byte to 16 EiB)", s)
 	}
@@ -174,8 +178,9 @@ func ParseBytes(s string) (uint64, error) {
 
 // ParseGPUInventory describes GPUs from a command-line value, for planning for another
 // machine: "2x141GB" is 2 GPUs with 141 GB free and total memory each; items may be
-// joined by commas ("1x80GB,1x40GB"). Sizes are read by ParseBytes. The GPUs get
-// indices 0, 1, ... in order, the name "described GPU", and unknown CPU affinity.
+// joined by commas ("1x80GB,1x40GB"). Sizes are read by ParseBytes but need a unit
+// ("2x141" is refused, not read as 141 bytes). The GPUs get indices 0, 1, ... in
+// order, the name "described GPU", and unknown CPU affinity.
 func ParseGPUInventory(s string) ([]affinity.GPU, error) {
 	var gpus []affinity.GPU
 	for item := range strings.SplitSeq(s, ",") {
@@ -183,6 +188,9 @@ func ParseGPUInventory(s string) ([]affinity.GPU, error) {
 		k, err := strconv.Atoi(count)
 		if !ok || err != nil || k < 1 {
 			return nil, fmt.Errorf("planner: GPU inventory %q: item %q is not COUNTxSIZE (e.g. 2x141GB)", s, item)
+		}
+		if strings.TrimRight(size, "0123456789. ") == "" {
+			return nil, fmt.Errorf("planner: GPU inventory %q: size %q has no unit (e.g. 141GB or 80GiB)", s, size)
 		}
 		bytes, err := ParseBytes(size)
 		if err != nil {

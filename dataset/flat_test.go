@@ -225,7 +225,7 @@ func TestNPYErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("\x93NUMPY\x07\x00garbage"), 0o644))
 	_, err := dataset.Open(path, dataset.Options{})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "not a readable NPY file")
+	assert.Contains(t, err.Error(), "NPY format version 7.0 is not supported")
 }
 
 func TestOpenErrors(t *testing.T) {
@@ -233,7 +233,7 @@ func TestOpenErrors(t *testing.T) {
 
 	_, err := dataset.Open(filepath.Join(dir, "missing.mib"), dataset.Options{})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), filepath.Join(dir, "missing.mib")+": file not found")
+	assert.Contains(t, err.Error(), "dataset: "+filepath.Join(dir, "missing.mib")+": file does not exist")
 
 	unknown := filepath.Join(dir, "x.dat")
 	require.NoError(t, os.WriteFile(unknown, []byte("GIF89a......"), 0o644))

@@ -21,13 +21,10 @@ type memoryDataset struct {
 // (1, n_frames) with n_frames taken from len(data). The caller keeps data alive and
 // unchanged while the dataset is in use; Close does not free it.
 func FromMemory(data []byte, navShape []int, sigShape [2]int, dt DType) (Dataset, error) {
-	if dt.Size() == 0 {
-		return nil, fmt.Errorf("dataset: in-memory data: invalid dtype %v", dt)
+	frameBytes, err := checkSig(sigShape, dt)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: in-memory data: %w", err)
 	}
-	if sigShape[0] <= 0 || sigShape[1] <= 0 {
-		return nil, fmt.Errorf("dataset: in-memory data: sig shape %s has a non-positive size", shapeString(sigShape[:]))
-	}
-	frameBytes := sigShape[0] * sigShape[1] * dt.Size()
 	if len(navShape) == 0 {
 		if len(data) == 0 || len(data)%frameBytes != 0 {
 			return nil, fmt.Errorf("dataset: in-memory data: %d bytes is not a whole, non-zero number of frames of %d bytes (%d×%d×%d)",
@@ -35,12 +32,11 @@ func FromMemory(data []byte, navShape []int, sigShape [2]int, dt DType) (Dataset
 		}
 		navShape = []int{1, len(data) / frameBytes}
 	}
-	for _, n := range navShape {
-		if n <= 0 {
-			return nil, fmt.Errorf("dataset: in-memory data: nav shape %s has a non-positive size", shapeString(navShape))
-		}
+	frames, _, err := CheckShape(navShape, sigShape, dt)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: in-memory data: %w", err)
 	}
-	if want := product(navShape) * frameBytes; len(data) != want {
+	if want := frames * frameBytes; len(data) != want {
 		return nil, fmt.Errorf("dataset: in-memory data: %d bytes, but nav shape %s × sig shape %s × %d bytes (%v) needs %d bytes",
 			len(data), shapeString(navShape), shapeString(sigShape[:]), dt.Size(), dt, want)
 	}

@@ -125,6 +125,9 @@ func openMIB(path string, opt Options) (Dataset, error) {
 // newMIBFile reads the first and last frame headers of f (size bytes) and checks that
 // they agree and that the file is a whole number of frames.
 func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
+	if size == 0 {
+		return nil, errors.New("empty file (0 bytes): not a Merlin MIB file")
+	}
 	first := make([]byte, min(size, 768))
 	if _, err := f.ReadAt(first, 0); err != nil {
 		return nil, fmt.Errorf("reading the first frame header: %w", err)
@@ -140,13 +143,22 @@ func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
 	if !ok {
 		return nil, fmt.Errorf("unsupported MIB pixel type %q (want U08, U16 or U32)", hd.pixelType)
 	}
+	sig := [2]int{hd.height, hd.width}
+	fb, err := checkSig(sig, dt)
+	if err != nil {
+		return nil, fmt.Errorf("first frame header: %w", err)
+	}
+	if int64(hd.headerBytes) > size-int64(fb) {
+		return nil, fmt.Errorf("size %d bytes is less than one frame of %d-byte header + %d×%d×%d bytes",
+			size, hd.headerBytes, hd.width, hd.height, dt.Size())
+	}
 	d := &mibFile{
 		path:   path,
 		f:      f,
-		sig:    [2]int{hd.height, hd.width},
+		sig:    sig,
 		dt:     dt,
 		header: hd.headerBytes,
-		stride: hd.headerBytes + hd.width*hd.height*dt.Size(),
+		stride: hd.headerBytes + fb,
 	}
 	for i, c := range mibCheckedFields {
 		d.checked[i] = hd.fields[c.index]

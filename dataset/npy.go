@@ -2,23 +2,10 @@ package dataset
 
 import (
 	"fmt"
-	"io"
 	"strings"
 
-	"codeberg.org/sbinet/npyio/npy"
+	"github.com/stemdot/stemdot/internal/npyheader"
 )
-
-// countingReader counts the bytes read through it, to find where an NPY header ends.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
 
 // openNPY opens a NumPy .npy file (format versions 1 and 2, as described in
 // https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html). The header is
@@ -34,10 +21,9 @@ func openNPY(path string, opt Options) (Dataset, error) {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: "+format, append([]any{path}, args...)...)
 	}
-	cr := &countingReader{r: io.NewSectionReader(f, 0, size)}
-	r, err := npy.NewReader(cr)
+	r, offset, err := npyheader.Read(f, size)
 	if err != nil {
-		return fail("not a readable NPY file: %v", err)
+		return fail("%v", err)
 	}
 	hdr := r.Header.Descr
 	if hdr.Fortran {
@@ -64,18 +50,21 @@ func openNPY(path string, opt Options) (Dataset, error) {
 			return fail("NPY shape %s has an empty axis", shapeString(hdr.Shape))
 		}
 	}
-	frames := product(fileNav)
-	frameBytes := int64(sig[0] * sig[1] * dt.Size())
-	if want := cr.n + int64(frames)*frameBytes; size != want {
+	frames, frameBytes, err := CheckShape(fileNav, sig, dt)
+	if err != nil {
+		return fail("NPY shape %s: %v", shapeString(hdr.Shape), err)
+	}
+	// CheckShape bounds frames·frameBytes by MaxInt; the sum, printed, fits in a uint64.
+	if data := int64(frames) * int64(frameBytes); size-offset != data {
 		return fail("size %d bytes does not match the NPY header: %d header bytes + %d frames of %d bytes (%d×%d×%d) = %d bytes",
-			size, cr.n, frames, frameBytes, sig[0], sig[1], dt.Size(), want)
+			size, offset, frames, frameBytes, sig[0], sig[1], dt.Size(), uint64(offset)+uint64(data))
 	}
 	nav, err := resolveNavShape(path, opt.NavShape, fileNav, " from the NPY shape", frames)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return newFlatDataset(&flatFile{format: "npy", path: path, f: f, offset: cr.n, nav: nav, sig: sig, dt: dt, bigEndian: bigEndian}, size), nil
+	return newFlatDataset(&flatFile{format: "npy", path: path, f: f, offset: offset, nav: nav, sig: sig, dt: dt, bigEndian: bigEndian}, size), nil
 }
 
 // npyKinds maps NPY kind+size codes to DTypes.

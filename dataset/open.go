@@ -73,9 +73,9 @@ func detectFormat(path string) (string, error) {
 	case ".raw", ".bin":
 		return "raw", nil
 	}
-	f, err := os.Open(path)
+	f, _, err := openFile(path)
 	if err != nil {
-		return "", openError(path, err)
+		return "", err
 	}
 	defer f.Close()
 	magic := make([]byte, 6)
@@ -97,25 +97,27 @@ func detectFormat(path string) (string, error) {
 // openError turns an os.Open error into one that names the file and says what is wrong.
 func openError(path string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("dataset: %s: file not found: %w", path, fs.ErrNotExist)
+		return fmt.Errorf("dataset: %s: %w", path, fs.ErrNotExist)
 	}
 	return fmt.Errorf("dataset: %w", err)
 }
 
-// openFile opens path for reading and returns it with its size in bytes.
+// openFile opens the regular file path for reading and returns it with its size in
+// bytes. It checks the file type before opening: opening a FIFO would block.
 func openFile(path string) (*os.File, int64, error) {
-	f, err := os.Open(path)
+	st, err := os.Stat(path)
 	if err != nil {
 		return nil, 0, openError(path, err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, fmt.Errorf("dataset: %w", err)
-	}
 	if st.IsDir() {
-		f.Close()
 		return nil, 0, fmt.Errorf("dataset: %s is a directory, not a file", path)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("dataset: %s is not a regular file (%v)", path, st.Mode().Type())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, openError(path, err)
 	}
 	return f, st.Size(), nil
 }
@@ -131,12 +133,11 @@ func resolveNavShape(path string, user, fileNav []int, source string, frames int
 	if len(nav) == 0 {
 		return []int{1, frames}, nil
 	}
-	for _, n := range nav {
-		if n <= 0 {
-			return nil, fmt.Errorf("dataset: %s: nav shape %s%s has a non-positive size", path, shapeString(nav), source)
-		}
+	p, err := checkNav(nav, source)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %s: %w", path, err)
 	}
-	if p := product(nav); p != frames {
+	if p != frames {
 		return nil, fmt.Errorf("dataset: %s: nav shape %s%s has %d positions but the file holds %d frames", path, shapeString(nav), source, p, frames)
 	}
 	return append([]int(nil), nav...), nil

@@ -31,12 +31,16 @@ func openRaw(path string, opt Options) (Dataset, error) {
 	if opt.Offset < 0 {
 		return nil, fmt.Errorf("dataset: %s: negative offset %d", path, opt.Offset)
 	}
+	sig := [2]int{opt.SigShape[0], opt.SigShape[1]}
+	fb, err := checkSig(sig, opt.DType)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %s: %w", path, err)
+	}
 	f, size, err := openFile(path)
 	if err != nil {
 		return nil, err
 	}
-	sig := [2]int{opt.SigShape[0], opt.SigShape[1]}
-	frameBytes := int64(sig[0] * sig[1] * opt.DType.Size())
+	frameBytes := int64(fb)
 	data := size - opt.Offset
 	if data <= 0 || data%frameBytes != 0 {
 		f.Close()

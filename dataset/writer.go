@@ -3,13 +3,18 @@ package dataset
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Writer streams frames to a new file. The frames go to a temporary file in the target
@@ -18,18 +23,19 @@ import (
 //
 // A Writer is not safe for concurrent use.
 type Writer struct {
-	path    string
-	format  string
-	nav     []int
-	sig     [2]int
-	dt      DType
-	frames  int // frames the file must hold
-	written int // frames written so far
-	tmp     *os.File
-	w       *bufio.Writer
-	scratch []byte // one frame in file byte order
-	err     error  // sticky: set by the first failure, which aborts the write
-	done    bool
+	path      string
+	format    string
+	nav       []int
+	sig       [2]int
+	dt        DType
+	frames    int   // frames the file must hold
+	fileBytes int64 // size of the finished file
+	written   int   // frames written so far
+	tmp       *os.File
+	w         *bufio.Writer
+	scratch   []byte // one frame in file byte order
+	err       error  // sticky: set by the first failure, which aborts the write
+	done      bool
 
 	// MIB only.
 	mibFrameHeader func(dst []byte, frame int) []byte
@@ -46,21 +52,17 @@ type Writer struct {
 // NPY; MIB takes at most two nav axes (a 1-D nav shape (n,) reads back as (1, n)).
 //
 // The file must then receive exactly product(navShape) frames through WriteFrames before
-// Close.
+// Close. Create returns an error for an invalid dtype, shapes that CheckShape rejects, a
+// format that cannot store them, and a path (or MIB .hdr sidecar path) that exists but
+// is not a regular file or is read-only. The finished file gets mode 0666 less the
+// umask, as a new file from os.Create.
 func Create(path string, format string, navShape []int, sigShape [2]int, dt DType) (*Writer, error) {
-	if dt.Size() == 0 {
-		return nil, fmt.Errorf("dataset: create %s: invalid dtype %v", path, dt)
-	}
-	if sigShape[0] <= 0 || sigShape[1] <= 0 {
-		return nil, fmt.Errorf("dataset: create %s: sig shape %s has a non-positive size", path, shapeString(sigShape[:]))
-	}
 	if len(navShape) == 0 {
 		return nil, fmt.Errorf("dataset: create %s: empty nav shape", path)
 	}
-	for _, n := range navShape {
-		if n <= 0 {
-			return nil, fmt.Errorf("dataset: create %s: nav shape %s has a non-positive size", path, shapeString(navShape))
-		}
+	frames, frameBytes, err := CheckShape(navShape, sigShape, dt)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: create %s: %w", path, err)
 	}
 	w := &Writer{
 		path:    path,
@@ -68,24 +70,32 @@ func Create(path string, format string, navShape []int, sigShape [2]int, dt DTyp
 		nav:     append([]int(nil), navShape...),
 		sig:     sigShape,
 		dt:      dt,
-		frames:  product(navShape),
-		scratch: make([]byte, sigShape[0]*sigShape[1]*dt.Size()),
+		frames:  frames,
+		scratch: make([]byte, frameBytes),
 	}
 	var header []byte
+	perFrame := 0 // header bytes per frame
 	switch w.format {
 	case "raw":
 	case "npy":
-		var err error
 		if header, err = npyHeader(npyDescr(dt), append(append([]int(nil), navShape...), sigShape[:]...)); err != nil {
 			return nil, fmt.Errorf("dataset: create %s: %w", path, err)
 		}
 	case "mib":
-		if err := w.setupMIB(time.Now()); err != nil {
+		if perFrame, err = w.setupMIB(time.Now()); err != nil {
+			return nil, fmt.Errorf("dataset: create %s: %w", path, err)
+		}
+		if err := checkDestination(w.hdrPath()); err != nil {
 			return nil, fmt.Errorf("dataset: create %s: %w", path, err)
 		}
 	default:
 		return nil, fmt.Errorf("dataset: create %s: unknown format %q (want raw, npy or mib)", path, format)
 	}
+	if int64(frames) > (math.MaxInt64-int64(len(header)))/int64(perFrame+frameBytes) {
+		return nil, fmt.Errorf("dataset: create %s: nav shape %s is too large: %d frames of %d bytes exceed %d bytes",
+			path, shapeString(navShape), frames, perFrame+frameBytes, int64(math.MaxInt64))
+	}
+	w.fileBytes = int64(len(header)) + int64(frames)*int64(perFrame+frameBytes)
 	tmp, err := createTemp(path)
 	if err != nil {
 		return nil, err
@@ -98,6 +108,10 @@ func Create(path string, format string, navShape []int, sigShape [2]int, dt DTyp
 	}
 	return w, nil
 }
+
+// FileBytes is the size in bytes that the finished file will have (for MIB, without the
+// 2048-byte .hdr sidecar).
+func (w *Writer) FileBytes() int64 { return w.fileBytes }
 
 // WriteFrames appends whole frames: data holds k frames of sig_y·sig_x pixels of the
 // writer's dtype, in host byte order. Writing more frames than the nav shape holds is an
@@ -177,8 +191,7 @@ func (w *Writer) Close() error {
 		return w.err
 	}
 	if w.mibHdr != nil {
-		hdrPath := strings.TrimSuffix(w.path, filepath.Ext(w.path)) + ".hdr"
-		if err := writeFileAtomic(hdrPath, func(out io.Writer) error {
+		if err := writeFileAtomic(w.hdrPath(), func(out io.Writer) error {
 			_, err := out.Write(w.mibHdr)
 			return err
 		}); err != nil {
@@ -213,10 +226,60 @@ func (w *Writer) fail(err error) {
 	w.Abort()
 }
 
-// createTemp creates a temporary file beside path, to be renamed to path when complete.
+// hdrPath is the path of the .hdr sidecar of a MIB file.
+func (w *Writer) hdrPath() string {
+	return strings.TrimSuffix(w.path, filepath.Ext(w.path)) + ".hdr"
+}
+
+// checkDestination checks that path, which a finished write will replace, does not exist
+// or is a writable regular file. Replacing a device such as /dev/null, a directory or a
+// FIFO by a regular file (which rename does, and root may) is never what the user meant;
+// neither is overwriting a file the user made read-only (which root could also do).
+func checkDestination(path string) error {
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s exists and is not a regular file (%v): refusing to replace it", path, st.Mode().Type())
+	}
+	if st.Mode().Perm()&0o222 == 0 {
+		return fmt.Errorf("%s exists and is read-only (mode %v): refusing to replace it", path, st.Mode().Perm())
+	}
+	if err := unix.Access(path, unix.W_OK); err != nil {
+		return fmt.Errorf("%s exists and is not writable: %w", path, err)
+	}
+	return nil
+}
+
+// umask is the process's file mode creation mask. Unix offers no call that only reads it:
+// unix.Umask sets it and returns the old one, so it is read once, by setting it and
+// restoring it at once (as github.com/google/renameio does); files created by another
+// goroutine in that instant would get mode 0666/0777.
+var umask = sync.OnceValue(func() os.FileMode {
+	m := unix.Umask(0)
+	unix.Umask(m)
+	return os.FileMode(m)
+})
+
+// createTemp checks the destination path (see checkDestination) and creates a temporary
+// file beside it, to be renamed to path when complete. The temporary file gets mode 0666
+// less the umask, which os.Create gives a new file (os.CreateTemp alone gives 0600); a
+// replaced file's mode is not kept.
 func createTemp(path string) (*os.File, error) {
+	if err := checkDestination(path); err != nil {
+		return nil, fmt.Errorf("dataset: create %s: %w", path, err)
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
+		return nil, fmt.Errorf("dataset: create %s: %w", path, err)
+	}
+	if err := f.Chmod(0o666 &^ umask()); err != nil {
+		f.Close()
+		os.Remove(f.Name())
 		return nil, fmt.Errorf("dataset: create %s: %w", path, err)
 	}
 	return f, nil
@@ -249,7 +312,10 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 
 // WriteArrayNPY writes data ([]float32 or []float64, C order) as a little-endian NPY
 // file of the given shape, atomically (temporary file, then rename). The CLI writes
-// mask-dot results this way, shape (nav_y, nav_x, n_masks).
+// mask-dot results this way, shape (nav_y, nav_x, n_masks). It returns an error for a
+// shape with a negative size or another number of elements than data, and for a path
+// that exists but is not a writable regular file; the file gets mode 0666 less the
+// umask.
 func WriteArrayNPY(path string, shape []int, data any) error {
 	var descr string
 	var n int
@@ -264,13 +330,18 @@ func WriteArrayNPY(path string, shape []int, data any) error {
 	default:
 		return fmt.Errorf("dataset: write %s: unsupported array type %T (want []float32 or []float64)", path, data)
 	}
+	elems := 1
 	for _, s := range shape {
 		if s < 0 {
 			return fmt.Errorf("dataset: write %s: shape %s has a negative size", path, shapeString(shape))
 		}
+		if s > 0 && elems > math.MaxInt/s {
+			return fmt.Errorf("dataset: write %s: shape %s is too large: its number of elements exceeds %d", path, shapeString(shape), math.MaxInt)
+		}
+		elems *= s
 	}
-	if product(shape) != n {
-		return fmt.Errorf("dataset: write %s: shape %s has %d elements but the data holds %d", path, shapeString(shape), product(shape), n)
+	if elems != n {
+		return fmt.Errorf("dataset: write %s: shape %s has %d elements but the data holds %d", path, shapeString(shape), elems, n)
 	}
 	header, err := npyHeader(descr, shape)
 	if err != nil {
@@ -331,14 +402,15 @@ func npyHeader(descr string, shape []int) ([]byte, error) {
 	return append(h, '\n'), nil
 }
 
-// setupMIB prepares the frame header and .hdr sidecar of a MIB file written at t.
-func (w *Writer) setupMIB(t time.Time) error {
+// setupMIB prepares the frame header and .hdr sidecar of a MIB file written at t, and
+// returns the size of a frame header in bytes.
+func (w *Writer) setupMIB(t time.Time) (int, error) {
 	pixelType := map[DType]string{Uint8: "U08", Uint16: "U16", Uint32: "U32"}[w.dt]
 	if pixelType == "" {
-		return fmt.Errorf("MIB stores uint8, uint16 or uint32 pixels, not %v", w.dt)
+		return 0, fmt.Errorf("MIB stores uint8, uint16 or uint32 pixels, not %v", w.dt)
 	}
 	if len(w.nav) > 2 {
-		return fmt.Errorf("MIB takes a nav shape of at most two axes (nav_y, nav_x), got %s", shapeString(w.nav))
+		return 0, fmt.Errorf("MIB takes a nav shape of at most two axes (nav_y, nav_x), got %s", shapeString(w.nav))
 	}
 	scanY, scanX := 1, w.nav[len(w.nav)-1]
 	if len(w.nav) == 2 {
@@ -362,7 +434,7 @@ func (w *Writer) setupMIB(t time.Time) error {
 	fmt.Fprintf(&b, ",MQ1A,%s,1000000ns,%d,", t.Format("2006-01-02T15:04:05.000000000Z"), depth)
 	rest := b.String()
 	if len("MQ1,000000")+len(rest) > headerBytes {
-		return fmt.Errorf("MIB frame header of %d bytes does not fit in %d", len("MQ1,000000")+len(rest), headerBytes)
+		return 0, fmt.Errorf("MIB frame header of %d bytes does not fit in %d", len("MQ1,000000")+len(rest), headerBytes)
 	}
 	w.mibFrameHeader = func(dst []byte, frame int) []byte {
 		dst = fmt.Appendf(dst[:0], "MQ1,%06d%s", frame+1, rest)
@@ -389,5 +461,5 @@ func (w *Writer) setupMIB(t time.Time) error {
 		h.WriteByte(' ')
 	}
 	w.mibHdr = []byte(h.String())
-	return nil
+	return headerBytes, nil
 }

@@ -85,11 +85,15 @@ func Rect(sig [2]int, x, y, w, h int) (*Stack, error) {
 // LiberTEM's moment masks hold the absolute coordinates y and x and subtract cy, cx
 // after the division; moments relative to the reference point give the same centre of
 // mass and keep float32 weights small. It returns an error for a bad sig or centre, a
-// negative or non-finite r, or a disk that selects no pixel.
+// sig of more than MaxWeights/3 pixels, a negative or non-finite r, or a disk that
+// selects no pixel.
 func COM(sig [2]int, cx, cy, r float64) (*Stack, error) {
 	err := checkCentre(sig, cx, cy)
 	if err == nil && r != 0 {
 		err = checkRadius("radius (0 for the whole frame)", r)
+	}
+	if err == nil && sig[0]*sig[1] > MaxWeights/3 {
+		err = fmt.Errorf("three masks of sig_shape (%d, %d) exceed %d weights", sig[0], sig[1], MaxWeights)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("com: %w", err)

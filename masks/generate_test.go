@@ -194,6 +194,8 @@ func TestGeneratorErrors(t *testing.T) {
 		{"com negative radius", func() (*Stack, error) { return COM(sig, 4, 4, -1) }, "got -1"},
 		{"com infinite centre", func() (*Stack, error) { return COM(sig, 4, math.Inf(-1), 0) }, "must be finite"},
 		{"com outside", func() (*Stack, error) { return COM(sig, 40, 40, 3) }, "selects no pixel"},
+		{"com too large", func() (*Stack, error) { return COM([2]int{1 << 15, 1 << 15}, 4, 4, 0) }, "com: three masks of sig_shape (32768, 32768) exceed 2147483647 weights"},
+		{"rect overflow", func() (*Stack, error) { return Rect(sig, 1, 1, math.MaxInt, 2) }, "not inside the frame"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

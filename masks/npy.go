@@ -2,13 +2,13 @@ package masks
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"codeberg.org/sbinet/npyio"
 	"codeberg.org/sbinet/npyio/npy"
+
+	"github.com/stemdot/stemdot/internal/npyheader"
 )
 
 // npyElemSize is the element size in bytes of the NumPy dtypes LoadNPY converts, keyed
@@ -22,7 +22,7 @@ var npyElemSize = map[string]int{
 
 // LoadNPY reads a mask stack from the NumPy .npy file at path (format:
 // https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html), read with
-// codeberg.org/sbinet/npyio. The array has shape (sig_y, sig_x), one mask, or
+// codeberg.org/sbinet/npyio after the checks of internal/npyheader. The array has shape (sig_y, sig_x), one mask, or
 // (n_masks, sig_y, sig_x), in C order, of dtype bool, int8..int64, uint8..uint64,
 // float32 or float64 in either byte order; weights are converted to float32 (integers
 // beyond 2²⁴ and float64 values lose precision; float64 values beyond the float32 range
@@ -40,14 +40,22 @@ func LoadNPY(path string) (*Stack, error) {
 }
 
 func loadNPY(path string) (*Stack, error) {
+	// Stat before Open: opening a FIFO for reading would block.
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%v)", info.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	r, err := npyio.NewReader(f)
+	r, offset, err := npyheader.Read(f, info.Size())
 	if err != nil {
-		return nil, fmt.Errorf("not a NumPy .npy file: %w", err)
+		return nil, err
 	}
 	h := r.Header.Descr
 	if h.Fortran {
@@ -79,16 +87,8 @@ func loadNPY(path string) (*Stack, error) {
 	if !ok {
 		return nil, fmt.Errorf("dtype %s is not supported (want bool, int8..int64, uint8..uint64, float32 or float64)", h.Type)
 	}
-	pos, err := f.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return nil, err
-	}
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if want := int64(n*sy*sx) * int64(size); info.Size()-pos != want {
-		return nil, fmt.Errorf("array of shape %v and dtype %s needs %d data bytes, file has %d", h.Shape, dtype, want, info.Size()-pos)
+	if want := int64(n*sy*sx) * int64(size); info.Size()-offset != want {
+		return nil, fmt.Errorf("array of shape %v and dtype %s needs %d data bytes, file has %d", h.Shape, dtype, want, info.Size()-offset)
 	}
 	var arr npy.Array
 	if err := r.Read(&arr); err != nil {

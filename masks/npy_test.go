@@ -119,6 +119,44 @@ func TestLoadNPYRoundTrip(t *testing.T) {
 	})
 }
 
+// writeHeaderNPY writes an NPY 1.0 file of header dict dict, without data.
+func writeHeaderNPY(t *testing.T, dir, name, dict string) string {
+	t.Helper()
+	total := 10 + len(dict) + 1
+	total += (64 - total%64) % 64
+	b := binary.LittleEndian.AppendUint16([]byte("\x93NUMPY\x01\x00"), uint16(total-10))
+	b = append(b, dict...)
+	b = append(b, strings.Repeat(" ", total-1-len(b))...)
+	b = append(b, '\n')
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path
+}
+
+// TestLoadNPYTruncated loads every truncation of a valid mask file (the header lengths
+// made npyio panic): each must be an error naming the file.
+func TestLoadNPYTruncated(t *testing.T) {
+	dir := t.TempDir()
+	good, err := os.ReadFile(writeNPY(t, dir, "good.npy", [][]float32{{1, 2, 3}, {4, 5, 6}}))
+	require.NoError(t, err)
+	path := filepath.Join(dir, "tr.npy")
+	for n := range len(good) {
+		require.NoError(t, os.WriteFile(path, good[:n], 0o644))
+		s, err := LoadNPY(path)
+		assert.Nil(t, s)
+		require.Error(t, err, "truncated to %d bytes", n)
+		assert.Contains(t, err.Error(), "mask file "+path+": ", "truncated to %d bytes", n)
+	}
+}
+
+// TestLoadNPYNamesFile checks that a stack loaded from a file of the wrong sig_shape
+// names the file when validated.
+func TestLoadNPYNamesFile(t *testing.T) {
+	s, err := LoadNPY(writeNPY(t, t.TempDir(), "vbf.npy", [][][]float32{{{1, 2, 3}}, {{4, 5, 6}}}))
+	require.NoError(t, err)
+	assert.EqualError(t, s.Validate([2]int{3, 1}), `mask shape (1, 3) does not match sig_shape (3, 1) (masks "vbf[0]" to "vbf[1]")`)
+}
+
 func TestLoadNPYErrors(t *testing.T) {
 	dir := t.TempDir()
 	f4 := func(n int) []byte { return make([]byte, 4*n) }
@@ -130,7 +168,9 @@ func TestLoadNPYErrors(t *testing.T) {
 		name, path, want string
 	}{
 		{"missing", filepath.Join(dir, "missing.npy"), "no such file"},
-		{"not npy", notNPY, "not a NumPy .npy file"},
+		{"not npy", notNPY, `not an NPY file: it starts with "disk:1", not the NPY magic`},
+		{"directory", dir, "not a regular file (d---------)"},
+		{"keys reordered", writeHeaderNPY(t, dir, "keys.npy", "{'shape': (2, 3), 'fortran_order': False, 'descr': '<f4', }"), "malformed NPY header"},
 		{"fortran", writeRawNPY(t, dir, "f.npy", "<f4", true, "(2, 3)", f4(6)), "Fortran order, want C order"},
 		{"1D", writeRawNPY(t, dir, "1d.npy", "<f4", false, "(6,)", f4(6)), "array shape [6] has 1 dimensions, want (sig_y, sig_x) or (n_masks, sig_y, sig_x)"},
 		{"4D", writeRawNPY(t, dir, "4d.npy", "<f4", false, "(1, 1, 2, 3)", f4(6)), "has 4 dimensions"},

@@ -80,7 +80,7 @@ func (s *Stack) Mask(m int) []float32 { return s.Data[m*s.Pixels() : (m+1)*s.Pix
 // Validate checks that the stack is well formed and applies to frames of sig_shape sig =
 // (sig_y, sig_x). It returns an error for an empty stack (N < 1), non-positive signal
 // sizes, more than MaxWeights weights, len(Data) != N*SigY*SigX, len(Names) != N, a
-// signal shape other than sig (naming both), and a NaN or ±Inf weight (naming the mask
+// signal shape other than sig (naming both shapes and the masks), and a NaN or ±Inf weight (naming the mask
 // and the pixel).
 func (s *Stack) Validate(sig [2]int) error {
 	if s == nil {
@@ -102,7 +102,7 @@ func (s *Stack) Validate(sig [2]int) error {
 		return fmt.Errorf("mask stack has %d masks but %d names", s.N, len(s.Names))
 	}
 	if s.SigY != sig[0] || s.SigX != sig[1] {
-		return fmt.Errorf("mask shape (%d, %d) does not match sig_shape (%d, %d)", s.SigY, s.SigX, sig[0], sig[1])
+		return fmt.Errorf("mask shape (%d, %d) does not match sig_shape (%d, %d) (%s)", s.SigY, s.SigX, sig[0], sig[1], s.label())
 	}
 	for i, v := range s.Data {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
@@ -111,6 +111,15 @@ func (s *Stack) Validate(sig [2]int) error {
 		}
 	}
 	return nil
+}
+
+// label names the masks of the stack for errors: `mask "disk"`, or `masks "a[0]" to
+// "a[2]"`. LoadNPY names masks after their file, so this names the file too.
+func (s *Stack) label() string {
+	if s.N == 1 {
+		return fmt.Sprintf("mask %q", s.Names[0])
+	}
+	return fmt.Sprintf("masks %q to %q", s.Names[0], s.Names[s.N-1])
 }
 
 // Concat stacks the masks of stacks, in order, into one stack. All must be valid and of

@@ -61,7 +61,7 @@ func TestValidateSigShape(t *testing.T) {
 	s, err := Disk([2]int{4, 5}, 2, 2, 1)
 	require.NoError(t, err)
 	require.NoError(t, s.Validate([2]int{4, 5}))
-	assert.EqualError(t, s.Validate([2]int{5, 4}), "mask shape (4, 5) does not match sig_shape (5, 4)")
+	assert.EqualError(t, s.Validate([2]int{5, 4}), `mask shape (4, 5) does not match sig_shape (5, 4) (mask "disk")`)
 
 	var nilStack *Stack
 	assert.EqualError(t, nilStack.Validate([2]int{4, 5}), "mask stack is nil")
@@ -96,7 +96,7 @@ func TestConcat(t *testing.T) {
 	other, err := Disk([2]int{7, 6}, 3, 3, 2)
 	require.NoError(t, err)
 	_, err = Concat(disk, other)
-	assert.EqualError(t, err, "concat: mask stack 1: mask shape (7, 6) does not match sig_shape (6, 7)")
+	assert.EqualError(t, err, `concat: mask stack 1: mask shape (7, 6) does not match sig_shape (6, 7) (mask "disk")`)
 	_, err = Concat()
 	assert.EqualError(t, err, "concat: no mask stacks")
 	_, err = Concat(nil, disk)

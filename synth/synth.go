@@ -30,6 +30,7 @@
 package synth
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -38,6 +39,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
 )
@@ -64,8 +67,8 @@ type Options struct {
 	Shift float64
 	// RingRadius in pixels; default 0.3·min(sig).
 	RingRadius float64
-	// RingWidth is the ring's Gaussian standard deviation in pixels; default
-	// max(1, min(sig)/40).
+	// RingWidth is the ring's Gaussian standard deviation in pixels, at most
+	// max(1, min(sig)); default max(1, min(sig)/40).
 	RingWidth float64
 	// RingCounts is the ring's peak counts per pixel in the scan middle; default 4.
 	RingCounts float64
@@ -77,8 +80,19 @@ type Options struct {
 type model struct {
 	Options
 	ny, nx int
-	ring   []float64 // ring(r) at r = j/ringStep
+	ring0  int       // ring[k] is ring(r) at r = (ring0+k)/ringStep; 0 outside the table
+	ring   []float64 // ring(r) where it is not 0 in float64, within the frame's reach
 }
+
+// MaxFramePixels is the largest frame synth generates, sig_y·sig_x ≤ 2²⁵ pixels (32 Mi,
+// e.g. 5792×5792, above the largest detectors in use). Each generating CPU holds 12 bytes
+// of scratch per pixel (expected counts and counts), so memory use is about 400 MiB per
+// CPU at this size, plus two batches of frames.
+const MaxFramePixels = 1 << 25
+
+// ringCutoff is the distance from the ring radius, in ring widths, beyond which the ring
+// profile exp(−d²/2) is exactly 0 in float64 (exp(−800) underflows).
+const ringCutoff = 40
 
 // ringStep is the radial sampling of the ring profile table, per pixel.
 const ringStep = 16
@@ -87,13 +101,16 @@ func newModel(opt Options) (*model, error) {
 	if len(opt.NavShape) == 0 || len(opt.NavShape) > 2 {
 		return nil, fmt.Errorf("synth: nav shape %v: want (nav_y, nav_x) or (n,)", opt.NavShape)
 	}
-	for _, n := range opt.NavShape {
-		if n <= 0 {
-			return nil, fmt.Errorf("synth: nav shape %v has a non-positive size", opt.NavShape)
-		}
+	dt := opt.DType
+	if dt == dataset.Invalid {
+		dt = dataset.Uint16
 	}
-	if opt.SigShape[0] <= 0 || opt.SigShape[1] <= 0 {
-		return nil, fmt.Errorf("synth: sig shape %v has a non-positive size", opt.SigShape)
+	if _, _, err := dataset.CheckShape(opt.NavShape, opt.SigShape, dt); err != nil {
+		return nil, fmt.Errorf("synth: %w", err)
+	}
+	if opt.SigShape[0] > MaxFramePixels/opt.SigShape[1] {
+		return nil, fmt.Errorf("synth: sig shape (%d, %d) is too large: synth generates frames of at most %d pixels (synth.MaxFramePixels)",
+			opt.SigShape[0], opt.SigShape[1], MaxFramePixels)
 	}
 	m := &model{Options: opt, ny: 1, nx: opt.NavShape[len(opt.NavShape)-1]}
 	if len(opt.NavShape) == 2 {
@@ -105,9 +122,7 @@ func newModel(opt Options) (*model, error) {
 			*p = v
 		}
 	}
-	if m.DType == dataset.Invalid {
-		m.DType = dataset.Uint16
-	}
+	m.DType = dt
 	def(&m.DiscRadius, minSig/8)
 	def(&m.DiscCounts, 40)
 	def(&m.Shift, 3)
@@ -120,15 +135,22 @@ func newModel(opt Options) (*model, error) {
 			return nil, fmt.Errorf("synth: model parameters must be finite and non-negative: %+v", opt)
 		}
 	}
-	if m.DType.Size() == 0 {
-		return nil, fmt.Errorf("synth: invalid dtype %v", m.DType)
+	if m.RingWidth > max(1, minSig) {
+		return nil, fmt.Errorf("synth: ring width %g pixels exceeds the frame's smaller side, %g pixels", m.RingWidth, max(1, minSig))
 	}
-	// The largest distance of a pixel from the disc centre.
+	// The ring profile table covers the radii within ringCutoff widths of the ring radius
+	// (the profile is 0 beyond) and within the largest distance of a pixel from the disc
+	// centre: at most 2·ringCutoff·RingWidth·ringStep entries.
 	rMax := math.Hypot(float64(opt.SigShape[0])/2+m.Shift+1, float64(opt.SigShape[1])/2+m.Shift+1)
-	m.ring = make([]float64, int(rMax*ringStep)+2)
-	for j := range m.ring {
-		d := (float64(j)/ringStep - m.RingRadius) / m.RingWidth
-		m.ring[j] = math.Exp(-d * d / 2)
+	lo := math.Max(0, math.Floor((m.RingRadius-ringCutoff*m.RingWidth)*ringStep))
+	hi := math.Min(rMax, m.RingRadius+ringCutoff*m.RingWidth)*ringStep + 2
+	if hi > lo {
+		m.ring0 = int(lo)
+		m.ring = make([]float64, int(hi-lo))
+		for k := range m.ring {
+			d := (float64(m.ring0+k)/ringStep - m.RingRadius) / m.RingWidth
+			m.ring[k] = math.Exp(-d * d / 2)
+		}
 	}
 	return m, nil
 }
@@ -154,7 +176,10 @@ func (m *model) lambda(i int, lam []float64) {
 		for x := range row {
 			dx := float64(x) + 0.5 - cx
 			r := math.Sqrt(dx*dx + dy*dy)
-			l := m.Background + ring*m.ring[int(r*ringStep+0.5)]
+			l := m.Background
+			if k := int(r*ringStep+0.5) - m.ring0; uint(k) < uint(len(m.ring)) {
+				l += ring * m.ring[k]
+			}
 			if e := m.DiscRadius + 0.5 - r; e > 0 {
 				l += disc * math.Min(e, 1)
 			}
@@ -179,7 +204,13 @@ func (m *model) frame(i int, dst []byte, lam []float64, counts []uint32) {
 // left at path on error). Frames are generated in parallel on runtime.GOMAXPROCS(0) CPUs
 // and streamed to the file in batches; memory use is a few batches of frames, whatever
 // the dataset size.
-func Write(path string, opt Options) error {
+//
+// It returns an error, before writing, for shapes that dataset.CheckShape rejects, frames
+// over MaxFramePixels, invalid model parameters, a path that dataset.Create refuses, and a
+// file larger than the free space of the target file system. It checks ctx between
+// frames: when ctx is done it removes the temporary file and returns an error wrapping
+// ctx's error (context.Canceled or context.DeadlineExceeded).
+func Write(ctx context.Context, path string, opt Options) error {
 	m, err := newModel(opt)
 	if err != nil {
 		return err
@@ -199,6 +230,10 @@ func Write(path string, opt Options) error {
 	}
 	w, err := dataset.Create(path, format, opt.NavShape, opt.SigShape, m.DType)
 	if err != nil {
+		return err
+	}
+	if err := checkFreeSpace(path, w.FileBytes()); err != nil {
+		w.Abort()
 		return err
 	}
 	nFrames := m.ny * m.nx
@@ -235,19 +270,23 @@ func Write(path string, opt Options) error {
 		scratch[k].lam = make([]float64, pixels)
 		scratch[k].counts = make([]uint32, pixels)
 	}
-	for start := 0; start < nFrames && !failed.Load(); start += batch {
+	for start := 0; start < nFrames && !failed.Load() && ctx.Err() == nil; start += batch {
 		end := min(start+batch, nFrames)
 		buf := <-free
 		var wg sync.WaitGroup
 		for k := range workers {
 			wg.Go(func() {
-				for i := start + k; i < end; i += workers {
+				for i := start + k; i < end && ctx.Err() == nil; i += workers {
 					off := (i - start) * frameBytes
 					m.frame(i, buf[off:off+frameBytes], scratch[k].lam, scratch[k].counts)
 				}
 			})
 		}
 		wg.Wait()
+		if ctx.Err() != nil {
+			free <- buf
+			break
+		}
 		full <- buf[:(end-start)*frameBytes]
 	}
 	close(full)
@@ -255,5 +294,31 @@ func Write(path string, opt Options) error {
 		w.Abort()
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		w.Abort()
+		return fmt.Errorf("synth: %s: %w", path, context.Cause(ctx))
+	}
 	return w.Close()
+}
+
+// checkFreeSpace returns an error when the file system that will hold path has fewer than
+// need bytes available to an unprivileged user (statfs f_bavail). The file replaced at
+// path, if any, is not counted as free: it is removed only by the final rename.
+func checkFreeSpace(path string, need int64) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(path), &st); err != nil {
+		return fmt.Errorf("synth: %s: free space of %s: %w", path, filepath.Dir(path), err)
+	}
+	// Blocks count in fragment-size units, as statvfs(3), df and Python's
+	// shutil.disk_usage read them; f_frsize is 0 on kernels before 2.6.
+	block := uint64(st.Frsize)
+	if block == 0 {
+		block = uint64(st.Bsize)
+	}
+	avail := st.Bavail * block
+	if uint64(need) > avail {
+		return fmt.Errorf("synth: %s: the file needs %d bytes (%.3g GB) but the file system of %s has only %d bytes (%.3g GB) free",
+			path, need, float64(need)/1e9, filepath.Dir(path), avail, float64(avail)/1e9)
+	}
+	return nil
 }

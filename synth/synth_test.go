@@ -1,12 +1,15 @@
 package synth
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,7 +62,7 @@ func TestShapesAndFormats(t *testing.T) {
 		{"a.dat", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Format: "npy"}, dataset.Options{Format: "npy"}, []int{2, 2}},
 	} {
 		path := filepath.Join(dir, tc.file)
-		require.NoError(t, Write(path, tc.opt), tc.file)
+		require.NoError(t, Write(context.Background(), path, tc.opt), tc.file)
 		d, v := readFloat(t, path, tc.read)
 		assert.Equal(t, tc.nav, d.NavShape())
 		assert.Equal(t, tc.opt.SigShape, d.SigShape())
@@ -83,7 +86,7 @@ func TestDeterministic(t *testing.T) {
 	opt := Options{NavShape: []int{4, 6}, SigShape: [2]int{32, 32}, Seed: 42}
 	read := func(name string, opt Options) []float64 {
 		path := filepath.Join(dir, name)
-		require.NoError(t, Write(path, opt))
+		require.NoError(t, Write(context.Background(), path, opt))
 		_, v := readFloat(t, path, dataset.Options{})
 		return v
 	}
@@ -105,7 +108,7 @@ func TestDeterministic(t *testing.T) {
 func TestDiscCentreOfMassMoves(t *testing.T) {
 	opt := Options{NavShape: []int{5, 5}, SigShape: [2]int{64, 64}, Seed: 7}
 	path := filepath.Join(t.TempDir(), "com.npy")
-	require.NoError(t, Write(path, opt))
+	require.NoError(t, Write(context.Background(), path, opt))
 	m, err := newModel(opt)
 	require.NoError(t, err)
 	_, v := readFloat(t, path, dataset.Options{})
@@ -140,7 +143,7 @@ func TestFrameStatistics(t *testing.T) {
 	// the disc, the ring and the flat background alike.
 	opt := Options{NavShape: []int{4, 4}, SigShape: [2]int{64, 64}, Seed: 9}
 	path := filepath.Join(t.TempDir(), "stats.npy")
-	require.NoError(t, Write(path, opt))
+	require.NoError(t, Write(context.Background(), path, opt))
 	m, err := newModel(opt)
 	require.NoError(t, err)
 	_, v := readFloat(t, path, dataset.Options{})
@@ -219,14 +222,68 @@ func TestWriteErrorsLeaveNoFile(t *testing.T) {
 		{"a.npy", Options{NavShape: []int{2, 2, 2}, SigShape: [2]int{16, 16}}, "want (nav_y, nav_x)"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{0, 16}}, "non-positive"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Shift: -1}, "non-negative"},
+		// The product wraps around to 0 in int64.
+		{"a.npy", Options{NavShape: []int{4294967296, 4294967296}, SigShape: [2]int{16, 16}}, "synth: nav shape (4294967296, 4294967296) is too large"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{4611686018427387904, 4}}, "synth: sig shape (4611686018427387904, 4) is too large"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{8192, 8192}, DType: dataset.Uint8}, "frames of at most 33554432 pixels (synth.MaxFramePixels)"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 32}, RingWidth: 17}, "ring width 17 pixels exceeds the frame's smaller side, 16 pixels"},
+		// 2^57 bytes: a valid shape, but no file system holds it.
+		{"a.npy", Options{NavShape: []int{1 << 20, 1 << 20}, SigShape: [2]int{256, 256}}, "synth: " + filepath.Join(dir, "a.npy") + ": the file needs 144115188075856000 bytes (1.44e+08 GB) but the file system of " + dir + " has only"},
 	} {
-		err := Write(filepath.Join(dir, tc.name), tc.opt)
+		err := Write(context.Background(), filepath.Join(dir, tc.name), tc.opt)
 		require.Error(t, err, tc.name)
 		assert.Contains(t, err.Error(), tc.want)
 	}
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, entries)
+}
+
+// countdownContext is a context whose Err is context.Canceled from its n-th call on: it
+// cancels a Write after a known number of ctx checks.
+type countdownContext struct {
+	context.Context
+	n atomic.Int64
+}
+
+func (c *countdownContext) Err() error {
+	if c.n.Add(-1) <= 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestWriteCancelled(t *testing.T) {
+	dir := t.TempDir()
+	opt := Options{NavShape: []int{16, 16}, SigShape: [2]int{32, 32}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := Write(ctx, filepath.Join(dir, "a.npy"), opt)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.EqualError(t, err, "synth: "+filepath.Join(dir, "a.npy")+": context canceled")
+
+	// Cancelled in the middle, after frames were written to the temporary file.
+	for _, checks := range []int64{1, 2, 50, 200} {
+		ctx := &countdownContext{Context: context.Background()}
+		ctx.n.Store(checks)
+		err = Write(ctx, filepath.Join(dir, "b.mib"), opt)
+		require.True(t, errors.Is(err, context.Canceled), "cancelled at check %d: %v", checks, err)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "no file, no temporary file")
+}
+
+// TestHugeShift checks that a disc shifted far out of the frame gives background only.
+func TestHugeShift(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.npy")
+	require.NoError(t, Write(context.Background(), path, Options{NavShape: []int{1, 2}, SigShape: [2]int{16, 16}, Shift: 1e300, Background: 3}))
+	_, v := readFloat(t, path, dataset.Options{})
+	mean := 0.0
+	for _, x := range v {
+		mean += x / float64(len(v))
+	}
+	assert.InDelta(t, 3, mean, 6*math.Sqrt(3/float64(len(v))), "background only")
 }
 
 // BenchmarkWrite measures synthetic data generation and writing (bytes/s of frames).
@@ -236,7 +293,7 @@ func BenchmarkWrite(b *testing.B) {
 	poisson()
 	b.SetBytes(16 * 16 * 256 * 256 * 2)
 	for b.Loop() {
-		if err := Write(path, opt); err != nil {
+		if err := Write(context.Background(), path, opt); err != nil {
 			b.Fatal(err)
 		}
 	}

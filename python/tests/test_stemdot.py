@@ -305,7 +305,7 @@ def test_concurrent_applies_from_threads():
 
 
 def test_errors_carry_codes_and_messages(tmp_path):
-    with pytest.raises(stemdot.StemdotIOError, match="no such file") as e:
+    with pytest.raises(stemdot.StemdotIOError, match="file does not exist") as e:
         stemdot.open(tmp_path / "missing.mib")
     assert isinstance(e.value, OSError) and e.value.code == 2
     with pytest.raises(stemdot.InvalidArgumentError, match='unknown format option "colour"'):

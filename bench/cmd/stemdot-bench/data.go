@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -84,7 +85,7 @@ func prepareData(cfg *config, dt dataset.DType, size int64) (*benchData, error) 
 	if st, err := os.Stat(path); err != nil || st.Size() != want {
 		log("writing %s (%.2f GB) with the synth package", path, float64(want)/1e9)
 		opt := synth.Options{NavShape: nav, SigShape: sig, DType: dt, Format: "raw", Seed: 1}
-		if err := synth.Write(path, opt); err != nil {
+		if err := synth.Write(context.Background(), path, opt); err != nil {
 			return nil, err
 		}
 	}

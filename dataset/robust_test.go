@@ -1,0 +1,199 @@
+package dataset_test
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/stemdot/stemdot/dataset"
+)
+
+// TestTruncatedNPY opens every truncation of a valid NPY file up to its first data bytes
+// (the lengths that made npyio panic): each must be an error naming the file.
+func TestTruncatedNPY(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.npy")
+	writeRandom(t, good, "npy", []int{2, 3}, [2]int{4, 5})
+	b, err := os.ReadFile(good)
+	require.NoError(t, err)
+	path := filepath.Join(dir, "tr.npy")
+	for n := range 140 {
+		require.NoError(t, os.WriteFile(path, b[:n], 0o644))
+		_, err := dataset.Open(path, dataset.Options{})
+		require.Error(t, err, "truncated to %d bytes", n)
+		assert.Contains(t, err.Error(), "dataset: "+path+": ", "truncated to %d bytes", n)
+	}
+	for _, tc := range []struct{ dict, want string }{
+		{"{'shape': (2, 3, 4, 5), 'fortran_order': False, 'descr': '<u2', }", "npyio cannot parse it"},
+		{"{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3, 4, 5)", "npyio cannot parse it"},
+	} {
+		require.NoError(t, os.WriteFile(path, npyDict(tc.dict), 0o644))
+		_, err := dataset.Open(path, dataset.Options{})
+		require.Error(t, err, tc.dict)
+		assert.Contains(t, err.Error(), "dataset: "+path+": malformed NPY header", tc.dict)
+		assert.Contains(t, err.Error(), tc.want, tc.dict)
+	}
+}
+
+// npyDict returns an NPY 1.0 file whose header dict is dict, without data.
+func npyDict(dict string) []byte {
+	total := 10 + len(dict) + 1
+	total += (64 - total%64) % 64
+	b := binary.LittleEndian.AppendUint16([]byte("\x93NUMPY\x01\x00"), uint16(total-10))
+	b = append(b, dict...)
+	b = append(b, strings.Repeat(" ", total-1-len(b))...)
+	return append(b, '\n')
+}
+
+func TestOverflowingShapes(t *testing.T) {
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "d.raw")
+	require.NoError(t, os.WriteFile(raw, make([]byte, 24*4*4*2), 0o644))
+
+	_, err := dataset.Open(raw, dataset.Options{SigShape: []int{8589934592, 1073741824}, DType: dataset.Uint16})
+	assert.ErrorContains(t, err, "dataset: "+raw+": sig shape (8589934592, 1073741824) is too large: a frame of 8589934592×1073741824 pixels of uint16")
+	_, err = dataset.Open(raw, dataset.Options{SigShape: []int{32768, 32769}, DType: dataset.Uint16})
+	assert.ErrorContains(t, err, "exceeds the 2147483648-byte limit")
+	// 4·4611686018427387910 wraps around to 24, the file's number of frames.
+	_, err = dataset.Open(raw, dataset.Options{SigShape: []int{4, 4}, DType: dataset.Uint16, NavShape: []int{4, 4611686018427387910}})
+	assert.ErrorContains(t, err, "dataset: "+raw+": nav shape (4, 4611686018427387910) is too large")
+
+	npyPath := filepath.Join(dir, "big.npy")
+	require.NoError(t, os.WriteFile(npyPath, npyDict("{'descr': '<u2', 'fortran_order': False, 'shape': (4, 4611686018427387910, 1, 1), }"), 0o644))
+	_, err = dataset.Open(npyPath, dataset.Options{})
+	assert.ErrorContains(t, err, "NPY shape (4, 4611686018427387910, 1, 1): nav shape (4, 4611686018427387910) is too large")
+	require.NoError(t, os.WriteFile(npyPath, npyDict("{'descr': '<u2', 'fortran_order': False, 'shape': (2, 4611686018427387904, 2), }"), 0o644))
+	_, err = dataset.Open(npyPath, dataset.Options{})
+	assert.ErrorContains(t, err, "sig shape (4611686018427387904, 2) is too large")
+	require.NoError(t, os.WriteFile(npyPath, npyDict("{'descr': '<f8', 'fortran_order': False, 'shape': (1073741824, 1073741824, 8, 8), }"), 0o644))
+	_, err = dataset.Open(npyPath, dataset.Options{})
+	assert.ErrorContains(t, err, "1152921504606846976 frames of 512 bytes (sig shape (8, 8), float64) exceed")
+
+	mib := filepath.Join(dir, "big.mib")
+	require.NoError(t, os.WriteFile(mib, []byte("MQ1,000001,00384,01,4611686018427387904,0004,U16,   1x1,01,"), 0o644))
+	_, err = dataset.Open(mib, dataset.Options{})
+	assert.ErrorContains(t, err, "first frame header: sig shape (4, 4611686018427387904) is too large")
+	require.NoError(t, os.WriteFile(mib, []byte("MQ1,000001,9223372036854775807,01,0004,0004,U16,   1x1,01,"), 0o644))
+	_, err = dataset.Open(mib, dataset.Options{})
+	assert.ErrorContains(t, err, "is less than one frame of 9223372036854775807-byte header + 4×4×2 bytes")
+
+	_, err = dataset.FromMemory(make([]byte, 24*32), []int{4, 4611686018427387910}, [2]int{4, 4}, dataset.Uint16)
+	assert.ErrorContains(t, err, "nav shape (4, 4611686018427387910) is too large")
+	_, err = dataset.FromMemory(make([]byte, 32), nil, [2]int{1 << 62, 4}, dataset.Uint16)
+	assert.ErrorContains(t, err, "sig shape (4611686018427387904, 4) is too large")
+
+	out := filepath.Join(dir, "out.npy")
+	_, err = dataset.Create(out, "npy", []int{4294967296, 4294967296}, [2]int{4, 4}, dataset.Uint16)
+	assert.ErrorContains(t, err, "nav shape (4294967296, 4294967296) is too large")
+	_, err = dataset.Create(out, "npy", []int{1 << 40, 1 << 20}, [2]int{64, 64}, dataset.Uint16)
+	assert.ErrorContains(t, err, "1152921504606846976 frames of 8192 bytes (sig shape (64, 64), uint16) exceed")
+	_, err = dataset.Create(out, "raw", []int{2}, [2]int{1 << 62, 4}, dataset.Uint8)
+	assert.ErrorContains(t, err, "sig shape (4611686018427387904, 4) is too large")
+	// MIB frame headers push a shape that fits as raw over the limit.
+	_, err = dataset.Create(out, "mib", []int{1 << 52, 1 << 7}, [2]int{2, 2}, dataset.Uint8)
+	assert.ErrorContains(t, err, "frames of 388 bytes exceed")
+	assert.ErrorContains(t, dataset.WriteArrayNPY(out, []int{1 << 32, 1 << 32, 1}, []float32{}), "shape (4294967296, 4294967296, 1) is too large")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 3, "no output file")
+
+	frames, fb, err := dataset.CheckShape([]int{3, 5}, [2]int{7, 11}, dataset.Float32)
+	require.NoError(t, err)
+	assert.Equal(t, 15, frames)
+	assert.Equal(t, 7*11*4, fb)
+	_, fb, err = dataset.CheckShape([]int{1}, [2]int{1 << 15, 1 << 14}, dataset.Float32)
+	require.NoError(t, err, "exactly MaxFrameBytes")
+	assert.Equal(t, dataset.MaxFrameBytes, fb)
+}
+
+// umask reads the process's umask.
+func umask() os.FileMode {
+	m := unix.Umask(0)
+	unix.Umask(m)
+	return os.FileMode(m)
+}
+
+func TestWrittenFileMode(t *testing.T) {
+	dir := t.TempDir()
+	want := 0o666 &^ umask()
+	for _, format := range []string{"raw", "npy", "mib"} {
+		path := filepath.Join(dir, "a."+format)
+		writeRandom(t, path, format, []int{1, 2}, [2]int{2, 2})
+		st, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Equal(t, want, st.Mode().Perm(), format)
+	}
+	st, err := os.Stat(filepath.Join(dir, "a.hdr"))
+	require.NoError(t, err)
+	assert.Equal(t, want, st.Mode().Perm(), "MIB .hdr sidecar")
+
+	res := filepath.Join(dir, "res.npy")
+	require.NoError(t, dataset.WriteArrayNPY(res, []int{2}, []float32{1, 2}))
+	st, err = os.Stat(res)
+	require.NoError(t, err)
+	assert.Equal(t, want, st.Mode().Perm(), "WriteArrayNPY")
+
+	// A replaced file gets the same mode.
+	require.NoError(t, os.Chmod(res, 0o600))
+	require.NoError(t, dataset.WriteArrayNPY(res, []int{3}, []float32{1, 2, 3}))
+	st, err = os.Stat(res)
+	require.NoError(t, err)
+	assert.Equal(t, want, st.Mode().Perm())
+	assert.Equal(t, int64(128+12), st.Size())
+}
+
+func TestWriterRefusesDestination(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.npy")
+	require.NoError(t, unix.Mkfifo(fifo, 0o644))
+	sub := filepath.Join(dir, "sub.npy")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+	ro := filepath.Join(dir, "ro.npy")
+	require.NoError(t, os.WriteFile(ro, []byte("keep"), 0o444))
+	roHdr := filepath.Join(dir, "m.hdr")
+	require.NoError(t, os.WriteFile(roHdr, []byte("keep"), 0o444))
+
+	for _, tc := range []struct{ path, want string }{
+		{fifo, fifo + " exists and is not a regular file (p---------): refusing to replace it"},
+		{sub, sub + " exists and is not a regular file (d---------): refusing to replace it"},
+		{ro, ro + " exists and is read-only (mode -r--r--r--): refusing to replace it"},
+	} {
+		_, err := dataset.Create(tc.path, "npy", []int{1}, [2]int{2, 2}, dataset.Uint8)
+		assert.ErrorContains(t, err, "dataset: create "+tc.path+": "+tc.want)
+		assert.ErrorContains(t, dataset.WriteArrayNPY(tc.path, []int{1}, []float32{1}), tc.want)
+	}
+	_, err := dataset.Create(filepath.Join(dir, "m.mib"), "mib", []int{1}, [2]int{2, 2}, dataset.Uint8)
+	assert.ErrorContains(t, err, roHdr+" exists and is read-only")
+
+	st, err := os.Stat(fifo)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeNamedPipe, st.Mode().Type(), "the FIFO is still there")
+	b, err := os.ReadFile(ro)
+	require.NoError(t, err)
+	assert.Equal(t, "keep", string(b))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 4, "no temporary files left")
+}
+
+func TestEmptyMIB(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.mib")
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+	_, err := dataset.Open(path, dataset.Options{})
+	assert.EqualError(t, err, "dataset: "+path+": empty file (0 bytes): not a Merlin MIB file")
+}
+
+func TestOpenNotRegular(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo.dat")
+	require.NoError(t, unix.Mkfifo(fifo, 0o644))
+	for _, format := range []string{"", "raw", "npy", "mib"} {
+		_, err := dataset.Open(fifo, dataset.Options{Format: format, SigShape: []int{2, 2}, DType: dataset.Uint8})
+		assert.EqualError(t, err, "dataset: "+fifo+" is not a regular file (p---------)", format)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/schollz/progressbar/v3"
@@ -22,7 +23,8 @@ func newApplyCmd() *cobra.Command {
 	var df datasetFlags
 	var pf planFlags
 	var maskSpecs []string
-	var masksFile, out, pngPrefix string
+	var masksFiles []string
+	var out, pngPrefix string
 	var float64Result, quiet bool
 	cmd := &cobra.Command{
 		Use:   "apply FILE (--mask SPEC ... | --masks FILE.npy) --out RESULT.npy",
@@ -39,29 +41,39 @@ integer coordinates):
   rect:X,Y,W,H         W×H pixels from column X, row Y
   com[:CX,CY[,R]]      centre of mass: three masks, the sum and the first moments
                        (y-CY) and (x-CX) (default centre: the frame centre)
---masks FILE.npy loads a stack of shape (sig_y, sig_x) or (n, sig_y, sig_x); given with
---mask, its masks come first.
+--masks FILE.npy loads a stack of shape (sig_y, sig_x) or (n, sig_y, sig_x); the stacks
+of --masks come first, then the --mask specs, in the order given.
 
 The result file and PNGs are written under temporary names and renamed only when the
-whole run succeeded: a failed or interrupted run leaves no output behind.`,
+whole run succeeded: a failed or interrupted run leaves no output behind. An existing
+--out or PNG file is replaced only if it is a writable regular file that is not an input
+of the run.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("--out RESULT.npy is required")
-			}
-			if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
-				return fmt.Errorf("--out %s: directory %s does not exist", out, filepath.Dir(out))
 			}
 			ds, err := df.open(args[0])
 			if err != nil {
 				return err
 			}
 			defer ds.Close()
-			stack, err := loadMasks(masksFile, maskSpecs, ds.SigShape())
+			stack, err := loadMasks(masksFiles, maskSpecs, ds.SigShape())
 			if err != nil {
 				return err
 			}
-			plan, _, err := pf.plan(ds)
+			inputs := append([]string{args[0], strings.TrimSuffix(args[0], filepath.Ext(args[0])) + ".hdr"}, masksFiles...)
+			if err := checkOutput("--out", out, inputs...); err != nil {
+				return err
+			}
+			if pngPrefix != "" {
+				for m, name := range stack.Names {
+					if err := checkOutput("--png", pngName(pngPrefix, m, name), append(inputs, out)...); err != nil {
+						return err
+					}
+				}
+			}
+			plan, _, err := pf.plan(cmd, ds)
 			if err != nil {
 				return err
 			}
@@ -98,7 +110,7 @@ whole run succeeded: a failed or interrupted run leaves no output behind.`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&maskSpecs, "mask", nil, "a mask spec (repeatable): disk:CX,CY,R, ring:CX,CY,RI,RO, point:X,Y, rect:X,Y,W,H, com[:CX,CY[,R]]")
-	f.StringVar(&masksFile, "masks", "", "an NPY mask stack of shape (sig_y, sig_x) or (n, sig_y, sig_x)")
+	f.StringArrayVar(&masksFiles, "masks", nil, "an NPY mask stack of shape (sig_y, sig_x) or (n, sig_y, sig_x) (repeatable)")
 	f.StringVar(&out, "out", "", "result file: NPY of shape (nav_y, nav_x, n_masks)")
 	f.StringVar(&pngPrefix, "png", "", "also write one auto-scaled greyscale PNG per mask, PREFIX_<m>_<name>.png")
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32)")
@@ -108,13 +120,16 @@ whole run succeeded: a failed or interrupted run leaves no output behind.`,
 	return cmd
 }
 
-// loadMasks builds the mask stack: the NPY file's masks, then the --mask specs in order.
-func loadMasks(file string, specs []string, sig [2]int) (*masks.Stack, error) {
+// loadMasks builds the mask stack: the NPY files' masks, then the --mask specs, in order.
+func loadMasks(files, specs []string, sig [2]int) (*masks.Stack, error) {
 	var parts []*masks.Stack
-	if file != "" {
+	for _, file := range files {
 		s, err := masks.LoadNPY(file)
 		if err != nil {
 			return nil, err
+		}
+		if err := s.Validate(sig); err != nil {
+			return nil, fmt.Errorf("--masks %s: %w", file, err)
 		}
 		parts = append(parts, s)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -264,7 +265,7 @@ func TestBadInputs(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"missing file", append([]string{"apply", filepath.Join(dir, "nope.mib")}, disk...), "not found"},
+		{"missing file", append([]string{"apply", filepath.Join(dir, "nope.mib")}, disk...), "file does not exist"},
 		{"truncated file", append([]string{"apply", truncated}, disk...), "not a whole number of frames"},
 		{"header mismatch", append([]string{"apply", corrupted}, disk...), "frame"},
 		{"unknown format", append([]string{"apply", unknown}, disk...), "format"},
@@ -292,6 +293,54 @@ func TestBadInputs(t *testing.T) {
 			left, _ := os.ReadDir(outDir)
 			require.Empty(t, left, "a failed run left files behind")
 		})
+	}
+}
+
+// --out and --png never replace an input, a read-only file or something that is not a
+// regular file; the check comes before any work.
+func TestOutputChecks(t *testing.T) {
+	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "scan.mib")
+	data, err := os.ReadFile(mib)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(input, data, 0o644))
+	readOnly := filepath.Join(dir, "ro.npy")
+	require.NoError(t, os.WriteFile(readOnly, []byte("keep"), 0o444))
+	sub := filepath.Join(dir, "sub")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", input}, "is an input of this run"},
+		{[]string{"--out", readOnly}, "not writable"},
+		{[]string{"--out", sub}, "not a regular file"},
+		{[]string{"--out", "/dev/null"}, "not a regular file"},
+		{[]string{"--out", filepath.Join(dir, "r.npy"), "--png", filepath.Join(dir, "nodir", "img")}, "does not exist"},
+	} {
+		_, stderr, code := run(t, append([]string{"apply", input, "--mask", "disk:128,128,20"}, c.args...)...)
+		require.Equal(t, 1, code, stderr)
+		require.Contains(t, stderr, c.want)
+	}
+	got, err := os.ReadFile(input)
+	require.NoError(t, err)
+	require.Equal(t, data, got, "the input is untouched")
+	got, err = os.ReadFile(readOnly)
+	require.NoError(t, err)
+	require.Equal(t, "keep", string(got))
+	_, err = os.Stat(filepath.Join(dir, "r.npy"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "no result when the PNG prefix is unusable")
+
+	// A writable regular file is replaced, readable by others.
+	out := filepath.Join(dir, "r.npy")
+	require.NoError(t, os.WriteFile(out, []byte("old"), 0o600))
+	_, stderr, code := run(t, "apply", input, "--mask", "disk:128,128,20", "--out", out, "--png", filepath.Join(dir, "img"))
+	require.Zero(t, code, stderr)
+	for _, p := range []string{out, filepath.Join(dir, "img_0_disk.png")} {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o644), st.Mode().Perm(), p)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -16,6 +17,7 @@ import (
 // planFlags are the resource request, as in LiberTEM's Context.make_with.
 type planFlags struct {
 	cpus, gpus       string
+	cpusSet, gpusSet bool // given on the command line (an empty value is an error)
 	ramPerGPUWorker  string
 	maxWorkersPerGPU int
 	oversubscribe    bool
@@ -65,19 +67,20 @@ func (f *planFlags) resources() (*affinity.Topology, []affinity.GPU, bool, error
 	return topo, gpus, described, nil
 }
 
-// plan makes the plan for ds (nil: workers only).
-func (f *planFlags) plan(ds dataset.Dataset) (*planner.Plan, *affinity.Topology, error) {
+// plan makes the plan for ds (nil: workers only), with the flags of cmd.
+func (f *planFlags) plan(cmd *cobra.Command, ds dataset.Dataset) (*planner.Plan, *affinity.Topology, error) {
+	f.cpusSet, f.gpusSet = cmd.Flags().Changed("cpus"), cmd.Flags().Changed("gpus")
 	topo, gpus, described, err := f.resources()
 	if err != nil {
 		return nil, nil, err
 	}
 	req := planner.Request{Oversubscribe: f.oversubscribe, MaxWorkersPerGPU: f.maxWorkersPerGPU, CUDA: cuda.Built() || described}
-	if f.cpus != "" {
+	if f.cpusSet {
 		if err := req.ParseCPUs(f.cpus); err != nil {
 			return nil, nil, fmt.Errorf("--cpus: %w", err)
 		}
 	}
-	if f.gpus != "" {
+	if f.gpusSet {
 		if err := req.ParseGPUs(f.gpus); err != nil {
 			return nil, nil, fmt.Errorf("--gpus: %w", err)
 		}
@@ -86,7 +89,10 @@ func (f *planFlags) plan(ds dataset.Dataset) (*planner.Plan, *affinity.Topology,
 		return nil, nil, fmt.Errorf("--ram-per-gpu-worker: %w", err)
 	}
 	pb, err := planner.ParseBytes(f.partitionSize)
-	if err != nil || pb == 0 {
+	if err != nil {
+		return nil, nil, fmt.Errorf("--partition-size: %w", err)
+	}
+	if pb == 0 {
 		return nil, nil, fmt.Errorf("--partition-size %q: want a positive size such as 512MiB", f.partitionSize)
 	}
 	req.PartitionBytes = int64(pb)
@@ -120,7 +126,7 @@ machine instead, e.g. stemdot plan --topology 16 --gpu-inventory 2x141GB --gpus 
 				}
 				defer ds.Close()
 			}
-			p, topo, err := pf.plan(ds)
+			p, topo, err := pf.plan(cmd, ds)
 			if err != nil {
 				return err
 			}
@@ -133,8 +139,8 @@ machine instead, e.g. stemdot plan --topology 16 --gpu-inventory 2x141GB --gpus 
 				fmt.Fprintln(w, string(b))
 				return nil
 			}
-			fmt.Fprintln(w, topo)
-			fmt.Fprint(w, p)
+			fmt.Fprintln(w, strings.TrimRight(topo.String(), "\n"))
+			fmt.Fprintln(w, strings.TrimRight(p.String(), "\n"))
 			return nil
 		},
 	}

@@ -6,18 +6,17 @@ import (
 	"image/png"
 	"math"
 	"os"
-	"path/filepath"
 	"regexp"
+	"strings"
 )
 
-// pendingFile is an output written under a temporary name, renamed to its final name
-// only when every output of the run has been written.
-type pendingFile struct{ tmp, final string }
-
-func (p pendingFile) commit() error { return os.Rename(p.tmp, p.final) }
-func (p pendingFile) discard()      { os.Remove(p.tmp) }
-
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// pngName is the PNG file of mask m: PREFIX_<m>_<name>.png, with the characters of name
+// other than letters, digits, '_', '.' and '-' replaced by '_'.
+func pngName(prefix string, m int, name string) string {
+	return fmt.Sprintf("%s_%d_%s.png", prefix, m, strings.Trim(unsafeName.ReplaceAllString(name, "_"), "_"))
+}
 
 // writeVirtualImagePNGs writes one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png,
 // each of shape (nav_y, nav_x) (a 1-D or >2-D nav shape is shown as rows of its last
@@ -45,7 +44,7 @@ func writeVirtualImagePNGs(prefix string, navShape []int, names []string, values
 		for f := 0; f < frames; f++ {
 			img.Pix[f] = uint8(math.Round((values(f, m) - lo) * scale))
 		}
-		final := fmt.Sprintf("%s_%d_%s.png", prefix, m, unsafeName.ReplaceAllString(name, "_"))
+		final := pngName(prefix, m, name)
 		p, err := writeTemp(final, func(w *os.File) error { return png.Encode(w, img) })
 		if err != nil {
 			for _, q := range pending {
@@ -56,23 +55,4 @@ func writeVirtualImagePNGs(prefix string, navShape []int, names []string, values
 		pending = append(pending, p)
 	}
 	return pending, nil
-}
-
-// writeTemp writes a file next to final under a temporary name.
-func writeTemp(final string, write func(*os.File) error) (pendingFile, error) {
-	f, err := os.CreateTemp(filepath.Dir(final), "."+filepath.Base(final)+".*.tmp")
-	if err != nil {
-		return pendingFile{}, fmt.Errorf("writing %s: %w", final, err)
-	}
-	p := pendingFile{tmp: f.Name(), final: final}
-	if err := write(f); err != nil {
-		f.Close()
-		p.discard()
-		return pendingFile{}, fmt.Errorf("writing %s: %w", final, err)
-	}
-	if err := f.Close(); err != nil {
-		p.discard()
-		return pendingFile{}, fmt.Errorf("writing %s: %w", final, err)
-	}
-	return p, nil
 }

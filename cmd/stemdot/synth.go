@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,8 +42,13 @@ background, and Poisson noise. The format follows --format or the extension of -
 				return err
 			}
 			opt.Format, opt.Seed = format, seed
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			t0 := time.Now()
-			if err := synth.Write(out, opt); err != nil {
+			if err := synth.Write(ctx, out, opt); err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("interrupted: no file written")
+				}
 				return err
 			}
 			frames := 1

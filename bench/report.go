@@ -50,8 +50,8 @@ type Row struct {
 	// SparseRing or NoMasks.
 	Masks    int    `json:"masks"`
 	MaskKind string `json:"mask_kind"`
-	// Plan names how it ran: for stemdot "<plan>/<blas>" ("cpu-all/gonum",
-	// "cpu-1/openblas", "hybrid/gonum"), for the read floor "read-floor/<plan>", for a
+	// Plan names how it ran: for stemdot "<plan>/<kernels>" ("cpu-all/stemdot",
+	// "cpu-1/openblas", "hybrid/stemdot"), for the read floor "read-floor/<plan>", for a
 	// peer its name.
 	Plan string `json:"plan"`
 	// Workers is the number of workers (threads or processes) it ran with.

@@ -17,14 +17,14 @@ import (
 func rows() []Row {
 	const gb = int64(1e9)
 	return []Row{
-		{Source: Stemdot, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: "cpu-all/gonum", Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{0.5, 0.4, 0.6}},
-		{Source: Stemdot, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: "cpu-1/gonum", Workers: 1, Frames: 8, Bytes: gb, Seconds: []float64{1, 1}},
+		{Source: Stemdot, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: "cpu-all/stemdot", Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{0.5, 0.4, 0.6}},
+		{Source: Stemdot, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: "cpu-1/stemdot", Workers: 1, Frames: 8, Bytes: gb, Seconds: []float64{1, 1}},
 		{Source: ReadFloor, DType: "uint16", MaskKind: NoMasks, Plan: "read-floor/cpu-all", Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{0.25}},
 		{Source: NumPy, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: NumPy, Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{2}},
 		{Source: NumPy, DType: "uint16", Masks: 1, MaskKind: SparseRing, Plan: NumPy, Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{4}},
 		{Source: LiberTEM, DType: "uint16", Masks: 4, MaskKind: Dense, Plan: LiberTEM, Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{1}},
-		{Source: Stemdot, DType: "uint16", Masks: 4, MaskKind: Dense, Plan: "cpu-all/gonum", Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{0.5}},
-		{Source: Stemdot, DType: "float32", Masks: 1, MaskKind: Dense, Plan: "cpu-all/gonum", Workers: 2, Frames: 4, Bytes: gb, Seconds: []float64{0.8}},
+		{Source: Stemdot, DType: "uint16", Masks: 4, MaskKind: Dense, Plan: "cpu-all/stemdot", Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{0.5}},
+		{Source: Stemdot, DType: "float32", Masks: 1, MaskKind: Dense, Plan: "cpu-all/stemdot", Workers: 2, Frames: 4, Bytes: gb, Seconds: []float64{0.8}},
 	}
 }
 
@@ -76,14 +76,14 @@ func TestSorted(t *testing.T) {
 		got = append(got, r.DType+" "+r.MaskKind+" "+r.Plan)
 	}
 	assert.Equal(t, []string{
-		"uint16 dense cpu-1/gonum",
-		"uint16 dense cpu-all/gonum",
+		"uint16 dense cpu-1/stemdot",
+		"uint16 dense cpu-all/stemdot",
 		"uint16 dense numpy",
-		"uint16 dense cpu-all/gonum",
+		"uint16 dense cpu-all/stemdot",
 		"uint16 dense libertem",
 		"uint16 sparse-ring numpy",
 		"uint16 none read-floor/cpu-all",
-		"float32 dense cpu-all/gonum",
+		"float32 dense cpu-all/stemdot",
 	}, got)
 }
 
@@ -95,9 +95,9 @@ func TestWriteCSV(t *testing.T) {
 	require.Len(t, recs, 1+len(rows()))
 	assert.Equal(t, "dtype,masks,mask_kind,plan,workers,gbps,frames_per_s,ratio_read_floor,ratio_numpy,ratio_libertem,ratio_cupy",
 		strings.Join(recs[0], ","))
-	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-all/gonum", "2", "2", "16", "0.500", "4.000", "", ""}, recs[1])
-	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-1/gonum", "1", "1", "8", "", "", "", ""}, recs[2])
-	assert.Equal(t, []string{"uint16", "4", "dense", "cpu-all/gonum", "2", "2", "16", "0.500", "", "2.000", ""}, recs[7])
+	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-all/stemdot", "2", "2", "16", "0.500", "4.000", "", ""}, recs[1])
+	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-1/stemdot", "1", "1", "8", "", "", "", ""}, recs[2])
+	assert.Equal(t, []string{"uint16", "4", "dense", "cpu-all/stemdot", "2", "2", "16", "0.500", "", "2.000", ""}, recs[7])
 }
 
 func TestWriteTable(t *testing.T) {
@@ -107,7 +107,7 @@ func TestWriteTable(t *testing.T) {
 	require.Len(t, lines, 1+len(rows()))
 	assert.Equal(t, []string{"dtype", "masks", "kind", "plan", "workers", "GB/s", "frames/s", "spread", "×floor", "×numpy", "×libertem", "×cupy"},
 		strings.Fields(lines[0]))
-	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-all/gonum", "2", "2.000", "16", "40%", "0.50", "4.00", "-", "-"},
+	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-all/stemdot", "2", "2.000", "16", "40%", "0.50", "4.00", "-", "-"},
 		strings.Fields(lines[1]))
 }
 
@@ -131,7 +131,7 @@ func TestWriteJSON(t *testing.T) {
 	assert.Equal(t, rep.Date, got.Date)
 	assert.Equal(t, rep.Skipped, got.Skipped)
 	require.Len(t, got.Rows, len(rows()))
-	assert.Equal(t, "cpu-all/gonum", got.Rows[0].Plan)
+	assert.Equal(t, "cpu-all/stemdot", got.Rows[0].Plan)
 	assert.Equal(t, []float64{0.5, 0.4, 0.6}, got.Rows[0].Seconds)
 	assert.InDelta(t, 2.0, got.Rows[0].GBps, 1e-12)
 	assert.InDelta(t, 0.5, got.Rows[0].Median, 1e-12)

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/gonum"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/internal/testfiles"
@@ -45,7 +45,10 @@ func TestCPUWorkerStaysOnItsThread(t *testing.T) {
 	ds := randomDataset(rng, dataset.Uint16, []int{nFrames}, sig)
 	stack := randomStack(rng, nMasks, sig)
 	want, mag := reference(ds, stack)
-	for _, f64 := range []bool{false, true} {
+	defer func(old bool) { useSIMD = old }(useSIMD)
+	for _, c := range []struct{ simd, f64 bool }{{true, false}, {false, false}, {false, true}} {
+		f64 := c.f64
+		useSIMD = c.simd // float32 on the block kernels or on Gemm; float64 on Gemm
 		job := &Job{Dataset: ds, Masks: stack, NMasks: nMasks, TileFrames: tile, Float64: f64}
 		w, err := NewCPUWorker(job)
 		require.NoError(t, err)
@@ -55,7 +58,7 @@ func TestCPUWorkerStaysOnItsThread(t *testing.T) {
 		}
 		before := goroutinesCreated(t)
 		require.NoError(t, w.Process(context.Background(), planner.Partition{Start: 0, End: nFrames}, out, nil))
-		require.Equal(t, before, goroutinesCreated(t), "the CPU worker (float64=%v) created goroutines", f64)
+		require.Equal(t, before, goroutinesCreated(t), "the CPU worker (%+v) created goroutines", c)
 		if f64 {
 			requireClose(t, out.F64, want, mag, 1e-13)
 		} else {
@@ -63,14 +66,13 @@ func TestCPUWorkerStaysOnItsThread(t *testing.T) {
 		}
 	}
 
-	// Control: tile × masks in one Gemm goes parallel.
-	a := make([]float32, tile*sig[0]*sig[1])
+	// Control: tile × masks in one call of gonum's Sgemm (behind blas32 unless built with
+	// -tags openblas) goes parallel.
+	pixels := sig[0] * sig[1]
+	a := make([]float32, tile*pixels)
 	c := make([]float32, tile*nMasks)
 	before := goroutinesCreated(t)
-	blas32.Gemm(blas.NoTrans, blas.Trans, 1,
-		blas32.General{Rows: tile, Cols: len(stack.Data) / nMasks, Stride: len(stack.Data) / nMasks, Data: a},
-		blas32.General{Rows: nMasks, Cols: len(stack.Data) / nMasks, Stride: len(stack.Data) / nMasks, Data: stack.Data},
-		0, blas32.General{Rows: tile, Cols: nMasks, Stride: nMasks, Data: c})
+	gonum.Implementation{}.Sgemm(blas.NoTrans, blas.Trans, tile, nMasks, pixels, 1, a, pixels, stack.Data, pixels, 0, c, nMasks)
 	require.Greater(t, goroutinesCreated(t), before, "control: an unchunked Gemm should create goroutines")
 }
 

@@ -45,13 +45,14 @@ func detectMachine() (*machine, error) {
 	return m, nil
 }
 
-// blasName names the BLAS behind gonum's blas32 in this build: "gonum" (pure Go) or
-// "openblas" (gonum.org/v1/netlib through cgo, -tags openblas).
+// blasName names the dense kernels of this build: "stemdot" (the engine's own: AVX2+FMA
+// block kernels where the CPU has them, else gonum's pure-Go blas32) or "openblas" (the
+// -tags openblas build: blas32 on OpenBLAS through gonum.org/v1/netlib and cgo).
 func blasName() string {
 	if strings.HasPrefix(fmt.Sprintf("%T", blas32.Implementation()), "netlib.") {
 		return "openblas"
 	}
-	return "gonum"
+	return "stemdot"
 }
 
 func (m *machine) describe() map[string]any {

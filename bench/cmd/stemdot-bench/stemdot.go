@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,7 +10,6 @@ import (
 	"os"
 	"sync"
 	"time"
-	"unsafe"
 
 	"codeberg.org/sbinet/npyio"
 
@@ -211,13 +211,14 @@ func compare(got []float32, frames []int, ref []float64, nMasks int) (float64, e
 	return worst, nil
 }
 
-// sink keeps the read floor's byte sums alive.
+// sink keeps the read floor's byte counts alive.
 var sink uint64
 
 // readFloor measures the streaming read of every CPU-only plan: its workers, pinned
-// like the engine's, pull the same partitions from a queue, read them tile by tile
-// (engine.AutoTileFrames frames) with ReadFrames into a reused buffer and XOR every
-// 8-byte word.
+// like the engine's, pull the same partitions from a queue and touch every byte the
+// fastest way the dataset allows, as the engine reads it: in place when it is mapped
+// (dataset.Viewer), else with ReadFrames into a reused tile buffer (engine.AutoTileFrames
+// frames), each tile swept with bytes.Count (vectorised: AVX2 on amd64).
 func readFloor(cfg *config, d *benchData, plans []namedPlan) ([]bench.Row, error) {
 	var rows []bench.Row
 	tile := engine.AutoTileFrames(d.ds.FrameBytes())
@@ -248,6 +249,7 @@ func streamRead(ds dataset.Dataset, plan *planner.Plan, tile int) error {
 		queue <- p
 	}
 	close(queue)
+	viewer, _ := ds.(dataset.Viewer)
 	errs := make([]error, len(plan.Workers))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -259,27 +261,33 @@ func streamRead(ds dataset.Dataset, plan *planner.Plan, tile int) error {
 				return
 			}
 			defer unpin()
-			buf := make([]uint64, (tile*ds.FrameBytes()+7)/8)
-			bytes := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)
-			var acc uint64
+			buf := make([]byte, tile*ds.FrameBytes())
+			var count int
 			for p := range queue {
 				for s := p.Start; s < p.End; s += tile {
 					e := min(s+tile, p.End)
-					n := (e - s) * ds.FrameBytes()
-					if err := ds.ReadFrames(s, e, bytes[:n]); err != nil {
+					frames := buf[:(e-s)*ds.FrameBytes()]
+					if viewer != nil {
+						frames, err = viewer.ViewFrames(s, e)
+					} else {
+						err = ds.ReadFrames(s, e, frames)
+					}
+					if err != nil {
 						errs[i] = err
 						return
 					}
-					for _, v := range buf[:n/8] {
-						acc ^= v
-					}
+					count += bytes.Count(frames, sweepByte)
 				}
 			}
 			mu.Lock()
-			sink ^= acc
+			sink += uint64(count)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// sweepByte is the byte the read floor counts: any value makes bytes.Count read every
+// byte.
+var sweepByte = []byte{0x5a}

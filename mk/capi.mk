@@ -40,7 +40,7 @@ $(PY_VENV)/bin/python:
 
 # pip builds libstemdot.so into the package with `go build -buildmode=c-shared` (see
 # python/setup.py); STEMDOT_LIB is left unset so that the installed library is tested.
-test-python: $(PY_VENV)/bin/python
+test-python: $(PY_VENV)/bin/python build
 	$(PY_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(PY_VENV)/bin/python -m pip install --quiet numpy pytest
 	$(PY_VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps ./python

@@ -144,7 +144,8 @@ type Result struct {
 //
 // Errors: invalid input is reported before any work starts. The first worker error
 // cancels the run and is returned as "worker W (cpu C): partition [S, E): ...". A GPU
-// worker's failure is not fatal: its partition is re-run by the remaining workers and
+// worker's failure is not fatal: one that cannot be created is listed in
+// Stats.NotStarted, and a partition it fails is re-run by the remaining workers and
 // listed in Stats.Retried; the run fails only when no worker is left. When ctx is
 // cancelled, the workers stop between tiles and the error satisfies
 // errors.Is(err, context.Canceled) (or context.DeadlineExceeded). No goroutine started by
@@ -202,6 +203,7 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 		Workers:         len(plan.Workers),
 		FramesPerWorker: r.framesPerWorker,
 		Retried:         r.retried,
+		NotStarted:      r.notStarted,
 		Sparse:          job.Sparse != nil,
 	}
 	for _, w := range plan.Workers {
@@ -340,6 +342,7 @@ type run struct {
 	fatal           error // first fatal error
 	framesPerWorker []int
 	retried         []RetriedPartition
+	notStarted      []WorkerError
 }
 
 func newRun(ctx context.Context, plan *planner.Plan, job *Job, out Output, progress func(int, int)) *run {
@@ -372,13 +375,16 @@ func (r *run) execute(newWorker WorkerFactory, pin bool) {
 	r.cancel()
 }
 
-// err is the run's outcome: the parent context's error when it was cancelled, else the
-// first fatal error.
+// err is the run's outcome: the first fatal error, else the parent context's error when
+// it was cancelled before every partition was done.
 func (r *run) err(parent context.Context) error {
-	if err := parent.Err(); err != nil {
+	if r.fatal != nil {
+		return r.fatal
+	}
+	if err := parent.Err(); err != nil && r.remaining > 0 {
 		return fmt.Errorf("apply masks: stopped after %d of %d frames: %w", r.done, r.total, err)
 	}
-	return r.fatal
+	return nil
 }
 
 func workerName(spec planner.Worker) string {
@@ -421,7 +427,12 @@ func (r *run) work(spec planner.Worker, newWorker WorkerFactory, pin bool) {
 	}
 	w, err := newWorker(spec, r.job)
 	if err != nil {
-		r.fail(fmt.Errorf("%s: create worker: %w", name, err))
+		err = fmt.Errorf("%s: create worker: %w", name, err)
+		if spec.Kind == planner.GPU {
+			r.retire(spec.ID, err)
+		} else {
+			r.fail(err)
+		}
 		return
 	}
 	defer func() {
@@ -498,6 +509,19 @@ func (r *run) complete(id, pi int) {
 	r.remaining--
 	if r.remaining == 0 {
 		close(r.queue)
+	}
+}
+
+// retire records GPU worker id that could not be created; the others take its share.
+// With no worker left the run fails.
+func (r *run) retire(id int, err error) {
+	r.mu.Lock()
+	r.notStarted = append(r.notStarted, WorkerError{Worker: id, Err: err})
+	r.alive--
+	alive := r.alive
+	r.mu.Unlock()
+	if alive == 0 {
+		r.fail(fmt.Errorf("no worker left: %w", err))
 	}
 }
 

@@ -176,20 +176,39 @@ func TestApplyMasksOutBuffers(t *testing.T) {
 		"Out32 given for a float64":   {Float64: true, Out32: out32},
 		"Out64 given for a float32":   {Out64: out64},
 		"TileFrames -1 is negative":   {TileFrames: -1},
-		"GPU worker on device 0: ":    {NewWorker: nil},
 		"create worker: no resources": {NewWorker: func(planner.Worker, *Job) (Worker, error) { return nil, errors.New("no resources") }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			opt.NoPin = true
-			p := plan
-			if name == "GPU worker on device 0: " {
-				p = evenPlan(anyCPUs, 2, 10, 2)
-				p.Workers[1].Kind, p.Workers[1].GPU = planner.GPU, 0
-			}
-			_, err := ApplyMasks(context.Background(), ds, stack, p, opt)
+			_, err := ApplyMasks(context.Background(), ds, stack, plan, opt)
 			require.ErrorContains(t, err, name)
 		})
 	}
+}
+
+// A GPU worker that cannot be created (here: no CUDA support, or no device) is not
+// fatal: the CPU workers take its share and Stats say so. Only GPU workers: the run fails.
+func TestApplyMasksGPUWorkerNotStarted(t *testing.T) {
+	noLeak(t)
+	rng := rand.New(rand.NewPCG(61, 62))
+	sig := [2]int{5, 6}
+	ds := randomDataset(rng, dataset.Uint16, []int{10}, sig)
+	stack := randomStack(rng, 3, sig)
+	want, mag := reference(ds, stack)
+	p := evenPlan(anyCPUs, 2, 10, 2)
+	p.Workers[1].Kind, p.Workers[1].GPU = planner.GPU, 0
+	res, err := ApplyMasks(context.Background(), ds, stack, p, Options{NoPin: true})
+	require.NoError(t, err)
+	requireClose(t, res.F32, want, mag, 1e-5)
+	require.Len(t, res.Stats.NotStarted, 1)
+	require.Equal(t, 1, res.Stats.NotStarted[0].Worker)
+	require.ErrorContains(t, res.Stats.NotStarted[0].Err, "GPU worker on device 0: ")
+	require.Contains(t, res.Stats.Summary(), "worker 1 not started: ")
+	require.Equal(t, []int{10, 0}, res.Stats.FramesPerWorker)
+
+	p.Workers[0].Kind, p.Workers[0].GPU = planner.GPU, 0
+	_, err = ApplyMasks(context.Background(), ds, stack, p, Options{NoPin: true})
+	require.ErrorContains(t, err, "no worker left: ")
 }
 
 func TestApplyMasksValidation(t *testing.T) {

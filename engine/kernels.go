@@ -210,7 +210,7 @@ func (d *simdDense[N]) apply(tile []byte, frames int, acc []float64) {
 
 // dotBlock adds Σ_i float64(px[i])·w[m·ldw+i] into acc[m] for every mask m < len(acc):
 // the first len(px) rounded down to 16 pixels through the block kernels in float32
-// (len(px) ≤ pixelChunk keeps their rounding error small), the rest in float64. part
+// (len(px) ≤ simdBlock keeps their rounding error small), the rest in float64. part
 // holds len(acc) float32s of scratch.
 func dotBlock[N native](k *groupKernels[N], px []N, w []float32, ldw int, acc []float64, part []float32) {
 	nm := len(acc)

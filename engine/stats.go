@@ -25,6 +25,9 @@ type Stats struct {
 	FramesPerWorker []int
 	// Retried lists the partitions re-run by other workers after a GPU worker failed.
 	Retried []RetriedPartition
+	// NotStarted lists the GPU workers that could not be created (no device memory, a
+	// frame dtype without GPU kernels, ...); the other workers took their share.
+	NotStarted []WorkerError
 	// Sparse tells whether the masks were applied in CSR form.
 	Sparse bool
 }
@@ -38,6 +41,13 @@ type RetriedPartition struct {
 	Err error
 }
 
+// WorkerError is a worker's error.
+type WorkerError struct {
+	// Worker is the worker's ID (its index in the plan).
+	Worker int
+	Err    error
+}
+
 // GBPerSecond is BytesRead/Elapsed in 10⁹ bytes per second (0 when Elapsed is 0).
 func (s Stats) GBPerSecond() float64 {
 	if s.Elapsed <= 0 {
@@ -47,13 +57,16 @@ func (s Stats) GBPerSecond() float64 {
 }
 
 // Summary is a one-line account of the run: frames, GB read (10⁹ bytes), seconds, GB/s,
-// workers (cpu/gpu), and the retried partitions if any.
+// workers (cpu/gpu), and the GPU workers not started and partitions retried, if any.
 func (s Stats) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d frames, %.3f GB in %.3f s (%.2f GB/s), %d workers (%d cpu, %d gpu)",
 		s.Frames, float64(s.BytesRead)/1e9, s.Elapsed.Seconds(), s.GBPerSecond(), s.Workers, s.CPUWorkers, s.GPUWorkers)
 	if s.Sparse {
 		b.WriteString(", sparse masks")
+	}
+	for _, w := range s.NotStarted {
+		fmt.Fprintf(&b, ", worker %d not started: %v", w.Worker, w.Err)
 	}
 	if len(s.Retried) > 0 {
 		fmt.Fprintf(&b, ", %d partitions retried:", len(s.Retried))

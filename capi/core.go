@@ -88,11 +88,12 @@ const (
 // panics on a freed or unknown handle, so every use is checked here first: unknown,
 // freed and wrong-kind handles become errBadHandle errors.
 type handleRegistry struct {
-	mu   sync.Mutex
-	live map[cgo.Handle]string // handle → kind
+	mu    sync.Mutex
+	live  map[cgo.Handle]string // handle → kind
+	users map[cgo.Handle]int    // handle → applies using it now (see acquire)
 }
 
-var handles = handleRegistry{live: make(map[cgo.Handle]string)}
+var handles = handleRegistry{live: make(map[cgo.Handle]string), users: make(map[cgo.Handle]int)}
 
 // add registers v under a new handle of kind.
 func (r *handleRegistry) add(kind string, v any) uint64 {
@@ -129,14 +130,38 @@ func (r *handleRegistry) get(id uint64, kind string) (any, error) {
 	return h.Value(), nil
 }
 
-// remove unregisters a live handle of kind and returns its value. release, when not
-// nil, runs first under the registry lock and may refuse the removal with an error.
+// acquire returns the value of a live handle of kind and marks it in use until release
+// is called: remove refuses a handle in use, so that freeing a dataset on one thread
+// cannot unmap or drop frames that an apply on another thread is reading.
+func (r *handleRegistry) acquire(id uint64, kind string) (v any, release func(), err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, err := r.checkLocked(id, kind)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.users[h]++
+	return h.Value(), func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.users[h]--; r.users[h] == 0 {
+			delete(r.users, h)
+		}
+	}, nil
+}
+
+// remove unregisters a live handle of kind and returns its value. It fails while the
+// handle is in use (acquire). release, when not nil, runs first under the registry lock
+// and may refuse the removal with an error.
 func (r *handleRegistry) remove(id uint64, kind string, release func(v any) error) (any, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h, err := r.checkLocked(id, kind)
 	if err != nil {
 		return nil, err
+	}
+	if r.users[h] > 0 {
+		return nil, failf(errInvalidArgument, "%s handle %d is in use by a running apply: free it after the apply returns", kind, id)
 	}
 	v := h.Value()
 	if release != nil {
@@ -460,6 +485,8 @@ func apply(req applyRequest) error {
 	}
 	opt := engine.Options{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64}
 	err = runEngine(ctx, req.ds, stack, plan, opt, req.progress)
+	// A cancel issued at any time during the call returns errCancelled, also when the
+	// engine finished meanwhile: callers see one outcome per cancel, deterministically.
 	if req.run != nil && req.run.finish() {
 		return failf(errCancelled, "apply cancelled")
 	}

@@ -307,10 +307,12 @@ func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMask
 		return fail(fn, failf(errInvalidArgument, "masks and out must not be NULL"))
 	}
 	req := applyRequest{}
-	var err error
-	if req.ds, err = getDataset(uint64(dsHandle)); err != nil {
+	v, release, err := handles.acquire(uint64(dsHandle), kindDataset)
+	if err != nil {
 		return fail(fn, err)
 	}
+	defer release()
+	req.ds = v.(dataset.Dataset)
 	if planHandle != 0 {
 		if req.plan, err = getPlan(uint64(planHandle)); err != nil {
 			return fail(fn, err)

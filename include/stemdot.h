@@ -165,8 +165,9 @@ stemdot_status stemdot_dataset_from_memory(const void *frames, size_t frames_byt
 stemdot_status stemdot_dataset_get_info(stemdot_dataset dataset, stemdot_dataset_info *info);
 
 /*
- * Closes the dataset and frees its handle. Do not free a dataset while an apply on it
- * runs in another thread (that apply then fails with STEMDOT_ERR_IO).
+ * Closes the dataset and frees its handle. While an apply on it runs in another thread,
+ * it fails with STEMDOT_ERR_INVALID_ARGUMENT and leaves the dataset open (free it after
+ * that apply returns). Thread-safe.
  */
 stemdot_status stemdot_dataset_free(stemdot_dataset dataset);
 

@@ -377,3 +377,24 @@ def test_closed_dataset_raises():
     assert ds.closed
     with pytest.raises(stemdot.BadHandleError, match="closed"):
         stemdot.apply_masks(ds, np.ones((1, 4, 4)))
+
+
+def test_close_during_apply_is_refused_and_the_apply_completes():
+    rng = np.random.default_rng(11)
+    frames = rng.integers(0, 1000, size=(64, 32, 32), dtype=np.uint16)
+    masks = rng.random((2, 32, 32), dtype=np.float32)
+    ds = stemdot.from_array(frames)
+    refused = []
+
+    def on_progress(done, total):
+        if not refused:
+            with pytest.raises(stemdot.InvalidArgumentError, match="in use by a running apply"):
+                ds.close()
+            refused.append(True)
+
+    got = stemdot.apply_masks(ds, masks, progress=on_progress)
+    assert refused and not ds.closed
+    want = np.einsum("fyx,myx->fm", frames.astype(np.float64), masks.astype(np.float64))
+    np.testing.assert_allclose(got.reshape(-1, 2), want, rtol=1e-5)
+    ds.close()
+    assert ds.closed

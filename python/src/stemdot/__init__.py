@@ -174,10 +174,11 @@ class Dataset:
         return self._handle
 
     def close(self):
-        """Closes the dataset (idempotent)."""
+        """Closes the dataset (idempotent). Raises InvalidArgumentError, leaving it open,
+        while apply_masks runs on it in another thread."""
         if self._handle is not None:
-            handle, self._handle = self._handle, None
-            _call(_LIB.stemdot_dataset_free, handle)
+            _call(_LIB.stemdot_dataset_free, self._handle)
+            self._handle = None
             self._keepalive = None
 
     def __enter__(self):
@@ -508,7 +509,13 @@ def _apply(ds, masks, plan, progress, out):
                     worker.join(0.25)
             except KeyboardInterrupt:
                 _LIB.stemdot_run_cancel(run)
-                worker.join()
+                # The apply still reads the frames and writes `out`: wait until it has
+                # returned before their buffers can go, whatever more Ctrl-Cs arrive.
+                while worker.is_alive():
+                    try:
+                        worker.join()
+                    except KeyboardInterrupt:
+                        pass
                 raise
         else:
             target()

@@ -44,7 +44,7 @@ func TestConfigErrors(t *testing.T) {
 		{"weights", func(c *RunnerConfig) { c.Masks = c.Masks[:7] }, "mask stack holds 7 weights, want 2 masks x 4 pixels = 8"},
 		{"tile", func(c *RunnerConfig) { c.TileFrames = -1 }, "TileFrames -1"},
 		{"streams", func(c *RunnerConfig) { c.Streams = 17 }, "Streams 17: want 1 to 16"},
-		{"csr shape", func(c *RunnerConfig) { c.Sparse = &masks.CSR{N: 1, Pixels: 4, RowPtr: []int32{0, 0}} }, "CSR stack is 1 masks x 4 pixels, want 2 x 4"},
+		{"csr shape", func(c *RunnerConfig) { c.Sparse = &masks.CSR{N: 1, Pixels: 4, RowPtr: []int32{0, 0}} }, "CSR masks are 1 masks × 4 pixels, want 2 × 4"},
 		{"csr rowptr", func(c *RunnerConfig) { c.Sparse = &masks.CSR{N: 2, Pixels: 4, RowPtr: []int32{0, 1}} }, "RowPtr has 2 entries (want 3"},
 		{"csr order", func(c *RunnerConfig) {
 			c.Sparse = &masks.CSR{N: 2, Pixels: 4, RowPtr: []int32{0, 1, 0}, Col: []int32{0}, Val: []float32{1}}

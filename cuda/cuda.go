@@ -157,28 +157,11 @@ func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 
 // checkCSR validates a CSR stack against the runner's shape.
 func checkCSR(c *masks.CSR, nMasks, pixels int) error {
-	if c.N != nMasks || c.Pixels != pixels {
-		return fmt.Errorf("cuda: CSR stack is %d masks x %d pixels, want %d x %d", c.N, c.Pixels, nMasks, pixels)
-	}
 	if c.N > maxSparseMasks {
 		return fmt.Errorf("cuda: CSR stack has %d masks, at most %d supported", c.N, maxSparseMasks)
 	}
-	if len(c.RowPtr) != c.N+1 || c.RowPtr[0] != 0 {
-		return fmt.Errorf("cuda: CSR RowPtr has %d entries (want %d, starting at 0)", len(c.RowPtr), c.N+1)
-	}
-	for m := 0; m < c.N; m++ {
-		if c.RowPtr[m+1] < c.RowPtr[m] {
-			return fmt.Errorf("cuda: CSR RowPtr decreases at mask %d (%d < %d)", m, c.RowPtr[m+1], c.RowPtr[m])
-		}
-	}
-	nnz := int(c.RowPtr[c.N])
-	if len(c.Col) != nnz || len(c.Val) != nnz {
-		return fmt.Errorf("cuda: CSR has %d columns and %d values, RowPtr says %d nonzeros", len(c.Col), len(c.Val), nnz)
-	}
-	for k, col := range c.Col {
-		if col < 0 || int(col) >= pixels {
-			return fmt.Errorf("cuda: CSR nonzero %d has pixel index %d outside [0, %d)", k, col, pixels)
-		}
+	if err := c.Validate(nMasks, pixels); err != nil {
+		return fmt.Errorf("cuda: %w", err)
 	}
 	return nil
 }

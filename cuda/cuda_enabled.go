@@ -148,11 +148,13 @@ func releaseMasks(cfg *RunnerConfig) error {
 	deviceMasks.Lock()
 	defer deviceMasks.Unlock()
 	var left C.int
-	err := statusError(cfg.Device, C.stemdot_masks_release(deviceMasks.m[k], &left))
+	if err := statusError(cfg.Device, C.stemdot_masks_release(deviceMasks.m[k], &left)); err != nil {
+		return err // the C side still holds its references: keep the entry
+	}
 	if left == 0 {
 		delete(deviceMasks.m, k)
 	}
-	return err
+	return nil
 }
 
 // Runner is a GPU worker bound to one device: the device copy of the mask stack, pinned
@@ -203,8 +205,10 @@ func cDType(d dataset.DType) C.int {
 		return C.STEMDOT_UINT16
 	case dataset.Uint32:
 		return C.STEMDOT_UINT32
+	case dataset.Float32:
+		return C.STEMDOT_FLOAT32
 	}
-	return C.STEMDOT_FLOAT32
+	panic("cuda: dtype " + d.String() + " passed RunnerConfig validation") // withDefaults rejects it first
 }
 
 // Config returns the runner's configuration with defaults filled in.

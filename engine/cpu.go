@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"github.com/stemdot/stemdot/dataset"
-	"github.com/stemdot/stemdot/masks"
 	"github.com/stemdot/stemdot/planner"
 )
 
@@ -102,26 +101,8 @@ func validateJob(job *Job) error {
 		return fmt.Errorf("job TileFrames %d, need at least 1", job.TileFrames)
 	}
 	if job.Sparse != nil {
-		return validateCSR(job.Sparse, job.Masks)
-	}
-	return nil
-}
-
-func validateCSR(c *masks.CSR, stack *masks.Stack) error {
-	if c.N != stack.N || c.Pixels != stack.Pixels() {
-		return fmt.Errorf("sparse masks have %d rows of %d pixels, the stack %d masks of %d pixels", c.N, c.Pixels, stack.N, stack.Pixels())
-	}
-	if len(c.RowPtr) != c.N+1 || c.RowPtr[0] != 0 || int(c.RowPtr[c.N]) != len(c.Col) || len(c.Col) != len(c.Val) {
-		return fmt.Errorf("sparse masks: inconsistent CSR (%d row pointers for %d rows, %d columns, %d values)", len(c.RowPtr), c.N, len(c.Col), len(c.Val))
-	}
-	for m := range c.N {
-		if c.RowPtr[m+1] < c.RowPtr[m] {
-			return fmt.Errorf("sparse masks: row pointers decrease at mask %d", m)
-		}
-	}
-	for i, col := range c.Col {
-		if col < 0 || int(col) >= c.Pixels {
-			return fmt.Errorf("sparse masks: nonzero %d has pixel index %d outside [0, %d)", i, col, c.Pixels)
+		if err := job.Sparse.Validate(job.Masks.N, job.Masks.Pixels()); err != nil {
+			return fmt.Errorf("sparse masks: %w", err)
 		}
 	}
 	return nil

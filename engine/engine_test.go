@@ -525,12 +525,12 @@ func TestNewCPUWorkerValidation(t *testing.T) {
 	badCol.Col = append([]int32{}, csr.Col...)
 	badCol.Col[0] = 16
 	cases := map[string]*Job{
-		"job has no dataset":                    {Masks: stack, NMasks: 2, TileFrames: 1},
-		"NMasks 3 differs":                      {Dataset: ds, Masks: stack, NMasks: 3, TileFrames: 1},
-		"TileFrames 0":                          {Dataset: ds, Masks: stack, NMasks: 2},
-		"pixel index 16 outside [0, 16)":        {Dataset: ds, Masks: stack, NMasks: 2, TileFrames: 1, Sparse: &badCol},
-		"sparse masks have 2 rows of 9 pixels":  {Dataset: ds, Masks: stack, NMasks: 2, TileFrames: 1, Sparse: &masks.CSR{N: 2, Pixels: 9}},
-		"inconsistent CSR (0 row pointers for ": {Dataset: ds, Masks: stack, NMasks: 2, TileFrames: 1, Sparse: &masks.CSR{N: 2, Pixels: 16}},
+		"job has no dataset":             {Masks: stack, NMasks: 2, TileFrames: 1},
+		"NMasks 3 differs":               {Dataset: ds, Masks: stack, NMasks: 3, TileFrames: 1},
+		"TileFrames 0":                   {Dataset: ds, Masks: stack, NMasks: 2},
+		"pixel index 16 outside [0, 16)": {Dataset: ds, Masks: stack, NMasks: 2, TileFrames: 1, Sparse: &badCol},
+		"sparse masks: CSR masks are 2 masks × 9 pixels, want 2 × 16": {Dataset: ds, Masks: stack, NMasks: 2, TileFrames: 1, Sparse: &masks.CSR{N: 2, Pixels: 9}},
+		"CSR RowPtr has 0 entries (want 3":                            {Dataset: ds, Masks: stack, NMasks: 2, TileFrames: 1, Sparse: &masks.CSR{N: 2, Pixels: 16}},
 	}
 	for want, job := range cases {
 		_, err := NewCPUWorker(job)

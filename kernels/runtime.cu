@@ -478,12 +478,8 @@ const void *stemdot_runner_output(stemdot_runner *r, int slot) {
     return r->slots[slot].host_out;
 }
 
-stemdot_status stemdot_runner_submit(stemdot_runner *r, int slot, int n_frames) {
-    if (slot < 0 || slot >= int(r->slots.size()) || n_frames < 1 || n_frames > r->tile_frames) {
-        return invalid();
-    }
-    CUDA_TRY(cudaSetDevice, r->device);
-    Slot &s = r->slots[slot];
+// submit queues tile copy-in, kernel, result copy-out and the slot's event on its stream.
+static stemdot_status submit(stemdot_runner *r, Slot &s, int n_frames) {
     CUDA_TRY(cudaMemcpyAsync, s.dev_in, s.host_in, size_t(n_frames) * size_t(r->frame_bytes),
              cudaMemcpyHostToDevice, s.stream);
     const stemdot_status st =
@@ -494,6 +490,22 @@ stemdot_status stemdot_runner_submit(stemdot_runner *r, int slot, int n_frames) 
              s.stream);
     CUDA_TRY(cudaEventRecord, s.done, s.stream);
     return kOK;
+}
+
+stemdot_status stemdot_runner_submit(stemdot_runner *r, int slot, int n_frames) {
+    if (slot < 0 || slot >= int(r->slots.size()) || n_frames < 1 || n_frames > r->tile_frames) {
+        return invalid();
+    }
+    CUDA_TRY(cudaSetDevice, r->device);
+    Slot &s = r->slots[slot];
+    const stemdot_status st = submit(r, s, n_frames);
+    if (st.code != 0) {
+        // The caller will not wait on this slot's event: drain what was queued before
+        // its pinned buffers are reused (the error to report is st, not this one).
+        cudaStreamSynchronize(s.stream);
+        cudaGetLastError();
+    }
+    return st;
 }
 
 stemdot_status stemdot_runner_wait(stemdot_runner *r, int slot) {

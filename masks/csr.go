@@ -1,5 +1,7 @@
 package masks
 
+import "fmt"
+
 // DefaultSparseDensity is the fraction of nonzero weights under which a stack is applied
 // in CSR form: below it, gathering the nonzero pixels costs less than a dense product.
 const DefaultSparseDensity = 0.1
@@ -62,4 +64,30 @@ func (s *Stack) ToCSR() *CSR {
 		c.RowPtr[m+1] = int32(len(c.Col))
 	}
 	return c
+}
+
+// Validate checks that c is a consistent CSR form of nMasks masks of pixels pixels: row
+// pointers starting at 0 and never decreasing, as many columns and values as nonzeros,
+// and every column a pixel index in [0, pixels).
+func (c *CSR) Validate(nMasks, pixels int) error {
+	if c.N != nMasks || c.Pixels != pixels {
+		return fmt.Errorf("CSR masks are %d masks × %d pixels, want %d × %d", c.N, c.Pixels, nMasks, pixels)
+	}
+	if len(c.RowPtr) != c.N+1 || c.RowPtr[0] != 0 {
+		return fmt.Errorf("CSR RowPtr has %d entries (want %d, starting at 0)", len(c.RowPtr), c.N+1)
+	}
+	for m := range c.N {
+		if c.RowPtr[m+1] < c.RowPtr[m] {
+			return fmt.Errorf("CSR RowPtr decreases at mask %d (%d < %d)", m, c.RowPtr[m+1], c.RowPtr[m])
+		}
+	}
+	if nnz := int(c.RowPtr[c.N]); len(c.Col) != nnz || len(c.Val) != nnz {
+		return fmt.Errorf("CSR has %d columns and %d values, RowPtr says %d nonzeros", len(c.Col), len(c.Val), nnz)
+	}
+	for k, col := range c.Col {
+		if col < 0 || int(col) >= pixels {
+			return fmt.Errorf("CSR nonzero %d has pixel index %d outside [0, %d)", k, col, pixels)
+		}
+	}
+	return nil
 }

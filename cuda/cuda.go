@@ -40,7 +40,8 @@ const DefaultTileBytes = 32 << 20
 // being read by the host, one being copied, one in the kernel.
 const DefaultStreams = 3
 
-// maxStreams bounds RunnerConfig.Streams (each holds two tiles of pinned memory).
+// maxStreams bounds RunnerConfig.Streams (each stream holds a pinned host tile and its
+// results, and a device tile).
 const maxStreams = 16
 
 // maxSparseMasks is the CUDA grid limit on the masks of a CSR stack (grid.y).

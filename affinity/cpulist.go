@@ -12,8 +12,8 @@ import (
 // the kernel's Documentation/admin-guide/cputopology.rst). Items are single CPU ids or
 // inclusive ranges "a-b", separated by commas; surrounding white space (the trailing
 // newline of a sysfs file) is ignored. The result is ascending and without duplicates; an
-// empty or blank list gives an empty result. A malformed item, a negative id or a
-// descending range is an error naming the item. The stride form "a-b:s/g" is not
+// empty or blank list gives an empty result. A malformed item, a negative id, an id of
+// MaxCPUs or more, or a descending range is an error naming the item. The stride form "a-b:s/g" is not
 // supported (sysfs never writes it).
 func ParseCPUList(s string) ([]int, error) {
 	s = strings.TrimSpace(s)
@@ -45,10 +45,17 @@ func ParseCPUList(s string) ([]int, error) {
 	return slices.Compact(cpus), nil
 }
 
+// MaxCPUs bounds CPU ids (and so the CPU count) stemdot accepts: 8192, the largest
+// NR_CPUS of Linux on x86-64.
+const MaxCPUs = 8192
+
 func parseCPUID(s string) (int, error) {
 	id, err := strconv.Atoi(s)
 	if err != nil || id < 0 {
 		return 0, fmt.Errorf("%q is not a CPU id (a non-negative integer)", s)
+	}
+	if id >= MaxCPUs {
+		return 0, fmt.Errorf("CPU id %d is beyond the %d CPUs Linux supports", id, MaxCPUs)
 	}
 	return id, nil
 }

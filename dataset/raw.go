@@ -23,10 +23,10 @@ type flatFile struct {
 // opt.Offset header bytes. Without opt.NavShape the nav shape is (1, n_frames).
 func openRaw(path string, opt Options) (Dataset, error) {
 	if len(opt.SigShape) != 2 || opt.SigShape[0] <= 0 || opt.SigShape[1] <= 0 {
-		return nil, fmt.Errorf("dataset: %s: a raw file needs SigShape (sig_y, sig_x) with positive sizes, got %v", path, opt.SigShape)
+		return nil, fmt.Errorf("dataset: %s: a raw file needs its sig shape (sig_y, sig_x) with positive sizes, got %v", path, opt.SigShape)
 	}
 	if opt.DType.Size() == 0 {
-		return nil, fmt.Errorf("dataset: %s: a raw file needs DType (uint8, uint16, uint32, int8, int16, int32, float32 or float64)", path)
+		return nil, fmt.Errorf("dataset: %s: a raw file needs its dtype (uint8, uint16, uint32, int8, int16, int32, float32 or float64)", path)
 	}
 	if opt.Offset < 0 {
 		return nil, fmt.Errorf("dataset: %s: negative offset %d", path, opt.Offset)

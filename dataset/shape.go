@@ -40,7 +40,7 @@ func checkSig(sig [2]int, dt DType) (int, error) {
 	// a·b ≤ c ⇔ a ≤ ⌊c/b⌋ for positive integers: no product is formed before it is known
 	// to fit.
 	if sig[1] > MaxFrameBytes/dt.Size() || sig[0] > MaxFrameBytes/(sig[1]*dt.Size()) {
-		return 0, fmt.Errorf("sig shape %s is too large: a frame of %d×%d pixels of %v (%d bytes each) exceeds the %d-byte limit (dataset.MaxFrameBytes)",
+		return 0, fmt.Errorf("sig shape %s is too large: a frame of %d×%d pixels of %v (%d bytes each) exceeds the %d-byte limit of one frame",
 			shapeString(sig[:]), sig[0], sig[1], dt, dt.Size(), MaxFrameBytes)
 	}
 	return sig[0] * sig[1] * dt.Size(), nil

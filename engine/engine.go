@@ -191,7 +191,7 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	if err != nil {
 		return nil, err
 	}
-	if err := checkOverflow(ds.DType(), stack, out.F32); err != nil {
+	if err := checkOverflow(stack, out.F32); err != nil {
 		return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
 	}
 
@@ -216,17 +216,13 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	return res, nil
 }
 
-// checkOverflow reports a float32 result that overflowed: frames of an integer dtype hold
-// finite values, so an infinite dot product means the sum exceeded float32's range
-// (±3.4e38), which float64 results hold.
-func checkOverflow(dt dataset.DType, stack *masks.Stack, f32 []float32) error {
-	if dt == dataset.Float32 || dt == dataset.Float64 {
-		return nil // infinities may come from the frames themselves
-	}
+// checkOverflow reports an infinite float32 result: the dot product exceeded float32's
+// range (±3.4e38), which float64 results hold, or the frames themselves hold infinities.
+func checkOverflow(stack *masks.Stack, f32 []float32) error {
 	for i, v := range f32 {
 		if math.IsInf(float64(v), 0) {
 			m := i % stack.N
-			return fmt.Errorf("the float32 result overflows at frame %d, mask %d (%s): compute it in float64", i/stack.N, m, stack.Names[m])
+			return fmt.Errorf("the float32 result is infinite at frame %d, mask %d (%s): the sum overflows float32 (compute it in float64) or the frame holds infinities", i/stack.N, m, stack.Names[m])
 		}
 	}
 	return nil

@@ -565,7 +565,7 @@ func TestApplyMasksFloat32Overflow(t *testing.T) {
 	}
 	plan := evenPlan(allowedCPUs(t)[:1], 1, 6, 2)
 	_, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true})
-	require.ErrorContains(t, err, "float32 result overflows at frame 0, mask 1")
+	require.ErrorContains(t, err, "float32 result is infinite at frame 0, mask 1")
 	res, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true, Float64: true})
 	require.NoError(t, err)
 	require.False(t, math.IsInf(res.F64[1], 0))

@@ -120,6 +120,9 @@ func parseCountOrList(s, option, forms string) (count int, list []int, err error
 		if err != nil || n < 0 {
 			return 0, nil, fmt.Errorf("planner: %s %q: want %s", option, s, forms)
 		}
+		if n > affinity.MaxCPUs {
+			return 0, nil, fmt.Errorf("planner: %s %q: at most %d workers", option, s, affinity.MaxCPUs)
+		}
 		return n, nil, nil
 	}
 	for i, item := range strings.Split(strings.TrimSuffix(s, ","), ",") {
@@ -135,6 +138,9 @@ func parseCountOrList(s, option, forms string) (count int, list []int, err error
 		}
 		if err1 != nil || err2 != nil || first < 0 || last < first {
 			return 0, nil, fmt.Errorf("planner: %s %q: bad item %q; want an id or an ascending range a-b", option, s, item)
+		}
+		if last >= affinity.MaxCPUs || len(list)+last-first >= affinity.MaxCPUs {
+			return 0, nil, fmt.Errorf("planner: %s %q: item %q: ids and workers are limited to %d", option, s, item, affinity.MaxCPUs)
 		}
 		for id := first; id <= last; id++ {
 			list = append(list, id)

@@ -90,6 +90,10 @@ type model struct {
 // CPU at this size, plus two batches of frames.
 const MaxFramePixels = 1 << 25
 
+// MaxCounts bounds the counts per pixel of the model's disc, ring and background: 2³²,
+// the largest value a uint32 pixel holds; the Poisson sampler is accurate far beyond it.
+const MaxCounts = 1 << 32
+
 // ringCutoff is the distance from the ring radius, in ring widths, beyond which the ring
 // profile exp(−d²/2) is exactly 0 in float64 (exp(−800) underflows).
 const ringCutoff = 40
@@ -109,7 +113,7 @@ func newModel(opt Options) (*model, error) {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
 	if opt.SigShape[0] > MaxFramePixels/opt.SigShape[1] {
-		return nil, fmt.Errorf("synth: sig shape (%d, %d) is too large: synth generates frames of at most %d pixels (synth.MaxFramePixels)",
+		return nil, fmt.Errorf("synth: sig shape (%d, %d) is too large: synth generates frames of at most %d pixels",
 			opt.SigShape[0], opt.SigShape[1], MaxFramePixels)
 	}
 	m := &model{Options: opt, ny: 1, nx: opt.NavShape[len(opt.NavShape)-1]}
@@ -130,9 +134,20 @@ func newModel(opt Options) (*model, error) {
 	def(&m.RingWidth, math.Max(1, minSig/40))
 	def(&m.RingCounts, 4)
 	def(&m.Background, 0.5)
-	for _, p := range []float64{m.DiscRadius, m.DiscCounts, m.Shift, m.RingRadius, m.RingWidth, m.RingCounts, m.Background} {
-		if p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
-			return nil, fmt.Errorf("synth: model parameters must be finite and non-negative: %+v", opt)
+	for _, p := range []struct {
+		name  string
+		value float64
+		max   float64
+	}{
+		{"disc radius", m.DiscRadius, math.MaxFloat64}, {"shift", m.Shift, math.MaxFloat64},
+		{"ring radius", m.RingRadius, math.MaxFloat64}, {"ring width", m.RingWidth, math.MaxFloat64},
+		{"disc counts", m.DiscCounts, MaxCounts}, {"ring counts", m.RingCounts, MaxCounts}, {"background", m.Background, MaxCounts},
+	} {
+		if !(p.value >= 0 && p.value <= p.max) { // NaN fails both
+			if p.max == math.MaxFloat64 {
+				return nil, fmt.Errorf("synth: %s %g: want a finite, non-negative value", p.name, p.value)
+			}
+			return nil, fmt.Errorf("synth: %s %g: want a value in [0, %g]", p.name, p.value, p.max)
 		}
 	}
 	if m.RingWidth > max(1, minSig) {
@@ -225,7 +240,7 @@ func Write(ctx context.Context, path string, opt Options) error {
 		case ".raw", ".bin":
 			format = "raw"
 		default:
-			return fmt.Errorf("synth: %s: set Format (raw, npy or mib): the extension does not say", path)
+			return fmt.Errorf("synth: %s: give the format (raw, npy or mib): the extension does not say", path)
 		}
 	}
 	w, err := dataset.Create(path, format, opt.NavShape, opt.SigShape, m.DType)

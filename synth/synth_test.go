@@ -218,14 +218,16 @@ func TestWriteErrorsLeaveNoFile(t *testing.T) {
 		want string
 	}{
 		{"a.mib", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, DType: dataset.Float32}, "MIB stores uint8, uint16 or uint32"},
-		{"a.tif", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}}, "set Format"},
+		{"a.tif", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}}, "give the format"},
 		{"a.npy", Options{NavShape: []int{2, 2, 2}, SigShape: [2]int{16, 16}}, "want (nav_y, nav_x)"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{0, 16}}, "non-positive"},
-		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Shift: -1}, "non-negative"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Shift: -1}, "shift -1: want a finite, non-negative value"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{8, 8}, DiscCounts: 1e18}, "disc counts 1e+18: want a value in [0, 4.294967296e+09]"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{8, 8}, Background: math.NaN()}, "background NaN"},
 		// The product wraps around to 0 in int64.
 		{"a.npy", Options{NavShape: []int{4294967296, 4294967296}, SigShape: [2]int{16, 16}}, "synth: nav shape (4294967296, 4294967296) is too large"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{4611686018427387904, 4}}, "synth: sig shape (4611686018427387904, 4) is too large"},
-		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{8192, 8192}, DType: dataset.Uint8}, "frames of at most 33554432 pixels (synth.MaxFramePixels)"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{8192, 8192}, DType: dataset.Uint8}, "frames of at most 33554432 pixels"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 32}, RingWidth: 17}, "ring width 17 pixels exceeds the frame's smaller side, 16 pixels"},
 		// 2^57 bytes: a valid shape, but no file system holds it.
 		{"a.npy", Options{NavShape: []int{1 << 20, 1 << 20}, SigShape: [2]int{256, 256}}, "synth: " + filepath.Join(dir, "a.npy") + ": the file needs 144115188075856000 bytes (1.44e+08 GB) but the file system of " + dir + " has only"},

@@ -81,7 +81,7 @@ of the run.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "stemdot: warning: %s\n", w)
 			}
 
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			opt := engine.Options{Float64: float64Result}
 			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {

@@ -22,7 +22,7 @@ type datasetFlags struct {
 
 func (f *datasetFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.format, "format", "", "file format: raw, npy or mib (default: detected from extension and content)")
-	fs.StringVar(&f.navShape, "nav-shape", "", "navigation (scan) shape Y,X; overrides the file's when the frame count matches (default: from the file, else 1,N)")
+	fs.StringVar(&f.navShape, "nav-shape", "", "navigation (scan) shape Y,X (or N); overrides the file's when the frame count matches (default: from the file, else 1,N)")
 	fs.StringVar(&f.sigShape, "sig-shape", "", "raw files: signal (frame) shape Y,X in pixels")
 	fs.StringVar(&f.dtype, "dtype", "", "raw files: pixel dtype (uint8, uint16, uint32, int8, int16, int32, float32, float64)")
 	fs.StringVar(&f.byteOrder, "byte-order", "little", "raw files: byte order, little or big")
@@ -34,6 +34,9 @@ func (f *datasetFlags) open(path string) (dataset.Dataset, error) {
 	var err error
 	if opt.NavShape, err = parseShape("--nav-shape", f.navShape, 0); err != nil {
 		return nil, err
+	}
+	if len(opt.NavShape) > 2 {
+		return nil, fmt.Errorf("--nav-shape %q: want Y,X or N", f.navShape)
 	}
 	if opt.SigShape, err = parseShape("--sig-shape", f.sigShape, 2); err != nil {
 		return nil, err

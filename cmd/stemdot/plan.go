@@ -47,10 +47,10 @@ func (f *planFlags) resources() (*affinity.Topology, []affinity.GPU, bool, error
 	described := f.gpuInventory != ""
 	var topo *affinity.Topology
 	var err error
-	if f.topology > 0 {
+	if f.topology > 0 && f.topology <= affinity.MaxCPUs {
 		topo = planner.DescribedTopology(f.topology)
-	} else if f.topology < 0 {
-		return nil, nil, false, fmt.Errorf("--topology %d: want a positive core count", f.topology)
+	} else if f.topology < 0 || f.topology > affinity.MaxCPUs {
+		return nil, nil, false, fmt.Errorf("--topology %d: want a core count from 1 to %d", f.topology, affinity.MaxCPUs)
 	} else if topo, err = affinity.Detect(); err != nil {
 		return nil, nil, false, err
 	}

@@ -42,7 +42,7 @@ background, and Poisson noise. The format follows --format or the extension of -
 				return err
 			}
 			opt.Format, opt.Seed = format, seed
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			t0 := time.Now()
 			if err := synth.Write(ctx, out, opt); err != nil {

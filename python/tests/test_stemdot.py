@@ -398,3 +398,20 @@ def test_close_during_apply_is_refused_and_the_apply_completes():
     np.testing.assert_allclose(got.reshape(-1, 2), want, rtol=1e-5)
     ds.close()
     assert ds.closed
+
+
+def test_open_rejects_malformed_arguments(tmp_path):
+    path = tmp_path / "x.raw"
+    np.zeros((2, 4, 4), np.uint16).tofile(path)
+    with pytest.raises(TypeError):
+        stemdot.open(None)
+    with pytest.raises(ValueError, match="NUL"):
+        stemdot.open(str(path) + "\0.mib")
+    with pytest.raises(TypeError):
+        stemdot.open(path, format="raw", sig_shape=(4.5, 4), dtype="uint16")
+    with pytest.raises(TypeError):
+        stemdot.open(path, format="raw", sig_shape="4,4;offset=8", dtype="uint16")
+    with pytest.raises(ValueError, match="contains"):
+        stemdot.open(path, format="raw;offset=8", sig_shape=(4, 4), dtype="uint16")
+    with stemdot.open(path, format="raw", sig_shape=(4, 4), dtype="uint16", offset=0) as ds:
+        assert ds.n_frames == 2

@@ -23,6 +23,7 @@ subclasses carrying the library's message. Ctrl-C cancels a running
 import ctypes
 import json
 import operator
+import os
 import sys
 import threading
 
@@ -198,8 +199,25 @@ class Dataset:
         return f"<stemdot.Dataset {self.source}: {state}>"
 
 
-def _shape_option(value):
-    return ",".join(str(int(n)) for n in value) if not isinstance(value, str) else value
+def _shape_option(key, value):
+    """A shape option as "a,b": a sequence of integers (floats raise TypeError)."""
+    if isinstance(value, str):
+        raise TypeError(f"{key} must be a tuple of integers, got the string {value!r}")
+    return ",".join(str(operator.index(n)) for n in value)
+
+
+def _option_value(key, value):
+    """An option value for the "key=value;..." string of stemdot_open."""
+    if key in ("nav_shape", "sig_shape"):
+        return _shape_option(key, value)
+    if key == "dtype" and not isinstance(value, str):
+        return np.dtype(value).name
+    if key == "offset":
+        return str(operator.index(value))
+    value = str(value)
+    if any(c in value for c in ";=\0"):
+        raise ValueError(f"option {key}={value!r} contains ';', '=' or NUL")
+    return value
 
 
 def open(path, **format_options):
@@ -212,17 +230,13 @@ def open(path, **format_options):
     :class:`StemdotIOError` for a missing file, :class:`FormatError` for content that
     cannot be read, :class:`InvalidArgumentError` for unknown options.
     """
-    items = []
-    for key, value in format_options.items():
-        if value is None:
-            continue
-        if key in ("nav_shape", "sig_shape"):
-            value = _shape_option(value)
-        elif key == "dtype":
-            value = np.dtype(value).name if not isinstance(value, str) else value
-        items.append(f"{key}={value}")
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    spath = os.fspath(path)
+    if "\0" in spath:
+        raise ValueError(f"path {spath!r} contains a NUL character")
+    items = [f"{key}={_option_value(key, value)}" for key, value in format_options.items() if value is not None]
     handle = ctypes.c_uint64()
-    spath = str(path)
     _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
     return Dataset(handle.value, spath)
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -89,6 +90,7 @@ of the run.`,
 					progressbar.OptionSetWriter(os.Stderr),
 					progressbar.OptionSetDescription("frames"),
 					progressbar.OptionShowCount(),
+					progressbar.OptionThrottle(100*time.Millisecond),
 					progressbar.OptionClearOnFinish())
 				opt.Progress = func(done, total int) { bar.Set(done) }
 			}

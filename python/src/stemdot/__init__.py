@@ -26,6 +26,7 @@ import operator
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -469,6 +470,24 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
             ds.close()
 
 
+def _wait_for_apply(done, worker):
+    """Waits, ignoring further Ctrl-Cs, until the apply thread has finished: until then it
+    reads the frames and writes the result, whose buffers must not go. A thread that was
+    never created (an interrupt before it) is given up after a second."""
+    deadline = time.monotonic() + 1.0
+    while not done.is_set():
+        if worker.ident is None and time.monotonic() > deadline:
+            return
+        try:
+            done.wait(0.05)
+        except KeyboardInterrupt:
+            pass
+    try:
+        worker.join(1.0)  # the thread exits right after done is set
+    except (KeyboardInterrupt, RuntimeError):  # RuntimeError: it never started
+        pass
+
+
 def _apply(ds, masks, plan, progress, out):
     run = ctypes.c_uint64()
     _call(_LIB.stemdot_run_new, ctypes.byref(run))
@@ -487,12 +506,15 @@ def _apply(ds, masks, plan, progress, out):
 
     callback = _lib.PROGRESS_FN(on_progress) if progress else _lib.PROGRESS_FN()  # NULL: none
     outcome = []
+    done = threading.Event()
 
     def target():
         try:
             outcome.append(_apply_call())
         except BaseException as e:  # e.g. a ctypes argument error: re-raised by the caller
             outcome.append(e)
+        finally:
+            done.set()
 
     def _apply_call():
         code = _LIB.stemdot_apply(
@@ -517,19 +539,14 @@ def _apply(ds, masks, plan, progress, out):
             # The apply runs on a worker thread so that the main thread stays free to
             # receive Ctrl-C (KeyboardInterrupt), which cancels the run.
             worker = threading.Thread(target=target, name="stemdot-apply", daemon=True)
-            worker.start()
             try:
-                while worker.is_alive():
-                    worker.join(0.25)
-            except KeyboardInterrupt:
+                worker.start()
+                while not done.wait(0.25):
+                    pass
+                worker.join()
+            except BaseException:  # KeyboardInterrupt, also one raised inside start()
                 _LIB.stemdot_run_cancel(run)
-                # The apply still reads the frames and writes `out`: wait until it has
-                # returned before their buffers can go, whatever more Ctrl-Cs arrive.
-                while worker.is_alive():
-                    try:
-                        worker.join()
-                    except KeyboardInterrupt:
-                        pass
+                _wait_for_apply(done, worker)
                 raise
         else:
             target()

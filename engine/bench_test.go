@@ -284,3 +284,43 @@ func BenchmarkStreamingRead(b *testing.B) {
 // sweepByte is the byte the streaming sweeps count: any value makes bytes.Count read
 // every byte.
 var sweepByte = []byte{0x5a}
+
+// BenchmarkSIMDDense is the float32 dense kernel on the block kernels alone, on one
+// pinned core, over a tile of 256×256 frames already in memory (AutoTileFrames of
+// them: 8 of uint16, 4 of float32), with 1, 4, 16 and 64 random masks: the compute side
+// of BenchmarkCPUWorker's "simd" variants, for more pixel types.
+func BenchmarkSIMDDense(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	sig := [2]int{benchSig, benchSig}
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32} {
+		frames := AutoTileFrames(benchSig * benchSig * dt.Size())
+		ds := randomDataset(rng, dt, []int{frames}, sig)
+		for _, nMasks := range []int{1, 4, 16, 64} {
+			stack := randomStack(rng, nMasks, sig)
+			b.Run(fmt.Sprintf("%v/masks%d", dt, nMasks), func(b *testing.B) {
+				var k interface {
+					apply(tile []byte, frames int, acc []float64)
+				}
+				switch dt {
+				case dataset.Uint16:
+					if kern := simdKernels[uint16](); kern != nil {
+						k = newSIMDDense(stack.Data, nMasks, benchSig*benchSig, kern)
+					}
+				case dataset.Float32:
+					if kern := simdKernels[float32](); kern != nil {
+						k = newSIMDDense(stack.Data, nMasks, benchSig*benchSig, kern)
+					}
+				}
+				if k == nil {
+					b.Skip("no AVX2+FMA block kernels on this CPU")
+				}
+				pinBench(b)
+				acc := make([]float64, frames*nMasks)
+				b.SetBytes(int64(len(ds.data)))
+				for b.Loop() {
+					k.apply(ds.data, frames, acc)
+				}
+			})
+		}
+	}
+}

@@ -11,76 +11,94 @@ var haveAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 // m < M, with n a positive multiple of 16 (see simd_amd64.s).
 
 //go:noescape
-func dotU8x1(px *uint8, n int, w *float32, ldw int, out *float32)
+func dotU8x1(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotU8x2(px *uint8, n int, w *float32, ldw int, out *float32)
+func dotU8x2(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotU8x4(px *uint8, n int, w *float32, ldw int, out *float32)
+func dotU8x4(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotU8x8(px *uint8, n int, w *float32, ldw int, out *float32)
+func dotU8x8(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI8x1(px *int8, n int, w *float32, ldw int, out *float32)
+func dotI8x1(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI8x2(px *int8, n int, w *float32, ldw int, out *float32)
+func dotI8x2(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI8x4(px *int8, n int, w *float32, ldw int, out *float32)
+func dotI8x4(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI8x8(px *int8, n int, w *float32, ldw int, out *float32)
+func dotI8x8(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotU16x1(px *uint16, n int, w *float32, ldw int, out *float32)
+func dotU16x1(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotU16x2(px *uint16, n int, w *float32, ldw int, out *float32)
+func dotU16x2(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotU16x4(px *uint16, n int, w *float32, ldw int, out *float32)
+func dotU16x4(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotU16x8(px *uint16, n int, w *float32, ldw int, out *float32)
+func dotU16x8(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI16x1(px *int16, n int, w *float32, ldw int, out *float32)
+func dotI16x1(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI16x2(px *int16, n int, w *float32, ldw int, out *float32)
+func dotI16x2(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI16x4(px *int16, n int, w *float32, ldw int, out *float32)
+func dotI16x4(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI16x8(px *int16, n int, w *float32, ldw int, out *float32)
+func dotI16x8(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI32x1(px *int32, n int, w *float32, ldw int, out *float32)
+func dotI32x1(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI32x2(px *int32, n int, w *float32, ldw int, out *float32)
+func dotI32x2(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI32x4(px *int32, n int, w *float32, ldw int, out *float32)
+func dotI32x4(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotI32x8(px *int32, n int, w *float32, ldw int, out *float32)
+func dotI32x8(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotF32x1(px *float32, n int, w *float32, ldw int, out *float32)
+func dotF32x1(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotF32x2(px *float32, n int, w *float32, ldw int, out *float32)
+func dotF32x2(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotF32x4(px *float32, n int, w *float32, ldw int, out *float32)
+func dotF32x4(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
 
 //go:noescape
-func dotF32x8(px *float32, n int, w *float32, ldw int, out *float32)
+func dotF32x8(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
+
+//go:noescape
+func dotU8x4x2(px0, px1 *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
+
+//go:noescape
+func dotI8x4x2(px0, px1 *int8, n int, w *float32, ldw int, pf *float32, out *float32)
+
+//go:noescape
+func dotU16x4x2(px0, px1 *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
+
+//go:noescape
+func dotI16x4x2(px0, px1 *int16, n int, w *float32, ldw int, pf *float32, out *float32)
+
+//go:noescape
+func dotI32x4x2(px0, px1 *int32, n int, w *float32, ldw int, pf *float32, out *float32)
+
+//go:noescape
+func dotF32x4x2(px0, px1 *float32, n int, w *float32, ldw int, pf *float32, out *float32)
 
 // simdKernels returns the assembly kernels for pixel type N, for groups of 1, 2, 4 and
 // 8 masks; nil for the types they do not handle (uint32, float64), on CPUs without
@@ -92,17 +110,17 @@ func simdKernels[N native]() *groupKernels[N] {
 	var k any
 	switch any(*new(N)).(type) {
 	case uint8:
-		k = &groupKernels[uint8]{dotU8x1, dotU8x2, dotU8x4, dotU8x8}
+		k = &groupKernels[uint8]{[4]blockKernel[uint8]{dotU8x1, dotU8x2, dotU8x4, dotU8x8}, dotU8x4x2}
 	case int8:
-		k = &groupKernels[int8]{dotI8x1, dotI8x2, dotI8x4, dotI8x8}
+		k = &groupKernels[int8]{[4]blockKernel[int8]{dotI8x1, dotI8x2, dotI8x4, dotI8x8}, dotI8x4x2}
 	case uint16:
-		k = &groupKernels[uint16]{dotU16x1, dotU16x2, dotU16x4, dotU16x8}
+		k = &groupKernels[uint16]{[4]blockKernel[uint16]{dotU16x1, dotU16x2, dotU16x4, dotU16x8}, dotU16x4x2}
 	case int16:
-		k = &groupKernels[int16]{dotI16x1, dotI16x2, dotI16x4, dotI16x8}
+		k = &groupKernels[int16]{[4]blockKernel[int16]{dotI16x1, dotI16x2, dotI16x4, dotI16x8}, dotI16x4x2}
 	case int32:
-		k = &groupKernels[int32]{dotI32x1, dotI32x2, dotI32x4, dotI32x8}
+		k = &groupKernels[int32]{[4]blockKernel[int32]{dotI32x1, dotI32x2, dotI32x4, dotI32x8}, dotI32x4x2}
 	case float32:
-		k = &groupKernels[float32]{dotF32x1, dotF32x2, dotF32x4, dotF32x8}
+		k = &groupKernels[float32]{[4]blockKernel[float32]{dotF32x1, dotF32x2, dotF32x4, dotF32x8}, dotF32x4x2}
 	default:
 		return nil
 	}

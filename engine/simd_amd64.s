@@ -1,31 +1,39 @@
 #include "textflag.h"
 
-// AVX2+FMA kernels of the dense mask-dot product on a block of one frame (see
-// blockKernel in simd_amd64.go). Every function
+// AVX2+FMA kernels of the dense mask-dot product on a block of one or two frames (see
+// blockKernel and pairKernel in kernels.go). Every function
 //
-//	func dot<T>x<M>(px *T, n int, w *float32, ldw int, out *float32)
+//	func dot<T>x<M>(px *T, n int, w *float32, ldw int, pf *float32, out *float32)
 //
 // sets out[m] = Σ_{i<n} float32(px[i])·w[m·ldw+i] for its M masks (m < M), in float32:
 // per mask and per 8 pixel lanes, one or two accumulators, summed horizontally at the
-// end. n must be a positive multiple of 16. Registers: SI px, CX n, DI w (mask 0),
-// DX ldw in bytes, then mask m's base; R8 out; AX the pixel index.
+// end. n must be a positive multiple of 16. For M ≥ 2 it also prefetches into L2 the
+// line at pf + 4·i for every 16th pixel i (the weights the next calls will need).
+// Every function
+//
+//	func dot<T>x4x2(px0, px1 *T, n int, w *float32, ldw int, pf *float32, out *float32)
+//
+// does the same for 4 masks and two frames, each loaded weight serving both:
+// out[4f+m] = Σ_{i<n} float32(px_f[i])·w[m·ldw+i]. Registers: SI px (px0), R10 px1,
+// CX n, DI w (mask 0), DX ldw in bytes, then mask m's base; R8 pf during the loop, then
+// out; AX the pixel index.
 
 // <T>_LO and <T>_HI load pixels AX..AX+7 and AX+8..AX+15 as 8 float32 into Y. <T>_LO
 // also prefetches the frame 1 KiB ahead: in place (a memory-mapped file) a kernel call
 // starts on a frame block that is not in cache, and the hardware prefetchers stop at
 // each 4 KiB page; this doubled the 1- and 4-mask throughput on memory-mapped frames.
-#define U8_LO(Y) PREFETCHT0 1024(SI)(AX*1); VPMOVZXBD (SI)(AX*1), Y; VCVTDQ2PS Y, Y
-#define U8_HI(Y) VPMOVZXBD 8(SI)(AX*1), Y; VCVTDQ2PS Y, Y
-#define I8_LO(Y) PREFETCHT0 1024(SI)(AX*1); VPMOVSXBD (SI)(AX*1), Y; VCVTDQ2PS Y, Y
-#define I8_HI(Y) VPMOVSXBD 8(SI)(AX*1), Y; VCVTDQ2PS Y, Y
-#define U16_LO(Y) PREFETCHT0 1024(SI)(AX*2); VPMOVZXWD (SI)(AX*2), Y; VCVTDQ2PS Y, Y
-#define U16_HI(Y) VPMOVZXWD 16(SI)(AX*2), Y; VCVTDQ2PS Y, Y
-#define I16_LO(Y) PREFETCHT0 1024(SI)(AX*2); VPMOVSXWD (SI)(AX*2), Y; VCVTDQ2PS Y, Y
-#define I16_HI(Y) VPMOVSXWD 16(SI)(AX*2), Y; VCVTDQ2PS Y, Y
-#define I32_LO(Y) PREFETCHT0 1024(SI)(AX*4); VCVTDQ2PS (SI)(AX*4), Y
-#define I32_HI(Y) VCVTDQ2PS 32(SI)(AX*4), Y
-#define F32_LO(Y) PREFETCHT0 1024(SI)(AX*4); VMOVUPS (SI)(AX*4), Y
-#define F32_HI(Y) VMOVUPS 32(SI)(AX*4), Y
+#define U8_LO(P, Y) PREFETCHT0 1024(P)(AX*1); VPMOVZXBD (P)(AX*1), Y; VCVTDQ2PS Y, Y
+#define U8_HI(P, Y) VPMOVZXBD 8(P)(AX*1), Y; VCVTDQ2PS Y, Y
+#define I8_LO(P, Y) PREFETCHT0 1024(P)(AX*1); VPMOVSXBD (P)(AX*1), Y; VCVTDQ2PS Y, Y
+#define I8_HI(P, Y) VPMOVSXBD 8(P)(AX*1), Y; VCVTDQ2PS Y, Y
+#define U16_LO(P, Y) PREFETCHT0 1024(P)(AX*2); VPMOVZXWD (P)(AX*2), Y; VCVTDQ2PS Y, Y
+#define U16_HI(P, Y) VPMOVZXWD 16(P)(AX*2), Y; VCVTDQ2PS Y, Y
+#define I16_LO(P, Y) PREFETCHT0 1024(P)(AX*2); VPMOVSXWD (P)(AX*2), Y; VCVTDQ2PS Y, Y
+#define I16_HI(P, Y) VPMOVSXWD 16(P)(AX*2), Y; VCVTDQ2PS Y, Y
+#define I32_LO(P, Y) PREFETCHT0 1024(P)(AX*4); VCVTDQ2PS (P)(AX*4), Y
+#define I32_HI(P, Y) VCVTDQ2PS 32(P)(AX*4), Y
+#define F32_LO(P, Y) PREFETCHT0 1024(P)(AX*4); VMOVUPS (P)(AX*4), Y
+#define F32_HI(P, Y) VMOVUPS 32(P)(AX*4), Y
 
 // FMA2 adds pixels Y8 (lanes AX..AX+7) and Y9 (AX+8..AX+15) times the weights of the
 // mask at BASE into the accumulators A and B.
@@ -52,14 +60,14 @@
 	LEAQ (R13)(DX*1), BX; \
 	LEAQ (BX)(DX*1), DX
 
-// DOT1: one mask, accumulators Y0 and Y1.
+// DOT1: one mask, accumulators Y0 and Y1; R8 is out from the start (no prefetch).
 #define DOT1(LO, HI) \
 	VXORPS Y0, Y0, Y0; \
 	VXORPS Y1, Y1, Y1; \
 	XORQ   AX, AX; \
 loop: \
-	LO(Y8); \
-	HI(Y9); \
+	LO(SI, Y8); \
+	HI(SI, Y9); \
 	FMA2(DI, Y0, Y1); \
 	ADDQ   $16, AX; \
 	CMPQ   AX, CX; \
@@ -78,13 +86,15 @@ loop: \
 	VXORPS Y3, Y3, Y3; \
 	XORQ   AX, AX; \
 loop: \
-	LO(Y8); \
-	HI(Y9); \
+	LO(SI, Y8); \
+	HI(SI, Y9); \
 	FMA2(DI, Y0, Y1); \
 	FMA2(R9, Y2, Y3); \
+	PREFETCHT1 (R8)(AX*4); \
 	ADDQ   $16, AX; \
 	CMPQ   AX, CX; \
 	JB     loop; \
+	MOVQ   out+40(FP), R8; \
 	VADDPS Y1, Y0, Y0; \
 	VADDPS Y3, Y2, Y2; \
 	HSUM(Y0, X0, 0); \
@@ -104,15 +114,17 @@ loop: \
 	VXORPS Y7, Y7, Y7; \
 	XORQ   AX, AX; \
 loop: \
-	LO(Y8); \
-	HI(Y9); \
+	LO(SI, Y8); \
+	HI(SI, Y9); \
 	FMA2(DI, Y0, Y1); \
 	FMA2(R9, Y2, Y3); \
 	FMA2(R10, Y4, Y5); \
 	FMA2(R11, Y6, Y7); \
+	PREFETCHT1 (R8)(AX*4); \
 	ADDQ   $16, AX; \
 	CMPQ   AX, CX; \
 	JB     loop; \
+	MOVQ   out+40(FP), R8; \
 	VADDPS Y1, Y0, Y0; \
 	VADDPS Y3, Y2, Y2; \
 	VADDPS Y5, Y4, Y4; \
@@ -141,8 +153,8 @@ loop: \
 	VXORPS Y7, Y7, Y7; \
 	XORQ   AX, AX; \
 loop: \
-	LO(Y8); \
-	HI(Y9); \
+	LO(SI, Y8); \
+	HI(SI, Y9); \
 	FMA1(DI, Y0); \
 	FMA1(R9, Y1); \
 	FMA1(R10, Y2); \
@@ -151,9 +163,11 @@ loop: \
 	FMA1(R13, Y5); \
 	FMA1(BX, Y6); \
 	FMA1(DX, Y7); \
+	PREFETCHT1 (R8)(AX*4); \
 	ADDQ   $16, AX; \
 	CMPQ   AX, CX; \
 	JB     loop; \
+	MOVQ   out+40(FP), R8; \
 	HSUM(Y0, X0, 0); \
 	HSUM(Y1, X1, 4); \
 	HSUM(Y2, X2, 8); \
@@ -164,243 +178,361 @@ loop: \
 	HSUM(Y7, X7, 28); \
 	VZEROUPPER
 
-// func dotU8x1(px *uint8, n int, w *float32, ldw int, out *float32)
-TEXT ·dotU8x1(SB), NOSPLIT, $0-40
+// WFMA2 loads the weights of the mask at BASE for pixels AX..AX+15 into Y12 and Y13 and
+// adds them times frame 0's pixels (Y8, Y9) into A and times frame 1's (Y10, Y11) into B:
+// each weight loaded serves both frames.
+#define WFMA2(BASE, A, B) \
+	VMOVUPS     (BASE)(AX*4), Y12; \
+	VMOVUPS     32(BASE)(AX*4), Y13; \
+	VFMADD231PS Y8, Y12, A; \
+	VFMADD231PS Y9, Y13, A; \
+	VFMADD231PS Y10, Y12, B; \
+	VFMADD231PS Y11, Y13, B
+
+// DOT4X2: four masks and two frames (SI, R10), mask m of frame f in Y(2m+f), stored
+// as out[4f+m].
+#define DOT4X2(LO, HI) \
+	SHLQ   $2, DX; \
+	LEAQ   (DI)(DX*1), R9; \
+	LEAQ   (R9)(DX*1), R11; \
+	LEAQ   (R11)(DX*1), R12; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	XORQ   AX, AX; \
+loop: \
+	LO(SI, Y8); \
+	HI(SI, Y9); \
+	LO(R10, Y10); \
+	HI(R10, Y11); \
+	WFMA2(DI, Y0, Y1); \
+	WFMA2(R9, Y2, Y3); \
+	WFMA2(R11, Y4, Y5); \
+	WFMA2(R12, Y6, Y7); \
+	PREFETCHT1 (R8)(AX*4); \
+	ADDQ   $16, AX; \
+	CMPQ   AX, CX; \
+	JB     loop; \
+	MOVQ   out+48(FP), R8; \
+	HSUM(Y0, X0, 0); \
+	HSUM(Y2, X2, 4); \
+	HSUM(Y4, X4, 8); \
+	HSUM(Y6, X6, 12); \
+	HSUM(Y1, X1, 16); \
+	HSUM(Y3, X3, 20); \
+	HSUM(Y5, X5, 24); \
+	HSUM(Y7, X7, 28); \
+	VZEROUPPER
+
+// func dotU8x1(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotU8x1(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ out+40(FP), R8
 	DOT1(U8_LO, U8_HI)
 	RET
 
-// func dotU8x2(px *uint8, n int, w *float32, ldw int, out *float32)
-TEXT ·dotU8x2(SB), NOSPLIT, $0-40
+// func dotU8x2(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotU8x2(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT2(U8_LO, U8_HI)
 	RET
 
-// func dotU8x4(px *uint8, n int, w *float32, ldw int, out *float32)
-TEXT ·dotU8x4(SB), NOSPLIT, $0-40
+// func dotU8x4(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotU8x4(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT4(U8_LO, U8_HI)
 	RET
 
-// func dotU8x8(px *uint8, n int, w *float32, ldw int, out *float32)
-TEXT ·dotU8x8(SB), NOSPLIT, $0-40
+// func dotU8x8(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotU8x8(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT8(U8_LO, U8_HI)
 	RET
 
-// func dotI8x1(px *int8, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI8x1(SB), NOSPLIT, $0-40
+// func dotI8x1(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI8x1(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ out+40(FP), R8
 	DOT1(I8_LO, I8_HI)
 	RET
 
-// func dotI8x2(px *int8, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI8x2(SB), NOSPLIT, $0-40
+// func dotI8x2(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI8x2(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT2(I8_LO, I8_HI)
 	RET
 
-// func dotI8x4(px *int8, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI8x4(SB), NOSPLIT, $0-40
+// func dotI8x4(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI8x4(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT4(I8_LO, I8_HI)
 	RET
 
-// func dotI8x8(px *int8, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI8x8(SB), NOSPLIT, $0-40
+// func dotI8x8(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI8x8(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT8(I8_LO, I8_HI)
 	RET
 
-// func dotU16x1(px *uint16, n int, w *float32, ldw int, out *float32)
-TEXT ·dotU16x1(SB), NOSPLIT, $0-40
+// func dotU16x1(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotU16x1(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ out+40(FP), R8
 	DOT1(U16_LO, U16_HI)
 	RET
 
-// func dotU16x2(px *uint16, n int, w *float32, ldw int, out *float32)
-TEXT ·dotU16x2(SB), NOSPLIT, $0-40
+// func dotU16x2(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotU16x2(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT2(U16_LO, U16_HI)
 	RET
 
-// func dotU16x4(px *uint16, n int, w *float32, ldw int, out *float32)
-TEXT ·dotU16x4(SB), NOSPLIT, $0-40
+// func dotU16x4(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotU16x4(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT4(U16_LO, U16_HI)
 	RET
 
-// func dotU16x8(px *uint16, n int, w *float32, ldw int, out *float32)
-TEXT ·dotU16x8(SB), NOSPLIT, $0-40
+// func dotU16x8(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotU16x8(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT8(U16_LO, U16_HI)
 	RET
 
-// func dotI16x1(px *int16, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI16x1(SB), NOSPLIT, $0-40
+// func dotI16x1(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI16x1(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ out+40(FP), R8
 	DOT1(I16_LO, I16_HI)
 	RET
 
-// func dotI16x2(px *int16, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI16x2(SB), NOSPLIT, $0-40
+// func dotI16x2(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI16x2(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT2(I16_LO, I16_HI)
 	RET
 
-// func dotI16x4(px *int16, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI16x4(SB), NOSPLIT, $0-40
+// func dotI16x4(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI16x4(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT4(I16_LO, I16_HI)
 	RET
 
-// func dotI16x8(px *int16, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI16x8(SB), NOSPLIT, $0-40
+// func dotI16x8(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI16x8(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT8(I16_LO, I16_HI)
 	RET
 
-// func dotI32x1(px *int32, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI32x1(SB), NOSPLIT, $0-40
+// func dotI32x1(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI32x1(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ out+40(FP), R8
 	DOT1(I32_LO, I32_HI)
 	RET
 
-// func dotI32x2(px *int32, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI32x2(SB), NOSPLIT, $0-40
+// func dotI32x2(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI32x2(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT2(I32_LO, I32_HI)
 	RET
 
-// func dotI32x4(px *int32, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI32x4(SB), NOSPLIT, $0-40
+// func dotI32x4(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI32x4(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT4(I32_LO, I32_HI)
 	RET
 
-// func dotI32x8(px *int32, n int, w *float32, ldw int, out *float32)
-TEXT ·dotI32x8(SB), NOSPLIT, $0-40
+// func dotI32x8(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI32x8(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT8(I32_LO, I32_HI)
 	RET
 
-// func dotF32x1(px *float32, n int, w *float32, ldw int, out *float32)
-TEXT ·dotF32x1(SB), NOSPLIT, $0-40
+// func dotF32x1(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotF32x1(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ out+40(FP), R8
 	DOT1(F32_LO, F32_HI)
 	RET
 
-// func dotF32x2(px *float32, n int, w *float32, ldw int, out *float32)
-TEXT ·dotF32x2(SB), NOSPLIT, $0-40
+// func dotF32x2(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotF32x2(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT2(F32_LO, F32_HI)
 	RET
 
-// func dotF32x4(px *float32, n int, w *float32, ldw int, out *float32)
-TEXT ·dotF32x4(SB), NOSPLIT, $0-40
+// func dotF32x4(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotF32x4(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT4(F32_LO, F32_HI)
 	RET
 
-// func dotF32x8(px *float32, n int, w *float32, ldw int, out *float32)
-TEXT ·dotF32x8(SB), NOSPLIT, $0-40
+// func dotF32x8(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotF32x8(SB), NOSPLIT, $0-48
 	MOVQ px+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ w+16(FP), DI
 	MOVQ ldw+24(FP), DX
-	MOVQ out+32(FP), R8
+	MOVQ pf+32(FP), R8
 	DOT8(F32_LO, F32_HI)
 	RET
 
+
+
+// func dotU8x4x2(px0, px1 *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotU8x4x2(SB), NOSPLIT, $0-56
+	MOVQ px0+0(FP), SI
+	MOVQ px1+8(FP), R10
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ pf+40(FP), R8
+	DOT4X2(U8_LO, U8_HI)
+	RET
+
+// func dotI8x4x2(px0, px1 *int8, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI8x4x2(SB), NOSPLIT, $0-56
+	MOVQ px0+0(FP), SI
+	MOVQ px1+8(FP), R10
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ pf+40(FP), R8
+	DOT4X2(I8_LO, I8_HI)
+	RET
+
+// func dotU16x4x2(px0, px1 *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotU16x4x2(SB), NOSPLIT, $0-56
+	MOVQ px0+0(FP), SI
+	MOVQ px1+8(FP), R10
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ pf+40(FP), R8
+	DOT4X2(U16_LO, U16_HI)
+	RET
+
+// func dotI16x4x2(px0, px1 *int16, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI16x4x2(SB), NOSPLIT, $0-56
+	MOVQ px0+0(FP), SI
+	MOVQ px1+8(FP), R10
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ pf+40(FP), R8
+	DOT4X2(I16_LO, I16_HI)
+	RET
+
+// func dotI32x4x2(px0, px1 *int32, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotI32x4x2(SB), NOSPLIT, $0-56
+	MOVQ px0+0(FP), SI
+	MOVQ px1+8(FP), R10
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ pf+40(FP), R8
+	DOT4X2(I32_LO, I32_HI)
+	RET
+
+// func dotF32x4x2(px0, px1 *float32, n int, w *float32, ldw int, pf *float32, out *float32)
+TEXT ·dotF32x4x2(SB), NOSPLIT, $0-56
+	MOVQ px0+0(FP), SI
+	MOVQ px1+8(FP), R10
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	MOVQ pf+40(FP), R8
+	DOT4X2(F32_LO, F32_HI)
+	RET

@@ -21,10 +21,11 @@ func setSIMD(t *testing.T, on bool) {
 	t.Cleanup(func() { useSIMD = old })
 }
 
-// TestDotBlock checks the block kernels, through dotBlock, against a float64 reference
-// for every pixel type they handle: blocks of 1 to 70 and 2048 pixels (the kernels'
-// 16-pixel steps and the float64 tail), 1 to 9 masks (every group split: 8, 4, 2, 1),
-// and frames and masks starting off their 32-byte alignment.
+// TestDotBlock checks the block kernels, through dotBlock (one frame) and dotPair (two
+// frames: the pair kernel for each 4 masks, dotBlock for the rest), against a float64
+// reference for every pixel type they handle: blocks of 1 to 70 and 2048 pixels (the
+// kernels' 16-pixel steps and the float64 tail), 1 to 9 masks (every group split: 8, 4,
+// 2, 1; 4+4, 4+remainder), and frames and masks starting off their 32-byte alignment.
 func TestDotBlock(t *testing.T) {
 	setSIMD(t, true)
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -59,31 +60,50 @@ func testDotBlock[N native](t *testing.T, rng *rand.Rand, dt dataset.DType) {
 	}
 	for _, n := range lengths {
 		for nm := 1; nm <= 9; nm++ {
-			pxOff, wOff := rng.IntN(8), rng.IntN(8)
+			wOff := rng.IntN(8)
 			ldw := n + rng.IntN(5)
-			// The frame: n random pixels after pxOff others, so that it starts anywhere
-			// in a 32-byte line.
-			data := randomDataset(rng, dt, []int{1}, [2]int{1, pxOff + n}).data
-			px := asNative[N](data)[pxOff:]
+			// Two frames of n random pixels, each after 0 to 7 others, so that they start
+			// anywhere in a 32-byte line.
+			var px [2][]N
+			var data [2][]byte
+			var pxOff [2]int
+			for f := range 2 {
+				pxOff[f] = rng.IntN(8)
+				data[f] = randomDataset(rng, dt, []int{1}, [2]int{1, pxOff[f] + n}).data
+				px[f] = asNative[N](data[f])[pxOff[f]:]
+			}
 			w := make([]float32, wOff+(nm-1)*ldw+n)
 			for i := range w {
 				w[i] = float32(rng.Float64()*2 - 1)
 			}
 			w = w[wOff:]
+			pf := &prefetcher{w: w, ldw: ldw, rows: nm}
+			part := make([]float32, max(nm, 8))
 
-			acc := make([]float64, nm)
-			for m := range acc {
-				acc[m] = float64(m) // dotBlock adds to acc
-			}
-			dotBlock(k, px, w, ldw, acc, make([]float32, nm))
-			for m := range nm {
-				want, mag := float64(m), 0.0
-				for i := range n {
-					v := pixel(data, dt, pxOff+i) * float64(w[m*ldw+i])
-					want += v
-					mag += math.Abs(v)
+			// dotBlock and dotPair add to acc: start from m + 10f.
+			var single [2][]float64
+			var pair [2][]float64
+			for f := range 2 {
+				single[f], pair[f] = make([]float64, nm), make([]float64, nm)
+				for m := range nm {
+					single[f][m] = float64(m + 10*f)
+					pair[f][m] = float64(m + 10*f)
 				}
-				require.InDelta(t, want, acc[m], 1e-5*mag+1e-30, "%d pixels (offset %d), mask %d of %d (offset %d, ldw %d)", n, pxOff, m, nm, wOff, ldw)
+				dotBlock(k, px[f], w, ldw, pf, single[f], part)
+			}
+			dotPair(k, px[0], px[1], w, ldw, pf, pair[0], pair[1], part)
+			for f := range 2 {
+				for m := range nm {
+					want, mag := float64(m+10*f), 0.0
+					for i := range n {
+						v := pixel(data[f], dt, pxOff[f]+i) * float64(w[m*ldw+i])
+						want += v
+						mag += math.Abs(v)
+					}
+					msg := fmt.Sprintf("%d pixels (offset %d), frame %d, mask %d of %d (offset %d, ldw %d)", n, pxOff[f], f, m, nm, wOff, ldw)
+					require.InDelta(t, want, single[f][m], 1e-5*mag+1e-30, "dotBlock: "+msg)
+					require.InDelta(t, want, pair[f][m], 1e-5*mag+1e-30, "dotPair: "+msg)
+				}
 			}
 		}
 	}
@@ -92,7 +112,8 @@ func testDotBlock[N native](t *testing.T, rng *rand.Rand, dt dataset.DType) {
 // TestSIMDKernelChoice checks which kernel a CPU worker picks with the block kernels on
 // and off, and that both compute the product of every dtype within float32 rounding of
 // the float64 reference, for 1 to 9, 16 and 64 masks on frames of 50×47 pixels (two full
-// pixel chunks and a tail of 254, not a multiple of 16).
+// pixel chunks and a tail of 254, not a multiple of 16), in tiles of 1, 2, 3 and 4
+// frames (an odd last frame beside the frame pairs).
 func TestSIMDKernelChoice(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	sig := [2]int{50, 47}
@@ -103,10 +124,14 @@ func TestSIMDKernelChoice(t *testing.T) {
 		for _, nMasks := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 64} {
 			stack := randomStack(rng, nMasks, sig)
 			want, mag := reference(ds, stack)
-			for _, on := range []bool{true, false} {
-				t.Run(fmt.Sprintf("%v/masks%d/simd=%v", dt, nMasks, on), func(t *testing.T) {
+			for _, c := range []struct {
+				on         bool
+				tileFrames int
+			}{{true, 1}, {true, 2}, {true, 3}, {true, 4}, {false, 4}} {
+				on := c.on
+				t.Run(fmt.Sprintf("%v/masks%d/simd=%v/tile%d", dt, nMasks, on, c.tileFrames), func(t *testing.T) {
 					setSIMD(t, on)
-					w, err := NewCPUWorker(&Job{Dataset: ds, Masks: stack, NMasks: nMasks, TileFrames: 4})
+					w, err := NewCPUWorker(&Job{Dataset: ds, Masks: stack, NMasks: nMasks, TileFrames: c.tileFrames})
 					require.NoError(t, err)
 					kern := w.(*cpuWorker).kernel
 					asm := on && simdKernelsFor(dt)

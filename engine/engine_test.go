@@ -315,16 +315,18 @@ func TestApplyMasksCancel(t *testing.T) {
 type cancellingDataset struct {
 	*memDataset
 	cancel       context.CancelFunc
-	reads, after atomic.Int32
+	reads, after atomic.Int32 // reads started; reads started once cancel had returned
+	cancelled    atomic.Bool
 	n            int32
 }
 
 func (d *cancellingDataset) ReadFrames(start, end int, dst []byte) error {
-	r := d.reads.Add(1)
-	if r == d.n {
-		d.cancel()
-	} else if r > d.n {
+	if d.cancelled.Load() {
 		d.after.Add(1)
+	}
+	if d.reads.Add(1) == d.n {
+		d.cancel()
+		d.cancelled.Store(true)
 	}
 	return d.memDataset.ReadFrames(start, end, dst)
 }
@@ -338,7 +340,8 @@ func TestApplyMasksCancelCPUWorkers(t *testing.T) {
 	ds := &cancellingDataset{memDataset: randomDataset(rng, dataset.Uint8, []int{1000}, sig), cancel: cancel, n: 5}
 	_, err := ApplyMasks(ctx, ds, randomStack(rng, 3, sig), evenPlan(anyCPUs, 2, 1000, 4), Options{TileFrames: 2, NoPin: true})
 	require.ErrorIs(t, err, context.Canceled)
-	// Each of the 2 workers may finish the tile it was reading when the run was cancelled.
+	// The other worker may have checked the context just before the cancel and start one
+	// more read; none after that.
 	require.LessOrEqual(t, ds.after.Load(), int32(1), "workers kept reading after cancel")
 }
 

@@ -229,310 +229,224 @@ loop: \
 	HSUM(Y7, X7, 28); \
 	VZEROUPPER
 
+// BLOCK_ARGS loads the arguments of a one-frame kernel (SI px, CX n, DI w, DX ldw);
+// the kernel then loads R8 (pf, or out for the 1-mask kernels, which do not prefetch).
+#define BLOCK_ARGS \
+	MOVQ px+0(FP), SI; \
+	MOVQ n+8(FP), CX; \
+	MOVQ w+16(FP), DI; \
+	MOVQ ldw+24(FP), DX
+
+// PAIR_ARGS loads the arguments of a two-frame kernel (SI px0, R10 px1, CX n, DI w,
+// DX ldw, R8 pf).
+#define PAIR_ARGS \
+	MOVQ px0+0(FP), SI; \
+	MOVQ px1+8(FP), R10; \
+	MOVQ n+16(FP), CX; \
+	MOVQ w+24(FP), DI; \
+	MOVQ ldw+32(FP), DX; \
+	MOVQ pf+40(FP), R8
+
 // func dotU8x1(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU8x1(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ out+40(FP), R8
 	DOT1(U8_LO, U8_HI)
 	RET
 
 // func dotU8x2(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU8x2(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT2(U8_LO, U8_HI)
 	RET
 
 // func dotU8x4(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU8x4(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT4(U8_LO, U8_HI)
 	RET
 
 // func dotU8x8(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU8x8(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT8(U8_LO, U8_HI)
 	RET
 
 // func dotI8x1(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI8x1(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ out+40(FP), R8
 	DOT1(I8_LO, I8_HI)
 	RET
 
 // func dotI8x2(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI8x2(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT2(I8_LO, I8_HI)
 	RET
 
 // func dotI8x4(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI8x4(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT4(I8_LO, I8_HI)
 	RET
 
 // func dotI8x8(px *int8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI8x8(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT8(I8_LO, I8_HI)
 	RET
 
 // func dotU16x1(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU16x1(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ out+40(FP), R8
 	DOT1(U16_LO, U16_HI)
 	RET
 
 // func dotU16x2(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU16x2(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT2(U16_LO, U16_HI)
 	RET
 
 // func dotU16x4(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU16x4(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT4(U16_LO, U16_HI)
 	RET
 
 // func dotU16x8(px *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU16x8(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT8(U16_LO, U16_HI)
 	RET
 
 // func dotI16x1(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI16x1(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ out+40(FP), R8
 	DOT1(I16_LO, I16_HI)
 	RET
 
 // func dotI16x2(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI16x2(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT2(I16_LO, I16_HI)
 	RET
 
 // func dotI16x4(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI16x4(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT4(I16_LO, I16_HI)
 	RET
 
 // func dotI16x8(px *int16, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI16x8(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT8(I16_LO, I16_HI)
 	RET
 
 // func dotI32x1(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI32x1(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ out+40(FP), R8
 	DOT1(I32_LO, I32_HI)
 	RET
 
 // func dotI32x2(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI32x2(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT2(I32_LO, I32_HI)
 	RET
 
 // func dotI32x4(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI32x4(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT4(I32_LO, I32_HI)
 	RET
 
 // func dotI32x8(px *int32, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI32x8(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT8(I32_LO, I32_HI)
 	RET
 
 // func dotF32x1(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotF32x1(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ out+40(FP), R8
 	DOT1(F32_LO, F32_HI)
 	RET
 
 // func dotF32x2(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotF32x2(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT2(F32_LO, F32_HI)
 	RET
 
 // func dotF32x4(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotF32x4(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT4(F32_LO, F32_HI)
 	RET
 
 // func dotF32x8(px *float32, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotF32x8(SB), NOSPLIT, $0-48
-	MOVQ px+0(FP), SI
-	MOVQ n+8(FP), CX
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), DX
+	BLOCK_ARGS
 	MOVQ pf+32(FP), R8
 	DOT8(F32_LO, F32_HI)
 	RET
 
-
-
 // func dotU8x4x2(px0, px1 *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU8x4x2(SB), NOSPLIT, $0-56
-	MOVQ px0+0(FP), SI
-	MOVQ px1+8(FP), R10
-	MOVQ n+16(FP), CX
-	MOVQ w+24(FP), DI
-	MOVQ ldw+32(FP), DX
-	MOVQ pf+40(FP), R8
+	PAIR_ARGS
 	DOT4X2(U8_LO, U8_HI)
 	RET
 
 // func dotI8x4x2(px0, px1 *int8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI8x4x2(SB), NOSPLIT, $0-56
-	MOVQ px0+0(FP), SI
-	MOVQ px1+8(FP), R10
-	MOVQ n+16(FP), CX
-	MOVQ w+24(FP), DI
-	MOVQ ldw+32(FP), DX
-	MOVQ pf+40(FP), R8
+	PAIR_ARGS
 	DOT4X2(I8_LO, I8_HI)
 	RET
 
 // func dotU16x4x2(px0, px1 *uint16, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU16x4x2(SB), NOSPLIT, $0-56
-	MOVQ px0+0(FP), SI
-	MOVQ px1+8(FP), R10
-	MOVQ n+16(FP), CX
-	MOVQ w+24(FP), DI
-	MOVQ ldw+32(FP), DX
-	MOVQ pf+40(FP), R8
+	PAIR_ARGS
 	DOT4X2(U16_LO, U16_HI)
 	RET
 
 // func dotI16x4x2(px0, px1 *int16, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI16x4x2(SB), NOSPLIT, $0-56
-	MOVQ px0+0(FP), SI
-	MOVQ px1+8(FP), R10
-	MOVQ n+16(FP), CX
-	MOVQ w+24(FP), DI
-	MOVQ ldw+32(FP), DX
-	MOVQ pf+40(FP), R8
+	PAIR_ARGS
 	DOT4X2(I16_LO, I16_HI)
 	RET
 
 // func dotI32x4x2(px0, px1 *int32, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI32x4x2(SB), NOSPLIT, $0-56
-	MOVQ px0+0(FP), SI
-	MOVQ px1+8(FP), R10
-	MOVQ n+16(FP), CX
-	MOVQ w+24(FP), DI
-	MOVQ ldw+32(FP), DX
-	MOVQ pf+40(FP), R8
+	PAIR_ARGS
 	DOT4X2(I32_LO, I32_HI)
 	RET
 
 // func dotF32x4x2(px0, px1 *float32, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotF32x4x2(SB), NOSPLIT, $0-56
-	MOVQ px0+0(FP), SI
-	MOVQ px1+8(FP), R10
-	MOVQ n+16(FP), CX
-	MOVQ w+24(FP), DI
-	MOVQ ldw+32(FP), DX
-	MOVQ pf+40(FP), R8
+	PAIR_ARGS
 	DOT4X2(F32_LO, F32_HI)
 	RET

@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // Merlin MIB (Quantum Detectors) layout, as read by LiberTEM (libertem.io.dataset.mib)
@@ -86,6 +89,8 @@ type mibFile struct {
 	checked   [4]string // first frame's values of mibCheckedFields
 	numFrames int
 	scratch   sync.Pool // *[]byte
+	mapping   []byte    // the whole file, mapped read-only for MapFrames (nil if refused)
+	closed    atomic.Bool
 }
 
 // openMIB opens a Merlin .mib file (or the .mib beside a .hdr path). The nav shape is,
@@ -119,6 +124,7 @@ func openMIB(path string, opt Options) (Dataset, error) {
 		f.Close()
 		return nil, err
 	}
+	d.mapping = mapReadOnly(f.Fd(), size)
 	return d, nil
 }
 
@@ -211,7 +217,18 @@ func (d *mibFile) SigShape() [2]int { return d.sig }
 func (d *mibFile) DType() DType     { return d.dt }
 func (d *mibFile) NumFrames() int   { return d.numFrames }
 func (d *mibFile) FrameBytes() int  { return d.sig[0] * d.sig[1] * d.dt.Size() }
-func (d *mibFile) Close() error     { return d.f.Close() }
+
+// Close unmaps and closes the file.
+func (d *mibFile) Close() error {
+	if d.closed.Swap(true) {
+		return errors.New("dataset: " + d.path + ": already closed")
+	}
+	var err error
+	if d.mapping != nil {
+		err = unix.Munmap(d.mapping)
+	}
+	return errors.Join(err, d.f.Close())
+}
 
 // ReadFrames reads frames [start, end) with one positioned read (headers included) into a
 // pooled scratch buffer, checks every frame header, and copies the pixels into dst,

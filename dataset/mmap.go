@@ -24,8 +24,8 @@ func newFlatDataset(d *flatFile, size int64) Dataset {
 	if d.bigEndian != hostBigEndian || d.offset%int64(d.dt.Size()) != 0 || size != int64(int(size)) {
 		return d
 	}
-	data, err := unix.Mmap(int(d.f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
+	data := mapReadOnly(d.f.Fd(), size)
+	if data == nil {
 		return d
 	}
 	return &mappedFile{flatFile: d, data: data}

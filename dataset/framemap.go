@@ -1,0 +1,87 @@
+package dataset
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// FrameMap locates a range of frames in a read-only memory mapping of the file, so that
+// a consumer can move them without a CPU copy: a GPU worker registers the mapped pages
+// with the driver (cudaHostRegister) and DMAs them to the device, where per-frame
+// headers are skipped and byte order is swapped.
+//
+// Frame start+i of the range is the record Mapping[Offset+i*Stride : Offset+i*Stride+
+// Stride]: Header bytes (a per-frame header, e.g. MIB's 384- or 768-byte one) followed by
+// FrameBytes pixel bytes in the native dtype (any bytes after them up to Stride are
+// padding or a footer).
+type FrameMap struct {
+	// Mapping is the whole read-only mapping; it starts on a page boundary and stays
+	// valid until the dataset is closed.
+	Mapping []byte
+	// Offset is where the first frame's record starts in Mapping.
+	Offset int64
+	// Stride is the bytes from one frame's record to the next (>= Header + FrameBytes).
+	Stride int64
+	// Header is the bytes before each frame's pixels in its record.
+	Header int
+	// BigEndian is true when the pixels are stored most significant byte first (MIB);
+	// the consumer converts them to host order.
+	BigEndian bool
+	// Magic, when not empty, is how every record's header must start ("MQ1," for MIB);
+	// a consumer that skips the dataset's ReadFrames checks it instead.
+	Magic string
+}
+
+// Mapper is implemented by datasets whose frames (or some of them) lie at a fixed stride
+// in a memory mapping.
+type Mapper interface {
+	// MapFrames returns where frames [start, end) lie in the mapping, or ok == false when
+	// they cannot be served in place (the caller then uses ReadFrames). Errors are those
+	// of ReadFrames: a range outside the dataset, or a closed dataset.
+	MapFrames(start, end int) (m FrameMap, ok bool, err error)
+}
+
+// MapFrames of a mapped raw or NPY file: frames back to back in host byte order.
+func (d *mappedFile) MapFrames(start, end int) (FrameMap, bool, error) {
+	if _, err := d.ViewFrames(start, end); err != nil {
+		return FrameMap{}, false, err
+	}
+	fb := int64(d.FrameBytes())
+	return FrameMap{Mapping: d.data, Offset: d.offset + int64(start)*fb, Stride: fb}, true, nil
+}
+
+// MapFrames of a MIB file: records of a frame header and big-endian pixels. ok is false
+// when the file could not be mapped.
+func (d *mibFile) MapFrames(start, end int) (FrameMap, bool, error) {
+	if err := checkRange(d.path, start, end, d.numFrames, d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
+		return FrameMap{}, false, err
+	}
+	if d.closed.Load() {
+		return FrameMap{}, false, fmt.Errorf("dataset: %s: read after Close", d.path)
+	}
+	if d.mapping == nil {
+		return FrameMap{}, false, nil
+	}
+	return FrameMap{
+		Mapping:   d.mapping,
+		Offset:    int64(start) * int64(d.stride),
+		Stride:    int64(d.stride),
+		Header:    d.header,
+		BigEndian: true,
+		Magic:     string(mibMagic),
+	}, true, nil
+}
+
+// mapReadOnly maps size bytes of f read-only and shared, or returns nil when the file
+// system refuses (the dataset then has no FrameMap and is read with pread).
+func mapReadOnly(fd uintptr, size int64) []byte {
+	if size <= 0 || size != int64(int(size)) {
+		return nil
+	}
+	data, err := unix.Mmap(int(fd), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil
+	}
+	return data
+}

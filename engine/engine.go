@@ -73,7 +73,14 @@ type Job struct {
 
 	masks64Once sync.Once
 	masks64     []float64
+	over        <-chan struct{}
 }
+
+// Done is closed when the run no longer needs new workers: every frame is computed, or
+// the run failed or was cancelled. A WorkerFactory that waits for a device (a GPU
+// worker waiting for its CUDA context) gives up then. Nil (never closed) for a Job not
+// made by ApplyMasks.
+func (j *Job) Done() <-chan struct{} { return j.over }
 
 // denseMasks64 returns a float64 copy of the masks, shared by all workers of the job.
 func (j *Job) denseMasks64() []float64 {
@@ -184,7 +191,6 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 		newWorker = DefaultWorkers
 	}
 
-	start := time.Now()
 	r := newRun(ctx, plan, job, out, opt.Progress)
 	r.execute(newWorker, !opt.NoPin)
 	err = r.err(ctx)
@@ -199,12 +205,17 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	res.Stats = Stats{
 		Frames:          nFrames,
 		BytesRead:       int64(nFrames) * int64(ds.FrameBytes()),
-		Elapsed:         time.Since(start),
+		Elapsed:         time.Since(r.start),
 		Workers:         len(plan.Workers),
-		FramesPerWorker: r.framesPerWorker,
+		FramesPerWorker: make([]int, len(plan.Workers)),
+		PerWorker:       r.workers,
 		Retried:         r.retried,
 		NotStarted:      r.notStarted,
 		Sparse:          job.Sparse != nil,
+	}
+	for i := range r.workers {
+		r.workers[i].Bytes = int64(r.workers[i].Frames) * int64(ds.FrameBytes())
+		res.Stats.FramesPerWorker[i] = r.workers[i].Frames
 	}
 	for _, w := range plan.Workers {
 		if w.Kind == planner.GPU {
@@ -326,58 +337,68 @@ type run struct {
 	plan   *planner.Plan
 	job    *Job
 	out    Output
-	queue  chan int // indices into plan.Partitions; capacity holds them all, so a retry never blocks
+	sched  *scheduler
+	start  time.Time
 
-	mu              sync.Mutex
-	remaining       int   // partitions not yet completed
-	alive           int   // workers still pulling partitions
-	reported        []int // per partition: the most frames reported to progress by any attempt
-	done            int   // frames reported to progress
-	progress        func(framesDone, total int)
-	total           int
-	fatal           error // first fatal error
-	framesPerWorker []int
-	retried         []RetriedPartition
-	notStarted      []WorkerError
+	mu         sync.Mutex
+	alive      int // workers created or being created, not retired
+	done       int // frames reported to progress
+	progress   func(framesDone, total int)
+	total      int
+	fatal      error // first fatal error
+	workers    []WorkerStats
+	retried    []RetriedPartition
+	notStarted []WorkerError
 }
 
 func newRun(ctx context.Context, plan *planner.Plan, job *Job, out Output, progress func(int, int)) *run {
 	r := &run{
-		plan:            plan,
-		job:             job,
-		out:             out,
-		queue:           make(chan int, len(plan.Partitions)),
-		remaining:       len(plan.Partitions),
-		alive:           len(plan.Workers),
-		reported:        make([]int, len(plan.Partitions)),
-		progress:        progress,
-		total:           job.Dataset.NumFrames(),
-		framesPerWorker: make([]int, len(plan.Workers)),
+		plan:     plan,
+		job:      job,
+		out:      out,
+		sched:    newScheduler(plan.Partitions, len(plan.Workers), job.TileFrames),
+		alive:    len(plan.Workers),
+		progress: progress,
+		total:    job.Dataset.NumFrames(),
+		workers:  make([]WorkerStats, len(plan.Workers)),
 	}
+	for i, w := range plan.Workers {
+		r.workers[i] = WorkerStats{ID: w.ID, Kind: w.Kind, CPU: w.CPU, GPU: w.GPU}
+	}
+	job.over = r.sched.over
 	r.ctx, r.cancel = context.WithCancel(ctx)
-	for i := range plan.Partitions {
-		r.queue <- i
-	}
 	return r
 }
 
-// execute runs one goroutine per planned worker and waits for all of them.
+// execute runs one goroutine per planned worker and waits for all of them. A watcher
+// stops the scheduler when the run is cancelled, so that idle workers stop waiting.
 func (r *run) execute(newWorker WorkerFactory, pin bool) {
-	var wg sync.WaitGroup
+	r.start = time.Now()
+	var workers, watcher sync.WaitGroup
 	for _, spec := range r.plan.Workers {
-		wg.Go(func() { r.work(spec, newWorker, pin) })
+		workers.Go(func() { r.work(spec, newWorker, pin) })
 	}
-	wg.Wait()
+	ended := make(chan struct{})
+	watcher.Go(func() {
+		select {
+		case <-r.ctx.Done():
+			r.sched.stop()
+		case <-ended:
+		}
+	})
+	workers.Wait()
+	close(ended)
+	watcher.Wait()
 	r.cancel()
 }
 
 // err is the run's outcome: the first fatal error, else the parent context's error when
-// it was cancelled before every partition was done.
+// it was cancelled before every frame was done.
 func (r *run) err(parent context.Context) error {
 	if r.fatal != nil {
 		return r.fatal
 	}
-	if err := parent.Err(); err != nil && r.remaining > 0 {
+	if err := parent.Err(); err != nil && r.done < r.total {
 		return fmt.Errorf("apply masks: stopped after %d of %d frames: %w", r.done, r.total, err)
 	}
 	return nil
@@ -400,8 +421,8 @@ func (r *run) fail(err error) {
 	r.cancel()
 }
 
-// work is one worker's goroutine: pin, create the worker, pull partitions until all are
-// done or the run is cancelled.
+// work is one worker's goroutine: pin, create the worker, then compute the claims the
+// scheduler hands out until every frame is done or the run is cancelled.
 func (r *run) work(spec planner.Worker, newWorker WorkerFactory, pin bool) {
 	name := workerName(spec)
 	defer func() {
@@ -436,33 +457,43 @@ func (r *run) work(spec planner.Worker, newWorker WorkerFactory, pin bool) {
 			r.fail(fmt.Errorf("%s: close worker: %w", name, err))
 		}
 	}()
+	r.mu.Lock()
+	ws := &r.workers[spec.ID]
+	ws.Ready = true
+	ws.ReadyAfter = time.Since(r.start)
+	if f, ok := w.(interface{ Feed() string }); ok {
+		ws.Feed = f.Feed()
+	}
+	r.mu.Unlock()
+	r.sched.setReady(spec.ID)
 	for {
-		var pi int
-		select {
-		case <-r.ctx.Done():
+		c, ok := r.sched.take(spec.ID)
+		if !ok {
 			return
-		case i, ok := <-r.queue:
-			if !ok {
-				return
-			}
-			pi = i
 		}
-		p := r.plan.Partitions[pi]
 		attempt := 0
-		err := process(r.ctx, w, p, r.out, func(frames int) { attempt = r.advance(pi, attempt, frames) })
+		t0 := time.Now()
+		err := process(r.ctx, w, c.Partition, r.out, func(frames int) { attempt = r.advance(&c, attempt, frames) })
 		if err == nil {
-			r.complete(spec.ID, pi)
+			elapsed := time.Since(t0)
+			r.advance(&c, attempt, c.Frames()) // in case the worker reported less than it did
+			r.sched.done(spec.ID, c, elapsed)
+			r.mu.Lock()
+			ws.Frames += c.Frames()
+			ws.Claims++
+			ws.Busy += elapsed
+			r.mu.Unlock()
 			continue
 		}
 		if r.ctx.Err() != nil {
 			return // cancelled: the cause is recorded elsewhere
 		}
-		err = fmt.Errorf("%s: partition [%d, %d): %w", name, p.Start, p.End, err)
+		err = fmt.Errorf("%s: frames [%d, %d): %w", name, c.Start, c.End, err)
 		if spec.Kind != planner.GPU {
 			r.fail(err)
 			return
 		}
-		r.retry(spec.ID, pi, err)
+		r.giveBack(spec.ID, c, err)
 		return
 	}
 }
@@ -478,16 +509,16 @@ func process(ctx context.Context, w Worker, p planner.Partition, out Output, pro
 	return w.Process(ctx, p, out, progress)
 }
 
-// advance reports frames completed by an attempt at partition pi that had reported
-// `attempt` frames before. Progress counts, per partition, the most frames any attempt
-// reported, so a re-run partition is not counted twice.
-func (r *run) advance(pi, attempt, frames int) int {
-	attempt = min(attempt+max(frames, 0), r.plan.Partitions[pi].Frames())
+// advance reports frames completed by an attempt at claim c that had reported `attempt`
+// frames before, and returns the new attempt count. Frames a failed earlier attempt at
+// the same range already reported (c.credit) are not counted again.
+func (r *run) advance(c *claim, attempt, frames int) int {
+	attempt = min(attempt+max(frames, 0), c.Frames())
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if attempt > r.reported[pi] {
-		r.done += attempt - r.reported[pi]
-		r.reported[pi] = attempt
+	if attempt > c.credit {
+		r.done += attempt - c.credit
+		c.credit = attempt
 		if r.progress != nil {
 			r.progress(r.done, r.total)
 		}
@@ -495,22 +526,10 @@ func (r *run) advance(pi, attempt, frames int) int {
 	return attempt
 }
 
-// complete marks partition pi done by worker id; the last one closes the queue.
-func (r *run) complete(id, pi int) {
-	p := r.plan.Partitions[pi]
-	r.advance(pi, 0, p.Frames()) // in case the worker reported less progress than it did
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.framesPerWorker[id] += p.Frames()
-	r.remaining--
-	if r.remaining == 0 {
-		close(r.queue)
-	}
-}
-
 // retire records GPU worker id that could not be created; the others take its share.
 // With no worker left the run fails.
 func (r *run) retire(id int, err error) {
+	r.sched.retire(id)
 	r.mu.Lock()
 	r.notStarted = append(r.notStarted, WorkerError{Worker: id, Err: err})
 	r.alive--
@@ -521,16 +540,16 @@ func (r *run) retire(id int, err error) {
 	}
 }
 
-// retry puts partition pi, failed by GPU worker id, back on the queue for the remaining
-// workers; the failed worker stops. With no worker left the run fails.
-func (r *run) retry(id, pi int, err error) {
+// giveBack hands claim c, failed by GPU worker id, to the remaining workers; the failed
+// worker stops. With no worker left the run fails.
+func (r *run) giveBack(id int, c claim, err error) {
 	r.mu.Lock()
-	r.retried = append(r.retried, RetriedPartition{Partition: r.plan.Partitions[pi], Worker: id, Err: err})
+	r.retried = append(r.retried, RetriedPartition{Partition: c.Partition, Worker: id, Err: err})
 	r.alive--
 	alive := r.alive
-	r.queue <- pi
 	r.mu.Unlock()
+	r.sched.giveBack(id, c)
 	if alive == 0 {
-		r.fail(fmt.Errorf("no worker left to run partition [%d, %d): %w", r.plan.Partitions[pi].Start, r.plan.Partitions[pi].End, err))
+		r.fail(fmt.Errorf("no worker left to run frames [%d, %d): %w", c.Start, c.End, err))
 	}
 }

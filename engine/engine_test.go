@@ -267,7 +267,7 @@ func TestApplyMasksReadError(t *testing.T) {
 	ds := randomDataset(rng, dataset.Uint16, []int{40}, sig)
 	ds.readErr, ds.errFrame = errors.New("disk on fire"), 25
 	_, err := ApplyMasks(context.Background(), ds, randomStack(rng, 2, sig), splitPlan(anyCPUs, 1, 20, 20), Options{TileFrames: 4, NoPin: true})
-	require.ErrorContains(t, err, "worker 0 (cpu 0): partition [20, 40): memory dataset: frames [24, 28): disk on fire")
+	require.Regexp(t, `^worker 0 \(cpu 0\): frames \[2\d, \d\d\): memory dataset: frames \[24, 28\): disk on fire$`, err.Error())
 }
 
 // blockingWorker reports one frame of its first partition, calls started, then blocks
@@ -345,17 +345,17 @@ func TestApplyMasksCancelCPUWorkers(t *testing.T) {
 	require.LessOrEqual(t, ds.after.Load(), int32(1), "workers kept reading after cancel")
 }
 
-// failingWorker wraps a CPU worker and fails partition failAt after writing garbage into
-// its rows and reporting some progress.
+// failingWorker wraps a CPU worker and fails the frame range holding frame failAt after
+// writing garbage into its rows and reporting some progress.
 type failingWorker struct {
 	Worker
-	failAt planner.Partition
+	failAt int
 	nMasks int
 	calls  *atomic.Int32
 }
 
 func (w failingWorker) Process(ctx context.Context, p planner.Partition, out Output, progress func(int)) error {
-	if p != w.failAt {
+	if w.failAt < p.Start || w.failAt >= p.End {
 		return w.Worker.Process(ctx, p, out, progress)
 	}
 	w.calls.Add(1)
@@ -386,13 +386,13 @@ func TestApplyMasksCPUWorkerError(t *testing.T) {
 		}
 		<-blocked
 		w, err := NewCPUWorker(job)
-		return failingWorker{Worker: w, failAt: planner.Partition{Start: 30, End: 40}, nMasks: 2, calls: &calls}, err
+		return failingWorker{Worker: w, failAt: 35, nMasks: 2, calls: &calls}, err
 	}
 	_, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NewWorker: factory, NoPin: true, TileFrames: 3})
 	require.Error(t, err)
 	require.NotErrorIs(t, err, context.Canceled)
-	require.Regexp(t, `^worker [01] \(cpu [45]\): partition \[30, 40\): device lost$`, err.Error())
-	require.Equal(t, int32(1), calls.Load(), "a CPU worker's failed partition must not be retried")
+	require.Regexp(t, `^worker [01] \(cpu [45]\): frames \[\d+, \d+\): device lost$`, err.Error())
+	require.Equal(t, int32(1), calls.Load(), "a CPU worker's failed frames must not be retried")
 	require.Equal(t, int32(1), closed.Load())
 }
 
@@ -410,7 +410,6 @@ func TestApplyMasksGPUWorkerRetry(t *testing.T) {
 		t.Run(fmt.Sprint("float64=", f64), func(t *testing.T) {
 			plan := evenPlan(anyCPUs, 3, 90, 9)
 			plan.Workers[0].Kind, plan.Workers[0].GPU = planner.GPU, 0
-			failAt := plan.Partitions[0]
 			var calls atomic.Int32
 			var gpuPartitions []planner.Partition
 			var mu sync.Mutex
@@ -421,7 +420,7 @@ func TestApplyMasksGPUWorkerRetry(t *testing.T) {
 					<-gpuFailed
 					return w, err
 				}
-				failing := failingWorker{Worker: w, failAt: failAt, nMasks: 4, calls: &calls}
+				failing := failingWorker{Worker: w, failAt: 0, nMasks: 4, calls: &calls}
 				return recordingWorker{closeOnFail{failing, gpuFailed}, &mu, &gpuPartitions}, err
 			}
 			var prog progressLog
@@ -438,14 +437,16 @@ func TestApplyMasksGPUWorkerRetry(t *testing.T) {
 			assert.Equal(t, 1, res.Stats.GPUWorkers)
 			assert.Equal(t, 2, res.Stats.CPUWorkers)
 			assert.Equal(t, int32(1), calls.Load())
+			// The GPU worker's first claim is one tile of its first partition.
+			failed := planner.Partition{Start: 0, End: 4}
 			require.Len(t, res.Stats.Retried, 1)
 			r := res.Stats.Retried[0]
-			assert.Equal(t, failAt, r.Partition)
+			assert.Equal(t, failed, r.Partition)
 			assert.Equal(t, 0, r.Worker)
-			assert.EqualError(t, r.Err, "worker 0 (gpu 0, cpu 0): partition [0, 10): device lost")
-			assert.Contains(t, res.Stats.Summary(), "1 partitions retried: [0, 10) after worker 0 failed: worker 0 (gpu 0, cpu 0): partition [0, 10): device lost")
+			assert.EqualError(t, r.Err, "worker 0 (gpu 0, cpu 0): frames [0, 4): device lost")
+			assert.Contains(t, res.Stats.Summary(), "1 frame ranges retried: [0, 4) after worker 0 failed: worker 0 (gpu 0, cpu 0): frames [0, 4): device lost")
 			mu.Lock()
-			assert.Equal(t, []planner.Partition{failAt}, gpuPartitions, "the GPU worker stops after its failure")
+			assert.Equal(t, []planner.Partition{failed}, gpuPartitions, "the GPU worker stops after its failure")
 			mu.Unlock()
 		})
 	}
@@ -492,7 +493,7 @@ func TestApplyMasksAllGPUWorkersFail(t *testing.T) {
 		return failAll{}, nil
 	}
 	_, err := ApplyMasks(context.Background(), ds, randomStack(rng, 2, sig), plan, Options{NewWorker: factory, NoPin: true})
-	require.ErrorContains(t, err, "no worker left to run partition")
+	require.ErrorContains(t, err, "no worker left to run frames [0, 10): ")
 	require.ErrorContains(t, err, "out of memory")
 }
 
@@ -553,7 +554,7 @@ func TestStatsSummary(t *testing.T) {
 	s := Stats{Frames: 65536, BytesRead: 8589934592, Elapsed: 2 * time.Second, Workers: 3, CPUWorkers: 2, GPUWorkers: 1, Sparse: true}
 	require.Equal(t, "65536 frames, 8.590 GB in 2.000 s (4.29 GB/s), 3 workers (2 cpu, 1 gpu), sparse masks", s.Summary())
 	s.Retried = []RetriedPartition{{Partition: planner.Partition{Start: 0, End: 10}, Worker: 0, Err: errors.New("x")}}
-	require.True(t, strings.HasSuffix(s.Summary(), ", 1 partitions retried: [0, 10) after worker 0 failed: x"), s.Summary())
+	require.True(t, strings.HasSuffix(s.Summary(), ", 1 frame ranges retried: [0, 10) after worker 0 failed: x"), s.Summary())
 }
 
 // A float32 result that overflows (weights near float32's largest value times counts)
@@ -601,7 +602,7 @@ func TestApplyMasksWorkerPanic(t *testing.T) {
 	_, err := ApplyMasks(context.Background(), ds, randomStack(rng, 1, sig), evenPlan(anyCPUs, 1, 8, 2),
 		Options{NewWorker: factory, NoPin: true})
 	require.ErrorContains(t, err, "panic: assignment to entry in nil map")
-	require.Regexp(t, `^worker 0 \(cpu \d+\): partition \[\d+, \d+\): panic`, err.Error())
+	require.Regexp(t, `^worker 0 \(cpu \d+\): frames \[\d+, \d+\): panic`, err.Error())
 
 	factory = func(spec planner.Worker, job *Job) (Worker, error) {
 		w, err := NewCPUWorker(job)

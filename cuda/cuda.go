@@ -25,6 +25,8 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/masks"
@@ -117,6 +119,14 @@ type RunnerConfig struct {
 	// Float64 accumulates in float64 and writes float64 results (Run's out64); otherwise
 	// float32 (out32).
 	Float64 bool
+	// RecordStride, for RunMapped on records that need unpacking on the device (a
+	// per-frame header, a footer or the other byte order: MIB), is their stride in bytes;
+	// the runner then holds a device buffer of TileFrames records per stream. 0: RunMapped
+	// takes only packed host-order frames (raw, NPY).
+	RecordStride int64
+	// CPU is the logical CPU that the runner's registration thread is pinned to (the
+	// core reserved for the GPU worker); -1 leaves it unpinned.
+	CPU int
 }
 
 // withDefaults returns cfg with TileFrames and Streams filled in, or an error naming the
@@ -147,6 +157,9 @@ func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 	case cfg.TileFrames == 0:
 		cfg.TileFrames = max(1, DefaultTileBytes/(cfg.Pixels*cfg.DType.Size()))
 	}
+	if cfg.RecordStride < 0 || cfg.RecordStride > 0 && cfg.RecordStride < int64(cfg.Pixels*cfg.DType.Size()) {
+		return cfg, fmt.Errorf("cuda: RecordStride %d: want 0 or at least the %d bytes of a frame", cfg.RecordStride, cfg.Pixels*cfg.DType.Size())
+	}
 	switch {
 	case cfg.Streams < 0 || cfg.Streams > maxStreams:
 		return cfg, fmt.Errorf("cuda: Streams %d: want 1 to %d (0 for %d)", cfg.Streams, maxStreams, DefaultStreams)
@@ -169,11 +182,30 @@ func checkCSR(c *masks.CSR, nMasks, pixels int) error {
 
 // checkRun validates the arguments of Runner.Run.
 func (cfg *RunnerConfig) checkRun(start, end int, read func([]byte, int, int) error, out32 []float32, out64 []float64) error {
-	if start < 0 || end < start {
-		return fmt.Errorf("cuda: frame range [%d, %d) is invalid", start, end)
-	}
 	if read == nil {
 		return errors.New("cuda: Run needs a read function")
+	}
+	return cfg.checkOut(start, end, out32, out64)
+}
+
+// checkMapped validates the arguments of Runner.RunMapped.
+func (cfg *RunnerConfig) checkMapped(start, end int, fm dataset.FrameMap, out32 []float32, out64 []float64) error {
+	fb := int64(cfg.Pixels * cfg.DType.Size())
+	switch {
+	case fm.Stride < fb || fm.Header < 0 || int64(fm.Header) > fm.Stride-fb || len(fm.Magic) > min(4, fm.Header):
+		return fmt.Errorf("cuda: frame map with stride %d, header %d and magic %q does not hold frames of %d bytes", fm.Stride, fm.Header, fm.Magic, fb)
+	case !fm.Packed(fb) && fm.Stride > cfg.RecordStride:
+		return fmt.Errorf("cuda: records of %d bytes need unpacking, but the runner was made for RecordStride %d", fm.Stride, cfg.RecordStride)
+	case end > start && (fm.Offset < 0 || fm.Offset+int64(end-start-1)*fm.Stride+int64(fm.Header)+fb > int64(len(fm.Mapping))):
+		return fmt.Errorf("cuda: frames [%d, %d) lie outside the %d-byte mapping", start, end, len(fm.Mapping))
+	}
+	return cfg.checkOut(start, end, out32, out64)
+}
+
+// checkOut validates a frame range and the result buffers.
+func (cfg *RunnerConfig) checkOut(start, end int, out32 []float32, out64 []float64) error {
+	if start < 0 || end < start {
+		return fmt.Errorf("cuda: frame range [%d, %d) is invalid", start, end)
 	}
 	need := end * cfg.NMasks
 	if cfg.Float64 && len(out64) < need {
@@ -183,6 +215,64 @@ func (cfg *RunnerConfig) checkRun(start, end int, read func([]byte, int, int) er
 		return fmt.Errorf("cuda: out32 holds %d values, frames [%d, %d) x %d masks need %d", len(out32), start, end, cfg.NMasks, need)
 	}
 	return nil
+}
+
+// ErrRegister wraps a failure to register a memory mapping for the copy-free feed
+// (cudaHostRegister refused it, or the device cannot register read-only memory):
+// RunMapped computed nothing, and the caller falls back to Run.
+var ErrRegister = errors.New("cuda: cannot register the memory mapping for DMA")
+
+// ErrNotReady is returned by WaitReady when the caller stopped waiting.
+var ErrNotReady = errors.New("the run ended before the device was ready")
+
+// devInit is the background creation of one device's CUDA context.
+type devInit struct {
+	done chan struct{}
+	err  error
+}
+
+var inits sync.Map // device index -> *devInit
+
+// Prewarm starts creating the CUDA context of each given device in the background (the
+// 0.1-0.3 s of a device's first CUDA call), once per device and process, so that GPU
+// workers created later start at once. It returns immediately; the goroutine it starts
+// belongs to the package and ends when the context exists (or failed). A build without
+// CUDA does nothing.
+func Prewarm(devs ...int) {
+	for _, d := range devs {
+		if d < 0 {
+			continue
+		}
+		v, loaded := inits.LoadOrStore(d, &devInit{done: make(chan struct{})})
+		if loaded {
+			continue
+		}
+		in := v.(*devInit)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			in.err = deviceInit(d)
+			close(in.done)
+		}()
+	}
+}
+
+// WaitReady waits until device dev's context exists, starting its creation if Prewarm
+// was not called, and returns the creation's error; or returns ErrNotReady as soon as
+// cancel is closed.
+func WaitReady(dev int, cancel <-chan struct{}) error {
+	Prewarm(dev)
+	v, ok := inits.Load(dev)
+	if !ok {
+		return fmt.Errorf("cuda: device %d: must be >= 0", dev)
+	}
+	in := v.(*devInit)
+	select {
+	case <-in.done:
+		return in.err
+	case <-cancel:
+		return ErrNotReady
+	}
 }
 
 // CopyKind is a copy measured by CopyTime.

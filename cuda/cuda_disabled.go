@@ -5,6 +5,8 @@ package cuda
 import (
 	"context"
 	"time"
+
+	"github.com/stemdot/stemdot/dataset"
 )
 
 // Built reports whether stemdot was built with CUDA support (build tag cuda).
@@ -32,6 +34,13 @@ func (r *Runner) Config() RunnerConfig { return RunnerConfig{} }
 func (r *Runner) Run(ctx context.Context, start, end int, read func(dst []byte, start, end int) error, out32 []float32, out64 []float64) error {
 	return ErrNoCUDA
 }
+
+// RunMapped returns ErrNoCUDA: this build has no CUDA support.
+func (r *Runner) RunMapped(ctx context.Context, start, end int, fm dataset.FrameMap, out32 []float32, out64 []float64) error {
+	return ErrNoCUDA
+}
+
+func deviceInit(dev int) error { return ErrNoCUDA }
 
 // KernelTime returns ErrNoCUDA: this build has no CUDA support.
 func (r *Runner) KernelTime(frames, iters int) (time.Duration, error) { return 0, ErrNoCUDA }

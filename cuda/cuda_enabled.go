@@ -157,13 +157,18 @@ func releaseMasks(cfg *RunnerConfig) error {
 	return nil
 }
 
+func deviceInit(dev int) error { return statusError(dev, C.stemdot_device_init(C.int(dev))) }
+
 // Runner is a GPU worker bound to one device: the device copy of the mask stack, pinned
-// host staging buffers and Streams tiles in flight. A Runner is used by one goroutine at
-// a time.
+// host staging buffers (made on the first Run) and Streams tiles in flight, and for
+// RunMapped the registered windows of the dataset's mapping. A Runner is used by one
+// goroutine at a time.
 type Runner struct {
 	cfg        RunnerConfig
 	frameBytes int
 	h          *C.stemdot_runner
+	staged     bool
+	feed       *feed
 }
 
 // NewRunner validates cfg (filling TileFrames and Streams defaults), uploads the mask
@@ -183,8 +188,9 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		device:      C.int(cfg.Device),
 		masks:       h,
 		dtype:       cDType(cfg.DType),
-		tile_frames: C.int(cfg.TileFrames),
-		slots:       C.int(cfg.Streams),
+		tile_frames:   C.int(cfg.TileFrames),
+		slots:         C.int(cfg.Streams),
+		record_stride: C.int64_t(cfg.RecordStride),
 	}
 	if cfg.Float64 {
 		c.float64 = 1
@@ -228,6 +234,28 @@ func (r *Runner) Run(ctx context.Context, start, end int, read func(dst []byte, 
 	if err := r.cfg.checkRun(start, end, read, out32, out64); err != nil {
 		return err
 	}
+	if !r.staged {
+		if err := statusError(r.cfg.Device, C.stemdot_runner_stage(r.h)); err != nil {
+			return err
+		}
+		r.staged = true
+	}
+	submit := func(slot, a, b int) error {
+		dst := unsafe.Slice((*byte)(C.stemdot_runner_input(r.h, C.int(slot))), (b-a)*r.frameBytes)
+		if err := read(dst, a, b); err != nil {
+			return err
+		}
+		return statusError(r.cfg.Device, C.stemdot_runner_submit(r.h, C.int(slot), C.int(b-a)))
+	}
+	return r.pipeline(ctx, start, end, r.cfg.TileFrames, submit, "", out32, out64)
+}
+
+// pipeline runs frames [start, end) through the runner's slots in tiles of tileFrames:
+// submit(slot, a, b) fills and enqueues tile [a, b) on a free slot; the results of
+// finished tiles are copied into out32/out64, oldest first. With a magic, each finished
+// tile's device check of its records' headers is read too. It stops at the first error
+// (of submit, of CUDA, of a header, or ctx's) after waiting for the tiles in flight.
+func (r *Runner) pipeline(ctx context.Context, start, end, tileFrames int, submit func(slot, a, b int) error, magic string, out32 []float32, out64 []float64) error {
 	nm := r.cfg.NMasks
 	slots := r.cfg.Streams
 	type tile struct{ start, end int }
@@ -237,6 +265,11 @@ func (r *Runner) Run(ctx context.Context, start, end int, read func(dst []byte, 
 		inFlight[s] = tile{}
 		if err := statusError(r.cfg.Device, C.stemdot_runner_wait(r.h, C.int(s))); err != nil {
 			return err
+		}
+		if magic != "" {
+			if f := int(C.stemdot_runner_bad_frame(r.h, C.int(s))); f >= 0 {
+				return fmt.Errorf("frame %d: its header does not start with %q: the file is corrupt or was cut", t.start+f, magic)
+			}
 		}
 		src := unsafe.Pointer(C.stemdot_runner_output(r.h, C.int(s)))
 		n := (t.end - t.start) * nm
@@ -250,21 +283,17 @@ func (r *Runner) Run(ctx context.Context, start, end int, read func(dst []byte, 
 
 	var err error
 	slot := 0
-	for a := start; a < end; a += r.cfg.TileFrames {
+	for a := start; a < end; a += tileFrames {
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		b := min(end, a+r.cfg.TileFrames)
+		b := min(end, a+tileFrames)
 		if inFlight[slot].end > inFlight[slot].start {
 			if err = collect(slot); err != nil {
 				break
 			}
 		}
-		dst := unsafe.Slice((*byte)(C.stemdot_runner_input(r.h, C.int(slot))), (b-a)*r.frameBytes)
-		if err = read(dst, a, b); err != nil {
-			break
-		}
-		if err = statusError(r.cfg.Device, C.stemdot_runner_submit(r.h, C.int(slot), C.int(b-a))); err != nil {
+		if err = submit(slot, a, b); err != nil {
 			break
 		}
 		inFlight[slot] = tile{a, b}
@@ -307,5 +336,9 @@ func (r *Runner) Close() error {
 	}
 	err := statusError(r.cfg.Device, C.stemdot_runner_destroy(r.h))
 	r.h = nil
+	if r.feed != nil {
+		err = errors.Join(err, r.feed.close())
+		r.feed = nil
+	}
 	return errors.Join(err, releaseMasks(&r.cfg))
 }

@@ -33,6 +33,15 @@ type FrameMap struct {
 	Magic string
 }
 
+// Swapped tells whether the pixels are in the other byte order than this host's.
+func (m FrameMap) Swapped() bool { return m.BigEndian != hostBigEndian }
+
+// Packed tells whether the records are frames of frameBytes back to back in host byte
+// order: the mapped bytes are the frames as ReadFrames delivers them.
+func (m FrameMap) Packed(frameBytes int64) bool {
+	return m.Stride == frameBytes && m.Header == 0 && !m.Swapped()
+}
+
 // Mapper is implemented by datasets whose frames (or some of them) lie at a fixed stride
 // in a memory mapping.
 type Mapper interface {

@@ -42,7 +42,8 @@ typedef struct stemdot_status {
 enum {
     STEMDOT_ERR_INVALID_ARGUMENT = -1,
     STEMDOT_ERR_UNSUPPORTED_DTYPE = -2,
-    STEMDOT_ERR_TOO_LARGE = -3
+    STEMDOT_ERR_TOO_LARGE = -3,
+    STEMDOT_ERR_UNSUPPORTED = -4
 };
 
 /* Pixel dtypes of frames; the values match Go's dataset.DType. */
@@ -107,6 +108,9 @@ typedef struct stemdot_runner_config {
     int tile_frames;        /* frames per tile (>= 1) */
     int slots;              /* tiles in flight, one stream each (>= 1; 2-3 overlap) */
     int float64;            /* accumulate and write float64 instead of float32 */
+    int64_t record_stride;  /* mapped feed: the largest record stride (bytes) that
+                               stemdot_runner_submit_mapped will be given for records that
+                               need unpacking; 0: packed frames only */
 } stemdot_runner_config;
 
 /* A per-worker pipeline on one device. */
@@ -117,7 +121,13 @@ stemdot_status stemdot_runner_create(const stemdot_runner_config *cfg, stemdot_r
 /* Frees the runner's buffers and streams (waiting for its work) and releases its masks. */
 stemdot_status stemdot_runner_destroy(stemdot_runner *runner);
 
-/* Pinned host input buffer of a slot: tile_frames frames of native pixels. */
+/* Allocates the pinned host input buffers of the staged feed (stemdot_runner_input,
+ * stemdot_runner_submit); a runner fed only by stemdot_runner_submit_mapped needs none.
+ * Idempotent. */
+stemdot_status stemdot_runner_stage(stemdot_runner *runner);
+
+/* Pinned host input buffer of a slot: tile_frames frames of native pixels (NULL before
+ * stemdot_runner_stage). */
 void *stemdot_runner_input(stemdot_runner *runner, int slot);
 
 /* Pinned host output buffer of a slot: tile_frames x n_masks results (float32, or float64
@@ -129,6 +139,49 @@ const void *stemdot_runner_output(stemdot_runner *runner, int slot);
  * slot's event. Returns without waiting. The caller fills the next slot's input while
  * this one runs; the slot's buffers must not be touched until stemdot_runner_wait. */
 stemdot_status stemdot_runner_submit(stemdot_runner *runner, int slot, int n_frames);
+
+/* One tile of the copy-free feed: n_frames records of stride bytes (header bytes, then
+ * the frame's pixels in the file's byte order), taken from host memory registered with
+ * stemdot_host_register, given as up to two pieces (src[i], len[i]) that together hold the
+ * bytes from the first record's start to the last frame's last pixel, in order (two when
+ * the tile spans two registered windows; len[1] = 0 otherwise). */
+typedef struct stemdot_mapped_tile {
+    const void *src[2];
+    size_t len[2];
+    int n_frames;       /* 1 .. tile_frames (and at most 65535) */
+    int64_t stride;     /* >= frame bytes; > frame bytes needs cfg.record_stride >= stride */
+    int header;         /* bytes before the pixels, <= stride - frame bytes */
+    int swap;           /* pixels are in the other byte order than the host's */
+    uint32_t magic;     /* every record starts with these magic_len bytes (byte k = bits
+                           8k..8k+7), checked on the device; see stemdot_runner_bad_frame */
+    int magic_len;      /* 0..4, <= header */
+} stemdot_mapped_tile;
+
+/* Enqueues, on the slot's stream, the DMA of the tile straight from the registered host
+ * memory, the unpacking into packed host-order frames on the device (skipped when the
+ * records are packed host-order frames already), the magic check, the mask-dot kernel
+ * and the copy of the results, then records the slot's event. The host memory must stay
+ * registered until stemdot_runner_wait of the slot returns. */
+stemdot_status stemdot_runner_submit_mapped(stemdot_runner *runner, int slot,
+                                            const stemdot_mapped_tile *tile);
+
+/* After stemdot_runner_wait of a slot whose tile was submitted mapped with a magic:
+ * the first frame (0-based, within the tile) whose record did not start with the magic,
+ * or -1. */
+int stemdot_runner_bad_frame(stemdot_runner *runner, int slot);
+
+/* Page-locks and maps [ptr, ptr+bytes) of host memory (typically a read-only memory
+ * mapping of a file, pages in the page cache) for DMA by the device:
+ * cudaHostRegister with cudaHostRegisterReadOnly | cudaHostRegisterPortable.
+ * STEMDOT_ERR_UNSUPPORTED where the device cannot register read-only memory. */
+stemdot_status stemdot_host_register(int device, void *ptr, size_t bytes);
+
+/* Undoes stemdot_host_register of ptr. */
+stemdot_status stemdot_host_unregister(int device, void *ptr);
+
+/* Creates the device's primary CUDA context (the 0.1-0.3 s that the first CUDA call on
+ * a device costs), so that a later runner starts at once. */
+stemdot_status stemdot_device_init(int device);
 
 /* Blocks (without spinning) until the slot's submitted work is done, and reports any
  * error of its copies or kernel. */

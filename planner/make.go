@@ -75,6 +75,10 @@ func Make(topo *affinity.Topology, gpus []affinity.GPU, req Request, shape *Shap
 		}
 	}
 
+	if req.GPUAuto && (!req.CUDA || len(gpus) == 0) {
+		p.Warnings = append(p.Warnings, map[bool]string{false: "gpus auto: this build has no CUDA support", true: "gpus auto: no GPU found"}[req.CUDA]+": CPU workers only")
+		req.GPUAuto = false
+	}
 	gpuOrder, err := gpuWorkers(gpus, req, len(free), len(usable))
 	if err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ import (
 	"codeberg.org/sbinet/npyio"
 	"github.com/stretchr/testify/require"
 
-	"github.com/stemdot/stemdot/dataset"
+	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -187,7 +187,7 @@ func TestApplyRealMIBFiles(t *testing.T) {
 				ms[2][i] = float64(w) // the reference uses the float32 weights
 			}
 			mfile := filepath.Join(dir, "masks.npy")
-			require.NoError(t, dataset.WriteArrayNPY(mfile, []int{3, sy, sx}, stack))
+			require.NoError(t, stemnpy.WriteFile(mfile, []int{3, sy, sx}, stack))
 			_, stderr, code = run(t, "apply", path, "--masks", mfile, "--float64", "--out", out, "-q")
 			require.Zero(t, code, stderr)
 			_, got = readResult(t, out)
@@ -215,7 +215,7 @@ func TestApplyRawAndNPY(t *testing.T) {
 	raw := filepath.Join(dir, "scan.raw")
 	require.NoError(t, os.WriteFile(raw, append(make([]byte, 16), rawBig...), 0o644))
 	npy := filepath.Join(dir, "scan.npy")
-	require.NoError(t, dataset.WriteArrayNPY(npy, []int{2, 3, sy, sx}, npyData))
+	require.NoError(t, stemnpy.WriteFile(npy, []int{2, 3, sy, sx}, npyData))
 	ms := refMasks(sy, sx, 12, 10, 5, 3, 9)
 	masks := []string{"--mask", "disk:12,10,5", "--mask", "ring:12,10,3,9", "--mask", "com:12,10"}
 	out := filepath.Join(dir, "r.npy")
@@ -254,9 +254,9 @@ func TestBadInputs(t *testing.T) {
 	nanMasks := filepath.Join(dir, "nan.npy")
 	nan := make([]float32, 256*256)
 	nan[77] = float32(math.NaN())
-	require.NoError(t, dataset.WriteArrayNPY(nanMasks, []int{256, 256}, nan))
+	require.NoError(t, stemnpy.WriteFile(nanMasks, []int{256, 256}, nan))
 	wrongMasks := filepath.Join(dir, "wrong.npy")
-	require.NoError(t, dataset.WriteArrayNPY(wrongMasks, []int{2, 64, 64}, make([]float32, 2*64*64)))
+	require.NoError(t, stemnpy.WriteFile(wrongMasks, []int{2, 64, 64}, make([]float32, 2*64*64)))
 	raw64 := testfiles.File(t, "mib/Single_9_Frame_CounterDepth_1_Rows_256RAW.mib")
 
 	disk := []string{"--mask", "disk:128,128,20"}

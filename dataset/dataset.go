@@ -17,8 +17,9 @@ package dataset
 
 import (
 	"fmt"
-	"github.com/stemdot/stemdot/errs"
 	"strings"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // DType is the element type of stored pixels.

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/stemdot/stemdot/errs"
 	"io"
 	"io/fs"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // Merlin MIB (Quantum Detectors) layout, as read by LiberTEM (libertem.io.dataset.mib)

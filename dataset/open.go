@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/stemdot/stemdot/errs"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // Options tells Open how to read a file. The zero value detects the format and reads

@@ -2,9 +2,10 @@ package dataset
 
 import (
 	"fmt"
-	"github.com/stemdot/stemdot/errs"
 	"io"
 	"os"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // flatFile is a file whose frames are stored back to back, without per-frame headers,

@@ -2,8 +2,9 @@ package dataset
 
 import (
 	"fmt"
-	"github.com/stemdot/stemdot/errs"
 	"math"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // MaxFrameBytes is the largest frame stemdot reads or writes: sig_y·sig_x·dtype size at

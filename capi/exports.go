@@ -10,6 +10,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
@@ -350,5 +351,40 @@ func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMask
 	if err := apply(req); err != nil {
 		return fail(fn, err)
 	}
+	return succeed()
+}
+
+//export stemdot_com_shifts
+func stemdot_com_shifts(result *C.stemdot_cvoid, resultDType C.stemdot_dtype, nFrames, nMasks, sumMask C.size_t, shifts *C.double) (st C.stemdot_status) {
+	const fn = "stemdot_com_shifts"
+	defer guard(fn, &st)
+	if result == nil || shifts == nil {
+		return fail(fn, failf(errs.Argument, "result and shifts must not be NULL"))
+	}
+	n, err := sizeProduct("result", 0, nFrames, nMasks)
+	if err != nil {
+		return fail(fn, err)
+	}
+	if _, err := sizeProduct("shifts", 0, nFrames, 2); err != nil {
+		return fail(fn, err)
+	}
+	res := &stemdot.Result{}
+	res.NMasks, res.NavShape = int(nMasks), []int{int(nFrames)}
+	switch resultDType {
+	case C.STEMDOT_FLOAT32:
+		res.F32 = unsafe.Slice((*float32)(unsafe.Pointer(result)), n)
+	case C.STEMDOT_FLOAT64:
+		res.F64 = unsafe.Slice((*float64)(unsafe.Pointer(result)), n)
+	default:
+		return fail(fn, failf(errs.DType, "result dtype %d is not STEMDOT_FLOAT32 (%d) or STEMDOT_FLOAT64 (%d)", resultDType, C.STEMDOT_FLOAT32, C.STEMDOT_FLOAT64))
+	}
+	if uint64(sumMask) > math.MaxInt32 {
+		return fail(fn, failf(errs.Argument, "sum_mask %d is out of range", sumMask))
+	}
+	out, err := stemdot.COMShifts(res, int(sumMask))
+	if err != nil {
+		return fail(fn, err)
+	}
+	copy(unsafe.Slice((*float64)(unsafe.Pointer(shifts)), len(out)), out)
 	return succeed()
 }

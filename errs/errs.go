@@ -4,9 +4,9 @@
 //
 // A classified error satisfies errors.Is(err, kind) for its Kind (errs.Format, errs.IO,
 // ...); KindOf returns the kind. The packages that find a problem classify it where they
-// find it: dataset (IO, Format, Shape, DType), masks (Argument, Shape), planner requests
-// (Argument, Resources), the root package stemdot (CUDA, Resources), and a cancelled
-// context is Cancelled wherever it surfaces.
+// find it: dataset (IO, Format, Shape, DType, Argument), masks (IO, Format), the root
+// package stemdot (options, masks, plans: Argument, Shape, Resources, CUDA), and a
+// cancelled context is Cancelled wherever it surfaces.
 package errs
 
 import (

@@ -16,8 +16,6 @@ else
   FLAVOUR := with CUDA ($(NVCC))
 endif
 GOTAGS := $(if $(TAGS),-tags $(TAGS),)
-# go-nvml's generated cgo code calls NVML functions that NVIDIA marks deprecated.
-export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: all build kernels demo test test-go test-cuda lint bench bench-full clean
 

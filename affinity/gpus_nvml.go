@@ -1,68 +1,77 @@
-//go:build cgo && !nonvml
+//go:build cgo
 
 package affinity
 
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "nvml_dl.h"
+*/
+import "C"
+
 import (
 	"fmt"
-
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"math/bits"
+	"unsafe"
 )
+
+// nvmlLibrary is the NVML library DiscoverGPUs loads (tests load a fake one).
+var nvmlLibrary = "libnvidia-ml.so.1"
 
 // nvmlCPUSetBits is the number of CPUs DiscoverGPUs asks nvmlDeviceGetCpuAffinity to
 // cover, more than Linux's largest configurable CPU count (CONFIG_NR_CPUS).
 const nvmlCPUSetBits = 8192
 
-// nvmlGPUs is DiscoverGPUs through NVML.
-//
-// go-nvml v0.12 and later return ERROR_LIBRARY_NOT_FOUND from nvml.Init when the
-// library is missing (earlier versions panicked), so no recover is needed.
+// nvmlGPUs is DiscoverGPUs through NVML, loaded with dlopen and its eight functions
+// resolved with dlsym (nvml_dl.c): the library and the programs linking it hold no
+// reference to an NVML symbol, so they link and run on machines without a driver.
 func nvmlGPUs() ([]GPU, error) {
-	switch ret := nvml.Init(); ret {
-	case nvml.SUCCESS:
-	case nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_DRIVER_NOT_LOADED:
+	lib := C.CString(nvmlLibrary)
+	defer C.free(unsafe.Pointer(lib))
+	var api C.stemdot_nvml
+	switch C.stemdot_nvml_open(lib, &api) {
+	case C.STEMDOT_NVML_OK:
+	case C.STEMDOT_NVML_NO_LIBRARY:
 		return nil, nil
 	default:
-		return nil, fmt.Errorf("affinity: NVML initialisation failed: %v", ret)
+		return nil, fmt.Errorf("affinity: %s lacks an NVML function (%s)", nvmlLibrary, C.GoString(C.stemdot_nvml_missing(&api)))
 	}
-	defer nvml.Shutdown()
+	defer C.stemdot_nvml_close(&api)
+	switch ret := C.stemdot_nvml_init(&api); ret {
+	case C.NVML_SUCCESS:
+	case C.NVML_ERROR_LIBRARY_NOT_FOUND, C.NVML_ERROR_DRIVER_NOT_LOADED:
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("affinity: NVML initialisation failed: %s", nvmlError(&api, ret))
+	}
+	defer C.stemdot_nvml_shutdown(&api)
 
-	count, ret := nvml.DeviceGetCount()
-	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("affinity: NVML device count: %v", ret)
+	var count C.uint
+	if ret := C.stemdot_nvml_count(&api, &count); ret != C.NVML_SUCCESS {
+		return nil, fmt.Errorf("affinity: NVML device count: %s", nvmlError(&api, ret))
 	}
 	var gpus []GPU
-	for i := range count {
-		gpu, err := describeGPU(i)
-		if err != nil {
-			return nil, err
+	for i := range int(count) {
+		var d C.stemdot_nvml_device
+		if ret := C.stemdot_nvml_describe(&api, C.uint(i), nvmlCPUSetBits/bits.UintSize, &d); ret != C.NVML_SUCCESS {
+			return nil, fmt.Errorf("affinity: NVML GPU %d: %s: %s", i, C.GoString(d.failed), nvmlError(&api, ret))
+		}
+		gpu := GPU{Index: i, Name: C.GoString(&d.name[0]), UUID: C.GoString(&d.uuid[0]),
+			TotalBytes: uint64(d.total), FreeBytes: uint64(d.free)}
+		if d.has_affinity != 0 {
+			words := unsafe.Slice((*C.ulong)(unsafe.Pointer(&d.cpu_set[0])), nvmlCPUSetBits/bits.UintSize)
+			set := make([]uint, len(words))
+			for w, v := range words {
+				set[w] = uint(v)
+			}
+			gpu.CPUAffinity = cpuSetIDs(set)
 		}
 		gpus = append(gpus, gpu)
 	}
 	return gpus, nil
 }
 
-// describeGPU reads NVML device i; NVML must be initialised.
-func describeGPU(i int) (GPU, error) {
-	dev, ret := nvml.DeviceGetHandleByIndex(i)
-	if ret != nvml.SUCCESS {
-		return GPU{}, fmt.Errorf("affinity: NVML handle of GPU %d: %v", i, ret)
-	}
-	name, ret := dev.GetName()
-	if ret != nvml.SUCCESS {
-		return GPU{}, fmt.Errorf("affinity: NVML name of GPU %d: %v", i, ret)
-	}
-	uuid, ret := dev.GetUUID()
-	if ret != nvml.SUCCESS {
-		return GPU{}, fmt.Errorf("affinity: NVML UUID of GPU %d: %v", i, ret)
-	}
-	mem, ret := dev.GetMemoryInfo()
-	if ret != nvml.SUCCESS {
-		return GPU{}, fmt.Errorf("affinity: NVML memory info of GPU %d (%s): %v", i, name, ret)
-	}
-	gpu := GPU{Index: i, Name: name, UUID: uuid, TotalBytes: mem.Total, FreeBytes: mem.Free}
-	// Affinity is optional (ERROR_NOT_SUPPORTED on some systems): unknown stays nil.
-	if set, ret := dev.GetCpuAffinity(nvmlCPUSetBits); ret == nvml.SUCCESS {
-		gpu.CPUAffinity = cpuSetIDs(set)
-	}
-	return gpu, nil
+// nvmlError is NVML's text for a return code, with the code.
+func nvmlError(api *C.stemdot_nvml, ret C.int) string {
+	return fmt.Sprintf("%s (NVML error %d)", C.GoString(C.stemdot_nvml_error(api, ret)), int(ret))
 }

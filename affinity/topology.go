@@ -46,6 +46,9 @@ type Topology struct {
 	Usable int
 }
 
+// AllowedList writes the allowed CPUs in Linux cpulist form ("0-3,8").
+func (t *Topology) AllowedList() string { return FormatCPUList(t.Allowed) }
+
 // CoreOf returns the core holding the allowed CPU cpu; false when cpu is not allowed.
 func (t *Topology) CoreOf(cpu int) (Core, bool) {
 	for _, c := range t.Cores {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 
@@ -15,10 +16,13 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// WritePlot draws throughput (GB/s of raw frame bytes) against the number of dense masks
-// (log₂ axis), one line per stemdot plan and per peer, one panel per dtype, with each
-// read floor as a dashed horizontal line, and writes it as PNG. Sparse cases are left
-// out (they are one mask of another kind).
+// WritePlot draws throughput (GB/s of raw frame bytes, log₁₀ axis, so that values
+// orders of magnitude apart stay readable) against the number of dense masks (log₂
+// axis), one line per stemdot plan and per peer, one panel per dtype, with each read
+// floor as a dashed horizontal line, and writes it as PNG. Each panel's legend sits
+// below its plot area, never over the lines; rows whose frames were held in GPU memory
+// (Row.Data) are labelled "data on GPU". Sparse cases are left out (they are one mask
+// of another kind).
 func WritePlot(w io.Writer, rows []Row) error {
 	var dtypes []string
 	for _, r := range rows {
@@ -30,34 +34,76 @@ func WritePlot(w io.Writer, rows []Row) error {
 		return fmt.Errorf("plot: no rows")
 	}
 	panels := make([][]*plot.Plot, 1)
+	var legends []*legend
 	for _, dt := range dtypes {
-		p, err := panel(rows, dt)
+		p, l, err := panel(rows, dt)
 		if err != nil {
 			return err
 		}
 		panels[0] = append(panels[0], p)
+		legends = append(legends, l)
 	}
-	width, height := vg.Length(len(dtypes))*14*vg.Centimeter, 12*vg.Centimeter
+	legendHeight := vg.Length(0)
+	for _, p := range legends {
+		legendHeight = max(legendHeight, vg.Length(len(p.entries))*legendRow+vg.Centimeter/2)
+	}
+	width, height := vg.Length(len(dtypes))*14*vg.Centimeter, 12*vg.Centimeter+legendHeight
 	img := vgimg.New(width, height)
 	dc := draw.New(img)
-	canvases := plot.Align(panels, draw.Tiles{Rows: 1, Cols: len(dtypes), PadX: vg.Centimeter}, dc)
+	top := draw.Crop(dc, 0, 0, legendHeight, 0)
+	canvases := plot.Align(panels, draw.Tiles{Rows: 1, Cols: len(dtypes), PadX: vg.Centimeter}, top)
 	for i, p := range panels[0] {
 		p.Draw(canvases[0][i])
+		c := canvases[0][i]
+		below := draw.Canvas{Canvas: dc, Rectangle: vg.Rectangle{
+			Min: vg.Point{X: c.Min.X, Y: dc.Min.Y}, Max: vg.Point{X: c.Max.X, Y: dc.Min.Y + legendHeight}}}
+		legends[i].Draw(below)
 	}
 	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 	return err
 }
 
-func panel(rows []Row, dtype string) (*plot.Plot, error) {
+// legendRow is the height of one legend entry.
+const legendRow = 0.55 * vg.Centimeter
+
+// legend is a panel's legend, drawn in its own area below the plot.
+type legend struct {
+	plot.Legend
+	entries []string
+}
+
+func (l *legend) add(name string, thumbs ...plot.Thumbnailer) {
+	l.Add(name, thumbs...)
+	l.entries = append(l.entries, name)
+}
+
+// SeriesName is the legend label of a row: the plan for stemdot ("cpu-all/stemdot"),
+// "source (N workers)" for a peer, with ", data on GPU" when its frames were held in
+// GPU memory.
+func SeriesName(r Row) string {
+	name := r.Plan
+	if r.Source != Stemdot {
+		name = fmt.Sprintf("%s (%d workers)", r.Source, r.Workers)
+	}
+	if r.Data == DataOnGPU {
+		name += ", data on GPU"
+	}
+	return name
+}
+
+func panel(rows []Row, dtype string) (*plot.Plot, *legend, error) {
 	p := plot.New()
 	p.Title.Text = dtype + " frames, dense masks"
 	p.X.Label.Text = "masks"
-	p.Y.Label.Text = "GB/s (raw frame bytes)"
+	p.Y.Label.Text = "GB/s (raw frame bytes, log scale)"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = maskTicks{}
-	p.Y.Min = 0
-	p.Legend.Top = true
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
+	leg := &legend{Legend: plot.NewLegend()}
+	leg.Top, leg.Left, leg.YOffs = true, true, -vg.Centimeter/4
+	ymin, ymax := math.Inf(1), 0.0
 
 	var series []string
 	lines := map[string]plotter.XYs{}
@@ -67,17 +113,17 @@ func panel(rows []Row, dtype string) (*plot.Plot, error) {
 		if r.DType != dtype {
 			continue
 		}
+		if g := r.GBps(); g > 0 && !math.IsInf(g, 0) && (r.Source == ReadFloor || r.MaskKind == Dense && r.Masks >= 1) {
+			ymin, ymax = min(ymin, g), max(ymax, g)
+		}
 		if r.Source == ReadFloor {
 			floors[r.Plan] = r.GBps()
 			continue
 		}
-		if r.MaskKind != Dense || r.Masks < 1 {
-			continue
+		if r.MaskKind != Dense || r.Masks < 1 || !(r.GBps() > 0) || math.IsInf(r.GBps(), 0) {
+			continue // a log axis has no place for a zero or undefined throughput
 		}
-		name := r.Plan
-		if r.Source != Stemdot {
-			name = fmt.Sprintf("%s (%d workers)", r.Source, r.Workers)
-		}
+		name := SeriesName(r)
 		if _, ok := lines[name]; !ok {
 			series = append(series, name)
 		}
@@ -88,20 +134,20 @@ func panel(rows []Row, dtype string) (*plot.Plot, error) {
 		xmax = max(xmax, float64(r.Masks))
 	}
 	if len(series) == 0 {
-		return nil, fmt.Errorf("plot: no dense-mask rows for dtype %s", dtype)
+		return nil, nil, fmt.Errorf("plot: no dense-mask rows for dtype %s", dtype)
 	}
 	for i, name := range series {
 		xys := lines[name]
 		slices.SortFunc(xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
 		l, pts, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return nil, fmt.Errorf("plot %s: %w", name, err)
+			return nil, nil, fmt.Errorf("plot %s: %w", name, err)
 		}
 		l.Color = plotutil.Color(i)
 		pts.Color = plotutil.Color(i)
 		pts.Shape = plotutil.Shape(i)
 		p.Add(l, pts)
-		p.Legend.Add(name, l, pts)
+		leg.add(name, l, pts)
 	}
 	floorNames := make([]string, 0, len(floors))
 	for name := range floors {
@@ -111,16 +157,19 @@ func panel(rows []Row, dtype string) (*plot.Plot, error) {
 	for i, name := range floorNames {
 		l, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: floors[name]}, {X: xmax, Y: floors[name]}})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		l.Color = color.Gray{Y: uint8(80 + 60*i)}
 		p.Add(l)
-		p.Legend.Add(name, l)
+		leg.add(name+" (dashed)", l)
 	}
-	// A log axis needs positive, distinct limits, also for a single mask count.
+	// A log axis needs positive, distinct limits, also for a single mask count or value.
 	p.X.Min, p.X.Max = xmin/1.25, xmax*1.25
-	return p, nil
+	if ymax > 0 {
+		p.Y.Min, p.Y.Max = ymin/1.5, ymax*1.5
+	}
+	return p, leg, nil
 }
 
 // maskTicks puts a tick at every power of two between the axis limits.

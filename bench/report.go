@@ -63,7 +63,14 @@ type Row struct {
 	Seconds []float64 `json:"times_s"`
 	// Check says how the result was verified ("" for the read floor).
 	Check string `json:"check,omitempty"`
+	// Data says where the frames were when the timed runs started: "" (in a file,
+	// read during the run) or DataOnGPU (already in GPU memory: no read, no PCIe copy
+	// timed). Plots and tables label the latter.
+	Data string `json:"data,omitempty"`
 }
+
+// DataOnGPU is Row.Data for frames held in GPU memory before the timed runs.
+const DataOnGPU = "gpu"
 
 // Median is the median of the row's times in seconds (NaN without times).
 func (r Row) Median() float64 { return Median(r.Seconds) }

@@ -151,3 +151,15 @@ func TestWritePlot(t *testing.T) {
 	assert.ErrorContains(t, err, "no dense-mask rows for dtype uint16")
 	assert.ErrorContains(t, WritePlot(&buf, nil), "no rows")
 }
+
+func TestSeriesName(t *testing.T) {
+	assert.Equal(t, "cpu-all/stemdot", SeriesName(Row{Source: Stemdot, Plan: "cpu-all/stemdot", Workers: 2}))
+	assert.Equal(t, "cupy (1 workers), data on GPU", SeriesName(Row{Source: "cupy", Workers: 1, Data: DataOnGPU}))
+	assert.Equal(t, "hybrid/stemdot, data on GPU", SeriesName(Row{Source: Stemdot, Plan: "hybrid/stemdot", Data: DataOnGPU}))
+
+	// Rows on GPU data and values orders of magnitude apart plot on the log axis.
+	rs := append(rows(), Row{Source: "cupy", DType: "uint16", Masks: 1, MaskKind: Dense, Workers: 1, Bytes: 1e12, Seconds: []float64{1}, Data: DataOnGPU},
+		Row{Source: NumPy, DType: "uint16", Masks: 4, MaskKind: Dense, Workers: 1, Bytes: 1e6, Seconds: []float64{1}})
+	var buf bytes.Buffer
+	require.NoError(t, WritePlot(&buf, rs))
+}

@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -27,12 +29,12 @@ func requireCode(t *testing.T, err error, code status, contains string) {
 }
 
 func TestParseFormatOptions(t *testing.T) {
-	opt, err := parseFormatOptions(" format=raw; sig_shape=256,128 ;dtype=uint16;nav_shape=(4, 4);byte_order=big;offset=512;")
+	opt, err := stemdot.ParseOptions(" format=raw; sig_shape=256,128 ;dtype=uint16;nav_shape=(4, 4);byte_order=big;offset=512;")
 	require.NoError(t, err)
 	assert.Equal(t, dataset.Options{Format: "raw", SigShape: []int{256, 128}, DType: dataset.Uint16,
 		NavShape: []int{4, 4}, BigEndian: true, Offset: 512}, opt)
 
-	opt, err = parseFormatOptions("")
+	opt, err = stemdot.ParseOptions("")
 	require.NoError(t, err)
 	assert.Equal(t, dataset.Options{}, opt)
 
@@ -41,16 +43,16 @@ func TestParseFormatOptions(t *testing.T) {
 		code     status
 		contains string
 	}{
-		{"colour=blue", errInvalidArgument, `unknown format option "colour"`},
-		{"format", errInvalidArgument, `"format" is not key=value`},
+		{"colour=blue", errInvalidArgument, `unknown option "colour"`},
+		{"format", errInvalidArgument, `option "format" is not key=value`},
 		{"dtype=uint12", errDType, `unsupported dtype "uint12"`},
-		{"sig_shape=256", errShape, "want 2 sizes, got 1"},
+		{"sig_shape=256", errShape, "want 2 comma-separated sizes, got 1"},
 		{"nav_shape=4,-1", errShape, `"-1" is not a positive size`},
 		{"byte_order=middle", errInvalidArgument, "want little or big"},
 		{"offset=-3", errInvalidArgument, "non-negative byte count"},
-		{"offset=1;offset=2", errInvalidArgument, `"offset" given twice`},
+		{"offset=1;offset=2", errInvalidArgument, `option offset given twice`},
 	} {
-		_, err := parseFormatOptions(tc.in)
+		_, err := stemdot.ParseOptions(tc.in)
 		requireCode(t, err, tc.code, tc.contains)
 	}
 }
@@ -204,16 +206,13 @@ func TestApplyErrors(t *testing.T) {
 
 	bad := ok
 	bad.sig = [2]int{3, 1}
-	requireCode(t, apply(bad), errShape, "(3, 1) do not match the dataset's sig shape (1, 3)")
+	requireCode(t, apply(bad), errShape, "masks of sig_shape (3, 1) do not match the frames' sig_shape (1, 3)")
 	bad = ok
 	bad.out32 = make([]float32, 5)
-	requireCode(t, apply(bad), errShape, "holds 5 values, but 4 frames × 1 masks need 4")
+	requireCode(t, apply(bad), errShape, "the float32 result buffer holds 5 values, but 4 frames × 1 masks need 4")
 	bad = ok
 	bad.masks = []float32{1, float32(math.Inf(1)), 1}
 	requireCode(t, apply(bad), errInvalidArgument, "+Inf")
-	bad = ok
-	bad.plan = &planSpec{}
-	requireCode(t, apply(bad), errPlan, "")
 
 	// A run cancelled from the progress callback reports errCancelled, deterministically.
 	r := &run{}
@@ -291,8 +290,8 @@ func TestApplyRealFile(t *testing.T) {
 	}
 }
 
-func TestPlanSpec(t *testing.T) {
-	p, err := newPlanSpec("1", "")
+func TestPlanner(t *testing.T) {
+	p, err := newPlanner("1", "")
 	require.NoError(t, err)
 	ds, err := memoryDataset(make([]byte, 6*2*2), int(dataset.Uint8), []int{6}, 2, 2)
 	require.NoError(t, err)
@@ -313,11 +312,11 @@ func TestPlanSpec(t *testing.T) {
 	_, err = describePlan(dh, 0)
 	requireCode(t, err, errBadHandle, "is a dataset handle, not a plan handle")
 
-	_, err = newPlanSpec("two", "")
+	_, err = newPlanner("two", "")
 	requireCode(t, err, errInvalidArgument, "two")
-	_, err = newPlanSpec("4095,", "")
+	_, err = newPlanner("4095,", "")
 	requireCode(t, err, errPlan, "4095")
-	if _, err := newPlanSpec("", "1"); err != nil {
+	if _, err := newPlanner("", "1"); err != nil {
 		requireCode(t, err, errCUDAUnavailable, "GPU")
 	}
 }
@@ -336,7 +335,12 @@ func TestCodeOf(t *testing.T) {
 	assert.Equal(t, statusOK, codeOf(nil))
 	assert.Equal(t, errCancelled, codeOf(fmt.Errorf("worker 0: %w", context.Canceled)))
 	assert.Equal(t, errInternal, codeOf(errors.New("unclassified")))
-	assert.Equal(t, errShape, codeOf(fmt.Errorf("wrapped: %w", failf(errShape, "x"))))
+	assert.Equal(t, errShape, codeOf(fmt.Errorf("wrapped: %w", failf(errs.Shape, "x"))))
+	assert.Equal(t, errBadHandle, codeOf(badHandlef("handle %d", 7)))
+	for k := errs.Internal; k <= errs.CUDA; k++ {
+		_, ok := kindStatus[k]
+		assert.True(t, ok, "every error kind has a status: %v", k)
+	}
 	assert.Equal(t, errInternal, codeOf(panicError("boom")))
 	assert.Contains(t, panicError("boom").Error(), "recovered panic): boom")
 }

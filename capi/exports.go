@@ -10,7 +10,9 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -76,12 +78,12 @@ func sizeProduct(what string, limit int, sizes ...C.size_t) (int, error) {
 	p := 1
 	for _, s := range sizes {
 		if uint64(s) > math.MaxInt || (s != 0 && p > math.MaxInt/int(s)) {
-			return 0, failf(errShape, "%s: sizes %v overflow", what, sizes)
+			return 0, failf(errs.Shape, "%s: sizes %v overflow", what, sizes)
 		}
 		p *= int(s)
 	}
 	if limit > 0 && p > limit {
-		return 0, failf(errShape, "%s: %d elements exceed the limit of %d", what, p, limit)
+		return 0, failf(errs.Shape, "%s: %d elements exceed the limit of %d", what, p, limit)
 	}
 	return p, nil
 }
@@ -91,7 +93,7 @@ func stemdot_open(path, options *C.stemdot_cchar, out *C.stemdot_dataset) (st C.
 	const fn = "stemdot_open"
 	defer guard(fn, &st)
 	if path == nil || out == nil {
-		return fail(fn, failf(errInvalidArgument, "path and out must not be NULL"))
+		return fail(fn, failf(errs.Argument, "path and out must not be NULL"))
 	}
 	ds, err := openDataset(goString(path), goString(options))
 	if err != nil {
@@ -107,10 +109,10 @@ func stemdot_dataset_from_memory(frames *C.stemdot_cvoid, framesBytes C.size_t, 
 	const fn = "stemdot_dataset_from_memory"
 	defer guard(fn, &st)
 	if frames == nil || navShape == nil || out == nil {
-		return fail(fn, failf(errInvalidArgument, "frames, nav_shape and out must not be NULL"))
+		return fail(fn, failf(errs.Argument, "frames, nav_shape and out must not be NULL"))
 	}
 	if navNdim < 1 || navNdim > maxNavDims {
-		return fail(fn, failf(errInvalidArgument, "nav_ndim %d is not in 1..%d", navNdim, maxNavDims))
+		return fail(fn, failf(errs.Argument, "nav_ndim %d is not in 1..%d", navNdim, maxNavDims))
 	}
 	dims := unsafe.Slice((*C.size_t)(unsafe.Pointer(navShape)), navNdim)
 	nav := make([]int, len(dims))
@@ -142,7 +144,7 @@ func stemdot_dataset_get_info(h C.stemdot_dataset, info *C.stemdot_dataset_info)
 	const fn = "stemdot_dataset_get_info"
 	defer guard(fn, &st)
 	if info == nil {
-		return fail(fn, failf(errInvalidArgument, "info must not be NULL"))
+		return fail(fn, failf(errs.Argument, "info must not be NULL"))
 	}
 	ds, err := getDataset(uint64(h))
 	if err != nil {
@@ -150,7 +152,7 @@ func stemdot_dataset_get_info(h C.stemdot_dataset, info *C.stemdot_dataset_info)
 	}
 	nav := ds.NavShape()
 	if len(nav) > maxNavDims {
-		return fail(fn, failf(errShape, "dataset has %d nav dimensions, more than %d", len(nav), maxNavDims))
+		return fail(fn, failf(errs.Shape, "dataset has %d nav dimensions, more than %d", len(nav), maxNavDims))
 	}
 	*info = C.stemdot_dataset_info{}
 	info.nav_ndim = C.size_t(len(nav))
@@ -173,7 +175,7 @@ func stemdot_dataset_free(h C.stemdot_dataset) (st C.stemdot_status) {
 		return fail(fn, err)
 	}
 	if err := v.(dataset.Dataset).Close(); err != nil {
-		return fail(fn, withCode(errIO, err))
+		return fail(fn, errs.Wrap(errs.IO, err))
 	}
 	return succeed()
 }
@@ -183,9 +185,9 @@ func stemdot_plan_new(cpus, gpus *C.stemdot_cchar, out *C.stemdot_plan) (st C.st
 	const fn = "stemdot_plan_new"
 	defer guard(fn, &st)
 	if out == nil {
-		return fail(fn, failf(errInvalidArgument, "out must not be NULL"))
+		return fail(fn, failf(errs.Argument, "out must not be NULL"))
 	}
-	p, err := newPlanSpec(goString(cpus), goString(gpus))
+	p, err := newPlanner(goString(cpus), goString(gpus))
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -198,7 +200,7 @@ func stemdot_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf *C.
 	const fn = "stemdot_plan_describe"
 	defer guard(fn, &st)
 	if needed == nil || (buf == nil && bufLen > 0) {
-		return fail(fn, failf(errInvalidArgument, "needed must not be NULL, and buf must not be NULL when buf_len > 0"))
+		return fail(fn, failf(errs.Argument, "needed must not be NULL, and buf must not be NULL when buf_len > 0"))
 	}
 	text, err := describePlan(uint64(h), uint64(dsHandle))
 	if err != nil {
@@ -206,7 +208,7 @@ func stemdot_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf *C.
 	}
 	*needed = C.size_t(len(text))
 	if uint64(bufLen) < uint64(len(text))+1 {
-		return fail(fn, failf(errShape, "buffer of %d bytes is too small for the %d-byte plan and its NUL", bufLen, len(text)))
+		return fail(fn, failf(errs.Shape, "buffer of %d bytes is too small for the %d-byte plan and its NUL", bufLen, len(text)))
 	}
 	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), len(text)+1)
 	copy(dst, text)
@@ -229,7 +231,7 @@ func stemdot_run_new(out *C.stemdot_run) (st C.stemdot_status) {
 	const fn = "stemdot_run_new"
 	defer guard(fn, &st)
 	if out == nil {
-		return fail(fn, failf(errInvalidArgument, "out must not be NULL"))
+		return fail(fn, failf(errs.Argument, "out must not be NULL"))
 	}
 	*out = C.stemdot_run(handles.add(kindRun, &run{}))
 	return succeed()
@@ -277,7 +279,7 @@ func stemdot_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float
 	const fn = "stemdot_mask_parse"
 	defer guard(fn, &st)
 	if spec == nil || nMasks == nil {
-		return fail(fn, failf(errInvalidArgument, "spec and n_masks must not be NULL"))
+		return fail(fn, failf(errs.Argument, "spec and n_masks must not be NULL"))
 	}
 	if _, err := sizeProduct("sig_shape", masks.MaxWeights, sigY, sigX); err != nil {
 		return fail(fn, err)
@@ -291,7 +293,7 @@ func stemdot_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float
 		return succeed()
 	}
 	if uint64(outLen) < uint64(len(stack.Data)) {
-		return fail(fn, failf(errShape, "out holds %d floats, but %d masks of %d×%d pixels need %d", outLen, stack.N, sigY, sigX, len(stack.Data)))
+		return fail(fn, failf(errs.Shape, "out holds %d floats, but %d masks of %d×%d pixels need %d", outLen, stack.N, sigY, sigX, len(stack.Data)))
 	}
 	copy(unsafe.Slice((*float32)(unsafe.Pointer(out)), len(stack.Data)), stack.Data)
 	return succeed()
@@ -304,7 +306,7 @@ func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMask
 	const fn = "stemdot_apply"
 	defer guard(fn, &st)
 	if maskData == nil || out == nil {
-		return fail(fn, failf(errInvalidArgument, "masks and out must not be NULL"))
+		return fail(fn, failf(errs.Argument, "masks and out must not be NULL"))
 	}
 	req := applyRequest{}
 	v, release, err := handles.acquire(uint64(dsHandle), kindDataset)
@@ -339,7 +341,7 @@ func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMask
 	case C.STEMDOT_FLOAT64:
 		req.out64 = unsafe.Slice((*float64)(out), n)
 	default:
-		return fail(fn, failf(errDType, "result dtype %d is not STEMDOT_FLOAT32 (%d) or STEMDOT_FLOAT64 (%d)", outDType, C.STEMDOT_FLOAT32, C.STEMDOT_FLOAT64))
+		return fail(fn, failf(errs.DType, "result dtype %d is not STEMDOT_FLOAT32 (%d) or STEMDOT_FLOAT64 (%d)", outDType, C.STEMDOT_FLOAT32, C.STEMDOT_FLOAT64))
 	}
 	if progress != nil {
 		req.progress = func(done, total uint64) {
@@ -349,5 +351,40 @@ func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMask
 	if err := apply(req); err != nil {
 		return fail(fn, err)
 	}
+	return succeed()
+}
+
+//export stemdot_com_shifts
+func stemdot_com_shifts(result *C.stemdot_cvoid, resultDType C.stemdot_dtype, nFrames, nMasks, sumMask C.size_t, shifts *C.double) (st C.stemdot_status) {
+	const fn = "stemdot_com_shifts"
+	defer guard(fn, &st)
+	if result == nil || shifts == nil {
+		return fail(fn, failf(errs.Argument, "result and shifts must not be NULL"))
+	}
+	n, err := sizeProduct("result", 0, nFrames, nMasks)
+	if err != nil {
+		return fail(fn, err)
+	}
+	if _, err := sizeProduct("shifts", 0, nFrames, 2); err != nil {
+		return fail(fn, err)
+	}
+	res := &stemdot.Result{}
+	res.NMasks, res.NavShape = int(nMasks), []int{int(nFrames)}
+	switch resultDType {
+	case C.STEMDOT_FLOAT32:
+		res.F32 = unsafe.Slice((*float32)(unsafe.Pointer(result)), n)
+	case C.STEMDOT_FLOAT64:
+		res.F64 = unsafe.Slice((*float64)(unsafe.Pointer(result)), n)
+	default:
+		return fail(fn, failf(errs.DType, "result dtype %d is not STEMDOT_FLOAT32 (%d) or STEMDOT_FLOAT64 (%d)", resultDType, C.STEMDOT_FLOAT32, C.STEMDOT_FLOAT64))
+	}
+	if uint64(sumMask) > math.MaxInt32 {
+		return fail(fn, failf(errs.Argument, "sum_mask %d is out of range", sumMask))
+	}
+	out, err := stemdot.COMShifts(res, int(sumMask))
+	if err != nil {
+		return fail(fn, err)
+	}
+	copy(unsafe.Slice((*float64)(unsafe.Pointer(shifts)), len(out)), out)
 	return succeed()
 }

@@ -18,6 +18,8 @@ package dataset
 import (
 	"fmt"
 	"strings"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // DType is the element type of stored pixels.
@@ -75,7 +77,7 @@ func ParseDType(s string) (DType, error) {
 	case "float64", "f8":
 		return Float64, nil
 	}
-	return Invalid, fmt.Errorf("unsupported dtype %q (want uint8, uint16, uint32, int8, int16, int32, float32 or float64)", s)
+	return Invalid, errs.New(errs.DType, "unsupported dtype %q (want uint8, uint16, uint32, int8, int16, int32, float32 or float64)", s)
 }
 
 // Dataset is an opened 4D-STEM dataset. Implementations are safe for concurrent use by

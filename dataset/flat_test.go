@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+	stemnpy "github.com/stemdot/stemdot/internal/npy"
 )
 
 var allDTypes = []dataset.DType{
@@ -234,6 +236,7 @@ func TestOpenErrors(t *testing.T) {
 	_, err := dataset.Open(filepath.Join(dir, "missing.mib"), dataset.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "dataset: "+filepath.Join(dir, "missing.mib")+": file does not exist")
+	assert.Equal(t, errs.IO, errs.KindOf(err))
 
 	unknown := filepath.Join(dir, "x.dat")
 	require.NoError(t, os.WriteFile(unknown, []byte("GIF89a......"), 0o644))
@@ -241,10 +244,13 @@ func TestOpenErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), unknown+": unknown format")
 	assert.Contains(t, err.Error(), "supported: raw")
+	assert.Contains(t, err.Error(), "give option format")
+	assert.Equal(t, errs.Format, errs.KindOf(err))
 
 	_, err = dataset.Open(unknown, dataset.Options{Format: "tiff"})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `unknown format "tiff"`)
+	assert.Contains(t, err.Error(), `unknown option format "tiff"`)
+	assert.Equal(t, errs.Argument, errs.KindOf(err))
 
 	// Detection by content, whatever the extension.
 	mibLike := filepath.Join(dir, "frames.dat")
@@ -263,16 +269,20 @@ func TestOpenErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(raw, make([]byte, 9*16*16*2), 0o644))
 	_, err = dataset.Open(raw, dataset.Options{})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "needs its sig shape")
+	assert.Contains(t, err.Error(), "needs its frame shape: give option sig_shape")
+	assert.Equal(t, errs.Argument, errs.KindOf(err))
 	_, err = dataset.Open(raw, dataset.Options{SigShape: []int{16, 16}})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "needs its dtype")
+	assert.Contains(t, err.Error(), "needs its pixel dtype: give option dtype")
+	assert.Equal(t, errs.DType, errs.KindOf(err))
 	_, err = dataset.Open(raw, dataset.Options{SigShape: []int{16, 16}, DType: dataset.Uint32})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "size 4608 bytes (after a 0-byte offset) is not a whole, non-zero number of frames of 1024 bytes (16×16×4)")
+	assert.Equal(t, errs.Format, errs.KindOf(err))
 	_, err = dataset.Open(raw, dataset.Options{SigShape: []int{16, 16}, DType: dataset.Uint16, NavShape: []int{3, 4}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "nav shape (3, 4) has 12 positions but the file holds 9 frames")
+	assert.Equal(t, errs.Shape, errs.KindOf(err))
 
 	d, err = dataset.Open(raw, dataset.Options{SigShape: []int{16, 16}, DType: dataset.Uint16})
 	require.NoError(t, err)
@@ -469,7 +479,7 @@ func TestWriteArrayNPY(t *testing.T) {
 		{f64, dataset.Float64, f64},
 	} {
 		path := filepath.Join(dir, tc.dt.String()+".npy")
-		require.NoError(t, dataset.WriteArrayNPY(path, []int{2, 3, 4}, tc.data))
+		require.NoError(t, stemnpy.WriteFile(path, []int{2, 3, 4}, tc.data))
 		raw, err := os.ReadFile(path)
 		require.NoError(t, err)
 		hlen := int(binary.LittleEndian.Uint16(raw[8:]))
@@ -496,8 +506,8 @@ func TestWriteArrayNPY(t *testing.T) {
 	f.Close()
 	assert.Equal(t, f64, back64)
 
-	assert.ErrorContains(t, dataset.WriteArrayNPY(filepath.Join(dir, "x.npy"), []int{5}, f32), "shape (5,) has 5 elements but the data holds 24")
-	assert.ErrorContains(t, dataset.WriteArrayNPY(filepath.Join(dir, "x.npy"), []int{24}, []int{1}), "unsupported array type []int")
+	assert.ErrorContains(t, stemnpy.WriteFile(filepath.Join(dir, "x.npy"), []int{5}, f32), "shape (5,) has 5 elements but the data holds 24")
+	assert.ErrorContains(t, stemnpy.WriteFile(filepath.Join(dir, "x.npy"), []int{24}, []int{1}), "unsupported array type []int")
 	_, err = os.Stat(filepath.Join(dir, "x.npy"))
 	assert.True(t, os.IsNotExist(err))
 }

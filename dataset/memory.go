@@ -1,9 +1,10 @@
 package dataset
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // memoryDataset serves frames from a caller-owned buffer.
@@ -61,7 +62,7 @@ func (d *memoryDataset) Close() error {
 // limited to the range).
 func (d *memoryDataset) ViewFrames(start, end int) ([]byte, error) {
 	if d.closed.Load() {
-		return nil, errors.New("dataset: in-memory data: read after Close")
+		return nil, errs.New(errs.IO, "dataset: in-memory data: read after Close")
 	}
 	fb := d.FrameBytes()
 	if err := checkRange("in-memory data", start, end, d.NumFrames(), fb, (end-start)*fb); err != nil {

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // Merlin MIB (Quantum Detectors) layout, as read by LiberTEM (libertem.io.dataset.mib)
@@ -79,6 +81,7 @@ func parseMIBHeader(h []byte) (mibHeader, error) {
 // mibFile is an opened MIB file. Frames are read with one positioned read per request,
 // headers included, into a pooled scratch buffer.
 type mibFile struct {
+	guessedNav
 	path      string
 	f         *os.File
 	nav       []int
@@ -120,7 +123,7 @@ func openMIB(path string, opt Options) (Dataset, error) {
 			return nil, fmt.Errorf("dataset: %s: %w", path, err)
 		}
 	}
-	if d.nav, err = resolveNavShape(path, opt.NavShape, hdrNav, source, d.numFrames); err != nil {
+	if d.nav, d.guessedNav, err = resolveNavShape(path, opt.NavShape, hdrNav, source, d.numFrames); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -250,12 +253,12 @@ func (d *mibFile) ReadFrames(start, end int, dst []byte) error {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return fmt.Errorf("dataset: %s: reading frames [%d, %d): %w", d.path, start, end, err)
+		return errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: reading frames [%d, %d): %w", d.path, start, end, err))
 	}
 	for i := range end - start {
 		frame := buf[i*d.stride : (i+1)*d.stride]
 		if err := d.checkHeader(frame[:d.header], start+i); err != nil {
-			return fmt.Errorf("dataset: %s: %w", d.path, err)
+			return errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", d.path, err))
 		}
 		copyToHost(dst[i*fb:(i+1)*fb], frame[d.header:], d.dt.Size(), true)
 	}

@@ -2,10 +2,11 @@ package dataset
 
 import (
 	"errors"
-	"fmt"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // mappedFile is a flat file whose frames are in host byte order, memory-mapped read-only
@@ -35,7 +36,7 @@ func newFlatDataset(d *flatFile, size int64) Dataset {
 // is valid until Close; reading it after Close faults.
 func (d *mappedFile) ViewFrames(start, end int) ([]byte, error) {
 	if d.closed.Load() {
-		return nil, fmt.Errorf("dataset: %s: read after Close", d.path)
+		return nil, errs.New(errs.IO, "dataset: %s: read after Close", d.path)
 	}
 	fb := d.FrameBytes()
 	if err := checkRange(d.path, start, end, d.NumFrames(), fb, (end-start)*fb); err != nil {

@@ -2,9 +2,8 @@ package dataset
 
 import (
 	"fmt"
-	"strings"
 
-	"github.com/stemdot/stemdot/internal/npyheader"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
 // openNPY opens a NumPy .npy file (format versions 1 and 2, as described in
@@ -21,7 +20,7 @@ func openNPY(path string, opt Options) (Dataset, error) {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: "+format, append([]any{path}, args...)...)
 	}
-	r, offset, err := npyheader.Read(f, size)
+	r, offset, err := npy.Read(f, size)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -59,7 +58,7 @@ func openNPY(path string, opt Options) (Dataset, error) {
 		return fail("size %d bytes does not match the NPY header: %d header bytes + %d frames of %d bytes (%d×%d×%d) = %d bytes",
 			size, offset, frames, frameBytes, sig[0], sig[1], dt.Size(), uint64(offset)+uint64(data))
 	}
-	nav, err := resolveNavShape(path, opt.NavShape, fileNav, " from the NPY shape", frames)
+	nav, _, err := resolveNavShape(path, opt.NavShape, fileNav, " from the NPY shape", frames)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -67,32 +66,32 @@ func openNPY(path string, opt Options) (Dataset, error) {
 	return newFlatDataset(&flatFile{format: "npy", path: path, f: f, offset: offset, nav: nav, sig: sig, dt: dt, bigEndian: bigEndian}, size), nil
 }
 
-// npyKinds maps NPY kind+size codes to DTypes.
-var npyKinds = map[string]DType{
-	"u1": Uint8, "u2": Uint16, "u4": Uint32,
-	"i1": Int8, "i2": Int16, "i4": Int32,
-	"f4": Float32, "f8": Float64,
+// npyKinds maps NPY kind and element size to DTypes.
+var npyKinds = map[npy.Descr]DType{
+	{Kind: 'u', Size: 1}: Uint8, {Kind: 'u', Size: 2}: Uint16, {Kind: 'u', Size: 4}: Uint32,
+	{Kind: 'i', Size: 1}: Int8, {Kind: 'i', Size: 2}: Int16, {Kind: 'i', Size: 4}: Int32,
+	{Kind: 'f', Size: 4}: Float32, {Kind: 'f', Size: 8}: Float64,
 }
 
 // npyDType parses an NPY descr such as '<u2' or '|u1' into a DType and its byte order.
 func npyDType(descr string) (DType, bool, error) {
-	s := strings.Trim(strings.TrimSpace(descr), `'"`)
-	if len(s) < 3 {
-		return Invalid, false, fmt.Errorf("unsupported NPY dtype %s", descr)
+	d, err := npy.ParseDescr(descr)
+	if err != nil {
+		return Invalid, false, err
 	}
-	var bigEndian bool
-	switch s[0] {
-	case '<', '|':
-	case '>':
-		bigEndian = true
-	case '=':
-		bigEndian = hostBigEndian
-	default:
-		return Invalid, false, fmt.Errorf("unsupported NPY dtype %s: no byte order mark", descr)
-	}
-	dt, ok := npyKinds[s[1:]]
+	dt, ok := npyKinds[npy.Descr{Kind: d.Kind, Size: d.Size}]
 	if !ok {
 		return Invalid, false, fmt.Errorf("unsupported NPY dtype %s (want u1, u2, u4, i1, i2, i4, f4 or f8, either byte order)", descr)
 	}
-	return dt, bigEndian, nil
+	return dt, d.BigEndian, nil
+}
+
+// npyDescr is the little-endian NPY descr of a valid dt ("<u2", "|u1", ...).
+func npyDescr(dt DType) string {
+	for d, t := range npyKinds {
+		if t == dt {
+			return d.String()
+		}
+	}
+	return ""
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // Options tells Open how to read a file. The zero value detects the format and reads
@@ -33,15 +35,28 @@ type Options struct {
 }
 
 // The formats Open reads, as named in error messages.
-const supportedFormats = `raw (.raw, .bin, or Format "raw" with SigShape and DType), npy (.npy), mib (.mib, .hdr)`
+const supportedFormats = `raw (.raw, .bin, or option format raw with options sig_shape and dtype), npy (.npy), mib (.mib, .hdr)`
 
 // Open opens the 4D-STEM file at path. A ".hdr" path opens the Merlin ".mib" file beside
 // it. The file stays open until Close.
 //
 // Errors name the file and the problem: missing file, unknown format (with the formats
 // supported), a size that is not a whole number of frames, frame headers that disagree,
-// an unsupported dtype, or a NavShape whose product is not the frame count.
+// an unsupported dtype, or a NavShape whose product is not the frame count. A missing
+// or bad option is named by its key in the Options documentation's snake_case ("option
+// sig_shape"); front ends rename it to their flag. Errors are classified (package errs):
+// errs.IO for a file that cannot be opened or read, errs.Shape for a nav shape that does
+// not fit the frames, errs.DType for an unsupported dtype, errs.Argument for a bad
+// option, errs.Format for everything else about the file's content.
 func Open(path string, opt Options) (Dataset, error) {
+	ds, err := open(path, opt)
+	if err != nil {
+		return nil, errs.Wrap(errs.Format, err)
+	}
+	return ds, nil
+}
+
+func open(path string, opt Options) (Dataset, error) {
 	format := strings.ToLower(opt.Format)
 	switch format {
 	case "raw", "npy", "mib":
@@ -51,7 +66,7 @@ func Open(path string, opt Options) (Dataset, error) {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("dataset: %s: unknown format %q (supported: %s)", path, opt.Format, supportedFormats)
+		return nil, errs.New(errs.Argument, "dataset: %s: unknown option format %q (supported: %s)", path, opt.Format, supportedFormats)
 	}
 	switch format {
 	case "raw":
@@ -81,7 +96,7 @@ func detectFormat(path string) (string, error) {
 	magic := make([]byte, 6)
 	n, err := io.ReadFull(f, magic)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return "", fmt.Errorf("dataset: %s: %w", path, err)
+		return "", errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", path, err))
 	}
 	magic = magic[:n]
 	switch {
@@ -90,16 +105,16 @@ func detectFormat(path string) (string, error) {
 	case bytes.HasPrefix(magic, []byte("\x93NUMPY")):
 		return "npy", nil
 	}
-	return "", fmt.Errorf("dataset: %s: unknown format: neither the extension nor the first bytes %q match a supported format (supported: %s)",
+	return "", fmt.Errorf("dataset: %s: unknown format: neither the extension nor the first bytes %q match a supported format (supported: %s; give option format)",
 		path, magic, supportedFormats)
 }
 
 // openError turns an os.Open error into one that names the file and says what is wrong.
 func openError(path string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("dataset: %s: %w", path, fs.ErrNotExist)
+		return errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", path, fs.ErrNotExist))
 	}
-	return fmt.Errorf("dataset: %w", err)
+	return errs.Wrap(errs.IO, fmt.Errorf("dataset: %w", err))
 }
 
 // openFile opens the regular file path for reading and returns it with its size in
@@ -110,10 +125,10 @@ func openFile(path string) (*os.File, int64, error) {
 		return nil, 0, openError(path, err)
 	}
 	if st.IsDir() {
-		return nil, 0, fmt.Errorf("dataset: %s is a directory, not a file", path)
+		return nil, 0, errs.New(errs.IO, "dataset: %s is a directory, not a file", path)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, 0, fmt.Errorf("dataset: %s is not a regular file (%v)", path, st.Mode().Type())
+		return nil, 0, errs.New(errs.IO, "dataset: %s is not a regular file (%v)", path, st.Mode().Type())
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -122,10 +137,29 @@ func openFile(path string) (*os.File, int64, error) {
 	return f, st.Size(), nil
 }
 
+// NavShapeGuessed reports whether Open took the nav shape (1, n_frames) because
+// neither the file (a raw file, a MIB file without its .hdr sidecar) nor
+// Options.NavShape gave one: the virtual images then come out as a single row.
+func NavShapeGuessed(ds Dataset) bool {
+	g, ok := ds.(interface{ navShapeGuessed() bool })
+	return ok && g.navShapeGuessed()
+}
+
+// guessedNav marks a dataset whose nav shape resolveNavShape guessed.
+type guessedNav struct{ guessed bool }
+
+func (g guessedNav) navShapeGuessed() bool { return g.guessed }
+
 // resolveNavShape picks the navigation shape of a file holding frames frames: the user's
 // when given, else the file's (fileNav; source says where it came from, as in
-// " from x.hdr"), else (1, frames). The chosen shape's product must be frames.
-func resolveNavShape(path string, user, fileNav []int, source string, frames int) ([]int, error) {
+// " from x.hdr"), else (1, frames), which it reports as guessed. The chosen shape's
+// product must be frames.
+func resolveNavShape(path string, user, fileNav []int, source string, frames int) ([]int, guessedNav, error) {
+	nav, err := resolveNav(path, user, fileNav, source, frames)
+	return nav, guessedNav{len(user) == 0 && len(fileNav) == 0}, err
+}
+
+func resolveNav(path string, user, fileNav []int, source string, frames int) ([]int, error) {
 	nav := fileNav
 	if len(user) > 0 {
 		nav, source = user, ""
@@ -135,10 +169,10 @@ func resolveNavShape(path string, user, fileNav []int, source string, frames int
 	}
 	p, err := checkNav(nav, source)
 	if err != nil {
-		return nil, fmt.Errorf("dataset: %s: %w", path, err)
+		return nil, errs.Wrap(errs.Shape, fmt.Errorf("dataset: %s: %w", path, err))
 	}
 	if p != frames {
-		return nil, fmt.Errorf("dataset: %s: nav shape %s%s has %d positions but the file holds %d frames", path, shapeString(nav), source, p, frames)
+		return nil, errs.New(errs.Shape, "dataset: %s: nav shape %s%s has %d positions but the file holds %d frames", path, shapeString(nav), source, p, frames)
 	}
 	return append([]int(nil), nav...), nil
 }

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // flatFile is a file whose frames are stored back to back, without per-frame headers,
 // from a byte offset on: headerless raw files, and the data section of NPY files.
 type flatFile struct {
+	guessedNav
 	format    string
 	path      string
 	f         *os.File
@@ -23,13 +26,13 @@ type flatFile struct {
 // opt.Offset header bytes. Without opt.NavShape the nav shape is (1, n_frames).
 func openRaw(path string, opt Options) (Dataset, error) {
 	if len(opt.SigShape) != 2 || opt.SigShape[0] <= 0 || opt.SigShape[1] <= 0 {
-		return nil, fmt.Errorf("dataset: %s: a raw file needs its sig shape (sig_y, sig_x) with positive sizes, got %v", path, opt.SigShape)
+		return nil, errs.New(errs.Argument, "dataset: %s: a raw file needs its frame shape: give option sig_shape (sig_y, sig_x, positive sizes; got %v)", path, opt.SigShape)
 	}
 	if opt.DType.Size() == 0 {
-		return nil, fmt.Errorf("dataset: %s: a raw file needs its dtype (uint8, uint16, uint32, int8, int16, int32, float32 or float64)", path)
+		return nil, errs.New(errs.DType, "dataset: %s: a raw file needs its pixel dtype: give option dtype (uint8, uint16, uint32, int8, int16, int32, float32 or float64)", path)
 	}
 	if opt.Offset < 0 {
-		return nil, fmt.Errorf("dataset: %s: negative offset %d", path, opt.Offset)
+		return nil, errs.New(errs.Argument, "dataset: %s: option offset %d is negative", path, opt.Offset)
 	}
 	sig := [2]int{opt.SigShape[0], opt.SigShape[1]}
 	fb, err := checkSig(sig, opt.DType)
@@ -47,12 +50,12 @@ func openRaw(path string, opt Options) (Dataset, error) {
 		return nil, fmt.Errorf("dataset: %s: size %d bytes (after a %d-byte offset) is not a whole, non-zero number of frames of %d bytes (%d×%d×%d)",
 			path, size, opt.Offset, frameBytes, sig[0], sig[1], opt.DType.Size())
 	}
-	nav, err := resolveNavShape(path, opt.NavShape, nil, "", int(data/frameBytes))
+	nav, guessed, err := resolveNavShape(path, opt.NavShape, nil, "", int(data/frameBytes))
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return newFlatDataset(&flatFile{format: "raw", path: path, f: f, offset: opt.Offset, nav: nav, sig: sig, dt: opt.DType, bigEndian: opt.BigEndian}, size), nil
+	return newFlatDataset(&flatFile{guessedNav: guessed, format: "raw", path: path, f: f, offset: opt.Offset, nav: nav, sig: sig, dt: opt.DType, bigEndian: opt.BigEndian}, size), nil
 }
 
 func (d *flatFile) Format() string   { return d.format }
@@ -76,7 +79,7 @@ func (d *flatFile) ReadFrames(start, end int, dst []byte) error {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return fmt.Errorf("dataset: %s: reading frames [%d, %d): %w", d.path, start, end, err)
+		return errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: reading frames [%d, %d): %w", d.path, start, end, err))
 	}
 	if d.bigEndian != hostBigEndian {
 		swapCopy(buf, buf, d.dt.Size())

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
+	stemnpy "github.com/stemdot/stemdot/internal/npy"
 )
 
 // TestTruncatedNPY opens every truncation of a valid NPY file up to its first data bytes
@@ -98,7 +99,7 @@ func TestOverflowingShapes(t *testing.T) {
 	// MIB frame headers push a shape that fits as raw over the limit.
 	_, err = dataset.Create(out, "mib", []int{1 << 52, 1 << 7}, [2]int{2, 2}, dataset.Uint8)
 	assert.ErrorContains(t, err, "frames of 388 bytes exceed")
-	assert.ErrorContains(t, dataset.WriteArrayNPY(out, []int{1 << 32, 1 << 32, 1}, []float32{}), "shape (4294967296, 4294967296, 1) is too large")
+	assert.ErrorContains(t, stemnpy.WriteFile(out, []int{1 << 32, 1 << 32, 1}, []float32{}), "shape (4294967296, 4294967296, 1) is too large")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Len(t, entries, 3, "no output file")
@@ -134,14 +135,14 @@ func TestWrittenFileMode(t *testing.T) {
 	assert.Equal(t, want, st.Mode().Perm(), "MIB .hdr sidecar")
 
 	res := filepath.Join(dir, "res.npy")
-	require.NoError(t, dataset.WriteArrayNPY(res, []int{2}, []float32{1, 2}))
+	require.NoError(t, stemnpy.WriteFile(res, []int{2}, []float32{1, 2}))
 	st, err = os.Stat(res)
 	require.NoError(t, err)
 	assert.Equal(t, want, st.Mode().Perm(), "WriteArrayNPY")
 
 	// A replaced file gets the same mode.
 	require.NoError(t, os.Chmod(res, 0o600))
-	require.NoError(t, dataset.WriteArrayNPY(res, []int{3}, []float32{1, 2, 3}))
+	require.NoError(t, stemnpy.WriteFile(res, []int{3}, []float32{1, 2, 3}))
 	st, err = os.Stat(res)
 	require.NoError(t, err)
 	assert.Equal(t, want, st.Mode().Perm())
@@ -160,16 +161,16 @@ func TestWriterRefusesDestination(t *testing.T) {
 	require.NoError(t, os.WriteFile(roHdr, []byte("keep"), 0o444))
 
 	for _, tc := range []struct{ path, want string }{
-		{fifo, fifo + " exists and is not a regular file (p---------): refusing to replace it"},
-		{sub, sub + " exists and is not a regular file (d---------): refusing to replace it"},
-		{ro, ro + " exists and is read-only (mode -r--r--r--): refusing to replace it"},
+		{fifo, fifo + " exists and is not a regular file (p---------): not replacing it"},
+		{sub, sub + " exists and is not a regular file (d---------): not replacing it"},
+		{ro, ro + " exists and is not writable (mode -r--r--r--): not replacing it"},
 	} {
 		_, err := dataset.Create(tc.path, "npy", []int{1}, [2]int{2, 2}, dataset.Uint8)
 		assert.ErrorContains(t, err, "dataset: create "+tc.path+": "+tc.want)
-		assert.ErrorContains(t, dataset.WriteArrayNPY(tc.path, []int{1}, []float32{1}), tc.want)
+		assert.ErrorContains(t, stemnpy.WriteFile(tc.path, []int{1}, []float32{1}), tc.want)
 	}
 	_, err := dataset.Create(filepath.Join(dir, "m.mib"), "mib", []int{1}, [2]int{2, 2}, dataset.Uint8)
-	assert.ErrorContains(t, err, roHdr+" exists and is read-only")
+	assert.ErrorContains(t, err, roHdr+" exists and is not writable")
 
 	st, err := os.Stat(fifo)
 	require.NoError(t, err)

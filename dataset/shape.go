@@ -3,6 +3,8 @@ package dataset
 import (
 	"fmt"
 	"math"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // MaxFrameBytes is the largest frame stemdot reads or writes: sig_y·sig_x·dtype size at
@@ -15,6 +17,7 @@ const MaxFrameBytes = 1 << 31
 // (the number of frames) and a total size in bytes that fit in an int. It returns the
 // number of frames and the bytes of one frame. Errors name the shape and the limit.
 func CheckShape(nav []int, sig [2]int, dt DType) (frames, frameBytes int, err error) {
+	defer func() { err = errs.Wrap(errs.Shape, err) }()
 	if frameBytes, err = checkSig(sig, dt); err != nil {
 		return 0, 0, err
 	}

@@ -2,19 +2,15 @@ package dataset
 
 import (
 	"bufio"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/stemdot/stemdot/internal/atomicfile"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
 // Writer streams frames to a new file. The frames go to a temporary file in the target
@@ -31,7 +27,7 @@ type Writer struct {
 	frames    int   // frames the file must hold
 	fileBytes int64 // size of the finished file
 	written   int   // frames written so far
-	tmp       *os.File
+	tmp       *atomicfile.File
 	w         *bufio.Writer
 	scratch   []byte // one frame in file byte order
 	err       error  // sticky: set by the first failure, which aborts the write
@@ -78,14 +74,14 @@ func Create(path string, format string, navShape []int, sigShape [2]int, dt DTyp
 	switch w.format {
 	case "raw":
 	case "npy":
-		if header, err = npyHeader(npyDescr(dt), append(append([]int(nil), navShape...), sigShape[:]...)); err != nil {
+		if header, err = npy.Header(npyDescr(dt), append(append([]int(nil), navShape...), sigShape[:]...)); err != nil {
 			return nil, fmt.Errorf("dataset: create %s: %w", path, err)
 		}
 	case "mib":
 		if perFrame, err = w.setupMIB(time.Now()); err != nil {
 			return nil, fmt.Errorf("dataset: create %s: %w", path, err)
 		}
-		if err := checkDestination(w.hdrPath()); err != nil {
+		if err := atomicfile.Check(w.hdrPath()); err != nil {
 			return nil, fmt.Errorf("dataset: create %s: %w", path, err)
 		}
 	default:
@@ -96,9 +92,9 @@ func Create(path string, format string, navShape []int, sigShape [2]int, dt DTyp
 			path, shapeString(navShape), frames, perFrame+frameBytes, int64(math.MaxInt64))
 	}
 	w.fileBytes = int64(len(header)) + int64(frames)*int64(perFrame+frameBytes)
-	tmp, err := createTemp(path)
+	tmp, err := atomicfile.Create(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dataset: create %s: %w", path, err)
 	}
 	w.tmp = tmp
 	w.w = bufio.NewWriterSize(tmp, 1<<20)
@@ -186,12 +182,8 @@ func (w *Writer) Close() error {
 		w.fail(err)
 		return w.err
 	}
-	if err := w.tmp.Close(); err != nil {
-		w.fail(err)
-		return w.err
-	}
 	if w.mibHdr != nil {
-		if err := writeFileAtomic(w.hdrPath(), func(out io.Writer) error {
+		if err := atomicfile.Write(w.hdrPath(), func(out io.Writer) error {
 			_, err := out.Write(w.mibHdr)
 			return err
 		}); err != nil {
@@ -199,7 +191,7 @@ func (w *Writer) Close() error {
 			return w.err
 		}
 	}
-	if err := os.Rename(w.tmp.Name(), w.path); err != nil {
+	if err := w.tmp.Commit(); err != nil {
 		w.fail(err)
 		return w.err
 	}
@@ -214,8 +206,7 @@ func (w *Writer) Abort() {
 		return
 	}
 	w.done = true
-	w.tmp.Close()
-	os.Remove(w.tmp.Name())
+	w.tmp.Abort()
 }
 
 // fail records the first error, naming the file, and aborts the write.
@@ -229,177 +220,6 @@ func (w *Writer) fail(err error) {
 // hdrPath is the path of the .hdr sidecar of a MIB file.
 func (w *Writer) hdrPath() string {
 	return strings.TrimSuffix(w.path, filepath.Ext(w.path)) + ".hdr"
-}
-
-// checkDestination checks that path, which a finished write will replace, does not exist
-// or is a writable regular file. Replacing a device such as /dev/null, a directory or a
-// FIFO by a regular file (which rename does, and root may) is never what the user meant;
-// neither is overwriting a file the user made read-only (which root could also do).
-func checkDestination(path string) error {
-	st, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s exists and is not a regular file (%v): refusing to replace it", path, st.Mode().Type())
-	}
-	if st.Mode().Perm()&0o222 == 0 {
-		return fmt.Errorf("%s exists and is read-only (mode %v): refusing to replace it", path, st.Mode().Perm())
-	}
-	if err := unix.Access(path, unix.W_OK); err != nil {
-		return fmt.Errorf("%s exists and is not writable: %w", path, err)
-	}
-	return nil
-}
-
-// umask is the process's file mode creation mask. Unix offers no call that only reads it:
-// unix.Umask sets it and returns the old one, so it is read once, by setting it and
-// restoring it at once (as github.com/google/renameio does); files created by another
-// goroutine in that instant would get mode 0666/0777.
-var umask = sync.OnceValue(func() os.FileMode {
-	m := unix.Umask(0)
-	unix.Umask(m)
-	return os.FileMode(m)
-})
-
-// createTemp checks the destination path (see checkDestination) and creates a temporary
-// file beside it, to be renamed to path when complete. The temporary file gets mode 0666
-// less the umask, which os.Create gives a new file (os.CreateTemp alone gives 0600); a
-// replaced file's mode is not kept.
-func createTemp(path string) (*os.File, error) {
-	if err := checkDestination(path); err != nil {
-		return nil, fmt.Errorf("dataset: create %s: %w", path, err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return nil, fmt.Errorf("dataset: create %s: %w", path, err)
-	}
-	if err := f.Chmod(0o666 &^ umask()); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, fmt.Errorf("dataset: create %s: %w", path, err)
-	}
-	return f, nil
-}
-
-// writeFileAtomic writes path through write into a temporary file beside it and renames
-// it to path on success; on failure it removes the temporary file.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := createTemp(path)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	err = write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("dataset: write %s: %w", path, err)
-	}
-	return nil
-}
-
-// WriteArrayNPY writes data ([]float32 or []float64, C order) as a little-endian NPY
-// file of the given shape, atomically (temporary file, then rename). The CLI writes
-// mask-dot results this way, shape (nav_y, nav_x, n_masks). It returns an error for a
-// shape with a negative size or another number of elements than data, and for a path
-// that exists but is not a writable regular file; the file gets mode 0666 less the
-// umask.
-func WriteArrayNPY(path string, shape []int, data any) error {
-	var descr string
-	var n int
-	var put func(buf []byte, i int) []byte
-	switch v := data.(type) {
-	case []float32:
-		descr, n = "<f4", len(v)
-		put = func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint32(buf, math.Float32bits(v[i])) }
-	case []float64:
-		descr, n = "<f8", len(v)
-		put = func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint64(buf, math.Float64bits(v[i])) }
-	default:
-		return fmt.Errorf("dataset: write %s: unsupported array type %T (want []float32 or []float64)", path, data)
-	}
-	elems := 1
-	for _, s := range shape {
-		if s < 0 {
-			return fmt.Errorf("dataset: write %s: shape %s has a negative size", path, shapeString(shape))
-		}
-		if s > 0 && elems > math.MaxInt/s {
-			return fmt.Errorf("dataset: write %s: shape %s is too large: its number of elements exceeds %d", path, shapeString(shape), math.MaxInt)
-		}
-		elems *= s
-	}
-	if elems != n {
-		return fmt.Errorf("dataset: write %s: shape %s has %d elements but the data holds %d", path, shapeString(shape), elems, n)
-	}
-	header, err := npyHeader(descr, shape)
-	if err != nil {
-		return fmt.Errorf("dataset: write %s: %w", path, err)
-	}
-	return writeFileAtomic(path, func(out io.Writer) error {
-		if _, err := out.Write(header); err != nil {
-			return err
-		}
-		buf := make([]byte, 0, 1<<16)
-		for i := range n {
-			if buf = put(buf, i); len(buf) >= 1<<16-8 {
-				if _, err := out.Write(buf); err != nil {
-					return err
-				}
-				buf = buf[:0]
-			}
-		}
-		_, err := out.Write(buf)
-		return err
-	})
-}
-
-// npyDescr is the NPY descr of a valid dt in little-endian order ("<u2", "|u1", ...).
-func npyDescr(dt DType) string {
-	order, kind := "<", "f"
-	switch dt {
-	case Uint8, Uint16, Uint32:
-		kind = "u"
-	case Int8, Int16, Int32:
-		kind = "i"
-	}
-	if dt.Size() == 1 {
-		order = "|"
-	}
-	return fmt.Sprintf("%s%s%d", order, kind, dt.Size())
-}
-
-// npyHeader builds an NPY format 1.0 header (magic, version, header length, dict padded
-// with spaces and ended by '\n' so that the data starts at a multiple of 64 bytes), as
-// numpy.lib.format.write_array_header_1_0 does.
-func npyHeader(descr string, shape []int) ([]byte, error) {
-	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shapeString(shape))
-	const prefix = 10 // magic (6) + version (2) + header length (2)
-	total := prefix + len(dict) + 1
-	total += (64 - total%64) % 64
-	hlen := total - prefix
-	if hlen > math.MaxUint16 {
-		return nil, fmt.Errorf("NPY header of %d bytes is too long for format 1.0", hlen)
-	}
-	h := make([]byte, 0, total)
-	h = append(h, "\x93NUMPY\x01\x00"...)
-	h = binary.LittleEndian.AppendUint16(h, uint16(hlen))
-	h = append(h, dict...)
-	for len(h) < total-1 {
-		h = append(h, ' ')
-	}
-	return append(h, '\n'), nil
 }
 
 // setupMIB prepares the frame header and .hdr sidecar of a MIB file written at t, and

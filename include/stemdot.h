@@ -10,18 +10,13 @@
  * giving a result of n_frames × n_masks (frame-major; frame f is scan position f in
  * row-major order over nav_shape), as LiberTEM's ApplyMasksUDF does.
  *
- * Build: `make capi` (CPU-only: `go build -buildmode=c-shared -tags nonvml -o
- * build/libstemdot.so ./capi`). See capi/examples/apply.c.
+ * Build: `make capi` (with CUDA where nvcc is found, else CPU-only; or
+ * `go build -buildmode=c-shared -o build/libstemdot.so ./capi`). See capi/examples/apply.c.
  *
  * Linking
  *   cc -Iinclude app.c -Lbuild -lstemdot -Wl,-rpath,$PWD/build
- *   A library built with CUDA (`make capi` where nvcc is found: -tags cuda) also
- *   discovers GPUs through NVIDIA's NVML, which it loads at run time (it is absent on
- *   machines without a driver): NVML's symbols are left undefined in that library and
- *   bound lazily, once libnvidia-ml is loaded. Link executables against such a library
- *   with -Wl,--allow-shlib-undefined, load it with lazy binding (the default; dlopen with
- *   RTLD_LAZY, ctypes with mode=os.RTLD_LAZY) and do not set LD_BIND_NOW. The CPU-only
- *   library has no such symbols and links like any other.
+ *   for every build: the library loads NVIDIA's NVML (GPU discovery) with dlopen at run
+ *   time, when it is there, and references none of its symbols.
  *
  * Errors
  *   Every function that returns stemdot_status returns STEMDOT_OK (0) on success and a
@@ -249,6 +244,21 @@ stemdot_status stemdot_apply(stemdot_dataset dataset, const float *masks, size_t
                              size_t sig_y, size_t sig_x, stemdot_plan plan, stemdot_run run,
                              stemdot_progress_fn progress, void *progress_user, void *out,
                              stemdot_dtype out_dtype, size_t out_len);
+
+/*
+ * Centre-of-mass shift maps from a result of stemdot_apply whose masks n_masks include
+ * the three com masks (stemdot_mask_parse "com": sum, y moment, x moment) at indices
+ * sum_mask, sum_mask+1, sum_mask+2. For every frame f it writes, in pixels,
+ *   shifts[2f] = y moment / sum,   shifts[2f+1] = x moment / sum
+ * (the centre of mass relative to the com reference point, as LiberTEM's CoM analysis
+ * gives it; NaN where the sum is 0). result: n_frames*n_masks values of result_dtype
+ * (STEMDOT_FLOAT32 or STEMDOT_FLOAT64); shifts: 2*n_frames doubles. The default com
+ * reference point is (sig_x/2, sig_y/2) in integer division, e.g. (128, 128) on 256×256
+ * frames, as LiberTEM's. Errors: INVALID_ARGUMENT (NULL pointers, sum_mask+2 >= n_masks),
+ * DTYPE, SHAPE (sizes overflow). Thread-safe.
+ */
+stemdot_status stemdot_com_shifts(const void *result, stemdot_dtype result_dtype, size_t n_frames,
+                                  size_t n_masks, size_t sum_mask, double *shifts);
 
 #ifdef __cplusplus
 }

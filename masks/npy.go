@@ -4,21 +4,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
-	"codeberg.org/sbinet/npyio/npy"
+	npyio "codeberg.org/sbinet/npyio/npy"
 
-	"github.com/stemdot/stemdot/internal/npyheader"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
-// npyElemSize is the element size in bytes of the NumPy dtypes LoadNPY converts, keyed
-// by the type code without byte-order character (NumPy array-interface typestr).
-var npyElemSize = map[string]int{
-	"b1": 1,
-	"i1": 1, "i2": 2, "i4": 4, "i8": 8,
-	"u1": 1, "u2": 2, "u4": 4, "u8": 8,
-	"f4": 4, "f8": 8,
-}
+// npySizes are the element sizes in bytes of the NumPy dtypes LoadNPY converts, by kind.
+var npySizes = map[byte][]int{'b': {1}, 'i': {1, 2, 4, 8}, 'u': {1, 2, 4, 8}, 'f': {4, 8}}
 
 // LoadNPY reads a mask stack from the NumPy .npy file at path (format:
 // https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html), read with
@@ -34,7 +30,7 @@ var npyElemSize = map[string]int{
 func LoadNPY(path string) (*Stack, error) {
 	s, err := loadNPY(path)
 	if err != nil {
-		return nil, fmt.Errorf("mask file %s: %w", path, err)
+		return nil, errs.Wrap(errs.Format, fmt.Errorf("mask file %s: %w", path, err))
 	}
 	return s, nil
 }
@@ -43,17 +39,17 @@ func loadNPY(path string) (*Stack, error) {
 	// Stat before Open: opening a FIFO for reading would block.
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, err
+		return nil, errs.Wrap(errs.IO, err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%v)", info.Mode().Type())
+		return nil, errs.New(errs.IO, "not a regular file (%v)", info.Mode().Type())
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, errs.Wrap(errs.IO, err)
 	}
 	defer f.Close()
-	r, offset, err := npyheader.Read(f, info.Size())
+	r, offset, err := npy.Read(f, info.Size())
 	if err != nil {
 		return nil, err
 	}
@@ -80,17 +76,15 @@ func loadNPY(path string) (*Stack, error) {
 		return nil, fmt.Errorf("array shape %v exceeds %d weights", h.Shape, MaxWeights)
 	}
 	dtype := strings.Trim(h.Type, "'\"")
-	size, ok := 0, false
-	if len(dtype) == 3 && strings.ContainsRune("<>|=", rune(dtype[0])) {
-		size, ok = npyElemSize[dtype[1:]]
-	}
-	if !ok {
+	descr, err := npy.ParseDescr(dtype)
+	size := descr.Size
+	if err != nil || !slices.Contains(npySizes[descr.Kind], size) {
 		return nil, fmt.Errorf("dtype %s is not supported (want bool, int8..int64, uint8..uint64, float32 or float64)", h.Type)
 	}
 	if want := int64(n*sy*sx) * int64(size); info.Size()-offset != want {
 		return nil, fmt.Errorf("array of shape %v and dtype %s needs %d data bytes, file has %d", h.Shape, dtype, want, info.Size()-offset)
 	}
-	var arr npy.Array
+	var arr npyio.Array
 	if err := r.Read(&arr); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,8 @@
 # which defines GO and BUILD.
 #
 #   make capi         build/libstemdot.so (+ the generated build/libstemdot.h, internal)
-#   make test-capi    build and run capi/examples/apply.c against it
+#   make test-capi    build and run capi/examples/apply.c against it, and the README's C
+#                     program compiled with the README's link line, as written
 #   make test-python  python/.venv with numpy, pytest and ./python; run python/tests
 
 CC          ?= cc
@@ -13,12 +14,9 @@ CAPI_DEPS   := $(wildcard dataset/*.go masks/*.go planner/*.go engine/*.go affin
 CAPI_EXAMPLE := $(BUILD)/capi-example
 STEMDOT_TESTDATA ?= $(abspath ../shared/data)
 PY_VENV     := python/.venv
-# A CPU-only library leaves NVML out (tag nonvml): its symbols would stay unresolved for
-# the programs linking it. A CUDA build keeps it for GPU discovery; its users link with
-# --allow-shlib-undefined and load it with lazy binding (include/stemdot.h, "Linking").
-CAPI_TAGS   := $(if $(TAGS),cuda,nonvml)
-comma       := ,
-CAPI_LDFLAGS := $(if $(TAGS),-Wl$(comma)--allow-shlib-undefined,)
+# The README's C program and link line, run in $(README_DIR) where include/ and build/
+# are links to the repository's, so that the line runs exactly as written.
+README_DIR  := $(BUILD)/readme-c
 
 .PHONY: capi test-capi test-python
 
@@ -26,14 +24,25 @@ capi: $(CAPI_LIB)
 
 $(CAPI_LIB): $(CAPI_SRC) $(CAPI_DEPS) go.mod go.sum $(if $(TAGS),kernels,)
 	@mkdir -p $(BUILD)
-	$(GO) build -buildmode=c-shared -tags $(CAPI_TAGS) -o $@ ./capi
+	$(GO) build -buildmode=c-shared $(GOTAGS) -o $@ ./capi
 
 $(CAPI_EXAMPLE): capi/examples/apply.c include/stemdot.h $(CAPI_LIB)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< \
-		-L$(BUILD) -lstemdot -Wl,-rpath,$(abspath $(BUILD)) $(CAPI_LDFLAGS) -lpthread -lm
+		-L$(BUILD) -lstemdot -Wl,-rpath,$(abspath $(BUILD)) -lpthread -lm
 
 test-capi: $(CAPI_EXAMPLE)
 	$(CAPI_EXAMPLE) $(STEMDOT_TESTDATA)/mib/001_4x2_6bit.mib
+	@rm -rf $(README_DIR) && mkdir -p $(README_DIR)
+	ln -s $(abspath include) $(README_DIR)/include && ln -s $(abspath $(BUILD)) $(README_DIR)/build
+	awk '/^```c$$/ {c = 1; next} /^```/ {c = 0} c' README.md > $(README_DIR)/app.c
+	grep -m1 '^cc -Iinclude app.c' README.md > $(README_DIR)/link.sh
+	@test -s $(README_DIR)/app.c && test -s $(README_DIR)/link.sh || { echo "README: C program or link line not found"; exit 1; }
+	cd $(README_DIR) && sh -ex link.sh
+	@# the program reads ../shared/data from the repository root: give it that layout
+	@if [ -f $(STEMDOT_TESTDATA)/mib/001_4x2_6bit.mib ]; then \
+		mkdir -p $(README_DIR)/shared $(README_DIR)/repo && ln -s $(STEMDOT_TESTDATA) $(README_DIR)/shared/data && \
+		cd $(README_DIR)/repo && ../a.out; \
+	else echo "test-capi: $(STEMDOT_TESTDATA) absent: the README's C program was compiled, not run"; fi
 
 $(PY_VENV)/bin/python:
 	$(PYTHON) -m venv $(PY_VENV)

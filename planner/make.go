@@ -2,8 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 
 	"github.com/stemdot/stemdot/affinity"
@@ -75,6 +73,10 @@ func Make(topo *affinity.Topology, gpus []affinity.GPU, req Request, shape *Shap
 		}
 	}
 
+	if req.GPUAuto && (!req.CUDA || len(gpus) == 0) {
+		p.Warnings = append(p.Warnings, map[bool]string{false: "gpus auto: this build has no CUDA support", true: "gpus auto: no GPU found"}[req.CUDA]+": CPU workers only")
+		req.GPUAuto = false
+	}
 	gpuOrder, err := gpuWorkers(gpus, req, len(free), len(usable))
 	if err != nil {
 		return nil, err
@@ -149,46 +151,6 @@ func checkTopology(topo *affinity.Topology) error {
 		}
 	}
 	return nil
-}
-
-// check refuses negative or contradictory request fields.
-func (r Request) check() error {
-	switch {
-	case r.CPUs < 0:
-		return fmt.Errorf("planner: %d CPU workers requested; want a count >= 0", r.CPUs)
-	case r.GPUs < 0:
-		return fmt.Errorf("planner: %d GPU workers requested; want a count >= 0", r.GPUs)
-	case r.MaxWorkersPerGPU < 0:
-		return fmt.Errorf("planner: at most %d GPU workers per GPU requested; want a count >= 0 (0: the default %d)", r.MaxWorkersPerGPU, DefaultMaxWorkersPerGPU)
-	case r.PartitionBytes < 0:
-		return fmt.Errorf("planner: partition size %d bytes requested; want a positive size (0: the default %s)", r.PartitionBytes, formatBytes(DefaultPartitionBytes))
-	case r.NoCPU && r.CPUs > 0:
-		return fmt.Errorf("planner: the request asks for no CPU worker and also for %d CPU workers", r.CPUs)
-	case r.NoCPU && len(r.CPUList) > 0:
-		return fmt.Errorf("planner: the request asks for no CPU worker and also for CPU workers on CPUs %s", joinInts(r.CPUList))
-	case r.GPUAuto && r.GPUs > 0:
-		return fmt.Errorf("planner: the request asks for automatic GPU workers (gpus auto) and also for %d GPU workers", r.GPUs)
-	case r.GPUAuto && len(r.GPUList) > 0:
-		return fmt.Errorf("planner: the request asks for automatic GPU workers (gpus auto) and also for GPU workers on GPUs %s", joinInts(r.GPUList))
-	}
-	seen := make(map[int]bool, len(r.CPUList))
-	for _, id := range r.CPUList {
-		if id < 0 {
-			return fmt.Errorf("planner: CPU list %s: CPU id %d is negative", joinInts(r.CPUList), id)
-		}
-		if seen[id] {
-			return fmt.Errorf("planner: CPU list %s names CPU %d twice", joinInts(r.CPUList), id)
-		}
-		seen[id] = true
-	}
-	return nil
-}
-
-func (r Request) partitionBytes() int64 {
-	if r.PartitionBytes == 0 {
-		return DefaultPartitionBytes
-	}
-	return r.PartitionBytes
 }
 
 // gpuWorkers lists the GPU of each requested GPU worker, in worker order: the GPUs
@@ -304,172 +266,4 @@ func pickCore(cores []affinity.Core, affinity []int) int {
 		}
 	}
 	return -1
-}
-
-// cpuCores maps each allowed CPU id of topo to its core's index in topo.Cores.
-func cpuCores(topo *affinity.Topology) map[int]coreAt {
-	m := make(map[int]coreAt, len(topo.Allowed))
-	for i, c := range topo.Cores {
-		for _, cpu := range c.CPUs {
-			m[cpu] = coreAt{Core: c, index: i}
-		}
-	}
-	return m
-}
-
-// coreAt is a core and its index in Topology.Cores.
-type coreAt struct {
-	affinity.Core
-	index int
-}
-
-// listWorkers pins one CPU worker on each CPU of req.CPUList (all in coreOf, checked by
-// Make), given nGPU GPU workers.
-func listWorkers(topo *affinity.Topology, coreOf map[int]coreAt, req Request, nGPU int, warnings *[]string) ([]Worker, error) {
-	var workers []Worker
-	var beyond []int
-	byCore := map[int][]int{}
-	var coreOrder []int
-	for _, cpu := range req.CPUList {
-		c := coreOf[cpu]
-		workers = append(workers, Worker{Kind: CPU, Core: c.Key, CPU: cpu, GPU: -1})
-		if c.index >= topo.Usable {
-			beyond = append(beyond, cpu)
-		}
-		if byCore[c.Key] == nil {
-			coreOrder = append(coreOrder, c.Key)
-		}
-		byCore[c.Key] = append(byCore[c.Key], cpu)
-	}
-	var problems []string
-	if total := len(workers) + nGPU; total > topo.Usable {
-		problems = append(problems, fmt.Sprintf("%d workers (%d CPU, %d GPU) requested but only %d usable cores", total, len(workers), nGPU, topo.Usable))
-	}
-	if len(beyond) > 0 {
-		problems = append(problems, fmt.Sprintf("CPUs %s lie on cores beyond the %d usable ones (CPU quota %g CPUs)", joinInts(beyond), topo.Usable, topo.Quota))
-	}
-	if problems != nil {
-		problem := strings.Join(problems, "; ")
-		if !req.Oversubscribe {
-			return nil, fmt.Errorf("planner: %s; pass oversubscribe (--oversubscribe) to allow it", problem)
-		}
-		*warnings = append(*warnings, "oversubscribed: "+problem)
-	}
-	for _, key := range coreOrder {
-		if cpus := byCore[key]; len(cpus) > 1 {
-			*warnings = append(*warnings, fmt.Sprintf("CPUs %s share physical core %d (SMT siblings): their workers compete for one core", joinInts(cpus), key))
-		}
-	}
-	return workers, nil
-}
-
-// countWorkers places req.CPUs CPU workers (one per free core when 0) on the free usable
-// cores; with Oversubscribe, further workers go to the cores beyond the usable ones,
-// then to SMT siblings, then to the cores reserved for GPU workers, then round again.
-func countWorkers(topo *affinity.Topology, req Request, free, reserved []affinity.Core, warnings *[]string) ([]Worker, error) {
-	n := req.CPUs
-	if n == 0 {
-		n = len(free)
-	}
-	if n > len(free) {
-		problem := fmt.Sprintf("%d CPU workers requested but only %d usable cores are free (%d usable, %d reserved for GPU workers)",
-			n, len(free), topo.Usable, len(reserved))
-		if !req.Oversubscribe {
-			return nil, fmt.Errorf("planner: %s; pass oversubscribe (--oversubscribe) to allow it", problem)
-		}
-		*warnings = append(*warnings, "oversubscribed: "+problem)
-	}
-	candidates := append(append(append([]affinity.Core{}, free...), topo.Cores[topo.Usable:]...), reserved...)
-	var slots []Worker
-	for sibling, added := 0, true; added; sibling++ {
-		added = false
-		for _, c := range candidates {
-			if sibling < len(c.CPUs) {
-				slots = append(slots, Worker{Kind: CPU, Core: c.Key, CPU: c.CPUs[sibling], GPU: -1})
-				added = true
-			}
-		}
-	}
-	workers := make([]Worker, n)
-	for i := range workers {
-		workers[i] = slots[i%len(slots)]
-	}
-	return workers, nil
-}
-
-// partitions splits shape's frames for nWorkers workers at about target bytes of
-// float32 frames per partition; it also returns the float32 bytes of one frame.
-func partitions(shape Shape, nWorkers int, target int64) ([]Partition, int64, error) {
-	if shape.NumFrames < 1 || shape.SigY < 1 || shape.SigX < 1 {
-		return nil, 0, fmt.Errorf("planner: dataset shape %d frames of %dx%d pixels: want at least 1 frame of 1x1", shape.NumFrames, shape.SigY, shape.SigX)
-	}
-	if int64(shape.SigY) > math.MaxInt64/4/int64(shape.SigX) {
-		return nil, 0, fmt.Errorf("planner: frame of %dx%d pixels is too large", shape.SigY, shape.SigX)
-	}
-	frameBytes := int64(shape.SigY) * int64(shape.SigX) * 4
-	if int64(shape.NumFrames) > math.MaxInt64/frameBytes {
-		return nil, 0, fmt.Errorf("planner: dataset of %d frames of %dx%d pixels is too large", shape.NumFrames, shape.SigY, shape.SigX)
-	}
-	total := int64(shape.NumFrames) * frameBytes
-	frames := shape.NumFrames
-
-	n := frames
-	if frames >= nWorkers {
-		n = int(min(total/target+btoi64(total%target != 0), int64(frames)))
-		n = (n + nWorkers - 1) / nWorkers * nWorkers // at least nWorkers since n >= 1
-		n = min(n, frames/nWorkers*nWorkers)
-	}
-	parts := make([]Partition, n)
-	start := 0
-	for i := range parts {
-		end := start + frames/n + btoi(i < frames%n)
-		parts[i] = Partition{Start: start, End: end}
-		start = end
-	}
-	return parts, frameBytes, nil
-}
-
-func btoi64(b bool) int64 { return int64(btoi(b)) }
-
-// joinInts writes ids as "0, 2, 5".
-func joinInts(ids []int) string {
-	s := make([]string, len(ids))
-	for i, id := range ids {
-		s[i] = strconv.Itoa(id)
-	}
-	return strings.Join(s, ", ")
-}
-
-// formatIDs writes ascending ids in Linux cpulist form ("0-3,8,10-11"); other orders
-// are written item by item.
-func formatIDs(ids []int) string {
-	var b strings.Builder
-	for i := 0; i < len(ids); {
-		j := i
-		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
-			j++
-		}
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(ids[i]))
-		if j > i {
-			fmt.Fprintf(&b, "-%d", ids[j])
-		}
-		i = j + 1
-	}
-	return b.String()
-}
-
-// formatBytes writes a byte count in GiB, MiB or KiB with one decimal, or in bytes.
-func formatBytes(n uint64) string {
-	for _, u := range []struct {
-		name string
-		size uint64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.size {
-			return fmt.Sprintf("%.1f %s", float64(n)/float64(u.size), u.name)
-		}
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -316,7 +316,7 @@ func TestMakeErrors(t *testing.T) {
 			"3 CPU workers requested but only 2 usable cores are free (4 usable, 2 reserved for GPU workers)"},
 		{"GPU without CUDA", DescribedTopology(4), gpus, Request{GPUs: 1}, nil, "stemdot was built without CUDA support"},
 		{"GPU list without CUDA", DescribedTopology(4), gpus, Request{GPUList: []int{0}}, nil, "stemdot was built without CUDA support"},
-		{"no GPU found", DescribedTopology(4), nil, Request{GPUAuto: true, CUDA: true}, nil, "no GPU was found"},
+		{"no GPU found", DescribedTopology(4), nil, Request{GPUs: 1, CUDA: true}, nil, "no GPU was found"},
 		{"GPU not visible", DescribedTopology(4), gpus, Request{GPUList: []int{0, 2}, CUDA: true}, nil, "GPU 2 is not visible; visible GPUs: 0, 1"},
 		{"duplicate GPU index", DescribedTopology(4), []affinity.GPU{{Index: 1}, {Index: 1}}, Request{GPUs: 1, CUDA: true}, nil, "lists GPU index 1 twice"},
 		{"too many GPU workers", DescribedTopology(4), gpus, Request{GPUs: 5, CUDA: true}, nil,
@@ -433,4 +433,25 @@ func checkPartitions(t *testing.T, parts []Partition, numFrames int) {
 		lo, hi = min(lo, p.Frames()), max(hi, p.Frames())
 	}
 	require.LessOrEqual(t, hi-lo, 1, "unbalanced partitions: %d to %d frames", lo, hi)
+}
+
+// "gpus auto" uses what is there: without GPUs or without CUDA it plans CPU workers only
+// and says why in one warning.
+func TestGPUAutoWithoutGPU(t *testing.T) {
+	for _, c := range []struct {
+		gpus []affinity.GPU
+		cuda bool
+		want string
+	}{
+		{nil, true, "gpus auto: no GPU found: CPU workers only"},
+		{[]affinity.GPU{{Index: 0, FreeBytes: 80 << 30}}, false, "gpus auto: this build has no CUDA support: CPU workers only"},
+	} {
+		p, err := Make(DescribedTopology(4), c.gpus, Request{GPUAuto: true, CUDA: c.cuda}, nil)
+		require.NoError(t, err)
+		require.Len(t, p.Workers, 4)
+		for _, w := range p.Workers {
+			require.Equal(t, CPU, w.Kind)
+		}
+		require.Equal(t, []string{c.want}, p.Warnings)
+	}
 }

@@ -224,3 +224,43 @@ func DescribedTopology(cores int) *affinity.Topology {
 	topo.Usable = len(topo.Cores)
 	return topo
 }
+
+// check refuses negative or contradictory request fields.
+func (r Request) check() error {
+	switch {
+	case r.CPUs < 0:
+		return fmt.Errorf("planner: %d CPU workers requested; want a count >= 0", r.CPUs)
+	case r.GPUs < 0:
+		return fmt.Errorf("planner: %d GPU workers requested; want a count >= 0", r.GPUs)
+	case r.MaxWorkersPerGPU < 0:
+		return fmt.Errorf("planner: at most %d GPU workers per GPU requested; want a count >= 0 (0: the default %d)", r.MaxWorkersPerGPU, DefaultMaxWorkersPerGPU)
+	case r.PartitionBytes < 0:
+		return fmt.Errorf("planner: partition size %d bytes requested; want a positive size (0: the default %s)", r.PartitionBytes, formatBytes(DefaultPartitionBytes))
+	case r.NoCPU && r.CPUs > 0:
+		return fmt.Errorf("planner: the request asks for no CPU worker and also for %d CPU workers", r.CPUs)
+	case r.NoCPU && len(r.CPUList) > 0:
+		return fmt.Errorf("planner: the request asks for no CPU worker and also for CPU workers on CPUs %s", joinInts(r.CPUList))
+	case r.GPUAuto && r.GPUs > 0:
+		return fmt.Errorf("planner: the request asks for automatic GPU workers (gpus auto) and also for %d GPU workers", r.GPUs)
+	case r.GPUAuto && len(r.GPUList) > 0:
+		return fmt.Errorf("planner: the request asks for automatic GPU workers (gpus auto) and also for GPU workers on GPUs %s", joinInts(r.GPUList))
+	}
+	seen := make(map[int]bool, len(r.CPUList))
+	for _, id := range r.CPUList {
+		if id < 0 {
+			return fmt.Errorf("planner: CPU list %s: CPU id %d is negative", joinInts(r.CPUList), id)
+		}
+		if seen[id] {
+			return fmt.Errorf("planner: CPU list %s names CPU %d twice", joinInts(r.CPUList), id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+func (r Request) partitionBytes() int64 {
+	if r.PartitionBytes == 0 {
+		return DefaultPartitionBytes
+	}
+	return r.PartitionBytes
+}

@@ -31,9 +31,8 @@ class BuildPyWithGo(build_py):
             return
         target = Path(self.build_lib).resolve() / "stemdot" / "libstemdot.so"
         target.parent.mkdir(parents=True, exist_ok=True)
-        # nonvml: a CPU-only library without NVML's unresolved symbols (see ../mk/capi.mk);
-        # STEMDOT_GO_TAGS=cuda builds a CUDA library (after `make kernels`).
-        tags = os.environ.get("STEMDOT_GO_TAGS", "nonvml")
+        # CPU-only by default; STEMDOT_GO_TAGS=cuda builds a CUDA library (after `make kernels`).
+        tags = os.environ.get("STEMDOT_GO_TAGS", "")
         cmd = [go, "build", "-buildmode=c-shared", "-tags", tags, "-o", str(target), "./capi"]
         self.announce("stemdot: " + " ".join(cmd), level=3)
         subprocess.run(cmd, cwd=REPO, check=True)

@@ -273,14 +273,14 @@ static void misuse(void) {
     expect("open NULL out", stemdot_open("x.mib", "", NULL), STEMDOT_ERR_INVALID_ARGUMENT, "must not be NULL");
     expect("open missing file", stemdot_open("/nonexistent/scan.mib", "", &ds), STEMDOT_ERR_IO, "/nonexistent/scan.mib");
     expect("open unknown option", stemdot_open("/nonexistent/scan.raw", "colour=blue", &ds), STEMDOT_ERR_INVALID_ARGUMENT,
-           "unknown format option \"colour\"");
+           "unknown option \"colour\"");
     expect("open bad dtype option", stemdot_open("/nonexistent/scan.raw", "format=raw;sig_shape=4,4;dtype=uint12", &ds),
            STEMDOT_ERR_DTYPE, "uint12");
     expect("open bad sig_shape", stemdot_open("/nonexistent/scan.raw", "sig_shape=4,0", &ds), STEMDOT_ERR_SHAPE,
            "not a positive size");
 
     /* thread-local messages: another thread's error leaves this thread's alone */
-    const char *before = "stemdot_open: format option sig_shape=\"4,0\"";
+    const char *before = "stemdot_open: option sig_shape \"4,0\"";
     pthread_t t;
     pthread_create(&t, NULL, set_error_in_thread, NULL);
     pthread_join(t, NULL);
@@ -310,7 +310,7 @@ static void misuse(void) {
     expect("apply short result", stemdot_apply(ds, mask, 1, 3, 4, 0, 0, NULL, NULL, out, STEMDOT_FLOAT32, 1),
            STEMDOT_ERR_SHAPE, "holds 1 values, but 2 frames × 1 masks need 2");
     expect("apply mask sig shape", stemdot_apply(ds, mask, 1, 4, 3, 0, 0, NULL, NULL, out, STEMDOT_FLOAT32, 2),
-           STEMDOT_ERR_SHAPE, "(4, 3) do not match the dataset's sig shape (3, 4)");
+           STEMDOT_ERR_SHAPE, "masks of sig_shape (4, 3) do not match the frames' sig_shape (3, 4)");
     expect("apply result dtype", stemdot_apply(ds, mask, 1, 3, 4, 0, 0, NULL, NULL, out, STEMDOT_UINT16, 2),
            STEMDOT_ERR_DTYPE, "result dtype 2");
     mask[5] = NAN;

@@ -2,85 +2,124 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 )
 
-// datasetFlags are the options that say how to read a dataset file.
+// datasetFlags are the options of stemdot.Open, one flag each (stemdot.OpenOptions).
 type datasetFlags struct {
-	format    string
-	navShape  string
-	sigShape  string
-	dtype     string
-	byteOrder string
-	offset    int64
+	values map[string]*string
+	flags  *pflag.FlagSet
 }
 
 func (f *datasetFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.format, "format", "", "file format: raw, npy or mib (default: detected from extension and content)")
-	fs.StringVar(&f.navShape, "nav-shape", "", "navigation (scan) shape Y,X (or N); overrides the file's when the frame count matches (default: from the file, else 1,N)")
-	fs.StringVar(&f.sigShape, "sig-shape", "", "raw files: signal (frame) shape Y,X in pixels")
-	fs.StringVar(&f.dtype, "dtype", "", "raw files: pixel dtype (uint8, uint16, uint32, int8, int16, int32, float32, float64)")
-	fs.StringVar(&f.byteOrder, "byte-order", "little", "raw files: byte order, little or big")
-	fs.Int64Var(&f.offset, "offset", 0, "raw files: bytes to skip at the start of the file")
+	f.values, f.flags = map[string]*string{}, fs
+	for _, o := range stemdot.OpenOptions {
+		f.values[o.Key] = fs.String(strings.TrimPrefix(o.FlagName(), "--"), o.Default, o.Usage)
+	}
 }
 
-func (f *datasetFlags) open(path string) (dataset.Dataset, error) {
-	opt := dataset.Options{Format: f.format, Offset: f.offset}
-	var err error
-	if opt.NavShape, err = parseShape("--nav-shape", f.navShape, 0); err != nil {
-		return nil, err
-	}
-	if len(opt.NavShape) > 2 {
-		return nil, fmt.Errorf("--nav-shape %q: want Y,X or N", f.navShape)
-	}
-	if opt.SigShape, err = parseShape("--sig-shape", f.sigShape, 2); err != nil {
-		return nil, err
-	}
-	if f.dtype != "" {
-		if opt.DType, err = dataset.ParseDType(f.dtype); err != nil {
-			return nil, err
+// open opens path with the options given on the command line and prints the dataset's
+// warnings (a guessed nav shape) to stderr.
+func (f *datasetFlags) open(cmd *cobra.Command, path string) (dataset.Dataset, error) {
+	var opt stemdot.Options
+	for _, o := range stemdot.OpenOptions {
+		if f.flags.Changed(strings.TrimPrefix(o.FlagName(), "--")) {
+			if err := stemdot.SetOpenOption(&opt, o.Key, *f.values[o.Key]); err != nil {
+				return nil, err
+			}
 		}
 	}
-	switch strings.ToLower(f.byteOrder) {
-	case "little", "le", "<":
-	case "big", "be", ">":
-		opt.BigEndian = true
-	default:
-		return nil, fmt.Errorf("--byte-order %q: want little or big", f.byteOrder)
+	ds, err := stemdot.Open(path, opt)
+	if err != nil {
+		return nil, err
 	}
-	return dataset.Open(path, opt)
+	for _, w := range stemdot.OpenWarnings(ds) {
+		warn(cmd, w)
+	}
+	return ds, nil
 }
 
-// parseShape parses "Y,X" (or any number of comma-separated positive integers when
-// ndim is 0). An empty string gives nil.
-func parseShape(flag, s string, ndim int) ([]int, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
+// planFlags are the resource request (stemdot.Plan), as in LiberTEM's Context.make_with.
+type planFlags struct{ stemdot.Plan }
+
+func (f *planFlags) register(fs *pflag.FlagSet, described bool) {
+	fs.StringVar(&f.CPUs, "cpus", "", "CPU workers: a count (0 = none) or a list of CPU ids to pin on, e.g. 0,2-3 (default: all usable physical cores not reserved for GPU workers)")
+	fs.StringVar(&f.GPUs, "gpus", "", "GPU workers: auto (those the GPUs allow; none, with a note, without GPU), a count (round-robin over GPUs), or a list of GPU ids with repeats (0,0 = two workers on GPU 0)")
+	fs.StringVar(&f.RAMPerGPUWorker, "ram-per-gpu-worker", "4GiB", "with --gpus auto: GPU memory each GPU worker needs")
+	fs.IntVar(&f.MaxWorkersPerGPU, "max-workers-per-gpu", 0, "with --gpus auto: most workers on one GPU (0: the default, 4)")
+	fs.BoolVar(&f.Oversubscribe, "oversubscribe", false, "allow more workers than usable physical cores (with a warning)")
+	fs.StringVar(&f.PartitionSize, "partition-size", "512MiB", "target partition size in decoded float32 bytes")
+	if described {
+		fs.IntVar(&f.Cores, "topology", 0, "plan for a described machine with N physical cores, all allowed, instead of this one")
+		fs.StringVar(&f.GPUInventory, "gpu-inventory", "", "plan for described GPUs, KxSIZE of free memory each, e.g. 2x141GB (implies a CUDA build)")
 	}
-	parts := strings.Split(s, ",")
-	if ndim > 0 && len(parts) != ndim {
-		return nil, fmt.Errorf("%s %q: want %d comma-separated sizes", flag, s, ndim)
-	}
-	shape := make([]int, len(parts))
-	for i, p := range parts {
-		n, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("%s %q: %q is not a positive integer", flag, s, p)
+}
+
+// planner checks the request against this machine (or the described one).
+func (f *planFlags) planner(cmd *cobra.Command) (*stemdot.Planner, error) {
+	for _, name := range []string{"cpus", "gpus"} {
+		if fl := cmd.Flags().Lookup(name); fl.Changed && strings.TrimSpace(fl.Value.String()) == "" {
+			return nil, fmt.Errorf("--%s is empty: give a count or a list (see --help)", name)
 		}
-		shape[i] = n
 	}
-	return shape, nil
+	return f.Plan.Planner()
+}
+
+// warn prints a one-line warning on stderr.
+func warn(cmd *cobra.Command, msg string) {
+	fmt.Fprintf(cmd.ErrOrStderr(), "stemdot: warning: %s\n", stemdot.FlagNames(msg))
+}
+
+// suggestFlag turns pflag's "unknown flag: --nav-shap" into an error that suggests the
+// closest flags of cmd (Levenshtein distance at most 2, or a prefix match).
+func suggestFlag(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var near []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if d := editDistance(name, f.Name); d <= 2 || strings.HasPrefix(f.Name, name) {
+			near = append(near, "--"+f.Name)
+		}
+	})
+	if len(near) == 0 {
+		return fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())
+	}
+	return fmt.Errorf("%w; did you mean %s?", err, strings.Join(near, " or "))
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func shapeString(s []int) string {
 	parts := make([]string, len(s))
 	for i, n := range s {
-		parts[i] = strconv.Itoa(n)
+		parts[i] = fmt.Sprint(n)
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
 }

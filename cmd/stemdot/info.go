@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stemdot/stemdot/dataset"
 )
 
 func newInfoCmd() *cobra.Command {
@@ -11,18 +13,25 @@ func newInfoCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "info FILE",
 		Short: "Print a dataset's format, nav and sig shape, dtype, frame count and size",
-		Args:  cobra.ExactArgs(1),
+		Long: `info prints a dataset's format, nav and sig shape, dtype, frame count and size. A nav
+shape that neither the file nor --nav-shape gave (a MIB file without its .hdr, a raw
+file) is read as one row of all frames and marked "(guessed: give --nav-shape)".`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ds, err := df.open(args[0])
+			ds, err := df.open(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer ds.Close()
 			sig := ds.SigShape()
 			w := cmd.OutOrStdout()
+			guessed := ""
+			if dataset.NavShapeGuessed(ds) {
+				guessed = "  (guessed: give --nav-shape)"
+			}
 			fmt.Fprintf(w, "file:       %s\n", args[0])
 			fmt.Fprintf(w, "format:     %s\n", ds.Format())
-			fmt.Fprintf(w, "nav_shape:  %s\n", shapeString(ds.NavShape()))
+			fmt.Fprintf(w, "nav_shape:  %s%s\n", shapeString(ds.NavShape()), guessed)
 			fmt.Fprintf(w, "sig_shape:  %s\n", shapeString(sig[:]))
 			fmt.Fprintf(w, "dtype:      %s\n", ds.DType())
 			fmt.Fprintf(w, "frames:     %d\n", ds.NumFrames())

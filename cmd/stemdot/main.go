@@ -5,7 +5,8 @@
 //	stemdot apply FILE --mask ... --out R   virtual detector images as NPY (+ PNGs)
 //	stemdot synth --out FILE ...            a synthetic 4D-STEM dataset
 //
-// Every command prints its errors as "stemdot: ..." on stderr and exits with status 1.
+// Every command prints its errors as "stemdot: ..." on stderr, naming the flag that
+// helps, and exits with status 1.
 package main
 
 import (
@@ -13,11 +14,13 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stemdot/stemdot"
 )
 
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintf(os.Stderr, "stemdot: %v\n", err)
+		fmt.Fprintf(os.Stderr, "stemdot: %s\n", stemdot.FlagNames(err.Error()))
 		os.Exit(1)
 	}
 }
@@ -31,7 +34,10 @@ field, centre of mass, or any NPY stack) to every frame of a 4D-STEM scan and wr
 one image of shape nav_shape per mask.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Unknown commands get suggestions (cobra); unknown flags too (suggestFlag).
+		SuggestionsMinimumDistance: 2,
 	}
+	root.SetFlagErrorFunc(suggestFlag)
 	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(), newSynthCmd())
 	return root
 }

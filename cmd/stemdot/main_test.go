@@ -18,7 +18,7 @@ import (
 	"codeberg.org/sbinet/npyio"
 	"github.com/stretchr/testify/require"
 
-	"github.com/stemdot/stemdot/dataset"
+	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -187,7 +187,7 @@ func TestApplyRealMIBFiles(t *testing.T) {
 				ms[2][i] = float64(w) // the reference uses the float32 weights
 			}
 			mfile := filepath.Join(dir, "masks.npy")
-			require.NoError(t, dataset.WriteArrayNPY(mfile, []int{3, sy, sx}, stack))
+			require.NoError(t, stemnpy.WriteFile(mfile, []int{3, sy, sx}, stack))
 			_, stderr, code = run(t, "apply", path, "--masks", mfile, "--float64", "--out", out, "-q")
 			require.Zero(t, code, stderr)
 			_, got = readResult(t, out)
@@ -215,7 +215,7 @@ func TestApplyRawAndNPY(t *testing.T) {
 	raw := filepath.Join(dir, "scan.raw")
 	require.NoError(t, os.WriteFile(raw, append(make([]byte, 16), rawBig...), 0o644))
 	npy := filepath.Join(dir, "scan.npy")
-	require.NoError(t, dataset.WriteArrayNPY(npy, []int{2, 3, sy, sx}, npyData))
+	require.NoError(t, stemnpy.WriteFile(npy, []int{2, 3, sy, sx}, npyData))
 	ms := refMasks(sy, sx, 12, 10, 5, 3, 9)
 	masks := []string{"--mask", "disk:12,10,5", "--mask", "ring:12,10,3,9", "--mask", "com:12,10"}
 	out := filepath.Join(dir, "r.npy")
@@ -254,9 +254,9 @@ func TestBadInputs(t *testing.T) {
 	nanMasks := filepath.Join(dir, "nan.npy")
 	nan := make([]float32, 256*256)
 	nan[77] = float32(math.NaN())
-	require.NoError(t, dataset.WriteArrayNPY(nanMasks, []int{256, 256}, nan))
+	require.NoError(t, stemnpy.WriteFile(nanMasks, []int{256, 256}, nan))
 	wrongMasks := filepath.Join(dir, "wrong.npy")
-	require.NoError(t, dataset.WriteArrayNPY(wrongMasks, []int{2, 64, 64}, make([]float32, 2*64*64)))
+	require.NoError(t, stemnpy.WriteFile(wrongMasks, []int{2, 64, 64}, make([]float32, 2*64*64)))
 	raw64 := testfiles.File(t, "mib/Single_9_Frame_CounterDepth_1_Rows_256RAW.mib")
 
 	disk := []string{"--mask", "disk:128,128,20"}
@@ -301,22 +301,22 @@ func TestBadInputs(t *testing.T) {
 func TestOutputChecks(t *testing.T) {
 	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
 	dir := t.TempDir()
-	input := filepath.Join(dir, "scan.mib")
+	input := filepath.Join(dir, "img_0_disk.png") // a MIB file, detected by its content
 	data, err := os.ReadFile(mib)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(input, data, 0o644))
 	readOnly := filepath.Join(dir, "ro.npy")
 	require.NoError(t, os.WriteFile(readOnly, []byte("keep"), 0o444))
-	sub := filepath.Join(dir, "sub")
+	sub := filepath.Join(dir, "sub.npy")
 	require.NoError(t, os.Mkdir(sub, 0o755))
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--out", input}, "is an input of this run"},
+		{[]string{"--out", filepath.Join(dir, "r.npy"), "--png", filepath.Join(dir, "img")}, "is an input of this run"},
 		{[]string{"--out", readOnly}, "not writable"},
 		{[]string{"--out", sub}, "not a regular file"},
-		{[]string{"--out", "/dev/null"}, "not a regular file"},
+		{[]string{"--out", "/dev/null"}, "give a path ending in .npy"},
 		{[]string{"--out", filepath.Join(dir, "r.npy"), "--png", filepath.Join(dir, "nodir", "img")}, "does not exist"},
 	} {
 		_, stderr, code := run(t, append([]string{"apply", input, "--mask", "disk:128,128,20"}, c.args...)...)
@@ -335,9 +335,9 @@ func TestOutputChecks(t *testing.T) {
 	// A writable regular file is replaced, readable by others.
 	out := filepath.Join(dir, "r.npy")
 	require.NoError(t, os.WriteFile(out, []byte("old"), 0o600))
-	_, stderr, code := run(t, "apply", input, "--mask", "disk:128,128,20", "--out", out, "--png", filepath.Join(dir, "img"))
+	_, stderr, code := run(t, "apply", input, "--mask", "disk:128,128,20", "--out", out, "--png", filepath.Join(dir, "pic"))
 	require.Zero(t, code, stderr)
-	for _, p := range []string{out, filepath.Join(dir, "img_0_disk.png")} {
+	for _, p := range []string{out, filepath.Join(dir, "pic_0_disk.png")} {
 		st, err := os.Stat(p)
 		require.NoError(t, err)
 		require.Equal(t, os.FileMode(0o644), st.Mode().Perm(), p)
@@ -381,4 +381,93 @@ func TestInfoAndPlan(t *testing.T) {
 	stdout, stderr, code = run(t, "plan", "--cpus", "1")
 	require.Zero(t, code, stderr)
 	require.Contains(t, stdout, "1 workers")
+}
+
+// The rough edges of issue #9, as a new user meets them.
+func TestFrontDoor(t *testing.T) {
+	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	dir := t.TempDir()
+	// A MIB without its .hdr: a warning naming --nav-shape, and info marks the guess.
+	bare := filepath.Join(dir, "bare.mib")
+	data, err := os.ReadFile(mib)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bare, data, 0o644))
+	stdout, stderr, code := run(t, "info", bare)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "nav_shape:  (1, 8)  (guessed: give --nav-shape)")
+	require.Contains(t, stderr, "stemdot: warning: "+bare+": the file gives no scan shape, read as 1 row of 8 frames: give --nav-shape (e.g. 2,4)")
+	stdout, stderr, code = run(t, "info", bare, "--nav-shape", "2,4")
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "nav_shape:  (2, 4)\n")
+	require.Empty(t, stderr)
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		// --out must be NPY.
+		{[]string{"apply", mib, "--mask", "com", "--out", filepath.Join(dir, "r.png")}, "--out " + filepath.Join(dir, "r.png") + ": results are written as NPY: give a path ending in .npy"},
+		// Messages name flags, not Go fields.
+		{[]string{"info", bare, "--format", "raw"}, "give --sig-shape"},
+		{[]string{"info", bare, "--format", "tiff"}, `unknown --format "tiff"`},
+		{[]string{"info", bare, "--sig-shape", "4"}, `--sig-shape "4": want 2 comma-separated sizes`},
+		// Unknown flags get suggestions.
+		{[]string{"apply", mib, "--nav-shap", "2,4"}, "unknown flag: --nav-shap; did you mean --nav-shape?"},
+		{[]string{"plan", "--cpu", "1"}, "did you mean --cpus"},
+		// synth into a missing directory names the directory.
+		{[]string{"synth", "--out", filepath.Join(dir, "nodir", "s.mib"), "--nav-shape", "2,2", "--sig-shape", "8,8"}, "directory " + filepath.Join(dir, "nodir") + " does not exist"},
+		// --com-shifts needs com masks.
+		{[]string{"apply", mib, "--mask", "disk:1,1,1", "--out", filepath.Join(dir, "r.npy"), "--com-shifts", filepath.Join(dir, "s.npy")}, "--com-shifts: the masks hold no centre-of-mass set"},
+	} {
+		_, stderr, code := run(t, c.args...)
+		require.Equal(t, 1, code, "%v: %s", c.args, stderr)
+		require.Contains(t, stderr, c.want, c.args)
+		require.NotContains(t, stderr, "SigShape")
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*.npy"))
+	require.Empty(t, left)
+
+	// --gpus auto without a GPU (or without CUDA): CPU workers and a one-line note.
+	if _, err := os.Stat("/dev/nvidiactl"); err != nil {
+		stdout, stderr, code = run(t, "plan", "--gpus", "auto", "--cpus", "1")
+		require.Zero(t, code, stderr)
+		require.Contains(t, stdout, "warning: gpus auto: ")
+		require.Contains(t, stdout, "CPU workers only")
+		out := filepath.Join(dir, "auto.npy")
+		_, stderr, code = run(t, "apply", mib, "--mask", "disk:128,128,20", "--gpus", "auto", "--out", out)
+		require.Zero(t, code, stderr)
+		require.Equal(t, 1, strings.Count(stderr, "stemdot: warning: gpus auto: "), stderr)
+	}
+
+	// The README's plan example runs on any machine.
+	_, stderr, code = run(t, "plan", mib, "--cpus", "1")
+	require.Zero(t, code, stderr)
+}
+
+// --com-shifts writes y/x shift maps in pixels: moments divided by the sum, about the
+// documented reference point (sig_x/2, sig_y/2) = (128, 128), checked against a float64
+// reference from the file's bytes; PNGs of both come with --png.
+func TestCOMShifts(t *testing.T) {
+	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	frames, sigY, sigX := mibFrames(t, mib)
+	dir := t.TempDir()
+	out, shifts := filepath.Join(dir, "r.npy"), filepath.Join(dir, "s.npy")
+	_, stderr, code := run(t, "apply", mib, "--nav-shape", "2,4", "--mask", "com", "--float64", "--out", out, "--com-shifts", shifts, "--png", filepath.Join(dir, "img"))
+	require.Zero(t, code, stderr)
+	shape, got := readResult(t, shifts)
+	require.Equal(t, []int{2, 4, 2}, shape)
+	for f, fr := range frames {
+		var s, my, mx float64
+		for i, v := range fr {
+			s += v
+			my += (float64(i/sigX) - float64(sigY/2)) * v
+			mx += (float64(i%sigX) - float64(sigX/2)) * v
+		}
+		require.InDelta(t, my/s, got[2*f], 1e-9, "frame %d y", f)
+		require.InDelta(t, mx/s, got[2*f+1], 1e-9, "frame %d x", f)
+	}
+	for _, p := range []string{"img_com_shift_y.png", "img_com_shift_x.png", "img_0_com_sum.png"} {
+		_, err := os.Stat(filepath.Join(dir, p))
+		require.NoError(t, err, p)
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/synth"
 )
@@ -30,16 +31,16 @@ background, and Poisson noise. The format follows --format or the extension of -
 				return fmt.Errorf("--out FILE is required")
 			}
 			var err error
-			if opt.NavShape, err = parseShape("--nav-shape", nav, 0); err != nil {
-				return err
+			if opt.NavShape, err = stemdot.ParseShape(nav, 0); err != nil {
+				return fmt.Errorf("--nav-shape %q: %w", nav, err)
 			}
-			s, err := parseShape("--sig-shape", sig, 2)
+			s, err := stemdot.ParseShape(sig, 2)
 			if err != nil {
-				return err
+				return fmt.Errorf("--sig-shape %q: %w", sig, err)
 			}
 			opt.SigShape = [2]int{s[0], s[1]}
 			if opt.DType, err = dataset.ParseDType(dtype); err != nil {
-				return err
+				return fmt.Errorf("--dtype: %w", err)
 			}
 			opt.Format, opt.Seed = format, seed
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)

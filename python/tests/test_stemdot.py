@@ -308,7 +308,7 @@ def test_errors_carry_codes_and_messages(tmp_path):
     with pytest.raises(stemdot.StemdotIOError, match="file does not exist") as e:
         stemdot.open(tmp_path / "missing.mib")
     assert isinstance(e.value, OSError) and e.value.code == 2
-    with pytest.raises(stemdot.InvalidArgumentError, match='unknown format option "colour"'):
+    with pytest.raises(stemdot.InvalidArgumentError, match='unknown option "colour"'):
         stemdot.open(tmp_path / "x.raw", colour="blue")
     raw = tmp_path / "x.raw"
     raw.write_bytes(bytes(33))
@@ -336,7 +336,7 @@ def test_unsupported_frame_dtypes(dtype):
 
 def test_wrong_shapes_and_values():
     frames = np.zeros((2, 4, 4), np.uint8)
-    with pytest.raises(stemdot.ShapeError, match=r"\(4, 5\) do not match the dataset's sig shape \(4, 4\)"):
+    with pytest.raises(stemdot.ShapeError, match=r"masks of sig_shape \(4, 5\) do not match the frames' sig_shape \(4, 4\)"):
         stemdot.apply_masks(frames, np.ones((1, 4, 5)))
     with pytest.raises(stemdot.ShapeError, match="at least one nav dimension"):
         stemdot.apply_masks(np.zeros((4, 4), np.uint8), np.ones((1, 4, 4)))
@@ -409,9 +409,48 @@ def test_open_rejects_malformed_arguments(tmp_path):
         stemdot.open(str(path) + "\0.mib")
     with pytest.raises(TypeError):
         stemdot.open(path, format="raw", sig_shape=(4.5, 4), dtype="uint16")
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="contains"):
         stemdot.open(path, format="raw", sig_shape="4,4;offset=8", dtype="uint16")
+    with pytest.raises(stemdot.ShapeError, match=r'option sig_shape "4": want 2 comma-separated sizes'):
+        stemdot.open(path, format="raw", sig_shape=(4,), dtype="uint16")
+    with stemdot.open(path, format="raw", sig_shape="(4, 4)", dtype=np.uint16) as ds:  # the CLI's forms too
+        assert ds.sig_shape == (4, 4)
     with pytest.raises(ValueError, match="contains"):
         stemdot.open(path, format="raw;offset=8", sig_shape=(4, 4), dtype="uint16")
     with stemdot.open(path, format="raw", sig_shape=(4, 4), dtype="uint16", offset=0) as ds:
         assert ds.n_frames == 2
+
+
+def test_com_shifts():
+    """Shift maps in pixels about the default reference point (sig_x//2, sig_y//2), as
+    the CLI's --com-shifts, against numpy."""
+    rng = np.random.default_rng(9)
+    frames = rng.poisson(3, (3, 2, 6, 8)).astype(np.uint16)
+    frames[2, 1] = 0  # no counts: no centre of mass
+    masks = np.concatenate([stemdot.disk((6, 8), 3, 3, 2), stemdot.com((6, 8))])
+    img = stemdot.apply_masks(frames, masks, dtype=np.float64)
+    shifts = stemdot.com_shifts(img, 1)
+    assert shifts.shape == (3, 2, 2)
+    y, x = np.mgrid[0:6, 0:8]
+    f = frames.astype(np.float64)
+    s = f.sum(axis=(-2, -1))
+    with np.errstate(invalid="ignore"):
+        want_y = (f * (y - 3)).sum(axis=(-2, -1)) / s
+        want_x = (f * (x - 4)).sum(axis=(-2, -1)) / s
+    np.testing.assert_allclose(shifts[..., 0], want_y, rtol=1e-12)
+    np.testing.assert_allclose(shifts[..., 1], want_x, rtol=1e-12)
+    assert np.isnan(shifts[2, 1]).all()
+    np.testing.assert_array_equal(stemdot.com_shifts(img.astype(np.float32), -3).shape, (3, 2, 2))
+    with pytest.raises(stemdot.InvalidArgumentError, match="index 2"):
+        stemdot.com_shifts(img, 2)
+
+
+def test_gpus_auto_without_gpu_warns():
+    """gpus="auto" uses the GPUs that are there: without one, CPU workers and a warning."""
+    if os.path.exists("/dev/nvidiactl"):
+        pytest.skip("this machine has an NVIDIA driver")
+    frames = np.ones((3, 4, 4), np.uint8)
+    with pytest.warns(UserWarning, match="gpus auto: .*CPU workers only"):
+        img = stemdot.apply_masks(frames, np.ones((1, 4, 4)), gpus="auto")
+    np.testing.assert_array_equal(img[:, 0], [16] * 3)
+    assert "CPU workers only" in stemdot.describe_plan(gpus="auto")["warnings"][0]

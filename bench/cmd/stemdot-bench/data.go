@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
+	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/masks"
 	"github.com/stemdot/stemdot/planner"
 	"github.com/stemdot/stemdot/synth"
@@ -37,10 +38,6 @@ type benchData struct {
 
 func (d *benchData) frames() int  { return d.ds.NumFrames() }
 func (d *benchData) bytes() int64 { return int64(d.frames()) * int64(d.ds.FrameBytes()) }
-
-func (d *benchData) shape() *planner.Shape {
-	return &planner.Shape{NumFrames: d.frames(), SigY: sig[0], SigX: sig[1]}
-}
 
 func (d *benchData) describe() map[string]any {
 	return map[string]any{"path": d.path, "format": "raw", "dtype": d.dt.String(), "nav_shape": d.nav,
@@ -208,7 +205,7 @@ func prepareMasks(cfg *config, d *benchData) ([]*caseMasks, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := dataset.WriteArrayNPY(abs, []int{stack.N, sig[0], sig[1]}, stack.Data); err != nil {
+		if err := stemnpy.WriteFile(abs, []int{stack.N, sig[0], sig[1]}, stack.Data); err != nil {
 			return nil, err
 		}
 		ref := filepath.Join(filepath.Dir(abs), fmt.Sprintf("result_%s_%s_numpy.npy", d.dt, c))

@@ -11,9 +11,8 @@ import (
 
 	"gonum.org/v1/gonum/blas/blas32"
 
-	"github.com/stemdot/stemdot/affinity"
+	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/bench"
-	"github.com/stemdot/stemdot/cuda"
 	"github.com/stemdot/stemdot/planner"
 )
 
@@ -22,26 +21,26 @@ const (
 	sparseRing = bench.SparseRing
 )
 
-// cudaBuild tells whether this build runs GPU workers (built with -tags cuda); without
-// them, or without a GPU, the GPU plans are listed as skipped with the planner's reason.
-var cudaBuild = cuda.Built()
-
-// machine is what the bench runs on.
+// machine is what the bench runs on: the topology and the GPUs as stemdot plans for
+// them (GPUs are discovered in a CUDA build only: without it, or without a GPU, the GPU
+// plans are listed as skipped with the reason).
 type machine struct {
-	topo     *affinity.Topology
-	gpus     []affinity.GPU
+	stemdot.Machine
 	gpuErr   error
 	llcBytes int64
 	ramBytes int64
 }
 
 func detectMachine() (*machine, error) {
-	topo, err := affinity.Detect()
+	m := &machine{llcBytes: lastLevelCache(), ramBytes: memTotal()}
+	pl, err := stemdot.Plan{GPUs: "auto"}.Planner()
 	if err != nil {
-		return nil, err
+		m.gpuErr = err
+		if pl, err = (stemdot.Plan{}).Planner(); err != nil {
+			return nil, err
+		}
 	}
-	m := &machine{topo: topo, llcBytes: lastLevelCache(), ramBytes: memTotal()}
-	m.gpus, m.gpuErr = affinity.DiscoverGPUs()
+	m.Machine = pl.Machine()
 	return m, nil
 }
 
@@ -57,16 +56,16 @@ func blasName() string {
 
 func (m *machine) describe() map[string]any {
 	gpus := []string{}
-	for _, g := range m.gpus {
+	for _, g := range m.GPUs {
 		gpus = append(gpus, fmt.Sprintf("%d: %s, %.0f GB", g.Index, g.Name, float64(g.TotalBytes)/1e9))
 	}
 	d := map[string]any{
 		"cpu_model":      cpuModel(),
 		"logical_cpus":   runtime.NumCPU(),
-		"allowed_cpus":   affinity.FormatCPUList(m.topo.Allowed),
-		"physical_cores": len(m.topo.Cores),
-		"cores_usable":   m.topo.Usable,
-		"cpu_quota":      m.topo.Quota,
+		"allowed_cpus":   m.Topology.AllowedList(),
+		"physical_cores": len(m.Topology.Cores),
+		"cores_usable":   m.Topology.Usable,
+		"cpu_quota":      m.Topology.Quota,
 		"llc_bytes":      m.llcBytes,
 		"ram_bytes":      m.ramBytes,
 		"gpus":           gpus,
@@ -91,29 +90,34 @@ type namedPlan struct {
 func (m *machine) plans(d *benchData, skipped *[]bench.Skip) []namedPlan {
 	reqs := []struct {
 		name string
-		req  planner.Request
+		req  stemdot.Plan
 		gpu  bool
 	}{
-		{"cpu-all", planner.Request{}, false},
-		{"cpu-1", planner.Request{CPUs: 1}, false},
-		{"hybrid", planner.Request{GPUAuto: true, CUDA: cudaBuild}, true},
-		{"gpu-only", planner.Request{GPUAuto: true, NoCPU: true, CUDA: cudaBuild}, true},
+		{"cpu-all", stemdot.Plan{}, false},
+		{"cpu-1", stemdot.Plan{CPUs: "1"}, false},
+		{"hybrid", stemdot.Plan{GPUs: "auto"}, true},
+		{"gpu-only", stemdot.Plan{CPUs: "0", GPUs: "auto"}, true},
 	}
 	var out []namedPlan
 	for _, r := range reqs {
 		var reason string
 		var p *planner.Plan
 		switch {
-		case r.gpu && len(m.gpus) == 0:
+		case r.gpu && !m.CUDA:
+			reason = "built without CUDA (-tags cuda)"
+		case r.gpu && len(m.GPUs) == 0:
 			reason = "no GPU found (NVML)"
 			if m.gpuErr != nil {
 				reason += ": " + m.gpuErr.Error()
 			}
-		case r.name == "cpu-1" && m.topo.Usable == 1:
+		case r.name == "cpu-1" && m.Topology.Usable == 1:
 			reason = "the machine has one usable core: same as cpu-all"
 		default:
-			var err error
-			if p, err = planner.Make(m.topo, m.gpus, r.req, d.shape()); err != nil {
+			pl, err := r.req.Planner()
+			if err == nil {
+				p, err = pl.Plan(d.ds)
+			}
+			if err != nil {
 				reason = err.Error()
 			}
 		}

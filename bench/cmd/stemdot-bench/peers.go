@@ -64,7 +64,7 @@ func runPeers(cfg *config, env *machine, d *benchData, mcs []*caseMasks, plans [
 	peers := []string{bench.NumPy, bench.LiberTEM, bench.CuPy}
 	var rows []bench.Row
 	for _, peer := range peers {
-		if peer == bench.CuPy && len(env.gpus) == 0 {
+		if peer == bench.CuPy && len(env.GPUs) == 0 {
 			skip(peer, "no GPU found (NVML)")
 			continue
 		}

@@ -13,7 +13,7 @@ import (
 
 	"codeberg.org/sbinet/npyio"
 
-	"github.com/stemdot/stemdot/affinity"
+	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/bench"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/engine"
@@ -255,7 +255,7 @@ func streamRead(ds dataset.Dataset, plan *planner.Plan, tile int) error {
 	var mu sync.Mutex
 	for i, w := range plan.Workers {
 		wg.Go(func() {
-			unpin, err := affinity.Pin([]int{w.CPU})
+			unpin, err := stemdot.PinThread(w.CPU)
 			if err != nil {
 				errs[i] = fmt.Errorf("worker %d: %w", w.ID, err)
 				return

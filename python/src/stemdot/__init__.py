@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -57,6 +58,7 @@ __all__ = [
     "point",
     "rect",
     "com",
+    "com_shifts",
     "library_path",
 ]
 
@@ -200,21 +202,16 @@ class Dataset:
         return f"<stemdot.Dataset {self.source}: {state}>"
 
 
-def _shape_option(key, value):
-    """A shape option as "a,b": a sequence of integers (floats raise TypeError)."""
-    if isinstance(value, str):
-        raise TypeError(f"{key} must be a tuple of integers, got the string {value!r}")
-    return ",".join(str(operator.index(n)) for n in value)
-
-
 def _option_value(key, value):
-    """An option value for the "key=value;..." string of stemdot_open."""
-    if key in ("nav_shape", "sig_shape"):
-        return _shape_option(key, value)
-    if key == "dtype" and not isinstance(value, str):
-        return np.dtype(value).name
-    if key == "offset":
-        return str(operator.index(value))
+    """An option value as text for the "key=value;..." string of stemdot_open, which
+    the library parses and checks (the same parser as the CLI's flags): a sequence of
+    integers as "a,b", a numpy dtype or type as its name, anything else as str()."""
+    if isinstance(value, (tuple, list)):
+        value = ",".join(str(operator.index(n)) for n in value)
+    elif isinstance(value, (np.dtype, type)):
+        value = np.dtype(value).name
+    elif isinstance(value, float):
+        raise TypeError(f"option {key}={value!r}: want an integer, a string or a tuple, not a float")
     value = str(value)
     if any(c in value for c in ";=\0"):
         raise ValueError(f"option {key}={value!r} contains ';', '=' or NUL")
@@ -355,6 +352,41 @@ def com(sig_shape, cx=None, cy=None, r=None):
     return mask(spec, sig_shape)
 
 
+def com_shifts(images, index):
+    """Centre-of-mass shift maps in pixels from the result of :func:`apply_masks` whose
+    masks ``index``, ``index+1``, ``index+2`` are those of :func:`com` (sum, y moment,
+    x moment): ``out[..., 0] = y moment / sum`` and ``out[..., 1] = x moment / sum``, as
+    LiberTEM's CoM analysis gives them (NaN where the sum is 0). ``images`` has shape
+    ``nav_shape + (n_masks,)``, float32 or float64; returns float64 of shape
+    ``nav_shape + (2,)``. Computed by the library (``stemdot_com_shifts``), as the CLI's
+    ``--com-shifts``."""
+    images = np.asarray(images)
+    if images.dtype not in (np.dtype(np.float32), np.dtype(np.float64)) or images.ndim < 2:
+        raise DTypeError(
+            f"images of dtype {images.dtype} and shape {images.shape}: want the float32 or float64 "
+            "result of apply_masks, shape nav_shape + (n_masks,)",
+            _lib.ERR_DTYPE,
+        )
+    images = np.ascontiguousarray(images)
+    index = operator.index(index)
+    if index < 0:
+        index += images.shape[-1]
+    if index < 0:
+        raise InvalidArgumentError(f"com mask index {index} is out of range", _lib.ERR_INVALID_ARGUMENT)
+    out = np.empty(images.shape[:-1] + (2,), np.float64)
+    code = _lib.DTYPE_CODES[images.dtype.name]
+    _call(
+        _LIB.stemdot_com_shifts,
+        ctypes.c_void_p(images.ctypes.data),
+        code,
+        images.size // images.shape[-1],
+        images.shape[-1],
+        index,
+        out.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+    )
+    return out
+
+
 # ---------------------------------------------------------------------------- plans
 
 
@@ -384,25 +416,35 @@ class _Plan:
         )
         self.handle = handle.value
 
+    def describe(self, dataset=None):
+        ds = dataset.handle if dataset is not None else 0
+        needed = ctypes.c_size_t()
+        code = _LIB.stemdot_plan_describe(self.handle, ds, None, 0, ctypes.byref(needed))
+        if code not in (_lib.OK, _lib.ERR_SHAPE):
+            raise _error(code, _LIB.stemdot_last_error().decode(errors="replace"))
+        buf = ctypes.create_string_buffer(needed.value + 1)
+        _call(_LIB.stemdot_plan_describe, self.handle, ds, buf, len(buf), ctypes.byref(needed))
+        return json.loads(buf.value.decode())
+
+    def warn(self):
+        """Issues the plan's warnings (e.g. gpus="auto" without a GPU: CPU workers only)
+        as Python warnings."""
+        for w in self.describe().get("warnings", []):
+            warnings.warn(f"stemdot: {w}", stacklevel=3)
+
     def free(self):
         _call(_LIB.stemdot_plan_free, self.handle)
 
 
 def describe_plan(cpus=None, gpus=None, dataset=None):
     """The resource plan for this machine as a dict ({"cores_usable", "workers",
-    "partitions"}), with partitions when a :class:`Dataset` is given. ``cpus``: None
-    (all usable cores), a count, or a list of CPU ids; ``gpus``: None, a count, a list
-    of device ids, or "auto"."""
+    "partitions", "warnings"}), with partitions when a :class:`Dataset` is given.
+    ``cpus``: None (all usable cores), a count, or a list of CPU ids; ``gpus``: None, a
+    count, a list of device ids, or "auto" (GPUs where there are; none, with a warning
+    in the plan, on a machine without GPU)."""
     plan = _Plan(cpus, gpus)
     try:
-        ds = dataset.handle if dataset is not None else 0
-        needed = ctypes.c_size_t()
-        code = _LIB.stemdot_plan_describe(plan.handle, ds, None, 0, ctypes.byref(needed))
-        if code not in (_lib.OK, _lib.ERR_SHAPE):
-            raise _error(code, _LIB.stemdot_last_error().decode(errors="replace"))
-        buf = ctypes.create_string_buffer(needed.value + 1)
-        _call(_LIB.stemdot_plan_describe, plan.handle, ds, buf, len(buf), ctypes.byref(needed))
-        return json.loads(buf.value.decode())
+        return plan.describe(dataset)
     finally:
         plan.free()
 
@@ -460,6 +502,8 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
         out = np.empty(ds.nav_shape + (masks.shape[0],), dtype=out_dtype)
         plan = _Plan(cpus, gpus) if cpus is not None or gpus is not None else None
         try:
+            if plan is not None:
+                plan.warn()
             _apply(ds, masks, plan, progress, out)
         finally:
             if plan is not None:

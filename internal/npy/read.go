@@ -1,11 +1,12 @@
-// Package npyheader reads the header of a NumPy .npy file defensively, for the dataset and
-// masks packages, which read NPY files given by users.
+// Package npy is stemdot's one place for the NumPy .npy format: it reads the header of
+// NPY files given by users defensively (datasets, mask stacks), parses and writes dtype
+// descrs, and writes result arrays atomically.
 //
 // The NPY format (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html)
 // starts with the magic "\x93NUMPY", a major and a minor version byte, the header length
 // (little-endian uint16 for version 1.0, uint32 for 2.0) and the header: a Python dict
 // literal padded with spaces and ended by '\n'. The data follows the header.
-package npyheader
+package npy
 
 import (
 	"bytes"
@@ -13,7 +14,7 @@ import (
 	"fmt"
 	"io"
 
-	"codeberg.org/sbinet/npyio/npy"
+	npyio "codeberg.org/sbinet/npyio/npy"
 )
 
 // MaxHeaderBytes is the longest header dict accepted, as numpy's own reader
@@ -30,7 +31,7 @@ const magic = "\x93NUMPY"
 // positioned at the first data byte (its Header holds the dtype descr, the order and
 // the shape), and the offset of that byte in the file. Errors say what is wrong with the
 // file; the caller adds its name.
-func Read(r io.ReaderAt, size int64) (*npy.Reader, int64, error) {
+func Read(r io.ReaderAt, size int64) (*npyio.Reader, int64, error) {
 	var start [12]byte
 	n, err := r.ReadAt(start[:min(size, int64(len(start)))], 0)
 	if err != nil && err != io.EOF {
@@ -80,18 +81,18 @@ func Read(r io.ReaderAt, size int64) (*npy.Reader, int64, error) {
 	return rd, prefix + hlen, nil
 }
 
-// newReader calls npy.NewReader and turns a panic into an error. npyio (v0.14.0,
+// newReader calls npyio.NewReader and turns a panic into an error. npyio (v0.14.0,
 // npy/reader.go readDescr) slices the header dict at the offsets of its keys without
 // checking them, so a header with the keys in another order, or a missing '}' or
 // parenthesis, makes it panic; a user's file must give an error instead. Read has checked
 // everything before the dict, so only the dict parsing is left to fail this way.
-func newReader(r io.Reader) (rd *npy.Reader, err error) {
+func newReader(r io.Reader) (rd *npyio.Reader, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			rd, err = nil, fmt.Errorf("npyio cannot parse it (%v)", p)
 		}
 	}()
-	return npy.NewReader(r)
+	return npyio.NewReader(r)
 }
 
 // quote returns the header dict quoted for an error message, shortened past 200 bytes.

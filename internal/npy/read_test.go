@@ -1,4 +1,4 @@
-package npyheader
+package npy
 
 import (
 	"bytes"
@@ -86,7 +86,7 @@ func TestReadMalformed(t *testing.T) {
 }
 
 // FuzzRead checks that no input makes Read panic, and that an accepted header lies inside
-// the file. Run with go test -fuzz FuzzRead ./internal/npyheader.
+// the file. Run with go test -fuzz FuzzRead ./internal/npy.
 func FuzzRead(f *testing.F) {
 	good := npyFile(1, goodDict, make([]byte, 12))
 	for n := 0; n <= len(good); n += 7 {

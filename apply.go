@@ -1,0 +1,118 @@
+package stemdot
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/engine"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/masks"
+)
+
+// ApplyOptions tune one Apply; the zero value computes float32 without progress reports.
+type ApplyOptions struct {
+	// Float64 computes and returns the result in float64 (frames and masks converted to
+	// float64); by default the result is float32.
+	Float64 bool
+	// Progress, when set, is called with the frames done so far and the total, from the
+	// workers' goroutines, one call at a time, never decreasing, reaching total on
+	// success.
+	Progress func(framesDone, total int)
+	// Out32 (float32) or Out64 (Float64) is an optional caller-owned result buffer of
+	// n_frames × n_masks values; it becomes Result.F32 or Result.F64.
+	Out32 []float32
+	Out64 []float64
+}
+
+// Result is the outcome of Apply: the images, shape NavShape + (NMasks,), C order
+// (frame f, mask m at f*NMasks+m), in F32 or F64; the run's Stats; the masks' Names; and
+// the Warnings of the dataset and the plan.
+type Result struct {
+	engine.Result
+	// Names are the masks' names, one per mask ("disk", "com_sum", ...).
+	Names []string
+	// Warnings are OpenWarnings and the plan's warnings, one line each.
+	Warnings []string
+}
+
+// Value is the result of frame f (scan position, row-major over NavShape) and mask m,
+// as float64.
+func (r *Result) Value(f, m int) float64 {
+	if r.F64 != nil {
+		return r.F64[f*r.NMasks+m]
+	}
+	return float64(r.F32[f*r.NMasks+m])
+}
+
+// Apply applies the mask stack to every frame of ds with the workers plan asks for on
+// this machine: out[f, m] = Σ_{y,x} stack[m, y, x]·frame_f[y, x], as LiberTEM's
+// ApplyMasksUDF. It is plan.Planner() followed by Planner.Apply.
+func Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, plan Plan, opt ApplyOptions) (*Result, error) {
+	pl, err := plan.Planner()
+	if err != nil {
+		return nil, err
+	}
+	return pl.Apply(ctx, ds, stack, opt)
+}
+
+// Apply checks the job (the masks' sig_shape against the frames', the result buffer's
+// length), plans it for ds and runs it (engine.ApplyMasks). Errors are classified:
+// errs.Shape for a job whose sizes do not match, errs.Resources for a plan that cannot
+// be made, errs.IO for a read that failed during the run, errs.Cancelled when ctx is
+// cancelled; a failure inside the engine is errs.Internal.
+func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) (*Result, error) {
+	if err := checkJob(ds, stack, opt); err != nil {
+		return nil, err
+	}
+	p, err := pl.Plan(ds)
+	if err != nil {
+		return nil, err
+	}
+	res, err := engine.ApplyMasks(ctx, ds, stack, p, engine.Options{
+		Float64: opt.Float64, Progress: opt.Progress, Out32: opt.Out32, Out64: opt.Out64,
+		NoPin: pl.machine.Described,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Result: *res, Names: stack.Names, Warnings: append(OpenWarnings(ds), p.Warnings...)}, nil
+}
+
+// checkJob is the one validation of a job before planning: a dataset and a stack whose
+// sig_shape matches the frames', and a result buffer, when given, of n_frames × n_masks.
+// The stack's own consistency (sizes, finite weights) was checked when it was built
+// (masks.New).
+func checkJob(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) error {
+	switch {
+	case ds == nil:
+		return errs.New(errs.Argument, "no dataset")
+	case stack == nil || stack.N < 1:
+		return errs.New(errs.Argument, "no masks")
+	}
+	if sig := ds.SigShape(); stack.SigY != sig[0] || stack.SigX != sig[1] {
+		return errs.New(errs.Shape, "masks of sig_shape (%d, %d) do not match the frames' sig_shape (%d, %d) of %s",
+			stack.SigY, stack.SigX, sig[0], sig[1], describe(ds))
+	}
+	want := ds.NumFrames() * stack.N
+	for _, b := range []struct {
+		name string
+		n    int
+		set  bool
+	}{{"float32", len(opt.Out32), opt.Out32 != nil}, {"float64", len(opt.Out64), opt.Out64 != nil}} {
+		if b.set && b.n != want {
+			return errs.New(errs.Shape, "the %s result buffer holds %d values, but %d frames × %d masks need %d", b.name, b.n, ds.NumFrames(), stack.N, want)
+		}
+	}
+	if opt.Out32 != nil && opt.Float64 || opt.Out64 != nil && !opt.Float64 {
+		return errs.New(errs.DType, "the result buffer's dtype does not match ApplyOptions.Float64 (%v)", opt.Float64)
+	}
+	return nil
+}
+
+func describe(ds dataset.Dataset) string {
+	if p := ds.Path(); p != "" {
+		return p
+	}
+	return fmt.Sprintf("the %s dataset", ds.Format())
+}

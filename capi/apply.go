@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+
+	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/masks"
+)
+
+// maxNavDims is STEMDOT_MAX_NAV_DIMS.
+const maxNavDims = 8
+
+// openDataset opens path with the stemdot_open option string "key=value;..." (the keys
+// of stemdot.OpenOptions).
+func openDataset(path, options string) (dataset.Dataset, error) {
+	if path == "" {
+		return nil, failf(errs.Argument, "empty dataset path")
+	}
+	opt, err := stemdot.ParseOptions(options)
+	if err != nil {
+		return nil, err
+	}
+	return stemdot.Open(path, opt)
+}
+
+// memoryDataset wraps caller-owned frames (host byte order, C order, no copy) as a
+// dataset; dtype is a stemdot_dtype value.
+func memoryDataset(frames []byte, dtype int, nav []int, sigY, sigX int) (dataset.Dataset, error) {
+	dt := dataset.DType(dtype)
+	if dtype <= 0 || dt.Size() == 0 {
+		return nil, failf(errs.DType, "invalid frame dtype %d (want STEMDOT_UINT8 .. STEMDOT_FLOAT64, 1..8)", dtype)
+	}
+	if len(nav) < 1 || len(nav) > maxNavDims {
+		return nil, failf(errs.Argument, "nav_ndim %d is not in 1..%d", len(nav), maxNavDims)
+	}
+	ds, err := dataset.FromMemory(frames, nav, [2]int{sigY, sigX}, dt)
+	return ds, errs.Wrap(errs.Shape, err)
+}
+
+// parseMask builds the masks of a CLI --mask spec for frames of sigY × sigX pixels.
+func parseMask(spec string, sigY, sigX int) (*masks.Stack, error) {
+	if sigY <= 0 || sigX <= 0 {
+		return nil, failf(errs.Shape, "sig shape (%d, %d) has a non-positive size", sigY, sigX)
+	}
+	return stemdot.Masks([2]int{sigY, sigX}, spec)
+}
+
+// newPlanner checks the cpus and gpus request strings ("" = default) on this machine.
+func newPlanner(cpus, gpus string) (*stemdot.Planner, error) {
+	return stemdot.Plan{CPUs: cpus, GPUs: gpus}.Planner()
+}
+
+// applyRequest is one stemdot_apply call, its buffers already wrapped as Go slices.
+type applyRequest struct {
+	ds    dataset.Dataset
+	masks []float32 // n × sig_y × sig_x
+	n     int
+	sig   [2]int
+	plan  *stemdot.Planner // nil: the default plan
+	run   *run             // nil: not cancellable
+	out32 []float32        // exactly one of out32, out64 is set
+	out64 []float64
+	// progress, when set, is called on the goroutine that called apply (so on the C
+	// thread that called stemdot_apply), with strictly increasing done, and with done ==
+	// total at the end of a successful run.
+	progress func(done, total uint64)
+}
+
+// apply builds the stack and runs it with stemdot's Planner.Apply, which checks the job.
+func apply(req applyRequest) error {
+	stack, err := masks.New(req.n, req.sig[0], req.sig[1], req.masks, nil)
+	if err != nil {
+		return errs.Wrap(errs.Argument, err)
+	}
+	pl := req.plan
+	if pl == nil {
+		if pl, err = newPlanner("", ""); err != nil {
+			return err
+		}
+	}
+	ctx := context.Background()
+	if req.run != nil {
+		if ctx, err = req.run.start(); err != nil {
+			return err
+		}
+	}
+	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64}
+	err = runApply(ctx, pl, req.ds, stack, opt, req.progress)
+	// A cancel issued at any time during the call returns errCancelled, also when the
+	// engine finished meanwhile: callers see one outcome per cancel, deterministically.
+	if req.run != nil && req.run.finish() {
+		return failf(errs.Cancelled, "apply cancelled")
+	}
+	return err
+}
+
+// runApply runs the apply. Without progress it runs on the calling goroutine; with
+// progress the engine runs on another goroutine while the calling one relays the
+// workers' progress to the callback, so that a C callback runs on the thread that
+// called stemdot_apply and a slow callback never stalls a worker.
+func runApply(ctx context.Context, pl *stemdot.Planner, ds dataset.Dataset, stack *masks.Stack, opt stemdot.ApplyOptions, progress func(done, total uint64)) error {
+	if progress == nil {
+		_, err := pl.Apply(ctx, ds, stack, opt)
+		return err
+	}
+	total := uint64(ds.NumFrames())
+	var latest atomic.Uint64
+	wake := make(chan struct{}, 1)
+	opt.Progress = func(done, _ int) {
+		latest.Store(uint64(done))
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	finished := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				finished <- panicError(r)
+			}
+		}()
+		_, err := pl.Apply(ctx, ds, stack, opt)
+		finished <- err
+	}()
+	var reported uint64
+	report := func(done uint64) {
+		if done > reported {
+			reported = done
+			progress(done, total)
+		}
+	}
+	for {
+		select {
+		case <-wake:
+			report(latest.Load())
+		case err := <-finished:
+			if err == nil {
+				report(total)
+			}
+			return err
+		}
+	}
+}
+
+// describePlan is the JSON of plan h, with partitions for dataset ds (0: none).
+func describePlan(h, ds uint64) ([]byte, error) {
+	p, err := getPlan(h)
+	if err != nil {
+		return nil, err
+	}
+	var d dataset.Dataset
+	if ds != 0 {
+		if d, err = getDataset(ds); err != nil {
+			return nil, err
+		}
+	}
+	pl, err := p.Plan(d)
+	if err != nil {
+		return nil, err
+	}
+	text, err := json.Marshal(pl)
+	return text, errs.Wrap(errs.Internal, err)
+}

@@ -1,0 +1,23 @@
+// Package stemdot is the front door of the stemdot engine: open a 4D-STEM dataset, build
+// or load masks (virtual detectors), and apply them on the workers planned for this
+// machine, in one call each:
+//
+//	ds, err := stemdot.Open("scan.mib", stemdot.Options{})
+//	stack, err := stemdot.Masks(ds.SigShape(), "disk:128,128,20", "com")
+//	res, err := stemdot.Apply(ctx, ds, stack, stemdot.Plan{GPUs: "auto"}, stemdot.ApplyOptions{})
+//	err = stemdot.SaveNPY("result.npy", res)
+//
+// The result holds, for every frame f (scan position, row-major over nav_shape) and
+// every mask m, out[f, m] = Σ_{y,x} mask[m, y, x]·frame_f[y, x], as LiberTEM's
+// ApplyMasksUDF computes it: shape nav_shape + (n_masks,), float32 (or float64).
+//
+// Each concern lives here once, for the CLI (cmd/stemdot), the C ABI (capi) and the
+// bench: the dataset options and their names (OpenOptions), shape and byte-order
+// parsing, planning on this machine (CPU topology and affinity, GPU discovery, the
+// planner) in Plan, the validation of a job in Apply, and atomic output in Save.
+// Errors are classified by package errs (errs.KindOf).
+//
+// The packages below do one step each: dataset (files), masks (mask stacks), planner
+// (the resource plan as a pure function), engine (the executor), affinity (this
+// machine's CPUs and GPUs), cuda (the GPU kernels' bindings).
+package stemdot

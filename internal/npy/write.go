@@ -1,0 +1,163 @@
+package npy
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/atomicfile"
+)
+
+// Descr is a parsed NPY dtype descr such as '<u2': the kind ('b' bool, 'i' signed,
+// 'u' unsigned integer, 'f' float), the element size in bytes and the byte order.
+type Descr struct {
+	Kind      byte
+	Size      int
+	BigEndian bool
+}
+
+// hostBigEndian is true on big-endian machines ('=' in a descr).
+var hostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
+
+// ParseDescr parses an NPY descr ("<u2", "|u1", ">f8", "'<f4'", "=i4") of kind b, i, u
+// or f. It does not check that the size suits the kind; callers check the pairs they
+// support.
+func ParseDescr(descr string) (Descr, error) {
+	s := strings.Trim(strings.TrimSpace(descr), `'"`)
+	if len(s) < 3 || !strings.ContainsRune("biuf", rune(s[1])) {
+		return Descr{}, fmt.Errorf("unsupported NPY dtype %s", descr)
+	}
+	d := Descr{Kind: s[1]}
+	switch s[0] {
+	case '<', '|':
+	case '>':
+		d.BigEndian = true
+	case '=':
+		d.BigEndian = hostBigEndian
+	default:
+		return Descr{}, fmt.Errorf("unsupported NPY dtype %s: no byte order mark", descr)
+	}
+	if _, err := fmt.Sscanf(s[2:], "%d", &d.Size); err != nil || fmt.Sprint(d.Size) != s[2:] || d.Size < 1 {
+		return Descr{}, fmt.Errorf("unsupported NPY dtype %s: bad element size", descr)
+	}
+	return d, nil
+}
+
+// String formats d as a descr: "<u2", "|u1", ">f8".
+func (d Descr) String() string {
+	order := "<"
+	switch {
+	case d.Size == 1:
+		order = "|"
+	case d.BigEndian:
+		order = ">"
+	}
+	return fmt.Sprintf("%s%c%d", order, d.Kind, d.Size)
+}
+
+// Header builds an NPY format 1.0 header for a C-order array of descr and shape: magic,
+// version, header length, and the dict padded with spaces and ended by '\n' so that the
+// data starts at a multiple of 64 bytes, as numpy.lib.format.write_array_header_1_0
+// writes it.
+func Header(descr string, shape []int) ([]byte, error) {
+	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, ShapeString(shape))
+	const prefix = 10 // magic (6) + version (2) + header length (2)
+	total := prefix + len(dict) + 1
+	total += (64 - total%64) % 64
+	hlen := total - prefix
+	if hlen > math.MaxUint16 {
+		return nil, fmt.Errorf("NPY header of %d bytes is too long for format 1.0", hlen)
+	}
+	h := make([]byte, 0, total)
+	h = append(h, magic+"\x01\x00"...)
+	h = binary.LittleEndian.AppendUint16(h, uint16(hlen))
+	h = append(h, dict...)
+	for len(h) < total-1 {
+		h = append(h, ' ')
+	}
+	return append(h, '\n'), nil
+}
+
+// ShapeString formats a shape as numpy prints it: "(3, 4)", "(5,)", "()".
+func ShapeString(s []int) string {
+	parts := make([]string, len(s))
+	for i, n := range s {
+		parts[i] = fmt.Sprint(n)
+	}
+	if len(s) == 1 {
+		return "(" + parts[0] + ",)"
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// WriteFile writes data ([]float32 or []float64, C order) as a little-endian NPY file
+// of the given shape, atomically (see package atomicfile: temporary file, then rename;
+// mode 0666 less the umask). It returns an error for a shape with a negative size or
+// another number of elements than data (errs.Shape), and for a path that cannot receive
+// the file (errs.IO).
+func WriteFile(path string, shape []int, data any) error {
+	var descr string
+	var n int
+	switch v := data.(type) {
+	case []float32:
+		descr, n = "<f4", len(v)
+	case []float64:
+		descr, n = "<f8", len(v)
+	default:
+		return fmt.Errorf("write %s: unsupported array type %T (want []float32 or []float64)", path, data)
+	}
+	elems := 1
+	for _, s := range shape {
+		if s < 0 {
+			return errs.New(errs.Shape, "write %s: shape %s has a negative size", path, ShapeString(shape))
+		}
+		if s > 0 && elems > math.MaxInt/s {
+			return errs.New(errs.Shape, "write %s: shape %s is too large: its number of elements exceeds %d", path, ShapeString(shape), math.MaxInt)
+		}
+		elems *= s
+	}
+	if elems != n {
+		return errs.New(errs.Shape, "write %s: shape %s has %d elements but the data holds %d", path, ShapeString(shape), elems, n)
+	}
+	header, err := Header(descr, shape)
+	if err != nil {
+		return errs.Wrap(errs.Shape, fmt.Errorf("write %s: %w", path, err))
+	}
+	return atomicfile.Write(path, func(out io.Writer) error {
+		if _, err := out.Write(header); err != nil {
+			return err
+		}
+		return WriteData(out, data)
+	})
+}
+
+// WriteData writes data ([]float32 or []float64) little-endian, as NPY data follows
+// its header.
+func WriteData(out io.Writer, data any) error {
+	var n int
+	var put func(buf []byte, i int) []byte
+	switch v := data.(type) {
+	case []float32:
+		n = len(v)
+		put = func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint32(buf, math.Float32bits(v[i])) }
+	case []float64:
+		n = len(v)
+		put = func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint64(buf, math.Float64bits(v[i])) }
+	default:
+		return fmt.Errorf("unsupported array type %T (want []float32 or []float64)", data)
+	}
+	buf := make([]byte, 0, 1<<16)
+	for i := range n {
+		if buf = put(buf, i); len(buf) >= 1<<16-8 {
+			if _, err := out.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+	}
+	_, err := out.Write(buf)
+	return err
+}

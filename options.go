@@ -1,0 +1,193 @@
+package stemdot
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+)
+
+// Options tells Open how to read a file (see dataset.Options); the zero value detects
+// the format and reads every shape from the file.
+type Options = dataset.Options
+
+// OpenOption is one option of Open, as every front end names it: Key is the C ABI's
+// and Python's name ("sig_shape"), FlagName the CLI's ("--sig-shape"). Adding an option
+// here (and its field to dataset.Options) makes it reach the CLI, the C ABI and Python.
+type OpenOption struct {
+	// Key is the option's name in snake_case, as error messages name it ("option
+	// sig_shape").
+	Key string
+	// Usage is the help text.
+	Usage string
+	// Default is the value shown as default in help ("" for none).
+	Default string
+	set     func(o *Options, value string) error
+}
+
+// FlagName is the CLI flag of the option: "--" and Key with '-' for '_'.
+func (o OpenOption) FlagName() string { return FlagName(o.Key) }
+
+// FlagName turns an option key into the CLI's flag: "sig_shape" → "--sig-shape".
+func FlagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
+
+// OpenOptions are the options of Open, in the order the CLI's help lists them.
+var OpenOptions = []OpenOption{
+	{Key: "format", Usage: "file format: raw, npy or mib (default: detected from the extension and content)",
+		set: func(o *Options, v string) error { o.Format = strings.ToLower(strings.TrimSpace(v)); return nil }},
+	{Key: "nav_shape", Usage: "navigation (scan) shape Y,X (or N); overrides the file's when the frame count matches (default: from the file, else 1,N with a warning)",
+		set: func(o *Options, v string) (err error) {
+			if o.NavShape, err = ParseShape(v, 0); err == nil && len(o.NavShape) > 2 {
+				err = fmt.Errorf("want Y,X or N, got %d sizes", len(o.NavShape))
+			}
+			return err
+		}},
+	{Key: "sig_shape", Usage: "raw files: signal (frame) shape Y,X in pixels",
+		set: func(o *Options, v string) (err error) { o.SigShape, err = ParseShape(v, 2); return err }},
+	{Key: "dtype", Usage: "raw files: pixel dtype (uint8, uint16, uint32, int8, int16, int32, float32, float64)",
+		set: func(o *Options, v string) (err error) { o.DType, err = dataset.ParseDType(v); return err }},
+	{Key: "byte_order", Usage: "raw files: byte order, little or big", Default: "little",
+		set: func(o *Options, v string) (err error) { o.BigEndian, err = ParseByteOrder(v); return err }},
+	{Key: "offset", Usage: "raw files: bytes to skip at the start of the file", Default: "0",
+		set: func(o *Options, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil || n < 0 {
+				return fmt.Errorf("want a non-negative byte count")
+			}
+			o.Offset = n
+			return nil
+		}},
+}
+
+// SetOpenOption sets the option key of o from its string value. Errors (errs.Argument,
+// errs.Shape or errs.DType) name the option: "option sig_shape "256": want 2 sizes".
+func SetOpenOption(o *Options, key, value string) error {
+	i := slices.IndexFunc(OpenOptions, func(opt OpenOption) bool { return opt.Key == key })
+	if i < 0 {
+		keys := make([]string, len(OpenOptions))
+		for j, opt := range OpenOptions {
+			keys[j] = opt.Key
+		}
+		return errs.New(errs.Argument, "unknown option %q (known: %s)", key, strings.Join(keys, ", "))
+	}
+	if err := OpenOptions[i].set(o, value); err != nil {
+		return errs.Wrap(errs.Argument, fmt.Errorf("option %s %q: %w", key, value, err))
+	}
+	return nil
+}
+
+// ParseOptions parses the option string of the C ABI's stemdot_open and Python's
+// stemdot.open, "key=value;key=value" with the keys of OpenOptions (case-insensitive;
+// empty items are skipped; a key given twice is an error).
+func ParseOptions(s string) (Options, error) {
+	var o Options
+	seen := map[string]bool{}
+	for item := range strings.SplitSeq(s, ";") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		key, value, ok := strings.Cut(item, "=")
+		key = strings.ToLower(strings.TrimSpace(key))
+		if !ok || key == "" {
+			return o, errs.New(errs.Argument, "option %q is not key=value", strings.TrimSpace(item))
+		}
+		if seen[key] {
+			return o, errs.New(errs.Argument, "option %s given twice", key)
+		}
+		seen[key] = true
+		if err := SetOpenOption(&o, key, value); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// ParseShape parses a shape "256,256", optionally in parentheses or brackets ("(2, 4)",
+// "[2,4]", as Python prints tuples and lists), into positive sizes; ndim > 0 requires
+// exactly that many. An empty string gives nil. Errors are errs.Shape.
+func ParseShape(s string, ndim int) ([]int, error) {
+	t := strings.TrimSpace(s)
+	if len(t) >= 2 && (t[0] == '(' && t[len(t)-1] == ')' || t[0] == '[' && t[len(t)-1] == ']') {
+		t = t[1 : len(t)-1]
+	}
+	t = strings.TrimSuffix(strings.TrimSpace(t), ",") // "(5,)"
+	if t == "" {
+		if strings.TrimSpace(s) == "" {
+			return nil, nil
+		}
+		return nil, errs.New(errs.Shape, "empty shape %q", s)
+	}
+	fields := strings.Split(t, ",")
+	if ndim > 0 && len(fields) != ndim {
+		return nil, errs.New(errs.Shape, "want %d comma-separated sizes, got %d", ndim, len(fields))
+	}
+	shape := make([]int, len(fields))
+	for i, f := range fields {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, errs.New(errs.Shape, "%q is not a positive size", strings.TrimSpace(f))
+		}
+		shape[i] = n
+	}
+	return shape, nil
+}
+
+// ParseByteOrder parses a byte order: "little" (also "le", "<") or "big" ("be", ">"),
+// case-insensitive; it returns true for big-endian.
+func ParseByteOrder(s string) (bigEndian bool, err error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "little", "le", "<":
+		return false, nil
+	case "big", "be", ">":
+		return true, nil
+	}
+	return false, errs.New(errs.Argument, "want little or big")
+}
+
+// optionRef matches "option KEY" in messages, KEY being an open or plan option.
+var optionRef = regexp.MustCompile(`\boption ([a-z][a-z0-9_]*)\b`)
+
+// FlagNames rewrites the options named in an error message ("give option sig_shape")
+// as the CLI's flags ("give --sig-shape"). Only known option keys are rewritten.
+func FlagNames(msg string) string {
+	return optionRef.ReplaceAllStringFunc(msg, func(m string) string {
+		key := m[len("option "):]
+		if slices.ContainsFunc(OpenOptions, func(o OpenOption) bool { return o.Key == key }) || slices.Contains(planKeys, key) || slices.Contains(outputKeys, key) {
+			return FlagName(key)
+		}
+		return m
+	})
+}
+
+// Open opens the 4D-STEM file at path (dataset.Open: Merlin MIB with its .hdr, NPY, or
+// raw). Close the dataset when done. Errors are classified (errs.IO, errs.Format,
+// errs.Shape, errs.DType, errs.Argument) and name the file and the option that helps.
+func Open(path string, opt Options) (dataset.Dataset, error) {
+	return dataset.Open(path, opt)
+}
+
+// OpenWarnings are what a user should know about an opened dataset, one line each: a
+// nav shape guessed as (1, n_frames) because neither the file nor the options gave one
+// (a MIB file without its .hdr sidecar, a raw file).
+func OpenWarnings(ds dataset.Dataset) []string {
+	if !dataset.NavShapeGuessed(ds) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: the file gives no scan shape, read as 1 row of %d frames: give option nav_shape (e.g. %s)",
+		ds.Path(), ds.NumFrames(), exampleNav(ds.NumFrames()))}
+}
+
+// exampleNav is a square or near-square nav shape for n frames, for messages.
+func exampleNav(n int) string {
+	best := 1
+	for y := 1; y*y <= n; y++ {
+		if n%y == 0 {
+			best = y
+		}
+	}
+	return fmt.Sprintf("%d,%d", best, n/best)
+}

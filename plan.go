@@ -1,0 +1,174 @@
+package stemdot
+
+import (
+	"fmt"
+
+	"github.com/stemdot/stemdot/affinity"
+	"github.com/stemdot/stemdot/cuda"
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/planner"
+)
+
+// Plan is a resource request, in the forms of LiberTEM's Context.make_with and of the
+// CLI's flags; the zero Plan is one CPU worker on every usable physical core and no GPU
+// worker. Plan.Planner checks it against this machine (or a described one).
+type Plan struct {
+	// CPUs: "" for every usable core not reserved by a GPU worker, a count ("4"; "0" =
+	// none), or a list of logical CPU ids to pin on ("0,2-3"; one id alone "5,").
+	CPUs string
+	// GPUs: "" or "0" for none, "auto" for as many as the GPUs' free memory and the free
+	// cores allow (none, with a warning, on a machine without GPU or a build without
+	// CUDA), a count spread over the GPUs, or a list of GPU indices with repeats ("0,0").
+	// An explicit count or list without a GPU is an error (errs.CUDA).
+	GPUs string
+	// RAMPerGPUWorker is the GPU memory one worker needs under "auto" ("4GiB"; "" for
+	// planner.DefaultRAMPerGPUWorker).
+	RAMPerGPUWorker string
+	// MaxWorkersPerGPU caps the workers per GPU under "auto" (0 for the default).
+	MaxWorkersPerGPU int
+	// Oversubscribe allows more CPU workers than usable physical cores (with a warning).
+	Oversubscribe bool
+	// PartitionSize is the target partition size in decoded float32 bytes ("512MiB";
+	// "" for planner.DefaultPartitionBytes).
+	PartitionSize string
+	// Cores, when > 0, plans for a described machine of that many physical cores, all
+	// usable, instead of this one (no pinning then makes sense: plans only).
+	Cores int
+	// GPUInventory plans for described GPUs, "KxSIZE" items such as "2x141GB", instead of
+	// this machine's (as if built with CUDA).
+	GPUInventory string
+}
+
+// planKeys are the option keys of Plan's fields, as messages name them.
+var planKeys = []string{"cpus", "gpus", "ram_per_gpu_worker", "max_workers_per_gpu", "oversubscribe", "partition_size", "topology", "gpu_inventory"}
+
+// Machine is what plans are made for.
+type Machine struct {
+	// Topology is the CPU topology: allowed CPUs, physical cores, CPU quota, usable cores.
+	Topology *affinity.Topology
+	// GPUs are the GPUs found (NVML) or described; nil when the plan asks for no GPU
+	// worker (discovery is skipped then).
+	GPUs []affinity.GPU
+	// CUDA tells whether GPU workers can run: a CUDA build, or described GPUs.
+	CUDA bool
+	// Described is true for a described machine (Plan.Cores or Plan.GPUInventory): its
+	// plans are for reading, not for running here.
+	Described bool
+}
+
+// Planner is a Plan checked against a machine: the resources are detected once, and
+// Plan makes the plan for each dataset.
+type Planner struct {
+	machine Machine
+	req     planner.Request
+}
+
+// Planner parses the request, detects this machine's CPUs (and GPUs, when GPU workers
+// are asked for) or describes the given one, and checks the request by planning it
+// without a dataset. Errors: errs.Argument for a malformed request, errs.CUDA for GPU
+// workers asked for by count or list without a CUDA build or without a GPU,
+// errs.Resources for a request the machine cannot serve.
+func (p Plan) Planner() (*Planner, error) {
+	pl := &Planner{}
+	req := &pl.req
+	if p.CPUs != "" {
+		if err := req.ParseCPUs(p.CPUs); err != nil {
+			return nil, errs.Wrap(errs.Argument, fmt.Errorf("option cpus: %w", err))
+		}
+	}
+	if p.GPUs != "" {
+		if err := req.ParseGPUs(p.GPUs); err != nil {
+			return nil, errs.Wrap(errs.Argument, fmt.Errorf("option gpus: %w", err))
+		}
+	}
+	req.Oversubscribe, req.MaxWorkersPerGPU = p.Oversubscribe, p.MaxWorkersPerGPU
+	if p.RAMPerGPUWorker != "" {
+		b, err := planner.ParseBytes(p.RAMPerGPUWorker)
+		if err != nil {
+			return nil, errs.Wrap(errs.Argument, fmt.Errorf("option ram_per_gpu_worker: %w", err))
+		}
+		req.RAMPerGPUWorker = b
+	}
+	if p.PartitionSize != "" {
+		b, err := planner.ParseBytes(p.PartitionSize)
+		if err != nil || b > 1<<62 {
+			return nil, errs.New(errs.Argument, "option partition_size %q: want a positive size such as 512MiB", p.PartitionSize)
+		}
+		req.PartitionBytes = int64(b)
+	}
+	if err := pl.detect(p); err != nil {
+		return nil, err
+	}
+	req.CUDA = pl.machine.CUDA
+	wantGPUs := req.GPUs > 0 || len(req.GPUList) > 0
+	switch {
+	case wantGPUs && !req.CUDA:
+		return nil, errs.New(errs.CUDA, "option gpus %q: GPU workers requested, but stemdot was built without CUDA support (give option gpus auto to use GPUs only where there are)", p.GPUs)
+	case wantGPUs && len(pl.machine.GPUs) == 0:
+		return nil, errs.New(errs.CUDA, "option gpus %q: GPU workers requested, but no GPU was found (give option gpus auto to use GPUs only where there are)", p.GPUs)
+	}
+	if _, err := pl.Plan(nil); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// detect fills the machine: described, or this one.
+func (pl *Planner) detect(p Plan) error {
+	m := &pl.machine
+	m.CUDA = cuda.Built()
+	switch {
+	case p.Cores < 0 || p.Cores > affinity.MaxCPUs:
+		return errs.New(errs.Argument, "option topology %d: want a core count from 1 to %d", p.Cores, affinity.MaxCPUs)
+	case p.Cores > 0:
+		m.Topology, m.Described = planner.DescribedTopology(p.Cores), true
+	default:
+		topo, err := affinity.Detect()
+		if err != nil {
+			return errs.Wrap(errs.Resources, err)
+		}
+		m.Topology = topo
+	}
+	wantGPUs := pl.req.GPUAuto || pl.req.GPUs > 0 || len(pl.req.GPUList) > 0
+	switch {
+	case p.GPUInventory != "":
+		gpus, err := planner.ParseGPUInventory(p.GPUInventory)
+		if err != nil {
+			return errs.Wrap(errs.Argument, fmt.Errorf("option gpu_inventory: %w", err))
+		}
+		m.GPUs, m.CUDA, m.Described = gpus, true, true
+	case wantGPUs && !m.Described && m.CUDA:
+		gpus, err := affinity.DiscoverGPUs()
+		if err != nil {
+			return errs.Wrap(errs.CUDA, err)
+		}
+		m.GPUs = gpus
+	}
+	return nil
+}
+
+// Machine is the machine the planner plans for.
+func (pl *Planner) Machine() Machine { return pl.machine }
+
+// Plan makes the plan for ds (nil: the workers only, no partitions). Errors are
+// errs.Resources. The plan's Warnings say what the user should know (oversubscription,
+// "auto" without GPUs, ...).
+func (pl *Planner) Plan(ds dataset.Dataset) (*planner.Plan, error) {
+	var shape *planner.Shape
+	if ds != nil {
+		sig := ds.SigShape()
+		shape = &planner.Shape{NumFrames: ds.NumFrames(), SigY: sig[0], SigX: sig[1]}
+	}
+	p, err := planner.Make(pl.machine.Topology, pl.machine.GPUs, pl.req, shape)
+	return p, errs.Wrap(errs.Resources, err)
+}
+
+// PinThread locks the calling goroutine to its OS thread and pins that thread to the
+// logical CPU cpu (affinity.Pin), as the engine pins its workers; unpin restores the
+// thread's previous affinity and unlocks it. For tools that measure the machine the way
+// the workers use it (the bench's read floor).
+func PinThread(cpu int) (unpin func() error, err error) {
+	unpin, err = affinity.Pin([]int{cpu})
+	return unpin, errs.Wrap(errs.Resources, err)
+}

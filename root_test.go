@@ -1,0 +1,216 @@
+package stemdot_test
+
+import (
+	"bytes"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"codeberg.org/sbinet/npyio"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/testfiles"
+)
+
+// The front ends (cmd/, capi/, bench/) plan, open and validate through the root package:
+// none imports affinity/ or cuda/ (bench/gpucheck and cuda/gpucheck, GPU checks, may).
+func TestImportRule(t *testing.T) {
+	forbidden := map[string]bool{"github.com/stemdot/stemdot/affinity": true, "github.com/stemdot/stemdot/cuda": true}
+	fset := token.NewFileSet()
+	checked := 0
+	for _, root := range []string{"cmd", "capi", "bench"} {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && (path == "bench/gpucheck" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") {
+				return nil
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			checked++
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				if forbidden[p] {
+					t.Errorf("%s imports %s: use the root package stemdot", path, p)
+				}
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	require.Greater(t, checked, 10, "the walk found the front ends' files")
+}
+
+// readmeBlock returns the first fenced block of lang after the heading in README.md.
+func readmeBlock(t *testing.T, heading, lang string) string {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	s := string(b)
+	i := strings.Index(s, heading)
+	require.GreaterOrEqual(t, i, 0, "README has %q", heading)
+	m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindStringSubmatch(s[i:])
+	require.NotNil(t, m, "README's %s block after %q", lang, heading)
+	return m[1]
+}
+
+func readNPY(t *testing.T, path string) ([]int, []float32) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := npyio.NewReader(f)
+	require.NoError(t, err)
+	var v []float32
+	require.NoError(t, r.Read(&v))
+	return r.Header.Descr.Shape, v
+}
+
+// The README's Go program (at most ten lines: open, masks, apply, save) computes the
+// virtual bright field of a real MIB file equal to the CLI's, and to a float64
+// reference computed from the file's bytes.
+func TestREADMEGoProgram(t *testing.T) {
+	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	src := readmeBlock(t, "## From Go", "go")
+	body := src[strings.Index(src, "func main() {"):strings.Index(src, "\n}\n")]
+	require.LessOrEqual(t, strings.Count(body, "\n"), 10, "the program's main has at most ten lines")
+
+	dir := t.TempDir()
+	out := filepath.Join(dir, "vbf.npy")
+	src = strings.ReplaceAll(src, `"../shared/data/mib/001_4x2_6bit.mib"`, strconv.Quote(mib))
+	src = strings.ReplaceAll(src, `"vbf.npy"`, strconv.Quote(out))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644))
+	run := exec.Command("go", "run", filepath.Join(dir, "main.go"))
+	var stderr bytes.Buffer
+	run.Stderr = &stderr
+	require.NoError(t, run.Run(), stderr.String())
+
+	cliOut := filepath.Join(dir, "cli.npy")
+	cli := exec.Command("go", "run", "./cmd/stemdot", "apply", mib, "--nav-shape", "2,4", "--mask", "disk:128,128,20", "--out", cliOut, "-q")
+	cli.Stderr = &stderr
+	require.NoError(t, cli.Run(), stderr.String())
+
+	shape, got := readNPY(t, out)
+	cliShape, want := readNPY(t, cliOut)
+	require.Equal(t, []int{2, 4, 1}, shape)
+	require.Equal(t, cliShape, shape)
+	require.Equal(t, want, got, "the Go program's result equals the CLI's")
+
+	m := testfiles.DecodeMIB(t, mib)
+	for f, frame := range m.Frames {
+		var ref float64
+		for i, v := range frame {
+			y, x := float64(i/m.SigX), float64(i%m.SigX)
+			if (x-128)*(x-128)+(y-128)*(y-128) <= 20*20 {
+				ref += float64(v)
+			}
+		}
+		require.Equal(t, ref, float64(got[f]), "frame %d", f)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	o, err := stemdot.ParseOptions(" format=raw; sig_shape=(256, 128) ;dtype=uint16;nav_shape=[4,4];byte_order=BIG;offset=512;")
+	require.NoError(t, err)
+	require.Equal(t, stemdot.Options{Format: "raw", SigShape: []int{256, 128}, DType: 2, NavShape: []int{4, 4}, BigEndian: true, Offset: 512}, o)
+	for _, c := range []struct {
+		in   string
+		kind errs.Kind
+		msg  string
+	}{
+		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset)`},
+		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
+		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},
+		{"dtype=complex64", errs.DType, "complex64"},
+		{"byte_order=middle", errs.Argument, "want little or big"},
+	} {
+		_, err := stemdot.ParseOptions(c.in)
+		require.ErrorContains(t, err, c.msg)
+		require.Equal(t, c.kind, errs.KindOf(err), c.in)
+	}
+	require.Equal(t, "give --sig-shape or --nav-shape; option colour", stemdot.FlagNames("give option sig_shape or option nav_shape; option colour"))
+	require.Equal(t, "--out x.png", stemdot.FlagNames("option out x.png"))
+}
+
+// Outputs.Check refuses a result path not ending in .npy and COM shifts without com
+// masks; Save writes all outputs or none.
+func TestSave(t *testing.T) {
+	dir := t.TempDir()
+	res := &stemdot.Result{Names: []string{"disk", "com_sum", "com_y", "com_x"}}
+	res.NavShape, res.NMasks = []int{1, 2}, 4
+	res.F32 = []float32{5, 4, 2, -4, 7, 0, 0, 0}
+	err := stemdot.Save(res, stemdot.Outputs{NPY: filepath.Join(dir, "r.png")})
+	require.ErrorContains(t, err, "give a path ending in .npy")
+	require.Equal(t, errs.Argument, errs.KindOf(err))
+	err = stemdot.Save(&stemdot.Result{Names: []string{"disk"}}, stemdot.Outputs{COMShifts: filepath.Join(dir, "s.npy")})
+	require.ErrorContains(t, err, "add the mask spec com")
+
+	out := stemdot.Outputs{NPY: filepath.Join(dir, "r.npy"), PNGPrefix: filepath.Join(dir, "img"), COMShifts: filepath.Join(dir, "s.npy")}
+	require.NoError(t, stemdot.Save(res, out))
+	shape, v := readNPY(t, out.NPY)
+	require.Equal(t, []int{1, 2, 4}, shape)
+	require.Equal(t, res.F32, v)
+	f, err := os.Open(out.COMShifts)
+	require.NoError(t, err)
+	r, err := npyio.NewReader(f)
+	require.NoError(t, err)
+	var shifts []float64
+	require.NoError(t, r.Read(&shifts))
+	f.Close()
+	require.Equal(t, []int{1, 2, 2}, r.Header.Descr.Shape)
+	require.Equal(t, 0.5, shifts[0])
+	require.Equal(t, -1.0, shifts[1])
+	require.True(t, shifts[2] != shifts[2] && shifts[3] != shifts[3], "NaN shifts for a zero sum: %v", shifts)
+	names, _ := filepath.Glob(filepath.Join(dir, "img_*.png"))
+	require.Len(t, names, 6, "a PNG per mask and per shift axis: %v", names)
+
+	// A failing output leaves none of the others.
+	dir2 := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir2, "img_com_shift_x.png"), 0o755))
+	err = stemdot.Save(res, stemdot.Outputs{NPY: filepath.Join(dir2, "r.npy"), PNGPrefix: filepath.Join(dir2, "img")})
+	require.NoError(t, err, "no shift PNGs without COMShifts")
+	err = stemdot.Save(res, stemdot.Outputs{NPY: filepath.Join(dir2, "r2.npy"), PNGPrefix: filepath.Join(dir2, "img"), COMShifts: filepath.Join(dir2, "s.npy")})
+	require.ErrorContains(t, err, "not a regular file")
+	_, err = os.Stat(filepath.Join(dir2, "r2.npy"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+func TestPlannerErrors(t *testing.T) {
+	for _, c := range []struct {
+		plan stemdot.Plan
+		kind errs.Kind
+		msg  string
+	}{
+		{stemdot.Plan{CPUs: "two"}, errs.Argument, "option cpus"},
+		{stemdot.Plan{CPUs: "4095,"}, errs.Resources, "CPU 4095 is not allowed"},
+		{stemdot.Plan{PartitionSize: "0"}, errs.Argument, "option partition_size"},
+		{stemdot.Plan{Cores: 4, GPUs: "1"}, errs.CUDA, "give option gpus auto"},
+	} {
+		_, err := c.plan.Planner()
+		require.ErrorContains(t, err, c.msg)
+		require.Equal(t, c.kind, errs.KindOf(err), "%+v", c.plan)
+	}
+	// "auto" without a GPU: CPU workers only, with a one-line warning.
+	pl, err := stemdot.Plan{Cores: 2, GPUs: "auto"}.Planner()
+	require.NoError(t, err)
+	p, err := pl.Plan(nil)
+	require.NoError(t, err)
+	require.Len(t, p.Workers, 2)
+	require.Len(t, p.Warnings, 1)
+	require.Contains(t, p.Warnings[0], "gpus auto")
+}

@@ -1,0 +1,251 @@
+package stemdot
+
+import (
+	"fmt"
+	"image"
+	"image/png"
+	"io"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/atomicfile"
+	"github.com/stemdot/stemdot/internal/npy"
+)
+
+// Outputs are the files Save writes for a result; empty fields are not written.
+type Outputs struct {
+	// NPY is the result file, NPY of shape nav_shape + (n_masks,), float32 or float64.
+	// It must end in .npy.
+	NPY string
+	// PNGPrefix, when set, adds one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png,
+	// of shape (nav_y, nav_x) (other nav shapes as rows of the last axis), scaled
+	// linearly from the finite minimum (black) to the maximum (white); NaN is black.
+	// With COMShifts also PREFIX_com_shift_y.png and PREFIX_com_shift_x.png.
+	PNGPrefix string
+	// COMShifts, when set, adds the centre-of-mass shift maps (see COMShifts) as NPY of
+	// shape nav_shape + (2,), float64: [..., 0] the y shift, [..., 1] the x shift, in
+	// pixels. It must end in .npy, and the masks must include a com spec.
+	COMShifts string
+}
+
+// Check reports, before any work, why the outputs for masks named names cannot be
+// written: a path not ending in .npy (errs.Argument), or one that atomicfile.Check
+// refuses (errs.IO: missing directory, not a writable regular file, one of inputs).
+// Errors name the option ("option out", "option png", "option com_shifts").
+func (o Outputs) Check(names []string, inputs ...string) error {
+	if o.COMShifts != "" {
+		if _, ok := FindCOM(names); !ok {
+			return errs.New(errs.Argument, "option com_shifts: the masks hold no centre-of-mass set (com_sum, com_y, com_x): add the mask spec com")
+		}
+	}
+	for _, f := range o.files(names) {
+		if f.npy && !strings.EqualFold(pathExt(f.path), ".npy") {
+			return errs.New(errs.Argument, "option %s %s: results are written as NPY: give a path ending in .npy", f.option, f.path)
+		}
+		if err := atomicfile.Check(f.path, inputs...); err != nil {
+			return errs.Wrap(errs.IO, fmt.Errorf("option %s: %w", f.option, err))
+		}
+		inputs = append(inputs, f.path)
+	}
+	return nil
+}
+
+// outputKeys are the option keys of Outputs' fields, as messages name them.
+var outputKeys = []string{"out", "png", "com_shifts"}
+
+type output struct {
+	option, path string
+	npy          bool
+}
+
+// files lists the outputs' paths in writing order, the NPY result last.
+func (o Outputs) files(names []string) []output {
+	var out []output
+	if o.PNGPrefix != "" {
+		for m, name := range names {
+			out = append(out, output{"png", PNGName(o.PNGPrefix, m, name), false})
+		}
+		if o.COMShifts != "" {
+			out = append(out, output{"png", o.PNGPrefix + "_com_shift_y.png", false}, output{"png", o.PNGPrefix + "_com_shift_x.png", false})
+		}
+	}
+	if o.COMShifts != "" {
+		out = append(out, output{"com_shifts", o.COMShifts, true})
+	}
+	if o.NPY != "" {
+		out = append(out, output{"out", o.NPY, true})
+	}
+	return out
+}
+
+func pathExt(p string) string {
+	if i := strings.LastIndexByte(p, '.'); i >= 0 && !strings.ContainsRune(p[i:], '/') {
+		return p[i:]
+	}
+	return ""
+}
+
+// SaveNPY writes the result as NPY of shape nav_shape + (n_masks,) at path (ending in
+// .npy), atomically: Save with Outputs{NPY: path}.
+func SaveNPY(path string, res *Result) error { return Save(res, Outputs{NPY: path}) }
+
+// Save writes the outputs of res all or nothing: every file goes to a temporary name
+// beside its final path and all are renamed only when all were written; a failure
+// leaves no file of this call behind. Files get mode 0666 less the umask.
+func Save(res *Result, o Outputs) error {
+	if err := o.Check(res.Names); err != nil {
+		return err
+	}
+	var shifts []float64
+	if o.COMShifts != "" {
+		sum, _ := FindCOM(res.Names)
+		var err error
+		if shifts, err = COMShifts(res, sum); err != nil {
+			return err
+		}
+	}
+	var ready []*atomicfile.File
+	prepare := func(path string, write func(io.Writer) error) error {
+		f, err := atomicfile.Prepare(path, write)
+		if err == nil {
+			ready = append(ready, f)
+		}
+		return err
+	}
+	err := func() error {
+		frames := len(res.F32) + len(res.F64)
+		if res.NMasks > 0 {
+			frames /= res.NMasks
+		}
+		if o.PNGPrefix != "" {
+			for m, name := range res.Names {
+				img := grey(res.NavShape, frames, func(f int) float64 { return res.Value(f, m) })
+				if err := prepare(PNGName(o.PNGPrefix, m, name), func(w io.Writer) error { return png.Encode(w, img) }); err != nil {
+					return err
+				}
+			}
+			for axis, name := range []string{"y", "x"} {
+				if shifts == nil {
+					break
+				}
+				img := grey(res.NavShape, frames, func(f int) float64 { return shifts[2*f+axis] })
+				if err := prepare(o.PNGPrefix+"_com_shift_"+name+".png", func(w io.Writer) error { return png.Encode(w, img) }); err != nil {
+					return err
+				}
+			}
+		}
+		if shifts != nil {
+			if err := prepareNPY(o.COMShifts, append(slices.Clone(res.NavShape), 2), shifts, prepare); err != nil {
+				return err
+			}
+		}
+		if o.NPY != "" {
+			var data any = res.F32
+			if res.F64 != nil {
+				data = res.F64
+			}
+			return prepareNPY(o.NPY, append(slices.Clone(res.NavShape), res.NMasks), data, prepare)
+		}
+		return nil
+	}()
+	if err != nil {
+		atomicfile.AbortAll(ready...)
+		return err
+	}
+	return atomicfile.CommitAll(ready...)
+}
+
+// prepareNPY prepares an NPY file through prepare.
+func prepareNPY(path string, shape []int, data any, prepare func(string, func(io.Writer) error) error) error {
+	header, err := npy.Header(map[bool]string{true: "<f4", false: "<f8"}[isF32(data)], shape)
+	if err != nil {
+		return err
+	}
+	return prepare(path, func(w io.Writer) error {
+		if _, err := w.Write(header); err != nil {
+			return err
+		}
+		return npy.WriteData(w, data)
+	})
+}
+
+func isF32(data any) bool { _, ok := data.([]float32); return ok }
+
+// FindCOM returns the index of the first centre-of-mass set in names: the masks
+// "com_sum", "com_y", "com_x" in a row, as the com spec makes them (masks.COM).
+func FindCOM(names []string) (sum int, ok bool) {
+	for i := 0; i+2 < len(names); i++ {
+		if names[i] == "com_sum" && names[i+1] == "com_y" && names[i+2] == "com_x" {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// COMShifts returns the centre-of-mass shift of every frame, in pixels, from the
+// results of the com masks at index sum (com_sum, then com_y, com_x: see masks.COM):
+// shift_y = Σ(y−cy)·frame / Σframe and shift_x = Σ(x−cx)·frame / Σframe over the
+// selected pixels, as LiberTEM's CoM analysis gives them (the centre of mass relative
+// to the reference point (cx, cy)). The slice is frame-major, y then x: [2f] and
+// [2f+1]. A frame with a zero sum has no centre of mass: its shifts are NaN. An index
+// without room for the three masks is errs.Argument.
+func COMShifts(res *Result, sum int) ([]float64, error) {
+	if sum < 0 || sum+2 >= res.NMasks {
+		return nil, errs.New(errs.Argument, "com masks at index %d: the result has %d masks, the set needs indices %d to %d", sum, res.NMasks, sum, sum+2)
+	}
+	frames := (len(res.F32) + len(res.F64)) / res.NMasks
+	out := make([]float64, 2*frames)
+	for f := range frames {
+		s := res.Value(f, sum)
+		if s == 0 {
+			out[2*f], out[2*f+1] = math.NaN(), math.NaN()
+			continue
+		}
+		out[2*f], out[2*f+1] = res.Value(f, sum+1)/s, res.Value(f, sum+2)/s
+	}
+	return out, nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// PNGName is the PNG file of mask m: PREFIX_<m>_<name>.png, with the characters of name
+// other than letters, digits, '_', '.' and '-' replaced by '_'.
+func PNGName(prefix string, m int, name string) string {
+	return fmt.Sprintf("%s_%d_%s.png", prefix, m, strings.Trim(unsafeName.ReplaceAllString(name, "_"), "_"))
+}
+
+// grey is the 8-bit image of value(f) for frames f laid out as nav (rows of its last
+// axis), scaled from the finite minimum (black) to the finite maximum (white); NaN and a
+// constant image are black.
+func grey(nav []int, frames int, value func(f int) float64) *image.Gray {
+	width := 1
+	if len(nav) > 0 {
+		width = nav[len(nav)-1]
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for f := range frames {
+		if v := value(f); !math.IsNaN(v) && !math.IsInf(v, 0) {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	scale := 0.0
+	if hi > lo {
+		scale = 255 / (hi - lo)
+	}
+	img := image.NewGray(image.Rect(0, 0, width, frames/width))
+	for f := range frames {
+		v := value(f)
+		switch {
+		case math.IsNaN(v):
+		case math.IsInf(v, 1):
+			img.Pix[f] = 255
+		case math.IsInf(v, -1):
+		default:
+			img.Pix[f] = uint8(math.Round((v - lo) * scale))
+		}
+	}
+	return img
+}

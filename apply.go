@@ -65,7 +65,7 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if err := checkJob(ds, stack, opt); err != nil {
 		return nil, err
 	}
-	p, err := pl.Plan(ds)
+	p, err := pl.Plan(ds, stack)
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ func ExamplePlan_Planner() {
 	if err != nil {
 		panic(err)
 	}
-	p, err := pl.Plan(nil)
+	p, err := pl.Plan(nil, nil)
 	if err != nil {
 		panic(err)
 	}

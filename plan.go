@@ -7,6 +7,7 @@ import (
 	"github.com/stemdot/stemdot/cuda"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/masks"
 	"github.com/stemdot/stemdot/planner"
 )
 
@@ -60,8 +61,9 @@ type Machine struct {
 // Planner is a Plan checked against a machine: the resources are detected once, and
 // Plan makes the plan for each dataset.
 type Planner struct {
-	machine Machine
-	req     planner.Request
+	machine    Machine
+	req        planner.Request
+	discovered bool // machine.GPUs is final
 }
 
 // Planner parses the request, detects this machine's CPUs (and GPUs, when GPU workers
@@ -108,8 +110,12 @@ func (p Plan) Planner() (*Planner, error) {
 	case wantGPUs && len(pl.machine.GPUs) == 0:
 		return nil, errs.New(errs.CUDA, "option gpus %q: GPU workers requested, but no GPU was found (give option gpus auto to use GPUs only where there are)", p.GPUs)
 	}
-	if _, err := pl.Plan(nil); err != nil {
-		return nil, err
+	check := pl.req
+	if check.GPUAuto && !pl.discovered {
+		check = withoutGPUs(check) // "auto" is checked once the GPUs are looked for
+	}
+	if _, err := planner.Make(pl.machine.Topology, pl.machine.GPUs, check, nil); err != nil {
+		return nil, errs.Wrap(errs.Resources, err)
 	}
 	return pl, nil
 }
@@ -130,20 +136,38 @@ func (pl *Planner) detect(p Plan) error {
 		}
 		m.Topology = topo
 	}
-	wantGPUs := pl.req.GPUAuto || pl.req.GPUs > 0 || len(pl.req.GPUList) > 0
 	switch {
 	case p.GPUInventory != "":
 		gpus, err := planner.ParseGPUInventory(p.GPUInventory)
 		if err != nil {
 			return errs.Wrap(errs.Argument, fmt.Errorf("option gpu_inventory: %w", err))
 		}
-		m.GPUs, m.CUDA, m.Described = gpus, true, true
-	case wantGPUs && !m.Described && m.CUDA:
-		gpus, err := affinity.DiscoverGPUs()
-		if err != nil {
-			return errs.Wrap(errs.CUDA, err)
+		m.GPUs, m.CUDA, m.Described, pl.discovered = gpus, true, true, true
+	case pl.req.GPUs > 0 || len(pl.req.GPUList) > 0:
+		if err := pl.discover(); err != nil {
+			return err
 		}
-		m.GPUs = gpus
+	}
+	return nil
+}
+
+// discover finds this machine's GPUs (NVML) once, when GPU workers may run here, and
+// starts creating their CUDA contexts in the background (cuda.Prewarm), so that GPU
+// workers are ready soon after the run starts. "auto" discovers only when a job may
+// need GPUs (see Plan).
+func (pl *Planner) discover() error {
+	m := &pl.machine
+	if pl.discovered || m.Described || !m.CUDA {
+		pl.discovered = true
+		return nil
+	}
+	gpus, err := affinity.DiscoverGPUs()
+	if err != nil {
+		return errs.Wrap(errs.CUDA, err)
+	}
+	m.GPUs, pl.discovered = gpus, true
+	for _, g := range gpus {
+		cuda.Prewarm(g.Index)
 	}
 	return nil
 }
@@ -151,17 +175,43 @@ func (pl *Planner) detect(p Plan) error {
 // Machine is the machine the planner plans for.
 func (pl *Planner) Machine() Machine { return pl.machine }
 
-// Plan makes the plan for ds (nil: the workers only, no partitions). Errors are
-// errs.Resources. The plan's Warnings say what the user should know (oversubscription,
-// "auto" without GPUs, ...).
-func (pl *Planner) Plan(ds dataset.Dataset) (*planner.Plan, error) {
+// Plan makes the plan for applying stack to ds (ds nil: the workers only, no
+// partitions; stack nil: a plan for any masks). Under "auto", GPU workers are chosen by
+// the planner's speed model for this job (planner.Shape.Predict): none where they would
+// not make it faster, and GPUs are not even looked for when the job is too small for a
+// GPU worker's start-up to pay off. Errors are errs.Resources or errs.CUDA. The plan's
+// Warnings say what the user should know (oversubscription, "auto" without GPUs, ...).
+func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (*planner.Plan, error) {
 	var shape *planner.Shape
 	if ds != nil {
 		sig := ds.SigShape()
-		shape = &planner.Shape{NumFrames: ds.NumFrames(), SigY: sig[0], SigX: sig[1]}
+		shape = &planner.Shape{NumFrames: ds.NumFrames(), SigY: sig[0], SigX: sig[1], DTypeSize: ds.DType().Size()}
+		if stack != nil {
+			shape.NMasks, shape.Sparse = stack.N, stack.PreferSparse()
+		}
 	}
-	p, err := planner.Make(pl.machine.Topology, pl.machine.GPUs, pl.req, shape)
+	req := pl.req
+	if req.GPUAuto && !pl.discovered {
+		if pl.machine.CUDA && shape != nil && !shape.GPUsMayHelp(pl.machine.Topology.Usable) {
+			p, err := planner.Make(pl.machine.Topology, nil, withoutGPUs(req), shape)
+			if p != nil {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("gpus auto: the job takes about %.3g s on CPU workers, less than a GPU worker's start-up (%v): CPU workers only",
+					shape.Predict(p.CoresUsable, nil, p.CoresUsable).Seconds(), planner.GPUStartup))
+			}
+			return p, errs.Wrap(errs.Resources, err)
+		}
+		if err := pl.discover(); err != nil {
+			return nil, err
+		}
+	}
+	p, err := planner.Make(pl.machine.Topology, pl.machine.GPUs, req, shape)
 	return p, errs.Wrap(errs.Resources, err)
+}
+
+// withoutGPUs is req asking for no GPU worker.
+func withoutGPUs(req planner.Request) planner.Request {
+	req.GPUAuto, req.GPUs, req.GPUList = false, 0, nil
+	return req
 }
 
 // PinThread locks the calling goroutine to its OS thread and pins that thread to the

@@ -208,7 +208,7 @@ func TestPlannerErrors(t *testing.T) {
 	// "auto" without a GPU: CPU workers only, with a one-line warning.
 	pl, err := stemdot.Plan{Cores: 2, GPUs: "auto"}.Planner()
 	require.NoError(t, err)
-	p, err := pl.Plan(nil)
+	p, err := pl.Plan(nil, nil)
 	require.NoError(t, err)
 	require.Len(t, p.Workers, 2)
 	require.Len(t, p.Warnings, 1)

@@ -159,7 +159,7 @@ func describePlan(h, ds uint64) ([]byte, error) {
 			return nil, err
 		}
 	}
-	pl, err := p.Plan(d)
+	pl, err := p.Plan(d, nil)
 	if err != nil {
 		return nil, err
 	}

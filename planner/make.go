@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/stemdot/stemdot/affinity"
 )
@@ -13,6 +14,12 @@ type Shape struct {
 	NumFrames int
 	// SigY and SigX are the frame's sig_shape in pixels.
 	SigY, SigX int
+	// DTypeSize is the bytes of one stored pixel; NMasks the masks of the job and Sparse
+	// whether they are applied in CSR form. With NMasks > 0, "auto" GPU plans are chosen
+	// by speed (see Predict); 0 leaves them sized by GPU memory and free cores alone.
+	DTypeSize int
+	NMasks    int
+	Sparse    bool
 }
 
 // Make plans workers and partitions for the topology topo, the GPUs gpus (from
@@ -80,6 +87,9 @@ func Make(topo *affinity.Topology, gpus []affinity.GPU, req Request, shape *Shap
 	gpuOrder, err := gpuWorkers(gpus, req, len(free), len(usable))
 	if err != nil {
 		return nil, err
+	}
+	if req.GPUAuto && shape != nil && shape.NMasks > 0 {
+		gpuOrder = fastestGPUPrefix(*shape, req, gpuOrder, len(free), len(usable), &p.Warnings)
 	}
 
 	// GPU workers reserve free usable cores.
@@ -243,6 +253,49 @@ func gpuWorkers(gpus []affinity.GPU, req Request, free, usable int) ([]affinity.
 		}
 	}
 	return workers, nil
+}
+
+// fastestGPUPrefix returns the first G of the GPU workers that "auto" allows (in their
+// round-robin order over the GPUs) with G chosen by the speed model: the shortest
+// predicted run, fewer GPU workers unless more are at least 2% faster. A choice of fewer
+// than allowed is noted in warnings.
+func fastestGPUPrefix(s Shape, req Request, order []affinity.GPU, free, usable int, warnings *[]string) []affinity.GPU {
+	cpuWorkers := func(g int) int {
+		switch {
+		case req.NoCPU:
+			return 0
+		case len(req.CPUList) > 0:
+			return len(req.CPUList)
+		case req.CPUs > 0:
+			return req.CPUs
+		}
+		return free - g
+	}
+	predict := func(g int) time.Duration {
+		per := map[int]int{}
+		for _, w := range order[:g] {
+			per[w.Index]++
+		}
+		counts := make([]int, 0, len(per))
+		for _, n := range per {
+			counts = append(counts, n)
+		}
+		return s.Predict(cpuWorkers(g), counts, usable)
+	}
+	best, bestT := 0, predict(0)
+	if cpuWorkers(0) == 0 {
+		best, bestT = 1, predict(1)
+	}
+	for g := best + 1; g <= len(order); g++ {
+		if t := predict(g); float64(t) < 0.98*float64(bestT) {
+			best, bestT = g, t
+		}
+	}
+	if best < len(order) {
+		*warnings = append(*warnings, fmt.Sprintf("gpus auto: %d of the %d GPU workers that fit, by speed: predicted %.3g s, %.3g s with all (%d masks, %s of frames)",
+			best, len(order), bestT.Seconds(), predict(len(order)).Seconds(), s.NMasks, formatBytes(uint64(s.bytes()))))
+	}
+	return order[:best]
 }
 
 func btoi(b bool) int {

@@ -364,12 +364,12 @@ func TestMakePartitionsExamples(t *testing.T) {
 		wantCount int
 	}{
 		// 256x256 frames of 256x256 float32 = 16 GiB: 32 partitions of 512 MiB.
-		{"16 workers, 16 GiB", 16, Request{}, Shape{65536, 256, 256}, 32},
-		{"12 workers: rounded up to a multiple", 12, Request{}, Shape{65536, 256, 256}, 36},
-		{"small data: one partition per worker", 4, Request{}, Shape{100, 64, 64}, 4},
-		{"fewer frames than workers: one frame each", 8, Request{}, Shape{5, 64, 64}, 5},
-		{"tiny target: one frame each, a multiple of workers", 4, Request{PartitionBytes: 1}, Shape{12, 2, 2}, 12},
-		{"tiny target: largest multiple of workers that fits", 4, Request{PartitionBytes: 1}, Shape{14, 2, 2}, 12},
+		{"16 workers, 16 GiB", 16, Request{}, Shape{NumFrames: 65536, SigY: 256, SigX: 256}, 32},
+		{"12 workers: rounded up to a multiple", 12, Request{}, Shape{NumFrames: 65536, SigY: 256, SigX: 256}, 36},
+		{"small data: one partition per worker", 4, Request{}, Shape{NumFrames: 100, SigY: 64, SigX: 64}, 4},
+		{"fewer frames than workers: one frame each", 8, Request{}, Shape{NumFrames: 5, SigY: 64, SigX: 64}, 5},
+		{"tiny target: one frame each, a multiple of workers", 4, Request{PartitionBytes: 1}, Shape{NumFrames: 12, SigY: 2, SigX: 2}, 12},
+		{"tiny target: largest multiple of workers that fits", 4, Request{PartitionBytes: 1}, Shape{NumFrames: 14, SigY: 2, SigX: 2}, 12},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

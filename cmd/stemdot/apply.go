@@ -23,7 +23,7 @@ func newApplyCmd() *cobra.Command {
 	var pf planFlags
 	var maskSpecs, masksFiles []string
 	var outputs stemdot.Outputs
-	var float64Result, quiet bool
+	var float64Result, quiet, perWorker bool
 	cmd := &cobra.Command{
 		Use:   "apply FILE (--mask SPEC ... | --masks FILE.npy) --out RESULT.npy",
 		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY (and PNG)",
@@ -89,7 +89,7 @@ the run.`,
 					progressbar.OptionClearOnFinish())
 				opt.Progress = func(done, total int) { bar.Set(done) }
 			}
-			p, err := pl.Plan(ds)
+			p, err := pl.Plan(ds, stack)
 			if err != nil {
 				return err
 			}
@@ -108,6 +108,11 @@ the run.`,
 			}
 			if !quiet {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s → %s\n", res.Stats.Summary(), outputs.NPY)
+				if perWorker {
+					for _, w := range res.Stats.PerWorker {
+						fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", w)
+					}
+				}
 			}
 			return nil
 		},
@@ -120,6 +125,7 @@ the run.`,
 	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape (nav_y, nav_x, 2): y, x")
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar and no summary")
+	f.BoolVar(&perWorker, "workers", false, "after the summary, one line per worker: frames, claims, GB/s while busy, start-up time and, for GPU workers, the feed (mapped: DMA from the file's mapping; staged: CPU copies)")
 	df.register(f)
 	pf.register(f, false)
 	return cmd

@@ -36,7 +36,7 @@ The plan ends with its warnings (oversubscription, --gpus auto without a GPU, ..
 			if err != nil {
 				return err
 			}
-			p, err := pl.Plan(ds)
+			p, err := pl.Plan(ds, nil)
 			if err != nil {
 				return err
 			}

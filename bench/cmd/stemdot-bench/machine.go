@@ -115,7 +115,7 @@ func (m *machine) plans(d *benchData, skipped *[]bench.Skip) []namedPlan {
 		default:
 			pl, err := r.req.Planner()
 			if err == nil {
-				p, err = pl.Plan(d.ds)
+				p, err = pl.Plan(d.ds, nil)
 			}
 			if err != nil {
 				reason = err.Error()

@@ -114,8 +114,10 @@ func (p Plan) Planner() (*Planner, error) {
 	if check.GPUAuto && !pl.discovered {
 		check = withoutGPUs(check) // "auto" is checked once the GPUs are looked for
 	}
-	if _, err := planner.Make(pl.machine.Topology, pl.machine.GPUs, check, nil); err != nil {
-		return nil, errs.Wrap(errs.Resources, err)
+	if !check.NoCPU || check.GPUs > 0 || len(check.GPUList) > 0 || check.GPUAuto {
+		if _, err := planner.Make(pl.machine.Topology, pl.machine.GPUs, check, nil); err != nil {
+			return nil, errs.Wrap(errs.Resources, err)
+		}
 	}
 	return pl, nil
 }
@@ -192,7 +194,7 @@ func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (*planner.Plan, 
 	}
 	req := pl.req
 	if req.GPUAuto && !pl.discovered {
-		if pl.machine.CUDA && shape != nil && !shape.GPUsMayHelp(pl.machine.Topology.Usable) {
+		if pl.machine.CUDA && !req.NoCPU && shape != nil && !shape.GPUsMayHelp(pl.machine.Topology.Usable) {
 			p, err := planner.Make(pl.machine.Topology, nil, withoutGPUs(req), shape)
 			if p != nil {
 				p.Warnings = append(p.Warnings, fmt.Sprintf("gpus auto: the job takes about %.3g s on CPU workers, less than a GPU worker's start-up (%v): CPU workers only",

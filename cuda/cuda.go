@@ -124,9 +124,6 @@ type RunnerConfig struct {
 	// the runner then holds a device buffer of TileFrames records per stream. 0: RunMapped
 	// takes only packed host-order frames (raw, NPY).
 	RecordStride int64
-	// CPU is the logical CPU that the runner's registration thread is pinned to (the
-	// core reserved for the GPU worker); -1 leaves it unpinned.
-	CPU int
 }
 
 // withDefaults returns cfg with TileFrames and Streams filled in, or an error naming the

@@ -81,7 +81,7 @@ func TestRunMapped(t *testing.T) {
 					fs := randomFrames(rng, dt, n, sig*sig)
 					s := randomStack(rng, 3, sig, sig, false)
 					fm := mapRecords(t, fs, dt, n, c.lead, c.header, c.footer, c.bigEndian, c.magic)
-					cfg := RunnerConfig{DType: dt, Pixels: s.Pixels(), NMasks: s.N, Masks: s.Data, TileFrames: 7, Streams: 2, Float64: f64, CPU: -1}
+					cfg := RunnerConfig{DType: dt, Pixels: s.Pixels(), NMasks: s.N, Masks: s.Data, TileFrames: 7, Streams: 2, Float64: f64}
 					if !fm.Packed(int64(sig * sig * dt.Size())) {
 						cfg.RecordStride = fm.Stride
 					}
@@ -137,14 +137,14 @@ func TestRunMappedErrors(t *testing.T) {
 	require.NoError(t, unix.Mprotect(bad, unix.PROT_READ))
 	badMap := fm
 	badMap.Mapping = bad
-	r, err := NewRunner(RunnerConfig{DType: dataset.Uint16, Pixels: s.Pixels(), NMasks: s.N, Masks: s.Data, TileFrames: 8, RecordStride: fm.Stride, CPU: -1})
+	r, err := NewRunner(RunnerConfig{DType: dataset.Uint16, Pixels: s.Pixels(), NMasks: s.N, Masks: s.Data, TileFrames: 8, RecordStride: fm.Stride})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, r.Close()) }()
 	out32, _ := nanOut(n*s.N, false)
 	err = r.RunMapped(context.Background(), 0, n, badMap, out32, nil)
 	require.ErrorContains(t, err, `frame 17: its header does not start with "MQ1,"`)
 
-	packed, err := NewRunner(RunnerConfig{DType: dataset.Uint16, Pixels: s.Pixels(), NMasks: s.N, Masks: s.Data, CPU: -1})
+	packed, err := NewRunner(RunnerConfig{DType: dataset.Uint16, Pixels: s.Pixels(), NMasks: s.N, Masks: s.Data})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, packed.Close()) }()
 	err = packed.RunMapped(context.Background(), 0, n, fm, out32, nil)

@@ -191,6 +191,13 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 		newWorker = DefaultWorkers
 	}
 
+	gpus := 0
+	for _, w := range plan.Workers {
+		if w.Kind == planner.GPU {
+			gpus++
+		}
+	}
+	defer addProcs(gpus * procsPerGPUWorker)()
 	r := newRun(ctx, plan, job, out, opt.Progress)
 	r.execute(newWorker, !opt.NoPin)
 	err = r.err(ctx)

@@ -196,17 +196,17 @@ func TestApplyMasksGPUWorkerNotStarted(t *testing.T) {
 	stack := randomStack(rng, 3, sig)
 	want, mag := reference(ds, stack)
 	p := evenPlan(anyCPUs, 2, 10, 2)
-	p.Workers[1].Kind, p.Workers[1].GPU = planner.GPU, 0
+	p.Workers[1].Kind, p.Workers[1].GPU = planner.GPU, 99 // no such device
 	res, err := ApplyMasks(context.Background(), ds, stack, p, Options{NoPin: true})
 	require.NoError(t, err)
 	requireClose(t, res.F32, want, mag, 1e-5)
 	require.Len(t, res.Stats.NotStarted, 1)
 	require.Equal(t, 1, res.Stats.NotStarted[0].Worker)
-	require.ErrorContains(t, res.Stats.NotStarted[0].Err, "GPU worker on device 0: ")
+	require.ErrorContains(t, res.Stats.NotStarted[0].Err, "GPU worker on device 99: ")
 	require.Contains(t, res.Stats.Summary(), "worker 1 not started: ")
 	require.Equal(t, []int{10, 0}, res.Stats.FramesPerWorker)
 
-	p.Workers[0].Kind, p.Workers[0].GPU = planner.GPU, 0
+	p.Workers[0].Kind, p.Workers[0].GPU = planner.GPU, 99
 	_, err = ApplyMasks(context.Background(), ds, stack, p, Options{NoPin: true})
 	require.ErrorContains(t, err, "no worker left: ")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/stemdot/stemdot/cuda"
@@ -15,6 +16,38 @@ import (
 // buffer when frames cannot be DMA'd from the file's mapping: one copy thread moves
 // about 6 GB/s, four about 20 GB/s (measured on an H200 host).
 const stagingReaders = 4
+
+// procsPerGPUWorker is the Go processors (GOMAXPROCS) a run adds per GPU worker: CPU
+// workers keep their processors busy in long kernels, and a GPU worker's thread and its
+// feed's registrar threads each need one between their CUDA calls; without spare ones
+// they wait up to milliseconds for a CPU worker to yield, and the device idles.
+const procsPerGPUWorker = 3
+
+// procs tracks the processors that running runs with GPU workers added.
+var procs struct {
+	sync.Mutex
+	base, extra int
+}
+
+// addProcs raises GOMAXPROCS by n for the caller's run; restore takes them back.
+func addProcs(n int) (restore func()) {
+	if n == 0 {
+		return func() {}
+	}
+	procs.Lock()
+	defer procs.Unlock()
+	if procs.extra == 0 {
+		procs.base = runtime.GOMAXPROCS(0)
+	}
+	procs.extra += n
+	runtime.GOMAXPROCS(procs.base + procs.extra)
+	return func() {
+		procs.Lock()
+		defer procs.Unlock()
+		procs.extra -= n
+		runtime.GOMAXPROCS(procs.base + procs.extra)
+	}
+}
 
 // gpuWorker computes frame ranges on one CUDA device through a cuda.Runner. Its feed is
 // copy-free where the dataset maps its frames (dataset.Mapper: raw and NPY files in host
@@ -46,7 +79,6 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 		Masks:   job.Masks.Data,
 		Sparse:  job.Sparse,
 		Float64: job.Float64,
-		CPU:     spec.CPU,
 	}
 	w := &gpuWorker{job: job, feed: "staged"}
 	if m, ok := job.Dataset.(dataset.Mapper); ok {

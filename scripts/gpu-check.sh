@@ -59,7 +59,7 @@ tests() {
 	if ! "$bin/$name" -test.count=1 -test.v "$@" >"$log" 2>&1; then
 		status=1
 	fi
-	grep -E -- '^(--- FAIL|FAIL|panic)|^\s+\S+_test.go' "$log" | head -30 || true
+	grep -E -A4 -- '^(--- FAIL|panic)|^\s+\S+_test.go:[0-9]+: *$' "$log" | head -40 || true
 	echo "$name: $(grep -c -- '--- PASS' "$log" || true) passed, $(grep -c -- '--- FAIL' "$log" || true) failed, $(grep -c -- '--- SKIP' "$log" || true) skipped"
 	if grep -q 'no CUDA device' "$log"; then
 		echo "gpu-check: $name found no CUDA device" >&2

@@ -42,6 +42,11 @@ const DefaultTileBytes = 32 << 20
 // being read by the host, one being copied, one in the kernel.
 const DefaultStreams = 3
 
+// MappedStreams is the number of tiles in flight that suits RunMapped: registering the
+// next window holds the driver for up to a millisecond, during which the tiles already
+// queued keep the link busy.
+const MappedStreams = 8
+
 // maxStreams bounds RunnerConfig.Streams (each stream holds a pinned host tile and its
 // results, and a device tile).
 const maxStreams = 16

@@ -21,16 +21,16 @@ import (
 
 // windowBytes is the size of the registration windows of the copy-free feed: large
 // enough that one cudaHostRegister call (34-50 GB/s on an H200 host) is cheap per byte,
-// small enough that registering the next windows ahead of the DMA keeps a few of them
-// pinned at a time.
-var windowBytes = 64 << 20
+// small enough that one registration (under a millisecond) does not hold the driver
+// longer than the tiles in flight (MappedStreams of them) keep the link busy.
+var windowBytes = 32 << 20
 
 // registrars is the number of threads that register a feed's windows at once: one
 // registers about 30 GB/s of page-cached mapping on an H200 host, under the link's 55.
 const registrars = 2
 
 // ahead is how many windows past a tile's are registered in advance.
-const ahead = 4
+const ahead = 8
 
 // feed registers a dataset's memory mapping with the driver for DMA, window by window:
 // window k is bytes [k·windowBytes, (k+1)·windowBytes) of the mapping (the last one
@@ -42,20 +42,23 @@ type feed struct {
 	dev     int
 	mapping []byte
 	windows map[int]*window
+	leaving map[int]*window // released windows, until they are unregistered
 	jobs    chan func()
 	done    sync.WaitGroup
 }
 
-// window is one registration; ready is closed when it is done (err says how).
+// window is one registration; ready is closed when it is done (err says how), gone when
+// it is undone.
 type window struct {
 	ptr   unsafe.Pointer
 	size  int
 	ready chan struct{}
+	gone  chan struct{}
 	err   error
 }
 
 func newFeed(dev int, mapping []byte) *feed {
-	f := &feed{dev: dev, mapping: mapping, windows: map[int]*window{}, jobs: make(chan func(), 64)}
+	f := &feed{dev: dev, mapping: mapping, windows: map[int]*window{}, leaving: map[int]*window{}, jobs: make(chan func(), 256)}
 	for range registrars {
 		f.done.Go(func() {
 			runtime.LockOSThread()
@@ -78,9 +81,14 @@ func (f *feed) want(k int) {
 	page := os.Getpagesize()
 	hi := min(lo+windowBytes, len(f.mapping))
 	hi = (hi + page - 1) / page * page // the mapping extends to the end of its last page
-	w := &window{ptr: unsafe.Pointer(unsafe.SliceData(f.mapping[lo:])), size: hi - lo, ready: make(chan struct{})}
+	w := &window{ptr: unsafe.Pointer(unsafe.SliceData(f.mapping[lo:])), size: hi - lo, ready: make(chan struct{}), gone: make(chan struct{})}
 	f.windows[k] = w
+	old := f.leaving[k]
+	delete(f.leaving, k)
 	f.jobs <- func() {
+		if old != nil {
+			<-old.gone // its unregistration was queued first, so it is under way
+		}
 		w.err = statusError(f.dev, C.stemdot_host_register(C.int(f.dev), w.ptr, C.size_t(w.size)))
 		close(w.ready)
 	}
@@ -102,11 +110,13 @@ func (f *feed) wait(k int) error {
 func (f *feed) release(k int) {
 	w := f.windows[k]
 	delete(f.windows, k)
+	f.leaving[k] = w
 	f.jobs <- func() {
 		<-w.ready
 		if w.err == nil {
 			C.stemdot_host_unregister(C.int(f.dev), w.ptr)
 		}
+		close(w.gone)
 	}
 }
 

@@ -88,6 +88,7 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 		}
 		if mapped {
 			w.mapper, w.feed = m, "mapped"
+			cfg.Streams = cuda.MappedStreams
 			if !fm.Packed(int64(job.Dataset.FrameBytes())) {
 				cfg.RecordStride = fm.Stride
 			}

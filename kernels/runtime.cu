@@ -149,6 +149,10 @@ stemdot_status launch(const stemdot_runner *r, const void *dev_in, int64_t n_fra
                       void *dev_out, void *dev_partial, int64_t partial_cap,
                       cudaStream_t stream) {
     const stemdot_masks *m = r->masks;
+    // The launchers report cudaGetLastError: clear what an earlier failed call on this
+    // thread left (an invalid device ordinal, a refused registration), so that it is not
+    // reported as this launch's error.
+    cudaGetLastError();
     cudaError_t err;
     if (m->sparse) {
         stemdot::SparseArgs a{dev_in,  n_frames, m->pixels, m->rowptr, m->col,
@@ -561,6 +565,7 @@ static stemdot_status submit_mapped(stemdot_runner *r, Slot &s, const stemdot_ma
     }
     CUDA_TRY(cudaMemsetAsync, s.dev_bad, 0x7f, sizeof(int), s.stream);
     if (!packed) {
+        cudaGetLastError();  // see launch
         stemdot::UnpackArgs u{s.dev_raw,   t->n_frames, t->stride,   t->header,
                               r->frame_bytes, int(r->elem), t->swap != 0, t->magic,
                               t->magic_len, s.dev_bad,   s.dev_in,    s.stream};

@@ -203,7 +203,7 @@ func mappedRows(dev, pixels, frameBytes int, stack []float32, h2d float64) ([]ro
 			return nil, err
 		}
 		fm := dataset.FrameMap{Mapping: data, Stride: int64(stride), Header: c.header}
-		cfg := cuda.RunnerConfig{Device: dev, DType: dataset.Uint16, Pixels: pixels, NMasks: 4, Masks: stack}
+		cfg := cuda.RunnerConfig{Device: dev, DType: dataset.Uint16, Pixels: pixels, NMasks: 4, Masks: stack, Streams: cuda.MappedStreams}
 		if c.header > 0 {
 			fm.BigEndian, fm.Magic, cfg.RecordStride = true, "MQ1,", int64(stride)
 		}

@@ -234,9 +234,12 @@ type simdDense[N native] struct {
 	pk             *packedKernels[N]
 }
 
-// packedMinMasks is the least number of masks that the packed kernels handle (their
-// groups of 8). On 256×256 uint16 frames (AMD EPYC, Zen 4, one core) with 8 masks they
-// ran at xx GB/s against xx for the 4-mask × 2-frame kernels.
+// packedMinMasks is the least number of masks that take the packed kernels (whole
+// groups of 8). Measured with BenchmarkSIMDDense (256×256 uint16 frames, 64-frame tiles,
+// one Zen 4 core of 118 GFLOP/s peak, best of 10 runs on a shared machine), in GFLOP/s,
+// packed against the 4-mask × 2-frame kernels: AVX-512, 8 masks 93 / 55, 16 masks 92 /
+// 60, 64 masks 85 / 64; AVX2 (GODEBUG=cpu.avx512f=off), 16 masks 51-61 / 39-43, 64
+// masks 70-74 / 31-46. With 1 to 4 masks the frames' reading bounds the old kernels.
 const packedMinMasks = 8
 
 // newSIMDDense returns the kernel for stack m; pack returns the stack packed by packMasks

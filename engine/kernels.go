@@ -274,6 +274,7 @@ func (d *simdDense[N]) apply(tile []byte, frames int, acc []float64) {
 			nm := min(simdGroup, d.nMasks-m0)
 			w := d.masks[m0*d.pixels+k0:]
 			pf := &prefetcher{w: w, ldw: d.pixels, rows: nm} // in L1 already: no traffic
+			// (After packed groups, the next group is packed: their calls prefetch it.)
 			if len(d.masks) > prefetchMasks && packedMasks == 0 {
 				// The next group: the following masks of this block, else the first
 				// masks of the next block, else (for the next tile) of the first block.
@@ -311,7 +312,7 @@ func (d *simdDense[N]) packedGroup(px []N, frames, k0, n, g int, acc []float64) 
 	if len(d.masks) > prefetchMasks {
 		noff, nsize := 0, 0 // the next group, else the next block's first, else the first
 		switch {
-		case (g+1)*packGroup < d.nMasks/packGroup*packGroup:
+		case g+1 < d.nMasks/packGroup:
 			noff, nsize = packedBlock(d.nMasks, d.pixels, k0, g+1)
 		case k0+simdBlock < d.pixels:
 			noff, nsize = packedBlock(d.nMasks, d.pixels, k0+simdBlock, 0)

@@ -41,6 +41,8 @@ test: lint test-go $(if $(TAGS),test-cuda,) test-capi test-python
 
 test-go:
 	$(GO) test -race ./...
+	# the engine's AVX2 kernels, as on CPUs without AVX-512
+	GODEBUG=cpu.avx512f=off $(GO) test -count=1 ./engine
 	# the engine's pure-Go kernels, as on CPUs without AVX2+FMA
 	GODEBUG=cpu.avx2=off $(GO) test -count=1 ./engine
 

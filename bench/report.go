@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/stemdot/stemdot/dataset"
 )
 
 // Sources of a row: stemdot's mask job, the streaming-read floor, or a peer.
@@ -198,6 +200,33 @@ func WriteTable(w io.Writer, rows []Row) error {
 			fmt.Fprintf(tw, "%s\t", formatRatio(rows, i, src, "%.2f", "-"))
 		}
 		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+// FLOPS is the row's arithmetic rate in FLOP/s for a dense stack: 2 flops (a multiply
+// and an add) per pixel and mask; NaN for other rows or an unknown dtype.
+func (r Row) FLOPS() float64 {
+	dt, err := dataset.ParseDType(r.DType)
+	if r.MaskKind != Dense || err != nil || r.Frames == 0 {
+		return math.NaN()
+	}
+	pixels := float64(r.Bytes) / float64(r.Frames) / float64(dt.Size())
+	return 2 * pixels * float64(r.Masks) * r.FramesPerS()
+}
+
+// WriteFLOPS writes, for every CPU row with dense masks (stemdot's CPU plans and the CPU
+// peers), the FLOP/s reached and its fraction of the workers' cores' peak, given one
+// core's peak FLOP/s (cpupeak.Peak.FLOPS).
+func WriteFLOPS(w io.Writer, rows []Row, corePeak float64) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "dtype\tmasks\tplan\tworkers\tGFLOP/s\t×peak\t")
+	for _, r := range rows {
+		if r.MaskKind != Dense || r.Source == CuPy || strings.HasPrefix(r.Plan, "hybrid") || strings.HasPrefix(r.Plan, "gpu") {
+			continue
+		}
+		f := r.FLOPS()
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.1f\t%.2f\t\n", r.DType, r.Masks, r.Plan, r.Workers, f/1e9, f/(corePeak*float64(r.Workers)))
 	}
 	return tw.Flush()
 }

@@ -163,3 +163,21 @@ func TestSeriesName(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WritePlot(&buf, rs))
 }
+
+func TestFLOPS(t *testing.T) {
+	rs := []Row{
+		{Source: Stemdot, DType: "uint16", Masks: 64, MaskKind: Dense, Plan: "cpu-all/stemdot", Workers: 2,
+			Frames: 100, Bytes: 100 * 256 * 256 * 2, Seconds: []float64{0.5, 1, 2}},
+		{Source: Stemdot, DType: "uint16", Masks: 1, MaskKind: SparseRing, Plan: "cpu-all/stemdot", Workers: 2,
+			Frames: 100, Bytes: 100 * 256 * 256 * 2, Seconds: []float64{1}},
+	}
+	// 2 flops × 65 536 pixels × 64 masks × 100 frames in 1 s (the median).
+	assert.InDelta(t, 838_860_800, rs[0].FLOPS(), 1e-3)
+	assert.True(t, math.IsNaN(rs[1].FLOPS()), "sparse rows have no dense FLOP/s")
+	var b strings.Builder
+	require.NoError(t, WriteFLOPS(&b, rs, 1e9))
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 2, "header and the dense row")
+	// 0.84 GFLOP/s over 2 cores of 1 GFLOP/s.
+	assert.Equal(t, []string{"uint16", "64", "cpu-all/stemdot", "2", "0.8", "0.42"}, strings.Fields(lines[1]))
+}

@@ -206,11 +206,40 @@ func TestKernelsOddShapes(t *testing.T) {
 	}
 }
 
+// TestKernelsManyMasks covers the tiled dense kernel (kDenseChoice in kernels/mask_dot.cu:
+// mask groups of 16 to 64), every dtype x {16, 32, 64, 100, 128} masks x float32/float64:
+//   - 16x563 frames (9008 pixels): 16-byte loads, more pixels than one chunk (the
+//     precision split) and a last stage of 16 pixels; a 260-frame tile (frame blocks of
+//     64, 128 and 256 frames with a short last block) and a 32-frame tile (split-K to fill
+//     the device);
+//   - 67x67 frames (4489 pixels, not a multiple of 16 bytes): scalar loads, two chunks.
+//
+// 100 and 128 masks run two mask groups (100: zero padding).
+func TestKernelsManyMasks(t *testing.T) {
+	requireDevice(t)
+	shapes := []struct{ sigY, sigX, frames, start, end, tileFrames int }{
+		{16, 563, 300, 5, 297, 260},
+		{67, 67, 150, 0, 150, 100},
+	}
+	for _, sh := range shapes {
+		for _, dt := range gpuDTypes {
+			for _, nm := range []int{16, 32, 64, 100, 128} {
+				for _, f64 := range []bool{false, true} {
+					c := kernelCase{dt: dt, nMasks: nm, f64: f64, sigY: sh.sigY, sigX: sh.sigX,
+						frames: sh.frames, start: sh.start, end: sh.end, tileFrames: sh.tileFrames, streams: 2}
+					t.Run(c.String(), func(t *testing.T) { runCase(t, c, 8) })
+				}
+			}
+		}
+	}
+}
+
 // TestKernelsDetectorFrames runs 256x256 uint16 frames with the default tile size and
-// streams, as a Merlin scan would.
+// streams, as a Merlin scan would: the streaming kernel (1-8 masks) and the tiled one (16
+// and 64 masks, 16 pixel chunks).
 func TestKernelsDetectorFrames(t *testing.T) {
 	requireDevice(t)
-	for _, nm := range []int{1, 3, 8} {
+	for _, nm := range []int{1, 3, 8, 16, 64} {
 		c := kernelCase{dt: dataset.Uint16, nMasks: nm, sigY: 256, sigX: 256, frames: 300, start: 0, end: 300}
 		t.Run(c.String(), func(t *testing.T) { runCase(t, c, 3) })
 	}

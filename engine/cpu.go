@@ -185,7 +185,7 @@ func kernelFor[N native](job *Job) kernel {
 		return newSparse[N](job.Sparse)
 	case !job.Float64 && simdKernels[N]() != nil:
 		// Measured faster than the fused loop and Gemm for 1 to 64 masks (bench_test.go).
-		return newSIMDDense(job.Masks.Data, job.NMasks, p, simdKernels[N]())
+		return newSIMDDense(job.Masks.Data, job.NMasks, p, simdKernels[N](), job.packedMasks)
 	case job.NMasks == 1:
 		return &fused[N]{pixels: p, mask: job.denseMasks64()}
 	case job.Float64:

@@ -163,8 +163,24 @@ func detectorMasks(sig [2]int) *masks.Stack {
 	return s
 }
 
-// TestApplyMasksRealMIB runs virtual detectors over real Merlin recordings and checks
-// every value against a float64 reference computed from the file's bytes.
+// manyMasks returns n smooth dense masks over sig (products of cosines of growing
+// frequency, none sparse): a stack for the many-mask kernels.
+func manyMasks(sig [2]int, n int) *masks.Stack {
+	s := &masks.Stack{N: n, SigY: sig[0], SigX: sig[1], Data: make([]float32, n*sig[0]*sig[1])}
+	for m := range n {
+		fy, fx := float64(m%5+1), float64(m/5+1)
+		for y := range sig[0] {
+			for x := range sig[1] {
+				s.Data[m*s.Pixels()+y*sig[1]+x] = float32(math.Cos(fy*float64(y)/float64(sig[0])) * math.Cos(fx*float64(x)/float64(sig[1])))
+			}
+		}
+	}
+	return s
+}
+
+// TestApplyMasksRealMIB runs virtual detectors, and stacks of 16 and 70 dense masks (the
+// many-mask kernels), over real Merlin recordings and checks every value against a
+// float64 reference computed from the file's bytes.
 func TestApplyMasksRealMIB(t *testing.T) {
 	for _, name := range []string{"mib/001_4x2_6bit.mib", "mib/Single_9_Frame_CounterDepth_12_Rows_256.mib"} {
 		t.Run(name, func(t *testing.T) {
@@ -175,7 +191,7 @@ func TestApplyMasksRealMIB(t *testing.T) {
 			dense := detectorMasks(m.SigShape())
 			ring := &masks.Stack{N: 1, SigY: m.sigY, SigX: m.sigX, Data: dense.Mask(1), Names: []string{"ring"}}
 			require.True(t, ring.PreferSparse())
-			for _, stack := range []*masks.Stack{dense, ring} {
+			for _, stack := range []*masks.Stack{dense, ring, manyMasks(m.SigShape(), 16), manyMasks(m.SigShape(), 70)} {
 				want, mag := reference(mem, stack)
 				for _, f64 := range []bool{false, true} {
 					res, err := ApplyMasks(context.Background(), m, stack, evenPlan(anyCPUs, 2, m.frames, 4), Options{Float64: f64, NoPin: true})

@@ -37,7 +37,8 @@ type Options struct {
 	// masks are converted to float64). By default the result is float32.
 	Float64 bool
 	// TileFrames is the number of frames a worker reads and processes at once; 0 picks
-	// it from the frame size (see AutoTileFrames).
+	// it from the frame size (see AutoTileFrames), with larger tiles for 8 or more dense
+	// masks.
 	TileFrames int
 	// Progress, when set, is called with the number of frames done so far and the total.
 	// It is called from the workers' goroutines, one call at a time; framesDone never
@@ -74,6 +75,15 @@ type Job struct {
 	masks64Once sync.Once
 	masks64     []float64
 	over        <-chan struct{}
+	packedOnce  sync.Once
+	packed      []float32
+}
+
+// packedMasks returns the masks packed for the packed kernels (packMasks), shared by all
+// workers of the job.
+func (j *Job) packedMasks() []float32 {
+	j.packedOnce.Do(func() { j.packed = packMasks(j.Masks.Data, j.NMasks, j.Masks.Pixels()) })
+	return j.packed
 }
 
 // Done is closed when the run no longer needs new workers: every frame is computed, or
@@ -179,11 +189,12 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	if tile < 0 {
 		return nil, fmt.Errorf("apply masks: TileFrames %d is negative", tile)
 	}
+	sparse := stack.PreferSparse()
 	if tile == 0 {
-		tile = AutoTileFrames(ds.FrameBytes())
+		tile = autoTileFrames(ds.FrameBytes(), nMasks, sparse)
 	}
 	job := &Job{Dataset: ds, Masks: stack, Float64: opt.Float64, TileFrames: tile, NMasks: nMasks}
-	if stack.PreferSparse() {
+	if sparse {
 		job.Sparse = stack.ToCSR()
 	}
 	newWorker := opt.NewWorker

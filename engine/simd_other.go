@@ -5,3 +5,6 @@ package engine
 // simdKernels returns nil: the block kernels exist only in amd64 assembly
 // (simd_amd64.s), so every product takes the pure-Go path.
 func simdKernels[N native]() *groupKernels[N] { return nil }
+
+// packedKernelsFor returns nil: the packed kernels exist only in amd64 assembly.
+func packedKernelsFor[N native]() *packedKernels[N] { return nil }

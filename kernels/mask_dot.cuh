@@ -8,7 +8,7 @@
 
 namespace stemdot {
 
-// Threads per block of the dense and sparse kernels (4 warps).
+// Threads per block of the streaming dense kernel and the sparse kernel (4 warps).
 constexpr int kDenseThreads = 128;
 constexpr int kSparseThreads = 128;
 // Frames per block of the sparse kernel.
@@ -27,7 +27,9 @@ constexpr int64_t kMaxGridYZ = 65535;
 // Mask group size of a dense stack of n masks: the next power of two, at most 64.
 int mask_group(int n_masks);
 
-// Number of pixel chunks (split-K) the dense kernel wants for n_frames frames.
+// Number of pixel chunks (split-K) the dense kernel wants for n_frames frames: the larger
+// of the kernels that run this mask group with float and with double accumulation (one
+// workspace of splits x n_frames x n_masks accumulators serves both).
 int64_t dense_splits(int elem_size, int64_t n_frames, int64_t pixels, int mask_group,
                      int n_groups, int sm_count);
 

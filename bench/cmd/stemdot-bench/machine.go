@@ -13,6 +13,7 @@ import (
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/bench"
+	"github.com/stemdot/stemdot/internal/cpupeak"
 	"github.com/stemdot/stemdot/planner"
 )
 
@@ -29,6 +30,7 @@ type machine struct {
 	gpuErr   error
 	llcBytes int64
 	ramBytes int64
+	peak     cpupeak.Peak // one core's FMA peak (zero when not measured)
 }
 
 func detectMachine() (*machine, error) {

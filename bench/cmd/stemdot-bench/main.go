@@ -37,6 +37,7 @@ import (
 
 	"github.com/stemdot/stemdot/bench"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/internal/cpupeak"
 )
 
 // config is the command line.
@@ -136,6 +137,14 @@ func run() error {
 		Machine: env.describe(),
 		Method:  method,
 	}
+	if cfg.rowsOut == "" {
+		if env.peak, err = cpupeak.Measure(); err != nil {
+			log("no FMA peak: %v", err)
+		} else {
+			rep.Machine["fma_peak_per_core"] = env.peak.String()
+			log("FMA peak per core: %s", env.peak)
+		}
+	}
 	size, err := datasetBytes(cfg, env)
 	if err != nil {
 		return err
@@ -192,7 +201,7 @@ func run() error {
 	rep.Machine["stemdot_builds"] = builds(rep.Rows)
 	rep.Machine["bench_seconds"] = time.Since(start).Seconds()
 	rep.Rows = bench.Sorted(rep.Rows)
-	return writeReport(cfg, rep)
+	return writeReport(cfg, rep, env.peak)
 }
 
 // method says how each source is timed; it goes into the JSON report.
@@ -237,13 +246,19 @@ func runOtherBuild(cfg *config, bin string) ([]bench.Row, error) {
 	return rows, nil
 }
 
-func writeReport(cfg *config, rep *bench.Report) error {
+func writeReport(cfg *config, rep *bench.Report, peak cpupeak.Peak) error {
 	if err := os.MkdirAll(cfg.results, 0o755); err != nil {
 		return err
 	}
 	fmt.Println()
 	if err := bench.WriteTable(os.Stdout, rep.Rows); err != nil {
 		return err
+	}
+	if peak.ClockHz > 0 {
+		fmt.Printf("\ndense masks on CPU: FLOP/s reached (2 per pixel and mask) against the workers' cores'\nfloat32 FMA peak, per core %s (internal/cpupeak):\n", peak)
+		if err := bench.WriteFLOPS(os.Stdout, rep.Rows, peak.FLOPS()); err != nil {
+			return err
+		}
 	}
 	for _, s := range rep.Skipped {
 		fmt.Printf("skipped %s: %s\n", s.What, s.Reason)

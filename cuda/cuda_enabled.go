@@ -195,9 +195,9 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		return nil, err
 	}
 	c := C.stemdot_runner_config{
-		device:      C.int(cfg.Device),
-		masks:       h,
-		dtype:       cDType(cfg.DType),
+		device:        C.int(cfg.Device),
+		masks:         h,
+		dtype:         cDType(cfg.DType),
 		tile_frames:   C.int(cfg.TileFrames),
 		slots:         C.int(cfg.Streams),
 		record_stride: C.int64_t(cfg.RecordStride),

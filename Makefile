@@ -17,7 +17,7 @@ else
 endif
 GOTAGS := $(if $(TAGS),-tags $(TAGS),)
 
-.PHONY: all build kernels demo test test-go test-cuda lint bench bench-full clean
+.PHONY: all build kernels demo test test-go test-cuda fuzz lint bench bench-full clean
 
 all: build
 
@@ -37,7 +37,7 @@ demo: build
 	$(BIN)/stemdot apply out/demo.mib --mask disk:64,64,12 --mask ring:64,64,30,60 --mask com --out out/demo.npy --png out/demo
 	@echo "wrote out/demo.npy and out/demo_*.png"
 
-test: lint test-go $(if $(TAGS),test-cuda,) test-capi test-python
+test: lint test-go fuzz $(if $(TAGS),test-cuda,) test-capi test-python
 
 test-go:
 	$(GO) test -race ./...
@@ -45,6 +45,13 @@ test-go:
 	GODEBUG=cpu.avx512f=off $(GO) test -count=1 ./engine
 	# the engine's pure-Go kernels, as on CPUs without AVX2+FMA
 	GODEBUG=cpu.avx2=off $(GO) test -count=1 ./engine
+
+# Every reader's fuzz target, briefly (FUZZTIME each); crashers land in testdata/fuzz.
+FUZZTIME ?= 10s
+fuzz:
+	for t in FuzzMIBHeader FuzzBLOHeader FuzzHdr FuzzOpen; do \
+		$(GO) test ./dataset -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) || exit 1; done
+	$(GO) test ./masks -run '^$$' -fuzz '^FuzzLoadNPY$$' -fuzztime $(FUZZTIME)
 
 test-cuda: kernels
 	$(GO) vet -tags cuda ./...

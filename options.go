@@ -37,7 +37,7 @@ func FlagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-
 
 // OpenOptions are the options of Open, in the order the CLI's help lists them.
 var OpenOptions = []OpenOption{
-	{Key: "format", Usage: "file format: raw, npy or mib (default: detected from the extension and content)",
+	{Key: "format", Usage: "file format: raw, npy, mib, blo or hdf5 (default: detected from the extension and content)",
 		set: func(o *Options, v string) error { o.Format = strings.ToLower(strings.TrimSpace(v)); return nil }},
 	{Key: "nav_shape", Usage: "navigation (scan) shape Y,X (or N); overrides the file's when the frame count matches (default: from the file, else 1,N with a warning)",
 		set: func(o *Options, v string) (err error) {
@@ -61,6 +61,28 @@ var OpenOptions = []OpenOption{
 			o.Offset = n
 			return nil
 		}},
+	{Key: "frame_header", Usage: "raw files: bytes before every frame's pixels (a per-frame header)", Default: "0",
+		set: func(o *Options, v string) (err error) { o.FrameHeader, err = parseBytes(v); return err }},
+	{Key: "frame_footer", Usage: "raw files: bytes after every frame's pixels (a per-frame footer or gap)", Default: "0",
+		set: func(o *Options, v string) (err error) { o.FrameFooter, err = parseBytes(v); return err }},
+	{Key: "sync_offset", Usage: "scan position p reads the file's frame p+N: N>0 skips N leading frames, N<0 inserts -N blank frames first", Default: "0",
+		set: func(o *Options, v string) (err error) {
+			if o.SyncOffset, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
+				return fmt.Errorf("want a whole number of frames")
+			}
+			return nil
+		}},
+	{Key: "dataset_path", Usage: "HDF5 files: the dataset holding the frames, e.g. /fpd_expt/fpd_data/data (default: the largest of rank 3 to 5)",
+		set: func(o *Options, v string) error { o.DatasetPath = strings.TrimSpace(v); return nil }},
+}
+
+// parseBytes parses a non-negative byte count.
+func parseBytes(v string) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("want a non-negative byte count")
+	}
+	return n, nil
 }
 
 // SetOpenOption sets the option key of o from its string value. Errors (errs.Argument,
@@ -170,15 +192,21 @@ func Open(path string, opt Options) (dataset.Dataset, error) {
 	return dataset.Open(path, opt)
 }
 
-// OpenWarnings are what a user should know about an opened dataset, one line each: a
+// OpenWarnings are what a user should know about an opened dataset, one line each: how
+// its frames were fitted to the scan (dataset.Notes: surplus frames ignored, an
+// incomplete scan's complete rows kept, a sync offset, the HDF5 dataset chosen), and a
 // nav shape guessed as (1, n_frames) because neither the file nor the options gave one
 // (a MIB file without its .hdr sidecar, a raw file).
 func OpenWarnings(ds dataset.Dataset) []string {
-	if !dataset.NavShapeGuessed(ds) {
-		return nil
+	var w []string
+	for _, n := range dataset.Notes(ds) {
+		w = append(w, ds.Path()+": "+n)
 	}
-	return []string{fmt.Sprintf("%s: the file gives no scan shape, read as 1 row of %d frames: give option nav_shape (e.g. %s)",
-		ds.Path(), ds.NumFrames(), exampleNav(ds.NumFrames()))}
+	if dataset.NavShapeGuessed(ds) {
+		w = append(w, fmt.Sprintf("%s: the file gives no scan shape, read as 1 row of %d frames: give option nav_shape (e.g. %s)",
+			ds.Path(), ds.NumFrames(), exampleNav(ds.NumFrames())))
+	}
+	return w
 }
 
 // exampleNav is a square or near-square nav shape for n frames, for messages.

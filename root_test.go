@@ -133,7 +133,7 @@ func TestOptions(t *testing.T) {
 		kind errs.Kind
 		msg  string
 	}{
-		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset)`},
+		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, dataset_path)`},
 		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
 		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},
 		{"dtype=complex64", errs.DType, "complex64"},

@@ -278,12 +278,12 @@ func TestApplyRealFile(t *testing.T) {
 	disk, err := parseMask("disk:42,126,30", 256, 256)
 	require.NoError(t, err)
 	out := make([]float64, ds.NumFrames())
-	require.NoError(t, apply(applyRequest{ds: ds, masks: disk.Data, n: 1, sig: [2]int{256, 256}, out64: out}))
+	require.NoError(t, apply(applyRequest{ds: ds, masks: disk.Dense(), n: 1, sig: [2]int{256, 256}, out64: out}))
 	const frameBytes = 384 + 256*256
 	require.Len(t, raw, 8*frameBytes)
 	for f := range 8 {
 		var want float64
-		for p, w := range disk.Data {
+		for p, w := range disk.Dense() {
 			want += float64(w) * float64(raw[f*frameBytes+384+p])
 		}
 		assert.Equal(t, want, out[f], "frame %d", f)

@@ -292,10 +292,11 @@ func stemdot_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float
 	if out == nil {
 		return succeed()
 	}
-	if uint64(outLen) < uint64(len(stack.Data)) {
-		return fail(fn, failf(errs.Shape, "out holds %d floats, but %d masks of %d×%d pixels need %d", outLen, stack.N, sigY, sigX, len(stack.Data)))
+	dense := stack.Dense()
+	if uint64(outLen) < uint64(len(dense)) {
+		return fail(fn, failf(errs.Shape, "out holds %d floats, but %d masks of %d×%d pixels need %d", outLen, stack.N, sigY, sigX, len(dense)))
 	}
-	copy(unsafe.Slice((*float32)(unsafe.Pointer(out)), len(stack.Data)), stack.Data)
+	copy(unsafe.Slice((*float32)(unsafe.Pointer(out)), len(dense)), dense)
 	return succeed()
 }
 

@@ -257,7 +257,7 @@ func TestOpenErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(mibLike, []byte("MQ1,000001,00384,01,0256,0256,R64,   1x1,01,"), 0o644))
 	_, err = dataset.Open(mibLike, dataset.Options{})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "raw-packed (R64)", "detected as MIB by content")
+	assert.Contains(t, err.Error(), "256×256 R64", "detected as MIB by content")
 	npyLike := filepath.Join(dir, "array.dat")
 	require.NoError(t, os.WriteFile(npyLike, npyBytes("<u2", false, "(2, 2)", make([]byte, 8)), 0o644))
 	d, err := dataset.Open(npyLike, dataset.Options{})
@@ -281,7 +281,7 @@ func TestOpenErrors(t *testing.T) {
 	assert.Equal(t, errs.Format, errs.KindOf(err))
 	_, err = dataset.Open(raw, dataset.Options{SigShape: []int{16, 16}, DType: dataset.Uint16, NavShape: []int{3, 4}})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "nav shape (3, 4) has 12 positions but the file holds 9 frames")
+	assert.Contains(t, err.Error(), "nav shape (3, 4) (option nav_shape) has 12 positions but the file holds 9 frames (frames of 512 bytes (16×16×2)); check option sig_shape, option dtype, option offset, option frame_header and option frame_footer")
 	assert.Equal(t, errs.Shape, errs.KindOf(err))
 
 	d, err = dataset.Open(raw, dataset.Options{SigShape: []int{16, 16}, DType: dataset.Uint16})

@@ -61,7 +61,8 @@ func (d *mappedFile) MapFrames(start, end int) (FrameMap, bool, error) {
 }
 
 // MapFrames of a MIB file: records of a frame header and big-endian pixels. ok is false
-// when the file could not be mapped.
+// when the file could not be mapped, and for raw-packed (R64) files, whose pixels need
+// decoding.
 func (d *mibFile) MapFrames(start, end int) (FrameMap, bool, error) {
 	if err := checkRange(d.path, start, end, d.numFrames, d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
 		return FrameMap{}, false, err
@@ -69,7 +70,7 @@ func (d *mibFile) MapFrames(start, end int) (FrameMap, bool, error) {
 	if d.closed.Load() {
 		return FrameMap{}, false, fmt.Errorf("dataset: %s: read after Close", d.path)
 	}
-	if d.mapping == nil {
+	if d.mapping == nil || d.raw != nil {
 		return FrameMap{}, false, nil
 	}
 	return FrameMap{

@@ -81,7 +81,6 @@ func parseMIBHeader(h []byte) (mibHeader, error) {
 // mibFile is an opened MIB file. Frames are read with one positioned read per request,
 // headers included, into a pooled scratch buffer.
 type mibFile struct {
-	guessedNav
 	path      string
 	f         *os.File
 	nav       []int
@@ -93,7 +92,9 @@ type mibFile struct {
 	numFrames int
 	scratch   sync.Pool // *[]byte
 	mapping   []byte    // the whole file, mapped read-only for MapFrames (nil if refused)
+	raw       *mibRaw   // raw-packed (R64) pixels, or nil
 	closed    atomic.Bool
+	notes
 }
 
 // openMIB opens a Merlin .mib file (or the .mib beside a .hdr path). The nav shape is,
@@ -105,6 +106,9 @@ func openMIB(path string, opt Options) (Dataset, error) {
 	base := strings.TrimSuffix(path, filepath.Ext(path))
 	if strings.EqualFold(filepath.Ext(path), ".hdr") {
 		path = base + ".mib"
+	}
+	if err := formatOptionError(path, "mib", opt); err != nil {
+		return nil, err
 	}
 	f, size, err := openFile(path)
 	if err != nil {
@@ -120,15 +124,16 @@ func openMIB(path string, opt Options) (Dataset, error) {
 	if len(opt.NavShape) == 0 {
 		if hdrNav, source, err = mibNavFromHdr(base + ".hdr"); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("dataset: %s: %w", path, err)
+			return nil, fmt.Errorf("dataset: %s: %w; give option nav_shape to read the file without it", path, err)
 		}
 	}
-	if d.nav, d.guessedNav, err = resolveNavShape(path, opt.NavShape, hdrNav, source, d.numFrames); err != nil {
-		f.Close()
+	d.mapping = mapReadOnly(f.Fd(), size)
+	ds, err := finishFrames(d, opt, hdrNav, source, fileFrames{whole: d.numFrames, cutBytes: size % int64(d.stride), recordBytes: int64(d.stride)})
+	if err != nil {
+		d.Close()
 		return nil, err
 	}
-	d.mapping = mapReadOnly(f.Fd(), size)
-	return d, nil
+	return ds, nil
 }
 
 // newMIBFile reads the first and last frame headers of f (size bytes) and checks that
@@ -145,21 +150,38 @@ func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if hd.pixelType == "R64" {
-		return nil, errors.New("raw-packed (R64) MIB files are not supported yet")
-	}
-	dt, ok := mibPixelTypes[hd.pixelType]
-	if !ok {
-		return nil, fmt.Errorf("unsupported MIB pixel type %q (want U08, U16 or U32)", hd.pixelType)
-	}
+	var raw *mibRaw
 	sig := [2]int{hd.height, hd.width}
+	dt, ok := mibPixelTypes[hd.pixelType]
+	if hd.pixelType == "R64" {
+		if raw, sig, dt, err = newMIBRaw(hd); err != nil {
+			return nil, err
+		}
+		if raw.bits == 24 && !raw.quad && raw.rowPx%16 == 0 {
+			// LiberTEM reads the header width of a 24-bit raw frame as twice the
+			// frame's (its two 12-bit halves side by side): follow the next frame's
+			// magic to tell which.
+			next := make([]byte, len(mibMagic))
+			at := int64(hd.headerBytes) + int64(raw.rawBytes/2)
+			if _, err := f.ReadAt(next, at); err == nil && bytes.Equal(next, mibMagic) {
+				raw.rowPx, raw.rawBytes = raw.rowPx/2, raw.rawBytes/2
+				sig[1] /= 2
+			}
+		}
+	} else if !ok {
+		return nil, fmt.Errorf("unsupported MIB pixel type %q (want U08, U16, U32 or R64)", hd.pixelType)
+	}
 	fb, err := checkSig(sig, dt)
 	if err != nil {
 		return nil, fmt.Errorf("first frame header: %w", err)
 	}
-	if int64(hd.headerBytes) > size-int64(fb) {
-		return nil, fmt.Errorf("size %d bytes is less than one frame of %d-byte header + %d×%d×%d bytes",
-			size, hd.headerBytes, hd.width, hd.height, dt.Size())
+	pixelBytes := fb
+	if raw != nil {
+		pixelBytes = raw.rawBytes
+	}
+	if int64(hd.headerBytes) > size-int64(pixelBytes) {
+		return nil, fmt.Errorf("size %d bytes is less than one frame of %d-byte header + %d pixel bytes (%d×%d %s)",
+			size, hd.headerBytes, pixelBytes, hd.width, hd.height, hd.pixelType)
 	}
 	d := &mibFile{
 		path:   path,
@@ -167,19 +189,16 @@ func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
 		sig:    sig,
 		dt:     dt,
 		header: hd.headerBytes,
-		stride: hd.headerBytes + fb,
+		stride: hd.headerBytes + pixelBytes,
+		raw:    raw,
 	}
 	for i, c := range mibCheckedFields {
 		d.checked[i] = hd.fields[c.index]
 	}
-	if size%int64(d.stride) != 0 {
-		return nil, fmt.Errorf("size %d bytes is not a whole number of frames of %d bytes (%d-byte header + %d×%d×%d)",
-			size, d.stride, d.header, hd.width, hd.height, dt.Size())
-	}
+	// A file cut inside a frame (an interrupted acquisition) is read up to its last whole
+	// frame; finishFrames reports the rest.
 	d.numFrames = int(size / int64(d.stride))
-	if d.numFrames == 0 {
-		return nil, errors.New("the file holds no frames")
-	}
+	d.nav = []int{1, d.numFrames}
 	last := make([]byte, d.header)
 	if _, err := f.ReadAt(last, int64(d.numFrames-1)*int64(d.stride)); err != nil {
 		return nil, fmt.Errorf("reading the last frame header: %w", err)
@@ -219,7 +238,11 @@ func (d *mibFile) NavShape() []int  { return append([]int(nil), d.nav...) }
 func (d *mibFile) SigShape() [2]int { return d.sig }
 func (d *mibFile) DType() DType     { return d.dt }
 func (d *mibFile) NumFrames() int   { return d.numFrames }
-func (d *mibFile) FrameBytes() int  { return d.sig[0] * d.sig[1] * d.dt.Size() }
+
+func (d *mibFile) setFrames(nav []int, n notes) {
+	d.nav, d.numFrames, d.notes = nav, product(nav), n
+}
+func (d *mibFile) FrameBytes() int { return d.sig[0] * d.sig[1] * d.dt.Size() }
 
 // Close unmaps and closes the file.
 func (d *mibFile) Close() error {
@@ -235,7 +258,7 @@ func (d *mibFile) Close() error {
 
 // ReadFrames reads frames [start, end) with one positioned read (headers included) into a
 // pooled scratch buffer, checks every frame header, and copies the pixels into dst,
-// swapping them from big-endian to host order.
+// swapping them from big-endian to host order (or decoding raw-packed ones, mibraw.go).
 func (d *mibFile) ReadFrames(start, end int, dst []byte) error {
 	fb := d.FrameBytes()
 	if err := checkRange(d.path, start, end, d.numFrames, fb, len(dst)); err != nil {
@@ -259,6 +282,10 @@ func (d *mibFile) ReadFrames(start, end int, dst []byte) error {
 		frame := buf[i*d.stride : (i+1)*d.stride]
 		if err := d.checkHeader(frame[:d.header], start+i); err != nil {
 			return errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", d.path, err))
+		}
+		if d.raw != nil {
+			d.raw.decode(dst[i*fb:(i+1)*fb], frame[d.header:], d.sig, d.dt)
+			continue
 		}
 		copyToHost(dst[i*fb:(i+1)*fb], frame[d.header:], d.dt.Size(), true)
 	}
@@ -314,10 +341,12 @@ func mibNavFromHdr(hdrPath string) ([]int, string, error) {
 			return 0, false, nil
 		}
 		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return 0, false, fmt.Errorf("%s: %q is %q, not a positive number", hdrPath, key, v)
+		if err != nil || n < 0 {
+			return 0, false, fmt.Errorf("%s: %q is %q, not a number of frames", hdrPath, key, v)
 		}
-		return n, true, nil
+		// Merlin writes 0 for a value it was not given (pixel-triggered scans: Frames per
+		// Trigger 0): 0 means "not given".
+		return n, n > 0, nil
 	}
 	scanX, okX, err := atoi("ScanX")
 	if err != nil {

@@ -132,14 +132,6 @@ func TestMIBHdrPathOpensMIB(t *testing.T) {
 	assert.Equal(t, []int{2, 4}, d.NavShape())
 }
 
-func TestMIBRawPackedError(t *testing.T) {
-	path := testfiles.File(t, "mib/Single_9_Frame_CounterDepth_1_Rows_256RAW.mib")
-	_, err := dataset.Open(path, dataset.Options{})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "raw-packed (R64) MIB files are not supported yet")
-	assert.Contains(t, err.Error(), path)
-}
-
 // copyMIB copies a real MIB file (without its .hdr) into a temporary directory.
 func copyMIB(t *testing.T, name string) (string, []byte) {
 	t.Helper()
@@ -158,10 +150,11 @@ func TestMIBErrors(t *testing.T) {
 	t.Run("truncated", func(t *testing.T) {
 		path, raw := copyMIB(t, mib002)
 		require.NoError(t, os.WriteFile(path, raw[:len(raw)-100], 0o644))
-		_, err := dataset.Open(path, dataset.Options{})
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), path)
-		assert.Contains(t, err.Error(), "size 527260 bytes is not a whole number of frames of 65920 bytes (384-byte header + 256×128×2)")
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err, "the whole frames of a cut file are read")
+		defer d.Close()
+		assert.Equal(t, []int{1, 7}, d.NavShape())
+		assert.Equal(t, []string{"the file ends inside frame 7 (65820 of its 65920 bytes are there): that frame is not read"}, dataset.Notes(d))
 	})
 	t.Run("no .hdr gives (1, n)", func(t *testing.T) {
 		path, _ := copyMIB(t, mib002)
@@ -207,9 +200,13 @@ func TestMIBErrors(t *testing.T) {
 	})
 	t.Run("nav shape mismatch", func(t *testing.T) {
 		path := testfiles.File(t, "mib/"+mib002)
-		_, err := dataset.Open(path, dataset.Options{NavShape: []int{3, 4}})
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "nav shape (3, 4) has 12 positions but the file holds 8 frames")
+		d, err := dataset.Open(path, dataset.Options{NavShape: []int{3, 4}})
+		require.NoError(t, err)
+		defer d.Close()
+		assert.Equal(t, []int{2, 4}, d.NavShape(), "the complete scan rows")
+		assert.Equal(t, []string{"incomplete acquisition: nav shape (3, 4) (option nav_shape) has 12 positions but the file holds 8 frames: reading the 2 complete scan rows of 4 (nav shape (2, 4)); 4 positions are missing"}, dataset.Notes(d))
+		_, err = dataset.Open(path, dataset.Options{NavShape: []int{1, 9}})
+		assert.ErrorContains(t, err, "nav shape (1, 9) (option nav_shape) has 9 positions but the file holds 8 frames, less than one scan row of 9; give option nav_shape to read the frames there are")
 	})
 	t.Run(".hdr nav shape mismatch", func(t *testing.T) {
 		path, raw := copyMIB(t, mib002)
@@ -218,10 +215,12 @@ func TestMIBErrors(t *testing.T) {
 		hdr, err := os.ReadFile(testfiles.File(t, "mib/"+strings.TrimSuffix(mib002, ".mib")+".hdr"))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(strings.TrimSuffix(path, ".mib")+".hdr", hdr, 0o644))
-		_, err = dataset.Open(path, dataset.Options{})
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "nav shape (2, 4) from 002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.hdr (ScanY=2, ScanX=4) has 8 positions but the file holds 7 frames")
-		d, err := dataset.Open(path, dataset.Options{NavShape: []int{7}})
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, []int{1, 4}, d.NavShape())
+		assert.Equal(t, []string{"incomplete acquisition: nav shape (2, 4) from 002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.hdr (ScanY=2, ScanX=4) has 8 positions but the file holds 7 frames: reading the 1 complete scan row of 4 (nav shape (1, 4)); 1 position is missing, and the 3 frames of the incomplete last row not read"}, dataset.Notes(d))
+		require.NoError(t, d.Close())
+		d, err = dataset.Open(path, dataset.Options{NavShape: []int{7}})
 		require.NoError(t, err, "a user nav shape overrides the .hdr")
 		assert.Equal(t, []int{7}, d.NavShape())
 		require.NoError(t, d.Close())

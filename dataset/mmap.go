@@ -2,7 +2,6 @@ package dataset
 
 import (
 	"errors"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -14,14 +13,18 @@ import (
 // page cache this halves the memory traffic of a memory-bound mask-dot product.
 type mappedFile struct {
 	*flatFile
-	data   []byte // the whole file, mapped
-	closed atomic.Bool
+	data []byte // the whole file, mapped
 }
 
-// newFlatDataset returns d memory-mapped when its frames can be viewed in place (host
-// byte order, frames aligned for their dtype), else d itself, read with pread. A failed
-// mmap (e.g. a file system that does not support it) falls back to pread.
-func newFlatDataset(d *flatFile, size int64) Dataset {
+// newFlatDataset returns d memory-mapped when its frames can be viewed in place (back to
+// back, host byte order, aligned for their dtype), else d itself, read with pread (and,
+// with per-frame header or footer bytes, mapped for MapFrames). A failed mmap (e.g. a
+// file system that does not support it) falls back to pread.
+func newFlatDataset(d *flatFile, size int64) frameFile {
+	if d.stride() != int64(d.FrameBytes()) {
+		d.mapping = mapReadOnly(d.f.Fd(), size)
+		return d
+	}
 	if d.bigEndian != hostBigEndian || d.offset%int64(d.dt.Size()) != 0 || size != int64(int(size)) {
 		return d
 	}
@@ -61,8 +64,8 @@ func (d *mappedFile) ReadFrames(start, end int, dst []byte) error {
 
 // Close unmaps and closes the file.
 func (d *mappedFile) Close() error {
-	if d.closed.Swap(true) {
-		return errors.New("dataset: " + d.path + ": already closed")
+	if d.closed.Load() {
+		return d.flatFile.Close() // "already closed"
 	}
-	return errors.Join(unix.Munmap(d.data), d.flatFile.Close())
+	return errors.Join(d.flatFile.Close(), unix.Munmap(d.data))
 }

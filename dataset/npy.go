@@ -16,6 +16,10 @@ func openNPY(path string, opt Options) (Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := formatOptionError(path, "npy", opt); err != nil {
+		f.Close()
+		return nil, err
+	}
 	fail := func(format string, args ...any) (Dataset, error) {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: "+format, append([]any{path}, args...)...)
@@ -58,12 +62,14 @@ func openNPY(path string, opt Options) (Dataset, error) {
 		return fail("size %d bytes does not match the NPY header: %d header bytes + %d frames of %d bytes (%d×%d×%d) = %d bytes",
 			size, offset, frames, frameBytes, sig[0], sig[1], dt.Size(), uint64(offset)+uint64(data))
 	}
-	nav, _, err := resolveNavShape(path, opt.NavShape, fileNav, " from the NPY shape", frames)
+	d := &flatFile{format: "npy", path: path, f: f, offset: offset, nav: []int{1, frames}, sig: sig, dt: dt, bigEndian: bigEndian}
+	file := newFlatDataset(d, size)
+	ds, err := finishFrames(file, opt, fileNav, " from the NPY shape", fileFrames{whole: frames, recordBytes: int64(frameBytes)})
 	if err != nil {
-		f.Close()
+		file.Close()
 		return nil, err
 	}
-	return newFlatDataset(&flatFile{format: "npy", path: path, f: f, offset: offset, nav: nav, sig: sig, dt: dt, bigEndian: bigEndian}, size), nil
+	return ds, nil
 }
 
 // npyKinds maps NPY kind and element size to DTypes.

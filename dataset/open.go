@@ -16,26 +16,40 @@ import (
 // Options tells Open how to read a file. The zero value detects the format and reads
 // every shape from the file itself.
 type Options struct {
-	// Format is "raw", "npy", "mib", or "" to detect it from the extension (.raw, .bin,
-	// .npy, .mib, .hdr) and, failing that, from the first bytes ("MQ1," for MIB,
-	// "\x93NUMPY" for NPY).
+	// Format is "raw", "npy", "mib", "blo", "hdf5", or "" to detect it from the extension
+	// (.raw, .bin, .npy, .mib, .hdr, .blo, .h5, .hdf5, .hdf, .nxs, .emd) and, failing
+	// that, from the first bytes ("MQ1," for MIB, "\x93NUMPY" for NPY, "IMGBLO" for BLO,
+	// the HDF5 signature).
 	Format string
 	// NavShape overrides the navigation shape found in the file (NPY shape, MIB .hdr
-	// sidecar). Its product must equal the number of frames in the file. Empty: use the
-	// file's, or (1, n_frames) when the file has none (raw, MIB without .hdr).
+	// sidecar). Empty: use the file's, or (1, n_frames) when the file has none (raw, MIB
+	// without .hdr). A frame count that differs from it is reconciled as described in
+	// frames.go (surplus frames ignored, complete rows of an interrupted scan kept; raw
+	// files must match exactly).
 	NavShape []int
+	// SyncOffset shifts frames against scan positions (LiberTEM's sync_offset): scan
+	// position p holds the file's frame p+SyncOffset. Positive: skip that many leading
+	// frames; negative: insert that many blank frames before the first.
+	SyncOffset int
 	// SigShape is (sig_y, sig_x) in pixels. Required for raw files, ignored otherwise.
 	SigShape []int
 	// DType is the stored pixel dtype. Required for raw files, ignored otherwise.
 	DType DType
 	// BigEndian says that a raw file stores pixels most significant byte first.
 	BigEndian bool
-	// Offset is the number of header bytes to skip at the start of a raw file.
+	// Offset is the number of header bytes to skip at the start of a raw file. Other
+	// formats refuse it (a MIB's leading frames are skipped with SyncOffset).
 	Offset int64
+	// DatasetPath is the HDF5 dataset that holds the frames, e.g. "/fpd_expt/fpd_data/data";
+	// empty: the file's only dataset of rank 3 to 5.
+	DatasetPath string
+	// FrameHeader and FrameFooter are bytes before and after every frame's pixels in a
+	// raw file (a per-frame header or footer, or padding); other formats refuse them.
+	FrameHeader, FrameFooter int64
 }
 
 // The formats Open reads, as named in error messages.
-const supportedFormats = `raw (.raw, .bin, or option format raw with options sig_shape and dtype), npy (.npy), mib (.mib, .hdr)`
+const supportedFormats = `raw (.raw, .bin, or option format raw with options sig_shape and dtype), npy (.npy), mib (.mib, .hdr), blo (.blo), hdf5 (.h5, .hdf5, .hdf, .nxs, .emd)`
 
 // Open opens the 4D-STEM file at path. A ".hdr" path opens the Merlin ".mib" file beside
 // it. The file stays open until Close.
@@ -59,7 +73,7 @@ func Open(path string, opt Options) (Dataset, error) {
 func open(path string, opt Options) (Dataset, error) {
 	format := strings.ToLower(opt.Format)
 	switch format {
-	case "raw", "npy", "mib":
+	case "raw", "npy", "mib", "blo", "hdf5":
 	case "":
 		var err error
 		if format, err = detectFormat(path); err != nil {
@@ -73,6 +87,10 @@ func open(path string, opt Options) (Dataset, error) {
 		return openRaw(path, opt)
 	case "npy":
 		return openNPY(path, opt)
+	case "blo":
+		return openBLO(path, opt)
+	case "hdf5":
+		return openHDF5(path, opt)
 	default:
 		return openMIB(path, opt)
 	}
@@ -87,13 +105,17 @@ func detectFormat(path string) (string, error) {
 		return "npy", nil
 	case ".raw", ".bin":
 		return "raw", nil
+	case ".blo":
+		return "blo", nil
+	case ".h5", ".hdf5", ".hdf", ".nxs", ".emd":
+		return "hdf5", nil
 	}
 	f, _, err := openFile(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	magic := make([]byte, 6)
+	magic := make([]byte, 8)
 	n, err := io.ReadFull(f, magic)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return "", errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", path, err))
@@ -104,6 +126,10 @@ func detectFormat(path string) (string, error) {
 		return "mib", nil
 	case bytes.HasPrefix(magic, []byte("\x93NUMPY")):
 		return "npy", nil
+	case bytes.HasPrefix(magic, []byte("IMGBLO")):
+		return "blo", nil
+	case bytes.HasPrefix(magic, []byte("\x89HDF\r\n\x1a\n")):
+		return "hdf5", nil
 	}
 	return "", fmt.Errorf("dataset: %s: unknown format: neither the extension nor the first bytes %q match a supported format (supported: %s; give option format)",
 		path, magic, supportedFormats)
@@ -143,38 +169,6 @@ func openFile(path string) (*os.File, int64, error) {
 func NavShapeGuessed(ds Dataset) bool {
 	g, ok := ds.(interface{ navShapeGuessed() bool })
 	return ok && g.navShapeGuessed()
-}
-
-// guessedNav marks a dataset whose nav shape resolveNavShape guessed.
-type guessedNav struct{ guessed bool }
-
-func (g guessedNav) navShapeGuessed() bool { return g.guessed }
-
-// resolveNavShape picks the navigation shape of a file holding frames frames: the user's
-// when given, else the file's (fileNav; source says where it came from, as in
-// " from x.hdr"), else (1, frames), which it reports as guessed. The chosen shape's
-// product must be frames.
-func resolveNavShape(path string, user, fileNav []int, source string, frames int) ([]int, guessedNav, error) {
-	nav, err := resolveNav(path, user, fileNav, source, frames)
-	return nav, guessedNav{len(user) == 0 && len(fileNav) == 0}, err
-}
-
-func resolveNav(path string, user, fileNav []int, source string, frames int) ([]int, error) {
-	nav := fileNav
-	if len(user) > 0 {
-		nav, source = user, ""
-	}
-	if len(nav) == 0 {
-		return []int{1, frames}, nil
-	}
-	p, err := checkNav(nav, source)
-	if err != nil {
-		return nil, errs.Wrap(errs.Shape, fmt.Errorf("dataset: %s: %w", path, err))
-	}
-	if p != frames {
-		return nil, errs.New(errs.Shape, "dataset: %s: nav shape %s%s has %d positions but the file holds %d frames", path, shapeString(nav), source, p, frames)
-	}
-	return append([]int(nil), nav...), nil
 }
 
 // checkRange checks a ReadFrames request against a dataset of n frames of frameBytes.

@@ -63,7 +63,7 @@ func TestOverflowingShapes(t *testing.T) {
 	assert.ErrorContains(t, err, "exceeds the 2147483648-byte limit")
 	// 4·4611686018427387910 wraps around to 24, the file's number of frames.
 	_, err = dataset.Open(raw, dataset.Options{SigShape: []int{4, 4}, DType: dataset.Uint16, NavShape: []int{4, 4611686018427387910}})
-	assert.ErrorContains(t, err, "dataset: "+raw+": nav shape (4, 4611686018427387910) is too large")
+	assert.ErrorContains(t, err, "dataset: "+raw+": nav shape (4, 4611686018427387910) (option nav_shape) is too large")
 
 	npyPath := filepath.Join(dir, "big.npy")
 	require.NoError(t, os.WriteFile(npyPath, npyDict("{'descr': '<u2', 'fortran_order': False, 'shape': (4, 4611686018427387910, 1, 1), }"), 0o644))
@@ -82,7 +82,7 @@ func TestOverflowingShapes(t *testing.T) {
 	assert.ErrorContains(t, err, "first frame header: sig shape (4, 4611686018427387904) is too large")
 	require.NoError(t, os.WriteFile(mib, []byte("MQ1,000001,9223372036854775807,01,0004,0004,U16,   1x1,01,"), 0o644))
 	_, err = dataset.Open(mib, dataset.Options{})
-	assert.ErrorContains(t, err, "is less than one frame of 9223372036854775807-byte header + 4×4×2 bytes")
+	assert.ErrorContains(t, err, "is less than one frame of 9223372036854775807-byte header + 32 pixel bytes (4×4 U16)")
 
 	_, err = dataset.FromMemory(make([]byte, 24*32), []int{4, 4611686018427387910}, [2]int{4, 4}, dataset.Uint16)
 	assert.ErrorContains(t, err, "nav shape (4, 4611686018427387910) is too large")

@@ -306,11 +306,11 @@ func BenchmarkSIMDDense(b *testing.B) {
 				switch dt {
 				case dataset.Uint16:
 					if kern := simdKernels[uint16](); kern != nil {
-						k = newSIMDDense(stack.Data, nMasks, benchSig*benchSig, kern, nil)
+						k = newSIMDDense(stack.Dense(), nMasks, benchSig*benchSig, kern, nil)
 					}
 				case dataset.Float32:
 					if kern := simdKernels[float32](); kern != nil {
-						k = newSIMDDense(stack.Data, nMasks, benchSig*benchSig, kern, nil)
+						k = newSIMDDense(stack.Dense(), nMasks, benchSig*benchSig, kern, nil)
 					}
 				}
 				if k == nil {

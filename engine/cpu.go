@@ -100,6 +100,9 @@ func validateJob(job *Job) error {
 	if job.TileFrames < 1 {
 		return fmt.Errorf("job TileFrames %d, need at least 1", job.TileFrames)
 	}
+	if job.Sparse == nil && job.Masks.Data == nil {
+		return errors.New("the mask stack is held in CSR form only: set Job.Sparse")
+	}
 	if job.Sparse != nil {
 		if err := job.Sparse.Validate(job.Masks.N, job.Masks.Pixels()); err != nil {
 			return fmt.Errorf("sparse masks: %w", err)

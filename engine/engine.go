@@ -61,7 +61,8 @@ type Options struct {
 type Job struct {
 	// Dataset is the source of the frames.
 	Dataset dataset.Dataset
-	// Masks is the dense stack, shape (NMasks, sig_y, sig_x), float32.
+	// Masks is the stack, shape (NMasks, sig_y, sig_x), float32: dense, or held in CSR
+	// form only (Masks.Data nil; then Sparse must be set).
 	Masks *masks.Stack
 	// Sparse is the stack in CSR form, or nil to apply it dense.
 	Sparse *masks.CSR
@@ -159,7 +160,9 @@ type Result struct {
 // and partitions covering the frames [0, ds.NumFrames()) in order, without gap or
 // overlap. The stack is applied in CSR form when stack.PreferSparse().
 //
-// Errors: invalid input is reported before any work starts. The first worker error
+// Errors: invalid input, and a run whose memory (EstimateMemory) does not fit in what the
+// process may still allocate (the machine's available memory, the cgroup limit, the
+// address-space limit), are reported before any work starts. The first worker error
 // cancels the run and is returned as "worker W (cpu C): partition [S, E): ...". A GPU
 // worker's failure is not fatal: one that cannot be created is listed in
 // Stats.NotStarted, and a partition it fails is re-run by the remaining workers and
@@ -180,6 +183,9 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	if err := validatePlan(plan, ds.NumFrames()); err != nil {
 		return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
 	}
+	if err := checkMemory(ds, stack, plan, opt); err != nil {
+		return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
+	}
 	nFrames, nMasks := ds.NumFrames(), stack.N
 	out, err := resultBuffer(opt, nFrames*nMasks)
 	if err != nil {
@@ -191,7 +197,8 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	}
 	sparse := stack.PreferSparse()
 	if tile == 0 {
-		tile = autoTileFrames(ds.FrameBytes(), nMasks, sparse)
+		// A tile's float64 result rows stay within tileBytes too (deep mask stacks).
+		tile = max(1, min(autoTileFrames(ds.FrameBytes(), nMasks, sparse), tileBytes/(8*stack.N)))
 	}
 	job := &Job{Dataset: ds, Masks: stack, Float64: opt.Float64, TileFrames: tile, NMasks: nMasks}
 	if sparse {
@@ -273,6 +280,9 @@ func validateStack(stack *masks.Stack, sig [2]int) error {
 	}
 	if stack.SigY != sig[0] || stack.SigX != sig[1] {
 		return fmt.Errorf("mask sig shape (%d, %d) does not match the dataset sig shape (%d, %d)", stack.SigY, stack.SigX, sig[0], sig[1])
+	}
+	if stack.Data == nil && stack.Sparse != nil {
+		return stack.Sparse.Validate(stack.N, stack.Pixels())
 	}
 	if want := stack.N * stack.Pixels(); len(stack.Data) != want {
 		return fmt.Errorf("mask stack of shape (%d, %d, %d) holds %d weights, want %d", stack.N, stack.SigY, stack.SigX, len(stack.Data), want)

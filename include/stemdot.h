@@ -125,14 +125,18 @@ const char *stemdot_status_name(stemdot_status status);
 
 /*
  * Opens a dataset file and stores its handle in *out.
- * path: a Merlin .mib (or its .hdr), .npy, or raw file.
+ * path: a Merlin .mib (or its .hdr), .npy, NanoMEGAS .blo, HDF5, or raw file.
  * options: NULL or "" to detect the format, else "key=value;key=value" with keys
- *   format      raw | npy | mib (default: detected from extension and content)
+ *   format      raw | npy | mib | blo | hdf5 (default: detected from extension and content)
+ *   dataset_path  HDF5: the dataset of frames (default: the largest of rank 3 to 5)
  *   nav_shape   e.g. 4,4 (overrides the file's when the frame count matches)
  *   sig_shape   e.g. 256,256 (raw only)
  *   dtype       uint8 | uint16 | uint32 | int8 | int16 | int32 | float32 | float64 (raw)
  *   byte_order  little | big (raw; default little)
  *   offset      header bytes to skip (raw; default 0)
+ *   frame_header, frame_footer  bytes before/after every frame's pixels (raw; default 0)
+ *   sync_offset scan position p reads the file's frame p+N: N > 0 skips N leading
+ *               frames, N < 0 inserts -N blank frames first (default 0)
  * e.g. "format=raw;sig_shape=256,256;dtype=uint16;nav_shape=4,4;byte_order=big".
  * Errors: INVALID_ARGUMENT (NULL, bad options), IO (missing or unreadable file), FORMAT
  * (unknown format, a size that is not a whole number of frames, inconsistent headers,

@@ -19,8 +19,14 @@ type CSR struct {
 	Val    []float32
 }
 
+// Bytes is the memory the CSR form takes: 8 bytes per nonzero, 4 per row pointer.
+func (c *CSR) Bytes() int64 { return 8*int64(len(c.Val)) + 4*int64(len(c.RowPtr)) }
+
 // NNZ is the number of nonzero weights in the stack.
 func (s *Stack) NNZ() int {
+	if s.Data == nil && s.Sparse != nil {
+		return len(s.Sparse.Val)
+	}
 	n := 0
 	for _, v := range s.Data {
 		if v != 0 {
@@ -39,13 +45,19 @@ func (s *Stack) Density() float64 {
 }
 
 // PreferSparse reports whether the stack is sparse enough (Density under
-// DefaultSparseDensity) to be applied in CSR form.
-func (s *Stack) PreferSparse() bool { return s.Density() < DefaultSparseDensity }
+// DefaultSparseDensity) to be applied in CSR form; a stack held in CSR form only always
+// is.
+func (s *Stack) PreferSparse() bool {
+	return (s.Data == nil && s.Sparse != nil) || s.Density() < DefaultSparseDensity
+}
 
-// ToCSR returns the stack in CSR form. The stack must be valid (see Validate: every
-// constructor of this package checks it), which bounds its weights by MaxWeights so that
-// indices and counts fit in int32.
+// ToCSR returns the stack in CSR form: the one it is held in, or a new one built from
+// Data. The stack must be valid (see Validate: every constructor of this package checks
+// it), which bounds its weights by MaxWeights so that indices and counts fit in int32.
 func (s *Stack) ToCSR() *CSR {
+	if s.Sparse != nil {
+		return s.Sparse
+	}
 	nnz := s.NNZ()
 	c := &CSR{
 		N:      s.N,

@@ -3,6 +3,7 @@ package masks
 import (
 	"cmp"
 	"fmt"
+	"github.com/stemdot/stemdot/internal/memlimit"
 	"math"
 )
 
@@ -103,17 +104,38 @@ func COM(sig [2]int, cx, cy, r float64) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	names := []string{"com_sum", "com_y", "com_x"}
 	p := sel.Pixels()
-	data := make([]float32, 3*p)
-	copy(data, sel.Data)
-	for i, v := range sel.Data {
-		if v != 0 {
-			y, x := i/sig[1], i%sig[1]
-			data[p+i] = float32(float64(y) - cy)
-			data[2*p+i] = float32(float64(x) - cx)
+	if sel.Data != nil {
+		if err := memlimit.Check("com masks", 12*int64(p), "use a smaller disk (com:CX,CY,R) or frame"); err != nil {
+			return nil, err
 		}
+		data := make([]float32, 3*p)
+		copy(data, sel.Data)
+		for i, v := range sel.Data {
+			if v != 0 {
+				y, x := i/sig[1], i%sig[1]
+				data[p+i] = float32(float64(y) - cy)
+				data[2*p+i] = float32(float64(x) - cx)
+			}
+		}
+		return New(3, sig[0], sig[1], data, names)
 	}
-	return New(3, sig[0], sig[1], data, []string{"com_sum", "com_y", "com_x"})
+	// The three masks share the disk's pixels: in CSR form, a pixel on the centre's row
+	// (column) has no y (x) moment.
+	disk := sel.Sparse
+	c := &CSR{N: 3, Pixels: p, RowPtr: make([]int32, 1, 4)}
+	for row := range 3 {
+		for _, col := range disk.Col {
+			y, x := int(col)/sig[1], int(col)%sig[1]
+			if v := [3]float32{1, float32(float64(y) - cy), float32(float64(x) - cx)}[row]; v != 0 {
+				c.Col = append(c.Col, col)
+				c.Val = append(c.Val, v)
+			}
+		}
+		c.RowPtr = append(c.RowPtr, int32(len(c.Col)))
+	}
+	return newSparse(3, sig[0], sig[1], c, names)
 }
 
 // inDisk is LiberTEM's disk rule: (x−cx)² + (y−cy)² ≤ r².
@@ -145,18 +167,47 @@ func checkRadius(what string, r float64) error {
 // no pixel is selected it returns an error that starts with what (the mask and its
 // parameters).
 func selection(sig [2]int, name string, selected func(y, x int) bool, what string) (*Stack, error) {
-	data := make([]float32, sig[0]*sig[1])
-	found := false
+	count := 0
 	for y := 0; y < sig[0]; y++ {
 		for x := 0; x < sig[1]; x++ {
 			if selected(y, x) {
-				data[y*sig[1]+x] = 1
-				found = true
+				count++
 			}
 		}
 	}
-	if !found {
+	if count == 0 {
 		return nil, fmt.Errorf("%s selects no pixel of the frame of sig_shape (%d, %d)", what, sig[0], sig[1])
 	}
-	return New(1, sig[0], sig[1], data, []string{name})
+	// Held dense when it is not sparse enough to be applied sparse (as settle would), in
+	// CSR form otherwise: allocated once, after checking that it fits in memory.
+	p := sig[0] * sig[1]
+	dense := float64(count) >= DefaultSparseDensity*float64(p)
+	need := 8*int64(count) + 8
+	if dense {
+		need = 4 * int64(p)
+	}
+	if err := memlimit.Check(what, need, "use a smaller mask or frame"); err != nil {
+		return nil, err
+	}
+	if dense {
+		data := make([]float32, p)
+		for y := 0; y < sig[0]; y++ {
+			for x := 0; x < sig[1]; x++ {
+				if selected(y, x) {
+					data[y*sig[1]+x] = 1
+				}
+			}
+		}
+		return New(1, sig[0], sig[1], data, []string{name})
+	}
+	c := &CSR{N: 1, Pixels: p, RowPtr: []int32{0, int32(count)}, Col: make([]int32, 0, count), Val: make([]float32, 0, count)}
+	for y := 0; y < sig[0]; y++ {
+		for x := 0; x < sig[1]; x++ {
+			if selected(y, x) {
+				c.Col = append(c.Col, int32(y*sig[1]+x))
+				c.Val = append(c.Val, 1)
+			}
+		}
+	}
+	return newSparse(1, sig[0], sig[1], c, []string{name})
 }

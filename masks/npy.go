@@ -1,7 +1,9 @@
 package masks
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	npyio "codeberg.org/sbinet/npyio/npy"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/npy"
 )
 
@@ -84,14 +87,6 @@ func loadNPY(path string) (*Stack, error) {
 	if want := int64(n*sy*sx) * int64(size); info.Size()-offset != want {
 		return nil, fmt.Errorf("array of shape %v and dtype %s needs %d data bytes, file has %d", h.Shape, dtype, want, info.Size()-offset)
 	}
-	var arr npyio.Array
-	if err := r.Read(&arr); err != nil {
-		return nil, err
-	}
-	data, err := toFloat32(arr.Data())
-	if err != nil {
-		return nil, err
-	}
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	names := []string{name}
 	if len(h.Shape) == 3 {
@@ -100,7 +95,111 @@ func loadNPY(path string) (*Stack, error) {
 			names[m] = fmt.Sprintf("%s[%d]", name, m)
 		}
 	}
+	// A stack with few nonzero weights is read straight into CSR form, block by block,
+	// never dense.
+	c, err := readSparseNPY(f, offset, n, sy*sx, descr)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		return newSparse(n, sy, sx, c, names)
+	}
+	if err := memlimit.Check(fmt.Sprintf("the dense mask stack of shape %v", h.Shape), int64(n*sy*sx)*int64(4+size),
+		"use fewer or smaller masks"); err != nil {
+		return nil, err
+	}
+	var arr npyio.Array
+	if err := r.Read(&arr); err != nil {
+		return nil, err
+	}
+	data, err := toFloat32(arr.Data())
+	if err != nil {
+		return nil, err
+	}
 	return New(n, sy, sx, data, names)
+}
+
+// npyBlockBytes is the size of the blocks readSparseNPY reads.
+const npyBlockBytes = 1 << 20
+
+// readSparseNPY reads n masks of pixels weights of NPY dtype descr from f at offset into
+// CSR form, block by block. It returns nil
+// (and no error) as soon as the stack has too many nonzero weights to be applied sparse
+// (DefaultSparseDensity), for the caller to read it dense.
+func readSparseNPY(f *os.File, offset int64, n, pixels int, descr npy.Descr) (*CSR, error) {
+	size := descr.Size
+	var order binary.ByteOrder = binary.LittleEndian
+	if descr.BigEndian {
+		order = binary.BigEndian
+	}
+	decode := npyDecoder(fmt.Sprintf("%c%d", descr.Kind, size), order)
+	total := int64(n) * int64(pixels)
+	limit := int64(DefaultSparseDensity * float64(total))
+	c := &CSR{N: n, Pixels: pixels, RowPtr: make([]int32, n+1)}
+	buf := make([]byte, npyBlockBytes/size*size)
+	var done int64 // elements read
+	for done < total {
+		k := min(int64(len(buf)/size), total-done)
+		b := buf[:k*int64(size)]
+		if _, err := f.ReadAt(b, offset+done*int64(size)); err != nil {
+			return nil, errs.Wrap(errs.IO, fmt.Errorf("reading the weights: %w", err))
+		}
+		// Look at 8 bytes at a time (a whole number of elements): a sparse stack is
+		// mostly zeros.
+		for w := 0; w < len(b); w += 8 {
+			if w+8 <= len(b) && binary.LittleEndian.Uint64(b[w:]) == 0 {
+				continue
+			}
+			for j := w; j < min(w+8, len(b)); j += size {
+				v := decode(b[j:])
+				if v == 0 {
+					continue
+				}
+				e := done + int64(j/size)
+				m := int(e / int64(pixels))
+				c.Col = append(c.Col, int32(e%int64(pixels)))
+				c.Val = append(c.Val, v)
+				c.RowPtr[m+1]++
+				if int64(len(c.Val)) > limit {
+					return nil, nil
+				}
+			}
+		}
+		done += k
+	}
+	for m := range n {
+		c.RowPtr[m+1] += c.RowPtr[m]
+	}
+	return c, nil
+}
+
+// npyDecoder returns the converter of one element of NPY type code (b1, i1..i8, u1..u8,
+// f4, f8) in byte order order to float32 (float64 values beyond the float32 range become
+// ±Inf, which Validate rejects).
+func npyDecoder(code string, order binary.ByteOrder) func([]byte) float32 {
+	switch code {
+	case "b1":
+		return func(b []byte) float32 { return float32(min(b[0], 1)) }
+	case "i1":
+		return func(b []byte) float32 { return float32(int8(b[0])) }
+	case "u1":
+		return func(b []byte) float32 { return float32(b[0]) }
+	case "i2":
+		return func(b []byte) float32 { return float32(int16(order.Uint16(b))) }
+	case "u2":
+		return func(b []byte) float32 { return float32(order.Uint16(b)) }
+	case "i4":
+		return func(b []byte) float32 { return float32(int32(order.Uint32(b))) }
+	case "u4":
+		return func(b []byte) float32 { return float32(order.Uint32(b)) }
+	case "i8":
+		return func(b []byte) float32 { return float32(int64(order.Uint64(b))) }
+	case "u8":
+		return func(b []byte) float32 { return float32(order.Uint64(b)) }
+	case "f4":
+		return func(b []byte) float32 { return math.Float32frombits(order.Uint32(b)) }
+	}
+	return func(b []byte) float32 { return float32(math.Float64frombits(order.Uint64(b))) }
 }
 
 // toFloat32 converts the flat array data decoded by npyio to float32.

@@ -192,3 +192,20 @@ func TestLoadNPYErrors(t *testing.T) {
 		})
 	}
 }
+
+// FuzzLoadNPY loads fuzzed NPY mask files: no panic, and a stack it accepts is valid.
+func FuzzLoadNPY(f *testing.F) {
+	f.Add([]byte("\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2), }" + strings.Repeat(" ", 45) + "\n\x00\x00\x80?\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p := filepath.Join(t.TempDir(), "m.npy")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := LoadNPY(p)
+		if err == nil {
+			if err := s.Validate([2]int{s.SigY, s.SigX}); err != nil {
+				t.Fatalf("LoadNPY accepted an invalid stack: %v", err)
+			}
+		}
+	})
+}

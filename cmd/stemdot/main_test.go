@@ -266,11 +266,11 @@ func TestBadInputs(t *testing.T) {
 		want string
 	}{
 		{"missing file", append([]string{"apply", filepath.Join(dir, "nope.mib")}, disk...), "file does not exist"},
-		{"truncated file", append([]string{"apply", truncated}, disk...), "not a whole number of frames"},
+		{"truncated file, --offset", append([]string{"apply", truncated, "--offset", "384"}, disk...), "--sync-offset"},
 		{"header mismatch", append([]string{"apply", corrupted}, disk...), "frame"},
 		{"unknown format", append([]string{"apply", unknown}, disk...), "format"},
-		{"nav shape vs frames", append([]string{"apply", mib, "--nav-shape", "3,3"}, disk...), "nav shape"},
-		{"raw-packed R64", append([]string{"apply", raw64}, disk...), "not supported"},
+		{"nav shape vs frames", append([]string{"apply", mib, "--nav-shape", "3,9"}, disk...), "less than one scan row of 9; give --nav-shape"},
+		{"R64 with --frame-header", append([]string{"apply", raw64, "--frame-header", "4"}, disk...), "--frame-header and --frame-footer: raw files only"},
 		{"mask stack shape", []string{"apply", mib, "--masks", wrongMasks}, "shape"},
 		{"NaN weight", []string{"apply", mib, "--masks", nanMasks}, "nan"},
 		{"bad mask spec", []string{"apply", mib, "--mask", "ring:128,128,40,20"}, "ring"},

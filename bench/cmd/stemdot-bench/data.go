@@ -205,7 +205,7 @@ func prepareMasks(cfg *config, d *benchData) ([]*caseMasks, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := stemnpy.WriteFile(abs, []int{stack.N, sig[0], sig[1]}, stack.Data); err != nil {
+		if err := stemnpy.WriteFile(abs, []int{stack.N, sig[0], sig[1]}, stack.Dense()); err != nil {
 			return nil, err
 		}
 		ref := filepath.Join(filepath.Dir(abs), fmt.Sprintf("result_%s_%s_numpy.npy", d.dt, c))

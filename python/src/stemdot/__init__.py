@@ -219,12 +219,16 @@ def _option_value(key, value):
 
 
 def open(path, **format_options):
-    """Opens a 4D-STEM file (Merlin .mib/.hdr, .npy, or raw) and returns a :class:`Dataset`.
+    """Opens a 4D-STEM file (Merlin .mib/.hdr, NanoMEGAS .blo, HDF5, .npy, or raw) and
+    returns a :class:`Dataset`.
 
-    ``format_options`` (all optional): ``format`` ("raw", "npy", "mib"; default detected),
-    ``nav_shape`` (tuple; overrides the file's when the frame count matches),
-    ``sig_shape`` (tuple, raw), ``dtype`` (numpy dtype or name, raw), ``byte_order``
-    ("little" or "big", raw), ``offset`` (header bytes to skip, raw). Raises
+    ``format_options`` (all optional): ``format`` ("raw", "npy", "mib", "blo", "hdf5";
+    default detected), ``nav_shape`` (tuple), ``sig_shape`` (tuple, raw), ``dtype``
+    (numpy dtype or name, raw), ``byte_order`` ("little" or "big", raw), ``offset``
+    (header bytes to skip, raw), ``frame_header`` and ``frame_footer`` (bytes before and
+    after every frame, raw), ``sync_offset`` (scan position p reads the file's frame
+    p + sync_offset: positive skips leading frames, negative inserts blank ones),
+    ``dataset_path`` (HDF5: the dataset of frames). Raises
     :class:`StemdotIOError` for a missing file, :class:`FormatError` for content that
     cannot be read, :class:`InvalidArgumentError` for unknown options.
     """

@@ -1,0 +1,544 @@
+//go:build !nohdf5
+
+package dataset
+
+/*
+#cgo pkg-config: hdf5
+#include <stdlib.h>
+#include <string.h>
+#include <hdf5.h>
+
+// The native memory types are macros that call H5open: cgo cannot use them directly.
+static hid_t sd_native(int code) {
+	switch (code) {
+	case 1: return H5T_NATIVE_UINT8;
+	case 2: return H5T_NATIVE_UINT16;
+	case 3: return H5T_NATIVE_UINT32;
+	case 4: return H5T_NATIVE_INT8;
+	case 5: return H5T_NATIVE_INT16;
+	case 6: return H5T_NATIVE_INT32;
+	case 7: return H5T_NATIVE_FLOAT;
+	case 8: return H5T_NATIVE_DOUBLE;
+	}
+	return -1;
+}
+
+static void sd_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+
+// sd_errwalk keeps the innermost message of the error stack.
+static herr_t sd_errwalk(unsigned n, const H5E_error2_t *e, void *buf) {
+	if (n == 0 && e->desc != NULL) {
+		snprintf((char *)buf, 256, "%s (in %s)", e->desc, e->func_name ? e->func_name : "?");
+	}
+	return 0;
+}
+
+static void sd_last_error(char *buf) {
+	buf[0] = 0;
+	H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, sd_errwalk, buf);
+	H5Eclear2(H5E_DEFAULT);
+}
+
+typedef struct { char *buf; size_t len, cap; } sd_names;
+
+static herr_t sd_add(const char *name, H5O_type_t type, void *op) {
+	if (type != H5O_TYPE_DATASET) return 0;
+	sd_names *b = op;
+	size_t n = strlen(name);
+	if (b->len + n + 3 > b->cap) {
+		size_t c = (b->cap + n + 3) * 2;
+		char *nb = realloc(b->buf, c);
+		if (nb == NULL) return -1;
+		b->buf = nb;
+		b->cap = c;
+	}
+	b->buf[b->len++] = '/';
+	memcpy(b->buf + b->len, name, n);
+	b->len += n;
+	b->buf[b->len++] = '\n';
+	b->buf[b->len] = 0;
+	return 0;
+}
+
+#if H5_VERSION_GE(1, 12, 0)
+static herr_t sd_visit(hid_t o, const char *name, const H5O_info2_t *info, void *op) { return sd_add(name, info->type, op); }
+#else
+static herr_t sd_visit(hid_t o, const char *name, const H5O_info_t *info, void *op) { return sd_add(name, info->type, op); }
+#endif
+
+// sd_list_datasets returns the paths of every dataset in the file, one a line (malloc'd;
+// NULL on error).
+static char *sd_list_datasets(hid_t f) {
+	sd_names b = {0};
+#if H5_VERSION_GE(1, 12, 0)
+	herr_t err = H5Ovisit3(f, H5_INDEX_NAME, H5_ITER_NATIVE, sd_visit, &b, H5O_INFO_BASIC);
+#else
+	herr_t err = H5Ovisit1(f, H5_INDEX_NAME, H5_ITER_NATIVE, sd_visit, &b);
+#endif
+	if (err < 0) {
+		free(b.buf);
+		return NULL;
+	}
+	return b.buf != NULL ? b.buf : calloc(1, 1);
+}
+*/
+import "C"
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/stemdot/stemdot/errs"
+)
+
+// HDF5 files are read through the HDF5 C library (libhdf5, https://www.hdfgroup.org/;
+// Debian: libhdf5-dev), so that every storage layout and filter the library supports
+// (contiguous, chunked, deflate, shuffle, Fletcher-32, ...) is read as written. A build
+// with the tag nohdf5 leaves the library out and refuses HDF5 files.
+//
+// The frames are a dataset of rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x)
+// or 5 (e.g. fpd files: (nav_y, nav_x, 1, sig_y, sig_x), or a time series (t, nav_y,
+// nav_x, sig_y, sig_x)). Its nav axes of size 1 are dropped, and of more than two the
+// leading ones are merged: (t, y, x) becomes (t·y, x), which keeps scan rows whole; one
+// nav axis of n frames gives (1, n), as for the other formats.
+// Integer (8, 16, 32 bits) and float (32, 64 bits) data of either byte order is read;
+// the library converts it to host order.
+
+// h5lock serialises calls into libhdf5: a build without its thread-safety option must not
+// be entered by two threads, and a thread-safe build takes a global lock anyway.
+var h5lock sync.Mutex
+
+// h5Enter locks the goroutine to its thread and takes h5lock, and turns off the
+// library's printing of error stacks for this thread (a thread-safe build keeps that
+// setting per thread; errors are returned instead). The returned function undoes it.
+func h5Enter() (exit func()) {
+	runtime.LockOSThread()
+	h5lock.Lock()
+	C.sd_quiet()
+	return func() {
+		h5lock.Unlock()
+		runtime.UnlockOSThread()
+	}
+}
+
+// h5Error returns the library's innermost error message, prefixed with what failed.
+// Called with h5lock held.
+func h5Error(what string) error {
+	buf := (*C.char)(C.calloc(256, 1))
+	defer C.free(unsafe.Pointer(buf))
+	C.sd_last_error(buf)
+	if msg := C.GoString(buf); msg != "" {
+		return fmt.Errorf("%s: HDF5: %s", what, msg)
+	}
+	return errors.New(what)
+}
+
+// h5File is an HDF5 dataset of frames.
+type h5File struct {
+	path      string
+	dsPath    string
+	file, set C.hid_t
+	memType   C.hid_t
+	fileNav   []int // the dataset's nav axes as stored, size-1 axes included
+	nav       []int
+	sig       [2]int
+	dt        DType
+	numFrames int
+	align     int
+	closed    bool
+	notes
+}
+
+// openHDF5 opens the frames dataset opt.DatasetPath of an HDF5 file, or, when that is
+// empty, the file's only dataset of rank 3 to 5. Errors list the candidate datasets.
+func openHDF5(path string, opt Options) (Dataset, error) {
+	if err := formatOptionError(path, "hdf5", opt); err != nil {
+		return nil, err
+	}
+	f, _, err := openFile(path) // the checks of a regular file, with clear errors
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	defer h5Enter()()
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	if C.H5Fis_hdf5(cpath) <= 0 {
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return nil, fmt.Errorf("dataset: %s: not an HDF5 file (no HDF5 signature)", path)
+	}
+	d := &h5File{path: path, file: -1, set: -1}
+	if d.file = C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT); d.file < 0 {
+		return nil, fmt.Errorf("dataset: %s: %w", path, h5Error("opening the file"))
+	}
+	ds, err := d.open(opt)
+	if err != nil {
+		d.closeLocked()
+		return nil, fmt.Errorf("dataset: %s: %w", path, err)
+	}
+	return ds, nil
+}
+
+// h5Candidate is a dataset that could hold frames.
+type h5Candidate struct {
+	path string
+	dims []int
+}
+
+func (c h5Candidate) String() string { return c.path + " " + shapeString(c.dims) }
+
+// candidates lists the file's datasets of rank 3 to 5, largest first. Called with h5lock
+// held.
+func (d *h5File) candidates() ([]h5Candidate, error) {
+	list := C.sd_list_datasets(d.file)
+	if list == nil {
+		return nil, h5Error("listing the datasets")
+	}
+	names := strings.Fields(C.GoString(list))
+	C.free(unsafe.Pointer(list))
+	var out []h5Candidate
+	for _, name := range names {
+		cname := C.CString(name)
+		set := C.H5Dopen2(d.file, cname, C.H5P_DEFAULT)
+		C.free(unsafe.Pointer(cname))
+		if set < 0 {
+			C.H5Eclear2(C.H5E_DEFAULT)
+			continue
+		}
+		dims, err := h5Dims(set)
+		C.H5Dclose(set)
+		if err == nil && len(dims) >= 3 && len(dims) <= 5 {
+			out = append(out, h5Candidate{name, dims})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b h5Candidate) int { return cmp.Compare(product(b.dims), product(a.dims)) })
+	return out, nil
+}
+
+// h5Dims returns the dimensions of an open dataset. Called with h5lock held.
+func h5Dims(set C.hid_t) ([]int, error) {
+	space := C.H5Dget_space(set)
+	if space < 0 {
+		return nil, h5Error("reading the dataspace")
+	}
+	defer C.H5Sclose(space)
+	rank := C.H5Sget_simple_extent_ndims(space)
+	if rank < 0 || rank > 32 {
+		return nil, h5Error("reading the rank")
+	}
+	var dims [32]C.hsize_t
+	C.H5Sget_simple_extent_dims(space, &dims[0], nil)
+	out := make([]int, rank)
+	for i := range out {
+		out[i] = int(dims[i])
+		if C.hsize_t(out[i]) != dims[i] || out[i] < 0 {
+			return nil, fmt.Errorf("dimension %d of size %d does not fit", i, uint64(dims[i]))
+		}
+	}
+	return out, nil
+}
+
+// open opens the frames dataset and reads its shape, dtype and chunking. Called with
+// h5lock held.
+func (d *h5File) open(opt Options) (Dataset, error) {
+	cands, err := d.candidates()
+	if err != nil {
+		return nil, err
+	}
+	listing := "the file has no dataset of rank 3 to 5"
+	if len(cands) > 0 {
+		names := make([]string, len(cands))
+		for i, c := range cands {
+			names[i] = c.String()
+		}
+		listing = "datasets of rank 3 to 5 in the file: " + strings.Join(names, ", ")
+	}
+	d.dsPath = opt.DatasetPath
+	var picked []string
+	switch {
+	case d.dsPath != "":
+	case len(cands) == 0:
+		return nil, errors.New(listing)
+	default:
+		// As LiberTEM's HDF5 reader does: the largest dataset holds the frames.
+		d.dsPath = cands[0].path
+		if len(cands) > 1 {
+			picked = []string{fmt.Sprintf("reading the largest dataset, %s; give option dataset_path to read another (%s)", cands[0], listing)}
+		}
+	}
+	cname := C.CString(d.dsPath)
+	defer C.free(unsafe.Pointer(cname))
+	exists := C.H5Lexists(d.file, cname, C.H5P_DEFAULT) > 0
+	C.H5Eclear2(C.H5E_DEFAULT)
+	if !exists {
+		return nil, errs.New(errs.Argument, "no dataset %q (option dataset_path); %s", d.dsPath, listing)
+	}
+	dapl := C.H5Pcreate(C.H5P_CLS_DATASET_ACCESS_ID_g)
+	defer C.H5Pclose(dapl)
+	if d.set = C.H5Dopen2(d.file, cname, dapl); d.set < 0 {
+		return nil, fmt.Errorf("%w; %s", h5Error(fmt.Sprintf("opening dataset %q (option dataset_path)", d.dsPath)), listing)
+	}
+	dims, err := h5Dims(d.set)
+	if err != nil {
+		return nil, err
+	}
+	if len(dims) < 3 || len(dims) > 5 {
+		return nil, fmt.Errorf("dataset %q has shape %s: want rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x) or 5; %s",
+			d.dsPath, shapeString(dims), listing)
+	}
+	if d.dt, err = h5DType(d.set); err != nil {
+		return nil, fmt.Errorf("dataset %q: %w", d.dsPath, err)
+	}
+	d.memType = C.sd_native(C.int(d.dt))
+	d.sig = [2]int{dims[len(dims)-2], dims[len(dims)-1]}
+	d.fileNav = dims[:len(dims)-2]
+	frames, _, err := CheckShape(d.fileNav, d.sig, d.dt)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %q: %w", d.dsPath, err)
+	}
+	if frames == 0 {
+		return nil, fmt.Errorf("dataset %q has shape %s: no frames", d.dsPath, shapeString(dims))
+	}
+	d.numFrames, d.nav = frames, []int{1, frames}
+	if err := d.setChunkCache(dims); err != nil {
+		return nil, err
+	}
+	nav := userNav(d.fileNav)
+	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, shapeString(dims))
+	ds, err := finishFrames(d, opt, nav, source, fileFrames{whole: frames, recordBytes: int64(d.FrameBytes())})
+	if err != nil {
+		return nil, err
+	}
+	if n, ok := ds.(interface{ addNotes([]string) }); ok {
+		n.addNotes(picked)
+	}
+	return ds, nil
+}
+
+// userNav drops the size-1 axes of a stored nav shape and merges the leading ones of
+// more than two: (2, 2, 1) → (2, 2), (t, y, x) → (t·y, x), (n) → (1, n).
+func userNav(stored []int) []int {
+	var nav []int
+	for _, n := range stored {
+		if n != 1 {
+			nav = append(nav, n)
+		}
+	}
+	switch {
+	case len(nav) < 2:
+		return []int{1, product(nav)}
+	case len(nav) > 2:
+		return []int{product(nav[:len(nav)-1]), nav[len(nav)-1]}
+	}
+	return nav
+}
+
+// h5DType maps the dataset's stored type to a DType. Called with h5lock held.
+func h5DType(set C.hid_t) (DType, error) {
+	t := C.H5Dget_type(set)
+	if t < 0 {
+		return Invalid, h5Error("reading the data type")
+	}
+	defer C.H5Tclose(t)
+	size := int(C.H5Tget_size(t))
+	switch C.H5Tget_class(t) {
+	case C.H5T_INTEGER:
+		signed := C.H5Tget_sign(t) == C.H5T_SGN_2
+		switch {
+		case size == 1 && !signed:
+			return Uint8, nil
+		case size == 2 && !signed:
+			return Uint16, nil
+		case size == 4 && !signed:
+			return Uint32, nil
+		case size == 1:
+			return Int8, nil
+		case size == 2:
+			return Int16, nil
+		case size == 4:
+			return Int32, nil
+		}
+	case C.H5T_FLOAT:
+		switch size {
+		case 4:
+			return Float32, nil
+		case 8:
+			return Float64, nil
+		}
+	}
+	return Invalid, fmt.Errorf("unsupported HDF5 data type (class %d, %d bytes): want 8-, 16- or 32-bit integers or 32- or 64-bit floats", int(C.H5Tget_class(t)), size)
+}
+
+// setChunkCache sizes the dataset's chunk cache to hold every chunk of one band of chunks
+// along the first nav axis (capped at 256 MiB), so that reading a band's frames tile by
+// tile decompresses each chunk once, and records the frames of one chunk along the frame
+// order as the alignment for tiles (AlignFrames). Called with h5lock held.
+func (d *h5File) setChunkCache(dims []int) error {
+	d.align = 1
+	dcpl := C.H5Dget_create_plist(d.set)
+	if dcpl < 0 {
+		return h5Error("reading the dataset's storage layout")
+	}
+	defer C.H5Pclose(dcpl)
+	if C.H5Pget_layout(dcpl) != C.H5D_CHUNKED {
+		return nil
+	}
+	var chunk [32]C.hsize_t
+	rank := C.H5Pget_chunk(dcpl, C.int(len(dims)), &chunk[0])
+	if int(rank) != len(dims) {
+		return h5Error("reading the chunk shape")
+	}
+	chunkBytes := int64(d.dt.Size())
+	band := int64(1) // chunks in one band along the first axis
+	for i, n := range dims {
+		c := max(int64(chunk[i]), 1)
+		chunkBytes *= c
+		if i > 0 {
+			band *= (int64(n) + c - 1) / c
+		}
+	}
+	nav := len(dims) - 2
+	for i := nav - 1; i >= 0; i-- {
+		c := min(int(chunk[i]), dims[i])
+		d.align *= c
+		if c != dims[i] {
+			break
+		}
+	}
+	if int64(chunk[nav]) != int64(dims[nav]) || int64(chunk[nav+1]) != int64(dims[nav+1]) {
+		d.align = 1 // chunks that split frames: no frame-aligned tiles
+	}
+	nbytes := min(max(2*band*chunkBytes, 1<<20), 256<<20)
+	slots := nextPrime(max(521, 10*nbytes/max(chunkBytes, 1)))
+	dapl := C.H5Dget_access_plist(d.set)
+	if dapl < 0 {
+		return h5Error("reading the dataset access properties")
+	}
+	defer C.H5Pclose(dapl)
+	if C.H5Pset_chunk_cache(dapl, C.size_t(slots), C.size_t(nbytes), 1) < 0 {
+		return h5Error("setting the chunk cache")
+	}
+	// The cache of an open dataset is set when it is opened: reopen it with dapl.
+	cname := C.CString(d.dsPath)
+	defer C.free(unsafe.Pointer(cname))
+	set := C.H5Dopen2(d.file, cname, dapl)
+	if set < 0 {
+		return h5Error("reopening the dataset with its chunk cache")
+	}
+	C.H5Dclose(d.set)
+	d.set = set
+	return nil
+}
+
+// nextPrime returns the smallest prime >= n (HDF5 advises a prime number of cache slots).
+func nextPrime(n int64) int64 {
+	for ; ; n++ {
+		prime := n > 1
+		for k := int64(2); k*k <= n && prime; k++ {
+			prime = n%k != 0
+		}
+		if prime {
+			return n
+		}
+	}
+}
+
+func (d *h5File) Format() string   { return "hdf5" }
+func (d *h5File) Path() string     { return d.path }
+func (d *h5File) NavShape() []int  { return append([]int(nil), d.nav...) }
+func (d *h5File) SigShape() [2]int { return d.sig }
+func (d *h5File) DType() DType     { return d.dt }
+func (d *h5File) NumFrames() int   { return d.numFrames }
+func (d *h5File) FrameBytes() int  { return d.sig[0] * d.sig[1] * d.dt.Size() }
+
+// AlignFrames is the number of consecutive frames stored in one chunk (1 for contiguous
+// data or chunks that split frames): tiles that start and end on multiples of it
+// decompress each chunk once.
+func (d *h5File) AlignFrames() int { return d.align }
+
+func (d *h5File) setFrames(nav []int, n notes) {
+	d.nav, d.numFrames, d.notes = nav, product(nav), n
+}
+
+// Close closes the dataset and the file.
+func (d *h5File) Close() error {
+	defer h5Enter()()
+	if d.closed {
+		return errors.New("dataset: " + d.path + ": already closed")
+	}
+	return d.closeLocked()
+}
+
+func (d *h5File) closeLocked() error {
+	d.closed = true
+	var err error
+	if d.set >= 0 && C.H5Dclose(d.set) < 0 {
+		err = h5Error("closing the dataset")
+	}
+	if d.file >= 0 && C.H5Fclose(d.file) < 0 {
+		err = errors.Join(err, h5Error("closing the file"))
+	}
+	if err != nil {
+		return fmt.Errorf("dataset: %s: %w", d.path, err)
+	}
+	return nil
+}
+
+// ReadFrames reads frames [start, end) through the library, which decompresses their
+// chunks (kept in the chunk cache for the next tile) and converts them to the host's
+// native type: one hyperslab per run of frames that is a box in the stored nav axes (at
+// most 2·rank-1 of them).
+func (d *h5File) ReadFrames(start, end int, dst []byte) error {
+	fb := d.FrameBytes()
+	if err := checkRange(d.path, start, end, d.numFrames, fb, len(dst)); err != nil {
+		return err
+	}
+	defer h5Enter()()
+	if d.closed {
+		return fmt.Errorf("dataset: %s: read after Close", d.path)
+	}
+	space := C.H5Dget_space(d.set)
+	if space < 0 {
+		return fmt.Errorf("dataset: %s: %w", d.path, h5Error("reading the dataspace"))
+	}
+	defer C.H5Sclose(space)
+	rank := len(d.fileNav) + 2
+	var err error
+	off := 0
+	navBoxes(d.fileNav, start, end, func(first, count []int) bool {
+		var cstart, ccount [7]C.hsize_t
+		n := 1
+		for i := range first {
+			cstart[i], ccount[i] = C.hsize_t(first[i]), C.hsize_t(count[i])
+			n *= count[i]
+		}
+		ccount[rank-2], ccount[rank-1] = C.hsize_t(d.sig[0]), C.hsize_t(d.sig[1])
+		if C.H5Sselect_hyperslab(space, C.H5S_SELECT_SET, &cstart[0], nil, &ccount[0], nil) < 0 {
+			err = h5Error("selecting frames")
+			return false
+		}
+		mem := C.H5Screate_simple(C.int(rank), &ccount[0], nil)
+		if mem < 0 {
+			err = h5Error("creating the memory dataspace")
+			return false
+		}
+		defer C.H5Sclose(mem)
+		buf := dst[off : off+n*fb]
+		if C.H5Dread(d.set, d.memType, mem, space, C.H5P_DEFAULT, unsafe.Pointer(&buf[0])) < 0 {
+			err = h5Error(fmt.Sprintf("reading dataset %q", d.dsPath))
+			return false
+		}
+		off += n * fb
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("dataset: %s: frames [%d, %d): %w", d.path, start, end, err)
+	}
+	return nil
+}

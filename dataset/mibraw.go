@@ -1,0 +1,175 @@
+package dataset
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Raw-packed MIB frames (pixel type R64), as LiberTEM's Merlin reader
+// (libertem.io.dataset.mib: decode_r*_swap, decode_r*_swap_2x2, _mib_2x2_tile_block)
+// documents them. The counters are stored as the chips read them out, in 64-bit words
+// written most significant byte first:
+//
+//   - 1 bit: 8 pixels a byte. In each run of 8 bytes (64 pixels), byte 7-b holds pixels
+//     8b..8b+7, pixel 8b+k in bit k.
+//   - 6 bits: one byte a pixel, each run of 8 in reverse order.
+//   - 12 bits: two bytes (big-endian) a pixel, each run of 4 in reverse order.
+//   - 24 bits: two 12-bit frames one after the other, the first holding the high 12 bits.
+//
+// A single chip (layout 1x1) stores its rows in order. A 2×2 quad (4 chips, header width
+// 4·side, height side, for an assembled (2·side)×(2·side) frame) stores, in raw row r,
+// the r-th row of chips 4, 3, 2, 1 one after the other: chips 1 and 2 are the top half
+// of the frame (row r, left and right), chips 3 and 4 the bottom half, turned by 180°
+// (row 2·side-1-r, left and right, each flipped in x).
+
+// mibRaw describes the raw-packed pixels of a frame.
+type mibRaw struct {
+	bits     int // counter depth: 1, 6, 12 or 24
+	quad     bool
+	side     int // quad: the side of one chip, pixels
+	rowPx    int // raw pixels of one stored row (whole frame width for a single chip)
+	rows     int // stored rows
+	rawBytes int // bytes of one frame's raw pixels
+}
+
+// newMIBRaw reads the raw layout from a parsed R64 frame header. It returns the raw
+// description, and the frame's sig shape and dtype once decoded.
+func newMIBRaw(hd mibHeader) (*mibRaw, [2]int, DType, error) {
+	depth, err := strconv.Atoi(strings.TrimSpace(hd.fields[len(hd.fields)-1]))
+	if err != nil {
+		return nil, [2]int{}, Invalid, fmt.Errorf("raw-packed (R64) MIB: the counter depth (last header field) is %q, not a number", hd.fields[len(hd.fields)-1])
+	}
+	chips, err := strconv.Atoi(strings.TrimSpace(hd.fields[3]))
+	if err != nil {
+		return nil, [2]int{}, Invalid, fmt.Errorf("raw-packed (R64) MIB: the number of chips (header field 3) is %q", hd.fields[3])
+	}
+	layout := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(hd.fields[7])), "g")
+	r := &mibRaw{bits: depth, rowPx: hd.width, rows: hd.height}
+	sig := [2]int{hd.height, hd.width}
+	switch {
+	case chips == 1 && layout == "1x1":
+	case chips == 4 && layout == "2x2":
+		if hd.width != 4*hd.height {
+			return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) 2x2 quad MIB: header size %d×%d is not 4 chips of %d×%d rows side by side", hd.width, hd.height, hd.height, hd.height)
+		}
+		r.quad, r.side = true, hd.height
+		sig = [2]int{2 * hd.height, 2 * hd.height}
+	default:
+		return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) MIB with %d chips in layout %q is not supported (single chip 1x1 and quad 2x2 are)", chips, hd.fields[7])
+	}
+	var dt DType
+	switch depth {
+	case 1:
+		dt, r.rawBytes = Uint8, r.rowPx*r.rows/8
+		if r.rowPx%64 != 0 {
+			return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) 1-bit MIB: row of %d pixels is not a whole number of 64-pixel words", r.rowPx)
+		}
+	case 6:
+		dt, r.rawBytes = Uint8, r.rowPx*r.rows
+	case 12:
+		dt, r.rawBytes = Uint16, 2*r.rowPx*r.rows
+	case 24:
+		dt, r.rawBytes = Uint32, 4*r.rowPx*r.rows
+	default:
+		return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) MIB: counter depth %d is not 1, 6, 12 or 24", depth)
+	}
+	if depth != 1 && r.rowPx%8 != 0 {
+		return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) MIB: row of %d pixels is not a whole number of 8-pixel groups", r.rowPx)
+	}
+	if r.quad && r.side%64 != 0 && depth == 1 {
+		return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) 1-bit quad MIB: chip side %d is not a multiple of 64", r.side)
+	}
+	return r, sig, dt, nil
+}
+
+// rawBytes is the size of n raw pixels of 1, 6 (a byte each) or 12 bits (two bytes).
+func rawBytes(n, bits int) int {
+	switch bits {
+	case 1:
+		return n / 8
+	case 6:
+		return n
+	}
+	return 2 * n
+}
+
+// decodeSegment decodes n raw pixels starting at src into the values v(i, value) in
+// pixel order, i in [0, n): src holds n pixels of 1, 6 or 12 bits as described above.
+func (r *mibRaw) decodeSegment(src []byte, n, bits int, v func(i int, value uint32)) {
+	switch bits {
+	case 1:
+		for s := 0; s < n/64; s++ {
+			word := src[8*s : 8*s+8]
+			for b := range 8 {
+				by := word[7-b]
+				for k := range 8 {
+					v(64*s+8*b+k, uint32(by>>k)&1)
+				}
+			}
+		}
+	case 6:
+		for i := range n {
+			v((i/8+1)*8-i%8-1, uint32(src[i]))
+		}
+	case 12:
+		for i := range n {
+			v((i/4+1)*4-i%4-1, uint32(src[2*i])<<8|uint32(src[2*i+1]))
+		}
+	}
+}
+
+// decode decodes one frame's raw pixels src (rawBytes) into dst, host order, of sig
+// sig and dtype dt.
+func (r *mibRaw) decode(dst, src []byte, sig [2]int, dt DType) {
+	width := sig[1]
+	put := func(p int, value uint32, add bool) {
+		switch dt {
+		case Uint8:
+			dst[p] = uint8(value)
+		case Uint16:
+			putHost16(dst[2*p:], uint16(value))
+		case Uint32:
+			if add {
+				value += getHost32(dst[4*p:])
+			}
+			putHost32(dst[4*p:], value)
+		}
+	}
+	bits, planes := r.bits, 1
+	if bits == 24 {
+		bits, planes = 12, 2
+	}
+	planeBytes := len(src) / planes
+	for plane := range planes {
+		shift := uint(0)
+		if planes == 2 && plane == 0 {
+			shift = 12
+		}
+		add := plane == 1
+		pix := src[plane*planeBytes : (plane+1)*planeBytes]
+		rowBytes := rawBytes(r.rowPx, bits)
+		for row := range r.rows {
+			raw := pix[row*rowBytes : (row+1)*rowBytes]
+			if !r.quad {
+				r.decodeSegment(raw, r.rowPx, bits, func(i int, value uint32) { put(row*width+i, value<<shift, add) })
+				continue
+			}
+			seg := rawBytes(r.side, bits)
+			half := r.side
+			// Chip k (1..4) is at segment 4-k of the raw row.
+			for chip := 1; chip <= 4; chip++ {
+				s := raw[(4-chip)*seg : (5-chip)*seg]
+				switch chip {
+				case 1, 2:
+					x0 := (chip - 1) * half
+					r.decodeSegment(s, half, bits, func(i int, value uint32) { put(row*width+x0+i, value<<shift, add) })
+				default:
+					x0 := (chip - 3) * half
+					y := 2*half - 1 - row
+					r.decodeSegment(s, half, bits, func(i int, value uint32) { put(y*width+x0+half-1-i, value<<shift, add) })
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/internal/memlimit"
+	"github.com/stemdot/stemdot/masks"
+	"github.com/stemdot/stemdot/planner"
+)
+
+// MemoryEstimate is the memory a run allocates, in bytes, beyond what its inputs (the
+// opened dataset, the mask stack) already hold. A memory-mapped file is not counted: its
+// pages belong to the page cache.
+type MemoryEstimate struct {
+	// Result is n_frames × n_masks × 4 bytes (8 for a float64 run); 0 when the caller
+	// gives the result buffer.
+	Result int64
+	// Masks is the mask stack in the form the workers apply it beyond the stack itself:
+	// a CSR copy of a dense stack applied sparse, or the float64 copy of a dense stack
+	// for a float64 run.
+	Masks int64
+	// PerWorker is one worker's buffers: its tile of native frames (none when the
+	// dataset's frames are read in place) and the dataset's read buffer for it, its
+	// float64 rows, and the kernel's copy of a sparse stack's weights in float64.
+	PerWorker int64
+	// Workers is the number of workers of the plan.
+	Workers int
+}
+
+// Total is the estimate's sum.
+func (e MemoryEstimate) Total() int64 { return e.Result + e.Masks + int64(e.Workers)*e.PerWorker }
+
+// String lists the parts: "result 512 KiB, masks 0 B, 2 workers × 1.1 MiB".
+func (e MemoryEstimate) String() string {
+	return fmt.Sprintf("result %s, masks %s, %d workers × %s", memlimit.Size(e.Result), memlimit.Size(e.Masks), e.Workers, memlimit.Size(e.PerWorker))
+}
+
+// EstimateMemory returns the memory ApplyMasks(ds, stack, plan, opt) allocates (see
+// MemoryEstimate), with tiles of opt.TileFrames (AutoTileFrames when 0) frames.
+func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, opt Options) MemoryEstimate {
+	frames, nMasks := int64(ds.NumFrames()), int64(stack.N)
+	var e MemoryEstimate
+	if opt.Out32 == nil && opt.Out64 == nil {
+		e.Result = frames * nMasks * 4
+		if opt.Float64 {
+			e.Result *= 2
+		}
+	}
+	tile := int64(opt.TileFrames)
+	if tile <= 0 {
+		tile = int64(max(1, min(AutoTileFrames(ds.FrameBytes()), tileBytes/(8*stack.N))))
+	}
+	tile = min(tile, frames)
+	sparse := stack.PreferSparse()
+	switch {
+	case sparse && stack.Data != nil:
+		e.Masks = 8*int64(stack.NNZ()) + 4*(nMasks+1)
+	case !sparse && opt.Float64:
+		e.Masks = 8 * int64(stack.N) * int64(stack.Pixels())
+	}
+	if _, inPlace := ds.(dataset.Viewer); !inPlace {
+		e.PerWorker += 2 * tile * int64(ds.FrameBytes())
+	}
+	e.PerWorker += 8 * tile * nMasks
+	if sparse {
+		e.PerWorker += 8 * int64(stack.NNZ())
+	} else {
+		e.PerWorker += 4 * 192 * 2048 // the dense kernels' float tile
+	}
+	if plan != nil {
+		e.Workers = len(plan.Workers)
+	}
+	return e
+}
+
+// checkMemory refuses a run whose estimate does not fit in the memory the process may
+// still allocate (internal/memlimit), naming the sizes and what helps.
+func checkMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, opt Options) error {
+	e := EstimateMemory(ds, stack, plan, opt)
+	advice := "fewer workers (option cpus, option gpus) hold fewer tiles"
+	if e.Result > e.Total()/2 {
+		advice = fmt.Sprintf("the result is %d frames × %d masks × %d bytes: use fewer masks or split the scan", ds.NumFrames(), stack.N, 4+4*btoi(opt.Float64))
+	}
+	return memlimit.Check(fmt.Sprintf("the run (%s)", e), e.Total(), advice)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,202 @@
+//go:build !nohdf5
+
+// Package h5ref writes HDF5 test files and reads a dataset's raw stored chunks through
+// libhdf5's direct chunk API (H5Dread_chunk), so that tests can decode them on their own
+// (inflate, unshuffle, Fletcher-32, byte order) as a reference for package dataset's
+// reader, which goes through the library's filter pipeline and type conversion instead.
+package h5ref
+
+/*
+#cgo pkg-config: hdf5
+#include <stdlib.h>
+#include <hdf5.h>
+
+static hid_t sd_ftype(int code) {
+	switch (code) {
+	case 0: return H5T_STD_U8LE;
+	case 1: return H5T_STD_U16LE;
+	case 2: return H5T_STD_U16BE;
+	case 3: return H5T_IEEE_F32LE;
+	case 4: return H5T_IEEE_F32BE;
+	case 5: return H5T_STD_I32BE;
+	}
+	return -1;
+}
+static hid_t sd_mtype(int code) {
+	switch (code) {
+	case 0: return H5T_NATIVE_UINT8;
+	case 1: case 2: return H5T_NATIVE_UINT16;
+	case 3: case 4: return H5T_NATIVE_FLOAT;
+	case 5: return H5T_NATIVE_INT32;
+	}
+	return -1;
+}
+static hid_t sd_dcpl(void) { return H5Pcreate(H5P_DATASET_CREATE); }
+static hid_t sd_lcpl(void) { hid_t p = H5Pcreate(H5P_LINK_CREATE); H5Pset_create_intermediate_group(p, 1); return p; }
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Type is the stored type of a written dataset.
+type Type int
+
+// The stored types Write writes; data is given in host order of the matching Go type.
+const (
+	U8LE Type = iota
+	U16LE
+	U16BE
+	F32LE
+	F32BE
+	I32BE
+)
+
+// Dataset describes one dataset to Write.
+type Dataset struct {
+	Path    string // e.g. "/entry/data"
+	Dims    []int
+	Chunk   []int // nil: contiguous
+	Gzip    int   // deflate level (0: none; needs Chunk)
+	Shuffle bool
+	Fletch  bool
+	Type    Type
+	Data    unsafe.Pointer // host-order values, product(Dims) of them
+}
+
+// Write creates the HDF5 file path with the datasets sets.
+func Write(path string, sets ...Dataset) error {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	f := C.H5Fcreate(cpath, C.H5F_ACC_TRUNC, C.H5P_DEFAULT, C.H5P_DEFAULT)
+	if f < 0 {
+		return fmt.Errorf("h5ref: creating %s", path)
+	}
+	defer C.H5Fclose(f)
+	for _, s := range sets {
+		dims := make([]C.hsize_t, len(s.Dims))
+		for i, n := range s.Dims {
+			dims[i] = C.hsize_t(n)
+		}
+		space := C.H5Screate_simple(C.int(len(dims)), &dims[0], nil)
+		dcpl := C.sd_dcpl()
+		if s.Chunk != nil {
+			chunk := make([]C.hsize_t, len(s.Chunk))
+			for i, n := range s.Chunk {
+				chunk[i] = C.hsize_t(n)
+			}
+			C.H5Pset_chunk(dcpl, C.int(len(chunk)), &chunk[0])
+			if s.Shuffle {
+				C.H5Pset_shuffle(dcpl)
+			}
+			if s.Gzip > 0 {
+				C.H5Pset_deflate(dcpl, C.uint(s.Gzip))
+			}
+			if s.Fletch {
+				C.H5Pset_fletcher32(dcpl)
+			}
+		}
+		lcpl := C.sd_lcpl()
+		name := C.CString(s.Path)
+		set := C.H5Dcreate2(f, name, C.sd_ftype(C.int(s.Type)), space, lcpl, dcpl, C.H5P_DEFAULT)
+		C.free(unsafe.Pointer(name))
+		C.H5Pclose(lcpl)
+		C.H5Pclose(dcpl)
+		C.H5Sclose(space)
+		if set < 0 {
+			return fmt.Errorf("h5ref: creating dataset %s", s.Path)
+		}
+		err := C.H5Dwrite(set, C.sd_mtype(C.int(s.Type)), C.H5S_ALL, C.H5S_ALL, C.H5P_DEFAULT, s.Data)
+		C.H5Dclose(set)
+		if err < 0 {
+			return fmt.Errorf("h5ref: writing dataset %s", s.Path)
+		}
+	}
+	return nil
+}
+
+// Chunks is a dataset's stored form: its chunk shape, filter pipeline (HDF5 filter ids in
+// the order they were applied on writing) and the raw bytes of every chunk, keyed by the
+// chunk's first index per axis.
+type Chunks struct {
+	Dims, Chunk []int
+	Filters     []int
+	Raw         map[string][]byte
+}
+
+// Key formats a chunk's first index per axis as a Raw key.
+func Key(first []int) string { return fmt.Sprint(first) }
+
+// ReadChunks reads the raw chunks of the chunked dataset dsPath with H5Dread_chunk.
+func ReadChunks(path, dsPath string) (*Chunks, error) {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	f := C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT)
+	if f < 0 {
+		return nil, fmt.Errorf("h5ref: opening %s", path)
+	}
+	defer C.H5Fclose(f)
+	name := C.CString(dsPath)
+	defer C.free(unsafe.Pointer(name))
+	set := C.H5Dopen2(f, name, C.H5P_DEFAULT)
+	if set < 0 {
+		return nil, fmt.Errorf("h5ref: opening %s", dsPath)
+	}
+	defer C.H5Dclose(set)
+	space := C.H5Dget_space(set)
+	defer C.H5Sclose(space)
+	rank := int(C.H5Sget_simple_extent_ndims(space))
+	dims := make([]C.hsize_t, rank)
+	C.H5Sget_simple_extent_dims(space, &dims[0], nil)
+	dcpl := C.H5Dget_create_plist(set)
+	defer C.H5Pclose(dcpl)
+	chunk := make([]C.hsize_t, rank)
+	if C.H5Pget_chunk(dcpl, C.int(rank), &chunk[0]) != C.int(rank) {
+		return nil, fmt.Errorf("h5ref: %s is not chunked", dsPath)
+	}
+	c := &Chunks{Raw: map[string][]byte{}}
+	for i := range rank {
+		c.Dims = append(c.Dims, int(dims[i]))
+		c.Chunk = append(c.Chunk, int(chunk[i]))
+	}
+	for i := range int(C.H5Pget_nfilters(dcpl)) {
+		var flags C.uint
+		var nelmts C.size_t
+		var cfg C.uint
+		c.Filters = append(c.Filters, int(C.H5Pget_filter2(dcpl, C.uint(i), &flags, &nelmts, nil, 0, nil, &cfg)))
+	}
+	first := make([]int, rank)
+	var walk func(axis int) error
+	walk = func(axis int) error {
+		if axis == rank {
+			off := make([]C.hsize_t, rank)
+			for i, v := range first {
+				off[i] = C.hsize_t(v)
+			}
+			var size C.hsize_t
+			if C.H5Dget_chunk_storage_size(set, &off[0], &size) < 0 {
+				return fmt.Errorf("h5ref: chunk %v: size", first)
+			}
+			buf := make([]byte, int(size))
+			var mask C.uint32_t
+			if size > 0 && C.H5Dread_chunk(set, C.H5P_DEFAULT, &off[0], &mask, unsafe.Pointer(&buf[0])) < 0 {
+				return fmt.Errorf("h5ref: chunk %v: read", first)
+			}
+			if mask != 0 {
+				return fmt.Errorf("h5ref: chunk %v: filter mask %#x (skipped filters)", first, uint32(mask))
+			}
+			c.Raw[Key(first)] = buf
+			return nil
+		}
+		for v := 0; v < c.Dims[axis]; v += c.Chunk[axis] {
+			first[axis] = v
+			if err := walk(axis + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return c, walk(0)
+}

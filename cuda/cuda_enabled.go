@@ -179,6 +179,7 @@ type Runner struct {
 	h          *C.stemdot_runner
 	staged     bool
 	feed       *feed
+	held       map[int]bool // the feed's windows this runner holds
 }
 
 // NewRunner validates cfg (filling TileFrames and Streams defaults), uploads the mask
@@ -346,9 +347,6 @@ func (r *Runner) Close() error {
 	}
 	err := statusError(r.cfg.Device, C.stemdot_runner_destroy(r.h))
 	r.h = nil
-	if r.feed != nil {
-		err = errors.Join(err, r.feed.close())
-		r.feed = nil
-	}
+	r.closeFeed()
 	return errors.Join(err, releaseMasks(&r.cfg))
 }

@@ -32,56 +32,107 @@ const registrars = 2
 // ahead is how many windows past a tile's are registered in advance.
 const ahead = 8
 
-// feed registers a dataset's memory mapping with the driver for DMA, window by window:
+// A feed registers a dataset's memory mapping with the driver for DMA, window by window:
 // window k is bytes [k·windowBytes, (k+1)·windowBytes) of the mapping (the last one
 // rounded up to a page). Registrar goroutines, each locked to an OS thread that the OS
 // schedules freely (pinned beside the worker's thread they would delay its submissions),
 // register the windows the runner will need next while the device copies the current
 // ones, and unregister the windows the runner has moved past.
 type feed struct {
-	dev     int
+	key     feedKey
 	mapping []byte
-	windows map[int]*window
-	leaving map[int]*window // released windows, until they are unregistered
 	jobs    chan func()
 	done    sync.WaitGroup
+
+	mu      sync.Mutex
+	users   int             // runners using the feed
+	windows map[int]*window // registered or being registered, by index
+	leaving map[int]*window // dropped windows, until they are unregistered
 }
 
-// window is one registration; ready is closed when it is done (err says how), gone when
-// it is undone.
+// feedKey identifies a feed: one per device and mapping, shared by the runners that
+// read the mapping, so that their windows are registered once (the driver refuses to
+// register a range twice).
+type feedKey struct {
+	dev  int
+	base unsafe.Pointer
+	size int
+}
+
+var feeds = struct {
+	sync.Mutex
+	m map[feedKey]*feed
+}{m: map[feedKey]*feed{}}
+
+// window is one registration, held by refs runners; ready is closed when it is done
+// (err says how), gone when it is undone.
 type window struct {
 	ptr   unsafe.Pointer
 	size  int
+	refs  int
 	ready chan struct{}
 	gone  chan struct{}
 	err   error
 }
 
-func newFeed(dev int, mapping []byte) *feed {
-	f := &feed{dev: dev, mapping: mapping, windows: map[int]*window{}, leaving: map[int]*window{}, jobs: make(chan func(), 256)}
-	for range registrars {
-		f.done.Go(func() {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			for job := range f.jobs {
-				job()
-			}
-		})
+// acquireFeed returns the feed of mapping on device dev, starting it for the first user.
+func acquireFeed(dev int, mapping []byte) *feed {
+	key := feedKey{dev, unsafe.Pointer(unsafe.SliceData(mapping)), len(mapping)}
+	feeds.Lock()
+	defer feeds.Unlock()
+	f := feeds.m[key]
+	if f == nil {
+		f = &feed{key: key, mapping: mapping, windows: map[int]*window{}, leaving: map[int]*window{}, jobs: make(chan func(), 1024)}
+		for range registrars {
+			f.done.Go(func() {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				for job := range f.jobs {
+					job()
+				}
+			})
+		}
+		feeds.m[key] = f
 	}
+	f.mu.Lock()
+	f.users++
+	f.mu.Unlock()
 	return f
 }
 
-// want starts registering window k unless it is registered or on its way; k outside the
-// mapping is ignored.
-func (f *feed) want(k int) {
+// leave ends one user's use of the feed (its windows dropped already); the last user
+// stops the registrars once every window is unregistered.
+func (f *feed) leave() {
+	feeds.Lock()
+	defer feeds.Unlock()
+	f.mu.Lock()
+	f.users--
+	last := f.users == 0
+	f.mu.Unlock()
+	if last {
+		delete(feeds.m, f.key)
+		close(f.jobs)
+		f.done.Wait()
+	}
+}
+
+// hold takes a reference to window k, starting its registration if it has none; false
+// when k lies outside the mapping.
+func (f *feed) hold(k int) bool {
 	lo := k * windowBytes
-	if k < 0 || lo >= len(f.mapping) || f.windows[k] != nil {
-		return
+	if k < 0 || lo >= len(f.mapping) {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w := f.windows[k]; w != nil {
+		w.refs++
+		return true
 	}
 	page := os.Getpagesize()
 	hi := min(lo+windowBytes, len(f.mapping))
 	hi = (hi + page - 1) / page * page // the mapping extends to the end of its last page
-	w := &window{ptr: unsafe.Pointer(unsafe.SliceData(f.mapping[lo:])), size: hi - lo, ready: make(chan struct{}), gone: make(chan struct{})}
+	w := &window{ptr: unsafe.Pointer(unsafe.SliceData(f.mapping[lo:])), size: hi - lo, refs: 1, ready: make(chan struct{}), gone: make(chan struct{})}
 	f.windows[k] = w
 	old := f.leaving[k]
 	delete(f.leaving, k)
@@ -89,15 +140,17 @@ func (f *feed) want(k int) {
 		if old != nil {
 			<-old.gone // its unregistration was queued first, so it is under way
 		}
-		w.err = statusError(f.dev, C.stemdot_host_register(C.int(f.dev), w.ptr, C.size_t(w.size)))
+		w.err = statusError(f.key.dev, C.stemdot_host_register(C.int(f.key.dev), w.ptr, C.size_t(w.size)))
 		close(w.ready)
 	}
+	return true
 }
 
-// wait waits until window k is registered.
+// wait waits until window k (held by the caller) is registered.
 func (f *feed) wait(k int) error {
-	f.want(k)
+	f.mu.Lock()
 	w := f.windows[k]
+	f.mu.Unlock()
 	<-w.ready
 	if w.err != nil {
 		return fmt.Errorf("%w: bytes [%d, %d): %w", ErrRegister, k*windowBytes, k*windowBytes+w.size, w.err)
@@ -105,36 +158,45 @@ func (f *feed) wait(k int) error {
 	return nil
 }
 
-// release unregisters window k (after the registrations asked before it have started).
-// Nothing may be in flight from it.
-func (f *feed) release(k int) {
+// drop releases a reference to window k; the last one unregisters it (after the
+// registrations asked before have started). Nothing of the caller's may be in flight
+// from it.
+func (f *feed) drop(k int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	w := f.windows[k]
+	if w.refs--; w.refs > 0 {
+		return
+	}
 	delete(f.windows, k)
 	f.leaving[k] = w
 	f.jobs <- func() {
 		<-w.ready
 		if w.err == nil {
-			C.stemdot_host_unregister(C.int(f.dev), w.ptr)
+			C.stemdot_host_unregister(C.int(f.key.dev), w.ptr)
 		}
 		close(w.gone)
 	}
 }
 
-// keepOnly releases every window outside [lo, hi].
-func (f *feed) keepOnly(lo, hi int) {
-	for k := range f.windows {
+// releaseWindows drops the runner's windows outside [lo, hi] (all of them when lo > hi).
+func (r *Runner) releaseWindows(lo, hi int) {
+	for k := range r.held {
 		if k < lo || k > hi {
-			f.release(k)
+			r.feed.drop(k)
+			delete(r.held, k)
 		}
 	}
 }
 
-// close releases every window and stops the registrar.
-func (f *feed) close() error {
-	f.keepOnly(1, 0)
-	close(f.jobs)
-	f.done.Wait()
-	return nil
+// closeFeed drops every window the runner holds and leaves its feed.
+func (r *Runner) closeFeed() {
+	if r.feed == nil {
+		return
+	}
+	r.releaseWindows(1, 0)
+	r.feed.leave()
+	r.feed = nil
 }
 
 // RunMapped computes the mask-dot products of frames [start, end) like Run, but moves
@@ -156,11 +218,9 @@ func (r *Runner) RunMapped(ctx context.Context, start, end int, fm dataset.Frame
 	if err := r.cfg.checkMapped(start, end, fm, out32, out64); err != nil {
 		return err
 	}
-	if r.feed == nil || unsafe.SliceData(r.feed.mapping) != unsafe.SliceData(fm.Mapping) {
-		if r.feed != nil {
-			r.feed.close()
-		}
-		r.feed = newFeed(r.cfg.Device, fm.Mapping)
+	if r.feed == nil || unsafe.SliceData(r.feed.mapping) != unsafe.SliceData(fm.Mapping) || len(r.feed.mapping) != len(fm.Mapping) {
+		r.closeFeed()
+		r.feed, r.held = acquireFeed(r.cfg.Device, fm.Mapping), map[int]bool{}
 	}
 	f := r.feed
 	fb := int64(r.frameBytes)
@@ -178,7 +238,9 @@ func (r *Runner) RunMapped(ctx context.Context, start, end int, fm dataset.Frame
 		hi := lo + int64(b-a-1)*fm.Stride + int64(fm.Header) + fb
 		k0, k1 := int(lo/int64(windowBytes)), int((hi-1)/int64(windowBytes))
 		for k := k0; k <= k1+ahead; k++ {
-			f.want(k)
+			if !r.held[k] && f.hold(k) {
+				r.held[k] = true
+			}
 		}
 		for k := k0; k <= k1; k++ {
 			if err := f.wait(k); err != nil {
@@ -205,6 +267,6 @@ func (r *Runner) RunMapped(ctx context.Context, start, end int, fm dataset.Frame
 	}
 	err := r.pipeline(ctx, start, end, tileFrames, submit, fm.Magic, out32, out64)
 	// Nothing is in flight now: keep the windows of the range's end and those ahead.
-	f.keepOnly(max(first, last), last+ahead)
+	r.releaseWindows(max(first, last), last+ahead)
 	return err
 }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/stemdot/stemdot/affinity"
+	"github.com/stemdot/stemdot/cuda"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/masks"
 	"github.com/stemdot/stemdot/planner"
@@ -384,7 +385,7 @@ func newRun(ctx context.Context, plan *planner.Plan, job *Job, out Output, progr
 		plan:     plan,
 		job:      job,
 		out:      out,
-		sched:    newScheduler(plan.Partitions, len(plan.Workers), job.TileFrames),
+		sched:    newScheduler(plan.Partitions, claimSizes(plan, job), job.TileFrames),
 		alive:    len(plan.Workers),
 		progress: progress,
 		total:    job.Dataset.NumFrames(),
@@ -396,6 +397,20 @@ func newRun(ctx context.Context, plan *planner.Plan, job *Job, out Output, progr
 	job.over = r.sched.over
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	return r
+}
+
+// claimSizes sizes the claims of the plan's workers: a CPU worker starts with one tile
+// and claims at most maxClaimTime of work, a GPU worker starts with one device tile
+// (cuda.DefaultTileBytes of frames) and claims at most gpuClaimTime.
+func claimSizes(plan *planner.Plan, job *Job) []claimSizing {
+	sizes := make([]claimSizing, len(plan.Workers))
+	for i, w := range plan.Workers {
+		sizes[i] = claimSizing{first: job.TileFrames, maxTime: maxClaimTime}
+		if w.Kind == planner.GPU {
+			sizes[i] = claimSizing{first: max(job.TileFrames, cuda.DefaultTileBytes/job.Dataset.FrameBytes()), maxTime: gpuClaimTime}
+		}
+	}
+	return sizes
 }
 
 // execute runs one goroutine per planned worker and waits for all of them. A watcher
@@ -480,19 +495,21 @@ func (r *run) work(spec planner.Worker, newWorker WorkerFactory, pin bool) {
 		}
 		return
 	}
-	defer func() {
-		if err := w.Close(); err != nil {
-			r.fail(fmt.Errorf("%s: close worker: %w", name, err))
-		}
-	}()
 	r.mu.Lock()
 	ws := &r.workers[spec.ID]
 	ws.Ready = true
 	ws.ReadyAfter = time.Since(r.start)
-	if f, ok := w.(interface{ Feed() string }); ok {
-		ws.Feed = f.Feed()
-	}
 	r.mu.Unlock()
+	defer func() {
+		if f, ok := w.(interface{ Feed() string }); ok { // how it ended up feeding
+			r.mu.Lock()
+			ws.Feed = f.Feed()
+			r.mu.Unlock()
+		}
+		if err := w.Close(); err != nil {
+			r.fail(fmt.Errorf("%s: close worker: %w", name, err))
+		}
+	}()
 	r.sched.setReady(spec.ID)
 	for {
 		c, ok := r.sched.take(spec.ID)

@@ -437,14 +437,15 @@ func TestApplyMasksGPUWorkerRetry(t *testing.T) {
 			assert.Equal(t, 1, res.Stats.GPUWorkers)
 			assert.Equal(t, 2, res.Stats.CPUWorkers)
 			assert.Equal(t, int32(1), calls.Load())
-			// The GPU worker's first claim is one tile of its first partition.
-			failed := planner.Partition{Start: 0, End: 4}
+			// The GPU worker's first claim is one device tile (32 MiB of frames), capped by its
+			// first partition.
+			failed := plan.Partitions[0]
 			require.Len(t, res.Stats.Retried, 1)
 			r := res.Stats.Retried[0]
 			assert.Equal(t, failed, r.Partition)
 			assert.Equal(t, 0, r.Worker)
-			assert.EqualError(t, r.Err, "worker 0 (gpu 0, cpu 0): frames [0, 4): device lost")
-			assert.Contains(t, res.Stats.Summary(), "1 frame ranges retried: [0, 4) after worker 0 failed: worker 0 (gpu 0, cpu 0): frames [0, 4): device lost")
+			assert.EqualError(t, r.Err, "worker 0 (gpu 0, cpu 0): frames [0, 10): device lost")
+			assert.Contains(t, res.Stats.Summary(), "1 frame ranges retried: [0, 10) after worker 0 failed: worker 0 (gpu 0, cpu 0): frames [0, 10): device lost")
 			mu.Lock()
 			assert.Equal(t, []planner.Partition{failed}, gpuPartitions, "the GPU worker stops after its failure")
 			mu.Unlock()

@@ -18,10 +18,12 @@ import (
 //     the partition it owns; when that is exhausted it takes the next partition nobody has
 //     started, and when none is left it shares the partition with the most unclaimed
 //     frames (claims come from the same cursor, so frames stay contiguous).
-//   - A worker whose rate is not yet known claims one tile. Afterwards a claim is what the
-//     worker computes in half the predicted remaining time of the run (unclaimed frames /
-//     the summed rate of the workers taking work), but at most maxClaimTime, at least one
-//     frame, rounded down to whole tiles when larger than one. Near the end claims
+//   - A worker whose rate is not yet known claims its first claim size (a CPU worker one
+//     tile, a GPU worker one device tile). Afterwards a claim is what the worker computes
+//     in half the predicted remaining time of the run (unclaimed frames / the summed rate
+//     of the workers taking work), but at most its claim time (maxClaimTime for a CPU
+//     worker, gpuClaimTime for a GPU worker, whose pipeline drains at the end of each
+//     claim), at least one frame, rounded down to whole tiles when larger than one. Near the end claims
 //     shrink, so all workers finish within about one small claim of each other; the cap
 //     lets a worker that becomes ready late (a GPU worker after its start-up) find work.
 //   - A worker takes work only once it is ready (created); one that never becomes ready
@@ -42,16 +44,26 @@ type scheduler struct {
 	fresh     int   // the first partition no worker has started
 	retry     []claim
 	own       []int     // per worker: the partition it works through (-1: none)
+	sizing    []claimSizing
 	rate      []float64 // per worker: frames per second, 0 while unknown
 	ready     []bool
 	unclaimed int // frames in partitions not yet claimed (retries not included)
 	tile      int
 }
 
-// maxClaimTime bounds the time a claim is sized for: 10 ms is 50 MB for a CPU worker at
-// 5 GB/s and 400 MB for a GPU worker at 40 GB/s, enough for the GPU feed's windows, while
-// the claim overhead (a mutex, a Process call) stays below 0.1%.
+// maxClaimTime bounds the time a CPU worker's claim is sized for: 10 ms is 50 MB at
+// 5 GB/s, while the claim overhead (a mutex, a Process call) stays below 0.1%.
 const maxClaimTime = 10 * time.Millisecond
+
+// gpuClaimTime bounds a GPU worker's claims: its pipeline of DMA, kernels and result
+// copies drains at the end of each, so they are kept at many tiles of the device.
+const gpuClaimTime = 100 * time.Millisecond
+
+// claimSizing is how one worker's claims are sized.
+type claimSizing struct {
+	first   int // frames of the first claim, before the worker's rate is known
+	maxTime time.Duration
+}
 
 // claim is a frame range handed to one worker.
 type claim struct {
@@ -61,14 +73,18 @@ type claim struct {
 	credit int
 }
 
-func newScheduler(parts []planner.Partition, workers, tile int) *scheduler {
+// newScheduler returns the scheduler of the partitions for workers sized as given
+// (first claims of at least one frame), with claims rounded to tiles of tile frames.
+func newScheduler(parts []planner.Partition, sizing []claimSizing, tile int) *scheduler {
+	workers := len(sizing)
 	s := &scheduler{
-		parts: parts,
-		next:  make([]int, len(parts)),
-		own:   make([]int, workers),
-		rate:  make([]float64, workers),
-		ready: make([]bool, workers),
-		tile:  max(tile, 1),
+		parts:  parts,
+		next:   make([]int, len(parts)),
+		own:    make([]int, workers),
+		sizing: sizing,
+		rate:   make([]float64, workers),
+		ready:  make([]bool, workers),
+		tile:   max(tile, 1),
 	}
 	for i, p := range parts {
 		s.next[i] = p.Start
@@ -178,7 +194,7 @@ func (s *scheduler) pick() int {
 func (s *scheduler) size(w int) int {
 	r := s.rate[w]
 	if r <= 0 {
-		return s.tile
+		return max(s.sizing[w].first, 1)
 	}
 	var sum, known float64
 	var unknown int
@@ -193,10 +209,10 @@ func (s *scheduler) size(w int) int {
 		}
 	}
 	if known == 0 {
-		return s.tile
+		return max(s.sizing[w].first, 1)
 	}
 	sum += float64(unknown) * sum / known // a ready worker without a rate yet: the mean
-	n := int(r * min(float64(s.unclaimed)/sum/2, maxClaimTime.Seconds()))
+	n := int(r * min(float64(s.unclaimed)/sum/2, s.sizing[w].maxTime.Seconds()))
 	if n > s.tile {
 		n -= n % s.tile
 	}

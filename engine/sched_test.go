@@ -51,7 +51,11 @@ func (e *events) Pop() any {
 func simulate(t *testing.T, frames, nParts, tile int, ws []simWorker) (float64, []int) {
 	t.Helper()
 	parts := evenPlan(anyCPUs, 1, frames, nParts).Partitions
-	s := newScheduler(parts, len(ws), tile)
+	sizing := make([]claimSizing, len(ws))
+	for i := range sizing {
+		sizing[i] = claimSizing{first: tile, maxTime: maxClaimTime}
+	}
+	s := newScheduler(parts, sizing, tile)
 	computed := make([]int, frames)
 	var q events
 	for i, w := range ws {
@@ -160,7 +164,7 @@ func TestSchedulerMixedRates(t *testing.T) {
 }
 
 func TestSchedulerRetry(t *testing.T) {
-	s := newScheduler([]planner.Partition{{Start: 0, End: 100}}, 2, 10)
+	s := newScheduler([]planner.Partition{{Start: 0, End: 100}}, []claimSizing{{10, maxClaimTime}, {10, maxClaimTime}}, 10)
 	s.setReady(0)
 	s.setReady(1)
 	c0, st := s.tryTake(0)

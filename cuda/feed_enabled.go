@@ -23,14 +23,14 @@ import (
 // enough that one cudaHostRegister call (34-50 GB/s on an H200 host) is cheap per byte,
 // small enough that one registration (under a millisecond) does not hold the driver
 // longer than the tiles in flight (MappedStreams of them) keep the link busy.
-var windowBytes = 32 << 20
+var windowBytes = 64 << 20
 
 // registrars is the number of threads that register a feed's windows at once: one
 // registers about 30 GB/s of page-cached mapping on an H200 host, under the link's 55.
-const registrars = 2
+const registrars = 4
 
 // ahead is how many windows past a tile's are registered in advance.
-const ahead = 8
+const ahead = 6
 
 // A feed registers a dataset's memory mapping with the driver for DMA, window by window:
 // window k is bytes [k·windowBytes, (k+1)·windowBytes) of the mapping (the last one

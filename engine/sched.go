@@ -43,7 +43,7 @@ type scheduler struct {
 	next      []int // per partition: its first unclaimed frame
 	fresh     int   // the first partition no worker has started
 	retry     []claim
-	own       []int     // per worker: the partition it works through (-1: none)
+	own       []int // per worker: the partition it works through (-1: none)
 	sizing    []claimSizing
 	rate      []float64 // per worker: frames per second, 0 while unknown
 	ready     []bool

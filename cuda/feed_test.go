@@ -5,6 +5,7 @@ package cuda
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -151,4 +152,36 @@ func TestRunMappedErrors(t *testing.T) {
 	require.ErrorContains(t, err, "need unpacking, but the runner was made for RecordStride 0")
 	err = packed.RunMapped(context.Background(), 0, n+1, fm, out32, nil)
 	require.Error(t, err)
+}
+
+// Two runners reading the same mapping at once share its registered windows (the driver
+// refuses to register a range twice) and both compute right results.
+func TestRunMappedSharedWindows(t *testing.T) {
+	requireDevice(t)
+	defer func(w int) { windowBytes = w }(windowBytes)
+	windowBytes = 64 << 10
+	rng := rand.New(rand.NewPCG(8, 8))
+	const n, sig = 200, 64
+	fs := randomFrames(rng, dataset.Uint16, n, sig*sig)
+	s := randomStack(rng, 2, sig, sig, false)
+	fm := mapRecords(t, fs, dataset.Uint16, n, 0, 0, 0, false, "")
+	out32, _ := nanOut(n*s.N, false)
+	errs := make(chan error, 2)
+	for part := range 2 {
+		r, err := NewRunner(RunnerConfig{DType: dataset.Uint16, Pixels: s.Pixels(), NMasks: s.N, Masks: s.Data, TileFrames: 5, Streams: MappedStreams})
+		require.NoError(t, err)
+		go func() {
+			var err error
+			// Interleaved ranges, as two GPU workers' claims of one partition are.
+			for a := part * 10; a < n && err == nil; a += 20 {
+				sub := fm
+				sub.Offset += int64(a) * fm.Stride
+				err = r.RunMapped(context.Background(), a, a+10, sub, out32, nil)
+			}
+			errs <- errors.Join(err, r.Close())
+		}()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	checkResults(t, fs, s, 0, n, func(i int) float64 { return float64(out32[i]) })
 }

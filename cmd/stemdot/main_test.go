@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -227,11 +229,20 @@ func TestApplyRawAndNPY(t *testing.T) {
 	require.Equal(t, []int{3, 2, 5}, shape)
 	checkResult(t, got, frames, ms)
 
-	_, stderr, code = run(t, append([]string{"apply", npy, "--out", out}, masks...)...)
+	stdout, stderr, code := run(t, append([]string{"apply", npy, "--out", out, "--cpus", "2", "--oversubscribe", "--workers"}, masks...)...)
 	require.Zero(t, code, stderr)
 	shape, got = readResult(t, out)
 	require.Equal(t, []int{2, 3, 5}, shape)
 	checkResult(t, got, frames, ms)
+	// --workers: one line per worker after the summary, their frames adding up to the scan.
+	lines := regexp.MustCompile(`(?m)^  worker (\d) \(cpu \d+\): (\d+) frames in \d+ claims, [0-9.]+ GB at [0-9.]+ GB/s, ready after [0-9.]+ s$`).FindAllStringSubmatch(stdout, -1)
+	require.Len(t, lines, 2, stdout)
+	total := 0
+	for _, l := range lines {
+		n, _ := strconv.Atoi(l[2])
+		total += n
+	}
+	require.Equal(t, n, total, stdout)
 }
 
 func TestBadInputs(t *testing.T) {

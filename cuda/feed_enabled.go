@@ -179,6 +179,15 @@ func (f *feed) drop(k int) {
 	}
 }
 
+// registerAndUnregister registers n bytes at p on device dev and undoes it (for
+// measuring the driver's registration rate).
+func registerAndUnregister(dev int, p unsafe.Pointer, n int) error {
+	if err := statusError(dev, C.stemdot_host_register(C.int(dev), p, C.size_t(n))); err != nil {
+		return err
+	}
+	return statusError(dev, C.stemdot_host_unregister(C.int(dev), p))
+}
+
 // releaseWindows drops the runner's windows outside [lo, hi] (all of them when lo > hi).
 func (r *Runner) releaseWindows(lo, hi int) {
 	for k := range r.held {

@@ -60,6 +60,7 @@ tests() {
 		status=1
 	fi
 	grep -E -A4 -- '^(--- FAIL|panic)|^\s+\S+_test.go:[0-9]+: *$' "$log" | head -40 || true
+	grep -E '^\s+\S+_test.go:[0-9]+: .*GB/s' "$log" | sed 's/^ */  /' || true # measurements the tests log
 	echo "$name: $(grep -c -- '--- PASS' "$log" || true) passed, $(grep -c -- '--- FAIL' "$log" || true) failed, $(grep -c -- '--- SKIP' "$log" || true) skipped"
 	if grep -q 'no CUDA device' "$log"; then
 		echo "gpu-check: $name found no CUDA device" >&2

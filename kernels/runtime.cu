@@ -10,67 +10,10 @@
 
 #include "feed.cuh"
 #include "mask_dot.cuh"
+#include "runtime.cuh"
 #include "stemdot_kernels.h"
 
-// Status of a failed CUDA call fn.
-#define STEMDOT_FAIL(code, fn) (stemdot_status{int(code), fn})
-// Calls a CUDA runtime function and returns its status from the enclosing function when
-// it fails.
-#define CUDA_TRY(fn, ...)                                              \
-    do {                                                               \
-        const cudaError_t err_ = fn(__VA_ARGS__);                      \
-        if (err_ != cudaSuccess) return STEMDOT_FAIL(err_, #fn);       \
-    } while (0)
-
-namespace {
-
-constexpr stemdot_status kOK = {0, nullptr};
-
-stemdot_status invalid(int code = STEMDOT_ERR_INVALID_ARGUMENT) { return {code, "stemdot"}; }
-
-// First failure of a sequence of cleanup calls.
-struct FirstError {
-    stemdot_status st = kOK;
-    void check(cudaError_t err, const char *fn) {
-        if (err != cudaSuccess && st.code == 0) st = STEMDOT_FAIL(err, fn);
-    }
-};
-
-size_t dtype_size(int dtype) {
-    switch (dtype) {
-    case STEMDOT_UINT8: return 1;
-    case STEMDOT_UINT16: return 2;
-    case STEMDOT_UINT32: return 4;
-    case STEMDOT_FLOAT32: return 4;
-    }
-    return 0;
-}
-
-// a*b, or false when it overflows int64.
-bool mul_ok(int64_t a, int64_t b, int64_t *out) {
-    if (a < 0 || b < 0) return false;
-    if (a != 0 && b > std::numeric_limits<int64_t>::max() / a) return false;
-    *out = a * b;
-    return true;
-}
-
-}  // namespace
-
-struct stemdot_masks {
-    int device = 0;
-    std::atomic<int> refs{1};
-    int n_masks = 0;
-    int64_t pixels = 0;
-    bool sparse = false;
-    // Dense: n_groups*mask_group rows of pixels weights, padding rows zero.
-    int mask_group = 0;
-    int n_groups = 0;
-    float *dense = nullptr;
-    // CSR.
-    int32_t *rowptr = nullptr;
-    int32_t *col = nullptr;
-    float *val = nullptr;
-};
+using namespace stemdot;  // runtime.cuh: kOK, invalid, FirstError, dtype_size, mul_ok
 
 namespace {
 
@@ -136,36 +79,15 @@ namespace {
 
 // Partial-sum workspace (elements) the dense kernel wants for n_frames frames.
 int64_t partial_elems(const stemdot_runner *r, int64_t n_frames) {
-    const stemdot_masks *m = r->masks;
-    if (m->sparse) return 0;
-    const int64_t s =
-        stemdot::dense_splits(int(r->elem), n_frames, m->pixels, m->mask_group, m->n_groups,
-                              r->sm_count);
-    return s > 1 ? s * n_frames * m->n_masks : 0;
+    return stemdot::partial_elems(r->masks, int(r->elem), n_frames, r->sm_count);
 }
 
 // Enqueues the kernel for n_frames frames at dev_in, results to dev_out.
 stemdot_status launch(const stemdot_runner *r, const void *dev_in, int64_t n_frames,
                       void *dev_out, void *dev_partial, int64_t partial_cap,
                       cudaStream_t stream) {
-    const stemdot_masks *m = r->masks;
-    // The launchers report cudaGetLastError: clear what an earlier failed call on this
-    // thread left (an invalid device ordinal, a refused registration), so that it is not
-    // reported as this launch's error.
-    cudaGetLastError();
-    cudaError_t err;
-    if (m->sparse) {
-        stemdot::SparseArgs a{dev_in,  n_frames, m->pixels, m->rowptr, m->col,
-                              m->val,  m->n_masks, dev_out,  stream};
-        err = stemdot::launch_sparse(r->dtype, r->f64, a);
-    } else {
-        stemdot::DenseArgs a{dev_in,        n_frames,    m->pixels,   m->dense,
-                             m->n_masks,    m->mask_group, m->n_groups, dev_out,
-                             dev_partial,   partial_cap, r->sm_count, stream};
-        err = stemdot::launch_dense(r->dtype, r->f64, a);
-    }
-    if (err != cudaSuccess) return STEMDOT_FAIL(err, "cudaLaunchKernel");
-    return kOK;
+    return stemdot::launch_masks(r->masks, r->dtype, r->f64, r->sm_count, dev_in, n_frames,
+                                 dev_out, dev_partial, partial_cap, stream);
 }
 
 // Frees what a (partly) created runner holds; its device must be current.
@@ -333,6 +255,39 @@ stemdot_status copy_time(CopyBuffers *b, int kind, size_t bytes, int iters, doub
 
 }  // namespace
 
+namespace stemdot {
+
+int64_t partial_elems(const stemdot_masks *m, int elem, int64_t n_frames, int sm_count) {
+    if (m->sparse) return 0;
+    const int64_t s =
+        dense_splits(elem, n_frames, m->pixels, m->mask_group, m->n_groups, sm_count);
+    return s > 1 ? s * n_frames * m->n_masks : 0;
+}
+
+stemdot_status launch_masks(const stemdot_masks *m, int dtype, bool f64, int sm_count,
+                            const void *dev_in, int64_t n_frames, void *dev_out,
+                            void *dev_partial, int64_t partial_cap, cudaStream_t stream) {
+    // The launchers report cudaGetLastError: clear what an earlier failed call on this
+    // thread left (an invalid device ordinal, a refused registration), so that it is not
+    // reported as this launch's error.
+    cudaGetLastError();
+    cudaError_t err;
+    if (m->sparse) {
+        SparseArgs a{dev_in, n_frames, m->pixels, m->rowptr, m->col,
+                     m->val, m->n_masks, dev_out, stream};
+        err = launch_sparse(dtype, f64, a);
+    } else {
+        DenseArgs a{dev_in,      n_frames,      m->pixels,   m->dense,
+                    m->n_masks,  m->mask_group, m->n_groups, dev_out,
+                    dev_partial, partial_cap,   sm_count,    stream};
+        err = launch_dense(dtype, f64, a);
+    }
+    if (err != cudaSuccess) return STEMDOT_FAIL(err, "cudaLaunchKernel");
+    return kOK;
+}
+
+}  // namespace stemdot
+
 extern "C" {
 
 const char *stemdot_error_string(int code) {
@@ -344,6 +299,7 @@ const char *stemdot_error_string(int code) {
     case STEMDOT_ERR_TOO_LARGE: return "sizes too large";
     case STEMDOT_ERR_UNSUPPORTED:
         return "read-only host memory registration is not supported by this device";
+    case STEMDOT_ERR_DEVICE_MEMORY: return "not enough free device memory for the dataset";
     }
     if (code < 0) return "unknown stemdot error";
     return cudaGetErrorString(cudaError_t(code));

@@ -43,7 +43,8 @@ enum {
     STEMDOT_ERR_INVALID_ARGUMENT = -1,
     STEMDOT_ERR_UNSUPPORTED_DTYPE = -2,
     STEMDOT_ERR_TOO_LARGE = -3,
-    STEMDOT_ERR_UNSUPPORTED = -4
+    STEMDOT_ERR_UNSUPPORTED = -4,
+    STEMDOT_ERR_DEVICE_MEMORY = -5 /* a resident dataset does not fit in free device memory */
 };
 
 /* Pixel dtypes of frames; the values match Go's dataset.DType. */
@@ -202,6 +203,51 @@ enum {
 /* Measures a copy of bytes bytes repeated iters times after one warm-up copy; *seconds is
  * the mean time of one copy (cudaEvent timing). */
 stemdot_status stemdot_copy_time(int device, int kind, size_t bytes, int iters, double *seconds);
+
+/* Free and total global memory of a device in bytes (cudaMemGetInfo). */
+stemdot_status stemdot_device_memory(int device, size_t *free_bytes, size_t *total_bytes);
+
+/* Device memory a resident dataset keeps free beside its frames for its working space
+ * (the results and the split-K partial sums of one apply chunk, and the mask stacks). */
+#define STEMDOT_RESIDENT_RESERVE ((size_t)256 << 20)
+
+/* A dataset held in device memory: n_frames frames of pixels pixels of dtype, packed,
+ * frame-major, loaded once (stemdot_resident_stage / _upload / _finish) and then given
+ * any mask stack as often as wanted (stemdot_resident_apply). Used by one thread at a
+ * time. */
+typedef struct stemdot_resident stemdot_resident;
+
+/* Allocates the device memory of n_frames frames (n_frames * pixels * dtype size bytes).
+ * Refused with STEMDOT_ERR_DEVICE_MEMORY, before allocating, when that plus
+ * STEMDOT_RESIDENT_RESERVE exceeds the device's free memory (stemdot_device_memory gives
+ * the figures for a message). */
+stemdot_status stemdot_resident_create(int device, int dtype, int64_t pixels, int64_t n_frames,
+                                       stemdot_resident **out);
+
+/* Staging slot 0 or 1 of the upload: waits until the slot's previous upload has left it,
+ * then gives its pinned host buffer (*ptr) and how many frames it holds (*frames, at
+ * least 1; 32 MiB of frames). The buffer is made on first use and freed by
+ * stemdot_resident_finish; the caller fills it with native frames in host byte order. */
+stemdot_status stemdot_resident_stage(stemdot_resident *res, int slot, void **ptr, int *frames);
+
+/* Enqueues the copy of the first n_frames frames of staging slot `slot` to the device as
+ * frames [first_frame, first_frame + n_frames) and returns without waiting; the slot is
+ * busy until the next stemdot_resident_stage of it (or stemdot_resident_finish). */
+stemdot_status stemdot_resident_upload(stemdot_resident *res, int slot, int64_t first_frame,
+                                       int n_frames);
+
+/* Waits for all uploads, reports any error of them, and frees the staging buffers. */
+stemdot_status stemdot_resident_finish(stemdot_resident *res);
+
+/* Applies stack masks (on the dataset's device, masks->pixels == pixels) to resident
+ * frames [first, first + n): out_host[(f - first) * n_masks + m] (float, or double when
+ * float64), in chunks of frames within the kernels' grid limits and a 256 MiB result
+ * chunk; returns when the results are in out_host (caller memory, any kind, not kept). */
+stemdot_status stemdot_resident_apply(stemdot_resident *res, stemdot_masks *masks, int float64,
+                                      int64_t first, int64_t n, void *out_host);
+
+/* Waits for the dataset's work and frees its device and host memory. */
+stemdot_status stemdot_resident_destroy(stemdot_resident *res);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,12 @@
 package cuda
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrClosed is returned by Resident.Apply after Close.
+var ErrClosed = errors.New("cuda: the resident dataset was closed")
 
 // ResidentReserve is the device memory a resident dataset leaves free beside its frames
 // for its working space: the results and split-K partial sums of one apply chunk and the

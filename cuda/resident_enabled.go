@@ -122,7 +122,7 @@ func (r *Resident) Apply(stack *masks.Stack, start, end int, out32 []float32, ou
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.h == nil {
-		return errors.New("cuda: Apply on a closed Resident")
+		return ErrClosed
 	}
 	if stack == nil || stack.N < 1 || stack.Pixels() != r.pixels {
 		return fmt.Errorf("cuda: the mask stack must hold at least one mask of the frames' %d pixels", r.pixels)

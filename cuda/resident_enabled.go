@@ -24,7 +24,7 @@ import (
 // at a time).
 type Resident struct {
 	mu         sync.Mutex
-	h          *C.stemdot_resident
+	h          *C.stemdot_frames
 	dev        int
 	dtype      dataset.DType
 	pixels     int
@@ -54,7 +54,7 @@ func LoadResident(ctx context.Context, dev int, ds dataset.Dataset) (*Resident, 
 	if err := r.checkMemory(need); err != nil {
 		return nil, err
 	}
-	st := C.stemdot_resident_create(C.int(dev), cDType(dt), C.int64_t(r.pixels), C.int64_t(r.nFrames), &r.h)
+	st := C.stemdot_frames_create(C.int(dev), cDType(dt), C.int64_t(r.pixels), C.int64_t(r.nFrames), &r.h)
 	if st.code == C.STEMDOT_ERR_DEVICE_MEMORY { // freed memory was taken meanwhile
 		if err := r.checkMemory(need); err != nil {
 			return nil, err
@@ -91,19 +91,19 @@ func (r *Resident) load(ctx context.Context, ds dataset.Dataset) error {
 		}
 		var p unsafe.Pointer
 		var capacity C.int
-		if err := statusError(r.dev, C.stemdot_resident_stage(r.h, C.int(slot), &p, &capacity)); err != nil {
+		if err := statusError(r.dev, C.stemdot_frames_stage(r.h, C.int(slot), &p, &capacity)); err != nil {
 			return err
 		}
 		b := min(r.nFrames, a+int(capacity))
 		if err := ds.ReadFrames(a, b, unsafe.Slice((*byte)(p), (b-a)*r.frameBytes)); err != nil {
 			return err
 		}
-		if err := statusError(r.dev, C.stemdot_resident_upload(r.h, C.int(slot), C.int64_t(a), C.int(b-a))); err != nil {
+		if err := statusError(r.dev, C.stemdot_frames_upload(r.h, C.int(slot), C.int64_t(a), C.int(b-a))); err != nil {
 			return err
 		}
 		a = b
 	}
-	return statusError(r.dev, C.stemdot_resident_finish(r.h))
+	return statusError(r.dev, C.stemdot_frames_finish(r.h))
 }
 
 // Device is the device index the frames are on.
@@ -153,7 +153,7 @@ func (r *Resident) Apply(stack *masks.Stack, start, end int, out32 []float32, ou
 	} else {
 		dst = unsafe.Pointer(&out32[start*stack.N])
 	}
-	err = statusError(r.dev, C.stemdot_resident_apply(r.h, h, f64, C.int64_t(start), C.int64_t(end-start), dst))
+	err = statusError(r.dev, C.stemdot_frames_apply(r.h, h, f64, C.int64_t(start), C.int64_t(end-start), dst))
 	return errors.Join(err, releaseMasks(&cfg))
 }
 
@@ -164,7 +164,7 @@ func (r *Resident) Close() error {
 	if r.h == nil {
 		return nil
 	}
-	err := statusError(r.dev, C.stemdot_resident_destroy(r.h))
+	err := statusError(r.dev, C.stemdot_frames_destroy(r.h))
 	r.h = nil
 	return err
 }

@@ -87,6 +87,7 @@ typedef enum stemdot_dtype {
 typedef uint64_t stemdot_dataset;
 typedef uint64_t stemdot_plan;
 typedef uint64_t stemdot_run;
+typedef uint64_t stemdot_resident;
 
 /* Most navigation dimensions a dataset can report. */
 #define STEMDOT_MAX_NAV_DIMS 8
@@ -263,6 +264,32 @@ stemdot_status stemdot_apply(stemdot_dataset dataset, const float *masks, size_t
  */
 stemdot_status stemdot_com_shifts(const void *result, stemdot_dtype result_dtype, size_t n_frames,
                                   size_t n_masks, size_t sum_mask, double *shifts);
+
+/*
+ * Copies every frame of a dataset into the memory of GPU device (0, 1, ...) once, in its
+ * native dtype (n_frames * frame bytes), for stemdot_resident_apply; the dataset handle
+ * stays valid and owned by the caller. Blocks until loaded. Errors: BAD_HANDLE,
+ * INVALID_ARGUMENT (NULL out, no such device), CUDA_UNAVAILABLE (a build without CUDA, no
+ * GPU), DTYPE (frames not uint8, uint16, uint32 or float32), PLAN (the frames and 256 MiB
+ * of working space do not fit in the device's free memory: the message gives the bytes
+ * needed and free), IO (read errors), INTERNAL.
+ */
+stemdot_status stemdot_to_device(stemdot_dataset dataset, int device, stemdot_resident *out);
+
+/*
+ * Applies a mask stack to every frame of a resident dataset on its GPU: as stemdot_apply
+ * (same masks, out, out_dtype and out_len conventions and results), without plan, run or
+ * progress; the frames do not cross PCIe again, only the masks and the results. Blocks
+ * until done; calls on one handle run one at a time. Errors: BAD_HANDLE,
+ * INVALID_ARGUMENT, SHAPE, DTYPE, INTERNAL (a CUDA failure).
+ */
+stemdot_status stemdot_resident_apply(stemdot_resident resident, const float *masks,
+                                      size_t n_masks, size_t sig_y, size_t sig_x, void *out,
+                                      stemdot_dtype out_dtype, size_t out_len);
+
+/* Frees the GPU memory of a resident dataset. Errors: BAD_HANDLE, INVALID_ARGUMENT (an
+ * apply on it is running). */
+stemdot_status stemdot_resident_free(stemdot_resident resident);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-// resident.cu: datasets held in device memory (stemdot_resident_*): the frames are loaded
+// resident.cu: datasets held in device memory (stemdot_frames_*): the frames are loaded
 // once through two pinned staging buffers (the host reads into one while the other is
 // copied), then any mask stack is applied to them by the kernels of mask_dot.cu, with
 // only the results crossing PCIe. See stemdot_kernels.h for the contract of each function.
@@ -21,7 +21,7 @@ constexpr int64_t kChunkOutBytes = int64_t(256) << 20;
 
 }  // namespace
 
-struct stemdot_resident {
+struct stemdot_frames {
     int device = 0;
     int dtype = 0;
     size_t elem = 0;
@@ -45,7 +45,7 @@ struct stemdot_resident {
 namespace {
 
 // Frees the staging buffers and their events (the stream drained; device current).
-void free_staging(stemdot_resident *r, FirstError *fe) {
+void free_staging(stemdot_frames *r, FirstError *fe) {
     for (int i = 0; i < 2; i++) {
         if (r->stage[i]) fe->check(cudaFreeHost(r->stage[i]), "cudaFreeHost");
         if (r->staged[i]) fe->check(cudaEventDestroy(r->staged[i]), "cudaEventDestroy");
@@ -55,7 +55,7 @@ void free_staging(stemdot_resident *r, FirstError *fe) {
 }
 
 // Frees everything r holds and r itself (device current).
-stemdot_status resident_free(stemdot_resident *r) {
+stemdot_status resident_free(stemdot_frames *r) {
     FirstError fe;
     if (r->stream) fe.check(cudaStreamSynchronize(r->stream), "cudaStreamSynchronize");
     free_staging(r, &fe);
@@ -82,7 +82,7 @@ stemdot_status reserve(void **buf, size_t *have, size_t bytes) {
 }
 
 // Enqueues the kernels and result copies of frames [first, first+n) in chunks of chunk.
-stemdot_status apply(stemdot_resident *r, const stemdot_masks *m, bool f64, int64_t first,
+stemdot_status apply(stemdot_frames *r, const stemdot_masks *m, bool f64, int64_t first,
                      int64_t n, int64_t chunk, char *out_host) {
     const size_t acc = f64 ? sizeof(double) : sizeof(float);
     // The workspace for the full chunk and for the last, shorter one (the split-K of a
@@ -117,8 +117,8 @@ stemdot_status stemdot_device_memory(int device, size_t *free_bytes, size_t *tot
     return kOK;
 }
 
-stemdot_status stemdot_resident_create(int device, int dtype, int64_t pixels, int64_t n_frames,
-                                       stemdot_resident **out) {
+stemdot_status stemdot_frames_create(int device, int dtype, int64_t pixels, int64_t n_frames,
+                                       stemdot_frames **out) {
     *out = nullptr;
     if (pixels < 1 || n_frames < 1) return invalid();
     const size_t elem = dtype_size(dtype);
@@ -134,7 +134,7 @@ stemdot_status stemdot_resident_create(int device, int dtype, int64_t pixels, in
         uint64_t(total) > free_bytes - STEMDOT_RESIDENT_RESERVE) {
         return invalid(STEMDOT_ERR_DEVICE_MEMORY);
     }
-    stemdot_resident *r = new stemdot_resident;
+    stemdot_frames *r = new stemdot_frames;
     r->device = device;
     r->dtype = dtype;
     r->elem = elem;
@@ -162,7 +162,7 @@ stemdot_status stemdot_resident_create(int device, int dtype, int64_t pixels, in
     return kOK;
 }
 
-stemdot_status stemdot_resident_stage(stemdot_resident *r, int slot, void **ptr, int *frames) {
+stemdot_status stemdot_frames_stage(stemdot_frames *r, int slot, void **ptr, int *frames) {
     *ptr = nullptr;
     *frames = 0;
     if (slot < 0 || slot > 1) return invalid();
@@ -182,7 +182,7 @@ stemdot_status stemdot_resident_stage(stemdot_resident *r, int slot, void **ptr,
     return kOK;
 }
 
-stemdot_status stemdot_resident_upload(stemdot_resident *r, int slot, int64_t first_frame,
+stemdot_status stemdot_frames_upload(stemdot_frames *r, int slot, int64_t first_frame,
                                        int n_frames) {
     if (slot < 0 || slot > 1 || r->stage[slot] == nullptr || n_frames < 1 ||
         n_frames > r->stage_frames || first_frame < 0 || first_frame > r->n_frames - n_frames) {
@@ -195,7 +195,7 @@ stemdot_status stemdot_resident_upload(stemdot_resident *r, int slot, int64_t fi
     return kOK;
 }
 
-stemdot_status stemdot_resident_finish(stemdot_resident *r) {
+stemdot_status stemdot_frames_finish(stemdot_frames *r) {
     CUDA_TRY(cudaSetDevice, r->device);
     FirstError fe;
     fe.check(cudaStreamSynchronize(r->stream), "cudaStreamSynchronize");
@@ -203,7 +203,7 @@ stemdot_status stemdot_resident_finish(stemdot_resident *r) {
     return fe.st;
 }
 
-stemdot_status stemdot_resident_apply(stemdot_resident *r, stemdot_masks *m, int float64,
+stemdot_status stemdot_frames_apply(stemdot_frames *r, stemdot_masks *m, int float64,
                                       int64_t first, int64_t n, void *out_host) {
     if (m == nullptr || out_host == nullptr || m->device != r->device || m->pixels != r->pixels ||
         first < 0 || n < 1 || first > r->n_frames - n) {
@@ -223,7 +223,7 @@ stemdot_status stemdot_resident_apply(stemdot_resident *r, stemdot_masks *m, int
     return st;
 }
 
-stemdot_status stemdot_resident_destroy(stemdot_resident *r) {
+stemdot_status stemdot_frames_destroy(stemdot_frames *r) {
     CUDA_TRY(cudaSetDevice, r->device);
     return resident_free(r);
 }

@@ -212,42 +212,42 @@ stemdot_status stemdot_device_memory(int device, size_t *free_bytes, size_t *tot
 #define STEMDOT_RESIDENT_RESERVE ((size_t)256 << 20)
 
 /* A dataset held in device memory: n_frames frames of pixels pixels of dtype, packed,
- * frame-major, loaded once (stemdot_resident_stage / _upload / _finish) and then given
- * any mask stack as often as wanted (stemdot_resident_apply). Used by one thread at a
+ * frame-major, loaded once (stemdot_frames_stage / _upload / _finish) and then given
+ * any mask stack as often as wanted (stemdot_frames_apply). Used by one thread at a
  * time. */
-typedef struct stemdot_resident stemdot_resident;
+typedef struct stemdot_frames stemdot_frames;
 
 /* Allocates the device memory of n_frames frames (n_frames * pixels * dtype size bytes).
  * Refused with STEMDOT_ERR_DEVICE_MEMORY, before allocating, when that plus
  * STEMDOT_RESIDENT_RESERVE exceeds the device's free memory (stemdot_device_memory gives
  * the figures for a message). */
-stemdot_status stemdot_resident_create(int device, int dtype, int64_t pixels, int64_t n_frames,
-                                       stemdot_resident **out);
+stemdot_status stemdot_frames_create(int device, int dtype, int64_t pixels, int64_t n_frames,
+                                       stemdot_frames **out);
 
 /* Staging slot 0 or 1 of the upload: waits until the slot's previous upload has left it,
  * then gives its pinned host buffer (*ptr) and how many frames it holds (*frames, at
  * least 1; 32 MiB of frames). The buffer is made on first use and freed by
- * stemdot_resident_finish; the caller fills it with native frames in host byte order. */
-stemdot_status stemdot_resident_stage(stemdot_resident *res, int slot, void **ptr, int *frames);
+ * stemdot_frames_finish; the caller fills it with native frames in host byte order. */
+stemdot_status stemdot_frames_stage(stemdot_frames *res, int slot, void **ptr, int *frames);
 
 /* Enqueues the copy of the first n_frames frames of staging slot `slot` to the device as
  * frames [first_frame, first_frame + n_frames) and returns without waiting; the slot is
- * busy until the next stemdot_resident_stage of it (or stemdot_resident_finish). */
-stemdot_status stemdot_resident_upload(stemdot_resident *res, int slot, int64_t first_frame,
+ * busy until the next stemdot_frames_stage of it (or stemdot_frames_finish). */
+stemdot_status stemdot_frames_upload(stemdot_frames *res, int slot, int64_t first_frame,
                                        int n_frames);
 
 /* Waits for all uploads, reports any error of them, and frees the staging buffers. */
-stemdot_status stemdot_resident_finish(stemdot_resident *res);
+stemdot_status stemdot_frames_finish(stemdot_frames *res);
 
 /* Applies stack masks (on the dataset's device, masks->pixels == pixels) to resident
  * frames [first, first + n): out_host[(f - first) * n_masks + m] (float, or double when
  * float64), in chunks of frames within the kernels' grid limits and a 256 MiB result
  * chunk; returns when the results are in out_host (caller memory, any kind, not kept). */
-stemdot_status stemdot_resident_apply(stemdot_resident *res, stemdot_masks *masks, int float64,
+stemdot_status stemdot_frames_apply(stemdot_frames *res, stemdot_masks *masks, int float64,
                                       int64_t first, int64_t n, void *out_host);
 
 /* Waits for the dataset's work and frees its device and host memory. */
-stemdot_status stemdot_resident_destroy(stemdot_resident *res);
+stemdot_status stemdot_frames_destroy(stemdot_frames *res);
 
 #ifdef __cplusplus
 }

@@ -319,6 +319,24 @@ static void misuse(void) {
     mask[5] = 1;
     expect("apply ok", stemdot_apply(ds, mask, 1, 3, 4, 0, 0, NULL, NULL, out64, STEMDOT_FLOAT64, 2), STEMDOT_OK, NULL);
 
+    /* a dataset held on the GPU: the same results as stemdot_apply, or CUDA_UNAVAILABLE */
+    stemdot_resident res = 0;
+    stemdot_status st = stemdot_to_device(ds, 0, &res);
+    if (st == STEMDOT_OK) {
+        double res64[2] = {-1, -1};
+        expect("resident apply", stemdot_resident_apply(res, mask, 1, 3, 4, res64, STEMDOT_FLOAT64, 2), STEMDOT_OK, NULL);
+        check(res64[0] == out64[0] && res64[1] == out64[1], "resident results %g %g, want %g %g", res64[0], res64[1],
+              out64[0], out64[1]);
+        expect("resident short result", stemdot_resident_apply(res, mask, 1, 3, 4, out, STEMDOT_FLOAT32, 1),
+               STEMDOT_ERR_SHAPE, "holds 1 values");
+        expect("resident free", stemdot_resident_free(res), STEMDOT_OK, NULL);
+    } else {
+        expect("to_device without a GPU", st, STEMDOT_ERR_CUDA_UNAVAILABLE, "GPU");
+    }
+    expect("to_device NULL out", stemdot_to_device(ds, 0, NULL), STEMDOT_ERR_INVALID_ARGUMENT, "NULL");
+    expect("resident free never made", stemdot_resident_free(res == 0 ? 123456789 : res), STEMDOT_ERR_BAD_HANDLE,
+           "not valid");
+
     expect("mask_parse bad spec", stemdot_mask_parse("disk:1,2", 3, 4, NULL, 0, &(size_t){0}),
            STEMDOT_ERR_INVALID_ARGUMENT, "disk:1,2");
     expect("mask_parse small out", stemdot_mask_parse("com", 3, 4, out, 2, &(size_t){0}), STEMDOT_ERR_SHAPE, "need 36");
@@ -326,7 +344,7 @@ static void misuse(void) {
     stemdot_plan plan = 0;
     expect("plan bad cpus", stemdot_plan_new("two", "", &plan), STEMDOT_ERR_INVALID_ARGUMENT, "two");
     expect("plan cpu not allowed", stemdot_plan_new("4095,", "", &plan), STEMDOT_ERR_PLAN, "4095");
-    stemdot_status st = stemdot_plan_new("", "1", &plan);
+    st = stemdot_plan_new("", "1", &plan);
     if (st == STEMDOT_OK) {
         printf("  (a GPU plan was possible on this machine)\n");
         stemdot_plan_free(plan);

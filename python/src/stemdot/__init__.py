@@ -37,6 +37,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Dataset",
+    "Resident",
+    "resident",
     "StemdotError",
     "InvalidArgumentError",
     "StemdotIOError",
@@ -184,6 +186,12 @@ class Dataset:
             _call(_LIB.stemdot_dataset_free, self._handle)
             self._handle = None
             self._keepalive = None
+
+    def to_device(self, device=0):
+        """Copies every frame into the memory of GPU ``device`` once and returns a
+        :class:`Resident` whose :meth:`Resident.apply_masks` computes on them there. See
+        :func:`resident`."""
+        return Resident(self, device)
 
     def __enter__(self):
         return self
@@ -465,6 +473,22 @@ def _progress_bar(done, total):
     sys.stderr.flush()
 
 
+def _job(masks, dtype):
+    """The result dtype (float32 or float64) and the masks as float32 (n_masks, sig_y,
+    sig_x), C order; DTypeError or ShapeError otherwise."""
+    out_dtype = np.dtype(dtype)
+    if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise DTypeError(f"result dtype {out_dtype} is not float32 or float64", _lib.ERR_DTYPE)
+    masks = np.asarray(masks)
+    if masks.ndim == 2:
+        masks = masks[np.newaxis]
+    if masks.ndim != 3:
+        raise ShapeError(f"masks of shape {masks.shape}: want (n_masks, sig_y, sig_x)", _lib.ERR_SHAPE)
+    if masks.dtype.kind not in "biuf":
+        raise DTypeError(f"masks dtype {masks.dtype} is not a real number type", _lib.ERR_DTYPE)
+    return out_dtype, np.ascontiguousarray(masks, dtype=np.float32)
+
+
 def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32):
     """Applies a mask stack to every frame: ``out[..., m] = Σ_{y,x} masks[m, y, x] ·
     frame[y, x]``.
@@ -484,17 +508,7 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     Ctrl-C cancels the run and raises KeyboardInterrupt; an exception raised by a
     progress callable cancels the run and is re-raised.
     """
-    out_dtype = np.dtype(dtype)
-    if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise DTypeError(f"result dtype {out_dtype} is not float32 or float64", _lib.ERR_DTYPE)
-    masks = np.asarray(masks)
-    if masks.ndim == 2:
-        masks = masks[np.newaxis]
-    if masks.ndim != 3:
-        raise ShapeError(f"masks of shape {masks.shape}: want (n_masks, sig_y, sig_x)", _lib.ERR_SHAPE)
-    if masks.dtype.kind not in "biuf":
-        raise DTypeError(f"masks dtype {masks.dtype} is not a real number type", _lib.ERR_DTYPE)
-    masks = np.ascontiguousarray(masks, dtype=np.float32)
+    out_dtype, masks = _job(masks, dtype)
 
     if isinstance(data, Dataset):
         ds, own = data, False
@@ -607,3 +621,87 @@ def _apply(ds, masks, plan, progress, out):
     code, message = outcome[0]
     if code != _lib.OK:
         raise _error(code, message)
+
+
+# -------------------------------------------------------------------------- data on the GPU
+
+
+class Resident:
+    """A dataset whose frames are held in GPU memory, made by :meth:`Dataset.to_device`
+    or :func:`resident`: :meth:`apply_masks` computes on them at device speed, as often
+    as wanted, moving only the masks and the results. Free the GPU memory with
+    :meth:`close` or by using it as a context manager. The dataset stays open and owned by
+    the caller.
+
+    Raises CUDAUnavailableError without a CUDA build or a GPU, PlanError (with the bytes
+    needed and free) when the frames do not fit in the device's free memory, DTypeError
+    for frames that are not uint8, uint16, uint32 or float32.
+    """
+
+    def __init__(self, dataset, device=0):
+        handle = ctypes.c_uint64()
+        _call(_LIB.stemdot_to_device, dataset.handle, operator.index(device), ctypes.byref(handle))
+        self._handle = handle.value
+        self.device = device
+        self.nav_shape = dataset.nav_shape
+        self.sig_shape = dataset.sig_shape
+        self.source = dataset.source
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def apply_masks(self, masks, dtype=np.float32):
+        """As :func:`apply_masks` (same masks, dtype and result), on the resident frames."""
+        out_dtype, masks = _job(masks, dtype)
+        if self._handle is None:
+            raise BadHandleError(f"resident dataset {self.source} is closed", _lib.ERR_BAD_HANDLE)
+        out = np.empty(self.nav_shape + (masks.shape[0],), dtype=out_dtype)
+        _call(
+            _LIB.stemdot_resident_apply,
+            self._handle,
+            masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+            masks.shape[0],
+            masks.shape[1],
+            masks.shape[2],
+            ctypes.c_void_p(out.ctypes.data),
+            _lib.DTYPE_CODES[out.dtype.name],
+            out.size,
+        )
+        return out
+
+    def close(self):
+        """Frees the GPU memory (idempotent)."""
+        if self._handle is not None:
+            _call(_LIB.stemdot_resident_free, self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"GPU {self.device}, nav_shape={self.nav_shape}, sig_shape={self.sig_shape}"
+        return f"<stemdot.Resident {self.source}: {state}>"
+
+
+def resident(data, device=0):
+    """Holds the frames of ``data`` (a :class:`Dataset`) in the memory of GPU ``device``::
+
+        with stemdot.open("scan.mib") as ds, stemdot.resident(ds) as r:
+            bf = r.apply_masks(stemdot.disk(ds.sig_shape, 128, 128, 20))
+            adf = r.apply_masks(stemdot.ring(ds.sig_shape, 128, 128, 40, 100))
+
+    Returns a :class:`Resident` (a context manager that frees the GPU memory on exit).
+    """
+    if not isinstance(data, Dataset):
+        raise TypeError(f"resident wants a stemdot.Dataset, got {type(data).__name__}")
+    return Resident(data, device)

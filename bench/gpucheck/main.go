@@ -10,6 +10,10 @@
 //   - memcpy 1 core: Go copy() on one thread, the bound of the read into pinned memory.
 //   - kernel ...: the mask-dot kernel alone on uint16 frames resident on the device
 //     (Runner.KernelTime), against d2d.
+//   - resident ...: one Apply of a resident dataset (cuda.Resident, -resident-gib of frames
+//     held on the device), mask upload and results back included, against d2d; the name
+//     gives the time of one apply (issue 12's targets for a 17 GB scan: 1 mask <= 10 ms,
+//     64 masks <= 40 ms).
 //   - runner ...: a Runner end to end, frames copied from host memory into the pinned
 //     staging buffers, H2D, kernel, results back, against min(h2d pinned, memcpy 1 core).
 //
@@ -40,8 +44,9 @@ func main() {
 	kernelFrames := flag.Int("kernel-frames", 4096, "device-resident frames per kernel launch")
 	runnerFrames := flag.Int("runner-frames", 8192, "frames through the Runner end to end")
 	iters := flag.Int("iters", 10, "timed repetitions")
+	residentGiB := flag.Float64("resident-gib", 8, "GiB of frames held on the device for the resident rows (0: none)")
 	flag.Parse()
-	if err := run(*dev, *sig, *kernelFrames, *runnerFrames, *iters); err != nil {
+	if err := run(*dev, *sig, *kernelFrames, *runnerFrames, *iters, *residentGiB); err != nil {
 		fmt.Fprintln(os.Stderr, "gpucheck:", err)
 		os.Exit(1)
 	}
@@ -52,7 +57,7 @@ type row struct {
 	gbps, bound float64
 }
 
-func run(dev, sig, kernelFrames, runnerFrames, iters int) error {
+func run(dev, sig, kernelFrames, runnerFrames, iters int, residentGiB float64) error {
 	n, err := cuda.DeviceCount()
 	if err != nil {
 		return err
@@ -121,6 +126,14 @@ func run(dev, sig, kernelFrames, runnerFrames, iters int) error {
 		rows = append(rows, row{"kernel " + c.name, gbps(kernelFrames*frameBytes, d), d2d})
 	}
 
+	if residentGiB > 0 {
+		res, err := residentRows(dev, sig, int(residentGiB*(1<<30))/frameBytes, iters, rng, d2d)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, res...)
+	}
+
 	host := make([]byte, runnerFrames*frameBytes)
 	for i := range host {
 		host[i] = byte(i * 7)
@@ -169,6 +182,60 @@ func run(dev, sig, kernelFrames, runnerFrames, iters int) error {
 		fmt.Printf("%-44s %10.1f %10.1f %7.2f\n", r.name, r.gbps, r.bound, r.gbps/r.bound)
 	}
 	return nil
+}
+
+// patternFrames is a dataset of uint16 frames whose reads fill a repeating byte pattern,
+// so that a dataset of many GiB needs no host memory of that size.
+type patternFrames struct{ sig, frames int }
+
+func (patternFrames) Format() string       { return "memory" }
+func (patternFrames) Path() string         { return "" }
+func (p patternFrames) NavShape() []int    { return []int{p.frames} }
+func (p patternFrames) SigShape() [2]int   { return [2]int{p.sig, p.sig} }
+func (patternFrames) DType() dataset.DType { return dataset.Uint16 }
+func (p patternFrames) NumFrames() int     { return p.frames }
+func (p patternFrames) FrameBytes() int    { return 2 * p.sig * p.sig }
+func (patternFrames) Close() error         { return nil }
+func (p patternFrames) ReadFrames(start, end int, dst []byte) error {
+	for i := range dst[:(end-start)*p.FrameBytes()] {
+		dst[i] = byte(i*7 + start)
+	}
+	return nil
+}
+
+// residentRows loads frames uint16 frames onto the device and times one Apply of 1 and 64
+// dense masks and of a sparse disc and ring (the mean of iters after one warm-up).
+func residentRows(dev, sig, frames, iters int, rng *rand.Rand, d2d float64) ([]row, error) {
+	t0 := time.Now()
+	r, err := cuda.LoadResident(context.Background(), dev, patternFrames{sig, frames})
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	gb := float64(r.Bytes()) / 1e9
+	rows := []row{{fmt.Sprintf("resident load %.1f GB (read + h2d)", gb), gb / time.Since(t0).Seconds(), 0}}
+	pixels := sig * sig
+	for _, c := range []struct {
+		name  string
+		stack *masks.Stack
+	}{
+		{"1 mask", &masks.Stack{N: 1, SigY: sig, SigX: sig, Data: randomMasks(rng, pixels)}},
+		{"64 masks", &masks.Stack{N: 64, SigY: sig, SigX: sig, Data: randomMasks(rng, 64*pixels)}},
+		{"sparse disk+ring", discAndRing(sig)},
+	} {
+		out := make([]float32, frames*c.stack.N)
+		err := r.Apply(c.stack, 0, frames, out, nil)
+		t0 := time.Now()
+		for i := 0; i < iters && err == nil; i++ {
+			err = r.Apply(c.stack, 0, frames, out, nil)
+		}
+		if err != nil {
+			return nil, err
+		}
+		el := time.Since(t0) / time.Duration(iters)
+		rows = append(rows, row{fmt.Sprintf("resident %s: %.2f ms per apply", c.name, el.Seconds()*1e3), gb / el.Seconds(), d2d})
+	}
+	return rows, nil
 }
 
 // mappedRows measures Runner.RunMapped, the copy-free feed, over a page-cached 4 GiB

@@ -43,6 +43,7 @@ def main():
         result, warmup, times = common.timed(run, args.repeats)
         cases.append(common.save(args, case, cp.asnumpy(result), warmup, times))
     common.finish(args, "cupy", cases, cupy=cp.__version__, h2d_s=h2d, h2d_bytes=int(host.nbytes),
+                  note="case timings exclude the host-to-device copy of the frames (h2d_s, done once)",
                   device=cp.cuda.runtime.getDeviceProperties(0)["name"].decode())
 
 

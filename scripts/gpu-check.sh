@@ -23,6 +23,7 @@ if [ "${1:-}" = "--build" ]; then
 	go test -c "${flags[@]}" -o "$out/cuda.test" ./cuda
 	go test -c "${flags[@]}" -o "$out/engine.test" ./engine
 	go test -c -ldflags=-s\ -w -trimpath -o "$out/affinity.test" ./affinity
+	go test -c "${flags[@]}" -o "$out/stemdot.test" .
 	go build "${flags[@]}" -o "$out/gpucheck" ./bench/gpucheck
 	go build "${flags[@]}" -o "$out/stemdot" ./cmd/stemdot
 	if ldd "$out/stemdot" | grep -qE "libcudart|libhdf5"; then
@@ -30,17 +31,24 @@ if [ "${1:-}" = "--build" ]; then
 		exit 1
 	fi
 	gzip -9 "$out"/*
+	# The real detector files, for the tests that use them (never committed: bin/ is ignored).
+	data=${STEMDOT_TESTDATA:-../shared/data}
+	if [ -d "$data" ]; then tar -czf "$out/testdata.tgz" -C "$data" .; fi
 	du -ch "$out"/* | tail -n 1
 	exit 0
 fi
 
-for b in cuda.test engine.test affinity.test gpucheck stemdot; do
+for b in cuda.test engine.test affinity.test stemdot.test gpucheck stemdot; do
 	if [ ! -f "$out/$b.gz" ]; then
 		echo "gpu-check: $out/$b.gz missing: run scripts/gpu-check.sh --build first and carry bin/gpu" >&2
 		exit 1
 	fi
 done
 bin=$(mktemp -d)
+if [ -f "$out/testdata.tgz" ]; then
+	mkdir -p "$bin/data" && tar -xzf "$out/testdata.tgz" -C "$bin/data"
+	export STEMDOT_TESTDATA=$bin/data
+fi
 for b in "$out"/*.gz; do
 	gunzip -c "$b" >"$bin/$(basename "$b" .gz)"
 	chmod +x "$bin/$(basename "$b" .gz)"
@@ -74,6 +82,8 @@ echo "== GPU discovery (NVML through dlopen)"
 tests affinity.test -test.run 'DiscoverGPUs|NVML' -test.timeout=30s
 echo "== engine with GPU workers"
 tests engine.test -test.timeout=60s
+echo "== Go API: data held on the GPU vs the CPU engine"
+tests stemdot.test -test.run 'ToDevice|Resident' -test.timeout=60s
 
 echo "== throughput (kernels on device-resident frames; runners; mapped feed)"
 timeout 90 "$bin/gpucheck" || status=1

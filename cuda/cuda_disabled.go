@@ -12,6 +12,9 @@ import (
 // Built reports whether stemdot was built with CUDA support (build tag cuda).
 func Built() bool { return false }
 
+// UseTiledDense does nothing: this build has no CUDA support.
+func UseTiledDense(on bool) {}
+
 // DeviceCount returns ErrNoCUDA: this build has no CUDA support.
 func DeviceCount() (int, error) { return 0, ErrNoCUDA }
 

@@ -32,6 +32,18 @@ func init() {
 	}
 }
 
+// UseTiledDense selects, process-wide, the register- and shared-memory-tiled dense
+// kernel for groups of 16 to 64 masks instead of the streaming kernel. It is off by
+// default: the tiled kernel has not yet been checked and timed on a GPU. Call it while no
+// runner is running.
+func UseTiledDense(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.stemdot_use_tiled_dense(v)
+}
+
 // Built reports whether stemdot was built with CUDA support (build tag cuda).
 func Built() bool { return true }
 

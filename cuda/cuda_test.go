@@ -227,7 +227,7 @@ func TestKernelsManyMasks(t *testing.T) {
 				for _, f64 := range []bool{false, true} {
 					c := kernelCase{dt: dt, nMasks: nm, f64: f64, sigY: sh.sigY, sigX: sh.sigX,
 						frames: sh.frames, start: sh.start, end: sh.end, tileFrames: sh.tileFrames, streams: 2}
-					t.Run(c.String(), func(t *testing.T) { runCase(t, c, 8) })
+					bothDenseKernels(t, c.String(), func(t *testing.T) { runCase(t, c, 8) })
 				}
 			}
 		}
@@ -241,7 +241,19 @@ func TestKernelsDetectorFrames(t *testing.T) {
 	requireDevice(t)
 	for _, nm := range []int{1, 3, 8, 16, 64} {
 		c := kernelCase{dt: dataset.Uint16, nMasks: nm, sigY: 256, sigX: 256, frames: 300, start: 0, end: 300}
-		t.Run(c.String(), func(t *testing.T) { runCase(t, c, 3) })
+		bothDenseKernels(t, c.String(), func(t *testing.T) { runCase(t, c, 3) })
+	}
+}
+
+// bothDenseKernels runs f as subtests name/streaming and name/tiled, with the tiled dense
+// kernel off and on (UseTiledDense).
+func bothDenseKernels(t *testing.T, name string, f func(t *testing.T)) {
+	for _, tiled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("%s/tiled=%v", name, tiled), func(t *testing.T) {
+			UseTiledDense(tiled)
+			defer UseTiledDense(false)
+			f(t)
+		})
 	}
 }
 

@@ -51,6 +51,7 @@
 #include "mask_dot.cuh"
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include "stemdot_kernels.h"
@@ -75,6 +76,10 @@ constexpr DenseChoice kDenseChoice[] = {
     {16, Dense::kTiled, Dense::kTiled},         {32, Dense::kTiled, Dense::kTiled},
     {64, Dense::kTiled, Dense::kTiled},
 };
+
+// Whether kDenseChoice's tiled entries are used: off until the tiled kernel has been
+// checked and timed on a GPU (the streaming kernel is correct at every mask count).
+std::atomic<bool> g_tiled_dense{false};
 
 constexpr Dense dense_choice(int mask_group, bool f64) {
     for (const DenseChoice &c : kDenseChoice) {
@@ -678,14 +683,14 @@ cudaError_t tiled_launch(const DenseArgs &a) {
     return cudaGetLastError();
 }
 
-// The kernel kDenseChoice names for MG and Acc (only that one is compiled).
+// The kernel kDenseChoice names for MG and Acc when the tiled kernel is enabled
+// (stemdot_use_tiled_dense), else the streaming one.
 template <typename T, typename Acc, int V, int MG>
 cudaError_t dense_group_launch(const DenseArgs &a) {
     if constexpr (dense_choice(MG, sizeof(Acc) == 8) == Dense::kTiled) {
-        return tiled_launch<T, Acc, V, MG>(a);
-    } else {
-        return streaming_launch<T, Acc, V, MG>(a);
+        if (g_tiled_dense.load(std::memory_order_relaxed)) return tiled_launch<T, Acc, V, MG>(a);
     }
+    return streaming_launch<T, Acc, V, MG>(a);
 }
 
 template <typename T, typename Acc, int V>
@@ -731,14 +736,19 @@ int mask_group(int n_masks) {
 
 int64_t dense_splits(int elem_size, int64_t n_frames, int64_t pixels, int mask_group,
                      int n_groups, int sm_count) {
-    // The largest of float and double accumulation: the caller sizes one workspace for both.
+    // The largest of float and double accumulation and of both kernels: the caller sizes
+    // one workspace for all.
     int64_t s = 1;
     for (const int acc_size : {4, 8}) {
-        s = std::max(s, splits_of(dense_choice(mask_group, acc_size == 8), acc_size, elem_size,
-                                  n_frames, pixels, mask_group, n_groups, sm_count));
+        for (const Dense d : {Dense::kStreaming, dense_choice(mask_group, acc_size == 8)}) {
+            s = std::max(s, splits_of(d, acc_size, elem_size, n_frames, pixels, mask_group,
+                                      n_groups, sm_count));
+        }
     }
     return s;
 }
+
+void use_tiled_dense(bool on) { g_tiled_dense.store(on); }
 
 cudaError_t launch_dense(int dtype, bool f64, const DenseArgs &a) {
     switch (dtype) {

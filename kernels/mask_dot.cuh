@@ -60,6 +60,10 @@ struct SparseArgs {
     cudaStream_t stream;
 };
 
+// Selects the tiled dense kernel for the mask groups kDenseChoice gives it (16-64
+// masks) instead of the streaming kernel; off by default (see mask_dot.cu).
+void use_tiled_dense(bool on);
+
 // Enqueue the kernels on args.stream. Return the launch error (cudaGetLastError).
 cudaError_t launch_dense(int dtype, bool f64, const DenseArgs &args);
 cudaError_t launch_sparse(int dtype, bool f64, const SparseArgs &args);

@@ -290,6 +290,8 @@ stemdot_status launch_masks(const stemdot_masks *m, int dtype, bool f64, int sm_
 
 extern "C" {
 
+void stemdot_use_tiled_dense(int on) { stemdot::use_tiled_dense(on != 0); }
+
 const char *stemdot_error_string(int code) {
     switch (code) {
     case 0: return "no error";

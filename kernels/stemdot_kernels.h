@@ -55,6 +55,12 @@ enum {
     STEMDOT_FLOAT32 = 7
 };
 
+/* Selects, process-wide, the register- and shared-memory-tiled dense kernel for mask
+ * groups of 16 to 64 masks (on != 0) instead of the streaming kernel (0, the default:
+ * the tiled kernel has not been checked on a GPU yet). Both are exact to float32 (or
+ * float64) accumulation. Call it while no kernel is being launched. */
+void stemdot_use_tiled_dense(int on);
+
 /* Message for a status code: cudaGetErrorString for CUDA codes. Static string. */
 const char *stemdot_error_string(int code);
 

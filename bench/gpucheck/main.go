@@ -98,14 +98,20 @@ func run(dev, sig, kernelFrames, runnerFrames, iters int, residentGiB float64) e
 		nMasks  int
 		sparse  bool
 		float64 bool
+		tiled   bool
 	}{
-		{"dense 1 mask", 1, false, false},
-		{"dense 4 masks", 4, false, false},
-		{"dense 16 masks", 16, false, false},
-		{"dense 64 masks", 64, false, false},
-		{"dense 4 masks f64", 4, false, true},
-		{"sparse disk+ring", 2, true, false},
+		{"dense 1 mask", 1, false, false, false},
+		{"dense 4 masks", 4, false, false, false},
+		{"dense 16 masks", 16, false, false, false},
+		{"dense 16 masks, tiled kernel", 16, false, false, true},
+		{"dense 32 masks", 32, false, false, false},
+		{"dense 32 masks, tiled kernel", 32, false, false, true},
+		{"dense 64 masks", 64, false, false, false},
+		{"dense 64 masks, tiled kernel", 64, false, false, true},
+		{"dense 4 masks f64", 4, false, true, false},
+		{"sparse disk+ring", 2, true, false, false},
 	} {
+		cuda.UseTiledDense(c.tiled)
 		cfg := cuda.RunnerConfig{Device: dev, DType: dataset.Uint16, Pixels: pixels, NMasks: c.nMasks, Float64: c.float64}
 		if c.sparse {
 			cfg.Sparse = discAndRing(sig).ToCSR()
@@ -117,6 +123,7 @@ func run(dev, sig, kernelFrames, runnerFrames, iters int, residentGiB float64) e
 			return err
 		}
 		d, err := r.KernelTime(kernelFrames, iters)
+		cuda.UseTiledDense(false)
 		if cerr := r.Close(); err == nil {
 			err = cerr
 		}

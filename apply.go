@@ -36,6 +36,24 @@ type Result struct {
 	Warnings []string
 }
 
+// NonFiniteWarning says, in one line, how many values of the result are NaN or infinite
+// and why they can be; "" when there are none. Such values are written like the others.
+func (r *Result) NonFiniteWarning() string {
+	nf := r.Stats.NonFinite
+	if nf.Count == 0 {
+		return ""
+	}
+	name := ""
+	if nf.Mask < len(r.Names) {
+		name = fmt.Sprintf(" (%s)", r.Names[nf.Mask])
+	}
+	why := "the frames hold NaN or Inf under the masks' nonzero weights"
+	if nf.Inf > 0 && r.F32 != nil {
+		why += ", or sums exceed float32's range (--float64 holds them)"
+	}
+	return fmt.Sprintf("%d result values are NaN or infinite, the first at frame %d, mask %d%s: %s", nf.Count, nf.Frame, nf.Mask, name, why)
+}
+
 // Value is the result of frame f (scan position, row-major over NavShape) and mask m,
 // as float64.
 func (r *Result) Value(f, m int) float64 {
@@ -76,7 +94,11 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Result: *res, Names: stack.Names, Warnings: append(OpenWarnings(ds), p.Warnings...)}, nil
+	r := &Result{Result: *res, Names: stack.Names, Warnings: append(OpenWarnings(ds), p.Warnings...)}
+	if w := r.NonFiniteWarning(); w != "" {
+		r.Warnings = append(r.Warnings, w)
+	}
+	return r, nil
 }
 
 // checkJob is the one validation of a job before planning: a dataset and a stack whose

@@ -112,12 +112,17 @@ func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptio
 		FramesPerWorker: []int{n},
 		PerWorker: []engine.WorkerStats{{Kind: planner.GPU, CPU: -1, GPU: r.Device(), Ready: true, Feed: "resident",
 			Frames: n, Bytes: bytes, Claims: 1, Busy: elapsed}},
-		Sparse: stack.PreferSparse(),
+		Sparse:    stack.PreferSparse(),
+		NonFinite: engine.CountNonFinite(engine.Output{F32: res.F32, F64: res.F64}, stack.N),
 	}
 	if opt.Progress != nil {
 		opt.Progress(n, n)
 	}
-	return &Result{Result: res, Names: stack.Names, Warnings: OpenWarnings(r.ds)}, nil
+	out := &Result{Result: res, Names: stack.Names, Warnings: OpenWarnings(r.ds)}
+	if w := out.NonFiniteWarning(); w != "" {
+		out.Warnings = append(out.Warnings, w)
+	}
+	return out, nil
 }
 
 // Close frees the GPU memory of the frames; the dataset stays open. Closing twice is a

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"encoding/binary"
+	"math"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +26,10 @@ type cpuWorker struct {
 	native     []byte    // tileFrames*frameBytes, allocated on the first read
 	acc        []float64 // tileFrames*nMasks, rows of a float32 run before rounding
 	kernel     kernel
+	// dense is the dense stack for exact recomputation (exactNonFinite) of float frames
+	// holding NaN or Inf; nil for integer frames and CSR stacks, which never need it.
+	dense []float32
+	dt    dataset.DType
 }
 
 // kernel computes the result rows of one tile.
@@ -61,6 +67,10 @@ func NewCPUWorker(job *Job) (Worker, error) {
 		acc:        make([]float64, job.TileFrames*job.NMasks),
 	}
 	w.viewer, _ = ds.(dataset.Viewer)
+	w.dt = ds.DType()
+	if job.Sparse == nil && (w.dt == dataset.Float32 || w.dt == dataset.Float64) {
+		w.dense = job.Masks.Data
+	}
 	switch ds.DType() {
 	case dataset.Uint8:
 		w.kernel = kernelFor[uint8](job)
@@ -134,10 +144,13 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 		}
 		frames := end - start
 		if out.F64 != nil {
-			w.kernel.apply(tile, frames, out.F64[start*w.nMasks:end*w.nMasks])
+			rows := out.F64[start*w.nMasks : end*w.nMasks]
+			w.kernel.apply(tile, frames, rows)
+			w.exactNonFinite(tile, rows)
 		} else {
 			acc := w.acc[:frames*w.nMasks]
 			w.kernel.apply(tile, frames, acc)
+			w.exactNonFinite(tile, acc)
 			dst := out.F32[start*w.nMasks : end*w.nMasks]
 			for i, v := range acc {
 				dst[i] = float32(v)
@@ -149,6 +162,57 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 		start = end
 	}
 	return nil
+}
+
+// exactNonFinite recomputes the rows of a float tile's frames whose results came out NaN
+// or infinite, over the nonzero weights only (see exactRow). Finite rows, the rule, cost
+// one scan.
+func (w *cpuWorker) exactNonFinite(tile []byte, rows []float64) {
+	if w.dense == nil {
+		return
+	}
+	for f := range len(rows) / w.nMasks {
+		if row := rows[f*w.nMasks : (f+1)*w.nMasks]; !finite(row) {
+			exactRow(w.dense, w.dt, tile[f*w.frameBytes:(f+1)*w.frameBytes], row)
+		}
+	}
+}
+
+// exactRow computes the row of a float32 or float64 frame in float64 over each mask's
+// nonzero weights only. A dense kernel multiplies every pixel by every weight, and 0·NaN
+// and 0·Inf are NaN, so a NaN or Inf pixel (a detector gap, a dead pixel) would spoil
+// every mask of the stack, also those that give it no weight. Recomputed this way, a
+// mask's value depends only on the pixels it weighs, whatever the other masks and the
+// kernel: NaN where a NaN (or opposite infinities) lies under its nonzero weights.
+func exactRow(dense []float32, dt dataset.DType, frame []byte, row []float64) {
+	p := len(dense) / len(row)
+	for m := range row {
+		var sum float64
+		for i, wt := range dense[m*p : (m+1)*p] {
+			if wt != 0 {
+				sum += float64(wt) * pixelFloat(frame, i, dt)
+			}
+		}
+		row[m] = sum
+	}
+}
+
+// finite tells whether every value is finite.
+func finite(v []float64) bool {
+	for _, x := range v {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// pixelFloat is pixel i of a float32 or float64 frame (host byte order).
+func pixelFloat(frame []byte, i int, dt dataset.DType) float64 {
+	if dt == dataset.Float32 {
+		return float64(math.Float32frombits(binary.NativeEndian.Uint32(frame[4*i:])))
+	}
+	return math.Float64frombits(binary.NativeEndian.Uint64(frame[8*i:]))
 }
 
 // frames returns frames [start, end) in native bytes: a view of the dataset's memory

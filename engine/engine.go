@@ -223,9 +223,6 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	if err != nil {
 		return nil, err
 	}
-	if err := checkOverflow(stack, out.F32); err != nil {
-		return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
-	}
 
 	res := &Result{NavShape: slices.Clone(ds.NavShape()), NMasks: nMasks, F32: out.F32, F64: out.F64}
 	res.Stats = Stats{
@@ -238,6 +235,7 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 		Retried:         r.retried,
 		NotStarted:      r.notStarted,
 		Sparse:          job.Sparse != nil,
+		NonFinite:       CountNonFinite(out, nMasks),
 	}
 	for i := range r.workers {
 		r.workers[i].Bytes = int64(r.workers[i].Frames) * int64(ds.FrameBytes())
@@ -253,16 +251,28 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	return res, nil
 }
 
-// checkOverflow reports an infinite float32 result: the dot product exceeded float32's
-// range (±3.4e38), which float64 results hold, or the frames themselves hold infinities.
-func checkOverflow(stack *masks.Stack, f32 []float32) error {
-	for i, v := range f32 {
-		if math.IsInf(float64(v), 0) {
-			m := i % stack.N
-			return fmt.Errorf("the float32 result is infinite at frame %d, mask %d (%s): the sum overflows float32 (compute it in float64) or the frame holds infinities", i/stack.N, m, stack.Names[m])
+// CountNonFinite counts the NaN and infinite values of a result of nMasks values per
+// frame and finds the first.
+func CountNonFinite(out Output, nMasks int) NonFinite {
+	var nf NonFinite
+	note := func(i int, v float64) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			if nf.Count == 0 {
+				nf.Frame, nf.Mask = i/nMasks, i%nMasks
+			}
+			nf.Count++
+			if math.IsInf(v, 0) {
+				nf.Inf++
+			}
 		}
 	}
-	return nil
+	for i, v := range out.F32 {
+		note(i, float64(v))
+	}
+	for i, v := range out.F64 {
+		note(i, v)
+	}
+	return nf
 }
 
 func describe(ds dataset.Dataset) string {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -569,11 +570,92 @@ func TestApplyMasksFloat32Overflow(t *testing.T) {
 		stack.Data[stack.Pixels()+i] = 3e38
 	}
 	plan := evenPlan(allowedCPUs(t)[:1], 1, 6, 2)
-	_, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true})
-	require.ErrorContains(t, err, "float32 result is infinite at frame 0, mask 1")
-	res, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true, Float64: true})
+	res, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true})
+	require.NoError(t, err, "a non-finite result is written and counted, not an error")
+	require.True(t, math.IsInf(float64(res.F32[1]), 1))
+	assert.Equal(t, NonFinite{Count: 6, Inf: 6, Frame: 0, Mask: 1}, res.Stats.NonFinite)
+	res, err = ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true, Float64: true})
 	require.NoError(t, err)
 	require.False(t, math.IsInf(res.F64[1], 0))
+	assert.Zero(t, res.Stats.NonFinite.Count)
+}
+
+// A NaN or Inf pixel counts only for the masks that weigh it (case 10-nan-gap-pixels): a
+// mask's value does not depend on the other masks of the stack nor on the kernel (dense
+// stacks of 1, 3 and 16 masks, sparse, float32 and float64 frames and results).
+func TestApplyMasksNonFinitePixels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(53, 54))
+	sig := [2]int{8, 10}
+	for _, dt := range []dataset.DType{dataset.Float32, dataset.Float64} {
+		ds := randomDataset(rng, dt, []int{12}, sig)
+		// A detector gap: column 9 NaN in every frame; frame 5 has +Inf at pixel 0.
+		put := func(f, i int, v float64) {
+			b := ds.data[(f*sig[0]*sig[1]+i)*dt.Size():]
+			if dt == dataset.Float32 {
+				binary.NativeEndian.PutUint32(b, math.Float32bits(float32(v)))
+			} else {
+				binary.NativeEndian.PutUint64(b, math.Float64bits(v))
+			}
+		}
+		for f := range 12 {
+			for y := range sig[0] {
+				put(f, y*sig[1]+9, math.NaN())
+			}
+		}
+		put(5, 0, math.Inf(1))
+		// Mask 0 avoids column 9 and pixel 0; mask 1 weighs column 9; mask 2 weighs pixel 0.
+		for _, n := range []int{3, 16} {
+			for _, sparse := range []bool{false, true} {
+				stack := randomStack(rng, n, sig)
+				for m := range n {
+					for y := range sig[0] {
+						stack.Data[m*80+y*sig[1]+9] = 0
+					}
+					stack.Data[m*80] = 0
+					if sparse { // a sparse stack: most weights zero
+						for i := range 80 {
+							if i%7 != 0 {
+								stack.Data[m*80+i] = 0
+							}
+						}
+					}
+				}
+				stack.Data[1*80+3*sig[1]+9] = 1.5
+				stack.Data[2*80] = 2
+				alone := &masks.Stack{N: 1, SigY: sig[0], SigX: sig[1], Data: stack.Data[:80], Names: []string{"m0"}}
+				for _, f64 := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%v/%dmasks/sparse=%v/float64=%v", dt, n, sparse, f64), func(t *testing.T) {
+						opt := Options{NoPin: true, TileFrames: 5, Float64: f64}
+						res, err := ApplyMasks(context.Background(), ds, stack, evenPlan(anyCPUs, 2, 12, 4), opt)
+						require.NoError(t, err)
+						one, err := ApplyMasks(context.Background(), ds, alone, evenPlan(anyCPUs, 1, 12, 2), opt)
+						require.NoError(t, err)
+						get := func(r *Result, i int) float64 {
+							if f64 {
+								return r.F64[i]
+							}
+							return float64(r.F32[i])
+						}
+						for f := range 12 {
+							a, b := get(res, f*n), get(one, f)
+							require.False(t, math.IsNaN(a) || math.IsInf(a, 0), "frame %d mask 0 = %v", f, a)
+							require.InDelta(t, b, a, 1e-4*math.Abs(b)+1e-6, "mask 0 alone and in the stack")
+							require.True(t, math.IsNaN(get(res, f*n+1)), "mask 1 weighs the NaN column")
+							if f == 5 {
+								require.True(t, math.IsInf(get(res, f*n+2), 1), "mask 2 weighs the +Inf pixel")
+							} else {
+								require.False(t, math.IsNaN(get(res, f*n+2)))
+							}
+						}
+						require.Equal(t, 12+1, res.Stats.NonFinite.Count)
+						require.Equal(t, 1, res.Stats.NonFinite.Inf)
+						require.Equal(t, 0, res.Stats.NonFinite.Frame)
+						require.Equal(t, 1, res.Stats.NonFinite.Mask)
+					})
+				}
+			}
+		}
+	}
 }
 
 // panickingWorker panics in Process, as a bug in a worker would.

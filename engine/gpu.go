@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -62,6 +63,9 @@ type gpuWorker struct {
 	runner *cuda.Runner
 	mapper dataset.Mapper // nil: staged feed
 	feed   string
+	dense  []float32 // for exact rows of float frames holding NaN or Inf (see exactRow)
+	frame  []byte
+	row    []float64
 }
 
 // newGPUWorker waits for the device's CUDA context (started early by cuda.Prewarm, or
@@ -81,6 +85,9 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 		Float64: job.Float64,
 	}
 	w := &gpuWorker{job: job, feed: "staged"}
+	if dt := job.Dataset.DType(); job.Sparse == nil && (dt == dataset.Float32 || dt == dataset.Float64) {
+		w.dense, w.frame, w.row = job.Masks.Data, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
+	}
 	if m, ok := job.Dataset.(dataset.Mapper); ok {
 		fm, mapped, err := m.MapFrames(0, 1)
 		if err != nil {
@@ -107,6 +114,18 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 func (w *gpuWorker) Feed() string { return w.feed }
 
 func (w *gpuWorker) Process(ctx context.Context, p planner.Partition, out Output, progress func(int)) error {
+	if err := w.compute(ctx, p, out); err != nil {
+		return err
+	}
+	if err := w.exactNonFinite(p, out); err != nil {
+		return err
+	}
+	progress(p.Frames())
+	return nil
+}
+
+// compute runs frames p on the device, copy-free where it can.
+func (w *gpuWorker) compute(ctx context.Context, p planner.Partition, out Output) error {
 	if w.mapper != nil {
 		fm, ok, err := w.mapper.MapFrames(p.Start, p.End)
 		if err != nil {
@@ -115,18 +134,47 @@ func (w *gpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 		if ok {
 			err = w.runner.RunMapped(ctx, p.Start, p.End, fm, out.F32, out.F64)
 			if !errors.Is(err, cuda.ErrRegister) {
-				if err == nil {
-					progress(p.Frames())
-				}
 				return err
 			}
 			w.mapper, w.feed = nil, fmt.Sprintf("staged (%v)", err)
 		}
 	}
-	if err := w.runner.Run(ctx, p.Start, p.End, w.read, out.F32, out.F64); err != nil {
-		return err
+	return w.runner.Run(ctx, p.Start, p.End, w.read, out.F32, out.F64)
+}
+
+// exactNonFinite recomputes on the host, over the nonzero weights only (exactRow), the
+// rows of float frames whose device results came out NaN or infinite.
+func (w *gpuWorker) exactNonFinite(p planner.Partition, out Output) error {
+	if w.dense == nil {
+		return nil
 	}
-	progress(p.Frames())
+	nm := w.job.NMasks
+	for f := p.Start; f < p.End; f++ {
+		if out.F64 != nil {
+			if row := out.F64[f*nm : (f+1)*nm]; !finite(row) {
+				if err := w.job.Dataset.ReadFrames(f, f+1, w.frame); err != nil {
+					return err
+				}
+				exactRow(w.dense, w.job.Dataset.DType(), w.frame, row)
+			}
+			continue
+		}
+		row := out.F32[f*nm : (f+1)*nm]
+		bad := false
+		for _, v := range row {
+			bad = bad || math.IsNaN(float64(v)) || math.IsInf(float64(v), 0)
+		}
+		if !bad {
+			continue
+		}
+		if err := w.job.Dataset.ReadFrames(f, f+1, w.frame); err != nil {
+			return err
+		}
+		exactRow(w.dense, w.job.Dataset.DType(), w.frame, w.row)
+		for m, v := range w.row {
+			row[m] = float32(v)
+		}
+	}
 	return nil
 }
 

@@ -32,6 +32,18 @@ type Stats struct {
 	NotStarted []WorkerError
 	// Sparse tells whether the masks were applied in CSR form.
 	Sparse bool
+	// NonFinite counts the NaN and infinite values of the result: frames holding NaN or
+	// Inf under a mask's nonzero weights, or float32 sums beyond ±3.4e38 (which float64
+	// results hold). They are written, not an error.
+	NonFinite NonFinite
+}
+
+// NonFinite counts a result's NaN and infinite values.
+type NonFinite struct {
+	// Count is the number of NaN or infinite values, Inf those of them infinite.
+	Count, Inf int
+	// Frame and Mask locate the first one (when Count > 0).
+	Frame, Mask int
 }
 
 // WorkerStats describe one worker of a run.

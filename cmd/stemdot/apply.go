@@ -106,6 +106,9 @@ the run.`,
 			if err := stemdot.Save(res, outputs); err != nil {
 				return err
 			}
+			if w := res.NonFiniteWarning(); w != "" {
+				warn(cmd, w)
+			}
 			if !quiet {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s → %s\n", res.Stats.Summary(), outputs.NPY)
 				if perWorker {

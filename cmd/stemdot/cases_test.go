@@ -470,3 +470,49 @@ func TestCaseOversizedFrames(t *testing.T) {
 		require.NoFileExists(t, out)
 	}
 }
+
+// Case 10-nan-gap-pixels: float32 frames whose gap column is NaN in every frame, and one
+// NaN inside the disk of the last frame. The disk's value does not depend on whether a
+// whole-frame mask shares the stack (dense path) or not (sparse path): the gap column it
+// gives no weight never counts; the last frame is NaN on both, and a warning says so.
+func TestCaseNaNGapPixels(t *testing.T) {
+	dir := t.TempDir()
+	const h, w, n = 64, 64, 12
+	frames := poissonish(57, n, h*w)
+	data := make([]float32, 0, n*h*w)
+	for f := range frames {
+		for y := range h {
+			frames[f][y*w+32] = math.NaN()
+		}
+		if f == n-1 {
+			frames[f][20*w+20] = math.NaN()
+		}
+		for _, v := range frames[f] {
+			data = append(data, float32(v))
+		}
+	}
+	path := filepath.Join(dir, "f.npy")
+	require.NoError(t, stemnpy.WriteFile(path, []int{3, 4, h, w}, data))
+	disk := diskMask(h, w, 20, 20, 5)
+	writeMaskNPY(t, filepath.Join(dir, "sparse.npy"), h, w, disk)
+	writeMaskNPY(t, filepath.Join(dir, "dense.npy"), h, w, disk, onesMask(h*w))
+	var want [n]float64
+	for f := range n {
+		for i, wt := range disk {
+			if wt != 0 {
+				want[f] += wt * frames[f][i]
+			}
+		}
+	}
+	for _, st := range []string{"sparse", "dense"} {
+		for _, cpus := range []string{"1", "2"} {
+			shape, got, stderr := applyCase(t, path, "--masks", filepath.Join(dir, st+".npy"), "--cpus", cpus, "--oversubscribe")
+			nm := shape[len(shape)-1]
+			for f := range n - 1 {
+				require.InDelta(t, want[f], got[f*nm], 1e-3, "%s stack, frame %d", st, f)
+			}
+			require.True(t, math.IsNaN(got[(n-1)*nm]), "%s stack: the NaN under the disk", st)
+			require.Contains(t, stderr, "result values are NaN or infinite, the first at frame ")
+		}
+	}
+}

@@ -1,11 +1,11 @@
 package engine
 
 import (
-	"encoding/binary"
-	"math"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/stemdot/stemdot/dataset"

@@ -115,8 +115,12 @@ func (p Plan) Planner() (*Planner, error) {
 		check = withoutGPUs(check) // "auto" is checked once the GPUs are looked for
 	}
 	if !check.NoCPU || check.GPUs > 0 || len(check.GPUList) > 0 || check.GPUAuto {
-		if _, err := planner.Make(pl.machine.Topology, pl.machine.GPUs, check, nil); err != nil {
+		p, err := planner.Make(pl.machine.Topology, pl.machine.GPUs, check, nil)
+		if err != nil {
 			return nil, errs.Wrap(errs.Resources, err)
+		}
+		if !pl.machine.Described && !check.GPUAuto {
+			prewarm(p) // GPU workers asked for by count or list: while the dataset opens
 		}
 	}
 	return pl, nil
@@ -153,10 +157,8 @@ func (pl *Planner) detect(p Plan) error {
 	return nil
 }
 
-// discover finds this machine's GPUs (NVML) once, when GPU workers may run here, and
-// starts creating their CUDA contexts in the background (cuda.Prewarm), so that GPU
-// workers are ready soon after the run starts. "auto" discovers only when a job may
-// need GPUs (see Plan).
+// discover finds this machine's GPUs (NVML) once, when GPU workers may run here. "auto"
+// discovers only when a job may need GPUs (see Plan).
 func (pl *Planner) discover() error {
 	m := &pl.machine
 	if pl.discovered || m.Described || !m.CUDA {
@@ -168,10 +170,18 @@ func (pl *Planner) discover() error {
 		return errs.Wrap(errs.CUDA, err)
 	}
 	m.GPUs, pl.discovered = gpus, true
-	for _, g := range gpus {
-		cuda.Prewarm(g.Index)
-	}
 	return nil
+}
+
+// prewarm starts creating the CUDA contexts of the plan's GPUs in the background
+// (cuda.Prewarm), so that its GPU workers are ready soon after the run starts; CPU
+// workers do not wait for them.
+func prewarm(p *planner.Plan) {
+	for _, w := range p.Workers {
+		if w.Kind == planner.GPU {
+			cuda.Prewarm(w.GPU)
+		}
+	}
 }
 
 // Machine is the machine the planner plans for.
@@ -197,7 +207,7 @@ func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (*planner.Plan, 
 		if pl.machine.CUDA && !req.NoCPU && shape != nil && !shape.GPUsMayHelp(pl.machine.Topology.Usable) {
 			p, err := planner.Make(pl.machine.Topology, nil, withoutGPUs(req), shape)
 			if p != nil {
-				p.Warnings = append(p.Warnings, fmt.Sprintf("gpus auto: the job takes about %.3g s on CPU workers, less than a GPU worker's start-up (%v): CPU workers only",
+				p.Warnings = append(p.Warnings, fmt.Sprintf("gpus auto: GPUs not looked for: by the speed model, GPU workers cannot make this job faster (about %.3g s on CPU workers: too short for a GPU worker's start-up of %v, or bound by host memory): CPU workers only",
 					shape.Predict(p.CoresUsable, nil, p.CoresUsable).Seconds(), planner.GPUStartup))
 			}
 			return p, errs.Wrap(errs.Resources, err)
@@ -207,7 +217,13 @@ func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (*planner.Plan, 
 		}
 	}
 	p, err := planner.Make(pl.machine.Topology, pl.machine.GPUs, req, shape)
-	return p, errs.Wrap(errs.Resources, err)
+	if err != nil {
+		return nil, errs.Wrap(errs.Resources, err)
+	}
+	if !pl.machine.Described {
+		prewarm(p)
+	}
+	return p, nil
 }
 
 // withoutGPUs is req asking for no GPU worker.

@@ -16,10 +16,12 @@ const (
 	// hostGBpsPerCore bounds what all workers together read from host memory, CPU workers
 	// and DMA alike (88.5 GB/s with 16 cores at 1 mask).
 	hostGBpsPerCore = 5.5e9
-	// gpuFeedGBps is what one GPU worker's copy-free feed moves (registration of the
-	// mapping, then DMA at the link's 55 GB/s); gpuLinkGBps what one GPU's link moves.
-	gpuFeedGBps = 40e9
-	gpuLinkGBps = 50e9
+	// gpuFeedGBps is what one GPU worker's copy-free feed moved end to end (registering
+	// the mapping, DMA, kernel, results: 11.6-15 GB/s while busy on a 17 GB raw file);
+	// gpuLinkGBps what the GPU workers of one GPU moved together (two: 17-20 GB/s). Both are
+	// bound by cudaHostRegister, not by the link's 55 GB/s (bench/RESULTS.md).
+	gpuFeedGBps = 12e9
+	gpuLinkGBps = 20e9
 )
 
 // GPUStartup is the time from the start of a run until a GPU worker takes work: its CUDA
@@ -112,9 +114,15 @@ func (s Shape) Predict(cpuWorkers int, perGPU []int, cores int) time.Duration {
 	return seconds(start + (total-cpu*start)/math.Min(cpu+gpu, host))
 }
 
-// GPUsMayHelp tells whether GPU workers could shorten the job on cores CPU workers: the
-// CPU workers alone take longer than a GPU worker's start-up. Where they cannot, "auto"
-// plans need not even look for GPUs.
+// GPUsMayHelp tells whether GPU workers could shorten the job on a machine of cores
+// usable cores: the CPU workers alone take longer than a GPU worker's start-up, and one
+// GPU worker in place of a CPU worker is predicted at least 2% faster (it is not where the
+// host's memory bandwidth bounds the job: 1-4 masks, sparse masks). Where they cannot,
+// "auto" plans need not even look for GPUs.
 func (s Shape) GPUsMayHelp(cores int) bool {
-	return s.NMasks == 0 || s.Predict(cores, nil, cores) > GPUStartup
+	if s.NMasks == 0 {
+		return true
+	}
+	cpu := s.Predict(cores, nil, cores)
+	return cpu > GPUStartup && float64(s.Predict(cores-1, []int{1}, cores)) < 0.98*float64(cpu)
 }

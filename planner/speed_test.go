@@ -48,7 +48,8 @@ func TestAutoGPUsBySpeed(t *testing.T) {
 			}
 		})
 	}
-	assert.False(t, Shape{NumFrames: 8, SigY: 256, SigX: 256, DTypeSize: 2, NMasks: 64}.GPUsMayHelp(16))
+	assert.False(t, Shape{NumFrames: 8, SigY: 256, SigX: 256, DTypeSize: 2, NMasks: 64}.GPUsMayHelp(16), "start-up")
+	assert.False(t, Shape{NumFrames: big, SigY: 256, SigX: 256, DTypeSize: 2, NMasks: 1}.GPUsMayHelp(16), "memory bound")
 	assert.True(t, Shape{NumFrames: big, SigY: 256, SigX: 256, DTypeSize: 2, NMasks: 64}.GPUsMayHelp(16))
 }
 

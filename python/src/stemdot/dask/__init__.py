@@ -177,7 +177,13 @@ class StemdotPlugin(WorkerPlugin):
         """An open dataset of ``path`` with the ``stemdot.open`` options (a dict), from the
         cache (key: path, options and the file's size and modification time, so that a
         replaced file is opened again)."""
-        st = os.stat(path)
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise stemdot.StemdotIOError(
+                f"{path}: {e.strerror} (on worker {self.worker.address}: the file must be at this path on every worker)",
+                _lib.ERR_IO,
+            ) from None
         key = (os.path.abspath(path), tuple(sorted((k, repr(v)) for k, v in options.items())), st.st_size, st.st_mtime_ns)
         with self._lock:
             entry = self._datasets.get(key)
@@ -350,7 +356,7 @@ async def _node_ready(dask_worker, timeout):
     return await asyncio.get_running_loop().run_in_executor(None, plugin.wait_ready, left)
 
 
-async def _cancel_job(dask_worker, job):
+async def _cancel_job(job, dask_worker=None):
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     if plugin is not None and hasattr(plugin, "ready") and plugin.ready.is_set() and plugin.error is None:
         plugin.cancel(job)

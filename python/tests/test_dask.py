@@ -121,7 +121,7 @@ def test_big_synthetic_file(client, big_file, big_reference):
     # ranges: multiples of the executing node's worker count, covering every frame once
     nodes = report["nodes"]
     covered = np.zeros(BIG_FRAMES, dtype=int)
-    for first, count, worker, _ in report["ranges"]:
+    for first, count, worker, _, _ in report["ranges"]:
         covered[first : first + count] += 1
         if first + count < BIG_FRAMES:
             assert count % nodes[worker]["n_workers"] == 0
@@ -209,7 +209,7 @@ def test_killed_worker_gives_identical_result(big_file, big_reference):
         got = sdask.apply_masks(client, path, masks, range_frames=128, report=report)
         np.testing.assert_array_equal(got, big_reference)
         assert any(lost[2] == victim for lost in report["lost"]), report["lost"]
-        assert all(r[2] != victim for r in report["ranges"][1:] if r[3] > 1)
+        assert all(r[2] != victim for r in report["ranges"] if r[3] > 1), "recomputed elsewhere"
         # the Nanny restarts the worker and the plugin sets it up again
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:

@@ -214,8 +214,10 @@ class StemdotPlugin(WorkerPlugin):
 
     def compute(self, job, path, options, masks, first, count, dtype):
         """Applies masks to frames [first, first+count) of path; returns (values of shape
-        (count, n_masks), this worker's address, its stemdot worker count)."""
+        (count, n_masks), this worker's address, its stemdot worker count, seconds spent
+        in the apply)."""
         node = self.wait_ready()
+        started = time.perf_counter()
         out = np.empty((count, masks.shape[0]), dtype=dtype)
         run = ctypes.c_uint64()
         stemdot._call(stemdot._LIB.stemdot_run_new, ctypes.byref(run))
@@ -245,7 +247,7 @@ class StemdotPlugin(WorkerPlugin):
             with self._lock:
                 del self._runs[run]
             stemdot._LIB.stemdot_run_free(run)
-        return out, node["address"], node["n_workers"]
+        return out, node["address"], node["n_workers"], time.perf_counter() - started
 
     def cancel(self, job):
         """Cancels the applies of job running on this worker, and its later ranges."""
@@ -472,8 +474,9 @@ def apply_masks(
       is tried again elsewhere).
     timeout: seconds to wait for the workers' set-up (:func:`bootstrap`).
     report: a dict, filled when given with ``ranges`` (a list of (first, count, worker
-      address, attempt) of the ranges computed), ``lost`` (ranges recomputed after their
-      worker died), ``nodes`` (the node descriptions) and ``seconds``.
+      address, attempt, seconds in the worker's apply) of the ranges computed), ``lost``
+      ((first, count, worker address, attempt) of the ranges recomputed after their worker
+      died), ``nodes`` (the node descriptions) and ``seconds`` (the whole call).
 
     Ctrl-C (KeyboardInterrupt) cancels the run: pending tasks are cancelled and the
     workers stop their running applies. Errors of a range (a stemdot error on a worker)
@@ -581,10 +584,10 @@ def apply_masks(
                     record["lost"].append((first, count, address, attempt))
                     ledger.give_back(first, count)
                     continue
-                values, ran_on, _ = future.result()  # raises a range's error
+                values, ran_on, _, seconds = future.result()  # raises a range's error
                 out[first : first + count] = values
                 ledger.done += count
-                record["ranges"].append((first, count, ran_on, attempt))
+                record["ranges"].append((first, count, ran_on, attempt, seconds))
                 notify(ledger.done)
     except BaseException:
         futures = list(ledger.flight)

@@ -52,8 +52,9 @@ def best(fn, repeat):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--file", type=Path, default=Path("bench/scratch/dask-scan.npy"))
-    p.add_argument("--frames", type=int, default=8192, help="frames of 256×256 uint16 (8192: 1 GiB)")
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--frames", type=int, default=16384, help="frames of 256×256 uint16 (16384: 2 GiB)")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--range-frames", type=int, help="frames per stemdot worker in one task (default: stemdot.dask's)")
     p.add_argument("--out", type=Path, default=Path("bench/results/dask.json"))
     args = p.parse_args()
 
@@ -73,7 +74,7 @@ def main():
 
         def run():
             report = {}
-            out = sdask.apply_masks(client, args.file, masks, report=report)
+            out = sdask.apply_masks(client, args.file, masks, range_frames=args.range_frames, report=report)
             reports.append(report)
             return out
 

@@ -313,3 +313,10 @@ def test_command_line(cluster, data_dir, tmp_path):
         capture_output=True, text=True, timeout=TIMEOUT,
     )
     assert bad.returncode == 1 and "disk" in bad.stderr and not (tmp_path / "bad.npy").exists()
+
+
+def test_import_does_not_load_the_library():
+    """A Nanny or scheduler that unpickles the plugin imports stemdot.dask: no Go runtime."""
+    code = "import stemdot, stemdot.dask; assert 'libstemdot' not in open('/proc/self/maps').read(); stemdot.library_path"
+    code += "; assert 'libstemdot' in open('/proc/self/maps').read()"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=TIMEOUT)

@@ -50,10 +50,14 @@ __all__ = ["StemdotPlugin", "bootstrap", "apply_masks", "dataset_info", "RANGE_B
 PLUGIN_NAME = "stemdot"
 
 #: Default frame bytes per stemdot worker in one range: a range of a node with n workers
-#: holds n × max(1, RANGE_BYTES // frame_bytes) frames (e.g. 256 frames of 256×256
-#: uint16 per worker), long enough that the per-task overhead is small, short enough
-#: that a dead worker's ranges are cheap to recompute.
-RANGE_BYTES = 32 << 20
+#: holds n × max(1, RANGE_BYTES // frame_bytes) frames (e.g. 1024 frames of 256×256
+#: uint16 per worker), long enough that the per-task overhead (about 10 ms, mostly the
+#: engine's start of an apply; see `make bench-dask`) is small against the task, short
+#: enough that a dead worker's ranges are cheap to recompute.
+RANGE_BYTES = 128 << 20
+
+#: Seconds between two looks at the scheduler's list of live workers during a run.
+POLL_S = 0.5
 
 #: Open dataset handles a worker keeps (least recently used ones are freed first).
 DATASET_CACHE = 64
@@ -545,9 +549,11 @@ def apply_masks(
         )
         ledger.flight[future] = (first, count, address, attempt)
 
+    live, polled = {}, -POLL_S
     try:
         while ledger.done < n_frames:
-            live = _live_workers(client)
+            if time.monotonic() - polled >= POLL_S:
+                live, polled = _live_workers(client), time.monotonic()
             for future, (first, count, address, attempt) in list(ledger.flight.items()):
                 if address not in live:  # its worker died: the ledger recomputes the range
                     del ledger.flight[future]
@@ -577,7 +583,7 @@ def apply_masks(
                     raise RuntimeError(f"no running worker of the cluster has the resources {resources}")
                 time.sleep(0.1)  # waiting for a worker's set-up
                 continue
-            finished = wait(list(ledger.flight), timeout=0.5, return_when="FIRST_COMPLETED").done
+            finished = wait(list(ledger.flight), timeout=POLL_S, return_when="FIRST_COMPLETED").done
             for future in finished:
                 first, count, address, attempt = ledger.flight.pop(future)
                 if future.status == "error" and _worker_lost(future.exception()):

@@ -320,3 +320,11 @@ def test_import_does_not_load_the_library():
     code = "import stemdot, stemdot.dask; assert 'libstemdot' not in open('/proc/self/maps').read(); stemdot.library_path"
     code += "; assert 'libstemdot' in open('/proc/self/maps').read()"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=TIMEOUT)
+
+
+def test_ranges_longer_than_the_poll_interval(client, big_file, big_reference, monkeypatch):
+    """Tasks that take longer than the ledger's look at the workers (slow nodes, big
+    ranges): the wait for them times out and the loop carries on."""
+    monkeypatch.setattr(sdask, "POLL_S", 0.001)
+    path, masks = big_file
+    np.testing.assert_array_equal(sdask.apply_masks(client, path, masks), big_reference)

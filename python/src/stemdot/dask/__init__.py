@@ -17,8 +17,8 @@ on every node, see the README). stemdot runs *inside* each Dask worker process:
   handed more ranges. Workers read their frames from ``path`` (shared storage); the mask
   stack is scattered once; only the results (frames × masks values) travel back, and they
   are written into the output by frame index. A client-side ledger of ranges recomputes
-  the ranges of a worker that died on the workers still alive (no task is ever restricted
-  to a dead worker's address).
+  the ranges of a worker that died on the workers still alive: it cancels their tasks as
+  soon as the scheduler drops the worker, so no task waits for a dead worker's address.
 
 ``python -m stemdot.dask --scheduler ADDRESS FILE --mask ... --out r.npy`` is the command
 line. dask and distributed come from PyPI (``pip install "dask[distributed]"``).
@@ -38,6 +38,7 @@ import uuid
 from collections import OrderedDict
 
 import numpy as np
+from distributed import TimeoutError as DaskTimeoutError
 from distributed import WorkerPlugin, get_worker, wait
 from distributed.comm.addressing import get_address_host
 
@@ -542,8 +543,12 @@ def apply_masks(
             count,
             out_dtype.name,
             key=f"stemdot-range-{job}-{first}-{count}-{attempt}",
+            # Sized for this worker, so it runs there only; if the worker leaves the
+            # cluster, the ledger cancels the task and cuts the range again for the live
+            # workers (below): no task outlives its worker's address, and the scheduler
+            # never reruns a range on a node it was not sized for.
             workers=[address],
-            allow_other_workers=True,  # a loose restriction: never bound to a dead address
+            allow_other_workers=False,
             resources=resources,
             pure=False,
         )
@@ -583,7 +588,10 @@ def apply_masks(
                     raise RuntimeError(f"no running worker of the cluster has the resources {resources}")
                 time.sleep(0.1)  # waiting for a worker's set-up
                 continue
-            finished = wait(list(ledger.flight), timeout=POLL_S, return_when="FIRST_COMPLETED").done
+            try:
+                finished = wait(list(ledger.flight), timeout=POLL_S, return_when="FIRST_COMPLETED").done
+            except DaskTimeoutError:  # no range finished within POLL_S: look at the workers again
+                continue
             for future in finished:
                 first, count, address, attempt = ledger.flight.pop(future)
                 if future.status == "error" and _worker_lost(future.exception()):

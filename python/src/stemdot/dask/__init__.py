@@ -604,10 +604,8 @@ def apply_masks(
                 record["ranges"].append((first, count, ran_on, attempt, seconds))
                 notify(ledger.done)
     except BaseException:
-        futures = list(ledger.flight)
-        client.cancel(futures)
-        with contextlib.suppress(Exception):
-            client.run(_cancel_job, job, on_error="ignore")
+        client.cancel(list(ledger.flight))
+        _cancel_everywhere(client, job)
         raise
     finally:
         notify(None)
@@ -619,6 +617,19 @@ def apply_masks(
             record["seconds"] = time.monotonic() - started
             report.update(record)
     return out.reshape(tuple(info["nav_shape"]) + (n_masks,))
+
+
+def _cancel_everywhere(client, job, timeout=10):
+    """Tells every worker to stop job's applies; gives up after timeout seconds (a worker
+    that is dying may not answer), since the caller is already failing or interrupted."""
+
+    def run():
+        with contextlib.suppress(Exception):
+            client.run(_cancel_job, job, on_error="ignore")
+
+    thread = threading.Thread(target=run, name="stemdot-cancel", daemon=True)
+    thread.start()
+    thread.join(timeout)
 
 
 def _worker_lost(exc):

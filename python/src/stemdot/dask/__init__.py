@@ -460,7 +460,7 @@ def apply_masks(
 
     path: a file every worker can read at this path (shared storage); the client need
       not see it. open_options: those of :func:`stemdot.open` (format, nav_shape,
-      sig_shape, dtype, byte_order, offset), except frames.
+      sig_shape, dtype, ...), except frames.
     masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), converted to float32; scattered
       to the workers once.
     out_dtype: np.float32 or np.float64 (float64 accumulates in float64).

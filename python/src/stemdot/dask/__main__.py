@@ -43,12 +43,17 @@ def _parser():
                    help="an NPY mask stack (n_masks, sig_y, sig_x) or one mask (sig_y, sig_x) (repeatable)")
     p.add_argument("--out", required=True, metavar="NPY", help="result file (NPY, float32 unless --float64)")
     p.add_argument("--float64", action="store_true", help="accumulate and write float64")
-    p.add_argument("--format", choices=["raw", "npy", "mib"], help="file format (default: detected)")
+    p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5 (default: detected)")
     p.add_argument("--nav-shape", type=_shape, metavar="Y,X", help="scan shape (overrides the file's)")
     p.add_argument("--sig-shape", type=_shape, metavar="Y,X", help="frame shape of a raw file")
     p.add_argument("--dtype", help="pixel dtype of a raw file (uint16, float32, ...)")
     p.add_argument("--byte-order", choices=["little", "big"], help="byte order of a raw file")
     p.add_argument("--offset", type=int, help="header bytes to skip in a raw file")
+    p.add_argument("--frame-header", type=int, metavar="BYTES", help="bytes before every frame's pixels (raw)")
+    p.add_argument("--frame-footer", type=int, metavar="BYTES", help="bytes after every frame's pixels (raw)")
+    p.add_argument("--sync-offset", type=int, metavar="N",
+                   help="scan position p reads the file's frame p+N (N>0 skips leading frames, N<0 inserts blank ones)")
+    p.add_argument("--dataset-path", metavar="PATH", help="HDF5: the dataset holding the frames")
     p.add_argument("--range-frames", type=int, metavar="N",
                    help="frames per stemdot worker in one task (default: 32 MiB of frames)")
     p.add_argument("--resources", metavar="NAME=N", action="append", default=[],
@@ -109,12 +114,9 @@ def main(argv=None):
     from distributed import Client
 
     out = _check_out(args.out, args.file)
-    options = {
-        k: v
-        for k, v in dict(format=args.format, nav_shape=args.nav_shape, sig_shape=args.sig_shape, dtype=args.dtype,
-                         byte_order=args.byte_order, offset=args.offset).items()
-        if v is not None
-    }
+    keys = ("format", "nav_shape", "sig_shape", "dtype", "byte_order", "offset", "frame_header", "frame_footer",
+            "sync_offset", "dataset_path")
+    options = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     resources = _resources(args.resources)
     try:
         with Client(args.scheduler, timeout=args.timeout) as client:

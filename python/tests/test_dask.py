@@ -71,8 +71,9 @@ def big_reference(big_file):
         return stemdot.apply_masks(ds, masks)
 
 
-def mib_files(data_dir):
-    return sorted(p for p in (data_dir / "mib").glob("*.mib") if "RAW" not in p.name)  # RAW: R64, unsupported
+def real_files(data_dir):
+    """Every real detector file: MIB (all pixel depths), BLO, HDF5."""
+    return sorted((data_dir / "mib").glob("*.mib")) + sorted(data_dir.glob("blo/*.blo")) + sorted(data_dir.glob("hdf5/*.hdf5"))
 
 
 def plan_ids(dask_worker):
@@ -81,11 +82,11 @@ def plan_ids(dask_worker):
 
 
 def test_real_files_equal_single_process(client, data_dir):
-    files = mib_files(data_dir)
-    assert files
+    files = real_files(data_dir)
+    assert len(files) >= 10
     for path in files:
         with stemdot.open(path) as ds:
-            masks = np.concatenate([stemdot.disk(ds.sig_shape, 100, 120, 40), stemdot.com(ds.sig_shape)])
+            masks = np.concatenate([stemdot.disk(ds.sig_shape, ds.sig_shape[1] / 2, ds.sig_shape[0] / 2, 40), stemdot.com(ds.sig_shape)])
             want = stemdot.apply_masks(ds, masks)
             want64 = stemdot.apply_masks(ds, masks, dtype=np.float64)
         report = {}

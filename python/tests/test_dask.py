@@ -267,7 +267,7 @@ def test_errors_cancel_and_propagate(client, big_file, data_dir, tmp_path):
         sdask.apply_masks(client, tmp_path / "missing.mib", masks)
     with pytest.raises(stemdot.ShapeError, match="do not match the sig shape"):
         sdask.apply_masks(client, path, masks[:, :100])
-    with pytest.raises(TypeError, match="frames option"):
+    with pytest.raises(TypeError, match="frames option per range"):
         sdask.apply_masks(client, path, masks, frames=(0, 2))
 
     class Stop(Exception):

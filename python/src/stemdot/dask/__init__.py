@@ -76,10 +76,11 @@ class StemdotPlugin(WorkerPlugin):
       held by a lock file for the life of its process, so a restarted worker takes the
       free slot); a count or a list of logical CPU ids = that request on every worker
       (see :func:`stemdot.describe_plan`).
-    gpus: None (default) = every GPU stemdot finds on the node ("auto"), shared out by
-      slot like the cores, or none when the library has no CUDA or the node no GPU (a
-      worker that declares a Dask ``GPU`` resource then reports a warning); a count, a
-      list of device ids, "auto", or 0 = that request on every worker.
+    gpus: None (default) = "auto" on a node with one Dask worker; with several, the
+      node's GPUs shared out by slot like the cores (device d to slot d mod workers);
+      none when the library has no CUDA or the node no GPU (a worker that declares a Dask
+      ``GPU`` resource then reports a warning); a count, a list of device ids, "auto", or
+      0 = that request on every worker.
 
     :meth:`setup` runs on the worker's event loop and returns at once: the set-up
     (loading the library, detecting the topology, planning) runs in a thread, so that
@@ -146,8 +147,10 @@ class StemdotPlugin(WorkerPlugin):
                 devices, why = [], e.message
             if gpu_resource and not devices:
                 warnings.append(f"the worker declares a GPU resource, but stemdot uses no GPU here: {why or 'none found'}")
-            mine = [d for d in devices if d % local == slot % local]
-            gpus = mine or None
+            if local == 1 and devices:
+                gpus = "auto"  # the planner picks GPU workers per job (none for small or memory-bound ones)
+            else:
+                gpus = [d for d in devices if d % local == slot % local] or None
         self.plan = stemdot._Plan(cpus, gpus)
         plan = self.plan.describe()
         pinned = {w["cpu"] for w in plan["workers"]} | set(node_cpus)
@@ -388,11 +391,7 @@ def bootstrap(client, plugin=None, timeout=120):
     whose set-up failed, TimeoutError after ``timeout`` seconds.
     """
     client.register_plugin(plugin if plugin is not None else StemdotPlugin(), name=PLUGIN_NAME)
-    return _ready(client, None, timeout)
-
-
-def _ready(client, workers, timeout):
-    return client.run(_node_ready, timeout=timeout, workers=workers)
+    return client.run(_node_ready, timeout=timeout)
 
 
 def dataset_info(client, path, **open_options):
@@ -405,7 +404,7 @@ def dataset_info(client, path, **open_options):
 
 def _check_options(open_options):
     if "frames" in open_options:
-        raise TypeError("apply_masks computes every frame: the frames option is set per range and cannot be given")
+        raise TypeError("stemdot.dask computes every frame: it sets the frames option per range, do not give it")
 
 
 class _Ledger:

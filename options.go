@@ -74,6 +74,17 @@ var OpenOptions = []OpenOption{
 		}},
 	{Key: "dataset_path", Usage: "HDF5 files: the dataset holding the frames, e.g. /fpd_expt/fpd_data/data (default: the largest of rank 3 to 5)",
 		set: func(o *Options, v string) error { o.DatasetPath = strings.TrimSpace(v); return nil }},
+	{Key: "frames", Usage: "only frames FIRST,COUNT of the scan (scan order, after nav_shape and sync_offset), read as a scan of nav shape (COUNT,) (default: all)",
+		set: func(o *Options, v string) error {
+			first, count, ok := strings.Cut(strings.Trim(strings.TrimSpace(v), "()[] "), ",")
+			f, err1 := strconv.Atoi(strings.TrimSpace(first))
+			c, err2 := strconv.Atoi(strings.TrimSpace(count))
+			if !ok || err1 != nil || err2 != nil || f < 0 || c < 1 {
+				return fmt.Errorf("want FIRST,COUNT (first frame >= 0, count >= 1)")
+			}
+			o.Frames = dataset.FrameSpan{First: f, Count: c}
+			return nil
+		}},
 }
 
 // parseBytes parses a non-negative byte count.

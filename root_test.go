@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
@@ -128,12 +129,16 @@ func TestOptions(t *testing.T) {
 	o, err := stemdot.ParseOptions(" format=raw; sig_shape=(256, 128) ;dtype=uint16;nav_shape=[4,4];byte_order=BIG;offset=512;")
 	require.NoError(t, err)
 	require.Equal(t, stemdot.Options{Format: "raw", SigShape: []int{256, 128}, DType: 2, NavShape: []int{4, 4}, BigEndian: true, Offset: 512}, o)
+	o, err = stemdot.ParseOptions("frames=(0, 3)")
+	require.NoError(t, err)
+	require.Equal(t, stemdot.Options{Frames: dataset.FrameSpan{First: 0, Count: 3}}, o)
 	for _, c := range []struct {
 		in   string
 		kind errs.Kind
 		msg  string
 	}{
-		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, dataset_path)`},
+		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, dataset_path, frames)`},
+		{"frames=2", errs.Argument, `option frames "2": want FIRST,COUNT`},
 		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
 		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},
 		{"dtype=complex64", errs.DType, "complex64"},

@@ -344,3 +344,39 @@ func TestCodeOf(t *testing.T) {
 	assert.Equal(t, errInternal, codeOf(panicError("boom")))
 	assert.Contains(t, panicError("boom").Error(), "recovered panic): boom")
 }
+
+// TestOpenFrameRange checks the frames=first,count option: the view holds the file's
+// frames [first, first+count), after nav_shape; bad ranges are rejected by name.
+func TestOpenFrameRange(t *testing.T) {
+	path := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	full, err := openDataset(path, "nav_shape=2,4")
+	require.NoError(t, err)
+	defer full.Close()
+	fb := full.FrameBytes()
+	want := make([]byte, 8*fb)
+	require.NoError(t, full.ReadFrames(0, 8, want))
+
+	ds, err := openDataset(path, "nav_shape=2,4; frames = (3, 4)")
+	require.NoError(t, err)
+	defer ds.Close()
+	assert.Equal(t, []int{4}, ds.NavShape())
+	got := make([]byte, 4*fb)
+	require.NoError(t, ds.ReadFrames(0, 4, got))
+	assert.Equal(t, want[3*fb:7*fb], got)
+
+	for _, tc := range []struct {
+		options  string
+		code     status
+		contains string
+	}{
+		{"frames=3", errInvalidArgument, "want FIRST,COUNT"},
+		{"frames=-1,2", errInvalidArgument, "want FIRST,COUNT"},
+		{"frames=0,0", errInvalidArgument, "want FIRST,COUNT"},
+		{"frames=1,1;frames=2,1", errInvalidArgument, "option frames given twice"},
+		{"frames=7,2", errShape, "option frames 7,2: a range of 2 frames from frame 7 is not within its 8 frames"},
+		{"frame=1,2", errInvalidArgument, "frames"},
+	} {
+		_, err := openDataset(path, tc.options)
+		requireCode(t, err, tc.code, tc.contains)
+	}
+}

@@ -46,6 +46,9 @@ type Options struct {
 	// FrameHeader and FrameFooter are bytes before and after every frame's pixels in a
 	// raw file (a per-frame header or footer, or padding); other formats refuse them.
 	FrameHeader, FrameFooter int64
+	// Frames, when its Count is positive, opens only frames [First, First+Count) of the
+	// file (in scan order, after NavShape and SyncOffset) as a dataset of nav shape (Count,): see Range.
+	Frames FrameSpan
 }
 
 // The formats Open reads, as named in error messages.
@@ -60,14 +63,22 @@ const supportedFormats = `raw (.raw, .bin, or option format raw with options sig
 // or bad option is named by its key in the Options documentation's snake_case ("option
 // sig_shape"); front ends rename it to their flag. Errors are classified (package errs):
 // errs.IO for a file that cannot be opened or read, errs.Shape for a nav shape that does
-// not fit the frames, errs.DType for an unsupported dtype, errs.Argument for a bad
+// not fit the frames or a Frames range outside them, errs.DType for an unsupported dtype, errs.Argument for a bad
 // option, errs.Format for everything else about the file's content.
 func Open(path string, opt Options) (Dataset, error) {
 	ds, err := open(path, opt)
 	if err != nil {
 		return nil, errs.Wrap(errs.Format, err)
 	}
-	return ds, nil
+	if opt.Frames.Count <= 0 {
+		return ds, nil
+	}
+	view, err := Range(ds, opt.Frames.First, opt.Frames.Count)
+	if err != nil {
+		ds.Close()
+		return nil, err
+	}
+	return view, nil
 }
 
 func open(path string, opt Options) (Dataset, error) {

@@ -138,11 +138,15 @@ const char *stemdot_status_name(stemdot_status status);
  *   frame_header, frame_footer  bytes before/after every frame's pixels (raw; default 0)
  *   sync_offset scan position p reads the file's frame p+N: N > 0 skips N leading
  *               frames, N < 0 inserts -N blank frames first (default 0)
+ *   frames      first,count: open only frames [first, first+count) of the file (in
+ *               scan order, after nav_shape and sync_offset), as a dataset of nav shape
+ *               (count,) whose frame i is frame first+i; nothing outside the range is
+ *               read (a distributed task computes its range this way)
  * e.g. "format=raw;sig_shape=256,256;dtype=uint16;nav_shape=4,4;byte_order=big".
  * Errors: INVALID_ARGUMENT (NULL, bad options), IO (missing or unreadable file), FORMAT
  * (unknown format, a size that is not a whole number of frames, inconsistent headers,
- * nav_shape not matching the frame count), SHAPE (bad shape option), DTYPE (bad dtype
- * option).
+ * nav_shape not matching the frame count), SHAPE (bad shape option, a frames range
+ * outside the file), DTYPE (bad dtype option).
  * Thread-safe.
  */
 stemdot_status stemdot_open(const char *path, const char *options, stemdot_dataset *out);

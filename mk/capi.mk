@@ -4,7 +4,9 @@
 #   make capi         build/libstemdot.so (+ the generated build/libstemdot.h, internal)
 #   make test-capi    build and run capi/examples/apply.c against it, and the README's C
 #                     program compiled with the README's link line, as written
-#   make test-python  python/.venv with numpy, pytest and ./python; run python/tests
+#   make python-venv  python/.venv with numpy, pytest, dask[distributed] and ./python
+#   make test-python  python-venv, then run python/tests (stemdot.dask's on a LocalCluster)
+#   make bench-dask   one process on all cores vs a Dask worker per core (bench/dask)
 
 CC          ?= cc
 PYTHON      ?= python3
@@ -18,7 +20,7 @@ PY_VENV     := python/.venv
 # are links to the repository's, so that the line runs exactly as written.
 README_DIR  := $(BUILD)/readme-c
 
-.PHONY: capi test-capi test-python
+.PHONY: capi test-capi python-venv test-python bench-dask
 
 capi: $(CAPI_LIB)
 
@@ -49,8 +51,14 @@ $(PY_VENV)/bin/python:
 
 # pip builds libstemdot.so into the package with `go build -buildmode=c-shared` (see
 # python/setup.py); STEMDOT_LIB is left unset so that the installed library is tested.
-test-python: $(PY_VENV)/bin/python build
+python-venv: $(PY_VENV)/bin/python
 	$(PY_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(PY_VENV)/bin/python -m pip install --quiet numpy pytest
+	$(PY_VENV)/bin/python -m pip install --quiet numpy pytest "dask[distributed]"
 	$(PY_VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps ./python
+
+test-python: python-venv build
 	cd python && STEMDOT_TESTDATA=$(STEMDOT_TESTDATA) .venv/bin/python -m pytest -q tests
+
+# ≥ 1 GiB scan in bench/scratch/, results in bench/results/dask.json.
+bench-dask: python-venv
+	$(PY_VENV)/bin/python bench/dask/bench.py

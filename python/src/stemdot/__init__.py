@@ -64,7 +64,38 @@ __all__ = [
     "library_path",
 ]
 
-_LIB, library_path = _lib.load()
+
+
+class _Library:
+    """libstemdot, loaded at the first call rather than at import: a process that only
+    imports stemdot (a Dask Nanny or scheduler unpickling :mod:`stemdot.dask`'s plugin,
+    a parent that forks workers) never starts the library's Go runtime. Attribute
+    access forwards to the loaded ctypes library; ``path`` is its file."""
+
+    def __init__(self):
+        self._cdll = None
+        self.path = None
+        self._lock = threading.Lock()
+
+    def load(self):
+        with self._lock:
+            if self._cdll is None:
+                self._cdll, self.path = _lib.load()
+        return self._cdll
+
+    def __getattr__(self, name):
+        return getattr(self._cdll or self.load(), name)
+
+
+_LIB = _Library()
+
+
+def __getattr__(name):
+    """``stemdot.library_path``: the loaded library's path (loading it if needed)."""
+    if name == "library_path":
+        _LIB.load()
+        return _LIB.path
+    raise AttributeError(f"module 'stemdot' has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- errors
@@ -78,6 +109,9 @@ class StemdotError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+    def __reduce__(self):  # keeps the code when pickled (e.g. raised in a Dask task)
+        return (type(self), (self.message, self.code))
 
 
 class InvalidArgumentError(StemdotError, ValueError):
@@ -236,7 +270,10 @@ def open(path, **format_options):
     (header bytes to skip, raw), ``frame_header`` and ``frame_footer`` (bytes before and
     after every frame, raw), ``sync_offset`` (scan position p reads the file's frame
     p + sync_offset: positive skips leading frames, negative inserts blank ones),
-    ``dataset_path`` (HDF5: the dataset of frames). Raises
+    ``dataset_path`` (HDF5: the dataset of frames), ``frames`` (``(first, count)``: only
+    frames ``first .. first+count-1`` in scan order, after ``nav_shape`` and
+    ``sync_offset``, as a dataset of nav_shape ``(count,)``; the rest of the file is not
+    read). Raises
     :class:`StemdotIOError` for a missing file, :class:`FormatError` for content that
     cannot be read, :class:`InvalidArgumentError` for unknown options.
     """
@@ -429,6 +466,7 @@ class _Plan:
         self.handle = handle.value
 
     def describe(self, dataset=None):
+        """The plan as a dict (see describe_plan)."""
         ds = dataset.handle if dataset is not None else 0
         needed = ctypes.c_size_t()
         code = _LIB.stemdot_plan_describe(self.handle, ds, None, 0, ctypes.byref(needed))

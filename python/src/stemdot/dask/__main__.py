@@ -1,0 +1,147 @@
+"""python -m stemdot.dask: apply masks to a 4D-STEM file on a Dask cluster.
+
+    python -m stemdot.dask --scheduler tcp://head:8786 /shared/scan.mib \\
+        --mask disk:128,128,20 --mask com --out result.npy
+
+The file is read by the workers at the given path (shared storage); the result, an NPY
+array of shape nav_shape + (n_masks,), is written by this process under a temporary
+name and renamed when complete. Exit status 1 with a message on errors, 130 on Ctrl-C.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+import stemdot
+import stemdot.dask as sdask
+
+
+def _shape(text):
+    try:
+        shape = tuple(int(n) for n in text.strip("()[] ").split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape like 256,256") from None
+    if not shape or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} has a size below 1")
+    return shape
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="python -m stemdot.dask",
+        description="Apply a mask stack to every frame of FILE on the workers of a Dask cluster "
+        "(dask scheduler + dask worker --nthreads 1 on every node); writes nav_shape + (n_masks,) as NPY.",
+    )
+    p.add_argument("file", metavar="FILE", help="4D-STEM file (MIB, NPY, raw) at a path every worker can read")
+    p.add_argument("--scheduler", required=True, metavar="ADDRESS", help="the scheduler, e.g. tcp://head:8786")
+    p.add_argument("--mask", action="append", default=[], metavar="SPEC",
+                   help="disk:CX,CY,R  ring:CX,CY,RI,RO  point:X,Y  rect:X,Y,W,H  com  com:CX,CY[,R] (repeatable)")
+    p.add_argument("--masks", action="append", default=[], metavar="NPY",
+                   help="an NPY mask stack (n_masks, sig_y, sig_x) or one mask (sig_y, sig_x) (repeatable)")
+    p.add_argument("--out", required=True, metavar="NPY", help="result file (NPY, float32 unless --float64)")
+    p.add_argument("--float64", action="store_true", help="accumulate and write float64")
+    p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5 (default: detected)")
+    p.add_argument("--nav-shape", type=_shape, metavar="Y,X", help="scan shape (overrides the file's)")
+    p.add_argument("--sig-shape", type=_shape, metavar="Y,X", help="frame shape of a raw file")
+    p.add_argument("--dtype", help="pixel dtype of a raw file (uint16, float32, ...)")
+    p.add_argument("--byte-order", choices=["little", "big"], help="byte order of a raw file")
+    p.add_argument("--offset", type=int, help="header bytes to skip in a raw file")
+    p.add_argument("--frame-header", type=int, metavar="BYTES", help="bytes before every frame's pixels (raw)")
+    p.add_argument("--frame-footer", type=int, metavar="BYTES", help="bytes after every frame's pixels (raw)")
+    p.add_argument("--sync-offset", type=int, metavar="N",
+                   help="scan position p reads the file's frame p+N (N>0 skips leading frames, N<0 inserts blank ones)")
+    p.add_argument("--dataset-path", metavar="PATH", help="HDF5: the dataset holding the frames")
+    p.add_argument("--range-frames", type=int, metavar="N",
+                   help="frames per stemdot worker in one task (default: 32 MiB of frames)")
+    p.add_argument("--resources", metavar="NAME=N", action="append", default=[],
+                   help="Dask resources every task needs, e.g. GPU=1 for GPU nodes only (repeatable)")
+    p.add_argument("--timeout", type=float, default=120, help="seconds to wait for the scheduler and the workers' set-up")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def _resources(items):
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise SystemExit(f"stemdot.dask: --resources {item!r}: want NAME=N, e.g. GPU=1")
+    return out
+
+
+def _masks(args, sig_shape):
+    stacks = [stemdot.mask(spec, sig_shape) for spec in args.mask]
+    for path in args.masks:
+        m = np.load(path)
+        stacks.append(m[np.newaxis] if m.ndim == 2 else m)
+    if not stacks:
+        raise SystemExit("stemdot.dask: no masks: give --mask SPEC or --masks stack.npy")
+    return np.concatenate([np.asarray(m, dtype=np.float32) for m in stacks])
+
+
+def _check_out(out, file):
+    out = os.path.abspath(out)
+    if os.path.exists(out) and os.path.samefile(out, file):
+        raise SystemExit(f"stemdot.dask: --out {out} is the input file")
+    if os.path.exists(out) and not os.path.isfile(out):
+        raise SystemExit(f"stemdot.dask: --out {out} is not a regular file")
+    if not os.path.isdir(os.path.dirname(out)):
+        raise SystemExit(f"stemdot.dask: --out {out}: directory {os.path.dirname(out)} does not exist")
+    return out
+
+
+def _save(out, result):
+    fd, tmp = tempfile.mkstemp(prefix=".stemdot-", suffix=".npy", dir=os.path.dirname(out))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, result)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    from distributed import Client
+
+    out = _check_out(args.out, args.file)
+    keys = ("format", "nav_shape", "sig_shape", "dtype", "byte_order", "offset", "frame_header", "frame_footer",
+            "sync_offset", "dataset_path")
+    options = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
+    resources = _resources(args.resources)
+    try:
+        with Client(args.scheduler, timeout=args.timeout) as client:
+            nodes = sdask.bootstrap(client, timeout=args.timeout)
+            info = sdask.dataset_info(client, args.file, **options)
+            masks = _masks(args, info["sig_shape"])
+            workers = sum(n["n_workers"] for n in nodes.values())
+            print(f"stemdot.dask: {len(nodes)} Dask workers, {workers} stemdot workers; {args.file}: "
+                  f"nav_shape {tuple(info['nav_shape'])}, sig_shape {tuple(info['sig_shape'])}, {info['dtype']}; "
+                  f"{masks.shape[0]} masks", file=sys.stderr)
+            result = sdask.apply_masks(
+                client, args.file, masks, out_dtype=np.float64 if args.float64 else np.float32,
+                progress=not args.quiet, resources=resources or None, range_frames=args.range_frames,
+                timeout=args.timeout, **options,
+            )
+        _save(out, result)
+    except KeyboardInterrupt:
+        print("stemdot.dask: cancelled", file=sys.stderr)
+        return 130
+    except (stemdot.StemdotError, OSError, RuntimeError, ValueError, TypeError) as e:
+        print(f"stemdot.dask: {e}", file=sys.stderr)
+        return 1
+    print(f"stemdot.dask: wrote {out} {result.shape} {result.dtype}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

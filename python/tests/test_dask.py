@@ -1,0 +1,331 @@
+"""stemdot.dask on a LocalCluster of 2 worker processes × 1 thread: results equal to the
+single-process ones, set-up once, small messages, a killed worker, resource routing."""
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from distributed import Client, LocalCluster, WorkerPlugin  # noqa: E402
+from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: E402
+
+import stemdot  # noqa: E402
+import stemdot.dask as sdask  # noqa: E402
+
+SIG = (256, 256)
+BIG_FRAMES = 4096  # 4096 frames of 256×256 uint16: 512 MiB
+TIMEOUT = 180  # generous: a loaded 2-core machine
+
+
+def make_cluster(**kwargs):
+    return LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40, **kwargs
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with make_cluster() as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    with Client(cluster, timeout=TIMEOUT) as c:
+        c.wait_for_workers(2, timeout=TIMEOUT)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def big_file(tmp_path_factory):
+    """A 512 MiB NPY scan (64×64 positions of 256×256 uint16 frames) of random counts
+    with a moving bright disk, and its masks."""
+    path = tmp_path_factory.mktemp("big") / "scan.npy"
+    data = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint16, shape=(64, 64) + SIG)
+    rng = np.random.default_rng(7)
+    yy, xx = np.mgrid[: SIG[0], : SIG[1]]
+    for row in range(64):
+        frames = rng.integers(0, 50, size=(64,) + SIG, dtype=np.uint16)
+        cy, cx = 128 + (row - 32), 128
+        frames[:, (yy - cy) ** 2 + (xx - cx) ** 2 <= 400] += np.uint16(1000)
+        data[row] = frames
+    data.flush()
+    del data
+    assert path.stat().st_size >= 512 << 20
+    masks = np.concatenate([stemdot.disk(SIG, 128, 128, 20), stemdot.ring(SIG, 128, 128, 30, 100), stemdot.com(SIG)])
+    return path, masks
+
+
+@pytest.fixture(scope="module")
+def big_reference(big_file):
+    path, masks = big_file
+    with stemdot.open(path) as ds:
+        return stemdot.apply_masks(ds, masks)
+
+
+def real_files(data_dir):
+    """Every real detector file: MIB (all pixel depths), BLO, HDF5."""
+    return sorted((data_dir / "mib").glob("*.mib")) + sorted(data_dir.glob("blo/*.blo")) + sorted(data_dir.glob("hdf5/*.hdf5"))
+
+
+def plan_ids(dask_worker):
+    plugin = dask_worker.plugins["stemdot"]
+    return id(plugin.plan), plugin.node["pid"]
+
+
+def test_real_files_equal_single_process(client, data_dir):
+    files = real_files(data_dir)
+    assert len(files) >= 10
+    for path in files:
+        with stemdot.open(path) as ds:
+            masks = np.concatenate([stemdot.disk(ds.sig_shape, ds.sig_shape[1] / 2, ds.sig_shape[0] / 2, 40), stemdot.com(ds.sig_shape)])
+            want = stemdot.apply_masks(ds, masks)
+            want64 = stemdot.apply_masks(ds, masks, dtype=np.float64)
+        report = {}
+        got = sdask.apply_masks(client, path, masks, range_frames=2, report=report)
+        assert got.dtype == np.float32 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want, err_msg=path.name)
+        assert sum(r[1] for r in report["ranges"]) == int(np.prod(want.shape[:-1]))
+        got64 = sdask.apply_masks(client, path, masks, out_dtype=np.float64, range_frames=3)
+        np.testing.assert_array_equal(got64, want64, err_msg=path.name)
+
+
+def test_nav_shape_option_and_numpy_reference(client, data_dir):
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    raw = np.fromfile(path, dtype=np.uint8).reshape(8, 384 + 256 * 256)[:, 384:].reshape(8, *SIG)
+    masks = np.concatenate([stemdot.disk(SIG, 42, 126, 30), stemdot.ring(SIG, 128, 128, 10, 60)])
+    want = np.einsum("fyx,myx->fm", raw.astype(np.float64), masks.astype(np.float64)).reshape(2, 4, 2)
+    got = sdask.apply_masks(client, path, masks, nav_shape=(2, 4), range_frames=1)
+    assert got.shape == (2, 4, 2)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+def test_big_synthetic_file(client, big_file, big_reference):
+    path, masks = big_file
+    report = {}
+    done = []
+    got = sdask.apply_masks(client, path, masks, progress=lambda d, t: done.append((d, t)), report=report)
+    np.testing.assert_array_equal(got, big_reference)
+    # independent float64 reference on a few frames
+    frames = np.load(path, mmap_mode="r")
+    for y, x in [(0, 0), (31, 17), (63, 63)]:
+        ref = np.einsum("yx,myx->m", frames[y, x].astype(np.float64), masks.astype(np.float64))
+        np.testing.assert_allclose(got[y, x], ref, rtol=1e-6)
+    # ranges: multiples of the executing node's worker count, covering every frame once
+    nodes = report["nodes"]
+    covered = np.zeros(BIG_FRAMES, dtype=int)
+    for first, count, worker, _, _ in report["ranges"]:
+        covered[first : first + count] += 1
+        if first + count < BIG_FRAMES:
+            assert count % nodes[worker]["n_workers"] == 0
+    assert (covered == 1).all()
+    assert len({r[2] for r in report["ranges"]}) == 2, "both workers computed ranges"
+    assert done[-1] == (BIG_FRAMES, BIG_FRAMES) and [d for d, _ in done] == sorted(d for d, _ in done)
+
+
+def test_bootstrap_twice_and_from_two_clients(cluster, client):
+    first = sdask.bootstrap(client)
+    before = client.run(plan_ids)
+    assert sorted(first) == sorted(before)
+    for node in first.values():
+        assert node["n_workers"] >= 1 and node["plan"]["workers"]
+    assert sorted(c for n in first.values() for c in n["cpus"]) == sorted(os.sched_getaffinity(0)), (
+        "the two workers of this node share its cores out"
+    )
+    results = []
+    with Client(cluster, timeout=TIMEOUT) as other:
+        threads = [threading.Thread(target=lambda c=c: results.append(sdask.bootstrap(c))) for c in (client, other, client)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(TIMEOUT)
+    assert len(results) == 3 and all(r == first for r in results)
+    assert client.run(plan_ids) == before, "the same plan object in the same worker process"
+
+
+def test_pickled_task_inputs_and_results_are_small(cluster, client, big_file, big_reference):
+    class Sizes(SchedulerPlugin):
+        name = "stemdot-test-sizes"
+
+        def __init__(self):
+            self.results, self.specs = [], []
+
+        async def start(self, scheduler):
+            self.scheduler = scheduler
+
+        def transition(self, key, start, finish, *args, **kwargs):
+            if str(key).startswith("stemdot-range") and finish == "memory":
+                ts = self.scheduler.tasks[key]
+                self.results.append(ts.nbytes)
+                self.specs.append(len(pickle.dumps(ts.run_spec)))
+
+    client.register_plugin(Sizes())
+    sizes = cluster.scheduler.plugins["stemdot-test-sizes"]
+    path, masks = big_file
+    report = {}
+    got = sdask.apply_masks(client, path, masks, report=report)
+    np.testing.assert_array_equal(got, big_reference)
+    n = len(report["ranges"])
+    assert len(sizes.results) == n and len(sizes.specs) == n
+    n_masks = masks.shape[0]
+    assert sum(sizes.results) <= BIG_FRAMES * n_masks * 8 + 1024 * n, sizes.results
+    assert max(sizes.specs) < 4096 < masks.nbytes, "no masks and no frames inside a task"
+
+
+class KillAfterFirstRange(WorkerPlugin):
+    """os._exit of the worker at `target` when it starts its second range (its first is
+    complete)."""
+
+    name = "stemdot-test-killer"
+
+    def __init__(self, target):
+        self.target = target
+
+    def setup(self, worker):
+        self.worker, self.started = worker, 0
+
+    def transition(self, key, start, finish, **kwargs):
+        if self.worker.address == self.target and str(key).startswith("stemdot-range") and finish == "executing":
+            self.started += 1
+            if self.started == 2:
+                os._exit(1)
+
+
+def test_killed_worker_gives_identical_result(big_file, big_reference):
+    path, masks = big_file
+    with make_cluster() as cluster, Client(cluster, timeout=TIMEOUT) as client:
+        client.wait_for_workers(2, timeout=TIMEOUT)
+        nodes = sdask.bootstrap(client)
+        victim = sorted(nodes)[0]
+        client.register_plugin(KillAfterFirstRange(victim))
+        report = {}
+        got = sdask.apply_masks(client, path, masks, range_frames=128, report=report)
+        np.testing.assert_array_equal(got, big_reference)
+        assert any(lost[2] == victim for lost in report["lost"]), report["lost"]
+        assert all(r[2] != victim for r in report["ranges"] if r[3] > 1), "recomputed elsewhere"
+        # the Nanny restarts the worker and the plugin sets it up again
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            live = sdask._live_workers(client)
+            if len(live) == 2 and victim not in live:
+                break
+            time.sleep(0.2)
+        again = sdask.bootstrap(client)
+        assert victim not in again and len(again) == 2
+        assert sorted(s["slot"] for s in again.values()) == [0, 1]
+
+
+def test_fake_gpu_resource_routes_work(cluster, client, big_file, big_reference, tmp_path):
+    """A third worker, started like a GPU node (dask worker --resources GPU=1, its own
+    Nanny process), takes all ranges that need the GPU resource; the library is loaded in
+    its worker process, not in its Nanny."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address, "--nthreads", "1",
+         "--resources", "GPU=1", "--no-dashboard", "--local-directory", str(tmp_path)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        client.wait_for_workers(3, timeout=TIMEOUT)
+        nodes = sdask.bootstrap(client)
+        gpu = [a for a, n in nodes.items() if client.scheduler_info(n_workers=-1)["workers"][a]["resources"].get("GPU")]
+        assert len(gpu) == 1
+        gpu = gpu[0]
+        assert any("GPU resource" in w for w in nodes[gpu]["warnings"])
+        loaded = lambda: "libstemdot" in open("/proc/self/maps").read()  # noqa: E731
+        assert client.run(loaded, workers=[gpu]) == {gpu: True}
+        assert list(client.run(loaded, workers=[gpu], nanny=True).values()) == [False]
+
+        path, masks = big_file
+        report = {}
+        got = sdask.apply_masks(client, path, masks, resources={"GPU": 1}, report=report)
+        np.testing.assert_array_equal(got, big_reference)
+        assert {r[2] for r in report["ranges"]} == {gpu}
+        report = {}
+        got = sdask.apply_masks(client, path, masks, range_frames=64, report=report)
+        np.testing.assert_array_equal(got, big_reference)
+        assert len({r[2] for r in report["ranges"]}) == 3, "mixed nodes all compute"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(60)
+        deadline = time.monotonic() + TIMEOUT
+        while len(sdask._live_workers(client)) > 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+def test_errors_cancel_and_propagate(client, big_file, data_dir, tmp_path):
+    path, masks = big_file
+    with pytest.raises(stemdot.StemdotIOError, match="missing.mib: No such file"):
+        sdask.apply_masks(client, tmp_path / "missing.mib", masks)
+    with pytest.raises(stemdot.ShapeError, match="do not match the sig shape"):
+        sdask.apply_masks(client, path, masks[:, :100])
+    with pytest.raises(TypeError, match="frames option per range"):
+        sdask.apply_masks(client, path, masks, frames=(0, 2))
+
+    class Stop(Exception):
+        pass
+
+    def stop(done, total):
+        raise Stop
+
+    with pytest.raises(Stop):
+        sdask.apply_masks(client, path, masks, range_frames=64, progress=stop)
+
+    def cancelled_and_idle(dask_worker):
+        plugin = dask_worker.plugins["stemdot"]
+        return len(plugin._cancelled), len(plugin._runs)
+
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        state = client.run(cancelled_and_idle)
+        if all(c >= 1 and r == 0 for c, r in state.values()):
+            break
+        time.sleep(0.2)
+    assert all(c >= 1 and r == 0 for c, r in state.values()), state
+    # the cluster still works after a cancelled run
+    got = sdask.apply_masks(client, data_dir / "mib" / "001_4x2_6bit.mib", stemdot.disk(SIG, 42, 126, 30))
+    with stemdot.open(data_dir / "mib" / "001_4x2_6bit.mib") as ds:
+        np.testing.assert_array_equal(got, stemdot.apply_masks(ds, stemdot.disk(SIG, 42, 126, 30)))
+
+
+def test_command_line(cluster, data_dir, tmp_path):
+    path = data_dir / "mib" / "Single_9_Frame_CounterDepth_12_Rows_256.mib"
+    out = tmp_path / "r.npy"
+    proc = subprocess.run(
+        [sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(path),
+         "--mask", "disk:128,128,40", "--mask", "com", "--out", str(out), "--quiet", "--range-frames", "2"],
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    with stemdot.open(path) as ds:
+        masks = np.concatenate([stemdot.mask("disk:128,128,40", ds.sig_shape), stemdot.com(ds.sig_shape)])
+        np.testing.assert_array_equal(np.load(out), stemdot.apply_masks(ds, masks))
+    bad = subprocess.run(
+        [sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(path),
+         "--mask", "disk:1,2", "--out", str(tmp_path / "bad.npy"), "--quiet"],
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert bad.returncode == 1 and "disk" in bad.stderr and not (tmp_path / "bad.npy").exists()
+
+
+def test_import_does_not_load_the_library():
+    """A Nanny or scheduler that unpickles the plugin imports stemdot.dask: no Go runtime."""
+    code = "import stemdot, stemdot.dask; assert 'libstemdot' not in open('/proc/self/maps').read(); stemdot.library_path"
+    code += "; assert 'libstemdot' in open('/proc/self/maps').read()"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=TIMEOUT)
+
+
+def test_ranges_longer_than_the_poll_interval(client, big_file, big_reference, monkeypatch):
+    """Tasks that take longer than the ledger's look at the workers (slow nodes, big
+    ranges): the wait for them times out and the loop carries on."""
+    monkeypatch.setattr(sdask, "POLL_S", 0.001)
+    path, masks = big_file
+    np.testing.assert_array_equal(sdask.apply_masks(client, path, masks), big_reference)

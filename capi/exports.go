@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"math"
+	"strings"
 	"unsafe"
 
 	"github.com/stemdot/stemdot"
@@ -206,9 +207,29 @@ func stemdot_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf *C.
 	if err != nil {
 		return fail(fn, err)
 	}
+	return copyText(fn, string(text), "plan", buf, bufLen, needed)
+}
+
+//export stemdot_dataset_warnings
+func stemdot_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_dataset_warnings"
+	defer guard(fn, &st)
+	if needed == nil || (buf == nil && bufLen > 0) {
+		return fail(fn, failf(errs.Argument, "needed must not be NULL, and buf must not be NULL when buf_len > 0"))
+	}
+	d, err := getDataset(uint64(dsHandle))
+	if err != nil {
+		return fail(fn, err)
+	}
+	return copyText(fn, strings.Join(stemdot.OpenWarnings(d), "\n"), "warnings", buf, bufLen, needed)
+}
+
+// copyText writes text and a NUL into buf (bufLen bytes) and its length into *needed;
+// a buffer too small is errs.Shape naming what (with *needed set).
+func copyText(fn, text, what string, buf *C.char, bufLen C.size_t, needed *C.size_t) C.stemdot_status {
 	*needed = C.size_t(len(text))
 	if uint64(bufLen) < uint64(len(text))+1 {
-		return fail(fn, failf(errs.Shape, "buffer of %d bytes is too small for the %d-byte plan and its NUL", bufLen, len(text)))
+		return fail(fn, failf(errs.Shape, "buffer of %d bytes is too small for the %d-byte %s and its NUL", bufLen, len(text), what))
 	}
 	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), len(text)+1)
 	copy(dst, text)

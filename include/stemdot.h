@@ -190,6 +190,15 @@ stemdot_status stemdot_dataset_free(stemdot_dataset dataset);
 stemdot_status stemdot_plan_new(const char *cpus, const char *gpus, stemdot_plan *out);
 
 /*
+ * Writes what the user should know about how the dataset was read, one line each
+ * (newline-separated, "" for none): a guessed nav shape, surplus or missing frames, a
+ * sync offset, the HDF5 dataset chosen, ... (the CLI prints them as warnings). Same
+ * buffer conventions as stemdot_plan_describe.
+ */
+stemdot_status stemdot_dataset_warnings(stemdot_dataset dataset, char *buf, size_t buf_len,
+                                        size_t *needed);
+
+/*
  * Writes the plan as JSON ({"cores_usable":..,"workers":[..],"partitions":[..]}) into
  * buf (NUL-terminated, at most buf_len bytes including the NUL) and its length without
  * the NUL into *needed. dataset may be 0 (no partitions). buf may be NULL with

@@ -110,6 +110,16 @@ static void real_file(const char *path) {
         printf(i ? ", %zu" : "%zu", info.nav_shape[i]);
     }
     printf("), sig shape (%zu, %zu)\n", info.sig_shape[0], info.sig_shape[1]);
+    char notes[512];
+    size_t notes_len = 99;
+    expect("dataset warnings", stemdot_dataset_warnings(ds, notes, sizeof notes, &notes_len), STEMDOT_OK, NULL);
+    check(notes_len == 0 && notes[0] == 0, "warnings of a whole scan: %s", notes);
+    stemdot_dataset cut = 0;
+    expect("open MIB as a 3x3 scan", stemdot_open(path, "nav_shape=3,3", &cut), STEMDOT_OK, NULL);
+    expect("warnings length", stemdot_dataset_warnings(cut, NULL, 0, &notes_len), STEMDOT_ERR_SHAPE, "too small");
+    expect("warnings", stemdot_dataset_warnings(cut, notes, sizeof notes, &notes_len), STEMDOT_OK, NULL);
+    check(notes_len == strlen(notes) && strstr(notes, "8 frames") != NULL, "warnings of a 3x3 scan of 8 frames: %s", notes);
+    expect("free the 3x3 scan", stemdot_dataset_free(cut), STEMDOT_OK, NULL);
 
     /* Virtual bright field: a disk over the direct beam, centred near (x=42, y=126). */
     static float mask[MIB_PIXELS], parsed[MIB_PIXELS];

@@ -2,6 +2,7 @@
 files, the stemdot CLI, and misuse."""
 
 import os
+import warnings
 import signal
 import subprocess
 import threading
@@ -451,6 +452,18 @@ def test_com_shifts():
     np.testing.assert_array_equal(stemdot.com_shifts(img.astype(np.float32), -3).shape, (3, 2, 2))
     with pytest.raises(stemdot.InvalidArgumentError, match="index 2"):
         stemdot.com_shifts(img, 2)
+
+
+def test_open_warns_what_the_cli_warns(data_dir):
+    """A scan shape the file cannot fill is read as far as it goes, with a warning."""
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    with pytest.warns(UserWarning, match="8 frames"):
+        ds = stemdot.open(path, nav_shape=(3, 3))
+    with ds:
+        assert ds.nav_shape == (2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stemdot.open(path).close()
 
 
 def test_gpus_auto_without_gpu_warns():

@@ -285,7 +285,20 @@ def open(path, **format_options):
     items = [f"{key}={_option_value(key, value)}" for key, value in format_options.items() if value is not None]
     handle = ctypes.c_uint64()
     _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
-    return Dataset(handle.value, spath)
+    ds = Dataset(handle.value, spath)
+    for w in _dataset_warnings(handle.value):
+        warnings.warn(f"stemdot: {w}", stacklevel=2)
+    return ds
+
+
+def _dataset_warnings(handle):
+    """The dataset's warnings (a guessed nav shape, surplus or missing frames, ...)."""
+    needed = ctypes.c_size_t()
+    _LIB.stemdot_dataset_warnings(handle, None, 0, ctypes.byref(needed))  # the length
+    buf = ctypes.create_string_buffer(needed.value + 1)
+    _call(_LIB.stemdot_dataset_warnings, handle, buf, len(buf), ctypes.byref(needed))
+    text = buf.value.decode()
+    return text.split("\n") if text else []
 
 
 def from_array(frames):

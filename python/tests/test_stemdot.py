@@ -454,6 +454,12 @@ def test_com_shifts():
         stemdot.com_shifts(img, 2)
 
 
+def test_mask_argument_order():
+    np.testing.assert_array_equal(stemdot.mask("point:1,2", (4, 4))[0].nonzero(), ([2], [1]))
+    with pytest.raises(TypeError, match=r"mask\(spec, sig_shape\)"):
+        stemdot.mask((32, 32), "disk:16,16,5")
+
+
 def test_open_warns_what_the_cli_warns(data_dir):
     """A scan shape the file cannot fill is read as far as it goes, with a warning."""
     path = data_dir / "mib" / "001_4x2_6bit.mib"

@@ -360,7 +360,11 @@ def mask(spec, sig_shape):
     """Masks of a CLI ``--mask`` spec (``disk:CX,CY,R``, ``ring:CX,CY,RI,RO``,
     ``point:X,Y``, ``rect:X,Y,W,H``, ``com``, ``com:CX,CY[,R]``; x = column, y = row, in
     pixels) for frames of ``sig_shape``: float32 array (n, sig_y, sig_x), from the same
-    Go generators as the CLI. Raises :class:`InvalidArgumentError` for a bad spec."""
+    Go generators as the CLI. Raises :class:`InvalidArgumentError` for a bad spec, and
+    TypeError when the arguments are not a spec string and a (sig_y, sig_x) pair (the
+    helpers :func:`disk`, :func:`ring`, :func:`com` take ``sig_shape`` first)."""
+    if not isinstance(spec, str) or isinstance(sig_shape, str) or len(tuple(sig_shape)) != 2:
+        raise TypeError(f"mask(spec, sig_shape) wants a spec string such as 'disk:16,16,5' and a (sig_y, sig_x) pair, got {spec!r}, {sig_shape!r}")
     sig_y, sig_x = (int(n) for n in sig_shape)
     n = ctypes.c_size_t()
     _call(_LIB.stemdot_mask_parse, spec.encode(), sig_y, sig_x, None, 0, ctypes.byref(n))

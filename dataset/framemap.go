@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +32,25 @@ type FrameMap struct {
 	// Magic, when not empty, is how every record's header must start ("MQ1," for MIB);
 	// a consumer that skips the dataset's ReadFrames checks it instead.
 	Magic string
+}
+
+// Release drops the pages of the first n frames' records from this process's memory
+// (madvise MADV_DONTNEED over the whole pages they cover), so that reading a file in
+// place keeps the process's resident memory bounded by what its workers are reading, not
+// by the file: the pages stay in the page cache, and a later read maps them again.
+// frameBytes is the frame's pixel bytes. Pages shared with frames outside the range are
+// kept.
+func (m FrameMap) Release(n, frameBytes int) error {
+	if n < 1 {
+		return nil
+	}
+	page := int64(os.Getpagesize())
+	lo := (m.Offset + page - 1) / page * page
+	hi := (m.Offset + int64(n-1)*m.Stride + int64(m.Header) + int64(frameBytes)) / page * page
+	if hi <= lo {
+		return nil
+	}
+	return unix.Madvise(m.Mapping[lo:hi], unix.MADV_DONTNEED)
 }
 
 // Swapped tells whether the pixels are in the other byte order than this host's.

@@ -161,7 +161,21 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 		}
 		start = end
 	}
+	w.release(p)
 	return nil
+}
+
+// release drops the pages of frames p that the worker read in place from a memory
+// mapping (dataset.FrameMap.Release), so that the process's resident memory stays
+// bounded by the frames in flight, not the file (a Dask nanny or a cgroup counts it).
+func (w *cpuWorker) release(p planner.Partition) {
+	m, ok := w.ds.(dataset.Mapper)
+	if w.viewer == nil || !ok {
+		return
+	}
+	if fm, ok, err := m.MapFrames(p.Start, p.End); err == nil && ok {
+		_ = fm.Release(p.Frames(), w.frameBytes) // advice only: a refusal changes nothing
+	}
 }
 
 // exactNonFinite recomputes the rows of a float tile's frames whose results came out NaN

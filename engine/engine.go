@@ -410,12 +410,12 @@ func newRun(ctx context.Context, plan *planner.Plan, job *Job, out Output, progr
 }
 
 // claimSizes sizes the claims of the plan's workers: a CPU worker starts with one tile
-// and claims at most maxClaimTime of work, a GPU worker starts with one device tile
+// and claims at most maxClaimTime of work and maxClaimBytes of frames, a GPU worker starts with one device tile
 // (cuda.DefaultTileBytes of frames) and claims at most gpuClaimTime.
 func claimSizes(plan *planner.Plan, job *Job) []claimSizing {
 	sizes := make([]claimSizing, len(plan.Workers))
 	for i, w := range plan.Workers {
-		sizes[i] = claimSizing{first: job.TileFrames, maxTime: maxClaimTime}
+		sizes[i] = claimSizing{first: job.TileFrames, maxTime: maxClaimTime, maxFrames: max(job.TileFrames, maxClaimBytes/job.Dataset.FrameBytes())}
 		if w.Kind == planner.GPU {
 			sizes[i] = claimSizing{first: max(job.TileFrames, cuda.DefaultTileBytes/job.Dataset.FrameBytes()), maxTime: gpuClaimTime}
 		}

@@ -23,7 +23,8 @@ import (
 //     in half the predicted remaining time of the run (unclaimed frames / the summed rate
 //     of the workers taking work), but at most its claim time (maxClaimTime for a CPU
 //     worker, gpuClaimTime for a GPU worker, whose pipeline drains at the end of each
-//     claim), at least one frame, rounded down to whole tiles when larger than one. Near the end claims
+//     claim), for a CPU worker at most maxClaimBytes of frames, at least one frame,
+//     rounded down to whole tiles when larger than one. Near the end claims
 //     shrink, so all workers finish within about one small claim of each other; the cap
 //     lets a worker that becomes ready late (a GPU worker after its start-up) find work.
 //   - A worker takes work only once it is ready (created); one that never becomes ready
@@ -55,14 +56,21 @@ type scheduler struct {
 // 5 GB/s, while the claim overhead (a mutex, a Process call) stays below 0.1%.
 const maxClaimTime = 10 * time.Millisecond
 
+// maxClaimBytes bounds a CPU worker's claims in native frame bytes: a worker reading a
+// memory-mapped file in place drops the claim's pages when it is done, so the process's
+// resident memory stays within about workers × maxClaimBytes, however fast the masks
+// are (a point mask computes gigabytes in 10 ms).
+const maxClaimBytes = 32 << 20
+
 // gpuClaimTime bounds a GPU worker's claims: its pipeline of DMA, kernels and result
 // copies drains at the end of each, so they are kept at many tiles of the device.
 const gpuClaimTime = 100 * time.Millisecond
 
 // claimSizing is how one worker's claims are sized.
 type claimSizing struct {
-	first   int // frames of the first claim, before the worker's rate is known
-	maxTime time.Duration
+	first     int // frames of the first claim, before the worker's rate is known
+	maxTime   time.Duration
+	maxFrames int // 0: no bound but time
 }
 
 // claim is a frame range handed to one worker.
@@ -213,6 +221,9 @@ func (s *scheduler) size(w int) int {
 	}
 	sum += float64(unknown) * sum / known // a ready worker without a rate yet: the mean
 	n := int(r * min(float64(s.unclaimed)/sum/2, s.sizing[w].maxTime.Seconds()))
+	if mf := s.sizing[w].maxFrames; mf > 0 {
+		n = min(n, mf)
+	}
 	if n > s.tile {
 		n -= n % s.tile
 	}

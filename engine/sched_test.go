@@ -164,7 +164,7 @@ func TestSchedulerMixedRates(t *testing.T) {
 }
 
 func TestSchedulerRetry(t *testing.T) {
-	s := newScheduler([]planner.Partition{{Start: 0, End: 100}}, []claimSizing{{10, maxClaimTime}, {10, maxClaimTime}}, 10)
+	s := newScheduler([]planner.Partition{{Start: 0, End: 100}}, []claimSizing{{first: 10, maxTime: maxClaimTime}, {first: 10, maxTime: maxClaimTime}}, 10)
 	s.setReady(0)
 	s.setReady(1)
 	c0, st := s.tryTake(0)

@@ -183,7 +183,23 @@ def _call(fn, *args):
 # -------------------------------------------------------------------------- datasets
 
 
-class Dataset:
+class _Closing:
+    """Context manager and finaliser of an object with an idempotent close()."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Dataset(_Closing):
     """An opened dataset: a file (:func:`open`) or a numpy array (:func:`from_array`).
 
     Attributes: ``nav_shape`` and ``sig_shape`` (tuples of ints), ``dtype`` (numpy dtype
@@ -226,18 +242,6 @@ class Dataset:
         :class:`Resident` whose :meth:`Resident.apply_masks` computes on them there. See
         :func:`resident`."""
         return Resident(self, device)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         state = "closed" if self.closed else f"nav_shape={self.nav_shape}, sig_shape={self.sig_shape}, dtype={self.dtype}"
@@ -681,7 +685,7 @@ def _apply(ds, masks, plan, progress, out):
 # -------------------------------------------------------------------------- data on the GPU
 
 
-class Resident:
+class Resident(_Closing):
     """A dataset whose frames are held in GPU memory, made by :meth:`Dataset.to_device`
     or :func:`resident`: :meth:`apply_masks` computes on them at device speed, as often
     as wanted, moving only the masks and the results. Free the GPU memory with
@@ -730,18 +734,6 @@ class Resident:
         if self._handle is not None:
             _call(_LIB.stemdot_resident_free, self._handle)
             self._handle = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         state = "closed" if self.closed else f"GPU {self.device}, nav_shape={self.nav_shape}, sig_shape={self.sig_shape}"

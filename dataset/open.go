@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/atomicfile"
 )
 
 // Options tells Open how to read a file. The zero value detects the format and reads
@@ -165,7 +166,7 @@ func openFile(path string) (*os.File, int64, error) {
 		return nil, 0, errs.New(errs.IO, "dataset: %s is a directory, not a file", path)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, 0, errs.New(errs.IO, "dataset: %s is not a regular file (%v)", path, st.Mode().Type())
+		return nil, 0, errs.New(errs.IO, "dataset: %s %s", path, atomicfile.NotRegular(st.Mode()))
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	npyio "codeberg.org/sbinet/npyio/npy"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/atomicfile"
 	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/npy"
 )
@@ -45,7 +46,7 @@ func loadNPY(path string) (*Stack, error) {
 		return nil, errs.Wrap(errs.IO, err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, errs.New(errs.IO, "not a regular file (%v)", info.Mode().Type())
+		return nil, errs.New(errs.IO, "%s", atomicfile.NotRegular(info.Mode()))
 	}
 	f, err := os.Open(path)
 	if err != nil {

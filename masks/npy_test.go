@@ -169,7 +169,7 @@ func TestLoadNPYErrors(t *testing.T) {
 	}{
 		{"missing", filepath.Join(dir, "missing.npy"), "no such file"},
 		{"not npy", notNPY, `not an NPY file: it starts with "disk:1", not the NPY magic`},
-		{"directory", dir, "not a regular file (d---------)"},
+		{"directory", dir, "is a directory"},
 		{"keys reordered", writeHeaderNPY(t, dir, "keys.npy", "{'shape': (2, 3), 'fortran_order': False, 'descr': '<f4', }"), "malformed NPY header"},
 		{"fortran", writeRawNPY(t, dir, "f.npy", "<f4", true, "(2, 3)", f4(6)), "Fortran order, want C order"},
 		{"1D", writeRawNPY(t, dir, "1d.npy", "<f4", false, "(6,)", f4(6)), "array shape [6] has 1 dimensions, want (sig_y, sig_x) or (n_masks, sig_y, sig_x)"},

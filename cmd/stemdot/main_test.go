@@ -326,7 +326,12 @@ func TestOutputChecks(t *testing.T) {
 	}{
 		{[]string{"--out", filepath.Join(dir, "r.npy"), "--png", filepath.Join(dir, "img")}, "is an input of this run"},
 		{[]string{"--out", readOnly}, "not writable"},
-		{[]string{"--out", sub}, "not a regular file"},
+		{[]string{"--out", sub}, sub + " exists and is a directory"},
+		{[]string{"--mask", "com", "--out", filepath.Join(dir, "x.npy"), "--com-shifts", filepath.Join(dir, "x.npy")},
+			"--com-shifts " + filepath.Join(dir, "x.npy") + " and --out " + filepath.Join(dir, "x.npy") + " are the same file"},
+		{[]string{"--mask", "com", "--out", filepath.Join(dir, "x.npy"), "--com-shifts", filepath.Join(dir, ".", "sub", "..", "x.npy")}, "are the same file"},
+		{[]string{"--out", filepath.Join(dir, "img_0_disk.png.npy"), "--png", filepath.Join(dir, "p"), "--mask", "com", "--com-shifts", filepath.Join(dir, "p_com_shift_y.png")},
+			"--png " + filepath.Join(dir, "p_com_shift_y.png") + " and --com-shifts"},
 		{[]string{"--out", "/dev/null"}, "give a path ending in .npy"},
 		{[]string{"--out", filepath.Join(dir, "r.npy"), "--png", filepath.Join(dir, "nodir", "img")}, "does not exist"},
 	} {

@@ -214,6 +214,11 @@ func TestCaseSurplusFrames(t *testing.T) {
 		require.Contains(t, stderr, "3 blank frames are inserted")
 		require.Contains(t, stderr, "the last 5 are surplus")
 	})
+	t.Run("one blank frame", func(t *testing.T) {
+		mib := filepath.Join(dir, "c.mib")
+		_, _, stderr := applyCase(t, mib, "--masks", masks, "--nav-shape", "2,4", "--sync-offset", "-1")
+		require.Contains(t, stderr, "sync offset -1: 1 blank frame is inserted")
+	})
 	t.Run("refusals name the option", func(t *testing.T) {
 		mib := filepath.Join(dir, "c.mib")
 		refuseCase(t, "--sync-offset", mib, "--masks", masks, "--sync-offset", "10")

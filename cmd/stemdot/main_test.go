@@ -487,3 +487,23 @@ func TestCOMShifts(t *testing.T) {
 		require.NoError(t, err, p)
 	}
 }
+
+// TestMessagesReadWell checks messages a new user met: no doubled prefixes, counts in
+// the right number, no hint where none is needed.
+func TestMessagesReadWell(t *testing.T) {
+	dir := t.TempDir()
+	one := filepath.Join(dir, "one.raw")
+	require.NoError(t, os.WriteFile(one, make([]byte, 16), 0o644))
+	_, stderr, code := run(t, "apply", one, "--sig-shape", "4,4", "--dtype", "uint8", "--mask", "disk:1,2", "--out", filepath.Join(dir, "x.npy"))
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, `stemdot: mask "disk:1,2": got 2 arguments`)
+	require.NotContains(t, stderr, "mask disk:1,2:")
+	require.NotContains(t, stderr, "no scan shape", "a single frame needs no --nav-shape hint")
+
+	_, stderr, code = run(t, "apply", one, "--sig-shape", "4,4", "--dtype", "uint8", "--mask", "point:1,1", "--out", filepath.Join(dir, "x.npy"), "--workers", "--cpus", "1")
+	require.Equal(t, 0, code, stderr)
+	require.Empty(t, stderr)
+	stdout, stderr, code := run(t, "plan", "--topology", "1", "--cpus", "1")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "plan: 1 worker (0 GPU, 1 CPU) on 1 usable core\n")
+}

@@ -53,7 +53,7 @@ type Options struct {
 }
 
 // The formats Open reads, as named in error messages.
-const supportedFormats = `raw (.raw, .bin, or option format raw with options sig_shape and dtype), npy (.npy), mib (.mib, .hdr), blo (.blo), hdf5 (.h5, .hdf5, .hdf, .nxs, .emd)`
+const supportedFormats = `raw (.raw, .bin, or any file given option sig_shape and option dtype), npy (.npy), mib (.mib, .hdr), blo (.blo), hdf5 (.h5, .hdf5, .hdf, .nxs, .emd)`
 
 // Open opens the 4D-STEM file at path. A ".hdr" path opens the Merlin ".mib" file beside
 // it. The file stays open until Close.
@@ -88,7 +88,7 @@ func open(path string, opt Options) (Dataset, error) {
 	case "raw", "npy", "mib", "blo", "hdf5":
 	case "":
 		var err error
-		if format, err = detectFormat(path); err != nil {
+		if format, err = detectFormat(path, opt); err != nil {
 			return nil, err
 		}
 	default:
@@ -108,8 +108,9 @@ func open(path string, opt Options) (Dataset, error) {
 	}
 }
 
-// detectFormat names the format of path from its extension, then from its first bytes.
-func detectFormat(path string) (string, error) {
+// detectFormat names the format of path from its extension, then from its first bytes;
+// a file that neither names is raw when opt gives a sig shape and a dtype.
+func detectFormat(path string, opt Options) (string, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".mib", ".hdr":
 		return "mib", nil
@@ -142,6 +143,9 @@ func detectFormat(path string) (string, error) {
 		return "blo", nil
 	case bytes.HasPrefix(magic, []byte("\x89HDF\r\n\x1a\n")):
 		return "hdf5", nil
+	}
+	if len(opt.SigShape) > 0 && opt.DType.Size() > 0 {
+		return "raw", nil
 	}
 	return "", fmt.Errorf("dataset: %s: unknown format: neither the extension nor the first bytes %q match a supported format (supported: %s; give option format)",
 		path, magic, supportedFormats)

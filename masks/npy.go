@@ -68,16 +68,16 @@ func loadNPY(path string) (*Stack, error) {
 	case 3:
 		n, sy, sx = h.Shape[0], h.Shape[1], h.Shape[2]
 	default:
-		return nil, fmt.Errorf("array shape %v has %d dimensions, want (sig_y, sig_x) or (n_masks, sig_y, sig_x)", h.Shape, len(h.Shape))
+		return nil, fmt.Errorf("array shape %s has %d dimensions, want (sig_y, sig_x) or (n_masks, sig_y, sig_x)", npy.ShapeString(h.Shape), len(h.Shape))
 	}
 	if n < 1 || sy < 1 || sx < 1 {
-		return nil, fmt.Errorf("array shape %v has an empty axis", h.Shape)
+		return nil, fmt.Errorf("array shape %s has an empty axis", npy.ShapeString(h.Shape))
 	}
 	if err := checkSig([2]int{sy, sx}); err != nil {
 		return nil, err
 	}
 	if n > MaxWeights/(sy*sx) {
-		return nil, fmt.Errorf("array shape %v exceeds %d weights", h.Shape, MaxWeights)
+		return nil, tooManyMasks(n, sy, sx)
 	}
 	dtype := strings.Trim(h.Type, "'\"")
 	descr, err := npy.ParseDescr(dtype)

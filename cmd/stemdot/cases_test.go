@@ -445,7 +445,7 @@ func TestCaseDeepSparseStack(t *testing.T) {
 	// 32768 masks of 256×256 exceed the 2³¹−1 weights of a stack: refused up front.
 	path := filepath.Join(dir, "deep32768.npy")
 	deepSparseNPY(t, path, 32768)
-	refuseCase(t, "exceeds 2147483647 weights", mib, "--masks", path, "--nav-shape", "2,4")
+	refuseCase(t, "32768 masks of 256×256 pixels are too many: a stack holds at most 2³¹−1 weights, 32767 masks of this sig shape; split the stack", mib, "--masks", path, "--nav-shape", "2,4")
 }
 
 // Case 22-oversized-partition-tile: frames of 1 GiB (16384×32768 uint16) under a 4 GiB

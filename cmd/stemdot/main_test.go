@@ -507,3 +507,23 @@ func TestMessagesReadWell(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "plan: 1 worker (0 GPU, 1 CPU) on 1 usable core\n")
 }
+
+// TestRawMessages: a file of unknown extension given --sig-shape and --dtype is read as
+// raw; the raw options' errors name flags, not option keys or Go values.
+func TestRawMessages(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "scan.dat")
+	require.NoError(t, os.WriteFile(data, make([]byte, 2*16), 0o644))
+	stdout, stderr, code := run(t, "info", data, "--sig-shape", "4,4", "--dtype", "uint8")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "raw")
+	_, stderr, code = run(t, "info", data)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "or any file given --sig-shape and --dtype")
+	_, stderr, code = run(t, "info", data, "--format", "raw", "--dtype", "uint8")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "give --sig-shape (sig_y,sig_x in pixels, e.g. 256,256)")
+	_, stderr, code = run(t, "info", data, "--sig-shape", "4,4", "--dtype", "uint8", "--offset", "99999999999")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "offset 99999999999 (--offset) is at or past the end of the 32-byte file")
+}

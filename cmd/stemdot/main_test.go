@@ -527,3 +527,14 @@ func TestRawMessages(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "offset 99999999999 (--offset) is at or past the end of the 32-byte file")
 }
+
+// TestPlanMessagesNameFlags: planner refusals name the CLI's flags.
+func TestPlanMessagesNameFlags(t *testing.T) {
+	_, stderr, code := run(t, "plan", "--max-workers-per-gpu", "-3", "--gpus", "auto")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "--max-workers-per-gpu -3: want a count >= 0")
+	_, stderr, code = run(t, "plan", "--topology", "4", "--cpus", "0", "--gpus", "auto")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "--gpus auto uses no GPU here (")
+	require.Contains(t, stderr, "--cpus 0 leaves nothing to run on: give --cpus 1 or more")
+}

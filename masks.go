@@ -1,8 +1,6 @@
 package stemdot
 
 import (
-	"fmt"
-
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -34,7 +32,7 @@ func MasksFrom(sig [2]int, files, specs []string) (*masks.Stack, error) {
 	for _, spec := range specs {
 		s, err := masks.Parse(spec, sig)
 		if err != nil {
-			return nil, errs.Wrap(errs.Argument, fmt.Errorf("mask %s: %w", spec, err))
+			return nil, errs.Wrap(errs.Argument, err) // masks.Parse names the spec
 		}
 		parts = append(parts, s)
 	}

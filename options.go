@@ -206,14 +206,14 @@ func Open(path string, opt Options) (dataset.Dataset, error) {
 // OpenWarnings are what a user should know about an opened dataset, one line each: how
 // its frames were fitted to the scan (dataset.Notes: surplus frames ignored, an
 // incomplete scan's complete rows kept, a sync offset, the HDF5 dataset chosen), and a
-// nav shape guessed as (1, n_frames) because neither the file nor the options gave one
+// nav shape guessed as (1, n_frames), for more than one frame, because neither the file nor the options gave one
 // (a MIB file without its .hdr sidecar, a raw file).
 func OpenWarnings(ds dataset.Dataset) []string {
 	var w []string
 	for _, n := range dataset.Notes(ds) {
 		w = append(w, ds.Path()+": "+n)
 	}
-	if dataset.NavShapeGuessed(ds) {
+	if dataset.NavShapeGuessed(ds) && ds.NumFrames() > 1 {
 		w = append(w, fmt.Sprintf("%s: the file gives no scan shape, read as 1 row of %d frames: give option nav_shape (e.g. %s)",
 			ds.Path(), ds.NumFrames(), exampleNav(ds.NumFrames())))
 	}

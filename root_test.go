@@ -190,7 +190,7 @@ func TestSave(t *testing.T) {
 	err = stemdot.Save(res, stemdot.Outputs{NPY: filepath.Join(dir2, "r.npy"), PNGPrefix: filepath.Join(dir2, "img")})
 	require.NoError(t, err, "no shift PNGs without COMShifts")
 	err = stemdot.Save(res, stemdot.Outputs{NPY: filepath.Join(dir2, "r2.npy"), PNGPrefix: filepath.Join(dir2, "img"), COMShifts: filepath.Join(dir2, "s.npy")})
-	require.ErrorContains(t, err, "not a regular file")
+	require.ErrorContains(t, err, filepath.Join(dir2, "img_com_shift_x.png")+" exists and is a directory")
 	_, err = os.Stat(filepath.Join(dir2, "r2.npy"))
 	require.ErrorIs(t, err, fs.ErrNotExist)
 }

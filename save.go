@@ -6,6 +6,8 @@ import (
 	"image/png"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -41,7 +43,13 @@ func (o Outputs) Check(names []string, inputs ...string) error {
 			return errs.New(errs.Argument, "option com_shifts: the masks hold no centre-of-mass set (com_sum, com_y, com_x): add the mask spec com")
 		}
 	}
-	for _, f := range o.files(names) {
+	files := o.files(names)
+	for i, f := range files {
+		for _, g := range files[:i] {
+			if samePath(f.path, g.path) {
+				return errs.New(errs.Argument, "option %s %s and option %s %s are the same file: give each output its own path", g.option, g.path, f.option, f.path)
+			}
+		}
 		if f.npy && !strings.EqualFold(pathExt(f.path), ".npy") {
 			return errs.New(errs.Argument, "option %s %s: results are written as NPY: give a path ending in .npy", f.option, f.path)
 		}
@@ -79,6 +87,19 @@ func (o Outputs) files(names []string) []output {
 		out = append(out, output{"out", o.NPY, true})
 	}
 	return out
+}
+
+// samePath reports whether paths a and b name the same file: the same absolute path
+// once cleaned, or the same existing file (through links).
+func samePath(a, b string) bool {
+	aa, errA := filepath.Abs(a)
+	ab, errB := filepath.Abs(b)
+	if errA == nil && errB == nil && aa == ab {
+		return true
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
 }
 
 func pathExt(p string) string {

@@ -90,13 +90,14 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 	}
 	s := opt.SyncOffset
 	if s >= ff.whole || -s >= ff.whole {
-		return nil, notes{}, errs.New(errs.Argument, "dataset: %s: sync offset %d (option sync_offset) is not within ±%d, the number of frames in the file", path, s, ff.whole-1)
+		return nil, notes{}, errs.New(errs.Argument, "dataset: %s: sync offset %d (option sync_offset) is outside %d to %d: the file holds %s and at least one must be read",
+			path, s, -(ff.whole - 1), ff.whole-1, plural(ff.whole, "frame", "frames"))
 	}
 	avail := ff.whole - s // scan positions that have a frame (or an inserted blank one)
 	if s > 0 {
-		list = append(list, fmt.Sprintf("sync offset %d: the first %d frames of the file are skipped", s, s))
+		list = append(list, fmt.Sprintf("sync offset %d: the first %s of the file %s skipped", s, plural(s, "frame", "frames"), isAre(s)))
 	} else if s < 0 {
-		list = append(list, fmt.Sprintf("sync offset %d: %d blank frames are inserted before the first frame of the file", s, -s))
+		list = append(list, fmt.Sprintf("sync offset %d: %s %s inserted before the first frame of the file", s, plural(-s, "blank frame", "blank frames"), isAre(-s)))
 	}
 	nav := fileNav
 	if len(opt.NavShape) > 0 {
@@ -143,6 +144,14 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		shapeString(nav), source, want, frames, plural(rows, "complete scan row of "+fmt.Sprint(rowLen), "complete scan rows of "+fmt.Sprint(rowLen)),
 		shapeString(kept), plural(want-avail, "position is missing", "positions are missing"), droppedTail(avail-rows*rowLen)))
 	return kept, notes{list: list}, nil
+}
+
+// isAre is "is" for n == 1, else "are".
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }
 
 // plural returns "n one" or "n many".

@@ -3,6 +3,7 @@ package dataset_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -129,7 +130,7 @@ func TestSyncOffset(t *testing.T) {
 		opt := base
 		opt.SyncOffset = s
 		_, err := dataset.Open(path, opt)
-		assert.ErrorContains(t, err, "(option sync_offset) is not within ±9")
+		assert.ErrorContains(t, err, fmt.Sprintf("sync offset %d (option sync_offset) is outside -9 to 9: the file holds 10 frames and at least one must be read", s))
 	}
 	// A raw file's frame count must match the nav shape exactly, sync offset included.
 	opt := base

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/atomicfile"
 )
 
 // Options tells Open how to read a file. The zero value detects the format and reads
@@ -52,7 +53,7 @@ type Options struct {
 }
 
 // The formats Open reads, as named in error messages.
-const supportedFormats = `raw (.raw, .bin, or option format raw with options sig_shape and dtype), npy (.npy), mib (.mib, .hdr), blo (.blo), hdf5 (.h5, .hdf5, .hdf, .nxs, .emd)`
+const supportedFormats = `raw (.raw, .bin, or any file given option sig_shape and option dtype), npy (.npy), mib (.mib, .hdr), blo (.blo), hdf5 (.h5, .hdf5, .hdf, .nxs, .emd)`
 
 // Open opens the 4D-STEM file at path. A ".hdr" path opens the Merlin ".mib" file beside
 // it. The file stays open until Close.
@@ -87,7 +88,7 @@ func open(path string, opt Options) (Dataset, error) {
 	case "raw", "npy", "mib", "blo", "hdf5":
 	case "":
 		var err error
-		if format, err = detectFormat(path); err != nil {
+		if format, err = detectFormat(path, opt); err != nil {
 			return nil, err
 		}
 	default:
@@ -107,8 +108,9 @@ func open(path string, opt Options) (Dataset, error) {
 	}
 }
 
-// detectFormat names the format of path from its extension, then from its first bytes.
-func detectFormat(path string) (string, error) {
+// detectFormat names the format of path from its extension, then from its first bytes;
+// a file that neither names is raw when opt gives a sig shape and a dtype.
+func detectFormat(path string, opt Options) (string, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".mib", ".hdr":
 		return "mib", nil
@@ -142,6 +144,9 @@ func detectFormat(path string) (string, error) {
 	case bytes.HasPrefix(magic, []byte("\x89HDF\r\n\x1a\n")):
 		return "hdf5", nil
 	}
+	if len(opt.SigShape) > 0 && opt.DType.Size() > 0 {
+		return "raw", nil
+	}
 	return "", fmt.Errorf("dataset: %s: unknown format: neither the extension nor the first bytes %q match a supported format (supported: %s; give option format)",
 		path, magic, supportedFormats)
 }
@@ -165,7 +170,7 @@ func openFile(path string) (*os.File, int64, error) {
 		return nil, 0, errs.New(errs.IO, "dataset: %s is a directory, not a file", path)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, 0, errs.New(errs.IO, "dataset: %s is not a regular file (%v)", path, st.Mode().Type())
+		return nil, 0, errs.New(errs.IO, "dataset: %s %s", path, atomicfile.NotRegular(st.Mode()))
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -41,7 +41,7 @@ type flatFile struct {
 // must be a whole number of frame records, and their number must match opt.NavShape.
 func openRaw(path string, opt Options) (Dataset, error) {
 	if len(opt.SigShape) != 2 || opt.SigShape[0] <= 0 || opt.SigShape[1] <= 0 {
-		return nil, errs.New(errs.Argument, "dataset: %s: a raw file needs its frame shape: give option sig_shape (sig_y, sig_x, positive sizes; got %v)", path, opt.SigShape)
+		return nil, errs.New(errs.Argument, "dataset: %s: a raw file needs its frame shape: give option sig_shape (sig_y,sig_x in pixels, e.g. 256,256)", path)
 	}
 	if opt.DType.Size() == 0 {
 		return nil, errs.New(errs.DType, "dataset: %s: a raw file needs its pixel dtype: give option dtype (uint8, uint16, uint32, int8, int16, int32, float32 or float64)", path)
@@ -69,6 +69,10 @@ func openRaw(path string, opt Options) (Dataset, error) {
 	}
 	hint := "; check option sig_shape, option dtype, option offset, option frame_header and option frame_footer (bytes before and after every frame), or option sync_offset to skip leading frames"
 	data := size - opt.Offset
+	if data <= 0 && opt.Offset > 0 {
+		f.Close()
+		return nil, errs.New(errs.Argument, "dataset: %s: offset %d (option offset) is at or past the end of the %d-byte file", path, opt.Offset, size)
+	}
 	if data <= 0 || data%record != 0 {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: size %d bytes (after a %d-byte offset) is not a whole, non-zero number of %s%s",

@@ -161,8 +161,8 @@ func TestWriterRefusesDestination(t *testing.T) {
 	require.NoError(t, os.WriteFile(roHdr, []byte("keep"), 0o444))
 
 	for _, tc := range []struct{ path, want string }{
-		{fifo, fifo + " exists and is not a regular file (p---------): not replacing it"},
-		{sub, sub + " exists and is not a regular file (d---------): not replacing it"},
+		{fifo, fifo + " exists and is a named pipe, not a regular file: not replacing it"},
+		{sub, sub + " exists and is a directory: not replacing it"},
 		{ro, ro + " exists and is not writable (mode -r--r--r--): not replacing it"},
 	} {
 		_, err := dataset.Create(tc.path, "npy", []int{1}, [2]int{2, 2}, dataset.Uint8)
@@ -195,6 +195,6 @@ func TestOpenNotRegular(t *testing.T) {
 	require.NoError(t, unix.Mkfifo(fifo, 0o644))
 	for _, format := range []string{"", "raw", "npy", "mib"} {
 		_, err := dataset.Open(fifo, dataset.Options{Format: format, SigShape: []int{2, 2}, DType: dataset.Uint8})
-		assert.EqualError(t, err, "dataset: "+fifo+" is not a regular file (p---------)", format)
+		assert.EqualError(t, err, "dataset: "+fifo+" is a named pipe, not a regular file", format)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	npyio "codeberg.org/sbinet/npyio/npy"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/atomicfile"
 	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/npy"
 )
@@ -45,7 +46,7 @@ func loadNPY(path string) (*Stack, error) {
 		return nil, errs.Wrap(errs.IO, err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, errs.New(errs.IO, "not a regular file (%v)", info.Mode().Type())
+		return nil, errs.New(errs.IO, "%s", atomicfile.NotRegular(info.Mode()))
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -67,16 +68,16 @@ func loadNPY(path string) (*Stack, error) {
 	case 3:
 		n, sy, sx = h.Shape[0], h.Shape[1], h.Shape[2]
 	default:
-		return nil, fmt.Errorf("array shape %v has %d dimensions, want (sig_y, sig_x) or (n_masks, sig_y, sig_x)", h.Shape, len(h.Shape))
+		return nil, fmt.Errorf("array shape %s has %d dimensions, want (sig_y, sig_x) or (n_masks, sig_y, sig_x)", npy.ShapeString(h.Shape), len(h.Shape))
 	}
 	if n < 1 || sy < 1 || sx < 1 {
-		return nil, fmt.Errorf("array shape %v has an empty axis", h.Shape)
+		return nil, fmt.Errorf("array shape %s has an empty axis", npy.ShapeString(h.Shape))
 	}
 	if err := checkSig([2]int{sy, sx}); err != nil {
 		return nil, err
 	}
 	if n > MaxWeights/(sy*sx) {
-		return nil, fmt.Errorf("array shape %v exceeds %d weights", h.Shape, MaxWeights)
+		return nil, tooManyMasks(n, sy, sx)
 	}
 	dtype := strings.Trim(h.Type, "'\"")
 	descr, err := npy.ParseDescr(dtype)

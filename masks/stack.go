@@ -169,7 +169,7 @@ func (s *Stack) Validate(sig [2]int) error {
 		return fmt.Errorf("mask stack: %w", err)
 	}
 	if s.N > MaxWeights/s.Pixels() {
-		return fmt.Errorf("mask stack of %d masks of %d×%d pixels exceeds %d weights", s.N, s.SigY, s.SigX, MaxWeights)
+		return tooManyMasks(s.N, s.SigY, s.SigX)
 	}
 	if s.Data == nil && s.Sparse != nil {
 		if err := s.Sparse.Validate(s.N, s.Pixels()); err != nil {
@@ -239,7 +239,7 @@ func Concat(stacks ...*Stack) (*Stack, error) {
 		sparse = sparse || s.Data == nil
 	}
 	if n > MaxWeights/first.Pixels() {
-		return nil, fmt.Errorf("concat: %d masks of %d×%d pixels exceed %d weights", n, sig[0], sig[1], MaxWeights)
+		return nil, tooManyMasks(n, sig[0], sig[1])
 	}
 	names := make([]string, 0, n)
 	for _, s := range stacks {
@@ -284,4 +284,19 @@ func checkSig(sig [2]int) error {
 		return fmt.Errorf("sig_shape (%d, %d) exceeds %d pixels", sig[0], sig[1], MaxWeights)
 	}
 	return nil
+}
+
+// tooManyMasks is the error for a stack of n masks of sy×sx pixels that holds more than
+// MaxWeights weights.
+func tooManyMasks(n, sy, sx int) error {
+	return fmt.Errorf("%d masks of %d×%d pixels are too many: a stack holds at most 2³¹−1 weights, %s of this sig shape; split the stack and apply each part in a run of its own",
+		n, sy, sx, count(MaxWeights/(sy*sx), "mask"))
+}
+
+// count is "n noun", with an s for n != 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -41,7 +41,7 @@ func TestNewAndValidateErrors(t *testing.T) {
 		{"short data", 2, 2, 3, make([]float32, 11), nil, "mask stack of shape (2, 2, 3) needs 12 weights, has 11"},
 		{"long data", 1, 2, 3, make([]float32, 7), nil, "needs 6 weights, has 7"},
 		{"names", 2, 2, 2, make([]float32, 8), []string{"a"}, "mask stack has 2 masks but 1 names"},
-		{"too many weights", 2, 1 << 15, 1 << 15, nil, nil, "exceeds 2147483647 weights"},
+		{"too many weights", 2, 1 << 15, 1 << 15, nil, nil, "2 masks of 32768×32768 pixels are too many: a stack holds at most 2³¹−1 weights, 1 mask of this sig shape"},
 		{"too many pixels", 1, 1 << 40, 1 << 40, nil, nil, "exceeds 2147483647 pixels"},
 		{"NaN", 2, 3, 4, func() []float32 { d := make([]float32, 24); d[12+2*4+3] = nan; return d }(), []string{"a", "b"},
 			`mask 1 ("b") has weight NaN at pixel (y=2, x=3)`},

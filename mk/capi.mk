@@ -16,8 +16,8 @@ CAPI_DEPS   := $(wildcard dataset/*.go masks/*.go planner/*.go engine/*.go affin
 CAPI_EXAMPLE := $(BUILD)/capi-example
 STEMDOT_TESTDATA ?= $(abspath ../shared/data)
 PY_VENV     := python/.venv
-# The README's C program and link line, run in $(README_DIR) where include/ and build/
-# are links to the repository's, so that the line runs exactly as written.
+# The README's C program and link line, run as written in $(README_DIR)/app, a directory
+# outside the repository beside shared/data, with STEMDOT set to the repository root.
 README_DIR  := $(BUILD)/readme-c
 
 .PHONY: capi test-capi python-venv test-python bench-dask
@@ -34,16 +34,15 @@ $(CAPI_EXAMPLE): capi/examples/apply.c include/stemdot.h $(CAPI_LIB)
 
 test-capi: $(CAPI_EXAMPLE)
 	$(CAPI_EXAMPLE) $(STEMDOT_TESTDATA)/mib/001_4x2_6bit.mib
-	@rm -rf $(README_DIR) && mkdir -p $(README_DIR)
-	ln -s $(abspath include) $(README_DIR)/include && ln -s $(abspath $(BUILD)) $(README_DIR)/build
-	awk '/^```c$$/ {c = 1; next} /^```/ {c = 0} c' README.md > $(README_DIR)/app.c
-	grep -m1 '^cc -Iinclude app.c' README.md > $(README_DIR)/link.sh
-	@test -s $(README_DIR)/app.c && test -s $(README_DIR)/link.sh || { echo "README: C program or link line not found"; exit 1; }
-	cd $(README_DIR) && sh -ex link.sh
-	@# the program reads ../shared/data from the repository root: give it that layout
+	@rm -rf $(README_DIR) && mkdir -p $(README_DIR)/app
+	awk '/^```c$$/ {c = 1; next} /^```/ {c = 0} c' README.md > $(README_DIR)/app/app.c
+	grep -m1 '^cc -I"$$STEMDOT/include" app.c' README.md > $(README_DIR)/app/link.sh
+	@test -s $(README_DIR)/app/app.c && test -s $(README_DIR)/app/link.sh || { echo "README: C program or link line not found"; exit 1; }
+	cd $(README_DIR)/app && STEMDOT=$(abspath .) sh -ex link.sh
+	@# the program reads ../shared/data from its directory: give it that layout
 	@if [ -f $(STEMDOT_TESTDATA)/mib/001_4x2_6bit.mib ]; then \
-		mkdir -p $(README_DIR)/shared $(README_DIR)/repo && ln -s $(STEMDOT_TESTDATA) $(README_DIR)/shared/data && \
-		cd $(README_DIR)/repo && ../a.out; \
+		mkdir -p $(README_DIR)/shared && ln -s $(STEMDOT_TESTDATA) $(README_DIR)/shared/data && \
+		cd $(README_DIR)/app && ./a.out; \
 	else echo "test-capi: $(STEMDOT_TESTDATA) absent: the README's C program was compiled, not run"; fi
 
 $(PY_VENV)/bin/python:

@@ -70,8 +70,8 @@ func (p *Plan) String() string {
 	var b strings.Builder
 	reserved := p.reservedCores()
 	nGPU := len(reserved)
-	fmt.Fprintf(&b, "plan: %d workers (%d GPU, %d CPU) on %d usable cores\n",
-		len(p.Workers), nGPU, len(p.Workers)-nGPU, p.CoresUsable)
+	fmt.Fprintf(&b, "plan: %s (%d GPU, %d CPU) on %s\n",
+		plural(len(p.Workers), "worker"), nGPU, len(p.Workers)-nGPU, plural(p.CoresUsable, "usable core"))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  worker\tkind\tcore\tcpu\tgpu")
 	for _, w := range p.Workers {
@@ -106,4 +106,12 @@ func (p *Plan) String() string {
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
 	return b.String()
+}
+
+// plural is "n noun", with an s for n != 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -80,8 +80,10 @@ func Make(topo *affinity.Topology, gpus []affinity.GPU, req Request, shape *Shap
 		}
 	}
 
+	noGPU := "" // why "auto" found no GPU
 	if req.GPUAuto && (!req.CUDA || len(gpus) == 0) {
-		p.Warnings = append(p.Warnings, map[bool]string{false: "gpus auto: this build has no CUDA support", true: "gpus auto: no GPU found"}[req.CUDA]+": CPU workers only")
+		noGPU = map[bool]string{false: "this build of stemdot has no CUDA support", true: "no GPU was found"}[req.CUDA]
+		p.Warnings = append(p.Warnings, "gpus auto: "+noGPU+": CPU workers only")
 		req.GPUAuto = false
 	}
 	gpuOrder, err := gpuWorkers(gpus, req, len(free), len(usable))
@@ -133,7 +135,10 @@ func Make(topo *affinity.Topology, gpus []affinity.GPU, req Request, shape *Shap
 	}
 	p.Workers = append(p.Workers, cpus...)
 	if len(p.Workers) == 0 {
-		return nil, fmt.Errorf("planner: no workers: the request asks for no CPU worker (cpus 0) and no GPU worker")
+		if noGPU != "" {
+			return nil, fmt.Errorf("planner: no workers: option gpus auto uses no GPU here (%s), and option cpus 0 leaves nothing to run on: give option cpus 1 or more", noGPU)
+		}
+		return nil, fmt.Errorf("planner: no workers: the request asks for no CPU worker (option cpus 0) and no GPU worker: give option cpus or option gpus")
 	}
 	for i := range p.Workers {
 		p.Workers[i].ID = i

@@ -286,11 +286,15 @@ func TestMakeErrors(t *testing.T) {
 		{"core without CPU", &affinity.Topology{Usable: 1, Cores: []affinity.Core{{Key: 3}}}, nil, Request{}, nil, "core 3 has no allowed CPU"},
 		{"zero workers", DescribedTopology(4), nil, Request{NoCPU: true}, nil, "no workers"},
 		{"zero workers: GPU count 0", DescribedTopology(4), gpus, Request{NoCPU: true, GPUs: 0, CUDA: true}, nil,
-			"no workers: the request asks for no CPU worker (cpus 0) and no GPU worker"},
+			"no workers: the request asks for no CPU worker (option cpus 0) and no GPU worker: give option cpus or option gpus"},
+		{"zero workers: auto without GPU", DescribedTopology(4), nil, Request{NoCPU: true, GPUAuto: true, CUDA: true}, nil,
+			"no workers: option gpus auto uses no GPU here (no GPU was found), and option cpus 0 leaves nothing to run on: give option cpus 1 or more"},
+		{"zero workers: auto without CUDA", DescribedTopology(4), nil, Request{NoCPU: true, GPUAuto: true}, nil,
+			"no workers: option gpus auto uses no GPU here (this build of stemdot has no CUDA support)"},
 		{"negative CPUs", DescribedTopology(4), nil, Request{CPUs: -1}, nil, "planner: -1 CPU workers requested; want a count >= 0"},
 		{"negative GPUs", DescribedTopology(4), gpus, Request{GPUs: -2, CUDA: true}, nil, "planner: -2 GPU workers requested; want a count >= 0"},
 		{"negative max per GPU", DescribedTopology(4), gpus, Request{GPUAuto: true, MaxWorkersPerGPU: -1, CUDA: true}, nil,
-			"at most -1 GPU workers per GPU requested; want a count >= 0 (0: the default 4)"},
+			"option max_workers_per_gpu -1: want a count >= 0 (0: the default 4)"},
 		{"negative partition size", DescribedTopology(4), nil, Request{PartitionBytes: -1}, nil,
 			"partition size -1 bytes requested; want a positive size (0: the default 512.0 MiB)"},
 		{"no CPU worker with CPUs", DescribedTopology(4), nil, Request{NoCPU: true, CPUs: 2}, nil,
@@ -443,8 +447,8 @@ func TestGPUAutoWithoutGPU(t *testing.T) {
 		cuda bool
 		want string
 	}{
-		{nil, true, "gpus auto: no GPU found: CPU workers only"},
-		{[]affinity.GPU{{Index: 0, FreeBytes: 80 << 30}}, false, "gpus auto: this build has no CUDA support: CPU workers only"},
+		{nil, true, "gpus auto: no GPU was found: CPU workers only"},
+		{[]affinity.GPU{{Index: 0, FreeBytes: 80 << 30}}, false, "gpus auto: this build of stemdot has no CUDA support: CPU workers only"},
 	} {
 		p, err := Make(DescribedTopology(4), c.gpus, Request{GPUAuto: true, CUDA: c.cuda}, nil)
 		require.NoError(t, err)

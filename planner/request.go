@@ -233,7 +233,7 @@ func (r Request) check() error {
 	case r.GPUs < 0:
 		return fmt.Errorf("planner: %d GPU workers requested; want a count >= 0", r.GPUs)
 	case r.MaxWorkersPerGPU < 0:
-		return fmt.Errorf("planner: at most %d GPU workers per GPU requested; want a count >= 0 (0: the default %d)", r.MaxWorkersPerGPU, DefaultMaxWorkersPerGPU)
+		return fmt.Errorf("planner: option max_workers_per_gpu %d: want a count >= 0 (0: the default %d)", r.MaxWorkersPerGPU, DefaultMaxWorkersPerGPU)
 	case r.PartitionBytes < 0:
 		return fmt.Errorf("planner: partition size %d bytes requested; want a positive size (0: the default %s)", r.PartitionBytes, formatBytes(DefaultPartitionBytes))
 	case r.NoCPU && r.CPUs > 0:

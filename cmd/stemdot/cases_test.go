@@ -214,6 +214,11 @@ func TestCaseSurplusFrames(t *testing.T) {
 		require.Contains(t, stderr, "3 blank frames are inserted")
 		require.Contains(t, stderr, "the last 5 are surplus")
 	})
+	t.Run("one blank frame", func(t *testing.T) {
+		mib := filepath.Join(dir, "c.mib")
+		_, _, stderr := applyCase(t, mib, "--masks", masks, "--nav-shape", "2,4", "--sync-offset", "-1")
+		require.Contains(t, stderr, "sync offset -1: 1 blank frame is inserted")
+	})
 	t.Run("refusals name the option", func(t *testing.T) {
 		mib := filepath.Join(dir, "c.mib")
 		refuseCase(t, "--sync-offset", mib, "--masks", masks, "--sync-offset", "10")
@@ -440,7 +445,7 @@ func TestCaseDeepSparseStack(t *testing.T) {
 	// 32768 masks of 256×256 exceed the 2³¹−1 weights of a stack: refused up front.
 	path := filepath.Join(dir, "deep32768.npy")
 	deepSparseNPY(t, path, 32768)
-	refuseCase(t, "exceeds 2147483647 weights", mib, "--masks", path, "--nav-shape", "2,4")
+	refuseCase(t, "32768 masks of 256×256 pixels are too many: a stack holds at most 2³¹−1 weights, 32767 masks of this sig shape; split the stack", mib, "--masks", path, "--nav-shape", "2,4")
 }
 
 // Case 22-oversized-partition-tile: frames of 1 GiB (16384×32768 uint16) under a 4 GiB

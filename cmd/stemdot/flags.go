@@ -56,7 +56,7 @@ func (f *planFlags) register(fs *pflag.FlagSet, described bool) {
 	fs.BoolVar(&f.Oversubscribe, "oversubscribe", false, "allow more workers than usable physical cores (with a warning)")
 	fs.StringVar(&f.PartitionSize, "partition-size", "512MiB", "target partition size in decoded float32 bytes")
 	if described {
-		fs.IntVar(&f.Cores, "topology", 0, "plan for a described machine with N physical cores, all allowed, instead of this one")
+		fs.IntVar(&f.Cores, "topology", 0, "plan for a described machine with N physical cores, all allowed, instead of this one (0: this machine)")
 		fs.StringVar(&f.GPUInventory, "gpu-inventory", "", "plan for described GPUs, KxSIZE of free memory each, e.g. 2x141GB (implies a CUDA build)")
 	}
 }

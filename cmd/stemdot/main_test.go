@@ -326,7 +326,12 @@ func TestOutputChecks(t *testing.T) {
 	}{
 		{[]string{"--out", filepath.Join(dir, "r.npy"), "--png", filepath.Join(dir, "img")}, "is an input of this run"},
 		{[]string{"--out", readOnly}, "not writable"},
-		{[]string{"--out", sub}, "not a regular file"},
+		{[]string{"--out", sub}, sub + " exists and is a directory"},
+		{[]string{"--mask", "com", "--out", filepath.Join(dir, "x.npy"), "--com-shifts", filepath.Join(dir, "x.npy")},
+			"--com-shifts " + filepath.Join(dir, "x.npy") + " and --out " + filepath.Join(dir, "x.npy") + " are the same file"},
+		{[]string{"--mask", "com", "--out", filepath.Join(dir, "x.npy"), "--com-shifts", filepath.Join(dir, ".", "sub", "..", "x.npy")}, "are the same file"},
+		{[]string{"--out", filepath.Join(dir, "img_0_disk.png.npy"), "--png", filepath.Join(dir, "p"), "--mask", "com", "--com-shifts", filepath.Join(dir, "p_com_shift_y.png")},
+			"--png " + filepath.Join(dir, "p_com_shift_y.png") + " and --com-shifts"},
 		{[]string{"--out", "/dev/null"}, "give a path ending in .npy"},
 		{[]string{"--out", filepath.Join(dir, "r.npy"), "--png", filepath.Join(dir, "nodir", "img")}, "does not exist"},
 	} {
@@ -481,4 +486,55 @@ func TestCOMShifts(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dir, p))
 		require.NoError(t, err, p)
 	}
+}
+
+// TestMessagesReadWell checks messages a new user met: no doubled prefixes, counts in
+// the right number, no hint where none is needed.
+func TestMessagesReadWell(t *testing.T) {
+	dir := t.TempDir()
+	one := filepath.Join(dir, "one.raw")
+	require.NoError(t, os.WriteFile(one, make([]byte, 16), 0o644))
+	_, stderr, code := run(t, "apply", one, "--sig-shape", "4,4", "--dtype", "uint8", "--mask", "disk:1,2", "--out", filepath.Join(dir, "x.npy"))
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, `stemdot: mask "disk:1,2": got 2 arguments`)
+	require.NotContains(t, stderr, "mask disk:1,2:")
+	require.NotContains(t, stderr, "no scan shape", "a single frame needs no --nav-shape hint")
+
+	_, stderr, code = run(t, "apply", one, "--sig-shape", "4,4", "--dtype", "uint8", "--mask", "point:1,1", "--out", filepath.Join(dir, "x.npy"), "--workers", "--cpus", "1")
+	require.Equal(t, 0, code, stderr)
+	require.Empty(t, stderr)
+	stdout, stderr, code := run(t, "plan", "--topology", "1", "--cpus", "1")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "plan: 1 worker (0 GPU, 1 CPU) on 1 usable core\n")
+}
+
+// TestRawMessages: a file of unknown extension given --sig-shape and --dtype is read as
+// raw; the raw options' errors name flags, not option keys or Go values.
+func TestRawMessages(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "scan.dat")
+	require.NoError(t, os.WriteFile(data, make([]byte, 2*16), 0o644))
+	stdout, stderr, code := run(t, "info", data, "--sig-shape", "4,4", "--dtype", "uint8")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "raw")
+	_, stderr, code = run(t, "info", data)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "or any file given --sig-shape and --dtype")
+	_, stderr, code = run(t, "info", data, "--format", "raw", "--dtype", "uint8")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "give --sig-shape (sig_y,sig_x in pixels, e.g. 256,256)")
+	_, stderr, code = run(t, "info", data, "--sig-shape", "4,4", "--dtype", "uint8", "--offset", "99999999999")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "offset 99999999999 (--offset) is at or past the end of the 32-byte file")
+}
+
+// TestPlanMessagesNameFlags: planner refusals name the CLI's flags.
+func TestPlanMessagesNameFlags(t *testing.T) {
+	_, stderr, code := run(t, "plan", "--max-workers-per-gpu", "-3", "--gpus", "auto")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "--max-workers-per-gpu -3: want a count >= 0")
+	_, stderr, code = run(t, "plan", "--topology", "4", "--cpus", "0", "--gpus", "auto")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "--gpus auto uses no GPU here (")
+	require.Contains(t, stderr, "--cpus 0 leaves nothing to run on: give --cpus 1 or more")
 }

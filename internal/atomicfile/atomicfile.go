@@ -39,7 +39,7 @@ func Check(path string, inputs ...string) error {
 		return errs.Wrap(errs.IO, err)
 	}
 	if !st.Mode().IsRegular() {
-		return errs.New(errs.IO, "%s exists and is not a regular file (%v): not replacing it", path, st.Mode().Type())
+		return errs.New(errs.IO, "%s exists and %s: not replacing it", path, NotRegular(st.Mode()))
 	}
 	if st.Mode().Perm()&0o222 == 0 || unix.Access(path, unix.W_OK) != nil {
 		return errs.New(errs.IO, "%s exists and is not writable (mode %v): not replacing it", path, st.Mode().Perm())
@@ -50,6 +50,25 @@ func Check(path string, inputs ...string) error {
 		}
 	}
 	return nil
+}
+
+// NotRegular says what a file of mode m that is not a regular file is, for messages:
+// "is a directory", "is a named pipe, not a regular file", ...
+func NotRegular(m fs.FileMode) string {
+	t := m.Type()
+	switch {
+	case t&fs.ModeDir != 0:
+		return "is a directory"
+	case t&fs.ModeNamedPipe != 0:
+		return "is a named pipe, not a regular file"
+	case t&fs.ModeSocket != 0:
+		return "is a socket, not a regular file"
+	case t&fs.ModeCharDevice != 0:
+		return "is a character device, not a regular file"
+	case t&fs.ModeDevice != 0:
+		return "is a block device, not a regular file"
+	}
+	return fmt.Sprintf("is not a regular file (mode %v)", m)
 }
 
 // umask is the process's file mode creation mask. Unix offers no call that only reads

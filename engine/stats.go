@@ -128,8 +128,12 @@ func (s Stats) GBPerSecond() float64 {
 // workers (cpu/gpu), and the GPU workers not started and partitions retried, if any.
 func (s Stats) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d frames, %.3f GB in %.3f s (%.2f GB/s), %d workers (%d cpu, %d gpu)",
-		s.Frames, float64(s.BytesRead)/1e9, s.Elapsed.Seconds(), s.GBPerSecond(), s.Workers, s.CPUWorkers, s.GPUWorkers)
+	workers := "workers"
+	if s.Workers == 1 {
+		workers = "worker"
+	}
+	fmt.Fprintf(&b, "%d frames, %.3f GB in %.3f s (%.2f GB/s), %d %s (%d cpu, %d gpu)",
+		s.Frames, float64(s.BytesRead)/1e9, s.Elapsed.Seconds(), s.GBPerSecond(), s.Workers, workers, s.CPUWorkers, s.GPUWorkers)
 	if s.Sparse {
 		b.WriteString(", sparse masks")
 	}

@@ -118,7 +118,7 @@ run() {
 	end=$(date +%s.%N)
 	gbs=$(sed -n 's/.*(\([0-9.]*\) GB\/s).*/\1/p' "$log" | head -n 1)
 	printf '  %-34s %8s GB/s %7.3f s wall  %s\n' "$name" "$gbs" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" \
-		"$(grep -o '[0-9]* workers ([0-9]* cpu, [0-9]* gpu)' "$log")"
+		"$(grep -oE '[0-9]+ workers? \([0-9]+ cpu, [0-9]+ gpu\)' "$log")"
 	grep -E '^\s+worker [0-9]+ \(gpu' "$log" | sed 's/^ */      /' || true
 	grep -E 'warning' "$log" | sed 's/^/      /' || true
 	rm -f "$log"

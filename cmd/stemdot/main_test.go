@@ -396,7 +396,7 @@ func TestInfoAndPlan(t *testing.T) {
 
 	stdout, stderr, code = run(t, "plan", "--cpus", "1")
 	require.Zero(t, code, stderr)
-	require.Contains(t, stdout, "1 workers")
+	require.Contains(t, stdout, "plan: 1 worker (0 GPU, 1 CPU)")
 }
 
 // The rough edges of issue #9, as a new user meets them.

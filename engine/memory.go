@@ -33,7 +33,7 @@ func (e MemoryEstimate) Total() int64 { return e.Result + e.Masks + int64(e.Work
 
 // String lists the parts: "result 512 KiB, masks 0 B, 2 workers × 1.1 MiB".
 func (e MemoryEstimate) String() string {
-	return fmt.Sprintf("result %s, masks %s, %d workers × %s", memlimit.Size(e.Result), memlimit.Size(e.Masks), e.Workers, memlimit.Size(e.PerWorker))
+	return fmt.Sprintf("result %s, mask copies %s, %d workers × %s", memlimit.Size(e.Result), memlimit.Size(e.Masks), e.Workers, memlimit.Size(e.PerWorker))
 }
 
 // EstimateMemory returns the memory ApplyMasks(ds, stack, plan, opt) allocates (see

@@ -98,12 +98,11 @@ func parseEMPADXML(b []byte) (empadMeta, error) {
 	if len(doc.RawFile) > 1 {
 		return empadMeta{}, fmt.Errorf("EMPAD XML: %d <raw_file> elements, want one", len(doc.RawFile))
 	}
-	m := empadMeta{}
-	if f := doc.RawFile[0].Filename; f == nil || strings.TrimSpace(*f) == "" {
+	f := doc.RawFile[0].Filename
+	if f == nil || strings.TrimSpace(*f) == "" {
 		return empadMeta{}, errors.New("EMPAD XML: <raw_file> has no filename attribute")
-	} else {
-		m.rawFile = strings.TrimSpace(*f)
 	}
+	m := empadMeta{rawFile: strings.TrimSpace(*f)}
 
 	typ, err := xmlSingle("type", doc.Type)
 	if err != nil {
@@ -311,13 +310,13 @@ func openEMPAD(path string, opt Options) (Dataset, error) {
 		return nil, err
 	}
 	whole := int(size / empadRecord)
-	notes := []string(nil)
+	var searchNote []string
 	nav, source := meta.nav, meta.source
 	if xmlPath != "" {
 		source = strings.Replace(source, "the XML", filepath.Base(xmlPath), 1)
 	}
 	if meta.search != nil && whole == product(meta.search) && whole != product(nav) && len(opt.NavShape) == 0 {
-		notes = append(notes, fmt.Sprintf("the raw file holds the %d frames of the search scan %s, not the %d of the acquire scan %s: reading the search scan",
+		searchNote = append(searchNote, fmt.Sprintf("the raw file holds the %d frames of the search scan %s, not the %d of the acquire scan %s: reading the search scan",
 			whole, shapeString(meta.search), product(nav), shapeString(nav)))
 		nav = meta.search
 		source = fmt.Sprintf(" from %s's search scan (scan_resolution_y=%d, scan_resolution_x=%d)", filepath.Base(xmlPath), nav[0], nav[1])
@@ -334,8 +333,8 @@ func openEMPAD(path string, opt Options) (Dataset, error) {
 		file.Close()
 		return nil, err
 	}
-	if n, ok := ds.(interface{ addNotes([]string) }); ok && len(notes) > 0 {
-		n.addNotes(notes)
+	if n, ok := ds.(interface{ addNotes([]string) }); ok && len(searchNote) > 0 {
+		n.addNotes(searchNote)
 	}
 	return ds, nil
 }

@@ -49,7 +49,7 @@ test-go:
 # Every reader's fuzz target, briefly (FUZZTIME each); crashers land in testdata/fuzz.
 FUZZTIME ?= 10s
 fuzz:
-	for t in FuzzMIBHeader FuzzBLOHeader FuzzHdr FuzzOpen; do \
+	for t in FuzzMIBHeader FuzzBLOHeader FuzzHdr FuzzEMPADXML FuzzOpen; do \
 		$(GO) test ./dataset -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./masks -run '^$$' -fuzz '^FuzzLoadNPY$$' -fuzztime $(FUZZTIME)
 

@@ -37,7 +37,7 @@ func FlagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-
 
 // OpenOptions are the options of Open, in the order the CLI's help lists them.
 var OpenOptions = []OpenOption{
-	{Key: "format", Usage: "file format: raw, npy, mib, blo or hdf5 (default: detected from the extension and content)",
+	{Key: "format", Usage: "file format: raw, npy, mib, blo, hdf5 or empad (default: detected from the extension and content)",
 		set: func(o *Options, v string) error { o.Format = strings.ToLower(strings.TrimSpace(v)); return nil }},
 	{Key: "nav_shape", Usage: "navigation (scan) shape Y,X (or N); overrides the file's when the frame count matches (default: from the file, else 1,N with a warning)",
 		set: func(o *Options, v string) (err error) {

@@ -7,8 +7,8 @@
 // no flip.
 //
 // Supported formats: raw (optionally with per-frame header and footer bytes), NPY,
-// Quantum Detectors Merlin MIB (including raw-packed R64), NanoMEGAS BLO and HDF5 (through
-// libhdf5). A file's frame count is reconciled with the scan as frames.go describes. Every
+// Quantum Detectors Merlin MIB (including raw-packed R64), NanoMEGAS BLO, HDF5 (through
+// libhdf5) and EMPAD (XML metadata and raw float32 frames). A file's frame count is reconciled with the scan as frames.go describes. Every
 // format delivers frames in its native dtype converted to host (little-endian) byte
 // order, so that a consumer (a CPU worker converting to float32, or a GPU worker copying
 // native bytes to the device) never deals with byte order.
@@ -85,7 +85,7 @@ func ParseDType(s string) (DType, error) {
 // Dataset is an opened 4D-STEM dataset. Implementations are safe for concurrent use by
 // several goroutines (ReadFrames uses positioned reads, no shared file offset).
 type Dataset interface {
-	// Format names the file format: "raw", "npy", "mib", "blo", "hdf5" or "memory".
+	// Format names the file format: "raw", "npy", "mib", "blo", "hdf5", "empad" or "memory".
 	Format() string
 	// Path is the file the dataset was opened from ("" for in-memory data).
 	Path() string

@@ -61,9 +61,12 @@ func FuzzHdr(f *testing.F) {
 // FuzzOpen opens fuzzed files of every format (by extension) and reads all their frames.
 func FuzzOpen(f *testing.F) {
 	seedFiles(f, []string{"mib/001_4x2_6bit.mib", "blo/test1.blo", "hdf5/fpd_file_test.hdf5"}, 1<<16)
+	if b, err := os.ReadFile(filepath.Join("testdata", "empad", "acquisition_legacy.xml")); err == nil {
+		f.Add(b)
+	}
 	f.Add([]byte("\x93NUMPY\x01\x00v\x00{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3, 4), }"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, ext := range []string{".mib", ".blo", ".npy", ".h5"} {
+		for _, ext := range []string{".mib", ".blo", ".npy", ".h5", ".xml"} {
 			p := filepath.Join(t.TempDir(), "x"+ext)
 			if err := os.WriteFile(p, b, 0o644); err != nil {
 				t.Fatal(err)
@@ -76,6 +79,31 @@ func FuzzOpen(f *testing.F) {
 				_ = d.ReadFrames(0, n, make([]byte, n*d.FrameBytes()))
 			}
 			d.Close()
+		}
+	})
+}
+
+// FuzzEMPADXML parses fuzzed EMPAD XML metadata, seeded from the test's XML files: what
+// it accepts names a raw file and gives a nav shape of positive sizes, or none.
+func FuzzEMPADXML(f *testing.F) {
+	seeds, _ := filepath.Glob(filepath.Join("testdata", "empad", "*.xml"))
+	for _, p := range seeds {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := parseEMPADXML(b)
+		if err != nil {
+			return
+		}
+		if m.rawFile == "" {
+			t.Fatal("accepted without a raw file name")
+		}
+		for _, n := range append(append([]int(nil), m.nav...), m.search...) {
+			if n <= 0 {
+				t.Fatalf("accepted nav shape %v (search %v)", m.nav, m.search)
+			}
 		}
 	})
 }

@@ -17,10 +17,11 @@ import (
 // Options tells Open how to read a file. The zero value detects the format and reads
 // every shape from the file itself.
 type Options struct {
-	// Format is "raw", "npy", "mib", "blo", "hdf5", or "" to detect it from the extension
-	// (.raw, .bin, .npy, .mib, .hdr, .blo, .h5, .hdf5, .hdf, .nxs, .emd) and, failing
-	// that, from the first bytes ("MQ1," for MIB, "\x93NUMPY" for NPY, "IMGBLO" for BLO,
-	// the HDF5 signature).
+	// Format is "raw", "npy", "mib", "blo", "hdf5", "empad", or "" to detect it from the
+	// extension (.raw, .bin, .npy, .mib, .hdr, .blo, .h5, .hdf5, .hdf, .nxs, .emd; .xml:
+	// EMPAD metadata; a .raw file named by an EMPAD .xml beside it, unless
+	// SigShape or DType is given) and, failing that, from the first bytes ("MQ1," for
+	// MIB, "\x93NUMPY" for NPY, "IMGBLO" for BLO, the HDF5 signature).
 	Format string
 	// NavShape overrides the navigation shape found in the file (NPY shape, MIB .hdr
 	// sidecar). Empty: use the file's, or (1, n_frames) when the file has none (raw, MIB
@@ -53,7 +54,7 @@ type Options struct {
 }
 
 // The formats Open reads, as named in error messages.
-const supportedFormats = `raw (.raw, .bin, or any file given option sig_shape and option dtype), npy (.npy), mib (.mib, .hdr), blo (.blo), hdf5 (.h5, .hdf5, .hdf, .nxs, .emd)`
+const supportedFormats = `raw (.raw, .bin, or any file given option sig_shape and option dtype), npy (.npy), mib (.mib, .hdr), blo (.blo), hdf5 (.h5, .hdf5, .hdf, .nxs, .emd), empad (.xml, or the .raw file an EMPAD .xml beside it names)`
 
 // Open opens the 4D-STEM file at path. A ".hdr" path opens the Merlin ".mib" file beside
 // it. The file stays open until Close.
@@ -85,7 +86,7 @@ func Open(path string, opt Options) (Dataset, error) {
 func open(path string, opt Options) (Dataset, error) {
 	format := strings.ToLower(opt.Format)
 	switch format {
-	case "raw", "npy", "mib", "blo", "hdf5":
+	case "raw", "npy", "mib", "blo", "hdf5", "empad":
 	case "":
 		var err error
 		if format, err = detectFormat(path, opt); err != nil {
@@ -103,21 +104,34 @@ func open(path string, opt Options) (Dataset, error) {
 		return openBLO(path, opt)
 	case "hdf5":
 		return openHDF5(path, opt)
+	case "empad":
+		return openEMPAD(path, opt)
 	default:
 		return openMIB(path, opt)
 	}
 }
 
 // detectFormat names the format of path from its extension, then from its first bytes;
-// a file that neither names is raw when opt gives a sig shape and a dtype.
+// a file that neither names is raw when opt gives a sig shape and a dtype. A .raw file
+// is EMPAD when an EMPAD XML file beside it names it and opt does not describe it as raw
+// (SigShape, DType).
 func detectFormat(path string, opt Options) (string, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".mib", ".hdr":
 		return "mib", nil
 	case ".npy":
 		return "npy", nil
-	case ".raw", ".bin":
+	case ".raw":
+		if len(opt.SigShape) == 0 && opt.DType == Invalid {
+			if xmlPath, _ := empadXMLFor(path); xmlPath != "" {
+				return "empad", nil
+			}
+		}
 		return "raw", nil
+	case ".bin":
+		return "raw", nil
+	case ".xml":
+		return "empad", nil
 	case ".blo":
 		return "blo", nil
 	case ".h5", ".hdf5", ".hdf", ".nxs", ".emd":

@@ -41,7 +41,7 @@ type flatFile struct {
 // must be a whole number of frame records, and their number must match opt.NavShape.
 func openRaw(path string, opt Options) (Dataset, error) {
 	if len(opt.SigShape) != 2 || opt.SigShape[0] <= 0 || opt.SigShape[1] <= 0 {
-		return nil, errs.New(errs.Argument, "dataset: %s: a raw file needs its frame shape: give option sig_shape (sig_y,sig_x in pixels, e.g. 256,256)", path)
+		return nil, errs.New(errs.Argument, "dataset: %s: a raw file needs its frame shape: give option sig_shape (sig_y,sig_x in pixels, e.g. 256,256), or option format empad for the raw file of an EMPAD acquisition", path)
 	}
 	if opt.DType.Size() == 0 {
 		return nil, errs.New(errs.DType, "dataset: %s: a raw file needs its pixel dtype: give option dtype (uint8, uint16, uint32, int8, int16, int32, float32 or float64)", path)

@@ -126,9 +126,10 @@ const char *stemdot_status_name(stemdot_status status);
 
 /*
  * Opens a dataset file and stores its handle in *out.
- * path: a Merlin .mib (or its .hdr), .npy, NanoMEGAS .blo, HDF5, or raw file.
+ * path: a Merlin .mib (or its .hdr), .npy, NanoMEGAS .blo, HDF5, EMPAD .xml (or its .raw),
+ *   or raw file.
  * options: NULL or "" to detect the format, else "key=value;key=value" with keys
- *   format      raw | npy | mib | blo | hdf5 (default: detected from extension and content)
+ *   format      raw | npy | mib | blo | hdf5 | empad (default: detected from extension and content)
  *   dataset_path  HDF5: the dataset of frames (default: the largest of rank 3 to 5)
  *   nav_shape   e.g. 4,4 (overrides the file's when the frame count matches)
  *   sig_shape   e.g. 256,256 (raw only)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/binary"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -93,4 +95,74 @@ func TestApplyBLO16(t *testing.T) {
 	frames8, _, _, _ := decodeBLO(t, testfiles.File(t, "blo/test1.blo"), 1)
 	checkResult(t, got, frames8[:4], refMasks(side, side, 72, 72, 10, 20, 60))
 	require.Contains(t, stderr, "incomplete acquisition")
+}
+
+// writeEMPADScan writes an EMPAD acquisition: an XML naming scan_x3_y2.raw, with a search
+// scan of 4×4 and an acquire scan of 2 rows × 3 columns, and that raw file of n records
+// of 130×128 float32 little-endian, the last 2 rows metadata (1e30 here, so that reading
+// them as signal would show). It returns the XML and raw paths and the 128×128 signal of
+// each frame, decoded here from the bytes written.
+func writeEMPADScan(t *testing.T, dir string, n int) (xmlPath, rawPath string, frames [][]float64) {
+	t.Helper()
+	xmlPath, rawPath = filepath.Join(dir, "acquisition_7.xml"), filepath.Join(dir, "scan_x3_y2.raw")
+	require.NoError(t, os.WriteFile(xmlPath, []byte(`<root name="acquisition_7"><raw_file filename="/home/empad/scan_x3_y2.raw"/>`+
+		`<scan_parameters mode="search"><scan_resolution_x>4</scan_resolution_x><scan_resolution_y>4</scan_resolution_y></scan_parameters>`+
+		`<scan_parameters mode="acquire"><scan_resolution_x>3</scan_resolution_x><scan_resolution_y>2</scan_resolution_y></scan_parameters></root>`), 0o644))
+	rng := rand.New(rand.NewPCG(10, 11))
+	var b []byte
+	for range n {
+		for i := range 130 * 128 {
+			v := float32(1e30)
+			if i < 128*128 {
+				v = float32(rng.ExpFloat64() * 200)
+			}
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+	}
+	require.NoError(t, os.WriteFile(rawPath, b, 0o644))
+	for f := range n {
+		fr := make([]float64, 128*128)
+		for i := range fr {
+			fr[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[f*130*128*4+4*i:])))
+		}
+		frames = append(frames, fr)
+	}
+	return xmlPath, rawPath, frames
+}
+
+func TestApplyEMPAD(t *testing.T) {
+	dir := t.TempDir()
+	xmlPath, rawPath, frames := writeEMPADScan(t, dir, 6)
+	stdout, stderr, code := run(t, "info", xmlPath)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "format:     empad")
+	require.Contains(t, stdout, "dtype:      float32")
+	ms := refMasks(128, 128, 64, 64, 10, 20, 50)
+	masks := []string{"--mask", "disk:64,64,10", "--mask", "ring:64,64,20,50", "--mask", "com:64,64"}
+	for _, args := range [][]string{{xmlPath}, {rawPath}, {xmlPath, "--cpus", "0,1", "--partition-size", "70000"}, {xmlPath, "--float64"}} {
+		shape, got, _ := applyCase(t, append(args, masks...)...)
+		require.Equal(t, []int{2, 3, 5}, shape, args)
+		checkResult(t, got, frames, ms)
+	}
+	shape, got, _ := applyCase(t, append([]string{xmlPath, "--sync-offset", "-1", "--nav-shape", "6"}, masks...)...)
+	require.Equal(t, []int{6, 5}, shape)
+	checkResult(t, got, append([][]float64{make([]float64, 128*128)}, frames[:5]...), ms)
+
+	// The raw file of the search scan (16 frames) is read as the search scan.
+	_, _, frames = writeEMPADScan(t, dir, 16)
+	shape, got, stderr = applyCase(t, append([]string{xmlPath}, masks...)...)
+	require.Equal(t, []int{4, 4, 5}, shape)
+	checkResult(t, got, frames, ms)
+	require.Contains(t, stderr, "search scan")
+
+	// A raw file shorter than one scan row, and malformed XML: clear errors.
+	b, err := os.ReadFile(rawPath)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(rawPath, b[:2*130*128*4+10], 0o644))
+	refuseCase(t, "acquisition_7.xml's acquire scan (scan_resolution_y=2, scan_resolution_x=3) has 6 positions but the file holds 2 frames, less than one scan row of 3; give --nav-shape", xmlPath, "--mask", "disk:64,64,10")
+	shape, got, _ = applyCase(t, xmlPath, "--nav-shape", "2", "--mask", "disk:64,64,10")
+	require.Equal(t, []int{2, 1}, shape)
+	checkResult(t, got, frames[:2], ms[:1])
+	require.NoError(t, os.WriteFile(xmlPath, []byte(`<root><raw_file filename="scan_x3_y2.raw"/><pix_x>3</pix_x>`), 0o644))
+	refuseCase(t, "not a well-formed XML file", xmlPath, "--mask", "disk:64,64,10")
 }

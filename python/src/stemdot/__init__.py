@@ -265,11 +265,11 @@ def _option_value(key, value):
 
 
 def open(path, **format_options):
-    """Opens a 4D-STEM file (Merlin .mib/.hdr, NanoMEGAS .blo, HDF5, .npy, or raw) and
-    returns a :class:`Dataset`.
+    """Opens a 4D-STEM file (Merlin .mib/.hdr, NanoMEGAS .blo, HDF5, EMPAD .xml, .npy, or
+    raw) and returns a :class:`Dataset`.
 
-    ``format_options`` (all optional): ``format`` ("raw", "npy", "mib", "blo", "hdf5";
-    default detected), ``nav_shape`` (tuple), ``sig_shape`` (tuple, raw), ``dtype``
+    ``format_options`` (all optional): ``format`` ("raw", "npy", "mib", "blo", "hdf5",
+    "empad"; default detected), ``nav_shape`` (tuple), ``sig_shape`` (tuple, raw), ``dtype``
     (numpy dtype or name, raw), ``byte_order`` ("little" or "big", raw), ``offset``
     (header bytes to skip, raw), ``frame_header`` and ``frame_footer`` (bytes before and
     after every frame, raw), ``sync_offset`` (scan position p reads the file's frame

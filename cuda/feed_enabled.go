@@ -21,8 +21,7 @@ import (
 
 // windowBytes is the size of the registration windows of the copy-free feed: large
 // enough that one cudaHostRegister call (34-50 GB/s on an H200 host) is cheap per byte,
-// small enough that one registration (under a millisecond) does not hold the driver
-// longer than the tiles in flight (MappedStreams of them) keep the link busy.
+// small enough that a few windows registered ahead pin little memory.
 var windowBytes = 64 << 20
 
 // registrars is the number of threads that register a feed's windows at once: one
@@ -217,8 +216,8 @@ func (r *Runner) closeFeed() {
 // the runner is likely to need them (the next ones after end) and are released on Close.
 // The mapping must stay mapped until Close.
 //
-// Errors: ErrRegister (wrapped) when the driver refuses to register the mapping (then
-// nothing was computed and the caller uses Run); a record whose header lacks the magic
+// Errors: ErrRegister (wrapped) when the driver refuses to register the mapping (the
+// caller then computes the range again with Run); a record whose header lacks the magic
 // ("frame N: its header does not start with ..."); CUDA errors; ctx's error.
 func (r *Runner) RunMapped(ctx context.Context, start, end int, fm dataset.FrameMap, out32 []float32, out64 []float64) error {
 	if r.h == nil {

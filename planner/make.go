@@ -32,7 +32,9 @@ type Shape struct {
 // CPUAffinity and then the lowest Key, and is pinned on that core's first CPU. GPUAuto
 // fits the cores: it plans at most as many GPU workers as there are usable cores free
 // of req.CPUList and of req.CPUs (an explicit CPU worker count), dropping stacked
-// workers first (16 cores and 8 GPUs of up to 4 workers each give 2 per GPU). CPU
+// workers first (16 cores and 8 GPUs of up to 4 workers each give 2 per GPU); with a shape
+// that names its masks (Shape.NMasks), it keeps as many of those as the speed model
+// predicts fastest (Shape.Predict; a note in Warnings when fewer). CPU
 // workers take the remaining usable cores in Key order (pinned on each core's first
 // CPU; none, with a warning, when the GPU workers took them all), or the listed CPUs.
 // With req.Oversubscribe, CPU workers beyond the free usable cores go to cores beyond

@@ -111,9 +111,15 @@ static void real_file(const char *path) {
     }
     printf("), sig shape (%zu, %zu)\n", info.sig_shape[0], info.sig_shape[1]);
     char notes[512];
-    size_t notes_len = 99;
+    size_t notes_len = 0;
     expect("dataset warnings", stemdot_dataset_warnings(ds, notes, sizeof notes, &notes_len), STEMDOT_OK, NULL);
+    check(strstr(notes, "nav_shape") != NULL, "a file without a scan shape warns about nav_shape: %s", notes);
+    stemdot_dataset whole = 0;
+    expect("open MIB as a 2x4 scan", stemdot_open(path, "nav_shape=2,4", &whole), STEMDOT_OK, NULL);
+    notes_len = 99;
+    expect("warnings of a 2x4 scan", stemdot_dataset_warnings(whole, notes, sizeof notes, &notes_len), STEMDOT_OK, NULL);
     check(notes_len == 0 && notes[0] == 0, "warnings of a whole scan: %s", notes);
+    expect("free the 2x4 scan", stemdot_dataset_free(whole), STEMDOT_OK, NULL);
     stemdot_dataset cut = 0;
     expect("open MIB as a 3x3 scan", stemdot_open(path, "nav_shape=3,3", &cut), STEMDOT_OK, NULL);
     expect("warnings length", stemdot_dataset_warnings(cut, NULL, 0, &notes_len), STEMDOT_ERR_SHAPE, "too small");

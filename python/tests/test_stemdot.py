@@ -467,9 +467,11 @@ def test_open_warns_what_the_cli_warns(data_dir):
         ds = stemdot.open(path, nav_shape=(3, 3))
     with ds:
         assert ds.nav_shape == (2, 3)
+    with pytest.warns(UserWarning, match="nav_shape"):
+        stemdot.open(path).close()  # no scan shape in the file: one row, with a warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        stemdot.open(path).close()
+        stemdot.open(path, nav_shape=(2, 4)).close()
 
 
 def test_gpus_auto_without_gpu_warns():

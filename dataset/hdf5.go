@@ -25,9 +25,10 @@ static hid_t sd_native(int code) {
 
 static void sd_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
-// sd_errwalk keeps the innermost message of the error stack.
+// sd_errwalk keeps the innermost message of the error stack (the walk downward goes from
+// the API function, n = 0, to the function that found the problem).
 static herr_t sd_errwalk(unsigned n, const H5E_error2_t *e, void *buf) {
-	if (n == 0 && e->desc != NULL) {
+	if (e->desc != NULL) {
 		snprintf((char *)buf, 256, "%s (in %s)", e->desc, e->func_name ? e->func_name : "?");
 	}
 	return 0;
@@ -161,7 +162,7 @@ func openHDF5(path string, opt Options) (Dataset, error) {
 	if err := formatOptionError(path, "hdf5", opt); err != nil {
 		return nil, err
 	}
-	f, _, err := openFile(path) // the checks of a regular file, with clear errors
+	f, size, err := openFile(path) // the checks of a regular file, with clear errors
 	if err != nil {
 		return nil, err
 	}
@@ -169,13 +170,12 @@ func openHDF5(path string, opt Options) (Dataset, error) {
 	defer h5Enter()()
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	if C.H5Fis_hdf5(cpath) <= 0 {
-		C.H5Eclear2(C.H5E_DEFAULT)
-		return nil, fmt.Errorf("dataset: %s: not an HDF5 file (no HDF5 signature)", path)
-	}
 	d := &h5File{path: path, file: -1, set: -1}
 	if d.file = C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT); d.file < 0 {
-		return nil, fmt.Errorf("dataset: %s: %w", path, h5Error("opening the file"))
+		// Without its signature or with its superblock or root group cut off, the
+		// library says only "unable to open file".
+		return nil, fmt.Errorf("dataset: %s: not a readable HDF5 file (truncated, or another format) of %d bytes: %w",
+			path, size, h5Error("opening the file"))
 	}
 	ds, err := d.open(opt)
 	if err != nil {
@@ -185,17 +185,31 @@ func openHDF5(path string, opt Options) (Dataset, error) {
 	return ds, nil
 }
 
-// h5Candidate is a dataset that could hold frames.
+// h5Candidate is a dataset of rank 3 to 5, which could hold frames.
 type h5Candidate struct {
 	path string
 	dims []int
+	// unreadable says why the dataset cannot be read (nil: it can).
+	unreadable *h5Unreadable
 }
 
 func (c h5Candidate) String() string { return c.path + " " + shapeString(c.dims) }
 
-// candidates lists the file's datasets of rank 3 to 5, largest first. Called with h5lock
-// held.
-func (d *h5File) candidates() ([]h5Candidate, error) {
+// h5Unreadable says why a dataset cannot be read: Error in full, short in a listing of
+// datasets ("int64", "filter 32000 (lzf)").
+type h5Unreadable struct{ short, long string }
+
+func (u *h5Unreadable) Error() string { return u.long }
+
+// h5RankOrder ranks the automatic choice of a frames dataset: rank 4 (nav_y, nav_x,
+// sig_y, sig_x) carries the scan shape, rank 5 too (a time series or an fpd file's
+// extra axis), rank 3 (n, sig_y, sig_x) does not.
+var h5RankOrder = map[int]int{4: 0, 5: 1, 3: 2}
+
+// candidates lists the datasets of rank 3 to 5 under the group prefix ("/" for the whole
+// file), in the order of the automatic choice: by rank (h5RankOrder), largest first
+// within a rank. Called with h5lock held.
+func (d *h5File) candidates(prefix string) ([]h5Candidate, error) {
 	list := C.sd_list_datasets(d.file)
 	if list == nil {
 		return nil, h5Error("listing the datasets")
@@ -204,6 +218,9 @@ func (d *h5File) candidates() ([]h5Candidate, error) {
 	C.free(unsafe.Pointer(list))
 	var out []h5Candidate
 	for _, name := range names {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
 		cname := C.CString(name)
 		set := C.H5Dopen2(d.file, cname, C.H5P_DEFAULT)
 		C.free(unsafe.Pointer(cname))
@@ -212,13 +229,46 @@ func (d *h5File) candidates() ([]h5Candidate, error) {
 			continue
 		}
 		dims, err := h5Dims(set)
-		C.H5Dclose(set)
 		if err == nil && len(dims) >= 3 && len(dims) <= 5 {
-			out = append(out, h5Candidate{name, dims})
+			c := h5Candidate{path: name, dims: dims}
+			if _, err := h5Readable(set); err != nil {
+				if !errors.As(err, &c.unreadable) {
+					C.H5Dclose(set)
+					return nil, fmt.Errorf("dataset %q: %w", name, err)
+				}
+			}
+			out = append(out, c)
+		}
+		C.H5Dclose(set)
+	}
+	slices.SortStableFunc(out, func(a, b h5Candidate) int {
+		return cmp.Or(cmp.Compare(h5RankOrder[len(a.dims)], h5RankOrder[len(b.dims)]), cmp.Compare(product(b.dims), product(a.dims)))
+	})
+	return out, nil
+}
+
+// h5Listing describes the candidates for messages: the readable ones, then those that
+// cannot be read and why, where being "the file" or "it" (a group).
+func h5Listing(cands []h5Candidate, where string) string {
+	var ok, bad []string
+	for _, c := range cands {
+		if c.unreadable == nil {
+			ok = append(ok, c.String())
+		} else {
+			bad = append(bad, c.String()+" "+c.unreadable.short)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b h5Candidate) int { return cmp.Compare(product(b.dims), product(a.dims)) })
-	return out, nil
+	listing := "datasets of rank 3 to 5 in " + where + ": " + strings.Join(ok, ", ")
+	if len(ok) == 0 {
+		listing = where + " has no readable dataset of rank 3 to 5"
+		if len(bad) == 0 {
+			return where + " has no dataset of rank 3 to 5"
+		}
+	}
+	if len(bad) > 0 {
+		listing += " (not readable: " + strings.Join(bad, ", ") + ")"
+	}
+	return listing
 }
 
 // h5Dims returns the dimensions of an open dataset. Called with h5lock held.
@@ -247,29 +297,26 @@ func h5Dims(set C.hid_t) ([]int, error) {
 // open opens the frames dataset and reads its shape, dtype and chunking. Called with
 // h5lock held.
 func (d *h5File) open(opt Options) (Dataset, error) {
-	cands, err := d.candidates()
+	cands, err := d.candidates("/")
 	if err != nil {
 		return nil, err
 	}
-	listing := "the file has no dataset of rank 3 to 5"
-	if len(cands) > 0 {
-		names := make([]string, len(cands))
-		for i, c := range cands {
-			names[i] = c.String()
-		}
-		listing = "datasets of rank 3 to 5 in the file: " + strings.Join(names, ", ")
-	}
+	listing := h5Listing(cands, "the file")
 	d.dsPath = opt.DatasetPath
 	var picked []string
-	switch {
-	case d.dsPath != "":
-	case len(cands) == 0:
-		return nil, errors.New(listing)
-	default:
-		// As LiberTEM's HDF5 reader does: the largest dataset holds the frames.
-		d.dsPath = cands[0].path
-		if len(cands) > 1 {
-			picked = []string{fmt.Sprintf("reading the largest dataset, %s; give option dataset_path to read another (%s)", cands[0], listing)}
+	if d.dsPath == "" {
+		i := slices.IndexFunc(cands, func(c h5Candidate) bool { return c.unreadable == nil })
+		switch {
+		case i >= 0:
+			d.dsPath = cands[i].path
+			if len(cands) > 1 {
+				picked = []string{fmt.Sprintf("reading %s (the choice takes rank 4, then 5, then 3, the largest first); give option dataset_path to read another (%s)",
+					cands[i], listing)}
+			}
+		case len(cands) > 0:
+			return nil, fmt.Errorf("%s; dataset %q: %w", listing, cands[0].path, cands[0].unreadable)
+		default:
+			return nil, errors.New(listing)
 		}
 	}
 	cname := C.CString(d.dsPath)
@@ -278,6 +325,9 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	C.H5Eclear2(C.H5E_DEFAULT)
 	if !exists {
 		return nil, errs.New(errs.Argument, "no dataset %q (option dataset_path); %s", d.dsPath, listing)
+	}
+	if err := d.checkDataset(cname, listing); err != nil {
+		return nil, err
 	}
 	dapl := C.H5Pcreate(C.H5P_CLS_DATASET_ACCESS_ID_g)
 	defer C.H5Pclose(dapl)
@@ -292,8 +342,8 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 		return nil, fmt.Errorf("dataset %q has shape %s: want rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x) or 5; %s",
 			d.dsPath, shapeString(dims), listing)
 	}
-	if d.dt, err = h5DType(d.set); err != nil {
-		return nil, fmt.Errorf("dataset %q: %w", d.dsPath, err)
+	if d.dt, err = h5Readable(d.set); err != nil {
+		return nil, fmt.Errorf("dataset %q: %w; %s", d.dsPath, err, listing)
 	}
 	d.memType = C.sd_native(C.int(d.dt))
 	d.sig = [2]int{dims[len(dims)-2], dims[len(dims)-1]}
@@ -339,40 +389,106 @@ func userNav(stored []int) []int {
 	return nav
 }
 
-// h5DType maps the dataset's stored type to a DType. Called with h5lock held.
+// checkDataset checks that the object at dataset_path cname is a dataset: a group gets
+// the datasets of rank 3 to 5 in it listed. Called with h5lock held.
+func (d *h5File) checkDataset(cname *C.char, listing string) error {
+	obj := C.H5Oopen(d.file, cname, C.H5P_DEFAULT)
+	if obj < 0 {
+		return fmt.Errorf("%w; %s", h5Error(fmt.Sprintf("opening %q (option dataset_path)", d.dsPath)), listing)
+	}
+	defer C.H5Oclose(obj)
+	switch C.H5Iget_type(obj) {
+	case C.H5I_DATASET:
+		return nil
+	case C.H5I_GROUP:
+		var name [4096]C.char
+		C.H5Iget_name(obj, &name[0], C.size_t(len(name)))
+		prefix := strings.TrimSuffix(C.GoString(&name[0]), "/") + "/"
+		inside, err := d.candidates(prefix)
+		if err != nil {
+			return err
+		}
+		if len(inside) == 0 {
+			return errs.New(errs.Argument, "%q is a group, not a dataset (option dataset_path) and holds no dataset of rank 3 to 5; %s", d.dsPath, listing)
+		}
+		return errs.New(errs.Argument, "%q is a group, not a dataset (option dataset_path); %s", d.dsPath, h5Listing(inside, "it"))
+	}
+	return errs.New(errs.Argument, "%q is a named data type, not a dataset (option dataset_path); %s", d.dsPath, listing)
+}
+
+// h5Readable returns the dtype of an open dataset, or an *h5Unreadable error when its
+// stored type is not one of the DTypes or its data passes through a filter that the
+// library cannot load. Called with h5lock held.
+func h5Readable(set C.hid_t) (DType, error) {
+	dt, err := h5DType(set)
+	if err != nil {
+		return Invalid, err
+	}
+	return dt, h5CheckFilters(set)
+}
+
+// h5TypeClasses name the HDF5 type classes other than integer and float for messages.
+var h5TypeClasses = map[C.H5T_class_t]string{
+	C.H5T_TIME: "time", C.H5T_STRING: "string", C.H5T_BITFIELD: "bitfield", C.H5T_OPAQUE: "opaque",
+	C.H5T_COMPOUND: "compound (e.g. complex)", C.H5T_REFERENCE: "reference", C.H5T_ENUM: "enum (e.g. bool)",
+	C.H5T_VLEN: "variable-length", C.H5T_ARRAY: "array",
+}
+
+// h5DType maps the dataset's stored type, named the numpy way ("int64"), to a DType.
+// Called with h5lock held.
 func h5DType(set C.hid_t) (DType, error) {
 	t := C.H5Dget_type(set)
 	if t < 0 {
 		return Invalid, h5Error("reading the data type")
 	}
 	defer C.H5Tclose(t)
-	size := int(C.H5Tget_size(t))
-	switch C.H5Tget_class(t) {
+	bits := 8 * int(C.H5Tget_size(t))
+	var name string
+	switch class := C.H5Tget_class(t); class {
 	case C.H5T_INTEGER:
-		signed := C.H5Tget_sign(t) == C.H5T_SGN_2
-		switch {
-		case size == 1 && !signed:
-			return Uint8, nil
-		case size == 2 && !signed:
-			return Uint16, nil
-		case size == 4 && !signed:
-			return Uint32, nil
-		case size == 1:
-			return Int8, nil
-		case size == 2:
-			return Int16, nil
-		case size == 4:
-			return Int32, nil
+		name = fmt.Sprintf("int%d", bits)
+		if C.H5Tget_sign(t) != C.H5T_SGN_2 {
+			name = "u" + name
 		}
 	case C.H5T_FLOAT:
-		switch size {
-		case 4:
-			return Float32, nil
-		case 8:
-			return Float64, nil
-		}
+		name = fmt.Sprintf("float%d", bits)
+	default:
+		name = cmp.Or(h5TypeClasses[class], fmt.Sprintf("HDF5 type class %d", int(class)))
 	}
-	return Invalid, fmt.Errorf("unsupported HDF5 data type (class %d, %d bytes): want 8-, 16- or 32-bit integers or 32- or 64-bit floats", int(C.H5Tget_class(t)), size)
+	if i := slices.Index(dtypeNames[:], name); i > int(Invalid) {
+		return DType(i), nil
+	}
+	return Invalid, &h5Unreadable{name, fmt.Sprintf("%s is not supported; supported: %s", name, strings.Join(dtypeNames[Invalid+1:], ", "))}
+}
+
+// h5CheckFilters checks that the library can load every filter of the dataset's filter
+// pipeline (H5Zfilter_avail, which also searches HDF5_PLUGIN_PATH): a filter it lacks
+// lets the dataset open but fails every read. Called with h5lock held.
+func h5CheckFilters(set C.hid_t) error {
+	dcpl := C.H5Dget_create_plist(set)
+	if dcpl < 0 {
+		return h5Error("reading the dataset's filters")
+	}
+	defer C.H5Pclose(dcpl)
+	for i := range C.H5Pget_nfilters(dcpl) {
+		var flags, config C.uint
+		var nvalues C.size_t
+		var name [256]C.char
+		id := C.H5Pget_filter2(dcpl, C.uint(i), &flags, &nvalues, nil, C.size_t(len(name)), &name[0], &config)
+		if id < 0 {
+			return h5Error("reading the dataset's filters")
+		}
+		avail := C.H5Zfilter_avail(id)
+		C.H5Eclear2(C.H5E_DEFAULT)
+		if avail > 0 {
+			continue
+		}
+		filter := fmt.Sprintf("filter %d (%s)", int(id), cmp.Or(C.GoString(&name[0]), "unnamed"))
+		return &h5Unreadable{"needs " + filter, fmt.Sprintf("its data passes through HDF5 %s, which this libhdf5 cannot load: "+
+			"install the filter's plugin (e.g. the plugins of the hdf5plugin Python package) and set HDF5_PLUGIN_PATH to its folder "+
+			"(registered filters: https://github.com/HDFGroup/hdf5_plugins/blob/master/docs/RegisteredFilterPlugins.md)", filter)}
+	}
+	return nil
 }
 
 // setChunkCache sizes the dataset's chunk cache to hold every chunk of one band of chunks

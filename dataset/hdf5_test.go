@@ -4,8 +4,10 @@ package dataset_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 	"unsafe"
@@ -105,7 +107,7 @@ func TestHDF5DatasetPath(t *testing.T) {
 	d, err := dataset.Open(path, dataset.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 4}, d.NavShape(), "the largest dataset")
-	assert.Equal(t, []string{"reading the largest dataset, /a/frames (4, 8, 8); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /a/frames (4, 8, 8), /b/frames (3, 8, 8))"}, dataset.Notes(d))
+	assert.Equal(t, []string{"reading /a/frames (4, 8, 8) (the choice takes rank 4, then 5, then 3, the largest first); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /a/frames (4, 8, 8), /b/frames (3, 8, 8))"}, dataset.Notes(d))
 	require.NoError(t, d.Close())
 	d, err = dataset.Open(path, dataset.Options{DatasetPath: "/b/frames", NavShape: []int{4}, SyncOffset: -1})
 	require.NoError(t, err)
@@ -121,7 +123,7 @@ func TestHDF5DatasetPath(t *testing.T) {
 	_, err = dataset.Open(path, dataset.Options{DatasetPath: "/c"})
 	assert.ErrorContains(t, err, `no dataset "/c" (option dataset_path); datasets of rank 3 to 5 in the file: /a/frames (4, 8, 8), /b/frames (3, 8, 8)`)
 	_, err = dataset.Open(path, dataset.Options{DatasetPath: "/a"})
-	assert.ErrorContains(t, err, `opening dataset "/a" (option dataset_path)`)
+	assert.ErrorContains(t, err, `"/a" is a group, not a dataset (option dataset_path); datasets of rank 3 to 5 in it: /a/frames (4, 8, 8)`)
 	_, err = dataset.Open(path, dataset.Options{Format: "hdf5", Offset: 8})
 	assert.ErrorContains(t, err, "hdf5 files do not take offset 8")
 
@@ -156,4 +158,95 @@ func TestHDF5FPDFile(t *testing.T) {
 	}
 	require.Greater(t, sum, 1e5, "real counts, not zeros")
 	assert.False(t, math.IsNaN(sum))
+}
+
+// Messages for what a user hands the HDF5 reader by mistake.
+func TestHDF5Messages(t *testing.T) {
+	dir := t.TempDir()
+	u16 := make([]uint16, 12*8*8)
+	i64 := make([]int64, 20*8*8)
+	for i := range u16 {
+		u16[i] = uint16(i)
+	}
+	frames := func(path string, dims ...int) h5ref.Dataset {
+		return h5ref.Dataset{Path: path, Dims: dims, Type: h5ref.U16LE, Data: unsafe.Pointer(&u16[0])}
+	}
+
+	t.Run("int64 dtype", func(t *testing.T) {
+		path := filepath.Join(dir, "int64.h5")
+		require.NoError(t, h5ref.Write(path,
+			h5ref.Dataset{Path: "/counts", Dims: []int{20, 8, 8}, Type: h5ref.I64LE, Data: unsafe.Pointer(&i64[0])},
+			frames("/entry/frames", 3, 4, 8, 8)))
+		_, err := dataset.Open(path, dataset.Options{DatasetPath: "/counts"})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `dataset "/counts": int64 is not supported; supported: uint8, uint16, uint32, int8, int16, int32, float32, float64`)
+		assert.Contains(t, err.Error(), "; datasets of rank 3 to 5 in the file: /entry/frames (3, 4, 8, 8) (not readable: /counts (20, 8, 8) int64)")
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err, "the larger int64 dataset is not a candidate")
+		assert.Equal(t, []int{3, 4}, d.NavShape())
+		assert.Equal(t, []string{"reading /entry/frames (3, 4, 8, 8) (the choice takes rank 4, then 5, then 3, the largest first); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /entry/frames (3, 4, 8, 8) (not readable: /counts (20, 8, 8) int64))"}, dataset.Notes(d))
+		require.NoError(t, d.Close())
+
+		only := filepath.Join(dir, "only-int64.h5")
+		require.NoError(t, h5ref.Write(only, h5ref.Dataset{Path: "/counts", Dims: []int{20, 8, 8}, Type: h5ref.I64LE, Data: unsafe.Pointer(&i64[0])}))
+		_, err = dataset.Open(only, dataset.Options{})
+		assert.ErrorContains(t, err, `the file has no readable dataset of rank 3 to 5 (not readable: /counts (20, 8, 8) int64); dataset "/counts": int64 is not supported; supported: uint8, `)
+	})
+
+	t.Run("group", func(t *testing.T) {
+		path := filepath.Join(dir, "group.h5")
+		require.NoError(t, h5ref.Write(path, frames("/entry/data/frames", 12, 8, 8), frames("/entry/data/dark", 2, 8, 8), frames("/other/x", 3, 8, 8)))
+		_, err := dataset.Open(path, dataset.Options{DatasetPath: "/entry/data"})
+		assert.ErrorContains(t, err, `"/entry/data" is a group, not a dataset (option dataset_path); datasets of rank 3 to 5 in it: /entry/data/frames (12, 8, 8), /entry/data/dark (2, 8, 8)`)
+		_, err = dataset.Open(path, dataset.Options{DatasetPath: "entry/"})
+		assert.ErrorContains(t, err, `"entry/" is a group, not a dataset (option dataset_path); datasets of rank 3 to 5 in it: /entry/data/frames (12, 8, 8), /entry/data/dark (2, 8, 8)`)
+		_, err = dataset.Open(path, dataset.Options{DatasetPath: "/"})
+		assert.ErrorContains(t, err, `"/" is a group, not a dataset (option dataset_path); datasets of rank 3 to 5 in it: /entry/data/frames (12, 8, 8), /other/x (3, 8, 8), /entry/data/dark (2, 8, 8)`)
+		small := []uint16{1, 2, 3, 4}
+		require.NoError(t, h5ref.Write(path, frames("/frames", 12, 8, 8), h5ref.Dataset{Path: "/meta/mean", Dims: []int{2, 2}, Type: h5ref.U16LE, Data: unsafe.Pointer(&small[0])}))
+		_, err = dataset.Open(path, dataset.Options{DatasetPath: "/meta"})
+		assert.ErrorContains(t, err, `"/meta" is a group, not a dataset (option dataset_path) and holds no dataset of rank 3 to 5; datasets of rank 3 to 5 in the file: /frames (12, 8, 8)`)
+	})
+
+	t.Run("not a readable file", func(t *testing.T) {
+		whole := filepath.Join(dir, "whole.h5")
+		require.NoError(t, h5ref.Write(whole, frames("/frames", 12, 8, 8)))
+		data, err := os.ReadFile(whole)
+		require.NoError(t, err)
+		for name, content := range map[string][]byte{
+			"truncated.h5": data[:len(data)/2],
+			"header.h5":    data[:1000],
+			"text.hdf5":    []byte("frames,1,2,3\n"),
+			"empty.h5":     nil,
+		} {
+			path := filepath.Join(dir, name)
+			require.NoError(t, os.WriteFile(path, content, 0o644))
+			_, err := dataset.Open(path, dataset.Options{})
+			assert.ErrorContains(t, err, fmt.Sprintf("dataset: %s: not a readable HDF5 file (truncated, or another format) of %d bytes", path, len(content)), name)
+		}
+	})
+
+	t.Run("unavailable filter", func(t *testing.T) {
+		path := filepath.Join(dir, "lzf.h5")
+		lzf := frames("/lzf", 12, 8, 8)
+		lzf.Chunk, lzf.Filter = []int{1, 8, 8}, h5ref.Filter{ID: 32000, Name: "lzf"}
+		require.NoError(t, h5ref.Write(path, lzf, frames("/plain", 2, 8, 8)))
+		want := `dataset "/lzf": its data passes through HDF5 filter 32000 (lzf), which this libhdf5 cannot load: install the filter's plugin (e.g. the plugins of the hdf5plugin Python package) and set HDF5_PLUGIN_PATH to its folder`
+		_, err := dataset.Open(path, dataset.Options{DatasetPath: "/lzf"})
+		assert.ErrorContains(t, err, want)
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, []int{1, 2}, d.NavShape(), "the larger LZF dataset is not a candidate")
+		require.NoError(t, d.Close())
+	})
+
+	t.Run("rank 4 before 3", func(t *testing.T) {
+		path := filepath.Join(dir, "ranks.h5")
+		require.NoError(t, h5ref.Write(path, frames("/stack", 12, 8, 8), frames("/scan", 2, 3, 8, 8), frames("/series", 1, 2, 2, 8, 8), frames("/scan_small", 2, 2, 8, 8)))
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, []int{2, 3}, d.NavShape())
+		assert.Equal(t, []string{"reading /scan (2, 3, 8, 8) (the choice takes rank 4, then 5, then 3, the largest first); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /scan (2, 3, 8, 8), /scan_small (2, 2, 8, 8), /series (1, 2, 2, 8, 8), /stack (12, 8, 8))"}, dataset.Notes(d))
+		require.NoError(t, d.Close())
+	})
 }

@@ -19,6 +19,7 @@ static hid_t sd_ftype(int code) {
 	case 3: return H5T_IEEE_F32LE;
 	case 4: return H5T_IEEE_F32BE;
 	case 5: return H5T_STD_I32BE;
+	case 6: return H5T_STD_I64LE;
 	}
 	return -1;
 }
@@ -28,11 +29,24 @@ static hid_t sd_mtype(int code) {
 	case 1: case 2: return H5T_NATIVE_UINT16;
 	case 3: case 4: return H5T_NATIVE_FLOAT;
 	case 5: return H5T_NATIVE_INT32;
+	case 6: return H5T_NATIVE_INT64;
 	}
 	return -1;
 }
 static hid_t sd_dcpl(void) { return H5Pcreate(H5P_DATASET_CREATE); }
 static hid_t sd_lcpl(void) { hid_t p = H5Pcreate(H5P_LINK_CREATE); H5Pset_create_intermediate_group(p, 1); return p; }
+
+// sd_pass is a filter that stores chunks as they are.
+static size_t sd_pass(unsigned int flags, size_t cd_nelmts, const unsigned int cd_values[], size_t nbytes, size_t *buf_size, void **buf) {
+	return nbytes;
+}
+
+// sd_register registers sd_pass as filter id, named name (which must outlive the
+// registration: the library keeps the pointer).
+static herr_t sd_register(int id, const char *name) {
+	H5Z_class2_t c = {H5Z_CLASS_T_VERS, (H5Z_filter_t)id, 1, 1, name, NULL, NULL, sd_pass};
+	return H5Zregister(&c);
+}
 */
 import "C"
 
@@ -52,6 +66,7 @@ const (
 	F32LE
 	F32BE
 	I32BE
+	I64LE
 )
 
 // Dataset describes one dataset to Write.
@@ -62,8 +77,20 @@ type Dataset struct {
 	Gzip    int   // deflate level (0: none; needs Chunk)
 	Shuffle bool
 	Fletch  bool
-	Type    Type
-	Data    unsafe.Pointer // host-order values, product(Dims) of them
+	// Filter, when its ID is not 0, is a filter this process does not have (e.g. 32000,
+	// "lzf"): Write registers a pass-through filter of that id and name, stores the
+	// dataset through it (needs Chunk) and unregisters it, so that the file names a filter
+	// the library cannot apply when it is read.
+	Filter Filter
+	Type   Type
+	Data   unsafe.Pointer // host-order values, product(Dims) of them
+}
+
+// Filter is an HDF5 filter id (https://portal.hdfgroup.org/documentation/hdf5-docs/registered_filter_plugins.html)
+// and name.
+type Filter struct {
+	ID   int
+	Name string
 }
 
 // Write creates the HDF5 file path with the datasets sets.
@@ -96,6 +123,15 @@ func Write(path string, sets ...Dataset) error {
 			}
 			if s.Fletch {
 				C.H5Pset_fletcher32(dcpl)
+			}
+			if s.Filter.ID != 0 {
+				name := C.CString(s.Filter.Name)
+				defer C.free(unsafe.Pointer(name))
+				id := C.H5Z_filter_t(s.Filter.ID)
+				if C.sd_register(C.int(s.Filter.ID), name) < 0 || C.H5Pset_filter(dcpl, id, C.H5Z_FLAG_MANDATORY, 0, nil) < 0 {
+					return fmt.Errorf("h5ref: registering filter %d", s.Filter.ID)
+				}
+				defer C.H5Zunregister(id)
 			}
 		}
 		lcpl := C.sd_lcpl()

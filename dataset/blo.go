@@ -86,9 +86,6 @@ func parseBLOHeader(b []byte) (bloHeader, error) {
 // opt.NavShape is given; frames beyond NY·NX, or missing at the end, are reconciled as
 // for every format (frames.go).
 func openBLO(path string, opt Options) (Dataset, error) {
-	if err := formatOptionError(path, "blo", opt); err != nil {
-		return nil, err
-	}
 	f, size, err := openFile(path)
 	if err != nil {
 		return nil, err

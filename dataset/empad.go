@@ -286,9 +286,6 @@ func empadXMLFor(rawPath string) (string, empadMeta) {
 // as (1, n_frames)). opt.NavShape overrides the XML's scan shape; frame counts that
 // differ from the scan are reconciled as frames.go describes.
 func openEMPAD(path string, opt Options) (Dataset, error) {
-	if err := formatOptionError(path, "empad", opt); err != nil {
-		return nil, err
-	}
 	rawPath, xmlPath := path, ""
 	var meta empadMeta
 	if strings.EqualFold(filepath.Ext(path), ".xml") {

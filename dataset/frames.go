@@ -2,7 +2,6 @@ package dataset
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/stemdot/stemdot/errs"
 )
@@ -246,23 +245,4 @@ func (d *syncedViewer) ViewFrames(start, end int) ([]byte, error) {
 		return nil, err
 	}
 	return d.Dataset.(Viewer).ViewFrames(start+d.offset, end+d.offset)
-}
-
-// formatOptionError refuses an option given for a format that has no use for it.
-func formatOptionError(path, format string, opt Options) error {
-	var bad []string
-	if opt.Offset != 0 {
-		what := "bytes to skip at the start of a raw file"
-		if format == "mib" {
-			what += "; MIB frames carry their own headers: to skip leading frames give option sync_offset N"
-		}
-		bad = append(bad, fmt.Sprintf("offset %d (option offset: %s)", opt.Offset, what))
-	}
-	if opt.FrameHeader != 0 || opt.FrameFooter != 0 {
-		bad = append(bad, fmt.Sprintf("per-frame header/footer bytes %d/%d (option frame_header and option frame_footer: raw files only)", opt.FrameHeader, opt.FrameFooter))
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	return errs.New(errs.Argument, "dataset: %s: %s files do not take %s", path, format, strings.Join(bad, ", nor "))
 }

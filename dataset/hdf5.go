@@ -159,9 +159,6 @@ type h5File struct {
 // openHDF5 opens the frames dataset opt.DatasetPath of an HDF5 file, or, when that is
 // empty, the file's only dataset of rank 3 to 5. Errors list the candidate datasets.
 func openHDF5(path string, opt Options) (Dataset, error) {
-	if err := formatOptionError(path, "hdf5", opt); err != nil {
-		return nil, err
-	}
 	f, size, err := openFile(path) // the checks of a regular file, with clear errors
 	if err != nil {
 		return nil, err

@@ -240,6 +240,15 @@ func TestHDF5Messages(t *testing.T) {
 		require.NoError(t, d.Close())
 	})
 
+	t.Run("raw options", func(t *testing.T) {
+		path := filepath.Join(dir, "one.h5")
+		require.NoError(t, h5ref.Write(path, frames("/frames", 3, 4, 8, 8)))
+		checkIgnored(t, path, rawOnly,
+			"option sig_shape applies to raw files only and was ignored: the hdf5 file gives sig shape (8, 8)",
+			"option dtype applies to raw files only and was ignored: the hdf5 file gives dtype uint16",
+			"option byte_order applies to raw files only and was ignored: the hdf5 file gives its byte order")
+	})
+
 	t.Run("rank 4 before 3", func(t *testing.T) {
 		path := filepath.Join(dir, "ranks.h5")
 		require.NoError(t, h5ref.Write(path, frames("/stack", 12, 8, 8), frames("/scan", 2, 3, 8, 8), frames("/series", 1, 2, 2, 8, 8), frames("/scan_small", 2, 2, 8, 8)))

@@ -107,9 +107,6 @@ func openMIB(path string, opt Options) (Dataset, error) {
 	if strings.EqualFold(filepath.Ext(path), ".hdr") {
 		path = base + ".mib"
 	}
-	if err := formatOptionError(path, "mib", opt); err != nil {
-		return nil, err
-	}
 	f, size, err := openFile(path)
 	if err != nil {
 		return nil, err

@@ -16,10 +16,6 @@ func openNPY(path string, opt Options) (Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := formatOptionError(path, "npy", opt); err != nil {
-		f.Close()
-		return nil, err
-	}
 	fail := func(format string, args ...any) (Dataset, error) {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: "+format, append([]any{path}, args...)...)

@@ -95,20 +95,80 @@ func open(path string, opt Options) (Dataset, error) {
 	default:
 		return nil, errs.New(errs.Argument, "dataset: %s: unknown option format %q (supported: %s)", path, opt.Format, supportedFormats)
 	}
+	opener := openMIB
 	switch format {
 	case "raw":
-		return openRaw(path, opt)
+		opener = openRaw
 	case "npy":
-		return openNPY(path, opt)
+		opener = openNPY
 	case "blo":
-		return openBLO(path, opt)
+		opener = openBLO
 	case "hdf5":
-		return openHDF5(path, opt)
+		opener = openHDF5
 	case "empad":
-		return openEMPAD(path, opt)
-	default:
-		return openMIB(path, opt)
+		opener = openEMPAD
 	}
+	if format != "raw" {
+		if err := formatOptionError(path, format, opt); err != nil {
+			return nil, err
+		}
+	}
+	ds, err := opener(path, opt)
+	if err != nil {
+		return nil, err
+	}
+	// Every format's dataset takes notes (frames.go); TestIgnoredOptions checks each.
+	if n, ok := ds.(interface{ addNotes([]string) }); ok {
+		n.addNotes(ignoredOptions(format, opt, ds))
+	}
+	return ds, nil
+}
+
+// formatOptionError refuses an option given for a format that has no use for it and
+// that would change which bytes are read (offset, frame_header, frame_footer): guessing
+// what the user meant could give wrong frames.
+func formatOptionError(path, format string, opt Options) error {
+	var bad []string
+	if opt.Offset != 0 {
+		what := "bytes to skip at the start of a raw file"
+		if format == "mib" {
+			what += "; MIB frames carry their own headers: to skip leading frames give option sync_offset N"
+		}
+		bad = append(bad, fmt.Sprintf("offset %d (option offset: %s)", opt.Offset, what))
+	}
+	if opt.FrameHeader != 0 || opt.FrameFooter != 0 {
+		bad = append(bad, fmt.Sprintf("per-frame header/footer bytes %d/%d (option frame_header and option frame_footer: raw files only)", opt.FrameHeader, opt.FrameFooter))
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return errs.New(errs.Argument, "dataset: %s: %s files do not take %s", path, format, strings.Join(bad, ", nor "))
+}
+
+// ignoredOptions are notes on the options given for another format than the file's,
+// which Open ignores: sig_shape, dtype and byte_order (raw files only; the other
+// formats give their own), dataset_path (HDF5 files only).
+func ignoredOptions(format string, opt Options, ds Dataset) []string {
+	var list []string
+	ignored := func(key, formats, gives string) {
+		list = append(list, fmt.Sprintf("option %s applies to %s files only and was ignored%s", key, formats, gives))
+	}
+	if format != "raw" {
+		if len(opt.SigShape) > 0 {
+			sig := ds.SigShape()
+			ignored("sig_shape", "raw", fmt.Sprintf(": the %s file gives sig shape %s", format, shapeString(sig[:])))
+		}
+		if opt.DType != Invalid {
+			ignored("dtype", "raw", fmt.Sprintf(": the %s file gives dtype %s", format, ds.DType()))
+		}
+		if opt.BigEndian {
+			ignored("byte_order", "raw", fmt.Sprintf(": the %s file gives its byte order", format))
+		}
+	}
+	if format != "hdf5" && opt.DatasetPath != "" {
+		ignored("dataset_path", "HDF5", "")
+	}
+	return list
 }
 
 // detectFormat names the format of path from its extension, then from its first bytes;

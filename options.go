@@ -72,7 +72,7 @@ var OpenOptions = []OpenOption{
 			}
 			return nil
 		}},
-	{Key: "dataset_path", Usage: "HDF5 files: the dataset holding the frames, e.g. /fpd_expt/fpd_data/data (default: the largest of rank 3 to 5)",
+	{Key: "dataset_path", Usage: "HDF5 files: the dataset holding the frames, e.g. /fpd_expt/fpd_data/data (default: the largest readable one of rank 4, else 5, else 3)",
 		set: func(o *Options, v string) error { o.DatasetPath = strings.TrimSpace(v); return nil }},
 	{Key: "frames", Usage: "only frames FIRST,COUNT of the scan (scan order, after nav_shape and sync_offset), read as a scan of nav shape (COUNT,) (default: all)",
 		set: func(o *Options, v string) error {

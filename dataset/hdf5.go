@@ -101,7 +101,9 @@ import (
 // HDF5 files are read through the HDF5 C library (libhdf5, https://www.hdfgroup.org/;
 // Debian: libhdf5-dev), so that every storage layout and filter the library supports
 // (contiguous, chunked, deflate, shuffle, Fletcher-32, ...) is read as written. A build
-// with the tag nohdf5 leaves the library out and refuses HDF5 files.
+// with the tag nohdf5 leaves the library out and refuses HDF5 files. Filters outside the
+// library (LZF, bitshuffle, Blosc, ...) are loaded as plugins from HDF5_PLUGIN_PATH; a
+// dataset whose filter cannot be loaded is refused when opened, not when read.
 //
 // The frames are a dataset of rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x)
 // or 5 (e.g. fpd files: (nav_y, nav_x, 1, sig_y, sig_x), or a time series (t, nav_y,
@@ -157,7 +159,9 @@ type h5File struct {
 }
 
 // openHDF5 opens the frames dataset opt.DatasetPath of an HDF5 file, or, when that is
-// empty, the file's only dataset of rank 3 to 5. Errors list the candidate datasets.
+// empty, the largest readable dataset of rank 4, else 5, else 3 (with a note naming it
+// when there are others). Errors list the candidate datasets, and apart those that
+// cannot be read (dtype, a filter the library cannot load) and why.
 func openHDF5(path string, opt Options) (Dataset, error) {
 	f, size, err := openFile(path) // the checks of a regular file, with clear errors
 	if err != nil {

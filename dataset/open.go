@@ -33,17 +33,21 @@ type Options struct {
 	// position p holds the file's frame p+SyncOffset. Positive: skip that many leading
 	// frames; negative: insert that many blank frames before the first.
 	SyncOffset int
-	// SigShape is (sig_y, sig_x) in pixels. Required for raw files, ignored otherwise.
+	// SigShape is (sig_y, sig_x) in pixels. Required for raw files, ignored with a note
+	// otherwise.
 	SigShape []int
-	// DType is the stored pixel dtype. Required for raw files, ignored otherwise.
+	// DType is the stored pixel dtype. Required for raw files, ignored with a note
+	// otherwise.
 	DType DType
-	// BigEndian says that a raw file stores pixels most significant byte first.
+	// BigEndian says that a raw file stores pixels most significant byte first; other
+	// formats ignore it with a note.
 	BigEndian bool
 	// Offset is the number of header bytes to skip at the start of a raw file. Other
 	// formats refuse it (a MIB's leading frames are skipped with SyncOffset).
 	Offset int64
 	// DatasetPath is the HDF5 dataset that holds the frames, e.g. "/fpd_expt/fpd_data/data";
-	// empty: the file's only dataset of rank 3 to 5.
+	// empty: the largest readable dataset of rank 4, else 5, else 3 (with a note when the
+	// file holds others). Other formats ignore it with a note.
 	DatasetPath string
 	// FrameHeader and FrameFooter are bytes before and after every frame's pixels in a
 	// raw file (a per-frame header or footer, or padding); other formats refuse them.

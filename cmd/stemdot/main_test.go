@@ -526,6 +526,16 @@ func TestRawMessages(t *testing.T) {
 	_, stderr, code = run(t, "info", data, "--sig-shape", "4,4", "--dtype", "uint8", "--offset", "99999999999")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "offset 99999999999 (--offset) is at or past the end of the 32-byte file")
+
+	// Raw options on a file that describes itself: read, with a warning naming the flag.
+	npy := filepath.Join(dir, "scan.npy")
+	_, stderr, code = run(t, "synth", "--out", npy, "--nav-shape", "2,2", "--sig-shape", "8,8")
+	require.Equal(t, 0, code, stderr)
+	stdout, stderr, code = run(t, "info", npy, "--sig-shape", "4,4", "--dataset-path", "/x")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "sig_shape:  (8, 8)")
+	require.Equal(t, "stemdot: warning: "+npy+": --sig-shape applies to raw files only and was ignored: the npy file gives sig shape (8, 8)\n"+
+		"stemdot: warning: "+npy+": --dataset-path applies to HDF5 files only and was ignored\n", stderr)
 }
 
 // TestPlanMessagesNameFlags: planner refusals name the CLI's flags.

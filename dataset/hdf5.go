@@ -197,7 +197,7 @@ type h5Candidate struct {
 func (c h5Candidate) String() string { return c.path + " " + shapeString(c.dims) }
 
 // h5Unreadable says why a dataset cannot be read: Error in full, short in a listing of
-// datasets ("int64", "filter 32000 (lzf)").
+// datasets ("int64", "needs filter 32000 (lzf)").
 type h5Unreadable struct{ short, long string }
 
 func (u *h5Unreadable) Error() string { return u.long }
@@ -232,11 +232,8 @@ func (d *h5File) candidates(prefix string) ([]h5Candidate, error) {
 		dims, err := h5Dims(set)
 		if err == nil && len(dims) >= 3 && len(dims) <= 5 {
 			c := h5Candidate{path: name, dims: dims}
-			if _, err := h5Readable(set); err != nil {
-				if !errors.As(err, &c.unreadable) {
-					C.H5Dclose(set)
-					return nil, fmt.Errorf("dataset %q: %w", name, err)
-				}
+			if _, err := h5Readable(set); err != nil && !errors.As(err, &c.unreadable) {
+				c.unreadable = &h5Unreadable{"unreadable", err.Error()}
 			}
 			out = append(out, c)
 		}
@@ -459,7 +456,7 @@ func h5DType(set C.hid_t) (DType, error) {
 	if i := slices.Index(dtypeNames[:], name); i > int(Invalid) {
 		return DType(i), nil
 	}
-	return Invalid, &h5Unreadable{name, fmt.Sprintf("%s is not supported; supported: %s", name, strings.Join(dtypeNames[Invalid+1:], ", "))}
+	return Invalid, errs.Wrap(errs.DType, &h5Unreadable{name, fmt.Sprintf("%s is not supported; supported: %s", name, strings.Join(dtypeNames[Invalid+1:], ", "))})
 }
 
 // h5CheckFilters checks that the library can load every filter of the dataset's filter

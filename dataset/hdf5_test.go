@@ -4,6 +4,7 @@ package dataset_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/h5ref"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
@@ -179,6 +181,7 @@ func TestHDF5Messages(t *testing.T) {
 			frames("/entry/frames", 3, 4, 8, 8)))
 		_, err := dataset.Open(path, dataset.Options{DatasetPath: "/counts"})
 		require.Error(t, err)
+		assert.True(t, errors.Is(err, errs.DType), "classified as a dtype error")
 		assert.Contains(t, err.Error(), `dataset "/counts": int64 is not supported; supported: uint8, uint16, uint32, int8, int16, int32, float32, float64`)
 		assert.Contains(t, err.Error(), "; datasets of rank 3 to 5 in the file: /entry/frames (3, 4, 8, 8) (not readable: /counts (20, 8, 8) int64)")
 		d, err := dataset.Open(path, dataset.Options{})

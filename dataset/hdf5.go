@@ -159,9 +159,10 @@ type h5File struct {
 }
 
 // openHDF5 opens the frames dataset opt.DatasetPath of an HDF5 file, or, when that is
-// empty, the largest readable dataset of rank 4, else 5, else 3 (with a note naming it
-// when there are others). Errors list the candidate datasets, and apart those that
-// cannot be read (dtype, a filter the library cannot load) and why.
+// empty, the largest readable dataset of rank 4, else 5, else 3, axes of size 1 not
+// counted (with a note naming it when there are others). Errors list the candidate
+// datasets, and apart those that cannot be read (dtype, a filter the library cannot
+// load) and why.
 func openHDF5(path string, opt Options) (Dataset, error) {
 	f, size, err := openFile(path) // the checks of a regular file, with clear errors
 	if err != nil {
@@ -202,13 +203,26 @@ type h5Unreadable struct{ short, long string }
 
 func (u *h5Unreadable) Error() string { return u.long }
 
-// h5RankOrder ranks the automatic choice of a frames dataset: rank 4 (nav_y, nav_x,
-// sig_y, sig_x) carries the scan shape, rank 5 too (a time series or an fpd file's
-// extra axis), rank 3 (n, sig_y, sig_x) does not.
-var h5RankOrder = map[int]int{4: 0, 5: 1, 3: 2}
+// h5ChoiceOrder ranks a dataset for the automatic choice of the frames dataset by its
+// rank, axes of size 1 not counted (an fpd file's (nav_y, nav_x, 1, sig_y, sig_x) is of
+// rank 4, its (nav_y, nav_x, 1, 27) DAC values of rank 3): rank 4 (nav_y, nav_x, sig_y,
+// sig_x) carries the scan shape, rank 5 too (a time series), rank 3 (n, sig_y, sig_x)
+// does not; other ranks come last.
+func h5ChoiceOrder(dims []int) int {
+	rank := 0
+	for _, n := range dims {
+		if n != 1 {
+			rank++
+		}
+	}
+	if order, ok := map[int]int{4: 0, 5: 1, 3: 2}[rank]; ok {
+		return order
+	}
+	return 3
+}
 
 // candidates lists the datasets of rank 3 to 5 under the group prefix ("/" for the whole
-// file), in the order of the automatic choice: by rank (h5RankOrder), largest first
+// file), in the order of the automatic choice: by rank (h5ChoiceOrder), largest first
 // within a rank. Called with h5lock held.
 func (d *h5File) candidates(prefix string) ([]h5Candidate, error) {
 	list := C.sd_list_datasets(d.file)
@@ -240,7 +254,7 @@ func (d *h5File) candidates(prefix string) ([]h5Candidate, error) {
 		C.H5Dclose(set)
 	}
 	slices.SortStableFunc(out, func(a, b h5Candidate) int {
-		return cmp.Or(cmp.Compare(h5RankOrder[len(a.dims)], h5RankOrder[len(b.dims)]), cmp.Compare(product(b.dims), product(a.dims)))
+		return cmp.Or(cmp.Compare(h5ChoiceOrder(a.dims), h5ChoiceOrder(b.dims)), cmp.Compare(product(b.dims), product(a.dims)))
 	})
 	return out, nil
 }
@@ -308,7 +322,7 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 		case i >= 0:
 			d.dsPath = cands[i].path
 			if len(cands) > 1 {
-				picked = []string{fmt.Sprintf("reading %s (the choice takes rank 4, then 5, then 3, the largest first); give option dataset_path to read another (%s)",
+				picked = []string{fmt.Sprintf("reading %s (the choice takes rank 4, then 5, then 3, not counting axes of size 1, the largest first); give option dataset_path to read another (%s)",
 					cands[i], listing)}
 			}
 		case len(cands) > 0:

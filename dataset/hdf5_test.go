@@ -109,7 +109,7 @@ func TestHDF5DatasetPath(t *testing.T) {
 	d, err := dataset.Open(path, dataset.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 4}, d.NavShape(), "the largest dataset")
-	assert.Equal(t, []string{"reading /a/frames (4, 8, 8) (the choice takes rank 4, then 5, then 3, the largest first); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /a/frames (4, 8, 8), /b/frames (3, 8, 8))"}, dataset.Notes(d))
+	assert.Equal(t, []string{"reading /a/frames (4, 8, 8) (the choice takes rank 4, then 5, then 3, not counting axes of size 1, the largest first); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /a/frames (4, 8, 8), /b/frames (3, 8, 8))"}, dataset.Notes(d))
 	require.NoError(t, d.Close())
 	d, err = dataset.Open(path, dataset.Options{DatasetPath: "/b/frames", NavShape: []int{4}, SyncOffset: -1})
 	require.NoError(t, err)
@@ -187,7 +187,7 @@ func TestHDF5Messages(t *testing.T) {
 		d, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err, "the larger int64 dataset is not a candidate")
 		assert.Equal(t, []int{3, 4}, d.NavShape())
-		assert.Equal(t, []string{"reading /entry/frames (3, 4, 8, 8) (the choice takes rank 4, then 5, then 3, the largest first); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /entry/frames (3, 4, 8, 8) (not readable: /counts (20, 8, 8) int64))"}, dataset.Notes(d))
+		assert.Equal(t, []string{"reading /entry/frames (3, 4, 8, 8) (the choice takes rank 4, then 5, then 3, not counting axes of size 1, the largest first); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /entry/frames (3, 4, 8, 8) (not readable: /counts (20, 8, 8) int64))"}, dataset.Notes(d))
 		require.NoError(t, d.Close())
 
 		only := filepath.Join(dir, "only-int64.h5")
@@ -252,13 +252,15 @@ func TestHDF5Messages(t *testing.T) {
 			"option byte_order applies to raw files only and was ignored: the hdf5 file gives its byte order")
 	})
 
-	t.Run("rank 4 before 3", func(t *testing.T) {
+	t.Run("rank 4 before 5 before 3", func(t *testing.T) {
 		path := filepath.Join(dir, "ranks.h5")
-		require.NoError(t, h5ref.Write(path, frames("/stack", 12, 8, 8), frames("/scan", 2, 3, 8, 8), frames("/series", 1, 2, 2, 8, 8), frames("/scan_small", 2, 2, 8, 8)))
+		require.NoError(t, h5ref.Write(path, frames("/stack", 12, 8, 8), frames("/scan", 2, 3, 8, 8), frames("/series", 2, 2, 3, 8, 8),
+			frames("/fpd", 2, 2, 1, 8, 8), frames("/dac", 2, 2, 1, 8)))
 		d, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, []int{2, 3}, d.NavShape())
-		assert.Equal(t, []string{"reading /scan (2, 3, 8, 8) (the choice takes rank 4, then 5, then 3, the largest first); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /scan (2, 3, 8, 8), /scan_small (2, 2, 8, 8), /series (1, 2, 2, 8, 8), /stack (12, 8, 8))"}, dataset.Notes(d))
+		assert.Equal(t, []string{"reading /scan (2, 3, 8, 8) (the choice takes rank 4, then 5, then 3, not counting axes of size 1, the largest first); give option dataset_path to read another " +
+			"(datasets of rank 3 to 5 in the file: /scan (2, 3, 8, 8), /fpd (2, 2, 1, 8, 8), /series (2, 2, 3, 8, 8), /stack (12, 8, 8), /dac (2, 2, 1, 8))"}, dataset.Notes(d))
 		require.NoError(t, d.Close())
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 
@@ -150,29 +149,25 @@ func (w *gpuWorker) exactNonFinite(p planner.Partition, out Output) error {
 	}
 	nm := w.job.NMasks
 	for f := p.Start; f < p.End; f++ {
+		row := w.row
 		if out.F64 != nil {
-			if row := out.F64[f*nm : (f+1)*nm]; !finite(row) {
-				if err := w.job.Dataset.ReadFrames(f, f+1, w.frame); err != nil {
-					return err
-				}
-				exactRow(w.dense, w.job.Dataset.DType(), w.frame, row)
+			row = out.F64[f*nm : (f+1)*nm]
+		} else {
+			for m := range row {
+				row[m] = float64(out.F32[f*nm+m])
 			}
-			continue
 		}
-		row := out.F32[f*nm : (f+1)*nm]
-		bad := false
-		for _, v := range row {
-			bad = bad || math.IsNaN(float64(v)) || math.IsInf(float64(v), 0)
-		}
-		if !bad {
+		if finite(row) {
 			continue
 		}
 		if err := w.job.Dataset.ReadFrames(f, f+1, w.frame); err != nil {
 			return err
 		}
-		exactRow(w.dense, w.job.Dataset.DType(), w.frame, w.row)
-		for m, v := range w.row {
-			row[m] = float32(v)
+		exactRow(w.dense, w.job.Dataset.DType(), w.frame, row)
+		if out.F32 != nil {
+			for m, v := range row {
+				out.F32[f*nm+m] = float32(v)
+			}
 		}
 	}
 	return nil

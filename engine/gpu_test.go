@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,6 +60,56 @@ func TestGPUWorkerFiles(t *testing.T) {
 				}
 				t.Log(g)
 			})
+		}
+	}
+}
+
+// A GPU worker's rows that came back NaN for float frames are recomputed on the host over
+// the nonzero weights only (no device needed: the device's rows are given).
+func TestGPUWorkerExactNonFinite(t *testing.T) {
+	rng := rand.New(rand.NewPCG(91, 92))
+	sig := [2]int{3, 4}
+	ds := randomDataset(rng, dataset.Float32, []int{5}, sig)
+	stack := randomStack(rng, 2, sig)
+	stack.Data[0] = 0 // mask 0 gives pixel 0 no weight; mask 1 does
+	nan := math.Float32bits(float32(math.NaN()))
+	binary.NativeEndian.PutUint32(ds.data[2*12*4:], nan) // frame 2, pixel 0
+	want, mag := reference(ds, stack)
+	// Frame 2, mask 0 over its nonzero weights: every pixel but pixel 0.
+	want[2*2], mag[2*2] = 0, 0
+	for i := 1; i < 12; i++ {
+		x := float64(math.Float32frombits(binary.NativeEndian.Uint32(ds.data[(2*12+i)*4:])))
+		want[2*2] += float64(stack.Data[i]) * x
+		mag[2*2] += math.Abs(float64(stack.Data[i]) * x)
+	}
+	for _, f64 := range []bool{false, true} {
+		out := Output{}
+		if f64 {
+			out.F64 = slices.Clone(want)
+			out.F64[2*2], out.F64[2*2+1] = math.NaN(), math.NaN() // as a dense kernel gives
+		} else {
+			out.F32 = make([]float32, len(want))
+			for i, v := range want {
+				out.F32[i] = float32(v)
+			}
+			out.F32[2*2], out.F32[2*2+1] = float32(math.NaN()), float32(math.NaN())
+		}
+		job := &Job{Dataset: ds, Masks: stack, NMasks: 2}
+		w := &gpuWorker{job: job, dense: stack.Data, frame: make([]byte, ds.FrameBytes()), row: make([]float64, 2)}
+		require.NoError(t, w.exactNonFinite(planner.Partition{Start: 0, End: 5}, out))
+		get := func(i int) float64 {
+			if f64 {
+				return out.F64[i]
+			}
+			return float64(out.F32[i])
+		}
+		for f := range 5 {
+			require.InDelta(t, want[f*2], get(f*2), 1e-5*mag[f*2], "frame %d mask 0", f)
+			if f == 2 {
+				require.True(t, math.IsNaN(get(f*2+1)), "mask 1 weighs the NaN pixel")
+			} else {
+				require.InDelta(t, want[f*2+1], get(f*2+1), 1e-5*mag[f*2+1])
+			}
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
 // EMPAD (Electron Microscope Pixel Array Detector, Thermo Fisher / Cornell), as read by
@@ -314,7 +315,7 @@ func openEMPAD(path string, opt Options) (Dataset, error) {
 	}
 	if meta.search != nil && whole == product(meta.search) && whole != product(nav) && len(opt.NavShape) == 0 {
 		searchNote = append(searchNote, fmt.Sprintf("the raw file holds the %d frames of the search scan %s, not the %d of the acquire scan %s: reading the search scan",
-			whole, shapeString(meta.search), product(nav), shapeString(nav)))
+			whole, npy.ShapeString(meta.search), product(nav), npy.ShapeString(nav)))
 		nav = meta.search
 		source = fmt.Sprintf(" from %s's search scan (scan_resolution_y=%d, scan_resolution_x=%d)", filepath.Base(xmlPath), nav[0], nav[1])
 	}

@@ -1,8 +1,10 @@
 package dataset
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -71,15 +73,6 @@ type Mapper interface {
 	MapFrames(start, end int) (m FrameMap, ok bool, err error)
 }
 
-// MapFrames of a mapped raw or NPY file: frames back to back in host byte order.
-func (d *mappedFile) MapFrames(start, end int) (FrameMap, bool, error) {
-	if _, err := d.ViewFrames(start, end); err != nil {
-		return FrameMap{}, false, err
-	}
-	fb := int64(d.FrameBytes())
-	return FrameMap{Mapping: d.data, Offset: d.offset + int64(start)*fb, Stride: fb}, true, nil
-}
-
 // MapFrames of a MIB file: records of a frame header and big-endian pixels. ok is false
 // when the file could not be mapped, and for raw-packed (R64) files, whose pixels need
 // decoding.
@@ -101,6 +94,19 @@ func (d *mibFile) MapFrames(start, end int) (FrameMap, bool, error) {
 		BigEndian: true,
 		Magic:     string(mibMagic),
 	}, true, nil
+}
+
+// closeMapped closes a file opened at path, unmapping its mapping (when not nil), once:
+// a second call is an error.
+func closeMapped(path string, closed *atomic.Bool, mapping []byte, f *os.File) error {
+	if closed.Swap(true) {
+		return errors.New("dataset: " + path + ": already closed")
+	}
+	var err error
+	if mapping != nil {
+		err = unix.Munmap(mapping)
+	}
+	return errors.Join(err, f.Close())
 }
 
 // mapReadOnly maps size bytes of f read-only and shared, or returns nil when the file

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
 // Frame counts that differ from the scan.
@@ -118,11 +119,11 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		frames = fmt.Sprintf("%d frames (%d scan positions with sync offset %d)", ff.whole, avail, s)
 	}
 	if ff.strict {
-		return fail("nav shape %s%s has %d positions but the file holds %s%s", shapeString(nav), source, want, frames, ff.hint)
+		return fail("nav shape %s%s has %d positions but the file holds %s%s", npy.ShapeString(nav), source, want, frames, ff.hint)
 	}
 	if avail > want {
 		list = append(list, fmt.Sprintf("nav shape %s%s has %d positions but the file holds %s: the last %d are surplus and not read (give option sync_offset N if the surplus frames are at the start)",
-			shapeString(nav), source, want, frames, avail-want))
+			npy.ShapeString(nav), source, want, frames, avail-want))
 		return nav, notes{list: list}, nil
 	}
 	// Fewer frames than positions: keep the complete scan rows.
@@ -133,15 +134,15 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 	rows := avail / rowLen
 	if rows == 0 {
 		return fail("nav shape %s%s has %d positions but the file holds %s, less than one scan row of %d; give option nav_shape to read the frames there are",
-			shapeString(nav), source, want, frames, rowLen)
+			npy.ShapeString(nav), source, want, frames, rowLen)
 	}
 	kept := []int{rows * rowLen}
 	if len(nav) > 1 {
 		kept = []int{rows, rowLen}
 	}
 	list = append(list, fmt.Sprintf("incomplete acquisition: nav shape %s%s has %d positions but the file holds %s: reading the %s (nav shape %s); %s%s",
-		shapeString(nav), source, want, frames, plural(rows, "complete scan row of "+fmt.Sprint(rowLen), "complete scan rows of "+fmt.Sprint(rowLen)),
-		shapeString(kept), plural(want-avail, "position is missing", "positions are missing"), droppedTail(avail-rows*rowLen)))
+		npy.ShapeString(nav), source, want, frames, plural(rows, "complete scan row of "+fmt.Sprint(rowLen), "complete scan rows of "+fmt.Sprint(rowLen)),
+		npy.ShapeString(kept), plural(want-avail, "position is missing", "positions are missing"), droppedTail(avail-rows*rowLen)))
 	return kept, notes{list: list}, nil
 }
 

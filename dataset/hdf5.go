@@ -96,6 +96,7 @@ import (
 	"unsafe"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
 // HDF5 files are read through the HDF5 C library (libhdf5, https://www.hdfgroup.org/;
@@ -195,7 +196,7 @@ type h5Candidate struct {
 	unreadable *h5Unreadable
 }
 
-func (c h5Candidate) String() string { return c.path + " " + shapeString(c.dims) }
+func (c h5Candidate) String() string { return c.path + " " + npy.ShapeString(c.dims) }
 
 // h5Unreadable says why a dataset cannot be read: Error in full, short in a listing of
 // datasets ("int64", "needs filter 32000 (lzf)").
@@ -352,7 +353,7 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	}
 	if len(dims) < 3 || len(dims) > 5 {
 		return nil, fmt.Errorf("dataset %q has shape %s: want rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x) or 5; %s",
-			d.dsPath, shapeString(dims), listing)
+			d.dsPath, npy.ShapeString(dims), listing)
 	}
 	if d.dt, err = h5Readable(d.set); err != nil {
 		return nil, fmt.Errorf("dataset %q: %w; %s", d.dsPath, err, listing)
@@ -365,14 +366,14 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 		return nil, fmt.Errorf("dataset %q: %w", d.dsPath, err)
 	}
 	if frames == 0 {
-		return nil, fmt.Errorf("dataset %q has shape %s: no frames", d.dsPath, shapeString(dims))
+		return nil, fmt.Errorf("dataset %q has shape %s: no frames", d.dsPath, npy.ShapeString(dims))
 	}
 	d.numFrames, d.nav = frames, []int{1, frames}
 	if err := d.setChunkCache(dims); err != nil {
 		return nil, err
 	}
 	nav := userNav(d.fileNav)
-	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, shapeString(dims))
+	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, npy.ShapeString(dims))
 	ds, err := finishFrames(d, opt, nav, source, fileFrames{whole: frames, recordBytes: int64(d.FrameBytes())})
 	if err != nil {
 		return nil, err

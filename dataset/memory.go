@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
 // memoryDataset serves frames from a caller-owned buffer.
@@ -39,7 +40,7 @@ func FromMemory(data []byte, navShape []int, sigShape [2]int, dt DType) (Dataset
 	}
 	if want := frames * frameBytes; len(data) != want {
 		return nil, fmt.Errorf("dataset: in-memory data: %d bytes, but nav shape %s × sig shape %s × %d bytes (%v) needs %d bytes",
-			len(data), shapeString(navShape), shapeString(sigShape[:]), dt.Size(), dt, want)
+			len(data), npy.ShapeString(navShape), npy.ShapeString(sigShape[:]), dt.Size(), dt, want)
 	}
 	return &memoryDataset{data: data, nav: append([]int(nil), navShape...), sig: sigShape, dt: dt}, nil
 }

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stemdot/stemdot/errs"
 )
 
@@ -242,16 +240,7 @@ func (d *mibFile) setFrames(nav []int, n notes) {
 func (d *mibFile) FrameBytes() int { return d.sig[0] * d.sig[1] * d.dt.Size() }
 
 // Close unmaps and closes the file.
-func (d *mibFile) Close() error {
-	if d.closed.Swap(true) {
-		return errors.New("dataset: " + d.path + ": already closed")
-	}
-	var err error
-	if d.mapping != nil {
-		err = unix.Munmap(d.mapping)
-	}
-	return errors.Join(err, d.f.Close())
-}
+func (d *mibFile) Close() error { return closeMapped(d.path, &d.closed, d.mapping, d.f) }
 
 // ReadFrames reads frames [start, end) with one positioned read (headers included) into a
 // pooled scratch buffer, checks every frame header, and copies the pixels into dst,

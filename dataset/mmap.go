@@ -1,19 +1,12 @@
 package dataset
 
-import (
-	"errors"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/stemdot/stemdot/errs"
-)
+import "github.com/stemdot/stemdot/errs"
 
 // mappedFile is a flat file whose frames are in host byte order, memory-mapped read-only
 // so that workers read frames in place (Viewer) instead of copying them: for data in the
 // page cache this halves the memory traffic of a memory-bound mask-dot product.
 type mappedFile struct {
-	*flatFile
-	data []byte // the whole file, mapped
+	*flatFile // its mapping is the whole file
 }
 
 // newFlatDataset returns d memory-mapped when its frames can be viewed in place (back to
@@ -28,11 +21,10 @@ func newFlatDataset(d *flatFile, size int64) frameFile {
 	if d.bigEndian != hostBigEndian || d.offset%int64(d.dt.Size()) != 0 || size != int64(int(size)) {
 		return d
 	}
-	data := mapReadOnly(d.f.Fd(), size)
-	if data == nil {
+	if d.mapping = mapReadOnly(d.f.Fd(), size); d.mapping == nil {
 		return d
 	}
-	return &mappedFile{flatFile: d, data: data}
+	return &mappedFile{flatFile: d}
 }
 
 // ViewFrames returns frames [start, end) of the mapped file without copying. The slice
@@ -46,7 +38,7 @@ func (d *mappedFile) ViewFrames(start, end int) ([]byte, error) {
 		return nil, err
 	}
 	lo, hi := d.offset+int64(start*fb), d.offset+int64(end*fb)
-	return d.data[lo:hi:hi], nil
+	return d.mapping[lo:hi:hi], nil
 }
 
 // ReadFrames copies frames [start, end) from the mapping into dst.
@@ -60,12 +52,4 @@ func (d *mappedFile) ReadFrames(start, end int, dst []byte) error {
 	}
 	copy(dst, v)
 	return nil
-}
-
-// Close unmaps and closes the file.
-func (d *mappedFile) Close() error {
-	if d.closed.Load() {
-		return d.flatFile.Close() // "already closed"
-	}
-	return errors.Join(d.flatFile.Close(), unix.Munmap(d.data))
 }

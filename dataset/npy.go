@@ -42,16 +42,16 @@ func openNPY(path string, opt Options) (Dataset, error) {
 	case 4:
 		sig, fileNav = [2]int{s[2], s[3]}, []int{s[0], s[1]}
 	default:
-		return fail("NPY shape %s is not (sig_y, sig_x), (n, sig_y, sig_x) or (nav_y, nav_x, sig_y, sig_x)", shapeString(s))
+		return fail("NPY shape %s is not (sig_y, sig_x), (n, sig_y, sig_x) or (nav_y, nav_x, sig_y, sig_x)", npy.ShapeString(s))
 	}
 	for _, n := range hdr.Shape {
 		if n <= 0 {
-			return fail("NPY shape %s has an empty axis", shapeString(hdr.Shape))
+			return fail("NPY shape %s has an empty axis", npy.ShapeString(hdr.Shape))
 		}
 	}
 	frames, frameBytes, err := CheckShape(fileNav, sig, dt)
 	if err != nil {
-		return fail("NPY shape %s: %v", shapeString(hdr.Shape), err)
+		return fail("NPY shape %s: %v", npy.ShapeString(hdr.Shape), err)
 	}
 	// CheckShape bounds frames·frameBytes by MaxInt; the sum, printed, fits in a uint64.
 	if data := int64(frames) * int64(frameBytes); size-offset != data {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/atomicfile"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
 // Options tells Open how to read a file. The zero value detects the format and reads
@@ -160,7 +161,7 @@ func ignoredOptions(format string, opt Options, ds Dataset) []string {
 	if format != "raw" {
 		if len(opt.SigShape) > 0 {
 			sig := ds.SigShape()
-			ignored("sig_shape", "raw", fmt.Sprintf(": the %s file gives sig shape %s", format, shapeString(sig[:])))
+			ignored("sig_shape", "raw", fmt.Sprintf(": the %s file gives sig shape %s", format, npy.ShapeString(sig[:])))
 		}
 		if opt.DType != Invalid {
 			ignored("dtype", "raw", fmt.Sprintf(": the %s file gives dtype %s", format, ds.DType()))
@@ -275,18 +276,6 @@ func checkRange(path string, start, end, n, frameBytes, dstLen int) error {
 			path, start, end, dstLen, need, end-start, frameBytes)
 	}
 	return nil
-}
-
-// shapeString formats a shape the numpy way: "(3, 4)", "(5,)".
-func shapeString(s []int) string {
-	parts := make([]string, len(s))
-	for i, n := range s {
-		parts[i] = fmt.Sprint(n)
-	}
-	if len(s) == 1 {
-		return "(" + parts[0] + ",)"
-	}
-	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 func product(s []int) int {

@@ -2,14 +2,11 @@ package dataset
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/errs"
 )
@@ -104,16 +101,7 @@ func (d *flatFile) setFrames(nav []int, n notes) { d.nav, d.notes = nav, n }
 func (d *flatFile) stride() int64 { return d.header + int64(d.FrameBytes()) + d.footer }
 
 // Close unmaps (when mapped) and closes the file.
-func (d *flatFile) Close() error {
-	if d.closed.Swap(true) {
-		return errors.New("dataset: " + d.path + ": already closed")
-	}
-	var err error
-	if d.mapping != nil {
-		err = unix.Munmap(d.mapping)
-	}
-	return errors.Join(err, d.f.Close())
-}
+func (d *flatFile) Close() error { return closeMapped(d.path, &d.closed, d.mapping, d.f) }
 
 // ReadFrames reads frames [start, end) with one positioned read, straight into dst when
 // the frames are back to back, else into a pooled scratch buffer of whole records whose
@@ -160,8 +148,9 @@ func (d *flatFile) ReadFrames(start, end int, dst []byte) error {
 	return nil
 }
 
-// MapFrames of a raw file with per-frame header or footer bytes: records at a fixed
-// stride. ok is false when the file could not be mapped.
+// MapFrames of a flat file (raw, NPY, BLO, EMPAD): records at a fixed stride, packed
+// frames when there are no per-frame header or footer bytes. ok is false when the file
+// was not mapped.
 func (d *flatFile) MapFrames(start, end int) (FrameMap, bool, error) {
 	if err := checkRange(d.path, start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
 		return FrameMap{}, false, err

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
 // MaxFrameBytes is the largest frame stemdot reads or writes: sig_y·sig_x·dtype size at
@@ -26,7 +27,7 @@ func CheckShape(nav []int, sig [2]int, dt DType) (frames, frameBytes int, err er
 	}
 	if frames > math.MaxInt/frameBytes {
 		return 0, 0, fmt.Errorf("nav shape %s is too large: %d frames of %d bytes (sig shape %s, %v) exceed %d bytes",
-			shapeString(nav), frames, frameBytes, shapeString(sig[:]), dt, math.MaxInt)
+			npy.ShapeString(nav), frames, frameBytes, npy.ShapeString(sig[:]), dt, math.MaxInt)
 	}
 	return frames, frameBytes, nil
 }
@@ -38,13 +39,13 @@ func checkSig(sig [2]int, dt DType) (int, error) {
 		return 0, fmt.Errorf("invalid dtype %v", dt)
 	}
 	if sig[0] <= 0 || sig[1] <= 0 {
-		return 0, fmt.Errorf("sig shape %s has a non-positive size", shapeString(sig[:]))
+		return 0, fmt.Errorf("sig shape %s has a non-positive size", npy.ShapeString(sig[:]))
 	}
 	// a·b ≤ c ⇔ a ≤ ⌊c/b⌋ for positive integers: no product is formed before it is known
 	// to fit.
 	if sig[1] > MaxFrameBytes/dt.Size() || sig[0] > MaxFrameBytes/(sig[1]*dt.Size()) {
 		return 0, fmt.Errorf("sig shape %s is too large: a frame of %d×%d pixels of %v (%d bytes each) exceeds the %d-byte limit of one frame",
-			shapeString(sig[:]), sig[0], sig[1], dt, dt.Size(), MaxFrameBytes)
+			npy.ShapeString(sig[:]), sig[0], sig[1], dt, dt.Size(), MaxFrameBytes)
 	}
 	return sig[0] * sig[1] * dt.Size(), nil
 }
@@ -56,10 +57,10 @@ func checkNav(nav []int, source string) (int, error) {
 	p := 1
 	for _, n := range nav {
 		if n <= 0 {
-			return 0, fmt.Errorf("nav shape %s%s has a non-positive size", shapeString(nav), source)
+			return 0, fmt.Errorf("nav shape %s%s has a non-positive size", npy.ShapeString(nav), source)
 		}
 		if p > math.MaxInt/n {
-			return 0, fmt.Errorf("nav shape %s%s is too large: its number of scan positions exceeds %d", shapeString(nav), source, math.MaxInt)
+			return 0, fmt.Errorf("nav shape %s%s is too large: its number of scan positions exceeds %d", npy.ShapeString(nav), source, math.MaxInt)
 		}
 		p *= n
 	}

@@ -89,7 +89,7 @@ func Create(path string, format string, navShape []int, sigShape [2]int, dt DTyp
 	}
 	if int64(frames) > (math.MaxInt64-int64(len(header)))/int64(perFrame+frameBytes) {
 		return nil, fmt.Errorf("dataset: create %s: nav shape %s is too large: %d frames of %d bytes exceed %d bytes",
-			path, shapeString(navShape), frames, perFrame+frameBytes, int64(math.MaxInt64))
+			path, npy.ShapeString(navShape), frames, perFrame+frameBytes, int64(math.MaxInt64))
 	}
 	w.fileBytes = int64(len(header)) + int64(frames)*int64(perFrame+frameBytes)
 	tmp, err := atomicfile.Create(path)
@@ -127,7 +127,7 @@ func (w *Writer) WriteFrames(data []byte) error {
 	}
 	k := len(data) / fb
 	if w.written+k > w.frames {
-		w.fail(fmt.Errorf("%d frames written plus %d more exceed the %d frames of nav shape %s", w.written, k, w.frames, shapeString(w.nav)))
+		w.fail(fmt.Errorf("%d frames written plus %d more exceed the %d frames of nav shape %s", w.written, k, w.frames, npy.ShapeString(w.nav)))
 		return w.err
 	}
 	for i := range k {
@@ -175,7 +175,7 @@ func (w *Writer) Close() error {
 		return fmt.Errorf("dataset: write %s: writer already closed", w.path)
 	}
 	if w.written != w.frames {
-		w.fail(fmt.Errorf("closed after %d of the %d frames of nav shape %s", w.written, w.frames, shapeString(w.nav)))
+		w.fail(fmt.Errorf("closed after %d of the %d frames of nav shape %s", w.written, w.frames, npy.ShapeString(w.nav)))
 		return w.err
 	}
 	if err := w.w.Flush(); err != nil {
@@ -230,7 +230,7 @@ func (w *Writer) setupMIB(t time.Time) (int, error) {
 		return 0, fmt.Errorf("MIB stores uint8, uint16 or uint32 pixels, not %v", w.dt)
 	}
 	if len(w.nav) > 2 {
-		return 0, fmt.Errorf("MIB takes a nav shape of at most two axes (nav_y, nav_x), got %s", shapeString(w.nav))
+		return 0, fmt.Errorf("MIB takes a nav shape of at most two axes (nav_y, nav_x), got %s", npy.ShapeString(w.nav))
 	}
 	scanY, scanX := 1, w.nav[len(w.nav)-1]
 	if len(w.nav) == 2 {

@@ -469,6 +469,17 @@ const void *stemdot_runner_output(stemdot_runner *r, int slot) {
     return r->slots[slot].host_out;
 }
 
+// drain_on_error returns st; when it is a failure, it first drains the slot's stream: the
+// caller will not wait on the slot's event, and its buffers must not be reused while
+// queued work may still read them (the error to report is st, not the drain's).
+static stemdot_status drain_on_error(Slot &s, stemdot_status st) {
+    if (st.code != 0) {
+        cudaStreamSynchronize(s.stream);
+        cudaGetLastError();
+    }
+    return st;
+}
+
 // submit queues tile copy-in, kernel, result copy-out and the slot's event on its stream.
 static stemdot_status submit(stemdot_runner *r, Slot &s, int n_frames) {
     CUDA_TRY(cudaMemcpyAsync, s.dev_in, s.host_in, size_t(n_frames) * size_t(r->frame_bytes),
@@ -490,14 +501,7 @@ stemdot_status stemdot_runner_submit(stemdot_runner *r, int slot, int n_frames) 
     }
     CUDA_TRY(cudaSetDevice, r->device);
     Slot &s = r->slots[slot];
-    const stemdot_status st = submit(r, s, n_frames);
-    if (st.code != 0) {
-        // The caller will not wait on this slot's event: drain what was queued before
-        // its pinned buffers are reused (the error to report is st, not this one).
-        cudaStreamSynchronize(s.stream);
-        cudaGetLastError();
-    }
-    return st;
+    return drain_on_error(s, submit(r, s, n_frames));
 }
 
 stemdot_status stemdot_runner_stage(stemdot_runner *r) {
@@ -564,12 +568,7 @@ stemdot_status stemdot_runner_submit_mapped(stemdot_runner *r, int slot,
     }
     CUDA_TRY(cudaSetDevice, r->device);
     Slot &s = r->slots[slot];
-    const stemdot_status st = submit_mapped(r, s, t);
-    if (st.code != 0) {
-        cudaStreamSynchronize(s.stream);
-        cudaGetLastError();
-    }
-    return st;
+    return drain_on_error(s, submit_mapped(r, s, t));
 }
 
 int stemdot_runner_bad_frame(stemdot_runner *r, int slot) {

@@ -212,7 +212,7 @@ func TestKernelsOddShapes(t *testing.T) {
 //     precision split) and a last stage of 16 pixels; a 260-frame tile (frame blocks of
 //     64, 128 and 256 frames with a short last block) and a 32-frame tile (split-K to fill
 //     the device);
-//   - 67x67 frames (4489 pixels, not a multiple of 16 bytes): scalar loads, two chunks.
+//   - 67x67 frames (4489 pixels, not a multiple of 16 bytes): scalar loads, 5 chunks.
 //
 // 100 and 128 masks run two mask groups (100: zero padding).
 func TestKernelsManyMasks(t *testing.T) {
@@ -236,7 +236,7 @@ func TestKernelsManyMasks(t *testing.T) {
 
 // TestKernelsDetectorFrames runs 256x256 uint16 frames with the default tile size and
 // streams, as a Merlin scan would: the streaming kernel (1-8 masks) and the tiled one (16
-// and 64 masks, 16 pixel chunks).
+// and 64 masks, 64 pixel chunks).
 func TestKernelsDetectorFrames(t *testing.T) {
 	requireDevice(t)
 	for _, nm := range []int{1, 3, 8, 16, 64} {
@@ -359,4 +359,114 @@ func TestPropertiesAndTimings(t *testing.T) {
 	d, err := r.KernelTime(100, 2)
 	require.NoError(t, err)
 	assert.Positive(t, d)
+}
+
+// TestKernelsFloat32Precision is case 06 of ../shared/cases (LiberTEM #227): virtual
+// detectors over (nearly) the whole of 4096x4096 uint16 frames and centre-of-mass moments,
+// whose sums cancel, accumulated in float32. The float results must be as precise as the
+// CPU engine's (which adds its float sums of 1024-pixel blocks in double): sums within
+// 2e-7 relative of the exact float64 sum (a float32 result's own rounding is up to 6e-8),
+// the moments within 2e-7 of Σ|w·x|, and the centre-of-mass shifts within 1e-3 px. With
+// float64 accumulation they agree to 1e-12. The disk of radius 100 also runs as a sparse
+// (CSR) stack. Both dense kernels (streaming and tiled) run.
+func TestKernelsFloat32Precision(t *testing.T) {
+	requireDevice(t)
+	const s, n = 4096, 4
+	rng := rand.New(rand.NewPCG(227, 6))
+	fs := frameSet{raw: make([]byte, n*s*s*2), vals: make([]float64, n*s*s)}
+	shifts := [n][2]float64{{0, 0}, {3.5, -2}, {-7.25, 5.5}, {11, 11}}
+	for f := range n {
+		for y := range s {
+			for x := range s {
+				v := uint16(rng.IntN(4096))
+				dy, dx := float64(y)-2048-shifts[f][0], float64(x)-2048-shifts[f][1]
+				if dy*dy+dx*dx <= 80*80 {
+					v = 60000 // the beam
+				}
+				i := (f*s+y)*s + x
+				binary.NativeEndian.PutUint16(fs.raw[2*i:], v)
+				fs.vals[i] = float64(v)
+			}
+		}
+	}
+	disk := func(r0, r1 float64) func(y, x int) float32 {
+		return func(y, x int) float32 {
+			r2 := float64((y-2048)*(y-2048) + (x-2048)*(x-2048))
+			if r2 > r0*r0 && r2 <= r1*r1 {
+				return 1
+			}
+			return 0
+		}
+	}
+	weights := []func(y, x int) float32{
+		disk(-1, 3000), disk(200, 2900), disk(-1, 100),
+		func(int, int) float32 { return 1 },
+		func(y, _ int) float32 { return float32(y - 2048) },
+		func(_, x int) float32 { return float32(x - 2048) },
+	}
+	stack := &masks.Stack{N: len(weights), SigY: s, SigX: s, Data: make([]float32, len(weights)*s*s)}
+	for m, w := range weights {
+		for y := range s {
+			for x := range s {
+				stack.Data[(m*s+y)*s+x] = w(y, x)
+			}
+		}
+	}
+	ref := make([][2]float64, n*stack.N) // exact sum, Σ|w·x|
+	for f := range n {
+		for m := range stack.N {
+			w := stack.Mask(m)
+			for i, x := range fs.vals[f*s*s : (f+1)*s*s] {
+				ref[f*stack.N+m][0] += float64(w[i]) * x
+				ref[f*stack.N+m][1] += math.Abs(float64(w[i]) * x)
+			}
+		}
+	}
+	run := func(t *testing.T, st *masks.Stack, f64 bool) []float64 {
+		cfg := RunnerConfig{DType: dataset.Uint16, Pixels: st.Pixels(), NMasks: st.N, Masks: st.Data, Float64: f64}
+		if st.N == 1 {
+			cfg.Sparse = st.ToCSR()
+		}
+		r, err := NewRunner(cfg)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, r.Close()) }()
+		read := func(dst []byte, a, b int) error { copy(dst, fs.raw[a*s*s*2:b*s*s*2]); return nil }
+		got := make([]float64, n*st.N)
+		if f64 {
+			require.NoError(t, r.Run(context.Background(), 0, n, read, nil, got))
+			return got
+		}
+		out := make([]float32, n*st.N)
+		require.NoError(t, r.Run(context.Background(), 0, n, read, out, nil))
+		for i, v := range out {
+			got[i] = float64(v)
+		}
+		return got
+	}
+	check := func(t *testing.T, got []float64, tol float64) {
+		for f := range n {
+			for m := range stack.N {
+				want, abs := ref[f*stack.N+m][0], ref[f*stack.N+m][1]
+				assert.LessOrEqual(t, math.Abs(got[f*stack.N+m]-want), tol*abs, "frame %d mask %d: got %.9g, want %.9g", f, m, got[f*stack.N+m], want)
+			}
+			for k := range 2 {
+				sh, want := got[f*stack.N+4+k]/got[f*stack.N+3], ref[f*stack.N+4+k][0]/ref[f*stack.N+3][0]
+				assert.InDelta(t, want, sh, 1e-3, "frame %d: centre-of-mass shift %d", f, k)
+			}
+		}
+	}
+	bothDenseKernels(t, "dense", func(t *testing.T) {
+		check(t, run(t, stack, false), 2e-7)
+		check(t, run(t, stack, true), 1e-12)
+	})
+	t.Run("sparse disk r100", func(t *testing.T) {
+		one := &masks.Stack{N: 1, SigY: s, SigX: s, Data: stack.Data[2*s*s : 3*s*s]}
+		for _, f64 := range []bool{false, true} {
+			got := run(t, one, f64)
+			for f := range n {
+				want, tol := ref[f*stack.N+2][0], map[bool]float64{false: 2e-7, true: 1e-12}[f64]
+				assert.LessOrEqual(t, math.Abs(got[f]-want), tol*want, "float64 %v, frame %d: got %.9g, want %.9g", f64, f, got[f], want)
+			}
+		}
+	})
 }

@@ -15,15 +15,17 @@
 //     FB frames. FB*MG accumulators live in registers: FB = 32/MG, 1 to 8.
 //   - grid.y: S pixel chunks (split-K). With few frames per tile there are too few frame
 //     groups to fill the device, so the pixels are split until about kBlocksPerSM blocks
-//     per SM run, each thread keeping at least kMinVecsPerThread loads per frame.
+//     per SM run, each thread keeping at least kMinVecsPerThread loads per frame; and
+//     large frames are split so that no thread sums more than kMaxRunPixels of a frame.
 //   - grid.z: groups of MG masks (MG = next power of two of n_masks, at most 64; the
 //     stack is padded with zero rows). More than 64 masks re-read the frames once per
 //     group, mostly from L2.
 //   - 128 threads per block: consecutive threads load consecutive 16-byte vectors
-//     (coalesced 512-byte warps' requests). Each block reduces its FB*MG sums (warp
-//     shuffles, then across the 4 warps in shared memory) and writes each once; with S > 1
-//     the partial sums go to a workspace that a second kernel adds in a fixed order, so
-//     results are deterministic (no atomics).
+//     (coalesced 512-byte warps' requests). Each block reduces its FB*MG sums in double
+//     (warp shuffles, then across the 4 warps in shared memory) and writes each once; with
+//     S > 1 the partial sums go to a workspace of doubles that a second kernel adds in a
+//     fixed order, so results are deterministic (no atomics). Only a thread's own run of
+//     pixels is summed in float.
 //   Frames whose size in bytes is not a multiple of 16 use the same kernel with scalar
 //   loads (V = 1).
 //
@@ -185,31 +187,45 @@ __device__ __forceinline__ void load_weights(const float *__restrict__ row, int6
     }
 }
 
-// Sums v[i] over the block (kThreads threads) and calls write(i, sum) for each i, from
-// thread i (mod kThreads). Fixed order, so deterministic.
+// Sums v[i] over the block (kThreads threads) in double and calls write(i, sum) for each
+// i, from thread i (mod kThreads). Fixed order, so deterministic. The threads' float sums
+// are short (kMaxRunPixels, kSparseRun) and everything above them is added in double, as
+// the CPU kernels do: float results carry little more than their final rounding.
 template <int kThreads, typename Acc, int N, typename Write>
-__device__ __forceinline__ void block_reduce(Acc (&v)[N], Write write) {
+__device__ __forceinline__ void block_reduce(const Acc (&v)[N], Write write) {
     constexpr int kWarps = kThreads / kWarp;
-    __shared__ Acc red[kWarps][N];
+    __shared__ double red[kWarps][N];
     const int lane = threadIdx.x % kWarp;
     const int warp = threadIdx.x / kWarp;
 #pragma unroll
     for (int i = 0; i < N; i++) {
+        double s = v[i];
 #pragma unroll
         for (int off = kWarp / 2; off > 0; off /= 2) {
-            v[i] += __shfl_down_sync(0xffffffffu, v[i], off);
+            s += __shfl_down_sync(0xffffffffu, s, off);
         }
-    }
-    if (lane == 0) {
-#pragma unroll
-        for (int i = 0; i < N; i++) red[warp][i] = v[i];
+        if (lane == 0) red[warp][i] = s;
     }
     __syncthreads();
     for (int i = threadIdx.x; i < N; i += kThreads) {
-        Acc s = red[0][i];
+        double s = red[0][i];
 #pragma unroll
         for (int w = 1; w < kWarps; w++) s += red[w][i];
         write(i, s);
+    }
+}
+
+// Writes result i's sum (of n results per pixel chunk): when the pixels are split
+// (gridDim.y > 1), dst is the workspace of doubles and the sum goes to dst[chunk*n + i];
+// else dst is the Acc output and it goes to dst[i]. (One pointer, not two: the streaming
+// kernels of 2 and 64 masks spilled with a second one.)
+template <typename Acc>
+__device__ __forceinline__ void write_sum(void *__restrict__ dst, int64_t chunk, int64_t n,
+                                          int64_t i, double s) {
+    if (gridDim.y > 1) {
+        static_cast<double *>(dst)[chunk * n + i] = s;
+    } else {
+        static_cast<Acc *>(dst)[i] = Acc(s);
     }
 }
 
@@ -217,7 +233,7 @@ template <typename T, typename Acc, int V, int MG>
 __global__ void __launch_bounds__(kDenseThreads, (dense_min_blocks<Acc, MG>()))
     dense_kernel(const T *__restrict__ frames, int64_t n_frames, int64_t pixels,
                  const float *__restrict__ masks, int n_masks, int64_t vecs_per_chunk,
-                 Acc *__restrict__ out) {
+                 void *__restrict__ dst) {
     constexpr int FB = frames_per_block_for(MG);
     constexpr int W = FramePixels<T, V>::W;  // pixels per weight load
     const int64_t f0 = int64_t(blockIdx.x) * FB;
@@ -265,17 +281,16 @@ __global__ void __launch_bounds__(kDenseThreads, (dense_min_blocks<Acc, MG>()))
         }
     }
 
-    Acc *dst = out + chunk * n_frames * n_masks;
-    block_reduce<kDenseThreads>(acc, [&](int i, Acc s) {
+    block_reduce<kDenseThreads>(acc, [&](int i, double s) {
         const int64_t f = f0 + i / MG;
         const int m = group * MG + i % MG;
-        if (f < n_frames && m < n_masks) dst[f * n_masks + m] = s;
+        if (f < n_frames && m < n_masks) write_sum<Acc>(dst, chunk, n_frames * n_masks, f * n_masks + m, s);
     });
 }
 
 // out[i] = sum over splits of partial[s*n + i], in split order, in double.
 template <typename Acc>
-__global__ void sum_splits(const Acc *__restrict__ partial, int64_t splits, int64_t n,
+__global__ void sum_splits(const double *__restrict__ partial, int64_t splits, int64_t n,
                            Acc *__restrict__ out) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
@@ -296,9 +311,11 @@ constexpr int tiled_bk() {
     return sizeof(T) == 4 ? 16 : 32;
 }
 constexpr int kTiledChunkAlign = 32;
-// Most pixels one thread sums serially in float (precision: the relative rounding error of
-// a serial float sum grows with its length; 4096 keeps it near 1e-6); more pixels split.
-constexpr int64_t kTiledMaxChunk = 4096;
+// Most pixels one thread sums serially in float; more pixels split, and the chunks' sums
+// are added in double. Here one thread sums each result's chunk, so the relative error is
+// about sqrt(chunk/P)*sqrt(chunk)*eps for P pixels: 1024 keeps it near 1e-7 for 256x256
+// frames.
+constexpr int64_t kTiledMaxChunk = 1024;
 // Least pixels per split when splitting to fill the device.
 constexpr int64_t kTiledMinChunk = 512;
 // Target resident blocks per SM when choosing the pixel split.
@@ -491,7 +508,7 @@ template <typename T, typename Acc, int V, int MG>
 __global__ void __launch_bounds__(kTiledThreads, (tiled_min_blocks<T, Acc, MG>()))
     tiled_kernel(const T *__restrict__ frames, int64_t n_frames, int64_t pixels,
                  const float *__restrict__ masks, int n_masks, int n_groups,
-                 int64_t chunk_pixels, Acc *__restrict__ out) {
+                 int64_t chunk_pixels, void *__restrict__ dst) {
     using S = TiledShape<T, Acc, MG>;
     constexpr int VM = V == 1 ? 1 : 4;
     constexpr bool kPrefetch = V > 1;
@@ -557,14 +574,15 @@ __global__ void __launch_bounds__(kTiledThreads, (tiled_min_blocks<T, Acc, MG>()
         }
     }
 
-    Acc *dst = out + int64_t(blockIdx.y) * n_frames * n_masks;
 #pragma unroll
     for (int i = 0; i < S::TF; i++) {
         const int64_t f = f0 + r + S::R * i;
 #pragma unroll
         for (int j = 0; j < S::TM; j++) {
             const int m = group * MG + c + S::C * j;
-            if (f < n_frames && m < n_masks) dst[f * n_masks + m] = acc[i][j];
+            if (f < n_frames && m < n_masks) {
+                write_sum<Acc>(dst, blockIdx.y, n_frames * n_masks, f * n_masks + m, double(acc[i][j]));
+            }
         }
     }
 }
@@ -576,10 +594,12 @@ __global__ void __launch_bounds__(kSparseThreads)
                   const float *__restrict__ val, int n_masks, Acc *__restrict__ out) {
     const int64_t f0 = int64_t(blockIdx.x) * kSparseFrames;
     const int m = blockIdx.y;
-    Acc acc[kSparseFrames];
+    Acc acc[kSparseFrames];       // the current run of at most kSparseRun weights
+    double total[kSparseFrames];  // the runs before it
 #pragma unroll
-    for (int f = 0; f < kSparseFrames; f++) acc[f] = Acc(0);
+    for (int f = 0; f < kSparseFrames; f++) acc[f] = Acc(0), total[f] = 0;
     const int end = rowptr[m + 1];
+    int run = 0;
     for (int k = rowptr[m] + threadIdx.x; k < end; k += kSparseThreads) {
         const int64_t c = __ldg(col + k);
         const Acc w = Acc(__ldg(val + k));
@@ -589,9 +609,16 @@ __global__ void __launch_bounds__(kSparseThreads)
                 acc[f] = fma(w, Acc(__ldg(frames + (f0 + f) * pixels + c)), acc[f]);
             }
         }
+        if (++run == kSparseRun) {
+#pragma unroll
+            for (int f = 0; f < kSparseFrames; f++) total[f] += acc[f], acc[f] = Acc(0);
+            run = 0;
+        }
     }
-    block_reduce<kSparseThreads>(acc, [&](int f, Acc s) {
-        if (f0 + f < n_frames) out[(f0 + f) * n_masks + m] = s;
+#pragma unroll
+    for (int f = 0; f < kSparseFrames; f++) total[f] += acc[f];
+    block_reduce<kSparseThreads>(total, [&](int f, double s) {
+        if (f0 + f < n_frames) out[(f0 + f) * n_masks + m] = Acc(s);
     });
 }
 
@@ -603,15 +630,19 @@ int vector_width(int elem_size, int64_t pixels) {
 
 bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Pixel splits of the streaming kernel for n_frames frames.
+// Pixel splits of the streaming kernel for n_frames frames: enough that a thread sums at
+// most kMaxRunPixels pixels of a frame (precision), more while the device has too few
+// blocks and threads keep kMinVecsPerThread loads per frame.
 int64_t streaming_splits(int elem_size, int64_t n_frames, int64_t pixels, int mask_group,
                          int n_groups, int sm_count) {
-    const int64_t n_vec = pixels / vector_width(elem_size, pixels);
+    const int v = vector_width(elem_size, pixels);
+    const int64_t n_vec = pixels / v;
     const int64_t blocks = ceil_div(n_frames, frames_per_block_for(mask_group)) * n_groups;
     const int64_t want = ceil_div(int64_t(sm_count) * kBlocksPerSM, blocks);
-    const int64_t most = std::min<int64_t>(
-        kMaxGridYZ, std::max<int64_t>(1, n_vec / (kDenseThreads * kMinVecsPerThread)));
-    return std::max<int64_t>(1, std::min(want, most));
+    const int64_t most = std::max<int64_t>(1, n_vec / (kDenseThreads * kMinVecsPerThread));
+    const int64_t least =
+        ceil_div(n_vec, kDenseThreads * std::max<int64_t>(kMinVecsPerThread, kMaxRunPixels / v));
+    return std::min<int64_t>(kMaxGridYZ, std::max(least, std::min(want, most)));
 }
 
 // Pixel splits of the tiled kernel for n_frames frames: chunks of at most kTiledMaxChunk
@@ -645,7 +676,7 @@ void launch_sum_splits(const DenseArgs &a, int64_t splits) {
     const int64_t n = a.n_frames * a.n_masks;
     const int64_t blocks = std::min<int64_t>(ceil_div(n, 256), int64_t(a.sm_count) * 4);
     sum_splits<Acc><<<unsigned(blocks), 256, 0, a.stream>>>(
-        static_cast<const Acc *>(a.partial), splits, n, static_cast<Acc *>(a.out));
+        a.partial, splits, n, static_cast<Acc *>(a.out));
 }
 
 template <typename T, typename Acc, int V, int MG>
@@ -657,10 +688,9 @@ cudaError_t streaming_launch(const DenseArgs &a) {
     const int64_t vecs_per_chunk = ceil_div(n_vec, splits);
     splits = ceil_div(n_vec, vecs_per_chunk);
     const dim3 grid(unsigned(ceil_div(a.n_frames, FB)), unsigned(splits), unsigned(a.n_groups));
-    Acc *dst = static_cast<Acc *>(splits > 1 ? a.partial : a.out);
     dense_kernel<T, Acc, V, MG><<<grid, kDenseThreads, 0, a.stream>>>(
         static_cast<const T *>(a.frames), a.n_frames, a.pixels, a.masks, a.n_masks,
-        vecs_per_chunk, dst);
+        vecs_per_chunk, splits > 1 ? static_cast<void *>(a.partial) : a.out);
     if (splits > 1) launch_sum_splits<Acc>(a, splits);
     return cudaGetLastError();
 }
@@ -675,10 +705,9 @@ cudaError_t tiled_launch(const DenseArgs &a) {
         ceil_div(ceil_div(a.pixels, splits), kTiledChunkAlign) * kTiledChunkAlign;
     splits = ceil_div(a.pixels, chunk);
     const dim3 grid(unsigned(frame_blocks * a.n_groups), unsigned(splits));
-    Acc *dst = static_cast<Acc *>(splits > 1 ? a.partial : a.out);
     tiled_kernel<T, Acc, V, MG><<<grid, kTiledThreads, 0, a.stream>>>(
         static_cast<const T *>(a.frames), a.n_frames, a.pixels, a.masks, a.n_masks,
-        a.n_groups, chunk, dst);
+        a.n_groups, chunk, splits > 1 ? static_cast<void *>(a.partial) : a.out);
     if (splits > 1) launch_sum_splits<Acc>(a, splits);
     return cudaGetLastError();
 }

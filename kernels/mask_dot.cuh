@@ -21,6 +21,15 @@ constexpr int kBlocksPerSM = 8;
 // Least number of 16-byte frame loads per thread and frame in one block: below it the
 // block reduction would cost more than the loads it shares.
 constexpr int kMinVecsPerThread = 4;
+// Most pixels of a frame one thread of the streaming dense kernel sums in float; the
+// threads' sums are added in double (block reduction, split sums), as the CPU kernels add
+// their float sums of 1024-pixel blocks. The rounding errors of R-pixel runs are
+// independent, so a frame of P pixels gets a relative error of about R*eps/sqrt(P)
+// (eps = 6e-8): 1024-pixel runs keep it near the result's own float rounding for any frame
+// size, and split a 4096x4096 frame 128 ways (256x256 frames need no split for it).
+constexpr int kMaxRunPixels = 1024;
+// Nonzeros one thread of the sparse kernel sums in float before adding them in double.
+constexpr int kSparseRun = 32;
 // CUDA grid limit of the y and z dimensions.
 constexpr int64_t kMaxGridYZ = 65535;
 
@@ -42,7 +51,7 @@ struct DenseArgs {
     int mask_group;
     int n_groups;
     void *out;          // device, n_frames x n_masks, float or double
-    void *partial;      // device workspace for split-K partial sums (may be null)
+    double *partial;    // device workspace for split-K partial sums, in double (may be null)
     int64_t partial_cap;  // elements of partial
     int sm_count;
     cudaStream_t stream;

@@ -14,10 +14,10 @@ namespace {
 
 // Pinned bytes of one staging slot.
 constexpr int64_t kStageBytes = int64_t(32) << 20;
-// Largest apply chunk: frames, and bytes of its results on the device (also keeps the
-// tiled kernel's grid.x, frame blocks x mask groups, far below 2^31).
+// Largest apply chunk: frames, and bytes of its results and split-K partial sums on the
+// device (also keeps the tiled kernel's grid.x, frame blocks x mask groups, far below 2^31).
 constexpr int64_t kChunkFrames = int64_t(1) << 22;
-constexpr int64_t kChunkOutBytes = int64_t(256) << 20;
+constexpr int64_t kChunkWorkBytes = int64_t(128) << 20;
 
 }  // namespace
 
@@ -91,7 +91,7 @@ stemdot_status apply(stemdot_frames *r, const stemdot_masks *m, bool f64, int64_
     const int64_t cap = std::max(partial_elems(m, int(r->elem), std::min(chunk, n), r->sm_count),
                                  partial_elems(m, int(r->elem), last, r->sm_count));
     stemdot_status st = reserve(&r->out, &r->out_bytes, size_t(std::min(chunk, n)) * m->n_masks * acc);
-    if (st.code == 0) st = reserve(&r->partial, &r->partial_bytes, size_t(cap) * acc);
+    if (st.code == 0) st = reserve(&r->partial, &r->partial_bytes, size_t(cap) * sizeof(double));
     if (st.code != 0) return st;
     for (int64_t done = 0; done < n; done += chunk) {
         const int64_t c = std::min(chunk, n - done);
@@ -210,8 +210,13 @@ stemdot_status stemdot_frames_apply(stemdot_frames *r, stemdot_masks *m, int flo
         return invalid();
     }
     const int64_t acc = float64 ? 8 : 4;
-    const int64_t chunk =
-        std::max<int64_t>(1, std::min(kChunkFrames, kChunkOutBytes / (m->n_masks * acc)));
+    // Chunks whose results and split-K partial sums (doubles) fit kChunkWorkBytes.
+    int64_t chunk =
+        std::max<int64_t>(1, std::min(kChunkFrames, kChunkWorkBytes / (m->n_masks * acc)));
+    while (chunk > 1 && chunk * m->n_masks * acc + partial_elems(m, int(r->elem), chunk, r->sm_count) *
+                                                       int64_t(sizeof(double)) > kChunkWorkBytes) {
+        chunk = (chunk + 1) / 2;
+    }
     CUDA_TRY(cudaSetDevice, r->device);
     const stemdot_status st =
         apply(r, m, float64 != 0, first, n, chunk, static_cast<char *>(out_host));

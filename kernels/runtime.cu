@@ -57,7 +57,7 @@ struct Slot {
     void *dev_raw = nullptr;   // tile_frames records (mapped feed with repacking)
     int *dev_bad = nullptr;
     void *dev_out = nullptr;
-    void *dev_partial = nullptr;  // split-K workspace of the dense kernel
+    void *dev_partial = nullptr;  // split-K workspace of the dense kernel (doubles)
 };
 
 struct stemdot_runner {
@@ -142,7 +142,7 @@ stemdot_status runner_init(stemdot_runner *r, int slots) {
         if (raw_bytes > 0) CUDA_TRY(cudaMalloc, &s.dev_raw, size_t(raw_bytes));
         CUDA_TRY(cudaMalloc, &s.dev_out, out_bytes);
         if (r->partial_cap > 0) {
-            CUDA_TRY(cudaMalloc, &s.dev_partial, size_t(r->partial_cap) * r->acc);
+            CUDA_TRY(cudaMalloc, &s.dev_partial, size_t(r->partial_cap) * sizeof(double));
         }
     }
     return kOK;
@@ -177,7 +177,7 @@ stemdot_status time_kernel(const stemdot_runner *r, TimingBuffers *b, int64_t n_
     const int64_t cap = partial_elems(r, n_frames);
     CUDA_TRY(cudaMalloc, &b->frames, size_t(frame_total));
     CUDA_TRY(cudaMalloc, &b->out, size_t(out_elems) * r->acc);
-    if (cap > 0) CUDA_TRY(cudaMalloc, &b->partial, size_t(cap) * r->acc);
+    if (cap > 0) CUDA_TRY(cudaMalloc, &b->partial, size_t(cap) * sizeof(double));
     CUDA_TRY(cudaStreamCreateWithFlags, &b->stream, cudaStreamNonBlocking);
     CUDA_TRY(cudaEventCreate, &b->start);
     CUDA_TRY(cudaEventCreate, &b->stop);
@@ -279,7 +279,7 @@ stemdot_status launch_masks(const stemdot_masks *m, int dtype, bool f64, int sm_
     } else {
         DenseArgs a{dev_in,      n_frames,      m->pixels,   m->dense,
                     m->n_masks,  m->mask_group, m->n_groups, dev_out,
-                    dev_partial, partial_cap,   sm_count,    stream};
+                    static_cast<double *>(dev_partial), partial_cap, sm_count, stream};
         err = launch_dense(dtype, f64, a);
     }
     if (err != cudaSuccess) return STEMDOT_FAIL(err, "cudaLaunchKernel");

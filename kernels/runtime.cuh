@@ -78,7 +78,8 @@ int64_t partial_elems(const stemdot_masks *m, int elem, int64_t n_frames, int sm
 
 // Enqueues on stream the mask-dot kernel of stack m (its device current) for n_frames
 // frames of dtype at dev_in, results (float, or double when f64) to dev_out; dev_partial
-// is the split-K workspace of partial_cap elements (may be null: no split).
+// is the split-K workspace of partial_cap doubles, whatever the result type (may be null:
+// no split).
 stemdot_status launch_masks(const stemdot_masks *m, int dtype, bool f64, int sm_count,
                             const void *dev_in, int64_t n_frames, void *dev_out,
                             void *dev_partial, int64_t partial_cap, cudaStream_t stream);

@@ -522,6 +522,67 @@ func TestCaseNaNGapPixels(t *testing.T) {
 	}
 }
 
+// Case 06-float32-4k-precision (LiberTEM #227): four 4096×4096 uint16 frames (12-bit
+// counts and a bright beam disk shifted by a known amount), virtual detectors over
+// (nearly) the whole frame and centre-of-mass masks, whose moments cancel. The default
+// float32 results are within 2e-7 of Σ|w·x| of the exact sums (a float32 result's own
+// rounding is up to 6e-8 relative), the centre-of-mass shifts within 1e-3 px; --float64
+// within 1e-12.
+func TestCaseFloat32Precision(t *testing.T) {
+	const s, n = 4096, 4
+	rng := rand.New(rand.NewPCG(227, 1))
+	shifts := [n][2]float64{{0, 0}, {3.5, -2}, {-7.25, 5.5}, {11, 11}}
+	path := filepath.Join(t.TempDir(), "f.raw")
+	raw := make([]byte, 0, n*s*s*2)
+	var want [n][6][2]float64 // per frame and mask: the exact sum and Σ|w·x|
+	for f := range n {
+		for y := range s {
+			for x := range s {
+				v := uint16(rng.IntN(4096))
+				if dy, dx := float64(y)-2048-shifts[f][0], float64(x)-2048-shifts[f][1]; dy*dy+dx*dx <= 80*80 {
+					v = 60000
+				}
+				raw = binary.LittleEndian.AppendUint16(raw, v)
+				r2 := (y-2048)*(y-2048) + (x-2048)*(x-2048)
+				w := [6]float64{0, 0, 0, 1, float64(y - 2048), float64(x - 2048)}
+				if r2 <= 3000*3000 {
+					w[0] = 1
+				}
+				if r2 > 200*200 && r2 <= 2900*2900 {
+					w[1] = 1
+				}
+				if r2 <= 100*100 {
+					w[2] = 1
+				}
+				for m, wm := range w {
+					want[f][m][0] += wm * float64(v)
+					want[f][m][1] += math.Abs(wm * float64(v))
+				}
+			}
+		}
+	}
+	require.NoError(t, os.WriteFile(path, raw, 0o644))
+	raw = nil
+	args := []string{path, "--sig-shape", "4096,4096", "--dtype", "uint16", "--nav-shape", "1,4",
+		"--mask", "disk:2048,2048,3000", "--mask", "ring:2048,2048,200,2900", "--mask", "disk:2048,2048,100", "--mask", "com"}
+	for _, tc := range []struct {
+		flags []string
+		tol   float64
+	}{{nil, 2e-7}, {[]string{"--float64"}, 1e-12}} {
+		shape, got, _ := applyCase(t, append(args, tc.flags...)...)
+		require.Equal(t, []int{1, 4, 6}, shape)
+		for f := range n {
+			for m := range 6 {
+				require.LessOrEqual(t, math.Abs(got[f*6+m]-want[f][m][0]), tc.tol*want[f][m][1],
+					"%v frame %d mask %d: got %.9g, want %.9g", tc.flags, f, m, got[f*6+m], want[f][m][0])
+			}
+			for k := range 2 {
+				require.InDelta(t, want[f][4+k][0]/want[f][3][0], got[f*6+4+k]/got[f*6+3], 1e-3, "%v frame %d: centre-of-mass shift %d", tc.flags, f, k)
+			}
+		}
+	}
+}
+
 // Case 07-mmap-rss: a float32 raw file read in place (memory-mapped) must not make the
 // process's resident memory grow to the file's size: the workers drop the pages of the
 // frames they have computed. 256 MiB of 128×128 frames; peak RSS exceeds that of a

@@ -49,7 +49,7 @@ func (r *Result) NonFiniteWarning() string {
 	}
 	why := "the frames hold NaN or Inf under the masks' nonzero weights"
 	if nf.Inf > 0 && r.F32 != nil {
-		why += ", or sums exceed float32's range (--float64 holds them)"
+		why += ", or sums exceed float32's range (a float64 result holds them)"
 	}
 	return fmt.Sprintf("%d result values are NaN or infinite, the first at frame %d, mask %d%s: %s", nf.Count, nf.Frame, nf.Mask, name, why)
 }

@@ -52,7 +52,7 @@ func listWorkers(topo *affinity.Topology, coreOf map[int]coreAt, req Request, nG
 	if problems != nil {
 		problem := strings.Join(problems, "; ")
 		if !req.Oversubscribe {
-			return nil, fmt.Errorf("planner: %s; pass oversubscribe (--oversubscribe) to allow it", problem)
+			return nil, fmt.Errorf("planner: %s; pass option oversubscribe to allow it", problem)
 		}
 		*warnings = append(*warnings, "oversubscribed: "+problem)
 	}
@@ -76,7 +76,7 @@ func countWorkers(topo *affinity.Topology, req Request, free, reserved []affinit
 		problem := fmt.Sprintf("%d CPU workers requested but only %d usable cores are free (%d usable, %d reserved for GPU workers)",
 			n, len(free), topo.Usable, len(reserved))
 		if !req.Oversubscribe {
-			return nil, fmt.Errorf("planner: %s; pass oversubscribe (--oversubscribe) to allow it", problem)
+			return nil, fmt.Errorf("planner: %s; pass option oversubscribe to allow it", problem)
 		}
 		*warnings = append(*warnings, "oversubscribed: "+problem)
 	}

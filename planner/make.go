@@ -227,7 +227,7 @@ func gpuWorkers(gpus []affinity.GPU, req Request, free, usable int) ([]affinity.
 			}
 		}
 		if len(order) == 0 {
-			return nil, fmt.Errorf("planner: gpus auto: no GPU has the %s of free memory one GPU worker needs (free: %s); lower the memory per GPU worker (--ram-per-gpu-worker) or ask for a GPU count", formatBytes(ram), strings.Join(have, ", "))
+			return nil, fmt.Errorf("planner: gpus auto: no GPU has the %s of free memory one GPU worker needs (free: %s); lower option ram_per_gpu_worker or ask for a GPU count", formatBytes(ram), strings.Join(have, ", "))
 		}
 		switch {
 		case len(req.CPUList) > 0 && free == 0:

@@ -33,7 +33,8 @@ func TestGPUWorkerFiles(t *testing.T) {
 		dt  dataset.DType
 	}{{"raw", dataset.Uint16}, {"npy", dataset.Float32}, {"mib", dataset.Uint16}, {"mib", dataset.Uint8}, {"mib", dataset.Uint32}} {
 		path := filepath.Join(dir, fmt.Sprintf("scan-%s.%s", c.dt, c.ext))
-		require.NoError(t, synth.Write(context.Background(), path, synth.Options{NavShape: []int{24, 25}, SigShape: [2]int{64, 48}, DType: c.dt}))
+		_, err := synth.Write(context.Background(), path, synth.Options{NavShape: []int{24, 25}, SigShape: [2]int{64, 48}, DType: c.dt})
+		require.NoError(t, err)
 		opt := dataset.Options{}
 		if c.ext == "raw" {
 			opt = dataset.Options{SigShape: []int{64, 48}, DType: c.dt, NavShape: []int{24, 25}}

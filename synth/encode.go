@@ -8,8 +8,15 @@ import (
 )
 
 // encode stores counts in dst as dt in host byte order, clipping each count to the
-// dtype's largest value (a saturated counter).
-func encode(dst []byte, counts []uint32, dt dataset.DType) {
+// dtype's largest value (a saturated counter); it returns the number of counts clipped.
+func encode(dst []byte, counts []uint32, dt dataset.DType) (clipped int) {
+	if most := maxCount(dt); most < math.MaxUint32 {
+		for _, c := range counts {
+			if c > most {
+				clipped++
+			}
+		}
+	}
 	ne := binary.NativeEndian
 	switch dt {
 	case dataset.Uint8:
@@ -45,4 +52,22 @@ func encode(dst []byte, counts []uint32, dt dataset.DType) {
 			ne.PutUint64(dst[8*j:], math.Float64bits(float64(c)))
 		}
 	}
+	return clipped
+}
+
+// maxCount is the largest count dt stores.
+func maxCount(dt dataset.DType) uint32 {
+	switch dt {
+	case dataset.Uint8:
+		return math.MaxUint8
+	case dataset.Int8:
+		return math.MaxInt8
+	case dataset.Uint16:
+		return math.MaxUint16
+	case dataset.Int16:
+		return math.MaxInt16
+	case dataset.Int32:
+		return math.MaxInt32
+	}
+	return math.MaxUint32
 }

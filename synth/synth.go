@@ -204,15 +204,15 @@ func (m *model) lambda(i int, lam []float64) {
 }
 
 // frame writes the noisy frame i into dst (native dtype, host byte order), using lam as
-// scratch.
-func (m *model) frame(i int, dst []byte, lam []float64, counts []uint32) {
+// scratch; it returns the number of counts clipped to the dtype's largest value.
+func (m *model) frame(i int, dst []byte, lam []float64, counts []uint32) int {
 	m.lambda(i, lam)
 	rng := rand.New(rand.NewPCG(m.Seed, uint64(i)))
 	pt := poisson()
 	for j, l := range lam {
 		counts[j] = pt.sample(rng, l)
 	}
-	encode(dst, counts, m.DType)
+	return encode(dst, counts, m.DType)
 }
 
 // Write writes the synthetic dataset described by opt to path (atomically: nothing is
@@ -225,10 +225,13 @@ func (m *model) frame(i int, dst []byte, lam []float64, counts []uint32) {
 // file larger than the free space of the target file system. It checks ctx between
 // frames: when ctx is done it removes the temporary file and returns an error wrapping
 // ctx's error (context.Canceled or context.DeadlineExceeded).
-func Write(ctx context.Context, path string, opt Options) error {
+//
+// Saturated counts the pixel values clipped to the dtype's largest value (255 for uint8):
+// counts a real detector of that depth would saturate on too.
+func Write(ctx context.Context, path string, opt Options) (saturated int64, err error) {
 	m, err := newModel(opt)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	format := opt.Format
 	if format == "" {
@@ -240,16 +243,16 @@ func Write(ctx context.Context, path string, opt Options) error {
 		case ".raw", ".bin":
 			format = "raw"
 		default:
-			return fmt.Errorf("synth: %s: give the format (raw, npy or mib): the extension does not say", path)
+			return 0, fmt.Errorf("synth: %s: give the format (raw, npy or mib): the extension does not say", path)
 		}
 	}
 	w, err := dataset.Create(path, format, opt.NavShape, opt.SigShape, m.DType)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := checkFreeSpace(path, w.FileBytes()); err != nil {
 		w.Abort()
-		return err
+		return 0, err
 	}
 	nFrames := m.ny * m.nx
 	frameBytes := m.SigShape[0] * m.SigShape[1] * m.DType.Size()
@@ -263,6 +266,7 @@ func Write(ctx context.Context, path string, opt Options) error {
 	full := make(chan []byte, 1)
 	writeErr := make(chan error, 1)
 	var failed atomic.Bool // set when a write fails: stop generating
+	var clipped atomic.Int64
 	go func() {
 		var err error
 		for b := range full {
@@ -293,7 +297,7 @@ func Write(ctx context.Context, path string, opt Options) error {
 			wg.Go(func() {
 				for i := start + k; i < end && ctx.Err() == nil; i += workers {
 					off := (i - start) * frameBytes
-					m.frame(i, buf[off:off+frameBytes], scratch[k].lam, scratch[k].counts)
+					clipped.Add(int64(m.frame(i, buf[off:off+frameBytes], scratch[k].lam, scratch[k].counts)))
 				}
 			})
 		}
@@ -307,13 +311,13 @@ func Write(ctx context.Context, path string, opt Options) error {
 	close(full)
 	if err := <-writeErr; err != nil {
 		w.Abort()
-		return err
+		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
 		w.Abort()
-		return fmt.Errorf("synth: %s: %w", path, context.Cause(ctx))
+		return 0, fmt.Errorf("synth: %s: %w", path, context.Cause(ctx))
 	}
-	return w.Close()
+	return clipped.Load(), w.Close()
 }
 
 // checkFreeSpace returns an error when the file system that will hold path has fewer than

@@ -62,7 +62,8 @@ func TestShapesAndFormats(t *testing.T) {
 		{"a.dat", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Format: "npy"}, dataset.Options{Format: "npy"}, []int{2, 2}},
 	} {
 		path := filepath.Join(dir, tc.file)
-		require.NoError(t, Write(context.Background(), path, tc.opt), tc.file)
+		_, err := Write(context.Background(), path, tc.opt)
+		require.NoError(t, err, tc.file)
 		d, v := readFloat(t, path, tc.read)
 		assert.Equal(t, tc.nav, d.NavShape())
 		assert.Equal(t, tc.opt.SigShape, d.SigShape())
@@ -86,7 +87,8 @@ func TestDeterministic(t *testing.T) {
 	opt := Options{NavShape: []int{4, 6}, SigShape: [2]int{32, 32}, Seed: 42}
 	read := func(name string, opt Options) []float64 {
 		path := filepath.Join(dir, name)
-		require.NoError(t, Write(context.Background(), path, opt))
+		_, err := Write(context.Background(), path, opt)
+		require.NoError(t, err)
 		_, v := readFloat(t, path, dataset.Options{})
 		return v
 	}
@@ -108,7 +110,8 @@ func TestDeterministic(t *testing.T) {
 func TestDiscCentreOfMassMoves(t *testing.T) {
 	opt := Options{NavShape: []int{5, 5}, SigShape: [2]int{64, 64}, Seed: 7}
 	path := filepath.Join(t.TempDir(), "com.npy")
-	require.NoError(t, Write(context.Background(), path, opt))
+	_, err := Write(context.Background(), path, opt)
+	require.NoError(t, err)
 	m, err := newModel(opt)
 	require.NoError(t, err)
 	_, v := readFloat(t, path, dataset.Options{})
@@ -143,7 +146,8 @@ func TestFrameStatistics(t *testing.T) {
 	// the disc, the ring and the flat background alike.
 	opt := Options{NavShape: []int{4, 4}, SigShape: [2]int{64, 64}, Seed: 9}
 	path := filepath.Join(t.TempDir(), "stats.npy")
-	require.NoError(t, Write(context.Background(), path, opt))
+	_, err := Write(context.Background(), path, opt)
+	require.NoError(t, err)
 	m, err := newModel(opt)
 	require.NoError(t, err)
 	_, v := readFloat(t, path, dataset.Options{})
@@ -232,7 +236,7 @@ func TestWriteErrorsLeaveNoFile(t *testing.T) {
 		// 2^57 bytes: a valid shape, but no file system holds it.
 		{"a.npy", Options{NavShape: []int{1 << 20, 1 << 20}, SigShape: [2]int{256, 256}}, "synth: " + filepath.Join(dir, "a.npy") + ": the file needs 144115188075856000 bytes (1.44e+08 GB) but the file system of " + dir + " has only"},
 	} {
-		err := Write(context.Background(), filepath.Join(dir, tc.name), tc.opt)
+		_, err := Write(context.Background(), filepath.Join(dir, tc.name), tc.opt)
 		require.Error(t, err, tc.name)
 		assert.Contains(t, err.Error(), tc.want)
 	}
@@ -260,7 +264,7 @@ func TestWriteCancelled(t *testing.T) {
 	opt := Options{NavShape: []int{16, 16}, SigShape: [2]int{32, 32}}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := Write(ctx, filepath.Join(dir, "a.npy"), opt)
+	_, err := Write(ctx, filepath.Join(dir, "a.npy"), opt)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.EqualError(t, err, "synth: "+filepath.Join(dir, "a.npy")+": context canceled")
 
@@ -268,7 +272,7 @@ func TestWriteCancelled(t *testing.T) {
 	for _, checks := range []int64{1, 2, 50, 200} {
 		ctx := &countdownContext{Context: context.Background()}
 		ctx.n.Store(checks)
-		err = Write(ctx, filepath.Join(dir, "b.mib"), opt)
+		_, err = Write(ctx, filepath.Join(dir, "b.mib"), opt)
 		require.True(t, errors.Is(err, context.Canceled), "cancelled at check %d: %v", checks, err)
 	}
 	entries, err := os.ReadDir(dir)
@@ -279,7 +283,8 @@ func TestWriteCancelled(t *testing.T) {
 // TestHugeShift checks that a disc shifted far out of the frame gives background only.
 func TestHugeShift(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.npy")
-	require.NoError(t, Write(context.Background(), path, Options{NavShape: []int{1, 2}, SigShape: [2]int{16, 16}, Shift: 1e300, Background: 3}))
+	_, err := Write(context.Background(), path, Options{NavShape: []int{1, 2}, SigShape: [2]int{16, 16}, Shift: 1e300, Background: 3})
+	require.NoError(t, err)
 	_, v := readFloat(t, path, dataset.Options{})
 	mean := 0.0
 	for _, x := range v {
@@ -295,8 +300,32 @@ func BenchmarkWrite(b *testing.B) {
 	poisson()
 	b.SetBytes(16 * 16 * 256 * 256 * 2)
 	for b.Loop() {
-		if err := Write(context.Background(), path, opt); err != nil {
+		if _, err := Write(context.Background(), path, opt); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestSaturatedCounts: counts above the dtype's range are clipped to its largest value
+// and counted: the same scan as uint16 and as uint8 with a disc of 400 counts per pixel.
+func TestSaturatedCounts(t *testing.T) {
+	dir := t.TempDir()
+	opt := Options{NavShape: []int{3, 4}, SigShape: [2]int{32, 32}, DiscCounts: 400, Seed: 5}
+	sat16, err := Write(context.Background(), filepath.Join(dir, "a.npy"), opt)
+	require.NoError(t, err)
+	assert.Zero(t, sat16)
+	_, wide := readFloat(t, filepath.Join(dir, "a.npy"), dataset.Options{})
+	opt.DType = dataset.Uint8
+	sat8, err := Write(context.Background(), filepath.Join(dir, "b.npy"), opt)
+	require.NoError(t, err)
+	_, narrow := readFloat(t, filepath.Join(dir, "b.npy"), dataset.Options{})
+	var want int64
+	for i, v := range wide {
+		if v > 255 {
+			want++
+		}
+		require.Equal(t, min(v, 255), narrow[i], "pixel %d", i)
+	}
+	require.Positive(t, want)
+	assert.Equal(t, want, sat8)
 }

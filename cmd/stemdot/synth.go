@@ -46,7 +46,8 @@ background, and Poisson noise. The format follows --format or the extension of -
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			t0 := time.Now()
-			if err := synth.Write(ctx, out, opt); err != nil {
+			saturated, err := synth.Write(ctx, out, opt)
+			if err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("interrupted: no file written")
 				}
@@ -59,6 +60,10 @@ background, and Poisson noise. The format follows --format or the extension of -
 			bytes := float64(frames*s[0]*s[1]*opt.DType.Size()) / 1e9
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: nav_shape %s, sig_shape %s, %s, %d frames, %.3f GB in %.2f s\n",
 				out, shapeString(opt.NavShape), shapeString(s), opt.DType, frames, bytes, time.Since(t0).Seconds())
+			if saturated > 0 {
+				warn(cmd, fmt.Sprintf("%d pixel values (%.2g%%) exceeded %s's range and were clipped to its largest value, as a saturated detector would; lower --disc-counts or choose a larger --dtype",
+					saturated, 100*float64(saturated)/(float64(frames)*float64(s[0]*s[1])), opt.DType))
+			}
 			return nil
 		},
 	}

@@ -82,7 +82,7 @@ func prepareData(cfg *config, dt dataset.DType, size int64) (*benchData, error) 
 	if st, err := os.Stat(path); err != nil || st.Size() != want {
 		log("writing %s (%.2f GB) with the synth package", path, float64(want)/1e9)
 		opt := synth.Options{NavShape: nav, SigShape: sig, DType: dt, Format: "raw", Seed: 1}
-		if err := synth.Write(context.Background(), path, opt); err != nil {
+		if _, err := synth.Write(context.Background(), path, opt); err != nil {
 			return nil, err
 		}
 	}

@@ -57,9 +57,7 @@ func newPlanner(cpus, gpus string) (*stemdot.Planner, error) {
 // applyRequest is one stemdot_apply call, its buffers already wrapped as Go slices.
 type applyRequest struct {
 	ds    dataset.Dataset
-	masks []float32 // n × sig_y × sig_x
-	n     int
-	sig   [2]int
+	stack *masks.Stack
 	plan  *stemdot.Planner // nil: the default plan
 	run   *run             // nil: not cancellable
 	out32 []float32        // exactly one of out32, out64 is set
@@ -72,10 +70,7 @@ type applyRequest struct {
 
 // apply builds the stack and runs it with stemdot's Planner.Apply, which checks the job.
 func apply(req applyRequest) error {
-	stack, err := masks.New(req.n, req.sig[0], req.sig[1], req.masks, nil)
-	if err != nil {
-		return errs.Wrap(errs.Argument, err)
-	}
+	var err error
 	pl := req.plan
 	if pl == nil {
 		if pl, err = newPlanner("", ""); err != nil {
@@ -89,7 +84,7 @@ func apply(req applyRequest) error {
 		}
 	}
 	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64}
-	err = runApply(ctx, pl, req.ds, stack, opt, req.progress)
+	err = runApply(ctx, pl, req.ds, req.stack, opt, req.progress)
 	// A cancel issued at any time during the call returns errCancelled, also when the
 	// engine finished meanwhile: callers see one outcome per cancel, deterministically.
 	if req.run != nil && req.run.finish() {

@@ -19,6 +19,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
+	"github.com/stemdot/stemdot/masks"
 )
 
 func requireCode(t *testing.T, err error, code status, contains string) {
@@ -174,11 +175,13 @@ func TestApplyMemoryDataset(t *testing.T) {
 
 			out64 := make([]float64, n*nMasks)
 			var reports [][2]uint64
-			err = apply(applyRequest{ds: ds, masks: weights, n: nMasks, sig: [2]int{sy, sx}, out64: out64,
+			stack, err := newStack(masks.New(nMasks, sy, sx, weights, nil))
+			require.NoError(t, err)
+			err = apply(applyRequest{ds: ds, stack: stack, out64: out64,
 				progress: func(done, total uint64) { reports = append(reports, [2]uint64{done, total}) }})
 			require.NoError(t, err)
 			out32 := make([]float32, n*nMasks)
-			require.NoError(t, apply(applyRequest{ds: ds, masks: weights, n: nMasks, sig: [2]int{sy, sx}, out32: out32}))
+			require.NoError(t, apply(applyRequest{ds: ds, stack: stack, out32: out32}))
 			for i, w := range want {
 				assert.InDelta(t, w, out64[i], 1e-12*scale[i], "float64 value %d", i)
 				assert.InDelta(t, w, float64(out32[i]), 1e-5*scale[i], "float32 value %d", i)
@@ -202,17 +205,19 @@ func TestApplyErrors(t *testing.T) {
 	require.NoError(t, err)
 	defer ds.Close()
 	ones := []float32{1, 1, 1}
-	ok := applyRequest{ds: ds, masks: ones, n: 1, sig: [2]int{1, 3}, out32: make([]float32, 4)}
+	one, err := newStack(masks.New(1, 1, 3, ones, nil))
+	require.NoError(t, err)
+	ok := applyRequest{ds: ds, stack: one, out32: make([]float32, 4)}
 
 	bad := ok
-	bad.sig = [2]int{3, 1}
+	bad.stack, err = newStack(masks.New(1, 3, 1, ones, nil))
+	require.NoError(t, err)
 	requireCode(t, apply(bad), errShape, "masks of sig_shape (3, 1) do not match the frames' sig_shape (1, 3)")
 	bad = ok
 	bad.out32 = make([]float32, 5)
 	requireCode(t, apply(bad), errShape, "the float32 result buffer holds 5 values, but 4 frames × 1 masks need 4")
-	bad = ok
-	bad.masks = []float32{1, float32(math.Inf(1)), 1}
-	requireCode(t, apply(bad), errInvalidArgument, "+Inf")
+	_, err = newStack(masks.New(1, 1, 3, []float32{1, float32(math.Inf(1)), 1}, nil))
+	requireCode(t, err, errInvalidArgument, "+Inf")
 
 	// A run cancelled from the progress callback reports errCancelled, deterministically.
 	r := &run{}
@@ -278,7 +283,7 @@ func TestApplyRealFile(t *testing.T) {
 	disk, err := parseMask("disk:42,126,30", 256, 256)
 	require.NoError(t, err)
 	out := make([]float64, ds.NumFrames())
-	require.NoError(t, apply(applyRequest{ds: ds, masks: disk.Dense(), n: 1, sig: [2]int{256, 256}, out64: out}))
+	require.NoError(t, apply(applyRequest{ds: ds, stack: disk, out64: out}))
 	const frameBytes = 384 + 256*256
 	require.Len(t, raw, 8*frameBytes)
 	for f := range 8 {

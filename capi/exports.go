@@ -327,6 +327,22 @@ func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMask
 	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_apply"
 	defer guard(fn, &st)
+	return applyC(fn, dsHandle, unsafe.Pointer(maskData), false, nMasks, sigY, sigX, planHandle, runHandle, progress, progressUser, out, outDType, outLen)
+}
+
+//export stemdot_apply64
+func stemdot_apply64(dsHandle C.stemdot_dataset, maskData *C.stemdot_cdouble, nMasks, sigY, sigX C.size_t,
+	planHandle C.stemdot_plan, runHandle C.stemdot_run, progress C.stemdot_progress_fn, progressUser unsafe.Pointer,
+	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_apply64"
+	defer guard(fn, &st)
+	return applyC(fn, dsHandle, unsafe.Pointer(maskData), true, nMasks, sigY, sigX, planHandle, runHandle, progress, progressUser, out, outDType, outLen)
+}
+
+// applyC is stemdot_apply (masks of float) and stemdot_apply64 (masks of double, f64).
+func applyC(fn string, dsHandle C.stemdot_dataset, maskData unsafe.Pointer, f64 bool, nMasks, sigY, sigX C.size_t,
+	planHandle C.stemdot_plan, runHandle C.stemdot_run, progress C.stemdot_progress_fn, progressUser unsafe.Pointer,
+	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) C.stemdot_status {
 	if maskData == nil || out == nil {
 		return fail(fn, failf(errs.Argument, "masks and out must not be NULL"))
 	}
@@ -347,12 +363,9 @@ func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMask
 			return fail(fn, err)
 		}
 	}
-	weights, err := sizeProduct("masks", masks.MaxWeights, nMasks, sigY, sigX)
-	if err != nil {
+	if req.stack, err = maskStack(maskData, f64, nMasks, sigY, sigX); err != nil {
 		return fail(fn, err)
 	}
-	req.n, req.sig = int(nMasks), [2]int{int(sigY), int(sigX)}
-	req.masks = unsafe.Slice((*float32)(unsafe.Pointer(maskData)), weights)
 	n, err := sizeProduct("out_len", 0, outLen)
 	if err != nil {
 		return fail(fn, err)
@@ -374,6 +387,25 @@ func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMask
 		return fail(fn, err)
 	}
 	return succeed()
+}
+
+// maskStack is the stack of nMasks masks of sigY×sigX weights at data: float, or double
+// (f64: float32 weights and Lo parts, masks.New64).
+func maskStack(data unsafe.Pointer, f64 bool, nMasks, sigY, sigX C.size_t) (*masks.Stack, error) {
+	weights, err := sizeProduct("masks", masks.MaxWeights, nMasks, sigY, sigX)
+	if err != nil {
+		return nil, err
+	}
+	n, sy, sx := int(nMasks), int(sigY), int(sigX)
+	if f64 {
+		return newStack(masks.New64(n, sy, sx, unsafe.Slice((*float64)(data), weights), nil))
+	}
+	return newStack(masks.New(n, sy, sx, unsafe.Slice((*float32)(data), weights), nil))
+}
+
+// newStack classifies a refused stack as an invalid argument.
+func newStack(s *masks.Stack, err error) (*masks.Stack, error) {
+	return s, errs.Wrap(errs.Argument, err)
 }
 
 //export stemdot_com_shifts

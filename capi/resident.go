@@ -12,7 +12,6 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
-	"github.com/stemdot/stemdot/masks"
 )
 
 // kindResident is the handle kind of a dataset held in GPU memory.
@@ -43,6 +42,21 @@ func stemdot_resident_apply(h C.stemdot_resident, maskData *C.stemdot_cfloat, nM
 	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_resident_apply"
 	defer guard(fn, &st)
+	return residentApply(fn, h, unsafe.Pointer(maskData), false, nMasks, sigY, sigX, out, outDType, outLen)
+}
+
+//export stemdot_resident_apply64
+func stemdot_resident_apply64(h C.stemdot_resident, maskData *C.stemdot_cdouble, nMasks, sigY, sigX C.size_t,
+	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_resident_apply64"
+	defer guard(fn, &st)
+	return residentApply(fn, h, unsafe.Pointer(maskData), true, nMasks, sigY, sigX, out, outDType, outLen)
+}
+
+// residentApply is stemdot_resident_apply (masks of float) and stemdot_resident_apply64
+// (masks of double, f64).
+func residentApply(fn string, h C.stemdot_resident, maskData unsafe.Pointer, f64 bool, nMasks, sigY, sigX C.size_t,
+	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) C.stemdot_status {
 	if maskData == nil || out == nil {
 		return fail(fn, failf(errs.Argument, "masks and out must not be NULL"))
 	}
@@ -51,13 +65,9 @@ func stemdot_resident_apply(h C.stemdot_resident, maskData *C.stemdot_cfloat, nM
 		return fail(fn, err)
 	}
 	defer release()
-	weights, err := sizeProduct("masks", masks.MaxWeights, nMasks, sigY, sigX)
+	stack, err := maskStack(maskData, f64, nMasks, sigY, sigX)
 	if err != nil {
 		return fail(fn, err)
-	}
-	stack, err := masks.New(int(nMasks), int(sigY), int(sigX), unsafe.Slice((*float32)(unsafe.Pointer(maskData)), weights), nil)
-	if err != nil {
-		return fail(fn, errs.Wrap(errs.Argument, err))
 	}
 	n, err := sizeProduct("out_len", 0, outLen)
 	if err != nil {

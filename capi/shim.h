@@ -15,6 +15,7 @@
  */
 typedef const char stemdot_cchar;
 typedef const float stemdot_cfloat;
+typedef const double stemdot_cdouble;
 typedef const void stemdot_cvoid;
 typedef const size_t stemdot_csize;
 

@@ -76,3 +76,23 @@ func TestCheckRun(t *testing.T) {
 	assert.ErrorContains(t, cfg.checkRun(0, 4, read, make([]float32, 12), make([]float64, 2)), "out64 holds 2 values")
 	assert.NoError(t, cfg.checkRun(0, 4, read, nil, make([]float64, 12)))
 }
+
+// TestLoPairs: a LoPairs runner needs Float64 and an even mask count, takes NMasks/2
+// results per frame, and adds results m and n+m of each frame.
+func TestLoPairs(t *testing.T) {
+	cfg := RunnerConfig{DType: dataset.Uint16, Pixels: 4, NMasks: 6, Masks: make([]float32, 24), LoPairs: true}
+	_, err := cfg.withDefaults()
+	assert.ErrorContains(t, err, "LoPairs needs Float64")
+	cfg.Float64 = true
+	c, err := cfg.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, 3, c.Results())
+	read := func([]byte, int, int) error { return nil }
+	assert.NoError(t, c.checkRun(0, 4, read, nil, make([]float64, 12)))
+	assert.ErrorContains(t, c.checkRun(0, 4, read, nil, make([]float64, 11)), "frames [0, 4) x 3 masks need 12")
+
+	res := []float64{1, 2, 3, 0.5, 0.25, 0.125, 10, 20, 30, -1, -2, -3}
+	dst := make([]float64, 6)
+	addLoPairs(dst, res, 3)
+	assert.Equal(t, []float64{1.5, 2.25, 3.125, 9, 18, 27}, dst)
+}

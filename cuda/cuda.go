@@ -129,6 +129,20 @@ type RunnerConfig struct {
 	// the runner then holds a device buffer of TileFrames records per stream. 0: RunMapped
 	// takes only packed host-order frames (raw, NPY).
 	RecordStride int64
+	// LoPairs, with Float64, says that the stack is masks.Stack.LoPairs of a stack of
+	// NMasks/2 masks: float32 weights, then their Lo parts. The runner then writes
+	// NMasks/2 results per frame, result m the sum in float64 of the products with masks
+	// m and NMasks/2+m: weights given in float64 count at float64 precision, not rounded
+	// to float32 (the kernels take float32 weights).
+	LoPairs bool
+}
+
+// Results is the number of results per frame: NMasks, or NMasks/2 with LoPairs.
+func (cfg *RunnerConfig) Results() int {
+	if cfg.LoPairs {
+		return cfg.NMasks / 2
+	}
+	return cfg.NMasks
 }
 
 // withDefaults returns cfg with TileFrames and Streams filled in, or an error naming the
@@ -144,6 +158,9 @@ func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 	}
 	if cfg.Pixels < 1 || cfg.NMasks < 1 {
 		return cfg, fmt.Errorf("cuda: %d pixels and %d masks: both must be >= 1", cfg.Pixels, cfg.NMasks)
+	}
+	if cfg.LoPairs && (!cfg.Float64 || cfg.NMasks%2 != 0) {
+		return cfg, fmt.Errorf("cuda: LoPairs needs Float64 and an even number of masks (float64: %v, %d masks)", cfg.Float64, cfg.NMasks)
 	}
 	if cfg.Sparse != nil {
 		if err := checkCSR(cfg.Sparse, cfg.NMasks, cfg.Pixels); err != nil {
@@ -209,12 +226,12 @@ func (cfg *RunnerConfig) checkOut(start, end int, out32 []float32, out64 []float
 	if start < 0 || end < start {
 		return fmt.Errorf("cuda: frame range [%d, %d) is invalid", start, end)
 	}
-	need := end * cfg.NMasks
+	need := end * cfg.Results()
 	if cfg.Float64 && len(out64) < need {
-		return fmt.Errorf("cuda: out64 holds %d values, frames [%d, %d) x %d masks need %d", len(out64), start, end, cfg.NMasks, need)
+		return fmt.Errorf("cuda: out64 holds %d values, frames [%d, %d) x %d masks need %d", len(out64), start, end, cfg.Results(), need)
 	}
 	if !cfg.Float64 && len(out32) < need {
-		return fmt.Errorf("cuda: out32 holds %d values, frames [%d, %d) x %d masks need %d", len(out32), start, end, cfg.NMasks, need)
+		return fmt.Errorf("cuda: out32 holds %d values, frames [%d, %d) x %d masks need %d", len(out32), start, end, cfg.Results(), need)
 	}
 	return nil
 }
@@ -287,3 +304,13 @@ const (
 	// DeviceToDevice copies within device memory (reads and writes the bytes).
 	DeviceToDevice CopyKind = 2
 )
+
+// addLoPairs sets dst[f·n+m] = res[f·2n+m] + res[f·2n+n+m] for the len(dst)/n frames of
+// res, the results of a LoPairs stack of 2n masks (see RunnerConfig.LoPairs).
+func addLoPairs(dst, res []float64, n int) {
+	for f := range len(dst) / n {
+		for m := range n {
+			dst[f*n+m] = res[f*2*n+m] + res[f*2*n+n+m]
+		}
+	}
+}

@@ -296,9 +296,13 @@ func (r *Runner) pipeline(ctx context.Context, start, end, tileFrames int, submi
 		}
 		src := unsafe.Pointer(C.stemdot_runner_output(r.h, C.int(s)))
 		n := (t.end - t.start) * nm
-		if r.cfg.Float64 {
+		switch {
+		case r.cfg.LoPairs:
+			h := nm / 2
+			addLoPairs(out64[t.start*h:t.end*h], unsafe.Slice((*float64)(src), n), h)
+		case r.cfg.Float64:
 			copy(out64[t.start*nm:t.end*nm], unsafe.Slice((*float64)(src), n))
-		} else {
+		default:
 			copy(out32[t.start*nm:t.end*nm], unsafe.Slice((*float32)(src), n))
 		}
 		return nil

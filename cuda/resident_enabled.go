@@ -117,7 +117,8 @@ func (r *Resident) Bytes() int64 { return int64(r.nFrames) * int64(r.frameBytes)
 // engine does) and writes them to out32[f*N+m], or out64 when out64 is not nil (float64
 // accumulation), for every frame f in the range; other elements are untouched. The stack
 // is uploaded for the call (shared with Runners holding the same stack) and released
-// after it.
+// after it. With out64, weights given in float64 (a stack with Lo parts) count at float64
+// precision (RunnerConfig.LoPairs).
 func (r *Resident) Apply(stack *masks.Stack, start, end int, out32 []float32, out64 []float64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -127,7 +128,11 @@ func (r *Resident) Apply(stack *masks.Stack, start, end int, out32 []float32, ou
 	if stack == nil || stack.N < 1 || stack.Pixels() != r.pixels {
 		return fmt.Errorf("cuda: the mask stack must hold at least one mask of the frames' %d pixels", r.pixels)
 	}
-	cfg := RunnerConfig{Device: r.dev, DType: r.dtype, Pixels: r.pixels, NMasks: stack.N, Masks: stack.Data, Float64: out64 != nil}
+	pairs := out64 != nil && !stack.Exact()
+	if pairs {
+		stack = stack.LoPairs()
+	}
+	cfg := RunnerConfig{Device: r.dev, DType: r.dtype, Pixels: r.pixels, NMasks: stack.N, Masks: stack.Data, Float64: out64 != nil, LoPairs: pairs}
 	if stack.PreferSparse() {
 		cfg.Sparse = stack.ToCSR()
 		if err := checkCSR(cfg.Sparse, cfg.NMasks, cfg.Pixels); err != nil {
@@ -147,13 +152,21 @@ func (r *Resident) Apply(stack *masks.Stack, start, end int, out32 []float32, ou
 		return err
 	}
 	var dst unsafe.Pointer
+	var res []float64 // with LoPairs: the products with both halves of the stack
 	f64 := C.int(0)
-	if cfg.Float64 {
+	switch {
+	case pairs:
+		res = make([]float64, (end-start)*stack.N)
+		dst, f64 = unsafe.Pointer(&res[0]), 1
+	case cfg.Float64:
 		dst, f64 = unsafe.Pointer(&out64[start*stack.N]), 1
-	} else {
+	default:
 		dst = unsafe.Pointer(&out32[start*stack.N])
 	}
 	err = statusError(r.dev, C.stemdot_frames_apply(r.h, h, f64, C.int64_t(start), C.int64_t(end-start), dst))
+	if err == nil && pairs {
+		addLoPairs(out64[start*stack.N/2:end*stack.N/2], res, stack.N/2)
+	}
 	return errors.Join(err, releaseMasks(&cfg))
 }
 

@@ -29,6 +29,7 @@ type cpuWorker struct {
 	// dense is the dense stack for exact recomputation (exactNonFinite) of float frames
 	// holding NaN or Inf; nil for integer frames and CSR stacks, which never need it.
 	dense []float32
+	lo    []float32 // the Lo parts of dense (masks.Stack.Lo), or nil
 	dt    dataset.DType
 }
 
@@ -69,7 +70,7 @@ func NewCPUWorker(job *Job) (Worker, error) {
 	w.viewer, _ = ds.(dataset.Viewer)
 	w.dt = ds.DType()
 	if job.Sparse == nil && (w.dt == dataset.Float32 || w.dt == dataset.Float64) {
-		w.dense = job.Masks.Data
+		w.dense, w.lo = job.Masks.Data, job.Masks.Lo
 	}
 	switch ds.DType() {
 	case dataset.Uint8:
@@ -187,7 +188,7 @@ func (w *cpuWorker) exactNonFinite(tile []byte, rows []float64) {
 	}
 	for f := range len(rows) / w.nMasks {
 		if row := rows[f*w.nMasks : (f+1)*w.nMasks]; !finite(row) {
-			exactRow(w.dense, w.dt, tile[f*w.frameBytes:(f+1)*w.frameBytes], row)
+			exactRow(w.dense, w.lo, w.dt, tile[f*w.frameBytes:(f+1)*w.frameBytes], row)
 		}
 	}
 }
@@ -198,13 +199,17 @@ func (w *cpuWorker) exactNonFinite(tile []byte, rows []float64) {
 // every mask of the stack, also those that give it no weight. Recomputed this way, a
 // mask's value depends only on the pixels it weighs, whatever the other masks and the
 // kernel: NaN where a NaN (or opposite infinities) lies under its nonzero weights.
-func exactRow(dense []float32, dt dataset.DType, frame []byte, row []float64) {
+func exactRow(dense, lo []float32, dt dataset.DType, frame []byte, row []float64) {
 	p := len(dense) / len(row)
 	for m := range row {
 		var sum float64
 		for i, wt := range dense[m*p : (m+1)*p] {
 			if wt != 0 {
-				sum += float64(wt) * pixelFloat(frame, i, dt)
+				w := float64(wt)
+				if lo != nil {
+					w += float64(lo[m*p+i])
+				}
+				sum += w * pixelFloat(frame, i, dt)
 			}
 		}
 		row[m] = sum

@@ -62,8 +62,9 @@ type Options struct {
 type Job struct {
 	// Dataset is the source of the frames.
 	Dataset dataset.Dataset
-	// Masks is the stack, shape (NMasks, sig_y, sig_x), float32: dense, or held in CSR
-	// form only (Masks.Data nil; then Sparse must be set).
+	// Masks is the stack, shape (NMasks, sig_y, sig_x), float32 (with Lo parts for
+	// weights given in float64, which Float64 runs use: masks.Stack.Lo): dense, or held in
+	// CSR form only (Masks.Data nil; then Sparse must be set).
 	Masks *masks.Stack
 	// Sparse is the stack in CSR form, or nil to apply it dense.
 	Sparse *masks.CSR
@@ -79,6 +80,25 @@ type Job struct {
 	over        <-chan struct{}
 	packedOnce  sync.Once
 	packed      []float32
+	pairsOnce   sync.Once
+	pairs       *masks.Stack
+}
+
+// loPairs returns, for a Float64 job whose weights have Lo parts, the stack its GPU
+// workers run instead (masks.Stack.LoPairs, in the form the job applies: dense, or CSR
+// in pairs.Sparse), shared by all of them; nil when the float32 weights are exact or the
+// job is float32.
+func (j *Job) loPairs() *masks.Stack {
+	j.pairsOnce.Do(func() {
+		switch {
+		case !j.Float64:
+		case j.Sparse != nil && j.Sparse.Lo != nil:
+			j.pairs = &masks.Stack{N: 2 * j.NMasks, SigY: j.Masks.SigY, SigX: j.Masks.SigX, Sparse: j.Sparse.LoPairs()}
+		case j.Sparse == nil && j.Masks.Lo != nil:
+			j.pairs = j.Masks.LoPairs()
+		}
+	})
+	return j.pairs
 }
 
 // packedMasks returns the masks packed for the packed kernels (packMasks), shared by all
@@ -94,14 +114,10 @@ func (j *Job) packedMasks() []float32 {
 // made by ApplyMasks.
 func (j *Job) Done() <-chan struct{} { return j.over }
 
-// denseMasks64 returns a float64 copy of the masks, shared by all workers of the job.
+// denseMasks64 returns the masks in float64 with their Lo parts (masks.Stack.Dense64),
+// shared by all workers of the job.
 func (j *Job) denseMasks64() []float64 {
-	j.masks64Once.Do(func() {
-		j.masks64 = make([]float64, len(j.Masks.Data))
-		for i, v := range j.Masks.Data {
-			j.masks64[i] = float64(v)
-		}
-	})
+	j.masks64Once.Do(func() { j.masks64 = j.Masks.Dense64() })
 	return j.masks64
 }
 

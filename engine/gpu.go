@@ -63,6 +63,7 @@ type gpuWorker struct {
 	mapper dataset.Mapper // nil: staged feed
 	feed   string
 	dense  []float32 // for exact rows of float frames holding NaN or Inf (see exactRow)
+	lo     []float32
 	frame  []byte
 	row    []float64
 }
@@ -83,9 +84,14 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 		Sparse:  job.Sparse,
 		Float64: job.Float64,
 	}
+	if p := job.loPairs(); p != nil {
+		// Weights given in float64: the float32 weights and their Lo parts as twice the
+		// masks, results added in pairs (cuda.RunnerConfig.LoPairs).
+		cfg.NMasks, cfg.Masks, cfg.Sparse, cfg.LoPairs = p.N, p.Data, p.Sparse, true
+	}
 	w := &gpuWorker{job: job, feed: "staged"}
 	if dt := job.Dataset.DType(); job.Sparse == nil && (dt == dataset.Float32 || dt == dataset.Float64) {
-		w.dense, w.frame, w.row = job.Masks.Data, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
+		w.dense, w.lo, w.frame, w.row = job.Masks.Data, job.Masks.Lo, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
 	}
 	if m, ok := job.Dataset.(dataset.Mapper); ok {
 		fm, mapped, err := m.MapFrames(0, 1)
@@ -163,7 +169,7 @@ func (w *gpuWorker) exactNonFinite(p planner.Partition, out Output) error {
 		if err := w.job.Dataset.ReadFrames(f, f+1, w.frame); err != nil {
 			return err
 		}
-		exactRow(w.dense, w.job.Dataset.DType(), w.frame, row)
+		exactRow(w.dense, w.lo, w.job.Dataset.DType(), w.frame, row)
 		if out.F32 != nil {
 			for m, v := range row {
 				out.F32[f*nm+m] = float32(v)

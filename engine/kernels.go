@@ -484,11 +484,7 @@ type sparse[N native] struct {
 }
 
 func newSparse[N native](c *masks.CSR) *sparse[N] {
-	val := make([]float64, len(c.Val))
-	for i, v := range c.Val {
-		val[i] = float64(v)
-	}
-	return &sparse[N]{nMasks: c.N, pixels: c.Pixels, rowPtr: c.RowPtr, col: c.Col, val: val}
+	return &sparse[N]{nMasks: c.N, pixels: c.Pixels, rowPtr: c.RowPtr, col: c.Col, val: c.Val64()}
 }
 
 func (s *sparse[N]) apply(tile []byte, frames int, acc []float64) {

@@ -265,6 +265,17 @@ stemdot_status stemdot_apply(stemdot_dataset dataset, const float *masks, size_t
                              stemdot_dtype out_dtype, size_t out_len);
 
 /*
+ * As stemdot_apply, with the mask weights as double. With STEMDOT_FLOAT64 results they
+ * count at double precision (each weight is held as its float rounding plus the float
+ * rounding of the rest, within 2^-48 of it, on CPU and GPU workers alike); with
+ * STEMDOT_FLOAT32 results they are rounded to float, as stemdot_apply takes them.
+ */
+stemdot_status stemdot_apply64(stemdot_dataset dataset, const double *masks, size_t n_masks,
+                               size_t sig_y, size_t sig_x, stemdot_plan plan, stemdot_run run,
+                               stemdot_progress_fn progress, void *progress_user, void *out,
+                               stemdot_dtype out_dtype, size_t out_len);
+
+/*
  * Centre-of-mass shift maps from a result of stemdot_apply whose masks n_masks include
  * the three com masks (stemdot_mask_parse "com": sum, y moment, x moment) at indices
  * sum_mask, sum_mask+1, sum_mask+2. For every frame f it writes, in pixels,
@@ -300,6 +311,11 @@ stemdot_status stemdot_to_device(stemdot_dataset dataset, int device, stemdot_re
 stemdot_status stemdot_resident_apply(stemdot_resident resident, const float *masks,
                                       size_t n_masks, size_t sig_y, size_t sig_x, void *out,
                                       stemdot_dtype out_dtype, size_t out_len);
+
+/* As stemdot_resident_apply, with the mask weights as double (see stemdot_apply64). */
+stemdot_status stemdot_resident_apply64(stemdot_resident resident, const double *masks,
+                                        size_t n_masks, size_t sig_y, size_t sig_x, void *out,
+                                        stemdot_dtype out_dtype, size_t out_len);
 
 /* Frees the GPU memory of a resident dataset. Errors: BAD_HANDLE, INVALID_ARGUMENT (an
  * apply on it is running). */

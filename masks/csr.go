@@ -17,10 +17,48 @@ type CSR struct {
 	RowPtr []int32
 	Col    []int32
 	Val    []float32
+	// Lo, for weights given in float64 that are not all exact in float32, holds the rest
+	// of each: weight k = float64(Val[k]) + float64(Lo[k]) (see Split and Stack.Lo).
+	// Nil otherwise.
+	Lo []float32
 }
 
-// Bytes is the memory the CSR form takes: 8 bytes per nonzero, 4 per row pointer.
-func (c *CSR) Bytes() int64 { return 8*int64(len(c.Val)) + 4*int64(len(c.RowPtr)) }
+// Bytes is the memory the CSR form takes: 8 bytes per nonzero (12 with Lo parts), 4 per
+// row pointer.
+func (c *CSR) Bytes() int64 {
+	return 8*int64(len(c.Val)) + 4*int64(len(c.Lo)) + 4*int64(len(c.RowPtr))
+}
+
+// weight64 is nonzero k's weight with its Lo part.
+func (c *CSR) weight64(k int32) float64 {
+	if c.Lo != nil {
+		return float64(c.Val[k]) + float64(c.Lo[k])
+	}
+	return float64(c.Val[k])
+}
+
+// Val64 returns the weights with their Lo parts, in float64: parallel to Col.
+func (c *CSR) Val64() []float64 {
+	out := make([]float64, len(c.Val))
+	for k := range out {
+		out[k] = c.weight64(int32(k))
+	}
+	return out
+}
+
+// appendNonzero appends a weight given in float64 as the next nonzero, at pixel col,
+// splitting it (Split) and keeping the Lo parts when one is not zero.
+func (c *CSR) appendNonzero(col int32, w float64) {
+	hi, lo := Split(w)
+	if lo != 0 && c.Lo == nil {
+		c.Lo = make([]float32, len(c.Val), cap(c.Val))
+	}
+	c.Col = append(c.Col, col)
+	c.Val = append(c.Val, hi)
+	if c.Lo != nil {
+		c.Lo = append(c.Lo, lo)
+	}
+}
 
 // NNZ is the number of nonzero weights in the stack.
 func (s *Stack) NNZ() int {
@@ -66,11 +104,18 @@ func (s *Stack) ToCSR() *CSR {
 		Col:    make([]int32, 0, nnz),
 		Val:    make([]float32, 0, nnz),
 	}
+	if s.Lo != nil {
+		c.Lo = make([]float32, 0, nnz)
+	}
+	p := s.Pixels()
 	for m := 0; m < s.N; m++ {
-		for i, v := range s.Mask(m) {
+		for i, v := range s.Data[m*p : (m+1)*p] {
 			if v != 0 {
 				c.Col = append(c.Col, int32(i))
 				c.Val = append(c.Val, v)
+				if s.Lo != nil {
+					c.Lo = append(c.Lo, s.Lo[m*p+i])
+				}
 			}
 		}
 		c.RowPtr[m+1] = int32(len(c.Col))
@@ -95,6 +140,9 @@ func (c *CSR) Validate(nMasks, pixels int) error {
 	}
 	if nnz := int(c.RowPtr[c.N]); len(c.Col) != nnz || len(c.Val) != nnz {
 		return fmt.Errorf("CSR has %d columns and %d values, RowPtr says %d nonzeros", len(c.Col), len(c.Val), nnz)
+	}
+	if c.Lo != nil && len(c.Lo) != len(c.Val) {
+		return fmt.Errorf("CSR has %d values but %d Lo parts", len(c.Val), len(c.Lo))
 	}
 	for k, col := range c.Col {
 		if col < 0 || int(col) >= pixels {

@@ -107,19 +107,18 @@ func COM(sig [2]int, cx, cy, r float64) (*Stack, error) {
 	names := []string{"com_sum", "com_y", "com_x"}
 	p := sel.Pixels()
 	if sel.Data != nil {
-		if err := memlimit.Check("com masks", 12*int64(p), "use a smaller disk (com:CX,CY,R) or frame"); err != nil {
+		// The float64 weights while building, then float32 and Lo parts (New64).
+		if err := memlimit.Check("com masks", 48*int64(p), "use a smaller disk (com:CX,CY,R) or frame"); err != nil {
 			return nil, err
 		}
-		data := make([]float32, 3*p)
-		copy(data, sel.Data)
+		data := make([]float64, 3*p)
 		for i, v := range sel.Data {
 			if v != 0 {
 				y, x := i/sig[1], i%sig[1]
-				data[p+i] = float32(float64(y) - cy)
-				data[2*p+i] = float32(float64(x) - cx)
+				data[i], data[p+i], data[2*p+i] = 1, float64(y)-cy, float64(x)-cx
 			}
 		}
-		return New(3, sig[0], sig[1], data, names)
+		return New64(3, sig[0], sig[1], data, names)
 	}
 	// The three masks share the disk's pixels: in CSR form, a pixel on the centre's row
 	// (column) has no y (x) moment.
@@ -128,9 +127,8 @@ func COM(sig [2]int, cx, cy, r float64) (*Stack, error) {
 	for row := range 3 {
 		for _, col := range disk.Col {
 			y, x := int(col)/sig[1], int(col)%sig[1]
-			if v := [3]float32{1, float32(float64(y) - cy), float32(float64(x) - cx)}[row]; v != 0 {
-				c.Col = append(c.Col, col)
-				c.Val = append(c.Val, v)
+			if w := [3]float64{1, float64(y) - cy, float64(x) - cx}[row]; float32(w) != 0 {
+				c.appendNonzero(col, w)
 			}
 		}
 		c.RowPtr = append(c.RowPtr, int32(len(c.Col)))

@@ -24,9 +24,10 @@ var npySizes = map[byte][]int{'b': {1}, 'i': {1, 2, 4, 8}, 'u': {1, 2, 4, 8}, 'f
 // https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html), read with
 // codeberg.org/sbinet/npyio after the checks of internal/npyheader. The array has shape (sig_y, sig_x), one mask, or
 // (n_masks, sig_y, sig_x), in C order, of dtype bool, int8..int64, uint8..uint64,
-// float32 or float64 in either byte order; weights are converted to float32 (integers
-// beyond 2²⁴ and float64 values lose precision; float64 values beyond the float32 range
-// become ±Inf and are rejected). Masks are named after the file: "name" for a 2D array,
+// float32 or float64 in either byte order; weights are held in float32, and weights
+// float32 does not hold exactly (float64 values, integers beyond 2²⁴) keep the rest in
+// the stack's Lo parts for float64 runs (see Split); float64 values beyond the float32
+// range are rejected. Masks are named after the file: "name" for a 2D array,
 // "name[m]" for mask m of a 3D one. LoadNPY returns an error naming the file for a file
 // that cannot be read or is not NPY, Fortran order, another number of dimensions, an
 // empty axis, another dtype, a data size that does not match the shape, or NaN/Inf
@@ -105,19 +106,27 @@ func loadNPY(path string) (*Stack, error) {
 	if c != nil {
 		return newSparse(n, sy, sx, c, names)
 	}
-	if err := memlimit.Check(fmt.Sprintf("the dense mask stack of shape %v", h.Shape), int64(n*sy*sx)*int64(4+size),
-		"use fewer or smaller masks"); err != nil {
+	// The file's array, then (but for float32) its weights in float64, then the stack:
+	// float32 weights and, for weights float32 does not hold exactly, their Lo parts.
+	need := int64(n*sy*sx) * int64(size+4)
+	if descr.Kind != 'f' || size != 4 {
+		need += int64(n*sy*sx) * 12
+	}
+	if err := memlimit.Check(fmt.Sprintf("the dense mask stack of shape %v", h.Shape), need, "use fewer or smaller masks"); err != nil {
 		return nil, err
 	}
 	var arr npyio.Array
 	if err := r.Read(&arr); err != nil {
 		return nil, err
 	}
-	data, err := toFloat32(arr.Data())
+	if data, ok := arr.Data().([]float32); ok {
+		return New(n, sy, sx, data, names)
+	}
+	data, err := toFloat64(arr.Data())
 	if err != nil {
 		return nil, err
 	}
-	return New(n, sy, sx, data, names)
+	return New64(n, sy, sx, data, names)
 }
 
 // npyBlockBytes is the size of the blocks readSparseNPY reads.
@@ -158,8 +167,7 @@ func readSparseNPY(f *os.File, offset int64, n, pixels int, descr npy.Descr) (*C
 				}
 				e := done + int64(j/size)
 				m := int(e / int64(pixels))
-				c.Col = append(c.Col, int32(e%int64(pixels)))
-				c.Val = append(c.Val, v)
+				c.appendNonzero(int32(e%int64(pixels)), v)
 				c.RowPtr[m+1]++
 				if int64(len(c.Val)) > limit {
 					return nil, nil
@@ -175,41 +183,38 @@ func readSparseNPY(f *os.File, offset int64, n, pixels int, descr npy.Descr) (*C
 }
 
 // npyDecoder returns the converter of one element of NPY type code (b1, i1..i8, u1..u8,
-// f4, f8) in byte order order to float32 (float64 values beyond the float32 range become
-// ±Inf, which Validate rejects).
-func npyDecoder(code string, order binary.ByteOrder) func([]byte) float32 {
+// f4, f8) in byte order order to float64 (exact but for 64-bit integers beyond 2⁵³).
+func npyDecoder(code string, order binary.ByteOrder) func([]byte) float64 {
 	switch code {
 	case "b1":
-		return func(b []byte) float32 { return float32(min(b[0], 1)) }
+		return func(b []byte) float64 { return float64(min(b[0], 1)) }
 	case "i1":
-		return func(b []byte) float32 { return float32(int8(b[0])) }
+		return func(b []byte) float64 { return float64(int8(b[0])) }
 	case "u1":
-		return func(b []byte) float32 { return float32(b[0]) }
+		return func(b []byte) float64 { return float64(b[0]) }
 	case "i2":
-		return func(b []byte) float32 { return float32(int16(order.Uint16(b))) }
+		return func(b []byte) float64 { return float64(int16(order.Uint16(b))) }
 	case "u2":
-		return func(b []byte) float32 { return float32(order.Uint16(b)) }
+		return func(b []byte) float64 { return float64(order.Uint16(b)) }
 	case "i4":
-		return func(b []byte) float32 { return float32(int32(order.Uint32(b))) }
+		return func(b []byte) float64 { return float64(int32(order.Uint32(b))) }
 	case "u4":
-		return func(b []byte) float32 { return float32(order.Uint32(b)) }
+		return func(b []byte) float64 { return float64(order.Uint32(b)) }
 	case "i8":
-		return func(b []byte) float32 { return float32(int64(order.Uint64(b))) }
+		return func(b []byte) float64 { return float64(int64(order.Uint64(b))) }
 	case "u8":
-		return func(b []byte) float32 { return float32(order.Uint64(b)) }
+		return func(b []byte) float64 { return float64(order.Uint64(b)) }
 	case "f4":
-		return func(b []byte) float32 { return math.Float32frombits(order.Uint32(b)) }
+		return func(b []byte) float64 { return float64(math.Float32frombits(order.Uint32(b))) }
 	}
-	return func(b []byte) float32 { return float32(math.Float64frombits(order.Uint64(b))) }
+	return func(b []byte) float64 { return math.Float64frombits(order.Uint64(b)) }
 }
 
-// toFloat32 converts the flat array data decoded by npyio to float32.
-func toFloat32(data any) ([]float32, error) {
+// toFloat64 converts the flat array data decoded by npyio to float64.
+func toFloat64(data any) ([]float64, error) {
 	switch d := data.(type) {
-	case []float32:
-		return d, nil
 	case []float64:
-		return convert(d), nil
+		return d, nil
 	case []int8:
 		return convert(d), nil
 	case []int16:
@@ -227,7 +232,7 @@ func toFloat32(data any) ([]float32, error) {
 	case []uint64:
 		return convert(d), nil
 	case []bool:
-		out := make([]float32, len(d))
+		out := make([]float64, len(d))
 		for i, v := range d {
 			if v {
 				out[i] = 1
@@ -238,10 +243,10 @@ func toFloat32(data any) ([]float32, error) {
 	return nil, fmt.Errorf("npyio decoded the array as %T, want a numeric slice", data)
 }
 
-func convert[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float64](d []T) []float32 {
-	out := make([]float32, len(d))
+func convert[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64](d []T) []float64 {
+	out := make([]float64, len(d))
 	for i, v := range d {
-		out[i] = float32(v)
+		out[i] = float64(v)
 	}
 	return out
 }

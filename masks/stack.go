@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/stemdot/stemdot/internal/memlimit"
 )
@@ -53,6 +54,69 @@ type Stack struct {
 	Sparse *CSR
 	// Names label each mask ("disk", "ring", "com_sum", ...); len(Names) == N.
 	Names []string
+	// Lo, for a dense stack whose weights were given in float64 and are not all exact in
+	// float32, holds what Data leaves out: weight = float64(Data[i]) + float64(Lo[i]), to
+	// within 2⁻⁴⁸ (3.6e-15) of the weight (see Split). Float64 runs use both; float32 runs
+	// use Data. Nil otherwise; a stack held in CSR form keeps its own in Sparse.Lo.
+	Lo []float32
+}
+
+// Split splits a float64 weight into its float32 rounding hi and the float32 rounding lo
+// of the rest: float64(hi) + float64(lo) is w to within 2⁻⁴⁸·|w| (the rest w − hi is
+// exact in float64 and below 2⁻²⁴·|w|). A float32 lets a weight through with a relative
+// error of up to 6e-8; the pair, used by float64 runs, carries it at float64 precision.
+func Split(w float64) (hi, lo float32) {
+	hi = float32(w)
+	return hi, float32(w - float64(hi))
+}
+
+// New64 is New for weights given in float64 (n*sy*sx, C order): Data holds their float32
+// rounding and, when some are not exact in float32, Lo the rest (see Split).
+func New64(n, sy, sx int, data []float64, names []string) (*Stack, error) {
+	hi := make([]float32, len(data))
+	var lo []float32
+	for i, w := range data {
+		h, l := Split(w)
+		hi[i] = h
+		if l != 0 && lo == nil {
+			lo = make([]float32, len(data))
+		}
+		if lo != nil {
+			lo[i] = l
+		}
+	}
+	s, err := New(n, sy, sx, hi, names)
+	if err != nil {
+		return nil, err
+	}
+	s.Lo = lo
+	return s, s.Validate([2]int{sy, sx})
+}
+
+// Exact reports whether the stack's weights are exact in float32 (it has no Lo part).
+func (s *Stack) Exact() bool { return s.Lo == nil && (s.Sparse == nil || s.Sparse.Lo == nil) }
+
+// Dense64 returns all weights dense, N·SigY·SigX float64 in C order, with their Lo parts:
+// a new slice.
+func (s *Stack) Dense64() []float64 {
+	out := make([]float64, s.N*s.Pixels())
+	if s.Data == nil && s.Sparse != nil {
+		c := s.Sparse
+		for m := range s.N {
+			row := out[m*s.Pixels():]
+			for k := c.RowPtr[m]; k < c.RowPtr[m+1]; k++ {
+				row[c.Col[k]] = c.weight64(k)
+			}
+		}
+		return out
+	}
+	for i, v := range s.Data {
+		out[i] = float64(v)
+	}
+	for i, v := range s.Lo {
+		out[i] += float64(v)
+	}
+	return out
 }
 
 // MaxWeights is the largest number of weights (N*SigY*SigX) a stack may hold, 2³¹−1
@@ -109,8 +173,14 @@ func (s *Stack) Dense() []float32 {
 	return out
 }
 
-// DenseBytes is the size of the stack held dense: N·SigY·SigX float32 weights.
-func (s *Stack) DenseBytes() int64 { return int64(s.N) * int64(s.Pixels()) * 4 }
+// DenseBytes is the size of the stack held dense: N·SigY·SigX float32 weights, twice
+// that with Lo parts.
+func (s *Stack) DenseBytes() int64 {
+	if !s.Exact() {
+		return int64(s.N) * int64(s.Pixels()) * 8
+	}
+	return int64(s.N) * int64(s.Pixels()) * 4
+}
 
 // Bytes is the memory the stack's weights take in the form it is held: dense, or CSR
 // (a float32 value and an int32 pixel index per nonzero, an int32 row pointer per mask).
@@ -142,15 +212,31 @@ func (s *Stack) settle() (*Stack, error) {
 		s.DenseBytes(), "use fewer or smaller masks"); err != nil {
 		return nil, err
 	}
-	data := make([]float32, s.N*s.Pixels())
-	c := s.Sparse
-	for m := range s.N {
-		row := data[m*s.Pixels():]
-		for k := c.RowPtr[m]; k < c.RowPtr[m+1]; k++ {
-			row[c.Col[k]] = c.Val[k]
-		}
+	return s.dense(), nil
+}
+
+// dense returns the stack held dense: s itself, or a dense copy of its CSR form (with
+// its Lo parts).
+func (s *Stack) dense() *Stack {
+	if s.Data != nil {
+		return s
 	}
-	return &Stack{N: s.N, SigY: s.SigY, SigX: s.SigX, Data: data, Names: s.Names}, nil
+	c := s.Sparse
+	expand := func(val []float32) []float32 {
+		data := make([]float32, s.N*s.Pixels())
+		for m := range s.N {
+			row := data[m*s.Pixels():]
+			for k := c.RowPtr[m]; k < c.RowPtr[m+1]; k++ {
+				row[c.Col[k]] = val[k]
+			}
+		}
+		return data
+	}
+	d := &Stack{N: s.N, SigY: s.SigY, SigX: s.SigX, Data: expand(c.Val), Names: s.Names}
+	if c.Lo != nil {
+		d.Lo = expand(c.Lo)
+	}
+	return d
 }
 
 // Validate checks that the stack is well formed and applies to frames of sig_shape sig =
@@ -177,6 +263,8 @@ func (s *Stack) Validate(sig [2]int) error {
 		}
 	} else if want := s.N * s.Pixels(); len(s.Data) != want {
 		return fmt.Errorf("mask stack of shape (%d, %d, %d) needs %d weights, has %d", s.N, s.SigY, s.SigX, want, len(s.Data))
+	} else if s.Lo != nil && len(s.Lo) != want {
+		return fmt.Errorf("mask stack of shape (%d, %d, %d) has %d weights but %d Lo parts", s.N, s.SigY, s.SigX, want, len(s.Lo))
 	}
 	if len(s.Names) != s.N {
 		return fmt.Errorf("mask stack has %d masks but %d names", s.N, len(s.Names))
@@ -245,8 +333,15 @@ func Concat(stacks ...*Stack) (*Stack, error) {
 	for _, s := range stacks {
 		names = append(names, s.Names...)
 	}
+	exact := true
+	for _, s := range stacks {
+		exact = exact && s.Exact()
+	}
 	if sparse && float64(nnz) < DefaultSparseDensity*float64(n*first.Pixels()) {
 		c := &CSR{N: n, Pixels: first.Pixels(), RowPtr: make([]int32, 1, n+1), Col: make([]int32, 0, nnz), Val: make([]float32, 0, nnz)}
+		if !exact {
+			c.Lo = make([]float32, 0, nnz)
+		}
 		for _, s := range stacks {
 			part := s.ToCSR()
 			base := int32(len(c.Col))
@@ -255,24 +350,37 @@ func Concat(stacks ...*Stack) (*Stack, error) {
 			}
 			c.Col = append(c.Col, part.Col...)
 			c.Val = append(c.Val, part.Val...)
+			if !exact {
+				c.Lo = append(c.Lo, loOrZeros(part.Lo, len(part.Val))...)
+			}
 		}
 		return newSparse(n, sig[0], sig[1], c, names)
 	}
-	if err := memlimit.Check(fmt.Sprintf("a dense stack of %d masks of %d×%d pixels", n, sig[0], sig[1]), int64(n)*int64(first.Pixels())*4,
+	d := &Stack{N: n, SigY: sig[0], SigX: sig[1], Names: names}
+	if err := memlimit.Check(fmt.Sprintf("a dense stack of %d masks of %d×%d pixels", n, sig[0], sig[1]), d.DenseBytes(),
 		"use fewer or smaller masks"); err != nil {
 		return nil, fmt.Errorf("concat: %w", err)
 	}
-	data := make([]float32, 0, n*first.Pixels())
+	d.Data = make([]float32, 0, n*first.Pixels())
+	if !exact {
+		d.Lo = make([]float32, 0, n*first.Pixels())
+	}
 	for _, s := range stacks {
-		if s.Data != nil {
-			data = append(data, s.Data...)
-			continue
-		}
-		for m := range s.N {
-			data = append(data, s.Mask(m)...)
+		s = s.dense() // a copy for a stack held in CSR form (the check above covers it)
+		d.Data = append(d.Data, s.Data...)
+		if !exact {
+			d.Lo = append(d.Lo, loOrZeros(s.Lo, len(s.Data))...)
 		}
 	}
-	return New(n, sig[0], sig[1], data, names)
+	return d, d.Validate(sig)
+}
+
+// loOrZeros is lo, or n zeros when lo is nil.
+func loOrZeros(lo []float32, n int) []float32 {
+	if lo == nil {
+		return make([]float32, n)
+	}
+	return lo
 }
 
 // checkSig checks a signal shape for positive sizes and at most MaxWeights pixels.
@@ -299,4 +407,33 @@ func count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// LoPairs returns a stack of 2N masks, held as s is: masks 0..N−1 with s's float32
+// weights, masks N..2N−1 with their Lo parts (zero where a weight is exact). Kernels that
+// take float32 weights give, for masks m and N+m, two products whose sum in float64 is
+// mask m's product at float64 precision (see Split).
+func (s *Stack) LoPairs() *Stack {
+	names := append(slices.Clone(s.Names), make([]string, s.N)...)
+	for m := range s.N {
+		names[s.N+m] = s.Names[m] + ".lo"
+	}
+	d := &Stack{N: 2 * s.N, SigY: s.SigY, SigX: s.SigX, Names: names}
+	if s.Data != nil {
+		d.Data = append(slices.Clone(s.Data), loOrZeros(s.Lo, len(s.Data))...)
+	} else {
+		d.Sparse = s.Sparse.LoPairs()
+	}
+	return d
+}
+
+// LoPairs is Stack.LoPairs for the CSR form: 2N rows, row N+m with row m's Lo parts.
+func (c *CSR) LoPairs() *CSR {
+	nnz := int32(len(c.Val))
+	p := &CSR{N: 2 * c.N, Pixels: c.Pixels, RowPtr: slices.Clone(c.RowPtr),
+		Col: append(slices.Clone(c.Col), c.Col...), Val: append(slices.Clone(c.Val), loOrZeros(c.Lo, len(c.Val))...)}
+	for _, r := range c.RowPtr[1:] {
+		p.RowPtr = append(p.RowPtr, nnz+r)
+	}
+	return p
 }

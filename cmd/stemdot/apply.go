@@ -126,7 +126,7 @@ the run.`,
 	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape (nav_y, nav_x, n_masks)")
 	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one auto-scaled greyscale PNG per mask, PREFIX_<m>_<name>.png")
 	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape (nav_y, nav_x, 2): y, x")
-	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32)")
+	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32); mask weights given in float64 (--masks files, com about a centre between pixels) then count at float64 precision")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar and no summary")
 	f.BoolVar(&perWorker, "workers", false, "after the summary, one line per worker: frames, claims, GB/s while busy, start-up time and, for GPU workers, the feed (mapped: DMA from the file's mapping; staged: CPU copies)")
 	df.register(f)

@@ -548,3 +548,46 @@ func TestPlanMessagesNameFlags(t *testing.T) {
 	require.Contains(t, stderr, "--gpus auto uses no GPU here (")
 	require.Contains(t, stderr, "--cpus 0 leaves nothing to run on: give --cpus 1 or more")
 }
+
+// TestFloat64Weights: with --float64, mask weights given in float64 (an NPY stack of
+// random float64 weights, centre-of-mass moments about a centre between pixels) count at
+// float64 precision, not rounded to float32: the results equal a float64 reference to
+// 1e-11 of Σ|w·x| (float64 sums in another order), where float32-rounded weights are off
+// by more than 1e-9.
+func TestFloat64Weights(t *testing.T) {
+	path := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	frames, sy, sx := mibFrames(t, path)
+	p := sy * sx
+	rng := rand.New(rand.NewPCG(64, 1))
+	stack := make([]float64, 3*p)
+	for i := range stack {
+		stack[i] = rng.NormFloat64()
+	}
+	dir := t.TempDir()
+	mpath := filepath.Join(dir, "m64.npy")
+	require.NoError(t, stemnpy.WriteFile(mpath, []int{3, sy, sx}, stack))
+	const cx, cy = 127.3, 128.6
+	com := make([]float64, 3*p)
+	for i := range p {
+		com[i], com[p+i], com[2*p+i] = 1, float64(i/sx)-cy, float64(i%sx)-cx
+	}
+	weights := append(stack, com...)
+	shape, got, _ := applyCase(t, path, "--nav-shape", "2,4", "--float64", "--masks", mpath,
+		"--mask", fmt.Sprintf("com:%g,%g", cx, cy))
+	require.Equal(t, []int{2, 4, 6}, shape)
+	worst32 := 0.0
+	for f, fr := range frames {
+		for m := range 6 {
+			var want, abs, want32 float64
+			for i, x := range fr {
+				w := weights[m*p+i]
+				want += w * x
+				abs += math.Abs(w * x)
+				want32 += float64(float32(w)) * x
+			}
+			require.InDelta(t, want, got[f*6+m], 1e-11*abs, "frame %d mask %d", f, m)
+			worst32 = max(worst32, math.Abs(want32-want)/abs)
+		}
+	}
+	require.Greater(t, worst32, 1e-9, "float32-rounded weights must be off, else this test cannot fail")
+}

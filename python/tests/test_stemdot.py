@@ -109,6 +109,26 @@ def test_real_mib_info_and_known_values(data_dir):
     np.testing.assert_array_equal(vbf.ravel(), frames[:, sel].sum(axis=1))
 
 
+def test_float64_weights_keep_their_precision(data_dir):
+    # float64 masks (random weights, moments about a centre between pixels) with a float64
+    # result: the float64 products, not those of the weights rounded to float32
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    rng = np.random.default_rng(64)
+    yy, xx = np.mgrid[:256, :256]
+    masks = np.concatenate([rng.standard_normal((2, 256, 256)), [yy - 128.6, xx - 127.3]])
+    frames = read_mib(path).astype(np.float64).reshape(8, -1)
+    flat = masks.reshape(len(masks), -1)
+    want, scale = frames @ flat.T, np.abs(frames) @ np.abs(flat).T
+    off32 = np.max(np.abs(frames @ flat.astype(np.float32).astype(np.float64).T - want) / scale)
+    assert off32 > 1e-9, "float32-rounded weights must be off, else this test cannot fail"
+    with stemdot.open(path, nav_shape=(2, 4)) as ds:
+        got = stemdot.apply_masks(ds, masks, dtype=np.float64).reshape(8, -1)
+        got32 = stemdot.apply_masks(ds, masks).reshape(8, -1)
+    assert np.max(np.abs(got - want) / scale) < 1e-11
+    assert got32.dtype == np.float32
+    assert np.max(np.abs(got32 - want) / scale) < 1e-6
+
+
 def test_hot_pixel(data_dir):
     path = data_dir / "mib" / "002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib"
     with stemdot.open(path) as ds:

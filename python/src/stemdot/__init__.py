@@ -533,8 +533,9 @@ def _progress_bar(done, total):
 
 
 def _job(masks, dtype):
-    """The result dtype (float32 or float64) and the masks as float32 (n_masks, sig_y,
-    sig_x), C order; DTypeError or ShapeError otherwise."""
+    """The result dtype (float32 or float64) and the masks (n_masks, sig_y, sig_x), C
+    order: float32, or float64 for a float64 result from masks that are not float32 (the
+    library then keeps their float64 precision); DTypeError or ShapeError otherwise."""
     out_dtype = np.dtype(dtype)
     if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise DTypeError(f"result dtype {out_dtype} is not float32 or float64", _lib.ERR_DTYPE)
@@ -545,7 +546,16 @@ def _job(masks, dtype):
         raise ShapeError(f"masks of shape {masks.shape}: want (n_masks, sig_y, sig_x)", _lib.ERR_SHAPE)
     if masks.dtype.kind not in "biuf":
         raise DTypeError(f"masks dtype {masks.dtype} is not a real number type", _lib.ERR_DTYPE)
-    return out_dtype, np.ascontiguousarray(masks, dtype=np.float32)
+    weights = np.float64 if out_dtype == np.float64 and masks.dtype != np.float32 else np.float32
+    return out_dtype, np.ascontiguousarray(masks, dtype=weights)
+
+
+def _weights(masks):
+    """The ctypes pointer to masks' weights and the suffix of the C function that takes
+    them: "" for float32, "64" for float64."""
+    if masks.dtype == np.float64:
+        return masks.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), "64"
+    return masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), ""
 
 
 def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32):
@@ -555,7 +565,8 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     data: a :class:`Dataset`, or a numpy array of shape ``nav_shape + (sig_y, sig_x)``
       (passed zero-copy when C-contiguous and native byte order; otherwise copied once,
       see :func:`from_array`).
-    masks: array (n_masks, sig_y, sig_x) or (sig_y, sig_x), converted to float32 C order.
+    masks: array (n_masks, sig_y, sig_x) or (sig_y, sig_x), converted to float32 C order
+      (float64 weights keep their float64 precision with ``dtype=np.float64``).
     cpus: None (every usable core), a count, or a list of logical CPU ids.
     gpus: None (none), a count, a list of device ids, or "auto".
     progress: False, True (a bar on stderr), or a callable ``f(done, total)`` called with
@@ -638,9 +649,10 @@ def _apply(ds, masks, plan, progress, out):
             done.set()
 
     def _apply_call():
-        code = _LIB.stemdot_apply(
+        weights, suffix = _weights(masks)
+        code = getattr(_LIB, "stemdot_apply" + suffix)(
             ds.handle,
-            masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+            weights,
             masks.shape[0],
             masks.shape[1],
             masks.shape[2],
@@ -716,10 +728,11 @@ class Resident(_Closing):
         if self._handle is None:
             raise BadHandleError(f"resident dataset {self.source} is closed", _lib.ERR_BAD_HANDLE)
         out = np.empty(self.nav_shape + (masks.shape[0],), dtype=out_dtype)
+        weights, suffix = _weights(masks)
         _call(
-            _LIB.stemdot_resident_apply,
+            getattr(_LIB, "stemdot_resident_apply" + suffix),
             self._handle,
-            masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+            weights,
             masks.shape[0],
             masks.shape[1],
             masks.shape[2],

@@ -92,8 +92,10 @@ def _declare(lib):
         "stemdot_run_free": (status, [u64]),
         "stemdot_mask_parse": (status, [c.c_char_p, size, size, c.POINTER(c.c_float), size, c.POINTER(size)]),
         "stemdot_apply": (status, [u64, c.POINTER(c.c_float), size, size, size, u64, u64, PROGRESS_FN, p, p, c.c_int, size]),
+        "stemdot_apply64": (status, [u64, c.POINTER(c.c_double), size, size, size, u64, u64, PROGRESS_FN, p, p, c.c_int, size]),
         "stemdot_to_device": (status, [u64, c.c_int, c.POINTER(u64)]),
         "stemdot_resident_apply": (status, [u64, c.POINTER(c.c_float), size, size, size, p, c.c_int, size]),
+        "stemdot_resident_apply64": (status, [u64, c.POINTER(c.c_double), size, size, size, p, c.c_int, size]),
         "stemdot_resident_free": (status, [u64]),
         "stemdot_com_shifts": (status, [p, c.c_int, size, size, size, c.POINTER(c.c_double)]),
     }

@@ -460,7 +460,7 @@ def apply_masks(
     path: a file every worker can read at this path (shared storage); the client need
       not see it. open_options: those of :func:`stemdot.open` (format, nav_shape,
       sig_shape, dtype, ...), except frames.
-    masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), converted to float32; scattered
+    masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), as for stemdot.apply_masks; scattered
       to the workers once.
     out_dtype: np.float32 or np.float64 (float64 accumulates in float64).
     progress: False; True (a tqdm bar when tqdm is installed, else a bar on stderr); or
@@ -487,17 +487,7 @@ def apply_masks(
     cancel the run and are raised as they were raised on the worker.
     """
     _check_options(open_options)
-    out_dtype = np.dtype(out_dtype)
-    if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise stemdot.DTypeError(f"result dtype {out_dtype} is not float32 or float64", _lib.ERR_DTYPE)
-    masks = np.asarray(masks)
-    if masks.ndim == 2:
-        masks = masks[np.newaxis]
-    if masks.ndim != 3:
-        raise stemdot.ShapeError(f"masks of shape {masks.shape}: want (n_masks, sig_y, sig_x)", _lib.ERR_SHAPE)
-    if masks.dtype.kind not in "biuf":
-        raise stemdot.DTypeError(f"masks dtype {masks.dtype} is not a real number type", _lib.ERR_DTYPE)
-    masks = np.ascontiguousarray(masks, dtype=np.float32)
+    out_dtype, masks = stemdot._job(masks, out_dtype)
     path = os.fspath(path)
 
     started = time.monotonic()

@@ -145,9 +145,11 @@ const char *stemdot_status_name(stemdot_status status);
  *               read (a distributed task computes its range this way)
  * e.g. "format=raw;sig_shape=256,256;dtype=uint16;nav_shape=4,4;byte_order=big".
  * Errors: INVALID_ARGUMENT (NULL, bad options), IO (missing or unreadable file), FORMAT
- * (unknown format, a size that is not a whole number of frames, inconsistent headers,
- * nav_shape not matching the frame count), SHAPE (bad shape option, a frames range
- * outside the file), DTYPE (bad dtype option).
+ * (unknown format, a size that does not fit the frames described, inconsistent headers),
+ * SHAPE (bad shape option, a frames range outside the file), DTYPE (bad dtype option).
+ * A nav_shape that does not match the frame count is fitted as the CLI does (surplus
+ * frames ignored, an incomplete scan's complete rows kept) and reported by
+ * stemdot_dataset_warnings.
  * Thread-safe.
  */
 stemdot_status stemdot_open(const char *path, const char *options, stemdot_dataset *out);

@@ -243,7 +243,7 @@ func Write(ctx context.Context, path string, opt Options) (saturated int64, err 
 		case ".raw", ".bin":
 			format = "raw"
 		default:
-			return 0, fmt.Errorf("synth: %s: give the format (raw, npy or mib): the extension does not say", path)
+			return 0, fmt.Errorf("synth: %s: the extension does not say the format: give option format (raw, npy or mib)", path)
 		}
 	}
 	w, err := dataset.Create(path, format, opt.NavShape, opt.SigShape, m.DType)

@@ -391,6 +391,9 @@ def test_plans():
         stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus="two")
     with pytest.raises(stemdot.PlanError, match="4095"):
         stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus=[4095])
+    for bad in (1.5, [0.5]):
+        with pytest.raises(stemdot.InvalidArgumentError, match=r"cpus=.*: want None, a count, a list of ids"):
+            stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus=bad)
     allowed = sorted(os.sched_getaffinity(0))
     np.testing.assert_array_equal(stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus=[allowed[0]])[:, 0], [16] * 3)
     try:

@@ -35,7 +35,7 @@ def _parser():
         description="Apply a mask stack to every frame of FILE on the workers of a Dask cluster "
         "(dask scheduler + dask worker --nthreads 1 on every node); writes nav_shape + (n_masks,) as NPY.",
     )
-    p.add_argument("file", metavar="FILE", help="4D-STEM file (MIB, NPY, raw) at a path every worker can read")
+    p.add_argument("file", metavar="FILE", help="4D-STEM file (MIB, NPY, raw, BLO, HDF5, EMPAD XML) at a path every worker can read")
     p.add_argument("--scheduler", required=True, metavar="ADDRESS", help="the scheduler, e.g. tcp://head:8786")
     p.add_argument("--mask", action="append", default=[], metavar="SPEC",
                    help="disk:CX,CY,R  ring:CX,CY,RI,RO  point:X,Y  rect:X,Y,W,H  com  com:CX,CY[,R] (repeatable)")
@@ -43,7 +43,7 @@ def _parser():
                    help="an NPY mask stack (n_masks, sig_y, sig_x) or one mask (sig_y, sig_x) (repeatable)")
     p.add_argument("--out", required=True, metavar="NPY", help="result file (NPY, float32 unless --float64)")
     p.add_argument("--float64", action="store_true", help="accumulate and write float64")
-    p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5 (default: detected)")
+    p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5, empad (default: detected)")
     p.add_argument("--nav-shape", type=_shape, metavar="Y,X", help="scan shape (overrides the file's)")
     p.add_argument("--sig-shape", type=_shape, metavar="Y,X", help="frame shape of a raw file")
     p.add_argument("--dtype", help="pixel dtype of a raw file (uint16, float32, ...)")
@@ -58,7 +58,7 @@ def _parser():
                    help="frames per stemdot worker in one task (default: 32 MiB of frames)")
     p.add_argument("--resources", metavar="NAME=N", action="append", default=[],
                    help="Dask resources every task needs, e.g. GPU=1 for GPU nodes only (repeatable)")
-    p.add_argument("--timeout", type=float, default=120, help="seconds to wait for the scheduler and the workers' set-up")
+    p.add_argument("--timeout", type=float, default=120, help="seconds to wait for the scheduler and the workers' set-up (default 120)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -118,6 +118,7 @@ def main(argv=None):
             "sync_offset", "dataset_path")
     options = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     resources = _resources(args.resources)
+    print(f"stemdot.dask: connecting to {args.scheduler} (waiting up to --timeout {args.timeout:g} s)", file=sys.stderr)
     try:
         with Client(args.scheduler, timeout=args.timeout) as client:
             nodes = sdask.bootstrap(client, timeout=args.timeout)

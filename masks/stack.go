@@ -89,8 +89,8 @@ func New64(n, sy, sx int, data []float64, names []string) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Lo = lo
-	return s, s.Validate([2]int{sy, sx})
+	s.Lo = lo // as long as Data: New checked its length
+	return s, nil
 }
 
 // Exact reports whether the stack's weights are exact in float32 (it has no Lo part).

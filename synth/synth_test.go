@@ -222,7 +222,7 @@ func TestWriteErrorsLeaveNoFile(t *testing.T) {
 		want string
 	}{
 		{"a.mib", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, DType: dataset.Float32}, "MIB stores uint8, uint16 or uint32"},
-		{"a.tif", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}}, "give the format"},
+		{"a.tif", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}}, "give option format (raw, npy or mib)"},
 		{"a.npy", Options{NavShape: []int{2, 2, 2}, SigShape: [2]int{16, 16}}, "want (nav_y, nav_x)"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{0, 16}}, "non-positive"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Shift: -1}, "shift -1: want a finite, non-negative value"},

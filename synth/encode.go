@@ -8,40 +8,29 @@ import (
 )
 
 // encode stores counts in dst as dt in host byte order, clipping each count to the
-// dtype's largest value (a saturated counter); it returns the number of counts clipped.
+// dtype's largest value (a saturated counter; counts is clipped in place); it returns
+// the number of counts clipped.
 func encode(dst []byte, counts []uint32, dt dataset.DType) (clipped int) {
-	if most := maxCount(dt); most < math.MaxUint32 {
-		for _, c := range counts {
-			if c > most {
-				clipped++
-			}
+	most := maxCount(dt)
+	for j, c := range counts {
+		if c > most {
+			counts[j] = most
+			clipped++
 		}
 	}
 	ne := binary.NativeEndian
 	switch dt {
-	case dataset.Uint8:
+	case dataset.Uint8, dataset.Int8:
 		for j, c := range counts {
-			dst[j] = uint8(min(c, math.MaxUint8))
+			dst[j] = uint8(c)
 		}
-	case dataset.Int8:
+	case dataset.Uint16, dataset.Int16:
 		for j, c := range counts {
-			dst[j] = uint8(min(c, math.MaxInt8))
+			ne.PutUint16(dst[2*j:], uint16(c))
 		}
-	case dataset.Uint16:
-		for j, c := range counts {
-			ne.PutUint16(dst[2*j:], uint16(min(c, math.MaxUint16)))
-		}
-	case dataset.Int16:
-		for j, c := range counts {
-			ne.PutUint16(dst[2*j:], uint16(min(c, math.MaxInt16)))
-		}
-	case dataset.Uint32:
+	case dataset.Uint32, dataset.Int32:
 		for j, c := range counts {
 			ne.PutUint32(dst[4*j:], c)
-		}
-	case dataset.Int32:
-		for j, c := range counts {
-			ne.PutUint32(dst[4*j:], min(c, math.MaxInt32))
 		}
 	case dataset.Float32:
 		for j, c := range counts {
@@ -55,7 +44,7 @@ func encode(dst []byte, counts []uint32, dt dataset.DType) (clipped int) {
 	return clipped
 }
 
-// maxCount is the largest count dt stores.
+// maxCount is the largest count dt stores (all of uint32 for uint32 and floats).
 func maxCount(dt dataset.DType) uint32 {
 	switch dt {
 	case dataset.Uint8:

@@ -101,10 +101,10 @@ func (j *Job) loPairs() *masks.Stack {
 	return j.pairs
 }
 
-// packedMasks returns the masks packed for the packed kernels (packMasks), shared by all
-// workers of the job.
-func (j *Job) packedMasks() []float32 {
-	j.packedOnce.Do(func() { j.packed = packMasks(j.Masks.Data, j.NMasks, j.Masks.Pixels()) })
+// packedMasks returns the masks laid out by pack (packMasks or packBcast: the same for
+// every worker of a job, whose workers share one dtype), shared by all workers of the job.
+func (j *Job) packedMasks(pack packer) []float32 {
+	j.packedOnce.Do(func() { j.packed = pack(j.Masks.Data, j.NMasks, j.Masks.Pixels()) })
 	return j.packed
 }
 

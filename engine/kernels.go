@@ -179,6 +179,20 @@ const (
 // kernels (simd_packed_amd64.s) implement it with AVX-512 (M = 8) and AVX2+FMA (M = 4).
 type packedKernel[N native] func(px0, px1, px2 *N, n int, w *float32, pf *float32, out *float32)
 
+// bcastKernel sets out[16v·f+m] = Σ_{i<n} px_f[i]·w[16v·i+m] for its F frames px_f (frame
+// f at px plus f·stride bytes) and the 16v masks of a broadcast panel (packBcast) at w,
+// in float32: one 16-lane accumulator per frame and 16 masks, each pixel of a frame
+// broadcast to 16 lanes, each vector of weights loaded once for the F frames (the GEMM
+// way: no sums across lanes). n ≥ 1 is any pixel count; the kernel reads no frame byte
+// past px_f + 4n. Every 4 pixels it prefetches three 64-byte lines from pf into L2 (an
+// x86 prefetch never faults). The amd64 assembly kernels (simd_bcast_amd64.s, written by
+// gen_bcast.go) implement it with AVX-512 for F = 1..bcastFrames and v = 1, 2.
+type bcastKernel func(px *float32, stride, n int, w, pf, out *float32)
+
+// bcastFrames is the most frames of a broadcast kernel call: 12 frames × 2 accumulators
+// of the 32 ZMM registers, and 8 for the weights and the broadcast pixels.
+const bcastFrames = 12
+
 // packedKernels are the packed kernels for pixel type N, for 1, 2 and 3 frames.
 type packedKernels[N native] struct {
 	frames [3]packedKernel[N]
@@ -215,7 +229,8 @@ type groupKernels[N native] struct {
 // 3 frames at a time; else, and for the masks left over, two frames at a time against 4
 // masks, the rest and an odd last frame 8, 4, 2 or 1 masks per kernel call. The float32
 // partial sums of a block are added in float64, which bounds the float32 rounding error
-// to that of simdBlock-pixel sums.
+// to that of simdBlock-pixel sums. Float32 frames with at least bcastMinMasks masks take
+// the broadcast kernels instead (applyBcast), on CPUs with AVX-512.
 //
 // The stack's weights (nMasks × pixels × 4 bytes: 16 MiB for 64 masks of 256×256) do
 // not fit in L2, so each group's block comes from L3 or memory once per tile, and the
@@ -230,8 +245,9 @@ type simdDense[N native] struct {
 	nMasks, pixels int
 	kernels        *groupKernels[N]
 	part           []float32 // block partial sums: max(nMasks, 24)
-	packed         []float32 // packMasks(masks), or nil
+	packed         []float32 // packMasks(masks), packBcast(masks) when bk is set, or nil
 	pk             *packedKernels[N]
+	bk             *[2][bcastFrames]bcastKernel
 }
 
 // packedMinMasks is the least number of masks that take the packed kernels (whole
@@ -242,22 +258,32 @@ type simdDense[N native] struct {
 // masks 70-74 / 31-46. With 1 to 4 masks the frames' reading bounds the old kernels.
 const packedMinMasks = 8
 
-// newSIMDDense returns the kernel for stack m; pack returns the stack packed by packMasks
-// (shared by a job's workers: Job.packedMasks), or is nil to pack here when needed.
-func newSIMDDense[N native](m []float32, nMasks, pixels int, kernels *groupKernels[N], pack func() []float32) *simdDense[N] {
+// newSIMDDense returns the kernel for stack m; pack returns the stack packed by the
+// packer it is given (shared by a job's workers: Job.packedMasks), or is nil to pack here.
+func newSIMDDense[N native](m []float32, nMasks, pixels int, kernels *groupKernels[N], pack func(packer) []float32) *simdDense[N] {
 	d := &simdDense[N]{masks: m, nMasks: nMasks, pixels: pixels, kernels: kernels, part: make([]float32, max(nMasks, 24))}
-	if pk := packedKernelsFor[N](); pk != nil && nMasks >= packedMinMasks {
+	if pack == nil {
+		pack = func(p packer) []float32 { return p(m, nMasks, pixels) }
+	}
+	if bk := bcastKernelsFor[N](); bk != nil && nMasks >= bcastMinMasks {
+		d.bk = bk
+		d.packed = pack(packBcast)
+		d.part = make([]float32, bcastFrames*bcastChunk)
+	} else if pk := packedKernelsFor[N](); pk != nil && nMasks >= packedMinMasks {
 		d.pk = pk
-		if pack != nil {
-			d.packed = pack()
-		} else {
-			d.packed = packMasks(m, nMasks, pixels)
-		}
+		d.packed = pack(packMasks)
 	}
 	return d
 }
 
+// packer lays out a stack (nMasks × pixels float32) for a family of kernels.
+type packer func(m []float32, nMasks, pixels int) []float32
+
 func (d *simdDense[N]) apply(tile []byte, frames int, acc []float64) {
+	if d.bk != nil {
+		d.applyBcast(asNative[float32](tile), frames, acc)
+		return
+	}
 	px := asNative[N](tile)
 	acc = acc[:frames*d.nMasks]
 	clear(acc)
@@ -354,6 +380,97 @@ func (d *simdDense[N]) packedGroup(px []N, frames, k0, n, g int, acc []float64) 
 		}
 		f += nf
 	}
+}
+
+// bcastMinMasks is the least number of masks that take the broadcast kernels, and
+// bcastChunk the most masks of one call. Measured on 32 float32 frames of 256×256 in
+// memory (one Zen 4 core of 118 GFLOP/s, a shared VM), in GFLOP/s, broadcast against
+// packed kernels: 16 masks 54-56 / 66-72 (16-mask panels: 12 broadcasts per 12 FMAs),
+// 24 masks 57-59 / 66-69, 32 masks 78-84 / 64-72, 64 masks 72-84 / 65-70, 128 masks
+// 75-85 / 70-71. End to end (make bench's float32 file, 2 workers), 64 masks ran at
+// 3.7-4.3 GB/s against 3.3-3.6 with the packed kernels in the same runs.
+const (
+	bcastMinMasks = 32
+	bcastChunk    = 32
+)
+
+// applyBcast is apply through the broadcast kernels: for each block of simdBlock pixels
+// and each panel of at most bcastChunk masks (at most 128 KiB, which stays in L2 while
+// the tile's frames pass over it), up to bcastFrames frames per call; the calls of a
+// panel prefetch thirds of the next panel in turn (a stack of 64 masks streams 16 MiB
+// from L3 or memory per tile). As in apply, the float32 sums of a block are added in
+// float64.
+func (d *simdDense[N]) applyBcast(px []float32, frames int, acc []float64) {
+	acc = acc[:frames*d.nMasks]
+	clear(acc)
+	out := d.part[:bcastFrames*bcastChunk]
+	for k0 := 0; k0 < d.pixels; k0 += simdBlock {
+		n := min(simdBlock, d.pixels-k0)
+		for m0 := 0; m0 < d.nMasks; m0 += bcastChunk {
+			off, width := bcastPanel(d.nMasks, d.pixels, k0, m0)
+			w := d.packed[off : off+n*width]
+			masks := min(width, d.nMasks-m0)
+			kernels := &d.bk[width/16-1]
+			pf := d.nextPanel(k0, m0)
+			for f0 := 0; f0 < frames; f0 += bcastFrames {
+				nf := min(bcastFrames, frames-f0)
+				_ = px[(f0+nf-1)*d.pixels+k0+n-1] // every frame of the call is inside px
+				q := len(pf) / 3 * (f0 / bcastFrames % 3)
+				kernels[nf-1](&px[f0*d.pixels+k0], 4*d.pixels, n, &w[0], &pf[q], &out[0])
+				for i := range nf {
+					dst := acc[(f0+i)*d.nMasks+m0:][:masks]
+					for m, v := range out[i*width:][:masks] {
+						dst[m] += float64(v)
+					}
+				}
+			}
+		}
+	}
+}
+
+// nextPanel returns the panel to prefetch while the tile passes over the panel of masks
+// m0 at pixel k0: the next panel, else the next block's first, else (for the next tile)
+// the first.
+func (d *simdDense[N]) nextPanel(k0, m0 int) []float32 {
+	switch {
+	case m0+bcastChunk < d.nMasks:
+		m0 += bcastChunk
+	case k0+simdBlock < d.pixels:
+		k0, m0 = k0+simdBlock, 0
+	default:
+		k0, m0 = 0, 0
+	}
+	off, width := bcastPanel(d.nMasks, d.pixels, k0, m0)
+	return d.packed[off : off+min(simdBlock, d.pixels-k0)*width]
+}
+
+// packBcast returns stack m (nMasks × pixels) laid out for the broadcast kernels: block by
+// block of simdBlock pixels, in each block panel by panel of bcastChunk masks (the last
+// panel 16 or 32 masks wide, zero-padded to 16), in each panel pixel by pixel the weights
+// of the panel's masks (bcastPanel gives the place of a panel).
+func packBcast(m []float32, nMasks, pixels int) []float32 {
+	p := make([]float32, (nMasks+15)&^15*pixels)
+	for k0 := 0; k0 < pixels; k0 += simdBlock {
+		n := min(simdBlock, pixels-k0)
+		for m0 := 0; m0 < nMasks; m0 += bcastChunk {
+			off, width := bcastPanel(nMasks, pixels, k0, m0)
+			for j := range min(width, nMasks-m0) {
+				w := m[(m0+j)*pixels+k0:][:n]
+				for i, v := range w {
+					p[off+i*width+j] = v
+				}
+			}
+		}
+	}
+	return p
+}
+
+// bcastPanel returns the offset (floats) and width (masks: 16 or 32) of the panel of
+// masks from m0 (a multiple of bcastChunk) at pixel k0 (a multiple of simdBlock) in
+// packBcast's layout; the panel holds min(simdBlock, pixels-k0) × width floats.
+func bcastPanel(nMasks, pixels, k0, m0 int) (off, width int) {
+	padded := (nMasks + 15) &^ 15
+	return k0*padded + m0*min(simdBlock, pixels-k0), min(bcastChunk, padded-m0)
 }
 
 // packGroup is the number of masks of a packed group.

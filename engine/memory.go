@@ -17,8 +17,9 @@ type MemoryEstimate struct {
 	// gives the result buffer.
 	Result int64
 	// Masks is the mask stack in the form the workers apply it beyond the stack itself:
-	// a CSR copy of a dense stack applied sparse, or the float64 copy of a dense stack
-	// for a float64 run.
+	// a CSR copy of a dense stack applied sparse, the float64 copy of a dense stack
+	// for a float64 run, or the CPU workers' packed copy of a dense stack of at least 8
+	// masks (at most (n_masks rounded up to 16) × (pixels rounded up to 16) × 4 bytes).
 	Masks int64
 	// PerWorker is one worker's buffers: its tile of native frames (none when the
 	// dataset's frames are read in place) and the dataset's read buffer for it, its
@@ -58,6 +59,8 @@ func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, 
 		e.Masks = 8*int64(stack.NNZ()) + 4*(nMasks+1)
 	case !sparse && opt.Float64:
 		e.Masks = 8 * int64(stack.N) * int64(stack.Pixels())
+	case !sparse && stack.N >= packedMinMasks:
+		e.Masks = 4 * int64((stack.N+15)&^15) * int64((stack.Pixels()+15)&^15)
 	}
 	if _, inPlace := ds.(dataset.Viewer); !inPlace {
 		e.PerWorker += 2 * tile * int64(ds.FrameBytes())

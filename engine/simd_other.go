@@ -8,3 +8,6 @@ func simdKernels[N native]() *groupKernels[N] { return nil }
 
 // packedKernelsFor returns nil: the packed kernels exist only in amd64 assembly.
 func packedKernelsFor[N native]() *packedKernels[N] { return nil }
+
+// bcastKernelsFor returns nil: the broadcast kernels exist only in amd64 assembly.
+func bcastKernelsFor[N native]() *[2][bcastFrames]bcastKernel { return nil }

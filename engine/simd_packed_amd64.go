@@ -2,6 +2,8 @@ package engine
 
 import "golang.org/x/sys/cpu"
 
+//go:generate go run gen_bcast.go
+
 // haveAVX512 reports whether the CPU has AVX-512F and the OS saves the ZMM state
 // (golang.org/x/sys/cpu checks XCR0), which the ZMM kernels of simd_packed_amd64.s need.
 // GODEBUG=cpu.avx512f=off clears it for a whole process.
@@ -153,4 +155,13 @@ func pick[N native](z bool, zmm, ymm [3]packedKernel[N]) *packedKernels[N] {
 		return &packedKernels[N]{frames: zmm, masks: 8, tails: true}
 	}
 	return &packedKernels[N]{frames: ymm, masks: 4}
+}
+
+// bcastKernelsFor returns the broadcast kernels (simd_bcast_amd64.s) for pixel type N:
+// for float32 frames on CPUs and OSes with AVX-512, while useSIMD is on; else nil.
+func bcastKernelsFor[N native]() *[2][bcastFrames]bcastKernel {
+	if _, f32 := any(*new(N)).(float32); !f32 || !useSIMD || !haveAVX2FMA || !haveAVX512 {
+		return nil
+	}
+	return &bcastKernelTable
 }

@@ -55,6 +55,9 @@ func TestPackedKernels(t *testing.T) {
 						t.Run(fmt.Sprintf("zmm=%v/%v/%dx%d/masks%d/frames%d", zmm, dt, sig[0], sig[1], nMasks, frames), func(t *testing.T) {
 							setSIMD(t, true)
 							setAVX512(t, zmm)
+							if zmm && dt == dataset.Float32 && nMasks >= bcastMinMasks {
+								t.Skip("takes the broadcast kernels (TestBcastKernels)")
+							}
 							// Frames 1..frames of the dataset: the tile starts one frame in.
 							fb := ds.FrameBytes()
 							tile := ds.data[fb : (1+frames)*fb]
@@ -120,12 +123,60 @@ func TestPackedTailReadsNoFurther(t *testing.T) {
 				ds := randomDataset(rng, dt, []int{3}, sig)
 				tile := mem[page-len(ds.data) : page]
 				copy(tile, ds.data)
-				stack := randomStack(rng, 16, sig)
+				nMasks := bcastMinMasks - 1 // packed groups (and masks left over) for every dtype
+				stack := randomStack(rng, nMasks, sig)
 				want, mag := reference(ds, stack)
-				acc := make([]float64, 3*16)
+				acc := make([]float64, 3*nMasks)
 				applySIMDDense(t, dt, stack, tile, 3, acc)
 				requireClose(t, acc, want, mag, 1e-5)
 			})
 		}
 	}
+}
+
+// TestBcastKernels checks the broadcast kernels (float32 frames, AVX-512) through simdDense
+// against a float64 reference: 32 to 100 masks (panels of 32 and a last one of 16 or 32,
+// zero-padded), frames of 1 to 2067 pixels (under one 4-pixel step, whole blocks and a
+// tail), and tiles of 1 to 29 frames (calls of 12 frames and every smaller last call),
+// starting off its alignment; and on frames that end where a page without access begins.
+func TestBcastKernels(t *testing.T) {
+	if !haveAVX512 || bcastKernelsFor[float32]() == nil {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	setSIMD(t, true)
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, sig := range [][2]int{{1, 3}, {4, 8}, {3, 689}} {
+		ds := randomDataset(rng, dataset.Float32, []int{30}, sig)
+		for _, nMasks := range []int{32, 33, 40, 48, 64, 100} {
+			stack := randomStack(rng, nMasks, sig)
+			want, mag := reference(ds, stack)
+			for _, frames := range []int{1, 2, 5, 11, 12, 13, 24, 29} {
+				t.Run(fmt.Sprintf("%dx%d/masks%d/frames%d", sig[0], sig[1], nMasks, frames), func(t *testing.T) {
+					fb := ds.FrameBytes()
+					d := newSIMDDense(stack.Data, nMasks, stack.Pixels(), simdKernels[float32](), nil)
+					require.NotNil(t, d.bk, "broadcast kernels")
+					acc := make([]float64, frames*nMasks)
+					d.apply(ds.data[fb:(1+frames)*fb], frames, acc)
+					requireClose(t, acc, want[nMasks:(1+frames)*nMasks], mag[nMasks:(1+frames)*nMasks], 1e-5)
+				})
+			}
+		}
+	}
+	t.Run("last page", func(t *testing.T) {
+		page := unix.Getpagesize()
+		mem, err := unix.Mmap(-1, 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+		require.NoError(t, err)
+		t.Cleanup(func() { unix.Munmap(mem) })
+		require.NoError(t, unix.Mprotect(mem[page:], unix.PROT_NONE))
+		sig := [2]int{3, 37}
+		ds := randomDataset(rng, dataset.Float32, []int{5}, sig)
+		tile := mem[page-len(ds.data) : page]
+		copy(tile, ds.data)
+		stack := randomStack(rng, 40, sig)
+		want, mag := reference(ds, stack)
+		d := newSIMDDense(stack.Data, stack.N, stack.Pixels(), simdKernels[float32](), nil)
+		acc := make([]float64, 5*40)
+		d.apply(tile, 5, acc)
+		requireClose(t, acc, want, mag, 1e-5)
+	})
 }

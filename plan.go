@@ -2,6 +2,8 @@ package stemdot
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/stemdot/stemdot/affinity"
 	"github.com/stemdot/stemdot/cuda"
@@ -43,6 +45,70 @@ type Plan struct {
 
 // planKeys are the option keys of Plan's fields, as messages name them.
 var planKeys = []string{"cpus", "gpus", "ram_per_gpu_worker", "max_workers_per_gpu", "oversubscribe", "partition_size", "topology", "gpu_inventory"}
+
+// ParsePlan parses the plan option string of the C ABI's stemdot_plan_new_options and
+// Python's plan keywords, "key=value;key=value" with the keys of planKeys, each setting
+// the Plan field of that name (case-insensitive keys; empty items are skipped; a key
+// given twice is an error): cpus, gpus, ram_per_gpu_worker and partition_size as
+// strings, max_workers_per_gpu and topology (Cores) as counts, oversubscribe as a
+// boolean (true/false, 1/0, yes/no), gpu_inventory as "KxSIZE". Errors: errs.Argument
+// naming the option.
+func ParsePlan(s string) (Plan, error) {
+	var p Plan
+	seen := map[string]bool{}
+	for item := range strings.SplitSeq(s, ";") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		key, value, ok := strings.Cut(item, "=")
+		key, value = strings.ToLower(strings.TrimSpace(key)), strings.TrimSpace(value)
+		switch {
+		case !ok || key == "":
+			return p, errs.New(errs.Argument, "plan option %q is not key=value", strings.TrimSpace(item))
+		case seen[key]:
+			return p, errs.New(errs.Argument, "option %s given twice", key)
+		}
+		seen[key] = true
+		var err error
+		want := "a whole number"
+		switch key {
+		case "cpus":
+			p.CPUs = value
+		case "gpus":
+			p.GPUs = value
+		case "ram_per_gpu_worker":
+			p.RAMPerGPUWorker = value
+		case "partition_size":
+			p.PartitionSize = value
+		case "gpu_inventory":
+			p.GPUInventory = value
+		case "max_workers_per_gpu":
+			p.MaxWorkersPerGPU, err = strconv.Atoi(value)
+		case "topology":
+			p.Cores, err = strconv.Atoi(value)
+		case "oversubscribe":
+			p.Oversubscribe, err = parseBool(value)
+			want = "true or false"
+		default:
+			return p, errs.New(errs.Argument, "unknown plan option %q (known: %s)", key, strings.Join(planKeys, ", "))
+		}
+		if err != nil {
+			return p, errs.New(errs.Argument, "option %s %q: want %s", key, value, want)
+		}
+	}
+	return p, nil
+}
+
+// parseBool parses true/false, 1/0, yes/no, on/off (case-insensitive).
+func parseBool(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "true", "1", "yes", "on":
+		return true, nil
+	case "false", "0", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("not a boolean: %q", s)
+}
 
 // Machine is what plans are made for.
 type Machine struct {

@@ -219,3 +219,36 @@ func TestPlannerErrors(t *testing.T) {
 	require.Len(t, p.Warnings, 1)
 	require.Contains(t, p.Warnings[0], "gpus auto")
 }
+
+// TestParsePlan reads the C ABI's and Python's plan options into Plan's fields, and
+// refuses malformed ones naming the option; oversubscribe lets a described 2-core machine
+// take 3 CPU workers, which it refuses without.
+func TestParsePlan(t *testing.T) {
+	p, err := stemdot.ParsePlan(" CPUs=0,2-3 ;gpus=auto;ram_per_gpu_worker=4GiB;max_workers_per_gpu=2;oversubscribe=yes;partition_size=64MiB;topology=8;gpu_inventory=2x141GB;")
+	require.NoError(t, err)
+	require.Equal(t, stemdot.Plan{CPUs: "0,2-3", GPUs: "auto", RAMPerGPUWorker: "4GiB", MaxWorkersPerGPU: 2,
+		Oversubscribe: true, PartitionSize: "64MiB", Cores: 8, GPUInventory: "2x141GB"}, p)
+	p, err = stemdot.ParsePlan("")
+	require.NoError(t, err)
+	require.Equal(t, stemdot.Plan{}, p)
+	for s, msg := range map[string]string{
+		"cpus":                  `plan option "cpus" is not key=value`,
+		"cpus=1;cpus=2":         "option cpus given twice",
+		"oversubscribe=maybe":   `option oversubscribe "maybe": want true or false`,
+		"max_workers_per_gpu=x": `option max_workers_per_gpu "x": want a whole number`,
+		"threads=4":             `unknown plan option "threads"`,
+	} {
+		_, err := stemdot.ParsePlan(s)
+		require.ErrorContains(t, err, msg, s)
+		require.Equal(t, errs.Argument, errs.KindOf(err), s)
+	}
+	_, err = stemdot.Plan{Cores: 2, CPUs: "3"}.Planner()
+	require.ErrorContains(t, err, "option oversubscribe")
+	p, err = stemdot.ParsePlan("topology=2;cpus=3;oversubscribe=true")
+	require.NoError(t, err)
+	pl, err := p.Planner()
+	require.NoError(t, err)
+	plan, err := pl.Plan(nil, nil)
+	require.NoError(t, err)
+	require.Len(t, plan.Workers, 3)
+}

@@ -196,6 +196,24 @@ func stemdot_plan_new(cpus, gpus *C.stemdot_cchar, out *C.stemdot_plan) (st C.st
 	return succeed()
 }
 
+//export stemdot_plan_new_options
+func stemdot_plan_new_options(options *C.stemdot_cchar, out *C.stemdot_plan) (st C.stemdot_status) {
+	const fn = "stemdot_plan_new_options"
+	defer guard(fn, &st)
+	if out == nil {
+		return fail(fn, failf(errs.Argument, "out must not be NULL"))
+	}
+	p, err := stemdot.ParsePlan(goString(options))
+	if err == nil {
+		var pl *stemdot.Planner
+		if pl, err = p.Planner(); err == nil {
+			*out = C.stemdot_plan(handles.add(kindPlan, pl))
+			return succeed()
+		}
+	}
+	return fail(fn, err)
+}
+
 //export stemdot_plan_describe
 func stemdot_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_plan_describe"

@@ -193,6 +193,22 @@ stemdot_status stemdot_dataset_free(stemdot_dataset dataset);
 stemdot_status stemdot_plan_new(const char *cpus, const char *gpus, stemdot_plan *out);
 
 /*
+ * stemdot_plan_new with every option of a plan: options is NULL or "" for the default
+ * plan, else "key=value;key=value" with keys
+ *   cpus, gpus          as in stemdot_plan_new
+ *   oversubscribe       true | false: allow more CPU workers than usable physical cores
+ *                       (the plan then warns; default false)
+ *   partition_size      target partition size in decoded float32 bytes, e.g. 512MiB
+ *   ram_per_gpu_worker  GPU memory one worker needs under gpus=auto, e.g. 4GiB
+ *   max_workers_per_gpu cap on the workers per GPU under gpus=auto
+ *   topology            plan for a described machine of N physical cores (plans only)
+ *   gpu_inventory       plan for described GPUs, e.g. 2x141GB (plans only)
+ * e.g. "cpus=32;oversubscribe=true". Errors as stemdot_plan_new; INVALID_ARGUMENT also
+ * for an unknown key, a key given twice or a malformed value. Thread-safe.
+ */
+stemdot_status stemdot_plan_new_options(const char *options, stemdot_plan *out);
+
+/*
  * Writes what the user should know about how the dataset was read, one line each
  * (newline-separated, "" for none): a guessed nav shape, surplus or missing frames, a
  * sync offset, the HDF5 dataset chosen, ... (the CLI prints them as warnings). Same

@@ -313,7 +313,7 @@ func TestMakeErrors(t *testing.T) {
 		{"CPU list beyond quota", smtTopology(4, 2), nil, Request{CPUList: []int{0, 3}}, nil,
 			"planner: CPUs 3 lie on cores beyond the 2 usable ones (CPU quota 2 CPUs); pass option oversubscribe to allow it"},
 		{"CPU list plus GPU workers above usable", DescribedTopology(3), gpus, Request{CPUList: []int{0, 1}, GPUs: 2, CUDA: true}, nil,
-			"planner: 2 GPU workers requested but only 1 usable cores are free for them (3 usable, 2 taken by the CPU list); each GPU worker needs a core of its own"},
+			"planner: 2 GPU workers requested but only 1 usable core is free for them (3 usable, 2 taken by the CPU list); each GPU worker needs a core of its own"},
 		{"CPU list and GPU workers more than usable", smtTopology(2, 2), gpus, Request{CPUList: []int{0, 2}, GPUs: 1, CUDA: true}, nil,
 			"planner: 3 workers (2 CPU, 1 GPU) requested but only 2 usable cores; pass option oversubscribe to allow it"},
 		{"CPU count plus GPU workers above usable", DescribedTopology(4), gpus, Request{CPUs: 3, GPUs: 2, CUDA: true}, nil,

@@ -367,9 +367,17 @@ static void misuse(void) {
     } else {
         expect("plan with a GPU", st, STEMDOT_ERR_CUDA_UNAVAILABLE, "GPU");
     }
-    expect("plan", stemdot_plan_new("1", "", &plan), STEMDOT_OK, NULL);
+    expect("plan options unknown key", stemdot_plan_new_options("threads=2", &plan), STEMDOT_ERR_INVALID_ARGUMENT, "threads");
+    expect("plan options beyond the cores", stemdot_plan_new_options("topology=1;cpus=2", &plan), STEMDOT_ERR_PLAN,
+           "option oversubscribe");
+    expect("plan options oversubscribed", stemdot_plan_new_options("topology=1;cpus=2;oversubscribe=true", &plan),
+           STEMDOT_OK, NULL);
     size_t needed = 0;
     char json[4096];
+    expect("plan describe oversubscribed", stemdot_plan_describe(plan, 0, json, sizeof json, &needed), STEMDOT_OK, NULL);
+    check(strstr(json, "oversubscribed") != NULL, "oversubscribed plan JSON warns: %s", json);
+    stemdot_plan_free(plan);
+    expect("plan", stemdot_plan_new("1", "", &plan), STEMDOT_OK, NULL);
     expect("plan describe length", stemdot_plan_describe(plan, ds, NULL, 0, &needed), STEMDOT_ERR_SHAPE, "too small");
     expect("plan describe", stemdot_plan_describe(plan, ds, json, sizeof json, &needed), STEMDOT_OK, NULL);
     check(needed == strlen(json) && strstr(json, "\"partitions\":[[0,") != NULL, "plan JSON: %s", json);

@@ -402,6 +402,27 @@ def test_plans():
         assert "GPU" in str(e)
 
 
+def test_oversubscribe_and_partition_size():
+    """More CPU workers than usable cores are refused with the keyword that allows them,
+    and run (with a warning) when it is given; partition_size sets the partitions."""
+    usable = stemdot.describe_plan()["cores_usable"]
+    frames = np.arange(5 * 4 * 4, dtype=np.uint16).reshape(5, 4, 4)
+    with pytest.raises(stemdot.PlanError, match=r"^planner: .*pass option oversubscribe") as e:
+        stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus=usable + 1)
+    assert not str(e.value).startswith("stemdot_")
+    with pytest.warns(UserWarning, match="oversubscribed"):
+        out = stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus=usable + 1, oversubscribe=True)
+    np.testing.assert_array_equal(out[:, 0], frames.reshape(5, -1).sum(axis=1))
+    with stemdot.from_array(np.zeros((64, 16, 16), np.float32)) as ds:
+        # 64 frames of 1 KiB (decoded float32): 4 KiB partitions hold 4 frames each.
+        plan = stemdot.describe_plan(cpus=1, dataset=ds, partition_size="4KiB")
+    assert plan["partitions"][0] == [0, 4] and len(plan["partitions"]) == 16
+    with pytest.raises(stemdot.InvalidArgumentError, match="oversubscribe"):
+        stemdot.describe_plan(oversubscribe="yes")
+    with pytest.raises(stemdot.InvalidArgumentError, match="partition_size"):
+        stemdot.describe_plan(partition_size="lots")
+
+
 def test_closed_dataset_raises():
     ds = stemdot.from_array(np.zeros((2, 4, 4), np.uint8))
     ds.close()

@@ -24,6 +24,7 @@ import ctypes
 import json
 import operator
 import os
+import re
 import sys
 import threading
 import time
@@ -103,7 +104,7 @@ def __getattr__(name):
 
 class StemdotError(Exception):
     """An error reported by libstemdot. ``code`` is the stemdot_status value, ``message``
-    the library's message (which names the function and the problem)."""
+    the library's message (the problem, and the option or argument that fixes it)."""
 
     def __init__(self, message, code=_lib.ERR_INTERNAL):
         super().__init__(message)
@@ -169,6 +170,8 @@ _ERRORS = {
 
 
 def _error(code, message):
+    # The C ABI names its function first ("stemdot_apply: ..."); a Python user called none.
+    message = re.sub(r"^stemdot_[a-z0-9_]+: ", "", message)
     return _ERRORS.get(code, StemdotError)(message, code)
 
 
@@ -249,9 +252,10 @@ class Dataset(_Closing):
 
 
 def _option_value(key, value):
-    """An option value as text for the "key=value;..." string of stemdot_open, which
-    the library parses and checks (the same parser as the CLI's flags): a sequence of
-    integers as "a,b", a numpy dtype or type as its name, anything else as str()."""
+    """An option value as text for the "key=value;..." strings of stemdot_open and
+    stemdot_plan_new_options, which the library parses and checks (the same parser as
+    the CLI's flags): a sequence of integers as "a,b", a numpy dtype or type as its
+    name, anything else as str()."""
     if isinstance(value, (tuple, list)):
         value = ",".join(str(operator.index(n)) for n in value)
     elif isinstance(value, (np.dtype, type)):
@@ -482,14 +486,15 @@ def _request(value, name):
 
 
 class _Plan:
-    def __init__(self, cpus, gpus):
+    def __init__(self, cpus, gpus, oversubscribe=False, partition_size=None):
+        if not isinstance(oversubscribe, (bool, np.bool_)):
+            raise InvalidArgumentError(f"oversubscribe={oversubscribe!r}: want True or False", _lib.ERR_INVALID_ARGUMENT)
+        options = {"cpus": _request(cpus, "cpus"), "gpus": _request(gpus, "gpus"), "oversubscribe": str(bool(oversubscribe))}
+        if partition_size is not None:
+            options["partition_size"] = partition_size
         handle = ctypes.c_uint64()
-        _call(
-            _LIB.stemdot_plan_new,
-            _request(cpus, "cpus").encode(),
-            _request(gpus, "gpus").encode(),
-            ctypes.byref(handle),
-        )
+        text = ";".join(f"{k}={_option_value(k, v)}" for k, v in options.items())
+        _call(_LIB.stemdot_plan_new_options, text.encode(), ctypes.byref(handle))
         self.handle = handle.value
 
     def describe(self, dataset=None):
@@ -513,13 +518,15 @@ class _Plan:
         _call(_LIB.stemdot_plan_free, self.handle)
 
 
-def describe_plan(cpus=None, gpus=None, dataset=None):
+def describe_plan(cpus=None, gpus=None, dataset=None, oversubscribe=False, partition_size=None):
     """The resource plan for this machine as a dict ({"cores_usable", "workers",
     "partitions", "warnings"}), with partitions when a :class:`Dataset` is given.
     ``cpus``: None (all usable cores), a count, or a list of CPU ids; ``gpus``: None, a
     count, a list of device ids, or "auto" (GPUs where there are; none, with a warning
-    in the plan, on a machine without GPU)."""
-    plan = _Plan(cpus, gpus)
+    in the plan, on a machine without GPU); ``oversubscribe``: allow more CPU workers
+    than usable physical cores (with a warning); ``partition_size``: target partition
+    size in decoded float32 bytes, an int or a string such as "512MiB"."""
+    plan = _Plan(cpus, gpus, oversubscribe, partition_size)
     try:
         return plan.describe(dataset)
     finally:
@@ -564,7 +571,7 @@ def _weights(masks):
     return masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), ""
 
 
-def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32):
+def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32, oversubscribe=False, partition_size=None):
     """Applies a mask stack to every frame: ``out[..., m] = Σ_{y,x} masks[m, y, x] ·
     frame[y, x]``.
 
@@ -578,6 +585,9 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     progress: False, True (a bar on stderr), or a callable ``f(done, total)`` called with
       the frames done (on the thread running the apply, not the caller's).
     dtype: np.float32 (default) or np.float64 (accumulates in float64 too).
+    oversubscribe: allow more CPU workers than usable physical cores (with a warning).
+    partition_size: target partition size in decoded float32 bytes, an int or a string
+      such as "512MiB" (None: the planner's default).
 
     Returns an array of ``dtype``, shape ``nav_shape + (n_masks,)``. Raises
     :class:`StemdotError` subclasses (ShapeError for masks of another sig shape, ...).
@@ -594,7 +604,8 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
         raise TypeError(f"apply_masks wants a stemdot.Dataset or a numpy.ndarray, got {type(data).__name__}")
     try:
         out = np.empty(ds.nav_shape + (masks.shape[0],), dtype=out_dtype)
-        plan = _Plan(cpus, gpus) if cpus is not None or gpus is not None else None
+        custom = cpus is not None or gpus is not None or oversubscribe is not False or partition_size is not None
+        plan = _Plan(cpus, gpus, oversubscribe, partition_size) if custom else None
         try:
             if plan is not None:
                 plan.warn()

@@ -83,6 +83,7 @@ def _declare(lib):
         "stemdot_dataset_get_info": (status, [u64, c.POINTER(DatasetInfo)]),
         "stemdot_dataset_free": (status, [u64]),
         "stemdot_plan_new": (status, [c.c_char_p, c.c_char_p, c.POINTER(u64)]),
+        "stemdot_plan_new_options": (status, [c.c_char_p, c.POINTER(u64)]),
         "stemdot_plan_describe": (status, [u64, u64, c.c_char_p, size, c.POINTER(size)]),
         "stemdot_dataset_warnings": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
         "stemdot_plan_free": (status, [u64]),

@@ -121,8 +121,7 @@ the run.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&maskSpecs, "mask", nil, "a mask spec (repeatable): disk:CX,CY,R, ring:CX,CY,RI,RO, point:X,Y, rect:X,Y,W,H, com[:CX,CY[,R]]")
-	f.StringArrayVar(&masksFiles, "masks", nil, "an NPY mask stack of shape (sig_y, sig_x) or (n, sig_y, sig_x) (repeatable); all stacks together hold at most 2³¹−1 weights, e.g. 32767 masks of 256×256")
+	registerMaskFlags(f, &maskSpecs, &masksFiles)
 	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape (nav_y, nav_x, n_masks)")
 	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one auto-scaled greyscale PNG per mask, PREFIX_<m>_<name>.png")
 	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape (nav_y, nav_x, 2): y, x")

@@ -397,6 +397,23 @@ func TestInfoAndPlan(t *testing.T) {
 	stdout, stderr, code = run(t, "plan", "--cpus", "1")
 	require.Zero(t, code, stderr)
 	require.Contains(t, stdout, "plan: 1 worker (0 GPU, 1 CPU)")
+
+	// --gpus auto plans by the job: without masks, GPU workers wherever they fit; with
+	// the job's one mask on 8 frames, none (by the speed model), as apply would run it.
+	described := []string{"plan", "--topology", "16", "--gpu-inventory", "1x141GB", "--gpus", "auto", mib}
+	stdout, stderr, code = run(t, described...)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "reserved for GPU workers: cores 0, 1, 2, 3")
+	stdout, stderr, code = run(t, append(described, "--mask", "disk:64,64,20")...)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "plan: 16 workers (0 GPU, 16 CPU)")
+	require.Contains(t, stdout, "warning: gpus auto: 0 of the 4 GPU workers that fit, by speed")
+	_, stderr, code = run(t, "plan", "--mask", "disk:1,1,1")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "--mask and --masks need the dataset FILE")
+	_, stderr, code = run(t, "plan", mib, "--mask", "disk:1,1")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "disk:1,1")
 }
 
 // The rough edges of issue #9, as a new user meets them.

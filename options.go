@@ -1,6 +1,7 @@
 package stemdot
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -161,6 +162,9 @@ func ParseShape(s string, ndim int) ([]int, error) {
 	shape := make([]int, len(fields))
 	for i, f := range fields {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(strings.TrimSpace(f), "-") {
+			return nil, errs.New(errs.Shape, "size %q is too large", strings.TrimSpace(f))
+		}
 		if err != nil || n <= 0 {
 			return nil, errs.New(errs.Shape, "%q is not a positive size", strings.TrimSpace(f))
 		}

@@ -141,6 +141,7 @@ func TestOptions(t *testing.T) {
 		{"frames=2", errs.Argument, `option frames "2": want FIRST,COUNT`},
 		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
 		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},
+		{"nav_shape=99999999999999999999,1", errs.Shape, `size "99999999999999999999" is too large`},
 		{"dtype=complex64", errs.DType, "complex64"},
 		{"byte_order=middle", errs.Argument, "want little or big"},
 	} {

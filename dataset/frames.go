@@ -133,8 +133,8 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 	}
 	rows := avail / rowLen
 	if rows == 0 {
-		return fail("nav shape %s%s has %d positions but the file holds %s, less than one scan row of %d; give option nav_shape to read the frames there are",
-			npy.ShapeString(nav), source, want, frames, rowLen)
+		return fail("nav shape %s%s has %d positions but the file holds %s, less than one scan row of %d; give option nav_shape of at most %d positions (e.g. 1,%d)",
+			npy.ShapeString(nav), source, want, frames, rowLen, avail, avail)
 	}
 	kept := []int{rows * rowLen}
 	if len(nav) > 1 {

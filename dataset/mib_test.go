@@ -206,7 +206,7 @@ func TestMIBErrors(t *testing.T) {
 		assert.Equal(t, []int{2, 4}, d.NavShape(), "the complete scan rows")
 		assert.Equal(t, []string{"incomplete acquisition: nav shape (3, 4) (option nav_shape) has 12 positions but the file holds 8 frames: reading the 2 complete scan rows of 4 (nav shape (2, 4)); 4 positions are missing"}, dataset.Notes(d))
 		_, err = dataset.Open(path, dataset.Options{NavShape: []int{1, 9}})
-		assert.ErrorContains(t, err, "nav shape (1, 9) (option nav_shape) has 9 positions but the file holds 8 frames, less than one scan row of 9; give option nav_shape to read the frames there are")
+		assert.ErrorContains(t, err, "nav shape (1, 9) (option nav_shape) has 9 positions but the file holds 8 frames, less than one scan row of 9; give option nav_shape of at most 8 positions (e.g. 1,8)")
 	})
 	t.Run(".hdr nav shape mismatch", func(t *testing.T) {
 		path, raw := copyMIB(t, mib002)

@@ -3,13 +3,16 @@ package stemdot
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/planner"
 )
 
 // Options tells Open how to read a file (see dataset.Options); the zero value detects
@@ -53,18 +56,11 @@ var OpenOptions = []OpenOption{
 		set: func(o *Options, v string) (err error) { o.DType, err = dataset.ParseDType(v); return err }},
 	{Key: "byte_order", Usage: "raw files: byte order, little or big", Default: "little",
 		set: func(o *Options, v string) (err error) { o.BigEndian, err = ParseByteOrder(v); return err }},
-	{Key: "offset", Usage: "raw files: bytes to skip at the start of the file", Default: "0",
-		set: func(o *Options, v string) error {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil || n < 0 {
-				return fmt.Errorf("want a non-negative byte count")
-			}
-			o.Offset = n
-			return nil
-		}},
-	{Key: "frame_header", Usage: "raw files: bytes before every frame's pixels (a per-frame header)", Default: "0",
+	{Key: "offset", Usage: "raw files: bytes to skip at the start of the file (a count, or with a unit: 1KiB)", Default: "0",
+		set: func(o *Options, v string) (err error) { o.Offset, err = parseBytes(v); return err }},
+	{Key: "frame_header", Usage: "raw files: bytes before every frame's pixels (a per-frame header; 1024 or 1KiB)", Default: "0",
 		set: func(o *Options, v string) (err error) { o.FrameHeader, err = parseBytes(v); return err }},
-	{Key: "frame_footer", Usage: "raw files: bytes after every frame's pixels (a per-frame footer or gap)", Default: "0",
+	{Key: "frame_footer", Usage: "raw files: bytes after every frame's pixels (a per-frame footer or gap; 1024 or 1KiB)", Default: "0",
 		set: func(o *Options, v string) (err error) { o.FrameFooter, err = parseBytes(v); return err }},
 	{Key: "sync_offset", Usage: "scan position p reads the file's frame p+N: N>0 skips N leading frames, N<0 inserts -N blank frames first", Default: "0",
 		set: func(o *Options, v string) (err error) {
@@ -90,11 +86,13 @@ var OpenOptions = []OpenOption{
 
 // parseBytes parses a non-negative byte count.
 func parseBytes(v string) (int64, error) {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("want a non-negative byte count")
+	if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 {
+		return n, nil
 	}
-	return n, nil
+	if n, err := planner.ParseBytes(v); err == nil && n <= math.MaxInt64 && strings.ContainsFunc(v, unicode.IsLetter) {
+		return int64(n), nil
+	}
+	return 0, fmt.Errorf("want a non-negative byte count such as 1024 or 1KiB")
 }
 
 // SetOpenOption sets the option key of o from its string value. Errors (errs.Argument,

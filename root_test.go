@@ -129,6 +129,9 @@ func TestOptions(t *testing.T) {
 	o, err := stemdot.ParseOptions(" format=raw; sig_shape=(256, 128) ;dtype=uint16;nav_shape=[4,4];byte_order=BIG;offset=512;")
 	require.NoError(t, err)
 	require.Equal(t, stemdot.Options{Format: "raw", SigShape: []int{256, 128}, DType: 2, NavShape: []int{4, 4}, BigEndian: true, Offset: 512}, o)
+	o, err = stemdot.ParseOptions("frame_header=2KiB;frame_footer=1kB;offset=0")
+	require.NoError(t, err)
+	require.Equal(t, stemdot.Options{FrameHeader: 2048, FrameFooter: 1000}, o)
 	o, err = stemdot.ParseOptions("frames=(0, 3)")
 	require.NoError(t, err)
 	require.Equal(t, stemdot.Options{Frames: dataset.FrameSpan{First: 0, Count: 3}}, o)
@@ -144,6 +147,8 @@ func TestOptions(t *testing.T) {
 		{"nav_shape=99999999999999999999,1", errs.Shape, `size "99999999999999999999" is too large`},
 		{"dtype=complex64", errs.DType, "complex64"},
 		{"byte_order=middle", errs.Argument, "want little or big"},
+		{"frame_footer=1.5", errs.Argument, `option frame_footer "1.5": want a non-negative byte count such as 1024 or 1KiB`},
+		{"offset=-1", errs.Argument, `option offset "-1": want a non-negative byte count`},
 	} {
 		_, err := stemdot.ParseOptions(c.in)
 		require.ErrorContains(t, err, c.msg)

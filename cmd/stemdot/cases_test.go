@@ -363,7 +363,7 @@ func TestCaseRawFrameGap(t *testing.T) {
 				refuseCase(t, "--frame-header and --frame-footer", base...)
 			}
 			refuseCase(t, "--frame-header and --frame-footer", append(base, "--nav-shape", c.nav)...)
-			for _, extra := range [][]string{{"--frame-footer", "1024"}, {"--frame-footer", "1024", "--nav-shape", c.nav}} {
+			for _, extra := range [][]string{{"--frame-footer", "1024"}, {"--frame-footer", "1KiB", "--nav-shape", c.nav}} {
 				shape, got, _ := applyCase(t, append(base, extra...)...)
 				require.Equal(t, c.n*2, len(got), "shape %v", shape)
 				checkResult(t, got, frames, ms)

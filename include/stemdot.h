@@ -136,7 +136,8 @@ const char *stemdot_status_name(stemdot_status status);
  *   dtype       uint8 | uint16 | uint32 | int8 | int16 | int32 | float32 | float64 (raw)
  *   byte_order  little | big (raw; default little)
  *   offset      header bytes to skip (raw; default 0)
- *   frame_header, frame_footer  bytes before/after every frame's pixels (raw; default 0)
+ *   frame_header, frame_footer  bytes before/after every frame's pixels, e.g. 1024 or 1KiB
+ *               (raw; default 0); offset takes units too
  *   sync_offset scan position p reads the file's frame p+N: N > 0 skips N leading
  *               frames, N < 0 inserts -N blank frames first (default 0)
  *   frames      first,count: open only frames [first, first+count) of the file (in

@@ -2,6 +2,7 @@ package stemdot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/stemdot/stemdot/dataset"
@@ -55,8 +56,12 @@ func (r *Result) NonFiniteWarning() string {
 }
 
 // Value is the result of frame f (scan position, row-major over NavShape) and mask m,
-// as float64.
+// as float64. Like an index into a slice, f or m out of range (f < 0 or at least the
+// frame count, m < 0 or at least NMasks) panics, naming both and the result's shape.
 func (r *Result) Value(f, m int) float64 {
+	if frames := (len(r.F32) + len(r.F64)) / max(r.NMasks, 1); f < 0 || f >= frames || m < 0 || m >= r.NMasks {
+		panic(fmt.Sprintf("stemdot: Result.Value(%d, %d) outside the result's %d frames × %d masks", f, m, frames, r.NMasks))
+	}
 	if r.F64 != nil {
 		return r.F64[f*r.NMasks+m]
 	}
@@ -103,8 +108,8 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 
 // checkJob is the one validation of a job before planning: a dataset and a stack whose
 // sig_shape matches the frames', and a result buffer, when given, of n_frames × n_masks.
-// The stack's own consistency (sizes, finite weights) was checked when it was built
-// (masks.New).
+// The stack's own consistency (sizes, finite weights) is checked again (masks.New checked
+// it, but a Stack may be built by hand): errs.Shape for sizes, errs.Argument for weights.
 func checkJob(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) error {
 	switch {
 	case ds == nil:
@@ -112,9 +117,17 @@ func checkJob(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) error {
 	case stack == nil || stack.N < 1:
 		return errs.New(errs.Argument, "no masks")
 	}
-	if sig := ds.SigShape(); stack.SigY != sig[0] || stack.SigX != sig[1] {
+	sig := ds.SigShape()
+	if stack.SigY != sig[0] || stack.SigX != sig[1] {
 		return errs.New(errs.Shape, "masks of sig_shape (%d, %d) do not match the frames' sig_shape (%d, %d) of %s",
 			stack.SigY, stack.SigX, sig[0], sig[1], describe(ds))
+	}
+	if err := stack.Validate(sig); err != nil {
+		kind := errs.Shape
+		if _, ok := errors.AsType[*masks.WeightError](err); ok {
+			kind = errs.Argument
+		}
+		return errs.Wrap(kind, err)
 	}
 	want := ds.NumFrames() * stack.N
 	for _, b := range []struct {

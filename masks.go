@@ -13,6 +13,10 @@ func Masks(sig [2]int, specs ...string) (*masks.Stack, error) {
 	return MasksFrom(sig, nil, specs)
 }
 
+// maskKeys are the option keys of the mask stack, as messages name them (the CLI's
+// --mask and --masks).
+var maskKeys = []string{"mask", "masks"}
+
 // MasksFrom builds a stack from NPY mask files (masks.LoadNPY: (sig_y, sig_x) or (n,
 // sig_y, sig_x)) and then mask specs (see Masks), in order, for frames of sig_shape
 // sig. Errors name the file (errs.IO, errs.Format), the spec (errs.Argument) or the
@@ -38,7 +42,7 @@ func MasksFrom(sig [2]int, files, specs []string) (*masks.Stack, error) {
 	}
 	switch len(parts) {
 	case 0:
-		return nil, errs.New(errs.Argument, "no masks: give a mask spec (--mask) or an NPY mask stack (--masks)")
+		return nil, errs.New(errs.Argument, "no masks: give a mask spec (option mask) or an NPY mask stack (option masks)")
 	case 1:
 		return parts[0], nil
 	}

@@ -191,7 +191,7 @@ var optionRef = regexp.MustCompile(`\boption ([a-z][a-z0-9_]*)\b`)
 func FlagNames(msg string) string {
 	return optionRef.ReplaceAllStringFunc(msg, func(m string) string {
 		key := m[len("option "):]
-		if slices.ContainsFunc(OpenOptions, func(o OpenOption) bool { return o.Key == key }) || slices.Contains(planKeys, key) || slices.Contains(outputKeys, key) {
+		if slices.ContainsFunc(OpenOptions, func(o OpenOption) bool { return o.Key == key }) || slices.Contains(planKeys, key) || slices.Contains(outputKeys, key) || slices.Contains(maskKeys, key) {
 			return FlagName(key)
 		}
 		return m

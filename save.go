@@ -117,6 +117,9 @@ func SaveNPY(path string, res *Result) error { return Save(res, Outputs{NPY: pat
 // beside its final path and all are renamed only when all were written; a failure
 // leaves no file of this call behind. Files get mode 0666 less the umask.
 func Save(res *Result, o Outputs) error {
+	if res == nil {
+		return errs.New(errs.Argument, "no result to save (a nil *Result)")
+	}
 	if err := o.Check(res.Names); err != nil {
 		return err
 	}
@@ -214,6 +217,9 @@ func FindCOM(names []string) (sum int, ok bool) {
 // [2f+1]. A frame with a zero sum has no centre of mass: its shifts are NaN. An index
 // without room for the three masks is errs.Argument.
 func COMShifts(res *Result, sum int) ([]float64, error) {
+	if res == nil {
+		return nil, errs.New(errs.Argument, "no result for the com shifts (a nil *Result)")
+	}
 	if sum < 0 || sum+2 >= res.NMasks {
 		return nil, errs.New(errs.Argument, "com masks at index %d: the result has %d masks, the set needs indices %d to %d", sum, res.NMasks, sum, sum+2)
 	}

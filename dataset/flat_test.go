@@ -186,6 +186,9 @@ func TestNPYShapes(t *testing.T) {
 		{"(6, 4, 5)", []int{1, 6}, [2]int{4, 5}, nil},
 		{"(2, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil},
 		{"(6, 4, 5)", []int{3, 2}, [2]int{4, 5}, []int{3, 2}},
+		{"(2, 1, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil}, // as HDF5's rank 5
+		{"(3, 2, 1, 4, 5)", []int{3, 2}, [2]int{4, 5}, nil},
+		{"(1, 2, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil},
 	} {
 		path := filepath.Join(dir, "s.npy")
 		require.NoError(t, os.WriteFile(path, npyBytes("<u2", false, tc.shape, data), 0o644))
@@ -212,7 +215,7 @@ func TestNPYErrors(t *testing.T) {
 		{"complex", "<c8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<c8'"},
 		{"uint64", "<u8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<u8'"},
 		{"1-D", "<u2", false, "(24,)", data, "NPY shape (24,) is not (sig_y, sig_x)"},
-		{"5-D", "<u2", false, "(1, 2, 1, 3, 4)", data, "NPY shape (1, 2, 1, 3, 4) is not"},
+		{"6-D", "<u2", false, "(1, 1, 2, 1, 3, 4)", data, "NPY shape (1, 1, 2, 1, 3, 4) is not"},
 		{"truncated", "<u2", false, "(2, 3, 4)", data[:40], "size 168 bytes does not match the NPY header: 128 header bytes + 2 frames of 24 bytes (3×4×2) = 176 bytes"},
 		{"empty axis", "<u2", false, "(0, 3, 4)", nil, "NPY shape (0, 3, 4) has an empty axis"},
 	} {

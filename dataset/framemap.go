@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // FrameMap locates a range of frames in a read-only memory mapping of the file, so that
@@ -100,7 +102,7 @@ func (d *mibFile) MapFrames(start, end int) (FrameMap, bool, error) {
 // a second call is an error.
 func closeMapped(path string, closed *atomic.Bool, mapping []byte, f *os.File) error {
 	if closed.Swap(true) {
-		return errors.New("dataset: " + path + ": already closed")
+		return errs.New(errs.Argument, "dataset: %s: already closed", path)
 	}
 	var err error
 	if mapping != nil {

@@ -384,24 +384,6 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	return ds, nil
 }
 
-// userNav drops the size-1 axes of a stored nav shape and merges the leading ones of
-// more than two: (2, 2, 1) → (2, 2), (t, y, x) → (t·y, x), (n) → (1, n).
-func userNav(stored []int) []int {
-	var nav []int
-	for _, n := range stored {
-		if n != 1 {
-			nav = append(nav, n)
-		}
-	}
-	switch {
-	case len(nav) < 2:
-		return []int{1, product(nav)}
-	case len(nav) > 2:
-		return []int{product(nav[:len(nav)-1]), nav[len(nav)-1]}
-	}
-	return nav
-}
-
 // checkDataset checks that the object at dataset_path cname is a dataset: a group gets
 // the datasets of rank 3 to 5 in it listed. Called with h5lock held.
 func (d *h5File) checkDataset(cname *C.char, listing string) error {
@@ -599,7 +581,7 @@ func (d *h5File) setFrames(nav []int, n notes) {
 func (d *h5File) Close() error {
 	defer h5Enter()()
 	if d.closed {
-		return errors.New("dataset: " + d.path + ": already closed")
+		return errs.New(errs.Argument, "dataset: %s: already closed", d.path)
 	}
 	return d.closeLocked()
 }

@@ -1,7 +1,6 @@
 package dataset
 
 import (
-	"fmt"
 	"sync/atomic"
 
 	"github.com/stemdot/stemdot/errs"
@@ -21,25 +20,29 @@ type memoryDataset struct {
 // in scan order, as a Dataset that also implements Viewer (zero-copy). len(data) must be
 // exactly product(navShape)·sig_y·sig_x·dt.Size() bytes; an empty navShape means
 // (1, n_frames) with n_frames taken from len(data). The caller keeps data alive and
-// unchanged while the dataset is in use; Close does not free it.
+// unchanged while the dataset is in use; Close does not free it. Errors: errs.DType for an
+// invalid dtype, errs.Shape for sizes that do not fit data.
 func FromMemory(data []byte, navShape []int, sigShape [2]int, dt DType) (Dataset, error) {
+	if dt.Size() == 0 {
+		return nil, errs.New(errs.DType, "dataset: in-memory data: invalid dtype %v", dt)
+	}
 	frameBytes, err := checkSig(sigShape, dt)
 	if err != nil {
-		return nil, fmt.Errorf("dataset: in-memory data: %w", err)
+		return nil, errs.New(errs.Shape, "dataset: in-memory data: %w", err)
 	}
 	if len(navShape) == 0 {
 		if len(data) == 0 || len(data)%frameBytes != 0 {
-			return nil, fmt.Errorf("dataset: in-memory data: %d bytes is not a whole, non-zero number of frames of %d bytes (%d×%d×%d)",
+			return nil, errs.New(errs.Shape, "dataset: in-memory data: %d bytes is not a whole, non-zero number of frames of %d bytes (%d×%d×%d)",
 				len(data), frameBytes, sigShape[0], sigShape[1], dt.Size())
 		}
 		navShape = []int{1, len(data) / frameBytes}
 	}
 	frames, _, err := CheckShape(navShape, sigShape, dt)
 	if err != nil {
-		return nil, fmt.Errorf("dataset: in-memory data: %w", err)
+		return nil, errs.New(errs.Shape, "dataset: in-memory data: %w", err)
 	}
 	if want := frames * frameBytes; len(data) != want {
-		return nil, fmt.Errorf("dataset: in-memory data: %d bytes, but nav shape %s × sig shape %s × %d bytes (%v) needs %d bytes",
+		return nil, errs.New(errs.Shape, "dataset: in-memory data: %d bytes, but nav shape %s × sig shape %s × %d bytes (%v) needs %d bytes",
 			len(data), npy.ShapeString(navShape), npy.ShapeString(sigShape[:]), dt.Size(), dt, want)
 	}
 	return &memoryDataset{data: data, nav: append([]int(nil), navShape...), sig: sigShape, dt: dt}, nil

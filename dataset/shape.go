@@ -66,3 +66,21 @@ func checkNav(nav []int, source string) (int, error) {
 	}
 	return p, nil
 }
+
+// userNav drops the size-1 axes of a stored nav shape and merges the leading ones of
+// more than two: (2, 2, 1) → (2, 2), (t, y, x) → (t·y, x), (n) → (1, n).
+func userNav(stored []int) []int {
+	var nav []int
+	for _, n := range stored {
+		if n != 1 {
+			nav = append(nav, n)
+		}
+	}
+	switch {
+	case len(nav) < 2:
+		return []int{1, product(nav)}
+	case len(nav) > 2:
+		return []int{product(nav[:len(nav)-1]), nav[len(nav)-1]}
+	}
+	return nav
+}

@@ -180,7 +180,7 @@ func TestLoadNPYErrors(t *testing.T) {
 		{"truncated", writeRawNPY(t, dir, "short.npy", "<i2", false, "(2, 3)", make([]byte, 11)), "array of shape [2 3] and dtype <i2 needs 12 data bytes, file has 11"},
 		{"trailing bytes", writeRawNPY(t, dir, "long.npy", "<f4", false, "(2, 3)", f4(7)), "needs 24 data bytes, file has 28"},
 		{"NaN", writeRawNPY(t, dir, "nan.npy", "<f4", false, "(2, 3)", nanPayload), `mask 0 ("nan") has weight NaN at pixel (y=1, x=2)`},
-		{"float64 beyond float32", writeNPY(t, dir, "big.npy", [][]float64{{1, 1e300}}), `mask 0 ("big") has weight +Inf at pixel (y=0, x=1)`},
+		{"float64 beyond float32", writeNPY(t, dir, "big.npy", [][]float64{{1, 1e300}}), `mask 0 ("big") has weight +Inf at pixel (y=0, x=1): weights must be finite and within float32's range, ±3.403e+38`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

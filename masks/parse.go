@@ -73,6 +73,9 @@ func parse(spec string, sig [2]int) (*Stack, error) {
 		if len(v) == 2 {
 			return COM(sig, v[0], v[1], 0)
 		}
+		if !(v[2] > 0) || math.IsInf(v[2], 0) {
+			return nil, fmt.Errorf("com: radius must be positive and finite, got %v (leave R out for the whole frame: com:CX,CY)", v[2])
+		}
 		return COM(sig, v[0], v[1], v[2])
 	}
 	return nil, fmt.Errorf("unknown mask kind %q (want disk, ring, point, rect or com)", kind)

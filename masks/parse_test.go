@@ -63,6 +63,7 @@ func TestParseErrors(t *testing.T) {
 		{"disk:1,2,NaN", `argument 3 "NaN" is not a finite number`},
 		{"disk:1,2,inf", `argument 3 "inf" is not a finite number`},
 		{"disk:5,5,0", "disk: radius must be positive and finite, got 0"},
+		{"com:5,5,0", "com: radius must be positive and finite, got 0 (leave R out for the whole frame: com:CX,CY)"},
 		{"disk:5,5,-1", "disk: radius must be positive and finite, got -1"},
 		{"disk:50,5,3", "disk at (cx=50, cy=5) with r=3 selects no pixel of the frame of sig_shape (10, 12)"},
 		{"ring:5,5,3", "got 3 arguments, want ring:CX,CY,RI,RO"},
@@ -80,7 +81,7 @@ func TestParseErrors(t *testing.T) {
 		{"com:", "got 0 arguments, want com or com:CX,CY[,R]"},
 		{"com:1", "got 1 arguments, want com or com:CX,CY[,R]"},
 		{"com:1,2,3,4", "got 4 arguments"},
-		{"com:5,5,-2", "com: radius (0 for the whole frame) must be positive and finite, got -2"},
+		{"com:5,5,-2", "com: radius must be positive and finite, got -2"},
 		{"com:100,100,5", "selects no pixel"},
 	}
 	for _, c := range cases {

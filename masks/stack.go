@@ -239,11 +239,17 @@ func (s *Stack) dense() *Stack {
 	return d
 }
 
+// WeightError is Validate's error for a NaN or infinite weight (the stack's sizes are
+// fine, its values are not).
+type WeightError struct{ msg string }
+
+func (e *WeightError) Error() string { return e.msg }
+
 // Validate checks that the stack is well formed and applies to frames of sig_shape sig =
 // (sig_y, sig_x). It returns an error for an empty stack (N < 1), non-positive signal
 // sizes, more than MaxWeights weights, len(Data) != N*SigY*SigX, len(Names) != N, a
-// signal shape other than sig (naming both shapes and the masks), and a NaN or ±Inf weight (naming the mask
-// and the pixel).
+// signal shape other than sig (naming both shapes and the masks), and a NaN or ±Inf weight
+// (a *WeightError naming the mask and the pixel).
 func (s *Stack) Validate(sig [2]int) error {
 	if s == nil {
 		return errors.New("mask stack is nil")
@@ -273,7 +279,12 @@ func (s *Stack) Validate(sig [2]int) error {
 		return fmt.Errorf("mask shape (%d, %d) does not match sig_shape (%d, %d) (%s)", s.SigY, s.SigX, sig[0], sig[1], s.label())
 	}
 	bad := func(m, p int, v float32) error {
-		return fmt.Errorf("mask %d (%q) has weight %v at pixel (y=%d, x=%d)", m, s.Names[m], v, p/s.SigX, p%s.SigX)
+		msg := fmt.Sprintf("mask %d (%q) has weight %v at pixel (y=%d, x=%d)", m, s.Names[m], v, p/s.SigX, p%s.SigX)
+		if math.IsInf(float64(v), 0) {
+			// Also a finite float64 weight beyond float32's range, rounded to float32.
+			msg += fmt.Sprintf(": weights must be finite and within float32's range, ±%.4g (stemdot holds a weight as a float32 and a float32 rest, even for float64 results); scale larger ones down", math.MaxFloat32)
+		}
+		return &WeightError{msg}
 	}
 	if s.Data == nil {
 		c := s.Sparse

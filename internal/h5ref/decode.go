@@ -1,3 +1,5 @@
+//go:build !nohdf5
+
 package h5ref
 
 import (

@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
+	"github.com/stemdot/stemdot/masks"
 )
 
 // The front ends (cmd/, capi/, bench/) plan, open and validate through the root package:
@@ -257,4 +259,47 @@ func TestParsePlan(t *testing.T) {
 	plan, err := pl.Plan(nil, nil)
 	require.NoError(t, err)
 	require.Len(t, plan.Workers, 3)
+}
+
+// Misuse of the Go API gets classified errors (or, for Result.Value, a panic naming the
+// shape, as a slice index would), never a nil dereference or errs.Internal.
+func TestGoAPIMisuse(t *testing.T) {
+	kind := func(want errs.Kind, err error, msg string) {
+		t.Helper()
+		require.ErrorContains(t, err, msg)
+		require.Equal(t, want, errs.KindOf(err), err.Error())
+	}
+	kind(errs.Argument, stemdot.SaveNPY(filepath.Join(t.TempDir(), "x.npy"), nil), "nil *Result")
+	_, err := stemdot.COMShifts(nil, 0)
+	kind(errs.Argument, err, "nil *Result")
+
+	frames := make([]byte, 2*4*4*2)
+	_, err = dataset.FromMemory(frames[:30], []int{2}, [2]int{4, 4}, dataset.Uint16)
+	kind(errs.Shape, err, "30 bytes")
+	_, err = dataset.FromMemory(frames, []int{2}, [2]int{4, 4}, dataset.Invalid)
+	kind(errs.DType, err, "invalid dtype")
+	ds, err := dataset.FromMemory(frames, []int{2}, [2]int{4, 4}, dataset.Uint16)
+	require.NoError(t, err)
+
+	plan := stemdot.Plan{CPUs: "1"}
+	short := &masks.Stack{N: 3, SigY: 4, SigX: 4, Data: make([]float32, 10), Names: []string{"a", "b", "c"}}
+	_, err = stemdot.Apply(t.Context(), ds, short, plan, stemdot.ApplyOptions{})
+	kind(errs.Shape, err, "needs 48 weights, has 10")
+	nan := &masks.Stack{N: 1, SigY: 4, SigX: 4, Data: make([]float32, 16), Names: []string{"n"}}
+	nan.Data[5] = float32(math.NaN())
+	_, err = stemdot.Apply(t.Context(), ds, nan, plan, stemdot.ApplyOptions{})
+	kind(errs.Argument, err, `mask 0 ("n") has weight NaN at pixel (y=1, x=1)`)
+
+	stack, err := stemdot.Masks([2]int{4, 4}, "point:1,2")
+	require.NoError(t, err)
+	res, err := stemdot.Apply(t.Context(), ds, stack, plan, stemdot.ApplyOptions{})
+	require.NoError(t, err)
+	require.Zero(t, res.Value(1, 0))
+	require.PanicsWithValue(t, "stemdot: Result.Value(2, 0) outside the result's 2 frames × 1 masks", func() { res.Value(2, 0) })
+
+	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	f, err := stemdot.Open(mib, stemdot.Options{NavShape: []int{2, 4}})
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	kind(errs.Argument, f.Close(), "already closed")
 }

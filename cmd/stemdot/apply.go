@@ -54,7 +54,7 @@ with --png also PREFIX_com_shift_y.png and PREFIX_com_shift_x.png.
 The result files and PNGs are written under temporary names and renamed only when the
 whole run succeeded: a failed or interrupted run leaves no output behind. An existing
 output file is replaced only if it is a writable regular file that is not an input of
-the run.`,
+the run; an output path that is a symbolic link replaces the file it points to.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if outputs.NPY == "" {

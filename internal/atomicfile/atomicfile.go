@@ -3,6 +3,9 @@
 // renamed only when complete, so a failed or interrupted run never leaves a half-written
 // file under the final name. New files get mode 0666 less the umask, as os.Create gives.
 //
+// An output path that is a symbolic link is written through: the file it points to is
+// replaced, the link stays.
+//
 // Check refuses destinations a user cannot have meant: a missing directory, something
 // that is not a regular file (a device such as /dev/null, a directory, a FIFO: rename
 // would replace it), a read-only or unwritable file, or one of the run's input files.
@@ -84,17 +87,23 @@ var umask = sync.OnceValue(func() os.FileMode {
 // File is an output being written under a temporary name beside its final path.
 type File struct {
 	*os.File
-	path string
+	path string // as given, for messages
+	dst  string // path with its symbolic links followed: what Commit replaces
 	done bool
 }
 
 // Create checks path (see Check) and creates the temporary file for it, mode 0666 less
-// the umask. Write to it, then Commit or Abort.
+// the umask, beside the file that path names (through its symbolic links). Write to it,
+// then Commit or Abort.
 func Create(path string) (*File, error) {
 	if err := Check(path); err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	dst, err := followLinks(path)
+	if err != nil {
+		return nil, errs.Wrap(errs.IO, fmt.Errorf("create %s: %w", path, err))
+	}
+	f, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*.tmp")
 	if err != nil {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("create %s: %w", path, err))
 	}
@@ -103,7 +112,27 @@ func Create(path string) (*File, error) {
 		os.Remove(f.Name())
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("create %s: %w", path, err))
 	}
-	return &File{File: f, path: path}, nil
+	return &File{File: f, path: path, dst: dst}, nil
+}
+
+// followLinks returns path with its symbolic links followed, link after link (a link to
+// a file that does not exist yet gives that file's path); an error after 40 links.
+func followLinks(path string) (string, error) {
+	for range 40 {
+		st, err := os.Lstat(path)
+		if err != nil || st.Mode()&fs.ModeSymlink == 0 {
+			return path, nil
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		path = target
+	}
+	return "", fmt.Errorf("too many levels of symbolic links")
 }
 
 // Path is the final path.
@@ -125,7 +154,7 @@ func (f *File) Commit() error {
 	}
 	err := f.Close()
 	if err == nil {
-		if err = os.Rename(f.Name(), f.path); err != nil {
+		if err = os.Rename(f.Name(), f.dst); err != nil {
 			err = errs.Wrap(errs.IO, fmt.Errorf("write %s: %w", f.path, err))
 		}
 	}

@@ -122,8 +122,12 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		return fail("nav shape %s%s has %d positions but the file holds %s%s", npy.ShapeString(nav), source, want, frames, ff.hint)
 	}
 	if avail > want {
-		list = append(list, fmt.Sprintf("nav shape %s%s has %d positions but the file holds %s: the last %d are surplus and not read (give option sync_offset N if the surplus frames are at the start)",
-			npy.ShapeString(nav), source, want, frames, avail-want))
+		hint := " (give option sync_offset N if the surplus frames are at the start)"
+		if s != 0 {
+			hint = ""
+		}
+		list = append(list, fmt.Sprintf("nav shape %s%s has %d positions but the file holds %s: the last %d are surplus and not read%s",
+			npy.ShapeString(nav), source, want, frames, avail-want, hint))
 		return nav, notes{list: list}, nil
 	}
 	// Fewer frames than positions: keep the complete scan rows.

@@ -193,7 +193,7 @@ func TestCaseSurplusFrames(t *testing.T) {
 			shape, got, stderr := applyCase(t, append([]string{mib, "--masks", masks}, c.extra...)...)
 			require.Equal(t, []int{2, 4, 2}, shape)
 			checkResult(t, got, real, ms)
-			require.Contains(t, stderr, "holds 10 frames: the last 2 are surplus and not read")
+			require.Contains(t, stderr, "holds 10 frames: the last 2 are surplus and not read (give --sync-offset N if the surplus frames are at the start)")
 		})
 	}
 	t.Run("sync offset skips leading frames", func(t *testing.T) {
@@ -212,7 +212,7 @@ func TestCaseSurplusFrames(t *testing.T) {
 		want := append([][]float64{make([]float64, sy*sx), make([]float64, sy*sx), make([]float64, sy*sx)}, frames[:5]...)
 		checkResult(t, got, want, ms)
 		require.Contains(t, stderr, "3 blank frames are inserted")
-		require.Contains(t, stderr, "the last 5 are surplus")
+		require.Contains(t, stderr, "the last 5 are surplus and not read\n", "no hint at the option given")
 	})
 	t.Run("one blank frame", func(t *testing.T) {
 		mib := filepath.Join(dir, "c.mib")

@@ -290,9 +290,16 @@ def test_errors_cancel_and_propagate(client, big_file, data_dir, tmp_path):
             break
         time.sleep(0.2)
     assert all(c >= 1 and r == 0 for c, r in state.values()), state
-    # the cluster still works after a cancelled run
-    got = sdask.apply_masks(client, data_dir / "mib" / "001_4x2_6bit.mib", stemdot.disk(SIG, 42, 126, 30))
-    with stemdot.open(data_dir / "mib" / "001_4x2_6bit.mib") as ds:
+    # the cluster still works after a cancelled run; a path relative to the client's
+    # working directory is made absolute before it goes to the workers
+    mib = data_dir / "mib" / "001_4x2_6bit.mib"
+    cwd = os.getcwd()
+    os.chdir(mib.parent)
+    try:
+        got = sdask.apply_masks(client, mib.name, stemdot.disk(SIG, 42, 126, 30))
+    finally:
+        os.chdir(cwd)
+    with stemdot.open(mib) as ds:
         np.testing.assert_array_equal(got, stemdot.apply_masks(ds, stemdot.disk(SIG, 42, 126, 30)))
 
 

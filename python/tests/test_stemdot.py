@@ -391,7 +391,7 @@ def test_plans():
         stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus="two")
     with pytest.raises(stemdot.PlanError, match="4095"):
         stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus=[4095])
-    for bad in (1.5, [0.5]):
+    for bad in (1.5, [0.5], True):
         with pytest.raises(stemdot.InvalidArgumentError, match=r"cpus=.*: want None, a count, a list of ids"):
             stemdot.apply_masks(frames, np.ones((1, 4, 4)), cpus=bad)
     allowed = sorted(os.sched_getaffinity(0))

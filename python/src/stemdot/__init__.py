@@ -471,6 +471,8 @@ def _request(value, name):
         return ""
     if isinstance(value, str):
         return value
+    if isinstance(value, (bool, np.bool_)):
+        raise InvalidArgumentError(f"{name}={value!r}: want None, a count, a list of ids" + (' or "auto"' if name == "gpus" else ""), _lib.ERR_INVALID_ARGUMENT)
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     try:

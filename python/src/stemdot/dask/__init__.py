@@ -458,7 +458,8 @@ def apply_masks(
     **open_options), masks, dtype=out_dtype)``, shape ``nav_shape + (n_masks,)``.
 
     path: a file every worker can read at this path (shared storage); the client need
-      not see it. open_options: those of :func:`stemdot.open` (format, nav_shape,
+      not see it. A relative path that exists on the client is made absolute there (the
+      workers' working directories differ from the client's). open_options: those of :func:`stemdot.open` (format, nav_shape,
       sig_shape, dtype, ...), except frames.
     masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), as for stemdot.apply_masks; scattered
       to the workers once.
@@ -489,6 +490,8 @@ def apply_masks(
     _check_options(open_options)
     out_dtype, masks = stemdot._job(masks, out_dtype)
     path = os.fspath(path)
+    if not os.path.isabs(path) and os.path.exists(path):
+        path = os.path.abspath(path)
 
     started = time.monotonic()
     nodes = bootstrap(client, timeout=timeout)

@@ -186,12 +186,16 @@ type packedKernel[N native] func(px0, px1, px2 *N, n int, w *float32, pf *float3
 // way: no sums across lanes). n ≥ 1 is any pixel count; the kernel reads no frame byte
 // past px_f + 4n. Every 4 pixels it prefetches three 64-byte lines from pf into L2 (an
 // x86 prefetch never faults). The amd64 assembly kernels (simd_bcast_amd64.s, written by
-// gen_bcast.go) implement it with AVX-512 for F = 1..bcastFrames and v = 1, 2.
+// gen_bcast.go) implement it with AVX-512 for v = 1..bcastVectors and F = 1 to
+// bcastFramesFor(v).
 type bcastKernel func(px *float32, stride, n int, w, pf, out *float32)
 
-// bcastFrames is the most frames of a broadcast kernel call: 12 frames × 2 accumulators
-// of the 32 ZMM registers, and 8 for the weights and the broadcast pixels.
+// bcastFrames is the most frames of a broadcast kernel call, and bcastFramesFor(v) that
+// for v vectors of 16 masks: at most 24 accumulators of the 32 ZMM registers, the other 8
+// for the weights and the broadcast pixels; 4 registers of frame bases, 3 frames each.
 const bcastFrames = 12
+
+func bcastFramesFor(v int) int { return min(bcastFrames, 24/v) }
 
 // packedKernels are the packed kernels for pixel type N, for 1, 2 and 3 frames.
 type packedKernels[N native] struct {
@@ -247,7 +251,7 @@ type simdDense[N native] struct {
 	part           []float32 // block partial sums: max(nMasks, 24)
 	packed         []float32 // packMasks(masks), packBcast(masks) when bk is set, or nil
 	pk             *packedKernels[N]
-	bk             *[2][bcastFrames]bcastKernel
+	bk             *[bcastVectors][bcastFrames]bcastKernel
 }
 
 // packedMinMasks is the least number of masks that take the packed kernels (whole
@@ -268,7 +272,7 @@ func newSIMDDense[N native](m []float32, nMasks, pixels int, kernels *groupKerne
 	if bk := bcastKernelsFor[N](); bk != nil && nMasks >= bcastMinMasks {
 		d.bk = bk
 		d.packed = pack(packBcast)
-		d.part = make([]float32, bcastFrames*bcastChunk)
+		d.part = make([]float32, 24*16) // 24 accumulators of 16 masks
 	} else if pk := packedKernelsFor[N](); pk != nil && nMasks >= packedMinMasks {
 		d.pk = pk
 		d.packed = pack(packMasks)
@@ -384,26 +388,28 @@ func (d *simdDense[N]) packedGroup(px []N, frames, k0, n, g int, acc []float64) 
 
 // bcastMinMasks is the least number of masks that take the broadcast kernels, and
 // bcastChunk the most masks of one call. Measured on 32 float32 frames of 256×256 in
-// memory (one Zen 4 core of 118 GFLOP/s, a shared VM), in GFLOP/s, broadcast against
-// packed kernels: 16 masks 54-56 / 66-72 (16-mask panels: 12 broadcasts per 12 FMAs),
-// 24 masks 57-59 / 66-69, 32 masks 78-84 / 64-72, 64 masks 72-84 / 65-70, 128 masks
-// 75-85 / 70-71. End to end (make bench's float32 file, 2 workers), 64 masks ran at
-// 3.7-4.3 GB/s against 3.3-3.6 with the packed kernels in the same runs.
+// memory (one Zen 4 core of 118 GFLOP/s, a shared VM), in GFLOP/s, broadcast (panels of
+// up to 32 masks) against packed kernels: 16 masks 54-56 / 66-72 (16-mask panels: 12
+// broadcasts per 12 FMAs), 24 masks 57-59 / 66-69, 32 masks 78-84 / 64-72, 64 masks
+// 72-84 / 65-70, 128 masks 75-85 / 70-71. Panels of up to 64 masks (6 frames × 4 vectors:
+// 4 weight loads and 6 broadcasts per 24 FMAs, not 2 and 12) against panels of 32, two
+// runs each: 48 masks 97 / 72-82, 64 masks 91-94 / 75-88, 128 masks 92-95 / 84-93.
 const (
 	bcastMinMasks = 32
-	bcastChunk    = 32
+	bcastChunk    = 64
+	bcastVectors  = bcastChunk / 16
 )
 
 // applyBcast is apply through the broadcast kernels: for each block of simdBlock pixels
-// and each panel of at most bcastChunk masks (at most 128 KiB, which stays in L2 while
-// the tile's frames pass over it), up to bcastFrames frames per call; the calls of a
+// and each panel of at most bcastChunk masks (at most 256 KiB, which stays in L2 while
+// the tile's frames pass over it), up to bcastFramesFor(v) frames per call; the calls of a
 // panel prefetch thirds of the next panel in turn (a stack of 64 masks streams 16 MiB
 // from L3 or memory per tile). As in apply, the float32 sums of a block are added in
 // float64.
 func (d *simdDense[N]) applyBcast(px []float32, frames int, acc []float64) {
 	acc = acc[:frames*d.nMasks]
 	clear(acc)
-	out := d.part[:bcastFrames*bcastChunk]
+	out := d.part[:24*16]
 	for k0 := 0; k0 < d.pixels; k0 += simdBlock {
 		n := min(simdBlock, d.pixels-k0)
 		for m0 := 0; m0 < d.nMasks; m0 += bcastChunk {
@@ -412,10 +418,11 @@ func (d *simdDense[N]) applyBcast(px []float32, frames int, acc []float64) {
 			masks := min(width, d.nMasks-m0)
 			kernels := &d.bk[width/16-1]
 			pf := d.nextPanel(k0, m0)
-			for f0 := 0; f0 < frames; f0 += bcastFrames {
-				nf := min(bcastFrames, frames-f0)
+			perCall := bcastFramesFor(width / 16)
+			for f0 := 0; f0 < frames; f0 += perCall {
+				nf := min(perCall, frames-f0)
 				_ = px[(f0+nf-1)*d.pixels+k0+n-1] // every frame of the call is inside px
-				q := len(pf) / 3 * (f0 / bcastFrames % 3)
+				q := len(pf) / 3 * (f0 / perCall % 3)
 				kernels[nf-1](&px[f0*d.pixels+k0], 4*d.pixels, n, &w[0], &pf[q], &out[0])
 				for i := range nf {
 					dst := acc[(f0+i)*d.nMasks+m0:][:masks]
@@ -446,7 +453,7 @@ func (d *simdDense[N]) nextPanel(k0, m0 int) []float32 {
 
 // packBcast returns stack m (nMasks × pixels) laid out for the broadcast kernels: block by
 // block of simdBlock pixels, in each block panel by panel of bcastChunk masks (the last
-// panel 16 or 32 masks wide, zero-padded to 16), in each panel pixel by pixel the weights
+// panel 16, 32, 48 or 64 masks wide, zero-padded to 16), in each panel pixel by pixel the weights
 // of the panel's masks (bcastPanel gives the place of a panel).
 func packBcast(m []float32, nMasks, pixels int) []float32 {
 	p := make([]float32, (nMasks+15)&^15*pixels)
@@ -465,7 +472,7 @@ func packBcast(m []float32, nMasks, pixels int) []float32 {
 	return p
 }
 
-// bcastPanel returns the offset (floats) and width (masks: 16 or 32) of the panel of
+// bcastPanel returns the offset (floats) and width (masks: 16, 32, 48 or 64) of the panel of
 // masks from m0 (a multiple of bcastChunk) at pixel k0 (a multiple of simdBlock) in
 // packBcast's layout; the panel holds min(simdBlock, pixels-k0) × width floats.
 func bcastPanel(nMasks, pixels, k0, m0 int) (off, width int) {

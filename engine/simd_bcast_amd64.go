@@ -74,8 +74,53 @@ func dotF32b11x32Z(px *float32, stride, n int, w, pf, out *float32)
 //go:noescape
 func dotF32b12x32Z(px *float32, stride, n int, w, pf, out *float32)
 
-// bcastKernelTable holds the broadcast kernels: [v-1][f-1] for 16·v masks and f frames.
-var bcastKernelTable = [2][12]bcastKernel{
+//go:noescape
+func dotF32b1x48Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b2x48Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b3x48Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b4x48Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b5x48Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b6x48Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b7x48Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b8x48Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b1x64Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b2x64Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b3x64Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b4x64Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b5x64Z(px *float32, stride, n int, w, pf, out *float32)
+
+//go:noescape
+func dotF32b6x64Z(px *float32, stride, n int, w, pf, out *float32)
+
+// bcastKernelTable holds the broadcast kernels: [v-1][f-1] for 16·v masks and f frames
+// (f up to bcastFramesFor(v)).
+var bcastKernelTable = [4][12]bcastKernel{
 	{dotF32b1x16Z, dotF32b2x16Z, dotF32b3x16Z, dotF32b4x16Z, dotF32b5x16Z, dotF32b6x16Z, dotF32b7x16Z, dotF32b8x16Z, dotF32b9x16Z, dotF32b10x16Z, dotF32b11x16Z, dotF32b12x16Z},
 	{dotF32b1x32Z, dotF32b2x32Z, dotF32b3x32Z, dotF32b4x32Z, dotF32b5x32Z, dotF32b6x32Z, dotF32b7x32Z, dotF32b8x32Z, dotF32b9x32Z, dotF32b10x32Z, dotF32b11x32Z, dotF32b12x32Z},
+	{dotF32b1x48Z, dotF32b2x48Z, dotF32b3x48Z, dotF32b4x48Z, dotF32b5x48Z, dotF32b6x48Z, dotF32b7x48Z, dotF32b8x48Z},
+	{dotF32b1x64Z, dotF32b2x64Z, dotF32b3x64Z, dotF32b4x64Z, dotF32b5x64Z, dotF32b6x64Z},
 }

@@ -10,4 +10,4 @@ func simdKernels[N native]() *groupKernels[N] { return nil }
 func packedKernelsFor[N native]() *packedKernels[N] { return nil }
 
 // bcastKernelsFor returns nil: the broadcast kernels exist only in amd64 assembly.
-func bcastKernelsFor[N native]() *[2][bcastFrames]bcastKernel { return nil }
+func bcastKernelsFor[N native]() *[bcastVectors][bcastFrames]bcastKernel { return nil }

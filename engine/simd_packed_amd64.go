@@ -159,7 +159,7 @@ func pick[N native](z bool, zmm, ymm [3]packedKernel[N]) *packedKernels[N] {
 
 // bcastKernelsFor returns the broadcast kernels (simd_bcast_amd64.s) for pixel type N:
 // for float32 frames on CPUs and OSes with AVX-512, while useSIMD is on; else nil.
-func bcastKernelsFor[N native]() *[2][bcastFrames]bcastKernel {
+func bcastKernelsFor[N native]() *[bcastVectors][bcastFrames]bcastKernel {
 	if _, f32 := any(*new(N)).(float32); !f32 || !useSIMD || !haveAVX2FMA || !haveAVX512 {
 		return nil
 	}

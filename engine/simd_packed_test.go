@@ -135,9 +135,9 @@ func TestPackedTailReadsNoFurther(t *testing.T) {
 }
 
 // TestBcastKernels checks the broadcast kernels (float32 frames, AVX-512) through simdDense
-// against a float64 reference: 32 to 100 masks (panels of 32 and a last one of 16 or 32,
+// against a float64 reference: 32 to 100 masks (panels of 64 and a last one of 16 to 64,
 // zero-padded), frames of 1 to 2067 pixels (under one 4-pixel step, whole blocks and a
-// tail), and tiles of 1 to 29 frames (calls of 12 frames and every smaller last call),
+// tail), and tiles of 1 to 29 frames (calls of 6 to 12 frames and every smaller last call),
 // starting off its alignment; and on frames that end where a page without access begins.
 func TestBcastKernels(t *testing.T) {
 	if !haveAVX512 || bcastKernelsFor[float32]() == nil {
@@ -147,7 +147,7 @@ func TestBcastKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	for _, sig := range [][2]int{{1, 3}, {4, 8}, {3, 689}} {
 		ds := randomDataset(rng, dataset.Float32, []int{30}, sig)
-		for _, nMasks := range []int{32, 33, 40, 48, 64, 100} {
+		for _, nMasks := range []int{32, 33, 40, 48, 64, 100, 113} {
 			stack := randomStack(rng, nMasks, sig)
 			want, mag := reference(ds, stack)
 			for _, frames := range []int{1, 2, 5, 11, 12, 13, 24, 29} {

@@ -419,10 +419,11 @@ func (d *simdDense[N]) applyBcast(px []float32, frames int, acc []float64) {
 			kernels := &d.bk[width/16-1]
 			pf := d.nextPanel(k0, m0)
 			perCall := bcastFramesFor(width / 16)
+			calls := (frames + perCall - 1) / perCall
 			for f0 := 0; f0 < frames; f0 += perCall {
 				nf := min(perCall, frames-f0)
 				_ = px[(f0+nf-1)*d.pixels+k0+n-1] // every frame of the call is inside px
-				q := len(pf) / 3 * (f0 / perCall % 3)
+				q := len(pf) * (f0 / perCall) / calls
 				kernels[nf-1](&px[f0*d.pixels+k0], 4*d.pixels, n, &w[0], &pf[q], &out[0])
 				for i := range nf {
 					dst := acc[(f0+i)*d.nMasks+m0:][:masks]

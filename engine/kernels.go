@@ -248,7 +248,7 @@ type simdDense[N native] struct {
 	masks          []float32 // nMasks × pixels
 	nMasks, pixels int
 	kernels        *groupKernels[N]
-	part           []float32 // block partial sums: max(nMasks, 24)
+	part           []float32 // block partial sums: max(nMasks, 24); 24·16 for bk
 	packed         []float32 // packMasks(masks), packBcast(masks) when bk is set, or nil
 	pk             *packedKernels[N]
 	bk             *[bcastVectors][bcastFrames]bcastKernel
@@ -403,9 +403,8 @@ const (
 // applyBcast is apply through the broadcast kernels: for each block of simdBlock pixels
 // and each panel of at most bcastChunk masks (at most 256 KiB, which stays in L2 while
 // the tile's frames pass over it), up to bcastFramesFor(v) frames per call; the calls of a
-// panel prefetch thirds of the next panel in turn (a stack of 64 masks streams 16 MiB
-// from L3 or memory per tile). As in apply, the float32 sums of a block are added in
-// float64.
+// panel share the prefetching of the next panel (a stack of 64 masks streams 16 MiB from
+// L3 or memory per tile). As in apply, the float32 sums of a block are added in float64.
 func (d *simdDense[N]) applyBcast(px []float32, frames int, acc []float64) {
 	acc = acc[:frames*d.nMasks]
 	clear(acc)
@@ -452,10 +451,10 @@ func (d *simdDense[N]) nextPanel(k0, m0 int) []float32 {
 	return d.packed[off : off+min(simdBlock, d.pixels-k0)*width]
 }
 
-// packBcast returns stack m (nMasks × pixels) laid out for the broadcast kernels: block by
-// block of simdBlock pixels, in each block panel by panel of bcastChunk masks (the last
-// panel 16, 32, 48 or 64 masks wide, zero-padded to 16), in each panel pixel by pixel the weights
-// of the panel's masks (bcastPanel gives the place of a panel).
+// packBcast returns stack m (nMasks × pixels) laid out for the broadcast kernels: block
+// by block of simdBlock pixels, in each block panel by panel of bcastChunk masks (the
+// last panel 16, 32, 48 or 64 masks wide, zero-padded to 16), in each panel pixel by
+// pixel the weights of the panel's masks (bcastPanel gives the place of a panel).
 func packBcast(m []float32, nMasks, pixels int) []float32 {
 	p := make([]float32, (nMasks+15)&^15*pixels)
 	for k0 := 0; k0 < pixels; k0 += simdBlock {
@@ -473,9 +472,9 @@ func packBcast(m []float32, nMasks, pixels int) []float32 {
 	return p
 }
 
-// bcastPanel returns the offset (floats) and width (masks: 16, 32, 48 or 64) of the panel of
-// masks from m0 (a multiple of bcastChunk) at pixel k0 (a multiple of simdBlock) in
-// packBcast's layout; the panel holds min(simdBlock, pixels-k0) × width floats.
+// bcastPanel returns the offset (floats) and width (masks: 16, 32, 48 or 64) of the
+// panel of masks from m0 (a multiple of bcastChunk) at pixel k0 (a multiple of simdBlock)
+// in packBcast's layout; the panel holds min(simdBlock, pixels-k0) × width floats.
 func bcastPanel(nMasks, pixels, k0, m0 int) (off, width int) {
 	padded := (nMasks + 15) &^ 15
 	return k0*padded + m0*min(simdBlock, pixels-k0), min(bcastChunk, padded-m0)

@@ -117,6 +117,14 @@ func SetOpenOption(o *Options, key, value string) error {
 // empty items are skipped; a key given twice is an error).
 func ParseOptions(s string) (Options, error) {
 	var o Options
+	err := parseKeyValues(s, "option", func(key, value string) error { return SetOpenOption(&o, key, value) })
+	return o, err
+}
+
+// parseKeyValues calls set for each item of "key=value;key=value" (keys case-insensitive,
+// lowercased; empty items skipped); an item without "=" (named as what) and a key given
+// twice are errs.Argument, as is what set returns.
+func parseKeyValues(s, what string, set func(key, value string) error) error {
 	seen := map[string]bool{}
 	for item := range strings.SplitSeq(s, ";") {
 		if strings.TrimSpace(item) == "" {
@@ -124,18 +132,18 @@ func ParseOptions(s string) (Options, error) {
 		}
 		key, value, ok := strings.Cut(item, "=")
 		key = strings.ToLower(strings.TrimSpace(key))
-		if !ok || key == "" {
-			return o, errs.New(errs.Argument, "option %q is not key=value", strings.TrimSpace(item))
-		}
-		if seen[key] {
-			return o, errs.New(errs.Argument, "option %s given twice", key)
+		switch {
+		case !ok || key == "":
+			return errs.New(errs.Argument, "%s %q is not key=value", what, strings.TrimSpace(item))
+		case seen[key]:
+			return errs.New(errs.Argument, "option %s given twice", key)
 		}
 		seen[key] = true
-		if err := SetOpenOption(&o, key, value); err != nil {
-			return o, err
+		if err := set(key, value); err != nil {
+			return err
 		}
 	}
-	return o, nil
+	return nil
 }
 
 // ParseShape parses a shape "256,256", optionally in parentheses or brackets ("(2, 4)",

@@ -55,20 +55,8 @@ var planKeys = []string{"cpus", "gpus", "ram_per_gpu_worker", "max_workers_per_g
 // naming the option.
 func ParsePlan(s string) (Plan, error) {
 	var p Plan
-	seen := map[string]bool{}
-	for item := range strings.SplitSeq(s, ";") {
-		if strings.TrimSpace(item) == "" {
-			continue
-		}
-		key, value, ok := strings.Cut(item, "=")
-		key, value = strings.ToLower(strings.TrimSpace(key)), strings.TrimSpace(value)
-		switch {
-		case !ok || key == "":
-			return p, errs.New(errs.Argument, "plan option %q is not key=value", strings.TrimSpace(item))
-		case seen[key]:
-			return p, errs.New(errs.Argument, "option %s given twice", key)
-		}
-		seen[key] = true
+	err := parseKeyValues(s, "plan option", func(key, value string) error {
+		value = strings.TrimSpace(value)
 		var err error
 		want := "a whole number"
 		switch key {
@@ -90,13 +78,14 @@ func ParsePlan(s string) (Plan, error) {
 			p.Oversubscribe, err = parseBool(value)
 			want = "true or false"
 		default:
-			return p, errs.New(errs.Argument, "unknown plan option %q (known: %s)", key, strings.Join(planKeys, ", "))
+			return errs.New(errs.Argument, "unknown plan option %q (known: %s)", key, strings.Join(planKeys, ", "))
 		}
 		if err != nil {
-			return p, errs.New(errs.Argument, "option %s %q: want %s", key, value, want)
+			return errs.New(errs.Argument, "option %s %q: want %s", key, value, want)
 		}
-	}
-	return p, nil
+		return nil
+	})
+	return p, err
 }
 
 // parseBool parses true/false, 1/0, yes/no, on/off (case-insensitive).

@@ -2,9 +2,11 @@
 files, the stemdot CLI, and misuse."""
 
 import os
+import pickle
 import warnings
 import signal
 import subprocess
+import sys
 import threading
 import tracemalloc
 
@@ -527,3 +529,31 @@ def test_gpus_auto_without_gpu_warns():
         img = stemdot.apply_masks(frames, np.ones((1, 4, 4)), gpus="auto")
     np.testing.assert_array_equal(img[:, 0], [16] * 3)
     assert "CPU workers only" in stemdot.describe_plan(gpus="auto")["warnings"][0]
+
+
+def test_pickled_dataset_opens_its_file_again(data_dir, tmp_path):
+    """A dataset opened from a file pickles as its path and options (the handle number
+    means nothing in another process); one made from an array refuses to pickle."""
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    masks = stemdot.disk((256, 256), 42, 126, 30)
+    with stemdot.open(path, nav_shape=(2, 4)) as ds:
+        want = stemdot.apply_masks(ds, masks)
+        blob = pickle.dumps(ds)
+    (tmp_path / "ds.pickle").write_bytes(blob)
+    np.save(tmp_path / "masks.npy", masks)
+    # Another process, which has opened another file first (its handle 1 is not ours).
+    other = data_dir / "mib" / "Single_9_Frame_CounterDepth_6_Rows_256.mib"
+    code = (
+        "import pickle, sys, numpy as np, stemdot\n"
+        f"keep = stemdot.open({str(other)!r})\n"
+        f"ds = pickle.loads(open({str(tmp_path / 'ds.pickle')!r}, 'rb').read())\n"
+        f"np.save({str(tmp_path / 'got.npy')!r}, stemdot.apply_masks(ds, np.load({str(tmp_path / 'masks.npy')!r})))\n"
+        "print(ds.nav_shape)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "(2, 4)"
+    np.testing.assert_array_equal(np.load(tmp_path / "got.npy"), want)
+    with stemdot.from_array(np.zeros((2, 4, 4), np.uint8)) as ds:
+        with pytest.raises(TypeError, match="pickle the array"):
+            pickle.dumps(ds)

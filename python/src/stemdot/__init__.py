@@ -207,12 +207,16 @@ class Dataset(_Closing):
 
     Attributes: ``nav_shape`` and ``sig_shape`` (tuples of ints), ``dtype`` (numpy dtype
     of the stored pixels), ``n_frames``. Close it with :meth:`close` or use it as a
-    context manager; a closed dataset raises :class:`BadHandleError`.
+    context manager; a closed dataset raises :class:`BadHandleError`. A dataset opened
+    from a file pickles as its path and options: unpickling opens the file again (in
+    that process, at that path); one made by :func:`from_array` does not pickle (pickle
+    the array).
     """
 
-    def __init__(self, handle, source, keepalive=None):
+    def __init__(self, handle, source, keepalive=None, reopen=None):
         self._handle = handle
         self._keepalive = keepalive  # the array whose memory a from_array dataset reads
+        self._reopen = reopen  # (path, format_options) of a dataset opened from a file
         self.source = source
         info = _lib.DatasetInfo()
         _call(_LIB.stemdot_dataset_get_info, handle, ctypes.byref(info))
@@ -249,6 +253,18 @@ class Dataset(_Closing):
     def __repr__(self):
         state = "closed" if self.closed else f"nav_shape={self.nav_shape}, sig_shape={self.sig_shape}, dtype={self.dtype}"
         return f"<stemdot.Dataset {self.source}: {state}>"
+
+    def __reduce__(self):
+        # The handle is a number valid in this process only: pickle how to open the file.
+        if self._reopen is None:
+            raise TypeError(f"stemdot.Dataset {self.source} (from_array) cannot be pickled: pickle the array and call from_array on it")
+        path, options = self._reopen
+        return (_reopen, (path, options))
+
+
+def _reopen(path, options):
+    """Unpickles a Dataset: opens its file again with the same options."""
+    return open(path, **options)
 
 
 def _option_value(key, value):
@@ -293,7 +309,7 @@ def open(path, **format_options):
     items = [f"{key}={_option_value(key, value)}" for key, value in format_options.items() if value is not None]
     handle = ctypes.c_uint64()
     _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
-    ds = Dataset(handle.value, spath)
+    ds = Dataset(handle.value, spath, reopen=(spath, dict(format_options)))
     for w in _dataset_warnings(handle.value):
         warnings.warn(f"stemdot: {w}", stacklevel=2)
     return ds
@@ -766,6 +782,9 @@ class Resident(_Closing):
         if self._handle is not None:
             _call(_LIB.stemdot_resident_free, self._handle)
             self._handle = None
+
+    def __reduce__(self):
+        raise TypeError(f"stemdot.Resident {self.source} holds GPU memory of this process and cannot be pickled")
 
     def __repr__(self):
         state = "closed" if self.closed else f"GPU {self.device}, nav_shape={self.nav_shape}, sig_shape={self.sig_shape}"

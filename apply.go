@@ -81,10 +81,14 @@ func Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, plan Pla
 
 // Apply checks the job (the masks' sig_shape against the frames', the result buffer's
 // length), plans it for ds and runs it (engine.ApplyMasks). Errors are classified:
-// errs.Shape for a job whose sizes do not match, errs.Resources for a plan that cannot
-// be made, errs.IO for a read that failed during the run, errs.Cancelled when ctx is
-// cancelled; a failure inside the engine is errs.Internal.
+// errs.Shape for a job whose sizes do not match, errs.Argument for a plan of a described
+// machine (Plan.Cores, Plan.GPUInventory: plans only), errs.Resources for a plan that
+// cannot be made, errs.IO for a read that failed during the run, errs.Cancelled when ctx
+// is cancelled; a failure inside the engine is errs.Internal.
 func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) (*Result, error) {
+	if pl.machine.Described {
+		return nil, errs.New(errs.Argument, "a plan for a described machine (option topology or gpu_inventory) is for reading, not for running here: leave those options out to apply")
+	}
 	if err := checkJob(ds, stack, opt); err != nil {
 		return nil, err
 	}
@@ -94,7 +98,6 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	}
 	res, err := engine.ApplyMasks(ctx, ds, stack, p, engine.Options{
 		Float64: opt.Float64, Progress: opt.Progress, Out32: opt.Out32, Out64: opt.Out64,
-		NoPin: pl.machine.Described,
 	})
 	if err != nil {
 		return nil, err

@@ -36,10 +36,10 @@ type Plan struct {
 	// "" for planner.DefaultPartitionBytes).
 	PartitionSize string
 	// Cores, when > 0, plans for a described machine of that many physical cores, all
-	// usable, instead of this one (no pinning then makes sense: plans only).
+	// usable, instead of this one: plans only (Planner.Apply refuses to run them).
 	Cores int
 	// GPUInventory plans for described GPUs, "KxSIZE" items such as "2x141GB", instead of
-	// this machine's (as if built with CUDA).
+	// this machine's (as if built with CUDA): plans only, as Cores.
 	GPUInventory string
 }
 

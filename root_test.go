@@ -297,6 +297,11 @@ func TestGoAPIMisuse(t *testing.T) {
 	require.Zero(t, res.Value(1, 0))
 	require.PanicsWithValue(t, "stemdot: Result.Value(2, 0) outside the result's 2 frames × 1 masks", func() { res.Value(2, 0) })
 
+	for _, described := range []stemdot.Plan{{Cores: 4}, {GPUInventory: "1x141GB", GPUs: "auto"}} {
+		_, err = stemdot.Apply(t.Context(), ds, stack, described, stemdot.ApplyOptions{})
+		kind(errs.Argument, err, "a plan for a described machine (option topology or gpu_inventory) is for reading")
+	}
+
 	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
 	f, err := stemdot.Open(mib, stemdot.Options{NavShape: []int{2, 4}})
 	require.NoError(t, err)

@@ -52,8 +52,7 @@ type Options struct {
 	Out64 []float64
 	// NewWorker creates the workers; nil means DefaultWorkers.
 	NewWorker WorkerFactory
-	// NoPin leaves the worker threads unpinned: for plans made for another (described)
-	// machine, or tests.
+	// NoPin leaves the worker threads unpinned (tests).
 	NoPin bool
 }
 

@@ -202,8 +202,10 @@ stemdot_status stemdot_plan_new(const char *cpus, const char *gpus, stemdot_plan
  *   partition_size      target partition size in decoded float32 bytes, e.g. 512MiB
  *   ram_per_gpu_worker  GPU memory one worker needs under gpus=auto, e.g. 4GiB
  *   max_workers_per_gpu cap on the workers per GPU under gpus=auto
- *   topology            plan for a described machine of N physical cores (plans only)
- *   gpu_inventory       plan for described GPUs, e.g. 2x141GB (plans only)
+ *   topology            plan for a described machine of N physical cores
+ *   gpu_inventory       plan for described GPUs, e.g. 2x141GB
+ *                       (both: plans for stemdot_plan_describe only; stemdot_apply refuses
+ *                       them with INVALID_ARGUMENT)
  * e.g. "cpus=32;oversubscribe=true". Errors as stemdot_plan_new; INVALID_ARGUMENT also
  * for an unknown key, a key given twice or a malformed value. Thread-safe.
  */

@@ -376,6 +376,8 @@ static void misuse(void) {
     char json[4096];
     expect("plan describe oversubscribed", stemdot_plan_describe(plan, 0, json, sizeof json, &needed), STEMDOT_OK, NULL);
     check(strstr(json, "oversubscribed") != NULL, "oversubscribed plan JSON warns: %s", json);
+    expect("apply with a described plan", stemdot_apply(ds, mask, 1, 3, 4, plan, 0, NULL, NULL, out, STEMDOT_FLOAT32, 2),
+           STEMDOT_ERR_INVALID_ARGUMENT, "described machine");
     stemdot_plan_free(plan);
     expect("plan", stemdot_plan_new("1", "", &plan), STEMDOT_OK, NULL);
     expect("plan describe length", stemdot_plan_describe(plan, ds, NULL, 0, &needed), STEMDOT_ERR_SHAPE, "too small");

@@ -96,6 +96,7 @@ func stemdot_open(path, options *C.stemdot_cchar, out *C.stemdot_dataset) (st C.
 	if path == nil || out == nil {
 		return fail(fn, failf(errs.Argument, "path and out must not be NULL"))
 	}
+	*out = 0 // no stale handle in *out after a failure
 	ds, err := openDataset(goString(path), goString(options))
 	if err != nil {
 		return fail(fn, err)
@@ -112,6 +113,7 @@ func stemdot_dataset_from_memory(frames *C.stemdot_cvoid, framesBytes C.size_t, 
 	if frames == nil || navShape == nil || out == nil {
 		return fail(fn, failf(errs.Argument, "frames, nav_shape and out must not be NULL"))
 	}
+	*out = 0 // no stale handle in *out after a failure
 	if navNdim < 1 || navNdim > maxNavDims {
 		return fail(fn, failf(errs.Argument, "nav_ndim %d is not in 1..%d", navNdim, maxNavDims))
 	}
@@ -188,6 +190,7 @@ func stemdot_plan_new(cpus, gpus *C.stemdot_cchar, out *C.stemdot_plan) (st C.st
 	if out == nil {
 		return fail(fn, failf(errs.Argument, "out must not be NULL"))
 	}
+	*out = 0 // no stale handle in *out after a failure
 	p, err := newPlanner(goString(cpus), goString(gpus))
 	if err != nil {
 		return fail(fn, err)
@@ -203,6 +206,7 @@ func stemdot_plan_new_options(options *C.stemdot_cchar, out *C.stemdot_plan) (st
 	if out == nil {
 		return fail(fn, failf(errs.Argument, "out must not be NULL"))
 	}
+	*out = 0 // no stale handle in *out after a failure
 	p, err := stemdot.ParsePlan(goString(options))
 	if err == nil {
 		var pl *stemdot.Planner
@@ -243,9 +247,13 @@ func stemdot_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.
 }
 
 // copyText writes text and a NUL into buf (bufLen bytes) and its length into *needed;
-// a buffer too small is errs.Shape naming what (with *needed set).
+// buf NULL with bufLen 0 only asks for the length; a buffer too small is errs.Shape
+// naming what (with *needed set).
 func copyText(fn, text, what string, buf *C.char, bufLen C.size_t, needed *C.size_t) C.stemdot_status {
 	*needed = C.size_t(len(text))
+	if buf == nil && bufLen == 0 { // the length query
+		return succeed()
+	}
 	if uint64(bufLen) < uint64(len(text))+1 {
 		return fail(fn, failf(errs.Shape, "buffer of %d bytes is too small for the %d-byte %s and its NUL", bufLen, len(text), what))
 	}
@@ -272,6 +280,7 @@ func stemdot_run_new(out *C.stemdot_run) (st C.stemdot_status) {
 	if out == nil {
 		return fail(fn, failf(errs.Argument, "out must not be NULL"))
 	}
+	*out = 0 // no stale handle in *out after a failure
 	*out = C.stemdot_run(handles.add(kindRun, &run{}))
 	return succeed()
 }

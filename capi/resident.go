@@ -24,6 +24,7 @@ func stemdot_to_device(dsHandle C.stemdot_dataset, device C.int, out *C.stemdot_
 	if out == nil {
 		return fail(fn, failf(errs.Argument, "out must not be NULL"))
 	}
+	*out = 0 // no stale handle in *out after a failure
 	v, release, err := handles.acquire(uint64(dsHandle), kindDataset)
 	if err != nil {
 		return fail(fn, err)

@@ -26,7 +26,8 @@
  *   STEMDOT_ERR_INTERNAL. Invalid (non-NULL but dangling) pointers cannot be detected.
  *
  * Handles
- *   Datasets, plans and runs are opaque 64-bit handles; 0 is never a valid handle.
+ *   Datasets, plans and runs are opaque 64-bit handles; 0 is never a valid handle. A
+ *   function that makes one stores 0 in *out when it fails.
  *   Each handle is freed by its stemdot_*_free function. A freed, unknown or wrong-kind
  *   handle is detected and rejected with STEMDOT_ERR_BAD_HANDLE (freeing twice too).
  *
@@ -223,8 +224,8 @@ stemdot_status stemdot_dataset_warnings(stemdot_dataset dataset, char *buf, size
 /*
  * Writes the plan as JSON ({"cores_usable":..,"workers":[..],"partitions":[..]}) into
  * buf (NUL-terminated, at most buf_len bytes including the NUL) and its length without
- * the NUL into *needed. dataset may be 0 (no partitions). buf may be NULL with
- * buf_len 0 to ask for the length; a too-small buffer gives SHAPE (and *needed).
+ * the NUL into *needed. dataset may be 0 (no partitions). buf NULL with buf_len 0 asks
+ * for the length only (OK, *needed set); a too-small buffer gives SHAPE (and *needed).
  */
 stemdot_status stemdot_plan_describe(stemdot_plan plan, stemdot_dataset dataset, char *buf,
                                      size_t buf_len, size_t *needed);

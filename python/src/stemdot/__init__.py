@@ -318,7 +318,7 @@ def open(path, **format_options):
 def _dataset_warnings(handle):
     """The dataset's warnings (a guessed nav shape, surplus or missing frames, ...)."""
     needed = ctypes.c_size_t()
-    _LIB.stemdot_dataset_warnings(handle, None, 0, ctypes.byref(needed))  # the length
+    _call(_LIB.stemdot_dataset_warnings, handle, None, 0, ctypes.byref(needed))  # the length
     buf = ctypes.create_string_buffer(needed.value + 1)
     _call(_LIB.stemdot_dataset_warnings, handle, buf, len(buf), ctypes.byref(needed))
     text = buf.value.decode()
@@ -519,9 +519,7 @@ class _Plan:
         """The plan as a dict (see describe_plan)."""
         ds = dataset.handle if dataset is not None else 0
         needed = ctypes.c_size_t()
-        code = _LIB.stemdot_plan_describe(self.handle, ds, None, 0, ctypes.byref(needed))
-        if code not in (_lib.OK, _lib.ERR_SHAPE):
-            raise _error(code, _LIB.stemdot_last_error().decode(errors="replace"))
+        _call(_LIB.stemdot_plan_describe, self.handle, ds, None, 0, ctypes.byref(needed))  # the length
         buf = ctypes.create_string_buffer(needed.value + 1)
         _call(_LIB.stemdot_plan_describe, self.handle, ds, buf, len(buf), ctypes.byref(needed))
         return json.loads(buf.value.decode())

@@ -166,10 +166,11 @@ func (p Plan) Planner() (*Planner, error) {
 		return nil, errs.New(errs.CUDA, "option gpus %q: GPU workers requested, but no GPU was found (give option gpus auto to use GPUs only where there are)", p.GPUs)
 	}
 	check := pl.req
-	if check.GPUAuto && !pl.discovered {
+	pending := check.GPUAuto && !pl.discovered
+	if pending {
 		check = withoutGPUs(check) // "auto" is checked once the GPUs are looked for
 	}
-	if !check.NoCPU || check.GPUs > 0 || len(check.GPUList) > 0 || check.GPUAuto {
+	if !pending || !check.NoCPU { // cpus 0 with gpus auto leaves nothing to check yet
 		p, err := planner.Make(pl.machine.Topology, pl.machine.GPUs, check, nil)
 		if err != nil {
 			return nil, errs.Wrap(errs.Resources, err)

@@ -213,6 +213,7 @@ func TestPlannerErrors(t *testing.T) {
 		{stemdot.Plan{CPUs: "4095,"}, errs.Resources, "CPU 4095 is not allowed"},
 		{stemdot.Plan{PartitionSize: "0"}, errs.Argument, "option partition_size"},
 		{stemdot.Plan{Cores: 4, GPUs: "1"}, errs.CUDA, "give option gpus auto"},
+		{stemdot.Plan{CPUs: "0"}, errs.Resources, "no workers: the request asks for no CPU worker (option cpus 0) and no GPU worker"},
 	} {
 		_, err := c.plan.Planner()
 		require.ErrorContains(t, err, c.msg)

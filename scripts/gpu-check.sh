@@ -15,6 +15,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bin/gpu
 
+case "${1:-}" in
+-h | --help)
+	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+	exit 0
+	;;
+"" | --build) ;;
+*)
+	echo "gpu-check: unknown argument $1 (want --build, --help or none)" >&2
+	exit 2
+	;;
+esac
 if [ "${1:-}" = "--build" ]; then
 	cmake -S . -B build/kernels -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build build/kernels -j"$(nproc)"
@@ -44,6 +55,10 @@ for b in cuda.test engine.test affinity.test stemdot.test gpucheck stemdot; do
 		exit 1
 	fi
 done
+if ! nvidia-smi -L >/dev/null 2>&1; then
+	echo "gpu-check: no NVIDIA GPU here (nvidia-smi finds none): run it on the GPU machine" >&2
+	exit 1
+fi
 bin=$(mktemp -d)
 if [ -f "$out/testdata.tgz" ]; then
 	mkdir -p "$bin/data" && tar -xzf "$out/testdata.tgz" -C "$bin/data"

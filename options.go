@@ -84,7 +84,8 @@ var OpenOptions = []OpenOption{
 		}},
 }
 
-// parseBytes parses a non-negative byte count.
+// parseBytes parses a non-negative byte count, or a size with a unit ("1KiB", as
+// planner.ParseBytes reads it).
 func parseBytes(v string) (int64, error) {
 	if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 {
 		return n, nil

@@ -179,8 +179,9 @@ func manyMasks(sig [2]int, n int) *masks.Stack {
 }
 
 // TestApplyMasksRealMIB runs virtual detectors, and stacks of 16 and 70 dense masks (the
-// many-mask kernels), over real Merlin recordings and checks every value against a
-// float64 reference computed from the file's bytes.
+// many-mask kernels), over real Merlin recordings, and 40 and 70 masks over the same
+// frames as float32, and checks every value against a float64 reference computed from
+// the file's bytes.
 func TestApplyMasksRealMIB(t *testing.T) {
 	for _, name := range []string{"mib/001_4x2_6bit.mib", "mib/Single_9_Frame_CounterDepth_12_Rows_256.mib"} {
 		t.Run(name, func(t *testing.T) {
@@ -202,6 +203,19 @@ func TestApplyMasksRealMIB(t *testing.T) {
 						requireClose(t, res.F32, want, mag, 1e-5)
 					}
 				}
+			}
+			// The same frames as float32 (as a detector or a preprocessing step writes them):
+			// 40 and 70 masks take the broadcast kernels where the CPU has AVX-512.
+			f32 := &memDataset{nav: mem.nav, sig: mem.sig, dt: dataset.Float32, data: make([]byte, 0, m.frames*m.sigY*m.sigX*4)}
+			for i := range m.frames * m.sigY * m.sigX {
+				f32.data = binary.NativeEndian.AppendUint32(f32.data, math.Float32bits(float32(pixel(mem.data, mem.dt, i))))
+			}
+			for _, n := range []int{40, 70} {
+				stack := manyMasks(m.SigShape(), n)
+				want, mag := reference(f32, stack)
+				res, err := ApplyMasks(context.Background(), f32, stack, evenPlan(anyCPUs, 2, m.frames, 4), Options{NoPin: true})
+				require.NoError(t, err)
+				requireClose(t, res.F32, want, mag, 1e-6)
 			}
 			// The recordings are not blank: every frame has counts in the bright-field disk.
 			want, _ := reference(mem, dense)

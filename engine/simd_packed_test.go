@@ -3,8 +3,12 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -179,4 +183,20 @@ func TestBcastKernels(t *testing.T) {
 		d.apply(tile, 5, acc)
 		requireClose(t, acc, want, mag, 1e-5)
 	})
+}
+
+// The broadcast kernels in the tree are what gen_bcast.go writes (run `go generate
+// ./engine` after changing it).
+func TestBcastKernelsGenerated(t *testing.T) {
+	dir := t.TempDir()
+	run := exec.Command("go", "run", "gen_bcast.go", "-out", dir)
+	out, err := run.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, name := range []string{"simd_bcast_amd64.s", "simd_bcast_amd64.go"} {
+		want, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		got, err := os.ReadFile(name)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(want, got), "%s differs from what gen_bcast.go writes: run go generate ./engine", name)
+	}
 }

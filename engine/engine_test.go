@@ -582,7 +582,7 @@ func TestApplyMasksFloat32Overflow(t *testing.T) {
 
 // A NaN or Inf pixel counts only for the masks that weigh it (case 10-nan-gap-pixels): a
 // mask's value does not depend on the other masks of the stack nor on the kernel (dense
-// stacks of 1, 3 and 16 masks, sparse, float32 and float64 frames and results).
+// stacks of 1, 3, 16 and 40 masks, sparse, float32 and float64 frames and results).
 func TestApplyMasksNonFinitePixels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(53, 54))
 	sig := [2]int{8, 10}
@@ -604,7 +604,7 @@ func TestApplyMasksNonFinitePixels(t *testing.T) {
 		}
 		put(5, 0, math.Inf(1))
 		// Mask 0 avoids column 9 and pixel 0; mask 1 weighs column 9; mask 2 weighs pixel 0.
-		for _, n := range []int{3, 16} {
+		for _, n := range []int{3, 16, 40} { // 40: the broadcast kernels for float32
 			for _, sparse := range []bool{false, true} {
 				stack := randomStack(rng, n, sig)
 				for m := range n {

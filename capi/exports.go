@@ -208,14 +208,15 @@ func stemdot_plan_new_options(options *C.stemdot_cchar, out *C.stemdot_plan) (st
 	}
 	*out = 0 // no stale handle in *out after a failure
 	p, err := stemdot.ParsePlan(goString(options))
-	if err == nil {
-		var pl *stemdot.Planner
-		if pl, err = p.Planner(); err == nil {
-			*out = C.stemdot_plan(handles.add(kindPlan, pl))
-			return succeed()
-		}
+	if err != nil {
+		return fail(fn, err)
 	}
-	return fail(fn, err)
+	pl, err := p.Planner()
+	if err != nil {
+		return fail(fn, err)
+	}
+	*out = C.stemdot_plan(handles.add(kindPlan, pl))
+	return succeed()
 }
 
 //export stemdot_plan_describe
@@ -280,7 +281,6 @@ func stemdot_run_new(out *C.stemdot_run) (st C.stemdot_status) {
 	if out == nil {
 		return fail(fn, failf(errs.Argument, "out must not be NULL"))
 	}
-	*out = 0 // no stale handle in *out after a failure
 	*out = C.stemdot_run(handles.add(kindRun, &run{}))
 	return succeed()
 }

@@ -271,7 +271,9 @@ func kernelFor[N native](job *Job) kernel {
 		return newSparse[N](job.Sparse)
 	case !job.Float64 && simdKernels[N]() != nil:
 		// Measured faster than the fused loop and Gemm for 1 to 64 masks (bench_test.go).
-		return newSIMDDense(job.Masks.Data, job.NMasks, p, simdKernels[N](), job.packedMasks)
+		d := newSIMDDense(job.Masks.Data, job.NMasks, p, simdKernels[N](), job.packedMasks)
+		d.pairOdd = job.TileFrames > 1
+		return d
 	case job.NMasks == 1:
 		return &fused[N]{pixels: p, mask: job.denseMasks64()}
 	case job.Float64:

@@ -252,6 +252,12 @@ type simdDense[N native] struct {
 	packed         []float32 // packMasks(masks), packBcast(masks) when bk is set, or nil
 	pk             *packedKernels[N]
 	bk             *[bcastVectors][bcastFrames]bcastKernel
+	// pairOdd pairs a tile's odd last frame with itself (odd: the other frame's sums,
+	// discarded), so that every frame meets the pair kernels: a frame's sums then do not
+	// depend on where the run's claims cut the tiles. Set for jobs whose tiles hold 2 or
+	// more frames; with 1-frame tiles every frame takes the one-frame kernels.
+	pairOdd bool
+	odd     []float64
 }
 
 // packedMinMasks is the least number of masks that take the packed kernels (whole
@@ -265,7 +271,7 @@ const packedMinMasks = 8
 // newSIMDDense returns the kernel for stack m; pack returns the stack packed by the
 // packer it is given (shared by a job's workers: Job.packedMasks), or is nil to pack here.
 func newSIMDDense[N native](m []float32, nMasks, pixels int, kernels *groupKernels[N], pack func(packer) []float32) *simdDense[N] {
-	d := &simdDense[N]{masks: m, nMasks: nMasks, pixels: pixels, kernels: kernels, part: make([]float32, max(nMasks, 24))}
+	d := &simdDense[N]{masks: m, nMasks: nMasks, pixels: pixels, kernels: kernels, part: make([]float32, max(nMasks, 24)), odd: make([]float64, simdGroup)}
 	if pack == nil {
 		pack = func(p packer) []float32 { return p(m, nMasks, pixels) }
 	}
@@ -322,6 +328,11 @@ func (d *simdDense[N]) apply(tile []byte, frames int, acc []float64) {
 				for ; f+2 <= frames; f += 2 {
 					dotPair(d.kernels, px[f*d.pixels+k0:][:n], px[(f+1)*d.pixels+k0:][:n], w, d.pixels, pf,
 						acc[f*d.nMasks+m0:][:nm], acc[(f+1)*d.nMasks+m0:][:nm], d.part)
+				}
+				if f < frames && d.pairOdd {
+					frame := px[f*d.pixels+k0:][:n]
+					dotPair(d.kernels, frame, frame, w, d.pixels, pf, acc[f*d.nMasks+m0:][:nm], d.odd[:nm], d.part)
+					f++
 				}
 			}
 			for ; f < frames; f++ {

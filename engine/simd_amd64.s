@@ -101,31 +101,38 @@ loop: \
 	HSUM(Y2, X2, 4); \
 	VZEROUPPER
 
-// DOT4: four masks, mask m in Y(m): lo then hi half into one accumulator, in the order of
-// DOT4X2 and DOT8, so that a frame's sums do not depend on whether it was paired.
+// DOT4: four masks, mask m in Y(2m) and Y(2m+1).
 #define DOT4(LO, HI) \
 	BASES; \
 	VXORPS Y0, Y0, Y0; \
 	VXORPS Y1, Y1, Y1; \
 	VXORPS Y2, Y2, Y2; \
 	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
 	XORQ   AX, AX; \
 loop: \
 	LO(SI, Y8); \
 	HI(SI, Y9); \
-	FMA1(DI, Y0); \
-	FMA1(R9, Y1); \
-	FMA1(R10, Y2); \
-	FMA1(R11, Y3); \
+	FMA2(DI, Y0, Y1); \
+	FMA2(R9, Y2, Y3); \
+	FMA2(R10, Y4, Y5); \
+	FMA2(R11, Y6, Y7); \
 	PREFETCHT1 (R8)(AX*4); \
 	ADDQ   $16, AX; \
 	CMPQ   AX, CX; \
 	JB     loop; \
 	MOVQ   out+40(FP), R8; \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	VADDPS Y5, Y4, Y4; \
+	VADDPS Y7, Y6, Y6; \
 	HSUM(Y0, X0, 0); \
-	HSUM(Y1, X1, 4); \
-	HSUM(Y2, X2, 8); \
-	HSUM(Y3, X3, 12); \
+	HSUM(Y2, X2, 4); \
+	HSUM(Y4, X4, 8); \
+	HSUM(Y6, X6, 12); \
 	VZEROUPPER
 
 // FMA1 adds pixels Y8 and Y9 times the weights of the mask at BASE into A.

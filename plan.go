@@ -73,7 +73,9 @@ func ParsePlan(s string) (Plan, error) {
 		case "max_workers_per_gpu":
 			p.MaxWorkersPerGPU, err = strconv.Atoi(value)
 		case "topology":
-			p.Cores, err = strconv.Atoi(value)
+			if p.Cores, err = strconv.Atoi(value); err == nil && p.Cores < 1 {
+				return errs.New(errs.Argument, "option topology %q: want a core count of at least 1 (leave topology out to plan for this machine)", value)
+			}
 		case "oversubscribe":
 			p.Oversubscribe, err = parseBool(value)
 			want = "true or false"

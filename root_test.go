@@ -246,6 +246,7 @@ func TestParsePlan(t *testing.T) {
 		"oversubscribe=maybe":   `option oversubscribe "maybe": want true or false`,
 		"max_workers_per_gpu=x": `option max_workers_per_gpu "x": want a whole number`,
 		"threads=4":             `unknown plan option "threads"`,
+		"topology=0":            `option topology "0": want a core count of at least 1`,
 	} {
 		_, err := stemdot.ParsePlan(s)
 		require.ErrorContains(t, err, msg, s)

@@ -115,7 +115,8 @@ func SaveNPY(path string, res *Result) error { return Save(res, Outputs{NPY: pat
 
 // Save writes the outputs of res all or nothing: every file goes to a temporary name
 // beside its final path and all are renamed only when all were written; a failure
-// leaves no file of this call behind. Files get mode 0666 less the umask.
+// leaves no file of this call behind. New files get mode 0666 less the umask; a file
+// replaced keeps its permissions.
 func Save(res *Result, o Outputs) error {
 	if res == nil {
 		return errs.New(errs.Argument, "no result to save (a nil *Result)")

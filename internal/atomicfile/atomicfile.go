@@ -1,7 +1,8 @@
 // Package atomicfile writes stemdot's output files (results, PNGs, synthetic datasets)
 // all or nothing: each is written under a temporary name beside its final path and
 // renamed only when complete, so a failed or interrupted run never leaves a half-written
-// file under the final name. New files get mode 0666 less the umask, as os.Create gives.
+// file under the final name. New files get mode 0666 less the umask, as os.Create gives;
+// a file replaced keeps its permissions.
 //
 // An output path that is a symbolic link is written through: the file it points to is
 // replaced, the link stays.
@@ -92,9 +93,9 @@ type File struct {
 	done bool
 }
 
-// Create checks path (see Check) and creates the temporary file for it, mode 0666 less
-// the umask, beside the file that path names (through its symbolic links). Write to it,
-// then Commit or Abort.
+// Create checks path (see Check) and creates the temporary file for it beside the file
+// that path names (through its symbolic links), with that file's permissions when it
+// exists, else mode 0666 less the umask. Write to it, then Commit or Abort.
 func Create(path string) (*File, error) {
 	if err := Check(path); err != nil {
 		return nil, err
@@ -107,7 +108,11 @@ func Create(path string) (*File, error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("create %s: %w", path, err))
 	}
-	if err := f.Chmod(0o666 &^ umask()); err != nil {
+	mode := 0o666 &^ umask()
+	if st, err := os.Stat(dst); err == nil {
+		mode = st.Mode().Perm() // a file replaced keeps its permissions
+	}
+	if err := f.Chmod(mode); err != nil {
 		f.Close()
 		os.Remove(f.Name())
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("create %s: %w", path, err))

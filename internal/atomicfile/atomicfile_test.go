@@ -39,3 +39,25 @@ func TestWriteThroughSymlinks(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 2, "no temporary file left behind")
 }
+
+// A file replaced keeps its permissions (a private result stays private); a new file
+// gets 0666 less the umask.
+func TestReplacedFileKeepsItsMode(t *testing.T) {
+	dir := t.TempDir()
+	private := filepath.Join(dir, "private.npy")
+	require.NoError(t, os.WriteFile(private, []byte("old"), 0o600))
+	require.NoError(t, os.Chmod(private, 0o640))
+	link := filepath.Join(dir, "link.npy")
+	require.NoError(t, os.Symlink(private, link))
+	for _, path := range []string{private, link} {
+		require.NoError(t, Write(path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }))
+		st, err := os.Stat(private)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o640), st.Mode().Perm(), "via %s", path)
+	}
+	fresh := filepath.Join(dir, "fresh.npy")
+	require.NoError(t, Write(fresh, func(w io.Writer) error { return nil }))
+	st, err := os.Stat(fresh)
+	require.NoError(t, err)
+	require.Equal(t, 0o666&^umask(), st.Mode().Perm())
+}

@@ -95,9 +95,9 @@ func ShapeString(s []int) string {
 
 // WriteFile writes data ([]float32 or []float64, C order) as a little-endian NPY file
 // of the given shape, atomically (see package atomicfile: temporary file, then rename;
-// mode 0666 less the umask). It returns an error for a shape with a negative size or
-// another number of elements than data (errs.Shape), and for a path that cannot receive
-// the file (errs.IO).
+// mode 0666 less the umask, or the permissions of a file replaced). It returns an error
+// for a shape with a negative size or another number of elements than data (errs.Shape),
+// and for a path that cannot receive the file (errs.IO).
 func WriteFile(path string, shape []int, data any) error {
 	var descr string
 	var n int

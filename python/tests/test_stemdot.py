@@ -536,9 +536,14 @@ def test_pickled_dataset_opens_its_file_again(data_dir, tmp_path):
     means nothing in another process); one made from an array refuses to pickle."""
     path = data_dir / "mib" / "001_4x2_6bit.mib"
     masks = stemdot.disk((256, 256), 42, 126, 30)
-    with stemdot.open(path, nav_shape=(2, 4)) as ds:
-        want = stemdot.apply_masks(ds, masks)
-        blob = pickle.dumps(ds)
+    cwd = os.getcwd()
+    os.chdir(path.parent)  # opened by a relative path: the pickle holds the absolute one
+    try:
+        with stemdot.open(path.name, nav_shape=(2, 4)) as ds:
+            want = stemdot.apply_masks(ds, masks)
+            blob = pickle.dumps(ds)
+    finally:
+        os.chdir(cwd)
     (tmp_path / "ds.pickle").write_bytes(blob)
     np.save(tmp_path / "masks.npy", masks)
     # Another process, which has opened another file first (its handle 1 is not ours).
@@ -550,7 +555,7 @@ def test_pickled_dataset_opens_its_file_again(data_dir, tmp_path):
         f"np.save({str(tmp_path / 'got.npy')!r}, stemdot.apply_masks(ds, np.load({str(tmp_path / 'masks.npy')!r})))\n"
         "print(ds.nav_shape)\n"
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "(2, 4)"
     np.testing.assert_array_equal(np.load(tmp_path / "got.npy"), want)

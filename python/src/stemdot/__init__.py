@@ -208,9 +208,9 @@ class Dataset(_Closing):
     Attributes: ``nav_shape`` and ``sig_shape`` (tuples of ints), ``dtype`` (numpy dtype
     of the stored pixels), ``n_frames``. Close it with :meth:`close` or use it as a
     context manager; a closed dataset raises :class:`BadHandleError`. A dataset opened
-    from a file pickles as its path and options: unpickling opens the file again (in
-    that process, at that path); one made by :func:`from_array` does not pickle (pickle
-    the array).
+    from a file pickles as its absolute path and its options: unpickling opens the file
+    again (in that process, at that path); one made by :func:`from_array` does not
+    pickle (pickle the array).
     """
 
     def __init__(self, handle, source, keepalive=None, reopen=None):
@@ -309,7 +309,7 @@ def open(path, **format_options):
     items = [f"{key}={_option_value(key, value)}" for key, value in format_options.items() if value is not None]
     handle = ctypes.c_uint64()
     _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
-    ds = Dataset(handle.value, spath, reopen=(spath, dict(format_options)))
+    ds = Dataset(handle.value, spath, reopen=(os.path.abspath(spath), dict(format_options)))
     for w in _dataset_warnings(handle.value):
         warnings.warn(f"stemdot: {w}", stacklevel=2)
     return ds

@@ -348,15 +348,16 @@ func TestOutputChecks(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "r.npy"))
 	require.ErrorIs(t, err, fs.ErrNotExist, "no result when the PNG prefix is unusable")
 
-	// A writable regular file is replaced, readable by others.
+	// A writable regular file is replaced and keeps its permissions; a new file is
+	// readable by others (mode 0666 less the umask: 0644 under the usual umask 022).
 	out := filepath.Join(dir, "r.npy")
 	require.NoError(t, os.WriteFile(out, []byte("old"), 0o600))
 	_, stderr, code := run(t, "apply", input, "--mask", "disk:128,128,20", "--out", out, "--png", filepath.Join(dir, "pic"))
 	require.Zero(t, code, stderr)
-	for _, p := range []string{out, filepath.Join(dir, "pic_0_disk.png")} {
+	for p, want := range map[string]os.FileMode{out: 0o600, filepath.Join(dir, "pic_0_disk.png"): 0o644} {
 		st, err := os.Stat(p)
 		require.NoError(t, err)
-		require.Equal(t, os.FileMode(0o644), st.Mode().Perm(), p)
+		require.Equal(t, want, st.Mode().Perm(), p)
 	}
 }
 

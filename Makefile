@@ -16,18 +16,38 @@ else
   FLAVOUR := with CUDA ($(NVCC))
 endif
 GOTAGS := $(if $(TAGS),-tags $(TAGS),)
+# Go's build cache keys a cgo link on its flags, not on the contents of the archive they
+# name: after libstemdot_kernels.a is rebuilt, go build or go test -c can hand back a binary
+# linked with the old one. An unused symbol named after the archive's checksum, added to
+# CGO_LDFLAGS, puts the contents into the key. $(call kernels_env,ARCHIVE) prefixes a go
+# command that links ARCHIVE.
+kernels_flag = -Wl,--defsym=stemdot_kernels_$(firstword $(shell cksum $(1)))=0
+kernels_env = CGO_LDFLAGS="$${CGO_LDFLAGS:--O2 -g} $(call kernels_flag,$(1))"
+CUDA_LINK = $(if $(TAGS),$(call kernels_env,$(KERNELS)),)
+CUDA_LDFLAG = $(if $(TAGS),$(call kernels_flag,$(KERNELS)),)
 
-.PHONY: all build kernels demo test test-go test-cuda fuzz lint bench bench-full clean
+.PHONY: all build kernels kernels-emu demo test test-go test-cuda test-cuda-emu fuzz lint bench bench-full clean
 
 all: build
 
 build: $(if $(TAGS),kernels,)
 	@echo "building stemdot $(FLAVOUR)"
-	$(GO) build $(GOTAGS) -o $(BIN)/stemdot ./cmd/stemdot
+	$(CUDA_LINK) $(GO) build $(GOTAGS) -o $(BIN)/stemdot ./cmd/stemdot
 
 kernels:
 	cmake -S . -B $(BUILD)/kernels -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD)/kernels -j 2
+
+# The kernels and their host code compiled by the host C++ compiler against the CPU
+# emulator of the CUDA runtime (kernels/emu), for test-cuda-emu: no nvcc or GPU needed.
+EMU_SRC := kernels/mask_dot.cu kernels/runtime.cu kernels/feed.cu kernels/resident.cu kernels/emu/emu.cc
+EMU_LIB := $(BUILD)/kernels-emu/libstemdot_kernels.a
+kernels-emu: $(EMU_LIB)
+$(EMU_LIB): $(EMU_SRC) $(wildcard kernels/*.cuh kernels/*.h kernels/emu/*.h)
+	@mkdir -p $(@D)
+	for f in $(EMU_SRC); do $(CXX) -std=c++17 -O2 -mfma -fPIC -ffp-contract=off -Wall -Wno-unknown-pragmas \
+		-x c++ -Ikernels/emu -Ikernels -c $$f -o $(@D)/$$(basename $$f).o || exit 1; done
+	rm -f $@ && ar rcs $@ $(patsubst %,$(@D)/%.o,$(notdir $(EMU_SRC)))
 
 # The main job on a built-in default: a synthetic 64×64 scan of 128×128 uint16 frames,
 # virtual bright field, annular dark field and centre-of-mass masks.
@@ -37,7 +57,7 @@ demo: build
 	$(BIN)/stemdot apply out/demo.mib --mask disk:64,64,12 --mask ring:64,64,30,60 --mask com --out out/demo.npy --png out/demo
 	@echo "wrote out/demo.npy and out/demo_*.png"
 
-test: lint test-go fuzz $(if $(TAGS),test-cuda,) test-capi test-python
+test: lint test-go fuzz $(if $(TAGS),test-cuda,) test-cuda-emu test-capi test-python
 
 test-go:
 	$(GO) test -race ./...
@@ -58,7 +78,12 @@ fuzz:
 
 test-cuda: kernels
 	$(GO) vet -tags cuda ./...
-	$(GO) test -tags cuda ./...
+	$(CUDA_LINK) $(GO) test -tags cuda ./...
+
+# The GPU tests of package cuda on the emulated device (kernels-emu).
+test-cuda-emu: kernels-emu
+	$(GO) vet -tags cuda,cudaemu ./cuda
+	$(call kernels_env,$(EMU_LIB)) $(GO) test -tags cuda,cudaemu -count=1 ./cuda
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -13,6 +13,12 @@
 // CGO_LDFLAGS=-L/usr/local/cuda/lib64. Without the tag every function returns ErrNoCUDA
 // and Built reports false.
 //
+// With the tags cuda and cudaemu it links build/kernels-emu/libstemdot_kernels.a instead:
+// the same kernel sources compiled by the host C++ compiler against a CPU emulator of the
+// CUDA runtime (kernels/emu; make kernels-emu), one emulated device, so that this package's
+// GPU tests check the kernels and their host code on machines without a GPU
+// (make test-cuda-emu). It is for tests only: far slower than the CPU engine.
+//
 // A Runner is one GPU worker: it is bound to one device, holds the mask stack there
 // (uploaded once per device and shared by all runners given the same stack), and runs a
 // pipeline over tiles of frames: the caller's read of tile i+1 into pinned host memory,

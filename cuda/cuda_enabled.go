@@ -4,7 +4,6 @@ package cuda
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../kernels
-#cgo LDFLAGS: ${SRCDIR}/../build/kernels/libstemdot_kernels.a -lcudart_static -lrt -ldl -lpthread -lstdc++ -lm
 #include <stdlib.h>
 #include "stemdot_kernels.h"
 */

@@ -20,7 +20,8 @@ import (
 // frames, three staging chunks, so that a slot is reused), then applies dense and sparse
 // stacks (1, 4 and 70 masks: one group, a padded one, two groups) with float32 and float64
 // accumulation to a frame range inside the scan, twice each, against the float64
-// reference.
+// reference. Emulated, uint16 runs 1 mask only (70 masks over its 4099 frames take
+// minutes there; the other dtypes run them).
 func TestResident(t *testing.T) {
 	requireDevice(t)
 	const sigY, sigX = 128, 128
@@ -29,6 +30,9 @@ func TestResident(t *testing.T) {
 		frames, counts := 37, []int{1, 4, 70}
 		if dt == dataset.Uint16 {
 			frames, counts = (64<<20)/(sigY*sigX*2)+3, []int{1, 70}
+			if emulated {
+				counts = counts[:1]
+			}
 		}
 		fs := randomFrames(rng, dt, frames, sigY*sigX)
 		ds, err := dataset.FromMemory(fs.raw, nil, [2]int{sigY, sigX}, dt)

@@ -6,6 +6,8 @@
 // percent of the PCIe transfer it follows.
 #include "feed.cuh"
 
+#include "launch.cuh"
+
 namespace stemdot {
 namespace {
 
@@ -66,7 +68,7 @@ __global__ void check_magic(const uint8_t *__restrict__ raw, int64_t stride, int
 cudaError_t launch_unpack(const UnpackArgs &a) {
     if (a.magic_len > 0) {
         const int blocks = int((a.n_frames + kUnpackThreads - 1) / kUnpackThreads);
-        check_magic<<<blocks, kUnpackThreads, 0, a.stream>>>(
+        STEMDOT_LAUNCH(blocks, kUnpackThreads, a.stream, check_magic)(
             static_cast<const uint8_t *>(a.raw), a.stride, a.n_frames, a.magic, a.magic_len,
             a.bad_frame);
     }
@@ -78,11 +80,11 @@ cudaError_t launch_unpack(const UnpackArgs &a) {
     const dim3 grid(unsigned(std::min<int64_t>((units + per_block - 1) / per_block, 1024)),
                     unsigned(a.n_frames));
     if (words) {
-        unpack_words<<<grid, kUnpackThreads, 0, a.stream>>>(
+        STEMDOT_LAUNCH(grid, kUnpackThreads, a.stream, unpack_words)(
             static_cast<const uint8_t *>(a.raw), a.stride, a.header, units, a.elem, a.swap,
             static_cast<uint32_t *>(a.out));
     } else {
-        unpack_bytes<<<grid, kUnpackThreads, 0, a.stream>>>(
+        STEMDOT_LAUNCH(grid, kUnpackThreads, a.stream, unpack_bytes)(
             static_cast<const uint8_t *>(a.raw), a.stride, a.header, units, a.elem, a.swap,
             static_cast<uint8_t *>(a.out));
     }

@@ -56,6 +56,7 @@
 #include <atomic>
 #include <type_traits>
 
+#include "launch.cuh"
 #include "stemdot_kernels.h"
 
 namespace stemdot {
@@ -675,7 +676,7 @@ template <typename Acc>
 void launch_sum_splits(const DenseArgs &a, int64_t splits) {
     const int64_t n = a.n_frames * a.n_masks;
     const int64_t blocks = std::min<int64_t>(ceil_div(n, 256), int64_t(a.sm_count) * 4);
-    sum_splits<Acc><<<unsigned(blocks), 256, 0, a.stream>>>(
+    STEMDOT_LAUNCH(unsigned(blocks), 256, a.stream, sum_splits<Acc>)(
         a.partial, splits, n, static_cast<Acc *>(a.out));
 }
 
@@ -688,7 +689,7 @@ cudaError_t streaming_launch(const DenseArgs &a) {
     const int64_t vecs_per_chunk = ceil_div(n_vec, splits);
     splits = ceil_div(n_vec, vecs_per_chunk);
     const dim3 grid(unsigned(ceil_div(a.n_frames, FB)), unsigned(splits), unsigned(a.n_groups));
-    dense_kernel<T, Acc, V, MG><<<grid, kDenseThreads, 0, a.stream>>>(
+    STEMDOT_LAUNCH(grid, kDenseThreads, a.stream, dense_kernel<T, Acc, V, MG>)(
         static_cast<const T *>(a.frames), a.n_frames, a.pixels, a.masks, a.n_masks,
         vecs_per_chunk, splits > 1 ? static_cast<void *>(a.partial) : a.out);
     if (splits > 1) launch_sum_splits<Acc>(a, splits);
@@ -705,7 +706,7 @@ cudaError_t tiled_launch(const DenseArgs &a) {
         ceil_div(ceil_div(a.pixels, splits), kTiledChunkAlign) * kTiledChunkAlign;
     splits = ceil_div(a.pixels, chunk);
     const dim3 grid(unsigned(frame_blocks * a.n_groups), unsigned(splits));
-    tiled_kernel<T, Acc, V, MG><<<grid, kTiledThreads, 0, a.stream>>>(
+    STEMDOT_LAUNCH(grid, kTiledThreads, a.stream, tiled_kernel<T, Acc, V, MG>)(
         static_cast<const T *>(a.frames), a.n_frames, a.pixels, a.masks, a.n_masks,
         a.n_groups, chunk, splits > 1 ? static_cast<void *>(a.partial) : a.out);
     if (splits > 1) launch_sum_splits<Acc>(a, splits);
@@ -749,7 +750,7 @@ cudaError_t dense_dispatch(const DenseArgs &a) {
 template <typename T, typename Acc>
 cudaError_t sparse_launch(const SparseArgs &a) {
     const dim3 grid(unsigned(ceil_div(a.n_frames, kSparseFrames)), unsigned(a.n_masks));
-    sparse_kernel<T, Acc><<<grid, kSparseThreads, 0, a.stream>>>(
+    STEMDOT_LAUNCH(grid, kSparseThreads, a.stream, sparse_kernel<T, Acc>)(
         static_cast<const T *>(a.frames), a.n_frames, a.pixels, a.rowptr, a.col, a.val,
         a.n_masks, static_cast<Acc *>(a.out));
     return cudaGetLastError();

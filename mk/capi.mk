@@ -26,7 +26,7 @@ capi: $(CAPI_LIB)
 
 $(CAPI_LIB): $(CAPI_SRC) $(CAPI_DEPS) go.mod go.sum $(if $(TAGS),kernels,)
 	@mkdir -p $(BUILD)
-	$(GO) build -buildmode=c-shared $(GOTAGS) -o $@ ./capi
+	$(CUDA_LINK) $(GO) build -buildmode=c-shared $(GOTAGS) -o $@ ./capi
 
 $(CAPI_EXAMPLE): capi/examples/apply.c include/stemdot.h $(CAPI_LIB)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< \

@@ -1,0 +1,552 @@
+// emu.cc: the CPU emulator's runtime (see cuda_runtime.h here): the block scheduler with
+// its threads and fibers, device memory with guard pages, and the CUDA runtime calls that stemdot's
+// host code makes, all synchronous.
+#include "cuda_runtime.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace stemdot_emu {
+
+thread_local dim3 thread_idx, block_idx;
+dim3 block_dim, grid_dim;
+thread_local uint64_t shuffle_slots[1024];
+
+namespace {
+
+thread_local cudaError_t last_error = cudaSuccess;
+
+cudaError_t fail(cudaError_t err) {
+    last_error = err;
+    return err;
+}
+
+[[noreturn]] void die(const char *what) {
+    std::fprintf(stderr, "stemdot CUDA emulator: %s\n", what);
+    std::abort();
+}
+
+size_t page_size() {
+    static const size_t p = size_t(sysconf(_SC_PAGESIZE));
+    return p;
+}
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// ---------------------------------------------------------------------------------------
+// Fibers: the threads of the running block.
+
+#if defined(__x86_64__)
+// stemdot_emu_switch(save, to): saves the callee-saved registers, MXCSR and the x87
+// control word on the current stack, stores its stack pointer in *save, and resumes the
+// context whose stack pointer is to.
+extern "C" void stemdot_emu_switch(void **save, void *to);
+asm(R"(
+    .text
+    .globl stemdot_emu_switch
+    .hidden stemdot_emu_switch
+    .type stemdot_emu_switch, @function
+stemdot_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $16, %rsp
+    stmxcsr 8(%rsp)
+    fnstcw (%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    fldcw (%rsp)
+    ldmxcsr 8(%rsp)
+    addq $16, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size stemdot_emu_switch, .-stemdot_emu_switch
+)");
+#else
+#error "the CUDA emulator switches fibers with x86-64 code only"
+#endif
+
+constexpr size_t kStackBytes = 256 << 10;
+constexpr unsigned kMaxThreads = 1024;
+
+struct Fiber {
+    char *stack = nullptr;  // kStackBytes above a guard page
+    void *sp = nullptr;
+    bool done = false;
+    const void *site = nullptr;  // the barrier it waits at
+};
+
+// The fibers of one OS thread running blocks, kept between launches.
+struct Worker {
+    std::vector<Fiber> fibers;
+    void *scheduler_sp = nullptr;
+    unsigned current = 0;
+    uint64_t phases = 0;
+};
+
+std::mutex device_mu;  // one kernel at a time
+std::vector<Worker *> idle_workers;  // under device_mu
+void (*block_body)(void *) = nullptr;
+void *block_arg = nullptr;
+thread_local Worker *self = nullptr;
+
+void fiber_main() {
+    block_body(block_arg);
+    self->fibers[self->current].done = true;
+    stemdot_emu_switch(&self->fibers[self->current].sp, self->scheduler_sp);
+    die("a finished fiber was resumed");
+}
+
+// Prepares fiber f to start at fiber_main: the frame stemdot_emu_switch pops (x87 control
+// word, MXCSR, six registers) below a return address of fiber_main, 16-byte aligned as
+// after a call.
+void reset(Fiber &f) {
+    if (f.stack == nullptr) {
+        const size_t guard = page_size();
+        void *m = mmap(nullptr, kStackBytes + guard, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) die("cannot map a fiber stack");
+        if (mprotect(m, guard, PROT_NONE) != 0) die("cannot protect a fiber stack");
+        f.stack = static_cast<char *>(m) + guard;
+    }
+    uint64_t *top = reinterpret_cast<uint64_t *>(f.stack + kStackBytes - 16);
+    top[0] = reinterpret_cast<uint64_t>(&fiber_main);
+    uint64_t *frame = top - 8;
+    std::memset(frame, 0, 8 * sizeof(uint64_t));
+    const uint16_t fpu_cw = 0x037f;
+    const uint32_t mxcsr = 0x1f80;
+    std::memcpy(frame, &fpu_cw, sizeof fpu_cw);
+    std::memcpy(frame + 1, &mxcsr, sizeof mxcsr);
+    f.sp = frame;
+    f.done = false;
+    f.site = nullptr;
+}
+
+// Runs block block_idx on this thread's worker: every fiber up to its next barrier (or
+// its end), in forward or reverse order, until all have ended.
+void run_block(unsigned n) {
+    Worker &w = *self;
+    for (unsigned t = 0; t < n; t++) reset(w.fibers[t]);
+    for (;;) {
+        const bool reverse = w.phases++ % 2 == 1;
+        for (unsigned i = 0; i < n; i++) {
+            const unsigned t = reverse ? n - 1 - i : i;
+            if (w.fibers[t].done) continue;
+            w.current = t;
+            thread_idx = dim3(t % block_dim.x, t / block_dim.x % block_dim.y,
+                              t / (block_dim.x * block_dim.y));
+            stemdot_emu_switch(&w.scheduler_sp, w.fibers[t].sp);
+        }
+        const void *site = nullptr;
+        bool waiting = false;
+        for (unsigned t = 0; t < n; t++) {
+            if (w.fibers[t].done) continue;
+            if (waiting && w.fibers[t].site != site) {
+                die("the threads of a block reached different __syncthreads (or shuffles)");
+            }
+            waiting = true;
+            site = w.fibers[t].site;
+        }
+        if (!waiting) return;
+    }
+}
+
+// OS threads that run a grid's blocks: STEMDOT_EMU_THREADS, by default one per CPU.
+unsigned grid_threads() {
+    static const unsigned n = [] {
+        const char *s = std::getenv("STEMDOT_EMU_THREADS");
+        const long v = s != nullptr ? std::atol(s) : long(std::thread::hardware_concurrency());
+        return unsigned(std::max(1L, v));
+    }();
+    return n;
+}
+
+}  // namespace
+
+void sync_threads() {
+    Worker &w = *self;
+    w.fibers[w.current].site = __builtin_return_address(0);
+    stemdot_emu_switch(&w.fibers[w.current].sp, w.scheduler_sp);
+}
+
+bool run_grid(dim3 grid, dim3 block, void (*body)(void *), void *arg) {
+    const uint64_t n = uint64_t(block.x) * block.y * block.z;
+    if (n == 0 || n > kMaxThreads || block.z > 64 || grid.x == 0 || grid.y == 0 ||
+        grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
+        fail(cudaErrorInvalidConfiguration);
+        return false;
+    }
+    std::unique_lock<std::mutex> lock(device_mu);
+    grid_dim = grid;
+    block_dim = block;
+    block_body = body;
+    block_arg = arg;
+    const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+    const unsigned threads = unsigned(std::min<uint64_t>(grid_threads(), blocks));
+    std::vector<Worker *> workers;
+    for (unsigned i = 0; i < threads; i++) {
+        if (idle_workers.empty()) idle_workers.push_back(new Worker);
+        workers.push_back(idle_workers.back());
+        idle_workers.pop_back();
+        if (workers.back()->fibers.size() < n) workers.back()->fibers.resize(n);
+    }
+    // Blocks in any order, several at a time: __shared__ variables are per OS thread.
+    std::atomic<uint64_t> next{0};
+    auto work = [&](Worker *w) {
+        self = w;
+        for (uint64_t b = next++; b < blocks; b = next++) {
+            block_idx = dim3(unsigned(b % grid.x), unsigned(b / grid.x % grid.y),
+                             unsigned(b / (uint64_t(grid.x) * grid.y)));
+            run_block(unsigned(n));
+        }
+        self = nullptr;
+    };
+    std::vector<std::thread> others;
+    for (unsigned i = 1; i < threads; i++) others.emplace_back(work, workers[i]);
+    work(workers[0]);
+    for (std::thread &t : others) t.join();
+    for (Worker *w : workers) idle_workers.push_back(w);
+    return true;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Memory.
+
+struct Allocation {
+    size_t bytes;
+    void *map;  // the mapping: a guard page, the allocation, a guard page
+    size_t map_bytes;
+};
+
+std::mutex mem_mu;
+std::map<uintptr_t, Allocation> device_allocs;  // by start
+size_t device_used = 0;
+std::map<uintptr_t, size_t> host_allocs;       // cudaHostAlloc, by start
+std::map<uintptr_t, size_t> host_registered;  // cudaHostRegister, by start
+
+// Device memory of the emulated GPU: STEMDOT_EMU_DEVICE_MEMORY bytes (default 8 GiB).
+size_t device_total() {
+    static const size_t total = [] {
+        const char *s = std::getenv("STEMDOT_EMU_DEVICE_MEMORY");
+        return s != nullptr ? size_t(std::strtoull(s, nullptr, 10)) : size_t(8) << 30;
+    }();
+    return total;
+}
+
+// Emulated devices: STEMDOT_EMU_DEVICES (default 1; 0 acts as a machine without GPU).
+int device_count() {
+    static const int n = [] {
+        const char *s = std::getenv("STEMDOT_EMU_DEVICES");
+        return s != nullptr ? std::atoi(s) : 1;
+    }();
+    return n;
+}
+
+int current_device = 0;
+
+// Whether [p, p+bytes) lies inside one device allocation (mem_mu held).
+bool in_device(const void *p, size_t bytes) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = device_allocs.upper_bound(a);
+    if (it == device_allocs.begin()) return false;
+    --it;
+    return a - it->first <= it->second.bytes && bytes <= it->second.bytes - (a - it->first);
+}
+
+// Overlap of [a, a+n) with a registered range (mem_mu held).
+bool registered_overlap(uintptr_t a, size_t n) {
+    auto it = host_registered.upper_bound(a + n - 1);
+    if (it == host_registered.begin()) return false;
+    --it;
+    return it->first + it->second > a;
+}
+
+cudaError_t check_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0) return cudaSuccess;
+    if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lock(mem_mu);
+    const bool dst_dev = in_device(dst, bytes), src_dev = in_device(src, bytes);
+    switch (kind) {
+    case cudaMemcpyHostToDevice:
+        if (!dst_dev) return fail(cudaErrorInvalidValue);
+        break;
+    case cudaMemcpyDeviceToHost:
+        if (!src_dev) return fail(cudaErrorInvalidValue);
+        break;
+    case cudaMemcpyDeviceToDevice:
+        if (!dst_dev || !src_dev) return fail(cudaErrorInvalidValue);
+        break;
+    case cudaMemcpyHostToHost:
+    case cudaMemcpyDefault:
+        break;
+    default:
+        return fail(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
+struct Event {
+    std::chrono::steady_clock::time_point at;
+    bool recorded = false;
+};
+
+const char *const kErrorNames[][2] = {
+    {"0", "no error"},
+    {"1", "invalid argument"},
+    {"2", "out of memory"},
+    {"9", "invalid configuration argument"},
+    {"17", "invalid device pointer"},
+    {"35", "CUDA driver version is insufficient for CUDA runtime version"},
+    {"100", "no CUDA-capable device is detected"},
+    {"101", "invalid device ordinal"},
+    {"400", "invalid resource handle"},
+    {"712", "part or all of the requested memory range is already mapped"},
+    {"713", "pointer does not correspond to a registered memory region"},
+};
+
+}  // namespace
+}  // namespace stemdot_emu
+
+using namespace stemdot_emu;
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = device_count();
+    return *count > 0 ? cudaSuccess : fail(cudaErrorNoDevice);
+}
+
+cudaError_t cudaSetDevice(int device) {
+    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+    current_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
+    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+    std::memset(prop, 0, sizeof(*prop));
+    std::snprintf(prop->name, sizeof prop->name, "stemdot CUDA emulator (CPU)");
+    prop->totalGlobalMem = device_total();
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
+    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+    switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = 4; break;  // few splits: fast emulation
+    case cudaDevAttrMemoryClockRate: *value = 2619000; break;
+    case cudaDevAttrGlobalMemoryBusWidth: *value = 5120; break;
+    case cudaDevAttrL2CacheSize: *value = 50 << 20; break;
+    case cudaDevAttrAsyncEngineCount: *value = 2; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+    case cudaDevAttrHostRegisterReadOnlySupported: *value = 1; break;
+    default: return fail(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int device) {
+    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+    if (len < 1) return fail(cudaErrorInvalidValue);
+    std::snprintf(id, size_t(len), "0000:%02x:00.0", 0xe0 + device);
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version) {
+    *version = 11080;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *version) {
+    *version = 13000;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError() {
+    const cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+const char *cudaGetErrorString(cudaError_t err) {
+    const std::string code = std::to_string(int(err));
+    for (const auto &e : kErrorNames) {
+        if (code == e[0]) return e[1];
+    }
+    return "unrecognized error code";
+}
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+    *ptr = nullptr;
+    if (device_count() < 1) return fail(cudaErrorNoDevice);
+    const size_t rounded = round_up(std::max<size_t>(bytes, 1), 256);
+    std::lock_guard<std::mutex> lock(mem_mu);
+    if (rounded > device_total() - device_used) return fail(cudaErrorMemoryAllocation);
+    const size_t page = page_size();
+    const size_t body = round_up(rounded, page);
+    const size_t map_bytes = body + 2 * page;
+    void *m = mmap(nullptr, map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (m == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+    char *data = static_cast<char *>(m) + page;
+    if (mprotect(data, body, PROT_READ | PROT_WRITE) != 0) {
+        munmap(m, map_bytes);
+        return fail(cudaErrorMemoryAllocation);
+    }
+    // The allocation ends where the trailing guard page starts: a read past its end (beyond
+    // the 256-byte granule real allocations have) faults.
+    char *p = data + body - rounded;
+    device_allocs[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, m, map_bytes};
+    device_used += rounded;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr) {
+    if (ptr == nullptr) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(mem_mu);
+    auto it = device_allocs.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == device_allocs.end()) return fail(cudaErrorInvalidDevicePointer);
+    munmap(it->second.map, it->second.map_bytes);
+    device_used -= round_up(std::max<size_t>(it->second.bytes, 1), 256);
+    device_allocs.erase(it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    std::lock_guard<std::mutex> lock(mem_mu);
+    *total_bytes = device_total();
+    *free_bytes = device_total() - device_used;
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned) {
+    *ptr = std::aligned_alloc(4096, round_up(std::max<size_t>(bytes, 1), 4096));
+    if (*ptr == nullptr) return fail(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lock(mem_mu);
+    host_allocs[reinterpret_cast<uintptr_t>(*ptr)] = bytes;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *ptr) {
+    if (ptr == nullptr) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(mem_mu);
+    if (host_allocs.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
+        return fail(cudaErrorInvalidValue);
+    }
+    std::free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostRegister(void *ptr, size_t bytes, unsigned) {
+    if (ptr == nullptr || bytes == 0) return fail(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lock(mem_mu);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
+    if (registered_overlap(a, bytes)) return fail(cudaErrorHostMemoryAlreadyRegistered);
+    host_registered[a] = bytes;
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *ptr) {
+    std::lock_guard<std::mutex> lock(mem_mu);
+    if (host_registered.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
+        return fail(cudaErrorHostMemoryNotRegistered);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    const cudaError_t err = check_copy(dst, src, bytes, kind);
+    if (err != cudaSuccess) return err;
+    if (bytes > 0) std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
+    if (bytes == 0) return cudaSuccess;
+    {
+        std::lock_guard<std::mutex> lock(mem_mu);
+        if (!in_device(ptr, bytes)) return fail(cudaErrorInvalidValue);
+    }
+    std::memset(ptr, value, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
+    return cudaMemset(ptr, value, bytes);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
+    *stream = reinterpret_cast<cudaStream_t>(new char);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    delete reinterpret_cast<char *>(stream);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+    *event = reinterpret_cast<cudaEvent_t>(new Event);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned) {
+    return cudaEventCreate(event);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    delete reinterpret_cast<Event *>(event);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    Event *e = reinterpret_cast<Event *>(event);
+    e->at = std::chrono::steady_clock::now();
+    e->recorded = true;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    return event == nullptr ? fail(cudaErrorInvalidResourceHandle) : cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    const Event *a = reinterpret_cast<const Event *>(start);
+    const Event *b = reinterpret_cast<const Event *>(end);
+    if (a == nullptr || b == nullptr || !a->recorded || !b->recorded) {
+        return fail(cudaErrorInvalidResourceHandle);
+    }
+    *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
+    return cudaSuccess;
+}

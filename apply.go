@@ -102,7 +102,7 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Result: *res, Names: stack.Names, Warnings: append(OpenWarnings(ds), p.Warnings...)}
+	r := &Result{Result: *res, Names: stack.MaskNames(), Warnings: append(OpenWarnings(ds), p.Warnings...)}
 	if w := r.NonFiniteWarning(); w != "" {
 		r.Warnings = append(r.Warnings, w)
 	}

@@ -118,7 +118,7 @@ func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptio
 	if opt.Progress != nil {
 		opt.Progress(n, n)
 	}
-	out := &Result{Result: res, Names: stack.Names, Warnings: OpenWarnings(r.ds)}
+	out := &Result{Result: res, Names: stack.MaskNames(), Warnings: OpenWarnings(r.ds)}
 	if w := out.NonFiniteWarning(); w != "" {
 		out.Warnings = append(out.Warnings, w)
 	}

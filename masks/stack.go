@@ -52,7 +52,8 @@ type Stack struct {
 	Data []float32
 	// Sparse is the stack in CSR form when it is held so (then Data is nil), else nil.
 	Sparse *CSR
-	// Names label each mask ("disk", "ring", "com_sum", ...); len(Names) == N.
+	// Names label each mask ("disk", "ring", "com_sum", ...): len(Names) == N, or nil for
+	// "mask0", "mask1", ... (see MaskNames).
 	Names []string
 	// Lo, for a dense stack whose weights were given in float64 and are not all exact in
 	// float32, holds what Data leaves out: weight = float64(Data[i]) + float64(Lo[i]), to
@@ -130,13 +131,8 @@ const MaxWeights = math.MaxInt32
 // a data or names length that does not match, more than MaxWeights weights, or NaN/Inf
 // weights.
 func New(n, sy, sx int, data []float32, names []string) (*Stack, error) {
-	if names == nil && n > 0 {
-		names = make([]string, n)
-		for m := range names {
-			names[m] = fmt.Sprintf("mask%d", m)
-		}
-	}
 	s := &Stack{N: n, SigY: sy, SigX: sx, Data: data, Names: names}
+	s.Names = s.MaskNames()
 	if err := s.Validate([2]int{sy, sx}); err != nil {
 		return nil, err
 	}
@@ -247,7 +243,8 @@ func (e *WeightError) Error() string { return e.msg }
 
 // Validate checks that the stack is well formed and applies to frames of sig_shape sig =
 // (sig_y, sig_x). It returns an error for an empty stack (N < 1), non-positive signal
-// sizes, more than MaxWeights weights, len(Data) != N*SigY*SigX, len(Names) != N, a
+// sizes, more than MaxWeights weights, len(Data) != N*SigY*SigX, Names neither nil nor of
+// length N, a
 // signal shape other than sig (naming both shapes and the masks), and a NaN or ±Inf weight
 // (a *WeightError naming the mask and the pixel).
 func (s *Stack) Validate(sig [2]int) error {
@@ -272,14 +269,14 @@ func (s *Stack) Validate(sig [2]int) error {
 	} else if s.Lo != nil && len(s.Lo) != want {
 		return fmt.Errorf("mask stack of shape (%d, %d, %d) has %d weights but %d Lo parts", s.N, s.SigY, s.SigX, want, len(s.Lo))
 	}
-	if len(s.Names) != s.N {
+	if s.Names != nil && len(s.Names) != s.N {
 		return fmt.Errorf("mask stack has %d masks but %d names", s.N, len(s.Names))
 	}
 	if s.SigY != sig[0] || s.SigX != sig[1] {
 		return fmt.Errorf("mask shape (%d, %d) does not match sig_shape (%d, %d) (%s)", s.SigY, s.SigX, sig[0], sig[1], s.label())
 	}
 	bad := func(m, p int, v float32) error {
-		msg := fmt.Sprintf("mask %d (%q) has weight %v at pixel (y=%d, x=%d)", m, s.Names[m], v, p/s.SigX, p%s.SigX)
+		msg := fmt.Sprintf("mask %d (%q) has weight %v at pixel (y=%d, x=%d)", m, s.name(m), v, p/s.SigX, p%s.SigX)
 		if math.IsInf(float64(v), 0) {
 			// Also a finite float64 weight beyond float32's range, rounded to float32.
 			msg += fmt.Sprintf(": weights must be finite and within float32's range, ±%.4g (stemdot holds a weight as a float32 and a float32 rest, even for float64 results); scale larger ones down", math.MaxFloat32)
@@ -314,9 +311,30 @@ func nonFinite(v float32) bool { return math.Float32bits(v)&0x7f800000 == 0x7f80
 // "a[2]"`. LoadNPY names masks after their file, so this names the file too.
 func (s *Stack) label() string {
 	if s.N == 1 {
-		return fmt.Sprintf("mask %q", s.Names[0])
+		return fmt.Sprintf("mask %q", s.name(0))
 	}
-	return fmt.Sprintf("masks %q to %q", s.Names[0], s.Names[s.N-1])
+	return fmt.Sprintf("masks %q to %q", s.name(0), s.name(s.N-1))
+}
+
+// name is mask m's name: Names[m], or "mask<m>" without Names.
+func (s *Stack) name(m int) string {
+	if s.Names == nil {
+		return fmt.Sprintf("mask%d", m)
+	}
+	return s.Names[m]
+}
+
+// MaskNames returns the N masks' names: Names, or "mask0", "mask1", ... (a new slice)
+// when Names is nil.
+func (s *Stack) MaskNames() []string {
+	if s.Names != nil {
+		return s.Names
+	}
+	names := make([]string, max(s.N, 0))
+	for m := range names {
+		names[m] = s.name(m)
+	}
+	return names
 }
 
 // Concat stacks the masks of stacks, in order, into one stack. All must be valid and of
@@ -347,7 +365,7 @@ func Concat(stacks ...*Stack) (*Stack, error) {
 	}
 	names := make([]string, 0, n)
 	for _, s := range stacks {
-		names = append(names, s.Names...)
+		names = append(names, s.MaskNames()...)
 	}
 	exact := true
 	for _, s := range stacks {
@@ -430,9 +448,9 @@ func count(n int, noun string) string {
 // take float32 weights give, for masks m and N+m, two products whose sum in float64 is
 // mask m's product at float64 precision (see Split).
 func (s *Stack) LoPairs() *Stack {
-	names := append(slices.Clone(s.Names), make([]string, s.N)...)
+	names := append(slices.Clone(s.MaskNames()), make([]string, s.N)...)
 	for m := range s.N {
-		names[s.N+m] = s.Names[m] + ".lo"
+		names[s.N+m] = names[m] + ".lo"
 	}
 	d := &Stack{N: 2 * s.N, SigY: s.SigY, SigX: s.SigX, Names: names}
 	if s.Data != nil {

@@ -26,6 +26,26 @@ func TestNew(t *testing.T) {
 	assert.Equal(t, []string{"diag"}, s.Names)
 }
 
+// A stack built by hand without Names is valid; its masks are "mask0", "mask1", ... in
+// messages, MaskNames, Concat and LoPairs.
+func TestStackWithoutNames(t *testing.T) {
+	s := &Stack{N: 2, SigY: 1, SigX: 2, Data: []float32{1, 2, 3, 4}}
+	require.NoError(t, s.Validate([2]int{1, 2}))
+	assert.Equal(t, []string{"mask0", "mask1"}, s.MaskNames())
+	assert.Nil(t, s.Names, "MaskNames leaves the stack as it is")
+	assert.EqualError(t, s.Validate([2]int{2, 1}), `mask shape (1, 2) does not match sig_shape (2, 1) (masks "mask0" to "mask1")`)
+	assert.Equal(t, []string{"mask0", "mask1", "mask0.lo", "mask1.lo"}, s.LoPairs().Names)
+	c, err := Concat(s, s)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"mask0", "mask1", "mask0", "mask1"}, c.Names)
+
+	s.Data[3] = float32(math.Inf(1))
+	assert.ErrorContains(t, s.Validate([2]int{1, 2}), `mask 1 ("mask1") has weight +Inf at pixel (y=0, x=1)`)
+	s.Data[3] = 4
+	s.Names = []string{"only one"}
+	assert.EqualError(t, s.Validate([2]int{1, 2}), "mask stack has 2 masks but 1 names")
+}
+
 func TestNewAndValidateErrors(t *testing.T) {
 	nan := float32(math.NaN())
 	inf := float32(math.Inf(-1))

@@ -70,7 +70,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				return err
 			}
 			inputs := append([]string{args[0], strings.TrimSuffix(args[0], filepath.Ext(args[0])) + ".hdr"}, masksFiles...)
-			if err := outputs.Check(stack.Names, inputs...); err != nil {
+			if err := outputs.Check(stack.MaskNames(), inputs...); err != nil {
 				return err
 			}
 			pl, err := pf.planner(cmd)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,12 +83,11 @@ func TestToDevice(t *testing.T) {
 				want, err := stemdot.Apply(ctx, ds, stack, cpu, opt)
 				require.NoError(t, err)
 				// Σ|w·x| per frame and mask bounds the rounding error.
-				absStack := *stack
-				absStack.Data = make([]float32, len(stack.Data))
-				for i, w := range stack.Data {
+				absStack := &masks.Stack{N: stack.N, SigY: stack.SigY, SigX: stack.SigX, Data: slices.Clone(stack.Dense())}
+				for i, w := range absStack.Data {
 					absStack.Data[i] = float32(math.Abs(float64(w)))
 				}
-				bound, err := stemdot.Apply(ctx, ds, &absStack, cpu, stemdot.ApplyOptions{Float64: true})
+				bound, err := stemdot.Apply(ctx, ds, absStack, cpu, stemdot.ApplyOptions{Float64: true})
 				require.NoError(t, err)
 				for range 2 {
 					got, err := r.Apply(ctx, stack, opt)

@@ -80,10 +80,12 @@ test-cuda: kernels
 	$(GO) vet -tags cuda ./...
 	$(CUDA_LINK) $(GO) test -tags cuda ./...
 
-# The GPU tests of package cuda on the emulated device (kernels-emu).
+# The GPU tests on the emulated device (kernels-emu): package cuda's, and those of the
+# packages that use it (GPU workers, resident datasets, the CLI's --gpus).
+EMU_PKGS := ./cuda ./engine . ./cmd/stemdot
 test-cuda-emu: kernels-emu
-	$(GO) vet -tags cuda,cudaemu ./cuda
-	$(call kernels_env,$(EMU_LIB)) $(GO) test -tags cuda,cudaemu -count=1 ./cuda
+	$(GO) vet -tags cuda,cudaemu $(EMU_PKGS)
+	$(call kernels_env,$(EMU_LIB)) $(GO) test -tags cuda,cudaemu -count=1 $(EMU_PKGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

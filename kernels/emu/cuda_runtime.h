@@ -16,6 +16,11 @@
 // order that alternates between phases, so that a thread reading shared memory another
 // writes in the same phase (a missing __syncthreads) gives wrong results. Streams and
 // events are synchronous: every copy and kernel has finished when its call returns.
+//
+// Built into a c-shared library (libstemdot.so for Python), the thread_local __shared__
+// variables (about 5 MB) exceed the static TLS that glibc keeps for such libraries (Go's
+// runtime marks them so): load it with GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4000000
+// (python/tests pass so on the emulated device).
 #pragma once
 
 #include <math.h>

@@ -65,11 +65,11 @@ enum cudaError {
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
-    cudaErrorInvalidDevicePointer = 17,
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalAddress = 700,
     cudaErrorHostMemoryAlreadyRegistered = 712,
     cudaErrorHostMemoryNotRegistered = 713,
 };
@@ -165,6 +165,21 @@ bool run_grid(dim3 grid, dim3 block, void (*body)(void *), void *arg);
 // (its return address).
 void sync_threads();
 
+// Whether p lies in (or at the end of) a device allocation.
+bool device_pointer(const void *p);
+
+// Sets cudaGetLastError's error.
+void set_error(cudaError_t err);
+
+template <typename T>
+bool device_argument(const T &) {
+    return true;
+}
+template <typename T>
+bool device_argument(T *p) {
+    return p == nullptr || device_pointer(p);
+}
+
 // The 64-bit exchange slots of the warp shuffles, one per thread of a block.
 extern thread_local uint64_t shuffle_slots[1024];
 
@@ -178,6 +193,14 @@ struct Launch {
             void (*kernel)(P...);
             std::tuple<P...> args;
         } call{kernel, std::tuple<P...>(std::forward<A>(args)...)};
+        // A kernel reads and writes device memory only (stemdot maps no host memory into
+        // the device's address space): a GPU would fault.
+        const bool ok = std::apply([](const auto &...a) { return (device_argument(a) && ...); },
+                                   call.args);
+        if (!ok) {
+            set_error(cudaErrorIllegalAddress);
+            return;
+        }
         run_grid(grid, block, [](void *c) {
             Call *k = static_cast<Call *>(c);
             std::apply(k->kernel, k->args);

@@ -174,7 +174,9 @@ void run_block(unsigned n) {
 unsigned grid_threads() {
     static const unsigned n = [] {
         const char *s = std::getenv("STEMDOT_EMU_THREADS");
-        const long v = s != nullptr ? std::atol(s) : long(std::thread::hardware_concurrency());
+        // At most 32 by default: each thread keeps 2 mappings per fiber stack.
+        const long v = s != nullptr ? std::atol(s)
+                                    : std::min(32L, long(std::thread::hardware_concurrency()));
         return unsigned(std::max(1L, v));
     }();
     return n;
@@ -263,7 +265,17 @@ int device_count() {
     return n;
 }
 
-int current_device = 0;
+// Multiprocessors: STEMDOT_EMU_SMS (default 4: few pixel splits, fast emulation; an
+// H200 has 132).
+int sm_count() {
+    static const int n = [] {
+        const char *s = std::getenv("STEMDOT_EMU_SMS");
+        return s != nullptr ? std::max(1, std::atoi(s)) : 4;
+    }();
+    return n;
+}
+
+thread_local int current_device = 0;
 
 // Whether [p, p+bytes) lies inside one device allocation (mem_mu held).
 bool in_device(const void *p, size_t bytes) {
@@ -316,16 +328,24 @@ const char *const kErrorNames[][2] = {
     {"1", "invalid argument"},
     {"2", "out of memory"},
     {"9", "invalid configuration argument"},
-    {"17", "invalid device pointer"},
     {"35", "CUDA driver version is insufficient for CUDA runtime version"},
     {"100", "no CUDA-capable device is detected"},
     {"101", "invalid device ordinal"},
+    {"700", "an illegal memory access was encountered"},
     {"400", "invalid resource handle"},
     {"712", "part or all of the requested memory range is already mapped"},
     {"713", "pointer does not correspond to a registered memory region"},
 };
 
 }  // namespace
+
+void set_error(cudaError_t err) { last_error = err; }
+
+bool device_pointer(const void *p) {
+    std::lock_guard<std::mutex> lock(mem_mu);
+    return in_device(p, 0);
+}
+
 }  // namespace stemdot_emu
 
 using namespace stemdot_emu;
@@ -352,7 +372,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
     if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
     switch (attr) {
-    case cudaDevAttrMultiProcessorCount: *value = 4; break;  // few splits: fast emulation
+    case cudaDevAttrMultiProcessorCount: *value = sm_count(); break;
     case cudaDevAttrMemoryClockRate: *value = 2619000; break;
     case cudaDevAttrGlobalMemoryBusWidth: *value = 5120; break;
     case cudaDevAttrL2CacheSize: *value = 50 << 20; break;
@@ -399,6 +419,7 @@ const char *cudaGetErrorString(cudaError_t err) {
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     *ptr = nullptr;
     if (device_count() < 1) return fail(cudaErrorNoDevice);
+    if (bytes > device_total()) return fail(cudaErrorMemoryAllocation);
     const size_t rounded = round_up(std::max<size_t>(bytes, 1), 256);
     std::lock_guard<std::mutex> lock(mem_mu);
     if (rounded > device_total() - device_used) return fail(cudaErrorMemoryAllocation);
@@ -416,6 +437,8 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     // The allocation ends where the trailing guard page starts: a read past its end (beyond
     // the 256-byte granule real allocations have) faults.
     char *p = data + body - rounded;
+    // Device memory is not cleared: NaN as float, -1 as an integer, until written.
+    std::memset(p, 0xff, bytes);
     device_allocs[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, m, map_bytes};
     device_used += rounded;
     *ptr = p;
@@ -426,7 +449,7 @@ cudaError_t cudaFree(void *ptr) {
     if (ptr == nullptr) return cudaSuccess;
     std::lock_guard<std::mutex> lock(mem_mu);
     auto it = device_allocs.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == device_allocs.end()) return fail(cudaErrorInvalidDevicePointer);
+    if (it == device_allocs.end()) return fail(cudaErrorInvalidValue);
     munmap(it->second.map, it->second.map_bytes);
     device_used -= round_up(std::max<size_t>(it->second.bytes, 1), 256);
     device_allocs.erase(it);

@@ -6,7 +6,9 @@
 // tests against it (make test-cuda-emu). It checks what a GPU would not forgive: launch
 // configurations beyond CUDA's limits, reads and writes outside device allocations (guard
 // pages), copies from or to device memory that was never allocated, and __syncthreads
-// reached at different places by the threads of a block. It says nothing about speed.
+// reached at different places by the threads of a block, and host code that uses a
+// buffer before the stream work that fills or reads it has run. It says nothing about
+// speed.
 //
 // Execution model: one kernel runs at a time (process-wide lock); its blocks run in any
 // order on one OS thread per CPU (STEMDOT_EMU_THREADS), each with its own __shared__
@@ -14,8 +16,10 @@
 // __syncthreads and warp shuffles (which act as block-wide barriers: stemdot's kernels
 // shuffle with every thread of the block). Between two barriers the fibers run one after another, in an
 // order that alternates between phases, so that a thread reading shared memory another
-// writes in the same phase (a missing __syncthreads) gives wrong results. Streams and
-// events are synchronous: every copy and kernel has finished when its call returns.
+// writes in the same phase (a missing __syncthreads) gives wrong results. Work on a
+// stream (kernels, copies from or to pinned memory, memsets) runs when the host waits for
+// it (an event recorded after it, cudaStreamSynchronize, cudaFree and the other calls that
+// synchronize the device), not before, as late as a GPU may run it.
 //
 // Built into a c-shared library (libstemdot.so for Python), the thread_local __shared__
 // variables (about 5 MB) exceed the static TLS that glibc keeps for such libraries (Go's
@@ -29,6 +33,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -157,9 +163,14 @@ namespace stemdot_emu {
 extern thread_local dim3 thread_idx, block_idx;
 extern dim3 block_dim, grid_dim;
 
-// Runs body once per thread of every block of grid; false (and cudaGetLastError gives
-// cudaErrorInvalidConfiguration) when grid or block exceed CUDA's limits.
-bool run_grid(dim3 grid, dim3 block, void (*body)(void *), void *arg);
+// Whether grid and block are within CUDA's limits.
+bool valid_launch(dim3 grid, dim3 block);
+
+// Runs body once per thread of every block of a valid grid.
+void run_grid(dim3 grid, dim3 block, void (*body)(void *), void *arg);
+
+// Runs work now (legacy default stream) or queues it on stream (see emu.cc).
+void enqueue(cudaStream_t stream, std::function<void()> work);
 
 // The block-wide barrier. Every thread of the block must reach it from the same call
 // (its return address).
@@ -186,31 +197,39 @@ extern thread_local uint64_t shuffle_slots[1024];
 template <typename... P>
 struct Launch {
     dim3 grid, block;
+    cudaStream_t stream;
     void (*kernel)(P...);
     template <typename... A>
     void operator()(A &&...args) const {
+        if (!valid_launch(grid, block)) {
+            set_error(cudaErrorInvalidConfiguration);
+            return;
+        }
         struct Call {
             void (*kernel)(P...);
             std::tuple<P...> args;
-        } call{kernel, std::tuple<P...>(std::forward<A>(args)...)};
+        };
+        auto call = std::make_shared<Call>(Call{kernel, std::tuple<P...>(std::forward<A>(args)...)});
         // A kernel reads and writes device memory only (stemdot maps no host memory into
         // the device's address space): a GPU would fault.
         const bool ok = std::apply([](const auto &...a) { return (device_argument(a) && ...); },
-                                   call.args);
+                                   call->args);
         if (!ok) {
             set_error(cudaErrorIllegalAddress);
             return;
         }
-        run_grid(grid, block, [](void *c) {
-            Call *k = static_cast<Call *>(c);
-            std::apply(k->kernel, k->args);
-        }, &call);
+        enqueue(stream, [g = grid, b = block, call] {
+            run_grid(g, b, [](void *c) {
+                Call *k = static_cast<Call *>(c);
+                std::apply(k->kernel, k->args);
+            }, call.get());
+        });
     }
 };
 
 template <typename... P>
-Launch<P...> launch(dim3 grid, dim3 block, cudaStream_t, void (*kernel)(P...)) {
-    return {grid, block, kernel};
+Launch<P...> launch(dim3 grid, dim3 block, cudaStream_t stream, void (*kernel)(P...)) {
+    return {grid, block, stream, kernel};
 }
 
 inline unsigned linear_thread() {

@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
+#include <functional>
+#include <set>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -190,13 +193,14 @@ void sync_threads() {
     stemdot_emu_switch(&w.fibers[w.current].sp, w.scheduler_sp);
 }
 
-bool run_grid(dim3 grid, dim3 block, void (*body)(void *), void *arg) {
+bool valid_launch(dim3 grid, dim3 block) {
     const uint64_t n = uint64_t(block.x) * block.y * block.z;
-    if (n == 0 || n > kMaxThreads || block.z > 64 || grid.x == 0 || grid.y == 0 ||
-        grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
-        fail(cudaErrorInvalidConfiguration);
-        return false;
-    }
+    return n > 0 && n <= kMaxThreads && block.z <= 64 && grid.x > 0 && grid.y > 0 &&
+           grid.z > 0 && grid.x <= 0x7fffffffu && grid.y <= 65535 && grid.z <= 65535;
+}
+
+void run_grid(dim3 grid, dim3 block, void (*body)(void *), void *arg) {
+    const uint64_t n = uint64_t(block.x) * block.y * block.z;
     std::unique_lock<std::mutex> lock(device_mu);
     grid_dim = grid;
     block_dim = block;
@@ -227,7 +231,6 @@ bool run_grid(dim3 grid, dim3 block, void (*body)(void *), void *arg) {
     work(workers[0]);
     for (std::thread &t : others) t.join();
     for (Worker *w : workers) idle_workers.push_back(w);
-    return true;
 }
 
 namespace {
@@ -277,6 +280,15 @@ int sm_count() {
 
 thread_local int current_device = 0;
 
+// Whether [p, p+bytes) lies inside one range of ranges (by start; mem_mu held).
+bool in_ranges(const std::map<uintptr_t, size_t> &ranges, const void *p, size_t bytes) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = ranges.upper_bound(a);
+    if (it == ranges.begin()) return false;
+    --it;
+    return a - it->first <= it->second && bytes <= it->second - (a - it->first);
+}
+
 // Whether [p, p+bytes) lies inside one device allocation (mem_mu held).
 bool in_device(const void *p, size_t bytes) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
@@ -318,9 +330,59 @@ cudaError_t check_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     return cudaSuccess;
 }
 
+// A stream's work not run yet: copies from pinned or registered memory, memsets and
+// kernels wait until the host synchronizes with the stream (an event recorded on it,
+// cudaStreamSynchronize, or cudaFree and the other calls that synchronize the device),
+// so that host code that reuses a buffer too early reads or writes the wrong data, as it
+// would on a GPU. STEMDOT_EMU_SYNC=1 runs everything at once instead.
+struct Stream {
+    std::mutex mu;      // queue
+    std::mutex run_mu;  // held while running the queue: one thread, in order
+    std::deque<std::function<void()>> queue;
+};
+
+std::mutex streams_mu;
+std::set<Stream *> streams;  // live ones, under streams_mu
+
+bool deferred() {
+    static const bool d = [] {
+        const char *s = std::getenv("STEMDOT_EMU_SYNC");
+        return s == nullptr || std::strcmp(s, "1") != 0;
+    }();
+    return d;
+}
+
+// Runs s's queued work in order until done() (or the queue is empty).
+template <typename Done>
+void run_until(Stream *s, Done done) {
+    std::lock_guard<std::mutex> running(s->run_mu);
+    while (!done()) {
+        std::function<void()> f;
+        {
+            std::lock_guard<std::mutex> lock(s->mu);
+            if (s->queue.empty()) return;
+            f = std::move(s->queue.front());
+            s->queue.pop_front();
+        }
+        f();
+    }
+}
+
+void drain(Stream *s) {
+    run_until(s, [] { return false; });
+}
+
+// What synchronizes the whole device: every stream's work. streams_mu is held so that
+// none is destroyed meanwhile (nothing takes it while running a queue).
+void drain_all() {
+    std::lock_guard<std::mutex> lock(streams_mu);
+    for (Stream *s : streams) drain(s);
+}
+
 struct Event {
     std::chrono::steady_clock::time_point at;
-    bool recorded = false;
+    bool recorded = false;  // the latest cudaEventRecord has run
+    Stream *stream = nullptr;
 };
 
 const char *const kErrorNames[][2] = {
@@ -340,6 +402,16 @@ const char *const kErrorNames[][2] = {
 }  // namespace
 
 void set_error(cudaError_t err) { last_error = err; }
+
+void enqueue(cudaStream_t stream, std::function<void()> work) {
+    if (stream == nullptr || !deferred()) {
+        work();
+        return;
+    }
+    Stream *s = reinterpret_cast<Stream *>(stream);
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->queue.push_back(std::move(work));
+}
 
 bool device_pointer(const void *p) {
     std::lock_guard<std::mutex> lock(mem_mu);
@@ -446,6 +518,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
 }
 
 cudaError_t cudaFree(void *ptr) {
+    drain_all();
     if (ptr == nullptr) return cudaSuccess;
     std::lock_guard<std::mutex> lock(mem_mu);
     auto it = device_allocs.find(reinterpret_cast<uintptr_t>(ptr));
@@ -472,6 +545,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned) {
 }
 
 cudaError_t cudaFreeHost(void *ptr) {
+    drain_all();
     if (ptr == nullptr) return cudaSuccess;
     std::lock_guard<std::mutex> lock(mem_mu);
     if (host_allocs.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
@@ -491,6 +565,7 @@ cudaError_t cudaHostRegister(void *ptr, size_t bytes, unsigned) {
 }
 
 cudaError_t cudaHostUnregister(void *ptr) {
+    drain_all();
     std::lock_guard<std::mutex> lock(mem_mu);
     if (host_registered.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
         return fail(cudaErrorHostMemoryNotRegistered);
@@ -506,8 +581,27 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
-    return cudaMemcpy(dst, src, bytes, kind);
+                            cudaStream_t stream) {
+    const cudaError_t err = check_copy(dst, src, bytes, kind);
+    if (err != cudaSuccess || bytes == 0) return err;
+    bool pinned;
+    {
+        std::lock_guard<std::mutex> lock(mem_mu);
+        const bool dst_dev = in_device(dst, bytes), src_dev = in_device(src, bytes);
+        auto page_locked = [&](const void *p) {
+            return in_ranges(host_allocs, p, bytes) || in_ranges(host_registered, p, bytes);
+        };
+        pinned = (dst_dev || page_locked(dst)) && (src_dev || page_locked(src));
+    }
+    // A copy from or to pageable memory returns when it is done (after the stream's
+    // earlier work), as the driver's staged copies do.
+    if (!pinned) {
+        if (stream != nullptr) drain(reinterpret_cast<Stream *>(stream));
+        std::memmove(dst, src, bytes);
+        return cudaSuccess;
+    }
+    enqueue(stream, [=] { std::memmove(dst, src, bytes); });
+    return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
@@ -520,22 +614,41 @@ cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
     return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
-    return cudaMemset(ptr, value, bytes);
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
+    if (bytes == 0) return cudaSuccess;
+    {
+        std::lock_guard<std::mutex> lock(mem_mu);
+        if (!in_device(ptr, bytes)) return fail(cudaErrorInvalidValue);
+    }
+    enqueue(stream, [=] { std::memset(ptr, value, bytes); });
+    return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
-    *stream = reinterpret_cast<cudaStream_t>(new char);
+    Stream *s = new Stream;
+    std::lock_guard<std::mutex> lock(streams_mu);
+    streams.insert(s);
+    *stream = reinterpret_cast<cudaStream_t>(s);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-    if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle);
-    delete reinterpret_cast<char *>(stream);
+    Stream *s = reinterpret_cast<Stream *>(stream);
+    {
+        std::lock_guard<std::mutex> lock(streams_mu);
+        if (s == nullptr || streams.count(s) == 0) return fail(cudaErrorInvalidResourceHandle);
+    }
+    drain(s);  // its work completes, then it goes
+    std::lock_guard<std::mutex> lock(streams_mu);
+    streams.erase(s);
+    delete s;
     return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    if (stream != nullptr) drain(reinterpret_cast<Stream *>(stream));
+    return cudaSuccess;
+}
 
 cudaError_t cudaEventCreate(cudaEvent_t *event) {
     *event = reinterpret_cast<cudaEvent_t>(new Event);
@@ -548,20 +661,29 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned) {
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
     if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-    delete reinterpret_cast<Event *>(event);
+    Event *e = reinterpret_cast<Event *>(event);
+    if (e->stream != nullptr) run_until(e->stream, [e] { return e->recorded; });
+    delete e;
     return cudaSuccess;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
     Event *e = reinterpret_cast<Event *>(event);
-    e->at = std::chrono::steady_clock::now();
-    e->recorded = true;
+    e->recorded = false;
+    e->stream = reinterpret_cast<Stream *>(stream);
+    enqueue(stream, [e] {
+        e->at = std::chrono::steady_clock::now();
+        e->recorded = true;
+    });
     return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-    return event == nullptr ? fail(cudaErrorInvalidResourceHandle) : cudaSuccess;
+    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    Event *e = reinterpret_cast<Event *>(event);
+    if (e->stream != nullptr) run_until(e->stream, [e] { return e->recorded; });
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {

@@ -179,8 +179,8 @@ void sync_threads();
 // Whether p lies in (or at the end of) a device allocation.
 bool device_pointer(const void *p);
 
-// Sets cudaGetLastError's error.
-void set_error(cudaError_t err);
+// Sets cudaGetLastError's error and returns it.
+cudaError_t set_error(cudaError_t err);
 
 template <typename T>
 bool device_argument(const T &) {

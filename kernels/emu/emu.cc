@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -30,10 +29,14 @@ namespace {
 
 thread_local cudaError_t last_error = cudaSuccess;
 
-cudaError_t fail(cudaError_t err) {
+}  // namespace
+
+cudaError_t set_error(cudaError_t err) {
     last_error = err;
     return err;
 }
+
+namespace {
 
 [[noreturn]] void die(const char *what) {
     std::fprintf(stderr, "stemdot CUDA emulator: %s\n", what);
@@ -278,24 +281,26 @@ int sm_count() {
     return n;
 }
 
-thread_local int current_device = 0;
+size_t size_of(size_t bytes) { return bytes; }
+size_t size_of(const Allocation &a) { return a.bytes; }
 
 // Whether [p, p+bytes) lies inside one range of ranges (by start; mem_mu held).
-bool in_ranges(const std::map<uintptr_t, size_t> &ranges, const void *p, size_t bytes) {
+template <typename Ranges>
+bool in_ranges(const Ranges &ranges, const void *p, size_t bytes) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     auto it = ranges.upper_bound(a);
     if (it == ranges.begin()) return false;
     --it;
-    return a - it->first <= it->second && bytes <= it->second - (a - it->first);
+    const size_t n = size_of(it->second);
+    return a - it->first <= n && bytes <= n - (a - it->first);
 }
 
-// Whether [p, p+bytes) lies inside one device allocation (mem_mu held).
-bool in_device(const void *p, size_t bytes) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    auto it = device_allocs.upper_bound(a);
-    if (it == device_allocs.begin()) return false;
-    --it;
-    return a - it->first <= it->second.bytes && bytes <= it->second.bytes - (a - it->first);
+bool in_device(const void *p, size_t bytes) { return in_ranges(device_allocs, p, bytes); }
+
+// cudaErrorInvalidValue unless [p, p+bytes) lies inside one device allocation.
+cudaError_t check_device(const void *p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mem_mu);
+    return in_device(p, bytes) ? cudaSuccess : set_error(cudaErrorInvalidValue);
 }
 
 // Overlap of [a, a+n) with a registered range (mem_mu held).
@@ -306,26 +311,33 @@ bool registered_overlap(uintptr_t a, size_t n) {
     return it->first + it->second > a;
 }
 
-cudaError_t check_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+// Checks a copy's device side(s) against kind; *pinned says whether both sides are device
+// or page-locked (cudaHostAlloc, cudaHostRegister) memory.
+cudaError_t check_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                       bool *pinned) {
     if (bytes == 0) return cudaSuccess;
-    if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
+    if (dst == nullptr || src == nullptr) return set_error(cudaErrorInvalidValue);
     std::lock_guard<std::mutex> lock(mem_mu);
     const bool dst_dev = in_device(dst, bytes), src_dev = in_device(src, bytes);
+    auto page_locked = [&](const void *p) {
+        return in_ranges(host_allocs, p, bytes) || in_ranges(host_registered, p, bytes);
+    };
+    *pinned = (dst_dev || page_locked(dst)) && (src_dev || page_locked(src));
     switch (kind) {
     case cudaMemcpyHostToDevice:
-        if (!dst_dev) return fail(cudaErrorInvalidValue);
+        if (!dst_dev) return set_error(cudaErrorInvalidValue);
         break;
     case cudaMemcpyDeviceToHost:
-        if (!src_dev) return fail(cudaErrorInvalidValue);
+        if (!src_dev) return set_error(cudaErrorInvalidValue);
         break;
     case cudaMemcpyDeviceToDevice:
-        if (!dst_dev || !src_dev) return fail(cudaErrorInvalidValue);
+        if (!dst_dev || !src_dev) return set_error(cudaErrorInvalidValue);
         break;
     case cudaMemcpyHostToHost:
     case cudaMemcpyDefault:
         break;
     default:
-        return fail(cudaErrorInvalidValue);
+        return set_error(cudaErrorInvalidValue);
     }
     return cudaSuccess;
 }
@@ -385,23 +397,7 @@ struct Event {
     Stream *stream = nullptr;
 };
 
-const char *const kErrorNames[][2] = {
-    {"0", "no error"},
-    {"1", "invalid argument"},
-    {"2", "out of memory"},
-    {"9", "invalid configuration argument"},
-    {"35", "CUDA driver version is insufficient for CUDA runtime version"},
-    {"100", "no CUDA-capable device is detected"},
-    {"101", "invalid device ordinal"},
-    {"700", "an illegal memory access was encountered"},
-    {"400", "invalid resource handle"},
-    {"712", "part or all of the requested memory range is already mapped"},
-    {"713", "pointer does not correspond to a registered memory region"},
-};
-
 }  // namespace
-
-void set_error(cudaError_t err) { last_error = err; }
 
 void enqueue(cudaStream_t stream, std::function<void()> work) {
     if (stream == nullptr || !deferred()) {
@@ -424,17 +420,15 @@ using namespace stemdot_emu;
 
 cudaError_t cudaGetDeviceCount(int *count) {
     *count = device_count();
-    return *count > 0 ? cudaSuccess : fail(cudaErrorNoDevice);
+    return *count > 0 ? cudaSuccess : set_error(cudaErrorNoDevice);
 }
 
 cudaError_t cudaSetDevice(int device) {
-    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
-    current_device = device;
-    return cudaSuccess;
+    return device < 0 || device >= device_count() ? set_error(cudaErrorInvalidDevice) : cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
-    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+    if (device < 0 || device >= device_count()) return set_error(cudaErrorInvalidDevice);
     std::memset(prop, 0, sizeof(*prop));
     std::snprintf(prop->name, sizeof prop->name, "stemdot CUDA emulator (CPU)");
     prop->totalGlobalMem = device_total();
@@ -442,7 +436,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
 }
 
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
-    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+    if (device < 0 || device >= device_count()) return set_error(cudaErrorInvalidDevice);
     switch (attr) {
     case cudaDevAttrMultiProcessorCount: *value = sm_count(); break;
     case cudaDevAttrMemoryClockRate: *value = 2619000; break;
@@ -452,14 +446,14 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
     case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
     case cudaDevAttrHostRegisterReadOnlySupported: *value = 1; break;
-    default: return fail(cudaErrorInvalidValue);
+    default: return set_error(cudaErrorInvalidValue);
     }
     return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int device) {
-    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
-    if (len < 1) return fail(cudaErrorInvalidValue);
+    if (device < 0 || device >= device_count()) return set_error(cudaErrorInvalidDevice);
+    if (len < 1) return set_error(cudaErrorInvalidValue);
     std::snprintf(id, size_t(len), "0000:%02x:00.0", 0xe0 + device);
     return cudaSuccess;
 }
@@ -481,30 +475,42 @@ cudaError_t cudaGetLastError() {
 }
 
 const char *cudaGetErrorString(cudaError_t err) {
-    const std::string code = std::to_string(int(err));
-    for (const auto &e : kErrorNames) {
-        if (code == e[0]) return e[1];
+    switch (err) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInsufficientDriver:
+        return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorHostMemoryAlreadyRegistered:
+        return "part or all of the requested memory range is already mapped";
+    case cudaErrorHostMemoryNotRegistered:
+        return "pointer does not correspond to a registered memory region";
     }
     return "unrecognized error code";
 }
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     *ptr = nullptr;
-    if (device_count() < 1) return fail(cudaErrorNoDevice);
-    if (bytes > device_total()) return fail(cudaErrorMemoryAllocation);
+    if (device_count() < 1) return set_error(cudaErrorNoDevice);
+    if (bytes > device_total()) return set_error(cudaErrorMemoryAllocation);
     const size_t rounded = round_up(std::max<size_t>(bytes, 1), 256);
     std::lock_guard<std::mutex> lock(mem_mu);
-    if (rounded > device_total() - device_used) return fail(cudaErrorMemoryAllocation);
+    if (rounded > device_total() - device_used) return set_error(cudaErrorMemoryAllocation);
     const size_t page = page_size();
     const size_t body = round_up(rounded, page);
     const size_t map_bytes = body + 2 * page;
     void *m = mmap(nullptr, map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
-    if (m == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+    if (m == MAP_FAILED) return set_error(cudaErrorMemoryAllocation);
     char *data = static_cast<char *>(m) + page;
     if (mprotect(data, body, PROT_READ | PROT_WRITE) != 0) {
         munmap(m, map_bytes);
-        return fail(cudaErrorMemoryAllocation);
+        return set_error(cudaErrorMemoryAllocation);
     }
     // The allocation ends where the trailing guard page starts: a read past its end (beyond
     // the 256-byte granule real allocations have) faults.
@@ -522,7 +528,7 @@ cudaError_t cudaFree(void *ptr) {
     if (ptr == nullptr) return cudaSuccess;
     std::lock_guard<std::mutex> lock(mem_mu);
     auto it = device_allocs.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == device_allocs.end()) return fail(cudaErrorInvalidValue);
+    if (it == device_allocs.end()) return set_error(cudaErrorInvalidValue);
     munmap(it->second.map, it->second.map_bytes);
     device_used -= round_up(std::max<size_t>(it->second.bytes, 1), 256);
     device_allocs.erase(it);
@@ -538,7 +544,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 
 cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned) {
     *ptr = std::aligned_alloc(4096, round_up(std::max<size_t>(bytes, 1), 4096));
-    if (*ptr == nullptr) return fail(cudaErrorMemoryAllocation);
+    if (*ptr == nullptr) return set_error(cudaErrorMemoryAllocation);
     std::lock_guard<std::mutex> lock(mem_mu);
     host_allocs[reinterpret_cast<uintptr_t>(*ptr)] = bytes;
     return cudaSuccess;
@@ -549,17 +555,17 @@ cudaError_t cudaFreeHost(void *ptr) {
     if (ptr == nullptr) return cudaSuccess;
     std::lock_guard<std::mutex> lock(mem_mu);
     if (host_allocs.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
-        return fail(cudaErrorInvalidValue);
+        return set_error(cudaErrorInvalidValue);
     }
     std::free(ptr);
     return cudaSuccess;
 }
 
 cudaError_t cudaHostRegister(void *ptr, size_t bytes, unsigned) {
-    if (ptr == nullptr || bytes == 0) return fail(cudaErrorInvalidValue);
+    if (ptr == nullptr || bytes == 0) return set_error(cudaErrorInvalidValue);
     std::lock_guard<std::mutex> lock(mem_mu);
     const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
-    if (registered_overlap(a, bytes)) return fail(cudaErrorHostMemoryAlreadyRegistered);
+    if (registered_overlap(a, bytes)) return set_error(cudaErrorHostMemoryAlreadyRegistered);
     host_registered[a] = bytes;
     return cudaSuccess;
 }
@@ -568,31 +574,23 @@ cudaError_t cudaHostUnregister(void *ptr) {
     drain_all();
     std::lock_guard<std::mutex> lock(mem_mu);
     if (host_registered.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
-        return fail(cudaErrorHostMemoryNotRegistered);
+        return set_error(cudaErrorHostMemoryNotRegistered);
     }
     return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
-    const cudaError_t err = check_copy(dst, src, bytes, kind);
-    if (err != cudaSuccess) return err;
-    if (bytes > 0) std::memmove(dst, src, bytes);
-    return cudaSuccess;
+    bool pinned;
+    const cudaError_t err = check_copy(dst, src, bytes, kind, &pinned);
+    if (err == cudaSuccess && bytes > 0) std::memmove(dst, src, bytes);
+    return err;
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
-    const cudaError_t err = check_copy(dst, src, bytes, kind);
-    if (err != cudaSuccess || bytes == 0) return err;
     bool pinned;
-    {
-        std::lock_guard<std::mutex> lock(mem_mu);
-        const bool dst_dev = in_device(dst, bytes), src_dev = in_device(src, bytes);
-        auto page_locked = [&](const void *p) {
-            return in_ranges(host_allocs, p, bytes) || in_ranges(host_registered, p, bytes);
-        };
-        pinned = (dst_dev || page_locked(dst)) && (src_dev || page_locked(src));
-    }
+    const cudaError_t err = check_copy(dst, src, bytes, kind, &pinned);
+    if (err != cudaSuccess || bytes == 0) return err;
     // A copy from or to pageable memory returns when it is done (after the stream's
     // earlier work), as the driver's staged copies do.
     if (!pinned) {
@@ -606,22 +604,16 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
 
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
     if (bytes == 0) return cudaSuccess;
-    {
-        std::lock_guard<std::mutex> lock(mem_mu);
-        if (!in_device(ptr, bytes)) return fail(cudaErrorInvalidValue);
-    }
-    std::memset(ptr, value, bytes);
-    return cudaSuccess;
+    const cudaError_t err = check_device(ptr, bytes);
+    if (err == cudaSuccess) std::memset(ptr, value, bytes);
+    return err;
 }
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
     if (bytes == 0) return cudaSuccess;
-    {
-        std::lock_guard<std::mutex> lock(mem_mu);
-        if (!in_device(ptr, bytes)) return fail(cudaErrorInvalidValue);
-    }
-    enqueue(stream, [=] { std::memset(ptr, value, bytes); });
-    return cudaSuccess;
+    const cudaError_t err = check_device(ptr, bytes);
+    if (err == cudaSuccess) enqueue(stream, [=] { std::memset(ptr, value, bytes); });
+    return err;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
@@ -636,7 +628,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     Stream *s = reinterpret_cast<Stream *>(stream);
     {
         std::lock_guard<std::mutex> lock(streams_mu);
-        if (s == nullptr || streams.count(s) == 0) return fail(cudaErrorInvalidResourceHandle);
+        if (s == nullptr || streams.count(s) == 0) return set_error(cudaErrorInvalidResourceHandle);
     }
     drain(s);  // its work completes, then it goes
     std::lock_guard<std::mutex> lock(streams_mu);
@@ -660,7 +652,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned) {
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    if (event == nullptr) return set_error(cudaErrorInvalidResourceHandle);
     Event *e = reinterpret_cast<Event *>(event);
     if (e->stream != nullptr) run_until(e->stream, [e] { return e->recorded; });
     delete e;
@@ -668,7 +660,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    if (event == nullptr) return set_error(cudaErrorInvalidResourceHandle);
     Event *e = reinterpret_cast<Event *>(event);
     e->recorded = false;
     e->stream = reinterpret_cast<Stream *>(stream);
@@ -680,7 +672,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    if (event == nullptr) return set_error(cudaErrorInvalidResourceHandle);
     Event *e = reinterpret_cast<Event *>(event);
     if (e->stream != nullptr) run_until(e->stream, [e] { return e->recorded; });
     return cudaSuccess;
@@ -690,7 +682,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
     const Event *a = reinterpret_cast<const Event *>(start);
     const Event *b = reinterpret_cast<const Event *>(end);
     if (a == nullptr || b == nullptr || !a->recorded || !b->recorded) {
-        return fail(cudaErrorInvalidResourceHandle);
+        return set_error(cudaErrorInvalidResourceHandle);
     }
     *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
     return cudaSuccess;

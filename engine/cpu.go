@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
 	"github.com/stemdot/stemdot/planner"
 )
 
@@ -26,10 +27,9 @@ type cpuWorker struct {
 	native     []byte    // tileFrames*frameBytes, allocated on the first read
 	acc        []float64 // tileFrames*nMasks, rows of a float32 run before rounding
 	kernel     kernel
-	// dense is the dense stack for exact recomputation (exactNonFinite) of float frames
+	// exact is the dense stack for exact recomputation (exactNonFinite) of float frames
 	// holding NaN or Inf; nil for integer frames and CSR stacks, which never need it.
-	dense []float32
-	lo    []float32 // the Lo parts of dense (masks.Stack.Lo), or nil
+	exact *masks.Stack
 	dt    dataset.DType
 }
 
@@ -69,8 +69,8 @@ func NewCPUWorker(job *Job) (Worker, error) {
 	}
 	w.viewer, _ = ds.(dataset.Viewer)
 	w.dt = ds.DType()
-	if job.Sparse == nil && (w.dt == dataset.Float32 || w.dt == dataset.Float64) {
-		w.dense, w.lo = job.Masks.Data, job.Masks.Lo
+	if job.Sparse == nil && job.Masks.Data != nil && (w.dt == dataset.Float32 || w.dt == dataset.Float64) {
+		w.exact = job.Masks
 	}
 	switch ds.DType() {
 	case dataset.Uint8:
@@ -183,31 +183,31 @@ func (w *cpuWorker) release(p planner.Partition) {
 // or infinite, over the nonzero weights only (see exactRow). Finite rows, the rule, cost
 // one scan.
 func (w *cpuWorker) exactNonFinite(tile []byte, rows []float64) {
-	if w.dense == nil {
+	if w.exact == nil {
 		return
 	}
 	for f := range len(rows) / w.nMasks {
 		if row := rows[f*w.nMasks : (f+1)*w.nMasks]; !finite(row) {
-			exactRow(w.dense, w.lo, w.dt, tile[f*w.frameBytes:(f+1)*w.frameBytes], row)
+			exactRow(w.exact, w.dt, tile[f*w.frameBytes:(f+1)*w.frameBytes], row)
 		}
 	}
 }
 
 // exactRow computes the row of a float32 or float64 frame in float64 over each mask's
-// nonzero weights only. A dense kernel multiplies every pixel by every weight, and 0·NaN
+// nonzero weights only (s.Data, plus s.Lo where set). A dense kernel multiplies every pixel by every weight, and 0·NaN
 // and 0·Inf are NaN, so a NaN or Inf pixel (a detector gap, a dead pixel) would spoil
 // every mask of the stack, also those that give it no weight. Recomputed this way, a
 // mask's value depends only on the pixels it weighs, whatever the other masks and the
 // kernel: NaN where a NaN (or opposite infinities) lies under its nonzero weights.
-func exactRow(dense, lo []float32, dt dataset.DType, frame []byte, row []float64) {
-	p := len(dense) / len(row)
+func exactRow(s *masks.Stack, dt dataset.DType, frame []byte, row []float64) {
+	p := s.Pixels()
 	for m := range row {
 		var sum float64
-		for i, wt := range dense[m*p : (m+1)*p] {
+		for i, wt := range s.Data[m*p : (m+1)*p] {
 			if wt != 0 {
 				w := float64(wt)
-				if lo != nil {
-					w += float64(lo[m*p+i])
+				if s.Lo != nil {
+					w += float64(s.Lo[m*p+i])
 				}
 				sum += w * pixelFloat(frame, i, dt)
 			}
@@ -272,7 +272,9 @@ func kernelFor[N native](job *Job) kernel {
 	case !job.Float64 && simdKernels[N]() != nil:
 		// Measured faster than the fused loop and Gemm for 1 to 64 masks (bench_test.go).
 		d := newSIMDDense(job.Masks.Data, job.NMasks, p, simdKernels[N](), job.packedMasks)
-		d.pairOdd = job.TileFrames > 1
+		if job.TileFrames > 1 {
+			d.odd = make([]float64, simdGroup)
+		}
 		return d
 	case job.NMasks == 1:
 		return &fused[N]{pixels: p, mask: job.denseMasks64()}

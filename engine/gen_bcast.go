@@ -56,7 +56,7 @@ func main() {
 	}
 	q("// bcastKernelTable holds the broadcast kernels: [v-1][f-1] for 16·v masks and f frames\n")
 	q("// (f up to bcastFramesFor(v)).\n")
-	q("var bcastKernelTable = [%d][%d]bcastKernel{\n", maxV, maxFrames)
+	q("var bcastKernelTable = [bcastVectors][bcastFrames]bcastKernel{\n") // as kernels.go sizes it
 	for v := 1; v <= maxV; v++ {
 		q("{")
 		for f := 1; f <= framesFor(v); f++ {

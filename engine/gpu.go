@@ -9,6 +9,7 @@ import (
 
 	"github.com/stemdot/stemdot/cuda"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
 	"github.com/stemdot/stemdot/planner"
 )
 
@@ -62,8 +63,7 @@ type gpuWorker struct {
 	runner *cuda.Runner
 	mapper dataset.Mapper // nil: staged feed
 	feed   string
-	dense  []float32 // for exact rows of float frames holding NaN or Inf (see exactRow)
-	lo     []float32
+	exact  *masks.Stack // for exact rows of float frames holding NaN or Inf (see exactRow)
 	frame  []byte
 	row    []float64
 }
@@ -90,8 +90,8 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 		cfg.NMasks, cfg.Masks, cfg.Sparse, cfg.LoPairs = p.N, p.Data, p.Sparse, true
 	}
 	w := &gpuWorker{job: job, feed: "staged"}
-	if dt := job.Dataset.DType(); job.Sparse == nil && (dt == dataset.Float32 || dt == dataset.Float64) {
-		w.dense, w.lo, w.frame, w.row = job.Masks.Data, job.Masks.Lo, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
+	if dt := job.Dataset.DType(); job.Sparse == nil && job.Masks.Data != nil && (dt == dataset.Float32 || dt == dataset.Float64) {
+		w.exact, w.frame, w.row = job.Masks, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
 	}
 	if m, ok := job.Dataset.(dataset.Mapper); ok {
 		fm, mapped, err := m.MapFrames(0, 1)
@@ -150,7 +150,7 @@ func (w *gpuWorker) compute(ctx context.Context, p planner.Partition, out Output
 // exactNonFinite recomputes on the host, over the nonzero weights only (exactRow), the
 // rows of float frames whose device results came out NaN or infinite.
 func (w *gpuWorker) exactNonFinite(p planner.Partition, out Output) error {
-	if w.dense == nil {
+	if w.exact == nil {
 		return nil
 	}
 	nm := w.job.NMasks
@@ -169,7 +169,7 @@ func (w *gpuWorker) exactNonFinite(p planner.Partition, out Output) error {
 		if err := w.job.Dataset.ReadFrames(f, f+1, w.frame); err != nil {
 			return err
 		}
-		exactRow(w.dense, w.lo, w.job.Dataset.DType(), w.frame, row)
+		exactRow(w.exact, w.job.Dataset.DType(), w.frame, row)
 		if out.F32 != nil {
 			for m, v := range row {
 				out.F32[f*nm+m] = float32(v)

@@ -96,7 +96,7 @@ func TestGPUWorkerExactNonFinite(t *testing.T) {
 			out.F32[2*2], out.F32[2*2+1] = float32(math.NaN()), float32(math.NaN())
 		}
 		job := &Job{Dataset: ds, Masks: stack, NMasks: 2}
-		w := &gpuWorker{job: job, dense: stack.Data, frame: make([]byte, ds.FrameBytes()), row: make([]float64, 2)}
+		w := &gpuWorker{job: job, exact: stack, frame: make([]byte, ds.FrameBytes()), row: make([]float64, 2)}
 		require.NoError(t, w.exactNonFinite(planner.Partition{Start: 0, End: 5}, out))
 		get := func(i int) float64 {
 			if f64 {

@@ -252,12 +252,12 @@ type simdDense[N native] struct {
 	packed         []float32 // packMasks(masks), packBcast(masks) when bk is set, or nil
 	pk             *packedKernels[N]
 	bk             *[bcastVectors][bcastFrames]bcastKernel
-	// pairOdd pairs a tile's odd last frame with itself (odd: the other frame's sums,
-	// discarded), so that every frame meets the pair kernels: a frame's sums then do not
-	// depend on where the run's claims cut the tiles. Set for jobs whose tiles hold 2 or
-	// more frames; with 1-frame tiles every frame takes the one-frame kernels.
-	pairOdd bool
-	odd     []float64
+	// odd, when set (simdGroup sums), pairs a tile's odd last frame with itself (odd takes
+	// the other frame's sums, discarded), so that every frame meets the pair kernels: a
+	// frame's sums then do not depend on where the run's claims cut the tiles. Set for jobs
+	// whose tiles hold 2 or more frames; with 1-frame tiles every frame takes the one-frame
+	// kernels.
+	odd []float64
 }
 
 // packedMinMasks is the least number of masks that take the packed kernels (whole
@@ -271,7 +271,7 @@ const packedMinMasks = 8
 // newSIMDDense returns the kernel for stack m; pack returns the stack packed by the
 // packer it is given (shared by a job's workers: Job.packedMasks), or is nil to pack here.
 func newSIMDDense[N native](m []float32, nMasks, pixels int, kernels *groupKernels[N], pack func(packer) []float32) *simdDense[N] {
-	d := &simdDense[N]{masks: m, nMasks: nMasks, pixels: pixels, kernels: kernels, part: make([]float32, max(nMasks, 24)), odd: make([]float64, simdGroup)}
+	d := &simdDense[N]{masks: m, nMasks: nMasks, pixels: pixels, kernels: kernels}
 	if pack == nil {
 		pack = func(p packer) []float32 { return p(m, nMasks, pixels) }
 	}
@@ -279,10 +279,13 @@ func newSIMDDense[N native](m []float32, nMasks, pixels int, kernels *groupKerne
 		d.bk = bk
 		d.packed = pack(packBcast)
 		d.part = make([]float32, 24*16) // 24 accumulators of 16 masks
-	} else if pk := packedKernelsFor[N](); pk != nil && nMasks >= packedMinMasks {
+		return d
+	}
+	if pk := packedKernelsFor[N](); pk != nil && nMasks >= packedMinMasks {
 		d.pk = pk
 		d.packed = pack(packMasks)
 	}
+	d.part = make([]float32, max(nMasks, 24))
 	return d
 }
 
@@ -312,15 +315,7 @@ func (d *simdDense[N]) apply(tile []byte, frames int, acc []float64) {
 			pf := &prefetcher{w: w, ldw: d.pixels, rows: nm} // in L1 already: no traffic
 			// (After packed groups, the next group is packed: their calls prefetch it.)
 			if len(d.masks) > prefetchMasks && packedMasks == 0 {
-				// The next group: the following masks of this block, else the first
-				// masks of the next block, else (for the next tile) of the first block.
-				nk0, nm0 := k0, m0+simdGroup
-				if nm0 >= d.nMasks {
-					nk0, nm0 = k0+simdBlock, 0
-					if nk0 >= d.pixels {
-						nk0 = 0
-					}
-				}
+				nk0, nm0 := nextStart(k0, m0, simdGroup, d.nMasks, d.pixels)
 				pf = &prefetcher{w: d.masks[nm0*d.pixels+nk0:], ldw: d.pixels, rows: min(simdGroup, d.nMasks-nm0)}
 			}
 			f := 0
@@ -329,7 +324,7 @@ func (d *simdDense[N]) apply(tile []byte, frames int, acc []float64) {
 					dotPair(d.kernels, px[f*d.pixels+k0:][:n], px[(f+1)*d.pixels+k0:][:n], w, d.pixels, pf,
 						acc[f*d.nMasks+m0:][:nm], acc[(f+1)*d.nMasks+m0:][:nm], d.part)
 				}
-				if f < frames && d.pairOdd {
+				if f < frames && d.odd != nil {
 					frame := px[f*d.pixels+k0:][:n]
 					dotPair(d.kernels, frame, frame, w, d.pixels, pf, acc[f*d.nMasks+m0:][:nm], d.odd[:nm], d.part)
 					f++
@@ -351,15 +346,8 @@ func (d *simdDense[N]) packedGroup(px []N, frames, k0, n, g int, acc []float64) 
 	w := d.packed[off : off+size]
 	pf := w // a stack that stays in L2: prefetch the group in use (no traffic)
 	if len(d.masks) > prefetchMasks {
-		noff, nsize := 0, 0 // the next group, else the next block's first, else the first
-		switch {
-		case g+1 < d.nMasks/packGroup:
-			noff, nsize = packedBlock(d.nMasks, d.pixels, k0, g+1)
-		case k0+simdBlock < d.pixels:
-			noff, nsize = packedBlock(d.nMasks, d.pixels, k0+simdBlock, 0)
-		default:
-			noff, nsize = packedBlock(d.nMasks, d.pixels, 0, 0)
-		}
+		nk0, nm0 := nextStart(k0, g*packGroup, packGroup, d.nMasks/packGroup*packGroup, d.pixels)
+		noff, nsize := packedBlock(d.nMasks, d.pixels, nk0, nm0/packGroup)
 		pf = d.packed[noff : noff+nsize]
 	}
 	kn := n // pixels through the kernels
@@ -446,18 +434,26 @@ func (d *simdDense[N]) applyBcast(px []float32, frames int, acc []float64) {
 	}
 }
 
+// nextStart is the group after masks [m0, m0+step) of the pixel block at k0, in the
+// order the kernels walk a stack (groups of step masks up to limit within a block of
+// simdBlock pixels, block after block): the next group of the block, else the first of
+// the next block, else (for the next tile) the first of the first block. The kernels
+// prefetch it while they work on (k0, m0).
+func nextStart(k0, m0, step, limit, pixels int) (int, int) {
+	switch {
+	case m0+step < limit:
+		return k0, m0 + step
+	case k0+simdBlock < pixels:
+		return k0 + simdBlock, 0
+	}
+	return 0, 0
+}
+
 // nextPanel returns the panel to prefetch while the tile passes over the panel of masks
 // m0 at pixel k0: the next panel, else the next block's first, else (for the next tile)
 // the first.
 func (d *simdDense[N]) nextPanel(k0, m0 int) []float32 {
-	switch {
-	case m0+bcastChunk < d.nMasks:
-		m0 += bcastChunk
-	case k0+simdBlock < d.pixels:
-		k0, m0 = k0+simdBlock, 0
-	default:
-		k0, m0 = 0, 0
-	}
+	k0, m0 = nextStart(k0, m0, bcastChunk, d.nMasks, d.pixels)
 	off, width := bcastPanel(d.nMasks, d.pixels, k0, m0)
 	return d.packed[off : off+min(simdBlock, d.pixels-k0)*width]
 }

@@ -118,7 +118,7 @@ func dotF32b6x64Z(px *float32, stride, n int, w, pf, out *float32)
 
 // bcastKernelTable holds the broadcast kernels: [v-1][f-1] for 16·v masks and f frames
 // (f up to bcastFramesFor(v)).
-var bcastKernelTable = [4][12]bcastKernel{
+var bcastKernelTable = [bcastVectors][bcastFrames]bcastKernel{
 	{dotF32b1x16Z, dotF32b2x16Z, dotF32b3x16Z, dotF32b4x16Z, dotF32b5x16Z, dotF32b6x16Z, dotF32b7x16Z, dotF32b8x16Z, dotF32b9x16Z, dotF32b10x16Z, dotF32b11x16Z, dotF32b12x16Z},
 	{dotF32b1x32Z, dotF32b2x32Z, dotF32b3x32Z, dotF32b4x32Z, dotF32b5x32Z, dotF32b6x32Z, dotF32b7x32Z, dotF32b8x32Z, dotF32b9x32Z, dotF32b10x32Z, dotF32b11x32Z, dotF32b12x32Z},
 	{dotF32b1x48Z, dotF32b2x48Z, dotF32b3x48Z, dotF32b4x48Z, dotF32b5x48Z, dotF32b6x48Z, dotF32b7x48Z, dotF32b8x48Z},

@@ -44,7 +44,7 @@ func listWorkers(topo *affinity.Topology, coreOf map[int]coreAt, req Request, nG
 	}
 	var problems []string
 	if total := len(workers) + nGPU; total > topo.Usable {
-		problems = append(problems, fmt.Sprintf("%d workers (%d CPU, %d GPU) requested but only %s", total, len(workers), nGPU, usableCores(topo.Usable, "")))
+		problems = append(problems, fmt.Sprintf("%d workers (%d CPU, %d GPU) requested but only %s", total, len(workers), nGPU, plural(topo.Usable, "usable core")))
 	}
 	if len(beyond) > 0 {
 		problems = append(problems, fmt.Sprintf("CPUs %s lie on cores beyond the %d usable ones (CPU quota %g CPUs)", joinInts(beyond), topo.Usable, topo.Quota))
@@ -74,7 +74,7 @@ func countWorkers(topo *affinity.Topology, req Request, free, reserved []affinit
 	}
 	if n > len(free) {
 		problem := fmt.Sprintf("%d CPU workers requested but only %s (%d usable, %d reserved for GPU workers)",
-			n, usableCores(len(free), "free"), topo.Usable, len(reserved))
+			n, freeCores(len(free)), topo.Usable, len(reserved))
 		if !req.Oversubscribe {
 			return nil, fmt.Errorf("planner: %s; pass option oversubscribe to allow it", problem)
 		}
@@ -98,17 +98,10 @@ func countWorkers(topo *affinity.Topology, req Request, free, reserved []affinit
 	return workers, nil
 }
 
-// usableCores is "1 usable core", "2 usable cores", or with state "1 usable core is free",
-// "2 usable cores are free".
-func usableCores(n int, state string) string {
-	s := fmt.Sprintf("%d usable core", n)
-	switch {
-	case n != 1 && state != "":
-		return s + "s are " + state
-	case n != 1:
-		return s + "s"
-	case state != "":
-		return s + " is " + state
+// freeCores is "1 usable core is free" or "2 usable cores are free".
+func freeCores(n int) string {
+	if n == 1 {
+		return "1 usable core is free"
 	}
-	return s
+	return plural(n, "usable core") + " are free"
 }

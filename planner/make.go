@@ -99,7 +99,7 @@ func Make(topo *affinity.Topology, gpus []affinity.GPU, req Request, shape *Shap
 	// GPU workers reserve free usable cores.
 	if len(gpuOrder) > len(free) {
 		return nil, fmt.Errorf("planner: %d GPU workers requested but only %s for them (%d usable, %d taken by the CPU list); each GPU worker needs a core of its own",
-			len(gpuOrder), usableCores(len(free), "free"), len(usable), len(usable)-len(free))
+			len(gpuOrder), freeCores(len(free)), len(usable), len(usable)-len(free))
 	}
 	var reserved []affinity.Core
 	for _, g := range gpuOrder {

@@ -159,14 +159,7 @@ func (s *Stack) Mask(m int) []float32 {
 // Dense returns all weights dense, N·SigY·SigX float32 in C order: Data itself, or, for a
 // stack held in CSR form only, a new slice.
 func (s *Stack) Dense() []float32 {
-	if s.Data != nil {
-		return s.Data
-	}
-	out := make([]float32, 0, s.N*s.Pixels())
-	for m := range s.N {
-		out = append(out, s.Mask(m)...)
-	}
-	return out
+	return s.dense().Data
 }
 
 // DenseBytes is the size of the stack held dense: N·SigY·SigX float32 weights, twice
@@ -218,21 +211,24 @@ func (s *Stack) dense() *Stack {
 		return s
 	}
 	c := s.Sparse
-	expand := func(val []float32) []float32 {
-		data := make([]float32, s.N*s.Pixels())
-		for m := range s.N {
-			row := data[m*s.Pixels():]
-			for k := c.RowPtr[m]; k < c.RowPtr[m+1]; k++ {
-				row[c.Col[k]] = val[k]
-			}
-		}
-		return data
-	}
-	d := &Stack{N: s.N, SigY: s.SigY, SigX: s.SigX, Data: expand(c.Val), Names: s.Names}
+	d := &Stack{N: s.N, SigY: s.SigY, SigX: s.SigX, Data: make([]float32, s.N*s.Pixels()), Names: s.Names}
+	c.scatter(d.Data, c.Val)
 	if c.Lo != nil {
-		d.Lo = expand(c.Lo)
+		d.Lo = make([]float32, len(d.Data))
+		c.scatter(d.Lo, c.Lo)
 	}
 	return d
+}
+
+// scatter writes val (c.Val or c.Lo) at the nonzeros' places in dst, N·Pixels dense
+// weights in C order (zero elsewhere already).
+func (c *CSR) scatter(dst, val []float32) {
+	for m := range c.N {
+		row := dst[m*c.Pixels : (m+1)*c.Pixels]
+		for k := c.RowPtr[m]; k < c.RowPtr[m+1]; k++ {
+			row[c.Col[k]] = val[k]
+		}
+	}
 }
 
 // WeightError is Validate's error for a NaN or infinite weight (the stack's sizes are
@@ -351,7 +347,7 @@ func Concat(stacks ...*Stack) (*Stack, error) {
 		return nil, errors.New("concat: mask stack 0 is nil")
 	}
 	sig := [2]int{first.SigY, first.SigX}
-	n, nnz, sparse := 0, 0, false
+	n, nnz, sparse, exact := 0, 0, false, true
 	for i, s := range stacks {
 		if err := s.Validate(sig); err != nil {
 			return nil, fmt.Errorf("concat: mask stack %d: %w", i, err)
@@ -359,6 +355,7 @@ func Concat(stacks ...*Stack) (*Stack, error) {
 		n += s.N
 		nnz += s.NNZ()
 		sparse = sparse || s.Data == nil
+		exact = exact && s.Exact()
 	}
 	if n > MaxWeights/first.Pixels() {
 		return nil, tooManyMasks(n, sig[0], sig[1])
@@ -366,10 +363,6 @@ func Concat(stacks ...*Stack) (*Stack, error) {
 	names := make([]string, 0, n)
 	for _, s := range stacks {
 		names = append(names, s.MaskNames()...)
-	}
-	exact := true
-	for _, s := range stacks {
-		exact = exact && s.Exact()
 	}
 	if sparse && float64(nnz) < DefaultSparseDensity*float64(n*first.Pixels()) {
 		c := &CSR{N: n, Pixels: first.Pixels(), RowPtr: make([]int32, 1, n+1), Col: make([]int32, 0, nnz), Val: make([]float32, 0, nnz)}
@@ -395,18 +388,27 @@ func Concat(stacks ...*Stack) (*Stack, error) {
 		"use fewer or smaller masks"); err != nil {
 		return nil, fmt.Errorf("concat: %w", err)
 	}
-	d.Data = make([]float32, 0, n*first.Pixels())
+	d.Data = make([]float32, n*first.Pixels())
 	if !exact {
-		d.Lo = make([]float32, 0, n*first.Pixels())
+		d.Lo = make([]float32, len(d.Data))
 	}
+	at := 0 // each stack's weights go to [at, at+size)
 	for _, s := range stacks {
-		s = s.dense() // a copy for a stack held in CSR form (the check above covers it)
-		d.Data = append(d.Data, s.Data...)
-		if !exact {
-			d.Lo = append(d.Lo, loOrZeros(s.Lo, len(s.Data))...)
+		size := s.N * s.Pixels()
+		if s.Data != nil {
+			copy(d.Data[at:], s.Data)
+			if s.Lo != nil {
+				copy(d.Lo[at:], s.Lo)
+			}
+		} else { // held in CSR form: written in place, no dense copy of it
+			s.Sparse.scatter(d.Data[at:at+size], s.Sparse.Val)
+			if s.Sparse.Lo != nil {
+				s.Sparse.scatter(d.Lo[at:at+size], s.Sparse.Lo)
+			}
 		}
+		at += size
 	}
-	return d, d.Validate(sig)
+	return d, nil // every part was validated, and the size checked
 }
 
 // loOrZeros is lo, or n zeros when lo is nil.

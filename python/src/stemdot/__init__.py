@@ -487,17 +487,18 @@ def _request(value, name):
         return ""
     if isinstance(value, str):
         return value
+    wrong = InvalidArgumentError(
+        f"{name}={value!r}: want None, a count, a list of ids" + (' or "auto"' if name == "gpus" else ""),
+        _lib.ERR_INVALID_ARGUMENT,
+    )
     if isinstance(value, (bool, np.bool_)):
-        raise InvalidArgumentError(f"{name}={value!r}: want None, a count, a list of ids" + (' or "auto"' if name == "gpus" else ""), _lib.ERR_INVALID_ARGUMENT)
+        raise wrong
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     try:
         ids = [str(operator.index(v)) for v in value]
     except TypeError:
-        raise InvalidArgumentError(
-            f"{name}={value!r}: want None, a count, a list of ids" + (' or "auto"' if name == "gpus" else ""),
-            _lib.ERR_INVALID_ARGUMENT,
-        ) from None
+        raise wrong from None
     if not ids:
         raise InvalidArgumentError(f"{name}: empty list of ids", _lib.ERR_INVALID_ARGUMENT)
     return ",".join(ids) + ("," if len(ids) == 1 else "")

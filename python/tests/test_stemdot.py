@@ -2,6 +2,7 @@
 files, the stemdot CLI, and misuse."""
 
 import os
+from pathlib import Path
 import pickle
 import warnings
 import signal
@@ -562,3 +563,26 @@ def test_pickled_dataset_opens_its_file_again(data_dir, tmp_path):
     with stemdot.from_array(np.zeros((2, 4, 4), np.uint8)) as ds:
         with pytest.raises(TypeError, match="pickle the array"):
             pickle.dumps(ds)
+
+
+def test_cuda_library_loads():
+    """The repository's build/libstemdot.so (make capi: built with CUDA where nvcc is found)
+    loads, or, when glibc cannot place its static CUDA runtime's thread-local storage in a
+    library loaded after start-up, refuses with an ImportError naming LD_PRELOAD, which
+    then works."""
+    lib = Path(__file__).resolve().parents[2] / "build" / "libstemdot.so"
+    if not lib.is_file():
+        pytest.skip(f"{lib} not built (make capi)")
+    code = (
+        "import numpy as np, stemdot\n"
+        "with stemdot.from_array(np.ones((2, 3, 4), np.uint16)) as ds:\n"
+        "    print(stemdot.apply_masks(ds, np.ones((1, 3, 4), np.float32)).ravel())\n"
+    )
+    env = {**os.environ, "STEMDOT_LIB": str(lib)}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if run.returncode != 0:
+        assert "ImportError" in run.stderr and f"LD_PRELOAD={lib}" in run.stderr, run.stderr
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**env, "LD_PRELOAD": str(lib)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["[12.", "12.]"]

@@ -63,7 +63,18 @@ def load():
         )
     # RTLD_LAZY: the library resolves NVIDIA's NVML (GPU discovery) at run time, after
     # loading libnvidia-ml itself; its NVML symbols are undefined until then.
-    lib = ctypes.CDLL(str(path), mode=os.RTLD_LAZY | os.RTLD_LOCAL)
+    try:
+        lib = ctypes.CDLL(str(path), mode=os.RTLD_LAZY | os.RTLD_LOCAL)
+    except OSError as e:
+        if "static TLS" not in str(e):
+            raise
+        # A library built with CUDA links NVIDIA's static runtime, whose thread-local
+        # storage (4 KiB, page-aligned) glibc cannot place in a library loaded after
+        # start-up; loaded at start-up it can.
+        raise ImportError(
+            f"stemdot: {path} is built with CUDA and cannot be loaded after Python has started "
+            f"({e}); start Python with LD_PRELOAD={path}, or use a library built without CUDA"
+        ) from e
     _declare(lib)
     version = lib.stemdot_version().decode()
     if version != ABI_VERSION:

@@ -22,9 +22,9 @@
 // synchronize the device), not before, as late as a GPU may run it.
 //
 // Built into a c-shared library (libstemdot.so for Python), the thread_local __shared__
-// variables (about 5 MB) exceed the static TLS that glibc keeps for such libraries (Go's
-// runtime marks them so): load it with GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4000000
-// (python/tests pass so on the emulated device).
+// variables (about 5 MB) exceed the static TLS that glibc keeps for libraries loaded after
+// start-up (Go's runtime marks them STATIC_TLS): preload it, as a CUDA build of it
+// (LD_PRELOAD=.../libstemdot.so; python/tests pass so on the emulated device).
 #pragma once
 
 #include <math.h>

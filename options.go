@@ -148,8 +148,10 @@ func parseKeyValues(s, what string, set func(key, value string) error) error {
 }
 
 // ParseShape parses a shape "256,256", optionally in parentheses or brackets ("(2, 4)",
-// "[2,4]", as Python prints tuples and lists), into positive sizes; ndim > 0 requires
-// exactly that many. An empty string gives nil. Errors are errs.Shape.
+// "[2,4]", as Python prints tuples and lists), into positive sizes, rows first; ndim > 0
+// requires exactly that many. An empty string gives nil. Errors are errs.Shape and say
+// the form wanted: sizes are separated by commas only ("64x64" is refused, as an x
+// reads as width×height as often as rows×columns).
 func ParseShape(s string, ndim int) ([]int, error) {
 	t := strings.TrimSpace(s)
 	if len(t) >= 2 && (t[0] == '(' && t[len(t)-1] == ')' || t[0] == '[' && t[len(t)-1] == ']') {
@@ -163,21 +165,35 @@ func ParseShape(s string, ndim int) ([]int, error) {
 		return nil, errs.New(errs.Shape, "empty shape %q", s)
 	}
 	fields := strings.Split(t, ",")
-	if ndim > 0 && len(fields) != ndim {
-		return nil, errs.New(errs.Shape, "want %d comma-separated sizes, got %d", ndim, len(fields))
-	}
 	shape := make([]int, len(fields))
 	for i, f := range fields {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(strings.TrimSpace(f), "-") {
 			return nil, errs.New(errs.Shape, "size %q is too large", strings.TrimSpace(f))
 		}
-		if err != nil || n <= 0 {
+		if err != nil {
+			return nil, errs.New(errs.Shape, "want %s", shapeForm(ndim))
+		}
+		if n <= 0 {
 			return nil, errs.New(errs.Shape, "%q is not a positive size", strings.TrimSpace(f))
 		}
 		shape[i] = n
 	}
+	if ndim > 0 && len(fields) != ndim {
+		return nil, errs.New(errs.Shape, "want %d comma-separated sizes, got %d", ndim, len(fields))
+	}
 	return shape, nil
+}
+
+// shapeForm says how a shape of ndim sizes (0: any number) is written, for messages.
+func shapeForm(ndim int) string {
+	switch ndim {
+	case 0:
+		return "whole sizes separated by commas, rows first: Y,X (e.g. 64,64) or N (e.g. 4096)"
+	case 2:
+		return "Y,X: two whole sizes separated by a comma, rows first (e.g. 256,256)"
+	}
+	return fmt.Sprintf("%d whole sizes separated by commas", ndim)
 }
 
 // ParseByteOrder parses a byte order: "little" (also "le", "<") or "big" ("be", ">"),

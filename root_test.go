@@ -147,6 +147,8 @@ func TestOptions(t *testing.T) {
 		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
 		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},
 		{"nav_shape=99999999999999999999,1", errs.Shape, `size "99999999999999999999" is too large`},
+		{"nav_shape=64x64", errs.Shape, `option nav_shape "64x64": want whole sizes separated by commas, rows first: Y,X (e.g. 64,64) or N (e.g. 4096)`},
+		{"sig_shape=256x256", errs.Shape, `option sig_shape "256x256": want Y,X: two whole sizes separated by a comma, rows first (e.g. 256,256)`},
 		{"dtype=complex64", errs.DType, "complex64"},
 		{"byte_order=middle", errs.Argument, "want little or big"},
 		{"frame_footer=1.5", errs.Argument, `option frame_footer "1.5": want a non-negative byte count such as 1024 or 1KiB`},

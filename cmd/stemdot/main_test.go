@@ -556,6 +556,28 @@ func TestRawMessages(t *testing.T) {
 		"stemdot: warning: "+npy+": --dataset-path applies to HDF5 files only and was ignored\n", stderr)
 }
 
+// TestShapeFlagsSayTheForm: a shape written another way than the help's Y,X (64x64, a
+// common habit) is refused with the form and an example, in every command.
+func TestShapeFlagsSayTheForm(t *testing.T) {
+	dir := t.TempDir()
+	npy := filepath.Join(dir, "scan.npy")
+	_, stderr, code := run(t, "synth", "--out", npy, "--nav-shape", "4,4", "--sig-shape", "8,8")
+	require.Equal(t, 0, code, stderr)
+	nav := `--nav-shape "64x64": want whole sizes separated by commas, rows first: Y,X (e.g. 64,64) or N (e.g. 4096)`
+	for _, args := range [][]string{
+		{"info", npy, "--nav-shape", "64x64"},
+		{"apply", npy, "--nav-shape", "64x64", "--mask", "point:1,1", "--out", filepath.Join(dir, "r.npy")},
+		{"synth", "--out", filepath.Join(dir, "s.npy"), "--nav-shape", "64x64"},
+	} {
+		_, stderr, code := run(t, args...)
+		require.Equal(t, 1, code, "%v: %s", args, stderr)
+		require.Equal(t, "stemdot: "+nav+"\n", stderr, "%v", args)
+	}
+	_, stderr, code = run(t, "synth", "--out", filepath.Join(dir, "s.npy"), "--sig-shape", "128x128")
+	require.Equal(t, 1, code)
+	require.Equal(t, "stemdot: --sig-shape \"128x128\": want Y,X: two whole sizes separated by a comma, rows first (e.g. 256,256)\n", stderr)
+}
+
 // TestPlanMessagesNameFlags: planner refusals name the CLI's flags.
 func TestPlanMessagesNameFlags(t *testing.T) {
 	_, stderr, code := run(t, "plan", "--max-workers-per-gpu", "-3", "--gpus", "auto")

@@ -43,6 +43,10 @@ type Plan struct {
 	GPUInventory string
 }
 
+// cudaBuildHint says how to get a build of stemdot with CUDA (README, Set-up), for the
+// messages of a build without.
+const cudaBuildHint = "build it with CUDA (`make` where nvcc is found, which scripts/install-cuda-toolkit.sh installs; for Python, pip install ./python with STEMDOT_GO_TAGS=cuda after `make kernels`)"
+
 // planKeys are the option keys of Plan's fields, as messages name them.
 var planKeys = []string{"cpus", "gpus", "ram_per_gpu_worker", "max_workers_per_gpu", "oversubscribe", "partition_size", "topology", "gpu_inventory"}
 
@@ -163,7 +167,7 @@ func (p Plan) Planner() (*Planner, error) {
 	wantGPUs := req.GPUs > 0 || len(req.GPUList) > 0
 	switch {
 	case wantGPUs && !req.CUDA:
-		return nil, errs.New(errs.CUDA, "option gpus %q: GPU workers requested, but stemdot was built without CUDA support (give option gpus auto to use GPUs only where there are)", p.GPUs)
+		return nil, errs.New(errs.CUDA, "option gpus %q: GPU workers requested, but stemdot was built without CUDA support: %s, or give option gpus auto to use GPUs only where there are", p.GPUs, cudaBuildHint)
 	case wantGPUs && len(pl.machine.GPUs) == 0:
 		return nil, errs.New(errs.CUDA, "option gpus %q: GPU workers requested, but no GPU was found (give option gpus auto to use GPUs only where there are)", p.GPUs)
 	}

@@ -38,7 +38,7 @@ func ToDevice(ctx context.Context, ds dataset.Dataset, device int) (*Resident, e
 		return nil, errs.New(errs.Argument, "no dataset")
 	}
 	if !cuda.Built() {
-		return nil, errs.New(errs.CUDA, "a dataset on the GPU needs a CUDA build of stemdot, and this one was built without CUDA support (build with `make` where nvcc is found; for Python, pip install with STEMDOT_GO_TAGS=cuda after `make kernels`)")
+		return nil, errs.New(errs.CUDA, "a dataset on the GPU needs a CUDA build of stemdot, and this one was built without CUDA support: %s", cudaBuildHint)
 	}
 	n, err := cuda.DeviceCount()
 	if err != nil {

@@ -578,6 +578,22 @@ func TestShapeFlagsSayTheForm(t *testing.T) {
 	require.Equal(t, "stemdot: --sig-shape \"128x128\": want Y,X: two whole sizes separated by a comma, rows first (e.g. 256,256)\n", stderr)
 }
 
+// TestGPUsWithoutCUDA: GPU workers asked for by count or list in a build without CUDA
+// (the test's binary) are refused, saying how to get a CUDA build and naming --gpus auto.
+func TestGPUsWithoutCUDA(t *testing.T) {
+	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	for _, args := range [][]string{
+		{"plan", "--gpus", "1"},
+		{"apply", mib, "--nav-shape", "2,4", "--mask", "com", "--gpus", "0,0", "--out", filepath.Join(t.TempDir(), "r.npy")},
+	} {
+		_, stderr, code := run(t, args...)
+		require.Equal(t, 1, code, "%v: %s", args, stderr)
+		require.Contains(t, stderr, "GPU workers requested, but stemdot was built without CUDA support: build it with CUDA "+
+			"(`make` where nvcc is found, which scripts/install-cuda-toolkit.sh installs; for Python, pip install ./python with "+
+			"STEMDOT_GO_TAGS=cuda after `make kernels`), or give --gpus auto to use GPUs only where there are", "%v", args)
+	}
+}
+
 // TestPlanMessagesNameFlags: planner refusals name the CLI's flags.
 func TestPlanMessagesNameFlags(t *testing.T) {
 	_, stderr, code := run(t, "plan", "--max-workers-per-gpu", "-3", "--gpus", "auto")

@@ -59,6 +59,25 @@ func TestImportRule(t *testing.T) {
 	require.Greater(t, checked, 10, "the walk found the front ends' files")
 }
 
+// Version is the one version string: the C header's STEMDOT_VERSION (which
+// stemdot_version() returns) and the Python package's (pyproject.toml, __version__, the
+// ABI version its loader checks) say the same.
+func TestVersion(t *testing.T) {
+	require.Regexp(t, `^\d+\.\d+\.\d+$`, stemdot.Version)
+	for file, pattern := range map[string]string{
+		"include/stemdot.h":              `(?m)^#define STEMDOT_VERSION "([^"]*)"`,
+		"python/pyproject.toml":          `(?m)^version = "([^"]*)"`,
+		"python/src/stemdot/__init__.py": `(?m)^__version__ = "([^"]*)"`,
+		"python/src/stemdot/_lib.py":     `(?m)^ABI_VERSION = "([^"]*)"`,
+	} {
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		m := regexp.MustCompile(pattern).FindSubmatch(b)
+		require.NotNil(t, m, "%s has its version (%s)", file, pattern)
+		require.Equal(t, stemdot.Version, string(m[1]), file)
+	}
+}
+
 // readmeBlock returns the first fenced block of lang after the heading in README.md.
 func readmeBlock(t *testing.T, heading, lang string) string {
 	t.Helper()

@@ -578,6 +578,20 @@ func TestShapeFlagsSayTheForm(t *testing.T) {
 	require.Equal(t, "stemdot: --sig-shape \"128x128\": want Y,X: two whole sizes separated by a comma, rows first (e.g. 256,256)\n", stderr)
 }
 
+// TestVersion: --version (and -v) print the version of the C header and the Python
+// package (the root package's test checks that they agree) and the build's flavour.
+func TestVersion(t *testing.T) {
+	h, err := os.ReadFile("../../include/stemdot.h")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`#define STEMDOT_VERSION "([^"]+)"`).FindSubmatch(h)
+	require.NotNil(t, m)
+	for _, flag := range []string{"--version", "-v"} {
+		stdout, stderr, code := run(t, flag)
+		require.Equal(t, 0, code, stderr)
+		require.Equal(t, "stemdot "+string(m[1])+" (CPU-only: built without CUDA)\n", stdout)
+	}
+}
+
 // TestGPUsWithoutCUDA: GPU workers asked for by count or list in a build without CUDA
 // (the test's binary) are refused, saying how to get a CUDA build and naming --gpus auto.
 func TestGPUsWithoutCUDA(t *testing.T) {

@@ -43,6 +43,8 @@ integer coordinates):
                        division, e.g. (128, 128) on 256×256 frames, as LiberTEM's CoM
                        analysis, so that shifts agree with LiberTEM's (the geometric
                        centre of the pixel grid would be 127.5).
+A disk, ring, rect or com disk partly outside the frame is clipped to it; one that
+selects no pixel of the frame is an error.
 --masks FILE.npy loads a stack of shape (sig_y, sig_x) or (n, sig_y, sig_x); the stacks
 of --masks come first, then the --mask specs, in the order given.
 

@@ -20,6 +20,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -179,6 +180,50 @@ func TestOptions(t *testing.T) {
 	}
 	require.Equal(t, "give --sig-shape or --nav-shape; option colour", stemdot.FlagNames("give option sig_shape or option nav_shape; option colour"))
 	require.Equal(t, "--out x.png", stemdot.FlagNames("option out x.png"))
+}
+
+// A 3-D input, frames of shape (n, sig_y, sig_x) (an NPY file here), has nav shape (n,)
+// as in LiberTEM and Python's apply_masks on such an array: the Result and its NPY have
+// shape (n, n_masks), with the values of a float64 reference.
+func TestThreeDInputNavShape(t *testing.T) {
+	const n, sy, sx = 5, 6, 7
+	frames := make([]float32, n*sy*sx)
+	for i := range frames {
+		frames[i] = float32(i%13) + 0.5
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "frames.npy")
+	require.NoError(t, npy.WriteFile(path, []int{n, sy, sx}, frames))
+	ds, err := stemdot.Open(path, stemdot.Options{})
+	require.NoError(t, err)
+	defer ds.Close()
+	require.Equal(t, []int{n}, ds.NavShape())
+	require.Empty(t, stemdot.OpenWarnings(ds), "the file gives its nav shape")
+	stack, err := stemdot.Masks(ds.SigShape(), "point:2,3", "rect:4,1,3,2")
+	require.NoError(t, err)
+	res, err := stemdot.Apply(t.Context(), ds, stack, stemdot.Plan{CPUs: "1"}, stemdot.ApplyOptions{Float64: true})
+	require.NoError(t, err)
+	require.Equal(t, []int{n}, res.NavShape)
+	out := filepath.Join(dir, "r.npy")
+	require.NoError(t, stemdot.SaveNPY(out, res))
+	f, err := os.Open(out)
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := npyio.NewReader(f)
+	require.NoError(t, err)
+	var got []float64
+	require.NoError(t, r.Read(&got))
+	require.Equal(t, []int{n, 2}, r.Header.Descr.Shape)
+	for i := range n {
+		frame := frames[i*sy*sx : (i+1)*sy*sx]
+		var rect float64
+		for y := 1; y < 3; y++ {
+			for x := 4; x < 7; x++ {
+				rect += float64(frame[y*sx+x])
+			}
+		}
+		require.Equal(t, []float64{float64(frame[3*sx+2]), rect}, got[2*i:2*i+2], "frame %d", i)
+	}
 }
 
 // Outputs.Check refuses a result path not ending in .npy and COM shifts without com

@@ -592,6 +592,39 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// TestThreeDInputNavShape: a 3-D NPY file of frames (n, sig_y, sig_x) has nav shape (n,)
+// (as in LiberTEM and Python's apply_masks on such an array), without a warning: apply
+// writes results of shape (n, n_masks), equal to a float64 reference.
+func TestThreeDInputNavShape(t *testing.T) {
+	const n, sy, sx = 6, 5, 4
+	frames := make([]float64, n*sy*sx)
+	for i := range frames {
+		frames[i] = float64(i%7) - 2.25
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "frames.npy")
+	require.NoError(t, stemnpy.WriteFile(path, []int{n, sy, sx}, frames))
+	stdout, stderr, code := run(t, "info", path)
+	require.Equal(t, 0, code, stderr)
+	require.Empty(t, stderr)
+	require.Contains(t, stdout, "nav_shape:  (6)\n")
+	shape, got, stderr := applyCase(t, path, "--mask", "point:1,2", "--mask", "com", "--float64")
+	require.Empty(t, stderr)
+	require.Equal(t, []int{n, 4}, shape)
+	for f := range n {
+		fr := frames[f*sy*sx : (f+1)*sy*sx]
+		want := []float64{fr[2*sx+1], 0, 0, 0}
+		for i, v := range fr {
+			want[1] += v
+			want[2] += float64(i/sx-sy/2) * v
+			want[3] += float64(i%sx-sx/2) * v
+		}
+		for m := range 4 {
+			require.InDelta(t, want[m], got[f*4+m], 1e-12, "frame %d mask %d", f, m)
+		}
+	}
+}
+
 // TestGPUsWithoutCUDA: GPU workers asked for by count or list in a build without CUDA
 // (the test's binary) are refused, saying how to get a CUDA build and naming --gpus auto.
 func TestGPUsWithoutCUDA(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"go/parser"
 	"go/token"
+	"image"
+	"image/png"
 	"io/fs"
 	"math"
 	"os"
@@ -256,7 +258,15 @@ func TestSave(t *testing.T) {
 	require.Equal(t, -1.0, shifts[1])
 	require.True(t, shifts[2] != shifts[2] && shifts[3] != shifts[3], "NaN shifts for a zero sum: %v", shifts)
 	names, _ := filepath.Glob(filepath.Join(dir, "img_*.png"))
-	require.Len(t, names, 6, "a PNG per mask and per shift axis: %v", names)
+	for i := range names {
+		names[i] = filepath.Base(names[i])
+	}
+	require.ElementsMatch(t, []string{"img_0_disk.png", "img_com_shift_y.png", "img_com_shift_x.png"}, names,
+		"a PNG per mask, the com set drawn as its shift maps")
+	dir3 := t.TempDir()
+	require.NoError(t, stemdot.Save(res, stemdot.Outputs{PNGPrefix: filepath.Join(dir3, "img")}))
+	names, _ = filepath.Glob(filepath.Join(dir3, "img_*.png"))
+	require.Len(t, names, 4, "without COMShifts, a PNG per mask: %v", names)
 
 	// A failing output leaves none of the others.
 	dir2 := t.TempDir()
@@ -267,6 +277,82 @@ func TestSave(t *testing.T) {
 	require.ErrorContains(t, err, filepath.Join(dir2, "img_com_shift_x.png")+" exists and is a directory")
 	_, err = os.Stat(filepath.Join(dir2, "r2.npy"))
 	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+// PNGs are scaled up by a whole factor, nearest neighbour, until the short side has 256
+// pixels with the long side within 4096, never down: every block of factor × factor
+// pixels holds its scan position's grey level, the values mapped linearly from the
+// minimum (0) to the maximum (255), NaN 0.
+func TestSavePNGScaled(t *testing.T) {
+	for _, c := range []struct {
+		nav           []int
+		width, height int
+	}{
+		{[]int{2, 4}, 512, 256},     // the real 2×4 file: factor 128
+		{[]int{64, 64}, 256, 256},   // the demo: factor 4
+		{[]int{300, 200}, 400, 600}, // factor 2
+		{[]int{256, 256}, 256, 256}, // large enough
+		{[]int{1000}, 4000, 4},      // a 1-D nav shape is one row; its long side bounds the factor
+		{[]int{3, 5000}, 5000, 3},   // never scaled down
+		{[]int{1, 1}, 256, 256},
+	} {
+		frames := 1
+		for _, n := range c.nav {
+			frames *= n
+		}
+		res := &stemdot.Result{Names: []string{"m"}}
+		res.NavShape, res.NMasks = c.nav, 1
+		res.F64 = make([]float64, frames)
+		for f := range res.F64 {
+			res.F64[f] = float64(f*37%101) - 20
+		}
+		if frames > 2 {
+			res.F64[1] = math.NaN()
+		}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, v := range res.F64 {
+			if !math.IsNaN(v) {
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
+			}
+		}
+		dir := t.TempDir()
+		require.NoError(t, stemdot.Save(res, stemdot.Outputs{PNGPrefix: filepath.Join(dir, "img")}))
+		f, err := os.Open(filepath.Join(dir, "img_0_m.png"))
+		require.NoError(t, err)
+		img, err := png.Decode(f)
+		f.Close()
+		require.NoError(t, err)
+		require.Equal(t, image.Rect(0, 0, c.width, c.height), img.Bounds(), "nav %v", c.nav)
+		cols := c.nav[len(c.nav)-1]
+		k := c.width / cols
+		for y := range c.height {
+			for x := range c.width {
+				v := res.F64[(y/k)*cols+x/k]
+				want := uint8(0)
+				if !math.IsNaN(v) && hi > lo {
+					want = uint8(math.Round((v - lo) / (hi - lo) * 255))
+				}
+				if got := img.(*image.Gray).GrayAt(x, y).Y; got != want {
+					t.Fatalf("nav %v: pixel (x=%d, y=%d) is %d, want %d (scan position %d, value %g)", c.nav, x, y, got, want, (y/k)*cols+x/k, v)
+				}
+			}
+		}
+	}
+	// The extremes of float64: no overflow in the mapping; ±Inf white and black.
+	res := &stemdot.Result{Names: []string{"m"}}
+	res.NavShape, res.NMasks = []int{1, 5}, 1
+	res.F64 = []float64{-math.MaxFloat64, 0, math.MaxFloat64, math.Inf(1), math.Inf(-1)}
+	dir := t.TempDir()
+	require.NoError(t, stemdot.Save(res, stemdot.Outputs{PNGPrefix: filepath.Join(dir, "img")}))
+	f, err := os.Open(filepath.Join(dir, "img_0_m.png"))
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	require.Equal(t, image.Rect(0, 0, 5*256, 256), img.Bounds())
+	for i, want := range []uint8{0, 128, 255, 255, 0} {
+		require.Equal(t, want, img.(*image.Gray).GrayAt(i*256+100, 100).Y, "value %g", res.F64[i])
+	}
 }
 
 func TestPlannerErrors(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -500,9 +502,29 @@ func TestCOMShifts(t *testing.T) {
 		require.InDelta(t, my/s, got[2*f], 1e-9, "frame %d y", f)
 		require.InDelta(t, mx/s, got[2*f+1], 1e-9, "frame %d x", f)
 	}
-	for _, p := range []string{"img_com_shift_y.png", "img_com_shift_x.png", "img_0_com_sum.png"} {
-		_, err := os.Stat(filepath.Join(dir, p))
-		require.NoError(t, err, p)
+	// The PNGs: the two shift maps instead of the com masks' raw images, each scan
+	// position a block of 128×128 pixels (the short side 2 scaled to 256), the shift
+	// mapped from its minimum (0) to its maximum (255).
+	pngs, _ := filepath.Glob(filepath.Join(dir, "img_*.png"))
+	require.ElementsMatch(t, []string{filepath.Join(dir, "img_com_shift_y.png"), filepath.Join(dir, "img_com_shift_x.png")}, pngs)
+	for axis, name := range []string{"y", "x"} {
+		f, err := os.Open(filepath.Join(dir, "img_com_shift_"+name+".png"))
+		require.NoError(t, err)
+		img, err := png.Decode(f)
+		f.Close()
+		require.NoError(t, err)
+		require.Equal(t, image.Rect(0, 0, 4*128, 2*128), img.Bounds())
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for f := range frames {
+			lo, hi = math.Min(lo, got[2*f+axis]), math.Max(hi, got[2*f+axis])
+		}
+		for f := range frames {
+			want := uint8(math.Round((got[2*f+axis] - lo) / (hi - lo) * 255))
+			for _, d := range [][2]int{{0, 0}, {127, 127}, {5, 90}} {
+				x, y := f%4*128+d[0], f/4*128+d[1]
+				require.Equal(t, want, img.(*image.Gray).GrayAt(x, y).Y, "shift %s, frame %d, pixel (%d, %d)", name, f, x, y)
+			}
+		}
 	}
 }
 

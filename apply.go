@@ -71,7 +71,8 @@ func (r *Result) Value(f, m int) float64 {
 // Apply applies the mask stack to every frame of ds with the workers plan asks for on
 // this machine: out[f, m] = Σ_{y,x} stack[m, y, x]·frame_f[y, x], as LiberTEM's
 // ApplyMasksUDF. It is plan.Planner() followed by Planner.Apply.
-func Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, plan Plan, opt ApplyOptions) (*Result, error) {
+func Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, plan Plan, opt ApplyOptions) (_ *Result, err error) {
+	defer goErrs(&err)
 	pl, err := plan.Planner()
 	if err != nil {
 		return nil, err
@@ -85,9 +86,10 @@ func Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, plan Pla
 // machine (Plan.Cores, Plan.GPUInventory: plans only), errs.Resources for a plan that
 // cannot be made, errs.IO for a read that failed during the run, errs.Cancelled when ctx
 // is cancelled; a failure inside the engine is errs.Internal.
-func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) (*Result, error) {
+func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) (_ *Result, err error) {
+	defer goErrs(&err)
 	if pl.machine.Described {
-		return nil, errs.New(errs.Argument, "a plan for a described machine (option topology or gpu_inventory) is for reading, not for running here: leave those options out to apply")
+		return nil, errs.New(errs.Argument, "a plan for a described machine (option topology or option gpu_inventory) is for reading, not for running here: leave those options out to apply")
 	}
 	if err := checkJob(ds, stack, opt); err != nil {
 		return nil, err

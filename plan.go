@@ -132,7 +132,8 @@ type Planner struct {
 // without a dataset. Errors: errs.Argument for a malformed request, errs.CUDA for GPU
 // workers asked for by count or list without a CUDA build or without a GPU,
 // errs.Resources for a request the machine cannot serve.
-func (p Plan) Planner() (*Planner, error) {
+func (p Plan) Planner() (_ *Planner, err error) {
+	defer goErrs(&err)
 	pl := &Planner{}
 	req := &pl.req
 	if p.CPUs != "" {
@@ -255,7 +256,8 @@ func (pl *Planner) Machine() Machine { return pl.machine }
 // not make it faster, and GPUs are not even looked for when the job is too small for a
 // GPU worker's start-up to pay off. Errors are errs.Resources or errs.CUDA. The plan's
 // Warnings say what the user should know (oversubscription, "auto" without GPUs, ...).
-func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (*planner.Plan, error) {
+func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (_ *planner.Plan, err error) {
+	defer goErrs(&err)
 	var shape *planner.Shape
 	if ds != nil {
 		sig := ds.SigShape()
@@ -269,8 +271,8 @@ func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (*planner.Plan, 
 		if pl.machine.CUDA && !req.NoCPU && shape != nil && !shape.GPUsMayHelp(pl.machine.Topology.Usable) {
 			p, err := planner.Make(pl.machine.Topology, nil, withoutGPUs(req), shape)
 			if p != nil {
-				p.Warnings = append(p.Warnings, fmt.Sprintf("gpus auto: GPUs not looked for: by the speed model, GPU workers cannot make this job faster (about %.3g s on CPU workers: too short for a GPU worker's start-up of %v, or bound by host memory): CPU workers only",
-					shape.Predict(p.CoresUsable, nil, p.CoresUsable).Seconds(), planner.GPUStartup))
+				p.Warnings = goWarnings(append(p.Warnings, fmt.Sprintf("gpus auto: GPUs not looked for: by the speed model, GPU workers cannot make this job faster (about %.3g s on CPU workers: too short for a GPU worker's start-up of %v, or bound by host memory): CPU workers only",
+					shape.Predict(p.CoresUsable, nil, p.CoresUsable).Seconds(), planner.GPUStartup)))
 			}
 			return p, errs.Wrap(errs.Resources, err)
 		}
@@ -285,6 +287,7 @@ func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (*planner.Plan, 
 	if !pl.machine.Described {
 		prewarm(p)
 	}
+	p.Warnings = goWarnings(p.Warnings)
 	return p, nil
 }
 

@@ -33,7 +33,8 @@ type Resident struct {
 // the bytes needed and free, when the frames and cuda.ResidentReserve of working space do
 // not fit in the device's free memory (nothing is allocated then); the dataset's read
 // errors (errs.IO, ...); errs.Cancelled when ctx is cancelled during the load.
-func ToDevice(ctx context.Context, ds dataset.Dataset, device int) (*Resident, error) {
+func ToDevice(ctx context.Context, ds dataset.Dataset, device int) (_ *Resident, err error) {
+	defer goErrs(&err)
 	if ds == nil {
 		return nil, errs.New(errs.Argument, "no dataset")
 	}
@@ -83,7 +84,8 @@ func (r *Resident) Dataset() dataset.Dataset { return r.ds }
 // set, is called once at the end. Errors are those of Planner.Apply's checks (errs.Shape,
 // errs.DType, errs.Argument), errs.Cancelled when ctx is already cancelled, errs.Argument
 // after Close, and a CUDA failure (unclassified).
-func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptions) (*Result, error) {
+func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptions) (_ *Result, err error) {
+	defer goErrs(&err)
 	if err := checkJob(r.ds, stack, opt); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package stemdot_test
 
 import (
 	"bytes"
+	"context"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"image"
@@ -11,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -228,6 +231,102 @@ func TestThreeDInputNavShape(t *testing.T) {
 	}
 }
 
+// Open's doc, and the help of option format, list every format dataset.Open reads, with
+// every file extension it detects: the list of Open's own error for an unknown format.
+func TestOpenDocListsFormats(t *testing.T) {
+	_, err := stemdot.Open(filepath.Join(t.TempDir(), "x"), stemdot.Options{Format: "bogus"})
+	_, supported, ok := strings.Cut(err.Error(), "(supported: ")
+	require.True(t, ok, err.Error())
+	names := regexp.MustCompile(`(?:^|\), )([a-z0-9]+) \(`).FindAllStringSubmatch(supported, -1)
+	require.Len(t, names, 6, supported)
+	exts := regexp.MustCompile(`\.[a-z0-9]+\b`).FindAllString(supported, -1)
+	require.Contains(t, exts, ".emd")
+
+	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	require.NoError(t, err)
+	var doc string
+	for _, f := range pkgs["stemdot"].Files {
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && fn.Name.Name == "Open" {
+				doc = fn.Doc.Text()
+			}
+		}
+	}
+	require.NotEmpty(t, doc, "func Open has a doc comment")
+	var usage string
+	for _, o := range stemdot.OpenOptions {
+		if o.Key == "format" {
+			usage = o.Usage
+		}
+	}
+	for _, n := range names {
+		require.Contains(t, strings.ToLower(doc), n[1], "Open's doc names format %s", n[1])
+		require.Contains(t, usage, n[1], "option format's help names format %s", n[1])
+	}
+	for _, ext := range exts {
+		require.Contains(t, doc, ext, "Open's doc names the extension %s", ext)
+	}
+}
+
+// The Go API names options as a Go caller sets them (Options.DatasetPath), in errors and
+// warnings, keeping their kinds; every option key has a Go name that is a field of
+// Options, Plan or Outputs (or MasksFrom's argument); OptionKeys (the C ABI) and
+// FlagNames (the CLI) turn Go names back into keys and flags.
+func TestGoNames(t *testing.T) {
+	keys := []string{"out", "png", "com_shifts", "mask", "masks"}
+	for _, o := range stemdot.OpenOptions {
+		keys = append(keys, o.Key)
+	}
+	p, err := stemdot.ParsePlan("threads=1")
+	require.Error(t, err)
+	_, known, _ := strings.Cut(err.Error(), "(known: ")
+	keys = append(keys, strings.Split(strings.TrimSuffix(known, ")"), ", ")...)
+	require.Contains(t, keys, "gpu_inventory")
+	types := map[string]reflect.Type{"Options": reflect.TypeOf(stemdot.Options{}), "Plan": reflect.TypeOf(p), "Outputs": reflect.TypeOf(stemdot.Outputs{})}
+	for _, key := range keys {
+		msg := "give option " + key + " 2"
+		name := strings.TrimSuffix(strings.TrimPrefix(stemdot.GoNames(msg), "give "), " 2")
+		if typ, field, ok := strings.Cut(name, "."); ok {
+			require.Contains(t, types, typ, key)
+			_, ok = types[typ].FieldByName(field)
+			require.True(t, ok, "option %s: %s is a field", key, name)
+		} else {
+			require.Contains(t, []string{"MasksFrom's specs", "MasksFrom's files"}, name, key)
+		}
+		require.Equal(t, msg, stemdot.OptionKeys(stemdot.GoNames(msg)), key)
+		require.Equal(t, "give "+stemdot.FlagName(key)+" 2", stemdot.FlagNames(stemdot.GoNames(msg)), key)
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.npy")
+	require.NoError(t, npy.WriteFile(path, []int{2, 4, 4}, make([]float32, 32)))
+	_, err = stemdot.Open(path, stemdot.Options{Format: "bogus"})
+	require.ErrorContains(t, err, `unknown Options.Format "bogus" (supported: raw (.raw, .bin, or any file given Options.SigShape and Options.DType), npy`)
+	require.Equal(t, errs.Argument, errs.KindOf(err))
+	ds, err := stemdot.Open(path, stemdot.Options{DatasetPath: "/x"})
+	require.NoError(t, err)
+	defer ds.Close()
+	require.Equal(t, []string{path + ": Options.DatasetPath applies to HDF5 files only and was ignored"}, stemdot.OpenWarnings(ds))
+	_, err = stemdot.MasksFrom(ds.SigShape(), nil, nil)
+	require.EqualError(t, err, "no masks: give a mask spec (MasksFrom's specs) or an NPY mask stack (MasksFrom's files)")
+	_, err = stemdot.Plan{Cores: 2, CPUs: "0"}.Planner()
+	require.ErrorContains(t, err, "(Plan.CPUs 0)")
+	require.Equal(t, errs.Resources, errs.KindOf(err))
+	stack, err := stemdot.Masks(ds.SigShape(), "point:1,1")
+	require.NoError(t, err)
+	res, err := stemdot.Apply(t.Context(), ds, stack, stemdot.Plan{CPUs: "1"}, stemdot.ApplyOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{path + ": Options.DatasetPath applies to HDF5 files only and was ignored"}, res.Warnings)
+	err = stemdot.Save(res, stemdot.Outputs{NPY: filepath.Join(dir, "r.npy"), COMShifts: filepath.Join(dir, "s.npy")})
+	require.EqualError(t, err, "Outputs.COMShifts: the masks hold no centre-of-mass set (com_sum, com_y, com_x): add the mask spec com")
+	require.Equal(t, errs.Argument, errs.KindOf(err))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = stemdot.Apply(ctx, ds, stack, stemdot.Plan{CPUs: "1"}, stemdot.ApplyOptions{})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, errs.Cancelled, errs.KindOf(err))
+}
+
 // Outputs.Check refuses a result path not ending in .npy and COM shifts without com
 // masks; Save writes all outputs or none.
 func TestSave(t *testing.T) {
@@ -361,11 +460,11 @@ func TestPlannerErrors(t *testing.T) {
 		kind errs.Kind
 		msg  string
 	}{
-		{stemdot.Plan{CPUs: "two"}, errs.Argument, "option cpus"},
+		{stemdot.Plan{CPUs: "two"}, errs.Argument, "Plan.CPUs"},
 		{stemdot.Plan{CPUs: "4095,"}, errs.Resources, "CPU 4095 is not allowed"},
-		{stemdot.Plan{PartitionSize: "0"}, errs.Argument, "option partition_size"},
-		{stemdot.Plan{Cores: 4, GPUs: "1"}, errs.CUDA, "give option gpus auto"},
-		{stemdot.Plan{CPUs: "0"}, errs.Resources, "no workers: the request asks for no CPU worker (option cpus 0) and no GPU worker"},
+		{stemdot.Plan{PartitionSize: "0"}, errs.Argument, "Plan.PartitionSize"},
+		{stemdot.Plan{Cores: 4, GPUs: "1"}, errs.CUDA, "give Plan.GPUs auto"},
+		{stemdot.Plan{CPUs: "0"}, errs.Resources, "no workers: the request asks for no CPU worker (Plan.CPUs 0) and no GPU worker"},
 	} {
 		_, err := c.plan.Planner()
 		require.ErrorContains(t, err, c.msg)
@@ -405,7 +504,7 @@ func TestParsePlan(t *testing.T) {
 		require.Equal(t, errs.Argument, errs.KindOf(err), s)
 	}
 	_, err = stemdot.Plan{Cores: 2, CPUs: "3"}.Planner()
-	require.ErrorContains(t, err, "option oversubscribe")
+	require.ErrorContains(t, err, "pass Plan.Oversubscribe to allow it")
 	p, err = stemdot.ParsePlan("topology=2;cpus=3;oversubscribe=true")
 	require.NoError(t, err)
 	pl, err := p.Planner()
@@ -453,7 +552,7 @@ func TestGoAPIMisuse(t *testing.T) {
 
 	for _, described := range []stemdot.Plan{{Cores: 4}, {GPUInventory: "1x141GB", GPUs: "auto"}} {
 		_, err = stemdot.Apply(t.Context(), ds, stack, described, stemdot.ApplyOptions{})
-		kind(errs.Argument, err, "a plan for a described machine (option topology or gpu_inventory) is for reading")
+		kind(errs.Argument, err, "a plan for a described machine (Plan.Cores or Plan.GPUInventory) is for reading")
 	}
 
 	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")

@@ -40,8 +40,9 @@ type Outputs struct {
 // Check reports, before any work, why the outputs for masks named names cannot be
 // written: a path not ending in .npy (errs.Argument), or one that atomicfile.Check
 // refuses (errs.IO: missing directory, not a writable regular file, one of inputs).
-// Errors name the option ("option out", "option png", "option com_shifts").
-func (o Outputs) Check(names []string, inputs ...string) error {
+// Errors name the field (Outputs.NPY, Outputs.PNGPrefix, Outputs.COMShifts).
+func (o Outputs) Check(names []string, inputs ...string) (err error) {
+	defer goErrs(&err)
 	if o.COMShifts != "" {
 		if _, ok := FindCOM(names); !ok {
 			return errs.New(errs.Argument, "option com_shifts: the masks hold no centre-of-mass set (com_sum, com_y, com_x): add the mask spec com")
@@ -64,9 +65,6 @@ func (o Outputs) Check(names []string, inputs ...string) error {
 	}
 	return nil
 }
-
-// outputKeys are the option keys of Outputs' fields, as messages name them.
-var outputKeys = []string{"out", "png", "com_shifts"}
 
 type output struct {
 	option, path string
@@ -134,7 +132,10 @@ func SaveNPY(path string, res *Result) error { return Save(res, Outputs{NPY: pat
 // beside its final path and all are renamed only when all were written; a failure
 // leaves no file of this call behind. New files get mode 0666 less the umask; a file
 // replaced keeps its permissions.
-func Save(res *Result, o Outputs) error {
+func Save(res *Result, o Outputs) error { return goErr(save(res, o)) }
+
+// save is Save, its errors naming options by key.
+func save(res *Result, o Outputs) error {
 	if res == nil {
 		return errs.New(errs.Argument, "no result to save (a nil *Result)")
 	}

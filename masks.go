@@ -17,7 +17,7 @@ func Masks(sig [2]int, specs ...string) (*masks.Stack, error) {
 // sig_y, sig_x)) and then mask specs (see Masks), in order, for frames of sig_shape
 // sig. Errors name the file (errs.IO, errs.Format), the spec (errs.Argument) or the
 // shape that does not match sig (errs.Shape).
-func MasksFrom(sig [2]int, files, specs []string) (_ *masks.Stack, err error) {
+func MasksFrom(sig [2]int, files, specs []string) (stack *masks.Stack, err error) {
 	defer goErrs(&err)
 	var parts []*masks.Stack
 	for _, file := range files {

@@ -132,9 +132,9 @@ type Planner struct {
 // without a dataset. Errors: errs.Argument for a malformed request, errs.CUDA for GPU
 // workers asked for by count or list without a CUDA build or without a GPU,
 // errs.Resources for a request the machine cannot serve.
-func (p Plan) Planner() (_ *Planner, err error) {
+func (p Plan) Planner() (pl *Planner, err error) {
 	defer goErrs(&err)
-	pl := &Planner{}
+	pl = &Planner{}
 	req := &pl.req
 	if p.CPUs != "" {
 		if err := req.ParseCPUs(p.CPUs); err != nil {
@@ -256,7 +256,7 @@ func (pl *Planner) Machine() Machine { return pl.machine }
 // not make it faster, and GPUs are not even looked for when the job is too small for a
 // GPU worker's start-up to pay off. Errors are errs.Resources or errs.CUDA. The plan's
 // Warnings say what the user should know (oversubscription, "auto" without GPUs, ...).
-func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (_ *planner.Plan, err error) {
+func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (plan *planner.Plan, err error) {
 	defer goErrs(&err)
 	var shape *planner.Shape
 	if ds != nil {

@@ -231,6 +231,29 @@ func TestThreeDInputNavShape(t *testing.T) {
 	}
 }
 
+// go doc stemdot.Result shows every field of a result, each documented: no embedded
+// type hides NavShape, F32 or Stats.
+func TestResultFieldsDocumented(t *testing.T) {
+	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	require.NoError(t, err)
+	var fields []string
+	for _, f := range pkgs["stemdot"].Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.Name == "Result" {
+				for _, fl := range ts.Type.(*ast.StructType).Fields.List {
+					require.NotEmpty(t, fl.Names, "Result embeds %v", fl.Type)
+					require.NotNil(t, fl.Doc, "Result.%s has a doc comment", fl.Names[0])
+					for _, n := range fl.Names {
+						fields = append(fields, n.Name)
+					}
+				}
+			}
+			return true
+		})
+	}
+	require.Equal(t, []string{"NavShape", "NMasks", "F32", "F64", "Stats", "Names", "Warnings"}, fields)
+}
+
 // Open's doc, and the help of option format, list every format dataset.Open reads, with
 // every file extension it detects: the list of Open's own error for an unknown format.
 func TestOpenDocListsFormats(t *testing.T) {

@@ -3,6 +3,7 @@
 // machine, in one call each:
 //
 //	ds, err := stemdot.Open("scan.mib", stemdot.Options{})
+//	defer ds.Close()
 //	stack, err := stemdot.Masks(ds.SigShape(), "disk:128,128,20", "com")
 //	res, err := stemdot.Apply(ctx, ds, stack, stemdot.Plan{GPUs: "auto"}, stemdot.ApplyOptions{})
 //	err = stemdot.SaveNPY("result.npy", res)

@@ -109,7 +109,8 @@ func readNPY(t *testing.T, path string) ([]int, []float32) {
 	return r.Header.Descr.Shape, v
 }
 
-// The README's Go program (at most ten lines: open, masks, apply, save) computes the
+// The README's Go program (at most ten lines: open, masks, apply, save) closes the
+// dataset, writes into the temporary directory, not the checkout, and computes the
 // virtual bright field of a real MIB file equal to the CLI's, and to a float64
 // reference computed from the file's bytes.
 func TestREADMEGoProgram(t *testing.T) {
@@ -117,16 +118,18 @@ func TestREADMEGoProgram(t *testing.T) {
 	src := readmeBlock(t, "## From Go", "go")
 	body := src[strings.Index(src, "func main() {"):strings.Index(src, "\n}\n")]
 	require.LessOrEqual(t, strings.Count(body, "\n"), 10, "the program's main has at most ten lines")
+	require.Contains(t, body, "defer ds.Close()")
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "vbf.npy")
 	src = strings.ReplaceAll(src, `"../shared/data/mib/001_4x2_6bit.mib"`, strconv.Quote(mib))
-	src = strings.ReplaceAll(src, `"vbf.npy"`, strconv.Quote(out))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644))
 	run := exec.Command("go", "run", filepath.Join(dir, "main.go"))
-	var stderr bytes.Buffer
-	run.Stderr = &stderr
+	run.Env = append(os.Environ(), "TMPDIR="+dir)
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
 	require.NoError(t, run.Run(), stderr.String())
+	require.Equal(t, "wrote "+out+"\n", stdout.String())
 
 	cliOut := filepath.Join(dir, "cli.npy")
 	cli := exec.Command("go", "run", "./cmd/stemdot", "apply", mib, "--nav-shape", "2,4", "--mask", "disk:128,128,20", "--out", cliOut, "-q")

@@ -29,7 +29,8 @@ func newApplyCmd() *cobra.Command {
 		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY (and PNG)",
 		Long: `apply computes, for every frame f and every mask m, out[f, m] = Σ mask[m]·frame_f (the
 mask-dot product of LiberTEM's ApplyMasksUDF) on pinned CPU (and GPU) workers, and writes
-the result as NPY of shape (nav_y, nav_x, n_masks), float32 (or float64 with --float64).
+the result as NPY of shape (nav_y, nav_x, n_masks), float32 (or float64 with --float64);
+a 3-D input of n frames, (n, sig_y, sig_x), has nav shape (n,) and gives (n, n_masks).
 
 Mask specs, in pixel coordinates of the frame (x = column, y = row, pixel centres at
 integer coordinates):

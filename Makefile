@@ -50,12 +50,15 @@ $(EMU_LIB): $(EMU_SRC) $(wildcard kernels/*.cuh kernels/*.h kernels/emu/*.h)
 	rm -f $@ && ar rcs $@ $(patsubst %,$(@D)/%.o,$(notdir $(EMU_SRC)))
 
 # The main job on a built-in default: a synthetic 64×64 scan of 128×128 uint16 frames,
-# virtual bright field, annular dark field and centre-of-mass masks.
+# virtual bright field, annular dark field and centre-of-mass masks; PNGs (256×256) of
+# the bright field, the dark field and the two centre-of-mass shift maps.
 demo: build
-	@mkdir -p out
+	@mkdir -p out && rm -f out/demo_*.png
 	$(BIN)/stemdot synth --out out/demo.mib --nav-shape 64,64 --sig-shape 128,128 --dtype uint16
-	$(BIN)/stemdot apply out/demo.mib --mask disk:64,64,12 --mask ring:64,64,30,60 --mask com --out out/demo.npy --png out/demo
-	@echo "wrote out/demo.npy and out/demo_*.png"
+	$(BIN)/stemdot apply out/demo.mib --mask disk:64,64,12 --mask ring:64,64,30,60 --mask com --out out/demo.npy \
+		--com-shifts out/demo_com_shifts.npy --png out/demo
+	@echo "wrote out/demo.npy (bright field, dark field, com sum and moments), out/demo_com_shifts.npy and" \
+		"the PNGs out/demo_0_disk.png, out/demo_1_ring.png, out/demo_com_shift_y.png, out/demo_com_shift_x.png"
 
 test: lint test-go fuzz $(if $(TAGS),test-cuda,) test-cuda-emu test-capi test-python
 

@@ -26,15 +26,38 @@ type ApplyOptions struct {
 	Out64 []float64
 }
 
-// Result is the outcome of Apply: the images, shape NavShape + (NMasks,), C order
-// (frame f, mask m at f*NMasks+m), in F32 or F64; the run's Stats; the masks' Names; and
-// the Warnings of the dataset and the plan.
+// Result is the outcome of Apply: one image of shape NavShape per mask, out[f, m] =
+// Σ mask[m]·frame_f for every frame f (scan position, row-major over NavShape) and mask
+// m; the run's Stats; the masks' Names; and the Warnings of the dataset and the plan.
 type Result struct {
-	engine.Result
+	// NavShape is the dataset's nav shape (scan shape), e.g. (nav_y, nav_x), or (n,) for
+	// a 3-D input (n, sig_y, sig_x).
+	NavShape []int
+	// NMasks is the number of masks.
+	NMasks int
+	// F32 holds the images of a float32 run (the default; F64 is nil then): shape
+	// NavShape + (NMasks,), C order, frame f and mask m at f*NMasks+m (see Value), in
+	// the frames' units times the masks' weights.
+	F32 []float32
+	// F64 holds the images of a float64 run (ApplyOptions.Float64; F32 is nil then), as
+	// F32 does.
+	F64 []float64
+	// Stats describe the run: frames and bytes read, time, each worker's share and
+	// rate, retried partitions, NaN and infinite values (engine.Stats).
+	Stats engine.Stats
 	// Names are the masks' names, one per mask ("disk", "com_sum", ...).
 	Names []string
 	// Warnings are OpenWarnings and the plan's warnings, one line each.
 	Warnings []string
+}
+
+// newResult is the Result of an engine run.
+func newResult(res *engine.Result, names, warnings []string) *Result {
+	r := &Result{NavShape: res.NavShape, NMasks: res.NMasks, F32: res.F32, F64: res.F64, Stats: res.Stats, Names: names, Warnings: warnings}
+	if w := r.NonFiniteWarning(); w != "" {
+		r.Warnings = append(r.Warnings, w)
+	}
+	return r
 }
 
 // NonFiniteWarning says, in one line, how many values of the result are NaN or infinite
@@ -71,7 +94,8 @@ func (r *Result) Value(f, m int) float64 {
 // Apply applies the mask stack to every frame of ds with the workers plan asks for on
 // this machine: out[f, m] = Σ_{y,x} stack[m, y, x]·frame_f[y, x], as LiberTEM's
 // ApplyMasksUDF. It is plan.Planner() followed by Planner.Apply.
-func Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, plan Plan, opt ApplyOptions) (*Result, error) {
+func Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, plan Plan, opt ApplyOptions) (result *Result, err error) {
+	defer goErrs(&err)
 	pl, err := plan.Planner()
 	if err != nil {
 		return nil, err
@@ -85,9 +109,10 @@ func Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, plan Pla
 // machine (Plan.Cores, Plan.GPUInventory: plans only), errs.Resources for a plan that
 // cannot be made, errs.IO for a read that failed during the run, errs.Cancelled when ctx
 // is cancelled; a failure inside the engine is errs.Internal.
-func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) (*Result, error) {
+func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) (result *Result, err error) {
+	defer goErrs(&err)
 	if pl.machine.Described {
-		return nil, errs.New(errs.Argument, "a plan for a described machine (option topology or gpu_inventory) is for reading, not for running here: leave those options out to apply")
+		return nil, errs.New(errs.Argument, "a plan for a described machine (option topology or option gpu_inventory) is for reading, not for running here: leave those options out to apply")
 	}
 	if err := checkJob(ds, stack, opt); err != nil {
 		return nil, err
@@ -102,11 +127,7 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Result: *res, Names: stack.MaskNames(), Warnings: append(OpenWarnings(ds), p.Warnings...)}
-	if w := r.NonFiniteWarning(); w != "" {
-		r.Warnings = append(r.Warnings, w)
-	}
-	return r, nil
+	return newResult(res, stack.MaskNames(), append(OpenWarnings(ds), p.Warnings...)), nil
 }
 
 // checkJob is the one validation of a job before planning: a dataset and a stack whose

@@ -3,6 +3,7 @@
 // machine, in one call each:
 //
 //	ds, err := stemdot.Open("scan.mib", stemdot.Options{})
+//	defer ds.Close()
 //	stack, err := stemdot.Masks(ds.SigShape(), "disk:128,128,20", "com")
 //	res, err := stemdot.Apply(ctx, ds, stack, stemdot.Plan{GPUs: "auto"}, stemdot.ApplyOptions{})
 //	err = stemdot.SaveNPY("result.npy", res)
@@ -15,7 +16,10 @@
 // bench: the dataset options and their names (OpenOptions), shape and byte-order
 // parsing, planning on this machine (CPU topology and affinity, GPU discovery, the
 // planner) in Plan, the validation of a job in Apply, and atomic output in Save.
-// Errors are classified by package errs (errs.KindOf).
+// Errors are classified by package errs (errs.KindOf). Errors and warnings name the
+// options as a Go caller sets them ("give Options.NavShape", Plan.GPUs, Outputs.NPY);
+// the CLI and the C ABI name them as their users do (FlagNames: --nav-shape;
+// OptionKeys: option nav_shape), all from one table of names (GoNames).
 //
 // The packages below do one step each: dataset (files), masks (mask stacks), planner
 // (the resource plan as a pure function), engine (the executor), affinity (this

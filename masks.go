@@ -13,15 +13,12 @@ func Masks(sig [2]int, specs ...string) (*masks.Stack, error) {
 	return MasksFrom(sig, nil, specs)
 }
 
-// maskKeys are the option keys of the mask stack, as messages name them (the CLI's
-// --mask and --masks).
-var maskKeys = []string{"mask", "masks"}
-
 // MasksFrom builds a stack from NPY mask files (masks.LoadNPY: (sig_y, sig_x) or (n,
 // sig_y, sig_x)) and then mask specs (see Masks), in order, for frames of sig_shape
 // sig. Errors name the file (errs.IO, errs.Format), the spec (errs.Argument) or the
 // shape that does not match sig (errs.Shape).
-func MasksFrom(sig [2]int, files, specs []string) (*masks.Stack, error) {
+func MasksFrom(sig [2]int, files, specs []string) (stack *masks.Stack, err error) {
+	defer goErrs(&err)
 	var parts []*masks.Stack
 	for _, file := range files {
 		s, err := masks.LoadNPY(file)

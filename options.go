@@ -148,8 +148,10 @@ func parseKeyValues(s, what string, set func(key, value string) error) error {
 }
 
 // ParseShape parses a shape "256,256", optionally in parentheses or brackets ("(2, 4)",
-// "[2,4]", as Python prints tuples and lists), into positive sizes; ndim > 0 requires
-// exactly that many. An empty string gives nil. Errors are errs.Shape.
+// "[2,4]", as Python prints tuples and lists), into positive sizes, rows first; ndim > 0
+// requires exactly that many. An empty string gives nil. Errors are errs.Shape and say
+// the form wanted: sizes are separated by commas only ("64x64" is refused, as an x
+// reads as width×height as often as rows×columns).
 func ParseShape(s string, ndim int) ([]int, error) {
 	t := strings.TrimSpace(s)
 	if len(t) >= 2 && (t[0] == '(' && t[len(t)-1] == ')' || t[0] == '[' && t[len(t)-1] == ']') {
@@ -163,21 +165,35 @@ func ParseShape(s string, ndim int) ([]int, error) {
 		return nil, errs.New(errs.Shape, "empty shape %q", s)
 	}
 	fields := strings.Split(t, ",")
-	if ndim > 0 && len(fields) != ndim {
-		return nil, errs.New(errs.Shape, "want %d comma-separated sizes, got %d", ndim, len(fields))
-	}
 	shape := make([]int, len(fields))
 	for i, f := range fields {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(strings.TrimSpace(f), "-") {
 			return nil, errs.New(errs.Shape, "size %q is too large", strings.TrimSpace(f))
 		}
-		if err != nil || n <= 0 {
+		if err != nil {
+			return nil, errs.New(errs.Shape, "want %s", shapeForm(ndim))
+		}
+		if n <= 0 {
 			return nil, errs.New(errs.Shape, "%q is not a positive size", strings.TrimSpace(f))
 		}
 		shape[i] = n
 	}
+	if ndim > 0 && len(fields) != ndim {
+		return nil, errs.New(errs.Shape, "want %d comma-separated sizes, got %d", ndim, len(fields))
+	}
 	return shape, nil
+}
+
+// shapeForm says how a shape of ndim sizes (0: any number) is written, for messages.
+func shapeForm(ndim int) string {
+	switch ndim {
+	case 0:
+		return "whole sizes separated by commas, rows first: Y,X (e.g. 64,64) or N (e.g. 4096)"
+	case 2:
+		return "Y,X: two whole sizes separated by a comma, rows first (e.g. 256,256)"
+	}
+	return fmt.Sprintf("%d whole sizes separated by commas", ndim)
 }
 
 // ParseByteOrder parses a byte order: "little" (also "le", "<") or "big" ("be", ">"),
@@ -195,30 +211,37 @@ func ParseByteOrder(s string) (bigEndian bool, err error) {
 // optionRef matches "option KEY" in messages, KEY being an open or plan option.
 var optionRef = regexp.MustCompile(`\boption ([a-z][a-z0-9_]*)\b`)
 
-// FlagNames rewrites the options named in an error message ("give option sig_shape")
-// as the CLI's flags ("give --sig-shape"). Only known option keys are rewritten.
+// FlagNames rewrites the options named in an error message, by key ("give option
+// sig_shape") or by Go name ("give Options.SigShape", as this package's errors name
+// them), as the CLI's flags ("give --sig-shape"). Only known options are rewritten.
 func FlagNames(msg string) string {
-	return optionRef.ReplaceAllStringFunc(msg, func(m string) string {
+	return optionRef.ReplaceAllStringFunc(OptionKeys(msg), func(m string) string {
 		key := m[len("option "):]
-		if slices.ContainsFunc(OpenOptions, func(o OpenOption) bool { return o.Key == key }) || slices.Contains(planKeys, key) || slices.Contains(outputKeys, key) || slices.Contains(maskKeys, key) {
+		if _, ok := goNames[key]; ok || slices.ContainsFunc(OpenOptions, func(o OpenOption) bool { return o.Key == key }) || slices.Contains(planKeys, key) {
 			return FlagName(key)
 		}
 		return m
 	})
 }
 
-// Open opens the 4D-STEM file at path (dataset.Open: Merlin MIB with its .hdr, NPY, or
-// raw). Close the dataset when done. Errors are classified (errs.IO, errs.Format,
-// errs.Shape, errs.DType, errs.Argument) and name the file and the option that helps.
+// Open opens the 4D-STEM file at path, of a format detected from its name and content
+// or given by opt.Format (dataset.Open): raw (.raw, .bin, or any file given SigShape
+// and DType), NPY (.npy), Merlin MIB with its .hdr sidecar (.mib, .hdr), NanoMEGAS BLO
+// (.blo), HDF5 (.h5, .hdf5, .hdf, .nxs, .emd) and EMPAD (.xml, or the .raw file an
+// EMPAD .xml beside it names). Close the dataset when done. Errors are classified
+// (errs.IO, errs.Format, errs.Shape, errs.DType, errs.Argument) and name the file and
+// the field of opt that helps ("give Options.NavShape").
 func Open(path string, opt Options) (dataset.Dataset, error) {
-	return dataset.Open(path, opt)
+	ds, err := dataset.Open(path, opt)
+	return ds, goErr(err)
 }
 
 // OpenWarnings are what a user should know about an opened dataset, one line each: how
 // its frames were fitted to the scan (dataset.Notes: surplus frames ignored, an
 // incomplete scan's complete rows kept, a sync offset, the HDF5 dataset chosen), and a
 // nav shape guessed as (1, n_frames), for more than one frame, because neither the file nor the options gave one
-// (a MIB file without its .hdr sidecar, a raw file).
+// (a MIB file without its .hdr sidecar, a raw file). Options are named by their Go
+// names (GoNames).
 func OpenWarnings(ds dataset.Dataset) []string {
 	var w []string
 	for _, n := range dataset.Notes(ds) {
@@ -228,7 +251,7 @@ func OpenWarnings(ds dataset.Dataset) []string {
 		w = append(w, fmt.Sprintf("%s: the file gives no scan shape, read as 1 row of %d frames: give option nav_shape (e.g. %s)",
 			ds.Path(), ds.NumFrames(), exampleNav(ds.NumFrames())))
 	}
-	return w
+	return goWarnings(w)
 }
 
 // exampleNav is a square or near-square nav shape for n frames, for messages.

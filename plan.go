@@ -43,6 +43,10 @@ type Plan struct {
 	GPUInventory string
 }
 
+// cudaBuildHint says how to get a build of stemdot with CUDA (README, Set-up), for the
+// messages of a build without.
+const cudaBuildHint = "build it with CUDA (`make` where nvcc is found, which scripts/install-cuda-toolkit.sh installs; for Python, pip install ./python with STEMDOT_GO_TAGS=cuda after `make kernels`)"
+
 // planKeys are the option keys of Plan's fields, as messages name them.
 var planKeys = []string{"cpus", "gpus", "ram_per_gpu_worker", "max_workers_per_gpu", "oversubscribe", "partition_size", "topology", "gpu_inventory"}
 
@@ -128,8 +132,9 @@ type Planner struct {
 // without a dataset. Errors: errs.Argument for a malformed request, errs.CUDA for GPU
 // workers asked for by count or list without a CUDA build or without a GPU,
 // errs.Resources for a request the machine cannot serve.
-func (p Plan) Planner() (*Planner, error) {
-	pl := &Planner{}
+func (p Plan) Planner() (pl *Planner, err error) {
+	defer goErrs(&err)
+	pl = &Planner{}
 	req := &pl.req
 	if p.CPUs != "" {
 		if err := req.ParseCPUs(p.CPUs); err != nil {
@@ -163,7 +168,7 @@ func (p Plan) Planner() (*Planner, error) {
 	wantGPUs := req.GPUs > 0 || len(req.GPUList) > 0
 	switch {
 	case wantGPUs && !req.CUDA:
-		return nil, errs.New(errs.CUDA, "option gpus %q: GPU workers requested, but stemdot was built without CUDA support (give option gpus auto to use GPUs only where there are)", p.GPUs)
+		return nil, errs.New(errs.CUDA, "option gpus %q: GPU workers requested, but stemdot was built without CUDA support: %s, or give option gpus auto to use GPUs only where there are", p.GPUs, cudaBuildHint)
 	case wantGPUs && len(pl.machine.GPUs) == 0:
 		return nil, errs.New(errs.CUDA, "option gpus %q: GPU workers requested, but no GPU was found (give option gpus auto to use GPUs only where there are)", p.GPUs)
 	}
@@ -251,7 +256,8 @@ func (pl *Planner) Machine() Machine { return pl.machine }
 // not make it faster, and GPUs are not even looked for when the job is too small for a
 // GPU worker's start-up to pay off. Errors are errs.Resources or errs.CUDA. The plan's
 // Warnings say what the user should know (oversubscription, "auto" without GPUs, ...).
-func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (*planner.Plan, error) {
+func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (plan *planner.Plan, err error) {
+	defer goErrs(&err)
 	var shape *planner.Shape
 	if ds != nil {
 		sig := ds.SigShape()
@@ -265,8 +271,8 @@ func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (*planner.Plan, 
 		if pl.machine.CUDA && !req.NoCPU && shape != nil && !shape.GPUsMayHelp(pl.machine.Topology.Usable) {
 			p, err := planner.Make(pl.machine.Topology, nil, withoutGPUs(req), shape)
 			if p != nil {
-				p.Warnings = append(p.Warnings, fmt.Sprintf("gpus auto: GPUs not looked for: by the speed model, GPU workers cannot make this job faster (about %.3g s on CPU workers: too short for a GPU worker's start-up of %v, or bound by host memory): CPU workers only",
-					shape.Predict(p.CoresUsable, nil, p.CoresUsable).Seconds(), planner.GPUStartup))
+				p.Warnings = goWarnings(append(p.Warnings, fmt.Sprintf("gpus auto: GPUs not looked for: by the speed model, GPU workers cannot make this job faster (about %.3g s on CPU workers: too short for a GPU worker's start-up of %v, or bound by host memory): CPU workers only",
+					shape.Predict(p.CoresUsable, nil, p.CoresUsable).Seconds(), planner.GPUStartup)))
 			}
 			return p, errs.Wrap(errs.Resources, err)
 		}
@@ -281,6 +287,7 @@ func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (*planner.Plan, 
 	if !pl.machine.Described {
 		prewarm(p)
 	}
+	p.Warnings = goWarnings(p.Warnings)
 	return p, nil
 }
 

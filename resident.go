@@ -33,12 +33,13 @@ type Resident struct {
 // the bytes needed and free, when the frames and cuda.ResidentReserve of working space do
 // not fit in the device's free memory (nothing is allocated then); the dataset's read
 // errors (errs.IO, ...); errs.Cancelled when ctx is cancelled during the load.
-func ToDevice(ctx context.Context, ds dataset.Dataset, device int) (*Resident, error) {
+func ToDevice(ctx context.Context, ds dataset.Dataset, device int) (resident *Resident, err error) {
+	defer goErrs(&err)
 	if ds == nil {
 		return nil, errs.New(errs.Argument, "no dataset")
 	}
 	if !cuda.Built() {
-		return nil, errs.New(errs.CUDA, "a dataset on the GPU needs a CUDA build of stemdot, and this one was built without CUDA support (build with `make` where nvcc is found; for Python, pip install with STEMDOT_GO_TAGS=cuda after `make kernels`)")
+		return nil, errs.New(errs.CUDA, "a dataset on the GPU needs a CUDA build of stemdot, and this one was built without CUDA support: %s", cudaBuildHint)
 	}
 	n, err := cuda.DeviceCount()
 	if err != nil {
@@ -83,7 +84,8 @@ func (r *Resident) Dataset() dataset.Dataset { return r.ds }
 // set, is called once at the end. Errors are those of Planner.Apply's checks (errs.Shape,
 // errs.DType, errs.Argument), errs.Cancelled when ctx is already cancelled, errs.Argument
 // after Close, and a CUDA failure (unclassified).
-func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptions) (*Result, error) {
+func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptions) (result *Result, err error) {
+	defer goErrs(&err)
 	if err := checkJob(r.ds, stack, opt); err != nil {
 		return nil, err
 	}
@@ -118,11 +120,7 @@ func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptio
 	if opt.Progress != nil {
 		opt.Progress(n, n)
 	}
-	out := &Result{Result: res, Names: stack.MaskNames(), Warnings: OpenWarnings(r.ds)}
-	if w := out.NonFiniteWarning(); w != "" {
-		out.Warnings = append(out.Warnings, w)
-	}
-	return out, nil
+	return newResult(&res, stack.MaskNames(), OpenWarnings(r.ds)), nil
 }
 
 // Close frees the GPU memory of the frames; the dataset stays open. Closing twice is a

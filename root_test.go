@@ -2,13 +2,18 @@ package stemdot_test
 
 import (
 	"bytes"
+	"context"
+	"go/ast"
 	"go/parser"
 	"go/token"
+	"image"
+	"image/png"
 	"io/fs"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +25,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -59,6 +65,25 @@ func TestImportRule(t *testing.T) {
 	require.Greater(t, checked, 10, "the walk found the front ends' files")
 }
 
+// Version is the one version string: the C header's STEMDOT_VERSION (which
+// stemdot_version() returns) and the Python package's (pyproject.toml, __version__, the
+// ABI version its loader checks) say the same.
+func TestVersion(t *testing.T) {
+	require.Regexp(t, `^\d+\.\d+\.\d+$`, stemdot.Version)
+	for file, pattern := range map[string]string{
+		"include/stemdot.h":              `(?m)^#define STEMDOT_VERSION "([^"]*)"`,
+		"python/pyproject.toml":          `(?m)^version = "([^"]*)"`,
+		"python/src/stemdot/__init__.py": `(?m)^__version__ = "([^"]*)"`,
+		"python/src/stemdot/_lib.py":     `(?m)^ABI_VERSION = "([^"]*)"`,
+	} {
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		m := regexp.MustCompile(pattern).FindSubmatch(b)
+		require.NotNil(t, m, "%s has its version (%s)", file, pattern)
+		require.Equal(t, stemdot.Version, string(m[1]), file)
+	}
+}
+
 // readmeBlock returns the first fenced block of lang after the heading in README.md.
 func readmeBlock(t *testing.T, heading, lang string) string {
 	t.Helper()
@@ -84,7 +109,8 @@ func readNPY(t *testing.T, path string) ([]int, []float32) {
 	return r.Header.Descr.Shape, v
 }
 
-// The README's Go program (at most ten lines: open, masks, apply, save) computes the
+// The README's Go program (at most ten lines: open, masks, apply, save) closes the
+// dataset, writes into the temporary directory, not the checkout, and computes the
 // virtual bright field of a real MIB file equal to the CLI's, and to a float64
 // reference computed from the file's bytes.
 func TestREADMEGoProgram(t *testing.T) {
@@ -92,16 +118,18 @@ func TestREADMEGoProgram(t *testing.T) {
 	src := readmeBlock(t, "## From Go", "go")
 	body := src[strings.Index(src, "func main() {"):strings.Index(src, "\n}\n")]
 	require.LessOrEqual(t, strings.Count(body, "\n"), 10, "the program's main has at most ten lines")
+	require.Contains(t, body, "defer ds.Close()")
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "vbf.npy")
 	src = strings.ReplaceAll(src, `"../shared/data/mib/001_4x2_6bit.mib"`, strconv.Quote(mib))
-	src = strings.ReplaceAll(src, `"vbf.npy"`, strconv.Quote(out))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644))
 	run := exec.Command("go", "run", filepath.Join(dir, "main.go"))
-	var stderr bytes.Buffer
-	run.Stderr = &stderr
+	run.Env = append(os.Environ(), "TMPDIR="+dir)
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
 	require.NoError(t, run.Run(), stderr.String())
+	require.Equal(t, "wrote "+out+"\n", stdout.String())
 
 	cliOut := filepath.Join(dir, "cli.npy")
 	cli := exec.Command("go", "run", "./cmd/stemdot", "apply", mib, "--nav-shape", "2,4", "--mask", "disk:128,128,20", "--out", cliOut, "-q")
@@ -147,6 +175,8 @@ func TestOptions(t *testing.T) {
 		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
 		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},
 		{"nav_shape=99999999999999999999,1", errs.Shape, `size "99999999999999999999" is too large`},
+		{"nav_shape=64x64", errs.Shape, `option nav_shape "64x64": want whole sizes separated by commas, rows first: Y,X (e.g. 64,64) or N (e.g. 4096)`},
+		{"sig_shape=256x256", errs.Shape, `option sig_shape "256x256": want Y,X: two whole sizes separated by a comma, rows first (e.g. 256,256)`},
 		{"dtype=complex64", errs.DType, "complex64"},
 		{"byte_order=middle", errs.Argument, "want little or big"},
 		{"frame_footer=1.5", errs.Argument, `option frame_footer "1.5": want a non-negative byte count such as 1024 or 1KiB`},
@@ -158,6 +188,169 @@ func TestOptions(t *testing.T) {
 	}
 	require.Equal(t, "give --sig-shape or --nav-shape; option colour", stemdot.FlagNames("give option sig_shape or option nav_shape; option colour"))
 	require.Equal(t, "--out x.png", stemdot.FlagNames("option out x.png"))
+}
+
+// A 3-D input, frames of shape (n, sig_y, sig_x) (an NPY file here), has nav shape (n,)
+// as in LiberTEM and Python's apply_masks on such an array: the Result and its NPY have
+// shape (n, n_masks), with the values of a float64 reference.
+func TestThreeDInputNavShape(t *testing.T) {
+	const n, sy, sx = 5, 6, 7
+	frames := make([]float32, n*sy*sx)
+	for i := range frames {
+		frames[i] = float32(i%13) + 0.5
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "frames.npy")
+	require.NoError(t, npy.WriteFile(path, []int{n, sy, sx}, frames))
+	ds, err := stemdot.Open(path, stemdot.Options{})
+	require.NoError(t, err)
+	defer ds.Close()
+	require.Equal(t, []int{n}, ds.NavShape())
+	require.Empty(t, stemdot.OpenWarnings(ds), "the file gives its nav shape")
+	stack, err := stemdot.Masks(ds.SigShape(), "point:2,3", "rect:4,1,3,2")
+	require.NoError(t, err)
+	res, err := stemdot.Apply(t.Context(), ds, stack, stemdot.Plan{CPUs: "1"}, stemdot.ApplyOptions{Float64: true})
+	require.NoError(t, err)
+	require.Equal(t, []int{n}, res.NavShape)
+	out := filepath.Join(dir, "r.npy")
+	require.NoError(t, stemdot.SaveNPY(out, res))
+	f, err := os.Open(out)
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := npyio.NewReader(f)
+	require.NoError(t, err)
+	var got []float64
+	require.NoError(t, r.Read(&got))
+	require.Equal(t, []int{n, 2}, r.Header.Descr.Shape)
+	for i := range n {
+		frame := frames[i*sy*sx : (i+1)*sy*sx]
+		var rect float64
+		for y := 1; y < 3; y++ {
+			for x := 4; x < 7; x++ {
+				rect += float64(frame[y*sx+x])
+			}
+		}
+		require.Equal(t, []float64{float64(frame[3*sx+2]), rect}, got[2*i:2*i+2], "frame %d", i)
+	}
+}
+
+// go doc stemdot.Result shows every field of a result, each documented: no embedded
+// type hides NavShape, F32 or Stats.
+func TestResultFieldsDocumented(t *testing.T) {
+	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	require.NoError(t, err)
+	var fields []string
+	for _, f := range pkgs["stemdot"].Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.Name == "Result" {
+				for _, fl := range ts.Type.(*ast.StructType).Fields.List {
+					require.NotEmpty(t, fl.Names, "Result embeds %v", fl.Type)
+					require.NotNil(t, fl.Doc, "Result.%s has a doc comment", fl.Names[0])
+					for _, n := range fl.Names {
+						fields = append(fields, n.Name)
+					}
+				}
+			}
+			return true
+		})
+	}
+	require.Equal(t, []string{"NavShape", "NMasks", "F32", "F64", "Stats", "Names", "Warnings"}, fields)
+}
+
+// Open's doc, and the help of option format, list every format dataset.Open reads, with
+// every file extension it detects: the list of Open's own error for an unknown format.
+func TestOpenDocListsFormats(t *testing.T) {
+	_, err := stemdot.Open(filepath.Join(t.TempDir(), "x"), stemdot.Options{Format: "bogus"})
+	_, supported, ok := strings.Cut(err.Error(), "(supported: ")
+	require.True(t, ok, err.Error())
+	names := regexp.MustCompile(`(?:^|\), )([a-z0-9]+) \(`).FindAllStringSubmatch(supported, -1)
+	require.Len(t, names, 6, supported)
+	exts := regexp.MustCompile(`\.[a-z0-9]+\b`).FindAllString(supported, -1)
+	require.Contains(t, exts, ".emd")
+
+	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	require.NoError(t, err)
+	var doc string
+	for _, f := range pkgs["stemdot"].Files {
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && fn.Name.Name == "Open" {
+				doc = fn.Doc.Text()
+			}
+		}
+	}
+	require.NotEmpty(t, doc, "func Open has a doc comment")
+	var usage string
+	for _, o := range stemdot.OpenOptions {
+		if o.Key == "format" {
+			usage = o.Usage
+		}
+	}
+	for _, n := range names {
+		require.Contains(t, strings.ToLower(doc), n[1], "Open's doc names format %s", n[1])
+		require.Contains(t, usage, n[1], "option format's help names format %s", n[1])
+	}
+	for _, ext := range exts {
+		require.Contains(t, doc, ext, "Open's doc names the extension %s", ext)
+	}
+}
+
+// The Go API names options as a Go caller sets them (Options.DatasetPath), in errors and
+// warnings, keeping their kinds; every option key has a Go name that is a field of
+// Options, Plan or Outputs (or MasksFrom's argument); OptionKeys (the C ABI) and
+// FlagNames (the CLI) turn Go names back into keys and flags.
+func TestGoNames(t *testing.T) {
+	keys := []string{"out", "png", "com_shifts", "mask", "masks"}
+	for _, o := range stemdot.OpenOptions {
+		keys = append(keys, o.Key)
+	}
+	p, err := stemdot.ParsePlan("threads=1")
+	require.Error(t, err)
+	_, known, _ := strings.Cut(err.Error(), "(known: ")
+	keys = append(keys, strings.Split(strings.TrimSuffix(known, ")"), ", ")...)
+	require.Contains(t, keys, "gpu_inventory")
+	types := map[string]reflect.Type{"Options": reflect.TypeOf(stemdot.Options{}), "Plan": reflect.TypeOf(p), "Outputs": reflect.TypeOf(stemdot.Outputs{})}
+	for _, key := range keys {
+		msg := "give option " + key + " 2"
+		name := strings.TrimSuffix(strings.TrimPrefix(stemdot.GoNames(msg), "give "), " 2")
+		if typ, field, ok := strings.Cut(name, "."); ok {
+			require.Contains(t, types, typ, key)
+			_, ok = types[typ].FieldByName(field)
+			require.True(t, ok, "option %s: %s is a field", key, name)
+		} else {
+			require.Contains(t, []string{"MasksFrom's specs", "MasksFrom's files"}, name, key)
+		}
+		require.Equal(t, msg, stemdot.OptionKeys(stemdot.GoNames(msg)), key)
+		require.Equal(t, "give "+stemdot.FlagName(key)+" 2", stemdot.FlagNames(stemdot.GoNames(msg)), key)
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.npy")
+	require.NoError(t, npy.WriteFile(path, []int{2, 4, 4}, make([]float32, 32)))
+	_, err = stemdot.Open(path, stemdot.Options{Format: "bogus"})
+	require.ErrorContains(t, err, `unknown Options.Format "bogus" (supported: raw (.raw, .bin, or any file given Options.SigShape and Options.DType), npy`)
+	require.Equal(t, errs.Argument, errs.KindOf(err))
+	ds, err := stemdot.Open(path, stemdot.Options{DatasetPath: "/x"})
+	require.NoError(t, err)
+	defer ds.Close()
+	require.Equal(t, []string{path + ": Options.DatasetPath applies to HDF5 files only and was ignored"}, stemdot.OpenWarnings(ds))
+	_, err = stemdot.MasksFrom(ds.SigShape(), nil, nil)
+	require.EqualError(t, err, "no masks: give a mask spec (MasksFrom's specs) or an NPY mask stack (MasksFrom's files)")
+	_, err = stemdot.Plan{Cores: 2, CPUs: "0"}.Planner()
+	require.ErrorContains(t, err, "(Plan.CPUs 0)")
+	require.Equal(t, errs.Resources, errs.KindOf(err))
+	stack, err := stemdot.Masks(ds.SigShape(), "point:1,1")
+	require.NoError(t, err)
+	res, err := stemdot.Apply(t.Context(), ds, stack, stemdot.Plan{CPUs: "1"}, stemdot.ApplyOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{path + ": Options.DatasetPath applies to HDF5 files only and was ignored"}, res.Warnings)
+	err = stemdot.Save(res, stemdot.Outputs{NPY: filepath.Join(dir, "r.npy"), COMShifts: filepath.Join(dir, "s.npy")})
+	require.EqualError(t, err, "Outputs.COMShifts: the masks hold no centre-of-mass set (com_sum, com_y, com_x): add the mask spec com")
+	require.Equal(t, errs.Argument, errs.KindOf(err))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = stemdot.Apply(ctx, ds, stack, stemdot.Plan{CPUs: "1"}, stemdot.ApplyOptions{})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, errs.Cancelled, errs.KindOf(err))
 }
 
 // Outputs.Check refuses a result path not ending in .npy and COM shifts without com
@@ -190,7 +383,15 @@ func TestSave(t *testing.T) {
 	require.Equal(t, -1.0, shifts[1])
 	require.True(t, shifts[2] != shifts[2] && shifts[3] != shifts[3], "NaN shifts for a zero sum: %v", shifts)
 	names, _ := filepath.Glob(filepath.Join(dir, "img_*.png"))
-	require.Len(t, names, 6, "a PNG per mask and per shift axis: %v", names)
+	for i := range names {
+		names[i] = filepath.Base(names[i])
+	}
+	require.ElementsMatch(t, []string{"img_0_disk.png", "img_com_shift_y.png", "img_com_shift_x.png"}, names,
+		"a PNG per mask, the com set drawn as its shift maps")
+	dir3 := t.TempDir()
+	require.NoError(t, stemdot.Save(res, stemdot.Outputs{PNGPrefix: filepath.Join(dir3, "img")}))
+	names, _ = filepath.Glob(filepath.Join(dir3, "img_*.png"))
+	require.Len(t, names, 4, "without COMShifts, a PNG per mask: %v", names)
 
 	// A failing output leaves none of the others.
 	dir2 := t.TempDir()
@@ -203,17 +404,93 @@ func TestSave(t *testing.T) {
 	require.ErrorIs(t, err, fs.ErrNotExist)
 }
 
+// PNGs are scaled up by a whole factor, nearest neighbour, until the short side has 256
+// pixels with the long side within 4096, never down: every block of factor × factor
+// pixels holds its scan position's grey level, the values mapped linearly from the
+// minimum (0) to the maximum (255), NaN 0.
+func TestSavePNGScaled(t *testing.T) {
+	for _, c := range []struct {
+		nav           []int
+		width, height int
+	}{
+		{[]int{2, 4}, 512, 256},     // the real 2×4 file: factor 128
+		{[]int{64, 64}, 256, 256},   // the demo: factor 4
+		{[]int{300, 200}, 400, 600}, // factor 2
+		{[]int{256, 256}, 256, 256}, // large enough
+		{[]int{1000}, 4000, 4},      // a 1-D nav shape is one row; its long side bounds the factor
+		{[]int{3, 5000}, 5000, 3},   // never scaled down
+		{[]int{1, 1}, 256, 256},
+	} {
+		frames := 1
+		for _, n := range c.nav {
+			frames *= n
+		}
+		res := &stemdot.Result{Names: []string{"m"}}
+		res.NavShape, res.NMasks = c.nav, 1
+		res.F64 = make([]float64, frames)
+		for f := range res.F64 {
+			res.F64[f] = float64(f*37%101) - 20
+		}
+		if frames > 2 {
+			res.F64[1] = math.NaN()
+		}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, v := range res.F64 {
+			if !math.IsNaN(v) {
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
+			}
+		}
+		dir := t.TempDir()
+		require.NoError(t, stemdot.Save(res, stemdot.Outputs{PNGPrefix: filepath.Join(dir, "img")}))
+		f, err := os.Open(filepath.Join(dir, "img_0_m.png"))
+		require.NoError(t, err)
+		img, err := png.Decode(f)
+		f.Close()
+		require.NoError(t, err)
+		require.Equal(t, image.Rect(0, 0, c.width, c.height), img.Bounds(), "nav %v", c.nav)
+		cols := c.nav[len(c.nav)-1]
+		k := c.width / cols
+		for y := range c.height {
+			for x := range c.width {
+				v := res.F64[(y/k)*cols+x/k]
+				want := uint8(0)
+				if !math.IsNaN(v) && hi > lo {
+					want = uint8(math.Round((v - lo) / (hi - lo) * 255))
+				}
+				if got := img.(*image.Gray).GrayAt(x, y).Y; got != want {
+					t.Fatalf("nav %v: pixel (x=%d, y=%d) is %d, want %d (scan position %d, value %g)", c.nav, x, y, got, want, (y/k)*cols+x/k, v)
+				}
+			}
+		}
+	}
+	// The extremes of float64: no overflow in the mapping; ±Inf white and black.
+	res := &stemdot.Result{Names: []string{"m"}}
+	res.NavShape, res.NMasks = []int{1, 5}, 1
+	res.F64 = []float64{-math.MaxFloat64, 0, math.MaxFloat64, math.Inf(1), math.Inf(-1)}
+	dir := t.TempDir()
+	require.NoError(t, stemdot.Save(res, stemdot.Outputs{PNGPrefix: filepath.Join(dir, "img")}))
+	f, err := os.Open(filepath.Join(dir, "img_0_m.png"))
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	require.Equal(t, image.Rect(0, 0, 5*256, 256), img.Bounds())
+	for i, want := range []uint8{0, 128, 255, 255, 0} {
+		require.Equal(t, want, img.(*image.Gray).GrayAt(i*256+100, 100).Y, "value %g", res.F64[i])
+	}
+}
+
 func TestPlannerErrors(t *testing.T) {
 	for _, c := range []struct {
 		plan stemdot.Plan
 		kind errs.Kind
 		msg  string
 	}{
-		{stemdot.Plan{CPUs: "two"}, errs.Argument, "option cpus"},
+		{stemdot.Plan{CPUs: "two"}, errs.Argument, "Plan.CPUs"},
 		{stemdot.Plan{CPUs: "4095,"}, errs.Resources, "CPU 4095 is not allowed"},
-		{stemdot.Plan{PartitionSize: "0"}, errs.Argument, "option partition_size"},
-		{stemdot.Plan{Cores: 4, GPUs: "1"}, errs.CUDA, "give option gpus auto"},
-		{stemdot.Plan{CPUs: "0"}, errs.Resources, "no workers: the request asks for no CPU worker (option cpus 0) and no GPU worker"},
+		{stemdot.Plan{PartitionSize: "0"}, errs.Argument, "Plan.PartitionSize"},
+		{stemdot.Plan{Cores: 4, GPUs: "1"}, errs.CUDA, "give Plan.GPUs auto"},
+		{stemdot.Plan{CPUs: "0"}, errs.Resources, "no workers: the request asks for no CPU worker (Plan.CPUs 0) and no GPU worker"},
 	} {
 		_, err := c.plan.Planner()
 		require.ErrorContains(t, err, c.msg)
@@ -253,7 +530,7 @@ func TestParsePlan(t *testing.T) {
 		require.Equal(t, errs.Argument, errs.KindOf(err), s)
 	}
 	_, err = stemdot.Plan{Cores: 2, CPUs: "3"}.Planner()
-	require.ErrorContains(t, err, "option oversubscribe")
+	require.ErrorContains(t, err, "pass Plan.Oversubscribe to allow it")
 	p, err = stemdot.ParsePlan("topology=2;cpus=3;oversubscribe=true")
 	require.NoError(t, err)
 	pl, err := p.Planner()
@@ -301,7 +578,7 @@ func TestGoAPIMisuse(t *testing.T) {
 
 	for _, described := range []stemdot.Plan{{Cores: 4}, {GPUInventory: "1x141GB", GPUs: "auto"}} {
 		_, err = stemdot.Apply(t.Context(), ds, stack, described, stemdot.ApplyOptions{})
-		kind(errs.Argument, err, "a plan for a described machine (option topology or gpu_inventory) is for reading")
+		kind(errs.Argument, err, "a plan for a described machine (Plan.Cores or Plan.GPUInventory) is for reading")
 	}
 
 	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")

@@ -22,10 +22,14 @@ type Outputs struct {
 	// NPY is the result file, NPY of shape nav_shape + (n_masks,), float32 or float64.
 	// It must end in .npy.
 	NPY string
-	// PNGPrefix, when set, adds one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png,
-	// of shape (nav_y, nav_x) (other nav shapes as rows of the last axis), scaled
-	// linearly from the finite minimum (black) to the maximum (white); NaN is black.
-	// With COMShifts also PREFIX_com_shift_y.png and PREFIX_com_shift_x.png.
+	// PNGPrefix, when set, adds one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png:
+	// the image of shape (nav_y, nav_x) (a 1-D nav shape as one row), its values mapped
+	// linearly from the finite minimum (black) to the maximum (white), NaN black. Small
+	// images are scaled up by a whole factor, each scan position a square block of
+	// pixels (nearest neighbour), until the short side has at least 256 pixels, as long
+	// as the long side stays within 4096; never down. With COMShifts, the com set the
+	// shifts come from is shown as the shift maps, PREFIX_com_shift_y.png and
+	// PREFIX_com_shift_x.png, instead of its three raw images (sum and moments).
 	PNGPrefix string
 	// COMShifts, when set, adds the centre-of-mass shift maps (see COMShifts) as NPY of
 	// shape nav_shape + (2,), float64: [..., 0] the y shift, [..., 1] the x shift, in
@@ -36,8 +40,9 @@ type Outputs struct {
 // Check reports, before any work, why the outputs for masks named names cannot be
 // written: a path not ending in .npy (errs.Argument), or one that atomicfile.Check
 // refuses (errs.IO: missing directory, not a writable regular file, one of inputs).
-// Errors name the option ("option out", "option png", "option com_shifts").
-func (o Outputs) Check(names []string, inputs ...string) error {
+// Errors name the field (Outputs.NPY, Outputs.PNGPrefix, Outputs.COMShifts).
+func (o Outputs) Check(names []string, inputs ...string) (err error) {
+	defer goErrs(&err)
 	if o.COMShifts != "" {
 		if _, ok := FindCOM(names); !ok {
 			return errs.New(errs.Argument, "option com_shifts: the masks hold no centre-of-mass set (com_sum, com_y, com_x): add the mask spec com")
@@ -61,9 +66,6 @@ func (o Outputs) Check(names []string, inputs ...string) error {
 	return nil
 }
 
-// outputKeys are the option keys of Outputs' fields, as messages name them.
-var outputKeys = []string{"out", "png", "com_shifts"}
-
 type output struct {
 	option, path string
 	npy          bool
@@ -73,8 +75,8 @@ type output struct {
 func (o Outputs) files(names []string) []output {
 	var out []output
 	if o.PNGPrefix != "" {
-		for m, name := range names {
-			out = append(out, output{"png", PNGName(o.PNGPrefix, m, name), false})
+		for _, m := range o.pngMasks(names) {
+			out = append(out, output{"png", PNGName(o.PNGPrefix, m, names[m]), false})
 		}
 		if o.COMShifts != "" {
 			out = append(out, output{"png", o.PNGPrefix + "_com_shift_y.png", false}, output{"png", o.PNGPrefix + "_com_shift_x.png", false})
@@ -87,6 +89,19 @@ func (o Outputs) files(names []string) []output {
 		out = append(out, output{"out", o.NPY, true})
 	}
 	return out
+}
+
+// pngMasks are the indices of the masks that get a PNG: all, but with COMShifts not the
+// com set the shifts come from (their shift maps are drawn instead).
+func (o Outputs) pngMasks(names []string) []int {
+	sum, com := FindCOM(names)
+	var ms []int
+	for m := range names {
+		if !com || o.COMShifts == "" || m < sum || m > sum+2 {
+			ms = append(ms, m)
+		}
+	}
+	return ms
 }
 
 // samePath reports whether paths a and b name the same file: the same absolute path
@@ -117,7 +132,10 @@ func SaveNPY(path string, res *Result) error { return Save(res, Outputs{NPY: pat
 // beside its final path and all are renamed only when all were written; a failure
 // leaves no file of this call behind. New files get mode 0666 less the umask; a file
 // replaced keeps its permissions.
-func Save(res *Result, o Outputs) error {
+func Save(res *Result, o Outputs) error { return goErr(save(res, o)) }
+
+// save is Save, its errors naming options by key.
+func save(res *Result, o Outputs) error {
 	if res == nil {
 		return errs.New(errs.Argument, "no result to save (a nil *Result)")
 	}
@@ -146,9 +164,9 @@ func Save(res *Result, o Outputs) error {
 			frames /= res.NMasks
 		}
 		if o.PNGPrefix != "" {
-			for m, name := range res.Names {
+			for _, m := range o.pngMasks(res.Names) {
 				img := grey(res.NavShape, frames, func(f int) float64 { return res.Value(f, m) })
-				if err := prepare(PNGName(o.PNGPrefix, m, name), func(w io.Writer) error { return png.Encode(w, img) }); err != nil {
+				if err := prepare(PNGName(o.PNGPrefix, m, res.Names[m]), func(w io.Writer) error { return png.Encode(w, img) }); err != nil {
 					return err
 				}
 			}
@@ -245,9 +263,24 @@ func PNGName(prefix string, m int, name string) string {
 	return fmt.Sprintf("%s_%d_%s.png", prefix, m, strings.Trim(unsafeName.ReplaceAllString(name, "_"), "_"))
 }
 
+// PNGs of small images are scaled up until the short side has pngMinSide pixels, the
+// long side staying within pngMaxSide (Outputs.PNGPrefix).
+const pngMinSide, pngMaxSide = 256, 4096
+
+// pngScale is the whole factor by which an image of rows × cols is scaled up
+// (Outputs.PNGPrefix): 1 when it is large enough or its long side already fills
+// pngMaxSide.
+func pngScale(rows, cols int) int {
+	short, long := min(rows, cols), max(rows, cols)
+	if short < 1 {
+		return 1
+	}
+	return max(1, min((pngMinSide+short-1)/short, pngMaxSide/long))
+}
+
 // grey is the 8-bit image of value(f) for frames f laid out as nav (rows of its last
-// axis), scaled from the finite minimum (black) to the finite maximum (white); NaN and a
-// constant image are black.
+// axis), mapped from the finite minimum (black) to the finite maximum (white), NaN and
+// a constant image black, and scaled up by pngScale, nearest neighbour.
 func grey(nav []int, frames int, value func(f int) float64) *image.Gray {
 	width := 1
 	if len(nav) > 0 {
@@ -259,20 +292,26 @@ func grey(nav []int, frames int, value func(f int) float64) *image.Gray {
 			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
 	}
-	scale := 0.0
-	if hi > lo {
-		scale = 255 / (hi - lo)
-	}
-	img := image.NewGray(image.Rect(0, 0, width, frames/width))
-	for f := range frames {
-		v := value(f)
-		switch {
-		case math.IsNaN(v):
-		case math.IsInf(v, 1):
-			img.Pix[f] = 255
-		case math.IsInf(v, -1):
-		default:
-			img.Pix[f] = uint8(math.Round((v - lo) * scale))
+	rows := frames / width
+	k := pngScale(rows, width)
+	img := image.NewGray(image.Rect(0, 0, width*k, rows*k))
+	for r := range rows {
+		line := img.Pix[r*k*img.Stride : r*k*img.Stride+width*k]
+		for c := range width {
+			var g uint8
+			switch v := value(r*width + c); {
+			case math.IsInf(v, 1):
+				g = 255
+			case math.IsNaN(v), math.IsInf(v, -1), hi <= lo:
+			default: // halves: no overflow between ±MaxFloat64
+				g = uint8(math.Round((v/2 - lo/2) / (hi/2 - lo/2) * 255))
+			}
+			for i := range k {
+				line[c*k+i] = g
+			}
+		}
+		for i := 1; i < k; i++ {
+			copy(img.Pix[(r*k+i)*img.Stride:], line)
 		}
 	}
 	return img

@@ -22,11 +22,13 @@ import (
 	"github.com/stemdot/stemdot/masks"
 )
 
+// requireCode checks err's status code and message, as fail gives it to C (options
+// named by key).
 func requireCode(t *testing.T, err error, code status, contains string) {
 	t.Helper()
 	require.Error(t, err)
 	assert.Equal(t, code, codeOf(err), "code of %q", err)
-	assert.Contains(t, err.Error(), contains)
+	assert.Contains(t, stemdot.OptionKeys(err.Error()), contains)
 }
 
 func TestParseFormatOptions(t *testing.T) {

@@ -50,9 +50,9 @@ func succeed() C.stemdot_status {
 
 // fail sets the calling thread's last error to "fn: message" and returns err's code.
 // Go code called from C runs on the calling C thread, so the thread-local storage in
-// shim.c is that thread's.
+// shim.c is that thread's. Options are named by key, as the C ABI takes them.
 func fail(fn string, err error) C.stemdot_status {
-	msg := fn + ": " + err.Error()
+	msg := fn + ": " + stemdot.OptionKeys(err.Error())
 	C.stemdot_capi_set_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
 	return C.stemdot_status(codeOf(err))
 }
@@ -247,10 +247,11 @@ func stemdot_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.
 	return copyText(fn, strings.Join(stemdot.OpenWarnings(d), "\n"), "warnings", buf, bufLen, needed)
 }
 
-// copyText writes text and a NUL into buf (bufLen bytes) and its length into *needed;
-// buf NULL with bufLen 0 only asks for the length; a buffer too small is errs.Shape
-// naming what (with *needed set).
+// copyText writes text, its options named by key, and a NUL into buf (bufLen bytes) and
+// its length into *needed; buf NULL with bufLen 0 only asks for the length; a buffer
+// too small is errs.Shape naming what (with *needed set).
 func copyText(fn, text, what string, buf *C.char, bufLen C.size_t, needed *C.size_t) C.stemdot_status {
+	text = stemdot.OptionKeys(text)
 	*needed = C.size_t(len(text))
 	if buf == nil && bufLen == 0 { // the length query
 		return succeed()

@@ -108,9 +108,9 @@ import (
 //
 // The frames are a dataset of rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x)
 // or 5 (e.g. fpd files: (nav_y, nav_x, 1, sig_y, sig_x), or a time series (t, nav_y,
-// nav_x, sig_y, sig_x)). Its nav axes of size 1 are dropped, and of more than two the
-// leading ones are merged: (t, y, x) becomes (t·y, x), which keeps scan rows whole; one
-// nav axis of n frames gives (1, n), as for the other formats.
+// nav_x, sig_y, sig_x)). Rank 3 has nav shape (n,), as in LiberTEM and for NPY files;
+// of more nav axes, those of size 1 are dropped, and of more than two the leading ones
+// are merged: (t, y, x) becomes (t·y, x), which keeps scan rows whole.
 // Integer (8, 16, 32 bits) and float (32, 64 bits) data of either byte order is read;
 // the library converts it to host order.
 

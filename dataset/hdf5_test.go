@@ -49,7 +49,7 @@ func TestHDF5Shapes(t *testing.T) {
 		expected func(i int) float64
 	}{
 		{"3-D uint16 BE gzip+shuffle, chunks of 3 frames", h5ref.Dataset{Dims: []int{30, sy, sx}, Chunk: []int{3, sy, sx}, Gzip: 4, Shuffle: true, Type: h5ref.U16BE, Data: unsafe.Pointer(&u16[0])},
-			[]int{1, 30}, 3, func(i int) float64 { return float64(u16[i]) }},
+			[]int{30}, 3, func(i int) float64 { return float64(u16[i]) }},
 		{"4-D float32 LE contiguous", h5ref.Dataset{Dims: []int{5, 6, sy, sx}, Type: h5ref.F32LE, Data: unsafe.Pointer(&f32[0])},
 			[]int{5, 6}, 1, func(i int) float64 { return float64(f32[i]) }},
 		{"4-D float32 BE, row chunks", h5ref.Dataset{Dims: []int{5, 6, sy, sx}, Chunk: []int{2, 6, sy, sx}, Gzip: 1, Fletch: true, Type: h5ref.F32BE, Data: unsafe.Pointer(&f32[0])},
@@ -59,7 +59,7 @@ func TestHDF5Shapes(t *testing.T) {
 		{"5-D fpd layout", h5ref.Dataset{Dims: []int{5, 6, 1, sy, sx}, Chunk: []int{1, 1, 1, sy, sx}, Gzip: 1, Shuffle: true, Type: h5ref.U16LE, Data: unsafe.Pointer(&u16[0])},
 			[]int{5, 6}, 1, func(i int) float64 { return float64(u16[i]) }},
 		{"chunks that split frames", h5ref.Dataset{Dims: []int{30, sy, sx}, Chunk: []int{4, 3, 4}, Gzip: 2, Type: h5ref.U16LE, Data: unsafe.Pointer(&u16[0])},
-			[]int{1, 30}, 1, func(i int) float64 { return float64(u16[i]) }},
+			[]int{30}, 1, func(i int) float64 { return float64(u16[i]) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(dir, "x.h5")
@@ -108,7 +108,7 @@ func TestHDF5DatasetPath(t *testing.T) {
 		h5ref.Dataset{Path: "/b/frames", Dims: []int{3, 8, 8}, Chunk: []int{1, 8, 8}, Type: h5ref.U8LE, Data: unsafe.Pointer(&b[0])}))
 	d, err := dataset.Open(path, dataset.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, []int{1, 4}, d.NavShape(), "the largest dataset")
+	assert.Equal(t, []int{4}, d.NavShape(), "the largest dataset")
 	assert.Equal(t, []string{"reading /a/frames (4, 8, 8) (the choice takes rank 4, then 5, then 3, not counting axes of size 1, the largest first); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /a/frames (4, 8, 8), /b/frames (3, 8, 8))"}, dataset.Notes(d))
 	require.NoError(t, d.Close())
 	d, err = dataset.Open(path, dataset.Options{DatasetPath: "/b/frames", NavShape: []int{4}, SyncOffset: -1})
@@ -239,7 +239,7 @@ func TestHDF5Messages(t *testing.T) {
 		assert.ErrorContains(t, err, want)
 		d, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err)
-		assert.Equal(t, []int{1, 2}, d.NavShape(), "the larger LZF dataset is not a candidate")
+		assert.Equal(t, []int{2}, d.NavShape(), "the larger LZF dataset is not a candidate")
 		require.NoError(t, d.Close())
 	})
 

@@ -9,8 +9,8 @@ import (
 // openNPY opens a NumPy .npy file (format versions 1 and 2, as described in
 // https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html). The header is
 // parsed by codeberg.org/sbinet/npyio; frames are then read straight from the file.
-// Shapes: (sig_y, sig_x) is one frame, (n, sig_y, sig_x) has nav shape (1, n),
-// (nav_y, nav_x, sig_y, sig_x) has nav shape (nav_y, nav_x).
+// Shapes: (sig_y, sig_x) is one frame (nav shape (1, 1)), (n, sig_y, sig_x) has nav
+// shape (n,), as in LiberTEM, (nav_y, nav_x, sig_y, sig_x) has nav shape (nav_y, nav_x).
 func openNPY(path string, opt Options) (Dataset, error) {
 	f, size, err := openFile(path)
 	if err != nil {
@@ -38,7 +38,7 @@ func openNPY(path string, opt Options) (Dataset, error) {
 	case 2:
 		sig, fileNav = [2]int{s[0], s[1]}, []int{1, 1}
 	case 3:
-		sig, fileNav = [2]int{s[1], s[2]}, []int{1, s[0]}
+		sig, fileNav = [2]int{s[1], s[2]}, []int{s[0]}
 	case 4:
 		sig, fileNav = [2]int{s[2], s[3]}, []int{s[0], s[1]}
 	case 5: // as HDF5's rank 5: (t, y, x) → (t·y, x), size-1 axes dropped

@@ -67,9 +67,14 @@ func checkNav(nav []int, source string) (int, error) {
 	return p, nil
 }
 
-// userNav drops the size-1 axes of a stored nav shape and merges the leading ones of
-// more than two: (2, 2, 1) → (2, 2), (t, y, x) → (t·y, x), (n) → (1, n).
+// userNav is the nav shape of a stored one (the axes before the two sig axes): one axis,
+// of a rank-3 dataset, as it is, (n) → (n), as LiberTEM gives it; of more, the size-1
+// axes dropped and the leading ones of more than two merged: (2, 2, 1) → (2, 2),
+// (t, y, x) → (t·y, x), (1, n) → (1, n).
 func userNav(stored []int) []int {
+	if len(stored) == 1 {
+		return []int{stored[0]}
+	}
 	var nav []int
 	for _, n := range stored {
 		if n != 1 {

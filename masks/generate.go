@@ -53,8 +53,10 @@ func Point(sig [2]int, x, y int) (*Stack, error) {
 }
 
 // Rect returns one mask named "rect" on frames of sig_shape sig: weight 1 at the pixels
-// with x ≤ column < x+w and y ≤ row < y+h, 0 elsewhere. w and h must be positive and the
-// rectangle must lie inside the frame; Rect returns an error otherwise.
+// with x ≤ column < x+w and y ≤ row < y+h, 0 elsewhere. A rectangle partly outside the
+// frame keeps its part inside, as Disk and Ring do. It returns an error for a bad sig, a
+// width or height that is not positive, or a rectangle that selects no pixel of the
+// frame.
 func Rect(sig [2]int, x, y, w, h int) (*Stack, error) {
 	if err := checkSig(sig); err != nil {
 		return nil, fmt.Errorf("rect: %w", err)
@@ -62,12 +64,22 @@ func Rect(sig [2]int, x, y, w, h int) (*Stack, error) {
 	if w < 1 || h < 1 {
 		return nil, fmt.Errorf("rect: width %d and height %d must be positive", w, h)
 	}
-	if x < 0 || y < 0 || x > sig[1]-w || y > sig[0]-h {
-		return nil, fmt.Errorf("rect: columns %d..%d, rows %d..%d are not inside the frame of sig_shape (%d, %d)",
-			x, x+w-1, y, y+h-1, sig[0], sig[1])
-	}
-	return selection(sig, "rect", func(py, px int) bool { return px >= x && px < x+w && py >= y && py < y+h },
+	x0, x1 := clipSpan(x, w, sig[1])
+	y0, y1 := clipSpan(y, h, sig[0])
+	return selection(sig, "rect", func(py, px int) bool { return px >= x0 && px < x1 && py >= y0 && py < y1 },
 		fmt.Sprintf("rect (x=%d, y=%d, w=%d, h=%d)", x, y, w, h))
+}
+
+// clipSpan returns the part [lo, hi) of the pixels start ≤ i < start+n (n > 0) that lies
+// in [0, size), empty (lo ≥ hi) when none does; start+n may exceed an int.
+func clipSpan(start, n, size int) (lo, hi int) {
+	switch {
+	case start >= size:
+		return size, size
+	case start < 0: // a negative plus a positive int cannot overflow
+		return 0, min(start+n, size)
+	}
+	return start, start + min(n, size-start)
 }
 
 // COM returns the three centre-of-mass masks on frames of sig_shape sig, relative to the

@@ -1,7 +1,9 @@
 package masks
 
 import (
+	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -167,6 +169,48 @@ func TestPointAndRectPixels(t *testing.T) {
 		".#####"), grid(t, r, 0))
 }
 
+// A rect partly outside the frame keeps its pixels inside, as a disk or ring does, and
+// one entirely outside selects no pixel (an error): against a reference built pixel by
+// pixel with exact (big) integers, for rects on every side of the frame and beyond the
+// range of int.
+func TestRectClippedToFrame(t *testing.T) {
+	sig := [2]int{8, 10}
+	rng := rand.New(rand.NewPCG(17, 19))
+	type rect struct{ x, y, w, h int }
+	cases := []rect{{-3, -2, 5, 4}, {7, 6, 10, 10}, {-1, 3, 12, 1}, {2, -100, 1, 1000},
+		{3, 2, math.MaxInt, math.MaxInt}, {math.MinInt, math.MinInt, math.MaxInt, math.MaxInt},
+		{math.MaxInt, 0, math.MaxInt, 1}, {-5, 0, 5, 1}, {0, 8, 1, 1}}
+	for range 300 {
+		cases = append(cases, rect{rng.IntN(30) - 15, rng.IntN(24) - 12, 1 + rng.IntN(20), 1 + rng.IntN(16)})
+	}
+	in := func(p, start, n int) bool { // start <= p < start+n, exactly
+		b := big.NewInt(int64(p))
+		end := new(big.Int).Add(big.NewInt(int64(start)), big.NewInt(int64(n)))
+		return b.Cmp(big.NewInt(int64(start))) >= 0 && b.Cmp(end) < 0
+	}
+	for _, c := range cases {
+		want := make([]float32, sig[0]*sig[1])
+		selected := false
+		for py := range sig[0] {
+			for px := range sig[1] {
+				if in(px, c.x, c.w) && in(py, c.y, c.h) {
+					want[py*sig[1]+px], selected = 1, true
+				}
+			}
+		}
+		s, err := Rect(sig, c.x, c.y, c.w, c.h)
+		if !selected {
+			require.ErrorContains(t, err, "selects no pixel of the frame of sig_shape (8, 10)", "%+v", c)
+			continue
+		}
+		require.NoError(t, err, "%+v", c)
+		require.Equal(t, want, s.Mask(0), "%+v", c)
+		p, err := Parse(fmt.Sprintf("rect:%d,%d,%d,%d", c.x, c.y, c.w, c.h), sig)
+		require.NoError(t, err, "%+v", c)
+		require.Equal(t, want, p.Mask(0), "%+v", c)
+	}
+}
+
 func TestGeneratorErrors(t *testing.T) {
 	sig := [2]int{8, 10}
 	cases := []struct {
@@ -188,14 +232,14 @@ func TestGeneratorErrors(t *testing.T) {
 		{"ring outside", func() (*Stack, error) { return Ring(sig, -20, 4, 1, 3) }, "ring at (cx=-20, cy=4) with radii 1..3 selects no pixel"},
 		{"point x outside", func() (*Stack, error) { return Point(sig, 10, 0) }, "pixel (x=10, y=0) is outside the frame of sig_shape (8, 10)"},
 		{"point negative y", func() (*Stack, error) { return Point(sig, 0, -1) }, "outside the frame"},
-		{"rect too wide", func() (*Stack, error) { return Rect(sig, 5, 0, 6, 2) }, "columns 5..10, rows 0..1 are not inside the frame of sig_shape (8, 10)"},
-		{"rect negative x", func() (*Stack, error) { return Rect(sig, -1, 0, 2, 2) }, "not inside the frame"},
+		{"rect outside", func() (*Stack, error) { return Rect(sig, 10, 0, 6, 2) }, "rect (x=10, y=0, w=6, h=2) selects no pixel of the frame of sig_shape (8, 10)"},
+		{"rect above", func() (*Stack, error) { return Rect(sig, 0, -2, 2, 2) }, "selects no pixel"},
 		{"rect zero height", func() (*Stack, error) { return Rect(sig, 0, 0, 2, 0) }, "width 2 and height 0 must be positive"},
 		{"com negative radius", func() (*Stack, error) { return COM(sig, 4, 4, -1) }, "got -1"},
 		{"com infinite centre", func() (*Stack, error) { return COM(sig, 4, math.Inf(-1), 0) }, "must be finite"},
 		{"com outside", func() (*Stack, error) { return COM(sig, 40, 40, 3) }, "selects no pixel"},
 		{"com too large", func() (*Stack, error) { return COM([2]int{1 << 15, 1 << 15}, 4, 4, 0) }, "com: three masks of sig_shape (32768, 32768) exceed 2147483647 weights"},
-		{"rect overflow", func() (*Stack, error) { return Rect(sig, 1, 1, math.MaxInt, 2) }, "not inside the frame"},
+		{"rect far outside", func() (*Stack, error) { return Rect(sig, math.MinInt, 1, math.MaxInt, 2) }, "selects no pixel"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

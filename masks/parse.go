@@ -20,8 +20,8 @@ import (
 //
 // It returns an error naming spec for an unknown kind, a wrong number of arguments, an
 // argument that is not a (finite, or for point and rect integer) number, and every error
-// of the generators (non-positive radii, RI ≥ RO, points or rects outside the frame,
-// masks that select no pixel).
+// of the generators (non-positive radii, RI ≥ RO, a point outside the frame, masks that
+// select no pixel; a mask partly outside the frame keeps its part inside).
 func Parse(spec string, sig [2]int) (*Stack, error) {
 	s, err := parse(spec, sig)
 	if err != nil {

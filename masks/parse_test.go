@@ -75,7 +75,7 @@ func TestParseErrors(t *testing.T) {
 		{"point:1.5,2", `argument 1 "1.5" is not an integer (point:X,Y)`},
 		{"point:12,0", "point: pixel (x=12, y=0) is outside the frame of sig_shape (10, 12)"},
 		{"point:0,-1", "point: pixel (x=0, y=-1) is outside the frame"},
-		{"rect:0,0,13,1", "rect: columns 0..12, rows 0..0 are not inside the frame of sig_shape (10, 12)"},
+		{"rect:12,0,13,1", "rect (x=12, y=0, w=13, h=1) selects no pixel of the frame of sig_shape (10, 12)"},
 		{"rect:0,0,0,1", "rect: width 0 and height 1 must be positive"},
 		{"rect:0,0,1", "got 3 arguments, want rect:X,Y,W,H"},
 		{"com:", "got 0 arguments, want com or com:CX,CY[,R]"},

@@ -26,7 +26,9 @@
 //   - COM: the selection is the disk rule with radius r, or the whole frame for r = 0 (as
 //     LiberTEM's r = inf).
 //
-// Selected pixels weigh 1, others 0, except for the first-moment masks of COM.
+// Selected pixels weigh 1, others 0, except for the first-moment masks of COM. Every
+// generator selects the pixels of its shape that lie in the frame: a disk, ring, rect or
+// COM disk partly outside is clipped to the frame; one that selects no pixel is an error.
 package masks
 
 import (

@@ -29,7 +29,8 @@ func newApplyCmd() *cobra.Command {
 		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY (and PNG)",
 		Long: `apply computes, for every frame f and every mask m, out[f, m] = Σ mask[m]·frame_f (the
 mask-dot product of LiberTEM's ApplyMasksUDF) on pinned CPU (and GPU) workers, and writes
-the result as NPY of shape (nav_y, nav_x, n_masks), float32 (or float64 with --float64).
+the result as NPY of shape (nav_y, nav_x, n_masks), float32 (or float64 with --float64);
+a 3-D input of n frames, (n, sig_y, sig_x), has nav shape (n,) and gives (n, n_masks).
 
 Mask specs, in pixel coordinates of the frame (x = column, y = row, pixel centres at
 integer coordinates):
@@ -43,13 +44,22 @@ integer coordinates):
                        division, e.g. (128, 128) on 256×256 frames, as LiberTEM's CoM
                        analysis, so that shifts agree with LiberTEM's (the geometric
                        centre of the pixel grid would be 127.5).
+A disk, ring, rect or com disk partly outside the frame is clipped to it; one that
+selects no pixel of the frame is an error.
 --masks FILE.npy loads a stack of shape (sig_y, sig_x) or (n, sig_y, sig_x); the stacks
 of --masks come first, then the --mask specs, in the order given.
 
 --com-shifts FILE.npy also writes the centre-of-mass shift maps in pixels, shape
 (nav_y, nav_x, 2), float64: [..., 0] = y moment / sum, [..., 1] = x moment / sum of the
 first com masks, as LiberTEM's CoM analysis gives them (NaN where a frame sums to 0);
-with --png also PREFIX_com_shift_y.png and PREFIX_com_shift_x.png.
+with --png these com masks are drawn as PREFIX_com_shift_y.png and
+PREFIX_com_shift_x.png instead of their three raw images (sum and moments).
+
+--png PREFIX writes one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png, of shape
+(nav_y, nav_x) (a 1-D nav shape as one row), mapped from the minimum (black) to the
+maximum (white), NaN black. Small images are scaled up by a whole factor, each scan
+position a square block of pixels, until the short side has at least 256 pixels, the
+long side at most 4096 (a 64×64 scan gives 256×256 pixels); never down.
 
 The result files and PNGs are written under temporary names and renamed only when the
 whole run succeeded: a failed or interrupted run leaves no output behind. An existing
@@ -123,8 +133,8 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 	f := cmd.Flags()
 	registerMaskFlags(f, &maskSpecs, &masksFiles)
 	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape (nav_y, nav_x, n_masks)")
-	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one auto-scaled greyscale PNG per mask, PREFIX_<m>_<name>.png")
-	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape (nav_y, nav_x, 2): y, x")
+	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one greyscale PNG per mask, PREFIX_<m>_<name>.png, small images scaled up by a whole factor to a short side of at least 256 pixels (long side at most 4096)")
+	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape (nav_y, nav_x, 2): y, x; with --png drawn instead of the com masks")
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32); mask weights given in float64 (--masks files, com about a centre between pixels) then count at float64 precision")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar and no summary")
 	f.BoolVar(&perWorker, "workers", false, "after the summary, one line per worker: frames, claims, GB/s while busy, start-up time and, for GPU workers, the feed (mapped: DMA from the file's mapping; staged: CPU copies)")

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -500,9 +502,29 @@ func TestCOMShifts(t *testing.T) {
 		require.InDelta(t, my/s, got[2*f], 1e-9, "frame %d y", f)
 		require.InDelta(t, mx/s, got[2*f+1], 1e-9, "frame %d x", f)
 	}
-	for _, p := range []string{"img_com_shift_y.png", "img_com_shift_x.png", "img_0_com_sum.png"} {
-		_, err := os.Stat(filepath.Join(dir, p))
-		require.NoError(t, err, p)
+	// The PNGs: the two shift maps instead of the com masks' raw images, each scan
+	// position a block of 128×128 pixels (the short side 2 scaled to 256), the shift
+	// mapped from its minimum (0) to its maximum (255).
+	pngs, _ := filepath.Glob(filepath.Join(dir, "img_*.png"))
+	require.ElementsMatch(t, []string{filepath.Join(dir, "img_com_shift_y.png"), filepath.Join(dir, "img_com_shift_x.png")}, pngs)
+	for axis, name := range []string{"y", "x"} {
+		f, err := os.Open(filepath.Join(dir, "img_com_shift_"+name+".png"))
+		require.NoError(t, err)
+		img, err := png.Decode(f)
+		f.Close()
+		require.NoError(t, err)
+		require.Equal(t, image.Rect(0, 0, 4*128, 2*128), img.Bounds())
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for f := range frames {
+			lo, hi = math.Min(lo, got[2*f+axis]), math.Max(hi, got[2*f+axis])
+		}
+		for f := range frames {
+			want := uint8(math.Round((got[2*f+axis] - lo) / (hi - lo) * 255))
+			for _, d := range [][2]int{{0, 0}, {127, 127}, {5, 90}} {
+				x, y := f%4*128+d[0], f/4*128+d[1]
+				require.Equal(t, want, img.(*image.Gray).GrayAt(x, y).Y, "shift %s, frame %d, pixel (%d, %d)", name, f, x, y)
+			}
+		}
 	}
 }
 
@@ -554,6 +576,91 @@ func TestRawMessages(t *testing.T) {
 	require.Contains(t, stdout, "sig_shape:  (8, 8)")
 	require.Equal(t, "stemdot: warning: "+npy+": --sig-shape applies to raw files only and was ignored: the npy file gives sig shape (8, 8)\n"+
 		"stemdot: warning: "+npy+": --dataset-path applies to HDF5 files only and was ignored\n", stderr)
+}
+
+// TestShapeFlagsSayTheForm: a shape written another way than the help's Y,X (64x64, a
+// common habit) is refused with the form and an example, in every command.
+func TestShapeFlagsSayTheForm(t *testing.T) {
+	dir := t.TempDir()
+	npy := filepath.Join(dir, "scan.npy")
+	_, stderr, code := run(t, "synth", "--out", npy, "--nav-shape", "4,4", "--sig-shape", "8,8")
+	require.Equal(t, 0, code, stderr)
+	nav := `--nav-shape "64x64": want whole sizes separated by commas, rows first: Y,X (e.g. 64,64) or N (e.g. 4096)`
+	for _, args := range [][]string{
+		{"info", npy, "--nav-shape", "64x64"},
+		{"apply", npy, "--nav-shape", "64x64", "--mask", "point:1,1", "--out", filepath.Join(dir, "r.npy")},
+		{"synth", "--out", filepath.Join(dir, "s.npy"), "--nav-shape", "64x64"},
+	} {
+		_, stderr, code := run(t, args...)
+		require.Equal(t, 1, code, "%v: %s", args, stderr)
+		require.Equal(t, "stemdot: "+nav+"\n", stderr, "%v", args)
+	}
+	_, stderr, code = run(t, "synth", "--out", filepath.Join(dir, "s.npy"), "--sig-shape", "128x128")
+	require.Equal(t, 1, code)
+	require.Equal(t, "stemdot: --sig-shape \"128x128\": want Y,X: two whole sizes separated by a comma, rows first (e.g. 256,256)\n", stderr)
+}
+
+// TestVersion: --version (and -v) print the version of the C header and the Python
+// package (the root package's test checks that they agree) and the build's flavour.
+func TestVersion(t *testing.T) {
+	h, err := os.ReadFile("../../include/stemdot.h")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`#define STEMDOT_VERSION "([^"]+)"`).FindSubmatch(h)
+	require.NotNil(t, m)
+	for _, flag := range []string{"--version", "-v"} {
+		stdout, stderr, code := run(t, flag)
+		require.Equal(t, 0, code, stderr)
+		require.Equal(t, "stemdot "+string(m[1])+" (CPU-only: built without CUDA)\n", stdout)
+	}
+}
+
+// TestThreeDInputNavShape: a 3-D NPY file of frames (n, sig_y, sig_x) has nav shape (n,)
+// (as in LiberTEM and Python's apply_masks on such an array), without a warning: apply
+// writes results of shape (n, n_masks), equal to a float64 reference.
+func TestThreeDInputNavShape(t *testing.T) {
+	const n, sy, sx = 6, 5, 4
+	frames := make([]float64, n*sy*sx)
+	for i := range frames {
+		frames[i] = float64(i%7) - 2.25
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "frames.npy")
+	require.NoError(t, stemnpy.WriteFile(path, []int{n, sy, sx}, frames))
+	stdout, stderr, code := run(t, "info", path)
+	require.Equal(t, 0, code, stderr)
+	require.Empty(t, stderr)
+	require.Contains(t, stdout, "nav_shape:  (6)\n")
+	shape, got, stderr := applyCase(t, path, "--mask", "point:1,2", "--mask", "com", "--float64")
+	require.Empty(t, stderr)
+	require.Equal(t, []int{n, 4}, shape)
+	for f := range n {
+		fr := frames[f*sy*sx : (f+1)*sy*sx]
+		want := []float64{fr[2*sx+1], 0, 0, 0}
+		for i, v := range fr {
+			want[1] += v
+			want[2] += float64(i/sx-sy/2) * v
+			want[3] += float64(i%sx-sx/2) * v
+		}
+		for m := range 4 {
+			require.InDelta(t, want[m], got[f*4+m], 1e-12, "frame %d mask %d", f, m)
+		}
+	}
+}
+
+// TestGPUsWithoutCUDA: GPU workers asked for by count or list in a build without CUDA
+// (the test's binary) are refused, saying how to get a CUDA build and naming --gpus auto.
+func TestGPUsWithoutCUDA(t *testing.T) {
+	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	for _, args := range [][]string{
+		{"plan", "--gpus", "1"},
+		{"apply", mib, "--nav-shape", "2,4", "--mask", "com", "--gpus", "0,0", "--out", filepath.Join(t.TempDir(), "r.npy")},
+	} {
+		_, stderr, code := run(t, args...)
+		require.Equal(t, 1, code, "%v: %s", args, stderr)
+		require.Contains(t, stderr, "GPU workers requested, but stemdot was built without CUDA support: build it with CUDA "+
+			"(`make` where nvcc is found, which scripts/install-cuda-toolkit.sh installs; for Python, pip install ./python with "+
+			"STEMDOT_GO_TAGS=cuda after `make kernels`), or give --gpus auto to use GPUs only where there are", "%v", args)
+	}
 }
 
 // TestPlanMessagesNameFlags: planner refusals name the CLI's flags.

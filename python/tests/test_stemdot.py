@@ -350,6 +350,23 @@ def test_errors_carry_codes_and_messages(tmp_path):
         stemdot.open(raw, sig_shape=(4, 4), dtype="uint12")
 
 
+def test_3d_file_has_the_nav_shape_of_a_3d_array(tmp_path):
+    """A file of frames (n, sig_y, sig_x) has nav_shape (n,), as the same array in memory
+    (and as in LiberTEM): apply_masks gives (n, n_masks) either way, the same values."""
+    rng = np.random.default_rng(17)
+    frames = random_frames(rng, np.uint16, (7, 6, 5))
+    path = tmp_path / "frames.npy"
+    np.save(path, frames)
+    masks = np.concatenate([stemdot.point((6, 5), 1, 2), stemdot.com((6, 5))])
+    with stemdot.open(path) as ds:
+        assert ds.nav_shape == (7,)
+        from_file = stemdot.apply_masks(ds, masks, cpus=1, dtype=np.float64)
+    from_array = stemdot.apply_masks(frames, masks, cpus=1, dtype=np.float64)
+    want, scale = reference(frames, masks)
+    assert_close(from_file, want, scale, np.float64)
+    np.testing.assert_array_equal(from_file, from_array)
+
+
 def test_raw_file_with_options(tmp_path):
     frames = np.arange(2 * 3 * 4 * 5, dtype=">u2").reshape(2, 3, 4, 5)
     path = tmp_path / "scan.raw"

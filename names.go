@@ -1,0 +1,94 @@
+package stemdot
+
+import "regexp"
+
+// goNames are the Go names of the options, by key: the key is the option's name in
+// messages ("option dataset_path"), in the C ABI's and Python's options, and, as
+// FlagName, the CLI's flag; the Go name is the field (or argument) a Go caller sets.
+// Every option of OpenOptions and planKeys, the outputs and the masks is here (the
+// tests check it against the fields).
+var goNames = map[string]string{
+	"format":       "Options.Format",
+	"nav_shape":    "Options.NavShape",
+	"sig_shape":    "Options.SigShape",
+	"dtype":        "Options.DType",
+	"byte_order":   "Options.BigEndian",
+	"offset":       "Options.Offset",
+	"frame_header": "Options.FrameHeader",
+	"frame_footer": "Options.FrameFooter",
+	"sync_offset":  "Options.SyncOffset",
+	"dataset_path": "Options.DatasetPath",
+	"frames":       "Options.Frames",
+
+	"cpus":                "Plan.CPUs",
+	"gpus":                "Plan.GPUs",
+	"ram_per_gpu_worker":  "Plan.RAMPerGPUWorker",
+	"max_workers_per_gpu": "Plan.MaxWorkersPerGPU",
+	"oversubscribe":       "Plan.Oversubscribe",
+	"partition_size":      "Plan.PartitionSize",
+	"topology":            "Plan.Cores",
+	"gpu_inventory":       "Plan.GPUInventory",
+
+	"out":        "Outputs.NPY",
+	"png":        "Outputs.PNGPrefix",
+	"com_shifts": "Outputs.COMShifts",
+
+	"mask":  "MasksFrom's specs",
+	"masks": "MasksFrom's files",
+}
+
+// goNameRef matches a Go name of goNames in a message.
+var goNameRef = regexp.MustCompile(`\b(?:Options|Plan|Outputs)\.[A-Z][A-Za-z0-9]*\b|\bMasksFrom's (?:specs|files)\b`)
+
+// GoNames rewrites the options named in a message by key ("give option dataset_path")
+// as a Go caller sets them ("give Options.DatasetPath"). The errors and warnings of this
+// package's functions (Open, OpenWarnings, Plan.Planner, Apply, Masks, Save, ...) are
+// rewritten so; ParseOptions and ParsePlan, whose input names options by key, keep the
+// keys.
+func GoNames(msg string) string {
+	return optionRef.ReplaceAllStringFunc(msg, func(m string) string {
+		if name, ok := goNames[m[len("option "):]]; ok {
+			return name
+		}
+		return m
+	})
+}
+
+// OptionKeys rewrites the Go names of options in a message (as GoNames writes them) as
+// "option KEY": the C ABI and Python name options by key.
+func OptionKeys(msg string) string {
+	return goNameRef.ReplaceAllStringFunc(msg, func(m string) string {
+		for key, name := range goNames {
+			if name == m {
+				return "option " + key
+			}
+		}
+		return m
+	})
+}
+
+// goNamed is an error of this package's Go API: its message names the options by their
+// Go names (GoNames); its chain is err's (the kind, context errors).
+type goNamed struct{ err error }
+
+func (e goNamed) Error() string { return GoNames(e.err.Error()) }
+func (e goNamed) Unwrap() error { return e.err }
+
+// goErr returns err with its options named for a Go caller (nil for nil).
+func goErr(err error) error {
+	if _, ok := err.(goNamed); ok || err == nil {
+		return err
+	}
+	return goNamed{err}
+}
+
+// goErrs replaces *err by goErr(*err), deferred by functions with many returns.
+func goErrs(err *error) { *err = goErr(*err) }
+
+// goWarnings rewrites warnings for a Go caller (GoNames).
+func goWarnings(w []string) []string {
+	for i := range w {
+		w[i] = GoNames(w[i])
+	}
+	return w
+}

@@ -299,6 +299,12 @@ func TestGoAPIMisuse(t *testing.T) {
 	require.Zero(t, res.Value(1, 0))
 	require.PanicsWithValue(t, "stemdot: Result.Value(2, 0) outside the result's 2 frames × 1 masks", func() { res.Value(2, 0) })
 
+	// A result of more values than an int counts (#17.7): 2⁴⁰ one-pixel frames, 2²⁴ masks.
+	huge := hugeDataset{ds}
+	deep := &masks.Stack{N: 1 << 24, SigY: 4, SigX: 4, Sparse: &masks.CSR{N: 1 << 24, Pixels: 16, RowPtr: make([]int32, 1<<24+1)}}
+	_, err = stemdot.Apply(t.Context(), huge, deep, plan, stemdot.ApplyOptions{})
+	kind(errs.Resources, err, "the result of 1099511627776 frames × 16777216 masks is too large to hold")
+
 	for _, described := range []stemdot.Plan{{Cores: 4}, {GPUInventory: "1x141GB", GPUs: "auto"}} {
 		_, err = stemdot.Apply(t.Context(), ds, stack, described, stemdot.ApplyOptions{})
 		kind(errs.Argument, err, "a plan for a described machine (option topology or gpu_inventory) is for reading")
@@ -310,3 +316,9 @@ func TestGoAPIMisuse(t *testing.T) {
 	require.NoError(t, f.Close())
 	kind(errs.Argument, f.Close(), "already closed")
 }
+
+// hugeDataset claims 2⁴⁰ frames, more than a result of many masks can hold.
+type hugeDataset struct{ dataset.Dataset }
+
+func (hugeDataset) NumFrames() int  { return 1 << 40 }
+func (hugeDataset) NavShape() []int { return []int{1 << 20, 1 << 20} }

@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/npy"
@@ -89,9 +90,11 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		return fail("the file holds no whole frame (a frame takes %d bytes)", ff.recordBytes)
 	}
 	s := opt.SyncOffset
-	if s >= ff.whole || -s >= ff.whole {
+	// s <= -whole, not -s >= whole: -s overflows for the most negative int; and the scan
+	// positions whole-s must fit in an int.
+	if s >= ff.whole || s <= -ff.whole || s < 0 && ff.whole > math.MaxInt+s {
 		return nil, notes{}, errs.New(errs.Argument, "dataset: %s: sync offset %d (option sync_offset) is outside %d to %d: the file holds %s and at least one must be read",
-			path, s, -(ff.whole - 1), ff.whole-1, plural(ff.whole, "frame", "frames"))
+			path, s, -min(ff.whole-1, math.MaxInt-ff.whole), ff.whole-1, plural(ff.whole, "frame", "frames"))
 	}
 	avail := ff.whole - s // scan positions that have a frame (or an inserted blank one)
 	if s > 0 {

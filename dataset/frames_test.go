@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
 )
 
 // gappedRaw writes n random uint16 frames of 6×5 pixels, each record being header bytes
@@ -126,11 +128,13 @@ func TestSyncOffset(t *testing.T) {
 		assert.ErrorContains(t, err, "out of range")
 		require.NoError(t, d.Close())
 	}
-	for _, s := range []int{10, -10} {
+	// The extremes of an int too: -s overflows for math.MinInt.
+	for _, s := range []int{10, -10, math.MinInt, math.MinInt + 1, math.MaxInt} {
 		opt := base
 		opt.SyncOffset = s
 		_, err := dataset.Open(path, opt)
-		assert.ErrorContains(t, err, fmt.Sprintf("sync offset %d (option sync_offset) is outside -9 to 9: the file holds 10 frames and at least one must be read", s))
+		assert.EqualError(t, err, fmt.Sprintf("dataset: %s: sync offset %d (option sync_offset) is outside -9 to 9: the file holds 10 frames and at least one must be read", path, s))
+		assert.Equal(t, errs.Argument, errs.KindOf(err))
 	}
 	// A raw file's frame count must match the nav shape exactly, sync offset included.
 	opt := base

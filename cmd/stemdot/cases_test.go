@@ -222,6 +222,8 @@ func TestCaseSurplusFrames(t *testing.T) {
 	t.Run("refusals name the option", func(t *testing.T) {
 		mib := filepath.Join(dir, "c.mib")
 		refuseCase(t, "--sync-offset", mib, "--masks", masks, "--sync-offset", "10")
+		// The most negative int: its negation overflows (#17.7).
+		refuseCase(t, "sync offset -9223372036854775808 (--sync-offset) is outside -9 to 9: the file holds 10 frames", mib, "--masks", masks, "--sync-offset=-9223372036854775808")
 		refuseCase(t, "to skip leading frames give --sync-offset N", mib, "--masks", masks, "--offset", "768")
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/regfile"
 )
 
 // Merlin MIB (Quantum Detectors) layout, as read by LiberTEM (libertem.io.dataset.mib)
@@ -281,7 +282,7 @@ func (d *mibFile) ReadFrames(start, end int, dst []byte) error {
 // readMIBHdr reads a Merlin .hdr sidecar: tab-separated "key:\tvalue" lines between a
 // line starting "HDR," and one starting "End". Keys lose their trailing colon.
 func readMIBHdr(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

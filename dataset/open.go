@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/stemdot/stemdot/errs"
-	"github.com/stemdot/stemdot/internal/atomicfile"
 	"github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/internal/regfile"
 )
 
 // Options tells Open how to read a file. The zero value detects the format and reads
@@ -230,32 +230,28 @@ func detectFormat(path string, opt Options) (string, error) {
 		path, magic, supportedFormats)
 }
 
-// openError turns an os.Open error into one that names the file and says what is wrong.
+// openError turns an error of regfile.Open into one that names the file and says what
+// is wrong.
 func openError(path string, err error) error {
-	if errors.Is(err, fs.ErrNotExist) {
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", path, fs.ErrNotExist))
+	case errors.As(err, &pe):
+		return errs.Wrap(errs.IO, fmt.Errorf("dataset: %w", pe))
 	}
-	return errs.Wrap(errs.IO, fmt.Errorf("dataset: %w", err))
+	return errs.Wrap(errs.IO, fmt.Errorf("dataset: %w", err)) // "PATH is a named pipe, not a regular file"
 }
 
 // openFile opens the regular file path for reading and returns it with its size in
-// bytes. It checks the file type before opening: opening a FIFO would block.
+// bytes; a FIFO, a device or a directory is refused without blocking (regfile.Open).
+// Every file a reader opens itself goes through it.
 func openFile(path string) (*os.File, int64, error) {
-	st, err := os.Stat(path)
+	f, size, err := regfile.Open(path)
 	if err != nil {
 		return nil, 0, openError(path, err)
 	}
-	if st.IsDir() {
-		return nil, 0, errs.New(errs.IO, "dataset: %s is a directory, not a file", path)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, 0, errs.New(errs.IO, "dataset: %s %s", path, atomicfile.NotRegular(st.Mode()))
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, openError(path, err)
-	}
-	return f, st.Size(), nil
+	return f, size, nil
 }
 
 // NavShapeGuessed reports whether Open took the nav shape (1, n_frames) because

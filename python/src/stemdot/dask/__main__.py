@@ -10,6 +10,7 @@ name and renamed when complete. Exit status 1 with a message on errors, 130 on C
 
 import argparse
 import os
+import stat
 import sys
 import tempfile
 
@@ -76,10 +77,23 @@ def _resources(items):
     return out
 
 
+def _load_regular(path):
+    """np.load of a regular file only: a FIFO, a device or a directory is refused without
+    blocking (checked with stat, then opened with O_NONBLOCK and checked again)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK) if stat.S_ISREG(os.stat(path).st_mode) else None
+    if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
+        if fd is not None:
+            os.close(fd)
+        raise SystemExit(f"stemdot.dask: --masks {path} is not a regular file (a named pipe, a device or a directory)")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as f:
+        return np.load(f)
+
+
 def _masks(args, sig_shape):
     stacks = [stemdot.mask(spec, sig_shape) for spec in args.mask]
     for path in args.masks:
-        m = np.load(path)
+        m = _load_regular(path)
         stacks.append(m[np.newaxis] if m.ndim == 2 else m)
     if not stacks:
         raise SystemExit("stemdot.dask: no masks: give --mask SPEC or --masks stack.npy")

@@ -24,16 +24,26 @@ type Options struct {
 	// SigShape or DType is given) and, failing that, from the first bytes ("MQ1," for
 	// MIB, "\x93NUMPY" for NPY, "IMGBLO" for BLO, the HDF5 signature).
 	Format string
-	// NavShape overrides the navigation shape found in the file (NPY shape, MIB .hdr
-	// sidecar). Empty: use the file's, or (1, n_frames) when the file has none (raw, MIB
-	// without .hdr). A frame count that differs from it is reconciled as described in
-	// frames.go (surplus frames ignored, complete rows of an interrupted scan kept; raw
-	// files must match exactly).
+	// NavShape overrides the scan shape the file gives (NPY or HDF5 shape, MIB .hdr
+	// sidecar, BLO header, EMPAD XML) when it has as many positions, or as many as the
+	// file holds frames (after SyncOffset); another contradicts the file and is refused
+	// (errs.Shape) naming both (Frames reads part of a scan). Empty: use the file's, or
+	// (1, n_frames) when the file has none (raw, MIB without .hdr). An NPY or HDF5 array
+	// of rank 3 gives no scan shape, only (1, n): any nav shape may reshape it. A frame
+	// count that differs from the nav shape is reconciled as described in frames.go
+	// (surplus frames ignored, complete rows of an interrupted scan kept; raw files must
+	// match exactly).
 	NavShape []int
 	// SyncOffset shifts frames against scan positions (LiberTEM's sync_offset): scan
 	// position p holds the file's frame p+SyncOffset. Positive: skip that many leading
 	// frames; negative: insert that many blank frames before the first.
 	SyncOffset int
+	// Flyback says which frames of each scan row are flyback frames, recorded while the
+	// beam returned to the row's start and read as no scan position (flyback.go):
+	// FlybackAuto (the zero value) detects one per row when the file holds exactly
+	// (nav_x+1)·nav_y frames, with a note; FlybackNone reads every frame as a scan
+	// position; FlybackStart or FlybackEnd with Frames per row states them.
+	Flyback Flyback
 	// SigShape is (sig_y, sig_x) in pixels. Required for raw files, ignored with a note
 	// otherwise.
 	SigShape []int

@@ -193,7 +193,9 @@ func TestCaseSurplusFrames(t *testing.T) {
 			shape, got, stderr := applyCase(t, append([]string{mib, "--masks", masks}, c.extra...)...)
 			require.Equal(t, []int{2, 4, 2}, shape)
 			checkResult(t, got, real, ms)
-			require.Contains(t, stderr, "holds 10 frames: the last 2 are surplus and not read (give --sync-offset N if the surplus frames are at the start)")
+			// 10 frames are also 2 rows of 4+1: too few rows to tell flyback frames from
+			// surplus ones without the frame headers (#17.6).
+			require.Contains(t, stderr, "holds 10 frames: the last 2 are surplus and not read (give --flyback end or start if each scan row has a flyback frame, or --sync-offset N if the surplus frames are at the start)")
 		})
 	}
 	t.Run("sync offset skips leading frames", func(t *testing.T) {
@@ -327,7 +329,10 @@ func TestCaseInterrupted(t *testing.T) {
 			}
 		})
 	}
-	refuseCase(t, "less than one scan row of 8; give --nav-shape", cut7, "--masks", masks, "--nav-shape", "2,8")
+	refuseCase(t, "less than one scan row of 8; give --nav-shape", cutNoHdr, "--masks", masks, "--nav-shape", "2,8")
+	// A nav shape that contradicts the .hdr's scan shape (#17.5).
+	refuseCase(t, "nav shape (2, 8) (--nav-shape) has 16 positions, but the file's scan shape (3, 4) from cut7.hdr (ScanY=3, ScanX=4) has 12 and the file holds 7 frames: give --nav-shape of 12 positions (e.g. 3,4), or of 7 to read each of its frames as a scan position, or leave it out; --frames FIRST,COUNT reads part of the scan",
+		cut7, "--masks", masks, "--nav-shape", "2,8")
 }
 
 // Case 16-raw-frame-gap: raw float32 128×128 frames, each followed by a 1024-byte footer.
@@ -619,4 +624,52 @@ func TestCaseMmapRSS(t *testing.T) {
 	for i := range n {
 		require.Equal(t, float64(i%977+(64*s+64)%13), got[i], "frame %d", i)
 	}
+}
+
+// RosettaSciIO issue 270: Merlin with line skip writes (ScanX+1)·ScanY frames, one
+// flyback frame per row; read as scan positions, every row after the first is shifted
+// (#17.6). The frames not at scan positions are made bright, so that reading one would
+// show in the result.
+func TestFlybackFrames(t *testing.T) {
+	const w, h, s = 5, 8, 16
+	dir := t.TempDir()
+	frames := poissonish(270, (w+1)*h, s*s)
+	for f := range frames {
+		if f%(w+1) == w { // the flyback frame ends each row
+			for i := range frames[f] {
+				frames[f][i] = 200
+			}
+		}
+	}
+	ms := [][]float64{onesMask(s * s), diskMask(s, s, 8, 8, 4)}
+	masks := filepath.Join(dir, "m.npy")
+	writeMaskNPY(t, masks, s, s, ms...)
+	mib := filepath.Join(dir, "scan.mib")
+	writeCaseMIB(t, mib, frames, s, s, "U16")
+	writeCaseHdr(t, filepath.Join(dir, "scan.hdr"), map[string]string{"ScanX": fmt.Sprint(w), "ScanY": fmt.Sprint(h),
+		"Frames in Acquisition (Number)": fmt.Sprint((w + 1) * h), "Frames per Trigger (Number)": fmt.Sprint(w + 1)})
+	scan := func(lead int) [][]float64 {
+		var out [][]float64
+		for y := range h {
+			out = append(out, frames[y*(w+1)+lead:y*(w+1)+lead+w]...)
+		}
+		return out
+	}
+	shape, got, stderr := applyCase(t, mib, "--masks", masks)
+	require.Equal(t, []int{h, w, 2}, shape)
+	checkResult(t, got, scan(0), ms)
+	require.Contains(t, stderr, "the file holds 48 frames, 6 per scan row of nav shape (8, 5) from scan.hdr (ScanY=8, ScanX=5): read as 1 flyback frame at the end of each scan row (as Merlin's line skip writes it; the frame headers do not tell), which is not read; give --flyback none if every frame is a scan position, or --flyback start or end")
+	stdout, stderr, code := run(t, "info", mib)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "nav_shape:  (8, 5)\n")
+
+	shape, got, stderr = applyCase(t, mib, "--masks", masks, "--flyback", "start")
+	require.Equal(t, []int{h, w, 2}, shape)
+	checkResult(t, got, scan(1), ms)
+	require.NotContains(t, stderr, "flyback")
+	shape, got, stderr = applyCase(t, mib, "--masks", masks, "--flyback", "none")
+	require.Equal(t, []int{h, w, 2}, shape)
+	checkResult(t, got, frames[:w*h], ms)
+	require.Contains(t, stderr, "the last 8 are surplus and not read")
+	refuseCase(t, "--flyback \"sideways\": want auto, none, start, end, start:N or end:N", mib, "--masks", masks, "--flyback", "sideways")
 }

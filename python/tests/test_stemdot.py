@@ -586,3 +586,68 @@ def test_cuda_library_loads():
                              env={**env, "LD_PRELOAD": str(lib)})
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["[12.", "12.]"]
+
+
+# ------------------------------------------------------------------ issue 17
+
+
+def write_mib(path, frames, scan_x=None, scan_y=None):
+    """Writes frames (n, sy, sx) as a U16 Merlin MIB file (384-byte frame headers in the
+    layout of the real files, big-endian pixels) and, with scan_x and scan_y, a .hdr."""
+    n, sy, sx = frames.shape
+    with open(path, "wb") as f:
+        for i in range(n):
+            head = (f"MQ1,{i + 1:06d},00384,01,{sx:04d},{sy:04d},U16,   1x1,01,2024-07-02 13:46:44.000000,0.001000,"
+                    "0,0,0,4.000000E+1,5.110000E+2,0,0,0,0,0,0,3RX,MQ1A,2024-07-02T13:46:44.000000000Z,1000000ns,12,").encode()
+            f.write(head + bytes(384 - len(head)))
+            f.write(frames[i].astype(">u2").tobytes())
+    if scan_x is not None:
+        Path(path).with_suffix(".hdr").write_text(f"HDR,\t\nScanX:\t{scan_x}\nScanY:\t{scan_y}\nEnd\t\n")
+
+
+def test_nav_shape_contradicting_the_file_is_refused(tmp_path):
+    # #17.5: a 4-D NPY gives its scan shape; a nav shape of other positions is refused.
+    frames = np.arange(2 * 3 * 4 * 5, dtype=np.uint16).reshape(2, 3, 4, 5)
+    path = tmp_path / "scan.npy"
+    np.save(path, frames)
+    with pytest.raises(stemdot.ShapeError, match=r"nav shape \(2, 2\) \(option nav_shape\) has 4 positions, but the file's scan shape \(2, 3\)"):
+        stemdot.open(path, nav_shape=(2, 2))
+    with stemdot.open(path, nav_shape=(3, 2)) as ds:
+        assert ds.nav_shape == (3, 2)
+        got = stemdot.apply_masks(ds, np.ones((1, 4, 5)), dtype=np.float64)
+    np.testing.assert_array_equal(got[..., 0], frames.reshape(3, 2, 4, 5).astype(np.float64).sum(axis=(2, 3)))
+
+
+def test_flyback_frames(tmp_path):
+    # #17.6: Merlin with line skip, (ScanX+1)·ScanY frames; the flyback frames are bright.
+    w, h = 4, 8
+    rng = np.random.default_rng(270)
+    frames = rng.integers(0, 9, size=((w + 1) * h, 6, 7)).astype(np.uint16)
+    frames[w :: w + 1] = 5000
+    path = tmp_path / "scan.mib"
+    write_mib(path, frames, scan_x=w, scan_y=h)
+    masks = np.stack([np.ones((6, 7)), rng.random((6, 7))])
+    rows = frames.reshape(h, w + 1, 6, 7)
+    for option, want in [(None, rows[:, :w]), ("end", rows[:, :w]), ("start", rows[:, 1:])]:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with stemdot.open(path, flyback=option) as ds:
+                assert ds.nav_shape == (h, w)
+                got = stemdot.apply_masks(ds, masks, dtype=np.float64)
+        want_result, scale = reference(want, masks)
+        assert_close(got, want_result, scale, np.float64)
+        flyback_warned = any("flyback frame at the end of each scan row" in str(x.message) for x in seen)
+        assert flyback_warned == (option is None), [str(x.message) for x in seen]
+    with pytest.raises(stemdot.InvalidArgumentError, match="option flyback"):
+        stemdot.open(path, flyback="sideways")
+
+
+def test_sync_offset_extremes_are_refused(tmp_path):
+    # #17.7: -2**63 passed the range check (its negation overflows).
+    path = tmp_path / "x.raw"
+    path.write_bytes(bytes(10 * 16))
+    for offset in (-(2**63), 2**63 - 1, -10):
+        with pytest.raises(stemdot.InvalidArgumentError, match=f"sync offset {offset} \\(option sync_offset\\) is outside -9 to 9"):
+            stemdot.open(path, sig_shape=(4, 4), dtype=np.uint8, sync_offset=offset)
+    with pytest.raises(stemdot.InvalidArgumentError, match="want a whole number of frames"):
+        stemdot.open(path, sig_shape=(4, 4), dtype=np.uint8, sync_offset=2**64)

@@ -336,3 +336,17 @@ def test_ranges_longer_than_the_poll_interval(client, big_file, big_reference, m
     monkeypatch.setattr(sdask, "POLL_S", 0.001)
     path, masks = big_file
     np.testing.assert_array_equal(sdask.apply_masks(client, path, masks), big_reference)
+
+
+def test_command_line_masks_fifo_is_refused(tmp_path):
+    """#17.9: a --masks path that is a FIFO is refused at once, not waited on."""
+    fifo = tmp_path / "m.npy"
+    os.mkfifo(fifo)
+    code = ("import argparse, stemdot.dask.__main__ as m; "
+            f"m._masks(argparse.Namespace(mask=[], masks=[{str(fifo)!r}]), (4, 4))")
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"loading the masks blocked on the FIFO {fifo}")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"stemdot.dask: --masks {fifo} is not a regular file (a named pipe, a device or a directory)"

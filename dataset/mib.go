@@ -90,6 +90,7 @@ type mibFile struct {
 	checked   [4]string // first frame's values of mibCheckedFields
 	numFrames int
 	scratch   sync.Pool // *[]byte
+	size      int64     // the file's size when opened
 	mapping   []byte    // the whole file, mapped read-only for MapFrames (nil if refused)
 	raw       *mibRaw   // raw-packed (R64) pixels, or nil
 	closed    atomic.Bool
@@ -126,7 +127,7 @@ func openMIB(path string, opt Options) (Dataset, error) {
 		}
 		hdrNote = []string{fmt.Sprintf("the .hdr sidecar was not read (%v): the scan shape is option nav_shape's", err)}
 	}
-	d.mapping = mapReadOnly(f.Fd(), size)
+	d.mapping = mapReadOnly(path, f, size)
 	ds, err := finishFrames(d, opt, hdrNav, source, fileFrames{whole: d.numFrames, cutBytes: size % int64(d.stride), recordBytes: int64(d.stride),
 		flybackAtEnd: d.flybackAtEnd})
 	if err != nil {
@@ -219,6 +220,7 @@ func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
 	d := &mibFile{
 		path:   path,
 		f:      f,
+		size:   size,
 		sig:    sig,
 		dt:     dt,
 		header: hd.headerBytes,
@@ -300,7 +302,7 @@ func (d *mibFile) ReadFrames(start, end int, dst []byte) error {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: reading frames [%d, %d): %w", d.path, start, end, err))
+		return readError(d.path, d.f, d.size, start, end, err)
 	}
 	for i := range end - start {
 		frame := buf[i*d.stride : (i+1)*d.stride]

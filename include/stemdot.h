@@ -284,7 +284,9 @@ stemdot_status stemdot_mask_parse(const char *spec, size_t sig_y, size_t sig_x, 
  *   nav_shape + (n_masks,). On failure its content is unspecified.
  * Blocks until done. Errors: BAD_HANDLE, INVALID_ARGUMENT (NULL pointers, run busy),
  * SHAPE (mask sig shape vs dataset, out_len), DTYPE (out_dtype), PLAN,
- * CUDA_UNAVAILABLE, IO (read errors), CANCELLED, INTERNAL.
+ * CUDA_UNAVAILABLE, IO (read errors; a file truncated or rewritten by another program
+ * while it is read: "the file changed while being read", never a crash of the caller),
+ * CANCELLED, INTERNAL.
  */
 stemdot_status stemdot_apply(stemdot_dataset dataset, const float *masks, size_t n_masks,
                              size_t sig_y, size_t sig_x, stemdot_plan plan, stemdot_run run,

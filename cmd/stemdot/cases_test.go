@@ -13,9 +13,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -672,4 +674,53 @@ func TestFlybackFrames(t *testing.T) {
 	checkResult(t, got, frames[:w*h], ms)
 	require.Contains(t, stderr, "the last 8 are surplus and not read")
 	refuseCase(t, "--flyback \"sideways\": want auto, none, start, end, start:N or end:N", mib, "--masks", masks, "--flyback", "sideways")
+}
+
+// Case 53-input-truncated-while-mapped: a little-endian NPY (memory-mapped, read in
+// place) truncated to 10% during a run: an I/O error naming the file, on one line, exit
+// status 1, no result; never SIGBUS with a goroutine dump (#17.2). stemdot is stopped
+// once it has mapped the file, the file truncated, and stemdot let go on: its next read
+// of the file (the size check, or a read of the mapping that faults) fails.
+func TestCaseInputTruncatedWhileMapped(t *testing.T) {
+	const s, n, nMasks = 64, 2048, 256
+	dir := t.TempDir()
+	frames := make([]float32, n*s*s)
+	for i := range frames {
+		frames[i] = float32(i % 13)
+	}
+	data := filepath.Join(dir, "scan_le.npy")
+	require.NoError(t, stemnpy.WriteFile(data, []int{n, s, s}, frames))
+	weights := make([]float32, nMasks*s*s)
+	for i := range weights {
+		weights[i] = float32(i%5) + 0.5
+	}
+	masks := filepath.Join(dir, "m.npy")
+	require.NoError(t, stemnpy.WriteFile(masks, []int{nMasks, s, s}, weights))
+	st, err := os.Stat(data)
+	require.NoError(t, err)
+	out := filepath.Join(dir, "r.npy")
+
+	cmd := exec.Command(stemdotBin, "apply", data, "--masks", masks, "--out", out, "-q", "--cpus", "1")
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	require.NoError(t, cmd.Start())
+	pid := cmd.Process.Pid
+	mapped := func() bool {
+		maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+		return bytes.Contains(maps, []byte(data))
+	}
+	for deadline := time.Now().Add(20 * time.Second); !mapped() && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Microsecond)
+	}
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	require.True(t, mapped(), "stemdot mapped %s", data)
+	require.NoError(t, os.Truncate(data, st.Size()/10))
+	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, e.String())
+	require.Equal(t, 1, ee.ExitCode(), e.String())
+	require.Regexp(t, fmt.Sprintf(`^stemdot: worker 0 \(cpu \d+\): frames \[\d+, \d+\): dataset: %s: the file changed while being read: it is now %d bytes, %d when it was opened \(truncated or rewritten by another program\)(, and reading byte \d+ of its memory mapping failed)?; read it again once it is complete\n$`,
+		regexp.QuoteMeta(data), st.Size()/10, st.Size()), e.String())
+	require.NoFileExists(t, out)
 }

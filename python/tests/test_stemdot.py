@@ -651,3 +651,84 @@ def test_sync_offset_extremes_are_refused(tmp_path):
             stemdot.open(path, sig_shape=(4, 4), dtype=np.uint8, sync_offset=offset)
     with pytest.raises(stemdot.InvalidArgumentError, match="want a whole number of frames"):
         stemdot.open(path, sig_shape=(4, 4), dtype=np.uint8, sync_offset=2**64)
+
+
+def test_file_truncated_before_apply_is_an_io_error(tmp_path):
+    # #17.2: a memory-mapped NPY cut short after open: an I/O error naming it, no crash.
+    path = tmp_path / "scan.npy"
+    np.save(path, np.arange(64 * 64 * 64, dtype=np.float32).reshape(64, 64, 64))
+    size = path.stat().st_size
+    with stemdot.open(path) as ds:
+        os.truncate(path, size // 10)
+        with pytest.raises(stemdot.StemdotIOError) as e:
+            stemdot.apply_masks(ds, np.ones((2, 64, 64)), cpus=1)
+    assert isinstance(e.value, OSError) and e.value.code == 2
+    assert f"dataset: {path}: the file changed while being read: it is now {size // 10} bytes, {size} when it was opened" in str(e.value)
+    assert "goroutine" not in str(e.value)
+
+
+TRUNCATE_DURING_APPLY = """
+import os, sys, threading
+import numpy as np
+import stemdot
+path = sys.argv[1]
+masks = np.random.default_rng(53).random((512, 64, 64), dtype=np.float32)
+ds = stemdot.open(path)
+cut = threading.Event()
+def progress(done, total):
+    if not cut.is_set():
+        cut.set()
+        os.truncate(path, os.path.getsize(path) // 10)
+try:
+    stemdot.apply_masks(ds, masks, cpus=2, oversubscribe=True, progress=progress)
+except stemdot.StemdotIOError as e:
+    print("IOError:", e)
+else:
+    print("no error")
+ds.close()
+print("alive")
+"""
+
+
+def test_file_truncated_during_apply_is_an_io_error(tmp_path):
+    # #17.2: the file cut while the workers read it in place (the fault, SIGBUS, is
+    # recovered in the library, or the next size check finds it): an I/O error, and the
+    # interpreter lives (it used to die with status 134).
+    path = tmp_path / "scan_le.npy"
+    np.save(path, np.random.default_rng(1).poisson(5, (2048, 64, 64)).astype(np.float32))
+    proc = subprocess.run([sys.executable, "-c", TRUNCATE_DURING_APPLY, str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "alive" and len(lines) == 2, proc.stdout
+    assert lines[0].startswith("IOError: worker "), lines[0]
+    assert f"dataset: {path}: the file changed while being read: it is now " in lines[0]
+    assert "goroutine" not in proc.stdout + proc.stderr
+
+
+MEMORY_FAULT = """
+import os, sys
+import numpy as np
+import stemdot
+path = sys.argv[1]
+frames = np.memmap(path, dtype=np.float32, mode="r", shape=(256, 64, 64))
+ds = stemdot.from_array(frames)  # the frames are read in place, from the file's mapping
+os.truncate(path, 100)
+try:
+    stemdot.apply_masks(ds, np.ones((1, 64, 64)), cpus=1)
+except stemdot.StemdotError as e:
+    print(type(e).__name__, str(e).splitlines()[0])
+print("alive")
+"""
+
+
+def test_memory_fault_in_the_library_is_recovered(tmp_path):
+    # #17.2: a worker's memory fault (SIGBUS: numpy's mapping of a file truncated under
+    # from_array) is recovered in the C library too, as in a Go program: an error, and
+    # the interpreter lives.
+    path = tmp_path / "frames.f32"
+    np.arange(256 * 64 * 64, dtype=np.float32).tofile(path)
+    proc = subprocess.run([sys.executable, "-c", MEMORY_FAULT, str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "alive" and len(lines) == 2, proc.stdout
+    assert "invalid memory address" in lines[0], lines[0]

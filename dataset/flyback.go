@@ -54,7 +54,10 @@ type Flyback struct {
 
 // String is the option's text: "auto", "none", "start", "end", "start:2", "end:2".
 func (f Flyback) String() string {
-	name := [...]string{"auto", "none", "start", "end"}[min(int(f.Place), 3)]
+	if f.Place > FlybackEnd {
+		return fmt.Sprintf("Flyback{Place: %d, Frames: %d}", f.Place, f.Frames)
+	}
+	name := [...]string{"auto", "none", "start", "end"}[f.Place]
 	if f.Frames > 1 && f.Place >= FlybackStart {
 		return fmt.Sprintf("%s:%d", name, f.Frames)
 	}

@@ -122,7 +122,7 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		list = append(list, fmt.Sprintf("sync offset %d: %s %s inserted before the first frame of the file", s, plural(-s, "blank frame", "blank frames"), isAre(-s)))
 	}
 	if opt.Flyback.Frames < 0 || opt.Flyback.Place > FlybackEnd {
-		return fail(errs.Argument, "option flyback %+v is not auto, none, start, end, start:N or end:N", opt.Flyback)
+		return fail(errs.Argument, "option flyback %v is not auto, none, start, end, start:N or end:N", opt.Flyback)
 	}
 	k := opt.Flyback.frames()
 	nav, navSource := fileNav, source
@@ -196,12 +196,16 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		return fail(errs.Shape, "%s but the file holds %s%s", desc, frames, ff.hint)
 	}
 	if avail > scanFrames {
-		hint := " (give option sync_offset N if the surplus frames are at the start)"
-		switch {
-		case perRow && k == 0:
-			hint = " (give option flyback end or start if each scan row has a flyback frame, or option sync_offset N if the surplus frames are at the start)"
-		case s != 0:
-			hint = ""
+		var hints []string
+		if perRow && k == 0 {
+			hints = append(hints, "option flyback end or start if each scan row has a flyback frame")
+		}
+		if s == 0 {
+			hints = append(hints, "option sync_offset N if the surplus frames are at the start")
+		}
+		hint := ""
+		if len(hints) > 0 {
+			hint = " (give " + strings.Join(hints, ", or ") + ")"
 		}
 		list = append(list, fmt.Sprintf("%s but the file holds %s: the last %d are surplus and not read%s", desc, frames, avail-scanFrames, hint))
 		return nav, layout, notes{list: list}, nil

@@ -240,17 +240,12 @@ func detectFormat(path string, opt Options) (string, error) {
 		path, magic, supportedFormats)
 }
 
-// openError turns an error of regfile.Open into one that names the file and says what
-// is wrong.
+// openError turns an error of regfile.Open (which names the file) into the dataset's.
 func openError(path string, err error) error {
-	var pe *fs.PathError
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	if errors.Is(err, fs.ErrNotExist) {
 		return errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", path, fs.ErrNotExist))
-	case errors.As(err, &pe):
-		return errs.Wrap(errs.IO, fmt.Errorf("dataset: %w", pe))
 	}
-	return errs.Wrap(errs.IO, fmt.Errorf("dataset: %w", err)) // "PATH is a named pipe, not a regular file"
+	return errs.Wrap(errs.IO, fmt.Errorf("dataset: %w", err))
 }
 
 // openFile opens the regular file path for reading and returns it with its size in

@@ -94,7 +94,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				warn(cmd, w)
 			}
 			var res *stemdot.Result
-			err = handleInterrupts(func() error {
+			err = handleInterrupts(func() (err error) {
 				if res, err = pl.Apply(ctx, ds, stack, opt); err != nil {
 					if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 						return fmt.Errorf("interrupted: no result written")

@@ -46,6 +46,7 @@ const (
 // Flyback says which frames of each scan row are flyback frames (Options.Flyback). The
 // zero value is FlybackAuto.
 type Flyback struct {
+	// Place is where the flyback frames of a row lie, or FlybackAuto, or FlybackNone.
 	Place FlybackPlace
 	// Frames is the number of flyback frames per row with FlybackStart and FlybackEnd;
 	// 0 means 1.

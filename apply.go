@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/engine"
@@ -152,6 +153,11 @@ func checkJob(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) error {
 			kind = errs.Argument
 		}
 		return errs.Wrap(kind, err)
+	}
+	// n_frames × n_masks values of 8 bytes must be addressable (a file of billions of tiny
+	// frames and a deep stack could overflow the count).
+	if n := ds.NumFrames(); n > 0 && stack.N > math.MaxInt/8/n {
+		return errs.New(errs.Resources, "the result of %d frames × %d masks is too large to hold: use fewer masks or split the scan (option frames)", ds.NumFrames(), stack.N)
 	}
 	want := ds.NumFrames() * stack.N
 	for _, b := range []struct {

@@ -43,7 +43,7 @@ func FlagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-
 var OpenOptions = []OpenOption{
 	{Key: "format", Usage: "file format: raw, npy, mib, blo, hdf5 or empad (default: detected from the extension and content)",
 		set: func(o *Options, v string) error { o.Format = strings.ToLower(strings.TrimSpace(v)); return nil }},
-	{Key: "nav_shape", Usage: "navigation (scan) shape Y,X (or N); overrides the file's when the frame count matches (default: from the file, else 1,N with a warning)",
+	{Key: "nav_shape", Usage: "navigation (scan) shape Y,X (or N); overrides the file's scan shape when it has as many positions, or as many as the file has frames; another is refused (default: from the file, else 1,N with a warning)",
 		set: func(o *Options, v string) (err error) {
 			if o.NavShape, err = ParseShape(v, 0); err == nil && len(o.NavShape) > 2 {
 				err = fmt.Errorf("want Y,X or N, got %d sizes", len(o.NavShape))
@@ -69,6 +69,8 @@ var OpenOptions = []OpenOption{
 			}
 			return nil
 		}},
+	{Key: "flyback", Usage: "flyback frames in each scan row, read as no scan position: start or end (one per row), start:N or end:N (N per row), none, or auto (one per row when the file holds (nav_x+1)·nav_y frames, with a warning)", Default: "auto",
+		set: func(o *Options, v string) (err error) { o.Flyback, err = dataset.ParseFlyback(v); return err }},
 	{Key: "dataset_path", Usage: "HDF5 files: the dataset holding the frames, e.g. /fpd_expt/fpd_data/data (default: the largest readable one of rank 4, else 5, else 3)",
 		set: func(o *Options, v string) error { o.DatasetPath = strings.TrimSpace(v); return nil }},
 	{Key: "frames", Usage: "only frames FIRST,COUNT of the scan (scan order, after nav_shape and sync_offset), read as a scan of nav shape (COUNT,) (default: all)",

@@ -165,12 +165,15 @@ func TestOptions(t *testing.T) {
 	o, err = stemdot.ParseOptions("frames=(0, 3)")
 	require.NoError(t, err)
 	require.Equal(t, stemdot.Options{Frames: dataset.FrameSpan{First: 0, Count: 3}}, o)
+	o, err = stemdot.ParseOptions("flyback=Start:2")
+	require.NoError(t, err)
+	require.Equal(t, stemdot.Options{Flyback: dataset.Flyback{Place: dataset.FlybackStart, Frames: 2}}, o)
 	for _, c := range []struct {
 		in   string
 		kind errs.Kind
 		msg  string
 	}{
-		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, dataset_path, frames)`},
+		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, flyback, dataset_path, frames)`},
 		{"frames=2", errs.Argument, `option frames "2": want FIRST,COUNT`},
 		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
 		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},
@@ -181,6 +184,7 @@ func TestOptions(t *testing.T) {
 		{"byte_order=middle", errs.Argument, "want little or big"},
 		{"frame_footer=1.5", errs.Argument, `option frame_footer "1.5": want a non-negative byte count such as 1024 or 1KiB`},
 		{"offset=-1", errs.Argument, `option offset "-1": want a non-negative byte count`},
+		{"flyback=left", errs.Argument, `option flyback "left": want auto, none, start, end, start:N or end:N (N flyback frames per scan row)`},
 	} {
 		_, err := stemdot.ParseOptions(c.in)
 		require.ErrorContains(t, err, c.msg)
@@ -576,6 +580,12 @@ func TestGoAPIMisuse(t *testing.T) {
 	require.Zero(t, res.Value(1, 0))
 	require.PanicsWithValue(t, "stemdot: Result.Value(2, 0) outside the result's 2 frames × 1 masks", func() { res.Value(2, 0) })
 
+	// A result of more values than an int counts (#17.7): 2⁴⁰ one-pixel frames, 2²⁴ masks.
+	huge := hugeDataset{ds}
+	deep := &masks.Stack{N: 1 << 24, SigY: 4, SigX: 4, Sparse: &masks.CSR{N: 1 << 24, Pixels: 16, RowPtr: make([]int32, 1<<24+1)}}
+	_, err = stemdot.Apply(t.Context(), huge, deep, plan, stemdot.ApplyOptions{})
+	kind(errs.Resources, err, "the result of 1099511627776 frames × 16777216 masks is too large to hold")
+
 	for _, described := range []stemdot.Plan{{Cores: 4}, {GPUInventory: "1x141GB", GPUs: "auto"}} {
 		_, err = stemdot.Apply(t.Context(), ds, stack, described, stemdot.ApplyOptions{})
 		kind(errs.Argument, err, "a plan for a described machine (Plan.Cores or Plan.GPUInventory) is for reading")
@@ -587,3 +597,9 @@ func TestGoAPIMisuse(t *testing.T) {
 	require.NoError(t, f.Close())
 	kind(errs.Argument, f.Close(), "already closed")
 }
+
+// hugeDataset claims 2⁴⁰ frames, more than a result of many masks can hold.
+type hugeDataset struct{ dataset.Dataset }
+
+func (hugeDataset) NumFrames() int  { return 1 << 40 }
+func (hugeDataset) NavShape() []int { return []int{1 << 20, 1 << 20} }

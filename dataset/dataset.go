@@ -109,7 +109,9 @@ type Dataset interface {
 
 // Viewer is implemented by datasets whose frames are already in memory (host byte
 // order). ViewFrames returns frames [start, end) without copying; workers use it to
-// skip the read into their tile buffer.
+// skip the read into their tile buffer. The memory of a mapped file faults (SIGBUS)
+// when the file shrinks while it is read: read it under debug.SetPanicOnFault and turn
+// a recovered panic into the dataset's I/O error with MappingFault (fault.go).
 type Viewer interface {
 	ViewFrames(start, end int) ([]byte, error)
 }

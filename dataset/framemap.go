@@ -71,7 +71,11 @@ func (m FrameMap) Packed(frameBytes int64) bool {
 type Mapper interface {
 	// MapFrames returns where frames [start, end) lie in the mapping, or ok == false when
 	// they cannot be served in place (the caller then uses ReadFrames). Errors are those
-	// of ReadFrames: a range outside the dataset, or a closed dataset.
+	// of ReadFrames: a range outside the dataset, a closed dataset, a file that shrank
+	// since it was opened (fault.go). A consumer that reads the mapping from Go does so
+	// under debug.SetPanicOnFault and passes a recovered panic to MappingFault; one that
+	// cannot (a DMA) calls MapFrames again after its read, to learn whether the file
+	// shrank meanwhile.
 	MapFrames(start, end int) (m FrameMap, ok bool, err error)
 }
 
@@ -87,6 +91,9 @@ func (d *mibFile) MapFrames(start, end int) (FrameMap, bool, error) {
 	}
 	if d.mapping == nil || d.raw != nil {
 		return FrameMap{}, false, nil
+	}
+	if err := checkSize(d.path, d.f, d.size); err != nil {
+		return FrameMap{}, false, err
 	}
 	return FrameMap{
 		Mapping:   d.mapping,
@@ -106,20 +113,23 @@ func closeMapped(path string, closed *atomic.Bool, mapping []byte, f *os.File) e
 	}
 	var err error
 	if mapping != nil {
+		unregister(mapping)
 		err = unix.Munmap(mapping)
 	}
 	return errors.Join(err, f.Close())
 }
 
-// mapReadOnly maps size bytes of f read-only and shared, or returns nil when the file
-// system refuses (the dataset then has no FrameMap and is read with pread).
-func mapReadOnly(fd uintptr, size int64) []byte {
+// mapReadOnly maps the size bytes of the file f opened at path read-only and shared,
+// registered for MappingFault, or returns nil when the file system refuses (the dataset
+// then has no FrameMap and is read with pread).
+func mapReadOnly(path string, f *os.File, size int64) []byte {
 	if size <= 0 || size != int64(int(size)) {
 		return nil
 	}
-	data, err := unix.Mmap(int(fd), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil
 	}
+	register(mapped{data: data, path: path, f: f, size: size})
 	return data
 }

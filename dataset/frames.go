@@ -2,6 +2,8 @@ package dataset
 
 import (
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/npy"
@@ -27,6 +29,13 @@ import (
 //   - Raw files have no structure to tell a surplus frame from a wrong description
 //     (sig shape, dtype, per-frame header or footer bytes), so a frame count that does not
 //     match the nav shape is refused, naming the options that describe the file.
+//   - Flyback frames (Options.Flyback, flyback.go) are in no scan position: each scan
+//     row's positions are read from the frames between them.
+//   - The user's nav shape (Options.NavShape) replaces the scan shape the file gives when
+//     it has as many positions, or as many as the frames the file holds from the first
+//     scan position on: a reshape of the same scan. Another contradicts the file and is
+//     refused, naming both shapes (`--nav-shape 64` on a file whose .hdr says 64×64 would
+//     read the first row as the scan). An NPY or HDF5 array of rank 3 gives no scan shape.
 //
 // Notes reach the user through Notes (the CLI prints them as warnings).
 
@@ -69,16 +78,27 @@ type fileFrames struct {
 	strict bool
 	// hint is appended to a strict refusal: the options that describe the file.
 	hint string
+	// series says that the file's nav shape (1, n) only counts its frames (an NPY or
+	// HDF5 array of rank 3): the file states no scan shape for option nav_shape to
+	// contradict.
+	series bool
+	// flybackAtEnd, when set, tells from the file whether the flyback frame of the scan
+	// row of stride frames that starts at frame first ends the row (true) or starts it,
+	// when the file tells (known).
+	flybackAtEnd func(first, stride int) (atEnd, known bool)
 }
 
 // reconcileFrames picks the nav shape of a file holding ff.whole frames: the user's
 // (opt.NavShape) when given, else the file's (fileNav; source says where it came from, as
 // in " from x.hdr"), else (1, frames available), which it reports as guessed. It applies
-// opt.SyncOffset and the rules above, and returns the nav shape with the notes to report.
-// Errors name the option that fixes them.
-func reconcileFrames(path string, opt Options, fileNav []int, source string, ff fileFrames) ([]int, notes, error) {
-	fail := func(format string, args ...any) ([]int, notes, error) {
-		return nil, notes{}, errs.New(errs.Shape, "dataset: %s: "+format, append([]any{path}, args...)...)
+// opt.SyncOffset, opt.Flyback and the rules above, and returns the nav shape, where the
+// scan positions lie in the file's frames, and the notes to report. A user's nav shape
+// that contradicts the scan shape the file states (another number of positions than
+// the file's scan and than the frames the file holds) is refused, naming both. Errors
+// name the option that fixes them.
+func reconcileFrames(path string, opt Options, fileNav []int, source string, ff fileFrames) ([]int, scanLayout, notes, error) {
+	fail := func(kind errs.Kind, format string, args ...any) ([]int, scanLayout, notes, error) {
+		return nil, scanLayout{}, notes{}, errs.New(kind, "dataset: %s: "+format, append([]any{path}, args...)...)
 	}
 	var list []string
 	if ff.cutBytes > 0 {
@@ -86,68 +106,158 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 			ff.whole, ff.cutBytes, ff.recordBytes))
 	}
 	if ff.whole <= 0 {
-		return fail("the file holds no whole frame (a frame takes %d bytes)", ff.recordBytes)
+		return fail(errs.Shape, "the file holds no whole frame (a frame takes %d bytes)", ff.recordBytes)
 	}
 	s := opt.SyncOffset
-	if s >= ff.whole || -s >= ff.whole {
-		return nil, notes{}, errs.New(errs.Argument, "dataset: %s: sync offset %d (option sync_offset) is outside %d to %d: the file holds %s and at least one must be read",
-			path, s, -(ff.whole - 1), ff.whole-1, plural(ff.whole, "frame", "frames"))
+	// s <= -whole, not -s >= whole: -s overflows for the most negative int; and the scan
+	// positions whole-s must fit in an int.
+	if s >= ff.whole || s <= -ff.whole || s < 0 && ff.whole > math.MaxInt+s {
+		return fail(errs.Argument, "sync offset %d (option sync_offset) is outside %d to %d: the file holds %s and at least one must be read",
+			s, -min(ff.whole-1, math.MaxInt-ff.whole), ff.whole-1, plural(ff.whole, "frame", "frames"))
 	}
-	avail := ff.whole - s // scan positions that have a frame (or an inserted blank one)
+	avail := ff.whole - s // frames from the scan's first position on (inserted blank ones included)
 	if s > 0 {
 		list = append(list, fmt.Sprintf("sync offset %d: the first %s of the file %s skipped", s, plural(s, "frame", "frames"), isAre(s)))
 	} else if s < 0 {
 		list = append(list, fmt.Sprintf("sync offset %d: %s %s inserted before the first frame of the file", s, plural(-s, "blank frame", "blank frames"), isAre(-s)))
 	}
-	nav := fileNav
+	if opt.Flyback.Frames < 0 || opt.Flyback.Place > FlybackEnd {
+		return fail(errs.Argument, "option flyback %v is not auto, none, start, end, start:N or end:N", opt.Flyback)
+	}
+	k := opt.Flyback.frames()
+	nav, navSource := fileNav, source
 	if len(opt.NavShape) > 0 {
-		nav, source = opt.NavShape, " (option nav_shape)"
+		nav, navSource = opt.NavShape, " (option nav_shape)"
 	}
 	if len(nav) == 0 {
-		return []int{1, avail}, notes{list: list, guessed: true}, nil
+		if k > 0 {
+			return fail(errs.Argument, "option flyback %v needs the scan's rows, and the file gives no scan shape: give option nav_shape", opt.Flyback)
+		}
+		return []int{1, avail}, scanLayout{offset: s}, notes{list: list, guessed: true}, nil
 	}
-	want, err := checkNav(nav, source)
+	want, err := checkNav(nav, navSource)
 	if err != nil {
-		return fail("%v", err)
+		return fail(errs.Shape, "%v", err)
 	}
 	nav = append([]int(nil), nav...)
-	if avail == want {
-		return nav, notes{list: list}, nil
+	rowLen := nav[len(nav)-1]
+	rows := want / rowLen
+	if k > 0 && len(nav) < 2 {
+		return fail(errs.Argument, "option flyback %v needs a nav shape of scan rows and columns (Y,X), not %s%s", opt.Flyback, npy.ShapeString(nav), navSource)
 	}
-	frames := fmt.Sprintf("%d frames", ff.whole)
-	if s != 0 {
-		frames = fmt.Sprintf("%d frames (%d scan positions with sync offset %d)", ff.whole, avail, s)
+	if k > math.MaxInt-rowLen || rows > math.MaxInt/(rowLen+k) {
+		return fail(errs.Shape, "nav shape %s%s with %s is too large: its frames exceed %d", npy.ShapeString(nav), navSource, flybackPhrase(k, opt.Flyback.Place == FlybackStart), math.MaxInt)
 	}
-	if ff.strict {
-		return fail("nav shape %s%s has %d positions but the file holds %s%s", npy.ShapeString(nav), source, want, frames, ff.hint)
-	}
-	if avail > want {
-		hint := " (give option sync_offset N if the surplus frames are at the start)"
-		if s != 0 {
-			hint = ""
+	if len(opt.NavShape) > 0 && len(fileNav) > 0 && !ff.series {
+		if scan := product(fileNav); want != scan && rows*(rowLen+k) != scan && rows*(rowLen+k) != avail {
+			every := ""
+			if avail != scan {
+				every = fmt.Sprintf(", or of %d to read each of its frames as a scan position", avail)
+			}
+			return fail(errs.Shape, "nav shape %s (option nav_shape) has %d positions, but the file's scan shape %s%s has %d and the file holds %s: give option nav_shape of %d positions (e.g. %s)%s, or leave it out; option frames FIRST,COUNT reads part of the scan",
+				npy.ShapeString(nav), want, npy.ShapeString(fileNav), source, scan, framesHeld(ff.whole, avail, s), scan, shapeList(fileNav), every)
 		}
-		list = append(list, fmt.Sprintf("nav shape %s%s has %d positions but the file holds %s: the last %d are surplus and not read%s",
-			npy.ShapeString(nav), source, want, frames, avail-want, hint))
-		return nav, notes{list: list}, nil
 	}
-	// Fewer frames than positions: keep the complete scan rows.
-	rowLen := 1
+	atStart := opt.Flyback.Place == FlybackStart
+	// One more frame per row: flyback frames when the frame headers say so, or when there
+	// are too many for surplus trigger frames (flybackRows).
+	perRow := opt.Flyback.Place == FlybackAuto && !ff.strict && len(nav) >= 2 && rows >= 2 && rowLen < math.MaxInt &&
+		rows <= math.MaxInt/(rowLen+1) && avail == rows*(rowLen+1)
+	if perRow {
+		atEnd, known := true, false
+		if ff.flybackAtEnd != nil {
+			atEnd, known = ff.flybackAtEnd(s, rowLen+1)
+		}
+		if known || rows >= flybackRows {
+			k, atStart = 1, known && !atEnd
+			why := " (as Merlin's line skip writes it; the frame headers do not tell)"
+			if known {
+				why = " (its frame header's exposure time differs from the other frames')"
+			}
+			list = append(list, fmt.Sprintf("the file holds %s, %d per scan row of nav shape %s%s: read as %s%s, which is not read; give option flyback none if every frame is a scan position, or option flyback start or end",
+				framesHeld(ff.whole, avail, s), rowLen+1, npy.ShapeString(nav), navSource, flybackPhrase(1, atStart), why))
+		}
+	}
+	layout := scanLayout{offset: s, rowLen: rowLen, skip: k}
+	if atStart {
+		layout.lead = k
+	}
+	stride := rowLen + k
+	scanFrames := rows * stride
+	if avail == scanFrames {
+		return nav, layout, notes{list: list}, nil
+	}
+	desc := fmt.Sprintf("nav shape %s%s has %d positions", npy.ShapeString(nav), navSource, want)
+	if k > 0 {
+		desc += fmt.Sprintf(" in %d frames with %s", scanFrames, flybackPhrase(k, atStart))
+	}
+	frames := framesHeld(ff.whole, avail, s)
+	if ff.strict {
+		return fail(errs.Shape, "%s but the file holds %s%s", desc, frames, ff.hint)
+	}
+	if avail > scanFrames {
+		var hints []string
+		if perRow && k == 0 {
+			hints = append(hints, "option flyback end or start if each scan row has a flyback frame")
+		}
+		if s == 0 {
+			hints = append(hints, "option sync_offset N if the surplus frames are at the start")
+		}
+		hint := ""
+		if len(hints) > 0 {
+			hint = " (give " + strings.Join(hints, ", or ") + ")"
+		}
+		list = append(list, fmt.Sprintf("%s but the file holds %s: the last %d are surplus and not read%s", desc, frames, avail-scanFrames, hint))
+		return nav, layout, notes{list: list}, nil
+	}
+	// Fewer frames than the scan: keep the complete scan rows (those whose positions all
+	// have a frame; the flyback frames after the last one need not be there).
+	if len(nav) == 1 {
+		rowLen, rows = 1, want
+	}
+	done := 0
+	if avail >= layout.lead+rowLen {
+		done = min((avail-layout.lead-rowLen)/stride+1, rows)
+	}
+	if done == rows {
+		return nav, layout, notes{list: list}, nil
+	}
+	if done == 0 {
+		return fail(errs.Shape, "%s but the file holds %s, less than one scan row of %d; give option nav_shape of at most %d positions (e.g. 1,%d)",
+			desc, frames, rowLen, avail, avail)
+	}
+	partial := min(max(avail-done*stride-layout.lead, 0), rowLen) // positions of the incomplete row with a frame
+	kept := []int{done * rowLen}
 	if len(nav) > 1 {
-		rowLen = nav[len(nav)-1]
+		kept = []int{done, rowLen}
 	}
-	rows := avail / rowLen
-	if rows == 0 {
-		return fail("nav shape %s%s has %d positions but the file holds %s, less than one scan row of %d; give option nav_shape of at most %d positions (e.g. 1,%d)",
-			npy.ShapeString(nav), source, want, frames, rowLen, avail, avail)
+	list = append(list, fmt.Sprintf("incomplete acquisition: %s but the file holds %s: reading the %s (nav shape %s); %s%s",
+		desc, frames, plural(done, "complete scan row of "+fmt.Sprint(rowLen), "complete scan rows of "+fmt.Sprint(rowLen)),
+		npy.ShapeString(kept), plural(want-done*rowLen-partial, "position is missing", "positions are missing"), droppedTail(partial)))
+	return kept, layout, notes{list: list}, nil
+}
+
+// framesHeld describes the whole frames of a file, and the frames from the scan's first
+// position on with a sync offset s: "10 frames (9 scan positions with sync offset 1)".
+func framesHeld(whole, avail, s int) string {
+	if s == 0 {
+		return fmt.Sprintf("%d frames", whole)
 	}
-	kept := []int{rows * rowLen}
-	if len(nav) > 1 {
-		kept = []int{rows, rowLen}
+	return fmt.Sprintf("%d frames (%d scan positions with sync offset %d)", whole, avail, s)
+}
+
+// flybackPhrase is "1 flyback frame at the end of each scan row", or of k at the start.
+func flybackPhrase(k int, atStart bool) string {
+	where := "end"
+	if atStart {
+		where = "start"
 	}
-	list = append(list, fmt.Sprintf("incomplete acquisition: nav shape %s%s has %d positions but the file holds %s: reading the %s (nav shape %s); %s%s",
-		npy.ShapeString(nav), source, want, frames, plural(rows, "complete scan row of "+fmt.Sprint(rowLen), "complete scan rows of "+fmt.Sprint(rowLen)),
-		npy.ShapeString(kept), plural(want-avail, "position is missing", "positions are missing"), droppedTail(avail-rows*rowLen)))
-	return kept, notes{list: list}, nil
+	return fmt.Sprintf("%s at the %s of each scan row", plural(k, "flyback frame", "flyback frames"), where)
+}
+
+// shapeList writes a shape as an option value: "64,64".
+func shapeList(s []int) string {
+	return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(s)), ","), "[]")
 }
 
 // isAre is "is" for n == 1, else "are".
@@ -184,70 +294,81 @@ type frameFile interface {
 }
 
 // finishFrames reconciles d's frames with the scan (see reconcileFrames) and returns the
-// dataset to hand out: d itself with its nav shape set, or, with a sync offset, d behind
-// a view that shifts frame indices. On error d is left open for the caller to close.
+// dataset to hand out: d itself with its nav shape set, or, with a sync offset or
+// flyback frames, d behind a view that maps scan positions to its frames. On error d is
+// left open for the caller to close.
 func finishFrames(d frameFile, opt Options, fileNav []int, source string, ff fileFrames) (Dataset, error) {
-	nav, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)
+	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)
 	if err != nil {
 		return nil, err
 	}
-	if opt.SyncOffset == 0 {
+	if layout.offset == 0 && layout.skip == 0 {
 		d.setFrames(nav, n)
 		return d, nil
 	}
-	s := &synced{Dataset: d, nav: nav, offset: opt.SyncOffset, notes: n}
-	if _, ok := d.(Viewer); ok && s.offset > 0 {
-		return &syncedViewer{s}, nil
+	v := &scanView{Dataset: d, nav: nav, layout: layout, notes: n}
+	if _, ok := d.(Viewer); ok && layout.offset > 0 && layout.skip == 0 {
+		return &scanViewer{v}, nil
 	}
-	return s, nil
+	return v, nil
 }
 
-// synced presents a file's frames shifted by a sync offset: scan position p is the file's
-// frame p+offset, or a blank frame when p+offset < 0.
-type synced struct {
+// scanView presents a file's frames at the scan positions of its layout (a sync offset,
+// flyback frames): scan position p is the file's frame layout.frame(p), or a blank frame
+// where that is negative.
+type scanView struct {
 	Dataset // the file's frames
 	nav     []int
-	offset  int
+	layout  scanLayout
 	notes
 }
 
-func (d *synced) NavShape() []int { return append([]int(nil), d.nav...) }
-func (d *synced) NumFrames() int  { return product(d.nav) }
+func (d *scanView) NavShape() []int { return append([]int(nil), d.nav...) }
+func (d *scanView) NumFrames() int  { return product(d.nav) }
 
 // ReadFrames reads scan positions [start, end): zeros for inserted blank frames, the
-// file's frames [start+offset, end+offset) for the rest.
-func (d *synced) ReadFrames(start, end int, dst []byte) error {
+// file's frames for the rest, run by run of consecutive frames (one run per scan row
+// with flyback frames).
+func (d *scanView) ReadFrames(start, end int, dst []byte) error {
 	fb := d.FrameBytes()
 	if err := checkRange(d.Path(), start, end, d.NumFrames(), fb, len(dst)); err != nil {
 		return err
 	}
-	blank := min(max(-d.offset-start, 0), end-start)
-	clear(dst[:blank*fb])
-	if start+blank == end {
-		return nil
-	}
-	return d.Dataset.ReadFrames(start+blank+d.offset, end+d.offset, dst[blank*fb:])
+	var err error
+	d.layout.runs(start, end, func(pos, frame, n int) bool {
+		out := dst[(pos-start)*fb : (pos-start+n)*fb]
+		blank := min(max(-frame, 0), n)
+		clear(out[:blank*fb])
+		if blank < n {
+			err = d.Dataset.ReadFrames(frame+blank, frame+n, out[blank*fb:])
+		}
+		return err == nil
+	})
+	return err
 }
 
-// MapFrames maps scan positions [start, end) when they are all frames of the file and
-// the file is mapped; inserted blank frames are not in the file (ok == false).
-func (d *synced) MapFrames(start, end int) (FrameMap, bool, error) {
+// MapFrames maps scan positions [start, end) when they are consecutive frames of the
+// file (within one scan row when it has flyback frames) and the file is mapped;
+// inserted blank frames are not in the file (ok == false).
+func (d *scanView) MapFrames(start, end int) (FrameMap, bool, error) {
 	if err := checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
 		return FrameMap{}, false, err
 	}
 	m, ok := d.Dataset.(Mapper)
-	if !ok || start+d.offset < 0 {
+	first := d.layout.frame(start)
+	if !ok || first < 0 || end > start && d.layout.frame(end-1)-first != end-1-start {
 		return FrameMap{}, false, nil
 	}
-	return m.MapFrames(start+d.offset, end+d.offset)
+	return m.MapFrames(first, first+end-start)
 }
 
-// syncedViewer is a synced dataset with a positive offset over a Viewer.
-type syncedViewer struct{ *synced }
+// scanViewer is a scanView shifted by a positive sync offset only, over a Viewer.
+type scanViewer struct{ *scanView }
 
-func (d *syncedViewer) ViewFrames(start, end int) ([]byte, error) {
+func (d *scanViewer) ViewFrames(start, end int) ([]byte, error) {
 	if err := checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
 		return nil, err
 	}
-	return d.Dataset.(Viewer).ViewFrames(start+d.offset, end+d.offset)
+	first := d.layout.frame(start)
+	return d.Dataset.(Viewer).ViewFrames(first, first+end-start)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
 )
 
 // gappedRaw writes n random uint16 frames of 6×5 pixels, each record being header bytes
@@ -126,15 +128,71 @@ func TestSyncOffset(t *testing.T) {
 		assert.ErrorContains(t, err, "out of range")
 		require.NoError(t, d.Close())
 	}
-	for _, s := range []int{10, -10} {
+	// The extremes of an int too: -s overflows for math.MinInt.
+	for _, s := range []int{10, -10, math.MinInt, math.MinInt + 1, math.MaxInt} {
 		opt := base
 		opt.SyncOffset = s
 		_, err := dataset.Open(path, opt)
-		assert.ErrorContains(t, err, fmt.Sprintf("sync offset %d (option sync_offset) is outside -9 to 9: the file holds 10 frames and at least one must be read", s))
+		assert.EqualError(t, err, fmt.Sprintf("dataset: %s: sync offset %d (option sync_offset) is outside -9 to 9: the file holds 10 frames and at least one must be read", path, s))
+		assert.Equal(t, errs.Argument, errs.KindOf(err))
 	}
 	// A raw file's frame count must match the nav shape exactly, sync offset included.
 	opt := base
 	opt.SyncOffset, opt.NavShape = 1, []int{2, 4}
 	_, err := dataset.Open(path, opt)
 	assert.ErrorContains(t, err, "nav shape (2, 4) (option nav_shape) has 8 positions but the file holds 10 frames (9 scan positions with sync offset 1)")
+}
+
+// A nav shape that contradicts the scan shape a file gives is refused, naming both
+// (#17.5); one of as many positions, or of as many as the file holds frames, reshapes
+// it. An NPY array of rank 3 gives no scan shape: any nav shape fits its frames.
+func TestNavShapeAgainstTheFile(t *testing.T) {
+	dir := t.TempDir()
+	px := make([]byte, 6*2*3*2)
+	for i := range px {
+		px[i] = byte(i)
+	}
+	npy4 := filepath.Join(dir, "scan4.npy")
+	require.NoError(t, os.WriteFile(npy4, npyBytes("<u2", false, "(2, 3, 2, 3)", px), 0o644))
+	npy3 := filepath.Join(dir, "scan3.npy")
+	require.NoError(t, os.WriteFile(npy3, npyBytes("<u2", false, "(6, 2, 3)", px), 0o644))
+	empadXML, _, _ := writeEMPAD(t, dir, "acquisition_v122.xml", 7, 4) // acquire scan (2, 3), 7 frames
+	for _, c := range []struct {
+		path    string
+		nav     []int
+		refusal string // "" when opened, with nav shape want
+		want    []int
+		note    string
+	}{
+		{npy4, []int{3, 2}, "", []int{3, 2}, ""},
+		{npy4, []int{6}, "", []int{6}, ""},
+		{npy4, []int{2, 2}, "nav shape (2, 2) (option nav_shape) has 4 positions, but the file's scan shape (2, 3) from the NPY shape has 6 and the file holds 6 frames: give option nav_shape of 6 positions (e.g. 2,3), or leave it out; option frames FIRST,COUNT reads part of the scan", nil, ""},
+		{npy4, []int{7}, "nav shape (7,) (option nav_shape) has 7 positions, but the file's scan shape (2, 3)", nil, ""},
+		{npy3, []int{1, 4}, "", []int{1, 4}, "the last 2 are surplus and not read"},
+		{npy3, []int{2, 4}, "", []int{1, 4}, "incomplete acquisition"},
+		{empadXML, []int{3, 2}, "", []int{3, 2}, "the last 1 are surplus"},
+		{empadXML, []int{7}, "", []int{7}, ""},
+		{empadXML, []int{2, 4}, "nav shape (2, 4) (option nav_shape) has 8 positions, but the file's scan shape (2, 3) from acquisition_v122.xml's acquire scan (scan_resolution_y=2, scan_resolution_x=3) has 6 and the file holds 7 frames: give option nav_shape of 6 positions (e.g. 2,3), or of 7 to read each of its frames as a scan position, or leave it out", nil, ""},
+	} {
+		d, err := dataset.Open(c.path, dataset.Options{NavShape: c.nav})
+		if c.refusal != "" {
+			assert.ErrorContains(t, err, c.refusal, "%s %v", c.path, c.nav)
+			assert.Equal(t, errs.Shape, errs.KindOf(err))
+			continue
+		}
+		require.NoError(t, err, "%s %v", c.path, c.nav)
+		assert.Equal(t, c.want, d.NavShape(), "%s %v", c.path, c.nav)
+		if c.note == "" {
+			assert.Empty(t, dataset.Notes(d))
+		} else {
+			require.Len(t, dataset.Notes(d), 1)
+			assert.Contains(t, dataset.Notes(d)[0], c.note)
+		}
+		require.NoError(t, d.Close())
+	}
+	// With a sync offset the frames the file holds from the first scan position count.
+	d, err := dataset.Open(npy4, dataset.Options{NavShape: []int{5}, SyncOffset: 1})
+	require.NoError(t, err)
+	assert.Equal(t, []int{5}, d.NavShape())
+	require.NoError(t, d.Close())
 }

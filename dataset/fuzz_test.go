@@ -4,26 +4,60 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
 // Fuzz targets for every reader's parsing of user files (run briefly by `make fuzz`):
 // none may panic, and what they accept must be readable frame by frame. The seeds are
-// the starts of the real files in ../shared/data when present.
+// the starts of the real files in ../shared/data (internal/testfiles) when present.
 
-func seedFiles(f *testing.F, names []string, n int) {
-	dir := os.Getenv("STEMDOT_TESTDATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "data")
+// seedNames are the real files each fuzz target is seeded from.
+var seedNames = map[string][]string{
+	"FuzzMIBHeader": {"mib/001_4x2_6bit.mib", "mib/Quad_9_Frame_CounterDepth_12_Rows_256.mib", "mib/Single_9_Frame_CounterDepth_1_Rows_256RAW.mib"},
+	"FuzzBLOHeader": {"blo/test1.blo"},
+	"FuzzHdr":       {"mib/001_4x2_6bit.hdr", "mib/002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.hdr"},
+	"FuzzOpen":      {"mib/001_4x2_6bit.mib", "blo/test1.blo", "hdf5/fpd_file_test.hdf5"},
+}
+
+// seeds returns the first n bytes of each real file of target that is present.
+func seeds(target string, n int) [][]byte {
+	dir, ok := testfiles.Lookup()
+	if !ok {
+		return nil
 	}
-	for _, name := range names {
+	var out [][]byte
+	for _, name := range seedNames[target] {
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
-			f.Add(b[:min(len(b), n)])
+			out = append(out, b[:min(len(b), n)])
+		}
+	}
+	return out
+}
+
+func seedFiles(f *testing.F, target string, n int) {
+	for _, b := range seeds(target, n) {
+		f.Add(b)
+	}
+}
+
+// The fuzz targets are seeded with every real file they name when the data is there.
+func TestFuzzSeedsFound(t *testing.T) {
+	dir := testfiles.Dir(t)
+	for target, names := range seedNames {
+		for _, name := range names {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				t.Skipf("%s not found: skipping", name)
+			}
+		}
+		if got := seeds(target, 16); len(got) != len(names) {
+			t.Errorf("%s: %d seeds from %s, want %d (%v)", target, len(got), dir, len(names), names)
 		}
 	}
 }
 
 func FuzzMIBHeader(f *testing.F) {
-	seedFiles(f, []string{"mib/001_4x2_6bit.mib", "mib/Quad_9_Frame_CounterDepth_12_Rows_256.mib", "mib/Single_9_Frame_CounterDepth_1_Rows_256RAW.mib"}, 768)
+	seedFiles(f, "FuzzMIBHeader", 768)
 	f.Add([]byte("MQ1,000001,00384,04,1024,0256,R64,   2x2,01,x,12,"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		hd, err := parseMIBHeader(b)
@@ -41,14 +75,14 @@ func FuzzMIBHeader(f *testing.F) {
 }
 
 func FuzzBLOHeader(f *testing.F) {
-	seedFiles(f, []string{"blo/test1.blo"}, bloHeaderBytes)
+	seedFiles(f, "FuzzBLOHeader", bloHeaderBytes)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = parseBLOHeader(b)
 	})
 }
 
 func FuzzHdr(f *testing.F) {
-	seedFiles(f, []string{"mib/001_4x2_6bit.hdr", "mib/002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.hdr"}, 4096)
+	seedFiles(f, "FuzzHdr", 4096)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p := filepath.Join(t.TempDir(), "x.hdr")
 		if err := os.WriteFile(p, b, 0o644); err != nil {
@@ -60,7 +94,7 @@ func FuzzHdr(f *testing.F) {
 
 // FuzzOpen opens fuzzed files of every format (by extension) and reads all their frames.
 func FuzzOpen(f *testing.F) {
-	seedFiles(f, []string{"mib/001_4x2_6bit.mib", "blo/test1.blo", "hdf5/fpd_file_test.hdf5"}, 1<<16)
+	seedFiles(f, "FuzzOpen", 1<<16)
 	if b, err := os.ReadFile(filepath.Join("testdata", "empad", "acquisition_legacy.xml")); err == nil {
 		f.Add(b)
 	}

@@ -183,7 +183,10 @@ func openHDF5(path string, opt Options) (Dataset, error) {
 	ds, err := d.open(opt)
 	if err != nil {
 		d.closeLocked()
-		return nil, fmt.Errorf("dataset: %s: %w", path, err)
+		if !strings.HasPrefix(err.Error(), "dataset: ") { // finishFrames names the file itself
+			err = fmt.Errorf("dataset: %s: %w", path, err)
+		}
+		return nil, err
 	}
 	return ds, nil
 }
@@ -374,7 +377,7 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	}
 	nav := userNav(d.fileNav)
 	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, npy.ShapeString(dims))
-	ds, err := finishFrames(d, opt, nav, source, fileFrames{whole: frames, recordBytes: int64(d.FrameBytes())})
+	ds, err := finishFrames(d, opt, nav, source, fileFrames{whole: frames, recordBytes: int64(d.FrameBytes()), series: len(d.fileNav) == 1})
 	if err != nil {
 		return nil, err
 	}

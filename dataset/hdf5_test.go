@@ -19,6 +19,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/h5ref"
+	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -87,6 +88,17 @@ func TestHDF5Shapes(t *testing.T) {
 				require.NoError(t, d.ReadFrames(r[0], r[1], buf))
 				px := sy * sx
 				assert.Equal(t, want[r[0]*px:r[1]*px], decodeHost(buf[:(r[1]-r[0])*fb], d.DType()), "frames %v", r)
+			}
+			// A nav shape of 28 positions reshapes a dataset of rank 3 (the first 28
+			// frames), and contradicts the scan shape of one of rank 4 or 5 (#17.5).
+			d2, err := dataset.Open(path, dataset.Options{NavShape: []int{4, 7}})
+			if c.nav[0] == 1 {
+				require.NoError(t, err)
+				assert.Equal(t, []int{4, 7}, d2.NavShape())
+				require.NoError(t, d2.Close())
+			} else {
+				assert.EqualError(t, err, fmt.Sprintf("dataset: %s: nav shape (4, 7) (option nav_shape) has 28 positions, but the file's scan shape %s from dataset /entry/data/frames %s has 30 and the file holds 30 frames: give option nav_shape of 30 positions (e.g. %d,%d), or leave it out; option frames FIRST,COUNT reads part of the scan",
+					path, stemnpy.ShapeString(c.nav), stemnpy.ShapeString(c.set.Dims), c.nav[0], c.nav[1]))
 			}
 		})
 	}

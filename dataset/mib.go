@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/regfile"
 )
 
 // Merlin MIB (Quantum Detectors) layout, as read by LiberTEM (libertem.io.dataset.mib)
@@ -89,6 +90,7 @@ type mibFile struct {
 	checked   [4]string // first frame's values of mibCheckedFields
 	numFrames int
 	scratch   sync.Pool // *[]byte
+	size      int64     // the file's size when opened
 	mapping   []byte    // the whole file, mapped read-only for MapFrames (nil if refused)
 	raw       *mibRaw   // raw-packed (R64) pixels, or nil
 	closed    atomic.Bool
@@ -114,21 +116,58 @@ func openMIB(path string, opt Options) (Dataset, error) {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: %w", path, err)
 	}
-	var hdrNav []int
-	var source string
-	if len(opt.NavShape) == 0 {
-		if hdrNav, source, err = mibNavFromHdr(base + ".hdr"); err != nil {
+	// The .hdr's scan shape is read also when option nav_shape is given, which must not
+	// contradict it; a .hdr that cannot be read is then left out, with a note.
+	hdrNav, source, err := mibNavFromHdr(base + ".hdr")
+	var hdrNote []string
+	if err != nil {
+		if len(opt.NavShape) == 0 {
 			f.Close()
 			return nil, fmt.Errorf("dataset: %s: %w; give option nav_shape to read the file without it", path, err)
 		}
+		hdrNote = []string{fmt.Sprintf("the .hdr sidecar was not read (%v): the scan shape is option nav_shape's", err)}
 	}
-	d.mapping = mapReadOnly(f.Fd(), size)
-	ds, err := finishFrames(d, opt, hdrNav, source, fileFrames{whole: d.numFrames, cutBytes: size % int64(d.stride), recordBytes: int64(d.stride)})
+	d.mapping = mapReadOnly(path, f, size)
+	ds, err := finishFrames(d, opt, hdrNav, source, fileFrames{whole: d.numFrames, cutBytes: size % int64(d.stride), recordBytes: int64(d.stride),
+		flybackAtEnd: d.flybackAtEnd})
 	if err != nil {
 		d.Close()
 		return nil, err
 	}
+	if n, ok := ds.(interface{ addNotes([]string) }); ok {
+		n.addNotes(hdrNote)
+	}
 	return ds, nil
+}
+
+// flybackAtEnd tells whether the flyback frame of the scan row of stride frames that
+// starts at frame first ends the row or starts it, from the exposure times of the frame
+// headers (field 10, in seconds, as pyxem's Merlin reader reads them): known when only
+// the row's last frame, or only its first, has another exposure time than the others.
+func (d *mibFile) flybackAtEnd(first, stride int) (atEnd, known bool) {
+	if first < 0 || stride < 3 || first > d.numFrames-stride {
+		return false, false
+	}
+	exposure := func(frame int) string {
+		h := make([]byte, d.header)
+		if _, err := d.f.ReadAt(h, int64(frame)*int64(d.stride)); err != nil {
+			return ""
+		}
+		if hd, err := parseMIBHeader(h); err == nil && len(hd.fields) > 10 {
+			return strings.TrimSpace(hd.fields[10])
+		}
+		return ""
+	}
+	head, next, last := exposure(first), exposure(first+1), exposure(first+stride-1)
+	switch {
+	case next == "":
+		return false, false
+	case last != next && head == next && last != "":
+		return true, true
+	case head != next && last == next && head != "":
+		return false, true
+	}
+	return false, false
 }
 
 // newMIBFile reads the first and last frame headers of f (size bytes) and checks that
@@ -181,6 +220,7 @@ func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
 	d := &mibFile{
 		path:   path,
 		f:      f,
+		size:   size,
 		sig:    sig,
 		dt:     dt,
 		header: hd.headerBytes,
@@ -262,7 +302,7 @@ func (d *mibFile) ReadFrames(start, end int, dst []byte) error {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: reading frames [%d, %d): %w", d.path, start, end, err))
+		return readError(d.path, d.f, d.size, start, end, err)
 	}
 	for i := range end - start {
 		frame := buf[i*d.stride : (i+1)*d.stride]
@@ -281,7 +321,7 @@ func (d *mibFile) ReadFrames(start, end int, dst []byte) error {
 // readMIBHdr reads a Merlin .hdr sidecar: tab-separated "key:\tvalue" lines between a
 // line starting "HDR," and one starting "End". Keys lose their trailing colon.
 func readMIBHdr(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

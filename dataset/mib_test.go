@@ -2,6 +2,7 @@ package dataset_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -199,7 +202,7 @@ func TestMIBErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), `frame 7: header mismatch between frames: pixel type is "U08", frame 0 has "U16"`)
 	})
 	t.Run("nav shape mismatch", func(t *testing.T) {
-		path := testfiles.File(t, "mib/"+mib002)
+		path, _ := copyMIB(t, mib002) // without its .hdr: the file gives no scan shape
 		d, err := dataset.Open(path, dataset.Options{NavShape: []int{3, 4}})
 		require.NoError(t, err)
 		defer d.Close()
@@ -207,6 +210,28 @@ func TestMIBErrors(t *testing.T) {
 		assert.Equal(t, []string{"incomplete acquisition: nav shape (3, 4) (option nav_shape) has 12 positions but the file holds 8 frames: reading the 2 complete scan rows of 4 (nav shape (2, 4)); 4 positions are missing"}, dataset.Notes(d))
 		_, err = dataset.Open(path, dataset.Options{NavShape: []int{1, 9}})
 		assert.ErrorContains(t, err, "nav shape (1, 9) (option nav_shape) has 9 positions but the file holds 8 frames, less than one scan row of 9; give option nav_shape of at most 8 positions (e.g. 1,8)")
+	})
+	t.Run("nav shape contradicting the .hdr", func(t *testing.T) {
+		// #17.5: the .hdr's ScanY=2, ScanX=4 and 8 frames; a nav shape of another number
+		// of positions is refused, naming both; one of 8 positions reshapes the scan.
+		path := testfiles.File(t, "mib/"+mib002)
+		hdr := strings.TrimSuffix(mib002, ".mib") + ".hdr"
+		for _, c := range []struct {
+			nav       []int
+			positions int
+		}{{[]int{3, 4}, 12}, {[]int{4}, 4}, {[]int{1, 9}, 9}} {
+			_, err := dataset.Open(path, dataset.Options{NavShape: c.nav})
+			assert.EqualError(t, err, fmt.Sprintf("dataset: %s: nav shape %s (option nav_shape) has %d positions, but the file's scan shape (2, 4) from %s (ScanY=2, ScanX=4) has 8 and the file holds 8 frames: give option nav_shape of 8 positions (e.g. 2,4), or leave it out; option frames FIRST,COUNT reads part of the scan",
+				path, stemnpy.ShapeString(c.nav), c.positions, hdr))
+			assert.Equal(t, errs.Shape, errs.KindOf(err))
+		}
+		for _, nav := range [][]int{{8}, {4, 2}, {1, 8}} {
+			d, err := dataset.Open(path, dataset.Options{NavShape: nav})
+			require.NoError(t, err)
+			assert.Equal(t, nav, d.NavShape())
+			assert.Empty(t, dataset.Notes(d))
+			require.NoError(t, d.Close())
+		}
 	})
 	t.Run(".hdr nav shape mismatch", func(t *testing.T) {
 		path, raw := copyMIB(t, mib002)

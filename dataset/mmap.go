@@ -14,21 +14,25 @@ type mappedFile struct {
 // with per-frame header or footer bytes, mapped for MapFrames). A failed mmap (e.g. a
 // file system that does not support it) falls back to pread.
 func newFlatDataset(d *flatFile, size int64) frameFile {
+	d.size = size
 	if d.stride() != int64(d.FrameBytes()) {
-		d.mapping = mapReadOnly(d.f.Fd(), size)
+		d.mapping = mapReadOnly(d.path, d.f, size)
 		return d
 	}
 	if d.bigEndian != hostBigEndian || d.offset%int64(d.dt.Size()) != 0 || size != int64(int(size)) {
 		return d
 	}
-	if d.mapping = mapReadOnly(d.f.Fd(), size); d.mapping == nil {
+	if d.mapping = mapReadOnly(d.path, d.f, size); d.mapping == nil {
 		return d
 	}
 	return &mappedFile{flatFile: d}
 }
 
-// ViewFrames returns frames [start, end) of the mapped file without copying. The slice
-// is valid until Close; reading it after Close faults.
+// ViewFrames returns frames [start, end) of the mapped file without copying, after
+// checking that the file has not shrunk since it was opened (fault.go). The slice is
+// valid until Close; reading it after Close faults, and so does reading it when the file
+// shrinks meanwhile: read it under debug.SetPanicOnFault, and turn a recovered panic
+// into an error with MappingFault.
 func (d *mappedFile) ViewFrames(start, end int) ([]byte, error) {
 	if d.closed.Load() {
 		return nil, errs.New(errs.IO, "dataset: %s: read after Close", d.path)
@@ -37,11 +41,15 @@ func (d *mappedFile) ViewFrames(start, end int) ([]byte, error) {
 	if err := checkRange(d.path, start, end, d.NumFrames(), fb, (end-start)*fb); err != nil {
 		return nil, err
 	}
+	if err := checkSize(d.path, d.f, d.size); err != nil {
+		return nil, err
+	}
 	lo, hi := d.offset+int64(start*fb), d.offset+int64(end*fb)
 	return d.mapping[lo:hi:hi], nil
 }
 
-// ReadFrames copies frames [start, end) from the mapping into dst.
+// ReadFrames copies frames [start, end) from the mapping into dst; a file that shrinks
+// meanwhile gives an errs.IO error (fault.go).
 func (d *mappedFile) ReadFrames(start, end int, dst []byte) error {
 	v, err := d.ViewFrames(start, end)
 	if err != nil {
@@ -50,6 +58,5 @@ func (d *mappedFile) ReadFrames(start, end int, dst []byte) error {
 	if err := checkRange(d.path, start, end, d.NumFrames(), d.FrameBytes(), len(dst)); err != nil {
 		return err
 	}
-	copy(dst, v)
-	return nil
+	return guardMapped(func() { copy(dst, v) })
 }

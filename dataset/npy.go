@@ -62,7 +62,7 @@ func openNPY(path string, opt Options) (Dataset, error) {
 	}
 	d := &flatFile{format: "npy", path: path, f: f, offset: offset, nav: []int{1, frames}, sig: sig, dt: dt, bigEndian: bigEndian}
 	file := newFlatDataset(d, size)
-	ds, err := finishFrames(file, opt, fileNav, " from the NPY shape", fileFrames{whole: frames, recordBytes: int64(frameBytes)})
+	ds, err := finishFrames(file, opt, fileNav, " from the NPY shape", fileFrames{whole: frames, recordBytes: int64(frameBytes), series: len(hdr.Shape) <= 3})
 	if err != nil {
 		file.Close()
 		return nil, err

@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/stemdot/stemdot/errs"
-	"github.com/stemdot/stemdot/internal/atomicfile"
 	"github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/internal/regfile"
 )
 
 // Options tells Open how to read a file. The zero value detects the format and reads
@@ -24,16 +24,26 @@ type Options struct {
 	// SigShape or DType is given) and, failing that, from the first bytes ("MQ1," for
 	// MIB, "\x93NUMPY" for NPY, "IMGBLO" for BLO, the HDF5 signature).
 	Format string
-	// NavShape overrides the navigation shape found in the file (NPY shape, MIB .hdr
-	// sidecar). Empty: use the file's, or (1, n_frames) when the file has none (raw, MIB
-	// without .hdr). A frame count that differs from it is reconciled as described in
-	// frames.go (surplus frames ignored, complete rows of an interrupted scan kept; raw
-	// files must match exactly).
+	// NavShape overrides the scan shape the file gives (NPY or HDF5 shape, MIB .hdr
+	// sidecar, BLO header, EMPAD XML) when it has as many positions, or as many as the
+	// file holds frames (after SyncOffset); another contradicts the file and is refused
+	// (errs.Shape) naming both (Frames reads part of a scan). Empty: use the file's, or
+	// (1, n_frames) when the file has none (raw, MIB without .hdr). An NPY or HDF5 array
+	// of rank 3 gives no scan shape, only (1, n): any nav shape may reshape it. A frame
+	// count that differs from the nav shape is reconciled as described in frames.go
+	// (surplus frames ignored, complete rows of an interrupted scan kept; raw files must
+	// match exactly).
 	NavShape []int
 	// SyncOffset shifts frames against scan positions (LiberTEM's sync_offset): scan
 	// position p holds the file's frame p+SyncOffset. Positive: skip that many leading
 	// frames; negative: insert that many blank frames before the first.
 	SyncOffset int
+	// Flyback says which frames of each scan row are flyback frames, recorded while the
+	// beam returned to the row's start and read as no scan position (flyback.go):
+	// FlybackAuto (the zero value) detects one per row when the file holds exactly
+	// (nav_x+1)·nav_y frames, with a note; FlybackNone reads every frame as a scan
+	// position; FlybackStart or FlybackEnd with Frames per row states them.
+	Flyback Flyback
 	// SigShape is (sig_y, sig_x) in pixels. Required for raw files, ignored with a note
 	// otherwise.
 	SigShape []int
@@ -230,7 +240,7 @@ func detectFormat(path string, opt Options) (string, error) {
 		path, magic, supportedFormats)
 }
 
-// openError turns an os.Open error into one that names the file and says what is wrong.
+// openError turns an error of regfile.Open (which names the file) into the dataset's.
 func openError(path string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", path, fs.ErrNotExist))
@@ -239,23 +249,14 @@ func openError(path string, err error) error {
 }
 
 // openFile opens the regular file path for reading and returns it with its size in
-// bytes. It checks the file type before opening: opening a FIFO would block.
+// bytes; a FIFO, a device or a directory is refused without blocking (regfile.Open).
+// Every file a reader opens itself goes through it.
 func openFile(path string) (*os.File, int64, error) {
-	st, err := os.Stat(path)
+	f, size, err := regfile.Open(path)
 	if err != nil {
 		return nil, 0, openError(path, err)
 	}
-	if st.IsDir() {
-		return nil, 0, errs.New(errs.IO, "dataset: %s is a directory, not a file", path)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, 0, errs.New(errs.IO, "dataset: %s %s", path, atomicfile.NotRegular(st.Mode()))
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, openError(path, err)
-	}
-	return f, st.Size(), nil
+	return f, size, nil
 }
 
 // NavShapeGuessed reports whether Open took the nav shape (1, n_frames) because

@@ -26,6 +26,7 @@ type flatFile struct {
 	dt        DType
 	bigEndian bool
 	magic     []byte    // how every record's header starts (BLO), or nil
+	size      int64     // the file's size when opened
 	mapping   []byte    // the whole file mapped read-only for MapFrames, or nil (gapped files only)
 	scratch   sync.Pool // *[]byte: records of gapped frames
 	closed    atomic.Bool
@@ -129,7 +130,7 @@ func (d *flatFile) ReadFrames(start, end int, dst []byte) error {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: reading frames [%d, %d): %w", d.path, start, end, err))
+		return readError(d.path, d.f, d.size, start, end, err)
 	}
 	if !gapped {
 		if d.bigEndian != hostBigEndian {
@@ -160,6 +161,9 @@ func (d *flatFile) MapFrames(start, end int) (FrameMap, bool, error) {
 	}
 	if d.mapping == nil {
 		return FrameMap{}, false, nil
+	}
+	if err := checkSize(d.path, d.f, d.size); err != nil {
+		return FrameMap{}, false, err
 	}
 	return FrameMap{
 		Mapping:   d.mapping,

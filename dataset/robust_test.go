@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
 	stemnpy "github.com/stemdot/stemdot/internal/npy"
 )
 
@@ -197,4 +199,58 @@ func TestOpenNotRegular(t *testing.T) {
 		_, err := dataset.Open(fifo, dataset.Options{Format: format, SigShape: []int{2, 2}, DType: dataset.Uint8})
 		assert.EqualError(t, err, "dataset: "+fifo+" is a named pipe, not a regular file", format)
 	}
+}
+
+// openPromptly opens path with opt in a goroutine and fails the test when Open has not
+// returned within 10 s: a regression that blocks on a FIFO fails instead of hanging. The
+// FIFOs given are then opened for writing, which releases a reader blocked on them.
+func openPromptly(t *testing.T, path string, opt dataset.Options, fifos ...string) (dataset.Dataset, error) {
+	t.Helper()
+	type result struct {
+		ds  dataset.Dataset
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ds, err := dataset.Open(path, opt)
+		done <- result{ds, err}
+	}()
+	select {
+	case r := <-done:
+		return r.ds, r.err
+	case <-time.After(10 * time.Second):
+		for _, f := range fifos {
+			if w, err := os.OpenFile(f, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+				w.Close()
+			}
+		}
+		t.Fatalf("Open(%s) blocked for 10 s", path)
+		return nil, nil
+	}
+}
+
+// Every file a reader opens itself is checked to be a regular file first and opened
+// without blocking (#17.9): a .hdr sidecar that is a FIFO is refused at once, naming it;
+// so is an EMPAD XML file named .xml beside a raw file, which is then skipped.
+func TestSidecarNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	mib, _ := copyMIB(t, mib002)
+	hdr := strings.TrimSuffix(mib, ".mib") + ".hdr"
+	require.NoError(t, unix.Mkfifo(hdr, 0o644))
+	_, err := openPromptly(t, mib, dataset.Options{}, hdr)
+	assert.EqualError(t, err, "dataset: "+mib+": "+hdr+" is a named pipe, not a regular file; give option nav_shape to read the file without it")
+	assert.Equal(t, errs.IO, errs.KindOf(err))
+	ds, err := openPromptly(t, mib, dataset.Options{NavShape: []int{2, 4}}, hdr)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"the .hdr sidecar was not read (" + hdr + " is a named pipe, not a regular file): the scan shape is option nav_shape's"}, dataset.Notes(ds))
+	require.NoError(t, ds.Close())
+
+	_, raw, _ := writeEMPAD(t, dir, "acquisition_legacy.xml", 4, 1)
+	require.NoError(t, os.Remove(filepath.Join(dir, "acquisition_legacy.xml")))
+	fifo := filepath.Join(dir, "other.xml")
+	require.NoError(t, unix.Mkfifo(fifo, 0o644))
+	ds, err = openPromptly(t, raw, dataset.Options{Format: "empad", NavShape: []int{2, 2}}, fifo)
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 2}, ds.NavShape())
+	require.NoError(t, ds.Close())
 }

@@ -569,11 +569,17 @@ func (r *run) work(spec planner.Worker, newWorker WorkerFactory, pin bool) {
 }
 
 // process runs w.Process, turning a panic into an error: a library embedded in another
-// program (the C ABI, Python) must not crash its host because one worker failed.
+// program (the C ABI, Python) must not crash its host because one worker failed. Memory
+// faults panic too (debug.SetPanicOnFault): one on a dataset's memory mapping, whose
+// file shrank while a worker read its frames in place, is the dataset's I/O error
+// (dataset.MappingFault), without a stack.
 func process(ctx context.Context, w Worker, p planner.Partition, out Output, progress func(int)) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+			if err = dataset.MappingFault(v); err == nil {
+				err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+			}
 		}
 	}()
 	return w.Process(ctx, p, out, progress)

@@ -138,6 +138,11 @@ func (w *gpuWorker) compute(ctx context.Context, p planner.Partition, out Output
 		}
 		if ok {
 			err = w.runner.RunMapped(ctx, p.Start, p.End, fm, out.F32, out.F64)
+			if err == nil {
+				// The device read the pages pinned by the driver, which a file cut
+				// meanwhile leaves stale: check the file again (dataset.Mapper).
+				_, _, err = w.mapper.MapFrames(p.Start, p.End)
+			}
 			if !errors.Is(err, cuda.ErrRegister) {
 				return err
 			}

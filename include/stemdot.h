@@ -132,7 +132,8 @@ const char *stemdot_status_name(stemdot_status status);
  * options: NULL or "" to detect the format, else "key=value;key=value" with keys
  *   format      raw | npy | mib | blo | hdf5 | empad (default: detected from extension and content)
  *   dataset_path  HDF5: the dataset of frames (default: the largest of rank 3 to 5)
- *   nav_shape   e.g. 4,4 (overrides the file's when the frame count matches)
+ *   nav_shape   e.g. 4,4 (overrides the file's scan shape when it has as many positions,
+ *               or as many as the file has frames; another is refused: SHAPE)
  *   sig_shape   e.g. 256,256 (raw only)
  *   dtype       uint8 | uint16 | uint32 | int8 | int16 | int32 | float32 | float64 (raw)
  *   byte_order  little | big (raw; default little)
@@ -141,6 +142,9 @@ const char *stemdot_status_name(stemdot_status status);
  *               (raw; default 0); offset takes units too
  *   sync_offset scan position p reads the file's frame p+N: N > 0 skips N leading
  *               frames, N < 0 inserts -N blank frames first (default 0)
+ *   flyback     flyback frames of each scan row, read as no scan position: start | end
+ *               (one per row) | start:N | end:N | none | auto (default: one per row when
+ *               the file holds (nav_x+1)*nav_y frames, with a warning)
  *   frames      first,count: open only frames [first, first+count) of the file (in
  *               scan order, after nav_shape and sync_offset), as a dataset of nav shape
  *               (count,) whose frame i is frame first+i; nothing outside the range is
@@ -148,7 +152,8 @@ const char *stemdot_status_name(stemdot_status status);
  * e.g. "format=raw;sig_shape=256,256;dtype=uint16;nav_shape=4,4;byte_order=big".
  * Errors: INVALID_ARGUMENT (NULL, bad options), IO (missing or unreadable file), FORMAT
  * (unknown format, a size that does not fit the frames described, inconsistent headers),
- * SHAPE (bad shape option, a frames range outside the file), DTYPE (bad dtype option).
+ * SHAPE (bad shape option, a nav_shape contradicting the file's scan shape, a frames range
+ * outside the file), DTYPE (bad dtype option).
  * A nav_shape that does not match the frame count is fitted as the CLI does (surplus
  * frames ignored, an incomplete scan's complete rows kept) and reported by
  * stemdot_dataset_warnings.
@@ -279,7 +284,9 @@ stemdot_status stemdot_mask_parse(const char *spec, size_t sig_y, size_t sig_x, 
  *   nav_shape + (n_masks,). On failure its content is unspecified.
  * Blocks until done. Errors: BAD_HANDLE, INVALID_ARGUMENT (NULL pointers, run busy),
  * SHAPE (mask sig shape vs dataset, out_len), DTYPE (out_dtype), PLAN,
- * CUDA_UNAVAILABLE, IO (read errors), CANCELLED, INTERNAL.
+ * CUDA_UNAVAILABLE, IO (read errors; a file truncated or rewritten by another program
+ * while it is read: "the file changed while being read", never a crash of the caller),
+ * CANCELLED, INTERNAL.
  */
 stemdot_status stemdot_apply(stemdot_dataset dataset, const float *masks, size_t n_masks,
                              size_t sig_y, size_t sig_x, stemdot_plan plan, stemdot_run run,

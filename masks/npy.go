@@ -12,9 +12,9 @@ import (
 	npyio "codeberg.org/sbinet/npyio/npy"
 
 	"github.com/stemdot/stemdot/errs"
-	"github.com/stemdot/stemdot/internal/atomicfile"
 	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/internal/regfile"
 )
 
 // npySizes are the element sizes in bytes of the NumPy dtypes LoadNPY converts, by kind.
@@ -41,20 +41,13 @@ func LoadNPY(path string) (*Stack, error) {
 }
 
 func loadNPY(path string) (*Stack, error) {
-	// Stat before Open: opening a FIFO for reading would block.
-	info, err := os.Stat(path)
+	// Only a regular file: opening a FIFO for reading would block.
+	f, fileSize, err := regfile.Open(path)
 	if err != nil {
-		return nil, errs.Wrap(errs.IO, err)
-	}
-	if !info.Mode().IsRegular() {
-		return nil, errs.New(errs.IO, "%s", atomicfile.NotRegular(info.Mode()))
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, errs.Wrap(errs.IO, err)
+		return nil, err
 	}
 	defer f.Close()
-	r, offset, err := npy.Read(f, info.Size())
+	r, offset, err := npy.Read(f, fileSize)
 	if err != nil {
 		return nil, err
 	}
@@ -86,8 +79,8 @@ func loadNPY(path string) (*Stack, error) {
 	if err != nil || !slices.Contains(npySizes[descr.Kind], size) {
 		return nil, fmt.Errorf("dtype %s is not supported (want bool, int8..int64, uint8..uint64, float32 or float64)", h.Type)
 	}
-	if want := int64(n*sy*sx) * int64(size); info.Size()-offset != want {
-		return nil, fmt.Errorf("array of shape %v and dtype %s needs %d data bytes, file has %d", h.Shape, dtype, want, info.Size()-offset)
+	if want := int64(n*sy*sx) * int64(size); fileSize-offset != want {
+		return nil, fmt.Errorf("array of shape %v and dtype %s needs %d data bytes, file has %d", h.Shape, dtype, want, fileSize-offset)
 	}
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	names := []string{name}

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -87,8 +85,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-			defer stop()
+			ctx := cmd.Context()
 			opt := stemdot.ApplyOptions{Float64: float64Result}
 			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 				bar := progressbar.NewOptions(ds.NumFrames(),
@@ -106,14 +103,17 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			for _, w := range p.Warnings {
 				warn(cmd, w)
 			}
-			res, err := pl.Apply(ctx, ds, stack, opt)
-			if err != nil {
-				if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-					return fmt.Errorf("interrupted: no result written")
+			var res *stemdot.Result
+			err = handleInterrupts(func() (err error) {
+				if res, err = pl.Apply(ctx, ds, stack, opt); err != nil {
+					if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+						return fmt.Errorf("interrupted: no result written")
+					}
+					return err
 				}
-				return err
-			}
-			if err := stemdot.Save(res, outputs); err != nil {
+				return stemdot.Save(res, outputs) // all or nothing: not cut short
+			})
+			if err != nil {
 				return err
 			}
 			if w := res.NonFiniteWarning(); w != "" {

@@ -13,9 +13,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -193,7 +195,9 @@ func TestCaseSurplusFrames(t *testing.T) {
 			shape, got, stderr := applyCase(t, append([]string{mib, "--masks", masks}, c.extra...)...)
 			require.Equal(t, []int{2, 4, 2}, shape)
 			checkResult(t, got, real, ms)
-			require.Contains(t, stderr, "holds 10 frames: the last 2 are surplus and not read (give --sync-offset N if the surplus frames are at the start)")
+			// 10 frames are also 2 rows of 4+1: too few rows to tell flyback frames from
+			// surplus ones without the frame headers (#17.6).
+			require.Contains(t, stderr, "holds 10 frames: the last 2 are surplus and not read (give --flyback end or start if each scan row has a flyback frame, or --sync-offset N if the surplus frames are at the start)")
 		})
 	}
 	t.Run("sync offset skips leading frames", func(t *testing.T) {
@@ -222,6 +226,8 @@ func TestCaseSurplusFrames(t *testing.T) {
 	t.Run("refusals name the option", func(t *testing.T) {
 		mib := filepath.Join(dir, "c.mib")
 		refuseCase(t, "--sync-offset", mib, "--masks", masks, "--sync-offset", "10")
+		// The most negative int: its negation overflows (#17.7).
+		refuseCase(t, "sync offset -9223372036854775808 (--sync-offset) is outside -9 to 9: the file holds 10 frames", mib, "--masks", masks, "--sync-offset=-9223372036854775808")
 		refuseCase(t, "to skip leading frames give --sync-offset N", mib, "--masks", masks, "--offset", "768")
 	})
 }
@@ -325,7 +331,10 @@ func TestCaseInterrupted(t *testing.T) {
 			}
 		})
 	}
-	refuseCase(t, "less than one scan row of 8; give --nav-shape", cut7, "--masks", masks, "--nav-shape", "2,8")
+	refuseCase(t, "less than one scan row of 8; give --nav-shape", cutNoHdr, "--masks", masks, "--nav-shape", "2,8")
+	// A nav shape that contradicts the .hdr's scan shape (#17.5).
+	refuseCase(t, "nav shape (2, 8) (--nav-shape) has 16 positions, but the file's scan shape (3, 4) from cut7.hdr (ScanY=3, ScanX=4) has 12 and the file holds 7 frames: give --nav-shape of 12 positions (e.g. 3,4), or of 7 to read each of its frames as a scan position, or leave it out; --frames FIRST,COUNT reads part of the scan",
+		cut7, "--masks", masks, "--nav-shape", "2,8")
 }
 
 // Case 16-raw-frame-gap: raw float32 128×128 frames, each followed by a 1024-byte footer.
@@ -617,4 +626,101 @@ func TestCaseMmapRSS(t *testing.T) {
 	for i := range n {
 		require.Equal(t, float64(i%977+(64*s+64)%13), got[i], "frame %d", i)
 	}
+}
+
+// RosettaSciIO issue 270: Merlin with line skip writes (ScanX+1)·ScanY frames, one
+// flyback frame per row; read as scan positions, every row after the first is shifted
+// (#17.6). The frames not at scan positions are made bright, so that reading one would
+// show in the result.
+func TestFlybackFrames(t *testing.T) {
+	const w, h, s = 5, 8, 16
+	dir := t.TempDir()
+	frames := poissonish(270, (w+1)*h, s*s)
+	for f := range frames {
+		if f%(w+1) == w { // the flyback frame ends each row
+			for i := range frames[f] {
+				frames[f][i] = 200
+			}
+		}
+	}
+	ms := [][]float64{onesMask(s * s), diskMask(s, s, 8, 8, 4)}
+	masks := filepath.Join(dir, "m.npy")
+	writeMaskNPY(t, masks, s, s, ms...)
+	mib := filepath.Join(dir, "scan.mib")
+	writeCaseMIB(t, mib, frames, s, s, "U16")
+	writeCaseHdr(t, filepath.Join(dir, "scan.hdr"), map[string]string{"ScanX": fmt.Sprint(w), "ScanY": fmt.Sprint(h),
+		"Frames in Acquisition (Number)": fmt.Sprint((w + 1) * h), "Frames per Trigger (Number)": fmt.Sprint(w + 1)})
+	scan := func(lead int) [][]float64 {
+		var out [][]float64
+		for y := range h {
+			out = append(out, frames[y*(w+1)+lead:y*(w+1)+lead+w]...)
+		}
+		return out
+	}
+	shape, got, stderr := applyCase(t, mib, "--masks", masks)
+	require.Equal(t, []int{h, w, 2}, shape)
+	checkResult(t, got, scan(0), ms)
+	require.Contains(t, stderr, "the file holds 48 frames, 6 per scan row of nav shape (8, 5) from scan.hdr (ScanY=8, ScanX=5): read as 1 flyback frame at the end of each scan row (as Merlin's line skip writes it; the frame headers do not tell), which is not read; give --flyback none if every frame is a scan position, or --flyback start or end")
+	stdout, stderr, code := run(t, "info", mib)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "nav_shape:  (8, 5)\n")
+
+	shape, got, stderr = applyCase(t, mib, "--masks", masks, "--flyback", "start")
+	require.Equal(t, []int{h, w, 2}, shape)
+	checkResult(t, got, scan(1), ms)
+	require.NotContains(t, stderr, "flyback")
+	shape, got, stderr = applyCase(t, mib, "--masks", masks, "--flyback", "none")
+	require.Equal(t, []int{h, w, 2}, shape)
+	checkResult(t, got, frames[:w*h], ms)
+	require.Contains(t, stderr, "the last 8 are surplus and not read")
+	refuseCase(t, "--flyback \"sideways\": want auto, none, start, end, start:N or end:N", mib, "--masks", masks, "--flyback", "sideways")
+}
+
+// Case 53-input-truncated-while-mapped: a little-endian NPY (memory-mapped, read in
+// place) truncated to 10% during a run: an I/O error naming the file, on one line, exit
+// status 1, no result; never SIGBUS with a goroutine dump (#17.2). stemdot is stopped
+// once it has mapped the file, the file truncated, and stemdot let go on: its next read
+// of the file (the size check, or a read of the mapping that faults) fails.
+func TestCaseInputTruncatedWhileMapped(t *testing.T) {
+	const s, n, nMasks = 64, 2048, 256
+	dir := t.TempDir()
+	frames := make([]float32, n*s*s)
+	for i := range frames {
+		frames[i] = float32(i % 13)
+	}
+	data := filepath.Join(dir, "scan_le.npy")
+	require.NoError(t, stemnpy.WriteFile(data, []int{n, s, s}, frames))
+	weights := make([]float32, nMasks*s*s)
+	for i := range weights {
+		weights[i] = float32(i%5) + 0.5
+	}
+	masks := filepath.Join(dir, "m.npy")
+	require.NoError(t, stemnpy.WriteFile(masks, []int{nMasks, s, s}, weights))
+	st, err := os.Stat(data)
+	require.NoError(t, err)
+	out := filepath.Join(dir, "r.npy")
+
+	cmd := exec.Command(stemdotBin, "apply", data, "--masks", masks, "--out", out, "-q", "--cpus", "1")
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	require.NoError(t, cmd.Start())
+	pid := cmd.Process.Pid
+	mapped := func() bool {
+		maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+		return bytes.Contains(maps, []byte(data))
+	}
+	for deadline := time.Now().Add(20 * time.Second); !mapped() && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Microsecond)
+	}
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	require.True(t, mapped(), "stemdot mapped %s", data)
+	require.NoError(t, os.Truncate(data, st.Size()/10))
+	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, e.String())
+	require.Equal(t, 1, ee.ExitCode(), e.String())
+	require.Regexp(t, fmt.Sprintf(`^stemdot: worker 0 \(cpu \d+\): frames \[\d+, \d+\): dataset: %s: the file changed while being read: it is now %d bytes, %d when it was opened \(truncated or rewritten by another program\)(, and reading byte \d+ of its memory mapping failed)?; read it again once it is complete\n$`,
+		regexp.QuoteMeta(data), st.Size()/10, st.Size()), e.String())
+	require.NoFileExists(t, out)
 }

@@ -7,12 +7,19 @@
 //	stemdot --version                       the version, and whether built with CUDA
 //
 // Every command prints its errors as "stemdot: ..." on stderr, naming the flag that
-// helps, and exits with status 1.
+// helps, and exits with status 1. An interrupt (Ctrl-C, SIGTERM, SIGHUP) ends every
+// command with status 1 too, also one waiting in an open: apply and synth stop their
+// work and write nothing, the other steps end at once.
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +27,11 @@ import (
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go onInterrupt(sigs, cancel, os.Stderr, os.Exit)
+	if err := newRootCmd().ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "stemdot: %s\n", stemdot.FlagNames(err.Error()))
 		os.Exit(1)
 	}
@@ -47,4 +58,38 @@ one image of shape nav_shape per mask.`,
 	root.SetFlagErrorFunc(suggestFlag)
 	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(), newSynthCmd())
 	return root
+}
+
+// interruptsHandled is set while a command runs a step that handles an interrupt itself
+// (see handleInterrupts).
+var interruptsHandled atomic.Bool
+
+// handleInterrupts runs step with the first interrupt left to it: the interrupt only
+// cancels the command's context, and step returns promptly when it is (apply's
+// computation, synth's writing) or completes what must not be cut short (apply's
+// writing of its outputs, all or nothing).
+func handleInterrupts(step func() error) error {
+	interruptsHandled.Store(true)
+	defer interruptsHandled.Store(false)
+	return step()
+}
+
+// onInterrupt handles SIGINT, SIGTERM and SIGHUP (sigs): the first cancels the command's
+// context (cancel); outside a step of handleInterrupts, or at a second signal, it ends
+// the process at once with status 1, through exit. A command may be blocked in a system
+// call that no signal interrupts (opening or reading a file on a hung network file
+// system, a library waiting in open(2)); it has written nothing then: results are
+// written by steps of handleInterrupts.
+func onInterrupt(sigs <-chan os.Signal, cancel context.CancelFunc, stderr io.Writer, exit func(int)) {
+	handled := false
+	for range sigs {
+		cancel()
+		if !handled && interruptsHandled.Load() {
+			handled = true
+			continue
+		}
+		fmt.Fprintln(stderr, "stemdot: interrupted")
+		exit(1)
+		return
+	}
 }

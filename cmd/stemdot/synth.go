@@ -2,9 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,10 +40,13 @@ background, and Poisson noise. The format follows --format or the extension of -
 				return fmt.Errorf("--dtype: %w", err)
 			}
 			opt.Format, opt.Seed = format, seed
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-			defer stop()
+			ctx := cmd.Context()
 			t0 := time.Now()
-			saturated, err := synth.Write(ctx, out, opt)
+			var saturated int64
+			err = handleInterrupts(func() (err error) {
+				saturated, err = synth.Write(ctx, out, opt)
+				return err
+			})
 			if err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("interrupted: no file written")

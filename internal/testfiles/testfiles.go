@@ -14,17 +14,26 @@ import (
 	"testing"
 )
 
-// Dir returns the test data directory, or skips the test with a message when it is
-// absent.
-func Dir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("STEMDOT_TESTDATA")
+// Lookup returns the test data directory (STEMDOT_TESTDATA, else ../shared/data beside
+// the repository root, wherever the test runs) and whether it exists. Fuzz targets seed
+// from it when it does, and run without it otherwise.
+func Lookup() (dir string, ok bool) {
+	dir = os.Getenv("STEMDOT_TESTDATA")
 	if dir == "" {
 		_, file, _, _ := runtime.Caller(0)
 		// file is <repo>/internal/testfiles/testfiles.go
 		dir = filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "data")
 	}
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+	st, err := os.Stat(dir)
+	return dir, err == nil && st.IsDir()
+}
+
+// Dir returns the test data directory, or skips the test with a message when it is
+// absent.
+func Dir(t testing.TB) string {
+	t.Helper()
+	dir, ok := Lookup()
+	if !ok {
 		t.Skipf("real detector files not found at %s (set STEMDOT_TESTDATA): skipping", dir)
 	}
 	return dir

@@ -336,3 +336,38 @@ def test_ranges_longer_than_the_poll_interval(client, big_file, big_reference, m
     monkeypatch.setattr(sdask, "POLL_S", 0.001)
     path, masks = big_file
     np.testing.assert_array_equal(sdask.apply_masks(client, path, masks), big_reference)
+
+
+def test_command_line_masks_fifo_is_refused(tmp_path):
+    """#17.9: a --masks path that is a FIFO is refused at once, not waited on."""
+    fifo = tmp_path / "m.npy"
+    os.mkfifo(fifo)
+    code = ("import argparse, stemdot.dask.__main__ as m; "
+            f"m._masks(argparse.Namespace(mask=[], masks=[{str(fifo)!r}]), (4, 4))")
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"loading the masks blocked on the FIFO {fifo}")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"stemdot.dask: --masks {fifo} is not a regular file (a named pipe, a device or a directory)"
+
+
+def test_command_line_flyback(cluster, tmp_path):
+    """#17.6: --flyback reaches the workers' stemdot.open."""
+    from test_stemdot import write_mib
+
+    w, h = 4, 8
+    frames = np.random.default_rng(6).integers(0, 9, size=((w + 1) * h, 16, 16)).astype(np.uint16)
+    frames[:: w + 1] = 3000  # each row starts with its flyback frame
+    path = tmp_path / "scan.mib"
+    write_mib(path, frames, scan_x=w, scan_y=h)
+    out = tmp_path / "r.npy"
+    proc = subprocess.run(
+        [sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(path),
+         "--mask", "disk:8,8,5", "--out", str(out), "--quiet", "--flyback", "start"],
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    want = frames.reshape(h, w + 1, 16, 16)[:, 1:].astype(np.float64)
+    disk = stemdot.disk((16, 16), 8, 8, 5)[0].astype(np.float64)
+    np.testing.assert_allclose(np.load(out)[..., 0], (want * disk).sum(axis=(2, 3)), rtol=1e-6)

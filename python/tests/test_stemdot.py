@@ -603,3 +603,149 @@ def test_cuda_library_loads():
                              env={**env, "LD_PRELOAD": str(lib)})
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["[12.", "12.]"]
+
+
+# ------------------------------------------------------------------ issue 17
+
+
+def write_mib(path, frames, scan_x=None, scan_y=None):
+    """Writes frames (n, sy, sx) as a U16 Merlin MIB file (384-byte frame headers in the
+    layout of the real files, big-endian pixels) and, with scan_x and scan_y, a .hdr."""
+    n, sy, sx = frames.shape
+    with open(path, "wb") as f:
+        for i in range(n):
+            head = (f"MQ1,{i + 1:06d},00384,01,{sx:04d},{sy:04d},U16,   1x1,01,2024-07-02 13:46:44.000000,0.001000,"
+                    "0,0,0,4.000000E+1,5.110000E+2,0,0,0,0,0,0,3RX,MQ1A,2024-07-02T13:46:44.000000000Z,1000000ns,12,").encode()
+            f.write(head + bytes(384 - len(head)))
+            f.write(frames[i].astype(">u2").tobytes())
+    if scan_x is not None:
+        Path(path).with_suffix(".hdr").write_text(f"HDR,\t\nScanX:\t{scan_x}\nScanY:\t{scan_y}\nEnd\t\n")
+
+
+def test_nav_shape_contradicting_the_file_is_refused(tmp_path):
+    # #17.5: a 4-D NPY gives its scan shape; a nav shape of other positions is refused.
+    frames = np.arange(2 * 3 * 4 * 5, dtype=np.uint16).reshape(2, 3, 4, 5)
+    path = tmp_path / "scan.npy"
+    np.save(path, frames)
+    with pytest.raises(stemdot.ShapeError, match=r"nav shape \(2, 2\) \(option nav_shape\) has 4 positions, but the file's scan shape \(2, 3\)"):
+        stemdot.open(path, nav_shape=(2, 2))
+    with stemdot.open(path, nav_shape=(3, 2)) as ds:
+        assert ds.nav_shape == (3, 2)
+        got = stemdot.apply_masks(ds, np.ones((1, 4, 5)), dtype=np.float64)
+    np.testing.assert_array_equal(got[..., 0], frames.reshape(3, 2, 4, 5).astype(np.float64).sum(axis=(2, 3)))
+
+
+def test_flyback_frames(tmp_path):
+    # #17.6: Merlin with line skip, (ScanX+1)·ScanY frames; the flyback frames are bright.
+    w, h = 4, 8
+    rng = np.random.default_rng(270)
+    frames = rng.integers(0, 9, size=((w + 1) * h, 6, 7)).astype(np.uint16)
+    frames[w :: w + 1] = 5000
+    path = tmp_path / "scan.mib"
+    write_mib(path, frames, scan_x=w, scan_y=h)
+    masks = np.stack([np.ones((6, 7)), rng.random((6, 7))])
+    rows = frames.reshape(h, w + 1, 6, 7)
+    for option, want in [(None, rows[:, :w]), ("end", rows[:, :w]), ("start", rows[:, 1:])]:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with stemdot.open(path, flyback=option) as ds:
+                assert ds.nav_shape == (h, w)
+                got = stemdot.apply_masks(ds, masks, dtype=np.float64)
+        want_result, scale = reference(want, masks)
+        assert_close(got, want_result, scale, np.float64)
+        flyback_warned = any("flyback frame at the end of each scan row" in str(x.message) for x in seen)
+        assert flyback_warned == (option is None), [str(x.message) for x in seen]
+    with pytest.raises(stemdot.InvalidArgumentError, match="option flyback"):
+        stemdot.open(path, flyback="sideways")
+
+
+def test_sync_offset_extremes_are_refused(tmp_path):
+    # #17.7: -2**63 passed the range check (its negation overflows).
+    path = tmp_path / "x.raw"
+    path.write_bytes(bytes(10 * 16))
+    for offset in (-(2**63), 2**63 - 1, -10):
+        with pytest.raises(stemdot.InvalidArgumentError, match=f"sync offset {offset} \\(option sync_offset\\) is outside -9 to 9"):
+            stemdot.open(path, sig_shape=(4, 4), dtype=np.uint8, sync_offset=offset)
+    with pytest.raises(stemdot.InvalidArgumentError, match="want a whole number of frames"):
+        stemdot.open(path, sig_shape=(4, 4), dtype=np.uint8, sync_offset=2**64)
+
+
+def test_file_truncated_before_apply_is_an_io_error(tmp_path):
+    # #17.2: a memory-mapped NPY cut short after open: an I/O error naming it, no crash.
+    path = tmp_path / "scan.npy"
+    np.save(path, np.arange(64 * 64 * 64, dtype=np.float32).reshape(64, 64, 64))
+    size = path.stat().st_size
+    with stemdot.open(path) as ds:
+        os.truncate(path, size // 10)
+        with pytest.raises(stemdot.StemdotIOError) as e:
+            stemdot.apply_masks(ds, np.ones((2, 64, 64)), cpus=1)
+    assert isinstance(e.value, OSError) and e.value.code == 2
+    assert f"dataset: {path}: the file changed while being read: it is now {size // 10} bytes, {size} when it was opened" in str(e.value)
+    assert "goroutine" not in str(e.value)
+
+
+TRUNCATE_DURING_APPLY = """
+import os, sys, threading
+import numpy as np
+import stemdot
+path = sys.argv[1]
+masks = np.random.default_rng(53).random((512, 64, 64), dtype=np.float32)
+ds = stemdot.open(path)
+cut = threading.Event()
+def progress(done, total):
+    if not cut.is_set():
+        cut.set()
+        os.truncate(path, os.path.getsize(path) // 10)
+try:
+    stemdot.apply_masks(ds, masks, cpus=2, oversubscribe=True, progress=progress)
+except stemdot.StemdotIOError as e:
+    print("IOError:", e)
+else:
+    print("no error")
+ds.close()
+print("alive")
+"""
+
+
+def test_file_truncated_during_apply_is_an_io_error(tmp_path):
+    # #17.2: the file cut while the workers read it in place (the fault, SIGBUS, is
+    # recovered in the library, or the next size check finds it): an I/O error, and the
+    # interpreter lives (it used to die with status 134).
+    path = tmp_path / "scan_le.npy"
+    np.save(path, np.random.default_rng(1).poisson(5, (2048, 64, 64)).astype(np.float32))
+    proc = subprocess.run([sys.executable, "-c", TRUNCATE_DURING_APPLY, str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "alive" and len(lines) == 2, proc.stdout
+    assert lines[0].startswith("IOError: worker "), lines[0]
+    assert f"dataset: {path}: the file changed while being read: it is now " in lines[0]
+    assert "goroutine" not in proc.stdout + proc.stderr
+
+
+MEMORY_FAULT = """
+import os, sys
+import numpy as np
+import stemdot
+path = sys.argv[1]
+frames = np.memmap(path, dtype=np.float32, mode="r", shape=(256, 64, 64))
+ds = stemdot.from_array(frames)  # the frames are read in place, from the file's mapping
+os.truncate(path, 100)
+try:
+    stemdot.apply_masks(ds, np.ones((1, 64, 64)), cpus=1)
+except stemdot.StemdotError as e:
+    print(type(e).__name__, str(e).splitlines()[0])
+print("alive")
+"""
+
+
+def test_memory_fault_in_the_library_is_recovered(tmp_path):
+    # #17.2: a worker's memory fault (SIGBUS: numpy's mapping of a file truncated under
+    # from_array) is recovered in the C library too, as in a Go program: an error, and
+    # the interpreter lives.
+    path = tmp_path / "frames.f32"
+    np.arange(256 * 64 * 64, dtype=np.float32).tofile(path)
+    proc = subprocess.run([sys.executable, "-c", MEMORY_FAULT, str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "alive" and len(lines) == 2, proc.stdout
+    assert "invalid memory address" in lines[0], lines[0]

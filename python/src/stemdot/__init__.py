@@ -289,11 +289,16 @@ def open(path, **format_options):
     raw) and returns a :class:`Dataset`.
 
     ``format_options`` (all optional): ``format`` ("raw", "npy", "mib", "blo", "hdf5",
-    "empad"; default detected), ``nav_shape`` (tuple), ``sig_shape`` (tuple, raw), ``dtype``
+    "empad"; default detected), ``nav_shape`` (tuple; overrides the file's scan shape when
+    it has as many positions, or as many as the file has frames; another raises
+    :class:`ShapeError`), ``sig_shape`` (tuple, raw), ``dtype``
     (numpy dtype or name, raw), ``byte_order`` ("little" or "big", raw), ``offset``
     (header bytes to skip, raw), ``frame_header`` and ``frame_footer`` (bytes before and
     after every frame, raw), ``sync_offset`` (scan position p reads the file's frame
     p + sync_offset: positive skips leading frames, negative inserts blank ones),
+    ``flyback`` (flyback frames of each scan row, read as no scan position: "start" or
+    "end" for one per row, "start:N" or "end:N", "none", or "auto", the default: one per
+    row when the file holds (nav_x+1)·nav_y frames, with a warning),
     ``dataset_path`` (HDF5: the dataset of frames), ``frames`` (``(first, count)``: only
     frames ``first .. first+count-1`` in scan order, after ``nav_shape`` and
     ``sync_offset``, as a dataset of nav_shape ``(count,)``; the rest of the file is not

@@ -10,6 +10,7 @@ name and renamed when complete. Exit status 1 with a message on errors, 130 on C
 
 import argparse
 import os
+import stat
 import sys
 import tempfile
 
@@ -44,7 +45,8 @@ def _parser():
     p.add_argument("--out", required=True, metavar="NPY", help="result file (NPY, float32 unless --float64)")
     p.add_argument("--float64", action="store_true", help="accumulate and write float64")
     p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5, empad (default: detected)")
-    p.add_argument("--nav-shape", type=_shape, metavar="Y,X", help="scan shape (overrides the file's)")
+    p.add_argument("--nav-shape", type=_shape, metavar="Y,X",
+                   help="scan shape (overrides the file's when it has as many positions, or as many as the file has frames)")
     p.add_argument("--sig-shape", type=_shape, metavar="Y,X", help="frame shape of a raw file")
     p.add_argument("--dtype", help="pixel dtype of a raw file (uint16, float32, ...)")
     p.add_argument("--byte-order", choices=["little", "big"], help="byte order of a raw file")
@@ -53,6 +55,9 @@ def _parser():
     p.add_argument("--frame-footer", type=int, metavar="BYTES", help="bytes after every frame's pixels (raw)")
     p.add_argument("--sync-offset", type=int, metavar="N",
                    help="scan position p reads the file's frame p+N (N>0 skips leading frames, N<0 inserts blank ones)")
+    p.add_argument("--flyback", metavar="WHERE",
+                   help="flyback frames of each scan row: start, end, start:N, end:N, none or auto (default: one per row "
+                   "when the file holds (nav_x+1)*nav_y frames)")
     p.add_argument("--dataset-path", metavar="PATH", help="HDF5: the dataset holding the frames")
     p.add_argument("--range-frames", type=int, metavar="N",
                    help="frames per stemdot worker in one task (default: 32 MiB of frames)")
@@ -76,10 +81,23 @@ def _resources(items):
     return out
 
 
+def _load_regular(path):
+    """np.load of a regular file only: a FIFO, a device or a directory is refused without
+    blocking (checked with stat, then opened with O_NONBLOCK and checked again)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK) if stat.S_ISREG(os.stat(path).st_mode) else None
+    if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
+        if fd is not None:
+            os.close(fd)
+        raise SystemExit(f"stemdot.dask: --masks {path} is not a regular file (a named pipe, a device or a directory)")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as f:
+        return np.load(f)
+
+
 def _masks(args, sig_shape):
     stacks = [stemdot.mask(spec, sig_shape) for spec in args.mask]
     for path in args.masks:
-        m = np.load(path)
+        m = _load_regular(path)
         stacks.append(m[np.newaxis] if m.ndim == 2 else m)
     if not stacks:
         raise SystemExit("stemdot.dask: no masks: give --mask SPEC or --masks stack.npy")
@@ -115,7 +133,7 @@ def main(argv=None):
 
     out = _check_out(args.out, args.file)
     keys = ("format", "nav_shape", "sig_shape", "dtype", "byte_order", "offset", "frame_header", "frame_footer",
-            "sync_offset", "dataset_path")
+            "sync_offset", "flyback", "dataset_path")
     options = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     resources = _resources(args.resources)
     print(f"stemdot.dask: connecting to {args.scheduler} (waiting up to --timeout {args.timeout:g} s)", file=sys.stderr)

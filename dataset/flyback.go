@@ -1,0 +1,136 @@
+package dataset
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/stemdot/stemdot/errs"
+)
+
+// Flyback frames.
+//
+// A detector triggered once per scan row keeps recording while the beam flies back to
+// the start of the next row, so that each row of nav_x positions comes with extra
+// frames that belong to no scan position: Merlin with line skip writes (nav_x+1)·nav_y
+// frames while its .hdr gives ScanX = nav_x and ScanY = nav_y (RosettaSciIO issue 270:
+// the extra frame ends each row; pyxem's Merlin reader finds it starting each row, by
+// its frame header's exposure time). Read as scan positions they shift every row after
+// the first. Options.Flyback says where they are; by default (FlybackAuto) a file of
+// exactly (nav_x+1)·nav_y frames is read with one flyback frame per row when the frame
+// headers set it apart (MIB: the first or the last frame of the first row has another
+// exposure time than the others) or when the scan has at least flybackRows rows (fewer
+// frames after a scan are surplus trigger frames), at the end of the row unless the
+// headers say otherwise; a note names the frames dropped and the option.
+
+// flybackRows is the fewest scan rows for which one more frame per row, the frame
+// headers not telling, is read as flyback frames: a detector records a few surplus
+// trigger frames after a scan (LiberTEM and RosettaSciIO report one or two), not eight.
+const flybackRows = 8
+
+// FlybackPlace is where the flyback frames of a scan row lie (Flyback.Place).
+type FlybackPlace uint8
+
+// The places of Flyback.Place.
+const (
+	// FlybackAuto detects one flyback frame per row from the frame count (see above).
+	FlybackAuto FlybackPlace = iota
+	// FlybackNone reads every frame as a scan position.
+	FlybackNone
+	// FlybackStart: each row starts with Flyback.Frames flyback frames.
+	FlybackStart
+	// FlybackEnd: each row ends with Flyback.Frames flyback frames.
+	FlybackEnd
+)
+
+// Flyback says which frames of each scan row are flyback frames (Options.Flyback). The
+// zero value is FlybackAuto.
+type Flyback struct {
+	// Place is where the flyback frames of a row lie, or FlybackAuto, or FlybackNone.
+	Place FlybackPlace
+	// Frames is the number of flyback frames per row with FlybackStart and FlybackEnd;
+	// 0 means 1.
+	Frames int
+}
+
+// String is the option's text: "auto", "none", "start", "end", "start:2", "end:2".
+func (f Flyback) String() string {
+	if f.Place > FlybackEnd {
+		return fmt.Sprintf("Flyback{Place: %d, Frames: %d}", f.Place, f.Frames)
+	}
+	name := [...]string{"auto", "none", "start", "end"}[f.Place]
+	if f.Frames > 1 && f.Place >= FlybackStart {
+		return fmt.Sprintf("%s:%d", name, f.Frames)
+	}
+	return name
+}
+
+// ParseFlyback parses option flyback: "auto", "none", "start" or "end" (one flyback
+// frame per row), or "start:N" or "end:N" (N per row). Errors are errs.Argument.
+func ParseFlyback(s string) (Flyback, error) {
+	place, count, hasCount := strings.Cut(strings.ToLower(strings.TrimSpace(s)), ":")
+	f := Flyback{Frames: 1}
+	switch place {
+	case "auto":
+		f.Place = FlybackAuto
+	case "none":
+		f.Place = FlybackNone
+	case "start":
+		f.Place = FlybackStart
+	case "end":
+		f.Place = FlybackEnd
+	default:
+		return Flyback{}, errs.New(errs.Argument, "want auto, none, start, end, start:N or end:N (N flyback frames per scan row)")
+	}
+	if hasCount {
+		n, err := strconv.Atoi(strings.TrimSpace(count))
+		if err != nil || n < 1 || f.Place < FlybackStart {
+			return Flyback{}, errs.New(errs.Argument, "want start:N or end:N with N >= 1 flyback frames per scan row")
+		}
+		f.Frames = n
+	}
+	if f.Place < FlybackStart {
+		f.Frames = 0
+	}
+	return f, nil
+}
+
+// frames is the number of flyback frames per row that f states (0 for auto and none).
+func (f Flyback) frames() int {
+	if f.Place < FlybackStart {
+		return 0
+	}
+	return max(f.Frames, 1)
+}
+
+// scanLayout places the scan positions in the file's frames (reconcileFrames): position
+// p is the file's frame offset + lead + p + (p/rowLen)·skip, a blank frame where that is
+// negative. skip is the number of flyback frames per row of rowLen positions (0: none),
+// lead the number of them before a row's positions (skip for FlybackStart, else 0).
+type scanLayout struct {
+	offset, rowLen, skip, lead int
+}
+
+// frame is the file's frame at scan position p.
+func (l scanLayout) frame(p int) int {
+	if l.skip == 0 {
+		return l.offset + p
+	}
+	return l.offset + l.lead + p + p/l.rowLen*l.skip
+}
+
+// runs calls yield for the runs of scan positions [start, end) that are consecutive
+// frames of the file, in order, until it returns false: positions pos..pos+n-1 are
+// frames frame..frame+n-1 (negative ones blank). Without flyback frames that is one run.
+func (l scanLayout) runs(start, end int, yield func(pos, frame, n int) bool) {
+	for p := start; p < end; {
+		n := end - p
+		if l.skip > 0 {
+			n = min(n, l.rowLen-p%l.rowLen)
+		}
+		if !yield(p, l.frame(p), n) {
+			return
+		}
+		p += n
+	}
+}

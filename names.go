@@ -19,6 +19,7 @@ var goNames = map[string]string{
 	"sync_offset":  "Options.SyncOffset",
 	"dataset_path": "Options.DatasetPath",
 	"frames":       "Options.Frames",
+	"flyback":      "Options.Flyback",
 
 	"cpus":                "Plan.CPUs",
 	"gpus":                "Plan.GPUs",

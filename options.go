@@ -70,7 +70,7 @@ var OpenOptions = []OpenOption{
 			return nil
 		}},
 	{Key: "dataset_path", Usage: "HDF5 files: the dataset holding the frames, e.g. /fpd_expt/fpd_data/data (default: the largest readable one of rank 4, else 5, else 3)",
-		set: func(o *Options, v string) error { o.DatasetPath = strings.TrimSpace(v); return nil }},
+		set: func(o *Options, v string) error { o.DatasetPath = v; return nil }}, // verbatim: HDF5 names may hold spaces
 	{Key: "frames", Usage: "only frames FIRST,COUNT of the scan (scan order, after nav_shape and sync_offset), read as a scan of nav shape (COUNT,) (default: all)",
 		set: func(o *Options, v string) error {
 			first, count, ok := strings.Cut(strings.Trim(strings.TrimSpace(v), "()[] "), ",")

@@ -42,12 +42,14 @@ static void sd_last_error(char *buf) {
 
 typedef struct { char *buf; size_t len, cap; } sd_names;
 
+// sd_add appends "/" name and a NUL to the list: HDF5 names hold any byte but NUL (spaces,
+// tabs, newlines, UTF-8), so NUL is the one safe separator.
 static herr_t sd_add(const char *name, H5O_type_t type, void *op) {
 	if (type != H5O_TYPE_DATASET) return 0;
 	sd_names *b = op;
 	size_t n = strlen(name);
-	if (b->len + n + 3 > b->cap) {
-		size_t c = (b->cap + n + 3) * 2;
+	if (b->len + n + 2 > b->cap) {
+		size_t c = (b->cap + n + 2) * 2;
 		char *nb = realloc(b->buf, c);
 		if (nb == NULL) return -1;
 		b->buf = nb;
@@ -56,8 +58,7 @@ static herr_t sd_add(const char *name, H5O_type_t type, void *op) {
 	b->buf[b->len++] = '/';
 	memcpy(b->buf + b->len, name, n);
 	b->len += n;
-	b->buf[b->len++] = '\n';
-	b->buf[b->len] = 0;
+	b->buf[b->len++] = 0;
 	return 0;
 }
 
@@ -67,9 +68,9 @@ static herr_t sd_visit(hid_t o, const char *name, const H5O_info2_t *info, void 
 static herr_t sd_visit(hid_t o, const char *name, const H5O_info_t *info, void *op) { return sd_add(name, info->type, op); }
 #endif
 
-// sd_list_datasets returns the paths of every dataset in the file, one a line (malloc'd;
-// NULL on error).
-static char *sd_list_datasets(hid_t f) {
+// sd_list_datasets returns the paths of every dataset in the file, each followed by a NUL,
+// in a buffer of *len bytes (malloc'd; NULL on error).
+static char *sd_list_datasets(hid_t f, size_t *len) {
 	sd_names b = {0};
 #if H5_VERSION_GE(1, 12, 0)
 	herr_t err = H5Ovisit3(f, H5_INDEX_NAME, H5_ITER_NATIVE, sd_visit, &b, H5O_INFO_BASIC);
@@ -80,6 +81,7 @@ static char *sd_list_datasets(hid_t f) {
 		free(b.buf);
 		return NULL;
 	}
+	*len = b.len;
 	return b.buf != NULL ? b.buf : calloc(1, 1);
 }
 */
@@ -91,8 +93,10 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 	"unsafe"
 
 	"github.com/stemdot/stemdot/errs"
@@ -196,7 +200,17 @@ type h5Candidate struct {
 	unreadable *h5Unreadable
 }
 
-func (c h5Candidate) String() string { return c.path + " " + npy.ShapeString(c.dims) }
+func (c h5Candidate) String() string { return h5Name(c.path) + " " + npy.ShapeString(c.dims) }
+
+// h5Name is an HDF5 path as messages show it: quoted (Go syntax) when it holds a space, a
+// comma, a quote or a character that does not print, so that a listing of names stays
+// unambiguous.
+func h5Name(path string) string {
+	if strings.ContainsFunc(path, func(r rune) bool { return unicode.IsSpace(r) || r == ',' || r == '"' || !unicode.IsPrint(r) }) {
+		return strconv.Quote(path)
+	}
+	return path
+}
 
 // h5Unreadable says why a dataset cannot be read: Error in full, short in a listing of
 // datasets ("int64", "needs filter 32000 (lzf)").
@@ -226,15 +240,16 @@ func h5ChoiceOrder(dims []int) int {
 // file), in the order of the automatic choice: by rank (h5ChoiceOrder), largest first
 // within a rank. Called with h5lock held.
 func (d *h5File) candidates(prefix string) ([]h5Candidate, error) {
-	list := C.sd_list_datasets(d.file)
+	var n C.size_t
+	list := C.sd_list_datasets(d.file, &n)
 	if list == nil {
 		return nil, h5Error("listing the datasets")
 	}
-	names := strings.Fields(C.GoString(list))
+	names := C.GoBytes(unsafe.Pointer(list), C.int(n))
 	C.free(unsafe.Pointer(list))
 	var out []h5Candidate
-	for _, name := range names {
-		if !strings.HasPrefix(name, prefix) {
+	for name := range strings.SplitSeq(strings.TrimSuffix(string(names), "\x00"), "\x00") {
+		if name == "" || !strings.HasPrefix(name, prefix) {
 			continue
 		}
 		cname := C.CString(name)
@@ -336,6 +351,16 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	defer C.free(unsafe.Pointer(cname))
 	exists := C.H5Lexists(d.file, cname, C.H5P_DEFAULT) > 0
 	C.H5Eclear2(C.H5E_DEFAULT)
+	if trimmed := strings.TrimSpace(d.dsPath); !exists && trimmed != d.dsPath {
+		// A name is taken as given (HDF5 names may hold any character), else without the
+		// spaces around it that an option string such as "dataset_path = /x" leaves.
+		ctrim := C.CString(trimmed)
+		defer C.free(unsafe.Pointer(ctrim))
+		if exists = C.H5Lexists(d.file, ctrim, C.H5P_DEFAULT) > 0; exists {
+			d.dsPath, cname = trimmed, ctrim
+		}
+		C.H5Eclear2(C.H5E_DEFAULT)
+	}
 	if !exists {
 		return nil, errs.New(errs.Argument, "no dataset %q (option dataset_path); %s", d.dsPath, listing)
 	}

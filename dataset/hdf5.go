@@ -165,7 +165,8 @@ type h5File struct {
 
 // openHDF5 opens the frames dataset opt.DatasetPath of an HDF5 file, or, when that is
 // empty, the largest readable dataset of rank 4, else 5, else 3, axes of size 1 not
-// counted (with a note naming it when there are others). Errors list the candidate
+// counted, among those that could hold frames first (with a note naming it when others
+// could hold frames too). Errors list the candidate
 // datasets, and apart those that cannot be read (dtype, a filter the library cannot
 // load) and why.
 func openHDF5(path string, opt Options) (Dataset, error) {
@@ -224,21 +225,36 @@ func (u *h5Unreadable) Error() string { return u.long }
 // sig_x) carries the scan shape, rank 5 too (a time series), rank 3 (n, sig_y, sig_x)
 // does not; other ranks come last.
 func h5ChoiceOrder(dims []int) int {
+	if order, ok := map[int]int{4: 0, 5: 1, 3: 2}[h5Rank(dims)]; ok {
+		return order
+	}
+	return 3
+}
+
+// h5Rank is the rank of dims, axes of size 1 not counted.
+func h5Rank(dims []int) int {
 	rank := 0
 	for _, n := range dims {
 		if n != 1 {
 			rank++
 		}
 	}
-	if order, ok := map[int]int{4: 0, 5: 1, 3: 2}[rank]; ok {
-		return order
-	}
-	return 3
+	return rank
+}
+
+// holdsFrames says whether a candidate could hold a scan's frames: it can be read, its
+// frames (the last two axes) have at least 2×2 pixels and there is more than one of them
+// (an fpd file's (nav_y, nav_x, 1, 27) DAC values and (1, 256, 256) sum image do not).
+// The automatic choice takes these first, and notes the others only when there are any.
+func (c h5Candidate) holdsFrames() bool {
+	n := len(c.dims)
+	return c.unreadable == nil && c.dims[n-2] > 1 && c.dims[n-1] > 1 && h5Rank(c.dims) >= 3
 }
 
 // candidates lists the datasets of rank 3 to 5 under the group prefix ("/" for the whole
-// file), in the order of the automatic choice: by rank (h5ChoiceOrder), largest first
-// within a rank. Called with h5lock held.
+// file), in the order of the automatic choice: those that could hold frames
+// (holdsFrames) first, then by rank (h5ChoiceOrder), largest first within a rank. Called
+// with h5lock held.
 func (d *h5File) candidates(prefix string) ([]h5Candidate, error) {
 	var n C.size_t
 	list := C.sd_list_datasets(d.file, &n)
@@ -270,6 +286,9 @@ func (d *h5File) candidates(prefix string) ([]h5Candidate, error) {
 		C.H5Dclose(set)
 	}
 	slices.SortStableFunc(out, func(a, b h5Candidate) int {
+		if a.holdsFrames() != b.holdsFrames() {
+			return map[bool]int{true: -1, false: 1}[a.holdsFrames()]
+		}
 		return cmp.Or(cmp.Compare(h5ChoiceOrder(a.dims), h5ChoiceOrder(b.dims)), cmp.Compare(product(b.dims), product(a.dims)))
 	})
 	return out, nil
@@ -297,6 +316,24 @@ func h5Listing(cands []h5Candidate, where string) string {
 		listing += " (not readable: " + strings.Join(bad, ", ") + ")"
 	}
 	return listing
+}
+
+// h5ChoiceNote is the note on the automatic choice of dataset chosen among cands: none
+// unless other datasets could hold frames too, then at most four of them.
+func h5ChoiceNote(chosen h5Candidate, cands []h5Candidate) []string {
+	var others []string
+	for _, c := range cands {
+		if c.path != chosen.path && c.holdsFrames() {
+			others = append(others, c.String())
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	if len(others) > 4 {
+		others = append(others[:3], fmt.Sprintf("%d more", len(others)-3))
+	}
+	return []string{fmt.Sprintf("reading %s; other datasets could hold frames: %s (give option dataset_path to read one)", chosen, strings.Join(others, ", "))}
 }
 
 // h5Dims returns the dimensions of an open dataset. Called with h5lock held.
@@ -337,10 +374,7 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 		switch {
 		case i >= 0:
 			d.dsPath = cands[i].path
-			if len(cands) > 1 {
-				picked = []string{fmt.Sprintf("reading %s (the choice takes rank 4, then 5, then 3, not counting axes of size 1, the largest first); give option dataset_path to read another (%s)",
-					cands[i], listing)}
-			}
+			picked = h5ChoiceNote(cands[i], cands)
 		case len(cands) > 0:
 			return nil, fmt.Errorf("%s; dataset %q: %w", listing, cands[0].path, cands[0].unreadable)
 		default:

@@ -47,8 +47,9 @@ type Options struct {
 	// formats refuse it (a MIB's leading frames are skipped with SyncOffset).
 	Offset int64
 	// DatasetPath is the HDF5 dataset that holds the frames, e.g. "/fpd_expt/fpd_data/data";
-	// empty: the largest readable dataset of rank 4, else 5, else 3 (with a note when the
-	// file holds others). Other formats ignore it with a note.
+	// empty: the largest readable dataset of rank 4, else 5, else 3, those with frames of
+	// at least 2×2 pixels and more than one frame first (with a note when others could
+	// hold frames too). Other formats ignore it with a note.
 	DatasetPath string
 	// FrameHeader and FrameFooter are bytes before and after every frame's pixels in a
 	// raw file (a per-frame header or footer, or padding); other formats refuse them.

@@ -128,6 +128,7 @@ var h5lock sync.Mutex
 func h5Enter() (exit func()) {
 	runtime.LockOSThread()
 	h5lock.Lock()
+	h5SideErr = nil
 	C.sd_quiet()
 	return func() {
 		h5lock.Unlock()
@@ -160,6 +161,12 @@ type h5File struct {
 	numFrames int
 	align     int
 	closed    bool
+	// access are the dataset access properties of every open by path: they check the
+	// targets of external links (hdf5_storage.go).
+	access C.hid_t
+	// reread are the checks to repeat before reading the frames they concern (external raw
+	// storage files, VDS sources that libhdf5 opens for each read).
+	reread []h5Reread
 	notes
 }
 
@@ -175,11 +182,17 @@ func openHDF5(path string, opt Options) (Dataset, error) {
 		return nil, err
 	}
 	f.Close()
+	h5StartEnv()
 	defer h5Enter()()
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	d := &h5File{path: path, file: -1, set: -1}
+	d := &h5File{path: path, file: -1, set: -1, access: h5NewAccess()}
+	if d.access < 0 {
+		d.closeLocked()
+		return nil, fmt.Errorf("dataset: %s: %w", path, h5Error("creating dataset access properties"))
+	}
 	if d.file = C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT); d.file < 0 {
+		d.closeLocked()
 		// Without its signature or with its superblock or root group cut off, the
 		// library says only "unable to open file".
 		return nil, fmt.Errorf("dataset: %s: not a readable HDF5 file (truncated, or another format) of %d bytes: %w",
@@ -201,7 +214,12 @@ type h5Candidate struct {
 	unreadable *h5Unreadable
 }
 
-func (c h5Candidate) String() string { return h5Name(c.path) + " " + npy.ShapeString(c.dims) }
+func (c h5Candidate) String() string {
+	if c.dims == nil {
+		return h5Name(c.path) + " (shape unknown)"
+	}
+	return h5Name(c.path) + " " + npy.ShapeString(c.dims)
+}
 
 // h5Name is an HDF5 path as messages show it: quoted (Go syntax) when it holds a space, a
 // comma, a quote or a character that does not print, so that a listing of names stays
@@ -248,7 +266,7 @@ func h5Rank(dims []int) int {
 // The automatic choice takes these first, and notes the others only when there are any.
 func (c h5Candidate) holdsFrames() bool {
 	n := len(c.dims)
-	return c.unreadable == nil && c.dims[n-2] > 1 && c.dims[n-1] > 1 && h5Rank(c.dims) >= 3
+	return c.unreadable == nil && n >= 3 && c.dims[n-2] > 1 && c.dims[n-1] > 1 && h5Rank(c.dims) >= 3
 }
 
 // candidates lists the datasets of rank 3 to 5 under the group prefix ("/" for the whole
@@ -269,13 +287,17 @@ func (d *h5File) candidates(prefix string) ([]h5Candidate, error) {
 			continue
 		}
 		cname := C.CString(name)
-		set := C.H5Dopen2(d.file, cname, C.H5P_DEFAULT)
+		set := C.H5Dopen2(d.file, cname, d.access)
 		C.free(unsafe.Pointer(cname))
 		if set < 0 {
+			h5SideErr = nil
 			C.H5Eclear2(C.H5E_DEFAULT)
 			continue
 		}
 		dims, err := h5Dims(set)
+		if errs.KindOf(err) == errs.IO { // a file it reads through is not safe to open
+			out = append(out, h5Candidate{path: name, unreadable: &h5Unreadable{"unsafe to read", err.Error()}})
+		}
 		if err == nil && len(dims) >= 3 && len(dims) <= 5 {
 			c := h5Candidate{path: name, dims: dims}
 			if _, err := h5Readable(set); err != nil && !errors.As(err, &c.unreadable) {
@@ -336,8 +358,13 @@ func h5ChoiceNote(chosen h5Candidate, cands []h5Candidate) []string {
 	return []string{fmt.Sprintf("reading %s; other datasets could hold frames: %s (give option dataset_path to read one)", chosen, strings.Join(others, ", "))}
 }
 
-// h5Dims returns the dimensions of an open dataset. Called with h5lock held.
+// h5Dims returns the dimensions of an open dataset (for a virtual dataset after checking
+// the source files libhdf5 opens to find them, h5VirtualOpenCheck). Called with h5lock
+// held.
 func h5Dims(set C.hid_t) ([]int, error) {
+	if err := h5VirtualOpenCheck(set); err != nil {
+		return nil, err
+	}
 	space := C.H5Dget_space(set)
 	if space < 0 {
 		return nil, h5Error("reading the dataspace")
@@ -383,16 +410,20 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	}
 	cname := C.CString(d.dsPath)
 	defer C.free(unsafe.Pointer(cname))
-	exists := C.H5Lexists(d.file, cname, C.H5P_DEFAULT) > 0
+	exists := C.H5Lexists(d.file, cname, d.access) > 0
+	if h5SideErr != nil { // an external link on the way to a file not safe to open
+		return nil, h5Fail(fmt.Sprintf("dataset %q (option dataset_path)", d.dsPath))
+	}
 	C.H5Eclear2(C.H5E_DEFAULT)
 	if trimmed := strings.TrimSpace(d.dsPath); !exists && trimmed != d.dsPath {
 		// A name is taken as given (HDF5 names may hold any character), else without the
 		// spaces around it that an option string such as "dataset_path = /x" leaves.
 		ctrim := C.CString(trimmed)
 		defer C.free(unsafe.Pointer(ctrim))
-		if exists = C.H5Lexists(d.file, ctrim, C.H5P_DEFAULT) > 0; exists {
+		if exists = C.H5Lexists(d.file, ctrim, d.access) > 0; exists {
 			d.dsPath, cname = trimmed, ctrim
 		}
+		h5SideErr = nil
 		C.H5Eclear2(C.H5E_DEFAULT)
 	}
 	if !exists {
@@ -401,10 +432,8 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	if err := d.checkDataset(cname, listing); err != nil {
 		return nil, err
 	}
-	dapl := C.H5Pcreate(C.H5P_CLS_DATASET_ACCESS_ID_g)
-	defer C.H5Pclose(dapl)
-	if d.set = C.H5Dopen2(d.file, cname, dapl); d.set < 0 {
-		return nil, fmt.Errorf("%w; %s", h5Error(fmt.Sprintf("opening dataset %q (option dataset_path)", d.dsPath)), listing)
+	if d.set = C.H5Dopen2(d.file, cname, d.access); d.set < 0 {
+		return nil, fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening dataset %q (option dataset_path)", d.dsPath)), listing)
 	}
 	dims, err := h5Dims(d.set)
 	if err != nil {
@@ -431,6 +460,10 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	if err := d.setChunkCache(dims); err != nil {
 		return nil, err
 	}
+	filled, err := d.checkStorage(opt, dims)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", h5Name(d.dsPath), err)
+	}
 	nav := userNav(d.fileNav)
 	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, npy.ShapeString(dims))
 	ds, err := finishFrames(d, opt, nav, source, fileFrames{whole: frames, recordBytes: int64(d.FrameBytes())})
@@ -438,7 +471,7 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 		return nil, err
 	}
 	if n, ok := ds.(interface{ addNotes([]string) }); ok {
-		n.addNotes(picked)
+		n.addNotes(append(picked, filled...))
 	}
 	return ds, nil
 }
@@ -446,9 +479,9 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 // checkDataset checks that the object at dataset_path cname is a dataset: a group gets
 // the datasets of rank 3 to 5 in it listed. Called with h5lock held.
 func (d *h5File) checkDataset(cname *C.char, listing string) error {
-	obj := C.H5Oopen(d.file, cname, C.H5P_DEFAULT)
+	obj := C.H5Oopen(d.file, cname, d.access)
 	if obj < 0 {
-		return fmt.Errorf("%w; %s", h5Error(fmt.Sprintf("opening %q (option dataset_path)", d.dsPath)), listing)
+		return fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening %q (option dataset_path)", d.dsPath)), listing)
 	}
 	defer C.H5Oclose(obj)
 	switch C.H5Iget_type(obj) {
@@ -594,15 +627,17 @@ func (d *h5File) setChunkCache(dims []int) error {
 	if C.H5Pset_chunk_cache(dapl, C.size_t(slots), C.size_t(nbytes), 1) < 0 {
 		return h5Error("setting the chunk cache")
 	}
-	// The cache of an open dataset is set when it is opened: reopen it with dapl.
+	if err := h5CheckLinks(dapl); err != nil {
+		return err
+	}
+	// The cache is set when the dataset is opened, and a second open while it is open
+	// shares the first's: close it, then open it again with dapl.
 	cname := C.CString(d.dsPath)
 	defer C.free(unsafe.Pointer(cname))
-	set := C.H5Dopen2(d.file, cname, dapl)
-	if set < 0 {
-		return h5Error("reopening the dataset with its chunk cache")
-	}
 	C.H5Dclose(d.set)
-	d.set = set
+	if d.set = C.H5Dopen2(d.file, cname, dapl); d.set < 0 {
+		return h5Fail("reopening the dataset with its chunk cache")
+	}
 	return nil
 }
 
@@ -654,6 +689,9 @@ func (d *h5File) closeLocked() error {
 	if d.file >= 0 && C.H5Fclose(d.file) < 0 {
 		err = errors.Join(err, h5Error("closing the file"))
 	}
+	if d.access >= 0 {
+		C.H5Pclose(d.access)
+	}
 	if err != nil {
 		return fmt.Errorf("dataset: %s: %w", d.path, err)
 	}
@@ -672,6 +710,9 @@ func (d *h5File) ReadFrames(start, end int, dst []byte) error {
 	defer h5Enter()()
 	if d.closed {
 		return fmt.Errorf("dataset: %s: read after Close", d.path)
+	}
+	if err := d.recheck(start, end); err != nil {
+		return fmt.Errorf("dataset: %s: frames [%d, %d): dataset %s: %w", d.path, start, end, h5Name(d.dsPath), err)
 	}
 	space := C.H5Dget_space(d.set)
 	if space < 0 {

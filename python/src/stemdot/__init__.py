@@ -294,12 +294,14 @@ def open(path, **format_options):
     (header bytes to skip, raw), ``frame_header`` and ``frame_footer`` (bytes before and
     after every frame, raw), ``sync_offset`` (scan position p reads the file's frame
     p + sync_offset: positive skips leading frames, negative inserts blank ones),
-    ``dataset_path`` (HDF5: the dataset of frames), ``frames`` (``(first, count)``: only
-    frames ``first .. first+count-1`` in scan order, after ``nav_shape`` and
-    ``sync_offset``, as a dataset of nav_shape ``(count,)``; the rest of the file is not
-    read). Raises
-    :class:`StemdotIOError` for a missing file, :class:`FormatError` for content that
-    cannot be read, :class:`InvalidArgumentError` for unknown options.
+    ``dataset_path`` (HDF5: the dataset of frames), ``allow_fill`` (HDF5: ``True`` reads
+    storage that is missing or was never written, such as a virtual dataset's missing
+    source file, as the fill value with a warning, instead of raising), ``frames``
+    (``(first, count)``: only frames ``first .. first+count-1`` in scan order, after
+    ``nav_shape`` and ``sync_offset``, as a dataset of nav_shape ``(count,)``; the rest of
+    the file is not read). Raises :class:`StemdotIOError` for a missing file,
+    :class:`FormatError` for content that cannot be read, :class:`InvalidArgumentError`
+    for unknown options.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")

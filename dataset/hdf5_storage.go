@@ -334,7 +334,8 @@ func (r h5Regular) within(dims []int, first, end int) []h5Slab {
 	return []h5Slab{s, last}
 }
 
-// h5SelectionSlabs returns the selection of space within dims as slabs.
+// h5SelectionSlabs returns the selection of space (a VDS mapping's region: all, none or a
+// hyperslab) within dims as slabs.
 func h5SelectionSlabs(space C.hid_t, dims []int) ([]h5Slab, error) {
 	rank := len(dims)
 	switch C.H5Sget_select_type(space) {
@@ -342,26 +343,8 @@ func h5SelectionSlabs(space C.hid_t, dims []int) ([]h5Slab, error) {
 		return nil, nil
 	case C.H5S_SEL_ALL:
 		return []h5Slab{h5BoxSlab(make([]int, rank), dims)}, nil
-	case C.H5S_SEL_POINTS:
-		n := int(C.H5Sget_select_elem_npoints(space))
-		if n < 0 {
-			return nil, h5Error("reading a point selection")
-		}
-		pts := make([]C.hsize_t, n*rank+1)
-		if n > 0 && C.H5Sget_select_elem_pointlist(space, 0, C.hsize_t(n), &pts[0]) < 0 {
-			return nil, h5Error("reading a point selection")
-		}
-		var out []h5Slab
-		for i := range n {
-			p := pts[i*rank : (i+1)*rank]
-			lo, hi := make([]int, rank), make([]int, rank)
-			for a := range rank {
-				lo[a], hi[a] = int(p[a]), int(p[a])+1
-			}
-			out = append(out, h5BoxSlab(lo, hi))
-		}
-		return out, nil
 	}
+	// A hyperslab (libhdf5 refuses point selections in virtual datasets).
 	if r, ok := h5RegularOf(space); ok {
 		return r.within(dims, 0, -1), nil
 	}

@@ -255,6 +255,10 @@ func h5BoxSlab(lo, hi []int) h5Slab {
 	return s
 }
 
+func (s h5Slab) clone() h5Slab {
+	return h5Slab{slices.Clone(s.start), slices.Clone(s.stride), slices.Clone(s.count), slices.Clone(s.block)}
+}
+
 // empty reports whether the slab holds no element.
 func (s h5Slab) empty() bool {
 	return slices.Contains(s.count, 0) || slices.Contains(s.block, 0)
@@ -303,35 +307,37 @@ func h5RegularOf(space C.hid_t) (r h5Regular, ok bool) {
 
 // within returns the part of the hyperslab inside dims, along the unlimited axis from
 // block first to block end (end < 0: all) when the count is unlimited: a finite slab,
-// and a box for a last block cut by the extent.
+// and a box for a last block cut by the extent (none that are empty).
 func (r h5Regular) within(dims []int, first, end int) []h5Slab {
-	s := h5Slab{slices.Clone(r.start), slices.Clone(r.stride), slices.Clone(r.count), slices.Clone(r.block)}
-	u := r.unlim
-	if u < 0 {
-		return []h5Slab{s}
-	}
-	n := C.hsize_t(dims[u])
-	if s.block[u] == C.sd_unlimited() {
-		s.count[u], s.block[u] = 1, 0
-		if s.start[u] < n {
-			s.block[u] = n - s.start[u]
+	s := r.clone()
+	out := []h5Slab{s}
+	if u := r.unlim; u >= 0 {
+		n := C.hsize_t(dims[u])
+		if s.block[u] == C.sd_unlimited() {
+			s.count[u], s.block[u] = 1, 0
+			if s.start[u] < n {
+				s.block[u] = n - s.start[u]
+			}
+		} else {
+			s.start[u] += C.hsize_t(first) * s.stride[u]
+			s.count[u] = 0
+			if s.start[u] < n {
+				s.count[u] = (n - s.start[u] + s.stride[u] - 1) / s.stride[u]
+			}
+			if end >= 0 {
+				s.count[u] = min(s.count[u], C.hsize_t(end-first))
+			}
+			if s.count[u] > 0 && s.start[u]+(s.count[u]-1)*s.stride[u]+s.block[u] > n {
+				// The last block reaches past the extent: cut, as a box.
+				last := s.clone()
+				last.start[u] += (s.count[u] - 1) * s.stride[u]
+				last.count[u], last.block[u] = 1, n-last.start[u]
+				s.count[u]--
+				out = append(out, last)
+			}
 		}
-		return []h5Slab{s}
 	}
-	s.start[u] += C.hsize_t(first) * s.stride[u]
-	s.count[u] = 0
-	for s.start[u]+s.count[u]*s.stride[u] < n && (end < 0 || int(s.count[u]) < end-first) {
-		s.count[u]++
-	}
-	if s.count[u] == 0 || s.start[u]+(s.count[u]-1)*s.stride[u]+s.block[u] <= n {
-		return []h5Slab{s}
-	}
-	// The last block reaches past the extent: the others as a slab, it cut as a box.
-	last := h5Slab{slices.Clone(s.start), slices.Clone(s.stride), slices.Clone(s.count), slices.Clone(s.block)}
-	last.start[u] += (s.count[u] - 1) * s.stride[u]
-	last.count[u], last.block[u] = 1, n-last.start[u]
-	s.count[u]--
-	return []h5Slab{s, last}
+	return slices.DeleteFunc(out, h5Slab.empty)
 }
 
 // h5SelectionSlabs returns the selection of space (a VDS mapping's region: all, none or a
@@ -792,7 +798,7 @@ func (c *h5Check) virtual(set, dcpl C.hid_t, dims []int) ([]h5Gap, error) {
 				return err
 			}
 		}
-		if len(slabs) == 0 || slabs[0].empty() {
+		if len(slabs) == 0 {
 			return nil
 		}
 		if src.why != "" {
@@ -826,7 +832,7 @@ func (c *h5Check) virtual(set, dcpl C.hid_t, dims []int) ([]h5Gap, error) {
 		case regular && r.unlim >= 0 && m.printf:
 			for j := 0; ; j++ {
 				slabs := r.within(dims, j, j+1)
-				if len(slabs) == 0 || slabs[0].empty() {
+				if len(slabs) == 0 {
 					break
 				}
 				file, _ := h5BlockName(m.file, j)
@@ -926,19 +932,16 @@ func (c *h5Check) unlimited(set C.hid_t, m h5Mapping, r h5Regular, dims []int, m
 func h5CutAt(slabs []h5Slab, u int, at C.hsize_t) (before, after []h5Slab) {
 	for _, s := range slabs {
 		for j := C.hsize_t(0); j < s.count[u]; j++ {
-			one := h5Slab{slices.Clone(s.start), slices.Clone(s.stride), slices.Clone(s.count), slices.Clone(s.block)}
-			one.start[u] += j * s.stride[u]
-			one.count[u] = 1
-			lo, hi := one.start[u], one.start[u]+one.block[u]
+			lo := s.start[u] + j*s.stride[u]
+			hi := lo + s.block[u]
 			if lo < at {
-				b := one
-				b.block = slices.Clone(one.block)
-				b.block[u] = min(hi, at) - lo
+				b := s.clone()
+				b.start[u], b.count[u], b.block[u] = lo, 1, min(hi, at)-lo
 				before = append(before, b)
 			}
 			if hi > at {
-				a := h5Slab{slices.Clone(one.start), one.stride, one.count, slices.Clone(one.block)}
-				a.start[u] = max(lo, at)
+				a := s.clone()
+				a.start[u], a.count[u] = max(lo, at), 1
 				a.block[u] = hi - a.start[u]
 				after = append(after, a)
 			}

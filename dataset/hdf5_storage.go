@@ -962,10 +962,10 @@ type h5Source struct {
 // source checks the source dataset dset in file (as stored in the mapping; "." is the
 // VDS's own file) of the mapping region sspace, mapped to a region of elems elements:
 // found where libhdf5 looks for it, an HDF5 file, the dataset in it, of an extent that
-// holds the region (unless its axis unlim is unlimited), and its own storage complete (checked as the frames dataset's,
-// to a depth of 4). Problems that make libhdf5 read the fill value are returned in why;
-// those it cannot read through at all (a FIFO, a source smaller than the region) are
-// errors.
+// holds the region (unless its axis unlim is unlimited), and its own storage complete
+// (checked as the frames dataset's, to a depth of 4). Problems that make libhdf5 read
+// the fill value are returned in why; those it cannot read through at all (a FIFO, a
+// source smaller than the region) are errors.
 func (c *h5Check) source(vds C.hid_t, file, dset string, sspace C.hid_t, elems int64, unlim int) (h5Source, error) {
 	src := h5Source{holdable: true, kind: errs.Format}
 	where := fmt.Sprintf("source %s:%s", file, h5Name(dset))

@@ -1,7 +1,9 @@
 # stemdot build, demo, tests and benchmarks.
 #
 # `make` builds bin/stemdot with CUDA when nvcc is found (CMake builds the kernels, then
-# `go build -tags cuda`), else CPU-only, and says which.
+# `go build -tags cuda`), else CPU-only, and with HDF5 when pkg-config finds libhdf5
+# 1.10.5 or later, else without (`-tags nohdf5`: HDF5 files are refused, naming the
+# package to install), and says which. Every Go command here gets the same tags.
 
 GO      ?= go
 NVCC    := $(shell command -v nvcc 2>/dev/null)
@@ -15,7 +17,26 @@ else
   TAGS := cuda
   FLAVOUR := with CUDA ($(NVCC))
 endif
-GOTAGS := $(if $(TAGS),-tags $(TAGS),)
+HDF5_VERSION := $(shell pkg-config --modversion hdf5 2>/dev/null)
+ifeq ($(shell pkg-config --atleast-version=1.10.5 hdf5 2>/dev/null && echo ok),ok)
+  NOHDF5 :=
+  HDF5_FLAVOUR := with HDF5 (libhdf5 $(HDF5_VERSION))
+else
+  NOHDF5 := nohdf5
+  HDF5_MISSING := $(if $(HDF5_VERSION),libhdf5 $(HDF5_VERSION) is older than 1.10.5,libhdf5-dev not found): apt-get install libhdf5-dev pkg-config
+  HDF5_FLAVOUR := without HDF5 ($(HDF5_MISSING))
+endif
+# $(call gotags,TAGS) is "-tags" with TAGS and nohdf5 where HDF5 is absent, comma-separated,
+# or nothing.
+comma := ,
+gotags = $(if $(strip $(1) $(NOHDF5)),-tags $(subst $() ,$(comma),$(strip $(1) $(NOHDF5))),)
+GOTAGS := $(call gotags,$(TAGS))
+GOTAGS_CPU := $(call gotags,)
+# A file named after the tags, so that a file built with other tags (build/libstemdot.so)
+# is built again when nvcc or libhdf5 comes or goes.
+TAGS_STAMP := $(BUILD)/tags-$(subst $() ,-,$(or $(strip $(TAGS) $(NOHDF5)),none))
+$(TAGS_STAMP):
+	@mkdir -p $(@D) && rm -f $(BUILD)/tags-* && touch $@
 # Go's build cache keys a cgo link on its flags, not on the contents of the archive they
 # name: after libstemdot_kernels.a is rebuilt, go build or go test -c can hand back a binary
 # linked with the old one. An unused symbol named after the archive's checksum, added to
@@ -26,12 +47,12 @@ kernels_env = CGO_LDFLAGS="$${CGO_LDFLAGS:--O2 -g} $(call kernels_flag,$(1))"
 CUDA_LINK = $(if $(TAGS),$(call kernels_env,$(KERNELS)),)
 CUDA_LDFLAG = $(if $(TAGS),$(call kernels_flag,$(KERNELS)),)
 
-.PHONY: all build kernels kernels-emu demo test test-go test-cuda test-cuda-emu fuzz lint bench bench-full clean
+.PHONY: all build kernels kernels-emu demo test test-steps test-go test-cuda test-cuda-emu fuzz lint bench bench-full clean
 
 all: build
 
 build: $(if $(TAGS),kernels,)
-	@echo "building stemdot $(FLAVOUR)"
+	@echo "building stemdot $(FLAVOUR), $(HDF5_FLAVOUR)"
 	$(CUDA_LINK) $(GO) build $(GOTAGS) -o $(BIN)/stemdot ./cmd/stemdot
 
 kernels:
@@ -60,14 +81,24 @@ demo: build
 	@echo "wrote out/demo.npy (bright field, dark field, com sum and moments), out/demo_com_shifts.npy and" \
 		"the PNGs out/demo_0_disk.png, out/demo_1_ring.png, out/demo_com_shift_y.png, out/demo_com_shift_x.png"
 
-test: lint test-go fuzz $(if $(TAGS),test-cuda,) test-cuda-emu test-capi test-python
+# make test runs its steps in a sub-make, then says what it left out and how long it took.
+TEST_STEPS := lint test-go fuzz $(if $(TAGS),test-cuda,) test-cuda-emu test-capi test-python
+SKIPPED = $(if $(TAGS),,CUDA build tests (nvcc not found);) \
+	$(if $(NOHDF5),HDF5 reader tests ($(HDF5_MISSING));) \
+	$(if $(wildcard /dev/nvidia0),,tests on a GPU (no GPU found: the kernels ran on the CPU emulator only);) \
+	$(if $(wildcard $(STEMDOT_TESTDATA)/mib),,tests on real detector files ($(STEMDOT_TESTDATA) not found);)
+test:
+	@start=$$(date +%s); $(MAKE) --no-print-directory test-steps; rc=$$?; s=$$(( $$(date +%s) - start )); \
+	skipped="$(strip $(SKIPPED))"; if [ $$rc = 0 ]; then r=passed; else r=FAILED; fi; \
+	echo "make test: $$r in $$((s / 60)) min $$((s % 60)) s$${skipped:+; skipped: $${skipped%;}}"; exit $$rc
+test-steps: $(TEST_STEPS)
 
 test-go:
-	$(GO) test -race ./...
+	$(GO) test $(GOTAGS_CPU) -race ./...
 	# the engine's AVX2 kernels, as on CPUs without AVX-512
-	GODEBUG=cpu.avx512f=off $(GO) test -count=1 ./engine
+	GODEBUG=cpu.avx512f=off $(GO) test $(GOTAGS_CPU) -count=1 ./engine
 	# the engine's pure-Go kernels, as on CPUs without AVX2+FMA
-	GODEBUG=cpu.avx2=off $(GO) test -count=1 ./engine
+	GODEBUG=cpu.avx2=off $(GO) test $(GOTAGS_CPU) -count=1 ./engine
 
 # Every reader's fuzz target, briefly; crashers land in testdata/fuzz. Budgets are execution
 # counts (about 5-10 s each on 2 cores), not durations: a duration -fuzztime in Go 1.26 can
@@ -77,22 +108,22 @@ FUZZ_TARGETS ?= dataset:FuzzMIBHeader:150000 dataset:FuzzBLOHeader:150000 datase
 	dataset:FuzzEMPADXML:40000 dataset:FuzzOpen:1500 masks:FuzzLoadNPY:4000
 fuzz:
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
-		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $${FUZZTIME:-$${n}x} || exit 1; done
+		$(GO) test $(GOTAGS_CPU) ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $${FUZZTIME:-$${n}x} || exit 1; done
 
 test-cuda: kernels
-	$(GO) vet -tags cuda ./...
-	$(CUDA_LINK) $(GO) test -tags cuda ./...
+	$(GO) vet $(call gotags,cuda) ./...
+	$(CUDA_LINK) $(GO) test $(call gotags,cuda) ./...
 
 # The GPU tests on the emulated device (kernels-emu): package cuda's, and those of the
 # packages that use it (GPU workers, resident datasets, the CLI's --gpus).
 EMU_PKGS := ./cuda ./engine . ./cmd/stemdot
 test-cuda-emu: kernels-emu
-	$(GO) vet -tags cuda,cudaemu $(EMU_PKGS)
-	$(call kernels_env,$(EMU_LIB)) $(GO) test -tags cuda,cudaemu -count=1 $(EMU_PKGS)
+	$(GO) vet $(call gotags,cuda cudaemu) $(EMU_PKGS)
+	$(call kernels_env,$(EMU_LIB)) $(GO) test $(call gotags,cuda cudaemu) -count=1 $(EMU_PKGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet $(GOTAGS_CPU) ./...
 
 clean:
 	rm -rf $(BIN) $(BUILD) out

@@ -20,6 +20,7 @@ var goNames = map[string]string{
 	"dataset_path": "Options.DatasetPath",
 	"frames":       "Options.Frames",
 	"flyback":      "Options.Flyback",
+	"allow_fill":   "Options.AllowFill",
 
 	"cpus":                "Plan.CPUs",
 	"gpus":                "Plan.GPUs",

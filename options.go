@@ -30,7 +30,10 @@ type OpenOption struct {
 	Usage string
 	// Default is the value shown as default in help ("" for none).
 	Default string
-	set     func(o *Options, value string) error
+	// Switch marks an on/off option: true or false (also 1/0, yes/no, on/off); the CLI's
+	// flag alone turns it on (--allow-fill).
+	Switch bool
+	set    func(o *Options, value string) error
 }
 
 // FlagName is the CLI flag of the option: "--" and Key with '-' for '_'.
@@ -72,7 +75,9 @@ var OpenOptions = []OpenOption{
 	{Key: "flyback", Usage: "flyback frames in each scan row, read as no scan position: start or end (one per row), start:N or end:N (N per row), none, or auto (one per row when the file holds (nav_x+1)·nav_y frames, with a warning)", Default: "auto",
 		set: func(o *Options, v string) (err error) { o.Flyback, err = dataset.ParseFlyback(v); return err }},
 	{Key: "dataset_path", Usage: "HDF5 files: the dataset holding the frames, e.g. /fpd_expt/fpd_data/data (default: the largest readable one of rank 4, else 5, else 3)",
-		set: func(o *Options, v string) error { o.DatasetPath = strings.TrimSpace(v); return nil }},
+		set: func(o *Options, v string) error { o.DatasetPath = v; return nil }}, // verbatim: HDF5 names may hold spaces
+	{Key: "allow_fill", Switch: true, Usage: "HDF5 files: read storage that is missing or was never written (a virtual dataset's missing source file, chunks never written, external raw storage cut short) as the fill value, with a warning counting the frames, instead of refusing the file",
+		set: func(o *Options, v string) (err error) { o.AllowFill, err = parseBool(strings.TrimSpace(v)); return err }},
 	{Key: "frames", Usage: "only frames FIRST,COUNT of the scan (scan order, after nav_shape and sync_offset), read as a scan of nav shape (COUNT,) (default: all)",
 		set: func(o *Options, v string) error {
 			first, count, ok := strings.Cut(strings.Trim(strings.TrimSpace(v), "()[] "), ",")

@@ -168,12 +168,15 @@ func TestOptions(t *testing.T) {
 	o, err = stemdot.ParseOptions("flyback=Start:2")
 	require.NoError(t, err)
 	require.Equal(t, stemdot.Options{Flyback: dataset.Flyback{Place: dataset.FlybackStart, Frames: 2}}, o)
+	o, err = stemdot.ParseOptions("allow_fill=True;dataset_path= /my data ")
+	require.NoError(t, err)
+	require.Equal(t, stemdot.Options{AllowFill: true, DatasetPath: " /my data "}, o, "dataset_path verbatim (Open falls back to it trimmed)")
 	for _, c := range []struct {
 		in   string
 		kind errs.Kind
 		msg  string
 	}{
-		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, flyback, dataset_path, frames)`},
+		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, flyback, dataset_path, allow_fill, frames)`},
 		{"frames=2", errs.Argument, `option frames "2": want FIRST,COUNT`},
 		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
 		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},
@@ -185,6 +188,7 @@ func TestOptions(t *testing.T) {
 		{"frame_footer=1.5", errs.Argument, `option frame_footer "1.5": want a non-negative byte count such as 1024 or 1KiB`},
 		{"offset=-1", errs.Argument, `option offset "-1": want a non-negative byte count`},
 		{"flyback=left", errs.Argument, `option flyback "left": want auto, none, start, end, start:N or end:N (N flyback frames per scan row)`},
+		{"allow_fill=maybe", errs.Argument, `option allow_fill "maybe": not a boolean`},
 	} {
 		_, err := stemdot.ParseOptions(c.in)
 		require.ErrorContains(t, err, c.msg)

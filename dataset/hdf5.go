@@ -42,12 +42,14 @@ static void sd_last_error(char *buf) {
 
 typedef struct { char *buf; size_t len, cap; } sd_names;
 
+// sd_add appends "/" name and a NUL to the list: HDF5 names hold any byte but NUL (spaces,
+// tabs, newlines, UTF-8), so NUL is the one safe separator.
 static herr_t sd_add(const char *name, H5O_type_t type, void *op) {
 	if (type != H5O_TYPE_DATASET) return 0;
 	sd_names *b = op;
 	size_t n = strlen(name);
-	if (b->len + n + 3 > b->cap) {
-		size_t c = (b->cap + n + 3) * 2;
+	if (b->len + n + 2 > b->cap) {
+		size_t c = (b->cap + n + 2) * 2;
 		char *nb = realloc(b->buf, c);
 		if (nb == NULL) return -1;
 		b->buf = nb;
@@ -56,8 +58,7 @@ static herr_t sd_add(const char *name, H5O_type_t type, void *op) {
 	b->buf[b->len++] = '/';
 	memcpy(b->buf + b->len, name, n);
 	b->len += n;
-	b->buf[b->len++] = '\n';
-	b->buf[b->len] = 0;
+	b->buf[b->len++] = 0;
 	return 0;
 }
 
@@ -67,9 +68,9 @@ static herr_t sd_visit(hid_t o, const char *name, const H5O_info2_t *info, void 
 static herr_t sd_visit(hid_t o, const char *name, const H5O_info_t *info, void *op) { return sd_add(name, info->type, op); }
 #endif
 
-// sd_list_datasets returns the paths of every dataset in the file, one a line (malloc'd;
-// NULL on error).
-static char *sd_list_datasets(hid_t f) {
+// sd_list_datasets returns the paths of every dataset in the file, each followed by a NUL,
+// in a buffer of *len bytes (malloc'd; NULL on error).
+static char *sd_list_datasets(hid_t f, size_t *len) {
 	sd_names b = {0};
 #if H5_VERSION_GE(1, 12, 0)
 	herr_t err = H5Ovisit3(f, H5_INDEX_NAME, H5_ITER_NATIVE, sd_visit, &b, H5O_INFO_BASIC);
@@ -80,6 +81,7 @@ static char *sd_list_datasets(hid_t f) {
 		free(b.buf);
 		return NULL;
 	}
+	*len = b.len;
 	return b.buf != NULL ? b.buf : calloc(1, 1);
 }
 */
@@ -91,8 +93,10 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 	"unsafe"
 
 	"github.com/stemdot/stemdot/errs"
@@ -124,6 +128,7 @@ var h5lock sync.Mutex
 func h5Enter() (exit func()) {
 	runtime.LockOSThread()
 	h5lock.Lock()
+	h5SideErr = nil
 	C.sd_quiet()
 	return func() {
 		h5lock.Unlock()
@@ -156,12 +161,19 @@ type h5File struct {
 	numFrames int
 	align     int
 	closed    bool
+	// access are the dataset access properties of every open by path: they check the
+	// targets of external links (hdf5_storage.go).
+	access C.hid_t
+	// reread are the checks to repeat before reading the frames they concern (external raw
+	// storage files, VDS sources that libhdf5 opens for each read).
+	reread []h5Reread
 	notes
 }
 
 // openHDF5 opens the frames dataset opt.DatasetPath of an HDF5 file, or, when that is
 // empty, the largest readable dataset of rank 4, else 5, else 3, axes of size 1 not
-// counted (with a note naming it when there are others). Errors list the candidate
+// counted, among those that could hold frames first (with a note naming it when others
+// could hold frames too). Errors list the candidate
 // datasets, and apart those that cannot be read (dtype, a filter the library cannot
 // load) and why.
 func openHDF5(path string, opt Options) (Dataset, error) {
@@ -170,11 +182,17 @@ func openHDF5(path string, opt Options) (Dataset, error) {
 		return nil, err
 	}
 	f.Close()
+	h5StartEnv()
 	defer h5Enter()()
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	d := &h5File{path: path, file: -1, set: -1}
+	d := &h5File{path: path, file: -1, set: -1, access: h5NewAccess()}
+	if d.access < 0 {
+		d.closeLocked()
+		return nil, fmt.Errorf("dataset: %s: %w", path, h5Error("creating dataset access properties"))
+	}
 	if d.file = C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT); d.file < 0 {
+		d.closeLocked()
 		// Without its signature or with its superblock or root group cut off, the
 		// library says only "unable to open file".
 		return nil, fmt.Errorf("dataset: %s: not a readable HDF5 file (truncated, or another format) of %d bytes: %w",
@@ -199,7 +217,22 @@ type h5Candidate struct {
 	unreadable *h5Unreadable
 }
 
-func (c h5Candidate) String() string { return c.path + " " + npy.ShapeString(c.dims) }
+func (c h5Candidate) String() string {
+	if c.dims == nil {
+		return h5Name(c.path) + " (shape unknown)"
+	}
+	return h5Name(c.path) + " " + npy.ShapeString(c.dims)
+}
+
+// h5Name is an HDF5 path as messages show it: quoted (Go syntax) when it holds a space, a
+// comma, a quote or a character that does not print, so that a listing of names stays
+// unambiguous.
+func h5Name(path string) string {
+	if strings.ContainsFunc(path, func(r rune) bool { return unicode.IsSpace(r) || r == ',' || r == '"' || !unicode.IsPrint(r) }) {
+		return strconv.Quote(path)
+	}
+	return path
+}
 
 // h5Unreadable says why a dataset cannot be read: Error in full, short in a listing of
 // datasets ("int64", "needs filter 32000 (lzf)").
@@ -213,41 +246,61 @@ func (u *h5Unreadable) Error() string { return u.long }
 // sig_x) carries the scan shape, rank 5 too (a time series), rank 3 (n, sig_y, sig_x)
 // does not; other ranks come last.
 func h5ChoiceOrder(dims []int) int {
+	if order, ok := map[int]int{4: 0, 5: 1, 3: 2}[h5Rank(dims)]; ok {
+		return order
+	}
+	return 3
+}
+
+// h5Rank is the rank of dims, axes of size 1 not counted.
+func h5Rank(dims []int) int {
 	rank := 0
 	for _, n := range dims {
 		if n != 1 {
 			rank++
 		}
 	}
-	if order, ok := map[int]int{4: 0, 5: 1, 3: 2}[rank]; ok {
-		return order
-	}
-	return 3
+	return rank
+}
+
+// holdsFrames says whether a candidate could hold a scan's frames: it can be read, its
+// frames (the last two axes) have at least 2×2 pixels and there is more than one of them
+// (an fpd file's (nav_y, nav_x, 1, 27) DAC values and (1, 256, 256) sum image do not).
+// The automatic choice takes these first, and notes the others only when there are any.
+func (c h5Candidate) holdsFrames() bool {
+	n := len(c.dims)
+	return c.unreadable == nil && n >= 3 && c.dims[n-2] > 1 && c.dims[n-1] > 1 && h5Rank(c.dims) >= 3
 }
 
 // candidates lists the datasets of rank 3 to 5 under the group prefix ("/" for the whole
-// file), in the order of the automatic choice: by rank (h5ChoiceOrder), largest first
-// within a rank. Called with h5lock held.
+// file), in the order of the automatic choice: those that could hold frames
+// (holdsFrames) first, then by rank (h5ChoiceOrder), largest first within a rank. Called
+// with h5lock held.
 func (d *h5File) candidates(prefix string) ([]h5Candidate, error) {
-	list := C.sd_list_datasets(d.file)
+	var n C.size_t
+	list := C.sd_list_datasets(d.file, &n)
 	if list == nil {
 		return nil, h5Error("listing the datasets")
 	}
-	names := strings.Fields(C.GoString(list))
+	names := C.GoBytes(unsafe.Pointer(list), C.int(n))
 	C.free(unsafe.Pointer(list))
 	var out []h5Candidate
-	for _, name := range names {
-		if !strings.HasPrefix(name, prefix) {
+	for name := range strings.SplitSeq(strings.TrimSuffix(string(names), "\x00"), "\x00") {
+		if name == "" || !strings.HasPrefix(name, prefix) {
 			continue
 		}
 		cname := C.CString(name)
-		set := C.H5Dopen2(d.file, cname, C.H5P_DEFAULT)
+		set := C.H5Dopen2(d.file, cname, d.access)
 		C.free(unsafe.Pointer(cname))
 		if set < 0 {
+			h5SideErr = nil
 			C.H5Eclear2(C.H5E_DEFAULT)
 			continue
 		}
 		dims, err := h5Dims(set)
+		if errs.KindOf(err) == errs.IO { // a file it reads through is not safe to open
+			out = append(out, h5Candidate{path: name, unreadable: &h5Unreadable{"unsafe to read", err.Error()}})
+		}
 		if err == nil && len(dims) >= 3 && len(dims) <= 5 {
 			c := h5Candidate{path: name, dims: dims}
 			if _, err := h5Readable(set); err != nil && !errors.As(err, &c.unreadable) {
@@ -258,6 +311,9 @@ func (d *h5File) candidates(prefix string) ([]h5Candidate, error) {
 		C.H5Dclose(set)
 	}
 	slices.SortStableFunc(out, func(a, b h5Candidate) int {
+		if a.holdsFrames() != b.holdsFrames() {
+			return map[bool]int{true: -1, false: 1}[a.holdsFrames()]
+		}
 		return cmp.Or(cmp.Compare(h5ChoiceOrder(a.dims), h5ChoiceOrder(b.dims)), cmp.Compare(product(b.dims), product(a.dims)))
 	})
 	return out, nil
@@ -287,8 +343,31 @@ func h5Listing(cands []h5Candidate, where string) string {
 	return listing
 }
 
-// h5Dims returns the dimensions of an open dataset. Called with h5lock held.
+// h5ChoiceNote is the note on the automatic choice of dataset chosen among cands: none
+// unless other datasets could hold frames too, then at most four of them.
+func h5ChoiceNote(chosen h5Candidate, cands []h5Candidate) []string {
+	var others []string
+	for _, c := range cands {
+		if c.path != chosen.path && c.holdsFrames() {
+			others = append(others, c.String())
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	if len(others) > 4 {
+		others = append(others[:3], fmt.Sprintf("%d more", len(others)-3))
+	}
+	return []string{fmt.Sprintf("reading %s; other datasets could hold frames: %s (give option dataset_path to read one)", chosen, strings.Join(others, ", "))}
+}
+
+// h5Dims returns the dimensions of an open dataset (for a virtual dataset after checking
+// the source files libhdf5 opens to find them, h5VirtualOpenCheck). Called with h5lock
+// held.
 func h5Dims(set C.hid_t) ([]int, error) {
+	if err := h5VirtualOpenCheck(set); err != nil {
+		return nil, err
+	}
 	space := C.H5Dget_space(set)
 	if space < 0 {
 		return nil, h5Error("reading the dataspace")
@@ -325,10 +404,7 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 		switch {
 		case i >= 0:
 			d.dsPath = cands[i].path
-			if len(cands) > 1 {
-				picked = []string{fmt.Sprintf("reading %s (the choice takes rank 4, then 5, then 3, not counting axes of size 1, the largest first); give option dataset_path to read another (%s)",
-					cands[i], listing)}
-			}
+			picked = h5ChoiceNote(cands[i], cands)
 		case len(cands) > 0:
 			return nil, fmt.Errorf("%s; dataset %q: %w", listing, cands[0].path, cands[0].unreadable)
 		default:
@@ -337,18 +413,30 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	}
 	cname := C.CString(d.dsPath)
 	defer C.free(unsafe.Pointer(cname))
-	exists := C.H5Lexists(d.file, cname, C.H5P_DEFAULT) > 0
+	exists := C.H5Lexists(d.file, cname, d.access) > 0
+	if h5SideErr != nil { // an external link on the way to a file not safe to open
+		return nil, h5Fail(fmt.Sprintf("dataset %q (option dataset_path)", d.dsPath))
+	}
 	C.H5Eclear2(C.H5E_DEFAULT)
+	if trimmed := strings.TrimSpace(d.dsPath); !exists && trimmed != d.dsPath {
+		// A name is taken as given (HDF5 names may hold any character), else without the
+		// spaces around it that an option string such as "dataset_path = /x" leaves.
+		ctrim := C.CString(trimmed)
+		defer C.free(unsafe.Pointer(ctrim))
+		if exists = C.H5Lexists(d.file, ctrim, d.access) > 0; exists {
+			d.dsPath, cname = trimmed, ctrim
+		}
+		h5SideErr = nil
+		C.H5Eclear2(C.H5E_DEFAULT)
+	}
 	if !exists {
 		return nil, errs.New(errs.Argument, "no dataset %q (option dataset_path); %s", d.dsPath, listing)
 	}
 	if err := d.checkDataset(cname, listing); err != nil {
 		return nil, err
 	}
-	dapl := C.H5Pcreate(C.H5P_CLS_DATASET_ACCESS_ID_g)
-	defer C.H5Pclose(dapl)
-	if d.set = C.H5Dopen2(d.file, cname, dapl); d.set < 0 {
-		return nil, fmt.Errorf("%w; %s", h5Error(fmt.Sprintf("opening dataset %q (option dataset_path)", d.dsPath)), listing)
+	if d.set = C.H5Dopen2(d.file, cname, d.access); d.set < 0 {
+		return nil, fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening dataset %q (option dataset_path)", d.dsPath)), listing)
 	}
 	dims, err := h5Dims(d.set)
 	if err != nil {
@@ -375,6 +463,10 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	if err := d.setChunkCache(dims); err != nil {
 		return nil, err
 	}
+	filled, err := d.checkStorage(opt, dims)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", h5Name(d.dsPath), err)
+	}
 	nav := userNav(d.fileNav)
 	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, npy.ShapeString(dims))
 	ds, err := finishFrames(d, opt, nav, source, fileFrames{whole: frames, recordBytes: int64(d.FrameBytes()), series: len(d.fileNav) == 1})
@@ -382,7 +474,7 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 		return nil, err
 	}
 	if n, ok := ds.(interface{ addNotes([]string) }); ok {
-		n.addNotes(picked)
+		n.addNotes(append(picked, filled...))
 	}
 	return ds, nil
 }
@@ -390,9 +482,9 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 // checkDataset checks that the object at dataset_path cname is a dataset: a group gets
 // the datasets of rank 3 to 5 in it listed. Called with h5lock held.
 func (d *h5File) checkDataset(cname *C.char, listing string) error {
-	obj := C.H5Oopen(d.file, cname, C.H5P_DEFAULT)
+	obj := C.H5Oopen(d.file, cname, d.access)
 	if obj < 0 {
-		return fmt.Errorf("%w; %s", h5Error(fmt.Sprintf("opening %q (option dataset_path)", d.dsPath)), listing)
+		return fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening %q (option dataset_path)", d.dsPath)), listing)
 	}
 	defer C.H5Oclose(obj)
 	switch C.H5Iget_type(obj) {
@@ -538,15 +630,17 @@ func (d *h5File) setChunkCache(dims []int) error {
 	if C.H5Pset_chunk_cache(dapl, C.size_t(slots), C.size_t(nbytes), 1) < 0 {
 		return h5Error("setting the chunk cache")
 	}
-	// The cache of an open dataset is set when it is opened: reopen it with dapl.
+	if err := h5CheckLinks(dapl); err != nil {
+		return err
+	}
+	// The cache is set when the dataset is opened, and a second open while it is open
+	// shares the first's: close it, then open it again with dapl.
 	cname := C.CString(d.dsPath)
 	defer C.free(unsafe.Pointer(cname))
-	set := C.H5Dopen2(d.file, cname, dapl)
-	if set < 0 {
-		return h5Error("reopening the dataset with its chunk cache")
-	}
 	C.H5Dclose(d.set)
-	d.set = set
+	if d.set = C.H5Dopen2(d.file, cname, dapl); d.set < 0 {
+		return h5Fail("reopening the dataset with its chunk cache")
+	}
 	return nil
 }
 
@@ -598,6 +692,9 @@ func (d *h5File) closeLocked() error {
 	if d.file >= 0 && C.H5Fclose(d.file) < 0 {
 		err = errors.Join(err, h5Error("closing the file"))
 	}
+	if d.access >= 0 {
+		C.H5Pclose(d.access)
+	}
 	if err != nil {
 		return fmt.Errorf("dataset: %s: %w", d.path, err)
 	}
@@ -616,6 +713,9 @@ func (d *h5File) ReadFrames(start, end int, dst []byte) error {
 	defer h5Enter()()
 	if d.closed {
 		return fmt.Errorf("dataset: %s: read after Close", d.path)
+	}
+	if err := d.recheck(start, end); err != nil {
+		return fmt.Errorf("dataset: %s: frames [%d, %d): dataset %s: %w", d.path, start, end, h5Name(d.dsPath), err)
 	}
 	space := C.H5Dget_space(d.set)
 	if space < 0 {

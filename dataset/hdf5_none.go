@@ -2,9 +2,11 @@
 
 package dataset
 
-import "fmt"
+import "github.com/stemdot/stemdot/errs"
 
-// openHDF5 of a build without libhdf5 (tag nohdf5) refuses HDF5 files.
+// openHDF5 of a build without libhdf5 (tag nohdf5, which make picks when pkg-config
+// finds no libhdf5 1.10.5 or later) refuses HDF5 files, naming what to install.
 func openHDF5(path string, opt Options) (Dataset, error) {
-	return nil, fmt.Errorf("dataset: %s: this stemdot was built without the HDF5 library (build tag nohdf5): rebuild without it, with libhdf5-dev installed, to read HDF5 files", path)
+	return nil, errs.New(errs.Format, "dataset: %s: this stemdot was built without HDF5 (build tag nohdf5): install the HDF5 C library "+
+		"(Debian, Ubuntu: apt-get install libhdf5-dev pkg-config) and build again (make) to read HDF5 files", path)
 }

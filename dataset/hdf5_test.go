@@ -121,7 +121,7 @@ func TestHDF5DatasetPath(t *testing.T) {
 	d, err := dataset.Open(path, dataset.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []int{4}, d.NavShape(), "the largest dataset")
-	assert.Equal(t, []string{"reading /a/frames (4, 8, 8) (the choice takes rank 4, then 5, then 3, not counting axes of size 1, the largest first); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /a/frames (4, 8, 8), /b/frames (3, 8, 8))"}, dataset.Notes(d))
+	assert.Equal(t, []string{"reading /a/frames (4, 8, 8); other datasets could hold frames: /b/frames (3, 8, 8) (give option dataset_path to read one)"}, dataset.Notes(d))
 	require.NoError(t, d.Close())
 	d, err = dataset.Open(path, dataset.Options{DatasetPath: "/b/frames", NavShape: []int{4}, SyncOffset: -1})
 	require.NoError(t, err)
@@ -153,6 +153,10 @@ func TestHDF5DatasetPath(t *testing.T) {
 // and decoded independently from its raw chunks.
 func TestHDF5FPDFile(t *testing.T) {
 	path := testfiles.File(t, "hdf5/fpd_file_test.hdf5")
+	auto, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	assert.Empty(t, dataset.Notes(auto), "the frames are the one dataset that could hold frames: no note")
+	require.NoError(t, auto.Close())
 	d, err := dataset.Open(path, dataset.Options{DatasetPath: "/fpd_expt/fpd_data/data"})
 	require.NoError(t, err)
 	defer d.Close()
@@ -199,7 +203,7 @@ func TestHDF5Messages(t *testing.T) {
 		d, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err, "the larger int64 dataset is not a candidate")
 		assert.Equal(t, []int{3, 4}, d.NavShape())
-		assert.Equal(t, []string{"reading /entry/frames (3, 4, 8, 8) (the choice takes rank 4, then 5, then 3, not counting axes of size 1, the largest first); give option dataset_path to read another (datasets of rank 3 to 5 in the file: /entry/frames (3, 4, 8, 8) (not readable: /counts (20, 8, 8) int64))"}, dataset.Notes(d))
+		assert.Empty(t, dataset.Notes(d), "the one readable candidate: no note")
 		require.NoError(t, d.Close())
 
 		only := filepath.Join(dir, "only-int64.h5")
@@ -271,8 +275,53 @@ func TestHDF5Messages(t *testing.T) {
 		d, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, []int{2, 3}, d.NavShape())
-		assert.Equal(t, []string{"reading /scan (2, 3, 8, 8) (the choice takes rank 4, then 5, then 3, not counting axes of size 1, the largest first); give option dataset_path to read another " +
-			"(datasets of rank 3 to 5 in the file: /scan (2, 3, 8, 8), /fpd (2, 2, 1, 8, 8), /series (2, 2, 3, 8, 8), /stack (12, 8, 8), /dac (2, 2, 1, 8))"}, dataset.Notes(d))
+		assert.Equal(t, []string{"reading /scan (2, 3, 8, 8); other datasets could hold frames: /fpd (2, 2, 1, 8, 8), /series (2, 2, 3, 8, 8), /stack (12, 8, 8) (give option dataset_path to read one)"},
+			dataset.Notes(d), "not /dac, whose frames would be 1×8")
 		require.NoError(t, d.Close())
 	})
+}
+
+// Dataset names hold any character but NUL: spaces, tabs, newlines, non-ASCII. Each is
+// found by the automatic choice and by dataset_path, and listings quote those that would
+// be ambiguous.
+func TestHDF5Names(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "names.h5")
+	names := []string{"/my data", "/tab\there", "/new\nline", "/données/images 2", "/plain"}
+	dims := [][]int{{4, 5, 8, 8}, {3, 8, 8}, {2, 8, 8}, {6, 8, 8}, {5, 8, 8}}
+	values := make([][]uint16, len(names))
+	var sets []h5ref.Dataset
+	for i, name := range names {
+		n := 1
+		for _, d := range dims[i] {
+			n *= d
+		}
+		values[i] = make([]uint16, n)
+		for j := range values[i] {
+			values[i][j] = uint16(1000*i + j)
+		}
+		sets = append(sets, h5ref.Dataset{Path: name, Dims: dims[i], Type: h5ref.U16LE, Data: unsafe.Pointer(&values[i][0])})
+	}
+	require.NoError(t, h5ref.Write(path, sets...))
+	d, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{4, 5}, d.NavShape(), "/my data, the one of rank 4")
+	want := make([]float64, len(values[0]))
+	for j, v := range values[0] {
+		want[j] = float64(v)
+	}
+	assert.Equal(t, want, framesOf(t, d))
+	assert.Equal(t, []string{`reading "/my data" (4, 5, 8, 8); other datasets could hold frames: "/données/images 2" (6, 8, 8), /plain (5, 8, 8), "/tab\there" (3, 8, 8), "/new\nline" (2, 8, 8) (give option dataset_path to read one)`}, dataset.Notes(d))
+	require.NoError(t, d.Close())
+	for i, name := range names {
+		for _, given := range []string{name, " " + name + " "} {
+			d, err := dataset.Open(path, dataset.Options{DatasetPath: given})
+			require.NoError(t, err, "%q", given)
+			want := make([]float64, len(values[i]))
+			for j, v := range values[i] {
+				want[j] = float64(v)
+			}
+			assert.Equal(t, want, framesOf(t, d), "%q", given)
+			require.NoError(t, d.Close())
+		}
+	}
 }

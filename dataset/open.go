@@ -57,12 +57,19 @@ type Options struct {
 	// formats refuse it (a MIB's leading frames are skipped with SyncOffset).
 	Offset int64
 	// DatasetPath is the HDF5 dataset that holds the frames, e.g. "/fpd_expt/fpd_data/data";
-	// empty: the largest readable dataset of rank 4, else 5, else 3 (with a note when the
-	// file holds others). Other formats ignore it with a note.
+	// empty: the largest readable dataset of rank 4, else 5, else 3, those with frames of
+	// at least 2×2 pixels and more than one frame first (with a note when others could
+	// hold frames too). Other formats ignore it with a note.
 	DatasetPath string
 	// FrameHeader and FrameFooter are bytes before and after every frame's pixels in a
 	// raw file (a per-frame header or footer, or padding); other formats refuse them.
 	FrameHeader, FrameFooter int64
+	// AllowFill reads HDF5 storage that is missing or was never written (a virtual
+	// dataset's source file or dataset not found, a region no mapping covers, chunks never
+	// written, external raw storage cut short) as the dataset's fill value, with a note
+	// counting the frames, instead of refusing the file (errs.IO or errs.Format, naming
+	// the frames and the cause). Other formats ignore it with a note.
+	AllowFill bool
 	// Frames, when its Count is positive, opens only frames [First, First+Count) of the
 	// file (in scan order, after NavShape and SyncOffset) as a dataset of nav shape (Count,): see Range.
 	Frames FrameSpan
@@ -182,6 +189,9 @@ func ignoredOptions(format string, opt Options, ds Dataset) []string {
 	}
 	if format != "hdf5" && opt.DatasetPath != "" {
 		ignored("dataset_path", "HDF5", "")
+	}
+	if format != "hdf5" && opt.AllowFill {
+		ignored("allow_fill", "HDF5", "")
 	}
 	return list
 }

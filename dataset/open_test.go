@@ -41,12 +41,13 @@ func TestIgnoredOptions(t *testing.T) {
 			path := filepath.Join(dir, "scan."+format)
 			writeRandom(t, path, format, []int{2, 3}, [2]int{4, 6})
 			opt := rawOnly
-			opt.DatasetPath = "/entry/data"
+			opt.DatasetPath, opt.AllowFill = "/entry/data", true
 			checkIgnored(t, path, opt,
 				"option sig_shape applies to raw files only and was ignored: the "+format+" file gives sig shape (4, 6)",
 				"option dtype applies to raw files only and was ignored: the "+format+" file gives dtype uint16",
 				"option byte_order applies to raw files only and was ignored: the "+format+" file gives its byte order",
-				"option dataset_path applies to HDF5 files only and was ignored")
+				"option dataset_path applies to HDF5 files only and was ignored",
+				"option allow_fill applies to HDF5 files only and was ignored")
 		})
 	}
 	t.Run("raw", func(t *testing.T) {

@@ -132,6 +132,10 @@ const char *stemdot_status_name(stemdot_status status);
  * options: NULL or "" to detect the format, else "key=value;key=value" with keys
  *   format      raw | npy | mib | blo | hdf5 | empad (default: detected from extension and content)
  *   dataset_path  HDF5: the dataset of frames (default: the largest of rank 3 to 5)
+ *   allow_fill  HDF5: true reads storage that is missing or was never written (a virtual
+ *               dataset's missing source file, chunks never written, external raw
+ *               storage cut short) as the fill value, with a warning counting the frames
+ *               (stemdot_dataset_warnings); false (default) refuses the file (IO, FORMAT)
  *   nav_shape   e.g. 4,4 (overrides the file's scan shape when it has as many positions,
  *               or as many as the file has frames; another is refused: SHAPE)
  *   sig_shape   e.g. 256,256 (raw only)

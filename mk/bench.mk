@@ -41,9 +41,9 @@ bench-openblas-lib:
 bench-build: bench-openblas-lib $(if $(TAGS),kernels,)
 	$(CUDA_LINK) $(GO) build $(GOTAGS) -o $(BENCH_BIN) ./bench/cmd/stemdot-bench
 	@if [ -n "$(BENCH_OPENBLAS_DIR)" ]; then \
-		echo "CGO_LDFLAGS=... $(GO) build -tags openblas -o $(BENCH_OPENBLAS_BIN) ./bench/cmd/stemdot-bench"; \
+		echo "CGO_LDFLAGS=... $(GO) build $(call gotags,openblas $(TAGS)) -o $(BENCH_OPENBLAS_BIN) ./bench/cmd/stemdot-bench"; \
 		CGO_LDFLAGS="-L$(BENCH_OPENBLAS_DIR) -Wl,-rpath,$(BENCH_OPENBLAS_DIR) -lopenblas $(CUDA_LDFLAG)" \
-			$(GO) build -tags "openblas $(TAGS)" -o $(BENCH_OPENBLAS_BIN) ./bench/cmd/stemdot-bench; \
+			$(GO) build $(call gotags,openblas $(TAGS)) -o $(BENCH_OPENBLAS_BIN) ./bench/cmd/stemdot-bench; \
 	else \
 		echo "bench: no OpenBLAS (apt-get install libopenblas-pthread-dev): the openblas build is skipped"; \
 		rm -f $(BENCH_OPENBLAS_BIN); \

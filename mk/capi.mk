@@ -24,7 +24,7 @@ README_DIR  := $(BUILD)/readme-c
 
 capi: $(CAPI_LIB)
 
-$(CAPI_LIB): $(CAPI_SRC) $(CAPI_DEPS) go.mod go.sum $(if $(TAGS),kernels,)
+$(CAPI_LIB): $(CAPI_SRC) $(CAPI_DEPS) go.mod go.sum $(TAGS_STAMP) $(if $(TAGS),kernels,)
 	@mkdir -p $(BUILD)
 	$(CUDA_LINK) $(GO) build -buildmode=c-shared $(GOTAGS) -o $@ ./capi
 

@@ -4,7 +4,8 @@ When `go` is on PATH and this directory sits in the stemdot repository (../go.mo
 ../capi), `build_py` runs `go build -buildmode=c-shared -o <build>/stemdot/libstemdot.so
 ./capi` in the repository root, so the wheel carries the library. Otherwise the package
 is built without it and finds the library at import time through $STEMDOT_LIB or the
-repository's build/ directory (see stemdot/_lib.py).
+repository's build/ directory (see stemdot/_lib.py). As the Makefile, it builds without
+HDF5 (-tags nohdf5) when pkg-config finds no libhdf5 1.10.5 or later, and says so.
 """
 
 import os
@@ -32,12 +33,30 @@ class BuildPyWithGo(build_py):
         target = Path(self.build_lib).resolve() / "stemdot" / "libstemdot.so"
         target.parent.mkdir(parents=True, exist_ok=True)
         # CPU-only by default; STEMDOT_GO_TAGS=cuda builds a CUDA library (after `make kernels`).
-        tags = os.environ.get("STEMDOT_GO_TAGS", "")
+        tags = self.hdf5_tags(os.environ.get("STEMDOT_GO_TAGS", ""))
         cmd = [go, "build", "-buildmode=c-shared", "-tags", tags, "-o", str(target), "./capi"]
         self.announce("stemdot: " + " ".join(cmd), level=3)
         subprocess.run(cmd, cwd=REPO, check=True)
         # go also writes the cgo-generated header beside it; the public one is include/stemdot.h.
         target.with_suffix(".h").unlink(missing_ok=True)
+
+
+    def hdf5_tags(self, tags):
+        """tags with nohdf5 added when pkg-config finds no libhdf5 1.10.5 or later."""
+        if "nohdf5" in tags.replace(",", " ").split():
+            return tags
+        try:
+            found = subprocess.run(["pkg-config", "--atleast-version=1.10.5", "hdf5"]).returncode == 0
+        except OSError:
+            found = False
+        if found:
+            return tags
+        self.announce(
+            "stemdot: libhdf5 1.10.5 or later not found by pkg-config: building without HDF5 "
+            "(apt-get install libhdf5-dev pkg-config to read HDF5 files)",
+            level=3,
+        )
+        return ",".join(t for t in (tags, "nohdf5") if t)
 
 
 class BinaryDistribution(Distribution):

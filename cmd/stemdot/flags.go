@@ -20,9 +20,26 @@ type datasetFlags struct {
 func (f *datasetFlags) register(fs *pflag.FlagSet) {
 	f.values, f.flags = map[string]*string{}, fs
 	for _, o := range stemdot.OpenOptions {
-		f.values[o.Key] = fs.String(strings.TrimPrefix(o.FlagName(), "--"), o.Default, o.Usage)
+		name := strings.TrimPrefix(o.FlagName(), "--")
+		if !o.Switch {
+			f.values[o.Key] = fs.String(name, o.Default, o.Usage)
+			continue
+		}
+		v := new(string)
+		fs.Var((*switchValue)(v), name, o.Usage)
+		fs.Lookup(name).NoOptDefVal = "true"
+		f.values[o.Key] = v
 	}
 }
+
+// switchValue is the value of an on/off option's flag: given alone it is "true"
+// (NoOptDefVal), --flag=false turns it off; stemdot.SetOpenOption parses it. Its type
+// "bool" makes the help show it as a switch.
+type switchValue string
+
+func (v *switchValue) Set(s string) error { *v = switchValue(s); return nil }
+func (v *switchValue) String() string     { return string(*v) }
+func (v *switchValue) Type() string       { return "bool" }
 
 // open opens path with the options given on the command line and prints the dataset's
 // warnings (a guessed nav shape) to stderr.

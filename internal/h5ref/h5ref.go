@@ -35,6 +35,8 @@ static hid_t sd_mtype(int code) {
 }
 static hid_t sd_dcpl(void) { return H5Pcreate(H5P_DATASET_CREATE); }
 static hid_t sd_lcpl(void) { hid_t p = H5Pcreate(H5P_LINK_CREATE); H5Pset_create_intermediate_group(p, 1); return p; }
+static hsize_t sd_unlimited(void) { return H5S_UNLIMITED; }
+static hid_t sd_native_double(void) { return H5T_NATIVE_DOUBLE; }
 
 // sd_pass is a filter that stores chunks as they are.
 static size_t sd_pass(unsigned int flags, size_t cd_nelmts, const unsigned int cd_values[], size_t nbytes, size_t *buf_size, void **buf) {
@@ -83,7 +85,46 @@ type Dataset struct {
 	// the library cannot apply when it is read.
 	Filter Filter
 	Type   Type
-	Data   unsafe.Pointer // host-order values, product(Dims) of them
+	// Data holds the host-order values, product(Dims) of them; nil: nothing is written
+	// (a contiguous dataset's space is never allocated, a chunked one has no chunks).
+	Data unsafe.Pointer
+	// Written, when positive, writes only indices [0, Written) of the first axis (the
+	// first values of Data): the chunks after them are never written.
+	Written int
+	// MaxDims are the maximum dimensions (nil: Dims; -1: unlimited, needs Chunk or Virtual).
+	MaxDims []int
+	// Fill, when not nil, is the fill value, read where nothing was written.
+	Fill *float64
+	// External stores the contiguous dataset's values in these files, in order (HDF5
+	// external storage, H5Pset_external); Data must be nil: the caller writes the files.
+	External []External
+	// Virtual makes the dataset a virtual dataset (VDS) of these mappings; Data must be nil.
+	Virtual []Mapping
+}
+
+// External is one file of external storage: Size bytes (-1: unlimited) from Offset.
+type External struct {
+	Name         string
+	Offset, Size int64
+}
+
+// Hyperslab is a regular hyperslab selection (H5Sselect_hyperslab): Stride and Block nil
+// mean 1 on every axis; a Count or Block of -1 is unlimited (H5S_UNLIMITED).
+type Hyperslab struct {
+	Start, Stride, Count, Block []int
+}
+
+// Mapping maps a source dataset to a region of a virtual dataset (H5Pset_virtual).
+type Mapping struct {
+	// File is the source file's name as stored: relative, absolute, "." (the virtual
+	// dataset's own file) or with "%b" (a printf-style mapping, one file per block).
+	File, Dataset string
+	// Virtual is the region of the virtual dataset.
+	Virtual Hyperslab
+	// SourceDims and SourceMax (nil: SourceDims; -1: unlimited) are the source's
+	// dataspace; Source its region (nil: all of it).
+	SourceDims, SourceMax []int
+	Source                *Hyperslab
 }
 
 // Filter is an HDF5 filter id (https://portal.hdfgroup.org/documentation/hdf5-docs/registered_filter_plugins.html)
@@ -107,8 +148,28 @@ func Write(path string, sets ...Dataset) error {
 		for i, n := range s.Dims {
 			dims[i] = C.hsize_t(n)
 		}
-		space := C.H5Screate_simple(C.int(len(dims)), &dims[0], nil)
+		space := C.H5Screate_simple(C.int(len(dims)), &dims[0], maxDims(s.MaxDims))
 		dcpl := C.sd_dcpl()
+		if s.Fill != nil {
+			C.H5Pset_fill_value(dcpl, C.sd_native_double(), unsafe.Pointer(s.Fill))
+		}
+		for _, e := range s.External {
+			name := C.CString(e.Name)
+			size := C.hsize_t(e.Size)
+			if e.Size < 0 {
+				size = C.sd_unlimited()
+			}
+			err := C.H5Pset_external(dcpl, name, C.off_t(e.Offset), size)
+			C.free(unsafe.Pointer(name))
+			if err < 0 {
+				return fmt.Errorf("h5ref: external file %s", e.Name)
+			}
+		}
+		for _, m := range s.Virtual {
+			if err := setVirtual(dcpl, space, m); err != nil {
+				return err
+			}
+		}
 		if s.Chunk != nil {
 			chunk := make([]C.hsize_t, len(s.Chunk))
 			for i, n := range s.Chunk {
@@ -144,11 +205,120 @@ func Write(path string, sets ...Dataset) error {
 		if set < 0 {
 			return fmt.Errorf("h5ref: creating dataset %s", s.Path)
 		}
-		err := C.H5Dwrite(set, C.sd_mtype(C.int(s.Type)), C.H5S_ALL, C.H5S_ALL, C.H5P_DEFAULT, s.Data)
+		err := write(set, s)
 		C.H5Dclose(set)
-		if err < 0 {
-			return fmt.Errorf("h5ref: writing dataset %s", s.Path)
+		if err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// write writes s.Data, or its first s.Written indices along the first axis, into set.
+func write(set C.hid_t, s Dataset) error {
+	if s.Data == nil {
+		return nil
+	}
+	mem, file := C.hid_t(C.H5S_ALL), C.hid_t(C.H5S_ALL)
+	if s.Written > 0 {
+		start := make([]C.hsize_t, len(s.Dims))
+		count := make([]C.hsize_t, len(s.Dims))
+		for i, n := range s.Dims {
+			count[i] = C.hsize_t(n)
+		}
+		count[0] = C.hsize_t(s.Written)
+		file = C.H5Dget_space(set)
+		defer C.H5Sclose(file)
+		C.H5Sselect_hyperslab(file, C.H5S_SELECT_SET, &start[0], nil, &count[0], nil)
+		mem = C.H5Screate_simple(C.int(len(count)), &count[0], nil)
+		defer C.H5Sclose(mem)
+	}
+	if C.H5Dwrite(set, C.sd_mtype(C.int(s.Type)), mem, file, C.H5P_DEFAULT, s.Data) < 0 {
+		return fmt.Errorf("h5ref: writing dataset %s", s.Path)
+	}
+	return nil
+}
+
+// maxDims converts maximum dimensions (-1: unlimited) for H5Screate_simple (nil: none).
+func maxDims(dims []int) *C.hsize_t {
+	if dims == nil {
+		return nil
+	}
+	out := make([]C.hsize_t, len(dims))
+	for i, n := range dims {
+		out[i] = C.hsize_t(n)
+		if n < 0 {
+			out[i] = C.sd_unlimited()
+		}
+	}
+	return &out[0]
+}
+
+// hsizes converts a hyperslab's sizes (nil: 1 on every axis; -1: unlimited).
+func hsizes(v []int, rank int) []C.hsize_t {
+	out := make([]C.hsize_t, rank)
+	for i := range out {
+		switch {
+		case v == nil:
+			out[i] = 1
+		case v[i] < 0:
+			out[i] = C.sd_unlimited()
+		default:
+			out[i] = C.hsize_t(v[i])
+		}
+	}
+	return out
+}
+
+// selectSlab selects h in space.
+func selectSlab(space C.hid_t, h Hyperslab) C.herr_t {
+	rank := len(h.Start)
+	start, stride, count, block := hsizes(h.Start, rank), hsizes(h.Stride, rank), hsizes(h.Count, rank), hsizes(h.Block, rank)
+	return C.H5Sselect_hyperslab(space, C.H5S_SELECT_SET, &start[0], &stride[0], &count[0], &block[0])
+}
+
+// setVirtual adds mapping m to the creation properties dcpl of a virtual dataset of
+// dataspace space.
+func setVirtual(dcpl, space C.hid_t, m Mapping) error {
+	vspace := C.H5Scopy(space)
+	defer C.H5Sclose(vspace)
+	sdims := hsizes(m.SourceDims, len(m.SourceDims))
+	smax := m.SourceMax
+	if smax == nil {
+		smax = m.SourceDims
+	}
+	sspace := C.H5Screate_simple(C.int(len(sdims)), &sdims[0], maxDims(smax))
+	defer C.H5Sclose(sspace)
+	if selectSlab(vspace, m.Virtual) < 0 || (m.Source != nil && selectSlab(sspace, *m.Source) < 0) {
+		return fmt.Errorf("h5ref: mapping of %s:%s: selection", m.File, m.Dataset)
+	}
+	file, set := C.CString(m.File), C.CString(m.Dataset)
+	defer C.free(unsafe.Pointer(file))
+	defer C.free(unsafe.Pointer(set))
+	if C.H5Pset_virtual(dcpl, vspace, file, set, sspace) < 0 {
+		return fmt.Errorf("h5ref: mapping of %s:%s", m.File, m.Dataset)
+	}
+	return nil
+}
+
+// ExternalLink adds to the existing file path a link at link (groups created as needed)
+// to object in file (an HDF5 external link, H5Lcreate_external).
+func ExternalLink(path, link, file, object string) error {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	f := C.H5Fopen(cpath, C.H5F_ACC_RDWR, C.H5P_DEFAULT)
+	if f < 0 {
+		return fmt.Errorf("h5ref: opening %s", path)
+	}
+	defer C.H5Fclose(f)
+	clink, cfile, cobj := C.CString(link), C.CString(file), C.CString(object)
+	defer C.free(unsafe.Pointer(clink))
+	defer C.free(unsafe.Pointer(cfile))
+	defer C.free(unsafe.Pointer(cobj))
+	lcpl := C.sd_lcpl()
+	defer C.H5Pclose(lcpl)
+	if C.H5Lcreate_external(cfile, cobj, f, clink, lcpl, C.H5P_DEFAULT) < 0 {
+		return fmt.Errorf("h5ref: external link %s", link)
 	}
 	return nil
 }

@@ -538,6 +538,19 @@ def test_open_warns_what_the_cli_warns(data_dir):
         stemdot.open(path, nav_shape=(2, 4)).close()
 
 
+def test_open_allow_fill_keyword(data_dir):
+    """allow_fill (HDF5: read missing storage as the fill value) reaches the library: a
+    boolean, ignored with a warning for another format."""
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    with pytest.warns(UserWarning, match="option allow_fill applies to HDF5 files only and was ignored"):
+        stemdot.open(path, nav_shape=(2, 4), allow_fill=True).close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stemdot.open(path, nav_shape=(2, 4), allow_fill=False).close()
+    with pytest.raises(stemdot.InvalidArgumentError, match='option allow_fill "maybe": not a boolean'):
+        stemdot.open(path, allow_fill="maybe")
+
+
 def test_gpus_auto_without_gpu_warns():
     """gpus="auto" uses the GPUs that are there: without one, CPU workers and a warning."""
     if os.path.exists("/dev/nvidiactl"):

@@ -299,12 +299,14 @@ def open(path, **format_options):
     ``flyback`` (flyback frames of each scan row, read as no scan position: "start" or
     "end" for one per row, "start:N" or "end:N", "none", or "auto", the default: one per
     row when the file holds (nav_x+1)·nav_y frames, with a warning),
-    ``dataset_path`` (HDF5: the dataset of frames), ``frames`` (``(first, count)``: only
-    frames ``first .. first+count-1`` in scan order, after ``nav_shape`` and
-    ``sync_offset``, as a dataset of nav_shape ``(count,)``; the rest of the file is not
-    read). Raises
-    :class:`StemdotIOError` for a missing file, :class:`FormatError` for content that
-    cannot be read, :class:`InvalidArgumentError` for unknown options.
+    ``dataset_path`` (HDF5: the dataset of frames), ``allow_fill`` (HDF5: ``True`` reads
+    storage that is missing or was never written, such as a virtual dataset's missing
+    source file, as the fill value with a warning, instead of raising), ``frames``
+    (``(first, count)``: only frames ``first .. first+count-1`` in scan order, after
+    ``nav_shape`` and ``sync_offset``, as a dataset of nav_shape ``(count,)``; the rest of
+    the file is not read). Raises :class:`StemdotIOError` for a missing file,
+    :class:`FormatError` for content that cannot be read, :class:`InvalidArgumentError`
+    for unknown options.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")

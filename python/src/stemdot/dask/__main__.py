@@ -59,6 +59,8 @@ def _parser():
                    help="flyback frames of each scan row: start, end, start:N, end:N, none or auto (default: one per row "
                    "when the file holds (nav_x+1)*nav_y frames)")
     p.add_argument("--dataset-path", metavar="PATH", help="HDF5: the dataset holding the frames")
+    p.add_argument("--allow-fill", action="store_true", default=None,
+                   help="HDF5: read storage that is missing or was never written as the fill value, with a warning")
     p.add_argument("--range-frames", type=int, metavar="N",
                    help="frames per stemdot worker in one task (default: 32 MiB of frames)")
     p.add_argument("--resources", metavar="NAME=N", action="append", default=[],
@@ -133,7 +135,7 @@ def main(argv=None):
 
     out = _check_out(args.out, args.file)
     keys = ("format", "nav_shape", "sig_shape", "dtype", "byte_order", "offset", "frame_header", "frame_footer",
-            "sync_offset", "flyback", "dataset_path")
+            "sync_offset", "flyback", "dataset_path", "allow_fill")
     options = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     resources = _resources(args.resources)
     print(f"stemdot.dask: connecting to {args.scheduler} (waiting up to --timeout {args.timeout:g} s)", file=sys.stderr)

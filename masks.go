@@ -21,12 +21,9 @@ func MasksFrom(sig [2]int, files, specs []string) (stack *masks.Stack, err error
 	defer goErrs(&err)
 	var parts []*masks.Stack
 	for _, file := range files {
-		s, err := masks.LoadNPY(file)
+		s, err := masks.LoadNPYFor(file, sig)
 		if err != nil {
 			return nil, err
-		}
-		if s.SigY != sig[0] || s.SigX != sig[1] {
-			return nil, errs.New(errs.Shape, "mask file %s: masks of shape (%d, %d) do not match the frames' sig_shape (%d, %d)", file, s.SigY, s.SigX, sig[0], sig[1])
 		}
 		parts = append(parts, s)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/internal/memlimit"
@@ -19,7 +20,9 @@ type MemoryEstimate struct {
 	// Masks is the mask stack in the form the workers apply it beyond the stack itself:
 	// a CSR copy of a dense stack applied sparse, the float64 copy of a dense stack
 	// for a float64 run, or the CPU workers' packed copy of a dense stack of at least 8
-	// masks (at most (n_masks rounded up to 16) × (pixels rounded up to 16) × 4 bytes).
+	// masks (at most (n_masks rounded up to 16) × (pixels rounded up to 16) × 4 bytes);
+	// and, for GPU workers of a float64 run whose weights have Lo parts, the stack of
+	// weights and Lo parts they apply (masks.Stack.LoPairs).
 	Masks int64
 	// PerWorker is one worker's buffers: its tile of native frames (none when the
 	// dataset's frames are read in place) and the dataset's read buffer for it, its
@@ -61,6 +64,15 @@ func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, 
 		e.Masks = 8 * int64(stack.N) * int64(stack.Pixels())
 	case !sparse && stack.N >= packedMinMasks:
 		e.Masks = 4 * int64((stack.N+15)&^15) * int64((stack.Pixels()+15)&^15)
+	}
+	if opt.Float64 && !stack.Exact() && plan != nil && slices.ContainsFunc(plan.Workers, func(w planner.Worker) bool { return w.Kind == planner.GPU }) {
+		// GPU workers of a float64 run apply the weights and their Lo parts as 2N
+		// float32 masks (Job.loPairs).
+		if sparse {
+			e.Masks += 16*int64(stack.NNZ()) + 4*(2*nMasks+1)
+		} else {
+			e.Masks += 8 * nMasks * int64(stack.Pixels())
+		}
 	}
 	if _, inPlace := ds.(dataset.Viewer); !inPlace {
 		e.PerWorker += 2 * tile * int64(ds.FrameBytes())

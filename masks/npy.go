@@ -1,6 +1,7 @@
 package masks
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -8,8 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	npyio "codeberg.org/sbinet/npyio/npy"
+	"unsafe"
 
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/memlimit"
@@ -21,26 +21,40 @@ import (
 var npySizes = map[byte][]int{'b': {1}, 'i': {1, 2, 4, 8}, 'u': {1, 2, 4, 8}, 'f': {4, 8}}
 
 // LoadNPY reads a mask stack from the NumPy .npy file at path (format:
-// https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html), read with
-// codeberg.org/sbinet/npyio after the checks of internal/npyheader. The array has shape (sig_y, sig_x), one mask, or
+// https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html; header parsed
+// by internal/npy). The array has shape (sig_y, sig_x), one mask, or
 // (n_masks, sig_y, sig_x), in C order, of dtype bool, int8..int64, uint8..uint64,
 // float32 or float64 in either byte order; weights are held in float32, and weights
 // float32 does not hold exactly (float64 values, integers beyond 2²⁴) keep the rest in
 // the stack's Lo parts for float64 runs (see Split); float64 values beyond the float32
 // range are rejected. Masks are named after the file: "name" for a 2D array,
-// "name[m]" for mask m of a 3D one. LoadNPY returns an error naming the file for a file
-// that cannot be read or is not NPY, Fortran order, another number of dimensions, an
-// empty axis, another dtype, a data size that does not match the shape, or NaN/Inf
-// weights.
-func LoadNPY(path string) (*Stack, error) {
-	s, err := loadNPY(path)
+// "name[m]" for mask m of a 3D one.
+//
+// The weights are read once, block by block, into the form the stack is held in: CSR
+// when under DefaultSparseDensity of them are nonzero (a first pass counts them), else
+// dense float32 (a little-endian float32 file straight into the stack's memory): no
+// copy of the file's array is held beside the stack. Before allocating it, LoadNPY
+// checks that the stack fits in memory (internal/memlimit; errs.Resources).
+//
+// LoadNPY returns an error naming the file for a file that cannot be read or is not NPY,
+// Fortran order, another number of dimensions, an empty axis, another dtype, a data size
+// that does not match the shape, NaN/Inf weights, or a stack that does not fit in memory.
+func LoadNPY(path string) (*Stack, error) { return loadNPYFile(path, nil) }
+
+// LoadNPYFor is LoadNPY for frames of sig_shape sig (sig_y, sig_x): a file whose masks
+// have another shape is refused from its header, before any weight is read (errs.Shape,
+// naming both shapes).
+func LoadNPYFor(path string, sig [2]int) (*Stack, error) { return loadNPYFile(path, &sig) }
+
+func loadNPYFile(path string, sig *[2]int) (*Stack, error) {
+	s, err := loadNPY(path, sig)
 	if err != nil {
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("mask file %s: %w", path, err))
 	}
 	return s, nil
 }
 
-func loadNPY(path string) (*Stack, error) {
+func loadNPY(path string, sig *[2]int) (*Stack, error) {
 	// Only a regular file: opening a FIFO for reading would block.
 	f, fileSize, err := regfile.Open(path)
 	if err != nil {
@@ -67,6 +81,9 @@ func loadNPY(path string) (*Stack, error) {
 	if n < 1 || sy < 1 || sx < 1 {
 		return nil, fmt.Errorf("array shape %s has an empty axis", npy.ShapeString(h.Shape))
 	}
+	if sig != nil && (sy != sig[0] || sx != sig[1]) {
+		return nil, errs.New(errs.Shape, "masks of shape (%d, %d) do not match the frames' sig_shape (%d, %d)", sy, sx, sig[0], sig[1])
+	}
 	if err := checkSig([2]int{sy, sx}); err != nil {
 		return nil, err
 	}
@@ -90,89 +107,183 @@ func loadNPY(path string) (*Stack, error) {
 			names[m] = fmt.Sprintf("%s[%d]", name, m)
 		}
 	}
-	// A stack with few nonzero weights is read straight into CSR form, block by block,
-	// never dense.
-	c, err := readSparseNPY(f, offset, n, sy*sx, descr)
+	w := &npyWeights{f: f, offset: offset, n: n, pixels: sy * sx, descr: descr}
+	nnz, sparse, err := w.countNonzeros()
 	if err != nil {
 		return nil, err
 	}
-	if c != nil {
+	if sparse {
+		c, err := w.readCSR(nnz)
+		if err != nil {
+			return nil, err
+		}
 		return newSparse(n, sy, sx, c, names)
 	}
-	// The file's array, then (but for float32) its weights in float64, then the stack:
-	// float32 weights and, for weights float32 does not hold exactly, their Lo parts.
-	need := int64(n*sy*sx) * int64(size+4)
-	if descr.Kind != 'f' || size != 4 {
-		need += int64(n*sy*sx) * 12
-	}
-	if err := memlimit.Check(fmt.Sprintf("the dense mask stack of shape %v", h.Shape), need, "use fewer or smaller masks"); err != nil {
-		return nil, err
-	}
-	var arr npyio.Array
-	if err := r.Read(&arr); err != nil {
-		return nil, err
-	}
-	if data, ok := arr.Data().([]float32); ok {
-		return New(n, sy, sx, data, names)
-	}
-	data, err := toFloat64(arr.Data())
+	data, lo, err := w.readDense(h.Shape)
 	if err != nil {
 		return nil, err
 	}
-	return New64(n, sy, sx, data, names)
+	s, err := New(n, sy, sx, data, names)
+	if err != nil {
+		return nil, err
+	}
+	s.Lo = lo // nil, or as long as Data: New checked its length
+	return s, nil
 }
 
-// npyBlockBytes is the size of the blocks readSparseNPY reads.
+// npyBlockBytes is the size of the blocks npyWeights reads.
 const npyBlockBytes = 1 << 20
 
-// readSparseNPY reads n masks of pixels weights of NPY dtype descr from f at offset into
-// CSR form, block by block. It returns nil
-// (and no error) as soon as the stack has too many nonzero weights to be applied sparse
-// (DefaultSparseDensity), for the caller to read it dense.
-func readSparseNPY(f *os.File, offset int64, n, pixels int, descr npy.Descr) (*CSR, error) {
-	size := descr.Size
-	var order binary.ByteOrder = binary.LittleEndian
-	if descr.BigEndian {
-		order = binary.BigEndian
-	}
-	decode := npyDecoder(fmt.Sprintf("%c%d", descr.Kind, size), order)
-	total := int64(n) * int64(pixels)
-	limit := int64(DefaultSparseDensity * float64(total))
-	c := &CSR{N: n, Pixels: pixels, RowPtr: make([]int32, n+1)}
+// npyWeights reads the n masks of pixels weights of NPY dtype descr that start at offset
+// in f.
+type npyWeights struct {
+	f         *os.File
+	offset    int64
+	n, pixels int
+	descr     npy.Descr
+}
+
+// inexact reports whether the dtype holds values float32 does not (Lo parts may be
+// needed): 32- and 64-bit integers and float64.
+func (w *npyWeights) inexact() bool {
+	return w.descr.Size == 8 || (w.descr.Size == 4 && w.descr.Kind != 'f')
+}
+
+// each calls fn for every block of weights from element start on, with the block's
+// first element and its bytes, until fn returns false or the weights end.
+func (w *npyWeights) each(fn func(first int64, b []byte) bool) error {
+	size := int64(w.descr.Size)
+	total := int64(w.n) * int64(w.pixels)
 	buf := make([]byte, npyBlockBytes/size*size)
-	var done int64 // elements read
-	for done < total {
-		k := min(int64(len(buf)/size), total-done)
-		b := buf[:k*int64(size)]
-		if _, err := f.ReadAt(b, offset+done*int64(size)); err != nil {
-			return nil, errs.Wrap(errs.IO, fmt.Errorf("reading the weights: %w", err))
+	for done := int64(0); done < total; {
+		k := min(int64(len(buf))/size, total-done)
+		b := buf[:k*size]
+		if _, err := w.f.ReadAt(b, w.offset+done*size); err != nil {
+			return errs.Wrap(errs.IO, fmt.Errorf("reading the weights: %w", err))
 		}
-		// Look at 8 bytes at a time (a whole number of elements): a sparse stack is
-		// mostly zeros.
-		for w := 0; w < len(b); w += 8 {
-			if w+8 <= len(b) && binary.LittleEndian.Uint64(b[w:]) == 0 {
-				continue
-			}
-			for j := w; j < min(w+8, len(b)); j += size {
-				v := decode(b[j:])
-				if v == 0 {
-					continue
-				}
-				e := done + int64(j/size)
-				m := int(e / int64(pixels))
-				c.appendNonzero(int32(e%int64(pixels)), v)
-				c.RowPtr[m+1]++
-				if int64(len(c.Val)) > limit {
-					return nil, nil
-				}
-			}
+		if !fn(done, b) {
+			return nil
 		}
 		done += k
 	}
-	for m := range n {
+	return nil
+}
+
+// countNonzeros counts the nonzero weights, stopping as soon as there are too many for
+// the stack to be applied sparse (DefaultSparseDensity): it returns the count and
+// whether the stack is sparse.
+func (w *npyWeights) countNonzeros() (int, bool, error) {
+	size := w.descr.Size
+	limit := DefaultSparseDensity * float64(w.n) * float64(w.pixels)
+	decode := w.decoder()
+	nnz := 0
+	err := w.each(func(_ int64, b []byte) bool {
+		// 8 bytes at a time (a whole number of elements): a sparse stack is mostly zeros.
+		for i := 0; i < len(b); i += 8 {
+			if i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:]) == 0 {
+				continue
+			}
+			for j := i; j < min(i+8, len(b)); j += size {
+				if decode(b[j:]) != 0 {
+					nnz++
+				}
+			}
+		}
+		return float64(nnz) < limit
+	})
+	return nnz, float64(nnz) < limit, err
+}
+
+// readCSR reads the nnz nonzero weights into CSR form, allocated once after checking
+// that it fits in memory.
+func (w *npyWeights) readCSR(nnz int) (*CSR, error) {
+	need := 8*int64(nnz) + 4*int64(w.n+1)
+	if w.inexact() {
+		need += 4 * int64(nnz) // Lo parts
+	}
+	if err := memlimit.Check(fmt.Sprintf("the sparse mask stack (%d masks, %d nonzero weights)", w.n, nnz), need, "use fewer or smaller masks"); err != nil {
+		return nil, err
+	}
+	c := &CSR{N: w.n, Pixels: w.pixels, RowPtr: make([]int32, w.n+1), Col: make([]int32, 0, nnz), Val: make([]float32, 0, nnz)}
+	size := w.descr.Size
+	decode := w.decoder()
+	err := w.each(func(first int64, b []byte) bool {
+		for i := 0; i < len(b); i += 8 {
+			if i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:]) == 0 {
+				continue
+			}
+			for j := i; j < min(i+8, len(b)); j += size {
+				if v := decode(b[j:]); v != 0 {
+					e := first + int64(j/size)
+					c.appendNonzero(int32(e%int64(w.pixels)), v)
+					c.RowPtr[e/int64(w.pixels)+1]++
+				}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for m := range w.n {
 		c.RowPtr[m+1] += c.RowPtr[m]
 	}
 	return c, nil
+}
+
+// readDense reads the weights dense into float32 and, when some are not exact in
+// float32, their Lo parts (see Split), each allocated once after checking that it fits
+// in memory. Little-endian float32 weights are read straight into the stack's memory.
+func (w *npyWeights) readDense(shape []int) (data, lo []float32, err error) {
+	total := w.n * w.pixels
+	what := fmt.Sprintf("the dense mask stack of shape %s", npy.ShapeString(shape))
+	if err := memlimit.Check(what, 4*int64(total), "use fewer or smaller masks"); err != nil {
+		return nil, nil, err
+	}
+	data = make([]float32, total)
+	if w.descr == (npy.Descr{Kind: 'f', Size: 4, BigEndian: hostBigEndian}) {
+		if _, err := w.f.ReadAt(unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), 4*total), w.offset); err != nil {
+			return nil, nil, errs.Wrap(errs.IO, fmt.Errorf("reading the weights: %w", err))
+		}
+		return data, nil, nil
+	}
+	size := w.descr.Size
+	decode := w.decoder()
+	var loErr error
+	err = w.each(func(first int64, b []byte) bool {
+		for j := 0; j < len(b); j += size {
+			e := first + int64(j/size)
+			hi, l := Split(decode(b[j:]))
+			data[e] = hi
+			if l != 0 && lo == nil {
+				if loErr = memlimit.Check(what+" with the float64 rest of its weights", 4*int64(total), "use fewer or smaller masks, or weights exact in float32"); loErr != nil {
+					return false
+				}
+				lo = make([]float32, total)
+			}
+			if lo != nil {
+				lo[e] = l
+			}
+		}
+		return true
+	})
+	if err = cmp.Or(err, loErr); err != nil {
+		return nil, nil, err
+	}
+	return data, lo, nil
+}
+
+// hostBigEndian is true on big-endian machines.
+var hostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
+
+// decoder returns the converter of one weight to float64 (exact but for 64-bit integers
+// beyond 2⁵³).
+func (w *npyWeights) decoder() func([]byte) float64 {
+	var order binary.ByteOrder = binary.LittleEndian
+	if w.descr.BigEndian {
+		order = binary.BigEndian
+	}
+	return npyDecoder(fmt.Sprintf("%c%d", w.descr.Kind, w.descr.Size), order)
 }
 
 // npyDecoder returns the converter of one element of NPY type code (b1, i1..i8, u1..u8,
@@ -201,45 +312,4 @@ func npyDecoder(code string, order binary.ByteOrder) func([]byte) float64 {
 		return func(b []byte) float64 { return float64(math.Float32frombits(order.Uint32(b))) }
 	}
 	return func(b []byte) float64 { return math.Float64frombits(order.Uint64(b)) }
-}
-
-// toFloat64 converts the flat array data decoded by npyio to float64.
-func toFloat64(data any) ([]float64, error) {
-	switch d := data.(type) {
-	case []float64:
-		return d, nil
-	case []int8:
-		return convert(d), nil
-	case []int16:
-		return convert(d), nil
-	case []int32:
-		return convert(d), nil
-	case []int64:
-		return convert(d), nil
-	case []uint8:
-		return convert(d), nil
-	case []uint16:
-		return convert(d), nil
-	case []uint32:
-		return convert(d), nil
-	case []uint64:
-		return convert(d), nil
-	case []bool:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			if v {
-				out[i] = 1
-			}
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("npyio decoded the array as %T, want a numeric slice", data)
-}
-
-func convert[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64](d []T) []float64 {
-	out := make([]float64, len(d))
-	for i, v := range d {
-		out[i] = float64(v)
-	}
-	return out
 }

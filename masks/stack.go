@@ -367,6 +367,14 @@ func Concat(stacks ...*Stack) (*Stack, error) {
 		names = append(names, s.MaskNames()...)
 	}
 	if sparse && float64(nnz) < DefaultSparseDensity*float64(n*first.Pixels()) {
+		need := 8*int64(nnz) + 4*int64(n+1)
+		if !exact {
+			need += 4 * int64(nnz)
+		}
+		if err := memlimit.Check(fmt.Sprintf("a sparse stack of %d masks of %d×%d pixels (%d nonzero weights)", n, sig[0], sig[1], nnz), need,
+			"use fewer or smaller masks"); err != nil {
+			return nil, fmt.Errorf("concat: %w", err)
+		}
 		c := &CSR{N: n, Pixels: first.Pixels(), RowPtr: make([]int32, 1, n+1), Col: make([]int32, 0, nnz), Val: make([]float32, 0, nnz)}
 		if !exact {
 			c.Lo = make([]float32, 0, nnz)

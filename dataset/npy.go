@@ -6,9 +6,9 @@ import (
 	"github.com/stemdot/stemdot/internal/npy"
 )
 
-// openNPY opens a NumPy .npy file (format versions 1 and 2, as described in
+// openNPY opens a NumPy .npy file (format versions 1.0, 2.0 and 3.0, as described in
 // https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html). The header is
-// parsed by codeberg.org/sbinet/npyio; frames are then read straight from the file.
+// parsed by internal/npy; frames are then read straight from the file.
 // Shapes: (sig_y, sig_x) is one frame (nav shape (1, 1)), (n, sig_y, sig_x) has nav
 // shape (n,), as in LiberTEM, (nav_y, nav_x, sig_y, sig_x) has nav shape (nav_y, nav_x).
 func openNPY(path string, opt Options) (Dataset, error) {
@@ -20,15 +20,14 @@ func openNPY(path string, opt Options) (Dataset, error) {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: "+format, append([]any{path}, args...)...)
 	}
-	r, offset, err := npy.Read(f, size)
+	hdr, offset, err := npy.Read(f, size)
 	if err != nil {
 		return fail("%v", err)
 	}
-	hdr := r.Header.Descr
 	if hdr.Fortran {
 		return fail("Fortran-order (column-major) NPY arrays are not supported; save the array in C order (numpy.ascontiguousarray)")
 	}
-	dt, bigEndian, err := npyDType(hdr.Type)
+	dt, bigEndian, err := npyDType(hdr.Descr)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -85,7 +84,7 @@ func npyDType(descr string) (DType, bool, error) {
 	}
 	dt, ok := npyKinds[npy.Descr{Kind: d.Kind, Size: d.Size}]
 	if !ok {
-		return Invalid, false, fmt.Errorf("unsupported NPY dtype %s (want u1, u2, u4, i1, i2, i4, f4 or f8, either byte order)", descr)
+		return Invalid, false, fmt.Errorf("unsupported NPY dtype '%s' (want u1, u2, u4, i1, i2, i4, f4 or f8, either byte order)", descr)
 	}
 	return dt, d.BigEndian, nil
 }

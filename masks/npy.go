@@ -61,11 +61,10 @@ func loadNPY(path string, sig *[2]int) (*Stack, error) {
 		return nil, err
 	}
 	defer f.Close()
-	r, offset, err := npy.Read(f, fileSize)
+	h, offset, err := npy.Read(f, fileSize)
 	if err != nil {
 		return nil, err
 	}
-	h := r.Header.Descr
 	if h.Fortran {
 		return nil, fmt.Errorf("array is in Fortran order, want C order (save np.ascontiguousarray(masks))")
 	}
@@ -90,11 +89,11 @@ func loadNPY(path string, sig *[2]int) (*Stack, error) {
 	if n > MaxWeights/(sy*sx) {
 		return nil, tooManyMasks(n, sy, sx)
 	}
-	dtype := strings.Trim(h.Type, "'\"")
+	dtype := h.Descr
 	descr, err := npy.ParseDescr(dtype)
 	size := descr.Size
 	if err != nil || !slices.Contains(npySizes[descr.Kind], size) {
-		return nil, fmt.Errorf("dtype %s is not supported (want bool, int8..int64, uint8..uint64, float32 or float64)", h.Type)
+		return nil, fmt.Errorf("dtype '%s' is not supported (want bool, int8..int64, uint8..uint64, float32 or float64)", dtype)
 	}
 	if want := int64(n*sy*sx) * int64(size); fileSize-offset != want {
 		return nil, fmt.Errorf("array of shape %v and dtype %s needs %d data bytes, file has %d", h.Shape, dtype, want, fileSize-offset)

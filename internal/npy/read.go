@@ -4,8 +4,9 @@
 //
 // The NPY format (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html)
 // starts with the magic "\x93NUMPY", a major and a minor version byte, the header length
-// (little-endian uint16 for version 1.0, uint32 for 2.0) and the header: a Python dict
-// literal padded with spaces and ended by '\n'. The data follows the header.
+// (little-endian uint16 for version 1.0, uint32 for 2.0 and 3.0) and the header: a Python
+// dict literal (Latin-1, or UTF-8 for 3.0) padded with spaces and ended by '\n'. The data
+// follows the header.
 package npy
 
 import (
@@ -13,8 +14,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-
-	npyio "codeberg.org/sbinet/npyio/npy"
 )
 
 // MaxHeaderBytes is the longest header dict accepted, as numpy's own reader
@@ -25,74 +24,58 @@ const MaxHeaderBytes = 10000
 // magic starts every NPY file.
 const magic = "\x93NUMPY"
 
-// Read checks the fixed start of the NPY file r of size bytes (magic, version 1.0 or 2.0,
-// a header length that fits in the file and in MaxHeaderBytes, a header ended by '\n')
-// and then parses the header with codeberg.org/sbinet/npyio. It returns npyio's reader,
-// positioned at the first data byte (its Header holds the dtype descr, the order and
-// the shape), and the offset of that byte in the file. Errors say what is wrong with the
-// file; the caller adds its name.
-func Read(r io.ReaderAt, size int64) (*npyio.Reader, int64, error) {
+// Read reads the header of the NPY file r of size bytes: the magic, the version (1.0,
+// 2.0 or 3.0), a header length that fits in the file and in MaxHeaderBytes, and a header
+// dict ended by '\n' that ParseDict accepts. It returns what the header says and the
+// offset of the first data byte. Errors say what is wrong with the file; the caller adds
+// its name.
+func Read(r io.ReaderAt, size int64) (Info, int64, error) {
 	var start [12]byte
 	n, err := r.ReadAt(start[:min(size, int64(len(start)))], 0)
 	if err != nil && err != io.EOF {
-		return nil, 0, err
+		return Info{}, 0, err
 	}
 	pre := start[:n]
 	switch {
 	case size == 0:
-		return nil, 0, fmt.Errorf("not an NPY file: the file is empty")
+		return Info{}, 0, fmt.Errorf("not an NPY file: the file is empty")
 	case !bytes.HasPrefix(pre, []byte(magic)) && !bytes.HasPrefix([]byte(magic), pre):
-		return nil, 0, fmt.Errorf("not an NPY file: it starts with %q, not the NPY magic %q", pre[:min(len(pre), len(magic))], magic)
+		return Info{}, 0, fmt.Errorf("not an NPY file: it starts with %q, not the NPY magic %q", pre[:min(len(pre), len(magic))], magic)
 	case size < 10:
-		return nil, 0, fmt.Errorf("truncated NPY file: %d bytes, shorter than the 10-byte NPY preamble", size)
+		return Info{}, 0, fmt.Errorf("truncated NPY file: %d bytes, shorter than the 10-byte NPY preamble", size)
 	}
 	var prefix, hlen int64
-	switch major := pre[6]; major {
-	case 1:
+	switch major, minor := pre[6], pre[7]; {
+	case minor != 0 || major < 1 || major > 3:
+		return Info{}, 0, fmt.Errorf("NPY format version %d.%d is not supported (want 1.0, 2.0 or 3.0)", major, minor)
+	case major == 1:
 		prefix, hlen = 10, int64(binary.LittleEndian.Uint16(pre[8:10]))
-	case 2:
-		if size < 12 {
-			return nil, 0, fmt.Errorf("truncated NPY file: %d bytes, shorter than the 12-byte NPY 2.0 preamble", size)
-		}
-		prefix, hlen = 12, int64(binary.LittleEndian.Uint32(pre[8:12]))
+	case size < 12:
+		return Info{}, 0, fmt.Errorf("truncated NPY file: %d bytes, shorter than the 12-byte NPY %d.0 preamble", size, major)
 	default:
-		return nil, 0, fmt.Errorf("NPY format version %d.%d is not supported (want 1.0 or 2.0)", major, pre[7])
+		prefix, hlen = 12, int64(binary.LittleEndian.Uint32(pre[8:12]))
 	}
 	if hlen > MaxHeaderBytes {
-		return nil, 0, fmt.Errorf("NPY header length %d bytes exceeds %d bytes: not an array header", hlen, MaxHeaderBytes)
+		return Info{}, 0, fmt.Errorf("NPY header length %d bytes exceeds %d bytes: not an array header", hlen, MaxHeaderBytes)
 	}
 	if prefix+hlen > size {
-		return nil, 0, fmt.Errorf("truncated NPY file: %d bytes, but its header ends at byte %d", size, prefix+hlen)
+		return Info{}, 0, fmt.Errorf("truncated NPY file: %d bytes, but its header ends at byte %d", size, prefix+hlen)
 	}
 	if hlen == 0 {
-		return nil, 0, fmt.Errorf("malformed NPY file: its header length is 0")
+		return Info{}, 0, fmt.Errorf("malformed NPY file: its header length is 0")
 	}
 	hdr := make([]byte, hlen)
 	if _, err := r.ReadAt(hdr, prefix); err != nil {
-		return nil, 0, err
+		return Info{}, 0, err
 	}
 	if hdr[hlen-1] != '\n' {
-		return nil, 0, fmt.Errorf("malformed NPY header %s: it does not end with a newline", quote(hdr))
+		return Info{}, 0, fmt.Errorf("malformed NPY header %s: it does not end with a newline", quote(hdr))
 	}
-	rd, err := newReader(io.NewSectionReader(r, 0, size))
+	info, err := ParseDict(string(hdr), pre[6])
 	if err != nil {
-		return nil, 0, fmt.Errorf("malformed NPY header %s: %v", quote(hdr), err)
+		return Info{}, 0, fmt.Errorf("malformed NPY header %s: %v", quote(hdr), err)
 	}
-	return rd, prefix + hlen, nil
-}
-
-// newReader calls npyio.NewReader and turns a panic into an error. npyio (v0.14.0,
-// npy/reader.go readDescr) slices the header dict at the offsets of its keys without
-// checking them, so a header with the keys in another order, or a missing '}' or
-// parenthesis, makes it panic; a user's file must give an error instead. Read has checked
-// everything before the dict, so only the dict parsing is left to fail this way.
-func newReader(r io.Reader) (rd *npyio.Reader, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			rd, err = nil, fmt.Errorf("npyio cannot parse it (%v)", p)
-		}
-	}()
-	return npyio.NewReader(r)
+	return info, prefix + hlen, nil
 }
 
 // quote returns the header dict quoted for an error message, shortened past 200 bytes.

@@ -24,11 +24,11 @@ var hostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
 
 // ParseDescr parses an NPY descr ("<u2", "|u1", ">f8", "'<f4'", "=i4") of kind b, i, u
 // or f. It does not check that the size suits the kind; callers check the pairs they
-// support.
+// support. Errors quote the descr as numpy prints it, '<c8'.
 func ParseDescr(descr string) (Descr, error) {
 	s := strings.Trim(strings.TrimSpace(descr), `'"`)
 	if len(s) < 3 || !strings.ContainsRune("biuf", rune(s[1])) {
-		return Descr{}, fmt.Errorf("unsupported NPY dtype %s", descr)
+		return Descr{}, fmt.Errorf("unsupported NPY dtype '%s'", s)
 	}
 	d := Descr{Kind: s[1]}
 	switch s[0] {
@@ -38,10 +38,10 @@ func ParseDescr(descr string) (Descr, error) {
 	case '=':
 		d.BigEndian = hostBigEndian
 	default:
-		return Descr{}, fmt.Errorf("unsupported NPY dtype %s: no byte order mark", descr)
+		return Descr{}, fmt.Errorf("unsupported NPY dtype '%s': no byte order mark", s)
 	}
 	if _, err := fmt.Sscanf(s[2:], "%d", &d.Size); err != nil || fmt.Sprint(d.Size) != s[2:] || d.Size < 1 {
-		return Descr{}, fmt.Errorf("unsupported NPY dtype %s: bad element size", descr)
+		return Descr{}, fmt.Errorf("unsupported NPY dtype '%s': bad element size", s)
 	}
 	return d, nil
 }

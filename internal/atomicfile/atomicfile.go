@@ -1,15 +1,25 @@
 // Package atomicfile writes stemdot's output files (results, PNGs, synthetic datasets)
-// all or nothing: each is written under a temporary name beside its final path and
-// renamed only when complete, so a failed or interrupted run never leaves a half-written
-// file under the final name. New files get mode 0666 less the umask, as os.Create gives;
-// a file replaced keeps its permissions.
+// all or nothing: each is written under a temporary name beside its final path,
+// flushed to the disk (fsync) and renamed only when complete, and the rename is flushed
+// too (fsync of the directory), so a failed or interrupted run, or a power loss, never
+// leaves a half-written or empty file under the final name. New files get mode 0666 less
+// the umask, as os.Create gives; a file replaced keeps its permissions.
+//
+// The temporary file of NAME is .NAME.PID.NNN.tmp in NAME's directory: PID is the
+// writer's process id, NNN random, and the writer holds an exclusive flock on it until
+// it is renamed or removed. A writer killed (SIGKILL, a power loss) leaves it behind;
+// each later write of NAME removes the temporaries of NAME whose writer is gone: no
+// process PID on this machine and no lock held on the file (a writer on another machine
+// sharing the directory holds its lock). Two runs writing the same NAME at once never
+// remove each other's.
 //
 // An output path that is a symbolic link is written through: the file it points to is
 // replaced, the link stays.
 //
-// Check refuses destinations a user cannot have meant: a missing directory, something
-// that is not a regular file (a device such as /dev/null, a directory, a FIFO: rename
-// would replace it), a read-only or unwritable file, or one of the run's input files.
+// Check refuses destinations a user cannot have meant or that cannot be written: a
+// missing directory, one in which no file can be created, something that is not a
+// regular file (a device such as /dev/null, a directory, a FIFO: rename would replace
+// it), a read-only or unwritable file, or one of the run's input files.
 package atomicfile
 
 import (
@@ -20,6 +30,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -28,12 +40,21 @@ import (
 )
 
 // Check reports, before any work, why path cannot receive an output: its directory
-// does not exist, or it exists and is not a regular file, is not writable, or is the
-// same file as one of inputs. The error (kind errs.IO) names path and the problem.
+// does not exist or no file can be created in it (its temporary file is created and
+// removed to find out), or path exists and is not a regular file, is not writable, or is
+// the same file as one of inputs. The error (kind errs.IO) names path and the problem.
 func Check(path string, inputs ...string) error {
 	dir := filepath.Dir(path)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return errs.New(errs.IO, "%s: directory %s does not exist", path, dir)
+	}
+	if dst, err := followLinks(path); err == nil {
+		f, err := createTemp(dst)
+		if err != nil {
+			return errs.New(errs.IO, "%s: cannot write in directory %s: %v", path, filepath.Dir(dst), errors.Unwrap(err))
+		}
+		f.Close()
+		os.Remove(f.Name())
 	}
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -88,14 +109,16 @@ var umask = sync.OnceValue(func() os.FileMode {
 // File is an output being written under a temporary name beside its final path.
 type File struct {
 	*os.File
-	path string // as given, for messages
-	dst  string // path with its symbolic links followed: what Commit replaces
-	done bool
+	path   string // as given, for messages
+	dst    string // path with its symbolic links followed: what Commit replaces
+	synced bool   // flushed to the disk already (by Prepare)
+	done   bool
 }
 
-// Create checks path (see Check) and creates the temporary file for it beside the file
-// that path names (through its symbolic links), with that file's permissions when it
-// exists, else mode 0666 less the umask. Write to it, then Commit or Abort.
+// Create checks path (see Check), removes the temporaries of earlier writers of the
+// file path names (through its symbolic links) that are gone, and creates and locks the
+// temporary file for it beside that file, with that file's permissions when it exists,
+// else mode 0666 less the umask. Write to it, then Commit or Abort.
 func Create(path string) (*File, error) {
 	if err := Check(path); err != nil {
 		return nil, err
@@ -104,7 +127,8 @@ func Create(path string) (*File, error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("create %s: %w", path, err))
 	}
-	f, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*.tmp")
+	removeStale(dst)
+	f, err := createTemp(dst)
 	if err != nil {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("create %s: %w", path, err))
 	}
@@ -118,6 +142,66 @@ func Create(path string) (*File, error) {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("create %s: %w", path, err))
 	}
 	return &File{File: f, path: path, dst: dst}, nil
+}
+
+// createTemp creates the temporary file of dst, .NAME.PID.NNN.tmp beside it, and takes
+// an exclusive flock on it (where the file system has locks) that it holds while open.
+func createTemp(dst string) (*os.File, error) {
+	f, err := os.CreateTemp(filepath.Dir(dst), tempPrefix(dst)+strconv.Itoa(os.Getpid())+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) // new: nobody else holds it
+	return f, nil
+}
+
+// tempPrefix is what the names of dst's temporary files start with: ".NAME.".
+func tempPrefix(dst string) string { return "." + filepath.Base(dst) + "." }
+
+// removeStale removes the temporary files of dst (.NAME.PID.NNN.tmp beside it) left by
+// writers that are gone: no process PID lives on this machine, and the file's flock is
+// free. Errors are ignored: what cannot be removed stays.
+func removeStale(dst string) {
+	dir, prefix := filepath.Dir(dst), tempPrefix(dst)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, ok := tempPID(e.Name(), prefix)
+		if !ok || !e.Type().IsRegular() || pid == os.Getpid() || unix.Kill(pid, 0) != unix.ESRCH {
+			continue
+		}
+		name := filepath.Join(dir, e.Name())
+		f, err := os.Open(name)
+		if err != nil {
+			continue
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+			os.Remove(name)
+		}
+		f.Close()
+	}
+}
+
+// tempPID returns the writer's pid of a temporary file named prefix+"PID.NNN.tmp" (PID
+// and NNN decimal), and whether name has that form.
+func tempPID(name, prefix string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return 0, false
+	}
+	rest, ok = strings.CutSuffix(rest, ".tmp")
+	p, n, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 || !digits(p) || !digits(n) {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(p)
+	return pid, err == nil && pid > 0
+}
+
+func digits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // followLinks returns path with its symbolic links followed, link after link (a link to
@@ -143,16 +227,34 @@ func followLinks(path string) (string, error) {
 // Path is the final path.
 func (f *File) Path() string { return f.path }
 
-// Close closes the temporary file, keeping it for Commit (or Abort).
+// Close flushes the temporary file to the disk and closes it, keeping it for Commit (or
+// Abort); its lock goes with it.
 func (f *File) Close() error {
-	if err := f.File.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+	err := f.sync()
+	if cerr := f.File.Close(); cerr != nil && !errors.Is(cerr, os.ErrClosed) && err == nil {
+		err = errs.Wrap(errs.IO, fmt.Errorf("write %s: %w", f.path, cerr))
+	}
+	return err
+}
+
+// fsync flushes a file or directory to the disk (a variable for tests).
+var fsync = (*os.File).Sync
+
+// sync flushes the file's data to the disk, once.
+func (f *File) sync() error {
+	if f.synced {
+		return nil
+	}
+	if err := fsync(f.File); err != nil && !errors.Is(err, os.ErrClosed) {
 		return errs.Wrap(errs.IO, fmt.Errorf("write %s: %w", f.path, err))
 	}
+	f.synced = true
 	return nil
 }
 
-// Commit closes the file and renames it to its final path; on failure the temporary
-// file is removed.
+// Commit flushes the file to the disk, closes it, renames it to its final path and
+// flushes the directory, so that the final name holds the whole file after a power
+// loss; on failure before the rename the temporary file is removed.
 func (f *File) Commit() error {
 	if f.done {
 		return fmt.Errorf("write %s: already committed or aborted", f.path)
@@ -168,6 +270,23 @@ func (f *File) Commit() error {
 		return err
 	}
 	f.done = true
+	if err := syncDir(filepath.Dir(f.dst)); err != nil {
+		return errs.Wrap(errs.IO, fmt.Errorf("write %s: flushing directory %s: %w", f.path, filepath.Dir(f.dst), err))
+	}
+	return nil
+}
+
+// syncDir flushes directory dir (a rename in it) to the disk; file systems that cannot
+// (EINVAL, ENOTSUP) are not an error.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := fsync(d); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOTSUP) {
+		return err
+	}
 	return nil
 }
 
@@ -183,8 +302,8 @@ func (f *File) Abort() {
 }
 
 // Prepare writes a whole file through write, buffered, into a temporary file for path,
-// and returns it closed, ready for Commit: several outputs are prepared, then committed
-// together. On error nothing is left behind.
+// flushed to the disk, and returns it open (holding its lock), ready for Commit: several
+// outputs are prepared, then committed together. On error nothing is left behind.
 func Prepare(path string, write func(io.Writer) error) (*File, error) {
 	f, err := Create(path)
 	if err != nil {
@@ -196,7 +315,7 @@ func Prepare(path string, write func(io.Writer) error) (*File, error) {
 		err = bw.Flush()
 	}
 	if err == nil {
-		err = f.Close()
+		err = f.sync()
 	}
 	if err != nil {
 		f.Abort()

@@ -5,14 +5,20 @@
 
 The file is read by the workers at the given path (shared storage); the result, an NPY
 array of shape nav_shape + (n_masks,), is written by this process under a temporary
-name and renamed when complete. Exit status 1 with a message on errors, 130 on Ctrl-C.
+name, flushed to the disk and renamed when complete, as stemdot's own outputs are (Go
+package internal/atomicfile: the temporary is .NAME.PID.NNN.tmp, locked while written;
+one left by a killed writer is removed by the next write of NAME). The output directory
+is checked before the run. Exit status 1 with a message on errors, 130 on Ctrl-C.
 """
 
 import argparse
+import errno
+import fcntl
 import os
+import random
+import re
 import stat
 import sys
-import tempfile
 
 import numpy as np
 
@@ -114,19 +120,96 @@ def _check_out(out, file):
         raise SystemExit(f"stemdot.dask: --out {out} is not a regular file")
     if not os.path.isdir(os.path.dirname(out)):
         raise SystemExit(f"stemdot.dask: --out {out}: directory {os.path.dirname(out)} does not exist")
+    try:  # the write's own first step, before the run
+        fd, tmp = _create_temp(out)
+    except OSError as e:
+        raise SystemExit(f"stemdot.dask: --out {out}: cannot write in directory {os.path.dirname(out)}: {e.strerror}") from None
+    os.close(fd)
+    os.unlink(tmp)
     return out
 
 
+def _temp_prefix(out):
+    return "." + os.path.basename(out) + "."
+
+
+def _create_temp(out):
+    """Creates the temporary file of out, .NAME.PID.NNN.tmp beside it, locked (flock)
+    while open; returns its descriptor and path."""
+    while True:
+        tmp = os.path.join(os.path.dirname(out), f"{_temp_prefix(out)}{os.getpid()}.{random.randrange(1 << 32)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # a file system without locks
+        return fd, tmp
+
+
+def _remove_stale(out):
+    """Removes the temporaries of out (.NAME.PID.NNN.tmp) whose writer is gone: no
+    process PID on this machine and no lock on the file."""
+    d, prefix = os.path.dirname(out), _temp_prefix(out)
+    for name in os.listdir(d):
+        m = re.fullmatch(re.escape(prefix) + r"([0-9]+)\.[0-9]+\.tmp", name)
+        if not m or int(m[1]) == os.getpid() or _alive(int(m[1])):
+            continue
+        path = os.path.join(d, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its writer, on another machine, holds it
+            except OSError:
+                pass  # a file system without locks
+            os.unlink(path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _save(out, result):
-    fd, tmp = tempfile.mkstemp(prefix=".stemdot-", suffix=".npy", dir=os.path.dirname(out))
+    """Writes result as NPY at out all or nothing: a temporary file flushed to the disk,
+    renamed, then the directory flushed, so that a crash or power loss never leaves a
+    partial or empty file under the final name."""
+    _remove_stale(out)
+    fd, tmp = _create_temp(out)
     try:
         with os.fdopen(fd, "wb") as f:
             np.save(f, result)
-        os.chmod(tmp, 0o644)
+            f.flush()
+            os.fsync(f.fileno())
+            os.fchmod(f.fileno(), 0o644)
         os.replace(tmp, out)
     except BaseException:
         os.unlink(tmp)
         raise
+    dfd = os.open(os.path.dirname(out), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(dfd)
 
 
 def main(argv=None):

@@ -95,6 +95,8 @@ test-steps: $(TEST_STEPS)
 
 test-go:
 	$(GO) test $(GOTAGS_CPU) -race ./...
+	# the address-space limit tests, which the race detector's shadow memory defeats
+	$(GO) test $(GOTAGS_CPU) -count=1 -run 'UnderAddressSpaceLimit' ./masks .
 	# the engine's AVX2 kernels, as on CPUs without AVX-512
 	GODEBUG=cpu.avx512f=off $(GO) test $(GOTAGS_CPU) -count=1 ./engine
 	# the engine's pure-Go kernels, as on CPUs without AVX2+FMA

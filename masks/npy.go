@@ -106,6 +106,10 @@ func loadNPY(path string, sig *[2]int) (*Stack, error) {
 			names[m] = fmt.Sprintf("%s[%d]", name, m)
 		}
 	}
+	// Even the read buffer may make the Go heap reserve an arena: checked too.
+	if err := memlimit.Check("reading the weights", npyBlockBytes, "use fewer or smaller masks"); err != nil {
+		return nil, err
+	}
 	w := &npyWeights{f: f, offset: offset, n: n, pixels: sy * sx, descr: descr}
 	nnz, sparse, err := w.countNonzeros()
 	if err != nil {

@@ -8,6 +8,19 @@
 // memory.current, v1 memory.limit_in_bytes and memory.usage_in_bytes), and the
 // address-space limit (RLIMIT_AS, `ulimit -v`) less the process's mapped size (VmSize in
 // /proc/self/status). Where a limit cannot be read it does not count.
+//
+// The address-space limit counts mappings, not bytes used: what the process has mapped
+// already (the Go runtime's reservations made at start-up, 0.6-1.1 GiB, a memory-mapped
+// dataset at its full size, the threads' stacks) is in VmSize; what a step adds is its
+// Go heap growth, reserved in 64 MiB arenas (none while the current arena's unused end
+// and the heap's free pages hold it), the stacks of the threads it starts (RLIMIT_STACK each, as glibc's
+// pthread_create gives them, in builds with cgo), and 16 MiB for the runtime's own
+// buffers. Under such a limit each glibc malloc arena would reserve another 64 MiB for a
+// thread that calls C code (libhdf5), at random moments; with cgo, stemdot keeps glibc
+// to one arena (mallopt M_ARENA_MAX, set when the process starts under the limit or at
+// the first check), so that a check that passes stays true. Under some limits below
+// about 1.35 GiB the Go runtime's own start-up fails ("fatal error: out of memory"
+// before main), whatever the job.
 package memlimit
 
 import (
@@ -16,29 +29,35 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/errs"
 )
 
-// Limit is the tightest of the limits: Bytes more may be allocated; Name says which limit
-// that is, in a user's words.
+// Limit is a limit on memory: Bytes more may be allocated; Name says which limit that
+// is, in a user's words.
 type Limit struct {
 	Bytes int64
 	Name  string
 }
 
-// addressSpaceSlack is what the Go runtime maps beyond the bytes a program allocates
-// (heap arenas are reserved in 64 MiB steps, plus metadata and stacks): under an
-// address-space limit, an allocation needs this much room besides its own size.
-const addressSpaceSlack = 256 << 20
+// heapArenaBytes is the unit in which the Go runtime reserves heap address space
+// (runtime.heapArenaBytes on 64-bit Linux).
+const heapArenaBytes = 64 << 20
 
-// Available returns the tightest limit on further allocation (math.MaxInt64 bytes, name
-// "no limit", when none can be read).
-func Available() Limit {
+// runtimeBytes is the address space kept, under an address-space limit, for what the Go
+// runtime maps for itself outside the heap as a step runs (the garbage collector's work
+// buffers and span queues, persistent allocations in 256 KiB chunks): without it, the
+// collector crashes where the limit is reached.
+const runtimeBytes = 16 << 20
+
+// ramLimit is the tightest of the memory limits: MemAvailable and the cgroup's.
+func ramLimit() Limit {
 	l := Limit{Bytes: math.MaxInt64, Name: "no limit"}
 	tighter := func(b int64, name string) {
 		if b < l.Bytes {
@@ -51,23 +70,161 @@ func Available() Limit {
 	if b, name, ok := cgroupLeft(); ok {
 		tighter(b, name)
 	}
-	var rl unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_AS, &rl) == nil && rl.Cur != unix.RLIM_INFINITY && rl.Cur < math.MaxInt64 {
-		if kb, ok := field("/proc/self/status", "VmSize:"); ok {
-			tighter(int64(rl.Cur)-kb<<10-addressSpaceSlack, fmt.Sprintf("the address-space limit (ulimit -v %d KiB)", rl.Cur>>10))
-		}
-	}
 	return l
 }
 
-// Check returns nil when need bytes for what fit in Available, else an error (errs.Resources)
-// naming both sizes, the limit, and advice (the option that helps).
+// Check returns nil when need bytes, about to be allocated on the Go heap in one piece,
+// fit in what the process may still allocate, else an error (errs.Resources) naming both
+// sizes, the limit, and advice (the option that helps).
 func Check(what string, need int64, advice string) error {
-	l := Available()
-	if need <= l.Bytes {
+	return CheckRun(what, need, need, 0, advice)
+}
+
+// CheckRun is Check for a step that allocates need bytes in pieces of at most largest
+// bytes and runs on threads OS threads at once (a run's pinned workers and the Go
+// runtime's spare ones): under an address-space limit, the stacks of
+// those the process does not have yet count too (all its threads but two, the
+// runtime's system monitor and one held by the main goroutine or signal handling, can
+// be reused). The error for that limit says how much address space the step takes and
+// the `ulimit -v` that lets it run.
+func CheckRun(what string, need, largest int64, threads int, advice string) error {
+	if l := ramLimit(); need > l.Bytes {
+		return errs.New(errs.Resources, "%s needs %s of memory, but %s leaves %s; %s", what, Size(need), l.Name, Size(l.Bytes), advice)
+	}
+	as, ok := readAddressSpace()
+	if !ok {
 		return nil
 	}
-	return errs.New(errs.Resources, "%s needs %s of memory, but %s leaves %s; %s", what, Size(need), l.Name, Size(l.Bytes), advice)
+	if threads > 0 {
+		if n, ok := field("/proc/self/status", "Threads:"); ok {
+			threads = max(0, threads-int(n-2))
+		}
+	}
+	heap, stacks := as.heapGrowth(need, largest), int64(threads)*threadStackBytes()
+	takes := heap + stacks + runtimeBytes
+	if as.used+takes <= as.limit {
+		return nil
+	}
+	var parts []string
+	if heap > 0 {
+		parts = append(parts, fmt.Sprintf("%s of Go heap arenas", Size(heap)))
+	}
+	if stacks > 0 {
+		parts = append(parts, fmt.Sprintf("%d new thread stacks of %s", threads, Size(threadStackBytes())))
+	}
+	parts = append(parts, fmt.Sprintf("%s for the Go runtime", Size(runtimeBytes)))
+	return errs.New(errs.Resources, "%s needs %s of memory, but %s leaves %s of address space and it takes %s there (%s): run it under ulimit -v %d or more, or %s",
+		what, Size(need), as.name(), Size(max(as.limit-as.used, 0)), Size(takes), strings.Join(parts, ", "), (as.used+takes+1023)>>10, advice)
+}
+
+// addressSpace is the state of the address-space limit: the limit and the size mapped
+// (bytes), and the room in the Go heap's arenas: the unused end of the current one and
+// the free pages.
+type addressSpace struct {
+	limit, used, tail, free int64
+}
+
+// readAddressSpace reads the address-space limit (false when there is none) and caps
+// glibc's malloc arenas under it (see the package doc).
+func readAddressSpace() (addressSpace, bool) {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_AS, &rl) != nil || rl.Cur == unix.RLIM_INFINITY || rl.Cur >= math.MaxInt64 {
+		return addressSpace{}, false
+	}
+	kb, ok := field("/proc/self/status", "VmSize:")
+	if !ok {
+		return addressSpace{}, false
+	}
+	capMallocArenas()
+	return addressSpace{limit: int64(rl.Cur), used: kb << 10, tail: heapTail(), free: heapFree()}, true
+}
+
+// heapFree is the Go heap's free pages, in arenas already reserved: free and released
+// to the system (runtime/metrics).
+func heapFree() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	var n int64
+	for _, v := range s {
+		if v.Value.Kind() == metrics.KindUint64 {
+			n += int64(v.Value.Uint64())
+		}
+	}
+	return n
+}
+
+func (a addressSpace) name() string {
+	return fmt.Sprintf("the address-space limit (ulimit -v %d KiB)", a.limit>>10)
+}
+
+// incidentalBytes is what the heap must hold besides a step's own bytes for heapGrowth to
+// count no growth: the small allocations around it (messages, buffers of the outputs).
+const incidentalBytes = 8 << 20
+
+// smallPiece is the largest allocation heapGrowth places in the heap's free pages: they
+// lie scattered, a larger one needs contiguous room.
+const smallPiece = 4 << 20
+
+// heapGrowth is the address space the Go heap reserves to allocate need bytes in pieces
+// of at most largest bytes: none while its arenas hold them and incidentalBytes more
+// (the current one's unused end, or with pieces of at most smallPiece, it and the free
+// pages), else the whole
+// arenas an allocation of need bytes reserves (the runtime reserves for the
+// allocation's size, not for what the arenas lack), and one more when need exceeds an
+// arena, as each piece may reserve its own.
+func (a addressSpace) heapGrowth(need, largest int64) int64 {
+	if need+incidentalBytes <= a.tail || largest <= smallPiece && need+incidentalBytes <= a.tail+a.free {
+		return 0
+	}
+	g := (need + heapArenaBytes - 1) / heapArenaBytes * heapArenaBytes
+	if need > heapArenaBytes {
+		g += heapArenaBytes
+	}
+	return g
+}
+
+// heapTail returns the unused end of the Go heap's current arena, found in
+// /proc/self/maps through the address of a heap object (the buffer it is read into);
+// 0 where it cannot be found.
+func heapTail() int64 {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil || len(b) == 0 {
+		return 0
+	}
+	return arenaTail(string(b), uint64(uintptr(unsafe.Pointer(&b[0]))))
+}
+
+// arenaTail returns, from a /proc/PID/maps text, the inaccessible (---p) mapping that
+// ends the contiguous run of anonymous mappings holding address p, when it ends at a
+// heap arena boundary: the unused end of the arena the heap grows into. 0 otherwise.
+func arenaTail(maps string, p uint64) int64 {
+	var end uint64 // end of the run of mappings from the one holding p
+	var tail int64
+	for line := range strings.Lines(maps) {
+		var lo, hi, off, inode uint64
+		var perms, dev string
+		if n, _ := fmt.Sscanf(line, "%x-%x %s %x %s %d", &lo, &hi, &perms, &off, &dev, &inode); n != 6 || inode != 0 {
+			if end != 0 {
+				break
+			}
+			continue
+		}
+		switch {
+		case end == 0 && lo <= p && p < hi:
+			end = hi
+		case end != 0 && lo == end:
+			end = hi
+		case end != 0:
+			return tail
+		default:
+			continue
+		}
+		tail = 0
+		if perms == "---p" && hi%heapArenaBytes == 0 {
+			tail = int64(hi - lo)
+		}
+	}
+	return tail
 }
 
 // Size formats bytes for people: "512 B", "3.2 MiB", "8.00 GiB".

@@ -1,0 +1,48 @@
+package memlimit
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Item #17.11: the Go heap's growth in address space is counted in its 64 MiB arenas:
+// nothing while the current arena's unused end holds the bytes and 8 MiB of incidental
+// ones (or, in pieces of at most 4 MiB, it and the free pages do), else the arenas an
+// allocation of that size reserves, and one more past an arena (several pieces).
+func TestHeapGrowth(t *testing.T) {
+	const mib = 1 << 20
+	a := addressSpace{tail: 20 * mib, free: 10 * mib}
+	for _, c := range []struct{ need, largest, want int64 }{
+		{0, 0, 0}, {12 * mib, 12 * mib, 0}, {22 * mib, mib, 0}, {22 * mib, 4 * mib, 0},
+		{13 * mib, 13 * mib, 64 * mib}, {22 * mib, 5 * mib, 64 * mib}, {23 * mib, mib, 64 * mib},
+		{64 * mib, 64 * mib, 64 * mib}, {65 * mib, 65 * mib, 192 * mib}, {500 * mib, mib, 576 * mib},
+	} {
+		require.Equal(t, c.want, a.heapGrowth(c.need, c.largest), "need %d MiB in pieces of %d MiB", c.need/mib, c.largest/mib)
+	}
+}
+
+// arenaTail finds the unused end of the heap's current arena: the inaccessible mapping
+// ending, at a 64 MiB boundary, the run of anonymous mappings that holds the heap
+// address; none when the run ends otherwise or the address is elsewhere.
+func TestArenaTail(t *testing.T) {
+	maps := `00400000-00403000 r--p 00000000 fe:00 9980881                            /tmp/stemdot
+00acb000-02b12000 rw-p 00000000 00:00 0
+1f0c94000000-1f0c95800000 ---p 00000000 00:00 0
+1f0c95800000-1f0c95c00000 rw-p 00000000 00:00 0
+1f0c95c00000-1f0c98000000 ---p 00000000 00:00 0
+2000c0000000-2000c0400000 rw-p 00000000 00:00 0
+7fee24000000-7fee24021000 rw-p 00000000 00:00 0
+7fee24021000-7fee27000000 ---p 00000000 00:00 0
+7fee407da000-7fee4085b000 r--s 00000000 fe:00 5308494                    /data/scan.mib
+`
+	require.Equal(t, int64(0x1f0c98000000-0x1f0c95c00000), arenaTail(maps, 0x1f0c95900000), "the ---p end of the heap's run")
+	require.Equal(t, int64(0), arenaTail(maps, 0x2000c0100000), "a run that ends accessible")
+	require.Equal(t, int64(0), arenaTail(maps, 0x7fee24000100), "an end that is not an arena boundary")
+	require.Equal(t, int64(0), arenaTail(maps, 0x10000), "an address outside every mapping")
+	last := maps[:strings.Index(maps, "2000c0000000-")]
+	require.Equal(t, int64(0x1f0c98000000-0x1f0c95c00000), arenaTail(last, 0x1f0c95900000), "the last mapping")
+	// This process's own heap: an arena's unused end is at most an arena.
+	require.LessOrEqual(t, heapTail(), int64(heapArenaBytes))
+}

@@ -24,9 +24,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/internal/memlimit"
 )
 
 func main() {
+	if err := memlimit.CheckStart(); err != nil { // before the first threads: ulimit -v
+		fmt.Fprintf(os.Stderr, "stemdot: %s\n", err)
+		os.Exit(1)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)

@@ -117,6 +117,28 @@ func CheckRun(what string, need, largest int64, threads int, advice string) erro
 		what, Size(need), as.name(), Size(max(as.limit-as.used, 0)), Size(takes), strings.Join(parts, ", "), (as.used+takes+1023)>>10, advice)
 }
 
+// startThreads is how many threads a program may start before its first step checks its
+// memory (the Go runtime's for blocking system calls, signal handling).
+const startThreads = 4
+
+// CheckStart returns an error (errs.Resources) when, at a program's start, an
+// address-space limit leaves less than any run needs besides its own memory: the room
+// for the runtime's buffers and the first threads. Below it the Go runtime would fail
+// at a random place, creating a thread or growing its heap; the error says the
+// `ulimit -v` that gives the room.
+func CheckStart() error {
+	as, ok := readAddressSpace()
+	if !ok {
+		return nil
+	}
+	need := runtimeBytes + startThreads*threadStackBytes()
+	if as.used+need <= as.limit {
+		return nil
+	}
+	return errs.New(errs.Resources, "%s leaves %s of address space once the Go runtime has started, less than the %s any run needs before its own memory (%d thread stacks of %s, %s for the Go runtime): run under ulimit -v %d or more",
+		as.name(), Size(max(as.limit-as.used, 0)), Size(need), startThreads, Size(threadStackBytes()), Size(runtimeBytes), (as.used+need+1023)>>10)
+}
+
 // addressSpace is the state of the address-space limit: the limit and the size mapped
 // (bytes), and the room in the Go heap's arenas: the unused end of the current one and
 // the free pages.

@@ -1,11 +1,54 @@
 package memlimit
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
+
+// childEnv makes this test binary, started by TestCheckStart, limit its address space to
+// what it has mapped plus the bytes given, and print CheckStart's error.
+const childEnv = "STEMDOT_MEMLIMIT_TEST_START"
+
+func TestMain(m *testing.M) {
+	if extra := os.Getenv(childEnv); extra != "" {
+		kb, _ := field("/proc/self/status", "VmSize:")
+		e, _ := strconv.ParseInt(extra, 10, 64)
+		limit := uint64(kb<<10 + e)
+		if err := unix.Setrlimit(unix.RLIMIT_AS, &unix.Rlimit{Cur: limit, Max: limit}); err != nil {
+			panic(err)
+		}
+		fmt.Print(CheckStart())
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Item #17.11: a program started under an address-space limit that leaves less than the
+// runtime's buffers and first threads need is refused up front, with the ulimit -v that
+// gives the room (the CLI checks it first thing: below it the Go runtime died creating a
+// thread for signal handling or a blocking system call).
+func TestCheckStart(t *testing.T) {
+	for _, c := range []struct {
+		extra int64
+		want  string
+	}{
+		{8 << 20, "leaves 8 MiB of address space once the Go runtime has started, less than the "},
+		{256 << 20, "<nil>"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", childEnv, c.extra))
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), c.want)
+	}
+}
 
 // Item #17.11: the Go heap's growth in address space is counted in its 64 MiB arenas:
 // nothing while the current arena's unused end holds the bytes and 8 MiB of incidental

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/atomicfile"
+	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/npy"
 )
 
@@ -234,7 +235,8 @@ func FindCOM(names []string) (sum int, ok bool) {
 // selected pixels, as LiberTEM's CoM analysis gives them (the centre of mass relative
 // to the reference point (cx, cy)). The slice is frame-major, y then x: [2f] and
 // [2f+1]. A frame with a zero sum has no centre of mass: its shifts are NaN. An index
-// without room for the three masks is errs.Argument.
+// without room for the three masks is errs.Argument; shift maps that do not fit in memory
+// are errs.Resources (internal/memlimit).
 func COMShifts(res *Result, sum int) ([]float64, error) {
 	if res == nil {
 		return nil, errs.New(errs.Argument, "no result for the com shifts (a nil *Result)")
@@ -243,6 +245,9 @@ func COMShifts(res *Result, sum int) ([]float64, error) {
 		return nil, errs.New(errs.Argument, "com masks at index %d: the result has %d masks, the set needs indices %d to %d", sum, res.NMasks, sum, sum+2)
 	}
 	frames := (len(res.F32) + len(res.F64)) / res.NMasks
+	if err := memlimit.Check(fmt.Sprintf("the centre-of-mass shift maps (%d frames × 2 × 8 bytes)", frames), 16*int64(frames), "split the scan"); err != nil {
+		return nil, err
+	}
 	out := make([]float64, 2*frames)
 	for f := range frames {
 		s := res.Value(f, sum)

@@ -31,6 +31,7 @@ var (
 	_ = [1]int{}[C.STEMDOT_ERR_BAD_HANDLE-errBadHandle]
 	_ = [1]int{}[C.STEMDOT_ERR_CUDA_UNAVAILABLE-errCUDAUnavailable]
 	_ = [1]int{}[C.STEMDOT_ERR_INTERNAL-errInternal]
+	_ = [1]int{}[C.STEMDOT_ERR_FORKED-errForked]
 	_ = [1]int{}[C.STEMDOT_UINT8-dataset.Uint8]
 	_ = [1]int{}[C.STEMDOT_UINT16-dataset.Uint16]
 	_ = [1]int{}[C.STEMDOT_UINT32-dataset.Uint32]
@@ -89,8 +90,8 @@ func sizeProduct(what string, limit int, sizes ...C.size_t) (int, error) {
 	return p, nil
 }
 
-//export stemdot_open
-func stemdot_open(path, options *C.stemdot_cchar, out *C.stemdot_dataset) (st C.stemdot_status) {
+//export stemdot_go_open
+func stemdot_go_open(path, options *C.stemdot_cchar, out *C.stemdot_dataset) (st C.stemdot_status) {
 	const fn = "stemdot_open"
 	defer guard(fn, &st)
 	if path == nil || out == nil {
@@ -105,8 +106,8 @@ func stemdot_open(path, options *C.stemdot_cchar, out *C.stemdot_dataset) (st C.
 	return succeed()
 }
 
-//export stemdot_dataset_from_memory
-func stemdot_dataset_from_memory(frames *C.stemdot_cvoid, framesBytes C.size_t, dtype C.stemdot_dtype,
+//export stemdot_go_dataset_from_memory
+func stemdot_go_dataset_from_memory(frames *C.stemdot_cvoid, framesBytes C.size_t, dtype C.stemdot_dtype,
 	navNdim C.size_t, navShape *C.stemdot_csize, sigY, sigX C.size_t, out *C.stemdot_dataset) (st C.stemdot_status) {
 	const fn = "stemdot_dataset_from_memory"
 	defer guard(fn, &st)
@@ -142,8 +143,8 @@ func stemdot_dataset_from_memory(frames *C.stemdot_cvoid, framesBytes C.size_t, 
 	return succeed()
 }
 
-//export stemdot_dataset_get_info
-func stemdot_dataset_get_info(h C.stemdot_dataset, info *C.stemdot_dataset_info) (st C.stemdot_status) {
+//export stemdot_go_dataset_get_info
+func stemdot_go_dataset_get_info(h C.stemdot_dataset, info *C.stemdot_dataset_info) (st C.stemdot_status) {
 	const fn = "stemdot_dataset_get_info"
 	defer guard(fn, &st)
 	if info == nil {
@@ -169,8 +170,8 @@ func stemdot_dataset_get_info(h C.stemdot_dataset, info *C.stemdot_dataset_info)
 	return succeed()
 }
 
-//export stemdot_dataset_free
-func stemdot_dataset_free(h C.stemdot_dataset) (st C.stemdot_status) {
+//export stemdot_go_dataset_free
+func stemdot_go_dataset_free(h C.stemdot_dataset) (st C.stemdot_status) {
 	const fn = "stemdot_dataset_free"
 	defer guard(fn, &st)
 	v, err := handles.remove(uint64(h), kindDataset, nil)
@@ -183,8 +184,8 @@ func stemdot_dataset_free(h C.stemdot_dataset) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_plan_new
-func stemdot_plan_new(cpus, gpus *C.stemdot_cchar, out *C.stemdot_plan) (st C.stemdot_status) {
+//export stemdot_go_plan_new
+func stemdot_go_plan_new(cpus, gpus *C.stemdot_cchar, out *C.stemdot_plan) (st C.stemdot_status) {
 	const fn = "stemdot_plan_new"
 	defer guard(fn, &st)
 	if out == nil {
@@ -199,8 +200,8 @@ func stemdot_plan_new(cpus, gpus *C.stemdot_cchar, out *C.stemdot_plan) (st C.st
 	return succeed()
 }
 
-//export stemdot_plan_new_options
-func stemdot_plan_new_options(options *C.stemdot_cchar, out *C.stemdot_plan) (st C.stemdot_status) {
+//export stemdot_go_plan_new_options
+func stemdot_go_plan_new_options(options *C.stemdot_cchar, out *C.stemdot_plan) (st C.stemdot_status) {
 	const fn = "stemdot_plan_new_options"
 	defer guard(fn, &st)
 	if out == nil {
@@ -219,8 +220,8 @@ func stemdot_plan_new_options(options *C.stemdot_cchar, out *C.stemdot_plan) (st
 	return succeed()
 }
 
-//export stemdot_plan_describe
-func stemdot_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
+//export stemdot_go_plan_describe
+func stemdot_go_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_plan_describe"
 	defer guard(fn, &st)
 	if needed == nil || (buf == nil && bufLen > 0) {
@@ -233,8 +234,8 @@ func stemdot_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf *C.
 	return copyText(fn, string(text), "plan", buf, bufLen, needed)
 }
 
-//export stemdot_dataset_warnings
-func stemdot_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
+//export stemdot_go_dataset_warnings
+func stemdot_go_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_dataset_warnings"
 	defer guard(fn, &st)
 	if needed == nil || (buf == nil && bufLen > 0) {
@@ -264,8 +265,8 @@ func copyText(fn, text, what string, buf *C.char, bufLen C.size_t, needed *C.siz
 	return succeed()
 }
 
-//export stemdot_plan_free
-func stemdot_plan_free(h C.stemdot_plan) (st C.stemdot_status) {
+//export stemdot_go_plan_free
+func stemdot_go_plan_free(h C.stemdot_plan) (st C.stemdot_status) {
 	const fn = "stemdot_plan_free"
 	defer guard(fn, &st)
 	if _, err := handles.remove(uint64(h), kindPlan, nil); err != nil {
@@ -274,8 +275,8 @@ func stemdot_plan_free(h C.stemdot_plan) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_run_new
-func stemdot_run_new(out *C.stemdot_run) (st C.stemdot_status) {
+//export stemdot_go_run_new
+func stemdot_go_run_new(out *C.stemdot_run) (st C.stemdot_status) {
 	const fn = "stemdot_run_new"
 	defer guard(fn, &st)
 	if out == nil {
@@ -285,8 +286,8 @@ func stemdot_run_new(out *C.stemdot_run) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_run_cancel
-func stemdot_run_cancel(h C.stemdot_run) (st C.stemdot_status) {
+//export stemdot_go_run_cancel
+func stemdot_go_run_cancel(h C.stemdot_run) (st C.stemdot_status) {
 	const fn = "stemdot_run_cancel"
 	defer guard(fn, &st)
 	r, err := getRun(uint64(h))
@@ -297,8 +298,8 @@ func stemdot_run_cancel(h C.stemdot_run) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_run_reset
-func stemdot_run_reset(h C.stemdot_run) (st C.stemdot_status) {
+//export stemdot_go_run_reset
+func stemdot_go_run_reset(h C.stemdot_run) (st C.stemdot_status) {
 	const fn = "stemdot_run_reset"
 	defer guard(fn, &st)
 	r, err := getRun(uint64(h))
@@ -311,8 +312,8 @@ func stemdot_run_reset(h C.stemdot_run) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_run_free
-func stemdot_run_free(h C.stemdot_run) (st C.stemdot_status) {
+//export stemdot_go_run_free
+func stemdot_go_run_free(h C.stemdot_run) (st C.stemdot_status) {
 	const fn = "stemdot_run_free"
 	defer guard(fn, &st)
 	_, err := handles.remove(uint64(h), kindRun, func(v any) error { return v.(*run).idle() })
@@ -322,8 +323,8 @@ func stemdot_run_free(h C.stemdot_run) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_mask_parse
-func stemdot_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float, outLen C.size_t, nMasks *C.size_t) (st C.stemdot_status) {
+//export stemdot_go_mask_parse
+func stemdot_go_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float, outLen C.size_t, nMasks *C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_mask_parse"
 	defer guard(fn, &st)
 	if spec == nil || nMasks == nil {
@@ -348,8 +349,8 @@ func stemdot_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float
 	return succeed()
 }
 
-//export stemdot_apply
-func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMasks, sigY, sigX C.size_t,
+//export stemdot_go_apply
+func stemdot_go_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMasks, sigY, sigX C.size_t,
 	planHandle C.stemdot_plan, runHandle C.stemdot_run, progress C.stemdot_progress_fn, progressUser unsafe.Pointer,
 	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_apply"
@@ -357,8 +358,8 @@ func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMask
 	return applyC(fn, dsHandle, unsafe.Pointer(maskData), false, nMasks, sigY, sigX, planHandle, runHandle, progress, progressUser, out, outDType, outLen)
 }
 
-//export stemdot_apply64
-func stemdot_apply64(dsHandle C.stemdot_dataset, maskData *C.stemdot_cdouble, nMasks, sigY, sigX C.size_t,
+//export stemdot_go_apply64
+func stemdot_go_apply64(dsHandle C.stemdot_dataset, maskData *C.stemdot_cdouble, nMasks, sigY, sigX C.size_t,
 	planHandle C.stemdot_plan, runHandle C.stemdot_run, progress C.stemdot_progress_fn, progressUser unsafe.Pointer,
 	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_apply64"
@@ -435,8 +436,8 @@ func newStack(s *masks.Stack, err error) (*masks.Stack, error) {
 	return s, errs.Wrap(errs.Argument, err)
 }
 
-//export stemdot_com_shifts
-func stemdot_com_shifts(result *C.stemdot_cvoid, resultDType C.stemdot_dtype, nFrames, nMasks, sumMask C.size_t, shifts *C.double) (st C.stemdot_status) {
+//export stemdot_go_com_shifts
+func stemdot_go_com_shifts(result *C.stemdot_cvoid, resultDType C.stemdot_dtype, nFrames, nMasks, sumMask C.size_t, shifts *C.double) (st C.stemdot_status) {
 	const fn = "stemdot_com_shifts"
 	defer guard(fn, &st)
 	if result == nil || shifts == nil {

@@ -42,6 +42,15 @@
  *   Functions may be called from any thread. Distinct handles may be used concurrently
  *   from several threads; a dataset or plan handle may be shared by concurrent applies;
  *   a run handle serves one apply at a time. Thread-safety notes are given per function.
+ *
+ * Processes
+ *   The library runs the Go runtime, started when the library is loaded, whose threads
+ *   do not survive fork(): a child forked (without exec) from a process that had loaded
+ *   the library could hang in any call. There every function returns
+ *   STEMDOT_ERR_FORKED at once, without entering the runtime (stemdot_last_error,
+ *   stemdot_version and stemdot_status_name work). Start such children with exec
+ *   (posix_spawn, fork + exec; Python: multiprocessing.get_context("spawn") or
+ *   "forkserver"); a child that loads the library itself, after fork, can use it.
  */
 #ifndef STEMDOT_H
 #define STEMDOT_H
@@ -68,7 +77,9 @@ typedef enum stemdot_status {
     STEMDOT_ERR_CANCELLED = 7,        /* the run was cancelled by stemdot_run_cancel */
     STEMDOT_ERR_BAD_HANDLE = 8,       /* handle unknown, freed, or of another kind */
     STEMDOT_ERR_CUDA_UNAVAILABLE = 9, /* GPUs requested but no CUDA build or no device */
-    STEMDOT_ERR_INTERNAL = 10         /* a bug in stemdot; the message says where */
+    STEMDOT_ERR_INTERNAL = 10,        /* a bug in stemdot; the message says where */
+    STEMDOT_ERR_FORKED = 11           /* called in a child forked from a process that had
+                                         loaded the library (see Processes) */
 } stemdot_status;
 
 /* Pixel and result dtypes; the numbers and names follow numpy's dtype names. */

@@ -1,6 +1,7 @@
 """Tests of the stemdot Python package against float64 numpy references, real detector
 files, the stemdot CLI, and misuse."""
 
+import json
 import os
 from pathlib import Path
 import pickle
@@ -586,3 +587,57 @@ def test_cuda_library_loads():
                              env={**env, "LD_PRELOAD": str(lib)})
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["[12.", "12.]"]
+
+
+
+FORK_SCRIPT = r"""
+import ctypes, json, multiprocessing as mp, numpy as np, stemdot
+
+def child(queue):
+    try:
+        stemdot.apply_masks(np.ones((2, 4, 4), np.uint16), np.ones((1, 4, 4)))
+        queue.put("no error")
+    except stemdot.ForkedProcessError as e:
+        queue.put(str(e))
+    # the library's own check, in C, before Go is entered (bypassing Python's)
+    lib, handle = stemdot._LIB._cdll, ctypes.c_uint64(7)
+    code = lib.stemdot_dataset_from_memory(np.ones(32, np.uint16).ctypes.data, 64, 2, 1,
+                                           (ctypes.c_size_t * 1)(2), 4, 4, ctypes.byref(handle))
+    queue.put([code, handle.value, lib.stemdot_last_error().decode()])
+
+if __name__ == "__main__":
+    frames = np.arange(2 * 16, dtype=np.uint16).reshape(2, 4, 4)
+    out = {"before": stemdot.apply_masks(frames, np.ones((1, 4, 4))).ravel().tolist()}  # the parent uses it
+    fork = mp.get_context("fork")
+    queue = fork.SimpleQueue()
+    p = fork.Process(target=child, args=(queue,))
+    p.start()
+    p.join(60)
+    if p.is_alive():
+        p.kill()
+        out["child"] = "hangs"
+    else:
+        out["child"] = {"exitcode": p.exitcode, "python": queue.get(), "c": queue.get()}
+    out["after"] = stemdot.apply_masks(frames, np.ones((1, 4, 4))).ravel().tolist()  # and still can
+    print(json.dumps(out))
+"""
+
+
+def test_forked_child_is_refused_not_hung(tmp_path):
+    """A multiprocessing child started with "fork" after the parent used stemdot gets
+    ForkedProcessError at once (the Go runtime does not survive fork: it would hang),
+    from Python's check and from the library's own; the parent goes on working."""
+    script = tmp_path / "forked.py"
+    script.write_text(FORK_SCRIPT)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["before"] == out["after"] == [120.0, 376.0]
+    child = out["child"]
+    assert child != "hangs", "the forked child hangs in the library"
+    assert child["exitcode"] == 0
+    assert "forked from one that had loaded it" in child["python"] and "'spawn'" in child["python"], child
+    code, handle, message = child["c"]
+    assert (code, handle) == (stemdot._lib.ERR_FORKED, 0), child
+    assert message.startswith("stemdot_dataset_from_memory: stemdot cannot be used in a process forked"), message
+    assert "'spawn'" in message

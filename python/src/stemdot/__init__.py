@@ -17,7 +17,9 @@ The mask helpers (:func:`disk`, :func:`ring`, :func:`point`, :func:`rect`, :func
 :func:`mask`) call the same Go generators as the ``stemdot`` CLI's ``--mask``, so their
 weights are bit-identical to the CLI's. Errors are raised as :class:`StemdotError`
 subclasses carrying the library's message. Ctrl-C cancels a running
-:func:`apply_masks`.
+:func:`apply_masks`. Child processes that use stemdot must be started with
+``multiprocessing``'s "spawn" or "forkserver" method, not "fork" once the parent has
+used it (:class:`ForkedProcessError`).
 """
 
 import ctypes
@@ -51,6 +53,7 @@ __all__ = [
     "BadHandleError",
     "CUDAUnavailableError",
     "InternalError",
+    "ForkedProcessError",
     "open",
     "from_array",
     "apply_masks",
@@ -71,12 +74,19 @@ class _Library:
     """libstemdot, loaded at the first call rather than at import: a process that only
     imports stemdot (a Dask Nanny or scheduler unpickling :mod:`stemdot.dask`'s plugin,
     a parent that forks workers) never starts the library's Go runtime. Attribute
-    access forwards to the loaded ctypes library; ``path`` is its file."""
+    access forwards to the loaded ctypes library; ``path`` is its file. In a child
+    forked from a process that had loaded it, where the Go runtime cannot run, it raises
+    :class:`ForkedProcessError` instead."""
 
     def __init__(self):
         self._cdll = None
         self.path = None
+        self.forked = False
         self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self):
+        self.forked = self._cdll is not None
 
     def load(self):
         with self._lock:
@@ -85,6 +95,8 @@ class _Library:
         return self._cdll
 
     def __getattr__(self, name):
+        if self.forked:
+            raise ForkedProcessError(_FORKED_MESSAGE, _lib.ERR_FORKED)
         return getattr(self._cdll or self.load(), name)
 
 
@@ -155,6 +167,20 @@ class InternalError(StemdotError):
     """STEMDOT_ERR_INTERNAL: a bug in stemdot."""
 
 
+class ForkedProcessError(StemdotError, RuntimeError):
+    """STEMDOT_ERR_FORKED: stemdot called in a child forked (without exec) from a process
+    that had used it, e.g. by ``multiprocessing`` with the "fork" start method (the
+    default on Linux before Python 3.14): the library's Go runtime does not survive
+    fork. Start such children with "spawn" or "forkserver"."""
+
+
+_FORKED_MESSAGE = (
+    "stemdot cannot be used in a process forked from one that had loaded it (the library's Go runtime "
+    "does not survive fork); start the child with exec: multiprocessing.get_context('spawn') or "
+    "'forkserver' (or multiprocessing.set_start_method('spawn'))"
+)
+
+
 _ERRORS = {
     _lib.ERR_INVALID_ARGUMENT: InvalidArgumentError,
     _lib.ERR_IO: StemdotIOError,
@@ -166,6 +192,7 @@ _ERRORS = {
     _lib.ERR_BAD_HANDLE: BadHandleError,
     _lib.ERR_CUDA_UNAVAILABLE: CUDAUnavailableError,
     _lib.ERR_INTERNAL: InternalError,
+    _lib.ERR_FORKED: ForkedProcessError,
 }
 
 

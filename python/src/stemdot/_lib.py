@@ -18,6 +18,7 @@ ERR_CANCELLED = 7
 ERR_BAD_HANDLE = 8
 ERR_CUDA_UNAVAILABLE = 9
 ERR_INTERNAL = 10
+ERR_FORKED = 11
 
 # stemdot_dtype: value → numpy name
 DTYPES = {1: "uint8", 2: "uint16", 3: "uint32", 4: "int8", 5: "int16", 6: "int32", 7: "float32", 8: "float64"}

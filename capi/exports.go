@@ -333,7 +333,7 @@ func stemdot_go_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.fl
 	if _, err := sizeProduct("sig_shape", masks.MaxWeights, sigY, sigX); err != nil {
 		return fail(fn, err)
 	}
-	stack, err := parseMask(goString(spec), int(sigY), int(sigX))
+	stack, err := masksFrom(nil, []string{goString(spec)}, int(sigY), int(sigX))
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -347,6 +347,78 @@ func stemdot_go_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.fl
 	}
 	copy(unsafe.Slice((*float32)(unsafe.Pointer(out)), len(dense)), dense)
 	return succeed()
+}
+
+//export stemdot_go_mask_stack
+func stemdot_go_mask_stack(files *C.stemdot_cstring, nFiles C.size_t, specs *C.stemdot_cstring, nSpecs C.size_t,
+	sigY, sigX C.size_t, out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t, nMasks *C.size_t,
+	names *C.char, namesLen C.size_t, namesNeeded *C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_mask_stack"
+	defer guard(fn, &st)
+	if nMasks == nil || (names != nil || namesLen > 0) && namesNeeded == nil {
+		return fail(fn, failf(errs.Argument, "n_masks must not be NULL, and names_needed not NULL when names is given"))
+	}
+	fileList, err := goStrings("files", files, nFiles)
+	if err != nil {
+		return fail(fn, err)
+	}
+	specList, err := goStrings("specs", specs, nSpecs)
+	if err != nil {
+		return fail(fn, err)
+	}
+	if len(fileList)+len(specList) == 0 {
+		return fail(fn, failf(errs.Argument, "no masks: give NPY mask files (files, n_files) or mask specs (specs, n_specs)"))
+	}
+	if _, err := sizeProduct("sig_shape", masks.MaxWeights, sigY, sigX); err != nil {
+		return fail(fn, err)
+	}
+	stack, err := masksFrom(fileList, specList, int(sigY), int(sigX))
+	if err != nil {
+		return fail(fn, err)
+	}
+	*nMasks = C.size_t(stack.N)
+	if namesNeeded != nil {
+		if code := copyText(fn, strings.Join(stack.MaskNames(), "\n"), "names", names, namesLen, namesNeeded); code != C.STEMDOT_OK {
+			return code
+		}
+	}
+	if out != nil {
+		n := stack.N * stack.Pixels()
+		if uint64(outLen) < uint64(n) {
+			return fail(fn, failf(errs.Shape, "out holds %d elements, but %d masks of %d×%d pixels need %d", outLen, stack.N, sigY, sigX, n))
+		}
+		switch outDType {
+		case C.STEMDOT_FLOAT32:
+			copy(unsafe.Slice((*float32)(out), n), stack.Dense())
+		case C.STEMDOT_FLOAT64:
+			copy(unsafe.Slice((*float64)(out), n), stack.Dense64())
+		default:
+			return fail(fn, failf(errs.DType, "out dtype %d is not STEMDOT_FLOAT32 (%d) or STEMDOT_FLOAT64 (%d)", outDType, C.STEMDOT_FLOAT32, C.STEMDOT_FLOAT64))
+		}
+	}
+	return succeed()
+}
+
+// goStrings copies the n C strings of list (what names it in errors); list may be NULL
+// when n is 0.
+func goStrings(what string, list *C.stemdot_cstring, n C.size_t) ([]string, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if list == nil {
+		return nil, failf(errs.Argument, "%s is NULL, but n_%s is %d", what, what, n)
+	}
+	if _, err := sizeProduct("n_"+what, math.MaxInt32, n); err != nil {
+		return nil, err
+	}
+	out := make([]string, n)
+	for i, s := range unsafe.Slice((**C.char)(unsafe.Pointer(list)), int(n)) {
+		if s == nil {
+			return nil, failf(errs.Argument, "%s[%d] is NULL", what, i)
+		}
+		out[i] = C.GoString(s)
+	}
+	return out, nil
 }
 
 //export stemdot_go_apply

@@ -18,6 +18,7 @@ typedef const float stemdot_cfloat;
 typedef const double stemdot_cdouble;
 typedef const void stemdot_cvoid;
 typedef const size_t stemdot_csize;
+typedef const char *const stemdot_cstring;
 
 /*
  * The functions of stemdot.h that enter Go, as F(name, parameters, arguments), or
@@ -48,6 +49,12 @@ typedef const size_t stemdot_csize;
     F(mask_parse,                                                                                 \
       (const char *spec, size_t sig_y, size_t sig_x, float *out, size_t out_len, size_t *n_masks),\
       (spec, sig_y, sig_x, out, out_len, n_masks))                                                \
+    F(mask_stack,                                                                                 \
+      (const char *const *files, size_t n_files, const char *const *specs, size_t n_specs,        \
+       size_t sig_y, size_t sig_x, void *out, stemdot_dtype out_dtype, size_t out_len,            \
+       size_t *n_masks, char *names, size_t names_len, size_t *names_needed),                     \
+      (files, n_files, specs, n_specs, sig_y, sig_x, out, out_dtype, out_len, n_masks, names,     \
+       names_len, names_needed))                                                                  \
     F(apply,                                                                                      \
       (stemdot_dataset dataset, const float *masks, size_t n_masks, size_t sig_y, size_t sig_x,   \
        stemdot_plan plan, stemdot_run run, stemdot_progress_fn progress, void *progress_user,     \

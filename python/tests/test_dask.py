@@ -323,6 +323,41 @@ def test_command_line(cluster, data_dir, tmp_path):
     assert bad.returncode == 1 and "disk" in bad.stderr and not (tmp_path / "bad.npy").exists()
 
 
+def test_command_line_builds_the_cli_stack(cluster, cli, data_dir, tmp_path):
+    """python -m stemdot.dask and stemdot apply build the same stack from --masks files
+    and --mask specs, given interleaved: the files' masks first, then the specs, in the
+    order given (one definition, stemdot_mask_stack); the columns equal the CLI's and
+    a float64 numpy reference. With --float64 the file's float64 weights keep their
+    precision on the Dask workers too."""
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    rng = np.random.default_rng(17)
+    a = rng.random((2,) + SIG)  # float64 weights, not exact in float32
+    b = (rng.random(SIG) < 0.1).astype(np.uint8)  # one mask
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    flags = ["--mask", "disk:128,128,40", "--masks", str(tmp_path / "a.npy"), "--mask", "com",
+             "--masks", str(tmp_path / "b.npy"), "--nav-shape", "2,4", "--quiet"]
+    raw = np.fromfile(path, dtype=np.uint8).reshape(8, 384 + 256 * 256)[:, 384:].reshape(8, *SIG).astype(np.float64)
+    stack = np.concatenate([a, b[np.newaxis], stemdot.mask("disk:128,128,40", SIG), stemdot.com(SIG)]).astype(np.float64)
+    want = np.einsum("fyx,myx->fm", raw, stack).reshape(2, 4, -1)
+    for extra, rtol in (([], 1e-6), (["--float64"], 1e-12)):
+        cli_out, dask_out = tmp_path / "cli.npy", tmp_path / "dask.npy"
+        run = subprocess.run([str(cli), "apply", str(path), *flags, *extra, "--out", str(cli_out)],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        assert run.returncode == 0, run.stderr
+        run = subprocess.run([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(path),
+                              *flags, *extra, "--out", str(dask_out), "--range-frames", "1"],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        assert run.returncode == 0, run.stderr
+        got, ref = np.load(dask_out), np.load(cli_out)
+        assert got.shape == ref.shape == (2, 4, 7) and got.dtype == ref.dtype
+        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
+    masks, names = stemdot.mask_stack(SIG, files=[tmp_path / "a.npy", tmp_path / "b.npy"], specs=["disk:128,128,40", "com"])
+    assert names == ["a[0]", "a[1]", "b", "disk", "com_sum", "com_y", "com_x"]
+    np.testing.assert_array_equal(masks, stack.astype(np.float32))
+
+
 def test_import_does_not_load_the_library():
     """A Nanny or scheduler that unpickles the plugin imports stemdot.dask: no Go runtime."""
     code = "import stemdot, stemdot.dask; assert 'libstemdot' not in open('/proc/self/maps').read(); stemdot.library_path"

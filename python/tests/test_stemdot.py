@@ -508,6 +508,34 @@ def test_mask_argument_order():
         stemdot.mask((32, 32), "disk:16,16,5")
 
 
+def test_mask_stack_single_arguments_and_errors(tmp_path):
+    np.save(tmp_path / "m.npy", np.arange(15.0).reshape(3, 5))
+    masks, names = stemdot.mask_stack((3, 5), files=tmp_path / "m.npy", specs="point:1,2", dtype=np.float64)
+    assert masks.dtype == np.float64 and names == ["m", "point"]
+    np.testing.assert_array_equal(masks[0], np.arange(15.0).reshape(3, 5))
+    np.testing.assert_array_equal(masks[1].nonzero(), ([2], [1]))
+    with pytest.raises(stemdot.InvalidArgumentError, match="no masks"):
+        stemdot.mask_stack((3, 5))
+    with pytest.raises(stemdot.StemdotIOError, match="missing.npy"):
+        stemdot.mask_stack((3, 5), files=[tmp_path / "missing.npy"])
+    with pytest.raises(stemdot.ShapeError, match=r"m.npy: masks of shape \(3, 5\) do not match"):
+        stemdot.mask_stack((5, 3), files=[tmp_path / "m.npy"], specs=["com"])
+    with pytest.raises(stemdot.InvalidArgumentError, match="disk:1"):
+        stemdot.mask_stack((3, 5), specs=["disk:1"])
+
+
+def test_a_library_without_a_function_of_this_package_is_refused_by_name():
+    """A library lacking a function the package calls (an older build at STEMDOT_LIB,
+    e.g. without stemdot_mask_stack) gives an ImportError that says so."""
+    import _ctypes
+
+    code = "import stemdot; stemdot.library_path"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "STEMDOT_LIB": _ctypes.__file__})
+    assert run.returncode != 0 and "ImportError" in run.stderr, run.stderr
+    assert "lacks a function this package calls" in run.stderr and "rebuild it" in run.stderr, run.stderr
+
+
 def test_open_warns_what_the_cli_warns(data_dir):
     """A scan shape the file cannot fill is read as far as it goes, with a warning."""
     path = data_dir / "mib" / "001_4x2_6bit.mib"

@@ -59,6 +59,7 @@ __all__ = [
     "apply_masks",
     "describe_plan",
     "mask",
+    "mask_stack",
     "disk",
     "ring",
     "point",
@@ -430,6 +431,46 @@ def mask(spec, sig_shape):
         ctypes.byref(n),
     )
     return out
+
+
+def mask_stack(sig_shape, files=(), specs=(), dtype=np.float32):
+    """The mask stack of NPY mask ``files`` and then mask ``specs`` (as for :func:`mask`),
+    in that order, for frames of ``sig_shape``: the stack ``stemdot apply --masks FILE ...
+    --mask SPEC ...`` and ``python -m stemdot.dask`` apply, built by the library (the Go
+    API's ``stemdot.MasksFrom``, ``stemdot_mask_stack``). A file holds one mask (sig_y,
+    sig_x) or a stack (n, sig_y, sig_x) of bool, integer or float dtype; ``files`` and
+    ``specs`` are a path or spec, or sequences of them.
+
+    Returns ``(masks, names)``: an array (n_masks, sig_y, sig_x) of ``dtype`` (float32,
+    or float64 to keep float64 weights of a file for ``apply_masks(...,
+    dtype=np.float64)``) and the masks' names (``"stack[0]"`` for mask 0 of stack.npy,
+    ``"disk"``, ``"com_sum"``, ...). Raises StemdotIOError or FormatError for a file,
+    InvalidArgumentError for a spec or no masks at all, ShapeError for masks of another
+    sig shape."""
+    out_dtype = np.dtype(dtype)
+    if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise DTypeError(f"mask_stack: dtype {out_dtype} is not float32 or float64", _lib.ERR_DTYPE)
+    files = [os.fsencode(f) for f in ([files] if isinstance(files, (str, bytes, os.PathLike)) else files)]
+    specs = [s.encode() for s in ([specs] if isinstance(specs, str) else specs)]
+    if not files and not specs:
+        raise InvalidArgumentError("mask_stack: no masks: give NPY mask files (files=) or mask specs (specs=)", _lib.ERR_INVALID_ARGUMENT)
+    sig_y, sig_x = (operator.index(n) for n in sig_shape)
+    file_list = (ctypes.c_char_p * max(len(files), 1))(*files)
+    spec_list = (ctypes.c_char_p * max(len(specs), 1))(*specs)
+    n, needed = ctypes.c_size_t(), ctypes.c_size_t()
+
+    def build(out, names):
+        _call(
+            _LIB.stemdot_mask_stack, file_list, len(files), spec_list, len(specs), sig_y, sig_x,
+            None if out is None else ctypes.c_void_p(out.ctypes.data), _lib.DTYPE_CODES[out_dtype.name],
+            0 if out is None else out.size, ctypes.byref(n), names, 0 if names is None else len(names), ctypes.byref(needed),
+        )
+
+    build(None, None)  # the sizes
+    masks = np.empty((n.value, sig_y, sig_x), dtype=out_dtype)
+    names = ctypes.create_string_buffer(needed.value + 1)
+    build(masks, names)
+    return masks, names.value.decode().split("\n")
 
 
 def disk(sig_shape, cx, cy, r):

@@ -235,11 +235,12 @@ class StemdotPlugin(WorkerPlugin):
                 if job in self._cancelled:
                     stemdot._LIB.stemdot_run_cancel(run)
                 self._runs[run] = job
+            weights, suffix = stemdot._weights(masks)  # float32, or float64 (see stemdot._job)
             with self.dataset(path, dict(options, frames=(first, count))) as ds:
                 stemdot._call(
-                    stemdot._LIB.stemdot_apply,
+                    getattr(stemdot._LIB, "stemdot_apply" + suffix),
                     ds.handle,
-                    masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                    weights,
                     masks.shape[0],
                     masks.shape[1],
                     masks.shape[2],

@@ -40,7 +40,8 @@ def _parser():
     p.add_argument("--mask", action="append", default=[], metavar="SPEC",
                    help="disk:CX,CY,R  ring:CX,CY,RI,RO  point:X,Y  rect:X,Y,W,H  com  com:CX,CY[,R] (repeatable)")
     p.add_argument("--masks", action="append", default=[], metavar="NPY",
-                   help="an NPY mask stack (n_masks, sig_y, sig_x) or one mask (sig_y, sig_x) (repeatable)")
+                   help="an NPY mask stack (n_masks, sig_y, sig_x) or one mask (sig_y, sig_x), read here (repeatable); "
+                   "the stacks of --masks come first, then the --mask specs, in the order given (as stemdot apply)")
     p.add_argument("--out", required=True, metavar="NPY", help="result file (NPY, float32 unless --float64)")
     p.add_argument("--float64", action="store_true", help="accumulate and write float64")
     p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5, empad (default: detected)")
@@ -76,16 +77,6 @@ def _resources(items):
     return out
 
 
-def _masks(args, sig_shape):
-    stacks = [stemdot.mask(spec, sig_shape) for spec in args.mask]
-    for path in args.masks:
-        m = np.load(path)
-        stacks.append(m[np.newaxis] if m.ndim == 2 else m)
-    if not stacks:
-        raise SystemExit("stemdot.dask: no masks: give --mask SPEC or --masks stack.npy")
-    return np.concatenate([np.asarray(m, dtype=np.float32) for m in stacks])
-
-
 def _check_out(out, file):
     out = os.path.abspath(out)
     if os.path.exists(out) and os.path.samefile(out, file):
@@ -113,6 +104,9 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     from distributed import Client
 
+    if not args.mask and not args.masks:
+        raise SystemExit("stemdot.dask: no masks: give a mask spec (--mask) or an NPY mask stack (--masks)")
+
     out = _check_out(args.out, args.file)
     keys = ("format", "nav_shape", "sig_shape", "dtype", "byte_order", "offset", "frame_header", "frame_footer",
             "sync_offset", "dataset_path")
@@ -123,7 +117,8 @@ def main(argv=None):
         with Client(args.scheduler, timeout=args.timeout) as client:
             nodes = sdask.bootstrap(client, timeout=args.timeout)
             info = sdask.dataset_info(client, args.file, **options)
-            masks = _masks(args, info["sig_shape"])
+            masks, _ = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,
+                                          dtype=np.float64 if args.float64 else np.float32)
             workers = sum(n["n_workers"] for n in nodes.values())
             print(f"stemdot.dask: {len(nodes)} Dask workers, {workers} stemdot workers; {args.file}: "
                   f"nav_shape {tuple(info['nav_shape'])}, sig_shape {tuple(info['sig_shape'])}, {info['dtype']}; "

@@ -373,7 +373,7 @@ def test_wrong_shapes_and_values():
         stemdot.apply_masks(frames, np.ones((1, 4, 5)))
     with pytest.raises(stemdot.ShapeError, match="at least one nav dimension"):
         stemdot.apply_masks(np.zeros((4, 4), np.uint8), np.ones((1, 4, 4)))
-    with pytest.raises(stemdot.ShapeError, match="want \\(n_masks, sig_y, sig_x\\)"):
+    with pytest.raises(stemdot.ShapeError, match="want an array \\(n_masks, sig_y, sig_x\\)"):
         stemdot.apply_masks(frames, np.ones(16))
     bad = np.ones((1, 4, 4))
     bad[0, 1, 2] = np.nan
@@ -387,6 +387,50 @@ def test_wrong_shapes_and_values():
         stemdot.disk((4, 4), 1, 1, float("nan"))
     with pytest.raises(TypeError):
         stemdot.apply_masks([[1, 2]], np.ones((1, 4, 4)))
+
+
+class _Sparse:
+    """A sparse mask as scipy.sparse and pydata sparse give them: dense via toarray()."""
+
+    def __init__(self, dense):
+        self.dense = dense
+
+    def toarray(self):
+        return self.dense
+
+
+def test_libertem_mask_factories():
+    """LiberTEM's ApplyMasksUDF(mask_factories=...): a callable returning the stack (or a
+    list of masks), or a list of callables each returning one mask (sparse ones too)."""
+    rng = np.random.default_rng(19)
+    frames = rng.integers(0, 1000, (3, 2, 8, 6), dtype=np.uint16)
+    stack = rng.random((3, 8, 6))
+    want = np.einsum("abyx,myx->abm", frames.astype(np.float64), stack)
+    for masks in (lambda: stack, lambda: list(stack), [lambda m=m: m for m in stack],
+                  [lambda: stack[0], lambda: _Sparse(stack[1]), lambda: stack[2].tolist()]):
+        got = stemdot.apply_masks(frames, masks, dtype=np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        np.testing.assert_array_equal(stemdot.apply_masks(frames, masks), stemdot.apply_masks(frames, stack))
+    with stemdot.from_array(frames) as ds:
+        np.testing.assert_allclose(stemdot.apply_masks(ds, lambda: stack[0], dtype=np.float64), want[..., :1], rtol=1e-12)
+
+    def stack_of_two():
+        return stack[:2]
+
+    with pytest.raises(stemdot.ShapeError, match=r"mask factory 1 \(.*stack_of_two\) of the list returned shape \(2, 8, 6\): "
+                       r"each factory of a list returns one mask \(sig_y, sig_x\)"):
+        stemdot.apply_masks(frames, [lambda: stack[0], stack_of_two])
+    with pytest.raises(stemdot.ShapeError, match=r"mask factory .*<lambda>.* returned masks of sig_shape \(6, 8\), "
+                       r"but the frames' sig_shape is \(8, 6\)"):
+        stemdot.apply_masks(frames, lambda: stack.transpose(0, 2, 1))
+    with pytest.raises(TypeError, match=r"mask factory .*<lambda>.* returned NoneType: want an array"):
+        stemdot.apply_masks(frames, lambda: None)
+    with pytest.raises(TypeError, match="give factories only, or arrays only"):
+        stemdot.apply_masks(frames, [stack[0], lambda: stack[1]])
+    with pytest.raises(TypeError, match=r"masks: want an array .* or a list of mask factories .*got str.*stemdot.mask\(spec"):
+        stemdot.apply_masks(frames, "disk:3,4,2")
+    with pytest.raises(TypeError, match=r"masks: want an array .*a mask factory \(a callable returning one\).*got dict"):
+        stemdot.apply_masks(frames, {"disk": stack[0]})
 
 
 def test_plans():

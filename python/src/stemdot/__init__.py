@@ -630,18 +630,85 @@ def _progress_bar(done, total):
     sys.stderr.flush()
 
 
-def _job(masks, dtype):
+_WANT_MASKS = (
+    "want an array (n_masks, sig_y, sig_x) or (sig_y, sig_x), a mask factory (a callable returning one), "
+    "or a list of mask factories each returning one mask (sig_y, sig_x), as LiberTEM's mask_factories"
+)
+
+
+def _dense(m):
+    """m as a numpy array; sparse masks (scipy.sparse, pydata sparse) made dense."""
+    if hasattr(m, "toarray"):  # scipy.sparse
+        m = m.toarray()
+    elif hasattr(m, "todense") and not isinstance(m, np.ndarray):  # pydata sparse
+        m = m.todense()
+    return np.asarray(m)
+
+
+def _factory_name(f):
+    return getattr(f, "__qualname__", None) or repr(f)
+
+
+def _called(factory, what):
+    """The array that a mask factory returns; TypeError when it returns none."""
+    r = factory()
+    try:
+        m = _dense(r)
+    except (TypeError, ValueError):  # e.g. a ragged list
+        m = None
+    if m is None or m.dtype.kind not in "biuf":
+        raise TypeError(f"{what} returned {type(r).__name__}: want an array of mask weights")
+    return m
+
+
+def _masks_of(masks):
+    """The masks as an array, and the factory named in shape errors (None for an array):
+    masks is an array-like (dense or sparse), or LiberTEM's mask_factories: a callable
+    returning a stack or one mask, or a list of callables each returning one mask."""
+    if callable(masks):
+        what = f"mask factory {_factory_name(masks)}"
+        return _called(masks, what), what
+    if isinstance(masks, (list, tuple)) and any(callable(m) for m in masks):
+        if not all(callable(m) for m in masks):
+            raise TypeError("masks: a list of mask factories (callables) and arrays: give factories only, or arrays only")
+        parts = []
+        for i, f in enumerate(masks):
+            what = f"mask factory {i} ({_factory_name(f)}) of the list"
+            m = _called(f, what)
+            if m.ndim != 2:
+                raise ShapeError(f"{what} returned shape {m.shape}: each factory of a list returns one mask "
+                                 "(sig_y, sig_x); a single factory may return a stack", _lib.ERR_SHAPE)
+            if parts and m.shape != parts[0].shape:
+                raise ShapeError(f"{what} returned shape {m.shape}, the first one {parts[0].shape}: the masks of "
+                                 "one job have one shape", _lib.ERR_SHAPE)
+            parts.append(m)
+        return np.stack(parts), "mask factories"
+    if isinstance(masks, (str, bytes, dict, set)) or masks is None:
+        hint = ": for a mask spec, use stemdot.mask(spec, sig_shape) or stemdot.mask_stack" if isinstance(masks, str) else ""
+        raise TypeError(f"masks: {_WANT_MASKS}; got {type(masks).__name__} {masks!r:.60}{hint}")
+    m = _dense(masks)
+    if m.dtype == object:
+        raise TypeError(f"masks: {_WANT_MASKS}; got {type(masks).__name__}")
+    return m, None
+
+
+def _job(masks, dtype, sig_shape=None):
     """The result dtype (float32 or float64) and the masks (n_masks, sig_y, sig_x), C
     order: float32, or float64 for a float64 result from masks that are not float32 (the
-    library then keeps their float64 precision); DTypeError or ShapeError otherwise."""
+    library then keeps their float64 precision); DTypeError or ShapeError otherwise.
+    masks may be mask factories (see _masks_of); their masks are checked against
+    sig_shape, when given, to name the factory."""
     out_dtype = np.dtype(dtype)
     if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise DTypeError(f"result dtype {out_dtype} is not float32 or float64", _lib.ERR_DTYPE)
-    masks = np.asarray(masks)
+    masks, factory = _masks_of(masks)
     if masks.ndim == 2:
         masks = masks[np.newaxis]
     if masks.ndim != 3:
-        raise ShapeError(f"masks of shape {masks.shape}: want (n_masks, sig_y, sig_x)", _lib.ERR_SHAPE)
+        raise ShapeError(f"{factory + ' returned' if factory else 'masks of'} shape {masks.shape}: {_WANT_MASKS}", _lib.ERR_SHAPE)
+    if factory and sig_shape is not None and masks.shape[1:] != tuple(sig_shape):
+        raise ShapeError(f"{factory} returned masks of sig_shape {masks.shape[1:]}, but the frames' sig_shape is "
+                         f"{tuple(sig_shape)}", _lib.ERR_SHAPE)
     if masks.dtype.kind not in "biuf":
         raise DTypeError(f"masks dtype {masks.dtype} is not a real number type", _lib.ERR_DTYPE)
     weights = np.float64 if out_dtype == np.float64 and masks.dtype != np.float32 else np.float32
@@ -664,7 +731,10 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
       (passed zero-copy when C-contiguous and native byte order; otherwise copied once,
       see :func:`from_array`).
     masks: array (n_masks, sig_y, sig_x) or (sig_y, sig_x), converted to float32 C order
-      (float64 weights keep their float64 precision with ``dtype=np.float64``).
+      (float64 weights keep their float64 precision with ``dtype=np.float64``); or, as
+      LiberTEM's ``ApplyMasksUDF(mask_factories=...)``, a callable returning such an
+      array (or a list of masks), or a list of callables each returning one mask (sig_y,
+      sig_x), in order; sparse masks (scipy.sparse, pydata sparse) are made dense.
     cpus: None (every usable core), a count, or a list of logical CPU ids.
     gpus: None (none), a count, a list of device ids, or "auto".
     progress: False, True (a bar on stderr), or a callable ``f(done, total)`` called with
@@ -679,7 +749,8 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     Ctrl-C cancels the run and raises KeyboardInterrupt; an exception raised by a
     progress callable cancels the run and is re-raised.
     """
-    out_dtype, masks = _job(masks, dtype)
+    sig_shape = data.sig_shape if isinstance(data, Dataset) else data.shape[-2:] if isinstance(data, np.ndarray) else None
+    out_dtype, masks = _job(masks, dtype, sig_shape)
 
     if isinstance(data, Dataset):
         ds, own = data, False
@@ -826,7 +897,7 @@ class Resident(_Closing):
 
     def apply_masks(self, masks, dtype=np.float32):
         """As :func:`apply_masks` (same masks, dtype and result), on the resident frames."""
-        out_dtype, masks = _job(masks, dtype)
+        out_dtype, masks = _job(masks, dtype, self.sig_shape)
         if self._handle is None:
             raise BadHandleError(f"resident dataset {self.source} is closed", _lib.ERR_BAD_HANDLE)
         out = np.empty(self.nav_shape + (masks.shape[0],), dtype=out_dtype)

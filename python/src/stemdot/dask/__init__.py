@@ -462,8 +462,8 @@ def apply_masks(
       not see it. A relative path that exists on the client is made absolute there (the
       workers' working directories differ from the client's). open_options: those of :func:`stemdot.open` (format, nav_shape,
       sig_shape, dtype, ...), except frames.
-    masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), as for stemdot.apply_masks; scattered
-      to the workers once.
+    masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), or mask factories, as for
+      stemdot.apply_masks (factories are called here); scattered to the workers once.
     out_dtype: np.float32 or np.float64 (float64 accumulates in float64).
     progress: False; True (a tqdm bar when tqdm is installed, else a bar on stderr); or
       a callable ``f(done, total)`` called on the client with the frames done. An

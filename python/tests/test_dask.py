@@ -358,6 +358,64 @@ def test_command_line_builds_the_cli_stack(cluster, cli, data_dir, tmp_path):
     np.testing.assert_array_equal(masks, stack.astype(np.float32))
 
 
+def dask_cli(cluster, *args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, *map(str, args)],
+                          capture_output=True, text=True, timeout=TIMEOUT, **kwargs)
+
+
+def test_dataset_warnings_reach_the_client_and_the_command_line(cluster, client, cli, data_dir, tmp_path):
+    """The dataset's warnings (no scan shape in the file; the HDF5 dataset chosen) come
+    back from the worker that opened it: as UserWarning from apply_masks, in
+    dataset_info and Dataset.warnings, and printed by python -m stemdot.dask as stemdot
+    apply prints them (naming the flag)."""
+    mib = data_dir / "mib" / "001_4x2_6bit.mib"
+    hdf5 = data_dir / "hdf5" / "fpd_file_test.hdf5"
+    for path, part, flag in ((mib, "no scan shape", "--nav-shape"), (hdf5, "reading /fpd_expt/fpd_data/data", "--dataset-path")):
+        with pytest.warns(UserWarning, match=part):
+            sdask.apply_masks(client, path, stemdot.disk(SIG, 128, 128, 40))
+        assert any(part in w for w in sdask.dataset_info(client, path)["warnings"])
+        with pytest.warns(UserWarning, match=part):
+            ds = stemdot.open(path)
+        with ds:
+            assert any(part in w for w in ds.warnings)
+        want = subprocess.run([str(cli), "apply", str(path), "--mask", "disk:128,128,40", "--out", str(tmp_path / "cli.npy"),
+                               "--quiet"], capture_output=True, text=True, timeout=TIMEOUT)
+        run = dask_cli(cluster, path, "--mask", "disk:128,128,40", "--out", tmp_path / "dask.npy", "--quiet")
+        assert want.returncode == 0 and run.returncode == 0, run.stderr
+        printed = [line for line in want.stderr.splitlines() if line.startswith("stemdot: warning: ")]
+        assert len(printed) == 1 and part in printed[0] and flag in printed[0], want.stderr
+        assert printed[0].replace("stemdot: ", "stemdot.dask: ", 1) in run.stderr.splitlines(), run.stderr
+
+
+def test_command_line_refuses_an_out_that_is_not_npy(cluster, data_dir, tmp_path):
+    for name in ("r.png", "r", "r.npy.tmp"):
+        run = dask_cli(cluster, data_dir / "mib" / "001_4x2_6bit.mib", "--mask", "com", "--out", tmp_path / name)
+        assert run.returncode == 1 and "--out" in run.stderr and "give a path ending in .npy" in run.stderr, run.stderr
+        assert not list(tmp_path.iterdir())
+
+
+def test_command_line_ctrl_c_exits_1_and_writes_nothing(cluster, big_file, tmp_path):
+    """Ctrl-C during a run: exit status 1 (as stemdot apply), the run cancelled on the
+    workers, no result file."""
+    path, _ = big_file
+    np.save(tmp_path / "many.npy", np.random.default_rng(3).random((256,) + SIG, dtype=np.float32))  # a run of many seconds
+    out = tmp_path / "r.npy"
+    proc = subprocess.Popen([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(path),
+                             "--masks", str(tmp_path / "many.npy"), "--out", str(out), "--range-frames", "8"],
+                            stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stderr:  # the run has started when the progress bar appears
+        lines.append(line)
+        if "stemdot workers" in line:
+            break
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=TIMEOUT)[1]
+    assert proc.returncode == 1, "".join(lines) + rest
+    assert "interrupted: the run was cancelled on the workers, no result written" in rest, rest
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["many.npy"]
+
+
 def test_import_does_not_load_the_library():
     """A Nanny or scheduler that unpickles the plugin imports stemdot.dask: no Go runtime."""
     code = "import stemdot, stemdot.dask; assert 'libstemdot' not in open('/proc/self/maps').read(); stemdot.library_path"

@@ -234,11 +234,13 @@ class Dataset(_Closing):
     """An opened dataset: a file (:func:`open`) or a numpy array (:func:`from_array`).
 
     Attributes: ``nav_shape`` and ``sig_shape`` (tuples of ints), ``dtype`` (numpy dtype
-    of the stored pixels), ``n_frames``. Close it with :meth:`close` or use it as a
-    context manager; a closed dataset raises :class:`BadHandleError`. A dataset opened
-    from a file pickles as its absolute path and its options: unpickling opens the file
-    again (in that process, at that path); one made by :func:`from_array` does not
-    pickle (pickle the array).
+    of the stored pixels), ``n_frames``, ``warnings`` (what a user should know about how
+    the file was read, one string each, as ``stemdot apply`` prints them: a guessed nav
+    shape, surplus or missing frames, a sync offset, the HDF5 dataset chosen). Close it
+    with :meth:`close` or use it as a context manager; a closed dataset raises
+    :class:`BadHandleError`. A dataset opened from a file pickles as its absolute path
+    and its options: unpickling opens the file again (in that process, at that path);
+    one made by :func:`from_array` does not pickle (pickle the array).
     """
 
     def __init__(self, handle, source, keepalive=None, reopen=None):
@@ -252,6 +254,7 @@ class Dataset(_Closing):
         self.sig_shape = (int(info.sig_shape[0]), int(info.sig_shape[1]))
         self.dtype = np.dtype(_lib.DTYPES[info.dtype])
         self.n_frames = int(info.n_frames)
+        self.warnings = _dataset_warnings(handle)
 
     @property
     def closed(self):
@@ -327,8 +330,19 @@ def open(path, **format_options):
     ``sync_offset``, as a dataset of nav_shape ``(count,)``; the rest of the file is not
     read). Raises
     :class:`StemdotIOError` for a missing file, :class:`FormatError` for content that
-    cannot be read, :class:`InvalidArgumentError` for unknown options.
+    cannot be read, :class:`InvalidArgumentError` for unknown options. What the CLI
+    warns about (a guessed nav shape, frames that do not fit the scan, the HDF5 dataset
+    chosen) is issued as UserWarning and kept in ``Dataset.warnings``.
     """
+    ds = _open(path, format_options)
+    for w in ds.warnings:
+        warnings.warn(f"stemdot: {w}", stacklevel=2)
+    return ds
+
+
+def _open(path, format_options):
+    """open() without issuing the dataset's warnings (stemdot.dask's workers report them
+    to the client instead)."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
     spath = os.fspath(path)
@@ -337,10 +351,7 @@ def open(path, **format_options):
     items = [f"{key}={_option_value(key, value)}" for key, value in format_options.items() if value is not None]
     handle = ctypes.c_uint64()
     _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
-    ds = Dataset(handle.value, spath, reopen=(os.path.abspath(spath), dict(format_options)))
-    for w in _dataset_warnings(handle.value):
-        warnings.warn(f"stemdot: {w}", stacklevel=2)
-    return ds
+    return Dataset(handle.value, spath, reopen=(os.path.abspath(spath), dict(format_options)))
 
 
 def _dataset_warnings(handle):

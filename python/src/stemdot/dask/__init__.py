@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -199,7 +200,7 @@ class StemdotPlugin(WorkerPlugin):
                 self._datasets.move_to_end(key)
                 entry[1] += 1
         if entry is None:
-            opened = stemdot.open(path, **options)
+            opened = stemdot._open(path, options)  # its warnings go to the client (dataset_info)
             with self._lock:
                 entry = self._datasets.setdefault(key, [opened, 0])
                 entry[1] += 1
@@ -348,11 +349,13 @@ def _range_task(job, path, options, masks, first, count, dtype):
 
 
 def _info_task(path, options):
-    """nav_shape, sig_shape, dtype name and frame count of path, opened on a worker."""
+    """nav_shape, sig_shape, dtype name, frame count and warnings of path, opened on a
+    worker."""
     plugin = _plugin()
     plugin.wait_ready()
     with plugin.dataset(path, options) as ds:
-        return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames}
+        return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
+                "warnings": ds.warnings}
 
 
 async def _node_ready(dask_worker, timeout):
@@ -397,8 +400,9 @@ def bootstrap(client, plugin=None, timeout=120):
 
 def dataset_info(client, path, **open_options):
     """Opens ``path`` on a worker (as :func:`stemdot.open` with ``open_options``) and
-    returns a dict with ``nav_shape``, ``sig_shape``, ``dtype`` (numpy name) and
-    ``n_frames``. The client needs no access to the file."""
+    returns a dict with ``nav_shape``, ``sig_shape``, ``dtype`` (numpy name),
+    ``n_frames`` and ``warnings`` (the dataset's, see ``stemdot.Dataset.warnings``). The
+    client needs no access to the file."""
     _check_options(open_options)
     return client.submit(_info_task, os.fspath(path), open_options, pure=False).result()
 
@@ -484,6 +488,8 @@ def apply_masks(
       ((first, count, worker address, attempt) of the ranges recomputed after their worker
       died), ``nodes`` (the node descriptions) and ``seconds`` (the whole call).
 
+    The dataset's warnings (a guessed nav shape, frames that do not fit the scan, the
+    HDF5 dataset chosen) are issued as UserWarning, as :func:`stemdot.open` issues them.
     Ctrl-C (KeyboardInterrupt) cancels the run: pending tasks are cancelled and the
     workers stop their running applies. Errors of a range (a stemdot error on a worker)
     cancel the run and are raised as they were raised on the worker.
@@ -497,6 +503,8 @@ def apply_masks(
     started = time.monotonic()
     nodes = bootstrap(client, timeout=timeout)
     info = dataset_info(client, path, **open_options)
+    for w in info["warnings"]:
+        warnings.warn(f"stemdot: {w}", stacklevel=2)
     if tuple(masks.shape[1:]) != tuple(info["sig_shape"]):
         raise stemdot.ShapeError(
             f"masks of sig shape {tuple(masks.shape[1:])} do not match the sig shape {tuple(info['sig_shape'])} of {path}",

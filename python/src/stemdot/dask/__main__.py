@@ -5,13 +5,17 @@
 
 The file is read by the workers at the given path (shared storage); the result, an NPY
 array of shape nav_shape + (n_masks,), is written by this process under a temporary
-name and renamed when complete. Exit status 1 with a message on errors, 130 on Ctrl-C.
+name and renamed when complete. As ``stemdot apply``: the dataset's warnings are printed
+("stemdot.dask: warning: ..."), messages name the flag that helps, and errors and Ctrl-C
+exit with status 1, leaving no result file.
 """
 
 import argparse
 import os
+import re
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -77,7 +81,16 @@ def _resources(items):
     return out
 
 
+def _flag_names(parser, msg):
+    """msg with the options it names ("give option nav_shape") as this command's flags
+    ("give --nav-shape"), as stemdot apply writes its messages."""
+    flags = {a.dest: a.option_strings[-1] for a in parser._actions if a.option_strings}
+    return re.sub(r"\boption ([a-z][a-z0-9_]*)\b", lambda m: flags.get(m.group(1), m.group(0)), msg)
+
+
 def _check_out(out, file):
+    if os.path.splitext(out)[1].lower() != ".npy":
+        raise SystemExit(f"stemdot.dask: --out {out}: results are written as NPY: give a path ending in .npy")
     out = os.path.abspath(out)
     if os.path.exists(out) and os.path.samefile(out, file):
         raise SystemExit(f"stemdot.dask: --out {out} is the input file")
@@ -101,8 +114,19 @@ def _save(out, result):
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     from distributed import Client
+
+    show = warnings.showwarning
+
+    def show_warning(message, *args, **kwargs):  # stemdot's warnings, as stemdot apply prints them
+        text = str(message)
+        if not text.startswith("stemdot: "):
+            return show(message, *args, **kwargs)
+        print(f"stemdot.dask: warning: {_flag_names(parser, text.removeprefix('stemdot: '))}", file=sys.stderr)
+
+    warnings.showwarning = show_warning
 
     if not args.mask and not args.masks:
         raise SystemExit("stemdot.dask: no masks: give a mask spec (--mask) or an NPY mask stack (--masks)")
@@ -130,10 +154,10 @@ def main(argv=None):
             )
         _save(out, result)
     except KeyboardInterrupt:
-        print("stemdot.dask: cancelled", file=sys.stderr)
-        return 130
+        print("stemdot.dask: interrupted: the run was cancelled on the workers, no result written", file=sys.stderr)
+        return 1
     except (stemdot.StemdotError, OSError, RuntimeError, ValueError, TypeError) as e:
-        print(f"stemdot.dask: {e}", file=sys.stderr)
+        print(f"stemdot.dask: {_flag_names(parser, str(e))}", file=sys.stderr)
         return 1
     print(f"stemdot.dask: wrote {out} {result.shape} {result.dtype}", file=sys.stderr)
     return 0

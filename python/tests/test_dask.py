@@ -181,8 +181,8 @@ def test_pickled_task_inputs_and_results_are_small(cluster, client, big_file, bi
 
 
 class KillAfterFirstRange(WorkerPlugin):
-    """os._exit of the worker at `target` when it starts its second range (its first is
-    complete)."""
+    """os._exit of the worker at `target` (None: of every worker) when it starts its
+    second range (its first is complete)."""
 
     name = "stemdot-test-killer"
 
@@ -193,7 +193,7 @@ class KillAfterFirstRange(WorkerPlugin):
         self.worker, self.started = worker, 0
 
     def transition(self, key, start, finish, **kwargs):
-        if self.worker.address == self.target and str(key).startswith("stemdot-range") and finish == "executing":
+        if self.target in (None, self.worker.address) and str(key).startswith("stemdot-range") and finish == "executing":
             self.started += 1
             if self.started == 2:
                 os._exit(1)
@@ -221,6 +221,64 @@ def test_killed_worker_gives_identical_result(big_file, big_reference):
         again = sdask.bootstrap(client)
         assert victim not in again and len(again) == 2
         assert sorted(s["slot"] for s in again.values()) == [0, 1]
+
+
+def limited(fn, seconds=TIMEOUT):
+    """fn() in a thread: its result, or the exception it raised; fails if it hangs."""
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(fn())
+        except BaseException as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"hangs: no answer after {seconds} s"
+    return outcome[0]
+
+
+def test_all_workers_dying_is_a_cluster_error(big_file):
+    """Both workers die during the run (and their restarts too), taking the scattered
+    mask stack: a ClusterError naming them, the memory_limit and what helps, not
+    distributed's "FutureCancelledError ... already forgotten"."""
+    path, masks = big_file
+    with make_cluster(memory_limit="3GiB") as cluster, Client(cluster, timeout=TIMEOUT) as client:
+        client.wait_for_workers(2, timeout=TIMEOUT)
+        nodes = sdask.bootstrap(client)
+        client.register_plugin(KillAfterFirstRange(None))
+        err = limited(lambda: sdask.apply_masks(client, path, masks, range_frames=128))
+    assert isinstance(err, sdask.ClusterError), repr(err)
+    msg = str(err)
+    assert "left the cluster" in msg and all(a in msg for a in nodes), msg
+    assert "with them the mask stack" in msg and "memory_limit (3.00 GiB)" in msg, msg
+    assert "Give each worker the memory it needs" in msg and "--memory-limit" in msg, msg
+
+
+def test_paused_workers_are_a_cluster_error(big_file):
+    """Workers paused by Dask for their memory (here: a pause threshold of 1 % of a
+    memory_limit of 2 GiB) run no task: a ClusterError naming the pause and the
+    memory_limit within the timeout, not a hang, "Can not use replicate to delete data"
+    or "no running worker ... has the resources None"."""
+    path, masks = big_file
+    import dask
+
+    with dask.config.set({"distributed.worker.memory.pause": 0.01, "distributed.worker.memory.terminate": False}):
+        with make_cluster(memory_limit="2GiB") as cluster, Client(cluster, timeout=TIMEOUT) as client:
+            deadline = time.monotonic() + TIMEOUT  # (wait_for_workers counts running workers only)
+            while time.monotonic() < deadline:
+                workers = client.scheduler_info(n_workers=-1)["workers"]
+                if len(workers) == 2 and all(w["status"] == "paused" for w in workers.values()):
+                    break
+                time.sleep(0.1)
+            assert not sdask._live_workers(client) and len(workers) == 2, "the workers did not pause"
+            err = limited(lambda: sdask.apply_masks(client, path, masks, timeout=10))
+    assert isinstance(err, sdask.ClusterError), repr(err)
+    msg = str(err)
+    assert "2 of the 2 Dask workers are paused" in msg and "above 1% of their memory_limit (2.00 GiB" in msg, msg
+    assert "Give each worker the memory it needs" in msg, msg
 
 
 def test_fake_gpu_resource_routes_work(cluster, client, big_file, big_reference, tmp_path):

@@ -140,7 +140,7 @@ def main(argv=None):
     try:
         with Client(args.scheduler, timeout=args.timeout) as client:
             nodes = sdask.bootstrap(client, timeout=args.timeout)
-            info = sdask.dataset_info(client, args.file, **options)
+            info = sdask.dataset_info(client, args.file, timeout=args.timeout, **options)
             masks, _ = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,
                                           dtype=np.float64 if args.float64 else np.float32)
             workers = sum(n["n_workers"] for n in nodes.values())

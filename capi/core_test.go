@@ -282,7 +282,7 @@ func TestApplyRealFile(t *testing.T) {
 	ds, err := openDataset(path, "")
 	require.NoError(t, err)
 	defer ds.Close()
-	disk, err := parseMask("disk:42,126,30", 256, 256)
+	disk, err := masksFrom(nil, []string{"disk:42,126,30"}, 256, 256)
 	require.NoError(t, err)
 	out := make([]float64, ds.NumFrames())
 	require.NoError(t, apply(applyRequest{ds: ds, stack: disk, out64: out}))
@@ -329,12 +329,12 @@ func TestPlanner(t *testing.T) {
 }
 
 func TestParseMask(t *testing.T) {
-	s, err := parseMask("com", 4, 6)
+	s, err := masksFrom(nil, []string{"com"}, 4, 6)
 	require.NoError(t, err)
 	assert.Equal(t, 3, s.N)
-	_, err = parseMask("disk:1,2", 4, 6)
+	_, err = masksFrom(nil, []string{"disk:1,2"}, 4, 6)
 	requireCode(t, err, errInvalidArgument, "disk:1,2")
-	_, err = parseMask("com", 0, 6)
+	_, err = masksFrom(nil, []string{"com"}, 0, 6)
 	requireCode(t, err, errShape, "non-positive")
 }
 

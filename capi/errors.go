@@ -23,6 +23,9 @@ const (
 	errBadHandle
 	errCUDAUnavailable
 	errInternal
+	// errForked is returned by the C wrappers of abi.c alone (in a forked child, Go is
+	// never entered); no error kind maps to it.
+	errForked
 )
 
 // kindStatus is the status of each error kind (package errs): one table, no guessing.

@@ -31,6 +31,7 @@ var (
 	_ = [1]int{}[C.STEMDOT_ERR_BAD_HANDLE-errBadHandle]
 	_ = [1]int{}[C.STEMDOT_ERR_CUDA_UNAVAILABLE-errCUDAUnavailable]
 	_ = [1]int{}[C.STEMDOT_ERR_INTERNAL-errInternal]
+	_ = [1]int{}[C.STEMDOT_ERR_FORKED-errForked]
 	_ = [1]int{}[C.STEMDOT_UINT8-dataset.Uint8]
 	_ = [1]int{}[C.STEMDOT_UINT16-dataset.Uint16]
 	_ = [1]int{}[C.STEMDOT_UINT32-dataset.Uint32]
@@ -89,8 +90,8 @@ func sizeProduct(what string, limit int, sizes ...C.size_t) (int, error) {
 	return p, nil
 }
 
-//export stemdot_open
-func stemdot_open(path, options *C.stemdot_cchar, out *C.stemdot_dataset) (st C.stemdot_status) {
+//export stemdot_go_open
+func stemdot_go_open(path, options *C.stemdot_cchar, out *C.stemdot_dataset) (st C.stemdot_status) {
 	const fn = "stemdot_open"
 	defer guard(fn, &st)
 	if path == nil || out == nil {
@@ -105,8 +106,8 @@ func stemdot_open(path, options *C.stemdot_cchar, out *C.stemdot_dataset) (st C.
 	return succeed()
 }
 
-//export stemdot_dataset_from_memory
-func stemdot_dataset_from_memory(frames *C.stemdot_cvoid, framesBytes C.size_t, dtype C.stemdot_dtype,
+//export stemdot_go_dataset_from_memory
+func stemdot_go_dataset_from_memory(frames *C.stemdot_cvoid, framesBytes C.size_t, dtype C.stemdot_dtype,
 	navNdim C.size_t, navShape *C.stemdot_csize, sigY, sigX C.size_t, out *C.stemdot_dataset) (st C.stemdot_status) {
 	const fn = "stemdot_dataset_from_memory"
 	defer guard(fn, &st)
@@ -142,8 +143,8 @@ func stemdot_dataset_from_memory(frames *C.stemdot_cvoid, framesBytes C.size_t, 
 	return succeed()
 }
 
-//export stemdot_dataset_get_info
-func stemdot_dataset_get_info(h C.stemdot_dataset, info *C.stemdot_dataset_info) (st C.stemdot_status) {
+//export stemdot_go_dataset_get_info
+func stemdot_go_dataset_get_info(h C.stemdot_dataset, info *C.stemdot_dataset_info) (st C.stemdot_status) {
 	const fn = "stemdot_dataset_get_info"
 	defer guard(fn, &st)
 	if info == nil {
@@ -169,8 +170,8 @@ func stemdot_dataset_get_info(h C.stemdot_dataset, info *C.stemdot_dataset_info)
 	return succeed()
 }
 
-//export stemdot_dataset_free
-func stemdot_dataset_free(h C.stemdot_dataset) (st C.stemdot_status) {
+//export stemdot_go_dataset_free
+func stemdot_go_dataset_free(h C.stemdot_dataset) (st C.stemdot_status) {
 	const fn = "stemdot_dataset_free"
 	defer guard(fn, &st)
 	v, err := handles.remove(uint64(h), kindDataset, nil)
@@ -183,8 +184,8 @@ func stemdot_dataset_free(h C.stemdot_dataset) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_plan_new
-func stemdot_plan_new(cpus, gpus *C.stemdot_cchar, out *C.stemdot_plan) (st C.stemdot_status) {
+//export stemdot_go_plan_new
+func stemdot_go_plan_new(cpus, gpus *C.stemdot_cchar, out *C.stemdot_plan) (st C.stemdot_status) {
 	const fn = "stemdot_plan_new"
 	defer guard(fn, &st)
 	if out == nil {
@@ -199,8 +200,8 @@ func stemdot_plan_new(cpus, gpus *C.stemdot_cchar, out *C.stemdot_plan) (st C.st
 	return succeed()
 }
 
-//export stemdot_plan_new_options
-func stemdot_plan_new_options(options *C.stemdot_cchar, out *C.stemdot_plan) (st C.stemdot_status) {
+//export stemdot_go_plan_new_options
+func stemdot_go_plan_new_options(options *C.stemdot_cchar, out *C.stemdot_plan) (st C.stemdot_status) {
 	const fn = "stemdot_plan_new_options"
 	defer guard(fn, &st)
 	if out == nil {
@@ -219,8 +220,8 @@ func stemdot_plan_new_options(options *C.stemdot_cchar, out *C.stemdot_plan) (st
 	return succeed()
 }
 
-//export stemdot_plan_describe
-func stemdot_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
+//export stemdot_go_plan_describe
+func stemdot_go_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_plan_describe"
 	defer guard(fn, &st)
 	if needed == nil || (buf == nil && bufLen > 0) {
@@ -233,8 +234,8 @@ func stemdot_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf *C.
 	return copyText(fn, string(text), "plan", buf, bufLen, needed)
 }
 
-//export stemdot_dataset_warnings
-func stemdot_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
+//export stemdot_go_dataset_warnings
+func stemdot_go_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_dataset_warnings"
 	defer guard(fn, &st)
 	if needed == nil || (buf == nil && bufLen > 0) {
@@ -265,8 +266,8 @@ func copyText(fn, text, what string, buf *C.char, bufLen C.size_t, needed *C.siz
 	return succeed()
 }
 
-//export stemdot_plan_free
-func stemdot_plan_free(h C.stemdot_plan) (st C.stemdot_status) {
+//export stemdot_go_plan_free
+func stemdot_go_plan_free(h C.stemdot_plan) (st C.stemdot_status) {
 	const fn = "stemdot_plan_free"
 	defer guard(fn, &st)
 	if _, err := handles.remove(uint64(h), kindPlan, nil); err != nil {
@@ -275,8 +276,8 @@ func stemdot_plan_free(h C.stemdot_plan) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_run_new
-func stemdot_run_new(out *C.stemdot_run) (st C.stemdot_status) {
+//export stemdot_go_run_new
+func stemdot_go_run_new(out *C.stemdot_run) (st C.stemdot_status) {
 	const fn = "stemdot_run_new"
 	defer guard(fn, &st)
 	if out == nil {
@@ -286,8 +287,8 @@ func stemdot_run_new(out *C.stemdot_run) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_run_cancel
-func stemdot_run_cancel(h C.stemdot_run) (st C.stemdot_status) {
+//export stemdot_go_run_cancel
+func stemdot_go_run_cancel(h C.stemdot_run) (st C.stemdot_status) {
 	const fn = "stemdot_run_cancel"
 	defer guard(fn, &st)
 	r, err := getRun(uint64(h))
@@ -298,8 +299,8 @@ func stemdot_run_cancel(h C.stemdot_run) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_run_reset
-func stemdot_run_reset(h C.stemdot_run) (st C.stemdot_status) {
+//export stemdot_go_run_reset
+func stemdot_go_run_reset(h C.stemdot_run) (st C.stemdot_status) {
 	const fn = "stemdot_run_reset"
 	defer guard(fn, &st)
 	r, err := getRun(uint64(h))
@@ -312,8 +313,8 @@ func stemdot_run_reset(h C.stemdot_run) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_run_free
-func stemdot_run_free(h C.stemdot_run) (st C.stemdot_status) {
+//export stemdot_go_run_free
+func stemdot_go_run_free(h C.stemdot_run) (st C.stemdot_status) {
 	const fn = "stemdot_run_free"
 	defer guard(fn, &st)
 	_, err := handles.remove(uint64(h), kindRun, func(v any) error { return v.(*run).idle() })
@@ -323,8 +324,8 @@ func stemdot_run_free(h C.stemdot_run) (st C.stemdot_status) {
 	return succeed()
 }
 
-//export stemdot_mask_parse
-func stemdot_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float, outLen C.size_t, nMasks *C.size_t) (st C.stemdot_status) {
+//export stemdot_go_mask_parse
+func stemdot_go_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float, outLen C.size_t, nMasks *C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_mask_parse"
 	defer guard(fn, &st)
 	if spec == nil || nMasks == nil {
@@ -333,7 +334,7 @@ func stemdot_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float
 	if _, err := sizeProduct("sig_shape", masks.MaxWeights, sigY, sigX); err != nil {
 		return fail(fn, err)
 	}
-	stack, err := parseMask(goString(spec), int(sigY), int(sigX))
+	stack, err := masksFrom(nil, []string{goString(spec)}, int(sigY), int(sigX))
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -349,8 +350,80 @@ func stemdot_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float
 	return succeed()
 }
 
-//export stemdot_apply
-func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMasks, sigY, sigX C.size_t,
+//export stemdot_go_mask_stack
+func stemdot_go_mask_stack(files *C.stemdot_cstring, nFiles C.size_t, specs *C.stemdot_cstring, nSpecs C.size_t,
+	sigY, sigX C.size_t, out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t, nMasks *C.size_t,
+	names *C.char, namesLen C.size_t, namesNeeded *C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_mask_stack"
+	defer guard(fn, &st)
+	if nMasks == nil || (names != nil || namesLen > 0) && namesNeeded == nil {
+		return fail(fn, failf(errs.Argument, "n_masks must not be NULL, and names_needed not NULL when names is given"))
+	}
+	fileList, err := goStrings("files", files, nFiles)
+	if err != nil {
+		return fail(fn, err)
+	}
+	specList, err := goStrings("specs", specs, nSpecs)
+	if err != nil {
+		return fail(fn, err)
+	}
+	if len(fileList)+len(specList) == 0 {
+		return fail(fn, failf(errs.Argument, "no masks: give NPY mask files (files, n_files) or mask specs (specs, n_specs)"))
+	}
+	if _, err := sizeProduct("sig_shape", masks.MaxWeights, sigY, sigX); err != nil {
+		return fail(fn, err)
+	}
+	stack, err := masksFrom(fileList, specList, int(sigY), int(sigX))
+	if err != nil {
+		return fail(fn, err)
+	}
+	*nMasks = C.size_t(stack.N)
+	if namesNeeded != nil {
+		if code := copyText(fn, strings.Join(stack.MaskNames(), "\n"), "names", names, namesLen, namesNeeded); code != C.STEMDOT_OK {
+			return code
+		}
+	}
+	if out != nil {
+		n := stack.N * stack.Pixels()
+		if uint64(outLen) < uint64(n) {
+			return fail(fn, failf(errs.Shape, "out holds %d elements, but %d masks of %d×%d pixels need %d", outLen, stack.N, sigY, sigX, n))
+		}
+		switch outDType {
+		case C.STEMDOT_FLOAT32:
+			copy(unsafe.Slice((*float32)(out), n), stack.Dense())
+		case C.STEMDOT_FLOAT64:
+			copy(unsafe.Slice((*float64)(out), n), stack.Dense64())
+		default:
+			return fail(fn, failf(errs.DType, "out dtype %d is not STEMDOT_FLOAT32 (%d) or STEMDOT_FLOAT64 (%d)", outDType, C.STEMDOT_FLOAT32, C.STEMDOT_FLOAT64))
+		}
+	}
+	return succeed()
+}
+
+// goStrings copies the n C strings of list (what names it in errors); list may be NULL
+// when n is 0.
+func goStrings(what string, list *C.stemdot_cstring, n C.size_t) ([]string, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if list == nil {
+		return nil, failf(errs.Argument, "%s is NULL, but n_%s is %d", what, what, n)
+	}
+	if _, err := sizeProduct("n_"+what, math.MaxInt32, n); err != nil {
+		return nil, err
+	}
+	out := make([]string, n)
+	for i, s := range unsafe.Slice((**C.char)(unsafe.Pointer(list)), int(n)) {
+		if s == nil {
+			return nil, failf(errs.Argument, "%s[%d] is NULL", what, i)
+		}
+		out[i] = C.GoString(s)
+	}
+	return out, nil
+}
+
+//export stemdot_go_apply
+func stemdot_go_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMasks, sigY, sigX C.size_t,
 	planHandle C.stemdot_plan, runHandle C.stemdot_run, progress C.stemdot_progress_fn, progressUser unsafe.Pointer,
 	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_apply"
@@ -358,8 +431,8 @@ func stemdot_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nMask
 	return applyC(fn, dsHandle, unsafe.Pointer(maskData), false, nMasks, sigY, sigX, planHandle, runHandle, progress, progressUser, out, outDType, outLen)
 }
 
-//export stemdot_apply64
-func stemdot_apply64(dsHandle C.stemdot_dataset, maskData *C.stemdot_cdouble, nMasks, sigY, sigX C.size_t,
+//export stemdot_go_apply64
+func stemdot_go_apply64(dsHandle C.stemdot_dataset, maskData *C.stemdot_cdouble, nMasks, sigY, sigX C.size_t,
 	planHandle C.stemdot_plan, runHandle C.stemdot_run, progress C.stemdot_progress_fn, progressUser unsafe.Pointer,
 	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_apply64"
@@ -436,8 +509,8 @@ func newStack(s *masks.Stack, err error) (*masks.Stack, error) {
 	return s, errs.Wrap(errs.Argument, err)
 }
 
-//export stemdot_com_shifts
-func stemdot_com_shifts(result *C.stemdot_cvoid, resultDType C.stemdot_dtype, nFrames, nMasks, sumMask C.size_t, shifts *C.double) (st C.stemdot_status) {
+//export stemdot_go_com_shifts
+func stemdot_go_com_shifts(result *C.stemdot_cvoid, resultDType C.stemdot_dtype, nFrames, nMasks, sumMask C.size_t, shifts *C.double) (st C.stemdot_status) {
 	const fn = "stemdot_com_shifts"
 	defer guard(fn, &st)
 	if result == nil || shifts == nil {

@@ -7,8 +7,11 @@
 // core.go holds the ABI's logic on Go types (handle registry, option parsing, error
 // codes, apply with cancellation and progress relay) and is tested by core_test.go;
 // exports.go is the thin cgo layer that converts C arguments, recovers panics and sets
-// the thread-local last error; shim.c holds the parts written in C (thread-local error
-// storage, version, status names, the progress-callback trampoline).
+// the thread-local last error, exporting each function as a hidden stemdot_go_<name>;
+// abi.c defines the public stemdot_<name> around it (refusing calls in a forked child,
+// where the Go runtime cannot run); shim.c holds the other parts written in C
+// (thread-local error storage, version, status names, the progress-callback
+// trampoline, the fork detection).
 //
 // The Python package in python/ binds this library with ctypes, and
 // capi/examples/apply.c shows its use from C.

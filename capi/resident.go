@@ -17,8 +17,8 @@ import (
 // kindResident is the handle kind of a dataset held in GPU memory.
 const kindResident = "resident"
 
-//export stemdot_to_device
-func stemdot_to_device(dsHandle C.stemdot_dataset, device C.int, out *C.stemdot_resident) (st C.stemdot_status) {
+//export stemdot_go_to_device
+func stemdot_go_to_device(dsHandle C.stemdot_dataset, device C.int, out *C.stemdot_resident) (st C.stemdot_status) {
 	const fn = "stemdot_to_device"
 	defer guard(fn, &st)
 	if out == nil {
@@ -38,16 +38,16 @@ func stemdot_to_device(dsHandle C.stemdot_dataset, device C.int, out *C.stemdot_
 	return succeed()
 }
 
-//export stemdot_resident_apply
-func stemdot_resident_apply(h C.stemdot_resident, maskData *C.stemdot_cfloat, nMasks, sigY, sigX C.size_t,
+//export stemdot_go_resident_apply
+func stemdot_go_resident_apply(h C.stemdot_resident, maskData *C.stemdot_cfloat, nMasks, sigY, sigX C.size_t,
 	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_resident_apply"
 	defer guard(fn, &st)
 	return residentApply(fn, h, unsafe.Pointer(maskData), false, nMasks, sigY, sigX, out, outDType, outLen)
 }
 
-//export stemdot_resident_apply64
-func stemdot_resident_apply64(h C.stemdot_resident, maskData *C.stemdot_cdouble, nMasks, sigY, sigX C.size_t,
+//export stemdot_go_resident_apply64
+func stemdot_go_resident_apply64(h C.stemdot_resident, maskData *C.stemdot_cdouble, nMasks, sigY, sigX C.size_t,
 	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_resident_apply64"
 	defer guard(fn, &st)
@@ -89,8 +89,8 @@ func residentApply(fn string, h C.stemdot_resident, maskData unsafe.Pointer, f64
 	return succeed()
 }
 
-//export stemdot_resident_free
-func stemdot_resident_free(h C.stemdot_resident) (st C.stemdot_status) {
+//export stemdot_go_resident_free
+func stemdot_go_resident_free(h C.stemdot_resident) (st C.stemdot_status) {
 	const fn = "stemdot_resident_free"
 	defer guard(fn, &st)
 	v, err := handles.remove(uint64(h), kindResident, nil)

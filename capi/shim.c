@@ -1,8 +1,9 @@
 /*
  * The parts of libstemdot written in C: the thread-local last error message, the
- * version and status names, and the progress-callback trampoline. They live in a .c
- * file rather than the cgo preamble because a preamble of a file with //export is
- * compiled into two translation units, which would give each its own copy.
+ * version and status names, the progress-callback trampoline, and the detection of a
+ * forked child (which abi.c's public wrappers check first). They live in a .c file
+ * rather than the cgo preamble because a preamble of a file with //export is compiled
+ * into two translation units, which would give each its own copy.
  *
  * The message buffer is thread-specific data (pthread_key_create with free as the
  * destructor), allocated on a thread's first error and freed when the thread exits.
@@ -11,6 +12,7 @@
  * with dlopen (as Python's ctypes does).
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +76,7 @@ const char *stemdot_status_name(stemdot_status status) {
     case STEMDOT_ERR_BAD_HANDLE: return "STEMDOT_ERR_BAD_HANDLE";
     case STEMDOT_ERR_CUDA_UNAVAILABLE: return "STEMDOT_ERR_CUDA_UNAVAILABLE";
     case STEMDOT_ERR_INTERNAL: return "STEMDOT_ERR_INTERNAL";
+    case STEMDOT_ERR_FORKED: return "STEMDOT_ERR_FORKED";
     }
     return "STEMDOT_ERR_UNKNOWN";
 }
@@ -81,4 +84,31 @@ const char *stemdot_status_name(stemdot_status status) {
 void stemdot_capi_call_progress(stemdot_progress_fn fn, uint64_t done, uint64_t total,
                                 void *user) {
     fn(done, total, user);
+}
+
+/*
+ * A forked child. The Go runtime starts its threads when the library is loaded; fork()
+ * copies only the calling thread, so in a child forked without exec the runtime's other
+ * threads are gone, with whatever locks they held, and entering Go can hang. The child
+ * handler, registered when the library is loaded (before any fork can copy it), marks
+ * the child; abi.c's wrappers then refuse every call before entering Go. Go's own
+ * fork+exec (os/exec) uses clone directly and runs no handlers.
+ */
+int stemdot_capi_forked;
+
+static void mark_forked_child(void) { stemdot_capi_forked = 1; }
+
+__attribute__((constructor)) static void register_fork_handler(void) {
+    pthread_atfork(NULL, NULL, mark_forked_child);
+}
+
+stemdot_status stemdot_capi_refuse_forked(const char *fn) {
+    char msg[512];
+    int n = snprintf(msg, sizeof msg,
+                     "%s: stemdot cannot be used in a process forked from one that had loaded it "
+                     "(the library's Go runtime does not survive fork); start the child with exec "
+                     "(Python: multiprocessing.get_context('spawn') or 'forkserver')",
+                     fn);
+    stemdot_capi_set_error(msg, n > 0 ? (size_t)n : 0);
+    return STEMDOT_ERR_FORKED;
 }

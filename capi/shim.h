@@ -18,6 +18,82 @@ typedef const float stemdot_cfloat;
 typedef const double stemdot_cdouble;
 typedef const void stemdot_cvoid;
 typedef const size_t stemdot_csize;
+typedef const char *const stemdot_cstring;
+
+/*
+ * The functions of stemdot.h that enter Go, as F(name, parameters, arguments), or
+ * H(...) for those that store a handle in *out. Go exports each as stemdot_go_<name>,
+ * declared here hidden (no part of the library's interface); abi.c defines the public
+ * stemdot_<name> around it, refusing calls in a forked child before Go is entered.
+ */
+#define STEMDOT_GO_FUNCTIONS(F, H)                                                                 \
+    H(open, (const char *path, const char *options, stemdot_dataset *out), (path, options, out))   \
+    H(dataset_from_memory,                                                                        \
+      (const void *frames, size_t frames_bytes, stemdot_dtype dtype, size_t nav_ndim,             \
+       const size_t *nav_shape, size_t sig_y, size_t sig_x, stemdot_dataset *out),               \
+      (frames, frames_bytes, dtype, nav_ndim, nav_shape, sig_y, sig_x, out))                      \
+    F(dataset_get_info, (stemdot_dataset dataset, stemdot_dataset_info *info), (dataset, info))   \
+    F(dataset_free, (stemdot_dataset dataset), (dataset))                                         \
+    H(plan_new, (const char *cpus, const char *gpus, stemdot_plan *out), (cpus, gpus, out))       \
+    H(plan_new_options, (const char *options, stemdot_plan *out), (options, out))                 \
+    F(plan_describe,                                                                              \
+      (stemdot_plan plan, stemdot_dataset dataset, char *buf, size_t buf_len, size_t *needed),    \
+      (plan, dataset, buf, buf_len, needed))                                                      \
+    F(dataset_warnings, (stemdot_dataset dataset, char *buf, size_t buf_len, size_t *needed),     \
+      (dataset, buf, buf_len, needed))                                                            \
+    F(plan_free, (stemdot_plan plan), (plan))                                                     \
+    H(run_new, (stemdot_run *out), (out))                                                         \
+    F(run_cancel, (stemdot_run run), (run))                                                       \
+    F(run_reset, (stemdot_run run), (run))                                                        \
+    F(run_free, (stemdot_run run), (run))                                                         \
+    F(mask_parse,                                                                                 \
+      (const char *spec, size_t sig_y, size_t sig_x, float *out, size_t out_len, size_t *n_masks),\
+      (spec, sig_y, sig_x, out, out_len, n_masks))                                                \
+    F(mask_stack,                                                                                 \
+      (const char *const *files, size_t n_files, const char *const *specs, size_t n_specs,        \
+       size_t sig_y, size_t sig_x, void *out, stemdot_dtype out_dtype, size_t out_len,            \
+       size_t *n_masks, char *names, size_t names_len, size_t *names_needed),                     \
+      (files, n_files, specs, n_specs, sig_y, sig_x, out, out_dtype, out_len, n_masks, names,     \
+       names_len, names_needed))                                                                  \
+    F(apply,                                                                                      \
+      (stemdot_dataset dataset, const float *masks, size_t n_masks, size_t sig_y, size_t sig_x,   \
+       stemdot_plan plan, stemdot_run run, stemdot_progress_fn progress, void *progress_user,     \
+       void *out, stemdot_dtype out_dtype, size_t out_len),                                       \
+      (dataset, masks, n_masks, sig_y, sig_x, plan, run, progress, progress_user, out, out_dtype, \
+       out_len))                                                                                  \
+    F(apply64,                                                                                    \
+      (stemdot_dataset dataset, const double *masks, size_t n_masks, size_t sig_y, size_t sig_x,  \
+       stemdot_plan plan, stemdot_run run, stemdot_progress_fn progress, void *progress_user,     \
+       void *out, stemdot_dtype out_dtype, size_t out_len),                                       \
+      (dataset, masks, n_masks, sig_y, sig_x, plan, run, progress, progress_user, out, out_dtype, \
+       out_len))                                                                                  \
+    F(com_shifts,                                                                                 \
+      (const void *result, stemdot_dtype result_dtype, size_t n_frames, size_t n_masks,           \
+       size_t sum_mask, double *shifts),                                                          \
+      (result, result_dtype, n_frames, n_masks, sum_mask, shifts))                                \
+    H(to_device, (stemdot_dataset dataset, int device, stemdot_resident *out),                    \
+      (dataset, device, out))                                                                     \
+    F(resident_apply,                                                                             \
+      (stemdot_resident resident, const float *masks, size_t n_masks, size_t sig_y, size_t sig_x, \
+       void *out, stemdot_dtype out_dtype, size_t out_len),                                       \
+      (resident, masks, n_masks, sig_y, sig_x, out, out_dtype, out_len))                          \
+    F(resident_apply64,                                                                           \
+      (stemdot_resident resident, const double *masks, size_t n_masks, size_t sig_y,              \
+       size_t sig_x, void *out, stemdot_dtype out_dtype, size_t out_len),                         \
+      (resident, masks, n_masks, sig_y, sig_x, out, out_dtype, out_len))                          \
+    F(resident_free, (stemdot_resident resident), (resident))
+
+#define STEMDOT_GO_DECLARE(name, params, args) \
+    __attribute__((visibility("hidden"))) stemdot_status stemdot_go_##name params;
+STEMDOT_GO_FUNCTIONS(STEMDOT_GO_DECLARE, STEMDOT_GO_DECLARE)
+#undef STEMDOT_GO_DECLARE
+
+/* Nonzero in a child forked from a process that had loaded the library (set by the
+ * pthread_atfork child handler of shim.c). */
+__attribute__((visibility("hidden"))) extern int stemdot_capi_forked;
+
+/* Sets the last error of a call of fn in a forked child and returns STEMDOT_ERR_FORKED. */
+__attribute__((visibility("hidden"))) stemdot_status stemdot_capi_refuse_forked(const char *fn);
 
 /* Sets the calling thread's last error message to msg[0..n) (truncated to 4095 bytes). */
 __attribute__((visibility("hidden"))) void stemdot_capi_set_error(const char *msg, size_t n);

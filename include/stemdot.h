@@ -42,6 +42,15 @@
  *   Functions may be called from any thread. Distinct handles may be used concurrently
  *   from several threads; a dataset or plan handle may be shared by concurrent applies;
  *   a run handle serves one apply at a time. Thread-safety notes are given per function.
+ *
+ * Processes
+ *   The library runs the Go runtime, started when the library is loaded, whose threads
+ *   do not survive fork(): a child forked (without exec) from a process that had loaded
+ *   the library could hang in any call. There every function returns
+ *   STEMDOT_ERR_FORKED at once, without entering the runtime (stemdot_last_error,
+ *   stemdot_version and stemdot_status_name work). Start such children with exec
+ *   (posix_spawn, fork + exec; Python: multiprocessing.get_context("spawn") or
+ *   "forkserver"); a child that loads the library itself, after fork, can use it.
  */
 #ifndef STEMDOT_H
 #define STEMDOT_H
@@ -68,7 +77,9 @@ typedef enum stemdot_status {
     STEMDOT_ERR_CANCELLED = 7,        /* the run was cancelled by stemdot_run_cancel */
     STEMDOT_ERR_BAD_HANDLE = 8,       /* handle unknown, freed, or of another kind */
     STEMDOT_ERR_CUDA_UNAVAILABLE = 9, /* GPUs requested but no CUDA build or no device */
-    STEMDOT_ERR_INTERNAL = 10         /* a bug in stemdot; the message says where */
+    STEMDOT_ERR_INTERNAL = 10,        /* a bug in stemdot; the message says where */
+    STEMDOT_ERR_FORKED = 11           /* called in a child forked from a process that had
+                                         loaded the library (see Processes) */
 } stemdot_status;
 
 /* Pixel and result dtypes; the numbers and names follow numpy's dtype names. */
@@ -274,6 +285,34 @@ stemdot_status stemdot_run_free(stemdot_run run);
  */
 stemdot_status stemdot_mask_parse(const char *spec, size_t sig_y, size_t sig_x, float *out,
                                   size_t out_len, size_t *n_masks);
+
+/*
+ * Builds the mask stack of NPY mask files and CLI --mask specs for frames of sig_y × sig_x
+ * pixels, exactly as `stemdot apply --masks FILE ... --mask SPEC ...` does (the Go API's
+ * stemdot.MasksFrom): the masks of files[0], files[1], ... first, then those of specs[0],
+ * specs[1], ..., in the order given. A file holds one mask (sig_y, sig_x) or a stack
+ * (n, sig_y, sig_x) of bool, integer or float dtype; a spec is as for stemdot_mask_parse.
+ * files (n_files entries) and specs (n_specs entries) may be NULL when their count is 0.
+ *
+ * Stores the mask count in *n_masks and, when out is not NULL, writes n_masks × sig_y ×
+ * sig_x weights (C order) of out_dtype into out, whose length in elements is out_len:
+ * STEMDOT_FLOAT32, as stemdot_apply takes them, or STEMDOT_FLOAT64, for stemdot_apply64
+ * (float64 weights of a file then keep their precision, to within 2^-48, as with
+ * `stemdot apply --float64`). When names_needed is not NULL, it also gives the masks' names, one per
+ * line ("disk", "com_sum", "com_y", "com_x", "stack[0]" for mask 0 of stack.npy, ...; the
+ * names of the CLI's PNG files), with the buffer conventions of stemdot_plan_describe
+ * (names NULL with names_len 0 asks for the length). A call with out = NULL and names =
+ * NULL asks for the sizes; each call builds the stack (and reads the files) again.
+ * Errors: INVALID_ARGUMENT (NULL pointers, a bad spec, no file and no spec), IO (a file
+ * missing or unreadable), FORMAT (a file that is not a mask NPY, non-finite weights),
+ * SHAPE (masks of another sig shape, out_len or names_len too small), DTYPE (out_dtype).
+ * Thread-safe.
+ */
+stemdot_status stemdot_mask_stack(const char *const *files, size_t n_files,
+                                  const char *const *specs, size_t n_specs, size_t sig_y,
+                                  size_t sig_x, void *out, stemdot_dtype out_dtype,
+                                  size_t out_len, size_t *n_masks, char *names,
+                                  size_t names_len, size_t *names_needed);
 
 /*
  * Applies a mask stack to every frame of a dataset.

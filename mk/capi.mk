@@ -2,7 +2,8 @@
 # which defines GO and BUILD.
 #
 #   make capi         build/libstemdot.so (+ the generated build/libstemdot.h, internal)
-#   make test-capi    build and run capi/examples/apply.c against it, and the README's C
+#   make test-capi    build and run capi/examples/apply.c and capi/examples/fork.c (a
+#                     forked child is refused, not hung) against it, and the README's C
 #                     program compiled with the README's link line, as written
 #   make python-venv  python/.venv with numpy, pytest, dask[distributed] and ./python
 #   make test-python  python-venv, then run python/tests (stemdot.dask's on a LocalCluster)
@@ -14,6 +15,7 @@ CAPI_LIB    := $(BUILD)/libstemdot.so
 CAPI_SRC    := $(wildcard capi/*.go capi/*.c capi/*.h) include/stemdot.h
 CAPI_DEPS   := $(wildcard dataset/*.go masks/*.go planner/*.go engine/*.go affinity/*.go cuda/*.go)
 CAPI_EXAMPLE := $(BUILD)/capi-example
+CAPI_FORK   := $(BUILD)/capi-fork
 STEMDOT_TESTDATA ?= $(abspath ../shared/data)
 PY_VENV     := python/.venv
 # The README's C program and link line, run as written in $(README_DIR)/app, a directory
@@ -32,8 +34,13 @@ $(CAPI_EXAMPLE): capi/examples/apply.c include/stemdot.h $(CAPI_LIB)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< \
 		-L$(BUILD) -lstemdot -Wl,-rpath,$(abspath $(BUILD)) -lpthread -lm
 
-test-capi: $(CAPI_EXAMPLE)
+$(CAPI_FORK): capi/examples/fork.c include/stemdot.h $(CAPI_LIB)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< \
+		-L$(BUILD) -lstemdot -Wl,-rpath,$(abspath $(BUILD))
+
+test-capi: $(CAPI_EXAMPLE) $(CAPI_FORK)
 	$(CAPI_EXAMPLE) $(STEMDOT_TESTDATA)/mib/001_4x2_6bit.mib
+	$(CAPI_FORK)
 	@rm -rf $(README_DIR) && mkdir -p $(README_DIR)/app
 	awk '/^```c$$/ {c = 1; next} /^```/ {c = 0} c' README.md > $(README_DIR)/app/app.c
 	grep -m1 '^cc -I"$$STEMDOT/include" app.c' README.md > $(README_DIR)/app/link.sh

@@ -1,11 +1,13 @@
 """Build hook: compile libstemdot.so from the Go sources into the package.
 
-When `go` is on PATH and this directory sits in the stemdot repository (../go.mod and
-../capi), `build_py` runs `go build -buildmode=c-shared -o <build>/stemdot/libstemdot.so
-./capi` in the repository root, so the wheel carries the library. Otherwise the package
-is built without it and finds the library at import time through $STEMDOT_LIB or the
-repository's build/ directory (see stemdot/_lib.py). As the Makefile, it builds without
-HDF5 (-tags nohdf5) when pkg-config finds no libhdf5 1.10.5 or later, and says so.
+`build_py` runs `go build -buildmode=c-shared -o <build>/stemdot/libstemdot.so ./capi` in
+the repository root (this directory sits in the stemdot repository: ../go.mod and
+../capi), so the wheel carries the library. Without Go on PATH, or outside the
+repository, the build fails with a message saying so: a package without its library
+would install and then fail at its first call. A library left in the build directory by
+an earlier build is removed first, so that it is never shipped in place of this one. As
+the Makefile, it builds without HDF5 (-tags nohdf5) when pkg-config finds no libhdf5
+1.10.5 or later, and says so.
 """
 
 import os
@@ -15,28 +17,36 @@ from pathlib import Path
 
 from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
+from setuptools.errors import ExecError
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 class BuildPyWithGo(build_py):
     def run(self):
-        super().run()
-        go = shutil.which("go")
-        if go is None or not (REPO / "go.mod").is_file() or not (REPO / "capi").is_dir():
-            self.announce(
-                "stemdot: Go or the repository sources not found: libstemdot.so not built; "
-                "set STEMDOT_LIB or run `make capi` in the repository",
-                level=3,
-            )
-            return
         target = Path(self.build_lib).resolve() / "stemdot" / "libstemdot.so"
+        for stale in (target, target.with_suffix(".h")):
+            stale.unlink(missing_ok=True)
+        super().run()
+        if not (REPO / "go.mod").is_file() or not (REPO / "capi").is_dir():
+            raise ExecError(
+                f"stemdot: the package is built from the stemdot repository, but {REPO} holds no go.mod and capi/: "
+                "install it from a checkout (pip install ./python in the repository root)"
+            )
+        go = shutil.which("go")
+        if go is None:
+            raise ExecError(
+                "stemdot: building the package needs Go (the go command, version 1.26 or newer; "
+                "https://go.dev/dl/), which is not on PATH: install Go, put its bin directory on PATH "
+                "(e.g. export PATH=$PATH:/usr/local/go/bin) and install again"
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         # CPU-only by default; STEMDOT_GO_TAGS=cuda builds a CUDA library (after `make kernels`).
         tags = self.hdf5_tags(os.environ.get("STEMDOT_GO_TAGS", ""))
         cmd = [go, "build", "-buildmode=c-shared", "-tags", tags, "-o", str(target), "./capi"]
         self.announce("stemdot: " + " ".join(cmd), level=3)
-        subprocess.run(cmd, cwd=REPO, check=True)
+        if subprocess.run(cmd, cwd=REPO).returncode != 0:
+            raise ExecError(f"stemdot: {' '.join(cmd)} failed in {REPO} (its messages are above)")
         # go also writes the cgo-generated header beside it; the public one is include/stemdot.h.
         target.with_suffix(".h").unlink(missing_ok=True)
 

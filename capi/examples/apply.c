@@ -12,11 +12,14 @@
  * real-file part is skipped with a message. Prints "N passed, M failed" and exits 1 on
  * any failure.
  */
+#define _DEFAULT_SOURCE /* mkstemps */
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "stemdot.h"
 
@@ -275,6 +278,92 @@ static void synthetic(void) {
     }
 }
 
+/* ------------------------------------------------------------------ mask stacks */
+
+/* write_npy writes n float64 masks of sig_y × sig_x (C order, little-endian host) to path
+ * as NPY format 1.0: the magic, a header dictionary padded to 64 bytes, the data. */
+static int write_npy(const char *path, const double *data, int n, int sig_y, int sig_x) {
+    char dict[118];
+    int len = snprintf(dict, sizeof dict, "{'descr': '<f8', 'fortran_order': False, 'shape': (%d, %d, %d), }", n,
+                       sig_y, sig_x);
+    memset(dict + len, ' ', sizeof dict - len);
+    dict[sizeof dict - 1] = '\n';
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) {
+        return 0;
+    }
+    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, sizeof dict, 0};
+    int ok = fwrite(head, 1, sizeof head, f) == sizeof head && fwrite(dict, 1, sizeof dict, f) == sizeof dict &&
+             fwrite(data, sizeof *data, (size_t)n * sig_y * sig_x, f) == (size_t)n * sig_y * sig_x;
+    return fclose(f) == 0 && ok;
+}
+
+/* mask_stacks checks stemdot_mask_stack: the masks of the files first, then those of the
+ * specs (the order of `stemdot apply --masks ... --mask ...`), their names, the size
+ * queries, float64 weights, and its errors. */
+static void mask_stacks(void) {
+    enum { N_FILE = 2, SY = 4, SX = 6, P = SY * SX, N = N_FILE + 1 + 3 };
+    printf("mask stacks: files then specs\n");
+    static double file_masks[N_FILE * P];
+    for (int i = 0; i < N_FILE * P; i++) {
+        file_masks[i] = 0.1 * (i + 1); /* not exact in float32 */
+    }
+    char path[] = "/tmp/stemdot-capi-masks-XXXXXX.npy";
+    int fd = mkstemps(path, 4);
+    check(fd >= 0 && write_npy(path, file_masks, N_FILE, SY, SX), "writing %s", path);
+    if (fd >= 0) {
+        close(fd);
+    }
+    const char *files[] = {path}, *specs[] = {"point:1,2", "com"};
+    size_t n = 0, needed = 0;
+    expect("mask_stack sizes", stemdot_mask_stack(files, 1, specs, 2, SY, SX, NULL, 0, 0, &n, NULL, 0, &needed), STEMDOT_OK, NULL);
+    check(n == N, "mask_stack count %zu, want %d", n, N);
+    static float got[N * P], want[N * P];
+    static double got64[N * P];
+    char names[128];
+    expect("mask_stack", stemdot_mask_stack(files, 1, specs, 2, SY, SX, got, STEMDOT_FLOAT32, N * P, &n, names, sizeof names, &needed),
+           STEMDOT_OK, NULL);
+    const char *base = strrchr(path, '/') + 1;
+    char want_names[128];
+    snprintf(want_names, sizeof want_names, "%.*s[0]\n%.*s[1]\npoint\ncom_sum\ncom_y\ncom_x", (int)(strlen(base) - 4), base,
+             (int)(strlen(base) - 4), base);
+    check(strcmp(names, want_names) == 0 && needed == strlen(want_names), "mask names \"%s\", want \"%s\"", names, want_names);
+    for (int i = 0; i < N_FILE * P; i++) {
+        want[i] = (float)file_masks[i];
+    }
+    size_t k;
+    stemdot_mask_parse("point:1,2", SY, SX, want + N_FILE * P, P, &k);
+    stemdot_mask_parse("com", SY, SX, want + (N_FILE + 1) * P, 3 * P, &k);
+    check(memcmp(got, want, sizeof got) == 0, "mask_stack weights differ from the file's and stemdot_mask_parse's, in that order");
+    expect("mask_stack float64", stemdot_mask_stack(files, 1, specs, 2, SY, SX, got64, STEMDOT_FLOAT64, N * P, &n, NULL, 0, NULL),
+           STEMDOT_OK, NULL);
+    double worst = 0;
+    for (int i = 0; i < N_FILE * P; i++) {
+        worst = fmax(worst, fabs(got64[i] - file_masks[i]) / file_masks[i]);
+    }
+    check(worst <= 0x1p-48, "mask_stack float64: the file's weights are off by %g (relative), want ≤ 2^-48", worst);
+
+    expect("mask_stack out too short", stemdot_mask_stack(files, 1, specs, 2, SY, SX, got, STEMDOT_FLOAT32, N * P - 1, &n, NULL, 0, NULL),
+           STEMDOT_ERR_SHAPE, "need 144");
+    expect("mask_stack names too short", stemdot_mask_stack(files, 1, specs, 2, SY, SX, NULL, 0, 0, &n, names, 4, &needed),
+           STEMDOT_ERR_SHAPE, "too small");
+    expect("mask_stack bad dtype", stemdot_mask_stack(files, 1, specs, 2, SY, SX, got, STEMDOT_UINT8, N * P, &n, NULL, 0, NULL),
+           STEMDOT_ERR_DTYPE, "out dtype");
+    expect("mask_stack no masks", stemdot_mask_stack(NULL, 0, NULL, 0, SY, SX, NULL, 0, 0, &n, NULL, 0, NULL),
+           STEMDOT_ERR_INVALID_ARGUMENT, "no masks");
+    expect("mask_stack files NULL", stemdot_mask_stack(NULL, 1, specs, 2, SY, SX, NULL, 0, 0, &n, NULL, 0, NULL),
+           STEMDOT_ERR_INVALID_ARGUMENT, "files is NULL");
+    expect("mask_stack NULL spec", stemdot_mask_stack(NULL, 0, (const char *[]){"com", NULL}, 2, SY, SX, NULL, 0, 0, &n, NULL, 0, NULL),
+           STEMDOT_ERR_INVALID_ARGUMENT, "specs[1] is NULL");
+    expect("mask_stack bad spec", stemdot_mask_stack(files, 1, (const char *[]){"disk:1,2"}, 1, SY, SX, NULL, 0, 0, &n, NULL, 0, NULL),
+           STEMDOT_ERR_INVALID_ARGUMENT, "disk:1,2");
+    expect("mask_stack other sig shape", stemdot_mask_stack(files, 1, NULL, 0, SX, SY, NULL, 0, 0, &n, NULL, 0, NULL),
+           STEMDOT_ERR_SHAPE, "do not match");
+    remove(path);
+    expect("mask_stack missing file", stemdot_mask_stack(files, 1, NULL, 0, SY, SX, NULL, 0, 0, &n, NULL, 0, NULL),
+           STEMDOT_ERR_IO, path);
+}
+
 /* ---------------------------------------------------------------------- misuse */
 
 static void *set_error_in_thread(void *arg) {
@@ -416,6 +505,7 @@ int main(int argc, char **argv) {
                argc > 1 ? argv[1] : "(no path given)");
     }
     synthetic();
+    mask_stacks();
     misuse();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

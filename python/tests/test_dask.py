@@ -193,8 +193,8 @@ def test_pickled_task_inputs_and_results_are_small(cluster, client, big_file, bi
 
 
 class KillAfterFirstRange(WorkerPlugin):
-    """os._exit of the worker at `target` when it starts its second range (its first is
-    complete)."""
+    """os._exit of the worker at `target` (None: of every worker) when it starts its
+    second range (its first is complete)."""
 
     name = "stemdot-test-killer"
 
@@ -205,7 +205,7 @@ class KillAfterFirstRange(WorkerPlugin):
         self.worker, self.started = worker, 0
 
     def transition(self, key, start, finish, **kwargs):
-        if self.worker.address == self.target and str(key).startswith("stemdot-range") and finish == "executing":
+        if self.target in (None, self.worker.address) and str(key).startswith("stemdot-range") and finish == "executing":
             self.started += 1
             if self.started == 2:
                 os._exit(1)
@@ -233,6 +233,64 @@ def test_killed_worker_gives_identical_result(big_file, big_reference):
         again = sdask.bootstrap(client)
         assert victim not in again and len(again) == 2
         assert sorted(s["slot"] for s in again.values()) == [0, 1]
+
+
+def limited(fn, seconds=TIMEOUT):
+    """fn() in a thread: its result, or the exception it raised; fails if it hangs."""
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(fn())
+        except BaseException as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"hangs: no answer after {seconds} s"
+    return outcome[0]
+
+
+def test_all_workers_dying_is_a_cluster_error(big_file):
+    """Both workers die during the run (and their restarts too), taking the scattered
+    mask stack: a ClusterError naming them, the memory_limit and what helps, not
+    distributed's "FutureCancelledError ... already forgotten"."""
+    path, masks = big_file
+    with make_cluster(memory_limit="3GiB") as cluster, Client(cluster, timeout=TIMEOUT) as client:
+        client.wait_for_workers(2, timeout=TIMEOUT)
+        nodes = sdask.bootstrap(client)
+        client.register_plugin(KillAfterFirstRange(None))
+        err = limited(lambda: sdask.apply_masks(client, path, masks, range_frames=128))
+    assert isinstance(err, sdask.ClusterError), repr(err)
+    msg = str(err)
+    assert "left the cluster" in msg and all(a in msg for a in nodes), msg
+    assert "with them the mask stack" in msg and "memory_limit (3.00 GiB)" in msg, msg
+    assert "Give each worker the memory it needs" in msg and "--memory-limit" in msg, msg
+
+
+def test_paused_workers_are_a_cluster_error(big_file):
+    """Workers paused by Dask for their memory (here: a pause threshold of 1 % of a
+    memory_limit of 2 GiB) run no task: a ClusterError naming the pause and the
+    memory_limit within the timeout, not a hang, "Can not use replicate to delete data"
+    or "no running worker ... has the resources None"."""
+    path, masks = big_file
+    import dask
+
+    with dask.config.set({"distributed.worker.memory.pause": 0.01, "distributed.worker.memory.terminate": False}):
+        with make_cluster(memory_limit="2GiB") as cluster, Client(cluster, timeout=TIMEOUT) as client:
+            deadline = time.monotonic() + TIMEOUT  # (wait_for_workers counts running workers only)
+            while time.monotonic() < deadline:
+                workers = client.scheduler_info(n_workers=-1)["workers"]
+                if len(workers) == 2 and all(w["status"] == "paused" for w in workers.values()):
+                    break
+                time.sleep(0.1)
+            assert not sdask._live_workers(client) and len(workers) == 2, "the workers did not pause"
+            err = limited(lambda: sdask.apply_masks(client, path, masks, timeout=10))
+    assert isinstance(err, sdask.ClusterError), repr(err)
+    msg = str(err)
+    assert "2 of the 2 Dask workers are paused" in msg and "above 1% of their memory_limit (2.00 GiB" in msg, msg
+    assert "Give each worker the memory it needs" in msg, msg
 
 
 def test_fake_gpu_resource_routes_work(cluster, client, big_file, big_reference, tmp_path):
@@ -335,6 +393,99 @@ def test_command_line(cluster, data_dir, tmp_path):
     assert bad.returncode == 1 and "disk" in bad.stderr and not (tmp_path / "bad.npy").exists()
 
 
+def test_command_line_builds_the_cli_stack(cluster, cli, data_dir, tmp_path):
+    """python -m stemdot.dask and stemdot apply build the same stack from --masks files
+    and --mask specs, given interleaved: the files' masks first, then the specs, in the
+    order given (one definition, stemdot_mask_stack); the columns equal the CLI's and
+    a float64 numpy reference. With --float64 the file's float64 weights keep their
+    precision on the Dask workers too."""
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    rng = np.random.default_rng(17)
+    a = rng.random((2,) + SIG)  # float64 weights, not exact in float32
+    b = (rng.random(SIG) < 0.1).astype(np.uint8)  # one mask
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    flags = ["--mask", "disk:128,128,40", "--masks", str(tmp_path / "a.npy"), "--mask", "com",
+             "--masks", str(tmp_path / "b.npy"), "--nav-shape", "2,4", "--quiet"]
+    raw = np.fromfile(path, dtype=np.uint8).reshape(8, 384 + 256 * 256)[:, 384:].reshape(8, *SIG).astype(np.float64)
+    stack = np.concatenate([a, b[np.newaxis], stemdot.mask("disk:128,128,40", SIG), stemdot.com(SIG)]).astype(np.float64)
+    want = np.einsum("fyx,myx->fm", raw, stack).reshape(2, 4, -1)
+    for extra, rtol in (([], 1e-6), (["--float64"], 1e-12)):
+        cli_out, dask_out = tmp_path / "cli.npy", tmp_path / "dask.npy"
+        run = subprocess.run([str(cli), "apply", str(path), *flags, *extra, "--out", str(cli_out)],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        assert run.returncode == 0, run.stderr
+        run = subprocess.run([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(path),
+                              *flags, *extra, "--out", str(dask_out), "--range-frames", "1"],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        assert run.returncode == 0, run.stderr
+        got, ref = np.load(dask_out), np.load(cli_out)
+        assert got.shape == ref.shape == (2, 4, 7) and got.dtype == ref.dtype
+        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
+    masks, names = stemdot.mask_stack(SIG, files=[tmp_path / "a.npy", tmp_path / "b.npy"], specs=["disk:128,128,40", "com"])
+    assert names == ["a[0]", "a[1]", "b", "disk", "com_sum", "com_y", "com_x"]
+    np.testing.assert_array_equal(masks, stack.astype(np.float32))
+
+
+def dask_cli(cluster, *args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, *map(str, args)],
+                          capture_output=True, text=True, timeout=TIMEOUT, **kwargs)
+
+
+def test_dataset_warnings_reach_the_client_and_the_command_line(cluster, client, cli, data_dir, tmp_path):
+    """The dataset's warnings (no scan shape in the file; the HDF5 dataset chosen) come
+    back from the worker that opened it: as UserWarning from apply_masks, in
+    dataset_info and Dataset.warnings, and printed by python -m stemdot.dask as stemdot
+    apply prints them (naming the flag)."""
+    mib = data_dir / "mib" / "001_4x2_6bit.mib"
+    hdf5 = data_dir / "hdf5" / "fpd_file_test.hdf5"
+    for path, part, flag in ((mib, "no scan shape", "--nav-shape"), (hdf5, "reading /fpd_expt/fpd_data/data", "--dataset-path")):
+        with pytest.warns(UserWarning, match=part):
+            sdask.apply_masks(client, path, stemdot.disk(SIG, 128, 128, 40))
+        assert any(part in w for w in sdask.dataset_info(client, path)["warnings"])
+        with pytest.warns(UserWarning, match=part):
+            ds = stemdot.open(path)
+        with ds:
+            assert any(part in w for w in ds.warnings)
+        want = subprocess.run([str(cli), "apply", str(path), "--mask", "disk:128,128,40", "--out", str(tmp_path / "cli.npy"),
+                               "--quiet"], capture_output=True, text=True, timeout=TIMEOUT)
+        run = dask_cli(cluster, path, "--mask", "disk:128,128,40", "--out", tmp_path / "dask.npy", "--quiet")
+        assert want.returncode == 0 and run.returncode == 0, run.stderr
+        printed = [line for line in want.stderr.splitlines() if line.startswith("stemdot: warning: ")]
+        assert len(printed) == 1 and part in printed[0] and flag in printed[0], want.stderr
+        assert printed[0].replace("stemdot: ", "stemdot.dask: ", 1) in run.stderr.splitlines(), run.stderr
+
+
+def test_command_line_refuses_an_out_that_is_not_npy(cluster, data_dir, tmp_path):
+    for name in ("r.png", "r", "r.npy.tmp"):
+        run = dask_cli(cluster, data_dir / "mib" / "001_4x2_6bit.mib", "--mask", "com", "--out", tmp_path / name)
+        assert run.returncode == 1 and "--out" in run.stderr and "give a path ending in .npy" in run.stderr, run.stderr
+        assert not list(tmp_path.iterdir())
+
+
+def test_command_line_ctrl_c_exits_1_and_writes_nothing(cluster, big_file, tmp_path):
+    """Ctrl-C during a run: exit status 1 (as stemdot apply), the run cancelled on the
+    workers, no result file."""
+    path, _ = big_file
+    np.save(tmp_path / "many.npy", np.random.default_rng(3).random((256,) + SIG, dtype=np.float32))  # a run of many seconds
+    out = tmp_path / "r.npy"
+    proc = subprocess.Popen([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(path),
+                             "--masks", str(tmp_path / "many.npy"), "--out", str(out), "--range-frames", "8"],
+                            stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stderr:  # the run has started when the progress bar appears
+        lines.append(line)
+        if "stemdot workers" in line:
+            break
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=TIMEOUT)[1]
+    assert proc.returncode == 1, "".join(lines) + rest
+    assert "interrupted: the run was cancelled on the workers, no result written" in rest, rest
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["many.npy"]
+
+
 def test_import_does_not_load_the_library():
     """A Nanny or scheduler that unpickles the plugin imports stemdot.dask: no Go runtime."""
     code = "import stemdot, stemdot.dask; assert 'libstemdot' not in open('/proc/self/maps').read(); stemdot.library_path"
@@ -351,17 +502,18 @@ def test_ranges_longer_than_the_poll_interval(client, big_file, big_reference, m
 
 
 def test_command_line_masks_fifo_is_refused(tmp_path):
-    """#17.9: a --masks path that is a FIFO is refused at once, not waited on."""
+    """#17.9: a --masks path that is a FIFO is refused at once, not waited on: the stack
+    of python -m stemdot.dask is built by the library (stemdot.mask_stack), which opens
+    only regular files."""
     fifo = tmp_path / "m.npy"
     os.mkfifo(fifo)
-    code = ("import argparse, stemdot.dask.__main__ as m; "
-            f"m._masks(argparse.Namespace(mask=[], masks=[{str(fifo)!r}]), (4, 4))")
+    code = f"import stemdot; stemdot.mask_stack((4, 4), files=[{str(fifo)!r}], specs=['com'])"
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
         pytest.fail(f"loading the masks blocked on the FIFO {fifo}")
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"stemdot.dask: --masks {fifo} is not a regular file (a named pipe, a device or a directory)"
+    assert "stemdot.StemdotIOError" in proc.stderr and f"{fifo} is a named pipe, not a regular file" in proc.stderr, proc.stderr
 
 
 def test_command_line_flyback(cluster, tmp_path):

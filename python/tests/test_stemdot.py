@@ -1,6 +1,7 @@
 """Tests of the stemdot Python package against float64 numpy references, real detector
 files, the stemdot CLI, and misuse."""
 
+import json
 import os
 from pathlib import Path
 import pickle
@@ -389,7 +390,7 @@ def test_wrong_shapes_and_values():
         stemdot.apply_masks(frames, np.ones((1, 4, 5)))
     with pytest.raises(stemdot.ShapeError, match="at least one nav dimension"):
         stemdot.apply_masks(np.zeros((4, 4), np.uint8), np.ones((1, 4, 4)))
-    with pytest.raises(stemdot.ShapeError, match="want \\(n_masks, sig_y, sig_x\\)"):
+    with pytest.raises(stemdot.ShapeError, match="want an array \\(n_masks, sig_y, sig_x\\)"):
         stemdot.apply_masks(frames, np.ones(16))
     bad = np.ones((1, 4, 4))
     bad[0, 1, 2] = np.nan
@@ -403,6 +404,50 @@ def test_wrong_shapes_and_values():
         stemdot.disk((4, 4), 1, 1, float("nan"))
     with pytest.raises(TypeError):
         stemdot.apply_masks([[1, 2]], np.ones((1, 4, 4)))
+
+
+class _Sparse:
+    """A sparse mask as scipy.sparse and pydata sparse give them: dense via toarray()."""
+
+    def __init__(self, dense):
+        self.dense = dense
+
+    def toarray(self):
+        return self.dense
+
+
+def test_libertem_mask_factories():
+    """LiberTEM's ApplyMasksUDF(mask_factories=...): a callable returning the stack (or a
+    list of masks), or a list of callables each returning one mask (sparse ones too)."""
+    rng = np.random.default_rng(19)
+    frames = rng.integers(0, 1000, (3, 2, 8, 6), dtype=np.uint16)
+    stack = rng.random((3, 8, 6))
+    want = np.einsum("abyx,myx->abm", frames.astype(np.float64), stack)
+    for masks in (lambda: stack, lambda: list(stack), [lambda m=m: m for m in stack],
+                  [lambda: stack[0], lambda: _Sparse(stack[1]), lambda: stack[2].tolist()]):
+        got = stemdot.apply_masks(frames, masks, dtype=np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        np.testing.assert_array_equal(stemdot.apply_masks(frames, masks), stemdot.apply_masks(frames, stack))
+    with stemdot.from_array(frames) as ds:
+        np.testing.assert_allclose(stemdot.apply_masks(ds, lambda: stack[0], dtype=np.float64), want[..., :1], rtol=1e-12)
+
+    def stack_of_two():
+        return stack[:2]
+
+    with pytest.raises(stemdot.ShapeError, match=r"mask factory 1 \(.*stack_of_two\) of the list returned shape \(2, 8, 6\): "
+                       r"each factory of a list returns one mask \(sig_y, sig_x\)"):
+        stemdot.apply_masks(frames, [lambda: stack[0], stack_of_two])
+    with pytest.raises(stemdot.ShapeError, match=r"mask factory .*<lambda>.* returned masks of sig_shape \(6, 8\), "
+                       r"but the frames' sig_shape is \(8, 6\)"):
+        stemdot.apply_masks(frames, lambda: stack.transpose(0, 2, 1))
+    with pytest.raises(TypeError, match=r"mask factory .*<lambda>.* returned NoneType: want an array"):
+        stemdot.apply_masks(frames, lambda: None)
+    with pytest.raises(TypeError, match="give factories only, or arrays only"):
+        stemdot.apply_masks(frames, [stack[0], lambda: stack[1]])
+    with pytest.raises(TypeError, match=r"masks: want an array .* or a list of mask factories .*got str.*stemdot.mask\(spec"):
+        stemdot.apply_masks(frames, "disk:3,4,2")
+    with pytest.raises(TypeError, match=r"masks: want an array .*a mask factory \(a callable returning one\).*got dict"):
+        stemdot.apply_masks(frames, {"disk": stack[0]})
 
 
 def test_plans():
@@ -522,6 +567,34 @@ def test_mask_argument_order():
     np.testing.assert_array_equal(stemdot.mask("point:1,2", (4, 4))[0].nonzero(), ([2], [1]))
     with pytest.raises(TypeError, match=r"mask\(spec, sig_shape\)"):
         stemdot.mask((32, 32), "disk:16,16,5")
+
+
+def test_mask_stack_single_arguments_and_errors(tmp_path):
+    np.save(tmp_path / "m.npy", np.arange(15.0).reshape(3, 5))
+    masks, names = stemdot.mask_stack((3, 5), files=tmp_path / "m.npy", specs="point:1,2", dtype=np.float64)
+    assert masks.dtype == np.float64 and names == ["m", "point"]
+    np.testing.assert_array_equal(masks[0], np.arange(15.0).reshape(3, 5))
+    np.testing.assert_array_equal(masks[1].nonzero(), ([2], [1]))
+    with pytest.raises(stemdot.InvalidArgumentError, match="no masks"):
+        stemdot.mask_stack((3, 5))
+    with pytest.raises(stemdot.StemdotIOError, match="missing.npy"):
+        stemdot.mask_stack((3, 5), files=[tmp_path / "missing.npy"])
+    with pytest.raises(stemdot.ShapeError, match=r"m.npy: masks of shape \(3, 5\) do not match"):
+        stemdot.mask_stack((5, 3), files=[tmp_path / "m.npy"], specs=["com"])
+    with pytest.raises(stemdot.InvalidArgumentError, match="disk:1"):
+        stemdot.mask_stack((3, 5), specs=["disk:1"])
+
+
+def test_a_library_without_a_function_of_this_package_is_refused_by_name():
+    """A library lacking a function the package calls (an older build at STEMDOT_LIB,
+    e.g. without stemdot_mask_stack) gives an ImportError that says so."""
+    import _ctypes
+
+    code = "import stemdot; stemdot.library_path"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "STEMDOT_LIB": _ctypes.__file__})
+    assert run.returncode != 0 and "ImportError" in run.stderr, run.stderr
+    assert "lacks a function this package calls" in run.stderr and "rebuild it" in run.stderr, run.stderr
 
 
 def test_open_warns_what_the_cli_warns(data_dir):
@@ -762,3 +835,55 @@ def test_memory_fault_in_the_library_is_recovered(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[-1] == "alive" and len(lines) == 2, proc.stdout
     assert "invalid memory address" in lines[0], lines[0]
+
+FORK_SCRIPT = r"""
+import ctypes, json, multiprocessing as mp, numpy as np, stemdot
+
+def child(queue):
+    try:
+        stemdot.apply_masks(np.ones((2, 4, 4), np.uint16), np.ones((1, 4, 4)))
+        queue.put("no error")
+    except stemdot.ForkedProcessError as e:
+        queue.put(str(e))
+    # the library's own check, in C, before Go is entered (bypassing Python's)
+    lib, handle = stemdot._LIB._cdll, ctypes.c_uint64(7)
+    code = lib.stemdot_dataset_from_memory(np.ones(32, np.uint16).ctypes.data, 64, 2, 1,
+                                           (ctypes.c_size_t * 1)(2), 4, 4, ctypes.byref(handle))
+    queue.put([code, handle.value, lib.stemdot_last_error().decode()])
+
+if __name__ == "__main__":
+    frames = np.arange(2 * 16, dtype=np.uint16).reshape(2, 4, 4)
+    out = {"before": stemdot.apply_masks(frames, np.ones((1, 4, 4))).ravel().tolist()}  # the parent uses it
+    fork = mp.get_context("fork")
+    queue = fork.SimpleQueue()
+    p = fork.Process(target=child, args=(queue,))
+    p.start()
+    p.join(60)
+    if p.is_alive():
+        p.kill()
+        out["child"] = "hangs"
+    else:
+        out["child"] = {"exitcode": p.exitcode, "python": queue.get(), "c": queue.get()}
+    out["after"] = stemdot.apply_masks(frames, np.ones((1, 4, 4))).ravel().tolist()  # and still can
+    print(json.dumps(out))
+"""
+
+
+def test_forked_child_is_refused_not_hung(tmp_path):
+    """A multiprocessing child started with "fork" after the parent used stemdot gets
+    ForkedProcessError at once (the Go runtime does not survive fork: it would hang),
+    from Python's check and from the library's own; the parent goes on working."""
+    script = tmp_path / "forked.py"
+    script.write_text(FORK_SCRIPT)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["before"] == out["after"] == [120.0, 376.0]
+    child = out["child"]
+    assert child != "hangs", "the forked child hangs in the library"
+    assert child["exitcode"] == 0
+    assert "forked from one that had loaded it" in child["python"] and "'spawn'" in child["python"], child
+    code, handle, message = child["c"]
+    assert (code, handle) == (stemdot._lib.ERR_FORKED, 0), child
+    assert message.startswith("stemdot_dataset_from_memory: stemdot cannot be used in a process forked"), message
+    assert "'spawn'" in message

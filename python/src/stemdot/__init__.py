@@ -17,7 +17,9 @@ The mask helpers (:func:`disk`, :func:`ring`, :func:`point`, :func:`rect`, :func
 :func:`mask`) call the same Go generators as the ``stemdot`` CLI's ``--mask``, so their
 weights are bit-identical to the CLI's. Errors are raised as :class:`StemdotError`
 subclasses carrying the library's message. Ctrl-C cancels a running
-:func:`apply_masks`.
+:func:`apply_masks`. Child processes that use stemdot must be started with
+``multiprocessing``'s "spawn" or "forkserver" method, not "fork" once the parent has
+used it (:class:`ForkedProcessError`).
 """
 
 import ctypes
@@ -51,11 +53,13 @@ __all__ = [
     "BadHandleError",
     "CUDAUnavailableError",
     "InternalError",
+    "ForkedProcessError",
     "open",
     "from_array",
     "apply_masks",
     "describe_plan",
     "mask",
+    "mask_stack",
     "disk",
     "ring",
     "point",
@@ -71,12 +75,19 @@ class _Library:
     """libstemdot, loaded at the first call rather than at import: a process that only
     imports stemdot (a Dask Nanny or scheduler unpickling :mod:`stemdot.dask`'s plugin,
     a parent that forks workers) never starts the library's Go runtime. Attribute
-    access forwards to the loaded ctypes library; ``path`` is its file."""
+    access forwards to the loaded ctypes library; ``path`` is its file. In a child
+    forked from a process that had loaded it, where the Go runtime cannot run, it raises
+    :class:`ForkedProcessError` instead."""
 
     def __init__(self):
         self._cdll = None
         self.path = None
+        self.forked = False
         self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self):
+        self.forked = self._cdll is not None
 
     def load(self):
         with self._lock:
@@ -85,6 +96,8 @@ class _Library:
         return self._cdll
 
     def __getattr__(self, name):
+        if self.forked:
+            raise ForkedProcessError(_FORKED_MESSAGE, _lib.ERR_FORKED)
         return getattr(self._cdll or self.load(), name)
 
 
@@ -155,6 +168,20 @@ class InternalError(StemdotError):
     """STEMDOT_ERR_INTERNAL: a bug in stemdot."""
 
 
+class ForkedProcessError(StemdotError, RuntimeError):
+    """STEMDOT_ERR_FORKED: stemdot called in a child forked (without exec) from a process
+    that had used it, e.g. by ``multiprocessing`` with the "fork" start method (the
+    default on Linux before Python 3.14): the library's Go runtime does not survive
+    fork. Start such children with "spawn" or "forkserver"."""
+
+
+_FORKED_MESSAGE = (
+    "stemdot cannot be used in a process forked from one that had loaded it (the library's Go runtime "
+    "does not survive fork); start the child with exec: multiprocessing.get_context('spawn') or "
+    "'forkserver' (or multiprocessing.set_start_method('spawn'))"
+)
+
+
 _ERRORS = {
     _lib.ERR_INVALID_ARGUMENT: InvalidArgumentError,
     _lib.ERR_IO: StemdotIOError,
@@ -166,6 +193,7 @@ _ERRORS = {
     _lib.ERR_BAD_HANDLE: BadHandleError,
     _lib.ERR_CUDA_UNAVAILABLE: CUDAUnavailableError,
     _lib.ERR_INTERNAL: InternalError,
+    _lib.ERR_FORKED: ForkedProcessError,
 }
 
 
@@ -206,11 +234,13 @@ class Dataset(_Closing):
     """An opened dataset: a file (:func:`open`) or a numpy array (:func:`from_array`).
 
     Attributes: ``nav_shape`` and ``sig_shape`` (tuples of ints), ``dtype`` (numpy dtype
-    of the stored pixels), ``n_frames``. Close it with :meth:`close` or use it as a
-    context manager; a closed dataset raises :class:`BadHandleError`. A dataset opened
-    from a file pickles as its absolute path and its options: unpickling opens the file
-    again (in that process, at that path); one made by :func:`from_array` does not
-    pickle (pickle the array).
+    of the stored pixels), ``n_frames``, ``warnings`` (what a user should know about how
+    the file was read, one string each, as ``stemdot apply`` prints them: a guessed nav
+    shape, surplus or missing frames, a sync offset, the HDF5 dataset chosen). Close it
+    with :meth:`close` or use it as a context manager; a closed dataset raises
+    :class:`BadHandleError`. A dataset opened from a file pickles as its absolute path
+    and its options: unpickling opens the file again (in that process, at that path);
+    one made by :func:`from_array` does not pickle (pickle the array).
     """
 
     def __init__(self, handle, source, keepalive=None, reopen=None):
@@ -224,6 +254,7 @@ class Dataset(_Closing):
         self.sig_shape = (int(info.sig_shape[0]), int(info.sig_shape[1]))
         self.dtype = np.dtype(_lib.DTYPES[info.dtype])
         self.n_frames = int(info.n_frames)
+        self.warnings = _dataset_warnings(handle)
 
     @property
     def closed(self):
@@ -306,8 +337,19 @@ def open(path, **format_options):
     ``nav_shape`` and ``sync_offset``, as a dataset of nav_shape ``(count,)``; the rest of
     the file is not read). Raises :class:`StemdotIOError` for a missing file,
     :class:`FormatError` for content that cannot be read, :class:`InvalidArgumentError`
-    for unknown options.
+    for unknown options. What the CLI warns about (a guessed nav shape, frames that do
+    not fit the scan, the HDF5 dataset chosen) is issued as UserWarning and kept in
+    ``Dataset.warnings``.
     """
+    ds = _open(path, format_options)
+    for w in ds.warnings:
+        warnings.warn(f"stemdot: {w}", stacklevel=2)
+    return ds
+
+
+def _open(path, format_options):
+    """open() without issuing the dataset's warnings (stemdot.dask's workers report them
+    to the client instead)."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
     spath = os.fspath(path)
@@ -316,10 +358,7 @@ def open(path, **format_options):
     items = [f"{key}={_option_value(key, value)}" for key, value in format_options.items() if value is not None]
     handle = ctypes.c_uint64()
     _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
-    ds = Dataset(handle.value, spath, reopen=(os.path.abspath(spath), dict(format_options)))
-    for w in _dataset_warnings(handle.value):
-        warnings.warn(f"stemdot: {w}", stacklevel=2)
-    return ds
+    return Dataset(handle.value, spath, reopen=(os.path.abspath(spath), dict(format_options)))
 
 
 def _dataset_warnings(handle):
@@ -410,6 +449,46 @@ def mask(spec, sig_shape):
         ctypes.byref(n),
     )
     return out
+
+
+def mask_stack(sig_shape, files=(), specs=(), dtype=np.float32):
+    """The mask stack of NPY mask ``files`` and then mask ``specs`` (as for :func:`mask`),
+    in that order, for frames of ``sig_shape``: the stack ``stemdot apply --masks FILE ...
+    --mask SPEC ...`` and ``python -m stemdot.dask`` apply, built by the library (the Go
+    API's ``stemdot.MasksFrom``, ``stemdot_mask_stack``). A file holds one mask (sig_y,
+    sig_x) or a stack (n, sig_y, sig_x) of bool, integer or float dtype; ``files`` and
+    ``specs`` are a path or spec, or sequences of them.
+
+    Returns ``(masks, names)``: an array (n_masks, sig_y, sig_x) of ``dtype`` (float32,
+    or float64 to keep float64 weights of a file for ``apply_masks(...,
+    dtype=np.float64)``) and the masks' names (``"stack[0]"`` for mask 0 of stack.npy,
+    ``"disk"``, ``"com_sum"``, ...). Raises StemdotIOError or FormatError for a file,
+    InvalidArgumentError for a spec or no masks at all, ShapeError for masks of another
+    sig shape."""
+    out_dtype = np.dtype(dtype)
+    if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise DTypeError(f"mask_stack: dtype {out_dtype} is not float32 or float64", _lib.ERR_DTYPE)
+    files = [os.fsencode(f) for f in ([files] if isinstance(files, (str, bytes, os.PathLike)) else files)]
+    specs = [s.encode() for s in ([specs] if isinstance(specs, str) else specs)]
+    if not files and not specs:
+        raise InvalidArgumentError("mask_stack: no masks: give NPY mask files (files=) or mask specs (specs=)", _lib.ERR_INVALID_ARGUMENT)
+    sig_y, sig_x = (operator.index(n) for n in sig_shape)
+    file_list = (ctypes.c_char_p * max(len(files), 1))(*files)
+    spec_list = (ctypes.c_char_p * max(len(specs), 1))(*specs)
+    n, needed = ctypes.c_size_t(), ctypes.c_size_t()
+
+    def build(out, names):
+        _call(
+            _LIB.stemdot_mask_stack, file_list, len(files), spec_list, len(specs), sig_y, sig_x,
+            None if out is None else ctypes.c_void_p(out.ctypes.data), _lib.DTYPE_CODES[out_dtype.name],
+            0 if out is None else out.size, ctypes.byref(n), names, 0 if names is None else len(names), ctypes.byref(needed),
+        )
+
+    build(None, None)  # the sizes
+    masks = np.empty((n.value, sig_y, sig_x), dtype=out_dtype)
+    names = ctypes.create_string_buffer(needed.value + 1)
+    build(masks, names)
+    return masks, names.value.decode().split("\n")
 
 
 def disk(sig_shape, cx, cy, r):
@@ -569,18 +648,85 @@ def _progress_bar(done, total):
     sys.stderr.flush()
 
 
-def _job(masks, dtype):
+_WANT_MASKS = (
+    "want an array (n_masks, sig_y, sig_x) or (sig_y, sig_x), a mask factory (a callable returning one), "
+    "or a list of mask factories each returning one mask (sig_y, sig_x), as LiberTEM's mask_factories"
+)
+
+
+def _dense(m):
+    """m as a numpy array; sparse masks (scipy.sparse, pydata sparse) made dense."""
+    if hasattr(m, "toarray"):  # scipy.sparse
+        m = m.toarray()
+    elif hasattr(m, "todense") and not isinstance(m, np.ndarray):  # pydata sparse
+        m = m.todense()
+    return np.asarray(m)
+
+
+def _factory_name(f):
+    return getattr(f, "__qualname__", None) or repr(f)
+
+
+def _called(factory, what):
+    """The array that a mask factory returns; TypeError when it returns none."""
+    r = factory()
+    try:
+        m = _dense(r)
+    except (TypeError, ValueError):  # e.g. a ragged list
+        m = None
+    if m is None or m.dtype.kind not in "biuf":
+        raise TypeError(f"{what} returned {type(r).__name__}: want an array of mask weights")
+    return m
+
+
+def _masks_of(masks):
+    """The masks as an array, and the factory named in shape errors (None for an array):
+    masks is an array-like (dense or sparse), or LiberTEM's mask_factories: a callable
+    returning a stack or one mask, or a list of callables each returning one mask."""
+    if callable(masks):
+        what = f"mask factory {_factory_name(masks)}"
+        return _called(masks, what), what
+    if isinstance(masks, (list, tuple)) and any(callable(m) for m in masks):
+        if not all(callable(m) for m in masks):
+            raise TypeError("masks: a list of mask factories (callables) and arrays: give factories only, or arrays only")
+        parts = []
+        for i, f in enumerate(masks):
+            what = f"mask factory {i} ({_factory_name(f)}) of the list"
+            m = _called(f, what)
+            if m.ndim != 2:
+                raise ShapeError(f"{what} returned shape {m.shape}: each factory of a list returns one mask "
+                                 "(sig_y, sig_x); a single factory may return a stack", _lib.ERR_SHAPE)
+            if parts and m.shape != parts[0].shape:
+                raise ShapeError(f"{what} returned shape {m.shape}, the first one {parts[0].shape}: the masks of "
+                                 "one job have one shape", _lib.ERR_SHAPE)
+            parts.append(m)
+        return np.stack(parts), "mask factories"
+    if isinstance(masks, (str, bytes, dict, set)) or masks is None:
+        hint = ": for a mask spec, use stemdot.mask(spec, sig_shape) or stemdot.mask_stack" if isinstance(masks, str) else ""
+        raise TypeError(f"masks: {_WANT_MASKS}; got {type(masks).__name__} {masks!r:.60}{hint}")
+    m = _dense(masks)
+    if m.dtype == object:
+        raise TypeError(f"masks: {_WANT_MASKS}; got {type(masks).__name__}")
+    return m, None
+
+
+def _job(masks, dtype, sig_shape=None):
     """The result dtype (float32 or float64) and the masks (n_masks, sig_y, sig_x), C
     order: float32, or float64 for a float64 result from masks that are not float32 (the
-    library then keeps their float64 precision); DTypeError or ShapeError otherwise."""
+    library then keeps their float64 precision); DTypeError or ShapeError otherwise.
+    masks may be mask factories (see _masks_of); their masks are checked against
+    sig_shape, when given, to name the factory."""
     out_dtype = np.dtype(dtype)
     if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise DTypeError(f"result dtype {out_dtype} is not float32 or float64", _lib.ERR_DTYPE)
-    masks = np.asarray(masks)
+    masks, factory = _masks_of(masks)
     if masks.ndim == 2:
         masks = masks[np.newaxis]
     if masks.ndim != 3:
-        raise ShapeError(f"masks of shape {masks.shape}: want (n_masks, sig_y, sig_x)", _lib.ERR_SHAPE)
+        raise ShapeError(f"{factory + ' returned' if factory else 'masks of'} shape {masks.shape}: {_WANT_MASKS}", _lib.ERR_SHAPE)
+    if factory and sig_shape is not None and masks.shape[1:] != tuple(sig_shape):
+        raise ShapeError(f"{factory} returned masks of sig_shape {masks.shape[1:]}, but the frames' sig_shape is "
+                         f"{tuple(sig_shape)}", _lib.ERR_SHAPE)
     if masks.dtype.kind not in "biuf":
         raise DTypeError(f"masks dtype {masks.dtype} is not a real number type", _lib.ERR_DTYPE)
     weights = np.float64 if out_dtype == np.float64 and masks.dtype != np.float32 else np.float32
@@ -603,7 +749,10 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
       (passed zero-copy when C-contiguous and native byte order; otherwise copied once,
       see :func:`from_array`).
     masks: array (n_masks, sig_y, sig_x) or (sig_y, sig_x), converted to float32 C order
-      (float64 weights keep their float64 precision with ``dtype=np.float64``).
+      (float64 weights keep their float64 precision with ``dtype=np.float64``); or, as
+      LiberTEM's ``ApplyMasksUDF(mask_factories=...)``, a callable returning such an
+      array (or a list of masks), or a list of callables each returning one mask (sig_y,
+      sig_x), in order; sparse masks (scipy.sparse, pydata sparse) are made dense.
     cpus: None (every usable core), a count, or a list of logical CPU ids.
     gpus: None (none), a count, a list of device ids, or "auto".
     progress: False, True (a bar on stderr), or a callable ``f(done, total)`` called with
@@ -618,7 +767,8 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     Ctrl-C cancels the run and raises KeyboardInterrupt; an exception raised by a
     progress callable cancels the run and is re-raised.
     """
-    out_dtype, masks = _job(masks, dtype)
+    sig_shape = data.sig_shape if isinstance(data, Dataset) else data.shape[-2:] if isinstance(data, np.ndarray) else None
+    out_dtype, masks = _job(masks, dtype, sig_shape)
 
     if isinstance(data, Dataset):
         ds, own = data, False
@@ -765,7 +915,7 @@ class Resident(_Closing):
 
     def apply_masks(self, masks, dtype=np.float32):
         """As :func:`apply_masks` (same masks, dtype and result), on the resident frames."""
-        out_dtype, masks = _job(masks, dtype)
+        out_dtype, masks = _job(masks, dtype, self.sig_shape)
         if self._handle is None:
             raise BadHandleError(f"resident dataset {self.source} is closed", _lib.ERR_BAD_HANDLE)
         out = np.empty(self.nav_shape + (masks.shape[0],), dtype=out_dtype)

@@ -18,6 +18,7 @@ ERR_CANCELLED = 7
 ERR_BAD_HANDLE = 8
 ERR_CUDA_UNAVAILABLE = 9
 ERR_INTERNAL = 10
+ERR_FORKED = 11
 
 # stemdot_dtype: value → numpy name
 DTYPES = {1: "uint8", 2: "uint16", 3: "uint32", 4: "int8", 5: "int16", 6: "int32", 7: "float32", 8: "float64"}
@@ -75,7 +76,11 @@ def load():
             f"stemdot: {path} is built with CUDA and cannot be loaded after Python has started "
             f"({e}); start Python with LD_PRELOAD={path}, or use a library built without CUDA"
         ) from e
-    _declare(lib)
+    try:
+        _declare(lib)
+    except AttributeError as e:  # a function this package calls is missing (an older build?)
+        raise ImportError(f"stemdot: {path} lacks a function this package calls ({e}): it is not a libstemdot of "
+                          f"this version; rebuild it (make capi, or pip install ./python)") from e
     version = lib.stemdot_version().decode()
     if version != ABI_VERSION:
         raise ImportError(f"stemdot: {path} has ABI version {version}, this package needs {ABI_VERSION}")
@@ -103,6 +108,8 @@ def _declare(lib):
         "stemdot_run_reset": (status, [u64]),
         "stemdot_run_free": (status, [u64]),
         "stemdot_mask_parse": (status, [c.c_char_p, size, size, c.POINTER(c.c_float), size, c.POINTER(size)]),
+        "stemdot_mask_stack": (status, [c.POINTER(c.c_char_p), size, c.POINTER(c.c_char_p), size, size, size, p, c.c_int, size,
+                                        c.POINTER(size), c.c_char_p, size, c.POINTER(size)]),
         "stemdot_apply": (status, [u64, c.POINTER(c.c_float), size, size, size, u64, u64, PROGRESS_FN, p, p, c.c_int, size]),
         "stemdot_apply64": (status, [u64, c.POINTER(c.c_double), size, size, size, u64, u64, PROGRESS_FN, p, p, c.c_int, size]),
         "stemdot_to_device": (status, [u64, c.c_int, c.POINTER(u64)]),

@@ -25,6 +25,7 @@ line. dask and distributed come from PyPI (``pip install "dask[distributed]"``).
 """
 
 import asyncio
+import concurrent.futures
 import contextlib
 import ctypes
 import fcntl
@@ -35,9 +36,12 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from collections import OrderedDict
 
+import dask
 import numpy as np
+from dask.utils import format_bytes
 from distributed import TimeoutError as DaskTimeoutError
 from distributed import WorkerPlugin, get_worker, wait
 from distributed.comm.addressing import get_address_host
@@ -45,7 +49,7 @@ from distributed.comm.addressing import get_address_host
 import stemdot
 from stemdot import _lib
 
-__all__ = ["StemdotPlugin", "bootstrap", "apply_masks", "dataset_info", "RANGE_BYTES"]
+__all__ = ["StemdotPlugin", "bootstrap", "apply_masks", "dataset_info", "ClusterError", "RANGE_BYTES"]
 
 #: The plugin's name on the workers (``dask_worker.plugins["stemdot"]``).
 PLUGIN_NAME = "stemdot"
@@ -199,7 +203,7 @@ class StemdotPlugin(WorkerPlugin):
                 self._datasets.move_to_end(key)
                 entry[1] += 1
         if entry is None:
-            opened = stemdot.open(path, **options)
+            opened = stemdot._open(path, options)  # its warnings go to the client (dataset_info)
             with self._lock:
                 entry = self._datasets.setdefault(key, [opened, 0])
                 entry[1] += 1
@@ -235,11 +239,12 @@ class StemdotPlugin(WorkerPlugin):
                 if job in self._cancelled:
                     stemdot._LIB.stemdot_run_cancel(run)
                 self._runs[run] = job
+            weights, suffix = stemdot._weights(masks)  # float32, or float64 (see stemdot._job)
             with self.dataset(path, dict(options, frames=(first, count))) as ds:
                 stemdot._call(
-                    stemdot._LIB.stemdot_apply,
+                    getattr(stemdot._LIB, "stemdot_apply" + suffix),
                     ds.handle,
-                    masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                    weights,
                     masks.shape[0],
                     masks.shape[1],
                     masks.shape[2],
@@ -347,11 +352,13 @@ def _range_task(job, path, options, masks, first, count, dtype):
 
 
 def _info_task(path, options):
-    """nav_shape, sig_shape, dtype name and frame count of path, opened on a worker."""
+    """nav_shape, sig_shape, dtype name, frame count and warnings of path, opened on a
+    worker."""
     plugin = _plugin()
     plugin.wait_ready()
     with plugin.dataset(path, options) as ds:
-        return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames}
+        return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
+                "warnings": ds.warnings}
 
 
 async def _node_ready(dask_worker, timeout):
@@ -381,6 +388,58 @@ def _live_workers(client):
     return {a: w for a, w in workers.items() if w.get("status", "running") == "running"}
 
 
+class ClusterError(RuntimeError):
+    """The Dask cluster cannot run or finish the job: it has no running worker (none
+    connected, or all paused because their memory is above Dask's pause threshold), or
+    the workers of the run left the cluster during it, taking the mask stack scattered
+    to them. The message names the workers, their memory_limit, and what helps."""
+
+
+def _cluster_error(client, what, started=None, stack_bytes=None):
+    """A ClusterError: what went wrong, the workers that left since the run started
+    (started: the scheduler's workers then, address → info) or are paused, and why this
+    happens and what helps."""
+    try:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+    except Exception as e:
+        return ClusterError(f"{what}; the scheduler does not answer ({e})")
+    started = started or {}
+    gone = sorted(set(started) - set(workers))
+    paused = sorted(a for a, w in workers.items() if w.get("status") == "paused")
+    limits = sorted({w["memory_limit"] for w in [*workers.values(), *started.values()] if w.get("memory_limit")})
+    limit = " or ".join(map(format_bytes, limits)) if limits else "none"
+    pause, terminate = (dask.config.get(f"distributed.worker.memory.{k}") for k in ("pause", "terminate"))
+    facts = [what]
+    if gone:
+        facts.append(f"{len(gone)} of the {len(started)} Dask workers of the run left the cluster ({', '.join(gone)})"
+                     + (", and with them the mask stack scattered to them" if stack_bytes else ""))
+    if paused:
+        facts.append(f"{len(paused)} of the {len(workers)} Dask workers are paused ({', '.join(paused)}): their memory "
+                     f"use is above {pause:.0%} of their memory_limit ({limit}; Dask's distributed.worker.memory.pause)")
+    if not gone and not workers:
+        return ClusterError("; ".join(facts + ["the scheduler has no worker: start Dask workers (dask worker SCHEDULER "
+                                               "--nthreads 1) and run again"]))
+    if not gone and not paused:
+        return ClusterError("; ".join(facts))
+    if not workers:
+        facts.append("no worker is connected now")
+    why = ""
+    if gone:
+        nanny = f", or restarted by its Nanny at {terminate:.0%} of its memory_limit ({limit})" if terminate else ""
+        why = (f" A Dask worker leaves when its process dies: killed (e.g. by the kernel's out-of-memory killer){nanny}; "
+               "the workers' logs say which.")
+    holds = f" (it holds the mask stack, {format_bytes(stack_bytes)}, and its ranges' results)" if stack_bytes else ""
+    return ClusterError("; ".join(facts) + "." + why + f" Give each worker the memory it needs{holds}: dask worker "
+                        "--memory-limit, LocalCluster(memory_limit=...); or use fewer or smaller masks; then run again")
+
+
+def _cancel_reasons(exc):
+    """The reasons the scheduler gives for cancelling futures (distributed's
+    FutureCancelledError, FuturesCancelledError), or the exception's text."""
+    reasons = [getattr(g, "reason", None) for g in getattr(exc, "error_groups", [exc])]
+    return ", ".join(sorted({r for r in reasons if r})) or str(exc) or type(exc).__name__
+
+
 def bootstrap(client, plugin=None, timeout=120):
     """Registers ``plugin`` (default ``StemdotPlugin()``) on every worker of ``client``'s
     cluster and returns when every worker has finished its set-up: a dict worker address
@@ -394,12 +453,28 @@ def bootstrap(client, plugin=None, timeout=120):
     return client.run(_node_ready, timeout=timeout)
 
 
-def dataset_info(client, path, **open_options):
+def dataset_info(client, path, *, timeout=120, **open_options):
     """Opens ``path`` on a worker (as :func:`stemdot.open` with ``open_options``) and
-    returns a dict with ``nav_shape``, ``sig_shape``, ``dtype`` (numpy name) and
-    ``n_frames``. The client needs no access to the file."""
+    returns a dict with ``nav_shape``, ``sig_shape``, ``dtype`` (numpy name),
+    ``n_frames`` and ``warnings`` (the dataset's, see ``stemdot.Dataset.warnings``). The
+    client needs no access to the file. Raises :class:`ClusterError` when no worker has
+    been running for ``timeout`` seconds (none connected, or all paused)."""
     _check_options(open_options)
-    return client.submit(_info_task, os.fspath(path), open_options, pure=False).result()
+    future = client.submit(_info_task, os.fspath(path), open_options, pure=False)
+    stalled = None  # since when no worker runs
+    while True:
+        try:
+            wait([future], timeout=1)
+            return future.result()
+        except DaskTimeoutError:
+            pass
+        if _live_workers(client):
+            stalled = None
+        elif stalled is None:
+            stalled = time.monotonic()
+        elif time.monotonic() - stalled > timeout:
+            future.cancel()
+            raise _cluster_error(client, f"no Dask worker has run for {timeout:g} s to open {path}")
 
 
 def _check_options(open_options):
@@ -461,8 +536,8 @@ def apply_masks(
       not see it. A relative path that exists on the client is made absolute there (the
       workers' working directories differ from the client's). open_options: those of :func:`stemdot.open` (format, nav_shape,
       sig_shape, dtype, ...), except frames.
-    masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), as for stemdot.apply_masks; scattered
-      to the workers once.
+    masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), or mask factories, as for
+      stemdot.apply_masks (factories are called here); scattered to the workers once.
     out_dtype: np.float32 or np.float64 (float64 accumulates in float64).
     progress: False; True (a tqdm bar when tqdm is installed, else a bar on stderr); or
       a callable ``f(done, total)`` called on the client with the frames done. An
@@ -483,6 +558,8 @@ def apply_masks(
       ((first, count, worker address, attempt) of the ranges recomputed after their worker
       died), ``nodes`` (the node descriptions) and ``seconds`` (the whole call).
 
+    The dataset's warnings (a guessed nav shape, frames that do not fit the scan, the
+    HDF5 dataset chosen) are issued as UserWarning, as :func:`stemdot.open` issues them.
     Ctrl-C (KeyboardInterrupt) cancels the run: pending tasks are cancelled and the
     workers stop their running applies. Errors of a range (a stemdot error on a worker)
     cancel the run and are raised as they were raised on the worker.
@@ -495,7 +572,12 @@ def apply_masks(
 
     started = time.monotonic()
     nodes = bootstrap(client, timeout=timeout)
-    info = dataset_info(client, path, **open_options)
+    if not nodes:
+        raise _cluster_error(client, "the cluster has no Dask worker")
+    workers = client.scheduler_info(n_workers=-1)["workers"]  # those the run starts with
+    info = dataset_info(client, path, timeout=timeout, **open_options)
+    for w in info["warnings"]:
+        warnings.warn(f"stemdot: {w}", stacklevel=2)
     if tuple(masks.shape[1:]) != tuple(info["sig_shape"]):
         raise stemdot.ShapeError(
             f"masks of sig shape {tuple(masks.shape[1:])} do not match the sig shape {tuple(info['sig_shape'])} of {path}",
@@ -512,7 +594,12 @@ def apply_masks(
     record = {"ranges": [], "lost": [], "nodes": nodes}
     preferred = set(prefer or ())
     notify = _progress(progress, n_frames)
-    masks_future = client.scatter(masks, broadcast=True, hash=False)
+    if not _live_workers(client):
+        raise _cluster_error(client, "no Dask worker is running", workers)
+    try:
+        masks_future = client.scatter(masks, broadcast=True, hash=False)
+    except (ValueError, DaskTimeoutError) as e:  # "Can not use replicate ...", "No valid workers found": none running
+        raise _cluster_error(client, f"the mask stack could not be sent to the workers ({e})", workers) from e
     probing = {}  # address → future of its readiness (a worker that joined or restarted)
 
     def depth(address, worker):
@@ -570,20 +657,25 @@ def apply_masks(
                     if taken is None:
                         break
                     if ledger.attempts.get(taken[0], 0) >= max_attempts:
-                        raise RuntimeError(
-                            f"frames [{taken[0]}, {taken[0] + taken[1]}) of {path} were lost {max_attempts} times "
-                            "with their workers (raise max_attempts to try again)"
-                        )
+                        raise _cluster_error(
+                            client, f"frames [{taken[0]}, {taken[0] + taken[1]}) of {path} were lost {max_attempts} times "
+                            "with their workers (raise max_attempts to try again)", workers, masks.nbytes)
                     submit(address, *taken)
             if not ledger.flight:
+                if not live:
+                    raise _cluster_error(client, "no Dask worker is running", workers, masks.nbytes)
                 if not any(eligible(w) for w in live.values()):
-                    raise RuntimeError(f"no running worker of the cluster has the resources {resources}")
+                    raise ClusterError(f"no running worker of the cluster has the resources {resources}: start workers "
+                                       "that declare them (dask worker SCHEDULER --resources NAME=N), or drop resources")
                 time.sleep(0.1)  # waiting for a worker's set-up
                 continue
             try:
                 finished = wait(list(ledger.flight), timeout=POLL_S, return_when="FIRST_COMPLETED").done
             except DaskTimeoutError:  # no range finished within POLL_S: look at the workers again
                 continue
+            except concurrent.futures.CancelledError as e:  # the scheduler dropped the run's tasks
+                raise _cluster_error(client, f"the scheduler cancelled the run's tasks ({_cancel_reasons(e)})", workers,
+                                     masks.nbytes) from e
             for future in finished:
                 first, count, address, attempt = ledger.flight.pop(future)
                 if future.status == "error" and _worker_lost(future.exception()):

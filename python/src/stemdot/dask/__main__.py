@@ -8,7 +8,9 @@ array of shape nav_shape + (n_masks,), is written by this process under a tempor
 name, flushed to the disk and renamed when complete, as stemdot's own outputs are (Go
 package internal/atomicfile: the temporary is .NAME.PID.NNN.tmp, locked while written;
 one left by a killed writer is removed by the next write of NAME). The output directory
-is checked before the run. Exit status 1 with a message on errors, 130 on Ctrl-C.
+is checked before the run. As ``stemdot apply``: the dataset's warnings are printed
+("stemdot.dask: warning: ..."), messages name the flag that helps, and errors and Ctrl-C
+exit with status 1, leaving no result file.
 """
 
 import argparse
@@ -17,8 +19,8 @@ import fcntl
 import os
 import random
 import re
-import stat
 import sys
+import warnings
 
 import numpy as np
 
@@ -47,7 +49,8 @@ def _parser():
     p.add_argument("--mask", action="append", default=[], metavar="SPEC",
                    help="disk:CX,CY,R  ring:CX,CY,RI,RO  point:X,Y  rect:X,Y,W,H  com  com:CX,CY[,R] (repeatable)")
     p.add_argument("--masks", action="append", default=[], metavar="NPY",
-                   help="an NPY mask stack (n_masks, sig_y, sig_x) or one mask (sig_y, sig_x) (repeatable)")
+                   help="an NPY mask stack (n_masks, sig_y, sig_x) or one mask (sig_y, sig_x), read here (repeatable); "
+                   "the stacks of --masks come first, then the --mask specs, in the order given (as stemdot apply)")
     p.add_argument("--out", required=True, metavar="NPY", help="result file (NPY, float32 unless --float64)")
     p.add_argument("--float64", action="store_true", help="accumulate and write float64")
     p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5, empad (default: detected)")
@@ -89,30 +92,16 @@ def _resources(items):
     return out
 
 
-def _load_regular(path):
-    """np.load of a regular file only: a FIFO, a device or a directory is refused without
-    blocking (checked with stat, then opened with O_NONBLOCK and checked again)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK) if stat.S_ISREG(os.stat(path).st_mode) else None
-    if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
-        if fd is not None:
-            os.close(fd)
-        raise SystemExit(f"stemdot.dask: --masks {path} is not a regular file (a named pipe, a device or a directory)")
-    os.set_blocking(fd, True)
-    with os.fdopen(fd, "rb") as f:
-        return np.load(f)
-
-
-def _masks(args, sig_shape):
-    stacks = [stemdot.mask(spec, sig_shape) for spec in args.mask]
-    for path in args.masks:
-        m = _load_regular(path)
-        stacks.append(m[np.newaxis] if m.ndim == 2 else m)
-    if not stacks:
-        raise SystemExit("stemdot.dask: no masks: give --mask SPEC or --masks stack.npy")
-    return np.concatenate([np.asarray(m, dtype=np.float32) for m in stacks])
+def _flag_names(parser, msg):
+    """msg with the options it names ("give option nav_shape") as this command's flags
+    ("give --nav-shape"), as stemdot apply writes its messages."""
+    flags = {a.dest: a.option_strings[-1] for a in parser._actions if a.option_strings}
+    return re.sub(r"\boption ([a-z][a-z0-9_]*)\b", lambda m: flags.get(m.group(1), m.group(0)), msg)
 
 
 def _check_out(out, file):
+    if os.path.splitext(out)[1].lower() != ".npy":
+        raise SystemExit(f"stemdot.dask: --out {out}: results are written as NPY: give a path ending in .npy")
     out = os.path.abspath(out)
     if os.path.exists(out) and os.path.samefile(out, file):
         raise SystemExit(f"stemdot.dask: --out {out} is the input file")
@@ -213,8 +202,22 @@ def _save(out, result):
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     from distributed import Client
+
+    show = warnings.showwarning
+
+    def show_warning(message, *args, **kwargs):  # stemdot's warnings, as stemdot apply prints them
+        text = str(message)
+        if not text.startswith("stemdot: "):
+            return show(message, *args, **kwargs)
+        print(f"stemdot.dask: warning: {_flag_names(parser, text.removeprefix('stemdot: '))}", file=sys.stderr)
+
+    warnings.showwarning = show_warning
+
+    if not args.mask and not args.masks:
+        raise SystemExit("stemdot.dask: no masks: give a mask spec (--mask) or an NPY mask stack (--masks)")
 
     out = _check_out(args.out, args.file)
     keys = ("format", "nav_shape", "sig_shape", "dtype", "byte_order", "offset", "frame_header", "frame_footer",
@@ -225,8 +228,9 @@ def main(argv=None):
     try:
         with Client(args.scheduler, timeout=args.timeout) as client:
             nodes = sdask.bootstrap(client, timeout=args.timeout)
-            info = sdask.dataset_info(client, args.file, **options)
-            masks = _masks(args, info["sig_shape"])
+            info = sdask.dataset_info(client, args.file, timeout=args.timeout, **options)
+            masks, _ = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,
+                                          dtype=np.float64 if args.float64 else np.float32)
             workers = sum(n["n_workers"] for n in nodes.values())
             print(f"stemdot.dask: {len(nodes)} Dask workers, {workers} stemdot workers; {args.file}: "
                   f"nav_shape {tuple(info['nav_shape'])}, sig_shape {tuple(info['sig_shape'])}, {info['dtype']}; "
@@ -238,10 +242,10 @@ def main(argv=None):
             )
         _save(out, result)
     except KeyboardInterrupt:
-        print("stemdot.dask: cancelled", file=sys.stderr)
-        return 130
+        print("stemdot.dask: interrupted: the run was cancelled on the workers, no result written", file=sys.stderr)
+        return 1
     except (stemdot.StemdotError, OSError, RuntimeError, ValueError, TypeError) as e:
-        print(f"stemdot.dask: {e}", file=sys.stderr)
+        print(f"stemdot.dask: {_flag_names(parser, str(e))}", file=sys.stderr)
         return 1
     print(f"stemdot.dask: wrote {out} {result.shape} {result.dtype}", file=sys.stderr)
     return 0

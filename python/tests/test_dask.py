@@ -4,6 +4,7 @@ single-process ones, set-up once, small messages, a killed worker, resource rout
 import os
 import pickle
 import signal
+import shutil
 import subprocess
 import sys
 import threading
@@ -434,13 +435,15 @@ def dask_cli(cluster, *args, **kwargs):
 
 
 def test_dataset_warnings_reach_the_client_and_the_command_line(cluster, client, cli, data_dir, tmp_path):
-    """The dataset's warnings (no scan shape in the file; the HDF5 dataset chosen) come
-    back from the worker that opened it: as UserWarning from apply_masks, in
-    dataset_info and Dataset.warnings, and printed by python -m stemdot.dask as stemdot
-    apply prints them (naming the flag)."""
+    """The dataset's warnings (no scan shape in the file; surplus frames after the scan of
+    the .hdr) come back from the worker that opened it: as UserWarning from apply_masks,
+    in dataset_info and Dataset.warnings, and printed by python -m stemdot.dask as
+    stemdot apply prints them (naming the flag)."""
     mib = data_dir / "mib" / "001_4x2_6bit.mib"
-    hdf5 = data_dir / "hdf5" / "fpd_file_test.hdf5"
-    for path, part, flag in ((mib, "no scan shape", "--nav-shape"), (hdf5, "reading /fpd_expt/fpd_data/data", "--dataset-path")):
+    surplus = tmp_path / "surplus.mib"  # its 8 frames, and a .hdr of a 3×2 scan
+    shutil.copyfile(mib, surplus)
+    surplus.with_suffix(".hdr").write_text("HDR,\t\nScanX:\t2\nScanY:\t3\nEnd\t\n")
+    for path, part, flag in ((mib, "no scan shape", "--nav-shape"), (surplus, "the last 2 are surplus", "--sync-offset")):
         with pytest.warns(UserWarning, match=part):
             sdask.apply_masks(client, path, stemdot.disk(SIG, 128, 128, 40))
         assert any(part in w for w in sdask.dataset_info(client, path)["warnings"])

@@ -36,7 +36,7 @@ import numpy as np
 
 from . import _lib
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Dataset",

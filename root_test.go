@@ -124,7 +124,7 @@ func TestREADMEGoProgram(t *testing.T) {
 	out := filepath.Join(dir, "vbf.npy")
 	src = strings.ReplaceAll(src, `"../shared/data/mib/001_4x2_6bit.mib"`, strconv.Quote(mib))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644))
-	run := exec.Command("go", "run", filepath.Join(dir, "main.go"))
+	run := exec.Command("go", append(append([]string{"run"}, testfiles.GoTags...), filepath.Join(dir, "main.go"))...)
 	run.Env = append(os.Environ(), "TMPDIR="+dir)
 	var stdout, stderr bytes.Buffer
 	run.Stdout, run.Stderr = &stdout, &stderr
@@ -132,7 +132,7 @@ func TestREADMEGoProgram(t *testing.T) {
 	require.Equal(t, "wrote "+out+"\n", stdout.String())
 
 	cliOut := filepath.Join(dir, "cli.npy")
-	cli := exec.Command("go", "run", "./cmd/stemdot", "apply", mib, "--nav-shape", "2,4", "--mask", "disk:128,128,20", "--out", cliOut, "-q")
+	cli := exec.Command("go", append(append([]string{"run"}, testfiles.GoTags...), "./cmd/stemdot", "apply", mib, "--nav-shape", "2,4", "--mask", "disk:128,128,20", "--out", cliOut, "-q")...)
 	cli.Stderr = &stderr
 	require.NoError(t, cli.Run(), stderr.String())
 

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	stemdotBin = filepath.Join(dir, "stemdot")
-	build := exec.Command("go", "build", "-o", stemdotBin, ".")
+	build := exec.Command("go", append(append([]string{"build"}, testfiles.GoTags...), "-o", stemdotBin, ".")...)
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building stemdot:", err)

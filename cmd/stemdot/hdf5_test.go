@@ -125,3 +125,44 @@ func TestCaseHDF5ExternalPrefix(t *testing.T) {
 	require.Equal(t, []int{2, 3, 1}, shape)
 	checkResult(t, got, frames, ms)
 }
+
+// D4: frames behind an external link are found by info and apply; a dangling link is
+// named in the warning when apply reads another dataset.
+func TestHDF5ExternalLinkCLI(t *testing.T) {
+	dir := t.TempDir()
+	const sy, sx = 16, 16
+	frames := poissonish(4, 8, sy*sx)
+	values := make([]uint16, 8*sy*sx)
+	for f, fr := range frames {
+		for i, v := range fr {
+			values[f*sy*sx+i] = uint16(v)
+		}
+	}
+	small := []uint16{1, 2, 3, 4}
+	require.NoError(t, h5ref.Write(filepath.Join(dir, "src0.h5"), h5ref.Dataset{Path: "/data", Dims: []int{2, 4, sy, sx}, Type: h5ref.U16LE, Data: unsafe.Pointer(&values[0])}))
+	elink := filepath.Join(dir, "elink.h5")
+	require.NoError(t, h5ref.Write(elink, h5ref.Dataset{Path: "/meta", Dims: []int{2, 2}, Type: h5ref.U16LE, Data: unsafe.Pointer(&small[0])}))
+	require.NoError(t, h5ref.ExternalLink(elink, "/frames", "src0.h5", "/data"))
+	ms := [][]float64{diskMask(sy, sx, 8, 8, 4), onesMask(sy * sx)}
+	masks := filepath.Join(dir, "m.npy")
+	writeMaskNPY(t, masks, sy, sx, ms...)
+	t.Chdir("/")
+
+	stdout, stderr, code := run(t, "info", elink)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "nav_shape:  (2, 4)\n")
+	require.Empty(t, stderr)
+	shape, got, stderr := applyCase(t, elink, "--masks", masks)
+	require.Equal(t, []int{2, 4, 2}, shape)
+	checkResult(t, got, frames, ms)
+	require.Empty(t, stderr)
+
+	dangling := filepath.Join(dir, "dangling.h5")
+	require.NoError(t, h5ref.Write(dangling, h5ref.Dataset{Path: "/other", Dims: []int{2, 2, sy, sx}, Type: h5ref.U16LE, Data: unsafe.Pointer(&values[0])}))
+	require.NoError(t, h5ref.ExternalLink(dangling, "/frames", "gone.h5", "/data"))
+	shape, got, stderr = applyCase(t, dangling, "--masks", masks)
+	require.Equal(t, []int{2, 2, 2}, shape)
+	checkResult(t, got, frames[:4], ms)
+	require.Equal(t, "stemdot: warning: "+dangling+": reading /other (2, 2, 16, 16); could not follow link /frames to gone.h5:/data: file gone.h5 not found (looked for "+
+		filepath.Join(dir, "gone.h5")+", gone.h5)\n", stderr)
+}

@@ -150,6 +150,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"runtime"
 	"slices"
 	"strconv"
@@ -283,6 +284,9 @@ func openHDF5(path string, opt Options) (Dataset, error) {
 type h5Candidate struct {
 	path string
 	dims []int
+	// linked: the dataset is the target of an external link at path (such as a block
+	// of a DECTRIS master file's scan).
+	linked bool
 	// unreadable says why the dataset cannot be read (nil: it can).
 	unreadable *h5Unreadable
 }
@@ -394,7 +398,7 @@ func h5Clean(p string) string {
 // link to the file itself or to a group above adds nothing. Called with h5lock held.
 func (d *h5File) candidates(g C.hid_t, path string) (h5Contents, error) {
 	w := &h5Walk{d: d, seen: map[string]bool{}, files: map[string]string{}}
-	err := w.object(g, path, 0)
+	err := w.object(g, path, 0, false)
 	for len(w.pending) > 0 && err == nil {
 		i := 0
 		for j, l := range w.pending {
@@ -430,6 +434,7 @@ type h5Walk struct {
 // h5Link is a soft or external link met by the listing.
 type h5Link struct {
 	path, target string
+	external     bool
 	depth        int // the soft and external links on its path, itself included
 }
 
@@ -455,9 +460,9 @@ func (w *h5Walk) key(obj C.hid_t) (string, error) {
 }
 
 // object lists the open object obj, at path, reached through depth soft or external
-// links: a dataset as a candidate, a group's links (hard links at once, the others
-// later); an object listed before adds nothing.
-func (w *h5Walk) object(obj C.hid_t, path string, depth int) error {
+// links (linked: its own link is external): a dataset as a candidate, a group's links
+// (hard links at once, the others later); an object listed before adds nothing.
+func (w *h5Walk) object(obj C.hid_t, path string, depth int, linked bool) error {
 	key, err := w.key(obj)
 	if err != nil || w.seen[key] {
 		return err
@@ -467,7 +472,7 @@ func (w *h5Walk) object(obj C.hid_t, path string, depth int) error {
 	case C.H5I_GROUP:
 		return w.group(obj, path, depth)
 	case C.H5I_DATASET:
-		w.dataset(obj, path)
+		w.dataset(obj, path, linked)
 	}
 	return nil
 }
@@ -504,7 +509,7 @@ func (w *h5Walk) link(g C.hid_t, kind byte, name, path string, depth int) error 
 			return nil
 		}
 		defer C.H5Oclose(obj)
-		return w.object(obj, path, depth)
+		return w.object(obj, path, depth, false)
 	}
 	target := "(unknown)"
 	var buf [4096]C.char
@@ -513,7 +518,7 @@ func (w *h5Walk) link(g C.hid_t, kind byte, name, path string, depth int) error 
 	}
 	h5SideErr = nil
 	C.H5Eclear2(C.H5E_DEFAULT)
-	w.pending = append(w.pending, h5Link{path: path, target: target, depth: depth + 1})
+	w.pending = append(w.pending, h5Link{path: path, target: target, external: kind == 'e', depth: depth + 1})
 	return nil
 }
 
@@ -541,18 +546,18 @@ func (w *h5Walk) follow(l h5Link) error {
 		return nil
 	}
 	defer C.H5Oclose(obj)
-	return w.object(obj, l.path, l.depth)
+	return w.object(obj, l.path, l.depth, l.external)
 }
 
 // dataset lists the open dataset set at path if it is of rank 3 to 5, or a file it reads
 // through is not safe to open.
-func (w *h5Walk) dataset(set C.hid_t, path string) {
+func (w *h5Walk) dataset(set C.hid_t, path string, linked bool) {
 	dims, err := h5Dims(set)
 	if errs.KindOf(err) == errs.IO { // a file it reads through is not safe to open
-		w.cands = append(w.cands, h5Candidate{path: path, unreadable: &h5Unreadable{"unsafe to read", err.Error()}})
+		w.cands = append(w.cands, h5Candidate{path: path, linked: linked, unreadable: &h5Unreadable{"unsafe to read", err.Error()}})
 	}
 	if err == nil && len(dims) >= 3 && len(dims) <= 5 {
-		c := h5Candidate{path: path, dims: dims}
+		c := h5Candidate{path: path, dims: dims, linked: linked}
 		if _, err := h5Readable(set); err != nil && !errors.As(err, &c.unreadable) {
 			c.unreadable = &h5Unreadable{"unreadable", err.Error()}
 		}
@@ -620,22 +625,59 @@ func h5Few(cands []h5Candidate) string {
 	return strings.Join(out, ", ")
 }
 
+// blockWith reports whether c and x are the targets of external links in one group, of
+// the same rank and frames and the same size along all but the first axis: blocks of
+// one scan, as a DECTRIS master file links them (/entry/data/data_000001, ...).
+func (c h5Candidate) blockWith(x h5Candidate) bool {
+	return c.linked && x.linked && path.Dir(c.path) == path.Dir(x.path) && len(c.dims) == len(x.dims) && slices.Equal(c.dims[1:], x.dims[1:])
+}
+
+// blocks returns c and the candidates among cands that are blocks of one scan with it
+// (blockWith, holdsFrames), c first; nil when there are no others.
+func (c h5Candidate) blocks(cands []h5Candidate) []h5Candidate {
+	out := []h5Candidate{c}
+	for _, x := range cands {
+		if x.path != c.path && x.holdsFrames() && c.blockWith(x) {
+			out = append(out, x)
+		}
+	}
+	if len(out) == 1 {
+		return nil
+	}
+	return out
+}
+
+// h5CountFrames is the number of frames of the candidates, as datasets of frames.
+func h5CountFrames(cands []h5Candidate) int {
+	n := 0
+	for _, c := range cands {
+		n += product(c.dims[:len(c.dims)-2])
+	}
+	return n
+}
+
 // h5ChoiceNote is the note on the automatic choice of dataset chosen among the
 // contents c: none unless other datasets could hold frames too (at most four of them
-// named) or links could not be followed.
+// named) or links could not be followed. Blocks of a scan linked beside chosen
+// (blockWith) are said not to have been read.
 func h5ChoiceNote(chosen h5Candidate, c h5Contents) []string {
+	blocks := chosen.blocks(c.cands)
 	var others []h5Candidate
 	for _, x := range c.cands {
-		if x.path != chosen.path && x.holdsFrames() {
+		if x.path != chosen.path && x.holdsFrames() && !slices.ContainsFunc(blocks, func(b h5Candidate) bool { return b.path == x.path }) {
 			others = append(others, x)
 		}
 	}
 	parts := []string{"reading " + chosen.String()}
+	if len(blocks) > 0 {
+		parts[0] = fmt.Sprintf("reading only %s, one of %d blocks of frames linked from group %s (%d frames in all); not read: %s (stemdot reads one dataset: give option dataset_path to read another block)",
+			chosen, len(blocks), h5Name(path.Dir(chosen.path)), h5CountFrames(blocks), h5Few(blocks[1:]))
+	}
 	if len(others) > 0 {
 		parts = append(parts, fmt.Sprintf("other datasets could hold frames: %s (give option dataset_path to read one)", h5Few(others)))
 	}
 	parts = append(parts, h5UnfollowedList(c.unfollowed)...)
-	if len(parts) == 1 {
+	if len(parts) == 1 && len(blocks) == 0 {
 		return nil
 	}
 	return []string{strings.Join(parts, "; ")}
@@ -688,12 +730,14 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	listing := h5Listing(contents.without(opt.DatasetPath), "the file")
 	d.dsPath = opt.DatasetPath
 	var picked []string
+	var blocks []h5Candidate // of the scan whose first block the automatic choice reads
 	if d.dsPath == "" {
 		i := slices.IndexFunc(cands, func(c h5Candidate) bool { return c.unreadable == nil })
 		switch {
 		case i >= 0:
 			d.dsPath = cands[i].path
 			picked = h5ChoiceNote(cands[i], contents)
+			blocks = cands[i].blocks(cands)
 		case len(cands) > 0:
 			return nil, fmt.Errorf("%s; dataset %q: %w", listing, cands[0].path, cands[0].unreadable)
 		case len(contents.unfollowed) > 0:
@@ -751,6 +795,12 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 		return nil, fmt.Errorf("dataset %q has shape %s: no frames", d.dsPath, npy.ShapeString(dims))
 	}
 	d.numFrames, d.nav = frames, []int{1, frames}
+	if len(blocks) > 0 && len(opt.NavShape) > 0 && product(opt.NavShape) > frames {
+		// Not an interrupted scan: its other frames are in the other blocks.
+		return nil, errs.New(errs.Argument, "nav shape %s (option nav_shape) has %d positions, but the dataset chosen, %s, is one of %d blocks of frames linked from group %s (%d frames in all), "+
+			"and stemdot reads one dataset, not linked blocks as one scan: give option dataset_path to read one block, with option nav_shape of its frames",
+			npy.ShapeString(opt.NavShape), product(opt.NavShape), blocks[0], len(blocks), h5Name(path.Dir(blocks[0].path)), h5CountFrames(blocks))
+	}
 	if err := d.setChunkCache(dims); err != nil {
 		return nil, err
 	}

@@ -42,11 +42,9 @@ static void sd_last_error(char *buf) {
 
 typedef struct { char *buf; size_t len, cap; } sd_names;
 
-// sd_add appends "/" name and a NUL to the list: HDF5 names hold any byte but NUL (spaces,
-// tabs, newlines, UTF-8), so NUL is the one safe separator.
-static herr_t sd_add(const char *name, H5O_type_t type, void *op) {
-	if (type != H5O_TYPE_DATASET) return 0;
-	sd_names *b = op;
+// sd_add appends the byte kind, name and a NUL to the list: HDF5 names hold any byte but
+// NUL (spaces, tabs, newlines, UTF-8), so NUL is the one safe separator.
+static herr_t sd_add(sd_names *b, char kind, const char *name) {
 	size_t n = strlen(name);
 	if (b->len + n + 2 > b->cap) {
 		size_t c = (b->cap + n + 2) * 2;
@@ -55,27 +53,38 @@ static herr_t sd_add(const char *name, H5O_type_t type, void *op) {
 		b->buf = nb;
 		b->cap = c;
 	}
-	b->buf[b->len++] = '/';
+	b->buf[b->len++] = kind;
 	memcpy(b->buf + b->len, name, n);
 	b->len += n;
 	b->buf[b->len++] = 0;
 	return 0;
 }
 
+static char sd_link_kind(H5L_type_t type) {
+	switch (type) {
+	case H5L_TYPE_HARD: return 'h';
+	case H5L_TYPE_SOFT: return 's';
+	case H5L_TYPE_EXTERNAL: return 'e';
+	default: return 'u';
+	}
+}
+
 #if H5_VERSION_GE(1, 12, 0)
-static herr_t sd_visit(hid_t o, const char *name, const H5O_info2_t *info, void *op) { return sd_add(name, info->type, op); }
+static herr_t sd_link(hid_t g, const char *name, const H5L_info2_t *info, void *op) { return sd_add(op, sd_link_kind(info->type), name); }
 #else
-static herr_t sd_visit(hid_t o, const char *name, const H5O_info_t *info, void *op) { return sd_add(name, info->type, op); }
+static herr_t sd_link(hid_t g, const char *name, const H5L_info_t *info, void *op) { return sd_add(op, sd_link_kind(info->type), name); }
 #endif
 
-// sd_list_datasets returns the paths of every dataset in the file, each followed by a NUL,
-// in a buffer of *len bytes (malloc'd; NULL on error).
-static char *sd_list_datasets(hid_t f, size_t *len) {
+// sd_list_links returns the links of group g in the order of their names, each as its
+// kind ('h' hard, 's' soft, 'e' external, 'u' user-defined), its name and a NUL, in a
+// buffer of *len bytes (malloc'd; NULL on error).
+static char *sd_list_links(hid_t g, size_t *len) {
 	sd_names b = {0};
+	hsize_t idx = 0;
 #if H5_VERSION_GE(1, 12, 0)
-	herr_t err = H5Ovisit3(f, H5_INDEX_NAME, H5_ITER_NATIVE, sd_visit, &b, H5O_INFO_BASIC);
+	herr_t err = H5Literate2(g, H5_INDEX_NAME, H5_ITER_INC, &idx, sd_link, &b);
 #else
-	herr_t err = H5Ovisit1(f, H5_INDEX_NAME, H5_ITER_NATIVE, sd_visit, &b);
+	herr_t err = H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, sd_link, &b);
 #endif
 	if (err < 0) {
 		free(b.buf);
@@ -84,6 +93,55 @@ static char *sd_list_datasets(hid_t f, size_t *len) {
 	*len = b.len;
 	return b.buf != NULL ? b.buf : calloc(1, 1);
 }
+
+// sd_link_target writes where the soft or external link name in group g points into buf
+// of n bytes: "/path" or "file:/path" (-1 for a link of another type).
+static herr_t sd_link_target(hid_t g, const char *name, hid_t lapl, char *buf, size_t n) {
+#if H5_VERSION_GE(1, 12, 0)
+	H5L_info2_t info;
+	if (H5Lget_info2(g, name, &info, lapl) < 0) return -1;
+#else
+	H5L_info_t info;
+	if (H5Lget_info(g, name, &info, lapl) < 0) return -1;
+#endif
+	if (info.type != H5L_TYPE_SOFT && info.type != H5L_TYPE_EXTERNAL) return -1;
+	size_t size = info.u.val_size;
+	char *val = malloc(size + 1);
+	if (val == NULL || H5Lget_val(g, name, val, size, lapl) < 0) {
+		free(val);
+		return -1;
+	}
+	val[size] = 0;
+	const char *file = NULL, *obj = val;
+	unsigned flags;
+	if (info.type == H5L_TYPE_EXTERNAL && H5Lunpack_elink_val(val, size, &flags, &file, &obj) < 0) {
+		free(val);
+		return -1;
+	}
+	if (file != NULL) {
+		snprintf(buf, n, "%s:%s", file, obj);
+	} else {
+		snprintf(buf, n, "%s", obj);
+	}
+	free(val);
+	return 0;
+}
+
+// sd_obj_key writes what identifies the open object obj within its file into key (16
+// bytes): its address (HDF5 1.10) or token (1.12 and later).
+static herr_t sd_obj_key(hid_t obj, unsigned char *key) {
+	memset(key, 0, 16);
+#if H5_VERSION_GE(1, 12, 0)
+	H5O_info2_t info;
+	if (H5Oget_info3(obj, &info, H5O_INFO_BASIC) < 0) return -1;
+	memcpy(key, &info.token, sizeof info.token < 16 ? sizeof info.token : 16);
+#else
+	H5O_info_t info;
+	if (H5Oget_info2(obj, &info, H5O_INFO_BASIC) < 0) return -1;
+	memcpy(key, &info.addr, sizeof info.addr);
+#endif
+	return 0;
+}
 */
 import "C"
 
@@ -91,11 +149,14 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
+	"path"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"unicode"
 	"unsafe"
 
@@ -139,13 +200,22 @@ func h5Enter() (exit func()) {
 // h5Error returns the library's innermost error message, prefixed with what failed.
 // Called with h5lock held.
 func h5Error(what string) error {
+	if msg := h5Message(); msg != "" {
+		return fmt.Errorf("%s: %s", what, msg)
+	}
+	return errors.New(what)
+}
+
+// h5Message returns the library's innermost error message, "HDF5: ..." ("" when there is
+// none), and clears the error stack. Called with h5lock held.
+func h5Message() string {
 	buf := (*C.char)(C.calloc(256, 1))
 	defer C.free(unsafe.Pointer(buf))
 	C.sd_last_error(buf)
 	if msg := C.GoString(buf); msg != "" {
-		return fmt.Errorf("%s: HDF5: %s", what, msg)
+		return "HDF5: " + msg
 	}
-	return errors.New(what)
+	return ""
 }
 
 // h5File is an HDF5 dataset of frames.
@@ -172,10 +242,11 @@ type h5File struct {
 
 // openHDF5 opens the frames dataset opt.DatasetPath of an HDF5 file, or, when that is
 // empty, the largest readable dataset of rank 4, else 5, else 3, axes of size 1 not
-// counted, among those that could hold frames first (with a note naming it when others
-// could hold frames too). Errors list the candidate
-// datasets, and apart those that cannot be read (dtype, a filter the library cannot
-// load) and why.
+// counted, among those that could hold frames first, datasets behind soft and external
+// links included (with a note naming it when others could hold frames too, or when links
+// could not be followed; h5ChoiceNote). Errors list the candidate datasets, and apart
+// those that cannot be read (dtype, a filter the library cannot load) and why, and the
+// links that could not be followed and why.
 func openHDF5(path string, opt Options) (Dataset, error) {
 	f, size, err := openFile(path) // the checks of a regular file, with clear errors
 	if err != nil {
@@ -213,6 +284,9 @@ func openHDF5(path string, opt Options) (Dataset, error) {
 type h5Candidate struct {
 	path string
 	dims []int
+	// linked: the dataset is the target of an external link at path (such as a block
+	// of a DECTRIS master file's scan).
+	linked bool
 	// unreadable says why the dataset cannot be read (nil: it can).
 	unreadable *h5Unreadable
 }
@@ -272,93 +346,341 @@ func (c h5Candidate) holdsFrames() bool {
 	return c.unreadable == nil && n >= 3 && c.dims[n-2] > 1 && c.dims[n-1] > 1 && h5Rank(c.dims) >= 3
 }
 
-// candidates lists the datasets of rank 3 to 5 under the group prefix ("/" for the whole
-// file), in the order of the automatic choice: those that could hold frames
-// (holdsFrames) first, then by rank (h5ChoiceOrder), largest first within a rank. Called
-// with h5lock held.
-func (d *h5File) candidates(prefix string) ([]h5Candidate, error) {
-	var n C.size_t
-	list := C.sd_list_datasets(d.file, &n)
-	if list == nil {
-		return nil, h5Error("listing the datasets")
+// h5MaxLinks is how many soft and external links the listing of datasets follows on
+// one path, as many as libhdf5 follows in one traversal by default (H5Pset_nlinks).
+const h5MaxLinks = 16
+
+// h5Unfollowed is a soft or external link that the listing of datasets could not follow
+// (a missing file or object, a file not safe to open, too many links on the way), or an
+// object of a hard link it could not open.
+type h5Unfollowed struct {
+	path   string // the link's path in the file
+	target string // where it points, "/path" or "file:/path" ("" for a hard link)
+	err    error
+}
+
+func (u h5Unfollowed) String() string {
+	if u.target == "" {
+		return fmt.Sprintf("could not open %s: %v", h5Name(u.path), u.err)
 	}
-	names := C.GoBytes(unsafe.Pointer(list), C.int(n))
-	C.free(unsafe.Pointer(list))
-	var out []h5Candidate
-	for name := range strings.SplitSeq(strings.TrimSuffix(string(names), "\x00"), "\x00") {
-		if name == "" || !strings.HasPrefix(name, prefix) {
-			continue
+	return fmt.Sprintf("could not follow link %s to %s: %v", h5Name(u.path), u.target, u.err)
+}
+
+// h5Contents is what the listing of an HDF5 file found: the candidates for the frames,
+// in the order of the automatic choice, and the links it could not follow.
+type h5Contents struct {
+	cands      []h5Candidate
+	unfollowed []h5Unfollowed
+}
+
+// h5Clean is the HDF5 path p as the listing of datasets names it: "/a/b", without empty
+// and "." components ("" for the root group).
+func h5Clean(p string) string {
+	var parts []string
+	for c := range strings.SplitSeq(p, "/") {
+		if c != "" && c != "." {
+			parts = append(parts, c)
 		}
-		cname := C.CString(name)
-		set := C.H5Dopen2(d.file, cname, d.access)
-		C.free(unsafe.Pointer(cname))
-		if set < 0 {
-			h5SideErr = nil
-			C.H5Eclear2(C.H5E_DEFAULT)
-			continue
-		}
-		dims, err := h5Dims(set)
-		if errs.KindOf(err) == errs.IO { // a file it reads through is not safe to open
-			out = append(out, h5Candidate{path: name, unreadable: &h5Unreadable{"unsafe to read", err.Error()}})
-		}
-		if err == nil && len(dims) >= 3 && len(dims) <= 5 {
-			c := h5Candidate{path: name, dims: dims}
-			if _, err := h5Readable(set); err != nil && !errors.As(err, &c.unreadable) {
-				c.unreadable = &h5Unreadable{"unreadable", err.Error()}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "/" + strings.Join(parts, "/")
+}
+
+// candidates lists the datasets of rank 3 to 5 in the open group g at path (h5Clean; ""
+// and the root group for the whole file), in the order of the automatic choice: those
+// that could hold frames (holdsFrames) first, then by rank (h5ChoiceOrder), largest
+// first within a rank. It follows soft and external links (the latter checked before
+// libhdf5 opens their files, hdf5_storage.go), and lists each object once: under its
+// path through hard links where it has one, else under the path through the fewest
+// links, then the shortest (a group's links in the order of their names), so that a
+// link to the file itself or to a group above adds nothing. Called with h5lock held.
+func (d *h5File) candidates(g C.hid_t, path string) (h5Contents, error) {
+	w := &h5Walk{d: d, seen: map[string]bool{}, files: map[string]string{}}
+	err := w.object(g, path, 0, false)
+	for len(w.pending) > 0 && err == nil {
+		i := 0
+		for j, l := range w.pending {
+			if cmp.Or(cmp.Compare(l.depth, w.pending[i].depth), cmp.Compare(strings.Count(l.path, "/"), strings.Count(w.pending[i].path, "/"))) < 0 {
+				i = j
 			}
-			out = append(out, c)
 		}
-		C.H5Dclose(set)
+		l := w.pending[i]
+		w.pending = slices.Delete(w.pending, i, i+1)
+		err = w.follow(l)
 	}
-	slices.SortStableFunc(out, func(a, b h5Candidate) int {
+	if err != nil {
+		return h5Contents{}, err
+	}
+	slices.SortStableFunc(w.cands, func(a, b h5Candidate) int {
 		if a.holdsFrames() != b.holdsFrames() {
 			return map[bool]int{true: -1, false: 1}[a.holdsFrames()]
 		}
 		return cmp.Or(cmp.Compare(h5ChoiceOrder(a.dims), h5ChoiceOrder(b.dims)), cmp.Compare(product(b.dims), product(a.dims)))
 	})
-	return out, nil
+	return w.h5Contents, nil
+}
+
+// h5Walk is the listing of the objects of a file (h5File.candidates).
+type h5Walk struct {
+	d       *h5File
+	seen    map[string]bool   // the objects listed (h5Walk.key)
+	files   map[string]string // the device and inode of each file name
+	pending []h5Link          // soft and external links to follow
+	h5Contents
+}
+
+// h5Link is a soft or external link met by the listing.
+type h5Link struct {
+	path, target string
+	external     bool
+	depth        int // the soft and external links on its path, itself included
+}
+
+// key identifies the open object obj: its file's device and inode, and its address or
+// token in the file.
+func (w *h5Walk) key(obj C.hid_t) (string, error) {
+	name := h5FileName(obj)
+	file, ok := w.files[name]
+	if !ok {
+		file = name
+		if st, err := os.Stat(name); err == nil {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				file = fmt.Sprintf("%d:%d", uint64(sys.Dev), uint64(sys.Ino))
+			}
+		}
+		w.files[name] = file
+	}
+	var key [16]C.uchar
+	if C.sd_obj_key(obj, &key[0]) < 0 {
+		return "", h5Error("reading an object's address")
+	}
+	return file + "/" + string(C.GoBytes(unsafe.Pointer(&key[0]), 16)), nil
+}
+
+// object lists the open object obj, at path, reached through depth soft or external
+// links (linked: its own link is external): a dataset as a candidate, a group's links
+// (hard links at once, the others later); an object listed before adds nothing.
+func (w *h5Walk) object(obj C.hid_t, path string, depth int, linked bool) error {
+	key, err := w.key(obj)
+	if err != nil || w.seen[key] {
+		return err
+	}
+	w.seen[key] = true
+	switch C.H5Iget_type(obj) {
+	case C.H5I_GROUP:
+		return w.group(obj, path, depth)
+	case C.H5I_DATASET:
+		w.dataset(obj, path, linked)
+	}
+	return nil
+}
+
+// group lists the links of the open group g at path ("" for the root).
+func (w *h5Walk) group(g C.hid_t, path string, depth int) error {
+	var n C.size_t
+	list := C.sd_list_links(g, &n)
+	if list == nil {
+		return h5Error(fmt.Sprintf("listing group %s", h5Name(cmp.Or(path, "/"))))
+	}
+	names := C.GoBytes(unsafe.Pointer(list), C.int(n))
+	C.free(unsafe.Pointer(list))
+	for entry := range strings.SplitSeq(strings.TrimSuffix(string(names), "\x00"), "\x00") {
+		if entry == "" {
+			continue
+		}
+		if err := w.link(g, entry[0], entry[1:], path+"/"+entry[1:], depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// link lists the object of the hard link name (kind 'h') in the open group g, at path, or
+// puts a soft or external link (kind 's', 'e' or 'u') among those to follow.
+func (w *h5Walk) link(g C.hid_t, kind byte, name, path string, depth int) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if kind == 'h' {
+		obj := C.H5Oopen(g, cname, w.d.access)
+		if obj < 0 {
+			w.unfollowed = append(w.unfollowed, h5Unfollowed{path: path, err: h5LinkFail("")})
+			return nil
+		}
+		defer C.H5Oclose(obj)
+		return w.object(obj, path, depth, false)
+	}
+	target := "(unknown)"
+	var buf [4096]C.char
+	if C.sd_link_target(g, cname, w.d.access, &buf[0], C.size_t(len(buf))) >= 0 {
+		target = C.GoString(&buf[0])
+	}
+	h5SideErr = nil
+	C.H5Eclear2(C.H5E_DEFAULT)
+	w.pending = append(w.pending, h5Link{path: path, target: target, external: kind == 'e', depth: depth + 1})
+	return nil
+}
+
+// follow lists what the soft or external link l leads to, or records why it cannot be
+// followed.
+func (w *h5Walk) follow(l h5Link) error {
+	if l.depth > h5MaxLinks {
+		w.unfollowed = append(w.unfollowed, h5Unfollowed{l.path, l.target, errs.New(errs.Format, "more than %d soft or external links on its path", h5MaxLinks)})
+		return nil
+	}
+	cpath := C.CString(l.path)
+	defer C.free(unsafe.Pointer(cpath))
+	obj := C.H5Oopen(w.d.file, cpath, w.d.access)
+	if obj < 0 {
+		checked := h5SideErr != nil
+		err := h5LinkFail(l.target)
+		// H5Oexists_by_name is false for a link whose object does not exist (its
+		// intermediate groups do), where libhdf5's message would be obscure.
+		if !checked && C.H5Oexists_by_name(w.d.file, cpath, w.d.access) == 0 {
+			err = errs.New(errs.Format, "no such object")
+		}
+		h5SideErr = nil
+		C.H5Eclear2(C.H5E_DEFAULT)
+		w.unfollowed = append(w.unfollowed, h5Unfollowed{l.path, l.target, err})
+		return nil
+	}
+	defer C.H5Oclose(obj)
+	return w.object(obj, l.path, l.depth, l.external)
+}
+
+// dataset lists the open dataset set at path if it is of rank 3 to 5, or a file it reads
+// through is not safe to open.
+func (w *h5Walk) dataset(set C.hid_t, path string, linked bool) {
+	dims, err := h5Dims(set)
+	if errs.KindOf(err) == errs.IO { // a file it reads through is not safe to open
+		w.cands = append(w.cands, h5Candidate{path: path, linked: linked, unreadable: &h5Unreadable{"unsafe to read", err.Error()}})
+	}
+	if err == nil && len(dims) >= 3 && len(dims) <= 5 {
+		c := h5Candidate{path: path, dims: dims, linked: linked}
+		if _, err := h5Readable(set); err != nil && !errors.As(err, &c.unreadable) {
+			c.unreadable = &h5Unreadable{"unreadable", err.Error()}
+		}
+		w.cands = append(w.cands, c)
+	}
+	h5SideErr = nil
+	C.H5Eclear2(C.H5E_DEFAULT)
+}
+
+// without returns c without the unfollowed link at dataset_path path.
+func (c h5Contents) without(path string) h5Contents {
+	clean := h5Clean(strings.TrimSpace(path))
+	c.unfollowed = slices.DeleteFunc(slices.Clone(c.unfollowed), func(u h5Unfollowed) bool { return u.path == clean })
+	return c
 }
 
 // h5Listing describes the candidates for messages: the readable ones, then those that
-// cannot be read and why, where being "the file" or "it" (a group).
-func h5Listing(cands []h5Candidate, where string) string {
+// cannot be read and why, then the links that could not be followed, where being "the
+// file" or "it" (a group).
+func h5Listing(c h5Contents, where string) string {
 	var ok, bad []string
-	for _, c := range cands {
-		if c.unreadable == nil {
-			ok = append(ok, c.String())
+	for _, x := range c.cands {
+		if x.unreadable == nil {
+			ok = append(ok, x.String())
 		} else {
-			bad = append(bad, c.String()+" "+c.unreadable.short)
+			bad = append(bad, x.String()+" "+x.unreadable.short)
 		}
 	}
 	listing := "datasets of rank 3 to 5 in " + where + ": " + strings.Join(ok, ", ")
 	if len(ok) == 0 {
 		listing = where + " has no readable dataset of rank 3 to 5"
 		if len(bad) == 0 {
-			return where + " has no dataset of rank 3 to 5"
+			listing = where + " has no dataset of rank 3 to 5"
 		}
 	}
 	if len(bad) > 0 {
 		listing += " (not readable: " + strings.Join(bad, ", ") + ")"
 	}
-	return listing
+	return strings.Join(append([]string{listing}, h5UnfollowedList(c.unfollowed)...), "; ")
 }
 
-// h5ChoiceNote is the note on the automatic choice of dataset chosen among cands: none
-// unless other datasets could hold frames too, then at most four of them.
-func h5ChoiceNote(chosen h5Candidate, cands []h5Candidate) []string {
-	var others []string
-	for _, c := range cands {
-		if c.path != chosen.path && c.holdsFrames() {
-			others = append(others, c.String())
+// h5UnfollowedList describes at most three unfollowed links for messages, then how many
+// more there are.
+func h5UnfollowedList(unfollowed []h5Unfollowed) []string {
+	var out []string
+	for i, u := range unfollowed {
+		if i == 3 && len(unfollowed) > 4 {
+			return append(out, fmt.Sprintf("%d more links could not be followed", len(unfollowed)-3))
+		}
+		out = append(out, u.String())
+	}
+	return out
+}
+
+// h5Few lists candidates for messages: at most four, else three and how many more.
+func h5Few(cands []h5Candidate) string {
+	var out []string
+	for i, c := range cands {
+		if i == 3 && len(cands) > 4 {
+			out = append(out, fmt.Sprintf("%d more", len(cands)-3))
+			break
+		}
+		out = append(out, c.String())
+	}
+	return strings.Join(out, ", ")
+}
+
+// blockWith reports whether c and x are the targets of external links in one group, of
+// the same rank and frames and the same size along all but the first axis: blocks of
+// one scan, as a DECTRIS master file links them (/entry/data/data_000001, ...).
+func (c h5Candidate) blockWith(x h5Candidate) bool {
+	return c.linked && x.linked && path.Dir(c.path) == path.Dir(x.path) && len(c.dims) == len(x.dims) && slices.Equal(c.dims[1:], x.dims[1:])
+}
+
+// blocks returns c and the candidates among cands that are blocks of one scan with it
+// (blockWith, holdsFrames), c first; nil when there are no others.
+func (c h5Candidate) blocks(cands []h5Candidate) []h5Candidate {
+	out := []h5Candidate{c}
+	for _, x := range cands {
+		if x.path != c.path && x.holdsFrames() && c.blockWith(x) {
+			out = append(out, x)
 		}
 	}
-	if len(others) == 0 {
+	if len(out) == 1 {
 		return nil
 	}
-	if len(others) > 4 {
-		others = append(others[:3], fmt.Sprintf("%d more", len(others)-3))
+	return out
+}
+
+// h5CountFrames is the number of frames of the candidates, as datasets of frames.
+func h5CountFrames(cands []h5Candidate) int {
+	n := 0
+	for _, c := range cands {
+		n += product(c.dims[:len(c.dims)-2])
 	}
-	return []string{fmt.Sprintf("reading %s; other datasets could hold frames: %s (give option dataset_path to read one)", chosen, strings.Join(others, ", "))}
+	return n
+}
+
+// h5ChoiceNote is the note on the automatic choice of dataset chosen among the
+// contents c: none unless other datasets could hold frames too (at most four of them
+// named) or links could not be followed. Blocks of a scan linked beside chosen
+// (blockWith) are said not to have been read.
+func h5ChoiceNote(chosen h5Candidate, c h5Contents) []string {
+	blocks := chosen.blocks(c.cands)
+	var others []h5Candidate
+	for _, x := range c.cands {
+		if x.path != chosen.path && x.holdsFrames() && !slices.ContainsFunc(blocks, func(b h5Candidate) bool { return b.path == x.path }) {
+			others = append(others, x)
+		}
+	}
+	parts := []string{"reading " + chosen.String()}
+	if len(blocks) > 0 {
+		parts[0] = fmt.Sprintf("reading only %s, one of %d blocks of frames linked from group %s (%d frames in all); not read: %s (stemdot reads one dataset: give option dataset_path to read another block)",
+			chosen, len(blocks), h5Name(path.Dir(chosen.path)), h5CountFrames(blocks), h5Few(blocks[1:]))
+	}
+	if len(others) > 0 {
+		parts = append(parts, fmt.Sprintf("other datasets could hold frames: %s (give option dataset_path to read one)", h5Few(others)))
+	}
+	parts = append(parts, h5UnfollowedList(c.unfollowed)...)
+	if len(parts) == 1 && len(blocks) == 0 {
+		return nil
+	}
+	return []string{strings.Join(parts, "; ")}
 }
 
 // h5Dims returns the dimensions of an open dataset (for a virtual dataset after checking
@@ -392,21 +714,34 @@ func h5Dims(set C.hid_t) ([]int, error) {
 // open opens the frames dataset and reads its shape, dtype and chunking. Called with
 // h5lock held.
 func (d *h5File) open(opt Options) (Dataset, error) {
-	cands, err := d.candidates("/")
+	root := C.CString("/")
+	defer C.free(unsafe.Pointer(root))
+	g := C.H5Oopen(d.file, root, d.access)
+	if g < 0 {
+		return nil, h5Error("opening the root group")
+	}
+	contents, err := d.candidates(g, "")
+	C.H5Oclose(g)
 	if err != nil {
 		return nil, err
 	}
-	listing := h5Listing(cands, "the file")
+	cands := contents.cands
+	// A dataset_path that is a link that cannot be followed is named by the error below.
+	listing := h5Listing(contents.without(opt.DatasetPath), "the file")
 	d.dsPath = opt.DatasetPath
 	var picked []string
+	var blocks []h5Candidate // of the scan whose first block the automatic choice reads
 	if d.dsPath == "" {
 		i := slices.IndexFunc(cands, func(c h5Candidate) bool { return c.unreadable == nil })
 		switch {
 		case i >= 0:
 			d.dsPath = cands[i].path
-			picked = h5ChoiceNote(cands[i], cands)
+			picked = h5ChoiceNote(cands[i], contents)
+			blocks = cands[i].blocks(cands)
 		case len(cands) > 0:
 			return nil, fmt.Errorf("%s; dataset %q: %w", listing, cands[0].path, cands[0].unreadable)
+		case len(contents.unfollowed) > 0:
+			return nil, errs.Wrap(errs.KindOf(contents.unfollowed[0].err), errors.New(listing))
 		default:
 			return nil, errors.New(listing)
 		}
@@ -460,6 +795,12 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 		return nil, fmt.Errorf("dataset %q has shape %s: no frames", d.dsPath, npy.ShapeString(dims))
 	}
 	d.numFrames, d.nav = frames, []int{1, frames}
+	if len(blocks) > 0 && len(opt.NavShape) > 0 && product(opt.NavShape) > frames {
+		// Not an interrupted scan: its other frames are in the other blocks.
+		return nil, errs.New(errs.Argument, "nav shape %s (option nav_shape) has %d positions, but the dataset chosen, %s, is one of %d blocks of frames linked from group %s (%d frames in all), "+
+			"and stemdot reads one dataset, not linked blocks as one scan: give option dataset_path to read one block, with option nav_shape of its frames",
+			npy.ShapeString(opt.NavShape), product(opt.NavShape), blocks[0], len(blocks), h5Name(path.Dir(blocks[0].path)), h5CountFrames(blocks))
+	}
 	if err := d.setChunkCache(dims); err != nil {
 		return nil, err
 	}
@@ -491,14 +832,11 @@ func (d *h5File) checkDataset(cname *C.char, listing string) error {
 	case C.H5I_DATASET:
 		return nil
 	case C.H5I_GROUP:
-		var name [4096]C.char
-		C.H5Iget_name(obj, &name[0], C.size_t(len(name)))
-		prefix := strings.TrimSuffix(C.GoString(&name[0]), "/") + "/"
-		inside, err := d.candidates(prefix)
+		inside, err := d.candidates(obj, h5Clean(d.dsPath))
 		if err != nil {
 			return err
 		}
-		if len(inside) == 0 {
+		if len(inside.cands) == 0 {
 			return errs.New(errs.Argument, "%q is a group, not a dataset (option dataset_path) and holds no dataset of rank 3 to 5; %s", d.dsPath, listing)
 		}
 		return errs.New(errs.Argument, "%q is a group, not a dataset (option dataset_path); %s", d.dsPath, h5Listing(inside, "it"))

@@ -113,6 +113,22 @@ func h5Fail(what string) error {
 	return h5Error(what)
 }
 
+// h5LinkFail returns why libhdf5 could not open the object of a link to target ("" for
+// a hard link): the reason of the failed check of the external link's file when the link
+// is that external link, the check's whole error when another link on the way failed
+// it, else the library's message. Called with h5lock held.
+func h5LinkFail(target string) error {
+	if err := h5SideErr; err != nil {
+		h5SideErr = nil
+		C.H5Eclear2(C.H5E_DEFAULT)
+		if le, ok := err.(*h5LinkError); ok && le.target == target {
+			return le.err
+		}
+		return err
+	}
+	return errs.New(errs.Format, "%s", cmp.Or(h5Message(), "libhdf5 could not open it and gave no reason"))
+}
+
 // h5NewAccess returns dataset access properties that check the target of every external
 // link traversed with them (also usable as link access properties).
 func h5NewAccess() C.hid_t { return C.sd_access() }
@@ -1052,7 +1068,9 @@ func (c *h5Check) source(vds C.hid_t, file, dset string, sspace C.hid_t, elems i
 // (h5Check): an error naming the frames and why, or with opt.AllowFill a note counting
 // them; and sets up the holds and the checks before each read. Called with h5lock held.
 func (d *h5File) checkStorage(opt Options, dims []int) (note []string, err error) {
-	c := &h5Check{file: d.path, access: d.access, allow: opt.AllowFill}
+	// Relative names of VDS sources and external raw storage are looked up from the file
+	// that holds the dataset, which is another than d.path behind an external link.
+	c := &h5Check{file: cmp.Or(h5FileName(d.set), d.path), access: d.access, allow: opt.AllowFill}
 	gaps, err := c.gaps(d.set, dims)
 	if err != nil {
 		return nil, err

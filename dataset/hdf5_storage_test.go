@@ -4,8 +4,10 @@ package dataset_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -377,6 +379,141 @@ func TestHDF5ExternalLinks(t *testing.T) {
 	d, err = openWithin(t, master, opt)
 	require.NoError(t, err, "found in a directory of HDF5_EXT_PREFIX")
 	assert.Equal(t, want, framesOf(t, d))
+}
+
+// The automatic choice of dataset sees datasets behind external and soft links (#17.4's
+// kind, D4), under the link's path in the file, read from the linked file; each object
+// once; and it names every link it could not follow, never skipping one silently.
+func TestHDF5LinksInTheChoice(t *testing.T) {
+	dir := t.TempDir()
+	values, want := u16Frames(6, 1)
+	src := filepath.Join(dir, "src0.h5")
+	require.NoError(t, h5ref.Write(src, h5ref.Dataset{Path: "/data", Dims: []int{2, 3, 8, 8}, Type: h5ref.U16LE, Data: unsafe.Pointer(&values[0])}))
+	small := []uint16{1, 2, 3, 4}
+	meta := h5ref.Dataset{Path: "/meta", Dims: []int{2, 2}, Type: h5ref.U16LE, Data: unsafe.Pointer(&small[0])}
+	other, otherWant := u16Frames(4, 5000)
+	write := func(t *testing.T, name string, sets ...h5ref.Dataset) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		require.NoError(t, h5ref.Write(path, sets...))
+		return path
+	}
+	t.Chdir("/") // the linked files are found beside the file that links them
+
+	t.Run("frames behind an external link", func(t *testing.T) {
+		path := write(t, "elink.h5", meta)
+		require.NoError(t, h5ref.ExternalLink(path, "/frames", "src0.h5", "/data"))
+		d, err := openWithin(t, path, dataset.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, []int{2, 3}, d.NavShape())
+		assert.Empty(t, dataset.Notes(d), "the one candidate: no note")
+		assert.Equal(t, want, framesOf(t, d))
+	})
+
+	t.Run("soft links", func(t *testing.T) {
+		// /entry/data/frames is a soft link to /raw (hard): listed once, at /raw. /s is
+		// a soft link to /ext/data, and /ext an external link to src0.h5's root: listed
+		// once, through the fewest links.
+		path := write(t, "soft.h5", h5ref.Dataset{Path: "/raw", Dims: []int{4, 8, 8}, Type: h5ref.U16LE, Data: unsafe.Pointer(&other[0])})
+		require.NoError(t, h5ref.SoftLink(path, "/entry/data/frames", "/raw"))
+		require.NoError(t, h5ref.SoftLink(path, "/a/s", "/ext/data"))
+		require.NoError(t, h5ref.ExternalLink(path, "/ext", "src0.h5", "/"))
+		d, err := openWithin(t, path, dataset.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"reading /ext/data (2, 3, 8, 8); other datasets could hold frames: /raw (4, 8, 8) (give option dataset_path to read one)"}, dataset.Notes(d))
+		assert.Equal(t, want, framesOf(t, d))
+		_, err = openWithin(t, path, dataset.Options{DatasetPath: "/a"})
+		assert.ErrorContains(t, err, `"/a" is a group, not a dataset (option dataset_path); datasets of rank 3 to 5 in it: /a/s (2, 3, 8, 8)`)
+		_, err = openWithin(t, path, dataset.Options{DatasetPath: "/ext"})
+		assert.ErrorContains(t, err, `"/ext" is a group, not a dataset (option dataset_path); datasets of rank 3 to 5 in it: /ext/data (2, 3, 8, 8)`)
+		d, err = openWithin(t, path, dataset.Options{DatasetPath: "/entry/data/frames"})
+		require.NoError(t, err)
+		assert.Equal(t, otherWant, framesOf(t, d))
+	})
+
+	t.Run("links that cannot be followed", func(t *testing.T) {
+		path := write(t, "dangling.h5", h5ref.Dataset{Path: "/other", Dims: []int{2, 2, 8, 8}, Type: h5ref.U16LE, Data: unsafe.Pointer(&other[0])})
+		require.NoError(t, h5ref.ExternalLink(path, "/frames", "gone.h5", "/data"))
+		require.NoError(t, h5ref.ExternalLink(path, "/g/nope", "src0.h5", "/nope"))
+		require.NoError(t, h5ref.SoftLink(path, "/soft", "/missing"))
+		gone := "could not follow link /frames to gone.h5:/data: file gone.h5 not found (looked for " + filepath.Join(dir, "gone.h5") + ", gone.h5)"
+		d, err := openWithin(t, path, dataset.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"reading /other (2, 2, 8, 8); " + gone + "; could not follow link /soft to /missing: no such object; could not follow link /g/nope to src0.h5:/nope: no such object"}, dataset.Notes(d))
+		assert.Equal(t, otherWant, framesOf(t, d))
+
+		_, err = openWithin(t, path, dataset.Options{DatasetPath: "/frames"})
+		assert.ErrorContains(t, err, `opening "/frames" (option dataset_path): external link in group / of `+path+" to gone.h5:/data: file gone.h5 not found")
+		assert.NotContains(t, err.Error(), gone, "named once")
+		_, err = openWithin(t, path, dataset.Options{DatasetPath: "/g"})
+		assert.ErrorContains(t, err, `"/g" is a group, not a dataset (option dataset_path) and holds no dataset of rank 3 to 5; datasets of rank 3 to 5 in the file: /other (2, 2, 8, 8); `+gone)
+
+		fifo := filepath.Join(dir, "gone.h5")
+		mkfifo(t, fifo)
+		defer os.Remove(fifo)
+		d, err = openWithin(t, path, dataset.Options{})
+		require.NoError(t, err)
+		require.Len(t, dataset.Notes(d), 1)
+		assert.Contains(t, dataset.Notes(d)[0], "; could not follow link /frames to gone.h5:/data: "+fifo+" is a named pipe, not a regular file;")
+	})
+
+	t.Run("the only candidate behind a dangling link", func(t *testing.T) {
+		path := write(t, "only.h5", meta)
+		require.NoError(t, h5ref.ExternalLink(path, "/frames", "gone.h5", "/data"))
+		_, err := openWithin(t, path, dataset.Options{})
+		assert.EqualError(t, err, "dataset: "+path+": the file has no dataset of rank 3 to 5; could not follow link /frames to gone.h5:/data: file gone.h5 not found (looked for "+filepath.Join(dir, "gone.h5")+", gone.h5)")
+		assert.Equal(t, errs.IO, errs.KindOf(err))
+	})
+
+	t.Run("cycles", func(t *testing.T) {
+		path := write(t, "cycle.h5", h5ref.Dataset{Path: "/g/frames", Dims: []int{2, 3, 8, 8}, Type: h5ref.U16LE, Data: unsafe.Pointer(&values[0])})
+		require.NoError(t, h5ref.ExternalLink(path, "/self", "cycle.h5", "/"))
+		require.NoError(t, h5ref.ExternalLink(path, "/g/up", "cycle.h5", "/g"))
+		require.NoError(t, h5ref.SoftLink(path, "/g/h/loop", "/g"))
+		require.NoError(t, h5ref.SoftLink(path, "/root", "/"))
+		d, err := openWithin(t, path, dataset.Options{})
+		require.NoError(t, err)
+		assert.Empty(t, dataset.Notes(d), "each object once")
+		assert.Equal(t, want, framesOf(t, d))
+	})
+
+	t.Run("chains of links", func(t *testing.T) {
+		// c0.h5:/n links to c1.h5's root, c1.h5:/n to c2.h5's, ...: the dataset of the
+		// last is 16 external links deep (as deep as libhdf5 follows in one traversal),
+		// or 17.
+		chain := func(n int) string {
+			sub := fmt.Sprintf("chain%d", n)
+			require.NoError(t, os.Mkdir(filepath.Join(dir, sub), 0o755))
+			write(t, fmt.Sprintf("%s/c%d.h5", sub, n), h5ref.Dataset{Path: "/data", Dims: []int{2, 3, 8, 8}, Type: h5ref.U16LE, Data: unsafe.Pointer(&values[0])})
+			for i := n - 1; i >= 0; i-- {
+				require.NoError(t, h5ref.ExternalLink(write(t, fmt.Sprintf("%s/c%d.h5", sub, i), meta), "/n", fmt.Sprintf("c%d.h5", i+1), "/"))
+			}
+			return filepath.Join(dir, sub, "c0.h5")
+		}
+		d, err := openWithin(t, chain(16), dataset.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, want, framesOf(t, d))
+		_, err = openWithin(t, chain(17), dataset.Options{})
+		assert.ErrorContains(t, err, "the file has no dataset of rank 3 to 5; could not follow link "+strings.Repeat("/n", 17)+" to c17.h5:/: more than 16 soft or external links on its path")
+	})
+
+	t.Run("a virtual dataset behind a link", func(t *testing.T) {
+		// Its source is named relative to it, in another directory than the file that
+		// links to it: looked up (and checked) where libhdf5 looks, beside the VDS.
+		sub := filepath.Join(dir, "vds")
+		require.NoError(t, os.Mkdir(sub, 0o755))
+		require.NoError(t, h5ref.Write(filepath.Join(sub, "part.h5"), h5ref.Dataset{Path: "/data", Dims: []int{2, 3, 8, 8}, Type: h5ref.U16LE, Data: unsafe.Pointer(&values[0])}))
+		require.NoError(t, h5ref.Write(filepath.Join(sub, "vds.h5"), h5ref.Dataset{Path: "/frames", Dims: []int{2, 3, 8, 8}, Type: h5ref.U16LE,
+			Virtual: []h5ref.Mapping{{File: "part.h5", Dataset: "/data", SourceDims: []int{2, 3, 8, 8}, Virtual: h5ref.Hyperslab{Start: []int{0, 0, 0, 0}, Count: []int{1, 1, 1, 1}, Block: []int{2, 3, 8, 8}}}}}))
+		path := write(t, "tovds.h5", meta)
+		require.NoError(t, h5ref.ExternalLink(path, "/frames", "vds/vds.h5", "/frames"))
+		d, err := openWithin(t, path, dataset.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, want, framesOf(t, d))
+		require.NoError(t, os.Rename(filepath.Join(sub, "part.h5"), filepath.Join(sub, "part.moved")))
+		_, err = openWithin(t, path, dataset.Options{})
+		assert.ErrorContains(t, err, "dataset /frames: 6 of its 6 frames would be read as the fill value 0, not as recorded: frames 0-5: source part.h5:/data: file part.h5 not found (looked for "+filepath.Join(sub, "part.h5"))
+	})
 }
 
 // Mappings of unlimited size that are not printf-style: sources a (4 frames) and b (2

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -124,4 +125,115 @@ func TestCaseHDF5ExternalPrefix(t *testing.T) {
 	shape, got, _ := applyCase(t, path, "--masks", masks)
 	require.Equal(t, []int{2, 3, 1}, shape)
 	checkResult(t, got, frames, ms)
+}
+
+// Case 45-dectris-multiblock-master (LiberTEM #1544; xia2 #23, h5py #860): a DECTRIS
+// master file holds no frames, only external links /entry/data/data_000001 to
+// data_000004 to blocks of 16 frames (32×32 uint16) of an 8×8 scan, each in its own file
+// beside the master. Reading the blocks as one scan is not supported (#19): the automatic
+// choice reads the first block, and the warning says it read only that one of the 4
+// linked blocks and names --dataset-path; the master given by a relative path from its
+// parent directory, which holds a decoy of the first block's file, reads the block beside
+// the master, as libhdf5 looks for it.
+func TestCaseDECTRISMultiblockMaster(t *testing.T) {
+	dir := t.TempDir()
+	acq := filepath.Join(dir, "acq")
+	require.NoError(t, os.Mkdir(acq, 0o755))
+	const sy, sx, nb, per = 32, 32, 4, 16
+	rng := rand.New(rand.NewPCG(1544, 1))
+	values := make([]uint16, nb*per*sy*sx)
+	frames := make([][]float64, nb*per)
+	for f := range frames {
+		frames[f] = make([]float64, sy*sx)
+		for i := range frames[f] {
+			v := uint16(20 + rng.IntN(21))
+			if i == 16*sx+16 {
+				v += uint16(100 * f) // the frame's index, as a marker
+			}
+			values[f*sy*sx+i], frames[f][i] = v, float64(v)
+		}
+	}
+	master := filepath.Join(acq, "scan_master.h5")
+	nimages := []uint16{nb * per}
+	require.NoError(t, h5ref.Write(master, h5ref.Dataset{Path: "/entry/instrument/detector/detectorSpecific/nimages", Dims: []int{1}, Type: h5ref.U16LE, Data: unsafe.Pointer(&nimages[0])}))
+	for b := range nb {
+		file := fmt.Sprintf("scan_data_%06d.h5", b+1)
+		require.NoError(t, h5ref.Write(filepath.Join(acq, file), h5ref.Dataset{Path: "/entry/data/data", Dims: []int{per, sy, sx}, Chunk: []int{1, sy, sx},
+			Type: h5ref.U16LE, Data: unsafe.Pointer(&values[b*per*sy*sx])}))
+		require.NoError(t, h5ref.ExternalLink(master, fmt.Sprintf("/entry/data/data_%06d", b+1), file, "/entry/data/data"))
+	}
+	sevens := make([]uint16, per*sy*sx)
+	for i := range sevens {
+		sevens[i] = 7
+	}
+	require.NoError(t, h5ref.Write(filepath.Join(dir, "scan_data_000001.h5"), h5ref.Dataset{Path: "/entry/data/data", Dims: []int{per, sy, sx}, Type: h5ref.U16LE, Data: unsafe.Pointer(&sevens[0])}))
+	ms := [][]float64{diskMask(sy, sx, 16, 16, 6), onesMask(sy * sx)}
+	masks := filepath.Join(dir, "m.npy")
+	writeMaskNPY(t, masks, sy, sx, ms...)
+
+	blocks := "/entry/data/data_000002 (16, 32, 32), /entry/data/data_000003 (16, 32, 32), /entry/data/data_000004 (16, 32, 32)"
+	warning := "stemdot: warning: " + master + ": reading only /entry/data/data_000001 (16, 32, 32), one of 4 blocks of frames linked from group /entry/data (64 frames in all); not read: " +
+		blocks + " (stemdot reads one dataset: give --dataset-path to read another block)\n"
+
+	stdout, stderr, code := run(t, "info", master)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "nav_shape:  (16)\n")
+	require.Equal(t, warning, stderr)
+	shape, got, stderr := applyCase(t, master, "--masks", masks)
+	require.Equal(t, []int{16, 2}, shape)
+	checkResult(t, got, frames[:per], ms)
+	require.Equal(t, warning, stderr)
+	refuseCase(t, "stemdot: dataset: "+master+": nav shape (8, 8) (--nav-shape) has 64 positions, but the dataset chosen, /entry/data/data_000001 (16, 32, 32), is one of 4 blocks of frames linked from group /entry/data (64 frames in all), "+
+		"and stemdot reads one dataset, not linked blocks as one scan: give --dataset-path to read one block, with --nav-shape of its frames", master, "--masks", masks, "--nav-shape", "8,8")
+	refuseCase(t, `"/entry/data" is a group, not a dataset (--dataset-path); datasets of rank 3 to 5 in it: /entry/data/data_000001 (16, 32, 32), `+blocks,
+		master, "--masks", masks, "--dataset-path", "/entry/data")
+
+	t.Chdir(dir)
+	for b := range nb {
+		shape, got, stderr = applyCase(t, "acq/scan_master.h5", "--masks", "m.npy", "--nav-shape", "2,8", "--dataset-path", fmt.Sprintf("/entry/data/data_%06d", b+1))
+		require.Equal(t, []int{2, 8, 2}, shape)
+		checkResult(t, got, frames[b*per:(b+1)*per], ms)
+		require.Empty(t, stderr)
+	}
+}
+
+// D4: frames behind an external link are found by info and apply; a dangling link is
+// named in the warning when apply reads another dataset.
+func TestHDF5ExternalLinkCLI(t *testing.T) {
+	dir := t.TempDir()
+	const sy, sx = 16, 16
+	frames := poissonish(4, 8, sy*sx)
+	values := make([]uint16, 8*sy*sx)
+	for f, fr := range frames {
+		for i, v := range fr {
+			values[f*sy*sx+i] = uint16(v)
+		}
+	}
+	small := []uint16{1, 2, 3, 4}
+	require.NoError(t, h5ref.Write(filepath.Join(dir, "src0.h5"), h5ref.Dataset{Path: "/data", Dims: []int{2, 4, sy, sx}, Type: h5ref.U16LE, Data: unsafe.Pointer(&values[0])}))
+	elink := filepath.Join(dir, "elink.h5")
+	require.NoError(t, h5ref.Write(elink, h5ref.Dataset{Path: "/meta", Dims: []int{2, 2}, Type: h5ref.U16LE, Data: unsafe.Pointer(&small[0])}))
+	require.NoError(t, h5ref.ExternalLink(elink, "/frames", "src0.h5", "/data"))
+	ms := [][]float64{diskMask(sy, sx, 8, 8, 4), onesMask(sy * sx)}
+	masks := filepath.Join(dir, "m.npy")
+	writeMaskNPY(t, masks, sy, sx, ms...)
+	t.Chdir("/")
+
+	stdout, stderr, code := run(t, "info", elink)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "nav_shape:  (2, 4)\n")
+	require.Empty(t, stderr)
+	shape, got, stderr := applyCase(t, elink, "--masks", masks)
+	require.Equal(t, []int{2, 4, 2}, shape)
+	checkResult(t, got, frames, ms)
+	require.Empty(t, stderr)
+
+	dangling := filepath.Join(dir, "dangling.h5")
+	require.NoError(t, h5ref.Write(dangling, h5ref.Dataset{Path: "/other", Dims: []int{2, 2, sy, sx}, Type: h5ref.U16LE, Data: unsafe.Pointer(&values[0])}))
+	require.NoError(t, h5ref.ExternalLink(dangling, "/frames", "gone.h5", "/data"))
+	shape, got, stderr = applyCase(t, dangling, "--masks", masks)
+	require.Equal(t, []int{2, 2, 2}, shape)
+	checkResult(t, got, frames[:4], ms)
+	require.Equal(t, "stemdot: warning: "+dangling+": reading /other (2, 2, 16, 16); could not follow link /frames to gone.h5:/data: file gone.h5 not found (looked for "+
+		filepath.Join(dir, "gone.h5")+", gone.h5)\n", stderr)
 }

@@ -304,6 +304,26 @@ func setVirtual(dcpl, space C.hid_t, m Mapping) error {
 // ExternalLink adds to the existing file path a link at link (groups created as needed)
 // to object in file (an HDF5 external link, H5Lcreate_external).
 func ExternalLink(path, link, file, object string) error {
+	cfile, cobj := C.CString(file), C.CString(object)
+	defer C.free(unsafe.Pointer(cfile))
+	defer C.free(unsafe.Pointer(cobj))
+	return addLink(path, link, func(f C.hid_t, clink *C.char, lcpl C.hid_t) C.herr_t {
+		return C.H5Lcreate_external(cfile, cobj, f, clink, lcpl, C.H5P_DEFAULT)
+	})
+}
+
+// SoftLink adds to the existing file path a soft link at link (groups created as needed)
+// to the path target, which need not exist (H5Lcreate_soft).
+func SoftLink(path, link, target string) error {
+	ctarget := C.CString(target)
+	defer C.free(unsafe.Pointer(ctarget))
+	return addLink(path, link, func(f C.hid_t, clink *C.char, lcpl C.hid_t) C.herr_t {
+		return C.H5Lcreate_soft(ctarget, f, clink, lcpl, C.H5P_DEFAULT)
+	})
+}
+
+// addLink opens the file path for writing and creates the link at link with create.
+func addLink(path, link string, create func(f C.hid_t, clink *C.char, lcpl C.hid_t) C.herr_t) error {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	f := C.H5Fopen(cpath, C.H5F_ACC_RDWR, C.H5P_DEFAULT)
@@ -311,14 +331,12 @@ func ExternalLink(path, link, file, object string) error {
 		return fmt.Errorf("h5ref: opening %s", path)
 	}
 	defer C.H5Fclose(f)
-	clink, cfile, cobj := C.CString(link), C.CString(file), C.CString(object)
+	clink := C.CString(link)
 	defer C.free(unsafe.Pointer(clink))
-	defer C.free(unsafe.Pointer(cfile))
-	defer C.free(unsafe.Pointer(cobj))
 	lcpl := C.sd_lcpl()
 	defer C.H5Pclose(lcpl)
-	if C.H5Lcreate_external(cfile, cobj, f, clink, lcpl, C.H5P_DEFAULT) < 0 {
-		return fmt.Errorf("h5ref: external link %s", link)
+	if create(f, clink, lcpl) < 0 {
+		return fmt.Errorf("h5ref: link %s", link)
 	}
 	return nil
 }

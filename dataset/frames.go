@@ -25,7 +25,9 @@ import (
 //     says how many.
 //   - When the file ends before the scan does (an interrupted acquisition), the complete
 //     scan rows are kept (the nav shape becomes (rows, nav_x)), and a note says what was
-//     dropped. A frame cut off by the end of the file is never read.
+//     dropped. A 1-D scan (n,) is one row whose positions are complete each: the
+//     positions with a frame are kept (nav shape (frames,)). A frame cut off by the end
+//     of the file is never read.
 //   - Raw files have no structure to tell a surplus frame from a wrong description
 //     (sig shape, dtype, per-frame header or footer bytes), so a frame count that does not
 //     match the nav shape is refused, naming the options that describe the file.
@@ -211,9 +213,10 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		return nav, layout, notes{list: list}, nil
 	}
 	// Fewer frames than the scan: keep the complete scan rows (those whose positions all
-	// have a frame; the flyback frames after the last one need not be there).
+	// have a frame; the flyback frames after the last one need not be there). A 1-D scan
+	// is one row whose complete positions are all those with a frame: rows of 1 here.
 	if len(nav) == 1 {
-		rowLen, rows = 1, want
+		rowLen, rows, stride = 1, want, 1
 	}
 	done := 0
 	if avail >= layout.lead+rowLen {
@@ -227,13 +230,12 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 			desc, frames, rowLen, avail, avail)
 	}
 	partial := min(max(avail-done*stride-layout.lead, 0), rowLen) // positions of the incomplete row with a frame
-	kept := []int{done * rowLen}
+	kept, reading := []int{done}, plural(done, "position", "positions")+" with a frame"
 	if len(nav) > 1 {
-		kept = []int{done, rowLen}
+		kept, reading = []int{done, rowLen}, plural(done, "complete scan row of "+fmt.Sprint(rowLen), "complete scan rows of "+fmt.Sprint(rowLen))
 	}
 	list = append(list, fmt.Sprintf("incomplete acquisition: %s but the file holds %s: reading the %s (nav shape %s); %s%s",
-		desc, frames, plural(done, "complete scan row of "+fmt.Sprint(rowLen), "complete scan rows of "+fmt.Sprint(rowLen)),
-		npy.ShapeString(kept), plural(want-done*rowLen-partial, "position is missing", "positions are missing"), droppedTail(partial)))
+		desc, frames, reading, npy.ShapeString(kept), plural(want-done*rowLen-partial, "position is missing", "positions are missing"), droppedTail(partial)))
 	return kept, layout, notes{list: list}, nil
 }
 

@@ -84,10 +84,11 @@ type fileFrames struct {
 	// HDF5 array of rank 3): the file states no scan shape for option nav_shape to
 	// contradict.
 	series bool
-	// flybackAtEnd, when set, tells from the file whether the flyback frame of the scan
-	// row of stride frames that starts at frame first ends the row (true) or starts it,
-	// when the file tells (known).
-	flybackAtEnd func(first, stride int) (atEnd, known bool)
+	// flybackAtEnd, when set, tells from the file whether the flyback frame of each of
+	// the rows scan rows of stride frames from frame first on ends the row (true) or
+	// starts it, when the file tells: why is then the evidence, for the note ("" when
+	// the file does not tell).
+	flybackAtEnd func(first, stride, rows int) (atEnd bool, why string)
 }
 
 // reconcileFrames picks the nav shape of a file holding ff.whole frames: the user's
@@ -166,17 +167,16 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 	perRow := opt.Flyback.Place == FlybackAuto && !ff.strict && len(nav) >= 2 && rows >= 2 && rowLen < math.MaxInt &&
 		rows <= math.MaxInt/(rowLen+1) && avail == rows*(rowLen+1)
 	if perRow {
-		atEnd, known := true, false
+		atEnd, why := true, ""
 		if ff.flybackAtEnd != nil {
-			atEnd, known = ff.flybackAtEnd(s, rowLen+1)
+			atEnd, why = ff.flybackAtEnd(s, rowLen+1, rows)
 		}
-		if known || rows >= flybackRows {
-			k, atStart = 1, known && !atEnd
-			why := " (as Merlin's line skip writes it; the frame headers do not tell)"
-			if known {
-				why = " (its frame header's exposure time differs from the other frames')"
+		if why != "" || rows >= flybackRows {
+			k, atStart = 1, why != "" && !atEnd
+			if why == "" {
+				why = "as Merlin's line skip writes it; the frame headers do not tell"
 			}
-			list = append(list, fmt.Sprintf("the file holds %s, %d per scan row of nav shape %s%s: read as %s%s, which is not read; give option flyback none if every frame is a scan position, or option flyback start or end",
+			list = append(list, fmt.Sprintf("the file holds %s, %d per scan row of nav shape %s%s: read as %s (%s), which is not read; give option flyback none if every frame is a scan position, or option flyback start or end",
 				framesHeld(ff.whole, avail, s), rowLen+1, npy.ShapeString(nav), navSource, flybackPhrase(1, atStart), why))
 		}
 	}

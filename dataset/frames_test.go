@@ -208,10 +208,7 @@ func TestNavShapeAgainstTheFile(t *testing.T) {
 // nav_x); kept is nil when not even one row is complete (refused). missing counts the
 // positions without a frame.
 func keptScan(whole int, nav []int, s, k, lead int) (kept, frames []int, missing int) {
-	n, rowLen := 1, nav[len(nav)-1]
-	for _, x := range nav {
-		n *= x
-	}
+	n, rowLen := product(nav), nav[len(nav)-1]
 	frame := func(p int) int { return s + lead + p + p/rowLen*k }
 	for p := range n {
 		if frame(p) >= whole {
@@ -256,12 +253,18 @@ func TestFramesKeptByNavShape(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "frames.npy")
 	require.NoError(t, os.WriteFile(path, npyBytes("<u2", false, fmt.Sprintf("(%d, 3, 2)", whole), px), 0o644))
-	navs := [][]int{{24}, {25}, {30}, {64}, {23}, {4, 6}, {5, 6}, {8, 4}, {64, 1}, {1, 30}, {2, 3, 4}, {2, 3, 5}, {3, 2, 5}}
-	flybacks := []dataset.Flyback{{Place: dataset.FlybackNone}, {Place: dataset.FlybackEnd, Frames: 1}, {Place: dataset.FlybackStart, Frames: 2}}
+	navs := [][]int{{24}, {25}, {30}, {64}, {23}, {4, 6}, {5, 6}, {8, 4}, {64, 1}, {1, 30}, {2, 3, 4}, {2, 3, 5}, {3, 2, 5},
+		{4, 5}, {5, 4}, {2, 11}, {2, 2, 5}}
+	flybacks := []dataset.Flyback{{}, {Place: dataset.FlybackNone}, {Place: dataset.FlybackEnd, Frames: 1}, {Place: dataset.FlybackStart, Frames: 2}}
 	for _, nav := range navs {
 		for _, s := range []int{0, 1, 5, -1, -3} {
 			for _, fl := range flybacks {
 				k, lead := 0, 0
+				// auto: a flyback frame at the end of each of 3 or more rows when the
+				// frames from the first position on are one more per row (flyback.go).
+				if rows := product(nav) / nav[len(nav)-1]; fl.Place == dataset.FlybackAuto && len(nav) >= 2 && rows >= 3 && whole-s == rows*(nav[len(nav)-1]+1) {
+					k = 1
+				}
 				if fl.Place >= dataset.FlybackStart {
 					if len(nav) < 2 {
 						continue // refused: TestFlybackRawAndErrors
@@ -297,6 +300,14 @@ func TestFramesKeptByNavShape(t *testing.T) {
 			}
 		}
 	}
+}
+
+func product(s []int) int {
+	n := 1
+	for _, x := range s {
+		n *= x
+	}
+	return n
 }
 
 // npyShape writes a shape as numpy prints it: "(8,)", "(2, 4)".

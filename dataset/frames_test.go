@@ -16,6 +16,7 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -208,7 +209,10 @@ func TestNavShapeAgainstTheFile(t *testing.T) {
 // nav_x); kept is nil when not even one row is complete (refused). missing counts the
 // positions without a frame.
 func keptScan(whole int, nav []int, s, k, lead int) (kept, frames []int, missing int) {
-	n, rowLen := product(nav), nav[len(nav)-1]
+	n, rowLen := 1, nav[len(nav)-1]
+	for _, x := range nav {
+		n *= x
+	}
 	frame := func(p int) int { return s + lead + p + p/rowLen*k }
 	for p := range n {
 		if frame(p) >= whole {
@@ -257,12 +261,16 @@ func TestFramesKeptByNavShape(t *testing.T) {
 		{4, 5}, {5, 4}, {2, 11}, {2, 2, 5}}
 	flybacks := []dataset.Flyback{{}, {Place: dataset.FlybackNone}, {Place: dataset.FlybackEnd, Frames: 1}, {Place: dataset.FlybackStart, Frames: 2}}
 	for _, nav := range navs {
+		rowLen, rows := nav[len(nav)-1], 1
+		for _, x := range nav[:len(nav)-1] {
+			rows *= x
+		}
 		for _, s := range []int{0, 1, 5, -1, -3} {
 			for _, fl := range flybacks {
 				k, lead := 0, 0
 				// auto: a flyback frame at the end of each of 3 or more rows when the
 				// frames from the first position on are one more per row (flyback.go).
-				if rows := product(nav) / nav[len(nav)-1]; fl.Place == dataset.FlybackAuto && len(nav) >= 2 && rows >= 3 && whole-s == rows*(nav[len(nav)-1]+1) {
+				if fl.Place == dataset.FlybackAuto && len(nav) >= 2 && rows >= 3 && whole-s == rows*(rowLen+1) {
 					k = 1
 				}
 				if fl.Place >= dataset.FlybackStart {
@@ -292,7 +300,7 @@ func TestFramesKeptByNavShape(t *testing.T) {
 				notes := strings.Join(dataset.Notes(d), "\n")
 				if missing > 0 {
 					assert.Contains(t, notes, fmt.Sprintf("; %d position", missing), name)
-					assert.Contains(t, notes, fmt.Sprintf("(nav shape %s)", npyShape(kept)), name)
+					assert.Contains(t, notes, fmt.Sprintf("(nav shape %s)", stemnpy.ShapeString(kept)), name)
 				} else {
 					assert.NotContains(t, notes, "incomplete", name)
 				}
@@ -300,22 +308,6 @@ func TestFramesKeptByNavShape(t *testing.T) {
 			}
 		}
 	}
-}
-
-func product(s []int) int {
-	n := 1
-	for _, x := range s {
-		n *= x
-	}
-	return n
-}
-
-// npyShape writes a shape as numpy prints it: "(8,)", "(2, 4)".
-func npyShape(s []int) string {
-	if len(s) == 1 {
-		return fmt.Sprintf("(%d,)", s[0])
-	}
-	return "(" + strings.Trim(strings.Join(strings.Fields(fmt.Sprint(s)), ", "), "[]") + ")"
 }
 
 // The report of #17r D1 on a real file: `--nav-shape 9` on 8 frames reads all 8, and so

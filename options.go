@@ -72,7 +72,7 @@ var OpenOptions = []OpenOption{
 			}
 			return nil
 		}},
-	{Key: "flyback", Usage: "flyback frames in each scan row, read as no scan position: start or end (one per row), start:N or end:N (N per row), none, or auto (one per row when the file holds (nav_x+1)·nav_y frames, with a warning)", Default: "auto",
+	{Key: "flyback", Usage: "flyback frames in each scan row, read as no scan position: start or end (one per row), start:N or end:N (N per row), none, or auto (one per row when the file holds (nav_x+1)·nav_y frames, with a warning: where the frame headers set it apart in every row, else at the end of each row of a scan of 3 or more rows)", Default: "auto",
 		set: func(o *Options, v string) (err error) { o.Flyback, err = dataset.ParseFlyback(v); return err }},
 	{Key: "dataset_path", Usage: "HDF5 files: the dataset holding the frames, e.g. /fpd_expt/fpd_data/data (default: the largest readable one of rank 4, else 5, else 3)",
 		set: func(o *Options, v string) error { o.DatasetPath = v; return nil }}, // verbatim: HDF5 names may hold spaces

@@ -30,47 +30,60 @@ import (
 //     same and passes the recovered value to MappingFault (the engine's workers do).
 //     Consumers outside Go (the GPU's DMA) check the size again after their read.
 //
+// The same holds for the frames of FromMemory, memory the caller owns (Python's
+// from_array of a numpy.memmap, C's stemdot_dataset_from_memory): a fault while reading
+// them is an errs.IO error that says at which byte of the buffer its memory became
+// unreadable, as when a memory-mapped file is truncated by another program.
+//
 // A file replaced while open (another file renamed over its path) is read as it was
 // when opened: the open file keeps its data, and no frame of the new file is mixed in.
 // A file rewritten in place to its size or beyond cannot be told from one that was not;
 // it reads what the file holds at each read.
 
-// mapped is a live mapping of an open file, for MappingFault.
-type mapped struct {
-	data []byte
-	path string
-	f    *os.File
-	size int64 // the file's size when opened, the mapping's length
+// region is memory that frames are read from in place, for MappingFault: the mapping of
+// an opened file, or a caller's buffer (FromMemory). It holds the address, not the
+// memory: a caller's buffer that is never closed stays the garbage collector's.
+type region struct {
+	base, n uintptr
+	// fault is the error of a fault at byte off of the region.
+	fault func(off uintptr) error
 }
 
-// mappings are the live mappings of opened files.
-var mappings struct {
+// regions are the live regions, the newest last.
+var regions struct {
 	sync.Mutex
-	list []mapped
+	list []region
 }
 
-// register adds a mapping to mappings; unregister removes it (before it is unmapped).
-func register(m mapped) {
-	mappings.Lock()
-	defer mappings.Unlock()
-	mappings.list = append(mappings.list, m)
+// register adds data to regions, with the error of a fault at byte off of it;
+// unregister removes it (before it is unmapped or given back), the newest registration
+// of data's address.
+func register(data []byte, fault func(off uintptr) error) {
+	if len(data) == 0 {
+		return
+	}
+	regions.Lock()
+	defer regions.Unlock()
+	regions.list = append(regions.list, region{base: uintptr(unsafe.Pointer(unsafe.SliceData(data))), n: uintptr(len(data)), fault: fault})
 }
 
 func unregister(data []byte) {
-	mappings.Lock()
-	defer mappings.Unlock()
-	for i, m := range mappings.list {
-		if unsafe.SliceData(m.data) == unsafe.SliceData(data) {
-			mappings.list = append(mappings.list[:i], mappings.list[i+1:]...)
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	regions.Lock()
+	defer regions.Unlock()
+	for i := len(regions.list) - 1; i >= 0; i-- {
+		if regions.list[i].base == base {
+			regions.list = append(regions.list[:i], regions.list[i+1:]...)
 			return
 		}
 	}
 }
 
 // MappingFault returns, for a value recovered from a panic, the errs.IO error of a fault
-// on the mapping of an opened file (the file shrank while being read; see above), naming
-// the file, or nil when the value is anything else. The panic is one the Go runtime
-// raises for a memory fault in a goroutine that set debug.SetPanicOnFault(true): a
+// on the frames' memory of an open dataset (the mapping of a file that shrank while
+// being read, naming it; a caller's buffer of FromMemory that became unreadable; see
+// above), or nil when the value is anything else. The panic is one the Go runtime raises
+// for a memory fault in a goroutine that set debug.SetPanicOnFault(true): a
 // runtime.Error with an Addr method giving the faulting address.
 func MappingFault(recovered any) error {
 	f, ok := recovered.(interface {
@@ -81,19 +94,23 @@ func MappingFault(recovered any) error {
 		return nil
 	}
 	addr := f.Addr()
-	mappings.Lock()
-	defer mappings.Unlock()
-	for _, m := range mappings.list {
-		base := uintptr(unsafe.Pointer(unsafe.SliceData(m.data)))
-		if addr >= base && addr-base < uintptr(len(m.data)) {
-			return fileChanged(m.path, m.f, m.size, fmt.Sprintf("reading byte %d of its memory mapping failed", addr-base))
+	regions.Lock()
+	var fault func(uintptr) error
+	var off uintptr
+	for i := len(regions.list) - 1; i >= 0 && fault == nil; i-- {
+		if r := regions.list[i]; addr >= r.base && addr-r.base < r.n {
+			fault, off = r.fault, addr-r.base
 		}
 	}
-	return nil
+	regions.Unlock()
+	if fault == nil {
+		return nil
+	}
+	return fault(off)
 }
 
-// guardMapped runs read, which reads a mapping, and returns the error MappingFault gives
-// for a fault on it; another panic goes on.
+// guardMapped runs read, which reads a region (a file's mapping, a caller's buffer), and
+// returns the error MappingFault gives for a fault on it; another panic goes on.
 func guardMapped(read func()) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -30,11 +31,11 @@ func TestGuardMapped(t *testing.T) {
 	require.PanicsWithValue(t, "other", func() { _ = guardMapped(func() { panic("other") }) })
 
 	// A mapping of a closed dataset is no longer a dataset's.
-	base := &m.mapping[0]
+	base := uintptr(unsafe.Pointer(&m.mapping[0]))
 	require.NoError(t, d.Close())
-	mappings.Lock()
-	for _, mm := range mappings.list {
-		require.NotSame(t, base, &mm.data[0])
+	regions.Lock()
+	for _, r := range regions.list {
+		require.NotEqual(t, base, r.base)
 	}
-	mappings.Unlock()
+	regions.Unlock()
 }

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
@@ -96,4 +98,50 @@ func TestFileShrinks(t *testing.T) {
 		require.NoError(t, d.ReadFrames(0, n, got))
 		require.Equal(t, bytes.Join(frames, nil), got, "the open file's frames, none of the new file's")
 	})
+}
+
+// Frames of FromMemory in memory that faults, a memory-mapped file truncated by another
+// program (#17r D3): ReadFrames and a reader of ViewFrames get an errs.IO error saying
+// at which byte of the buffer; after Close the buffer is no longer the dataset's.
+func TestMemoryFault(t *testing.T) {
+	page := os.Getpagesize()
+	path := filepath.Join(t.TempDir(), "frames.u8")
+	frames := make([]byte, 8*page)
+	for i := range frames {
+		frames[i] = byte(i % 251)
+	}
+	require.NoError(t, os.WriteFile(path, frames, 0o644))
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	mapping, err := unix.Mmap(int(f.Fd()), 0, len(frames), unix.PROT_READ, unix.MAP_SHARED)
+	require.NoError(t, err)
+	defer unix.Munmap(mapping)
+	// Frames of one page each, from byte 100 of the mapping on.
+	d, err := dataset.FromMemory(mapping[100:100+7*page], nil, [2]int{1, page}, dataset.Uint8)
+	require.NoError(t, err)
+	got := make([]byte, 2*page)
+	require.NoError(t, d.ReadFrames(3, 5, got))
+	require.Equal(t, frames[100+3*page:100+5*page], got)
+
+	require.NoError(t, os.Truncate(path, int64(4*page)))
+	unreadable := func(at int) string {
+		return fmt.Sprintf("dataset: in-memory data: the frames' memory became unreadable at byte %d of the buffer of %d bytes (e.g. a memory-mapped file truncated by another program)", at, 7*page)
+	}
+	err = d.ReadFrames(3, 5, got)
+	require.Equal(t, errs.IO, errs.KindOf(err))
+	var at int
+	_, scanErr := fmt.Sscanf(strings.TrimPrefix(err.Error(), "dataset: in-memory data: the frames' memory became unreadable at byte "), "%d", &at)
+	require.NoError(t, scanErr, err.Error())
+	require.EqualError(t, err, unreadable(at))
+	require.True(t, at >= 4*page-100 && at < 5*page, "byte %d: on the pages gone of frames 3 and 4 (the copy may start from the end)", at)
+	v, err := d.(dataset.Viewer).ViewFrames(5, 7)
+	require.NoError(t, err)
+	_, err = readView(v)
+	require.EqualError(t, err, unreadable(5*page))
+	require.Equal(t, errs.IO, errs.KindOf(err))
+
+	require.NoError(t, d.Close())
+	require.NoError(t, d.Close())
+	require.Panics(t, func() { _, _ = readView(v) }, "a fault on the buffer of a closed dataset is not the dataset's")
 }

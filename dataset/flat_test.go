@@ -1,6 +1,7 @@
 package dataset_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -216,7 +217,8 @@ func TestNPYErrors(t *testing.T) {
 		{"uint64", "<u8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<u8'"},
 		{"1-D", "<u2", false, "(24,)", data, "NPY shape (24,) is not (sig_y, sig_x)"},
 		{"6-D", "<u2", false, "(1, 1, 2, 1, 3, 4)", data, "NPY shape (1, 1, 2, 1, 3, 4) is not"},
-		{"truncated", "<u2", false, "(2, 3, 4)", data[:40], "size 168 bytes does not match the NPY header: 128 header bytes + 2 frames of 24 bytes (3×4×2) = 176 bytes"},
+		{"truncated", "<u2", false, "(2, 3, 4)", data[:40], "truncated NPY file: the header's shape (2, 3, 4) and dtype '<u2' make 48 bytes of data from byte 128 to byte 176, but the file has 168 bytes (8 missing)"},
+		{"trailing bytes", "<u2", false, "(2, 3, 4)", append(bytes.Clone(data), 1, 2, 3), "3 bytes after the array's data: the header's shape (2, 3, 4) and dtype '<u2' make 48 bytes of data from byte 128 to byte 176 of the 179-byte file; numpy ignores them, stemdot does not read a file that its header may not describe: save the array again (numpy.save), or cut the file to 176 bytes"},
 		{"empty axis", "<u2", false, "(0, 3, 4)", nil, "NPY shape (0, 3, 4) has an empty axis"},
 	} {
 		path := filepath.Join(dir, tc.name+".npy")
@@ -231,6 +233,35 @@ func TestNPYErrors(t *testing.T) {
 	_, err := dataset.Open(path, dataset.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "NPY format version 7.0 is not supported")
+}
+
+// #17r D8: NPY headers that numpy reads though its writer does not write them: a descr
+// without byte order (native, little-endian here) or as a type code or name, a header
+// not ended by '\n'. The frames are read as numpy reads them.
+func TestNPYHeadersNumpyReads(t *testing.T) {
+	dir := t.TempDir()
+	data := make([]byte, 2*3*4*2)
+	for i := range 24 {
+		binary.NativeEndian.PutUint16(data[2*i:], uint16(1000+i))
+	}
+	for _, descr := range []string{"u2", "=u2", "|u2", "H", "<H", "uint16", "ushort"} {
+		path := filepath.Join(dir, descr+".npy")
+		require.NoError(t, os.WriteFile(path, npyBytes(descr, false, "(2, 3, 4)", data), 0o644))
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err, descr)
+		assert.Equal(t, dataset.Uint16, d.DType(), descr)
+		assert.Equal(t, data, readAll(t, d), descr)
+		require.NoError(t, d.Close())
+	}
+	noNewline := npyBytes("<u2", false, "(2, 3, 4)", data)
+	noNewline[len(noNewline)-len(data)-1] = ' '
+	path := filepath.Join(dir, "no-newline.npy")
+	require.NoError(t, os.WriteFile(path, noNewline, 0o644))
+	d, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{2}, d.NavShape())
+	assert.Equal(t, data, readAll(t, d))
+	require.NoError(t, d.Close())
 }
 
 func TestOpenErrors(t *testing.T) {

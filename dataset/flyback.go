@@ -16,17 +16,31 @@ import (
 // frames while its .hdr gives ScanX = nav_x and ScanY = nav_y (RosettaSciIO issue 270:
 // the extra frame ends each row; pyxem's Merlin reader finds it starting each row, by
 // its frame header's exposure time). Read as scan positions they shift every row after
-// the first. Options.Flyback says where they are; by default (FlybackAuto) a file of
-// exactly (nav_x+1)·nav_y frames is read with one flyback frame per row when the frame
-// headers set it apart (MIB: the first or the last frame of the first row has another
-// exposure time than the others) or when the scan has at least flybackRows rows (fewer
-// frames after a scan are surplus trigger frames), at the end of the row unless the
-// headers say otherwise; a note names the frames dropped and the option.
+// the first. Options.Flyback says where they are. By default (FlybackAuto) a file of
+// exactly (nav_x+1)·nav_y frames (from the first scan position on) is read with one
+// flyback frame per row when
+//
+//   - the frame headers set it apart in every scan row (MIB: the row's last frame, or
+//     its first, has another exposure time than the row's other frames; at most
+//     flybackRowsChecked rows are checked, spread over the scan; the file's first
+//     frame, the first after arming, may have its own exposure time), where the headers
+//     put it; a single frame set apart is no evidence; or
+//   - the headers do not tell and the scan has at least flybackRows rows, at the end of
+//     each row (Merlin's line skip).
+//
+// Else the nav_y frames after the scan are surplus, as any others (frames.go), with a
+// note that names option flyback. A note names the flyback frames dropped and the option.
 
 // flybackRows is the fewest scan rows for which one more frame per row, the frame
-// headers not telling, is read as flyback frames: a detector records a few surplus
-// trigger frames after a scan (LiberTEM and RosettaSciIO report one or two), not eight.
-const flybackRows = 8
+// headers not telling, is read as flyback frames: a detector records one or two surplus
+// trigger frames after a scan (as LiberTEM and RosettaSciIO report them), so 2 more
+// frames on a scan of 2 rows are surplus (the more likely), 3 or more on a scan of as
+// many rows are a flyback frame per row.
+const flybackRows = 3
+
+// flybackRowsChecked is the most scan rows whose frame headers are read to tell where
+// the flyback frames lie: enough to be sure, few enough to cost no time on any file.
+const flybackRowsChecked = 64
 
 // FlybackPlace is where the flyback frames of a scan row lie (Flyback.Place).
 type FlybackPlace uint8

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,7 +81,7 @@ func TestFlybackMIB(t *testing.T) {
 		defer d.Close()
 		assert.Equal(t, []int{h, w}, d.NavShape())
 		assert.Equal(t, wantFrames(h, w, 1, 0, 0), fileFrameOf(t, d))
-		assert.Equal(t, []string{"the file holds 15 frames, 5 per scan row of nav shape (3, 4) from scan.hdr (ScanY=3, ScanX=4): read as 1 flyback frame at the end of each scan row (its frame header's exposure time differs from the other frames'), which is not read; give option flyback none if every frame is a scan position, or option flyback start or end"},
+		assert.Equal(t, []string{"the file holds 15 frames, 5 per scan row of nav shape (3, 4) from scan.hdr (ScanY=3, ScanX=4): read as 1 flyback frame at the end of each scan row (in every scan row, its frame header's exposure time differs from the row's other frames'), which is not read; give option flyback none if every frame is a scan position, or option flyback start or end"},
 			dataset.Notes(d))
 	})
 	t.Run("exposure sets the first frame of each row apart", func(t *testing.T) {
@@ -90,7 +91,7 @@ func TestFlybackMIB(t *testing.T) {
 		defer d.Close()
 		assert.Equal(t, wantFrames(h, w, 1, 1, 0), fileFrameOf(t, d))
 		require.Len(t, dataset.Notes(d), 1)
-		assert.Contains(t, dataset.Notes(d)[0], "read as 1 flyback frame at the start of each scan row (its frame header's exposure time")
+		assert.Contains(t, dataset.Notes(d)[0], "read as 1 flyback frame at the start of each scan row (in every scan row, its frame header's exposure time")
 		// Stated, the same; stated otherwise, as stated; none: every frame a position.
 		for _, c := range []struct {
 			flyback string
@@ -109,12 +110,15 @@ func TestFlybackMIB(t *testing.T) {
 			require.NoError(t, d.Close())
 		}
 	})
-	t.Run("headers alike, few rows: surplus frames", func(t *testing.T) {
+	t.Run("headers alike, 2 rows: surplus frames", func(t *testing.T) {
+		// 2 more frames than a scan of 2 rows: the surplus trigger frames detectors
+		// record (cases/01-surplus-frames), more likely than a flyback frame per row.
+		const h = 2
 		path := flybackMIB(t, (w+1)*h, w, h, constant)
 		d, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, wantFrames(h, w, 0, 0, 0), fileFrameOf(t, d))
-		assert.Contains(t, dataset.Notes(d)[0], "the last 3 are surplus and not read (give option flyback end or start")
+		assert.Contains(t, dataset.Notes(d)[0], "the last 2 are surplus and not read (give option flyback end or start")
 		require.NoError(t, d.Close())
 	})
 	t.Run("headers alike, many rows: flyback frames at the ends", func(t *testing.T) {
@@ -164,6 +168,59 @@ func TestFlybackMIB(t *testing.T) {
 		got := fileFrameOf(t, d)
 		assert.Equal(t, want, got, "position 0 is file frame 0: row 0's flyback frame is the inserted blank one")
 	})
+}
+
+// Flyback frames by default (#17r D5): one per row when the frame headers set it apart
+// in every scan row, or without evidence on a scan of at least 3 rows; never from one
+// frame set apart, as the first after arming.
+func TestFlybackAuto(t *testing.T) {
+	const short, long = 0.001, 0.0021
+	odd := func(frames ...int) func(int) float64 {
+		return func(i int) float64 {
+			if slices.Contains(frames, i) {
+				return long
+			}
+			return short
+		}
+	}
+	every := func(stride, at int, but ...int) func(int) float64 {
+		return func(i int) float64 {
+			if i%stride == at && !slices.Contains(but, i) {
+				return long
+			}
+			return short
+		}
+	}
+	const noEvidence = "(as Merlin's line skip writes it; the frame headers do not tell)"
+	for _, c := range []struct {
+		name     string
+		w, h     int
+		exposure func(int) float64
+		want     []int  // the file frame of each scan position
+		note     string // in the first note
+	}{
+		{"3 rows, headers alike", 4, 3, odd(), wantFrames(3, 4, 1, 0, 0), noEvidence},
+		{"6×4, headers alike", 6, 4, odd(), wantFrames(4, 6, 1, 0, 0), noEvidence},
+		{"6×4, only frame 0 set apart", 6, 4, odd(0), wantFrames(4, 6, 1, 0, 0), noEvidence},
+		{"2 rows, only row 0's last frame set apart", 4, 2, odd(4), wantFrames(2, 4, 0, 0, 0), "the last 2 are surplus"},
+		{"2 rows, every row's last frame and frame 0 set apart", 4, 2, func(i int) float64 { return map[bool]float64{true: long, false: short}[i%5 == 4 || i == 0] }, wantFrames(2, 4, 1, 0, 0),
+			"read as 1 flyback frame at the end of each scan row (in every scan row, its frame header's exposure time differs from the row's other frames')"},
+		{"2 rows, every row's first frame set apart", 4, 2, every(5, 0), wantFrames(2, 4, 1, 1, 0), "at the start of each scan row (in every scan row"},
+		{"100 rows, every row's first frame set apart", 2, 100, every(3, 0), wantFrames(100, 2, 1, 1, 0),
+			"read as 1 flyback frame at the start of each scan row (in each of 64 scan rows spread over the 100, its frame header's exposure time differs from the row's other frames')"},
+		{"100 rows, every row's first frame but the last row's set apart", 2, 100, every(3, 0, 297), wantFrames(100, 2, 1, 0, 0), noEvidence},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := flybackMIB(t, (c.w+1)*c.h, c.w, c.h, c.exposure)
+			d, err := dataset.Open(path, dataset.Options{})
+			require.NoError(t, err)
+			defer d.Close()
+			assert.Equal(t, []int{c.h, c.w}, d.NavShape())
+			assert.Equal(t, c.want, fileFrameOf(t, d))
+			require.NotEmpty(t, dataset.Notes(d))
+			assert.Contains(t, dataset.Notes(d)[0], c.note)
+		})
+	}
 }
 
 // A raw file with a stated flyback frame per row must hold exactly the scan's frames,

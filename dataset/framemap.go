@@ -130,6 +130,8 @@ func mapReadOnly(path string, f *os.File, size int64) []byte {
 	if err != nil {
 		return nil
 	}
-	register(mapped{data: data, path: path, f: f, size: size})
+	register(data, func(off uintptr) error {
+		return fileChanged(path, f, size, fmt.Sprintf("reading byte %d of its memory mapping failed", off))
+	})
 	return data
 }

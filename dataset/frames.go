@@ -25,7 +25,9 @@ import (
 //     says how many.
 //   - When the file ends before the scan does (an interrupted acquisition), the complete
 //     scan rows are kept (the nav shape becomes (rows, nav_x)), and a note says what was
-//     dropped. A frame cut off by the end of the file is never read.
+//     dropped. A 1-D scan (n,) is one row whose positions are complete each: the
+//     positions with a frame are kept (nav shape (frames,)). A frame cut off by the end
+//     of the file is never read.
 //   - Raw files have no structure to tell a surplus frame from a wrong description
 //     (sig shape, dtype, per-frame header or footer bytes), so a frame count that does not
 //     match the nav shape is refused, naming the options that describe the file.
@@ -82,10 +84,11 @@ type fileFrames struct {
 	// HDF5 array of rank 3): the file states no scan shape for option nav_shape to
 	// contradict.
 	series bool
-	// flybackAtEnd, when set, tells from the file whether the flyback frame of the scan
-	// row of stride frames that starts at frame first ends the row (true) or starts it,
-	// when the file tells (known).
-	flybackAtEnd func(first, stride int) (atEnd, known bool)
+	// flybackAtEnd, when set, tells from the file whether the flyback frame of each of
+	// the rows scan rows of stride frames from frame first on ends the row (true) or
+	// starts it, when the file tells: why is then the evidence, for the note ("" when
+	// the file does not tell).
+	flybackAtEnd func(first, stride, rows int) (atEnd bool, why string)
 }
 
 // reconcileFrames picks the nav shape of a file holding ff.whole frames: the user's
@@ -164,17 +167,16 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 	perRow := opt.Flyback.Place == FlybackAuto && !ff.strict && len(nav) >= 2 && rows >= 2 && rowLen < math.MaxInt &&
 		rows <= math.MaxInt/(rowLen+1) && avail == rows*(rowLen+1)
 	if perRow {
-		atEnd, known := true, false
+		atEnd, why := true, ""
 		if ff.flybackAtEnd != nil {
-			atEnd, known = ff.flybackAtEnd(s, rowLen+1)
+			atEnd, why = ff.flybackAtEnd(s, rowLen+1, rows)
 		}
-		if known || rows >= flybackRows {
-			k, atStart = 1, known && !atEnd
-			why := " (as Merlin's line skip writes it; the frame headers do not tell)"
-			if known {
-				why = " (its frame header's exposure time differs from the other frames')"
+		if why != "" || rows >= flybackRows {
+			k, atStart = 1, why != "" && !atEnd
+			if why == "" {
+				why = "as Merlin's line skip writes it; the frame headers do not tell"
 			}
-			list = append(list, fmt.Sprintf("the file holds %s, %d per scan row of nav shape %s%s: read as %s%s, which is not read; give option flyback none if every frame is a scan position, or option flyback start or end",
+			list = append(list, fmt.Sprintf("the file holds %s, %d per scan row of nav shape %s%s: read as %s (%s), which is not read; give option flyback none if every frame is a scan position, or option flyback start or end",
 				framesHeld(ff.whole, avail, s), rowLen+1, npy.ShapeString(nav), navSource, flybackPhrase(1, atStart), why))
 		}
 	}
@@ -211,9 +213,10 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		return nav, layout, notes{list: list}, nil
 	}
 	// Fewer frames than the scan: keep the complete scan rows (those whose positions all
-	// have a frame; the flyback frames after the last one need not be there).
+	// have a frame; the flyback frames after the last one need not be there). A 1-D scan
+	// is one row whose complete positions are all those with a frame: rows of 1 here.
 	if len(nav) == 1 {
-		rowLen, rows = 1, want
+		rowLen, rows, stride = 1, want, 1
 	}
 	done := 0
 	if avail >= layout.lead+rowLen {
@@ -227,13 +230,12 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 			desc, frames, rowLen, avail, avail)
 	}
 	partial := min(max(avail-done*stride-layout.lead, 0), rowLen) // positions of the incomplete row with a frame
-	kept := []int{done * rowLen}
+	kept, reading := []int{done}, plural(done, "position", "positions")+" with a frame"
 	if len(nav) > 1 {
-		kept = []int{done, rowLen}
+		kept, reading = []int{done, rowLen}, plural(done, "complete scan row of "+fmt.Sprint(rowLen), "complete scan rows of "+fmt.Sprint(rowLen))
 	}
 	list = append(list, fmt.Sprintf("incomplete acquisition: %s but the file holds %s: reading the %s (nav shape %s); %s%s",
-		desc, frames, plural(done, "complete scan row of "+fmt.Sprint(rowLen), "complete scan rows of "+fmt.Sprint(rowLen)),
-		npy.ShapeString(kept), plural(want-done*rowLen-partial, "position is missing", "positions are missing"), droppedTail(partial)))
+		desc, frames, reading, npy.ShapeString(kept), plural(want-done*rowLen-partial, "position is missing", "positions are missing"), droppedTail(partial)))
 	return kept, layout, notes{list: list}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	stemnpy "github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
 // gappedRaw writes n random uint16 frames of 6×5 pixels, each record being header bytes
@@ -195,4 +198,141 @@ func TestNavShapeAgainstTheFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{5}, d.NavShape())
 	require.NoError(t, d.Close())
+}
+
+// keptScan is what the rules of frames.go keep of a file of whole frames read as nav
+// shape nav with sync offset s and k flyback frames per scan row (lead of them before
+// the row's positions), worked out position by position: position p is the file's frame
+// s + lead + p + (p/nav_x)·k (blank where negative) and has a frame when that is below
+// whole. A file with a frame for every position keeps nav. Else a 1-D scan keeps the
+// positions that have a frame, and a scan of rows keeps its complete rows as (rows,
+// nav_x); kept is nil when not even one row is complete (refused). missing counts the
+// positions without a frame.
+func keptScan(whole int, nav []int, s, k, lead int) (kept, frames []int, missing int) {
+	n, rowLen := 1, nav[len(nav)-1]
+	for _, x := range nav {
+		n *= x
+	}
+	frame := func(p int) int { return s + lead + p + p/rowLen*k }
+	for p := range n {
+		if frame(p) >= whole {
+			missing++
+		}
+	}
+	keep := n
+	switch {
+	case missing == 0:
+		kept = nav
+	case len(nav) == 1:
+		keep = 0
+		for keep < n && frame(keep) < whole {
+			keep++
+		}
+		kept = []int{keep}
+	default:
+		rows := 0
+		for rows < n/rowLen && frame((rows+1)*rowLen-1) < whole {
+			rows++
+		}
+		if rows == 0 {
+			return nil, nil, missing
+		}
+		keep, kept = rows*rowLen, []int{rows, rowLen}
+	}
+	for p := range keep {
+		frames = append(frames, frame(p))
+	}
+	return kept, frames, missing
+}
+
+// Every nav shape rank, sync offset and stated flyback against the rules of frames.go
+// (#17r D1: a 1-D nav shape longer than the file kept 1 position, not every frame
+// there is): the nav shape kept, the file frame read at each position, and the number
+// of missing positions the note gives.
+func TestFramesKeptByNavShape(t *testing.T) {
+	const whole = 24
+	px := make([]byte, whole*6*2) // frames of 3×2 uint16 pixels; pixel 0 holds frame+1
+	for f := range whole {
+		binary.LittleEndian.PutUint16(px[f*12:], uint16(f+1))
+	}
+	path := filepath.Join(t.TempDir(), "frames.npy")
+	require.NoError(t, os.WriteFile(path, npyBytes("<u2", false, fmt.Sprintf("(%d, 3, 2)", whole), px), 0o644))
+	navs := [][]int{{24}, {25}, {30}, {64}, {23}, {4, 6}, {5, 6}, {8, 4}, {64, 1}, {1, 30}, {2, 3, 4}, {2, 3, 5}, {3, 2, 5},
+		{4, 5}, {5, 4}, {2, 11}, {2, 2, 5}}
+	flybacks := []dataset.Flyback{{}, {Place: dataset.FlybackNone}, {Place: dataset.FlybackEnd, Frames: 1}, {Place: dataset.FlybackStart, Frames: 2}}
+	for _, nav := range navs {
+		rowLen, rows := nav[len(nav)-1], 1
+		for _, x := range nav[:len(nav)-1] {
+			rows *= x
+		}
+		for _, s := range []int{0, 1, 5, -1, -3} {
+			for _, fl := range flybacks {
+				k, lead := 0, 0
+				// auto: a flyback frame at the end of each of 3 or more rows when the
+				// frames from the first position on are one more per row (flyback.go).
+				if fl.Place == dataset.FlybackAuto && len(nav) >= 2 && rows >= 3 && whole-s == rows*(rowLen+1) {
+					k = 1
+				}
+				if fl.Place >= dataset.FlybackStart {
+					if len(nav) < 2 {
+						continue // refused: TestFlybackRawAndErrors
+					}
+					k = fl.Frames
+					if fl.Place == dataset.FlybackStart {
+						lead = k
+					}
+				}
+				name := fmt.Sprintf("nav %v sync offset %d flyback %v", nav, s, fl)
+				kept, frames, missing := keptScan(whole, nav, s, k, lead)
+				d, err := dataset.Open(path, dataset.Options{NavShape: nav, SyncOffset: s, Flyback: fl})
+				if kept == nil {
+					assert.ErrorContains(t, err, "less than one scan row", name)
+					assert.Equal(t, errs.Shape, errs.KindOf(err), name)
+					continue
+				}
+				require.NoError(t, err, name)
+				if assert.Equal(t, kept, d.NavShape(), name) {
+					got := fileFrameOf(t, d)
+					for p, f := range frames {
+						assert.Equal(t, max(f+1, 0), got[p], "%s: position %d", name, p)
+					}
+				}
+				notes := strings.Join(dataset.Notes(d), "\n")
+				if missing > 0 {
+					assert.Contains(t, notes, fmt.Sprintf("; %d position", missing), name)
+					assert.Contains(t, notes, fmt.Sprintf("(nav shape %s)", stemnpy.ShapeString(kept)), name)
+				} else {
+					assert.NotContains(t, notes, "incomplete", name)
+				}
+				require.NoError(t, d.Close())
+			}
+		}
+	}
+}
+
+// The report of #17r D1 on a real file: `--nav-shape 9` on 8 frames reads all 8, and so
+// does `--nav-shape 8 --sync-offset 1` the 7 after the first.
+func TestOneDNavShapeLongerThanTheFile(t *testing.T) {
+	path := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	for _, c := range []struct {
+		nav  int
+		s    int
+		want int
+		note string
+	}{
+		{9, 0, 8, "incomplete acquisition: nav shape (9,) (option nav_shape) has 9 positions but the file holds 8 frames: reading the 8 positions with a frame (nav shape (8,)); 1 position is missing"},
+		{8, 1, 7, "incomplete acquisition: nav shape (8,) (option nav_shape) has 8 positions but the file holds 8 frames (7 scan positions with sync offset 1): reading the 7 positions with a frame (nav shape (7,)); 1 position is missing"},
+	} {
+		d, err := dataset.Open(path, dataset.Options{NavShape: []int{c.nav}, SyncOffset: c.s})
+		require.NoError(t, err)
+		assert.Equal(t, []int{c.want}, d.NavShape())
+		notes := dataset.Notes(d)
+		require.NotEmpty(t, notes)
+		assert.Equal(t, c.note, notes[len(notes)-1])
+		whole, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, readAll(t, whole)[c.s*d.FrameBytes():], readAll(t, d), "the file's frames from the sync offset on")
+		require.NoError(t, whole.Close())
+		require.NoError(t, d.Close())
+	}
 }

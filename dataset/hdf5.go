@@ -179,6 +179,18 @@ import (
 // Integer (8, 16, 32 bits) and float (32, 64 bits) data of either byte order is read;
 // the library converts it to host order.
 
+// HDF5Library reports whether this build reads HDF5 files (built without the tag
+// nohdf5) and the version of the HDF5 C library it runs with (H5get_libversion), as
+// "1.10.8".
+func HDF5Library() (version string, ok bool) {
+	defer h5Enter()()
+	var major, minor, release C.uint
+	if C.H5get_libversion(&major, &minor, &release) < 0 {
+		return "unknown version", true
+	}
+	return fmt.Sprintf("%d.%d.%d", major, minor, release), true
+}
+
 // h5lock serialises calls into libhdf5: a build without its thread-safety option must not
 // be entered by two threads, and a thread-safe build takes a global lock anyway.
 var h5lock sync.Mutex

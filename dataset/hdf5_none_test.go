@@ -22,5 +22,8 @@ func TestHDF5NotBuilt(t *testing.T) {
 	_, err := dataset.Open(path, dataset.Options{})
 	assert.ErrorContains(t, err, "dataset: "+path+": this stemdot was built without HDF5 (build tag nohdf5): install the HDF5 C library (Debian, Ubuntu: apt-get install libhdf5-dev pkg-config)")
 	assert.Equal(t, errs.Format, errs.KindOf(err))
+	version, ok := dataset.HDF5Library()
+	assert.False(t, ok)
+	assert.Empty(t, version)
 	t.Skip("built with -tags nohdf5: the HDF5 reader's tests are left out (install libhdf5-dev and pkg-config to run them)")
 }

@@ -9,7 +9,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -324,4 +326,14 @@ func TestHDF5Names(t *testing.T) {
 			require.NoError(t, d.Close())
 		}
 	}
+}
+
+// HDF5Library gives the version of libhdf5 this build runs with (#17r D11): the one
+// pkg-config gives, which cgo built against.
+func TestHDF5Library(t *testing.T) {
+	out, err := exec.Command("pkg-config", "--modversion", "hdf5").Output()
+	require.NoError(t, err)
+	version, ok := dataset.HDF5Library()
+	assert.True(t, ok)
+	assert.Equal(t, strings.TrimSpace(string(out)), version)
 }

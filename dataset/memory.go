@@ -22,6 +22,11 @@ type memoryDataset struct {
 // (1, n_frames) with n_frames taken from len(data). The caller keeps data alive and
 // unchanged while the dataset is in use; Close does not free it. Errors: errs.DType for an
 // invalid dtype, errs.Shape for sizes that do not fit data.
+//
+// data may be memory that faults when read (a memory-mapped file that another program
+// truncates): ReadFrames, and readers of ViewFrames that use MappingFault (fault.go), then
+// fail with an errs.IO error that says at which byte of data its memory became
+// unreadable. The dataset registers data for MappingFault until Close.
 func FromMemory(data []byte, navShape []int, sigShape [2]int, dt DType) (Dataset, error) {
 	if dt.Size() == 0 {
 		return nil, errs.New(errs.DType, "dataset: in-memory data: invalid dtype %v", dt)
@@ -45,6 +50,10 @@ func FromMemory(data []byte, navShape []int, sigShape [2]int, dt DType) (Dataset
 		return nil, errs.New(errs.Shape, "dataset: in-memory data: %d bytes, but nav shape %s × sig shape %s × %d bytes (%v) needs %d bytes",
 			len(data), npy.ShapeString(navShape), npy.ShapeString(sigShape[:]), dt.Size(), dt, want)
 	}
+	n := len(data) // not data: the registration must not keep the buffer alive
+	register(data, func(off uintptr) error {
+		return errs.New(errs.IO, "dataset: in-memory data: the frames' memory became unreadable at byte %d of the buffer of %d bytes (e.g. a memory-mapped file truncated by another program)", off, n)
+	})
 	return &memoryDataset{data: data, nav: append([]int(nil), navShape...), sig: sigShape, dt: dt}, nil
 }
 
@@ -56,9 +65,12 @@ func (d *memoryDataset) DType() DType     { return d.dt }
 func (d *memoryDataset) NumFrames() int   { return product(d.nav) }
 func (d *memoryDataset) FrameBytes() int  { return d.sig[0] * d.sig[1] * d.dt.Size() }
 
-// Close marks the dataset closed; later reads fail. The caller's buffer is untouched.
+// Close marks the dataset closed and unregisters its buffer (fault.go); later reads
+// fail. The caller's buffer is untouched.
 func (d *memoryDataset) Close() error {
-	d.closed.Store(true)
+	if !d.closed.Swap(true) {
+		unregister(d.data)
+	}
 	return nil
 }
 
@@ -75,7 +87,8 @@ func (d *memoryDataset) ViewFrames(start, end int) ([]byte, error) {
 	return d.data[start*fb : end*fb : end*fb], nil
 }
 
-// ReadFrames copies frames [start, end) into dst.
+// ReadFrames copies frames [start, end) into dst; a fault on the caller's buffer is an
+// errs.IO error (see FromMemory).
 func (d *memoryDataset) ReadFrames(start, end int, dst []byte) error {
 	v, err := d.ViewFrames(start, end)
 	if err != nil {
@@ -85,6 +98,5 @@ func (d *memoryDataset) ReadFrames(start, end int, dst []byte) error {
 	if err := checkRange("in-memory data", start, end, d.NumFrames(), fb, len(dst)); err != nil {
 		return err
 	}
-	copy(dst, v)
-	return nil
+	return guardMapped(func() { copy(dst, v) })
 }

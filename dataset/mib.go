@@ -140,13 +140,17 @@ func openMIB(path string, opt Options) (Dataset, error) {
 	return ds, nil
 }
 
-// flybackAtEnd tells whether the flyback frame of the scan row of stride frames that
-// starts at frame first ends the row or starts it, from the exposure times of the frame
-// headers (field 10, in seconds, as pyxem's Merlin reader reads them): known when only
-// the row's last frame, or only its first, has another exposure time than the others.
-func (d *mibFile) flybackAtEnd(first, stride int) (atEnd, known bool) {
-	if first < 0 || stride < 3 || first > d.numFrames-stride {
-		return false, false
+// flybackAtEnd tells whether the flyback frame of each of the rows scan rows of stride
+// frames from frame first on ends the row or starts it, from the exposure times of the
+// frame headers (field 10, in seconds, as pyxem's Merlin reader reads them): only when
+// in every row checked (all, or flybackRowsChecked spread from the first row to the
+// last) the row's last frame, or its first, has another exposure time than the row's
+// second and second-last frames, which agree. File frame 0, the first after arming, may
+// have its own exposure time (a row ending with its flyback frame may start with it).
+// why is the evidence, for the note; "" when the headers do not tell.
+func (d *mibFile) flybackAtEnd(first, stride, rows int) (atEnd bool, why string) {
+	if first < 0 || stride < 3 || rows < 2 || rows > (d.numFrames-first)/stride {
+		return false, ""
 	}
 	exposure := func(frame int) string {
 		h := make([]byte, d.header)
@@ -158,16 +162,30 @@ func (d *mibFile) flybackAtEnd(first, stride int) (atEnd, known bool) {
 		}
 		return ""
 	}
-	head, next, last := exposure(first), exposure(first+1), exposure(first+stride-1)
-	switch {
-	case next == "":
-		return false, false
-	case last != next && head == next && last != "":
-		return true, true
-	case head != next && last == next && head != "":
-		return false, true
+	checked := min(rows, flybackRowsChecked)
+	ends, starts := 0, 0
+	for i := range checked {
+		row := first + i*(rows-1)/(checked-1)*stride
+		head, second, secondLast, last := exposure(row), exposure(row+1), exposure(row+stride-2), exposure(row+stride-1)
+		if second == "" || secondLast != second {
+			return false, ""
+		}
+		if last != second && last != "" && (head == second || row == 0) {
+			ends++
+		}
+		if head != second && head != "" && last == second {
+			starts++
+		}
 	}
-	return false, false
+	if ends != checked && starts != checked {
+		return false, ""
+	}
+	where := "every scan row"
+	if checked < rows {
+		where = fmt.Sprintf("each of %d scan rows spread over the %d", checked, rows)
+	}
+	why = "in " + where + ", its frame header's exposure time differs from the row's other frames'"
+	return ends == checked, why
 }
 
 // newMIBFile reads the first and last frame headers of f (size bytes) and checks that

@@ -11,6 +11,9 @@ import (
 // parsed by internal/npy; frames are then read straight from the file.
 // Shapes: (sig_y, sig_x) is one frame (nav shape (1, 1)), (n, sig_y, sig_x) has nav
 // shape (n,), as in LiberTEM, (nav_y, nav_x, sig_y, sig_x) has nav shape (nav_y, nav_x).
+// The header is read as numpy reads it (any descr form of its dtypes, no '\n' needed);
+// bytes after the array's data, which numpy ignores, are refused (npy.CheckSize), as in
+// mask files: they may mean a header that does not describe the file.
 func openNPY(path string, opt Options) (Dataset, error) {
 	f, size, err := openFile(path)
 	if err != nil {
@@ -54,10 +57,10 @@ func openNPY(path string, opt Options) (Dataset, error) {
 	if err != nil {
 		return fail("NPY shape %s: %v", npy.ShapeString(hdr.Shape), err)
 	}
-	// CheckShape bounds frames·frameBytes by MaxInt; the sum, printed, fits in a uint64.
-	if data := int64(frames) * int64(frameBytes); size-offset != data {
-		return fail("size %d bytes does not match the NPY header: %d header bytes + %d frames of %d bytes (%d×%d×%d) = %d bytes",
-			size, offset, frames, frameBytes, sig[0], sig[1], dt.Size(), uint64(offset)+uint64(data))
+	// CheckShape bounds frames·frameBytes by MaxInt. Bytes after the data are refused, as
+	// by the mask files (internal/npy.CheckSize).
+	if err := npy.CheckSize(hdr, offset, size, uint64(frames)*uint64(frameBytes)); err != nil {
+		return fail("%v", err)
 	}
 	d := &flatFile{format: "npy", path: path, f: f, offset: offset, nav: []int{1, frames}, sig: sig, dt: dt, bigEndian: bigEndian}
 	file := newFlatDataset(d, size)
@@ -84,7 +87,7 @@ func npyDType(descr string) (DType, bool, error) {
 	}
 	dt, ok := npyKinds[npy.Descr{Kind: d.Kind, Size: d.Size}]
 	if !ok {
-		return Invalid, false, fmt.Errorf("unsupported NPY dtype '%s' (want u1, u2, u4, i1, i2, i4, f4 or f8, either byte order)", descr)
+		return Invalid, false, fmt.Errorf("unsupported NPY dtype '%s' (want u1, u2, u4, i1, i2, i4, f4 or f8, any byte order)", descr)
 	}
 	return dt, d.BigEndian, nil
 }

@@ -6,10 +6,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
@@ -87,4 +90,35 @@ func TestApplyMasksFileShrinks(t *testing.T) {
 		check(err, path, `, and reading byte \d+ of its memory mapping failed`)
 		require.NoError(t, ds.Close())
 	}
+}
+
+// Frames in the caller's memory (FromMemory: Python's from_array of a numpy.memmap, C's
+// stemdot_dataset_from_memory) that fault while a worker reads them, a memory-mapped
+// file truncated meanwhile, are an I/O error saying where the memory became
+// unreadable, without a stack (#17r D3).
+func TestApplyMasksMemoryFault(t *testing.T) {
+	noLeak(t)
+	path := shrinkNPY(t, 64)
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	st, err := f.Stat()
+	require.NoError(t, err)
+	mapping, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	require.NoError(t, err)
+	defer unix.Munmap(mapping)
+	const header = 128 // the NPY header dataset.Create writes
+	ds, err := dataset.FromMemory(mapping[header:], []int{64}, [2]int{64, 64}, dataset.Uint16)
+	require.NoError(t, err)
+	defer ds.Close()
+	require.NoError(t, os.Truncate(path, 100))
+	stack := randomStack(rand.New(rand.NewPCG(3, 17)), 3, [2]int{64, 64})
+	_, err = ApplyMasks(context.Background(), ds, stack, evenPlan(anyCPUs, 2, 64, 4), Options{TileFrames: 4, NoPin: true})
+	require.Error(t, err)
+	require.Equal(t, errs.IO, errs.KindOf(err), err.Error())
+	require.Regexp(t, `^worker \d \(cpu \d\): frames \[\d+, \d+\): dataset: in-memory data: the frames' memory became unreadable at byte \d+ of the buffer of 524288 bytes \(e\.g\. a memory-mapped file truncated by another program\)$`, err.Error())
+	// The first page of the mapping holds the 100 bytes left: the fault is past it.
+	m := regexp.MustCompile(`at byte (\d+) `).FindStringSubmatch(err.Error())
+	at, _ := strconv.Atoi(m[1])
+	require.GreaterOrEqual(t, at+header, os.Getpagesize())
 }

@@ -24,7 +24,8 @@ var npySizes = map[byte][]int{'b': {1}, 'i': {1, 2, 4, 8}, 'u': {1, 2, 4, 8}, 'f
 // https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html; header parsed
 // by internal/npy). The array has shape (sig_y, sig_x), one mask, or
 // (n_masks, sig_y, sig_x), in C order, of dtype bool, int8..int64, uint8..uint64,
-// float32 or float64 in either byte order; weights are held in float32, and weights
+// float32 or float64 in any byte order (every descr form numpy reads:
+// internal/npy.ParseDescr); weights are held in float32, and weights
 // float32 does not hold exactly (float64 values, integers beyond 2²⁴) keep the rest in
 // the stack's Lo parts for float64 runs (see Split); float64 values beyond the float32
 // range are rejected. Masks are named after the file: "name" for a 2D array,
@@ -38,7 +39,9 @@ var npySizes = map[byte][]int{'b': {1}, 'i': {1, 2, 4, 8}, 'u': {1, 2, 4, 8}, 'f
 //
 // LoadNPY returns an error naming the file for a file that cannot be read or is not NPY,
 // Fortran order, another number of dimensions, an empty axis, another dtype, a data size
-// that does not match the shape, NaN/Inf weights, or a stack that does not fit in memory.
+// that does not match the shape (bytes after the array's data too, which numpy ignores:
+// internal/npy.CheckSize, as for datasets), NaN/Inf weights, or a stack that does not fit
+// in memory.
 func LoadNPY(path string) (*Stack, error) { return loadNPYFile(path, nil) }
 
 // LoadNPYFor is LoadNPY for frames of sig_shape sig (sig_y, sig_x): a file whose masks
@@ -95,8 +98,8 @@ func loadNPY(path string, sig *[2]int) (*Stack, error) {
 	if err != nil || !slices.Contains(npySizes[descr.Kind], size) {
 		return nil, fmt.Errorf("dtype '%s' is not supported (want bool, int8..int64, uint8..uint64, float32 or float64)", dtype)
 	}
-	if want := int64(n*sy*sx) * int64(size); fileSize-offset != want {
-		return nil, fmt.Errorf("array of shape %v and dtype %s needs %d data bytes, file has %d", h.Shape, dtype, want, fileSize-offset)
+	if err := npy.CheckSize(h, offset, fileSize, uint64(n*sy*sx)*uint64(size)); err != nil {
+		return nil, err
 	}
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	names := []string{name}

@@ -132,8 +132,22 @@ func TestLoadNPYHeadersOfOtherWriters(t *testing.T) {
 		"{'descr':'<f4','fortran_order':False,'shape':(2,3)}",
 		"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}",
 		`{"descr": "<f4", "fortran_order": False, "shape": (1, 2, 3,)}`,
+		// #17r D8: a descr without byte order (native: little-endian here), as a type
+		// code or name, and a header not ended by '\n' (made below), as numpy reads them.
+		"{'descr': 'f4', 'fortran_order': False, 'shape': (2, 3), }",
+		"{'descr': '=f4', 'fortran_order': False, 'shape': (2, 3), }",
+		"{'descr': 'f', 'fortran_order': False, 'shape': (2, 3), }",
+		"{'descr': 'float32', 'fortran_order': False, 'shape': (2, 3), }",
+		"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } no newline",
 	} {
+		dict, noNewline := strings.CutSuffix(dict, " no newline")
 		path := writeHeaderNPY(t, dir, fmt.Sprintf("m%d.npy", i), dict)
+		if noNewline {
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			b[len(b)-1] = ' '
+			require.NoError(t, os.WriteFile(path, b, 0o644))
+		}
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 		require.NoError(t, err)
 		_, err = f.Write(data)
@@ -205,8 +219,8 @@ func TestLoadNPYErrors(t *testing.T) {
 		{"empty axis", writeRawNPY(t, dir, "empty.npy", "<f4", false, "(0, 2, 3)", nil), "array shape (0, 2, 3) has an empty axis"},
 		{"complex", writeRawNPY(t, dir, "c.npy", "<c8", false, "(2, 3)", make([]byte, 48)), "dtype '<c8' is not supported"},
 		{"float16", writeRawNPY(t, dir, "h.npy", "<f2", false, "(2, 3)", make([]byte, 12)), "dtype '<f2' is not supported"},
-		{"truncated", writeRawNPY(t, dir, "short.npy", "<i2", false, "(2, 3)", make([]byte, 11)), "array of shape [2 3] and dtype <i2 needs 12 data bytes, file has 11"},
-		{"trailing bytes", writeRawNPY(t, dir, "long.npy", "<f4", false, "(2, 3)", f4(7)), "needs 24 data bytes, file has 28"},
+		{"truncated", writeRawNPY(t, dir, "short.npy", "<i2", false, "(2, 3)", make([]byte, 11)), "truncated NPY file: the header's shape (2, 3) and dtype '<i2' make 12 bytes of data from byte 128 to byte 140, but the file has 139 bytes (1 missing)"},
+		{"trailing bytes", writeRawNPY(t, dir, "long.npy", "<f4", false, "(2, 3)", f4(7)), "4 bytes after the array's data: the header's shape (2, 3) and dtype '<f4' make 24 bytes of data from byte 128 to byte 152 of the 156-byte file; numpy ignores them"},
 		{"NaN", writeRawNPY(t, dir, "nan.npy", "<f4", false, "(2, 3)", nanPayload), `mask 0 ("nan") has weight NaN at pixel (y=1, x=2)`},
 		{"float64 beyond float32", writeNPY(t, dir, "big.npy", [][]float64{{1, 1e300}}), `mask 0 ("big") has weight +Inf at pixel (y=0, x=1): weights must be finite and within float32's range, ±3.403e+38`},
 	}

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -17,6 +19,14 @@ import (
 	"github.com/stemdot/stemdot/internal/h5ref"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
+
+// hdf5Flavour is what --version says of HDF5 in a build with it: the version of
+// libhdf5 that pkg-config gives (the one cgo built against, and runs with here).
+func hdf5Flavour(t *testing.T) string {
+	out, err := exec.Command("pkg-config", "--modversion", "hdf5").Output()
+	require.NoError(t, err)
+	return "with HDF5 (libhdf5 " + strings.TrimSpace(string(out)) + ")"
+}
 
 // The fpd HDF5 file: virtual images against its raw chunks decoded here (inflate,
 // unshuffle, big-endian), not through the library's filter pipeline.

@@ -4,7 +4,7 @@
 //	stemdot plan [FILE] [--cpus] [--gpus]   the topology seen and the resource plan
 //	stemdot apply FILE --mask ... --out R   virtual detector images as NPY (+ PNGs)
 //	stemdot synth --out FILE ...            a synthetic 4D-STEM dataset
-//	stemdot --version                       the version, and whether built with CUDA
+//	stemdot --version                       the version, and whether built with CUDA and HDF5
 //
 // Every command prints its errors as "stemdot: ..." on stderr, naming the flag that
 // helps, and exits with status 1. An interrupt (Ctrl-C, SIGTERM, SIGHUP) ends every
@@ -55,14 +55,23 @@ one image of shape nav_shape per mask.`,
 		// Unknown commands get suggestions (cobra); unknown flags too (suggestFlag).
 		SuggestionsMinimumDistance: 2,
 	}
+	root.SetVersionTemplate("stemdot {{.Version}} (" + buildFlavour() + ")\n")
+	root.SetFlagErrorFunc(suggestFlag)
+	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(), newSynthCmd())
+	return root
+}
+
+// buildFlavour says what this build can do, for --version: "CPU-only: built without
+// CUDA; with HDF5 (libhdf5 1.10.8)", "with CUDA; without HDF5: built with -tags nohdf5".
+func buildFlavour() string {
 	build := "CPU-only: built without CUDA"
 	if stemdot.BuiltWithCUDA() {
 		build = "with CUDA"
 	}
-	root.SetVersionTemplate("stemdot {{.Version}} (" + build + ")\n")
-	root.SetFlagErrorFunc(suggestFlag)
-	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(), newSynthCmd())
-	return root
+	if v, ok := stemdot.BuiltWithHDF5(); ok {
+		return build + "; with HDF5 (libhdf5 " + v + ")"
+	}
+	return build + "; without HDF5: built with -tags nohdf5"
 }
 
 // interruptsHandled is set while a command runs a step that handles an interrupt itself

@@ -601,7 +601,8 @@ func TestShapeFlagsSayTheForm(t *testing.T) {
 }
 
 // TestVersion: --version (and -v) print the version of the C header and the Python
-// package (the root package's test checks that they agree) and the build's flavour.
+// package (the root package's test checks that they agree) and the build's flavour:
+// without CUDA here, with HDF5 or not (hdf5Flavour, #17r D11).
 func TestVersion(t *testing.T) {
 	h, err := os.ReadFile("../../include/stemdot.h")
 	require.NoError(t, err)
@@ -610,7 +611,7 @@ func TestVersion(t *testing.T) {
 	for _, flag := range []string{"--version", "-v"} {
 		stdout, stderr, code := run(t, flag)
 		require.Equal(t, 0, code, stderr)
-		require.Equal(t, "stemdot "+string(m[1])+" (CPU-only: built without CUDA)\n", stdout)
+		require.Equal(t, "stemdot "+string(m[1])+" (CPU-only: built without CUDA; "+hdf5Flavour(t)+")\n", stdout)
 	}
 }
 

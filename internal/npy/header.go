@@ -32,8 +32,9 @@ type Info struct {
 // integers (3L), as numpy's _filter_header does. The value must be a dict with exactly
 // the keys 'descr' (a string), 'fortran_order' (True or False) and 'shape' (a tuple of
 // integers), in any order; unknown, missing and repeated keys, another type, and a
-// negative or huge size are errors that say which. Version 3.0 headers are UTF-8, the
-// others Latin-1 (any byte).
+// negative or huge size are errors that say which. A repeated key numpy reads, taking the
+// last value; the header is refused here, as a header whose writer's intent is unsure.
+// Version 3.0 headers are UTF-8, the others Latin-1 (any byte).
 func ParseDict(dict string, major byte) (Info, error) {
 	h := Info{Major: major}
 	if major >= 3 && !utf8.ValidString(dict) {
@@ -61,7 +62,7 @@ func ParseDict(dict string, major byte) (Info, error) {
 			return h, fmt.Errorf("key %s is not a string (want 'descr', 'fortran_order' and 'shape')", kind(kv.key))
 		}
 		if seen[key] {
-			return h, fmt.Errorf("key %q is given twice", key)
+			return h, fmt.Errorf("key %q is given twice: numpy would read the last value, but which one the writer meant is unsure; save the array again (numpy.save)", key)
 		}
 		seen[key] = true
 		switch key {

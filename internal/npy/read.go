@@ -5,8 +5,8 @@
 // The NPY format (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html)
 // starts with the magic "\x93NUMPY", a major and a minor version byte, the header length
 // (little-endian uint16 for version 1.0, uint32 for 2.0 and 3.0) and the header: a Python
-// dict literal (Latin-1, or UTF-8 for 3.0) padded with spaces and ended by '\n'. The data
-// follows the header.
+// dict literal (Latin-1, or UTF-8 for 3.0) that numpy's writer pads with spaces and ends
+// by '\n' (its reader requires neither). The data follows the header.
 package npy
 
 import (
@@ -26,9 +26,9 @@ const magic = "\x93NUMPY"
 
 // Read reads the header of the NPY file r of size bytes: the magic, the version (1.0,
 // 2.0 or 3.0), a header length that fits in the file and in MaxHeaderBytes, and a header
-// dict ended by '\n' that ParseDict accepts. It returns what the header says and the
-// offset of the first data byte. Errors say what is wrong with the file; the caller adds
-// its name.
+// dict that ParseDict accepts (ended by '\n' or not, as numpy's reader takes it). It
+// returns what the header says and the offset of the first data byte. Errors say what is
+// wrong with the file; the caller adds its name.
 func Read(r io.ReaderAt, size int64) (Info, int64, error) {
 	var start [12]byte
 	n, err := r.ReadAt(start[:min(size, int64(len(start)))], 0)
@@ -68,14 +68,30 @@ func Read(r io.ReaderAt, size int64) (Info, int64, error) {
 	if _, err := r.ReadAt(hdr, prefix); err != nil {
 		return Info{}, 0, err
 	}
-	if hdr[hlen-1] != '\n' {
-		return Info{}, 0, fmt.Errorf("malformed NPY header %s: it does not end with a newline", quote(hdr))
-	}
 	info, err := ParseDict(string(hdr), pre[6])
 	if err != nil {
 		return Info{}, 0, fmt.Errorf("malformed NPY header %s: %v", quote(hdr), err)
 	}
 	return info, prefix + hlen, nil
+}
+
+// CheckSize checks that the NPY file of size bytes, whose header info gives dataBytes of
+// array data from byte offset on, ends with the data. A shorter file is truncated. A
+// longer one numpy reads (np.load ignores the bytes after the data), but they may as
+// well mean a header that does not describe the array (another shape or dtype written
+// over it): it is refused, saying how many bytes follow the data and where the data
+// ends.
+func CheckSize(info Info, offset, size int64, dataBytes uint64) error {
+	end := uint64(offset) + dataBytes
+	array := fmt.Sprintf("the header's shape %s and dtype '%s' make %d bytes of data from byte %d to byte %d", ShapeString(info.Shape), info.Descr, dataBytes, offset, end)
+	switch {
+	case uint64(size) < end:
+		return fmt.Errorf("truncated NPY file: %s, but the file has %d bytes (%d missing)", array, size, end-uint64(size))
+	case uint64(size) > end:
+		return fmt.Errorf("%d bytes after the array's data: %s of the %d-byte file; numpy ignores them, stemdot does not read a file that its header may not describe: save the array again (numpy.save), or cut the file to %d bytes",
+			uint64(size)-end, array, size, end)
+	}
+	return nil
 }
 
 // quote returns the header dict quoted for an error message, shortened past 200 bytes.

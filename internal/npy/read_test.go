@@ -137,7 +137,7 @@ func TestParseDictRefuses(t *testing.T) {
 		{"[1, 2]", "the header is a list, not a dict"},
 		{"{'descr': '<f4', 'fortran_order': False}", `key "shape" is missing`},
 		{"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}", `unknown key "extra"`},
-		{"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'shape': (3,)}", `key "shape" is given twice`},
+		{"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'shape': (3,)}", `key "shape" is given twice: numpy would read the last value, but which one the writer meant is unsure; save the array again (numpy.save)`},
 		{"{'descr': '<f4', 'fortran_order': False, 3: (2,)}", "key the integer 3 is not a string"},
 		{"{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}", "fortran_order is the integer 0, not True or False"},
 		{"{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3]}", "shape is a list, not a tuple of integers"},
@@ -184,8 +184,6 @@ func TestReadMalformed(t *testing.T) {
 			assert.Contains(t, err.Error(), "truncated NPY file", "truncated to %d bytes", n)
 		}
 	}
-	noNewline := bytes.Clone(good)
-	noNewline[hdrEnd-1] = ' '
 	for _, tc := range []struct {
 		name string
 		file []byte
@@ -195,7 +193,6 @@ func TestReadMalformed(t *testing.T) {
 		{"version 4", append([]byte(magic+"\x04\x00"), good[8:]...), "NPY format version 4.0 is not supported (want 1.0, 2.0 or 3.0)"},
 		{"version 1.1", append([]byte(magic+"\x01\x01"), good[8:]...), "NPY format version 1.1 is not supported"},
 		{"huge header", append([]byte(magic+"\x02\x00\xff\xff\xff\xff"), make([]byte, 100)...), "exceeds 10000 bytes"},
-		{"no newline", noNewline, "does not end with a newline"},
 		{"empty header", []byte(magic + "\x01\x00\x00\x00"), "header length is 0"},
 		{"no closing brace", npyFile(1, "{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3)", nil), "malformed NPY header"},
 		{"empty shape", npyFile(1, "{'descr': '<u2', 'fortran_order': False, 'shape': , }", nil), `unexpected ", }`},
@@ -206,6 +203,58 @@ func TestReadMalformed(t *testing.T) {
 		require.Error(t, err, tc.name)
 		assert.Contains(t, err.Error(), tc.want, tc.name)
 	}
+}
+
+// #17r D8: a header that does not end with '\n', padded or not, numpy reads (its reader
+// evaluates the dict and requires no newline; checked with numpy 2.4.6), and so does Read.
+func TestReadHeaderWithoutNewline(t *testing.T) {
+	good := npyFile(1, goodDict, make([]byte, 12))
+	hdrEnd := len(good) - 12
+	padded := bytes.Clone(good)
+	padded[hdrEnd-1] = ' '
+	unpadded := append([]byte(magic+"\x01\x00"), byte(len(goodDict)), 0)
+	unpadded = append(append(unpadded, goodDict...), make([]byte, 12)...)
+	for name, f := range map[string][]byte{"padded": padded, "unpadded": unpadded} {
+		info, off, err := Read(bytes.NewReader(f), int64(len(f)))
+		require.NoError(t, err, name)
+		assert.Equal(t, Info{Major: 1, Descr: "<u2", Shape: []int{2, 3}}, info, name)
+		assert.Equal(t, int64(len(f)-12), off, name)
+	}
+}
+
+// #17r D8: every descr form numpy.dtype reads for kinds b, i, u and f (the results of
+// numpy 2.4.6 on x86-64 Linux: numpy.dtype(descr).str), and forms it refuses.
+func TestParseDescr(t *testing.T) {
+	for descr, want := range map[string]string{
+		"<u2": "<u2", "u2": "<u2", "=u2": "<u2", "|u2": "<u2", ">u2": ">u2", "u02": "<u2",
+		"u1": "|u1", ">u1": "|u1", "|f4": "<f4", "b1": "|b1", "<b1": "|b1", "?": "|b1", "<?": "|b1",
+		"b": "|i1", "B": "|u1", "h": "<i2", "<H": "<u2", ">H": ">u2", "i": "<i4", "I": "<u4",
+		"l": "<i8", "L": "<u8", "q": "<i8", "Q": "<u8", "p": "<i8", "P": "<u8",
+		"e": "<f2", "f": "<f4", "d": "<f8", "g": "<f16", "f16": "<f16", "i8": "<i8",
+		"uint16": "<u2", "bool": "|b1", "bool_": "|b1", "int": "<i8", "uint": "<u8", "float": "<f8",
+		"int8": "|i1", "uint8": "|u1", "float16": "<f2", "float32": "<f4", "float64": "<f8",
+		"single": "<f4", "double": "<f8", "half": "<f2", "short": "<i2", "ushort": "<u2",
+		"intc": "<i4", "long": "<i8", "ulong": "<u8", "longlong": "<i8", "byte": "|i1", "ubyte": "|u1",
+		"int_": "<i8", "intp": "<i8", "uintp": "<u8",
+	} {
+		d, err := ParseDescr(descr)
+		require.NoError(t, err, descr)
+		assert.Equal(t, want, d.String(), descr)
+	}
+	for _, descr := range []string{"", "u", "i0", "u2 ", " <u2", "<uint16", "ui2", "Float32", "f4\x00", "float_", "<", "'<u2'", "u+2", "U2", "c8", "S1"} {
+		_, err := ParseDescr(descr)
+		require.Error(t, err, "%q", descr)
+		require.ErrorContains(t, err, "unsupported NPY dtype '"+descr+"'")
+	}
+}
+
+// #17r D8: the array's data must end the file; bytes after it (numpy ignores them) or
+// missing are refused, saying how many.
+func TestCheckSize(t *testing.T) {
+	info := Info{Major: 1, Descr: "<u2", Shape: []int{2, 3}}
+	require.NoError(t, CheckSize(info, 128, 140, 12))
+	require.EqualError(t, CheckSize(info, 128, 143, 12), "3 bytes after the array's data: the header's shape (2, 3) and dtype '<u2' make 12 bytes of data from byte 128 to byte 140 of the 143-byte file; numpy ignores them, stemdot does not read a file that its header may not describe: save the array again (numpy.save), or cut the file to 140 bytes")
+	require.EqualError(t, CheckSize(info, 128, 139, 12), "truncated NPY file: the header's shape (2, 3) and dtype '<u2' make 12 bytes of data from byte 128 to byte 140, but the file has 139 bytes (1 missing)")
 }
 
 // FuzzRead checks that no input makes Read panic, and that an accepted header lies inside

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/stemdot/stemdot/errs"
@@ -22,28 +23,65 @@ type Descr struct {
 // hostBigEndian is true on big-endian machines ('=' in a descr).
 var hostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
 
-// ParseDescr parses an NPY descr ("<u2", "|u1", ">f8", "'<f4'", "=i4") of kind b, i, u
-// or f. It does not check that the size suits the kind; callers check the pairs they
-// support. Errors quote the descr as numpy prints it, '<c8'.
+// descrCodes are numpy's one-character type codes of kinds b, i, u and f, with their
+// sizes on 64-bit Linux (C long and pointers of 8 bytes).
+var descrCodes = map[byte]Descr{
+	'?': {Kind: 'b', Size: 1}, 'b': {Kind: 'i', Size: 1}, 'B': {Kind: 'u', Size: 1},
+	'h': {Kind: 'i', Size: 2}, 'H': {Kind: 'u', Size: 2}, 'i': {Kind: 'i', Size: 4}, 'I': {Kind: 'u', Size: 4},
+	'l': {Kind: 'i', Size: strconv.IntSize / 8}, 'L': {Kind: 'u', Size: strconv.IntSize / 8},
+	'q': {Kind: 'i', Size: 8}, 'Q': {Kind: 'u', Size: 8},
+	'p': {Kind: 'i', Size: strconv.IntSize / 8}, 'P': {Kind: 'u', Size: strconv.IntSize / 8},
+	'e': {Kind: 'f', Size: 2}, 'f': {Kind: 'f', Size: 4}, 'd': {Kind: 'f', Size: 8}, 'g': {Kind: 'f', Size: 16},
+}
+
+// descrNames are numpy's type names of kinds b, i, u and f (numpy 2, 64-bit Linux).
+var descrNames = map[string]Descr{
+	"bool": {Kind: 'b', Size: 1}, "bool_": {Kind: 'b', Size: 1},
+	"int8": {Kind: 'i', Size: 1}, "byte": {Kind: 'i', Size: 1}, "uint8": {Kind: 'u', Size: 1}, "ubyte": {Kind: 'u', Size: 1},
+	"int16": {Kind: 'i', Size: 2}, "short": {Kind: 'i', Size: 2}, "uint16": {Kind: 'u', Size: 2}, "ushort": {Kind: 'u', Size: 2},
+	"int32": {Kind: 'i', Size: 4}, "intc": {Kind: 'i', Size: 4}, "uint32": {Kind: 'u', Size: 4}, "uintc": {Kind: 'u', Size: 4},
+	"int64": {Kind: 'i', Size: 8}, "longlong": {Kind: 'i', Size: 8}, "uint64": {Kind: 'u', Size: 8}, "ulonglong": {Kind: 'u', Size: 8},
+	"int": {Kind: 'i', Size: strconv.IntSize / 8}, "int_": {Kind: 'i', Size: strconv.IntSize / 8},
+	"intp": {Kind: 'i', Size: strconv.IntSize / 8}, "long": {Kind: 'i', Size: strconv.IntSize / 8},
+	"uint": {Kind: 'u', Size: strconv.IntSize / 8}, "uintp": {Kind: 'u', Size: strconv.IntSize / 8}, "ulong": {Kind: 'u', Size: strconv.IntSize / 8},
+	"float16": {Kind: 'f', Size: 2}, "half": {Kind: 'f', Size: 2}, "float32": {Kind: 'f', Size: 4}, "single": {Kind: 'f', Size: 4},
+	"float64": {Kind: 'f', Size: 8}, "double": {Kind: 'f', Size: 8}, "float": {Kind: 'f', Size: 8},
+}
+
+// ParseDescr parses the descr of an NPY header as numpy reads it (numpy.dtype(descr)),
+// for the kinds b (bool), i (signed), u (unsigned integer) and f (float): an optional
+// byte order ('<' little-endian, '>' big-endian, '=' or '|' or none: native, which is
+// little-endian on x86-64 and arm64) and then a kind and a size in bytes ("<u2", "u2",
+// "|u1", ">f8") or a one-character type code ("H", "<f", "?"; l, L, p and P of 8
+// bytes); or, without a byte order, a type name ("uint16", "float32", "bool", "single",
+// ...). numpy's writer writes the first form with a byte order. It does not check that
+// the size suits the kind; callers check the pairs they support. Errors quote the descr
+// as numpy prints it, '<c8'.
 func ParseDescr(descr string) (Descr, error) {
-	s := strings.Trim(strings.TrimSpace(descr), `'"`)
-	if len(s) < 3 || !strings.ContainsRune("biuf", rune(s[1])) {
-		return Descr{}, fmt.Errorf("unsupported NPY dtype '%s'", s)
-	}
-	d := Descr{Kind: s[1]}
-	switch s[0] {
-	case '<', '|':
-	case '>':
-		d.BigEndian = true
-	case '=':
+	if d, ok := descrNames[descr]; ok {
 		d.BigEndian = hostBigEndian
-	default:
-		return Descr{}, fmt.Errorf("unsupported NPY dtype '%s': no byte order mark", s)
+		return d, nil
 	}
-	if _, err := fmt.Sscanf(s[2:], "%d", &d.Size); err != nil || fmt.Sprint(d.Size) != s[2:] || d.Size < 1 {
-		return Descr{}, fmt.Errorf("unsupported NPY dtype '%s': bad element size", s)
+	s, bigEndian := descr, hostBigEndian
+	if s == "" {
+		return Descr{}, fmt.Errorf("unsupported NPY dtype ''")
 	}
-	return d, nil
+	if len(s) > 1 && strings.ContainsRune("<>=|", rune(s[0])) {
+		bigEndian = s[0] == '>' || s[0] != '<' && hostBigEndian
+		s = s[1:]
+	}
+	if d, ok := descrCodes[s[0]]; ok && len(s) == 1 {
+		d.BigEndian = bigEndian
+		return d, nil
+	}
+	if len(s) < 2 || !strings.ContainsRune("biuf", rune(s[0])) {
+		return Descr{}, fmt.Errorf("unsupported NPY dtype '%s'", descr)
+	}
+	size, err := strconv.ParseUint(s[1:], 10, 16) // digits only, leading zeros as numpy
+	if err != nil || size < 1 {
+		return Descr{}, fmt.Errorf("unsupported NPY dtype '%s': bad element size", descr)
+	}
+	return Descr{Kind: s[0], Size: int(size), BigEndian: bigEndian}, nil
 }
 
 // String formats d as a descr: "<u2", "|u1", ">f8".

@@ -329,7 +329,9 @@ def open(path, **format_options):
     p + sync_offset: positive skips leading frames, negative inserts blank ones),
     ``flyback`` (flyback frames of each scan row, read as no scan position: "start" or
     "end" for one per row, "start:N" or "end:N", "none", or "auto", the default: one per
-    row when the file holds (nav_x+1)·nav_y frames, with a warning),
+    row when the file holds (nav_x+1)·nav_y frames, with a warning: where the frame
+    headers set it apart in every row, else at the end of each row of a scan of 3 or
+    more rows),
     ``dataset_path`` (HDF5: the dataset of frames), ``allow_fill`` (HDF5: ``True`` reads
     storage that is missing or was never written, such as a virtual dataset's missing
     source file, as the fill value with a warning, instead of raising), ``frames``

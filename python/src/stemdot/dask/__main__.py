@@ -66,7 +66,8 @@ def _parser():
                    help="scan position p reads the file's frame p+N (N>0 skips leading frames, N<0 inserts blank ones)")
     p.add_argument("--flyback", metavar="WHERE",
                    help="flyback frames of each scan row: start, end, start:N, end:N, none or auto (default: one per row "
-                   "when the file holds (nav_x+1)*nav_y frames)")
+                   "when the file holds (nav_x+1)*nav_y frames: where the frame headers set it apart in every row, "
+                   "else at the end of each row of a scan of 3 or more rows)")
     p.add_argument("--dataset-path", metavar="PATH", help="HDF5: the dataset holding the frames")
     p.add_argument("--allow-fill", action="store_true", default=None,
                    help="HDF5: read storage that is missing or was never written as the fill value, with a warning")

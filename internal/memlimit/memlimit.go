@@ -86,7 +86,8 @@ func Check(what string, need int64, advice string) error {
 // those the process does not have yet count too (all its threads but two, the
 // runtime's system monitor and one held by the main goroutine or signal handling, can
 // be reused). The error for that limit says how much address space the step takes and
-// the `ulimit -v` that lets it run.
+// the `ulimit -v` that lets it run, and gives the advice only where a smaller step
+// would fit.
 func CheckRun(what string, need, largest int64, threads int, advice string) error {
 	if l := ramLimit(); need > l.Bytes {
 		return errs.New(errs.Resources, "%s needs %s of memory, but %s leaves %s; %s", what, Size(need), l.Name, Size(l.Bytes), advice)
@@ -100,10 +101,23 @@ func CheckRun(what string, need, largest int64, threads int, advice string) erro
 			threads = max(0, threads-int(n-2))
 		}
 	}
+	return as.check(what, need, largest, threads, advice)
+}
+
+// check is CheckRun's check of the address-space limit, for threads new threads. The
+// advice is left out where it cannot help: where even a step that needs nothing (no
+// memory, no thread) would not fit, what the Go runtime keeps for itself, beside the
+// step, is more than the limit leaves.
+func (as addressSpace) check(what string, need, largest int64, threads int, advice string) error {
 	heap, stacks := as.heapGrowth(need, largest), int64(threads)*threadStackBytes()
 	takes := heap + stacks + runtimeBytes
 	if as.used+takes <= as.limit {
 		return nil
+	}
+	if as.used+as.heapGrowth(0, 0)+runtimeBytes <= as.limit {
+		advice = ", or " + advice
+	} else {
+		advice = " (no smaller step fits: the Go runtime needs more than that for itself)"
 	}
 	var parts []string
 	if heap > 0 {
@@ -113,7 +127,7 @@ func CheckRun(what string, need, largest int64, threads int, advice string) erro
 		parts = append(parts, fmt.Sprintf("%d new thread stacks of %s", threads, Size(threadStackBytes())))
 	}
 	parts = append(parts, fmt.Sprintf("%s for the Go runtime", Size(runtimeBytes)))
-	return errs.New(errs.Resources, "%s needs %s of memory, but %s leaves %s of address space and it takes %s there (%s): run it under ulimit -v %d or more, or %s",
+	return errs.New(errs.Resources, "%s needs %s of memory, but %s leaves %s of address space and it takes %s there (%s): run it under ulimit -v %d or more%s",
 		what, Size(need), as.name(), Size(max(as.limit-as.used, 0)), Size(takes), strings.Join(parts, ", "), (as.used+takes+1023)>>10, advice)
 }
 

@@ -89,3 +89,23 @@ func TestArenaTail(t *testing.T) {
 	// This process's own heap: an arena's unused end is at most an arena.
 	require.LessOrEqual(t, heapTail(), int64(heapArenaBytes))
 }
+
+// Item D2: under an address-space limit, the refusal gives the caller's advice (a
+// smaller step) only where a smaller step would fit; where what the Go runtime keeps
+// for itself does not fit in what is left, it says so instead, and only the ulimit -v
+// that lets the step run helps.
+func TestCheckAdvice(t *testing.T) {
+	const mib = 1 << 20
+	used := int64(1200 * mib)
+	for _, c := range []struct {
+		left, need int64
+		want       string
+	}{
+		{8 * mib, 256 << 10, "the com masks needs 256 KiB of memory, but the address-space limit (ulimit -v 1236992 KiB) leaves 8 MiB of address space and it takes 16 MiB there (16 MiB for the Go runtime): run it under ulimit -v 1245184 or more (no smaller step fits: the Go runtime needs more than that for itself)"},
+		{100 * mib, 200 * mib, "the com masks needs 200 MiB of memory, but the address-space limit (ulimit -v 1331200 KiB) leaves 100 MiB of address space and it takes 336 MiB there (320 MiB of Go heap arenas, 16 MiB for the Go runtime): run it under ulimit -v 1572864 or more, or use a smaller mask"},
+		{100 * mib, 20 * mib, "<nil>"},
+	} {
+		as := addressSpace{limit: used + c.left, used: used, tail: 32 * mib}
+		require.Equal(t, c.want, fmt.Sprint(as.check("the com masks", c.need, c.need, 0, "use a smaller mask")))
+	}
+}

@@ -35,7 +35,10 @@ var npySizes = map[byte][]int{'b': {1}, 'i': {1, 2, 4, 8}, 'u': {1, 2, 4, 8}, 'f
 // when under DefaultSparseDensity of them are nonzero (a first pass counts them), else
 // dense float32 (a little-endian float32 file straight into the stack's memory): no
 // copy of the file's array is held beside the stack. Before allocating it, LoadNPY
-// checks that the stack fits in memory (internal/memlimit; errs.Resources).
+// checks that the stack fits in memory (internal/memlimit; errs.Resources). A run that
+// applies a dense stack may add one copy in the layout its kernels need (packed for 8
+// or more masks, float64 for float64 runs), which its memory check counts
+// (engine.EstimateMemory, "mask copies").
 //
 // LoadNPY returns an error naming the file for a file that cannot be read or is not NPY,
 // Fortran order, another number of dimensions, an empty axis, another dtype, a data size

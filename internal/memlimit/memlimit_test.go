@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
 // childEnv makes this test binary, started by TestCheckStart, limit its address space to
@@ -17,7 +20,10 @@ import (
 const childEnv = "STEMDOT_MEMLIMIT_TEST_START"
 
 func TestMain(m *testing.M) {
-	if extra := os.Getenv(childEnv); extra != "" {
+	if extra := os.Getenv(childEnv); extra == "started" { // under the limit it was started with
+		fmt.Print(CheckStart())
+		os.Exit(0)
+	} else if extra != "" {
 		kb, _ := field("/proc/self/status", "VmSize:")
 		e, _ := strconv.ParseInt(extra, 10, 64)
 		limit := uint64(kb<<10 + e)
@@ -108,4 +114,22 @@ func TestCheckAdvice(t *testing.T) {
 		as := addressSpace{limit: used + c.left, used: used, tail: 32 * mib}
 		require.Equal(t, c.want, fmt.Sprint(as.check("the com masks", c.need, c.need, 0, "use a smaller mask")))
 	}
+}
+
+// Item D2: a program started under an address-space limit too small for the Go
+// runtime's own start-up reservations (1.07 GiB on 64-bit Linux) either dies before main
+// (the Go runtime's error) or, below about 1.15 GB, starts without its scavenger index:
+// CheckStart refuses the latter, naming the limit that lets the runtime reserve it.
+func TestCheckStartWithoutRuntimeReservations(t *testing.T) {
+	if testfiles.Race {
+		t.Skip("the race detector maps shadow memory of its own, which an address-space limit refuses")
+	}
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skip("the runtime's reservations are known for amd64 and arm64")
+	}
+	cmd := exec.Command("sh", "-c", `ulimit -v 1000000 && exec "$0" -test.run='^$'`, os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"=started")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Regexp(t, `^the address-space limit \(ulimit -v 1000000 KiB\) leaves the Go runtime no room for the 1.07 GiB of address space \(no memory\) it reserves as it starts, so it started without part of it \(golang/go#38010\): run under ulimit -v 1[3-5][0-9]{5} or more$`, string(out))
 }

@@ -32,9 +32,13 @@ import threading
 import time
 import warnings
 
-import numpy as np
+from . import _startup
 
-from . import _lib
+_startup.handle_interrupts()  # python -m stemdot.dask: a Ctrl-C from here on exits 1
+
+import numpy as np  # noqa: E402
+
+from . import _lib  # noqa: E402
 
 __version__ = "0.2.0"
 

@@ -78,11 +78,6 @@ func (f *planFlags) register(fs *pflag.FlagSet, described bool) {
 	}
 }
 
-// planner checks the request against this machine (or the described one).
-func (f *planFlags) planner(cmd *cobra.Command) (*stemdot.Planner, error) {
-	return f.Plan.Planner()
-}
-
 // emptyValueHints say what to give a flag given an empty value (see checkEmptyFlags), by
 // flag; other flags are told to give a value.
 var emptyValueHints = map[string]string{

@@ -111,7 +111,7 @@ func TestApplyUnderAddressSpaceLimit(t *testing.T) {
 	want, err := stemdot.Apply(context.Background(), ds, stack, stemdot.Plan{CPUs: "1"}, stemdot.ApplyOptions{})
 	require.NoError(t, err)
 	require.NoError(t, ds.Close())
-	refusal := `the run \(.*\) needs .* of memory, but the address-space limit \(ulimit -v [0-9]+ KiB\) leaves .* of address space and it takes .* there \(.*for the Go runtime\): run it under ulimit -v [0-9]+ or more, or `
+	refusal := `the run \(.*\) needs .* of memory, but the address-space limit \(ulimit -v [0-9]+ KiB\) leaves .* of address space and it takes .* there \(.*for the Go runtime\): run it under ulimit -v [0-9]+ or more(, or | \(no smaller step fits)`
 	for _, cpus := range []int{2, 8} {
 		ran := 0
 		for extra := int64(80 << 20); extra <= 240<<20; extra += 16 << 20 {

@@ -373,6 +373,20 @@ func TestSave(t *testing.T) {
 	require.Equal(t, errs.Argument, errs.KindOf(err))
 	err = stemdot.Save(&stemdot.Result{Names: []string{"disk"}}, stemdot.Outputs{COMShifts: filepath.Join(dir, "s.npy")})
 	require.ErrorContains(t, err, "add the mask spec com")
+	// Item D10: a file name that is only the extension, a PNG prefix naming a directory.
+	for _, c := range []struct {
+		out  stemdot.Outputs
+		want string
+	}{
+		{stemdot.Outputs{NPY: filepath.Join(dir, ".npy")}, "Outputs.NPY " + dir + "/.npy: the file name is only the extension (a hidden file named .npy): give a name, e.g. " + dir + "/result.npy"},
+		{stemdot.Outputs{NPY: filepath.Join(dir, "r.npy"), PNGPrefix: "."}, "Outputs.PNGPrefix . names a directory, not a file name prefix: give one, e.g. img"},
+	} {
+		err = stemdot.Save(res, c.out)
+		require.EqualError(t, err, c.want)
+		require.Equal(t, errs.Argument, errs.KindOf(err))
+		entries, _ := os.ReadDir(dir)
+		require.Empty(t, entries)
+	}
 
 	out := stemdot.Outputs{NPY: filepath.Join(dir, "r.npy"), PNGPrefix: filepath.Join(dir, "img"), COMShifts: filepath.Join(dir, "s.npy")}
 	require.NoError(t, stemdot.Save(res, out))

@@ -21,9 +21,10 @@ import (
 // Outputs are the files Save writes for a result; empty fields are not written.
 type Outputs struct {
 	// NPY is the result file, NPY of shape nav_shape + (n_masks,), float32 or float64.
-	// It must end in .npy.
+	// It must end in .npy, after a file name.
 	NPY string
-	// PNGPrefix, when set, adds one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png:
+	// PNGPrefix, when set, adds one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png
+	// (PREFIX a path whose last element is a file name prefix, not a directory):
 	// the image of shape (nav_y, nav_x) (a 1-D nav shape as one row), its values mapped
 	// linearly from the finite minimum (black) to the maximum (white), NaN black. Small
 	// images are scaled up by a whole factor, each scan position a square block of
@@ -34,16 +35,24 @@ type Outputs struct {
 	PNGPrefix string
 	// COMShifts, when set, adds the centre-of-mass shift maps (see COMShifts) as NPY of
 	// shape nav_shape + (2,), float64: [..., 0] the y shift, [..., 1] the x shift, in
-	// pixels. It must end in .npy, and the masks must include a com spec.
+	// pixels. It must end in .npy, after a file name, and the masks must include a com
+	// spec.
 	COMShifts string
 }
 
 // Check reports, before any work, why the outputs for masks named names cannot be
-// written: a path not ending in .npy (errs.Argument), or one that atomicfile.Check
-// refuses (errs.IO: missing directory, not a writable regular file, one of inputs).
+// written: an NPY path not ending in .npy or whose file name is only the extension
+// (".npy"), a PNG prefix that names a directory (errs.Argument), or a path that
+// atomicfile.Check refuses (errs.IO: missing directory, not a writable regular file,
+// one of inputs).
 // Errors name the field (Outputs.NPY, Outputs.PNGPrefix, Outputs.COMShifts).
 func (o Outputs) Check(names []string, inputs ...string) (err error) {
 	defer goErrs(&err)
+	if o.PNGPrefix != "" {
+		if base := filepath.Base(o.PNGPrefix); strings.HasSuffix(o.PNGPrefix, "/") || base == "." || base == ".." {
+			return errs.New(errs.Argument, "option png %s names a directory, not a file name prefix: give one, e.g. %s", o.PNGPrefix, filepath.Join(o.PNGPrefix, "img"))
+		}
+	}
 	if o.COMShifts != "" {
 		if _, ok := FindCOM(names); !ok {
 			return errs.New(errs.Argument, "option com_shifts: the masks hold no centre-of-mass set (com_sum, com_y, com_x): add the mask spec com")
@@ -58,6 +67,10 @@ func (o Outputs) Check(names []string, inputs ...string) (err error) {
 		}
 		if f.npy && !strings.EqualFold(pathExt(f.path), ".npy") {
 			return errs.New(errs.Argument, "option %s %s: results are written as NPY: give a path ending in .npy", f.option, f.path)
+		}
+		if f.npy && strings.EqualFold(filepath.Base(f.path), ".npy") {
+			return errs.New(errs.Argument, "option %s %s: the file name is only the extension (a hidden file named %s): give a name, e.g. %s",
+				f.option, f.path, filepath.Base(f.path), filepath.Join(filepath.Dir(f.path), map[string]string{"out": "result.npy", "com_shifts": "shifts.npy"}[f.option]))
 		}
 		if err := atomicfile.Check(f.path, inputs...); err != nil {
 			return errs.Wrap(errs.IO, fmt.Errorf("option %s: %w", f.option, err))

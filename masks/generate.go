@@ -111,20 +111,35 @@ func COM(sig [2]int, cx, cy, r float64) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("com: %w", err)
 	}
-	sel, err := selection(sig, "com_sum", func(y, x int) bool { return r == 0 || inDisk(y, x, cx, cy, r) },
+	where := fmt.Sprintf("within r=%g of (cx=%g, cy=%g)", r, cx, cy)
+	if r == 0 {
+		where = fmt.Sprintf("on the whole frame, about (cx=%g, cy=%g)", cx, cy)
+	}
+	sel, err := selectPixels(sig, func(y, x int) bool { return r == 0 || inDisk(y, x, cx, cy, r) },
 		fmt.Sprintf("com disk at (cx=%g, cy=%g) with r=%g", cx, cy, r))
 	if err != nil {
 		return nil, err
 	}
+	// The selection, then the three masks: dense, their float64 weights while building,
+	// then the float32 and Lo parts (New64), 16 bytes a weight; sparse, a pixel index, a
+	// float32 value and a Lo part per nonzero of the three.
+	p := sel.pixels()
+	need := sel.bytes() + 3*16*int64(p)
+	if !sel.dense {
+		need = sel.bytes() + 3*12*int64(sel.count) + 16
+	}
+	what := fmt.Sprintf("building the 3 com masks %s (sig_shape (%d, %d), %d pixels selected, %s)", where, sig[0], sig[1], sel.count, sel.form())
+	if err := memlimit.Check(what, need, "use a com disk of fewer pixels (com:CX,CY,R)"); err != nil {
+		return nil, err
+	}
 	names := []string{"com_sum", "com_y", "com_x"}
-	p := sel.Pixels()
-	if sel.Data != nil {
-		// The float64 weights while building, then float32 and Lo parts (New64).
-		if err := memlimit.Check("com masks", 48*int64(p), "use a smaller disk (com:CX,CY,R) or frame"); err != nil {
-			return nil, err
-		}
+	s, err := sel.stack("com_sum")
+	if err != nil {
+		return nil, err
+	}
+	if s.Data != nil {
 		data := make([]float64, 3*p)
-		for i, v := range sel.Data {
+		for i, v := range s.Data {
 			if v != 0 {
 				y, x := i/sig[1], i%sig[1]
 				data[i], data[p+i], data[2*p+i] = 1, float64(y)-cy, float64(x)-cx
@@ -134,8 +149,8 @@ func COM(sig [2]int, cx, cy, r float64) (*Stack, error) {
 	}
 	// The three masks share the disk's pixels: in CSR form, a pixel on the centre's row
 	// (column) has no y (x) moment.
-	disk := sel.Sparse
-	c := &CSR{N: 3, Pixels: p, RowPtr: make([]int32, 1, 4)}
+	disk := s.Sparse
+	c := &CSR{N: 3, Pixels: p, RowPtr: make([]int32, 1, 4), Col: make([]int32, 0, 3*sel.count), Val: make([]float32, 0, 3*sel.count)}
 	for row := range 3 {
 		for _, col := range disk.Col {
 			y, x := int(col)/sig[1], int(col)%sig[1]
@@ -175,45 +190,86 @@ func checkRadius(what string, r float64) error {
 
 // selection returns a one-mask stack named name with weight 1 where selected(y, x). If
 // no pixel is selected it returns an error that starts with what (the mask and its
-// parameters).
+// parameters); before allocating the stack it checks that it fits in memory
+// (internal/memlimit; errs.Resources).
 func selection(sig [2]int, name string, selected func(y, x int) bool, what string) (*Stack, error) {
-	count := 0
+	sel, err := selectPixels(sig, selected, what)
+	if err != nil {
+		return nil, err
+	}
+	if err := memlimit.Check(fmt.Sprintf("the %s (one mask of sig_shape (%d, %d), %d pixels selected, %s)", what, sig[0], sig[1], sel.count, sel.form()),
+		sel.bytes(), "use a smaller mask"); err != nil {
+		return nil, err
+	}
+	return sel.stack(name)
+}
+
+// pixelSelection is the set of pixels of a frame that a generator selects, counted, and
+// the form its stack is held in: dense when it is not sparse enough to be applied
+// sparse (as settle would have it), else CSR.
+type pixelSelection struct {
+	sig      [2]int
+	selected func(y, x int) bool
+	count    int
+	dense    bool
+}
+
+// selectPixels counts the pixels selected(y, x) of a frame of sig_shape sig; none is an
+// error that starts with what (the mask and its parameters).
+func selectPixels(sig [2]int, selected func(y, x int) bool, what string) (pixelSelection, error) {
+	s := pixelSelection{sig: sig, selected: selected}
 	for y := 0; y < sig[0]; y++ {
 		for x := 0; x < sig[1]; x++ {
 			if selected(y, x) {
-				count++
+				s.count++
 			}
 		}
 	}
-	if count == 0 {
-		return nil, fmt.Errorf("%s selects no pixel of the frame of sig_shape (%d, %d)", what, sig[0], sig[1])
+	if s.count == 0 {
+		return s, fmt.Errorf("%s selects no pixel of the frame of sig_shape (%d, %d)", what, sig[0], sig[1])
 	}
-	// Held dense when it is not sparse enough to be applied sparse (as settle would), in
-	// CSR form otherwise: allocated once, after checking that it fits in memory.
-	p := sig[0] * sig[1]
-	dense := float64(count) >= DefaultSparseDensity*float64(p)
-	need := 8*int64(count) + 8
-	if dense {
-		need = 4 * int64(p)
+	s.dense = float64(s.count) >= DefaultSparseDensity*float64(s.pixels())
+	return s, nil
+}
+
+func (s pixelSelection) pixels() int { return s.sig[0] * s.sig[1] }
+
+// bytes is the memory of the selection's one-mask stack: a float32 weight per pixel
+// dense, a pixel index and a float32 value per selected pixel in CSR form.
+func (s pixelSelection) bytes() int64 {
+	if s.dense {
+		return 4 * int64(s.pixels())
 	}
-	if err := memlimit.Check(what, need, "use a smaller mask or frame"); err != nil {
-		return nil, err
+	return 8*int64(s.count) + 8
+}
+
+// form says how the stack is held, for messages.
+func (s pixelSelection) form() string {
+	if s.dense {
+		return "held dense"
 	}
-	if dense {
+	return "held sparse"
+}
+
+// stack allocates the selection's one-mask stack named name, weight 1 at the selected
+// pixels.
+func (s pixelSelection) stack(name string) (*Stack, error) {
+	sig, p := s.sig, s.pixels()
+	if s.dense {
 		data := make([]float32, p)
 		for y := 0; y < sig[0]; y++ {
 			for x := 0; x < sig[1]; x++ {
-				if selected(y, x) {
+				if s.selected(y, x) {
 					data[y*sig[1]+x] = 1
 				}
 			}
 		}
 		return New(1, sig[0], sig[1], data, []string{name})
 	}
-	c := &CSR{N: 1, Pixels: p, RowPtr: []int32{0, int32(count)}, Col: make([]int32, 0, count), Val: make([]float32, 0, count)}
+	c := &CSR{N: 1, Pixels: p, RowPtr: []int32{0, int32(s.count)}, Col: make([]int32, 0, s.count), Val: make([]float32, 0, s.count)}
 	for y := 0; y < sig[0]; y++ {
 		for x := 0; x < sig[1]; x++ {
-			if selected(y, x) {
+			if s.selected(y, x) {
 				c.Col = append(c.Col, int32(y*sig[1]+x))
 				c.Val = append(c.Val, 1)
 			}

@@ -27,9 +27,18 @@ import (
 // limits the address space (RLIMIT_AS) to what the process has mapped plus EXTRA bytes.
 const childEnv = "STEMDOT_MASKS_TEST_LOAD_UNDER_LIMIT"
 
+// parseChildEnv makes this test binary, started by parseUnderLimit, build the masks of a
+// spec under an address-space limit and print a loadReport: "SPEC SIG_Y SIG_X EXTRA".
+const parseChildEnv = "STEMDOT_MASKS_TEST_PARSE_UNDER_LIMIT"
+
 func TestMain(m *testing.M) {
 	if args := strings.Fields(os.Getenv(childEnv)); len(args) == 2 {
 		os.Exit(loadChild(args[0], args[1]))
+	}
+	if args := strings.Fields(os.Getenv(parseChildEnv)); len(args) == 4 {
+		sy, _ := strconv.Atoi(args[1])
+		sx, _ := strconv.Atoi(args[2])
+		os.Exit(underLimit(args[3], func() (*Stack, error) { return Parse(args[0], [2]int{sy, sx}) }))
 	}
 	os.Exit(m.Run())
 }
@@ -43,6 +52,12 @@ type loadReport struct {
 }
 
 func loadChild(path, extra string) int {
+	return underLimit(extra, func() (*Stack, error) { return LoadNPY(path) })
+}
+
+// underLimit limits the address space to what the process has mapped plus extra bytes,
+// runs build and prints its loadReport.
+func underLimit(extra string, build func() (*Stack, error)) int {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		panic(err)
@@ -59,12 +74,12 @@ func loadChild(path, extra string) int {
 		panic(err)
 	}
 	var rep loadReport
-	s, err := LoadNPY(path)
+	s, err := build()
 	if err != nil {
 		rep.Err, rep.Kind = err.Error(), errs.KindOf(err).Error()
 	} else {
 		rep.N = s.N
-		for _, v := range s.Data {
+		for _, v := range s.Dense() {
 			rep.Sum += float64(v)
 		}
 	}
@@ -77,8 +92,15 @@ func loadChild(path, extra string) int {
 // included).
 func loadUnderLimit(t *testing.T, path string, extra int64) loadReport {
 	t.Helper()
+	return childReport(t, fmt.Sprintf("%s=%s %d", childEnv, path, extra), extra)
+}
+
+// childReport runs this test binary with the environment variable env (NAME=VALUE) and
+// returns its report; extra is for messages.
+func childReport(t *testing.T, env string, extra int64) loadReport {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", childEnv, path, extra))
+	cmd.Env = append(os.Environ(), env)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -117,7 +139,7 @@ func TestLoadNPYUnderAddressSpaceLimit(t *testing.T) {
 	require.NoError(t, w.Flush())
 	require.NoError(t, f.Close())
 	size := int64(n) * 1024 * 4
-	refusal := "^mask file " + regexp.QuoteMeta(path) + `: (the dense mask stack of shape \(16384, 32, 32\) needs 64|reading the weights needs 1) MiB of memory, but the address-space limit \(ulimit -v [0-9]+ KiB\) leaves .* of address space and it takes .*: run it under ulimit -v [0-9]+ or more, or use fewer or smaller masks$`
+	refusal := "^mask file " + regexp.QuoteMeta(path) + `: (the dense mask stack of shape \(16384, 32, 32\) needs 64|reading the weights needs 1) MiB of memory, but the address-space limit \(ulimit -v [0-9]+ KiB\) leaves .* of address space and it takes .*: run it under ulimit -v [0-9]+ or more(, or use fewer or smaller masks| \(no smaller step fits: the Go runtime needs more than that for itself\))$`
 	var loaded, refused int
 	for _, extra := range []int64{size / 2, size, 3 * size / 2, 2 * size, 5 * size / 2, 3 * size, 4 * size, 6 * size} {
 		rep := loadUnderLimit(t, path, extra)
@@ -133,4 +155,54 @@ func TestLoadNPYUnderAddressSpaceLimit(t *testing.T) {
 	}
 	t.Logf("%d limits loaded the stack, %d refused it", loaded, refused)
 	require.NotZero(t, loaded, "a limit 6× the stack's size above the process's mapped size must let it load")
+}
+
+// Item D2: a mask spec refused under an address-space limit is described as what it
+// builds, with the bytes it needs: the com masks as three masks on the whole frame (not
+// a "com disk with r=0"), the others as one mask and its selected pixels; advice to use
+// a smaller mask only where a smaller one would fit. Given room, the masks are built.
+func TestMaskSpecsUnderAddressSpaceLimit(t *testing.T) {
+	if testfiles.Race {
+		t.Skip("the race detector maps shadow memory of its own, which an address-space limit refuses: run without -race (make test-go does)")
+	}
+	limit := `needs (.+) of memory, but the address-space limit \(ulimit -v [0-9]+ KiB\) leaves .* of address space and it takes .* there \(.*\): run it under ulimit -v [0-9]+ or more`
+	noSmaller := ` \(no smaller step fits: the Go runtime needs more than that for itself\)$`
+	for _, c := range []struct {
+		spec   string
+		sig    int
+		extra  int64
+		what   string
+		need   string
+		advice string
+		n      int
+		sum    float64
+	}{
+		{spec: "com", sig: 256, extra: 8 << 20, need: "3.25 MiB", advice: noSmaller,
+			what: `building the 3 com masks on the whole frame, about (cx=128, cy=128) (sig_shape (256, 256), 65536 pixels selected, held dense)`},
+		{spec: "com:128,128,50", sig: 256, extra: 8 << 20, need: "3.25 MiB", advice: noSmaller,
+			what: `building the 3 com masks within r=50 of (cx=128, cy=128) (sig_shape (256, 256), 7845 pixels selected, held dense)`},
+		{spec: "com:128,128,20", sig: 256, extra: 8 << 20, need: "54 KiB", advice: noSmaller,
+			what: `building the 3 com masks within r=20 of (cx=128, cy=128) (sig_shape (256, 256), 1257 pixels selected, held sparse)`},
+		{spec: "disk:128,128,20", sig: 256, extra: 8 << 20, need: "9.83 KiB", advice: noSmaller,
+			what: `the disk at (cx=128, cy=128) with r=20 (one mask of sig_shape (256, 256), 1257 pixels selected, held sparse)`},
+		{spec: "point:3,4", sig: 256, extra: 8 << 20, need: "16 B", advice: noSmaller,
+			what: `the point (x=3, y=4) (one mask of sig_shape (256, 256), 1 pixels selected, held sparse)`},
+		{spec: "com", sig: 2048, extra: 256 << 20, need: "208 MiB", advice: `, or use a com disk of fewer pixels \(com:CX,CY,R\)$`,
+			what: `building the 3 com masks on the whole frame, about (cx=1024, cy=1024) (sig_shape (2048, 2048), 4194304 pixels selected, held dense)`},
+		{spec: "ring:4096,4096,10,3000", sig: 8192, extra: 256 << 20, need: "256 MiB", advice: `, or use a smaller mask$`,
+			what: `the ring at (cx=4096, cy=4096) with radii 10..3000 (one mask of sig_shape (8192, 8192), 28273880 pixels selected, held dense)`},
+		// Σ 1 + Σ (y−90) + Σ (x−100) over the 256×256 pixels.
+		{spec: "com:100,90", sig: 256, extra: 256 << 20, n: 3, sum: 65536 + 256*(32640-90*256) + 256*(32640-100*256)},
+	} {
+		rep := childReport(t, fmt.Sprintf("%s=%s %d %d %d", parseChildEnv, c.spec, c.sig, c.sig, c.extra), c.extra)
+		if c.n > 0 {
+			require.Empty(t, rep.Err, c.spec)
+			require.Equal(t, c.n, rep.N)
+			require.Equal(t, c.sum, rep.Sum)
+			continue
+		}
+		require.Equal(t, "resources error", rep.Kind, "%s: %s", c.spec, rep.Err)
+		require.Regexp(t, "^mask "+regexp.QuoteMeta(strconv.Quote(c.spec))+": "+regexp.QuoteMeta(c.what)+" "+limit+c.advice, rep.Err)
+		require.Equal(t, c.need, regexp.MustCompile(`needs (.+?) of memory`).FindStringSubmatch(rep.Err)[1], c.spec)
+	}
 }

@@ -20,6 +20,11 @@ import (
 // npySizes are the element sizes in bytes of the NumPy dtypes LoadNPY converts, by kind.
 var npySizes = map[byte][]int{'b': {1}, 'i': {1, 2, 4, 8}, 'u': {1, 2, 4, 8}, 'f': {4, 8}}
 
+// npyDTypeNames say what the dtypes of the kinds LoadNPY refuses hold, in messages.
+var npyDTypeNames = map[byte]string{
+	'O': " (Python objects)", 'c': " (complex)", 'U': " (strings)", 'S': " (bytes)", 'M': " (datetimes)", 'm': " (timedeltas)", 'V': " (raw or structured)",
+}
+
 // LoadNPY reads a mask stack from the NumPy .npy file at path (format:
 // https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html; header parsed
 // by internal/npy). The array has shape (sig_y, sig_x), one mask, or
@@ -35,7 +40,10 @@ var npySizes = map[byte][]int{'b': {1}, 'i': {1, 2, 4, 8}, 'u': {1, 2, 4, 8}, 'f
 // when under DefaultSparseDensity of them are nonzero (a first pass counts them), else
 // dense float32 (a little-endian float32 file straight into the stack's memory): no
 // copy of the file's array is held beside the stack. Before allocating it, LoadNPY
-// checks that the stack fits in memory (internal/memlimit; errs.Resources).
+// checks that the stack fits in memory (internal/memlimit; errs.Resources). A run that
+// applies a dense stack may add one copy in the layout its kernels need (packed for 8
+// or more masks, float64 for float64 runs), which its memory check counts
+// (engine.EstimateMemory, "mask copies").
 //
 // LoadNPY returns an error naming the file for a file that cannot be read or is not NPY,
 // Fortran order, another number of dimensions, an empty axis, another dtype, a data size
@@ -68,6 +76,18 @@ func loadNPY(path string, sig *[2]int) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The dtype first: an array of another (object, complex, string) holds no weights
+	// whatever its shape.
+	dtype := h.Descr
+	descr, err := npy.ParseDescr(dtype)
+	size := descr.Size
+	if err != nil || !slices.Contains(npySizes[descr.Kind], size) {
+		what := ""
+		if kind := strings.TrimLeft(dtype, "<>=|"); kind != "" {
+			what = npyDTypeNames[kind[0]]
+		}
+		return nil, errs.New(errs.DType, "dtype '%s'%s is not supported for masks (want bool, int8..int64, uint8..uint64, float32 or float64: save masks.astype(np.float32))", dtype, what)
+	}
 	if h.Fortran {
 		return nil, fmt.Errorf("array is in Fortran order, want C order (save np.ascontiguousarray(masks))")
 	}
@@ -91,12 +111,6 @@ func loadNPY(path string, sig *[2]int) (*Stack, error) {
 	}
 	if n > MaxWeights/(sy*sx) {
 		return nil, tooManyMasks(n, sy, sx)
-	}
-	dtype := h.Descr
-	descr, err := npy.ParseDescr(dtype)
-	size := descr.Size
-	if err != nil || !slices.Contains(npySizes[descr.Kind], size) {
-		return nil, fmt.Errorf("dtype '%s' is not supported (want bool, int8..int64, uint8..uint64, float32 or float64)", dtype)
 	}
 	if err := npy.CheckSize(h, offset, fileSize, uint64(n*sy*sx)*uint64(size)); err != nil {
 		return nil, err

@@ -12,6 +12,8 @@ import (
 	"codeberg.org/sbinet/npyio"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // writeNPY writes v (a nested slice, shape from its nesting) to dir/name with npyio.
@@ -217,8 +219,8 @@ func TestLoadNPYErrors(t *testing.T) {
 		{"1D", writeRawNPY(t, dir, "1d.npy", "<f4", false, "(6,)", f4(6)), "array shape (6,) has 1 dimensions, want (sig_y, sig_x) or (n_masks, sig_y, sig_x)"},
 		{"4D", writeRawNPY(t, dir, "4d.npy", "<f4", false, "(1, 1, 2, 3)", f4(6)), "array shape (1, 1, 2, 3) has 4 dimensions"},
 		{"empty axis", writeRawNPY(t, dir, "empty.npy", "<f4", false, "(0, 2, 3)", nil), "array shape (0, 2, 3) has an empty axis"},
-		{"complex", writeRawNPY(t, dir, "c.npy", "<c8", false, "(2, 3)", make([]byte, 48)), "dtype '<c8' is not supported"},
-		{"float16", writeRawNPY(t, dir, "h.npy", "<f2", false, "(2, 3)", make([]byte, 12)), "dtype '<f2' is not supported"},
+		{"complex", writeRawNPY(t, dir, "c.npy", "<c8", false, "(2, 3)", make([]byte, 48)), "dtype '<c8' (complex) is not supported for masks"},
+		{"float16", writeRawNPY(t, dir, "h.npy", "<f2", false, "(2, 3)", make([]byte, 12)), "dtype '<f2' is not supported for masks"},
 		{"truncated", writeRawNPY(t, dir, "short.npy", "<i2", false, "(2, 3)", make([]byte, 11)), "truncated NPY file: the header's shape (2, 3) and dtype '<i2' make 12 bytes of data from byte 128 to byte 140, but the file has 139 bytes (1 missing)"},
 		{"trailing bytes", writeRawNPY(t, dir, "long.npy", "<f4", false, "(2, 3)", f4(7)), "4 bytes after the array's data: the header's shape (2, 3) and dtype '<f4' make 24 bytes of data from byte 128 to byte 152 of the 156-byte file; numpy ignores them"},
 		{"NaN", writeRawNPY(t, dir, "nan.npy", "<f4", false, "(2, 3)", nanPayload), `mask 0 ("nan") has weight NaN at pixel (y=1, x=2)`},
@@ -232,6 +234,25 @@ func TestLoadNPYErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), c.want)
 			assert.Contains(t, err.Error(), "mask file "+c.path)
 		})
+	}
+}
+
+// Item D9: a file of an unsupported dtype is refused for its dtype (errs.DType), naming
+// the dtypes that are supported, before its shape is compared with the frames' (an
+// object array of shape (1, 1) was refused as masks of the wrong shape).
+func TestLoadNPYForRefusesTheDTypeFirst(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ descr, shape, want string }{
+		{"|O", "(1, 1)", "dtype '|O' (Python objects) is not supported for masks"},
+		{"<c16", "(2, 2, 3)", "dtype '<c16' (complex) is not supported for masks"},
+		{"<U4", "(5,)", "dtype '<U4' (strings) is not supported for masks"},
+		{"<f2", "(2, 3)", "dtype '<f2' is not supported for masks"},
+	} {
+		path := writeRawNPY(t, dir, "m.npy", c.descr, false, c.shape, make([]byte, 8))
+		s, err := LoadNPYFor(path, [2]int{256, 256})
+		require.Nil(t, s)
+		require.EqualError(t, err, "mask file "+path+": "+c.want+" (want bool, int8..int64, uint8..uint64, float32 or float64: save masks.astype(np.float32))")
+		require.Equal(t, errs.DType, errs.KindOf(err), c.descr)
 	}
 }
 

@@ -81,7 +81,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			if err := outputs.Check(stack.MaskNames(), inputs...); err != nil {
 				return err
 			}
-			pl, err := pf.planner(cmd)
+			pl, err := pf.Planner()
 			if err != nil {
 				return err
 			}

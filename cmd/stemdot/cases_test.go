@@ -471,7 +471,8 @@ func TestCaseOversizedFrames(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--mask", "com"}, "needs 2 GiB of memory, but the address-space limit (ulimit -v 4194304 KiB) leaves"},
+		// refused by the address-space limit, or first by the machine's memory
+		{[]string{"--mask", "com"}, `mask "com": building the 3 com masks on the whole frame, about (cx=16384, cy=8192) (sig_shape (16384, 32768), 536870912 pixels selected, held dense) needs 26 GiB of memory, but `},
 		{[]string{"--mask", "disk:100,100,10", "--byte-order", "big"}, "fewer workers (--cpus, --gpus) hold fewer tiles"},
 	} {
 		out := filepath.Join(dir, "o.npy")

@@ -78,14 +78,43 @@ func (f *planFlags) register(fs *pflag.FlagSet, described bool) {
 	}
 }
 
-// planner checks the request against this machine (or the described one).
-func (f *planFlags) planner(cmd *cobra.Command) (*stemdot.Planner, error) {
-	for _, name := range []string{"cpus", "gpus"} {
-		if fl := cmd.Flags().Lookup(name); fl.Changed && strings.TrimSpace(fl.Value.String()) == "" {
-			return nil, fmt.Errorf("--%s is empty: give a count or a list (see --help)", name)
+// emptyValueHints say what to give a flag given an empty value (see checkEmptyFlags), by
+// flag; other flags are told to give a value.
+var emptyValueHints = map[string]string{
+	"out":        "a file name",
+	"com-shifts": "a file name ending in .npy",
+	"png":        "a file name prefix, e.g. img for img_0_disk.png",
+	"masks":      "an NPY mask file",
+	"mask":       "a mask spec such as disk:128,128,20",
+	"cpus":       "a count or a list",
+	"gpus":       "auto, a count or a list",
+}
+
+// checkEmptyFlags refuses a string flag given with an empty (or blank) value, e.g.
+// --png "" or --nav-shape "$UNSET": for most flags an empty value means the flag's
+// default, so the value given would be silently ignored (no PNG written, the file's nav
+// shape used).
+func checkEmptyFlags(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().Visit(func(f *pflag.Flag) { // the flags given
+		values := []string{f.Value.String()}
+		switch sv, ok := f.Value.(pflag.SliceValue); {
+		case ok:
+			values = sv.GetSlice()
+		case f.Value.Type() != "string":
+			return
 		}
-	}
-	return f.Plan.Planner()
+		for _, v := range values {
+			if strings.TrimSpace(v) == "" && err == nil {
+				hint := emptyValueHints[f.Name]
+				if hint == "" {
+					hint = "a value"
+				}
+				err = fmt.Errorf("--%s is given an empty value: give %s (see %s --help)", f.Name, hint, cmd.CommandPath())
+			}
+		}
+	})
+	return err
 }
 
 // warn prints a one-line warning on stderr.

@@ -52,6 +52,9 @@ one image of shape nav_shape per mask.`,
 		Version:       stemdot.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return checkEmptyFlags(cmd)
+		},
 		// Unknown commands get suggestions (cobra); unknown flags too (suggestFlag).
 		SuggestionsMinimumDistance: 2,
 	}

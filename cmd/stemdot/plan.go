@@ -46,7 +46,7 @@ The plan ends with its warnings (oversubscription, --gpus auto without a GPU, ..
 			} else if len(maskSpecs)+len(masksFiles) > 0 {
 				return fmt.Errorf("--mask and --masks need the dataset FILE (the masks' sig shape is the frames')")
 			}
-			pl, err := pf.planner(cmd)
+			pl, err := pf.Planner()
 			if err != nil {
 				return err
 			}

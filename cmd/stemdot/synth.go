@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,6 +28,12 @@ background, and Poisson noise. The format follows --format or the extension of -
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("--out FILE is required")
+			}
+			switch base := filepath.Base(out); {
+			case strings.HasSuffix(out, "/") || base == "." || base == "..":
+				return fmt.Errorf("--out %s names a directory: give a file name, e.g. %s", out, filepath.Join(out, "scan.npy"))
+			case base == filepath.Ext(base):
+				return fmt.Errorf("--out %s: the file name is only the extension (a hidden file named %s): give a name, e.g. %s", out, base, filepath.Join(filepath.Dir(out), "scan"+base))
 			}
 			var err error
 			if opt.NavShape, err = stemdot.ParseShape(nav, 0); err != nil {

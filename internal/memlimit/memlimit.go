@@ -18,9 +18,10 @@
 // buffers. Under such a limit each glibc malloc arena would reserve another 64 MiB for a
 // thread that calls C code (libhdf5), at random moments; with cgo, stemdot keeps glibc
 // to one arena (mallopt M_ARENA_MAX, set when the process starts under the limit or at
-// the first check), so that a check that passes stays true. Under some limits below
-// about 1.35 GiB the Go runtime's own start-up fails ("fatal error: out of memory"
-// before main), whatever the job.
+// the first check), so that a check that passes stays true. The Go runtime's own
+// start-up reserves 1.07 GiB of address space (runtimeReserveBytes): under limits below
+// about 1.35 GB (1.45 GB in a Python process) it fails before main, whatever the job,
+// or, below about 1.15 GB, starts without part of it, which CheckStart refuses.
 package memlimit
 
 import (
@@ -29,6 +30,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -86,7 +88,8 @@ func Check(what string, need int64, advice string) error {
 // those the process does not have yet count too (all its threads but two, the
 // runtime's system monitor and one held by the main goroutine or signal handling, can
 // be reused). The error for that limit says how much address space the step takes and
-// the `ulimit -v` that lets it run.
+// the `ulimit -v` that lets it run, and gives the advice only where a smaller step
+// would fit.
 func CheckRun(what string, need, largest int64, threads int, advice string) error {
 	if l := ramLimit(); need > l.Bytes {
 		return errs.New(errs.Resources, "%s needs %s of memory, but %s leaves %s; %s", what, Size(need), l.Name, Size(l.Bytes), advice)
@@ -100,10 +103,23 @@ func CheckRun(what string, need, largest int64, threads int, advice string) erro
 			threads = max(0, threads-int(n-2))
 		}
 	}
+	return as.check(what, need, largest, threads, advice)
+}
+
+// check is CheckRun's check of the address-space limit, for threads new threads. The
+// advice is left out where it cannot help: where even a step that needs nothing (no
+// memory, no thread) would not fit, what the Go runtime keeps for itself, beside the
+// step, is more than the limit leaves.
+func (as addressSpace) check(what string, need, largest int64, threads int, advice string) error {
 	heap, stacks := as.heapGrowth(need, largest), int64(threads)*threadStackBytes()
 	takes := heap + stacks + runtimeBytes
 	if as.used+takes <= as.limit {
 		return nil
+	}
+	if as.used+as.heapGrowth(0, 0)+runtimeBytes <= as.limit {
+		advice = ", or " + advice
+	} else {
+		advice = " (no smaller step fits: the Go runtime needs more than that for itself)"
 	}
 	var parts []string
 	if heap > 0 {
@@ -113,7 +129,7 @@ func CheckRun(what string, need, largest int64, threads int, advice string) erro
 		parts = append(parts, fmt.Sprintf("%d new thread stacks of %s", threads, Size(threadStackBytes())))
 	}
 	parts = append(parts, fmt.Sprintf("%s for the Go runtime", Size(runtimeBytes)))
-	return errs.New(errs.Resources, "%s needs %s of memory, but %s leaves %s of address space and it takes %s there (%s): run it under ulimit -v %d or more, or %s",
+	return errs.New(errs.Resources, "%s needs %s of memory, but %s leaves %s of address space and it takes %s there (%s): run it under ulimit -v %d or more%s",
 		what, Size(need), as.name(), Size(max(as.limit-as.used, 0)), Size(takes), strings.Join(parts, ", "), (as.used+takes+1023)>>10, advice)
 }
 
@@ -121,17 +137,34 @@ func CheckRun(what string, need, largest int64, threads int, advice string) erro
 // memory (the Go runtime's for blocking system calls, signal handling).
 const startThreads = 4
 
+// runtimeReserveBytes is the address space the Go runtime reserves as it starts on
+// 64-bit Linux (amd64, arm64: 48-bit heap addresses), before any heap: its page
+// allocator's summaries (585 MiB) and the scavenger's index (512 MiB; runtime
+// mpagealloc_64bit.go). They are PROT_NONE mappings that hold no memory, but an
+// address-space limit counts them (golang/go#38010). Under a limit that leaves no room
+// for the index, the runtime starts without it (its reservation's failure is not
+// checked) and later maps the index's pages at addresses nothing reserved; with room for
+// it but not for a heap arena and the first threads beside it, the runtime dies before
+// main ("fatal error: out of memory", "runtime/cgo: pthread_create failed").
+const runtimeReserveBytes = (585 + 512) << 20
+
 // CheckStart returns an error (errs.Resources) when, at a program's start, an
 // address-space limit leaves less than any run needs besides its own memory: the room
 // for the runtime's buffers and the first threads. Below it the Go runtime would fail
 // at a random place, creating a thread or growing its heap; the error says the
-// `ulimit -v` that gives the room.
+// `ulimit -v` that gives the room. It also refuses a limit under which the Go runtime
+// started without its own reservations (see runtimeReserveBytes): the process has
+// mapped less than they take.
 func CheckStart() error {
 	as, ok := readAddressSpace()
 	if !ok {
 		return nil
 	}
 	need := runtimeBytes + startThreads*threadStackBytes()
+	if as.used < runtimeReserveBytes && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64") {
+		return errs.New(errs.Resources, "%s leaves the Go runtime no room for the %s of address space (no memory) it reserves as it starts, so it started without part of it (golang/go#38010): run under ulimit -v %d or more",
+			as.name(), Size(runtimeReserveBytes), (as.used+512<<20+need+1023)>>10)
+	}
 	if as.used+need <= as.limit {
 		return nil
 	}

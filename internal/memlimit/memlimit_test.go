@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
 // childEnv makes this test binary, started by TestCheckStart, limit its address space to
@@ -17,7 +20,10 @@ import (
 const childEnv = "STEMDOT_MEMLIMIT_TEST_START"
 
 func TestMain(m *testing.M) {
-	if extra := os.Getenv(childEnv); extra != "" {
+	if extra := os.Getenv(childEnv); extra == "started" { // under the limit it was started with
+		fmt.Print(CheckStart())
+		os.Exit(0)
+	} else if extra != "" {
 		kb, _ := field("/proc/self/status", "VmSize:")
 		e, _ := strconv.ParseInt(extra, 10, 64)
 		limit := uint64(kb<<10 + e)
@@ -88,4 +94,42 @@ func TestArenaTail(t *testing.T) {
 	require.Equal(t, int64(0x1f0c98000000-0x1f0c95c00000), arenaTail(last, 0x1f0c95900000), "the last mapping")
 	// This process's own heap: an arena's unused end is at most an arena.
 	require.LessOrEqual(t, heapTail(), int64(heapArenaBytes))
+}
+
+// Item D2: under an address-space limit, the refusal gives the caller's advice (a
+// smaller step) only where a smaller step would fit; where what the Go runtime keeps
+// for itself does not fit in what is left, it says so instead, and only the ulimit -v
+// that lets the step run helps.
+func TestCheckAdvice(t *testing.T) {
+	const mib = 1 << 20
+	used := int64(1200 * mib)
+	for _, c := range []struct {
+		left, need int64
+		want       string
+	}{
+		{8 * mib, 256 << 10, "the com masks needs 256 KiB of memory, but the address-space limit (ulimit -v 1236992 KiB) leaves 8 MiB of address space and it takes 16 MiB there (16 MiB for the Go runtime): run it under ulimit -v 1245184 or more (no smaller step fits: the Go runtime needs more than that for itself)"},
+		{100 * mib, 200 * mib, "the com masks needs 200 MiB of memory, but the address-space limit (ulimit -v 1331200 KiB) leaves 100 MiB of address space and it takes 336 MiB there (320 MiB of Go heap arenas, 16 MiB for the Go runtime): run it under ulimit -v 1572864 or more, or use a smaller mask"},
+		{100 * mib, 20 * mib, "<nil>"},
+	} {
+		as := addressSpace{limit: used + c.left, used: used, tail: 32 * mib}
+		require.Equal(t, c.want, fmt.Sprint(as.check("the com masks", c.need, c.need, 0, "use a smaller mask")))
+	}
+}
+
+// Item D2: a program started under an address-space limit too small for the Go
+// runtime's own start-up reservations (1.07 GiB on 64-bit Linux) either dies before main
+// (the Go runtime's error) or, below about 1.15 GB, starts without its scavenger index:
+// CheckStart refuses the latter, naming the limit that lets the runtime reserve it.
+func TestCheckStartWithoutRuntimeReservations(t *testing.T) {
+	if testfiles.Race {
+		t.Skip("the race detector maps shadow memory of its own, which an address-space limit refuses")
+	}
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skip("the runtime's reservations are known for amd64 and arm64")
+	}
+	cmd := exec.Command("sh", "-c", `ulimit -v 1000000 && exec "$0" -test.run='^$'`, os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"=started")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Regexp(t, `^the address-space limit \(ulimit -v 1000000 KiB\) leaves the Go runtime no room for the 1.07 GiB of address space \(no memory\) it reserves as it starts, so it started without part of it \(golang/go#38010\): run under ulimit -v 1[3-5][0-9]{5} or more$`, string(out))
 }

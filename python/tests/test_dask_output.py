@@ -4,6 +4,7 @@ killed writers removed, and an unwritable directory refused before the run."""
 
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 
@@ -90,3 +91,64 @@ def test_unwritable_directory_refused_before_the_run(tmp_path):
         cli._check_out(out, __file__)
     assert cli._check_out(str(tmp_path / "ok.npy"), __file__) == str(tmp_path / "ok.npy")
     assert os.listdir(tmp_path) == ([] if os.geteuid() == 0 else ["ro"])
+
+
+def test_out_checked_without_the_input_file(tmp_path):
+    """#17 D6: FILE may exist only on the workers' shared storage: an existing --out is
+    not compared with a FILE absent here (it was, with a traceback); an --out that is
+    FILE is refused."""
+    out = tmp_path / "existing.npy"
+    out.write_bytes(b"old")
+    assert cli._check_out(str(out), "/nonexist/in.mib") == str(out)
+    with pytest.raises(SystemExit, match="is the input file"):
+        cli._check_out(str(out), str(out))
+    with pytest.raises(SystemExit, match=r"--out .*/\.npy: the file name is only the extension \(a hidden file named \.npy\): give a name, e.g. .*/result\.npy"):
+        cli._check_out(str(tmp_path / ".npy"), "/nonexist/in.mib")
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "stemdot.dask", *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def test_bad_command_lines_exit_1_with_one_message(tmp_path):
+    """#17 D6, D10: a bad flag value, a missing argument, a flag given an empty value: one
+    line and status 1, as stemdot apply (argparse printed the usage and exited 2); the
+    dataset options' values are the CLI's, checked by the library's parser before the
+    cluster is contacted (--offset 1KiB passes: a scheduler that is not there fails)."""
+    base = ["--scheduler", "tcp://127.0.0.1:9", "/nonexist/in.mib", "--mask", "com", "--out", tmp_path / "r.npy", "--timeout", "1"]
+    for args, message in (
+        (["--nav-shape", "64x64"], 'stemdot.dask: --nav-shape "64x64": want whole sizes separated by commas, rows first: Y,X (e.g. 64,64) or N (e.g. 4096)'),
+        (["--offset", "1 furlong"], 'stemdot.dask: --offset "1 furlong": want a non-negative byte count such as 1024 or 1KiB'),
+        (["--frames", "7"], 'stemdot.dask: --frames "7": want FIRST,COUNT (first frame >= 0, count >= 1)'),
+        (["--timeout", "soon"], "stemdot.dask: --timeout: invalid float value: 'soon' (see python -m stemdot.dask --help)"),
+        (["--sig-shape", " "], "stemdot.dask: --sig-shape is given an empty value: give a value (see python -m stemdot.dask --help)"),
+        (["--png", "img"], "stemdot.dask: unrecognized arguments: --png img (see python -m stemdot.dask --help)"),
+    ):
+        run = run_cli(*base, *args)
+        assert run.returncode == 1 and run.stderr == message + "\n", run.stderr
+    run = run_cli("/nonexist/in.mib", "--mask", "com")
+    assert run.returncode == 1 and run.stderr == "stemdot.dask: the following arguments are required: --scheduler, --out (see python -m stemdot.dask --help)\n", run.stderr
+    for flag in ("--offset", "--frame-header", "--frame-footer"):
+        run = run_cli(*base, flag, "1KiB")
+        assert run.returncode == 1 and "Timed out trying to connect to tcp://127.0.0.1:9" in run.stderr, run.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_ctrl_c_while_starting_exits_1_with_the_message(tmp_path):
+    """#17 D6: Ctrl-C while Python imports the command's packages (numpy, Dask,
+    distributed: about a second) ends it as later ones do, status 1 and the message,
+    no traceback (it gave a KeyboardInterrupt traceback and the status of SIGINT)."""
+    proc = subprocess.Popen([sys.executable, "-m", "stemdot.dask", "--scheduler", "tcp://127.0.0.1:9", "/nonexist/in.mib",
+                             "--mask", "com", "--out", str(tmp_path / "r.npy")], stderr=subprocess.PIPE, text=True)
+    maps = f"/proc/{proc.pid}/maps"
+    while proc.poll() is None:  # numpy's extension loaded: stemdot's package is being imported
+        try:
+            with open(maps) as f:
+                if "_multiarray_umath" in f.read():
+                    break
+        except FileNotFoundError:
+            break
+    proc.send_signal(signal.SIGINT)
+    stderr = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 1 and stderr.endswith("no result written\n") and "stemdot.dask: interrupted: " in stderr, stderr
+    assert "Traceback" not in stderr and not list(tmp_path.iterdir())

@@ -931,3 +931,52 @@ def test_forked_child_is_refused_not_hung(tmp_path):
     assert (code, handle) == (stemdot._lib.ERR_FORKED, 0), child
     assert message.startswith("stemdot_dataset_from_memory: stemdot cannot be used in a process forked"), message
     assert "'spawn'" in message
+
+
+def test_shape_and_integer_options_take_numpy_values(data_dir):
+    """#17 D9: shape options take any sequence of integers (numpy arrays and numpy
+    integers included), integer options ints and numpy integers, as the CLI takes their
+    text; floats are refused naming the option, an empty string as not given."""
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    raw = read_mib(path).astype(np.float64)  # 8 frames
+    disk = stemdot.disk((256, 256), 128, 128, 40)
+    want = np.einsum("fyx,yx->f", raw, disk[0].astype(np.float64))
+    for options, nav, frames in (
+        (dict(nav_shape=np.array([2, 4])), (2, 4), slice(0, 8)),
+        (dict(nav_shape=[np.int64(4), np.int32(2)]), (4, 2), slice(0, 8)),
+        (dict(nav_shape=np.array([8]), frames=np.array([2, 5])), (5,), slice(2, 7)),
+        (dict(nav_shape=(2, 4), frames=(np.uint8(1), np.int16(3))), (3,), slice(1, 4)),
+        (dict(nav_shape=np.array([2, 4]), sync_offset=np.int64(2)), (1, 4), slice(2, 6)),  # the complete row left
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the sync offset's interrupted scan
+            ds = stemdot.open(path, **options)
+        with ds:
+            assert ds.nav_shape == nav, options
+            got = stemdot.apply_masks(ds, disk)[..., 0].ravel()
+        np.testing.assert_array_equal(got, want[frames].astype(np.float32), err_msg=str(options))
+    for options, message in (
+        (dict(nav_shape=np.array([2.0, 4.0])), r"option nav_shape=array\(\[2., 4.\]\): want a sequence of integers such as \(64, 64\), not of float"),
+        (dict(nav_shape=(2, 4), sync_offset=1.0), "option sync_offset=1.0: want an integer, a string or a sequence of integers, not float"),
+        (dict(nav_shape=(2, 4), frames=np.array([[1, 2]])), "option frames=.*: want a sequence of integers"),
+    ):
+        with pytest.raises(TypeError, match=message):
+            stemdot.open(path, **options)
+    with pytest.raises(stemdot.InvalidArgumentError, match=r"option nav_shape='' is empty: give a value, or leave the option out"):
+        stemdot.open(path, nav_shape="")
+
+
+def test_masks_of_an_unsupported_dtype_are_refused_for_it(tmp_path):
+    """#17 D9: masks of object (or complex, string) dtype are refused as such, naming the
+    dtypes that are supported, whatever their shape: an object NPY file of shape (1, 1)
+    was refused as masks of the wrong shape."""
+    obj = np.empty((1, 1), dtype=object)
+    obj[0, 0] = 1.0
+    np.save(tmp_path / "obj.npy", obj, allow_pickle=True)
+    with pytest.raises(stemdot.DTypeError, match=r"obj.npy: dtype '\|O' \(Python objects\) is not supported for masks \(want bool, int8..int64, uint8..uint64, float32 or float64"):
+        stemdot.mask_stack((256, 256), files=[tmp_path / "obj.npy"])
+    frames = np.zeros((2, 4, 4), np.uint8)
+    for masks, what in ((np.ones((1, 4, 4), dtype=object), "object \\(Python objects\\)"), (np.ones((1, 1), np.complex64), "complex64 \\(complex\\)"),
+                        (np.array([["a"]]), "<U1 \\(strings\\)")):
+        with pytest.raises(stemdot.DTypeError, match=f"masks of dtype {what} are not supported: want bool, integer or float weights"):
+            stemdot.apply_masks(frames, masks)

@@ -32,9 +32,13 @@ import threading
 import time
 import warnings
 
-import numpy as np
+from . import _startup
 
-from . import _lib
+_startup.handle_interrupts()  # python -m stemdot.dask: a Ctrl-C from here on exits 1
+
+import numpy as np  # noqa: E402
+
+from . import _lib  # noqa: E402
 
 __version__ = "0.2.0"
 
@@ -301,18 +305,31 @@ def _reopen(path, options):
 def _option_value(key, value):
     """An option value as text for the "key=value;..." strings of stemdot_open and
     stemdot_plan_new_options, which the library parses and checks (the same parser as
-    the CLI's flags): a sequence of integers as "a,b", a numpy dtype or type as its
-    name, anything else as str()."""
-    if isinstance(value, (tuple, list)):
-        value = ",".join(str(operator.index(n)) for n in value)
+    the CLI's flags): a sequence of integers (tuple, list, numpy array; numpy integers
+    included) as "a,b", an integer (int or numpy integer) as its digits, a bool as "true"
+    or "false", a numpy dtype or type as its name, a string as it is. Other values
+    (floats, sequences of anything but integers) raise TypeError naming the option."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]  # a numpy scalar
+    if isinstance(value, (bool, np.bool_)):
+        text = "true" if value else "false"
     elif isinstance(value, (np.dtype, type)):
-        value = np.dtype(value).name
-    elif isinstance(value, float):
-        raise TypeError(f"option {key}={value!r}: want an integer, a string or a tuple, not a float")
-    value = str(value)
-    if any(c in value for c in ";=\0"):
-        raise ValueError(f"option {key}={value!r} contains ';', '=' or NUL")
-    return value
+        text = np.dtype(value).name
+    elif isinstance(value, (int, np.integer)):
+        text = str(int(value))
+    elif isinstance(value, str):
+        text = value
+    elif isinstance(value, (tuple, list, np.ndarray)):
+        items = list(value)
+        if isinstance(value, np.ndarray) and value.ndim != 1 or not all(isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) for n in items):
+            raise TypeError(f"option {key}={value!r}: want a sequence of integers such as (64, 64), not of "
+                            f"{', '.join(sorted({type(n).__name__ for n in items}))}")
+        text = ",".join(str(int(n)) for n in items)
+    else:
+        raise TypeError(f"option {key}={value!r}: want an integer, a string or a sequence of integers, not {type(value).__name__}")
+    if any(c in text for c in ";=\0"):
+        raise ValueError(f"option {key}={text!r} contains ';', '=' or NUL")
+    return text
 
 
 def open(path, **format_options):
@@ -357,6 +374,10 @@ def _open(path, format_options):
     spath = os.fspath(path)
     if "\0" in spath:
         raise ValueError(f"path {spath!r} contains a NUL character")
+    for key, value in format_options.items():
+        if isinstance(value, str) and not value.strip():  # the library would read it as not given
+            raise InvalidArgumentError(f"option {key}={value!r} is empty: give a value, or leave the option out (None) "
+                                       "for its default", _lib.ERR_INVALID_ARGUMENT)
     items = [f"{key}={_option_value(key, value)}" for key, value in format_options.items() if value is not None]
     handle = ctypes.c_uint64()
     _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
@@ -707,7 +728,7 @@ def _masks_of(masks):
         hint = ": for a mask spec, use stemdot.mask(spec, sig_shape) or stemdot.mask_stack" if isinstance(masks, str) else ""
         raise TypeError(f"masks: {_WANT_MASKS}; got {type(masks).__name__} {masks!r:.60}{hint}")
     m = _dense(masks)
-    if m.dtype == object:
+    if m.dtype == object and not isinstance(masks, np.ndarray):  # e.g. a list of non-arrays
         raise TypeError(f"masks: {_WANT_MASKS}; got {type(masks).__name__}")
     return m, None
 
@@ -722,6 +743,10 @@ def _job(masks, dtype, sig_shape=None):
     if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise DTypeError(f"result dtype {out_dtype} is not float32 or float64", _lib.ERR_DTYPE)
     masks, factory = _masks_of(masks)
+    if masks.dtype.kind not in "biuf":
+        what = {"O": " (Python objects)", "c": " (complex)", "U": " (strings)", "S": " (bytes)"}.get(masks.dtype.kind, "")
+        raise DTypeError(f"masks of dtype {masks.dtype}{what} are not supported: want bool, integer or float weights "
+                         "(e.g. masks.astype(np.float32))", _lib.ERR_DTYPE)
     if masks.ndim == 2:
         masks = masks[np.newaxis]
     if masks.ndim != 3:
@@ -729,8 +754,6 @@ def _job(masks, dtype, sig_shape=None):
     if factory and sig_shape is not None and masks.shape[1:] != tuple(sig_shape):
         raise ShapeError(f"{factory} returned masks of sig_shape {masks.shape[1:]}, but the frames' sig_shape is "
                          f"{tuple(sig_shape)}", _lib.ERR_SHAPE)
-    if masks.dtype.kind not in "biuf":
-        raise DTypeError(f"masks dtype {masks.dtype} is not a real number type", _lib.ERR_DTYPE)
     weights = np.float64 if out_dtype == np.float64 and masks.dtype != np.float32 else np.float32
     return out_dtype, np.ascontiguousarray(masks, dtype=weights)
 

@@ -459,7 +459,6 @@ def dataset_info(client, path, *, timeout=120, **open_options):
     ``n_frames`` and ``warnings`` (the dataset's, see ``stemdot.Dataset.warnings``). The
     client needs no access to the file. Raises :class:`ClusterError` when no worker has
     been running for ``timeout`` seconds (none connected, or all paused)."""
-    _check_options(open_options)
     future = client.submit(_info_task, os.fspath(path), open_options, pure=False)
     stalled = None  # since when no worker runs
     while True:
@@ -477,9 +476,12 @@ def dataset_info(client, path, *, timeout=120, **open_options):
             raise _cluster_error(client, f"no Dask worker has run for {timeout:g} s to open {path}")
 
 
-def _check_options(open_options):
-    if "frames" in open_options:
-        raise TypeError("stemdot.dask computes every frame: it sets the frames option per range, do not give it")
+def _first_frame(frames):
+    """The first frame of a frames option already accepted by the library: (first,
+    count) as a sequence or as its text "FIRST,COUNT"."""
+    if isinstance(frames, str):
+        return int(frames.strip().strip("()[] ").split(",")[0])
+    return int(frames[0])
 
 
 class _Ledger:
@@ -535,7 +537,7 @@ def apply_masks(
     path: a file every worker can read at this path (shared storage); the client need
       not see it. A relative path that exists on the client is made absolute there (the
       workers' working directories differ from the client's). open_options: those of :func:`stemdot.open` (format, nav_shape,
-      sig_shape, dtype, ...), except frames.
+      sig_shape, dtype, ..., frames: only frames first..first+count-1 of the scan, a result of nav_shape (count,)).
     masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), or mask factories, as for
       stemdot.apply_masks (factories are called here); scattered to the workers once.
     out_dtype: np.float32 or np.float64 (float64 accumulates in float64).
@@ -564,7 +566,6 @@ def apply_masks(
     workers stop their running applies. Errors of a range (a stemdot error on a worker)
     cancel the run and are raised as they were raised on the worker.
     """
-    _check_options(open_options)
     out_dtype, masks = stemdot._job(masks, out_dtype)
     path = os.fspath(path)
     if not os.path.isabs(path) and os.path.exists(path):
@@ -578,6 +579,11 @@ def apply_masks(
     info = dataset_info(client, path, timeout=timeout, **open_options)
     for w in info["warnings"]:
         warnings.warn(f"stemdot: {w}", stacklevel=2)
+    # The ranges are cut from the frames option's span (the library checked it): each
+    # range task opens frames (first + range's first, range's count) of the whole scan.
+    open_options = dict(open_options)
+    frames = open_options.pop("frames", None)
+    first_frame = _first_frame(frames) if frames is not None else 0
     if tuple(masks.shape[1:]) != tuple(info["sig_shape"]):
         raise stemdot.ShapeError(
             f"masks of sig shape {tuple(masks.shape[1:])} do not match the sig shape {tuple(info['sig_shape'])} of {path}",
@@ -618,7 +624,7 @@ def apply_masks(
             path,
             open_options,
             masks_future,
-            first,
+            first_frame + first,
             count,
             out_dtype.name,
             key=f"stemdot-range-{job}-{first}-{count}-{attempt}",

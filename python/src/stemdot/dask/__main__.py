@@ -8,9 +8,12 @@ array of shape nav_shape + (n_masks,), is written by this process under a tempor
 name, flushed to the disk and renamed when complete, as stemdot's own outputs are (Go
 package internal/atomicfile: the temporary is .NAME.PID.NNN.tmp, locked while written;
 one left by a killed writer is removed by the next write of NAME). The output directory
-is checked before the run. As ``stemdot apply``: the dataset's warnings are printed
-("stemdot.dask: warning: ..."), messages name the flag that helps, and errors and Ctrl-C
-exit with status 1, leaving no result file.
+is checked before the run. As ``stemdot apply``: the dataset's options take the same
+values (sizes with units such as ``--offset 1KiB``: the library parses them, before the
+cluster is contacted), the dataset's warnings are printed ("stemdot.dask: warning: ..."),
+messages name the flag that helps, and errors (a bad flag value included, one line, no
+usage) and Ctrl-C (from the moment the command starts: see stemdot._startup) exit with
+status 1, leaving no result file.
 """
 
 import argparse
@@ -19,6 +22,7 @@ import fcntl
 import os
 import random
 import re
+import signal
 import sys
 import warnings
 
@@ -26,20 +30,24 @@ import numpy as np
 
 import stemdot
 import stemdot.dask as sdask
+from stemdot import _startup
+
+# The options of stemdot.open this command takes, as flags: their values go to the
+# library as given (it parses them as stemdot apply's flags).
+OPEN_KEYS = ("format", "nav_shape", "sig_shape", "dtype", "byte_order", "offset", "frame_header", "frame_footer",
+             "sync_offset", "frames", "flyback", "dataset_path", "allow_fill")
 
 
-def _shape(text):
-    try:
-        shape = tuple(int(n) for n in text.strip("()[] ").split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a shape like 256,256") from None
-    if not shape or min(shape) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} has a size below 1")
-    return shape
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        """A bad command line: one line and status 1, as stemdot apply (argparse prints
+        the usage and exits 2)."""
+        message = re.sub(r"^argument ([^:]+): ", lambda m: m[1].split("/")[-1] + ": ", message)
+        self.exit(1, f"stemdot.dask: {message} (see {self.prog} --help)\n")
 
 
 def _parser():
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="python -m stemdot.dask",
         description="Apply a mask stack to every frame of FILE on the workers of a Dask cluster "
         "(dask scheduler + dask worker --nthreads 1 on every node); writes nav_shape + (n_masks,) as NPY.",
@@ -54,16 +62,19 @@ def _parser():
     p.add_argument("--out", required=True, metavar="NPY", help="result file (NPY, float32 unless --float64)")
     p.add_argument("--float64", action="store_true", help="accumulate and write float64")
     p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5, empad (default: detected)")
-    p.add_argument("--nav-shape", type=_shape, metavar="Y,X",
+    p.add_argument("--nav-shape", metavar="Y,X",
                    help="scan shape (overrides the file's when it has as many positions, or as many as the file has frames)")
-    p.add_argument("--sig-shape", type=_shape, metavar="Y,X", help="frame shape of a raw file")
+    p.add_argument("--sig-shape", metavar="Y,X", help="frame shape of a raw file")
     p.add_argument("--dtype", help="pixel dtype of a raw file (uint16, float32, ...)")
-    p.add_argument("--byte-order", choices=["little", "big"], help="byte order of a raw file")
-    p.add_argument("--offset", type=int, help="header bytes to skip in a raw file")
-    p.add_argument("--frame-header", type=int, metavar="BYTES", help="bytes before every frame's pixels (raw)")
-    p.add_argument("--frame-footer", type=int, metavar="BYTES", help="bytes after every frame's pixels (raw)")
-    p.add_argument("--sync-offset", type=int, metavar="N",
+    p.add_argument("--byte-order", metavar="little|big", help="byte order of a raw file")
+    p.add_argument("--offset", metavar="BYTES", help="header bytes to skip in a raw file, e.g. 1024 or 1KiB")
+    p.add_argument("--frame-header", metavar="BYTES", help="bytes before every frame's pixels (raw), e.g. 384 or 1KiB")
+    p.add_argument("--frame-footer", metavar="BYTES", help="bytes after every frame's pixels (raw)")
+    p.add_argument("--sync-offset", metavar="N",
                    help="scan position p reads the file's frame p+N (N>0 skips leading frames, N<0 inserts blank ones)")
+    p.add_argument("--frames", metavar="FIRST,COUNT",
+                   help="only frames FIRST..FIRST+COUNT-1 of the scan (scan order, after --nav-shape and --sync-offset), "
+                   "written as a scan of nav shape (COUNT,)")
     p.add_argument("--flyback", metavar="WHERE",
                    help="flyback frames of each scan row: start, end, start:N, end:N, none or auto (default: one per row "
                    "when the file holds (nav_x+1)*nav_y frames: where the frame headers set it apart in every row, "
@@ -100,11 +111,40 @@ def _flag_names(parser, msg):
     return re.sub(r"\boption ([a-z][a-z0-9_]*)\b", lambda m: flags.get(m.group(1), m.group(0)), msg)
 
 
+def _check_empty(parser, args):
+    """Refuses a flag given an empty (or blank) value, as stemdot apply does: the
+    library would read most of them as not given."""
+    for a in parser._actions:
+        value = getattr(args, a.dest, None)
+        if a.option_strings and any(isinstance(v, str) and not v.strip() for v in (value if isinstance(value, list) else [value])):
+            raise SystemExit(f"stemdot.dask: {a.option_strings[-1]} is given an empty value: give a value (see {parser.prog} --help)")
+
+
+def _check_options(parser, options):
+    """Checks the dataset options' values with the library's parser, that of stemdot
+    apply's flags, before the cluster is contacted: stemdot.open on /dev/null parses
+    them, then refuses the device; an error naming an option is a value's."""
+    try:
+        stemdot._open(os.devnull, options).close()
+    except stemdot.StemdotError as e:
+        if str(e).startswith("option "):
+            raise SystemExit(f"stemdot.dask: {_flag_names(parser, str(e))}") from None
+
+
 def _check_out(out, file):
+    name = os.path.basename(out)
+    if name.lower() == ".npy":
+        raise SystemExit(f"stemdot.dask: --out {out}: the file name is only the extension (a hidden file named {name}): "
+                         f"give a name, e.g. {os.path.join(os.path.dirname(out), 'result.npy')}")
     if os.path.splitext(out)[1].lower() != ".npy":
         raise SystemExit(f"stemdot.dask: --out {out}: results are written as NPY: give a path ending in .npy")
     out = os.path.abspath(out)
-    if os.path.exists(out) and os.path.samefile(out, file):
+    # FILE may exist only on the workers' shared storage: compared only where both exist here.
+    try:
+        same = os.path.exists(file) and os.path.exists(out) and os.path.samefile(out, file)
+    except OSError:
+        same = False
+    if same:
         raise SystemExit(f"stemdot.dask: --out {out} is the input file")
     if os.path.exists(out) and not os.path.isfile(out):
         raise SystemExit(f"stemdot.dask: --out {out} is not a regular file")
@@ -203,8 +243,21 @@ def _save(out, result):
 
 
 def main(argv=None):
+    """The command; returns its exit status. Ctrl-C anywhere ends it with status 1 and a
+    message (see stemdot._startup for the imports before it)."""
+    if signal.getsignal(signal.SIGINT) is _startup.interrupted:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # KeyboardInterrupt from here on
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print(_startup.MESSAGE, file=sys.stderr)
+        return 1
+
+
+def _main(argv):
     parser = _parser()
     args = parser.parse_args(argv)
+    _check_empty(parser, args)
     from distributed import Client
 
     show = warnings.showwarning
@@ -220,10 +273,9 @@ def main(argv=None):
     if not args.mask and not args.masks:
         raise SystemExit("stemdot.dask: no masks: give a mask spec (--mask) or an NPY mask stack (--masks)")
 
+    options = {k: getattr(args, k) for k in OPEN_KEYS if getattr(args, k) is not None}
+    _check_options(parser, options)
     out = _check_out(args.out, args.file)
-    keys = ("format", "nav_shape", "sig_shape", "dtype", "byte_order", "offset", "frame_header", "frame_footer",
-            "sync_offset", "flyback", "dataset_path", "allow_fill")
-    options = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     resources = _resources(args.resources)
     print(f"stemdot.dask: connecting to {args.scheduler} (waiting up to --timeout {args.timeout:g} s)", file=sys.stderr)
     try:

@@ -676,23 +676,26 @@ def apply_masks(
                 time.sleep(0.1)  # waiting for a worker's set-up
                 continue
             try:
-                finished = wait(list(ledger.flight), timeout=POLL_S, return_when="FIRST_COMPLETED").done
-            except DaskTimeoutError:  # no range finished within POLL_S: look at the workers again
-                continue
-            except concurrent.futures.CancelledError as e:  # the scheduler dropped the run's tasks
+                try:
+                    finished = wait(list(ledger.flight), timeout=POLL_S, return_when="FIRST_COMPLETED").done
+                except DaskTimeoutError:  # no range finished within POLL_S: look at the workers again
+                    continue
+                for future in finished:
+                    first, count, address, attempt = ledger.flight.pop(future)
+                    if future.status == "error" and _worker_lost(future.exception()):
+                        record["lost"].append((first, count, address, attempt))
+                        ledger.give_back(first, count)
+                        continue
+                    values, ran_on, _, seconds = future.result()  # raises a range's error
+                    out[first : first + count] = values
+                    ledger.done += count
+                    record["ranges"].append((first, count, ran_on, attempt, seconds))
+                    notify(ledger.done)
+            except concurrent.futures.CancelledError as e:
+                # The scheduler dropped the run's tasks, seen while waiting or as a finished
+                # range's result (their dependency, the mask stack, was lost with its workers).
                 raise _cluster_error(client, f"the scheduler cancelled the run's tasks ({_cancel_reasons(e)})", workers,
                                      masks.nbytes) from e
-            for future in finished:
-                first, count, address, attempt = ledger.flight.pop(future)
-                if future.status == "error" and _worker_lost(future.exception()):
-                    record["lost"].append((first, count, address, attempt))
-                    ledger.give_back(first, count)
-                    continue
-                values, ran_on, _, seconds = future.result()  # raises a range's error
-                out[first : first + count] = values
-                ledger.done += count
-                record["ranges"].append((first, count, ran_on, attempt, seconds))
-                notify(ledger.done)
     except BaseException:
         client.cancel(list(ledger.flight))
         _cancel_everywhere(client, job)

@@ -56,6 +56,23 @@ func GoNames(msg string) string {
 	})
 }
 
+// optionRef matches "option KEY" in messages; GoNames and FlagNames rewrite it where KEY
+// is an option's key (goNames).
+var optionRef = regexp.MustCompile(`\boption ([a-z][a-z0-9_]*)\b`)
+
+// FlagNames rewrites the options named in an error message, by key ("give option
+// sig_shape") or by Go name ("give Options.SigShape", as this package's errors name
+// them), as the CLI's flags ("give --sig-shape"). Only known options are rewritten.
+func FlagNames(msg string) string {
+	return optionRef.ReplaceAllStringFunc(OptionKeys(msg), func(m string) string {
+		key := m[len("option "):]
+		if _, ok := goNames[key]; ok { // every option key (TestGoNames)
+			return FlagName(key)
+		}
+		return m
+	})
+}
+
 // OptionKeys rewrites the Go names of options in a message (as GoNames writes them) as
 // "option KEY": the C ABI and Python name options by key.
 func OptionKeys(msg string) string {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,22 +212,6 @@ func ParseByteOrder(s string) (bigEndian bool, err error) {
 		return true, nil
 	}
 	return false, errs.New(errs.Argument, "want little or big")
-}
-
-// optionRef matches "option KEY" in messages, KEY being an open or plan option.
-var optionRef = regexp.MustCompile(`\boption ([a-z][a-z0-9_]*)\b`)
-
-// FlagNames rewrites the options named in an error message, by key ("give option
-// sig_shape") or by Go name ("give Options.SigShape", as this package's errors name
-// them), as the CLI's flags ("give --sig-shape"). Only known options are rewritten.
-func FlagNames(msg string) string {
-	return optionRef.ReplaceAllStringFunc(OptionKeys(msg), func(m string) string {
-		key := m[len("option "):]
-		if _, ok := goNames[key]; ok || slices.ContainsFunc(OpenOptions, func(o OpenOption) bool { return o.Key == key }) || slices.Contains(planKeys, key) {
-			return FlagName(key)
-		}
-		return m
-	})
 }
 
 // Open opens the 4D-STEM file at path, of a format detected from its name and content

@@ -231,7 +231,7 @@ func stemdot_go_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf 
 	if err != nil {
 		return fail(fn, err)
 	}
-	return copyText(fn, string(text), "plan", buf, bufLen, needed)
+	return copyText(fn, stemdot.OptionKeys(string(text)), "plan", buf, bufLen, needed)
 }
 
 //export stemdot_go_dataset_warnings
@@ -245,14 +245,14 @@ func stemdot_go_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen
 	if err != nil {
 		return fail(fn, err)
 	}
-	return copyText(fn, strings.Join(stemdot.OpenWarnings(d), "\n"), "warnings", buf, bufLen, needed)
+	return copyText(fn, stemdot.OptionKeys(strings.Join(stemdot.OpenWarnings(d), "\n")), "warnings", buf, bufLen, needed)
 }
 
-// copyText writes text, its options named by key, and a NUL into buf (bufLen bytes) and
-// its length into *needed; buf NULL with bufLen 0 only asks for the length; a buffer
-// too small is errs.Shape naming what (with *needed set).
+// copyText writes text as it is (messages have their options named by key by the
+// caller: stemdot.OptionKeys) and a NUL into buf (bufLen bytes) and its length into
+// *needed; buf NULL with bufLen 0 only asks for the length; a buffer too small is
+// errs.Shape naming what (with *needed set).
 func copyText(fn, text, what string, buf *C.char, bufLen C.size_t, needed *C.size_t) C.stemdot_status {
-	text = stemdot.OptionKeys(text)
 	*needed = C.size_t(len(text))
 	if buf == nil && bufLen == 0 { // the length query
 		return succeed()

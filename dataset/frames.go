@@ -80,9 +80,9 @@ type fileFrames struct {
 	strict bool
 	// hint is appended to a strict refusal: the options that describe the file.
 	hint string
-	// series says that the file's nav shape (1, n) only counts its frames (an NPY or
-	// HDF5 array of rank 3): the file states no scan shape for option nav_shape to
-	// contradict.
+	// series says that the file's nav shape only counts its frames ((n,) of an NPY or
+	// HDF5 array of rank 3, (1, 1) of an NPY frame): the file states no scan shape for
+	// option nav_shape to contradict.
 	series bool
 	// flybackAtEnd, when set, tells from the file whether the flyback frame of each of
 	// the rows scan rows of stride frames from frame first on ends the row (true) or

@@ -50,11 +50,9 @@ import (
 	"sync"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stemdot/stemdot/errs"
-	"github.com/stemdot/stemdot/internal/atomicfile"
 	"github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/internal/regfile"
 )
 
 // Storage that is missing, short or never written, and files beside the HDF5 file.
@@ -210,7 +208,7 @@ func h5FindFile(name, referrer, env string) (path, missing string, err error) {
 			continue
 		}
 		if !st.Mode().IsRegular() {
-			return "", "", errs.New(errs.IO, "%s %s", p, atomicfile.NotRegular(st.Mode()))
+			return "", "", errs.New(errs.IO, "%s %s", p, regfile.NotRegular(st.Mode()))
 		}
 		switch ok, err := h5Signature(p); {
 		case err != nil:
@@ -229,22 +227,16 @@ func h5FindFile(name, referrer, env string) (path, missing string, err error) {
 
 // h5Signature reports whether the regular file at path holds the HDF5 signature where
 // libhdf5 looks for it: at byte 0, 512, 1024, 2048, ... (after a user block). It opens
-// the file without blocking, and fails for a file that is no longer regular.
+// the file without blocking (regfile.Open), and fails for a file that is no longer
+// regular.
 func h5Signature(path string) (bool, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	f, size, err := regfile.Open(path)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return false, err
-	}
-	if !st.Mode().IsRegular() {
-		return false, fmt.Errorf("%s %s", path, atomicfile.NotRegular(st.Mode()))
-	}
 	sig := make([]byte, 8)
-	for off := int64(0); off+8 <= st.Size(); off = max(512, 2*off) {
+	for off := int64(0); off+8 <= size; off = max(512, 2*off) {
 		if _, err := f.ReadAt(sig, off); err != nil {
 			return false, fmt.Errorf("%s: %w", path, err)
 		}
@@ -612,7 +604,7 @@ func h5ExternalFile(path string, offset, need int64, referrer string) (int64, er
 		return 0, errs.Wrap(errs.IO, fmt.Errorf("external raw data file: %w%s", err, hint))
 	}
 	if !st.Mode().IsRegular() {
-		return 0, errs.New(errs.IO, "external raw data file %s %s", path, atomicfile.NotRegular(st.Mode()))
+		return 0, errs.New(errs.IO, "external raw data file %s %s", path, regfile.NotRegular(st.Mode()))
 	}
 	return min(st.Size()-offset, need), nil
 }

@@ -29,10 +29,10 @@ type Options struct {
 	// file holds frames (after SyncOffset); another contradicts the file and is refused
 	// (errs.Shape) naming both (Frames reads part of a scan). Empty: use the file's, or
 	// (1, n_frames) when the file has none (raw, MIB without .hdr). An NPY or HDF5 array
-	// of rank 3 gives no scan shape, only (1, n): any nav shape may reshape it. A frame
-	// count that differs from the nav shape is reconciled as described in frames.go
-	// (surplus frames ignored, complete rows of an interrupted scan kept; raw files must
-	// match exactly).
+	// of rank 3 gives no scan shape, only its frame count (n,): any nav shape may reshape
+	// it. A frame count that differs from the nav shape is reconciled as described in
+	// frames.go (surplus frames ignored, complete rows of an interrupted scan kept; raw
+	// files must match exactly).
 	NavShape []int
 	// SyncOffset shifts frames against scan positions (LiberTEM's sync_offset): scan
 	// position p holds the file's frame p+SyncOffset. Positive: skip that many leading

@@ -305,7 +305,8 @@ stemdot_status stemdot_mask_parse(const char *spec, size_t sig_y, size_t sig_x, 
  * NULL asks for the sizes; each call builds the stack (and reads the files) again.
  * Errors: INVALID_ARGUMENT (NULL pointers, a bad spec, no file and no spec), IO (a file
  * missing or unreadable), FORMAT (a file that is not a mask NPY, non-finite weights),
- * SHAPE (masks of another sig shape, out_len or names_len too small), DTYPE (out_dtype).
+ * SHAPE (masks of another sig shape, out_len or names_len too small), DTYPE (out_dtype,
+ * a file of another dtype: complex, object, ...).
  * Thread-safe.
  */
 stemdot_status stemdot_mask_stack(const char *const *files, size_t n_files,

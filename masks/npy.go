@@ -169,8 +169,8 @@ func (w *npyWeights) inexact() bool {
 	return w.descr.Size == 8 || (w.descr.Size == 4 && w.descr.Kind != 'f')
 }
 
-// each calls fn for every block of weights from element start on, with the block's
-// first element and its bytes, until fn returns false or the weights end.
+// each calls fn for every block of weights, in order, with the block's first element
+// and its bytes, until fn returns false or the weights end.
 func (w *npyWeights) each(fn func(first int64, b []byte) bool) error {
 	size := int64(w.descr.Size)
 	total := int64(w.n) * int64(w.pixels)
@@ -189,26 +189,35 @@ func (w *npyWeights) each(fn func(first int64, b []byte) bool) error {
 	return nil
 }
 
-// countNonzeros counts the nonzero weights, stopping as soon as there are too many for
-// the stack to be applied sparse (DefaultSparseDensity): it returns the count and
-// whether the stack is sparse.
-func (w *npyWeights) countNonzeros() (int, bool, error) {
+// nonzeros calls fn for every nonzero weight, in order, with its element index and
+// value, until fn returns false or the weights end. It skips zeros 8 bytes at a time (a
+// whole number of elements): a sparse stack is mostly zeros.
+func (w *npyWeights) nonzeros(fn func(e int64, v float64) bool) error {
 	size := w.descr.Size
-	limit := DefaultSparseDensity * float64(w.n) * float64(w.pixels)
 	decode := w.decoder()
-	nnz := 0
-	err := w.each(func(_ int64, b []byte) bool {
-		// 8 bytes at a time (a whole number of elements): a sparse stack is mostly zeros.
+	return w.each(func(first int64, b []byte) bool {
 		for i := 0; i < len(b); i += 8 {
 			if i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:]) == 0 {
 				continue
 			}
 			for j := i; j < min(i+8, len(b)); j += size {
-				if decode(b[j:]) != 0 {
-					nnz++
+				if v := decode(b[j:]); v != 0 && !fn(first+int64(j/size), v) {
+					return false
 				}
 			}
 		}
+		return true
+	})
+}
+
+// countNonzeros counts the nonzero weights, stopping as soon as there are too many for
+// the stack to be applied sparse (DefaultSparseDensity): it returns the count and
+// whether the stack is sparse.
+func (w *npyWeights) countNonzeros() (int, bool, error) {
+	limit := DefaultSparseDensity * float64(w.n) * float64(w.pixels)
+	nnz := 0
+	err := w.nonzeros(func(int64, float64) bool {
+		nnz++
 		return float64(nnz) < limit
 	})
 	return nnz, float64(nnz) < limit, err
@@ -225,21 +234,10 @@ func (w *npyWeights) readCSR(nnz int) (*CSR, error) {
 		return nil, err
 	}
 	c := &CSR{N: w.n, Pixels: w.pixels, RowPtr: make([]int32, w.n+1), Col: make([]int32, 0, nnz), Val: make([]float32, 0, nnz)}
-	size := w.descr.Size
-	decode := w.decoder()
-	err := w.each(func(first int64, b []byte) bool {
-		for i := 0; i < len(b); i += 8 {
-			if i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:]) == 0 {
-				continue
-			}
-			for j := i; j < min(i+8, len(b)); j += size {
-				if v := decode(b[j:]); v != 0 {
-					e := first + int64(j/size)
-					c.appendNonzero(int32(e%int64(w.pixels)), v)
-					c.RowPtr[e/int64(w.pixels)+1]++
-				}
-			}
-		}
+	pixels := int64(w.pixels)
+	err := w.nonzeros(func(e int64, v float64) bool {
+		c.appendNonzero(int32(e%pixels), v)
+		c.RowPtr[e/pixels+1]++
 		return true
 	})
 	if err != nil {
@@ -261,7 +259,7 @@ func (w *npyWeights) readDense(shape []int) (data, lo []float32, err error) {
 		return nil, nil, err
 	}
 	data = make([]float32, total)
-	if w.descr == (npy.Descr{Kind: 'f', Size: 4, BigEndian: hostBigEndian}) {
+	if w.descr == (npy.Descr{Kind: 'f', Size: 4, BigEndian: npy.HostBigEndian}) {
 		if _, err := w.f.ReadAt(unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), 4*total), w.offset); err != nil {
 			return nil, nil, errs.Wrap(errs.IO, fmt.Errorf("reading the weights: %w", err))
 		}
@@ -292,9 +290,6 @@ func (w *npyWeights) readDense(shape []int) (data, lo []float32, err error) {
 	}
 	return data, lo, nil
 }
-
-// hostBigEndian is true on big-endian machines.
-var hostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
 
 // decoder returns the converter of one weight to float64 (exact but for 64-bit integers
 // beyond 2⁵³).

@@ -37,6 +37,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/regfile"
 )
 
 // Check reports, before any work, why path cannot receive an output: its directory
@@ -64,7 +65,7 @@ func Check(path string, inputs ...string) error {
 		return errs.Wrap(errs.IO, err)
 	}
 	if !st.Mode().IsRegular() {
-		return errs.New(errs.IO, "%s exists and %s: not replacing it", path, NotRegular(st.Mode()))
+		return errs.New(errs.IO, "%s exists and %s: not replacing it", path, regfile.NotRegular(st.Mode()))
 	}
 	if st.Mode().Perm()&0o222 == 0 || unix.Access(path, unix.W_OK) != nil {
 		return errs.New(errs.IO, "%s exists and is not writable (mode %v): not replacing it", path, st.Mode().Perm())
@@ -75,25 +76,6 @@ func Check(path string, inputs ...string) error {
 		}
 	}
 	return nil
-}
-
-// NotRegular says what a file of mode m that is not a regular file is, for messages:
-// "is a directory", "is a named pipe, not a regular file", ...
-func NotRegular(m fs.FileMode) string {
-	t := m.Type()
-	switch {
-	case t&fs.ModeDir != 0:
-		return "is a directory"
-	case t&fs.ModeNamedPipe != 0:
-		return "is a named pipe, not a regular file"
-	case t&fs.ModeSocket != 0:
-		return "is a socket, not a regular file"
-	case t&fs.ModeCharDevice != 0:
-		return "is a character device, not a regular file"
-	case t&fs.ModeDevice != 0:
-		return "is a block device, not a regular file"
-	}
-	return fmt.Sprintf("is not a regular file (mode %v)", m)
 }
 
 // umask is the process's file mode creation mask. Unix offers no call that only reads

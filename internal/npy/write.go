@@ -20,8 +20,8 @@ type Descr struct {
 	BigEndian bool
 }
 
-// hostBigEndian is true on big-endian machines ('=' in a descr).
-var hostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
+// HostBigEndian is true on big-endian machines: the byte order of '=' in a descr.
+var HostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
 
 // descrCodes are numpy's one-character type codes of kinds b, i, u and f, with their
 // sizes on 64-bit Linux (C long and pointers of 8 bytes).
@@ -59,15 +59,15 @@ var descrNames = map[string]Descr{
 // as numpy prints it, '<c8'.
 func ParseDescr(descr string) (Descr, error) {
 	if d, ok := descrNames[descr]; ok {
-		d.BigEndian = hostBigEndian
+		d.BigEndian = HostBigEndian
 		return d, nil
 	}
-	s, bigEndian := descr, hostBigEndian
+	s, bigEndian := descr, HostBigEndian
 	if s == "" {
 		return Descr{}, fmt.Errorf("unsupported NPY dtype ''")
 	}
 	if len(s) > 1 && strings.ContainsRune("<>=|", rune(s[0])) {
-		bigEndian = s[0] == '>' || s[0] != '<' && hostBigEndian
+		bigEndian = s[0] == '>' || s[0] != '<' && HostBigEndian
 		s = s[1:]
 	}
 	if d, ok := descrCodes[s[0]]; ok && len(s) == 1 {

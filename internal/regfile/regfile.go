@@ -7,12 +7,12 @@ package regfile
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/errs"
-	"github.com/stemdot/stemdot/internal/atomicfile"
 )
 
 // Check returns nil when path is a regular file (symbolic links followed), without
@@ -27,9 +27,34 @@ func Check(path string) error {
 		return errs.Wrap(errs.IO, err)
 	}
 	if !st.Mode().IsRegular() {
-		return errs.New(errs.IO, "%s %s", path, atomicfile.NotRegular(st.Mode()))
+		return notRegular(path, st.Mode())
 	}
 	return nil
+}
+
+// NotRegular says what a file of mode m that is not a regular file is, for messages:
+// "is a directory", "is a named pipe, not a regular file", ...
+func NotRegular(m fs.FileMode) string {
+	t := m.Type()
+	switch {
+	case t&fs.ModeDir != 0:
+		return "is a directory"
+	case t&fs.ModeNamedPipe != 0:
+		return "is a named pipe, not a regular file"
+	case t&fs.ModeSocket != 0:
+		return "is a socket, not a regular file"
+	case t&fs.ModeCharDevice != 0:
+		return "is a character device, not a regular file"
+	case t&fs.ModeDevice != 0:
+		return "is a block device, not a regular file"
+	}
+	return fmt.Sprintf("is not a regular file (mode %v)", m)
+}
+
+// notRegular is the errs.IO error "PATH is a named pipe, not a regular file" for path of
+// mode m.
+func notRegular(path string, m fs.FileMode) error {
+	return errs.New(errs.IO, "%s %s", path, NotRegular(m))
 }
 
 // Open opens the regular file path for reading and returns it with its size in bytes.
@@ -50,7 +75,7 @@ func Open(path string) (*os.File, int64, error) {
 	case err != nil:
 		err = errs.Wrap(errs.IO, err)
 	case !st.Mode().IsRegular():
-		err = errs.New(errs.IO, "%s %s", path, atomicfile.NotRegular(st.Mode()))
+		err = notRegular(path, st.Mode())
 	default:
 		if e := unix.SetNonblock(int(f.Fd()), false); e != nil {
 			err = errs.Wrap(errs.IO, fmt.Errorf("%s: %w", path, e))

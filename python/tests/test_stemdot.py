@@ -586,6 +586,16 @@ def test_mask_stack_single_arguments_and_errors(tmp_path):
         stemdot.mask_stack((3, 5), specs=["disk:1"])
 
 
+def test_mask_stack_names_are_the_files_as_named(tmp_path):
+    """The masks' names are data, not a message: a file named like a Go option name
+    (Plan.GPUs.npy) gives the mask "Plan.GPUs", not "option gpus" (the C ABI rewrites
+    option names in its messages and warnings only)."""
+    for name in ("Plan.GPUs", "Options.NavShape"):
+        np.save(tmp_path / f"{name}.npy", np.ones((3, 5), np.float32))
+    _, names = stemdot.mask_stack((3, 5), files=[tmp_path / "Plan.GPUs.npy", tmp_path / "Options.NavShape.npy"])
+    assert names == ["Plan.GPUs", "Options.NavShape"]
+
+
 def test_a_library_without_a_function_of_this_package_is_refused_by_name():
     """A library lacking a function the package calls (an older build at STEMDOT_LIB,
     e.g. without stemdot_mask_stack) gives an ImportError that says so."""

@@ -486,8 +486,9 @@ def mask_stack(sig_shape, files=(), specs=(), dtype=np.float32):
     or float64 to keep float64 weights of a file for ``apply_masks(...,
     dtype=np.float64)``) and the masks' names (``"stack[0]"`` for mask 0 of stack.npy,
     ``"disk"``, ``"com_sum"``, ...). Raises StemdotIOError or FormatError for a file,
-    InvalidArgumentError for a spec or no masks at all, ShapeError for masks of another
-    sig shape."""
+    DTypeError for a file of another dtype (complex, object, ...) or a ``dtype`` other
+    than float32 and float64, InvalidArgumentError for a spec or no masks at all,
+    ShapeError for masks of another sig shape."""
     out_dtype = np.dtype(dtype)
     if out_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise DTypeError(f"mask_stack: dtype {out_dtype} is not float32 or float64", _lib.ERR_DTYPE)

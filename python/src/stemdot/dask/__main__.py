@@ -207,12 +207,13 @@ def _remove_stale(out):
 
 
 def _alive(pid):
+    """Whether process pid lives on this machine (one of another user's too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:
-        return True
+    except OSError:  # EPERM: another user's
+        pass
     return True
 
 

@@ -3,10 +3,9 @@ package dataset
 import (
 	"encoding/binary"
 	"math/bits"
-)
 
-// hostBigEndian is true on big-endian machines. Every Dataset delivers host byte order.
-var hostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
+	"github.com/stemdot/stemdot/internal/npy"
+)
 
 // swapCopy copies src into dst (len(dst) >= len(src)), reversing the byte order of every
 // size-byte element (size 1, 2, 4 or 8; size 1 is a plain copy). dst may be src. It works
@@ -43,7 +42,7 @@ func swapCopy(dst, src []byte, size int) {
 
 // copyToHost copies src, stored with the given byte order, into dst in host byte order.
 func copyToHost(dst, src []byte, size int, srcBigEndian bool) {
-	if srcBigEndian != hostBigEndian {
+	if srcBigEndian != npy.HostBigEndian {
 		swapCopy(dst, src, size)
 	} else {
 		copy(dst, src)

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
 // FrameMap locates a range of frames in a read-only memory mapping of the file, so that
@@ -58,7 +59,7 @@ func (m FrameMap) Release(n, frameBytes int) error {
 }
 
 // Swapped tells whether the pixels are in the other byte order than this host's.
-func (m FrameMap) Swapped() bool { return m.BigEndian != hostBigEndian }
+func (m FrameMap) Swapped() bool { return m.BigEndian != npy.HostBigEndian }
 
 // Packed tells whether the records are frames of frameBytes back to back in host byte
 // order: the mapped bytes are the frames as ReadFrames delivers them.

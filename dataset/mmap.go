@@ -1,6 +1,10 @@
 package dataset
 
-import "github.com/stemdot/stemdot/errs"
+import (
+	"github.com/stemdot/stemdot/errs"
+
+	"github.com/stemdot/stemdot/internal/npy"
+)
 
 // mappedFile is a flat file whose frames are in host byte order, memory-mapped read-only
 // so that workers read frames in place (Viewer) instead of copying them: for data in the
@@ -19,7 +23,7 @@ func newFlatDataset(d *flatFile, size int64) frameFile {
 		d.mapping = mapReadOnly(d.path, d.f, size)
 		return d
 	}
-	if d.bigEndian != hostBigEndian || d.offset%int64(d.dt.Size()) != 0 || size != int64(int(size)) {
+	if d.bigEndian != npy.HostBigEndian || d.offset%int64(d.dt.Size()) != 0 || size != int64(int(size)) {
 		return d
 	}
 	if d.mapping = mapReadOnly(d.path, d.f, size); d.mapping == nil {

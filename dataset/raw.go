@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
 // flatFile is a file whose frames are stored one after the other at a fixed stride from a
@@ -133,7 +134,7 @@ func (d *flatFile) ReadFrames(start, end int, dst []byte) error {
 		return readError(d.path, d.f, d.size, start, end, err)
 	}
 	if !gapped {
-		if d.bigEndian != hostBigEndian {
+		if d.bigEndian != npy.HostBigEndian {
 			swapCopy(buf, buf, d.dt.Size())
 		}
 		return nil

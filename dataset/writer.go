@@ -140,7 +140,7 @@ func (w *Writer) WriteFrames(data []byte) error {
 				swapToBigEndian(w.scratch, frame, w.dt.Size())
 				_, err = w.w.Write(w.scratch)
 			}
-		case hostBigEndian:
+		case npy.HostBigEndian:
 			swapCopy(w.scratch, frame, w.dt.Size())
 			_, err = w.w.Write(w.scratch)
 		default:
@@ -157,7 +157,7 @@ func (w *Writer) WriteFrames(data []byte) error {
 
 // swapToBigEndian copies host-order src into dst in big-endian order.
 func swapToBigEndian(dst, src []byte, size int) {
-	if hostBigEndian {
+	if npy.HostBigEndian {
 		copy(dst, src)
 	} else {
 		swapCopy(dst, src, size)

@@ -11,3 +11,8 @@ func packedKernelsFor[N native]() *packedKernels[N] { return nil }
 
 // bcastKernelsFor returns nil: the broadcast kernels exist only in amd64 assembly.
 func bcastKernelsFor[N native]() *[bcastVectors][bcastFrames]bcastKernel { return nil }
+
+// sumKernelFor returns nil: the sum kernels exist only in amd64 assembly.
+func sumKernelFor[N native, S int64 | float64]() (k func(px *N, stride, frames, n int, acc *S), group int) {
+	return nil, 0
+}

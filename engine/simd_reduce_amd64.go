@@ -1,6 +1,5 @@
 package engine
 
-
 // The AVX2 kernels of the sum (simd_reduce_amd64.s): for n pixels (a positive multiple
 // of sumGroup), acc[i] += Σ_{f<frames} px[f·stride/size + i].
 
@@ -27,4 +26,3 @@ func sumKernelFor[N native, S int64 | float64]() (k func(px *N, stride, frames, 
 	}
 	return nil, 0
 }
-

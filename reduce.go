@@ -77,18 +77,26 @@ func (r *Reduction) Frame(name string) []float64 {
 // asks for, in one pass over the frames on the CPU workers plan asks for on this
 // machine (engine.Reduce). Reductions are bound by memory bandwidth: they run on CPU
 // workers only; Plan.GPUs "auto" plans CPU workers, and GPU workers asked for by count
-// or list are refused (errs.Argument, naming option gpus). It is plan.Planner()
+// or list are refused (errs.Argument, naming option gpus). It is plan.ReducePlanner()
 // followed by Planner.Reduce.
 func Reduce(ctx context.Context, ds dataset.Dataset, plan Plan, opt ReduceOptions) (res *Reduction, err error) {
 	defer goErrs(&err)
-	if err := checkReducePlan(plan.GPUs); err != nil {
-		return nil, err
-	}
-	pl, err := plan.Planner()
+	pl, err := plan.ReducePlanner()
 	if err != nil {
 		return nil, err
 	}
 	return pl.Reduce(ctx, ds, opt)
+}
+
+// ReducePlanner is Planner for a reduction: GPU workers asked for by count or list are
+// refused first (errs.Argument, naming option gpus), before a build without CUDA or a
+// machine without GPU would be.
+func (p Plan) ReducePlanner() (pl *Planner, err error) {
+	defer goErrs(&err)
+	if err := checkReducePlan(p.GPUs); err != nil {
+		return nil, err
+	}
+	return p.Planner()
 }
 
 // checkReducePlan refuses GPU workers asked for by count or list.

@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -48,4 +49,50 @@ func BenchmarkReduce(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkReduceSumMemory is the sum of one reduce worker on one pinned core over
+// 256×256 frames of uint16 and float32 already in process memory (64 MiB, viewed in
+// place), beside "floor": a bytes.Count sweep of the same memory.
+func BenchmarkReduceSumMemory(b *testing.B) {
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32} {
+		n := (64 << 20) / (benchSig * benchSig * dt.Size())
+		ds := viewDataset{&memDataset{nav: []int{n}, sig: [2]int{benchSig, benchSig}, dt: dt, data: make([]byte, 64<<20)}}
+		for i := range ds.data {
+			ds.data[i] = byte(i * 7 % 61) // finite float32 values
+		}
+		bytesPerPass := int64(len(ds.data))
+		b.Run(dt.String()+"/sum", func(b *testing.B) {
+			pinBench(b)
+			w, err := newReduceWorker(ds, ReduceOptions{Sum: true}, AutoTileFrames(ds.FrameBytes()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			measureBytes(b, bytesPerPass, func() {
+				if err := w.Process(context.Background(), planner.Partition{Start: 0, End: n}, Output{}, nil); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+		b.Run(dt.String()+"/floor", func(b *testing.B) {
+			pinBench(b)
+			var count int
+			measureBytes(b, bytesPerPass, func() { count += bytes.Count(ds.data, sweepByte) })
+			if count == -1 {
+				b.Log(count)
+			}
+		})
+	}
+}
+
+// measureBytes is measure for passes of n bytes: MB/s and cpu-MB/s (the thread's own
+// CPU time, which other processes on a shared machine do not inflate).
+func measureBytes(b *testing.B, n int64, pass func()) {
+	b.SetBytes(n)
+	b.ResetTimer()
+	cpu := threadCPUTime(b)
+	for range b.N {
+		pass()
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/(threadCPUTime(b)-cpu).Seconds()/1e6, "cpu-MB/s")
 }

@@ -232,15 +232,19 @@ type moments[N native, S int64 | float64, Q uint64 | float64] struct {
 	s1     []S  // Σ(x − k), k = 0 without std
 	s2     []Q  // Σ(x − k)²
 	mx     []N  // the maximum, NaN once a NaN is seen
-	// sumKernel is the SIMD kernel of the sum without std (sumKernelFor), on pixel
-	// multiples of group; nil: Go loops.
+	// The SIMD kernels (sumKernelFor, maxKernelFor, stdKernelFor), each on pixel
+	// multiples of its group; nil: Go loops.
 	sumKernel func(px *N, stride, frames, n int, acc *S)
-	group     int
+	maxKernel func(px *N, stride, frames, n int, mx *N)
+	stdKernel func(px *N, stride, frames, n int, k *N, s1 *S, s2 *Q)
+	sumGroup, maxGroup, stdGroup int
 }
 
 func newMoments[N native, S int64 | float64, Q uint64 | float64](pixels int, opt ReduceOptions) *moments[N, S, Q] {
 	m := &moments[N, S, Q]{pixels: pixels, sum: opt.Sum || opt.Mean || opt.Std, std: opt.Std}
-	m.sumKernel, m.group = sumKernelFor[N, S]()
+	m.sumKernel, m.sumGroup = sumKernelFor[N, S]()
+	m.maxKernel, m.maxGroup = maxKernelFor[N]()
+	m.stdKernel, m.stdGroup = stdKernelFor[N, S, Q]()
 	if m.sum {
 		m.s1 = make([]S, pixels)
 	}
@@ -271,34 +275,53 @@ func (m *moments[N, S, Q]) add(tile []byte, frames int) {
 			copy(m.mx, first)
 		}
 	}
+	stride := m.pixels * int(unsafe.Sizeof(px[0]))
 	for b := 0; b < m.pixels; b += reduceBlock {
 		e := min(b+reduceBlock, m.pixels)
-		simd := 0 // pixels [b, b+simd) summed by the SIMD kernel
-		if m.sumKernel != nil && m.sum && !m.std {
-			simd = (e - b) / m.group * m.group
-			for f0 := 0; f0 < frames && simd > 0; f0 += sumKernelFrames {
-				m.sumKernel(&px[f0*m.pixels+b], m.pixels*int(unsafe.Sizeof(px[0])), min(frames-f0, sumKernelFrames), simd, &m.s1[b])
+		// Pixels [b, b+simd) and [b, b+simdMax) go through the SIMD kernels (when there
+		// are), the rest through the Go loops.
+		simd, simdMax := 0, 0
+		switch {
+		case m.std && m.stdKernel != nil:
+			simd = (e - b) / m.stdGroup * m.stdGroup
+		case m.sum && !m.std && m.sumKernel != nil:
+			simd = (e - b) / m.sumGroup * m.sumGroup
+		}
+		if m.mx != nil && m.maxKernel != nil {
+			simdMax = (e - b) / m.maxGroup * m.maxGroup
+		}
+		for f0 := 0; f0 < frames; f0 += kernelFrames {
+			p, n := &px[f0*m.pixels+b], min(frames-f0, kernelFrames)
+			switch {
+			case simd == 0:
+			case m.std:
+				m.stdKernel(p, stride, n, simd, &m.k[b], &m.s1[b], &m.s2[b])
+			default:
+				m.sumKernel(p, stride, n, simd, &m.s1[b])
+			}
+			if simdMax > 0 {
+				m.maxKernel(p, stride, n, simdMax, &m.mx[b])
 			}
 		}
 		for f := range frames {
 			x := px[f*m.pixels+b : f*m.pixels+e]
 			switch {
 			case m.std:
-				addShifted(x, m.k[b:e], m.s1[b:e], m.s2[b:e])
-			case m.sum && simd < e-b:
+				addShifted(x[simd:], m.k[b+simd:e], m.s1[b+simd:e], m.s2[b+simd:e])
+			case m.sum:
 				addSum(x[simd:], m.s1[b+simd:e])
 			}
 			if m.mx != nil {
-				addMax(x, m.mx[b:e])
+				addMax(x[simdMax:], m.mx[b+simdMax:e])
 			}
 		}
 	}
 	m.n += frames
 }
 
-// sumKernelFrames is the most frames one call of a sum kernel adds: its uint32 sums of
-// uint16 pixels are exact up to 65537 frames.
-const sumKernelFrames = 1 << 16
+// kernelFrames is the most frames one call of a SIMD reduction kernel takes: stdU16
+// holds its sums of (x − k) in int32, exact up to 32768 frames of uint16 pixels.
+const kernelFrames = 1 << 15
 
 func addSum[N native, S int64 | float64](x []N, s []S) {
 	s = s[:len(x)]

@@ -51,10 +51,11 @@ func BenchmarkReduce(b *testing.B) {
 	}
 }
 
-// BenchmarkReduceSumMemory is the sum of one reduce worker on one pinned core over
-// 256×256 frames of uint16 and float32 already in process memory (64 MiB, viewed in
-// place), beside "floor": a bytes.Count sweep of the same memory.
-func BenchmarkReduceSumMemory(b *testing.B) {
+// BenchmarkReduceMemory is one reduce worker on one pinned core over 256×256 frames of
+// uint16 and float32 already in process memory (64 MiB, viewed in place), for the sum,
+// the maximum and the std alone (each its SIMD kernel), beside "floor": a bytes.Count
+// sweep of the same memory.
+func BenchmarkReduceMemory(b *testing.B) {
 	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32} {
 		n := (64 << 20) / (benchSig * benchSig * dt.Size())
 		ds := viewDataset{&memDataset{nav: []int{n}, sig: [2]int{benchSig, benchSig}, dt: dt, data: make([]byte, 64<<20)}}
@@ -62,18 +63,23 @@ func BenchmarkReduceSumMemory(b *testing.B) {
 			ds.data[i] = byte(i * 7 % 61) // finite float32 values
 		}
 		bytesPerPass := int64(len(ds.data))
-		b.Run(dt.String()+"/sum", func(b *testing.B) {
-			pinBench(b)
-			w, err := newReduceWorker(ds, ReduceOptions{Sum: true}, AutoTileFrames(ds.FrameBytes()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			measureBytes(b, bytesPerPass, func() {
-				if err := w.Process(context.Background(), planner.Partition{Start: 0, End: n}, Output{}, nil); err != nil {
+		for _, c := range []struct {
+			name string
+			opt  ReduceOptions
+		}{{"sum", ReduceOptions{Sum: true}}, {"max", ReduceOptions{Max: true}}, {"std", ReduceOptions{Std: true}}} {
+			b.Run(dt.String()+"/"+c.name, func(b *testing.B) {
+				pinBench(b)
+				w, err := newReduceWorker(ds, c.opt, AutoTileFrames(ds.FrameBytes()))
+				if err != nil {
 					b.Fatal(err)
 				}
+				measureBytes(b, bytesPerPass, func() {
+					if err := w.Process(context.Background(), planner.Partition{Start: 0, End: n}, Output{}, nil); err != nil {
+						b.Fatal(err)
+					}
+				})
 			})
-		})
+		}
 		b.Run(dt.String()+"/floor", func(b *testing.B) {
 			pinBench(b)
 			var count int

@@ -234,9 +234,9 @@ type moments[N native, S int64 | float64, Q uint64 | float64] struct {
 	mx     []N  // the maximum, NaN once a NaN is seen
 	// The SIMD kernels (sumKernelFor, maxKernelFor, stdKernelFor), each on pixel
 	// multiples of its group; nil: Go loops.
-	sumKernel func(px *N, stride, frames, n int, acc *S)
-	maxKernel func(px *N, stride, frames, n int, mx *N)
-	stdKernel func(px *N, stride, frames, n int, k *N, s1 *S, s2 *Q)
+	sumKernel                    func(px *N, stride, frames, n int, acc *S)
+	maxKernel                    func(px *N, stride, frames, n int, mx *N)
+	stdKernel                    func(px *N, stride, frames, n int, k *N, s1 *S, s2 *Q)
 	sumGroup, maxGroup, stdGroup int
 }
 

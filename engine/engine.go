@@ -12,6 +12,10 @@
 //
 // The result has shape nav_shape + (n_masks,), C order, float32 by default or float64
 // with Options.Float64.
+//
+// Reduce runs the same executor for the reductions over frames (the sum, mean, maximum
+// and standard-deviation frames) on CPU workers, each accumulating into its own buffers,
+// merged at the end.
 package engine
 
 import (

@@ -94,7 +94,7 @@ func Reduce(ctx context.Context, ds dataset.Dataset, plan *planner.Plan, opt Red
 		return nil, fmt.Errorf("reduce %s: %w", describe(ds), err)
 	}
 	var mu sync.Mutex
-	var workers []reducer
+	var workers []accumulator
 	r := newRun(ctx, "reduce", plan, ds, tile, Output{}, opt.Progress)
 	r.execute(func(planner.Worker) (Worker, error) {
 		w, err := newReduceWorker(ds, opt, tile)
@@ -114,11 +114,11 @@ func Reduce(ctx context.Context, ds dataset.Dataset, plan *planner.Plan, opt Red
 	return res, nil
 }
 
-// ReduceMemory is the memory one worker of Reduce(ds, plan, opt) allocates: its
+// reduceMemory is the memory one worker of Reduce(ds, plan, opt) allocates: its
 // accumulators (8 bytes per pixel for the sum, 8 more for the std, the native frame for
 // the max and for the std's reference frame) and its tile of native frames (none when
 // the dataset's frames are read in place).
-func ReduceMemory(ds dataset.Dataset, opt ReduceOptions, tile int) int64 {
+func reduceMemory(ds dataset.Dataset, opt ReduceOptions, tile int) int64 {
 	px, size := int64(ds.SigShape()[0])*int64(ds.SigShape()[1]), int64(ds.DType().Size())
 	var b int64
 	if opt.Sum || opt.Mean || opt.Std {
@@ -139,7 +139,7 @@ func ReduceMemory(ds dataset.Dataset, opt ReduceOptions, tile int) int64 {
 // checkReduceMemory refuses a run whose workers' buffers and the merged frames do not
 // fit in the memory the process may still allocate.
 func checkReduceMemory(ds dataset.Dataset, plan *planner.Plan, opt ReduceOptions, tile int) error {
-	per := ReduceMemory(ds, opt, tile)
+	per := reduceMemory(ds, opt, tile)
 	px := int64(ds.SigShape()[0]) * int64(ds.SigShape()[1])
 	result := 8 * px * int64(btoi(opt.Sum)+btoi(opt.Mean)+btoi(opt.Max)+btoi(opt.Std))
 	what := fmt.Sprintf("the reduction (%d workers × %s, result %s)", len(plan.Workers), memlimit.Size(per), memlimit.Size(result))
@@ -151,8 +151,10 @@ func checkReduceMemory(ds dataset.Dataset, plan *planner.Plan, opt ReduceOptions
 // pixel) stay in L1/L2 while the tile's frames pass over them.
 const reduceBlock = 2048
 
-// reducer is one worker's accumulators.
-type reducer interface {
+// accumulator is one worker's accumulators (moments).
+type accumulator interface {
+	// add accumulates the frames of tile (native dtype, host order).
+	add(tile []byte, frames int)
 	// moments returns the frames accumulated and, per pixel in float64: the sum (nil
 	// unless the sum, mean or std is asked; exact for integer frames up to 2⁵³), the mean
 	// and the sum of squared deviations M2 (nil unless the std is asked), and the maximum
@@ -163,10 +165,7 @@ type reducer interface {
 // reduceWorker is a Worker that accumulates the frames it is given into acc.
 type reduceWorker struct {
 	cpuWorker // for its frame reads (frames, release)
-	acc       interface {
-		reducer
-		add(tile []byte, frames int)
-	}
+	acc       accumulator
 }
 
 func newReduceWorker(ds dataset.Dataset, opt ReduceOptions, tile int) (*reduceWorker, error) {
@@ -400,7 +399,7 @@ func sqDev[S int64 | float64, Q uint64 | float64](n int, s1 S, s2 Q) float64 {
 // merge combines the workers' accumulators: sums added (in float64 for integer frames
 // once each worker's sum is exact), maxima compared (NaN kept), (n, mean, M2) merged by
 // Chan et al.'s pairwise update.
-func merge(workers []reducer, opt ReduceOptions) *Reduction {
+func merge(workers []accumulator, opt ReduceOptions) *Reduction {
 	res := &Reduction{}
 	var mean, m2 []float64
 	for _, w := range workers {

@@ -189,15 +189,14 @@ func (o Outputs) CheckReduction(inputs ...string) (err error) {
 // reductionKeys are the options of the reductions' NPY files, in ReductionNames' order.
 var reductionKeys = []string{"out", "mean", "max", "std"}
 
-// reductionOutputs lists the files a reduction writes, PNGs first (for the reductions
-// png says, in ReductionNames' order), then the NPYs; each output's option names the
-// reduction for a PNG, the option key for an NPY.
+// reductionOutputs lists the files a reduction writes, PNGs first (PREFIX_<name>.png for
+// the reductions png says, in ReductionNames' order), then the NPYs.
 func (o Outputs) reductionOutputs(png []bool) []output {
 	var out []output
 	if o.PNGPrefix != "" {
 		for i, name := range ReductionNames {
 			if png[i] {
-				out = append(out, output{name, o.PNGPrefix + "_" + name + ".png", false})
+				out = append(out, output{"png", o.PNGPrefix + "_" + name + ".png", false})
 			}
 		}
 	}
@@ -240,7 +239,7 @@ func SaveReduction(red *Reduction, o Outputs) (err error) {
 		if f.npy {
 			prep, err = prepareNPYFile(f.path, shape, red.Frame(ReductionNames[slices.Index(reductionKeys, f.option)]))
 		} else {
-			frame := red.Frame(f.option)
+			frame := red.Frame(strings.TrimSuffix(strings.TrimPrefix(f.path, o.PNGPrefix+"_"), ".png"))
 			img := grey(shape, len(frame), func(i int) float64 { return frame[i] })
 			prep, err = atomicfile.Prepare(f.path, func(w io.Writer) error { return png.Encode(w, img) })
 		}
@@ -291,7 +290,7 @@ func Pick(ctx context.Context, ds dataset.Dataset, at [][]int) (fr *Frames, err 
 	if len(at) == 0 {
 		return nil, errs.New(errs.Argument, "no scan position to pick: give option at")
 	}
-	idx, err := FrameIndices(ds.NavShape(), at)
+	idx, err := frameIndices(ds.NavShape(), at)
 	if err != nil {
 		return nil, err
 	}
@@ -311,9 +310,9 @@ func Pick(ctx context.Context, ds dataset.Dataset, at [][]int) (fr *Frames, err 
 	return fr, nil
 }
 
-// FrameIndices turns scan positions into frame indices, row-major over nav (see Pick
+// frameIndices turns scan positions into frame indices, row-major over nav (see Pick
 // for the positions' form and errors).
-func FrameIndices(nav []int, at [][]int) ([]int, error) {
+func frameIndices(nav []int, at [][]int) ([]int, error) {
 	idx := make([]int, len(at))
 	for k, pos := range at {
 		if len(pos) != len(nav) {

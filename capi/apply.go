@@ -79,8 +79,13 @@ func apply(req applyRequest) error {
 			return err
 		}
 	}
+	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64}
 	return onRun(req.run, "apply", func(ctx context.Context) error {
-		return runApply(ctx, pl, req.ds, req.stack, stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64}, req.progress)
+		return relayProgress(req.ds.NumFrames(), req.progress, func(p func(done, total int)) error {
+			opt.Progress = p
+			_, err := pl.Apply(ctx, req.ds, req.stack, opt)
+			return err
+		})
 	})
 }
 
@@ -101,15 +106,6 @@ func onRun(r *run, what string, job func(ctx context.Context) error) error {
 		return failf(errs.Cancelled, "%s cancelled", what)
 	}
 	return err
-}
-
-// runApply runs the apply (see relayProgress).
-func runApply(ctx context.Context, pl *stemdot.Planner, ds dataset.Dataset, stack *masks.Stack, opt stemdot.ApplyOptions, progress func(done, total uint64)) error {
-	return relayProgress(ds.NumFrames(), progress, func(p func(done, total int)) error {
-		opt.Progress = p
-		_, err := pl.Apply(ctx, ds, stack, opt)
-		return err
-	})
 }
 
 // relayProgress runs job, a run over total frames that reports its progress to the

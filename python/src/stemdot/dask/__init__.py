@@ -91,10 +91,10 @@ class StemdotPlugin(WorkerPlugin):
     heartbeats never stall; :func:`bootstrap` waits for it. ``node`` is then the node's
     description (a dict: ``address``, ``host``, ``slot``, ``local_workers``, ``cpus``,
     ``plan`` (the plan's dict, see :func:`stemdot.describe_plan`), ``n_workers``,
-    ``n_cpu_workers`` (those of ``reduce_plan``), ``dask_cpus`` (CPUs left to Dask's
-    threads), ``warnings``); ``plan`` is the plan object, made once per worker process,
-    ``reduce_plan`` its CPU workers alone, for reductions. :meth:`teardown` cancels running applies and
-    frees the datasets and the plan.
+    ``dask_cpus`` (CPUs left to Dask's threads), ``warnings``); ``plan`` is the plan
+    object, made once per worker process (and, at the first reduction, ``reduce_plan``:
+    the same CPUs without GPU workers). :meth:`teardown` cancels running applies and
+    frees the datasets and the plans.
     """
 
     name = PLUGIN_NAME
@@ -157,7 +157,7 @@ class StemdotPlugin(WorkerPlugin):
             else:
                 gpus = [d for d in devices if d % local == slot % local] or None
         self.plan = stemdot._Plan(cpus, gpus)
-        self.reduce_plan = stemdot._Plan(cpus, None)  # reductions run on CPU workers only
+        self._cpus = cpus
         plan = self.plan.describe()
         pinned = {w["cpu"] for w in plan["workers"]} | set(node_cpus)
         dask_cpus = _threads_off(pinned)
@@ -172,7 +172,6 @@ class StemdotPlugin(WorkerPlugin):
             "cpus": sorted(w["cpu"] for w in plan["workers"]),
             "plan": plan,
             "n_workers": len(plan["workers"]),
-            "n_cpu_workers": len(self.reduce_plan.describe()["workers"]),
             "dask_cpus": sorted(dask_cpus),
             "warnings": warnings + plan.get("warnings", []),
         }
@@ -272,11 +271,15 @@ class StemdotPlugin(WorkerPlugin):
 
     def reduce(self, job, path, options, names, first, count):
         """Reduces frames [first, first+count) of path on this worker's CPU workers
-        (``reduce_plan``): returns (a dict name → float64 array (sig_y, sig_x) of the
-        reductions names, with the sum added for the mean and the std and the mean for the
-        std, as :func:`_merge` needs them; this worker's address, its stemdot CPU worker
-        count, seconds spent)."""
+        (``reduce_plan``, made at the first reduction: reductions run on CPU workers
+        only): returns (a dict name → float64 array (sig_y, sig_x) of the reductions
+        names, with the sum added for the mean and the std and the mean for the std, as
+        :func:`_merge` needs them; this worker's address, its stemdot worker count,
+        seconds spent)."""
         node = self.wait_ready()
+        with self._lock:
+            if self.reduce_plan is None:
+                self.reduce_plan = stemdot._Plan(self._cpus, None)
         started = time.perf_counter()
         names = set(names)
         names |= {"sum"} if names & {"mean", "std"} else set()
@@ -286,7 +289,7 @@ class StemdotPlugin(WorkerPlugin):
             bufs = [out[r].ctypes.data_as(ctypes.POINTER(ctypes.c_double)) if r in out else None for r in stemdot.REDUCTIONS]
             stemdot._call(stemdot._LIB.stemdot_reduce, ds.handle, self.reduce_plan.handle, run, _lib.PROGRESS_FN(), None,
                           *bufs, ds.sig_shape[0] * ds.sig_shape[1])
-        return out, node["address"], node["n_cpu_workers"], time.perf_counter() - started
+        return out, node["address"], node["n_workers"], time.perf_counter() - started
 
     def cancel(self, job):
         """Cancels the applies of job running on this worker, and its later ranges."""
@@ -617,7 +620,7 @@ def reduce(
         _merge(total, count, part)
 
     _run_ranges(
-        client, path, info["n_frames"], nodes, workers, per_worker, "n_cpu_workers",
+        client, path, info["n_frames"], nodes, workers, per_worker,
         lambda job, first, count: (_reduce_task, job, path, open_options, names, first_frame + first, count),
         store, progress=progress, resources=resources, prefer=prefer, max_attempts=max_attempts, timeout=timeout,
         stack_bytes=0, report=report, started=started,
@@ -733,7 +736,7 @@ def apply_masks(
 
     try:
         _run_ranges(
-            client, path, n_frames, nodes, workers, per_worker, "n_workers",
+            client, path, n_frames, nodes, workers, per_worker,
             lambda job, first, count: (_range_task, job, path, open_options, masks_future, first_frame + first, count,
                                        out_dtype.name),
             store, progress=progress, resources=resources, prefer=prefer, max_attempts=max_attempts, timeout=timeout,
@@ -745,11 +748,11 @@ def apply_masks(
     return out.reshape(tuple(info["nav_shape"]) + (n_masks,))
 
 
-def _run_ranges(client, path, n_frames, nodes, workers, per_worker, count_key, task, store, *, progress, resources,
-                prefer, max_attempts, timeout, stack_bytes, report, started):
+def _run_ranges(client, path, n_frames, nodes, workers, per_worker, task, store, *, progress, resources, prefer,
+                max_attempts, timeout, stack_bytes, report, started):
     """Runs a job over the frames [0, n_frames) of path as range tasks on the workers of
     the cluster (see :func:`apply_masks`): a range for a node holds
-    ``nodes[address][count_key] × per_worker`` frames; ``task(job, first, count)`` gives
+    ``nodes[address]["n_workers"] × per_worker`` frames; ``task(job, first, count)`` gives
     the function and arguments of its task, whose result is (values, worker address,
     stemdot workers, seconds), and ``store(first, count, values)`` takes the values of
     each range computed. A range whose worker died is cut again for the live workers;
@@ -806,7 +809,7 @@ def _run_ranges(client, path, n_frames, nodes, workers, per_worker, count_key, t
                 if not eligible(worker):
                     continue
                 while ledger.busy(address) < depth(address, worker):
-                    taken = ledger.take(nodes[address][count_key] * per_worker)
+                    taken = ledger.take(nodes[address]["n_workers"] * per_worker)
                     if taken is None:
                         break
                     if ledger.attempts.get(taken[0], 0) >= max_attempts:

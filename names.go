@@ -34,13 +34,17 @@ var goNames = map[string]string{
 	"out":        "Outputs.NPY",
 	"png":        "Outputs.PNGPrefix",
 	"com_shifts": "Outputs.COMShifts",
+	"mean":       "Outputs.Mean",
+	"max":        "Outputs.Max",
+	"std":        "Outputs.Std",
+	"at":         "Pick's positions",
 
 	"mask":  "MasksFrom's specs",
 	"masks": "MasksFrom's files",
 }
 
 // goNameRef matches a Go name of goNames in a message.
-var goNameRef = regexp.MustCompile(`\b(?:Options|Plan|Outputs)\.[A-Z][A-Za-z0-9]*\b|\bMasksFrom's (?:specs|files)\b`)
+var goNameRef = regexp.MustCompile(`\b(?:Options|Plan|Outputs)\.[A-Z][A-Za-z0-9]*\b|\bMasksFrom's (?:specs|files)\b|\bPick's positions\b`)
 
 // GoNames rewrites the options named in a message by key ("give option dataset_path")
 // as a Go caller sets them ("give Options.DatasetPath"). The errors and warnings of this

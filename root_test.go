@@ -307,7 +307,7 @@ func TestOpenDocListsFormats(t *testing.T) {
 // Options, Plan or Outputs (or MasksFrom's argument); OptionKeys (the C ABI) and
 // FlagNames (the CLI) turn Go names back into keys and flags.
 func TestGoNames(t *testing.T) {
-	keys := []string{"out", "png", "com_shifts", "mask", "masks"}
+	keys := []string{"out", "png", "com_shifts", "mean", "max", "std", "mask", "masks", "at"}
 	for _, o := range stemdot.OpenOptions {
 		keys = append(keys, o.Key)
 	}
@@ -325,7 +325,7 @@ func TestGoNames(t *testing.T) {
 			_, ok = types[typ].FieldByName(field)
 			require.True(t, ok, "option %s: %s is a field", key, name)
 		} else {
-			require.Contains(t, []string{"MasksFrom's specs", "MasksFrom's files"}, name, key)
+			require.Contains(t, []string{"MasksFrom's specs", "MasksFrom's files", "Pick's positions"}, name, key)
 		}
 		require.Equal(t, msg, stemdot.OptionKeys(stemdot.GoNames(msg)), key)
 		require.Equal(t, "give "+stemdot.FlagName(key)+" 2", stemdot.FlagNames(stemdot.GoNames(msg)), key)

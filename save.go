@@ -38,6 +38,10 @@ type Outputs struct {
 	// pixels. It must end in .npy, after a file name, and the masks must include a com
 	// spec.
 	COMShifts string
+	// Mean, Max and Std are the outputs of a reduction (SaveReduction), beside NPY, which
+	// holds the sum frame there: NPY files of the mean, maximum and standard-deviation
+	// frames, shape (sig_y, sig_x), float64. Mask applies (Save) refuse them.
+	Mean, Max, Std string
 }
 
 // Check reports, before any work, why the outputs for masks named names cannot be
@@ -48,9 +52,12 @@ type Outputs struct {
 // Errors name the field (Outputs.NPY, Outputs.PNGPrefix, Outputs.COMShifts).
 func (o Outputs) Check(names []string, inputs ...string) (err error) {
 	defer goErrs(&err)
-	if o.PNGPrefix != "" {
-		if base := filepath.Base(o.PNGPrefix); strings.HasSuffix(o.PNGPrefix, "/") || base == "." || base == ".." {
-			return errs.New(errs.Argument, "option png %s names a directory, not a file name prefix: give one, e.g. %s", o.PNGPrefix, filepath.Join(o.PNGPrefix, "img"))
+	if err := o.checkPNGPrefix(); err != nil {
+		return err
+	}
+	for _, f := range []output{{"mean", o.Mean, true}, {"max", o.Max, true}, {"std", o.Std, true}} {
+		if f.path != "" {
+			return errs.New(errs.Argument, "option %s is an output of reductions (stemdot sum, SaveReduction), not of mask applies: leave it out", f.option)
 		}
 	}
 	if o.COMShifts != "" {
@@ -58,7 +65,23 @@ func (o Outputs) Check(names []string, inputs ...string) (err error) {
 			return errs.New(errs.Argument, "option com_shifts: the masks hold no centre-of-mass set (com_sum, com_y, com_x): add the mask spec com")
 		}
 	}
-	files := o.files(names)
+	return checkFiles(o.files(names), inputs)
+}
+
+// checkPNGPrefix refuses a PNG prefix that names a directory.
+func (o Outputs) checkPNGPrefix() error {
+	if o.PNGPrefix != "" {
+		if base := filepath.Base(o.PNGPrefix); strings.HasSuffix(o.PNGPrefix, "/") || base == "." || base == ".." {
+			return errs.New(errs.Argument, "option png %s names a directory, not a file name prefix: give one, e.g. %s", o.PNGPrefix, filepath.Join(o.PNGPrefix, "img"))
+		}
+	}
+	return nil
+}
+
+// checkFiles refuses outputs that are the same file, NPY paths not ending in .npy or
+// named only by the extension, and paths atomicfile.Check refuses (one of inputs, or an
+// earlier output).
+func checkFiles(files []output, inputs []string) error {
 	for i, f := range files {
 		for _, g := range files[:i] {
 			if samePath(f.path, g.path) {
@@ -69,8 +92,12 @@ func (o Outputs) Check(names []string, inputs ...string) (err error) {
 			return errs.New(errs.Argument, "option %s %s: results are written as NPY: give a path ending in .npy", f.option, f.path)
 		}
 		if f.npy && strings.EqualFold(filepath.Base(f.path), ".npy") {
+			example := map[string]string{"out": "result.npy", "com_shifts": "shifts.npy"}[f.option]
+			if example == "" {
+				example = f.option + ".npy"
+			}
 			return errs.New(errs.Argument, "option %s %s: the file name is only the extension (a hidden file named %s): give a name, e.g. %s",
-				f.option, f.path, filepath.Base(f.path), filepath.Join(filepath.Dir(f.path), map[string]string{"out": "result.npy", "com_shifts": "shifts.npy"}[f.option]))
+				f.option, f.path, filepath.Base(f.path), filepath.Join(filepath.Dir(f.path), example))
 		}
 		if err := atomicfile.Check(f.path, inputs...); err != nil {
 			return errs.Wrap(errs.IO, fmt.Errorf("option %s: %w", f.option, err))

@@ -39,6 +39,8 @@ const (
 	Dense      = "dense"
 	SparseRing = "sparse-ring"
 	NoMasks    = "none" // the read floor applies no mask
+	// Sum is the sum reduction over all frames (engine.Reduce), Masks 0: no mask.
+	Sum = "sum"
 )
 
 // Row is one measured case: a source (stemdot under one plan and build, the read floor,
@@ -48,8 +50,8 @@ type Row struct {
 	Source string `json:"source"`
 	// DType is the frames' native dtype ("uint16", "float32").
 	DType string `json:"dtype"`
-	// Masks is the number of masks (0 for the read floor); MaskKind is Dense,
-	// SparseRing or NoMasks.
+	// Masks is the number of masks (0 for the read floor and the sum); MaskKind is
+	// Dense, SparseRing, Sum or NoMasks.
 	Masks    int    `json:"masks"`
 	MaskKind string `json:"mask_kind"`
 	// Plan names how it ran: for stemdot "<plan>/<kernels>" ("cpu-all/stemdot",
@@ -135,7 +137,7 @@ var CSVHeader = []string{"dtype", "masks", "mask_kind", "plan", "workers", "gbps
 	"ratio_read_floor", "ratio_numpy", "ratio_libertem", "ratio_cupy"}
 
 // Sorted returns the rows ordered for reading: by dtype (as first seen), mask kind
-// (dense, sparse, none), mask count, then stemdot before the read floor and the peers,
+// (dense, sparse, sum, none), mask count, then stemdot before the read floor and the peers,
 // then plan name.
 func Sorted(rows []Row) []Row {
 	var dtypes []string
@@ -144,7 +146,7 @@ func Sorted(rows []Row) []Row {
 			dtypes = append(dtypes, r.DType)
 		}
 	}
-	kinds := []string{Dense, SparseRing, NoMasks}
+	kinds := []string{Dense, SparseRing, Sum, NoMasks}
 	sources := []string{Stemdot, ReadFloor, NumPy, LiberTEM, CuPy}
 	out := slices.Clone(rows)
 	slices.SortStableFunc(out, func(a, b Row) int {

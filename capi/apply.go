@@ -79,35 +79,48 @@ func apply(req applyRequest) error {
 			return err
 		}
 	}
+	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64}
+	return onRun(req.run, "apply", func(ctx context.Context) error {
+		return relayProgress(req.ds.NumFrames(), req.progress, func(p func(done, total int)) error {
+			opt.Progress = p
+			_, err := pl.Apply(ctx, req.ds, req.stack, opt)
+			return err
+		})
+	})
+}
+
+// onRun runs job (an apply, a reduction) with the context of run r, or a background
+// context for none. A cancel issued at any time during the call returns errCancelled,
+// also when the engine finished meanwhile: callers see one outcome per cancel,
+// deterministically.
+func onRun(r *run, what string, job func(ctx context.Context) error) error {
 	ctx := context.Background()
-	if req.run != nil {
-		if ctx, err = req.run.start(); err != nil {
+	if r != nil {
+		var err error
+		if ctx, err = r.start(); err != nil {
 			return err
 		}
 	}
-	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64}
-	err = runApply(ctx, pl, req.ds, req.stack, opt, req.progress)
-	// A cancel issued at any time during the call returns errCancelled, also when the
-	// engine finished meanwhile: callers see one outcome per cancel, deterministically.
-	if req.run != nil && req.run.finish() {
-		return failf(errs.Cancelled, "apply cancelled")
+	err := job(ctx)
+	if r != nil && r.finish() {
+		return failf(errs.Cancelled, "%s cancelled", what)
 	}
 	return err
 }
 
-// runApply runs the apply. Without progress it runs on the calling goroutine; with
-// progress the engine runs on another goroutine while the calling one relays the
+// relayProgress runs job, a run over total frames that reports its progress to the
+// function it is given. Without progress it runs on the calling goroutine (given nil);
+// with progress the engine runs on another goroutine while the calling one relays the
 // workers' progress to the callback, so that a C callback runs on the thread that
-// called stemdot_apply and a slow callback never stalls a worker.
-func runApply(ctx context.Context, pl *stemdot.Planner, ds dataset.Dataset, stack *masks.Stack, opt stemdot.ApplyOptions, progress func(done, total uint64)) error {
+// called stemdot_apply (stemdot_reduce) and a slow callback never stalls a worker.
+func relayProgress(frames int, progress func(done, total uint64), job func(func(done, total int)) error) error {
 	if progress == nil {
-		_, err := pl.Apply(ctx, ds, stack, opt)
-		return err
+		return job(nil)
 	}
-	total := uint64(ds.NumFrames())
+	total := uint64(frames)
 	var latest atomic.Uint64
 	wake := make(chan struct{}, 1)
-	opt.Progress = func(done, _ int) {
+	onProgress := func(done, _ int) {
 		latest.Store(uint64(done))
 		select {
 		case wake <- struct{}{}:
@@ -121,8 +134,7 @@ func runApply(ctx context.Context, pl *stemdot.Planner, ds dataset.Dataset, stac
 				finished <- panicError(r)
 			}
 		}()
-		_, err := pl.Apply(ctx, ds, stack, opt)
-		finished <- err
+		finished <- job(onProgress)
 	}()
 	var reported uint64
 	report := func(done uint64) {

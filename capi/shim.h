@@ -67,6 +67,14 @@ typedef const char *const stemdot_cstring;
        void *out, stemdot_dtype out_dtype, size_t out_len),                                       \
       (dataset, masks, n_masks, sig_y, sig_x, plan, run, progress, progress_user, out, out_dtype, \
        out_len))                                                                                  \
+    F(reduce,                                                                                     \
+      (stemdot_dataset dataset, stemdot_plan plan, stemdot_run run, stemdot_progress_fn progress, \
+       void *progress_user, double *sum, double *mean, double *max, double *std, size_t out_len), \
+      (dataset, plan, run, progress, progress_user, sum, mean, max, std, out_len))                \
+    F(pick,                                                                                       \
+      (stemdot_dataset dataset, const size_t *positions, size_t n_positions, size_t ndim,         \
+       void *out, size_t out_bytes),                                                              \
+      (dataset, positions, n_positions, ndim, out, out_bytes))                                    \
     F(com_shifts,                                                                                 \
       (const void *result, stemdot_dtype result_dtype, size_t n_frames, size_t n_masks,           \
        size_t sum_mask, double *shifts),                                                          \

@@ -12,6 +12,10 @@
 //
 // The result has shape nav_shape + (n_masks,), C order, float32 by default or float64
 // with Options.Float64.
+//
+// Reduce runs the same executor for the reductions over frames (the sum, mean, maximum
+// and standard-deviation frames) on CPU workers, each accumulating into its own buffers,
+// merged at the end.
 package engine
 
 import (
@@ -202,8 +206,8 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	if err := checkMemory(ds, stack, plan, opt); err != nil {
 		return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
 	}
-	nFrames, nMasks := ds.NumFrames(), stack.N
-	out, err := resultBuffer(opt, nFrames*nMasks)
+	nMasks := stack.N
+	out, err := resultBuffer(opt, ds.NumFrames()*nMasks)
 	if err != nil {
 		return nil, fmt.Errorf("apply masks: %w", err)
 	}
@@ -225,45 +229,50 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 		newWorker = DefaultWorkers
 	}
 
-	gpus := 0
-	for _, w := range plan.Workers {
-		if w.Kind == planner.GPU {
-			gpus++
-		}
-	}
-	defer addProcs(gpus * procsPerGPUWorker)()
-	r := newRun(ctx, plan, job, out, opt.Progress)
-	r.execute(newWorker, !opt.NoPin)
-	err = r.err(ctx)
-	if err != nil {
+	defer addProcs(gpuWorkers(plan) * procsPerGPUWorker)()
+	r := newRun(ctx, "apply masks", plan, ds, tile, out, opt.Progress)
+	job.over = r.sched.over
+	r.execute(func(spec planner.Worker) (Worker, error) { return newWorker(spec, job) }, !opt.NoPin)
+	if err := r.err(ctx); err != nil {
 		return nil, err
 	}
+	res := &Result{NavShape: slices.Clone(ds.NavShape()), NMasks: nMasks, F32: out.F32, F64: out.F64, Stats: r.stats(ds)}
+	res.Stats.Sparse = job.Sparse != nil
+	res.Stats.NonFinite = CountNonFinite(out, nMasks)
+	return res, nil
+}
 
-	res := &Result{NavShape: slices.Clone(ds.NavShape()), NMasks: nMasks, F32: out.F32, F64: out.F64}
-	res.Stats = Stats{
+// gpuWorkers counts the plan's GPU workers.
+func gpuWorkers(plan *planner.Plan) int {
+	n := 0
+	for _, w := range plan.Workers {
+		if w.Kind == planner.GPU {
+			n++
+		}
+	}
+	return n
+}
+
+// stats are the Stats of a finished run over the frames of ds.
+func (r *run) stats(ds dataset.Dataset) Stats {
+	nFrames := ds.NumFrames()
+	st := Stats{
 		Frames:          nFrames,
 		BytesRead:       int64(nFrames) * int64(ds.FrameBytes()),
 		Elapsed:         time.Since(r.start),
-		Workers:         len(plan.Workers),
-		FramesPerWorker: make([]int, len(plan.Workers)),
+		Workers:         len(r.plan.Workers),
+		FramesPerWorker: make([]int, len(r.plan.Workers)),
 		PerWorker:       r.workers,
 		Retried:         r.retried,
 		NotStarted:      r.notStarted,
-		Sparse:          job.Sparse != nil,
-		NonFinite:       CountNonFinite(out, nMasks),
 	}
 	for i := range r.workers {
 		r.workers[i].Bytes = int64(r.workers[i].Frames) * int64(ds.FrameBytes())
-		res.Stats.FramesPerWorker[i] = r.workers[i].Frames
+		st.FramesPerWorker[i] = r.workers[i].Frames
 	}
-	for _, w := range plan.Workers {
-		if w.Kind == planner.GPU {
-			res.Stats.GPUWorkers++
-		} else {
-			res.Stats.CPUWorkers++
-		}
-	}
-	return res, nil
+	st.GPUWorkers = gpuWorkers(r.plan)
+	st.CPUWorkers = st.Workers - st.GPUWorkers
+	return st
 }
 
 // CountNonFinite counts the NaN and infinite values of a result of nMasks values per
@@ -384,12 +393,14 @@ func resultBuffer(opt Options, n int) (Output, error) {
 	return Output{F32: opt.Out32}, nil
 }
 
-// run is the shared state of one ApplyMasks execution.
+// run is the shared state of one execution of a plan over a dataset's frames: the
+// workers, their claims, progress, retries and cancellation, for ApplyMasks and Reduce
+// alike.
 type run struct {
 	ctx    context.Context // cancelled by the first fatal error
 	cancel context.CancelFunc
+	what   string // "apply masks", "reduce": what stopped, in the error of a cancelled run
 	plan   *planner.Plan
-	job    *Job
 	out    Output
 	sched  *scheduler
 	start  time.Time
@@ -405,21 +416,22 @@ type run struct {
 	notStarted []WorkerError
 }
 
-func newRun(ctx context.Context, plan *planner.Plan, job *Job, out Output, progress func(int, int)) *run {
+// newRun prepares the run of plan over the frames of ds, read tile frames at a time by
+// the workers, which write into out (Worker.Process).
+func newRun(ctx context.Context, what string, plan *planner.Plan, ds dataset.Dataset, tile int, out Output, progress func(int, int)) *run {
 	r := &run{
+		what:     what,
 		plan:     plan,
-		job:      job,
 		out:      out,
-		sched:    newScheduler(plan.Partitions, claimSizes(plan, job), job.TileFrames),
+		sched:    newScheduler(plan.Partitions, claimSizes(plan, ds.FrameBytes(), tile), tile),
 		alive:    len(plan.Workers),
 		progress: progress,
-		total:    job.Dataset.NumFrames(),
+		total:    ds.NumFrames(),
 		workers:  make([]WorkerStats, len(plan.Workers)),
 	}
 	for i, w := range plan.Workers {
 		r.workers[i] = WorkerStats{ID: w.ID, Kind: w.Kind, CPU: w.CPU, GPU: w.GPU}
 	}
-	job.over = r.sched.over
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	return r
 }
@@ -427,12 +439,12 @@ func newRun(ctx context.Context, plan *planner.Plan, job *Job, out Output, progr
 // claimSizes sizes the claims of the plan's workers: a CPU worker starts with one tile
 // and claims at most maxClaimTime of work and maxClaimBytes of frames, a GPU worker starts with one device tile
 // (cuda.DefaultTileBytes of frames) and claims at most gpuClaimTime.
-func claimSizes(plan *planner.Plan, job *Job) []claimSizing {
+func claimSizes(plan *planner.Plan, frameBytes, tile int) []claimSizing {
 	sizes := make([]claimSizing, len(plan.Workers))
 	for i, w := range plan.Workers {
-		sizes[i] = claimSizing{first: job.TileFrames, maxTime: maxClaimTime, maxFrames: max(job.TileFrames, maxClaimBytes/job.Dataset.FrameBytes())}
+		sizes[i] = claimSizing{first: tile, maxTime: maxClaimTime, maxFrames: max(tile, maxClaimBytes/frameBytes)}
 		if w.Kind == planner.GPU {
-			sizes[i] = claimSizing{first: max(job.TileFrames, cuda.DefaultTileBytes/job.Dataset.FrameBytes()), maxTime: gpuClaimTime}
+			sizes[i] = claimSizing{first: max(tile, cuda.DefaultTileBytes/frameBytes), maxTime: gpuClaimTime}
 		}
 	}
 	return sizes
@@ -440,7 +452,8 @@ func claimSizes(plan *planner.Plan, job *Job) []claimSizing {
 
 // execute runs one goroutine per planned worker and waits for all of them. A watcher
 // stops the scheduler when the run is cancelled, so that idle workers stop waiting.
-func (r *run) execute(newWorker WorkerFactory, pin bool) {
+// newWorker creates the worker of one planned worker, on its pinned goroutine.
+func (r *run) execute(newWorker func(spec planner.Worker) (Worker, error), pin bool) {
 	r.start = time.Now()
 	var workers, watcher sync.WaitGroup
 	for _, spec := range r.plan.Workers {
@@ -467,7 +480,7 @@ func (r *run) err(parent context.Context) error {
 		return r.fatal
 	}
 	if err := parent.Err(); err != nil && r.done < r.total {
-		return fmt.Errorf("apply masks: stopped after %d of %d frames: %w", r.done, r.total, err)
+		return fmt.Errorf("%s: stopped after %d of %d frames: %w", r.what, r.done, r.total, err)
 	}
 	return nil
 }
@@ -491,7 +504,7 @@ func (r *run) fail(err error) {
 
 // work is one worker's goroutine: pin, create the worker, then compute the claims the
 // scheduler hands out until every frame is done or the run is cancelled.
-func (r *run) work(spec planner.Worker, newWorker WorkerFactory, pin bool) {
+func (r *run) work(spec planner.Worker, newWorker func(planner.Worker) (Worker, error), pin bool) {
 	name := workerName(spec)
 	defer func() {
 		if v := recover(); v != nil { // from the factory or Close; Process has its own
@@ -510,7 +523,7 @@ func (r *run) work(spec planner.Worker, newWorker WorkerFactory, pin bool) {
 			}
 		}()
 	}
-	w, err := newWorker(spec, r.job)
+	w, err := newWorker(spec)
 	if err != nil {
 		err = fmt.Errorf("%s: create worker: %w", name, err)
 		if spec.Kind == planner.GPU {

@@ -11,3 +11,15 @@ func packedKernelsFor[N native]() *packedKernels[N] { return nil }
 
 // bcastKernelsFor returns nil: the broadcast kernels exist only in amd64 assembly.
 func bcastKernelsFor[N native]() *[bcastVectors][bcastFrames]bcastKernel { return nil }
+
+// sumKernelFor, maxKernelFor and stdKernelFor return nil: the reduction kernels exist
+// only in amd64 assembly.
+func sumKernelFor[N native, S int64 | float64]() (k func(px *N, stride, frames, n int, acc *S), group int) {
+	return nil, 0
+}
+
+func maxKernelFor[N native]() (k func(px *N, stride, frames, n int, mx *N), group int) { return nil, 0 }
+
+func stdKernelFor[N native, S int64 | float64, Q uint64 | float64]() (k func(px *N, stride, frames, n int, k *N, s1 *S, s2 *Q), group int) {
+	return nil, 0
+}

@@ -114,7 +114,7 @@ typedef struct stemdot_dataset_info {
 } stemdot_dataset_info;
 
 /*
- * Progress callback of stemdot_apply: `done` frames of `total` are finished. It is
+ * Progress callback of stemdot_apply (and stemdot_reduce): `done` frames of `total` are finished. It is
  * called on the thread that called stemdot_apply (never on a worker thread, never
  * concurrently), with `done` strictly increasing, and a last time with done == total
  * when the apply succeeds. Workers keep running while it runs. It may call
@@ -347,6 +347,41 @@ stemdot_status stemdot_apply64(stemdot_dataset dataset, const double *masks, siz
                                size_t sig_y, size_t sig_x, stemdot_plan plan, stemdot_run run,
                                stemdot_progress_fn progress, void *progress_user, void *out,
                                stemdot_dtype out_dtype, size_t out_len);
+
+/*
+ * Reduces every frame of a dataset in one pass on CPU workers: each of sum, mean, max and
+ * std that is not NULL receives that frame, out_len doubles (out_len must be
+ * sig_y*sig_x), C order of shape (sig_y, sig_x); only the frames asked are computed.
+ *   sum[i]  = Σ_f frame_f[i] (LiberTEM's SumUDF; exact for integer frames up to 2^53)
+ *   mean[i] = sum[i] / n_frames
+ *   max[i]  = max_f frame_f[i]
+ *   std[i]  = sqrt(Σ_f (frame_f[i] − mean[i])² / n_frames): the population standard
+ *             deviation (ddof 0), as LiberTEM's StdDevUDF and numpy's std; computed from
+ *             shifted sums per worker merged by Chan et al.'s update (numerically stable)
+ * A NaN pixel in any frame makes that pixel NaN in each; ±Inf gives ±Inf sums, means and
+ * maxima (NaN where both occur) and a NaN std, as numpy does.
+ * plan: 0 = the default plan. Reductions are bound by memory bandwidth: they run on CPU
+ *   workers only; a plan with gpus "auto" gives CPU workers, one with GPU workers by count
+ *   or list is refused (INVALID_ARGUMENT naming option gpus).
+ * run, progress, progress_user: as in stemdot_apply. On failure the buffers' content is
+ *   unspecified. Blocks until done. Errors: BAD_HANDLE, INVALID_ARGUMENT (all buffers
+ *   NULL, run busy, GPU workers), SHAPE (out_len), PLAN, IO, CANCELLED, INTERNAL.
+ */
+stemdot_status stemdot_reduce(stemdot_dataset dataset, stemdot_plan plan, stemdot_run run,
+                              stemdot_progress_fn progress, void *progress_user, double *sum,
+                              double *mean, double *max, double *std, size_t out_len);
+
+/*
+ * Copies the frames at n_positions scan positions into out, in the order given, in the
+ * dataset's native dtype (host byte order), C order of shape (n_positions, sig_y, sig_x),
+ * as LiberTEM's PickUDF. positions: n_positions × ndim coordinates, ndim = the nav
+ * shape's dimensions ((y, x) for a 2-D nav shape, (n) for a 1-D one), each from 0 to its
+ * size − 1. out_bytes must be n_positions × the frame's bytes. Errors: BAD_HANDLE,
+ * INVALID_ARGUMENT (NULL pointers, no position), SHAPE (a position outside the nav shape
+ * or with ndim other than the nav shape's, out_bytes), IO. Thread-safe.
+ */
+stemdot_status stemdot_pick(stemdot_dataset dataset, const size_t *positions, size_t n_positions,
+                            size_t ndim, void *out, size_t out_bytes);
 
 /*
  * Centre-of-mass shift maps from a result of stemdot_apply whose masks n_masks include

@@ -95,6 +95,44 @@ static long mib_reference(const char *path, const float *mask, double *ref, long
     return n;
 }
 
+/* reduce_and_pick checks stemdot_reduce (sum, max) and stemdot_pick on the 8 frames of a
+ * single-chip U08 MIB file against its frames read directly. */
+static void reduce_and_pick(stemdot_dataset ds, const char *path) {
+    static unsigned char frames[8][MIB_HEADER + MIB_PIXELS];
+    FILE *f = fopen(path, "rb");
+    check(f != NULL && fread(frames, 1, sizeof frames, f) == sizeof frames, "read the 8 frames of %s", path);
+    if (f != NULL) {
+        fclose(f);
+    }
+    static double sum[MIB_PIXELS], max[MIB_PIXELS];
+    expect("reduce sum and max", stemdot_reduce(ds, 0, 0, NULL, NULL, sum, NULL, max, NULL, MIB_PIXELS), STEMDOT_OK, NULL);
+    size_t bad = MIB_PIXELS; /* the first pixel that differs */
+    double want_sum = 0, want_max = 0;
+    for (size_t i = 0; i < MIB_PIXELS && bad == MIB_PIXELS; i++) {
+        want_sum = want_max = 0;
+        for (int k = 0; k < 8; k++) {
+            want_sum += frames[k][MIB_HEADER + i];
+            want_max = frames[k][MIB_HEADER + i] > want_max ? frames[k][MIB_HEADER + i] : want_max;
+        }
+        if (sum[i] != want_sum || max[i] != want_max) {
+            bad = i;
+        }
+    }
+    check(bad == MIB_PIXELS, "pixel %zu: sum %.0f max %.0f, reference %.0f and %.0f", bad,
+          bad < MIB_PIXELS ? sum[bad] : 0, bad < MIB_PIXELS ? max[bad] : 0, want_sum, want_max);
+    expect("reduce without a buffer", stemdot_reduce(ds, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, MIB_PIXELS),
+           STEMDOT_ERR_INVALID_ARGUMENT, "all NULL");
+    expect("reduce out_len", stemdot_reduce(ds, 0, 0, NULL, NULL, sum, NULL, NULL, NULL, 7), STEMDOT_ERR_SHAPE, "out_len 7");
+
+    static unsigned char picked[2][MIB_PIXELS];
+    const size_t at[] = {0, 5, 0, 2}; /* (y, x) of a 1 × 8 scan */
+    expect("pick", stemdot_pick(ds, at, 2, 2, picked, sizeof picked), STEMDOT_OK, NULL);
+    check(memcmp(picked[0], frames[5] + MIB_HEADER, MIB_PIXELS) == 0 && memcmp(picked[1], frames[2] + MIB_HEADER, MIB_PIXELS) == 0,
+          "picked frames 5 and 2 differ from the file's");
+    const size_t outside[] = {0, 8};
+    expect("pick outside", stemdot_pick(ds, outside, 1, 2, picked, MIB_PIXELS), STEMDOT_ERR_SHAPE, "option at: scan position (0, 8) is outside");
+}
+
 static void real_file(const char *path) {
     printf("real file: %s\n", path);
     stemdot_dataset ds = 0;
@@ -167,6 +205,7 @@ static void real_file(const char *path) {
             printf("\n");
         }
     }
+    reduce_and_pick(ds, path);
     expect("plan free", stemdot_plan_free(plan), STEMDOT_OK, NULL);
     expect("dataset free", stemdot_dataset_free(ds), STEMDOT_OK, NULL);
 }

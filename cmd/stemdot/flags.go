@@ -88,6 +88,10 @@ var emptyValueHints = map[string]string{
 	"mask":       "a mask spec such as disk:128,128,20",
 	"cpus":       "a count or a list",
 	"gpus":       "auto, a count or a list",
+	"mean":       "a file name ending in .npy",
+	"max":        "a file name ending in .npy",
+	"std":        "a file name ending in .npy",
+	"at":         "a scan position Y,X",
 }
 
 // checkEmptyFlags refuses a string flag given with an empty (or blank) value, e.g.

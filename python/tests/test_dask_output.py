@@ -127,7 +127,9 @@ def test_bad_command_lines_exit_1_with_one_message(tmp_path):
         run = run_cli(*base, *args)
         assert run.returncode == 1 and run.stderr == message + "\n", run.stderr
     run = run_cli("/nonexist/in.mib", "--mask", "com")
-    assert run.returncode == 1 and run.stderr == "stemdot.dask: the following arguments are required: --scheduler, --out (see python -m stemdot.dask --help)\n", run.stderr
+    assert run.returncode == 1 and run.stderr == "stemdot.dask: the following arguments are required: --scheduler (see python -m stemdot.dask --help)\n", run.stderr
+    run = run_cli(*base[:-4], "--timeout", "1")  # masks without --out (--out is optional for reductions only)
+    assert run.returncode == 1 and run.stderr == "stemdot.dask: --out RESULT.npy is required\n", run.stderr
     for flag in ("--offset", "--frame-header", "--frame-footer"):
         run = run_cli(*base, flag, "1KiB")
         assert run.returncode == 1 and "Timed out trying to connect to tcp://127.0.0.1:9" in run.stderr, run.stderr

@@ -14,6 +14,8 @@
 //     run then -repeats timed runs, each result compared with the numpy peer's (relative
 //     tolerance 1e-4 of each mask's largest value) and, always, with a float64 reference
 //     on sampled frames: a mismatch stops the bench with an error;
+//   - measures the sum reduction (engine.Reduce: the sum frame over all frames) under
+//     every CPU-only plan, each result checked against a float64 sum of the frames;
 //   - measures the streaming-read floor: the plan's workers, pinned the same way, read
 //     the same partitions tile by tile through dataset ReadFrames and touch every byte.
 //
@@ -55,6 +57,7 @@ type config struct {
 	rowsOut  string
 	oneCore  bool
 	cpuProf  string
+	sum      bool
 }
 
 func main() {
@@ -70,7 +73,8 @@ func parseFlags() (*config, error) {
 	flag.BoolVar(&c.quick, "quick", false, "quick run: datasets of at most 1 GiB, peers on all cores only")
 	flag.StringVar(&c.size, "size", "auto", "bytes of each dataset (e.g. 2GiB), or auto: 4× the last-level cache, at least 1 GiB, at most RAM/8")
 	flag.StringVar(&dtypes, "dtypes", "uint16,float32", "frame dtypes to measure")
-	flag.StringVar(&cases, "masks", "1,4,16,64,ring", "mask cases: dense mask counts and ring (one sparse ring)")
+	flag.StringVar(&cases, "masks", "1,4,16,64,ring", "mask cases: dense mask counts and ring (one sparse ring); empty: none (e.g. -masks '' -sum for the sum row alone)")
+	flag.BoolVar(&c.sum, "sum", true, "measure the sum reduction (engine.Reduce) under the CPU-only plans")
 	flag.IntVar(&c.repeats, "repeats", 3, "timed runs per case (after one untimed warm-up run)")
 	flag.StringVar(&c.scratch, "scratch", "bench/scratch", "directory for the datasets, masks and reference results")
 	flag.StringVar(&c.results, "results", "bench/results", "directory for latest.json, latest.csv and latest.png")
@@ -95,6 +99,9 @@ func parseFlags() (*config, error) {
 		c.dtypes = append(c.dtypes, dt)
 	}
 	for _, s := range strings.Split(cases, ",") {
+		if strings.TrimSpace(cases) == "" {
+			break
+		}
 		mc, err := parseMaskCase(s)
 		if err != nil {
 			return nil, fmt.Errorf("-masks: %w", err)
@@ -163,7 +170,7 @@ func run() error {
 			return err
 		}
 		plans := env.plans(data, &rep.Skipped)
-		if cfg.rowsOut == "" {
+		if cfg.rowsOut == "" && len(mcs) > 0 {
 			rows, err := runPeers(cfg, env, data, mcs, plans, rep)
 			if err != nil {
 				return err
@@ -175,6 +182,13 @@ func run() error {
 			return err
 		}
 		rep.Rows = append(rep.Rows, rows...)
+		if cfg.sum && cfg.rowsOut == "" { // the sum uses no BLAS: one build measures it
+			rows, err := runSum(ctx, cfg, data, plans)
+			if err != nil {
+				return err
+			}
+			rep.Rows = append(rep.Rows, rows...)
+		}
 		if cfg.rowsOut == "" {
 			rows, err := readFloor(cfg, data, plans)
 			if err != nil {
@@ -209,6 +223,7 @@ var method = []string{
 	"Throughput = raw (native dtype) frame bytes of the whole file / median wall time of the timed runs; GB = 1e9 bytes. One untimed warm-up run precedes the timed runs of every case.",
 	"The file is read once before timing so that it is in the page cache; 'page_cached' in datasets is the fraction of its pages resident (mincore) just before the runs.",
 	"stemdot: wall time of one engine.ApplyMasks call (worker start, pinning, reading, conversion, product, result in memory), in this process.",
+	"sum: wall time of one engine.Reduce call asking for the sum frame only (worker start, pinning, reading, accumulating, merging), under the CPU-only plans; checked against a float64 sum of the frames read with ReadFrames (exact for integer frames, 1e-12 relative for float ones).",
 	"read-floor: the same plan's workers, pinned the same way, read the same partitions tile by tile (engine.AutoTileFrames frames) with dataset ReadFrames into a reused buffer and XOR every 8-byte word.",
 	"numpy: np.memmap of the raw file, chunks of 64 MiB float32 converted with astype and multiplied by the flattened stack with np.matmul (BLAS threads limited to the workers, process pinned to their CPUs); sparse: gather of the pixels where a mask is nonzero, then the product. Timed in-process from opening the memmap to the full result (interpreter start-up and imports excluded).",
 	"libertem: ctx.run_udf(ApplyMasksUDF) on Context.make_with('dask', cpus=[the workers' CPUs]) with a raw dataset; Context, worker processes and dataset metadata are set up outside the clock; use_sparse for the ring.",
@@ -270,6 +285,10 @@ func writeReport(cfg *config, rep *bench.Report, peak cpupeak.Peak) error {
 		{"latest.json", func(f *os.File) error { return rep.WriteJSON(f) }},
 		{"latest.csv", func(f *os.File) error { return bench.WriteCSV(f, rep.Rows) }},
 		{"latest.png", func(f *os.File) error { return bench.WritePlot(f, rep.Rows) }},
+	}
+	if !slices.ContainsFunc(rep.Rows, func(r bench.Row) bool { return r.MaskKind == bench.Dense }) {
+		files = files[:2] // the plot is of dense-mask rows by mask count
+		fmt.Println("no dense-mask rows: latest.png not written")
 	}
 	for _, file := range files {
 		path := filepath.Join(cfg.results, file.name)

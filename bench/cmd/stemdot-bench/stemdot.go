@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -291,3 +292,65 @@ func streamRead(ds dataset.Dataset, plan *planner.Plan, tile int) error {
 // sweepByte is the byte the read floor counts: any value makes bytes.Count read every
 // byte.
 var sweepByte = []byte{0x5a}
+
+// runSum measures the sum reduction (engine.Reduce with Sum only) under every CPU-only
+// plan (reductions run on CPU workers only), each run checked against a float64 sum of
+// the frames.
+func runSum(ctx context.Context, cfg *config, d *benchData, plans []namedPlan) ([]bench.Row, error) {
+	want, err := referenceSum(d)
+	if err != nil {
+		return nil, err
+	}
+	var rows []bench.Row
+	for _, p := range plans {
+		if p.plan.Workers[0].Kind != planner.CPU || slices.ContainsFunc(p.plan.Workers, func(w planner.Worker) bool { return w.Kind == planner.GPU }) {
+			continue
+		}
+		name := p.name + "/stemdot"
+		row := bench.Row{Source: bench.Stemdot, DType: d.dt.String(), MaskKind: bench.Sum, Plan: name,
+			Workers: len(p.plan.Workers), Frames: d.frames(), Bytes: d.bytes()}
+		for i := range cfg.repeats + 1 {
+			t0 := time.Now()
+			res, err := engine.Reduce(ctx, d.ds, p.plan, engine.ReduceOptions{Sum: true})
+			elapsed := time.Since(t0).Seconds()
+			if err != nil {
+				return nil, fmt.Errorf("stemdot sum %s, %s: %w", name, d.dt, err)
+			}
+			var worst float64
+			for px, w := range want {
+				dev := math.Abs(res.Sum[px]-w) / max(math.Abs(w), 1)
+				if !(dev <= 1e-12) {
+					return nil, fmt.Errorf("RESULT CHECK FAILED: stemdot sum %s, %s, run %d: pixel %d: got %.17g, want %.17g", name, d.dt, i, px, res.Sum[px], w)
+				}
+				worst = max(worst, dev)
+			}
+			if i > 0 {
+				row.Seconds = append(row.Seconds, elapsed)
+			}
+			row.Check = fmt.Sprintf("float64 sum of every frame, max rel dev %.1e", worst)
+		}
+		log("stemdot sum %-16s %-7s %d workers: %.3f GB/s (%s)", name, d.dt, row.Workers, row.GBps(), row.Check)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// referenceSum is the sum frame of d in float64, frame by frame with ReadFrames and
+// decode, independently of the engine.
+func referenceSum(d *benchData) ([]float64, error) {
+	px := sig[0] * sig[1]
+	sum, pixels := make([]float64, px), make([]float64, px)
+	buf := make([]byte, d.ds.FrameBytes())
+	for f := range d.frames() {
+		if err := d.ds.ReadFrames(f, f+1, buf); err != nil {
+			return nil, err
+		}
+		if err := decode(d.dt, buf, pixels); err != nil {
+			return nil, err
+		}
+		for i, v := range pixels {
+			sum[i] += v
+		}
+	}
+	return sum, nil
+}

@@ -13,6 +13,10 @@ This package binds libstemdot's C ABI (``include/stemdot.h``) with ctypes::
         masks = np.concatenate([stemdot.disk(ds.sig_shape, 42, 126, 30), stemdot.com(ds.sig_shape)])
         images = stemdot.apply_masks(ds, masks)          # (nav_y, nav_x, 4) float32
 
+:func:`reduce` gives the sum, mean, maximum and standard-deviation frames over all frames
+in one pass (LiberTEM's SumUDF, StdDevUDF), :func:`pick` the frames at given scan
+positions (PickUDF).
+
 The mask helpers (:func:`disk`, :func:`ring`, :func:`point`, :func:`rect`, :func:`com`,
 :func:`mask`) call the same Go generators as the ``stemdot`` CLI's ``--mask``, so their
 weights are bit-identical to the CLI's. Errors are raised as :class:`StemdotError`
@@ -61,6 +65,9 @@ __all__ = [
     "open",
     "from_array",
     "apply_masks",
+    "reduce",
+    "REDUCTIONS",
+    "pick",
     "describe_plan",
     "mask",
     "mask_stack",
@@ -838,6 +845,33 @@ def _wait_for_apply(done, worker):
 
 
 def _apply(ds, masks, plan, progress, out):
+    weights, suffix = _weights(masks)
+
+    def call(run, callback):
+        return getattr(_LIB, "stemdot_apply" + suffix)(
+            ds.handle,
+            weights,
+            masks.shape[0],
+            masks.shape[1],
+            masks.shape[2],
+            plan.handle if plan is not None else 0,
+            run,
+            callback,
+            None,
+            ctypes.c_void_p(out.ctypes.data),
+            _lib.DTYPE_CODES[out.dtype.name],
+            out.size,
+        )
+
+    _cancellable(call, progress, "apply")
+
+
+def _cancellable(call, progress, what):
+    """Runs ``call(run, callback)``, a C call of a run handle and a progress callback
+    (stemdot_apply, stemdot_reduce) returning its status, cancellably: on the main thread
+    the call runs on a worker thread, so that Ctrl-C (KeyboardInterrupt) cancels the run;
+    an exception raised by progress cancels it too and is re-raised; a nonzero status
+    raises its error."""
     run = ctypes.c_uint64()
     _call(_LIB.stemdot_run_new, ctypes.byref(run))
     run = run.value
@@ -859,36 +893,18 @@ def _apply(ds, masks, plan, progress, out):
 
     def target():
         try:
-            outcome.append(_apply_call())
+            code = call(run, callback)
+            outcome.append((code, _LIB.stemdot_last_error().decode(errors="replace") if code != _lib.OK else ""))
         except BaseException as e:  # e.g. a ctypes argument error: re-raised by the caller
             outcome.append(e)
         finally:
             done.set()
 
-    def _apply_call():
-        weights, suffix = _weights(masks)
-        code = getattr(_LIB, "stemdot_apply" + suffix)(
-            ds.handle,
-            weights,
-            masks.shape[0],
-            masks.shape[1],
-            masks.shape[2],
-            plan.handle if plan is not None else 0,
-            run,
-            callback,
-            None,
-            ctypes.c_void_p(out.ctypes.data),
-            _lib.DTYPE_CODES[out.dtype.name],
-            out.size,
-        )
-        message = _LIB.stemdot_last_error().decode(errors="replace") if code != _lib.OK else ""
-        return code, message
-
     try:
         if threading.current_thread() is threading.main_thread():
-            # The apply runs on a worker thread so that the main thread stays free to
+            # The call runs on a worker thread so that the main thread stays free to
             # receive Ctrl-C (KeyboardInterrupt), which cancels the run.
-            worker = threading.Thread(target=target, name="stemdot-apply", daemon=True)
+            worker = threading.Thread(target=target, name="stemdot-" + what, daemon=True)
             try:
                 worker.start()
                 while not done.wait(0.25):
@@ -909,6 +925,129 @@ def _apply(ds, masks, plan, progress, out):
     code, message = outcome[0]
     if code != _lib.OK:
         raise _error(code, message)
+
+
+# ------------------------------------------------------------------ reductions and pick
+
+#: The reductions of :func:`reduce`, in the order it returns them.
+REDUCTIONS = ("sum", "mean", "max", "std")
+
+
+def _dataset_of(data, format_options, what):
+    """The Dataset of data (a Dataset, a numpy array of frames, or a path opened with
+    format_options) and whether the caller owns it (closes it)."""
+    if format_options and not isinstance(data, (str, os.PathLike)):
+        raise TypeError(f"{what}: format options ({', '.join(format_options)}) apply to a path only")
+    if isinstance(data, Dataset):
+        return data, False
+    if isinstance(data, np.ndarray):
+        return from_array(data), True
+    if isinstance(data, (str, os.PathLike)):
+        return open(data, **format_options), True
+    raise TypeError(f"{what} wants a stemdot.Dataset, a numpy.ndarray or a path, got {type(data).__name__}")
+
+
+def reduce(data, reductions=("sum",), cpus=None, progress=False, oversubscribe=False, partition_size=None, **format_options):
+    """Reduces every frame in one pass on pinned CPU workers: the sum, mean, maximum and
+    standard-deviation frames named in ``reductions`` (any of :data:`REDUCTIONS`; only
+    those are computed).
+
+    data: a :class:`Dataset`, a numpy array of shape ``nav_shape + (sig_y, sig_x)`` (as for
+      :func:`apply_masks`), or a path opened with ``format_options`` (those of
+      :func:`open`).
+    reductions: names from "sum" (Σ_f frame_f, LiberTEM's SumUDF), "mean" (sum / number
+      of frames), "max" (per pixel), "std" (sqrt(Σ_f (frame_f − mean)² / n): the
+      population standard deviation, ddof 0, as LiberTEM's StdDevUDF and ``numpy.std``).
+    cpus, progress, oversubscribe, partition_size: as for :func:`apply_masks`.
+      Reductions are bound by memory bandwidth and run on CPU workers only: there is no
+      ``gpus``.
+
+    Returns a dict name → float64 array of shape (sig_y, sig_x), in the order of
+    :data:`REDUCTIONS`. Integer frames are summed exactly (up to 2**53); the std is
+    computed from shifted sums per worker, merged by Chan et al.'s update (numerically
+    stable). A NaN pixel in any frame makes that pixel NaN in each; ±Inf gives ±Inf
+    sums, means and maxima (NaN where both occur) and a NaN std, as numpy does. Raises
+    :class:`InvalidArgumentError` for an unknown or no reduction, :class:`StemdotError`
+    subclasses as :func:`apply_masks`; Ctrl-C cancels the run.
+    """
+    if isinstance(reductions, str):
+        reductions = (reductions,)
+    names = list(reductions)
+    unknown = [r for r in names if r not in REDUCTIONS]
+    if unknown or not names:
+        raise InvalidArgumentError(f"reductions={reductions!r}: want one or more of {', '.join(REDUCTIONS)}",
+                                   _lib.ERR_INVALID_ARGUMENT)
+    ds, own = _dataset_of(data, format_options, "reduce")
+    try:
+        out = {r: np.empty(ds.sig_shape, dtype=np.float64) for r in REDUCTIONS if r in names}
+        custom = cpus is not None or oversubscribe is not False or partition_size is not None
+        plan = _Plan(cpus, None, oversubscribe, partition_size) if custom else None
+        try:
+            if plan is not None:
+                plan.warn()
+            _reduce(ds, plan, progress, out)
+        finally:
+            if plan is not None:
+                plan.free()
+        return out
+    finally:
+        if own:
+            ds.close()
+
+
+def _reduce(ds, plan, progress, out):
+    """stemdot_reduce into the float64 arrays of out (name → array), cancellably."""
+    size = ds.sig_shape[0] * ds.sig_shape[1]
+
+    def buf(name):
+        a = out.get(name)
+        return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double)) if a is not None else None
+
+    def call(run, callback):
+        return _LIB.stemdot_reduce(ds.handle, plan.handle if plan is not None else 0, run, callback, None,
+                                   *(buf(r) for r in REDUCTIONS), size)
+
+    _cancellable(call, progress, "reduce")
+
+
+def pick(data, at, **format_options):
+    """The frames at the scan positions ``at``, as LiberTEM's PickUDF: a numpy array of
+    shape (k, sig_y, sig_x) in the frames' dtype, in the order given.
+
+    data: as for :func:`reduce`.
+    at: a sequence of scan positions, each (y, x) for a 2-D nav shape or n (or (n,)) for
+      a 1-D one; or an integer array of shape (k, nav_ndim).
+
+    Raises :class:`ShapeError` naming the position for one outside the nav shape (each
+    coordinate from 0 to its size − 1; negative ones are refused too) or with another
+    number of coordinates, :class:`InvalidArgumentError` for no position.
+    """
+    ds, own = _dataset_of(data, format_options, "pick")
+    try:
+        ndim = len(ds.nav_shape)
+        try:
+            pos = np.asarray(at)
+            if pos.ndim == 1 and ndim == 1:
+                pos = pos[:, np.newaxis]
+        except (ValueError, TypeError):  # ragged
+            pos = None
+        if pos is not None and pos.size == 0:
+            raise InvalidArgumentError("at: no scan position to pick: give at least one", _lib.ERR_INVALID_ARGUMENT)
+        if pos is None or pos.dtype.kind not in "iu" or pos.ndim != 2:
+            raise ShapeError(f"at={at!r}: want a sequence of scan positions, each of the nav shape's {ndim} coordinates "
+                             f"({'y, x' if ndim == 2 else 'n'}), as whole numbers", _lib.ERR_SHAPE) from None
+        if (pos < 0).any():
+            bad = tuple(int(c) for c in pos[(pos < 0).any(axis=1)][0])
+            raise ShapeError(f"at: scan position {bad} is outside the nav shape {tuple(ds.nav_shape)}: each coordinate "
+                             "runs from 0 to its size − 1", _lib.ERR_SHAPE)
+        pos = np.ascontiguousarray(pos, dtype=np.uintp)
+        frames = np.empty((pos.shape[0],) + tuple(ds.sig_shape), dtype=ds.dtype)
+        _call(_LIB.stemdot_pick, ds.handle, pos.ctypes.data_as(ctypes.POINTER(ctypes.c_size_t)), pos.shape[0],
+              pos.shape[1], ctypes.c_void_p(frames.ctypes.data), frames.nbytes)
+        return frames
+    finally:
+        if own:
+            ds.close()
 
 
 # -------------------------------------------------------------------------- data on the GPU

@@ -117,6 +117,8 @@ def _declare(lib):
         "stemdot_resident_apply64": (status, [u64, c.POINTER(c.c_double), size, size, size, p, c.c_int, size]),
         "stemdot_resident_free": (status, [u64]),
         "stemdot_com_shifts": (status, [p, c.c_int, size, size, size, c.POINTER(c.c_double)]),
+        "stemdot_reduce": (status, [u64, u64, u64, PROGRESS_FN, p] + [c.POINTER(c.c_double)] * 4 + [size]),
+        "stemdot_pick": (status, [u64, c.POINTER(size), size, size, p, size]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)

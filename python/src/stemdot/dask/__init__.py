@@ -49,7 +49,7 @@ from distributed.comm.addressing import get_address_host
 import stemdot
 from stemdot import _lib
 
-__all__ = ["StemdotPlugin", "bootstrap", "apply_masks", "dataset_info", "ClusterError", "RANGE_BYTES"]
+__all__ = ["StemdotPlugin", "bootstrap", "apply_masks", "reduce", "dataset_info", "ClusterError", "RANGE_BYTES"]
 
 #: The plugin's name on the workers (``dask_worker.plugins["stemdot"]``).
 PLUGIN_NAME = "stemdot"
@@ -92,8 +92,9 @@ class StemdotPlugin(WorkerPlugin):
     description (a dict: ``address``, ``host``, ``slot``, ``local_workers``, ``cpus``,
     ``plan`` (the plan's dict, see :func:`stemdot.describe_plan`), ``n_workers``,
     ``dask_cpus`` (CPUs left to Dask's threads), ``warnings``); ``plan`` is the plan
-    object, made once per worker process. :meth:`teardown` cancels running applies and
-    frees the datasets and the plan.
+    object, made once per worker process (and, at the first reduction, ``reduce_plan``:
+    the same CPUs without GPU workers). :meth:`teardown` cancels running applies and
+    frees the datasets and the plans.
     """
 
     name = PLUGIN_NAME
@@ -108,7 +109,7 @@ class StemdotPlugin(WorkerPlugin):
     async def setup(self, worker):
         self.worker = worker
         self.node = None
-        self.plan = None
+        self.plan = self.reduce_plan = None
         self.error = None
         self.ready = threading.Event()
         self._lock = threading.Lock()
@@ -156,6 +157,7 @@ class StemdotPlugin(WorkerPlugin):
             else:
                 gpus = [d for d in devices if d % local == slot % local] or None
         self.plan = stemdot._Plan(cpus, gpus)
+        self._cpus = cpus
         plan = self.plan.describe()
         pinned = {w["cpu"] for w in plan["workers"]} | set(node_cpus)
         dask_cpus = _threads_off(pinned)
@@ -224,13 +226,9 @@ class StemdotPlugin(WorkerPlugin):
 
     # -- ranges
 
-    def compute(self, job, path, options, masks, first, count, dtype):
-        """Applies masks to frames [first, first+count) of path; returns (values of shape
-        (count, n_masks), this worker's address, its stemdot worker count, seconds spent
-        in the apply)."""
-        node = self.wait_ready()
-        started = time.perf_counter()
-        out = np.empty((count, masks.shape[0]), dtype=dtype)
+    @contextlib.contextmanager
+    def _run(self, job):
+        """A run handle for one range of job, cancelled when job is (:meth:`cancel`)."""
         run = ctypes.c_uint64()
         stemdot._call(stemdot._LIB.stemdot_run_new, ctypes.byref(run))
         run = run.value
@@ -239,27 +237,58 @@ class StemdotPlugin(WorkerPlugin):
                 if job in self._cancelled:
                     stemdot._LIB.stemdot_run_cancel(run)
                 self._runs[run] = job
-            weights, suffix = stemdot._weights(masks)  # float32, or float64 (see stemdot._job)
-            with self.dataset(path, dict(options, frames=(first, count))) as ds:
-                stemdot._call(
-                    getattr(stemdot._LIB, "stemdot_apply" + suffix),
-                    ds.handle,
-                    weights,
-                    masks.shape[0],
-                    masks.shape[1],
-                    masks.shape[2],
-                    self.plan.handle,
-                    run,
-                    _lib.PROGRESS_FN(),
-                    None,
-                    ctypes.c_void_p(out.ctypes.data),
-                    _lib.DTYPE_CODES[out.dtype.name],
-                    out.size,
-                )
+            yield run
         finally:
             with self._lock:
                 del self._runs[run]
             stemdot._LIB.stemdot_run_free(run)
+
+    def compute(self, job, path, options, masks, first, count, dtype):
+        """Applies masks to frames [first, first+count) of path; returns (values of shape
+        (count, n_masks), this worker's address, its stemdot worker count, seconds spent
+        in the apply)."""
+        node = self.wait_ready()
+        started = time.perf_counter()
+        out = np.empty((count, masks.shape[0]), dtype=dtype)
+        weights, suffix = stemdot._weights(masks)  # float32, or float64 (see stemdot._job)
+        with self._run(job) as run, self.dataset(path, dict(options, frames=(first, count))) as ds:
+            stemdot._call(
+                getattr(stemdot._LIB, "stemdot_apply" + suffix),
+                ds.handle,
+                weights,
+                masks.shape[0],
+                masks.shape[1],
+                masks.shape[2],
+                self.plan.handle,
+                run,
+                _lib.PROGRESS_FN(),
+                None,
+                ctypes.c_void_p(out.ctypes.data),
+                _lib.DTYPE_CODES[out.dtype.name],
+                out.size,
+            )
+        return out, node["address"], node["n_workers"], time.perf_counter() - started
+
+    def reduce(self, job, path, options, names, first, count):
+        """Reduces frames [first, first+count) of path on this worker's CPU workers
+        (``reduce_plan``, made at the first reduction: reductions run on CPU workers
+        only): returns (a dict name → float64 array (sig_y, sig_x) of the reductions
+        names, with the sum added for the mean and the std and the mean for the std, as
+        :func:`_merge` needs them; this worker's address, its stemdot worker count,
+        seconds spent)."""
+        node = self.wait_ready()
+        with self._lock:
+            if self.reduce_plan is None:
+                self.reduce_plan = stemdot._Plan(self._cpus, None)
+        started = time.perf_counter()
+        names = set(names)
+        names |= {"sum"} if names & {"mean", "std"} else set()
+        names |= {"mean"} if "std" in names else set()
+        with self._run(job) as run, self.dataset(path, dict(options, frames=(first, count))) as ds:
+            out = {r: np.empty(ds.sig_shape, dtype=np.float64) for r in stemdot.REDUCTIONS if r in names}
+            bufs = [out[r].ctypes.data_as(ctypes.POINTER(ctypes.c_double)) if r in out else None for r in stemdot.REDUCTIONS]
+            stemdot._call(stemdot._LIB.stemdot_reduce, ds.handle, self.reduce_plan.handle, run, _lib.PROGRESS_FN(), None,
+                          *bufs, ds.sig_shape[0] * ds.sig_shape[1])
         return out, node["address"], node["n_workers"], time.perf_counter() - started
 
     def cancel(self, job):
@@ -290,9 +319,10 @@ class StemdotPlugin(WorkerPlugin):
                 with contextlib.suppress(stemdot.StemdotError):
                     ds.close()
             self._datasets.clear()
-            if self.plan is not None:
-                self.plan.free()
-                self.plan = None
+            for plan in (self.plan, self.reduce_plan):
+                if plan is not None:
+                    plan.free()
+            self.plan = self.reduce_plan = None
         if self._slot_file is not None:
             self._slot_file.close()  # releases the slot's lock
             self._slot_file = None
@@ -349,6 +379,12 @@ def _plugin():
 def _range_task(job, path, options, masks, first, count, dtype):
     """A range task: frames [first, first+count) of path, see StemdotPlugin.compute."""
     return _plugin().compute(job, path, options, masks, first, count, dtype)
+
+
+def _reduce_task(job, path, options, names, first, count):
+    """A reduction range task: frames [first, first+count) of path, see
+    StemdotPlugin.reduce."""
+    return _plugin().reduce(job, path, options, names, first, count)
 
 
 def _info_task(path, options):
@@ -515,6 +551,117 @@ class _Ledger:
         return sum(1 for (_, _, a, _) in self.flight.values() if a == address)
 
 
+def _prepare(client, path, open_options, range_frames, timeout):
+    """The set-up of a job over the frames of path: the path (made absolute where it
+    exists here), the nodes (:func:`bootstrap`), the scheduler's workers the run starts
+    with, the dataset's info (its warnings issued), the open options without frames,
+    the first frame of the frames option (the ranges are cut from its span: each range
+    task opens frames (first + range's first, range's count) of the whole scan) and the
+    frames per stemdot worker of a range."""
+    path = os.fspath(path)
+    if not os.path.isabs(path) and os.path.exists(path):
+        path = os.path.abspath(path)
+    nodes = bootstrap(client, timeout=timeout)
+    if not nodes:
+        raise _cluster_error(client, "the cluster has no Dask worker")
+    workers = client.scheduler_info(n_workers=-1)["workers"]  # those the run starts with
+    info = dataset_info(client, path, timeout=timeout, **open_options)
+    for w in info["warnings"]:
+        warnings.warn(f"stemdot: {w}", stacklevel=3)
+    open_options = dict(open_options)
+    frames = open_options.pop("frames", None)
+    first_frame = _first_frame(frames) if frames is not None else 0
+    frame_bytes = int(np.prod(info["sig_shape"])) * np.dtype(info["dtype"]).itemsize
+    per_worker = int(range_frames) if range_frames else max(1, RANGE_BYTES // frame_bytes)
+    if per_worker < 1:
+        raise ValueError(f"range_frames={range_frames}: want at least 1 frame per worker")
+    return path, nodes, workers, info, open_options, first_frame, per_worker
+
+
+def reduce(
+    client,
+    path,
+    reductions=("sum",),
+    *,
+    progress=False,
+    resources=None,
+    prefer=None,
+    range_frames=None,
+    max_attempts=4,
+    timeout=120,
+    report=None,
+    **open_options,
+):
+    """Reduces every frame of the file at ``path`` on the workers of ``client``'s cluster:
+    returns the same dict as ``stemdot.reduce(stemdot.open(path, **open_options),
+    reductions)``, name → float64 array (sig_y, sig_x) of the sum, mean, maximum and
+    standard-deviation frames asked (any of :data:`stemdot.REDUCTIONS`).
+
+    The scan is cut into frame ranges as by :func:`apply_masks` (path, open_options,
+    progress, resources, prefer, range_frames, max_attempts, timeout and report alike);
+    each range is reduced on its worker's CPU workers and only its frames (a few
+    sig_shape arrays) travel back. The ranges' partial reductions are merged here as the
+    engine merges its workers': sums added (integer sums stay exact up to 2**53), maxima
+    compared (NaN kept), and for the std each range's (count, mean, M2 = count·std²)
+    merged by Chan et al.'s pairwise update, so the result is numerically stable.
+    """
+    if isinstance(reductions, str):
+        reductions = (reductions,)
+    names = list(reductions)
+    if not names or any(r not in stemdot.REDUCTIONS for r in names):
+        raise stemdot.InvalidArgumentError(f"reductions={reductions!r}: want one or more of {', '.join(stemdot.REDUCTIONS)}",
+                                           _lib.ERR_INVALID_ARGUMENT)
+    started = time.monotonic()
+    path, nodes, workers, info, open_options, first_frame, per_worker = _prepare(client, path, open_options, range_frames,
+                                                                                timeout)
+    total = {}  # the merged partials: "n", and the names computed by the ranges
+
+    def store(first, count, part):
+        _merge(total, count, part)
+
+    _run_ranges(
+        client, path, info["n_frames"], nodes, workers, per_worker,
+        lambda job, first, count: (_reduce_task, job, path, open_options, names, first_frame + first, count),
+        store, progress=progress, resources=resources, prefer=prefer, max_attempts=max_attempts, timeout=timeout,
+        stack_bytes=0, report=report, started=started,
+    )
+    n, out = total["n"], {}
+    for r in [r for r in stemdot.REDUCTIONS if r in names]:
+        if r == "mean":
+            out[r] = total["sum"] / n
+        elif r == "std":
+            out[r] = np.sqrt(total["m2"] / n)
+        else:
+            out[r] = total[r]
+    return out
+
+
+def _merge(total, count, part):
+    """Merges the partial reduction part of count frames (name → array; the sum included
+    with the mean and the std, the mean with the std: see StemdotPlugin.reduce) into
+    total, in place: sums added, maxima compared with NaN kept, and (n, mean, M2) merged
+    by Chan, Golub and LeVeque's update: with δ = mean_b − mean_a, mean = mean_a +
+    δ·n_b/n and M2 = M2_a + M2_b + δ²·n_a·n_b/n."""
+    m2 = part["std"] ** 2 * count if "std" in part else None
+    if not total:
+        total.update(part, n=count)
+        if m2 is not None:
+            total["m2"] = m2
+        return
+    na, nb = total["n"], count
+    n = na + nb
+    with np.errstate(invalid="ignore"):  # +Inf and -Inf meet: NaN, as numpy gives
+        if "sum" in part:
+            total["sum"] = total["sum"] + part["sum"]
+        if "max" in part:
+            total["max"] = np.where(np.isnan(part["max"]) | (part["max"] > total["max"]), part["max"], total["max"])
+        if m2 is not None:
+            delta = part["mean"] - total["mean"]
+            total["mean"] = total["mean"] + delta * (nb / n)
+            total["m2"] = total["m2"] + m2 + delta * delta * (na * nb / n)
+    total["n"] = n
+
+
 def apply_masks(
     client,
     path,
@@ -567,45 +714,55 @@ def apply_masks(
     cancel the run and are raised as they were raised on the worker.
     """
     out_dtype, masks = stemdot._job(masks, out_dtype)
-    path = os.fspath(path)
-    if not os.path.isabs(path) and os.path.exists(path):
-        path = os.path.abspath(path)
-
     started = time.monotonic()
-    nodes = bootstrap(client, timeout=timeout)
-    if not nodes:
-        raise _cluster_error(client, "the cluster has no Dask worker")
-    workers = client.scheduler_info(n_workers=-1)["workers"]  # those the run starts with
-    info = dataset_info(client, path, timeout=timeout, **open_options)
-    for w in info["warnings"]:
-        warnings.warn(f"stemdot: {w}", stacklevel=2)
-    # The ranges are cut from the frames option's span (the library checked it): each
-    # range task opens frames (first + range's first, range's count) of the whole scan.
-    open_options = dict(open_options)
-    frames = open_options.pop("frames", None)
-    first_frame = _first_frame(frames) if frames is not None else 0
+    path, nodes, workers, info, open_options, first_frame, per_worker = _prepare(client, path, open_options, range_frames,
+                                                                                timeout)
     if tuple(masks.shape[1:]) != tuple(info["sig_shape"]):
         raise stemdot.ShapeError(
             f"masks of sig shape {tuple(masks.shape[1:])} do not match the sig shape {tuple(info['sig_shape'])} of {path}",
             _lib.ERR_SHAPE,
         )
     n_frames, n_masks = info["n_frames"], masks.shape[0]
-    frame_bytes = int(np.prod(info["sig_shape"])) * np.dtype(info["dtype"]).itemsize
-    per_worker = int(range_frames) if range_frames else max(1, RANGE_BYTES // frame_bytes)
-    if per_worker < 1:
-        raise ValueError(f"range_frames={range_frames}: want at least 1 frame per worker")
     out = np.empty((n_frames, n_masks), dtype=out_dtype)
-    job = uuid.uuid4().hex
-    ledger = _Ledger(n_frames)
-    record = {"ranges": [], "lost": [], "nodes": nodes}
-    preferred = set(prefer or ())
-    notify = _progress(progress, n_frames)
     if not _live_workers(client):
         raise _cluster_error(client, "no Dask worker is running", workers)
     try:
         masks_future = client.scatter(masks, broadcast=True, hash=False)
     except (ValueError, DaskTimeoutError) as e:  # "Can not use replicate ...", "No valid workers found": none running
         raise _cluster_error(client, f"the mask stack could not be sent to the workers ({e})", workers) from e
+
+    def store(first, count, values):
+        out[first : first + count] = values
+
+    try:
+        _run_ranges(
+            client, path, n_frames, nodes, workers, per_worker,
+            lambda job, first, count: (_range_task, job, path, open_options, masks_future, first_frame + first, count,
+                                       out_dtype.name),
+            store, progress=progress, resources=resources, prefer=prefer, max_attempts=max_attempts, timeout=timeout,
+            stack_bytes=masks.nbytes, report=report, started=started,
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            client.cancel([masks_future])
+    return out.reshape(tuple(info["nav_shape"]) + (n_masks,))
+
+
+def _run_ranges(client, path, n_frames, nodes, workers, per_worker, task, store, *, progress, resources, prefer,
+                max_attempts, timeout, stack_bytes, report, started):
+    """Runs a job over the frames [0, n_frames) of path as range tasks on the workers of
+    the cluster (see :func:`apply_masks`): a range for a node holds
+    ``nodes[address]["n_workers"] × per_worker`` frames; ``task(job, first, count)`` gives
+    the function and arguments of its task, whose result is (values, worker address,
+    stemdot workers, seconds), and ``store(first, count, values)`` takes the values of
+    each range computed. A range whose worker died is cut again for the live workers;
+    a failed range cancels the job everywhere and its error is raised. stack_bytes: the
+    data scattered for the job, named in the errors of lost workers (0: none)."""
+    job = uuid.uuid4().hex
+    ledger = _Ledger(n_frames)
+    record = {"ranges": [], "lost": [], "nodes": nodes}
+    preferred = set(prefer or ())
+    notify = _progress(progress, n_frames)
     probing = {}  # address → future of its readiness (a worker that joined or restarted)
 
     def depth(address, worker):
@@ -619,14 +776,7 @@ def apply_masks(
         attempt = ledger.attempts.get(first, 0) + 1
         ledger.attempts[first] = attempt
         future = client.submit(
-            _range_task,
-            job,
-            path,
-            open_options,
-            masks_future,
-            first_frame + first,
-            count,
-            out_dtype.name,
+            *task(job, first, count),
             key=f"stemdot-range-{job}-{first}-{count}-{attempt}",
             # Sized for this worker, so it runs there only; if the worker leaves the
             # cluster, the ledger cancels the task and cuts the range again for the live
@@ -665,11 +815,11 @@ def apply_masks(
                     if ledger.attempts.get(taken[0], 0) >= max_attempts:
                         raise _cluster_error(
                             client, f"frames [{taken[0]}, {taken[0] + taken[1]}) of {path} were lost {max_attempts} times "
-                            "with their workers (raise max_attempts to try again)", workers, masks.nbytes)
+                            "with their workers (raise max_attempts to try again)", workers, stack_bytes)
                     submit(address, *taken)
             if not ledger.flight:
                 if not live:
-                    raise _cluster_error(client, "no Dask worker is running", workers, masks.nbytes)
+                    raise _cluster_error(client, "no Dask worker is running", workers, stack_bytes)
                 if not any(eligible(w) for w in live.values()):
                     raise ClusterError(f"no running worker of the cluster has the resources {resources}: start workers "
                                        "that declare them (dask worker SCHEDULER --resources NAME=N), or drop resources")
@@ -687,7 +837,7 @@ def apply_masks(
                         ledger.give_back(first, count)
                         continue
                     values, ran_on, _, seconds = future.result()  # raises a range's error
-                    out[first : first + count] = values
+                    store(first, count, values)
                     ledger.done += count
                     record["ranges"].append((first, count, ran_on, attempt, seconds))
                     notify(ledger.done)
@@ -695,7 +845,7 @@ def apply_masks(
                 # The scheduler dropped the run's tasks, seen while waiting or as a finished
                 # range's result (their dependency, the mask stack, was lost with its workers).
                 raise _cluster_error(client, f"the scheduler cancelled the run's tasks ({_cancel_reasons(e)})", workers,
-                                     masks.nbytes) from e
+                                     stack_bytes) from e
     except BaseException:
         client.cancel(list(ledger.flight))
         _cancel_everywhere(client, job)
@@ -704,12 +854,9 @@ def apply_masks(
         notify(None)
         for future in probing.values():
             future.cancel()
-        with contextlib.suppress(Exception):
-            client.cancel([masks_future])
         if report is not None:
             record["seconds"] = time.monotonic() - started
             report.update(record)
-    return out.reshape(tuple(info["nav_shape"]) + (n_masks,))
 
 
 def _cancel_everywhere(client, job, timeout=10):

@@ -1,7 +1,13 @@
-"""python -m stemdot.dask: apply masks to a 4D-STEM file on a Dask cluster.
+"""python -m stemdot.dask: apply masks to a 4D-STEM file on a Dask cluster, or reduce its
+frames (sum, mean, maximum, standard deviation), as ``stemdot apply`` and ``stemdot sum``.
 
     python -m stemdot.dask --scheduler tcp://head:8786 /shared/scan.mib \\
         --mask disk:128,128,20 --mask com --out result.npy
+    python -m stemdot.dask --scheduler tcp://head:8786 /shared/scan.mib \\
+        --sum --out sum.npy --mean mean.npy --max max.npy --std std.npy
+
+Without masks, --sum (the sum frame to --out), --mean, --max and --std reduce every frame
+(stemdot.dask.reduce) and write each frame asked as NPY of shape (sig_y, sig_x), float64.
 
 The file is read by the workers at the given path (shared storage); the result, an NPY
 array of shape nav_shape + (n_masks,), is written by this process under a temporary
@@ -50,7 +56,9 @@ def _parser():
     p = _Parser(
         prog="python -m stemdot.dask",
         description="Apply a mask stack to every frame of FILE on the workers of a Dask cluster "
-        "(dask scheduler + dask worker --nthreads 1 on every node); writes nav_shape + (n_masks,) as NPY.",
+        "(dask scheduler + dask worker --nthreads 1 on every node); writes nav_shape + (n_masks,) as NPY. "
+        "Without masks, --sum, --mean, --max and --std reduce every frame instead (as stemdot sum), "
+        "each frame written as NPY of shape (sig_y, sig_x), float64.",
     )
     p.add_argument("file", metavar="FILE", help="4D-STEM file (MIB, NPY, raw, BLO, HDF5, EMPAD XML) at a path every worker can read")
     p.add_argument("--scheduler", required=True, metavar="ADDRESS", help="the scheduler, e.g. tcp://head:8786")
@@ -59,7 +67,12 @@ def _parser():
     p.add_argument("--masks", action="append", default=[], metavar="NPY",
                    help="an NPY mask stack (n_masks, sig_y, sig_x) or one mask (sig_y, sig_x), read here (repeatable); "
                    "the stacks of --masks come first, then the --mask specs, in the order given (as stemdot apply)")
-    p.add_argument("--out", required=True, metavar="NPY", help="result file (NPY, float32 unless --float64)")
+    p.add_argument("--out", metavar="NPY", help="result file (NPY, float32 unless --float64); with --sum, the sum frame")
+    p.add_argument("--sum", action="store_true", help="without masks: write the sum frame Σ_f frame_f to --out")
+    p.add_argument("--mean", metavar="NPY", help="without masks: also the mean frame")
+    p.add_argument("--max", metavar="NPY", help="without masks: also the maximum frame")
+    p.add_argument("--std", metavar="NPY",
+                   help="without masks: also the standard-deviation frame (ddof 0, as LiberTEM's StdDevUDF)")
     p.add_argument("--float64", action="store_true", help="accumulate and write float64")
     p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5, empad (default: detected)")
     p.add_argument("--nav-shape", metavar="Y,X",
@@ -131,13 +144,14 @@ def _check_options(parser, options):
             raise SystemExit(f"stemdot.dask: {_flag_names(parser, str(e))}") from None
 
 
-def _check_out(out, file):
+def _check_out(out, file, flag="--out"):
     name = os.path.basename(out)
     if name.lower() == ".npy":
-        raise SystemExit(f"stemdot.dask: --out {out}: the file name is only the extension (a hidden file named {name}): "
-                         f"give a name, e.g. {os.path.join(os.path.dirname(out), 'result.npy')}")
+        example = "result.npy" if flag == "--out" else flag.lstrip("-") + ".npy"
+        raise SystemExit(f"stemdot.dask: {flag} {out}: the file name is only the extension (a hidden file named {name}): "
+                         f"give a name, e.g. {os.path.join(os.path.dirname(out), example)}")
     if os.path.splitext(out)[1].lower() != ".npy":
-        raise SystemExit(f"stemdot.dask: --out {out}: results are written as NPY: give a path ending in .npy")
+        raise SystemExit(f"stemdot.dask: {flag} {out}: results are written as NPY: give a path ending in .npy")
     out = os.path.abspath(out)
     # FILE may exist only on the workers' shared storage: compared only where both exist here.
     try:
@@ -145,15 +159,15 @@ def _check_out(out, file):
     except OSError:
         same = False
     if same:
-        raise SystemExit(f"stemdot.dask: --out {out} is the input file")
+        raise SystemExit(f"stemdot.dask: {flag} {out} is the input file")
     if os.path.exists(out) and not os.path.isfile(out):
-        raise SystemExit(f"stemdot.dask: --out {out} is not a regular file")
+        raise SystemExit(f"stemdot.dask: {flag} {out} is not a regular file")
     if not os.path.isdir(os.path.dirname(out)):
-        raise SystemExit(f"stemdot.dask: --out {out}: directory {os.path.dirname(out)} does not exist")
+        raise SystemExit(f"stemdot.dask: {flag} {out}: directory {os.path.dirname(out)} does not exist")
     try:  # the write's own first step, before the run
         fd, tmp = _create_temp(out)
     except OSError as e:
-        raise SystemExit(f"stemdot.dask: --out {out}: cannot write in directory {os.path.dirname(out)}: {e.strerror}") from None
+        raise SystemExit(f"stemdot.dask: {flag} {out}: cannot write in directory {os.path.dirname(out)}: {e.strerror}") from None
     os.close(fd)
     os.unlink(tmp)
     return out
@@ -218,29 +232,40 @@ def _alive(pid):
 
 
 def _save(out, result):
-    """Writes result as NPY at out all or nothing: a temporary file flushed to the disk,
-    renamed, then the directory flushed, so that a crash or power loss never leaves a
-    partial or empty file under the final name."""
-    _remove_stale(out)
-    fd, tmp = _create_temp(out)
+    """Writes result as NPY at out all or nothing (see _save_all)."""
+    _save_all({out: result})
+
+
+def _save_all(results):
+    """Writes each result (path → array) as NPY, all or nothing: temporary files flushed
+    to the disk, renamed once all are written, then their directories flushed, so that a
+    crash or power loss never leaves a partial or empty file under a final name."""
+    temps = {}
     try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, result)
-            f.flush()
-            os.fsync(f.fileno())
-            os.fchmod(f.fileno(), 0o644)
-        os.replace(tmp, out)
+        for out, result in results.items():
+            _remove_stale(out)
+            fd, tmp = _create_temp(out)
+            temps[out] = tmp
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, result)
+                f.flush()
+                os.fsync(f.fileno())
+                os.fchmod(f.fileno(), 0o644)
     except BaseException:
-        os.unlink(tmp)
+        for tmp in temps.values():
+            os.unlink(tmp)
         raise
-    dfd = os.open(os.path.dirname(out), os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    except OSError as e:
-        if e.errno not in (errno.EINVAL, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(dfd)
+    for out, tmp in temps.items():
+        os.replace(tmp, out)
+    for d in {os.path.dirname(out) for out in results}:
+        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        except OSError as e:
+            if e.errno not in (errno.EINVAL, errno.ENOTSUP):
+                raise
+        finally:
+            os.close(dfd)
 
 
 def main(argv=None):
@@ -271,37 +296,68 @@ def _main(argv):
 
     warnings.showwarning = show_warning
 
-    if not args.mask and not args.masks:
-        raise SystemExit("stemdot.dask: no masks: give a mask spec (--mask) or an NPY mask stack (--masks)")
+    reduce_outputs = {"sum": args.out if args.sum else None, "mean": args.mean, "max": args.max, "std": args.std}
+    reduce_outputs = {name: path for name, path in reduce_outputs.items() if path is not None}
+    reducing = args.sum or len(reduce_outputs) > 0
+    if reducing and (args.mask or args.masks):
+        raise SystemExit("stemdot.dask: --sum, --mean, --max and --std reduce the frames without masks: give them "
+                         "without --mask and --masks, or apply the masks without them")
+    if args.sum and not args.out:
+        raise SystemExit("stemdot.dask: --sum writes the sum frame to --out: give --out SUM.npy")
+    if not reducing and not args.mask and not args.masks:
+        raise SystemExit("stemdot.dask: no masks: give a mask spec (--mask) or an NPY mask stack (--masks), "
+                         "or reduce the frames with --sum, --mean, --max or --std")
+    if not reducing and not args.out:
+        raise SystemExit("stemdot.dask: --out RESULT.npy is required")
+    if reducing and args.float64:
+        raise SystemExit("stemdot.dask: --float64 is for mask applies: the reductions are float64 already")
+    if reducing and args.out and not args.sum:
+        raise SystemExit("stemdot.dask: --out without --sum or masks: give --sum to write the sum frame to it")
 
     options = {k: getattr(args, k) for k in OPEN_KEYS if getattr(args, k) is not None}
     _check_options(parser, options)
-    out = _check_out(args.out, args.file)
+    if reducing:
+        flags = {"sum": "--out", "mean": "--mean", "max": "--max", "std": "--std"}
+        outs = {name: _check_out(path, args.file, flags[name]) for name, path in reduce_outputs.items()}
+        if len(set(outs.values())) < len(outs):
+            raise SystemExit("stemdot.dask: " + " and ".join(f"{flags[n]} {p}" for n, p in outs.items()
+                                                             if list(outs.values()).count(p) > 1)
+                             + " are the same file: give each output its own path")
+    else:
+        out = _check_out(args.out, args.file, "--out")
     resources = _resources(args.resources)
     print(f"stemdot.dask: connecting to {args.scheduler} (waiting up to --timeout {args.timeout:g} s)", file=sys.stderr)
     try:
         with Client(args.scheduler, timeout=args.timeout) as client:
             nodes = sdask.bootstrap(client, timeout=args.timeout)
             info = sdask.dataset_info(client, args.file, timeout=args.timeout, **options)
-            masks, _ = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,
-                                          dtype=np.float64 if args.float64 else np.float32)
             workers = sum(n["n_workers"] for n in nodes.values())
-            print(f"stemdot.dask: {len(nodes)} Dask workers, {workers} stemdot workers; {args.file}: "
-                  f"nav_shape {tuple(info['nav_shape'])}, sig_shape {tuple(info['sig_shape'])}, {info['dtype']}; "
-                  f"{masks.shape[0]} masks", file=sys.stderr)
-            result = sdask.apply_masks(
-                client, args.file, masks, out_dtype=np.float64 if args.float64 else np.float32,
-                progress=not args.quiet, resources=resources or None, range_frames=args.range_frames,
-                timeout=args.timeout, **options,
-            )
-        _save(out, result)
+            described = (f"stemdot.dask: {len(nodes)} Dask workers, {workers} stemdot workers; {args.file}: "
+                         f"nav_shape {tuple(info['nav_shape'])}, sig_shape {tuple(info['sig_shape'])}, {info['dtype']}")
+            if reducing:
+                print(f"{described}; reducing: {', '.join(outs)}", file=sys.stderr)
+                frames = sdask.reduce(client, args.file, list(outs), progress=not args.quiet, resources=resources or None,
+                                      range_frames=args.range_frames, timeout=args.timeout, **options)
+                results = {outs[name]: frames[name] for name in outs}
+            else:
+                masks, _ = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,
+                                              dtype=np.float64 if args.float64 else np.float32)
+                print(f"{described}; {masks.shape[0]} masks", file=sys.stderr)
+                result = sdask.apply_masks(
+                    client, args.file, masks, out_dtype=np.float64 if args.float64 else np.float32,
+                    progress=not args.quiet, resources=resources or None, range_frames=args.range_frames,
+                    timeout=args.timeout, **options,
+                )
+                results = {out: result}
+        _save_all(results)
     except KeyboardInterrupt:
         print("stemdot.dask: interrupted: the run was cancelled on the workers, no result written", file=sys.stderr)
         return 1
     except (stemdot.StemdotError, OSError, RuntimeError, ValueError, TypeError) as e:
         print(f"stemdot.dask: {_flag_names(parser, str(e))}", file=sys.stderr)
         return 1
-    print(f"stemdot.dask: wrote {out} {result.shape} {result.dtype}", file=sys.stderr)
+    for path, result in results.items():
+        print(f"stemdot.dask: wrote {path} {result.shape} {result.dtype}", file=sys.stderr)
     return 0
 
 

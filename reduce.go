@@ -1,0 +1,442 @@
+package stemdot
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"image/png"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/engine"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/atomicfile"
+	"github.com/stemdot/stemdot/internal/memlimit"
+	"github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/planner"
+)
+
+// ReduceOptions select the frames Reduce computes over all frames of a dataset, in one
+// pass: at least one of Sum, Mean, Max and Std; only those asked are computed.
+type ReduceOptions struct {
+	// Sum is the sum frame Σ_f frame_f (LiberTEM's SumUDF).
+	Sum bool
+	// Mean is the sum frame divided by the number of frames.
+	Mean bool
+	// Max is the maximum frame, max_f frame_f per pixel.
+	Max bool
+	// Std is the standard-deviation frame, sqrt(Σ_f (frame_f − mean)²/n): the population
+	// standard deviation (ddof 0), as LiberTEM's StdDevUDF and numpy's std.
+	Std bool
+	// Progress, when set, is called with the frames done so far and the total, as
+	// ApplyOptions.Progress.
+	Progress func(framesDone, total int)
+}
+
+// Reduction is the outcome of Reduce: the frames asked for, each of shape SigShape,
+// float64, C order (row y, column x at y*SigShape[1]+x); nil where not asked. Integer
+// frames are summed exactly; a NaN pixel in any frame makes that pixel NaN in every
+// reduction, ±Inf gives ±Inf sums, means and maxima (NaN where both occur) and a NaN
+// std, as numpy's sum, mean, max and std do.
+type Reduction struct {
+	// SigShape is the frames' shape (sig_y, sig_x); Frames the number of frames reduced.
+	SigShape [2]int
+	Frames   int
+	// Sum, Mean, Max and Std are the frames asked for, in the frames' units.
+	Sum, Mean, Max, Std []float64
+	// Stats describe the run (frames and bytes read, time, each worker's share).
+	Stats engine.Stats
+	// Warnings are OpenWarnings and the plan's warnings, one line each.
+	Warnings []string
+}
+
+// ReductionNames are the names of the reductions, in the order Reduction.Frame and the
+// outputs list them.
+var ReductionNames = []string{"sum", "mean", "max", "std"}
+
+// Frame returns the reduction named name ("sum", "mean", "max" or "std"), nil when it
+// was not asked.
+func (r *Reduction) Frame(name string) []float64 {
+	switch name {
+	case "sum":
+		return r.Sum
+	case "mean":
+		return r.Mean
+	case "max":
+		return r.Max
+	case "std":
+		return r.Std
+	}
+	return nil
+}
+
+// Reduce computes the sum, mean, maximum and standard-deviation frames of ds that opt
+// asks for, in one pass over the frames on the CPU workers plan asks for on this
+// machine (engine.Reduce). Reductions are bound by memory bandwidth: they run on CPU
+// workers only; Plan.GPUs "auto" plans CPU workers, and GPU workers asked for by count
+// or list are refused (errs.Argument, naming option gpus). It is plan.ReducePlanner()
+// followed by Planner.Reduce.
+func Reduce(ctx context.Context, ds dataset.Dataset, plan Plan, opt ReduceOptions) (res *Reduction, err error) {
+	defer goErrs(&err)
+	pl, err := plan.ReducePlanner()
+	if err != nil {
+		return nil, err
+	}
+	return pl.Reduce(ctx, ds, opt)
+}
+
+// ReducePlanner is Planner for a reduction: GPU workers asked for by count or list are
+// refused first (errs.Argument, naming option gpus), before a build without CUDA or a
+// machine without GPU would be.
+func (p Plan) ReducePlanner() (pl *Planner, err error) {
+	defer goErrs(&err)
+	if err := checkReducePlan(p.GPUs); err != nil {
+		return nil, err
+	}
+	return p.Planner()
+}
+
+// checkReducePlan refuses GPU workers asked for by count or list.
+func checkReducePlan(gpus string) error {
+	switch g := strings.TrimSpace(gpus); g {
+	case "", "0", "auto":
+		return nil
+	default:
+		return errs.New(errs.Argument, "option gpus %q: reductions (sum, mean, max, std) run on CPU workers only, being bound by memory bandwidth: leave option gpus out (or give auto)", g)
+	}
+}
+
+// Reduce plans CPU workers for ds and runs the reduction (see the function Reduce).
+// Errors are classified as Apply's: errs.Argument for nothing asked, GPU workers asked
+// for or a described machine, errs.Resources for a plan that cannot be made or buffers
+// that do not fit in memory, errs.IO for a failed read, errs.Cancelled when ctx is
+// cancelled.
+func (pl *Planner) Reduce(ctx context.Context, ds dataset.Dataset, opt ReduceOptions) (res *Reduction, err error) {
+	defer goErrs(&err)
+	switch {
+	case pl.machine.Described:
+		return nil, errs.New(errs.Argument, "a plan for a described machine (option topology or option gpu_inventory) is for reading, not for running here: leave those options out to reduce")
+	case pl.req.GPUs > 0 || len(pl.req.GPUList) > 0:
+		return nil, checkReducePlan("a count or list")
+	case ds == nil:
+		return nil, errs.New(errs.Argument, "no dataset")
+	case !(opt.Sum || opt.Mean || opt.Max || opt.Std):
+		return nil, errs.New(errs.Argument, "nothing to reduce: ask for at least one of ReduceOptions.Sum, Mean, Max and Std")
+	}
+	p, err := pl.cpuPlan(ds)
+	if err != nil {
+		return nil, err
+	}
+	r, err := engine.Reduce(ctx, ds, p, engine.ReduceOptions{Sum: opt.Sum, Mean: opt.Mean, Max: opt.Max, Std: opt.Std, Progress: opt.Progress})
+	if err != nil {
+		return nil, err
+	}
+	return &Reduction{SigShape: r.SigShape, Frames: r.Frames, Sum: r.Sum, Mean: r.Mean, Max: r.Max, Std: r.Std,
+		Stats: r.Stats, Warnings: append(OpenWarnings(ds), p.Warnings...)}, nil
+}
+
+// cpuPlan is the plan of CPU workers only for a reduction over ds ("auto" plans none).
+func (pl *Planner) cpuPlan(ds dataset.Dataset) (*planner.Plan, error) {
+	sig := ds.SigShape()
+	shape := &planner.Shape{NumFrames: ds.NumFrames(), SigY: sig[0], SigX: sig[1], DTypeSize: ds.DType().Size()}
+	p, err := planner.Make(pl.machine.Topology, nil, withoutGPUs(pl.req), shape)
+	if err != nil {
+		return nil, errs.Wrap(errs.Resources, err)
+	}
+	p.Warnings = goWarnings(p.Warnings)
+	return p, nil
+}
+
+// reductionFiles lists the NPY outputs of o for a reduction: the sum (Outputs.NPY),
+// mean, max and std files, by reduction name; "" where not given.
+func reductionFiles(o Outputs) map[string]string {
+	return map[string]string{"sum": o.NPY, "mean": o.Mean, "max": o.Max, "std": o.Std}
+}
+
+// ReduceOptionsFor returns the reductions the outputs o ask for: each NPY output given
+// (Outputs.NPY is the sum frame; Mean, Max, Std), and the sum when only a PNG prefix is
+// given.
+func ReduceOptionsFor(o Outputs) ReduceOptions {
+	opt := ReduceOptions{Sum: o.NPY != "", Mean: o.Mean != "", Max: o.Max != "", Std: o.Std != ""}
+	if !(opt.Sum || opt.Mean || opt.Max || opt.Std) && o.PNGPrefix != "" {
+		opt.Sum = true
+	}
+	return opt
+}
+
+// CheckReduction reports, before any work, why the outputs of a reduction cannot be
+// written: no output at all, COMShifts given (errs.Argument), or a path that Check
+// refuses for a result (errs.Argument, errs.IO). PNGs are PREFIX_<name>.png for each
+// reduction ReduceOptionsFor(o) computes.
+func (o Outputs) CheckReduction(inputs ...string) (err error) {
+	defer goErrs(&err)
+	if o.COMShifts != "" {
+		return errs.New(errs.Argument, "option com_shifts is an output of mask applies, not of reductions: leave it out")
+	}
+	opt := ReduceOptionsFor(o)
+	if !(opt.Sum || opt.Mean || opt.Max || opt.Std) {
+		return errs.New(errs.Argument, "no output: give option out (the sum frame), option mean, option max, option std or option png")
+	}
+	if err := o.checkPNGPrefix(); err != nil {
+		return err
+	}
+	return checkFiles(o.reductionOutputs([]bool{opt.Sum, opt.Mean, opt.Max, opt.Std}), inputs)
+}
+
+// reductionKeys are the options of the reductions' NPY files, in ReductionNames' order.
+var reductionKeys = []string{"out", "mean", "max", "std"}
+
+// reductionOutputs lists the files a reduction writes, PNGs first (PREFIX_<name>.png for
+// the reductions png says, in ReductionNames' order), then the NPYs.
+func (o Outputs) reductionOutputs(png []bool) []output {
+	var out []output
+	if o.PNGPrefix != "" {
+		for i, name := range ReductionNames {
+			if png[i] {
+				out = append(out, output{"png", o.PNGPrefix + "_" + name + ".png", false})
+			}
+		}
+	}
+	files := reductionFiles(o)
+	for i, name := range ReductionNames {
+		if files[name] != "" {
+			out = append(out, output{reductionKeys[i], files[name], true})
+		}
+	}
+	return out
+}
+
+// SaveReduction writes the frames of red that o names, all or nothing (as Save): NPY of
+// shape (sig_y, sig_x), float64: the sum to o.NPY, the mean, maximum and std to o.Mean,
+// o.Max and o.Std; with o.PNGPrefix, one 8-bit greyscale PNG per frame red holds,
+// PREFIX_sum.png, PREFIX_mean.png, PREFIX_max.png, PREFIX_std.png, from its finite
+// minimum (black) to its maximum (white), scaled up as Outputs.PNGPrefix says. An NPY
+// output for a frame red does not hold is errs.Argument; other errors as
+// CheckReduction's.
+func SaveReduction(red *Reduction, o Outputs) (err error) {
+	defer goErrs(&err)
+	if red == nil {
+		return errs.New(errs.Argument, "no reduction to save (a nil *Reduction)")
+	}
+	if err := o.CheckReduction(); err != nil {
+		return err
+	}
+	held := make([]bool, len(ReductionNames))
+	for i, name := range ReductionNames {
+		held[i] = red.Frame(name) != nil
+		if f := reductionFiles(o)[name]; f != "" && !held[i] {
+			return errs.New(errs.Argument, "option %s %s: the reduction holds no %s frame: ask for it (ReduceOptions)", reductionKeys[i], f, name)
+		}
+	}
+	shape := []int{red.SigShape[0], red.SigShape[1]}
+	var ready []*atomicfile.File
+	for _, f := range o.reductionOutputs(held) {
+		var prep *atomicfile.File
+		var err error
+		if f.npy {
+			prep, err = prepareNPYFile(f.path, shape, red.Frame(ReductionNames[slices.Index(reductionKeys, f.option)]))
+		} else {
+			frame := red.Frame(strings.TrimSuffix(strings.TrimPrefix(f.path, o.PNGPrefix+"_"), ".png"))
+			img := grey(shape, len(frame), func(i int) float64 { return frame[i] })
+			prep, err = atomicfile.Prepare(f.path, func(w io.Writer) error { return png.Encode(w, img) })
+		}
+		if err != nil {
+			atomicfile.AbortAll(ready...)
+			return err
+		}
+		ready = append(ready, prep)
+	}
+	return atomicfile.CommitAll(ready...)
+}
+
+// prepareNPYFile prepares an NPY file of float32 or float64 data (prepareNPY).
+func prepareNPYFile(path string, shape []int, data any) (*atomicfile.File, error) {
+	var f *atomicfile.File
+	err := prepareNPY(path, shape, data, func(p string, write func(io.Writer) error) (err error) {
+		f, err = atomicfile.Prepare(p, write)
+		return err
+	})
+	return f, err
+}
+
+// Frames are frames picked at scan positions (Pick): K frames in the dataset's native
+// dtype, host byte order, shape (K, sig_y, sig_x), C order.
+type Frames struct {
+	// Indices are the frames' indices (scan positions, row-major over the nav shape), in
+	// the order asked.
+	Indices []int
+	// SigShape is the frames' shape; DType their pixel type.
+	SigShape [2]int
+	DType    dataset.DType
+	// Data holds the K frames, len(Indices) × sig_y × sig_x pixels of DType.
+	Data []byte
+}
+
+// Pick reads the frames of ds at the scan positions at, as LiberTEM's PickUDF: each
+// position as (y, x) for a 2-D nav shape, (n) for a 1-D one (a 3-D input), as many
+// coordinates as the nav shape has axes, each from 0 to its size − 1. Errors:
+// errs.Shape naming the position and option at for a position outside the nav shape
+// or with the wrong number of coordinates, errs.Argument for no position; read errors
+// as the dataset gives them (errs.IO); errs.Cancelled when ctx is cancelled between
+// frames.
+func Pick(ctx context.Context, ds dataset.Dataset, at [][]int) (fr *Frames, err error) {
+	defer goErrs(&err)
+	if ds == nil {
+		return nil, errs.New(errs.Argument, "no dataset")
+	}
+	if len(at) == 0 {
+		return nil, errs.New(errs.Argument, "no scan position to pick: give option at")
+	}
+	idx, err := frameIndices(ds.NavShape(), at)
+	if err != nil {
+		return nil, err
+	}
+	fb := ds.FrameBytes()
+	if err := memlimit.Check(fmt.Sprintf("the %d picked frames", len(idx)), int64(len(idx))*int64(fb), "pick fewer frames"); err != nil {
+		return nil, err
+	}
+	fr = &Frames{Indices: idx, SigShape: ds.SigShape(), DType: ds.DType(), Data: make([]byte, len(idx)*fb)}
+	for k, f := range idx {
+		if err := ctx.Err(); err != nil {
+			return nil, errs.Wrap(errs.Cancelled, fmt.Errorf("pick: stopped after %d of %d frames: %w", k, len(idx), err))
+		}
+		if err := ds.ReadFrames(f, f+1, fr.Data[k*fb:(k+1)*fb]); err != nil {
+			return nil, err
+		}
+	}
+	return fr, nil
+}
+
+// frameIndices turns scan positions into frame indices, row-major over nav (see Pick
+// for the positions' form and errors).
+func frameIndices(nav []int, at [][]int) ([]int, error) {
+	idx := make([]int, len(at))
+	for k, pos := range at {
+		if len(pos) != len(nav) {
+			return nil, errs.New(errs.Shape, "option at: scan position %s has %d coordinates, but the nav shape %s has %d axes: give %s", posString(pos), len(pos), npy.ShapeString(nav), len(nav), map[int]string{1: "N", 2: "Y,X"}[len(nav)])
+		}
+		f := 0
+		for a, c := range pos {
+			if c < 0 || c >= nav[a] {
+				return nil, errs.New(errs.Shape, "option at: scan position %s is outside the nav shape %s: each coordinate runs from 0 to its size − 1", posString(pos), npy.ShapeString(nav))
+			}
+			f = f*nav[a] + c
+		}
+		idx[k] = f
+	}
+	return idx, nil
+}
+
+func posString(pos []int) string {
+	s := make([]string, len(pos))
+	for i, c := range pos {
+		s[i] = fmt.Sprint(c)
+	}
+	return "(" + strings.Join(s, ", ") + ")"
+}
+
+// SaveFrames writes picked frames as NPY of shape (K, sig_y, sig_x) in their native
+// dtype (host byte order) at path (ending in .npy), and with pngPrefix ("" for none)
+// one greyscale PNG per frame, PREFIX_<k>_y<Y>_x<X>.png (PREFIX_<k>_n<N>.png for a 1-D
+// nav shape), all or nothing (as Save). Errors as Outputs.Check's, naming option out
+// and option png.
+func SaveFrames(fr *Frames, nav []int, path, pngPrefix string, inputs ...string) (err error) {
+	defer goErrs(&err)
+	if fr == nil {
+		return errs.New(errs.Argument, "no frames to save (a nil *Frames)")
+	}
+	files := frameFiles(fr.Indices, nav, path, pngPrefix)
+	if err := (Outputs{PNGPrefix: pngPrefix}).checkPNGPrefix(); err != nil {
+		return err
+	}
+	if err := checkFiles(files, inputs); err != nil {
+		return err
+	}
+	px := fr.SigShape[0] * fr.SigShape[1]
+	fb := px * fr.DType.Size()
+	var ready []*atomicfile.File
+	for i, f := range files {
+		var prep *atomicfile.File
+		var err error
+		if f.npy {
+			prep, err = atomicfile.Prepare(f.path, func(w io.Writer) error {
+				h, err := npy.Header(npyDescr(fr.DType), []int{len(fr.Indices), fr.SigShape[0], fr.SigShape[1]})
+				if err == nil {
+					_, err = w.Write(h)
+				}
+				if err == nil {
+					_, err = w.Write(fr.Data)
+				}
+				return err
+			})
+		} else {
+			frame := fr.Data[i*fb : (i+1)*fb]
+			img := grey(fr.SigShape[:], px, func(p int) float64 { return pixelValue(frame, fr.DType, p) })
+			prep, err = atomicfile.Prepare(f.path, func(w io.Writer) error { return png.Encode(w, img) })
+		}
+		if err != nil {
+			atomicfile.AbortAll(ready...)
+			return err
+		}
+		ready = append(ready, prep)
+	}
+	return atomicfile.CommitAll(ready...)
+}
+
+// frameFiles lists SaveFrames' outputs: the PNGs in the frames' order, then the NPY.
+func frameFiles(indices, nav []int, path, pngPrefix string) []output {
+	var out []output
+	if pngPrefix != "" {
+		for k, f := range indices {
+			var pos string
+			if len(nav) == 2 {
+				pos = fmt.Sprintf("y%d_x%d", f/nav[1], f%nav[1])
+			} else {
+				pos = fmt.Sprintf("n%d", f)
+			}
+			out = append(out, output{"png", fmt.Sprintf("%s_%d_%s.png", pngPrefix, k, pos), false})
+		}
+	}
+	if path != "" {
+		out = append(out, output{"out", path, true})
+	}
+	return out
+}
+
+// npyDescr is the NPY descr of dt in host byte order ("<u2", "|u1", "<f4").
+func npyDescr(dt dataset.DType) string {
+	kind := byte('u')
+	switch dt {
+	case dataset.Int8, dataset.Int16, dataset.Int32:
+		kind = 'i'
+	case dataset.Float32, dataset.Float64:
+		kind = 'f'
+	}
+	return npy.Descr{Kind: kind, Size: dt.Size(), BigEndian: npy.HostBigEndian}.String()
+}
+
+// pixelValue is pixel i of a frame of dt (host byte order) as float64.
+func pixelValue(frame []byte, dt dataset.DType, i int) float64 {
+	e := binary.NativeEndian
+	switch b := frame[i*dt.Size():]; dt {
+	case dataset.Uint8:
+		return float64(b[0])
+	case dataset.Int8:
+		return float64(int8(b[0]))
+	case dataset.Uint16:
+		return float64(e.Uint16(b))
+	case dataset.Int16:
+		return float64(int16(e.Uint16(b)))
+	case dataset.Uint32:
+		return float64(e.Uint32(b))
+	case dataset.Int32:
+		return float64(int32(e.Uint32(b)))
+	case dataset.Float32:
+		return float64(math.Float32frombits(e.Uint32(b)))
+	default:
+		return math.Float64frombits(e.Uint64(b))
+	}
+}

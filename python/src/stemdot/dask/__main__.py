@@ -4,8 +4,10 @@
         --mask disk:128,128,20 --mask com --out result.npy
 
 The file is read by the workers at the given path (shared storage); the result, an NPY
-array of shape nav_shape + (n_masks,), is written by this process under a temporary
-name, flushed to the disk and renamed when complete, as stemdot's own outputs are (Go
+array of shape nav_shape + (n_masks,), and its JSON sidecar RESULT.json naming the
+columns (the schema stemdot apply writes: stemdot.Result.info; the plan's workers are
+those of all the cluster's nodes) are written by this process under temporary names,
+flushed to the disk and renamed when both are complete, as stemdot's own outputs are (Go
 package internal/atomicfile: the temporary is .NAME.PID.NNN.tmp, locked while written;
 one left by a killed writer is removed by the next write of NAME). The output directory
 is checked before the run. As ``stemdot apply``: the dataset's options take the same
@@ -19,6 +21,7 @@ status 1, leaving no result file.
 import argparse
 import errno
 import fcntl
+import json
 import os
 import random
 import re
@@ -159,6 +162,19 @@ def _check_out(out, file):
     return out
 
 
+def _check_sidecar(sidecar, file):
+    """Refuses a result whose sidecar (RESULT.json, in the directory _check_out checked)
+    would replace the input file or something that is not a regular file."""
+    if os.path.exists(sidecar) and not os.path.isfile(sidecar):
+        raise SystemExit(f"stemdot.dask: --out: its sidecar {sidecar} exists and is not a regular file: not replacing it")
+    try:
+        same = os.path.exists(file) and os.path.exists(sidecar) and os.path.samefile(sidecar, file)
+    except OSError:
+        same = False
+    if same:
+        raise SystemExit(f"stemdot.dask: --out: its sidecar {sidecar} is the input file: not replacing it")
+
+
 def _temp_prefix(out):
     return "." + os.path.basename(out) + "."
 
@@ -217,21 +233,40 @@ def _alive(pid):
     return True
 
 
-def _save(out, result):
-    """Writes result as NPY at out all or nothing: a temporary file flushed to the disk,
-    renamed, then the directory flushed, so that a crash or power loss never leaves a
-    partial or empty file under the final name."""
-    _remove_stale(out)
-    fd, tmp = _create_temp(out)
+def _write_temp(path, write):
+    """Writes a temporary file of path with write(f), flushed to the disk; returns its
+    name."""
+    _remove_stale(path)
+    fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
-            np.save(f, result)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
             os.fchmod(f.fileno(), 0o644)
-        os.replace(tmp, out)
     except BaseException:
         os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _save(out, result, info=None):
+    """Writes result as NPY at out, and info (a dict) as its JSON sidecar when given, all
+    or nothing: temporary files flushed to the disk, renamed when both are written, then
+    the directory flushed, so that a crash or power loss never leaves a partial or empty
+    file under the final names."""
+    files = []
+    try:
+        if info is not None:
+            text = (json.dumps(info, indent=2) + "\n").encode()
+            files.append((_write_temp(stemdot._sidecar_path(out), lambda f: f.write(text)), stemdot._sidecar_path(out)))
+        files.append((_write_temp(out, lambda f: np.save(f, result)), out))
+        for tmp, path in files:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in files:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         raise
     dfd = os.open(os.path.dirname(out), os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -241,6 +276,18 @@ def _save(out, result):
             raise
     finally:
         os.close(dfd)
+
+
+def _mask_sources(sig_shape, files, specs, names):
+    """Each mask's name, file (absolute) or spec, and index there, in the stack's order
+    (the files' masks, then the specs'), as stemdot apply's sidecar gives them."""
+    sources = []
+    for file in files:
+        shape = np.load(file, mmap_mode="r").shape
+        sources += [{"file": os.path.abspath(file), "index": i} for i in range(1 if len(shape) == 2 else shape[0])]
+    for spec in specs:
+        sources += [{"spec": spec, "index": i} for i in range(stemdot.mask(spec, sig_shape).shape[0])]
+    return [dict(s, name=n) for s, n in zip(sources, names, strict=True)]
 
 
 def main(argv=None):
@@ -277,14 +324,15 @@ def _main(argv):
     options = {k: getattr(args, k) for k in OPEN_KEYS if getattr(args, k) is not None}
     _check_options(parser, options)
     out = _check_out(args.out, args.file)
+    _check_sidecar(stemdot._sidecar_path(out), args.file)
     resources = _resources(args.resources)
     print(f"stemdot.dask: connecting to {args.scheduler} (waiting up to --timeout {args.timeout:g} s)", file=sys.stderr)
     try:
         with Client(args.scheduler, timeout=args.timeout) as client:
             nodes = sdask.bootstrap(client, timeout=args.timeout)
             info = sdask.dataset_info(client, args.file, timeout=args.timeout, **options)
-            masks, _ = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,
-                                          dtype=np.float64 if args.float64 else np.float32)
+            masks, names = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,
+                                              dtype=np.float64 if args.float64 else np.float32)
             workers = sum(n["n_workers"] for n in nodes.values())
             print(f"stemdot.dask: {len(nodes)} Dask workers, {workers} stemdot workers; {args.file}: "
                   f"nav_shape {tuple(info['nav_shape'])}, sig_shape {tuple(info['sig_shape'])}, {info['dtype']}; "
@@ -294,7 +342,12 @@ def _main(argv):
                 progress=not args.quiet, resources=resources or None, range_frames=args.range_frames,
                 timeout=args.timeout, **options,
             )
-        _save(out, result)
+            plans = [w for n in nodes.values() for w in n["plan"]["workers"]]
+            gpu_workers = sum("gpu" in w for w in plans)
+            sidecar = stemdot._result_info(result.shape, result.dtype, info["sig_shape"],
+                                           _mask_sources(info["sig_shape"], args.masks, args.mask, names),
+                                           args.file, info["format"], options, len(plans) - gpu_workers, gpu_workers)
+        _save(out, result, sidecar)
     except KeyboardInterrupt:
         print("stemdot.dask: interrupted: the run was cancelled on the workers, no result written", file=sys.stderr)
         return 1

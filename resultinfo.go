@@ -2,6 +2,8 @@ package stemdot
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -116,33 +118,44 @@ func SidecarPath(npyPath string) string {
 // sources unknown: see SetMasks) and no options.
 func newResultInfo(ds dataset.Dataset, r *Result) ResultInfo {
 	sig := ds.SigShape()
-	info := ResultInfo{
-		Format: ResultFormat, FormatVersion: ResultFormatVersion, StemdotVersion: Version,
-		Shape: append(slices.Clone(r.NavShape), r.NMasks), DType: "float32",
-		NavShape: slices.Clone(r.NavShape), SigShape: []int{sig[0], sig[1]},
-		Dataset: DatasetInfo{Path: absPath(ds.Path()), Format: ds.Format(), Options: map[string]string{}},
-		Plan:    PlanInfo{CPUWorkers: r.Stats.Workers - r.Stats.GPUWorkers, GPUWorkers: r.Stats.GPUWorkers},
-	}
+	return r.describe(ResultInfo{
+		SigShape: []int{sig[0], sig[1]},
+		Dataset:  DatasetInfo{Path: absPath(ds.Path()), Format: ds.Format()},
+		Plan:     PlanInfo{CPUWorkers: r.Stats.Workers - r.Stats.GPUWorkers, GPUWorkers: r.Stats.GPUWorkers},
+	})
+}
+
+// describe is info with what r tells set: the format tag and version, r's shape, nav
+// shape and dtype, its masks' names where info does not describe r.NMasks masks (the
+// names of r.Names, else "mask<m>"), and empty options where none are set.
+func (r *Result) describe(info ResultInfo) ResultInfo {
+	info.Format, info.FormatVersion, info.StemdotVersion = ResultFormat, ResultFormatVersion, Version
+	info.NavShape = slices.Clone(r.NavShape)
+	info.Shape, info.DType = append(slices.Clone(r.NavShape), r.NMasks), "float32"
 	if r.F64 != nil {
 		info.DType = "float64"
 	}
-	for m, name := range r.Names {
-		info.Masks = append(info.Masks, MaskInfo{Column: m, Name: name, Index: m})
+	if len(info.Masks) != r.NMasks {
+		info.Masks = nil
+		for m := range r.NMasks {
+			name := fmt.Sprintf("mask%d", m)
+			if m < len(r.Names) {
+				name = r.Names[m]
+			}
+			info.Masks = append(info.Masks, MaskInfo{Column: m, Name: name, Index: m})
+		}
+	}
+	if info.Dataset.Options == nil {
+		info.Dataset.Options = map[string]string{}
 	}
 	return info
 }
 
-// SetMasks records the masks' sources (as MasksInfo returns them), and SetOptions the
-// open options given (key → value as given), for the sidecar.
+// SetMasks records the masks' sources, as MasksInfo returns them, for the sidecar.
 func (i *ResultInfo) SetMasks(masks []MaskInfo) { i.Masks = slices.Clone(masks) }
 
-// SetOptions: see SetMasks.
-func (i *ResultInfo) SetOptions(options map[string]string) {
-	i.Dataset.Options = map[string]string{}
-	for k, v := range options {
-		i.Dataset.Options[k] = v
-	}
-}
+// SetOptions records the open options given (key → value as given) for the sidecar.
+func (i *ResultInfo) SetOptions(options map[string]string) { i.Dataset.Options = maps.Clone(options) }
 
 // JSON is the sidecar's text: indented JSON ending in a newline.
 func (i *ResultInfo) JSON() ([]byte, error) {

@@ -146,10 +146,10 @@ func SaveNPY(path string, res *Result) error { return Save(res, Outputs{NPY: pat
 
 // Save writes the outputs of res all or nothing: every file goes to a temporary name
 // beside its final path and all are renamed only when all were written; a failure
-// leaves no file of this call behind. The NPY's sidecar holds res.Info (or, for a
-// Result made by hand, what res itself tells: shape, dtype, mask names), its shape and
-// dtype those of the NPY written, and the com shift maps' file when written. New files get mode 0666 less the umask; a file
-// replaced keeps its permissions.
+// leaves no file of this call behind. The NPY's sidecar holds res.Info (for a Result
+// made by hand, what res itself tells: shape, dtype, mask names), its shape and dtype
+// those of the NPY written, and the com shift maps' file when written. New files get
+// mode 0666 less the umask; a file replaced keeps its permissions.
 func Save(res *Result, o Outputs) error { return goErr(save(res, o)) }
 
 // save is Save, its errors naming options by key.
@@ -226,30 +226,10 @@ func save(res *Result, o Outputs) error {
 	return atomicfile.CommitAll(ready...)
 }
 
-// sidecar is the ResultInfo written beside the NPY of o: res.Info, its shape and dtype
-// those of res, its masks res.Names where it names none (a Result made by hand), and
-// the com shift maps of o.
+// sidecar is the ResultInfo written beside the NPY of o: res.Info completed by
+// describe, and the com shift maps of o.
 func (res *Result) sidecar(o Outputs) *ResultInfo {
-	info := res.Info
-	info.Format, info.FormatVersion, info.StemdotVersion = ResultFormat, ResultFormatVersion, Version
-	info.NavShape = slices.Clone(res.NavShape)
-	info.Shape, info.DType = append(slices.Clone(res.NavShape), res.NMasks), "float32"
-	if res.F64 != nil {
-		info.DType = "float64"
-	}
-	if len(info.Masks) != res.NMasks {
-		info.Masks = nil
-		for m := range res.NMasks {
-			name := fmt.Sprintf("mask%d", m)
-			if m < len(res.Names) {
-				name = res.Names[m]
-			}
-			info.Masks = append(info.Masks, MaskInfo{Column: m, Name: name, Index: m})
-		}
-	}
-	if info.Dataset.Options == nil {
-		info.Dataset.Options = map[string]string{}
-	}
+	info := res.describe(res.Info)
 	if o.COMShifts != "" {
 		sum, _ := FindCOM(res.Names)
 		file := absPath(o.COMShifts)

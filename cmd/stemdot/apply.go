@@ -69,8 +69,8 @@ maximum (white), NaN black. Small images are scaled up by a whole factor, each s
 position a square block of pixels, until the short side has at least 256 pixels, the
 long side at most 4096 (a 64×64 scan gives 256×256 pixels); never down.
 
-The result files, the sidecar and PNGs are written under temporary names and renamed only when the
-whole run succeeded: a failed or interrupted run leaves no output behind. An existing
+The result files, the sidecar and PNGs are written under temporary names and renamed
+only when the whole run succeeded: a failed or interrupted run leaves no output behind. An existing
 output file is replaced only if it is a writable regular file that is not an input of
 the run; an output path that is a symbolic link replaces the file it points to.`,
 		Args: cobra.ExactArgs(1),

@@ -30,6 +30,12 @@
 //     potential is not periodic gets artefacts at the edges, as in every Fourier
 //     integration.
 //
+// LiberTEM's regression option (subtracting the mean shift or a plane fitted to the
+// shifts, i.e. the descan) is not applied here: the shifts are used as given, so remove
+// the descan first (a descan-compensated apply, or a plane fitted to the shift map).
+// py4DSTEM reconstructs the phase from DPC iteratively; the direct Fourier integration
+// here is its starting point, and the method of LiberTEM-iCoM.
+//
 // Positions whose shift is not finite (NaN: a frame summing to 0) give NaN magnitude
 // there, and NaN (or ±Inf) divergence and curl where the differences use them (their
 // neighbours; at a scan's edge the position itself), as numpy does; ICoM reads them as

@@ -50,11 +50,17 @@ type Result struct {
 	Names []string
 	// Warnings are OpenWarnings and the plan's warnings, one line each.
 	Warnings []string
+	// Info describes the result for its JSON sidecar (Save): columns, shapes, dtype,
+	// dataset and workers. Apply fills it, naming the masks without their sources and
+	// no open options: a front end that knows them adds them (ResultInfo.SetMasks,
+	// ResultInfo.SetOptions).
+	Info ResultInfo
 }
 
-// newResult is the Result of an engine run.
-func newResult(res *engine.Result, names, warnings []string) *Result {
+// newResult is the Result of an engine run on ds.
+func newResult(ds dataset.Dataset, res *engine.Result, names, warnings []string) *Result {
 	r := &Result{NavShape: res.NavShape, NMasks: res.NMasks, F32: res.F32, F64: res.F64, Stats: res.Stats, Names: names, Warnings: warnings}
+	r.Info = newResultInfo(ds, r)
 	if w := r.NonFiniteWarning(); w != "" {
 		r.Warnings = append(r.Warnings, w)
 	}
@@ -128,7 +134,7 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if err != nil {
 		return nil, err
 	}
-	return newResult(res, stack.MaskNames(), append(OpenWarnings(ds), p.Warnings...)), nil
+	return newResult(ds, res, stack.MaskNames(), append(OpenWarnings(ds), p.Warnings...)), nil
 }
 
 // checkJob is the one validation of a job before planning: a dataset and a stack whose

@@ -17,29 +17,46 @@ func Masks(sig [2]int, specs ...string) (*masks.Stack, error) {
 // sig_y, sig_x)) and then mask specs (see Masks), in order, for frames of sig_shape
 // sig. Errors name the file (errs.IO, errs.Format), the spec (errs.Argument) or the
 // shape that does not match sig (errs.Shape).
-func MasksFrom(sig [2]int, files, specs []string) (stack *masks.Stack, err error) {
+func MasksFrom(sig [2]int, files, specs []string) (*masks.Stack, error) {
+	stack, _, err := MasksInfo(sig, files, specs)
+	return stack, err
+}
+
+// MasksInfo is MasksFrom, with the source of every mask of the stack, in order: its
+// column, name, the spec or the file's absolute path, and its index there (for a
+// result's sidecar: ResultInfo.SetMasks).
+func MasksInfo(sig [2]int, files, specs []string) (stack *masks.Stack, info []MaskInfo, err error) {
 	defer goErrs(&err)
 	var parts []*masks.Stack
+	add := func(s *masks.Stack, spec, file string) {
+		parts = append(parts, s)
+		for i, name := range s.MaskNames() {
+			info = append(info, MaskInfo{Column: len(info), Name: name, Spec: spec, File: file, Index: i})
+		}
+	}
 	for _, file := range files {
 		s, err := masks.LoadNPYFor(file, sig)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		parts = append(parts, s)
+		add(s, "", absPath(file))
 	}
 	for _, spec := range specs {
 		s, err := masks.Parse(spec, sig)
 		if err != nil {
-			return nil, errs.Wrap(errs.Argument, err) // masks.Parse names the spec
+			return nil, nil, errs.Wrap(errs.Argument, err) // masks.Parse names the spec
 		}
-		parts = append(parts, s)
+		add(s, spec, "")
 	}
 	switch len(parts) {
 	case 0:
-		return nil, errs.New(errs.Argument, "no masks: give a mask spec (option mask) or an NPY mask stack (option masks)")
+		return nil, nil, errs.New(errs.Argument, "no masks: give a mask spec (option mask) or an NPY mask stack (option masks)")
 	case 1:
-		return parts[0], nil
+		return parts[0], info, nil
 	}
 	s, err := masks.Concat(parts...)
-	return s, errs.Wrap(errs.Argument, err)
+	if err != nil {
+		return nil, nil, errs.Wrap(errs.Argument, err)
+	}
+	return s, info, nil
 }

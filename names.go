@@ -39,12 +39,20 @@ var goNames = map[string]string{
 	"std":        "Outputs.Std",
 	"at":         "Pick's positions",
 
+	"field":      "COMOutputs.Field",
+	"magnitude":  "COMOutputs.Magnitude",
+	"divergence": "COMOutputs.Divergence",
+	"curl":       "COMOutputs.Curl",
+	"icom":       "COMOutputs.ICoM",
+	"rotation":   "COMOptions.Rotation",
+	"flip_y":     "COMOptions.FlipY",
+
 	"mask":  "MasksFrom's specs",
 	"masks": "MasksFrom's files",
 }
 
 // goNameRef matches a Go name of goNames in a message.
-var goNameRef = regexp.MustCompile(`\b(?:Options|Plan|Outputs)\.[A-Z][A-Za-z0-9]*\b|\bMasksFrom's (?:specs|files)\b|\bPick's positions\b`)
+var goNameRef = regexp.MustCompile(`\b(?:Options|Plan|Outputs|COMOutputs|COMOptions)\.[A-Z][A-Za-z0-9]*\b|\bMasksFrom's (?:specs|files)\b|\bPick's positions\b`)
 
 // GoNames rewrites the options named in a message by key ("give option dataset_path")
 // as a Go caller sets them ("give Options.DatasetPath"). The errors and warnings of this

@@ -120,7 +120,7 @@ func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptio
 	if opt.Progress != nil {
 		opt.Progress(n, n)
 	}
-	return newResult(&res, stack.MaskNames(), OpenWarnings(r.ds)), nil
+	return newResult(r.ds, &res, stack.MaskNames(), OpenWarnings(r.ds)), nil
 }
 
 // Close frees the GPU memory of the frames; the dataset stays open. Closing twice is a

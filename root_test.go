@@ -262,7 +262,7 @@ func TestResultFieldsDocumented(t *testing.T) {
 			return true
 		})
 	}
-	require.Equal(t, []string{"NavShape", "NMasks", "F32", "F64", "Stats", "Names", "Warnings"}, fields)
+	require.Equal(t, []string{"NavShape", "NMasks", "F32", "F64", "Stats", "Names", "Warnings", "Info"}, fields)
 }
 
 // Open's doc, and the help of option format, list every format dataset.Open reads, with

@@ -21,7 +21,9 @@ import (
 // Outputs are the files Save writes for a result; empty fields are not written.
 type Outputs struct {
 	// NPY is the result file, NPY of shape nav_shape + (n_masks,), float32 or float64.
-	// It must end in .npy, after a file name.
+	// It must end in .npy, after a file name. Its JSON sidecar (SidecarPath: RESULT.json
+	// beside RESULT.npy) is written with it: the result's ResultInfo, which names the
+	// columns.
 	NPY string
 	// PNGPrefix, when set, adds one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png
 	// (PREFIX a path whose last element is a file name prefix, not a directory):
@@ -112,7 +114,7 @@ type output struct {
 	npy          bool
 }
 
-// files lists the outputs' paths in writing order, the NPY result last.
+// files lists the outputs' paths in writing order, the NPY result and its sidecar last.
 func (o Outputs) files(names []string) []output {
 	var out []output
 	if o.PNGPrefix != "" {
@@ -127,7 +129,7 @@ func (o Outputs) files(names []string) []output {
 		out = append(out, output{"com_shifts", o.COMShifts, true})
 	}
 	if o.NPY != "" {
-		out = append(out, output{"out", o.NPY, true})
+		out = append(out, output{"out", o.NPY, true}, output{"out", SidecarPath(o.NPY), false})
 	}
 	return out
 }
@@ -171,8 +173,10 @@ func SaveNPY(path string, res *Result) error { return Save(res, Outputs{NPY: pat
 
 // Save writes the outputs of res all or nothing: every file goes to a temporary name
 // beside its final path and all are renamed only when all were written; a failure
-// leaves no file of this call behind. New files get mode 0666 less the umask; a file
-// replaced keeps its permissions.
+// leaves no file of this call behind. The NPY's sidecar holds res.Info (for a Result
+// made by hand, what res itself tells: shape, dtype, mask names), its shape and dtype
+// those of the NPY written, and the com shift maps' file when written. New files get
+// mode 0666 less the umask; a file replaced keeps its permissions.
 func Save(res *Result, o Outputs) error { return goErr(save(res, o)) }
 
 // save is Save, its errors naming options by key.
@@ -227,6 +231,13 @@ func save(res *Result, o Outputs) error {
 			}
 		}
 		if o.NPY != "" {
+			sidecar, err := res.sidecar(o).JSON()
+			if err != nil {
+				return errs.Wrap(errs.Internal, err)
+			}
+			if err := prepare(SidecarPath(o.NPY), func(w io.Writer) error { _, err := w.Write(sidecar); return err }); err != nil {
+				return err
+			}
 			var data any = res.F32
 			if res.F64 != nil {
 				data = res.F64
@@ -240,6 +251,22 @@ func save(res *Result, o Outputs) error {
 		return err
 	}
 	return atomicfile.CommitAll(ready...)
+}
+
+// sidecar is the ResultInfo written beside the NPY of o: res.Info completed by
+// describe, and the com shift maps of o.
+func (res *Result) sidecar(o Outputs) *ResultInfo {
+	info := res.describe(res.Info)
+	if o.COMShifts != "" {
+		sum, _ := FindCOM(res.Names)
+		file := absPath(o.COMShifts)
+		if rel, err := filepath.Rel(filepath.Dir(absPath(o.NPY)), file); err == nil && !strings.HasPrefix(rel, "..") {
+			file = rel
+		}
+		info.COMShifts = &COMShiftsInfo{File: file, Shape: append(slices.Clone(res.NavShape), 2), DType: "float64",
+			Components: []string{"y", "x"}, Columns: []int{sum, sum + 1, sum + 2}}
+	}
+	return &info
 }
 
 // prepareNPY prepares an NPY file through prepare.

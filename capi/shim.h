@@ -41,6 +41,8 @@ typedef const char *const stemdot_cstring;
       (plan, dataset, buf, buf_len, needed))                                                      \
     F(dataset_warnings, (stemdot_dataset dataset, char *buf, size_t buf_len, size_t *needed),     \
       (dataset, buf, buf_len, needed))                                                            \
+    F(dataset_format, (stemdot_dataset dataset, char *buf, size_t buf_len, size_t *needed),       \
+      (dataset, buf, buf_len, needed))                                                            \
     F(plan_free, (stemdot_plan plan), (plan))                                                     \
     H(run_new, (stemdot_run *out), (out))                                                         \
     F(run_cancel, (stemdot_run run), (run))                                                       \
@@ -79,6 +81,12 @@ typedef const char *const stemdot_cstring;
       (const void *result, stemdot_dtype result_dtype, size_t n_frames, size_t n_masks,           \
        size_t sum_mask, double *shifts),                                                          \
       (result, result_dtype, n_frames, n_masks, sum_mask, shifts))                                \
+    F(com_products,                                                                               \
+      (const double *shifts, size_t nav_y, size_t nav_x, double rotation, int flip_y,             \
+       double *field, double *magnitude, double *divergence, double *curl, double *icom,          \
+       char *warning, size_t warning_len),                                                        \
+      (shifts, nav_y, nav_x, rotation, flip_y, field, magnitude, divergence, curl, icom, warning, \
+       warning_len))                                                                              \
     H(to_device, (stemdot_dataset dataset, int device, stemdot_resident *out),                    \
       (dataset, device, out))                                                                     \
     F(resident_apply,                                                                             \

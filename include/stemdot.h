@@ -242,6 +242,14 @@ stemdot_status stemdot_dataset_warnings(stemdot_dataset dataset, char *buf, size
                                         size_t *needed);
 
 /*
+ * Writes the format the dataset was read as: "raw", "npy", "mib", "blo", "hdf5", "empad",
+ * or "memory" (stemdot_dataset_from_memory), as a result's sidecar records it. Same
+ * buffer conventions as stemdot_plan_describe.
+ */
+stemdot_status stemdot_dataset_format(stemdot_dataset dataset, char *buf, size_t buf_len,
+                                      size_t *needed);
+
+/*
  * Writes the plan as JSON ({"cores_usable":..,"workers":[..],"partitions":[..]}) into
  * buf (NUL-terminated, at most buf_len bytes including the NUL) and its length without
  * the NUL into *needed. dataset may be 0 (no partitions). buf NULL with buf_len 0 asks
@@ -397,6 +405,26 @@ stemdot_status stemdot_pick(stemdot_dataset dataset, const size_t *positions, si
  */
 stemdot_status stemdot_com_shifts(const void *result, stemdot_dtype result_dtype, size_t n_frames,
                                   size_t n_masks, size_t sum_mask, double *shifts);
+
+/*
+ * CoM products of shift maps as stemdot_com_shifts writes them (shifts: 2*nav_y*nav_x
+ * doubles, position-major, y then x, in pixels) over a scan of nav_y x nav_x positions
+ * (at least 2 x 2), after flipping y (flip_y nonzero: y -> -y) and then rotating the
+ * vectors by rotation degrees (y' = cos*y + sin*x, x' = -sin*y + cos*x), as LiberTEM's
+ * CoM analysis (flip_y, scan_rotation). Each output that is not NULL receives nav_y*nav_x
+ * doubles, row-major (field: 2*nav_y*nav_x, the corrected y, x): magnitude sqrt(y^2+x^2);
+ * divergence dy/drow + dx/dcolumn and curl dy/dcolumn - dx/drow (numpy.gradient's
+ * differences, per scan step); icom, the integrated CoM by Fourier integration,
+ * F^-1[(kx F[x] + ky F[y]) / (2 pi i |k|^2)] with zero mean (Lazic et al. 2016). Positions
+ * whose shift is not finite (frames summing to 0) are read as 0 by the iCoM; warning
+ * (warning_len bytes, may be NULL) then receives a one-line warning naming them, NUL-
+ * terminated and cut to fit, else "". Errors: INVALID_ARGUMENT (NULL shifts, a rotation
+ * that is not finite), SHAPE (fewer than 2 x 2 positions, sizes overflow), PLAN (maps
+ * that do not fit in memory). Thread-safe.
+ */
+stemdot_status stemdot_com_products(const double *shifts, size_t nav_y, size_t nav_x, double rotation,
+                                    int flip_y, double *field, double *magnitude, double *divergence,
+                                    double *curl, double *icom, char *warning, size_t warning_len);
 
 /*
  * Copies every frame of a dataset into the memory of GPU device (0, 1, ...) once, in its

@@ -53,14 +53,24 @@ first com masks, as LiberTEM's CoM analysis gives them (NaN where a frame sums t
 with --png these com masks are drawn as PREFIX_com_shift_y.png and
 PREFIX_com_shift_x.png instead of their three raw images (sum and moments).
 
+Beside RESULT.npy, RESULT.json (the same name with .json) names the columns: a JSON
+object with "format": "stemdot-result", "format_version": 1, "stemdot_version",
+"shape", "dtype", "nav_shape", "sig_shape", "masks" (per column in order: "column",
+"name", "spec" or "file", and "index" within that spec or file), "dataset" ("path",
+"format", "options": the dataset flags given, by option key, values as given), "plan"
+("cpu_workers", "gpu_workers") and, with --com-shifts, "com_shifts" ("file", relative
+to RESULT.json's directory, "shape", "dtype", "components": ["y", "x"], "columns" of
+com_sum, com_y, com_x). python -m stemdot.dask writes the same; Python's
+stemdot.load_result reads both.
+
 --png PREFIX writes one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png, of shape
 (nav_y, nav_x) (a 1-D nav shape as one row), mapped from the minimum (black) to the
 maximum (white), NaN black. Small images are scaled up by a whole factor, each scan
 position a square block of pixels, until the short side has at least 256 pixels, the
 long side at most 4096 (a 64×64 scan gives 256×256 pixels); never down.
 
-The result files and PNGs are written under temporary names and renamed only when the
-whole run succeeded: a failed or interrupted run leaves no output behind. An existing
+The result files, the sidecar and PNGs are written under temporary names and renamed
+only when the whole run succeeded: a failed or interrupted run leaves no output behind. An existing
 output file is replaced only if it is a writable regular file that is not an input of
 the run; an output path that is a symbolic link replaces the file it points to.`,
 		Args: cobra.ExactArgs(1),
@@ -73,7 +83,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				return err
 			}
 			defer ds.Close()
-			stack, err := stemdot.MasksFrom(ds.SigShape(), masksFiles, maskSpecs)
+			stack, maskInfo, err := stemdot.MasksInfo(ds.SigShape(), masksFiles, maskSpecs)
 			if err != nil {
 				return err
 			}
@@ -111,6 +121,8 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 					}
 					return err
 				}
+				res.Info.SetMasks(maskInfo)
+				res.Info.SetOptions(df.given())
 				return stemdot.Save(res, outputs) // all or nothing: not cut short
 			})
 			if err != nil {
@@ -132,7 +144,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 	}
 	f := cmd.Flags()
 	registerMaskFlags(f, &maskSpecs, &masksFiles)
-	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape (nav_y, nav_x, n_masks)")
+	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape (nav_y, nav_x, n_masks), with its JSON sidecar (same name, .json) naming the columns")
 	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one greyscale PNG per mask, PREFIX_<m>_<name>.png, small images scaled up by a whole factor to a short side of at least 256 pixels (long side at most 4096)")
 	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape (nav_y, nav_x, 2): y, x; with --png drawn instead of the com masks")
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32); mask weights given in float64 (--masks files, com about a centre between pixels) then count at float64 precision")

@@ -41,6 +41,18 @@ func (v *switchValue) Set(s string) error { *v = switchValue(s); return nil }
 func (v *switchValue) String() string     { return string(*v) }
 func (v *switchValue) Type() string       { return "bool" }
 
+// given are the open options given on the command line, key → value as given (for the
+// result's sidecar).
+func (f *datasetFlags) given() map[string]string {
+	out := map[string]string{}
+	for _, o := range stemdot.OpenOptions {
+		if f.flags.Changed(strings.TrimPrefix(o.FlagName(), "--")) {
+			out[o.Key] = *f.values[o.Key]
+		}
+	}
+	return out
+}
+
 // open opens path with the options given on the command line and prints the dataset's
 // warnings (a guessed nav shape) to stderr.
 func (f *datasetFlags) open(cmd *cobra.Command, path string) (dataset.Dataset, error) {

@@ -3,8 +3,9 @@
 //	stemdot info FILE                       format, nav and sig shape, dtype, frames, size
 //	stemdot plan [FILE] [--cpus] [--gpus]   the topology seen and the resource plan
 //	stemdot apply FILE --mask ... --out R   virtual detector images as NPY (+ PNGs)
-//	stemdot sum FILE --out S [--mean ...]    sum, mean, max and std frames in one pass
-//	stemdot pick FILE --at Y,X --out F       the frames at scan positions
+//	stemdot sum FILE --out S [--mean ...]   sum, mean, max and std frames in one pass
+//	stemdot pick FILE --at Y,X --out F      the frames at scan positions
+//	stemdot com SHIFTS.npy --icom F ...     CoM products: magnitude, divergence, curl, iCoM
 //	stemdot synth --out FILE ...            a synthetic 4D-STEM dataset
 //	stemdot --version                       the version, and whether built with CUDA and HDF5
 //
@@ -62,7 +63,7 @@ one image of shape nav_shape per mask.`,
 	}
 	root.SetVersionTemplate("stemdot {{.Version}} (" + buildFlavour() + ")\n")
 	root.SetFlagErrorFunc(suggestFlag)
-	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(), newSumCmd(), newPickCmd(), newSynthCmd())
+	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(), newSumCmd(), newPickCmd(), newSynthCmd(), newCOMCmd())
 	return root
 }
 

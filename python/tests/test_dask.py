@@ -1,6 +1,7 @@
 """stemdot.dask on a LocalCluster of 2 worker processes × 1 thread: results equal to the
 single-process ones, set-up once, small messages, a killed worker, resource routing."""
 
+import json
 import os
 import pickle
 import signal
@@ -425,6 +426,15 @@ def test_command_line_builds_the_cli_stack(cluster, cli, data_dir, tmp_path):
     masks, names = stemdot.mask_stack(SIG, files=[tmp_path / "a.npy", tmp_path / "b.npy"], specs=["disk:128,128,40", "com"])
     assert names == ["a[0]", "a[1]", "b", "disk", "com_sum", "com_y", "com_x"]
     np.testing.assert_array_equal(masks, stack.astype(np.float32))
+    # #18.5: both write the same sidecar, field by field (the plan: each its own workers).
+    cli_info, dask_info = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("cli", "dask"))
+    assert cli_info.keys() == dask_info.keys()
+    for key in cli_info.keys() - {"plan"}:
+        assert dask_info[key] == cli_info[key], key
+    assert dask_info["plan"]["cpu_workers"] >= 1 and dask_info["plan"]["gpu_workers"] == 0
+    assert [m["name"] for m in cli_info["masks"]] == names
+    assert cli_info["masks"][1] == {"column": 1, "name": "a[1]", "file": str(tmp_path / "a.npy"), "index": 1}
+    assert stemdot.load_result(dask_out).names == tuple(names)
 
 
 def dask_cli(cluster, *args, **kwargs):

@@ -26,6 +26,7 @@ subclasses carrying the library's message. Ctrl-C cancels a running
 used it (:class:`ForkedProcessError`).
 """
 
+import builtins
 import ctypes
 import json
 import operator
@@ -77,6 +78,9 @@ __all__ = [
     "rect",
     "com",
     "com_shifts",
+    "com_products",
+    "Result",
+    "load_result",
     "library_path",
 ]
 
@@ -245,7 +249,8 @@ class Dataset(_Closing):
     """An opened dataset: a file (:func:`open`) or a numpy array (:func:`from_array`).
 
     Attributes: ``nav_shape`` and ``sig_shape`` (tuples of ints), ``dtype`` (numpy dtype
-    of the stored pixels), ``n_frames``, ``warnings`` (what a user should know about how
+    of the stored pixels), ``n_frames``, ``format`` (the format it was read as: "mib",
+    "hdf5", ..., "memory" for :func:`from_array`), ``warnings`` (what a user should know about how
     the file was read, one string each, as ``stemdot apply`` prints them: a guessed nav
     shape, surplus or missing frames, a sync offset, the HDF5 dataset chosen). Close it
     with :meth:`close` or use it as a context manager; a closed dataset raises
@@ -266,6 +271,7 @@ class Dataset(_Closing):
         self.dtype = np.dtype(_lib.DTYPES[info.dtype])
         self.n_frames = int(info.n_frames)
         self.warnings = _dataset_warnings(handle)
+        self.format = _text(_LIB.stemdot_dataset_format, handle)
 
     @property
     def closed(self):
@@ -391,13 +397,19 @@ def _open(path, format_options):
     return Dataset(handle.value, spath, reopen=(os.path.abspath(spath), dict(format_options)))
 
 
+def _text(fn, handle):
+    """The text a library function of the stemdot_dataset_warnings kind writes (a length
+    query, then the text)."""
+    needed = ctypes.c_size_t()
+    _call(fn, handle, None, 0, ctypes.byref(needed))  # the length
+    buf = ctypes.create_string_buffer(needed.value + 1)
+    _call(fn, handle, buf, len(buf), ctypes.byref(needed))
+    return buf.value.decode()
+
+
 def _dataset_warnings(handle):
     """The dataset's warnings (a guessed nav shape, surplus or missing frames, ...)."""
-    needed = ctypes.c_size_t()
-    _call(_LIB.stemdot_dataset_warnings, handle, None, 0, ctypes.byref(needed))  # the length
-    buf = ctypes.create_string_buffer(needed.value + 1)
-    _call(_LIB.stemdot_dataset_warnings, handle, buf, len(buf), ctypes.byref(needed))
-    text = buf.value.decode()
+    text = _text(_LIB.stemdot_dataset_warnings, handle)
     return text.split("\n") if text else []
 
 
@@ -594,6 +606,43 @@ def com_shifts(images, index):
     return out
 
 
+def com_products(shifts, rotation=0.0, flip_y=False):
+    """CoM products of shift maps as :func:`com_shifts` returns them (and ``stemdot apply
+    --com-shifts`` writes them): ``shifts`` of shape ``(nav_y, nav_x, 2)``, y then x, in
+    pixels, at least 2 × 2 scan positions. The shifts are first flipped along y
+    (``flip_y``: y → −y) and then rotated by ``rotation`` degrees (y' = cos θ·y + sin θ·x,
+    x' = −sin θ·y + cos θ·x: positive turns the vectors clockwise), as LiberTEM's CoM
+    analysis (``scan_rotation``, ``flip_y``).
+
+    Returns a dict of float64 arrays of shape ``(nav_y, nav_x)``: ``"magnitude"``
+    √(y² + x²); ``"divergence"`` ∂y/∂row + ∂x/∂column and ``"curl"`` ∂y/∂column −
+    ∂x/∂row (``numpy.gradient``'s differences, per scan step; LiberTEM's divergence and
+    curl_2d); ``"icom"``, the integrated CoM, the phase φ with ∇φ = field by Fourier
+    integration, φ = F⁻¹[(k_x·F[x] + k_y·F[y]) / (2πi·|k|²)], k in cycles per scan step
+    (``numpy.fft.fftfreq``), zero mean, in pixels × scan steps (Lazić et al.,
+    Ultramicroscopy 160 (2016) 265; Ishizuka et al., Microscopy 66 (2017) 397); and
+    ``"field"``, the corrected shifts, shape ``(nav_y, nav_x, 2)``. Computed by the
+    library (``stemdot_com_products``), as ``stemdot com``. Positions without a finite
+    shift (frames summing to 0) are read as 0 by the iCoM, with a UserWarning naming
+    them. Raises ShapeError for another shape, InvalidArgumentError for a rotation that
+    is not finite."""
+    shifts = np.asarray(shifts)
+    if shifts.ndim != 3 or shifts.shape[2] != 2 or shifts.dtype.kind not in "biuf":
+        raise ShapeError(f"shifts of shape {shifts.shape} and dtype {shifts.dtype}: want the shift maps of com_shifts, "
+                         "numbers of shape (nav_y, nav_x, 2)", _lib.ERR_SHAPE)
+    shifts = np.ascontiguousarray(shifts, dtype=np.float64)
+    ny, nx = shifts.shape[:2]
+    out = {k: np.empty((ny, nx), np.float64) for k in ("magnitude", "divergence", "curl", "icom")}
+    out["field"] = np.empty((ny, nx, 2), np.float64)
+    warning = ctypes.create_string_buffer(1024)
+    ptr = lambda a: a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))  # noqa: E731
+    _call(_LIB.stemdot_com_products, ptr(shifts), ny, nx, float(rotation), int(bool(flip_y)), ptr(out["field"]),
+          ptr(out["magnitude"]), ptr(out["divergence"]), ptr(out["curl"]), ptr(out["icom"]), warning, len(warning))
+    if warning.value:
+        warnings.warn(f"stemdot: {warning.value.decode()}", stacklevel=2)
+    return out
+
+
 # ---------------------------------------------------------------------------- plans
 
 
@@ -665,6 +714,130 @@ def describe_plan(cpus=None, gpus=None, dataset=None, oversubscribe=False, parti
         return plan.describe(dataset)
     finally:
         plan.free()
+
+
+# --------------------------------------------------------------------------- results
+
+#: The format tag and version of a result's JSON sidecar (the Go API's ResultInfo).
+RESULT_FORMAT, RESULT_FORMAT_VERSION = "stemdot-result", 1
+
+
+class Result(np.ndarray):
+    """The result of :func:`apply_masks`: a numpy array of shape ``nav_shape + (n_masks,)``
+    (a plain ``ndarray`` subclass, so every numpy use of the array works as before) that
+    also carries ``names``, the masks' names in column order (a tuple of str), and
+    ``info``, a dict of the sidecar schema that ``stemdot apply`` writes beside its NPY
+    (``RESULT.json``; the Go API's ``ResultInfo``): ``format``, ``format_version``,
+    ``stemdot_version``, ``shape``, ``dtype``, ``nav_shape``, ``sig_shape``, ``masks``
+    (per column: ``column``, ``name``, ``spec`` or ``file``, ``index``), ``dataset``
+    (``path``, ``format``, ``options``), ``plan`` (``cpu_workers``, ``gpu_workers``)
+    and, when written with them, ``com_shifts``. ``column(name)`` is the image of the
+    mask of that name.
+
+    ``names`` and ``info`` describe this array's columns only: arrays derived from it
+    (slices, arithmetic, copies) have ``names = info = None``. Pickling keeps them.
+    """
+
+    def __new__(cls, data, names=None, info=None):
+        obj = np.asarray(data).view(cls)
+        obj.names = tuple(names) if names is not None else None
+        obj.info = info
+        return obj
+
+    def __array_finalize__(self, obj):
+        # A view or a derived array may hold other columns, or none: it is unnamed.
+        self.names = None
+        self.info = None
+
+    def column(self, name):
+        """The image (``nav_shape``) of the mask named ``name``, as a plain ndarray.
+        KeyError when no mask, or more than one, has that name."""
+        found = [i for i, n in enumerate(self.names or ()) if n == name]
+        if len(found) != 1:
+            raise KeyError(f"{name!r}: {'no mask' if not found else f'{len(found)} masks'} of that name "
+                           f"(names: {', '.join(self.names or ()) or 'none'})")
+        return np.asarray(self)[..., found[0]]
+
+    def __reduce__(self):
+        return (_result, (np.asarray(self), self.names, self.info))
+
+
+def _result(data, names, info):
+    """Unpickles a Result."""
+    return Result(data, names, info)
+
+
+def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers, gpu_workers):
+    """The sidecar dict of a result (the Go API's ResultInfo; stemdot apply's
+    RESULT.json): masks is a list of dicts with name and, when known, spec or file and
+    index; options the open options given, key → value (formatted as the library reads
+    them)."""
+    return {
+        "format": RESULT_FORMAT,
+        "format_version": RESULT_FORMAT_VERSION,
+        "stemdot_version": __version__,
+        "shape": [int(n) for n in shape],
+        "dtype": np.dtype(dtype).name,
+        "nav_shape": [int(n) for n in shape[:-1]],
+        "sig_shape": [int(n) for n in sig_shape],
+        "masks": [{"column": i, **{k: m[k] for k in ("name", "spec", "file") if m.get(k) is not None},
+                   "index": int(m.get("index", i))} for i, m in enumerate(masks)],
+        "dataset": {"path": os.path.abspath(path) if path else "", "format": fmt,
+                    "options": {k: _option_value(k, v) for k, v in options.items() if v is not None}},
+        "plan": {"cpu_workers": int(cpu_workers), "gpu_workers": int(gpu_workers)},
+    }
+
+
+def _sidecar_path(path):
+    """RESULT.json beside RESULT.npy (the Go API's SidecarPath)."""
+    root, ext = os.path.splitext(path)
+    return (root if ext.lower() == ".npy" else path) + ".json"
+
+
+def load_result(path):
+    """Reads a result NPY written by ``stemdot apply`` or ``python -m stemdot.dask`` and
+    its JSON sidecar (the same name with ``.json``), and returns a :class:`Result`: the
+    array with ``names`` and ``info`` (the sidecar). An NPY without a sidecar (written
+    by another program, or by stemdot before 0.2.0's named results) is returned with
+    ``names = info = None`` and a UserWarning saying so. Raises :class:`FormatError`
+    for a sidecar that is not stemdot's result JSON or is of a newer format version,
+    :class:`ShapeError` or :class:`DTypeError` for a sidecar that does not describe the
+    NPY (another shape, dtype or number of columns: the two files are not of one run).
+    """
+    path = os.fspath(path)
+    data = np.load(path)
+    sidecar = _sidecar_path(path)
+    try:
+        with builtins.open(sidecar, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        warnings.warn(f"stemdot: {path} has no sidecar {sidecar}: its columns are unnamed (Result.names and "
+                      "Result.info are None)", stacklevel=2)
+        return Result(data)
+    try:
+        info = json.loads(text)
+    except ValueError as e:
+        raise FormatError(f"{sidecar}: not JSON ({e}): not the sidecar of a stemdot result", _lib.ERR_FORMAT) from None
+    if not isinstance(info, dict) or info.get("format") != RESULT_FORMAT:
+        raise FormatError(f"{sidecar}: no \"format\": \"{RESULT_FORMAT}\" tag: not the sidecar of a stemdot result",
+                          _lib.ERR_FORMAT)
+    version = info.get("format_version")
+    if not isinstance(version, int) or version < 1 or version > RESULT_FORMAT_VERSION:
+        raise FormatError(f"{sidecar}: format_version {version!r}: this stemdot ({__version__}) reads versions 1 to "
+                          f"{RESULT_FORMAT_VERSION}; a newer stemdot wrote it: upgrade stemdot", _lib.ERR_FORMAT)
+    masks = info.get("masks")
+    if info.get("shape") != list(data.shape):
+        raise ShapeError(f"{sidecar} describes shape {tuple(info.get('shape') or ())}, but {path} holds "
+                         f"{data.shape}: the two files are not of one run", _lib.ERR_SHAPE)
+    if info.get("dtype") != data.dtype.name:
+        raise DTypeError(f"{sidecar} describes dtype {info.get('dtype')}, but {path} holds {data.dtype}: the two "
+                         "files are not of one run", _lib.ERR_DTYPE)
+    if not isinstance(masks, list) or data.ndim < 1 or len(masks) != data.shape[-1] or \
+            [m.get("column") if isinstance(m, dict) else None for m in masks] != list(range(len(masks))):
+        raise ShapeError(f"{sidecar} names {len(masks) if isinstance(masks, list) else 'no'} columns (0, 1, ... in "
+                         f"order), but {path} has {data.shape[-1] if data.ndim else 0}: the two files are not of one run",
+                         _lib.ERR_SHAPE)
+    return Result(data, [m.get("name") for m in masks], info)
 
 
 # ---------------------------------------------------------------------------- apply
@@ -774,7 +947,8 @@ def _weights(masks):
     return masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), ""
 
 
-def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32, oversubscribe=False, partition_size=None):
+def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32, oversubscribe=False, partition_size=None,
+                names=None):
     """Applies a mask stack to every frame: ``out[..., m] = Σ_{y,x} masks[m, y, x] ·
     frame[y, x]``.
 
@@ -794,14 +968,19 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     oversubscribe: allow more CPU workers than usable physical cores (with a warning).
     partition_size: target partition size in decoded float32 bytes, an int or a string
       such as "512MiB" (None: the planner's default).
+    names: the masks' names, one per mask (e.g. the names :func:`mask_stack` returns);
+      None: "mask0", "mask1", ...
 
-    Returns an array of ``dtype``, shape ``nav_shape + (n_masks,)``. Raises
+    Returns a :class:`Result`, a numpy array of ``dtype`` and shape ``nav_shape +
+    (n_masks,)`` that carries the masks' ``names`` and the ``info`` of a result's sidecar
+    (its dataset, options given and the plan's workers as planned for the dataset). Raises
     :class:`StemdotError` subclasses (ShapeError for masks of another sig shape, ...).
     Ctrl-C cancels the run and raises KeyboardInterrupt; an exception raised by a
     progress callable cancels the run and is re-raised.
     """
     sig_shape = data.sig_shape if isinstance(data, Dataset) else data.shape[-2:] if isinstance(data, np.ndarray) else None
     out_dtype, masks = _job(masks, dtype, sig_shape)
+    names = _names(names, masks.shape[0])
 
     if isinstance(data, Dataset):
         ds, own = data, False
@@ -817,13 +996,41 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
             if plan is not None:
                 plan.warn()
             _apply(ds, masks, plan, progress, out)
+            workers = _workers(plan, ds)
         finally:
             if plan is not None:
                 plan.free()
-        return out
+        path, options = ds._reopen or ("", {})
+        gpu_workers = sum("gpu" in w for w in workers)
+        info = _result_info(out.shape, out.dtype, ds.sig_shape, [{"name": n} for n in names], path, ds.format, options,
+                            len(workers) - gpu_workers, gpu_workers)
+        return Result(out, names, info)
     finally:
         if own:
             ds.close()
+
+
+def _workers(plan, ds):
+    """The workers plan (None: the library's default plan) has for dataset ds."""
+    p = plan if plan is not None else _Plan(None, None)
+    try:
+        return p.describe(ds)["workers"]
+    finally:
+        if plan is None:
+            p.free()
+
+
+def _names(names, n_masks):
+    """The masks' names: names given (n_masks strings), or "mask0", "mask1", ...
+    (the library's default names)."""
+    if names is None:
+        return [f"mask{m}" for m in range(n_masks)]
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"names={names!r:.80}: want a sequence of strings, one per mask")
+    names = list(names)
+    if len(names) != n_masks:
+        raise ShapeError(f"names: {len(names)} names for {n_masks} masks: give one name per mask", _lib.ERR_SHAPE)
+    return names
 
 
 def _wait_for_apply(done, worker):

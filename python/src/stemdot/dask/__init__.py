@@ -394,7 +394,7 @@ def _info_task(path, options):
     plugin.wait_ready()
     with plugin.dataset(path, options) as ds:
         return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
-                "warnings": ds.warnings}
+                "format": ds.format, "warnings": ds.warnings}
 
 
 async def _node_ready(dask_worker, timeout):
@@ -492,7 +492,7 @@ def bootstrap(client, plugin=None, timeout=120):
 def dataset_info(client, path, *, timeout=120, **open_options):
     """Opens ``path`` on a worker (as :func:`stemdot.open` with ``open_options``) and
     returns a dict with ``nav_shape``, ``sig_shape``, ``dtype`` (numpy name),
-    ``n_frames`` and ``warnings`` (the dataset's, see ``stemdot.Dataset.warnings``). The
+    ``n_frames``, ``format`` (as read: "mib", "hdf5", ...) and ``warnings`` (the dataset's, see ``stemdot.Dataset.warnings``). The
     client needs no access to the file. Raises :class:`ClusterError` when no worker has
     been running for ``timeout`` seconds (none connected, or all paused)."""
     future = client.submit(_info_task, os.fspath(path), open_options, pure=False)

@@ -10,8 +10,10 @@ Without masks, --sum (the sum frame to --out), --mean, --max and --std reduce ev
 (stemdot.dask.reduce) and write each frame asked as NPY of shape (sig_y, sig_x), float64.
 
 The file is read by the workers at the given path (shared storage); the result, an NPY
-array of shape nav_shape + (n_masks,), is written by this process under a temporary
-name, flushed to the disk and renamed when complete, as stemdot's own outputs are (Go
+array of shape nav_shape + (n_masks,), and its JSON sidecar RESULT.json naming the
+columns (the schema stemdot apply writes: stemdot.Result.info; the plan's workers are
+those of all the cluster's nodes) are written by this process under temporary names,
+flushed to the disk and renamed when both are complete, as stemdot's own outputs are (Go
 package internal/atomicfile: the temporary is .NAME.PID.NNN.tmp, locked while written;
 one left by a killed writer is removed by the next write of NAME). The output directory
 is checked before the run. As ``stemdot apply``: the dataset's options take the same
@@ -25,6 +27,7 @@ status 1, leaving no result file.
 import argparse
 import errno
 import fcntl
+import json
 import os
 import random
 import re
@@ -173,6 +176,19 @@ def _check_out(out, file, flag="--out"):
     return out
 
 
+def _check_sidecar(sidecar, file):
+    """Refuses a result whose sidecar (RESULT.json, in the directory _check_out checked)
+    would replace the input file or something that is not a regular file."""
+    if os.path.exists(sidecar) and not os.path.isfile(sidecar):
+        raise SystemExit(f"stemdot.dask: --out: its sidecar {sidecar} exists and is not a regular file: not replacing it")
+    try:
+        same = os.path.exists(file) and os.path.exists(sidecar) and os.path.samefile(sidecar, file)
+    except OSError:
+        same = False
+    if same:
+        raise SystemExit(f"stemdot.dask: --out: its sidecar {sidecar} is the input file: not replacing it")
+
+
 def _temp_prefix(out):
     return "." + os.path.basename(out) + "."
 
@@ -231,33 +247,48 @@ def _alive(pid):
     return True
 
 
-def _save(out, result):
-    """Writes result as NPY at out all or nothing (see _save_all)."""
-    _save_all({out: result})
-
-
-def _save_all(results):
-    """Writes each result (path → array) as NPY, all or nothing: temporary files flushed
-    to the disk, renamed once all are written, then their directories flushed, so that a
-    crash or power loss never leaves a partial or empty file under a final name."""
-    temps = {}
+def _write_temp(path, write):
+    """Writes a temporary file of path with write(f), flushed to the disk; returns its
+    name."""
+    _remove_stale(path)
+    fd, tmp = _create_temp(path)
     try:
-        for out, result in results.items():
-            _remove_stale(out)
-            fd, tmp = _create_temp(out)
-            temps[out] = tmp
-            with os.fdopen(fd, "wb") as f:
-                np.save(f, result)
-                f.flush()
-                os.fsync(f.fileno())
-                os.fchmod(f.fileno(), 0o644)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+            os.fchmod(f.fileno(), 0o644)
     except BaseException:
-        for tmp in temps.values():
-            os.unlink(tmp)
+        os.unlink(tmp)
         raise
-    for out, tmp in temps.items():
-        os.replace(tmp, out)
-    for d in {os.path.dirname(out) for out in results}:
+    return tmp
+
+
+def _npy(array):
+    return lambda f: np.save(f, array)
+
+
+def _json(info):
+    text = (json.dumps(info, indent=2) + "\n").encode()
+    return lambda f: f.write(text)
+
+
+def _save_all(files):
+    """Writes each file (path → write(f)) all or nothing: temporary files flushed to the
+    disk, renamed once all are written, then their directories flushed, so that a crash
+    or power loss never leaves a partial or empty file under a final name."""
+    temps = []
+    try:
+        for path, write in files.items():
+            temps.append((_write_temp(path, write), path))
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise
+    for d in {os.path.dirname(path) for path in files}:
         dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(dfd)
@@ -266,6 +297,18 @@ def _save_all(results):
                 raise
         finally:
             os.close(dfd)
+
+
+def _mask_sources(sig_shape, files, specs, names):
+    """Each mask's name, file (absolute) or spec, and index there, in the stack's order
+    (the files' masks, then the specs'), as stemdot apply's sidecar gives them."""
+    sources = []
+    for file in files:
+        shape = np.load(file, mmap_mode="r").shape
+        sources += [{"file": os.path.abspath(file), "index": i} for i in range(1 if len(shape) == 2 else shape[0])]
+    for spec in specs:
+        sources += [{"spec": spec, "index": i} for i in range(stemdot.mask(spec, sig_shape).shape[0])]
+    return [dict(s, name=n) for s, n in zip(sources, names, strict=True)]
 
 
 def main(argv=None):
@@ -325,6 +368,7 @@ def _main(argv):
                              + " are the same file: give each output its own path")
     else:
         out = _check_out(args.out, args.file, "--out")
+        _check_sidecar(stemdot._sidecar_path(out), args.file)
     resources = _resources(args.resources)
     print(f"stemdot.dask: connecting to {args.scheduler} (waiting up to --timeout {args.timeout:g} s)", file=sys.stderr)
     try:
@@ -339,17 +383,24 @@ def _main(argv):
                 frames = sdask.reduce(client, args.file, list(outs), progress=not args.quiet, resources=resources or None,
                                       range_frames=args.range_frames, timeout=args.timeout, **options)
                 results = {outs[name]: frames[name] for name in outs}
+                files = {path: _npy(frame) for path, frame in results.items()}
             else:
-                masks, _ = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,
-                                              dtype=np.float64 if args.float64 else np.float32)
+                masks, names = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,
+                                                  dtype=np.float64 if args.float64 else np.float32)
                 print(f"{described}; {masks.shape[0]} masks", file=sys.stderr)
                 result = sdask.apply_masks(
                     client, args.file, masks, out_dtype=np.float64 if args.float64 else np.float32,
                     progress=not args.quiet, resources=resources or None, range_frames=args.range_frames,
                     timeout=args.timeout, **options,
                 )
+                plans = [w for n in nodes.values() for w in n["plan"]["workers"]]
+                gpu_workers = sum("gpu" in w for w in plans)
+                sidecar = stemdot._result_info(result.shape, result.dtype, info["sig_shape"],
+                                               _mask_sources(info["sig_shape"], args.masks, args.mask, names),
+                                               args.file, info["format"], options, len(plans) - gpu_workers, gpu_workers)
                 results = {out: result}
-        _save_all(results)
+                files = {stemdot._sidecar_path(out): _json(sidecar), out: _npy(result)}
+        _save_all(files)
     except KeyboardInterrupt:
         print("stemdot.dask: interrupted: the run was cancelled on the workers, no result written", file=sys.stderr)
         return 1

@@ -1,0 +1,175 @@
+package stemdot
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/stemdot/stemdot/dataset"
+)
+
+// ResultFormat and ResultFormatVersion tag a result's JSON sidecar (ResultInfo): a
+// reader checks the tag and refuses versions it does not know.
+const (
+	ResultFormat        = "stemdot-result"
+	ResultFormatVersion = 1
+)
+
+// ResultInfo describes a result NPY: its columns (the masks, in order), its shape and
+// dtype, the dataset and options it was computed from, and the plan's workers. Save
+// writes it as JSON beside the NPY (SidecarPath: RESULT.json beside RESULT.npy), the
+// command line `python -m stemdot.dask` writes the same schema, and Python's
+// stemdot.load_result reads it. Keys are snake_case as in the JSON tags; shapes are
+// lists of integers, rows first. New fields are added with omitempty, so that older
+// readers of format_version 1 keep working.
+type ResultInfo struct {
+	// Format is ResultFormat, "stemdot-result".
+	Format string `json:"format"`
+	// FormatVersion is ResultFormatVersion, 1.
+	FormatVersion int `json:"format_version"`
+	// StemdotVersion is the Version of the stemdot that computed the result ("0.2.0").
+	StemdotVersion string `json:"stemdot_version"`
+	// Shape is the NPY's shape, NavShape + (n_masks,).
+	Shape []int `json:"shape"`
+	// DType is the NPY's dtype: "float32" or "float64".
+	DType string `json:"dtype"`
+	// NavShape is the scan shape, e.g. (nav_y, nav_x), or (n,) for a 3-D input.
+	NavShape []int `json:"nav_shape"`
+	// SigShape is the frames' shape (sig_y, sig_x) in pixels.
+	SigShape []int `json:"sig_shape"`
+	// Masks describe the NPY's last axis, one entry per column, in column order.
+	Masks []MaskInfo `json:"masks"`
+	// Dataset is the input file, its format and the open options given.
+	Dataset DatasetInfo `json:"dataset"`
+	// Plan is the workers that computed the result.
+	Plan PlanInfo `json:"plan"`
+	// COMShifts, when the centre-of-mass shift maps were written with the result
+	// (Outputs.COMShifts), describes that file.
+	COMShifts *COMShiftsInfo `json:"com_shifts,omitempty"`
+}
+
+// MaskInfo is one column of a result: the mask's name and where it came from, a mask
+// spec (Spec) or an NPY mask file (File), and its index among the masks of that spec
+// or file (com gives 3 masks: indices 0, 1, 2; a 2-D file's mask has index 0).
+type MaskInfo struct {
+	// Column is the mask's index in the result's last axis.
+	Column int `json:"column"`
+	// Name is the mask's name ("disk", "com_sum", "stack[2]"; Result.Names).
+	Name string `json:"name"`
+	// Spec is the mask spec that made the mask ("disk:128,128,20"), "" for a file's mask
+	// or a mask of unknown source.
+	Spec string `json:"spec,omitempty"`
+	// File is the absolute path of the NPY mask file that held the mask, "" for a spec's
+	// mask or a mask of unknown source.
+	File string `json:"file,omitempty"`
+	// Index is the mask's index within its spec's or file's masks.
+	Index int `json:"index"`
+}
+
+// DatasetInfo is the input of a result.
+type DatasetInfo struct {
+	// Path is the file's absolute path ("" for data in memory).
+	Path string `json:"path"`
+	// Format is the format it was read as (dataset.Dataset.Format: "mib", "hdf5", ...).
+	Format string `json:"format"`
+	// Options are the open options given, by key (OpenOptions: "nav_shape", "frames",
+	// ...), each value as given (the CLI's flag values, Python's keyword values as the
+	// library reads them: "64,64", "true"); options left at their default are absent.
+	Options map[string]string `json:"options"`
+}
+
+// PlanInfo is the workers of a run.
+type PlanInfo struct {
+	// CPUWorkers and GPUWorkers count the planned workers (engine.Stats; on a Dask
+	// cluster: of all its nodes' plans).
+	CPUWorkers int `json:"cpu_workers"`
+	GPUWorkers int `json:"gpu_workers"`
+}
+
+// COMShiftsInfo describes the centre-of-mass shift maps written with a result
+// (Outputs.COMShifts; see COMShifts).
+type COMShiftsInfo struct {
+	// File is the shift maps' NPY, relative to the sidecar's directory when it lies in
+	// it or below, else absolute.
+	File string `json:"file"`
+	// Shape is its shape, NavShape + (2,); DType "float64".
+	Shape []int  `json:"shape"`
+	DType string `json:"dtype"`
+	// Components name the last axis: ["y", "x"], in pixels of the frame.
+	Components []string `json:"components"`
+	// Columns are the result's columns of the com masks the shifts come from: com_sum,
+	// com_y, com_x.
+	Columns []int `json:"columns"`
+}
+
+// SidecarPath is the JSON sidecar of a result NPY: path with its .npy extension
+// (any case) replaced by .json ("scan/result.npy" → "scan/result.json").
+func SidecarPath(npyPath string) string {
+	if ext := pathExt(npyPath); strings.EqualFold(ext, ".npy") {
+		return npyPath[:len(npyPath)-len(ext)] + ".json"
+	}
+	return npyPath + ".json"
+}
+
+// newResultInfo is the description of r, a result of ds, with its masks' names (their
+// sources unknown: see SetMasks) and no options.
+func newResultInfo(ds dataset.Dataset, r *Result) ResultInfo {
+	sig := ds.SigShape()
+	return r.describe(ResultInfo{
+		SigShape: []int{sig[0], sig[1]},
+		Dataset:  DatasetInfo{Path: absPath(ds.Path()), Format: ds.Format()},
+		Plan:     PlanInfo{CPUWorkers: r.Stats.Workers - r.Stats.GPUWorkers, GPUWorkers: r.Stats.GPUWorkers},
+	})
+}
+
+// describe is info with what r tells set: the format tag and version, r's shape, nav
+// shape and dtype, its masks' names where info does not describe r.NMasks masks (the
+// names of r.Names, else "mask<m>"), and empty options where none are set.
+func (r *Result) describe(info ResultInfo) ResultInfo {
+	info.Format, info.FormatVersion, info.StemdotVersion = ResultFormat, ResultFormatVersion, Version
+	info.NavShape = slices.Clone(r.NavShape)
+	info.Shape, info.DType = append(slices.Clone(r.NavShape), r.NMasks), "float32"
+	if r.F64 != nil {
+		info.DType = "float64"
+	}
+	if len(info.Masks) != r.NMasks {
+		info.Masks = nil
+		for m := range r.NMasks {
+			name := fmt.Sprintf("mask%d", m)
+			if m < len(r.Names) {
+				name = r.Names[m]
+			}
+			info.Masks = append(info.Masks, MaskInfo{Column: m, Name: name, Index: m})
+		}
+	}
+	if info.Dataset.Options == nil {
+		info.Dataset.Options = map[string]string{}
+	}
+	return info
+}
+
+// SetMasks records the masks' sources, as MasksInfo returns them, for the sidecar.
+func (i *ResultInfo) SetMasks(masks []MaskInfo) { i.Masks = slices.Clone(masks) }
+
+// SetOptions records the open options given (key → value as given) for the sidecar.
+func (i *ResultInfo) SetOptions(options map[string]string) { i.Dataset.Options = maps.Clone(options) }
+
+// JSON is the sidecar's text: indented JSON ending in a newline.
+func (i *ResultInfo) JSON() ([]byte, error) {
+	b, err := json.MarshalIndent(i, "", "  ")
+	return append(b, '\n'), err
+}
+
+// absPath is p made absolute ("" stays "").
+func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}

@@ -19,6 +19,7 @@ var goNames = map[string]string{
 	"sync_offset":  "Options.SyncOffset",
 	"dataset_path": "Options.DatasetPath",
 	"frames":       "Options.Frames",
+	"roi":          "Options.ROI",
 	"flyback":      "Options.Flyback",
 	"allow_fill":   "Options.AllowFill",
 
@@ -34,6 +35,7 @@ var goNames = map[string]string{
 	"out":        "Outputs.NPY",
 	"png":        "Outputs.PNGPrefix",
 	"com_shifts": "Outputs.COMShifts",
+	"positions":  "Outputs.Positions",
 
 	"mask":  "MasksFrom's specs",
 	"masks": "MasksFrom's files",

@@ -38,6 +38,12 @@ type Outputs struct {
 	// pixels. It must end in .npy, after a file name, and the masks must include a com
 	// spec.
 	COMShifts string
+	// Positions, when set, adds the scan positions of an ROI's result (Result.Positions)
+	// as NPY of shape (n_selected,), int64: flat indices in C order over the scan's nav
+	// shape (numpy.unravel_index(positions, nav_shape) gives the rows and columns); with
+	// ApplyOptions.ROICompact, row i of the result is position positions[i]. It must end
+	// in .npy, after a file name, and the result must be of an ROI (Options.ROI).
+	Positions string
 }
 
 // Check reports, before any work, why the outputs for masks named names cannot be
@@ -70,7 +76,7 @@ func (o Outputs) Check(names []string, inputs ...string) (err error) {
 		}
 		if f.npy && strings.EqualFold(filepath.Base(f.path), ".npy") {
 			return errs.New(errs.Argument, "option %s %s: the file name is only the extension (a hidden file named %s): give a name, e.g. %s",
-				f.option, f.path, filepath.Base(f.path), filepath.Join(filepath.Dir(f.path), map[string]string{"out": "result.npy", "com_shifts": "shifts.npy"}[f.option]))
+				f.option, f.path, filepath.Base(f.path), filepath.Join(filepath.Dir(f.path), map[string]string{"out": "result.npy", "com_shifts": "shifts.npy", "positions": "positions.npy"}[f.option]))
 		}
 		if err := atomicfile.Check(f.path, inputs...); err != nil {
 			return errs.Wrap(errs.IO, fmt.Errorf("option %s: %w", f.option, err))
@@ -98,6 +104,9 @@ func (o Outputs) files(names []string) []output {
 	}
 	if o.COMShifts != "" {
 		out = append(out, output{"com_shifts", o.COMShifts, true})
+	}
+	if o.Positions != "" {
+		out = append(out, output{"positions", o.Positions, true})
 	}
 	if o.NPY != "" {
 		out = append(out, output{"out", o.NPY, true})
@@ -156,6 +165,9 @@ func save(res *Result, o Outputs) error {
 	if err := o.Check(res.Names); err != nil {
 		return err
 	}
+	if o.Positions != "" && res.Positions == nil {
+		return errs.New(errs.Argument, "option positions: the result holds every scan position (no option roi): there are no positions to write")
+	}
 	var shifts []float64
 	if o.COMShifts != "" {
 		sum, _ := FindCOM(res.Names)
@@ -199,6 +211,15 @@ func save(res *Result, o Outputs) error {
 				return err
 			}
 		}
+		if o.Positions != "" {
+			pos := make([]int64, len(res.Positions))
+			for i, p := range res.Positions {
+				pos[i] = int64(p)
+			}
+			if err := prepareNPY(o.Positions, []int{len(pos)}, pos, prepare); err != nil {
+				return err
+			}
+		}
 		if o.NPY != "" {
 			var data any = res.F32
 			if res.F64 != nil {
@@ -217,7 +238,7 @@ func save(res *Result, o Outputs) error {
 
 // prepareNPY prepares an NPY file through prepare.
 func prepareNPY(path string, shape []int, data any, prepare func(string, func(io.Writer) error) error) error {
-	header, err := npy.Header(map[bool]string{true: "<f4", false: "<f8"}[isF32(data)], shape)
+	header, err := npy.Header(map[string]string{"[]float32": "<f4", "[]float64": "<f8", "[]int64": "<i8"}[fmt.Sprintf("%T", data)], shape)
 	if err != nil {
 		return err
 	}
@@ -228,8 +249,6 @@ func prepareNPY(path string, shape []int, data any, prepare func(string, func(io
 		return npy.WriteData(w, data)
 	})
 }
-
-func isF32(data any) bool { _, ok := data.([]float32); return ok }
 
 // FindCOM returns the index of the first centre-of-mass set in names: the masks
 // "com_sum", "com_y", "com_x" in a row, as the com spec makes them (masks.COM).

@@ -18,6 +18,12 @@ func Masks(sig [2]int, specs ...string) (*masks.Stack, error) {
 // sig. Errors name the file (errs.IO, errs.Format), the spec (errs.Argument) or the
 // shape that does not match sig (errs.Shape).
 func MasksFrom(sig [2]int, files, specs []string) (stack *masks.Stack, err error) {
+	return MasksFromCentred(sig, nil, files, specs)
+}
+
+// MasksFromCentred is MasksFrom whose specs may also be auto specs (disk:auto, ...),
+// about the direct beam's centre (see MasksCentred); centre may be nil.
+func MasksFromCentred(sig [2]int, centre *masks.Centre, files, specs []string) (stack *masks.Stack, err error) {
 	defer goErrs(&err)
 	var parts []*masks.Stack
 	for _, file := range files {
@@ -28,7 +34,7 @@ func MasksFrom(sig [2]int, files, specs []string) (stack *masks.Stack, err error
 		parts = append(parts, s)
 	}
 	for _, spec := range specs {
-		s, err := masks.Parse(spec, sig)
+		s, err := masks.ParseCentred(spec, sig, centre)
 		if err != nil {
 			return nil, errs.Wrap(errs.Argument, err) // masks.Parse names the spec
 		}

@@ -85,7 +85,8 @@ func apply(req applyRequest) error {
 			return err
 		}
 	}
-	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64}
+	// An ROI's frames are written as the dataset has them, in scan order (stemdot_dataset_scan).
+	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64, ROICompact: true}
 	err = runApply(ctx, pl, req.ds, req.stack, opt, req.progress)
 	// A cancel issued at any time during the call returns errCancelled, also when the
 	// engine finished meanwhile: callers see one outcome per cancel, deterministically.

@@ -35,7 +35,7 @@ from stemdot import _startup
 # The options of stemdot.open this command takes, as flags: their values go to the
 # library as given (it parses them as stemdot apply's flags).
 OPEN_KEYS = ("format", "nav_shape", "sig_shape", "dtype", "byte_order", "offset", "frame_header", "frame_footer",
-             "sync_offset", "frames", "flyback", "dataset_path", "allow_fill")
+             "sync_offset", "roi", "frames", "flyback", "dataset_path", "allow_fill")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,9 +72,16 @@ def _parser():
     p.add_argument("--frame-footer", metavar="BYTES", help="bytes after every frame's pixels (raw)")
     p.add_argument("--sync-offset", metavar="N",
                    help="scan position p reads the file's frame p+N (N>0 skips leading frames, N<0 inserts blank ones)")
+    p.add_argument("--roi", metavar="SPEC",
+                   help="region of interest: only these scan positions are read: rect:X,Y,W,H (scan columns X..X+W-1, "
+                   "rows Y..Y+H-1) or an NPY file of booleans of the scan's nav shape; the result keeps the nav shape, "
+                   "NaN outside the ROI (as stemdot apply)")
+    p.add_argument("--roi-compact", action="store_true",
+                   help="with --roi: write only the selected positions, (n_selected, n_masks), and their flat indices "
+                   "as RESULT_positions.npy beside (int64, C order over the nav shape)")
     p.add_argument("--frames", metavar="FIRST,COUNT",
-                   help="only frames FIRST..FIRST+COUNT-1 of the scan (scan order, after --nav-shape and --sync-offset), "
-                   "written as a scan of nav shape (COUNT,)")
+                   help="only frames FIRST..FIRST+COUNT-1 of the scan (scan order, after --nav-shape and --sync-offset; "
+                   "of the positions --roi selects when given), written as a scan of nav shape (COUNT,)")
     p.add_argument("--flyback", metavar="WHERE",
                    help="flyback frames of each scan row: start, end, start:N, end:N, none or auto (default: one per row "
                    "when the file holds (nav_x+1)*nav_y frames: where the frame headers set it apart in every row, "
@@ -275,8 +282,11 @@ def _main(argv):
         raise SystemExit("stemdot.dask: no masks: give a mask spec (--mask) or an NPY mask stack (--masks)")
 
     options = {k: getattr(args, k) for k in OPEN_KEYS if getattr(args, k) is not None}
+    if args.roi_compact and args.roi is None:
+        raise SystemExit("stemdot.dask: --roi-compact needs --roi: without a region of interest the result holds every scan position")
     _check_options(parser, options)
     out = _check_out(args.out, args.file)
+    positions_out = os.path.splitext(out)[0] + "_positions.npy" if args.roi_compact else None
     resources = _resources(args.resources)
     print(f"stemdot.dask: connecting to {args.scheduler} (waiting up to --timeout {args.timeout:g} s)", file=sys.stderr)
     try:
@@ -292,9 +302,18 @@ def _main(argv):
             result = sdask.apply_masks(
                 client, args.file, masks, out_dtype=np.float64 if args.float64 else np.float32,
                 progress=not args.quiet, resources=resources or None, range_frames=args.range_frames,
-                timeout=args.timeout, **options,
+                timeout=args.timeout, roi_compact=args.roi_compact, **options,
             )
-        _save(out, result)
+        if positions_out is None:
+            _save(out, result)
+        else:
+            result, positions = result
+            _save(positions_out, positions)
+            try:
+                _save(out, result)
+            except BaseException:
+                os.unlink(positions_out)  # all or nothing
+                raise
     except KeyboardInterrupt:
         print("stemdot.dask: interrupted: the run was cancelled on the workers, no result written", file=sys.stderr)
         return 1

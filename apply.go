@@ -261,10 +261,10 @@ func checkJob(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) error {
 	}
 	// n_frames × n_masks values of 8 bytes must be addressable (a file of billions of tiny
 	// frames and a deep stack could overflow the count).
-	if n := ds.NumFrames(); n > 0 && stack.N > math.MaxInt/8/n {
-		return errs.New(errs.Resources, "the result of %d frames × %d masks is too large to hold: use fewer masks or split the scan (option frames)", ds.NumFrames(), stack.N)
-	}
 	frames := roiOf(ds, opt).frames(ds)
+	if frames > 0 && stack.N > math.MaxInt/8/frames {
+		return errs.New(errs.Resources, "the result of %d frames × %d masks is too large to hold: use fewer masks or split the scan (option frames)", frames, stack.N)
+	}
 	want := frames * stack.N
 	for _, b := range []struct {
 		name string

@@ -238,7 +238,14 @@ func save(res *Result, o Outputs) error {
 
 // prepareNPY prepares an NPY file through prepare.
 func prepareNPY(path string, shape []int, data any, prepare func(string, func(io.Writer) error) error) error {
-	header, err := npy.Header(map[string]string{"[]float32": "<f4", "[]float64": "<f8", "[]int64": "<i8"}[fmt.Sprintf("%T", data)], shape)
+	descr := "<f8"
+	switch data.(type) {
+	case []float32:
+		descr = "<f4"
+	case []int64:
+		descr = "<i8"
+	}
+	header, err := npy.Header(descr, shape)
 	if err != nil {
 		return err
 	}

@@ -15,10 +15,9 @@ type FrameSpan struct {
 // Range returns frames [first, first+count) of ds as a dataset of its own: frame i of
 // the view is frame first+i of ds, its nav shape is (count,) (a range of scan positions
 // need not be whole scan rows, so the view is one-dimensional; the caller places frame
-// i at scan position first+i of ds's nav shape, or at the position Positioner gives),
-// and sig shape, dtype and format are
-// those of ds. A task of a distributed run computes one such range without reading the
-// rest of the file.
+// i at the scan position its Positioner gives: first+i of ds's nav shape, or of the
+// scan an ROI ds selects from), and sig shape, dtype and format are those of ds. A task
+// of a distributed run computes one such range without reading the rest of the file.
 //
 // The view forwards ReadFrames and Notes, and ViewFrames (Viewer) and MapFrames (Mapper)
 // when ds implements them, so that in-place reads of mapped files and the copy-free GPU feed

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -136,7 +137,7 @@ func (r ROI) positions(nav []int) ([]int, error) {
 		}
 		pos = selected(mask)
 	case r.Mask != nil:
-		if !sameShape(r.Shape, nav) {
+		if !slices.Equal(r.Shape, nav) {
 			return nil, errs.New(errs.Shape, "option roi: the mask's shape %s is not the scan's nav shape %s", npy.ShapeString(r.Shape), npy.ShapeString(nav))
 		}
 		pos = selected(r.Mask)
@@ -160,18 +161,6 @@ func (r ROI) positions(nav []int) ([]int, error) {
 		return nil, errs.New(errs.Argument, "option roi %s selects no scan position", r)
 	}
 	return pos, nil
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func selected(mask []bool) []int {
@@ -203,7 +192,7 @@ func readROIFile(path string, nav []int) ([]bool, error) {
 	if err != nil || d.Kind != 'b' && d.Kind != 'i' && d.Kind != 'u' || d.Kind == 'b' && d.Size != 1 || !(d.Size == 1 || d.Size == 2 || d.Size == 4 || d.Size == 8) {
 		return fail(errs.Argument, "dtype '%s' is not boolean: want a bool array (or integers 0 and 1) of the scan's nav shape, e.g. numpy.save(path, roi.astype(bool))", h.Descr)
 	}
-	if !sameShape(h.Shape, nav) {
+	if !slices.Equal(h.Shape, nav) {
 		return fail(errs.Shape, "the array's shape %s is not the scan's nav shape %s", npy.ShapeString(h.Shape), npy.ShapeString(nav))
 	}
 	if h.Fortran {

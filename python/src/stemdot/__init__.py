@@ -408,9 +408,9 @@ def open(path, **format_options):
     dataset of nav_shape ``(n_selected,)`` whose ``positions`` say where they lie, and
     :func:`apply_masks` returns the scan's nav shape with NaN elsewhere; a mask of
     another shape or a rect outside the scan raises :class:`ShapeError`, one that
-    selects nothing or is not boolean :class:`InvalidArgumentError`). Raises :class:`StemdotIOError` for a missing file,
-    :class:`FormatError` for content that cannot be read, :class:`InvalidArgumentError`
-    for unknown options. What the CLI warns about (a guessed nav shape, frames that do
+    selects nothing or is not boolean :class:`InvalidArgumentError`). Raises
+    :class:`StemdotIOError` for a missing file, :class:`FormatError` for content that
+    cannot be read, :class:`InvalidArgumentError` for unknown options. What the CLI warns about (a guessed nav shape, frames that do
     not fit the scan, the HDF5 dataset chosen) is issued as UserWarning and kept in
     ``Dataset.warnings``.
     """

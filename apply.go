@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/engine"
@@ -25,6 +26,11 @@ type ApplyOptions struct {
 	// n_frames × n_masks values; it becomes Result.F32 or Result.F64.
 	Out32 []float32
 	Out64 []float64
+	// ROICompact keeps the result of a dataset opened with an ROI (Options.ROI) compact:
+	// NavShape (n_selected,), frame i the scan position Result.Positions[i]. By default
+	// such a result has the whole scan's nav shape, NaN at the positions the ROI leaves
+	// out (float32 and float64 alike), and Out32/Out64 hold the whole scan's values.
+	ROICompact bool
 }
 
 // Result is the outcome of Apply: one image of shape NavShape per mask, out[f, m] =
@@ -36,6 +42,13 @@ type Result struct {
 	NavShape []int
 	// NMasks is the number of masks.
 	NMasks int
+	// Positions, for a dataset opened with an ROI (Options.ROI, dataset.IsROI), are the
+	// selected scan positions, flat indices in C order over ScanShape, ascending: a
+	// compact result's frame i is scan position Positions[i] (ApplyOptions.ROICompact);
+	// a whole one holds them at their places and NaN elsewhere. Nil without an ROI.
+	Positions []int
+	// ScanShape is the whole scan's nav shape of an ROI's result (nil without an ROI).
+	ScanShape []int
 	// F32 holds the images of a float32 run (the default; F64 is nil then): shape
 	// NavShape + (NMasks,), C order, frame f and mask m at f*NMasks+m (see Value), in
 	// the frames' units times the masks' weights.
@@ -128,13 +141,105 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if err != nil {
 		return nil, err
 	}
-	res, err := engine.ApplyMasks(ctx, ds, stack, p, engine.Options{
-		Float64: opt.Float64, Progress: opt.Progress, Out32: opt.Out32, Out64: opt.Out64,
-	})
+	l := roiOf(ds, opt)
+	eo := engine.Options{Float64: opt.Float64, Progress: opt.Progress}
+	eo.Out32, eo.Out64 = l.buffers(opt, stack.N)
+	res, err := engine.ApplyMasks(ctx, ds, stack, p, eo)
 	if err != nil {
 		return nil, err
 	}
-	return newResult(ds, res, stack.MaskNames(), append(OpenWarnings(ds), p.Warnings...)), nil
+	l.place(res)
+	r := newResult(ds, res, stack.MaskNames(), append(OpenWarnings(ds), p.Warnings...))
+	r.Positions, r.ScanShape = l.pos, l.scan
+	return r, nil
+}
+
+// roiLayout is where the frames of a dataset opened with an ROI go in its result.
+type roiLayout struct {
+	scan, pos []int // nil without an ROI
+	whole     bool  // the result has the scan's nav shape (not ApplyOptions.ROICompact)
+}
+
+func roiOf(ds dataset.Dataset, opt ApplyOptions) roiLayout {
+	if !dataset.IsROI(ds) {
+		return roiLayout{}
+	}
+	scan, pos := dataset.ScanPositions(ds)
+	return roiLayout{scan: scan, pos: pos, whole: !opt.ROICompact}
+}
+
+// frames is the number of frames of the result.
+func (l roiLayout) frames(ds dataset.Dataset) int {
+	if l.whole {
+		return product(l.scan)
+	}
+	return ds.NumFrames()
+}
+
+// buffers returns the result buffers for the frames computed: opt's, or, for a whole
+// ROI result, the start of opt's (or of new ones) of the whole scan, which place fills.
+func (l roiLayout) buffers(opt ApplyOptions, nMasks int) ([]float32, []float64) {
+	out32, out64 := opt.Out32, opt.Out64
+	if !l.whole {
+		return out32, out64
+	}
+	full := product(l.scan) * nMasks
+	if opt.Float64 {
+		if out64 == nil {
+			out64 = make([]float64, full)
+		}
+		return nil, out64[:len(l.pos)*nMasks]
+	}
+	if out32 == nil {
+		out32 = make([]float32, full)
+	}
+	return out32[:len(l.pos)*nMasks], nil
+}
+
+// place moves the frames of res to their scan positions, NaN elsewhere, for a whole ROI
+// result (the NaN and infinite values counted are the frames', named by scan position).
+func (l roiLayout) place(res *engine.Result) {
+	if !l.whole {
+		return
+	}
+	full := product(l.scan) * res.NMasks
+	res.NavShape = slices.Clone(l.scan)
+	if res.F64 != nil {
+		res.F64 = spread(res.F64[:full], l.pos, res.NMasks, math.NaN())
+	} else {
+		res.F32 = spread(res.F32[:full], l.pos, res.NMasks, float32(math.NaN()))
+	}
+	if nf := &res.Stats.NonFinite; nf.Count > 0 {
+		nf.Frame = l.pos[nf.Frame]
+	}
+}
+
+// spread moves the rows of n values of frames 0..len(pos)-1 at the start of buf to
+// the rows pos[i], and fills the other rows with fill. pos ascends, so pos[i] >= i and
+// moving the last row first overwrites no row still to be moved.
+func spread[T float32 | float64](buf []T, pos []int, n int, fill T) []T {
+	next := len(buf) / n // rows after the row being placed are done
+	for i := len(pos) - 1; i >= 0; i-- {
+		for r := pos[i] + 1; r < next; r++ {
+			for m := range n {
+				buf[r*n+m] = fill
+			}
+		}
+		copy(buf[pos[i]*n:(pos[i]+1)*n], buf[i*n:(i+1)*n])
+		next = pos[i]
+	}
+	for i := range next * n {
+		buf[i] = fill
+	}
+	return buf
+}
+
+func product(s []int) int {
+	p := 1
+	for _, n := range s {
+		p *= n
+	}
+	return p
 }
 
 // checkJob is the one validation of a job before planning: a dataset and a stack whose
@@ -162,17 +267,18 @@ func checkJob(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) error {
 	}
 	// n_frames × n_masks values of 8 bytes must be addressable (a file of billions of tiny
 	// frames and a deep stack could overflow the count).
-	if n := ds.NumFrames(); n > 0 && stack.N > math.MaxInt/8/n {
-		return errs.New(errs.Resources, "the result of %d frames × %d masks is too large to hold: use fewer masks or split the scan (option frames)", ds.NumFrames(), stack.N)
+	frames := roiOf(ds, opt).frames(ds)
+	if frames > 0 && stack.N > math.MaxInt/8/frames {
+		return errs.New(errs.Resources, "the result of %d frames × %d masks is too large to hold: use fewer masks or split the scan (option frames)", frames, stack.N)
 	}
-	want := ds.NumFrames() * stack.N
+	want := frames * stack.N
 	for _, b := range []struct {
 		name string
 		n    int
 		set  bool
 	}{{"float32", len(opt.Out32), opt.Out32 != nil}, {"float64", len(opt.Out64), opt.Out64 != nil}} {
 		if b.set && b.n != want {
-			return errs.New(errs.Shape, "the %s result buffer holds %d values, but %d frames × %d masks need %d", b.name, b.n, ds.NumFrames(), stack.N, want)
+			return errs.New(errs.Shape, "the %s result buffer holds %d values, but %d frames × %d masks need %d", b.name, b.n, frames, stack.N, want)
 		}
 	}
 	if opt.Out32 != nil && opt.Float64 || opt.Out64 != nil && !opt.Float64 {

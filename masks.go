@@ -18,14 +18,20 @@ func Masks(sig [2]int, specs ...string) (*masks.Stack, error) {
 // sig. Errors name the file (errs.IO, errs.Format), the spec (errs.Argument) or the
 // shape that does not match sig (errs.Shape).
 func MasksFrom(sig [2]int, files, specs []string) (*masks.Stack, error) {
-	stack, _, err := MasksInfo(sig, files, specs)
+	return MasksFromCentred(sig, nil, files, specs)
+}
+
+// MasksFromCentred is MasksFrom whose specs may also be auto specs (disk:auto, ...),
+// about the direct beam's centre (see MasksCentred); centre may be nil.
+func MasksFromCentred(sig [2]int, centre *masks.Centre, files, specs []string) (*masks.Stack, error) {
+	stack, _, err := MasksInfo(sig, centre, files, specs)
 	return stack, err
 }
 
-// MasksInfo is MasksFrom, with the source of every mask of the stack, in order: its
-// column, name, the spec or the file's absolute path, and its index there (for a
+// MasksInfo is MasksFromCentred, with the source of every mask of the stack, in order:
+// its column, name, the spec or the file's absolute path, and its index there (for a
 // result's sidecar: ResultInfo.SetMasks).
-func MasksInfo(sig [2]int, files, specs []string) (stack *masks.Stack, info []MaskInfo, err error) {
+func MasksInfo(sig [2]int, centre *masks.Centre, files, specs []string) (stack *masks.Stack, info []MaskInfo, err error) {
 	defer goErrs(&err)
 	var parts []*masks.Stack
 	add := func(s *masks.Stack, spec, file string) {
@@ -42,7 +48,7 @@ func MasksInfo(sig [2]int, files, specs []string) (stack *masks.Stack, info []Ma
 		add(s, "", absPath(file))
 	}
 	for _, spec := range specs {
-		s, err := masks.Parse(spec, sig)
+		s, err := masks.ParseCentred(spec, sig, centre)
 		if err != nil {
 			return nil, nil, errs.Wrap(errs.Argument, err) // masks.Parse names the spec
 		}

@@ -19,6 +19,7 @@ var goNames = map[string]string{
 	"sync_offset":  "Options.SyncOffset",
 	"dataset_path": "Options.DatasetPath",
 	"frames":       "Options.Frames",
+	"roi":          "Options.ROI",
 	"flyback":      "Options.Flyback",
 	"allow_fill":   "Options.AllowFill",
 
@@ -46,6 +47,7 @@ var goNames = map[string]string{
 	"icom":       "COMOutputs.ICoM",
 	"rotation":   "COMOptions.Rotation",
 	"flip_y":     "COMOptions.FlipY",
+	"positions":  "Outputs.Positions",
 
 	"mask":  "MasksFrom's specs",
 	"masks": "MasksFrom's files",

@@ -93,7 +93,9 @@ func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptio
 		return nil, errs.Wrap(errs.Cancelled, err)
 	}
 	n := r.ds.NumFrames()
-	res := engine.Result{NavShape: r.ds.NavShape(), NMasks: stack.N, F32: opt.Out32, F64: opt.Out64}
+	l := roiOf(r.ds, opt)
+	res := engine.Result{NavShape: r.ds.NavShape(), NMasks: stack.N}
+	res.F32, res.F64 = l.buffers(opt, stack.N)
 	switch {
 	case opt.Float64 && res.F64 == nil:
 		res.F64 = make([]float64, n*stack.N)
@@ -120,7 +122,10 @@ func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptio
 	if opt.Progress != nil {
 		opt.Progress(n, n)
 	}
-	return newResult(r.ds, &res, stack.MaskNames(), OpenWarnings(r.ds)), nil
+	l.place(&res)
+	result = newResult(r.ds, &res, stack.MaskNames(), OpenWarnings(r.ds))
+	result.Positions, result.ScanShape = l.pos, l.scan
+	return result, nil
 }
 
 // Close frees the GPU memory of the frames; the dataset stays open. Closing twice is a

@@ -120,3 +120,34 @@ func TestToDevice(t *testing.T) {
 	_, err = stemdot.ToDevice(ctx, i16, 0)
 	assert.Equal(t, errs.DType, errs.KindOf(err), "%v", err)
 }
+
+// A resident ROI (dataset.Select) holds only the selected frames and places its results
+// as Apply does: the scan's nav shape with NaN elsewhere, or compact.
+func TestToDeviceROI(t *testing.T) {
+	if !haveGPU() {
+		t.Skip("no CUDA build or no GPU")
+	}
+	ctx := context.Background()
+	full, err := stemdot.Open(testfiles.File(t, "mib/001_4x2_6bit.mib"), stemdot.Options{NavShape: []int{2, 4}})
+	require.NoError(t, err)
+	defer full.Close()
+	roi, err := dataset.ParseROI("rect:1,0,2,2")
+	require.NoError(t, err)
+	ds, err := stemdot.Open(testfiles.File(t, "mib/001_4x2_6bit.mib"), stemdot.Options{NavShape: []int{2, 4}, ROI: roi})
+	require.NoError(t, err)
+	defer ds.Close()
+	stack, err := stemdot.Masks(ds.SigShape(), "disk:128,128,20", "com")
+	require.NoError(t, err)
+	want, err := stemdot.Apply(ctx, full, stack, stemdot.Plan{CPUs: "1"}, stemdot.ApplyOptions{})
+	require.NoError(t, err)
+	r, err := stemdot.ToDevice(ctx, ds, 0)
+	require.NoError(t, err)
+	defer r.Close()
+	require.Equal(t, int64(4*ds.FrameBytes()), r.Bytes(), "only the selected frames are held")
+	got, err := r.Apply(ctx, stack, stemdot.ApplyOptions{})
+	require.NoError(t, err)
+	checkROIResult(t, want, got, []int{2, 4}, []int{1, 2, 5, 6}, false, 1e-6) // GPU sums may differ in the last bits
+	compact, err := r.Apply(ctx, stack, stemdot.ApplyOptions{ROICompact: true})
+	require.NoError(t, err)
+	checkROIResult(t, want, compact, []int{2, 4}, []int{1, 2, 5, 6}, true, 1e-6)
+}

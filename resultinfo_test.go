@@ -39,7 +39,7 @@ func TestResultSidecar(t *testing.T) {
 	ds, err := stemdot.Open(scan, stemdot.Options{NavShape: []int{3, 2}})
 	require.NoError(t, err)
 	defer ds.Close()
-	stack, info, err := stemdot.MasksInfo(ds.SigShape(), []string{stackFile}, []string{"disk:4,4,2", "com"})
+	stack, info, err := stemdot.MasksInfo(ds.SigShape(), nil, []string{stackFile}, []string{"disk:4,4,2", "com"})
 	require.NoError(t, err)
 	res, err := stemdot.Apply(t.Context(), ds, stack, stemdot.Plan{CPUs: "1"}, stemdot.ApplyOptions{Float64: true})
 	require.NoError(t, err)

@@ -176,7 +176,7 @@ func TestOptions(t *testing.T) {
 		kind errs.Kind
 		msg  string
 	}{
-		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, flyback, dataset_path, allow_fill, frames)`},
+		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, flyback, dataset_path, allow_fill, roi, frames)`},
 		{"frames=2", errs.Argument, `option frames "2": want FIRST,COUNT`},
 		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
 		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},
@@ -262,7 +262,7 @@ func TestResultFieldsDocumented(t *testing.T) {
 			return true
 		})
 	}
-	require.Equal(t, []string{"NavShape", "NMasks", "F32", "F64", "Stats", "Names", "Warnings", "Info"}, fields)
+	require.Equal(t, []string{"NavShape", "NMasks", "Positions", "ScanShape", "F32", "F64", "Stats", "Names", "Warnings", "Info"}, fields)
 }
 
 // Open's doc, and the help of option format, list every format dataset.Open reads, with
@@ -307,7 +307,7 @@ func TestOpenDocListsFormats(t *testing.T) {
 // Options, Plan or Outputs (or MasksFrom's argument); OptionKeys (the C ABI) and
 // FlagNames (the CLI) turn Go names back into keys and flags.
 func TestGoNames(t *testing.T) {
-	keys := []string{"out", "png", "com_shifts", "mean", "max", "std", "mask", "masks", "at"}
+	keys := []string{"out", "png", "com_shifts", "mean", "max", "std", "positions", "mask", "masks", "at"}
 	for _, o := range stemdot.OpenOptions {
 		keys = append(keys, o.Key)
 	}

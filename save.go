@@ -44,6 +44,12 @@ type Outputs struct {
 	// holds the sum frame there: NPY files of the mean, maximum and standard-deviation
 	// frames, shape (sig_y, sig_x), float64. Mask applies (Save) refuse them.
 	Mean, Max, Std string
+	// Positions, when set, adds the scan positions of an ROI's result (Result.Positions)
+	// as NPY of shape (n_selected,), int64: flat indices in C order over the scan's nav
+	// shape (numpy.unravel_index(positions, nav_shape) gives the rows and columns); with
+	// ApplyOptions.ROICompact, row i of the result is position positions[i]. It must end
+	// in .npy, after a file name, and the result must be of an ROI (Options.ROI).
+	Positions string
 }
 
 // Check reports, before any work, why the outputs for masks named names cannot be
@@ -94,7 +100,7 @@ func checkFiles(files []output, inputs []string) error {
 			return errs.New(errs.Argument, "option %s %s: results are written as NPY: give a path ending in .npy", f.option, f.path)
 		}
 		if f.npy && strings.EqualFold(filepath.Base(f.path), ".npy") {
-			example := map[string]string{"out": "result.npy", "com_shifts": "shifts.npy"}[f.option]
+			example := map[string]string{"out": "result.npy", "com_shifts": "shifts.npy", "positions": "positions.npy"}[f.option]
 			if example == "" {
 				example = f.option + ".npy"
 			}
@@ -127,6 +133,9 @@ func (o Outputs) files(names []string) []output {
 	}
 	if o.COMShifts != "" {
 		out = append(out, output{"com_shifts", o.COMShifts, true})
+	}
+	if o.Positions != "" {
+		out = append(out, output{"positions", o.Positions, true})
 	}
 	if o.NPY != "" {
 		out = append(out, output{"out", o.NPY, true}, output{"out", SidecarPath(o.NPY), false})
@@ -187,6 +196,9 @@ func save(res *Result, o Outputs) error {
 	if err := o.Check(res.Names); err != nil {
 		return err
 	}
+	if o.Positions != "" && res.Positions == nil {
+		return errs.New(errs.Argument, "option positions: the result holds every scan position (no option roi): there are no positions to write")
+	}
 	var shifts []float64
 	if o.COMShifts != "" {
 		sum, _ := FindCOM(res.Names)
@@ -227,6 +239,15 @@ func save(res *Result, o Outputs) error {
 		}
 		if shifts != nil {
 			if err := prepareNPY(o.COMShifts, append(slices.Clone(res.NavShape), 2), shifts, prepare); err != nil {
+				return err
+			}
+		}
+		if o.Positions != "" {
+			pos := make([]int64, len(res.Positions))
+			for i, p := range res.Positions {
+				pos[i] = int64(p)
+			}
+			if err := prepareNPY(o.Positions, []int{len(pos)}, pos, prepare); err != nil {
 				return err
 			}
 		}
@@ -271,7 +292,14 @@ func (res *Result) sidecar(o Outputs) *ResultInfo {
 
 // prepareNPY prepares an NPY file through prepare.
 func prepareNPY(path string, shape []int, data any, prepare func(string, func(io.Writer) error) error) error {
-	header, err := npy.Header(map[bool]string{true: "<f4", false: "<f8"}[isF32(data)], shape)
+	descr := "<f8"
+	switch data.(type) {
+	case []float32:
+		descr = "<f4"
+	case []int64:
+		descr = "<i8"
+	}
+	header, err := npy.Header(descr, shape)
 	if err != nil {
 		return err
 	}
@@ -282,8 +310,6 @@ func prepareNPY(path string, shape []int, data any, prepare func(string, func(io
 		return npy.WriteData(w, data)
 	})
 }
-
-func isF32(data any) bool { _, ok := data.([]float32); return ok }
 
 // FindCOM returns the index of the first centre-of-mass set in names: the masks
 // "com_sum", "com_y", "com_x" in a row, as the com spec makes them (masks.COM).

@@ -79,7 +79,8 @@ func apply(req applyRequest) error {
 			return err
 		}
 	}
-	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64}
+	// An ROI's frames are written as the dataset has them, in scan order (stemdot_dataset_scan).
+	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64, ROICompact: true}
 	return onRun(req.run, "apply", func(ctx context.Context) error {
 		return relayProgress(req.ds.NumFrames(), req.progress, func(p func(done, total int)) error {
 			opt.Progress = p

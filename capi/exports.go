@@ -328,13 +328,22 @@ func stemdot_go_run_free(h C.stemdot_run) (st C.stemdot_status) {
 func stemdot_go_mask_parse(spec *C.stemdot_cchar, sigY, sigX C.size_t, out *C.float, outLen C.size_t, nMasks *C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_mask_parse"
 	defer guard(fn, &st)
+	return maskParse(fn, spec, sigY, sigX, nil, out, outLen, nMasks)
+}
+
+// maskParse is stemdot_mask_parse, and stemdot_mask_parse_centred with the direct
+// beam's centre for the auto specs.
+func maskParse(fn string, spec *C.stemdot_cchar, sigY, sigX C.size_t, centre *masks.Centre, out *C.float, outLen C.size_t, nMasks *C.size_t) C.stemdot_status {
 	if spec == nil || nMasks == nil {
 		return fail(fn, failf(errs.Argument, "spec and n_masks must not be NULL"))
 	}
 	if _, err := sizeProduct("sig_shape", masks.MaxWeights, sigY, sigX); err != nil {
 		return fail(fn, err)
 	}
-	stack, err := masksFrom(nil, []string{goString(spec)}, int(sigY), int(sigX))
+	if sigY == 0 || sigX == 0 {
+		return fail(fn, failf(errs.Shape, "sig shape (%d, %d) has a non-positive size", sigY, sigX))
+	}
+	stack, err := stemdot.MasksCentred([2]int{int(sigY), int(sigX)}, centre, goString(spec))
 	if err != nil {
 		return fail(fn, err)
 	}

@@ -74,7 +74,7 @@ func residentApply(fn string, h C.stemdot_resident, maskData unsafe.Pointer, f64
 	if err != nil {
 		return fail(fn, err)
 	}
-	var opt stemdot.ApplyOptions
+	opt := stemdot.ApplyOptions{ROICompact: true} // as stemdot_apply: the dataset's frames
 	switch outDType {
 	case C.STEMDOT_FLOAT32:
 		opt.Out32 = unsafe.Slice((*float32)(out), n)

@@ -43,6 +43,12 @@ typedef const char *const stemdot_cstring;
       (dataset, buf, buf_len, needed))                                                            \
     F(dataset_format, (stemdot_dataset dataset, char *buf, size_t buf_len, size_t *needed),       \
       (dataset, buf, buf_len, needed))                                                            \
+    H(dataset_select, (stemdot_dataset dataset, const char *roi, stemdot_dataset *out),           \
+      (dataset, roi, out))                                                                        \
+    F(dataset_scan,                                                                               \
+      (stemdot_dataset dataset, int *is_roi, size_t *scan_ndim, size_t *scan_shape,               \
+       uint64_t *positions, size_t positions_len),                                                \
+      (dataset, is_roi, scan_ndim, scan_shape, positions, positions_len))                         \
     F(plan_free, (stemdot_plan plan), (plan))                                                     \
     H(run_new, (stemdot_run *out), (out))                                                         \
     F(run_cancel, (stemdot_run run), (run))                                                       \
@@ -51,6 +57,12 @@ typedef const char *const stemdot_cstring;
     F(mask_parse,                                                                                 \
       (const char *spec, size_t sig_y, size_t sig_x, float *out, size_t out_len, size_t *n_masks),\
       (spec, sig_y, sig_x, out, out_len, n_masks))                                                \
+    F(mask_parse_centred,                                                                         \
+      (const char *spec, size_t sig_y, size_t sig_x, const double *centre, float *out,            \
+       size_t out_len, size_t *n_masks),                                                          \
+      (spec, sig_y, sig_x, centre, out, out_len, n_masks))                                        \
+    F(find_centre, (const double *frame, size_t sig_y, size_t sig_x, double *centre),             \
+      (frame, sig_y, sig_x, centre))                                                              \
     F(mask_stack,                                                                                 \
       (const char *const *files, size_t n_files, const char *const *specs, size_t n_specs,        \
        size_t sig_y, size_t sig_x, void *out, stemdot_dtype out_dtype, size_t out_len,            \

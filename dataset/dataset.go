@@ -112,6 +112,8 @@ type Dataset interface {
 // skip the read into their tile buffer. The memory of a mapped file faults (SIGBUS)
 // when the file shrinks while it is read: read it under debug.SetPanicOnFault and turn
 // a recovered panic into the dataset's I/O error with MappingFault (fault.go).
+// ViewFrames of an ROI (Select) returns nil, and no error, for frames that are not
+// consecutive in memory: the caller then reads them with ReadFrames (ViewsInPlace).
 type Viewer interface {
 	ViewFrames(start, end int) ([]byte, error)
 }

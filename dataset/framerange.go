@@ -15,9 +15,9 @@ type FrameSpan struct {
 // Range returns frames [first, first+count) of ds as a dataset of its own: frame i of
 // the view is frame first+i of ds, its nav shape is (count,) (a range of scan positions
 // need not be whole scan rows, so the view is one-dimensional; the caller places frame
-// i at scan position first+i of ds's nav shape), and sig shape, dtype and format are
-// those of ds. A task of a distributed run computes one such range without reading the
-// rest of the file.
+// i at the scan position its Positioner gives: first+i of ds's nav shape, or of the
+// scan an ROI ds selects from), and sig shape, dtype and format are those of ds. A task
+// of a distributed run computes one such range without reading the rest of the file.
 //
 // The view forwards ReadFrames and Notes, and ViewFrames (Viewer) and MapFrames (Mapper)
 // when ds implements them, so that in-place reads of mapped files and the copy-free GPU feed
@@ -68,6 +68,29 @@ func (r *frameRange) NumFrames() int { return r.count }
 
 // Notes are the dataset's notes on how the file was read (Noter).
 func (r *frameRange) Notes() []string { return Notes(r.Dataset) }
+
+// ScanShape is the scan shape of ds's frames (Positioner): ds's nav shape, or the scan
+// of an ROI ds selects from.
+func (r *frameRange) ScanShape() []int {
+	if p, ok := r.Dataset.(Positioner); ok {
+		return p.ScanShape()
+	}
+	return r.Dataset.NavShape()
+}
+
+// Positions are the scan positions of the range's frames (Positioner).
+func (r *frameRange) Positions() []int {
+	if p, ok := r.Dataset.(Positioner); ok {
+		return p.Positions()[r.first : r.first+r.count]
+	}
+	pos := make([]int, r.count)
+	for i := range pos {
+		pos[i] = r.first + i
+	}
+	return pos
+}
+
+func (r *frameRange) viewsAll() bool { return ViewsInPlace(r.Dataset) }
 
 // span checks [start, end) against the view and returns it in frames of the dataset.
 func (r *frameRange) span(start, end int) (int, int, error) {

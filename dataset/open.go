@@ -70,8 +70,13 @@ type Options struct {
 	// counting the frames, instead of refusing the file (errs.IO or errs.Format, naming
 	// the frames and the cause). Other formats ignore it with a note.
 	AllowFill bool
+	// ROI, when given, opens only the scan positions it selects (after NavShape,
+	// SyncOffset and Flyback made the scan) as a dataset of nav shape (n_selected,) that
+	// knows their positions in the scan (Positioner): see Select.
+	ROI ROI
 	// Frames, when its Count is positive, opens only frames [First, First+Count) of the
-	// file (in scan order, after NavShape and SyncOffset) as a dataset of nav shape (Count,): see Range.
+	// file (in scan order, after NavShape, SyncOffset and Flyback; of the selected
+	// positions when ROI is given) as a dataset of nav shape (Count,): see Range.
 	Frames FrameSpan
 }
 
@@ -93,6 +98,14 @@ func Open(path string, opt Options) (Dataset, error) {
 	ds, err := open(path, opt)
 	if err != nil {
 		return nil, errs.Wrap(errs.Format, err)
+	}
+	if !opt.ROI.IsZero() {
+		sel, err := Select(ds, opt.ROI)
+		if err != nil {
+			ds.Close()
+			return nil, err
+		}
+		ds = sel
 	}
 	if opt.Frames.Count <= 0 {
 		return ds, nil

@@ -240,13 +240,13 @@ func (w *cpuWorker) frames(start, end int) ([]byte, error) {
 	size := (end - start) * w.frameBytes
 	if w.viewer != nil {
 		b, err := w.viewer.ViewFrames(start, end)
-		if err != nil {
+		switch {
+		case err != nil:
 			return nil, err
-		}
-		if len(b) < size {
+		case b == nil: // frames not consecutive in memory (an ROI): read below
+		case len(b) < size:
 			return nil, fmt.Errorf("%s: view of frames [%d, %d) has %d bytes, want %d", describe(w.ds), start, end, len(b), size)
-		}
-		if uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(w.elemSize) == 0 {
+		case uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(w.elemSize) == 0:
 			return b[:size], nil
 		}
 	}

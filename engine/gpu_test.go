@@ -65,6 +65,42 @@ func TestGPUWorkerFiles(t *testing.T) {
 	}
 }
 
+// GPU workers on a region of interest (dataset.Select) of a mapped file: partitions of
+// consecutive scan positions are DMA'd from the mapping, the others staged (MapFrames
+// says ok == false for them); a CPU worker beside reads the runs; results against a
+// float64 reference of the selected frames.
+func TestGPUWorkerROI(t *testing.T) {
+	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
+		t.Skip("no CUDA device")
+	}
+	path := filepath.Join(t.TempDir(), "scan.raw")
+	nav, sig := []int{20, 30}, [2]int{32, 24}
+	_, err := synth.Write(context.Background(), path, synth.Options{NavShape: nav, SigShape: sig, DType: dataset.Uint16})
+	require.NoError(t, err)
+	mask := make([]bool, 600)
+	for p := range mask {
+		mask[p] = p/30 >= 3 && p/30 < 15 && (p%30 < 20 || p%7 == 0) // whole rows' runs and scattered positions
+	}
+	ds, err := dataset.Open(path, dataset.Options{SigShape: sig[:], DType: dataset.Uint16, NavShape: nav, ROI: dataset.ROI{Mask: mask, Shape: nav}})
+	require.NoError(t, err)
+	defer ds.Close()
+	n := ds.NumFrames()
+	mem := &memDataset{nav: []int{n}, sig: sig, dt: dataset.Uint16, data: make([]byte, n*ds.FrameBytes())}
+	require.NoError(t, ds.ReadFrames(0, n, mem.data))
+	stack := randomStack(rand.New(rand.NewPCG(83, 84)), 3, sig)
+	want, mag := reference(mem, stack)
+	for _, cpus := range []int{0, 1} {
+		t.Run(fmt.Sprintf("cpus=%d", cpus), func(t *testing.T) {
+			plan := evenPlan(anyCPUs, 1+cpus, n, 12)
+			plan.Workers[0].Kind, plan.Workers[0].GPU = planner.GPU, 0
+			res, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true, TileFrames: 16})
+			require.NoError(t, err)
+			requireClose(t, res.F32, want, mag, 1e-5)
+			assert.Equal(t, "mapped", res.Stats.PerWorker[0].Feed)
+		})
+	}
+}
+
 // A GPU worker's rows that came back NaN for float frames are recomputed on the host over
 // the nonzero weights only (no device needed: the device's rows are given).
 func TestGPUWorkerExactNonFinite(t *testing.T) {

@@ -74,7 +74,7 @@ func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, 
 			e.Masks += 8 * nMasks * int64(stack.Pixels())
 		}
 	}
-	if _, inPlace := ds.(dataset.Viewer); !inPlace {
+	if !dataset.ViewsInPlace(ds) {
 		e.PerWorker += 2 * tile * int64(ds.FrameBytes())
 	}
 	e.PerWorker += 8 * tile * nMasks

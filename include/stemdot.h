@@ -160,10 +160,21 @@ const char *stemdot_status_name(stemdot_status status);
  *   flyback     flyback frames of each scan row, read as no scan position: start | end
  *               (one per row) | start:N | end:N | none | auto (default: one per row when
  *               the file holds (nav_x+1)*nav_y frames, with a warning)
+ *   roi         a region of interest: only the scan positions it selects are read, as
+ *               a dataset of nav shape (n_selected,) in scan order (stemdot_dataset_scan
+ *               gives their positions): rect:X,Y,W,H (scan columns X..X+W-1, rows
+ *               Y..Y+H-1), the path of an NPY file of booleans (or 0/1) of the scan's
+ *               nav shape, or bits:SHAPE:HEX (e.g. bits:64,64:ff00...: the positions
+ *               packed 8 a byte in C order, the first in the most significant bit, as
+ *               numpy.packbits(roi.ravel()).tobytes().hex()); applied after nav_shape,
+ *               sync_offset and flyback. SHAPE for another shape than the scan's or a
+ *               rect outside it, INVALID_ARGUMENT for an ROI that selects nothing or an
+ *               array that is not boolean
  *   frames      first,count: open only frames [first, first+count) of the file (in
- *               scan order, after nav_shape and sync_offset), as a dataset of nav shape
- *               (count,) whose frame i is frame first+i; nothing outside the range is
- *               read (a distributed task computes its range this way)
+ *               scan order, after nav_shape, sync_offset and flyback; of the positions
+ *               roi selects when given), as a dataset of nav shape (count,) whose frame
+ *               i is frame first+i; nothing outside the range is read (a distributed
+ *               task computes its range this way)
  * e.g. "format=raw;sig_shape=256,256;dtype=uint16;nav_shape=4,4;byte_order=big".
  * Errors: INVALID_ARGUMENT (NULL, bad options), IO (missing or unreadable file), FORMAT
  * (unknown format, a size that does not fit the frames described, inconsistent headers),
@@ -250,6 +261,31 @@ stemdot_status stemdot_dataset_format(stemdot_dataset dataset, char *buf, size_t
                                       size_t *needed);
 
 /*
+ * Selects the scan positions of a region of interest (roi: as option roi of
+ * stemdot_open, e.g. "rect:2,0,4,3" or "bits:4,8:0ff0ff0f") of an opened dataset, for
+ * data without options (stemdot_dataset_from_memory): *out is a dataset of nav shape
+ * (n_selected,) that reads only those frames; it owns `dataset`, whose handle is freed
+ * (free *out instead). On failure `dataset` stays open and *out is 0. The ROI is of the
+ * dataset's nav shape. Errors: as option roi of stemdot_open; INVALID_ARGUMENT while
+ * an apply runs on `dataset`. Thread-safe.
+ */
+stemdot_status stemdot_dataset_select(stemdot_dataset dataset, const char *roi, stemdot_dataset *out);
+
+/*
+ * Where the dataset's frames lie in the scan they were read from: *is_roi is 1 for a
+ * dataset of a region of interest (option roi, stemdot_dataset_select), else 0;
+ * scan_shape[0..*scan_ndim-1] is the whole scan's nav shape (STEMDOT_MAX_NAV_DIMS
+ * entries, the rest 0); positions, unless NULL, receives the scan position of every
+ * frame (positions_len must be n_frames), flat indices in C order over the scan shape,
+ * ascending. stemdot_apply writes the frames of an ROI in this order (n_selected rows):
+ * the caller places row i at scan position positions[i] (stemdot.apply_masks fills
+ * the others with NaN). For a frames range the scan is the dataset's before the range.
+ * Errors: INVALID_ARGUMENT (NULL), SHAPE (positions_len). Thread-safe.
+ */
+stemdot_status stemdot_dataset_scan(stemdot_dataset dataset, int *is_roi, size_t *scan_ndim,
+                                    size_t *scan_shape, uint64_t *positions, size_t positions_len);
+
+/*
  * Writes the plan as JSON ({"cores_usable":..,"workers":[..],"partitions":[..]}) into
  * buf (NUL-terminated, at most buf_len bytes including the NUL) and its length without
  * the NUL into *needed. dataset may be 0 (no partitions). buf NULL with buf_len 0 asks
@@ -295,6 +331,30 @@ stemdot_status stemdot_mask_parse(const char *spec, size_t sig_y, size_t sig_x, 
                                   size_t out_len, size_t *n_masks);
 
 /*
+ * The direct beam's disk in a frame (in practice the scan's sum frame): frame holds
+ * sig_y × sig_x doubles, C order; centre receives 3 doubles: the disk's centre x
+ * (column) and y (row), in the masks' pixel coordinates (pixel centres at integers),
+ * and its radius in pixels. The method (a maximally stable bright region measured at
+ * half maximum above its surroundings: its intensity-weighted centroid and
+ * sqrt(area/pi), or a circle fitted to its edge where the frame's edge cuts it) is
+ * documented at the Go API's masks.FindCentre. Errors: INVALID_ARGUMENT (NULL; no disk
+ * to find: a flat frame, noise only, NaN or infinite values, a disk cut by the frame's
+ * edge showing half its circle or less), SHAPE (zero sizes). Thread-safe.
+ */
+stemdot_status stemdot_find_centre(const double *frame, size_t sig_y, size_t sig_x, double *centre);
+
+/*
+ * stemdot_mask_parse that also takes the auto specs, about the direct beam's centre
+ * (centre: 3 doubles x, y, r, as stemdot_find_centre gives them):
+ *   disk:auto (radius r)   disk:auto,R   ring:auto,RI,RO   com:auto   com:auto,R
+ * stemdot_mask_parse refuses these, saying they need the centre. Errors as
+ * stemdot_mask_parse; INVALID_ARGUMENT for a NULL centre. Thread-safe.
+ */
+stemdot_status stemdot_mask_parse_centred(const char *spec, size_t sig_y, size_t sig_x,
+                                          const double *centre, float *out, size_t out_len,
+                                          size_t *n_masks);
+
+/*
  * Builds the mask stack of NPY mask files and CLI --mask specs for frames of sig_y × sig_x
  * pixels, exactly as `stemdot apply --masks FILE ... --mask SPEC ...` does (the Go API's
  * stemdot.MasksFrom): the masks of files[0], files[1], ... first, then those of specs[0],
@@ -333,7 +393,9 @@ stemdot_status stemdot_mask_stack(const char *const *files, size_t n_files,
  * out: caller-owned result buffer of out_len elements of out_dtype (STEMDOT_FLOAT32 or
  *   STEMDOT_FLOAT64; float64 accumulates in float64 too); out_len must equal
  *   n_frames*n_masks. Layout: out[f*n_masks + m], frame-major, i.e. C order of shape
- *   nav_shape + (n_masks,). On failure its content is unspecified.
+ *   nav_shape + (n_masks,); for a dataset of a region of interest (option roi) the
+ *   selected positions' frames, in scan order (stemdot_dataset_scan gives each one's
+ *   scan position). On failure its content is unspecified.
  * Blocks until done. Errors: BAD_HANDLE, INVALID_ARGUMENT (NULL pointers, run busy),
  * SHAPE (mask sig shape vs dataset, out_len), DTYPE (out_dtype), PLAN,
  * CUDA_UNAVAILABLE, IO (read errors; a file truncated or rewritten by another program

@@ -22,20 +22,49 @@ import (
 // argument that is not a (finite, or for point and rect integer) number, and every error
 // of the generators (non-positive radii, RI ≥ RO, a point outside the frame, masks that
 // select no pixel; a mask partly outside the frame keeps its part inside).
+//
+// The auto specs (disk:auto, ring:auto,RI,RO, com:auto, ...) need the direct beam's
+// centre: see ParseCentred; Parse refuses them, saying so.
 func Parse(spec string, sig [2]int) (*Stack, error) {
-	s, err := parse(spec, sig)
+	return ParseCentred(spec, sig, nil)
+}
+
+// ParseCentred is Parse that also takes the auto specs, about the direct beam's centre
+// c (FindCentre of the scan's sum frame):
+//
+//	disk:auto            Disk about (c.X, c.Y) of radius c.R
+//	disk:auto,R          Disk about (c.X, c.Y) of radius R
+//	ring:auto,RI,RO      Ring about (c.X, c.Y)
+//	com:auto             COM about (c.X, c.Y), whole frame
+//	com:auto,R           COM about (c.X, c.Y), within radius R
+//
+// With c nil, an auto spec is an error that says it needs the centre and how to find
+// it. Other specs ignore c.
+func ParseCentred(spec string, sig [2]int, c *Centre) (*Stack, error) {
+	s, err := parse(spec, sig, c)
 	if err != nil {
 		return nil, fmt.Errorf("mask %q: %w", spec, err)
 	}
 	return s, nil
 }
 
-func parse(spec string, sig [2]int) (*Stack, error) {
+// NeedsCentre reports whether spec is an auto spec (disk:auto, ...), which needs the
+// direct beam's centre (ParseCentred).
+func NeedsCentre(spec string) bool {
+	_, argText, _ := strings.Cut(spec, ":")
+	first, _, _ := strings.Cut(argText, ",")
+	return strings.EqualFold(strings.TrimSpace(first), "auto")
+}
+
+func parse(spec string, sig [2]int, c *Centre) (*Stack, error) {
 	kind, argText, hasArgs := strings.Cut(strings.TrimSpace(spec), ":")
 	kind = strings.ToLower(strings.TrimSpace(kind))
 	var args []string
 	if strings.TrimSpace(argText) != "" {
 		args = strings.Split(argText, ",")
+	}
+	if NeedsCentre(spec) {
+		return parseAuto(kind, args[1:], sig, c)
 	}
 	switch kind {
 	case "disk":
@@ -79,6 +108,43 @@ func parse(spec string, sig [2]int) (*Stack, error) {
 		return COM(sig, v[0], v[1], v[2])
 	}
 	return nil, fmt.Errorf("unknown mask kind %q (want disk, ring, point, rect or com)", kind)
+}
+
+// parseAuto builds the auto spec of kind with the arguments after "auto", about c.
+func parseAuto(kind string, args []string, sig [2]int, c *Centre) (*Stack, error) {
+	var usage string
+	var lo, hi int
+	switch kind {
+	case "disk":
+		usage, lo, hi = "disk:auto or disk:auto,R", 0, 1
+	case "ring":
+		usage, lo, hi = "ring:auto,RI,RO", 2, 2
+	case "com":
+		usage, lo, hi = "com:auto or com:auto,R", 0, 1
+	default:
+		return nil, fmt.Errorf("%s:auto: only disk, ring and com masks take the direct beam's centre (auto)", kind)
+	}
+	v, err := floats(args, lo, hi, usage)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, fmt.Errorf("auto needs the direct beam's centre, found from the scan's sum frame (stemdot info --centre; FindCentre in Go, find_centre in Python): give it with the spec (Go: masks.ParseCentred; Python: mask(spec, sig_shape, centre=...)), or write the centre's coordinates in the spec (%s:CX,CY,...)", kind)
+	}
+	switch {
+	case kind == "disk" && len(v) == 0:
+		return Disk(sig, c.X, c.Y, c.R)
+	case kind == "disk":
+		return Disk(sig, c.X, c.Y, v[0])
+	case kind == "ring":
+		return Ring(sig, c.X, c.Y, v[0], v[1])
+	case len(v) == 0:
+		return COM(sig, c.X, c.Y, 0)
+	}
+	if !(v[0] > 0) {
+		return nil, fmt.Errorf("com: radius must be positive and finite, got %v (leave R out for the whole frame: com:auto)", v[0])
+	}
+	return COM(sig, c.X, c.Y, v[0])
 }
 
 // floats parses between lo and hi comma-separated finite numbers; usage is the syntax

@@ -21,7 +21,7 @@ func newApplyCmd() *cobra.Command {
 	var pf planFlags
 	var maskSpecs, masksFiles []string
 	var outputs stemdot.Outputs
-	var float64Result, quiet, perWorker bool
+	var float64Result, quiet, perWorker, roiCompact bool
 	cmd := &cobra.Command{
 		Use:   "apply FILE (--mask SPEC ... | --masks FILE.npy) --out RESULT.npy",
 		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY (and PNG)",
@@ -63,6 +63,13 @@ to RESULT.json's directory, "shape", "dtype", "components": ["y", "x"], "columns
 com_sum, com_y, com_x). python -m stemdot.dask writes the same; Python's
 stemdot.load_result reads both.
 
+--roi rect:X,Y,W,H or --roi ROI.npy (booleans of the scan's nav shape) reads and computes
+only the scan positions selected; the result keeps the nav shape, NaN at the positions
+left out (as the COM shift maps and the PNGs, where NaN is black). --roi-compact writes
+only the selected positions instead, shape (n_selected, n_masks), and beside RESULT.npy
+RESULT_positions.npy: their flat indices in C order over the nav shape, int64
+(numpy.unravel_index(positions, nav_shape) gives rows and columns).
+
 --png PREFIX writes one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png, of shape
 (nav_y, nav_x) (a 1-D nav shape as one row), mapped from the minimum (black) to the
 maximum (white), NaN black. Small images are scaled up by a whole factor, each scan
@@ -78,12 +85,18 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			if outputs.NPY == "" {
 				return fmt.Errorf("--out RESULT.npy is required")
 			}
+			if roiCompact {
+				if !cmd.Flags().Changed("roi") {
+					return fmt.Errorf("--roi-compact needs --roi: without a region of interest the result holds every scan position")
+				}
+				outputs.Positions = strings.TrimSuffix(outputs.NPY, filepath.Ext(outputs.NPY)) + "_positions.npy"
+			}
 			ds, err := df.open(cmd, args[0])
 			if err != nil {
 				return err
 			}
 			defer ds.Close()
-			stack, maskInfo, err := stemdot.MasksInfo(ds.SigShape(), masksFiles, maskSpecs)
+			stack, maskInfo, err := stemdot.MasksInfo(ds.SigShape(), nil, masksFiles, maskSpecs)
 			if err != nil {
 				return err
 			}
@@ -96,7 +109,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				return err
 			}
 			ctx := cmd.Context()
-			opt := stemdot.ApplyOptions{Float64: float64Result}
+			opt := stemdot.ApplyOptions{Float64: float64Result, ROICompact: roiCompact}
 			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 				bar := progressbar.NewOptions(ds.NumFrames(),
 					progressbar.OptionSetWriter(os.Stderr),
@@ -148,6 +161,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one greyscale PNG per mask, PREFIX_<m>_<name>.png, small images scaled up by a whole factor to a short side of at least 256 pixels (long side at most 4096)")
 	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape (nav_y, nav_x, 2): y, x; with --png drawn instead of the com masks")
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32); mask weights given in float64 (--masks files, com about a centre between pixels) then count at float64 precision")
+	f.BoolVar(&roiCompact, "roi-compact", false, "with --roi: write only the selected scan positions, shape (n_selected, n_masks), and their flat indices as RESULT_positions.npy (default: the nav shape with NaN outside the ROI)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar and no summary")
 	f.BoolVar(&perWorker, "workers", false, "after the summary, one line per worker: frames, claims, GB/s while busy, start-up time and, for GPU workers, the feed (mapped: DMA from the file's mapping; staged: CPU copies)")
 	df.register(f)

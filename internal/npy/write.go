@@ -172,7 +172,7 @@ func WriteFile(path string, shape []int, data any) error {
 	})
 }
 
-// WriteData writes data ([]float32 or []float64) little-endian, as NPY data follows
+// WriteData writes data ([]float32, []float64 or []int64) little-endian, as NPY data follows
 // its header.
 func WriteData(out io.Writer, data any) error {
 	var n int
@@ -184,8 +184,11 @@ func WriteData(out io.Writer, data any) error {
 	case []float64:
 		n = len(v)
 		put = func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint64(buf, math.Float64bits(v[i])) }
+	case []int64:
+		n = len(v)
+		put = func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint64(buf, uint64(v[i])) }
 	default:
-		return fmt.Errorf("unsupported array type %T (want []float32 or []float64)", data)
+		return fmt.Errorf("unsupported array type %T (want []float32, []float64 or []int64)", data)
 	}
 	buf := make([]byte, 0, 1<<16)
 	for i := range n {

@@ -582,3 +582,37 @@ def test_frames_option_and_size_units(cluster, client, data_dir, tmp_path):
     assert run.returncode == 1 and "give --nav-shape of 8 positions (e.g. 2,4), or leave it out; --frames FIRST,COUNT reads part of the scan" in run.stderr
     assert "option " not in run.stderr, run.stderr
     assert not (tmp_path / "bad.npy").exists()
+
+
+def test_roi(cluster, client, data_dir, tmp_path):
+    """#18.4: roi= computes the selected frames only, in tasks over them, placed in the
+    scan's nav shape with NaN elsewhere (or compact with the positions), as
+    stemdot.apply_masks does; the command line's --roi and --roi-compact."""
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    masks = np.concatenate([stemdot.disk((256, 256), 128, 128, 20), stemdot.com((256, 256))])
+    roi = np.array([[1, 0, 1, 1], [0, 1, 0, 1]], dtype=bool)
+    with stemdot.open(path, nav_shape=(2, 4)) as ds:
+        full = stemdot.apply_masks(ds, masks)
+    want = np.where(roi[..., None], full, np.nan)
+    report = {}
+    got = sdask.apply_masks(client, path, masks, nav_shape=(2, 4), roi=roi, range_frames=1, report=report)
+    np.testing.assert_array_equal(got, want)
+    assert sum(r[1] for r in report["ranges"]) == 5, "ranges over the 5 selected frames only"
+    images, positions = sdask.apply_masks(client, path, masks, nav_shape=(2, 4), roi="rect:1,0,3,1", roi_compact=True)
+    np.testing.assert_array_equal(positions, [1, 2, 3])
+    np.testing.assert_array_equal(images, full.reshape(8, 4)[1:4])
+    with pytest.raises(stemdot.InvalidArgumentError, match="roi_compact=True needs a region of interest"):
+        sdask.apply_masks(client, path, masks, nav_shape=(2, 4), roi_compact=True)
+
+    np.save(tmp_path / "roi.npy", roi)
+    run = dask_cli(cluster, path, "--mask", "disk:128,128,20", "--mask", "com", "--nav-shape", "2,4", "--roi", tmp_path / "roi.npy",
+                   "--out", tmp_path / "r.npy", "--quiet", "--range-frames", "1")
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), want)
+    run = dask_cli(cluster, path, "--mask", "disk:128,128,20", "--mask", "com", "--nav-shape", "2,4", "--roi", tmp_path / "roi.npy",
+                   "--roi-compact", "--out", tmp_path / "c.npy", "--quiet")
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "c_positions.npy"), np.flatnonzero(roi))
+    np.testing.assert_array_equal(np.load(tmp_path / "c.npy"), full.reshape(8, 4)[roi.ravel()])
+    run = dask_cli(cluster, path, "--mask", "com", "--nav-shape", "2,4", "--roi", "rect:3,1,2,1", "--out", tmp_path / "bad.npy")
+    assert run.returncode == 1 and "--roi rect:3,1,2,1" in run.stderr and not (tmp_path / "bad.npy").exists(), run.stderr

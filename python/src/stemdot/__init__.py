@@ -27,6 +27,7 @@ used it (:class:`ForkedProcessError`).
 """
 
 import builtins
+import collections
 import ctypes
 import json
 import operator
@@ -72,6 +73,8 @@ __all__ = [
     "describe_plan",
     "mask",
     "mask_stack",
+    "Centre",
+    "find_centre",
     "disk",
     "ring",
     "point",
@@ -252,7 +255,11 @@ class Dataset(_Closing):
     of the stored pixels), ``n_frames``, ``format`` (the format it was read as: "mib",
     "hdf5", ..., "memory" for :func:`from_array`), ``warnings`` (what a user should know about how
     the file was read, one string each, as ``stemdot apply`` prints them: a guessed nav
-    shape, surplus or missing frames, a sync offset, the HDF5 dataset chosen). Close it
+    shape, surplus or missing frames, a sync offset, the HDF5 dataset chosen). A dataset
+    of a region of interest (``roi=``) has ``roi`` True, ``nav_shape`` ``(n_selected,)``,
+    ``scan_shape`` the whole scan's nav shape and ``positions`` (int64, the selected
+    scan positions: flat indices in C order over ``scan_shape``, ascending); otherwise
+    ``roi`` is False and ``scan_shape`` is ``nav_shape``. Close it
     with :meth:`close` or use it as a context manager; a closed dataset raises
     :class:`BadHandleError`. A dataset opened from a file pickles as its absolute path
     and its options: unpickling opens the file again (in that process, at that path);
@@ -272,6 +279,25 @@ class Dataset(_Closing):
         self.n_frames = int(info.n_frames)
         self.warnings = _dataset_warnings(handle)
         self.format = _text(_LIB.stemdot_dataset_format, handle)
+        is_roi, ndim, scan = ctypes.c_int(), ctypes.c_size_t(), (ctypes.c_size_t * _lib.MAX_NAV_DIMS)()
+        _call(_LIB.stemdot_dataset_scan, handle, ctypes.byref(is_roi), ctypes.byref(ndim), scan, None, 0)
+        self.roi = bool(is_roi.value)
+        self.scan_shape = tuple(int(n) for n in scan[: ndim.value])
+        self._positions = None
+
+    @property
+    def positions(self):
+        """The scan positions of the frames (int64, flat indices in C order over
+        ``scan_shape``), for a dataset of a region of interest; None otherwise."""
+        if not self.roi:
+            return None
+        if self._positions is None:
+            pos = np.empty(self.n_frames, dtype=np.uint64)
+            is_roi, ndim, scan = ctypes.c_int(), ctypes.c_size_t(), (ctypes.c_size_t * _lib.MAX_NAV_DIMS)()
+            _call(_LIB.stemdot_dataset_scan, self.handle, ctypes.byref(is_roi), ctypes.byref(ndim), scan,
+                  pos.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), pos.size)
+            self._positions = pos.astype(np.int64)
+        return self._positions.copy()
 
     @property
     def closed(self):
@@ -345,6 +371,27 @@ def _option_value(key, value):
     return text
 
 
+def _roi_option(roi):
+    """The text of option roi: a string or path as it is ("rect:X,Y,W,H" or an NPY file),
+    a numpy array of booleans (or of integers 0 and 1) as "bits:SHAPE:HEX" (the positions
+    packed 8 a byte, numpy.packbits order)."""
+    if isinstance(roi, (str, os.PathLike)):
+        return os.fspath(roi)
+    if not isinstance(roi, np.ndarray):
+        raise TypeError(f"roi: want a numpy boolean array of the scan's nav shape, 'rect:X,Y,W,H' or an NPY file path, "
+                        f"not {type(roi).__name__}")
+    if roi.ndim == 0 or roi.size == 0:
+        raise ShapeError(f"roi: an array of shape {roi.shape} selects no scan position: want the scan's nav shape", _lib.ERR_SHAPE)
+    if roi.dtype.kind in "iu":
+        if ((roi != 0) & (roi != 1)).any():
+            raise InvalidArgumentError("roi: an integer array must hold only 0 and 1 (false and true)", _lib.ERR_INVALID_ARGUMENT)
+    elif roi.dtype.kind != "b":
+        raise InvalidArgumentError(f"roi: dtype {roi.dtype} is not boolean: want a bool array (or integers 0 and 1) of the "
+                                   "scan's nav shape", _lib.ERR_INVALID_ARGUMENT)
+    bits = np.packbits(np.ascontiguousarray(roi, dtype=bool).ravel()).tobytes().hex()
+    return f"bits:{','.join(str(n) for n in roi.shape)}:{bits}"
+
+
 def open(path, **format_options):
     """Opens a 4D-STEM file (Merlin .mib/.hdr, NanoMEGAS .blo, HDF5, EMPAD .xml, .npy, or
     raw) and returns a :class:`Dataset`.
@@ -366,10 +413,17 @@ def open(path, **format_options):
     storage that is missing or was never written, such as a virtual dataset's missing
     source file, as the fill value with a warning, instead of raising), ``frames``
     (``(first, count)``: only frames ``first .. first+count-1`` in scan order, after
-    ``nav_shape`` and ``sync_offset``, as a dataset of nav_shape ``(count,)``; the rest of
-    the file is not read). Raises :class:`StemdotIOError` for a missing file,
-    :class:`FormatError` for content that cannot be read, :class:`InvalidArgumentError`
-    for unknown options. What the CLI warns about (a guessed nav shape, frames that do
+    ``nav_shape``, ``sync_offset`` and ``flyback`` (of the positions ``roi`` selects when
+    given), as a dataset of nav_shape ``(count,)``; the rest of the file is not read),
+    ``roi`` (a region of interest: a numpy boolean array, or integers 0 and 1, of the
+    scan's nav shape, ``"rect:X,Y,W,H"`` for scan columns X..X+W-1 and rows Y..Y+H-1, or
+    the path of an NPY file of booleans; only the positions selected are read, as a
+    dataset of nav_shape ``(n_selected,)`` whose ``positions`` say where they lie, and
+    :func:`apply_masks` returns the scan's nav shape with NaN elsewhere; a mask of
+    another shape or a rect outside the scan raises :class:`ShapeError`, one that
+    selects nothing or is not boolean :class:`InvalidArgumentError`). Raises
+    :class:`StemdotIOError` for a missing file, :class:`FormatError` for content that
+    cannot be read, :class:`InvalidArgumentError` for unknown options. What the CLI warns about (a guessed nav shape, frames that do
     not fit the scan, the HDF5 dataset chosen) is issued as UserWarning and kept in
     ``Dataset.warnings``.
     """
@@ -391,7 +445,8 @@ def _open(path, format_options):
         if isinstance(value, str) and not value.strip():  # the library would read it as not given
             raise InvalidArgumentError(f"option {key}={value!r} is empty: give a value, or leave the option out (None) "
                                        "for its default", _lib.ERR_INVALID_ARGUMENT)
-    items = [f"{key}={_option_value(key, value)}" for key, value in format_options.items() if value is not None]
+    items = [f"{key}={_roi_option(value) if key == 'roi' else _option_value(key, value)}"
+             for key, value in format_options.items() if value is not None]
     handle = ctypes.c_uint64()
     _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
     return Dataset(handle.value, spath, reopen=(os.path.abspath(spath), dict(format_options)))
@@ -413,13 +468,14 @@ def _dataset_warnings(handle):
     return text.split("\n") if text else []
 
 
-def from_array(frames):
+def from_array(frames, roi=None):
     """Wraps a numpy array of frames, shape ``nav_shape + (sig_y, sig_x)``, as a
     :class:`Dataset` without copying when it is C-contiguous, in native byte order and of
     a supported dtype (uint8, uint16, uint32, int8, int16, int32, float32, float64). A
     non-contiguous or byte-swapped array is copied once into a native C-contiguous one.
     Other dtypes raise :class:`DTypeError`. The dataset reads the array's memory while it
-    is open (keep it unchanged meanwhile); it keeps a reference to the array.
+    is open (keep it unchanged meanwhile); it keeps a reference to the array. ``roi``
+    selects scan positions of ``nav_shape`` as for :func:`open`.
     """
     if not isinstance(frames, np.ndarray):
         raise TypeError(f"from_array wants a numpy.ndarray, got {type(frames).__name__}")
@@ -451,6 +507,14 @@ def from_array(frames):
         frames.shape[-1],
         ctypes.byref(handle),
     )
+    if roi is not None:
+        view = ctypes.c_uint64()
+        try:
+            _call(_LIB.stemdot_dataset_select, handle.value, _roi_option(roi).encode(), ctypes.byref(view))
+        except BaseException:
+            _call(_LIB.stemdot_dataset_free, handle.value)
+            raise
+        handle = view
     return Dataset(handle.value, f"<array {frames.shape} {frames.dtype}>", keepalive=frames)
 
 
@@ -468,28 +532,54 @@ def _int(v):
     return str(operator.index(v))
 
 
-def mask(spec, sig_shape):
+#: The direct beam's disk (:func:`find_centre`): centre ``x`` (column) and ``y`` (row) in
+#: the masks' pixel coordinates (pixel centres at integers) and radius ``r`` in pixels.
+Centre = collections.namedtuple("Centre", ["x", "y", "r"])
+
+
+def find_centre(frame):
+    """The direct beam's disk in ``frame`` (a 2-D array (sig_y, sig_x); in practice the
+    scan's sum frame), as a :class:`Centre` ``(x, y, r)`` in pixels: the maximally stable
+    bright region holding the brightest pixel (after a 3×3 median filter), measured at
+    half maximum above its surroundings: its intensity-weighted centroid and radius
+    √(area/π), or the circle fitted to its edge where the frame's edge cuts the disk (the
+    Go API's ``masks.FindCentre`` documents the method). Raises
+    :class:`InvalidArgumentError` when there is no disk to find (a flat frame, noise
+    only, NaN or infinite values, a disk cut by the frame's edge that shows half its
+    circle or less) and :class:`ShapeError` for an array that is not 2-D."""
+    frame = np.ascontiguousarray(frame, dtype=np.float64)
+    if frame.ndim != 2:
+        raise ShapeError(f"find_centre: a frame of shape {frame.shape}: want (sig_y, sig_x)", _lib.ERR_SHAPE)
+    out = (ctypes.c_double * 3)()
+    _call(_LIB.stemdot_find_centre, frame.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), frame.shape[0], frame.shape[1], out)
+    return Centre(out[0], out[1], out[2])
+
+
+def mask(spec, sig_shape, centre=None):
     """Masks of a CLI ``--mask`` spec (``disk:CX,CY,R``, ``ring:CX,CY,RI,RO``,
     ``point:X,Y``, ``rect:X,Y,W,H``, ``com``, ``com:CX,CY[,R]``; x = column, y = row, in
     pixels) for frames of ``sig_shape``: float32 array (n, sig_y, sig_x), from the same
-    Go generators as the CLI. Raises :class:`InvalidArgumentError` for a bad spec, and
-    TypeError when the arguments are not a spec string and a (sig_y, sig_x) pair (the
-    helpers :func:`disk`, :func:`ring`, :func:`com` take ``sig_shape`` first)."""
+    Go generators as the CLI. With ``centre``, the direct beam's ``(x, y, r)`` (as
+    :func:`find_centre` gives it), also the auto specs about it: ``disk:auto`` (radius
+    r), ``disk:auto,R``, ``ring:auto,RI,RO``, ``com:auto``, ``com:auto,R``; without it
+    they raise :class:`InvalidArgumentError` saying they need the centre. Raises
+    :class:`InvalidArgumentError` for a bad spec, and TypeError when the arguments are
+    not a spec string and a (sig_y, sig_x) pair (the helpers :func:`disk`, :func:`ring`,
+    :func:`com` take ``sig_shape`` first)."""
     if not isinstance(spec, str) or isinstance(sig_shape, str) or len(tuple(sig_shape)) != 2:
         raise TypeError(f"mask(spec, sig_shape) wants a spec string such as 'disk:16,16,5' and a (sig_y, sig_x) pair, got {spec!r}, {sig_shape!r}")
     sig_y, sig_x = (int(n) for n in sig_shape)
+    if centre is None:
+        fn, head = _LIB.stemdot_mask_parse, ()
+    else:
+        c = tuple(float(v) for v in centre)
+        if len(c) != 3:
+            raise TypeError(f"centre={centre!r}: want (x, y, r), as find_centre gives it")
+        fn, head = _LIB.stemdot_mask_parse_centred, ((ctypes.c_double * 3)(*c),)
     n = ctypes.c_size_t()
-    _call(_LIB.stemdot_mask_parse, spec.encode(), sig_y, sig_x, None, 0, ctypes.byref(n))
+    _call(fn, spec.encode(), sig_y, sig_x, *head, None, 0, ctypes.byref(n))
     out = np.empty((n.value, sig_y, sig_x), dtype=np.float32)
-    _call(
-        _LIB.stemdot_mask_parse,
-        spec.encode(),
-        sig_y,
-        sig_x,
-        out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
-        out.size,
-        ctypes.byref(n),
-    )
+    _call(fn, spec.encode(), sig_y, sig_x, *head, out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), out.size, ctypes.byref(n))
     return out
 
 
@@ -947,8 +1037,23 @@ def _weights(masks):
     return masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), ""
 
 
+def _place(out, nav_shape, scan_shape, positions, roi_compact):
+    """The result of an apply: ``out`` (n_frames × n_masks values) in ``nav_shape``, or,
+    for a region of interest (``positions`` not None), placed in ``scan_shape`` with NaN
+    elsewhere (or, roi_compact, ``(out, positions)``)."""
+    n_masks = out.shape[-1]
+    if positions is None:
+        return out.reshape(tuple(nav_shape) + (n_masks,))
+    out = out.reshape(len(positions), n_masks)
+    if roi_compact:
+        return out, positions
+    whole = np.full(tuple(scan_shape) + (n_masks,), np.nan, dtype=out.dtype)
+    whole.reshape(-1, n_masks)[positions] = out
+    return whole
+
+
 def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32, oversubscribe=False, partition_size=None,
-                names=None):
+                names=None, roi=None, roi_compact=False):
     """Applies a mask stack to every frame: ``out[..., m] = Σ_{y,x} masks[m, y, x] ·
     frame[y, x]``.
 
@@ -970,10 +1075,17 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
       such as "512MiB" (None: the planner's default).
     names: the masks' names, one per mask (e.g. the names :func:`mask_stack` returns);
       None: "mask0", "mask1", ...
+    roi: for numpy array data, a region of interest (as for :func:`open`: a boolean
+      array of nav_shape, "rect:X,Y,W,H" or an NPY file); a Dataset takes it when opened.
+    roi_compact: for a region of interest, return ``(images, positions)``: images of
+      shape (n_selected, n_masks) and their scan positions (int64 flat indices in C order
+      over the scan's nav shape, ``np.unravel_index(positions, nav_shape)`` gives rows
+      and columns) instead of the scan's nav shape with NaN at the positions left out.
 
     Returns a :class:`Result`, a numpy array of ``dtype`` and shape ``nav_shape +
-    (n_masks,)`` that carries the masks' ``names`` and the ``info`` of a result's sidecar
-    (its dataset, options given and the plan's workers as planned for the dataset). Raises
+    (n_masks,)`` (the whole scan's for a region of interest, NaN outside it) that
+    carries the masks' ``names`` and the ``info`` of a result's sidecar (its dataset,
+    options given and the plan's workers as planned for the dataset). Raises
     :class:`StemdotError` subclasses (ShapeError for masks of another sig shape, ...).
     Ctrl-C cancels the run and raises KeyboardInterrupt; an exception raised by a
     progress callable cancels the run and is re-raised.
@@ -983,12 +1095,17 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     names = _names(names, masks.shape[0])
 
     if isinstance(data, Dataset):
+        if roi is not None:
+            raise InvalidArgumentError("apply_masks: roi= is for numpy array data: give a Dataset its roi when it is "
+                                       "opened, stemdot.open(path, roi=...)", _lib.ERR_INVALID_ARGUMENT)
         ds, own = data, False
     elif isinstance(data, np.ndarray):
-        ds, own = from_array(data), True
+        ds, own = from_array(data, roi), True
     else:
         raise TypeError(f"apply_masks wants a stemdot.Dataset or a numpy.ndarray, got {type(data).__name__}")
     try:
+        if roi_compact and not ds.roi:
+            raise InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
         out = np.empty(ds.nav_shape + (masks.shape[0],), dtype=out_dtype)
         custom = cpus is not None or gpus is not None or oversubscribe is not False or partition_size is not None
         plan = _Plan(cpus, gpus, oversubscribe, partition_size) if custom else None
@@ -1002,9 +1119,12 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
                 plan.free()
         path, options = ds._reopen or ("", {})
         gpu_workers = sum("gpu" in w for w in workers)
-        info = _result_info(out.shape, out.dtype, ds.sig_shape, [{"name": n} for n in names], path, ds.format, options,
+        placed = _place(out, ds.nav_shape, ds.scan_shape, ds.positions, roi_compact)
+        images, positions = placed if roi_compact else (placed, None)
+        info = _result_info(images.shape, images.dtype, ds.sig_shape, [{"name": n} for n in names], path, ds.format, options,
                             len(workers) - gpu_workers, gpu_workers)
-        return Result(out, names, info)
+        result = Result(images, names, info)
+        return (result, positions) if roi_compact else result
     finally:
         if own:
             ds.close()
@@ -1280,16 +1400,20 @@ class Resident(_Closing):
         self.nav_shape = dataset.nav_shape
         self.sig_shape = dataset.sig_shape
         self.source = dataset.source
+        self._scan = (dataset.scan_shape, dataset.positions)  # where an ROI's results go
 
     @property
     def closed(self):
         return self._handle is None
 
-    def apply_masks(self, masks, dtype=np.float32):
-        """As :func:`apply_masks` (same masks, dtype and result), on the resident frames."""
+    def apply_masks(self, masks, dtype=np.float32, roi_compact=False):
+        """As :func:`apply_masks` (same masks, dtype, roi_compact and result), on the
+        resident frames."""
         out_dtype, masks = _job(masks, dtype, self.sig_shape)
         if self._handle is None:
             raise BadHandleError(f"resident dataset {self.source} is closed", _lib.ERR_BAD_HANDLE)
+        if roi_compact and self._scan[1] is None:
+            raise InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
         out = np.empty(self.nav_shape + (masks.shape[0],), dtype=out_dtype)
         weights, suffix = _weights(masks)
         _call(
@@ -1303,7 +1427,7 @@ class Resident(_Closing):
             _lib.DTYPE_CODES[out.dtype.name],
             out.size,
         )
-        return out
+        return _place(out, self.nav_shape, *self._scan, roi_compact)
 
     def close(self):
         """Frees the GPU memory (idempotent)."""

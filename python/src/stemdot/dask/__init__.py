@@ -394,7 +394,7 @@ def _info_task(path, options):
     plugin.wait_ready()
     with plugin.dataset(path, options) as ds:
         return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
-                "format": ds.format, "warnings": ds.warnings}
+                "format": ds.format, "warnings": ds.warnings, "scan_shape": ds.scan_shape, "positions": ds.positions}
 
 
 async def _node_ready(dask_worker, timeout):
@@ -492,10 +492,12 @@ def bootstrap(client, plugin=None, timeout=120):
 def dataset_info(client, path, *, timeout=120, **open_options):
     """Opens ``path`` on a worker (as :func:`stemdot.open` with ``open_options``) and
     returns a dict with ``nav_shape``, ``sig_shape``, ``dtype`` (numpy name),
-    ``n_frames``, ``format`` (as read: "mib", "hdf5", ...) and ``warnings`` (the dataset's, see ``stemdot.Dataset.warnings``). The
+    ``n_frames``, ``format`` (as read: "mib", "hdf5", ...), ``warnings`` (the dataset's, see ``stemdot.Dataset.warnings``),
+    ``scan_shape`` and ``positions`` (a region of interest's selected scan positions,
+    else None: see ``stemdot.Dataset``). The
     client needs no access to the file. Raises :class:`ClusterError` when no worker has
     been running for ``timeout`` seconds (none connected, or all paused)."""
-    future = client.submit(_info_task, os.fspath(path), open_options, pure=False)
+    future = client.submit(_info_task, os.fspath(path), _roi_text(open_options), pure=False)
     stalled = None  # since when no worker runs
     while True:
         try:
@@ -510,6 +512,15 @@ def dataset_info(client, path, *, timeout=120, **open_options):
         elif time.monotonic() - stalled > timeout:
             future.cancel()
             raise _cluster_error(client, f"no Dask worker has run for {timeout:g} s to open {path}")
+
+
+def _roi_text(open_options):
+    """open_options with an roi array as its text (stemdot._roi_option): small to send,
+    and a key of the workers' dataset cache that tells two arrays apart."""
+    roi = open_options.get("roi")
+    if roi is None or isinstance(roi, str):
+        return open_options
+    return dict(open_options, roi=stemdot._roi_option(roi))
 
 
 def _first_frame(frames):
@@ -565,6 +576,7 @@ def _prepare(client, path, open_options, range_frames, timeout):
     if not nodes:
         raise _cluster_error(client, "the cluster has no Dask worker")
     workers = client.scheduler_info(n_workers=-1)["workers"]  # those the run starts with
+    open_options = _roi_text(open_options)
     info = dataset_info(client, path, timeout=timeout, **open_options)
     for w in info["warnings"]:
         warnings.warn(f"stemdot: {w}", stacklevel=3)
@@ -675,11 +687,16 @@ def apply_masks(
     max_attempts=4,
     timeout=120,
     report=None,
+    roi_compact=False,
     **open_options,
 ):
     """Applies a mask stack to every frame of the file at ``path`` on the workers of
     ``client``'s cluster: returns the same array as ``stemdot.apply_masks(stemdot.open(path,
-    **open_options), masks, dtype=out_dtype)``, shape ``nav_shape + (n_masks,)``.
+    **open_options), masks, dtype=out_dtype, roi_compact=roi_compact)``, shape
+    ``nav_shape + (n_masks,)``. With ``roi`` (a region of interest, as for
+    :func:`stemdot.open`) the tasks cover the selected frames only, and the result has
+    the scan's nav shape with NaN outside the ROI, or, ``roi_compact=True``, is
+    ``(images, positions)`` of the selected positions.
 
     path: a file every worker can read at this path (shared storage); the client need
       not see it. A relative path that exists on the client is made absolute there (the
@@ -717,6 +734,8 @@ def apply_masks(
     started = time.monotonic()
     path, nodes, workers, info, open_options, first_frame, per_worker = _prepare(client, path, open_options, range_frames,
                                                                                 timeout)
+    if roi_compact and info["positions"] is None:
+        raise stemdot.InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
     if tuple(masks.shape[1:]) != tuple(info["sig_shape"]):
         raise stemdot.ShapeError(
             f"masks of sig shape {tuple(masks.shape[1:])} do not match the sig shape {tuple(info['sig_shape'])} of {path}",
@@ -745,7 +764,7 @@ def apply_masks(
     finally:
         with contextlib.suppress(Exception):
             client.cancel([masks_future])
-    return out.reshape(tuple(info["nav_shape"]) + (n_masks,))
+    return stemdot._place(out, info["nav_shape"], info["scan_shape"], info["positions"], roi_compact)
 
 
 def _run_ranges(client, path, n_frames, nodes, workers, per_worker, task, store, *, progress, resources, prefer,

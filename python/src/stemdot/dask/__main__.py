@@ -44,7 +44,7 @@ from stemdot import _startup
 # The options of stemdot.open this command takes, as flags: their values go to the
 # library as given (it parses them as stemdot apply's flags).
 OPEN_KEYS = ("format", "nav_shape", "sig_shape", "dtype", "byte_order", "offset", "frame_header", "frame_footer",
-             "sync_offset", "frames", "flyback", "dataset_path", "allow_fill")
+             "sync_offset", "roi", "frames", "flyback", "dataset_path", "allow_fill")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -88,9 +88,16 @@ def _parser():
     p.add_argument("--frame-footer", metavar="BYTES", help="bytes after every frame's pixels (raw)")
     p.add_argument("--sync-offset", metavar="N",
                    help="scan position p reads the file's frame p+N (N>0 skips leading frames, N<0 inserts blank ones)")
+    p.add_argument("--roi", metavar="SPEC",
+                   help="region of interest: only these scan positions are read: rect:X,Y,W,H (scan columns X..X+W-1, "
+                   "rows Y..Y+H-1) or an NPY file of booleans of the scan's nav shape; the result keeps the nav shape, "
+                   "NaN outside the ROI (as stemdot apply)")
+    p.add_argument("--roi-compact", action="store_true",
+                   help="with --roi: write only the selected positions, (n_selected, n_masks), and their flat indices "
+                   "as RESULT_positions.npy beside (int64, C order over the nav shape)")
     p.add_argument("--frames", metavar="FIRST,COUNT",
-                   help="only frames FIRST..FIRST+COUNT-1 of the scan (scan order, after --nav-shape and --sync-offset), "
-                   "written as a scan of nav shape (COUNT,)")
+                   help="only frames FIRST..FIRST+COUNT-1 of the scan (scan order, after --nav-shape and --sync-offset; "
+                   "of the positions --roi selects when given), written as a scan of nav shape (COUNT,)")
     p.add_argument("--flyback", metavar="WHERE",
                    help="flyback frames of each scan row: start, end, start:N, end:N, none or auto (default: one per row "
                    "when the file holds (nav_x+1)*nav_y frames: where the frame headers set it apart in every row, "
@@ -358,6 +365,10 @@ def _main(argv):
         raise SystemExit("stemdot.dask: --out without --sum or masks: give --sum to write the sum frame to it")
 
     options = {k: getattr(args, k) for k in OPEN_KEYS if getattr(args, k) is not None}
+    if reducing and args.roi_compact:
+        raise SystemExit("stemdot.dask: --roi-compact is for mask applies: the reductions over --roi are frames already")
+    if args.roi_compact and args.roi is None:
+        raise SystemExit("stemdot.dask: --roi-compact needs --roi: without a region of interest the result holds every scan position")
     _check_options(parser, options)
     if reducing:
         flags = {"sum": "--out", "mean": "--mean", "max": "--max", "std": "--std"}
@@ -369,6 +380,9 @@ def _main(argv):
     else:
         out = _check_out(args.out, args.file, "--out")
         _check_sidecar(stemdot._sidecar_path(out), args.file)
+        positions_out = None
+        if args.roi_compact:
+            positions_out = _check_out(os.path.splitext(out)[0] + "_positions.npy", args.file, "--roi-compact")
     resources = _resources(args.resources)
     print(f"stemdot.dask: connecting to {args.scheduler} (waiting up to --timeout {args.timeout:g} s)", file=sys.stderr)
     try:
@@ -391,15 +405,19 @@ def _main(argv):
                 result = sdask.apply_masks(
                     client, args.file, masks, out_dtype=np.float64 if args.float64 else np.float32,
                     progress=not args.quiet, resources=resources or None, range_frames=args.range_frames,
-                    timeout=args.timeout, **options,
+                    timeout=args.timeout, roi_compact=args.roi_compact, **options,
                 )
+                files = {}
+                if positions_out is not None:
+                    result, positions = result
+                    files[positions_out] = _npy(positions)
                 plans = [w for n in nodes.values() for w in n["plan"]["workers"]]
                 gpu_workers = sum("gpu" in w for w in plans)
                 sidecar = stemdot._result_info(result.shape, result.dtype, info["sig_shape"],
                                                _mask_sources(info["sig_shape"], args.masks, args.mask, names),
                                                args.file, info["format"], options, len(plans) - gpu_workers, gpu_workers)
                 results = {out: result}
-                files = {stemdot._sidecar_path(out): _json(sidecar), out: _npy(result)}
+                files.update({stemdot._sidecar_path(out): _json(sidecar), out: _npy(result)})
         _save_all(files)
     except KeyboardInterrupt:
         print("stemdot.dask: interrupted: the run was cancelled on the workers, no result written", file=sys.stderr)

@@ -71,8 +71,10 @@ type Result struct {
 }
 
 // newResult is the Result of an engine run on ds.
-func newResult(ds dataset.Dataset, res *engine.Result, names, warnings []string) *Result {
-	r := &Result{NavShape: res.NavShape, NMasks: res.NMasks, F32: res.F32, F64: res.F64, Stats: res.Stats, Names: names, Warnings: warnings}
+func newResult(ds dataset.Dataset, res *engine.Result, l roiLayout, names, warnings []string) *Result {
+	l.place(res)
+	r := &Result{NavShape: res.NavShape, NMasks: res.NMasks, Positions: l.pos, ScanShape: l.scan, F32: res.F32, F64: res.F64,
+		Stats: res.Stats, Names: names, Warnings: warnings}
 	r.Info = newResultInfo(ds, r)
 	if w := r.NonFiniteWarning(); w != "" {
 		r.Warnings = append(r.Warnings, w)
@@ -148,10 +150,7 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if err != nil {
 		return nil, err
 	}
-	l.place(res)
-	r := newResult(ds, res, stack.MaskNames(), append(OpenWarnings(ds), p.Warnings...))
-	r.Positions, r.ScanShape = l.pos, l.scan
-	return r, nil
+	return newResult(ds, res, l, stack.MaskNames(), append(OpenWarnings(ds), p.Warnings...)), nil
 }
 
 // roiLayout is where the frames of a dataset opened with an ROI go in its result.

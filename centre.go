@@ -1,8 +1,11 @@
 package stemdot
 
 import (
+	"context"
+	"fmt"
 	"math"
 
+	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -31,4 +34,34 @@ func FindCentre(frame []float64, sig [2]int) (masks.Centre, error) {
 // needs the centre.
 func MasksCentred(sig [2]int, centre *masks.Centre, specs ...string) (*masks.Stack, error) {
 	return MasksFromCentred(sig, centre, nil, specs)
+}
+
+// Centre finds the direct beam's centre and radius (FindCentre) in the sum frame of ds:
+// one Reduce pass over its frames (those of its ROI, with option roi) on the planner's
+// CPU workers, the GPU workers it was asked for left out (a reduction is bound by memory
+// bandwidth). The auto mask specs are made about it (MasksFromCentred). Errors: those of
+// Reduce, and FindCentre's (errs.Argument) naming the sum frame of ds.
+func (pl *Planner) Centre(ctx context.Context, ds dataset.Dataset) (c masks.Centre, err error) {
+	defer goErrs(&err)
+	if pl.machine.Described {
+		return c, errs.New(errs.Argument, "a plan for a described machine (option topology or option gpu_inventory) is for reading, not for running here: leave those options out to find the centre")
+	}
+	red, err := pl.reduce(ctx, ds, ReduceOptions{Sum: true})
+	if err != nil {
+		return c, err
+	}
+	if c, err = FindCentre(red.Sum, ds.SigShape()); err != nil {
+		return c, fmt.Errorf("the sum frame of %s: %w", describe(ds), err) // keeps FindCentre's kind
+	}
+	return c, nil
+}
+
+// Centre is plan.Planner() followed by Planner.Centre.
+func Centre(ctx context.Context, ds dataset.Dataset, plan Plan) (c masks.Centre, err error) {
+	defer goErrs(&err)
+	pl, err := plan.Planner()
+	if err != nil {
+		return c, err
+	}
+	return pl.Centre(ctx, ds)
 }

@@ -1,6 +1,7 @@
 package stemdot_test
 
 import (
+	"context"
 	"encoding/binary"
 	"math"
 	"slices"
@@ -161,6 +162,12 @@ func TestFindCentreRealFiles(t *testing.T) {
 			require.InDelta(t, want.X, got.X, 1, "x")
 			require.InDelta(t, want.Y, got.Y, 1, "y")
 			require.InDelta(t, want.R, got.R, 1.5, "radius")
+			// Centre: the same, from the engine's sum frame.
+			viaSum, err := stemdot.Centre(context.Background(), ds, stemdot.Plan{CPUs: "1"})
+			require.NoError(t, err)
+			require.InDelta(t, got.X, viaSum.X, 1e-9)
+			require.InDelta(t, got.Y, viaSum.Y, 1e-9)
+			require.InDelta(t, got.R, viaSum.R, 1e-9)
 
 			// The auto specs about it: the disk of its radius, and a ring.
 			stack, err := stemdot.MasksCentred(ds.SigShape(), &got, "disk:auto", "ring:auto,40,60", "com:auto")
@@ -177,6 +184,10 @@ func TestFindCentreRealFiles(t *testing.T) {
 	defer ds.Close()
 	_, err = stemdot.FindCentre(sumFrame(t, ds), ds.SigShape())
 	require.ErrorContains(t, err, "no bright disk", "dark frames with one hot pixel")
+	require.Equal(t, errs.Argument, errs.KindOf(err))
+	_, err = stemdot.Centre(context.Background(), ds, stemdot.Plan{GPUs: "auto"})
+	require.ErrorContains(t, err, "the sum frame of "+path)
+	require.ErrorContains(t, err, "no bright disk")
 	require.Equal(t, errs.Argument, errs.KindOf(err))
 	_, err = stemdot.FindCentre(make([]float64, 10), ds.SigShape())
 	require.Equal(t, errs.Shape, errs.KindOf(err))

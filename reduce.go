@@ -121,6 +121,13 @@ func (pl *Planner) Reduce(ctx context.Context, ds dataset.Dataset, opt ReduceOpt
 		return nil, errs.New(errs.Argument, "a plan for a described machine (option topology or option gpu_inventory) is for reading, not for running here: leave those options out to reduce")
 	case pl.req.GPUs > 0 || len(pl.req.GPUList) > 0:
 		return nil, checkReducePlan("a count or list")
+	}
+	return pl.reduce(ctx, ds, opt)
+}
+
+// reduce is Reduce on the planner's CPU workers, whatever GPU workers it was asked for.
+func (pl *Planner) reduce(ctx context.Context, ds dataset.Dataset, opt ReduceOptions) (*Reduction, error) {
+	switch {
 	case ds == nil:
 		return nil, errs.New(errs.Argument, "no dataset")
 	case !(opt.Sum || opt.Mean || opt.Max || opt.Std):

@@ -122,10 +122,7 @@ func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptio
 	if opt.Progress != nil {
 		opt.Progress(n, n)
 	}
-	l.place(&res)
-	result = newResult(r.ds, &res, stack.MaskNames(), OpenWarnings(r.ds))
-	result.Positions, result.ScanShape = l.pos, l.scan
-	return result, nil
+	return newResult(r.ds, &res, l, stack.MaskNames(), OpenWarnings(r.ds)), nil
 }
 
 // Close frees the GPU memory of the frames; the dataset stays open. Closing twice is a

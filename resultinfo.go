@@ -49,6 +49,38 @@ type ResultInfo struct {
 	// COMShifts, when the centre-of-mass shift maps were written with the result
 	// (Outputs.COMShifts), describes that file.
 	COMShifts *COMShiftsInfo `json:"com_shifts,omitempty"`
+	// ROI, for a result of a region of interest (option roi, also recorded among the
+	// dataset's options), says where its rows lie in the scan.
+	ROI *ROIInfo `json:"roi,omitempty"`
+	// Centre, when auto mask specs (disk:auto, ring:auto,RI,RO, com:auto) were made, is
+	// the direct beam's centre they were made about.
+	Centre *CentreInfo `json:"centre,omitempty"`
+}
+
+// ROIInfo places the rows of a result of a region of interest in its scan.
+type ROIInfo struct {
+	// ScanShape is the whole scan's nav shape.
+	ScanShape []int `json:"scan_shape"`
+	// Selected is the number of scan positions the ROI selects.
+	Selected int `json:"selected"`
+	// Compact is true for a result of the selected positions only, shape (Selected,
+	// n_masks) (ApplyOptions.ROICompact, --roi-compact); false for one of ScanShape with
+	// NaN at the positions left out.
+	Compact bool `json:"compact"`
+	// Positions, when written beside a compact result (Outputs.Positions), is that NPY
+	// (flat scan positions, int64), relative to the sidecar's directory as
+	// COMShiftsInfo.File.
+	Positions string `json:"positions,omitempty"`
+}
+
+// CentreInfo is the direct beam's centre and radius, in pixels of the frame (X column, Y
+// row), that auto mask specs were made about, and where it came from: "sum frame"
+// (found there: Planner.Centre) or "given".
+type CentreInfo struct {
+	X      float64 `json:"x"`
+	Y      float64 `json:"y"`
+	R      float64 `json:"r"`
+	Source string  `json:"source"`
 }
 
 // MaskInfo is one column of a result: the mask's name and where it came from, a mask
@@ -147,6 +179,9 @@ func (r *Result) describe(info ResultInfo) ResultInfo {
 	}
 	if info.Dataset.Options == nil {
 		info.Dataset.Options = map[string]string{}
+	}
+	if r.ScanShape != nil {
+		info.ROI = &ROIInfo{ScanShape: slices.Clone(r.ScanShape), Selected: len(r.Positions), Compact: !slices.Equal(r.NavShape, r.ScanShape)}
 	}
 	return info
 }

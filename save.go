@@ -280,14 +280,23 @@ func (res *Result) sidecar(o Outputs) *ResultInfo {
 	info := res.describe(res.Info)
 	if o.COMShifts != "" {
 		sum, _ := FindCOM(res.Names)
-		file := absPath(o.COMShifts)
-		if rel, err := filepath.Rel(filepath.Dir(absPath(o.NPY)), file); err == nil && !strings.HasPrefix(rel, "..") {
-			file = rel
-		}
-		info.COMShifts = &COMShiftsInfo{File: file, Shape: append(slices.Clone(res.NavShape), 2), DType: "float64",
+		info.COMShifts = &COMShiftsInfo{File: besideNPY(o.NPY, o.COMShifts), Shape: append(slices.Clone(res.NavShape), 2), DType: "float64",
 			Components: []string{"y", "x"}, Columns: []int{sum, sum + 1, sum + 2}}
 	}
+	if o.Positions != "" && info.ROI != nil {
+		info.ROI.Positions = besideNPY(o.NPY, o.Positions)
+	}
 	return &info
+}
+
+// besideNPY is file as a sidecar of the result npy names it: relative to npy's
+// directory when it lies in it or below, else absolute.
+func besideNPY(npy, file string) string {
+	file = absPath(file)
+	if rel, err := filepath.Rel(filepath.Dir(absPath(npy)), file); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return file
 }
 
 // prepareNPY prepares an NPY file through prepare.

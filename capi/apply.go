@@ -44,11 +44,11 @@ func memoryDataset(frames []byte, dtype int, nav []int, sigY, sigX int) (dataset
 // masksFrom builds the stack of NPY mask files and then CLI --mask specs, in order, for
 // frames of sigY × sigX pixels: stemdot.MasksFrom, the one definition that the CLI's
 // apply uses too.
-func masksFrom(files, specs []string, sigY, sigX int) (*masks.Stack, error) {
+func masksFrom(files, specs []string, sigY, sigX int, centre *masks.Centre) (*masks.Stack, error) {
 	if sigY <= 0 || sigX <= 0 {
 		return nil, failf(errs.Shape, "sig shape (%d, %d) has a non-positive size", sigY, sigX)
 	}
-	return stemdot.MasksFrom([2]int{sigY, sigX}, files, specs)
+	return stemdot.MasksFromCentred([2]int{sigY, sigX}, centre, files, specs)
 }
 
 // newPlanner checks the cpus and gpus request strings ("" = default) on this machine.

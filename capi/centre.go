@@ -43,3 +43,12 @@ func stemdot_go_mask_parse_centred(spec *C.stemdot_cchar, sigY, sigX C.size_t, c
 	c := unsafe.Slice((*float64)(unsafe.Pointer(centre)), 3)
 	return maskParse(fn, spec, sigY, sigX, &masks.Centre{X: c[0], Y: c[1], R: c[2]}, out, outLen, nMasks)
 }
+
+// goCentre is the centre of 3 doubles x, y, r at c; nil for NULL.
+func goCentre(c *C.stemdot_cdouble) *masks.Centre {
+	if c == nil {
+		return nil
+	}
+	v := unsafe.Slice((*float64)(unsafe.Pointer(c)), 3)
+	return &masks.Centre{X: v[0], Y: v[1], R: v[2]}
+}

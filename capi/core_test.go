@@ -282,7 +282,7 @@ func TestApplyRealFile(t *testing.T) {
 	ds, err := openDataset(path, "")
 	require.NoError(t, err)
 	defer ds.Close()
-	disk, err := masksFrom(nil, []string{"disk:42,126,30"}, 256, 256)
+	disk, err := masksFrom(nil, []string{"disk:42,126,30"}, 256, 256, nil)
 	require.NoError(t, err)
 	out := make([]float64, ds.NumFrames())
 	require.NoError(t, apply(applyRequest{ds: ds, stack: disk, out64: out}))
@@ -329,12 +329,12 @@ func TestPlanner(t *testing.T) {
 }
 
 func TestParseMask(t *testing.T) {
-	s, err := masksFrom(nil, []string{"com"}, 4, 6)
+	s, err := masksFrom(nil, []string{"com"}, 4, 6, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 3, s.N)
-	_, err = masksFrom(nil, []string{"disk:1,2"}, 4, 6)
+	_, err = masksFrom(nil, []string{"disk:1,2"}, 4, 6, nil)
 	requireCode(t, err, errInvalidArgument, "disk:1,2")
-	_, err = masksFrom(nil, []string{"com"}, 0, 6)
+	_, err = masksFrom(nil, []string{"com"}, 0, 6, nil)
 	requireCode(t, err, errShape, "non-positive")
 }
 

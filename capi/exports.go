@@ -361,7 +361,7 @@ func maskParse(fn string, spec *C.stemdot_cchar, sigY, sigX C.size_t, centre *ma
 
 //export stemdot_go_mask_stack
 func stemdot_go_mask_stack(files *C.stemdot_cstring, nFiles C.size_t, specs *C.stemdot_cstring, nSpecs C.size_t,
-	sigY, sigX C.size_t, out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t, nMasks *C.size_t,
+	sigY, sigX C.size_t, centre *C.stemdot_cdouble, out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t, nMasks *C.size_t,
 	names *C.char, namesLen C.size_t, namesNeeded *C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_mask_stack"
 	defer guard(fn, &st)
@@ -382,7 +382,7 @@ func stemdot_go_mask_stack(files *C.stemdot_cstring, nFiles C.size_t, specs *C.s
 	if _, err := sizeProduct("sig_shape", masks.MaxWeights, sigY, sigX); err != nil {
 		return fail(fn, err)
 	}
-	stack, err := masksFrom(fileList, specList, int(sigY), int(sigX))
+	stack, err := masksFrom(fileList, specList, int(sigY), int(sigX), goCentre(centre))
 	if err != nil {
 		return fail(fn, err)
 	}

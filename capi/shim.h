@@ -65,10 +65,10 @@ typedef const char *const stemdot_cstring;
       (frame, sig_y, sig_x, centre))                                                              \
     F(mask_stack,                                                                                 \
       (const char *const *files, size_t n_files, const char *const *specs, size_t n_specs,        \
-       size_t sig_y, size_t sig_x, void *out, stemdot_dtype out_dtype, size_t out_len,            \
-       size_t *n_masks, char *names, size_t names_len, size_t *names_needed),                     \
-      (files, n_files, specs, n_specs, sig_y, sig_x, out, out_dtype, out_len, n_masks, names,     \
-       names_len, names_needed))                                                                  \
+       size_t sig_y, size_t sig_x, const double *centre, void *out, stemdot_dtype out_dtype,      \
+       size_t out_len, size_t *n_masks, char *names, size_t names_len, size_t *names_needed),     \
+      (files, n_files, specs, n_specs, sig_y, sig_x, centre, out, out_dtype, out_len, n_masks,    \
+       names, names_len, names_needed))                                                                  \
     F(apply,                                                                                      \
       (stemdot_dataset dataset, const float *masks, size_t n_masks, size_t sig_y, size_t sig_x,   \
        stemdot_plan plan, stemdot_run run, stemdot_progress_fn progress, void *progress_user,     \

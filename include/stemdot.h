@@ -359,8 +359,9 @@ stemdot_status stemdot_mask_parse_centred(const char *spec, size_t sig_y, size_t
  * pixels, exactly as `stemdot apply --masks FILE ... --mask SPEC ...` does (the Go API's
  * stemdot.MasksFrom): the masks of files[0], files[1], ... first, then those of specs[0],
  * specs[1], ..., in the order given. A file holds one mask (sig_y, sig_x) or a stack
- * (n, sig_y, sig_x) of bool, integer or float dtype; a spec is as for stemdot_mask_parse.
- * files (n_files entries) and specs (n_specs entries) may be NULL when their count is 0.
+ * (n, sig_y, sig_x) of bool, integer or float dtype; a spec is as for stemdot_mask_parse,
+ * or, with centre (3 doubles x, y, r, as stemdot_find_centre gives them; NULL for none),
+ * as for stemdot_mask_parse_centred (disk:auto, ...). files (n_files entries) and specs (n_specs entries) may be NULL when their count is 0.
  *
  * Stores the mask count in *n_masks and, when out is not NULL, writes n_masks × sig_y ×
  * sig_x weights (C order) of out_dtype into out, whose length in elements is out_len:
@@ -379,7 +380,8 @@ stemdot_status stemdot_mask_parse_centred(const char *spec, size_t sig_y, size_t
  */
 stemdot_status stemdot_mask_stack(const char *const *files, size_t n_files,
                                   const char *const *specs, size_t n_specs, size_t sig_y,
-                                  size_t sig_x, void *out, stemdot_dtype out_dtype,
+                                  size_t sig_x, const double *centre, void *out,
+                                  stemdot_dtype out_dtype,
                                   size_t out_len, size_t *n_masks, char *names,
                                   size_t names_len, size_t *names_needed);
 

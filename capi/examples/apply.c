@@ -355,12 +355,12 @@ static void mask_stacks(void) {
     }
     const char *files[] = {path}, *specs[] = {"point:1,2", "com"};
     size_t n = 0, needed = 0;
-    expect("mask_stack sizes", stemdot_mask_stack(files, 1, specs, 2, SY, SX, NULL, 0, 0, &n, NULL, 0, &needed), STEMDOT_OK, NULL);
+    expect("mask_stack sizes", stemdot_mask_stack(files, 1, specs, 2, SY, SX, NULL, NULL, 0, 0, &n, NULL, 0, &needed), STEMDOT_OK, NULL);
     check(n == N, "mask_stack count %zu, want %d", n, N);
     static float got[N * P], want[N * P];
     static double got64[N * P];
     char names[128];
-    expect("mask_stack", stemdot_mask_stack(files, 1, specs, 2, SY, SX, got, STEMDOT_FLOAT32, N * P, &n, names, sizeof names, &needed),
+    expect("mask_stack", stemdot_mask_stack(files, 1, specs, 2, SY, SX, NULL, got, STEMDOT_FLOAT32, N * P, &n, names, sizeof names, &needed),
            STEMDOT_OK, NULL);
     const char *base = strrchr(path, '/') + 1;
     char want_names[128];
@@ -374,7 +374,7 @@ static void mask_stacks(void) {
     stemdot_mask_parse("point:1,2", SY, SX, want + N_FILE * P, P, &k);
     stemdot_mask_parse("com", SY, SX, want + (N_FILE + 1) * P, 3 * P, &k);
     check(memcmp(got, want, sizeof got) == 0, "mask_stack weights differ from the file's and stemdot_mask_parse's, in that order");
-    expect("mask_stack float64", stemdot_mask_stack(files, 1, specs, 2, SY, SX, got64, STEMDOT_FLOAT64, N * P, &n, NULL, 0, NULL),
+    expect("mask_stack float64", stemdot_mask_stack(files, 1, specs, 2, SY, SX, NULL, got64, STEMDOT_FLOAT64, N * P, &n, NULL, 0, NULL),
            STEMDOT_OK, NULL);
     double worst = 0;
     for (int i = 0; i < N_FILE * P; i++) {
@@ -382,24 +382,33 @@ static void mask_stacks(void) {
     }
     check(worst <= 0x1p-48, "mask_stack float64: the file's weights are off by %g (relative), want ≤ 2^-48", worst);
 
-    expect("mask_stack out too short", stemdot_mask_stack(files, 1, specs, 2, SY, SX, got, STEMDOT_FLOAT32, N * P - 1, &n, NULL, 0, NULL),
+    expect("mask_stack out too short", stemdot_mask_stack(files, 1, specs, 2, SY, SX, NULL, got, STEMDOT_FLOAT32, N * P - 1, &n, NULL, 0, NULL),
            STEMDOT_ERR_SHAPE, "need 144");
-    expect("mask_stack names too short", stemdot_mask_stack(files, 1, specs, 2, SY, SX, NULL, 0, 0, &n, names, 4, &needed),
+    expect("mask_stack names too short", stemdot_mask_stack(files, 1, specs, 2, SY, SX, NULL, NULL, 0, 0, &n, names, 4, &needed),
            STEMDOT_ERR_SHAPE, "too small");
-    expect("mask_stack bad dtype", stemdot_mask_stack(files, 1, specs, 2, SY, SX, got, STEMDOT_UINT8, N * P, &n, NULL, 0, NULL),
+    expect("mask_stack bad dtype", stemdot_mask_stack(files, 1, specs, 2, SY, SX, NULL, got, STEMDOT_UINT8, N * P, &n, NULL, 0, NULL),
            STEMDOT_ERR_DTYPE, "out dtype");
-    expect("mask_stack no masks", stemdot_mask_stack(NULL, 0, NULL, 0, SY, SX, NULL, 0, 0, &n, NULL, 0, NULL),
+    expect("mask_stack no masks", stemdot_mask_stack(NULL, 0, NULL, 0, SY, SX, NULL, NULL, 0, 0, &n, NULL, 0, NULL),
            STEMDOT_ERR_INVALID_ARGUMENT, "no masks");
-    expect("mask_stack files NULL", stemdot_mask_stack(NULL, 1, specs, 2, SY, SX, NULL, 0, 0, &n, NULL, 0, NULL),
+    expect("mask_stack files NULL", stemdot_mask_stack(NULL, 1, specs, 2, SY, SX, NULL, NULL, 0, 0, &n, NULL, 0, NULL),
            STEMDOT_ERR_INVALID_ARGUMENT, "files is NULL");
-    expect("mask_stack NULL spec", stemdot_mask_stack(NULL, 0, (const char *[]){"com", NULL}, 2, SY, SX, NULL, 0, 0, &n, NULL, 0, NULL),
+    expect("mask_stack NULL spec", stemdot_mask_stack(NULL, 0, (const char *[]){"com", NULL}, 2, SY, SX, NULL, NULL, 0, 0, &n, NULL, 0, NULL),
            STEMDOT_ERR_INVALID_ARGUMENT, "specs[1] is NULL");
-    expect("mask_stack bad spec", stemdot_mask_stack(files, 1, (const char *[]){"disk:1,2"}, 1, SY, SX, NULL, 0, 0, &n, NULL, 0, NULL),
+    expect("mask_stack bad spec", stemdot_mask_stack(files, 1, (const char *[]){"disk:1,2"}, 1, SY, SX, NULL, NULL, 0, 0, &n, NULL, 0, NULL),
            STEMDOT_ERR_INVALID_ARGUMENT, "disk:1,2");
-    expect("mask_stack other sig shape", stemdot_mask_stack(files, 1, NULL, 0, SX, SY, NULL, 0, 0, &n, NULL, 0, NULL),
+    expect("mask_stack other sig shape", stemdot_mask_stack(files, 1, NULL, 0, SX, SY, NULL, NULL, 0, 0, &n, NULL, 0, NULL),
            STEMDOT_ERR_SHAPE, "do not match");
+    /* auto specs: refused without a centre, made about it as stemdot_mask_parse_centred makes them */
+    const char *auto_specs[] = {"disk:auto"};
+    expect("mask_stack auto without centre", stemdot_mask_stack(NULL, 0, auto_specs, 1, SY, SX, NULL, NULL, 0, 0, &n, NULL, 0, NULL),
+           STEMDOT_ERR_INVALID_ARGUMENT, "centre");
+    const double centre[3] = {2.5, 1.0, 1.5};
+    expect("mask_stack auto", stemdot_mask_stack(NULL, 0, auto_specs, 1, SY, SX, centre, got, STEMDOT_FLOAT32, P, &n, NULL, 0, NULL),
+           STEMDOT_OK, NULL);
+    expect("mask_parse_centred", stemdot_mask_parse_centred("disk:2.5,1,1.5", SY, SX, centre, want, P, &n), STEMDOT_OK, NULL);
+    check(n == 1 && memcmp(got, want, P * sizeof(float)) == 0, "mask_stack disk:auto differs from disk:2.5,1,1.5 about the centre given");
     remove(path);
-    expect("mask_stack missing file", stemdot_mask_stack(files, 1, NULL, 0, SY, SX, NULL, 0, 0, &n, NULL, 0, NULL),
+    expect("mask_stack missing file", stemdot_mask_stack(files, 1, NULL, 0, SY, SX, NULL, NULL, 0, 0, &n, NULL, 0, NULL),
            STEMDOT_ERR_IO, path);
 }
 

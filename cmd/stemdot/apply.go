@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
 )
 
 func newApplyCmd() *cobra.Command {
@@ -22,6 +25,7 @@ func newApplyCmd() *cobra.Command {
 	var maskSpecs, masksFiles []string
 	var outputs stemdot.Outputs
 	var float64Result, quiet, perWorker, roiCompact bool
+	var centreText string
 	cmd := &cobra.Command{
 		Use:   "apply FILE (--mask SPEC ... | --masks FILE.npy) --out RESULT.npy",
 		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY (and PNG)",
@@ -42,6 +46,10 @@ integer coordinates):
                        division, e.g. (128, 128) on 256×256 frames, as LiberTEM's CoM
                        analysis, so that shifts agree with LiberTEM's (the geometric
                        centre of the pixel grid would be 127.5).
+  disk:auto[,R]        the auto specs: about the direct beam's centre (and radius R,
+  ring:auto,RI,RO      default its radius), found in the sum frame of the frames read
+  com:auto[,R]         (one extra pass, on CPU workers; stemdot info --centre prints it),
+                       or given with --centre X,Y,R
 A disk, ring, rect or com disk partly outside the frame is clipped to it; one that
 selects no pixel of the frame is an error.
 --masks FILE.npy loads a stack of shape (sig_y, sig_x) or (n, sig_y, sig_x); the stacks
@@ -96,7 +104,20 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				return err
 			}
 			defer ds.Close()
-			stack, maskInfo, err := stemdot.MasksInfo(ds.SigShape(), nil, masksFiles, maskSpecs)
+			pl, err := pf.Planner()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			centre, err := autoCentre(cmd, pl, ds, maskSpecs, centreText)
+			if err != nil {
+				return err
+			}
+			var c *masks.Centre
+			if centre != nil {
+				c = &masks.Centre{X: centre.X, Y: centre.Y, R: centre.R}
+			}
+			stack, maskInfo, err := stemdot.MasksInfo(ds.SigShape(), c, masksFiles, maskSpecs)
 			if err != nil {
 				return err
 			}
@@ -104,11 +125,6 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			if err := outputs.Check(stack.MaskNames(), inputs...); err != nil {
 				return err
 			}
-			pl, err := pf.Planner()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
 			opt := stemdot.ApplyOptions{Float64: float64Result, ROICompact: roiCompact}
 			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 				bar := progressbar.NewOptions(ds.NumFrames(),
@@ -136,6 +152,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				}
 				res.Info.SetMasks(maskInfo)
 				res.Info.SetOptions(df.given())
+				res.Info.Centre = centre
 				return stemdot.Save(res, outputs) // all or nothing: not cut short
 			})
 			if err != nil {
@@ -161,10 +178,43 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one greyscale PNG per mask, PREFIX_<m>_<name>.png, small images scaled up by a whole factor to a short side of at least 256 pixels (long side at most 4096)")
 	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape (nav_y, nav_x, 2): y, x; with --png drawn instead of the com masks")
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32); mask weights given in float64 (--masks files, com about a centre between pixels) then count at float64 precision")
+	f.StringVar(&centreText, "centre", "", "the direct beam's centre X,Y and radius R in pixels for the auto specs (disk:auto, ...), e.g. from stemdot info --centre (default: found in the sum frame)")
 	f.BoolVar(&roiCompact, "roi-compact", false, "with --roi: write only the selected scan positions, shape (n_selected, n_masks), and their flat indices as RESULT_positions.npy (default: the nav shape with NaN outside the ROI)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar and no summary")
 	f.BoolVar(&perWorker, "workers", false, "after the summary, one line per worker: frames, claims, GB/s while busy, start-up time and, for GPU workers, the feed (mapped: DMA from the file's mapping; staged: CPU copies)")
 	df.register(f)
 	pf.register(f, false)
 	return cmd
+}
+
+// autoCentre is the direct beam's centre for the auto specs among specs (nil when there
+// are none): given as X,Y,R (--centre), else found in the sum frame of ds on pl's CPU
+// workers (one pass, interruptible), and said on stderr.
+func autoCentre(cmd *cobra.Command, pl *stemdot.Planner, ds dataset.Dataset, specs []string, given string) (*stemdot.CentreInfo, error) {
+	if !slices.ContainsFunc(specs, masks.NeedsCentre) {
+		if given != "" {
+			return nil, fmt.Errorf("--centre %s: no auto spec (disk:auto, ring:auto,RI,RO, com:auto) to make about it", given)
+		}
+		return nil, nil
+	}
+	if given != "" {
+		v, err := parseFloats("--centre", given, "X,Y,R in pixels, e.g. 128.3,127.9,21.5")
+		if err == nil && v[2] <= 0 {
+			err = fmt.Errorf("--centre %s: the radius R must be positive", given)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &stemdot.CentreInfo{X: v[0], Y: v[1], R: v[2], Source: "given"}, nil
+	}
+	var c masks.Centre
+	err := handleInterrupts(func() (err error) {
+		c, err = pl.Centre(cmd.Context(), ds)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the auto specs need the direct beam's centre (or give --centre X,Y,R): %w", err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "stemdot: centre x %.2f, y %.2f, r %.2f px (the direct beam in the sum frame) for the auto specs\n", c.X, c.Y, c.R)
+	return &stemdot.CentreInfo{X: c.X, Y: c.Y, R: c.R, Source: "sum frame"}, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -191,4 +193,23 @@ func shapeString(s []int) string {
 func registerMaskFlags(f *pflag.FlagSet, specs, files *[]string) {
 	f.StringArrayVar(specs, "mask", nil, "a mask spec (repeatable): disk:CX,CY,R, ring:CX,CY,RI,RO, point:X,Y, rect:X,Y,W,H, com[:CX,CY[,R]]")
 	f.StringArrayVar(files, "masks", nil, "an NPY mask stack of shape (sig_y, sig_x) or (n, sig_y, sig_x) (repeatable); all stacks together hold at most 2³¹−1 weights, e.g. 32767 masks of 256×256")
+}
+
+// parseFloats reads the comma-separated finite numbers of flag's value, as many as want
+// names (e.g. "DY,DX in pixels, e.g. 1.5,-2"); an error names the flag and want.
+func parseFloats(flag, value, want string) ([]float64, error) {
+	n := strings.Count(strings.SplitN(want, " ", 2)[0], ",") + 1
+	parts := strings.Split(value, ",")
+	if len(parts) != n {
+		return nil, fmt.Errorf("%s %q: want %s", flag, value, want)
+	}
+	out := make([]float64, n)
+	for i, p := range parts {
+		v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%s %q: %q is not a finite number: want %s", flag, value, p, want)
+		}
+		out[i] = v
+	}
+	return out, nil
 }

@@ -5,11 +5,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
 )
 
 func newInfoCmd() *cobra.Command {
 	var df datasetFlags
+	var centre bool
 	cmd := &cobra.Command{
 		Use:   "info FILE",
 		Short: "Print a dataset's format, nav and sig shape, dtype, frame count and size",
@@ -17,7 +20,12 @@ func newInfoCmd() *cobra.Command {
 shape that neither the file nor --nav-shape gave (a MIB file without its .hdr, a raw
 file) is read as one row of all frames and marked "(guessed: give --nav-shape)". With
 --roi, the scan's nav shape, the ROI and how many positions it selects; frames and frame
-data count the selected positions.`,
+data count the selected positions.
+
+--centre also reads every frame once (on CPU workers) for the sum frame and prints the
+direct beam's centre (x = column, y = row, in the masks' pixel coordinates) and radius in
+pixels, as stemdot.FindCentre finds them there: the centre about which the auto mask
+specs of apply (disk:auto, ring:auto,RI,RO, com:auto) are made.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ds, err := df.open(cmd, args[0])
@@ -49,9 +57,22 @@ data count the selected positions.`,
 			fmt.Fprintf(w, "frames:     %d\n", ds.NumFrames())
 			bytes := int64(ds.NumFrames()) * int64(ds.FrameBytes())
 			fmt.Fprintf(w, "frame data: %d bytes (%.3f GB)\n", bytes, float64(bytes)/1e9)
+			if !centre {
+				return nil
+			}
+			var c masks.Centre
+			err = handleInterrupts(func() (err error) {
+				c, err = stemdot.Centre(cmd.Context(), ds, stemdot.Plan{})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "centre:     x %.2f, y %.2f, r %.2f px  (the direct beam in the sum frame: disk:auto, ring:auto,RI,RO, com:auto)\n", c.X, c.Y, c.R)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&centre, "centre", false, "also find the direct beam's centre and radius in the sum frame (reads every frame once)")
 	df.register(cmd.Flags())
 	return cmd
 }

@@ -46,3 +46,28 @@ func TestApplySidecar(t *testing.T) {
 			Components: []string{"y", "x"}, Columns: []int{2, 3, 4}},
 	}, info)
 }
+
+// The sidecar of a result of an ROI places its rows: the scan shape, the positions
+// selected, whether the result is compact, and the positions' file.
+func TestApplySidecarROI(t *testing.T) {
+	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	dir := t.TempDir()
+	sidecar := func(args ...string) stemdot.ResultInfo {
+		t.Helper()
+		_, stderr, code := run(t, append([]string{"apply", mib, "--nav-shape", "2,4", "--mask", "disk:128,128,20", "--roi", "rect:1,0,2,2",
+			"--out", filepath.Join(dir, "r.npy"), "--cpus", "1"}, args...)...)
+		require.Zero(t, code, stderr)
+		b, err := os.ReadFile(filepath.Join(dir, "r.json"))
+		require.NoError(t, err)
+		var info stemdot.ResultInfo
+		require.NoError(t, json.Unmarshal(b, &info))
+		return info
+	}
+	info := sidecar()
+	require.Equal(t, &stemdot.ROIInfo{ScanShape: []int{2, 4}, Selected: 4}, info.ROI)
+	require.Equal(t, []int{2, 4, 1}, info.Shape)
+	require.Equal(t, "rect:1,0,2,2", info.Dataset.Options["roi"])
+	info = sidecar("--roi-compact")
+	require.Equal(t, &stemdot.ROIInfo{ScanShape: []int{2, 4}, Selected: 4, Compact: true, Positions: "r_positions.npy"}, info.ROI)
+	require.Equal(t, []int{4, 1}, info.Shape)
+}

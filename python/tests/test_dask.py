@@ -437,6 +437,35 @@ def test_command_line_builds_the_cli_stack(cluster, cli, data_dir, tmp_path):
     assert stemdot.load_result(dask_out).names == tuple(names)
 
 
+def test_command_line_auto_specs_and_roi(cluster, cli, data_dir, tmp_path):
+    """#18.2, #18.4, #18.5: auto specs are made about the centre of the sum frame, found
+    by the Dask command line as by stemdot apply, and a compact ROI result writes the same
+    positions; both sidecars record the centre and the ROI alike."""
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    flags = ["--mask", "disk:auto", "--mask", "ring:auto,30,60", "--nav-shape", "2,4", "--roi", "rect:1,0,2,2",
+             "--roi-compact", "--quiet"]
+    cli_out, dask_out = tmp_path / "cli.npy", tmp_path / "dask.npy"
+    run = subprocess.run([str(cli), "apply", str(path), *flags, "--out", str(cli_out)],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert run.returncode == 0, run.stderr
+    run = dask_cli(cluster, path, *flags, "--out", dask_out, "--range-frames", "1")
+    assert run.returncode == 0, run.stderr
+    assert "centre x" in run.stderr
+    np.testing.assert_array_equal(np.load(dask_out), np.load(cli_out))
+    np.testing.assert_array_equal(np.load(tmp_path / "dask_positions.npy"), [1, 2, 5, 6])
+    cli_info, dask_info = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("cli", "dask"))
+    assert cli_info.keys() == dask_info.keys()
+    for key in cli_info.keys() - {"plan"}:
+        if key == "roi":
+            assert dask_info[key] == dict(cli_info[key], positions="dask_positions.npy"), key
+        else:
+            assert dask_info[key] == cli_info[key], key
+    assert cli_info["roi"] == {"scan_shape": [2, 4], "selected": 4, "compact": True, "positions": "cli_positions.npy"}
+    with stemdot.open(path, nav_shape=(2, 4), roi="rect:1,0,2,2") as ds:  # the ROI's sum frame
+        c = stemdot.centre(ds, cpus=1)
+    assert cli_info["centre"] == {"x": c.x, "y": c.y, "r": c.r, "source": "sum frame"}
+
+
 def dask_cli(cluster, *args, **kwargs):
     return subprocess.run([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, *map(str, args)],
                           capture_output=True, text=True, timeout=TIMEOUT, **kwargs)

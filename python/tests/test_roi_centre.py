@@ -133,3 +133,21 @@ def test_auto_mask_specs():
     frame = _disk_frame((64, 64), 31.4, 29.6, 9.0)
     bf = stemdot.mask("disk:auto", (64, 64), centre=stemdot.find_centre(frame))
     assert abs(bf.sum() - np.pi * 81) < 2 * np.pi * 9  # the disk of the radius found
+
+
+def test_centre_of_the_sum_frame_and_mask_stack_about_it():
+    """stemdot.centre is find_centre of the sum frame (what stemdot info --centre prints);
+    mask_stack makes auto specs about a centre given, as mask does, and refuses them
+    without one."""
+    rng = np.random.default_rng(3)
+    frames = np.stack([_disk_frame((48, 56), 22.4, 25.1, 6.5) * (1 + 0.1 * i) for i in range(6)]).reshape(2, 3, 48, 56)
+    frames += rng.random(frames.shape)
+    c = stemdot.centre(frames)
+    assert c == stemdot.find_centre(frames.sum(axis=(0, 1)))
+    assert abs(c.x - 22.4) < 0.5 and abs(c.y - 25.1) < 0.5 and abs(c.r - 6.5) < 0.5, c
+    masks, names = stemdot.mask_stack((48, 56), specs=["disk:auto", "ring:auto,8,12"], centre=c)
+    assert names == ["disk", "ring"]
+    np.testing.assert_array_equal(masks, np.concatenate([stemdot.mask("disk:auto", (48, 56), centre=c),
+                                                         stemdot.mask("ring:auto,8,12", (48, 56), centre=c)]))
+    with pytest.raises(stemdot.InvalidArgumentError, match="auto needs the direct beam's centre"):
+        stemdot.mask_stack((48, 56), specs=["disk:auto"])

@@ -347,7 +347,10 @@ def _option_value(key, value):
     the CLI's flags): a sequence of integers (tuple, list, numpy array; numpy integers
     included) as "a,b", an integer (int or numpy integer) as its digits, a bool as "true"
     or "false", a numpy dtype or type as its name, a string as it is. Other values
-    (floats, sequences of anything but integers) raise TypeError naming the option."""
+    (floats, sequences of anything but integers) raise TypeError naming the option.
+    Option roi takes its own forms (:func:`_roi_option`)."""
+    if key == "roi":
+        value = _roi_option(value)
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]  # a numpy scalar
     if isinstance(value, (bool, np.bool_)):
@@ -445,7 +448,7 @@ def _open(path, format_options):
         if isinstance(value, str) and not value.strip():  # the library would read it as not given
             raise InvalidArgumentError(f"option {key}={value!r} is empty: give a value, or leave the option out (None) "
                                        "for its default", _lib.ERR_INVALID_ARGUMENT)
-    items = [f"{key}={_roi_option(value) if key == 'roi' else _option_value(key, value)}"
+    items = [f"{key}={_option_value(key, value)}"
              for key, value in format_options.items() if value is not None]
     handle = ctypes.c_uint64()
     _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
@@ -555,6 +558,15 @@ def find_centre(frame):
     return Centre(out[0], out[1], out[2])
 
 
+def centre(data, cpus=None, progress=False, **format_options):
+    """The direct beam's centre and radius in the sum frame of ``data`` (a path opened
+    with ``format_options``, a :class:`Dataset` or a numpy array, as for :func:`reduce`):
+    ``find_centre(reduce(data, "sum", ...)["sum"])``, the centre ``stemdot info --centre``
+    prints and about which ``stemdot apply --mask disk:auto`` makes its masks. Raises as
+    :func:`reduce` and :func:`find_centre`."""
+    return find_centre(reduce(data, ("sum",), cpus=cpus, progress=progress, **format_options)["sum"])
+
+
 def mask(spec, sig_shape, centre=None):
     """Masks of a CLI ``--mask`` spec (``disk:CX,CY,R``, ``ring:CX,CY,RI,RO``,
     ``point:X,Y``, ``rect:X,Y,W,H``, ``com``, ``com:CX,CY[,R]``; x = column, y = row, in
@@ -583,13 +595,15 @@ def mask(spec, sig_shape, centre=None):
     return out
 
 
-def mask_stack(sig_shape, files=(), specs=(), dtype=np.float32):
+def mask_stack(sig_shape, files=(), specs=(), dtype=np.float32, centre=None):
     """The mask stack of NPY mask ``files`` and then mask ``specs`` (as for :func:`mask`),
     in that order, for frames of ``sig_shape``: the stack ``stemdot apply --masks FILE ...
     --mask SPEC ...`` and ``python -m stemdot.dask`` apply, built by the library (the Go
     API's ``stemdot.MasksFrom``, ``stemdot_mask_stack``). A file holds one mask (sig_y,
     sig_x) or a stack (n, sig_y, sig_x) of bool, integer or float dtype; ``files`` and
-    ``specs`` are a path or spec, or sequences of them.
+    ``specs`` are a path or spec, or sequences of them. With ``centre``, the direct beam's
+    ``(x, y, r)`` (:func:`find_centre`), the specs may also be auto specs (``disk:auto``,
+    ..., as for :func:`mask`).
 
     Returns ``(masks, names)``: an array (n_masks, sig_y, sig_x) of ``dtype`` (float32,
     or float64 to keep float64 weights of a file for ``apply_masks(...,
@@ -606,13 +620,19 @@ def mask_stack(sig_shape, files=(), specs=(), dtype=np.float32):
     if not files and not specs:
         raise InvalidArgumentError("mask_stack: no masks: give NPY mask files (files=) or mask specs (specs=)", _lib.ERR_INVALID_ARGUMENT)
     sig_y, sig_x = (operator.index(n) for n in sig_shape)
+    centre_c = None
+    if centre is not None:
+        c = tuple(float(v) for v in centre)
+        if len(c) != 3:
+            raise TypeError(f"centre={centre!r}: want (x, y, r), as find_centre gives it")
+        centre_c = (ctypes.c_double * 3)(*c)
     file_list = (ctypes.c_char_p * max(len(files), 1))(*files)
     spec_list = (ctypes.c_char_p * max(len(specs), 1))(*specs)
     n, needed = ctypes.c_size_t(), ctypes.c_size_t()
 
     def build(out, names):
         _call(
-            _LIB.stemdot_mask_stack, file_list, len(files), spec_list, len(specs), sig_y, sig_x,
+            _LIB.stemdot_mask_stack, file_list, len(files), spec_list, len(specs), sig_y, sig_x, centre_c,
             None if out is None else ctypes.c_void_p(out.ctypes.data), _lib.DTYPE_CODES[out_dtype.name],
             0 if out is None else out.size, ctypes.byref(n), names, 0 if names is None else len(names), ctypes.byref(needed),
         )
@@ -857,12 +877,14 @@ def _result(data, names, info):
     return Result(data, names, info)
 
 
-def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers, gpu_workers):
+def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers, gpu_workers, roi=None, centre=None):
     """The sidecar dict of a result (the Go API's ResultInfo; stemdot apply's
     RESULT.json): masks is a list of dicts with name and, when known, spec or file and
     index; options the open options given, key → value (formatted as the library reads
-    them)."""
-    return {
+    them); roi, for a result of a region of interest, a dict of scan_shape, selected,
+    compact and, when written, positions (the file); centre, when auto specs were made,
+    a dict of x, y, r and source ("sum frame" or "given")."""
+    info = {
         "format": RESULT_FORMAT,
         "format_version": RESULT_FORMAT_VERSION,
         "stemdot_version": __version__,
@@ -876,6 +898,12 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
                     "options": {k: _option_value(k, v) for k, v in options.items() if v is not None}},
         "plan": {"cpu_workers": int(cpu_workers), "gpu_workers": int(gpu_workers)},
     }
+    if roi is not None:
+        info["roi"] = {"scan_shape": [int(n) for n in roi["scan_shape"]], "selected": int(roi["selected"]),
+                       "compact": bool(roi["compact"]), **({"positions": roi["positions"]} if roi.get("positions") else {})}
+    if centre is not None:
+        info["centre"] = {"x": float(centre["x"]), "y": float(centre["y"]), "r": float(centre["r"]), "source": centre["source"]}
+    return info
 
 
 def _sidecar_path(path):
@@ -1121,8 +1149,9 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
         gpu_workers = sum("gpu" in w for w in workers)
         placed = _place(out, ds.nav_shape, ds.scan_shape, ds.positions, roi_compact)
         images, positions = placed if roi_compact else (placed, None)
+        roi = {"scan_shape": ds.scan_shape, "selected": ds.n_frames, "compact": roi_compact} if ds.roi else None
         info = _result_info(images.shape, images.dtype, ds.sig_shape, [{"name": n} for n in names], path, ds.format, options,
-                            len(workers) - gpu_workers, gpu_workers)
+                            len(workers) - gpu_workers, gpu_workers, roi=roi)
         result = Result(images, names, info)
         return (result, positions) if roi_compact else result
     finally:

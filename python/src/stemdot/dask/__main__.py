@@ -306,7 +306,14 @@ def _save_all(files):
             os.close(dfd)
 
 
-def _mask_sources(sig_shape, files, specs, names):
+def _needs_centre(spec):
+    """Whether spec is an auto spec (disk:auto, ring:auto,RI,RO, com:auto[,R]), made about
+    the direct beam's centre (the Go API's masks.NeedsCentre)."""
+    _, _, args = spec.partition(":")
+    return args.split(",")[0].strip().lower() == "auto"
+
+
+def _mask_sources(sig_shape, files, specs, names, centre=None):
     """Each mask's name, file (absolute) or spec, and index there, in the stack's order
     (the files' masks, then the specs'), as stemdot apply's sidecar gives them."""
     sources = []
@@ -314,7 +321,7 @@ def _mask_sources(sig_shape, files, specs, names):
         shape = np.load(file, mmap_mode="r").shape
         sources += [{"file": os.path.abspath(file), "index": i} for i in range(1 if len(shape) == 2 else shape[0])]
     for spec in specs:
-        sources += [{"spec": spec, "index": i} for i in range(stemdot.mask(spec, sig_shape).shape[0])]
+        sources += [{"spec": spec, "index": i} for i in range(stemdot.mask(spec, sig_shape, centre=centre).shape[0])]
     return [dict(s, name=n) for s, n in zip(sources, names, strict=True)]
 
 
@@ -399,8 +406,15 @@ def _main(argv):
                 results = {outs[name]: frames[name] for name in outs}
                 files = {path: _npy(frame) for path, frame in results.items()}
             else:
+                centre = None
+                if any(_needs_centre(spec) for spec in args.mask):  # disk:auto, ...: the sum frame's centre
+                    centre = stemdot.find_centre(sdask.reduce(client, args.file, ["sum"], resources=resources or None,
+                                                              range_frames=args.range_frames, timeout=args.timeout,
+                                                              **options)["sum"])
+                    print(f"stemdot.dask: centre x {centre.x:.2f}, y {centre.y:.2f}, r {centre.r:.2f} px "
+                          "(the direct beam in the sum frame)", file=sys.stderr)
                 masks, names = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,
-                                                  dtype=np.float64 if args.float64 else np.float32)
+                                                  dtype=np.float64 if args.float64 else np.float32, centre=centre)
                 print(f"{described}; {masks.shape[0]} masks", file=sys.stderr)
                 result = sdask.apply_masks(
                     client, args.file, masks, out_dtype=np.float64 if args.float64 else np.float32,
@@ -413,9 +427,14 @@ def _main(argv):
                     files[positions_out] = _npy(positions)
                 plans = [w for n in nodes.values() for w in n["plan"]["workers"]]
                 gpu_workers = sum("gpu" in w for w in plans)
+                roi = None
+                if info["positions"] is not None:
+                    roi = {"scan_shape": info["scan_shape"], "selected": len(info["positions"]), "compact": args.roi_compact,
+                           "positions": positions_out and os.path.basename(positions_out)}
                 sidecar = stemdot._result_info(result.shape, result.dtype, info["sig_shape"],
-                                               _mask_sources(info["sig_shape"], args.masks, args.mask, names),
-                                               args.file, info["format"], options, len(plans) - gpu_workers, gpu_workers)
+                                               _mask_sources(info["sig_shape"], args.masks, args.mask, names, centre),
+                                               args.file, info["format"], options, len(plans) - gpu_workers, gpu_workers,
+                                               roi=roi, centre=centre and dict(centre._asdict(), source="sum frame"))
                 results = {out: result}
                 files.update({stemdot._sidecar_path(out): _json(sidecar), out: _npy(result)})
         _save_all(files)

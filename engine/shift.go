@@ -1,0 +1,269 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
+)
+
+// Shifted masks (descan compensation). With Job.Shifts, frame f's masks move by
+// (dy_f, dx_f) pixels (y down the rows, x along a row):
+//
+//	out[f, m] = Σ_{y,x} mask_m(y − dy_f, x − dx_f)·frame_f(y, x),
+//
+// over the frame's pixels only: mask pixels moved outside the frame are dropped, and the
+// mask is zero outside its own sig_shape. A positive dy moves the masks down (to larger
+// rows), a positive dx right, as LiberTEM's ApplyMasksUDF(shifts=...) (0.13 and later);
+// integer shifts give LiberTEM's result exactly. Where LiberTEM casts a fractional shift
+// to an integer, here a sub-pixel shift takes the bilinear interpolation of the mask at
+// (y − dy, x − dx) (the mask zero outside its sig_shape). With dy = ky + fy, ky = ⌊dy⌋,
+// fy ∈ [0, 1), and the same in x, the workers compute the equal sum
+//
+//	out[f, m] = Σ_{u,v} mask_m(u, v)·g_f(u, v),
+//	g_f(u, v) = Σ_{a,b∈{0,1}} wy_a·wx_b·frame_f(u + ky + a, v + kx + b),
+//
+// wy_0 = 1 − fy, wy_1 = fy, wx_0 = 1 − fx, wx_1 = fx, frame pixels outside the frame
+// zero. So no mask is copied or moved per frame: a dense CPU worker builds each frame's
+// g_f into a float tile (float32, float64 for Float64 jobs) and runs the unshifted kernel
+// on it (an integer shift is a shifted copy), a sparse one gathers each nonzero's g_f
+// straight from the native frame.
+
+// ValidateShifts checks per-frame shifts for nFrames frames: 2·nFrames values, (dy, dx)
+// of frame f at 2f and 2f+1, all finite. Errors name the first bad value.
+func ValidateShifts(shifts []float64, nFrames int) error {
+	if len(shifts) != 2*nFrames {
+		return fmt.Errorf("shifts hold %d values, want 2 (dy, dx) for each of the %d frames = %d", len(shifts), nFrames, 2*nFrames)
+	}
+	for i, v := range shifts {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("shift %s of frame %d is %v: shifts must be finite", [2]string{"dy", "dx"}[i%2], i/2, v)
+		}
+	}
+	return nil
+}
+
+// split is the integer part ⌊s⌋ and the fraction s − ⌊s⌋ ∈ [0, 1) of a shift. Shifts
+// beyond ±2³⁰ (far outside any frame) are clamped, so that offsets stay in int range.
+func split(s float64) (int, float64) {
+	s = max(-1<<30, min(1<<30, s))
+	k := math.Floor(s)
+	return int(k), s - k
+}
+
+// shiftedKernel computes the result rows of a tile's frames with their masks shifted.
+type shiftedKernel interface {
+	// apply is kernel.apply for frames [start, start+frames) of the dataset: tile holds
+	// them in native dtype, shifts is Job.Shifts.
+	apply(tile []byte, start, frames int, shifts []float64, acc []float64)
+}
+
+// newShiftedKernel returns the shifted kernel for native dtype N of a job with shifts.
+func newShiftedKernel[N native](job *Job, exact *masks.Stack) shiftedKernel {
+	sig := job.Dataset.SigShape()
+	if job.Sparse != nil {
+		return newShiftSparse[N](job.Sparse, sig)
+	}
+	if job.Float64 {
+		return newShiftDense[N, float64](job, kernelFor[float64](job), exact, dataset.Float64)
+	}
+	return newShiftDense[N, float32](job, kernelFor[float32](job), exact, dataset.Float32)
+}
+
+// shiftTileBytes bounds the float tile of a dense shifted kernel: the frames built into
+// it are still in L2 when the unshifted kernel reads them.
+const shiftTileBytes = 512 << 10
+
+// shiftDense builds the frames' g_f (see above) in F and applies the unshifted dense
+// kernel for F frames to them.
+type shiftDense[N native, F float] struct {
+	h, w   int
+	chunk  int // frames per float tile
+	buf    []F // chunk × pixels
+	rows   [2][]F
+	inner  kernel
+	exact  *masks.Stack // for NaN/Inf rows of float frames (exactRow), or nil
+	dt     dataset.DType
+	nMasks int
+}
+
+func newShiftDense[N native, F float](job *Job, inner kernel, exact *masks.Stack, dt dataset.DType) *shiftDense[N, F] {
+	sig := job.Dataset.SigShape()
+	p := sig[0] * sig[1]
+	chunk := max(1, min(job.TileFrames, shiftTileBytes/(p*int(unsafe.Sizeof(F(0))))))
+	return &shiftDense[N, F]{
+		h: sig[0], w: sig[1], chunk: chunk, buf: make([]F, chunk*p),
+		rows:  [2][]F{make([]F, sig[1]), make([]F, sig[1])},
+		inner: inner, exact: exact, dt: dt, nMasks: job.NMasks,
+	}
+}
+
+func (k *shiftDense[N, F]) apply(tile []byte, start, frames int, shifts []float64, acc []float64) {
+	px := asNative[N](tile)
+	p := k.h * k.w
+	for c0 := 0; c0 < frames; c0 += k.chunk {
+		n := min(k.chunk, frames-c0)
+		for i := range n {
+			f := c0 + i
+			k.build(k.buf[i*p:(i+1)*p], px[f*p:(f+1)*p], shifts[2*(start+f)], shifts[2*(start+f)+1])
+		}
+		g := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(k.buf))), n*p*int(unsafe.Sizeof(F(0))))
+		rows := acc[c0*k.nMasks : (c0+n)*k.nMasks]
+		k.inner.apply(g, n, rows)
+		if k.exact != nil {
+			fb := p * int(unsafe.Sizeof(F(0)))
+			for i := range n {
+				if row := rows[i*k.nMasks : (i+1)*k.nMasks]; !finite(row) {
+					exactRow(k.exact, k.dt, g[i*fb:(i+1)*fb], row)
+				}
+			}
+		}
+	}
+}
+
+// build writes g (see above) of frame src, shifted by (dy, dx), into dst.
+func (k *shiftDense[N, F]) build(dst []F, src []N, dy, dx float64) {
+	ky, fy := split(dy)
+	kx, fx := split(dx)
+	h, w := k.h, k.w
+	if fy == 0 {
+		for u := range h {
+			k.row(dst[u*w:(u+1)*w], src, u+ky, kx, fx)
+		}
+		return
+	}
+	// g row u = (1 − fy)·h(u + ky) + fy·h(u + ky + 1), h(r) a source row shifted in x:
+	// each source row is shifted once and used by two output rows.
+	prev, next := k.rows[0], k.rows[1]
+	k.row(prev, src, ky, kx, fx)
+	wy0, wy1 := F(1-fy), F(fy)
+	for u := range h {
+		k.row(next, src, u+ky+1, kx, fx)
+		d := dst[u*w : (u+1)*w]
+		a, b := prev[:len(d)], next[:len(d)]
+		for v := range d {
+			d[v] = wy0*a[v] + wy1*b[v]
+		}
+		prev, next = next, prev
+	}
+}
+
+// row writes source row r shifted by kx + fx into dst: dst[v] = (1 − fx)·src(r, v+kx) +
+// fx·src(r, v+kx+1), pixels outside the frame zero (and a weight of 0 reads nothing, so
+// that a NaN pixel does not spread to a neighbour it gives no weight).
+func (k *shiftDense[N, F]) row(dst []F, src []N, r, kx int, fx float64) {
+	w := k.w
+	clear(dst)
+	if r < 0 || r >= k.h {
+		return
+	}
+	s := src[r*w : (r+1)*w]
+	if fx == 0 {
+		// v+kx in [0, w) for v in [lo, hi).
+		if lo, hi := max(0, -kx), min(w, w-kx); lo < hi {
+			convert(dst[lo:hi], s[lo+kx:hi+kx])
+		}
+		return
+	}
+	wx0, wx1 := F(1-fx), F(fx)
+	// v+kx and v+kx+1 both in [0, w) for v in [lo, hi); the pixels just outside have one
+	// source pixel in the frame.
+	lo, hi := max(0, -kx), min(w, w-kx-1)
+	if lo < hi {
+		d, a := dst[lo:hi], s[lo+kx:hi+kx+1]
+		a = a[:len(d)+1]
+		for v := range d {
+			d[v] = wx0*F(a[v]) + wx1*F(a[v+1])
+		}
+	}
+	if v := -kx - 1; v >= 0 && v < w {
+		dst[v] = wx1 * F(s[0])
+	}
+	if v := w - kx - 1; v >= 0 && v < w {
+		dst[v] = wx0 * F(s[w-1])
+	}
+}
+
+// shiftSparse gathers each nonzero's g_f (see above) from the native frame: 1 pixel per
+// nonzero for an integer shift, 4 for a sub-pixel one, summed in float64.
+type shiftSparse[N native] struct {
+	nMasks, h, w int
+	rowPtr       []int32
+	y, x         []int32 // each nonzero's pixel
+	val          []float64
+}
+
+func newShiftSparse[N native](c *masks.CSR, sig [2]int) *shiftSparse[N] {
+	s := &shiftSparse[N]{nMasks: c.N, h: sig[0], w: sig[1], rowPtr: c.RowPtr, val: c.Val64(),
+		y: make([]int32, len(c.Col)), x: make([]int32, len(c.Col))}
+	for i, col := range c.Col {
+		s.y[i], s.x[i] = col/int32(sig[1]), col%int32(sig[1])
+	}
+	return s
+}
+
+func (s *shiftSparse[N]) apply(tile []byte, start, frames int, shifts []float64, acc []float64) {
+	px := asNative[N](tile)
+	p := s.h * s.w
+	for f := range frames {
+		frame := px[f*p : (f+1)*p]
+		ky, fy := split(shifts[2*(start+f)])
+		kx, fx := split(shifts[2*(start+f)+1])
+		for m := range s.nMasks {
+			lo, hi := s.rowPtr[m], s.rowPtr[m+1]
+			acc[f*s.nMasks+m] = s.gather(frame, lo, hi, ky, kx, fy, fx)
+		}
+	}
+}
+
+// gather is Σ val[i]·g_f(y[i], x[i]) over nonzeros [lo, hi).
+func (s *shiftSparse[N]) gather(frame []N, lo, hi int32, ky, kx int, fy, fx float64) float64 {
+	h, w := s.h, s.w
+	var sum float64
+	ys, xs, val := s.y[lo:hi], s.x[lo:hi], s.val[lo:hi]
+	xs, val = xs[:len(ys)], val[:len(ys)]
+	if fy == 0 && fx == 0 {
+		for i, y := range ys {
+			r, c := int(y)+ky, int(xs[i])+kx
+			if uint(r) < uint(h) && uint(c) < uint(w) {
+				sum += val[i] * float64(frame[r*w+c])
+			}
+		}
+		return sum
+	}
+	// A zero fraction reads the same pixel twice, with weight 0 for the second read.
+	dy1, dx1 := 0, 0
+	if fy > 0 {
+		dy1 = 1
+	}
+	if fx > 0 {
+		dx1 = 1
+	}
+	w00, w01, w10, w11 := (1-fy)*(1-fx), (1-fy)*fx, fy*(1-fx), fy*fx
+	for i, y := range ys {
+		r, c := int(y)+ky, int(xs[i])+kx
+		var g float64
+		if r >= 0 && r+dy1 < h && c >= 0 && c+dx1 < w {
+			o := r*w + c
+			g = w00*float64(frame[o]) + w01*float64(frame[o+dx1]) + w10*float64(frame[o+dy1*w]) + w11*float64(frame[o+dy1*w+dx1])
+		} else {
+			g = s.edge(frame, r, c, dy1, dx1, w00, w01, w10, w11)
+		}
+		sum += val[i] * g
+	}
+	return sum
+}
+
+// edge is g_f at a nonzero whose source pixels from (r, c) leave the frame: those
+// outside count 0.
+func (s *shiftSparse[N]) edge(frame []N, r, c, dy1, dx1 int, w00, w01, w10, w11 float64) float64 {
+	at := func(y, x int) float64 {
+		if uint(y) < uint(s.h) && uint(x) < uint(s.w) {
+			return float64(frame[y*s.w+x])
+		}
+		return 0
+	}
+	return w00*at(r, c) + w01*at(r, c+dx1) + w10*at(r+dy1, c) + w11*at(r+dy1, c+dx1)
+}

@@ -267,3 +267,41 @@ func (s *shiftSparse[N]) edge(frame []N, r, c, dy1, dx1 int, w00, w01, w10, w11 
 	}
 	return w00*at(r, c) + w01*at(r, c+dx1) + w10*at(r+dy1, c) + w11*at(r+dy1, c+dx1)
 }
+
+// newShiftBuilder returns, for a float32 job with shifts, the function that writes the
+// g_f of frames [start, start+frames) (native, host order) into dst as float32, for the
+// GPU worker's staged feed; nil for an unsupported dtype.
+func newShiftBuilder(job *Job) func(dst []float32, native []byte, start, frames int) {
+	switch job.Dataset.DType() {
+	case dataset.Uint8:
+		return shiftBuilder[uint8](job)
+	case dataset.Uint16:
+		return shiftBuilder[uint16](job)
+	case dataset.Uint32:
+		return shiftBuilder[uint32](job)
+	case dataset.Int8:
+		return shiftBuilder[int8](job)
+	case dataset.Int16:
+		return shiftBuilder[int16](job)
+	case dataset.Int32:
+		return shiftBuilder[int32](job)
+	case dataset.Float32:
+		return shiftBuilder[float32](job)
+	case dataset.Float64:
+		return shiftBuilder[float64](job)
+	}
+	return nil
+}
+
+func shiftBuilder[N native](job *Job) func(dst []float32, native []byte, start, frames int) {
+	sig := job.Dataset.SigShape()
+	p := sig[0] * sig[1]
+	return func(dst []float32, tile []byte, start, frames int) {
+		// Each call (one staging reader) has its own row buffers.
+		k := &shiftDense[N, float32]{h: sig[0], w: sig[1], rows: [2][]float32{make([]float32, sig[1]), make([]float32, sig[1])}}
+		px := asNative[N](tile)
+		for f := range frames {
+			k.build(dst[f*p:(f+1)*p], px[f*p:(f+1)*p], job.Shifts[2*(start+f)], job.Shifts[2*(start+f)+1])
+		}
+	}
+}

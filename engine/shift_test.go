@@ -10,8 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stemdot/stemdot/cuda"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/masks"
+	"github.com/stemdot/stemdot/planner"
 )
 
 // shiftedReference computes the shifted mask-dot product in float64 the direct way: the
@@ -154,4 +156,46 @@ func TestApplyMasksShiftsValidation(t *testing.T) {
 		_, err := ApplyMasks(context.Background(), ds, stack, splitPlan(anyCPUs, 1, 3), Options{Shifts: c.shifts, NoPin: true})
 		require.ErrorContains(t, err, c.want)
 	}
+}
+
+// TestGPUWorkerShifted: GPU workers (on a device or the emulator; skipped without)
+// apply shifted masks, alone and beside a CPU worker, dense and sparse; a float64 job
+// with shifts leaves them out.
+func TestGPUWorkerShifted(t *testing.T) {
+	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
+		t.Skip("no CUDA device")
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	sig := [2]int{24, 20}
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32, dataset.Int16} {
+		ds := randomDataset(rng, dt, []int{30}, sig)
+		for _, integer := range []bool{true, false} {
+			shifts := randomShifts(rng, 30, integer)
+			for _, sparse := range []bool{false, true} {
+				stack := randomStack(rng, 5, sig)
+				if sparse {
+					stack = sparseStack(rng, 5, sig)
+				}
+				want, mag := shiftedReference(ds, stack, shifts)
+				for _, cpus := range []int{0, 1} {
+					t.Run(fmt.Sprintf("%v/integer=%v/sparse=%v/cpus=%d", dt, integer, sparse, cpus), func(t *testing.T) {
+						plan := evenPlan(anyCPUs, 1+cpus, 30, 2+2*cpus)
+						plan.Workers[0].Kind, plan.Workers[0].GPU = planner.GPU, 0
+						res, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true, TileFrames: 4, Shifts: shifts})
+						require.NoError(t, err)
+						require.Empty(t, res.Stats.NotStarted)
+						if cpus == 0 {
+							require.Equal(t, 30, res.Stats.PerWorker[0].Frames)
+						}
+						requireClose(t, res.F32, want, mag, 1e-5)
+					})
+				}
+			}
+		}
+	}
+	ds := randomDataset(rng, dataset.Uint16, []int{6}, sig)
+	plan := evenPlan(anyCPUs, 1, 6, 1)
+	plan.Workers[0].Kind, plan.Workers[0].GPU = planner.GPU, 0
+	_, err := ApplyMasks(context.Background(), ds, randomStack(rng, 2, sig), plan, Options{NoPin: true, Float64: true, Shifts: make([]float64, 12)})
+	require.ErrorContains(t, err, "shifted masks with float64 results run on CPU workers only")
 }

@@ -124,3 +124,25 @@ func (r viewMapRange) ViewFrames(start, end int) ([]byte, error) { return r.view
 func (r viewMapRange) MapFrames(start, end int) (FrameMap, bool, error) {
 	return r.mapFrames(start, end)
 }
+
+// ScanPositions maps the frames of ds to the positions of the scan they were read
+// from: frame i of ds is position pos(i) (row-major, C order) of a scan of nav shape
+// scan. For a Range view, scan is the viewed dataset's scan and pos(i) its position of
+// frame first+i;
+// for any other dataset, ds's own nav shape and pos(i) = i. Per-scan-position inputs
+// (descan shifts, say) are indexed through it, so that they cover the whole scan
+// whatever part of it ds reads.
+func ScanPositions(ds Dataset) (scan []int, pos func(frame int) int) {
+	switch r := ds.(type) {
+	case *frameRange:
+		scan, inner := ScanPositions(r.Dataset)
+		return scan, func(i int) int { return inner(r.first + i) }
+	case viewRange:
+		return ScanPositions(r.frameRange)
+	case mapRange:
+		return ScanPositions(r.frameRange)
+	case viewMapRange:
+		return ScanPositions(r.frameRange)
+	}
+	return ds.NavShape(), func(i int) int { return i }
+}

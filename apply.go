@@ -25,6 +25,18 @@ type ApplyOptions struct {
 	// n_frames × n_masks values; it becomes Result.F32 or Result.F64.
 	Out32 []float32
 	Out64 []float64
+	// Shifts moves the masks with the diffraction pattern (descan compensation): the
+	// masks of frame f are applied moved by (dy, dx) pixels, out[f, m] = Σ_{y,x}
+	// mask_m(y − dy, x − dx)·frame_f(y, x), mask pixels moved outside the frame dropped,
+	// as LiberTEM's ApplyMasksUDF(shifts=...) (a positive dy moves the masks down, a
+	// positive dx right); integer shifts exactly, sub-pixel ones by the bilinear
+	// interpolation of the mask at (y − dy, x − dx) (engine's shift.go), where LiberTEM
+	// truncates them to integers. Either 2 values, (dy, dx) for every frame, or 2 per
+	// scan position, (nav_y, nav_x, 2) in C order (LoadShifts reads them from NPY;
+	// descan.Plane.Eval computes them from a fit, see DescanFit): with Options.Frames, for
+	// the whole scan. Nil applies the masks unshifted. Finite values only (errs.Argument);
+	// another length is errs.Shape.
+	Shifts []float64
 }
 
 // Result is the outcome of Apply: one image of shape NavShape per mask, out[f, m] =
@@ -118,12 +130,16 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if err := checkJob(ds, stack, opt); err != nil {
 		return nil, err
 	}
+	shifts, err := frameShifts(ds, opt.Shifts)
+	if err != nil {
+		return nil, err
+	}
 	p, err := pl.Plan(ds, stack)
 	if err != nil {
 		return nil, err
 	}
 	res, err := engine.ApplyMasks(ctx, ds, stack, p, engine.Options{
-		Float64: opt.Float64, Progress: opt.Progress, Out32: opt.Out32, Out64: opt.Out64,
+		Float64: opt.Float64, Progress: opt.Progress, Out32: opt.Out32, Out64: opt.Out64, Shifts: shifts,
 	})
 	if err != nil {
 		return nil, err

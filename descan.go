@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/descan"
@@ -147,4 +149,17 @@ func DescanFit(ctx context.Context, ds dataset.Dataset, com string, plan Plan) (
 		return p, errs.Wrap(errs.Argument, fmt.Errorf("descan fit of %s: %w", describe(ds), err))
 	}
 	return p, nil
+}
+
+// SaveShifts writes per-scan-position shifts (2 per position, y then x, as
+// descan.Plane.Eval gives them) to path as NPY of shape nav + (2,), float64, the file
+// LoadShifts reads; atomically (a failed write leaves nothing at path). Errors:
+// errs.Argument for a path not ending in .npy, errs.Shape for shifts of another length,
+// errs.IO for a path that cannot receive the file.
+func SaveShifts(path string, nav []int, shifts []float64) (err error) {
+	defer goErrs(&err)
+	if base := filepath.Base(path); !strings.HasSuffix(path, ".npy") || base == ".npy" {
+		return errs.New(errs.Argument, "shifts file %s must end in .npy, after a file name", path)
+	}
+	return npy.WriteFile(path, append(slices.Clone(nav), 2), shifts)
 }

@@ -22,6 +22,7 @@ func newApplyCmd() *cobra.Command {
 	var maskSpecs, masksFiles []string
 	var outputs stemdot.Outputs
 	var float64Result, quiet, perWorker bool
+	var sf shiftFlags
 	cmd := &cobra.Command{
 		Use:   "apply FILE (--mask SPEC ... | --masks FILE.npy) --out RESULT.npy",
 		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY (and PNG)",
@@ -59,6 +60,14 @@ maximum (white), NaN black. Small images are scaled up by a whole factor, each s
 position a square block of pixels, until the short side has at least 256 pixels, the
 long side at most 4096 (a 64×64 scan gives 256×256 pixels); never down.
 
+--shift DY,DX or --shifts FILE.npy move the masks with the diffraction pattern (descan
+compensation): the masks of each frame are applied moved by its shift, out[f, m] =
+Σ mask_m(y − dy, x − dx)·frame_f(y, x), mask pixels moved outside the frame dropped, as
+LiberTEM's ApplyMasksUDF(shifts=...) (positive dy: down, dx: right); integer shifts
+exactly, sub-pixel ones by bilinear interpolation of the mask (LiberTEM truncates them).
+--shifts holds one shift per scan position, shape nav_shape + (2,), y then x (stemdot
+descan fit writes it).
+
 The result files and PNGs are written under temporary names and renamed only when the
 whole run succeeded: a failed or interrupted run leaves no output behind. An existing
 output file is replaced only if it is a writable regular file that is not an input of
@@ -86,7 +95,11 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				return err
 			}
 			ctx := cmd.Context()
-			opt := stemdot.ApplyOptions{Float64: float64Result}
+			shifts, err := sf.shifts(ds)
+			if err != nil {
+				return err
+			}
+			opt := stemdot.ApplyOptions{Float64: float64Result, Shifts: shifts}
 			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 				bar := progressbar.NewOptions(ds.NumFrames(),
 					progressbar.OptionSetWriter(os.Stderr),
@@ -138,6 +151,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32); mask weights given in float64 (--masks files, com about a centre between pixels) then count at float64 precision")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar and no summary")
 	f.BoolVar(&perWorker, "workers", false, "after the summary, one line per worker: frames, claims, GB/s while busy, start-up time and, for GPU workers, the feed (mapped: DMA from the file's mapping; staged: CPU copies)")
+	sf.register(f)
 	df.register(f)
 	pf.register(f, false)
 	return cmd

@@ -3,6 +3,7 @@
 //	stemdot info FILE                       format, nav and sig shape, dtype, frames, size
 //	stemdot plan [FILE] [--cpus] [--gpus]   the topology seen and the resource plan
 //	stemdot apply FILE --mask ... --out R   virtual detector images as NPY (+ PNGs)
+//	stemdot descan fit FILE --out S.npy     the descan plane (CoM shift fit), per-position mask shifts
 //	stemdot synth --out FILE ...            a synthetic 4D-STEM dataset
 //	stemdot --version                       the version, and whether built with CUDA and HDF5
 //
@@ -60,7 +61,7 @@ one image of shape nav_shape per mask.`,
 	}
 	root.SetVersionTemplate("stemdot {{.Version}} (" + buildFlavour() + ")\n")
 	root.SetFlagErrorFunc(suggestFlag)
-	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(), newSynthCmd())
+	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(), newDescanCmd(), newSynthCmd())
 	return root
 }
 

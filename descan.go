@@ -18,10 +18,11 @@ import (
 )
 
 // frameShifts turns ApplyOptions.Shifts into the engine's per-frame shifts of ds
-// (engine.Options.Shifts): a constant shift for every frame, or the shift of each
-// frame's scan position (dataset.ScanPositions: with option frames, the shifts cover
-// the whole scan). nil for none. Errors: errs.Shape for a length that is neither 2 nor
-// 2 per scan position, errs.Argument for a NaN or infinite shift.
+// (engine.Options.Shifts): a constant shift for every frame; the shift of each frame's
+// scan position (dataset.ScanPositions: with option frames, the shifts cover the whole
+// scan); or, for a dataset that reads part of its scan, one shift per frame read. nil
+// for none. Errors: errs.Shape for another length, errs.Argument for a NaN or infinite
+// shift.
 func frameShifts(ds dataset.Dataset, shifts []float64) ([]float64, error) {
 	if shifts == nil {
 		return nil, nil
@@ -33,18 +34,18 @@ func frameShifts(ds dataset.Dataset, shifts []float64) ([]float64, error) {
 	}
 	n := ds.NumFrames()
 	out := make([]float64, 2*n)
-	if len(shifts) == 2 {
-		for f := range n {
-			out[2*f], out[2*f+1] = shifts[0], shifts[1]
-		}
-		return out, nil
-	}
 	scan, pos := dataset.ScanPositions(ds)
 	positions := 1
 	for _, s := range scan {
 		positions *= s
 	}
-	if len(shifts) != 2*positions {
+	switch len(shifts) {
+	case 2:
+		pos = func(int) int { return 0 }
+	case 2 * positions:
+	case 2 * n:
+		return slices.Clone(shifts), nil
+	default:
 		return nil, errs.New(errs.Shape, "option shifts holds %d values: want 2 (one shift dy, dx for every frame) or 2 per scan position, nav_shape %s + (2,) = %d values", len(shifts), npy.ShapeString(scan), 2*positions)
 	}
 	for f := range n {
@@ -122,6 +123,16 @@ func LoadShifts(path string, nav []int) (shifts []float64, err error) {
 // frames with counts).
 func DescanFit(ctx context.Context, ds dataset.Dataset, com string, plan Plan) (p descan.Plane, err error) {
 	defer goErrs(&err)
+	pl, err := plan.Planner()
+	if err != nil {
+		return p, err
+	}
+	return pl.DescanFit(ctx, ds, com)
+}
+
+// DescanFit is DescanFit with the workers of pl.
+func (pl *Planner) DescanFit(ctx context.Context, ds dataset.Dataset, com string) (p descan.Plane, err error) {
+	defer goErrs(&err)
 	if com == "" {
 		com = "com"
 	}
@@ -136,7 +147,7 @@ func DescanFit(ctx context.Context, ds dataset.Dataset, com string, plan Plan) (
 	if !ok || stack.N != 3 {
 		return p, errs.New(errs.Argument, "descan fit: mask spec %q is not one com spec (com or com:CX,CY[,R])", com)
 	}
-	res, err := Apply(ctx, ds, stack, plan, ApplyOptions{Float64: true})
+	res, err := pl.Apply(ctx, ds, stack, ApplyOptions{Float64: true})
 	if err != nil {
 		return p, err
 	}

@@ -97,6 +97,9 @@ func TestApplyShiftsScanPositions(t *testing.T) {
 	res, err := stemdot.Apply(context.Background(), part, stack, plan, stemdot.ApplyOptions{Shifts: shifts})
 	require.NoError(t, err)
 	require.Equal(t, full.F32[5*4:16*4], res.F32)
+	res, err = stemdot.Apply(context.Background(), part, stack, plan, stemdot.ApplyOptions{Shifts: shifts[10:32]})
+	require.NoError(t, err)
+	require.Equal(t, full.F32[5*4:16*4], res.F32, "shifts of the frames read")
 
 	// One shift for all frames equals the same shift given per position.
 	same := make([]float64, 60)

@@ -64,6 +64,8 @@ type applyRequest struct {
 	run   *run             // nil: not cancellable
 	out32 []float32        // exactly one of out32, out64 is set
 	out64 []float64
+	// shifts are stemdot.ApplyOptions.Shifts (nil: unshifted).
+	shifts []float64
 	// progress, when set, is called on the goroutine that called apply (so on the C
 	// thread that called stemdot_apply), with strictly increasing done, and with done ==
 	// total at the end of a successful run.
@@ -85,7 +87,7 @@ func apply(req applyRequest) error {
 			return err
 		}
 	}
-	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64}
+	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64, Shifts: req.shifts}
 	err = runApply(ctx, pl, req.ds, req.stack, opt, req.progress)
 	// A cancel issued at any time during the call returns errCancelled, also when the
 	// engine finished meanwhile: callers see one outcome per cancel, deterministically.

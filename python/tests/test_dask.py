@@ -572,3 +572,30 @@ def test_frames_option_and_size_units(cluster, client, data_dir, tmp_path):
     assert run.returncode == 1 and "give --nav-shape of 8 positions (e.g. 2,4), or leave it out; --frames FIRST,COUNT reads part of the scan" in run.stderr
     assert "option " not in run.stderr, run.stderr
     assert not (tmp_path / "bad.npy").exists()
+
+
+def test_shifts_are_sliced_per_range(cluster, client, tmp_path):
+    """Shifted masks on the cluster equal the single-process result: per scan position
+    (ranges get their frames' shifts), constant, with frames (shifts of the whole scan or
+    of the frames read), and from the command line's --shifts."""
+    rng = np.random.default_rng(11)
+    path = tmp_path / "small.npy"
+    np.save(path, rng.integers(0, 500, (6, 7, 24, 24), dtype=np.uint16))
+    masks = np.concatenate([stemdot.disk((24, 24), 12, 12, 5), stemdot.com((24, 24))])
+    shifts = rng.random((6, 7, 2)) * 6 - 3
+    with stemdot.open(path) as ds:
+        want = stemdot.apply_masks(ds, masks, shifts=shifts)
+        want_const = stemdot.apply_masks(ds, masks, shifts=(0.5, -1.25))
+    np.testing.assert_array_equal(sdask.apply_masks(client, path, masks, shifts=shifts, range_frames=2), want)
+    np.testing.assert_array_equal(sdask.apply_masks(client, path, masks, shifts=(0.5, -1.25), range_frames=3), want_const)
+    part = sdask.apply_masks(client, path, masks, shifts=shifts, frames=(5, 20), range_frames=2)
+    np.testing.assert_array_equal(part, want.reshape(42, -1)[5:25])
+    part = sdask.apply_masks(client, path, masks, shifts=shifts.reshape(42, 2)[5:25], frames=(5, 20), range_frames=2)
+    np.testing.assert_array_equal(part, want.reshape(42, -1)[5:25])
+    with pytest.raises(stemdot.ShapeError, match="shifts hold 8 values"):
+        sdask.apply_masks(client, path, masks, shifts=np.zeros((2, 2, 2)))
+    np.save(tmp_path / "shifts.npy", shifts)
+    run = dask_cli(cluster, path, "--mask", "disk:12,12,5", "--mask", "com", "--shifts", tmp_path / "shifts.npy",
+                   "--out", tmp_path / "r.npy", "--range-frames", "2", "--quiet")
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), want)

@@ -22,6 +22,7 @@ subclasses carrying the library's message. Ctrl-C cancels a running
 used it (:class:`ForkedProcessError`).
 """
 
+import collections
 import ctypes
 import json
 import operator
@@ -70,6 +71,8 @@ __all__ = [
     "rect",
     "com",
     "com_shifts",
+    "descan_fit",
+    "DescanFit",
     "library_path",
 ]
 
@@ -767,7 +770,78 @@ def _weights(masks):
     return masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), ""
 
 
-def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32, oversubscribe=False, partition_size=None):
+def _shifts(shifts):
+    """The shifts keyword as a C-contiguous float64 array of (dy, dx) pairs, or None:
+    (dy, dx) for every frame, or an array of shape nav_shape + (2,) (the library checks
+    its size against the scan)."""
+    if shifts is None:
+        return None
+    try:
+        a = np.asarray(shifts)
+    except (TypeError, ValueError) as e:
+        raise DTypeError(f"shifts: {e}: want (dy, dx) or an array of shape nav_shape + (2,)", _lib.ERR_DTYPE) from e
+    if a.dtype.kind not in "iuf":
+        raise DTypeError(f"shifts of dtype {a.dtype}: want (dy, dx) in pixels or a float array of shape nav_shape + (2,)",
+                         _lib.ERR_DTYPE)
+    if a.ndim == 0 or a.shape[-1] != 2:
+        raise ShapeError(f"shifts of shape {a.shape}: want (dy, dx) or shape nav_shape + (2,), y then x", _lib.ERR_SHAPE)
+    return np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
+
+
+DescanFit = collections.namedtuple("DescanFit", ["dy", "dx", "rms", "used", "shifts"])
+DescanFit.__doc__ = """The descan plane of :func:`descan_fit`: ``dy = dy[0] + dy[1]·y + dy[2]·x`` and
+``dx = dx[0] + dx[1]·y + dx[2]·x`` in pixels, (y, x) the scan row and column from 0;
+``rms``: the rms residuals (y, x) in pixels; ``used``: the scan positions fitted;
+``shifts``: the plane at every scan position, float64 of shape nav_shape + (2,), y then
+x, for ``apply_masks(..., shifts=fit.shifts)``."""
+
+
+def descan_fit(data, com=None, cpus=None, gpus=None, oversubscribe=False, partition_size=None):
+    """Fits the descan plane to the centre-of-mass shift map of ``data`` (a
+    :class:`Dataset` or an array of shape nav_shape + (sig_y, sig_x)), as ``stemdot descan
+    fit``: the :func:`com` masks of spec ``com`` (None: "com", about (sig_x//2,
+    sig_y//2) over the whole frame; "com:CX,CY,R": within R of (CX, CY)) applied, their
+    shifts fitted by least squares per component, frames without counts left out.
+    Returns a :class:`DescanFit`; fit a reference scan (e.g. in vacuum) and pass its
+    ``shifts`` to :func:`apply_masks` for a scan of the same nav shape. Raises
+    InvalidArgumentError when too few frames have counts to fit a plane."""
+    if isinstance(data, Dataset):
+        ds, own = data, False
+    elif isinstance(data, np.ndarray):
+        ds, own = from_array(data), True
+    else:
+        raise TypeError(f"descan_fit wants a stemdot.Dataset or a numpy.ndarray, got {type(data).__name__}")
+    try:
+        custom = cpus is not None or gpus is not None or oversubscribe is not False or partition_size is not None
+        plan = _Plan(cpus, gpus, oversubscribe, partition_size) if custom else None
+        coeffs = (ctypes.c_double * 8)()
+        shifts = np.empty(tuple(ds.nav_shape) + (2,), np.float64)
+        used = ctypes.c_size_t()
+        try:
+            if plan is not None:
+                plan.warn()
+            _call(
+                _LIB.stemdot_descan_fit,
+                ds.handle,
+                (com or "com").encode(),
+                plan.handle if plan is not None else 0,
+                coeffs,
+                shifts.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                shifts.size,
+                ctypes.byref(used),
+            )
+        finally:
+            if plan is not None:
+                plan.free()
+        c = list(coeffs)
+        return DescanFit(tuple(c[0:3]), tuple(c[3:6]), tuple(c[6:8]), used.value, shifts)
+    finally:
+        if own:
+            ds.close()
+
+
+def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32, oversubscribe=False, partition_size=None,
+                shifts=None):
     """Applies a mask stack to every frame: ``out[..., m] = Σ_{y,x} masks[m, y, x] ·
     frame[y, x]``.
 
@@ -787,6 +861,14 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     oversubscribe: allow more CPU workers than usable physical cores (with a warning).
     partition_size: target partition size in decoded float32 bytes, an int or a string
       such as "512MiB" (None: the planner's default).
+    shifts: None, or move the masks with the diffraction pattern (descan compensation):
+      ``(dy, dx)`` in pixels for every frame, or an array of shape ``nav_shape + (2,)``
+      (y then x; for a dataset opened with ``frames``, of the whole scan), e.g.
+      :func:`descan_fit`'s ``shifts``. The masks of a frame are applied moved by its
+      shift, ``out[..., m] = Σ masks[m](y − dy, x − dx) · frame[y, x]``, mask pixels moved
+      outside the frame dropped, as LiberTEM's ``ApplyMasksUDF(shifts=...)`` (positive dy
+      moves the masks down, dx right); integer shifts exactly, sub-pixel ones by bilinear
+      interpolation of the mask (LiberTEM truncates them to integers).
 
     Returns an array of ``dtype``, shape ``nav_shape + (n_masks,)``. Raises
     :class:`StemdotError` subclasses (ShapeError for masks of another sig shape, ...).
@@ -795,6 +877,7 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     """
     sig_shape = data.sig_shape if isinstance(data, Dataset) else data.shape[-2:] if isinstance(data, np.ndarray) else None
     out_dtype, masks = _job(masks, dtype, sig_shape)
+    shifts = _shifts(shifts)
 
     if isinstance(data, Dataset):
         ds, own = data, False
@@ -809,7 +892,7 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
         try:
             if plan is not None:
                 plan.warn()
-            _apply(ds, masks, plan, progress, out)
+            _apply(ds, masks, plan, progress, out, shifts)
         finally:
             if plan is not None:
                 plan.free()
@@ -837,7 +920,7 @@ def _wait_for_apply(done, worker):
         pass
 
 
-def _apply(ds, masks, plan, progress, out):
+def _apply(ds, masks, plan, progress, out, shifts=None):
     run = ctypes.c_uint64()
     _call(_LIB.stemdot_run_new, ctypes.byref(run))
     run = run.value
@@ -867,20 +950,14 @@ def _apply(ds, masks, plan, progress, out):
 
     def _apply_call():
         weights, suffix = _weights(masks)
-        code = getattr(_LIB, "stemdot_apply" + suffix)(
-            ds.handle,
-            weights,
-            masks.shape[0],
-            masks.shape[1],
-            masks.shape[2],
-            plan.handle if plan is not None else 0,
-            run,
-            callback,
-            None,
-            ctypes.c_void_p(out.ctypes.data),
-            _lib.DTYPE_CODES[out.dtype.name],
-            out.size,
-        )
+        tail = (plan.handle if plan is not None else 0, run, callback, None, ctypes.c_void_p(out.ctypes.data),
+                _lib.DTYPE_CODES[out.dtype.name], out.size)
+        if shifts is None:
+            code = getattr(_LIB, "stemdot_apply" + suffix)(ds.handle, weights, *masks.shape, *tail)
+        else:
+            code = _LIB.stemdot_apply_shifted(ds.handle, ctypes.c_void_p(masks.ctypes.data), _lib.DTYPE_CODES[masks.dtype.name],
+                                              *masks.shape, shifts.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                                              shifts.size, *tail)
         message = _LIB.stemdot_last_error().decode(errors="replace") if code != _lib.OK else ""
         return code, message
 

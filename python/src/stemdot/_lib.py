@@ -117,6 +117,8 @@ def _declare(lib):
         "stemdot_resident_apply64": (status, [u64, c.POINTER(c.c_double), size, size, size, p, c.c_int, size]),
         "stemdot_resident_free": (status, [u64]),
         "stemdot_com_shifts": (status, [p, c.c_int, size, size, size, c.POINTER(c.c_double)]),
+        "stemdot_apply_shifted": (status, [u64, p, c.c_int, size, size, size, c.POINTER(c.c_double), size, u64, u64, PROGRESS_FN, p, p, c.c_int, size]),
+        "stemdot_descan_fit": (status, [u64, c.c_char_p, u64, c.POINTER(c.c_double), c.POINTER(c.c_double), size, c.POINTER(size)]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)

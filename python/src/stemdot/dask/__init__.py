@@ -224,10 +224,11 @@ class StemdotPlugin(WorkerPlugin):
 
     # -- ranges
 
-    def compute(self, job, path, options, masks, first, count, dtype):
-        """Applies masks to frames [first, first+count) of path; returns (values of shape
-        (count, n_masks), this worker's address, its stemdot worker count, seconds spent
-        in the apply)."""
+    def compute(self, job, path, options, masks, first, count, dtype, shifts=None):
+        """Applies masks to frames [first, first+count) of path, moved by shifts (None,
+        (dy, dx) for every frame, or 2 per frame of the range: see stemdot.apply_masks);
+        returns (values of shape (count, n_masks), this worker's address, its stemdot
+        worker count, seconds spent in the apply)."""
         node = self.wait_ready()
         started = time.perf_counter()
         out = np.empty((count, masks.shape[0]), dtype=dtype)
@@ -240,22 +241,15 @@ class StemdotPlugin(WorkerPlugin):
                     stemdot._LIB.stemdot_run_cancel(run)
                 self._runs[run] = job
             weights, suffix = stemdot._weights(masks)  # float32, or float64 (see stemdot._job)
+            tail = (self.plan.handle, run, _lib.PROGRESS_FN(), None, ctypes.c_void_p(out.ctypes.data),
+                    _lib.DTYPE_CODES[out.dtype.name], out.size)
             with self.dataset(path, dict(options, frames=(first, count))) as ds:
-                stemdot._call(
-                    getattr(stemdot._LIB, "stemdot_apply" + suffix),
-                    ds.handle,
-                    weights,
-                    masks.shape[0],
-                    masks.shape[1],
-                    masks.shape[2],
-                    self.plan.handle,
-                    run,
-                    _lib.PROGRESS_FN(),
-                    None,
-                    ctypes.c_void_p(out.ctypes.data),
-                    _lib.DTYPE_CODES[out.dtype.name],
-                    out.size,
-                )
+                if shifts is None:
+                    stemdot._call(getattr(stemdot._LIB, "stemdot_apply" + suffix), ds.handle, weights, *masks.shape, *tail)
+                else:
+                    stemdot._call(stemdot._LIB.stemdot_apply_shifted, ds.handle, ctypes.c_void_p(masks.ctypes.data),
+                                  _lib.DTYPE_CODES[masks.dtype.name], *masks.shape,
+                                  shifts.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), shifts.size, *tail)
         finally:
             with self._lock:
                 del self._runs[run]
@@ -346,9 +340,9 @@ def _plugin():
     return plugin
 
 
-def _range_task(job, path, options, masks, first, count, dtype):
+def _range_task(job, path, options, masks, first, count, dtype, shifts=None):
     """A range task: frames [first, first+count) of path, see StemdotPlugin.compute."""
-    return _plugin().compute(job, path, options, masks, first, count, dtype)
+    return _plugin().compute(job, path, options, masks, first, count, dtype, shifts)
 
 
 def _info_task(path, options):
@@ -528,6 +522,7 @@ def apply_masks(
     max_attempts=4,
     timeout=120,
     report=None,
+    shifts=None,
     **open_options,
 ):
     """Applies a mask stack to every frame of the file at ``path`` on the workers of
@@ -552,6 +547,10 @@ def apply_masks(
     range_frames: frames per stemdot worker in one range (default: RANGE_BYTES of
       frames); a range of a node with n stemdot workers holds n × range_frames frames
       (the scan's last range may be shorter).
+    shifts: None, or the masks moved with the diffraction pattern, as for
+      :func:`stemdot.apply_masks`: ``(dy, dx)`` for every frame, or one shift per scan
+      position (``nav_shape + (2,)``; with ``frames``, of the whole scan or of the frames
+      read); each range task gets the shifts of its frames only.
     max_attempts: tries of one range before the run fails (a range whose worker died
       is tried again elsewhere).
     timeout: seconds to wait for the workers' set-up (:func:`bootstrap`).
@@ -567,6 +566,7 @@ def apply_masks(
     cancel the run and are raised as they were raised on the worker.
     """
     out_dtype, masks = stemdot._job(masks, out_dtype)
+    shifts = stemdot._shifts(shifts)
     path = os.fspath(path)
     if not os.path.isabs(path) and os.path.exists(path):
         path = os.path.abspath(path)
@@ -590,6 +590,26 @@ def apply_masks(
             _lib.ERR_SHAPE,
         )
     n_frames, n_masks = info["n_frames"], masks.shape[0]
+    # The shifts of a range task's frames: (dy, dx) for all, else sliced by frame of the
+    # dataset read, or by scan position (frames of the whole scan, first_frame on).
+    shift_from = None
+    if shifts is not None and shifts.size != 2:
+        if shifts.size == 2 * n_frames:
+            shift_from = 0
+        elif frames is not None and shifts.size >= 2 * (first_frame + n_frames):
+            shift_from = first_frame
+        else:
+            raise stemdot.ShapeError(
+                f"shifts hold {shifts.size} values: want 2 (dy, dx) or 2 per scan position, nav_shape "
+                f"{tuple(info['nav_shape'])} + (2,) = {2 * n_frames}" + (" (or of the whole scan, with frames)" if frames is not None else ""),
+                _lib.ERR_SHAPE,
+            )
+
+    def shifts_of(first, count):
+        if shift_from is None:
+            return shifts
+        return np.ascontiguousarray(shifts[2 * (shift_from + first) : 2 * (shift_from + first + count)])
+
     frame_bytes = int(np.prod(info["sig_shape"])) * np.dtype(info["dtype"]).itemsize
     per_worker = int(range_frames) if range_frames else max(1, RANGE_BYTES // frame_bytes)
     if per_worker < 1:
@@ -627,6 +647,7 @@ def apply_masks(
             first_frame + first,
             count,
             out_dtype.name,
+            shifts_of(first, count),
             key=f"stemdot-range-{job}-{first}-{count}-{attempt}",
             # Sized for this worker, so it runs there only; if the worker leaves the
             # cluster, the ledger cancels the task and cuts the range again for the live

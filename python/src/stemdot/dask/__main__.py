@@ -61,6 +61,10 @@ def _parser():
                    "the stacks of --masks come first, then the --mask specs, in the order given (as stemdot apply)")
     p.add_argument("--out", required=True, metavar="NPY", help="result file (NPY, float32 unless --float64)")
     p.add_argument("--float64", action="store_true", help="accumulate and write float64")
+    p.add_argument("--shift", metavar="DY,DX",
+                   help="move every mask by DY,DX pixels (descan compensation; positive DY: down, DX: right; sub-pixel by bilinear interpolation)")
+    p.add_argument("--shifts", metavar="NPY",
+                   help="move the masks of each scan position by its own shift: NPY of nav_shape + (2,), y then x, float32 or float64 (read here, on the client), e.g. from stemdot descan fit")
     p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5, empad (default: detected)")
     p.add_argument("--nav-shape", metavar="Y,X",
                    help="scan shape (overrides the file's when it has as many positions, or as many as the file has frames)")
@@ -89,6 +93,31 @@ def _parser():
     p.add_argument("--timeout", type=float, default=120, help="seconds to wait for the scheduler and the workers' set-up (default 120)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _shifts(args):
+    """The shifts of --shift DY,DX or --shifts FILE.npy (as stemdot apply takes them), or
+    None; SystemExit with a message naming the flag."""
+    if args.shift is not None and args.shifts is not None:
+        raise SystemExit("stemdot.dask: --shift and --shifts are both given: give one (a constant shift, or a file of one per scan position)")
+    if args.shift is not None:
+        parts = args.shift.split(",")
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            return tuple(float(v) for v in parts)
+        except ValueError:
+            raise SystemExit(f"stemdot.dask: --shift {args.shift!r}: want DY,DX in pixels, e.g. 1.5,-2") from None
+    if args.shifts is not None:
+        try:
+            shifts = np.load(args.shifts, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"stemdot.dask: --shifts {args.shifts}: {e}") from None
+        if shifts.dtype not in (np.float32, np.float64) or shifts.ndim < 2 or shifts.shape[-1] != 2:
+            raise SystemExit(f"stemdot.dask: --shifts {args.shifts} has dtype {shifts.dtype} and shape {shifts.shape}: "
+                             "want float32 or float64 of shape nav_shape + (2,)")
+        return shifts
+    return None
 
 
 def _resources(items):
@@ -274,6 +303,7 @@ def _main(argv):
     if not args.mask and not args.masks:
         raise SystemExit("stemdot.dask: no masks: give a mask spec (--mask) or an NPY mask stack (--masks)")
 
+    shifts = _shifts(args)
     options = {k: getattr(args, k) for k in OPEN_KEYS if getattr(args, k) is not None}
     _check_options(parser, options)
     out = _check_out(args.out, args.file)
@@ -292,7 +322,7 @@ def _main(argv):
             result = sdask.apply_masks(
                 client, args.file, masks, out_dtype=np.float64 if args.float64 else np.float32,
                 progress=not args.quiet, resources=resources or None, range_frames=args.range_frames,
-                timeout=args.timeout, **options,
+                timeout=args.timeout, shifts=shifts, **options,
             )
         _save(out, result)
     except KeyboardInterrupt:

@@ -14,6 +14,10 @@
 //     run then -repeats timed runs, each result compared with the numpy peer's (relative
 //     tolerance 1e-4 of each mask's largest value) and, always, with a float64 reference
 //     on sampled frames: a mismatch stops the bench with an error;
+//   - with -shifted (the default), runs every plan again with the masks shifted per frame
+//     along a descan plane (engine.Options.Shifts, sub-pixel: bilinear), rows
+//     "<plan>+shifted/<kernels>", checked against a float64 reference of the shifted
+//     masks on sampled frames;
 //   - measures the streaming-read floor: the plan's workers, pinned the same way, read
 //     the same partitions tile by tile through dataset ReadFrames and touch every byte.
 //
@@ -55,6 +59,7 @@ type config struct {
 	rowsOut  string
 	oneCore  bool
 	cpuProf  string
+	shifted  bool
 }
 
 func main() {
@@ -80,6 +85,7 @@ func parseFlags() (*config, error) {
 	flag.StringVar(&c.rowsOut, "rows-out", "", "measure only this build's stemdot rows (references from the scratch directory) and write them as JSON to this file")
 	flag.BoolVar(&c.oneCore, "peers-one-core", false, "also run the peers on one core (default: on in full runs, off with -quick)")
 	flag.StringVar(&c.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	flag.BoolVar(&c.shifted, "shifted", true, "also measure every stemdot plan with shifted masks (descan compensation: per-frame sub-pixel shifts along a plane), rows \"<plan>+shifted/<kernels>\"")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())

@@ -93,6 +93,14 @@ type shiftDense[N native, F float] struct {
 	exact  *masks.Stack // for NaN/Inf rows of float frames (exactRow), or nil
 	dt     dataset.DType
 	nMasks int
+	// native, when set, is the job's unshifted kernel for its native frames, which runs
+	// on tiles whose shifts are all whole pixels: their shifted frames are shifted copies
+	// in the native dtype (nbuf), half the bytes of float32 ones for 16-bit frames and no
+	// conversion. Set for stacks of fewer than packedMinMasks masks, which no kernel packs
+	// (a job's packed stack is laid out for one kernel family: Job.packedMasks).
+	native kernel
+	nbuf   []N
+	ndt    dataset.DType
 }
 
 func newShiftDense[N native, F float](job *Job, inner kernel, exact *masks.Stack, dt dataset.DType) *shiftDense[N, F] {
@@ -103,10 +111,14 @@ func newShiftDense[N native, F float](job *Job, inner kernel, exact *masks.Stack
 		bytes = shiftManyTileBytes
 	}
 	chunk := max(1, min(job.TileFrames, bytes/(p*int(unsafe.Sizeof(F(0))))))
-	return &shiftDense[N, F]{
+	k := &shiftDense[N, F]{
 		shiftFrames: newShiftFrames[N, F](sig), chunk: chunk, buf: make([]F, chunk*p),
 		inner: inner, exact: exact, dt: dt, nMasks: job.NMasks,
 	}
+	if job.NMasks < packedMinMasks {
+		k.native, k.nbuf, k.ndt = kernelFor[N](job), make([]N, chunk*p), job.Dataset.DType()
+	}
+	return k
 }
 
 // shiftFrames builds the g_f of frames of pixel type N in F (build), with row buffers
@@ -140,6 +152,10 @@ func (k *shiftDense[N, F]) apply(tile []byte, start, frames int, shifts []float6
 	p := k.h * k.w
 	for c0 := 0; c0 < frames; c0 += k.chunk {
 		n := min(k.chunk, frames-c0)
+		if k.native != nil && whole(shifts[2*(start+c0):2*(start+c0+n)]) {
+			k.applyNative(px, start, c0, n, shifts, acc)
+			continue
+		}
 		for i := range n {
 			f := c0 + i
 			k.build(k.buf[i*p:(i+1)*p], px[f*p:(f+1)*p], shifts[2*(start+f)], shifts[2*(start+f)+1])
@@ -156,6 +172,51 @@ func (k *shiftDense[N, F]) apply(tile []byte, start, frames int, shifts []float6
 			}
 		}
 	}
+}
+
+// applyNative computes frames [c0, c0+n) of the tile px, whose shifts are whole pixels,
+// with the native kernel on shifted copies.
+func (k *shiftDense[N, F]) applyNative(px []N, start, c0, n int, shifts, acc []float64) {
+	h, w := k.h, k.w
+	p := h * w
+	for i := range n {
+		f := c0 + i
+		dst, src := k.nbuf[i*p:(i+1)*p], px[f*p:(f+1)*p]
+		ky, kx := int(shifts[2*(start+f)]), int(shifts[2*(start+f)+1])
+		lo, hi := max(0, -kx), min(w, w-kx)
+		for u := range h {
+			d := dst[u*w : (u+1)*w]
+			if r := u + ky; r < 0 || r >= h || lo >= hi {
+				clear(d)
+			} else {
+				clear(d[:lo])
+				clear(d[hi:])
+				copy(d[lo:hi], src[r*w+lo+kx:r*w+hi+kx])
+			}
+		}
+	}
+	var zero N
+	fb := p * int(unsafe.Sizeof(zero))
+	tile := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(k.nbuf))), n*fb)
+	rows := acc[c0*k.nMasks : (c0+n)*k.nMasks]
+	k.native.apply(tile, n, rows)
+	if k.exact != nil {
+		for i := range n {
+			if row := rows[i*k.nMasks : (i+1)*k.nMasks]; !finite(row) {
+				exactRow(k.exact, k.ndt, tile[i*fb:(i+1)*fb], row)
+			}
+		}
+	}
+}
+
+// whole tells whether every shift is a whole number of pixels, within int range.
+func whole(shifts []float64) bool {
+	for _, v := range shifts {
+		if v != math.Trunc(v) || math.Abs(v) > 1<<30 {
+			return false
+		}
+	}
+	return true
 }
 
 // build writes g (see above) of frame src, shifted by (dy, dx), into dst.

@@ -199,3 +199,16 @@ func TestGPUWorkerShifted(t *testing.T) {
 	_, err := ApplyMasks(context.Background(), ds, randomStack(rng, 2, sig), plan, Options{NoPin: true, Float64: true, Shifts: make([]float64, 12)})
 	require.ErrorContains(t, err, "shifted masks with float64 results run on CPU workers only")
 }
+
+// EstimateMemory counts the per-frame shifts and a shifted kernel's buffers.
+func TestEstimateMemoryShifted(t *testing.T) {
+	sig := [2]int{40, 36}
+	ds := randomDataset(rand.New(rand.NewPCG(3, 3)), dataset.Uint16, []int{10}, sig)
+	stack := randomStack(rand.New(rand.NewPCG(3, 4)), 1, sig)
+	plan := splitPlan(anyCPUs, 2, 10)
+	plain := EstimateMemory(ds, stack, plan, Options{TileFrames: 4})
+	shifted := EstimateMemory(ds, stack, plan, Options{TileFrames: 4, Shifts: make([]float64, 20)})
+	require.Equal(t, plain.Result+16*10, shifted.Result)
+	// A float32 tile of 4 frames, 3 rows of sig_x floats, a native tile of 4 frames.
+	require.Equal(t, plain.PerWorker+4*1440*4+3*36*4+4*2880, shifted.PerWorker)
+}

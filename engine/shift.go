@@ -69,7 +69,11 @@ func newShiftedKernel[N native](job *Job, exact *masks.Stack) shiftedKernel {
 	if job.Float64 {
 		return newShiftDense[N, float64](job, kernelFor[float64](job), exact, dataset.Float64)
 	}
-	return newShiftDense[N, float32](job, kernelFor[float32](job), exact, dataset.Float32)
+	dense := newShiftDense[N, float32](job, kernelFor[float32](job), exact, dataset.Float32)
+	if k := newShiftFlat(job, dense); k != nil {
+		return k
+	}
+	return dense
 }
 
 // shiftTileBytes bounds the float tile of a dense shifted kernel: the frames built into
@@ -436,6 +440,116 @@ func shiftBuilder[N native](job *Job) func(dst []float32, native []byte, start, 
 		px := asNative[N](tile)
 		for f := range frames {
 			k.build(dst[f*p:(f+1)*p], px[f*p:(f+1)*p], job.Shifts[2*(start+f)], job.Shifts[2*(start+f)+1])
+		}
+	}
+}
+
+// shiftFlat computes the rows of a float32 job of fewer than packedMinMasks dense masks
+// shifted by whole pixels straight from the native frames, without a shifted copy: the
+// product Σ mask(u, v)·frame(u+ky, v+kx) over the pixels whose source lies in the frame
+// is, in C order, the dot product of the masks with the frame read from offset
+// ky·sig_x + kx, over the one contiguous range of mask pixels from the first such pixel
+// to the last, run through the block kernels (simdKernels: blocks of simdBlock pixels
+// summed in float32, the blocks in float64, as unshifted), two frames at a time where
+// consecutive frames share a shift; the pixels of that range whose source wraps into a
+// neighbouring row (|kx| per row) are then subtracted. Tiles with a sub-pixel shift, and
+// frames whose rows come out NaN or infinite (exact rows), go to the shifted copies of
+// shiftDense.
+type shiftFlat[N native] struct {
+	h, w, nMasks int
+	masks        []float32 // nMasks × pixels
+	kernels      *groupKernels[N]
+	part         []float32
+	copies       *shiftDense[N, float32]
+}
+
+// newShiftFlat returns the flat kernel for a float32 job of fewer than packedMinMasks
+// dense masks, or nil where the block kernels are missing.
+func newShiftFlat[N native](job *Job, copies *shiftDense[N, float32]) *shiftFlat[N] {
+	k := simdKernels[N]()
+	if k == nil || job.Float64 || job.Sparse != nil || job.NMasks >= packedMinMasks {
+		return nil
+	}
+	sig := job.Dataset.SigShape()
+	return &shiftFlat[N]{h: sig[0], w: sig[1], nMasks: job.NMasks, masks: job.Masks.Data, kernels: k,
+		part: make([]float32, max(job.NMasks, 24)), copies: copies}
+}
+
+func (k *shiftFlat[N]) apply(tile []byte, start, frames int, shifts []float64, acc []float64) {
+	if !whole(shifts[2*start : 2*(start+frames)]) {
+		k.copies.apply(tile, start, frames, shifts, acc)
+		return
+	}
+	px := asNative[N](tile)
+	p, nm := k.h*k.w, k.nMasks
+	for f := 0; f < frames; {
+		ky, kx := int(shifts[2*(start+f)]), int(shifts[2*(start+f)+1])
+		pair := f+1 < frames && nm >= 4 && shifts[2*(start+f+1)] == float64(ky) && shifts[2*(start+f+1)+1] == float64(kx)
+		n := 1
+		if pair {
+			n = 2
+		}
+		rows := acc[f*nm : (f+n)*nm]
+		k.whole(px[f*p:(f+n)*p], n, ky, kx, rows)
+		for i := range n {
+			if k.copies.exact != nil && !finite(rows[i*nm:(i+1)*nm]) {
+				var zero N
+				fb := p * int(unsafe.Sizeof(zero))
+				k.copies.apply(tile[(f+i)*fb:(f+i+1)*fb], start+f+i, 1, shifts, rows[i*nm:(i+1)*nm])
+			}
+		}
+		f += n
+	}
+}
+
+// whole sets rows (n × nMasks) to the products of the masks with the n frames of px (1
+// or 2) shifted by (ky, kx) whole pixels.
+func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
+	h, w, nm := k.h, k.w, k.nMasks
+	p := h * w
+	clear(rows)
+	// Rows u whose source row u+ky is in the frame; in them, pixels [lo, hi).
+	u0, u1 := max(0, -ky), min(h, h-ky)
+	lo, hi := max(0, -kx), min(w, w-kx)
+	if u0 >= u1 || lo >= hi {
+		return
+	}
+	first, end := u0*w+lo, (u1-1)*w+hi // mask pixels; frame pixels from first+off
+	off := ky*w + kx
+	for k0 := first; k0 < end; k0 += simdBlock {
+		b := min(simdBlock, end-k0)
+		s0 := px[k0+off : k0+off+b]
+		for m0 := 0; m0 < nm; m0 += simdGroup {
+			g := min(simdGroup, nm-m0)
+			mw := k.masks[m0*p+k0:]
+			pf := &prefetcher{w: mw, ldw: p, rows: g}
+			if n == 2 {
+				s1 := px[p+k0+off : p+k0+off+b]
+				dotPair(k.kernels, s0, s1, mw, p, pf, rows[m0:m0+g], rows[nm+m0:nm+m0+g], k.part)
+			} else {
+				dotBlock(k.kernels, s0, mw, p, pf, rows[m0:m0+g], k.part)
+			}
+		}
+	}
+	// The range's pixels whose source wraps: [hi, w) of every row but the last, [0, lo)
+	// of every row but the first.
+	wrap := func(u, v0, v1 int) {
+		for v := v0; v < v1; v++ {
+			i := u*w + v
+			for j := range n {
+				x := float64(px[j*p+i+off])
+				for m := range nm {
+					rows[j*nm+m] -= float64(k.masks[m*p+i]) * x
+				}
+			}
+		}
+	}
+	for u := u0; u < u1; u++ {
+		if u > u0 {
+			wrap(u, 0, lo)
+		}
+		if u < u1-1 {
+			wrap(u, hi, w)
 		}
 	}
 }

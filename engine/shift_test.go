@@ -69,8 +69,11 @@ func randomShifts(rng *rand.Rand, n int, integer bool) []float64 {
 			s[i] = rng.Float64()*16 - 8
 		}
 	}
-	if integer && n > 2 {
+	if integer && n > 9 {
 		s[2], s[3] = 500, -3 // every mask pixel moved outside the frame
+		for i := 8; i < 18; i += 2 {
+			s[i], s[i+1] = -2, 3 // frames 4 to 8 share a shift (pairs of frames)
+		}
 	}
 	return s
 }
@@ -85,7 +88,7 @@ func TestApplyMasksShifted(t *testing.T) {
 		ds := randomDataset(rng, dt, []int{23}, sig)
 		for _, integer := range []bool{true, false} {
 			shifts := randomShifts(rng, 23, integer)
-			for _, nMasks := range []int{1, 3, 16} {
+			for _, nMasks := range []int{1, 3, 5, 16} {
 				for _, sparse := range []bool{false, true} {
 					stack := randomStack(rng, nMasks, sig)
 					if sparse {

@@ -28,8 +28,10 @@ import (
 // wy_0 = 1 − fy, wy_1 = fy, wx_0 = 1 − fx, wx_1 = fx, frame pixels outside the frame
 // zero. So no mask is copied or moved per frame: a dense CPU worker builds each frame's
 // g_f into a float tile (float32, float64 for Float64 jobs) and runs the unshifted kernel
-// on it (an integer shift is a shifted copy), a sparse one gathers each nonzero's g_f
-// straight from the native frame.
+// on it (shiftDense); whole-pixel shifts of fewer than packedMinMasks masks read the
+// native frame in place at an offset (shiftFlat), or take shifted copies in the native
+// dtype; a sparse worker gathers each nonzero's g_f straight from the native frame
+// (shiftSparse); a GPU worker's staging readers build g_f in float32 for the device.
 
 // ValidateShifts checks per-frame shifts for nFrames frames: 2·nFrames values, (dy, dx)
 // of frame f at 2f and 2f+1, all finite. Errors name the first bad value.

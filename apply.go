@@ -31,6 +31,18 @@ type ApplyOptions struct {
 	// such a result has the whole scan's nav shape, NaN at the positions the ROI leaves
 	// out (float32 and float64 alike), and Out32/Out64 hold the whole scan's values.
 	ROICompact bool
+	// Shifts moves the masks with the diffraction pattern (descan compensation): the
+	// masks of frame f are applied moved by (dy, dx) pixels, out[f, m] = Σ_{y,x}
+	// mask_m(y − dy, x − dx)·frame_f(y, x), mask pixels moved outside the frame dropped,
+	// as LiberTEM's ApplyMasksUDF(shifts=...) (a positive dy moves the masks down, a
+	// positive dx right); integer shifts exactly, sub-pixel ones by the bilinear
+	// interpolation of the mask at (y − dy, x − dx) (engine's shift.go), where LiberTEM
+	// truncates them to integers. Either 2 values, (dy, dx) for every frame, or 2 per
+	// scan position, (nav_y, nav_x, 2) in C order (LoadShifts reads them from NPY;
+	// descan.Plane.Eval computes them from a fit, see DescanFit): with Options.Frames, for
+	// the whole scan, or 2 per frame of the range. Nil applies the masks unshifted. Finite values only (errs.Argument);
+	// another length is errs.Shape.
+	Shifts []float64
 }
 
 // Result is the outcome of Apply: one image of shape NavShape per mask, out[f, m] =
@@ -139,18 +151,29 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if err := checkJob(ds, stack, opt); err != nil {
 		return nil, err
 	}
+	shifts, err := frameShifts(ds, opt.Shifts)
+	if err != nil {
+		return nil, err
+	}
 	p, err := pl.Plan(ds, stack)
 	if err != nil {
 		return nil, err
 	}
 	l := roiOf(ds, opt)
-	eo := engine.Options{Float64: opt.Float64, Progress: opt.Progress}
+	eo := engine.Options{Float64: opt.Float64, Progress: opt.Progress, Shifts: shifts}
 	eo.Out32, eo.Out64 = l.buffers(opt, stack.N)
 	res, err := engine.ApplyMasks(ctx, ds, stack, p, eo)
 	if err != nil {
 		return nil, err
 	}
-	return newResult(ds, res, l, stack.MaskNames(), append(OpenWarnings(ds), p.Warnings...)), nil
+	r := newResult(ds, res, l, stack.MaskNames(), append(OpenWarnings(ds), p.Warnings...))
+	if shifts != nil {
+		r.Info.Shifts = &ShiftsInfo{Mean: meanShift(shifts)}
+		if len(opt.Shifts) == 2 {
+			r.Info.Shifts.Constant = slices.Clone(opt.Shifts)
+		}
+	}
+	return r, nil
 }
 
 // roiLayout is where the frames of a dataset opened with an ROI go in its result.

@@ -49,12 +49,14 @@ var goNames = map[string]string{
 	"flip_y":     "COMOptions.FlipY",
 	"positions":  "Outputs.Positions",
 
+	"shifts": "ApplyOptions.Shifts",
+
 	"mask":  "MasksFrom's specs",
 	"masks": "MasksFrom's files",
 }
 
 // goNameRef matches a Go name of goNames in a message.
-var goNameRef = regexp.MustCompile(`\b(?:Options|Plan|Outputs|COMOutputs|COMOptions)\.[A-Z][A-Za-z0-9]*\b|\bMasksFrom's (?:specs|files)\b|\bPick's positions\b`)
+var goNameRef = regexp.MustCompile(`\b(?:ApplyOptions|Options|Plan|Outputs|COMOutputs|COMOptions)\.[A-Z][A-Za-z0-9]*\b|\bMasksFrom's (?:specs|files)\b|\bPick's positions\b`)
 
 // GoNames rewrites the options named in a message by key ("give option dataset_path")
 // as a Go caller sets them ("give Options.DatasetPath"). The errors and warnings of this

@@ -82,12 +82,16 @@ func (r *Resident) Dataset() dataset.Dataset { return r.ds }
 // opt.Float64, in opt.Out32/Out64 when given), computed on the GPU, in CSR form when
 // stack.PreferSparse(). Stats describe one GPU worker with feed "resident"; Progress, when
 // set, is called once at the end. Errors are those of Planner.Apply's checks (errs.Shape,
-// errs.DType, errs.Argument), errs.Cancelled when ctx is already cancelled, errs.Argument
-// after Close, and a CUDA failure (unclassified).
+// errs.DType, errs.Argument), errs.Argument for opt.Shifts (shifted masks are applied by
+// Apply only), errs.Cancelled when ctx is already cancelled, errs.Argument after Close,
+// and a CUDA failure (unclassified).
 func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptions) (result *Result, err error) {
 	defer goErrs(&err)
 	if err := checkJob(r.ds, stack, opt); err != nil {
 		return nil, err
+	}
+	if opt.Shifts != nil {
+		return nil, errs.New(errs.Argument, "option shifts: shifted masks are not applied to a dataset held on the GPU: apply them to the dataset (Apply)")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, errs.Wrap(errs.Cancelled, err)

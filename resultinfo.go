@@ -55,6 +55,20 @@ type ResultInfo struct {
 	// Centre, when auto mask specs (disk:auto, ring:auto,RI,RO, com:auto) were made, is
 	// the direct beam's centre they were made about.
 	Centre *CentreInfo `json:"centre,omitempty"`
+	// Shifts, for masks moved with the pattern (ApplyOptions.Shifts), describes them.
+	Shifts *ShiftsInfo `json:"shifts,omitempty"`
+}
+
+// ShiftsInfo describes the shifts (dy, dx) in pixels that moved the masks of a result's
+// frames (descan compensation).
+type ShiftsInfo struct {
+	// Constant is the one shift of every frame, when one was given (--shift).
+	Constant []float64 `json:"constant,omitempty"`
+	// File is the NPY of shifts per scan position (--shifts), absolute; "" when they
+	// were given otherwise (an array in Python, ApplyOptions.Shifts in Go).
+	File string `json:"file,omitempty"`
+	// Mean is the mean shift (dy, dx) of the frames computed.
+	Mean []float64 `json:"mean"`
 }
 
 // ROIInfo places the rows of a result of a region of interest in its scan.

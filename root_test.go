@@ -307,7 +307,7 @@ func TestOpenDocListsFormats(t *testing.T) {
 // Options, Plan or Outputs (or MasksFrom's argument); OptionKeys (the C ABI) and
 // FlagNames (the CLI) turn Go names back into keys and flags.
 func TestGoNames(t *testing.T) {
-	keys := []string{"out", "png", "com_shifts", "mean", "max", "std", "positions", "mask", "masks", "at"}
+	keys := []string{"out", "png", "com_shifts", "mean", "max", "std", "positions", "mask", "masks", "at", "shifts"}
 	for _, o := range stemdot.OpenOptions {
 		keys = append(keys, o.Key)
 	}
@@ -316,7 +316,7 @@ func TestGoNames(t *testing.T) {
 	_, known, _ := strings.Cut(err.Error(), "(known: ")
 	keys = append(keys, strings.Split(strings.TrimSuffix(known, ")"), ", ")...)
 	require.Contains(t, keys, "gpu_inventory")
-	types := map[string]reflect.Type{"Options": reflect.TypeOf(stemdot.Options{}), "Plan": reflect.TypeOf(p), "Outputs": reflect.TypeOf(stemdot.Outputs{})}
+	types := map[string]reflect.Type{"Options": reflect.TypeOf(stemdot.Options{}), "Plan": reflect.TypeOf(p), "Outputs": reflect.TypeOf(stemdot.Outputs{}), "ApplyOptions": reflect.TypeOf(stemdot.ApplyOptions{})}
 	for _, key := range keys {
 		msg := "give option " + key + " 2"
 		name := strings.TrimSuffix(strings.TrimPrefix(stemdot.GoNames(msg), "give "), " 2")

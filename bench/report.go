@@ -55,7 +55,7 @@ type Row struct {
 	Masks    int    `json:"masks"`
 	MaskKind string `json:"mask_kind"`
 	// Plan names how it ran: for stemdot "<plan>/<kernels>" ("cpu-all/stemdot",
-	// "cpu-1/openblas", "hybrid/stemdot"), for the read floor "read-floor/<plan>", for a
+	// "cpu-1/openblas", "hybrid/stemdot"; "cpu-all+shifted/stemdot" with shifted masks), for the read floor "read-floor/<plan>", for a
 	// peer its name.
 	Plan string `json:"plan"`
 	// Workers is the number of workers (threads or processes) it ran with.

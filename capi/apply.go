@@ -64,6 +64,8 @@ type applyRequest struct {
 	run   *run             // nil: not cancellable
 	out32 []float32        // exactly one of out32, out64 is set
 	out64 []float64
+	// shifts are stemdot.ApplyOptions.Shifts (nil: unshifted).
+	shifts []float64
 	// progress, when set, is called on the goroutine that called apply (so on the C
 	// thread that called stemdot_apply), with strictly increasing done, and with done ==
 	// total at the end of a successful run.
@@ -80,7 +82,7 @@ func apply(req applyRequest) error {
 		}
 	}
 	// An ROI's frames are written as the dataset has them, in scan order (stemdot_dataset_scan).
-	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64, ROICompact: true}
+	opt := stemdot.ApplyOptions{Float64: req.out64 != nil, Out32: req.out32, Out64: req.out64, ROICompact: true, Shifts: req.shifts}
 	return onRun(req.run, "apply", func(ctx context.Context) error {
 		return relayProgress(req.ds.NumFrames(), req.progress, func(p func(done, total int)) error {
 			opt.Progress = p

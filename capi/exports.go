@@ -7,7 +7,9 @@ package main
 import "C"
 
 import (
+	"context"
 	"math"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -437,7 +439,7 @@ func stemdot_go_apply(dsHandle C.stemdot_dataset, maskData *C.stemdot_cfloat, nM
 	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_apply"
 	defer guard(fn, &st)
-	return applyC(fn, dsHandle, unsafe.Pointer(maskData), false, nMasks, sigY, sigX, planHandle, runHandle, progress, progressUser, out, outDType, outLen)
+	return applyC(fn, dsHandle, unsafe.Pointer(maskData), false, nMasks, sigY, sigX, planHandle, runHandle, progress, progressUser, out, outDType, outLen, nil)
 }
 
 //export stemdot_go_apply64
@@ -446,17 +448,101 @@ func stemdot_go_apply64(dsHandle C.stemdot_dataset, maskData *C.stemdot_cdouble,
 	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_apply64"
 	defer guard(fn, &st)
-	return applyC(fn, dsHandle, unsafe.Pointer(maskData), true, nMasks, sigY, sigX, planHandle, runHandle, progress, progressUser, out, outDType, outLen)
+	return applyC(fn, dsHandle, unsafe.Pointer(maskData), true, nMasks, sigY, sigX, planHandle, runHandle, progress, progressUser, out, outDType, outLen, nil)
 }
 
-// applyC is stemdot_apply (masks of float) and stemdot_apply64 (masks of double, f64).
+//export stemdot_go_apply_shifted
+func stemdot_go_apply_shifted(dsHandle C.stemdot_dataset, maskData *C.stemdot_cvoid, maskDType C.stemdot_dtype, nMasks, sigY, sigX C.size_t,
+	shifts *C.stemdot_cdouble, nShifts C.size_t, planHandle C.stemdot_plan, runHandle C.stemdot_run, progress C.stemdot_progress_fn, progressUser unsafe.Pointer,
+	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_apply_shifted"
+	defer guard(fn, &st)
+	if shifts == nil {
+		return fail(fn, failf(errs.Argument, "shifts must not be NULL (stemdot_apply applies the masks unshifted)"))
+	}
+	n, err := sizeProduct("shifts", 0, nShifts)
+	if err != nil {
+		return fail(fn, err)
+	}
+	var f64 bool
+	switch maskDType {
+	case C.STEMDOT_FLOAT32:
+	case C.STEMDOT_FLOAT64:
+		f64 = true
+	default:
+		return fail(fn, failf(errs.DType, "mask dtype %d is not STEMDOT_FLOAT32 (%d) or STEMDOT_FLOAT64 (%d)", maskDType, C.STEMDOT_FLOAT32, C.STEMDOT_FLOAT64))
+	}
+	// Copied: the engine holds the shifts for the whole run, the caller's buffer only
+	// during the call.
+	sh := slices.Clone(unsafe.Slice((*float64)(unsafe.Pointer(shifts)), n))
+	if sh == nil {
+		sh = []float64{}
+	}
+	return applyC(fn, dsHandle, unsafe.Pointer(maskData), f64, nMasks, sigY, sigX, planHandle, runHandle, progress, progressUser, out, outDType, outLen, sh)
+}
+
+//export stemdot_go_descan_fit
+func stemdot_go_descan_fit(dsHandle C.stemdot_dataset, com *C.stemdot_cchar, planHandle C.stemdot_plan, coeffs *C.double, shifts *C.double, shiftsLen C.size_t, used *C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_descan_fit"
+	defer guard(fn, &st)
+	if coeffs == nil {
+		return fail(fn, failf(errs.Argument, "coeffs must not be NULL (8 doubles)"))
+	}
+	v, release, err := handles.acquire(uint64(dsHandle), kindDataset)
+	if err != nil {
+		return fail(fn, err)
+	}
+	defer release()
+	ds := v.(dataset.Dataset)
+	var pl *stemdot.Planner
+	if planHandle != 0 {
+		pl, err = getPlan(uint64(planHandle))
+	} else {
+		pl, err = newPlanner("", "")
+	}
+	if err != nil {
+		return fail(fn, err)
+	}
+	var n int
+	if shifts != nil {
+		if n, err = sizeProduct("shifts_len", 0, shiftsLen); err != nil {
+			return fail(fn, err)
+		}
+		if n != 2*ds.NumFrames() {
+			return fail(fn, failf(errs.Shape, "shifts_len is %d, want 2 per scan position = %d", n, 2*ds.NumFrames()))
+		}
+	}
+	spec := ""
+	if com != nil {
+		spec = C.GoString(com)
+	}
+	p, err := pl.DescanFit(context.Background(), ds, spec)
+	if err != nil {
+		return fail(fn, err)
+	}
+	copy(unsafe.Slice((*float64)(unsafe.Pointer(coeffs)), 8), []float64{p.Y.A, p.Y.B, p.Y.C, p.X.A, p.X.B, p.X.C, p.RMS[0], p.RMS[1]})
+	if shifts != nil {
+		s, err := p.Eval(ds.NavShape())
+		if err != nil {
+			return fail(fn, err)
+		}
+		copy(unsafe.Slice((*float64)(unsafe.Pointer(shifts)), n), s)
+	}
+	if used != nil {
+		*used = C.size_t(p.Used)
+	}
+	return succeed()
+}
+
+// applyC is stemdot_apply (masks of float) and stemdot_apply64 (masks of double, f64),
+// and stemdot_apply_shifted (shifts not nil).
 func applyC(fn string, dsHandle C.stemdot_dataset, maskData unsafe.Pointer, f64 bool, nMasks, sigY, sigX C.size_t,
 	planHandle C.stemdot_plan, runHandle C.stemdot_run, progress C.stemdot_progress_fn, progressUser unsafe.Pointer,
-	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t) C.stemdot_status {
+	out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t, shifts []float64) C.stemdot_status {
 	if maskData == nil || out == nil {
 		return fail(fn, failf(errs.Argument, "masks and out must not be NULL"))
 	}
-	req := applyRequest{}
+	req := applyRequest{shifts: shifts}
 	v, release, err := handles.acquire(uint64(dsHandle), kindDataset)
 	if err != nil {
 		return fail(fn, err)

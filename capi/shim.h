@@ -89,6 +89,17 @@ typedef const char *const stemdot_cstring;
       (stemdot_dataset dataset, const size_t *positions, size_t n_positions, size_t ndim,         \
        void *out, size_t out_bytes),                                                              \
       (dataset, positions, n_positions, ndim, out, out_bytes))                                    \
+    F(apply_shifted,                                                                              \
+      (stemdot_dataset dataset, const void *masks, stemdot_dtype masks_dtype, size_t n_masks,     \
+       size_t sig_y, size_t sig_x, const double *shifts, size_t n_shifts, stemdot_plan plan,      \
+       stemdot_run run, stemdot_progress_fn progress, void *progress_user, void *out,             \
+       stemdot_dtype out_dtype, size_t out_len),                                                  \
+      (dataset, masks, masks_dtype, n_masks, sig_y, sig_x, shifts, n_shifts, plan, run, progress, \
+       progress_user, out, out_dtype, out_len))                                                   \
+    F(descan_fit,                                                                                 \
+      (stemdot_dataset dataset, const char *com, stemdot_plan plan, double *coeffs,               \
+       double *shifts, size_t shifts_len, size_t *used),                                          \
+      (dataset, com, plan, coeffs, shifts, shifts_len, used))                                     \
     F(com_shifts,                                                                                 \
       (const void *result, stemdot_dtype result_dtype, size_t n_frames, size_t n_masks,           \
        size_t sum_mask, double *shifts),                                                          \

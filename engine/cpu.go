@@ -27,6 +27,9 @@ type cpuWorker struct {
 	native     []byte    // tileFrames*frameBytes, allocated on the first read
 	acc        []float64 // tileFrames*nMasks, rows of a float32 run before rounding
 	kernel     kernel
+	// shifted, for a job with shifts, computes the rows instead of kernel.
+	shifted shiftedKernel
+	shifts  []float64
 	// exact is the dense stack for exact recomputation (exactNonFinite) of float frames
 	// holding NaN or Inf; nil for integer frames and CSR stacks, which never need it.
 	exact *masks.Stack
@@ -71,6 +74,18 @@ func NewCPUWorker(job *Job) (Worker, error) {
 	w.dt = ds.DType()
 	if job.Sparse == nil && job.Masks.Data != nil && (w.dt == dataset.Float32 || w.dt == dataset.Float64) {
 		w.exact = job.Masks
+	}
+	if job.Shifts != nil {
+		if err := ValidateShifts(job.Shifts, ds.NumFrames()); err != nil {
+			return nil, fmt.Errorf("CPU worker: %w", err)
+		}
+		w.shifts = job.Shifts
+		w.shifted = shiftedKernelFor(job, w.exact)
+		if w.shifted == nil {
+			return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
+		}
+		w.exact = nil // the shifted kernel recomputes NaN/Inf rows of its float frames
+		return w, nil
 	}
 	switch ds.DType() {
 	case dataset.Uint8:
@@ -146,12 +161,10 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 		frames := end - start
 		if out.F64 != nil {
 			rows := out.F64[start*w.nMasks : end*w.nMasks]
-			w.kernel.apply(tile, frames, rows)
-			w.exactNonFinite(tile, rows)
+			w.apply(tile, start, frames, rows)
 		} else {
 			acc := w.acc[:frames*w.nMasks]
-			w.kernel.apply(tile, frames, acc)
-			w.exactNonFinite(tile, acc)
+			w.apply(tile, start, frames, acc)
 			dst := out.F32[start*w.nMasks : end*w.nMasks]
 			for i, v := range acc {
 				dst[i] = float32(v)
@@ -164,6 +177,16 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 	}
 	w.release(p)
 	return nil
+}
+
+// apply computes the rows of the tile's frames [start, start+frames).
+func (w *cpuWorker) apply(tile []byte, start, frames int, rows []float64) {
+	if w.shifted != nil {
+		w.shifted.apply(tile, start, frames, w.shifts, rows)
+		return
+	}
+	w.kernel.apply(tile, frames, rows)
+	w.exactNonFinite(tile, rows)
 }
 
 // release drops the pages of frames p that the worker read in place from a memory
@@ -262,6 +285,30 @@ func (w *cpuWorker) frames(start, end int) ([]byte, error) {
 
 // Close implements Worker; a CPU worker holds only memory.
 func (w *cpuWorker) Close() error { return nil }
+
+// shiftedKernelFor picks the shifted kernel (newShiftedKernel) for the job's native
+// dtype; nil for an unsupported one.
+func shiftedKernelFor(job *Job, exact *masks.Stack) shiftedKernel {
+	switch job.Dataset.DType() {
+	case dataset.Uint8:
+		return newShiftedKernel[uint8](job, exact)
+	case dataset.Uint16:
+		return newShiftedKernel[uint16](job, exact)
+	case dataset.Uint32:
+		return newShiftedKernel[uint32](job, exact)
+	case dataset.Int8:
+		return newShiftedKernel[int8](job, exact)
+	case dataset.Int16:
+		return newShiftedKernel[int16](job, exact)
+	case dataset.Int32:
+		return newShiftedKernel[int32](job, exact)
+	case dataset.Float32:
+		return newShiftedKernel[float32](job, exact)
+	case dataset.Float64:
+		return newShiftedKernel[float64](job, exact)
+	}
+	return nil
+}
 
 // kernelFor picks the kernel for native dtype N.
 func kernelFor[N native](job *Job) kernel {

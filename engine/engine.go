@@ -58,6 +58,10 @@ type Options struct {
 	NewWorker WorkerFactory
 	// NoPin leaves the worker threads unpinned (tests).
 	NoPin bool
+	// Shifts, when set, moves the masks of each frame (descan compensation, see
+	// shift.go): (dy, dx) in pixels of frame f at Shifts[2f] and Shifts[2f+1], for every
+	// frame of the dataset (2·NumFrames values, finite). Nil applies the masks unshifted.
+	Shifts []float64
 }
 
 // Job is what every worker of one run computes: the dataset, the masks (dense, and in
@@ -77,6 +81,9 @@ type Job struct {
 	TileFrames int
 	// NMasks is the number of masks (Masks.N), the length of one result row.
 	NMasks int
+	// Shifts are the per-frame mask shifts of Options.Shifts (2·NumFrames values), or
+	// nil.
+	Shifts []float64
 
 	masks64Once sync.Once
 	masks64     []float64
@@ -203,6 +210,11 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	if err := validatePlan(plan, ds.NumFrames()); err != nil {
 		return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
 	}
+	if opt.Shifts != nil {
+		if err := ValidateShifts(opt.Shifts, ds.NumFrames()); err != nil {
+			return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
+		}
+	}
 	if err := checkMemory(ds, stack, plan, opt); err != nil {
 		return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
 	}
@@ -220,7 +232,7 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 		// A tile's float64 result rows stay within tileBytes too (deep mask stacks).
 		tile = max(1, min(autoTileFrames(ds.FrameBytes(), nMasks, sparse), tileBytes/(8*stack.N)))
 	}
-	job := &Job{Dataset: ds, Masks: stack, Float64: opt.Float64, TileFrames: tile, NMasks: nMasks}
+	job := &Job{Dataset: ds, Masks: stack, Float64: opt.Float64, TileFrames: tile, NMasks: nMasks, Shifts: opt.Shifts}
 	if sparse {
 		job.Sparse = stack.ToCSR()
 	}

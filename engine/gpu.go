@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"github.com/stemdot/stemdot/cuda"
 	"github.com/stemdot/stemdot/dataset"
@@ -66,6 +68,7 @@ type gpuWorker struct {
 	exact  *masks.Stack // for exact rows of float frames holding NaN or Inf (see exactRow)
 	frame  []byte
 	row    []float64
+	shift  func(dst []float32, native []byte, start, frames int) // nil: unshifted job
 }
 
 // newGPUWorker waits for the device's CUDA context (started early by cuda.Prewarm, or
@@ -90,6 +93,30 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 		cfg.NMasks, cfg.Masks, cfg.Sparse, cfg.LoPairs = p.N, p.Data, p.Sparse, true
 	}
 	w := &gpuWorker{job: job, feed: "staged"}
+	if job.Shifts != nil {
+		// Shifted masks: the worker's staging readers build each frame's g_f (shift.go)
+		// in float32 on the host and the device applies the masks unshifted to it.
+		if job.Float64 {
+			return nil, fmt.Errorf("GPU worker on device %d: shifted masks with float64 results run on CPU workers only", spec.GPU)
+		}
+		if err := ValidateShifts(job.Shifts, job.Dataset.NumFrames()); err != nil {
+			return nil, fmt.Errorf("GPU worker on device %d: %w", spec.GPU, err)
+		}
+		cfg.DType = dataset.Float32
+		if dt := job.Dataset.DType(); job.Sparse == nil && (dt == dataset.Float32 || dt == dataset.Float64) {
+			w.exact, w.frame, w.row = job.Masks, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
+		}
+		w.shift = newShiftBuilder(job)
+		if w.shift == nil {
+			return nil, fmt.Errorf("GPU worker on device %d: %s has unsupported dtype %v", spec.GPU, describe(job.Dataset), job.Dataset.DType())
+		}
+		r, err := cuda.NewRunner(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("GPU worker on device %d: %w", spec.GPU, err)
+		}
+		w.runner = r
+		return w, nil
+	}
 	if dt := job.Dataset.DType(); job.Sparse == nil && job.Masks.Data != nil && (dt == dataset.Float32 || dt == dataset.Float64) {
 		w.exact, w.frame, w.row = job.Masks, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
 	}
@@ -158,6 +185,9 @@ func (w *gpuWorker) exactNonFinite(p planner.Partition, out Output) error {
 	if w.exact == nil {
 		return nil
 	}
+	if w.shift != nil {
+		return w.exactShifted(p, out)
+	}
 	nm := w.job.NMasks
 	for f := p.Start; f < p.End; f++ {
 		row := w.row
@@ -184,23 +214,81 @@ func (w *gpuWorker) exactNonFinite(p planner.Partition, out Output) error {
 	return nil
 }
 
-// read fills dst with frames [start, end), split among stagingReaders goroutines.
+// exactShifted is exactNonFinite for a shifted job: the rows are recomputed over the
+// frame's g_f.
+func (w *gpuWorker) exactShifted(p planner.Partition, out Output) error {
+	nm := w.job.NMasks
+	g := make([]float32, w.job.Masks.Pixels())
+	gb := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(g))), 4*len(g))
+	for f := p.Start; f < p.End; f++ {
+		row := out.F32[f*nm : (f+1)*nm]
+		if finite32(row) {
+			continue
+		}
+		if err := w.job.Dataset.ReadFrames(f, f+1, w.frame); err != nil {
+			return err
+		}
+		w.shift(g, w.frame, f, 1)
+		exactRow(w.exact, dataset.Float32, gb, w.row)
+		for m, v := range w.row {
+			row[m] = float32(v)
+		}
+	}
+	return nil
+}
+
+// finite32 tells whether every value is finite.
+func finite32(v []float32) bool {
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// read fills dst with frames [start, end), split among stagingReaders goroutines; for
+// a shifted job, with their g_f in float32 (shift.go).
 func (w *gpuWorker) read(dst []byte, start, end int) error {
 	ds := w.job.Dataset
 	fb := ds.FrameBytes()
 	n := end - start
-	parts := min(stagingReaders, n)
-	if parts <= 1 {
-		return ds.ReadFrames(start, end, dst)
+	parts := max(1, min(stagingReaders, n))
+	readPart := func(a, b int) error {
+		if w.shift == nil {
+			return ds.ReadFrames(a, b, dst[(a-start)*fb:(b-start)*fb])
+		}
+		return w.readShifted(dst, start, a, b)
+	}
+	if parts == 1 {
+		return readPart(start, end)
 	}
 	errs := make([]error, parts)
 	var wg sync.WaitGroup
 	for i := range parts {
 		a, b := start+i*n/parts, start+(i+1)*n/parts
-		wg.Go(func() { errs[i] = ds.ReadFrames(a, b, dst[(a-start)*fb:(b-start)*fb]) })
+		wg.Go(func() { errs[i] = readPart(a, b) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// readShifted reads frames [a, b) a few at a time and writes their g_f, float32, into
+// dst (which holds frames from start).
+func (w *gpuWorker) readShifted(dst []byte, start, a, b int) error {
+	ds := w.job.Dataset
+	p := ds.SigShape()[0] * ds.SigShape()[1]
+	step := max(1, min(b-a, tileBytes/ds.FrameBytes()))
+	native := make([]byte, step*ds.FrameBytes())
+	out := asNative[float32](dst)
+	for f := a; f < b; f += step {
+		e := min(f+step, b)
+		if err := ds.ReadFrames(f, e, native); err != nil {
+			return err
+		}
+		w.shift(out[(f-start)*p:(e-start)*p], native, f, e-f)
+	}
+	return nil
 }
 
 func (w *gpuWorker) Close() error { return w.runner.Close() }

@@ -15,7 +15,8 @@ import (
 // pages belong to the page cache.
 type MemoryEstimate struct {
 	// Result is n_frames × n_masks × 4 bytes (8 for a float64 run); 0 when the caller
-	// gives the result buffer.
+	// gives the result buffer. With Options.Shifts, plus the per-frame shifts the run
+	// holds (16 bytes per frame).
 	Result int64
 	// Masks is the mask stack in the form the workers apply it beyond the stack itself:
 	// a CSR copy of a dense stack applied sparse, the float64 copy of a dense stack
@@ -26,7 +27,9 @@ type MemoryEstimate struct {
 	Masks int64
 	// PerWorker is one worker's buffers: its tile of native frames (none when the
 	// dataset's frames are read in place) and the dataset's read buffer for it, its
-	// float64 rows, and the kernel's copy of a sparse stack's weights in float64.
+	// float64 rows, and the kernel's copy of a sparse stack's weights in float64; with
+	// Options.Shifts, the tile of shifted frames (float, and native for fewer than 8
+	// masks) of a dense stack, the pixel coordinates of a sparse stack's nonzeros.
 	PerWorker int64
 	// Workers is the number of workers of the plan.
 	Workers int
@@ -83,10 +86,35 @@ func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, 
 	} else {
 		e.PerWorker += 4 * 192 * 2048 // the dense kernels' float tile
 	}
+	if opt.Shifts != nil {
+		e.Result += 16 * frames
+		e.PerWorker += shiftedBuffers(ds, stack, tile, sparse, opt.Float64)
+	}
 	if plan != nil {
 		e.Workers = len(plan.Workers)
 	}
 	return e
+}
+
+// shiftedBuffers is a shifted kernel's buffers (shift.go) for tiles of tile frames.
+func shiftedBuffers(ds dataset.Dataset, stack *masks.Stack, tile int64, sparse, f64 bool) int64 {
+	if sparse {
+		return 8 * int64(stack.NNZ())
+	}
+	size, bytes := int64(4), int64(shiftTileBytes)
+	if f64 {
+		size = 8
+	}
+	if stack.N >= packedMinMasks {
+		bytes = shiftManyTileBytes
+	}
+	frame := int64(stack.Pixels())
+	chunk := max(1, min(tile, bytes/(frame*size)))
+	b := chunk*frame*size + 3*int64(stack.SigX)*size
+	if stack.N < packedMinMasks {
+		b += chunk * int64(ds.FrameBytes())
+	}
+	return b
 }
 
 // runThreads is how many OS threads a run may use beyond one per worker (a worker's

@@ -456,6 +456,45 @@ stemdot_status stemdot_pick(stemdot_dataset dataset, const size_t *positions, si
                             size_t ndim, void *out, size_t out_bytes);
 
 /*
+ * As stemdot_apply (masks_dtype STEMDOT_FLOAT32: masks is float*) or stemdot_apply64
+ * (STEMDOT_FLOAT64: double*), with the masks moved with the diffraction pattern (descan
+ * compensation): the masks of frame f are applied moved by (dy, dx) pixels,
+ *   out[f, m] = sum_{y,x} mask_m(y - dy, x - dx) * frame_f(y, x),
+ * mask pixels moved outside the frame dropped, as LiberTEM's ApplyMasksUDF(shifts=...)
+ * (a positive dy moves the masks down, a positive dx right); integer shifts exactly,
+ * sub-pixel ones by the bilinear interpolation of the mask at (y - dy, x - dx).
+ * shifts: n_shifts doubles, read during the call only: 2 (dy, dx for every frame), or 2
+ * per scan position, C order of shape nav_shape + (2,) (with the option frames, of the
+ * whole scan, or 2 per frame of the range), as stemdot_descan_fit writes them.
+ * Errors: as stemdot_apply, and SHAPE (n_shifts neither 2 nor 2 per scan position),
+ * INVALID_ARGUMENT (shifts NULL, a NaN or infinite shift), DTYPE (masks_dtype).
+ */
+stemdot_status stemdot_apply_shifted(stemdot_dataset dataset, const void *masks,
+                                     stemdot_dtype masks_dtype, size_t n_masks, size_t sig_y,
+                                     size_t sig_x, const double *shifts, size_t n_shifts,
+                                     stemdot_plan plan, stemdot_run run,
+                                     stemdot_progress_fn progress, void *progress_user,
+                                     void *out, stemdot_dtype out_dtype, size_t out_len);
+
+/*
+ * Fits the descan plane to the centre-of-mass shift map of a dataset (the Go API's
+ * stemdot.DescanFit; `stemdot descan fit`): the com masks of spec com (NULL or "": "com";
+ * "com:CX,CY[,R]") applied with plan (0: the default plan), their shifts fitted by least
+ * squares per component, frames without counts left out:
+ *   dy = coeffs[0] + coeffs[1]*y + coeffs[2]*x,   dx = coeffs[3] + coeffs[4]*y + coeffs[5]*x
+ * in pixels, (y, x) the scan row and column from 0 (a nav shape (n,): y = 0, x = index);
+ * coeffs[6] and coeffs[7] are the rms residuals of dy and dx. coeffs: 8 doubles. When
+ * shifts is not NULL, writes the plane at every scan position of the dataset, 2 per
+ * position (dy, dx), C order of shape nav_shape + (2,), as stemdot_apply_shifted takes
+ * them; shifts_len (doubles) must be 2 * n_frames. *used (when not NULL): the scan
+ * positions fitted. Errors: BAD_HANDLE, INVALID_ARGUMENT (NULL coeffs, a bad spec, too
+ * few frames with counts to fit a plane), SHAPE (shifts_len), and those of stemdot_apply.
+ */
+stemdot_status stemdot_descan_fit(stemdot_dataset dataset, const char *com, stemdot_plan plan,
+                                  double *coeffs, double *shifts, size_t shifts_len,
+                                  size_t *used);
+
+/*
  * Centre-of-mass shift maps from a result of stemdot_apply whose masks n_masks include
  * the three com masks (stemdot_mask_parse "com": sum, y moment, x moment) at indices
  * sum_mask, sum_mask+1, sum_mask+2. For every frame f it writes, in pixels,

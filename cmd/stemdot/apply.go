@@ -26,6 +26,7 @@ func newApplyCmd() *cobra.Command {
 	var outputs stemdot.Outputs
 	var float64Result, quiet, perWorker, roiCompact bool
 	var centreText string
+	var sf shiftFlags
 	cmd := &cobra.Command{
 		Use:   "apply FILE (--mask SPEC ... | --masks FILE.npy) --out RESULT.npy",
 		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY (and PNG)",
@@ -84,6 +85,15 @@ maximum (white), NaN black. Small images are scaled up by a whole factor, each s
 position a square block of pixels, until the short side has at least 256 pixels, the
 long side at most 4096 (a 64×64 scan gives 256×256 pixels); never down.
 
+--shift DY,DX or --shifts FILE.npy move the masks with the diffraction pattern (descan
+compensation): the masks of each frame are applied moved by its shift, out[f, m] =
+Σ mask_m(y − dy, x − dx)·frame_f(y, x), mask pixels moved outside the frame dropped, as
+LiberTEM's ApplyMasksUDF(shifts=...) (positive dy: down, dx: right); integer shifts
+exactly, sub-pixel ones by bilinear interpolation of the mask (LiberTEM truncates them).
+--shifts holds one shift per scan position, shape nav_shape + (2,), y then x (stemdot
+descan fit writes it).
+
+
 The result files, the sidecar and PNGs are written under temporary names and renamed
 only when the whole run succeeded: a failed or interrupted run leaves no output behind. An existing
 output file is replaced only if it is a writable regular file that is not an input of
@@ -109,7 +119,11 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				return err
 			}
 			ctx := cmd.Context()
-			centre, err := autoCentre(cmd, pl, ds, maskSpecs, centreText)
+			shifts, err := sf.shifts(ds)
+			if err != nil {
+				return err
+			}
+			centre, err := autoCentre(cmd, pl, ds, maskSpecs, centreText, shifts)
 			if err != nil {
 				return err
 			}
@@ -125,7 +139,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			if err := outputs.Check(stack.MaskNames(), inputs...); err != nil {
 				return err
 			}
-			opt := stemdot.ApplyOptions{Float64: float64Result, ROICompact: roiCompact}
+			opt := stemdot.ApplyOptions{Float64: float64Result, ROICompact: roiCompact, Shifts: shifts}
 			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 				bar := progressbar.NewOptions(ds.NumFrames(),
 					progressbar.OptionSetWriter(os.Stderr),
@@ -153,6 +167,9 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				res.Info.SetMasks(maskInfo)
 				res.Info.SetOptions(df.given())
 				res.Info.Centre = centre
+				if sf.file != "" {
+					res.Info.Shifts.File, _ = filepath.Abs(sf.file)
+				}
 				return stemdot.Save(res, outputs) // all or nothing: not cut short
 			})
 			if err != nil {
@@ -182,6 +199,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 	f.BoolVar(&roiCompact, "roi-compact", false, "with --roi: write only the selected scan positions, shape (n_selected, n_masks), and their flat indices as RESULT_positions.npy (default: the nav shape with NaN outside the ROI)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar and no summary")
 	f.BoolVar(&perWorker, "workers", false, "after the summary, one line per worker: frames, claims, GB/s while busy, start-up time and, for GPU workers, the feed (mapped: DMA from the file's mapping; staged: CPU copies)")
+	sf.register(f)
 	df.register(f)
 	pf.register(f, false)
 	return cmd
@@ -189,8 +207,10 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 
 // autoCentre is the direct beam's centre for the auto specs among specs (nil when there
 // are none): given as X,Y,R (--centre), else found in the sum frame of ds on pl's CPU
-// workers (one pass, interruptible), and said on stderr.
-func autoCentre(cmd *cobra.Command, pl *stemdot.Planner, ds dataset.Dataset, specs []string, given string) (*stemdot.CentreInfo, error) {
+// workers (one pass, interruptible), less the mean of the shifts of ds's frames
+// (stemdot.MeanShift: the sum frame's disk lies at the centre moved by the mean shift, and
+// the masks move by each frame's shift from the centre), and said on stderr.
+func autoCentre(cmd *cobra.Command, pl *stemdot.Planner, ds dataset.Dataset, specs []string, given string, shifts []float64) (*stemdot.CentreInfo, error) {
 	if !slices.ContainsFunc(specs, masks.NeedsCentre) {
 		if given != "" {
 			return nil, fmt.Errorf("--centre %s: no auto spec (disk:auto, ring:auto,RI,RO, com:auto) to make about it", given)
@@ -215,6 +235,14 @@ func autoCentre(cmd *cobra.Command, pl *stemdot.Planner, ds dataset.Dataset, spe
 	if err != nil {
 		return nil, fmt.Errorf("the auto specs need the direct beam's centre (or give --centre X,Y,R): %w", err)
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "stemdot: centre x %.2f, y %.2f, r %.2f px (the direct beam in the sum frame) for the auto specs\n", c.X, c.Y, c.R)
-	return &stemdot.CentreInfo{X: c.X, Y: c.Y, R: c.R, Source: "sum frame"}, nil
+	info := &stemdot.CentreInfo{X: c.X, Y: c.Y, R: c.R, Source: "sum frame"}
+	if shifts != nil {
+		dy, dx, err := stemdot.MeanShift(ds, shifts)
+		if err != nil {
+			return nil, err
+		}
+		info.X, info.Y, info.Source = c.X-dx, c.Y-dy, "sum frame less the mean shift"
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "stemdot: centre x %.2f, y %.2f, r %.2f px (the direct beam in the %s) for the auto specs\n", info.X, info.Y, info.R, info.Source)
+	return info, nil
 }

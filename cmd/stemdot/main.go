@@ -6,6 +6,7 @@
 //	stemdot sum FILE --out S [--mean ...]   sum, mean, max and std frames in one pass
 //	stemdot pick FILE --at Y,X --out F      the frames at scan positions
 //	stemdot com SHIFTS.npy --icom F ...     CoM products: magnitude, divergence, curl, iCoM
+//	stemdot descan fit FILE --out S.npy     the descan plane (CoM shift fit), per-position mask shifts
 //	stemdot synth --out FILE ...            a synthetic 4D-STEM dataset
 //	stemdot --version                       the version, and whether built with CUDA and HDF5
 //
@@ -63,7 +64,7 @@ one image of shape nav_shape per mask.`,
 	}
 	root.SetVersionTemplate("stemdot {{.Version}} (" + buildFlavour() + ")\n")
 	root.SetFlagErrorFunc(suggestFlag)
-	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(), newSumCmd(), newPickCmd(), newSynthCmd(), newCOMCmd())
+	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(), newSumCmd(), newPickCmd(), newDescanCmd(), newSynthCmd(), newCOMCmd())
 	return root
 }
 

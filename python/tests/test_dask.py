@@ -645,3 +645,30 @@ def test_roi(cluster, client, data_dir, tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "c.npy"), full.reshape(8, 4)[roi.ravel()])
     run = dask_cli(cluster, path, "--mask", "com", "--nav-shape", "2,4", "--roi", "rect:3,1,2,1", "--out", tmp_path / "bad.npy")
     assert run.returncode == 1 and "--roi rect:3,1,2,1" in run.stderr and not (tmp_path / "bad.npy").exists(), run.stderr
+
+
+def test_shifts_are_sliced_per_range(cluster, client, tmp_path):
+    """Shifted masks on the cluster equal the single-process result: per scan position
+    (ranges get their frames' shifts), constant, with frames (shifts of the whole scan or
+    of the frames read), and from the command line's --shifts."""
+    rng = np.random.default_rng(11)
+    path = tmp_path / "small.npy"
+    np.save(path, rng.integers(0, 500, (6, 7, 24, 24), dtype=np.uint16))
+    masks = np.concatenate([stemdot.disk((24, 24), 12, 12, 5), stemdot.com((24, 24))])
+    shifts = rng.random((6, 7, 2)) * 6 - 3
+    with stemdot.open(path) as ds:
+        want = stemdot.apply_masks(ds, masks, shifts=shifts)
+        want_const = stemdot.apply_masks(ds, masks, shifts=(0.5, -1.25))
+    np.testing.assert_array_equal(sdask.apply_masks(client, path, masks, shifts=shifts, range_frames=2), want)
+    np.testing.assert_array_equal(sdask.apply_masks(client, path, masks, shifts=(0.5, -1.25), range_frames=3), want_const)
+    part = sdask.apply_masks(client, path, masks, shifts=shifts, frames=(5, 20), range_frames=2)
+    np.testing.assert_array_equal(part, want.reshape(42, -1)[5:25])
+    part = sdask.apply_masks(client, path, masks, shifts=shifts.reshape(42, 2)[5:25], frames=(5, 20), range_frames=2)
+    np.testing.assert_array_equal(part, want.reshape(42, -1)[5:25])
+    with pytest.raises(stemdot.ShapeError, match="shifts hold 8 values"):
+        sdask.apply_masks(client, path, masks, shifts=np.zeros((2, 2, 2)))
+    np.save(tmp_path / "shifts.npy", shifts)
+    run = dask_cli(cluster, path, "--mask", "disk:12,12,5", "--mask", "com", "--shifts", tmp_path / "shifts.npy",
+                   "--out", tmp_path / "r.npy", "--range-frames", "2", "--quiet")
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), want)

@@ -16,6 +16,10 @@
 //     on sampled frames: a mismatch stops the bench with an error;
 //   - measures the sum reduction (engine.Reduce: the sum frame over all frames) under
 //     every CPU-only plan, each result checked against a float64 sum of the frames;
+//   - with -shifted (the default), runs every plan again with the masks shifted per frame
+//     along a descan plane (engine.Options.Shifts, sub-pixel: bilinear), rows
+//     "<plan>+shifted/<kernels>", checked against a float64 reference of the shifted
+//     masks on sampled frames;
 //   - measures the streaming-read floor: the plan's workers, pinned the same way, read
 //     the same partitions tile by tile through dataset ReadFrames and touch every byte.
 //
@@ -58,6 +62,7 @@ type config struct {
 	oneCore  bool
 	cpuProf  string
 	sum      bool
+	shifted  bool
 }
 
 func main() {
@@ -84,6 +89,7 @@ func parseFlags() (*config, error) {
 	flag.StringVar(&c.rowsOut, "rows-out", "", "measure only this build's stemdot rows (references from the scratch directory) and write them as JSON to this file")
 	flag.BoolVar(&c.oneCore, "peers-one-core", false, "also run the peers on one core (default: on in full runs, off with -quick)")
 	flag.StringVar(&c.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	flag.BoolVar(&c.shifted, "shifted", true, "also measure every stemdot plan with shifted masks (descan compensation: per-frame sub-pixel shifts along a plane), rows \"<plan>+shifted/<kernels>\"")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())

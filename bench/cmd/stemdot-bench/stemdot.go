@@ -36,37 +36,81 @@ func runStemdot(ctx context.Context, cfg *config, d *benchData, mcs []*caseMasks
 		if err != nil {
 			return nil, err
 		}
-		sample, err := sampledReference(d, mc)
+		plain, err := sampledReference(d, mc)
 		if err != nil {
 			return nil, err
 		}
+		var shifts []float64
+		var shiftedSample *sample
+		if cfg.shifted {
+			shifts = descanPlane(d.frames())
+			if shiftedSample, err = sampledReference(d, mc, shifts...); err != nil {
+				return nil, err
+			}
+		}
 		out := make([]float32, d.frames()*mc.N)
 		for _, p := range plans {
-			name := p.name + "/" + blasName()
-			row := bench.Row{Source: bench.Stemdot, DType: d.dt.String(), Masks: mc.N, MaskKind: mc.Kind, Plan: name,
-				Workers: len(p.plan.Workers), Frames: d.frames(), Bytes: d.bytes()}
-			for i := range cfg.repeats + 1 {
-				clear(out)
-				t0 := time.Now()
-				res, err := engine.ApplyMasks(ctx, d.ds, mc.stack, p.plan, engine.Options{Out32: out})
-				elapsed := time.Since(t0).Seconds()
+			for _, sh := range []struct {
+				suffix string
+				shifts []float64
+			}{{"", nil}, {"+shifted", shifts}} {
+				if sh.suffix != "" && shifts == nil {
+					continue
+				}
+				row, err := measureStemdot(ctx, cfg, d, mc, p, sh.suffix, sh.shifts, ref, plain, shiftedSample, out)
 				if err != nil {
-					return nil, fmt.Errorf("stemdot %s, %s, masks %s: %w", name, d.dt, mc, err)
+					return nil, err
 				}
-				check, err := checkResult(res.F32, mc.N, ref, sample)
-				if err != nil {
-					return nil, fmt.Errorf("RESULT CHECK FAILED: stemdot %s, %s, masks %s, run %d: %w", name, d.dt, mc, i, err)
-				}
-				if i > 0 {
-					row.Seconds = append(row.Seconds, elapsed)
-				}
-				row.Check = check
+				rows = append(rows, row)
 			}
-			log("stemdot %-16s %-7s masks %-4s %d workers: %.3f GB/s (%s)", name, d.dt, mc, row.Workers, row.GBps(), row.Check)
-			rows = append(rows, row)
 		}
 	}
 	return rows, nil
+}
+
+// descanPlane is the per-frame mask shifts of the shifted rows: a descan plane across
+// the scan, dy from -1.2 to 2.1 and dx from 0.4 to -2.3 pixels, sub-pixel almost
+// everywhere.
+func descanPlane(n int) []float64 {
+	s := make([]float64, 2*n)
+	for f := range n {
+		t := float64(f) / float64(n)
+		s[2*f], s[2*f+1] = 3.3*t-1.2, -2.7*t+0.4
+	}
+	return s
+}
+
+// measureStemdot measures one case under one plan, unshifted (checked against the numpy
+// peer and the float64 sample) or with shifts (plan name suffix "+shifted", checked
+// against the float64 sample of the shifted masks).
+func measureStemdot(ctx context.Context, cfg *config, d *benchData, mc *caseMasks, p namedPlan, suffix string, shifts []float64,
+	ref []float32, plain, shifted *sample, out []float32) (bench.Row, error) {
+	name := p.name + suffix + "/" + blasName()
+	row := bench.Row{Source: bench.Stemdot, DType: d.dt.String(), Masks: mc.N, MaskKind: mc.Kind, Plan: name,
+		Workers: len(p.plan.Workers), Frames: d.frames(), Bytes: d.bytes()}
+	sample := plain
+	if shifts != nil {
+		ref, sample = nil, shifted
+	}
+	for i := range cfg.repeats + 1 {
+		clear(out)
+		t0 := time.Now()
+		res, err := engine.ApplyMasks(ctx, d.ds, mc.stack, p.plan, engine.Options{Out32: out, Shifts: shifts})
+		elapsed := time.Since(t0).Seconds()
+		if err != nil {
+			return row, fmt.Errorf("stemdot %s, %s, masks %s: %w", name, d.dt, mc, err)
+		}
+		check, err := checkResult(res.F32, mc.N, ref, sample)
+		if err != nil {
+			return row, fmt.Errorf("RESULT CHECK FAILED: stemdot %s, %s, masks %s, run %d: %w", name, d.dt, mc, i, err)
+		}
+		if i > 0 {
+			row.Seconds = append(row.Seconds, elapsed)
+		}
+		row.Check = check
+	}
+	log("stemdot %-24s %-7s masks %-4s %d workers: %.3f GB/s (%s)", name, d.dt, mc, row.Workers, row.GBps(), row.Check)
+	return row, nil
 }
 
 // loadReference reads the numpy peer's result (float32, n values) if it exists.
@@ -97,8 +141,10 @@ type sample struct {
 }
 
 // sampledReference computes the mask-dot product in float64 with plain loops on
-// sampleFrames frames spread over the scan (the first and the last included).
-func sampledReference(d *benchData, mc *caseMasks) (*sample, error) {
+// sampleFrames frames spread over the scan (the first and the last included); with
+// shifts (2 per frame), of each frame's masks moved by its shift (dy, dx): the bilinear
+// interpolation of the mask at (y − dy, x − dx), zero outside it.
+func sampledReference(d *benchData, mc *caseMasks, shifts ...float64) (*sample, error) {
 	n := d.frames()
 	s := &sample{}
 	buf := make([]byte, d.ds.FrameBytes())
@@ -116,14 +162,40 @@ func sampledReference(d *benchData, mc *caseMasks) (*sample, error) {
 		}
 		s.frames = append(s.frames, f)
 		for m := range mc.N {
+			mask := mc.stack.Mask(m)
+			if shifts != nil {
+				mask = shiftedMask(mask, shifts[2*f], shifts[2*f+1])
+			}
 			var sum float64
-			for p, w := range mc.stack.Mask(m) {
+			for p, w := range mask {
 				sum += float64(w) * pixels[p]
 			}
 			s.values = append(s.values, sum)
 		}
 	}
 	return s, nil
+}
+
+// shiftedMask is mask (sig, C order) moved by (dy, dx) pixels: at (y, x) the bilinear
+// interpolation of mask at (y − dy, x − dx), zero outside the mask.
+func shiftedMask(mask []float32, dy, dx float64) []float32 {
+	at := func(y, x int) float64 {
+		if y < 0 || y >= sig[0] || x < 0 || x >= sig[1] {
+			return 0
+		}
+		return float64(mask[y*sig[1]+x])
+	}
+	out := make([]float32, len(mask))
+	for y := range sig[0] {
+		for x := range sig[1] {
+			ty, tx := float64(y)-dy, float64(x)-dx
+			y0, x0 := math.Floor(ty), math.Floor(tx)
+			b, c := ty-y0, tx-x0
+			yi, xi := int(y0), int(x0)
+			out[y*sig[1]+x] = float32((1-b)*(1-c)*at(yi, xi) + (1-b)*c*at(yi, xi+1) + b*(1-c)*at(yi+1, xi) + b*c*at(yi+1, xi+1))
+		}
+	}
+	return out
 }
 
 // decode converts one frame of native, host-order bytes to float64.

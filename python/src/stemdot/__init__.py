@@ -84,6 +84,8 @@ __all__ = [
     "com_products",
     "Result",
     "load_result",
+    "descan_fit",
+    "DescanFit",
     "library_path",
 ]
 
@@ -289,8 +291,11 @@ class Dataset(_Closing):
     def positions(self):
         """The scan positions of the frames (int64, flat indices in C order over
         ``scan_shape``), for a dataset of a region of interest; None otherwise."""
-        if not self.roi:
-            return None
+        return self._scan_positions() if self.roi else None
+
+    def _scan_positions(self):
+        """The scan positions of the frames in ``scan_shape``, for any dataset (a frames
+        range's too)."""
         if self._positions is None:
             pos = np.empty(self.n_frames, dtype=np.uint64)
             is_roi, ndim, scan = ctypes.c_int(), ctypes.c_size_t(), (ctypes.c_size_t * _lib.MAX_NAV_DIMS)()
@@ -877,13 +882,15 @@ def _result(data, names, info):
     return Result(data, names, info)
 
 
-def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers, gpu_workers, roi=None, centre=None):
+def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers, gpu_workers, roi=None, centre=None,
+                 shifts=None):
     """The sidecar dict of a result (the Go API's ResultInfo; stemdot apply's
     RESULT.json): masks is a list of dicts with name and, when known, spec or file and
     index; options the open options given, key → value (formatted as the library reads
     them); roi, for a result of a region of interest, a dict of scan_shape, selected,
     compact and, when written, positions (the file); centre, when auto specs were made,
-    a dict of x, y, r and source ("sum frame" or "given")."""
+    a dict of x, y, r and source ("sum frame" or "given"); shifts, for masks moved with
+    the pattern, a dict of mean (dy, dx) and, when given so, constant or file."""
     info = {
         "format": RESULT_FORMAT,
         "format_version": RESULT_FORMAT_VERSION,
@@ -903,6 +910,10 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
                        "compact": bool(roi["compact"]), **({"positions": roi["positions"]} if roi.get("positions") else {})}
     if centre is not None:
         info["centre"] = {"x": float(centre["x"]), "y": float(centre["y"]), "r": float(centre["r"]), "source": centre["source"]}
+    if shifts is not None:
+        info["shifts"] = {**({"constant": [float(v) for v in shifts["constant"]]} if shifts.get("constant") is not None else {}),
+                          **({"file": os.path.abspath(shifts["file"])} if shifts.get("file") else {}),
+                          "mean": [float(v) for v in shifts["mean"]]}
     return info
 
 
@@ -1065,6 +1076,86 @@ def _weights(masks):
     return masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), ""
 
 
+def _shifts(shifts):
+    """The shifts keyword as a C-contiguous float64 array of (dy, dx) pairs, or None:
+    (dy, dx) for every frame, or an array of shape nav_shape + (2,) (the library checks
+    its size against the scan)."""
+    if shifts is None:
+        return None
+    try:
+        a = np.asarray(shifts)
+    except (TypeError, ValueError) as e:
+        raise DTypeError(f"shifts: {e}: want (dy, dx) or an array of shape nav_shape + (2,)", _lib.ERR_DTYPE) from e
+    if a.dtype.kind not in "iuf":
+        raise DTypeError(f"shifts of dtype {a.dtype}: want (dy, dx) in pixels or a float array of shape nav_shape + (2,)",
+                         _lib.ERR_DTYPE)
+    if a.ndim == 0 or a.shape[-1] != 2:
+        raise ShapeError(f"shifts of shape {a.shape}: want (dy, dx) or shape nav_shape + (2,), y then x", _lib.ERR_SHAPE)
+    return np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
+
+
+DescanFit = collections.namedtuple("DescanFit", ["dy", "dx", "rms", "used", "shifts"])
+DescanFit.__doc__ = """The descan plane of :func:`descan_fit`: ``dy = dy[0] + dy[1]·y + dy[2]·x`` and
+``dx = dx[0] + dx[1]·y + dx[2]·x`` in pixels, (y, x) the scan row and column from 0;
+``rms``: the rms residuals (y, x) in pixels; ``used``: the scan positions fitted;
+``shifts``: the plane at every scan position, float64 of shape nav_shape + (2,), y then
+x, for ``apply_masks(..., shifts=fit.shifts)``."""
+
+
+def descan_fit(data, com=None, cpus=None, gpus=None, oversubscribe=False, partition_size=None):
+    """Fits the descan plane to the centre-of-mass shift map of ``data`` (a
+    :class:`Dataset` or an array of shape nav_shape + (sig_y, sig_x)), as ``stemdot descan
+    fit``: the :func:`com` masks of spec ``com`` (None: "com", about (sig_x//2,
+    sig_y//2) over the whole frame; "com:CX,CY,R": within R of (CX, CY)) applied, their
+    shifts fitted by least squares per component, frames without counts left out.
+    Returns a :class:`DescanFit`; fit a reference scan (e.g. in vacuum) and pass its
+    ``shifts`` to :func:`apply_masks` for a scan of the same nav shape. Raises
+    InvalidArgumentError when too few frames have counts to fit a plane."""
+    if isinstance(data, Dataset):
+        ds, own = data, False
+    elif isinstance(data, np.ndarray):
+        ds, own = from_array(data), True
+    else:
+        raise TypeError(f"descan_fit wants a stemdot.Dataset or a numpy.ndarray, got {type(data).__name__}")
+    try:
+        custom = cpus is not None or gpus is not None or oversubscribe is not False or partition_size is not None
+        plan = _Plan(cpus, gpus, oversubscribe, partition_size) if custom else None
+        coeffs = (ctypes.c_double * 8)()
+        shifts = np.empty(tuple(ds.nav_shape) + (2,), np.float64)
+        used = ctypes.c_size_t()
+        try:
+            if plan is not None:
+                plan.warn()
+            _call(
+                _LIB.stemdot_descan_fit,
+                ds.handle,
+                (com or "com").encode(),
+                plan.handle if plan is not None else 0,
+                coeffs,
+                shifts.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                shifts.size,
+                ctypes.byref(used),
+            )
+        finally:
+            if plan is not None:
+                plan.free()
+        c = list(coeffs)
+        return DescanFit(tuple(c[0:3]), tuple(c[3:6]), tuple(c[6:8]), used.value, shifts)
+    finally:
+        if own:
+            ds.close()
+
+
+def _mean_shift(shifts, n_frames, frame_positions):
+    """The mean (dy, dx) of the shifts of n_frames frames (the Go API's MeanShift): shifts
+    (dy, dx), 2 per frame, or 2 per scan position (frame_positions: each frame's, None
+    when the frames are the whole scan in order)."""
+    s = np.asarray(shifts, dtype=np.float64).reshape(-1, 2)
+    if len(s) not in (1, n_frames) and frame_positions is not None:
+        s = s[frame_positions]
+    return tuple(float(v) for v in s.mean(axis=0))
+
+
 def _place(out, nav_shape, scan_shape, positions, roi_compact):
     """The result of an apply: ``out`` (n_frames × n_masks values) in ``nav_shape``, or,
     for a region of interest (``positions`` not None), placed in ``scan_shape`` with NaN
@@ -1081,7 +1172,7 @@ def _place(out, nav_shape, scan_shape, positions, roi_compact):
 
 
 def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32, oversubscribe=False, partition_size=None,
-                names=None, roi=None, roi_compact=False):
+                names=None, roi=None, roi_compact=False, shifts=None):
     """Applies a mask stack to every frame: ``out[..., m] = Σ_{y,x} masks[m, y, x] ·
     frame[y, x]``.
 
@@ -1109,6 +1200,14 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
       shape (n_selected, n_masks) and their scan positions (int64 flat indices in C order
       over the scan's nav shape, ``np.unravel_index(positions, nav_shape)`` gives rows
       and columns) instead of the scan's nav shape with NaN at the positions left out.
+    shifts: None, or move the masks with the diffraction pattern (descan compensation):
+      ``(dy, dx)`` in pixels for every frame, or an array of shape ``nav_shape + (2,)``
+      (y then x; for a dataset opened with ``frames``, of the whole scan), e.g.
+      :func:`descan_fit`'s ``shifts``. The masks of a frame are applied moved by its
+      shift, ``out[..., m] = Σ masks[m](y − dy, x − dx) · frame[y, x]``, mask pixels moved
+      outside the frame dropped, as LiberTEM's ``ApplyMasksUDF(shifts=...)`` (positive dy
+      moves the masks down, dx right); integer shifts exactly, sub-pixel ones by bilinear
+      interpolation of the mask (LiberTEM truncates them to integers).
 
     Returns a :class:`Result`, a numpy array of ``dtype`` and shape ``nav_shape +
     (n_masks,)`` (the whole scan's for a region of interest, NaN outside it) that
@@ -1121,6 +1220,7 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     sig_shape = data.sig_shape if isinstance(data, Dataset) else data.shape[-2:] if isinstance(data, np.ndarray) else None
     out_dtype, masks = _job(masks, dtype, sig_shape)
     names = _names(names, masks.shape[0])
+    shifts = _shifts(shifts)
 
     if isinstance(data, Dataset):
         if roi is not None:
@@ -1140,7 +1240,7 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
         try:
             if plan is not None:
                 plan.warn()
-            _apply(ds, masks, plan, progress, out)
+            _apply(ds, masks, plan, progress, out, shifts)
             workers = _workers(plan, ds)
         finally:
             if plan is not None:
@@ -1150,8 +1250,13 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
         placed = _place(out, ds.nav_shape, ds.scan_shape, ds.positions, roi_compact)
         images, positions = placed if roi_compact else (placed, None)
         roi = {"scan_shape": ds.scan_shape, "selected": ds.n_frames, "compact": roi_compact} if ds.roi else None
+        moved = None
+        if shifts is not None:
+            part = int(np.prod(ds.scan_shape)) != ds.n_frames
+            moved = {"mean": _mean_shift(shifts, ds.n_frames, ds._scan_positions() if part else None),
+                     "constant": shifts if shifts.size == 2 else None}
         info = _result_info(images.shape, images.dtype, ds.sig_shape, [{"name": n} for n in names], path, ds.format, options,
-                            len(workers) - gpu_workers, gpu_workers, roi=roi)
+                            len(workers) - gpu_workers, gpu_workers, roi=roi, shifts=moved)
         result = Result(images, names, info)
         return (result, positions) if roi_compact else result
     finally:
@@ -1200,24 +1305,17 @@ def _wait_for_apply(done, worker):
         pass
 
 
-def _apply(ds, masks, plan, progress, out):
+def _apply(ds, masks, plan, progress, out, shifts=None):
     weights, suffix = _weights(masks)
 
     def call(run, callback):
-        return getattr(_LIB, "stemdot_apply" + suffix)(
-            ds.handle,
-            weights,
-            masks.shape[0],
-            masks.shape[1],
-            masks.shape[2],
-            plan.handle if plan is not None else 0,
-            run,
-            callback,
-            None,
-            ctypes.c_void_p(out.ctypes.data),
-            _lib.DTYPE_CODES[out.dtype.name],
-            out.size,
-        )
+        tail = (plan.handle if plan is not None else 0, run, callback, None, ctypes.c_void_p(out.ctypes.data),
+                _lib.DTYPE_CODES[out.dtype.name], out.size)
+        if shifts is None:
+            return getattr(_LIB, "stemdot_apply" + suffix)(ds.handle, weights, *masks.shape, *tail)
+        return _LIB.stemdot_apply_shifted(ds.handle, ctypes.c_void_p(masks.ctypes.data), _lib.DTYPE_CODES[masks.dtype.name],
+                                          *masks.shape, shifts.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                                          shifts.size, *tail)
 
     _cancellable(call, progress, "apply")
 

@@ -43,7 +43,7 @@ import dask
 import numpy as np
 from dask.utils import format_bytes
 from distributed import TimeoutError as DaskTimeoutError
-from distributed import WorkerPlugin, get_worker, wait
+from distributed import Future, WorkerPlugin, get_worker, wait
 from distributed.comm.addressing import get_address_host
 
 import stemdot
@@ -243,30 +243,24 @@ class StemdotPlugin(WorkerPlugin):
                 del self._runs[run]
             stemdot._LIB.stemdot_run_free(run)
 
-    def compute(self, job, path, options, masks, first, count, dtype):
-        """Applies masks to frames [first, first+count) of path; returns (values of shape
-        (count, n_masks), this worker's address, its stemdot worker count, seconds spent
-        in the apply)."""
+    def compute(self, job, path, options, masks, first, count, dtype, shifts=None):
+        """Applies masks to frames [first, first+count) of path, moved by shifts (None,
+        (dy, dx) for every frame, 2 per frame of the range, or 2 per position of the
+        whole scan: see stemdot.apply_masks); returns (values of shape (count, n_masks),
+        this worker's address, its stemdot worker count, seconds spent in the apply)."""
         node = self.wait_ready()
         started = time.perf_counter()
         out = np.empty((count, masks.shape[0]), dtype=dtype)
         weights, suffix = stemdot._weights(masks)  # float32, or float64 (see stemdot._job)
         with self._run(job) as run, self.dataset(path, dict(options, frames=(first, count))) as ds:
-            stemdot._call(
-                getattr(stemdot._LIB, "stemdot_apply" + suffix),
-                ds.handle,
-                weights,
-                masks.shape[0],
-                masks.shape[1],
-                masks.shape[2],
-                self.plan.handle,
-                run,
-                _lib.PROGRESS_FN(),
-                None,
-                ctypes.c_void_p(out.ctypes.data),
-                _lib.DTYPE_CODES[out.dtype.name],
-                out.size,
-            )
+            tail = (self.plan.handle, run, _lib.PROGRESS_FN(), None, ctypes.c_void_p(out.ctypes.data),
+                    _lib.DTYPE_CODES[out.dtype.name], out.size)
+            if shifts is None:
+                stemdot._call(getattr(stemdot._LIB, "stemdot_apply" + suffix), ds.handle, weights, *masks.shape, *tail)
+            else:
+                stemdot._call(stemdot._LIB.stemdot_apply_shifted, ds.handle, ctypes.c_void_p(masks.ctypes.data),
+                              _lib.DTYPE_CODES[masks.dtype.name], *masks.shape,
+                              shifts.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), shifts.size, *tail)
         return out, node["address"], node["n_workers"], time.perf_counter() - started
 
     def reduce(self, job, path, options, names, first, count):
@@ -376,9 +370,9 @@ def _plugin():
     return plugin
 
 
-def _range_task(job, path, options, masks, first, count, dtype):
+def _range_task(job, path, options, masks, first, count, dtype, shifts=None):
     """A range task: frames [first, first+count) of path, see StemdotPlugin.compute."""
-    return _plugin().compute(job, path, options, masks, first, count, dtype)
+    return _plugin().compute(job, path, options, masks, first, count, dtype, shifts)
 
 
 def _reduce_task(job, path, options, names, first, count):
@@ -389,12 +383,15 @@ def _reduce_task(job, path, options, names, first, count):
 
 def _info_task(path, options):
     """nav_shape, sig_shape, dtype name, frame count and warnings of path, opened on a
-    worker."""
+    worker; frame_positions: the scan position of each frame when they are not the
+    whole scan (an ROI, a frames range), else None."""
     plugin = _plugin()
     plugin.wait_ready()
     with plugin.dataset(path, options) as ds:
+        part = int(np.prod(ds.scan_shape)) != ds.n_frames
         return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
-                "format": ds.format, "warnings": ds.warnings, "scan_shape": ds.scan_shape, "positions": ds.positions}
+                "format": ds.format, "warnings": ds.warnings, "scan_shape": ds.scan_shape, "positions": ds.positions,
+                "frame_positions": ds._scan_positions() if part else None}
 
 
 async def _node_ready(dask_worker, timeout):
@@ -688,6 +685,7 @@ def apply_masks(
     timeout=120,
     report=None,
     roi_compact=False,
+    shifts=None,
     **open_options,
 ):
     """Applies a mask stack to every frame of the file at ``path`` on the workers of
@@ -716,6 +714,10 @@ def apply_masks(
     range_frames: frames per stemdot worker in one range (default: RANGE_BYTES of
       frames); a range of a node with n stemdot workers holds n × range_frames frames
       (the scan's last range may be shorter).
+    shifts: None, or the masks moved with the diffraction pattern, as for
+      :func:`stemdot.apply_masks`: ``(dy, dx)`` for every frame, or one shift per scan
+      position (``nav_shape + (2,)``; with ``frames``, of the whole scan or of the frames
+      read); each range task gets the shifts of its frames only.
     max_attempts: tries of one range before the run fails (a range whose worker died
       is tried again elsewhere).
     timeout: seconds to wait for the workers' set-up (:func:`bootstrap`).
@@ -731,6 +733,7 @@ def apply_masks(
     cancel the run and are raised as they were raised on the worker.
     """
     out_dtype, masks = stemdot._job(masks, out_dtype)
+    shifts = stemdot._shifts(shifts)
     started = time.monotonic()
     path, nodes, workers, info, open_options, first_frame, per_worker = _prepare(client, path, open_options, range_frames,
                                                                                 timeout)
@@ -742,6 +745,21 @@ def apply_masks(
             _lib.ERR_SHAPE,
         )
     n_frames, n_masks = info["n_frames"], masks.shape[0]
+    # The shifts of a range task: (dy, dx) for all; one per frame of the dataset as opened,
+    # sliced by range; or one per position of the whole scan, sent to every task (the
+    # library maps each task's frames to their scan positions: frames option, ROI).
+    positions = int(np.prod(info["scan_shape"]))
+    if shifts is not None and shifts.size not in (2, 2 * n_frames, 2 * positions):
+        raise stemdot.ShapeError(
+            f"shifts hold {shifts.size} values: want 2 (dy, dx), 2 per frame read ({2 * n_frames}) or 2 per scan "
+            f"position, nav_shape {tuple(info['scan_shape'])} + (2,) = {2 * positions}", _lib.ERR_SHAPE)
+    if shifts is not None and shifts.size not in (2, 2 * n_frames):
+        shifts = client.scatter(shifts, broadcast=True, hash=False)
+
+    def shifts_of(first, count):
+        if shifts is None or not isinstance(shifts, np.ndarray) or shifts.size == 2:
+            return shifts
+        return np.ascontiguousarray(shifts[2 * first : 2 * (first + count)])
     out = np.empty((n_frames, n_masks), dtype=out_dtype)
     if not _live_workers(client):
         raise _cluster_error(client, "no Dask worker is running", workers)
@@ -757,13 +775,13 @@ def apply_masks(
         _run_ranges(
             client, path, n_frames, nodes, workers, per_worker,
             lambda job, first, count: (_range_task, job, path, open_options, masks_future, first_frame + first, count,
-                                       out_dtype.name),
+                                       out_dtype.name, shifts_of(first, count)),
             store, progress=progress, resources=resources, prefer=prefer, max_attempts=max_attempts, timeout=timeout,
             stack_bytes=masks.nbytes, report=report, started=started,
         )
     finally:
         with contextlib.suppress(Exception):
-            client.cancel([masks_future])
+            client.cancel([masks_future] + ([shifts] if isinstance(shifts, Future) else []))
     return stemdot._place(out, info["nav_shape"], info["scan_shape"], info["positions"], roi_compact)
 
 

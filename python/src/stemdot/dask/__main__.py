@@ -77,6 +77,10 @@ def _parser():
     p.add_argument("--std", metavar="NPY",
                    help="without masks: also the standard-deviation frame (ddof 0, as LiberTEM's StdDevUDF)")
     p.add_argument("--float64", action="store_true", help="accumulate and write float64")
+    p.add_argument("--shift", metavar="DY,DX",
+                   help="move every mask by DY,DX pixels (descan compensation; positive DY: down, DX: right; sub-pixel by bilinear interpolation)")
+    p.add_argument("--shifts", metavar="NPY",
+                   help="move the masks of each scan position by its own shift: NPY of nav_shape + (2,), y then x, float32 or float64 (read here, on the client), e.g. from stemdot descan fit")
     p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5, empad (default: detected)")
     p.add_argument("--nav-shape", metavar="Y,X",
                    help="scan shape (overrides the file's when it has as many positions, or as many as the file has frames)")
@@ -112,6 +116,31 @@ def _parser():
     p.add_argument("--timeout", type=float, default=120, help="seconds to wait for the scheduler and the workers' set-up (default 120)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _shifts(args):
+    """The shifts of --shift DY,DX or --shifts FILE.npy (as stemdot apply takes them), or
+    None; SystemExit with a message naming the flag."""
+    if args.shift is not None and args.shifts is not None:
+        raise SystemExit("stemdot.dask: --shift and --shifts are both given: give one (a constant shift, or a file of one per scan position)")
+    if args.shift is not None:
+        parts = args.shift.split(",")
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            return tuple(float(v) for v in parts)
+        except ValueError:
+            raise SystemExit(f"stemdot.dask: --shift {args.shift!r}: want DY,DX in pixels, e.g. 1.5,-2") from None
+    if args.shifts is not None:
+        try:
+            shifts = np.load(args.shifts, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"stemdot.dask: --shifts {args.shifts}: {e}") from None
+        if shifts.dtype not in (np.float32, np.float64) or shifts.ndim < 2 or shifts.shape[-1] != 2:
+            raise SystemExit(f"stemdot.dask: --shifts {args.shifts} has dtype {shifts.dtype} and shape {shifts.shape}: "
+                             "want float32 or float64 of shape nav_shape + (2,)")
+        return shifts
+    return None
 
 
 def _resources(items):
@@ -371,6 +400,10 @@ def _main(argv):
     if reducing and args.out and not args.sum:
         raise SystemExit("stemdot.dask: --out without --sum or masks: give --sum to write the sum frame to it")
 
+    shifts = _shifts(args)
+    if reducing and shifts is not None:
+        raise SystemExit("stemdot.dask: --shift and --shifts move the masks: give them for mask applies, not with "
+                         "--sum, --mean, --max or --std")
     options = {k: getattr(args, k) for k in OPEN_KEYS if getattr(args, k) is not None}
     if reducing and args.roi_compact:
         raise SystemExit("stemdot.dask: --roi-compact is for mask applies: the reductions over --roi are frames already")
@@ -411,15 +444,19 @@ def _main(argv):
                     centre = stemdot.find_centre(sdask.reduce(client, args.file, ["sum"], resources=resources or None,
                                                               range_frames=args.range_frames, timeout=args.timeout,
                                                               **options)["sum"])
+                    source = "sum frame"
+                    if shifts is not None:  # as stemdot apply: the centre at zero shift
+                        dy, dx = stemdot._mean_shift(shifts, info["n_frames"], info["frame_positions"])
+                        centre, source = centre._replace(x=centre.x - dx, y=centre.y - dy), "sum frame less the mean shift"
                     print(f"stemdot.dask: centre x {centre.x:.2f}, y {centre.y:.2f}, r {centre.r:.2f} px "
-                          "(the direct beam in the sum frame)", file=sys.stderr)
+                          f"(the direct beam in the {source}) for the auto specs", file=sys.stderr)
                 masks, names = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,
                                                   dtype=np.float64 if args.float64 else np.float32, centre=centre)
                 print(f"{described}; {masks.shape[0]} masks", file=sys.stderr)
                 result = sdask.apply_masks(
                     client, args.file, masks, out_dtype=np.float64 if args.float64 else np.float32,
                     progress=not args.quiet, resources=resources or None, range_frames=args.range_frames,
-                    timeout=args.timeout, roi_compact=args.roi_compact, **options,
+                    timeout=args.timeout, roi_compact=args.roi_compact, shifts=shifts, **options,
                 )
                 files = {}
                 if positions_out is not None:
@@ -427,6 +464,10 @@ def _main(argv):
                     files[positions_out] = _npy(positions)
                 plans = [w for n in nodes.values() for w in n["plan"]["workers"]]
                 gpu_workers = sum("gpu" in w for w in plans)
+                moved = None
+                if shifts is not None:
+                    moved = {"mean": stemdot._mean_shift(shifts, info["n_frames"], info["frame_positions"]),
+                             "constant": args.shift and shifts, "file": args.shifts}
                 roi = None
                 if info["positions"] is not None:
                     roi = {"scan_shape": info["scan_shape"], "selected": len(info["positions"]), "compact": args.roi_compact,
@@ -434,7 +475,8 @@ def _main(argv):
                 sidecar = stemdot._result_info(result.shape, result.dtype, info["sig_shape"],
                                                _mask_sources(info["sig_shape"], args.masks, args.mask, names, centre),
                                                args.file, info["format"], options, len(plans) - gpu_workers, gpu_workers,
-                                               roi=roi, centre=centre and dict(centre._asdict(), source="sum frame"))
+                                               roi=roi, centre=centre and dict(centre._asdict(), source=source),
+                                               shifts=moved)
                 results = {out: result}
                 files.update({stemdot._sidecar_path(out): _json(sidecar), out: _npy(result)})
         _save_all(files)

@@ -1,0 +1,200 @@
+package stemdot
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/descan"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/internal/regfile"
+)
+
+// frameShifts turns ApplyOptions.Shifts into the engine's per-frame shifts of ds
+// (engine.Options.Shifts): a constant shift for every frame; the shift of each frame's
+// scan position (dataset.ScanPositions: with option frames, the shifts cover the whole
+// scan); or, for a dataset that reads part of its scan, one shift per frame read. nil
+// for none. Errors: errs.Shape for another length, errs.Argument for a NaN or infinite
+// shift.
+func frameShifts(ds dataset.Dataset, shifts []float64) ([]float64, error) {
+	if shifts == nil {
+		return nil, nil
+	}
+	for i, v := range shifts {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, errs.New(errs.Argument, "option shifts: %s shift %d (scan position %d) is %v: shifts must be finite", [2]string{"y", "x"}[i%2], i, i/2, v)
+		}
+	}
+	n := ds.NumFrames()
+	out := make([]float64, 2*n)
+	scan, pos := dataset.ScanPositions(ds)
+	positions := 1
+	for _, s := range scan {
+		positions *= s
+	}
+	switch len(shifts) {
+	case 2:
+		pos = make([]int, n) // every frame takes shift 0
+	case 2 * positions:
+	case 2 * n:
+		return slices.Clone(shifts), nil
+	default:
+		return nil, errs.New(errs.Shape, "option shifts holds %d values: want 2 (one shift dy, dx for every frame) or 2 per scan position, nav_shape %s + (2,) = %d values", len(shifts), npy.ShapeString(scan), 2*positions)
+	}
+	for f, p := range pos {
+		out[2*f], out[2*f+1] = shifts[2*p], shifts[2*p+1]
+	}
+	return out, nil
+}
+
+// MeanShift is the mean (dy, dx) of the shifts (ApplyOptions.Shifts) of the frames of
+// ds, in pixels: where the disk of a sum frame of shifted frames lies, about the centre
+// at zero shift, which the auto mask specs take with shifts (the CLI's apply). Errors as
+// ApplyOptions.Shifts'.
+func MeanShift(ds dataset.Dataset, shifts []float64) (dy, dx float64, err error) {
+	defer goErrs(&err)
+	f, err := frameShifts(ds, shifts)
+	if err != nil {
+		return 0, 0, err
+	}
+	m := meanShift(f)
+	return m[0], m[1], nil
+}
+
+// meanShift is the mean (dy, dx) of per-frame shifts, 2 per frame.
+func meanShift(f []float64) []float64 {
+	var dy, dx float64
+	for i := 0; i < len(f); i += 2 {
+		dy += f[i]
+		dx += f[i+1]
+	}
+	n := float64(len(f) / 2)
+	return []float64{dy / n, dx / n}
+}
+
+// LoadShifts reads per-scan-position mask shifts (ApplyOptions.Shifts) from an NPY
+// file for a scan of nav shape nav: shape nav + (2,), y then x in pixels (for a nav
+// shape (n,), (n, 2)), float32 or float64 in either byte order, C order. Errors:
+// errs.IO for a file that cannot be read, errs.Format for one that is not such an
+// NPY file, errs.DType for another dtype, errs.Shape for another shape (naming both),
+// errs.Argument for a NaN or infinite shift (naming its scan position).
+func LoadShifts(path string, nav []int) (shifts []float64, err error) {
+	defer goErrs(&err)
+	f, size, err := regfile.Open(path)
+	if err != nil {
+		return nil, errs.Wrap(errs.IO, fmt.Errorf("shifts file %s: %w", path, err))
+	}
+	defer f.Close()
+	h, offset, err := npy.Read(f, size)
+	if err != nil {
+		return nil, errs.Wrap(errs.Format, fmt.Errorf("shifts file %s: %w", path, err))
+	}
+	d, err := npy.ParseDescr(h.Descr)
+	if err != nil || d.Kind != 'f' || (d.Size != 4 && d.Size != 8) {
+		return nil, errs.New(errs.DType, "shifts file %s has dtype '%s', want float32 or float64 (save shifts.astype(np.float64))", path, h.Descr)
+	}
+	want := append(slices.Clone(nav), 2)
+	if !slices.Equal(h.Shape, want) {
+		return nil, errs.New(errs.Shape, "shifts file %s has shape %s, want nav_shape + (2,) = %s (y, x per scan position)", path, npy.ShapeString(h.Shape), npy.ShapeString(want))
+	}
+	if h.Fortran {
+		return nil, errs.New(errs.Format, "shifts file %s is in Fortran order, want C order (save np.ascontiguousarray(shifts))", path)
+	}
+	n := 1
+	for _, s := range want {
+		n *= s
+	}
+	if err := npy.CheckSize(h, offset, size, uint64(n)*uint64(d.Size)); err != nil {
+		return nil, errs.Wrap(errs.Format, fmt.Errorf("shifts file %s: %w", path, err))
+	}
+	raw := make([]byte, n*d.Size)
+	if _, err := f.ReadAt(raw, offset); err != nil && err != io.EOF {
+		return nil, errs.Wrap(errs.IO, fmt.Errorf("shifts file %s: %w", path, err))
+	}
+	var order binary.ByteOrder = binary.LittleEndian
+	if d.BigEndian {
+		order = binary.BigEndian
+	}
+	shifts = make([]float64, n)
+	for i := range shifts {
+		if d.Size == 4 {
+			shifts[i] = float64(math.Float32frombits(order.Uint32(raw[4*i:])))
+		} else {
+			shifts[i] = math.Float64frombits(order.Uint64(raw[8*i:]))
+		}
+		if v := shifts[i]; math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, errs.New(errs.Argument, "shifts file %s: the %s shift of scan position %d is %v: shifts must be finite", path, [2]string{"y", "x"}[i%2], i/2, v)
+		}
+	}
+	return shifts, nil
+}
+
+// DescanFit fits the descan plane (package descan) to the centre-of-mass shift map of
+// ds: the com masks of spec com ("com", "com:CX,CY[,R]": see Masks; "" is "com")
+// applied with plan, their shifts (COMShifts) fitted by least squares per component,
+// leaving out frames without counts. The plane is in scan positions of ds's nav shape
+// ((nav_y, nav_x), or (n,)); descan.Plane.Eval gives the shifts of every scan position
+// (ApplyOptions.Shifts) that make the masks follow the pattern. Fit the data itself, or
+// a reference scan in vacuum with the same scan settings. Errors: those of Masks and
+// Apply, and errs.Argument for a shift map that does not determine a plane (too few
+// frames with counts).
+func DescanFit(ctx context.Context, ds dataset.Dataset, com string, plan Plan) (p descan.Plane, err error) {
+	defer goErrs(&err)
+	pl, err := plan.Planner()
+	if err != nil {
+		return p, err
+	}
+	return pl.DescanFit(ctx, ds, com)
+}
+
+// DescanFit is DescanFit with the workers of pl.
+func (pl *Planner) DescanFit(ctx context.Context, ds dataset.Dataset, com string) (p descan.Plane, err error) {
+	defer goErrs(&err)
+	if com == "" {
+		com = "com"
+	}
+	if ds == nil {
+		return p, errs.New(errs.Argument, "no dataset")
+	}
+	stack, err := Masks(ds.SigShape(), com)
+	if err != nil {
+		return p, err
+	}
+	sum, ok := FindCOM(stack.MaskNames())
+	if !ok || stack.N != 3 {
+		return p, errs.New(errs.Argument, "descan fit: mask spec %q is not one com spec (com or com:CX,CY[,R])", com)
+	}
+	res, err := pl.Apply(ctx, ds, stack, ApplyOptions{Float64: true})
+	if err != nil {
+		return p, err
+	}
+	shifts, err := COMShifts(res, sum)
+	if err != nil {
+		return p, err
+	}
+	p, err = descan.Fit(shifts, ds.NavShape())
+	if err != nil {
+		return p, errs.Wrap(errs.Argument, fmt.Errorf("descan fit of %s: %w", describe(ds), err))
+	}
+	return p, nil
+}
+
+// SaveShifts writes per-scan-position shifts (2 per position, y then x, as
+// descan.Plane.Eval gives them) to path as NPY of shape nav + (2,), float64, the file
+// LoadShifts reads; atomically (a failed write leaves nothing at path). Errors:
+// errs.Argument for a path not ending in .npy, errs.Shape for shifts of another length,
+// errs.IO for a path that cannot receive the file.
+func SaveShifts(path string, nav []int, shifts []float64) (err error) {
+	defer goErrs(&err)
+	if base := filepath.Base(path); !strings.HasSuffix(path, ".npy") || base == ".npy" {
+		return errs.New(errs.Argument, "shifts file %s must end in .npy, after a file name", path)
+	}
+	return npy.WriteFile(path, append(slices.Clone(nav), 2), shifts)
+}

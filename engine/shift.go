@@ -1,0 +1,557 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
+)
+
+// Shifted masks (descan compensation). With Job.Shifts, frame f's masks move by
+// (dy_f, dx_f) pixels (y down the rows, x along a row):
+//
+//	out[f, m] = Σ_{y,x} mask_m(y − dy_f, x − dx_f)·frame_f(y, x),
+//
+// over the frame's pixels only: mask pixels moved outside the frame are dropped, and the
+// mask is zero outside its own sig_shape. A positive dy moves the masks down (to larger
+// rows), a positive dx right, as LiberTEM's ApplyMasksUDF(shifts=...) (0.13 and later);
+// integer shifts give LiberTEM's result exactly. Where LiberTEM casts a fractional shift
+// to an integer, here a sub-pixel shift takes the bilinear interpolation of the mask at
+// (y − dy, x − dx) (the mask zero outside its sig_shape). With dy = ky + fy, ky = ⌊dy⌋,
+// fy ∈ [0, 1), and the same in x, the workers compute the equal sum
+//
+//	out[f, m] = Σ_{u,v} mask_m(u, v)·g_f(u, v),
+//	g_f(u, v) = Σ_{a,b∈{0,1}} wy_a·wx_b·frame_f(u + ky + a, v + kx + b),
+//
+// wy_0 = 1 − fy, wy_1 = fy, wx_0 = 1 − fx, wx_1 = fx, frame pixels outside the frame
+// zero. So no mask is copied or moved per frame: a dense CPU worker builds each frame's
+// g_f into a float tile (float32, float64 for Float64 jobs) and runs the unshifted kernel
+// on it (shiftDense); whole-pixel shifts of fewer than packedMinMasks masks read the
+// native frame in place at an offset (shiftFlat), or take shifted copies in the native
+// dtype; a sparse worker gathers each nonzero's g_f straight from the native frame
+// (shiftSparse); a GPU worker's staging readers build g_f in float32 for the device.
+
+// ValidateShifts checks per-frame shifts for nFrames frames: 2·nFrames values, (dy, dx)
+// of frame f at 2f and 2f+1, all finite. Errors name the first bad value.
+func ValidateShifts(shifts []float64, nFrames int) error {
+	if len(shifts) != 2*nFrames {
+		return fmt.Errorf("shifts hold %d values, want 2 (dy, dx) for each of the %d frames = %d", len(shifts), nFrames, 2*nFrames)
+	}
+	for i, v := range shifts {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("shift %s of frame %d is %v: shifts must be finite", [2]string{"dy", "dx"}[i%2], i/2, v)
+		}
+	}
+	return nil
+}
+
+// split is the integer part ⌊s⌋ and the fraction s − ⌊s⌋ ∈ [0, 1) of a shift. Shifts
+// beyond ±2³⁰ (far outside any frame) are clamped, so that offsets stay in int range.
+func split(s float64) (int, float64) {
+	s = max(-1<<30, min(1<<30, s))
+	k := math.Floor(s)
+	return int(k), s - k
+}
+
+// shiftedKernel computes the result rows of a tile's frames with their masks shifted.
+type shiftedKernel interface {
+	// apply is kernel.apply for frames [start, start+frames) of the dataset: tile holds
+	// them in native dtype, shifts is Job.Shifts.
+	apply(tile []byte, start, frames int, shifts []float64, acc []float64)
+}
+
+// newShiftedKernel returns the shifted kernel for native dtype N of a job with shifts.
+func newShiftedKernel[N native](job *Job, exact *masks.Stack) shiftedKernel {
+	sig := job.Dataset.SigShape()
+	if job.Sparse != nil {
+		return newShiftSparse[N](job.Sparse, sig)
+	}
+	if job.Float64 {
+		return newShiftDense[N, float64](job, kernelFor[float64](job), exact, dataset.Float64)
+	}
+	dense := newShiftDense[N, float32](job, kernelFor[float32](job), exact, dataset.Float32)
+	if k := newShiftFlat(job, dense); k != nil {
+		return k
+	}
+	return dense
+}
+
+// shiftTileBytes bounds the float tile of a dense shifted kernel: the frames built into
+// it are still in L2 when the unshifted kernel reads them. With packedMinMasks masks or
+// more, whose kernels stream the whole stack once per call, the tile is larger
+// (shiftManyTileBytes, in L3), so that the weights are read once per 16 frames of
+// 256×256, not per 2: on 256×256 uint16 frames with 16 masks, 2-frame float tiles ran at
+// a third of the speed of 16-frame ones.
+const (
+	shiftTileBytes     = 512 << 10
+	shiftManyTileBytes = 4 << 20
+)
+
+// shiftDense builds the frames' g_f (see above) in F and applies the unshifted dense
+// kernel for F frames to them.
+type shiftDense[N native, F float] struct {
+	*shiftFrames[N, F]
+	chunk  int // frames per float tile
+	buf    []F // chunk × pixels
+	inner  kernel
+	exact  *masks.Stack // for NaN/Inf rows of float frames (exactRow), or nil
+	dt     dataset.DType
+	nMasks int
+	// native, when set, is the job's unshifted kernel for its native frames, which runs
+	// on tiles whose shifts are all whole pixels: their shifted frames are shifted copies
+	// in the native dtype (nbuf), half the bytes of float32 ones for 16-bit frames and no
+	// conversion. Set for stacks of fewer than packedMinMasks masks, which no kernel packs
+	// (a job's packed stack is laid out for one kernel family: Job.packedMasks).
+	native kernel
+	nbuf   []N
+	ndt    dataset.DType
+}
+
+func newShiftDense[N native, F float](job *Job, inner kernel, exact *masks.Stack, dt dataset.DType) *shiftDense[N, F] {
+	sig := job.Dataset.SigShape()
+	p := sig[0] * sig[1]
+	bytes := shiftTileBytes
+	if job.NMasks >= packedMinMasks {
+		bytes = shiftManyTileBytes
+	}
+	chunk := max(1, min(job.TileFrames, bytes/(p*int(unsafe.Sizeof(F(0))))))
+	k := &shiftDense[N, F]{
+		shiftFrames: newShiftFrames[N, F](sig), chunk: chunk, buf: make([]F, chunk*p),
+		inner: inner, exact: exact, dt: dt, nMasks: job.NMasks,
+	}
+	if job.NMasks < packedMinMasks {
+		k.native, k.nbuf, k.ndt = kernelFor[N](job), make([]N, chunk*p), job.Dataset.DType()
+	}
+	return k
+}
+
+// shiftFrames builds the g_f of frames of pixel type N in F (build), with row buffers
+// of its own.
+type shiftFrames[N native, F float] struct {
+	h, w int
+	rows [2][]F // source rows shifted in x
+	src  []F    // a source row converted to F
+	cvt  func(dst []F, src []N)
+	lerp func(dst, a, b []F, wa, wb F)
+	// shift, when set, shifts a source row in x and blends it in y in one pass (see
+	// rowShift); nil: row and lerp do it in two.
+	shift func(g, hprev, hnext []F, src []N, wx0, wx1, wy0, wy1 F)
+}
+
+func newShiftFrames[N native, F float](sig [2]int) *shiftFrames[N, F] {
+	return &shiftFrames[N, F]{h: sig[0], w: sig[1], rows: [2][]F{make([]F, sig[1]), make([]F, sig[1])},
+		src: make([]F, sig[1]), cvt: rowConvert[N, F](), lerp: rowLerp[F](), shift: rowShift[N, F]()}
+}
+
+// lerpGo sets dst[i] = wa·a[i] + wb·b[i] for i < len(dst).
+func lerpGo[F float](dst, a, b []F, wa, wb F) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	for i := range dst {
+		dst[i] = wa*a[i] + wb*b[i]
+	}
+}
+
+func (k *shiftDense[N, F]) apply(tile []byte, start, frames int, shifts []float64, acc []float64) {
+	px := asNative[N](tile)
+	p := k.h * k.w
+	for c0 := 0; c0 < frames; c0 += k.chunk {
+		n := min(k.chunk, frames-c0)
+		if k.native != nil && whole(shifts[2*(start+c0):2*(start+c0+n)]) {
+			k.applyNative(px, start, c0, n, shifts, acc)
+			continue
+		}
+		for i := range n {
+			f := c0 + i
+			k.build(k.buf[i*p:(i+1)*p], px[f*p:(f+1)*p], shifts[2*(start+f)], shifts[2*(start+f)+1])
+		}
+		g := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(k.buf))), n*p*int(unsafe.Sizeof(F(0))))
+		rows := acc[c0*k.nMasks : (c0+n)*k.nMasks]
+		k.inner.apply(g, n, rows)
+		if k.exact != nil {
+			fb := p * int(unsafe.Sizeof(F(0)))
+			for i := range n {
+				if row := rows[i*k.nMasks : (i+1)*k.nMasks]; !finite(row) {
+					exactRow(k.exact, k.dt, g[i*fb:(i+1)*fb], row)
+				}
+			}
+		}
+	}
+}
+
+// applyNative computes frames [c0, c0+n) of the tile px, whose shifts are whole pixels,
+// with the native kernel on shifted copies.
+func (k *shiftDense[N, F]) applyNative(px []N, start, c0, n int, shifts, acc []float64) {
+	h, w := k.h, k.w
+	p := h * w
+	for i := range n {
+		f := c0 + i
+		dst, src := k.nbuf[i*p:(i+1)*p], px[f*p:(f+1)*p]
+		ky, kx := int(shifts[2*(start+f)]), int(shifts[2*(start+f)+1])
+		lo, hi := max(0, -kx), min(w, w-kx)
+		for u := range h {
+			d := dst[u*w : (u+1)*w]
+			if r := u + ky; r < 0 || r >= h || lo >= hi {
+				clear(d)
+			} else {
+				clear(d[:lo])
+				clear(d[hi:])
+				copy(d[lo:hi], src[r*w+lo+kx:r*w+hi+kx])
+			}
+		}
+	}
+	var zero N
+	fb := p * int(unsafe.Sizeof(zero))
+	tile := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(k.nbuf))), n*fb)
+	rows := acc[c0*k.nMasks : (c0+n)*k.nMasks]
+	k.native.apply(tile, n, rows)
+	if k.exact != nil {
+		for i := range n {
+			if row := rows[i*k.nMasks : (i+1)*k.nMasks]; !finite(row) {
+				exactRow(k.exact, k.ndt, tile[i*fb:(i+1)*fb], row)
+			}
+		}
+	}
+}
+
+// whole tells whether every shift is a whole number of pixels, within int range.
+func whole(shifts []float64) bool {
+	for _, v := range shifts {
+		if v != math.Trunc(v) || math.Abs(v) > 1<<30 {
+			return false
+		}
+	}
+	return true
+}
+
+// build writes g (see above) of frame src, shifted by (dy, dx), into dst.
+func (k *shiftFrames[N, F]) build(dst []F, src []N, dy, dx float64) {
+	ky, fy := split(dy)
+	kx, fx := split(dx)
+	h, w := k.h, k.w
+	if fy == 0 {
+		for u := range h {
+			k.row(dst[u*w:(u+1)*w], src, u+ky, kx, fx)
+		}
+		return
+	}
+	// g row u = (1 − fy)·h(u + ky) + fy·h(u + ky + 1), h(r) a source row shifted in x:
+	// each source row is shifted once and used by two output rows.
+	prev, next := k.rows[0], k.rows[1]
+	k.row(prev, src, ky, kx, fx)
+	wy0, wy1 := F(1-fy), F(fy)
+	for u := range h {
+		if r := u + ky + 1; k.shift == nil || fx == 0 || r < 0 || r >= h {
+			k.row(next, src, r, kx, fx)
+			k.lerp(dst[u*w:(u+1)*w], prev, next, wy0, wy1)
+		} else {
+			k.shiftRow(dst[u*w:(u+1)*w], prev, next, src[r*w:(r+1)*w], kx, fx, wy0, wy1)
+		}
+		prev, next = next, prev
+	}
+}
+
+// shiftRow is row(next, ...) and g = wy0·prev + wy1·next for a source row s in the
+// frame and fx > 0, in one pass (shift) over the pixels whose two source pixels are in
+// the row, the others here.
+func (k *shiftFrames[N, F]) shiftRow(g, prev, next []F, s []N, kx int, fx float64, wy0, wy1 F) {
+	w := k.w
+	wx0, wx1 := F(1-fx), F(fx)
+	lo, hi := max(0, -kx), min(w, w-kx-1)
+	if lo < hi {
+		k.shift(g[lo:hi], prev[lo:hi], next[lo:hi], s[lo+kx:hi+kx+1], wx0, wx1, wy0, wy1)
+	} else {
+		lo, hi = 0, 0
+	}
+	edge := func(v int) {
+		var h F
+		switch v + kx {
+		case -1:
+			h = wx1 * F(s[0])
+		case w - 1:
+			h = wx0 * F(s[w-1])
+		}
+		next[v] = h
+		g[v] = wy0*prev[v] + wy1*h
+	}
+	for v := range lo {
+		edge(v)
+	}
+	for v := hi; v < w; v++ {
+		edge(v)
+	}
+}
+
+// row writes source row r shifted by kx + fx into dst: dst[v] = (1 − fx)·src(r, v+kx) +
+// fx·src(r, v+kx+1), pixels outside the frame zero (and a weight of 0 reads nothing, so
+// that a NaN pixel does not spread to a neighbour it gives no weight).
+func (k *shiftFrames[N, F]) row(dst []F, src []N, r, kx int, fx float64) {
+	w := k.w
+	if r < 0 || r >= k.h {
+		clear(dst)
+		return
+	}
+	s := src[r*w : (r+1)*w]
+	if fx == 0 {
+		// v+kx in [0, w) for v in [lo, hi).
+		lo, hi := max(0, -kx), min(w, w-kx)
+		if lo >= hi {
+			clear(dst)
+			return
+		}
+		clear(dst[:lo])
+		clear(dst[hi:])
+		k.cvt(dst[lo:hi], s[lo+kx:hi+kx])
+		return
+	}
+	c := k.src
+	k.cvt(c, s)
+	wx0, wx1 := F(1-fx), F(fx)
+	// v+kx and v+kx+1 both in [0, w) for v in [lo, hi); the pixels just outside have one
+	// source pixel in the frame.
+	lo, hi := max(0, -kx), min(w, w-kx-1)
+	if lo < hi {
+		clear(dst[:lo])
+		clear(dst[hi:])
+		k.lerp(dst[lo:hi], c[lo+kx:hi+kx], c[lo+kx+1:hi+kx+1], wx0, wx1)
+	} else {
+		clear(dst)
+	}
+	if v := -kx - 1; v >= 0 && v < w {
+		dst[v] = wx1 * c[0]
+	}
+	if v := w - kx - 1; v >= 0 && v < w {
+		dst[v] = wx0 * c[w-1]
+	}
+}
+
+// shiftSparse gathers each nonzero's g_f (see above) from the native frame: 1 pixel per
+// nonzero for an integer shift, 4 for a sub-pixel one, summed in float64.
+type shiftSparse[N native] struct {
+	nMasks, h, w int
+	rowPtr       []int32
+	y, x         []int32 // each nonzero's pixel
+	val          []float64
+}
+
+func newShiftSparse[N native](c *masks.CSR, sig [2]int) *shiftSparse[N] {
+	s := &shiftSparse[N]{nMasks: c.N, h: sig[0], w: sig[1], rowPtr: c.RowPtr, val: c.Val64(),
+		y: make([]int32, len(c.Col)), x: make([]int32, len(c.Col))}
+	for i, col := range c.Col {
+		s.y[i], s.x[i] = col/int32(sig[1]), col%int32(sig[1])
+	}
+	return s
+}
+
+func (s *shiftSparse[N]) apply(tile []byte, start, frames int, shifts []float64, acc []float64) {
+	px := asNative[N](tile)
+	p := s.h * s.w
+	for f := range frames {
+		frame := px[f*p : (f+1)*p]
+		ky, fy := split(shifts[2*(start+f)])
+		kx, fx := split(shifts[2*(start+f)+1])
+		for m := range s.nMasks {
+			lo, hi := s.rowPtr[m], s.rowPtr[m+1]
+			acc[f*s.nMasks+m] = s.gather(frame, lo, hi, ky, kx, fy, fx)
+		}
+	}
+}
+
+// gather is Σ val[i]·g_f(y[i], x[i]) over nonzeros [lo, hi).
+func (s *shiftSparse[N]) gather(frame []N, lo, hi int32, ky, kx int, fy, fx float64) float64 {
+	h, w := s.h, s.w
+	var sum float64
+	ys, xs, val := s.y[lo:hi], s.x[lo:hi], s.val[lo:hi]
+	xs, val = xs[:len(ys)], val[:len(ys)]
+	if fy == 0 && fx == 0 {
+		for i, y := range ys {
+			r, c := int(y)+ky, int(xs[i])+kx
+			if uint(r) < uint(h) && uint(c) < uint(w) {
+				sum += val[i] * float64(frame[r*w+c])
+			}
+		}
+		return sum
+	}
+	// A zero fraction reads the same pixel twice, with weight 0 for the second read.
+	dy1, dx1 := 0, 0
+	if fy > 0 {
+		dy1 = 1
+	}
+	if fx > 0 {
+		dx1 = 1
+	}
+	w00, w01, w10, w11 := (1-fy)*(1-fx), (1-fy)*fx, fy*(1-fx), fy*fx
+	for i, y := range ys {
+		r, c := int(y)+ky, int(xs[i])+kx
+		var g float64
+		if r >= 0 && r+dy1 < h && c >= 0 && c+dx1 < w {
+			o := r*w + c
+			g = w00*float64(frame[o]) + w01*float64(frame[o+dx1]) + w10*float64(frame[o+dy1*w]) + w11*float64(frame[o+dy1*w+dx1])
+		} else {
+			g = s.edge(frame, r, c, dy1, dx1, w00, w01, w10, w11)
+		}
+		sum += val[i] * g
+	}
+	return sum
+}
+
+// edge is g_f at a nonzero whose source pixels from (r, c) leave the frame: those
+// outside count 0.
+func (s *shiftSparse[N]) edge(frame []N, r, c, dy1, dx1 int, w00, w01, w10, w11 float64) float64 {
+	at := func(y, x int) float64 {
+		if uint(y) < uint(s.h) && uint(x) < uint(s.w) {
+			return float64(frame[y*s.w+x])
+		}
+		return 0
+	}
+	return w00*at(r, c) + w01*at(r, c+dx1) + w10*at(r+dy1, c) + w11*at(r+dy1, c+dx1)
+}
+
+// newShiftBuilder returns, for a float32 job with shifts, the function that writes the
+// g_f of frames [start, start+frames) (native, host order) into dst as float32, for the
+// GPU worker's staged feed; nil for an unsupported dtype.
+func newShiftBuilder(job *Job) func(dst []float32, native []byte, start, frames int) {
+	switch job.Dataset.DType() {
+	case dataset.Uint8:
+		return shiftBuilder[uint8](job)
+	case dataset.Uint16:
+		return shiftBuilder[uint16](job)
+	case dataset.Uint32:
+		return shiftBuilder[uint32](job)
+	case dataset.Int8:
+		return shiftBuilder[int8](job)
+	case dataset.Int16:
+		return shiftBuilder[int16](job)
+	case dataset.Int32:
+		return shiftBuilder[int32](job)
+	case dataset.Float32:
+		return shiftBuilder[float32](job)
+	case dataset.Float64:
+		return shiftBuilder[float64](job)
+	}
+	return nil
+}
+
+func shiftBuilder[N native](job *Job) func(dst []float32, native []byte, start, frames int) {
+	sig := job.Dataset.SigShape()
+	p := sig[0] * sig[1]
+	return func(dst []float32, tile []byte, start, frames int) {
+		// Each call (one staging reader) has its own row buffers.
+		k := newShiftFrames[N, float32](sig)
+		px := asNative[N](tile)
+		for f := range frames {
+			k.build(dst[f*p:(f+1)*p], px[f*p:(f+1)*p], job.Shifts[2*(start+f)], job.Shifts[2*(start+f)+1])
+		}
+	}
+}
+
+// shiftFlat computes the rows of a float32 job of fewer than packedMinMasks dense masks
+// shifted by whole pixels straight from the native frames, without a shifted copy: the
+// product Σ mask(u, v)·frame(u+ky, v+kx) over the pixels whose source lies in the frame
+// is, in C order, the dot product of the masks with the frame read from offset
+// ky·sig_x + kx, over the one contiguous range of mask pixels from the first such pixel
+// to the last, run through the block kernels (simdKernels: blocks of simdBlock pixels
+// summed in float32, the blocks in float64, as unshifted), two frames at a time where
+// consecutive frames share a shift; the pixels of that range whose source wraps into a
+// neighbouring row (|kx| per row) are then subtracted. Tiles with a sub-pixel shift, and
+// frames whose rows come out NaN or infinite (exact rows), go to the shifted copies of
+// shiftDense.
+type shiftFlat[N native] struct {
+	h, w, nMasks int
+	masks        []float32 // nMasks × pixels
+	kernels      *groupKernels[N]
+	part         []float32
+	copies       *shiftDense[N, float32]
+}
+
+// newShiftFlat returns the flat kernel for a float32 job of fewer than packedMinMasks
+// dense masks, or nil where the block kernels are missing.
+func newShiftFlat[N native](job *Job, copies *shiftDense[N, float32]) *shiftFlat[N] {
+	k := simdKernels[N]()
+	if k == nil || job.Float64 || job.Sparse != nil || job.NMasks >= packedMinMasks {
+		return nil
+	}
+	sig := job.Dataset.SigShape()
+	return &shiftFlat[N]{h: sig[0], w: sig[1], nMasks: job.NMasks, masks: job.Masks.Data, kernels: k,
+		part: make([]float32, max(job.NMasks, 24)), copies: copies}
+}
+
+func (k *shiftFlat[N]) apply(tile []byte, start, frames int, shifts []float64, acc []float64) {
+	if !whole(shifts[2*start : 2*(start+frames)]) {
+		k.copies.apply(tile, start, frames, shifts, acc)
+		return
+	}
+	px := asNative[N](tile)
+	p, nm := k.h*k.w, k.nMasks
+	for f := 0; f < frames; {
+		ky, kx := int(shifts[2*(start+f)]), int(shifts[2*(start+f)+1])
+		pair := f+1 < frames && nm >= 4 && shifts[2*(start+f+1)] == float64(ky) && shifts[2*(start+f+1)+1] == float64(kx)
+		n := 1
+		if pair {
+			n = 2
+		}
+		rows := acc[f*nm : (f+n)*nm]
+		k.whole(px[f*p:(f+n)*p], n, ky, kx, rows)
+		for i := range n {
+			if k.copies.exact != nil && !finite(rows[i*nm:(i+1)*nm]) {
+				var zero N
+				fb := p * int(unsafe.Sizeof(zero))
+				k.copies.apply(tile[(f+i)*fb:(f+i+1)*fb], start+f+i, 1, shifts, rows[i*nm:(i+1)*nm])
+			}
+		}
+		f += n
+	}
+}
+
+// whole sets rows (n × nMasks) to the products of the masks with the n frames of px (1
+// or 2) shifted by (ky, kx) whole pixels.
+func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
+	h, w, nm := k.h, k.w, k.nMasks
+	p := h * w
+	clear(rows)
+	// Rows u whose source row u+ky is in the frame; in them, pixels [lo, hi).
+	u0, u1 := max(0, -ky), min(h, h-ky)
+	lo, hi := max(0, -kx), min(w, w-kx)
+	if u0 >= u1 || lo >= hi {
+		return
+	}
+	first, end := u0*w+lo, (u1-1)*w+hi // mask pixels; frame pixels from first+off
+	off := ky*w + kx
+	for k0 := first; k0 < end; k0 += simdBlock {
+		b := min(simdBlock, end-k0)
+		s0 := px[k0+off : k0+off+b]
+		for m0 := 0; m0 < nm; m0 += simdGroup {
+			g := min(simdGroup, nm-m0)
+			mw := k.masks[m0*p+k0:]
+			pf := &prefetcher{w: mw, ldw: p, rows: g}
+			if n == 2 {
+				s1 := px[p+k0+off : p+k0+off+b]
+				dotPair(k.kernels, s0, s1, mw, p, pf, rows[m0:m0+g], rows[nm+m0:nm+m0+g], k.part)
+			} else {
+				dotBlock(k.kernels, s0, mw, p, pf, rows[m0:m0+g], k.part)
+			}
+		}
+	}
+	// The range's pixels whose source wraps: [hi, w) of every row but the last, [0, lo)
+	// of every row but the first.
+	wrap := func(u, v0, v1 int) {
+		for v := v0; v < v1; v++ {
+			i := u*w + v
+			for j := range n {
+				x := float64(px[j*p+i+off])
+				for m := range nm {
+					rows[j*nm+m] -= float64(k.masks[m*p+i]) * x
+				}
+			}
+		}
+	}
+	for u := u0; u < u1; u++ {
+		if u > u0 {
+			wrap(u, 0, lo)
+		}
+		if u < u1-1 {
+			wrap(u, hi, w)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package engine
+
+import "unsafe"
+
+// The row helpers of shift_amd64.s (n a positive multiple of 8; AVX2 and FMA).
+
+//go:noescape
+func cvtU8F32(dst *float32, src *uint8, n int)
+
+//go:noescape
+func cvtI8F32(dst *float32, src *int8, n int)
+
+//go:noescape
+func cvtU16F32(dst *float32, src *uint16, n int)
+
+//go:noescape
+func cvtI16F32(dst *float32, src *int16, n int)
+
+//go:noescape
+func cvtI32F32(dst *float32, src *int32, n int)
+
+//go:noescape
+func lerpF32(dst, a, b *float32, wa, wb float32, n int)
+
+//go:noescape
+func shiftRowU8(dst, hprev, hnext *float32, src *uint8, wx0, wx1, wy0, wy1 float32, n int)
+
+//go:noescape
+func shiftRowI8(dst, hprev, hnext *float32, src *int8, wx0, wx1, wy0, wy1 float32, n int)
+
+//go:noescape
+func shiftRowU16(dst, hprev, hnext *float32, src *uint16, wx0, wx1, wy0, wy1 float32, n int)
+
+//go:noescape
+func shiftRowI16(dst, hprev, hnext *float32, src *int16, wx0, wx1, wy0, wy1 float32, n int)
+
+//go:noescape
+func shiftRowI32(dst, hprev, hnext *float32, src *int32, wx0, wx1, wy0, wy1 float32, n int)
+
+//go:noescape
+func shiftRowF32(dst, hprev, hnext *float32, src *float32, wx0, wx1, wy0, wy1 float32, n int)
+
+// rowShift returns, for float32 rows of pixel type N on CPUs with AVX2 and FMA (while
+// useSIMD is on), the function that sets hnext[i] = wx0·F(src[i]) + wx1·F(src[i+1]) and
+// g[i] = wy0·hprev[i] + wy1·hnext[i] for i < len(g) (src holds len(g)+1 pixels) in one
+// pass; nil elsewhere.
+func rowShift[N native, F float]() func(g, hprev, hnext []F, src []N, wx0, wx1, wy0, wy1 F) {
+	if !useSIMD || !haveAVX2FMA {
+		return nil
+	}
+	if _, ok := any(*new(F)).(float32); !ok {
+		return nil
+	}
+	var f any
+	switch any(*new(N)).(type) {
+	case uint8:
+		f = fusedShift(shiftRowU8)
+	case int8:
+		f = fusedShift(shiftRowI8)
+	case uint16:
+		f = fusedShift(shiftRowU16)
+	case int16:
+		f = fusedShift(shiftRowI16)
+	case int32:
+		f = fusedShift(shiftRowI32)
+	case float32:
+		f = fusedShift(shiftRowF32)
+	default:
+		return nil
+	}
+	return f.(func(g, hprev, hnext []F, src []N, wx0, wx1, wy0, wy1 F))
+}
+
+// fusedShift runs an assembly row shift on the whole groups of 8 values, the rest in Go.
+func fusedShift[N native](asm func(g, hprev, hnext *float32, src *N, wx0, wx1, wy0, wy1 float32, n int)) func(g, hprev, hnext []float32, src []N, wx0, wx1, wy0, wy1 float32) {
+	return func(g, hprev, hnext []float32, src []N, wx0, wx1, wy0, wy1 float32) {
+		n := len(g) &^ 7
+		hprev, hnext, src = hprev[:len(g)], hnext[:len(g)], src[:len(g)+1]
+		if n > 0 {
+			asm(unsafe.SliceData(g), unsafe.SliceData(hprev), unsafe.SliceData(hnext), unsafe.SliceData(src), wx0, wx1, wy0, wy1, n)
+		}
+		for i := n; i < len(g); i++ {
+			hnext[i] = wx0*float32(src[i]) + wx1*float32(src[i+1])
+			g[i] = wy0*hprev[i] + wy1*hnext[i]
+		}
+	}
+}
+
+// rowConvert returns the vectorised conversion of a row of pixel type N to F: the
+// assembly helpers for float32 rows of 8- to 32-bit integers on CPUs with AVX2 and FMA
+// (while useSIMD is on), else the Go loop (convert).
+func rowConvert[N native, F float]() func(dst []F, src []N) {
+	if !useSIMD || !haveAVX2FMA {
+		return convert[N, F]
+	}
+	var f any
+	switch any(*new(F)).(type) {
+	case float32:
+		switch any(*new(N)).(type) {
+		case uint8:
+			f = vectorised(cvtU8F32)
+		case int8:
+			f = vectorised(cvtI8F32)
+		case uint16:
+			f = vectorised(cvtU16F32)
+		case int16:
+			f = vectorised(cvtI16F32)
+		case int32:
+			f = vectorised(cvtI32F32)
+		case float32:
+			f = func(dst, src []float32) { copy(dst, src) }
+		}
+	}
+	if f == nil {
+		return convert[N, F]
+	}
+	return f.(func([]F, []N))
+}
+
+// vectorised runs an assembly conversion on the whole groups of 8 values, the rest in Go.
+func vectorised[N native](cvt func(dst *float32, src *N, n int)) func(dst []float32, src []N) {
+	return func(dst []float32, src []N) {
+		n := len(src) &^ 7
+		if n > 0 {
+			cvt(unsafe.SliceData(dst[:n]), unsafe.SliceData(src), n)
+		}
+		convert(dst[n:len(src)], src[n:])
+	}
+}
+
+// rowLerp returns the function setting dst[i] = wa·a[i] + wb·b[i] for i < len(dst): the
+// assembly helper for float32 on CPUs with AVX2 and FMA (while useSIMD is on), else Go.
+func rowLerp[F float]() func(dst, a, b []F, wa, wb F) {
+	var zero F
+	if _, ok := any(zero).(float32); ok && useSIMD && haveAVX2FMA {
+		return any(func(dst, a, b []float32, wa, wb float32) {
+			n := len(dst) &^ 7
+			a, b = a[:len(dst)], b[:len(dst)]
+			if n > 0 {
+				lerpF32(unsafe.SliceData(dst), unsafe.SliceData(a), unsafe.SliceData(b), wa, wb, n)
+			}
+			lerpGo(dst[n:], a[n:], b[n:], wa, wb)
+		}).(func(dst, a, b []F, wa, wb F))
+	}
+	return lerpGo[F]
+}

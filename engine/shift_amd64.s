@@ -1,0 +1,97 @@
+#include "textflag.h"
+
+// AVX2+FMA row helpers of the shifted-frame builder (shift.go, shift_amd64.go). Every
+// function processes n values, n a positive multiple of 8.
+//
+//	func cvt<T>F32(dst *float32, src *T, n int)         dst[i] = float32(src[i])
+//	func lerpF32(dst, a, b *float32, wa, wb float32, n int)  dst[i] = wa·a[i] + wb·b[i]
+//
+// (lerpF32 rounds once, FMA; its inputs are float32, its outputs feed the kernels.) The
+// conversions read frames straight from a file's mapping, so they prefetch 1 KiB ahead
+// as the kernels of simd_amd64.s do (the hardware prefetchers stop at 4 KiB pages).
+
+#define CVT(NAME, LOAD, SCALE) \
+TEXT NAME(SB), NOSPLIT, $0-24; \
+	MOVQ dst+0(FP), DI; \
+	MOVQ src+8(FP), SI; \
+	MOVQ n+16(FP), CX; \
+	XORQ AX, AX; \
+loop: \
+	PREFETCHT0 1024(SI)(AX*SCALE); \
+	LOAD (SI)(AX*SCALE), Y0; \
+	VCVTDQ2PS Y0, Y0; \
+	VMOVUPS Y0, (DI)(AX*4); \
+	ADDQ $8, AX; \
+	CMPQ AX, CX; \
+	JB loop; \
+	VZEROUPPER; \
+	RET
+
+CVT(·cvtU8F32, VPMOVZXBD, 1)
+CVT(·cvtI8F32, VPMOVSXBD, 1)
+CVT(·cvtU16F32, VPMOVZXWD, 2)
+CVT(·cvtI16F32, VPMOVSXWD, 2)
+CVT(·cvtI32F32, VMOVDQU, 4)
+
+// func lerpF32(dst, a, b *float32, wa, wb float32, n int)
+TEXT ·lerpF32(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), DI
+	MOVQ         a+8(FP), SI
+	MOVQ         b+16(FP), DX
+	VBROADCASTSS wa+24(FP), Y14
+	VBROADCASTSS wb+28(FP), Y15
+	MOVQ         n+32(FP), CX
+	XORQ         AX, AX
+
+lerp:
+	VMULPS      (SI)(AX*4), Y14, Y0
+	VFMADD231PS (DX)(AX*4), Y15, Y0
+	VMOVUPS     Y0, (DI)(AX*4)
+	ADDQ        $8, AX
+	CMPQ        AX, CX
+	JB          lerp
+	VZEROUPPER
+	RET
+
+// func shiftRow<T>(dst, hprev, hnext *float32, src *T, wx0, wx1, wy0, wy1 float32, n int)
+// shifts source row src in x and blends it with the previous one in y, in one pass:
+// hnext[i] = wx0·src[i] + wx1·src[i+1] (src[n] is read), g[i] = wy0·hprev[i] +
+// wy1·hnext[i] (dst is g).
+#define SHIFTROW(NAME, LOAD, CVT, SCALE) \
+TEXT NAME(SB), NOSPLIT, $0-56; \
+	MOVQ dst+0(FP), DI; \
+	MOVQ hprev+8(FP), R8; \
+	MOVQ hnext+16(FP), R9; \
+	MOVQ src+24(FP), SI; \
+	MOVQ SI, R10; \
+	ADDQ $SCALE, R10; \
+	VBROADCASTSS wx0+32(FP), Y12; \
+	VBROADCASTSS wx1+36(FP), Y13; \
+	VBROADCASTSS wy0+40(FP), Y14; \
+	VBROADCASTSS wy1+44(FP), Y15; \
+	MOVQ n+48(FP), CX; \
+	XORQ AX, AX; \
+shift: \
+	PREFETCHT0 1024(SI)(AX*SCALE); \
+	LOAD (SI)(AX*SCALE), Y0; \
+	LOAD (R10)(AX*SCALE), Y1; \
+	CVT Y0, Y0; \
+	CVT Y1, Y1; \
+	VMULPS Y0, Y12, Y0; \
+	VFMADD231PS Y1, Y13, Y0; \
+	VMOVUPS Y0, (R9)(AX*4); \
+	VMULPS (R8)(AX*4), Y14, Y1; \
+	VFMADD231PS Y0, Y15, Y1; \
+	VMOVUPS Y1, (DI)(AX*4); \
+	ADDQ $8, AX; \
+	CMPQ AX, CX; \
+	JB shift; \
+	VZEROUPPER; \
+	RET
+
+SHIFTROW(·shiftRowU8, VPMOVZXBD, VCVTDQ2PS, 1)
+SHIFTROW(·shiftRowI8, VPMOVSXBD, VCVTDQ2PS, 1)
+SHIFTROW(·shiftRowU16, VPMOVZXWD, VCVTDQ2PS, 2)
+SHIFTROW(·shiftRowI16, VPMOVSXWD, VCVTDQ2PS, 2)
+SHIFTROW(·shiftRowI32, VMOVDQU, VCVTDQ2PS, 4)
+SHIFTROW(·shiftRowF32, VMOVUPS, VMOVAPS, 4)

@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot/cuda"
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
+	"github.com/stemdot/stemdot/planner"
+)
+
+// shiftedReference computes the shifted mask-dot product in float64 the direct way: the
+// mask of frame f moved by (dy, dx) as its bilinear interpolation at (y − dy, x − dx)
+// (zero outside the mask), a dense copy per frame, times the frame.
+func shiftedReference(ds *memDataset, stack *masks.Stack, shifts []float64) (want, mag []float64) {
+	h, w := stack.SigY, stack.SigX
+	p := h * w
+	n := ds.NumFrames()
+	want, mag = make([]float64, n*stack.N), make([]float64, n*stack.N)
+	at := func(m, y, x int) float64 {
+		if y < 0 || y >= h || x < 0 || x >= w {
+			return 0
+		}
+		return float64(stack.Data[m*p+y*w+x])
+	}
+	for f := range n {
+		dy, dx := shifts[2*f], shifts[2*f+1]
+		for m := range stack.N {
+			var s, a float64
+			for y := range h {
+				for x := range w {
+					ty, tx := float64(y)-dy, float64(x)-dx
+					y0, x0 := math.Floor(ty), math.Floor(tx)
+					b, c := ty-y0, tx-x0
+					yi, xi := int(y0), int(x0)
+					wt := (1-b)*(1-c)*at(m, yi, xi) + (1-b)*c*at(m, yi, xi+1) + b*(1-c)*at(m, yi+1, xi) + b*c*at(m, yi+1, xi+1)
+					if wt == 0 {
+						continue
+					}
+					v := wt * pixel(ds.data, ds.dt, f*p+y*w+x)
+					s += v
+					a += math.Abs(v)
+				}
+			}
+			want[f*stack.N+m], mag[f*stack.N+m] = s, a
+		}
+	}
+	return want, mag
+}
+
+// randomShifts returns per-frame shifts of n frames: integer ones (also far outside
+// the frame), sub-pixel ones, and shifts with a zero fraction in one axis only.
+func randomShifts(rng *rand.Rand, n int, integer bool) []float64 {
+	s := make([]float64, 2*n)
+	for i := range s {
+		switch {
+		case integer:
+			s[i] = float64(rng.IntN(21) - 10)
+		case i%7 == 3:
+			s[i] = float64(rng.IntN(9) - 4)
+		default:
+			s[i] = rng.Float64()*16 - 8
+		}
+	}
+	if integer && n > 9 {
+		s[2], s[3] = 500, -3 // every mask pixel moved outside the frame
+		for i := 8; i < 18; i += 2 {
+			s[i], s[i+1] = -2, 3 // frames 4 to 8 share a shift (pairs of frames)
+		}
+	}
+	return s
+}
+
+// TestApplyMasksShifted checks shifted masks (Options.Shifts) against the direct float64
+// reference of per-frame shifted masks: integer and sub-pixel shifts, dense and sparse
+// stacks, float32 and float64 results, the dtypes of the assembly kernels and others.
+func TestApplyMasksShifted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	sig := [2]int{40, 36}
+	for _, dt := range []dataset.DType{dataset.Uint8, dataset.Uint16, dataset.Int16, dataset.Uint32, dataset.Float32, dataset.Float64} {
+		ds := randomDataset(rng, dt, []int{23}, sig)
+		for _, integer := range []bool{true, false} {
+			shifts := randomShifts(rng, 23, integer)
+			for _, nMasks := range []int{1, 3, 5, 16} {
+				for _, sparse := range []bool{false, true} {
+					stack := randomStack(rng, nMasks, sig)
+					if sparse {
+						stack = sparseStack(rng, nMasks, sig)
+					}
+					want, mag := shiftedReference(ds, stack, shifts)
+					for _, f64 := range []bool{false, true} {
+						name := fmt.Sprintf("%v/integer=%v/masks%d/sparse=%v/float64=%v", dt, integer, nMasks, sparse, f64)
+						t.Run(name, func(t *testing.T) {
+							res, err := ApplyMasks(context.Background(), ds, stack, splitPlan(anyCPUs, 3, 5, 9, 1, 8),
+								Options{Float64: f64, TileFrames: 4, Shifts: shifts, NoPin: true})
+							require.NoError(t, err)
+							require.Equal(t, sparse, res.Stats.Sparse)
+							if f64 {
+								requireClose(t, res.F64, want, mag, 1e-13)
+							} else {
+								requireClose(t, res.F32, want, mag, 5e-7) // README: "within a few 1e-7"
+							}
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestApplyMasksShiftedNaN: a NaN pixel spoils only the masks whose shifted weights
+// cover it, on the dense and the sparse path.
+func TestApplyMasksShiftedNaN(t *testing.T) {
+	sig := [2]int{8, 8}
+	ds := &memDataset{nav: []int{1}, sig: sig, dt: dataset.Float32}
+	frame := make([]float32, 64)
+	for i := range frame {
+		frame[i] = 1
+	}
+	frame[0] = float32(math.NaN()) // pixel (0, 0)
+	ds.data = make([]byte, 4*64)
+	for i, v := range frame {
+		binary.NativeEndian.PutUint32(ds.data[4*i:], math.Float32bits(v))
+	}
+	stack := &masks.Stack{N: 2, SigY: 8, SigX: 8, Data: make([]float32, 128)}
+	stack.Data[0] = 1        // mask 0: pixel (0, 0): moved by (0.5, 0.5) it covers (0..1, 0..1)
+	stack.Data[64+3*8+3] = 1 // mask 1: pixel (3, 3): moved, (3..4, 3..4)
+	for _, sparse := range []bool{false, true} {
+		s := *stack
+		if sparse {
+			s.Sparse, s.Data = stack.ToCSR(), nil
+		}
+		res, err := ApplyMasks(context.Background(), ds, &s, splitPlan(anyCPUs, 1, 1), Options{Shifts: []float64{0.5, 0.5}, NoPin: true})
+		require.NoError(t, err)
+		require.True(t, math.IsNaN(float64(res.F32[0])), "sparse=%v: mask 0 over the NaN pixel: %v", sparse, res.F32[0])
+		require.Equal(t, float32(1), res.F32[1], "sparse=%v: mask 1 away from the NaN pixel", sparse)
+	}
+}
+
+func TestApplyMasksShiftsValidation(t *testing.T) {
+	sig := [2]int{4, 4}
+	ds := randomDataset(rand.New(rand.NewPCG(1, 1)), dataset.Uint16, []int{3}, sig)
+	stack := randomStack(rand.New(rand.NewPCG(1, 2)), 1, sig)
+	for _, c := range []struct {
+		shifts []float64
+		want   string
+	}{
+		{[]float64{1, 2}, "shifts hold 2 values, want 2 (dy, dx) for each of the 3 frames = 6"},
+		{[]float64{0, 0, 0, math.NaN(), 0, 0}, "shift dx of frame 1 is NaN: shifts must be finite"},
+		{[]float64{0, 0, 0, 0, math.Inf(-1), 0}, "shift dy of frame 2 is -Inf"},
+	} {
+		_, err := ApplyMasks(context.Background(), ds, stack, splitPlan(anyCPUs, 1, 3), Options{Shifts: c.shifts, NoPin: true})
+		require.ErrorContains(t, err, c.want)
+	}
+}
+
+// TestGPUWorkerShifted: GPU workers (on a device or the emulator; skipped without)
+// apply shifted masks, alone and beside a CPU worker, dense and sparse; a float64 job
+// with shifts leaves them out.
+func TestGPUWorkerShifted(t *testing.T) {
+	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
+		t.Skip("no CUDA device")
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	sig := [2]int{24, 20}
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32, dataset.Int16} {
+		ds := randomDataset(rng, dt, []int{30}, sig)
+		for _, integer := range []bool{true, false} {
+			shifts := randomShifts(rng, 30, integer)
+			for _, sparse := range []bool{false, true} {
+				stack := randomStack(rng, 5, sig)
+				if sparse {
+					stack = sparseStack(rng, 5, sig)
+				}
+				want, mag := shiftedReference(ds, stack, shifts)
+				for _, cpus := range []int{0, 1} {
+					t.Run(fmt.Sprintf("%v/integer=%v/sparse=%v/cpus=%d", dt, integer, sparse, cpus), func(t *testing.T) {
+						plan := evenPlan(anyCPUs, 1+cpus, 30, 2+2*cpus)
+						plan.Workers[0].Kind, plan.Workers[0].GPU = planner.GPU, 0
+						res, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true, TileFrames: 4, Shifts: shifts})
+						require.NoError(t, err)
+						require.Empty(t, res.Stats.NotStarted)
+						if cpus == 0 {
+							require.Equal(t, 30, res.Stats.PerWorker[0].Frames)
+						}
+						requireClose(t, res.F32, want, mag, 1e-5)
+					})
+				}
+			}
+		}
+	}
+	ds := randomDataset(rng, dataset.Uint16, []int{6}, sig)
+	plan := evenPlan(anyCPUs, 1, 6, 1)
+	plan.Workers[0].Kind, plan.Workers[0].GPU = planner.GPU, 0
+	_, err := ApplyMasks(context.Background(), ds, randomStack(rng, 2, sig), plan, Options{NoPin: true, Float64: true, Shifts: make([]float64, 12)})
+	require.ErrorContains(t, err, "shifted masks with float64 results run on CPU workers only")
+}
+
+// EstimateMemory counts the per-frame shifts and a shifted kernel's buffers.
+func TestEstimateMemoryShifted(t *testing.T) {
+	sig := [2]int{40, 36}
+	ds := randomDataset(rand.New(rand.NewPCG(3, 3)), dataset.Uint16, []int{10}, sig)
+	stack := randomStack(rand.New(rand.NewPCG(3, 4)), 1, sig)
+	plan := splitPlan(anyCPUs, 2, 10)
+	plain := EstimateMemory(ds, stack, plan, Options{TileFrames: 4})
+	shifted := EstimateMemory(ds, stack, plan, Options{TileFrames: 4, Shifts: make([]float64, 20)})
+	require.Equal(t, plain.Result+16*10, shifted.Result)
+	// A float32 tile of 4 frames, 3 rows of sig_x floats, a native tile of 4 frames.
+	require.Equal(t, plain.PerWorker+4*1440*4+3*36*4+4*2880, shifted.PerWorker)
+}

@@ -39,7 +39,7 @@ def test_save_writes_and_removes_only_stale_temporaries(tmp_path):
         fd = os.open(tmp_path / names["locked"], os.O_RDONLY)
         fcntl.flock(fd, fcntl.LOCK_EX)  # as its writer on another machine would
         result = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
-        cli._save(out, result)
+        cli._save_all({out: cli._npy(result)})
         os.close(fd)
     finally:
         live.kill()
@@ -57,12 +57,12 @@ def test_killed_writer_temporary_is_removed(tmp_path):
                             env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     tmp = proc.stdout.readline().strip()
     assert os.path.basename(tmp).startswith(f".r.npy.{proc.pid}.") and tmp.endswith(".tmp")
-    cli._save(out, np.zeros(3, np.float32))
+    cli._save_all({out: cli._npy(np.zeros(3, np.float32))})
     assert os.path.exists(tmp), "a live writer's temporary stays"
     proc.kill()
     proc.wait()
     assert os.path.exists(tmp)
-    cli._save(out, np.ones(3, np.float32))
+    cli._save_all({out: cli._npy(np.ones(3, np.float32))})
     assert not os.path.exists(tmp)
     assert os.listdir(tmp_path) == ["r.npy"]
     np.testing.assert_array_equal(np.load(out), np.ones(3, np.float32))
@@ -74,7 +74,7 @@ def test_save_flushes_file_before_rename_and_directory_after(tmp_path, monkeypat
     fsync, replace = os.fsync, os.replace
     monkeypatch.setattr(os, "fsync", lambda fd: calls.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))) or fsync(fd))
     monkeypatch.setattr(os, "replace", lambda a, b: calls.append(("replace", b)) or replace(a, b))
-    cli._save(out, np.zeros(3, np.float32))
+    cli._save_all({out: cli._npy(np.zeros(3, np.float32))})
     assert [c[0] for c in calls] == ["fsync", "replace", "fsync"]
     assert os.path.basename(calls[0][1]).startswith(".r.npy.")
     assert calls[2][1] == str(tmp_path)

@@ -15,6 +15,7 @@ import (
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/regfile"
+	"github.com/stemdot/stemdot/masks"
 )
 
 // frameShifts turns ApplyOptions.Shifts into the engine's per-frame shifts of ds
@@ -137,10 +138,12 @@ func LoadShifts(path string, nav []int) (shifts []float64, err error) {
 }
 
 // DescanFit fits the descan plane (package descan) to the centre-of-mass shift map of
-// ds: the com masks of spec com ("com", "com:CX,CY[,R]": see Masks; "" is "com")
-// applied with plan, their shifts (COMShifts) fitted by least squares per component,
-// leaving out frames without counts. The plane is in scan positions of ds's nav shape
-// ((nav_y, nav_x), or (n,)); descan.Plane.Eval gives the shifts of every scan position
+// ds: the com masks of spec com ("com", "com:CX,CY[,R]": see Masks; "com:auto[,R]"
+// about the direct beam's centre in the sum frame, Planner.Centre; "" is "com") applied
+// with plan, their shifts (COMShifts) fitted by least squares per component, leaving out
+// frames without counts. The plane is in positions of the scan ds's frames come from
+// (dataset.ScanPositions: the whole scan of an ROI or a frames range, whose other
+// positions are left out), (nav_y, nav_x) or (n,); descan.Plane.Eval gives the shifts of every scan position
 // (ApplyOptions.Shifts) that make the masks follow the pattern. Fit the data itself, or
 // a reference scan in vacuum with the same scan settings. Errors: those of Masks and
 // Apply, and errs.Argument for a shift map that does not determine a plane (too few
@@ -163,15 +166,23 @@ func (pl *Planner) DescanFit(ctx context.Context, ds dataset.Dataset, com string
 	if ds == nil {
 		return p, errs.New(errs.Argument, "no dataset")
 	}
-	stack, err := Masks(ds.SigShape(), com)
+	var centre *masks.Centre
+	if masks.NeedsCentre(com) { // com:auto[,R]: about the direct beam of the sum frame
+		c, err := pl.Centre(ctx, ds)
+		if err != nil {
+			return p, err
+		}
+		centre = &c
+	}
+	stack, err := MasksCentred(ds.SigShape(), centre, com)
 	if err != nil {
 		return p, err
 	}
 	sum, ok := FindCOM(stack.MaskNames())
 	if !ok || stack.N != 3 {
-		return p, errs.New(errs.Argument, "descan fit: mask spec %q is not one com spec (com or com:CX,CY[,R])", com)
+		return p, errs.New(errs.Argument, "descan fit: mask spec %q is not one com spec (com, com:CX,CY[,R] or com:auto[,R])", com)
 	}
-	res, err := pl.Apply(ctx, ds, stack, ApplyOptions{Float64: true})
+	res, err := pl.Apply(ctx, ds, stack, ApplyOptions{Float64: true, ROICompact: true}) // one row per frame
 	if err != nil {
 		return p, err
 	}
@@ -179,7 +190,17 @@ func (pl *Planner) DescanFit(ctx context.Context, ds dataset.Dataset, com string
 	if err != nil {
 		return p, err
 	}
-	p, err = descan.Fit(shifts, ds.NavShape())
+	// Fitted in the scan's positions (an ROI's or a frames range's frames lie where
+	// dataset.ScanPositions says; the positions not read are left out, as NaN).
+	scan, pos := dataset.ScanPositions(ds)
+	whole := make([]float64, 2*product(scan))
+	for i := range whole {
+		whole[i] = math.NaN()
+	}
+	for f, q := range pos {
+		whole[2*q], whole[2*q+1] = shifts[2*f], shifts[2*f+1]
+	}
+	p, err = descan.Fit(whole, scan)
 	if err != nil {
 		return p, errs.Wrap(errs.Argument, fmt.Errorf("descan fit of %s: %w", describe(ds), err))
 	}

@@ -155,3 +155,34 @@ func TestApplyShiftsScanPositions(t *testing.T) {
 	require.ErrorContains(t, err, "ApplyOptions.Shifts: x shift 1 (scan position 0) is +Inf: shifts must be finite")
 	require.Equal(t, errs.Argument, errs.KindOf(err))
 }
+
+// A descan fit of an ROI's frames (or a frames range's) is a plane in the whole scan's
+// positions, fitted on the frames read only. com:auto weighs the frames about the
+// centre of their sum frame: the same slopes, the offset relative to that centre.
+func TestDescanFitROIAndAutoCom(t *testing.T) {
+	nav, sig := []int{12, 16}, [2]int{64, 64}
+	path, want := descanScan(t, nav, sig, 5)
+	plan := stemdot.Plan{CPUs: "1"}
+	roi, err := dataset.ParseROI("rect:2,1,9,8")
+	require.NoError(t, err)
+	for _, o := range []stemdot.Options{{ROI: roi}, {Frames: dataset.FrameSpan{First: 40, Count: 100}}} {
+		ds, err := stemdot.Open(path, o)
+		require.NoError(t, err)
+		got, err := stemdot.DescanFit(context.Background(), ds, "com", plan)
+		require.NoError(t, err)
+		require.Equal(t, ds.NumFrames(), got.Used, "%+v", o)
+		for _, c := range [][2]float64{{got.Y.A, want.Y.A}, {got.Y.B, want.Y.B}, {got.Y.C, want.Y.C},
+			{got.X.A, want.X.A}, {got.X.B, want.X.B}, {got.X.C, want.X.C}} {
+			require.InDelta(t, c[1], c[0], 0.03, "%+v", o)
+		}
+		auto, err := stemdot.DescanFit(context.Background(), ds, "com:auto", plan)
+		require.NoError(t, err)
+		centre, err := stemdot.Centre(context.Background(), ds, plan)
+		require.NoError(t, err)
+		require.InDelta(t, got.Y.B, auto.Y.B, 1e-9)
+		require.InDelta(t, got.X.C, auto.X.C, 1e-9)
+		require.InDelta(t, got.Y.A+float64(sig[0]/2)-centre.Y, auto.Y.A, 1e-6, "offset about the centre found")
+		require.InDelta(t, got.X.A+float64(sig[1]/2)-centre.X, auto.X.A, 1e-6)
+		require.NoError(t, ds.Close())
+	}
+}

@@ -504,12 +504,13 @@ func stemdot_go_descan_fit(dsHandle C.stemdot_dataset, com *C.stemdot_cchar, pla
 		return fail(fn, err)
 	}
 	var n int
+	scan, _ := dataset.ScanPositions(ds) // the whole scan, also of an ROI or a frames range
 	if shifts != nil {
 		if n, err = sizeProduct("shifts_len", 0, shiftsLen); err != nil {
 			return fail(fn, err)
 		}
-		if n != 2*ds.NumFrames() {
-			return fail(fn, failf(errs.Shape, "shifts_len is %d, want 2 per scan position = %d", n, 2*ds.NumFrames()))
+		if want := 2 * product(scan); n != want {
+			return fail(fn, failf(errs.Shape, "shifts_len is %d, want 2 per scan position = %d", n, want))
 		}
 	}
 	spec := ""
@@ -522,7 +523,7 @@ func stemdot_go_descan_fit(dsHandle C.stemdot_dataset, com *C.stemdot_cchar, pla
 	}
 	copy(unsafe.Slice((*float64)(unsafe.Pointer(coeffs)), 8), []float64{p.Y.A, p.Y.B, p.Y.C, p.X.A, p.X.B, p.X.C, p.RMS[0], p.RMS[1]})
 	if shifts != nil {
-		s, err := p.Eval(ds.NavShape())
+		s, err := p.Eval(scan)
 		if err != nil {
 			return fail(fn, err)
 		}
@@ -637,4 +638,13 @@ func stemdot_go_com_shifts(result *C.stemdot_cvoid, resultDType C.stemdot_dtype,
 	}
 	copy(unsafe.Slice((*float64)(unsafe.Pointer(shifts)), len(out)), out)
 	return succeed()
+}
+
+// product is the number of positions of shape.
+func product(shape []int) int {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	return n
 }

@@ -479,14 +479,16 @@ stemdot_status stemdot_apply_shifted(stemdot_dataset dataset, const void *masks,
 /*
  * Fits the descan plane to the centre-of-mass shift map of a dataset (the Go API's
  * stemdot.DescanFit; `stemdot descan fit`): the com masks of spec com (NULL or "": "com";
- * "com:CX,CY[,R]") applied with plan (0: the default plan), their shifts fitted by least
+ * "com:CX,CY[,R]"; "com:auto[,R]" about the direct beam's centre in the sum frame) applied with plan (0: the default plan), their shifts fitted by least
  * squares per component, frames without counts left out:
  *   dy = coeffs[0] + coeffs[1]*y + coeffs[2]*x,   dx = coeffs[3] + coeffs[4]*y + coeffs[5]*x
  * in pixels, (y, x) the scan row and column from 0 (a nav shape (n,): y = 0, x = index);
  * coeffs[6] and coeffs[7] are the rms residuals of dy and dx. coeffs: 8 doubles. When
- * shifts is not NULL, writes the plane at every scan position of the dataset, 2 per
- * position (dy, dx), C order of shape nav_shape + (2,), as stemdot_apply_shifted takes
- * them; shifts_len (doubles) must be 2 * n_frames. *used (when not NULL): the scan
+ * shifts is not NULL, writes the plane at every scan position of the scan the dataset's
+ * frames come from (of an ROI or a frames range: the whole scan, stemdot_dataset_scan;
+ * the positions not read are left out of the fit), 2 per position (dy, dx), C order of
+ * shape scan_shape + (2,), as stemdot_apply_shifted takes them; shifts_len (doubles)
+ * must be 2 * the scan's positions. *used (when not NULL): the scan
  * positions fitted. Errors: BAD_HANDLE, INVALID_ARGUMENT (NULL coeffs, a bad spec, too
  * few frames with counts to fit a plane), SHAPE (shifts_len), and those of stemdot_apply.
  */

@@ -69,7 +69,8 @@ func newDescanFitCmd() *cobra.Command {
 		Use:   "fit FILE [--reference REF_FILE] --out SHIFTS.npy",
 		Short: "Fit a plane to the centre-of-mass shift map and write the per-position mask shifts",
 		Long: `descan fit measures the centre-of-mass shift of every frame with the com masks
-(--com, default com: about (sig_x/2, sig_y/2) over the whole frame), of FILE or, with
+(--com, default com: about (sig_x/2, sig_y/2) over the whole frame; com:auto,R weighs
+only the direct beam, within R pixels of its centre in the sum frame), of FILE or, with
 --reference, of a reference scan (e.g. taken in vacuum with the same scan settings and
 nav shape), fits a plane to each component by least squares, leaving out frames without
 counts,
@@ -77,7 +78,8 @@ counts,
   dy = a + b·y + c·x,   dx = a + b·y + c·x   (y, x: scan row and column from 0; pixels),
 
 prints the coefficients (--json: as JSON) and writes the plane at every scan position of
-FILE as NPY of shape nav_shape + (2,), float64, y then x: the shifts that
+FILE as NPY of shape nav_shape + (2,), float64, y then x (with --roi or --frames, of the
+whole scan; the positions not read are left out of the fit): the shifts that
 stemdot apply --shifts takes to move the masks with the pattern. The dataset flags apply
 to FILE and REF_FILE alike.`,
 		Args: cobra.ExactArgs(1),
@@ -90,7 +92,7 @@ to FILE and REF_FILE alike.`,
 				return err
 			}
 			defer ds.Close()
-			nav := ds.NavShape()
+			nav, _ := dataset.ScanPositions(ds) // the whole scan, also of --roi or --frames
 			fitted := ds
 			if reference != "" {
 				ref, err := df.open(cmd, reference)
@@ -98,9 +100,9 @@ to FILE and REF_FILE alike.`,
 					return err
 				}
 				defer ref.Close()
-				if !slices.Equal(ref.NavShape(), nav) {
+				if refNav, _ := dataset.ScanPositions(ref); !slices.Equal(refNav, nav) {
 					return fmt.Errorf("--reference %s has nav shape %s, %s has %s: the plane is fitted in scan positions, give a reference scan of the same nav shape (--nav-shape)",
-						reference, shapeString(ref.NavShape()), args[0], shapeString(nav))
+						reference, shapeString(refNav), args[0], shapeString(nav))
 				}
 				fitted = ref
 			}
@@ -139,7 +141,7 @@ to FILE and REF_FILE alike.`,
 	f := cmd.Flags()
 	f.StringVar(&reference, "reference", "", "fit the centre-of-mass shifts of this reference scan (same nav shape) instead of FILE's")
 	f.StringVar(&out, "out", "", "shifts file, ending in .npy: NPY of shape nav_shape + (2,), float64, y then x in pixels")
-	f.StringVar(&com, "com", "com", "the com mask spec whose shifts are fitted: com or com:CX,CY[,R] (R: only the pixels within R of (CX, CY), e.g. the direct beam)")
+	f.StringVar(&com, "com", "com", "the com mask spec whose shifts are fitted: com, com:CX,CY[,R] (R: only the pixels within R of (CX, CY), e.g. the direct beam) or com:auto[,R] (about the direct beam's centre in the sum frame)")
 	f.BoolVar(&asJSON, "json", false, `print the fit as JSON: {"dy": {"a": .., "b": .., "c": ..}, "dx": {...}, "nav_shape": [..], "used": N, "rms": [y, x]}`)
 	df.register(f)
 	pf.register(f, false)

@@ -1098,7 +1098,8 @@ DescanFit = collections.namedtuple("DescanFit", ["dy", "dx", "rms", "used", "shi
 DescanFit.__doc__ = """The descan plane of :func:`descan_fit`: ``dy = dy[0] + dy[1]·y + dy[2]·x`` and
 ``dx = dx[0] + dx[1]·y + dx[2]·x`` in pixels, (y, x) the scan row and column from 0;
 ``rms``: the rms residuals (y, x) in pixels; ``used``: the scan positions fitted;
-``shifts``: the plane at every scan position, float64 of shape nav_shape + (2,), y then
+``shifts``: the plane at every scan position, float64 of shape scan_shape + (2,) (the
+whole scan's, also for a dataset of an ROI or a frames range), y then
 x, for ``apply_masks(..., shifts=fit.shifts)``."""
 
 
@@ -1106,7 +1107,8 @@ def descan_fit(data, com=None, cpus=None, gpus=None, oversubscribe=False, partit
     """Fits the descan plane to the centre-of-mass shift map of ``data`` (a
     :class:`Dataset` or an array of shape nav_shape + (sig_y, sig_x)), as ``stemdot descan
     fit``: the :func:`com` masks of spec ``com`` (None: "com", about (sig_x//2,
-    sig_y//2) over the whole frame; "com:CX,CY,R": within R of (CX, CY)) applied, their
+    sig_y//2) over the whole frame; "com:CX,CY,R": within R of (CX, CY); "com:auto,R":
+    within R of the direct beam's centre in the sum frame) applied, their
     shifts fitted by least squares per component, frames without counts left out.
     Returns a :class:`DescanFit`; fit a reference scan (e.g. in vacuum) and pass its
     ``shifts`` to :func:`apply_masks` for a scan of the same nav shape. Raises
@@ -1121,7 +1123,7 @@ def descan_fit(data, com=None, cpus=None, gpus=None, oversubscribe=False, partit
         custom = cpus is not None or gpus is not None or oversubscribe is not False or partition_size is not None
         plan = _Plan(cpus, gpus, oversubscribe, partition_size) if custom else None
         coeffs = (ctypes.c_double * 8)()
-        shifts = np.empty(tuple(ds.nav_shape) + (2,), np.float64)
+        shifts = np.empty(tuple(ds.scan_shape) + (2,), np.float64)
         used = ctypes.c_size_t()
         try:
             if plan is not None:

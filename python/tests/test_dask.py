@@ -438,12 +438,15 @@ def test_command_line_builds_the_cli_stack(cluster, cli, data_dir, tmp_path):
 
 
 def test_command_line_auto_specs_and_roi(cluster, cli, data_dir, tmp_path):
-    """#18.2, #18.4, #18.5: auto specs are made about the centre of the sum frame, found
-    by the Dask command line as by stemdot apply, and a compact ROI result writes the same
-    positions; both sidecars record the centre and the ROI alike."""
+    """#18.2-#18.5: auto specs are made about the centre of the sum frame less the mean
+    shift, found by the Dask command line as by stemdot apply, the masks move by the
+    shifts, and a compact ROI result writes the same positions; both sidecars record the
+    centre, the shifts and the ROI alike."""
     path = data_dir / "mib" / "001_4x2_6bit.mib"
+    shifts = np.random.default_rng(5).random((2, 4, 2)) * 4 - 2
+    np.save(tmp_path / "shifts.npy", shifts)
     flags = ["--mask", "disk:auto", "--mask", "ring:auto,30,60", "--nav-shape", "2,4", "--roi", "rect:1,0,2,2",
-             "--roi-compact", "--quiet"]
+             "--roi-compact", "--shifts", str(tmp_path / "shifts.npy"), "--quiet"]
     cli_out, dask_out = tmp_path / "cli.npy", tmp_path / "dask.npy"
     run = subprocess.run([str(cli), "apply", str(path), *flags, "--out", str(cli_out)],
                          capture_output=True, text=True, timeout=TIMEOUT)
@@ -463,7 +466,11 @@ def test_command_line_auto_specs_and_roi(cluster, cli, data_dir, tmp_path):
     assert cli_info["roi"] == {"scan_shape": [2, 4], "selected": 4, "compact": True, "positions": "cli_positions.npy"}
     with stemdot.open(path, nav_shape=(2, 4), roi="rect:1,0,2,2") as ds:  # the ROI's sum frame
         c = stemdot.centre(ds, cpus=1)
-    assert cli_info["centre"] == {"x": c.x, "y": c.y, "r": c.r, "source": "sum frame"}
+    mean = shifts.reshape(8, 2)[[1, 2, 5, 6]].mean(axis=0)
+    assert cli_info["centre"] == pytest.approx({"x": c.x - mean[1], "y": c.y - mean[0], "r": c.r,
+                                                "source": "sum frame less the mean shift"})
+    assert cli_info["shifts"]["file"] == str(tmp_path / "shifts.npy")
+    assert cli_info["shifts"]["mean"] == pytest.approx(list(mean))
 
 
 def dask_cli(cluster, *args, **kwargs):

@@ -30,7 +30,7 @@ type ResultInfo struct {
 	Format string `json:"format"`
 	// FormatVersion is ResultFormatVersion, 1.
 	FormatVersion int `json:"format_version"`
-	// StemdotVersion is the Version of the stemdot that computed the result ("0.2.0").
+	// StemdotVersion is the Version of the stemdot that computed the result ("0.3.0").
 	StemdotVersion string `json:"stemdot_version"`
 	// Shape is the NPY's shape, NavShape + (n_masks,).
 	Shape []int `json:"shape"`

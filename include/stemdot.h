@@ -63,7 +63,7 @@ extern "C" {
 #endif
 
 /* Library version (semantic versioning); stemdot_version() returns the same string. */
-#define STEMDOT_VERSION "0.2.0"
+#define STEMDOT_VERSION "0.3.0"
 
 /* Status codes returned by every fallible function. */
 typedef enum stemdot_status {
@@ -122,7 +122,7 @@ typedef struct stemdot_dataset_info {
  */
 typedef void (*stemdot_progress_fn)(uint64_t done, uint64_t total, void *user);
 
-/* Version string, e.g. "0.2.0"; static storage, never freed. Thread-safe. */
+/* Version string, e.g. "0.3.0"; static storage, never freed. Thread-safe. */
 const char *stemdot_version(void);
 
 /*

@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 
 from . import _lib  # noqa: E402
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "Dataset",
@@ -927,7 +927,7 @@ def load_result(path):
     """Reads a result NPY written by ``stemdot apply`` or ``python -m stemdot.dask`` and
     its JSON sidecar (the same name with ``.json``), and returns a :class:`Result`: the
     array with ``names`` and ``info`` (the sidecar). An NPY without a sidecar (written
-    by another program, or by stemdot before 0.2.0's named results) is returned with
+    by another program, or by stemdot before 0.3.0, which added the sidecar) is returned with
     ``names = info = None`` and a UserWarning saying so. Raises :class:`FormatError`
     for a sidecar that is not stemdot's result JSON or is of a newer format version,
     :class:`ShapeError` or :class:`DTypeError` for a sidecar that does not describe the

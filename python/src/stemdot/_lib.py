@@ -4,7 +4,7 @@ import ctypes
 import os
 from pathlib import Path
 
-ABI_VERSION = "0.2.0"  # STEMDOT_VERSION of the include/stemdot.h this binding follows
+ABI_VERSION = "0.3.0"  # STEMDOT_VERSION of the include/stemdot.h this binding follows
 
 # stemdot_status (include/stemdot.h)
 OK = 0

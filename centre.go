@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/engine"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -39,29 +40,47 @@ func MasksCentred(sig [2]int, centre *masks.Centre, specs ...string) (*masks.Sta
 // Centre finds the direct beam's centre and radius (FindCentre) in the sum frame of ds:
 // one Reduce pass over its frames (those of its ROI, with option roi) on the planner's
 // CPU workers, the GPU workers it was asked for left out (a reduction is bound by memory
-// bandwidth). The auto mask specs are made about it (MasksFromCentred). Errors: those of
-// Reduce, and FindCentre's (errs.Argument) naming the sum frame of ds.
-func (pl *Planner) Centre(ctx context.Context, ds dataset.Dataset) (c masks.Centre, err error) {
+// bandwidth). With shifts (as ApplyOptions.Shifts: the masks' descan shifts), each frame
+// is first moved back by its shift (engine.ShiftedFrames, the frame as the shifted masks
+// see it): the centre is then the beam's at zero shift, about which masks that move by
+// the shifts follow it, not the centre of a sum smeared by the descan. The auto mask
+// specs are made about it (MasksFromCentred). Errors: those of Reduce and of
+// ApplyOptions.Shifts, and FindCentre's (errs.Argument) naming the sum frame of ds.
+func (pl *Planner) Centre(ctx context.Context, ds dataset.Dataset, shifts []float64) (c masks.Centre, err error) {
 	defer goErrs(&err)
 	if pl.machine.Described {
 		return c, errs.New(errs.Argument, "a plan for a described machine (option topology or option gpu_inventory) is for reading, not for running here: leave those options out to find the centre")
 	}
-	red, err := pl.reduce(ctx, ds, ReduceOptions{Sum: true})
+	if ds == nil {
+		return c, errs.New(errs.Argument, "no dataset")
+	}
+	frames, what := ds, "the sum frame of "+describe(ds)
+	if shifts != nil {
+		perFrame, err := frameShifts(ds, shifts)
+		if err != nil {
+			return c, err
+		}
+		if frames, err = engine.ShiftedFrames(ds, perFrame); err != nil {
+			return c, err
+		}
+		what = "the sum frame of the frames of " + describe(ds) + " moved back by their shifts"
+	}
+	red, err := pl.reduce(ctx, frames, ReduceOptions{Sum: true})
 	if err != nil {
 		return c, err
 	}
 	if c, err = FindCentre(red.Sum, ds.SigShape()); err != nil {
-		return c, fmt.Errorf("the sum frame of %s: %w", describe(ds), err) // keeps FindCentre's kind
+		return c, fmt.Errorf("%s: %w", what, err) // keeps FindCentre's kind
 	}
 	return c, nil
 }
 
 // Centre is plan.Planner() followed by Planner.Centre.
-func Centre(ctx context.Context, ds dataset.Dataset, plan Plan) (c masks.Centre, err error) {
+func Centre(ctx context.Context, ds dataset.Dataset, plan Plan, shifts []float64) (c masks.Centre, err error) {
 	defer goErrs(&err)
 	pl, err := plan.Planner()
 	if err != nil {
 		return c, err
 	}
-	return pl.Centre(ctx, ds)
+	return pl.Centre(ctx, ds, shifts)
 }

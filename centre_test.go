@@ -163,7 +163,7 @@ func TestFindCentreRealFiles(t *testing.T) {
 			require.InDelta(t, want.Y, got.Y, 1, "y")
 			require.InDelta(t, want.R, got.R, 1.5, "radius")
 			// Centre: the same, from the engine's sum frame.
-			viaSum, err := stemdot.Centre(context.Background(), ds, stemdot.Plan{CPUs: "1"})
+			viaSum, err := stemdot.Centre(context.Background(), ds, stemdot.Plan{CPUs: "1"}, nil)
 			require.NoError(t, err)
 			require.InDelta(t, got.X, viaSum.X, 1e-9)
 			require.InDelta(t, got.Y, viaSum.Y, 1e-9)
@@ -185,7 +185,7 @@ func TestFindCentreRealFiles(t *testing.T) {
 	_, err = stemdot.FindCentre(sumFrame(t, ds), ds.SigShape())
 	require.ErrorContains(t, err, "no bright disk", "dark frames with one hot pixel")
 	require.Equal(t, errs.Argument, errs.KindOf(err))
-	_, err = stemdot.Centre(context.Background(), ds, stemdot.Plan{GPUs: "auto"})
+	_, err = stemdot.Centre(context.Background(), ds, stemdot.Plan{GPUs: "auto"}, nil)
 	require.ErrorContains(t, err, "the sum frame of "+path)
 	require.ErrorContains(t, err, "no bright disk")
 	require.Equal(t, errs.Argument, errs.KindOf(err))

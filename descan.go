@@ -55,20 +55,6 @@ func frameShifts(ds dataset.Dataset, shifts []float64) ([]float64, error) {
 	return out, nil
 }
 
-// MeanShift is the mean (dy, dx) of the shifts (ApplyOptions.Shifts) of the frames of
-// ds, in pixels: where the disk of a sum frame of shifted frames lies, about the centre
-// at zero shift, which the auto mask specs take with shifts (the CLI's apply). Errors as
-// ApplyOptions.Shifts'.
-func MeanShift(ds dataset.Dataset, shifts []float64) (dy, dx float64, err error) {
-	defer goErrs(&err)
-	f, err := frameShifts(ds, shifts)
-	if err != nil {
-		return 0, 0, err
-	}
-	m := meanShift(f)
-	return m[0], m[1], nil
-}
-
 // meanShift is the mean (dy, dx) of per-frame shifts, 2 per frame.
 func meanShift(f []float64) []float64 {
 	var dy, dx float64
@@ -168,7 +154,7 @@ func (pl *Planner) DescanFit(ctx context.Context, ds dataset.Dataset, com string
 	}
 	var centre *masks.Centre
 	if masks.NeedsCentre(com) { // com:auto[,R]: about the direct beam of the sum frame
-		c, err := pl.Centre(ctx, ds)
+		c, err := pl.Centre(ctx, ds, nil)
 		if err != nil {
 			return p, err
 		}

@@ -177,7 +177,7 @@ func TestDescanFitROIAndAutoCom(t *testing.T) {
 		}
 		auto, err := stemdot.DescanFit(context.Background(), ds, "com:auto", plan)
 		require.NoError(t, err)
-		centre, err := stemdot.Centre(context.Background(), ds, plan)
+		centre, err := stemdot.Centre(context.Background(), ds, plan, nil)
 		require.NoError(t, err)
 		require.InDelta(t, got.Y.B, auto.Y.B, 1e-9)
 		require.InDelta(t, got.X.C, auto.X.C, 1e-9)

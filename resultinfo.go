@@ -88,8 +88,9 @@ type ROIInfo struct {
 }
 
 // CentreInfo is the direct beam's centre and radius, in pixels of the frame (X column, Y
-// row), that auto mask specs were made about, and where it came from: "sum frame"
-// (found there: Planner.Centre) or "given".
+// row), that auto mask specs were made about, and where it came from (Planner.Centre):
+// "sum frame" (found there), "sum frame of the frames moved back by their shifts" (with
+// shifts: the centre at zero shift) or "given".
 type CentreInfo struct {
 	X      float64 `json:"x"`
 	Y      float64 `json:"y"`

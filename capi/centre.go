@@ -6,9 +6,12 @@ package main
 import "C"
 
 import (
+	"context"
+	"slices"
 	"unsafe"
 
 	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -51,4 +54,35 @@ func goCentre(c *C.stemdot_cdouble) *masks.Centre {
 	}
 	v := unsafe.Slice((*float64)(unsafe.Pointer(c)), 3)
 	return &masks.Centre{X: v[0], Y: v[1], R: v[2]}
+}
+
+//export stemdot_go_centre
+func stemdot_go_centre(dsHandle C.stemdot_dataset, planHandle C.stemdot_plan, shifts *C.stemdot_cdouble, nShifts C.size_t, centre *C.double) (st C.stemdot_status) {
+	const fn = "stemdot_centre"
+	defer guard(fn, &st)
+	if centre == nil || (shifts == nil && nShifts > 0) {
+		return fail(fn, failf(errs.Argument, "centre must not be NULL (3 doubles), nor shifts when n_shifts is not 0"))
+	}
+	v, release, err := handles.acquire(uint64(dsHandle), kindDataset)
+	if err != nil {
+		return fail(fn, err)
+	}
+	defer release()
+	pl, err := newPlanner("", "")
+	if planHandle != 0 {
+		pl, err = getPlan(uint64(planHandle))
+	}
+	if err != nil {
+		return fail(fn, err)
+	}
+	var s []float64
+	if nShifts > 0 {
+		s = slices.Clone(unsafe.Slice((*float64)(unsafe.Pointer(shifts)), int(nShifts)))
+	}
+	c, err := pl.Centre(context.Background(), v.(dataset.Dataset), s)
+	if err != nil {
+		return fail(fn, err)
+	}
+	copy(unsafe.Slice((*float64)(unsafe.Pointer(centre)), 3), []float64{c.X, c.Y, c.R})
+	return succeed()
 }

@@ -63,6 +63,10 @@ typedef const char *const stemdot_cstring;
       (spec, sig_y, sig_x, centre, out, out_len, n_masks))                                        \
     F(find_centre, (const double *frame, size_t sig_y, size_t sig_x, double *centre),             \
       (frame, sig_y, sig_x, centre))                                                              \
+    F(centre,                                                                                     \
+      (stemdot_dataset dataset, stemdot_plan plan, const double *shifts, size_t n_shifts,         \
+       double *centre),                                                                           \
+      (dataset, plan, shifts, n_shifts, centre))                                                  \
     F(mask_stack,                                                                                 \
       (const char *const *files, size_t n_files, const char *const *specs, size_t n_specs,        \
        size_t sig_y, size_t sig_x, const double *centre, void *out, stemdot_dtype out_dtype,      \

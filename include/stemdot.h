@@ -344,6 +344,20 @@ stemdot_status stemdot_mask_parse(const char *spec, size_t sig_y, size_t sig_x, 
 stemdot_status stemdot_find_centre(const double *frame, size_t sig_y, size_t sig_x, double *centre);
 
 /*
+ * The direct beam's centre and radius (3 doubles x, y, r into centre, as
+ * stemdot_find_centre) in the sum frame of a dataset: one reduction over its frames on
+ * the CPU workers of plan (0: the default plan; its GPU workers are not used), then
+ * stemdot_find_centre (`stemdot info --centre`). With shifts (n_shifts doubles, as
+ * stemdot_apply_shifted takes them; NULL and 0 for none), every frame is moved back by
+ * its shift first: the centre at zero shift, about which the auto specs' masks follow the
+ * shifts (`stemdot apply --mask disk:auto --shifts ...`). Blocks until done. Errors:
+ * BAD_HANDLE, INVALID_ARGUMENT (NULL centre; no disk to find, naming the sum frame; a
+ * NaN or infinite shift), SHAPE (n_shifts), PLAN, IO, INTERNAL. Thread-safe.
+ */
+stemdot_status stemdot_centre(stemdot_dataset dataset, stemdot_plan plan, const double *shifts,
+                              size_t n_shifts, double *centre);
+
+/*
  * stemdot_mask_parse that also takes the auto specs, about the direct beam's centre
  * (centre: 3 doubles x, y, r, as stemdot_find_centre gives them):
  *   disk:auto (radius r)   disk:auto,R   ring:auto,RI,RO   com:auto   com:auto,R

@@ -124,6 +124,34 @@ static void reduce_and_pick(stemdot_dataset ds, const char *path) {
            STEMDOT_ERR_INVALID_ARGUMENT, "all NULL");
     expect("reduce out_len", stemdot_reduce(ds, 0, 0, NULL, NULL, sum, NULL, NULL, NULL, 7), STEMDOT_ERR_SHAPE, "out_len 7");
 
+    /* stemdot_centre: the centre of the sum frame; with shifts, of the frames moved back */
+    double want[3], got[3];
+    expect("reduce sum", stemdot_reduce(ds, 0, 0, NULL, NULL, sum, NULL, NULL, NULL, MIB_PIXELS), STEMDOT_OK, NULL);
+    expect("find_centre", stemdot_find_centre(sum, 256, 256, want), STEMDOT_OK, NULL);
+    expect("centre", stemdot_centre(ds, 0, NULL, 0, got), STEMDOT_OK, NULL);
+    check(memcmp(got, want, sizeof got) == 0, "centre (%g, %g, %g), the sum frame's (%g, %g, %g)", got[0], got[1], got[2], want[0], want[1], want[2]);
+    const double shift[2] = {-3, -2};
+    expect("centre n_shifts", stemdot_centre(ds, 0, shift, 3, got), STEMDOT_ERR_SHAPE, "option shifts holds 3 values");
+    /* With shifts, the frames are moved back by them first: a disk of radius 6 about
+     * (x, y) = (14, 17) in 4 frames of 40 × 40, moved by (dy, dx) = (1, -2) in each, is
+     * found about (16, 16) (whole pixels: exactly moved). */
+    static uint16_t disks[4][40][40];
+    for (int k = 0; k < 4; k++) {
+        for (int y = 0; y < 40; y++) {
+            for (int x = 0; x < 40; x++) {
+                disks[k][y][x] = (x - 14) * (x - 14) + (y - 17) * (y - 17) <= 36 ? 900 + k : 3;
+            }
+        }
+    }
+    stemdot_dataset mem;
+    const size_t nav[1] = {4};
+    expect("disks", stemdot_dataset_from_memory(disks, sizeof disks, STEMDOT_UINT16, 1, nav, 40, 40, &mem), STEMDOT_OK, NULL);
+    const double moved[2] = {1, -2};
+    expect("centre shifted", stemdot_centre(mem, 0, moved, 2, got), STEMDOT_OK, NULL);
+    check(fabs(got[0] - 16) < 0.1 && fabs(got[1] - 16) < 0.1 && fabs(got[2] - 6) < 0.5, "centre with shift (1, -2): (%g, %g, %g), want (16, 16, 6)",
+          got[0], got[1], got[2]);
+    stemdot_dataset_free(mem);
+
     static unsigned char picked[2][MIB_PIXELS];
     const size_t at[] = {0, 5, 0, 2}; /* (y, x) of a 1 × 8 scan */
     expect("pick", stemdot_pick(ds, at, 2, 2, picked, sizeof picked), STEMDOT_OK, NULL);

@@ -207,9 +207,9 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 
 // autoCentre is the direct beam's centre for the auto specs among specs (nil when there
 // are none): given as X,Y,R (--centre), else found in the sum frame of ds on pl's CPU
-// workers (one pass, interruptible), less the mean of the shifts of ds's frames
-// (stemdot.MeanShift: the sum frame's disk lies at the centre moved by the mean shift, and
-// the masks move by each frame's shift from the centre), and said on stderr.
+// workers (one pass, interruptible; with shifts, of the frames moved back by their
+// shifts: the centre at zero shift, from which the masks move by each frame's shift),
+// and said on stderr.
 func autoCentre(cmd *cobra.Command, pl *stemdot.Planner, ds dataset.Dataset, specs []string, given string, shifts []float64) (*stemdot.CentreInfo, error) {
 	if !slices.ContainsFunc(specs, masks.NeedsCentre) {
 		if given != "" {
@@ -229,7 +229,7 @@ func autoCentre(cmd *cobra.Command, pl *stemdot.Planner, ds dataset.Dataset, spe
 	}
 	var c masks.Centre
 	err := handleInterrupts(func() (err error) {
-		c, err = pl.Centre(cmd.Context(), ds)
+		c, err = pl.Centre(cmd.Context(), ds, shifts)
 		return err
 	})
 	if err != nil {
@@ -237,11 +237,7 @@ func autoCentre(cmd *cobra.Command, pl *stemdot.Planner, ds dataset.Dataset, spe
 	}
 	info := &stemdot.CentreInfo{X: c.X, Y: c.Y, R: c.R, Source: "sum frame"}
 	if shifts != nil {
-		dy, dx, err := stemdot.MeanShift(ds, shifts)
-		if err != nil {
-			return nil, err
-		}
-		info.X, info.Y, info.Source = c.X-dx, c.Y-dy, "sum frame less the mean shift"
+		info.Source = "sum frame of the frames moved back by their shifts"
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "stemdot: centre x %.2f, y %.2f, r %.2f px (the direct beam in the %s) for the auto specs\n", info.X, info.Y, info.R, info.Source)
 	return info, nil

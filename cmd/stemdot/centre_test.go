@@ -89,6 +89,17 @@ func TestCentreAndAutoSpecs(t *testing.T) {
 		require.InDelta(t, beam, auto[f*5], 0.1*beam, "frame %d: the auto disk holds the direct beam", f)
 	}
 
+	// With shifts, the centre at zero shift: found in the frames moved back by their
+	// shifts, so that the masks moved by them hold the disk (here, where it is).
+	info, shifted := apply("shifted.npy", "--mask", "disk:auto", "--shift", "2,-3")
+	c = info.Centre
+	require.Equal(t, "sum frame of the frames moved back by their shifts", c.Source)
+	require.InDelta(t, cx+3, c.X, 0.5)
+	require.InDelta(t, cy-2, c.Y, 0.5)
+	_, explicit = apply("explicit-shifted.npy", "--mask", fmt.Sprintf("disk:%v,%v,%v", c.X, c.Y, c.R), "--shift", "2,-3")
+	require.Equal(t, explicit, shifted)
+	require.InDeltaSlice(t, auto[:1], shifted[:1], 0.02*auto[0])
+
 	info, given := apply("given.npy", "--mask", "disk:auto,5", "--centre", "20,26,7")
 	require.Equal(t, &stemdot.CentreInfo{X: 20, Y: 26, R: 7, Source: "given"}, info.Centre)
 	_, want := apply("want.npy", "--mask", "disk:20,26,5")

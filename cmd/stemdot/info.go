@@ -62,7 +62,7 @@ specs of apply (disk:auto, ring:auto,RI,RO, com:auto) are made.`,
 			}
 			var c masks.Centre
 			err = handleInterrupts(func() (err error) {
-				c, err = stemdot.Centre(cmd.Context(), ds, stemdot.Plan{})
+				c, err = stemdot.Centre(cmd.Context(), ds, stemdot.Plan{}, nil)
 				return err
 			})
 			if err != nil {

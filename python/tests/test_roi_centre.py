@@ -151,3 +151,6 @@ def test_centre_of_the_sum_frame_and_mask_stack_about_it():
                                                          stemdot.mask("ring:auto,8,12", (48, 56), centre=c)]))
     with pytest.raises(stemdot.InvalidArgumentError, match="auto needs the direct beam's centre"):
         stemdot.mask_stack((48, 56), specs=["disk:auto"])
+    # With shifts, the centre at zero shift: the frames moved back by their shifts.
+    moved = stemdot.centre(frames, shifts=(2.0, -3.0))
+    assert abs(moved.x - (c.x + 3)) < 0.05 and abs(moved.y - (c.y - 2)) < 0.05 and abs(moved.r - c.r) < 0.05, (moved, c)

@@ -563,13 +563,32 @@ def find_centre(frame):
     return Centre(out[0], out[1], out[2])
 
 
-def centre(data, cpus=None, progress=False, **format_options):
+def centre(data, cpus=None, progress=False, shifts=None, **format_options):
     """The direct beam's centre and radius in the sum frame of ``data`` (a path opened
     with ``format_options``, a :class:`Dataset` or a numpy array, as for :func:`reduce`):
     ``find_centre(reduce(data, "sum", ...)["sum"])``, the centre ``stemdot info --centre``
-    prints and about which ``stemdot apply --mask disk:auto`` makes its masks. Raises as
-    :func:`reduce` and :func:`find_centre`."""
-    return find_centre(reduce(data, ("sum",), cpus=cpus, progress=progress, **format_options)["sum"])
+    prints and about which ``stemdot apply --mask disk:auto`` makes its masks. With
+    ``shifts`` (as for :func:`apply_masks`), every frame is moved back by its shift
+    first: the centre at zero shift, about which masks moved by the shifts follow the
+    beam (``stemdot apply --mask disk:auto --shifts ...``); ``progress`` is not reported
+    then. Raises as :func:`reduce` and :func:`find_centre`."""
+    if shifts is None:
+        return find_centre(reduce(data, ("sum",), cpus=cpus, progress=progress, **format_options)["sum"])
+    shifts = _shifts(shifts)
+    ds, own = _dataset_of(data, format_options, "centre")
+    try:
+        plan = _Plan(cpus, None) if cpus is not None else None
+        out = (ctypes.c_double * 3)()
+        try:
+            _call(_LIB.stemdot_centre, ds.handle, plan.handle if plan is not None else 0,
+                  shifts.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), shifts.size, out)
+        finally:
+            if plan is not None:
+                plan.free()
+        return Centre(out[0], out[1], out[2])
+    finally:
+        if own:
+            ds.close()
 
 
 def mask(spec, sig_shape, centre=None):

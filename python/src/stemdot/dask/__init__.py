@@ -587,6 +587,33 @@ def _prepare(client, path, open_options, range_frames, timeout):
     return path, nodes, workers, info, open_options, first_frame, per_worker
 
 
+def centre(client, path, *, shifts=None, resources=None, range_frames=None, timeout=120, **open_options):
+    """The direct beam's centre and radius of the file at ``path``, as
+    ``stemdot.centre(stemdot.open(path, **open_options), shifts=shifts)`` gives it:
+    without shifts, in the sum frame reduced on the cluster (:func:`reduce`); with shifts,
+    on one worker, which moves every frame back by its shift (see
+    :func:`stemdot.centre`). Returns a :class:`stemdot.Centre`."""
+    if shifts is None:
+        total = reduce(client, path, ["sum"], resources=resources, range_frames=range_frames, timeout=timeout,
+                       **open_options)["sum"]
+        return stemdot.find_centre(total)
+    path = os.fspath(path)
+    if not os.path.isabs(path) and os.path.exists(path):
+        path = os.path.abspath(path)
+    bootstrap(client, timeout=timeout)
+    future = client.submit(_centre_task, path, _roi_text(open_options), np.asarray(shifts, dtype=np.float64), resources=resources,
+                           pure=False)
+    return stemdot.Centre(*future.result())
+
+
+def _centre_task(path, options, shifts):
+    """stemdot.centre of path with shifts, on a worker's CPU workers."""
+    plugin = _plugin()
+    plugin.wait_ready()
+    with plugin.dataset(path, options) as ds:
+        return tuple(stemdot.centre(ds, cpus=plugin._cpus, shifts=shifts))
+
+
 def reduce(
     client,
     path,

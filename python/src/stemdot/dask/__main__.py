@@ -441,13 +441,9 @@ def _main(argv):
             else:
                 centre = None
                 if any(_needs_centre(spec) for spec in args.mask):  # disk:auto, ...: the sum frame's centre
-                    centre = stemdot.find_centre(sdask.reduce(client, args.file, ["sum"], resources=resources or None,
-                                                              range_frames=args.range_frames, timeout=args.timeout,
-                                                              **options)["sum"])
-                    source = "sum frame"
-                    if shifts is not None:  # as stemdot apply: the centre at zero shift
-                        dy, dx = stemdot._mean_shift(shifts, info["n_frames"], info["frame_positions"])
-                        centre, source = centre._replace(x=centre.x - dx, y=centre.y - dy), "sum frame less the mean shift"
+                    centre = sdask.centre(client, args.file, shifts=shifts, resources=resources or None,
+                                          range_frames=args.range_frames, timeout=args.timeout, **options)
+                    source = "sum frame" if shifts is None else "sum frame of the frames moved back by their shifts"
                     print(f"stemdot.dask: centre x {centre.x:.2f}, y {centre.y:.2f}, r {centre.r:.2f} px "
                           f"(the direct beam in the {source}) for the auto specs", file=sys.stderr)
                 masks, names = stemdot.mask_stack(info["sig_shape"], files=args.masks, specs=args.mask,

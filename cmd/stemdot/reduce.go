@@ -179,7 +179,8 @@ func pick(cmd *cobra.Command, ds dataset.Dataset, positions [][]int, out, pngPre
 	if err := stemdot.SaveFrames(fr, ds.NavShape(), out, pngPrefix, inputs...); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%d frames of %s %s → %s\n", len(fr.Indices), shapeString(fr.SigShape[:]), fr.DType, strings.TrimPrefix(strings.Join([]string{out, pngPrefix}, " "), " "))
+	fmt.Fprintf(cmd.OutOrStdout(), "%d frame%s of %s %s → %s\n", len(fr.Indices), map[bool]string{true: "s"}[len(fr.Indices) != 1],
+		shapeString(fr.SigShape[:]), fr.DType, strings.TrimSpace(out+" "+pngPrefix))
 	return nil
 }
 

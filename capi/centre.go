@@ -11,7 +11,6 @@ import (
 	"unsafe"
 
 	"github.com/stemdot/stemdot"
-	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -63,23 +62,16 @@ func stemdot_go_centre(dsHandle C.stemdot_dataset, planHandle C.stemdot_plan, sh
 	if centre == nil || (shifts == nil && nShifts > 0) {
 		return fail(fn, failf(errs.Argument, "centre must not be NULL (3 doubles), nor shifts when n_shifts is not 0"))
 	}
-	v, release, err := handles.acquire(uint64(dsHandle), kindDataset)
+	ds, pl, _, release, err := jobOf(uint64(dsHandle), uint64(planHandle), 0)
 	if err != nil {
 		return fail(fn, err)
 	}
 	defer release()
-	pl, err := newPlanner("", "")
-	if planHandle != 0 {
-		pl, err = getPlan(uint64(planHandle))
-	}
-	if err != nil {
-		return fail(fn, err)
-	}
 	var s []float64
 	if nShifts > 0 {
 		s = slices.Clone(unsafe.Slice((*float64)(unsafe.Pointer(shifts)), int(nShifts)))
 	}
-	c, err := pl.Centre(context.Background(), v.(dataset.Dataset), s)
+	c, err := pl.Centre(context.Background(), ds, s)
 	if err != nil {
 		return fail(fn, err)
 	}

@@ -488,21 +488,11 @@ func stemdot_go_descan_fit(dsHandle C.stemdot_dataset, com *C.stemdot_cchar, pla
 	if coeffs == nil {
 		return fail(fn, failf(errs.Argument, "coeffs must not be NULL (8 doubles)"))
 	}
-	v, release, err := handles.acquire(uint64(dsHandle), kindDataset)
+	ds, pl, _, release, err := jobOf(uint64(dsHandle), uint64(planHandle), 0)
 	if err != nil {
 		return fail(fn, err)
 	}
 	defer release()
-	ds := v.(dataset.Dataset)
-	var pl *stemdot.Planner
-	if planHandle != 0 {
-		pl, err = getPlan(uint64(planHandle))
-	} else {
-		pl, err = newPlanner("", "")
-	}
-	if err != nil {
-		return fail(fn, err)
-	}
 	var n int
 	scan, _ := dataset.ScanPositions(ds) // the whole scan, also of an ROI or a frames range
 	if shifts != nil {
@@ -544,22 +534,12 @@ func applyC(fn string, dsHandle C.stemdot_dataset, maskData unsafe.Pointer, f64 
 		return fail(fn, failf(errs.Argument, "masks and out must not be NULL"))
 	}
 	req := applyRequest{shifts: shifts}
-	v, release, err := handles.acquire(uint64(dsHandle), kindDataset)
-	if err != nil {
+	var release func()
+	var err error
+	if req.ds, req.plan, req.run, release, err = jobOf(uint64(dsHandle), uint64(planHandle), uint64(runHandle)); err != nil {
 		return fail(fn, err)
 	}
 	defer release()
-	req.ds = v.(dataset.Dataset)
-	if planHandle != 0 {
-		if req.plan, err = getPlan(uint64(planHandle)); err != nil {
-			return fail(fn, err)
-		}
-	}
-	if runHandle != 0 {
-		if req.run, err = getRun(uint64(runHandle)); err != nil {
-			return fail(fn, err)
-		}
-	}
 	if req.stack, err = maskStack(maskData, f64, nMasks, sigY, sigX); err != nil {
 		return fail(fn, err)
 	}

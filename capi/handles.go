@@ -129,3 +129,26 @@ func getRun(id uint64) (*run, error) {
 	}
 	return v.(*run), nil
 }
+
+// jobOf acquires the dataset of a C call that runs a job (release it when done) and
+// looks up its plan, the default plan (CPU workers on every usable core) for handle 0,
+// and its run, nil (not cancellable) for handle 0.
+func jobOf(dsHandle, planHandle, runHandle uint64) (ds dataset.Dataset, pl *stemdot.Planner, r *run, release func(), err error) {
+	v, release, err := handles.acquire(dsHandle, kindDataset)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if planHandle != 0 {
+		pl, err = getPlan(planHandle)
+	} else {
+		pl, err = newPlanner("", "")
+	}
+	if err == nil && runHandle != 0 {
+		r, err = getRun(runHandle)
+	}
+	if err != nil {
+		release()
+		return nil, nil, nil, nil, err
+	}
+	return v.(dataset.Dataset), pl, r, release, nil
+}

@@ -64,22 +64,12 @@ func stemdot_go_reduce(dsHandle C.stemdot_dataset, planHandle C.stemdot_plan, ru
 	const fn = "stemdot_reduce"
 	defer guard(fn, &st)
 	req := reduceRequest{}
-	v, release, err := handles.acquire(uint64(dsHandle), kindDataset)
-	if err != nil {
+	var release func()
+	var err error
+	if req.ds, req.plan, req.run, release, err = jobOf(uint64(dsHandle), uint64(planHandle), uint64(runHandle)); err != nil {
 		return fail(fn, err)
 	}
 	defer release()
-	req.ds = v.(dataset.Dataset)
-	if planHandle != 0 {
-		if req.plan, err = getPlan(uint64(planHandle)); err != nil {
-			return fail(fn, err)
-		}
-	}
-	if runHandle != 0 {
-		if req.run, err = getRun(uint64(runHandle)); err != nil {
-			return fail(fn, err)
-		}
-	}
 	n, err := sizeProduct("out_len", 0, outLen)
 	if err != nil {
 		return fail(fn, err)

@@ -3,8 +3,6 @@ package stemdot
 import (
 	"encoding/binary"
 	"fmt"
-	"image/png"
-	"io"
 	"math"
 	"path/filepath"
 	"slices"
@@ -239,25 +237,16 @@ func SaveCOMProducts(p *COMProducts, o COMOutputs) (err error) {
 	if err := o.Check(); err != nil {
 		return err
 	}
-	var ready []*atomicfile.File
-	prepare := func(path string, write func(io.Writer) error) error {
-		f, err := atomicfile.Prepare(path, write)
-		if err == nil {
-			ready = append(ready, f)
-		}
-		return err
-	}
+	var out outputBatch
 	for _, f := range o.files(p) {
 		if f.png {
-			img := grey(f.shape, len(f.data), func(i int) float64 { return f.data[i] })
-			err = prepare(f.path, func(w io.Writer) error { return png.Encode(w, img) })
+			err = out.png(f.path, grey(f.shape, len(f.data), func(i int) float64 { return f.data[i] }))
 		} else {
-			err = prepareNPY(f.path, f.shape, f.data, prepare)
+			err = out.npy(f.path, f.shape, f.data)
 		}
 		if err != nil {
-			atomicfile.AbortAll(ready...)
-			return err
+			break
 		}
 	}
-	return atomicfile.CommitAll(ready...)
+	return out.commit(err)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"image/png"
 	"io"
 	"math"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/engine"
 	"github.com/stemdot/stemdot/errs"
-	"github.com/stemdot/stemdot/internal/atomicfile"
 	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/planner"
@@ -239,34 +237,19 @@ func SaveReduction(red *Reduction, o Outputs) (err error) {
 		}
 	}
 	shape := []int{red.SigShape[0], red.SigShape[1]}
-	var ready []*atomicfile.File
+	var out outputBatch
 	for _, f := range o.reductionOutputs(held) {
-		var prep *atomicfile.File
-		var err error
 		if f.npy {
-			prep, err = prepareNPYFile(f.path, shape, red.Frame(ReductionNames[slices.Index(reductionKeys, f.option)]))
+			err = out.npy(f.path, shape, red.Frame(ReductionNames[slices.Index(reductionKeys, f.option)]))
 		} else {
 			frame := red.Frame(strings.TrimSuffix(strings.TrimPrefix(f.path, o.PNGPrefix+"_"), ".png"))
-			img := grey(shape, len(frame), func(i int) float64 { return frame[i] })
-			prep, err = atomicfile.Prepare(f.path, func(w io.Writer) error { return png.Encode(w, img) })
+			err = out.png(f.path, grey(shape, len(frame), func(i int) float64 { return frame[i] }))
 		}
 		if err != nil {
-			atomicfile.AbortAll(ready...)
-			return err
+			break
 		}
-		ready = append(ready, prep)
 	}
-	return atomicfile.CommitAll(ready...)
-}
-
-// prepareNPYFile prepares an NPY file of float32 or float64 data (prepareNPY).
-func prepareNPYFile(path string, shape []int, data any) (*atomicfile.File, error) {
-	var f *atomicfile.File
-	err := prepareNPY(path, shape, data, func(p string, write func(io.Writer) error) (err error) {
-		f, err = atomicfile.Prepare(p, write)
-		return err
-	})
-	return f, err
+	return out.commit(err)
 }
 
 // Frames are frames picked at scan positions (Pick): K frames in the dataset's native
@@ -364,12 +347,10 @@ func SaveFrames(fr *Frames, nav []int, path, pngPrefix string, inputs ...string)
 	}
 	px := fr.SigShape[0] * fr.SigShape[1]
 	fb := px * fr.DType.Size()
-	var ready []*atomicfile.File
+	var out outputBatch
 	for i, f := range files {
-		var prep *atomicfile.File
-		var err error
 		if f.npy {
-			prep, err = atomicfile.Prepare(f.path, func(w io.Writer) error {
+			err = out.file(f.path, func(w io.Writer) error {
 				h, err := npy.Header(npyDescr(fr.DType), []int{len(fr.Indices), fr.SigShape[0], fr.SigShape[1]})
 				if err == nil {
 					_, err = w.Write(h)
@@ -381,16 +362,13 @@ func SaveFrames(fr *Frames, nav []int, path, pngPrefix string, inputs ...string)
 			})
 		} else {
 			frame := fr.Data[i*fb : (i+1)*fb]
-			img := grey(fr.SigShape[:], px, func(p int) float64 { return pixelValue(frame, fr.DType, p) })
-			prep, err = atomicfile.Prepare(f.path, func(w io.Writer) error { return png.Encode(w, img) })
+			err = out.png(f.path, grey(fr.SigShape[:], px, func(p int) float64 { return pixelValue(frame, fr.DType, p) }))
 		}
 		if err != nil {
-			atomicfile.AbortAll(ready...)
-			return err
+			break
 		}
-		ready = append(ready, prep)
 	}
-	return atomicfile.CommitAll(ready...)
+	return out.commit(err)
 }
 
 // frameFiles lists SaveFrames' outputs: the PNGs in the frames' order, then the NPY.

@@ -207,15 +207,8 @@ func save(res *Result, o Outputs) error {
 			return err
 		}
 	}
-	var ready []*atomicfile.File
-	prepare := func(path string, write func(io.Writer) error) error {
-		f, err := atomicfile.Prepare(path, write)
-		if err == nil {
-			ready = append(ready, f)
-		}
-		return err
-	}
-	err := func() error {
+	var out outputBatch
+	return out.commit(func() error {
 		frames := len(res.F32) + len(res.F64)
 		if res.NMasks > 0 {
 			frames /= res.NMasks
@@ -223,7 +216,7 @@ func save(res *Result, o Outputs) error {
 		if o.PNGPrefix != "" {
 			for _, m := range o.pngMasks(res.Names) {
 				img := grey(res.NavShape, frames, func(f int) float64 { return res.Value(f, m) })
-				if err := prepare(PNGName(o.PNGPrefix, m, res.Names[m]), func(w io.Writer) error { return png.Encode(w, img) }); err != nil {
+				if err := out.png(PNGName(o.PNGPrefix, m, res.Names[m]), img); err != nil {
 					return err
 				}
 			}
@@ -232,13 +225,13 @@ func save(res *Result, o Outputs) error {
 					break
 				}
 				img := grey(res.NavShape, frames, func(f int) float64 { return shifts[2*f+axis] })
-				if err := prepare(o.PNGPrefix+"_com_shift_"+name+".png", func(w io.Writer) error { return png.Encode(w, img) }); err != nil {
+				if err := out.png(o.PNGPrefix+"_com_shift_"+name+".png", img); err != nil {
 					return err
 				}
 			}
 		}
 		if shifts != nil {
-			if err := prepareNPY(o.COMShifts, append(slices.Clone(res.NavShape), 2), shifts, prepare); err != nil {
+			if err := out.npy(o.COMShifts, append(slices.Clone(res.NavShape), 2), shifts); err != nil {
 				return err
 			}
 		}
@@ -247,7 +240,7 @@ func save(res *Result, o Outputs) error {
 			for i, p := range res.Positions {
 				pos[i] = int64(p)
 			}
-			if err := prepareNPY(o.Positions, []int{len(pos)}, pos, prepare); err != nil {
+			if err := out.npy(o.Positions, []int{len(pos)}, pos); err != nil {
 				return err
 			}
 		}
@@ -256,22 +249,17 @@ func save(res *Result, o Outputs) error {
 			if err != nil {
 				return errs.Wrap(errs.Internal, err)
 			}
-			if err := prepare(SidecarPath(o.NPY), func(w io.Writer) error { _, err := w.Write(sidecar); return err }); err != nil {
+			if err := out.file(SidecarPath(o.NPY), func(w io.Writer) error { _, err := w.Write(sidecar); return err }); err != nil {
 				return err
 			}
 			var data any = res.F32
 			if res.F64 != nil {
 				data = res.F64
 			}
-			return prepareNPY(o.NPY, append(slices.Clone(res.NavShape), res.NMasks), data, prepare)
+			return out.npy(o.NPY, append(slices.Clone(res.NavShape), res.NMasks), data)
 		}
 		return nil
-	}()
-	if err != nil {
-		atomicfile.AbortAll(ready...)
-		return err
-	}
-	return atomicfile.CommitAll(ready...)
+	}())
 }
 
 // sidecar is the ResultInfo written beside the NPY of o: res.Info completed by
@@ -299,8 +287,27 @@ func besideNPY(npy, file string) string {
 	return file
 }
 
-// prepareNPY prepares an NPY file through prepare.
-func prepareNPY(path string, shape []int, data any, prepare func(string, func(io.Writer) error) error) error {
+// outputBatch prepares the files of one save, to be written all or nothing
+// (internal/atomicfile): each under a temporary name beside its path, all renamed by
+// commit.
+type outputBatch struct{ ready []*atomicfile.File }
+
+// file prepares path, its bytes written by write.
+func (b *outputBatch) file(path string, write func(io.Writer) error) error {
+	f, err := atomicfile.Prepare(path, write)
+	if err == nil {
+		b.ready = append(b.ready, f)
+	}
+	return err
+}
+
+// png prepares img as PNG at path.
+func (b *outputBatch) png(path string, img image.Image) error {
+	return b.file(path, func(w io.Writer) error { return png.Encode(w, img) })
+}
+
+// npy prepares data ([]float32, []float64 or []int64) as NPY of shape at path.
+func (b *outputBatch) npy(path string, shape []int, data any) error {
 	descr := "<f8"
 	switch data.(type) {
 	case []float32:
@@ -312,12 +319,22 @@ func prepareNPY(path string, shape []int, data any, prepare func(string, func(io
 	if err != nil {
 		return err
 	}
-	return prepare(path, func(w io.Writer) error {
+	return b.file(path, func(w io.Writer) error {
 		if _, err := w.Write(header); err != nil {
 			return err
 		}
 		return npy.WriteData(w, data)
 	})
+}
+
+// commit renames every file prepared into place; after a failure (err), it removes
+// them instead and returns err.
+func (b *outputBatch) commit(err error) error {
+	if err != nil {
+		atomicfile.AbortAll(b.ready...)
+		return err
+	}
+	return atomicfile.CommitAll(b.ready...)
 }
 
 // FindCOM returns the index of the first centre-of-mass set in names: the masks

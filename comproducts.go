@@ -85,7 +85,7 @@ func NewCOMProducts(shifts []float64, navShape []int, opt COMOptions) (p *COMPro
 		if len(bad) > 5 {
 			more = ", ..."
 		}
-		p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d scan positions have no finite CoM shift (frames summing to 0), at (y, x) %s%s: the iCoM reads them as 0; the magnitude is NaN there, the divergence and curl where their differences use them",
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d scan positions have no finite CoM shift (NaN: frames summing to 0, or positions left out of an ROI), at (y, x) %s%s: the iCoM reads them as 0; the magnitude is NaN there, the divergence and curl where their differences use them",
 			len(bad), ny*nx, strings.Join(first, ", "), more))
 	}
 	return p, nil

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/descan"
@@ -55,15 +53,16 @@ func frameShifts(ds dataset.Dataset, shifts []float64) ([]float64, error) {
 	return out, nil
 }
 
-// meanShift is the mean (dy, dx) of per-frame shifts, 2 per frame.
+// meanShift is the mean (dy, dx) of per-frame shifts, 2 per frame, as a running mean
+// (finite for any finite shifts, 1e308 included).
 func meanShift(f []float64) []float64 {
 	var dy, dx float64
 	for i := 0; i < len(f); i += 2 {
-		dy += f[i]
-		dx += f[i+1]
+		k := float64(i/2 + 1)
+		dy += f[i]/k - dy/k
+		dx += f[i+1]/k - dx/k
 	}
-	n := float64(len(f) / 2)
-	return []float64{dy / n, dx / n}
+	return []float64{dy, dx}
 }
 
 // LoadShifts reads per-scan-position mask shifts (ApplyOptions.Shifts) from an NPY
@@ -197,11 +196,24 @@ func (pl *Planner) DescanFit(ctx context.Context, ds dataset.Dataset, com string
 // descan.Plane.Eval gives them) to path as NPY of shape nav + (2,), float64, the file
 // LoadShifts reads; atomically (a failed write leaves nothing at path). Errors:
 // errs.Argument for a path not ending in .npy, errs.Shape for shifts of another length,
-// errs.IO for a path that cannot receive the file.
-func SaveShifts(path string, nav []int, shifts []float64) (err error) {
+// errs.IO for a path that cannot receive the file or is one of inputs (CheckShiftsFile).
+func SaveShifts(path string, nav []int, shifts []float64, inputs ...string) (err error) {
 	defer goErrs(&err)
-	if base := filepath.Base(path); !strings.HasSuffix(path, ".npy") || base == ".npy" {
-		return errs.New(errs.Argument, "shifts file %s must end in .npy, after a file name", path)
+	if err := CheckShiftsFile(path, inputs...); err != nil {
+		return err
 	}
-	return npy.WriteFile(path, append(slices.Clone(nav), 2), shifts)
+	if n := 2 * product(nav); len(shifts) != n {
+		return errs.New(errs.Shape, "%d shift values for nav shape %s: want 2 per scan position, %d", len(shifts), npy.ShapeString(nav), n)
+	}
+	var out outputBatch
+	return out.commit(out.npy(path, append(slices.Clone(nav), 2), shifts))
+}
+
+// CheckShiftsFile reports, before any work, why SaveShifts cannot write path (option
+// out): a path not ending in .npy after a file name (errs.Argument), or one that
+// atomicfile refuses: one of inputs (the run's input files), a directory, a file that
+// cannot be replaced (errs.IO).
+func CheckShiftsFile(path string, inputs ...string) (err error) {
+	defer goErrs(&err)
+	return checkFiles([]output{{"out", path, true}}, inputs)
 }

@@ -40,14 +40,14 @@ var goNames = map[string]string{
 	"std":        "Outputs.Std",
 	"at":         "Pick's positions",
 
-	"field":      "COMOutputs.Field",
-	"magnitude":  "COMOutputs.Magnitude",
-	"divergence": "COMOutputs.Divergence",
-	"curl":       "COMOutputs.Curl",
-	"icom":       "COMOutputs.ICoM",
-	"rotation":   "COMOptions.Rotation",
-	"flip_y":     "COMOptions.FlipY",
-	"positions":  "Outputs.Positions",
+	"field":       "COMOutputs.Field",
+	"magnitude":   "COMOutputs.Magnitude",
+	"divergence":  "COMOutputs.Divergence",
+	"curl":        "COMOutputs.Curl",
+	"icom":        "COMOutputs.ICoM",
+	"rotation":    "COMOptions.Rotation",
+	"flip_y":      "COMOptions.FlipY",
+	"roi_compact": "Outputs.Positions",
 
 	"shifts": "ApplyOptions.Shifts",
 

@@ -1,6 +1,7 @@
 package stemdot_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -273,4 +274,41 @@ func TestApplyROIRealFile(t *testing.T) {
 	require.ErrorContains(t, err, "Options.ROI rect:3,0,2,1 (columns 3..4, rows 0..0) is not within the scan of nav shape (2, 4)")
 	_, err = stemdot.ParseOptions("roi=rect:1,2")
 	require.ErrorContains(t, err, `option roi "rect:1,2": roi "rect:1,2": want rect:X,Y,W,H`)
+}
+
+// Options roi and frames together: the frames counted among the selected positions, each
+// placed at its scan position (NaN elsewhere), or compact with the positions.
+func TestApplyROIAndFrames(t *testing.T) {
+	path := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	roi, err := dataset.ParseROI("rect:1,0,3,2") // positions 1, 2, 3, 5, 6, 7
+	require.NoError(t, err)
+	stack, err := stemdot.Masks([2]int{256, 256}, "disk:128,128,40", "com")
+	require.NoError(t, err)
+	plan := stemdot.Plan{CPUs: "1"}
+	full, err := stemdot.Open(path, stemdot.Options{NavShape: []int{2, 4}})
+	require.NoError(t, err)
+	defer full.Close()
+	want, err := stemdot.Apply(context.Background(), full, stack, plan, stemdot.ApplyOptions{})
+	require.NoError(t, err)
+	ds, err := stemdot.Open(path, stemdot.Options{NavShape: []int{2, 4}, ROI: roi, Frames: dataset.FrameSpan{First: 1, Count: 3}})
+	require.NoError(t, err)
+	defer ds.Close()
+	got, err := stemdot.Apply(context.Background(), ds, stack, plan, stemdot.ApplyOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []int{2, 4}, got.NavShape)
+	require.Equal(t, []int{2, 3, 5}, got.Positions)
+	for f := range 8 {
+		for m := range stack.N {
+			if f == 2 || f == 3 || f == 5 {
+				require.Equal(t, want.Value(f, m), got.Value(f, m))
+			} else {
+				require.True(t, math.IsNaN(got.Value(f, m)))
+			}
+		}
+	}
+	compact, err := stemdot.Apply(context.Background(), ds, stack, plan, stemdot.ApplyOptions{ROICompact: true})
+	require.NoError(t, err)
+	require.Equal(t, []int{3}, compact.NavShape)
+	require.Equal(t, []int{2, 3, 5}, compact.Positions)
+	require.Equal(t, want.Value(5, 2), compact.Value(2, 2))
 }

@@ -307,7 +307,7 @@ func TestOpenDocListsFormats(t *testing.T) {
 // Options, Plan or Outputs (or MasksFrom's argument); OptionKeys (the C ABI) and
 // FlagNames (the CLI) turn Go names back into keys and flags.
 func TestGoNames(t *testing.T) {
-	keys := []string{"out", "png", "com_shifts", "mean", "max", "std", "positions", "mask", "masks", "at", "shifts"}
+	keys := []string{"out", "png", "com_shifts", "mean", "max", "std", "roi_compact", "mask", "masks", "at", "shifts"}
 	for _, o := range stemdot.OpenOptions {
 		keys = append(keys, o.Key)
 	}

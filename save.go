@@ -100,7 +100,7 @@ func checkFiles(files []output, inputs []string) error {
 			return errs.New(errs.Argument, "option %s %s: results are written as NPY: give a path ending in .npy", f.option, f.path)
 		}
 		if f.npy && strings.EqualFold(filepath.Base(f.path), ".npy") {
-			example := map[string]string{"out": "result.npy", "com_shifts": "shifts.npy", "positions": "positions.npy"}[f.option]
+			example := map[string]string{"out": "result.npy", "com_shifts": "shifts.npy", "roi_compact": "result_positions.npy"}[f.option]
 			if example == "" {
 				example = f.option + ".npy"
 			}
@@ -135,7 +135,7 @@ func (o Outputs) files(names []string) []output {
 		out = append(out, output{"com_shifts", o.COMShifts, true})
 	}
 	if o.Positions != "" {
-		out = append(out, output{"positions", o.Positions, true})
+		out = append(out, output{"roi_compact", o.Positions, true})
 	}
 	if o.NPY != "" {
 		out = append(out, output{"out", o.NPY, true}, output{"out", SidecarPath(o.NPY), false})
@@ -197,7 +197,7 @@ func save(res *Result, o Outputs) error {
 		return err
 	}
 	if o.Positions != "" && res.Positions == nil {
-		return errs.New(errs.Argument, "option positions: the result holds every scan position (no option roi): there are no positions to write")
+		return errs.New(errs.Argument, "option roi_compact: the result holds every scan position (no option roi): there are no positions to write")
 	}
 	var shifts []float64
 	if o.COMShifts != "" {

@@ -147,3 +147,6 @@ func (r viewMapRange) ViewFrames(start, end int) ([]byte, error) { return r.view
 func (r viewMapRange) MapFrames(start, end int) (FrameMap, bool, error) {
 	return r.mapFrames(start, end)
 }
+
+// ranged is the dataset a Range views (IsROI).
+func (r *frameRange) ranged() Dataset { return r.Dataset }

@@ -254,10 +254,14 @@ func ScanPositions(ds Dataset) (scan []int, positions []int) {
 	return ds.NavShape(), positions
 }
 
-// IsROI reports whether ds is the view of an ROI (Select, Options.ROI) itself: its
-// frames are the selected positions of ScanShape, and results of it are placed there
-// (a Range of it is not: it is read as nav shape (count,), as every Range).
+// IsROI reports whether the frames of ds are scan positions that an ROI selects: ds is
+// the view of an ROI (Select, Options.ROI), or a Range of one (options roi and frames):
+// its frames lie at the positions of ScanShape that ScanPositions gives, and results of it
+// are placed there.
 func IsROI(ds Dataset) bool {
+	if r, ok := ds.(interface{ ranged() Dataset }); ok {
+		return IsROI(r.ranged())
+	}
 	_, ok := ds.(interface{ roiView() *selection })
 	return ok
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -135,8 +134,12 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			if err != nil {
 				return err
 			}
-			inputs := append([]string{args[0], strings.TrimSuffix(args[0], filepath.Ext(args[0])) + ".hdr"}, masksFiles...)
-			if err := outputs.Check(stack.MaskNames(), inputs...); err != nil {
+			inputs := append(df.inputs(args[0]), masksFiles...)
+			if sf.file != "" {
+				inputs = append(inputs, sf.file)
+			}
+			// Checked in a step: an interrupt never leaves a probe file of the check behind.
+			if err := handleInterrupts(func() error { return outputs.Check(stack.MaskNames(), inputs...) }); err != nil {
 				return err
 			}
 			opt := stemdot.ApplyOptions{Float64: float64Result, ROICompact: roiCompact, Shifts: shifts}
@@ -159,9 +162,6 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			var res *stemdot.Result
 			err = handleInterrupts(func() (err error) {
 				if res, err = pl.Apply(ctx, ds, stack, opt); err != nil {
-					if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-						return fmt.Errorf("interrupted: no result written")
-					}
 					return err
 				}
 				res.Info.SetMasks(maskInfo)
@@ -233,6 +233,9 @@ func autoCentre(cmd *cobra.Command, pl *stemdot.Planner, ds dataset.Dataset, spe
 		return err
 	})
 	if err != nil {
+		if errors.Is(err, errInterrupted) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("the auto specs need the direct beam's centre (or give --centre X,Y,R): %w", err)
 	}
 	info := &stemdot.CentreInfo{X: c.X, Y: c.Y, R: c.R, Source: "sum frame"}

@@ -35,7 +35,7 @@ The shifts are first flipped along y (--flip-y: y → −y) and then rotated by 
 degrees (y' = cos θ·y + sin θ·x, x' = −sin θ·y + cos θ·x; positive turns the vectors
 clockwise), as LiberTEM's CoM analysis (scan_rotation, flip_y); derivatives are
 numpy.gradient's (central differences, one-sided at the edges), as LiberTEM's
-divergence and curl. Positions without a finite shift (NaN: frames summing to 0) are
+divergence and curl. Positions without a finite shift (NaN: frames summing to 0, positions outside an ROI) are
 read as 0 by the iCoM, with a warning naming them; the magnitude is NaN there, the
 divergence and curl where their differences use them.
 
@@ -44,7 +44,7 @@ PREFIX_icom.png, greyscale from the minimum (black) to the maximum (white), scal
 as apply's PNGs. All outputs are written all or nothing, as apply's.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := outputs.Check(args[0]); err != nil {
+			if err := handleInterrupts(func() error { return outputs.Check(args[0]) }); err != nil {
 				return err
 			}
 			shifts, nav, err := stemdot.ReadCOMShifts(args[0])

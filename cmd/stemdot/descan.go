@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -31,19 +29,7 @@ func (f *shiftFlags) shifts(ds dataset.Dataset) ([]float64, error) {
 	case f.constant != "" && f.file != "":
 		return nil, fmt.Errorf("--shift and --shifts are both given: give one (a constant shift, or a file of one per scan position)")
 	case f.constant != "":
-		parts := strings.Split(f.constant, ",")
-		if len(parts) != 2 {
-			return nil, fmt.Errorf("--shift %q: want DY,DX in pixels, e.g. 1.5,-2", f.constant)
-		}
-		out := make([]float64, 2)
-		for i, p := range parts {
-			v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-			if err != nil {
-				return nil, fmt.Errorf("--shift %q: %q is not a number: want DY,DX in pixels, e.g. 1.5,-2", f.constant, p)
-			}
-			out[i] = v
-		}
-		return out, nil
+		return parseFloats("--shift", f.constant, "DY,DX in pixels, e.g. 1.5,-2")
 	case f.file != "":
 		scan, _ := dataset.ScanPositions(ds)
 		return stemdot.LoadShifts(f.file, scan)
@@ -87,6 +73,13 @@ to FILE and REF_FILE alike.`,
 			if out == "" {
 				return fmt.Errorf("--out SHIFTS.npy is required")
 			}
+			inputs := df.inputs(args[0])
+			if reference != "" {
+				inputs = append(inputs, df.inputs(reference)...)
+			}
+			if err := handleInterrupts(func() error { return stemdot.CheckShiftsFile(out, inputs...) }); err != nil {
+				return err
+			}
 			ds, err := df.open(cmd, args[0])
 			if err != nil {
 				return err
@@ -119,7 +112,7 @@ to FILE and REF_FILE alike.`,
 				if err != nil {
 					return err
 				}
-				return stemdot.SaveShifts(out, nav, shifts)
+				return stemdot.SaveShifts(out, nav, shifts, inputs...)
 			})
 			if err != nil {
 				return err

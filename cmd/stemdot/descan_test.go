@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -88,8 +89,8 @@ func TestDescanFitAndApplyShifts(t *testing.T) {
 		want string
 	}{
 		{[]string{"--shift", "1"}, `--shift "1": want DY,DX in pixels, e.g. 1.5,-2`},
-		{[]string{"--shift", "1,x"}, `--shift "1,x": "x" is not a number`},
-		{[]string{"--shift", "1,nan"}, "--shifts: x shift 1 (scan position 0) is NaN: shifts must be finite"},
+		{[]string{"--shift", "1,x"}, `--shift "1,x": "x" is not a finite number`},
+		{[]string{"--shift", "1,nan"}, `--shift "1,nan": "nan" is not a finite number`},
 		{[]string{"--shift", "1,2", "--shifts", shiftsFile}, "--shift and --shifts are both given"},
 		{[]string{"--shifts", shiftsFile}, "has shape (12, 10, 2), want nav_shape + (2,) = (10, 12, 2)"},
 		{[]string{"--shifts", nanFile}, "the y shift of scan position 0 is NaN: shifts must be finite"},
@@ -100,5 +101,18 @@ func TestDescanFitAndApplyShifts(t *testing.T) {
 	}
 	_, stderr, code = run(t, "descan", "fit", scan, "--out", filepath.Join(dir, "s.txt"))
 	require.Equal(t, 1, code)
-	require.Contains(t, stderr, "must end in .npy")
+	require.Contains(t, stderr, "--out "+filepath.Join(dir, "s.txt")+": results are written as NPY")
+	// Its inputs are never replaced: the scan, a reference scan, an ROI file.
+	roi := filepath.Join(dir, "roi.npy")
+	require.NoError(t, os.WriteFile(roi, []byte("not read: the check comes first"), 0o644))
+	for _, args := range [][]string{{scan, "--out", scan}, {scan, "--reference", a, "--out", a}, {scan, "--roi", roi, "--out", roi}} {
+		before, err := os.ReadFile(args[len(args)-1])
+		require.NoError(t, err)
+		_, stderr, code = run(t, append([]string{"descan", "fit"}, args...)...)
+		require.Equal(t, 1, code, args)
+		require.Contains(t, stderr, "is an input of this run", args)
+		after, err := os.ReadFile(args[len(args)-1])
+		require.NoError(t, err)
+		require.Equal(t, before, after, args)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -212,4 +213,16 @@ func parseFloats(flag, value, want string) ([]float64, error) {
 		out[i] = v
 	}
 	return out, nil
+}
+
+// inputs are the files a run of the dataset at path reads, which no output may replace:
+// path, a MIB file's .hdr beside it, and the --roi file.
+func (f *datasetFlags) inputs(path string) []string {
+	in := []string{path, strings.TrimSuffix(path, filepath.Ext(path)) + ".hdr"}
+	if v := f.values["roi"]; v != nil && *v != "" {
+		if r, err := dataset.ParseROI(*v); err == nil && r.Path != "" {
+			in = append(in, r.Path)
+		}
+	}
+	return in
 }

@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -88,12 +89,20 @@ var interruptsHandled atomic.Bool
 // handleInterrupts runs step with the first interrupt left to it: the interrupt only
 // cancels the command's context, and step returns promptly when it is (apply's
 // computation, synth's writing) or completes what must not be cut short (apply's
-// writing of its outputs, all or nothing).
+// writing of its outputs, all or nothing). A step stopped by the interrupt (an error of
+// the cancelled context) ends the command with "interrupted: no result written".
 func handleInterrupts(step func() error) error {
 	interruptsHandled.Store(true)
 	defer interruptsHandled.Store(false)
-	return step()
+	err := step()
+	if errors.Is(err, context.Canceled) {
+		return errInterrupted
+	}
+	return err
 }
+
+// errInterrupted ends a command whose step an interrupt stopped.
+var errInterrupted = errors.New("interrupted: no result written")
 
 // onInterrupt handles SIGINT, SIGTERM and SIGHUP (sigs): the first cancels the command's
 // context (cancel); outside a step of handleInterrupts, or at a second signal, it ends

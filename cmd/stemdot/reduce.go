@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,12 +14,6 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 )
-
-// inputsOf are the files a run reads from path (a MIB file's .hdr beside it): no output
-// may replace them.
-func inputsOf(path string) []string {
-	return []string{path, strings.TrimSuffix(path, filepath.Ext(path)) + ".hdr"}
-}
 
 // progressBar returns a progress callback drawing a bar on a terminal's stderr; nil when
 // quiet or stderr is not a terminal.
@@ -68,7 +59,7 @@ plans CPU workers; GPU workers asked for by count or list are refused. Outputs a
 written all or nothing, as apply writes them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := outputs.CheckReduction(inputsOf(args[0])...); err != nil {
+			if err := handleInterrupts(func() error { return outputs.CheckReduction(df.inputs(args[0])...) }); err != nil {
 				return err
 			}
 			pl, err := pf.ReducePlanner()
@@ -86,9 +77,6 @@ written all or nothing, as apply writes them.`,
 			var red *stemdot.Reduction
 			err = handleInterrupts(func() (err error) {
 				if red, err = pl.Reduce(ctx, ds, opt); err != nil {
-					if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-						return fmt.Errorf("interrupted: no result written")
-					}
 					return err
 				}
 				return stemdot.SaveReduction(red, outputs)
@@ -159,7 +147,7 @@ shape). Outputs are written all or nothing, as apply writes them.`,
 				return err
 			}
 			defer ds.Close()
-			return pick(cmd, ds, positions, out, pngPrefix, inputsOf(args[0]))
+			return pick(cmd, ds, positions, out, pngPrefix, df.inputs(args[0]))
 		},
 	}
 	f := cmd.Flags()
@@ -170,13 +158,17 @@ shape). Outputs are written all or nothing, as apply writes them.`,
 	return cmd
 }
 
-// pick reads the frames at positions and writes them.
+// pick reads the frames at positions and writes them, in one step: an interrupt stops
+// the reads and leaves nothing behind, or lets the writes finish.
 func pick(cmd *cobra.Command, ds dataset.Dataset, positions [][]int, out, pngPrefix string, inputs []string) error {
-	fr, err := stemdot.Pick(cmd.Context(), ds, positions)
+	var fr *stemdot.Frames
+	err := handleInterrupts(func() (err error) {
+		if fr, err = stemdot.Pick(cmd.Context(), ds, positions); err != nil {
+			return err
+		}
+		return stemdot.SaveFrames(fr, ds.NavShape(), out, pngPrefix, inputs...)
+	})
 	if err != nil {
-		return err
-	}
-	if err := stemdot.SaveFrames(fr, ds.NavShape(), out, pngPrefix, inputs...); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%d frame%s of %s %s → %s\n", len(fr.Indices), map[bool]string{true: "s"}[len(fr.Indices) != 1],

@@ -94,3 +94,35 @@ func TestApplyROI(t *testing.T) {
 		require.NoFileExists(t, filepath.Join(dir, "bad.npy"))
 	}
 }
+
+// The --roi and --shifts files are inputs of a run: no output replaces them.
+func TestROIAndShiftsFilesAreInputs(t *testing.T) {
+	path := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	dir := t.TempDir()
+	roi, shifts := filepath.Join(dir, "roi.npy"), filepath.Join(dir, "shifts.npy")
+	h, err := stemnpy.Header("|b1", []int{2, 4})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(roi, append(h, 0, 1, 1, 0, 1, 0, 0, 1), 0o644))
+	require.NoError(t, stemnpy.WriteFile(shifts, []int{2, 4, 2}, make([]float64, 16)))
+	for _, args := range [][]string{
+		{"apply", path, "--mask", "disk:128,128,20", "--roi", roi, "--out", roi},
+		{"apply", path, "--mask", "disk:128,128,20", "--shifts", shifts, "--out", shifts},
+		{"apply", path, "--mask", "com", "--shifts", shifts, "--out", filepath.Join(dir, "r.npy"), "--com-shifts", shifts},
+		{"sum", path, "--roi", roi, "--std", roi},
+		{"pick", path, "--roi", roi, "--at", "0", "--out", roi},
+	} {
+		before := [2][]byte{}
+		for i, f := range []string{roi, shifts} {
+			before[i], err = os.ReadFile(f)
+			require.NoError(t, err)
+		}
+		_, stderr, code := run(t, append(args, "--nav-shape", "2,4")...)
+		require.Equal(t, 1, code, args)
+		require.Contains(t, stderr, "is an input of this run", args)
+		for i, f := range []string{roi, shifts} {
+			after, err := os.ReadFile(f)
+			require.NoError(t, err)
+			require.Equal(t, before[i], after, args)
+		}
+	}
+}

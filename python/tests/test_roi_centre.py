@@ -52,11 +52,20 @@ def test_roi_of_a_file_composes_with_nav_shape_frames_and_sync_offset(data_dir, 
             got = stemdot.apply_masks(ds, masks, dtype=np.float64)
         assert np.isnan(got[~roi]).all()
         assert_close(got[roi], want[roi], scale[roi], np.float64)
-    # frames counts the selected positions; a sync offset shifts the frames under them.
+    # frames counts the selected positions, placed in the scan (NaN elsewhere) or compact;
+    # a sync offset shifts the frames under them.
     with stemdot.open(path, nav_shape=(2, 4), roi=roi, frames=(1, 2)) as ds:
-        assert not ds.roi and ds.nav_shape == (2,)
+        assert ds.roi and ds.nav_shape == (2,)
+        np.testing.assert_array_equal(ds.positions, [2, 4])
         got = stemdot.apply_masks(ds, masks, dtype=np.float64)
-    assert_close(got, want[roi][1:3], scale[roi][1:3], np.float64)
+        compact, positions = stemdot.apply_masks(ds, masks, dtype=np.float64, roi_compact=True)
+    chosen = np.zeros(8, bool)
+    chosen[[2, 4]] = True
+    chosen = chosen.reshape(2, 4)
+    assert np.isnan(got[~chosen]).all()
+    assert_close(got[chosen], want[roi][1:3], scale[roi][1:3], np.float64)
+    np.testing.assert_array_equal(positions, [2, 4])
+    np.testing.assert_array_equal(compact, got[chosen])
     with pytest.warns(UserWarning, match="sync offset 1"), stemdot.open(path, nav_shape=(1, 7), sync_offset=1, roi="rect:2,0,3,1") as ds:
         got = stemdot.apply_masks(ds, masks, dtype=np.float64)
     flat, flat_scale = want.reshape(8, 2), scale.reshape(8, 2)

@@ -492,9 +492,12 @@ def dataset_info(client, path, *, timeout=120, **open_options):
     ``n_frames``, ``format`` (as read: "mib", "hdf5", ...), ``warnings`` (the dataset's, see ``stemdot.Dataset.warnings``),
     ``scan_shape`` and ``positions`` (a region of interest's selected scan positions,
     else None: see ``stemdot.Dataset``). The
-    client needs no access to the file. Raises :class:`ClusterError` when no worker has
-    been running for ``timeout`` seconds (none connected, or all paused)."""
-    future = client.submit(_info_task, os.fspath(path), _roi_text(open_options), pure=False)
+    client needs no access to the file; a relative ``path``, or ``roi`` NPY file, that
+    exists on the client is made absolute there (:func:`_client_path`). Raises
+    :class:`ClusterError` when no worker has been running for ``timeout`` seconds (none
+    connected, or all paused)."""
+    path = _client_path(path)
+    future = client.submit(_info_task, path, _client_options(open_options), pure=False)
     stalled = None  # since when no worker runs
     while True:
         try:
@@ -511,13 +514,28 @@ def dataset_info(client, path, *, timeout=120, **open_options):
             raise _cluster_error(client, f"no Dask worker has run for {timeout:g} s to open {path}")
 
 
-def _roi_text(open_options):
-    """open_options with an roi array as its text (stemdot._roi_option): small to send,
-    and a key of the workers' dataset cache that tells two arrays apart."""
+def _client_path(path):
+    """path (str or os.PathLike) as a str, made absolute when it is relative and exists on
+    the client: the workers would resolve it in their own working directories. A
+    relative path the client does not see is sent as it is (a file on the workers'
+    storage only)."""
+    path = os.fspath(path)
+    if not os.path.isabs(path) and os.path.exists(path):
+        path = os.path.abspath(path)
+    return path
+
+
+def _client_options(open_options):
+    """open_options as sent to the workers: an roi array as its text
+    (stemdot._roi_option: small to send, and a key of the workers' dataset cache that
+    tells two arrays apart), an roi NPY file by :func:`_client_path`."""
     roi = open_options.get("roi")
-    if roi is None or isinstance(roi, str):
+    if roi is None:
         return open_options
-    return dict(open_options, roi=stemdot._roi_option(roi))
+    roi = stemdot._roi_option(roi)
+    if not roi.strip().startswith(("rect:", "bits:")):
+        roi = _client_path(roi)
+    return dict(open_options, roi=roi)
 
 
 def _first_frame(frames):
@@ -566,14 +584,12 @@ def _prepare(client, path, open_options, range_frames, timeout):
     the first frame of the frames option (the ranges are cut from its span: each range
     task opens frames (first + range's first, range's count) of the whole scan) and the
     frames per stemdot worker of a range."""
-    path = os.fspath(path)
-    if not os.path.isabs(path) and os.path.exists(path):
-        path = os.path.abspath(path)
+    path = _client_path(path)
     nodes = bootstrap(client, timeout=timeout)
     if not nodes:
         raise _cluster_error(client, "the cluster has no Dask worker")
     workers = client.scheduler_info(n_workers=-1)["workers"]  # those the run starts with
-    open_options = _roi_text(open_options)
+    open_options = _client_options(open_options)
     info = dataset_info(client, path, timeout=timeout, **open_options)
     for w in info["warnings"]:
         warnings.warn(f"stemdot: {w}", stacklevel=3)
@@ -597,11 +613,9 @@ def centre(client, path, *, shifts=None, resources=None, range_frames=None, time
         total = reduce(client, path, ["sum"], resources=resources, range_frames=range_frames, timeout=timeout,
                        **open_options)["sum"]
         return stemdot.find_centre(total)
-    path = os.fspath(path)
-    if not os.path.isabs(path) and os.path.exists(path):
-        path = os.path.abspath(path)
+    path = _client_path(path)
     bootstrap(client, timeout=timeout)
-    future = client.submit(_centre_task, path, _roi_text(open_options), np.asarray(shifts, dtype=np.float64), resources=resources,
+    future = client.submit(_centre_task, path, _client_options(open_options), np.asarray(shifts, dtype=np.float64), resources=resources,
                            pure=False)
     return stemdot.Centre(*future.result())
 

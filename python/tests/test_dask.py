@@ -717,6 +717,8 @@ def test_relative_paths_are_the_clients(cluster, client, small_scan, monkeypatch
     assert (info["n_frames"], tuple(info["scan_shape"])) == (roi.sum(), (4, 5))
     got = sdask.apply_masks(client, "../scan.npy", masks, roi="../roi.npy", shifts=shifts, range_frames=2)
     np.testing.assert_array_equal(got, want)
+    assert got.info["dataset"]["path"] == str(d / "scan.npy")
+    assert got.info["dataset"]["options"] == {"roi": str(d / "roi.npy")}
     np.testing.assert_array_equal(sdask.reduce(client, "../scan.npy", ["sum"], range_frames=3)["sum"], want_sum)
     assert sdask.centre(client, "../scan.npy", roi="../roi.npy", shifts=shifts) == want_centre
 
@@ -737,7 +739,46 @@ def test_command_line_relative_paths(cluster, small_scan):
                    "../shifts.npy", "--out", "d.npy", "--range-frames", "2", "--quiet", cwd=d / "sub", env=env)
     assert run.returncode == 0, run.stderr
     np.testing.assert_array_equal(np.load(d / "sub" / "d.npy"), want)
+    sidecar = json.loads((d / "sub" / "d.json").read_text())
+    assert sidecar["dataset"]["path"] == str(d / "scan.npy")
+    assert sidecar["dataset"]["options"] == {"roi": str(d / "roi.npy")}
+    assert sidecar["shifts"]["file"] == str(d / "shifts.npy")
     run = dask_cli(cluster, "../scan.npy", "--sum", "--out", "s.npy", "--range-frames", "3", "--quiet", cwd=d / "sub", env=env)
     assert run.returncode == 0, run.stderr
     np.testing.assert_array_equal(np.load(d / "sub" / "s.npy"), want_sum)
 
+
+def test_result_names_and_info(cluster, client, small_scan):
+    """apply_masks returns a stemdot.Result with the masks' names and the info of
+    stemdot.apply_masks (the same sidecar fields but the plan: the cluster's workers), with
+    an ROI (compact too) and shifts; names of another count are refused."""
+    d, roi, shifts = small_scan
+    masks, names = stemdot.mask_stack((16, 16), specs=["disk:7,8,4", "com"])
+    assert names == ["disk", "com_sum", "com_y", "com_x"]
+    nodes = sdask.bootstrap(client, timeout=TIMEOUT)
+    cpu_workers = sum(n["n_workers"] for n in nodes.values())
+    infos = []
+    for kw in ({}, {"roi": roi, "shifts": shifts}, {"roi": "rect:1,1,3,2", "shifts": (0.5, -1.0)}, {"frames": (1, 4)}):
+        open_kw = {k: v for k, v in kw.items() if k != "shifts"}
+        with stemdot.open(d / "scan.npy", **open_kw) as ds:
+            want = stemdot.apply_masks(ds, masks, names=names, shifts=kw.get("shifts"))
+        got = sdask.apply_masks(client, d / "scan.npy", masks, names=names, range_frames=1, **kw)
+        assert isinstance(got, stemdot.Result) and got.names == tuple(names)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got.column("com_y"), want.column("com_y"))
+        assert got.info == dict(want.info, plan={"cpu_workers": cpu_workers, "gpu_workers": 0}), kw
+        infos.append(got.info)
+    assert infos[0]["dataset"] == {"path": str(d / "scan.npy"), "format": "npy", "options": {}}
+    assert "roi" not in infos[0] and "shifts" not in infos[0]
+    assert infos[1]["roi"] == {"scan_shape": [4, 5], "selected": int(roi.sum()), "compact": False}
+    assert infos[1]["shifts"]["mean"] == pytest.approx(list(shifts[roi].mean(axis=0)))
+    assert infos[2]["roi"] == {"scan_shape": [4, 5], "selected": 6, "compact": False}
+    assert infos[2]["shifts"] == {"constant": [0.5, -1.0], "mean": [0.5, -1.0]}
+    assert infos[3]["dataset"]["options"] == {"frames": "1,4"} and infos[3]["nav_shape"] == [4]
+    images, positions = sdask.apply_masks(client, d / "scan.npy", masks, names=names, roi=roi, roi_compact=True)
+    np.testing.assert_array_equal(positions, np.flatnonzero(roi))
+    assert isinstance(images, stemdot.Result) and images.names == tuple(names) and images.shape == (roi.sum(), 4)
+    assert images.info["roi"] == {"scan_shape": [4, 5], "selected": int(roi.sum()), "compact": True}
+    assert sdask.apply_masks(client, d / "scan.npy", masks).names == ("mask0", "mask1", "mask2", "mask3")
+    with pytest.raises(stemdot.ShapeError, match="names: 2 names for 4 masks"):
+        sdask.apply_masks(client, d / "scan.npy", masks, names=["a", "b"])

@@ -24,7 +24,7 @@ import (
 func descanScan(t *testing.T, nav []int, sig [2]int, shift float64) (string, descan.Plane) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "descan.npy")
-	_, err := synth.Write(context.Background(), path, synth.Options{NavShape: nav, SigShape: sig, Shift: shift, Background: 1e-9, DiscCounts: 400, Seed: 3})
+	_, err := synth.Write(context.Background(), path, synth.Options{NavShape: nav, SigShape: sig, Shift: new(shift), Background: new(1e-9), DiscCounts: new(400.0), Seed: 3})
 	require.NoError(t, err)
 	ny, nx := float64(nav[0]), float64(nav[1])
 	return path, descan.Plane{

@@ -45,7 +45,10 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 )
 
-// Options describe a synthetic dataset. Zero model parameters take their defaults.
+// Options describe a synthetic dataset. The model parameters (DiscRadius ... Background)
+// are pointers: nil takes the parameter's default, and every value given counts, 0
+// included (Shift: new(0.0) writes a scan without descan, DiscCounts: new(0.0) one
+// without a disc, Background: new(0.0) one without background).
 type Options struct {
 	// NavShape is (nav_y, nav_x) (or (n,)); required.
 	NavShape []int
@@ -60,20 +63,20 @@ type Options struct {
 	Seed uint64
 
 	// DiscRadius in pixels; default min(sig)/8.
-	DiscRadius float64
+	DiscRadius *float64
 	// DiscCounts is the disc's counts per pixel at the scan edge; default 40.
-	DiscCounts float64
+	DiscCounts *float64
 	// Shift is the largest disc displacement in pixels along each axis; default 3.
-	Shift float64
+	Shift *float64
 	// RingRadius in pixels; default 0.3·min(sig).
-	RingRadius float64
-	// RingWidth is the ring's Gaussian standard deviation in pixels, at most
-	// max(1, min(sig)); default max(1, min(sig)/40).
-	RingWidth float64
+	RingRadius *float64
+	// RingWidth is the ring's Gaussian standard deviation in pixels, in (0,
+	// max(1, min(sig))]; default max(1, min(sig)/40).
+	RingWidth *float64
 	// RingCounts is the ring's peak counts per pixel in the scan middle; default 4.
-	RingCounts float64
+	RingCounts *float64
 	// Background counts per pixel; default 0.5.
-	Background float64
+	Background *float64
 }
 
 // model is an Options with defaults filled in and derived quantities.
@@ -82,6 +85,9 @@ type model struct {
 	ny, nx int
 	ring0  int       // ring[k] is ring(r) at r = (ring0+k)/ringStep; 0 outside the table
 	ring   []float64 // ring(r) where it is not 0 in float64, within the frame's reach
+
+	// The model parameters: Options' or their defaults.
+	discRadius, discCounts, shift, ringRadius, ringWidth, ringCounts, background float64
 }
 
 // MaxFramePixels is the largest frame synth generates, sig_y·sig_x ≤ 2²⁵ pixels (32 Mi,
@@ -121,27 +127,28 @@ func newModel(opt Options) (*model, error) {
 		m.ny = opt.NavShape[0]
 	}
 	minSig := float64(min(opt.SigShape[0], opt.SigShape[1]))
-	def := func(p *float64, v float64) {
-		if *p == 0 {
-			*p = v
+	def := func(p *float64, v float64) float64 {
+		if p == nil {
+			return v
 		}
+		return *p
 	}
 	m.DType = dt
-	def(&m.DiscRadius, minSig/8)
-	def(&m.DiscCounts, 40)
-	def(&m.Shift, 3)
-	def(&m.RingRadius, 0.3*minSig)
-	def(&m.RingWidth, math.Max(1, minSig/40))
-	def(&m.RingCounts, 4)
-	def(&m.Background, 0.5)
+	m.discRadius = def(opt.DiscRadius, minSig/8)
+	m.discCounts = def(opt.DiscCounts, 40)
+	m.shift = def(opt.Shift, 3)
+	m.ringRadius = def(opt.RingRadius, 0.3*minSig)
+	m.ringWidth = def(opt.RingWidth, math.Max(1, minSig/40))
+	m.ringCounts = def(opt.RingCounts, 4)
+	m.background = def(opt.Background, 0.5)
 	for _, p := range []struct {
 		name  string
 		value float64
 		max   float64
 	}{
-		{"disc radius", m.DiscRadius, math.MaxFloat64}, {"shift", m.Shift, math.MaxFloat64},
-		{"ring radius", m.RingRadius, math.MaxFloat64}, {"ring width", m.RingWidth, math.MaxFloat64},
-		{"disc counts", m.DiscCounts, MaxCounts}, {"ring counts", m.RingCounts, MaxCounts}, {"background", m.Background, MaxCounts},
+		{"disc radius", m.discRadius, math.MaxFloat64}, {"shift", m.shift, math.MaxFloat64},
+		{"ring radius", m.ringRadius, math.MaxFloat64}, {"ring width", m.ringWidth, math.MaxFloat64},
+		{"disc counts", m.discCounts, MaxCounts}, {"ring counts", m.ringCounts, MaxCounts}, {"background", m.background, MaxCounts},
 	} {
 		if !(p.value >= 0 && p.value <= p.max) { // NaN fails both
 			if p.max == math.MaxFloat64 {
@@ -150,20 +157,23 @@ func newModel(opt Options) (*model, error) {
 			return nil, fmt.Errorf("synth: %s %g: want a value in [0, %g]", p.name, p.value, p.max)
 		}
 	}
-	if m.RingWidth > max(1, minSig) {
-		return nil, fmt.Errorf("synth: ring width %g pixels exceeds the frame's smaller side, %g pixels", m.RingWidth, max(1, minSig))
+	if m.ringWidth == 0 {
+		return nil, fmt.Errorf("synth: ring width 0: want a width above 0 pixels")
+	}
+	if m.ringWidth > max(1, minSig) {
+		return nil, fmt.Errorf("synth: ring width %g pixels exceeds the frame's smaller side, %g pixels", m.ringWidth, max(1, minSig))
 	}
 	// The ring profile table covers the radii within ringCutoff widths of the ring radius
 	// (the profile is 0 beyond) and within the largest distance of a pixel from the disc
 	// centre: at most 2·ringCutoff·RingWidth·ringStep entries.
-	rMax := math.Hypot(float64(opt.SigShape[0])/2+m.Shift+1, float64(opt.SigShape[1])/2+m.Shift+1)
-	lo := math.Max(0, math.Floor((m.RingRadius-ringCutoff*m.RingWidth)*ringStep))
-	hi := math.Min(rMax, m.RingRadius+ringCutoff*m.RingWidth)*ringStep + 2
+	rMax := math.Hypot(float64(opt.SigShape[0])/2+m.shift+1, float64(opt.SigShape[1])/2+m.shift+1)
+	lo := math.Max(0, math.Floor((m.ringRadius-ringCutoff*m.ringWidth)*ringStep))
+	hi := math.Min(rMax, m.ringRadius+ringCutoff*m.ringWidth)*ringStep + 2
 	if hi > lo {
 		m.ring0 = int(lo)
 		m.ring = make([]float64, int(hi-lo))
 		for k := range m.ring {
-			d := (float64(m.ring0+k)/ringStep - m.RingRadius) / m.RingWidth
+			d := (float64(m.ring0+k)/ringStep - m.ringRadius) / m.ringWidth
 			m.ring[k] = math.Exp(-d * d / 2)
 		}
 	}
@@ -174,16 +184,16 @@ func newModel(opt Options) (*model, error) {
 func (m *model) position(i int) (cy, cx, t float64) {
 	u := (float64(i%m.nx) + 0.5) / float64(m.nx)
 	v := (float64(i/m.nx) + 0.5) / float64(m.ny)
-	cy = float64(m.SigShape[0])/2 + m.Shift*(2*v-1)
-	cx = float64(m.SigShape[1])/2 + m.Shift*(2*u-1)
+	cy = float64(m.SigShape[0])/2 + m.shift*(2*v-1)
+	cx = float64(m.SigShape[1])/2 + m.shift*(2*u-1)
 	return cy, cx, math.Sin(math.Pi*u) * math.Sin(math.Pi*v)
 }
 
 // lambda writes the expected counts of frame i into lam (sig_y·sig_x values, row-major).
 func (m *model) lambda(i int, lam []float64) {
 	cy, cx, t := m.position(i)
-	disc := m.DiscCounts * (1 - t/2)
-	ring := m.RingCounts * (0.5 + t/2)
+	disc := m.discCounts * (1 - t/2)
+	ring := m.ringCounts * (0.5 + t/2)
 	sx := m.SigShape[1]
 	for y := range m.SigShape[0] {
 		dy := float64(y) + 0.5 - cy
@@ -191,11 +201,11 @@ func (m *model) lambda(i int, lam []float64) {
 		for x := range row {
 			dx := float64(x) + 0.5 - cx
 			r := math.Sqrt(dx*dx + dy*dy)
-			l := m.Background
+			l := m.background
 			if k := int(r*ringStep+0.5) - m.ring0; uint(k) < uint(len(m.ring)) {
 				l += ring * m.ring[k]
 			}
-			if e := m.DiscRadius + 0.5 - r; e > 0 {
+			if e := m.discRadius + 0.5 - r; e > 0 {
 				l += disc * math.Min(e, 1)
 			}
 			row[x] = l

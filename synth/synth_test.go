@@ -117,8 +117,8 @@ func TestDiscCentreOfMassMoves(t *testing.T) {
 	_, v := readFloat(t, path, dataset.Options{})
 	// Within a window that holds the disc at every position and none of the ring, the
 	// centre of mass of the counts above background is the disc centre.
-	window := m.DiscRadius + m.Shift + 2
-	require.Less(t, window+3*m.RingWidth, m.RingRadius)
+	window := m.discRadius + m.shift + 2
+	require.Less(t, window+3*m.ringWidth, m.ringRadius)
 	for i := range 25 {
 		frame := v[i*64*64 : (i+1)*64*64]
 		var sum, sy, sx float64
@@ -128,7 +128,7 @@ func TestDiscCentreOfMassMoves(t *testing.T) {
 				if math.Hypot(py-32, px-32) > window {
 					continue
 				}
-				c := frame[y*64+x] - m.Background
+				c := frame[y*64+x] - m.background
 				sum += c
 				sy += c * py
 				sx += c * px
@@ -164,7 +164,7 @@ func TestFrameStatistics(t *testing.T) {
 			szz += z * z
 			if y, x := j/64, j%64; (y < 6 || y >= 58) && (x < 6 || x >= 58) {
 				// corners: beyond the ring, the flat background region
-				require.InDelta(t, m.Background, l, 1e-6)
+				require.InDelta(t, m.background, l, 1e-6)
 				nBG++
 				sBG += c
 				ssBG += c * c
@@ -225,14 +225,14 @@ func TestWriteErrorsLeaveNoFile(t *testing.T) {
 		{"a.tif", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}}, "give option format (raw, npy or mib)"},
 		{"a.npy", Options{NavShape: []int{2, 2, 2}, SigShape: [2]int{16, 16}}, "want (nav_y, nav_x)"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{0, 16}}, "non-positive"},
-		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Shift: -1}, "shift -1: want a finite, non-negative value"},
-		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{8, 8}, DiscCounts: 1e18}, "disc counts 1e+18: want a value in [0, 4.294967296e+09]"},
-		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{8, 8}, Background: math.NaN()}, "background NaN"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Shift: new(-1.0)}, "shift -1: want a finite, non-negative value"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{8, 8}, DiscCounts: new(1e18)}, "disc counts 1e+18: want a value in [0, 4.294967296e+09]"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{8, 8}, Background: new(math.NaN())}, "background NaN"},
 		// The product wraps around to 0 in int64.
 		{"a.npy", Options{NavShape: []int{4294967296, 4294967296}, SigShape: [2]int{16, 16}}, "synth: nav shape (4294967296, 4294967296) is too large"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{4611686018427387904, 4}}, "synth: sig shape (4611686018427387904, 4) is too large"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{8192, 8192}, DType: dataset.Uint8}, "frames of at most 33554432 pixels"},
-		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 32}, RingWidth: 17}, "ring width 17 pixels exceeds the frame's smaller side, 16 pixels"},
+		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 32}, RingWidth: new(17.0)}, "ring width 17 pixels exceeds the frame's smaller side, 16 pixels"},
 		// 2^57 bytes: a valid shape, but no file system holds it.
 		{"a.npy", Options{NavShape: []int{1 << 20, 1 << 20}, SigShape: [2]int{256, 256}}, "synth: " + filepath.Join(dir, "a.npy") + ": the file needs 144115188075856000 bytes (1.44e+08 GB) but the file system of " + dir + " has only"},
 	} {
@@ -283,7 +283,7 @@ func TestWriteCancelled(t *testing.T) {
 // TestHugeShift checks that a disc shifted far out of the frame gives background only.
 func TestHugeShift(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.npy")
-	_, err := Write(context.Background(), path, Options{NavShape: []int{1, 2}, SigShape: [2]int{16, 16}, Shift: 1e300, Background: 3})
+	_, err := Write(context.Background(), path, Options{NavShape: []int{1, 2}, SigShape: [2]int{16, 16}, Shift: new(1e300), Background: new(3.0)})
 	require.NoError(t, err)
 	_, v := readFloat(t, path, dataset.Options{})
 	mean := 0.0
@@ -310,7 +310,7 @@ func BenchmarkWrite(b *testing.B) {
 // and counted: the same scan as uint16 and as uint8 with a disc of 400 counts per pixel.
 func TestSaturatedCounts(t *testing.T) {
 	dir := t.TempDir()
-	opt := Options{NavShape: []int{3, 4}, SigShape: [2]int{32, 32}, DiscCounts: 400, Seed: 5}
+	opt := Options{NavShape: []int{3, 4}, SigShape: [2]int{32, 32}, DiscCounts: new(400.0), Seed: 5}
 	sat16, err := Write(context.Background(), filepath.Join(dir, "a.npy"), opt)
 	require.NoError(t, err)
 	assert.Zero(t, sat16)
@@ -328,4 +328,45 @@ func TestSaturatedCounts(t *testing.T) {
 	}
 	require.Positive(t, want)
 	assert.Equal(t, want, sat8)
+}
+
+// TestExplicitZeroParameters checks that a parameter given as 0 counts (#18 synth): a
+// scan with Shift 0 has its disc at the frame centre at every position (no descan), and
+// one without disc, ring and background is all zeros; RingWidth 0 is refused.
+func TestExplicitZeroParameters(t *testing.T) {
+	dir := t.TempDir()
+	still := Options{NavShape: []int{4, 5}, SigShape: [2]int{32, 32}, Seed: 3, Shift: new(0.0), DiscCounts: new(400.0),
+		RingCounts: new(0.0), Background: new(0.0)}
+	_, err := Write(context.Background(), filepath.Join(dir, "still.npy"), still)
+	require.NoError(t, err)
+	_, v := readFloat(t, filepath.Join(dir, "still.npy"), dataset.Options{})
+	for i := range 20 {
+		frame := v[i*32*32 : (i+1)*32*32]
+		var sum, sy, sx float64
+		for y := range 32 {
+			for x := range 32 {
+				c := frame[y*32+x]
+				if math.Hypot(float64(y)+0.5-16, float64(x)+0.5-16) > 4+1.5 { // disc radius 32/8 = 4, edge 1
+					require.Zero(t, c, "frame %d (%d, %d): no background, no ring", i, y, x)
+				}
+				sum, sy, sx = sum+c, sy+c*(float64(y)+0.5), sx+c*(float64(x)+0.5)
+			}
+		}
+		// The disc's centre is (16, 16) at every position (with Shift 3 it moves by up to
+		// ±2.4 px); the Poisson noise of ≥ 200 counts on ~60 pixels moves the centre of
+		// mass by ~0.04 px.
+		assert.InDelta(t, 16, sy/sum, 0.2, "frame %d: y centre", i)
+		assert.InDelta(t, 16, sx/sum, 0.2, "frame %d: x centre", i)
+	}
+
+	dark := Options{NavShape: []int{2, 3}, SigShape: [2]int{16, 16}, DiscCounts: new(0.0), RingCounts: new(0.0),
+		Background: new(0.0)}
+	_, err = Write(context.Background(), filepath.Join(dir, "dark.npy"), dark)
+	require.NoError(t, err)
+	_, v = readFloat(t, filepath.Join(dir, "dark.npy"), dataset.Options{})
+	assert.Equal(t, make([]float64, 6*16*16), v, "no disc, ring or background: every count 0")
+
+	_, err = Write(context.Background(), filepath.Join(dir, "w.npy"), Options{NavShape: []int{2}, SigShape: [2]int{16, 16},
+		RingWidth: new(0.0)})
+	require.ErrorContains(t, err, "synth: ring width 0: want a width above 0 pixels")
 }

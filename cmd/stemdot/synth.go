@@ -17,6 +17,18 @@ func newSynthCmd() *cobra.Command {
 	var out, nav, sig, dtype, format string
 	var seed uint64
 	var opt synth.Options
+	// The model parameters: a flag given sets its Options field, 0 included (a flag
+	// left out takes the model's default).
+	var discRadius, discCounts, shift, ringRadius, ringCounts, background float64
+	params := []struct {
+		flag  string
+		value *float64
+		field **float64
+	}{
+		{"disc-radius", &discRadius, &opt.DiscRadius}, {"disc-counts", &discCounts, &opt.DiscCounts},
+		{"shift", &shift, &opt.Shift}, {"ring-radius", &ringRadius, &opt.RingRadius},
+		{"ring-counts", &ringCounts, &opt.RingCounts}, {"background", &background, &opt.Background},
+	}
 	cmd := &cobra.Command{
 		Use:   "synth --out FILE",
 		Short: "Write a synthetic 4D-STEM dataset (moving bright-field disc, ring, Poisson noise)",
@@ -48,6 +60,11 @@ background, and Poisson noise. The format follows --format or the extension of -
 				return fmt.Errorf("--dtype: %w", err)
 			}
 			opt.Format, opt.Seed = format, seed
+			for _, p := range params {
+				if cmd.Flags().Changed(p.flag) {
+					*p.field = p.value
+				}
+			}
 			ctx := cmd.Context()
 			t0 := time.Now()
 			var saturated int64
@@ -82,11 +99,11 @@ background, and Poisson noise. The format follows --format or the extension of -
 	f.StringVar(&dtype, "dtype", "uint16", "pixel dtype (uint8, uint16, uint32 for MIB; also float32 etc. for raw/NPY)")
 	f.StringVar(&format, "format", "", "raw, npy or mib (default: from the extension of --out)")
 	f.Uint64Var(&seed, "seed", 1, "noise seed (the same seed gives the same file)")
-	f.Float64Var(&opt.DiscRadius, "disc-radius", 0, "bright-field disc radius in pixels (default min(sig)/8)")
-	f.Float64Var(&opt.DiscCounts, "disc-counts", 0, "disc counts per pixel (default 40)")
-	f.Float64Var(&opt.Shift, "shift", 0, "largest disc shift across the scan in pixels (default 3)")
-	f.Float64Var(&opt.RingRadius, "ring-radius", 0, "ring radius in pixels (default 0.3·min(sig))")
-	f.Float64Var(&opt.RingCounts, "ring-counts", 0, "ring peak counts per pixel (default 4)")
-	f.Float64Var(&opt.Background, "background", 0, "background counts per pixel (default 0.5)")
+	f.Float64Var(&discRadius, "disc-radius", 0, "bright-field disc radius in pixels (default min(sig)/8)")
+	f.Float64Var(&discCounts, "disc-counts", 0, "disc counts per pixel (default 40; 0: no disc)")
+	f.Float64Var(&shift, "shift", 0, "largest disc shift across the scan in pixels (default 3; 0: no descan)")
+	f.Float64Var(&ringRadius, "ring-radius", 0, "ring radius in pixels (default 0.3·min(sig))")
+	f.Float64Var(&ringCounts, "ring-counts", 0, "ring peak counts per pixel (default 4; 0: no ring)")
+	f.Float64Var(&background, "background", 0, "background counts per pixel (default 0.5; 0: none)")
 	return cmd
 }

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -678,3 +679,106 @@ def test_shifts_are_sliced_per_range(cluster, client, tmp_path):
                    "--out", tmp_path / "r.npy", "--range-frames", "2", "--quiet")
     assert run.returncode == 0, run.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), want)
+
+
+@pytest.fixture()
+def small_scan(tmp_path):
+    """A 4×5 scan of 16×16 uint16 frames with a bright disk, its ROI (NPY) and per-position
+    shifts (NPY) in tmp_path, and a subdirectory "sub" to run from: the workers' working
+    directory is the test's, so a path relative to tmp_path or sub means nothing there."""
+    rng = np.random.default_rng(23)
+    data = rng.integers(0, 50, (4, 5, 16, 16), dtype=np.uint16)
+    yy, xx = np.mgrid[:16, :16]
+    data[..., (yy - 8) ** 2 + (xx - 7) ** 2 <= 9] += np.uint16(900)
+    np.save(tmp_path / "scan.npy", data)
+    roi = rng.random((4, 5)) < 0.6
+    np.save(tmp_path / "roi.npy", roi)
+    shifts = rng.random((4, 5, 2)) * 2 - 1
+    np.save(tmp_path / "shifts.npy", shifts)
+    (tmp_path / "sub").mkdir()
+    assert not (Path.cwd() / "scan.npy").exists()
+    return tmp_path, roi, shifts
+
+
+def test_relative_paths_are_the_clients(cluster, client, small_scan, monkeypatch):
+    """A relative file path, and an roi NPY file, that exist on the client are made
+    absolute there, in every call of the API (dataset_info, apply_masks, reduce, centre):
+    the client's working directory is not the workers'."""
+    d, roi, shifts = small_scan
+    masks = np.concatenate([stemdot.disk((16, 16), 7, 8, 4), stemdot.com((16, 16))])
+    with stemdot.open(d / "scan.npy", roi=roi) as ds:
+        want = stemdot.apply_masks(ds, masks, shifts=shifts)
+        want_centre = stemdot.centre(ds, cpus=1, shifts=shifts)
+    with stemdot.open(d / "scan.npy") as ds:
+        want_sum = stemdot.reduce(ds, ["sum"])["sum"]
+    monkeypatch.chdir(d / "sub")
+    sdask.bootstrap(client, timeout=TIMEOUT)
+    info = sdask.dataset_info(client, "../scan.npy", roi="../roi.npy")
+    assert (info["n_frames"], tuple(info["scan_shape"])) == (roi.sum(), (4, 5))
+    got = sdask.apply_masks(client, "../scan.npy", masks, roi="../roi.npy", shifts=shifts, range_frames=2)
+    np.testing.assert_array_equal(got, want)
+    assert got.info["dataset"]["path"] == str(d / "scan.npy")
+    assert got.info["dataset"]["options"] == {"roi": str(d / "roi.npy")}
+    np.testing.assert_array_equal(sdask.reduce(client, "../scan.npy", ["sum"], range_frames=3)["sum"], want_sum)
+    assert sdask.centre(client, "../scan.npy", roi="../roi.npy", shifts=shifts) == want_centre
+
+
+def test_command_line_relative_paths(cluster, small_scan):
+    """python -m stemdot.dask run from another directory than the workers': FILE, --roi
+    NPY, --shifts NPY and the outputs relative to it (as stemdot apply takes them), for
+    a mask apply with an auto spec (centre) and for a reduction."""
+    d, roi, shifts = small_scan
+    with stemdot.open(d / "scan.npy", roi=roi) as ds:
+        c = stemdot.centre(ds, cpus=1, shifts=shifts)
+        masks, names = stemdot.mask_stack((16, 16), specs=["disk:auto", "com"], centre=c)
+        want = stemdot.apply_masks(ds, masks, shifts=shifts, names=names)
+    with stemdot.open(d / "scan.npy") as ds:
+        want_sum = stemdot.reduce(ds, ["sum"])["sum"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
+    run = dask_cli(cluster, "../scan.npy", "--mask", "disk:auto", "--mask", "com", "--roi", "../roi.npy", "--shifts",
+                   "../shifts.npy", "--out", "d.npy", "--range-frames", "2", "--quiet", cwd=d / "sub", env=env)
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_array_equal(np.load(d / "sub" / "d.npy"), want)
+    sidecar = json.loads((d / "sub" / "d.json").read_text())
+    assert sidecar["dataset"]["path"] == str(d / "scan.npy")
+    assert sidecar["dataset"]["options"] == {"roi": str(d / "roi.npy")}
+    assert sidecar["shifts"]["file"] == str(d / "shifts.npy")
+    run = dask_cli(cluster, "../scan.npy", "--sum", "--out", "s.npy", "--range-frames", "3", "--quiet", cwd=d / "sub", env=env)
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_array_equal(np.load(d / "sub" / "s.npy"), want_sum)
+
+
+def test_result_names_and_info(cluster, client, small_scan):
+    """apply_masks returns a stemdot.Result with the masks' names and the info of
+    stemdot.apply_masks (the same sidecar fields but the plan: the cluster's workers), with
+    an ROI (compact too) and shifts; names of another count are refused."""
+    d, roi, shifts = small_scan
+    masks, names = stemdot.mask_stack((16, 16), specs=["disk:7,8,4", "com"])
+    assert names == ["disk", "com_sum", "com_y", "com_x"]
+    nodes = sdask.bootstrap(client, timeout=TIMEOUT)
+    cpu_workers = sum(n["n_workers"] for n in nodes.values())
+    infos = []
+    for kw in ({}, {"roi": roi, "shifts": shifts}, {"roi": "rect:1,1,3,2", "shifts": (0.5, -1.0)}, {"frames": (1, 4)}):
+        open_kw = {k: v for k, v in kw.items() if k != "shifts"}
+        with stemdot.open(d / "scan.npy", **open_kw) as ds:
+            want = stemdot.apply_masks(ds, masks, names=names, shifts=kw.get("shifts"))
+        got = sdask.apply_masks(client, d / "scan.npy", masks, names=names, range_frames=1, **kw)
+        assert isinstance(got, stemdot.Result) and got.names == tuple(names)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got.column("com_y"), want.column("com_y"))
+        assert got.info == dict(want.info, plan={"cpu_workers": cpu_workers, "gpu_workers": 0}), kw
+        infos.append(got.info)
+    assert infos[0]["dataset"] == {"path": str(d / "scan.npy"), "format": "npy", "options": {}}
+    assert "roi" not in infos[0] and "shifts" not in infos[0]
+    assert infos[1]["roi"] == {"scan_shape": [4, 5], "selected": int(roi.sum()), "compact": False}
+    assert infos[1]["shifts"]["mean"] == pytest.approx(list(shifts[roi].mean(axis=0)))
+    assert infos[2]["roi"] == {"scan_shape": [4, 5], "selected": 6, "compact": False}
+    assert infos[2]["shifts"] == {"constant": [0.5, -1.0], "mean": [0.5, -1.0]}
+    assert infos[3]["dataset"]["options"] == {"frames": "1,4"} and infos[3]["nav_shape"] == [4]
+    images, positions = sdask.apply_masks(client, d / "scan.npy", masks, names=names, roi=roi, roi_compact=True)
+    np.testing.assert_array_equal(positions, np.flatnonzero(roi))
+    assert isinstance(images, stemdot.Result) and images.names == tuple(names) and images.shape == (roi.sum(), 4)
+    assert images.info["roi"] == {"scan_shape": [4, 5], "selected": int(roi.sum()), "compact": True}
+    assert sdask.apply_masks(client, d / "scan.npy", masks).names == ("mask0", "mask1", "mask2", "mask3")
+    with pytest.raises(stemdot.ShapeError, match="names: 2 names for 4 masks"):
+        sdask.apply_masks(client, d / "scan.npy", masks, names=["a", "b"])

@@ -492,9 +492,12 @@ def dataset_info(client, path, *, timeout=120, **open_options):
     ``n_frames``, ``format`` (as read: "mib", "hdf5", ...), ``warnings`` (the dataset's, see ``stemdot.Dataset.warnings``),
     ``scan_shape`` and ``positions`` (a region of interest's selected scan positions,
     else None: see ``stemdot.Dataset``). The
-    client needs no access to the file. Raises :class:`ClusterError` when no worker has
-    been running for ``timeout`` seconds (none connected, or all paused)."""
-    future = client.submit(_info_task, os.fspath(path), _roi_text(open_options), pure=False)
+    client needs no access to the file; a relative ``path``, or ``roi`` NPY file, that
+    exists on the client is made absolute there (:func:`_client_path`). Raises
+    :class:`ClusterError` when no worker has been running for ``timeout`` seconds (none
+    connected, or all paused)."""
+    path = _client_path(path)
+    future = client.submit(_info_task, path, _client_options(open_options), pure=False)
     stalled = None  # since when no worker runs
     while True:
         try:
@@ -511,13 +514,28 @@ def dataset_info(client, path, *, timeout=120, **open_options):
             raise _cluster_error(client, f"no Dask worker has run for {timeout:g} s to open {path}")
 
 
-def _roi_text(open_options):
-    """open_options with an roi array as its text (stemdot._roi_option): small to send,
-    and a key of the workers' dataset cache that tells two arrays apart."""
+def _client_path(path):
+    """path (str or os.PathLike) as a str, made absolute when it is relative and exists on
+    the client: the workers would resolve it in their own working directories. A
+    relative path the client does not see is sent as it is (a file on the workers'
+    storage only)."""
+    path = os.fspath(path)
+    if not os.path.isabs(path) and os.path.exists(path):
+        path = os.path.abspath(path)
+    return path
+
+
+def _client_options(open_options):
+    """open_options as sent to the workers: an roi array as its text
+    (stemdot._roi_option: small to send, and a key of the workers' dataset cache that
+    tells two arrays apart), an roi NPY file by :func:`_client_path`."""
     roi = open_options.get("roi")
-    if roi is None or isinstance(roi, str):
+    if roi is None:
         return open_options
-    return dict(open_options, roi=stemdot._roi_option(roi))
+    roi = stemdot._roi_option(roi)
+    if not roi.strip().startswith(("rect:", "bits:")):
+        roi = _client_path(roi)
+    return dict(open_options, roi=roi)
 
 
 def _first_frame(frames):
@@ -566,14 +584,12 @@ def _prepare(client, path, open_options, range_frames, timeout):
     the first frame of the frames option (the ranges are cut from its span: each range
     task opens frames (first + range's first, range's count) of the whole scan) and the
     frames per stemdot worker of a range."""
-    path = os.fspath(path)
-    if not os.path.isabs(path) and os.path.exists(path):
-        path = os.path.abspath(path)
+    path = _client_path(path)
     nodes = bootstrap(client, timeout=timeout)
     if not nodes:
         raise _cluster_error(client, "the cluster has no Dask worker")
     workers = client.scheduler_info(n_workers=-1)["workers"]  # those the run starts with
-    open_options = _roi_text(open_options)
+    open_options = _client_options(open_options)
     info = dataset_info(client, path, timeout=timeout, **open_options)
     for w in info["warnings"]:
         warnings.warn(f"stemdot: {w}", stacklevel=3)
@@ -597,11 +613,9 @@ def centre(client, path, *, shifts=None, resources=None, range_frames=None, time
         total = reduce(client, path, ["sum"], resources=resources, range_frames=range_frames, timeout=timeout,
                        **open_options)["sum"]
         return stemdot.find_centre(total)
-    path = os.fspath(path)
-    if not os.path.isabs(path) and os.path.exists(path):
-        path = os.path.abspath(path)
+    path = _client_path(path)
     bootstrap(client, timeout=timeout)
-    future = client.submit(_centre_task, path, _roi_text(open_options), np.asarray(shifts, dtype=np.float64), resources=resources,
+    future = client.submit(_centre_task, path, _client_options(open_options), np.asarray(shifts, dtype=np.float64), resources=resources,
                            pure=False)
     return stemdot.Centre(*future.result())
 
@@ -713,22 +727,31 @@ def apply_masks(
     report=None,
     roi_compact=False,
     shifts=None,
+    names=None,
     **open_options,
 ):
     """Applies a mask stack to every frame of the file at ``path`` on the workers of
-    ``client``'s cluster: returns the same array as ``stemdot.apply_masks(stemdot.open(path,
-    **open_options), masks, dtype=out_dtype, roi_compact=roi_compact)``, shape
-    ``nav_shape + (n_masks,)``. With ``roi`` (a region of interest, as for
-    :func:`stemdot.open`) the tasks cover the selected frames only, and the result has
-    the scan's nav shape with NaN outside the ROI, or, ``roi_compact=True``, is
-    ``(images, positions)`` of the selected positions.
+    ``client``'s cluster: returns the same :class:`stemdot.Result` as
+    ``stemdot.apply_masks(stemdot.open(path, **open_options), masks, dtype=out_dtype,
+    roi_compact=roi_compact, shifts=shifts, names=names)``, shape ``nav_shape +
+    (n_masks,)``, with the masks' ``names`` and the ``info`` of its sidecar (the
+    dataset's path, made absolute, format and open options; ``plan``: the stemdot
+    workers of all the cluster's nodes that ran it; ``roi``, ``shifts``), the dict that
+    ``python -m stemdot.dask`` writes as RESULT.json. With ``roi`` (a region of interest,
+    as for :func:`stemdot.open`) the tasks cover the selected frames only, and the
+    result has the scan's nav shape with NaN outside the ROI, or, ``roi_compact=True``,
+    is ``(images, positions)`` of the selected positions, images a Result.
 
     path: a file every worker can read at this path (shared storage); the client need
       not see it. A relative path that exists on the client is made absolute there (the
-      workers' working directories differ from the client's). open_options: those of :func:`stemdot.open` (format, nav_shape,
-      sig_shape, dtype, ..., frames: only frames first..first+count-1 of the scan, a result of nav_shape (count,)).
+      workers' working directories differ from the client's), and so is an ``roi`` NPY
+      file. open_options: those of :func:`stemdot.open` (format, nav_shape, sig_shape,
+      dtype, ..., frames: only frames first..first+count-1 of the scan, a result of
+      nav_shape (count,)).
     masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), or mask factories, as for
       stemdot.apply_masks (factories are called here); scattered to the workers once.
+    names: the masks' names, one per mask (e.g. those :func:`stemdot.mask_stack`
+      returns); None: "mask0", "mask1", ...
     out_dtype: np.float32 or np.float64 (float64 accumulates in float64).
     progress: False; True (a tqdm bar when tqdm is installed, else a bar on stderr); or
       a callable ``f(done, total)`` called on the client with the frames done. An
@@ -760,9 +783,11 @@ def apply_masks(
     cancel the run and are raised as they were raised on the worker.
     """
     out_dtype, masks = stemdot._job(masks, out_dtype)
+    names = stemdot._names(names, masks.shape[0])
     shifts = stemdot._shifts(shifts)
     started = time.monotonic()
-    path, nodes, workers, info, open_options, first_frame, per_worker = _prepare(client, path, open_options, range_frames,
+    given = _client_options(open_options)  # as the sidecar records them
+    path, nodes, workers, info, open_options, first_frame, per_worker = _prepare(client, path, given, range_frames,
                                                                                 timeout)
     if roi_compact and info["positions"] is None:
         raise stemdot.InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
@@ -780,13 +805,14 @@ def apply_masks(
         raise stemdot.ShapeError(
             f"shifts hold {shifts.size} values: want 2 (dy, dx), 2 per frame read ({2 * n_frames}) or 2 per scan "
             f"position, nav_shape {tuple(info['scan_shape'])} + (2,) = {2 * positions}", _lib.ERR_SHAPE)
+    sent = shifts  # the array, sliced per range, or scattered once when it is the whole scan's
     if shifts is not None and shifts.size not in (2, 2 * n_frames):
-        shifts = client.scatter(shifts, broadcast=True, hash=False)
+        sent = client.scatter(shifts, broadcast=True, hash=False)
 
     def shifts_of(first, count):
-        if shifts is None or not isinstance(shifts, np.ndarray) or shifts.size == 2:
-            return shifts
-        return np.ascontiguousarray(shifts[2 * first : 2 * (first + count)])
+        if sent is None or not isinstance(sent, np.ndarray) or sent.size == 2:
+            return sent
+        return np.ascontiguousarray(sent[2 * first : 2 * (first + count)])
     out = np.empty((n_frames, n_masks), dtype=out_dtype)
     if not _live_workers(client):
         raise _cluster_error(client, "no Dask worker is running", workers)
@@ -808,8 +834,22 @@ def apply_masks(
         )
     finally:
         with contextlib.suppress(Exception):
-            client.cancel([masks_future] + ([shifts] if isinstance(shifts, Future) else []))
-    return stemdot._place(out, info["nav_shape"], info["scan_shape"], info["positions"], roi_compact)
+            client.cancel([masks_future] + ([sent] if isinstance(sent, Future) else []))
+    placed = stemdot._place(out, info["nav_shape"], info["scan_shape"], info["positions"], roi_compact)
+    images, positions = placed if roi_compact else (placed, None)
+    plans = [w for n in nodes.values() for w in n["plan"]["workers"]]  # the nodes of the run, joined ones included
+    gpu_workers = sum("gpu" in w for w in plans)
+    roi = None
+    if info["positions"] is not None:
+        roi = {"scan_shape": info["scan_shape"], "selected": len(info["positions"]), "compact": roi_compact}
+    moved = None
+    if shifts is not None:
+        moved = {"mean": stemdot._mean_shift(shifts, n_frames, info["frame_positions"]),
+                 "constant": shifts if shifts.size == 2 else None}
+    result_info = stemdot._result_info(images.shape, images.dtype, info["sig_shape"], [{"name": n} for n in names], path,
+                                       info["format"], given, len(plans) - gpu_workers, gpu_workers, roi=roi, shifts=moved)
+    result = stemdot.Result(images, names, result_info)
+    return (result, positions) if roi_compact else result
 
 
 def _run_ranges(client, path, n_frames, nodes, workers, per_worker, task, store, *, progress, resources, prefer,

@@ -351,7 +351,22 @@ def _mask_sources(sig_shape, files, specs, names, centre=None):
         sources += [{"file": os.path.abspath(file), "index": i} for i in range(1 if len(shape) == 2 else shape[0])]
     for spec in specs:
         sources += [{"spec": spec, "index": i} for i in range(stemdot.mask(spec, sig_shape, centre=centre).shape[0])]
-    return [dict(s, name=n) for s, n in zip(sources, names, strict=True)]
+    return [{"name": n, **s} for s, n in zip(sources, names, strict=True)]
+
+
+def _sidecar(info, sources, centre, shifts_file, positions_out):
+    """The RESULT.json of the run: the result's info (stemdot.dask.apply_masks) with what
+    this command adds, as stemdot apply writes it: each mask's spec or file and index
+    (sources: see _mask_sources), the centre of the auto specs (a dict of x, y, r and
+    source, or None), the --shifts file, and the --roi-compact positions file."""
+    info = dict(info, masks=[{"column": m["column"], **s} for m, s in zip(info["masks"], sources, strict=True)])
+    if centre is not None:
+        info["centre"] = centre
+    if shifts_file is not None:  # a file of shifts per position, not a constant
+        info["shifts"] = {"file": os.path.abspath(shifts_file), "mean": info["shifts"]["mean"]}
+    if positions_out is not None:
+        info["roi"] = dict(info["roi"], positions=os.path.basename(positions_out))
+    return info
 
 
 def main(argv=None):
@@ -452,27 +467,14 @@ def _main(argv):
                 result = sdask.apply_masks(
                     client, args.file, masks, out_dtype=np.float64 if args.float64 else np.float32,
                     progress=not args.quiet, resources=resources or None, range_frames=args.range_frames,
-                    timeout=args.timeout, roi_compact=args.roi_compact, shifts=shifts, **options,
+                    timeout=args.timeout, roi_compact=args.roi_compact, shifts=shifts, names=names, **options,
                 )
                 files = {}
                 if positions_out is not None:
                     result, positions = result
                     files[positions_out] = _npy(positions)
-                plans = [w for n in nodes.values() for w in n["plan"]["workers"]]
-                gpu_workers = sum("gpu" in w for w in plans)
-                moved = None
-                if shifts is not None:
-                    moved = {"mean": stemdot._mean_shift(shifts, info["n_frames"], info["frame_positions"]),
-                             "constant": args.shift and shifts, "file": args.shifts}
-                roi = None
-                if info["positions"] is not None:
-                    roi = {"scan_shape": info["scan_shape"], "selected": len(info["positions"]), "compact": args.roi_compact,
-                           "positions": positions_out and os.path.basename(positions_out)}
-                sidecar = stemdot._result_info(result.shape, result.dtype, info["sig_shape"],
-                                               _mask_sources(info["sig_shape"], args.masks, args.mask, names, centre),
-                                               args.file, info["format"], options, len(plans) - gpu_workers, gpu_workers,
-                                               roi=roi, centre=centre and dict(centre._asdict(), source=source),
-                                               shifts=moved)
+                sidecar = _sidecar(result.info, _mask_sources(info["sig_shape"], args.masks, args.mask, names, centre),
+                                   centre and dict(centre._asdict(), source=source), args.shifts, positions_out)
                 results = {out: result}
                 files.update({stemdot._sidecar_path(out): _json(sidecar), out: _npy(result)})
         _save_all(files)

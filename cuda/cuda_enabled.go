@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -217,6 +218,16 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	if cfg.Float64 {
 		c.float64 = 1
 	}
+	if cfg.Shifts != nil {
+		// The library copies the shifts before it returns; pinned meanwhile, as cgo
+		// wants of a Go pointer held in memory passed to C.
+		var pin runtime.Pinner
+		pin.Pin(unsafe.SliceData(cfg.Shifts))
+		defer pin.Unpin()
+		c.shifts = (*C.double)(unsafe.Pointer(unsafe.SliceData(cfg.Shifts)))
+		c.shift_frames = C.int64_t(len(cfg.Shifts) / 2)
+		c.sig_x = C.int(cfg.SigX)
+	}
 	r := &Runner{cfg: cfg, frameBytes: cfg.Pixels * cfg.DType.Size()}
 	if err := statusError(cfg.Device, C.stemdot_runner_create(&c, &r.h)); err != nil {
 		return nil, errors.Join(err, releaseMasks(&cfg))
@@ -267,7 +278,7 @@ func (r *Runner) Run(ctx context.Context, start, end int, read func(dst []byte, 
 		if err := read(dst, a, b); err != nil {
 			return err
 		}
-		return statusError(r.cfg.Device, C.stemdot_runner_submit(r.h, C.int(slot), C.int(b-a)))
+		return statusError(r.cfg.Device, C.stemdot_runner_submit(r.h, C.int(slot), C.int64_t(a), C.int(b-a)))
 	}
 	return r.pipeline(ctx, start, end, r.cfg.TileFrames, submit, "", out32, out64)
 }
@@ -339,7 +350,9 @@ func (r *Runner) pipeline(ctx context.Context, start, end, tileFrames int, submi
 
 // KernelTime measures the kernel alone on frames resident on the device (filled with a
 // constant pattern): one warm-up launch, then iters launches timed with CUDA events. It
-// returns the mean time of one launch over the given number of frames.
+// returns the mean time of one launch over the given number of frames. For a runner with
+// Shifts, the mask kernel on float32 g_f frames (the kernel that builds them is not
+// timed).
 func (r *Runner) KernelTime(frames, iters int) (time.Duration, error) {
 	if r.h == nil {
 		return 0, errors.New("cuda: KernelTime on a closed Runner")

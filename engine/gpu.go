@@ -68,7 +68,10 @@ type gpuWorker struct {
 	exact  *masks.Stack // for exact rows of float frames holding NaN or Inf (see exactRow)
 	frame  []byte
 	row    []float64
-	shift  func(dst []float32, native []byte, start, frames int) // nil: unshifted job
+	// shift, for a shifted job, builds frames' g_f in float32 on the host (shift.go): for
+	// the exact rows, and for the staged feed where hostShift is set.
+	shift     func(dst []float32, native []byte, start, frames int)
+	hostShift bool
 }
 
 // newGPUWorker waits for the device's CUDA context (started early by cuda.Prewarm, or
@@ -93,34 +96,33 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 		cfg.NMasks, cfg.Masks, cfg.Sparse, cfg.LoPairs = p.N, p.Data, p.Sparse, true
 	}
 	w := &gpuWorker{job: job, feed: "staged"}
+	if dt := job.Dataset.DType(); job.Sparse == nil && job.Masks.Data != nil && (dt == dataset.Float32 || dt == dataset.Float64) {
+		w.exact, w.frame, w.row = job.Masks, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
+	}
 	if job.Shifts != nil {
-		// Shifted masks: the worker's staging readers build each frame's g_f (shift.go)
-		// in float32 on the host and the device applies the masks unshifted to it.
+		// Shifted masks: the frames go to the device as unshifted ones do, and a kernel
+		// builds each frame's g_f (shift.go) there, in float32, before the masks are
+		// applied to it (cuda.RunnerConfig.Shifts). Frames of the dtypes the device does
+		// not read (int8, int16, int32, float64) are built into g_f by the staging
+		// readers on the host and sent as float32.
 		if job.Float64 {
 			return nil, fmt.Errorf("GPU worker on device %d: shifted masks with float64 results run on CPU workers only", spec.GPU)
 		}
 		if err := ValidateShifts(job.Shifts, job.Dataset.NumFrames()); err != nil {
 			return nil, fmt.Errorf("GPU worker on device %d: %w", spec.GPU, err)
 		}
-		cfg.DType = dataset.Float32
-		if dt := job.Dataset.DType(); job.Sparse == nil && (dt == dataset.Float32 || dt == dataset.Float64) {
-			w.exact, w.frame, w.row = job.Masks, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
-		}
 		w.shift = newShiftBuilder(job)
 		if w.shift == nil {
 			return nil, fmt.Errorf("GPU worker on device %d: %s has unsupported dtype %v", spec.GPU, describe(job.Dataset), job.Dataset.DType())
 		}
-		r, err := cuda.NewRunner(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("GPU worker on device %d: %w", spec.GPU, err)
+		switch job.Dataset.DType() {
+		case dataset.Uint8, dataset.Uint16, dataset.Uint32, dataset.Float32:
+			cfg.Shifts, cfg.SigX = job.Shifts, job.Dataset.SigShape()[1]
+		default:
+			cfg.DType, w.hostShift = dataset.Float32, true
 		}
-		w.runner = r
-		return w, nil
 	}
-	if dt := job.Dataset.DType(); job.Sparse == nil && job.Masks.Data != nil && (dt == dataset.Float32 || dt == dataset.Float64) {
-		w.exact, w.frame, w.row = job.Masks, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
-	}
-	if m, ok := job.Dataset.(dataset.Mapper); ok {
+	if m, ok := job.Dataset.(dataset.Mapper); ok && !w.hostShift {
 		fm, mapped, err := m.MapFrames(0, 1)
 		if err != nil {
 			return nil, fmt.Errorf("GPU worker on device %d: %w", spec.GPU, err)
@@ -247,15 +249,15 @@ func finite32(v []float32) bool {
 	return true
 }
 
-// read fills dst with frames [start, end), split among stagingReaders goroutines; for
-// a shifted job, with their g_f in float32 (shift.go).
+// read fills dst with frames [start, end), split among stagingReaders goroutines; where
+// the host builds g_f (hostShift), with their g_f in float32 (shift.go).
 func (w *gpuWorker) read(dst []byte, start, end int) error {
 	ds := w.job.Dataset
 	fb := ds.FrameBytes()
 	n := end - start
 	parts := max(1, min(stagingReaders, n))
 	readPart := func(a, b int) error {
-		if w.shift == nil {
+		if !w.hostShift {
 			return ds.ReadFrames(a, b, dst[(a-start)*fb:(b-start)*fb])
 		}
 		return w.readShifted(dst, start, a, b)

@@ -117,6 +117,15 @@ func TestShiftedRunnerErrors(t *testing.T) {
 		_, err := cfg.withDefaults()
 		require.ErrorContains(t, err, c.want)
 	}
+	for _, dt := range []dataset.DType{dataset.Int8, dataset.Int16, dataset.Int32, dataset.Float64} {
+		cfg := base
+		cfg.DType = dt
+		_, err := cfg.withDefaults()
+		require.NoError(t, err, "%s frames with shifts: g_f is built in float32 on the device", dt)
+		cfg.Shifts = nil
+		_, err = cfg.withDefaults()
+		require.ErrorContains(t, err, "is not supported on the GPU without Shifts")
+	}
 	cfg, err := base.withDefaults()
 	require.NoError(t, err)
 	require.ErrorContains(t, cfg.checkOut(2, 5, make([]float32, 10), nil), "frames [2, 5): Shifts hold the shifts of 4 frames")

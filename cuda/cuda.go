@@ -113,7 +113,8 @@ type Props struct {
 type RunnerConfig struct {
 	// Device is the CUDA device index.
 	Device int
-	// DType is the native dtype of the frames: Uint8, Uint16, Uint32 or Float32.
+	// DType is the native dtype of the frames: Uint8, Uint16, Uint32 or Float32; with
+	// Shifts also Int8, Int16, Int32 or Float64 (the kernel that builds g_f converts them).
 	DType dataset.DType
 	// Pixels is sig_y*sig_x, the pixels of one frame; NMasks the masks in the stack.
 	Pixels, NMasks int
@@ -172,6 +173,10 @@ func (cfg *RunnerConfig) Results() int {
 func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 	switch cfg.DType {
 	case dataset.Uint8, dataset.Uint16, dataset.Uint32, dataset.Float32:
+	case dataset.Int8, dataset.Int16, dataset.Int32, dataset.Float64:
+		if cfg.Shifts == nil {
+			return cfg, fmt.Errorf("cuda: dtype %s is not supported on the GPU without Shifts (want uint8, uint16, uint32 or float32)", cfg.DType)
+		}
 	default:
 		return cfg, fmt.Errorf("cuda: dtype %s is not supported on the GPU (want uint8, uint16, uint32 or float32)", cfg.DType)
 	}

@@ -244,8 +244,16 @@ func cDType(d dataset.DType) C.int {
 		return C.STEMDOT_UINT16
 	case dataset.Uint32:
 		return C.STEMDOT_UINT32
+	case dataset.Int8:
+		return C.STEMDOT_INT8
+	case dataset.Int16:
+		return C.STEMDOT_INT16
+	case dataset.Int32:
+		return C.STEMDOT_INT32
 	case dataset.Float32:
 		return C.STEMDOT_FLOAT32
+	case dataset.Float64:
+		return C.STEMDOT_FLOAT64
 	}
 	panic("cuda: dtype " + d.String() + " passed RunnerConfig validation") // withDefaults rejects it first
 }

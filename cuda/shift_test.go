@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -68,14 +69,15 @@ func testShifts(rng *rand.Rand, n int) []float64 {
 
 // TestRunShifted: runners with per-frame shifts (RunnerConfig.Shifts) build each frame's
 // g_f on the device from the native frames, staged (Run) and copy-free (RunMapped, MIB
-// records: headers, big-endian), for every dtype, dense and sparse stacks, tiles that
-// start inside the scan; results against the float64 reference of the shifted masks.
+// records: headers, big-endian, also for 8-byte pixels), for every dtype (int8, int16,
+// int32 and float64 too, which only shifted runners take), dense and sparse stacks, tiles
+// that start inside the scan; results against the float64 reference of the shifted masks.
 func TestRunShifted(t *testing.T) {
 	requireDevice(t)
 	defer func(w int) { windowBytes = w }(windowBytes)
 	windowBytes = 64 << 10
 	const n, sigY, sigX, start, end = 40, 24, 20, 3, 37
-	for _, dt := range gpuDTypes {
+	for _, dt := range append(gpuDTypes, dataset.Int8, dataset.Int16, dataset.Int32, dataset.Float64) {
 		for _, sparse := range []bool{false, true} {
 			for _, mapped := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/sparse=%v/mapped=%v", dt, sparse, mapped), func(t *testing.T) {

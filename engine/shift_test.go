@@ -172,7 +172,7 @@ func TestGPUWorkerShifted(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(17, 18))
 	sig := [2]int{24, 20}
-	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32, dataset.Int16} {
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32, dataset.Int16, dataset.Float64} {
 		ds := randomDataset(rng, dt, []int{30}, sig)
 		for _, integer := range []bool{true, false} {
 			shifts := randomShifts(rng, 30, integer)
@@ -188,8 +188,10 @@ func TestGPUWorkerShifted(t *testing.T) {
 						plan.Workers[0].Kind, plan.Workers[0].GPU = planner.GPU, 0
 						res, err := ApplyMasks(context.Background(), ds, stack, plan, Options{NoPin: true, TileFrames: 4, Shifts: shifts})
 						require.NoError(t, err)
-						require.Empty(t, res.Stats.NotStarted)
+						// Beside a CPU worker on a loaded machine, the GPU worker may be
+						// left out when the CPU worker took every frame first.
 						if cpus == 0 {
+							require.Empty(t, res.Stats.NotStarted)
 							require.Equal(t, 30, res.Stats.PerWorker[0].Frames)
 						}
 						requireClose(t, res.F32, want, mag, 1e-5)

@@ -473,7 +473,7 @@ stemdot_status stemdot_runner_create(const stemdot_runner_config *cfg, stemdot_r
                          cfg->shift_frames > std::numeric_limits<int64_t>::max() / 16))) {
         return invalid();
     }
-    const size_t elem = dtype_size(cfg->dtype);
+    const size_t elem = cfg->shifts ? shifted_dtype_size(cfg->dtype) : dtype_size(cfg->dtype);
     if (elem == 0) return invalid(STEMDOT_ERR_UNSUPPORTED_DTYPE);
     int64_t frame_bytes;
     if (!mul_ok(cfg->masks->pixels, int64_t(elem), &frame_bytes)) {

@@ -81,7 +81,11 @@ cudaError_t launch_shift(const ShiftArgs &a) {
     case STEMDOT_UINT8: return shift_launch<uint8_t>(a);
     case STEMDOT_UINT16: return shift_launch<uint16_t>(a);
     case STEMDOT_UINT32: return shift_launch<uint32_t>(a);
+    case STEMDOT_INT8: return shift_launch<int8_t>(a);
+    case STEMDOT_INT16: return shift_launch<int16_t>(a);
+    case STEMDOT_INT32: return shift_launch<int32_t>(a);
     case STEMDOT_FLOAT32: return shift_launch<float>(a);
+    case STEMDOT_FLOAT64: return shift_launch<double>(a);
     }
     return cudaErrorInvalidValue;
 }

@@ -10,7 +10,7 @@ namespace stemdot {
 
 struct ShiftArgs {
     const void *in;         // device: n_frames packed frames of dtype, host byte order
-    int dtype;              // STEMDOT_UINT8 ... STEMDOT_FLOAT32
+    int dtype;              // any STEMDOT_* dtype
     int64_t n_frames;       // frames of the tile
     int64_t first;          // the tile's first frame: its shift is shifts[2*first], [2*first+1]
     const double *shifts;   // device: (dy, dx) pairs of frames [0, first + n_frames) at least

@@ -47,12 +47,18 @@ enum {
     STEMDOT_ERR_DEVICE_MEMORY = -5 /* a resident dataset does not fit in free device memory */
 };
 
-/* Pixel dtypes of frames; the values match Go's dataset.DType. */
+/* Pixel dtypes of frames; the values match Go's dataset.DType. The mask kernels read
+ * uint8, uint16, uint32 and float32 frames; a runner with shifts (whose g_f kernel
+ * converts the frames to float32) also int8, int16, int32 and float64 ones. */
 enum {
     STEMDOT_UINT8 = 1,
     STEMDOT_UINT16 = 2,
     STEMDOT_UINT32 = 3,
-    STEMDOT_FLOAT32 = 7
+    STEMDOT_INT8 = 4,
+    STEMDOT_INT16 = 5,
+    STEMDOT_INT32 = 6,
+    STEMDOT_FLOAT32 = 7,
+    STEMDOT_FLOAT64 = 8
 };
 
 /* Selects, process-wide, the register- and shared-memory-tiled dense kernel for mask
@@ -111,7 +117,7 @@ stemdot_status stemdot_masks_release(stemdot_masks *masks, int *remaining);
 typedef struct stemdot_runner_config {
     int device;             /* must be the masks' device */
     stemdot_masks *masks;   /* retained by the runner until it is destroyed */
-    int dtype;              /* STEMDOT_UINT8 ... STEMDOT_FLOAT32 */
+    int dtype;              /* STEMDOT_UINT8 ... STEMDOT_FLOAT32; any STEMDOT_* with shifts */
     int tile_frames;        /* frames per tile (>= 1) */
     int slots;              /* tiles in flight, one stream each (>= 1; 2-3 overlap) */
     int float64;            /* accumulate and write float64 instead of float32 */

@@ -197,7 +197,8 @@ type Runner struct {
 // NewRunner validates cfg (filling TileFrames and Streams defaults), uploads the mask
 // stack unless a Runner on the same device already holds it, and allocates the pinned
 // and device buffers: 2·Streams tiles of TileFrames·Pixels·DType.Size() bytes plus the
-// results.
+// results; with Shifts, the shifts (16 bytes per frame) and a device tile of
+// TileFrames·Pixels float32 g_f per stream.
 func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {

@@ -24,8 +24,8 @@ __device__ __forceinline__ int split_shift(double s, double *frac) {
     return int(k);
 }
 
-// Source row r shifted by kx (+ fx when lerp) at output column v: (1 - fx)*src(r, v+kx)
-// + fx*src(r, v+kx+1), pixels outside the frame zero and not read.
+// Source row r of the frame at column c = v + kx, shifted by fx when lerp: (1 - fx)*src(r,
+// c) + fx*src(r, c+1), else src(r, c); pixels outside the frame zero and not read.
 template <typename T>
 __device__ __forceinline__ float shifted_row(const T *__restrict__ src, int h, int w, int r,
                                              int c, bool lerp, float wx0, float wx1) {

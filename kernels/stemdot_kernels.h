@@ -129,8 +129,8 @@ typedef struct stemdot_runner_config {
      * to the device when the runner is created. Each tile's frames then go through a
      * kernel that builds their g_f (the frame read at the shifted positions with bilinear
      * weights, shift.cuh) in float32 in device memory, and the mask kernels read g_f: the
-     * masks move with each frame's shift, none is moved or copied. The tiles' first_frame
-     * says which shifts apply. */
+     * results are those of the masks moved by each frame's shift, without moving or
+     * copying a mask. The tiles' first_frame says which shifts apply. */
     const double *shifts;
     int64_t shift_frames;
     int sig_x;              /* with shifts: the frame's width (pixels = sig_y * sig_x) */

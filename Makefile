@@ -61,7 +61,7 @@ kernels:
 
 # The kernels and their host code compiled by the host C++ compiler against the CPU
 # emulator of the CUDA runtime (kernels/emu), for test-cuda-emu: no nvcc or GPU needed.
-EMU_SRC := kernels/mask_dot.cu kernels/runtime.cu kernels/feed.cu kernels/resident.cu kernels/emu/emu.cc
+EMU_SRC := kernels/mask_dot.cu kernels/runtime.cu kernels/feed.cu kernels/shift.cu kernels/resident.cu kernels/emu/emu.cc
 EMU_LIB := $(BUILD)/kernels-emu/libstemdot_kernels.a
 kernels-emu: $(EMU_LIB)
 $(EMU_LIB): $(EMU_SRC) $(wildcard kernels/*.cuh kernels/*.h kernels/emu/*.h)

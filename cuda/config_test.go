@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -95,4 +96,37 @@ func TestLoPairs(t *testing.T) {
 	dst := make([]float64, 6)
 	addLoPairs(dst, res, 3)
 	assert.Equal(t, []float64{1.5, 2.25, 3.125, 9, 18, 27}, dst)
+}
+
+// TestShiftedRunnerErrors: invalid shifts and frame ranges beyond them are refused,
+// naming the problem.
+func TestShiftedRunnerErrors(t *testing.T) {
+	s := &masks.Stack{N: 2, SigY: 6, SigX: 4, Data: make([]float32, 48)}
+	base := RunnerConfig{DType: dataset.Uint8, Pixels: 24, NMasks: 2, Masks: s.Data, Shifts: make([]float64, 8), SigX: 4}
+	for _, c := range []struct {
+		edit func(*RunnerConfig)
+		want string
+	}{
+		{func(c *RunnerConfig) { c.Float64 = true }, "Shifts with Float64"},
+		{func(c *RunnerConfig) { c.SigX = 5 }, "SigX 5 does not divide the 24 pixels"},
+		{func(c *RunnerConfig) { c.Shifts = make([]float64, 3) }, "Shifts hold 3 values"},
+		{func(c *RunnerConfig) { c.Shifts = []float64{0, 0, math.Inf(1), 0} }, "shift dy of frame 1 is +Inf"},
+	} {
+		cfg := base
+		c.edit(&cfg)
+		_, err := cfg.withDefaults()
+		require.ErrorContains(t, err, c.want)
+	}
+	for _, dt := range []dataset.DType{dataset.Int8, dataset.Int16, dataset.Int32, dataset.Float64} {
+		cfg := base
+		cfg.DType = dt
+		_, err := cfg.withDefaults()
+		require.NoError(t, err, "%s frames with shifts: g_f is built in float32 on the device", dt)
+		cfg.Shifts = nil
+		_, err = cfg.withDefaults()
+		require.ErrorContains(t, err, "is not supported on the GPU without Shifts")
+	}
+	cfg, err := base.withDefaults()
+	require.NoError(t, err)
+	require.ErrorContains(t, cfg.checkOut(2, 5, make([]float32, 10), nil), "frames [2, 5): Shifts hold the shifts of 4 frames")
 }

@@ -25,12 +25,16 @@
 // the host-to-device copy of tile i, the kernel and the copy of the results back overlap
 // across Streams tiles in flight. Frames cross PCIe in their native dtype (uint8, uint16,
 // uint32, float32) and are converted on the device; out[f, m] = Σ_p mask[m, p]·frame[f, p]
-// as LiberTEM's ApplyMasksUDF computes it, accumulated in float32 or float64.
+// as LiberTEM's ApplyMasksUDF computes it, accumulated in float32 or float64. With
+// per-frame shifts (RunnerConfig.Shifts, descan compensation) a kernel first builds each
+// frame's shifted counterpart g_f in float32 in device memory (kernels/shift.cu), and
+// the mask kernels read it.
 package cuda
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -109,7 +113,8 @@ type Props struct {
 type RunnerConfig struct {
 	// Device is the CUDA device index.
 	Device int
-	// DType is the native dtype of the frames: Uint8, Uint16, Uint32 or Float32.
+	// DType is the native dtype of the frames: Uint8, Uint16, Uint32 or Float32; with
+	// Shifts also Int8, Int16, Int32 or Float64 (the kernel that builds g_f converts them).
 	DType dataset.DType
 	// Pixels is sig_y*sig_x, the pixels of one frame; NMasks the masks in the stack.
 	Pixels, NMasks int
@@ -141,6 +146,18 @@ type RunnerConfig struct {
 	// m and NMasks/2+m: weights given in float64 count at float64 precision, not rounded
 	// to float32 (the kernels take float32 weights).
 	LoPairs bool
+	// Shifts, when not nil, shifts the masks per frame (descan compensation, as
+	// engine.Options.Shifts): Shifts[2f], Shifts[2f+1] are the (dy, dx) of frame f in
+	// pixels, finite, for every frame that Run and RunMapped will be given (their frame
+	// indices index Shifts). They are copied to the device once, by NewRunner; the frames
+	// travel as without shifts (native dtype, copy-free where mapped), and a kernel builds
+	// each frame's g_f in float32 in device memory, the frame read at the shifted
+	// positions with bilinear weights (engine/shift.go gives the identity with the
+	// shifted masks), before the mask kernels read it. Not with Float64 (the CPU workers
+	// build g_f in float64 for float64 results). Needs SigX.
+	Shifts []float64
+	// SigX is the frame's width (sig_x; Pixels/SigX rows), with Shifts.
+	SigX int
 }
 
 // Results is the number of results per frame: NMasks, or NMasks/2 with LoPairs.
@@ -156,6 +173,10 @@ func (cfg *RunnerConfig) Results() int {
 func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 	switch cfg.DType {
 	case dataset.Uint8, dataset.Uint16, dataset.Uint32, dataset.Float32:
+	case dataset.Int8, dataset.Int16, dataset.Int32, dataset.Float64:
+		if cfg.Shifts == nil {
+			return cfg, fmt.Errorf("cuda: dtype %s is not supported on the GPU without Shifts (want uint8, uint16, uint32 or float32)", cfg.DType)
+		}
 	default:
 		return cfg, fmt.Errorf("cuda: dtype %s is not supported on the GPU (want uint8, uint16, uint32 or float32)", cfg.DType)
 	}
@@ -164,6 +185,11 @@ func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 	}
 	if cfg.Pixels < 1 || cfg.NMasks < 1 {
 		return cfg, fmt.Errorf("cuda: %d pixels and %d masks: both must be >= 1", cfg.Pixels, cfg.NMasks)
+	}
+	if cfg.Shifts != nil {
+		if err := cfg.checkShifts(); err != nil {
+			return cfg, err
+		}
 	}
 	if cfg.LoPairs && (!cfg.Float64 || cfg.NMasks%2 != 0) {
 		return cfg, fmt.Errorf("cuda: LoPairs needs Float64 and an even number of masks (float64: %v, %d masks)", cfg.Float64, cfg.NMasks)
@@ -192,6 +218,24 @@ func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 		cfg.Streams = DefaultStreams
 	}
 	return cfg, nil
+}
+
+// checkShifts validates Shifts and SigX.
+func (cfg *RunnerConfig) checkShifts() error {
+	switch {
+	case cfg.Float64:
+		return errors.New("cuda: Shifts with Float64: shifted masks accumulate in float32 on the GPU")
+	case cfg.SigX < 1 || cfg.Pixels%cfg.SigX != 0:
+		return fmt.Errorf("cuda: SigX %d does not divide the %d pixels of a frame", cfg.SigX, cfg.Pixels)
+	case len(cfg.Shifts) < 2 || len(cfg.Shifts)%2 != 0:
+		return fmt.Errorf("cuda: Shifts hold %d values, want a (dy, dx) pair per frame", len(cfg.Shifts))
+	}
+	for i, v := range cfg.Shifts {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("cuda: shift %s of frame %d is %v: shifts must be finite", [2]string{"dy", "dx"}[i%2], i/2, v)
+		}
+	}
+	return nil
 }
 
 // checkCSR validates a CSR stack against the runner's shape.
@@ -231,6 +275,9 @@ func (cfg *RunnerConfig) checkMapped(start, end int, fm dataset.FrameMap, out32 
 func (cfg *RunnerConfig) checkOut(start, end int, out32 []float32, out64 []float64) error {
 	if start < 0 || end < start {
 		return fmt.Errorf("cuda: frame range [%d, %d) is invalid", start, end)
+	}
+	if cfg.Shifts != nil && end > len(cfg.Shifts)/2 {
+		return fmt.Errorf("cuda: frames [%d, %d): Shifts hold the shifts of %d frames", start, end, len(cfg.Shifts)/2)
 	}
 	need := end * cfg.Results()
 	if cfg.Float64 && len(out64) < need {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -196,7 +197,8 @@ type Runner struct {
 // NewRunner validates cfg (filling TileFrames and Streams defaults), uploads the mask
 // stack unless a Runner on the same device already holds it, and allocates the pinned
 // and device buffers: 2·Streams tiles of TileFrames·Pixels·DType.Size() bytes plus the
-// results.
+// results; with Shifts, the shifts (16 bytes per frame) and a device tile of
+// TileFrames·Pixels float32 g_f per stream.
 func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -217,6 +219,16 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	if cfg.Float64 {
 		c.float64 = 1
 	}
+	if cfg.Shifts != nil {
+		// The library copies the shifts before it returns; pinned meanwhile, as cgo
+		// wants of a Go pointer held in memory passed to C.
+		var pin runtime.Pinner
+		pin.Pin(unsafe.SliceData(cfg.Shifts))
+		defer pin.Unpin()
+		c.shifts = (*C.double)(unsafe.Pointer(unsafe.SliceData(cfg.Shifts)))
+		c.shift_frames = C.int64_t(len(cfg.Shifts) / 2)
+		c.sig_x = C.int(cfg.SigX)
+	}
 	r := &Runner{cfg: cfg, frameBytes: cfg.Pixels * cfg.DType.Size()}
 	if err := statusError(cfg.Device, C.stemdot_runner_create(&c, &r.h)); err != nil {
 		return nil, errors.Join(err, releaseMasks(&cfg))
@@ -233,8 +245,16 @@ func cDType(d dataset.DType) C.int {
 		return C.STEMDOT_UINT16
 	case dataset.Uint32:
 		return C.STEMDOT_UINT32
+	case dataset.Int8:
+		return C.STEMDOT_INT8
+	case dataset.Int16:
+		return C.STEMDOT_INT16
+	case dataset.Int32:
+		return C.STEMDOT_INT32
 	case dataset.Float32:
 		return C.STEMDOT_FLOAT32
+	case dataset.Float64:
+		return C.STEMDOT_FLOAT64
 	}
 	panic("cuda: dtype " + d.String() + " passed RunnerConfig validation") // withDefaults rejects it first
 }
@@ -267,7 +287,7 @@ func (r *Runner) Run(ctx context.Context, start, end int, read func(dst []byte, 
 		if err := read(dst, a, b); err != nil {
 			return err
 		}
-		return statusError(r.cfg.Device, C.stemdot_runner_submit(r.h, C.int(slot), C.int(b-a)))
+		return statusError(r.cfg.Device, C.stemdot_runner_submit(r.h, C.int(slot), C.int64_t(a), C.int(b-a)))
 	}
 	return r.pipeline(ctx, start, end, r.cfg.TileFrames, submit, "", out32, out64)
 }
@@ -339,7 +359,9 @@ func (r *Runner) pipeline(ctx context.Context, start, end, tileFrames int, submi
 
 // KernelTime measures the kernel alone on frames resident on the device (filled with a
 // constant pattern): one warm-up launch, then iters launches timed with CUDA events. It
-// returns the mean time of one launch over the given number of frames.
+// returns the mean time of one launch over the given number of frames. For a runner with
+// Shifts, the mask kernel on float32 g_f frames (the kernel that builds them is not
+// timed).
 func (r *Runner) KernelTime(frames, iters int) (time.Duration, error) {
 	if r.h == nil {
 		return 0, errors.New("cuda: KernelTime on a closed Runner")

@@ -59,6 +59,21 @@ func randomFrames(rng *rand.Rand, dt dataset.DType, n, pixels int) frameSet {
 			v := float32(rng.NormFloat64() * 100)
 			binary.NativeEndian.PutUint32(fs.raw[4*i:], math.Float32bits(v))
 			fs.vals[i] = float64(v)
+		case dataset.Int8: // the dtypes of shifted runners only
+			v := int8(rng.IntN(256) - 128)
+			fs.raw[i], fs.vals[i] = byte(v), float64(v)
+		case dataset.Int16:
+			v := int16(rng.IntN(1<<16) - 1<<15)
+			binary.NativeEndian.PutUint16(fs.raw[2*i:], uint16(v))
+			fs.vals[i] = float64(v)
+		case dataset.Int32:
+			v := int32(rng.Uint32())
+			binary.NativeEndian.PutUint32(fs.raw[4*i:], uint32(v))
+			fs.vals[i] = float64(v)
+		case dataset.Float64:
+			v := rng.NormFloat64() * 100
+			binary.NativeEndian.PutUint64(fs.raw[8*i:], math.Float64bits(v))
+			fs.vals[i] = v
 		}
 	}
 	return fs

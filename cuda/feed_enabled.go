@@ -257,11 +257,12 @@ func (r *Runner) RunMapped(ctx context.Context, start, end int, fm dataset.Frame
 		}
 		last = k1
 		t := C.stemdot_mapped_tile{
-			n_frames:  C.int(b - a),
-			stride:    C.int64_t(fm.Stride),
-			header:    C.int(fm.Header),
-			magic:     C.uint32_t(magic),
-			magic_len: C.int(len(fm.Magic)),
+			n_frames:    C.int(b - a),
+			stride:      C.int64_t(fm.Stride),
+			header:      C.int(fm.Header),
+			magic:       C.uint32_t(magic),
+			magic_len:   C.int(len(fm.Magic)),
+			first_frame: C.int64_t(a),
 		}
 		if swap {
 			t.swap = 1

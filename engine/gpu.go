@@ -68,7 +68,7 @@ type gpuWorker struct {
 	exact  *masks.Stack // for exact rows of float frames holding NaN or Inf (see exactRow)
 	frame  []byte
 	row    []float64
-	shift  func(dst []float32, native []byte, start, frames int) // nil: unshifted job
+	shift  func(dst []float32, native []byte, start, frames int) // shifted job: g_f for exact rows
 }
 
 // newGPUWorker waits for the device's CUDA context (started early by cuda.Prewarm, or
@@ -93,32 +93,24 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 		cfg.NMasks, cfg.Masks, cfg.Sparse, cfg.LoPairs = p.N, p.Data, p.Sparse, true
 	}
 	w := &gpuWorker{job: job, feed: "staged"}
+	if dt := job.Dataset.DType(); job.Sparse == nil && job.Masks.Data != nil && (dt == dataset.Float32 || dt == dataset.Float64) {
+		w.exact, w.frame, w.row = job.Masks, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
+	}
 	if job.Shifts != nil {
-		// Shifted masks: the worker's staging readers build each frame's g_f (shift.go)
-		// in float32 on the host and the device applies the masks unshifted to it.
+		// Shifted masks: the frames go to the device as unshifted ones do, and a kernel
+		// builds each frame's g_f (shift.go) there, in float32, before the masks are
+		// applied to it (cuda.RunnerConfig.Shifts).
 		if job.Float64 {
 			return nil, fmt.Errorf("GPU worker on device %d: shifted masks with float64 results run on CPU workers only", spec.GPU)
 		}
 		if err := ValidateShifts(job.Shifts, job.Dataset.NumFrames()); err != nil {
 			return nil, fmt.Errorf("GPU worker on device %d: %w", spec.GPU, err)
 		}
-		cfg.DType = dataset.Float32
-		if dt := job.Dataset.DType(); job.Sparse == nil && (dt == dataset.Float32 || dt == dataset.Float64) {
-			w.exact, w.frame, w.row = job.Masks, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
-		}
 		w.shift = newShiftBuilder(job)
 		if w.shift == nil {
 			return nil, fmt.Errorf("GPU worker on device %d: %s has unsupported dtype %v", spec.GPU, describe(job.Dataset), job.Dataset.DType())
 		}
-		r, err := cuda.NewRunner(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("GPU worker on device %d: %w", spec.GPU, err)
-		}
-		w.runner = r
-		return w, nil
-	}
-	if dt := job.Dataset.DType(); job.Sparse == nil && job.Masks.Data != nil && (dt == dataset.Float32 || dt == dataset.Float64) {
-		w.exact, w.frame, w.row = job.Masks, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
+		cfg.Shifts, cfg.SigX = job.Shifts, job.Dataset.SigShape()[1]
 	}
 	if m, ok := job.Dataset.(dataset.Mapper); ok {
 		fm, mapped, err := m.MapFrames(0, 1)
@@ -247,18 +239,14 @@ func finite32(v []float32) bool {
 	return true
 }
 
-// read fills dst with frames [start, end), split among stagingReaders goroutines; for
-// a shifted job, with their g_f in float32 (shift.go).
+// read fills dst with frames [start, end), split among stagingReaders goroutines.
 func (w *gpuWorker) read(dst []byte, start, end int) error {
 	ds := w.job.Dataset
 	fb := ds.FrameBytes()
 	n := end - start
 	parts := max(1, min(stagingReaders, n))
 	readPart := func(a, b int) error {
-		if w.shift == nil {
-			return ds.ReadFrames(a, b, dst[(a-start)*fb:(b-start)*fb])
-		}
-		return w.readShifted(dst, start, a, b)
+		return ds.ReadFrames(a, b, dst[(a-start)*fb:(b-start)*fb])
 	}
 	if parts == 1 {
 		return readPart(start, end)
@@ -271,24 +259,6 @@ func (w *gpuWorker) read(dst []byte, start, end int) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// readShifted reads frames [a, b) a few at a time and writes their g_f, float32, into
-// dst (which holds frames from start).
-func (w *gpuWorker) readShifted(dst []byte, start, a, b int) error {
-	ds := w.job.Dataset
-	p := ds.SigShape()[0] * ds.SigShape()[1]
-	step := max(1, min(b-a, tileBytes/ds.FrameBytes()))
-	native := make([]byte, step*ds.FrameBytes())
-	out := asNative[float32](dst)
-	for f := a; f < b; f += step {
-		e := min(f+step, b)
-		if err := ds.ReadFrames(f, e, native); err != nil {
-			return err
-		}
-		w.shift(out[(f-start)*p:(e-start)*p], native, f, e-f)
-	}
-	return nil
 }
 
 func (w *gpuWorker) Close() error { return w.runner.Close() }

@@ -31,7 +31,8 @@ import (
 // on it (shiftDense); whole-pixel shifts of fewer than packedMinMasks masks read the
 // native frame in place at an offset (shiftFlat), or take shifted copies in the native
 // dtype; a sparse worker gathers each nonzero's g_f straight from the native frame
-// (shiftSparse); a GPU worker's staging readers build g_f in float32 for the device.
+// (shiftSparse); a GPU worker sends the native frames and the shifts to the device,
+// where a kernel builds g_f in float32 (cuda.RunnerConfig.Shifts).
 
 // ValidateShifts checks per-frame shifts for nFrames frames: 2·nFrames values, (dy, dx)
 // of frame f at 2f and 2f+1, all finite. Errors name the first bad value.
@@ -410,7 +411,7 @@ func (s *shiftSparse[N]) edge(frame []N, r, c, dy1, dx1 int, w00, w01, w10, w11 
 
 // newShiftBuilder returns, for a float32 job with shifts, the function that writes the
 // g_f of frames [start, start+frames) (native, host order) into dst as float32, for the
-// GPU worker's staged feed; nil for an unsupported dtype.
+// GPU worker's exact rows (gpuWorker.exactShifted); nil for an unsupported dtype.
 func newShiftBuilder(job *Job) func(dst []float32, native []byte, start, frames int) {
 	switch job.Dataset.DType() {
 	case dataset.Uint8:

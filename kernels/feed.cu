@@ -72,7 +72,9 @@ cudaError_t launch_unpack(const UnpackArgs &a) {
             static_cast<const uint8_t *>(a.raw), a.stride, a.n_frames, a.magic, a.magic_len,
             a.bad_frame);
     }
-    const bool words = a.header % 4 == 0 && a.stride % 4 == 0 && a.frame_bytes % 4 == 0;
+    // 8-byte pixels are swapped across two words: the byte path.
+    const bool words = a.header % 4 == 0 && a.stride % 4 == 0 && a.frame_bytes % 4 == 0 &&
+                       !(a.swap && a.elem > 4);
     const int64_t units = words ? a.frame_bytes / 4 : a.frame_bytes;
     // Enough blocks per frame to keep the device busy with few frames, each thread a few
     // units: frames are 64 KiB to 64 MiB.

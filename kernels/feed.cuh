@@ -15,7 +15,7 @@ struct UnpackArgs {
     int64_t stride;       // bytes from one record to the next
     int header;           // bytes before the pixels in a record
     int64_t frame_bytes;  // pixel bytes of a frame
-    int elem;             // bytes per pixel (1, 2 or 4)
+    int elem;             // bytes per pixel (1, 2, 4 or 8)
     bool swap;            // reverse the bytes of each pixel
     uint32_t magic;       // the first magic_len bytes of every record, little-endian packed
     int magic_len;        // 0 to 4; 0: no check

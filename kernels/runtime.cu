@@ -11,6 +11,7 @@
 #include "feed.cuh"
 #include "mask_dot.cuh"
 #include "runtime.cuh"
+#include "shift.cuh"
 #include "stemdot_kernels.h"
 
 using namespace stemdot;  // runtime.cuh: kOK, invalid, FirstError, dtype_size, mul_ok
@@ -58,6 +59,7 @@ struct Slot {
     int *dev_bad = nullptr;
     void *dev_out = nullptr;
     void *dev_partial = nullptr;  // split-K workspace of the dense kernel (doubles)
+    float *dev_g = nullptr;       // shifted runner: the tile's g_f, float32 frames
 };
 
 struct stemdot_runner {
@@ -72,6 +74,12 @@ struct stemdot_runner {
     int64_t frame_bytes = 0;
     int64_t record_stride = 0;  // mapped feed: bytes per record (0: none)
     int64_t partial_cap = 0;    // elements of each slot's workspace
+    // Shifted masks: the (dy, dx) pairs of shift_frames frames on the device, and the
+    // frame shape; the mask kernels then read the float32 g_f built from the frames.
+    double *dev_shifts = nullptr;
+    int64_t shift_frames = 0;
+    int sig_y = 0, sig_x = 0;
+    int kernel_dtype = 0;  // the dtype the mask kernels read: dtype, or float32 if shifted
     std::vector<Slot> slots;
 };
 
@@ -79,15 +87,32 @@ namespace {
 
 // Partial-sum workspace (elements) the dense kernel wants for n_frames frames.
 int64_t partial_elems(const stemdot_runner *r, int64_t n_frames) {
-    return stemdot::partial_elems(r->masks, int(r->elem), n_frames, r->sm_count);
+    return stemdot::partial_elems(r->masks, int(dtype_size(r->kernel_dtype)), n_frames,
+                                  r->sm_count);
 }
 
 // Enqueues the kernel for n_frames frames at dev_in, results to dev_out.
 stemdot_status launch(const stemdot_runner *r, const void *dev_in, int64_t n_frames,
                       void *dev_out, void *dev_partial, int64_t partial_cap,
                       cudaStream_t stream) {
-    return stemdot::launch_masks(r->masks, r->dtype, r->f64, r->sm_count, dev_in, n_frames,
-                                 dev_out, dev_partial, partial_cap, stream);
+    return stemdot::launch_masks(r->masks, r->kernel_dtype, r->f64, r->sm_count, dev_in,
+                                 n_frames, dev_out, dev_partial, partial_cap, stream);
+}
+
+// Enqueues the work of a tile of n_frames native frames at s.dev_in, the first of them
+// frame first: for a shifted runner the building of their g_f into s.dev_g, then the
+// mask kernel (on g_f, or on the frames), results to s.dev_out.
+stemdot_status compute(const stemdot_runner *r, const Slot &s, int64_t first, int n_frames) {
+    const void *in = s.dev_in;
+    if (r->dev_shifts) {
+        cudaGetLastError();  // see launch_masks
+        const stemdot::ShiftArgs a{s.dev_in, r->dtype, n_frames,  first,   r->dev_shifts,
+                                   r->sig_y, r->sig_x, s.dev_g,   s.stream};
+        const cudaError_t err = stemdot::launch_shift(a);
+        if (err != cudaSuccess) return STEMDOT_FAIL(err, "cudaLaunchKernel");
+        in = s.dev_g;
+    }
+    return launch(r, in, n_frames, s.dev_out, s.dev_partial, r->partial_cap, s.stream);
 }
 
 // Frees what a (partly) created runner holds; its device must be current.
@@ -103,9 +128,11 @@ stemdot_status runner_free(stemdot_runner *r) {
         if (s.dev_bad) fe.check(cudaFree(s.dev_bad), "cudaFree");
         if (s.dev_out) fe.check(cudaFree(s.dev_out), "cudaFree");
         if (s.dev_partial) fe.check(cudaFree(s.dev_partial), "cudaFree");
+        if (s.dev_g) fe.check(cudaFree(s.dev_g), "cudaFree");
         if (s.done) fe.check(cudaEventDestroy(s.done), "cudaEventDestroy");
         if (s.stream) fe.check(cudaStreamDestroy(s.stream), "cudaStreamDestroy");
     }
+    if (r->dev_shifts) fe.check(cudaFree(r->dev_shifts), "cudaFree");
     if (r->masks) {
         const stemdot_status st = stemdot_masks_release(r->masks, nullptr);
         if (st.code != 0 && fe.st.code == 0) fe.st = st;
@@ -114,17 +141,26 @@ stemdot_status runner_free(stemdot_runner *r) {
     return fe.st;
 }
 
-stemdot_status runner_init(stemdot_runner *r, int slots) {
+stemdot_status runner_init(stemdot_runner *r, int slots, const double *shifts) {
     const stemdot_masks *m = r->masks;
     CUDA_TRY(cudaDeviceGetAttribute, &r->sm_count, cudaDevAttrMultiProcessorCount, r->device);
-    int64_t in_bytes, out_elems, raw_bytes = 0;
+    int64_t in_bytes, out_elems, raw_bytes = 0, g_bytes = 0;
     if (!mul_ok(r->tile_frames, r->frame_bytes, &in_bytes) ||
+        (shifts && !mul_ok(r->tile_frames, m->pixels * int64_t(sizeof(float)), &g_bytes)) ||
         !mul_ok(r->tile_frames, m->n_masks, &out_elems) ||
         (r->record_stride != r->frame_bytes &&
          !mul_ok(r->tile_frames, r->record_stride, &raw_bytes))) {
         return invalid(STEMDOT_ERR_TOO_LARGE);
     }
     const size_t out_bytes = size_t(out_elems) * r->acc;
+    if (shifts) {
+        // Once per runner, from pageable memory: wait until it reached the device (see
+        // finish_upload).
+        const size_t bytes = size_t(r->shift_frames) * 2 * sizeof(double);
+        CUDA_TRY(cudaMalloc, reinterpret_cast<void **>(&r->dev_shifts), bytes);
+        CUDA_TRY(cudaMemcpy, r->dev_shifts, shifts, bytes, cudaMemcpyHostToDevice);
+        CUDA_TRY(cudaStreamSynchronize, 0);
+    }
     r->partial_cap = partial_elems(r, r->tile_frames);
     r->slots.resize(slots);
     for (Slot &s : r->slots) {
@@ -141,6 +177,9 @@ stemdot_status runner_init(stemdot_runner *r, int slots) {
         CUDA_TRY(cudaMalloc, &s.dev_in, size_t(in_bytes));
         if (raw_bytes > 0) CUDA_TRY(cudaMalloc, &s.dev_raw, size_t(raw_bytes));
         CUDA_TRY(cudaMalloc, &s.dev_out, out_bytes);
+        if (g_bytes > 0) {
+            CUDA_TRY(cudaMalloc, reinterpret_cast<void **>(&s.dev_g), size_t(g_bytes));
+        }
         if (r->partial_cap > 0) {
             CUDA_TRY(cudaMalloc, &s.dev_partial, size_t(r->partial_cap) * sizeof(double));
         }
@@ -170,7 +209,8 @@ struct TimingBuffers {
 stemdot_status time_kernel(const stemdot_runner *r, TimingBuffers *b, int64_t n_frames,
                            int iters, double *seconds) {
     int64_t frame_total, out_elems;
-    if (!mul_ok(n_frames, r->frame_bytes, &frame_total) ||
+    const int64_t frame_bytes = r->masks->pixels * int64_t(dtype_size(r->kernel_dtype));
+    if (!mul_ok(n_frames, frame_bytes, &frame_total) ||
         !mul_ok(n_frames, r->masks->n_masks, &out_elems)) {
         return invalid(STEMDOT_ERR_TOO_LARGE);
     }
@@ -427,10 +467,13 @@ stemdot_status stemdot_masks_release(stemdot_masks *m, int *remaining) {
 stemdot_status stemdot_runner_create(const stemdot_runner_config *cfg, stemdot_runner **out) {
     *out = nullptr;
     if (cfg->masks == nullptr || cfg->device != cfg->masks->device || cfg->tile_frames < 1 ||
-        cfg->slots < 1 || cfg->record_stride < 0) {
+        cfg->slots < 1 || cfg->record_stride < 0 ||
+        (cfg->shifts && (cfg->shift_frames < 1 || cfg->sig_x < 1 ||
+                         cfg->masks->pixels % cfg->sig_x != 0 ||
+                         cfg->shift_frames > std::numeric_limits<int64_t>::max() / 16))) {
         return invalid();
     }
-    const size_t elem = dtype_size(cfg->dtype);
+    const size_t elem = cfg->shifts ? shifted_dtype_size(cfg->dtype) : dtype_size(cfg->dtype);
     if (elem == 0) return invalid(STEMDOT_ERR_UNSUPPORTED_DTYPE);
     int64_t frame_bytes;
     if (!mul_ok(cfg->masks->pixels, int64_t(elem), &frame_bytes)) {
@@ -447,9 +490,16 @@ stemdot_status stemdot_runner_create(const stemdot_runner_config *cfg, stemdot_r
     r->tile_frames = cfg->tile_frames;
     r->frame_bytes = frame_bytes;
     r->record_stride = cfg->record_stride > 0 ? cfg->record_stride : frame_bytes;
+    r->kernel_dtype = cfg->dtype;
+    if (cfg->shifts) {
+        r->shift_frames = cfg->shift_frames;
+        r->sig_x = cfg->sig_x;
+        r->sig_y = int(cfg->masks->pixels / cfg->sig_x);
+        r->kernel_dtype = STEMDOT_FLOAT32;
+    }
     stemdot_masks_retain(cfg->masks);
     r->masks = cfg->masks;
-    const stemdot_status st = runner_init(r, cfg->slots);
+    const stemdot_status st = runner_init(r, cfg->slots, cfg->shifts);
     if (st.code != 0) {
         runner_free(r);
         return st;
@@ -480,12 +530,11 @@ static stemdot_status drain_on_error(Slot &s, stemdot_status st) {
     return st;
 }
 
-// submit queues tile copy-in, kernel, result copy-out and the slot's event on its stream.
-static stemdot_status submit(stemdot_runner *r, Slot &s, int n_frames) {
+// submit queues tile copy-in, kernels, result copy-out and the slot's event on its stream.
+static stemdot_status submit(stemdot_runner *r, Slot &s, int64_t first, int n_frames) {
     CUDA_TRY(cudaMemcpyAsync, s.dev_in, s.host_in, size_t(n_frames) * size_t(r->frame_bytes),
              cudaMemcpyHostToDevice, s.stream);
-    const stemdot_status st =
-        launch(r, s.dev_in, n_frames, s.dev_out, s.dev_partial, r->partial_cap, s.stream);
+    const stemdot_status st = compute(r, s, first, n_frames);
     if (st.code != 0) return st;
     CUDA_TRY(cudaMemcpyAsync, s.host_out, s.dev_out,
              size_t(n_frames) * size_t(r->masks->n_masks) * r->acc, cudaMemcpyDeviceToHost,
@@ -494,14 +543,20 @@ static stemdot_status submit(stemdot_runner *r, Slot &s, int n_frames) {
     return kOK;
 }
 
-stemdot_status stemdot_runner_submit(stemdot_runner *r, int slot, int n_frames) {
+// Whether frames [first, first + n_frames) have shifts, for a shifted runner.
+static bool shifts_cover(const stemdot_runner *r, int64_t first, int64_t n_frames) {
+    return !r->dev_shifts || (first >= 0 && first <= r->shift_frames - n_frames);
+}
+
+stemdot_status stemdot_runner_submit(stemdot_runner *r, int slot, int64_t first_frame,
+                                     int n_frames) {
     if (slot < 0 || slot >= int(r->slots.size()) || n_frames < 1 || n_frames > r->tile_frames ||
-        r->slots[slot].host_in == nullptr) {
+        r->slots[slot].host_in == nullptr || !shifts_cover(r, first_frame, n_frames)) {
         return invalid();
     }
     CUDA_TRY(cudaSetDevice, r->device);
     Slot &s = r->slots[slot];
-    return drain_on_error(s, submit(r, s, n_frames));
+    return drain_on_error(s, submit(r, s, first_frame, n_frames));
 }
 
 stemdot_status stemdot_runner_stage(stemdot_runner *r) {
@@ -534,8 +589,7 @@ static stemdot_status submit_mapped(stemdot_runner *r, Slot &s, const stemdot_ma
         const cudaError_t err = stemdot::launch_unpack(u);
         if (err != cudaSuccess) return STEMDOT_FAIL(err, "cudaLaunchKernel");
     }
-    const stemdot_status st =
-        launch(r, s.dev_in, t->n_frames, s.dev_out, s.dev_partial, r->partial_cap, s.stream);
+    const stemdot_status st = compute(r, s, t->first_frame, t->n_frames);
     if (st.code != 0) return st;
     CUDA_TRY(cudaMemcpyAsync, s.host_out, s.dev_out,
              size_t(t->n_frames) * size_t(r->masks->n_masks) * r->acc, cudaMemcpyDeviceToHost,
@@ -552,7 +606,7 @@ stemdot_status stemdot_runner_submit_mapped(stemdot_runner *r, int slot,
         t->n_frames > r->tile_frames || t->n_frames > stemdot::kMaxGridYZ ||
         t->stride < r->frame_bytes || t->header < 0 ||
         t->header > t->stride - r->frame_bytes || t->magic_len < 0 || t->magic_len > 4 ||
-        t->magic_len > t->header) {
+        t->magic_len > t->header || !shifts_cover(r, t->first_frame, t->n_frames)) {
         return invalid();
     }
     const bool packed = t->stride == r->frame_bytes && t->header == 0 && !t->swap;

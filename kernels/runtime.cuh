@@ -64,6 +64,18 @@ inline size_t dtype_size(int dtype) {
     return 0;
 }
 
+// Bytes of one pixel of the frames of a runner with shifts, whose g_f kernel reads every
+// STEMDOT_* dtype; 0 for an unknown dtype.
+inline size_t shifted_dtype_size(int dtype) {
+    switch (dtype) {
+    case STEMDOT_INT8: return 1;
+    case STEMDOT_INT16: return 2;
+    case STEMDOT_INT32: return 4;
+    case STEMDOT_FLOAT64: return 8;
+    }
+    return dtype_size(dtype);
+}
+
 // a*b, or false when it overflows int64.
 inline bool mul_ok(int64_t a, int64_t b, int64_t *out) {
     if (a < 0 || b < 0) return false;

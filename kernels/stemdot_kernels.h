@@ -47,12 +47,18 @@ enum {
     STEMDOT_ERR_DEVICE_MEMORY = -5 /* a resident dataset does not fit in free device memory */
 };
 
-/* Pixel dtypes of frames; the values match Go's dataset.DType. */
+/* Pixel dtypes of frames; the values match Go's dataset.DType. The mask kernels read
+ * uint8, uint16, uint32 and float32 frames; a runner with shifts (whose g_f kernel
+ * converts the frames to float32) also int8, int16, int32 and float64 ones. */
 enum {
     STEMDOT_UINT8 = 1,
     STEMDOT_UINT16 = 2,
     STEMDOT_UINT32 = 3,
-    STEMDOT_FLOAT32 = 7
+    STEMDOT_INT8 = 4,
+    STEMDOT_INT16 = 5,
+    STEMDOT_INT32 = 6,
+    STEMDOT_FLOAT32 = 7,
+    STEMDOT_FLOAT64 = 8
 };
 
 /* Selects, process-wide, the register- and shared-memory-tiled dense kernel for mask
@@ -111,13 +117,23 @@ stemdot_status stemdot_masks_release(stemdot_masks *masks, int *remaining);
 typedef struct stemdot_runner_config {
     int device;             /* must be the masks' device */
     stemdot_masks *masks;   /* retained by the runner until it is destroyed */
-    int dtype;              /* STEMDOT_UINT8 ... STEMDOT_FLOAT32 */
+    int dtype;              /* STEMDOT_UINT8 ... STEMDOT_FLOAT32; any STEMDOT_* with shifts */
     int tile_frames;        /* frames per tile (>= 1) */
     int slots;              /* tiles in flight, one stream each (>= 1; 2-3 overlap) */
     int float64;            /* accumulate and write float64 instead of float32 */
     int64_t record_stride;  /* mapped feed: the largest record stride (bytes) that
                                stemdot_runner_submit_mapped will be given for records that
                                need unpacking; 0: packed frames only */
+    /* Shifted masks (descan compensation, engine/shift.go), or NULL: shifts[2f], shifts[2f+1]
+     * are the (dy, dx) of frame f in pixels, for frames f < shift_frames, finite; copied
+     * to the device when the runner is created. Each tile's frames then go through a
+     * kernel that builds their g_f (the frame read at the shifted positions with bilinear
+     * weights, shift.cuh) in float32 in device memory, and the mask kernels read g_f: the
+     * results are those of the masks moved by each frame's shift, without moving or
+     * copying a mask. The tiles' first_frame says which shifts apply. */
+    const double *shifts;
+    int64_t shift_frames;
+    int sig_x;              /* with shifts: the frame's width (pixels = sig_y * sig_x) */
 } stemdot_runner_config;
 
 /* A per-worker pipeline on one device. */
@@ -142,10 +158,14 @@ void *stemdot_runner_input(stemdot_runner *runner, int slot);
 const void *stemdot_runner_output(stemdot_runner *runner, int slot);
 
 /* Enqueues, on the slot's stream, the H2D copy of the first n_frames frames of the slot's
- * input buffer, the mask-dot kernel and the D2H copy of the results, then records the
- * slot's event. Returns without waiting. The caller fills the next slot's input while
- * this one runs; the slot's buffers must not be touched until stemdot_runner_wait. */
-stemdot_status stemdot_runner_submit(stemdot_runner *runner, int slot, int n_frames);
+ * input buffer, the mask-dot kernel (for a shifted runner, the g_f kernel first) and the
+ * D2H copy of the results, then records the slot's event. first_frame is the index of
+ * the tile's first frame, which selects a shifted runner's shifts (frames [first_frame,
+ * first_frame + n_frames) must be < shift_frames); ignored without shifts. Returns
+ * without waiting. The caller fills the next slot's input while this one runs; the
+ * slot's buffers must not be touched until stemdot_runner_wait. */
+stemdot_status stemdot_runner_submit(stemdot_runner *runner, int slot, int64_t first_frame,
+                                     int n_frames);
 
 /* One tile of the copy-free feed: n_frames records of stride bytes (header bytes, then
  * the frame's pixels in the file's byte order), taken from host memory registered with
@@ -162,6 +182,7 @@ typedef struct stemdot_mapped_tile {
     uint32_t magic;     /* every record starts with these magic_len bytes (byte k = bits
                            8k..8k+7), checked on the device; see stemdot_runner_bad_frame */
     int magic_len;      /* 0..4, <= header */
+    int64_t first_frame; /* the first frame's index: selects a shifted runner's shifts */
 } stemdot_mapped_tile;
 
 /* Enqueues, on the slot's stream, the DMA of the tile straight from the registered host
@@ -196,7 +217,8 @@ stemdot_status stemdot_runner_wait(stemdot_runner *runner, int slot);
 
 /* Times the kernel alone: n_frames frames (filled with a constant pattern) resident on
  * the device, the kernel launched iters times; *seconds is the mean time of one launch
- * (cudaEvent timing). */
+ * (cudaEvent timing). For a shifted runner, the mask kernel on float32 g_f frames (the
+ * g_f kernel before it is not timed). */
 stemdot_status stemdot_runner_time_kernel(stemdot_runner *runner, int64_t n_frames, int iters,
                                           double *seconds);
 

@@ -3,7 +3,8 @@
 # minutes: correctness of every kernel and of the copy-free feed, the kernels' and feeds'
 # throughput against the machine's bounds, then CPU-only vs hybrid vs GPU-only plans end
 # to end through the CLI on a page-cached raw file of >= 16 GB and a 1 GB MIB file, one
-# GPU worker alone (its feed and rate), and the start-up cost on an 8-frame file.
+# GPU worker alone (its feed and rate), shifted masks (descan) at 1 and 16 masks, and the
+# start-up cost on an 8-frame file.
 #
 #   scripts/gpu-check.sh --build   # on the build machine (nvcc, CMake, Go): builds the
 #                                  # stripped, gzipped binaries into bin/gpu/
@@ -153,6 +154,12 @@ for file in big.raw scan.mib; do
 		run "gpu-only (--cpus 0 --gpus auto)" "$dir/$file" "$spec" "${opts[@]}" --cpus 0 --gpus auto
 		if [ "$m" = 1 ] || [ "$m" = 64 ]; then
 			run "one GPU worker (--cpus 0 --gpus 1)" "$dir/$file" "$spec" "${opts[@]}" --cpus 0 --gpus 1
+		fi
+		if [ "$m" = 1 ] || [ "$m" = 16 ]; then
+			# Shifted masks (descan), sub-pixel: the GPU workers build g_f on the device from
+			# the native frames (copy-free feed); compare with the unshifted rows above.
+			run "shifted, cpu-only" "$dir/$file" "$spec --shift 0.5,-1.5" "${opts[@]}" --gpus 0
+			run "shifted, gpu-only" "$dir/$file" "$spec --shift 0.5,-1.5" "${opts[@]}" --cpus 0 --gpus auto
 		fi
 	done
 done

@@ -174,7 +174,7 @@ func run(dev, sig, kernelFrames, runnerFrames, iters int, residentGiB float64) e
 			gbps(len(host), el), min(h2d, mc)})
 	}
 
-	mapped, err := mappedRows(dev, pixels, frameBytes, stack, h2d)
+	mapped, err := mappedRows(dev, sig, frameBytes, stack, h2d)
 	if err != nil {
 		return err
 	}
@@ -246,15 +246,19 @@ func residentRows(dev, sig, frames, iters int, rng *rand.Rand, d2d float64) ([]r
 }
 
 // mappedRows measures Runner.RunMapped, the copy-free feed, over a page-cached 4 GiB
-// file: packed frames (raw/NPY) and MIB-like records (384-byte headers, big-endian
-// pixels); every run registers its windows anew, as a GPU worker does.
-func mappedRows(dev, pixels, frameBytes int, stack []float32, h2d float64) ([]row, error) {
+// file of sig x sig frames: packed frames (raw/NPY) and MIB-like records (384-byte
+// headers, big-endian pixels), these also with shifted masks (RunnerConfig.Shifts: a
+// sub-pixel descan plane, g_f built on the device); every run registers its windows
+// anew, as a GPU worker does.
+func mappedRows(dev, sig, frameBytes int, stack []float32, h2d float64) ([]row, error) {
 	const fileBytes = 4 << 30
+	pixels := sig * sig
 	var rows []row
 	for _, c := range []struct {
-		name   string
-		header int
-	}{{"packed", 0}, {"mib records", 384}} {
+		name    string
+		header  int
+		shifted bool
+	}{{"packed", 0, false}, {"mib records", 384, false}, {"mib records, shifted", 384, true}} {
 		stride := frameBytes + c.header
 		n := fileBytes / stride
 		f, err := os.CreateTemp("", "gpucheck-*.bin")
@@ -280,6 +284,12 @@ func mappedRows(dev, pixels, frameBytes int, stack []float32, h2d float64) ([]ro
 		cfg := cuda.RunnerConfig{Device: dev, DType: dataset.Uint16, Pixels: pixels, NMasks: 4, Masks: stack, Streams: cuda.MappedStreams}
 		if c.header > 0 {
 			fm.BigEndian, fm.Magic, cfg.RecordStride = true, "MQ1,", int64(stride)
+		}
+		if c.shifted {
+			cfg.Shifts, cfg.SigX = make([]float64, 2*n), sig
+			for f := range n {
+				cfg.Shifts[2*f], cfg.Shifts[2*f+1] = 0.25+2*float64(f)/float64(n), -0.5-3*float64(f)/float64(n)
+			}
 		}
 		r, err := cuda.NewRunner(cfg)
 		if err != nil {

@@ -54,8 +54,13 @@ func TestGPUWorkerFiles(t *testing.T) {
 				require.NoError(t, err)
 				requireClose(t, res.F32, want, mag, 1e-5)
 				g := res.Stats.PerWorker[0]
-				assert.True(t, g.Ready)
-				assert.Equal(t, "mapped", g.Feed)
+				// Beside a CPU worker on a loaded machine, the GPU worker may find every
+				// frame taken before its CUDA context is ready: its feed is checked where
+				// it computed frames.
+				if cpus == 0 || g.Frames > 0 {
+					assert.True(t, g.Ready)
+					assert.Equal(t, "mapped", g.Feed)
+				}
 				if cpus == 0 {
 					assert.Equal(t, 600, g.Frames)
 				}

@@ -93,8 +93,9 @@ const (
 // kernel for F frames to them.
 type shiftDense[N native, F float] struct {
 	*shiftFrames[N, F]
-	chunk  int // frames per float tile
-	buf    []F // chunk × pixels
+	chunk  int       // frames per float tile
+	buf    []F       // chunk × pixels
+	scale  []float64 // of each frame in buf (build)
 	inner  kernel
 	exact  *masks.Stack // for NaN/Inf rows of float frames (exactRow), or nil
 	dt     dataset.DType
@@ -118,7 +119,7 @@ func newShiftDense[N native, F float](job *Job, inner kernel, exact *masks.Stack
 	}
 	chunk := max(1, min(job.TileFrames, bytes/(p*int(unsafe.Sizeof(F(0))))))
 	k := &shiftDense[N, F]{
-		shiftFrames: newShiftFrames[N, F](sig), chunk: chunk, buf: make([]F, chunk*p),
+		shiftFrames: newShiftFrames[N, F](sig), chunk: chunk, buf: make([]F, chunk*p), scale: make([]float64, chunk),
 		inner: inner, exact: exact, dt: dt, nMasks: job.NMasks,
 	}
 	if job.NMasks < packedMinMasks {
@@ -138,6 +139,16 @@ type shiftFrames[N native, F float] struct {
 	// shift, when set, shifts a source row in x and blends it in y in one pass (see
 	// rowShift); nil: row and lerp do it in two.
 	shift func(g, hprev, hnext []F, src []N, wx0, wx1, wy0, wy1 F)
+	// The frame being built row by row (begin, next): its pixels, next row u, shift
+	// ky + fy, kx + fx, and the source rows shifted in x (prev: row u + ky).
+	s         []N
+	u, ky, kx int
+	fy, fx    float64
+	// The bilinear weights; in scaled frames (begin) divided by the larger one of each
+	// axis, so that g is built as g/scale.
+	wx0, wx1, wy0, wy1 F
+	scale              float64
+	prev, nxt          []F
 }
 
 func newShiftFrames[N native, F float](sig [2]int) *shiftFrames[N, F] {
@@ -164,17 +175,19 @@ func (k *shiftDense[N, F]) apply(tile []byte, start, frames int, shifts []float6
 		}
 		for i := range n {
 			f := c0 + i
-			k.build(k.buf[i*p:(i+1)*p], px[f*p:(f+1)*p], shifts[2*(start+f)], shifts[2*(start+f)+1])
+			k.scale[i] = k.build(k.buf[i*p:(i+1)*p], px[f*p:(f+1)*p], shifts[2*(start+f)], shifts[2*(start+f)+1], true)
 		}
 		g := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(k.buf))), n*p*int(unsafe.Sizeof(F(0))))
 		rows := acc[c0*k.nMasks : (c0+n)*k.nMasks]
 		k.inner.apply(g, n, rows)
-		if k.exact != nil {
-			fb := p * int(unsafe.Sizeof(F(0)))
-			for i := range n {
-				if row := rows[i*k.nMasks : (i+1)*k.nMasks]; !finite(row) {
-					exactRow(k.exact, k.dt, g[i*fb:(i+1)*fb], row)
-				}
+		fb := p * int(unsafe.Sizeof(F(0)))
+		for i := range n {
+			row := rows[i*k.nMasks : (i+1)*k.nMasks]
+			if k.exact != nil && !finite(row) {
+				exactRow(k.exact, k.dt, g[i*fb:(i+1)*fb], row)
+			}
+			for m := range row {
+				row[m] *= k.scale[i]
 			}
 		}
 	}
@@ -225,39 +238,63 @@ func whole(shifts []float64) bool {
 	return true
 }
 
-// build writes g (see above) of frame src, shifted by (dy, dx), into dst.
-func (k *shiftFrames[N, F]) build(dst []F, src []N, dy, dx float64) {
-	ky, fy := split(dy)
-	kx, fx := split(dx)
-	h, w := k.h, k.w
-	if fy == 0 {
-		for u := range h {
-			k.row(dst[u*w:(u+1)*w], src, u+ky, kx, fx)
-		}
+// build writes g (see above) of frame src, shifted by (dy, dx), into dst, or with scaled
+// g/scale (see begin); it returns scale.
+func (k *shiftFrames[N, F]) build(dst []F, src []N, dy, dx float64, scaled bool) float64 {
+	k.begin(src, dy, dx, scaled)
+	for u := range k.h {
+		k.next(dst[u*k.w : (u+1)*k.w])
+	}
+	return k.scale
+}
+
+// begin starts building frame src's g row by row (next), for the shift (dy, dx). With
+// scaled, a frame shifted by fractions fx and fy both nonzero is built as g/scale,
+// scale = max(1 − fx, fx)·max(1 − fy, fy): its weights divided by the larger one of
+// each axis, so that one weight of each axis is 1 and the fused row shift (rowShift)
+// takes one multiply-add per axis instead of two; the caller multiplies the products
+// by k.scale (1 for other frames and without scaled).
+func (k *shiftFrames[N, F]) begin(src []N, dy, dx float64, scaled bool) {
+	k.s, k.u = src, 0
+	k.ky, k.fy = split(dy)
+	k.kx, k.fx = split(dx)
+	k.prev, k.nxt = k.rows[0], k.rows[1]
+	wx0, wx1, wy0, wy1, sx, sy := 1-k.fx, k.fx, 1-k.fy, k.fy, 1.0, 1.0
+	if scaled && k.fx > 0 && k.fy > 0 {
+		sx, sy = max(wx0, wx1), max(wy0, wy1)
+	}
+	k.wx0, k.wx1, k.wy0, k.wy1, k.scale = F(wx0/sx), F(wx1/sx), F(wy0/sy), F(wy1/sy), sx*sy
+	if k.fy != 0 {
+		k.row(k.prev, src, k.ky, k.kx)
+	}
+}
+
+// next writes the next row of g (row 0 first after begin) into dst (sig_x values). With
+// fy > 0, g row u = (1 − fy)·h(u + ky) + fy·h(u + ky + 1), h(r) a source row shifted in
+// x: each source row is shifted once and used by two output rows.
+func (k *shiftFrames[N, F]) next(dst []F) {
+	u := k.u
+	k.u++
+	if k.fy == 0 {
+		k.row(dst, k.s, u+k.ky, k.kx)
 		return
 	}
-	// g row u = (1 − fy)·h(u + ky) + fy·h(u + ky + 1), h(r) a source row shifted in x:
-	// each source row is shifted once and used by two output rows.
-	prev, next := k.rows[0], k.rows[1]
-	k.row(prev, src, ky, kx, fx)
-	wy0, wy1 := F(1-fy), F(fy)
-	for u := range h {
-		if r := u + ky + 1; k.shift == nil || fx == 0 || r < 0 || r >= h {
-			k.row(next, src, r, kx, fx)
-			k.lerp(dst[u*w:(u+1)*w], prev, next, wy0, wy1)
-		} else {
-			k.shiftRow(dst[u*w:(u+1)*w], prev, next, src[r*w:(r+1)*w], kx, fx, wy0, wy1)
-		}
-		prev, next = next, prev
+	w := k.w
+	if r := u + k.ky + 1; k.shift == nil || k.fx == 0 || r < 0 || r >= k.h {
+		k.row(k.nxt, k.s, r, k.kx)
+		k.lerp(dst, k.prev, k.nxt, k.wy0, k.wy1)
+	} else {
+		k.shiftRow(dst, k.prev, k.nxt, k.s[r*w:(r+1)*w], k.kx)
 	}
+	k.prev, k.nxt = k.nxt, k.prev
 }
 
 // shiftRow is row(next, ...) and g = wy0·prev + wy1·next for a source row s in the
 // frame and fx > 0, in one pass (shift) over the pixels whose two source pixels are in
 // the row, the others here.
-func (k *shiftFrames[N, F]) shiftRow(g, prev, next []F, s []N, kx int, fx float64, wy0, wy1 F) {
+func (k *shiftFrames[N, F]) shiftRow(g, prev, next []F, s []N, kx int) {
 	w := k.w
-	wx0, wx1 := F(1-fx), F(fx)
+	wx0, wx1, wy0, wy1 := k.wx0, k.wx1, k.wy0, k.wy1
 	lo, hi := max(0, -kx), min(w, w-kx-1)
 	if lo < hi {
 		k.shift(g[lo:hi], prev[lo:hi], next[lo:hi], s[lo+kx:hi+kx+1], wx0, wx1, wy0, wy1)
@@ -283,17 +320,17 @@ func (k *shiftFrames[N, F]) shiftRow(g, prev, next []F, s []N, kx int, fx float6
 	}
 }
 
-// row writes source row r shifted by kx + fx into dst: dst[v] = (1 − fx)·src(r, v+kx) +
-// fx·src(r, v+kx+1), pixels outside the frame zero (and a weight of 0 reads nothing, so
+// row writes source row r shifted by kx + fx into dst: dst[v] = wx0·src(r, v+kx) +
+// wx1·src(r, v+kx+1), pixels outside the frame zero (and a weight of 0 reads nothing, so
 // that a NaN pixel does not spread to a neighbour it gives no weight).
-func (k *shiftFrames[N, F]) row(dst []F, src []N, r, kx int, fx float64) {
+func (k *shiftFrames[N, F]) row(dst []F, src []N, r, kx int) {
 	w := k.w
 	if r < 0 || r >= k.h {
 		clear(dst)
 		return
 	}
 	s := src[r*w : (r+1)*w]
-	if fx == 0 {
+	if k.fx == 0 {
 		// v+kx in [0, w) for v in [lo, hi).
 		lo, hi := max(0, -kx), min(w, w-kx)
 		if lo >= hi {
@@ -307,7 +344,7 @@ func (k *shiftFrames[N, F]) row(dst []F, src []N, r, kx int, fx float64) {
 	}
 	c := k.src
 	k.cvt(c, s)
-	wx0, wx1 := F(1-fx), F(fx)
+	wx0, wx1 := k.wx0, k.wx1
 	// v+kx and v+kx+1 both in [0, w) for v in [lo, hi); the pixels just outside have one
 	// source pixel in the frame.
 	lo, hi := max(0, -kx), min(w, w-kx-1)
@@ -441,7 +478,7 @@ func shiftBuilder[N native](job *Job) func(dst []float32, native []byte, start, 
 		k := newShiftFrames[N, float32](sig)
 		px := asNative[N](tile)
 		for f := range frames {
-			k.build(dst[f*p:(f+1)*p], px[f*p:(f+1)*p], job.Shifts[2*(start+f)], job.Shifts[2*(start+f)+1])
+			k.build(dst[f*p:(f+1)*p], px[f*p:(f+1)*p], job.Shifts[2*(start+f)], job.Shifts[2*(start+f)+1], false)
 		}
 	}
 }
@@ -463,6 +500,12 @@ type shiftFlat[N native] struct {
 	kernels      *groupKernels[N]
 	part         []float32
 	copies       *shiftDense[N, float32]
+	// Sub-pixel shifts (subpixel): the float32 block kernels, a builder of g and a
+	// buffer of blockRows rows of g for each of two frames.
+	f32       *groupKernels[float32]
+	frames    [2]*shiftFrames[N, float32]
+	g         [2][]float32
+	blockRows int
 }
 
 // newShiftFlat returns the flat kernel for a float32 job of fewer than packedMinMasks
@@ -473,13 +516,17 @@ func newShiftFlat[N native](job *Job, copies *shiftDense[N, float32]) *shiftFlat
 		return nil
 	}
 	sig := job.Dataset.SigShape()
+	rb := max(1, simdBlock/sig[1])
 	return &shiftFlat[N]{h: sig[0], w: sig[1], nMasks: job.NMasks, masks: job.Masks.Data, kernels: k,
-		part: make([]float32, max(job.NMasks, 24)), copies: copies}
+		part: make([]float32, max(job.NMasks, 24)), copies: copies,
+		f32: simdKernels[float32](), blockRows: rb,
+		frames: [2]*shiftFrames[N, float32]{newShiftFrames[N, float32](sig), newShiftFrames[N, float32](sig)},
+		g:      [2][]float32{make([]float32, rb*sig[1]), make([]float32, rb*sig[1])}}
 }
 
 func (k *shiftFlat[N]) apply(tile []byte, start, frames int, shifts []float64, acc []float64) {
 	if !whole(shifts[2*start : 2*(start+frames)]) {
-		k.copies.apply(tile, start, frames, shifts, acc)
+		k.subpixel(tile, start, frames, shifts, acc)
 		return
 	}
 	px := asNative[N](tile)
@@ -553,5 +600,62 @@ func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
 		if u < u1-1 {
 			wrap(u, hi, w)
 		}
+	}
+}
+
+// subpixel computes the rows of the tile's frames (any shifts) without a shifted frame:
+// each frame's g is built blockRows rows (simdBlock pixels) at a time into a buffer that
+// stays in L1 and the float32 block kernels run on it against the same rows of the masks
+// (blocks of at most simdBlock pixels summed in float32, the blocks in float64, as
+// unshifted), two frames at a time against 4 masks or more (dotPair: each weight loaded
+// serves both). Frames whose rows come out NaN or infinite (exact rows) go to shiftDense.
+func (k *shiftFlat[N]) subpixel(tile []byte, start, frames int, shifts []float64, acc []float64) {
+	px := asNative[N](tile)
+	h, w, nm := k.h, k.w, k.nMasks
+	p := h * w
+	for f := 0; f < frames; {
+		n := 1
+		if f+1 < frames && nm >= 4 {
+			n = 2
+		}
+		rows := acc[f*nm : (f+n)*nm]
+		clear(rows)
+		for i := range n {
+			k.frames[i].begin(px[(f+i)*p:(f+i+1)*p], shifts[2*(start+f+i)], shifts[2*(start+f+i)+1], true)
+		}
+		for u0 := 0; u0 < h; u0 += k.blockRows {
+			b := (min(h, u0+k.blockRows) - u0) * w
+			for i := range n {
+				for o := 0; o < b; o += w {
+					k.frames[i].next(k.g[i][o : o+w])
+				}
+			}
+			for c0 := 0; c0 < b; c0 += simdBlock {
+				c1 := min(b, c0+simdBlock)
+				k0 := u0*w + c0
+				for m0 := 0; m0 < nm; m0 += simdGroup {
+					gn := min(simdGroup, nm-m0)
+					mw := k.masks[m0*p+k0:]
+					pf := &prefetcher{w: mw, ldw: p, rows: gn}
+					if n == 2 {
+						dotPair(k.f32, k.g[0][c0:c1], k.g[1][c0:c1], mw, p, pf, rows[m0:m0+gn], rows[nm+m0:nm+m0+gn], k.part)
+					} else {
+						dotBlock(k.f32, k.g[0][c0:c1], mw, p, pf, rows[m0:m0+gn], k.part)
+					}
+				}
+			}
+		}
+		for i := range n {
+			row := rows[i*nm : (i+1)*nm]
+			for m := range row {
+				row[m] *= k.frames[i].scale
+			}
+			if k.copies.exact != nil && !finite(row) {
+				var zero N
+				fb := p * int(unsafe.Sizeof(zero))
+				k.copies.apply(tile[(f+i)*fb:(f+i+1)*fb], start+f+i, 1, shifts, row)
+			}
+		}
+		f += n
 	}
 }

@@ -95,3 +95,61 @@ SHIFTROW(·shiftRowU16, VPMOVZXWD, VCVTDQ2PS, 2)
 SHIFTROW(·shiftRowI16, VPMOVSXWD, VCVTDQ2PS, 2)
 SHIFTROW(·shiftRowI32, VMOVDQU, VCVTDQ2PS, 4)
 SHIFTROW(·shiftRowF32, VMOVUPS, VMOVAPS, 4)
+
+// func shiftRow1<T>(dst, hprev, hnext *float32, p, q *T, beta, alpha float32, ynext, n int)
+// is shiftRow<T> for scaled weights (one weight of each axis 1): hnext[i] = p[i] +
+// beta·q[i] (p and q: src and src+1, in either order), dst[i] = hprev[i] +
+// alpha·hnext[i] (ynext = 0) or hnext[i] + alpha·hprev[i] (ynext ≠ 0): one multiply-add
+// for each.
+#define SHIFTROW1(NAME, LOAD, CVT, SCALE) \
+TEXT NAME(SB), NOSPLIT, $0-64; \
+	MOVQ dst+0(FP), DI; \
+	MOVQ hprev+8(FP), R8; \
+	MOVQ hnext+16(FP), R9; \
+	MOVQ p+24(FP), SI; \
+	MOVQ q+32(FP), R10; \
+	VBROADCASTSS beta+40(FP), Y13; \
+	VBROADCASTSS alpha+44(FP), Y14; \
+	MOVQ ynext+48(FP), DX; \
+	MOVQ n+56(FP), CX; \
+	XORQ AX, AX; \
+	TESTQ DX, DX; \
+	JNZ next; \
+prev: \
+	PREFETCHT0 1024(SI)(AX*SCALE); \
+	LOAD (SI)(AX*SCALE), Y0; \
+	LOAD (R10)(AX*SCALE), Y1; \
+	CVT Y0, Y0; \
+	CVT Y1, Y1; \
+	VFMADD231PS Y1, Y13, Y0; \
+	VMOVUPS Y0, (R9)(AX*4); \
+	VMOVUPS (R8)(AX*4), Y1; \
+	VFMADD231PS Y0, Y14, Y1; \
+	VMOVUPS Y1, (DI)(AX*4); \
+	ADDQ $8, AX; \
+	CMPQ AX, CX; \
+	JB prev; \
+	VZEROUPPER; \
+	RET; \
+next: \
+	PREFETCHT0 1024(SI)(AX*SCALE); \
+	LOAD (SI)(AX*SCALE), Y0; \
+	LOAD (R10)(AX*SCALE), Y1; \
+	CVT Y0, Y0; \
+	CVT Y1, Y1; \
+	VFMADD231PS Y1, Y13, Y0; \
+	VMOVUPS Y0, (R9)(AX*4); \
+	VFMADD231PS (R8)(AX*4), Y14, Y0; \
+	VMOVUPS Y0, (DI)(AX*4); \
+	ADDQ $8, AX; \
+	CMPQ AX, CX; \
+	JB next; \
+	VZEROUPPER; \
+	RET
+
+SHIFTROW1(·shiftRow1U8, VPMOVZXBD, VCVTDQ2PS, 1)
+SHIFTROW1(·shiftRow1I8, VPMOVSXBD, VCVTDQ2PS, 1)
+SHIFTROW1(·shiftRow1U16, VPMOVZXWD, VCVTDQ2PS, 2)
+SHIFTROW1(·shiftRow1I16, VPMOVSXWD, VCVTDQ2PS, 2)
+SHIFTROW1(·shiftRow1I32, VMOVDQU, VCVTDQ2PS, 4)
+SHIFTROW1(·shiftRow1F32, VMOVUPS, VMOVAPS, 4)

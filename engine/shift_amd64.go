@@ -89,6 +89,33 @@ func rowShift[N native, F float]() func(g, hprev, hnext []F, src []N, wx0, wx1, 
 	return f.(func(g, hprev, hnext []F, src []N, wx0, wx1, wy0, wy1 F))
 }
 
+// rowShift1 returns, for float32 rows of pixel type N on CPUs with AVX2 and FMA (while
+// useSIMD is on), the assembly row shift for scaled weights shiftRow1<T> (n a positive
+// multiple of 8); nil elsewhere.
+func rowShift1[N native, F float]() func(g, hprev, hnext *F, p, q *N, beta, alpha F, ynext, n int) {
+	if _, ok := any(*new(F)).(float32); !ok || !useSIMD || !haveAVX2FMA {
+		return nil
+	}
+	var f any
+	switch any(*new(N)).(type) {
+	case uint8:
+		f = shiftRow1U8
+	case int8:
+		f = shiftRow1I8
+	case uint16:
+		f = shiftRow1U16
+	case int16:
+		f = shiftRow1I16
+	case int32:
+		f = shiftRow1I32
+	case float32:
+		f = shiftRow1F32
+	default:
+		return nil
+	}
+	return f.(func(g, hprev, hnext *F, p, q *N, beta, alpha F, ynext, n int))
+}
+
 // fusedShift runs an assembly row shift on the whole groups of 8 values (the last group
 // again for the rest), the rest of rows shorter than 8 in Go: asm1 for scaled weights
 // (one weight of each axis 1, see shiftFrames.begin), asm for any others.

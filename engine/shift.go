@@ -252,8 +252,10 @@ func whole(shifts []float64) bool {
 // g/scale (see begin); it returns scale.
 func (k *shiftFrames[N, F]) build(dst []F, src []N, dy, dx float64, scaled bool) float64 {
 	k.begin(src, dy, dx, scaled)
-	for u := range k.h {
-		k.next(dst[u*k.w : (u+1)*k.w])
+	w, rb := k.w, max(1, simdBlock/k.w)
+	for u := 0; u < k.h; u += rb {
+		n := min(rb, k.h-u)
+		k.block(dst[u*w:(u+n)*w], n)
 	}
 	return k.scale
 }

@@ -107,8 +107,10 @@ type shiftDense[N native, F float] struct {
 	// native, when set, is the job's unshifted kernel for its native frames, which runs
 	// on tiles whose shifts are all whole pixels: their shifted frames are shifted copies
 	// in the native dtype (nbuf), half the bytes of float32 ones for 16-bit frames and no
-	// conversion. Set for stacks of fewer than packedMinMasks masks, which no kernel packs
-	// (a job's packed stack is laid out for one kernel family: Job.packedMasks).
+	// conversion. Set for stacks of fewer than bcastMinMasks masks, which the kernels of
+	// every pixel type pack alike (packMasks) or not at all (a job's packed stack is laid
+	// out for one kernel family: Job.packedMasks; float32 frames of bcastMinMasks masks or
+	// more take packBcast).
 	native kernel
 	nbuf   []N
 	ndt    dataset.DType
@@ -126,7 +128,7 @@ func newShiftDense[N native, F float](job *Job, inner kernel, exact *masks.Stack
 		shiftFrames: newShiftFrames[N, F](sig), chunk: chunk, buf: make([]F, chunk*p), scale: make([]float64, chunk),
 		inner: inner, exact: exact, dt: dt, nMasks: job.NMasks,
 	}
-	if job.NMasks < packedMinMasks {
+	if job.NMasks < bcastMinMasks {
 		k.native, k.nbuf, k.ndt = kernelFor[N](job), make([]N, chunk*p), job.Dataset.DType()
 	}
 	return k

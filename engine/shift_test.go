@@ -257,3 +257,23 @@ func testRowShift[N native](t *testing.T) {
 		}
 	}
 }
+
+// TestApplyMasksShiftedManyMasks: whole-pixel shifts of 16 and 40 dense masks (the
+// native kernel on shifted copies shares the packed stack of the float32 kernel below
+// bcastMinMasks masks, not above), against the float64 reference.
+func TestApplyMasksShiftedManyMasks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	sig := [2]int{24, 40}
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32} {
+		ds := randomDataset(rng, dt, []int{11}, sig)
+		shifts := randomShifts(rng, 11, true)
+		for _, nMasks := range []int{16, 40} {
+			stack := randomStack(rng, nMasks, sig)
+			want, mag := shiftedReference(ds, stack, shifts)
+			res, err := ApplyMasks(context.Background(), ds, stack, splitPlan(anyCPUs, 2, 4, 7),
+				Options{TileFrames: 4, Shifts: shifts, NoPin: true})
+			require.NoError(t, err)
+			requireClose(t, res.F32, want, mag, 5e-7)
+		}
+	}
+}

@@ -28,10 +28,11 @@ import (
 // wy_0 = 1 − fy, wy_1 = fy, wx_0 = 1 − fx, wx_1 = fx, frame pixels outside the frame
 // zero. So no mask is copied or moved per frame: a dense CPU worker builds each frame's
 // g_f into a float tile (float32, float64 for Float64 jobs) and runs the unshifted kernel
-// on it (shiftDense); with fewer than packedMinMasks masks (float32) it reads frames
-// shifted by whole pixels in place at an offset (shiftFlat), or takes shifted copies in
-// the native dtype, and builds the g_f of sub-pixel shifts a block of rows at a time into
-// a buffer that stays in L1 for the block kernels (shiftFlat.subpixel); a sparse worker
+// on it (shiftDense), or for whole-pixel shifts of fewer than bcastMinMasks masks the
+// native kernel on shifted copies in the native dtype; with fewer than packedMinMasks
+// masks (float32) it reads frames shifted by whole pixels in place at an offset
+// (shiftFlat) and builds the g_f of sub-pixel shifts a block of rows at a time into a
+// buffer that stays in L1 for the block kernels (shiftFlat.subpixel); a sparse worker
 // gathers each nonzero's g_f straight from the native frame (shiftSparse); a GPU worker's
 // staging readers build g_f in float32 for the device. The CPU workers build a frame
 // whose fractions fy and fx are both nonzero as g_f/(max(wx_0, wx_1)·max(wy_0, wy_1)),
@@ -764,8 +765,8 @@ func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
 // serves both). Frames whose rows come out NaN or infinite (exact rows) go to shiftDense.
 // On 256×256 uint16 frames in place (go test -run X -bench BenchmarkCPUWorkerShifted
 // ./engine, one core of a shared 2-core Zen 4, medians of 5 runs), a descan plane of
-// sub-pixel shifts ran at 0.57× (1 mask) and 0.53× (4 masks) of the unshifted CPU-time
-// throughput, against 0.42× and 0.37× with the float tiles of shiftDense; building g
+// sub-pixel shifts ran at 0.57× (1 mask) and 0.49× (4 masks) of the unshifted CPU-time
+// throughput, against 0.39× and 0.35× with the float tiles of shiftDense; building g
 // (shiftRow1<T>: two conversions and two multiply-adds a pixel) is about half the time.
 func (k *shiftFlat[N]) subpixel(tile []byte, start, frames int, shifts []float64, acc []float64) {
 	px := asNative[N](tile)

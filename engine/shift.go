@@ -641,8 +641,8 @@ func shiftBuilder[N native](job *Job) func(dst []float32, native []byte, start, 
 // is, in C order, the dot product of the masks with the frame read from offset
 // ky·sig_x + kx, over the one contiguous range of mask pixels from the first such pixel
 // to the last, run through the block kernels (simdKernels: blocks of simdBlock pixels
-// summed in float32, the blocks in float64, as unshifted), two frames at a time where
-// consecutive frames share a shift; the pixels of that range whose source wraps into a
+// summed in float32, the blocks in float64, as unshifted), each block of weights for up
+// to wholeFrames consecutive frames that share a shift, two at a time; the pixels of that range whose source wraps into a
 // neighbouring row (|kx| per row) are then subtracted. Tiles with a sub-pixel shift go
 // to subpixel; frames whose rows come out NaN or infinite (exact rows), to shiftDense.
 type shiftFlat[N native] struct {
@@ -687,10 +687,9 @@ func (k *shiftFlat[N]) apply(tile []byte, start, frames int, shifts []float64, a
 	p, nm := k.h*k.w, k.nMasks
 	for f := 0; f < frames; {
 		ky, kx := int(shifts[2*(start+f)]), int(shifts[2*(start+f)+1])
-		pair := f+1 < frames && nm >= 4 && shifts[2*(start+f+1)] == float64(ky) && shifts[2*(start+f+1)+1] == float64(kx)
-		n := 1
-		if pair {
-			n = 2
+		n := 1 // frames from f that share the shift (up to wholeFrames with 4 masks or more)
+		for n < wholeFrames && nm >= 4 && f+n < frames && shifts[2*(start+f+n)] == float64(ky) && shifts[2*(start+f+n)+1] == float64(kx) {
+			n++
 		}
 		rows := acc[f*nm : (f+n)*nm]
 		k.whole(px[f*p:(f+n)*p], n, ky, kx, rows)
@@ -705,8 +704,12 @@ func (k *shiftFlat[N]) apply(tile []byte, start, frames int, shifts []float64, a
 	}
 }
 
-// whole sets rows (n × nMasks) to the products of the masks with the n frames of px (1
-// or 2) shifted by (ky, kx) whole pixels.
+// wholeFrames is the most frames sharing a shift that whole computes together (each
+// block of the masks' weights, loaded once, serves them all, two at a time).
+const wholeFrames = 8
+
+// whole sets rows (n × nMasks) to the products of the masks with the n frames of px
+// (at most wholeFrames) shifted by (ky, kx) whole pixels.
 func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
 	h, w, nm := k.h, k.w, k.nMasks
 	p := h * w
@@ -721,16 +724,18 @@ func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
 	off := ky*w + kx
 	for k0 := first; k0 < end; k0 += simdBlock {
 		b := min(simdBlock, end-k0)
-		s0 := px[k0+off : k0+off+b]
 		for m0 := 0; m0 < nm; m0 += simdGroup {
 			g := min(simdGroup, nm-m0)
 			mw := k.masks[m0*p+k0:]
 			pf := &prefetcher{w: mw, ldw: p, rows: g}
-			if n == 2 {
-				s1 := px[p+k0+off : p+k0+off+b]
-				dotPair(k.kernels, s0, s1, mw, p, pf, rows[m0:m0+g], rows[nm+m0:nm+m0+g], k.part)
-			} else {
-				dotBlock(k.kernels, s0, mw, p, pf, rows[m0:m0+g], k.part)
+			for j := 0; j < n; j += 2 {
+				s0, r0 := px[j*p+k0+off:j*p+k0+off+b], rows[j*nm+m0:j*nm+m0+g]
+				if j+1 < n {
+					s1, r1 := px[(j+1)*p+k0+off:(j+1)*p+k0+off+b], rows[(j+1)*nm+m0:(j+1)*nm+m0+g]
+					dotPair(k.kernels, s0, s1, mw, p, pf, r0, r1, k.part)
+				} else {
+					dotBlock(k.kernels, s0, mw, p, pf, r0, k.part)
+				}
 			}
 		}
 	}

@@ -770,9 +770,10 @@ func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
 // serves both). Frames whose rows come out NaN or infinite (exact rows) go to shiftDense.
 // On 256×256 uint16 frames in place (go test -run X -bench BenchmarkCPUWorkerShifted
 // ./engine, one core of a shared 2-core Zen 4, medians of 5 runs), a descan plane of
-// sub-pixel shifts ran at 0.57× (1 mask) and 0.49× (4 masks) of the unshifted CPU-time
-// throughput, against 0.39× and 0.35× with the float tiles of shiftDense; building g
-// (shiftRow1<T>: two conversions and two multiply-adds a pixel) is about half the time.
+// sub-pixel shifts ran at 0.53-0.57× (1 mask) and 0.49-0.52× (4 masks) of the unshifted
+// CPU-time throughput, against 0.39× and 0.35× with the float tiles of shiftDense;
+// building g (shiftRow1<T>: two conversions and two multiply-adds a pixel) is about half
+// the time.
 func (k *shiftFlat[N]) subpixel(tile []byte, start, frames int, shifts []float64, acc []float64) {
 	px := asNative[N](tile)
 	h, w, nm := k.h, k.w, k.nMasks

@@ -40,6 +40,24 @@ func shiftRowI32(dst, hprev, hnext *float32, src *int32, wx0, wx1, wy0, wy1 floa
 //go:noescape
 func shiftRowF32(dst, hprev, hnext *float32, src *float32, wx0, wx1, wy0, wy1 float32, n int)
 
+//go:noescape
+func shiftRow1U8(dst, hprev, hnext *float32, p, q *uint8, beta, alpha float32, ynext, n int)
+
+//go:noescape
+func shiftRow1I8(dst, hprev, hnext *float32, p, q *int8, beta, alpha float32, ynext, n int)
+
+//go:noescape
+func shiftRow1U16(dst, hprev, hnext *float32, p, q *uint16, beta, alpha float32, ynext, n int)
+
+//go:noescape
+func shiftRow1I16(dst, hprev, hnext *float32, p, q *int16, beta, alpha float32, ynext, n int)
+
+//go:noescape
+func shiftRow1I32(dst, hprev, hnext *float32, p, q *int32, beta, alpha float32, ynext, n int)
+
+//go:noescape
+func shiftRow1F32(dst, hprev, hnext *float32, p, q *float32, beta, alpha float32, ynext, n int)
+
 // rowShift returns, for float32 rows of pixel type N on CPUs with AVX2 and FMA (while
 // useSIMD is on), the function that sets hnext[i] = wx0·F(src[i]) + wx1·F(src[i+1]) and
 // g[i] = wy0·hprev[i] + wy1·hnext[i] for i < len(g) (src holds len(g)+1 pixels) in one
@@ -54,34 +72,86 @@ func rowShift[N native, F float]() func(g, hprev, hnext []F, src []N, wx0, wx1, 
 	var f any
 	switch any(*new(N)).(type) {
 	case uint8:
-		f = fusedShift(shiftRowU8)
+		f = fusedShift(shiftRowU8, shiftRow1U8)
 	case int8:
-		f = fusedShift(shiftRowI8)
+		f = fusedShift(shiftRowI8, shiftRow1I8)
 	case uint16:
-		f = fusedShift(shiftRowU16)
+		f = fusedShift(shiftRowU16, shiftRow1U16)
 	case int16:
-		f = fusedShift(shiftRowI16)
+		f = fusedShift(shiftRowI16, shiftRow1I16)
 	case int32:
-		f = fusedShift(shiftRowI32)
+		f = fusedShift(shiftRowI32, shiftRow1I32)
 	case float32:
-		f = fusedShift(shiftRowF32)
+		f = fusedShift(shiftRowF32, shiftRow1F32)
 	default:
 		return nil
 	}
 	return f.(func(g, hprev, hnext []F, src []N, wx0, wx1, wy0, wy1 F))
 }
 
-// fusedShift runs an assembly row shift on the whole groups of 8 values, the rest in Go.
-func fusedShift[N native](asm func(g, hprev, hnext *float32, src *N, wx0, wx1, wy0, wy1 float32, n int)) func(g, hprev, hnext []float32, src []N, wx0, wx1, wy0, wy1 float32) {
+// rowShift1 returns, for float32 rows of pixel type N on CPUs with AVX2 and FMA (while
+// useSIMD is on), the assembly row shift for scaled weights shiftRow1<T> (n a positive
+// multiple of 8); nil elsewhere.
+func rowShift1[N native, F float]() func(g, hprev, hnext *F, p, q *N, beta, alpha F, ynext, n int) {
+	if _, ok := any(*new(F)).(float32); !ok || !useSIMD || !haveAVX2FMA {
+		return nil
+	}
+	var f any
+	switch any(*new(N)).(type) {
+	case uint8:
+		f = shiftRow1U8
+	case int8:
+		f = shiftRow1I8
+	case uint16:
+		f = shiftRow1U16
+	case int16:
+		f = shiftRow1I16
+	case int32:
+		f = shiftRow1I32
+	case float32:
+		f = shiftRow1F32
+	default:
+		return nil
+	}
+	return f.(func(g, hprev, hnext *F, p, q *N, beta, alpha F, ynext, n int))
+}
+
+// fusedShift runs an assembly row shift on the whole groups of 8 values (the last group
+// again for the rest), the rest of rows shorter than 8 in Go: asm1 for scaled weights
+// (one weight of each axis 1, see shiftFrames.begin), asm for any others.
+func fusedShift[N native](asm func(g, hprev, hnext *float32, src *N, wx0, wx1, wy0, wy1 float32, n int),
+	asm1 func(g, hprev, hnext *float32, p, q *N, beta, alpha float32, ynext, n int)) func(g, hprev, hnext []float32, src []N, wx0, wx1, wy0, wy1 float32) {
 	return func(g, hprev, hnext []float32, src []N, wx0, wx1, wy0, wy1 float32) {
-		n := len(g) &^ 7
 		hprev, hnext, src = hprev[:len(g)], hnext[:len(g)], src[:len(g)+1]
-		if n > 0 {
-			asm(unsafe.SliceData(g), unsafe.SliceData(hprev), unsafe.SliceData(hnext), unsafe.SliceData(src), wx0, wx1, wy0, wy1, n)
+		if len(g) < 8 {
+			for i := range g {
+				hnext[i] = wx0*float32(src[i]) + wx1*float32(src[i+1])
+				g[i] = wy0*hprev[i] + wy1*hnext[i]
+			}
+			return
 		}
-		for i := n; i < len(g); i++ {
-			hnext[i] = wx0*float32(src[i]) + wx1*float32(src[i+1])
-			g[i] = wy0*hprev[i] + wy1*hnext[i]
+		// run shifts the values [i, i+n): each depends only on src and hprev, which a
+		// call does not write, so that the values of two calls may overlap.
+		run := func(i, n int) {
+			switch {
+			case (wx0 == 1 || wx1 == 1) && (wy0 == 1 || wy1 == 1):
+				p, q, beta := &src[i], &src[i+1], wx1
+				if wx0 != 1 {
+					p, q, beta = q, p, wx0
+				}
+				ynext, alpha := 0, wy1
+				if wy0 != 1 {
+					ynext, alpha = 1, wy0
+				}
+				asm1(&g[i], &hprev[i], &hnext[i], p, q, beta, alpha, ynext, n)
+			default:
+				asm(&g[i], &hprev[i], &hnext[i], &src[i], wx0, wx1, wy0, wy1, n)
+			}
+		}
+		n := len(g) &^ 7
+		run(0, n)
+		if n < len(g) {
+			run(len(g)-8, 8)
 		}
 	}
 }

@@ -13,3 +13,8 @@ func rowLerp[F float]() func(dst, a, b []F, wa, wb F) { return lerpGo[F] }
 func rowShift[N native, F float]() func(g, hprev, hnext []F, src []N, wx0, wx1, wy0, wy1 F) {
 	return nil
 }
+
+// rowShift1 returns nil: the row shift for scaled weights exists only in amd64 assembly.
+func rowShift1[N native, F float]() func(g, hprev, hnext *F, p, q *N, beta, alpha F, ynext, n int) {
+	return nil
+}

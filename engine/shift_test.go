@@ -267,3 +267,65 @@ func TestEstimateMemoryShifted(t *testing.T) {
 	// A float32 tile of 4 frames, 3 rows of sig_x floats, a native tile of 4 frames.
 	require.Equal(t, plain.PerWorker+4*1440*4+3*36*4+4*2880, shifted.PerWorker)
 }
+
+// TestRowShift checks the fused row shift (rowShift: hnext = wx0·src[i] + wx1·src[i+1],
+// g = wy0·hprev + wy1·hnext) of each pixel type against float64, for rows of 1 to 41
+// values (whole groups of 8, the last group again, short rows in Go), with general
+// weights and with the scaled ones of shiftFrames.begin (one weight of each axis 1, in
+// either place).
+func TestRowShift(t *testing.T) {
+	testRowShift[uint8](t)
+	testRowShift[int8](t)
+	testRowShift[uint16](t)
+	testRowShift[int16](t)
+	testRowShift[int32](t)
+	testRowShift[float32](t)
+}
+
+func testRowShift[N native](t *testing.T) {
+	shift := rowShift[N, float32]()
+	if shift == nil {
+		t.Skip("no fused row shift on this CPU or architecture")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, wt := range [][4]float32{{0.7, 0.3, 0.25, 0.75}, {1, 0.4, 1, 0.9}, {0.2, 1, 1, 0.5}, {1, 0.6, 0.3, 1}, {0.8, 1, 0.1, 1}} {
+		for n := 1; n <= 41; n++ {
+			src := make([]N, n+1)
+			for i := range src {
+				src[i] = N(rng.IntN(120))
+			}
+			hprev := make([]float32, n)
+			for i := range hprev {
+				hprev[i] = rng.Float32() * 100
+			}
+			g, hnext := make([]float32, n), make([]float32, n)
+			shift(g, hprev, hnext, src, wt[0], wt[1], wt[2], wt[3])
+			for i := range n {
+				h := float64(wt[0])*float64(src[i]) + float64(wt[1])*float64(src[i+1])
+				want := float64(wt[2])*float64(hprev[i]) + float64(wt[3])*h
+				require.InDelta(t, h, float64(hnext[i]), 1e-6*(1+math.Abs(h)), "%T weights %v n %d: hnext[%d]", src[0], wt, n, i)
+				require.InDelta(t, want, float64(g[i]), 1e-6*(1+math.Abs(want)), "%T weights %v n %d: g[%d]", src[0], wt, n, i)
+			}
+		}
+	}
+}
+
+// TestApplyMasksShiftedManyMasks: whole-pixel shifts of 16 and 40 dense masks (the
+// native kernel on shifted copies shares the packed stack of the float32 kernel below
+// bcastMinMasks masks, not above), against the float64 reference.
+func TestApplyMasksShiftedManyMasks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	sig := [2]int{24, 40}
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32} {
+		ds := randomDataset(rng, dt, []int{11}, sig)
+		shifts := randomShifts(rng, 11, true)
+		for _, nMasks := range []int{16, 40} {
+			stack := randomStack(rng, nMasks, sig)
+			want, mag := shiftedReference(ds, stack, shifts)
+			res, err := ApplyMasks(context.Background(), ds, stack, splitPlan(anyCPUs, 2, 4, 7),
+				Options{TileFrames: 4, Shifts: shifts, NoPin: true})
+			require.NoError(t, err)
+			requireClose(t, res.F32, want, mag, 5e-7)
+		}
+	}
+}

@@ -46,7 +46,7 @@ func ShiftedFrames(ds dataset.Dataset, shifts []float64) (dataset.Dataset, error
 
 func shiftedBuild[N native](sig [2]int) func(dst []float64, src []byte, dy, dx float64) {
 	k := newShiftFrames[N, float64](sig)
-	return func(dst []float64, src []byte, dy, dx float64) { k.build(dst, asNative[N](src), dy, dx) }
+	return func(dst []float64, src []byte, dy, dx float64) { k.build(dst, asNative[N](src), dy, dx, false) }
 }
 
 type shiftedFrames struct {

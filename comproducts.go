@@ -128,19 +128,25 @@ func ReadCOMShifts(path string) (shifts []float64, navShape []int, err error) {
 	if _, err := f.ReadAt(raw, offset); err != nil {
 		return nil, nil, errs.Wrap(errs.IO, fmt.Errorf("%s: %w", path, err))
 	}
+	return npyFloats(raw, d), info.Shape[:2], nil
+}
+
+// npyFloats decodes raw, len(raw)/d.Size values of the NPY dtype d (float32 or float64,
+// either byte order), as float64.
+func npyFloats(raw []byte, d npy.Descr) []float64 {
 	var order binary.ByteOrder = binary.LittleEndian
 	if d.BigEndian {
 		order = binary.BigEndian
 	}
-	shifts = make([]float64, n)
-	for i := range shifts {
+	v := make([]float64, len(raw)/d.Size)
+	for i := range v {
 		if d.Size == 8 {
-			shifts[i] = math.Float64frombits(order.Uint64(raw[8*i:]))
+			v[i] = math.Float64frombits(order.Uint64(raw[8*i:]))
 		} else {
-			shifts[i] = float64(math.Float32frombits(order.Uint32(raw[4*i:])))
+			v[i] = float64(math.Float32frombits(order.Uint32(raw[4*i:])))
 		}
 	}
-	return shifts, info.Shape[:2], nil
+	return v
 }
 
 // COMOutputs are the files SaveCOMProducts writes; empty fields are not written. NPY

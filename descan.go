@@ -2,7 +2,6 @@ package stemdot
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -104,18 +103,9 @@ func LoadShifts(path string, nav []int) (shifts []float64, err error) {
 	if _, err := f.ReadAt(raw, offset); err != nil && err != io.EOF {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("shifts file %s: %w", path, err))
 	}
-	var order binary.ByteOrder = binary.LittleEndian
-	if d.BigEndian {
-		order = binary.BigEndian
-	}
-	shifts = make([]float64, n)
-	for i := range shifts {
-		if d.Size == 4 {
-			shifts[i] = float64(math.Float32frombits(order.Uint32(raw[4*i:])))
-		} else {
-			shifts[i] = math.Float64frombits(order.Uint64(raw[8*i:]))
-		}
-		if v := shifts[i]; math.IsNaN(v) || math.IsInf(v, 0) {
+	shifts = npyFloats(raw, d)
+	for i, v := range shifts {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, errs.New(errs.Argument, "shifts file %s: the %s shift of scan position %d is %v: shifts must be finite", path, [2]string{"y", "x"}[i%2], i/2, v)
 		}
 	}

@@ -835,6 +835,14 @@ class _Plan:
         _call(_LIB.stemdot_plan_free, self.handle)
 
 
+def _custom_plan(cpus, gpus, oversubscribe, partition_size):
+    """A :class:`_Plan` of the options given, or None (the library's default plan) when
+    every option has its default (None, and oversubscribe False)."""
+    if cpus is None and gpus is None and oversubscribe is False and partition_size is None:
+        return None
+    return _Plan(cpus, gpus, oversubscribe, partition_size)
+
+
 def describe_plan(cpus=None, gpus=None, dataset=None, oversubscribe=False, partition_size=None):
     """The resource plan for this machine as a dict ({"cores_usable", "workers",
     "partitions", "warnings"}), with partitions when a :class:`Dataset` is given.
@@ -1139,8 +1147,7 @@ def descan_fit(data, com=None, cpus=None, gpus=None, oversubscribe=False, partit
     else:
         raise TypeError(f"descan_fit wants a stemdot.Dataset or a numpy.ndarray, got {type(data).__name__}")
     try:
-        custom = cpus is not None or gpus is not None or oversubscribe is not False or partition_size is not None
-        plan = _Plan(cpus, gpus, oversubscribe, partition_size) if custom else None
+        plan = _custom_plan(cpus, gpus, oversubscribe, partition_size)
         coeffs = (ctypes.c_double * 8)()
         shifts = np.empty(tuple(ds.scan_shape) + (2,), np.float64)
         used = ctypes.c_size_t()
@@ -1256,8 +1263,7 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
         if roi_compact and not ds.roi:
             raise InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
         out = np.empty(ds.nav_shape + (masks.shape[0],), dtype=out_dtype)
-        custom = cpus is not None or gpus is not None or oversubscribe is not False or partition_size is not None
-        plan = _Plan(cpus, gpus, oversubscribe, partition_size) if custom else None
+        plan = _custom_plan(cpus, gpus, oversubscribe, partition_size)
         try:
             if plan is not None:
                 plan.warn()
@@ -1455,8 +1461,7 @@ def reduce(data, reductions=("sum",), cpus=None, progress=False, oversubscribe=F
     ds, own = _dataset_of(data, format_options, "reduce")
     try:
         out = {r: np.empty(ds.sig_shape, dtype=np.float64) for r in REDUCTIONS if r in names}
-        custom = cpus is not None or oversubscribe is not False or partition_size is not None
-        plan = _Plan(cpus, None, oversubscribe, partition_size) if custom else None
+        plan = _custom_plan(cpus, None, oversubscribe, partition_size)
         try:
             if plan is not None:
                 plan.warn()

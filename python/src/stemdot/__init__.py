@@ -866,6 +866,7 @@ RESULT_FORMAT, RESULT_FORMAT_VERSION = "stemdot-result", 1
 
 class Result(np.ndarray):
     """The result of :func:`apply_masks`: a numpy array of shape ``nav_shape + (n_masks,)``
+    (``(n_selected, n_masks)`` for a compact region of interest, ``roi_compact``)
     (a plain ``ndarray`` subclass, so every numpy use of the array works as before) that
     also carries ``names``, the masks' names in column order (a tuple of str), and
     ``info``, a dict of the sidecar schema that ``stemdot apply`` writes beside its NPY
@@ -873,7 +874,10 @@ class Result(np.ndarray):
     ``stemdot_version``, ``shape``, ``dtype``, ``nav_shape``, ``sig_shape``, ``masks``
     (per column: ``column``, ``name``, ``spec`` or ``file``, ``index``), ``dataset``
     (``path``, ``format``, ``options``), ``plan`` (``cpu_workers``, ``gpu_workers``)
-    and, when written with them, ``com_shifts``. ``column(name)`` is the image of the
+    and, where they apply, ``com_shifts`` (the CoM shift maps' file), ``roi`` (a region of
+    interest: ``scan_shape``, ``selected``, ``compact``, ``positions``), ``centre`` (of
+    auto specs: ``x``, ``y``, ``r``, ``source``) and ``shifts`` (masks moved with the
+    pattern: ``mean`` and ``constant`` or ``file``). ``column(name)`` is the image of the
     mask of that name.
 
     ``names`` and ``info`` describe this array's columns only: arrays derived from it
@@ -916,7 +920,8 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
     index; options the open options given, key → value (formatted as the library reads
     them); roi, for a result of a region of interest, a dict of scan_shape, selected,
     compact and, when written, positions (the file); centre, when auto specs were made,
-    a dict of x, y, r and source ("sum frame" or "given"); shifts, for masks moved with
+    a dict of x, y, r and source ("sum frame", "sum frame of the frames moved back by
+    their shifts" or "given"); shifts, for masks moved with
     the pattern, a dict of mean (dy, dx) and, when given so, constant or file."""
     info = {
         "format": RESULT_FORMAT,

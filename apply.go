@@ -40,8 +40,8 @@ type ApplyOptions struct {
 	// truncates them to integers. Either 2 values, (dy, dx) for every frame, or 2 per
 	// scan position, (nav_y, nav_x, 2) in C order (LoadShifts reads them from NPY;
 	// descan.Plane.Eval computes them from a fit, see DescanFit): with Options.Frames, for
-	// the whole scan, or 2 per frame of the range. Nil applies the masks unshifted. Finite values only (errs.Argument);
-	// another length is errs.Shape.
+	// the whole scan, or 2 per frame of the range. Nil applies the masks unshifted.
+	// Finite values only (errs.Argument); another length is errs.Shape.
 	Shifts []float64
 }
 

@@ -53,9 +53,10 @@ type COMProducts struct {
 // navShape (nav_y, nav_x), corrected by opt first. Positions whose shift is NaN (a frame
 // summing to 0) or infinite give NaN magnitude there and NaN divergence and curl where
 // the differences use them (as numpy.gradient), and are read as 0 by the iCoM, with a
-// warning naming how many and the first ones. Errors: errs.Shape for a nav shape that is not 2-D
-// of at least 2×2 positions or that does not match the shifts' length, errs.Argument
-// for a rotation that is not finite, errs.Resources for maps that do not fit in memory.
+// warning naming how many and the first ones. Errors: errs.Shape for a nav shape that
+// is not 2-D of at least 2×2 positions or that does not match the shifts' length,
+// errs.Argument for a rotation that is not finite, errs.Resources for maps that do not
+// fit in memory.
 func NewCOMProducts(shifts []float64, navShape []int, opt COMOptions) (p *COMProducts, err error) {
 	defer goErrs(&err)
 	if len(navShape) != 2 || navShape[0] < 2 || navShape[1] < 2 {
@@ -128,19 +129,25 @@ func ReadCOMShifts(path string) (shifts []float64, navShape []int, err error) {
 	if _, err := f.ReadAt(raw, offset); err != nil {
 		return nil, nil, errs.Wrap(errs.IO, fmt.Errorf("%s: %w", path, err))
 	}
+	return npyFloats(raw, d), info.Shape[:2], nil
+}
+
+// npyFloats decodes raw, len(raw)/d.Size values of the NPY dtype d (float32 or float64,
+// either byte order), as float64.
+func npyFloats(raw []byte, d npy.Descr) []float64 {
 	var order binary.ByteOrder = binary.LittleEndian
 	if d.BigEndian {
 		order = binary.BigEndian
 	}
-	shifts = make([]float64, n)
-	for i := range shifts {
+	v := make([]float64, len(raw)/d.Size)
+	for i := range v {
 		if d.Size == 8 {
-			shifts[i] = math.Float64frombits(order.Uint64(raw[8*i:]))
+			v[i] = math.Float64frombits(order.Uint64(raw[8*i:]))
 		} else {
-			shifts[i] = float64(math.Float32frombits(order.Uint32(raw[4*i:])))
+			v[i] = float64(math.Float32frombits(order.Uint32(raw[4*i:])))
 		}
 	}
-	return shifts, info.Shape[:2], nil
+	return v
 }
 
 // COMOutputs are the files SaveCOMProducts writes; empty fields are not written. NPY
@@ -228,7 +235,10 @@ func (o COMOutputs) Check(inputs ...string) (err error) {
 }
 
 // SaveCOMProducts writes the outputs o of p all or nothing, as Save: every file under a
-// temporary name, all renamed only when all were written.
+// temporary name, all renamed only when all were written; the files are as COMOutputs
+// describes them (NPY, float64, of shape (nav_y, nav_x), the field (nav_y, nav_x, 2)).
+// Errors: errs.Argument for a nil p, those of COMOutputs.Check (without inputs), and
+// errs.IO for a file that cannot be written, after which none is left behind.
 func SaveCOMProducts(p *COMProducts, o COMOutputs) (err error) {
 	defer goErrs(&err)
 	if p == nil {

@@ -2,7 +2,6 @@ package stemdot
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -104,18 +103,9 @@ func LoadShifts(path string, nav []int) (shifts []float64, err error) {
 	if _, err := f.ReadAt(raw, offset); err != nil && err != io.EOF {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("shifts file %s: %w", path, err))
 	}
-	var order binary.ByteOrder = binary.LittleEndian
-	if d.BigEndian {
-		order = binary.BigEndian
-	}
-	shifts = make([]float64, n)
-	for i := range shifts {
-		if d.Size == 4 {
-			shifts[i] = float64(math.Float32frombits(order.Uint32(raw[4*i:])))
-		} else {
-			shifts[i] = math.Float64frombits(order.Uint64(raw[8*i:]))
-		}
-		if v := shifts[i]; math.IsNaN(v) || math.IsInf(v, 0) {
+	shifts = npyFloats(raw, d)
+	for i, v := range shifts {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, errs.New(errs.Argument, "shifts file %s: the %s shift of scan position %d is %v: shifts must be finite", path, [2]string{"y", "x"}[i%2], i/2, v)
 		}
 	}
@@ -128,11 +118,11 @@ func LoadShifts(path string, nav []int) (shifts []float64, err error) {
 // with plan, their shifts (COMShifts) fitted by least squares per component, leaving out
 // frames without counts. The plane is in positions of the scan ds's frames come from
 // (dataset.ScanPositions: the whole scan of an ROI or a frames range, whose other
-// positions are left out), (nav_y, nav_x) or (n,); descan.Plane.Eval gives the shifts of every scan position
-// (ApplyOptions.Shifts) that make the masks follow the pattern. Fit the data itself, or
-// a reference scan in vacuum with the same scan settings. Errors: those of Masks and
-// Apply, and errs.Argument for a shift map that does not determine a plane (too few
-// frames with counts).
+// positions are left out), (nav_y, nav_x) or (n,); descan.Plane.Eval gives the shifts
+// of every scan position (ApplyOptions.Shifts) that make the masks follow the pattern.
+// Fit the data itself, or a reference scan in vacuum with the same scan settings.
+// Errors: those of Masks and Apply, and errs.Argument for a shift map that does not
+// determine a plane (too few frames with counts).
 func DescanFit(ctx context.Context, ds dataset.Dataset, com string, plan Plan) (p descan.Plane, err error) {
 	defer goErrs(&err)
 	pl, err := plan.Planner()

@@ -77,7 +77,7 @@ var OpenOptions = []OpenOption{
 		set: func(o *Options, v string) error { o.DatasetPath = v; return nil }}, // verbatim: HDF5 names may hold spaces
 	{Key: "allow_fill", Switch: true, Usage: "HDF5 files: read storage that is missing or was never written (a virtual dataset's missing source file, chunks never written, external raw storage cut short) as the fill value, with a warning counting the frames, instead of refusing the file",
 		set: func(o *Options, v string) (err error) { o.AllowFill, err = parseBool(strings.TrimSpace(v)); return err }},
-	{Key: "roi", Usage: "region of interest: only these scan positions are read: rect:X,Y,W,H (scan columns X..X+W-1, rows Y..Y+H-1) or an NPY file of booleans (or 0/1) of the scan's nav shape (after nav_shape, sync_offset and flyback); results keep the nav shape with NaN elsewhere (default: all)",
+	{Key: "roi", Usage: "region of interest: only these scan positions are read: rect:X,Y,W,H (scan columns X..X+W-1, rows Y..Y+H-1) or an NPY file of booleans (or 0/1) of the scan's nav shape (after nav_shape, sync_offset and flyback), read as a scan of nav shape (n_selected,); an apply's result is placed back in the scan's nav shape with NaN elsewhere; reductions and pick see the selected frames only (default: all)",
 		set: func(o *Options, v string) (err error) { o.ROI, err = dataset.ParseROI(v); return err }},
 	{Key: "frames", Usage: "only frames FIRST,COUNT of the scan (scan order, after nav_shape, sync_offset and flyback; of the positions selected by roi when given), read as a scan of nav shape (COUNT,) (default: all)",
 		set: func(o *Options, v string) error {

@@ -42,7 +42,8 @@ func memoryDataset(frames []byte, dtype int, nav []int, sigY, sigX int) (dataset
 }
 
 // masksFrom builds the stack of NPY mask files and then CLI --mask specs, in order, for
-// frames of sigY × sigX pixels: stemdot.MasksFrom, the one definition that the CLI's
+// frames of sigY × sigX pixels, the auto specs (disk:auto, ...) about centre (nil: none,
+// an auto spec is refused): stemdot.MasksFromCentred, the one definition that the CLI's
 // apply uses too.
 func masksFrom(files, specs []string, sigY, sigX int, centre *masks.Centre) (*masks.Stack, error) {
 	if sigY <= 0 || sigX <= 0 {

@@ -13,20 +13,6 @@ import (
 	"github.com/stemdot/stemdot/errs"
 )
 
-//export stemdot_go_dataset_format
-func stemdot_go_dataset_format(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
-	const fn = "stemdot_dataset_format"
-	defer guard(fn, &st)
-	if needed == nil || (buf == nil && bufLen > 0) {
-		return fail(fn, failf(errs.Argument, "needed must not be NULL, and buf must not be NULL when buf_len > 0"))
-	}
-	d, err := getDataset(uint64(dsHandle))
-	if err != nil {
-		return fail(fn, err)
-	}
-	return copyText(fn, d.Format(), "format", buf, bufLen, needed)
-}
-
 //export stemdot_go_com_products
 func stemdot_go_com_products(shifts *C.stemdot_cdouble, navY, navX C.size_t, rotation C.double, flipY C.int,
 	field, magnitude, divergence, curl, icom *C.double, warning *C.char, warningLen C.size_t) (st C.stemdot_status) {

@@ -240,6 +240,23 @@ func stemdot_go_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf 
 func stemdot_go_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
 	const fn = "stemdot_dataset_warnings"
 	defer guard(fn, &st)
+	return datasetText(fn, "warnings", dsHandle, buf, bufLen, needed, func(d dataset.Dataset) string {
+		return stemdot.OptionKeys(strings.Join(stemdot.OpenWarnings(d), "\n"))
+	})
+}
+
+//export stemdot_go_dataset_format
+func stemdot_go_dataset_format(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_dataset_format"
+	defer guard(fn, &st)
+	return datasetText(fn, "format", dsHandle, buf, bufLen, needed, dataset.Dataset.Format)
+}
+
+// datasetText is C call fn that writes text(d) of the dataset d of dsHandle, as copyText
+// (what names the text): needed NULL, or buf NULL with bufLen > 0, is errs.Argument,
+// checked before the handle.
+func datasetText(fn, what string, dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t,
+	text func(d dataset.Dataset) string) C.stemdot_status {
 	if needed == nil || (buf == nil && bufLen > 0) {
 		return fail(fn, failf(errs.Argument, "needed must not be NULL, and buf must not be NULL when buf_len > 0"))
 	}
@@ -247,7 +264,7 @@ func stemdot_go_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen
 	if err != nil {
 		return fail(fn, err)
 	}
-	return copyText(fn, stemdot.OptionKeys(strings.Join(stemdot.OpenWarnings(d), "\n")), "warnings", buf, bufLen, needed)
+	return copyText(fn, text(d), what, buf, bufLen, needed)
 }
 
 // copyText writes text as it is (messages have their options named by key by the

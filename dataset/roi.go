@@ -289,9 +289,10 @@ func ViewsInPlace(ds Dataset) bool {
 // returns nil and MapFrames ok == false for frames that are not. The view owns ds: its
 // Close closes ds.
 //
-// Errors name option roi: errs.Shape for a mask of another shape than ds's nav shape (naming
-// both) and a rectangle outside the scan, errs.Argument for an ROI that selects nothing
-// or an NPY array that is not boolean, errs.IO or errs.Format for an unreadable file.
+// Errors name option roi: errs.Shape for a mask of another shape than ds's nav shape
+// (naming both) and a rectangle outside the scan, errs.Argument for an ROI that selects
+// nothing or an NPY array that is not boolean, errs.IO or errs.Format for an unreadable
+// file.
 func Select(ds Dataset, roi ROI) (Dataset, error) {
 	pos, err := roi.positions(ds.NavShape())
 	if err != nil {

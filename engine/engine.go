@@ -448,8 +448,9 @@ func newRun(ctx context.Context, what string, plan *planner.Plan, ds dataset.Dat
 	return r
 }
 
-// claimSizes sizes the claims of the plan's workers: a CPU worker starts with one tile
-// and claims at most maxClaimTime of work and maxClaimBytes of frames, a GPU worker starts with one device tile
+// claimSizes sizes the claims of the plan's workers, for frames of frameBytes bytes: a
+// CPU worker starts with one tile (tile frames) and claims at most maxClaimTime of work
+// and maxClaimBytes of frames, a GPU worker starts with one device tile
 // (cuda.DefaultTileBytes of frames) and claims at most gpuClaimTime.
 func claimSizes(plan *planner.Plan, frameBytes, tile int) []claimSizing {
 	sizes := make([]claimSizing, len(plan.Workers))

@@ -375,7 +375,8 @@ stemdot_status stemdot_mask_parse_centred(const char *spec, size_t sig_y, size_t
  * specs[1], ..., in the order given. A file holds one mask (sig_y, sig_x) or a stack
  * (n, sig_y, sig_x) of bool, integer or float dtype; a spec is as for stemdot_mask_parse,
  * or, with centre (3 doubles x, y, r, as stemdot_find_centre gives them; NULL for none),
- * as for stemdot_mask_parse_centred (disk:auto, ...). files (n_files entries) and specs (n_specs entries) may be NULL when their count is 0.
+ * as for stemdot_mask_parse_centred (disk:auto, ...). files (n_files entries) and specs
+ * (n_specs entries) may be NULL when their count is 0.
  *
  * Stores the mask count in *n_masks and, when out is not NULL, writes n_masks × sig_y ×
  * sig_x weights (C order) of out_dtype into out, whose length in elements is out_len:
@@ -493,8 +494,9 @@ stemdot_status stemdot_apply_shifted(stemdot_dataset dataset, const void *masks,
 /*
  * Fits the descan plane to the centre-of-mass shift map of a dataset (the Go API's
  * stemdot.DescanFit; `stemdot descan fit`): the com masks of spec com (NULL or "": "com";
- * "com:CX,CY[,R]"; "com:auto[,R]" about the direct beam's centre in the sum frame) applied with plan (0: the default plan), their shifts fitted by least
- * squares per component, frames without counts left out:
+ * "com:CX,CY[,R]"; "com:auto[,R]" about the direct beam's centre in the sum frame)
+ * applied with plan (0: the default plan), their shifts fitted by least squares per
+ * component, frames without counts left out:
  *   dy = coeffs[0] + coeffs[1]*y + coeffs[2]*x,   dx = coeffs[3] + coeffs[4]*y + coeffs[5]*x
  * in pixels, (y, x) the scan row and column from 0 (a nav shape (n,): y = 0, x = index);
  * coeffs[6] and coeffs[7] are the rms residuals of dy and dx. coeffs: 8 doubles. When

@@ -835,6 +835,14 @@ class _Plan:
         _call(_LIB.stemdot_plan_free, self.handle)
 
 
+def _custom_plan(cpus, gpus, oversubscribe, partition_size):
+    """A :class:`_Plan` of the options given, or None (the library's default plan) when
+    every option has its default (None, and oversubscribe False)."""
+    if cpus is None and gpus is None and oversubscribe is False and partition_size is None:
+        return None
+    return _Plan(cpus, gpus, oversubscribe, partition_size)
+
+
 def describe_plan(cpus=None, gpus=None, dataset=None, oversubscribe=False, partition_size=None):
     """The resource plan for this machine as a dict ({"cores_usable", "workers",
     "partitions", "warnings"}), with partitions when a :class:`Dataset` is given.
@@ -858,6 +866,7 @@ RESULT_FORMAT, RESULT_FORMAT_VERSION = "stemdot-result", 1
 
 class Result(np.ndarray):
     """The result of :func:`apply_masks`: a numpy array of shape ``nav_shape + (n_masks,)``
+    (``(n_selected, n_masks)`` for a compact region of interest, ``roi_compact``)
     (a plain ``ndarray`` subclass, so every numpy use of the array works as before) that
     also carries ``names``, the masks' names in column order (a tuple of str), and
     ``info``, a dict of the sidecar schema that ``stemdot apply`` writes beside its NPY
@@ -865,7 +874,10 @@ class Result(np.ndarray):
     ``stemdot_version``, ``shape``, ``dtype``, ``nav_shape``, ``sig_shape``, ``masks``
     (per column: ``column``, ``name``, ``spec`` or ``file``, ``index``), ``dataset``
     (``path``, ``format``, ``options``), ``plan`` (``cpu_workers``, ``gpu_workers``)
-    and, when written with them, ``com_shifts``. ``column(name)`` is the image of the
+    and, where they apply, ``com_shifts`` (the CoM shift maps' file), ``roi`` (a region of
+    interest: ``scan_shape``, ``selected``, ``compact``, ``positions``), ``centre`` (of
+    auto specs: ``x``, ``y``, ``r``, ``source``) and ``shifts`` (masks moved with the
+    pattern: ``mean`` and ``constant`` or ``file``). ``column(name)`` is the image of the
     mask of that name.
 
     ``names`` and ``info`` describe this array's columns only: arrays derived from it
@@ -908,7 +920,8 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
     index; options the open options given, key → value (formatted as the library reads
     them); roi, for a result of a region of interest, a dict of scan_shape, selected,
     compact and, when written, positions (the file); centre, when auto specs were made,
-    a dict of x, y, r and source ("sum frame" or "given"); shifts, for masks moved with
+    a dict of x, y, r and source ("sum frame", "sum frame of the frames moved back by
+    their shifts" or "given"); shifts, for masks moved with
     the pattern, a dict of mean (dy, dx) and, when given so, constant or file."""
     info = {
         "format": RESULT_FORMAT,
@@ -1139,8 +1152,7 @@ def descan_fit(data, com=None, cpus=None, gpus=None, oversubscribe=False, partit
     else:
         raise TypeError(f"descan_fit wants a stemdot.Dataset or a numpy.ndarray, got {type(data).__name__}")
     try:
-        custom = cpus is not None or gpus is not None or oversubscribe is not False or partition_size is not None
-        plan = _Plan(cpus, gpus, oversubscribe, partition_size) if custom else None
+        plan = _custom_plan(cpus, gpus, oversubscribe, partition_size)
         coeffs = (ctypes.c_double * 8)()
         shifts = np.empty(tuple(ds.scan_shape) + (2,), np.float64)
         used = ctypes.c_size_t()
@@ -1256,8 +1268,7 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
         if roi_compact and not ds.roi:
             raise InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
         out = np.empty(ds.nav_shape + (masks.shape[0],), dtype=out_dtype)
-        custom = cpus is not None or gpus is not None or oversubscribe is not False or partition_size is not None
-        plan = _Plan(cpus, gpus, oversubscribe, partition_size) if custom else None
+        plan = _custom_plan(cpus, gpus, oversubscribe, partition_size)
         try:
             if plan is not None:
                 plan.warn()
@@ -1455,8 +1466,7 @@ def reduce(data, reductions=("sum",), cpus=None, progress=False, oversubscribe=F
     ds, own = _dataset_of(data, format_options, "reduce")
     try:
         out = {r: np.empty(ds.sig_shape, dtype=np.float64) for r in REDUCTIONS if r in names}
-        custom = cpus is not None or oversubscribe is not False or partition_size is not None
-        plan = _Plan(cpus, None, oversubscribe, partition_size) if custom else None
+        plan = _custom_plan(cpus, None, oversubscribe, partition_size)
         try:
             if plan is not None:
                 plan.warn()

@@ -306,7 +306,7 @@ func frameIndices(nav []int, at [][]int) ([]int, error) {
 	idx := make([]int, len(at))
 	for k, pos := range at {
 		if len(pos) != len(nav) {
-			return nil, errs.New(errs.Shape, "option at: scan position %s has %d coordinates, but the nav shape %s has %d axes: give %s", posString(pos), len(pos), npy.ShapeString(nav), len(nav), map[int]string{1: "N", 2: "Y,X"}[len(nav)])
+			return nil, errs.New(errs.Shape, "option at: scan position %s has %d coordinate%s, but the nav shape %s has %d ax%s: give %s", posString(pos), len(pos), map[bool]string{true: "s"}[len(pos) != 1], npy.ShapeString(nav), len(nav), map[bool]string{true: "es", false: "is"}[len(nav) != 1], map[int]string{1: "N", 2: "Y,X"}[len(nav)])
 		}
 		f := 0
 		for a, c := range pos {

@@ -244,7 +244,7 @@ func TestPick(t *testing.T) {
 	require.EqualError(t, err, "Pick's positions: scan position (3, 0) is outside the nav shape (3, 4): each coordinate runs from 0 to its size − 1")
 	require.Equal(t, errs.Shape, errs.KindOf(err))
 	_, err = stemdot.Pick(context.Background(), ds, [][]int{{5}})
-	require.ErrorContains(t, err, "scan position (5) has 1 coordinates, but the nav shape (3, 4) has 2 axes: give Y,X")
+	require.ErrorContains(t, err, "scan position (5) has 1 coordinate, but the nav shape (3, 4) has 2 axes: give Y,X")
 	require.Equal(t, errs.Shape, errs.KindOf(err))
 
 	dir := t.TempDir()

@@ -130,7 +130,7 @@ func reduceMemory(ds dataset.Dataset, opt ReduceOptions, tile int) int64 {
 	if opt.Max {
 		b += size * px
 	}
-	if _, inPlace := ds.(dataset.Viewer); !inPlace {
+	if !dataset.ViewsInPlace(ds) { // an ROI's frames that are not consecutive are read into a tile
 		b += 2 * int64(tile) * int64(ds.FrameBytes())
 	}
 	return b

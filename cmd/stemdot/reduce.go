@@ -37,8 +37,9 @@ func newSumCmd() *cobra.Command {
 	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "sum FILE [--out SUM.npy] [--mean FILE.npy] [--max FILE.npy] [--std FILE.npy] [--png PREFIX]",
-		Short: "Sum, mean, maximum and standard-deviation frames over all frames, in one pass",
-		Long: `sum computes, in one pass over every frame on pinned CPU workers, the frames asked for:
+		Short: "Sum, mean, maximum and standard-deviation frames of the scan, in one pass",
+		Long: `sum computes, in one pass over the frames read (every frame, or those of --roi and
+--frames) on pinned CPU workers, the frames asked for:
   --out   the sum frame Σ_f frame_f (LiberTEM's SumUDF)
   --mean  the mean frame, sum / number of frames
   --max   the maximum frame, max_f frame_f per pixel

@@ -105,7 +105,7 @@ func TestPickCommand(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"--at", "0,9", "--out", filepath.Join(dir, "x.npy")}, "stemdot: --at: scan position (0, 9) is outside the nav shape (1, 9): each coordinate runs from 0 to its size − 1"},
-		{[]string{"--at", "3", "--out", filepath.Join(dir, "x.npy")}, "scan position (3) has 1 coordinates, but the nav shape (1, 9) has 2 axes: give Y,X"},
+		{[]string{"--at", "3", "--out", filepath.Join(dir, "x.npy")}, "scan position (3) has 1 coordinate, but the nav shape (1, 9) has 2 axes: give Y,X"},
 		{[]string{"--at", "0,x", "--out", filepath.Join(dir, "x.npy")}, `--at "0,x": want a scan position Y,X`},
 		{[]string{"--out", filepath.Join(dir, "x.npy")}, "--at Y,X is required"},
 	} {

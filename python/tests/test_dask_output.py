@@ -99,11 +99,26 @@ def test_out_checked_without_the_input_file(tmp_path):
     FILE is refused."""
     out = tmp_path / "existing.npy"
     out.write_bytes(b"old")
-    assert cli._check_out(str(out), "/nonexist/in.mib") == str(out)
-    with pytest.raises(SystemExit, match="is the input file"):
-        cli._check_out(str(out), str(out))
+    assert cli._check_out(str(out), ["/nonexist/in.mib"]) == str(out)
+    with pytest.raises(SystemExit, match="is an input of this run"):
+        cli._check_out(str(out), [str(out)])
     with pytest.raises(SystemExit, match=r"--out .*/\.npy: the file name is only the extension \(a hidden file named \.npy\): give a name, e.g. .*/result\.npy"):
-        cli._check_out(str(tmp_path / ".npy"), "/nonexist/in.mib")
+        cli._check_out(str(tmp_path / ".npy"), ["/nonexist/in.mib"])
+
+
+def test_inputs_are_never_outputs(tmp_path):
+    """The --shifts, --masks and --roi files are inputs, as FILE: no output replaces them
+    (the check runs before connecting to the scheduler)."""
+    scan, shifts, masks, roi = (tmp_path / n for n in ("scan.npy", "s.npy", "m.npy", "roi.npy"))
+    for f in (scan, masks, roi):
+        f.write_bytes(b"an input")
+    np.save(shifts, np.zeros((2, 2, 2)))
+    kept = {f: f.read_bytes() for f in (scan, shifts, masks, roi)}
+    for flags, out in ((["--mask", "disk:4,4,2", "--shifts", shifts], shifts), (["--masks", masks], masks),
+                       (["--mask", "disk:4,4,2", "--roi", roi], roi), (["--sum", "--roi", roi], roi)):
+        run = run_cli(scan, "--scheduler", "tcp://127.0.0.1:1", "--timeout", "1", *flags, "--out", out)
+        assert run.returncode == 1 and "is an input of this run: not replacing it" in run.stderr, (flags, run.stderr)
+        assert out.read_bytes() == kept[out]
 
 
 def run_cli(*args):

@@ -142,7 +142,7 @@ def test_pick():
         stemdot.pick(frames, [(0, 0), (3, 0)])
     with pytest.raises(stemdot.ShapeError, match=r"scan position \(0, -1\) is outside"):
         stemdot.pick(frames, [(0, -1)])
-    with pytest.raises(stemdot.ShapeError, match="has 1 coordinates, but the nav shape"):
+    with pytest.raises(stemdot.ShapeError, match="has 1 coordinate, but the nav shape"):
         stemdot.pick(frames, [(1,)])
     with pytest.raises(stemdot.ShapeError, match="want a sequence of scan positions"):
         stemdot.pick(frames, [(0.5, 1)])

@@ -183,7 +183,26 @@ def _check_options(parser, options):
             raise SystemExit(f"stemdot.dask: {_flag_names(parser, str(e))}") from None
 
 
-def _check_out(out, file, flag="--out"):
+def _inputs(args):
+    """The files the run reads, which no output may replace: FILE, a MIB file's .hdr, the
+    --masks files, the --shifts file and an --roi file (as stemdot apply's)."""
+    roi = args.roi if args.roi is not None and not args.roi.startswith(("rect:", "bits:")) else None
+    return [args.file, os.path.splitext(args.file)[0] + ".hdr", *args.masks, args.shifts, roi]
+
+
+def _is_input(path, inputs):
+    """Whether path is one of inputs (compared where both exist here: FILE may exist only
+    on the workers' shared storage)."""
+    for f in inputs:
+        try:
+            if f is not None and os.path.exists(f) and os.path.exists(path) and os.path.samefile(path, f):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def _check_out(out, inputs, flag="--out"):
     name = os.path.basename(out)
     if name.lower() == ".npy":
         example = "result.npy" if flag == "--out" else flag.lstrip("-") + ".npy"
@@ -192,13 +211,8 @@ def _check_out(out, file, flag="--out"):
     if os.path.splitext(out)[1].lower() != ".npy":
         raise SystemExit(f"stemdot.dask: {flag} {out}: results are written as NPY: give a path ending in .npy")
     out = os.path.abspath(out)
-    # FILE may exist only on the workers' shared storage: compared only where both exist here.
-    try:
-        same = os.path.exists(file) and os.path.exists(out) and os.path.samefile(out, file)
-    except OSError:
-        same = False
-    if same:
-        raise SystemExit(f"stemdot.dask: {flag} {out} is the input file")
+    if _is_input(out, inputs):
+        raise SystemExit(f"stemdot.dask: {flag} {out} is an input of this run: not replacing it")
     if os.path.exists(out) and not os.path.isfile(out):
         raise SystemExit(f"stemdot.dask: {flag} {out} is not a regular file")
     if not os.path.isdir(os.path.dirname(out)):
@@ -212,17 +226,13 @@ def _check_out(out, file, flag="--out"):
     return out
 
 
-def _check_sidecar(sidecar, file):
+def _check_sidecar(sidecar, inputs):
     """Refuses a result whose sidecar (RESULT.json, in the directory _check_out checked)
-    would replace the input file or something that is not a regular file."""
+    would replace an input or something that is not a regular file."""
     if os.path.exists(sidecar) and not os.path.isfile(sidecar):
         raise SystemExit(f"stemdot.dask: --out: its sidecar {sidecar} exists and is not a regular file: not replacing it")
-    try:
-        same = os.path.exists(file) and os.path.exists(sidecar) and os.path.samefile(sidecar, file)
-    except OSError:
-        same = False
-    if same:
-        raise SystemExit(f"stemdot.dask: --out: its sidecar {sidecar} is the input file: not replacing it")
+    if _is_input(sidecar, inputs):
+        raise SystemExit(f"stemdot.dask: --out: its sidecar {sidecar} is an input of this run: not replacing it")
 
 
 def _temp_prefix(out):
@@ -427,17 +437,17 @@ def _main(argv):
     _check_options(parser, options)
     if reducing:
         flags = {"sum": "--out", "mean": "--mean", "max": "--max", "std": "--std"}
-        outs = {name: _check_out(path, args.file, flags[name]) for name, path in reduce_outputs.items()}
+        outs = {name: _check_out(path, _inputs(args), flags[name]) for name, path in reduce_outputs.items()}
         if len(set(outs.values())) < len(outs):
             raise SystemExit("stemdot.dask: " + " and ".join(f"{flags[n]} {p}" for n, p in outs.items()
                                                              if list(outs.values()).count(p) > 1)
                              + " are the same file: give each output its own path")
     else:
-        out = _check_out(args.out, args.file, "--out")
-        _check_sidecar(stemdot._sidecar_path(out), args.file)
+        out = _check_out(args.out, _inputs(args), "--out")
+        _check_sidecar(stemdot._sidecar_path(out), _inputs(args))
         positions_out = None
         if args.roi_compact:
-            positions_out = _check_out(os.path.splitext(out)[0] + "_positions.npy", args.file, "--roi-compact")
+            positions_out = _check_out(os.path.splitext(out)[0] + "_positions.npy", _inputs(args), "--roi-compact")
     resources = _resources(args.resources)
     print(f"stemdot.dask: connecting to {args.scheduler} (waiting up to --timeout {args.timeout:g} s)", file=sys.stderr)
     try:

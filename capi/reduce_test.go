@@ -80,6 +80,6 @@ func TestPick(t *testing.T) {
 	assert.Equal(t, buf[5*12:6*12], out[:12])
 	assert.Equal(t, buf[1*12:2*12], out[12:])
 	requireCode(t, pick(ds, [][]int{{2, 0}, {0, 1}}, out), errShape, "option at: scan position (2, 0) is outside the nav shape (2, 3)")
-	requireCode(t, pick(ds, [][]int{{1}}, out[:12]), errShape, "scan position (1) has 1 coordinates")
+	requireCode(t, pick(ds, [][]int{{1}}, out[:12]), errShape, "scan position (1) has 1 coordinate,")
 	requireCode(t, pick(ds, [][]int{{1, 1}}, out), errShape, "out_bytes 24, but 1 frames of 12 bytes need 12")
 }

@@ -455,7 +455,7 @@ def test_command_line_auto_specs_and_roi(cluster, cli, data_dir, tmp_path):
     run = dask_cli(cluster, path, *flags, "--out", dask_out, "--range-frames", "1")
     assert run.returncode == 0, run.stderr
     assert "centre x" in run.stderr
-    np.testing.assert_array_equal(np.load(dask_out), np.load(cli_out))
+    assert_shifted_close(np.load(dask_out), np.load(cli_out))
     np.testing.assert_array_equal(np.load(tmp_path / "dask_positions.npy"), [1, 2, 5, 6])
     cli_info, dask_info = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("cli", "dask"))
     assert cli_info.keys() == dask_info.keys()
@@ -471,6 +471,15 @@ def test_command_line_auto_specs_and_roi(cluster, cli, data_dir, tmp_path):
     mean = shifts.reshape(8, 2)[[1, 2, 5, 6]].mean(axis=0)
     assert cli_info["shifts"]["file"] == str(tmp_path / "shifts.npy")
     assert cli_info["shifts"]["mean"] == pytest.approx(list(mean))
+
+
+def assert_shifted_close(got, want):
+    """Results of shifted masks: a frame's result may differ in the last bits with the
+    frames it is computed beside (README, "Precision and reproducibility"): equal to within
+    1e-6 of the largest value, NaN where want has NaN."""
+    got, want = np.asarray(got), np.asarray(want)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * max(np.nanmax(np.abs(want)), 1))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
 
 
 def dask_cli(cluster, *args, **kwargs):
@@ -666,19 +675,19 @@ def test_shifts_are_sliced_per_range(cluster, client, tmp_path):
     with stemdot.open(path) as ds:
         want = stemdot.apply_masks(ds, masks, shifts=shifts)
         want_const = stemdot.apply_masks(ds, masks, shifts=(0.5, -1.25))
-    np.testing.assert_array_equal(sdask.apply_masks(client, path, masks, shifts=shifts, range_frames=2), want)
-    np.testing.assert_array_equal(sdask.apply_masks(client, path, masks, shifts=(0.5, -1.25), range_frames=3), want_const)
+    assert_shifted_close(sdask.apply_masks(client, path, masks, shifts=shifts, range_frames=2), want)
+    assert_shifted_close(sdask.apply_masks(client, path, masks, shifts=(0.5, -1.25), range_frames=3), want_const)
     part = sdask.apply_masks(client, path, masks, shifts=shifts, frames=(5, 20), range_frames=2)
-    np.testing.assert_array_equal(part, want.reshape(42, -1)[5:25])
+    assert_shifted_close(part, want.reshape(42, -1)[5:25])
     part = sdask.apply_masks(client, path, masks, shifts=shifts.reshape(42, 2)[5:25], frames=(5, 20), range_frames=2)
-    np.testing.assert_array_equal(part, want.reshape(42, -1)[5:25])
+    assert_shifted_close(part, want.reshape(42, -1)[5:25])
     with pytest.raises(stemdot.ShapeError, match="shifts hold 8 values"):
         sdask.apply_masks(client, path, masks, shifts=np.zeros((2, 2, 2)))
     np.save(tmp_path / "shifts.npy", shifts)
     run = dask_cli(cluster, path, "--mask", "disk:12,12,5", "--mask", "com", "--shifts", tmp_path / "shifts.npy",
                    "--out", tmp_path / "r.npy", "--range-frames", "2", "--quiet")
     assert run.returncode == 0, run.stderr
-    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), want)
+    assert_shifted_close(np.load(tmp_path / "r.npy"), want)
 
 
 @pytest.fixture()
@@ -716,7 +725,7 @@ def test_relative_paths_are_the_clients(cluster, client, small_scan, monkeypatch
     info = sdask.dataset_info(client, "../scan.npy", roi="../roi.npy")
     assert (info["n_frames"], tuple(info["scan_shape"])) == (roi.sum(), (4, 5))
     got = sdask.apply_masks(client, "../scan.npy", masks, roi="../roi.npy", shifts=shifts, range_frames=2)
-    np.testing.assert_array_equal(got, want)
+    assert_shifted_close(got, want)
     assert got.info["dataset"]["path"] == str(d / "scan.npy")
     assert got.info["dataset"]["options"] == {"roi": str(d / "roi.npy")}
     np.testing.assert_array_equal(sdask.reduce(client, "../scan.npy", ["sum"], range_frames=3)["sum"], want_sum)
@@ -738,7 +747,7 @@ def test_command_line_relative_paths(cluster, small_scan):
     run = dask_cli(cluster, "../scan.npy", "--mask", "disk:auto", "--mask", "com", "--roi", "../roi.npy", "--shifts",
                    "../shifts.npy", "--out", "d.npy", "--range-frames", "2", "--quiet", cwd=d / "sub", env=env)
     assert run.returncode == 0, run.stderr
-    np.testing.assert_array_equal(np.load(d / "sub" / "d.npy"), want)
+    assert_shifted_close(np.load(d / "sub" / "d.npy"), want)
     sidecar = json.loads((d / "sub" / "d.json").read_text())
     assert sidecar["dataset"]["path"] == str(d / "scan.npy")
     assert sidecar["dataset"]["options"] == {"roi": str(d / "roi.npy")}
@@ -764,8 +773,8 @@ def test_result_names_and_info(cluster, client, small_scan):
             want = stemdot.apply_masks(ds, masks, names=names, shifts=kw.get("shifts"))
         got = sdask.apply_masks(client, d / "scan.npy", masks, names=names, range_frames=1, **kw)
         assert isinstance(got, stemdot.Result) and got.names == tuple(names)
-        np.testing.assert_array_equal(got, want)
-        np.testing.assert_array_equal(got.column("com_y"), want.column("com_y"))
+        assert_shifted_close(got, want)
+        assert_shifted_close(got.column("com_y"), want.column("com_y"))
         assert got.info == dict(want.info, plan={"cpu_workers": cpu_workers, "gpu_workers": 0}), kw
         infos.append(got.info)
     assert infos[0]["dataset"] == {"path": str(d / "scan.npy"), "format": "npy", "options": {}}

@@ -44,7 +44,7 @@ def test_apply_masks_info_names_the_file_and_options(data_dir):
     mib = data_dir / "mib" / "001_4x2_6bit.mib"
     with stemdot.open(mib, nav_shape=(2, 4)) as ds:
         r = stemdot.apply_masks(ds, stemdot.disk(ds.sig_shape, 128, 128, 20), names=["bf"])
-    assert r.info["dataset"] == {"path": str(mib.resolve()), "format": "mib", "options": {"nav_shape": "2,4"}}
+    assert r.info["dataset"] == {"path": os.path.abspath(mib), "format": "mib", "options": {"nav_shape": "2,4"}}
     assert r.names == ("bf",)
 
 

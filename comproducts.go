@@ -1,7 +1,6 @@
 package stemdot
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -104,50 +103,23 @@ func ReadCOMShifts(path string) (shifts []float64, navShape []int, err error) {
 		return nil, nil, err
 	}
 	defer f.Close()
-	info, offset, err := npy.Read(f, size)
+	info, d, raw, err := npy.ReadArray(f, size, func(info npy.Info, d npy.Descr) error {
+		if len(info.Shape) != 3 || info.Shape[2] != 2 {
+			return errs.New(errs.Shape, "shape %s is not the shift maps' (nav_y, nav_x, 2), as stemdot apply --com-shifts writes them", npy.ShapeString(info.Shape))
+		}
+		if d.Kind != 'f' || d.Size != 4 && d.Size != 8 {
+			return errs.New(errs.DType, "dtype '%s' is not float32 or float64: the shift maps are floats", info.Descr)
+		}
+		n := int64(info.Shape[0]) * int64(info.Shape[1]) * 2
+		if n <= 0 || n > size { // the file's size says no more (ReadArray checks exactly)
+			return nil
+		}
+		return memlimit.Check(fmt.Sprintf("the shift maps of %s", path), n*(8+int64(d.Size)), "use a smaller scan")
+	})
 	if err != nil {
 		return nil, nil, errs.Wrap(errs.Format, fmt.Errorf("%s: %w", path, err))
 	}
-	if len(info.Shape) != 3 || info.Shape[2] != 2 {
-		return nil, nil, errs.New(errs.Shape, "%s: shape %s is not the shift maps' (nav_y, nav_x, 2), as stemdot apply --com-shifts writes them", path, npy.ShapeString(info.Shape))
-	}
-	d, err := npy.ParseDescr(info.Descr)
-	if err != nil || d.Kind != 'f' || d.Size != 4 && d.Size != 8 {
-		return nil, nil, errs.New(errs.DType, "%s: dtype '%s' is not float32 or float64: the shift maps are floats", path, info.Descr)
-	}
-	if info.Fortran {
-		return nil, nil, errs.New(errs.Format, "%s: the array is in Fortran order: save it in C order (numpy.save(path, numpy.ascontiguousarray(a)))", path)
-	}
-	n := info.Shape[0] * info.Shape[1] * 2
-	if err := npy.CheckSize(info, offset, size, uint64(n)*uint64(d.Size)); err != nil {
-		return nil, nil, errs.Wrap(errs.Format, fmt.Errorf("%s: %w", path, err))
-	}
-	if err := memlimit.Check(fmt.Sprintf("the shift maps of %s", path), int64(n)*(8+int64(d.Size)), "use a smaller scan"); err != nil {
-		return nil, nil, err
-	}
-	raw := make([]byte, n*d.Size)
-	if _, err := f.ReadAt(raw, offset); err != nil {
-		return nil, nil, errs.Wrap(errs.IO, fmt.Errorf("%s: %w", path, err))
-	}
-	return npyFloats(raw, d), info.Shape[:2], nil
-}
-
-// npyFloats decodes raw, len(raw)/d.Size values of the NPY dtype d (float32 or float64,
-// either byte order), as float64.
-func npyFloats(raw []byte, d npy.Descr) []float64 {
-	var order binary.ByteOrder = binary.LittleEndian
-	if d.BigEndian {
-		order = binary.BigEndian
-	}
-	v := make([]float64, len(raw)/d.Size)
-	for i := range v {
-		if d.Size == 8 {
-			v[i] = math.Float64frombits(order.Uint64(raw[8*i:]))
-		} else {
-			v[i] = float64(math.Float32frombits(order.Uint32(raw[4*i:])))
-		}
-	}
-	return v
+	return npy.Floats(raw, d), info.Shape[:2], nil
 }
 
 // COMOutputs are the files SaveCOMProducts writes; empty fields are not written. NPY

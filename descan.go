@@ -3,7 +3,6 @@ package stemdot
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 
@@ -77,33 +76,20 @@ func LoadShifts(path string, nav []int) (shifts []float64, err error) {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("shifts file %s: %w", path, err))
 	}
 	defer f.Close()
-	h, offset, err := npy.Read(f, size)
+	want := append(slices.Clone(nav), 2)
+	_, d, raw, err := npy.ReadArray(f, size, func(h npy.Info, d npy.Descr) error {
+		if d.Kind != 'f' || (d.Size != 4 && d.Size != 8) {
+			return errs.New(errs.DType, "has dtype '%s', want float32 or float64 (save shifts.astype(np.float64))", h.Descr)
+		}
+		if !slices.Equal(h.Shape, want) {
+			return errs.New(errs.Shape, "has shape %s, want nav_shape + (2,) = %s (y, x per scan position)", npy.ShapeString(h.Shape), npy.ShapeString(want))
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("shifts file %s: %w", path, err))
 	}
-	d, err := npy.ParseDescr(h.Descr)
-	if err != nil || d.Kind != 'f' || (d.Size != 4 && d.Size != 8) {
-		return nil, errs.New(errs.DType, "shifts file %s has dtype '%s', want float32 or float64 (save shifts.astype(np.float64))", path, h.Descr)
-	}
-	want := append(slices.Clone(nav), 2)
-	if !slices.Equal(h.Shape, want) {
-		return nil, errs.New(errs.Shape, "shifts file %s has shape %s, want nav_shape + (2,) = %s (y, x per scan position)", path, npy.ShapeString(h.Shape), npy.ShapeString(want))
-	}
-	if h.Fortran {
-		return nil, errs.New(errs.Format, "shifts file %s is in Fortran order, want C order (save np.ascontiguousarray(shifts))", path)
-	}
-	n := 1
-	for _, s := range want {
-		n *= s
-	}
-	if err := npy.CheckSize(h, offset, size, uint64(n)*uint64(d.Size)); err != nil {
-		return nil, errs.Wrap(errs.Format, fmt.Errorf("shifts file %s: %w", path, err))
-	}
-	raw := make([]byte, n*d.Size)
-	if _, err := f.ReadAt(raw, offset); err != nil && err != io.EOF {
-		return nil, errs.Wrap(errs.IO, fmt.Errorf("shifts file %s: %w", path, err))
-	}
-	shifts = npyFloats(raw, d)
+	shifts = npy.Floats(raw, d)
 	for i, v := range shifts {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, errs.New(errs.Argument, "shifts file %s: the %s shift of scan position %d is %v: shifts must be finite", path, [2]string{"y", "x"}[i%2], i/2, v)

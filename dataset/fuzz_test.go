@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -138,6 +139,26 @@ func FuzzEMPADXML(f *testing.F) {
 			if n <= 0 {
 				t.Fatalf("accepted nav shape %v (search %v)", m.nav, m.search)
 			}
+		}
+	})
+}
+
+// FuzzROIFile: an ROI file of any content is refused with an error or read as a mask of
+// the scan's nav shape, never a panic.
+func FuzzROIFile(f *testing.F) {
+	h, _ := npy.Header("|b1", []int{2, 3})
+	f.Add(append(h, 0, 1, 1, 0, 1, 0))
+	f.Add(append(h, 0, 1, 2))
+	h2, _ := npy.Header("<u2", []int{2, 3})
+	f.Add(append(h2, make([]byte, 12)...))
+	path := filepath.Join(f.TempDir(), "roi.npy")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mask, err := readROIFile(path, []int{2, 3})
+		if err == nil && len(mask) != 6 {
+			t.Fatalf("an ROI of %d positions for nav shape (2, 3)", len(mask))
 		}
 	})
 }

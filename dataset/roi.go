@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,36 +180,23 @@ func readROIFile(path string, nav []int) ([]bool, error) {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("option roi: %w", err))
 	}
 	defer f.Close()
-	fail := func(kind errs.Kind, format string, args ...any) ([]bool, error) {
-		return nil, errs.New(kind, "option roi: %s: "+format, append([]any{path}, args...)...)
-	}
-	h, offset, err := npy.Read(f, size)
+	_, d, data, err := npy.ReadArray(f, size, func(h npy.Info, d npy.Descr) error {
+		if d.Kind != 'b' && d.Kind != 'i' && d.Kind != 'u' || d.Kind == 'b' && d.Size != 1 || !(d.Size == 1 || d.Size == 2 || d.Size == 4 || d.Size == 8) {
+			return errs.New(errs.Argument, "dtype '%s' is not boolean: want a bool array (or integers 0 and 1) of the scan's nav shape, e.g. numpy.save(path, roi.astype(bool))", h.Descr)
+		}
+		if !slices.Equal(h.Shape, nav) {
+			return errs.New(errs.Shape, "the array's shape %s is not the scan's nav shape %s", npy.ShapeString(h.Shape), npy.ShapeString(nav))
+		}
+		return nil
+	})
 	if err != nil {
-		return fail(errs.Format, "%v", err)
-	}
-	d, err := npy.ParseDescr(h.Descr)
-	if err != nil || d.Kind != 'b' && d.Kind != 'i' && d.Kind != 'u' || d.Kind == 'b' && d.Size != 1 || !(d.Size == 1 || d.Size == 2 || d.Size == 4 || d.Size == 8) {
-		return fail(errs.Argument, "dtype '%s' is not boolean: want a bool array (or integers 0 and 1) of the scan's nav shape, e.g. numpy.save(path, roi.astype(bool))", h.Descr)
-	}
-	if !slices.Equal(h.Shape, nav) {
-		return fail(errs.Shape, "the array's shape %s is not the scan's nav shape %s", npy.ShapeString(h.Shape), npy.ShapeString(nav))
-	}
-	if h.Fortran {
-		return fail(errs.Format, "the array is in Fortran order: save numpy.ascontiguousarray(roi)")
-	}
-	n := product(nav)
-	if err := npy.CheckSize(h, offset, size, uint64(n)*uint64(d.Size)); err != nil {
-		return fail(errs.Format, "%v", err)
-	}
-	data := make([]byte, n*d.Size)
-	if _, err := f.ReadAt(data, offset); err != nil && err != io.EOF {
-		return nil, errs.Wrap(errs.IO, fmt.Errorf("option roi: %s: %w", path, err))
+		return nil, errs.Wrap(errs.Format, fmt.Errorf("option roi: %s: %w", path, err))
 	}
 	var order binary.ByteOrder = binary.LittleEndian
 	if d.BigEndian {
 		order = binary.BigEndian
 	}
-	mask := make([]bool, n)
+	mask := make([]bool, len(data)/d.Size)
 	for i := range mask {
 		var v uint64
 		switch d.Size {
@@ -224,7 +210,7 @@ func readROIFile(path string, nav []int) ([]bool, error) {
 			v = order.Uint64(data[8*i:])
 		}
 		if v > 1 {
-			return fail(errs.Argument, "position %d holds %d: an ROI holds only 0 and 1 (false and true)", i, int64(v))
+			return nil, errs.New(errs.Argument, "option roi: %s: position %d holds %d: an ROI holds only 0 and 1 (false and true)", path, i, int64(v))
 		}
 		mask[i] = v == 1
 	}

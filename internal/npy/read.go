@@ -14,6 +14,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // MaxHeaderBytes is the longest header dict accepted, as numpy's own reader
@@ -100,4 +104,58 @@ func quote(hdr []byte) string {
 		return fmt.Sprintf("%q...", hdr[:200])
 	}
 	return fmt.Sprintf("%q", hdr)
+}
+
+// ReadArray reads the whole C-order array of the NPY file r of size bytes: its header
+// (Read), its dtype (ParseDescr; the zero Descr for a dtype ParseDescr refuses) and its
+// data bytes. check, called with the header and dtype before any data is read or
+// allocated, refuses the arrays its caller does not take; its errors are returned as
+// they are. Errors (the caller adds the file's name): errs.Format for a header Read
+// refuses, Fortran order, or a file whose size does not fit the header (CheckSize);
+// errs.IO for a read that fails or comes short (the file shrank while read).
+func ReadArray(r io.ReaderAt, size int64, check func(Info, Descr) error) (Info, Descr, []byte, error) {
+	info, offset, err := Read(r, size)
+	if err != nil {
+		return info, Descr{}, nil, errs.Wrap(errs.Format, err)
+	}
+	d, _ := ParseDescr(info.Descr)
+	if err := check(info, d); err != nil {
+		return info, d, nil, err
+	}
+	if info.Fortran {
+		return info, d, nil, errs.New(errs.Format, "the array is in Fortran order: save it in C order (numpy.save(path, numpy.ascontiguousarray(a)))")
+	}
+	n, over := uint64(d.Size), uint64(0)
+	for _, s := range info.Shape {
+		over, n = bits.Mul64(n, uint64(s))
+		if over != 0 || n > uint64(size) {
+			return info, d, nil, errs.New(errs.Format, "truncated NPY file: the header's shape %s and dtype '%s' make more data than the %d-byte file holds", ShapeString(info.Shape), info.Descr, size)
+		}
+	}
+	if err := CheckSize(info, offset, size, n); err != nil {
+		return info, d, nil, errs.Wrap(errs.Format, err)
+	}
+	data := make([]byte, n)
+	if k, err := r.ReadAt(data, offset); k < len(data) {
+		return info, d, nil, errs.New(errs.IO, "the file changed while being read: %d of its %d data bytes read (%v)", k, n, err)
+	}
+	return info, d, data, nil
+}
+
+// Floats decodes data, values of the float32 or float64 dtype d (either byte order), as
+// float64.
+func Floats(data []byte, d Descr) []float64 {
+	var order binary.ByteOrder = binary.LittleEndian
+	if d.BigEndian {
+		order = binary.BigEndian
+	}
+	v := make([]float64, len(data)/d.Size)
+	for i := range v {
+		if d.Size == 8 {
+			v[i] = math.Float64frombits(order.Uint64(data[8*i:]))
+		} else {
+			v[i] = float64(math.Float32frombits(order.Uint32(data[4*i:])))
+		}
+	}
+	return v
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot/errs"
 )
 
 // npyFile returns an NPY file of the given version with header dict dict (padded and ended
@@ -287,4 +289,38 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzReadArray: a malformed, truncated or overlong file is refused, never a panic or an
+// allocation beyond the file; an accepted array's data is the header's size exactly.
+func FuzzReadArray(f *testing.F) {
+	for _, b := range numpyFiles(f) {
+		f.Add(b)
+	}
+	good := npyFile(1, goodDict, make([]byte, 12))
+	for n := 0; n <= len(good); n += 5 {
+		f.Add(good[:n])
+	}
+	f.Add(npyFile(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904, 4), }", nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		info, d, data, err := ReadArray(bytes.NewReader(b), int64(len(b)), func(Info, Descr) error { return nil })
+		if err != nil {
+			return
+		}
+		n := d.Size
+		for _, s := range info.Shape {
+			n *= s
+		}
+		if len(data) != n || n > len(b) || info.Fortran {
+			t.Fatalf("accepted %d data bytes of %d for %+v (%d-byte file)", len(data), n, info, len(b))
+		}
+	})
+}
+
+// A file that shrinks after its size was taken is an I/O error, never zeros read as data.
+func TestReadArrayShrunk(t *testing.T) {
+	b := npyFile(1, goodDict, make([]byte, 12))
+	_, _, _, err := ReadArray(bytes.NewReader(b[:len(b)-3]), int64(len(b)), func(Info, Descr) error { return nil })
+	require.ErrorContains(t, err, "the file changed while being read: 9 of its 12 data bytes read")
+	require.Equal(t, errs.IO, errs.KindOf(err))
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/stemdot/stemdot/errs"
@@ -80,9 +81,6 @@ type Options struct {
 	Frames FrameSpan
 }
 
-// The formats Open reads, as named in error messages.
-const supportedFormats = `raw (.raw, .bin, or any file given option sig_shape and option dtype), npy (.npy), mib (.mib, .hdr), blo (.blo), hdf5 (.h5, .hdf5, .hdf, .nxs, .emd), empad (.xml, or the .raw file an EMPAD .xml beside it names)`
-
 // Open opens the 4D-STEM file at path. A ".hdr" path opens the Merlin ".mib" file beside
 // it. The file stays open until Close.
 //
@@ -119,36 +117,22 @@ func Open(path string, opt Options) (Dataset, error) {
 }
 
 func open(path string, opt Options) (Dataset, error) {
-	format := strings.ToLower(opt.Format)
-	switch format {
-	case "raw", "npy", "mib", "blo", "hdf5", "empad":
-	case "":
+	var format Format
+	if opt.Format == "" {
 		var err error
 		if format, err = detectFormat(path, opt); err != nil {
 			return nil, err
 		}
-	default:
-		return nil, errs.New(errs.Argument, "dataset: %s: unknown option format %q (supported: %s)", path, opt.Format, supportedFormats)
-	}
-	opener := openMIB
-	switch format {
-	case "raw":
-		opener = openRaw
-	case "npy":
-		opener = openNPY
-	case "blo":
-		opener = openBLO
-	case "hdf5":
-		opener = openHDF5
-	case "empad":
-		opener = openEMPAD
-	}
-	if format != "raw" {
-		if err := formatOptionError(path, format, opt); err != nil {
-			return nil, err
+	} else {
+		var ok bool
+		if format, ok = lookupFormat(strings.ToLower(opt.Format)); !ok {
+			return nil, errs.New(errs.Argument, "dataset: %s: unknown option format %q (supported: %s)", path, opt.Format, supportedFormats())
 		}
 	}
-	ds, err := opener(path, opt)
+	if err := formatOptionError(path, format, opt); err != nil {
+		return nil, err
+	}
+	ds, err := format.Open(path, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -162,105 +146,108 @@ func open(path string, opt Options) (Dataset, error) {
 // formatOptionError refuses an option given for a format that has no use for it and
 // that would change which bytes are read (offset, frame_header, frame_footer): guessing
 // what the user meant could give wrong frames.
-func formatOptionError(path, format string, opt Options) error {
+func formatOptionError(path string, format Format, opt Options) error {
 	var bad []string
-	if opt.Offset != 0 {
+	if opt.Offset != 0 && !format.takesOption("offset") {
 		what := "bytes to skip at the start of a raw file"
-		if format == "mib" {
+		if format.Name == "mib" {
 			what += "; MIB frames carry their own headers: to skip leading frames give option sync_offset N"
 		}
 		bad = append(bad, fmt.Sprintf("offset %d (option offset: %s)", opt.Offset, what))
 	}
-	if opt.FrameHeader != 0 || opt.FrameFooter != 0 {
+	if (opt.FrameHeader != 0 || opt.FrameFooter != 0) && !format.takesOption("frame_header") {
 		bad = append(bad, fmt.Sprintf("per-frame header/footer bytes %d/%d (option frame_header and option frame_footer: raw files only)", opt.FrameHeader, opt.FrameFooter))
 	}
 	if len(bad) == 0 {
 		return nil
 	}
-	return errs.New(errs.Argument, "dataset: %s: %s files do not take %s", path, format, strings.Join(bad, ", nor "))
+	return errs.New(errs.Argument, "dataset: %s: %s files do not take %s", path, format.Name, strings.Join(bad, ", nor "))
 }
 
-// ignoredOptions are notes on the options given for another format than the file's,
-// which Open ignores: sig_shape, dtype and byte_order (raw files only; the other
-// formats give their own), dataset_path (HDF5 files only).
-func ignoredOptions(format string, opt Options, ds Dataset) []string {
+// ignoredOptions are notes on the options given that the file's format does not read
+// (Format.Options), which Open ignores: sig_shape, dtype and byte_order (the file gives
+// its own), dataset_path and allow_fill (HDF5 files only).
+func ignoredOptions(format Format, opt Options, ds Dataset) []string {
 	var list []string
 	ignored := func(key, formats, gives string) {
-		list = append(list, fmt.Sprintf("option %s applies to %s files only and was ignored%s", key, formats, gives))
-	}
-	if format != "raw" {
-		if len(opt.SigShape) > 0 {
-			sig := ds.SigShape()
-			ignored("sig_shape", "raw", fmt.Sprintf(": the %s file gives sig shape %s", format, npy.ShapeString(sig[:])))
-		}
-		if opt.DType != Invalid {
-			ignored("dtype", "raw", fmt.Sprintf(": the %s file gives dtype %s", format, ds.DType()))
-		}
-		if opt.BigEndian {
-			ignored("byte_order", "raw", fmt.Sprintf(": the %s file gives its byte order", format))
+		if !format.takesOption(key) {
+			list = append(list, fmt.Sprintf("option %s applies to %s files only and was ignored%s", key, formats, gives))
 		}
 	}
-	if format != "hdf5" && opt.DatasetPath != "" {
+	name := format.Name
+	if len(opt.SigShape) > 0 {
+		sig := ds.SigShape()
+		ignored("sig_shape", "raw", fmt.Sprintf(": the %s file gives sig shape %s", name, npy.ShapeString(sig[:])))
+	}
+	if opt.DType != Invalid {
+		ignored("dtype", "raw", fmt.Sprintf(": the %s file gives dtype %s", name, ds.DType()))
+	}
+	if opt.BigEndian {
+		ignored("byte_order", "raw", fmt.Sprintf(": the %s file gives its byte order", name))
+	}
+	if opt.DatasetPath != "" {
 		ignored("dataset_path", "HDF5", "")
 	}
-	if format != "hdf5" && opt.AllowFill {
+	if opt.AllowFill {
 		ignored("allow_fill", "HDF5", "")
 	}
 	return list
 }
 
-// detectFormat names the format of path from its extension, then from its first bytes;
-// a file that neither names is raw when opt gives a sig shape and a dtype. A .raw file
-// is EMPAD when an EMPAD XML file beside it names it and opt does not describe it as raw
-// (SigShape, DType).
-func detectFormat(path string, opt Options) (string, error) {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".mib", ".hdr":
-		return "mib", nil
-	case ".npy":
-		return "npy", nil
-	case ".raw":
-		if len(opt.SigShape) == 0 && opt.DType == Invalid {
-			if xmlPath, _ := empadXMLFor(path); xmlPath != "" {
-				return "empad", nil
-			}
+// detectFormat names the format of path: the first format (by name) whose Detect claims
+// it, else the one its extension names (the only one, or the one of several whose magic
+// starts the file), else the one whose magic starts the file; a file that none names is
+// raw when opt gives a sig shape and a dtype.
+func detectFormat(path string, opt Options) (Format, error) {
+	formats := Formats()
+	for _, f := range formats {
+		if f.Detect != nil && f.Detect(path, opt) {
+			return f, nil
 		}
-		return "raw", nil
-	case ".bin":
-		return "raw", nil
-	case ".xml":
-		return "empad", nil
-	case ".blo":
-		return "blo", nil
-	case ".h5", ".hdf5", ".hdf", ".nxs", ".emd":
-		return "hdf5", nil
+	}
+	ext := strings.ToLower(filepath.Ext(path))
+	var byExt []Format
+	for _, f := range formats {
+		if slices.Contains(f.Extensions, ext) {
+			byExt = append(byExt, f)
+		}
+	}
+	if len(byExt) == 1 {
+		return byExt[0], nil
 	}
 	f, _, err := openFile(path)
 	if err != nil {
-		return "", err
+		return Format{}, err
 	}
 	defer f.Close()
-	magic := make([]byte, 8)
+	magic := make([]byte, 16)
 	n, err := io.ReadFull(f, magic)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return "", errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", path, err))
+		return Format{}, errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", path, err))
 	}
 	magic = magic[:n]
-	switch {
-	case bytes.HasPrefix(magic, []byte("MQ1,")):
-		return "mib", nil
-	case bytes.HasPrefix(magic, []byte("\x93NUMPY")):
-		return "npy", nil
-	case bytes.HasPrefix(magic, []byte("IMGBLO")):
-		return "blo", nil
-	case bytes.HasPrefix(magic, []byte("\x89HDF\r\n\x1a\n")):
-		return "hdf5", nil
+	if len(byExt) == 0 {
+		byExt = formats
 	}
-	if len(opt.SigShape) > 0 && opt.DType.Size() > 0 {
-		return "raw", nil
+	for _, f := range byExt {
+		for _, m := range f.Magic {
+			if bytes.HasPrefix(magic, []byte(m)) {
+				return f, nil
+			}
+		}
 	}
-	return "", fmt.Errorf("dataset: %s: unknown format: neither the extension nor the first bytes %q match a supported format (supported: %s; give option format)",
-		path, magic, supportedFormats)
+	if len(byExt) < len(formats) {
+		for _, f := range byExt { // formats sharing the extension: those without Detect take what no Detect claimed
+			if f.Detect == nil {
+				return f, nil
+			}
+		}
+	}
+	if raw, ok := lookupFormat("raw"); ok && len(opt.SigShape) > 0 && opt.DType.Size() > 0 {
+		return raw, nil
+	}
+	return Format{}, fmt.Errorf("dataset: %s: unknown format: neither the extension nor the first bytes %q match a supported format (supported: %s; give option format)",
+		path, magic[:min(n, 8)], supportedFormats())
 }
 
 // openError turns an error of regfile.Open (which names the file) into the dataset's.

@@ -1,0 +1,238 @@
+package dataset
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/stemdot/stemdot/errs"
+)
+
+// Format is a file format that Open reads. Each format lives in its own sub-package of
+// dataset (dataset/mib, dataset/hdf5, ...), which registers it in its init function, as
+// image/png registers PNG with package image; a program reads the formats whose packages
+// it imports (dataset/formats imports them all; the stemdot package, the CLI and the C
+// ABI import it).
+type Format struct {
+	// Name is the value of option format that selects it and what its datasets' Format
+	// returns: lower case, e.g. "mib".
+	Name string
+	// Extensions are the file name extensions that name the format, lower case with the
+	// dot (".mib"). Two formats may share one (".hdr", ".bin", ".h5"): Detect then tells
+	// them apart.
+	Extensions []string
+	// Magic are byte strings one of which starts every file of the format; Open detects
+	// a file of an unknown extension by them.
+	Magic []string
+	// Describe is how the list of supported formats in error messages shows the format,
+	// e.g. "mib (.mib, .hdr)". Empty: the name and its extensions.
+	Describe string
+	// Detect, when set, says whether the file at path is of this format although another
+	// format may claim its extension (an EMPAD .raw, a stempy .h5, an FRMS6 .hdr). It is
+	// asked before extensions and magic; it must be cheap and must not fail (a file it
+	// cannot read is not its format).
+	Detect func(path string, opt Options) bool
+	// Open opens the file at path with the shared options. It reconciles the file's
+	// frames with the scan (Reconcile or OpenFlat) and names the file in its errors.
+	Open func(path string, opt Options) (Dataset, error)
+	// Options are the keys of the shared options, beyond those every format takes
+	// (nav_shape, sync_offset, flyback, roi, frames), that the format reads: "sig_shape",
+	// "dtype", "byte_order", "offset", "frame_header", "frame_footer", "dataset_path",
+	// "allow_fill". Open refuses offset, frame_header and frame_footer for a format that
+	// does not list them (they change which bytes are read) and notes that the others
+	// were ignored.
+	Options []string
+}
+
+var registry struct {
+	sync.RWMutex
+	formats map[string]Format
+}
+
+// Register makes a format known to Open. It panics when the name is empty or taken, or
+// Open is nil: a programming error of the registering package, found at init.
+func Register(f Format) {
+	registry.Lock()
+	defer registry.Unlock()
+	if f.Name == "" || f.Name != strings.ToLower(f.Name) || f.Open == nil {
+		panic(fmt.Sprintf("dataset: Register: format %q needs a lower-case name and an Open function", f.Name))
+	}
+	if _, dup := registry.formats[f.Name]; dup {
+		panic(fmt.Sprintf("dataset: Register: format %q registered twice", f.Name))
+	}
+	if registry.formats == nil {
+		registry.formats = map[string]Format{}
+	}
+	registry.formats[f.Name] = f
+}
+
+// Formats returns the registered formats, sorted by name.
+func Formats() []Format {
+	registry.RLock()
+	defer registry.RUnlock()
+	list := make([]Format, 0, len(registry.formats))
+	for _, f := range registry.formats {
+		list = append(list, f)
+	}
+	slices.SortFunc(list, func(a, b Format) int { return strings.Compare(a.Name, b.Name) })
+	return list
+}
+
+// lookupFormat returns the registered format of that name.
+func lookupFormat(name string) (Format, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	f, ok := registry.formats[name]
+	return f, ok
+}
+
+// supportedFormats lists the registered formats for error messages.
+func supportedFormats() string {
+	var list []string
+	for _, f := range Formats() {
+		d := f.Describe
+		if d == "" {
+			d = f.Name
+			if len(f.Extensions) > 0 {
+				d += " (" + strings.Join(f.Extensions, ", ") + ")"
+			}
+		}
+		list = append(list, d)
+	}
+	if len(list) == 0 {
+		return "none: this program imports no format package (import github.com/stemdot/stemdot/dataset/formats)"
+	}
+	return strings.Join(list, ", ")
+}
+
+// takesOption reports whether format f reads the shared option key.
+func (f Format) takesOption(key string) bool { return slices.Contains(f.Options, key) }
+
+// OpenFile opens the regular file path for reading, for a format's Open, and returns it
+// with its size in bytes. A FIFO, a device or a directory is refused without blocking;
+// errors are errs.IO and name the file (errors.Is(err, fs.ErrNotExist) for a missing
+// one).
+func OpenFile(path string) (*os.File, int64, error) { return openFile(path) }
+
+// CheckRange checks a ReadFrames request for frames [start, end) of a dataset of n frames
+// of frameBytes bytes into a buffer of dstLen bytes; the error names path.
+func CheckRange(path string, start, end, n, frameBytes, dstLen int) error {
+	return checkRange(path, start, end, n, frameBytes, dstLen)
+}
+
+// CheckSig checks a frame of sig_shape sig and dtype dt (positive sizes, at most
+// MaxFrameBytes) and returns its bytes.
+func CheckSig(sig [2]int, dt DType) (int, error) { return checkSig(sig, dt) }
+
+// ReadError is the errs.IO error of a failed positioned read of frames [start, end) of
+// the file f at path, of size bytes when opened; a file that shrank says so.
+func ReadError(path string, f *os.File, size int64, start, end int, err error) error {
+	return readError(path, f, size, start, end, err)
+}
+
+// CopyToHost copies src, whose elements of size bytes (1, 2, 4 or 8) are stored big-
+// or little-endian, into dst in host byte order.
+func CopyToHost(dst, src []byte, size int, srcBigEndian bool) {
+	copyToHost(dst, src, size, srcBigEndian)
+}
+
+// FileFrames is what a format found in its file, for Reconcile and OpenFlat.
+type FileFrames struct {
+	// Whole is the number of complete frames in the file (or files).
+	Whole int
+	// CutBytes is the size of a frame cut off by the end of the file (0: none), and
+	// RecordBytes the size of a whole frame's record (header and pixels).
+	CutBytes, RecordBytes int64
+	// Strict refuses any frame count that differs from the nav shape (raw files, whose
+	// surplus frames cannot be told from a wrong description).
+	Strict bool
+	// Hint is appended to a Strict refusal: the options that describe the file.
+	Hint string
+	// Series says that the file's nav shape only counts its frames (a stack of n frames
+	// with no scan shape): the file states no scan shape for option nav_shape to
+	// contradict.
+	Series bool
+	// FlybackAtEnd, when set, tells from the file whether the flyback frame of each of
+	// the rows scan rows of stride frames from frame first on ends the row (true) or
+	// starts it: why is then the evidence, for the note ("" when the file does not tell).
+	FlybackAtEnd func(first, stride, rows int) (atEnd bool, why string)
+	// Notes are the format's own notes on how it read the file (a mask applied, a
+	// header field ignored): one sentence each, without a trailing period.
+	Notes []string
+}
+
+func (ff FileFrames) internal() fileFrames {
+	return fileFrames{whole: ff.Whole, cutBytes: ff.CutBytes, recordBytes: ff.RecordBytes, strict: ff.Strict,
+		hint: ff.Hint, series: ff.Series, flybackAtEnd: ff.FlybackAtEnd}
+}
+
+// Reconcile presents the frames of d, a format's dataset of every frame its file holds
+// (ReadFrames of frames 0..ff.Whole-1; its NavShape is not used), at the scan positions
+// of the nav shape: opt.NavShape, else the file's (fileNav; source says where it came
+// from, as in " from the header (NX=4, NY=2)"), else (1, n) with a warning that names
+// option nav_shape. opt.SyncOffset and opt.Flyback apply, and frame counts that differ
+// from the scan are reconciled as frames.go describes. The result implements Viewer
+// and Mapper when d does and the scan positions allow, and Noter with ff.Notes and the
+// reconciliation's notes. On error d is left open for the caller to close.
+func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
+	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff.internal())
+	if err != nil {
+		return nil, err
+	}
+	n.addNotes(ff.Notes)
+	v := &scanView{Dataset: d, nav: nav, layout: layout, notes: n}
+	if _, ok := d.(Viewer); ok && layout.offset >= 0 && layout.skip == 0 {
+		return &scanViewer{v}, nil
+	}
+	return v, nil
+}
+
+// Flat describes a file whose frames are stored one after the other at a fixed stride
+// from a byte offset on, for OpenFlat: frame i's record starts at Offset +
+// i·(Header+frame bytes+Footer), its pixels after Header bytes.
+type Flat struct {
+	// Format names the format (Dataset.Format).
+	Format string
+	// Path is the file, File its open handle (OpenFile) and Size its size when opened.
+	// OpenFlat takes ownership of File: it is closed with the dataset, or on error.
+	Path string
+	File *os.File
+	Size int64
+	// Offset is where frame 0's record starts; Header and Footer are the bytes before
+	// and after each frame's pixels in its record.
+	Offset, Header, Footer int64
+	// Sig is (sig_y, sig_x) and DType the stored pixel dtype; BigEndian says that pixels
+	// are stored most significant byte first.
+	Sig       [2]int
+	DType     DType
+	BigEndian bool
+	// Magic, when not empty, starts every record (checked on every read of a record
+	// with a header).
+	Magic []byte
+}
+
+// OpenFlat opens the frames that fl describes as a dataset of the scan, reconciled as
+// Reconcile describes (ff.Whole is the number of whole records). Frames are read with
+// positioned reads, or in place from a read-only mapping (Viewer) when they are back to
+// back, aligned and in host byte order; with per-frame headers the mapping serves
+// Mapper. On error fl.File is closed.
+func OpenFlat(fl Flat, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
+	d := &flatFile{format: fl.Format, path: fl.Path, f: fl.File, offset: fl.Offset, header: fl.Header, footer: fl.Footer,
+		nav: []int{1, ff.Whole}, sig: fl.Sig, dt: fl.DType, bigEndian: fl.BigEndian, magic: fl.Magic}
+	if _, err := checkSig(fl.Sig, fl.DType); err != nil {
+		fl.File.Close()
+		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", fl.Path, err))
+	}
+	file := newFlatDataset(d, fl.Size)
+	ds, err := finishFrames(file, opt, fileNav, source, ff.internal())
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	if len(ff.Notes) > 0 {
+		ds.(interface{ addNotes([]string) }).addNotes(ff.Notes)
+	}
+	return ds, nil
+}

@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -44,6 +45,26 @@ type Format struct {
 	// does not list them (they change which bytes are read) and notes that the others
 	// were ignored.
 	Options []string
+	// FormatOptions are the options only this format reads (a DECTRIS master's pixel
+	// mask, ...), given in Options.FormatOptions. Their keys are unique among the
+	// registered formats and differ from the shared options' keys.
+	FormatOptions []FormatOption
+}
+
+// FormatOption is an option that one format reads, given by key in
+// Options.FormatOptions; front ends offer it beside the shared options (the CLI as
+// --key-with-dashes, the C ABI and Python by key).
+type FormatOption struct {
+	// Key is the option's name in snake_case, as error messages name it ("option
+	// pixel_mask").
+	Key string
+	// Usage is the help text, starting with the format it applies to ("DECTRIS
+	// masters: ...").
+	Usage string
+	// Default is the value shown as default in help ("" for none).
+	Default string
+	// Switch marks an on/off option (true or false).
+	Switch bool
 }
 
 var registry struct {
@@ -62,6 +83,11 @@ func Register(f Format) {
 	if _, dup := registry.formats[f.Name]; dup {
 		panic(fmt.Sprintf("dataset: Register: format %q registered twice", f.Name))
 	}
+	for _, o := range f.FormatOptions {
+		if other, taken := formatOfOption(o.Key); taken || o.Key == "" || slices.Contains(sharedOptionKeys, o.Key) {
+			panic(fmt.Sprintf("dataset: Register: format %q: option key %q is empty or taken (format %q, or a shared option)", f.Name, o.Key, other.Name))
+		}
+	}
 	if registry.formats == nil {
 		registry.formats = map[string]Format{}
 	}
@@ -78,6 +104,56 @@ func Formats() []Format {
 	}
 	slices.SortFunc(list, func(a, b Format) int { return strings.Compare(a.Name, b.Name) })
 	return list
+}
+
+// sharedOptionKeys are the keys of the fields of Options other than FormatOptions.
+var sharedOptionKeys = []string{"format", "nav_shape", "sync_offset", "flyback", "sig_shape", "dtype", "byte_order",
+	"offset", "dataset_path", "frame_header", "frame_footer", "allow_fill", "roi", "frames"}
+
+// formatOfOption returns the registered format that reads the format option key; the
+// registry's lock is held.
+func formatOfOption(key string) (Format, bool) {
+	for _, f := range registry.formats {
+		if slices.ContainsFunc(f.FormatOptions, func(o FormatOption) bool { return o.Key == key }) {
+			return f, true
+		}
+	}
+	return Format{}, false
+}
+
+// FormatOptionOf returns the format option of that key and the format that reads it.
+func FormatOptionOf(key string) (FormatOption, Format, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	f, ok := formatOfOption(key)
+	if !ok {
+		return FormatOption{}, Format{}, false
+	}
+	i := slices.IndexFunc(f.FormatOptions, func(o FormatOption) bool { return o.Key == key })
+	return f.FormatOptions[i], f, true
+}
+
+// checkFormatOptions refuses format options that no registered format reads (errs.Argument,
+// naming the known keys), and returns notes for those that another format than f reads.
+func checkFormatOptions(path string, f Format, opt Options) ([]string, error) {
+	var list []string
+	keys := slices.Sorted(maps.Keys(opt.FormatOptions))
+	for _, key := range keys {
+		_, owner, ok := FormatOptionOf(key)
+		switch {
+		case !ok:
+			var known []string
+			for _, g := range Formats() {
+				for _, o := range g.FormatOptions {
+					known = append(known, o.Key+" ("+g.Name+")")
+				}
+			}
+			return nil, errs.New(errs.Argument, "dataset: %s: unknown format option %q (format options: %s)", path, key, strings.Join(known, ", "))
+		case owner.Name != f.Name:
+			list = append(list, fmt.Sprintf("option %s applies to %s files only and was ignored", key, owner.Name))
+		}
+	}
+	return list, nil
 }
 
 // lookupFormat returns the registered format of that name.

@@ -75,6 +75,10 @@ type Options struct {
 	// SyncOffset and Flyback made the scan) as a dataset of nav shape (n_selected,) that
 	// knows their positions in the scan (Positioner): see Select.
 	ROI ROI
+	// FormatOptions are options that one format reads, by key (Format.FormatOptions):
+	// a key no registered format reads is refused (errs.Argument), and one that another
+	// format than the file's reads is ignored with a note.
+	FormatOptions map[string]string
 	// Frames, when its Count is positive, opens only frames [First, First+Count) of the
 	// file (in scan order, after NavShape, SyncOffset and Flyback; of the selected
 	// positions when ROI is given) as a dataset of nav shape (Count,): see Range.
@@ -132,13 +136,17 @@ func open(path string, opt Options) (Dataset, error) {
 	if err := formatOptionError(path, format, opt); err != nil {
 		return nil, err
 	}
+	other, err := checkFormatOptions(path, format, opt)
+	if err != nil {
+		return nil, err
+	}
 	ds, err := format.Open(path, opt)
 	if err != nil {
 		return nil, err
 	}
 	// Every format's dataset takes notes (frames.go); TestIgnoredOptions checks each.
 	if n, ok := ds.(interface{ addNotes([]string) }); ok {
-		n.addNotes(ignoredOptions(format, opt, ds))
+		n.addNotes(append(ignoredOptions(format, opt, ds), other...))
 	}
 	return ds, nil
 }

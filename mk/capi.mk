@@ -22,7 +22,7 @@ PY_VENV     := python/.venv
 # outside the repository beside shared/data, with STEMDOT set to the repository root.
 README_DIR  := $(BUILD)/readme-c
 
-.PHONY: capi test-capi python-venv test-python bench-dask
+.PHONY: capi test-capi python-venv py-refs test-python bench-dask
 
 capi: $(CAPI_LIB)
 
@@ -61,6 +61,11 @@ python-venv: $(PY_VENV)/bin/python
 	$(PY_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(PY_VENV)/bin/python -m pip install --quiet numpy pytest "dask[distributed]"
 	$(PY_VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps ./python
+
+# The independent decoders that Go tests of the readers run (testfiles.Python): numpy,
+# h5py, and hdf5plugin's filters (bitshuffle, LZ4, ...).
+py-refs: $(PY_VENV)/bin/python
+	$(PY_VENV)/bin/python -m pip install --quiet numpy h5py hdf5plugin
 
 test-python: python-venv build
 	cd python && STEMDOT_TESTDATA=$(STEMDOT_TESTDATA) .venv/bin/python -m pytest -q tests

@@ -14,8 +14,9 @@
 // then NSYMBT bytes of extended header (FEI's, or any other: skipped), then NZ sections
 // of NY×NX pixels, X fastest. Each section is one frame of sig shape (NY, NX), in
 // stored order. MODE gives the dtype: 0 int8 (uint8 in IMOD files whose flags do not
-// say signed), 1 int16, 2 float32, 6 uint16; the complex modes 3 and 4, float16 (12),
-// packed 4-bit (101) and RGB (16) are refused (errs.DType). A file without the MACHST
+// say signed), 1 int16, 2 float32, 6 uint16, 12 float16 (delivered as float32, exactly:
+// every float16 is a float32); the complex modes 3 and 4, packed 4-bit (101) and RGB
+// (16) are refused (errs.DType). A file without the MACHST
 // stamp is read in the byte order in which its MODE and sizes make sense.
 //
 // The file states no scan shape (Velox writes a 4D-STEM scan as NZ frames): the nav
@@ -65,9 +66,11 @@ const imodStamp = 1146047817
 type Header struct {
 	// NX, NY, NZ are the columns, rows and sections: NZ frames of sig shape (NY, NX).
 	NX, NY, NZ int
-	// Mode is MODE and DType the dtype it stores.
+	// Mode is MODE and DType the dtype of the frames delivered: the stored one, or
+	// float32 for float16 pixels (Half).
 	Mode  int
 	DType dataset.DType
+	Half  bool
 	// Extended is NSYMBT, the bytes of extended header after the 1024-byte header.
 	Extended int64
 	// BigEndian is the byte order of the header and the pixels.
@@ -131,18 +134,20 @@ func ParseHeader(b []byte) (Header, error) {
 		h.DType = dataset.Float32
 	case 6:
 		h.DType = dataset.Uint16
+	case 12:
+		h.DType, h.Half = dataset.Float32, true
 	default:
 		what, ok := refusedModes[h.Mode]
 		if !ok {
 			return Header{}, errs.New(errs.Format, "MRC header: unknown MODE %d (MRC2014 defines 0, 1, 2, 3, 4, 6, 12, 101)", h.Mode)
 		}
-		return Header{}, errs.New(errs.DType, "MRC MODE %d (%s) is not a dtype stemdot reads (MODE 0 int8, 1 int16, 2 float32, 6 uint16)", h.Mode, what)
+		return Header{}, errs.New(errs.DType, "MRC MODE %d (%s) is not a dtype stemdot reads (MODE 0 int8, 1 int16, 2 float32, 6 uint16, 12 float16)", h.Mode, what)
 	}
 	return h, nil
 }
 
 // refusedModes are the MRC2014 modes stemdot does not read.
-var refusedModes = map[int]string{3: "complex int16", 4: "complex float32", 12: "float16", 16: "RGB, 3 uint8 per pixel", 101: "4-bit packed"}
+var refusedModes = map[int]string{3: "complex int16", 4: "complex float32", 16: "RGB, 3 uint8 per pixel", 101: "4-bit packed"}
 
 // plausible says whether the header b read in order has a known MODE and positive NX,
 // NY, NZ below 2^24.
@@ -154,7 +159,7 @@ func plausible(b []byte, order binary.ByteOrder) bool {
 	}
 	mode := int(int32(order.Uint32(b[12:])))
 	_, refused := refusedModes[mode]
-	return mode == 0 || mode == 1 || mode == 2 || mode == 6 || refused
+	return mode == 0 || mode == 1 || mode == 2 || mode == 6 || mode == 12 || refused
 }
 
 func endian(big bool) string {
@@ -188,6 +193,9 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if h.Half {
+		fb /= 2 // the stored frame: 2 bytes a pixel
+	}
 	offset := HeaderBytes + h.Extended
 	if offset > size {
 		return fail(fmt.Errorf("the extended header (NSYMBT=%d bytes) runs past the end of the file of %d bytes", h.Extended, size))
@@ -206,29 +214,38 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if whole == 0 {
 		return fail(errs.New(errs.Format, "the file holds no whole frame of %d×%d %v (%d bytes after the %d-byte header)", h.NY, h.NX, h.DType, data, offset))
 	}
-	fl := dataset.Flat{Format: "mrc", Path: path, File: f, Size: size, Offset: offset, Sig: sig, DType: h.DType, BigEndian: h.BigEndian}
 	ff := dataset.FileFrames{Whole: whole, CutBytes: cut, RecordBytes: int64(fb), Notes: notes}
 	de, err := findDE(path, whole, len(opt.NavShape) > 0)
 	if err != nil {
 		return fail(err)
 	}
-	if de == nil {
-		return dataset.OpenFlat(fl, opt, nil, "", ff)
+	var nav, frameOf []int
+	source := ""
+	if de != nil {
+		nav, source, frameOf = de.nav, de.source, de.frameOf
+		ff.Notes = append(ff.Notes, de.notes...)
 	}
-	ff.Notes = append(ff.Notes, de.notes...)
-	if de.frameOf == nil {
-		return dataset.OpenFlat(fl, opt, de.nav, de.source, ff)
+	fl := dataset.Flat{Format: "mrc", Path: path, File: f, Size: size, Offset: offset, Sig: sig, DType: h.DType, BigEndian: h.BigEndian}
+	var all dataset.Dataset // every frame of the file
+	switch {
+	case h.Half:
+		all = &halfFile{path: path, f: f, size: size, offset: offset, n: whole, sig: sig, big: h.BigEndian}
+	case frameOf == nil:
+		return dataset.OpenFlat(fl, opt, nav, source, ff)
+	default:
+		if all, err = dataset.OpenFlat(fl, dataset.Options{}, nil, "", dataset.FileFrames{Whole: whole, RecordBytes: int64(fb)}); err != nil {
+			return nil, err
+		}
 	}
-	all, err := dataset.OpenFlat(fl, dataset.Options{}, nil, "", dataset.FileFrames{Whole: whole, RecordBytes: int64(fb)})
-	if err != nil {
-		return nil, err
+	ds := all
+	if frameOf != nil {
+		if ds, err = dataset.Reorder(all, frameOf); err != nil {
+			all.Close()
+			return nil, err
+		}
+		ff.Whole, ff.CutBytes = len(frameOf), 0
 	}
-	ds, err := dataset.Reorder(all, de.frameOf)
-	if err == nil {
-		ff.Whole, ff.CutBytes = len(de.frameOf), 0
-		ds, err = dataset.Reconcile(ds, opt, de.nav, de.source, ff)
-	}
-	if err != nil {
+	if ds, err = dataset.Reconcile(ds, opt, nav, source, ff); err != nil {
 		all.Close()
 		return nil, err
 	}

@@ -244,6 +244,62 @@ func TestSyntheticMRC(t *testing.T) {
 	}
 }
 
+// halfReference decodes the float16 pixels of an MRC file of MODE 12 with numpy (byte
+// order from MACHST) and writes them as little-endian float32 to argv[2].
+const halfReference = `
+import sys, numpy as np
+raw = open(sys.argv[1], "rb").read()
+e = ">" if raw[212] == 0x11 else "<"
+nx, ny, nz, mode = np.frombuffer(raw[:16], e + "i4")
+nsymbt = np.frombuffer(raw[92:96], e + "i4")[0]
+assert mode == 12
+px = np.frombuffer(raw[1024 + nsymbt:], e + "f2", count=nx * ny * nz)
+open(sys.argv[2], "wb").write(px.astype("<f4").tobytes())
+`
+
+// TestMRCFloat16 writes every float16 bit pattern (normal, subnormal, zeros,
+// infinities, NaNs) as 4 frames of 128×128 in both byte orders, and compares the float32
+// frames with numpy's conversion.
+func TestMRCFloat16(t *testing.T) {
+	for _, big := range []bool{false, true} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "half.mrc")
+		var order binary.ByteOrder = binary.LittleEndian
+		if big {
+			order = binary.BigEndian
+		}
+		m := mrcFile{nx: 128, ny: 128, nz: 4, mode: 6, big: big, next: 6, imodFlags: -1}
+		m.write(t, path, func(f, i int) float64 { return float64(f*128*128 + i) }) // every uint16 once
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		order.PutUint32(b[12:], 12)
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+		testfiles.RunPython(t, halfReference, []string{"numpy"}, path, filepath.Join(dir, "want"))
+		want, err := os.ReadFile(filepath.Join(dir, "want"))
+		require.NoError(t, err)
+
+		ds, err := dataset.Open(path, dataset.Options{NavShape: []int{2, 2}})
+		require.NoError(t, err)
+		assert.Equal(t, dataset.Float32, ds.DType())
+		assert.Equal(t, [2]int{128, 128}, ds.SigShape())
+		got := make([]byte, 4*ds.FrameBytes())
+		require.NoError(t, ds.ReadFrames(0, 4, got))
+		require.Len(t, want, len(got))
+		for i := 0; i < len(got); i += 4 {
+			g, w := binary.NativeEndian.Uint32(got[i:]), binary.LittleEndian.Uint32(want[i:])
+			if gf, wf := math.Float32frombits(g), math.Float32frombits(w); gf != gf || wf != wf {
+				require.True(t, gf != gf && wf != wf, "float16 %#04x: %x, numpy %x", i/4, g, w)
+				continue
+			}
+			require.Equal(t, w, g, "float16 %#04x", i/4)
+		}
+		part := make([]byte, ds.FrameBytes())
+		require.NoError(t, ds.ReadFrames(3, 4, part))
+		assert.Equal(t, got[3*ds.FrameBytes():], part)
+		require.NoError(t, ds.Close())
+	}
+}
+
 // TestMRCFrameCounts: a file cut inside a frame, a file holding fewer frames than NZ,
 // one with bytes after the NZ frames, and option nav_shape on a stack.
 func TestMRCFrameCounts(t *testing.T) {
@@ -283,7 +339,7 @@ func TestMRCFrameCounts(t *testing.T) {
 // that is not MRC, or whose fields are out of range, is errs.Format naming the field.
 func TestMRCRefused(t *testing.T) {
 	dir := t.TempDir()
-	for mode, what := range map[int]string{3: "complex int16", 4: "complex float32", 12: "float16", 16: "RGB", 101: "4-bit"} {
+	for mode, what := range map[int]string{3: "complex int16", 4: "complex float32", 16: "RGB", 101: "4-bit"} {
 		path := filepath.Join(dir, "m.mrc")
 		mrcFile{nx: 4, ny: 4, nz: 1, mode: 6, imodFlags: -1}.write(t, path, func(f, i int) float64 { return 0 })
 		b, err := os.ReadFile(path)

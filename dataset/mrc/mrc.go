@@ -24,14 +24,18 @@
 // Electron movie comes with sidecars named after its dataset (for <name>_movie.mrc or
 // <name>_<n>_movie.mrc: <name>_info.txt and <name>_scan_coordinates.csv, as RosettaSciIO
 // finds them): the info file's "key = value" lines give the scan ("Scan - Enable =
-// Enable", "Scan - Size X", "Scan - Size Y", "Scan - Repeats", "Scan - Type"), so that
-// the nav shape is (Size Y, Size X), or (repeats·Size Y, Size X) for a repeated scan.
-// A scan of another type than "Raster" (an XY file, a custom or sparse scan) stores its
-// frames in acquisition order, and the scan-coordinates CSV gives each frame's scan
-// position, one "x,y" line per frame (0-based columns and rows): frames are read at
-// their positions (dataset.Reorder), positions no frame covers are blank frames, and a
-// list that visits the positions k times makes k passes of the scan (nav shape
-// (k·Size Y, Size X), pass i in rows i·Size Y on), each noted.
+// Enable", "Scan - Size X", "Scan - Size Y", "Scan - Type", "Scan - Repeats", "Scan -
+// ROI Enable", "Scan - ROI Size X", "Scan - ROI Size Y"). The frames are stored in
+// acquisition order; the scan-coordinates CSV, when there, gives each frame's scan
+// position, one "x,y" line per frame (0-based column and row of the Size X × Size Y
+// scan): frames are read at their positions (dataset.Reorder; in place when the list is
+// row-major), positions no frame covers are blank frames, and a list that visits the
+// positions k times makes k passes of the scan (nav shape (k·Size Y, Size X), pass i in
+// rows i·Size Y on), each noted. Without the CSV, a raster scan ("Scan - Type =
+// Raster") is read in order with nav shape (Size Y, Size X), (ROI Size Y, ROI Size X)
+// when its ROI is enabled, and r scans one below the other for Repeats = r; another
+// scan type (an XY file, a custom or sparse scan) is refused, or, given option
+// nav_shape, read in acquisition order with a note.
 package mrc
 
 import (
@@ -325,22 +329,31 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 	}
 	de.source = fmt.Sprintf(" from %s (Scan - Size X = %d, Size Y = %d)", base, nx, ny)
 	scanType := info["Scan - Type"]
-	if scanType == "" || scanType == "Raster" {
-		de.nav = []int{ny, nx}
-		if repeats > 1 {
-			de.nav = []int{repeats * ny, nx}
-			de.source = fmt.Sprintf(" from %s (Scan - Size X = %d, Size Y = %d, Repeats = %d: the scans one below the other)", base, nx, ny, repeats)
-		}
-		return de, nil
-	}
 	csvPath := stem + "_scan_coordinates.csv"
 	if _, err := os.Stat(csvPath); errors.Is(err, fs.ErrNotExist) {
-		if userNav {
+		switch {
+		case scanType != "" && scanType != "Raster" && userNav:
 			de.source = ""
 			de.notes = append(de.notes, fmt.Sprintf("the scan is not a raster scan (Scan - Type = %s in %s) and its scan coordinates %s are missing: the frames are read in acquisition order at the positions of option nav_shape", scanType, base, filepath.Base(csvPath)))
 			return de, nil
+		case scanType != "" && scanType != "Raster":
+			return nil, errs.New(errs.Format, "the scan is not a raster scan (Scan - Type = %s in %s), and its scan coordinates %s are missing: they say where each frame belongs; put the file there, or give option nav_shape to read the frames in acquisition order", scanType, base, csvPath)
+		case info["Scan - ROI Enable"] == "Enable":
+			rx, errX := infoInt(info, "Scan - ROI Size X")
+			ry, errY := infoInt(info, "Scan - ROI Size Y")
+			if err := errors.Join(errX, errY); err != nil {
+				return nil, fmt.Errorf("%s: the scan has an ROI (Scan - ROI Enable = Enable): %w; give option nav_shape", infoPath, err)
+			}
+			nx, ny = rx, ry
+			de.source = fmt.Sprintf(" from %s (Scan - ROI Size X = %d, ROI Size Y = %d)", base, nx, ny)
+			de.notes = append(de.notes, fmt.Sprintf("%s: the raster scan covers its ROI of %d×%d positions (Scan - ROI Offset X = %s, Y = %s): nav shape (%d, %d)",
+				base, ny, nx, info["Scan - ROI Offset X"], info["Scan - ROI Offset Y"], repeats*ny, nx))
 		}
-		return nil, errs.New(errs.Format, "the scan is not a raster scan (Scan - Type = %s in %s), and its scan coordinates %s are missing: they say where each frame belongs; put the file there, or give option nav_shape to read the frames in acquisition order", scanType, base, csvPath)
+		de.nav = []int{repeats * ny, nx}
+		if repeats > 1 {
+			de.source += fmt.Sprintf(" and Scan - Repeats = %d, the scans one below the other", repeats)
+		}
+		return de, nil
 	}
 	xy, err := readCoordinates(csvPath, nx, ny)
 	if err != nil {

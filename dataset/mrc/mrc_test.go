@@ -437,6 +437,23 @@ func TestDirectElectronScans(t *testing.T) {
 		defer ds.Close()
 		assert.Equal(t, []int{4, 3}, ds.NavShape())
 	})
+	t.Run("raster-roi", func(t *testing.T) {
+		path := deMovie(t, t.TempDir(), "roi", 2, scan+"Scan - Type = Raster\nScan - ROI Enable = Enable\nScan - ROI Size X = 2\nScan - ROI Size Y = 1\nScan - ROI Offset X = 1\nScan - ROI Offset Y = 0\n", "")
+		ds, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err)
+		defer ds.Close()
+		assert.Equal(t, []int{1, 2}, ds.NavShape())
+		assert.Contains(t, strings.Join(dataset.Notes(ds), "\n"), "the raster scan covers its ROI of 1×2 positions (Scan - ROI Offset X = 1, Y = 0)")
+	})
+	t.Run("raster-serpentine-csv", func(t *testing.T) {
+		// The second row scanned right to left: the CSV places it.
+		path := deMovie(t, t.TempDir(), "s", 6, scan+"Scan - Type = Raster\n", "0,0\n1,0\n2,0\n2,1\n1,1\n0,1\n")
+		ds, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err)
+		defer ds.Close()
+		assert.Equal(t, []int{2, 3}, ds.NavShape())
+		assert.Equal(t, []int{1, 2, 3, 6, 5, 4}, firstPixels(t, ds))
+	})
 	t.Run("no-scan", func(t *testing.T) {
 		path := deMovie(t, t.TempDir(), "movie", 4, "Scan - Enable = Disable\n", "")
 		ds, err := dataset.Open(path, dataset.Options{})

@@ -16,8 +16,8 @@
 // stored order. MODE gives the dtype: 0 int8 (uint8 in IMOD files whose flags do not
 // say signed), 1 int16, 2 float32, 6 uint16, 12 float16 (delivered as float32, exactly:
 // every float16 is a float32); the complex modes 3 and 4, packed 4-bit (101) and RGB
-// (16) are refused (errs.DType). A file without the MACHST
-// stamp is read in the byte order in which its MODE and sizes make sense.
+// (16) are refused (errs.DType). A file without the MACHST stamp is read in the byte
+// order in which its MODE and sizes make sense.
 //
 // The file states no scan shape (Velox writes a 4D-STEM scan as NZ frames): the nav
 // shape is option nav_shape, else (1, NZ) with the warning that names it. A Direct
@@ -216,7 +216,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		notes = append(notes, fmt.Sprintf("%d bytes after the last of the NZ=%d frames are not read", data-int64(h.NZ)*int64(fb), h.NZ))
 	}
 	if whole == 0 {
-		return fail(errs.New(errs.Format, "the file holds no whole frame of %d×%d %v (%d bytes after the %d-byte header)", h.NY, h.NX, h.DType, data, offset))
+		return fail(errs.New(errs.Format, "the file holds no whole frame of %d×%d pixels, %d bytes (%d bytes after the %d-byte header)", h.NY, h.NX, fb, data, offset))
 	}
 	ff := dataset.FileFrames{Whole: whole, CutBytes: cut, RecordBytes: int64(fb), Notes: notes}
 	de, err := findDE(path, whole, len(opt.NavShape) > 0)

@@ -306,6 +306,8 @@ func TestSyntheticTVIPS(t *testing.T) {
 				assert.Equal(t, uint16(pixel(start+2, 0, 16)), binary.NativeEndian.Uint16(buf))
 			}
 			require.NoError(t, ds.Close())
+			assert.Error(t, ds.ReadFrames(0, 1, make([]byte, ds.FrameBytes())), "read after Close")
+			assert.Error(t, ds.Close(), "second Close")
 		}
 	})
 	t.Run("rotator-shuffled", func(t *testing.T) {

@@ -296,6 +296,11 @@ func TestMRCFloat16(t *testing.T) {
 		part := make([]byte, ds.FrameBytes())
 		require.NoError(t, ds.ReadFrames(3, 4, part))
 		assert.Equal(t, got[3*ds.FrameBytes():], part)
+		// A file cut short after it was opened is an errs.IO error, not zeros.
+		require.NoError(t, os.Truncate(path, 1024+6+2*128*128*3+100))
+		err = ds.ReadFrames(2, 4, got[:2*ds.FrameBytes()])
+		assert.ErrorIs(t, err, errs.IO)
+		assert.Contains(t, err.Error(), "the file changed while being read")
 		require.NoError(t, ds.Close())
 	}
 }

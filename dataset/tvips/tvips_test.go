@@ -360,6 +360,20 @@ func TestSyntheticTVIPS(t *testing.T) {
 	})
 }
 
+// TestTVIPSShrinking: a part truncated after the stream was opened gives an errs.IO
+// error naming that part, not zeros.
+func TestTVIPSShrinking(t *testing.T) {
+	paths := stream{version: 2, bpp: 16, dimx: 2, dimy: 2, header: 60, rot: []int{1, 2, 3, 4}, split: []int{2, 2}}.write(t, t.TempDir())
+	ds, err := dataset.Open(paths[0], dataset.Options{})
+	require.NoError(t, err)
+	defer ds.Close()
+	require.NoError(t, os.Truncate(paths[1], 70))
+	err = ds.ReadFrames(0, 4, make([]byte, 4*ds.FrameBytes()))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, errs.IO)
+	assert.Contains(t, err.Error(), "s_001.tvips: the file changed while being read")
+}
+
 // TestTVIPSRefused: malformed series headers and streams are errs.Format (errs.DType for
 // a pixel depth stemdot does not read) naming the field or the part.
 func TestTVIPSRefused(t *testing.T) {

@@ -85,11 +85,10 @@ type Placement struct {
 }
 
 // Place builds the placement of a file's frames in a scan of positions scan positions
-// from posOf, the scan position of each frame in file order (negative: the frame is in
-// no scan position, e.g. recorded before the scan started). The first frame at a
-// position is read there; later ones repeating it are not read. what names the source
-// of posOf in the notes. Positions at or past scan are errors of the caller: posOf must
-// be within [−∞, scan).
+// from posOf, the scan position of each frame in file order (negative, or scan and
+// more: the frame is in no scan position, e.g. recorded before the scan started). The
+// first frame at a position is read there; later ones repeating it are not read. what
+// names the source of posOf in the notes.
 func Place(posOf []int, scan int, what string) Placement {
 	pl := Placement{FrameOf: make([]int, scan), First: -1}
 	for p := range pl.FrameOf {
@@ -98,9 +97,9 @@ func Place(posOf []int, scan int, what string) Placement {
 	var before, outside, repeats int
 	for i, p := range posOf {
 		switch {
-		case p < 0 && pl.First < 0:
+		case (p < 0 || p >= scan) && pl.First < 0:
 			before++
-		case p < 0:
+		case p < 0 || p >= scan:
 			outside++
 		case pl.FrameOf[p] >= 0:
 			repeats++

@@ -43,7 +43,7 @@ func TestReorder(t *testing.T) {
 	}
 	assert.Error(t, ds.ReadFrames(4, 6, make([]byte, 4)))
 
-	in := dataset.Place([]int{-1, -1, 0, 1, 2, -1}, 3, "x")
+	in := dataset.Place([]int{-1, -1, 0, 1, 2, 3}, 3, "x")
 	assert.True(t, in.InOrder)
 	assert.Equal(t, 2, in.First)
 	assert.Equal(t, []string{"2 frames before the first scan position (per x) are not read",

@@ -128,10 +128,14 @@ func Place(posOf []int, scan int, what string) Placement {
 		list = append(list, fmt.Sprintf("%s after the first scan position %s in no scan position (per %s) and %s not read", plural(outside, "frame", "frames"), isAre(outside), what, isAre(outside)))
 	}
 	if repeats > 0 {
-		list = append(list, fmt.Sprintf("%s repeat%s a scan position already read (per %s) and %s not read", plural(repeats, "frame", "frames"), map[bool]string{true: "s"}[repeats == 1], what, isAre(repeats)))
+		list = append(list, fmt.Sprintf("%s a scan position already read (per %s) and %s not read", plural(repeats, "frame repeats", "frames repeat"), what, isAre(repeats)))
 	}
 	if missing > 0 {
-		list = append(list, fmt.Sprintf("%s of %d %s no frame (per %s): read as blank (all-zero) frames", plural(missing, "scan position", "scan positions"), scan, map[bool]string{true: "has", false: "have"}[missing == 1], what))
+		of := fmt.Sprintf("scan position of %d has", scan)
+		if missing > 1 {
+			of = fmt.Sprintf("scan positions of %d have", scan)
+		}
+		list = append(list, fmt.Sprintf("%d %s no frame (per %s): read as blank (all-zero) frames", missing, of, what))
 	}
 	if !pl.InOrder && missing < scan {
 		list = append(list, fmt.Sprintf("the frames are not stored in scan order: each is read at its scan position per %s", what))

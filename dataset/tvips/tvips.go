@@ -32,11 +32,13 @@
 // is a square (RosettaSciIO's assumption, noted), else (1, max r) with the warning that
 // names option nav_shape. The first frame at a position is read there (later ones
 // repeating it are not), positions no frame covers are blank frames, each noted; frames
-// in scan order are read in place, from the first scan frame on (a sync offset). A file
+// in scan order are read from the first scan frame on (a sync offset), in place from the
+// file's mapping when the stream is one file. A file
 // whose headers hold no scan position (version 1, all zero) gives no scan shape: (1,
 // frames) with the warning. Format option rotator_index false, or option sync_offset,
-// reads the frames in file order instead. The series header has no rotation or flip
-// field (the "rotator" is the scan index): frames are read as stored.
+// reads the frames in file order instead. The series header, as both readers lay it
+// out, has no rotation or flip field (the "rotator" index is the scan's): frames are
+// read as stored.
 package tvips
 
 import (

@@ -109,6 +109,8 @@ test-go: py-refs
 FUZZ_TARGETS ?= dataset:FuzzMIBHeader:150000 dataset:FuzzBLOHeader:150000 dataset:FuzzHdr:4000 \
 	dataset:FuzzEMPADXML:40000 dataset:FuzzOpen:1500 masks:FuzzLoadNPY:4000 internal/npy:FuzzRead:100000 \
 	internal/npy:FuzzReadArray:50000 dataset:FuzzROIFile:3000
+FUZZ_TARGETS += dataset/mrc:FuzzMRCHeader:100000 dataset/mrc:FuzzMRCOpen:4000 dataset/tvips:FuzzTVIPSHeader:100000 \
+	dataset/tvips:FuzzTVIPSOpen:2000
 fuzz:
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
 		$(GO) test $(GOTAGS_CPU) ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $${FUZZTIME:-$${n}x} || exit 1; done

@@ -19,10 +19,15 @@
 // refused.
 //
 // A SEQ file states no scan shape (LiberTEM requires nav_shape for it): give option
-// nav_shape, else the frames are read as one row, with a warning. The dark and gain
-// references LiberTEM applies when they lie beside the file (<name>.seq.dark.mrc,
-// <name>.seq.gain.mrc, and the defect map <name>.seq.Config.Metadata.xml) are not
-// applied: stemdot reads the recorded counts, and a note names the references found.
+// nav_shape, else the frames are read as one row, with a warning.
+//
+// LiberTEM applies the dark and gain references it finds beside the file,
+// <name>.seq.dark.mrc and <name>.seq.gain.mrc (2-D MRC images of the frame's shape), as
+// (frame − dark) · gain, and patches the defect pixels that <name>.seq.Config.Metadata.xml
+// lists. stemdot reads the recorded counts unless option seq_corrections is given (a note
+// names the references found): then it applies the dark and gain references present, as
+// LiberTEM does, and delivers float32 frames; the defect map is not applied (a note says
+// so).
 package seq
 
 import (
@@ -39,9 +44,14 @@ import (
 // Name is the format's name (option format, Dataset.Format).
 const Name = "seq"
 
+// OptCorrections is the format option that applies the dark and gain references.
+const OptCorrections = "seq_corrections"
+
 func init() {
 	dataset.Register(dataset.Format{Name: Name, Extensions: []string{".seq"}, Magic: []string{"\xed\xfe\x00\x00"},
-		Describe: "seq (.seq: Direct Electron / StreamPix sequence)", Open: Open})
+		Describe: "seq (.seq: Direct Electron / StreamPix sequence)", Open: Open,
+		FormatOptions: []dataset.FormatOption{{Key: OptCorrections, Switch: true, Default: "false",
+			Usage: "Direct Electron SEQ: subtract the dark reference <name>.seq.dark.mrc and multiply by the gain reference <name>.seq.gain.mrc (those present), as LiberTEM does, giving float32 frames"}}})
 }
 
 // Header geometry.
@@ -162,17 +172,31 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if h.AllocatedFrames != 0 && int64(h.AllocatedFrames) != int64(whole) {
 		notes = append(notes, fmt.Sprintf("the header's allocated_frames is %d, the file holds %d whole frames: the file's frames are read", h.AllocatedFrames, whole))
 	}
-	if refs := references(path); len(refs) > 0 {
-		notes = append(notes, fmt.Sprintf("%s beside the file: no dark, gain or defect correction is applied (LiberTEM applies them), the recorded counts are read", strings.Join(refs, ", ")))
+	fl := dataset.Flat{Format: Name, Path: path, File: f, Size: size, Offset: start, Footer: stride - int64(fb), Sig: sig, DType: dt}
+	ff := dataset.FileFrames{Whole: whole, CutBytes: data % stride, RecordBytes: stride, Notes: notes}
+	correct, err := correctOption(opt)
+	if err != nil {
+		return fail(err)
 	}
-	return dataset.OpenFlat(dataset.Flat{Format: Name, Path: path, File: f, Size: size, Offset: start,
-		Footer: stride - int64(fb), Sig: sig, DType: dt}, opt, nil, "",
-		dataset.FileFrames{Whole: whole, CutBytes: data % stride, RecordBytes: stride, Notes: notes})
+	refs := references(path)
+	if !correct {
+		if len(refs) > 0 {
+			var names []string
+			for _, r := range refs {
+				names = append(names, filepath.Base(r))
+			}
+			ff.Notes = append(ff.Notes, fmt.Sprintf("%s beside the file: no correction is applied, the recorded counts are read (option %s applies the dark and gain references, as LiberTEM does)",
+				strings.Join(names, ", "), OptCorrections))
+		}
+		return dataset.OpenFlat(fl, opt, nil, "", ff)
+	}
+	return openCorrected(fl, opt, ff, refs)
 }
 
-// references lists the correction files LiberTEM reads beside a SEQ file that exist:
-// <base>.seq.dark.mrc, <base>.seq.gain.mrc and <base>.seq.Config.Metadata.xml, where
-// base is the path without its ".seq" (or ".seq.seq", LiberTEM issue #1120).
+// references lists the correction files LiberTEM reads beside a SEQ file that exist,
+// in this order: <base>.seq.dark.mrc, <base>.seq.gain.mrc and
+// <base>.seq.Config.Metadata.xml, where base is the path without its ".seq" (or
+// ".seq.seq", LiberTEM issue #1120).
 func references(path string) []string {
 	base := path
 	for range 2 {
@@ -181,9 +205,9 @@ func references(path string) []string {
 		}
 	}
 	var found []string
-	for _, ext := range []string{".seq.dark.mrc", ".seq.gain.mrc", ".seq.Config.Metadata.xml"} {
+	for _, ext := range []string{darkExt, gainExt, defectExt} {
 		if st, err := os.Stat(base + ext); err == nil && st.Mode().IsRegular() {
-			found = append(found, filepath.Base(base+ext))
+			found = append(found, base+ext)
 		}
 	}
 	return found

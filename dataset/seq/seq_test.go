@@ -2,6 +2,7 @@ package seq_test
 
 import (
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -193,7 +194,86 @@ func TestSEQFrameCounts(t *testing.T) {
 	assert.Equal(t, want[:3], readAll(t, ds))
 	notes = strings.Join(dataset.Notes(ds), "\n")
 	assert.Contains(t, notes, "the file ends inside frame 5")
-	assert.Contains(t, notes, "scan.seq.dark.mrc beside the file: no dark, gain or defect correction is applied")
+	assert.Contains(t, notes, "scan.seq.dark.mrc beside the file: no correction is applied, the recorded counts are read (option seq_corrections applies")
+}
+
+// writeMRC writes a 2-D MRC image of float32 (mode 2) or uint16 (mode 6) values, with an
+// extended header of ext bytes, in either byte order (the machine stamp says which).
+func writeMRC(t *testing.T, path string, ny, nx int, vals []float64, mode int32, big bool, ext int) {
+	t.Helper()
+	var o interface {
+		binary.ByteOrder
+		binary.AppendByteOrder
+	} = binary.LittleEndian
+	stamp := byte(0x44)
+	if big {
+		o, stamp = binary.BigEndian, 0x11
+	}
+	b := make([]byte, 1024+ext)
+	o.PutUint32(b[0:], uint32(nx))
+	o.PutUint32(b[4:], uint32(ny))
+	o.PutUint32(b[8:], 1)
+	o.PutUint32(b[12:], uint32(mode))
+	o.PutUint32(b[92:], uint32(ext))
+	copy(b[208:], "MAP ")
+	b[212], b[213] = stamp, stamp
+	for _, v := range vals {
+		if mode == 2 {
+			b = o.AppendUint32(b, math.Float32bits(float32(v)))
+		} else {
+			b = o.AppendUint16(b, uint16(v))
+		}
+	}
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+}
+
+// Option seq_corrections applies the dark and gain references beside the file as
+// LiberTEM does, (frame − dark) · gain in float32, and says that the defect map is not
+// applied; without references it is refused.
+func TestSEQCorrections(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "scan.seq.seq") // LiberTEM issue #1120: references named after scan
+	s := seqFile{version: 5, width: 5, height: 3, bits: 16, pad: 8, frames: 4}
+	frames := writeSEQ(t, path, s, 21)
+	opt := dataset.Options{NavShape: []int{2, 2}, FormatOptions: map[string]string{seq.OptCorrections: "true"}}
+	_, err := dataset.Open(path, opt)
+	require.ErrorIs(t, err, errs.Argument)
+	assert.Contains(t, err.Error(), "option seq_corrections: no dark or gain reference")
+
+	n := s.width * s.height
+	dark, gain := make([]float64, n), make([]float64, n)
+	for i := range n {
+		dark[i], gain[i] = float64(100+i), 0.5+float64(i)/10
+	}
+	writeMRC(t, filepath.Join(dir, "scan.seq.dark.mrc"), s.height, s.width, dark, 6, false, 0)
+	writeMRC(t, filepath.Join(dir, "scan.seq.gain.mrc"), s.height, s.width, gain, 2, true, 64)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "scan.seq.Config.Metadata.xml"), []byte("<Root/>"), 0o644))
+
+	ds, err := dataset.Open(path, opt)
+	require.NoError(t, err)
+	defer ds.Close()
+	assert.Equal(t, dataset.Float32, ds.DType())
+	buf := make([]byte, 4*ds.FrameBytes())
+	require.NoError(t, ds.ReadFrames(0, 4, buf))
+	for f := range 4 {
+		for i := range n {
+			got := float64(math.Float32frombits(binary.NativeEndian.Uint32(buf[4*(f*n+i):])))
+			want := (float64(frames[f][i]) - dark[i]) * gain[i]
+			require.InDelta(t, want, got, 1e-6*math.Abs(want)+1e-3, "frame %d pixel %d", f, i)
+		}
+	}
+	notes := strings.Join(dataset.Notes(ds), "\n")
+	assert.Contains(t, notes, "(frame − dark) · gain applied with scan.seq.dark.mrc and scan.seq.gain.mrc")
+	assert.Contains(t, notes, "the defect pixels that scan.seq.Config.Metadata.xml lists are not patched")
+
+	writeMRC(t, filepath.Join(dir, "scan.seq.gain.mrc"), s.width, s.height, gain, 2, false, 0)
+	_, err = dataset.Open(path, opt)
+	require.ErrorIs(t, err, errs.Shape)
+	assert.Contains(t, err.Error(), "scan.seq.gain.mrc: an MRC image of nx 3 × ny 5 × nz 1, want one image of the frames' 5 × 3")
+	opt.FormatOptions[seq.OptCorrections] = "yes please"
+	_, err = dataset.Open(path, opt)
+	require.ErrorIs(t, err, errs.Argument)
+	assert.Contains(t, err.Error(), "option seq_corrections \"yes please\" is not true or false")
 }
 
 // Malformed and unsupported files are refused with an error naming the file and the

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
 // frmsSet is an acquisition that writeFRMS6 writes: stored frames of height×width,
@@ -199,6 +201,7 @@ func TestFRMS6(t *testing.T) {
 				assert.Contains(t, strings.Join(dataset.Notes(ds), "\n"), fmt.Sprintf("the mean of the %d dark frames of scan_000.frms6 is subtracted", tc.s.dark))
 				require.NoError(t, ds.Close())
 			}
+			t.Run("numpy", func(t *testing.T) { compareNumpy(t, base, tc.s.bin, tc.n) })
 			ds, err := dataset.Open(base+".hdr", dataset.Options{FormatOptions: map[string]string{OptRaw: "true"}})
 			require.NoError(t, err)
 			assert.Equal(t, dataset.Uint16, ds.DType())
@@ -209,6 +212,52 @@ func TestFRMS6(t *testing.T) {
 			require.NoError(t, ds.Close())
 		})
 	}
+}
+
+// numpyFRMS6 reads an acquisition with numpy as LiberTEM lays it out (file header and
+// records by dtype; a stored frame's left half the detector's top rows, its right half
+// turned by 180° the bottom rows; rows repeated by the binning; the mean of the _000
+// file's frames subtracted) and prints the first n scan frames as float64 values.
+const numpyFRMS6 = `
+import sys, glob
+import numpy as np
+base, binning, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+head = np.dtype([("header_size", "<u2"), ("frame_header_size", "<u2"), ("pad", "V3"), ("version", "u1"),
+    ("comment1", "V80"), ("width", "<u2"), ("height", "<u2"), ("comment2", "V928"), ("num_frames", "<u4")])
+def frames(path):
+    h = np.fromfile(path, head, count=1)[0]
+    assert (h["header_size"], h["frame_header_size"], h["version"]) == (1024, 64, 6)
+    w, ht = int(h["width"]), int(h["height"])
+    rec = np.dtype([("fh", "V64"), ("px", "<u2", (ht, w))])
+    raw = np.fromfile(path, rec, offset=1024)["px"].astype(np.float64)
+    top, bottom = raw[:, :, :w // 2], raw[:, ::-1, w // 2:][:, :, ::-1]
+    return np.repeat(np.concatenate([top, bottom], axis=1), binning, axis=1)
+files = sorted(glob.glob(base + "_*.frms6"))
+dark = frames(files[0]).mean(axis=0)
+scan = np.concatenate([frames(f) for f in files[1:]])[:n] - dark
+print(" ".join(repr(float(v)) for v in scan.ravel()))
+`
+
+// compareNumpy compares the dark-corrected frames of the acquisition at base with
+// numpyFRMS6's.
+func compareNumpy(t *testing.T, base string, bin, n int) {
+	t.Helper()
+	out := strings.Fields(string(testfiles.RunPython(t, numpyFRMS6, []string{"numpy"}, base, fmt.Sprint(bin), fmt.Sprint(n))))
+	ds, err := dataset.Open(base+".hdr", dataset.Options{})
+	require.NoError(t, err)
+	defer ds.Close()
+	got := frames(t, ds)
+	px := len(got[0])
+	require.Len(t, out, n*px)
+	want := make([][]float64, n)
+	for i := range want {
+		want[i] = make([]float64, px)
+		for j := range want[i] {
+			want[i][j], err = strconv.ParseFloat(out[i*px+j], 64)
+			require.NoError(t, err)
+		}
+	}
+	assertFrames(t, want, got, 0.01)
 }
 
 // A gain map CSV (LiberTEM's layout: the file's rows are detector columns) multiplies

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
 // dmTag is a tag that writeDM writes: a group (tags) or a value of type info with its
@@ -258,7 +260,64 @@ func TestK2ISScan(t *testing.T) {
 	ds, err := dataset.Open(base+".gtg", dataset.Options{SyncOffset: 1})
 	require.NoError(t, err)
 	checkFrames(t, ds, []uint32{102, 103, 104, 105})
+	t.Run("numpy", func(t *testing.T) { compareNumpy(t, ds, base, []uint32{102, 103, 104, 105}) })
 	require.NoError(t, ds.Close())
+}
+
+// numpyK2IS decodes the blocks of the given frame ids from the sector files <base>*.bin
+// (sorted) with numpy, as LiberTEM's DataBlock lays them out (header fields by a
+// big-endian record dtype, 12-bit pairs unpacked, each block copied to its header's
+// pixel region of its sector), and prints each frame's sum and its sum weighted by
+// (flat pixel index mod 1009).
+const numpyK2IS = `
+import sys, glob
+import numpy as np
+base, ids = sys.argv[1], [int(v) for v in sys.argv[2].split(",")]
+hdr = np.dtype([("sync", ">u4"), ("pad1", "V4"), ("version", "u1"), ("flags", "u1"), ("pad2", "V6"),
+    ("block_count", ">u4"), ("width", ">u2"), ("height", ">u2"), ("frame_id", ">u4"),
+    ("x0", ">u2"), ("y0", ">u2"), ("x1", ">u2"), ("y1", ">u2"), ("block_size", ">u4")])
+frames = {i: np.zeros((1860, 2048)) for i in ids}
+for s, path in enumerate(sorted(glob.glob(base + "*.bin"))):
+    raw = np.fromfile(path, np.uint8)
+    n = len(raw) // 0x5758
+    blocks = raw[:n * 0x5758].reshape(n, 0x5758)
+    h = blocks[:, :40].copy().view(hdr).ravel()
+    assert (h["sync"] == 0xFFFF0055).all()
+    for b in np.nonzero(np.isin(h["frame_id"], ids))[0]:
+        d = blocks[b, 40:].astype(np.uint16).reshape(-1, 3)
+        px = np.stack([d[:, 0] | (d[:, 1] & 0x0F) << 8, d[:, 1] >> 4 | d[:, 2] << 4], 1).reshape(930, 16)
+        x0 = s * 256 + int(h["x0"][b])
+        frames[int(h["frame_id"][b])][h["y0"][b]:h["y1"][b] + 1, x0:x0 + 16] = px
+w = np.arange(1860 * 2048).reshape(1860, 2048) % 1009
+for i in ids:
+    print(repr(float(frames[i].sum())), repr(float((frames[i] * w).sum())))
+`
+
+// compareNumpy compares the sums of the frames of ds with numpyK2IS's of frames ids.
+func compareNumpy(t *testing.T, ds dataset.Dataset, base string, ids []uint32) {
+	t.Helper()
+	var list []string
+	for _, id := range ids {
+		list = append(list, fmt.Sprint(id))
+	}
+	out := strings.Fields(string(testfiles.RunPython(t, numpyK2IS, []string{"numpy"}, base, strings.Join(list, ","))))
+	require.Len(t, out, 2*len(ids))
+	buf := make([]byte, ds.FrameBytes())
+	for i := range ids {
+		require.NoError(t, ds.ReadFrames(i, i+1, buf))
+		var sum, weighted float64
+		for p := range sigY * sigX {
+			v := float64(binary.NativeEndian.Uint16(buf[2*p:]))
+			sum += v
+			weighted += v * float64(p%1009)
+		}
+		want, err := strconv.ParseFloat(out[2*i], 64)
+		require.NoError(t, err)
+		wantW, err := strconv.ParseFloat(out[2*i+1], 64)
+		require.NoError(t, err)
+		assert.Equal(t, want, sum, "frame %d (id %d): sum", i, ids[i])
+		assert.Equal(t, wantW, weighted, "frame %d (id %d): weighted sum", i, ids[i])
+	}
 }
 
 func repeat(idCount ...uint32) []uint32 {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/dataset/seq"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
 // seqFile describes a SEQ file that writeSEQ writes.
@@ -117,6 +119,40 @@ func readAll(t *testing.T, ds dataset.Dataset) [][]uint32 {
 	return out
 }
 
+// numpySEQ reads a SEQ file with numpy as LiberTEM lays it out (header fields by a
+// little-endian struct, frames from byte 8192 from version 5 on, else 1024, every
+// true_image_size bytes) and returns its frames.
+func numpySEQ(t *testing.T, path string) [][]uint32 {
+	t.Helper()
+	out := testfiles.RunPython(t, `
+import sys, struct
+import numpy as np
+path = sys.argv[1]
+with open(path, "rb") as f:
+    head = f.read(1024)
+magic, = struct.unpack_from("<I", head, 0)
+version, = struct.unpack_from("<l", head, 28)
+width, height, bits = struct.unpack_from("<III", head, 548)
+true_size, = struct.unpack_from("<I", head, 580)
+assert magic == 0xFEED
+rec = np.dtype([("px", "<u%d" % (bits // 8), (height, width)), ("pad", "V%d" % (true_size - width * height * bits // 8))])
+frames = np.fromfile(path, rec, offset=8192 if version >= 5 else 1024)["px"]
+for fr in frames:
+    print(" ".join(str(int(v)) for v in fr.ravel()))
+`, []string{"numpy"}, path)
+	var frames [][]uint32
+	for line := range strings.Lines(string(out)) {
+		var fr []uint32
+		for _, f := range strings.Fields(line) {
+			v, err := strconv.ParseUint(f, 10, 32)
+			require.NoError(t, err)
+			fr = append(fr, uint32(v))
+		}
+		frames = append(frames, fr)
+	}
+	return frames
+}
+
 // Every header variant: old (1024-byte) and new (8192-byte) headers, 8, 16 and 32-bit
 // pixels, with and without padding after each frame; frames are read back pixel for
 // pixel, detected by extension.
@@ -143,6 +179,7 @@ func TestSEQVariants(t *testing.T) {
 			assert.Equal(t, tc.dt, ds.DType())
 			assert.Equal(t, want, readAll(t, ds))
 			assert.Empty(t, dataset.Notes(ds))
+			t.Run("numpy", func(t *testing.T) { assert.Equal(t, numpySEQ(t, path), readAll(t, ds)) })
 			// Any frame range reads the same frames.
 			buf := make([]byte, 2*ds.FrameBytes())
 			require.NoError(t, ds.ReadFrames(3, 5, buf))

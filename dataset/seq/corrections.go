@@ -34,8 +34,8 @@ func correctOption(opt dataset.Options) (bool, error) {
 }
 
 // openCorrected opens the frames fl describes with the dark and gain references of refs
-// applied, as float32 frames.
-func openCorrected(fl dataset.Flat, opt dataset.Options, ff dataset.FileFrames, refs []string) (dataset.Dataset, error) {
+// (base's, see references) applied, as float32 frames.
+func openCorrected(fl dataset.Flat, opt dataset.Options, ff dataset.FileFrames, base string, refs []string) (dataset.Dataset, error) {
 	c := &corrected{}
 	var applied []string
 	for _, r := range refs {
@@ -60,7 +60,7 @@ func openCorrected(fl dataset.Flat, opt dataset.Options, ff dataset.FileFrames, 
 	if len(applied) == 0 {
 		fl.File.Close()
 		return nil, errs.New(errs.Argument, "seq: %s: option %s: no dark or gain reference (%s, %s) beside the file", fl.Path, OptCorrections,
-			strings.TrimSuffix(filepath.Base(fl.Path), ".seq")+darkExt, strings.TrimSuffix(filepath.Base(fl.Path), ".seq")+gainExt)
+			filepath.Base(base+darkExt), filepath.Base(base+gainExt))
 	}
 	ff.Notes = append(ff.Notes, fmt.Sprintf("(frame − dark) · gain applied with %s (float32; option %s)", strings.Join(applied, " and "), OptCorrections))
 	// Every frame of the file, to be reconciled with the scan after correction.

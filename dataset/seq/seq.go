@@ -63,39 +63,38 @@ const (
 	monochrome    = 100
 )
 
-// Header is the part of a SEQ header the reader uses.
-type Header struct {
-	Version, HeaderSize                  int32
-	Width, Height, BitDepth, ImageFormat uint32
-	AllocatedFrames, TrueImageSize       uint32
-	Compression                          uint32
+// header is the part of a SEQ header the reader uses.
+type header struct {
+	version                              int32
+	width, height, bitDepth, imageFormat uint32
+	allocatedFrames, trueImageSize       uint32
+	compression                          uint32
 }
 
-// ParseHeader parses the first bytes of a SEQ file (at least 632).
-func ParseHeader(b []byte) (Header, error) {
+// parseHeader parses the first bytes of a SEQ file (at least 632).
+func parseHeader(b []byte) (header, error) {
 	if len(b) < headerFields {
-		return Header{}, fmt.Errorf("%d bytes are too short for a SEQ header (%d)", len(b), headerFields)
+		return header{}, fmt.Errorf("%d bytes are too short for a SEQ header (%d)", len(b), headerFields)
 	}
 	le := binary.LittleEndian
 	if m := le.Uint32(b); m != magic {
-		return Header{}, fmt.Errorf("not a SEQ file: magic 0x%X, want 0xFEED", m)
+		return header{}, fmt.Errorf("not a SEQ file: magic 0x%X, want 0xFEED", m)
 	}
-	return Header{
-		Version:         int32(le.Uint32(b[28:])),
-		HeaderSize:      int32(le.Uint32(b[32:])),
-		Width:           le.Uint32(b[548:]),
-		Height:          le.Uint32(b[552:]),
-		BitDepth:        le.Uint32(b[556:]),
-		ImageFormat:     le.Uint32(b[568:]),
-		AllocatedFrames: le.Uint32(b[572:]),
-		TrueImageSize:   le.Uint32(b[580:]),
-		Compression:     le.Uint32(b[620:]),
+	return header{
+		version:         int32(le.Uint32(b[28:])),
+		width:           le.Uint32(b[548:]),
+		height:          le.Uint32(b[552:]),
+		bitDepth:        le.Uint32(b[556:]),
+		imageFormat:     le.Uint32(b[568:]),
+		allocatedFrames: le.Uint32(b[572:]),
+		trueImageSize:   le.Uint32(b[580:]),
+		compression:     le.Uint32(b[620:]),
 	}, nil
 }
 
-// ImageStart is the byte offset of the first frame: 8192 from version 5 on, else 1024.
-func (h Header) ImageStart() int64 {
-	if h.Version >= 5 {
+// imageStart is the byte offset of the first frame: 8192 from version 5 on, else 1024.
+func (h header) imageStart() int64 {
+	if h.version >= 5 {
 		return newImageStart
 	}
 	return oldImageStart
@@ -103,15 +102,15 @@ func (h Header) ImageStart() int64 {
 
 // frame checks the header's frame description and returns the sig shape, the dtype and
 // the bytes of one frame's pixels.
-func (h Header) frame() ([2]int, dataset.DType, int, error) {
-	if h.Compression != 0 {
-		return [2]int{}, 0, 0, fmt.Errorf("compression_format %d: compressed SEQ frames are not supported (only uncompressed, 0)", h.Compression)
+func (h header) frame() ([2]int, dataset.DType, int, error) {
+	if h.compression != 0 {
+		return [2]int{}, 0, 0, fmt.Errorf("compression_format %d: compressed SEQ frames are not supported (only uncompressed, 0)", h.compression)
 	}
-	if h.ImageFormat != monochrome {
-		return [2]int{}, 0, 0, errs.New(errs.DType, "image_format %d: only monochrome frames (100) are supported, not colour or Bayer images", h.ImageFormat)
+	if h.imageFormat != monochrome {
+		return [2]int{}, 0, 0, errs.New(errs.DType, "image_format %d: only monochrome frames (100) are supported, not colour or Bayer images", h.imageFormat)
 	}
 	var dt dataset.DType
-	switch h.BitDepth {
+	switch h.bitDepth {
 	case 8:
 		dt = dataset.Uint8
 	case 16:
@@ -119,27 +118,29 @@ func (h Header) frame() ([2]int, dataset.DType, int, error) {
 	case 32:
 		dt = dataset.Uint32
 	default:
-		return [2]int{}, 0, 0, errs.New(errs.DType, "bit_depth %d: unsupported pixel size (want 8, 16 or 32 bits)", h.BitDepth)
+		return [2]int{}, 0, 0, errs.New(errs.DType, "bit_depth %d: unsupported pixel size (want 8, 16 or 32 bits)", h.bitDepth)
 	}
-	if h.Width == 0 || h.Height == 0 || h.Width > 1<<20 || h.Height > 1<<20 {
-		return [2]int{}, 0, 0, fmt.Errorf("frame of width %d × height %d pixels is not a detector frame", h.Width, h.Height)
+	if h.width == 0 || h.height == 0 || h.width > 1<<20 || h.height > 1<<20 {
+		return [2]int{}, 0, 0, fmt.Errorf("frame of width %d × height %d pixels is not a detector frame", h.width, h.height)
 	}
-	sig := [2]int{int(h.Height), int(h.Width)}
+	sig := [2]int{int(h.height), int(h.width)}
 	fb, err := dataset.CheckSig(sig, dt)
 	if err != nil {
 		return [2]int{}, 0, 0, err
 	}
-	if int64(h.TrueImageSize) < int64(fb) {
-		return [2]int{}, 0, 0, fmt.Errorf("true_image_size %d is smaller than a frame of %d×%d %s pixels (%d bytes)", h.TrueImageSize, h.Height, h.Width, dt, fb)
+	if int64(h.trueImageSize) < int64(fb) {
+		return [2]int{}, 0, 0, fmt.Errorf("true_image_size %d is smaller than a frame of %d×%d %s pixels (%d bytes)", h.trueImageSize, h.height, h.width, dt, fb)
 	}
 	return sig, dt, fb, nil
 }
 
 // Open opens the SEQ file at path: frames of the header's sig shape and dtype in host
-// byte order, at the scan positions of option nav_shape (the file has no scan shape:
-// without it, one row with a warning), reconciled as package dataset describes. Errors
-// name the file and the header field at fault: errs.Format, errs.DType for colour
-// images and bit depths other than 8, 16 and 32.
+// byte order (float32 corrected frames with option seq_corrections), at the scan
+// positions of option nav_shape (the file has no scan shape: without it, one row with a
+// warning), reconciled as package dataset describes. Errors name the file and the header
+// field at fault: errs.Format, errs.DType for colour images and bit depths other than 8,
+// 16 and 32; with option seq_corrections errs.Argument when it is not true or false or
+// no reference is there, errs.Shape for a reference of another shape than the frames.
 func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	f, size, err := dataset.OpenFile(path)
 	if err != nil {
@@ -153,7 +154,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if _, err := f.ReadAt(head, 0); err != nil {
 		return fail(errs.Wrap(errs.IO, fmt.Errorf("reading the header: %w", err)))
 	}
-	h, err := ParseHeader(head)
+	h, err := parseHeader(head)
 	if err != nil {
 		return fail(err)
 	}
@@ -161,16 +162,16 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if err != nil {
 		return fail(err)
 	}
-	start := h.ImageStart()
+	start := h.imageStart()
 	if size < start {
-		return fail(fmt.Errorf("the file of %d bytes ends before its first frame at byte %d (version %d)", size, start, h.Version))
+		return fail(fmt.Errorf("the file of %d bytes ends before its first frame at byte %d (version %d)", size, start, h.version))
 	}
-	stride := int64(h.TrueImageSize)
+	stride := int64(h.trueImageSize)
 	data := size - start
 	whole := int(data / stride)
 	var notes []string
-	if h.AllocatedFrames != 0 && int64(h.AllocatedFrames) != int64(whole) {
-		notes = append(notes, fmt.Sprintf("the header's allocated_frames is %d, the file holds %d whole frames: the file's frames are read", h.AllocatedFrames, whole))
+	if h.allocatedFrames != 0 && int64(h.allocatedFrames) != int64(whole) {
+		notes = append(notes, fmt.Sprintf("the header's allocated_frames is %d, the file holds %d whole frames: the file's frames are read", h.allocatedFrames, whole))
 	}
 	fl := dataset.Flat{Format: Name, Path: path, File: f, Size: size, Offset: start, Footer: stride - int64(fb), Sig: sig, DType: dt}
 	ff := dataset.FileFrames{Whole: whole, CutBytes: data % stride, RecordBytes: stride, Notes: notes}
@@ -178,7 +179,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if err != nil {
 		return fail(err)
 	}
-	refs := references(path)
+	base, refs := references(path)
 	if !correct {
 		if len(refs) > 0 {
 			var names []string
@@ -190,14 +191,13 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		}
 		return dataset.OpenFlat(fl, opt, nil, "", ff)
 	}
-	return openCorrected(fl, opt, ff, refs)
+	return openCorrected(fl, opt, ff, base, refs)
 }
 
-// references lists the correction files LiberTEM reads beside a SEQ file that exist,
-// in this order: <base>.seq.dark.mrc, <base>.seq.gain.mrc and
-// <base>.seq.Config.Metadata.xml, where base is the path without its ".seq" (or
-// ".seq.seq", LiberTEM issue #1120).
-func references(path string) []string {
+// references returns base, the path without its ".seq" (or ".seq.seq", LiberTEM issue
+// #1120), and the correction files LiberTEM reads beside a SEQ file that exist, in this
+// order: <base>.seq.dark.mrc, <base>.seq.gain.mrc and <base>.seq.Config.Metadata.xml.
+func references(path string) (string, []string) {
 	base := path
 	for range 2 {
 		if strings.EqualFold(filepath.Ext(base), ".seq") {
@@ -210,5 +210,5 @@ func references(path string) []string {
 			found = append(found, base+ext)
 		}
 	}
-	return found
+	return base, found
 }

@@ -275,7 +275,7 @@ func TestSEQCorrections(t *testing.T) {
 	opt := dataset.Options{NavShape: []int{2, 2}, FormatOptions: map[string]string{seq.OptCorrections: "true"}}
 	_, err := dataset.Open(path, opt)
 	require.ErrorIs(t, err, errs.Argument)
-	assert.Contains(t, err.Error(), "option seq_corrections: no dark or gain reference")
+	assert.Contains(t, err.Error(), "option seq_corrections: no dark or gain reference (scan.seq.dark.mrc, scan.seq.gain.mrc) beside the file")
 
 	n := s.width * s.height
 	dark, gain := make([]float64, n), make([]float64, n)

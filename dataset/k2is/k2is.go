@@ -67,6 +67,8 @@ const (
 	// syncWindow is how many blocks of each sector the sync looks at for the first
 	// frame complete in all sectors.
 	syncWindow = 4 * blocksPerFrame
+	// maxDropped is how many incomplete frames at the end the sync drops.
+	maxDropped = 16
 )
 
 // blockHeader is a block's header.
@@ -227,7 +229,7 @@ func syncSectors(header func(s int, b int64) (blockHeader, error), blocks [secto
 			}
 			if length == blocksPerFrame {
 				if _, dup := complete[s][cur.id]; dup {
-					return first, 0, fmt.Errorf("sector %d: frame id %d occurs twice in its first blocks", s+1, cur.id)
+					return first, 0, fmt.Errorf("sector file %d: frame id %d occurs twice in its first blocks", s+1, cur.id)
 				}
 				complete[s][cur.id] = cur.start
 				if s == 0 {
@@ -256,8 +258,12 @@ func syncSectors(header func(s int, b int64) (blockHeader, error), blocks [secto
 		n = min(n, int((blocks[s]-first[s])/blocksPerFrame))
 	}
 	// The last frame must be complete in all sectors: its first and last blocks carry
-	// the same frame id everywhere (LiberTEM's end sync); drop incomplete ones.
-	for ; n > 0; n-- {
+	// the same frame id everywhere (LiberTEM's end sync); drop incomplete ones, a few:
+	// more mean blocks missing inside the files.
+	for dropped := 0; n > 0; n, dropped = n-1, dropped+1 {
+		if dropped == maxDropped {
+			return first, 0, fmt.Errorf("the last %d frames are not complete in all 8 sector files (their first and last blocks differ in frame id): blocks are missing inside the files", maxDropped)
+		}
 		var id uint32
 		ok := true
 		for s := 0; s < sectors && ok; s++ {

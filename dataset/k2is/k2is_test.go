@@ -457,3 +457,30 @@ func FuzzK2ISSync(f *testing.F) {
 		}
 	})
 }
+
+// The sync drops a few incomplete frames at the end, and refuses files whose last
+// frames are all incomplete (blocks missing inside them).
+func TestK2ISEndSync(t *testing.T) {
+	var blocks [sectors]int64
+	for s := range blocks {
+		blocks[s] = 40 * blocksPerFrame
+	}
+	shiftFrom := int64(0)
+	header := func(s int, b int64) (blockHeader, error) {
+		if s == 0 && shiftFrom > 0 && b >= shiftFrom {
+			b++ // sector 0 lost a block: its frames from there on are cut
+		}
+		return blockHeader{frameID: uint32(b / blocksPerFrame)}, nil
+	}
+	first, n, err := syncSectors(header, blocks)
+	require.NoError(t, err)
+	assert.Equal(t, [sectors]int64{}, first)
+	assert.Equal(t, 40, n)
+	shiftFrom = 37*blocksPerFrame + 5
+	_, n, err = syncSectors(header, blocks)
+	require.NoError(t, err)
+	assert.Equal(t, 37, n)
+	shiftFrom = 3*blocksPerFrame + 5
+	_, _, err = syncSectors(header, blocks)
+	assert.ErrorContains(t, err, "the last 16 frames are not complete in all 8 sector files")
+}

@@ -320,10 +320,14 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		}
 		ff.n = whole
 		if whole < h.numFrames {
-			if i < len(names)-1 {
+			switch {
+			case i == 0:
+				notes = append(notes, fmt.Sprintf("%s ends inside dark frame %d of its %d (num_frames): its whole frames are used", filepath.Base(name), whole, h.numFrames))
+			case i < len(names)-1:
 				return fail(fmt.Errorf("%s: holds %d whole frames, its header says num_frames %d: the frames of the files after it would be read at the wrong scan positions", name, whole, h.numFrames))
+			default:
+				notes = append(notes, fmt.Sprintf("%s ends inside frame %d of its %d (num_frames): the frames from there on are missing", filepath.Base(name), whole, h.numFrames))
 			}
-			notes = append(notes, fmt.Sprintf("%s ends inside frame %d of its %d (num_frames): the frames after it are not there", filepath.Base(name), whole, h.numFrames))
 		}
 		if i > 0 {
 			r.n += whole
@@ -350,7 +354,11 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		if r.dark, err = meanFrame(darkFile, r.h); err != nil {
 			return fail(err)
 		}
-		notes = append(notes, fmt.Sprintf("the mean of the %d dark frames of %s is subtracted from every frame (float32; option %s reads the raw counts)", darkFile.n, filepath.Base(darkFile.path), OptRaw))
+		what := fmt.Sprintf("the mean of the %d dark frames", darkFile.n)
+		if darkFile.n == 1 {
+			what = "the dark frame"
+		}
+		notes = append(notes, fmt.Sprintf("%s of %s is subtracted from every frame (float32; option %s reads the raw counts)", what, filepath.Base(darkFile.path), OptRaw))
 		if gainPath != "" {
 			if r.gain, err = readGainMap(gainPath, r.sig); err != nil {
 				r.Close()

@@ -280,10 +280,12 @@ func TestFRMS6GainTruncated(t *testing.T) {
 	}
 	gainPath := filepath.Join(dir, "gain.csv")
 	require.NoError(t, os.WriteFile(gainPath, []byte(csv.String()), 0o644))
-	last := base + "_002.frms6"
-	st, err := os.Stat(last)
-	require.NoError(t, err)
-	require.NoError(t, os.Truncate(last, st.Size()-10))
+	for _, name := range []string{"_000", "_002"} {
+		st, err := os.Stat(base + name + ".frms6")
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(base+name+".frms6", st.Size()-10))
+	}
+	a.darks = a.darks[:1] // the dark file's last frame is cut too
 
 	ds, err := dataset.Open(base+".hdr", dataset.Options{SyncOffset: 1, FormatOptions: map[string]string{OptGainMap: gainPath}})
 	require.NoError(t, err)
@@ -294,7 +296,9 @@ func TestFRMS6GainTruncated(t *testing.T) {
 	}
 	assertFrames(t, want, frames(t, ds), 0.01)
 	notes := strings.Join(dataset.Notes(ds), "\n")
-	assert.Contains(t, notes, "scan_002.frms6 ends inside frame 2 of its 3 (num_frames)")
+	assert.Contains(t, notes, "scan_000.frms6 ends inside dark frame 1 of its 2 (num_frames): its whole frames are used")
+	assert.Contains(t, notes, "the dark frame of scan_000.frms6 is subtracted")
+	assert.Contains(t, notes, "scan_002.frms6 ends inside frame 2 of its 3 (num_frames): the frames from there on are missing")
 	assert.Contains(t, notes, "gives signalframes 6, the files _001 on hold 5 frames: the files' frames are read")
 	assert.Contains(t, notes, "multiplied by the gain map "+gainPath)
 }

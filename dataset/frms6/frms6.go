@@ -22,8 +22,9 @@
 // subtracted from every frame of the other files, which are the scan's, giving float32
 // frames, as LiberTEM does by default (enable_offset_correction); option frms6_raw reads
 // the stored uint16 counts instead. Option frms6_gain_map names a gain map (LiberTEM's
-// gain_map_path, CSV form: semicolon-separated rows, the file's row r holding detector
-// column r) multiplied into the dark-corrected frames.
+// gain_map_path) multiplied into the dark-corrected frames: the variable GainMap of a
+// MATLAB .mat file (level 5, compressed or not), or a CSV file of semicolon-separated
+// rows, the file's row r holding detector column r.
 package frms6
 
 import (
@@ -60,7 +61,7 @@ func init() {
 		FormatOptions: []dataset.FormatOption{
 			{Key: OptRaw, Switch: true, Default: "false",
 				Usage: "PNDetector FRMS6: read the stored uint16 counts, without subtracting the dark frame (the mean of the _000 file's frames) as is done by default"},
-			{Key: OptGainMap, Usage: "PNDetector FRMS6: a gain map CSV file (semicolon-separated, file row r = detector column r) multiplied into the dark-corrected frames"},
+			{Key: OptGainMap, Usage: "PNDetector FRMS6: a gain map multiplied into the dark-corrected frames: a MATLAB .mat file with the variable GainMap, or a CSV file (semicolon-separated, file row r = detector column r)"},
 		}})
 }
 
@@ -443,57 +444,6 @@ func meanFrame(ff *frmsFile, h fileHeader) ([]float32, error) {
 		mean[p] = float32(s / float64(ff.n))
 	}
 	return mean, nil
-}
-
-// readGainMap reads a gain map CSV as LiberTEM does: rows of semicolon-separated numbers
-// (empty fields ignored), transposed: the file's row r holds detector column r.
-func readGainMap(path string, sig [2]int) ([]float32, error) {
-	if strings.EqualFold(filepath.Ext(path), ".mat") {
-		return nil, errs.New(errs.Argument, "%s: MATLAB .mat gain maps are not read: save the GainMap as CSV (semicolon-separated, one detector column per row)", path)
-	}
-	f, size, err := dataset.OpenFile(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if size > 1<<30 {
-		return nil, fmt.Errorf("%s: %d bytes is too large for a gain map", path, size)
-	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, errs.Wrap(errs.IO, fmt.Errorf("%s: %w", path, err))
-	}
-	gain := make([]float32, sig[0]*sig[1])
-	rows := 0
-	for line := range strings.Lines(string(b)) {
-		line = strings.TrimRight(line, "\r\n")
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		var vals []float64
-		for field := range strings.SplitSeq(line, ";") {
-			if field = strings.TrimSpace(field); field == "" {
-				continue
-			}
-			v, err := strconv.ParseFloat(field, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%s: row %d: %q is not a number", path, rows+1, field)
-			}
-			vals = append(vals, v)
-		}
-		if rows >= sig[1] || len(vals) != sig[0] {
-			return nil, errs.New(errs.Shape, "%s: row %d has %d values: a gain map for frames of sig shape (%d, %d) has %d rows (detector columns) of %d values (detector rows)",
-				path, rows+1, len(vals), sig[0], sig[1], sig[1], sig[0])
-		}
-		for y, v := range vals {
-			gain[y*sig[1]+rows] = float32(v)
-		}
-		rows++
-	}
-	if rows != sig[1] {
-		return nil, errs.New(errs.Shape, "%s: %d rows: a gain map for frames of sig shape (%d, %d) has %d rows (detector columns) of %d values", path, rows, sig[0], sig[1], sig[1], sig[0])
-	}
-	return gain, nil
 }
 
 // Dataset methods of the reader: the scan's frames.

@@ -1,6 +1,8 @@
 package frms6
 
 import (
+	"bytes"
+	"compress/zlib"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -324,7 +326,15 @@ func TestFRMS6Errors(t *testing.T) {
 		{"odd-width", func(dir, base string) { patch(base+"_000.frms6", 88, 7) }, nil, errs.Format, "width 7"},
 		{"raw-value", nil, map[string]string{OptRaw: "maybe"}, errs.Argument, "option frms6_raw \"maybe\""},
 		{"gain-and-raw", nil, map[string]string{OptRaw: "1", OptGainMap: "g.csv"}, errs.Argument, "option frms6_gain_map applies to dark-corrected frames"},
-		{"gain-mat", nil, map[string]string{OptGainMap: "g.mat"}, errs.Argument, "MATLAB .mat gain maps are not read"},
+		{"gain-mat73", func(dir, base string) {
+			os.WriteFile(filepath.Join(dir, "g.mat"), append([]byte("MATLAB 7.3 MAT-file"), make([]byte, 200)...), 0o644)
+		}, map[string]string{OptGainMap: "g.mat"}, errs.Argument, "a MATLAB 7.3 MAT-file (HDF5) is not read"},
+		{"gain-mat-shape", func(dir, base string) {
+			os.WriteFile(filepath.Join(dir, "g.mat"), matFile(false, false, "GainMap", 3, 4, make([]float64, 12)), 0o644)
+		}, map[string]string{OptGainMap: "g.mat"}, errs.Shape, "GainMap is 3×4, the frames are 4×3"},
+		{"gain-mat-name", func(dir, base string) {
+			os.WriteFile(filepath.Join(dir, "g.mat"), matFile(false, true, "Gain", 4, 3, make([]float64, 12)), 0o644)
+		}, map[string]string{OptGainMap: "g.mat"}, errs.Format, "no variable GainMap (variables: x, Gain)"},
 		{"gain-shape", func(dir, base string) { os.WriteFile(filepath.Join(dir, "g.csv"), []byte("1;2;3;4\n1;2;3;4\n"), 0o644) },
 			map[string]string{OptGainMap: "g.csv"}, errs.Shape, "2 rows: a gain map for frames of sig shape (4, 3) has 3 rows (detector columns) of 4 values"},
 	} {
@@ -362,6 +372,96 @@ func patch(path string, at int, v byte) {
 	b, _ := os.ReadFile(path)
 	b[at] = v
 	os.WriteFile(path, b, 0o644)
+}
+
+// matFile lays out a MATLAB level 5 MAT-file (the MAT-File Format documentation: a
+// 128-byte header ending in the endian indicator, then data elements of an 8-byte tag
+// padded to 8 bytes, small ones packed in their tag) with a 1×1 variable x and a double
+// matrix of rows×cols values (given row-major, stored column by column) named name,
+// in either byte order, the variables zlib-compressed or not.
+func matFile(big, compressed bool, name string, rows, cols int, vals []float64) []byte {
+	var o interface {
+		binary.ByteOrder
+		binary.AppendByteOrder
+	} = binary.LittleEndian
+	if big {
+		o = binary.BigEndian
+	}
+	elem := func(typ uint32, data []byte) []byte {
+		if len(data) <= 4 {
+			b := o.AppendUint32(nil, typ|uint32(len(data))<<16)
+			return append(b, append(data, make([]byte, 4-len(data))...)...)
+		}
+		b := o.AppendUint32(o.AppendUint32(nil, typ), uint32(len(data)))
+		b = append(b, data...)
+		return append(b, make([]byte, (8-len(b)%8)%8)...)
+	}
+	matrix := func(name string, rows, cols int, vals []float64) []byte {
+		var body []byte
+		body = append(body, elem(6, o.AppendUint32(o.AppendUint32(nil, 6), 0))...) // array flags: mxDOUBLE_CLASS
+		body = append(body, elem(5, o.AppendUint32(o.AppendUint32(nil, uint32(rows)), uint32(cols)))...)
+		body = append(body, elem(1, []byte(name))...)
+		var data []byte
+		for c := range cols {
+			for r := range rows {
+				data = o.AppendUint64(data, math.Float64bits(vals[r*cols+c]))
+			}
+		}
+		body = append(body, elem(9, data)...)
+		m := elem(14, body)
+		if !compressed {
+			return m
+		}
+		var z bytes.Buffer
+		w := zlib.NewWriter(&z)
+		w.Write(m)
+		w.Close()
+		return append(o.AppendUint32(o.AppendUint32(nil, 15), uint32(z.Len())), z.Bytes()...)
+	}
+	head := []byte(fmt.Sprintf("%-116s", "MATLAB 5.0 MAT-file, Platform: test"))
+	head = append(head, make([]byte, 8)...)
+	head = o.AppendUint16(o.AppendUint16(head, 0x0100), 0x4D49) // version, "MI"
+	b := append(head, matrix("x", 1, 1, []float64{7})...)
+	return append(b, matrix(name, rows, cols, vals)...)
+}
+
+// A MATLAB gain map, in either byte order and compressed or not, multiplies the
+// dark-corrected frames.
+func TestFRMS6GainMAT(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "scan")
+	s := frmsSet{height: 2, width: 6, bin: 1, dark: 2, files: []int{4}, hdr: hdrText("2x2", 1, 4)}
+	a := writeFRMS6(t, base, s, 3)
+	sy, sx := 4, 3
+	gain := make([]float64, sy*sx)
+	for i := range gain {
+		gain[i] = 0.25 + float64(i)*0.125
+	}
+	var want [][]float64
+	for i := range 4 {
+		want = append(want, a.expect(s, i, true, gain))
+	}
+	for _, big := range []bool{false, true} {
+		for _, compressed := range []bool{false, true} {
+			p := filepath.Join(dir, fmt.Sprintf("gain-%v-%v.mat", big, compressed))
+			require.NoError(t, os.WriteFile(p, matFile(big, compressed, "GainMap", sy, sx, gain), 0o644))
+			ds, err := dataset.Open(base+".hdr", dataset.Options{FormatOptions: map[string]string{OptGainMap: p}})
+			require.NoError(t, err, p)
+			assertFrames(t, want, frames(t, ds), 0.01)
+			require.NoError(t, ds.Close())
+		}
+	}
+}
+
+// FuzzFRMS6GainMAT parses arbitrary bytes as a MAT-file gain map: no panic.
+func FuzzFRMS6GainMAT(f *testing.F) {
+	f.Add(matFile(false, false, "GainMap", 2, 2, []float64{1, 2, 3, 4}))
+	f.Add(matFile(true, true, "GainMap", 2, 2, []float64{1, 2, 3, 4}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if g, err := matGainMap(b, [2]int{2, 2}); err == nil {
+			require.Len(t, g, 4)
+		}
+	})
 }
 
 // Detection tells an FRMS6 .hdr from a Merlin one (which the MIB reader takes).

@@ -484,3 +484,15 @@ func TestK2ISEndSync(t *testing.T) {
 	_, _, err = syncSectors(header, blocks)
 	assert.ErrorContains(t, err, "the last 16 frames are not complete in all 8 sector files")
 }
+
+// Without the shutter-active flag in any block the scan starts at the first complete
+// frame, with a note.
+func TestK2ISNoShutterFlag(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "old_")
+	writeK2(t, base, k2Set{ids: []uint32{5, 6, 7}, lead: [sectors]int{0, 0, 4}, shutter: 99})
+	ds, err := dataset.Open(base+"5.bin", dataset.Options{NavShape: []int{3}})
+	require.NoError(t, err)
+	defer ds.Close()
+	assert.Contains(t, dataset.Notes(ds), "no block has the shutter-active flag: the scan starts at the first complete frame")
+	checkFrames(t, ds, []uint32{5, 6, 7})
+}

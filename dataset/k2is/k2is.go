@@ -502,14 +502,14 @@ func (r *reader) ReadFrames(start, end int, dst []byte) error {
 // decodeBlock unpacks a block's 930×16 12-bit pixels into frame (uint16, host byte
 // order, rows of 2048) at column x, row y.
 func decodeBlock(frame, src []byte, x, y int) {
+	const inRow, outRow = blockCols * 3 / 2, blockCols * 2
 	for row := range blockRows {
-		in := src[row*blockCols*3/2:]
-		out := frame[((y+row)*sigX+x)*2:]
-		for j := 0; j < blockCols; j += 2 {
-			b0, b1, b2 := uint16(in[0]), uint16(in[1]), uint16(in[2])
-			binary.NativeEndian.PutUint16(out[2*j:], b0|(b1&0x0F)<<8)
-			binary.NativeEndian.PutUint16(out[2*j+2:], b1>>4|b2<<4)
-			in = in[3:]
+		in := (*[inRow]byte)(src[row*inRow:])
+		out := (*[outRow]byte)(frame[((y+row)*sigX+x)*2:])
+		for j := range blockCols / 2 {
+			b0, b1, b2 := uint16(in[3*j]), uint16(in[3*j+1]), uint16(in[3*j+2])
+			binary.NativeEndian.PutUint16(out[4*j:4*j+2], b0|(b1&0x0F)<<8)
+			binary.NativeEndian.PutUint16(out[4*j+2:4*j+4], b1>>4|b2<<4)
 		}
 	}
 }

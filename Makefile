@@ -111,6 +111,8 @@ FUZZ_TARGETS ?= dataset:FuzzMIBHeader:150000 dataset:FuzzBLOHeader:150000 datase
 	internal/npy:FuzzReadArray:50000 dataset:FuzzROIFile:3000
 FUZZ_TARGETS += dataset/mrc:FuzzMRCHeader:100000 dataset/mrc:FuzzMRCOpen:4000 dataset/tvips:FuzzTVIPSHeader:100000 \
 	dataset/tvips:FuzzTVIPSOpen:2000
+FUZZ_TARGETS += dataset/seq:FuzzSEQ:3000 dataset/k2is:FuzzGTG:150000 dataset/k2is:FuzzK2ISSync:60000 \
+	dataset/frms6:FuzzFRMS6HDR:100000 dataset/frms6:FuzzFRMS6Header:200000 dataset/frms6:FuzzFRMS6GainMAT:60000
 fuzz:
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
 		$(GO) test $(GOTAGS_CPU) ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $${FUZZTIME:-$${n}x} || exit 1; done

@@ -23,9 +23,10 @@
 //     sig_x) = (d3, d2, d1, d0), marked by the tag ImageTags.Meta Data.Data Order Swapped
 //     = 1, or transposed, (sig_y, sig_x, scan_y, scan_x) = (d3, d2, d1, d0), every frame's
 //     pixel p stored for all scan positions together (the tag 0 or absent, as LiberTEM's
-//     SingleDMDataSet reads it). Transposed files are read as well, pixel run by pixel run
-//     (slower: a note says so); format option dm_c_order reads any 4-D image as C order
-//     (LiberTEM's force_c_order).
+//     SingleDMDataSet reads it). A transposed image is read as well (LiberTEM refuses it):
+//     its data are mapped and each tile's frames gathered from every detector pixel's
+//     run, slower than C-ordered frames (a note says so). Format option dm_c_order reads
+//     any 4-D image as C order (LiberTEM's force_c_order).
 //
 // One-dimensional images and spectrum images (Meta Data.Format "Spectrum image") hold
 // spectra, not frames, and are refused (errs.Format). A file that ends inside its tag
@@ -34,12 +35,17 @@
 package dm
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
@@ -151,7 +157,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		}
 		if transposed {
 			sig, fileNav = [2]int{dims[3], dims[2]}, []int{dims[1], dims[0]}
-			notes = append(notes, "the 4-D image is stored transposed, (sig_y, sig_x, scan_y, scan_x) (its tag Meta Data.Data Order Swapped is 0 or absent): each detector pixel's values of a tile's frames are read apart, which is slower than reading C-ordered frames; give option dm_c_order if the file is C-ordered")
+			notes = append(notes, "the 4-D image is stored transposed, (sig_y, sig_x, scan_y, scan_x) (its tag Meta Data.Data Order Swapped is 0 or absent): a tile's frames are gathered from every detector pixel's values, which is slower than reading C-ordered frames; give option dm_c_order if the file is C-ordered")
 		} else {
 			sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[3], dims[2]}
 		}
@@ -166,10 +172,10 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		return dataset.OpenFlat(dataset.Flat{Format: "dm", Path: path, File: f, Size: size, Offset: im.data.off,
 			Sig: sig, DType: dt, BigEndian: !hdr.little}, opt, fileNav, source, ff)
 	}
-	d := &transposedFile{path: path, f: f, size: size, off: im.data.off, frames: frames, sig: sig, dt: dt, bigEndian: !hdr.little}
+	d := newTransposed(path, f, size, im.data.off, frames, sig, dt, !hdr.little)
 	ds, err := dataset.Reconcile(d, opt, fileNav, source, ff)
 	if err != nil {
-		f.Close()
+		d.Close()
 		return nil, err
 	}
 	return ds, nil
@@ -261,7 +267,9 @@ func readImage(i int, c *node) (image, error) {
 }
 
 // transposedFile is a 4-D image stored (sig_y, sig_x, scan_y, scan_x): the value of
-// detector pixel p in frame i is element p·frames + i of the data.
+// detector pixel p in frame i is element p·frames + i of the data. The data are mapped
+// read-only, and a tile's frames gathered from the mapping (a positioned read per
+// detector pixel where the file cannot be mapped).
 type transposedFile struct {
 	path      string
 	f         *os.File
@@ -271,7 +279,20 @@ type transposedFile struct {
 	sig       [2]int
 	dt        dataset.DType
 	bigEndian bool
+	mapping   []byte // the pages holding the data, or nil
+	data      []byte // the data in mapping
 	closed    atomic.Bool
+}
+
+func newTransposed(path string, f *os.File, size, off int64, frames int, sig [2]int, dt dataset.DType, bigEndian bool) *transposedFile {
+	d := &transposedFile{path: path, f: f, size: size, off: off, frames: frames, sig: sig, dt: dt, bigEndian: bigEndian}
+	n := int64(frames) * int64(sig[0]*sig[1]*dt.Size())
+	page := int64(os.Getpagesize())
+	base := off / page * page
+	if m, err := unix.Mmap(int(f.Fd()), base, int(off+n-base), unix.PROT_READ, unix.MAP_SHARED); err == nil {
+		d.mapping, d.data = m, m[off-base:off-base+n]
+	}
+	return d
 }
 
 func (d *transposedFile) Format() string   { return "dm" }
@@ -284,8 +305,10 @@ func (d *transposedFile) DType() dataset.DType {
 func (d *transposedFile) NumFrames() int  { return d.frames }
 func (d *transposedFile) FrameBytes() int { return d.sig[0] * d.sig[1] * d.dt.Size() }
 
-// ReadFrames reads frames [start, end): for each detector pixel, one positioned read of
-// its values in those frames, scattered into the frames.
+// ReadFrames reads frames [start, end): each detector pixel's run of values in those
+// frames, scattered into the frames. A file that shrank since it was opened gives an
+// errs.IO error, checked before the mapping is read and recovered from a fault while it
+// is.
 func (d *transposedFile) ReadFrames(start, end int, dst []byte) error {
 	fb := d.FrameBytes()
 	if err := dataset.CheckRange(d.path, start, end, d.frames, fb, len(dst)); err != nil {
@@ -295,28 +318,85 @@ func (d *transposedFile) ReadFrames(start, end int, dst []byte) error {
 		return errs.New(errs.IO, "dataset: %s: read after Close", d.path)
 	}
 	n := end - start
-	if n == 0 {
-		return nil
-	}
 	es := d.dt.Size()
-	run := make([]byte, n*es)
 	npix := d.sig[0] * d.sig[1]
-	for p := range npix {
-		if _, err := d.f.ReadAt(run, d.off+(int64(p)*int64(d.frames)+int64(start))*int64(es)); err != nil {
-			return dataset.ReadError(d.path, d.f, d.size, start, end, err)
+	if d.mapping == nil { // each pixel's run read into runs, then transposed
+		runs := make([]byte, npix*n*es)
+		for p := range npix {
+			if _, err := d.f.ReadAt(runs[p*n*es:(p+1)*n*es], d.off+(int64(p)*int64(d.frames)+int64(start))*int64(es)); err != nil {
+				return dataset.ReadError(d.path, d.f, d.size, start, end, err)
+			}
 		}
-		for i := range n {
-			copy(dst[(i*npix+p)*es:(i*npix+p+1)*es], run[i*es:(i+1)*es])
+		transpose(dst, runs, 0, n, npix, n, es)
+	} else {
+		if st, err := d.f.Stat(); err != nil || st.Size() < d.size {
+			return dataset.ReadError(d.path, d.f, d.size, start, end, io.ErrUnexpectedEOF)
+		}
+		if err := d.gather(start, n, npix, es, dst); err != nil {
+			return err
 		}
 	}
 	dataset.CopyToHost(dst[:n*fb], dst[:n*fb], es, d.bigEndian)
 	return nil
 }
 
-// Close closes the file.
+// gather copies n frames from frame start on out of the mapping into dst, turning a
+// fault on the mapping (the file shrank meanwhile) into an errs.IO error.
+func (d *transposedFile) gather(start, n, npix, es int, dst []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if v := recover(); v != nil {
+			if _, fault := v.(interface{ Addr() uintptr }); !fault {
+				panic(v)
+			}
+			err = errs.New(errs.IO, "dataset: %s: reading frames [%d, %d): the file changed while being read (%v)", d.path, start, start+n, v)
+		}
+	}()
+	transpose(dst, d.data, start, n, npix, d.frames, es)
+	return nil
+}
+
+// transpose copies n frames from frame start on out of data, stored pixel-major (pixel p
+// of frame i is element p·frames + i), into dst, frame-major; es is the element size. It
+// walks blocks of pixels so that the reads of a block's runs and the writes of its rows
+// stay in cache.
+func transpose(dst, data []byte, start, n, npix, frames, es int) {
+	const block = 64
+	le := binary.LittleEndian // any order: the bytes are moved, not interpreted
+	for p0 := 0; p0 < npix; p0 += block {
+		p1 := min(p0+block, npix)
+		for i := range n {
+			row := dst[i*npix*es : (i+1)*npix*es]
+			x := p0*frames + start + i // element of pixel p0 in frame start+i
+			switch es {
+			case 1:
+				for p := p0; p < p1; p, x = p+1, x+frames {
+					row[p] = data[x]
+				}
+			case 2:
+				for p := p0; p < p1; p, x = p+1, x+frames {
+					le.PutUint16(row[2*p:], le.Uint16(data[2*x:]))
+				}
+			case 4:
+				for p := p0; p < p1; p, x = p+1, x+frames {
+					le.PutUint32(row[4*p:], le.Uint32(data[4*x:]))
+				}
+			default:
+				for p := p0; p < p1; p, x = p+1, x+frames {
+					le.PutUint64(row[8*p:], le.Uint64(data[8*x:]))
+				}
+			}
+		}
+	}
+}
+
+// Close unmaps the data and closes the file.
 func (d *transposedFile) Close() error {
 	if d.closed.Swap(true) {
 		return nil
+	}
+	if d.mapping != nil {
+		unix.Munmap(d.mapping)
 	}
 	return d.f.Close()
 }

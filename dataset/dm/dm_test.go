@@ -445,3 +445,23 @@ func TestRealFiles(t *testing.T) {
 		require.NoError(t, d.Close())
 	}
 }
+
+// BenchmarkTransposed reads a transposed 4-D image of 32×32 positions of 128×128 uint16
+// pixels in tiles of 64 frames.
+func BenchmarkTransposed(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "t.dm4")
+	const n, npix = 32 * 32, 128 * 128
+	writeDM(b, path, 4, true, dmImage{dataType: 10, elemType: 4, dims: []int{32, 32, 128, 128}, data: make([]byte, n*npix*2)})
+	d, err := dataset.Open(path, dataset.Options{})
+	require.NoError(b, err)
+	defer d.Close()
+	buf := make([]byte, 64*d.FrameBytes())
+	b.SetBytes(int64(n * d.FrameBytes()))
+	for b.Loop() {
+		for s := 0; s < n; s += 64 {
+			if err := d.ReadFrames(s, s+64, buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -162,6 +162,9 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 			sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[3], dims[2]}
 		}
 	}
+	if cOrder && len(dims) != 4 {
+		notes = append(notes, fmt.Sprintf("option dm_c_order applies to 4-D images only and was ignored: image %d has %d dimensions", im.index, len(dims)))
+	}
 	fb, err := dataset.CheckSig(sig, dt)
 	if err != nil {
 		return fail(err)

@@ -383,7 +383,7 @@ func fixedStride(offsets []int64, record, size int64) (int64, bool) {
 	if len(offsets) > 1 {
 		stride = offsets[1] - offsets[0]
 	}
-	if stride < record || offsets[0] > size-int64(len(offsets))*stride {
+	if stride < record {
 		return 0, false
 	}
 	for i, o := range offsets {
@@ -391,7 +391,7 @@ func fixedStride(offsets []int64, record, size int64) (int64, bool) {
 			return 0, false
 		}
 	}
-	return stride, true
+	return stride, offsets[len(offsets)-1] <= size-stride
 }
 
 // navShape returns the scan shape the dimension array gives (nil for none) and where it

@@ -308,6 +308,20 @@ func TestCut(t *testing.T) {
 	}
 }
 
+// Elements at a fixed stride whose last one is not followed by the rest of its stride
+// (its tag is missing) are read element by element.
+func TestLastTagMissing(t *testing.T) {
+	b := serFile{version: 0x0220, dataTypeID: 0x4122, dims: []int{3}, total: 3, valid: 3, dataType: 6, sizeX: 4, sizeY: 4, layout: "interleaved"}.bytes()
+	path := filepath.Join(t.TempDir(), "x_1.ser")
+	require.NoError(t, os.WriteFile(path, b[:len(b)-8], 0o644))
+	d, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{3}, d.NavShape())
+	assert.False(t, mapped(t, d))
+	checkFrames(t, d, 0)
+	require.NoError(t, d.Close())
+}
+
 // Files that hold no frames stemdot reads are refused, naming the reason.
 func TestRefused(t *testing.T) {
 	dir := t.TempDir()

@@ -126,13 +126,17 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if len(dims) > 4 {
 		return fail(fmt.Errorf("image %d has %d dimensions %s: stemdot reads images of 2 to 4 dimensions", im.index, len(dims), dimStr))
 	}
-	px := int64(dt.Size())
+	px := int64(dt.Size()) // the bytes the dimensions make, or -1 for more than the Data tag holds
 	for _, d := range dims {
+		if px > im.bytes()/int64(d) {
+			px = -1
+			break
+		}
 		px *= int64(d)
 	}
 	if px != im.bytes() {
-		return fail(fmt.Errorf("image %d: Dimensions %s of %s pixels make %d bytes, but its Data tag holds %d elements of %d bytes",
-			im.index, dimStr, dt, px, im.data.count, im.data.esize))
+		return fail(fmt.Errorf("image %d: Dimensions %s of %s pixels do not make the %d elements of %d bytes its Data tag holds",
+			im.index, dimStr, dt, im.data.count, im.data.esize))
 	}
 	source := fmt.Sprintf(" from ImageList.%d.ImageData.Dimensions %s", im.index, dimStr)
 	var sig [2]int
@@ -146,14 +150,12 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[2]}
 	case 4:
 		series = false
-		swapped := im.tags.path("Meta Data.Data Order Swapped")
-		switch {
-		case cOrder:
+		swapped := im.tags.path("Meta Data.Data Order Swapped") // 1 (a bool, a number or a string): C order
+		tagged := swapped != nil && (swapped.simple && swapped.num != 0 ||
+			swapped.hasStr && strings.TrimSpace(swapped.str) != "0" && strings.TrimSpace(swapped.str) != "")
+		transposed = !cOrder && !tagged
+		if cOrder {
 			notes = append(notes, "option dm_c_order: the 4-D image is read as stored in C order (scan_y, scan_x, sig_y, sig_x)")
-		case swapped != nil && swapped.simple && swapped.num != 0,
-			swapped != nil && swapped.hasStr && strings.TrimSpace(swapped.str) != "0" && strings.TrimSpace(swapped.str) != "":
-		default:
-			transposed = true
 		}
 		if transposed {
 			sig, fileNav = [2]int{dims[3], dims[2]}, []int{dims[1], dims[0]}
@@ -287,6 +289,8 @@ type transposedFile struct {
 	closed    atomic.Bool
 }
 
+// newTransposed returns the transposed image of frames frames of sig pixels of dt at
+// byte off of the open file f (of size bytes), its data mapped when the file can be.
 func newTransposed(path string, f *os.File, size, off int64, frames int, sig [2]int, dt dataset.DType, bigEndian bool) *transposedFile {
 	d := &transposedFile{path: path, f: f, size: size, off: off, frames: frames, sig: sig, dt: dt, bigEndian: bigEndian}
 	n := int64(frames) * int64(sig[0]*sig[1]*dt.Size())
@@ -298,15 +302,13 @@ func newTransposed(path string, f *os.File, size, off int64, frames int, sig [2]
 	return d
 }
 
-func (d *transposedFile) Format() string   { return "dm" }
-func (d *transposedFile) Path() string     { return d.path }
-func (d *transposedFile) NavShape() []int  { return []int{d.frames} }
-func (d *transposedFile) SigShape() [2]int { return d.sig }
-func (d *transposedFile) DType() dataset.DType {
-	return d.dt
-}
-func (d *transposedFile) NumFrames() int  { return d.frames }
-func (d *transposedFile) FrameBytes() int { return d.sig[0] * d.sig[1] * d.dt.Size() }
+func (d *transposedFile) Format() string       { return "dm" }
+func (d *transposedFile) Path() string         { return d.path }
+func (d *transposedFile) NavShape() []int      { return []int{d.frames} }
+func (d *transposedFile) SigShape() [2]int     { return d.sig }
+func (d *transposedFile) DType() dataset.DType { return d.dt }
+func (d *transposedFile) NumFrames() int       { return d.frames }
+func (d *transposedFile) FrameBytes() int      { return d.sig[0] * d.sig[1] * d.dt.Size() }
 
 // ReadFrames reads frames [start, end): each detector pixel's run of values in those
 // frames, scattered into the frames. A file that shrank since it was opened gives an

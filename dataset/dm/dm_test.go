@@ -395,7 +395,8 @@ func TestRefused(t *testing.T) {
 		{"spectrum-image", dmImage{dataType: 2, elemType: 6, dims: []int{2, 3, 100}, data: make([]byte, 2400), format: "Spectrum image"}, errs.Format, "holds spectra, not frames"},
 		{"spectrum", dmImage{dataType: 2, elemType: 6, dims: []int{100}, data: make([]byte, 400)}, errs.Format, "holds spectra, not frames"},
 		{"5-d", dmImage{dataType: 1, elemType: 2, dims: []int{2, 2, 2, 2, 2}, data: make([]byte, 64)}, errs.Format, "5 dimensions"},
-		{"size", dmImage{dataType: 1, elemType: 2, dims: []int{5, 4, 3}, data: encodePixels(2, 20, dataset.Int16, le, false)}, errs.Format, "Dimensions [5 4 3] of int16 pixels make 120 bytes, but its Data tag holds 40 elements of 2 bytes"},
+		{"size", dmImage{dataType: 1, elemType: 2, dims: []int{5, 4, 3}, data: encodePixels(2, 20, dataset.Int16, le, false)}, errs.Format, "Dimensions [5 4 3] of int16 pixels do not make the 40 elements of 2 bytes its Data tag holds"},
+		{"huge-dims", dmImage{dataType: 1, elemType: 2, dims: []int{1 << 30, 1 << 30, 1 << 30, 1 << 30}, data: make([]byte, 40)}, errs.Format, "do not make the 20 elements"},
 		{"zero-dim", dmImage{dataType: 1, elemType: 2, dims: []int{5, 0, 3}, data: make([]byte, 40)}, errs.Format, "ImageData.Dimensions.1 is 0"},
 	} {
 		path := filepath.Join(dir, c.name+".dm4")

@@ -338,21 +338,35 @@ func Test4D(t *testing.T) {
 	assert.Contains(t, err.Error(), "option dm_c_order")
 }
 
-// A transposed file that shrinks after it was opened: the read fails (errs.IO), it does
-// not return zeros.
-func TestTransposedShrinks(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "x.dm4")
-	writeDM(t, path, 4, true, dmImage{dataType: 2, elemType: 6, dims: []int{3, 2, 5, 4},
-		data: encodePixels(6, 20, dataset.Float32, binary.LittleEndian, true)})
-	d, err := dataset.Open(path, dataset.Options{})
-	require.NoError(t, err)
-	defer d.Close()
-	st, err := os.Stat(path)
-	require.NoError(t, err)
-	require.NoError(t, os.Truncate(path, st.Size()/2))
-	err = d.ReadFrames(0, 6, make([]byte, 6*d.FrameBytes()))
-	require.Error(t, err)
-	assert.ErrorIs(t, err, errs.IO)
+// A file that shrinks after it was opened: the read fails (errs.IO), it does not return
+// zeros; C-ordered (in place, and byte-swapped) and transposed.
+func TestShrinks(t *testing.T) {
+	yes := true
+	for _, c := range []struct {
+		name       string
+		little     bool
+		transposed bool
+	}{{"c-order", true, false}, {"c-order-big-endian", false, false}, {"transposed", true, true}} {
+		o := binary.ByteOrder(binary.BigEndian)
+		if c.little {
+			o = binary.LittleEndian
+		}
+		im := dmImage{dataType: 2, elemType: 6, dims: []int{5, 4, 3, 2}, data: encodePixels(6, 20, dataset.Float32, o, false), swapped: &yes}
+		if c.transposed {
+			im = dmImage{dataType: 2, elemType: 6, dims: []int{3, 2, 5, 4}, data: encodePixels(6, 20, dataset.Float32, o, true)}
+		}
+		path := filepath.Join(t.TempDir(), "x.dm4")
+		writeDM(t, path, 4, c.little, im)
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err)
+		st, err := os.Stat(path)
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(path, st.Size()/2))
+		err = d.ReadFrames(0, 6, make([]byte, 6*d.FrameBytes()))
+		require.Error(t, err, c.name)
+		assert.ErrorIs(t, err, errs.IO, c.name)
+		require.NoError(t, d.Close())
+	}
 }
 
 // A 2-D image is one frame; two images besides the thumbnail: the largest, with a note.

@@ -220,7 +220,7 @@ func TestSeries(t *testing.T) {
 				require.NoError(t, d.Close())
 
 				// A series states no scan shape: it may be read as a scan of its frames.
-				d, err = dataset.Open(path, dataset.Options{NavShape: []int{2, 2}, SyncOffset: 0})
+				d, err = dataset.Open(path, dataset.Options{NavShape: []int{2, 2}})
 				require.NoError(t, err)
 				assert.Equal(t, []int{2, 2}, d.NavShape())
 				checkFrames(t, d, 0)
@@ -320,6 +320,24 @@ func TestLastTagMissing(t *testing.T) {
 	assert.False(t, mapped(t, d))
 	checkFrames(t, d, 0)
 	require.NoError(t, d.Close())
+}
+
+// A file that shrinks after it was opened: reading its lost frames fails (errs.IO), in
+// place (fixed stride) and element by element.
+func TestShrinks(t *testing.T) {
+	for _, layout := range []string{"interleaved", "irregular"} {
+		path := filepath.Join(t.TempDir(), "x_1.ser")
+		serFile{version: 0x0220, dataTypeID: 0x4122, dims: []int{3}, total: 3, valid: 3, dataType: 6, sizeX: 4, sizeY: 4, layout: layout}.write(t, path)
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err)
+		st, err := os.Stat(path)
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(path, st.Size()-100))
+		err = d.ReadFrames(0, 3, make([]byte, 3*d.FrameBytes()))
+		require.Error(t, err, layout)
+		assert.ErrorIs(t, err, errs.IO, layout)
+		require.NoError(t, d.Close())
+	}
 }
 
 // Files that hold no frames stemdot reads are refused, naming the reason.

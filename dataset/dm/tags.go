@@ -44,9 +44,8 @@ type node struct {
 	name     string
 	group    bool
 	children []*node
-	// Data tags: the encoded type of a simple value (simple) or of an array's elements
-	// (array: count elements at off).
-	typ    uint64
+	// Data tags: a simple value (num), or an array of count elements of esize bytes at
+	// off, or a string.
 	simple bool
 	array  bool
 	count  int64
@@ -102,13 +101,15 @@ type header struct {
 // reader reads the tag tree through a window of the file, so that tags cost no syscall
 // each and the image data are skipped, never read.
 type reader struct {
-	ra      io.ReaderAt
-	size    int64
-	off     int64
-	win     []byte
-	winOff  int64
-	winSize int
+	ra     io.ReaderAt
+	size   int64
+	off    int64
+	win    []byte
+	winOff int64
 }
+
+// window is how much of the file reader reads at a time.
+const window = 1 << 16
 
 // errCut is the end of the file inside the tag tree.
 var errCut = errors.New("cut short")
@@ -120,7 +121,7 @@ func (r *reader) next(n int64) ([]byte, error) {
 		return nil, errCut
 	}
 	if r.off < r.winOff || r.off+n > r.winOff+int64(len(r.win)) {
-		want := max(int64(r.winSize), n)
+		want := max(window, n)
 		want = min(want, r.size-r.off)
 		if int64(cap(r.win)) < want {
 			r.win = make([]byte, want)
@@ -194,7 +195,7 @@ func (p *parser) lq() (uint64, error) {
 
 // parseTags reads the header and the whole tag tree of a DM3/DM4 file of size bytes.
 func parseTags(ra io.ReaderAt, size int64) (*node, header, error) {
-	r := &reader{ra: ra, size: size, winSize: 1 << 16}
+	r := &reader{ra: ra, size: size}
 	b, err := r.next(4)
 	if err != nil {
 		return nil, header{}, errs.New(errs.Format, "not a DigitalMicrograph file: %d bytes, too short for its header", size)
@@ -313,7 +314,7 @@ func (p *parser) data(c *node) error {
 	c.off = p.r.off
 	switch {
 	case len(info) == 1:
-		c.typ, c.simple = info[0], true
+		c.simple = true
 		v, err := p.r.next(size)
 		if err != nil {
 			return p.fail(err)
@@ -328,7 +329,7 @@ func (p *parser) data(c *node) error {
 		c.str, c.hasStr = string(v), true
 		return nil
 	case info[0] == 20 && len(info) == 3:
-		c.array, c.typ, c.count, c.esize = true, info[1], int64(info[2]), simpleSize(info[1])
+		c.array, c.count, c.esize = true, int64(info[2]), simpleSize(info[1])
 		if info[1] == 4 && size <= 2*maxString { // uint16 characters: a string
 			v, err := p.r.next(size)
 			if err != nil {

@@ -8,7 +8,8 @@
 // the file, never loaded), ImageData.DataType (the pixel type code), ImageData.Dimensions
 // (the sizes, fastest axis first) and ImageTags ("Meta Data"). The images listed under
 // Thumbnails (usually ImageList 0, a 64×64 RGB preview) are not data; of the others, the
-// largest is read (with a note when there are several).
+// largest is read (with a note when there are several), or the one format option
+// dm_image gives.
 //
 // DataType codes: 1 int16, 2 float32, 6 uint8, 7 int32, 9 int8, 10 uint16, 11 uint32,
 // 12 float64 are read; 3 and 13 (complex), 5, 27 and 28 (packed complex), 8 and 23 (RGB),
@@ -42,6 +43,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -51,14 +53,19 @@ import (
 	"github.com/stemdot/stemdot/errs"
 )
 
-// optCOrder is the format option that reads 4-D images as C order whatever the tags say.
-const optCOrder = "dm_c_order"
+// The format options: optCOrder reads 4-D images as C order whatever the tags say,
+// optImage picks the image of ImageList to read.
+const (
+	optCOrder = "dm_c_order"
+	optImage  = "dm_image"
+)
 
 func init() {
 	dataset.Register(dataset.Format{Name: "dm", Extensions: []string{".dm3", ".dm4"}, Open: Open,
 		Describe: "dm (Gatan DigitalMicrograph .dm3, .dm4)",
 		FormatOptions: []dataset.FormatOption{{Key: optCOrder, Switch: true, Default: "false",
-			Usage: "DM3/DM4 files: read a 4-D image as stored in C order (scan_y, scan_x, sig_y, sig_x) whatever its tag Meta Data.Data Order Swapped says (LiberTEM's force_c_order); default: that tag decides, and a 4-D image without it is read as stored transposed (sig_y, sig_x, scan_y, scan_x)"}}})
+			Usage: "DM3/DM4 files: read a 4-D image as stored in C order (scan_y, scan_x, sig_y, sig_x) whatever its tag Meta Data.Data Order Swapped says (LiberTEM's force_c_order); default: that tag decides, and a 4-D image without it is read as stored transposed (sig_y, sig_x, scan_y, scan_x)"},
+			{Key: optImage, Usage: "DM3/DM4 files: the index in the file's ImageList of the image to read (LiberTEM's dataset_index); default: the largest image that is not a thumbnail"}}})
 }
 
 // dtypes maps DM DataType codes to the dtypes stemdot reads.
@@ -97,11 +104,17 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if err != nil {
 		return fail(err)
 	}
+	index := -1
+	if v, ok := opt.FormatOptions[optImage]; ok {
+		if index, err = strconv.Atoi(strings.TrimSpace(v)); err != nil || index < 0 {
+			return fail(errs.New(errs.Argument, "option %s %q is not an image index (0, 1, ...)", optImage, v))
+		}
+	}
 	root, hdr, err := parseTags(f, size)
 	if err != nil {
 		return fail(err)
 	}
-	im, notes, err := pickImage(root)
+	im, notes, err := pickImage(root, index)
 	if err != nil {
 		return fail(err)
 	}
@@ -201,9 +214,9 @@ func switchOption(opt dataset.Options, key string) (bool, error) {
 	return false, errs.New(errs.Argument, "option %s %q is not true or false", key, v)
 }
 
-// pickImage returns the largest image of ImageList that is not a thumbnail, with a note
-// when there are others.
-func pickImage(root *node) (image, []string, error) {
+// pickImage returns the image of ImageList at index want (-1: the largest that is not a
+// thumbnail, with a note when there are others).
+func pickImage(root *node, want int) (image, []string, error) {
 	list := root.child("ImageList")
 	if list == nil || !list.group {
 		return image{}, nil, fmt.Errorf("no ImageList tag group: the file holds no image")
@@ -215,6 +228,16 @@ func pickImage(root *node) (image, []string, error) {
 				thumbs = append(thumbs, int(idx.num))
 			}
 		}
+	}
+	if want >= 0 {
+		if want >= len(list.children) {
+			return image{}, nil, errs.New(errs.Argument, "option %s %d: the file's ImageList holds images 0 to %d", optImage, want, len(list.children)-1)
+		}
+		im, err := readImage(want, list.children[want])
+		if err != nil {
+			return image{}, nil, errs.Wrap(errs.Argument, fmt.Errorf("option %s %d: %w", optImage, want, err))
+		}
+		return im, nil, nil
 	}
 	var images []image
 	var skipped []string
@@ -237,14 +260,21 @@ func pickImage(root *node) (image, []string, error) {
 		return image{}, nil, fmt.Errorf("no image with data in ImageList (%d images, %d of them thumbnails)%s", len(list.children), len(thumbs), why)
 	}
 	best := images[0]
+	var others []string
 	for _, im := range images[1:] {
 		if im.bytes() > best.bytes() {
 			best = im
 		}
 	}
+	for _, im := range images {
+		if im.index != best.index {
+			others = append(others, fmt.Sprintf("%d (Dimensions %v)", im.index, im.dims))
+		}
+	}
 	var notes []string
-	if len(images) > 1 {
-		notes = append(notes, fmt.Sprintf("the file holds %d images besides thumbnails: image %d (Dimensions %v), the largest, is read", len(images), best.index, best.dims))
+	if len(others) > 0 {
+		notes = append(notes, fmt.Sprintf("the file holds %d images besides thumbnails: image %d (Dimensions %v), the largest, is read; option %s N reads image %s instead",
+			len(images), best.index, best.dims, optImage, strings.Join(others, ", ")))
 	}
 	return best, notes, nil
 }

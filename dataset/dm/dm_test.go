@@ -388,9 +388,27 @@ func TestImages(t *testing.T) {
 	d, err = dataset.Open(path, dataset.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []int{2}, d.NavShape())
-	assert.Equal(t, []string{"the file holds 2 images besides thumbnails: image 2 (Dimensions [5 4 2]), the largest, is read"}, dataset.Notes(d))
+	assert.Equal(t, []string{"the file holds 2 images besides thumbnails: image 2 (Dimensions [5 4 2]), the largest, is read; option dm_image N reads image 1 (Dimensions [5 4]) instead"}, dataset.Notes(d))
 	checkFrames(t, d, 0)
 	require.NoError(t, d.Close())
+
+	// Option dm_image reads another image; one that is not there, or holds no frames, is
+	// refused naming the option.
+	d, err = dataset.Open(path, dataset.Options{FormatOptions: map[string]string{"dm_image": "1"}})
+	require.NoError(t, err)
+	assert.Equal(t, []int{1}, d.NavShape())
+	assert.Empty(t, dataset.Notes(d))
+	checkFrames(t, d, 0)
+	require.NoError(t, d.Close())
+	for _, c := range []struct{ value, want string }{
+		{"3", "option dm_image 3: the file's ImageList holds images 0 to 2"},
+		{"0", "image 0 has DM data type 23 (RGBA uint8)"},
+		{"x", `option dm_image "x" is not an image index`},
+	} {
+		_, err = dataset.Open(path, dataset.Options{FormatOptions: map[string]string{"dm_image": c.value}})
+		require.Error(t, err, c.value)
+		assert.Contains(t, err.Error(), c.want, c.value)
+	}
 }
 
 // Images that hold no frames stemdot reads are refused, naming the reason.

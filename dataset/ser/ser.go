@@ -239,7 +239,7 @@ func serOfEMI(path string) (string, []string, error) {
 	}
 	var notes []string
 	if len(list) > 1 {
-		notes = append(notes, fmt.Sprintf("the EMI file %s has %d SER files (%s): %s, the first that holds frames, is read",
+		notes = append(notes, fmt.Sprintf("the EMI file %s has %d SER files (%s): %s, the first that holds frames, is read (open another by its path)",
 			filepath.Base(path), len(list), strings.Join(kinds, "; "), filepath.Base(chosen)))
 	}
 	return chosen, notes, nil

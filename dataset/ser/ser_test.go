@@ -413,7 +413,7 @@ func TestEMI(t *testing.T) {
 	d, err := dataset.Open(emi, dataset.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, "acq_2.ser"), d.Path())
-	assert.Equal(t, []string{"the EMI file acq.emi has 2 SER files (acq_1.ser holds spectra (1-D data elements), not frames; acq_2.ser holds frames): acq_2.ser, the first that holds frames, is read"}, dataset.Notes(d))
+	assert.Equal(t, []string{"the EMI file acq.emi has 2 SER files (acq_1.ser holds spectra (1-D data elements), not frames; acq_2.ser holds frames): acq_2.ser, the first that holds frames, is read (open another by its path)"}, dataset.Notes(d))
 	checkFrames(t, d, 0)
 	require.NoError(t, d.Close())
 }

@@ -1,0 +1,437 @@
+// Package dm reads Gatan DigitalMicrograph DM3 and DM4 files (.dm3, .dm4) for package
+// dataset, which it registers as format "dm".
+//
+// A DM file is a tree of tags (tags.go) written by Gatan's GMS; the layout followed here
+// is the one RosettaSciIO (rsciio.digitalmicrograph) and LiberTEM
+// (libertem.io.dataset.dm_single, through ncempy.io.dm) read. Its images are the groups
+// of ImageList; each has ImageData.Data (the pixels, an array tag read in place from
+// the file, never loaded), ImageData.DataType (the pixel type code), ImageData.Dimensions
+// (the sizes, fastest axis first) and ImageTags ("Meta Data"). The images listed under
+// Thumbnails (usually ImageList 0, a 64×64 RGB preview) are not data; of the others, the
+// largest is read (with a note when there are several), or the one format option
+// dm_image gives.
+//
+// DataType codes: 1 int16, 2 float32, 6 uint8, 7 int32, 9 int8, 10 uint16, 11 uint32,
+// 12 float64 are read; 3 and 13 (complex), 5, 27 and 28 (packed complex), 8 and 23 (RGB),
+// 14 (binary) and the others are refused (errs.DType, naming the type). Pixels are in the
+// byte order of the header's flag (both occur) and are delivered in host byte order.
+//
+// Dimensions (d0, d1, ...), fastest first, give the array (..., d1, d0):
+//   - 2 dims: one frame of (d1, d0), nav shape (1,);
+//   - 3 dims: a series of d2 frames of (d1, d0), nav shape (d2,) (no scan shape: the user
+//     may give any nav shape of d2 positions);
+//   - 4 dims: a 4D-STEM scan. GMS writes it either in C order, (scan_y, scan_x, sig_y,
+//     sig_x) = (d3, d2, d1, d0), marked by the tag ImageTags.Meta Data.Data Order Swapped
+//     = 1, or transposed, (sig_y, sig_x, scan_y, scan_x) = (d3, d2, d1, d0), every frame's
+//     pixel p stored for all scan positions together (the tag 0 or absent, as LiberTEM's
+//     SingleDMDataSet reads it). A transposed image is read as well (LiberTEM refuses it):
+//     its data are mapped and each tile's frames gathered from every detector pixel's
+//     run, slower than C-ordered frames (a note says so). Format option dm_c_order reads
+//     any 4-D image as C order (LiberTEM's force_c_order).
+//
+// One-dimensional images and spectrum images (Meta Data.Format "Spectrum image") hold
+// spectra, not frames, and are refused (errs.Format). A file that ends inside its tag
+// tree is refused naming the tag; frames are read with positioned reads (in place from a
+// mapping when in host byte order, dataset.OpenFlat).
+package dm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+)
+
+// The format options: optCOrder reads 4-D images as C order whatever the tags say,
+// optImage picks the image of ImageList to read.
+const (
+	optCOrder = "dm_c_order"
+	optImage  = "dm_image"
+)
+
+func init() {
+	dataset.Register(dataset.Format{Name: "dm", Extensions: []string{".dm3", ".dm4"}, Open: Open,
+		Describe: "dm (Gatan DigitalMicrograph .dm3, .dm4)",
+		FormatOptions: []dataset.FormatOption{{Key: optCOrder, Switch: true, Default: "false",
+			Usage: "DM3/DM4 files: read a 4-D image as stored in C order (scan_y, scan_x, sig_y, sig_x) whatever its tag Meta Data.Data Order Swapped says (LiberTEM's force_c_order); default: that tag decides, and a 4-D image without it is read as stored transposed (sig_y, sig_x, scan_y, scan_x)"},
+			{Key: optImage, Usage: "DM3/DM4 files: the index in the file's ImageList of the image to read (LiberTEM's dataset_index); default: the largest image that is not a thumbnail"}}})
+}
+
+// dtypes maps DM DataType codes to the dtypes stemdot reads.
+var dtypes = map[int]dataset.DType{1: dataset.Int16, 2: dataset.Float32, 6: dataset.Uint8, 7: dataset.Int32,
+	9: dataset.Int8, 10: dataset.Uint16, 11: dataset.Uint32, 12: dataset.Float64}
+
+// unsupported names the DataType codes that are not read.
+var unsupported = map[int]string{0: "null", 3: "complex64", 4: "obsolete", 5: "packed complex", 8: "RGB",
+	13: "complex128", 14: "binary (bool)", 15: "RGB uint8", 16: "RGB uint8", 17: "RGB uint16", 18: "RGB float32",
+	19: "RGB float64", 20: "RGBA uint8", 21: "RGBA uint8", 22: "RGBA uint8", 23: "RGBA uint8", 24: "RGBA uint16",
+	25: "RGBA float32", 26: "RGBA float64", 27: "packed complex64", 28: "packed complex128", 35: "int64", 36: "uint64"}
+
+// image is an image of the file's ImageList.
+type image struct {
+	index    int // position in ImageList
+	data     *node
+	dataType int
+	dims     []int // fastest first
+	tags     *node // ImageTags
+}
+
+// bytes is the size of the image's pixel data.
+func (im image) bytes() int64 { return im.data.count * im.data.esize }
+
+// Open opens the DM3/DM4 file at path (dataset.Format.Open of format "dm").
+func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
+	f, size, err := dataset.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (dataset.Dataset, error) {
+		f.Close()
+		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", path, err))
+	}
+	cOrder, err := switchOption(opt, optCOrder)
+	if err != nil {
+		return fail(err)
+	}
+	index := -1
+	if v, ok := opt.FormatOptions[optImage]; ok {
+		if index, err = strconv.Atoi(strings.TrimSpace(v)); err != nil || index < 0 {
+			return fail(errs.New(errs.Argument, "option %s %q is not an image index (0, 1, ...)", optImage, v))
+		}
+	}
+	root, hdr, err := parseTags(f, size)
+	if err != nil {
+		return fail(err)
+	}
+	im, notes, err := pickImage(root, index)
+	if err != nil {
+		return fail(err)
+	}
+	dt, ok := dtypes[im.dataType]
+	if !ok {
+		name := unsupported[im.dataType]
+		if name == "" {
+			name = "unknown"
+		}
+		return fail(errs.New(errs.DType, "image %d has DM data type %d (%s), which stemdot does not read (it reads int8, uint8, int16, uint16, int32, uint32, float32 and float64 images)",
+			im.index, im.dataType, name))
+	}
+	format := ""
+	if n := im.tags.path("Meta Data.Format"); n != nil && n.hasStr {
+		format = n.str
+	}
+	dims := im.dims
+	dimStr := fmt.Sprint(dims)
+	if len(dims) == 1 || strings.EqualFold(strings.TrimSpace(format), "spectrum image") {
+		return fail(fmt.Errorf("image %d (Dimensions %s, Meta Data.Format %q) holds spectra, not frames", im.index, dimStr, format))
+	}
+	if len(dims) > 4 {
+		return fail(fmt.Errorf("image %d has %d dimensions %s: stemdot reads images of 2 to 4 dimensions", im.index, len(dims), dimStr))
+	}
+	px := int64(dt.Size()) // the bytes the dimensions make, or -1 for more than the Data tag holds
+	for _, d := range dims {
+		if px > im.bytes()/int64(d) {
+			px = -1
+			break
+		}
+		px *= int64(d)
+	}
+	if px != im.bytes() {
+		return fail(fmt.Errorf("image %d: Dimensions %s of %s pixels do not make the %d elements of %d bytes its Data tag holds",
+			im.index, dimStr, dt, im.data.count, im.data.esize))
+	}
+	source := fmt.Sprintf(" from ImageList.%d.ImageData.Dimensions %s", im.index, dimStr)
+	var sig [2]int
+	var fileNav []int
+	series := true
+	transposed := false
+	switch len(dims) {
+	case 2:
+		sig, fileNav = [2]int{dims[1], dims[0]}, []int{1}
+	case 3:
+		sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[2]}
+	case 4:
+		series = false
+		swapped := im.tags.path("Meta Data.Data Order Swapped") // 1 (a bool, a number or a string): C order
+		tagged := swapped != nil && (swapped.simple && swapped.num != 0 ||
+			swapped.hasStr && strings.TrimSpace(swapped.str) != "0" && strings.TrimSpace(swapped.str) != "")
+		transposed = !cOrder && !tagged
+		if cOrder {
+			notes = append(notes, "option dm_c_order: the 4-D image is read as stored in C order (scan_y, scan_x, sig_y, sig_x)")
+		}
+		if transposed {
+			sig, fileNav = [2]int{dims[3], dims[2]}, []int{dims[1], dims[0]}
+			notes = append(notes, "the 4-D image is stored transposed, (sig_y, sig_x, scan_y, scan_x) (its tag Meta Data.Data Order Swapped is 0 or absent): a tile's frames are gathered from every detector pixel's values, which is slower than reading C-ordered frames; give option dm_c_order if the file is C-ordered")
+		} else {
+			sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[3], dims[2]}
+		}
+	}
+	if cOrder && len(dims) != 4 {
+		notes = append(notes, fmt.Sprintf("option dm_c_order applies to 4-D images only and was ignored: image %d has %d dimensions", im.index, len(dims)))
+	}
+	fb, err := dataset.CheckSig(sig, dt)
+	if err != nil {
+		return fail(err)
+	}
+	frames := int(im.bytes() / int64(fb))
+	ff := dataset.FileFrames{Whole: frames, RecordBytes: int64(fb), Series: series, Notes: notes}
+	if !transposed {
+		return dataset.OpenFlat(dataset.Flat{Format: "dm", Path: path, File: f, Size: size, Offset: im.data.off,
+			Sig: sig, DType: dt, BigEndian: !hdr.little}, opt, fileNav, source, ff)
+	}
+	d := newTransposed(path, f, size, im.data.off, frames, sig, dt, !hdr.little)
+	ds, err := dataset.Reconcile(d, opt, fileNav, source, ff)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return ds, nil
+}
+
+// switchOption reads the on/off format option key (absent: off).
+func switchOption(opt dataset.Options, key string) (bool, error) {
+	v, ok := opt.FormatOptions[key]
+	if !ok {
+		return false, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "true", "1", "yes", "on":
+		return true, nil
+	case "false", "0", "no", "off":
+		return false, nil
+	}
+	return false, errs.New(errs.Argument, "option %s %q is not true or false", key, v)
+}
+
+// pickImage returns the image of ImageList at index want (-1: the largest that is not a
+// thumbnail, with a note when there are others).
+func pickImage(root *node, want int) (image, []string, error) {
+	list := root.child("ImageList")
+	if list == nil || !list.group {
+		return image{}, nil, fmt.Errorf("no ImageList tag group: the file holds no image")
+	}
+	var thumbs []int
+	if t := root.child("Thumbnails"); t != nil {
+		for _, c := range t.children {
+			if idx := c.child("ImageIndex"); idx != nil && idx.simple {
+				thumbs = append(thumbs, int(idx.num))
+			}
+		}
+	}
+	if want >= 0 {
+		if want >= len(list.children) {
+			return image{}, nil, errs.New(errs.Argument, "option %s %d: the file's ImageList holds images 0 to %d", optImage, want, len(list.children)-1)
+		}
+		im, err := readImage(want, list.children[want])
+		if err != nil {
+			return image{}, nil, errs.Wrap(errs.Argument, fmt.Errorf("option %s %d: %w", optImage, want, err))
+		}
+		return im, nil, nil
+	}
+	var images []image
+	var skipped []string
+	for i, c := range list.children {
+		if slices.Contains(thumbs, i) {
+			continue
+		}
+		im, err := readImage(i, c)
+		if err != nil {
+			skipped = append(skipped, err.Error())
+			continue
+		}
+		images = append(images, im)
+	}
+	if len(images) == 0 {
+		why := ""
+		if len(skipped) > 0 {
+			why = ": " + strings.Join(skipped, "; ")
+		}
+		return image{}, nil, fmt.Errorf("no image with data in ImageList (%d images, %d of them thumbnails)%s", len(list.children), len(thumbs), why)
+	}
+	best := images[0]
+	var others []string
+	for _, im := range images[1:] {
+		if im.bytes() > best.bytes() {
+			best = im
+		}
+	}
+	for _, im := range images {
+		if im.index != best.index {
+			others = append(others, fmt.Sprintf("%d (Dimensions %v)", im.index, im.dims))
+		}
+	}
+	var notes []string
+	if len(others) > 0 {
+		notes = append(notes, fmt.Sprintf("the file holds %d images besides thumbnails: image %d (Dimensions %v), the largest, is read; option %s N reads image %s instead",
+			len(images), best.index, best.dims, optImage, strings.Join(others, ", ")))
+	}
+	return best, notes, nil
+}
+
+// readImage reads the ImageData of ImageList entry i.
+func readImage(i int, c *node) (image, error) {
+	d := c.child("ImageData")
+	data, dt, dims := d.child("Data"), d.child("DataType"), d.child("Dimensions")
+	switch {
+	case data == nil || !data.array || data.esize == 0:
+		return image{}, fmt.Errorf("image %d has no ImageData.Data array of simple values", i)
+	case dt == nil || !dt.simple:
+		return image{}, fmt.Errorf("image %d has no ImageData.DataType", i)
+	case dims == nil || !dims.group || len(dims.children) == 0:
+		return image{}, fmt.Errorf("image %d has no ImageData.Dimensions", i)
+	}
+	im := image{index: i, data: data, dataType: int(dt.num), tags: c.child("ImageTags")}
+	for _, n := range dims.children {
+		if !n.simple || n.num < 1 || n.num > math.MaxInt32 || n.num != math.Trunc(n.num) {
+			return image{}, fmt.Errorf("image %d: ImageData.Dimensions.%s is %v, not a size of 1 to %d", i, n.name, n.num, math.MaxInt32)
+		}
+		im.dims = append(im.dims, int(n.num))
+	}
+	return im, nil
+}
+
+// transposedFile is a 4-D image stored (sig_y, sig_x, scan_y, scan_x): the value of
+// detector pixel p in frame i is element p·frames + i of the data. The data are mapped
+// read-only, and a tile's frames gathered from the mapping (a positioned read per
+// detector pixel where the file cannot be mapped).
+type transposedFile struct {
+	path      string
+	f         *os.File
+	size      int64
+	off       int64
+	frames    int
+	sig       [2]int
+	dt        dataset.DType
+	bigEndian bool
+	mapping   []byte // the pages holding the data, or nil
+	data      []byte // the data in mapping
+	closed    atomic.Bool
+}
+
+// newTransposed returns the transposed image of frames frames of sig pixels of dt at
+// byte off of the open file f (of size bytes), its data mapped when the file can be.
+func newTransposed(path string, f *os.File, size, off int64, frames int, sig [2]int, dt dataset.DType, bigEndian bool) *transposedFile {
+	d := &transposedFile{path: path, f: f, size: size, off: off, frames: frames, sig: sig, dt: dt, bigEndian: bigEndian}
+	n := int64(frames) * int64(sig[0]*sig[1]*dt.Size())
+	page := int64(os.Getpagesize())
+	base := off / page * page
+	if m, err := unix.Mmap(int(f.Fd()), base, int(off+n-base), unix.PROT_READ, unix.MAP_SHARED); err == nil {
+		d.mapping, d.data = m, m[off-base:off-base+n]
+	}
+	return d
+}
+
+func (d *transposedFile) Format() string       { return "dm" }
+func (d *transposedFile) Path() string         { return d.path }
+func (d *transposedFile) NavShape() []int      { return []int{d.frames} }
+func (d *transposedFile) SigShape() [2]int     { return d.sig }
+func (d *transposedFile) DType() dataset.DType { return d.dt }
+func (d *transposedFile) NumFrames() int       { return d.frames }
+func (d *transposedFile) FrameBytes() int      { return d.sig[0] * d.sig[1] * d.dt.Size() }
+
+// ReadFrames reads frames [start, end): each detector pixel's run of values in those
+// frames, scattered into the frames. A file that shrank since it was opened gives an
+// errs.IO error, checked before the mapping is read and recovered from a fault while it
+// is.
+func (d *transposedFile) ReadFrames(start, end int, dst []byte) error {
+	fb := d.FrameBytes()
+	if err := dataset.CheckRange(d.path, start, end, d.frames, fb, len(dst)); err != nil {
+		return err
+	}
+	if d.closed.Load() {
+		return errs.New(errs.IO, "dataset: %s: read after Close", d.path)
+	}
+	n := end - start
+	es := d.dt.Size()
+	npix := d.sig[0] * d.sig[1]
+	if d.mapping == nil { // each pixel's run read into runs, then transposed
+		runs := make([]byte, npix*n*es)
+		for p := range npix {
+			if _, err := d.f.ReadAt(runs[p*n*es:(p+1)*n*es], d.off+(int64(p)*int64(d.frames)+int64(start))*int64(es)); err != nil {
+				return dataset.ReadError(d.path, d.f, d.size, start, end, err)
+			}
+		}
+		transpose(dst, runs, 0, n, npix, n, es)
+	} else {
+		if st, err := d.f.Stat(); err != nil || st.Size() < d.size {
+			return dataset.ReadError(d.path, d.f, d.size, start, end, io.ErrUnexpectedEOF)
+		}
+		if err := d.gather(start, n, npix, es, dst); err != nil {
+			return err
+		}
+	}
+	dataset.CopyToHost(dst[:n*fb], dst[:n*fb], es, d.bigEndian)
+	return nil
+}
+
+// gather copies n frames from frame start on out of the mapping into dst, turning a
+// fault on the mapping (the file shrank meanwhile) into an errs.IO error.
+func (d *transposedFile) gather(start, n, npix, es int, dst []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if v := recover(); v != nil {
+			if _, fault := v.(interface{ Addr() uintptr }); !fault {
+				panic(v)
+			}
+			err = errs.New(errs.IO, "dataset: %s: reading frames [%d, %d): the file changed while being read (%v)", d.path, start, start+n, v)
+		}
+	}()
+	transpose(dst, d.data, start, n, npix, d.frames, es)
+	return nil
+}
+
+// transpose copies n frames from frame start on out of data, stored pixel-major (pixel p
+// of frame i is element p·frames + i), into dst, frame-major; es is the element size. It
+// walks blocks of pixels so that the reads of a block's runs and the writes of its rows
+// stay in cache.
+func transpose(dst, data []byte, start, n, npix, frames, es int) {
+	const block = 64
+	le := binary.LittleEndian // any order: the bytes are moved, not interpreted
+	for p0 := 0; p0 < npix; p0 += block {
+		p1 := min(p0+block, npix)
+		for i := range n {
+			row := dst[i*npix*es : (i+1)*npix*es]
+			x := p0*frames + start + i // element of pixel p0 in frame start+i
+			switch es {
+			case 1:
+				for p := p0; p < p1; p, x = p+1, x+frames {
+					row[p] = data[x]
+				}
+			case 2:
+				for p := p0; p < p1; p, x = p+1, x+frames {
+					le.PutUint16(row[2*p:], le.Uint16(data[2*x:]))
+				}
+			case 4:
+				for p := p0; p < p1; p, x = p+1, x+frames {
+					le.PutUint32(row[4*p:], le.Uint32(data[4*x:]))
+				}
+			default:
+				for p := p0; p < p1; p, x = p+1, x+frames {
+					le.PutUint64(row[8*p:], le.Uint64(data[8*x:]))
+				}
+			}
+		}
+	}
+}
+
+// Close unmaps the data and closes the file.
+func (d *transposedFile) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	if d.mapping != nil {
+		unix.Munmap(d.mapping)
+	}
+	return d.f.Close()
+}

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/stemdot/stemdot/dataset"
+	_ "github.com/stemdot/stemdot/dataset/formats" // Open reads every format
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/planner"
 )

@@ -1,7 +1,6 @@
 package dataset_test
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -19,18 +18,6 @@ import (
 	"github.com/stemdot/stemdot/errs"
 	stemnpy "github.com/stemdot/stemdot/internal/npy"
 )
-
-// npyBytes builds an NPY 1.0 file by hand (independently of the package's writer).
-func npyBytes(descr string, fortran bool, shape string, data []byte) []byte {
-	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': %s, 'shape': %s, }", descr, map[bool]string{false: "False", true: "True"}[fortran], shape)
-	for (10+len(dict)+1)%64 != 0 {
-		dict += " "
-	}
-	dict += "\n"
-	out := append([]byte("\x93NUMPY\x01\x00"), byte(len(dict)), byte(len(dict)>>8))
-	out = append(out, dict...)
-	return append(out, data...)
-}
 
 var npyCodes = map[dataset.DType]string{
 	dataset.Uint8: "u1", dataset.Uint16: "u2", dataset.Uint32: "u4",
@@ -68,7 +55,7 @@ func TestRawAndNPYRoundTrip(t *testing.T) {
 					order = "|"
 				}
 				npyPath := filepath.Join(dir, "x.npy")
-				require.NoError(t, os.WriteFile(npyPath, npyBytes(order+npyCodes[dt], false, "(3, 4, 5, 7)", stored), 0o644))
+				require.NoError(t, os.WriteFile(npyPath, frametest.NPYBytes(order+npyCodes[dt], false, "(3, 4, 5, 7)", stored), 0o644))
 				d, err = dataset.Open(npyPath, dataset.Options{})
 				require.NoError(t, err)
 				assert.Equal(t, "npy", d.Format())
@@ -80,96 +67,6 @@ func TestRawAndNPYRoundTrip(t *testing.T) {
 			})
 		}
 	}
-}
-
-func TestNPYShapes(t *testing.T) {
-	dir := t.TempDir()
-	data := frametest.Encode(frametest.RandomValues(rand.New(rand.NewPCG(3, 4)), dataset.Uint16, 6*4*5), dataset.Uint16, binary.LittleEndian)
-	for _, tc := range []struct {
-		shape string
-		nav   []int
-		sig   [2]int
-		opt   []int
-	}{
-		{"(24, 5)", []int{1, 1}, [2]int{24, 5}, nil},
-		{"(6, 4, 5)", []int{6}, [2]int{4, 5}, nil}, // the file's own nav axes, as LiberTEM
-		{"(2, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil},
-		{"(6, 4, 5)", []int{3, 2}, [2]int{4, 5}, []int{3, 2}},
-		{"(2, 1, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil}, // as HDF5's rank 5
-		{"(3, 2, 1, 4, 5)", []int{3, 2}, [2]int{4, 5}, nil},
-		{"(1, 2, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil},
-	} {
-		path := filepath.Join(dir, "s.npy")
-		require.NoError(t, os.WriteFile(path, npyBytes("<u2", false, tc.shape, data), 0o644))
-		d, err := dataset.Open(path, dataset.Options{NavShape: tc.opt})
-		require.NoError(t, err, tc.shape)
-		assert.Equal(t, tc.nav, d.NavShape(), tc.shape)
-		assert.Equal(t, tc.sig, d.SigShape(), tc.shape)
-		assert.Equal(t, data, frametest.ReadAll(t, d))
-		require.NoError(t, d.Close())
-	}
-}
-
-func TestNPYErrors(t *testing.T) {
-	dir := t.TempDir()
-	data := make([]byte, 2*3*4*2)
-	for _, tc := range []struct {
-		name, descr string
-		fortran     bool
-		shape       string
-		data        []byte
-		want        string
-	}{
-		{"fortran", "<u2", true, "(2, 3, 4)", data, "Fortran-order (column-major) NPY arrays are not supported"},
-		{"complex", "<c8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<c8'"},
-		{"uint64", "<u8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<u8'"},
-		{"1-D", "<u2", false, "(24,)", data, "NPY shape (24,) is not (sig_y, sig_x)"},
-		{"6-D", "<u2", false, "(1, 1, 2, 1, 3, 4)", data, "NPY shape (1, 1, 2, 1, 3, 4) is not"},
-		{"truncated", "<u2", false, "(2, 3, 4)", data[:40], "truncated NPY file: the header's shape (2, 3, 4) and dtype '<u2' make 48 bytes of data from byte 128 to byte 176, but the file has 168 bytes (8 missing)"},
-		{"trailing bytes", "<u2", false, "(2, 3, 4)", append(bytes.Clone(data), 1, 2, 3), "3 bytes after the array's data: the header's shape (2, 3, 4) and dtype '<u2' make 48 bytes of data from byte 128 to byte 176 of the 179-byte file; numpy ignores them, stemdot does not read a file that its header may not describe: save the array again (numpy.save), or cut the file to 176 bytes"},
-		{"empty axis", "<u2", false, "(0, 3, 4)", nil, "NPY shape (0, 3, 4) has an empty axis"},
-	} {
-		path := filepath.Join(dir, tc.name+".npy")
-		require.NoError(t, os.WriteFile(path, npyBytes(tc.descr, tc.fortran, tc.shape, tc.data), 0o644))
-		_, err := dataset.Open(path, dataset.Options{})
-		require.Error(t, err, tc.name)
-		assert.Contains(t, err.Error(), tc.want, tc.name)
-		assert.Contains(t, err.Error(), path, tc.name)
-	}
-	path := filepath.Join(dir, "bad.npy")
-	require.NoError(t, os.WriteFile(path, []byte("\x93NUMPY\x07\x00garbage"), 0o644))
-	_, err := dataset.Open(path, dataset.Options{})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "NPY format version 7.0 is not supported")
-}
-
-// #17r D8: NPY headers that numpy reads though its writer does not write them: a descr
-// without byte order (native, little-endian here) or as a type code or name, a header
-// not ended by '\n'. The frames are read as numpy reads them.
-func TestNPYHeadersNumpyReads(t *testing.T) {
-	dir := t.TempDir()
-	data := make([]byte, 2*3*4*2)
-	for i := range 24 {
-		binary.NativeEndian.PutUint16(data[2*i:], uint16(1000+i))
-	}
-	for _, descr := range []string{"u2", "=u2", "|u2", "H", "<H", "uint16", "ushort"} {
-		path := filepath.Join(dir, descr+".npy")
-		require.NoError(t, os.WriteFile(path, npyBytes(descr, false, "(2, 3, 4)", data), 0o644))
-		d, err := dataset.Open(path, dataset.Options{})
-		require.NoError(t, err, descr)
-		assert.Equal(t, dataset.Uint16, d.DType(), descr)
-		assert.Equal(t, data, frametest.ReadAll(t, d), descr)
-		require.NoError(t, d.Close())
-	}
-	noNewline := npyBytes("<u2", false, "(2, 3, 4)", data)
-	noNewline[len(noNewline)-len(data)-1] = ' '
-	path := filepath.Join(dir, "no-newline.npy")
-	require.NoError(t, os.WriteFile(path, noNewline, 0o644))
-	d, err := dataset.Open(path, dataset.Options{})
-	require.NoError(t, err)
-	assert.Equal(t, []int{2}, d.NavShape())
-	assert.Equal(t, data, frametest.ReadAll(t, d))
-	require.NoError(t, d.Close())
 }
 
 func TestOpenErrors(t *testing.T) {
@@ -201,7 +98,7 @@ func TestOpenErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "256×256 R64", "detected as MIB by content")
 	npyLike := filepath.Join(dir, "array.dat")
-	require.NoError(t, os.WriteFile(npyLike, npyBytes("<u2", false, "(2, 2)", make([]byte, 8)), 0o644))
+	require.NoError(t, os.WriteFile(npyLike, frametest.NPYBytes("<u2", false, "(2, 2)", make([]byte, 8)), 0o644))
 	d, err := dataset.Open(npyLike, dataset.Options{})
 	require.NoError(t, err, "detected as NPY by content")
 	assert.Equal(t, "npy", d.Format())

@@ -227,7 +227,7 @@ func TestFlybackAuto(t *testing.T) {
 // A raw file with a stated flyback frame per row must hold exactly the scan's frames,
 // flyback frames included; a stated flyback needs a scan of rows.
 func TestFlybackRawAndErrors(t *testing.T) {
-	path, frames := gappedRaw(t, 10, 0, 0, 0)
+	path, frames := frametest.GappedRaw(t, 10, 0, 0, 0)
 	opt := dataset.Options{SigShape: []int{6, 5}, DType: dataset.Uint16, NavShape: []int{2, 4}, Flyback: dataset.Flyback{Place: dataset.FlybackEnd}}
 	d, err := dataset.Open(path, opt)
 	require.NoError(t, err)

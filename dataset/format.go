@@ -239,11 +239,6 @@ type FileFrames struct {
 	Notes []string
 }
 
-func (ff FileFrames) internal() fileFrames {
-	return fileFrames{whole: ff.Whole, cutBytes: ff.CutBytes, recordBytes: ff.RecordBytes, strict: ff.Strict,
-		hint: ff.Hint, series: ff.Series, flybackAtEnd: ff.FlybackAtEnd}
-}
-
 // Reconcile presents the frames of d, a format's dataset of every frame its file holds
 // (ReadFrames of frames 0..ff.Whole-1; its NavShape is not used), at the scan positions
 // of the nav shape: opt.NavShape, else the file's (fileNav; source says where it came
@@ -256,12 +251,20 @@ func (ff FileFrames) internal() fileFrames {
 // ff.Notes and the reconciliation's notes. On error d is left open for the caller to
 // close.
 func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
-	ds, err := finishFrames(d, opt, fileNav, source, ff.internal())
+	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)
 	if err != nil {
 		return nil, err
 	}
-	ds.(interface{ addNotes([]string) }).addNotes(ff.Notes)
-	return ds, nil
+	n.addNotes(ff.Notes)
+	if f, ok := d.(frameFile); ok && layout.offset == 0 && layout.skip == 0 {
+		f.setFrames(nav, n)
+		return d, nil
+	}
+	v := &scanView{Dataset: d, nav: nav, layout: layout, notes: n}
+	if _, ok := d.(Viewer); ok && layout.offset >= 0 && layout.skip == 0 {
+		return &scanViewer{v}, nil
+	}
+	return v, nil
 }
 
 // ScanFrames is embedded by a format's dataset of every frame of its file, for Reconcile,
@@ -288,7 +291,7 @@ func (s *ScanFrames) setFrames(nav []int, n notes) { s.nav, s.notes = nav, n }
 
 // Flat describes a file whose frames are stored one after the other at a fixed stride
 // from a byte offset on, for OpenFlat: frame i's record starts at Offset +
-// i·(Header+frame bytes+Footer), its pixels after Header bytes.
+// i·(Header+pixel bytes+Footer), its pixels after Header bytes.
 type Flat struct {
 	// Format names the format (Dataset.Format).
 	Format string
@@ -306,8 +309,20 @@ type Flat struct {
 	DType     DType
 	BigEndian bool
 	// Magic, when not empty, starts every record (checked on every read of a record
-	// with a header).
+	// with a header, unless CheckRecord is set; FrameMap.Magic for consumers of the
+	// mapping).
 	Magic []byte
+	// CheckRecord, when set, checks the Header bytes of every record read (frame is its
+	// index in the file) instead of Magic: its error fails the read as errs.Format,
+	// prefixed with the file.
+	CheckRecord func(header []byte, frame int) error
+	// PixelBytes and Decode describe pixels stored packed (MIB's raw-packed R64): each
+	// record holds PixelBytes bytes of them, which Decode turns into one frame of Sig and
+	// DType in host byte order. Such frames are read with positioned reads only, never
+	// viewed or mapped in place. Zero and nil: the record holds the frame's pixels as
+	// stored.
+	PixelBytes int64
+	Decode     func(dst, src []byte)
 }
 
 // OpenFlat opens the frames that fl describes as a dataset of the scan, reconciled as
@@ -317,7 +332,8 @@ type Flat struct {
 // Mapper. On error fl.File is closed.
 func OpenFlat(fl Flat, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
 	d := &flatFile{format: fl.Format, path: fl.Path, f: fl.File, offset: fl.Offset, header: fl.Header, footer: fl.Footer,
-		nav: []int{1, ff.Whole}, sig: fl.Sig, dt: fl.DType, bigEndian: fl.BigEndian, magic: fl.Magic}
+		nav: []int{1, ff.Whole}, sig: fl.Sig, dt: fl.DType, bigEndian: fl.BigEndian, magic: fl.Magic,
+		check: fl.CheckRecord, packed: fl.PixelBytes, decode: fl.Decode}
 	if _, err := checkSig(fl.Sig, fl.DType); err != nil {
 		fl.File.Close()
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", fl.Path, err))

@@ -83,7 +83,7 @@ func TestRangeRawNPYAndMemory(t *testing.T) {
 		},
 		"npy": func() (dataset.Dataset, error) {
 			p := filepath.Join(dir, "a.npy")
-			require.NoError(t, os.WriteFile(p, npyBytes("<u2", false, "(3, 5, 6, 4)", stored(binary.LittleEndian)), 0o644))
+			require.NoError(t, os.WriteFile(p, frametest.NPYBytes("<u2", false, "(3, 5, 6, 4)", stored(binary.LittleEndian)), 0o644))
 			return dataset.Open(p, dataset.Options{})
 		},
 		"memory": func() (dataset.Dataset, error) {

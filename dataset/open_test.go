@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	_ "github.com/stemdot/stemdot/dataset/formats" // the tests open files of every format
 	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
@@ -17,7 +18,7 @@ func TestIgnoredOptions(t *testing.T) {
 	for _, format := range []string{"npy", "mib"} {
 		t.Run(format, func(t *testing.T) {
 			path := filepath.Join(dir, "scan."+format)
-			writeRandom(t, path, format, []int{2, 3}, [2]int{4, 6})
+			frametest.WriteRandom(t, path, format, []int{2, 3}, [2]int{4, 6})
 			opt := frametest.RawOnly
 			opt.DatasetPath, opt.AllowFill = "/entry/data", true
 			frametest.CheckIgnored(t, path, opt,
@@ -30,7 +31,7 @@ func TestIgnoredOptions(t *testing.T) {
 	}
 	t.Run("raw", func(t *testing.T) {
 		path := filepath.Join(dir, "scan.raw")
-		writeRandom(t, path, "raw", []int{2, 3}, [2]int{4, 6})
+		frametest.WriteRandom(t, path, "raw", []int{2, 3}, [2]int{4, 6})
 		d, err := dataset.Open(path, dataset.Options{SigShape: []int{4, 6}, DType: dataset.Uint16, BigEndian: true, NavShape: []int{2, 3}})
 		require.NoError(t, err)
 		assert.Empty(t, dataset.Notes(d), "raw options on a raw file")
@@ -39,7 +40,7 @@ func TestIgnoredOptions(t *testing.T) {
 			"option dataset_path applies to HDF5 files only and was ignored")
 	})
 	t.Run("empad", func(t *testing.T) {
-		xmlPath, _, _ := writeEMPAD(t, dir, "acquisition_v122.xml", 6, 1)
+		xmlPath, _, _ := frametest.WriteEMPAD(t, dir, "acquisition_v122.xml", 6, 1)
 		frametest.CheckIgnored(t, xmlPath, dataset.Options{DType: dataset.Uint16},
 			"option dtype applies to raw files only and was ignored: the empad file gives dtype float32")
 	})

@@ -4,15 +4,23 @@
 package frametest
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
 // AllDTypes are the pixel dtypes that stemdot reads.
@@ -129,4 +137,151 @@ func withSync(o dataset.Options, n int) dataset.Options { o.SyncOffset = n; retu
 func withFrames(o dataset.Options, first, count int) dataset.Options {
 	o.Frames = dataset.FrameSpan{First: first, Count: count}
 	return o
+}
+
+// CopyMIB copies a real MIB file (without its .hdr) into a temporary directory.
+func CopyMIB(t *testing.T, name string) (string, []byte) {
+	t.Helper()
+	raw, err := os.ReadFile(testfiles.File(t, "mib/"+name))
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, raw, 0o644))
+	return path, raw
+}
+
+// MIB002 is a real MIB file of ../shared/data/mib with its .hdr sidecar (sig 256×128,
+// nav 4×2, uint16).
+const MIB002 = "002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib"
+
+// NPYBytes builds an NPY 1.0 file by hand (independently of dataset.Create's writer).
+func NPYBytes(descr string, fortran bool, shape string, data []byte) []byte {
+	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': %s, 'shape': %s, }", descr, map[bool]string{false: "False", true: "True"}[fortran], shape)
+	for (10+len(dict)+1)%64 != 0 {
+		dict += " "
+	}
+	dict += "\n"
+	out := append([]byte("\x93NUMPY\x01\x00"), byte(len(dict)), byte(len(dict)>>8))
+	out = append(out, dict...)
+	return append(out, data...)
+}
+
+// EMPAD frames as the detector writes them: 130 rows of 128 float32 little-endian, the
+// last 2 rows per-frame metadata.
+const (
+	EMPADRows, EMPADCols = 130, 128
+	EMPADRecord          = EMPADRows * EMPADCols * 4
+)
+
+var empadRawName = regexp.MustCompile(`<raw_file filename="([^"]*)"`)
+
+// WriteEMPAD copies the EMPAD package's testdata/xmlName into dir and writes beside it the raw file it
+// names, of n frames of random signal whose metadata rows hold 1e30 (a reader that took
+// them for signal would give sums of that size). It returns the XML and raw paths and
+// the frames' 128×128 signal as float64, decoded here from the bytes written.
+func WriteEMPAD(t *testing.T, dir, xmlName string, n int, seed uint64) (xmlPath, rawPath string, frames [][]float64) {
+	t.Helper()
+	x, err := os.ReadFile(filepath.Join(EMPADTestdata(), xmlName))
+	require.NoError(t, err)
+	xmlPath = filepath.Join(dir, xmlName)
+	require.NoError(t, os.WriteFile(xmlPath, x, 0o644))
+	m := empadRawName.FindSubmatch(x)
+	require.NotNil(t, m, "raw_file in %s", xmlName)
+	name := string(m[1])
+	name = name[strings.LastIndexAny(name, `/\`)+1:]
+	rawPath = filepath.Join(dir, name)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	b := make([]byte, 0, n*EMPADRecord)
+	for range n {
+		for i := range EMPADRows * EMPADCols {
+			v := float32(rng.NormFloat64()*100 + 50)
+			if i >= 128*EMPADCols {
+				v = 1e30
+			}
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+	}
+	require.NoError(t, os.WriteFile(rawPath, b, 0o644))
+	return xmlPath, rawPath, DecodeEMPAD(b)
+}
+
+// DecodeEMPAD decodes whole EMPAD records: the first 128 rows of each, as float64.
+func DecodeEMPAD(b []byte) [][]float64 {
+	var frames [][]float64
+	for off := 0; off+EMPADRecord <= len(b); off += EMPADRecord {
+		fr := make([]float64, 128*128)
+		for i := range fr {
+			fr[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[off+4*i:])))
+		}
+		frames = append(frames, fr)
+	}
+	return frames
+}
+
+// EMPADTestdata is the folder of the EMPAD XML files of the tests (dataset/empad/testdata),
+// wherever the test runs from.
+func EMPADTestdata() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "empad", "testdata")
+}
+
+// WriteRandom writes a uint16 file of random frames and returns the frames written.
+func WriteRandom(tb testing.TB, path, format string, nav []int, sig [2]int) []byte {
+	tb.Helper()
+	rng := rand.New(rand.NewPCG(11, 12))
+	data := make([]byte, nav[0]*nav[1]*sig[0]*sig[1]*2) // nav of two axes
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	w, err := dataset.Create(path, format, nav, sig, dataset.Uint16)
+	require.NoError(tb, err)
+	require.NoError(tb, w.WriteFrames(data))
+	require.NoError(tb, w.Close())
+	return data
+}
+
+// NPYDict returns an NPY 1.0 file whose header dict is dict, without data.
+func NPYDict(dict string) []byte {
+	total := 10 + len(dict) + 1
+	total += (64 - total%64) % 64
+	b := binary.LittleEndian.AppendUint16([]byte("\x93NUMPY\x01\x00"), uint16(total-10))
+	b = append(b, dict...)
+	b = append(b, strings.Repeat(" ", total-1-len(b))...)
+	return append(b, '\n')
+}
+
+// GappedRaw writes n random uint16 frames of 6×5 pixels, each record being header bytes
+// of 0xAB, the pixels (little-endian) and footer bytes of 0xCD, after offset bytes; it
+// returns the path and the frames' pixel bytes.
+func GappedRaw(t *testing.T, n, offset, header, footer int) (string, [][]byte) {
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(header)))
+	b := bytes.Repeat([]byte{0xEE}, offset)
+	frames := make([][]byte, n)
+	for f := range frames {
+		for range 30 {
+			frames[f] = binary.LittleEndian.AppendUint16(frames[f], uint16(rng.Uint32()))
+		}
+		b = append(b, bytes.Repeat([]byte{0xAB}, header)...)
+		b = append(b, frames[f]...)
+		b = append(b, bytes.Repeat([]byte{0xCD}, footer)...)
+	}
+	path := filepath.Join(t.TempDir(), "g.raw")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path, frames
+}
+
+// SeedFiles adds to f's seed corpus the first n bytes of each real file of
+// ../shared/data (internal/testfiles) named, when the data is there: the fuzz targets of
+// every reader are seeded from real files.
+func SeedFiles(f *testing.F, n int, names ...string) {
+	dir, ok := testfiles.Lookup()
+	if !ok {
+		return
+	}
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			f.Fatalf("seed file: %v", err)
+		}
+		f.Add(b[:min(len(b), n)])
+	}
 }

@@ -1,4 +1,4 @@
-package dataset_test
+package mib_test
 
 import (
 	"bytes"

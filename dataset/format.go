@@ -110,6 +110,11 @@ func Formats() []Format {
 var sharedOptionKeys = []string{"format", "nav_shape", "sync_offset", "flyback", "sig_shape", "dtype", "byte_order",
 	"offset", "dataset_path", "frame_header", "frame_footer", "allow_fill", "roi", "frames"}
 
+// SharedOptionKeys returns the keys of the shared options, the fields of Options other
+// than FormatOptions ("nav_shape", "sig_shape", ...), as front ends and messages name
+// them ("option nav_shape"). No format option takes one of them.
+func SharedOptionKeys() []string { return slices.Clone(sharedOptionKeys) }
+
 // formatOfOption returns the registered format that reads the format option key; the
 // registry's lock is held.
 func formatOfOption(key string) (Format, bool) {

@@ -1,6 +1,8 @@
 // Package frametest holds the helpers that the tests of package dataset and of its
-// format packages share: random pixel values of every dtype, their encoding in either
-// byte order and the decoding of host-order frames, independent of the readers.
+// format packages share, independent of the readers: random pixel values of every dtype,
+// their encoding in either byte order and the decoding of host-order frames; test files
+// written by hand (NPY, raw with per-frame bytes, EMPAD) or copied from ../shared/data
+// (MIB); the seeds of fuzz targets; the check of the notes on ignored options.
 package frametest
 
 import (
@@ -174,9 +176,9 @@ const (
 
 var empadRawName = regexp.MustCompile(`<raw_file filename="([^"]*)"`)
 
-// WriteEMPAD copies the EMPAD package's testdata/xmlName into dir and writes beside it the raw file it
-// names, of n frames of random signal whose metadata rows hold 1e30 (a reader that took
-// them for signal would give sums of that size). It returns the XML and raw paths and
+// WriteEMPAD copies xmlName of EMPADTestdata into dir and writes beside it the raw file
+// it names, of n frames of random signal whose metadata rows hold 1e30 (a reader that
+// took them for signal would give sums of that size). It returns the XML and raw paths and
 // the frames' 128×128 signal as float64, decoded here from the bytes written.
 func WriteEMPAD(t *testing.T, dir, xmlName string, n int, seed uint64) (xmlPath, rawPath string, frames [][]float64) {
 	t.Helper()

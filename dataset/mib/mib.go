@@ -93,7 +93,6 @@ func parseMIBHeader(h []byte) (mibHeader, error) {
 
 // mibFile is the layout of a MIB file, read from its first and last frame headers.
 type mibFile struct {
-	path      string
 	f         *os.File
 	sig       [2]int
 	dt        dataset.DType
@@ -114,7 +113,7 @@ func open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := newMIBFile(path, f, size)
+	d, err := newMIBFile(f, size)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: %w", path, err)
@@ -190,7 +189,7 @@ func (d *mibFile) flybackAtEnd(first, stride, rows int) (atEnd bool, why string)
 
 // newMIBFile reads the first and last frame headers of f (size bytes) and checks that
 // they agree and that the file is a whole number of frames.
-func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
+func newMIBFile(f *os.File, size int64) (*mibFile, error) {
 	if size == 0 {
 		return nil, errors.New("empty file (0 bytes): not a Merlin MIB file")
 	}
@@ -236,7 +235,6 @@ func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
 			size, hd.headerBytes, pixelBytes, hd.width, hd.height, hd.pixelType)
 	}
 	d := &mibFile{
-		path:   path,
 		f:      f,
 		sig:    sig,
 		dt:     dt,

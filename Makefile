@@ -109,6 +109,10 @@ test-go: py-refs
 FUZZ_TARGETS ?= dataset/mib:FuzzMIBHeader:150000 dataset/blo:FuzzBLOHeader:150000 dataset/mib:FuzzHdr:4000 \
 	dataset/empad:FuzzEMPADXML:40000 dataset/npy:FuzzNPY:40000 dataset/raw:FuzzRaw:15000 dataset:FuzzOpen:1500 \
 	masks:FuzzLoadNPY:4000 internal/npy:FuzzRead:100000 internal/npy:FuzzReadArray:50000 dataset:FuzzROIFile:3000
+FUZZ_TARGETS += dataset/mrc:FuzzMRCHeader:100000 dataset/mrc:FuzzMRCOpen:4000 dataset/tvips:FuzzTVIPSHeader:100000 \
+	dataset/tvips:FuzzTVIPSOpen:2000
+FUZZ_TARGETS += dataset/seq:FuzzSEQ:3000 dataset/k2is:FuzzGTG:150000 dataset/k2is:FuzzK2ISSync:60000 \
+	dataset/frms6:FuzzFRMS6HDR:100000 dataset/frms6:FuzzFRMS6Header:200000 dataset/frms6:FuzzFRMS6GainMAT:60000
 fuzz:
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
 		$(GO) test $(GOTAGS_CPU) ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $${FUZZTIME:-$${n}x} || exit 1; done

@@ -1,0 +1,238 @@
+package frms6
+
+import (
+	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+)
+
+// maxGainMap bounds the gain map files read.
+const maxGainMap = 1 << 30
+
+// readGainMap reads a gain map as LiberTEM does (FRMS6DataSet's gain_map_path): the
+// variable GainMap of a MATLAB .mat file (level 5, as scipy.io.loadmat reads it) of the
+// frames' shape, or a CSV file of rows of semicolon-separated numbers (empty fields
+// ignored), transposed: the file's row r holds detector column r. It returns the gain in
+// the frames' layout (sig_y rows of sig_x).
+func readGainMap(path string, sig [2]int) ([]float32, error) {
+	f, size, err := dataset.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if size > maxGainMap {
+		return nil, fmt.Errorf("%s: %d bytes is too large for a gain map", path, size)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, errs.Wrap(errs.IO, fmt.Errorf("%s: %w", path, err))
+	}
+	if strings.EqualFold(filepath.Ext(path), ".mat") {
+		gain, err := matGainMap(b, sig)
+		if err != nil {
+			return nil, errs.Wrap(errs.Format, fmt.Errorf("%s: %w", path, err))
+		}
+		return gain, nil
+	}
+	gain := make([]float32, sig[0]*sig[1])
+	rows := 0
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimRight(line, "\r\n")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var vals []float64
+		for field := range strings.SplitSeq(line, ";") {
+			if field = strings.TrimSpace(field); field == "" {
+				continue
+			}
+			v, err := strconv.ParseFloat(field, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: row %d: %q is not a number", path, rows+1, field)
+			}
+			vals = append(vals, v)
+		}
+		if rows >= sig[1] || len(vals) != sig[0] {
+			return nil, errs.New(errs.Shape, "%s: row %d has %d values: a gain map for frames of sig shape (%d, %d) has %d rows (detector columns) of %d values (detector rows)",
+				path, rows+1, len(vals), sig[0], sig[1], sig[1], sig[0])
+		}
+		for y, v := range vals {
+			gain[y*sig[1]+rows] = float32(v)
+		}
+		rows++
+	}
+	if rows != sig[1] {
+		return nil, errs.New(errs.Shape, "%s: %d rows: a gain map for frames of sig shape (%d, %d) has %d rows (detector columns) of %d values", path, rows, sig[0], sig[1], sig[1], sig[0])
+	}
+	return gain, nil
+}
+
+// MATLAB level 5 MAT-file data types and array classes (the MAT-File Format
+// documentation of MathWorks).
+const (
+	miINT8       = 1
+	miUINT8      = 2
+	miINT16      = 3
+	miUINT16     = 4
+	miINT32      = 5
+	miUINT32     = 6
+	miSINGLE     = 7
+	miDOUBLE     = 9
+	miINT64      = 12
+	miUINT64     = 13
+	miMATRIX     = 14
+	miCOMPRESSED = 15
+	complexFlag  = 0x0800
+)
+
+// matElement is a data element: its type and its data.
+type matElement struct {
+	typ  uint32
+	data []byte
+}
+
+// matElements splits b into data elements: an 8-byte tag (type, size) and the data,
+// padded to 8 bytes, or a small element of at most 4 bytes in the tag's second word
+// (the size in the first word's upper half).
+func matElements(b []byte, o binary.ByteOrder) ([]matElement, error) {
+	var out []matElement
+	for len(b) > 0 {
+		if len(b) < 8 {
+			return nil, errors.New("a data element's tag is cut short")
+		}
+		typ, n := o.Uint32(b), uint64(o.Uint32(b[4:]))
+		if small := typ >> 16; small != 0 {
+			if small > 4 {
+				return nil, fmt.Errorf("a small data element of %d bytes", small)
+			}
+			out = append(out, matElement{typ & 0xFFFF, b[4 : 4+small]})
+			b = b[8:]
+			continue
+		}
+		if n > uint64(len(b)-8) {
+			return nil, fmt.Errorf("a data element of %d bytes in the %d left", n, len(b)-8)
+		}
+		out = append(out, matElement{typ, b[8 : 8+n]})
+		next := 8 + n
+		if typ != miCOMPRESSED {
+			next = min((next+7)&^7, uint64(len(b)))
+		}
+		b = b[next:]
+	}
+	return out, nil
+}
+
+// matGainMap finds the variable GainMap (a real numeric matrix of sig_y rows and sig_x
+// columns, stored column by column) in a level 5 MAT-file.
+func matGainMap(b []byte, sig [2]int) ([]float32, error) {
+	if len(b) < 128 {
+		return nil, errors.New("too short for a MATLAB MAT-file (128-byte header)")
+	}
+	if bytes.HasPrefix(b, []byte("MATLAB 7.3")) {
+		return nil, errs.New(errs.Argument, "a MATLAB 7.3 MAT-file (HDF5) is not read: save the GainMap with save(..., '-v7') or as CSV")
+	}
+	var o binary.ByteOrder
+	switch string(b[126:128]) {
+	case "IM":
+		o = binary.LittleEndian
+	case "MI":
+		o = binary.BigEndian
+	default:
+		return nil, errors.New("not a MATLAB level 5 MAT-file: no endian indicator MI at byte 126")
+	}
+	elems, err := matElements(b[128:], o)
+	if err != nil {
+		return nil, fmt.Errorf("MAT-file: %w", err)
+	}
+	var names []string
+	for _, e := range elems {
+		if e.typ == miCOMPRESSED {
+			z, err := zlib.NewReader(bytes.NewReader(e.data))
+			if err != nil {
+				return nil, fmt.Errorf("MAT-file: a compressed variable: %w", err)
+			}
+			d, err := io.ReadAll(io.LimitReader(z, maxGainMap))
+			if err != nil {
+				return nil, fmt.Errorf("MAT-file: a compressed variable: %w", err)
+			}
+			inner, err := matElements(d, o)
+			if err != nil || len(inner) != 1 {
+				return nil, fmt.Errorf("MAT-file: a compressed variable does not hold one data element (%v)", err)
+			}
+			e = inner[0]
+		}
+		if e.typ != miMATRIX {
+			continue
+		}
+		sub, err := matElements(e.data, o)
+		if err != nil || len(sub) < 4 {
+			return nil, fmt.Errorf("MAT-file: a variable's array flags, dimensions, name and data are damaged (%v)", err)
+		}
+		name := string(sub[2].data)
+		names = append(names, name)
+		if name != "GainMap" {
+			continue
+		}
+		if len(sub[0].data) < 4 || o.Uint32(sub[0].data)&complexFlag != 0 || sub[1].typ != miINT32 || len(sub[1].data) != 8 {
+			return nil, errors.New("MAT-file: GainMap is not a real 2-D matrix")
+		}
+		rows, cols := int(int32(o.Uint32(sub[1].data))), int(int32(o.Uint32(sub[1].data[4:])))
+		if rows != sig[0] || cols != sig[1] {
+			return nil, errs.New(errs.Shape, "MAT-file: GainMap is %d×%d, the frames are %d×%d", rows, cols, sig[0], sig[1])
+		}
+		return matValues(sub[3], o, rows, cols)
+	}
+	return nil, fmt.Errorf("MAT-file: no variable GainMap (variables: %s)", strings.Join(names, ", "))
+}
+
+// matValues decodes a numeric data element of rows×cols values stored column by column
+// into the frames' row-major layout.
+func matValues(e matElement, o binary.ByteOrder, rows, cols int) ([]float32, error) {
+	sizes := map[uint32]int{miINT8: 1, miUINT8: 1, miINT16: 2, miUINT16: 2, miINT32: 4, miUINT32: 4, miSINGLE: 4, miDOUBLE: 8, miINT64: 8, miUINT64: 8}
+	es, ok := sizes[e.typ]
+	if !ok {
+		return nil, fmt.Errorf("MAT-file: GainMap has data type %d, not a number", e.typ)
+	}
+	if len(e.data) != rows*cols*es {
+		return nil, fmt.Errorf("MAT-file: GainMap holds %d bytes, want %d×%d values of %d bytes", len(e.data), rows, cols, es)
+	}
+	out := make([]float32, rows*cols)
+	for i := range out {
+		d := e.data[i*es:]
+		var v float64
+		switch e.typ {
+		case miINT8:
+			v = float64(int8(d[0]))
+		case miUINT8:
+			v = float64(d[0])
+		case miINT16:
+			v = float64(int16(o.Uint16(d)))
+		case miUINT16:
+			v = float64(o.Uint16(d))
+		case miINT32:
+			v = float64(int32(o.Uint32(d)))
+		case miUINT32:
+			v = float64(o.Uint32(d))
+		case miSINGLE:
+			v = float64(math.Float32frombits(o.Uint32(d)))
+		case miDOUBLE:
+			v = math.Float64frombits(o.Uint64(d))
+		case miINT64:
+			v = float64(int64(o.Uint64(d)))
+		case miUINT64:
+			v = float64(o.Uint64(d))
+		}
+		out[(i%rows)*cols+i/rows] = float32(v) // column-major to row-major
+	}
+	return out, nil
+}

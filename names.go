@@ -1,12 +1,19 @@
 package stemdot
 
-import "regexp"
+import (
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/stemdot/stemdot/dataset"
+)
 
 // goNames are the Go names of the options, by key: the key is the option's name in
 // messages ("option dataset_path"), in the C ABI's and Python's options, and, as
 // FlagName, the CLI's flag; the Go name is the field (or argument) a Go caller sets.
-// Every option of OpenOptions and planKeys, the outputs and the masks is here (the
-// tests check it against the fields).
+// Every shared option of OpenOptions and planKeys, the outputs and the masks is here
+// (the tests check it against the fields); a format option's Go name is
+// Options.FormatOptions["key"] (goName).
 var goNames = map[string]string{
 	"format":       "Options.Format",
 	"nav_shape":    "Options.NavShape",
@@ -55,8 +62,20 @@ var goNames = map[string]string{
 	"masks": "MasksFrom's files",
 }
 
-// goNameRef matches a Go name of goNames in a message.
-var goNameRef = regexp.MustCompile(`\b(?:ApplyOptions|Options|Plan|Outputs|COMOutputs|COMOptions)\.[A-Z][A-Za-z0-9]*\b|\bMasksFrom's (?:specs|files)\b|\bPick's positions\b`)
+// goName returns the Go name of the option key: goNames's, or for the option of a
+// registered format Options.FormatOptions["key"].
+func goName(key string) (string, bool) {
+	if name, ok := goNames[key]; ok {
+		return name, true
+	}
+	if _, _, ok := dataset.FormatOptionOf(key); ok {
+		return "Options.FormatOptions[" + strconv.Quote(key) + "]", true
+	}
+	return "", false
+}
+
+// goNameRef matches a Go name (goName) in a message.
+var goNameRef = regexp.MustCompile(`\bOptions\.FormatOptions\["[a-z][a-z0-9_]*"\]|\b(?:ApplyOptions|Options|Plan|Outputs|COMOutputs|COMOptions)\.[A-Z][A-Za-z0-9]*\b|\bMasksFrom's (?:specs|files)\b|\bPick's positions\b`)
 
 // GoNames rewrites the options named in a message by key ("give option dataset_path")
 // as a Go caller sets them ("give Options.DatasetPath"). The errors and warnings of this
@@ -65,7 +84,7 @@ var goNameRef = regexp.MustCompile(`\b(?:ApplyOptions|Options|Plan|Outputs|COMOu
 // keys.
 func GoNames(msg string) string {
 	return optionRef.ReplaceAllStringFunc(msg, func(m string) string {
-		if name, ok := goNames[m[len("option "):]]; ok {
+		if name, ok := goName(m[len("option "):]); ok {
 			return name
 		}
 		return m
@@ -82,7 +101,7 @@ var optionRef = regexp.MustCompile(`\boption ([a-z][a-z0-9_]*)\b`)
 func FlagNames(msg string) string {
 	return optionRef.ReplaceAllStringFunc(OptionKeys(msg), func(m string) string {
 		key := m[len("option "):]
-		if _, ok := goNames[key]; ok { // every option key (TestGoNames)
+		if _, ok := goName(key); ok { // every option key (TestGoNames)
 			return FlagName(key)
 		}
 		return m
@@ -93,6 +112,9 @@ func FlagNames(msg string) string {
 // "option KEY": the C ABI and Python name options by key.
 func OptionKeys(msg string) string {
 	return goNameRef.ReplaceAllStringFunc(msg, func(m string) string {
+		if key, ok := strings.CutPrefix(m, "Options.FormatOptions["); ok {
+			return "option " + strings.Trim(key, `"]`)
+		}
 		for key, name := range goNames {
 			if name == m {
 				return "option " + key

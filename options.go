@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/stemdot/stemdot/dataset"
+	_ "github.com/stemdot/stemdot/dataset/formats" // Open reads every format
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/planner"
 )
@@ -19,8 +20,9 @@ import (
 type Options = dataset.Options
 
 // OpenOption is one option of Open, as every front end names it: Key is the C ABI's
-// and Python's name ("sig_shape"), FlagName the CLI's ("--sig-shape"). Adding an option
-// here (and its field to dataset.Options) makes it reach the CLI, the C ABI and Python.
+// and Python's name ("sig_shape"), FlagName the CLI's ("--sig-shape"). Adding a shared
+// option to OpenOptions (and its field to dataset.Options), or a format option to a
+// format's dataset.Format.FormatOptions, makes it reach the CLI, the C ABI and Python.
 type OpenOption struct {
 	// Key is the option's name in snake_case, as error messages name it ("option
 	// sig_shape").
@@ -41,10 +43,47 @@ func (o OpenOption) FlagName() string { return FlagName(o.Key) }
 // FlagName turns an option key into the CLI's flag: "sig_shape" → "--sig-shape".
 func FlagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
 
-// OpenOptions are the options of Open, in the order the CLI's help lists them.
-var OpenOptions = []OpenOption{
-	{Key: "format", Usage: "file format: raw, npy, mib, blo, hdf5 or empad (default: detected from the extension and content)",
-		set: func(o *Options, v string) error { o.Format = strings.ToLower(strings.TrimSpace(v)); return nil }},
+// OpenOptions returns the options of Open, in the order the CLI's help lists them: the
+// shared options (a field of Options each), then the format options of every registered
+// format (dataset.Format.FormatOptions, by format name; each sets
+// Options.FormatOptions[Key]: the value as given, a Switch's as "true" or "false").
+func OpenOptions() []OpenOption {
+	formats := dataset.Formats()
+	var names []string
+	for _, f := range formats {
+		names = append(names, f.Name)
+	}
+	list := append([]OpenOption{{Key: "format", Usage: "file format: " + strings.Join(names, ", ") + " (default: detected from the extension and content)",
+		set: func(o *Options, v string) error { o.Format = strings.ToLower(strings.TrimSpace(v)); return nil }}}, sharedOpenOptions...)
+	for _, f := range formats {
+		for _, fo := range f.FormatOptions {
+			list = append(list, OpenOption{Key: fo.Key, Usage: fo.Usage, Default: fo.Default, Switch: fo.Switch, set: setFormatOption(fo)})
+		}
+	}
+	return list
+}
+
+// setFormatOption sets the format option fo in Options.FormatOptions.
+func setFormatOption(fo dataset.FormatOption) func(o *Options, v string) error {
+	return func(o *Options, v string) error {
+		if fo.Switch {
+			on, err := parseBool(strings.TrimSpace(v))
+			if err != nil {
+				return err
+			}
+			v = strconv.FormatBool(on)
+		}
+		if o.FormatOptions == nil {
+			o.FormatOptions = map[string]string{}
+		}
+		o.FormatOptions[fo.Key] = v
+		return nil
+	}
+}
+
+// sharedOpenOptions are the shared options of Open (the fields of Options but Format,
+// whose usage OpenOptions builds from the registered formats, and FormatOptions).
+var sharedOpenOptions = []OpenOption{
 	{Key: "nav_shape", Usage: "navigation (scan) shape Y,X (or N); overrides the file's scan shape when it has as many positions, or as many as the file has frames; another is refused (default: from the file, else 1,N with a warning)",
 		set: func(o *Options, v string) (err error) {
 			if o.NavShape, err = ParseShape(v, 0); err == nil && len(o.NavShape) > 2 {
@@ -104,25 +143,27 @@ func parseBytes(v string) (int64, error) {
 	return 0, fmt.Errorf("want a non-negative byte count such as 1024 or 1KiB")
 }
 
-// SetOpenOption sets the option key of o from its string value. Errors (errs.Argument,
-// errs.Shape or errs.DType) name the option: "option sig_shape "256": want 2 sizes".
+// SetOpenOption sets the option key of o (a key of OpenOptions) from its string value.
+// Errors (errs.Argument, errs.Shape or errs.DType) name the option: "option sig_shape
+// "256": want 2 sizes".
 func SetOpenOption(o *Options, key, value string) error {
-	i := slices.IndexFunc(OpenOptions, func(opt OpenOption) bool { return opt.Key == key })
+	options := OpenOptions()
+	i := slices.IndexFunc(options, func(opt OpenOption) bool { return opt.Key == key })
 	if i < 0 {
-		keys := make([]string, len(OpenOptions))
-		for j, opt := range OpenOptions {
+		keys := make([]string, len(options))
+		for j, opt := range options {
 			keys[j] = opt.Key
 		}
 		return errs.New(errs.Argument, "unknown option %q (known: %s)", key, strings.Join(keys, ", "))
 	}
-	if err := OpenOptions[i].set(o, value); err != nil {
+	if err := options[i].set(o, value); err != nil {
 		return errs.Wrap(errs.Argument, fmt.Errorf("option %s %q: %w", key, value, err))
 	}
 	return nil
 }
 
 // ParseOptions parses the option string of the C ABI's stemdot_open and Python's
-// stemdot.open, "key=value;key=value" with the keys of OpenOptions (case-insensitive;
+// stemdot.open, "key=value;key=value" with the keys of OpenOptions() (case-insensitive;
 // empty items are skipped; a key given twice is an error).
 func ParseOptions(s string) (Options, error) {
 	var o Options
@@ -217,10 +258,9 @@ func ParseByteOrder(s string) (bigEndian bool, err error) {
 }
 
 // Open opens the 4D-STEM file at path, of a format detected from its name and content
-// or given by opt.Format (dataset.Open): raw (.raw, .bin, or any file given SigShape
-// and DType), NPY (.npy), Merlin MIB with its .hdr sidecar (.mib, .hdr), NanoMEGAS BLO
-// (.blo), HDF5 (.h5, .hdf5, .hdf, .nxs, .emd) and EMPAD (.xml, or the .raw file an
-// EMPAD .xml beside it names). Close the dataset when done. Errors are classified
+// or given by opt.Format (dataset.Open): any format of dataset.Formats, which are those
+// of package dataset/formats (the README's format table lists them with their
+// extensions and options). Close the dataset when done. Errors are classified
 // (errs.IO, errs.Format, errs.Shape, errs.DType, errs.Argument) and name the file and
 // the field of opt that helps ("give Options.NavShape").
 func Open(path string, opt Options) (dataset.Dataset, error) {

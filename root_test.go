@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
+	"github.com/stemdot/stemdot/internal/testformat"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -176,7 +178,7 @@ func TestOptions(t *testing.T) {
 		kind errs.Kind
 		msg  string
 	}{
-		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, flyback, dataset_path, allow_fill, roi, frames)`},
+		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, flyback, dataset_path, allow_fill, roi, frames, skip_bytes, skip_note)`}, // formatoptions_test.go registers skiptest
 		{"frames=2", errs.Argument, `option frames "2": want FIRST,COUNT`},
 		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
 		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},
@@ -265,50 +267,64 @@ func TestResultFieldsDocumented(t *testing.T) {
 	require.Equal(t, []string{"NavShape", "NMasks", "Positions", "ScanShape", "F32", "F64", "Stats", "Names", "Warnings", "Info"}, fields)
 }
 
-// Open's doc, and the help of option format, list every format dataset.Open reads, with
-// every file extension it detects: the list of Open's own error for an unknown format.
-func TestOpenDocListsFormats(t *testing.T) {
+// Every registered format (but formatoptions_test.go's test-only one) is in Open's error
+// for an unknown format with its extensions, in the help of option format, and has a row
+// in the README's format table naming its extensions and the options it reads (#19.1).
+func TestEveryFormatListed(t *testing.T) {
 	_, err := stemdot.Open(filepath.Join(t.TempDir(), "x"), stemdot.Options{Format: "bogus"})
 	_, supported, ok := strings.Cut(err.Error(), "(supported: ")
 	require.True(t, ok, err.Error())
-	names := regexp.MustCompile(`(?:^|\), )([a-z0-9]+) \(`).FindAllStringSubmatch(supported, -1)
-	require.Len(t, names, 6, supported)
-	exts := regexp.MustCompile(`\.[a-z0-9]+\b`).FindAllString(supported, -1)
-	require.Contains(t, exts, ".emd")
-
-	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
-	require.NoError(t, err)
-	var doc string
-	for _, f := range pkgs["stemdot"].Files {
-		for _, d := range f.Decls {
-			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && fn.Name.Name == "Open" {
-				doc = fn.Doc.Text()
-			}
-		}
-	}
-	require.NotEmpty(t, doc, "func Open has a doc comment")
 	var usage string
-	for _, o := range stemdot.OpenOptions {
+	for _, o := range stemdot.OpenOptions() {
 		if o.Key == "format" {
 			usage = o.Usage
 		}
 	}
-	for _, n := range names {
-		require.Contains(t, strings.ToLower(doc), n[1], "Open's doc names format %s", n[1])
-		require.Contains(t, usage, n[1], "option format's help names format %s", n[1])
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(readme), "\n| format | extensions | what is read from metadata | options |\n|---|---|---|---|\n")
+	require.True(t, ok, "README has the format table")
+	rows := map[string][]string{} // format name → cells
+	for line := range strings.Lines(table) {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		require.Len(t, cells, 4, line)
+		name := regexp.MustCompile("^ `([a-z0-9]+)`").FindStringSubmatch(cells[0])
+		require.NotNil(t, name, "the row names its format first: %s", line)
+		rows[name[1]] = cells
 	}
-	for _, ext := range exts {
-		require.Contains(t, doc, ext, "Open's doc names the extension %s", ext)
+	formats := slices.DeleteFunc(dataset.Formats(), func(f dataset.Format) bool { return f.Name == testformat.Name })
+	require.GreaterOrEqual(t, len(formats), 6)
+	for _, f := range formats {
+		require.Regexp(t, `(^|, )`+f.Name+` \(`, supported, "Open's error lists format %s", f.Name)
+		require.Regexp(t, `\b`+f.Name+`\b`, usage, "option format's help names format %s", f.Name)
+		row, ok := rows[f.Name]
+		require.True(t, ok, "the README's format table has a row for %s", f.Name)
+		for _, ext := range f.Extensions {
+			require.Contains(t, supported, ext, "Open's error names the extension %s", ext)
+			require.Contains(t, row[1], "`"+ext+"`", "the README's row of %s names the extension %s", f.Name, ext)
+		}
+		for _, key := range f.Options {
+			require.Contains(t, row[3], "`"+stemdot.FlagName(key), "the README's row of %s names the option %s it reads", f.Name, key)
+		}
+		for _, o := range f.FormatOptions {
+			require.Contains(t, row[3], "`"+stemdot.FlagName(o.Key), "the README's row of %s names its option %s", f.Name, o.Key)
+		}
+		delete(rows, f.Name)
 	}
+	require.Empty(t, rows, "the README's format table has rows of registered formats only")
 }
 
 // The Go API names options as a Go caller sets them (Options.DatasetPath), in errors and
 // warnings, keeping their kinds; every option key has a Go name that is a field of
-// Options, Plan or Outputs (or MasksFrom's argument); OptionKeys (the C ABI) and
-// FlagNames (the CLI) turn Go names back into keys and flags.
+// Options, Plan or Outputs (or MasksFrom's argument), a format option's is
+// Options.FormatOptions["key"]; OptionKeys (the C ABI) and FlagNames (the CLI) turn Go
+// names back into keys and flags.
 func TestGoNames(t *testing.T) {
 	keys := []string{"out", "png", "com_shifts", "mean", "max", "std", "roi_compact", "mask", "masks", "at", "shifts"}
-	for _, o := range stemdot.OpenOptions {
+	for _, o := range stemdot.OpenOptions() {
 		keys = append(keys, o.Key)
 	}
 	p, err := stemdot.ParsePlan("threads=1")
@@ -320,7 +336,9 @@ func TestGoNames(t *testing.T) {
 	for _, key := range keys {
 		msg := "give option " + key + " 2"
 		name := strings.TrimSuffix(strings.TrimPrefix(stemdot.GoNames(msg), "give "), " 2")
-		if typ, field, ok := strings.Cut(name, "."); ok {
+		if _, _, isFormat := dataset.FormatOptionOf(key); isFormat {
+			require.Equal(t, `Options.FormatOptions["`+key+`"]`, name, "format option %s", key)
+		} else if typ, field, ok := strings.Cut(name, "."); ok {
 			require.Contains(t, types, typ, key)
 			_, ok = types[typ].FieldByName(field)
 			require.True(t, ok, "option %s: %s is a field", key, name)

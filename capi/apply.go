@@ -15,7 +15,7 @@ import (
 const maxNavDims = 8
 
 // openDataset opens path with the stemdot_open option string "key=value;..." (the keys
-// of stemdot.OpenOptions).
+// of stemdot.OpenOptions()).
 func openDataset(path, options string) (dataset.Dataset, error) {
 	if path == "" {
 		return nil, failf(errs.Argument, "empty dataset path")

@@ -19,6 +19,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
+	"github.com/stemdot/stemdot/internal/testformat"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -58,6 +59,25 @@ func TestParseFormatOptions(t *testing.T) {
 		_, err := stemdot.ParseOptions(tc.in)
 		requireCode(t, err, tc.code, tc.contains)
 	}
+}
+
+// A format's own options (of the test-only format skiptest) are options of stemdot_open
+// by key, a switch's value any of true/false, 1/0, yes/no, on/off (#19.1).
+func TestOpenFormatOptions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f"+testformat.Ext)
+	require.NoError(t, os.WriteFile(path, []byte{0xEE, 1, 2, 3, 4, 5, 6, 7, 8}, 0o644))
+	ds, err := openDataset(path, "skip_bytes=1;skip_note=on")
+	require.NoError(t, err)
+	defer ds.Close()
+	got := make([]byte, 8)
+	require.NoError(t, ds.ReadFrames(0, 2, got))
+	assert.Equal(t, []byte{1, 2, 3, 4, 5, 6, 7, 8}, got)
+	assert.Equal(t, []string{testformat.Note}, dataset.Notes(ds))
+
+	_, err = openDataset(path, "skip_bytes=x")
+	requireCode(t, err, errInvalidArgument, `option skip_bytes "x" is not a byte count`)
+	_, err = openDataset(path, "skip_note=2")
+	requireCode(t, err, errInvalidArgument, `option skip_note "2": not a boolean`)
 }
 
 func TestHandleRegistry(t *testing.T) {

@@ -17,5 +17,7 @@
 // capi/examples/apply.c shows its use from C.
 package main
 
+import _ "github.com/stemdot/stemdot/dataset/formats" // every format (the stemdot package imports it too)
+
 // main is required by -buildmode=c-shared and never runs.
 func main() {}

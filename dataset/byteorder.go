@@ -48,7 +48,3 @@ func copyToHost(dst, src []byte, size int, srcBigEndian bool) {
 		copy(dst, src)
 	}
 }
-
-func putHost16(b []byte, v uint16) { binary.NativeEndian.PutUint16(b, v) }
-func putHost32(b []byte, v uint32) { binary.NativeEndian.PutUint32(b, v) }
-func getHost32(b []byte) uint32    { return binary.NativeEndian.Uint32(b) }

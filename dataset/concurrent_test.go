@@ -11,29 +11,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 )
-
-// writeRandom writes a uint16 file of random frames and returns the frames written.
-func writeRandom(tb testing.TB, path, format string, nav []int, sig [2]int) []byte {
-	tb.Helper()
-	rng := rand.New(rand.NewPCG(11, 12))
-	data := make([]byte, nav[0]*nav[1]*sig[0]*sig[1]*2)
-	for i := range data {
-		data[i] = byte(rng.Uint32())
-	}
-	w, err := dataset.Create(path, format, nav, sig, dataset.Uint16)
-	require.NoError(tb, err)
-	require.NoError(tb, w.WriteFrames(data))
-	require.NoError(tb, w.Close())
-	return data
-}
 
 func TestConcurrentReadFrames(t *testing.T) {
 	for _, format := range []string{"mib", "npy", "raw"} {
 		t.Run(format, func(t *testing.T) {
 			nav, sig := []int{8, 8}, [2]int{32, 48}
 			path := filepath.Join(t.TempDir(), "c."+format)
-			want := writeRandom(t, path, format, nav, sig)
+			want := frametest.WriteRandom(t, path, format, nav, sig)
 			d, err := dataset.Open(path, dataset.Options{NavShape: nav, SigShape: sig[:], DType: dataset.Uint16})
 			require.NoError(t, err)
 			defer d.Close()
@@ -74,7 +60,7 @@ func BenchmarkReadFrames(b *testing.B) {
 		b.Run(format, func(b *testing.B) {
 			nav, sig := []int{8, 16}, [2]int{256, 256}
 			path := filepath.Join(b.TempDir(), "bench."+format)
-			writeRandom(b, path, format, nav, sig)
+			frametest.WriteRandom(b, path, format, nav, sig)
 			d, err := dataset.Open(path, dataset.Options{})
 			require.NoError(b, err)
 			defer d.Close()

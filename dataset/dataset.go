@@ -6,12 +6,15 @@
 // nav_shape). Signal axes are kept in stored order: row 0 is the first stored row, with
 // no flip.
 //
-// Supported formats: raw (optionally with per-frame header and footer bytes), NPY,
-// Quantum Detectors Merlin MIB (including raw-packed R64), NanoMEGAS BLO, HDF5 (through
-// libhdf5) and EMPAD (XML metadata and raw float32 frames). A file's frame count is reconciled with the scan as frames.go describes. Every
-// format delivers frames in its native dtype converted to host (little-endian) byte
-// order, so that a consumer (a CPU worker converting to float32, or a GPU worker copying
-// native bytes to the device) never deals with byte order.
+// Each file format lives in a sub-package that registers it (Register): dataset/raw,
+// dataset/npy, dataset/mib, dataset/blo, dataset/hdf5, dataset/empad, ...; import
+// dataset/formats for all of them. This package is the core they share: the Dataset
+// interface, Open with its detection of a file's format, the reader toolkit of
+// format.go, frame-count reconciliation (a file's frame count is reconciled with the
+// scan as frames.go describes), flyback frames, ROI and frame ranges, memory mappings
+// and their faults. Every format delivers frames in its native dtype converted to host
+// (little-endian) byte order, so that a consumer (a CPU worker converting to float32, or
+// a GPU worker copying native bytes to the device) never deals with byte order.
 //
 // Data flows one way: file → dataset → partitions → tiles → workers → result. This
 // package is the first step and knows nothing of masks, plans or workers.
@@ -59,6 +62,16 @@ func (d DType) Size() int {
 	return 0
 }
 
+// DTypes returns the pixel dtypes that stemdot reads, Uint8 to Float64: a format refuses
+// others (errs.DType) naming them.
+func DTypes() []DType {
+	list := make([]DType, 0, len(dtypeNames)-1)
+	for d := Invalid + 1; int(d) < len(dtypeNames); d++ {
+		list = append(list, d)
+	}
+	return list
+}
+
 // ParseDType parses a numpy dtype name ("uint16", "u2", "float32", "f4", ...).
 func ParseDType(s string) (DType, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
@@ -85,7 +98,8 @@ func ParseDType(s string) (DType, error) {
 // Dataset is an opened 4D-STEM dataset. Implementations are safe for concurrent use by
 // several goroutines (ReadFrames uses positioned reads, no shared file offset).
 type Dataset interface {
-	// Format names the file format: "raw", "npy", "mib", "blo", "hdf5", "empad" or "memory".
+	// Format names the file format: a registered format's name ("mib", "hdf5", ...; see
+	// Formats), or "memory".
 	Format() string
 	// Path is the file the dataset was opened from ("" for in-memory data).
 	Path() string

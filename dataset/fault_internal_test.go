@@ -17,7 +17,10 @@ import (
 func TestGuardMapped(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.raw")
 	require.NoError(t, os.WriteFile(path, make([]byte, 64<<10), 0o644))
-	d, err := Open(path, Options{SigShape: []int{64, 64}, DType: Uint16})
+	f, size, err := OpenFile(path)
+	require.NoError(t, err)
+	d, err := OpenFlat(Flat{Format: "raw", Path: path, File: f, Size: size, Sig: [2]int{64, 64}, DType: Uint16},
+		Options{}, nil, "", FileFrames{Whole: 8, RecordBytes: 8192})
 	require.NoError(t, err)
 	defer d.Close()
 	m := d.(*mappedFile)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 )
 
@@ -43,7 +44,7 @@ func TestFileShrinks(t *testing.T) {
 		return fmt.Sprintf("dataset: %s: the file changed while being read: it is now 100 bytes, %d when it was opened (truncated or rewritten by another program)", path, size)
 	}
 	t.Run("raw in place", func(t *testing.T) {
-		path, frames := gappedRaw(t, n*100, 0, 0, 0) // 1200 frames of 60 bytes: 18 pages
+		path, frames := frametest.GappedRaw(t, n*100, 0, 0, 0) // 1200 frames of 60 bytes: 18 pages
 		d, err := dataset.Open(path, dataset.Options{SigShape: []int{6, 5}, DType: dataset.Uint16})
 		require.NoError(t, err)
 		defer d.Close()
@@ -74,7 +75,7 @@ func TestFileShrinks(t *testing.T) {
 		require.Nil(t, dataset.MappingFault("not a fault"))
 	})
 	t.Run("MIB read with pread", func(t *testing.T) {
-		path, raw := copyMIB(t, mib002)
+		path, raw := frametest.CopyMIB(t, frametest.MIB002)
 		d, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err)
 		defer d.Close()
@@ -86,7 +87,7 @@ func TestFileShrinks(t *testing.T) {
 		require.EqualError(t, err, changed(path, len(raw))+"; read it again once it is complete")
 	})
 	t.Run("renamed over", func(t *testing.T) {
-		path, frames := gappedRaw(t, n, 0, 0, 0)
+		path, frames := frametest.GappedRaw(t, n, 0, 0, 0)
 		opt := dataset.Options{SigShape: []int{6, 5}, DType: dataset.Uint16}
 		d, err := dataset.Open(path, opt)
 		require.NoError(t, err)

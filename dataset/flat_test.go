@@ -1,10 +1,8 @@
 package dataset_test
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -16,113 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 	stemnpy "github.com/stemdot/stemdot/internal/npy"
 )
-
-var allDTypes = []dataset.DType{
-	dataset.Uint8, dataset.Uint16, dataset.Uint32,
-	dataset.Int8, dataset.Int16, dataset.Int32,
-	dataset.Float32, dataset.Float64,
-}
-
-// randomValues returns n random values representable in dt, as float64.
-func randomValues(rng *rand.Rand, dt dataset.DType, n int) []float64 {
-	v := make([]float64, n)
-	for i := range v {
-		switch dt {
-		case dataset.Uint8:
-			v[i] = float64(rng.UintN(1 << 8))
-		case dataset.Uint16:
-			v[i] = float64(rng.UintN(1 << 16))
-		case dataset.Uint32:
-			v[i] = float64(rng.Uint32())
-		case dataset.Int8:
-			v[i] = float64(int8(rng.Uint32()))
-		case dataset.Int16:
-			v[i] = float64(int16(rng.Uint32()))
-		case dataset.Int32:
-			v[i] = float64(int32(rng.Uint32()))
-		case dataset.Float32:
-			v[i] = float64(float32(rng.NormFloat64() * 1e3))
-		case dataset.Float64:
-			v[i] = rng.NormFloat64() * 1e6
-		}
-	}
-	return v
-}
-
-// encodeValues encodes values as dt in the byte order bo.
-func encodeValues(v []float64, dt dataset.DType, bo binary.ByteOrder) []byte {
-	b := make([]byte, len(v)*dt.Size())
-	for i, x := range v {
-		p := b[i*dt.Size():]
-		switch dt {
-		case dataset.Uint8, dataset.Int8:
-			p[0] = byte(int64(x))
-		case dataset.Uint16, dataset.Int16:
-			bo.PutUint16(p, uint16(int64(x)))
-		case dataset.Uint32, dataset.Int32:
-			bo.PutUint32(p, uint32(int64(x)))
-		case dataset.Float32:
-			bo.PutUint32(p, math.Float32bits(float32(x)))
-		case dataset.Float64:
-			bo.PutUint64(p, math.Float64bits(x))
-		}
-	}
-	return b
-}
-
-// decodeHost decodes host-order bytes of dt into float64 values.
-func decodeHost(b []byte, dt dataset.DType) []float64 {
-	bo := binary.NativeEndian
-	v := make([]float64, len(b)/dt.Size())
-	for i := range v {
-		p := b[i*dt.Size():]
-		switch dt {
-		case dataset.Uint8:
-			v[i] = float64(p[0])
-		case dataset.Int8:
-			v[i] = float64(int8(p[0]))
-		case dataset.Uint16:
-			v[i] = float64(bo.Uint16(p))
-		case dataset.Int16:
-			v[i] = float64(int16(bo.Uint16(p)))
-		case dataset.Uint32:
-			v[i] = float64(bo.Uint32(p))
-		case dataset.Int32:
-			v[i] = float64(int32(bo.Uint32(p)))
-		case dataset.Float32:
-			v[i] = float64(math.Float32frombits(bo.Uint32(p)))
-		case dataset.Float64:
-			v[i] = math.Float64frombits(bo.Uint64(p))
-		}
-	}
-	return v
-}
-
-// readAll reads every frame of d, in two ReadFrames calls to cover a split range.
-func readAll(t *testing.T, d dataset.Dataset) []byte {
-	t.Helper()
-	n := d.NumFrames()
-	buf := make([]byte, n*d.FrameBytes())
-	mid := n / 2
-	require.NoError(t, d.ReadFrames(0, mid, buf))
-	require.NoError(t, d.ReadFrames(mid, n, buf[mid*d.FrameBytes():]))
-	return buf
-}
-
-// npyBytes builds an NPY 1.0 file by hand (independently of the package's writer).
-func npyBytes(descr string, fortran bool, shape string, data []byte) []byte {
-	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': %s, 'shape': %s, }", descr, map[bool]string{false: "False", true: "True"}[fortran], shape)
-	for (10+len(dict)+1)%64 != 0 {
-		dict += " "
-	}
-	dict += "\n"
-	out := append([]byte("\x93NUMPY\x01\x00"), byte(len(dict)), byte(len(dict)>>8))
-	out = append(out, dict...)
-	return append(out, data...)
-}
 
 var npyCodes = map[dataset.DType]string{
 	dataset.Uint8: "u1", dataset.Uint16: "u2", dataset.Uint32: "u4",
@@ -134,12 +29,12 @@ func TestRawAndNPYRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	nav, sig := []int{3, 4}, [2]int{5, 7}
 	n := 12 * 5 * 7
-	for _, dt := range allDTypes {
+	for _, dt := range frametest.AllDTypes {
 		for _, bo := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
 			big := bo == binary.BigEndian
 			t.Run(fmt.Sprintf("%v/%v", dt, bo), func(t *testing.T) {
-				want := randomValues(rng, dt, n)
-				stored := encodeValues(want, dt, bo)
+				want := frametest.RandomValues(rng, dt, n)
+				stored := frametest.Encode(want, dt, bo)
 				dir := t.TempDir()
 
 				// raw with a 17-byte header to skip
@@ -151,7 +46,7 @@ func TestRawAndNPYRoundTrip(t *testing.T) {
 				assert.Equal(t, nav, d.NavShape())
 				assert.Equal(t, sig, d.SigShape())
 				assert.Equal(t, 12, d.NumFrames())
-				assert.Equal(t, want, decodeHost(readAll(t, d), dt))
+				assert.Equal(t, want, frametest.Decode(frametest.ReadAll(t, d), dt))
 				require.NoError(t, d.Close())
 
 				// NPY, shape (3, 4, 5, 7)
@@ -160,108 +55,18 @@ func TestRawAndNPYRoundTrip(t *testing.T) {
 					order = "|"
 				}
 				npyPath := filepath.Join(dir, "x.npy")
-				require.NoError(t, os.WriteFile(npyPath, npyBytes(order+npyCodes[dt], false, "(3, 4, 5, 7)", stored), 0o644))
+				require.NoError(t, os.WriteFile(npyPath, frametest.NPYBytes(order+npyCodes[dt], false, "(3, 4, 5, 7)", stored), 0o644))
 				d, err = dataset.Open(npyPath, dataset.Options{})
 				require.NoError(t, err)
 				assert.Equal(t, "npy", d.Format())
 				assert.Equal(t, nav, d.NavShape())
 				assert.Equal(t, sig, d.SigShape())
 				assert.Equal(t, dt, d.DType())
-				assert.Equal(t, want, decodeHost(readAll(t, d), dt))
+				assert.Equal(t, want, frametest.Decode(frametest.ReadAll(t, d), dt))
 				require.NoError(t, d.Close())
 			})
 		}
 	}
-}
-
-func TestNPYShapes(t *testing.T) {
-	dir := t.TempDir()
-	data := encodeValues(randomValues(rand.New(rand.NewPCG(3, 4)), dataset.Uint16, 6*4*5), dataset.Uint16, binary.LittleEndian)
-	for _, tc := range []struct {
-		shape string
-		nav   []int
-		sig   [2]int
-		opt   []int
-	}{
-		{"(24, 5)", []int{1, 1}, [2]int{24, 5}, nil},
-		{"(6, 4, 5)", []int{6}, [2]int{4, 5}, nil}, // the file's own nav axes, as LiberTEM
-		{"(2, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil},
-		{"(6, 4, 5)", []int{3, 2}, [2]int{4, 5}, []int{3, 2}},
-		{"(2, 1, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil}, // as HDF5's rank 5
-		{"(3, 2, 1, 4, 5)", []int{3, 2}, [2]int{4, 5}, nil},
-		{"(1, 2, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil},
-	} {
-		path := filepath.Join(dir, "s.npy")
-		require.NoError(t, os.WriteFile(path, npyBytes("<u2", false, tc.shape, data), 0o644))
-		d, err := dataset.Open(path, dataset.Options{NavShape: tc.opt})
-		require.NoError(t, err, tc.shape)
-		assert.Equal(t, tc.nav, d.NavShape(), tc.shape)
-		assert.Equal(t, tc.sig, d.SigShape(), tc.shape)
-		assert.Equal(t, data, readAll(t, d))
-		require.NoError(t, d.Close())
-	}
-}
-
-func TestNPYErrors(t *testing.T) {
-	dir := t.TempDir()
-	data := make([]byte, 2*3*4*2)
-	for _, tc := range []struct {
-		name, descr string
-		fortran     bool
-		shape       string
-		data        []byte
-		want        string
-	}{
-		{"fortran", "<u2", true, "(2, 3, 4)", data, "Fortran-order (column-major) NPY arrays are not supported"},
-		{"complex", "<c8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<c8'"},
-		{"uint64", "<u8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<u8'"},
-		{"1-D", "<u2", false, "(24,)", data, "NPY shape (24,) is not (sig_y, sig_x)"},
-		{"6-D", "<u2", false, "(1, 1, 2, 1, 3, 4)", data, "NPY shape (1, 1, 2, 1, 3, 4) is not"},
-		{"truncated", "<u2", false, "(2, 3, 4)", data[:40], "truncated NPY file: the header's shape (2, 3, 4) and dtype '<u2' make 48 bytes of data from byte 128 to byte 176, but the file has 168 bytes (8 missing)"},
-		{"trailing bytes", "<u2", false, "(2, 3, 4)", append(bytes.Clone(data), 1, 2, 3), "3 bytes after the array's data: the header's shape (2, 3, 4) and dtype '<u2' make 48 bytes of data from byte 128 to byte 176 of the 179-byte file; numpy ignores them, stemdot does not read a file that its header may not describe: save the array again (numpy.save), or cut the file to 176 bytes"},
-		{"empty axis", "<u2", false, "(0, 3, 4)", nil, "NPY shape (0, 3, 4) has an empty axis"},
-	} {
-		path := filepath.Join(dir, tc.name+".npy")
-		require.NoError(t, os.WriteFile(path, npyBytes(tc.descr, tc.fortran, tc.shape, tc.data), 0o644))
-		_, err := dataset.Open(path, dataset.Options{})
-		require.Error(t, err, tc.name)
-		assert.Contains(t, err.Error(), tc.want, tc.name)
-		assert.Contains(t, err.Error(), path, tc.name)
-	}
-	path := filepath.Join(dir, "bad.npy")
-	require.NoError(t, os.WriteFile(path, []byte("\x93NUMPY\x07\x00garbage"), 0o644))
-	_, err := dataset.Open(path, dataset.Options{})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "NPY format version 7.0 is not supported")
-}
-
-// #17r D8: NPY headers that numpy reads though its writer does not write them: a descr
-// without byte order (native, little-endian here) or as a type code or name, a header
-// not ended by '\n'. The frames are read as numpy reads them.
-func TestNPYHeadersNumpyReads(t *testing.T) {
-	dir := t.TempDir()
-	data := make([]byte, 2*3*4*2)
-	for i := range 24 {
-		binary.NativeEndian.PutUint16(data[2*i:], uint16(1000+i))
-	}
-	for _, descr := range []string{"u2", "=u2", "|u2", "H", "<H", "uint16", "ushort"} {
-		path := filepath.Join(dir, descr+".npy")
-		require.NoError(t, os.WriteFile(path, npyBytes(descr, false, "(2, 3, 4)", data), 0o644))
-		d, err := dataset.Open(path, dataset.Options{})
-		require.NoError(t, err, descr)
-		assert.Equal(t, dataset.Uint16, d.DType(), descr)
-		assert.Equal(t, data, readAll(t, d), descr)
-		require.NoError(t, d.Close())
-	}
-	noNewline := npyBytes("<u2", false, "(2, 3, 4)", data)
-	noNewline[len(noNewline)-len(data)-1] = ' '
-	path := filepath.Join(dir, "no-newline.npy")
-	require.NoError(t, os.WriteFile(path, noNewline, 0o644))
-	d, err := dataset.Open(path, dataset.Options{})
-	require.NoError(t, err)
-	assert.Equal(t, []int{2}, d.NavShape())
-	assert.Equal(t, data, readAll(t, d))
-	require.NoError(t, d.Close())
 }
 
 func TestOpenErrors(t *testing.T) {
@@ -293,7 +98,7 @@ func TestOpenErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "256×256 R64", "detected as MIB by content")
 	npyLike := filepath.Join(dir, "array.dat")
-	require.NoError(t, os.WriteFile(npyLike, npyBytes("<u2", false, "(2, 2)", make([]byte, 8)), 0o644))
+	require.NoError(t, os.WriteFile(npyLike, frametest.NPYBytes("<u2", false, "(2, 2)", make([]byte, 8)), 0o644))
 	d, err := dataset.Open(npyLike, dataset.Options{})
 	require.NoError(t, err, "detected as NPY by content")
 	assert.Equal(t, "npy", d.Format())
@@ -336,7 +141,7 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestFromMemory(t *testing.T) {
-	data := encodeValues(randomValues(rand.New(rand.NewPCG(5, 6)), dataset.Float32, 6*3*2), dataset.Float32, binary.NativeEndian)
+	data := frametest.Encode(frametest.RandomValues(rand.New(rand.NewPCG(5, 6)), dataset.Float32, 6*3*2), dataset.Float32, binary.NativeEndian)
 	d, err := dataset.FromMemory(data, []int{2, 3}, [2]int{3, 2}, dataset.Float32)
 	require.NoError(t, err)
 	assert.Equal(t, "memory", d.Format())
@@ -374,7 +179,7 @@ func TestWriterRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	nav, sig := []int{3, 5}, [2]int{6, 4}
 	for _, format := range []string{"raw", "npy", "mib"} {
-		for _, dt := range allDTypes {
+		for _, dt := range frametest.AllDTypes {
 			mibOK := dt == dataset.Uint8 || dt == dataset.Uint16 || dt == dataset.Uint32
 			t.Run(format+"/"+dt.String(), func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "w."+format)
@@ -385,8 +190,8 @@ func TestWriterRoundTrip(t *testing.T) {
 					return
 				}
 				require.NoError(t, err)
-				want := randomValues(rng, dt, 15*6*4)
-				data := encodeValues(want, dt, binary.NativeEndian)
+				want := frametest.RandomValues(rng, dt, 15*6*4)
+				data := frametest.Encode(want, dt, binary.NativeEndian)
 				// In uneven pieces: 2 frames, then 13.
 				require.NoError(t, w.WriteFrames(data[:2*24*dt.Size()]))
 				require.NoError(t, w.WriteFrames(data[2*24*dt.Size():]))
@@ -402,7 +207,7 @@ func TestWriterRoundTrip(t *testing.T) {
 				assert.Equal(t, nav, d.NavShape())
 				assert.Equal(t, sig, d.SigShape())
 				assert.Equal(t, dt, d.DType())
-				assert.Equal(t, want, decodeHost(readAll(t, d), dt))
+				assert.Equal(t, want, frametest.Decode(frametest.ReadAll(t, d), dt))
 				entries, err := os.ReadDir(filepath.Dir(path))
 				require.NoError(t, err)
 				for _, e := range entries {
@@ -509,7 +314,7 @@ func TestWriteArrayNPY(t *testing.T) {
 		dt   dataset.DType
 		want []float64
 	}{
-		{f32, dataset.Float32, decodeHost(encodeValues(float32s(f32), dataset.Float32, binary.NativeEndian), dataset.Float32)},
+		{f32, dataset.Float32, frametest.Decode(frametest.Encode(float32s(f32), dataset.Float32, binary.NativeEndian), dataset.Float32)},
 		{f64, dataset.Float64, f64},
 	} {
 		path := filepath.Join(dir, tc.dt.String()+".npy")
@@ -523,7 +328,7 @@ func TestWriteArrayNPY(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []int{2}, d.NavShape())
 		assert.Equal(t, [2]int{3, 4}, d.SigShape())
-		assert.Equal(t, tc.want, decodeHost(readAll(t, d), tc.dt))
+		assert.Equal(t, tc.want, frametest.Decode(frametest.ReadAll(t, d), tc.dt))
 		require.NoError(t, d.Close())
 	}
 	// An independent reader (npyio) agrees.

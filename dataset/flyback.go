@@ -22,7 +22,7 @@ import (
 //
 //   - the frame headers set it apart in every scan row (MIB: the row's last frame, or
 //     its first, has another exposure time than the row's other frames; at most
-//     flybackRowsChecked rows are checked, spread over the scan; the file's first
+//     FlybackRowsChecked rows are checked, spread over the scan; the file's first
 //     frame, the first after arming, may have its own exposure time), where the headers
 //     put it; a single frame set apart is no evidence; or
 //   - the headers do not tell and the scan has at least flybackRows rows, at the end of
@@ -38,9 +38,10 @@ import (
 // many rows are a flyback frame per row.
 const flybackRows = 3
 
-// flybackRowsChecked is the most scan rows whose frame headers are read to tell where
-// the flyback frames lie: enough to be sure, few enough to cost no time on any file.
-const flybackRowsChecked = 64
+// FlybackRowsChecked is the most scan rows whose frame headers a format's
+// FileFrames.FlybackAtEnd reads to tell where the flyback frames lie: enough to be
+// sure, few enough to cost no time on any file.
+const FlybackRowsChecked = 64
 
 // FlybackPlace is where the flyback frames of a scan row lie (Flyback.Place).
 type FlybackPlace uint8

@@ -110,6 +110,11 @@ func Formats() []Format {
 var sharedOptionKeys = []string{"format", "nav_shape", "sync_offset", "flyback", "sig_shape", "dtype", "byte_order",
 	"offset", "dataset_path", "frame_header", "frame_footer", "allow_fill", "roi", "frames"}
 
+// SharedOptionKeys returns the keys of the shared options, the fields of Options other
+// than FormatOptions ("nav_shape", "sig_shape", ...), as front ends and messages name
+// them ("option nav_shape"). No format option takes one of them.
+func SharedOptionKeys() []string { return slices.Clone(sharedOptionKeys) }
+
 // formatOfOption returns the registered format that reads the format option key; the
 // registry's lock is held.
 func formatOfOption(key string) (Format, bool) {
@@ -239,25 +244,27 @@ type FileFrames struct {
 	Notes []string
 }
 
-func (ff FileFrames) internal() fileFrames {
-	return fileFrames{whole: ff.Whole, cutBytes: ff.CutBytes, recordBytes: ff.RecordBytes, strict: ff.Strict,
-		hint: ff.Hint, series: ff.Series, flybackAtEnd: ff.FlybackAtEnd}
-}
-
 // Reconcile presents the frames of d, a format's dataset of every frame its file holds
 // (ReadFrames of frames 0..ff.Whole-1; its NavShape is not used), at the scan positions
 // of the nav shape: opt.NavShape, else the file's (fileNav; source says where it came
 // from, as in " from the header (NX=4, NY=2)"), else (1, n) with a warning that names
 // option nav_shape. opt.SyncOffset and opt.Flyback apply, and frame counts that differ
-// from the scan are reconciled as frames.go describes. The result implements Viewer
-// and Mapper when d does and the scan positions allow, and Noter with ff.Notes and the
-// reconciliation's notes. On error d is left open for the caller to close.
+// from the scan are reconciled as frames.go describes. When d embeds ScanFrames and scan
+// position p is the file's frame p (no sync offset, no flyback frames), the result is d
+// itself with the scan's nav shape; else it is a view over d, which implements Viewer
+// and Mapper when d does and the scan positions allow. Either implements Noter with
+// ff.Notes and the reconciliation's notes. On error d is left open for the caller to
+// close.
 func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
-	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff.internal())
+	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)
 	if err != nil {
 		return nil, err
 	}
 	n.addNotes(ff.Notes)
+	if f, ok := d.(frameFile); ok && layout.offset == 0 && layout.skip == 0 {
+		f.setFrames(nav, n)
+		return d, nil
+	}
 	v := &scanView{Dataset: d, nav: nav, layout: layout, notes: n}
 	if _, ok := d.(Viewer); ok && layout.offset >= 0 && layout.skip == 0 {
 		return &scanViewer{v}, nil
@@ -265,9 +272,31 @@ func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFram
 	return v, nil
 }
 
+// ScanFrames is embedded by a format's dataset of every frame of its file, for Reconcile,
+// which then sets the dataset's nav shape and notes itself rather than put a view in
+// front of it where it can (see Reconcile): the dataset keeps its own methods beyond
+// Dataset (such as an HDF5 dataset's AlignFrames). It implements NavShape, NumFrames,
+// Noter and NavShapeGuessed's test; its ReadFrames checks requests against NumFrames.
+type ScanFrames struct {
+	nav []int
+	notes
+}
+
+// SetFileFrames gives the dataset the n frames of its file, nav shape (1, n), before
+// Reconcile.
+func (s *ScanFrames) SetFileFrames(n int) { s.nav = []int{1, n} }
+
+// NavShape is the scan's nav shape once reconciled, (1, n) before.
+func (s *ScanFrames) NavShape() []int { return append([]int(nil), s.nav...) }
+
+// NumFrames is the number of scan positions once reconciled, the file's frames before.
+func (s *ScanFrames) NumFrames() int { return product(s.nav) }
+
+func (s *ScanFrames) setFrames(nav []int, n notes) { s.nav, s.notes = nav, n }
+
 // Flat describes a file whose frames are stored one after the other at a fixed stride
 // from a byte offset on, for OpenFlat: frame i's record starts at Offset +
-// i·(Header+frame bytes+Footer), its pixels after Header bytes.
+// i·(Header+pixel bytes+Footer), its pixels after Header bytes.
 type Flat struct {
 	// Format names the format (Dataset.Format).
 	Format string
@@ -285,8 +314,20 @@ type Flat struct {
 	DType     DType
 	BigEndian bool
 	// Magic, when not empty, starts every record (checked on every read of a record
-	// with a header).
+	// with a header, unless CheckRecord is set; FrameMap.Magic for consumers of the
+	// mapping).
 	Magic []byte
+	// CheckRecord, when set, checks the Header bytes of every record read (frame is its
+	// index in the file) instead of Magic: its error fails the read as errs.Format,
+	// prefixed with the file.
+	CheckRecord func(header []byte, frame int) error
+	// PixelBytes and Decode describe pixels stored packed (MIB's raw-packed R64): each
+	// record holds PixelBytes bytes of them, which Decode turns into one frame of Sig and
+	// DType in host byte order. Such frames are read with positioned reads only, never
+	// viewed or mapped in place. Zero and nil: the record holds the frame's pixels as
+	// stored.
+	PixelBytes int64
+	Decode     func(dst, src []byte)
 }
 
 // OpenFlat opens the frames that fl describes as a dataset of the scan, reconciled as
@@ -296,19 +337,17 @@ type Flat struct {
 // Mapper. On error fl.File is closed.
 func OpenFlat(fl Flat, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
 	d := &flatFile{format: fl.Format, path: fl.Path, f: fl.File, offset: fl.Offset, header: fl.Header, footer: fl.Footer,
-		nav: []int{1, ff.Whole}, sig: fl.Sig, dt: fl.DType, bigEndian: fl.BigEndian, magic: fl.Magic}
+		nav: []int{1, ff.Whole}, sig: fl.Sig, dt: fl.DType, bigEndian: fl.BigEndian, magic: fl.Magic,
+		check: fl.CheckRecord, packed: fl.PixelBytes, decode: fl.Decode}
 	if _, err := checkSig(fl.Sig, fl.DType); err != nil {
 		fl.File.Close()
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", fl.Path, err))
 	}
 	file := newFlatDataset(d, fl.Size)
-	ds, err := finishFrames(file, opt, fileNav, source, ff.internal())
+	ds, err := Reconcile(file, opt, fileNav, source, ff)
 	if err != nil {
 		file.Close()
 		return nil, err
-	}
-	if len(ff.Notes) > 0 {
-		ds.(interface{ addNotes([]string) }).addNotes(ff.Notes)
 	}
 	return ds, nil
 }

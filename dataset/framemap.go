@@ -80,32 +80,6 @@ type Mapper interface {
 	MapFrames(start, end int) (m FrameMap, ok bool, err error)
 }
 
-// MapFrames of a MIB file: records of a frame header and big-endian pixels. ok is false
-// when the file could not be mapped, and for raw-packed (R64) files, whose pixels need
-// decoding.
-func (d *mibFile) MapFrames(start, end int) (FrameMap, bool, error) {
-	if err := checkRange(d.path, start, end, d.numFrames, d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
-		return FrameMap{}, false, err
-	}
-	if d.closed.Load() {
-		return FrameMap{}, false, fmt.Errorf("dataset: %s: read after Close", d.path)
-	}
-	if d.mapping == nil || d.raw != nil {
-		return FrameMap{}, false, nil
-	}
-	if err := checkSize(d.path, d.f, d.size); err != nil {
-		return FrameMap{}, false, err
-	}
-	return FrameMap{
-		Mapping:   d.mapping,
-		Offset:    int64(start) * int64(d.stride),
-		Stride:    int64(d.stride),
-		Header:    d.header,
-		BigEndian: true,
-		Magic:     string(mibMagic),
-	}, true, nil
-}
-
 // closeMapped closes a file opened at path, unmapping its mapping (when not nil), once:
 // a second call is an error.
 func closeMapped(path string, closed *atomic.Bool, mapping []byte, f *os.File) error {

@@ -69,29 +69,7 @@ func (n *notes) navShapeGuessed() bool { return n.guessed }
 // addNotes puts notes before the others.
 func (n *notes) addNotes(list []string) { n.list = append(append([]string(nil), list...), n.list...) }
 
-// fileFrames is what a format found in its file, for reconcileFrames.
-type fileFrames struct {
-	// whole is the number of complete frames in the file.
-	whole int
-	// cutBytes is the size of a frame cut off by the end of the file (0: none), and
-	// recordBytes the size of a whole frame's record (header and pixels).
-	cutBytes, recordBytes int64
-	// strict refuses any frame count that differs from the nav shape (raw files).
-	strict bool
-	// hint is appended to a strict refusal: the options that describe the file.
-	hint string
-	// series says that the file's nav shape only counts its frames ((n,) of an NPY or
-	// HDF5 array of rank 3, (1, 1) of an NPY frame): the file states no scan shape for
-	// option nav_shape to contradict.
-	series bool
-	// flybackAtEnd, when set, tells from the file whether the flyback frame of each of
-	// the rows scan rows of stride frames from frame first on ends the row (true) or
-	// starts it, when the file tells: why is then the evidence, for the note ("" when
-	// the file does not tell).
-	flybackAtEnd func(first, stride, rows int) (atEnd bool, why string)
-}
-
-// reconcileFrames picks the nav shape of a file holding ff.whole frames: the user's
+// reconcileFrames picks the nav shape of a file holding ff.Whole frames: the user's
 // (opt.NavShape) when given, else the file's (fileNav; source says where it came from, as
 // in " from x.hdr"), else (1, frames available), which it reports as guessed. It applies
 // opt.SyncOffset, opt.Flyback and the rules above, and returns the nav shape, where the
@@ -99,26 +77,26 @@ type fileFrames struct {
 // that contradicts the scan shape the file states (another number of positions than
 // the file's scan and than the frames the file holds) is refused, naming both. Errors
 // name the option that fixes them.
-func reconcileFrames(path string, opt Options, fileNav []int, source string, ff fileFrames) ([]int, scanLayout, notes, error) {
+func reconcileFrames(path string, opt Options, fileNav []int, source string, ff FileFrames) ([]int, scanLayout, notes, error) {
 	fail := func(kind errs.Kind, format string, args ...any) ([]int, scanLayout, notes, error) {
 		return nil, scanLayout{}, notes{}, errs.New(kind, "dataset: %s: "+format, append([]any{path}, args...)...)
 	}
 	var list []string
-	if ff.cutBytes > 0 {
+	if ff.CutBytes > 0 {
 		list = append(list, fmt.Sprintf("the file ends inside frame %d (%d of its %d bytes are there): that frame is not read",
-			ff.whole, ff.cutBytes, ff.recordBytes))
+			ff.Whole, ff.CutBytes, ff.RecordBytes))
 	}
-	if ff.whole <= 0 {
-		return fail(errs.Shape, "the file holds no whole frame (a frame takes %d bytes)", ff.recordBytes)
+	if ff.Whole <= 0 {
+		return fail(errs.Shape, "the file holds no whole frame (a frame takes %d bytes)", ff.RecordBytes)
 	}
 	s := opt.SyncOffset
 	// s <= -whole, not -s >= whole: -s overflows for the most negative int; and the scan
 	// positions whole-s must fit in an int.
-	if s >= ff.whole || s <= -ff.whole || s < 0 && ff.whole > math.MaxInt+s {
+	if s >= ff.Whole || s <= -ff.Whole || s < 0 && ff.Whole > math.MaxInt+s {
 		return fail(errs.Argument, "sync offset %d (option sync_offset) is outside %d to %d: the file holds %s and at least one must be read",
-			s, -min(ff.whole-1, math.MaxInt-ff.whole), ff.whole-1, plural(ff.whole, "frame", "frames"))
+			s, -min(ff.Whole-1, math.MaxInt-ff.Whole), ff.Whole-1, plural(ff.Whole, "frame", "frames"))
 	}
-	avail := ff.whole - s // frames from the scan's first position on (inserted blank ones included)
+	avail := ff.Whole - s // frames from the scan's first position on (inserted blank ones included)
 	if s > 0 {
 		list = append(list, fmt.Sprintf("sync offset %d: the first %s of the file %s skipped", s, plural(s, "frame", "frames"), isAre(s)))
 	} else if s < 0 {
@@ -151,25 +129,25 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 	if k > math.MaxInt-rowLen || rows > math.MaxInt/(rowLen+k) {
 		return fail(errs.Shape, "nav shape %s%s with %s is too large: its frames exceed %d", npy.ShapeString(nav), navSource, flybackPhrase(k, opt.Flyback.Place == FlybackStart), math.MaxInt)
 	}
-	if len(opt.NavShape) > 0 && len(fileNav) > 0 && !ff.series {
+	if len(opt.NavShape) > 0 && len(fileNav) > 0 && !ff.Series {
 		if scan := product(fileNav); want != scan && rows*(rowLen+k) != scan && rows*(rowLen+k) != avail {
 			every := ""
 			if avail != scan {
 				every = fmt.Sprintf(", or of %d to read each of its frames as a scan position", avail)
 			}
 			return fail(errs.Shape, "nav shape %s (option nav_shape) has %d positions, but the file's scan shape %s%s has %d and the file holds %s: give option nav_shape of %d positions (e.g. %s)%s, or leave it out; option frames FIRST,COUNT reads part of the scan",
-				npy.ShapeString(nav), want, npy.ShapeString(fileNav), source, scan, framesHeld(ff.whole, avail, s), scan, shapeList(fileNav), every)
+				npy.ShapeString(nav), want, npy.ShapeString(fileNav), source, scan, framesHeld(ff.Whole, avail, s), scan, shapeList(fileNav), every)
 		}
 	}
 	atStart := opt.Flyback.Place == FlybackStart
 	// One more frame per row: flyback frames when the frame headers say so, or when there
 	// are too many for surplus trigger frames (flybackRows).
-	perRow := opt.Flyback.Place == FlybackAuto && !ff.strict && len(nav) >= 2 && rows >= 2 && rowLen < math.MaxInt &&
+	perRow := opt.Flyback.Place == FlybackAuto && !ff.Strict && len(nav) >= 2 && rows >= 2 && rowLen < math.MaxInt &&
 		rows <= math.MaxInt/(rowLen+1) && avail == rows*(rowLen+1)
 	if perRow {
 		atEnd, why := true, ""
-		if ff.flybackAtEnd != nil {
-			atEnd, why = ff.flybackAtEnd(s, rowLen+1, rows)
+		if ff.FlybackAtEnd != nil {
+			atEnd, why = ff.FlybackAtEnd(s, rowLen+1, rows)
 		}
 		if why != "" || rows >= flybackRows {
 			k, atStart = 1, why != "" && !atEnd
@@ -177,7 +155,7 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 				why = "as Merlin's line skip writes it; the frame headers do not tell"
 			}
 			list = append(list, fmt.Sprintf("the file holds %s, %d per scan row of nav shape %s%s: read as %s (%s), which is not read; give option flyback none if every frame is a scan position, or option flyback start or end",
-				framesHeld(ff.whole, avail, s), rowLen+1, npy.ShapeString(nav), navSource, flybackPhrase(1, atStart), why))
+				framesHeld(ff.Whole, avail, s), rowLen+1, npy.ShapeString(nav), navSource, flybackPhrase(1, atStart), why))
 		}
 	}
 	layout := scanLayout{offset: s, rowLen: rowLen, skip: k}
@@ -193,9 +171,9 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 	if k > 0 {
 		desc += fmt.Sprintf(" in %d frames with %s", scanFrames, flybackPhrase(k, atStart))
 	}
-	frames := framesHeld(ff.whole, avail, s)
-	if ff.strict {
-		return fail(errs.Shape, "%s but the file holds %s%s", desc, frames, ff.hint)
+	frames := framesHeld(ff.Whole, avail, s)
+	if ff.Strict {
+		return fail(errs.Shape, "%s but the file holds %s%s", desc, frames, ff.Hint)
 	}
 	if avail > scanFrames {
 		var hints []string
@@ -286,33 +264,13 @@ func droppedTail(n int) string {
 	return fmt.Sprintf(", and the %s of the incomplete last row not read", plural(n, "frame", "frames"))
 }
 
-// frameFile is a format's dataset before reconciliation: NumFrames is every whole frame
-// of the file, nav shape (1, n).
+// frameFile is a format's dataset before reconciliation (Reconcile sets its nav shape in
+// place): NumFrames is every whole frame of the file, nav shape (1, n).
 type frameFile interface {
 	Dataset
 	// setFrames makes nav (product <= NumFrames()) the dataset's nav shape: frames after
 	// the last position are not read.
 	setFrames(nav []int, n notes)
-}
-
-// finishFrames reconciles d's frames with the scan (see reconcileFrames) and returns the
-// dataset to hand out: d itself with its nav shape set, or, with a sync offset or
-// flyback frames, d behind a view that maps scan positions to its frames. On error d is
-// left open for the caller to close.
-func finishFrames(d frameFile, opt Options, fileNav []int, source string, ff fileFrames) (Dataset, error) {
-	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)
-	if err != nil {
-		return nil, err
-	}
-	if layout.offset == 0 && layout.skip == 0 {
-		d.setFrames(nav, n)
-		return d, nil
-	}
-	v := &scanView{Dataset: d, nav: nav, layout: layout, notes: n}
-	if _, ok := d.(Viewer); ok && layout.offset > 0 && layout.skip == 0 {
-		return &scanViewer{v}, nil
-	}
-	return v, nil
 }
 
 // scanView presents a file's frames at the scan positions of its layout (a sync offset,

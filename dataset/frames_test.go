@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,68 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
-// gappedRaw writes n random uint16 frames of 6×5 pixels, each record being header bytes
-// of 0xAB, the pixels (little-endian) and footer bytes of 0xCD, after offset bytes; it
-// returns the path and the frames' pixel bytes.
-func gappedRaw(t *testing.T, n, offset, header, footer int) (string, [][]byte) {
-	rng := rand.New(rand.NewPCG(uint64(n), uint64(header)))
-	b := bytes.Repeat([]byte{0xEE}, offset)
-	frames := make([][]byte, n)
-	for f := range frames {
-		for range 30 {
-			frames[f] = binary.LittleEndian.AppendUint16(frames[f], uint16(rng.Uint32()))
-		}
-		b = append(b, bytes.Repeat([]byte{0xAB}, header)...)
-		b = append(b, frames[f]...)
-		b = append(b, bytes.Repeat([]byte{0xCD}, footer)...)
-	}
-	path := filepath.Join(t.TempDir(), "g.raw")
-	require.NoError(t, os.WriteFile(path, b, 0o644))
-	return path, frames
-}
-
-func TestRawFrameHeaderFooter(t *testing.T) {
-	for _, c := range []struct{ offset, header, footer int }{{0, 0, 0}, {0, 0, 12}, {7, 16, 0}, {3, 5, 9}} {
-		path, frames := gappedRaw(t, 6, c.offset, c.header, c.footer)
-		opt := dataset.Options{SigShape: []int{6, 5}, DType: dataset.Uint16, Offset: int64(c.offset), FrameHeader: int64(c.header), FrameFooter: int64(c.footer)}
-		d, err := dataset.Open(path, opt)
-		require.NoError(t, err, "%+v", c)
-		assert.Equal(t, []int{1, 6}, d.NavShape())
-		got := make([]byte, 4*60)
-		require.NoError(t, d.ReadFrames(1, 5, got))
-		assert.Equal(t, bytes.Join(frames[1:5], nil), got, "%+v", c)
-		m, ok, err := d.(dataset.Mapper).MapFrames(2, 4)
-		require.NoError(t, err)
-		if ok {
-			for i := range 2 {
-				rec := m.Mapping[m.Offset+int64(i)*m.Stride:]
-				assert.Equal(t, frames[2+i], rec[m.Header:m.Header+60], "%+v frame %d", c, 2+i)
-			}
-		}
-		require.NoError(t, d.Close())
-		_, _, err = d.(dataset.Mapper).MapFrames(0, 1)
-		assert.ErrorContains(t, err, "read after Close")
-
-		// One byte more or less per record does not fit the file.
-		opt.FrameFooter++
-		_, err = dataset.Open(path, opt)
-		assert.ErrorContains(t, err, "is not a whole, non-zero number of frame records of")
-		assert.ErrorContains(t, err, "option frame_header and option frame_footer")
-	}
-	path, _ := gappedRaw(t, 6, 0, 0, 0)
-	_, err := dataset.Open(path, dataset.Options{SigShape: []int{6, 5}, DType: dataset.Uint16, FrameHeader: -1})
-	assert.ErrorContains(t, err, "negative byte count")
-	_, err = dataset.Open(path, dataset.Options{Format: "npy", FrameFooter: 4})
-	assert.ErrorContains(t, err, "npy files do not take per-frame header/footer bytes 0/4")
-}
-
 func TestSyncOffset(t *testing.T) {
-	path, frames := gappedRaw(t, 10, 0, 0, 0)
+	path, frames := frametest.GappedRaw(t, 10, 0, 0, 0)
 	base := dataset.Options{SigShape: []int{6, 5}, DType: dataset.Uint16}
 	blank := make([]byte, 60)
 	for _, c := range []struct {
@@ -156,10 +101,10 @@ func TestNavShapeAgainstTheFile(t *testing.T) {
 		px[i] = byte(i)
 	}
 	npy4 := filepath.Join(dir, "scan4.npy")
-	require.NoError(t, os.WriteFile(npy4, npyBytes("<u2", false, "(2, 3, 2, 3)", px), 0o644))
+	require.NoError(t, os.WriteFile(npy4, frametest.NPYBytes("<u2", false, "(2, 3, 2, 3)", px), 0o644))
 	npy3 := filepath.Join(dir, "scan3.npy")
-	require.NoError(t, os.WriteFile(npy3, npyBytes("<u2", false, "(6, 2, 3)", px), 0o644))
-	empadXML, _, _ := writeEMPAD(t, dir, "acquisition_v122.xml", 7, 4) // acquire scan (2, 3), 7 frames
+	require.NoError(t, os.WriteFile(npy3, frametest.NPYBytes("<u2", false, "(6, 2, 3)", px), 0o644))
+	empadXML, _, _ := frametest.WriteEMPAD(t, dir, "acquisition_v122.xml", 7, 4) // acquire scan (2, 3), 7 frames
 	for _, c := range []struct {
 		path    string
 		nav     []int
@@ -256,7 +201,7 @@ func TestFramesKeptByNavShape(t *testing.T) {
 		binary.LittleEndian.PutUint16(px[f*12:], uint16(f+1))
 	}
 	path := filepath.Join(t.TempDir(), "frames.npy")
-	require.NoError(t, os.WriteFile(path, npyBytes("<u2", false, fmt.Sprintf("(%d, 3, 2)", whole), px), 0o644))
+	require.NoError(t, os.WriteFile(path, frametest.NPYBytes("<u2", false, fmt.Sprintf("(%d, 3, 2)", whole), px), 0o644))
 	navs := [][]int{{24}, {25}, {30}, {64}, {23}, {4, 6}, {5, 6}, {8, 4}, {64, 1}, {1, 30}, {2, 3, 4}, {2, 3, 5}, {3, 2, 5},
 		{4, 5}, {5, 4}, {2, 11}, {2, 2, 5}}
 	flybacks := []dataset.Flyback{{}, {Place: dataset.FlybackNone}, {Place: dataset.FlybackEnd, Frames: 1}, {Place: dataset.FlybackStart, Frames: 2}}
@@ -331,7 +276,7 @@ func TestOneDNavShapeLongerThanTheFile(t *testing.T) {
 		assert.Equal(t, c.note, notes[len(notes)-1])
 		whole, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err)
-		assert.Equal(t, readAll(t, whole)[c.s*d.FrameBytes():], readAll(t, d), "the file's frames from the sync offset on")
+		assert.Equal(t, frametest.ReadAll(t, whole)[c.s*d.FrameBytes():], frametest.ReadAll(t, d), "the file's frames from the sync offset on")
 		require.NoError(t, whole.Close())
 		require.NoError(t, d.Close())
 	}

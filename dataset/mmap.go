@@ -16,9 +16,13 @@ type mappedFile struct {
 // newFlatDataset returns d memory-mapped when its frames can be viewed in place (back to
 // back, host byte order, aligned for their dtype), else d itself, read with pread (and,
 // with per-frame header or footer bytes, mapped for MapFrames). A failed mmap (e.g. a
-// file system that does not support it) falls back to pread.
+// file system that does not support it) falls back to pread. Packed pixels that need
+// decoding are read with pread only.
 func newFlatDataset(d *flatFile, size int64) frameFile {
 	d.size = size
+	if d.decode != nil {
+		return d
+	}
 	if d.stride() != int64(d.FrameBytes()) {
 		d.mapping = mapReadOnly(d.path, d.f, size)
 		return d

@@ -19,11 +19,10 @@ import (
 // Options tells Open how to read a file. The zero value detects the format and reads
 // every shape from the file itself.
 type Options struct {
-	// Format is "raw", "npy", "mib", "blo", "hdf5", "empad", or "" to detect it from the
-	// extension (.raw, .bin, .npy, .mib, .hdr, .blo, .h5, .hdf5, .hdf, .nxs, .emd; .xml:
-	// EMPAD metadata; a .raw file named by an EMPAD .xml beside it, unless
-	// SigShape or DType is given) and, failing that, from the first bytes ("MQ1," for
-	// MIB, "\x93NUMPY" for NPY, "IMGBLO" for BLO, the HDF5 signature).
+	// Format is a registered format's name (Format.Name: "raw", "npy", "mib", "hdf5",
+	// ...; see Formats), or "" to detect it: by the formats' Detect (an EMPAD .raw file
+	// named by an .xml beside it), else by the extension (Format.Extensions), else by the
+	// first bytes (Format.Magic), else raw when SigShape and DType are given.
 	Format string
 	// NavShape overrides the scan shape the file gives (NPY or HDF5 shape, MIB .hdr
 	// sidecar, BLO header, EMPAD XML) when it has as many positions, or as many as the

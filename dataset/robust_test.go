@@ -1,7 +1,6 @@
 package dataset_test
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,51 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 	stemnpy "github.com/stemdot/stemdot/internal/npy"
 )
-
-// TestTruncatedNPY opens every truncation of a valid NPY file up to its first data bytes
-// (the lengths that made npyio panic): each must be an error naming the file.
-func TestTruncatedNPY(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good.npy")
-	writeRandom(t, good, "npy", []int{2, 3}, [2]int{4, 5})
-	b, err := os.ReadFile(good)
-	require.NoError(t, err)
-	path := filepath.Join(dir, "tr.npy")
-	for n := range 140 {
-		require.NoError(t, os.WriteFile(path, b[:n], 0o644))
-		_, err := dataset.Open(path, dataset.Options{})
-		require.Error(t, err, "truncated to %d bytes", n)
-		assert.Contains(t, err.Error(), "dataset: "+path+": ", "truncated to %d bytes", n)
-	}
-	dict := "{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3, 4, 5)"
-	require.NoError(t, os.WriteFile(path, npyDict(dict), 0o644))
-	_, err = dataset.Open(path, dataset.Options{})
-	require.Error(t, err, dict)
-	assert.Contains(t, err.Error(), "dataset: "+path+": malformed NPY header", dict)
-	assert.Contains(t, err.Error(), "expected ',' or '}' in the dict, found end of header", dict)
-	// Keys in another order (which made npyio panic) and a compact header are valid NPY.
-	for _, dict := range []string{"{'shape': (2, 3, 4, 5), 'fortran_order': False, 'descr': '<u2', }", "{'descr':'<u2','fortran_order':False,'shape':(2,3,4,5)}"} {
-		require.NoError(t, os.WriteFile(path, append(npyDict(dict), b[len(b)-2*3*4*5*2:]...), 0o644))
-		ds, err := dataset.Open(path, dataset.Options{})
-		require.NoError(t, err, dict)
-		require.Equal(t, []int{2, 3}, ds.NavShape())
-		require.Equal(t, [2]int{4, 5}, ds.SigShape())
-		require.NoError(t, ds.Close())
-	}
-}
-
-// npyDict returns an NPY 1.0 file whose header dict is dict, without data.
-func npyDict(dict string) []byte {
-	total := 10 + len(dict) + 1
-	total += (64 - total%64) % 64
-	b := binary.LittleEndian.AppendUint16([]byte("\x93NUMPY\x01\x00"), uint16(total-10))
-	b = append(b, dict...)
-	b = append(b, strings.Repeat(" ", total-1-len(b))...)
-	return append(b, '\n')
-}
 
 func TestOverflowingShapes(t *testing.T) {
 	dir := t.TempDir()
@@ -73,13 +31,13 @@ func TestOverflowingShapes(t *testing.T) {
 	assert.ErrorContains(t, err, "dataset: "+raw+": nav shape (4, 4611686018427387910) (option nav_shape) is too large")
 
 	npyPath := filepath.Join(dir, "big.npy")
-	require.NoError(t, os.WriteFile(npyPath, npyDict("{'descr': '<u2', 'fortran_order': False, 'shape': (4, 4611686018427387910, 1, 1), }"), 0o644))
+	require.NoError(t, os.WriteFile(npyPath, frametest.NPYDict("{'descr': '<u2', 'fortran_order': False, 'shape': (4, 4611686018427387910, 1, 1), }"), 0o644))
 	_, err = dataset.Open(npyPath, dataset.Options{})
 	assert.ErrorContains(t, err, "NPY shape (4, 4611686018427387910, 1, 1): nav shape (4, 4611686018427387910) is too large")
-	require.NoError(t, os.WriteFile(npyPath, npyDict("{'descr': '<u2', 'fortran_order': False, 'shape': (2, 4611686018427387904, 2), }"), 0o644))
+	require.NoError(t, os.WriteFile(npyPath, frametest.NPYDict("{'descr': '<u2', 'fortran_order': False, 'shape': (2, 4611686018427387904, 2), }"), 0o644))
 	_, err = dataset.Open(npyPath, dataset.Options{})
 	assert.ErrorContains(t, err, "sig shape (4611686018427387904, 2) is too large")
-	require.NoError(t, os.WriteFile(npyPath, npyDict("{'descr': '<f8', 'fortran_order': False, 'shape': (1073741824, 1073741824, 8, 8), }"), 0o644))
+	require.NoError(t, os.WriteFile(npyPath, frametest.NPYDict("{'descr': '<f8', 'fortran_order': False, 'shape': (1073741824, 1073741824, 8, 8), }"), 0o644))
 	_, err = dataset.Open(npyPath, dataset.Options{})
 	assert.ErrorContains(t, err, "1152921504606846976 frames of 512 bytes (sig shape (8, 8), float64) exceed")
 
@@ -132,7 +90,7 @@ func TestWrittenFileMode(t *testing.T) {
 	want := 0o666 &^ umask()
 	for _, format := range []string{"raw", "npy", "mib"} {
 		path := filepath.Join(dir, "a."+format)
-		writeRandom(t, path, format, []int{1, 2}, [2]int{2, 2})
+		frametest.WriteRandom(t, path, format, []int{1, 2}, [2]int{2, 2})
 		st, err := os.Stat(path)
 		require.NoError(t, err)
 		assert.Equal(t, want, st.Mode().Perm(), format)
@@ -190,13 +148,6 @@ func TestWriterRefusesDestination(t *testing.T) {
 	assert.Len(t, entries, 4, "no temporary files left")
 }
 
-func TestEmptyMIB(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "empty.mib")
-	require.NoError(t, os.WriteFile(path, nil, 0o644))
-	_, err := dataset.Open(path, dataset.Options{})
-	assert.EqualError(t, err, "dataset: "+path+": empty file (0 bytes): not a Merlin MIB file")
-}
-
 func TestOpenNotRegular(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "fifo.dat")
 	require.NoError(t, unix.Mkfifo(fifo, 0o644))
@@ -239,7 +190,7 @@ func openPromptly(t *testing.T, path string, opt dataset.Options, fifos ...strin
 // so is an EMPAD XML file named .xml beside a raw file, which is then skipped.
 func TestSidecarNotRegular(t *testing.T) {
 	dir := t.TempDir()
-	mib, _ := copyMIB(t, mib002)
+	mib, _ := frametest.CopyMIB(t, frametest.MIB002)
 	hdr := strings.TrimSuffix(mib, ".mib") + ".hdr"
 	require.NoError(t, unix.Mkfifo(hdr, 0o644))
 	_, err := openPromptly(t, mib, dataset.Options{}, hdr)
@@ -250,7 +201,7 @@ func TestSidecarNotRegular(t *testing.T) {
 	assert.Equal(t, []string{"the .hdr sidecar was not read (" + hdr + " is a named pipe, not a regular file): the scan shape is option nav_shape's"}, dataset.Notes(ds))
 	require.NoError(t, ds.Close())
 
-	_, raw, _ := writeEMPAD(t, dir, "acquisition_legacy.xml", 4, 1)
+	_, raw, _ := frametest.WriteEMPAD(t, dir, "acquisition_legacy.xml", 4, 1)
 	require.NoError(t, os.Remove(filepath.Join(dir, "acquisition_legacy.xml")))
 	fifo := filepath.Join(dir, "other.xml")
 	require.NoError(t, unix.Mkfifo(fifo, 0o644))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
@@ -96,15 +97,15 @@ func writeROI(t *testing.T, dir string, nav []int, pos []int) string {
 		shape = fmt.Sprintf("(%d, %d)", nav[0], nav[1])
 	}
 	path := filepath.Join(dir, fmt.Sprintf("roi%d.npy", len(pos)))
-	require.NoError(t, os.WriteFile(path, npyBytes("|b1", false, shape, b), 0o644))
+	require.NoError(t, os.WriteFile(path, frametest.NPYBytes("|b1", false, shape, b), 0o644))
 	return path
 }
 
 func TestSelectRawNPYAndMemory(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	nav, sig, dt := []int{4, 5}, [2]int{6, 4}, dataset.Uint16
-	values := randomValues(rng, dt, 20*6*4)
-	stored := func(bo binary.ByteOrder) []byte { return encodeValues(values, dt, bo) }
+	values := frametest.RandomValues(rng, dt, 20*6*4)
+	stored := func(bo binary.ByteOrder) []byte { return frametest.Encode(values, dt, bo) }
 	dir := t.TempDir()
 	open := map[string]func(opt dataset.Options) (dataset.Dataset, error){
 		"raw mapped": func(opt dataset.Options) (dataset.Dataset, error) {
@@ -121,7 +122,7 @@ func TestSelectRawNPYAndMemory(t *testing.T) {
 		},
 		"npy": func(opt dataset.Options) (dataset.Dataset, error) {
 			p := filepath.Join(dir, "a.npy")
-			require.NoError(t, os.WriteFile(p, npyBytes("<u2", false, "(4, 5, 6, 4)", stored(binary.LittleEndian)), 0o644))
+			require.NoError(t, os.WriteFile(p, frametest.NPYBytes("<u2", false, "(4, 5, 6, 4)", stored(binary.LittleEndian)), 0o644))
 			return dataset.Open(p, opt)
 		},
 		"memory": func(opt dataset.Options) (dataset.Dataset, error) {
@@ -281,7 +282,7 @@ func TestROIErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, data, 0o644))
 	write := func(name, descr, shape string, b []byte) string {
 		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, npyBytes(descr, false, shape, b), 0o644))
+		require.NoError(t, os.WriteFile(p, frametest.NPYBytes(descr, false, shape, b), 0o644))
 		return p
 	}
 	for _, c := range []struct {

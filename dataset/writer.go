@@ -283,3 +283,9 @@ func (w *Writer) setupMIB(t time.Time) (int, error) {
 	w.mibHdr = []byte(h.String())
 	return headerBytes, nil
 }
+
+// npyDescr is the little-endian NPY descr of a valid dt ("<u2", "|u1", ...).
+func npyDescr(dt DType) string {
+	kind := map[DType]byte{Uint8: 'u', Uint16: 'u', Uint32: 'u', Int8: 'i', Int16: 'i', Int32: 'i', Float32: 'f', Float64: 'f'}[dt]
+	return npy.Descr{Kind: kind, Size: dt.Size()}.String()
+}

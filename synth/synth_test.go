@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	_ "github.com/stemdot/stemdot/dataset/formats" // the tests read the files written back
 )
 
 // readFloat opens path and returns the dataset and every frame as float64 values.

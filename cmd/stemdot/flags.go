@@ -14,7 +14,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 )
 
-// datasetFlags are the options of stemdot.Open, one flag each (stemdot.OpenOptions).
+// datasetFlags are the options of stemdot.Open, one flag each (stemdot.OpenOptions()).
 type datasetFlags struct {
 	values map[string]*string
 	flags  *pflag.FlagSet
@@ -22,7 +22,7 @@ type datasetFlags struct {
 
 func (f *datasetFlags) register(fs *pflag.FlagSet) {
 	f.values, f.flags = map[string]*string{}, fs
-	for _, o := range stemdot.OpenOptions {
+	for _, o := range stemdot.OpenOptions() {
 		name := strings.TrimPrefix(o.FlagName(), "--")
 		if !o.Switch {
 			f.values[o.Key] = fs.String(name, o.Default, o.Usage)
@@ -48,7 +48,7 @@ func (v *switchValue) Type() string       { return "bool" }
 // result's sidecar).
 func (f *datasetFlags) given() map[string]string {
 	out := map[string]string{}
-	for _, o := range stemdot.OpenOptions {
+	for _, o := range stemdot.OpenOptions() {
 		if f.flags.Changed(strings.TrimPrefix(o.FlagName(), "--")) {
 			out[o.Key] = *f.values[o.Key]
 		}
@@ -60,7 +60,7 @@ func (f *datasetFlags) given() map[string]string {
 // warnings (a guessed nav shape) to stderr.
 func (f *datasetFlags) open(cmd *cobra.Command, path string) (dataset.Dataset, error) {
 	var opt stemdot.Options
-	for _, o := range stemdot.OpenOptions {
+	for _, o := range stemdot.OpenOptions() {
 		if f.flags.Changed(strings.TrimPrefix(o.FlagName(), "--")) {
 			if err := stemdot.SetOpenOption(&opt, o.Key, *f.values[o.Key]); err != nil {
 				return nil, err

@@ -29,6 +29,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stemdot/stemdot"
+	_ "github.com/stemdot/stemdot/dataset/formats" // every format (the stemdot package imports it too)
 	"github.com/stemdot/stemdot/internal/memlimit"
 )
 

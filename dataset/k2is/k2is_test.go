@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	_ "github.com/stemdot/stemdot/dataset/raw" // TestK2ISErrors: a .bin that is no sector file is a raw file
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )

@@ -1,25 +1,9 @@
-package dataset
-
-import (
-	"bufio"
-	"bytes"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-
-	"github.com/stemdot/stemdot/errs"
-	"github.com/stemdot/stemdot/internal/regfile"
-)
-
-// Merlin MIB (Quantum Detectors) layout, as read by LiberTEM (libertem.io.dataset.mib)
-// and RosettaSciIO (rsciio.quantumdetector): the file has no header of its own; every
+// Package mib reads Quantum Detectors Merlin MIB files for package dataset: importing it
+// registers the format "mib" (extensions .mib and .hdr, the Merlin .hdr sidecar opening
+// the .mib beside it, or a file starting "MQ1,").
+//
+// The layout is read as LiberTEM (libertem.io.dataset.mib) and RosettaSciIO
+// (rsciio.quantumdetector) read it: the file has no header of its own; every
 // frame is an ASCII header of comma-separated fields, padded with NULs to the size given
 // in its field 2 (384 bytes for a single chip, 768 for a quad), followed by the pixels,
 // big-endian. Header fields: [0] "MQ1", [1] 1-based frame number, [2] header bytes,
@@ -27,6 +11,36 @@ import (
 // raw-packed counter data), [7] chip layout ("1x1", "2x2", "Nx1", optionally with a
 // "G" suffix), ..., last field: counter depth in bits (1, 6, 12 or 24). Non-raw quad
 // frames are stored as one assembled width×height image (512×512).
+//
+// Every frame header read is checked against the first frame's (header size, width,
+// height, pixel type). Raw-packed R64 frames are decoded as mibraw.go describes.
+//
+// The nav shape is, in order of preference: option nav_shape; from the .hdr sidecar
+// beside the file, (ScanY, ScanX) when present, else (Frames in Acquisition / Frames per
+// Trigger, Frames per Trigger) as LiberTEM reads it when a trigger starts a scan line
+// (Frames per Trigger > 1); else (1, n_frames) with a warning naming option nav_shape.
+// Flyback frames (Merlin's line skip) are told apart by the exposure time of the frame
+// headers, as pyxem's Merlin reader does (dataset.Flyback).
+package mib
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/internal/regfile"
+)
+
+func init() {
+	dataset.Register(dataset.Format{Name: "mib", Extensions: []string{".mib", ".hdr"}, Magic: []string{"MQ1,"}, Open: open})
+}
 
 // mibMagic starts every MIB frame header.
 var mibMagic = []byte("MQ1,")
@@ -38,7 +52,7 @@ var mibCheckedFields = [...]struct {
 }{{2, "header size"}, {4, "width"}, {5, "height"}, {6, "pixel type"}}
 
 // mibPixelTypes maps the MIB pixel type field to the stored dtype.
-var mibPixelTypes = map[string]DType{"U08": Uint8, "U16": Uint16, "U32": Uint32}
+var mibPixelTypes = map[string]dataset.DType{"U08": dataset.Uint8, "U16": dataset.Uint16, "U32": dataset.Uint32}
 
 // mibHeader is the parsed start of a MIB frame header.
 type mibHeader struct {
@@ -77,41 +91,29 @@ func parseMIBHeader(h []byte) (mibHeader, error) {
 	return hd, nil
 }
 
-// mibFile is an opened MIB file. Frames are read with one positioned read per request,
-// headers included, into a pooled scratch buffer.
+// mibFile is the layout of a MIB file, read from its first and last frame headers.
 type mibFile struct {
-	path      string
 	f         *os.File
-	nav       []int
 	sig       [2]int
-	dt        DType
+	dt        dataset.DType
 	header    int       // frame header bytes
 	stride    int       // header + pixel bytes of one frame
 	checked   [4]string // first frame's values of mibCheckedFields
-	numFrames int
-	scratch   sync.Pool // *[]byte
-	size      int64     // the file's size when opened
-	mapping   []byte    // the whole file, mapped read-only for MapFrames (nil if refused)
+	numFrames int       // whole frames in the file
 	raw       *mibRaw   // raw-packed (R64) pixels, or nil
-	closed    atomic.Bool
-	notes
 }
 
-// openMIB opens a Merlin .mib file (or the .mib beside a .hdr path). The nav shape is,
-// in order of preference: opt.NavShape; from the .hdr sidecar beside the file, (ScanY,
-// ScanX) when present, else (Frames in Acquisition / Frames per Trigger, Frames per
-// Trigger) as LiberTEM reads it when a trigger starts a scan line (Frames per Trigger > 1);
-// else (1, n_frames).
-func openMIB(path string, opt Options) (Dataset, error) {
+// open opens a Merlin .mib file (or the .mib beside a .hdr path).
+func open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	base := strings.TrimSuffix(path, filepath.Ext(path))
 	if strings.EqualFold(filepath.Ext(path), ".hdr") {
 		path = base + ".mib"
 	}
-	f, size, err := openFile(path)
+	f, size, err := dataset.OpenFile(path)
 	if err != nil {
 		return nil, err
 	}
-	d, err := newMIBFile(path, f, size)
+	d, err := newMIBFile(f, size)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: %w", path, err)
@@ -127,23 +129,20 @@ func openMIB(path string, opt Options) (Dataset, error) {
 		}
 		hdrNote = []string{fmt.Sprintf("the .hdr sidecar was not read (%v): the scan shape is option nav_shape's", err)}
 	}
-	d.mapping = mapReadOnly(path, f, size)
-	ds, err := finishFrames(d, opt, hdrNav, source, fileFrames{whole: d.numFrames, cutBytes: size % int64(d.stride), recordBytes: int64(d.stride),
-		flybackAtEnd: d.flybackAtEnd})
-	if err != nil {
-		d.Close()
-		return nil, err
+	fl := dataset.Flat{Format: "mib", Path: path, File: f, Size: size, Header: int64(d.header), Sig: d.sig, DType: d.dt,
+		BigEndian: true, Magic: mibMagic, CheckRecord: d.checkHeader}
+	if r := d.raw; r != nil {
+		fl.PixelBytes = int64(r.rawBytes)
+		fl.Decode = func(dst, src []byte) { r.decode(dst, src, d.sig, d.dt) }
 	}
-	if n, ok := ds.(interface{ addNotes([]string) }); ok {
-		n.addNotes(hdrNote)
-	}
-	return ds, nil
+	return dataset.OpenFlat(fl, opt, hdrNav, source, dataset.FileFrames{Whole: d.numFrames, CutBytes: size % int64(d.stride),
+		RecordBytes: int64(d.stride), FlybackAtEnd: d.flybackAtEnd, Notes: hdrNote})
 }
 
 // flybackAtEnd tells whether the flyback frame of each of the rows scan rows of stride
 // frames from frame first on ends the row or starts it, from the exposure times of the
 // frame headers (field 10, in seconds, as pyxem's Merlin reader reads them): only when
-// in every row checked (all, or flybackRowsChecked spread from the first row to the
+// in every row checked (all, or dataset.FlybackRowsChecked spread from the first row to the
 // last) the row's last frame, or its first, has another exposure time than the row's
 // second and second-last frames, which agree. File frame 0, the first after arming, may
 // have its own exposure time (a row ending with its flyback frame may start with it).
@@ -162,7 +161,7 @@ func (d *mibFile) flybackAtEnd(first, stride, rows int) (atEnd bool, why string)
 		}
 		return ""
 	}
-	checked := min(rows, flybackRowsChecked)
+	checked := min(rows, dataset.FlybackRowsChecked)
 	ends, starts := 0, 0
 	for i := range checked {
 		row := first + i*(rows-1)/(checked-1)*stride
@@ -190,7 +189,7 @@ func (d *mibFile) flybackAtEnd(first, stride, rows int) (atEnd bool, why string)
 
 // newMIBFile reads the first and last frame headers of f (size bytes) and checks that
 // they agree and that the file is a whole number of frames.
-func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
+func newMIBFile(f *os.File, size int64) (*mibFile, error) {
 	if size == 0 {
 		return nil, errors.New("empty file (0 bytes): not a Merlin MIB file")
 	}
@@ -223,7 +222,7 @@ func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
 	} else if !ok {
 		return nil, fmt.Errorf("unsupported MIB pixel type %q (want U08, U16, U32 or R64)", hd.pixelType)
 	}
-	fb, err := checkSig(sig, dt)
+	fb, err := dataset.CheckSig(sig, dt)
 	if err != nil {
 		return nil, fmt.Errorf("first frame header: %w", err)
 	}
@@ -236,9 +235,7 @@ func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
 			size, hd.headerBytes, pixelBytes, hd.width, hd.height, hd.pixelType)
 	}
 	d := &mibFile{
-		path:   path,
 		f:      f,
-		size:   size,
 		sig:    sig,
 		dt:     dt,
 		header: hd.headerBytes,
@@ -249,9 +246,8 @@ func newMIBFile(path string, f *os.File, size int64) (*mibFile, error) {
 		d.checked[i] = hd.fields[c.index]
 	}
 	// A file cut inside a frame (an interrupted acquisition) is read up to its last whole
-	// frame; finishFrames reports the rest.
+	// frame; dataset.Reconcile reports the rest.
 	d.numFrames = int(size / int64(d.stride))
-	d.nav = []int{1, d.numFrames}
 	last := make([]byte, d.header)
 	if _, err := f.ReadAt(last, int64(d.numFrames-1)*int64(d.stride)); err != nil {
 		return nil, fmt.Errorf("reading the last frame header: %w", err)
@@ -281,57 +277,6 @@ func (d *mibFile) checkHeader(h []byte, frame int) error {
 		if string(fields[c.index]) != d.checked[i] {
 			return fmt.Errorf("frame %d: header mismatch between frames: %s is %q, frame 0 has %q", frame, c.name, fields[c.index], d.checked[i])
 		}
-	}
-	return nil
-}
-
-func (d *mibFile) Format() string   { return "mib" }
-func (d *mibFile) Path() string     { return d.path }
-func (d *mibFile) NavShape() []int  { return append([]int(nil), d.nav...) }
-func (d *mibFile) SigShape() [2]int { return d.sig }
-func (d *mibFile) DType() DType     { return d.dt }
-func (d *mibFile) NumFrames() int   { return d.numFrames }
-
-func (d *mibFile) setFrames(nav []int, n notes) {
-	d.nav, d.numFrames, d.notes = nav, product(nav), n
-}
-func (d *mibFile) FrameBytes() int { return d.sig[0] * d.sig[1] * d.dt.Size() }
-
-// Close unmaps and closes the file.
-func (d *mibFile) Close() error { return closeMapped(d.path, &d.closed, d.mapping, d.f) }
-
-// ReadFrames reads frames [start, end) with one positioned read (headers included) into a
-// pooled scratch buffer, checks every frame header, and copies the pixels into dst,
-// swapping them from big-endian to host order (or decoding raw-packed ones, mibraw.go).
-func (d *mibFile) ReadFrames(start, end int, dst []byte) error {
-	fb := d.FrameBytes()
-	if err := checkRange(d.path, start, end, d.numFrames, fb, len(dst)); err != nil {
-		return err
-	}
-	n := (end - start) * d.stride
-	bp, _ := d.scratch.Get().(*[]byte)
-	if bp == nil || cap(*bp) < n {
-		b := make([]byte, n)
-		bp = &b
-	}
-	defer d.scratch.Put(bp)
-	buf := (*bp)[:n]
-	if _, err := d.f.ReadAt(buf, int64(start)*int64(d.stride)); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return readError(d.path, d.f, d.size, start, end, err)
-	}
-	for i := range end - start {
-		frame := buf[i*d.stride : (i+1)*d.stride]
-		if err := d.checkHeader(frame[:d.header], start+i); err != nil {
-			return errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", d.path, err))
-		}
-		if d.raw != nil {
-			d.raw.decode(dst[i*fb:(i+1)*fb], frame[d.header:], d.sig, d.dt)
-			continue
-		}
-		copyToHost(dst[i*fb:(i+1)*fb], frame[d.header:], d.dt.Size(), true)
 	}
 	return nil
 }

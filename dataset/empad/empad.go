@@ -1,22 +1,10 @@
-package dataset
-
-import (
-	"bytes"
-	"encoding/xml"
-	"errors"
-	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-
-	"github.com/stemdot/stemdot/errs"
-	"github.com/stemdot/stemdot/internal/npy"
-)
-
-// EMPAD (Electron Microscope Pixel Array Detector, Thermo Fisher / Cornell), as read by
-// LiberTEM (libertem.io.dataset.empad) and RosettaSciIO (rsciio.empad): an XML metadata
+// Package empad reads EMPAD acquisitions for package dataset: importing it registers the
+// format "empad" (extension .xml, or a .raw file that an EMPAD .xml beside it names,
+// unless option sig_shape or option dtype is given).
+//
+// EMPAD (Electron Microscope Pixel Array Detector, Thermo Fisher / Cornell) files are
+// read as LiberTEM (libertem.io.dataset.empad) and RosettaSciIO (rsciio.empad) read
+// them: an XML metadata
 // file whose <raw_file filename="..."/> names the raw file beside it, which holds
 // float32 little-endian frames of 130 rows × 128 columns: 128×128 pixels of signal
 // followed by 2 rows (1024 bytes) of per-frame metadata that are not signal. The sig
@@ -33,6 +21,38 @@ import (
 //     the raw file holds exactly the search scan's frames and not the acquire scan's
 //     (LiberTEM's fix for files written so, LiberTEM issue #1617);
 //   - legacy files: <pix_x> and <pix_y> under the root, nav shape (pix_y, pix_x).
+//
+// The .raw file opened alone (no XML beside it names it) has nav shape option
+// nav_shape, or (1, n_frames) with a warning naming it.
+package empad
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
+)
+
+func init() {
+	dataset.Register(dataset.Format{Name: "empad", Extensions: []string{".xml"}, Open: open,
+		Describe: "empad (.xml, or the .raw file an EMPAD .xml beside it names)",
+		Detect: func(path string, opt dataset.Options) bool {
+			if len(opt.SigShape) > 0 || opt.DType != dataset.Invalid || !strings.EqualFold(filepath.Ext(path), ".raw") {
+				return false
+			}
+			xmlPath, _ := empadXMLFor(path)
+			return xmlPath != ""
+		}})
+}
 
 // EMPAD frame geometry.
 const (
@@ -231,7 +251,7 @@ func xmlCount(name string, vals []string) (int, error) {
 
 // readEMPADXML reads and parses the XML file at path.
 func readEMPADXML(path string) (empadMeta, error) {
-	f, size, err := openFile(path)
+	f, size, err := dataset.OpenFile(path)
 	if err != nil {
 		return empadMeta{}, err
 	}
@@ -282,11 +302,11 @@ func empadXMLFor(rawPath string) (string, empadMeta) {
 	return "", empadMeta{}
 }
 
-// openEMPAD opens an EMPAD acquisition from its XML file, or from its raw file: with the
+// open opens an EMPAD acquisition from its XML file, or from its raw file: with the
 // XML beside it that names it, or alone (then the nav shape is opt.NavShape, or guessed
 // as (1, n_frames)). opt.NavShape overrides the XML's scan shape; frame counts that
 // differ from the scan are reconciled as frames.go describes.
-func openEMPAD(path string, opt Options) (Dataset, error) {
+func open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	rawPath, xmlPath := path, ""
 	var meta empadMeta
 	if strings.EqualFold(filepath.Ext(path), ".xml") {
@@ -303,7 +323,7 @@ func openEMPAD(path string, opt Options) (Dataset, error) {
 	} else {
 		xmlPath, meta = empadXMLFor(path)
 	}
-	f, size, err := openFile(rawPath)
+	f, size, err := dataset.OpenFile(rawPath)
 	if err != nil {
 		return nil, err
 	}
@@ -323,16 +343,17 @@ func openEMPAD(path string, opt Options) (Dataset, error) {
 		f.Close()
 		return nil, errs.New(errs.Shape, "dataset: %s: the EMPAD XML gives no scan size (no <scan_parameters> with scan_resolution_x/y, no <pix_x>/<pix_y>, no series <count>): give option nav_shape", xmlPath)
 	}
-	d := &flatFile{format: "empad", path: rawPath, f: f, footer: empadFooter,
-		nav: []int{1, whole}, sig: [2]int{empadSigY, empadSigX}, dt: Float32}
-	file := newFlatDataset(d, size)
-	ds, err := finishFrames(file, opt, nav, source, fileFrames{whole: whole, cutBytes: size % empadRecord, recordBytes: empadRecord})
-	if err != nil {
-		file.Close()
-		return nil, err
+	fl := dataset.Flat{Format: "empad", Path: rawPath, File: f, Size: size, Footer: empadFooter,
+		Sig: [2]int{empadSigY, empadSigX}, DType: dataset.Float32}
+	return dataset.OpenFlat(fl, opt, nav, source, dataset.FileFrames{Whole: whole, CutBytes: size % empadRecord, RecordBytes: empadRecord,
+		Notes: searchNote})
+}
+
+// product is the number of positions of the nav shape s.
+func product(s []int) int {
+	p := 1
+	for _, n := range s {
+		p *= n
 	}
-	if n, ok := ds.(interface{ addNotes([]string) }); ok && len(searchNote) > 0 {
-		n.addNotes(searchNote)
-	}
-	return ds, nil
+	return p
 }

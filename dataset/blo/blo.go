@@ -1,16 +1,8 @@
-package dataset
-
-import (
-	"bytes"
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
-)
-
-// NanoMEGAS block files (.blo, ASTAR), as read by LiberTEM (libertem.io.dataset.blo) and
-// RosettaSciIO (rsciio.blockfile): a little-endian header at byte 0,
+// Package blo reads NanoMEGAS block files for package dataset: importing it registers
+// the format "blo" (extension .blo, or a file starting "IMGBLO").
+//
+// NanoMEGAS block files (.blo, ASTAR) are read as LiberTEM (libertem.io.dataset.blo)
+// and RosettaSciIO (rsciio.blockfile) read them: a little-endian header at byte 0,
 //
 //	0 "IMGBLO"  6 MAGIC u16 (258; 259 in newer files)  8 Data_offset_1 u32 (virtual
 //	bright field)  12 Data_offset_2 u32 (first frame)  16 u32 flags  20 DP_SZ u16 (frame
@@ -21,6 +13,24 @@ import (
 // Data_offset_1, and from Data_offset_2 on NY·NX records of a 6-byte prefix (AA 55, then
 // the frame number as a little-endian u32) and DP_SZ×DP_SZ pixels, uint8 (uint16
 // little-endian in the 16-bit variant). The nav shape is (NY, NX).
+// Frames beyond NY·NX, or missing at the end, are reconciled as for every format; every
+// record's AA 55 is checked when it is read.
+package blo
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/stemdot/stemdot/dataset"
+)
+
+func init() {
+	dataset.Register(dataset.Format{Name: "blo", Extensions: []string{".blo"}, Magic: []string{"IMGBLO"}, Open: open})
+}
 
 // bloMagic starts every frame record.
 var bloMagic = []byte{0xAA, 0x55}
@@ -34,7 +44,7 @@ type bloHeader struct {
 	dataOffset1, dataOffset2 int64
 	side                     int // DP_SZ
 	nx, ny                   int
-	dt                       DType
+	dt                       dataset.DType
 }
 
 // parseBLOHeader parses the start of a block file (b holds its first bytes, up to
@@ -50,7 +60,7 @@ func parseBLOHeader(b []byte) (bloHeader, error) {
 		side:        int(le.Uint16(b[20:])),
 		nx:          int(le.Uint16(b[24:])),
 		ny:          int(le.Uint16(b[26:])),
-		dt:          Uint8,
+		dt:          dataset.Uint8,
 	}
 	magic := le.Uint16(b[6:])
 	if magic != 258 && magic != 259 {
@@ -73,7 +83,7 @@ func parseBLOHeader(b []byte) (bloHeader, error) {
 			switch {
 			case err == nil && bits == 8:
 			case err == nil && bits == 16:
-				h.dt = Uint16
+				h.dt = dataset.Uint16
 			default:
 				return bloHeader{}, fmt.Errorf("block file header: bit depth %q is not 8 or 16 bits", strings.TrimSpace(v))
 			}
@@ -82,15 +92,14 @@ func parseBLOHeader(b []byte) (bloHeader, error) {
 	return h, nil
 }
 
-// openBLO opens a NanoMEGAS block file. Its nav shape is (NY, NX) from the header unless
-// opt.NavShape is given; frames beyond NY·NX, or missing at the end, are reconciled as
-// for every format (frames.go).
-func openBLO(path string, opt Options) (Dataset, error) {
-	f, size, err := openFile(path)
+// open opens a NanoMEGAS block file. Its nav shape is (NY, NX) from the header unless
+// opt.NavShape is given.
+func open(path string, opt dataset.Options) (dataset.Dataset, error) {
+	f, size, err := dataset.OpenFile(path)
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (Dataset, error) {
+	fail := func(err error) (dataset.Dataset, error) {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: %w", path, err)
 	}
@@ -103,7 +112,7 @@ func openBLO(path string, opt Options) (Dataset, error) {
 		return fail(err)
 	}
 	sig := [2]int{h.side, h.side}
-	fb, err := checkSig(sig, h.dt)
+	fb, err := dataset.CheckSig(sig, h.dt)
 	if err != nil {
 		return fail(err)
 	}
@@ -112,19 +121,13 @@ func openBLO(path string, opt Options) (Dataset, error) {
 		return fail(fmt.Errorf("block file header: first frame offset %d is outside the file of %d bytes", h.dataOffset2, size))
 	}
 	data := size - h.dataOffset2
-	d := &flatFile{format: "blo", path: path, f: f, offset: h.dataOffset2, header: stride - int64(fb),
-		nav: []int{1, int(data / stride)}, sig: sig, dt: h.dt, magic: bloMagic}
 	var fileNav []int
 	source := ""
 	if h.nx > 0 && h.ny > 0 {
 		fileNav = []int{h.ny, h.nx}
 		source = fmt.Sprintf(" from the header (NY=%d, NX=%d)", h.ny, h.nx)
 	}
-	file := newFlatDataset(d, size)
-	ds, err := finishFrames(file, opt, fileNav, source, fileFrames{whole: int(data / stride), cutBytes: data % stride, recordBytes: stride})
-	if err != nil {
-		file.Close()
-		return nil, err
-	}
-	return ds, nil
+	fl := dataset.Flat{Format: "blo", Path: path, File: f, Size: size, Offset: h.dataOffset2, Header: stride - int64(fb),
+		Sig: sig, DType: h.dt, Magic: bloMagic}
+	return dataset.OpenFlat(fl, opt, fileNav, source, dataset.FileFrames{Whole: int(data / stride), CutBytes: data % stride, RecordBytes: stride})
 }

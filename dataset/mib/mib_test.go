@@ -1,4 +1,4 @@
-package dataset_test
+package mib_test
 
 import (
 	"encoding/binary"
@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	_ "github.com/stemdot/stemdot/dataset/formats"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
@@ -135,23 +137,11 @@ func TestMIBHdrPathOpensMIB(t *testing.T) {
 	assert.Equal(t, []int{2, 4}, d.NavShape())
 }
 
-// copyMIB copies a real MIB file (without its .hdr) into a temporary directory.
-func copyMIB(t *testing.T, name string) (string, []byte) {
-	t.Helper()
-	raw, err := os.ReadFile(testfiles.File(t, "mib/"+name))
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(path, raw, 0o644))
-	return path, raw
-}
-
-const mib002 = "002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib"
-
 func TestMIBErrors(t *testing.T) {
 	const stride = 384 + 256*128*2
 
 	t.Run("truncated", func(t *testing.T) {
-		path, raw := copyMIB(t, mib002)
+		path, raw := frametest.CopyMIB(t, frametest.MIB002)
 		require.NoError(t, os.WriteFile(path, raw[:len(raw)-100], 0o644))
 		d, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err, "the whole frames of a cut file are read")
@@ -160,14 +150,14 @@ func TestMIBErrors(t *testing.T) {
 		assert.Equal(t, []string{"the file ends inside frame 7 (65820 of its 65920 bytes are there): that frame is not read"}, dataset.Notes(d))
 	})
 	t.Run("no .hdr gives (1, n)", func(t *testing.T) {
-		path, _ := copyMIB(t, mib002)
+		path, _ := frametest.CopyMIB(t, frametest.MIB002)
 		d, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, []int{1, 8}, d.NavShape())
 		require.NoError(t, d.Close())
 	})
 	t.Run("middle frame header mismatch", func(t *testing.T) {
-		path, raw := copyMIB(t, mib002)
+		path, raw := frametest.CopyMIB(t, frametest.MIB002)
 		// Frame 5's width field "0256" becomes "0255".
 		copy(raw[5*stride+20:], "0255")
 		require.NoError(t, os.WriteFile(path, raw, 0o644))
@@ -183,7 +173,7 @@ func TestMIBErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), `frame 5: header mismatch between frames: width is "0255", frame 0 has "0256"`)
 	})
 	t.Run("middle frame without magic", func(t *testing.T) {
-		path, raw := copyMIB(t, mib002)
+		path, raw := frametest.CopyMIB(t, frametest.MIB002)
 		copy(raw[2*stride:], "XQ1,")
 		require.NoError(t, os.WriteFile(path, raw, 0o644))
 		d, err := dataset.Open(path, dataset.Options{})
@@ -194,7 +184,7 @@ func TestMIBErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), "frame 2: header mismatch between frames")
 	})
 	t.Run("last frame header mismatch", func(t *testing.T) {
-		path, raw := copyMIB(t, mib002)
+		path, raw := frametest.CopyMIB(t, frametest.MIB002)
 		copy(raw[7*stride+30:], "U08")
 		require.NoError(t, os.WriteFile(path, raw, 0o644))
 		_, err := dataset.Open(path, dataset.Options{})
@@ -202,7 +192,7 @@ func TestMIBErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), `frame 7: header mismatch between frames: pixel type is "U08", frame 0 has "U16"`)
 	})
 	t.Run("nav shape mismatch", func(t *testing.T) {
-		path, _ := copyMIB(t, mib002) // without its .hdr: the file gives no scan shape
+		path, _ := frametest.CopyMIB(t, frametest.MIB002) // without its .hdr: the file gives no scan shape
 		d, err := dataset.Open(path, dataset.Options{NavShape: []int{3, 4}})
 		require.NoError(t, err)
 		defer d.Close()
@@ -214,8 +204,8 @@ func TestMIBErrors(t *testing.T) {
 	t.Run("nav shape contradicting the .hdr", func(t *testing.T) {
 		// #17.5: the .hdr's ScanY=2, ScanX=4 and 8 frames; a nav shape of another number
 		// of positions is refused, naming both; one of 8 positions reshapes the scan.
-		path := testfiles.File(t, "mib/"+mib002)
-		hdr := strings.TrimSuffix(mib002, ".mib") + ".hdr"
+		path := testfiles.File(t, "mib/"+frametest.MIB002)
+		hdr := strings.TrimSuffix(frametest.MIB002, ".mib") + ".hdr"
 		for _, c := range []struct {
 			nav       []int
 			positions int
@@ -234,10 +224,10 @@ func TestMIBErrors(t *testing.T) {
 		}
 	})
 	t.Run(".hdr nav shape mismatch", func(t *testing.T) {
-		path, raw := copyMIB(t, mib002)
+		path, raw := frametest.CopyMIB(t, frametest.MIB002)
 		// Drop the last frame: the .hdr's ScanX=4, ScanY=2 no longer fits.
 		require.NoError(t, os.WriteFile(path, raw[:7*stride], 0o644))
-		hdr, err := os.ReadFile(testfiles.File(t, "mib/"+strings.TrimSuffix(mib002, ".mib")+".hdr"))
+		hdr, err := os.ReadFile(testfiles.File(t, "mib/"+strings.TrimSuffix(frametest.MIB002, ".mib")+".hdr"))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(strings.TrimSuffix(path, ".mib")+".hdr", hdr, 0o644))
 		d, err := dataset.Open(path, dataset.Options{})
@@ -257,4 +247,11 @@ func TestMIBErrors(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), `not a Merlin MIB frame header: it starts with "hell"`)
 	})
+}
+
+func TestEmptyMIB(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.mib")
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+	_, err := dataset.Open(path, dataset.Options{})
+	assert.EqualError(t, err, "dataset: "+path+": empty file (0 bytes): not a Merlin MIB file")
 }

@@ -1,12 +1,10 @@
-package dataset_test
+package empad_test
 
 import (
 	"encoding/binary"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -14,60 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	_ "github.com/stemdot/stemdot/dataset/formats"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 )
-
-// EMPAD frames as the detector writes them: 130 rows of 128 float32 little-endian, the
-// last 2 rows per-frame metadata.
-const (
-	empadRows, empadCols = 130, 128
-	empadRecord          = empadRows * empadCols * 4
-)
-
-var empadRawName = regexp.MustCompile(`<raw_file filename="([^"]*)"`)
-
-// writeEMPAD copies testdata/empad/xmlName into dir and writes beside it the raw file it
-// names, of n frames of random signal whose metadata rows hold 1e30 (a reader that took
-// them for signal would give sums of that size). It returns the XML and raw paths and
-// the frames' 128×128 signal as float64, decoded here from the bytes written.
-func writeEMPAD(t *testing.T, dir, xmlName string, n int, seed uint64) (xmlPath, rawPath string, frames [][]float64) {
-	t.Helper()
-	x, err := os.ReadFile(filepath.Join("testdata", "empad", xmlName))
-	require.NoError(t, err)
-	xmlPath = filepath.Join(dir, xmlName)
-	require.NoError(t, os.WriteFile(xmlPath, x, 0o644))
-	m := empadRawName.FindSubmatch(x)
-	require.NotNil(t, m, "raw_file in %s", xmlName)
-	name := string(m[1])
-	name = name[strings.LastIndexAny(name, `/\`)+1:]
-	rawPath = filepath.Join(dir, name)
-	rng := rand.New(rand.NewPCG(seed, 7))
-	b := make([]byte, 0, n*empadRecord)
-	for range n {
-		for i := range empadRows * empadCols {
-			v := float32(rng.NormFloat64()*100 + 50)
-			if i >= 128*empadCols {
-				v = 1e30
-			}
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-		}
-	}
-	require.NoError(t, os.WriteFile(rawPath, b, 0o644))
-	return xmlPath, rawPath, decodeEMPAD(b)
-}
-
-// decodeEMPAD decodes whole EMPAD records: the first 128 rows of each, as float64.
-func decodeEMPAD(b []byte) [][]float64 {
-	var frames [][]float64
-	for off := 0; off+empadRecord <= len(b); off += empadRecord {
-		fr := make([]float64, 128*128)
-		for i := range fr {
-			fr[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[off+4*i:])))
-		}
-		frames = append(frames, fr)
-	}
-	return frames
-}
 
 // requireFrames reads every frame of ds and compares it with want, exactly (float32
 // values survive float64 untouched).
@@ -105,7 +53,7 @@ func openEMPAD(t *testing.T, path string, opt dataset.Options) dataset.Dataset {
 
 func TestEMPADNewerKeysAcquireOverSearch(t *testing.T) {
 	dir := t.TempDir()
-	xmlPath, rawPath, frames := writeEMPAD(t, dir, "acquisition_v122.xml", 6, 1)
+	xmlPath, rawPath, frames := frametest.WriteEMPAD(t, dir, "acquisition_v122.xml", 6, 1)
 	for _, path := range []string{xmlPath, rawPath} { // the .raw finds its .xml beside it
 		ds := openEMPAD(t, path, dataset.Options{})
 		require.Equal(t, []int{2, 3}, ds.NavShape(), "acquire block: y=2, x=3")
@@ -123,7 +71,7 @@ func TestEMPADNewerKeysAcquireOverSearch(t *testing.T) {
 // A raw file that holds the search scan's frames (LiberTEM issue #1617) is read as the
 // search scan.
 func TestEMPADSearchScanFrames(t *testing.T) {
-	xmlPath, _, frames := writeEMPAD(t, t.TempDir(), "acquisition_v122.xml", 16, 2)
+	xmlPath, _, frames := frametest.WriteEMPAD(t, t.TempDir(), "acquisition_v122.xml", 16, 2)
 	ds := openEMPAD(t, xmlPath, dataset.Options{})
 	require.Equal(t, []int{4, 4}, ds.NavShape())
 	require.Len(t, dataset.Notes(ds), 1)
@@ -132,7 +80,7 @@ func TestEMPADSearchScanFrames(t *testing.T) {
 }
 
 func TestEMPADLegacyKeys(t *testing.T) {
-	xmlPath, _, frames := writeEMPAD(t, t.TempDir(), "acquisition_legacy.xml", 6, 3)
+	xmlPath, _, frames := frametest.WriteEMPAD(t, t.TempDir(), "acquisition_legacy.xml", 6, 3)
 	ds := openEMPAD(t, xmlPath, dataset.Options{})
 	require.Equal(t, []int{2, 3}, ds.NavShape(), "pix_y=2, pix_x=3")
 	requireFrames(t, ds, frames)
@@ -141,7 +89,7 @@ func TestEMPADLegacyKeys(t *testing.T) {
 func TestEMPADSeries(t *testing.T) {
 	for _, name := range []string{"acquisition_series.xml", "acquisition_series_count.xml"} {
 		t.Run(name, func(t *testing.T) {
-			xmlPath, _, frames := writeEMPAD(t, t.TempDir(), name, 5, 4)
+			xmlPath, _, frames := frametest.WriteEMPAD(t, t.TempDir(), name, 5, 4)
 			ds := openEMPAD(t, xmlPath, dataset.Options{})
 			require.Equal(t, []int{5}, ds.NavShape())
 			requireFrames(t, ds, frames)
@@ -153,7 +101,7 @@ func TestEMPADSeries(t *testing.T) {
 // an interrupted acquisition keeps its complete rows, sync_offset shifts.
 func TestEMPADFrameCounts(t *testing.T) {
 	dir := t.TempDir()
-	xmlPath, rawPath, frames := writeEMPAD(t, dir, "acquisition_v122.xml", 7, 5)
+	xmlPath, rawPath, frames := frametest.WriteEMPAD(t, dir, "acquisition_v122.xml", 7, 5)
 	ds := openEMPAD(t, xmlPath, dataset.Options{})
 	require.Equal(t, []int{2, 3}, ds.NavShape())
 	require.Contains(t, strings.Join(dataset.Notes(ds), "\n"), "the last 1 are surplus")
@@ -165,7 +113,7 @@ func TestEMPADFrameCounts(t *testing.T) {
 	// Cut inside frame 5: one complete row of 3.
 	b, err := os.ReadFile(rawPath)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(rawPath, b[:5*empadRecord-100], 0o644))
+	require.NoError(t, os.WriteFile(rawPath, b[:5*frametest.EMPADRecord-100], 0o644))
 	ds = openEMPAD(t, xmlPath, dataset.Options{})
 	require.Equal(t, []int{1, 3}, ds.NavShape())
 	notes := strings.Join(dataset.Notes(ds), "\n")
@@ -174,7 +122,7 @@ func TestEMPADFrameCounts(t *testing.T) {
 	requireFrames(t, ds, frames[:3])
 
 	// Less than one scan row: an error naming nav_shape; with it the frames are read.
-	require.NoError(t, os.WriteFile(rawPath, b[:2*empadRecord], 0o644))
+	require.NoError(t, os.WriteFile(rawPath, b[:2*frametest.EMPADRecord], 0o644))
 	_, err = dataset.Open(xmlPath, dataset.Options{})
 	require.ErrorContains(t, err, "less than one scan row of 3; give option nav_shape")
 	assert.Equal(t, errs.Shape, errs.KindOf(err))
@@ -182,7 +130,7 @@ func TestEMPADFrameCounts(t *testing.T) {
 	requireFrames(t, ds, frames[:2])
 
 	// Smaller than one frame record.
-	require.NoError(t, os.WriteFile(rawPath, b[:empadRecord-4], 0o644))
+	require.NoError(t, os.WriteFile(rawPath, b[:frametest.EMPADRecord-4], 0o644))
 	_, err = dataset.Open(xmlPath, dataset.Options{})
 	require.ErrorContains(t, err, "the file holds no whole frame (a frame takes 66560 bytes)")
 }
@@ -190,7 +138,7 @@ func TestEMPADFrameCounts(t *testing.T) {
 // A raw file without its XML: option format empad, nav shape given or guessed.
 func TestEMPADRawWithoutXML(t *testing.T) {
 	dir := t.TempDir()
-	xmlPath, rawPath, frames := writeEMPAD(t, dir, "acquisition_v122.xml", 6, 6)
+	xmlPath, rawPath, frames := frametest.WriteEMPAD(t, dir, "acquisition_v122.xml", 6, 6)
 	require.NoError(t, os.Remove(xmlPath))
 	ds := openEMPAD(t, rawPath, dataset.Options{Format: "empad"})
 	require.Equal(t, []int{1, 6}, ds.NavShape())
@@ -204,32 +152,32 @@ func TestEMPADRawWithoutXML(t *testing.T) {
 	_, err := dataset.Open(rawPath, dataset.Options{})
 	require.ErrorContains(t, err, "option format empad")
 	// sig_shape and dtype make a .raw beside an EMPAD XML a plain raw file.
-	_, _, _ = writeEMPAD(t, dir, "acquisition_v122.xml", 6, 6)
+	_, _, _ = frametest.WriteEMPAD(t, dir, "acquisition_v122.xml", 6, 6)
 	ds = openEMPAD(t, rawPath, dataset.Options{SigShape: []int{130, 128}, DType: dataset.Float32})
 	require.Equal(t, "raw", ds.Format())
 }
 
 // The metadata rows are a per-frame footer: MapFrames serves records of 130 rows.
 func TestEMPADMapFrames(t *testing.T) {
-	xmlPath, rawPath, _ := writeEMPAD(t, t.TempDir(), "acquisition_v122.xml", 6, 8)
+	xmlPath, rawPath, _ := frametest.WriteEMPAD(t, t.TempDir(), "acquisition_v122.xml", 6, 8)
 	ds := openEMPAD(t, xmlPath, dataset.Options{})
 	m, ok, err := ds.(dataset.Mapper).MapFrames(2, 5)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, int64(empadRecord), m.Stride)
-	require.Equal(t, int64(2*empadRecord), m.Offset)
+	require.Equal(t, int64(frametest.EMPADRecord), m.Stride)
+	require.Equal(t, int64(2*frametest.EMPADRecord), m.Offset)
 	require.Zero(t, m.Header)
 	require.False(t, m.Packed(int64(ds.FrameBytes())))
 	b, err := os.ReadFile(rawPath)
 	require.NoError(t, err)
-	require.Equal(t, b[3*empadRecord:3*empadRecord+ds.FrameBytes()], m.Mapping[m.Offset+m.Stride:m.Offset+m.Stride+int64(ds.FrameBytes())])
+	require.Equal(t, b[3*frametest.EMPADRecord:3*frametest.EMPADRecord+ds.FrameBytes()], m.Mapping[m.Offset+m.Stride:m.Offset+m.Stride+int64(ds.FrameBytes())])
 	_, _, err = ds.(dataset.Mapper).MapFrames(5, 7)
 	require.Error(t, err)
 }
 
 func TestEMPADBadXML(t *testing.T) {
 	dir := t.TempDir()
-	_, _, _ = writeEMPAD(t, dir, "acquisition_v122.xml", 6, 9)
+	_, _, _ = frametest.WriteEMPAD(t, dir, "acquisition_v122.xml", 6, 9)
 	cases := []struct{ xml, want string }{
 		{`<root><raw_file filename="scan_x3_y2.raw"/><pix_x>3</pix_x>`, "not a well-formed XML file"},
 		{`not xml at all`, "not a well-formed XML file"},

@@ -1,9 +1,12 @@
-package dataset
+package mib
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/stemdot/stemdot/dataset"
 )
 
 // Raw-packed MIB frames (pixel type R64), as LiberTEM's Merlin reader
@@ -35,14 +38,14 @@ type mibRaw struct {
 
 // newMIBRaw reads the raw layout from a parsed R64 frame header. It returns the raw
 // description, and the frame's sig shape and dtype once decoded.
-func newMIBRaw(hd mibHeader) (*mibRaw, [2]int, DType, error) {
+func newMIBRaw(hd mibHeader) (*mibRaw, [2]int, dataset.DType, error) {
 	depth, err := strconv.Atoi(strings.TrimSpace(hd.fields[len(hd.fields)-1]))
 	if err != nil {
-		return nil, [2]int{}, Invalid, fmt.Errorf("raw-packed (R64) MIB: the counter depth (last header field) is %q, not a number", hd.fields[len(hd.fields)-1])
+		return nil, [2]int{}, dataset.Invalid, fmt.Errorf("raw-packed (R64) MIB: the counter depth (last header field) is %q, not a number", hd.fields[len(hd.fields)-1])
 	}
 	chips, err := strconv.Atoi(strings.TrimSpace(hd.fields[3]))
 	if err != nil {
-		return nil, [2]int{}, Invalid, fmt.Errorf("raw-packed (R64) MIB: the number of chips (header field 3) is %q", hd.fields[3])
+		return nil, [2]int{}, dataset.Invalid, fmt.Errorf("raw-packed (R64) MIB: the number of chips (header field 3) is %q", hd.fields[3])
 	}
 	layout := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(hd.fields[7])), "g")
 	r := &mibRaw{bits: depth, rowPx: hd.width, rows: hd.height}
@@ -51,34 +54,34 @@ func newMIBRaw(hd mibHeader) (*mibRaw, [2]int, DType, error) {
 	case chips == 1 && layout == "1x1":
 	case chips == 4 && layout == "2x2":
 		if hd.width != 4*hd.height {
-			return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) 2x2 quad MIB: header size %d×%d is not 4 chips of %d×%d rows side by side", hd.width, hd.height, hd.height, hd.height)
+			return nil, sig, dataset.Invalid, fmt.Errorf("raw-packed (R64) 2x2 quad MIB: header size %d×%d is not 4 chips of %d×%d rows side by side", hd.width, hd.height, hd.height, hd.height)
 		}
 		r.quad, r.side = true, hd.height
 		sig = [2]int{2 * hd.height, 2 * hd.height}
 	default:
-		return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) MIB with %d chips in layout %q is not supported (single chip 1x1 and quad 2x2 are)", chips, hd.fields[7])
+		return nil, sig, dataset.Invalid, fmt.Errorf("raw-packed (R64) MIB with %d chips in layout %q is not supported (single chip 1x1 and quad 2x2 are)", chips, hd.fields[7])
 	}
-	var dt DType
+	var dt dataset.DType
 	switch depth {
 	case 1:
-		dt, r.rawBytes = Uint8, r.rowPx*r.rows/8
+		dt, r.rawBytes = dataset.Uint8, r.rowPx*r.rows/8
 		if r.rowPx%64 != 0 {
-			return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) 1-bit MIB: row of %d pixels is not a whole number of 64-pixel words", r.rowPx)
+			return nil, sig, dataset.Invalid, fmt.Errorf("raw-packed (R64) 1-bit MIB: row of %d pixels is not a whole number of 64-pixel words", r.rowPx)
 		}
 	case 6:
-		dt, r.rawBytes = Uint8, r.rowPx*r.rows
+		dt, r.rawBytes = dataset.Uint8, r.rowPx*r.rows
 	case 12:
-		dt, r.rawBytes = Uint16, 2*r.rowPx*r.rows
+		dt, r.rawBytes = dataset.Uint16, 2*r.rowPx*r.rows
 	case 24:
-		dt, r.rawBytes = Uint32, 4*r.rowPx*r.rows
+		dt, r.rawBytes = dataset.Uint32, 4*r.rowPx*r.rows
 	default:
-		return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) MIB: counter depth %d is not 1, 6, 12 or 24", depth)
+		return nil, sig, dataset.Invalid, fmt.Errorf("raw-packed (R64) MIB: counter depth %d is not 1, 6, 12 or 24", depth)
 	}
 	if depth != 1 && r.rowPx%8 != 0 {
-		return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) MIB: row of %d pixels is not a whole number of 8-pixel groups", r.rowPx)
+		return nil, sig, dataset.Invalid, fmt.Errorf("raw-packed (R64) MIB: row of %d pixels is not a whole number of 8-pixel groups", r.rowPx)
 	}
 	if r.quad && r.side%64 != 0 && depth == 1 {
-		return nil, sig, Invalid, fmt.Errorf("raw-packed (R64) 1-bit quad MIB: chip side %d is not a multiple of 64", r.side)
+		return nil, sig, dataset.Invalid, fmt.Errorf("raw-packed (R64) 1-bit quad MIB: chip side %d is not a multiple of 64", r.side)
 	}
 	return r, sig, dt, nil
 }
@@ -121,19 +124,19 @@ func (r *mibRaw) decodeSegment(src []byte, n, bits int, v func(i int, value uint
 
 // decode decodes one frame's raw pixels src (rawBytes) into dst, host order, of sig
 // sig and dtype dt.
-func (r *mibRaw) decode(dst, src []byte, sig [2]int, dt DType) {
+func (r *mibRaw) decode(dst, src []byte, sig [2]int, dt dataset.DType) {
 	width := sig[1]
 	put := func(p int, value uint32, add bool) {
 		switch dt {
-		case Uint8:
+		case dataset.Uint8:
 			dst[p] = uint8(value)
-		case Uint16:
-			putHost16(dst[2*p:], uint16(value))
-		case Uint32:
+		case dataset.Uint16:
+			binary.NativeEndian.PutUint16(dst[2*p:], uint16(value))
+		case dataset.Uint32:
 			if add {
-				value += getHost32(dst[4*p:])
+				value += binary.NativeEndian.Uint32(dst[4*p:])
 			}
-			putHost32(dst[4*p:], value)
+			binary.NativeEndian.PutUint32(dst[4*p:], value)
 		}
 	}
 	bits, planes := r.bits, 1

@@ -10,9 +10,16 @@ package formats
 
 import (
 	_ "github.com/stemdot/stemdot/dataset/blo"
+	_ "github.com/stemdot/stemdot/dataset/dm"
 	_ "github.com/stemdot/stemdot/dataset/empad"
+	_ "github.com/stemdot/stemdot/dataset/frms6"
 	_ "github.com/stemdot/stemdot/dataset/hdf5"
+	_ "github.com/stemdot/stemdot/dataset/k2is"
 	_ "github.com/stemdot/stemdot/dataset/mib"
+	_ "github.com/stemdot/stemdot/dataset/mrc"
 	_ "github.com/stemdot/stemdot/dataset/npy"
 	_ "github.com/stemdot/stemdot/dataset/raw"
+	_ "github.com/stemdot/stemdot/dataset/seq"
+	_ "github.com/stemdot/stemdot/dataset/ser"
+	_ "github.com/stemdot/stemdot/dataset/tvips"
 )

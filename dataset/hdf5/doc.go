@@ -6,9 +6,14 @@
 // HDF5 files are read through the HDF5 C library (libhdf5, https://www.hdfgroup.org/;
 // Debian: libhdf5-dev), so that every storage layout and filter the library supports
 // (contiguous, chunked, deflate, shuffle, Fletcher-32, ...) is read as written. A build
-// with the tag nohdf5 leaves the library out and refuses HDF5 files. Filters outside the
-// library (LZF, bitshuffle, Blosc, ...) are loaded as plugins from HDF5_PLUGIN_PATH; a
-// dataset whose filter cannot be loaded is refused when opened, not when read.
+// with the tag nohdf5 leaves the library out and refuses HDF5 files. The chunks of
+// datasets whose filters are all deflate, shuffle, Fletcher-32, LZ4 (32004) or
+// bitshuffle (32008, with LZ4 or none) are read raw under the library's global lock and
+// decoded in Go by the worker that reads them (package internal/h5filter), so that
+// compressed files are decoded on as many cores as there are workers, without plugins.
+// Other filters (LZF, Blosc, zstd, ...) are loaded by the library as plugins from
+// HDF5_PLUGIN_PATH; a dataset whose filter cannot be loaded is refused when opened, not
+// when read.
 //
 // The frames are a dataset of rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x)
 // or 5 (e.g. fpd files: (nav_y, nav_x, 1, sig_y, sig_x), or a time series (t, nav_y,

@@ -232,6 +232,9 @@ type h5File struct {
 	// reread are the checks to repeat before reading the frames they concern (external raw
 	// storage files, VDS sources that libhdf5 opens for each read).
 	reread []h5Reread
+	// chunks, when set, reads the dataset's raw chunks and decodes them outside the lock
+	// (chunks.go).
+	chunks *h5Chunks
 	dataset.ScanFrames
 }
 
@@ -903,6 +906,9 @@ func h5CheckFilters(set C.hid_t) error {
 		if avail > 0 {
 			continue
 		}
+		if _, _, ok, err := h5GoPipeline(set); err != nil || ok {
+			return err // decoded in Go (chunks.go): no plugin needed
+		}
 		filter := fmt.Sprintf("filter %d (%s)", int(id), cmp.Or(C.GoString(&name[0]), "unnamed"))
 		return &h5Unreadable{"needs " + filter, fmt.Sprintf("its data passes through HDF5 %s, which this libhdf5 cannot load: "+
 			"install the filter's plugin (e.g. the plugins of the hdf5plugin Python package) and set HDF5_PLUGIN_PATH to its folder "+
@@ -971,7 +977,7 @@ func (d *h5File) setChunkCache(dims []int) error {
 	if d.set = C.H5Dopen2(d.file, cname, dapl); d.set < 0 {
 		return h5Fail("reopening the dataset with its chunk cache")
 	}
-	return nil
+	return d.setupChunks(dims, nbytes)
 }
 
 // nextPrime returns the smallest prime >= n (HDF5 advises a prime number of cache slots).
@@ -1025,14 +1031,18 @@ func (d *h5File) closeLocked() error {
 	return nil
 }
 
-// ReadFrames reads frames [start, end) through the library, which decompresses their
-// chunks (kept in the chunk cache for the next tile) and converts them to the host's
-// native type: one hyperslab per run of frames that is a box in the stored nav axes (at
-// most 2·rank-1 of them).
+// ReadFrames reads frames [start, end): from their raw chunks, decoded in the calling
+// goroutine, where every filter has a Go decoder (chunks.go); else through the library,
+// which decompresses their chunks (kept in the chunk cache for the next tile) and
+// converts them to the host's native type: one hyperslab per run of frames that is a box
+// in the stored nav axes (at most 2·rank-1 of them).
 func (d *h5File) ReadFrames(start, end int, dst []byte) error {
 	fb := d.FrameBytes()
 	if err := dataset.CheckRange(d.path, start, end, d.NumFrames(), fb, len(dst)); err != nil {
 		return err
+	}
+	if d.chunks != nil {
+		return d.readChunks(start, end, dst)
 	}
 	defer h5Enter()()
 	if d.closed {

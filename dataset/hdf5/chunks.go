@@ -1,0 +1,284 @@
+//go:build !nohdf5
+
+package hdf5
+
+/*
+#include <stdlib.h>
+#include <hdf5.h>
+
+// sd_plain_type reports whether the stored type t is an integer or an IEEE float that
+// fills its bytes (offset 0, full precision), so that its raw bytes only need their byte
+// order turned; *big is set for big-endian storage.
+static int sd_plain_type(hid_t t, int *big) {
+	H5T_class_t c = H5Tget_class(t);
+	size_t size = H5Tget_size(t);
+	if ((c != H5T_INTEGER && c != H5T_FLOAT) || H5Tget_offset(t) != 0 || H5Tget_precision(t) != 8 * size) return 0;
+	H5T_order_t o = H5Tget_order(t);
+	*big = o == H5T_ORDER_BE;
+	if (size > 1 && o != H5T_ORDER_LE && o != H5T_ORDER_BE) return 0;
+	if (c == H5T_FLOAT) {
+		hid_t ieee = size == 4 ? (*big ? H5T_IEEE_F32BE : H5T_IEEE_F32LE) : (*big ? H5T_IEEE_F64BE : H5T_IEEE_F64LE);
+		return (size == 4 || size == 8) && H5Tequal(t, ieee) > 0;
+	}
+	return 1;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/h5filter"
+	"github.com/stemdot/stemdot/internal/npy"
+)
+
+// Chunks decoded in the workers.
+//
+// A chunked dataset whose filters all have a Go decoder (package internal/h5filter:
+// deflate, shuffle, Fletcher-32, LZ4, bitshuffle with LZ4 or none) and whose stored type
+// is a plain integer or IEEE float is not read through libhdf5's H5Dread, which
+// decompresses inside the library's global lock, so on one core however many workers
+// read. ReadFrames instead reads the raw chunks of the frames asked for under the lock
+// (H5Dread_chunk, libhdf5 1.10.2 and later), then decodes them and turns their byte order
+// in the goroutine of the worker that asked, so that workers decode in parallel. Chunks
+// that a read does not use whole (a chunk of 4×4 scan positions read a scan row at a
+// time) are kept decoded for the next reads, in a cache of the size of libhdf5's chunk
+// cache. Chunks never written are read as the dataset's fill value, as libhdf5 reads
+// them (option allow_fill; storage.go refuses them otherwise). Other datasets are read
+// through libhdf5 as before.
+
+// h5Chunks is what reading the raw chunks of the frames dataset needs.
+type h5Chunks struct {
+	grid     h5filter.Grid
+	pipeline h5filter.Pipeline
+	swap     bool   // the stored byte order is not the host's
+	fill     []byte // one element of the fill value, in host order
+	cache    *h5filter.Cache
+}
+
+// h5GoPipeline returns the filter pipeline of the open dataset set when every filter has
+// a Go decoder and its stored type is a plain integer or IEEE float (big: stored
+// big-endian); ok is false where libhdf5 reads it: not chunked, no filter, a filter
+// without a Go decoder, another type, edge chunks left unfiltered. Called with h5lock
+// held.
+func h5GoPipeline(set C.hid_t) (pipeline h5filter.Pipeline, big, ok bool, err error) {
+	dcpl := C.H5Dget_create_plist(set)
+	if dcpl < 0 {
+		return nil, false, false, h5Error("reading the dataset's storage layout")
+	}
+	defer C.H5Pclose(dcpl)
+	if C.H5Pget_layout(dcpl) != C.H5D_CHUNKED {
+		return nil, false, false, nil
+	}
+	var opts C.uint
+	if C.H5Pget_chunk_opts(dcpl, &opts) < 0 {
+		return nil, false, false, h5Error("reading the chunk options")
+	}
+	if opts&C.H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS != 0 {
+		return nil, false, false, nil
+	}
+	for i := range C.H5Pget_nfilters(dcpl) {
+		var flags, config C.uint
+		var values [32]C.uint
+		nvalues := C.size_t(len(values))
+		id := C.H5Pget_filter2(dcpl, C.uint(i), &flags, &nvalues, &values[0], 0, nil, &config)
+		if id < 0 {
+			return nil, false, false, h5Error("reading the dataset's filters")
+		}
+		f := h5filter.Filter{ID: int(id)}
+		for _, v := range values[:min(int(nvalues), len(values))] {
+			f.Values = append(f.Values, uint32(v))
+		}
+		pipeline = append(pipeline, f)
+	}
+	if len(pipeline) == 0 || pipeline.Check() != nil {
+		return nil, false, false, nil
+	}
+	t := C.H5Dget_type(set)
+	if t < 0 {
+		return nil, false, false, h5Error("reading the data type")
+	}
+	defer C.H5Tclose(t)
+	var cbig C.int
+	if C.sd_plain_type(t, &cbig) <= 0 {
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return nil, false, false, nil
+	}
+	return pipeline, cbig != 0, true, nil
+}
+
+// setupChunks prepares reading the raw chunks of the frames dataset of extent dims where
+// h5GoPipeline allows (else d.chunks stays nil). cacheBytes sizes the cache of decoded
+// chunks. Called with h5lock held.
+func (d *h5File) setupChunks(dims []int, cacheBytes int64) error {
+	pipeline, big, ok, err := h5GoPipeline(d.set)
+	if err != nil || !ok {
+		return err
+	}
+	dcpl := C.H5Dget_create_plist(d.set)
+	if dcpl < 0 {
+		return h5Error("reading the dataset's storage layout")
+	}
+	defer C.H5Pclose(dcpl)
+	chunk := make([]C.hsize_t, len(dims))
+	if int(C.H5Pget_chunk(dcpl, C.int(len(dims)), &chunk[0])) != len(dims) {
+		return h5Error("reading the chunk shape")
+	}
+	c := &h5Chunks{grid: h5filter.Grid{Dims: dims, Chunk: make([]int, len(dims)), Elem: d.dt.Size()}, pipeline: pipeline,
+		swap: big != npy.HostBigEndian, fill: make([]byte, d.dt.Size())}
+	for i, n := range chunk {
+		c.grid.Chunk[i] = int(n)
+	}
+	var defined C.H5D_fill_value_t
+	if C.H5Pfill_value_defined(dcpl, &defined) >= 0 && defined != C.H5D_FILL_VALUE_UNDEFINED {
+		if C.H5Pget_fill_value(dcpl, d.memType, unsafe.Pointer(&c.fill[0])) < 0 {
+			return h5Error("reading the fill value")
+		}
+	}
+	c.cache = h5filter.NewCache(int(cacheBytes))
+	d.chunks = c
+	return nil
+}
+
+// h5Box is a box of frames of a read: its first element and size on every axis, and
+// where its frames go in the destination.
+type h5Box struct {
+	lo, count []int
+	dst       []byte
+}
+
+// h5Raw is a chunk of a read: where it is, and its stored bytes and filter mask read
+// under the lock (missing: never written), or its decoded bytes from the cache.
+type h5Raw struct {
+	origin  []int
+	key     int64
+	data    []byte
+	mask    uint32
+	missing bool
+	decoded bool
+}
+
+// readChunks reads frames [start, end) into dst from the raw chunks (h5Chunks).
+func (d *h5File) readChunks(start, end int, dst []byte) error {
+	c := d.chunks
+	fb := d.FrameBytes()
+	rank := len(d.fileNav) + 2
+	var boxes []h5Box
+	off := 0
+	navBoxes(d.fileNav, start, end, func(first, count []int) bool {
+		b := h5Box{lo: make([]int, rank), count: make([]int, rank)}
+		copy(b.lo, first)
+		copy(b.count, count)
+		b.count[rank-2], b.count[rank-1] = d.sig[0], d.sig[1]
+		n := fb
+		for _, k := range count {
+			n *= k
+		}
+		b.dst = dst[off : off+n]
+		off += n
+		boxes = append(boxes, b)
+		return true
+	})
+	var chunks []h5Raw
+	seen := map[int64]bool{}
+	for _, b := range boxes {
+		c.grid.Chunks(b.lo, b.count, func(origin []int) bool {
+			key := c.grid.Index(origin)
+			if !seen[key] {
+				seen[key] = true
+				r := h5Raw{origin: append([]int(nil), origin...), key: key}
+				if r.data = c.cache.Get(key); r.data != nil {
+					r.decoded = true
+				}
+				chunks = append(chunks, r)
+			}
+			return true
+		})
+	}
+	if err := d.readRaw(chunks); err != nil {
+		return fmt.Errorf("dataset: %s: frames [%d, %d): %w", d.path, start, end, err)
+	}
+	chunkBytes := c.grid.ChunkBytes()
+	for _, r := range chunks {
+		data := r.data
+		if !r.decoded {
+			var err error
+			if data, err = c.decode(r, chunkBytes); err != nil {
+				return fmt.Errorf("dataset: %s: frames [%d, %d): dataset %s, chunk at %s: %w", d.path, start, end, h5Name(d.dsPath), npy.ShapeString(r.origin), err)
+			}
+		}
+		whole := false
+		for _, b := range boxes {
+			c.grid.CopyBox(b.dst, b.lo, b.count, data, r.origin)
+			whole = whole || c.grid.Covers(b.lo, b.count, r.origin)
+		}
+		if !r.decoded && !whole {
+			c.cache.Put(r.key, data)
+		}
+	}
+	return nil
+}
+
+// readRaw reads the stored bytes and filter masks of the chunks not decoded yet, under
+// the lock.
+func (d *h5File) readRaw(chunks []h5Raw) error {
+	defer h5Enter()()
+	if d.closed {
+		return errs.New(errs.Argument, "read after Close")
+	}
+	limit := int64(2*d.chunks.grid.ChunkBytes() + 4096)
+	offset := make([]C.hsize_t, len(d.chunks.grid.Dims))
+	for i := range chunks {
+		r := &chunks[i]
+		if r.decoded {
+			continue
+		}
+		for a, o := range r.origin {
+			offset[a] = C.hsize_t(o)
+		}
+		var nbytes C.hsize_t
+		var mask C.uint
+		var addr C.haddr_t
+		if C.H5Dget_chunk_info_by_coord(d.set, &offset[0], &mask, &addr, &nbytes) < 0 {
+			return h5Error(fmt.Sprintf("reading the index of the chunk at %s of dataset %s", npy.ShapeString(r.origin), h5Name(d.dsPath)))
+		}
+		if nbytes == 0 { // never written
+			r.missing = true
+			continue
+		}
+		if int64(nbytes) > limit {
+			return errs.New(errs.Format, "dataset %s: the chunk at %s is stored in %d bytes, more than twice its %d decoded bytes: the file is corrupt",
+				h5Name(d.dsPath), npy.ShapeString(r.origin), uint64(nbytes), d.chunks.grid.ChunkBytes())
+		}
+		r.data = make([]byte, nbytes)
+		var rmask C.uint32_t
+		if C.H5Dread_chunk(d.set, C.H5P_DEFAULT, &offset[0], &rmask, unsafe.Pointer(&r.data[0])) < 0 {
+			return errs.Wrap(errs.IO, h5Error(fmt.Sprintf("reading the chunk at %s of dataset %s", npy.ShapeString(r.origin), h5Name(d.dsPath))))
+		}
+		r.mask = uint32(rmask)
+	}
+	return nil
+}
+
+// decode returns the chunk r decoded, in host byte order (the fill value for a chunk
+// never written).
+func (c *h5Chunks) decode(r h5Raw, chunkBytes int) ([]byte, error) {
+	if r.missing {
+		out := make([]byte, chunkBytes)
+		for i := 0; i < len(out); i += len(c.fill) {
+			copy(out[i:], c.fill)
+		}
+		return out, nil
+	}
+	out, err := c.pipeline.Decode(r.data, r.mask, chunkBytes)
+	if err != nil {
+		return nil, err
+	}
+	if c.swap {
+		dataset.CopyToHost(out, out, c.grid.Elem, !npy.HostBigEndian)
+	}
+	return out, nil
+}

@@ -1,7 +1,9 @@
 // Package hdf5 reads 4D-STEM frames from HDF5 files for package dataset: importing it
 // registers the format "hdf5" (extensions .h5, .hdf5, .hdf, .nxs, .emd, or the HDF5
 // signature "\x89HDF\r\n\x1a\n"), which dataset.Open then reads with the shared options
-// nav_shape, sync_offset, flyback, roi, frames, dataset_path and allow_fill.
+// nav_shape, sync_offset, flyback, roi, frames, dataset_path and allow_fill; and the
+// format "dectris", DECTRIS ARINA/QUADRO/EIGER master files whose linked blocks of
+// frames are read as one scan (dectris.go; format option pixel_mask).
 //
 // HDF5 files are read through the HDF5 C library (libhdf5, https://www.hdfgroup.org/;
 // Debian: libhdf5-dev), so that every storage layout and filter the library supports

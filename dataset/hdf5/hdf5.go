@@ -219,6 +219,7 @@ func h5Message() string {
 type h5File struct {
 	path      string
 	dsPath    string
+	option    string // " (option dataset_path)": what gave dsPath, for messages
 	file, set C.hid_t
 	memType   C.hid_t
 	fileNav   []int // the dataset's nav axes as stored, size-1 axes included
@@ -255,7 +256,7 @@ func openHDF5(path string, opt dataset.Options) (dataset.Dataset, error) {
 	defer h5Enter()()
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	d := &h5File{path: path, file: -1, set: -1, access: h5NewAccess()}
+	d := &h5File{path: path, option: " (option dataset_path)", file: -1, set: -1, access: h5NewAccess()}
 	if d.access < 0 {
 		d.closeLocked()
 		return nil, fmt.Errorf("dataset: %s: %w", path, h5Error("creating dataset access properties"))
@@ -477,22 +478,36 @@ func (w *h5Walk) object(obj C.hid_t, path string, depth int, linked bool) error 
 
 // group lists the links of the open group g at path ("" for the root).
 func (w *h5Walk) group(g C.hid_t, path string, depth int) error {
-	var n C.size_t
-	list := C.sd_list_links(g, &n)
-	if list == nil {
-		return h5Error(fmt.Sprintf("listing group %s", h5Name(cmp.Or(path, "/"))))
+	links, err := h5Links(g, path)
+	if err != nil {
+		return err
 	}
-	names := C.GoBytes(unsafe.Pointer(list), C.int(n))
-	C.free(unsafe.Pointer(list))
-	for entry := range strings.SplitSeq(strings.TrimSuffix(string(names), "\x00"), "\x00") {
-		if entry == "" {
-			continue
-		}
-		if err := w.link(g, entry[0], entry[1:], path+"/"+entry[1:], depth); err != nil {
+	for _, l := range links {
+		if err := w.link(g, l[0], l[1:], path+"/"+l[1:], depth); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// h5Links lists the links of the open group g at path ("" for the root) in the order of
+// their names, each as its kind ('h' hard, 's' soft, 'e' external, 'u' user-defined)
+// and its name. Called with h5lock held.
+func h5Links(g C.hid_t, path string) ([]string, error) {
+	var n C.size_t
+	list := C.sd_list_links(g, &n)
+	if list == nil {
+		return nil, h5Error(fmt.Sprintf("listing group %s", h5Name(cmp.Or(path, "/"))))
+	}
+	names := C.GoBytes(unsafe.Pointer(list), C.int(n))
+	C.free(unsafe.Pointer(list))
+	var out []string
+	for entry := range strings.SplitSeq(strings.TrimSuffix(string(names), "\x00"), "\x00") {
+		if entry != "" {
+			out = append(out, entry)
+		}
+	}
+	return out, nil
 }
 
 // link lists the object of the hard link name (kind 'h') in the open group g, at path, or
@@ -668,7 +683,7 @@ func h5ChoiceNote(chosen h5Candidate, c h5Contents) []string {
 	}
 	parts := []string{"reading " + chosen.String()}
 	if len(blocks) > 0 {
-		parts[0] = fmt.Sprintf("reading only %s, one of %d blocks of frames linked from group %s (%d frames in all); not read: %s (stemdot reads one dataset: give option dataset_path to read another block)",
+		parts[0] = fmt.Sprintf("reading only %s, one of %d blocks of frames linked from group %s (%d frames in all); not read: %s (format hdf5 reads one dataset: give option dataset_path to read another block; format dectris reads the blocks /entry/data/data_NNNNNN of a DECTRIS master as one scan)",
 			chosen, len(blocks), h5Name(path.Dir(chosen.path)), h5CountFrames(blocks), h5Few(blocks[1:]))
 	}
 	if len(others) > 0 {
@@ -744,11 +759,26 @@ func (d *h5File) open(opt dataset.Options) (dataset.Dataset, error) {
 			return nil, errors.New(listing)
 		}
 	}
+	dims, filled, err := d.openDataset(opt, listing, blocks)
+	if err != nil {
+		return nil, err
+	}
+	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, npy.ShapeString(dims))
+	return dataset.Reconcile(d, opt, dataset.NavFromAxes(d.fileNav), source, dataset.FileFrames{Whole: d.NumFrames(), RecordBytes: int64(d.FrameBytes()),
+		Series: len(d.fileNav) == 1, Notes: append(picked, filled...)})
+}
+
+// openDataset opens the dataset at d.dsPath (option dataset_path; errors list the
+// file's candidates, listing) and reads its shape, dtype and storage: it gives d the
+// frames of the dataset (SetFileFrames) and returns its extent and the notes on frames
+// read as the fill value. blocks are those of the scan whose first block the automatic
+// choice picked (nil: none). Called with h5lock held.
+func (d *h5File) openDataset(opt dataset.Options, listing string, blocks []h5Candidate) (dims []int, filled []string, err error) {
 	cname := C.CString(d.dsPath)
 	defer C.free(unsafe.Pointer(cname))
 	exists := C.H5Lexists(d.file, cname, d.access) > 0
 	if h5SideErr != nil { // an external link on the way to a file not safe to open
-		return nil, h5Fail(fmt.Sprintf("dataset %q (option dataset_path)", d.dsPath))
+		return nil, nil, h5Fail(fmt.Sprintf("dataset %q%s", d.dsPath, d.option))
 	}
 	C.H5Eclear2(C.H5E_DEFAULT)
 	if trimmed := strings.TrimSpace(d.dsPath); !exists && trimmed != d.dsPath {
@@ -763,52 +793,49 @@ func (d *h5File) open(opt dataset.Options) (dataset.Dataset, error) {
 		C.H5Eclear2(C.H5E_DEFAULT)
 	}
 	if !exists {
-		return nil, errs.New(errs.Argument, "no dataset %q (option dataset_path); %s", d.dsPath, listing)
+		return nil, nil, errs.New(errs.Argument, "no dataset %q%s; %s", d.dsPath, d.option, listing)
 	}
 	if err := d.checkDataset(cname, listing); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if d.set = C.H5Dopen2(d.file, cname, d.access); d.set < 0 {
-		return nil, fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening dataset %q (option dataset_path)", d.dsPath)), listing)
+		return nil, nil, fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening dataset %q%s", d.dsPath, d.option)), listing)
 	}
-	dims, err := h5Dims(d.set)
+	dims, err = h5Dims(d.set)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(dims) < 3 || len(dims) > 5 {
-		return nil, fmt.Errorf("dataset %q has shape %s: want rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x) or 5; %s",
+		return nil, nil, fmt.Errorf("dataset %q has shape %s: want rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x) or 5; %s",
 			d.dsPath, npy.ShapeString(dims), listing)
 	}
 	if d.dt, err = h5Readable(d.set); err != nil {
-		return nil, fmt.Errorf("dataset %q: %w; %s", d.dsPath, err, listing)
+		return nil, nil, fmt.Errorf("dataset %q: %w; %s", d.dsPath, err, listing)
 	}
 	d.memType = C.sd_native(C.int(d.dt))
 	d.sig = [2]int{dims[len(dims)-2], dims[len(dims)-1]}
 	d.fileNav = dims[:len(dims)-2]
 	frames, _, err := dataset.CheckShape(d.fileNav, d.sig, d.dt)
 	if err != nil {
-		return nil, fmt.Errorf("dataset %q: %w", d.dsPath, err)
+		return nil, nil, fmt.Errorf("dataset %q: %w", d.dsPath, err)
 	}
 	if frames == 0 {
-		return nil, fmt.Errorf("dataset %q has shape %s: no frames", d.dsPath, npy.ShapeString(dims))
+		return nil, nil, fmt.Errorf("dataset %q has shape %s: no frames", d.dsPath, npy.ShapeString(dims))
 	}
 	d.SetFileFrames(frames)
 	if len(blocks) > 0 && len(opt.NavShape) > 0 && product(opt.NavShape) > frames {
 		// Not an interrupted scan: its other frames are in the other blocks.
-		return nil, errs.New(errs.Argument, "nav shape %s (option nav_shape) has %d positions, but the dataset chosen, %s, is one of %d blocks of frames linked from group %s (%d frames in all), "+
-			"and stemdot reads one dataset, not linked blocks as one scan: give option dataset_path to read one block, with option nav_shape of its frames",
+		return nil, nil, errs.New(errs.Argument, "nav shape %s (option nav_shape) has %d positions, but the dataset chosen, %s, is one of %d blocks of frames linked from group %s (%d frames in all), "+
+			"and format hdf5 reads one dataset, not linked blocks as one scan: give option dataset_path to read one block, with option nav_shape of its frames (format dectris reads the blocks /entry/data/data_NNNNNN of a DECTRIS master as one scan)",
 			npy.ShapeString(opt.NavShape), product(opt.NavShape), blocks[0], len(blocks), h5Name(path.Dir(blocks[0].path)), h5CountFrames(blocks))
 	}
 	if err := d.setChunkCache(dims); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	filled, err := d.checkStorage(opt, dims)
-	if err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", h5Name(d.dsPath), err)
+	if filled, err = d.checkStorage(opt, dims); err != nil {
+		return nil, nil, fmt.Errorf("dataset %s: %w", h5Name(d.dsPath), err)
 	}
-	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, npy.ShapeString(dims))
-	return dataset.Reconcile(d, opt, dataset.NavFromAxes(d.fileNav), source, dataset.FileFrames{Whole: frames, RecordBytes: int64(d.FrameBytes()),
-		Series: len(d.fileNav) == 1, Notes: append(picked, filled...)})
+	return dims, filled, nil
 }
 
 // checkDataset checks that the object at dataset_path cname is a dataset: a group gets
@@ -816,7 +843,7 @@ func (d *h5File) open(opt dataset.Options) (dataset.Dataset, error) {
 func (d *h5File) checkDataset(cname *C.char, listing string) error {
 	obj := C.H5Oopen(d.file, cname, d.access)
 	if obj < 0 {
-		return fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening %q (option dataset_path)", d.dsPath)), listing)
+		return fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening %q%s", d.dsPath, d.option)), listing)
 	}
 	defer C.H5Oclose(obj)
 	switch C.H5Iget_type(obj) {
@@ -828,11 +855,11 @@ func (d *h5File) checkDataset(cname *C.char, listing string) error {
 			return err
 		}
 		if len(inside.cands) == 0 {
-			return errs.New(errs.Argument, "%q is a group, not a dataset (option dataset_path) and holds no dataset of rank 3 to 5; %s", d.dsPath, listing)
+			return errs.New(errs.Argument, "%q is a group, not a dataset%s and holds no dataset of rank 3 to 5; %s", d.dsPath, d.option, listing)
 		}
-		return errs.New(errs.Argument, "%q is a group, not a dataset (option dataset_path); %s", d.dsPath, h5Listing(inside, "it"))
+		return errs.New(errs.Argument, "%q is a group, not a dataset%s; %s", d.dsPath, d.option, h5Listing(inside, "it"))
 	}
-	return errs.New(errs.Argument, "%q is a named data type, not a dataset (option dataset_path); %s", d.dsPath, listing)
+	return errs.New(errs.Argument, "%q is a named data type, not a dataset%s; %s", d.dsPath, d.option, listing)
 }
 
 // h5Readable returns the dtype of an open dataset, or an *h5Unreadable error when its

@@ -937,6 +937,10 @@ func h5CheckFilters(set C.hid_t) error {
 			return err // decoded in Go (chunks.go): no plugin needed
 		}
 		filter := fmt.Sprintf("filter %d (%s)", int(id), cmp.Or(C.GoString(&name[0]), "unnamed"))
+		if failed := h5PluginFailures(); len(failed) > 0 {
+			return &h5Unreadable{"needs " + filter + ", plugins failed to load", fmt.Sprintf("its data passes through HDF5 %s, which this libhdf5 could not load; "+
+				"plugins in its plugin path failed to load (the filter's may be one of them): %s", filter, strings.Join(failed, "; "))}
+		}
 		return &h5Unreadable{"needs " + filter, fmt.Sprintf("its data passes through HDF5 %s, which this libhdf5 cannot load: "+
 			"install the filter's plugin (e.g. the plugins of the hdf5plugin Python package) and set HDF5_PLUGIN_PATH to its folder "+
 			"(registered filters: https://github.com/HDFGroup/hdf5_plugins/blob/master/docs/RegisteredFilterPlugins.md)", filter)}

@@ -43,7 +43,7 @@ func FlagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-
 
 // OpenOptions are the options of Open, in the order the CLI's help lists them.
 var OpenOptions = []OpenOption{
-	{Key: "format", Usage: "file format: raw, npy, mib, blo, hdf5 or empad (default: detected from the extension and content)",
+	{Key: "format", Usage: "file format: raw, npy, mib, blo, hdf5, dectris or empad (default: detected from the extension and content)",
 		set: func(o *Options, v string) error { o.Format = strings.ToLower(strings.TrimSpace(v)); return nil }},
 	{Key: "nav_shape", Usage: "navigation (scan) shape Y,X (or N); overrides the file's scan shape when it has as many positions, or as many as the file has frames; another is refused (default: from the file, else 1,N with a warning)",
 		set: func(o *Options, v string) (err error) {
@@ -219,8 +219,9 @@ func ParseByteOrder(s string) (bigEndian bool, err error) {
 // Open opens the 4D-STEM file at path, of a format detected from its name and content
 // or given by opt.Format (dataset.Open): raw (.raw, .bin, or any file given SigShape
 // and DType), NPY (.npy), Merlin MIB with its .hdr sidecar (.mib, .hdr), NanoMEGAS BLO
-// (.blo), HDF5 (.h5, .hdf5, .hdf, .nxs, .emd) and EMPAD (.xml, or the .raw file an
-// EMPAD .xml beside it names). Close the dataset when done. Errors are classified
+// (.blo), HDF5 (.h5, .hdf5, .hdf, .nxs, .emd), DECTRIS masters (dectris: an HDF5 .h5
+// linking blocks /entry/data/data_NNNNNN) and EMPAD (.xml, or the .raw file an EMPAD
+// .xml beside it names). Close the dataset when done. Errors are classified
 // (errs.IO, errs.Format, errs.Shape, errs.DType, errs.Argument) and name the file and
 // the field of opt that helps ("give Options.NavShape").
 func Open(path string, opt Options) (dataset.Dataset, error) {

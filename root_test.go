@@ -272,7 +272,7 @@ func TestOpenDocListsFormats(t *testing.T) {
 	_, supported, ok := strings.Cut(err.Error(), "(supported: ")
 	require.True(t, ok, err.Error())
 	names := regexp.MustCompile(`(?:^|\), )([a-z0-9]+) \(`).FindAllStringSubmatch(supported, -1)
-	require.Len(t, names, 6, supported)
+	require.Len(t, names, len(dataset.Formats()), supported)
 	exts := regexp.MustCompile(`\.[a-z0-9]+\b`).FindAllString(supported, -1)
 	require.Contains(t, exts, ".emd")
 
@@ -335,7 +335,7 @@ func TestGoNames(t *testing.T) {
 	path := filepath.Join(dir, "f.npy")
 	require.NoError(t, npy.WriteFile(path, []int{2, 4, 4}, make([]float32, 32)))
 	_, err = stemdot.Open(path, stemdot.Options{Format: "bogus"})
-	require.ErrorContains(t, err, `unknown Options.Format "bogus" (supported: blo (.blo), empad (.xml, or the .raw file an EMPAD .xml beside it names), hdf5`)
+	require.ErrorContains(t, err, `unknown Options.Format "bogus" (supported: blo (.blo), `)
 	require.Equal(t, errs.Argument, errs.KindOf(err))
 	ds, err := stemdot.Open(path, stemdot.Options{DatasetPath: "/x"})
 	require.NoError(t, err)

@@ -117,11 +117,15 @@ func isDectrisMaster(path string, opt dataset.Options) bool {
 		return false
 	}
 	defer C.H5Fclose(file)
+	access := h5NewAccess() // external links on the way to /entry/data are checked
+	if access < 0 {
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return false
+	}
+	defer C.H5Pclose(access)
 	found := true
 	for _, p := range []string{"/entry", dectrisBlocks, dectrisBlocks + "/data_000001"} {
-		cp := C.CString(p)
-		found = found && C.H5Lexists(file, cp, C.H5P_DEFAULT) > 0
-		C.free(unsafe.Pointer(cp))
+		found = found && C.H5Lexists(file, cstr(p), access) > 0
 	}
 	C.H5Eclear2(C.H5E_DEFAULT)
 	return found
@@ -200,8 +204,8 @@ func (s *dectrisScan) open(opt dataset.Options, usePixelMask bool) (dataset.Data
 		if len(s.blocks) == 1 {
 			s.sig, s.dt = b.sig, b.dt
 		} else if b.sig != s.sig || b.dt != s.dt {
-			return nil, errs.New(errs.Format, "block %s %s of %s holds frames of %d×%d %s, block %s frames of %d×%d %s: the blocks are not one scan",
-				name, npy.ShapeString(dims), b.dt, b.sig[0], b.sig[1], b.dt, names[0], s.sig[0], s.sig[1], s.dt)
+			return nil, errs.New(errs.Format, "block %s %s holds frames of %d×%d %s, block %s frames of %d×%d %s: the blocks are not one scan",
+				name, npy.ShapeString(dims), b.sig[0], b.sig[1], b.dt, names[0], s.sig[0], s.sig[1], s.dt)
 		}
 		s.first = append(s.first, n)
 		n += b.NumFrames()

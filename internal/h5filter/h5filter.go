@@ -430,29 +430,65 @@ func bitunshuffle(in []byte, elem, blockElems int) ([]byte, error) {
 // each byte j of an element and bit k, a row of m/8 bytes (m = len(in)/elem, a multiple
 // of 8) whose bit i%8 of byte i/8 is bit k of byte j of element i; out gets the m
 // elements. Eight bytes of one byte j of 8 elements are an 8×8 bit matrix, transposed
-// with 64-bit operations.
+// with 64-bit operations; for 2- and 4-byte elements the bytes j of 8 elements are
+// interleaved in registers and stored 8 bytes at a time.
 func untransposeBits(in, out []byte, elem int) {
 	rows := len(in) / elem / 8
-	for j := range elem {
-		plane := in[j*8*rows : (j+1)*8*rows]
-		r0, r1, r2, r3 := plane[:rows], plane[rows:2*rows], plane[2*rows:3*rows], plane[3*rows:4*rows]
-		r4, r5, r6, r7 := plane[4*rows:5*rows], plane[5*rows:6*rows], plane[6*rows:7*rows], plane[7*rows:8*rows]
+	plane := func(j int) []byte { return in[j*8*rows : (j+1)*8*rows] }
+	le := binary.LittleEndian
+	switch elem {
+	case 2:
+		p0, p1 := plane(0), plane(1)
 		for g := range rows {
-			x := uint64(r0[g]) | uint64(r1[g])<<8 | uint64(r2[g])<<16 | uint64(r3[g])<<24 |
-				uint64(r4[g])<<32 | uint64(r5[g])<<40 | uint64(r6[g])<<48 | uint64(r7[g])<<56
-			o := out[g*8*elem+j : (g+1)*8*elem]
-			if x == 0 {
-				for i := range 8 {
-					o[i*elem] = 0
-				}
-				continue
+			x0, x1 := transpose8x8(gather8(p0, rows, g)), transpose8x8(gather8(p1, rows, g))
+			o := out[16*g : 16*g+16]
+			le.PutUint64(o, spread2(uint32(x0))|spread2(uint32(x1))<<8)
+			le.PutUint64(o[8:], spread2(uint32(x0>>32))|spread2(uint32(x1>>32))<<8)
+		}
+	case 4:
+		p0, p1, p2, p3 := plane(0), plane(1), plane(2), plane(3)
+		for g := range rows {
+			x0, x1 := transpose8x8(gather8(p0, rows, g)), transpose8x8(gather8(p1, rows, g))
+			x2, x3 := transpose8x8(gather8(p2, rows, g)), transpose8x8(gather8(p3, rows, g))
+			o := out[32*g : 32*g+32]
+			for k := range 4 { // elements 2k and 2k+1
+				sh := 16 * k
+				le.PutUint64(o[8*k:], spread4(uint16(x0>>sh))|spread4(uint16(x1>>sh))<<8|spread4(uint16(x2>>sh))<<16|spread4(uint16(x3>>sh))<<24)
 			}
-			x = transpose8x8(x)
-			for i := range 8 {
-				o[i*elem] = byte(x >> (8 * i))
+		}
+	default:
+		for j := range elem {
+			p := plane(j)
+			for g := range rows {
+				x := transpose8x8(gather8(p, rows, g))
+				o := out[g*8*elem+j : (g+1)*8*elem]
+				for i := range 8 {
+					o[i*elem] = byte(x >> (8 * i))
+				}
 			}
 		}
 	}
+}
+
+// gather8 loads byte g of the 8 rows of rows bytes of plane: byte k of the result is row
+// k's.
+func gather8(plane []byte, rows, g int) uint64 {
+	_ = plane[7*rows+g]
+	return uint64(plane[g]) | uint64(plane[rows+g])<<8 | uint64(plane[2*rows+g])<<16 | uint64(plane[3*rows+g])<<24 |
+		uint64(plane[4*rows+g])<<32 | uint64(plane[5*rows+g])<<40 | uint64(plane[6*rows+g])<<48 | uint64(plane[7*rows+g])<<56
+}
+
+// spread2 puts byte k of x at byte 2k.
+func spread2(x uint32) uint64 {
+	t := uint64(x)
+	t = (t | t<<16) & 0x0000FFFF0000FFFF
+	return (t | t<<8) & 0x00FF00FF00FF00FF
+}
+
+// spread4 puts byte k of x at byte 4k.
+func spread4(x uint16) uint64 {
+	t := uint64(x)
+	return (t | t<<24) & 0x000000FF000000FF
 }
 
 // transpose8x8 transposes the 8×8 bit matrix x (byte r is row r, bit c of it column c):

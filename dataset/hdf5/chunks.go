@@ -42,8 +42,9 @@ import (
 // is a plain integer or IEEE float is not read through libhdf5's H5Dread, which
 // decompresses inside the library's global lock, so on one core however many workers
 // read. ReadFrames instead reads the raw chunks of the frames asked for under the lock
-// (H5Dread_chunk, libhdf5 1.10.2 and later), then decodes them and turns their byte order
-// in the goroutine of the worker that asked, so that workers decode in parallel. Chunks
+// (H5Dget_chunk_info_by_coord and H5Dread_chunk, libhdf5 1.10.5 and later), then decodes
+// them and turns their byte order in the goroutine of the worker that asked, so that
+// workers decode in parallel; LZ4 and bitshuffle then need no plugin. Chunks
 // that a read does not use whole (a chunk of 4×4 scan positions read a scan row at a
 // time) are kept decoded for the next reads, in a cache of the size of libhdf5's chunk
 // cache. Chunks never written are read as the dataset's fill value, as libhdf5 reads

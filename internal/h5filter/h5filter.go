@@ -431,16 +431,17 @@ func bitunshuffle(in []byte, elem, blockElems int) ([]byte, error) {
 // of 8) whose bit i%8 of byte i/8 is bit k of byte j of element i; out gets the m
 // elements. Eight bytes of one byte j of 8 elements are an 8×8 bit matrix, transposed
 // with 64-bit operations; for 2- and 4-byte elements the bytes j of 8 elements are
-// interleaved in registers and stored 8 bytes at a time.
+// interleaved in registers and stored 8 bytes at a time. Rows without a set bit (the
+// high bits of small counts, most of a counting detector's) are not read.
 func untransposeBits(in, out []byte, elem int) {
 	rows := len(in) / elem / 8
-	plane := func(j int) []byte { return in[j*8*rows : (j+1)*8*rows] }
+	plane := func(j int) bitRows { return liveRows(in[j*8*rows:(j+1)*8*rows], rows) }
 	le := binary.LittleEndian
 	switch elem {
 	case 2:
 		p0, p1 := plane(0), plane(1)
 		for g := range rows {
-			x0, x1 := transpose8x8(gather8(p0, rows, g)), transpose8x8(gather8(p1, rows, g))
+			x0, x1 := p0.gather(g), p1.gather(g)
 			o := out[16*g : 16*g+16]
 			le.PutUint64(o, spread2(uint32(x0))|spread2(uint32(x1))<<8)
 			le.PutUint64(o[8:], spread2(uint32(x0>>32))|spread2(uint32(x1>>32))<<8)
@@ -448,8 +449,7 @@ func untransposeBits(in, out []byte, elem int) {
 	case 4:
 		p0, p1, p2, p3 := plane(0), plane(1), plane(2), plane(3)
 		for g := range rows {
-			x0, x1 := transpose8x8(gather8(p0, rows, g)), transpose8x8(gather8(p1, rows, g))
-			x2, x3 := transpose8x8(gather8(p2, rows, g)), transpose8x8(gather8(p3, rows, g))
+			x0, x1, x2, x3 := p0.gather(g), p1.gather(g), p2.gather(g), p3.gather(g)
 			o := out[32*g : 32*g+32]
 			for k := range 4 { // elements 2k and 2k+1
 				sh := 16 * k
@@ -460,7 +460,7 @@ func untransposeBits(in, out []byte, elem int) {
 		for j := range elem {
 			p := plane(j)
 			for g := range rows {
-				x := transpose8x8(gather8(p, rows, g))
+				x := p.gather(g)
 				o := out[g*8*elem+j : (g+1)*8*elem]
 				for i := range 8 {
 					o[i*elem] = byte(x >> (8 * i))
@@ -470,12 +470,55 @@ func untransposeBits(in, out []byte, elem int) {
 	}
 }
 
-// gather8 loads byte g of the 8 rows of rows bytes of plane: byte k of the result is row
-// k's.
-func gather8(plane []byte, rows, g int) uint64 {
-	_ = plane[7*rows+g]
-	return uint64(plane[g]) | uint64(plane[rows+g])<<8 | uint64(plane[2*rows+g])<<16 | uint64(plane[3*rows+g])<<24 |
-		uint64(plane[4*rows+g])<<32 | uint64(plane[5*rows+g])<<40 | uint64(plane[6*rows+g])<<48 | uint64(plane[7*rows+g])<<56
+// bitRows are the 8 bit rows of one byte of the elements of a block: those that hold a
+// set bit (live: their number; off: where each starts in the plane, shift: 8·k for bit
+// k).
+type bitRows struct {
+	plane []byte
+	rows  int
+	live  int
+	off   [8]int
+	shift [8]uint
+}
+
+// liveRows finds the rows of plane (8 rows of rows bytes) that hold a set bit.
+func liveRows(plane []byte, rows int) bitRows {
+	r := bitRows{plane: plane, rows: rows}
+	for k := range 8 {
+		row := plane[k*rows : (k+1)*rows]
+		var or uint64
+		i := 0
+		for ; i+8 <= len(row); i += 8 {
+			or |= binary.LittleEndian.Uint64(row[i:])
+		}
+		for ; i < len(row); i++ {
+			or |= uint64(row[i])
+		}
+		if or != 0 {
+			r.off[r.live], r.shift[r.live] = k*rows, uint(8*k)
+			r.live++
+		}
+	}
+	return r
+}
+
+// gather returns the transposed 8×8 bit matrix of byte g of the 8 rows: byte i of the
+// result is the byte of element 8g+i.
+func (r *bitRows) gather(g int) uint64 {
+	switch r.live {
+	case 0:
+		return 0
+	case 8:
+		p, n := r.plane, r.rows
+		_ = p[7*n+g]
+		return transpose8x8(uint64(p[g]) | uint64(p[n+g])<<8 | uint64(p[2*n+g])<<16 | uint64(p[3*n+g])<<24 |
+			uint64(p[4*n+g])<<32 | uint64(p[5*n+g])<<40 | uint64(p[6*n+g])<<48 | uint64(p[7*n+g])<<56)
+	}
+	var x uint64
+	for i := range r.live {
+		x |= uint64(r.plane[r.off[i]+g]) << r.shift[i]
+	}
+	return transpose8x8(x)
 }
 
 // spread2 puts byte k of x at byte 2k.

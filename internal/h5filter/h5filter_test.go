@@ -185,22 +185,29 @@ func FuzzDecode(f *testing.F) {
 }
 
 // BenchmarkUntransposeBits undoes bitshuffle's bit transposition of a 256×256 frame
-// of uint16 and uint32 (bytes/s of decoded frame).
+// of uint16 and uint32 (bytes/s of decoded frame): dense values (every bit row set),
+// and counts below 8 (only the 3 low bit rows of the first byte set, as a counting
+// detector's sparse frames are).
 func BenchmarkUntransposeBits(b *testing.B) {
 	for _, elem := range []int{2, 4} {
-		b.Run(fmt.Sprintf("elem=%d", elem), func(b *testing.B) {
-			in := make([]byte, 256*256*elem)
-			for i := range in {
-				in[i] = byte(i * 7919 >> 3)
-			}
-			out := make([]byte, len(in))
-			block := 8192 / elem * elem
-			b.SetBytes(int64(len(in)))
-			for b.Loop() {
-				for off := 0; off < len(in); off += block {
-					untransposeBits(in[off:off+block], out[off:off+block], elem)
+		for _, counts := range []bool{false, true} {
+			b.Run(fmt.Sprintf("elem=%d/counts=%v", elem, counts), func(b *testing.B) {
+				in := make([]byte, 256*256*elem)
+				block := 8192 / elem * elem
+				rows := block / elem / 8
+				for i := range in {
+					if !counts || i%block < 3*rows {
+						in[i] = byte(i * 7919 >> 3)
+					}
 				}
-			}
-		})
+				out := make([]byte, len(in))
+				b.SetBytes(int64(len(in)))
+				for b.Loop() {
+					for off := 0; off < len(in); off += block {
+						untransposeBits(in[off:off+block], out[off:off+block], elem)
+					}
+				}
+			})
+		}
 	}
 }

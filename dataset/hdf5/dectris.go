@@ -43,6 +43,8 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -129,6 +131,17 @@ func isDectrisMaster(path string, opt dataset.Options) bool {
 	}
 	C.H5Eclear2(C.H5E_DEFAULT)
 	return found
+}
+
+// dectrisSibling is, for a file without frames, where the frames of its DECTRIS
+// acquisition are: an ARINA writes NAME.h5 (metadata), NAME_master.h5 and
+// NAME_data_NNNNNN.h5; "" when there is no such master beside it.
+func dectrisSibling(path string) string {
+	master := strings.TrimSuffix(path, filepath.Ext(path)) + "_master.h5"
+	if st, err := os.Stat(master); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	return "; the frames of this DECTRIS acquisition are read from its master file " + master
 }
 
 // dectrisScan is the frames of a DECTRIS master's blocks, one after the other.

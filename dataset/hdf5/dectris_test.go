@@ -199,4 +199,8 @@ y.tofile(sys.argv[2])
 		assert.Equal(t, want, frametest.Decode(frametest.ReadAll(t, d), d.DType()), c.file)
 		require.NoError(t, d.Close())
 	}
+	// The acquisition's metadata file holds no frames: the error names the master.
+	_, err := dataset.Open(testfiles.File(t, "arina/test_00.h5"), dataset.Options{})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "the file has no dataset of rank 3 to 5; the frames of this DECTRIS acquisition are read from its master file "+master)
 }

@@ -756,7 +756,7 @@ func (d *h5File) open(opt dataset.Options) (dataset.Dataset, error) {
 		case len(contents.unfollowed) > 0:
 			return nil, errs.Wrap(errs.KindOf(contents.unfollowed[0].err), errors.New(listing))
 		default:
-			return nil, errors.New(listing)
+			return nil, errors.New(listing + dectrisSibling(d.path))
 		}
 	}
 	dims, filled, err := d.openDataset(opt, listing, blocks)

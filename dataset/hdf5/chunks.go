@@ -209,12 +209,24 @@ func (d *h5File) readChunks(start, end int, dst []byte) error {
 		return fmt.Errorf("dataset: %s: frames [%d, %d): %w", d.path, start, end, err)
 	}
 	chunkBytes := c.grid.ChunkBytes()
-	for _, r := range chunks {
+	for i, r := range chunks {
+		chunks[i].data = nil // for the collector once decoded
 		data := r.data
 		if !r.decoded {
+			// A chunk whose elements are consecutive in a box is decoded in place.
+			var into []byte
+			for _, b := range boxes {
+				if at, ok := c.grid.Contiguous(b.lo, b.count, r.origin); ok {
+					into = b.dst[at*c.grid.Elem : at*c.grid.Elem+chunkBytes]
+					break
+				}
+			}
 			var err error
-			if data, err = c.decode(r, chunkBytes); err != nil {
+			if data, err = c.decode(r, into, chunkBytes); err != nil {
 				return fmt.Errorf("dataset: %s: frames [%d, %d): dataset %s, chunk at %s: %w", d.path, start, end, h5Name(d.dsPath), npy.ShapeString(r.origin), err)
+			}
+			if into != nil {
+				continue
 			}
 		}
 		whole := false
@@ -272,16 +284,19 @@ func (d *h5File) readRaw(chunks []h5Raw) error {
 }
 
 // decode returns the chunk r decoded, in host byte order (the fill value for a chunk
-// never written).
-func (c *h5Chunks) decode(r h5Raw, chunkBytes int) ([]byte, error) {
+// never written), in into when it is not nil.
+func (c *h5Chunks) decode(r h5Raw, into []byte, chunkBytes int) ([]byte, error) {
 	if r.missing {
-		out := make([]byte, chunkBytes)
+		out := into
+		if out == nil {
+			out = make([]byte, chunkBytes)
+		}
 		for i := 0; i < len(out); i += len(c.fill) {
 			copy(out[i:], c.fill)
 		}
 		return out, nil
 	}
-	out, err := c.pipeline.Decode(r.data, r.mask, chunkBytes)
+	out, err := c.pipeline.DecodeInto(into, r.data, r.mask, chunkBytes)
 	if err != nil {
 		return nil, err
 	}

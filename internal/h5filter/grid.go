@@ -74,6 +74,31 @@ func (g Grid) Covers(lo, count, origin []int) bool {
 	return true
 }
 
+// Contiguous reports whether the chunk at origin lies within the extent and in the box
+// [lo, lo+count), and its elements are consecutive in the box's row-major order (a
+// chunk of one frame in a box of whole frames, or of several whole scan rows): then it
+// returns the index of the chunk's first element in the box, and the chunk can be
+// decoded in place.
+func (g Grid) Contiguous(lo, count, origin []int) (int, bool) {
+	whole := false // the axes from here on are the box's whole extent
+	at := 0
+	for i := range origin {
+		if origin[i]+g.Chunk[i] > g.Dims[i] || origin[i] < lo[i] || origin[i]+g.Chunk[i] > lo[i]+count[i] {
+			return 0, false
+		}
+		at = at*count[i] + origin[i] - lo[i]
+	}
+	for i := range origin {
+		switch {
+		case whole && g.Chunk[i] != count[i]:
+			return 0, false
+		case g.Chunk[i] != 1:
+			whole = true
+		}
+	}
+	return at, true
+}
+
 // CopyBox copies the elements of the decoded chunk at origin that lie in the box [lo,
 // lo+count) into dst, which holds the box's elements in row-major order.
 func (g Grid) CopyBox(dst []byte, lo, count []int, chunk []byte, origin []int) {

@@ -55,6 +55,28 @@ func TestGridAssembles(t *testing.T) {
 	assert.Equal(t, int64(3*3*3-1), g.Index([]int{4, 6, 8}))
 }
 
+func TestGridContiguous(t *testing.T) {
+	frames := Grid{Dims: []int{4, 6, 8, 10}, Chunk: []int{1, 1, 8, 10}, Elem: 2}
+	at, ok := frames.Contiguous([]int{1, 2, 0, 0}, []int{2, 4, 8, 10}, []int{2, 3, 0, 0})
+	assert.True(t, ok)
+	assert.Equal(t, (1*4+1)*80, at)
+	rows := Grid{Dims: []int{4, 6, 8, 10}, Chunk: []int{2, 6, 8, 10}, Elem: 2}
+	at, ok = rows.Contiguous([]int{0, 0, 0, 0}, []int{4, 6, 8, 10}, []int{2, 0, 0, 0})
+	assert.True(t, ok)
+	assert.Equal(t, 2*6*80, at)
+	_, ok = rows.Contiguous([]int{2, 0, 0, 0}, []int{1, 6, 8, 10}, []int{2, 0, 0, 0})
+	assert.False(t, ok, "the chunk reaches beyond the box")
+	blocks := Grid{Dims: []int{4, 6, 8, 10}, Chunk: []int{2, 3, 8, 10}, Elem: 2}
+	_, ok = blocks.Contiguous([]int{0, 0, 0, 0}, []int{4, 6, 8, 10}, []int{0, 3, 0, 0})
+	assert.False(t, ok, "2 rows of 3 frames are not consecutive in rows of 6")
+	split := Grid{Dims: []int{4, 6, 8, 10}, Chunk: []int{1, 1, 4, 10}, Elem: 2}
+	_, ok = split.Contiguous([]int{0, 0, 0, 0}, []int{1, 1, 8, 10}, []int{0, 0, 4, 0})
+	assert.True(t, ok, "half a frame, whole rows")
+	edge := Grid{Dims: []int{4, 5, 8, 10}, Chunk: []int{1, 2, 8, 10}, Elem: 2}
+	_, ok = edge.Contiguous([]int{0, 0, 0, 0}, []int{1, 5, 8, 10}, []int{0, 4, 0, 0})
+	assert.False(t, ok, "an edge chunk")
+}
+
 func TestCacheEvicts(t *testing.T) {
 	c := NewCache(10)
 	c.Put(1, make([]byte, 4))

@@ -137,20 +137,31 @@ func (p Pipeline) Check() error {
 // filter that did not apply to this chunk). The result may share raw's memory. Errors
 // are errs.Format and name the filter.
 func (p Pipeline) Decode(raw []byte, mask uint32, size int) ([]byte, error) {
+	return p.DecodeInto(nil, raw, mask, size)
+}
+
+// DecodeInto is Decode with the decoded chunk written into dst (of size bytes; nil: a
+// new buffer), which the last filter undone writes directly where it can.
+func (p Pipeline) DecodeInto(dst, raw []byte, mask uint32, size int) ([]byte, error) {
+	skipped := func(i int) bool { return i < 32 && mask&(1<<i) != 0 }
 	buf := raw
 	for i := len(p) - 1; i >= 0; i-- {
-		if i < 32 && mask&(1<<i) != 0 {
+		if skipped(i) {
 			continue
 		}
 		// The most bytes this stage may give: the chunk, and the checksums of the
-		// Fletcher-32 stages still to undo.
+		// Fletcher-32 stages still to undo; the last stage writes into dst.
 		limit := size
-		for _, f := range p[:i] {
-			if f.ID == Fletcher32 && (i >= 32 || mask&(1<<i) == 0) {
-				limit += 4
+		var out []byte = dst
+		for j, f := range p[:i] {
+			if !skipped(j) {
+				out = nil
+				if f.ID == Fletcher32 {
+					limit += 4
+				}
 			}
 		}
-		out, err := p[i].decode(buf, limit)
+		out, err := p[i].decode(buf, out, limit)
 		if err != nil {
 			return nil, errs.New(errs.Format, "HDF5 filter %s: %w", p[i], err)
 		}
@@ -158,6 +169,10 @@ func (p Pipeline) Decode(raw []byte, mask uint32, size int) ([]byte, error) {
 	}
 	if len(buf) != size {
 		return nil, errs.New(errs.Format, "HDF5 filters %s: the decoded chunk has %d bytes, want %d", p, len(buf), size)
+	}
+	if dst != nil && size > 0 && &dst[0] != &buf[0] {
+		copy(dst, buf)
+		buf = dst[:size]
 	}
 	return buf, nil
 }
@@ -173,34 +188,50 @@ func (p Pipeline) String() string {
 	return b.String()
 }
 
-// decode undoes the filter on in, giving at most limit bytes.
-func (f Filter) decode(in []byte, limit int) ([]byte, error) {
+// decode undoes the filter on in, giving at most limit bytes, into out where out is
+// not nil and of the size decoded.
+func (f Filter) decode(in, out []byte, limit int) ([]byte, error) {
 	switch f.ID {
 	case Deflate:
-		return inflate(in, limit)
+		return inflate(in, out, limit)
 	case Shuffle:
-		return Unshuffle(in, int(f.value(0))), nil
+		size := int(f.value(0))
+		if n := len(in) / max(size, 1); size > 1 && n > 1 {
+			out = outBuf(out, len(in))
+			unshuffle(out, in, size)
+			return out, nil
+		}
+		return in, nil
 	case Fletcher32:
 		return checkFletcher32(in)
 	case LZ4:
-		return decodeLZ4(in, limit)
+		return decodeLZ4(in, out, limit)
 	case Bitshuffle:
 		es := int(f.value(2))
 		if f.value(4) == 2 {
-			return decodeBitshuffleLZ4(in, es, limit)
+			return decodeBitshuffleLZ4(in, out, es, limit)
 		}
 		if len(in) > limit {
 			return nil, fmt.Errorf("%d bytes stored, more than the chunk's %d", len(in), limit)
 		}
-		return bitunshuffle(in, es, int(f.value(3)))
+		return bitunshuffle(in, out, es, int(f.value(3)))
 	}
 	return nil, fmt.Errorf("no Go decoder")
 }
 
+// outBuf is out when it holds n bytes, else a new buffer of n bytes.
+func outBuf(out []byte, n int) []byte {
+	if len(out) == n {
+		return out
+	}
+	return make([]byte, n)
+}
+
 var zlibReaders sync.Pool
 
-// inflate decodes a zlib stream of at most limit bytes.
-func inflate(in []byte, limit int) ([]byte, error) {
+// inflate decodes a zlib stream of at most limit bytes (into out when the stream is of
+// its size).
+func inflate(in, out []byte, limit int) ([]byte, error) {
 	src := bytes.NewReader(in)
 	var zr io.ReadCloser
 	if r, ok := zlibReaders.Get().(io.ReadCloser); ok && r.(zlib.Resetter).Reset(src, nil) == nil {
@@ -213,26 +244,27 @@ func inflate(in []byte, limit int) ([]byte, error) {
 		zr = r
 	}
 	defer zlibReaders.Put(zr)
-	out := make([]byte, limit+1)
+	if len(out) != limit {
+		out = make([]byte, limit)
+	}
 	n, err := io.ReadFull(zr, out)
 	switch {
 	case err == nil:
-		return nil, fmt.Errorf("the stream decodes to more than the chunk's %d bytes", limit)
+		var more [1]byte
+		if m, _ := io.ReadFull(zr, more[:]); m > 0 {
+			return nil, fmt.Errorf("the stream decodes to more than the chunk's %d bytes", limit)
+		}
 	case err != io.ErrUnexpectedEOF && err != io.EOF:
 		return nil, err
 	}
 	return out[:n], nil
 }
 
-// Unshuffle undoes HDF5's shuffle filter on in, of elements of size bytes: the bytes of
-// element i are in[i], in[n+i], in[2n+i], ..., n = len(in)/size; the len(in) mod size
-// bytes after the planes are copied as they are.
-func Unshuffle(in []byte, size int) []byte {
-	n := len(in) / max(size, 1)
-	if size <= 1 || n <= 1 {
-		return in
-	}
-	out := make([]byte, len(in))
+// unshuffle undoes HDF5's shuffle filter on in, of elements of size bytes, into out (of
+// len(in) bytes): the bytes of element i are in[i], in[n+i], in[2n+i], ..., n =
+// len(in)/size; the len(in) mod size bytes after the planes are copied as they are.
+func unshuffle(out, in []byte, size int) {
+	n := len(in) / size
 	switch size {
 	case 2:
 		lo, hi := in[:n], in[n:2*n]
@@ -254,7 +286,6 @@ func Unshuffle(in []byte, size int) []byte {
 		}
 	}
 	copy(out[n*size:], in[n*size:])
-	return out
 }
 
 // Fletcher32Sum is HDF5's Fletcher-32 checksum of data (H5_checksum_fletcher32): sums of
@@ -303,7 +334,7 @@ func checkFletcher32(in []byte) ([]byte, error) {
 }
 
 // decodeLZ4 decodes the HDF5 LZ4 filter's framing.
-func decodeLZ4(in []byte, limit int) ([]byte, error) {
+func decodeLZ4(in, out []byte, limit int) ([]byte, error) {
 	if len(in) < 12 {
 		return nil, fmt.Errorf("%d bytes stored, fewer than the 12 of its header", len(in))
 	}
@@ -316,7 +347,7 @@ func decodeLZ4(in []byte, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("header block size 0")
 	}
 	block = min(block, total)
-	out := make([]byte, total)
+	out = outBuf(out, int(total))
 	p := 12
 	for done := uint64(0); done < total; {
 		n := min(block, total-done)
@@ -354,7 +385,7 @@ func bshufBlock(elem, blockElems int) (int, error) {
 }
 
 // decodeBitshuffleLZ4 decodes a bitshuffle-LZ4 chunk of elements of elem bytes.
-func decodeBitshuffleLZ4(in []byte, elem, limit int) ([]byte, error) {
+func decodeBitshuffleLZ4(in, out []byte, elem, limit int) ([]byte, error) {
 	if len(in) < 12 {
 		return nil, fmt.Errorf("%d bytes stored, fewer than the 12 of its header", len(in))
 	}
@@ -370,7 +401,7 @@ func decodeBitshuffleLZ4(in []byte, elem, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, total)
+	out = outBuf(out, int(total))
 	n := int(total) / elem
 	p := 12
 	tmp := make([]byte, min(bs, n)*elem)
@@ -407,7 +438,7 @@ func decodeBitshuffleLZ4(in []byte, elem, limit int) ([]byte, error) {
 // bitunshuffle decodes a bitshuffle chunk without compression: the blocks of
 // blockElems elements (0: the default) bit-transposed in place, the last (n mod 8)
 // elements as they are.
-func bitunshuffle(in []byte, elem, blockElems int) ([]byte, error) {
+func bitunshuffle(in, out []byte, elem, blockElems int) ([]byte, error) {
 	if len(in)%elem != 0 {
 		return nil, fmt.Errorf("%d bytes stored, not a whole number of %d-byte elements", len(in), elem)
 	}
@@ -415,7 +446,7 @@ func bitunshuffle(in []byte, elem, blockElems int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, len(in))
+	out = outBuf(out, len(in))
 	n := len(in) / elem
 	off := 0
 	for ; off+8 <= n; off += min(bs, (n-off)/8*8) {

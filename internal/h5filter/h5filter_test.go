@@ -90,6 +90,11 @@ func TestDecodeAgainstH5py(t *testing.T) {
 			got, err := p.Decode(raw, m.Mask, m.Size)
 			require.NoError(t, err)
 			assert.True(t, bytes.Equal(want, got), "decoded chunk differs from h5py's")
+			dst := bytes.Repeat([]byte{0xA5}, m.Size)
+			got, err = p.DecodeInto(dst, raw, m.Mask, m.Size)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(want, dst), "chunk decoded into dst differs from h5py's")
+			assert.Same(t, &dst[0], &got[0], "DecodeInto returns dst")
 			// A corrupted or cut stream is an error (a Fletcher-32 or size check), or
 			// decodes to other bytes; never a panic.
 			for _, cut := range []int{0, 3, 11, len(raw) / 2, len(raw) - 1} {

@@ -26,7 +26,9 @@ static int sd_plain_type(hid_t t, int *big) {
 import "C"
 
 import (
+	"cmp"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"unsafe"
 
@@ -36,6 +38,7 @@ import (
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/h5filter"
 	"github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/internal/regfile"
 )
 
 // Chunks decoded in the workers.
@@ -44,10 +47,11 @@ import (
 // deflate, shuffle, Fletcher-32, LZ4, bitshuffle with LZ4 or none) and whose stored type
 // is a plain integer or IEEE float is not read through libhdf5's H5Dread, which
 // decompresses inside the library's global lock, so on one core however many workers
-// read. ReadFrames instead reads the raw chunks of the frames asked for under the lock
-// (H5Dget_chunk_info_by_coord and H5Dread_chunk, libhdf5 1.10.5 and later), then decodes
-// them and turns their byte order in the goroutine of the worker that asked, so that
-// workers decode in parallel; LZ4 and bitshuffle then need no plugin. Chunks
+// read. ReadFrames instead looks up where the chunks of the frames asked for are stored
+// under the lock (H5Dget_chunk_info_by_coord, libhdf5 1.10.5 and later), then reads
+// their stored bytes from the file, decodes them and turns their byte order in the
+// goroutine of the worker that asked, so that workers read and decode in parallel; LZ4
+// and bitshuffle then need no plugin. Chunks
 // that a read does not use whole (a chunk of 4×4 scan positions read a scan row at a
 // time) are kept decoded for the next reads, in a cache of the size of libhdf5's chunk
 // cache. Chunks never written are read as the dataset's fill value, as libhdf5 reads
@@ -61,6 +65,11 @@ type h5Chunks struct {
 	swap     bool   // the stored byte order is not the host's
 	fill     []byte // one element of the fill value, in host order
 	cache    *h5filter.Cache
+	// file is the file that holds the dataset (another than the one opened behind an
+	// external link), read for the chunks' stored bytes; base is where HDF5 addresses
+	// start in it (after a user block).
+	file *os.File
+	base int64
 	// locked is the CPU time spent reading raw chunks under the lock, in nanoseconds:
 	// the part of a read that does not run in parallel (BenchmarkHDF5Compressed).
 	locked atomic.Int64
@@ -146,6 +155,26 @@ func (d *h5File) setupChunks(dims []int, cacheBytes int64) error {
 		}
 	}
 	c.cache = h5filter.NewCache(int(cacheBytes))
+	fid := C.H5Iget_file_id(d.set)
+	if fid < 0 {
+		return h5Error("finding the dataset's file")
+	}
+	defer C.H5Fclose(fid)
+	fcpl := C.H5Fget_create_plist(fid)
+	if fcpl < 0 {
+		return h5Error("reading the file's creation properties")
+	}
+	defer C.H5Pclose(fcpl)
+	var userblock C.hsize_t
+	if C.H5Pget_userblock(fcpl, &userblock) < 0 {
+		return h5Error("reading the file's user block size")
+	}
+	name := cmp.Or(h5FileName(d.set), d.path)
+	f, _, err := regfile.Open(name)
+	if err != nil {
+		return fmt.Errorf("opening %s for its chunks: %w", name, err)
+	}
+	c.file, c.base = f, int64(userblock)
 	d.chunks = c
 	return nil
 }
@@ -157,11 +186,14 @@ type h5Box struct {
 	dst       []byte
 }
 
-// h5Raw is a chunk of a read: where it is, and its stored bytes and filter mask read
-// under the lock (missing: never written), or its decoded bytes from the cache.
+// h5Raw is a chunk of a read: where it is, where its stored bytes are and its filter
+// mask (missing: never written), then its stored bytes; or its decoded bytes from the
+// cache.
 type h5Raw struct {
 	origin  []int
 	key     int64
+	addr    int64 // where its bytes start in the file
+	size    int   // how many bytes are stored
 	data    []byte
 	mask    uint32
 	missing bool
@@ -205,6 +237,9 @@ func (d *h5File) readChunks(start, end int, dst []byte) error {
 			return true
 		})
 	}
+	if err := d.locate(chunks); err != nil {
+		return fmt.Errorf("dataset: %s: frames [%d, %d): %w", d.path, start, end, err)
+	}
 	if err := d.readRaw(chunks); err != nil {
 		return fmt.Errorf("dataset: %s: frames [%d, %d): %w", d.path, start, end, err)
 	}
@@ -241,9 +276,9 @@ func (d *h5File) readChunks(start, end int, dst []byte) error {
 	return nil
 }
 
-// readRaw reads the stored bytes and filter masks of the chunks not decoded yet, under
-// the lock.
-func (d *h5File) readRaw(chunks []h5Raw) error {
+// locate finds where the chunks not decoded yet are stored in the file, and their
+// filter masks, under the lock (the chunk index's lookups: H5Dget_chunk_info_by_coord).
+func (d *h5File) locate(chunks []h5Raw) error {
 	defer h5Enter()()
 	defer func(t int64) { d.chunks.locked.Add(threadCPU() - t) }(threadCPU())
 	if d.closed {
@@ -269,16 +304,29 @@ func (d *h5File) readRaw(chunks []h5Raw) error {
 			r.missing = true
 			continue
 		}
-		if int64(nbytes) > limit {
-			return errs.New(errs.Format, "dataset %s: the chunk at %s is stored in %d bytes, more than twice its %d decoded bytes: the file is corrupt",
-				h5Name(d.dsPath), npy.ShapeString(r.origin), uint64(nbytes), d.chunks.grid.ChunkBytes())
+		if int64(nbytes) > limit || int64(addr) < 0 {
+			return errs.New(errs.Format, "dataset %s: the chunk at %s is stored in %d bytes at %d, more than twice its %d decoded bytes or beyond any file: the file is corrupt",
+				h5Name(d.dsPath), npy.ShapeString(r.origin), uint64(nbytes), uint64(addr), d.chunks.grid.ChunkBytes())
 		}
-		r.data = make([]byte, nbytes)
-		var rmask C.uint32_t
-		if C.H5Dread_chunk(d.set, C.H5P_DEFAULT, &offset[0], &rmask, unsafe.Pointer(&r.data[0])) < 0 {
-			return errs.Wrap(errs.IO, h5Error(fmt.Sprintf("reading the chunk at %s of dataset %s", npy.ShapeString(r.origin), h5Name(d.dsPath))))
+		r.addr, r.size, r.mask = d.chunks.base+int64(addr), int(nbytes), uint32(mask)
+	}
+	return nil
+}
+
+// readRaw reads the stored bytes of the chunks located, from the dataset's file, outside
+// the lock.
+func (d *h5File) readRaw(chunks []h5Raw) error {
+	c := d.chunks
+	for i := range chunks {
+		r := &chunks[i]
+		if r.decoded || r.missing {
+			continue
 		}
-		r.mask = uint32(rmask)
+		r.data = make([]byte, r.size)
+		if _, err := c.file.ReadAt(r.data, r.addr); err != nil {
+			return errs.New(errs.IO, "reading the chunk at %s of dataset %s, %d bytes at byte %d of %s: %w (did the file shrink?)",
+				npy.ShapeString(r.origin), h5Name(d.dsPath), r.size, r.addr, c.file.Name(), err)
+		}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/dataset/hdf5"
+	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -42,9 +43,10 @@ cases = {
     "bslz4_stack": (frames("<u4", (20, 30, 34)), (1, 30, 34), dict(**hdf5plugin.Bitshuffle(cname="lz4")), None, None),
     "bslz4_blocks_of_frames": (frames("<u2", (5, 6, 20, 22)), (3, 2, 20, 22), dict(**hdf5plugin.Bitshuffle(cname="lz4")), None, None),
     "gzip_unwritten": (frames("<u2", (4, 6, 10, 12)), (1, 2, 10, 12), dict(compression="gzip"), 7, [(1, slice(2, 6)), (3, slice(0, 2))]),
+    "bslz4_userblock": (frames("<u2", (3, 4, 16, 16)), (1, 1, 16, 16), dict(**hdf5plugin.Bitshuffle(cname="lz4")), None, None),
 }
 for name, (data, chunks, kw, fill, holes) in cases.items():
-    with h5py.File(os.path.join(d, name + ".h5"), "w") as f:
+    with h5py.File(os.path.join(d, name + ".h5"), "w", userblock_size=1024 if "userblock" in name else 0) as f:
         ds = f.create_dataset("/entry/data", shape=data.shape, dtype=data.dtype, chunks=chunks, fillvalue=fill, **kw)
         if holes:
             for y in range(data.shape[0]):
@@ -65,7 +67,7 @@ for name, (data, chunks, kw, fill, holes) in cases.items():
 
 // TestHDF5ChunksDecodedInGo reads datasets of every filter with a Go decoder, their
 // chunks holding several frames, splitting frames, cut by the extent and never
-// written, and compares the frames with h5py's, bit for bit, over tiles of several
+// written, in a file with a user block (HDF5 addresses start after it), and compares the frames with h5py's, bit for bit, over tiles of several
 // sizes. No filter plugin is given to libhdf5: LZ4 and bitshuffle are decoded in Go.
 func TestHDF5ChunksDecodedInGo(t *testing.T) {
 	dir := t.TempDir()
@@ -73,7 +75,7 @@ func TestHDF5ChunksDecodedInGo(t *testing.T) {
 	t.Setenv("HDF5_PLUGIN_PATH", filepath.Join(dir, "no-plugins-here"))
 	names, err := filepath.Glob(filepath.Join(dir, "*.h5"))
 	require.NoError(t, err)
-	require.Len(t, names, 8)
+	require.Len(t, names, 9)
 	for _, path := range names {
 		name := strings.TrimSuffix(filepath.Base(path), ".h5")
 		t.Run(name, func(t *testing.T) {
@@ -113,6 +115,28 @@ func TestHDF5ChunksDecodedInGo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHDF5ChunksShrunkFile reads a compressed file cut to half its size after it was
+// opened: the read of the chunks beyond the end is an I/O error saying so.
+func TestHDF5ChunksShrunkFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cut.h5")
+	testfiles.RunPython(t, `
+import sys, numpy as np, h5py
+x = np.random.default_rng(3).integers(0, 60000, (16, 32, 32)).astype("<u2")
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("/data", data=x, chunks=(1, 32, 32), compression="gzip", shuffle=True)
+`, []string{"numpy", "h5py"}, path)
+	d, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	defer d.Close()
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(path, st.Size()/2))
+	err = d.ReadFrames(0, d.NumFrames(), make([]byte, d.NumFrames()*d.FrameBytes()))
+	require.ErrorIs(t, err, errs.IO)
+	assert.ErrorContains(t, err, "did the file shrink?")
 }
 
 // benchFiles writes a 4-D scan of 256×256 uint16 frames (sparse counts, as a counting

@@ -1047,6 +1047,9 @@ func (d *h5File) Close() error {
 func (d *h5File) closeLocked() error {
 	d.closed = true
 	var err error
+	if d.chunks != nil && d.chunks.file != nil {
+		d.chunks.file.Close()
+	}
 	if d.set >= 0 && C.H5Dclose(d.set) < 0 {
 		err = h5Error("closing the dataset")
 	}

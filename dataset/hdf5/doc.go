@@ -10,9 +10,10 @@
 // (contiguous, chunked, deflate, shuffle, Fletcher-32, ...) is read as written. A build
 // with the tag nohdf5 leaves the library out and refuses HDF5 files. The chunks of
 // datasets whose filters are all deflate, shuffle, Fletcher-32, LZ4 (32004) or
-// bitshuffle (32008, with LZ4 or none) are read raw under the library's global lock and
-// decoded in Go by the worker that reads them (package internal/h5filter), so that
-// compressed files are decoded on as many cores as there are workers, without plugins.
+// bitshuffle (32008, with LZ4 or none) are looked up in the chunk index under the
+// library's global lock, then read and decoded in Go by the worker that reads them
+// (chunks.go, package internal/h5filter), so that compressed files are decoded on as
+// many cores as there are workers, without plugins.
 // Other filters (LZF, Blosc, zstd, ...) are loaded by the library as plugins from
 // HDF5_PLUGIN_PATH; a dataset whose filter cannot be loaded is refused when opened, not
 // when read.

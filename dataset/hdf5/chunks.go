@@ -70,8 +70,8 @@ type h5Chunks struct {
 	// start in it (after a user block).
 	file *os.File
 	base int64
-	// locked is the CPU time spent reading raw chunks under the lock, in nanoseconds:
-	// the part of a read that does not run in parallel (BenchmarkHDF5Compressed).
+	// locked is the CPU time spent looking up chunks under the lock, in nanoseconds: the
+	// part of a read that does not run in parallel (BenchmarkHDF5Compressed).
 	locked atomic.Int64
 }
 

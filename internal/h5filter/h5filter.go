@@ -1,6 +1,8 @@
-// Package h5filter decodes the chunks of filtered HDF5 datasets in Go, so that chunks read
-// raw from a file (libhdf5's H5Dread_chunk, under its global lock) are decoded in the
-// goroutine of the worker that asked for them, on as many cores as there are workers.
+// Package h5filter decodes the chunks of filtered HDF5 datasets in Go, so that the stored
+// bytes of chunks (located through libhdf5's chunk index, read from the file) are
+// decoded in the goroutine of the worker that asked for them, on as many cores as there
+// are workers, outside libhdf5's global lock; Grid places decoded chunks in the frames
+// read, and Cache keeps those that later reads use again.
 //
 // The filters decoded, with the sources of their formats (facts, not code, carried over):
 //   - deflate (HDF5 filter 1): a zlib stream (RFC 1950), as HDF5's H5Zdeflate.c writes it;

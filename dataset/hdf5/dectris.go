@@ -314,15 +314,16 @@ func (s *dectrisScan) marker() (uint64, bool) {
 	return 0, false
 }
 
-func (s *dectrisScan) Format() string        { return "dectris" }
-func (s *dectrisScan) Path() string          { return s.path }
-func (s *dectrisScan) SigShape() [2]int      { return s.sig }
-func (s *dectrisScan) DType() dataset.DType  { return s.dt }
-func (s *dectrisScan) FrameBytes() int       { return s.sig[0] * s.sig[1] * s.dt.Size() }
-func (s *dectrisScan) AlignFrames() int      { return s.blocks[0].AlignFrames() }
-func (s *dectrisScan) blockOf(frame int) int { return sortSearch(s.first, frame) }
-func sortSearch(first []int, frame int) int {
-	i, _ := slices.BinarySearch(first, frame+1)
+func (s *dectrisScan) Format() string       { return "dectris" }
+func (s *dectrisScan) Path() string         { return s.path }
+func (s *dectrisScan) SigShape() [2]int     { return s.sig }
+func (s *dectrisScan) DType() dataset.DType { return s.dt }
+func (s *dectrisScan) FrameBytes() int      { return s.sig[0] * s.sig[1] * s.dt.Size() }
+func (s *dectrisScan) AlignFrames() int     { return s.blocks[0].AlignFrames() }
+
+// blockOf is the block that holds frame: the last whose first frame is at most frame.
+func (s *dectrisScan) blockOf(frame int) int {
+	i, _ := slices.BinarySearch(s.first, frame+1)
 	return i - 1
 }
 

@@ -140,11 +140,11 @@ func TestCaseHDF5ExternalPrefix(t *testing.T) {
 // Case 45-dectris-multiblock-master (LiberTEM #1544; xia2 #23, h5py #860): a DECTRIS
 // master file holds no frames, only external links /entry/data/data_000001 to
 // data_000004 to blocks of 16 frames (32×32 uint16) of an 8×8 scan, each in its own file
-// beside the master. Reading the blocks as one scan is not supported (#19): the automatic
-// choice reads the first block, and the warning says it read only that one of the 4
-// linked blocks and names --dataset-path; the master given by a relative path from its
-// parent directory, which holds a decoy of the first block's file, reads the block beside
-// the master, as libhdf5 looks for it.
+// beside the master. info and apply read the master as format dectris: the 4 blocks in
+// order as one scan of 64 frames (the nav shape from --nav-shape, else one row and the
+// warning naming --nav-shape); --dataset-path reads one block as format hdf5; the master
+// given by a relative path from its parent directory, which holds a decoy of the first
+// block's file, reads the blocks beside the master, as libhdf5 looks for them.
 func TestCaseDECTRISMultiblockMaster(t *testing.T) {
 	dir := t.TempDir()
 	acq := filepath.Join(dir, "acq")
@@ -182,19 +182,19 @@ func TestCaseDECTRISMultiblockMaster(t *testing.T) {
 	writeMaskNPY(t, masks, sy, sx, ms...)
 
 	blocks := "/entry/data/data_000002 (16, 32, 32), /entry/data/data_000003 (16, 32, 32), /entry/data/data_000004 (16, 32, 32)"
-	warning := "stemdot: warning: " + master + ": reading only /entry/data/data_000001 (16, 32, 32), one of 4 blocks of frames linked from group /entry/data (64 frames in all); not read: " +
-		blocks + " (stemdot reads one dataset: give --dataset-path to read another block)\n"
+	notes := "stemdot: warning: " + master + ": the scan is 4 blocks linked from /entry/data: data_000001 to data_000004, 64 frames\n" +
+		"stemdot: warning: " + master + ": the master has no pixel_mask of the frames' 32×32 pixels (/entry/instrument/detector/detectorSpecific/pixel_mask): no pixel is masked; " +
+		"the value 65535, DECTRIS's marker of masked and overflowing pixels, reads as 0\n"
 
 	stdout, stderr, code := run(t, "info", master)
 	require.Zero(t, code, stderr)
-	require.Contains(t, stdout, "nav_shape:  (16)\n")
-	require.Equal(t, warning, stderr)
-	shape, got, stderr := applyCase(t, master, "--masks", masks)
-	require.Equal(t, []int{16, 2}, shape)
-	checkResult(t, got, frames[:per], ms)
-	require.Equal(t, warning, stderr)
-	refuseCase(t, "stemdot: dataset: "+master+": nav shape (8, 8) (--nav-shape) has 64 positions, but the dataset chosen, /entry/data/data_000001 (16, 32, 32), is one of 4 blocks of frames linked from group /entry/data (64 frames in all), "+
-		"and stemdot reads one dataset, not linked blocks as one scan: give --dataset-path to read one block, with --nav-shape of its frames", master, "--masks", masks, "--nav-shape", "8,8")
+	require.Contains(t, stdout, "format:     dectris\n")
+	require.Contains(t, stdout, "nav_shape:  (1, 64)  (guessed: give --nav-shape)\n")
+	require.Equal(t, notes+"stemdot: warning: "+master+": the file gives no scan shape, read as 1 row of 64 frames: give --nav-shape (e.g. 8,8)\n", stderr)
+	shape, got, stderr := applyCase(t, master, "--masks", masks, "--nav-shape", "8,8")
+	require.Equal(t, []int{8, 8, 2}, shape)
+	checkResult(t, got, frames, ms)
+	require.Equal(t, notes, stderr)
 	refuseCase(t, `"/entry/data" is a group, not a dataset (--dataset-path); datasets of rank 3 to 5 in it: /entry/data/data_000001 (16, 32, 32), `+blocks,
 		master, "--masks", masks, "--dataset-path", "/entry/data")
 

@@ -1,14 +1,22 @@
 // Package hdf5 reads 4D-STEM frames from HDF5 files for package dataset: importing it
 // registers the format "hdf5" (extensions .h5, .hdf5, .hdf, .nxs, .emd, or the HDF5
 // signature "\x89HDF\r\n\x1a\n"), which dataset.Open then reads with the shared options
-// nav_shape, sync_offset, flyback, roi, frames, dataset_path and allow_fill.
+// nav_shape, sync_offset, flyback, roi, frames, dataset_path and allow_fill; and the
+// format "dectris", DECTRIS ARINA/QUADRO/EIGER master files whose linked blocks of
+// frames are read as one scan (dectris.go; format option pixel_mask).
 //
 // HDF5 files are read through the HDF5 C library (libhdf5, https://www.hdfgroup.org/;
 // Debian: libhdf5-dev), so that every storage layout and filter the library supports
 // (contiguous, chunked, deflate, shuffle, Fletcher-32, ...) is read as written. A build
-// with the tag nohdf5 leaves the library out and refuses HDF5 files. Filters outside the
-// library (LZF, bitshuffle, Blosc, ...) are loaded as plugins from HDF5_PLUGIN_PATH; a
-// dataset whose filter cannot be loaded is refused when opened, not when read.
+// with the tag nohdf5 leaves the library out and refuses HDF5 files. The chunks of
+// datasets whose filters are all deflate, shuffle, Fletcher-32, LZ4 (32004) or
+// bitshuffle (32008, with LZ4 or none) are looked up in the chunk index under the
+// library's global lock, then read and decoded in Go by the worker that reads them
+// (chunks.go, package internal/h5filter), so that compressed files are decoded on as
+// many cores as there are workers, without plugins.
+// Other filters (LZF, Blosc, zstd, ...) are loaded by the library as plugins from
+// HDF5_PLUGIN_PATH; a dataset whose filter cannot be loaded is refused when opened, not
+// when read.
 //
 // The frames are a dataset of rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x)
 // or 5 (e.g. fpd files: (nav_y, nav_x, 1, sig_y, sig_x), or a time series (t, nav_y,

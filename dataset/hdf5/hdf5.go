@@ -219,6 +219,7 @@ func h5Message() string {
 type h5File struct {
 	path      string
 	dsPath    string
+	option    string // " (option dataset_path)": what gave dsPath, for messages
 	file, set C.hid_t
 	memType   C.hid_t
 	fileNav   []int // the dataset's nav axes as stored, size-1 axes included
@@ -232,6 +233,9 @@ type h5File struct {
 	// reread are the checks to repeat before reading the frames they concern (external raw
 	// storage files, VDS sources that libhdf5 opens for each read).
 	reread []h5Reread
+	// chunks, when set, reads the dataset's raw chunks and decodes them outside the lock
+	// (chunks.go).
+	chunks *h5Chunks
 	dataset.ScanFrames
 }
 
@@ -252,7 +256,7 @@ func openHDF5(path string, opt dataset.Options) (dataset.Dataset, error) {
 	defer h5Enter()()
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	d := &h5File{path: path, file: -1, set: -1, access: h5NewAccess()}
+	d := &h5File{path: path, option: " (option dataset_path)", file: -1, set: -1, access: h5NewAccess()}
 	if d.access < 0 {
 		d.closeLocked()
 		return nil, fmt.Errorf("dataset: %s: %w", path, h5Error("creating dataset access properties"))
@@ -474,22 +478,36 @@ func (w *h5Walk) object(obj C.hid_t, path string, depth int, linked bool) error 
 
 // group lists the links of the open group g at path ("" for the root).
 func (w *h5Walk) group(g C.hid_t, path string, depth int) error {
-	var n C.size_t
-	list := C.sd_list_links(g, &n)
-	if list == nil {
-		return h5Error(fmt.Sprintf("listing group %s", h5Name(cmp.Or(path, "/"))))
+	links, err := h5Links(g, path)
+	if err != nil {
+		return err
 	}
-	names := C.GoBytes(unsafe.Pointer(list), C.int(n))
-	C.free(unsafe.Pointer(list))
-	for entry := range strings.SplitSeq(strings.TrimSuffix(string(names), "\x00"), "\x00") {
-		if entry == "" {
-			continue
-		}
-		if err := w.link(g, entry[0], entry[1:], path+"/"+entry[1:], depth); err != nil {
+	for _, l := range links {
+		if err := w.link(g, l[0], l[1:], path+"/"+l[1:], depth); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// h5Links lists the links of the open group g at path ("" for the root) in the order of
+// their names, each as its kind ('h' hard, 's' soft, 'e' external, 'u' user-defined)
+// and its name. Called with h5lock held.
+func h5Links(g C.hid_t, path string) ([]string, error) {
+	var n C.size_t
+	list := C.sd_list_links(g, &n)
+	if list == nil {
+		return nil, h5Error(fmt.Sprintf("listing group %s", h5Name(cmp.Or(path, "/"))))
+	}
+	names := C.GoBytes(unsafe.Pointer(list), C.int(n))
+	C.free(unsafe.Pointer(list))
+	var out []string
+	for entry := range strings.SplitSeq(strings.TrimSuffix(string(names), "\x00"), "\x00") {
+		if entry != "" {
+			out = append(out, entry)
+		}
+	}
+	return out, nil
 }
 
 // link lists the object of the hard link name (kind 'h') in the open group g, at path, or
@@ -665,7 +683,7 @@ func h5ChoiceNote(chosen h5Candidate, c h5Contents) []string {
 	}
 	parts := []string{"reading " + chosen.String()}
 	if len(blocks) > 0 {
-		parts[0] = fmt.Sprintf("reading only %s, one of %d blocks of frames linked from group %s (%d frames in all); not read: %s (stemdot reads one dataset: give option dataset_path to read another block)",
+		parts[0] = fmt.Sprintf("reading only %s, one of %d blocks of frames linked from group %s (%d frames in all); not read: %s (format hdf5 reads one dataset: give option dataset_path to read another block; format dectris reads the blocks /entry/data/data_NNNNNN of a DECTRIS master as one scan)",
 			chosen, len(blocks), h5Name(path.Dir(chosen.path)), h5CountFrames(blocks), h5Few(blocks[1:]))
 	}
 	if len(others) > 0 {
@@ -738,14 +756,29 @@ func (d *h5File) open(opt dataset.Options) (dataset.Dataset, error) {
 		case len(contents.unfollowed) > 0:
 			return nil, errs.Wrap(errs.KindOf(contents.unfollowed[0].err), errors.New(listing))
 		default:
-			return nil, errors.New(listing)
+			return nil, errors.New(listing + dectrisSibling(d.path))
 		}
 	}
+	dims, filled, err := d.openDataset(opt, listing, blocks)
+	if err != nil {
+		return nil, err
+	}
+	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, npy.ShapeString(dims))
+	return dataset.Reconcile(d, opt, dataset.NavFromAxes(d.fileNav), source, dataset.FileFrames{Whole: d.NumFrames(), RecordBytes: int64(d.FrameBytes()),
+		Series: len(d.fileNav) == 1, Notes: append(picked, filled...)})
+}
+
+// openDataset opens the dataset at d.dsPath (option dataset_path; errors list the
+// file's candidates, listing) and reads its shape, dtype and storage: it gives d the
+// frames of the dataset (SetFileFrames) and returns its extent and the notes on frames
+// read as the fill value. blocks are those of the scan whose first block the automatic
+// choice picked (nil: none). Called with h5lock held.
+func (d *h5File) openDataset(opt dataset.Options, listing string, blocks []h5Candidate) (dims []int, filled []string, err error) {
 	cname := C.CString(d.dsPath)
 	defer C.free(unsafe.Pointer(cname))
 	exists := C.H5Lexists(d.file, cname, d.access) > 0
 	if h5SideErr != nil { // an external link on the way to a file not safe to open
-		return nil, h5Fail(fmt.Sprintf("dataset %q (option dataset_path)", d.dsPath))
+		return nil, nil, h5Fail(fmt.Sprintf("dataset %q%s", d.dsPath, d.option))
 	}
 	C.H5Eclear2(C.H5E_DEFAULT)
 	if trimmed := strings.TrimSpace(d.dsPath); !exists && trimmed != d.dsPath {
@@ -760,52 +793,49 @@ func (d *h5File) open(opt dataset.Options) (dataset.Dataset, error) {
 		C.H5Eclear2(C.H5E_DEFAULT)
 	}
 	if !exists {
-		return nil, errs.New(errs.Argument, "no dataset %q (option dataset_path); %s", d.dsPath, listing)
+		return nil, nil, errs.New(errs.Argument, "no dataset %q%s; %s", d.dsPath, d.option, listing)
 	}
 	if err := d.checkDataset(cname, listing); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if d.set = C.H5Dopen2(d.file, cname, d.access); d.set < 0 {
-		return nil, fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening dataset %q (option dataset_path)", d.dsPath)), listing)
+		return nil, nil, fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening dataset %q%s", d.dsPath, d.option)), listing)
 	}
-	dims, err := h5Dims(d.set)
+	dims, err = h5Dims(d.set)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(dims) < 3 || len(dims) > 5 {
-		return nil, fmt.Errorf("dataset %q has shape %s: want rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x) or 5; %s",
+		return nil, nil, fmt.Errorf("dataset %q has shape %s: want rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x) or 5; %s",
 			d.dsPath, npy.ShapeString(dims), listing)
 	}
 	if d.dt, err = h5Readable(d.set); err != nil {
-		return nil, fmt.Errorf("dataset %q: %w; %s", d.dsPath, err, listing)
+		return nil, nil, fmt.Errorf("dataset %q: %w; %s", d.dsPath, err, listing)
 	}
 	d.memType = C.sd_native(C.int(d.dt))
 	d.sig = [2]int{dims[len(dims)-2], dims[len(dims)-1]}
 	d.fileNav = dims[:len(dims)-2]
 	frames, _, err := dataset.CheckShape(d.fileNav, d.sig, d.dt)
 	if err != nil {
-		return nil, fmt.Errorf("dataset %q: %w", d.dsPath, err)
+		return nil, nil, fmt.Errorf("dataset %q: %w", d.dsPath, err)
 	}
 	if frames == 0 {
-		return nil, fmt.Errorf("dataset %q has shape %s: no frames", d.dsPath, npy.ShapeString(dims))
+		return nil, nil, fmt.Errorf("dataset %q has shape %s: no frames", d.dsPath, npy.ShapeString(dims))
 	}
 	d.SetFileFrames(frames)
 	if len(blocks) > 0 && len(opt.NavShape) > 0 && product(opt.NavShape) > frames {
 		// Not an interrupted scan: its other frames are in the other blocks.
-		return nil, errs.New(errs.Argument, "nav shape %s (option nav_shape) has %d positions, but the dataset chosen, %s, is one of %d blocks of frames linked from group %s (%d frames in all), "+
-			"and stemdot reads one dataset, not linked blocks as one scan: give option dataset_path to read one block, with option nav_shape of its frames",
+		return nil, nil, errs.New(errs.Argument, "nav shape %s (option nav_shape) has %d positions, but the dataset chosen, %s, is one of %d blocks of frames linked from group %s (%d frames in all), "+
+			"and format hdf5 reads one dataset, not linked blocks as one scan: give option dataset_path to read one block, with option nav_shape of its frames (format dectris reads the blocks /entry/data/data_NNNNNN of a DECTRIS master as one scan)",
 			npy.ShapeString(opt.NavShape), product(opt.NavShape), blocks[0], len(blocks), h5Name(path.Dir(blocks[0].path)), h5CountFrames(blocks))
 	}
 	if err := d.setChunkCache(dims); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	filled, err := d.checkStorage(opt, dims)
-	if err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", h5Name(d.dsPath), err)
+	if filled, err = d.checkStorage(opt, dims); err != nil {
+		return nil, nil, fmt.Errorf("dataset %s: %w", h5Name(d.dsPath), err)
 	}
-	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, npy.ShapeString(dims))
-	return dataset.Reconcile(d, opt, dataset.NavFromAxes(d.fileNav), source, dataset.FileFrames{Whole: frames, RecordBytes: int64(d.FrameBytes()),
-		Series: len(d.fileNav) == 1, Notes: append(picked, filled...)})
+	return dims, filled, nil
 }
 
 // checkDataset checks that the object at dataset_path cname is a dataset: a group gets
@@ -813,7 +843,7 @@ func (d *h5File) open(opt dataset.Options) (dataset.Dataset, error) {
 func (d *h5File) checkDataset(cname *C.char, listing string) error {
 	obj := C.H5Oopen(d.file, cname, d.access)
 	if obj < 0 {
-		return fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening %q (option dataset_path)", d.dsPath)), listing)
+		return fmt.Errorf("%w; %s", h5Fail(fmt.Sprintf("opening %q%s", d.dsPath, d.option)), listing)
 	}
 	defer C.H5Oclose(obj)
 	switch C.H5Iget_type(obj) {
@@ -825,11 +855,11 @@ func (d *h5File) checkDataset(cname *C.char, listing string) error {
 			return err
 		}
 		if len(inside.cands) == 0 {
-			return errs.New(errs.Argument, "%q is a group, not a dataset (option dataset_path) and holds no dataset of rank 3 to 5; %s", d.dsPath, listing)
+			return errs.New(errs.Argument, "%q is a group, not a dataset%s and holds no dataset of rank 3 to 5; %s", d.dsPath, d.option, listing)
 		}
-		return errs.New(errs.Argument, "%q is a group, not a dataset (option dataset_path); %s", d.dsPath, h5Listing(inside, "it"))
+		return errs.New(errs.Argument, "%q is a group, not a dataset%s; %s", d.dsPath, d.option, h5Listing(inside, "it"))
 	}
-	return errs.New(errs.Argument, "%q is a named data type, not a dataset (option dataset_path); %s", d.dsPath, listing)
+	return errs.New(errs.Argument, "%q is a named data type, not a dataset%s; %s", d.dsPath, d.option, listing)
 }
 
 // h5Readable returns the dtype of an open dataset, or an *h5Unreadable error when its
@@ -903,7 +933,14 @@ func h5CheckFilters(set C.hid_t) error {
 		if avail > 0 {
 			continue
 		}
+		if _, _, ok, err := h5GoPipeline(set); err != nil || ok {
+			return err // decoded in Go (chunks.go): no plugin needed
+		}
 		filter := fmt.Sprintf("filter %d (%s)", int(id), cmp.Or(C.GoString(&name[0]), "unnamed"))
+		if failed := h5PluginFailures(); len(failed) > 0 {
+			return &h5Unreadable{"needs " + filter + ", plugins failed to load", fmt.Sprintf("its data passes through HDF5 %s, which this libhdf5 could not load; "+
+				"plugins in its plugin path failed to load (the filter's may be one of them): %s", filter, strings.Join(failed, "; "))}
+		}
 		return &h5Unreadable{"needs " + filter, fmt.Sprintf("its data passes through HDF5 %s, which this libhdf5 cannot load: "+
 			"install the filter's plugin (e.g. the plugins of the hdf5plugin Python package) and set HDF5_PLUGIN_PATH to its folder "+
 			"(registered filters: https://github.com/HDFGroup/hdf5_plugins/blob/master/docs/RegisteredFilterPlugins.md)", filter)}
@@ -971,7 +1008,7 @@ func (d *h5File) setChunkCache(dims []int) error {
 	if d.set = C.H5Dopen2(d.file, cname, dapl); d.set < 0 {
 		return h5Fail("reopening the dataset with its chunk cache")
 	}
-	return nil
+	return d.setupChunks(dims, nbytes)
 }
 
 // nextPrime returns the smallest prime >= n (HDF5 advises a prime number of cache slots).
@@ -1010,6 +1047,9 @@ func (d *h5File) Close() error {
 func (d *h5File) closeLocked() error {
 	d.closed = true
 	var err error
+	if d.chunks != nil && d.chunks.file != nil {
+		d.chunks.file.Close()
+	}
 	if d.set >= 0 && C.H5Dclose(d.set) < 0 {
 		err = h5Error("closing the dataset")
 	}
@@ -1025,14 +1065,18 @@ func (d *h5File) closeLocked() error {
 	return nil
 }
 
-// ReadFrames reads frames [start, end) through the library, which decompresses their
-// chunks (kept in the chunk cache for the next tile) and converts them to the host's
-// native type: one hyperslab per run of frames that is a box in the stored nav axes (at
-// most 2·rank-1 of them).
+// ReadFrames reads frames [start, end): from their raw chunks, decoded in the calling
+// goroutine, where every filter has a Go decoder (chunks.go); else through the library,
+// which decompresses their chunks (kept in the chunk cache for the next tile) and
+// converts them to the host's native type: one hyperslab per run of frames that is a box
+// in the stored nav axes (at most 2·rank-1 of them).
 func (d *h5File) ReadFrames(start, end int, dst []byte) error {
 	fb := d.FrameBytes()
 	if err := dataset.CheckRange(d.path, start, end, d.NumFrames(), fb, len(dst)); err != nil {
 		return err
+	}
+	if d.chunks != nil {
+		return d.readChunks(start, end, dst)
 	}
 	defer h5Enter()()
 	if d.closed {

@@ -1,0 +1,365 @@
+//go:build !nohdf5
+
+package hdf5
+
+/*
+#include <stdlib.h>
+#include <hdf5.h>
+
+// sd_plain_type reports whether the stored type t is an integer or an IEEE float that
+// fills its bytes (offset 0, full precision), so that its raw bytes only need their byte
+// order turned; *big is set for big-endian storage.
+static int sd_plain_type(hid_t t, int *big) {
+	H5T_class_t c = H5Tget_class(t);
+	size_t size = H5Tget_size(t);
+	if ((c != H5T_INTEGER && c != H5T_FLOAT) || H5Tget_offset(t) != 0 || H5Tget_precision(t) != 8 * size) return 0;
+	H5T_order_t o = H5Tget_order(t);
+	*big = o == H5T_ORDER_BE;
+	if (size > 1 && o != H5T_ORDER_LE && o != H5T_ORDER_BE) return 0;
+	if (c == H5T_FLOAT) {
+		hid_t ieee = size == 4 ? (*big ? H5T_IEEE_F32BE : H5T_IEEE_F32LE) : (*big ? H5T_IEEE_F64BE : H5T_IEEE_F64LE);
+		return (size == 4 || size == 8) && H5Tequal(t, ieee) > 0;
+	}
+	return 1;
+}
+*/
+import "C"
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/h5filter"
+	"github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/internal/regfile"
+)
+
+// Chunks decoded in the workers.
+//
+// A chunked dataset whose filters all have a Go decoder (package internal/h5filter:
+// deflate, shuffle, Fletcher-32, LZ4, bitshuffle with LZ4 or none) and whose stored type
+// is a plain integer or IEEE float is not read through libhdf5's H5Dread, which
+// decompresses inside the library's global lock, so on one core however many workers
+// read. ReadFrames instead looks up where the chunks of the frames asked for are stored
+// under the lock (H5Dget_chunk_info_by_coord, libhdf5 1.10.5 and later), then reads
+// their stored bytes from the file, decodes them and turns their byte order in the
+// goroutine of the worker that asked, so that workers read and decode in parallel; LZ4
+// and bitshuffle then need no plugin. Chunks
+// that a read does not use whole (a chunk of 4×4 scan positions read a scan row at a
+// time) are kept decoded for the next reads, in a cache of the size of libhdf5's chunk
+// cache. Chunks never written are read as the dataset's fill value, as libhdf5 reads
+// them (option allow_fill; storage.go refuses them otherwise). Other datasets are read
+// through libhdf5 as before.
+
+// h5Chunks is what reading the raw chunks of the frames dataset needs.
+type h5Chunks struct {
+	grid     h5filter.Grid
+	pipeline h5filter.Pipeline
+	swap     bool   // the stored byte order is not the host's
+	fill     []byte // one element of the fill value, in host order
+	cache    *h5filter.Cache
+	// file is the file that holds the dataset (another than the one opened behind an
+	// external link), read for the chunks' stored bytes; base is where HDF5 addresses
+	// start in it (after a user block).
+	file *os.File
+	base int64
+	// locked is the CPU time spent looking up chunks under the lock, in nanoseconds: the
+	// part of a read that does not run in parallel (BenchmarkHDF5Compressed).
+	locked atomic.Int64
+}
+
+// h5GoPipeline returns the filter pipeline of the open dataset set when every filter has
+// a Go decoder and its stored type is a plain integer or IEEE float (big: stored
+// big-endian); ok is false where libhdf5 reads it: not chunked, no filter, a filter
+// without a Go decoder, another type, edge chunks left unfiltered. Called with h5lock
+// held.
+func h5GoPipeline(set C.hid_t) (pipeline h5filter.Pipeline, big, ok bool, err error) {
+	dcpl := C.H5Dget_create_plist(set)
+	if dcpl < 0 {
+		return nil, false, false, h5Error("reading the dataset's storage layout")
+	}
+	defer C.H5Pclose(dcpl)
+	if C.H5Pget_layout(dcpl) != C.H5D_CHUNKED {
+		return nil, false, false, nil
+	}
+	var opts C.uint
+	if C.H5Pget_chunk_opts(dcpl, &opts) < 0 {
+		return nil, false, false, h5Error("reading the chunk options")
+	}
+	if opts&C.H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS != 0 {
+		return nil, false, false, nil
+	}
+	for i := range C.H5Pget_nfilters(dcpl) {
+		var flags, config C.uint
+		var values [32]C.uint
+		nvalues := C.size_t(len(values))
+		id := C.H5Pget_filter2(dcpl, C.uint(i), &flags, &nvalues, &values[0], 0, nil, &config)
+		if id < 0 {
+			return nil, false, false, h5Error("reading the dataset's filters")
+		}
+		f := h5filter.Filter{ID: int(id)}
+		for _, v := range values[:min(int(nvalues), len(values))] {
+			f.Values = append(f.Values, uint32(v))
+		}
+		pipeline = append(pipeline, f)
+	}
+	if len(pipeline) == 0 || pipeline.Check() != nil {
+		return nil, false, false, nil
+	}
+	t := C.H5Dget_type(set)
+	if t < 0 {
+		return nil, false, false, h5Error("reading the data type")
+	}
+	defer C.H5Tclose(t)
+	var cbig C.int
+	if C.sd_plain_type(t, &cbig) <= 0 {
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return nil, false, false, nil
+	}
+	return pipeline, cbig != 0, true, nil
+}
+
+// setupChunks prepares reading the raw chunks of the frames dataset of extent dims where
+// h5GoPipeline allows (else d.chunks stays nil). cacheBytes sizes the cache of decoded
+// chunks. Called with h5lock held.
+func (d *h5File) setupChunks(dims []int, cacheBytes int64) error {
+	pipeline, big, ok, err := h5GoPipeline(d.set)
+	if err != nil || !ok {
+		return err
+	}
+	dcpl := C.H5Dget_create_plist(d.set)
+	if dcpl < 0 {
+		return h5Error("reading the dataset's storage layout")
+	}
+	defer C.H5Pclose(dcpl)
+	chunk := make([]C.hsize_t, len(dims))
+	if int(C.H5Pget_chunk(dcpl, C.int(len(dims)), &chunk[0])) != len(dims) {
+		return h5Error("reading the chunk shape")
+	}
+	c := &h5Chunks{grid: h5filter.Grid{Dims: dims, Chunk: make([]int, len(dims)), Elem: d.dt.Size()}, pipeline: pipeline,
+		swap: big != npy.HostBigEndian, fill: make([]byte, d.dt.Size())}
+	for i, n := range chunk {
+		c.grid.Chunk[i] = int(n)
+	}
+	var defined C.H5D_fill_value_t
+	if C.H5Pfill_value_defined(dcpl, &defined) >= 0 && defined != C.H5D_FILL_VALUE_UNDEFINED {
+		if C.H5Pget_fill_value(dcpl, d.memType, unsafe.Pointer(&c.fill[0])) < 0 {
+			return h5Error("reading the fill value")
+		}
+	}
+	c.cache = h5filter.NewCache(int(cacheBytes))
+	fid := C.H5Iget_file_id(d.set)
+	if fid < 0 {
+		return h5Error("finding the dataset's file")
+	}
+	defer C.H5Fclose(fid)
+	fcpl := C.H5Fget_create_plist(fid)
+	if fcpl < 0 {
+		return h5Error("reading the file's creation properties")
+	}
+	defer C.H5Pclose(fcpl)
+	var userblock C.hsize_t
+	if C.H5Pget_userblock(fcpl, &userblock) < 0 {
+		return h5Error("reading the file's user block size")
+	}
+	name := cmp.Or(h5FileName(d.set), d.path)
+	f, _, err := regfile.Open(name)
+	if err != nil {
+		return fmt.Errorf("opening %s for its chunks: %w", name, err)
+	}
+	c.file, c.base = f, int64(userblock)
+	d.chunks = c
+	return nil
+}
+
+// h5Box is a box of frames of a read: its first element and size on every axis, and
+// where its frames go in the destination.
+type h5Box struct {
+	lo, count []int
+	dst       []byte
+}
+
+// h5Raw is a chunk of a read: where it is, where its stored bytes are and its filter
+// mask (missing: never written), then its stored bytes; or its decoded bytes from the
+// cache.
+type h5Raw struct {
+	origin  []int
+	key     int64
+	addr    int64 // where its bytes start in the file
+	size    int   // how many bytes are stored
+	data    []byte
+	mask    uint32
+	missing bool
+	decoded bool
+}
+
+// readChunks reads frames [start, end) into dst from the raw chunks (h5Chunks).
+func (d *h5File) readChunks(start, end int, dst []byte) error {
+	c := d.chunks
+	fb := d.FrameBytes()
+	rank := len(d.fileNav) + 2
+	var boxes []h5Box
+	off := 0
+	navBoxes(d.fileNav, start, end, func(first, count []int) bool {
+		b := h5Box{lo: make([]int, rank), count: make([]int, rank)}
+		copy(b.lo, first)
+		copy(b.count, count)
+		b.count[rank-2], b.count[rank-1] = d.sig[0], d.sig[1]
+		n := fb
+		for _, k := range count {
+			n *= k
+		}
+		b.dst = dst[off : off+n]
+		off += n
+		boxes = append(boxes, b)
+		return true
+	})
+	var chunks []h5Raw
+	seen := map[int64]bool{}
+	for _, b := range boxes {
+		c.grid.Chunks(b.lo, b.count, func(origin []int) bool {
+			key := c.grid.Index(origin)
+			if !seen[key] {
+				seen[key] = true
+				r := h5Raw{origin: append([]int(nil), origin...), key: key}
+				if r.data = c.cache.Get(key); r.data != nil {
+					r.decoded = true
+				}
+				chunks = append(chunks, r)
+			}
+			return true
+		})
+	}
+	if err := d.locate(chunks); err != nil {
+		return fmt.Errorf("dataset: %s: frames [%d, %d): %w", d.path, start, end, err)
+	}
+	if err := d.readRaw(chunks); err != nil {
+		return fmt.Errorf("dataset: %s: frames [%d, %d): %w", d.path, start, end, err)
+	}
+	chunkBytes := c.grid.ChunkBytes()
+	for i, r := range chunks {
+		chunks[i].data = nil // for the collector once decoded
+		data := r.data
+		if !r.decoded {
+			// A chunk whose elements are consecutive in a box is decoded in place.
+			var into []byte
+			for _, b := range boxes {
+				if at, ok := c.grid.Contiguous(b.lo, b.count, r.origin); ok {
+					into = b.dst[at*c.grid.Elem : at*c.grid.Elem+chunkBytes]
+					break
+				}
+			}
+			var err error
+			if data, err = c.decode(r, into, chunkBytes); err != nil {
+				return fmt.Errorf("dataset: %s: frames [%d, %d): dataset %s, chunk at %s: %w", d.path, start, end, h5Name(d.dsPath), npy.ShapeString(r.origin), err)
+			}
+			if into != nil {
+				continue
+			}
+		}
+		whole := false
+		for _, b := range boxes {
+			c.grid.CopyBox(b.dst, b.lo, b.count, data, r.origin)
+			whole = whole || c.grid.Covers(b.lo, b.count, r.origin)
+		}
+		if !r.decoded && !whole {
+			c.cache.Put(r.key, data)
+		}
+	}
+	return nil
+}
+
+// locate finds where the chunks not decoded yet are stored in the file, and their
+// filter masks, under the lock (the chunk index's lookups: H5Dget_chunk_info_by_coord).
+func (d *h5File) locate(chunks []h5Raw) error {
+	defer h5Enter()()
+	defer func(t int64) { d.chunks.locked.Add(threadCPU() - t) }(threadCPU())
+	if d.closed {
+		return errs.New(errs.Argument, "read after Close")
+	}
+	limit := int64(2*d.chunks.grid.ChunkBytes() + 4096)
+	offset := make([]C.hsize_t, len(d.chunks.grid.Dims))
+	for i := range chunks {
+		r := &chunks[i]
+		if r.decoded {
+			continue
+		}
+		for a, o := range r.origin {
+			offset[a] = C.hsize_t(o)
+		}
+		var nbytes C.hsize_t
+		var mask C.uint
+		var addr C.haddr_t
+		if C.H5Dget_chunk_info_by_coord(d.set, &offset[0], &mask, &addr, &nbytes) < 0 {
+			return h5Error(fmt.Sprintf("reading the index of the chunk at %s of dataset %s", npy.ShapeString(r.origin), h5Name(d.dsPath)))
+		}
+		if nbytes == 0 { // never written
+			r.missing = true
+			continue
+		}
+		if int64(nbytes) > limit || int64(addr) < 0 {
+			return errs.New(errs.Format, "dataset %s: the chunk at %s is stored in %d bytes at %d, more than twice its %d decoded bytes or beyond any file: the file is corrupt",
+				h5Name(d.dsPath), npy.ShapeString(r.origin), uint64(nbytes), uint64(addr), d.chunks.grid.ChunkBytes())
+		}
+		r.addr, r.size, r.mask = d.chunks.base+int64(addr), int(nbytes), uint32(mask)
+	}
+	return nil
+}
+
+// readRaw reads the stored bytes of the chunks located, from the dataset's file, outside
+// the lock.
+func (d *h5File) readRaw(chunks []h5Raw) error {
+	c := d.chunks
+	for i := range chunks {
+		r := &chunks[i]
+		if r.decoded || r.missing {
+			continue
+		}
+		r.data = make([]byte, r.size)
+		if _, err := c.file.ReadAt(r.data, r.addr); err != nil {
+			return errs.New(errs.IO, "reading the chunk at %s of dataset %s, %d bytes at byte %d of %s: %w (did the file shrink?)",
+				npy.ShapeString(r.origin), h5Name(d.dsPath), r.size, r.addr, c.file.Name(), err)
+		}
+	}
+	return nil
+}
+
+// decode returns the chunk r decoded, in host byte order (the fill value for a chunk
+// never written), in into when it is not nil.
+func (c *h5Chunks) decode(r h5Raw, into []byte, chunkBytes int) ([]byte, error) {
+	if r.missing {
+		out := into
+		if out == nil {
+			out = make([]byte, chunkBytes)
+		}
+		for i := 0; i < len(out); i += len(c.fill) {
+			copy(out[i:], c.fill)
+		}
+		return out, nil
+	}
+	out, err := c.pipeline.DecodeInto(into, r.data, r.mask, chunkBytes)
+	if err != nil {
+		return nil, err
+	}
+	if c.swap {
+		dataset.CopyToHost(out, out, c.grid.Elem, !npy.HostBigEndian)
+	}
+	return out, nil
+}
+
+// threadCPU is the CPU time of the calling thread in nanoseconds (the goroutine is
+// locked to its thread while it holds the HDF5 lock, h5Enter).
+func threadCPU() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
+}

@@ -1,0 +1,398 @@
+//go:build !nohdf5
+
+package hdf5
+
+/*
+#include <stdlib.h>
+#include <hdf5.h>
+
+// sd_read_u64 reads the scalar integer dataset name of file into *out (-1: none such).
+static herr_t sd_read_u64(hid_t file, const char *name, hid_t lapl, unsigned long long *out) {
+	if (H5Lexists(file, name, lapl) <= 0) return -1;
+	hid_t set = H5Dopen2(file, name, lapl);
+	if (set < 0) return -1;
+	hid_t space = H5Dget_space(set);
+	herr_t err = -1;
+	if (space >= 0 && H5Sget_simple_extent_npoints(space) == 1) {
+		err = H5Dread(set, H5T_NATIVE_ULLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, out);
+	}
+	if (space >= 0) H5Sclose(space);
+	H5Dclose(set);
+	return err;
+}
+
+// sd_read_u32 reads the dataset name of file, of n elements, into out as uint32 values
+// (-1: none such, or of another size; -2: it could not be read).
+static herr_t sd_read_u32(hid_t file, const char *name, hid_t lapl, unsigned int *out, hssize_t n) {
+	if (H5Lexists(file, name, lapl) <= 0) return -1;
+	hid_t set = H5Dopen2(file, name, lapl);
+	if (set < 0) return -1;
+	hid_t space = H5Dget_space(set);
+	herr_t err = -1;
+	if (space >= 0 && H5Sget_simple_extent_npoints(space) == n) {
+		err = H5Dread(set, H5T_NATIVE_UINT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0 ? -2 : 0;
+	}
+	if (space >= 0) H5Sclose(space);
+	H5Dclose(set);
+	return err;
+}
+*/
+import "C"
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/internal/regfile"
+)
+
+// DECTRIS masters.
+//
+// A DECTRIS detector (ARINA, QUADRO, EIGER) writes an acquisition as a NeXus (NXmx)
+// master file and data files: the master's group /entry/data holds external links
+// data_000001, data_000002, ... to the dataset /entry/data/data of each data file, a
+// block of frames (n, sig_y, sig_x), bitshuffle-LZ4 compressed; the scan is the blocks
+// in the order of their numbers. The master's /entry/instrument/detector/detectorSpecific
+// holds nimages and ntrigger (nimages·ntrigger frames were asked for) and pixel_mask
+// (sig_y, sig_x), non-zero for a pixel that is defective, in a gap between chips or
+// otherwise excluded (DECTRIS SIMPLON/EIGER file documentation; the layout LiberTEM's
+// dectris reader and RosettaSciIO's arina reader follow). A master holds no scan shape:
+// give option nav_shape.
+//
+// Format "dectris" reads a master (detected by its link /entry/data/data_000001, unless
+// option dataset_path names one dataset, which format hdf5 then reads): the blocks as
+// one scan, each read as format hdf5 reads a dataset (chunks decoded in Go, chunks.go).
+// Pixels that pixel_mask flags read as 0, with a note counting them; option
+// pixel_mask=false keeps their recorded values. The detector writes the largest value
+// of its dtype (2³²−1 for uint32, 2¹⁶−1 for uint16, 255 for uint8) where a pixel is
+// masked or its count overflowed: that marker is not a count, and reads as 0 in either
+// case, so that no virtual image sums it (the note says so; counting the marked pixels
+// of every frame would read the whole scan when opening it).
+
+func init() {
+	dataset.Register(dataset.Format{Name: "dectris", Describe: "dectris (DECTRIS ARINA/QUADRO/EIGER master .h5)",
+		Detect: isDectrisMaster, Open: openDectris, Options: []string{"allow_fill"},
+		FormatOptions: []dataset.FormatOption{{Key: "pixel_mask", Default: "true", Switch: true,
+			Usage: "DECTRIS masters: read the pixels flagged in the master's pixel_mask as 0 (false: keep their recorded values; the marker 2^N-1 of masked and overflowing pixels reads as 0 in either case)"}}})
+}
+
+// The paths of a DECTRIS master.
+const (
+	dectrisBlocks   = "/entry/data"
+	dectrisSpecific = "/entry/instrument/detector/detectorSpecific/"
+)
+
+// dectrisBlockName is the name of a link to a block of frames in /entry/data.
+var dectrisBlockName = regexp.MustCompile(`^data_([0-9]{6})$`)
+
+// isDectrisMaster reports whether path is an HDF5 file with the link
+// /entry/data/data_000001 and no option dataset_path is given.
+func isDectrisMaster(path string, opt dataset.Options) bool {
+	if opt.DatasetPath != "" {
+		return false
+	}
+	f, _, err := regfile.Open(path)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	if ok, err := h5Signature(path); err != nil || !ok {
+		return false
+	}
+	defer h5Enter()()
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	file := C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT)
+	if file < 0 {
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return false
+	}
+	defer C.H5Fclose(file)
+	access := h5NewAccess() // external links on the way to /entry/data are checked
+	if access < 0 {
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return false
+	}
+	defer C.H5Pclose(access)
+	found := true
+	for _, p := range []string{"/entry", dectrisBlocks, dectrisBlocks + "/data_000001"} {
+		found = found && C.H5Lexists(file, cstr(p), access) > 0
+	}
+	C.H5Eclear2(C.H5E_DEFAULT)
+	return found
+}
+
+// dectrisSibling is, for a file without frames, where the frames of its DECTRIS
+// acquisition are: an ARINA writes NAME.h5 (metadata), NAME_master.h5 and
+// NAME_data_NNNNNN.h5; "" when there is no such master beside it.
+func dectrisSibling(path string) string {
+	master := strings.TrimSuffix(path, filepath.Ext(path)) + "_master.h5"
+	if st, err := os.Stat(master); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	return "; the frames of this DECTRIS acquisition are read from its master file " + master
+}
+
+// dectrisScan is the frames of a DECTRIS master's blocks, one after the other.
+type dectrisScan struct {
+	path   string
+	blocks []*h5File
+	first  []int // the first frame of each block, then the number of frames
+	sig    [2]int
+	dt     dataset.DType
+	masked []int // the pixels read as 0 (pixel_mask), in frame order
+	dataset.ScanFrames
+}
+
+// openDectris opens the DECTRIS master at path.
+func openDectris(path string, opt dataset.Options) (dataset.Dataset, error) {
+	usePixelMask := true
+	if v, ok := opt.FormatOptions["pixel_mask"]; ok {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return nil, errs.New(errs.Argument, "dataset: %s: option pixel_mask: want true or false, got %q", path, v)
+		}
+		usePixelMask = b
+	}
+	f, _, err := dataset.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	h5StartEnv()
+	defer h5Enter()()
+	s := &dectrisScan{path: path}
+	ds, err := s.open(opt, usePixelMask)
+	if err != nil {
+		s.closeLocked()
+		return nil, fmt.Errorf("dataset: %s: %w", path, err)
+	}
+	return ds, nil
+}
+
+// open opens the blocks and reads the master's fields. Called with h5lock held.
+func (s *dectrisScan) open(opt dataset.Options, usePixelMask bool) (dataset.Dataset, error) {
+	master := &h5File{path: s.path, file: -1, set: -1, access: h5NewAccess()}
+	defer master.closeLocked()
+	cpath := C.CString(s.path)
+	defer C.free(unsafe.Pointer(cpath))
+	if master.access < 0 {
+		return nil, h5Error("creating dataset access properties")
+	}
+	if master.file = C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT); master.file < 0 {
+		return nil, errs.Wrap(errs.Format, h5Error("opening the master file"))
+	}
+	names, err := dectrisBlockNames(master.file)
+	if err != nil {
+		return nil, err
+	}
+	var notes []string
+	n := 0
+	for _, name := range names {
+		b := &h5File{path: s.path, file: -1, set: -1, access: h5NewAccess(), dsPath: dectrisBlocks + "/" + name}
+		s.blocks = append(s.blocks, b)
+		if b.access < 0 {
+			return nil, h5Error("creating dataset access properties")
+		}
+		if b.file = C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT); b.file < 0 {
+			return nil, errs.Wrap(errs.Format, h5Error("opening the master file"))
+		}
+		listing := "block " + name + " of the master's " + strconv.Itoa(len(names)) + " blocks " + dectrisBlocks + "/data_NNNNNN"
+		dims, filled, err := b.openDataset(opt, listing, nil)
+		if err != nil {
+			return nil, fmt.Errorf("block %s: %w", name, err)
+		}
+		notes = append(notes, filled...)
+		if len(s.blocks) == 1 {
+			s.sig, s.dt = b.sig, b.dt
+		} else if b.sig != s.sig || b.dt != s.dt {
+			return nil, errs.New(errs.Format, "block %s %s holds frames of %d×%d %s, block %s frames of %d×%d %s: the blocks are not one scan",
+				name, npy.ShapeString(dims), b.sig[0], b.sig[1], b.dt, names[0], s.sig[0], s.sig[1], s.dt)
+		}
+		s.first = append(s.first, n)
+		n += b.NumFrames()
+	}
+	s.first = append(s.first, n)
+	s.SetFileFrames(n)
+	if len(names) > 1 {
+		notes = append(notes, fmt.Sprintf("the scan is %d blocks linked from %s: %s to %s, %d frames", len(names), dectrisBlocks, names[0], names[len(names)-1], n))
+	}
+	var nimages, ntrigger C.ulonglong
+	if C.sd_read_u64(master.file, cstr(dectrisSpecific+"nimages"), master.access, &nimages) >= 0 &&
+		C.sd_read_u64(master.file, cstr(dectrisSpecific+"ntrigger"), master.access, &ntrigger) >= 0 && uint64(nimages)*uint64(ntrigger) != uint64(n) {
+		notes = append(notes, fmt.Sprintf("the master asked for %d frames (nimages %d × ntrigger %d), its blocks hold %d", uint64(nimages)*uint64(ntrigger), uint64(nimages), uint64(ntrigger), n))
+	}
+	C.H5Eclear2(C.H5E_DEFAULT)
+	maskNote, err := s.readPixelMask(master, usePixelMask)
+	if err != nil {
+		return nil, err
+	}
+	if marker, ok := s.marker(); ok {
+		maskNote += fmt.Sprintf("; the value %d, DECTRIS's marker of masked and overflowing pixels, reads as 0", marker)
+	}
+	notes = append(notes, maskNote)
+	return dataset.Reconcile(s, opt, nil, "", dataset.FileFrames{Whole: n, RecordBytes: int64(s.FrameBytes()), Notes: notes})
+}
+
+// cstr is s as a NUL-terminated string in Go memory, for calls into libhdf5 that do not
+// keep it.
+func cstr(s string) *C.char {
+	b := append([]byte(s), 0)
+	return (*C.char)(unsafe.Pointer(&b[0]))
+}
+
+// dectrisBlockNames lists the links data_NNNNNN of the master's /entry/data in the
+// order of their numbers, which must run from 1 without a gap. Called with h5lock held.
+func dectrisBlockNames(file C.hid_t) ([]string, error) {
+	g := C.H5Oopen(file, cstr(dectrisBlocks), C.H5P_DEFAULT)
+	if g < 0 {
+		return nil, errs.Wrap(errs.Format, h5Error("opening group "+dectrisBlocks))
+	}
+	defer C.H5Oclose(g)
+	links, err := h5Links(g, dectrisBlocks)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, l := range links {
+		if dectrisBlockName.MatchString(l[1:]) {
+			names = append(names, l[1:])
+		}
+	}
+	slices.Sort(names) // six digits: the order of the numbers
+	for i, name := range names {
+		if want := fmt.Sprintf("data_%06d", i+1); name != want {
+			return nil, errs.New(errs.Format, "group %s links blocks %s but not %s: a block of the scan is missing", dectrisBlocks, strings.Join(names, ", "), want)
+		}
+	}
+	return names, nil
+}
+
+// readPixelMask reads the master's pixel_mask: the pixels to read as 0 when use, and
+// the note. Called with h5lock held.
+func (s *dectrisScan) readPixelMask(master *h5File, use bool) (string, error) {
+	name := dectrisSpecific + "pixel_mask"
+	mask := make([]C.uint, s.sig[0]*s.sig[1])
+	switch C.sd_read_u32(master.file, cstr(name), master.access, &mask[0], C.hssize_t(len(mask))) {
+	case -1:
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return fmt.Sprintf("the master has no pixel_mask of the frames' %d×%d pixels (%s): no pixel is masked", s.sig[0], s.sig[1], name), nil
+	case -2:
+		return "", errs.Wrap(errs.Format, h5Error("reading "+name+" (option pixel_mask=false reads the frames without it)"))
+	}
+	var flagged []int
+	for i, v := range mask {
+		if v != 0 {
+			flagged = append(flagged, i)
+		}
+	}
+	if !use {
+		return fmt.Sprintf("pixel_mask not applied (option pixel_mask=false): the %d pixels it flags keep their recorded values", len(flagged)), nil
+	}
+	s.masked = flagged
+	return fmt.Sprintf("pixel_mask applied: the %d of %d pixels it flags read as 0 (option pixel_mask=false keeps their values)", len(flagged), len(mask)), nil
+}
+
+// marker is the value the detector writes for masked and overflowing pixels in frames
+// of dtype s.dt (ok false: a signed or float dtype, which has none).
+func (s *dectrisScan) marker() (uint64, bool) {
+	switch s.dt {
+	case dataset.Uint8, dataset.Uint16, dataset.Uint32:
+		return 1<<(8*s.dt.Size()) - 1, true
+	}
+	return 0, false
+}
+
+func (s *dectrisScan) Format() string       { return "dectris" }
+func (s *dectrisScan) Path() string         { return s.path }
+func (s *dectrisScan) SigShape() [2]int     { return s.sig }
+func (s *dectrisScan) DType() dataset.DType { return s.dt }
+func (s *dectrisScan) FrameBytes() int      { return s.sig[0] * s.sig[1] * s.dt.Size() }
+func (s *dectrisScan) AlignFrames() int     { return s.blocks[0].AlignFrames() }
+
+// blockOf is the block that holds frame: the last whose first frame is at most frame.
+func (s *dectrisScan) blockOf(frame int) int {
+	i, _ := slices.BinarySearch(s.first, frame+1)
+	return i - 1
+}
+
+// ReadFrames reads frames [start, end) from the blocks that hold them, then sets the
+// masked pixels and the marker value to 0.
+func (s *dectrisScan) ReadFrames(start, end int, dst []byte) error {
+	fb := s.FrameBytes()
+	if err := dataset.CheckRange(s.path, start, end, s.NumFrames(), fb, len(dst)); err != nil {
+		return err
+	}
+	for f := start; f < end; {
+		i := s.blockOf(f)
+		stop := min(end, s.first[i+1])
+		if err := s.blocks[i].ReadFrames(f-s.first[i], stop-s.first[i], dst[(f-start)*fb:(stop-start)*fb]); err != nil {
+			return err
+		}
+		f = stop
+	}
+	s.clean(dst[:(end-start)*fb])
+	return nil
+}
+
+// clean sets the masked pixels and the marker value of the frames in buf to 0.
+func (s *dectrisScan) clean(buf []byte) {
+	size := s.dt.Size()
+	fb := s.FrameBytes()
+	for off := 0; off < len(buf); off += fb {
+		frame := buf[off : off+fb]
+		for _, p := range s.masked {
+			clear(frame[p*size : (p+1)*size])
+		}
+	}
+	switch s.dt {
+	case dataset.Uint8:
+		for i, v := range buf {
+			if v == 0xff {
+				buf[i] = 0
+			}
+		}
+	case dataset.Uint16:
+		for i := 0; i < len(buf); i += 2 {
+			if binary.NativeEndian.Uint16(buf[i:]) == 0xffff {
+				binary.NativeEndian.PutUint16(buf[i:], 0)
+			}
+		}
+	case dataset.Uint32:
+		for i := 0; i < len(buf); i += 4 {
+			if binary.NativeEndian.Uint32(buf[i:]) == 0xffffffff {
+				binary.NativeEndian.PutUint32(buf[i:], 0)
+			}
+		}
+	}
+}
+
+// Close closes the blocks.
+func (s *dectrisScan) Close() error {
+	defer h5Enter()()
+	if len(s.blocks) > 0 && s.blocks[0].closed {
+		return errs.New(errs.Argument, "dataset: %s: already closed", s.path)
+	}
+	return s.closeLocked()
+}
+
+func (s *dectrisScan) closeLocked() error {
+	var err error
+	for _, b := range s.blocks {
+		if !b.closed {
+			err = cmp.Or(err, b.closeLocked())
+		}
+	}
+	return err
+}

@@ -1,0 +1,206 @@
+//go:build !nohdf5
+
+package hdf5_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/testfiles"
+)
+
+// dectrisFiles writes DECTRIS-style acquisitions with h5py, as LiberTEM #1544 and
+// ../shared/cases/45-dectris-multiblock-master describe them: a master whose
+// /entry/data/data_00000k are external links to blocks of 16 frames (uint32,
+// bitshuffle-LZ4, one frame per chunk) in acq/, nimages and ntrigger, and a
+// pixel_mask flagging 3 pixels; frames carry the marker 2^32-1 at masked pixels and at
+// some overflowing ones, and a frame-index marker. A decoy data file of the first
+// block's name but other content sits in the parent directory (h5py #860: external
+// links must resolve beside the master, not in the working directory). Beside them:
+// the frames as numpy computes them with the mask applied and without (markers 0 in
+// both), float64, and variants: a master with a block missing from the links, one
+// whose second block's file is missing, one of uint16 frames with plain storage.
+const dectrisFiles = `
+import sys, os
+import numpy as np, h5py, hdf5plugin
+d = sys.argv[1]
+acq = os.path.join(d, "acq")
+os.makedirs(acq)
+rng = np.random.default_rng(1544)
+H, W, NB, PER = 32, 34, 4, 16
+frames = rng.poisson(30, (NB * PER, H, W)).astype(np.uint32)
+frames[:, 16, 16] += np.arange(NB * PER, dtype=np.uint32) * 100
+mask = np.zeros((H, W), np.uint32)
+mask[0, 0] = 1; mask[5, 7] = 2; mask[31, 33] = 8
+frames[:, mask != 0] = 2**32 - 1
+frames[3, 10, 11] = 2**32 - 1  # overflow in one frame
+frames[40, 2, 3] = 2**32 - 1
+def master(name, blocks, stem, nimages=1, ntrigger=NB * PER, m=mask):
+    with h5py.File(os.path.join(acq, name), "w") as f:
+        for b in blocks:
+            f["/entry/data/data_%06d" % b] = h5py.ExternalLink("%s_data_%06d.h5" % (stem, b), "/entry/data/data")
+        s = "/entry/instrument/detector/detectorSpecific/"
+        f[s + "nimages"] = np.uint64(nimages)
+        f[s + "ntrigger"] = np.uint64(ntrigger)
+        if m is not None:
+            f[s + "pixel_mask"] = m
+def data(stem, b, x, **kw):
+    with h5py.File(os.path.join(acq, "%s_data_%06d.h5" % (stem, b)), "w") as f:
+        ds = f.create_dataset("/entry/data/data", data=x, chunks=(1,) + x.shape[1:], **kw)
+        ds.attrs["image_nr_low"] = np.uint64((b - 1) * PER + 1)
+        ds.attrs["image_nr_high"] = np.uint64(b * PER)
+for b in range(1, NB + 1):
+    data("scan", b, frames[(b - 1) * PER:b * PER], **hdf5plugin.Bitshuffle(cname="lz4"))
+master("scan_master.h5", range(1, NB + 1), "scan")
+master("asked_more_master.h5", range(1, NB + 1), "scan", nimages=2)
+master("gap_master.h5", [1, 3, 4], "scan")
+master("nomask_master.h5", range(1, NB + 1), "scan", m=None)
+master("lost_master.h5", range(1, 3), "lost")
+data("lost", 1, frames[:PER], compression="gzip")
+small = (frames[:2 * PER] % 60000).astype(np.uint16)
+small[:, 1, 1] = 65535
+data("u16", 1, small[:PER]); data("u16", 2, small[PER:])
+master("u16_master.h5", [1, 2], "u16", ntrigger=2 * PER, m=np.zeros((H, W), np.uint32))
+with h5py.File(os.path.join(d, "scan_data_000001.h5"), "w") as f:
+    f.create_dataset("/entry/data/data", data=np.full((PER, H, W), 7, np.uint32))
+with h5py.File(os.path.join(acq, "scan_master.h5"), "r") as f:
+    got = np.concatenate([f["/entry/data/data_%06d" % b][()] for b in range(1, NB + 1)])
+assert (got == frames).all()
+raw = frames.astype(np.float64)
+raw[frames == 2**32 - 1] = 0
+raw.tofile(os.path.join(d, "unmasked.f64"))
+raw[:, mask != 0] = 0
+raw.tofile(os.path.join(d, "masked.f64"))
+u = small.astype(np.float64)
+u[small == 65535] = 0
+u.tofile(os.path.join(d, "u16.f64"))
+`
+
+// readF64 reads a float64 file the reference script wrote.
+func readF64(t *testing.T, path string) []float64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return frametest.Decode(b, dataset.Float64)
+}
+
+func TestDECTRISMaster(t *testing.T) {
+	dir := t.TempDir()
+	testfiles.RunPython(t, dectrisFiles, []string{"numpy", "h5py", "hdf5plugin"}, dir)
+	t.Setenv("HDF5_PLUGIN_PATH", filepath.Join(dir, "no-plugins-here"))
+	t.Chdir(dir) // the decoy block is in the working directory
+	master := filepath.Join("acq", "scan_master.h5")
+
+	t.Run("the blocks as one scan, pixel_mask applied", func(t *testing.T) {
+		d, err := dataset.Open(master, dataset.Options{NavShape: []int{8, 8}})
+		require.NoError(t, err)
+		defer d.Close()
+		assert.Equal(t, "dectris", d.Format())
+		assert.Equal(t, []int{8, 8}, d.NavShape())
+		assert.Equal(t, [2]int{32, 34}, d.SigShape())
+		assert.Equal(t, dataset.Uint32, d.DType())
+		notes := strings.Join(dataset.Notes(d), "\n")
+		assert.Contains(t, notes, "the scan is 4 blocks linked from /entry/data: data_000001 to data_000004, 64 frames")
+		assert.Contains(t, notes, "pixel_mask applied: the 3 of 1088 pixels it flags read as 0 (option pixel_mask=false keeps their values)")
+		assert.Contains(t, notes, "(option pixel_mask=false keeps their values); the value 4294967295, DECTRIS's marker of masked and overflowing pixels, reads as 0")
+		assert.NotContains(t, notes, "asked for")
+		assert.Equal(t, readF64(t, filepath.Join(dir, "masked.f64")), frametest.Decode(frametest.ReadAll(t, d), d.DType()))
+	})
+	t.Run("pixel_mask=false keeps the values, not the marker", func(t *testing.T) {
+		d, err := dataset.Open(master, dataset.Options{NavShape: []int{8, 8}, FormatOptions: map[string]string{"pixel_mask": "false"}})
+		require.NoError(t, err)
+		defer d.Close()
+		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "pixel_mask not applied (option pixel_mask=false): the 3 pixels it flags keep their recorded values")
+		assert.Equal(t, readF64(t, filepath.Join(dir, "unmasked.f64")), frametest.Decode(frametest.ReadAll(t, d), d.DType()))
+	})
+	t.Run("no nav shape: the warning names nav_shape", func(t *testing.T) {
+		d, err := dataset.Open(master, dataset.Options{})
+		require.NoError(t, err)
+		defer d.Close()
+		assert.Equal(t, []int{1, 64}, d.NavShape())
+		assert.True(t, dataset.NavShapeGuessed(d))
+	})
+	t.Run("a block read alone through dataset_path is format hdf5", func(t *testing.T) {
+		d, err := dataset.Open(master, dataset.Options{DatasetPath: "/entry/data/data_000002"})
+		require.NoError(t, err)
+		defer d.Close()
+		assert.Equal(t, "hdf5", d.Format())
+		want := readF64(t, filepath.Join(dir, "unmasked.f64"))[16*32*34 : 32*32*34]
+		got := frametest.Decode(frametest.ReadAll(t, d), d.DType())
+		for i := range want { // the markers as recorded: format hdf5 reads the values
+			if got[i] == 4294967295 {
+				got[i] = 0
+			}
+		}
+		assert.Equal(t, want, got)
+	})
+	t.Run("uint16, marker 65535", func(t *testing.T) {
+		d, err := dataset.Open(filepath.Join("acq", "u16_master.h5"), dataset.Options{})
+		require.NoError(t, err)
+		defer d.Close()
+		assert.Equal(t, dataset.Uint16, d.DType())
+		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "the value 65535, DECTRIS's marker")
+		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "the 0 of 1088 pixels it flags read as 0")
+		assert.Equal(t, readF64(t, filepath.Join(dir, "u16.f64")), frametest.Decode(frametest.ReadAll(t, d), d.DType()))
+	})
+	t.Run("notes: fewer frames than asked, no pixel_mask", func(t *testing.T) {
+		d, err := dataset.Open(filepath.Join("acq", "asked_more_master.h5"), dataset.Options{})
+		require.NoError(t, err)
+		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "the master asked for 128 frames (nimages 2 × ntrigger 64), its blocks hold 64")
+		require.NoError(t, d.Close())
+		d, err = dataset.Open(filepath.Join("acq", "nomask_master.h5"), dataset.Options{})
+		require.NoError(t, err)
+		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "the master has no pixel_mask of the frames' 32×34 pixels")
+		require.NoError(t, d.Close())
+	})
+	t.Run("errors", func(t *testing.T) {
+		_, err := dataset.Open(filepath.Join("acq", "gap_master.h5"), dataset.Options{})
+		require.ErrorIs(t, err, errs.Format)
+		assert.ErrorContains(t, err, "group /entry/data links blocks data_000001, data_000003, data_000004 but not data_000002: a block of the scan is missing")
+		_, err = dataset.Open(filepath.Join("acq", "lost_master.h5"), dataset.Options{})
+		require.Error(t, err)
+		assert.ErrorContains(t, err, "block data_000002")
+		_, err = dataset.Open(master, dataset.Options{FormatOptions: map[string]string{"pixel_mask": "maybe"}})
+		require.ErrorIs(t, err, errs.Argument)
+		assert.ErrorContains(t, err, `option pixel_mask: want true or false, got "maybe"`)
+	})
+}
+
+// TestDECTRISARINA reads the real ARINA master and its data file, and compares the
+// frames with h5py's (hdf5plugin decoding bitshuffle-LZ4).
+func TestDECTRISARINA(t *testing.T) {
+	master := testfiles.File(t, "arina/test_00_master.h5")
+	out := filepath.Join(t.TempDir(), "ref.f64")
+	testfiles.RunPython(t, `
+import sys, numpy as np, h5py, hdf5plugin
+with h5py.File(sys.argv[1], "r") as f:
+    x = f["/entry/data/data_000001"][()]
+    m = f["/entry/instrument/detector/detectorSpecific/pixel_mask"][()]
+y = x.astype(np.float64)
+y[x == 2**32 - 1] = 0
+y[:, m != 0] = 0
+y.tofile(sys.argv[2])
+`, []string{"numpy", "h5py", "hdf5plugin"}, master, out)
+	want := readF64(t, out)
+	for _, c := range []struct{ file, format string }{{"arina/test_00_master.h5", "dectris"}, {"arina/test_00_data_000001.h5", "hdf5"}} {
+		d, err := dataset.Open(testfiles.File(t, c.file), dataset.Options{NavShape: []int{4, 4}})
+		require.NoError(t, err, c.file)
+		assert.Equal(t, c.format, d.Format())
+		assert.Equal(t, [2]int{192, 192}, d.SigShape())
+		assert.Equal(t, dataset.Uint32, d.DType())
+		assert.Equal(t, want, frametest.Decode(frametest.ReadAll(t, d), d.DType()), c.file)
+		require.NoError(t, d.Close())
+	}
+	// The acquisition's metadata file holds no frames: the error names the master.
+	_, err := dataset.Open(testfiles.File(t, "arina/test_00.h5"), dataset.Options{})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "the file has no dataset of rank 3 to 5; the frames of this DECTRIS acquisition are read from its master file "+master)
+}

@@ -178,7 +178,7 @@ func TestOptions(t *testing.T) {
 		kind errs.Kind
 		msg  string
 	}{
-		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, flyback, dataset_path, allow_fill, roi, frames, skip_bytes, skip_note)`}, // formatoptions_test.go registers skiptest
+		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, flyback, dataset_path, allow_fill, roi, frames, `}, // then the format options, in TestFormatOptions
 		{"frames=2", errs.Argument, `option frames "2": want FIRST,COUNT`},
 		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
 		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},

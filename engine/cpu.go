@@ -34,6 +34,11 @@ type cpuWorker struct {
 	// holding NaN or Inf; nil for integer frames and CSR stacks, which never need it.
 	exact *masks.Stack
 	dt    dataset.DType
+	// sparse and gather, for a sparse dataset without shifts, read the frames as events
+	// into sf and compute the rows instead of kernel (gather.go).
+	sparse dataset.SparseReader
+	gather gatherKernel
+	sf     dataset.SparseFrames
 }
 
 // kernel computes the result rows of one tile.
@@ -43,7 +48,10 @@ type kernel interface {
 	apply(tile []byte, frames int, acc []float64)
 }
 
-// NewCPUWorker returns a CPU worker for job. It applies job.Sparse when set: a gather of
+// NewCPUWorker returns a CPU worker for job. When the job's dataset is sparse
+// (dataset.SparseOf) and has no shifts, the worker reads its frames as events and runs
+// the gather kernel (gather.go), whatever the form of the masks. Else it applies
+// job.Sparse when set: a gather of
 // each mask's nonzero pixels straight from the native frames, summed in float64.
 // Otherwise, for float32 results on a CPU with AVX2 and FMA (see useSIMD) and frames of
 // uint8, int8, uint16, int16, int32 or float32, any number of masks go through the
@@ -85,6 +93,13 @@ func NewCPUWorker(job *Job) (Worker, error) {
 			return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
 		}
 		w.exact = nil // the shifted kernel recomputes NaN/Inf rows of its float frames
+		return w, nil
+	}
+	if sr := dataset.SparseOf(ds); sr != nil {
+		w.sparse, w.gather, w.exact = sr, gatherKernelFor(job), nil
+		if w.gather == nil {
+			return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
+		}
 		return w, nil
 	}
 	switch ds.DType() {
@@ -154,7 +169,7 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 			return err
 		}
 		end := min(start+w.tileFrames, p.End)
-		tile, err := w.frames(start, end)
+		tile, err := w.read(start, end)
 		if err != nil {
 			return err
 		}
@@ -179,8 +194,22 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 	return nil
 }
 
+// read returns frames [start, end): their native bytes (frames), or, for the gather
+// kernel, nil after reading their events into w.sf.
+func (w *cpuWorker) read(start, end int) ([]byte, error) {
+	if w.gather == nil {
+		return w.frames(start, end)
+	}
+	w.sf.Reset()
+	return nil, w.sparse.ReadSparse(start, end, &w.sf)
+}
+
 // apply computes the rows of the tile's frames [start, start+frames).
 func (w *cpuWorker) apply(tile []byte, start, frames int, rows []float64) {
+	if w.gather != nil {
+		w.gather.apply(&w.sf, rows)
+		return
+	}
 	if w.shifted != nil {
 		w.shifted.apply(tile, start, frames, w.shifts, rows)
 		return

@@ -32,6 +32,10 @@ type Stats struct {
 	NotStarted []WorkerError
 	// Sparse tells whether the masks were applied in CSR form.
 	Sparse bool
+	// Gather tells whether the dataset's frames are sparse (dataset.SparseOf) and the
+	// CPU workers applied the masks as a gather over their events (gather.go); GPU
+	// workers read them densified.
+	Gather bool
 	// NonFinite counts the NaN and infinite values of the result: frames holding NaN or
 	// Inf under a mask's nonzero weights, or float32 sums beyond ±3.4e38 (which float64
 	// results hold). They are written, not an error.
@@ -136,6 +140,9 @@ func (s Stats) Summary() string {
 		s.Frames, float64(s.BytesRead)/1e9, s.Elapsed.Seconds(), s.GBPerSecond(), s.Workers, workers, s.CPUWorkers, s.GPUWorkers)
 	if s.Sparse {
 		b.WriteString(", sparse masks")
+	}
+	if s.Gather {
+		b.WriteString(", gather over sparse frames")
 	}
 	for _, w := range s.NotStarted {
 		fmt.Fprintf(&b, ", worker %d not started: %v", w.Worker, w.Err)

@@ -12,8 +12,6 @@ func init() {
 	Register(Format{Name: "npy", Extensions: []string{".npy"}, Magic: []string{"\x93NUMPY"}, Open: openNPY})
 	Register(Format{Name: "mib", Extensions: []string{".mib", ".hdr"}, Magic: []string{"MQ1,"}, Open: openMIB})
 	Register(Format{Name: "blo", Extensions: []string{".blo"}, Magic: []string{"IMGBLO"}, Open: openBLO})
-	Register(Format{Name: "hdf5", Extensions: []string{".h5", ".hdf5", ".hdf", ".nxs", ".emd"}, Magic: []string{"\x89HDF\r\n\x1a\n"},
-		Open: openHDF5, Options: []string{"dataset_path", "allow_fill"}})
 	Register(Format{Name: "empad", Extensions: []string{".xml"}, Open: openEMPAD,
 		Describe: "empad (.xml, or the .raw file an EMPAD .xml beside it names)",
 		Detect: func(path string, opt Options) bool {

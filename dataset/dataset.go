@@ -59,6 +59,16 @@ func (d DType) Size() int {
 	return 0
 }
 
+// DTypes returns the pixel dtypes that stemdot reads, Uint8 to Float64: a format refuses
+// others (errs.DType) naming them.
+func DTypes() []DType {
+	list := make([]DType, 0, len(dtypeNames)-1)
+	for d := Invalid + 1; int(d) < len(dtypeNames); d++ {
+		list = append(list, d)
+	}
+	return list
+}
+
 // ParseDType parses a numpy dtype name ("uint16", "u2", "float32", "f4", ...).
 func ParseDType(s string) (DType, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {

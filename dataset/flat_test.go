@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -16,101 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 	stemnpy "github.com/stemdot/stemdot/internal/npy"
 )
-
-var allDTypes = []dataset.DType{
-	dataset.Uint8, dataset.Uint16, dataset.Uint32,
-	dataset.Int8, dataset.Int16, dataset.Int32,
-	dataset.Float32, dataset.Float64,
-}
-
-// randomValues returns n random values representable in dt, as float64.
-func randomValues(rng *rand.Rand, dt dataset.DType, n int) []float64 {
-	v := make([]float64, n)
-	for i := range v {
-		switch dt {
-		case dataset.Uint8:
-			v[i] = float64(rng.UintN(1 << 8))
-		case dataset.Uint16:
-			v[i] = float64(rng.UintN(1 << 16))
-		case dataset.Uint32:
-			v[i] = float64(rng.Uint32())
-		case dataset.Int8:
-			v[i] = float64(int8(rng.Uint32()))
-		case dataset.Int16:
-			v[i] = float64(int16(rng.Uint32()))
-		case dataset.Int32:
-			v[i] = float64(int32(rng.Uint32()))
-		case dataset.Float32:
-			v[i] = float64(float32(rng.NormFloat64() * 1e3))
-		case dataset.Float64:
-			v[i] = rng.NormFloat64() * 1e6
-		}
-	}
-	return v
-}
-
-// encodeValues encodes values as dt in the byte order bo.
-func encodeValues(v []float64, dt dataset.DType, bo binary.ByteOrder) []byte {
-	b := make([]byte, len(v)*dt.Size())
-	for i, x := range v {
-		p := b[i*dt.Size():]
-		switch dt {
-		case dataset.Uint8, dataset.Int8:
-			p[0] = byte(int64(x))
-		case dataset.Uint16, dataset.Int16:
-			bo.PutUint16(p, uint16(int64(x)))
-		case dataset.Uint32, dataset.Int32:
-			bo.PutUint32(p, uint32(int64(x)))
-		case dataset.Float32:
-			bo.PutUint32(p, math.Float32bits(float32(x)))
-		case dataset.Float64:
-			bo.PutUint64(p, math.Float64bits(x))
-		}
-	}
-	return b
-}
-
-// decodeHost decodes host-order bytes of dt into float64 values.
-func decodeHost(b []byte, dt dataset.DType) []float64 {
-	bo := binary.NativeEndian
-	v := make([]float64, len(b)/dt.Size())
-	for i := range v {
-		p := b[i*dt.Size():]
-		switch dt {
-		case dataset.Uint8:
-			v[i] = float64(p[0])
-		case dataset.Int8:
-			v[i] = float64(int8(p[0]))
-		case dataset.Uint16:
-			v[i] = float64(bo.Uint16(p))
-		case dataset.Int16:
-			v[i] = float64(int16(bo.Uint16(p)))
-		case dataset.Uint32:
-			v[i] = float64(bo.Uint32(p))
-		case dataset.Int32:
-			v[i] = float64(int32(bo.Uint32(p)))
-		case dataset.Float32:
-			v[i] = float64(math.Float32frombits(bo.Uint32(p)))
-		case dataset.Float64:
-			v[i] = math.Float64frombits(bo.Uint64(p))
-		}
-	}
-	return v
-}
-
-// readAll reads every frame of d, in two ReadFrames calls to cover a split range.
-func readAll(t *testing.T, d dataset.Dataset) []byte {
-	t.Helper()
-	n := d.NumFrames()
-	buf := make([]byte, n*d.FrameBytes())
-	mid := n / 2
-	require.NoError(t, d.ReadFrames(0, mid, buf))
-	require.NoError(t, d.ReadFrames(mid, n, buf[mid*d.FrameBytes():]))
-	return buf
-}
 
 // npyBytes builds an NPY 1.0 file by hand (independently of the package's writer).
 func npyBytes(descr string, fortran bool, shape string, data []byte) []byte {
@@ -134,12 +42,12 @@ func TestRawAndNPYRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	nav, sig := []int{3, 4}, [2]int{5, 7}
 	n := 12 * 5 * 7
-	for _, dt := range allDTypes {
+	for _, dt := range frametest.AllDTypes {
 		for _, bo := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
 			big := bo == binary.BigEndian
 			t.Run(fmt.Sprintf("%v/%v", dt, bo), func(t *testing.T) {
-				want := randomValues(rng, dt, n)
-				stored := encodeValues(want, dt, bo)
+				want := frametest.RandomValues(rng, dt, n)
+				stored := frametest.Encode(want, dt, bo)
 				dir := t.TempDir()
 
 				// raw with a 17-byte header to skip
@@ -151,7 +59,7 @@ func TestRawAndNPYRoundTrip(t *testing.T) {
 				assert.Equal(t, nav, d.NavShape())
 				assert.Equal(t, sig, d.SigShape())
 				assert.Equal(t, 12, d.NumFrames())
-				assert.Equal(t, want, decodeHost(readAll(t, d), dt))
+				assert.Equal(t, want, frametest.Decode(frametest.ReadAll(t, d), dt))
 				require.NoError(t, d.Close())
 
 				// NPY, shape (3, 4, 5, 7)
@@ -167,7 +75,7 @@ func TestRawAndNPYRoundTrip(t *testing.T) {
 				assert.Equal(t, nav, d.NavShape())
 				assert.Equal(t, sig, d.SigShape())
 				assert.Equal(t, dt, d.DType())
-				assert.Equal(t, want, decodeHost(readAll(t, d), dt))
+				assert.Equal(t, want, frametest.Decode(frametest.ReadAll(t, d), dt))
 				require.NoError(t, d.Close())
 			})
 		}
@@ -176,7 +84,7 @@ func TestRawAndNPYRoundTrip(t *testing.T) {
 
 func TestNPYShapes(t *testing.T) {
 	dir := t.TempDir()
-	data := encodeValues(randomValues(rand.New(rand.NewPCG(3, 4)), dataset.Uint16, 6*4*5), dataset.Uint16, binary.LittleEndian)
+	data := frametest.Encode(frametest.RandomValues(rand.New(rand.NewPCG(3, 4)), dataset.Uint16, 6*4*5), dataset.Uint16, binary.LittleEndian)
 	for _, tc := range []struct {
 		shape string
 		nav   []int
@@ -197,7 +105,7 @@ func TestNPYShapes(t *testing.T) {
 		require.NoError(t, err, tc.shape)
 		assert.Equal(t, tc.nav, d.NavShape(), tc.shape)
 		assert.Equal(t, tc.sig, d.SigShape(), tc.shape)
-		assert.Equal(t, data, readAll(t, d))
+		assert.Equal(t, data, frametest.ReadAll(t, d))
 		require.NoError(t, d.Close())
 	}
 }
@@ -250,7 +158,7 @@ func TestNPYHeadersNumpyReads(t *testing.T) {
 		d, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err, descr)
 		assert.Equal(t, dataset.Uint16, d.DType(), descr)
-		assert.Equal(t, data, readAll(t, d), descr)
+		assert.Equal(t, data, frametest.ReadAll(t, d), descr)
 		require.NoError(t, d.Close())
 	}
 	noNewline := npyBytes("<u2", false, "(2, 3, 4)", data)
@@ -260,7 +168,7 @@ func TestNPYHeadersNumpyReads(t *testing.T) {
 	d, err := dataset.Open(path, dataset.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []int{2}, d.NavShape())
-	assert.Equal(t, data, readAll(t, d))
+	assert.Equal(t, data, frametest.ReadAll(t, d))
 	require.NoError(t, d.Close())
 }
 
@@ -336,7 +244,7 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestFromMemory(t *testing.T) {
-	data := encodeValues(randomValues(rand.New(rand.NewPCG(5, 6)), dataset.Float32, 6*3*2), dataset.Float32, binary.NativeEndian)
+	data := frametest.Encode(frametest.RandomValues(rand.New(rand.NewPCG(5, 6)), dataset.Float32, 6*3*2), dataset.Float32, binary.NativeEndian)
 	d, err := dataset.FromMemory(data, []int{2, 3}, [2]int{3, 2}, dataset.Float32)
 	require.NoError(t, err)
 	assert.Equal(t, "memory", d.Format())
@@ -374,7 +282,7 @@ func TestWriterRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	nav, sig := []int{3, 5}, [2]int{6, 4}
 	for _, format := range []string{"raw", "npy", "mib"} {
-		for _, dt := range allDTypes {
+		for _, dt := range frametest.AllDTypes {
 			mibOK := dt == dataset.Uint8 || dt == dataset.Uint16 || dt == dataset.Uint32
 			t.Run(format+"/"+dt.String(), func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "w."+format)
@@ -385,8 +293,8 @@ func TestWriterRoundTrip(t *testing.T) {
 					return
 				}
 				require.NoError(t, err)
-				want := randomValues(rng, dt, 15*6*4)
-				data := encodeValues(want, dt, binary.NativeEndian)
+				want := frametest.RandomValues(rng, dt, 15*6*4)
+				data := frametest.Encode(want, dt, binary.NativeEndian)
 				// In uneven pieces: 2 frames, then 13.
 				require.NoError(t, w.WriteFrames(data[:2*24*dt.Size()]))
 				require.NoError(t, w.WriteFrames(data[2*24*dt.Size():]))
@@ -402,7 +310,7 @@ func TestWriterRoundTrip(t *testing.T) {
 				assert.Equal(t, nav, d.NavShape())
 				assert.Equal(t, sig, d.SigShape())
 				assert.Equal(t, dt, d.DType())
-				assert.Equal(t, want, decodeHost(readAll(t, d), dt))
+				assert.Equal(t, want, frametest.Decode(frametest.ReadAll(t, d), dt))
 				entries, err := os.ReadDir(filepath.Dir(path))
 				require.NoError(t, err)
 				for _, e := range entries {
@@ -509,7 +417,7 @@ func TestWriteArrayNPY(t *testing.T) {
 		dt   dataset.DType
 		want []float64
 	}{
-		{f32, dataset.Float32, decodeHost(encodeValues(float32s(f32), dataset.Float32, binary.NativeEndian), dataset.Float32)},
+		{f32, dataset.Float32, frametest.Decode(frametest.Encode(float32s(f32), dataset.Float32, binary.NativeEndian), dataset.Float32)},
 		{f64, dataset.Float64, f64},
 	} {
 		path := filepath.Join(dir, tc.dt.String()+".npy")
@@ -523,7 +431,7 @@ func TestWriteArrayNPY(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []int{2}, d.NavShape())
 		assert.Equal(t, [2]int{3, 4}, d.SigShape())
-		assert.Equal(t, tc.want, decodeHost(readAll(t, d), tc.dt))
+		assert.Equal(t, tc.want, frametest.Decode(frametest.ReadAll(t, d), tc.dt))
 		require.NoError(t, d.Close())
 	}
 	// An independent reader (npyio) agrees.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 )
 
@@ -48,7 +49,7 @@ func flybackMIB(t *testing.T, n, w, h int, exposure func(i int) float64) string 
 // (pixel 0).
 func fileFrameOf(t *testing.T, d dataset.Dataset) []int {
 	t.Helper()
-	b := readAll(t, d)
+	b := frametest.ReadAll(t, d)
 	fb := d.FrameBytes()
 	out := make([]int, d.NumFrames())
 	for p := range out {
@@ -230,7 +231,7 @@ func TestFlybackRawAndErrors(t *testing.T) {
 	opt := dataset.Options{SigShape: []int{6, 5}, DType: dataset.Uint16, NavShape: []int{2, 4}, Flyback: dataset.Flyback{Place: dataset.FlybackEnd}}
 	d, err := dataset.Open(path, opt)
 	require.NoError(t, err)
-	got := readAll(t, d)
+	got := frametest.ReadAll(t, d)
 	for p, f := range wantFrames(2, 4, 1, 0, 0) {
 		assert.Equal(t, frames[f], got[p*60:(p+1)*60], "position %d", p)
 	}

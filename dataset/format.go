@@ -249,21 +249,42 @@ func (ff FileFrames) internal() fileFrames {
 // of the nav shape: opt.NavShape, else the file's (fileNav; source says where it came
 // from, as in " from the header (NX=4, NY=2)"), else (1, n) with a warning that names
 // option nav_shape. opt.SyncOffset and opt.Flyback apply, and frame counts that differ
-// from the scan are reconciled as frames.go describes. The result implements Viewer
-// and Mapper when d does and the scan positions allow, and Noter with ff.Notes and the
-// reconciliation's notes. On error d is left open for the caller to close.
+// from the scan are reconciled as frames.go describes. When d embeds ScanFrames and scan
+// position p is the file's frame p (no sync offset, no flyback frames), the result is d
+// itself with the scan's nav shape; else it is a view over d, which implements Viewer
+// and Mapper when d does and the scan positions allow. Either implements Noter with
+// ff.Notes and the reconciliation's notes. On error d is left open for the caller to
+// close.
 func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
-	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff.internal())
+	ds, err := finishFrames(d, opt, fileNav, source, ff.internal())
 	if err != nil {
 		return nil, err
 	}
-	n.addNotes(ff.Notes)
-	v := &scanView{Dataset: d, nav: nav, layout: layout, notes: n}
-	if _, ok := d.(Viewer); ok && layout.offset >= 0 && layout.skip == 0 {
-		return &scanViewer{v}, nil
-	}
-	return v, nil
+	ds.(interface{ addNotes([]string) }).addNotes(ff.Notes)
+	return ds, nil
 }
+
+// ScanFrames is embedded by a format's dataset of every frame of its file, for Reconcile,
+// which then sets the dataset's nav shape and notes itself rather than put a view in
+// front of it where it can (see Reconcile): the dataset keeps its own methods beyond
+// Dataset (such as an HDF5 dataset's AlignFrames). It implements NavShape, NumFrames,
+// Noter and NavShapeGuessed's test; its ReadFrames checks requests against NumFrames.
+type ScanFrames struct {
+	nav []int
+	notes
+}
+
+// SetFileFrames gives the dataset the n frames of its file, nav shape (1, n), before
+// Reconcile.
+func (s *ScanFrames) SetFileFrames(n int) { s.nav = []int{1, n} }
+
+// NavShape is the scan's nav shape once reconciled, (1, n) before.
+func (s *ScanFrames) NavShape() []int { return append([]int(nil), s.nav...) }
+
+// NumFrames is the number of scan positions once reconciled, the file's frames before.
+func (s *ScanFrames) NumFrames() int { return product(s.nav) }
+
+func (s *ScanFrames) setFrames(nav []int, n notes) { s.nav, s.notes = nav, n }
 
 // Flat describes a file whose frames are stored one after the other at a fixed stride
 // from a byte offset on, for OpenFlat: frame i's record starts at Offset +
@@ -302,13 +323,10 @@ func OpenFlat(fl Flat, opt Options, fileNav []int, source string, ff FileFrames)
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", fl.Path, err))
 	}
 	file := newFlatDataset(d, fl.Size)
-	ds, err := finishFrames(file, opt, fileNav, source, ff.internal())
+	ds, err := Reconcile(file, opt, fileNav, source, ff)
 	if err != nil {
 		file.Close()
 		return nil, err
-	}
-	if len(ff.Notes) > 0 {
-		ds.(interface{ addNotes([]string) }).addNotes(ff.Notes)
 	}
 	return ds, nil
 }

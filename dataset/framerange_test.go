@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -66,8 +67,8 @@ func checkRangeView(t *testing.T, full, view dataset.Dataset, first, count int) 
 func TestRangeRawNPYAndMemory(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	nav, sig, dt := []int{3, 5}, [2]int{6, 4}, dataset.Uint16
-	values := randomValues(rng, dt, 15*6*4)
-	stored := func(bo binary.ByteOrder) []byte { return encodeValues(values, dt, bo) }
+	values := frametest.RandomValues(rng, dt, 15*6*4)
+	stored := func(bo binary.ByteOrder) []byte { return frametest.Encode(values, dt, bo) }
 	dir := t.TempDir()
 	open := map[string]func() (dataset.Dataset, error){
 		"raw mapped": func() (dataset.Dataset, error) {

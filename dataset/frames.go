@@ -296,20 +296,21 @@ type frameFile interface {
 }
 
 // finishFrames reconciles d's frames with the scan (see reconcileFrames) and returns the
-// dataset to hand out: d itself with its nav shape set, or, with a sync offset or
-// flyback frames, d behind a view that maps scan positions to its frames. On error d is
-// left open for the caller to close.
-func finishFrames(d frameFile, opt Options, fileNav []int, source string, ff fileFrames) (Dataset, error) {
+// dataset to hand out: d itself with its nav shape set when it is a frameFile and the
+// scan positions are its frames in order, else d behind a view that maps scan positions
+// to its frames (a sync offset, flyback frames). On error d is left open for the caller
+// to close.
+func finishFrames(d Dataset, opt Options, fileNav []int, source string, ff fileFrames) (Dataset, error) {
 	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)
 	if err != nil {
 		return nil, err
 	}
-	if layout.offset == 0 && layout.skip == 0 {
-		d.setFrames(nav, n)
+	if f, ok := d.(frameFile); ok && layout.offset == 0 && layout.skip == 0 {
+		f.setFrames(nav, n)
 		return d, nil
 	}
 	v := &scanView{Dataset: d, nav: nav, layout: layout, notes: n}
-	if _, ok := d.(Viewer); ok && layout.offset > 0 && layout.skip == 0 {
+	if _, ok := d.(Viewer); ok && layout.offset >= 0 && layout.skip == 0 {
 		return &scanViewer{v}, nil
 	}
 	return v, nil

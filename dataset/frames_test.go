@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
@@ -331,7 +332,7 @@ func TestOneDNavShapeLongerThanTheFile(t *testing.T) {
 		assert.Equal(t, c.note, notes[len(notes)-1])
 		whole, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err)
-		assert.Equal(t, readAll(t, whole)[c.s*d.FrameBytes():], readAll(t, d), "the file's frames from the sync offset on")
+		assert.Equal(t, frametest.ReadAll(t, whole)[c.s*d.FrameBytes():], frametest.ReadAll(t, d), "the file's frames from the sync offset on")
 		require.NoError(t, whole.Close())
 		require.NoError(t, d.Close())
 	}

@@ -13,12 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
 // meanFrame returns the mean of d's frames, per pixel.
 func meanFrame(t *testing.T, d dataset.Dataset) []float64 {
-	v := decodeHost(readAll(t, d), d.DType())
+	v := frametest.Decode(frametest.ReadAll(t, d), d.DType())
 	px := d.SigShape()[0] * d.SigShape()[1]
 	mean := make([]float64, px)
 	for i, x := range v {
@@ -196,7 +197,7 @@ func TestR64Layouts(t *testing.T) {
 			defer d.Close()
 			assert.Equal(t, [2]int{src.SigY, src.SigX}, d.SigShape())
 			assert.Equal(t, map[int]dataset.DType{1: dataset.Uint8, 6: dataset.Uint8, 12: dataset.Uint16, 24: dataset.Uint32}[c.bits], d.DType())
-			got := decodeHost(readAll(t, d), d.DType())
+			got := frametest.Decode(frametest.ReadAll(t, d), d.DType())
 			require.Equal(t, want, got)
 			var nonzero int
 			for _, v := range want {
@@ -236,5 +237,5 @@ func TestR64TwentyFourBitDoubleWidth(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	assert.Equal(t, [2]int{256, 256}, d.SigShape())
-	assert.Equal(t, want, decodeHost(readAll(t, d), d.DType()))
+	assert.Equal(t, want, frametest.Decode(frametest.ReadAll(t, d), d.DType()))
 }

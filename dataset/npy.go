@@ -44,7 +44,7 @@ func openNPY(path string, opt Options) (Dataset, error) {
 	case 4:
 		sig, fileNav = [2]int{s[2], s[3]}, []int{s[0], s[1]}
 	case 5: // as HDF5's rank 5: (t, y, x) → (t·y, x), size-1 axes dropped
-		sig, fileNav = [2]int{s[3], s[4]}, userNav(s[:3])
+		sig, fileNav = [2]int{s[3], s[4]}, NavFromAxes(s[:3])
 	default:
 		return fail("NPY shape %s is not (sig_y, sig_x), (n, sig_y, sig_x), (nav_y, nav_x, sig_y, sig_x) or (t, nav_y, nav_x, sig_y, sig_x)", npy.ShapeString(s))
 	}

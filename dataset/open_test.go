@@ -8,31 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
-
-// rawOnly are options of raw files that other formats ignore with a note.
-var rawOnly = dataset.Options{SigShape: []int{3, 5}, DType: dataset.Int8, BigEndian: true}
-
-// checkIgnored opens path with opt and wants exactly the notes want first, with and
-// without a sync offset and a frame range (the views that carry notes).
-func checkIgnored(t *testing.T, path string, opt dataset.Options, want ...string) {
-	t.Helper()
-	for _, o := range []dataset.Options{opt, withSync(opt, 1), withFrames(opt, 1, 2)} {
-		d, err := dataset.Open(path, o)
-		require.NoError(t, err)
-		notes := dataset.Notes(d)
-		require.GreaterOrEqual(t, len(notes), len(want), "notes %q", notes)
-		assert.Equal(t, want, notes[:len(want)])
-		require.NoError(t, d.Close())
-	}
-}
-
-func withSync(o dataset.Options, n int) dataset.Options { o.SyncOffset = n; return o }
-func withFrames(o dataset.Options, first, count int) dataset.Options {
-	o.Frames = dataset.FrameSpan{First: first, Count: count}
-	return o
-}
 
 func TestIgnoredOptions(t *testing.T) {
 	dir := t.TempDir()
@@ -40,9 +18,9 @@ func TestIgnoredOptions(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			path := filepath.Join(dir, "scan."+format)
 			writeRandom(t, path, format, []int{2, 3}, [2]int{4, 6})
-			opt := rawOnly
+			opt := frametest.RawOnly
 			opt.DatasetPath, opt.AllowFill = "/entry/data", true
-			checkIgnored(t, path, opt,
+			frametest.CheckIgnored(t, path, opt,
 				"option sig_shape applies to raw files only and was ignored: the "+format+" file gives sig shape (4, 6)",
 				"option dtype applies to raw files only and was ignored: the "+format+" file gives dtype uint16",
 				"option byte_order applies to raw files only and was ignored: the "+format+" file gives its byte order",
@@ -57,16 +35,16 @@ func TestIgnoredOptions(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, dataset.Notes(d), "raw options on a raw file")
 		require.NoError(t, d.Close())
-		checkIgnored(t, path, dataset.Options{SigShape: []int{4, 6}, DType: dataset.Uint16, DatasetPath: "/data"},
+		frametest.CheckIgnored(t, path, dataset.Options{SigShape: []int{4, 6}, DType: dataset.Uint16, DatasetPath: "/data"},
 			"option dataset_path applies to HDF5 files only and was ignored")
 	})
 	t.Run("empad", func(t *testing.T) {
 		xmlPath, _, _ := writeEMPAD(t, dir, "acquisition_v122.xml", 6, 1)
-		checkIgnored(t, xmlPath, dataset.Options{DType: dataset.Uint16},
+		frametest.CheckIgnored(t, xmlPath, dataset.Options{DType: dataset.Uint16},
 			"option dtype applies to raw files only and was ignored: the empad file gives dtype float32")
 	})
 	t.Run("blo", func(t *testing.T) {
-		checkIgnored(t, testfiles.File(t, "blo/test1.blo"), dataset.Options{SigShape: []int{144, 144}},
+		frametest.CheckIgnored(t, testfiles.File(t, "blo/test1.blo"), dataset.Options{SigShape: []int{144, 144}},
 			"option sig_shape applies to raw files only and was ignored: the blo file gives sig shape (144, 144)")
 	})
 }

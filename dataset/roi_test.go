@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
@@ -103,8 +104,8 @@ func writeROI(t *testing.T, dir string, nav []int, pos []int) string {
 func TestSelectRawNPYAndMemory(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	nav, sig, dt := []int{4, 5}, [2]int{6, 4}, dataset.Uint16
-	values := randomValues(rng, dt, 20*6*4)
-	stored := func(bo binary.ByteOrder) []byte { return encodeValues(values, dt, bo) }
+	values := frametest.RandomValues(rng, dt, 20*6*4)
+	stored := func(bo binary.ByteOrder) []byte { return frametest.Encode(values, dt, bo) }
 	dir := t.TempDir()
 	open := map[string]func(opt dataset.Options) (dataset.Dataset, error){
 		"raw mapped": func(opt dataset.Options) (dataset.Dataset, error) {

@@ -67,11 +67,11 @@ func checkNav(nav []int, source string) (int, error) {
 	return p, nil
 }
 
-// userNav is the nav shape of a stored one (the axes before the two sig axes): one axis,
-// of a rank-3 dataset, as it is, (n) → (n), as LiberTEM gives it; of more, the size-1
-// axes dropped and the leading ones of more than two merged: (2, 2, 1) → (2, 2),
-// (t, y, x) → (t·y, x), (1, n) → (1, n).
-func userNav(stored []int) []int {
+// NavFromAxes is the nav shape of an array's stored nav axes (those before its two sig
+// axes), for a format's Reconcile: one axis, of an array of rank 3, as it is, (n) →
+// (n), as LiberTEM gives it; of more, the size-1 axes dropped and the leading ones of
+// more than two merged: (2, 2, 1) → (2, 2), (t, y, x) → (t·y, x), (1, n) → (1, n).
+func NavFromAxes(stored []int) []int {
 	if len(stored) == 1 {
 		return []int{stored[0]}
 	}

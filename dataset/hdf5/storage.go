@@ -1,6 +1,6 @@
 //go:build !nohdf5
 
-package dataset
+package hdf5
 
 /*
 #include <stdlib.h>
@@ -12,7 +12,7 @@ package dataset
 
 static hsize_t sd_unlimited(void) { return H5S_UNLIMITED; }
 
-// sdCheckExternalLink (hdf5_export.go) checks the target file of an external link.
+// sdCheckExternalLink (export.go) checks the target file of an external link.
 extern int sdCheckExternalLink(char *parent, char *group, char *child, char *object);
 
 // sd_elink_cb runs before libhdf5 opens the target file of an external link
@@ -50,6 +50,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/regfile"
@@ -431,7 +432,7 @@ type h5Reread struct {
 type h5Check struct {
 	file   string // the dataset's file as it was opened: relative names are looked up from it
 	access C.hid_t
-	allow  bool // Options.AllowFill
+	allow  bool // dataset.Options.AllowFill
 	depth  int  // 0: the frames dataset; more: a VDS source
 	// hold holds one element of each VDS mapping whose source libhdf5 keeps open once it
 	// has read from it; reread the checks to repeat before each read (depth 0 only).
@@ -1059,7 +1060,7 @@ func (c *h5Check) source(vds C.hid_t, file, dset string, sspace C.hid_t, elems i
 // checkStorage finds what of the frames dataset libhdf5 would read as the fill value
 // (h5Check): an error naming the frames and why, or with opt.AllowFill a note counting
 // them; and sets up the holds and the checks before each read. Called with h5lock held.
-func (d *h5File) checkStorage(opt Options, dims []int) (note []string, err error) {
+func (d *h5File) checkStorage(opt dataset.Options, dims []int) (note []string, err error) {
 	// Relative names of VDS sources and external raw storage are looked up from the file
 	// that holds the dataset, which is another than d.path behind an external link.
 	c := &h5Check{file: cmp.Or(h5FileName(d.set), d.path), access: d.access, allow: opt.AllowFill}

@@ -1,6 +1,6 @@
 //go:build !nohdf5
 
-package dataset_test
+package hdf5_test
 
 import (
 	"encoding/binary"
@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/h5ref"
 )
@@ -55,7 +56,7 @@ func readWithin(t *testing.T, d dataset.Dataset, start, end int) ([]float64, err
 	go func() { done <- d.ReadFrames(start, end, buf) }()
 	select {
 	case err := <-done:
-		return decodeHost(buf, d.DType()), err
+		return frametest.Decode(buf, d.DType()), err
 	case <-time.After(30 * time.Second):
 		t.Fatalf("reading frames [%d, %d) of %s blocked for 30 s", start, end, d.Path())
 		return nil, nil

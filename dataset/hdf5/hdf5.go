@@ -1,6 +1,6 @@
 //go:build !nohdf5
 
-package dataset
+package hdf5
 
 /*
 #cgo pkg-config: hdf5
@@ -160,29 +160,14 @@ import (
 	"unicode"
 	"unsafe"
 
+	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/npy"
 )
 
-// HDF5 files are read through the HDF5 C library (libhdf5, https://www.hdfgroup.org/;
-// Debian: libhdf5-dev), so that every storage layout and filter the library supports
-// (contiguous, chunked, deflate, shuffle, Fletcher-32, ...) is read as written. A build
-// with the tag nohdf5 leaves the library out and refuses HDF5 files. Filters outside the
-// library (LZF, bitshuffle, Blosc, ...) are loaded as plugins from HDF5_PLUGIN_PATH; a
-// dataset whose filter cannot be loaded is refused when opened, not when read.
-//
-// The frames are a dataset of rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x)
-// or 5 (e.g. fpd files: (nav_y, nav_x, 1, sig_y, sig_x), or a time series (t, nav_y,
-// nav_x, sig_y, sig_x)). Rank 3 has nav shape (n,), as in LiberTEM and for NPY files;
-// of more nav axes, those of size 1 are dropped, and of more than two the leading ones
-// are merged: (t, y, x) becomes (t·y, x), which keeps scan rows whole.
-// Integer (8, 16, 32 bits) and float (32, 64 bits) data of either byte order is read;
-// the library converts it to host order.
-
-// HDF5Library reports whether this build reads HDF5 files (built without the tag
-// nohdf5) and the version of the HDF5 C library it runs with (H5get_libversion), as
-// "1.10.8".
-func HDF5Library() (version string, ok bool) {
+// Library reports whether this build reads HDF5 files (built without the tag nohdf5)
+// and the version of the HDF5 C library it runs with (H5get_libversion), as "1.10.8".
+func Library() (version string, ok bool) {
 	defer h5Enter()()
 	var major, minor, release C.uint
 	if C.H5get_libversion(&major, &minor, &release) < 0 {
@@ -237,19 +222,17 @@ type h5File struct {
 	file, set C.hid_t
 	memType   C.hid_t
 	fileNav   []int // the dataset's nav axes as stored, size-1 axes included
-	nav       []int
 	sig       [2]int
-	dt        DType
-	numFrames int
+	dt        dataset.DType
 	align     int
 	closed    bool
 	// access are the dataset access properties of every open by path: they check the
-	// targets of external links (hdf5_storage.go).
+	// targets of external links (storage.go).
 	access C.hid_t
 	// reread are the checks to repeat before reading the frames they concern (external raw
 	// storage files, VDS sources that libhdf5 opens for each read).
 	reread []h5Reread
-	notes
+	dataset.ScanFrames
 }
 
 // openHDF5 opens the frames dataset opt.DatasetPath of an HDF5 file, or, when that is
@@ -259,8 +242,8 @@ type h5File struct {
 // could not be followed; h5ChoiceNote). Errors list the candidate datasets, and apart
 // those that cannot be read (dtype, a filter the library cannot load) and why, and the
 // links that could not be followed and why.
-func openHDF5(path string, opt Options) (Dataset, error) {
-	f, size, err := openFile(path) // the checks of a regular file, with clear errors
+func openHDF5(path string, opt dataset.Options) (dataset.Dataset, error) {
+	f, size, err := dataset.OpenFile(path) // the checks of a regular file, with clear errors
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +267,7 @@ func openHDF5(path string, opt Options) (Dataset, error) {
 	ds, err := d.open(opt)
 	if err != nil {
 		d.closeLocked()
-		if !strings.HasPrefix(err.Error(), "dataset: ") { // finishFrames names the file itself
+		if !strings.HasPrefix(err.Error(), "dataset: ") { // Reconcile names the file itself
 			err = fmt.Errorf("dataset: %s: %w", path, err)
 		}
 		return nil, err
@@ -404,7 +387,7 @@ func h5Clean(p string) string {
 // and the root group for the whole file), in the order of the automatic choice: those
 // that could hold frames (holdsFrames) first, then by rank (h5ChoiceOrder), largest
 // first within a rank. It follows soft and external links (the latter checked before
-// libhdf5 opens their files, hdf5_storage.go), and lists each object once: under its
+// libhdf5 opens their files, storage.go), and lists each object once: under its
 // path through hard links where it has one, else under the path through the fewest
 // links, then the shortest (a group's links in the order of their names), so that a
 // link to the file itself or to a group above adds nothing. Called with h5lock held.
@@ -725,7 +708,7 @@ func h5Dims(set C.hid_t) ([]int, error) {
 
 // open opens the frames dataset and reads its shape, dtype and chunking. Called with
 // h5lock held.
-func (d *h5File) open(opt Options) (Dataset, error) {
+func (d *h5File) open(opt dataset.Options) (dataset.Dataset, error) {
 	root := C.CString("/")
 	defer C.free(unsafe.Pointer(root))
 	g := C.H5Oopen(d.file, root, d.access)
@@ -799,14 +782,14 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	d.memType = C.sd_native(C.int(d.dt))
 	d.sig = [2]int{dims[len(dims)-2], dims[len(dims)-1]}
 	d.fileNav = dims[:len(dims)-2]
-	frames, _, err := CheckShape(d.fileNav, d.sig, d.dt)
+	frames, _, err := dataset.CheckShape(d.fileNav, d.sig, d.dt)
 	if err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", d.dsPath, err)
 	}
 	if frames == 0 {
 		return nil, fmt.Errorf("dataset %q has shape %s: no frames", d.dsPath, npy.ShapeString(dims))
 	}
-	d.numFrames, d.nav = frames, []int{1, frames}
+	d.SetFileFrames(frames)
 	if len(blocks) > 0 && len(opt.NavShape) > 0 && product(opt.NavShape) > frames {
 		// Not an interrupted scan: its other frames are in the other blocks.
 		return nil, errs.New(errs.Argument, "nav shape %s (option nav_shape) has %d positions, but the dataset chosen, %s, is one of %d blocks of frames linked from group %s (%d frames in all), "+
@@ -820,16 +803,9 @@ func (d *h5File) open(opt Options) (Dataset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", h5Name(d.dsPath), err)
 	}
-	nav := userNav(d.fileNav)
 	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, npy.ShapeString(dims))
-	ds, err := finishFrames(d, opt, nav, source, fileFrames{whole: frames, recordBytes: int64(d.FrameBytes()), series: len(d.fileNav) == 1})
-	if err != nil {
-		return nil, err
-	}
-	if n, ok := ds.(interface{ addNotes([]string) }); ok {
-		n.addNotes(append(picked, filled...))
-	}
-	return ds, nil
+	return dataset.Reconcile(d, opt, dataset.NavFromAxes(d.fileNav), source, dataset.FileFrames{Whole: frames, RecordBytes: int64(d.FrameBytes()),
+		Series: len(d.fileNav) == 1, Notes: append(picked, filled...)})
 }
 
 // checkDataset checks that the object at dataset_path cname is a dataset: a group gets
@@ -859,10 +835,10 @@ func (d *h5File) checkDataset(cname *C.char, listing string) error {
 // h5Readable returns the dtype of an open dataset, or an *h5Unreadable error when its
 // stored type is not one of the DTypes or its data passes through a filter that the
 // library cannot load. Called with h5lock held.
-func h5Readable(set C.hid_t) (DType, error) {
+func h5Readable(set C.hid_t) (dataset.DType, error) {
 	dt, err := h5DType(set)
 	if err != nil {
-		return Invalid, err
+		return dataset.Invalid, err
 	}
 	return dt, h5CheckFilters(set)
 }
@@ -876,10 +852,10 @@ var h5TypeClasses = map[C.H5T_class_t]string{
 
 // h5DType maps the dataset's stored type, named the numpy way ("int64"), to a DType.
 // Called with h5lock held.
-func h5DType(set C.hid_t) (DType, error) {
+func h5DType(set C.hid_t) (dataset.DType, error) {
 	t := C.H5Dget_type(set)
 	if t < 0 {
-		return Invalid, h5Error("reading the data type")
+		return dataset.Invalid, h5Error("reading the data type")
 	}
 	defer C.H5Tclose(t)
 	bits := 8 * int(C.H5Tget_size(t))
@@ -895,10 +871,14 @@ func h5DType(set C.hid_t) (DType, error) {
 	default:
 		name = cmp.Or(h5TypeClasses[class], fmt.Sprintf("HDF5 type class %d", int(class)))
 	}
-	if i := slices.Index(dtypeNames[:], name); i > int(Invalid) {
-		return DType(i), nil
+	var supported []string
+	for _, dt := range dataset.DTypes() {
+		if dt.String() == name {
+			return dt, nil
+		}
+		supported = append(supported, dt.String())
 	}
-	return Invalid, errs.Wrap(errs.DType, &h5Unreadable{name, fmt.Sprintf("%s is not supported; supported: %s", name, strings.Join(dtypeNames[Invalid+1:], ", "))})
+	return dataset.Invalid, errs.Wrap(errs.DType, &h5Unreadable{name, fmt.Sprintf("%s is not supported; supported: %s", name, strings.Join(supported, ", "))})
 }
 
 // h5CheckFilters checks that the library can load every filter of the dataset's filter
@@ -1007,22 +987,16 @@ func nextPrime(n int64) int64 {
 	}
 }
 
-func (d *h5File) Format() string   { return "hdf5" }
-func (d *h5File) Path() string     { return d.path }
-func (d *h5File) NavShape() []int  { return append([]int(nil), d.nav...) }
-func (d *h5File) SigShape() [2]int { return d.sig }
-func (d *h5File) DType() DType     { return d.dt }
-func (d *h5File) NumFrames() int   { return d.numFrames }
-func (d *h5File) FrameBytes() int  { return d.sig[0] * d.sig[1] * d.dt.Size() }
+func (d *h5File) Format() string       { return "hdf5" }
+func (d *h5File) Path() string         { return d.path }
+func (d *h5File) SigShape() [2]int     { return d.sig }
+func (d *h5File) DType() dataset.DType { return d.dt }
+func (d *h5File) FrameBytes() int      { return d.sig[0] * d.sig[1] * d.dt.Size() }
 
 // AlignFrames is the number of consecutive frames stored in one chunk (1 for contiguous
 // data or chunks that split frames): tiles that start and end on multiples of it
 // decompress each chunk once.
 func (d *h5File) AlignFrames() int { return d.align }
-
-func (d *h5File) setFrames(nav []int, n notes) {
-	d.nav, d.numFrames, d.notes = nav, product(nav), n
-}
 
 // Close closes the dataset and the file.
 func (d *h5File) Close() error {
@@ -1057,7 +1031,7 @@ func (d *h5File) closeLocked() error {
 // most 2·rank-1 of them).
 func (d *h5File) ReadFrames(start, end int, dst []byte) error {
 	fb := d.FrameBytes()
-	if err := checkRange(d.path, start, end, d.numFrames, fb, len(dst)); err != nil {
+	if err := dataset.CheckRange(d.path, start, end, d.NumFrames(), fb, len(dst)); err != nil {
 		return err
 	}
 	defer h5Enter()()

@@ -1,6 +1,6 @@
 //go:build nohdf5
 
-package dataset_test
+package hdf5_test
 
 import (
 	"os"
@@ -11,18 +11,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/hdf5"
 	"github.com/stemdot/stemdot/errs"
 )
 
 // A build without HDF5 refuses HDF5 files naming the package to install; the HDF5 tests
-// (hdf5_test.go, hdf5_storage_test.go) need libhdf5 and are left out.
+// (hdf5_test.go, storage_test.go) need libhdf5 and are left out.
 func TestHDF5NotBuilt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.h5")
 	require.NoError(t, os.WriteFile(path, []byte("\x89HDF\r\n\x1a\n"), 0o644))
 	_, err := dataset.Open(path, dataset.Options{})
 	assert.ErrorContains(t, err, "dataset: "+path+": this stemdot was built without HDF5 (build tag nohdf5): install the HDF5 C library (Debian, Ubuntu: apt-get install libhdf5-dev pkg-config)")
 	assert.Equal(t, errs.Format, errs.KindOf(err))
-	version, ok := dataset.HDF5Library()
+	version, ok := hdf5.Library()
 	assert.False(t, ok)
 	assert.Empty(t, version)
 	t.Skip("built with -tags nohdf5: the HDF5 reader's tests are left out (install libhdf5-dev and pkg-config to run them)")

@@ -1,6 +1,6 @@
 //go:build !nohdf5
 
-package dataset_test
+package hdf5_test
 
 import (
 	"encoding/binary"
@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/hdf5"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/h5ref"
 	stemnpy "github.com/stemdot/stemdot/internal/npy"
@@ -28,7 +30,7 @@ import (
 // framesOf reads every frame of d as float64 values.
 func framesOf(t *testing.T, d dataset.Dataset) []float64 {
 	t.Helper()
-	return decodeHost(readAll(t, d), d.DType())
+	return frametest.Decode(frametest.ReadAll(t, d), d.DType())
 }
 
 func TestHDF5Shapes(t *testing.T) {
@@ -89,7 +91,7 @@ func TestHDF5Shapes(t *testing.T) {
 			for _, r := range [][2]int{{0, 1}, {1, 4}, {4, 7}, {5, 29}, {11, 12}, {n - 1, n}} {
 				require.NoError(t, d.ReadFrames(r[0], r[1], buf))
 				px := sy * sx
-				assert.Equal(t, want[r[0]*px:r[1]*px], decodeHost(buf[:(r[1]-r[0])*fb], d.DType()), "frames %v", r)
+				assert.Equal(t, want[r[0]*px:r[1]*px], frametest.Decode(buf[:(r[1]-r[0])*fb], d.DType()), "frames %v", r)
 			}
 			// A nav shape of 28 positions reshapes a dataset of rank 3 (the first 28
 			// frames), and contradicts the scan shape of one of rank 4 or 5 (#17.5).
@@ -264,7 +266,7 @@ func TestHDF5Messages(t *testing.T) {
 	t.Run("raw options", func(t *testing.T) {
 		path := filepath.Join(dir, "one.h5")
 		require.NoError(t, h5ref.Write(path, frames("/frames", 3, 4, 8, 8)))
-		checkIgnored(t, path, rawOnly,
+		frametest.CheckIgnored(t, path, frametest.RawOnly,
 			"option sig_shape applies to raw files only and was ignored: the hdf5 file gives sig shape (8, 8)",
 			"option dtype applies to raw files only and was ignored: the hdf5 file gives dtype uint16",
 			"option byte_order applies to raw files only and was ignored: the hdf5 file gives its byte order")
@@ -333,7 +335,7 @@ func TestHDF5Names(t *testing.T) {
 func TestHDF5Library(t *testing.T) {
 	out, err := exec.Command("pkg-config", "--modversion", "hdf5").Output()
 	require.NoError(t, err)
-	version, ok := dataset.HDF5Library()
+	version, ok := hdf5.Library()
 	assert.True(t, ok)
 	assert.Equal(t, strings.TrimSpace(string(out)), version)
 }

@@ -1,8 +1,8 @@
 //go:build !nohdf5
 
-package dataset
+package hdf5
 
-// The Go functions that libhdf5 calls back (through the C functions of hdf5_storage.go).
+// The Go functions that libhdf5 calls back (through the C functions of storage.go).
 // A file with //export may declare C functions but not define them, hence this file.
 
 import "C"

@@ -1,16 +1,19 @@
 //go:build nohdf5
 
-package dataset
+package hdf5
 
-import "github.com/stemdot/stemdot/errs"
+import (
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+)
 
 // openHDF5 of a build without libhdf5 (tag nohdf5, which make picks when pkg-config
 // finds no libhdf5 1.10.5 or later) refuses HDF5 files, naming what to install.
-func openHDF5(path string, opt Options) (Dataset, error) {
+func openHDF5(path string, opt dataset.Options) (dataset.Dataset, error) {
 	return nil, errs.New(errs.Format, "dataset: %s: this stemdot was built without HDF5 (build tag nohdf5): install the HDF5 C library "+
 		"(Debian, Ubuntu: apt-get install libhdf5-dev pkg-config) and build again (make) to read HDF5 files", path)
 }
 
-// HDF5Library reports whether this build reads HDF5 files: not one built with the tag
+// Library reports whether this build reads HDF5 files: not one built with the tag
 // nohdf5 (version "", ok false).
-func HDF5Library() (version string, ok bool) { return "", false }
+func Library() (version string, ok bool) { return "", false }

@@ -1,4 +1,6 @@
-package dataset
+//go:build !nohdf5
+
+package hdf5
 
 // navBoxes splits frames [start, end) of a row-major nav shape dims into boxes (first
 // index and count per axis) in frame order, calling yield for each until it returns
@@ -44,4 +46,13 @@ func navBoxes(dims []int, start, end int, yield func(first, count []int) bool) {
 	if end%inner != 0 {
 		sub(full, 0, end-full*inner)
 	}
+}
+
+// product is the product of the sizes s (1 for none).
+func product(s []int) int {
+	p := 1
+	for _, n := range s {
+		p *= n
+	}
+	return p
 }

@@ -1,0 +1,30 @@
+// Package hdf5 reads 4D-STEM frames from HDF5 files for package dataset: importing it
+// registers the format "hdf5" (extensions .h5, .hdf5, .hdf, .nxs, .emd, or the HDF5
+// signature "\x89HDF\r\n\x1a\n"), which dataset.Open then reads with the shared options
+// nav_shape, sync_offset, flyback, roi, frames, dataset_path and allow_fill.
+//
+// HDF5 files are read through the HDF5 C library (libhdf5, https://www.hdfgroup.org/;
+// Debian: libhdf5-dev), so that every storage layout and filter the library supports
+// (contiguous, chunked, deflate, shuffle, Fletcher-32, ...) is read as written. A build
+// with the tag nohdf5 leaves the library out and refuses HDF5 files. Filters outside the
+// library (LZF, bitshuffle, Blosc, ...) are loaded as plugins from HDF5_PLUGIN_PATH; a
+// dataset whose filter cannot be loaded is refused when opened, not when read.
+//
+// The frames are a dataset of rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x)
+// or 5 (e.g. fpd files: (nav_y, nav_x, 1, sig_y, sig_x), or a time series (t, nav_y,
+// nav_x, sig_y, sig_x)): option dataset_path, or the largest readable dataset of rank
+// 4, else 5, else 3 (dataset.Options.DatasetPath).
+// Rank 3 has nav shape (n,), as in LiberTEM and for NPY files; of more nav axes, those
+// of size 1 are dropped, and of more than two the leading ones are merged: (t, y, x)
+// becomes (t·y, x), which keeps scan rows whole (dataset.NavFromAxes).
+// Integer (8, 16, 32 bits) and float (32, 64 bits) data of either byte order is read;
+// the library converts it to host order. Frames are read tile by tile through the
+// library (hyperslabs of whole frames), its chunk cache sized to a band of chunks.
+package hdf5
+
+import "github.com/stemdot/stemdot/dataset"
+
+func init() {
+	dataset.Register(dataset.Format{Name: "hdf5", Extensions: []string{".h5", ".hdf5", ".hdf", ".nxs", ".emd"}, Magic: []string{"\x89HDF\r\n\x1a\n"},
+		Open: openHDF5, Options: []string{"dataset_path", "allow_fill"}})
+}

@@ -108,7 +108,7 @@ test-go: py-refs
 # 1000000x) overrides every budget for a longer search.
 FUZZ_TARGETS ?= dataset:FuzzMIBHeader:150000 dataset:FuzzBLOHeader:150000 dataset:FuzzHdr:4000 \
 	dataset:FuzzEMPADXML:40000 dataset:FuzzOpen:1500 masks:FuzzLoadNPY:4000 internal/npy:FuzzRead:100000 \
-	internal/npy:FuzzReadArray:50000 dataset:FuzzROIFile:3000 dataset/csr:FuzzCSR:3000
+	internal/npy:FuzzReadArray:50000 dataset:FuzzROIFile:3000 dataset/csr:FuzzCSR:3000 dataset/stempy:FuzzMapRows:50000
 fuzz:
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
 		$(GO) test $(GOTAGS_CPU) ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $${FUZZTIME:-$${n}x} || exit 1; done

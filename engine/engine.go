@@ -10,6 +10,10 @@
 // per-partition result buffer. Memory is therefore bounded by workers × tile buffers plus
 // the result, never the whole dataset.
 //
+// A sparse dataset's frames (dataset.SparseOf: raw_csr, stempy's counted data) are read
+// by the CPU workers as events and multiplied by a gather over them (gather.go), at a
+// cost proportional to the events, not the pixels.
+//
 // The result has shape nav_shape + (n_masks,), C order, float32 by default or float64
 // with Options.Float64.
 //

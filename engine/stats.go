@@ -12,8 +12,9 @@ import (
 type Stats struct {
 	// Frames is the number of frames processed.
 	Frames int
-	// BytesRead is the native size of those frames in bytes (Frames × frame bytes);
-	// re-runs of retried partitions are not counted again.
+	// BytesRead is the native size of those frames in bytes (Frames × frame bytes, the
+	// densified size for a sparse dataset); re-runs of retried partitions are not
+	// counted again.
 	BytesRead int64
 	// Elapsed is the wall time of the run, from starting the workers to the end of the
 	// last one.

@@ -119,7 +119,6 @@ type intType struct {
 	size      int
 	signed    bool
 	bigEndian bool
-	name      string
 }
 
 // parseType parses a numpy dtype string: an optional byte order ("<", ">", "=", "|"),
@@ -166,7 +165,7 @@ func indexType(tomlPath, key, s string) (intType, error) {
 	if !ok || kind != 'i' && kind != 'u' || size != 1 && size != 2 && size != 4 && size != 8 {
 		return intType{}, errs.New(errs.DType, "dataset: %s: %s %q is not an integer dtype (want e.g. \"<i4\", \"<i8\", \"uint32\")", tomlPath, key, s)
 	}
-	return intType{size: size, signed: kind == 'i', bigEndian: big && size > 1, name: s}, nil
+	return intType{size: size, signed: kind == 'i', bigEndian: big && size > 1}, nil
 }
 
 // dataType parses the data dtype into one of dataset's DTypes.
@@ -235,7 +234,6 @@ func order(big bool) binary.ByteOrder {
 
 // array is one of the three raw files.
 type array struct {
-	key  string // "indptr_file", ...
 	path string
 	f    *os.File
 	size int64 // bytes when opened
@@ -424,7 +422,7 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 		if err != nil {
 			return nil, false, fmt.Errorf("%w (%s in %s)", err, key, d.path)
 		}
-		a := &array{key: key, path: name, f: f, size: size, elem: []int{d.ptrType.size, d.idxType.size, d.dt.Size()}[i]}
+		a := &array{path: name, f: f, size: size, elem: []int{d.ptrType.size, d.idxType.size, d.dt.Size()}[i]}
 		*arrays[i] = a
 		if size%int64(a.elem) != 0 {
 			return fail("%s %s: %d bytes is not a whole number of %s elements of %d bytes", key, name, size, types[i], a.elem)

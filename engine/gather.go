@@ -172,49 +172,69 @@ func dotGather[N native, T float](idx []int32, v []N, w []T) float64 {
 // gatherRow writes Σ_k float64(v[k])·w[idx[k]·n+m] into row[m] for the n = len(row)
 // masks: 8 masks at a time over all events, their sums in registers (summing into row
 // in memory would chain every event's adds through a store and a load), then 4, then
-// one.
+// one. Events go in pairs, the pair's two products added before the sum, so that each
+// sum's chain of dependent adds has one add per two events.
 func gatherRow[N native, T float](idx []int32, v []N, w []T, row []float64) {
 	n := len(row)
 	v = v[:len(idx)]
+	odd := len(idx) % 2
 	m0 := 0
 	for ; m0+8 <= n; m0 += 8 {
 		var a0, a1, a2, a3, a4, a5, a6, a7 float64
-		for k, p := range idx {
-			x := float64(v[k])
-			o := int(p)*n + m0
+		for k := 0; k+1 < len(idx); k += 2 {
+			x, y := float64(v[k]), float64(v[k+1])
+			o, p := int(uint32(idx[k]))*n+m0, int(uint32(idx[k+1]))*n+m0
+			q, r := w[o:o+8:o+8], w[p:p+8:p+8]
+			a0 += x*float64(q[0]) + y*float64(r[0])
+			a1 += x*float64(q[1]) + y*float64(r[1])
+			a2 += x*float64(q[2]) + y*float64(r[2])
+			a3 += x*float64(q[3]) + y*float64(r[3])
+			a4 += x*float64(q[4]) + y*float64(r[4])
+			a5 += x*float64(q[5]) + y*float64(r[5])
+			a6 += x*float64(q[6]) + y*float64(r[6])
+			a7 += x*float64(q[7]) + y*float64(r[7])
+		}
+		if odd == 1 {
+			k := len(idx) - 1
+			x, o := float64(v[k]), int(uint32(idx[k]))*n+m0
 			q := w[o : o+8 : o+8]
-			a0 += x * float64(q[0])
-			a1 += x * float64(q[1])
-			a2 += x * float64(q[2])
-			a3 += x * float64(q[3])
-			a4 += x * float64(q[4])
-			a5 += x * float64(q[5])
-			a6 += x * float64(q[6])
-			a7 += x * float64(q[7])
+			a0, a1, a2, a3 = a0+x*float64(q[0]), a1+x*float64(q[1]), a2+x*float64(q[2]), a3+x*float64(q[3])
+			a4, a5, a6, a7 = a4+x*float64(q[4]), a5+x*float64(q[5]), a6+x*float64(q[6]), a7+x*float64(q[7])
 		}
 		r := row[m0 : m0+8 : m0+8]
 		r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7] = a0, a1, a2, a3, a4, a5, a6, a7
 	}
 	for ; m0+4 <= n; m0 += 4 {
 		var a0, a1, a2, a3 float64
-		for k, p := range idx {
-			x := float64(v[k])
-			o := int(p)*n + m0
+		for k := 0; k+1 < len(idx); k += 2 {
+			x, y := float64(v[k]), float64(v[k+1])
+			o, p := int(uint32(idx[k]))*n+m0, int(uint32(idx[k+1]))*n+m0
+			q, r := w[o:o+4:o+4], w[p:p+4:p+4]
+			a0 += x*float64(q[0]) + y*float64(r[0])
+			a1 += x*float64(q[1]) + y*float64(r[1])
+			a2 += x*float64(q[2]) + y*float64(r[2])
+			a3 += x*float64(q[3]) + y*float64(r[3])
+		}
+		if odd == 1 {
+			k := len(idx) - 1
+			x, o := float64(v[k]), int(uint32(idx[k]))*n+m0
 			q := w[o : o+4 : o+4]
-			a0 += x * float64(q[0])
-			a1 += x * float64(q[1])
-			a2 += x * float64(q[2])
-			a3 += x * float64(q[3])
+			a0, a1, a2, a3 = a0+x*float64(q[0]), a1+x*float64(q[1]), a2+x*float64(q[2]), a3+x*float64(q[3])
 		}
 		r := row[m0 : m0+4 : m0+4]
 		r[0], r[1], r[2], r[3] = a0, a1, a2, a3
 	}
 	for ; m0 < n; m0++ {
-		var a float64
-		for k, p := range idx {
-			a += float64(v[k]) * float64(w[int(p)*n+m0])
+		var a, b float64
+		k := 0
+		for ; k+1 < len(idx); k += 2 {
+			a += float64(v[k]) * float64(w[int(uint32(idx[k]))*n+m0])
+			b += float64(v[k+1]) * float64(w[int(uint32(idx[k+1]))*n+m0])
 		}
-		row[m0] = a
+		if odd == 1 {
+			a += float64(v[k]) * float64(w[int(uint32(idx[k]))*n+m0])
+		}
+		row[m0] = a + b
 	}
 }
 

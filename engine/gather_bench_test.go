@@ -5,6 +5,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stemdot/stemdot/affinity"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
 )
 
 // gatherBenchFrames is the frames of BenchmarkGatherTargets: 32 MB of sparse bytes,
@@ -22,7 +24,8 @@ const gatherBenchFrames = 8192
 // gatherBenchFrames uint16 frames of 256×256 with 1% of the pixels hit (655 events per frame,
 // at distinct random pixels in pixel order, values 1-20), held in memory in CSR form (indptr int,
 // indices int32, data uint16: 6 bytes per event), on 1 and 2 pinned CPU workers, with 1
-// and 16 dense masks. Each iteration times, one after the other on the same workers:
+// and 16 dense masks and 16 concentric rings 4 px wide (a sparse stack: the gather's
+// pixel-major CSR layout). Each iteration times, one after the other on the same workers:
 //
 //   - floor: a plain sweep over the sparse bytes (each worker sums the indptr, indices
 //     and data of its half of the frames), the read floor;
@@ -70,9 +73,12 @@ func BenchmarkGatherTargets(b *testing.B) {
 		if workers > len(cpus) {
 			continue
 		}
-		for _, nMasks := range []int{1, 16} {
-			stack := randomStack(rng, nMasks, [2]int{sig, sig})
-			b.Run(fmt.Sprintf("workers=%d/masks=%d", workers, nMasks), func(b *testing.B) {
+		for _, c := range []struct {
+			name  string
+			stack *masks.Stack
+		}{{"1", randomStack(rng, 1, [2]int{sig, sig})}, {"16", randomStack(rng, 16, [2]int{sig, sig})}, {"16rings", rings(16, sig)}} {
+			stack := c.stack
+			b.Run(fmt.Sprintf("workers=%d/masks=%s", workers, c.name), func(b *testing.B) {
 				plan := evenPlan(cpus[:workers], workers, gatherBenchFrames, 4*workers)
 				var floor, gather, dense time.Duration
 				for b.Loop() {
@@ -168,4 +174,18 @@ func asBytes(v []uint16) []byte {
 	out := make([]byte, 2*len(v))
 	copy(asNative[uint16](out), v)
 	return out
+}
+
+// rings returns n concentric rings of 4 px width about the centre of sig×sig frames.
+func rings(n, sig int) *masks.Stack {
+	s := &masks.Stack{N: n, SigY: sig, SigX: sig, Data: make([]float32, n*sig*sig)}
+	for y := range sig {
+		for x := range sig {
+			r := math.Hypot(float64(y-sig/2), float64(x-sig/2))
+			if m := int(r / 4); m < n {
+				s.Data[m*sig*sig+y*sig+x] = 1
+			}
+		}
+	}
+	return s
 }

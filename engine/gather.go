@@ -18,11 +18,11 @@ import (
 // it and their weights) takes less than half the table's memory, or whose table would
 // exceed gatherTableBytes, is laid out that way instead: an event then reads the
 // weights of the masks that weigh its pixel only, from a smaller array that stays in
-// cache (16 rings of 256×256: 0.3 MiB instead of a 4 MiB table). The products are summed in float64 per
-// frame, in event order (duplicate events at one pixel add up, as in the densified
-// frame); weights are float32, or float64 with their Lo parts in a float64 run whose
-// weights are not exact in float32. The cost is proportional to the events, not to the
-// frame's pixels: at 1% of the pixels hit, a small fraction of the dense product's.
+// cache (16 rings of 256×256: 0.3 MiB instead of a 4 MiB table). The products are
+// summed in float64 per frame, in event order (duplicate events at one pixel add up, as
+// in the densified frame); weights are float32, or float64 with their Lo parts in a
+// float64 run whose weights are not exact in float32. The cost is proportional to the
+// events, not to the frame's pixels (bench/RESULTS.md, "Sparse frames").
 //
 // GPU workers and shifted masks read the same frames densified (ReadFrames).
 
@@ -30,7 +30,7 @@ import (
 var gatherTableBytes int64 = 64 << 20
 
 // gatherMasks is the mask stack laid out for the gather kernel: a table of nMasks
-// weights per pixel (w), or pixel-major CSR (ptr, mask, val) for a deep sparse stack.
+// weights per pixel (w), or pixel-major CSR (ptr, mask, val) (useGatherCSR).
 type gatherMasks[T float] struct {
 	nMasks int
 	w      []T

@@ -35,10 +35,13 @@ type cpuWorker struct {
 	exact *masks.Stack
 	dt    dataset.DType
 	// sparse and gather, for a sparse dataset without shifts, read the frames as events
-	// into sf and compute the rows instead of kernel (gather.go).
-	sparse dataset.SparseReader
-	gather gatherKernel
-	sf     dataset.SparseFrames
+	// into sf and compute the rows instead of kernel (gather.go), for tiles whose
+	// events are at most denseAbove of their pixels; denser tiles are densified into
+	// the native tile for kernel.
+	sparse     dataset.SparseReader
+	gather     gatherKernel
+	sf         dataset.SparseFrames
+	denseAbove float64
 }
 
 // kernel computes the result rows of one tile.
@@ -50,7 +53,9 @@ type kernel interface {
 
 // NewCPUWorker returns a CPU worker for job. When the job's dataset is sparse
 // (dataset.SparseOf) and has no shifts, the worker reads its frames as events and runs
-// the gather kernel (gather.go), whatever the form of the masks. Else it applies
+// the gather kernel (gather.go), whatever the form of the masks, on every tile whose
+// events are few enough for it to be the faster (gatherBreakEven); it densifies the
+// others and applies the kernel below. Else it applies
 // job.Sparse when set: a gather of
 // each mask's nonzero pixels straight from the native frames, summed in float64.
 // Otherwise, for float32 results on a CPU with AVX2 and FMA (see useSIMD) and frames of
@@ -96,11 +101,10 @@ func NewCPUWorker(job *Job) (Worker, error) {
 		return w, nil
 	}
 	if sr := dataset.SparseOf(ds); sr != nil {
-		w.sparse, w.gather, w.exact = sr, gatherKernelFor(job), nil
+		w.sparse, w.gather, w.denseAbove = sr, gatherKernelFor(job), gatherBreakEven(job)
 		if w.gather == nil {
 			return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
 		}
-		return w, nil
 	}
 	switch ds.DType() {
 	case dataset.Uint8:
@@ -195,18 +199,30 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 }
 
 // read returns frames [start, end): their native bytes (frames), or, for the gather
-// kernel, nil after reading their events into w.sf.
+// kernel, nil after reading their events into w.sf; a sparse tile whose events exceed
+// w.denseAbove of its pixels is densified into the native tile and returned.
 func (w *cpuWorker) read(start, end int) ([]byte, error) {
 	if w.gather == nil {
 		return w.frames(start, end)
 	}
 	w.sf.Reset()
-	return nil, w.sparse.ReadSparse(start, end, &w.sf)
+	if err := w.sparse.ReadSparse(start, end, &w.sf); err != nil {
+		return nil, err
+	}
+	pixels := w.frameBytes / w.elemSize
+	if float64(w.sf.NNZ()) <= w.denseAbove*float64((end-start)*pixels) {
+		return nil, nil
+	}
+	if w.native == nil {
+		w.native = make([]byte, w.tileFrames*w.frameBytes)
+	}
+	b := w.native[:(end-start)*w.frameBytes]
+	return b, w.sf.Densify(b, w.ds.SigShape(), w.dt)
 }
 
 // apply computes the rows of the tile's frames [start, start+frames).
 func (w *cpuWorker) apply(tile []byte, start, frames int, rows []float64) {
-	if w.gather != nil {
+	if w.gather != nil && tile == nil {
 		w.gather.apply(&w.sf, rows)
 		return
 	}

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"math"
+
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -118,6 +120,25 @@ func newGatherMasks[T float](job *Job, lo bool) *gatherMasks[T] {
 		next[p]++
 	})
 	return g
+}
+
+// gatherScale scales gatherBreakEven (a variable for tests, which force the gather with
+// +Inf).
+var gatherScale = 1.0
+
+// gatherBreakEven is the fraction of a tile's pixels with an event above which a CPU
+// worker densifies the tile and applies the dense kernels instead of the gather: where
+// the gather's cost per event exceeds the dense kernels' per pixel. Measured
+// (bench/RESULTS.md, "Sparse frames"): an event costs about 1.7 ns with one mask and 2 ns
+// per mask with more through the table (its rows missing the caches), 7 ns through
+// pixel-major CSR; the dense kernels 0.16-0.46 ns per pixel: break-even at 9.4% of the
+// pixels for one mask, 1.1% for 16 dense masks, 6.8% for 16 rings (CSR). Hence
+// 10%/n_masks^0.75 for the table, 7% for pixel-major CSR.
+func gatherBreakEven(job *Job) float64 {
+	if job.Sparse != nil && useGatherCSR(job.Masks) {
+		return 0.07 * gatherScale
+	}
+	return 0.1 / math.Pow(float64(job.NMasks), 0.75) * gatherScale
 }
 
 // gatherKernel computes the result rows of sparse frames.

@@ -34,7 +34,8 @@ type Stats struct {
 	// Sparse tells whether the masks were applied in CSR form.
 	Sparse bool
 	// Gather tells whether the dataset's frames are sparse (dataset.SparseOf) and the
-	// CPU workers applied the masks as a gather over their events (gather.go); GPU
+	// CPU workers read them as events and applied the masks as a gather over them
+	// (gather.go; tiles of events too dense for it to pay off are densified); GPU
 	// workers read them densified.
 	Gather bool
 	// NonFinite counts the NaN and infinite values of the result: frames holding NaN or

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"math"
-
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -128,17 +126,18 @@ var gatherScale = 1.0
 
 // gatherBreakEven is the fraction of a tile's pixels with an event above which a CPU
 // worker densifies the tile and applies the dense kernels instead of the gather: where
-// the gather's cost per event exceeds the dense kernels' per pixel. Measured
-// (bench/RESULTS.md, "Sparse frames"): an event costs about 1.7 ns with one mask and 2 ns
-// per mask with more through the table (its rows missing the caches), 7 ns through
-// pixel-major CSR; the dense kernels 0.16-0.46 ns per pixel: break-even at 9.4% of the
-// pixels for one mask, 1.1% for 16 dense masks, 6.8% for 16 rings (CSR). Hence
-// 10%/n_masks^0.75 for the table, 7% for pixel-major CSR.
+// the gather's cost per event exceeds that of densifying and the dense kernels per
+// pixel. Measured on 256×256 uint16 frames (BenchmarkGatherTargets and at 5% and 20%
+// of the pixels hit): an event costs about 2.4 ns with one mask and 2 ns per mask with
+// more through the table (its rows missing the caches), 7 ns through pixel-major CSR
+// (16 rings); densifying and the dense kernels 0.7-0.8 ns per pixel: break-even at
+// about 33% of the pixels for one mask, 2% for 16 dense masks, 11% for 16 rings. Hence
+// 30%/n_masks for the table, 10% for pixel-major CSR.
 func gatherBreakEven(job *Job) float64 {
 	if job.Sparse != nil && useGatherCSR(job.Masks) {
-		return 0.07 * gatherScale
+		return 0.1 * gatherScale
 	}
-	return 0.1 / math.Pow(float64(job.NMasks), 0.75) * gatherScale
+	return 0.3 / float64(job.NMasks) * gatherScale
 }
 
 // gatherKernel computes the result rows of sparse frames.

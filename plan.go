@@ -2,6 +2,7 @@ package stemdot
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -254,7 +255,10 @@ func (pl *Planner) Machine() Machine { return pl.machine }
 // partitions; stack nil: a plan for any masks). Under "auto", GPU workers are chosen by
 // the planner's speed model for this job (planner.Shape.Predict): none where they would
 // not make it faster, and GPUs are not even looked for when the job is too small for a
-// GPU worker's start-up to pay off. Errors are errs.Resources or errs.CUDA. The plan's
+// GPU worker's start-up to pay off, nor for a sparse dataset (dataset.SparseOf), whose
+// frames CPU workers apply the masks to as a gather over their events while GPU workers
+// would read them densified (explicit GPU workers for one get a warning that says so).
+// Errors are errs.Resources or errs.CUDA. The plan's
 // Warnings say what the user should know (oversubscription, "auto" without GPUs, ...).
 func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (plan *planner.Plan, err error) {
 	defer goErrs(&err)
@@ -267,6 +271,14 @@ func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (plan *planner.P
 		}
 	}
 	req := pl.req
+	sparse := ds != nil && dataset.SparseOf(ds) != nil
+	if sparse && req.GPUAuto && !req.NoCPU {
+		p, err := planner.Make(pl.machine.Topology, nil, withoutGPUs(req), shape)
+		if p != nil {
+			p.Warnings = goWarnings(append(p.Warnings, "gpus auto: the dataset's frames are sparse: CPU workers apply the masks as a gather over their events, GPU workers would read every frame densified: CPU workers only"))
+		}
+		return p, errs.Wrap(errs.Resources, err)
+	}
 	if req.GPUAuto && !pl.discovered {
 		if pl.machine.CUDA && !req.NoCPU && shape != nil && !shape.GPUsMayHelp(pl.machine.Topology.Usable) {
 			p, err := planner.Make(pl.machine.Topology, nil, withoutGPUs(req), shape)
@@ -286,6 +298,10 @@ func (pl *Planner) Plan(ds dataset.Dataset, stack *masks.Stack) (plan *planner.P
 	}
 	if !pl.machine.Described {
 		prewarm(p)
+	}
+	if sparse && slices.ContainsFunc(p.Workers, func(w planner.Worker) bool { return w.Kind == planner.GPU }) {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("the dataset's frames are sparse: its CPU workers apply the masks as a gather over their events, its GPU workers read every frame densified (%d×%d pixels); give option gpus 0 for the gather alone",
+			ds.SigShape()[0], ds.SigShape()[1]))
 	}
 	p.Warnings = goWarnings(p.Warnings)
 	return p, nil

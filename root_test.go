@@ -291,7 +291,7 @@ func TestEveryFormatListed(t *testing.T) {
 		}
 		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
 		require.Len(t, cells, 4, line)
-		name := regexp.MustCompile("^ `([a-z0-9]+)`").FindStringSubmatch(cells[0])
+		name := regexp.MustCompile("^ `([a-z0-9_]+)`").FindStringSubmatch(cells[0])
 		require.NotNil(t, name, "the row names its format first: %s", line)
 		rows[name[1]] = cells
 	}

@@ -15,6 +15,8 @@
 // and their faults. Every format delivers frames in its native dtype converted to host
 // (little-endian) byte order, so that a consumer (a CPU worker converting to float32, or
 // a GPU worker copying native bytes to the device) never deals with byte order.
+// A dataset whose file stores sparse frames (events: pixels and values) also reads them
+// as such (SparseReader, sparse.go), densified by ReadFrames for every other consumer.
 //
 // Data flows one way: file → dataset → partitions → tiles → workers → result. This
 // package is the first step and knows nothing of masks, plans or workers.

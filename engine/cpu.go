@@ -34,6 +34,14 @@ type cpuWorker struct {
 	// holding NaN or Inf; nil for integer frames and CSR stacks, which never need it.
 	exact *masks.Stack
 	dt    dataset.DType
+	// sparse and gather, for a sparse dataset without shifts, read the frames as events
+	// into sf and compute the rows instead of kernel (gather.go), for tiles whose
+	// events are at most denseAbove of their pixels; denser tiles are densified into
+	// the native tile for kernel.
+	sparse     dataset.SparseReader
+	gather     gatherKernel
+	sf         dataset.SparseFrames
+	denseAbove float64
 }
 
 // kernel computes the result rows of one tile.
@@ -43,7 +51,12 @@ type kernel interface {
 	apply(tile []byte, frames int, acc []float64)
 }
 
-// NewCPUWorker returns a CPU worker for job. It applies job.Sparse when set: a gather of
+// NewCPUWorker returns a CPU worker for job. When the job's dataset is sparse
+// (dataset.SparseOf) and has no shifts, the worker reads its frames as events and runs
+// the gather kernel (gather.go), whatever the form of the masks, on every tile whose
+// events are few enough for it to be the faster (gatherBreakEven); it densifies the
+// others and applies the kernel below. Else it applies
+// job.Sparse when set: a gather of
 // each mask's nonzero pixels straight from the native frames, summed in float64.
 // Otherwise, for float32 results on a CPU with AVX2 and FMA (see useSIMD) and frames of
 // uint8, int8, uint16, int16, int32 or float32, any number of masks go through the
@@ -86,6 +99,12 @@ func NewCPUWorker(job *Job) (Worker, error) {
 		}
 		w.exact = nil // the shifted kernel recomputes NaN/Inf rows of its float frames
 		return w, nil
+	}
+	if sr := dataset.SparseOf(ds); sr != nil {
+		w.sparse, w.gather, w.denseAbove = sr, gatherKernelFor(job), gatherBreakEven(job)
+		if w.gather == nil {
+			return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
+		}
 	}
 	switch ds.DType() {
 	case dataset.Uint8:
@@ -154,7 +173,7 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 			return err
 		}
 		end := min(start+w.tileFrames, p.End)
-		tile, err := w.frames(start, end)
+		tile, err := w.read(start, end)
 		if err != nil {
 			return err
 		}
@@ -179,8 +198,34 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 	return nil
 }
 
+// read returns frames [start, end): their native bytes (frames), or, for the gather
+// kernel, nil after reading their events into w.sf; a sparse tile whose events exceed
+// w.denseAbove of its pixels is densified into the native tile and returned.
+func (w *cpuWorker) read(start, end int) ([]byte, error) {
+	if w.gather == nil {
+		return w.frames(start, end)
+	}
+	w.sf.Reset()
+	if err := w.sparse.ReadSparse(start, end, &w.sf); err != nil {
+		return nil, err
+	}
+	pixels := w.frameBytes / w.elemSize
+	if float64(w.sf.NNZ()) <= w.denseAbove*float64((end-start)*pixels) {
+		return nil, nil
+	}
+	if w.native == nil {
+		w.native = make([]byte, w.tileFrames*w.frameBytes)
+	}
+	b := w.native[:(end-start)*w.frameBytes]
+	return b, w.sf.Densify(b, w.ds.SigShape(), w.dt)
+}
+
 // apply computes the rows of the tile's frames [start, start+frames).
 func (w *cpuWorker) apply(tile []byte, start, frames int, rows []float64) {
+	if w.gather != nil && tile == nil {
+		w.gather.apply(&w.sf, rows)
+		return
+	}
 	if w.shifted != nil {
 		w.shifted.apply(tile, start, frames, w.shifts, rows)
 		return

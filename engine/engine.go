@@ -10,6 +10,10 @@
 // per-partition result buffer. Memory is therefore bounded by workers × tile buffers plus
 // the result, never the whole dataset.
 //
+// A sparse dataset's frames (dataset.SparseOf: raw_csr, stempy's counted data) are read
+// by the CPU workers as events and multiplied by a gather over them (gather.go), at a
+// cost proportional to the events, not the pixels.
+//
 // The result has shape nav_shape + (n_masks,), C order, float32 by default or float64
 // with Options.Float64.
 //
@@ -92,6 +96,11 @@ type Job struct {
 	packed      []float32
 	pairsOnce   sync.Once
 	pairs       *masks.Stack
+	// the pixel-major masks of the gather kernel (gather.go), float32 or float64
+	gather32Once sync.Once
+	gather32     *gatherMasks[float32]
+	gather64Once sync.Once
+	gather64     *gatherMasks[float64]
 }
 
 // loPairs returns, for a Float64 job whose weights have Lo parts, the stack its GPU
@@ -185,7 +194,9 @@ type Result struct {
 //
 // The stack's signal shape must equal ds.SigShape(); plan must have at least one worker
 // and partitions covering the frames [0, ds.NumFrames()) in order, without gap or
-// overlap. The stack is applied in CSR form when stack.PreferSparse().
+// overlap. The stack is applied in CSR form when stack.PreferSparse(). The CPU workers
+// of a run over a sparse dataset (dataset.SparseOf) without shifts read its frames as
+// events and apply the masks as a gather over them (gather.go; Stats.Gather).
 //
 // Errors: invalid input, and a run whose memory (EstimateMemory) does not fit in what the
 // process may still allocate (the machine's available memory, the cgroup limit, the
@@ -250,6 +261,7 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	}
 	res := &Result{NavShape: slices.Clone(ds.NavShape()), NMasks: nMasks, F32: out.F32, F64: out.F64, Stats: r.stats(ds)}
 	res.Stats.Sparse = job.Sparse != nil
+	res.Stats.Gather = opt.Shifts == nil && res.Stats.CPUWorkers > 0 && dataset.SparseOf(ds) != nil
 	res.Stats.NonFinite = CountNonFinite(out, nMasks)
 	return res, nil
 }

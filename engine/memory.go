@@ -23,7 +23,10 @@ type MemoryEstimate struct {
 	// for a float64 run, or the CPU workers' packed copy of a dense stack of at least 8
 	// masks (at most (n_masks rounded up to 16) × (pixels rounded up to 16) × 4 bytes);
 	// and, for GPU workers of a float64 run whose weights have Lo parts, the stack of
-	// weights and Lo parts they apply (masks.Stack.LoPairs).
+	// weights and Lo parts they apply (masks.Stack.LoPairs); for a sparse dataset
+	// (dataset.SparseOf) without shifts, the CPU workers' pixel-major masks of the
+	// gather kernel (n_pixels × n_masks × 4 bytes, 8 for a float64 run whose weights
+	// have Lo parts; gather.go).
 	Masks int64
 	// PerWorker is one worker's buffers: its tile of native frames (none when the
 	// dataset's frames are read in place) and the dataset's read buffer for it, its
@@ -76,6 +79,9 @@ func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, 
 		} else {
 			e.Masks += 8 * nMasks * int64(stack.Pixels())
 		}
+	}
+	if opt.Shifts == nil && dataset.SparseOf(ds) != nil {
+		e.Masks += gatherBytes(stack, opt.Float64)
 	}
 	if !dataset.ViewsInPlace(ds) {
 		e.PerWorker += 2 * tile * int64(ds.FrameBytes())

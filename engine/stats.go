@@ -12,8 +12,9 @@ import (
 type Stats struct {
 	// Frames is the number of frames processed.
 	Frames int
-	// BytesRead is the native size of those frames in bytes (Frames × frame bytes);
-	// re-runs of retried partitions are not counted again.
+	// BytesRead is the native size of those frames in bytes (Frames × frame bytes, the
+	// densified size for a sparse dataset); re-runs of retried partitions are not
+	// counted again.
 	BytesRead int64
 	// Elapsed is the wall time of the run, from starting the workers to the end of the
 	// last one.
@@ -32,6 +33,11 @@ type Stats struct {
 	NotStarted []WorkerError
 	// Sparse tells whether the masks were applied in CSR form.
 	Sparse bool
+	// Gather tells whether the dataset's frames are sparse (dataset.SparseOf) and the
+	// CPU workers read them as events and applied the masks as a gather over them
+	// (gather.go; tiles of events too dense for it to pay off are densified); GPU
+	// workers read them densified.
+	Gather bool
 	// NonFinite counts the NaN and infinite values of the result: frames holding NaN or
 	// Inf under a mask's nonzero weights, or float32 sums beyond ±3.4e38 (which float64
 	// results hold). They are written, not an error.
@@ -136,6 +142,9 @@ func (s Stats) Summary() string {
 		s.Frames, float64(s.BytesRead)/1e9, s.Elapsed.Seconds(), s.GBPerSecond(), s.Workers, workers, s.CPUWorkers, s.GPUWorkers)
 	if s.Sparse {
 		b.WriteString(", sparse masks")
+	}
+	if s.Gather {
+		b.WriteString(", gather over sparse frames")
 	}
 	for _, w := range s.NotStarted {
 		fmt.Fprintf(&b, ", worker %d not started: %v", w.Worker, w.Err)

@@ -10,6 +10,7 @@ package formats
 
 import (
 	_ "github.com/stemdot/stemdot/dataset/blo"
+	_ "github.com/stemdot/stemdot/dataset/csr"
 	_ "github.com/stemdot/stemdot/dataset/dm"
 	_ "github.com/stemdot/stemdot/dataset/empad"
 	_ "github.com/stemdot/stemdot/dataset/frms6"
@@ -21,5 +22,6 @@ import (
 	_ "github.com/stemdot/stemdot/dataset/raw"
 	_ "github.com/stemdot/stemdot/dataset/seq"
 	_ "github.com/stemdot/stemdot/dataset/ser"
+	_ "github.com/stemdot/stemdot/dataset/stempy"
 	_ "github.com/stemdot/stemdot/dataset/tvips"
 )

@@ -1,0 +1,629 @@
+// Package csr reads LiberTEM's raw_csr format: sparse 4D-STEM data in compressed sparse
+// row (CSR) form, as scipy.sparse.csr_matrix holds it, in three raw files that a TOML
+// file describes. It registers the format "raw_csr" with package dataset.
+//
+// The layout follows LiberTEM's reader (libertem.io.dataset.raw_csr, RawCSRDataSet):
+// the TOML file reads
+//
+//	[params]
+//	filetype = "raw_csr"
+//	nav_shape = [512, 512]
+//	sig_shape = [516, 516]
+//
+//	[raw_csr]
+//	indptr_file = "rowind.dat"
+//	indptr_dtype = "<i4"
+//	indices_file = "coords.dat"
+//	indices_dtype = "<i4"
+//	data_file = "values.dat"
+//	data_dtype = "<i4"
+//
+// Both the navigation and the signal axes are flattened: the files are one matrix of
+// n_frames rows (scan positions, in scan order) and sig_y·sig_x columns (pixels,
+// row-major). Frame i's events are k = indptr[i] .. indptr[i+1]-1 of the indices and
+// data files: pixel indices[k] has the value data[k]; several events at one pixel add
+// up, as in scipy. The files hold the raw arrays (numpy's tofile, or a memory-mapped
+// array) of the numpy dtypes given ("<i4", "int64", ">u2", "float32", ...: "<" little
+// endian, ">" big endian, "=" or none the host's), their paths relative to the TOML
+// file's directory. The frame count is len(indptr)-1. The section holding the file keys
+// is named as filetype spells it (LiberTEM looks it up that way), "raw_csr" if absent.
+// As an extension, [params] may hold sync_offset, which option sync_offset (when not 0)
+// replaces; nav_shape may be left out (then option nav_shape, or a warning).
+//
+// Nothing is loaded whole: frames are read with positioned reads of their indptr
+// entries, indices and values, as events (dataset.SparseReader: the CPU workers'
+// gather kernel) or densified (ReadFrames). Frames are delivered in the data dtype
+// (uint8, uint16, uint32, int8, int16, int32, float32, float64; another, e.g. int64,
+// float16 or complex, is refused with errs.DType). The indptr and indices dtypes may be
+// any integer type of 1 to 8 bytes. A malformed file set is an errs.Format error
+// naming the file and the field: a missing or mistyped TOML key, files whose sizes are
+// not whole numbers of their dtype, indices and data of different lengths, an indptr
+// whose last entry is not the number of events; on reading, an indptr that decreases or
+// points outside the events, an index outside the frame.
+package csr
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
+)
+
+func init() {
+	dataset.Register(dataset.Format{
+		Name:       "raw_csr",
+		Extensions: []string{".toml"},
+		Describe:   `raw_csr (.toml with [params] filetype = "raw_csr")`,
+		Detect:     Detect,
+		Open:       Open,
+		Options:    []string{"sig_shape"},
+	})
+}
+
+// maxTOML bounds the size of the TOML file: a description of a few lines.
+const maxTOML = 1 << 20
+
+// Detect reports whether path is a .toml file whose [params] filetype is raw_csr.
+func Detect(path string, _ dataset.Options) bool {
+	if !strings.EqualFold(filepath.Ext(path), ".toml") {
+		return false
+	}
+	text, err := readTOML(path)
+	if err != nil {
+		return false
+	}
+	var conf struct {
+		Params struct {
+			Filetype any `toml:"filetype"`
+		} `toml:"params"`
+	}
+	if _, err := toml.Decode(string(text), &conf); err != nil {
+		return false
+	}
+	ft, ok := conf.Params.Filetype.(string)
+	return ok && strings.EqualFold(ft, "raw_csr")
+}
+
+// readTOML reads the TOML file at path (a regular file of at most maxTOML bytes).
+func readTOML(path string) ([]byte, error) {
+	f, size, err := dataset.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if size > maxTOML {
+		return nil, errs.New(errs.Format, "dataset: %s: %d bytes is too large for a raw_csr TOML description (at most %d)", path, size, maxTOML)
+	}
+	text, err := io.ReadAll(io.LimitReader(f, maxTOML+1))
+	if err != nil {
+		return nil, errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", path, err))
+	}
+	return text, nil
+}
+
+// intType is a numpy integer dtype of an index file.
+type intType struct {
+	size      int
+	signed    bool
+	bigEndian bool
+}
+
+// parseType parses a numpy dtype string: an optional byte order ("<", ">", "=", "|"),
+// then a kind and size ("i4", "u2", "f8", "c16", ...) or a name ("int32", "float64").
+// It returns the kind ('i', 'u', 'f', 'c', 'b'), the size in bytes and whether the
+// values are big-endian.
+func parseType(s string) (kind byte, size int, big bool, ok bool) {
+	t := strings.TrimSpace(s)
+	big = npy.HostBigEndian
+	if t != "" && strings.ContainsRune("<>=|", rune(t[0])) {
+		switch t[0] {
+		case '<':
+			big = false
+		case '>':
+			big = true
+		}
+		t = t[1:]
+	}
+	names := map[string]string{"int8": "i1", "uint8": "u1", "int16": "i2", "uint16": "u2", "int32": "i4", "uint32": "u4",
+		"int64": "i8", "uint64": "u8", "float16": "f2", "float32": "f4", "float64": "f8", "complex64": "c8",
+		"complex128": "c16", "bool": "b1", "b": "i1", "B": "u1", "h": "i2", "H": "u2", "i": "i4", "I": "u4",
+		"l": "i8", "L": "u8", "q": "i8", "Q": "u8", "e": "f2", "f": "f4", "d": "f8", "F": "c8", "D": "c16", "?": "b1"}
+	if n, found := names[t]; found {
+		t = n
+	}
+	if len(t) < 2 || !strings.ContainsRune("iufcb", rune(t[0])) {
+		return 0, 0, false, false
+	}
+	for _, c := range t[1:] {
+		if c < '0' || c > '9' {
+			return 0, 0, false, false
+		}
+		size = size*10 + int(c-'0')
+		if size > 16 {
+			return 0, 0, false, false
+		}
+	}
+	return t[0], size, big, size > 0
+}
+
+// indexType parses the dtype of an indptr or indices file (key names it in errors).
+func indexType(tomlPath, key, s string) (intType, error) {
+	kind, size, big, ok := parseType(s)
+	if !ok || kind != 'i' && kind != 'u' || size != 1 && size != 2 && size != 4 && size != 8 {
+		return intType{}, errs.New(errs.DType, "dataset: %s: %s %q is not an integer dtype (want e.g. \"<i4\", \"<i8\", \"uint32\")", tomlPath, key, s)
+	}
+	return intType{size: size, signed: kind == 'i', bigEndian: big && size > 1}, nil
+}
+
+// dataType parses the data dtype into one of dataset's DTypes.
+func dataType(tomlPath, s string) (dataset.DType, bool, error) {
+	kind, size, big, ok := parseType(s)
+	dt := dataset.Invalid
+	switch {
+	case !ok:
+	case kind == 'u' && size == 1:
+		dt = dataset.Uint8
+	case kind == 'u' && size == 2:
+		dt = dataset.Uint16
+	case kind == 'u' && size == 4:
+		dt = dataset.Uint32
+	case kind == 'i' && size == 1:
+		dt = dataset.Int8
+	case kind == 'i' && size == 2:
+		dt = dataset.Int16
+	case kind == 'i' && size == 4:
+		dt = dataset.Int32
+	case kind == 'f' && size == 4:
+		dt = dataset.Float32
+	case kind == 'f' && size == 8:
+		dt = dataset.Float64
+	}
+	if dt == dataset.Invalid {
+		return 0, false, errs.New(errs.DType, "dataset: %s: data_dtype %q is not a dtype stemdot reads (uint8, uint16, uint32, int8, int16, int32, float32 or float64)", tomlPath, s)
+	}
+	return dt, big && size > 1, nil
+}
+
+// value returns the integer i of an element read from an index file of type t.
+func (t intType) value(b []byte) (int64, bool) {
+	var u uint64
+	switch t.size {
+	case 1:
+		u = uint64(b[0])
+		if t.signed {
+			return int64(int8(b[0])), true
+		}
+	case 2:
+		u = uint64(order(t.bigEndian).Uint16(b))
+		if t.signed {
+			return int64(int16(u)), true
+		}
+	case 4:
+		u = uint64(order(t.bigEndian).Uint32(b))
+		if t.signed {
+			return int64(int32(u)), true
+		}
+	case 8:
+		u = order(t.bigEndian).Uint64(b)
+		if t.signed {
+			return int64(u), true
+		}
+	}
+	return int64(u), u <= math.MaxInt64
+}
+
+func order(big bool) binary.ByteOrder {
+	if big {
+		return binary.BigEndian
+	}
+	return binary.LittleEndian
+}
+
+// array is one of the three raw files.
+type array struct {
+	path string
+	f    *os.File
+	size int64 // bytes when opened
+	elem int   // bytes per element
+}
+
+func (a *array) len() int64 { return a.size / int64(a.elem) }
+
+// readAt reads elements [i, i+len(dst)/elem) of the array into dst; errors are
+// dataset.ReadError for frames [start, end).
+func (a *array) readAt(dst []byte, i int64, start, end int) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	if _, err := a.f.ReadAt(dst, i*int64(a.elem)); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return dataset.ReadError(a.path, a.f, a.size, start, end, err)
+	}
+	return nil
+}
+
+// file is an opened raw_csr file set: every frame of its indptr, before the frames are
+// reconciled with the scan.
+type file struct {
+	path                  string // the TOML file
+	indptr, indices, data *array
+	ptrType, idxType      intType
+	dt                    dataset.DType
+	bigEndian             bool // data stored big-endian
+	frames                int
+	sig                   [2]int
+	nnz                   int64
+	scratch               sync.Pool // *[]byte: indptr and converted indices
+	dense                 sync.Pool // *dataset.SparseFrames for ReadFrames
+	closed                atomic.Bool
+}
+
+// Open opens the raw_csr file set that the TOML file at path describes (see the package
+// doc). Shared options: nav_shape replaces the file's (or reshapes it: dataset.Reconcile),
+// sync_offset, flyback, roi and frames as for every format, sig_shape replaces the
+// file's of the same pixel count. Errors: errs.Format for a malformed TOML file or file
+// set (naming the file and the key), errs.DType for a data dtype stemdot does not read,
+// errs.IO for files that cannot be read, errs.Shape for shapes that do not fit.
+func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
+	text, err := readTOML(path)
+	if err != nil {
+		return nil, err
+	}
+	conf := map[string]any{}
+	if _, err := toml.Decode(string(text), &conf); err != nil {
+		return nil, errs.New(errs.Format, "dataset: %s: not a TOML file: %v", path, err)
+	}
+	d := &file{path: path}
+	nav, ok, err := d.parse(conf, &opt)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	var source string
+	var notes []string
+	if ok {
+		source = fmt.Sprintf(" from %s (nav_shape)", filepath.Base(path))
+	}
+	if s, given := conf["params"].(map[string]any)["sync_offset"]; given && opt.SyncOffset == 0 {
+		v, isInt := s.(int64)
+		if !isInt || v < math.MinInt32 || v > math.MaxInt32 {
+			d.Close()
+			return nil, errs.New(errs.Format, "dataset: %s: [params] sync_offset %v is not a whole number", path, s)
+		}
+		opt.SyncOffset = int(v)
+		if v != 0 {
+			notes = append(notes, fmt.Sprintf("sync offset %d from %s ([params] sync_offset; option sync_offset replaces it)", v, filepath.Base(path)))
+		}
+	}
+	ds, err := dataset.Reconcile(d, opt, nav, source, dataset.FileFrames{Whole: d.frames, RecordBytes: int64(d.FrameBytes()), Notes: notes})
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return ds, nil
+}
+
+// parse reads the TOML description, opens and checks the three files, and returns the
+// file's nav shape (ok false when it gives none).
+func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok bool, err error) {
+	fail := func(format string, args ...any) ([]int, bool, error) {
+		return nil, false, errs.New(errs.Format, "dataset: %s: "+format, append([]any{d.path}, args...)...)
+	}
+	params, isTable := conf["params"].(map[string]any)
+	if !isTable {
+		return fail("no [params] table: not a raw_csr description (want [params] filetype = \"raw_csr\")")
+	}
+	ft, _ := params["filetype"].(string)
+	if !strings.EqualFold(ft, "raw_csr") {
+		return fail("[params] filetype is %q, not \"raw_csr\"", params["filetype"])
+	}
+	section, isTable := conf[ft].(map[string]any)
+	if !isTable {
+		section, isTable = conf["raw_csr"].(map[string]any)
+	}
+	if !isTable {
+		return fail("no [%s] table naming the indptr, indices and data files", ft)
+	}
+	shape := func(key string) ([]int, bool, error) {
+		v, given := params[key]
+		if !given {
+			return nil, false, nil
+		}
+		list, isList := v.([]any)
+		var s []int
+		for _, x := range list {
+			n, isInt := x.(int64)
+			if !isInt || n < 1 || n > math.MaxInt32 {
+				isList = false
+				break
+			}
+			s = append(s, int(n))
+		}
+		if !isList || len(s) == 0 {
+			_, _, err := fail("[params] %s %v is not a list of positive whole numbers", key, v)
+			return nil, false, err
+		}
+		return s, true, nil
+	}
+	if nav, ok, err = shape("nav_shape"); err != nil {
+		return nil, false, err
+	}
+	sig, hasSig, err := shape("sig_shape")
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case len(opt.SigShape) > 0:
+		if len(opt.SigShape) != 2 {
+			return nil, false, errs.New(errs.Argument, "dataset: %s: option sig_shape %v: want (sig_y, sig_x)", d.path, opt.SigShape)
+		}
+		if hasSig && product(sig) != product(opt.SigShape) {
+			return nil, false, errs.New(errs.Shape, "dataset: %s: option sig_shape %v has %d pixels, but [params] sig_shape %v has %d: give a sig shape of %d pixels, or leave option sig_shape out",
+				d.path, opt.SigShape, product(opt.SigShape), sig, product(sig), product(sig))
+		}
+		sig = opt.SigShape
+	case !hasSig:
+		return fail("[params] has no sig_shape: give it there, or option sig_shape (sig_y,sig_x)")
+	case len(sig) != 2:
+		return fail("[params] sig_shape %v: want [sig_y, sig_x]", sig)
+	}
+	d.sig = [2]int{sig[0], sig[1]}
+	str := func(key string) (string, error) {
+		s, isStr := section[key].(string)
+		if !isStr || s == "" {
+			return "", errs.New(errs.Format, "dataset: %s: [%s] %s is missing or not a string", d.path, ft, key)
+		}
+		return s, nil
+	}
+	var types [3]string
+	for i, key := range []string{"indptr_dtype", "indices_dtype", "data_dtype"} {
+		if types[i], err = str(key); err != nil {
+			return nil, false, err
+		}
+	}
+	if d.ptrType, err = indexType(d.path, "indptr_dtype", types[0]); err != nil {
+		return nil, false, err
+	}
+	if d.idxType, err = indexType(d.path, "indices_dtype", types[1]); err != nil {
+		return nil, false, err
+	}
+	if d.dt, d.bigEndian, err = dataType(d.path, types[2]); err != nil {
+		return nil, false, err
+	}
+	if _, err := dataset.CheckSig(d.sig, d.dt); err != nil {
+		return nil, false, errs.Wrap(errs.Shape, fmt.Errorf("dataset: %s: %w", d.path, err))
+	}
+	dir := filepath.Dir(d.path)
+	arrays := []**array{&d.indptr, &d.indices, &d.data}
+	for i, key := range []string{"indptr_file", "indices_file", "data_file"} {
+		name, err := str(key)
+		if err != nil {
+			return nil, false, err
+		}
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(dir, name)
+		}
+		f, size, err := dataset.OpenFile(name)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w (%s in %s)", err, key, d.path)
+		}
+		a := &array{path: name, f: f, size: size, elem: []int{d.ptrType.size, d.idxType.size, d.dt.Size()}[i]}
+		*arrays[i] = a
+		if size%int64(a.elem) != 0 {
+			return fail("%s %s: %d bytes is not a whole number of %s elements of %d bytes", key, name, size, types[i], a.elem)
+		}
+	}
+	if d.indptr.len() < 2 {
+		return fail("indptr_file %s holds %d entries: a raw_csr file needs at least 2 (one frame)", d.indptr.path, d.indptr.len())
+	}
+	if d.indices.len() != d.data.len() {
+		return fail("indices_file %s holds %d events (%s) but data_file %s holds %d (%s): the files do not belong together, or a dtype is wrong",
+			d.indices.path, d.indices.len(), types[1], d.data.path, d.data.len(), types[2])
+	}
+	d.nnz = d.indices.len()
+	if d.indptr.len()-1 > math.MaxInt32 {
+		return fail("indptr_file %s: %d frames are too many", d.indptr.path, d.indptr.len()-1)
+	}
+	d.frames = int(d.indptr.len() - 1)
+	var ends [2]int64
+	for i, at := range []int64{0, int64(d.frames)} {
+		b := make([]byte, d.ptrType.size)
+		if err := d.indptr.readAt(b, at, 0, d.frames); err != nil {
+			return nil, false, err
+		}
+		v, fits := d.ptrType.value(b)
+		if !fits || v < 0 {
+			return fail("indptr_file %s: entry %d is %d, negative", d.indptr.path, at, v)
+		}
+		ends[i] = v
+	}
+	if ends[1] != d.nnz || ends[0] > ends[1] {
+		return fail("indptr_file %s: its entries run from %d to %d, but the indices and data files hold %d events: the last entry must be the number of events (check indptr_dtype %q)",
+			d.indptr.path, ends[0], ends[1], d.nnz, types[0])
+	}
+	return nav, ok, nil
+}
+
+func product(s []int) int {
+	p := 1
+	for _, v := range s {
+		p *= v
+	}
+	return p
+}
+
+func (d *file) Format() string       { return "raw_csr" }
+func (d *file) Path() string         { return d.path }
+func (d *file) NavShape() []int      { return []int{1, d.frames} }
+func (d *file) SigShape() [2]int     { return d.sig }
+func (d *file) DType() dataset.DType { return d.dt }
+func (d *file) NumFrames() int       { return d.frames }
+func (d *file) FrameBytes() int      { return d.sig[0] * d.sig[1] * d.dt.Size() }
+func (d *file) pixels() int          { return d.sig[0] * d.sig[1] }
+func (d *file) arrays() []*array     { return []*array{d.indptr, d.indices, d.data} }
+func (d *file) check(s, e int) error { return d.checkRange(s, e, (e-s)*d.FrameBytes()) }
+
+// Close closes the three files.
+func (d *file) Close() error {
+	if d.closed.Swap(true) {
+		return errs.New(errs.Argument, "dataset: %s: already closed", d.path)
+	}
+	var first error
+	for _, a := range d.arrays() {
+		if a != nil {
+			if err := a.f.Close(); err != nil && first == nil {
+				first = errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", a.path, err))
+			}
+		}
+	}
+	return first
+}
+
+func (d *file) checkRange(start, end, dstLen int) error {
+	if d.closed.Load() {
+		return errs.New(errs.IO, "dataset: %s: read after Close", d.path)
+	}
+	return dataset.CheckRange(d.path, start, end, d.frames, d.FrameBytes(), dstLen)
+}
+
+// buffer returns a pooled scratch buffer of n bytes; put it back with d.scratch.Put.
+func (d *file) buffer(n int) *[]byte {
+	bp, _ := d.scratch.Get().(*[]byte)
+	if bp == nil || cap(*bp) < n {
+		b := make([]byte, n)
+		bp = &b
+	}
+	*bp = (*bp)[:n]
+	return bp
+}
+
+// ReadSparse appends frames [start, end) to dst (dataset.SparseReader): their indptr
+// entries, then their indices and values with one positioned read each. An indptr that
+// decreases or points outside the events, and an index outside the frame, are
+// errs.Format errors naming the file and the frame.
+func (d *file) ReadSparse(start, end int, dst *dataset.SparseFrames) error {
+	if err := d.check(start, end); err != nil {
+		return err
+	}
+	if len(dst.Indptr) == 0 {
+		dst.Reset()
+	}
+	n := end - start
+	if n == 0 {
+		return nil
+	}
+	bp := d.buffer((n + 1) * d.ptrType.size)
+	defer d.scratch.Put(bp)
+	if err := d.indptr.readAt(*bp, int64(start), start, end); err != nil {
+		return err
+	}
+	base, prev := int64(0), int64(0)
+	mark := len(dst.Indptr)
+	for i := range n + 1 {
+		v, fits := d.ptrType.value((*bp)[i*d.ptrType.size:])
+		switch {
+		case !fits || v < 0 || v > d.nnz:
+			dst.Indptr = dst.Indptr[:mark]
+			return errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %d, outside the %d events of the indices and data files",
+				d.path, d.indptr.path, start+i, start+i, v, d.nnz)
+		case i > 0 && v < prev:
+			dst.Indptr = dst.Indptr[:mark]
+			return errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d is %d, less than entry %d (%d): frame %d would have a negative number of events",
+				d.path, d.indptr.path, start+i, v, start+i-1, prev, start+i-1)
+		case i == 0:
+			base = v
+		default:
+			dst.Indptr = append(dst.Indptr, len(dst.Indices)+int(v-base))
+		}
+		prev = v
+	}
+	count := int(prev - base)
+	undo := func(err error) error {
+		dst.Indptr = dst.Indptr[:mark]
+		dst.Indices = dst.Indices[:len(dst.Indices)-count]
+		dst.Data = dst.Data[:len(dst.Data)-count*d.dt.Size()]
+		return err
+	}
+	k0 := len(dst.Indices)
+	dst.Indices = slices.Grow(dst.Indices, count)[:k0+count]
+	dst.Data = slices.Grow(dst.Data, count*d.dt.Size())[:len(dst.Data)+count*d.dt.Size()]
+	if err := d.readIndices(dst.Indices[k0:], base, start, end); err != nil {
+		return undo(err)
+	}
+	vals := dst.Data[len(dst.Data)-count*d.dt.Size():]
+	if err := d.data.readAt(vals, base, start, end); err != nil {
+		return undo(err)
+	}
+	if d.bigEndian != npy.HostBigEndian {
+		dataset.CopyToHost(vals, vals, d.dt.Size(), d.bigEndian)
+	}
+	return nil
+}
+
+// readIndices reads the indices of events [base, base+len(out)) into out, checking that
+// each lies within the frame.
+func (d *file) readIndices(out []int32, base int64, start, end int) error {
+	t := d.idxType
+	var raw []byte
+	if t.size == 4 && t.bigEndian == npy.HostBigEndian && len(out) > 0 {
+		raw = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(out))), 4*len(out))
+	} else {
+		bp := d.buffer(len(out) * t.size)
+		defer d.scratch.Put(bp)
+		raw = *bp
+	}
+	if err := d.indices.readAt(raw, base, start, end); err != nil {
+		return err
+	}
+	pixels := int64(d.pixels())
+	for k := range out {
+		var v int64
+		if t.size == 4 && t.bigEndian == npy.HostBigEndian {
+			v = int64(out[k])
+			if !t.signed {
+				v = int64(uint32(out[k]))
+			}
+		} else {
+			v, _ = t.value(raw[k*t.size:])
+		}
+		if v < 0 || v >= pixels {
+			return errs.New(errs.Format, "dataset: %s: indices_file %s: event %d (frames [%d, %d)) is at pixel %d, outside the frame of %d×%d pixels (check sig_shape and indices_dtype)",
+				d.path, d.indices.path, base+int64(k), start, end, v, d.sig[0], d.sig[1])
+		}
+		out[k] = int32(v)
+	}
+	return nil
+}
+
+// ReadFrames reads frames [start, end) densified: the values of each frame's events
+// added into its pixels, zero elsewhere.
+func (d *file) ReadFrames(start, end int, dst []byte) error {
+	if err := d.checkRange(start, end, len(dst)); err != nil {
+		return err
+	}
+	sf, _ := d.dense.Get().(*dataset.SparseFrames)
+	if sf == nil {
+		sf = &dataset.SparseFrames{}
+	}
+	defer d.dense.Put(sf)
+	sf.Reset()
+	if err := d.ReadSparse(start, end, sf); err != nil {
+		return err
+	}
+	return sf.Densify(dst, d.sig, d.dt)
+}

@@ -1,0 +1,347 @@
+package csr_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/csr"
+	"github.com/stemdot/stemdot/engine"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/testfiles"
+	"github.com/stemdot/stemdot/masks"
+	"github.com/stemdot/stemdot/planner"
+)
+
+// reference writes a raw_csr file set with numpy (random events with duplicates, empty
+// frames) and computes, with numpy alone, the densified frames (np.add.at, in the data
+// dtype) and the products of the frames densified in float64 with random masks (and
+// Σ|value·weight|, which bounds their rounding): the independent reference.
+const reference = `
+import sys, json, numpy as np
+out, nav_y, nav_x, sy, sx, ptr_dt, idx_dt, data_dt, seed = sys.argv[1:]
+nav_y, nav_x, sy, sx, seed = int(nav_y), int(nav_x), int(sy), int(sx), int(seed)
+rng = np.random.default_rng(seed)
+n, pixels = nav_y * nav_x + 2, sy * sx  # 2 surplus frames after the scan
+counts = rng.integers(0, pixels // 4, n)
+counts[::5] = 0
+indptr = np.concatenate([[0], np.cumsum(counts)])
+indices = rng.integers(0, pixels, indptr[-1])
+kind = np.dtype(data_dt).kind
+if kind == 'f':
+    data = rng.normal(0, 100, indptr[-1])
+elif kind == 'i':
+    data = rng.integers(-20, 21, indptr[-1])
+else:
+    data = rng.integers(0, 21, indptr[-1])
+data = data.astype(data_dt)
+indptr.astype(ptr_dt).tofile(out + '/indptr.raw')
+indices.astype(idx_dt).tofile(out + '/indices.raw')
+data.tofile(out + '/data.raw')
+with open(out + '/scan.toml', 'w') as f:
+    f.write('[params]\nfiletype = "raw_csr"\nnav_shape = [%d, %d]\nsig_shape = [%d, %d]\n\n' % (nav_y, nav_x, sy, sx))
+    f.write('[raw_csr]\nindptr_file = "indptr.raw"\nindptr_dtype = "%s"\nindices_file = "indices.raw"\nindices_dtype = "%s"\ndata_file = "data.raw"\ndata_dtype = "%s"\n' % (ptr_dt, idx_dt, data_dt))
+dense = np.zeros((n, pixels), dtype=np.dtype(data_dt).newbyteorder('='))
+exact = np.zeros((n, pixels))  # float64: duplicates of float32 values summed exactly
+for i in range(n):
+    np.add.at(dense[i], indices[indptr[i]:indptr[i + 1]], data[indptr[i]:indptr[i + 1]])
+    np.add.at(exact[i], indices[indptr[i]:indptr[i + 1]], data[indptr[i]:indptr[i + 1]].astype(np.float64))
+dense.tofile(out + '/dense.bin')
+masks = rng.uniform(-1, 1, (3, pixels)).astype(np.float32)
+masks[2, rng.random(pixels) > 0.05] = 0
+masks.tofile(out + '/masks.bin')
+(exact[:nav_y * nav_x] @ masks.astype(np.float64).T).tofile(out + '/result.bin')
+absolute = np.zeros((n, pixels))
+for i in range(n):
+    np.add.at(absolute[i], indices[indptr[i]:indptr[i + 1]], np.abs(data[indptr[i]:indptr[i + 1]].astype(np.float64)))
+(absolute[:nav_y * nav_x] @ np.abs(masks.astype(np.float64)).T).tofile(out + '/magnitude.bin')
+json.dump({"frames": int(n), "events": int(indptr[-1])}, sys.stdout)
+`
+
+func readFloats[F float32 | float64](t *testing.T, path string) []F {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var z F
+	size := int(binary.Size(z))
+	out := make([]F, len(b)/size)
+	for i := range out {
+		if size == 4 {
+			out[i] = F(math.Float32frombits(binary.NativeEndian.Uint32(b[4*i:])))
+		} else {
+			out[i] = F(math.Float64frombits(binary.NativeEndian.Uint64(b[8*i:])))
+		}
+	}
+	return out
+}
+
+// TestAgainstNumpy: files written by numpy, of several index and data dtypes (both byte
+// orders), are detected as raw_csr by their TOML file; the frames (densified, and read
+// as events) equal numpy's densified frames, and the virtual images of the mask-dot
+// product (the gather kernel) equal numpy's float64 product.
+func TestAgainstNumpy(t *testing.T) {
+	for _, c := range []struct{ ptr, idx, data string }{
+		{"<i4", "<i4", "<u2"}, {"<i8", "<i8", "<f4"}, {">i8", ">u4", ">f8"}, {"<u4", "<u2", "|u1"},
+		{"int64", "int32", "int16"}, {"<i4", ">i4", "<i4"}, {"<i8", "<i4", "|i1"}, {"<i8", "<i4", "<u4"},
+	} {
+		t.Run(strings.Join([]string{c.ptr, c.idx, c.data}, ","), func(t *testing.T) {
+			dir := t.TempDir()
+			testfiles.RunPython(t, reference, []string{"numpy"}, dir, "3", "4", "12", "10", c.ptr, c.idx, c.data, "7")
+			path := filepath.Join(dir, "scan.toml")
+			ds, err := dataset.Open(path, dataset.Options{})
+			require.NoError(t, err)
+			defer ds.Close()
+			assert.Equal(t, "raw_csr", ds.Format())
+			assert.Equal(t, []int{3, 4}, ds.NavShape())
+			assert.Equal(t, [2]int{12, 10}, ds.SigShape())
+			assert.Contains(t, strings.Join(dataset.Notes(ds), "\n"), "the last 2 are surplus")
+
+			want, err := os.ReadFile(filepath.Join(dir, "dense.bin"))
+			require.NoError(t, err)
+			fb := ds.FrameBytes()
+			got := make([]byte, 12*fb)
+			require.NoError(t, ds.ReadFrames(0, 12, got))
+			require.Equal(t, want[:12*fb], got)
+			for s := 0; s < 12; s += 5 {
+				e := min(s+5, 12)
+				var sf dataset.SparseFrames
+				sf.Reset()
+				require.NoError(t, dataset.SparseOf(ds).ReadSparse(s, e, &sf))
+				dense := make([]byte, (e-s)*fb)
+				require.NoError(t, sf.Densify(dense, ds.SigShape(), ds.DType()))
+				require.Equal(t, want[s*fb:e*fb], dense, "frames [%d, %d) read sparse", s, e)
+			}
+
+			m := readFloats[float32](t, filepath.Join(dir, "masks.bin"))
+			stack, err := masks.New(3, 12, 10, m, nil)
+			require.NoError(t, err)
+			ref := readFloats[float64](t, filepath.Join(dir, "result.bin"))
+			mag := readFloats[float64](t, filepath.Join(dir, "magnitude.bin"))
+			rel := 1e-12
+			if ds.DType() == dataset.Float32 {
+				rel = 1.2e-7 // a tile the CPU worker densifies sums duplicate events in float32, as ReadFrames does
+			}
+			plan := &planner.Plan{CoresUsable: 1, Workers: []planner.Worker{{ID: 0, Kind: planner.CPU, GPU: -1}, {ID: 1, Kind: planner.CPU, GPU: -1}},
+				Partitions: []planner.Partition{{Start: 0, End: 5}, {Start: 5, End: 12}}}
+			res, err := engine.ApplyMasks(context.Background(), ds, stack, plan, engine.Options{Float64: true, NoPin: true, TileFrames: 2})
+			require.NoError(t, err)
+			assert.True(t, res.Stats.Gather)
+			require.Len(t, res.F64, len(ref))
+			for i := range ref {
+				assert.InDelta(t, ref[i], res.F64[i], 1e-12+rel*mag[i], "result %d", i)
+			}
+		})
+	}
+}
+
+// fileSet writes a raw_csr file set by hand: little-endian int64 indptr, int32
+// indices, uint16 data, and the TOML text (params and section lines given).
+func fileSet(t *testing.T, indptr []int64, indices []int32, data []uint16, params, section string) string {
+	t.Helper()
+	dir := t.TempDir()
+	var b []byte
+	for _, v := range indptr {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "indptr.bin"), b, 0o644))
+	b = nil
+	for _, v := range indices {
+		b = binary.LittleEndian.AppendUint32(b, uint32(v))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "indices.bin"), b, 0o644))
+	b = nil
+	for _, v := range data {
+		b = binary.LittleEndian.AppendUint16(b, v)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "data.bin"), b, 0o644))
+	if section == "" {
+		section = `indptr_file = "indptr.bin"
+indptr_dtype = "<i8"
+indices_file = "indices.bin"
+indices_dtype = "<i4"
+data_file = "data.bin"
+data_dtype = "<u2"`
+	}
+	path := filepath.Join(dir, "s.toml")
+	require.NoError(t, os.WriteFile(path, []byte("[params]\nfiletype = \"raw_csr\"\n"+params+"\n\n[raw_csr]\n"+section+"\n"), 0o644))
+	return path
+}
+
+// TestOptions: the TOML's sync_offset and option sync_offset, option nav_shape, a file
+// without nav_shape (a warning naming option nav_shape), option sig_shape of the same
+// pixel count, and the frames read through each.
+func TestOptions(t *testing.T) {
+	// 6 frames of 2×2: frame i has one event at pixel i%4 of value i+1 (frame 2: none).
+	indptr := []int64{0, 1, 2, 2, 3, 4, 5}
+	indices := []int32{0, 1, 3, 0, 1}
+	data := []uint16{1, 2, 4, 5, 6}
+	frame := func(ds dataset.Dataset, i int) []uint16 {
+		b := make([]byte, 8)
+		require.NoError(t, ds.ReadFrames(i, i+1, b))
+		return []uint16{binary.NativeEndian.Uint16(b), binary.NativeEndian.Uint16(b[2:]), binary.NativeEndian.Uint16(b[4:]), binary.NativeEndian.Uint16(b[6:])}
+	}
+	path := fileSet(t, indptr, indices, data, "nav_shape = [2, 2]\nsig_shape = [2, 2]\nsync_offset = 2", "")
+	ds, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 2}, ds.NavShape())
+	assert.Equal(t, []uint16{0, 0, 0, 0}, frame(ds, 0)) // file frame 2
+	assert.Equal(t, []uint16{0, 0, 0, 4}, frame(ds, 1))
+	assert.Contains(t, strings.Join(dataset.Notes(ds), "\n"), "sync offset 2 from s.toml")
+	require.NoError(t, ds.Close())
+
+	ds, err = dataset.Open(path, dataset.Options{SyncOffset: -1, NavShape: []int{7}})
+	require.NoError(t, err)
+	assert.Equal(t, []int{7}, ds.NavShape())
+	assert.Equal(t, []uint16{0, 0, 0, 0}, frame(ds, 0))
+	assert.Equal(t, []uint16{1, 0, 0, 0}, frame(ds, 1))
+	assert.Equal(t, []uint16{0, 6, 0, 0}, frame(ds, 6))
+	require.NoError(t, ds.Close())
+
+	path = fileSet(t, indptr, indices, data, "sig_shape = [2, 2]", "")
+	ds, err = dataset.Open(path, dataset.Options{SigShape: []int{1, 4}})
+	require.NoError(t, err)
+	assert.True(t, dataset.NavShapeGuessed(ds))
+	assert.Equal(t, []int{1, 6}, ds.NavShape())
+	assert.Equal(t, [2]int{1, 4}, ds.SigShape())
+	require.NoError(t, ds.Close())
+
+	_, err = dataset.Open(path, dataset.Options{SigShape: []int{3, 3}})
+	require.Error(t, err)
+	assert.Equal(t, errs.Shape, errs.KindOf(err))
+	assert.Contains(t, err.Error(), "option sig_shape [3 3] has 9 pixels, but [params] sig_shape [2 2] has 4")
+}
+
+// TestMalformed: every malformed file set is a clear error of its kind naming the file
+// and the field, never a panic.
+func TestMalformed(t *testing.T) {
+	indptr := []int64{0, 1, 3}
+	indices := []int32{0, 3, 2}
+	data := []uint16{1, 2, 3}
+	const good = "nav_shape = [2]\nsig_shape = [2, 2]"
+	section := func(data string) string {
+		return `indptr_file = "indptr.bin"
+indptr_dtype = "<i8"
+indices_file = "indices.bin"
+indices_dtype = "<i4"
+data_file = "data.bin"
+data_dtype = "` + data + `"`
+	}
+	for _, c := range []struct {
+		name                  string
+		indptr                []int64
+		indices               []int32
+		params, section, want string
+		kind                  errs.Kind
+		onRead                bool
+	}{
+		{name: "not monotonic", indptr: []int64{0, 2, 1, 3}, params: "sig_shape = [2, 2]", want: "entry 2 is 1, less than entry 1 (2)", kind: errs.Format, onRead: true},
+		{name: "indptr past the events", indptr: []int64{0, 5, 3}, params: good, want: "entry 1 (frame 1) is 5, outside the 3 events", kind: errs.Format, onRead: true},
+		{name: "last entry", indptr: []int64{0, 1, 2}, params: good, want: "its entries run from 0 to 2, but the indices and data files hold 3 events", kind: errs.Format},
+		{name: "index outside the frame", indices: []int32{0, 4, 2}, params: good, want: "is at pixel 4, outside the frame of 2×2 pixels", kind: errs.Format, onRead: true},
+		{name: "negative index", indices: []int32{0, 1, -1}, params: good, want: "is at pixel -1", kind: errs.Format, onRead: true},
+		{name: "int64 data", params: good, section: section("<i8"), want: `data_dtype "<i8" is not a dtype stemdot reads`, kind: errs.DType},
+		{name: "complex data", params: good, section: section("complex64"), want: `data_dtype "complex64"`, kind: errs.DType},
+		{name: "float indptr", params: good, section: strings.Replace(section("<u2"), `"<i8"`, `"<f8"`, 1), want: `indptr_dtype "<f8" is not an integer dtype`, kind: errs.DType},
+		{name: "data of another size", params: good, section: section("<u4"), want: "is not a whole number of <u4 elements", kind: errs.Format},
+		{name: "data of another count", params: good, section: section("|u1"), want: "indices_file", kind: errs.Format},
+		{name: "no sig shape", params: "nav_shape = [2]", want: "[params] has no sig_shape: give it there, or option sig_shape", kind: errs.Format},
+		{name: "bad nav shape", params: "nav_shape = [2, -1]\nsig_shape = [2, 2]", want: "[params] nav_shape [2 -1] is not a list of positive whole numbers", kind: errs.Format},
+		{name: "3-D sig", params: "sig_shape = [1, 2, 2]", want: "[params] sig_shape [1 2 2]: want [sig_y, sig_x]", kind: errs.Format},
+		{name: "missing key", params: good, section: "indptr_file = \"indptr.bin\"", want: "[raw_csr] indptr_dtype is missing", kind: errs.Format},
+		{name: "missing file", params: good, section: strings.Replace(section("<u2"), "data.bin", "nope.bin", 1), want: "nope.bin", kind: errs.IO},
+		{name: "sync offset", params: good + "\nsync_offset = \"x\"", want: "[params] sync_offset x is not a whole number", kind: errs.Format},
+		{name: "not toml", params: good + "\n[[[", want: "not a TOML file", kind: errs.Format},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ip, ix := indptr, indices
+			if c.indptr != nil {
+				ip = c.indptr
+			}
+			if c.indices != nil {
+				ix = c.indices
+			}
+			path := fileSet(t, ip, ix, data, c.params, c.section)
+			ds, err := csr.Open(path, dataset.Options{})
+			if c.onRead {
+				require.NoError(t, err)
+				defer ds.Close()
+				err = ds.ReadFrames(0, ds.NumFrames(), make([]byte, ds.NumFrames()*ds.FrameBytes()))
+				require.Error(t, err)
+				var sf dataset.SparseFrames
+				sf.Reset()
+				require.Error(t, dataset.SparseOf(ds).ReadSparse(0, ds.NumFrames(), &sf))
+				assert.Equal(t, 0, sf.Frames(), "a failed read leaves the buffer as it was")
+			}
+			require.Error(t, err)
+			assert.Equal(t, c.kind, errs.KindOf(err), "%v", err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.Contains(t, err.Error(), "s.toml")
+		})
+	}
+}
+
+// TestShrinkingFile: a data file cut after Open is an I/O error saying it shrank.
+func TestShrinkingFile(t *testing.T) {
+	path := fileSet(t, []int64{0, 1, 3}, []int32{0, 3, 2}, []uint16{1, 2, 3}, "nav_shape = [2]\nsig_shape = [2, 2]", "")
+	ds, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	defer ds.Close()
+	require.NoError(t, os.Truncate(filepath.Join(filepath.Dir(path), "data.bin"), 2))
+	err = ds.ReadFrames(1, 2, make([]byte, 8))
+	require.Error(t, err)
+	assert.Equal(t, errs.IO, errs.KindOf(err))
+	assert.Contains(t, err.Error(), "data.bin")
+}
+
+// TestDetect: a raw_csr TOML file is detected, another TOML file is not.
+func TestDetect(t *testing.T) {
+	path := fileSet(t, []int64{0, 1}, []int32{0}, []uint16{1}, "sig_shape = [1, 1]", "")
+	assert.True(t, csr.Detect(path, dataset.Options{}))
+	other := filepath.Join(t.TempDir(), "x.toml")
+	require.NoError(t, os.WriteFile(other, []byte("[params]\nfiletype = \"other\"\n"), 0o644))
+	assert.False(t, csr.Detect(other, dataset.Options{}))
+	_, err := dataset.Open(other, dataset.Options{})
+	require.Error(t, err)
+}
+
+// FuzzCSR opens a raw_csr file set of fuzzed TOML text, indptr, indices and data bytes
+// and reads every frame, sparse and densified: never a panic.
+func FuzzCSR(f *testing.F) {
+	le := binary.LittleEndian
+	ptr := le.AppendUint32(le.AppendUint32(le.AppendUint32(nil, 0), 1), 3)
+	idx := le.AppendUint32(le.AppendUint32(le.AppendUint32(nil, 0), 3), 2)
+	f.Add("nav_shape = [2]\nsig_shape = [2, 2]", "<i4", "<i4", "<u2", ptr, idx, []byte{1, 0, 2, 0, 3, 0})
+	f.Add("sig_shape = [1, 4]\nsync_offset = -1", ">u4", "|u1", "<f8", ptr, []byte{0, 3, 2}, make([]byte, 24))
+	f.Fuzz(func(t *testing.T, params, ptrType, idxType, dataType string, indptr, indices, data []byte) {
+		dir := t.TempDir()
+		for name, b := range map[string][]byte{"p.bin": indptr, "i.bin": indices, "d.bin": data} {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+		}
+		text := fmt.Sprintf("[params]\nfiletype = \"raw_csr\"\n%s\n[raw_csr]\nindptr_file = \"p.bin\"\nindptr_dtype = %q\nindices_file = \"i.bin\"\nindices_dtype = %q\ndata_file = \"d.bin\"\ndata_dtype = %q\n",
+			params, ptrType, idxType, dataType)
+		path := filepath.Join(dir, "f.toml")
+		require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+		ds, err := csr.Open(path, dataset.Options{})
+		if err != nil {
+			return
+		}
+		defer ds.Close()
+		n := min(ds.NumFrames(), 64)
+		if ds.FrameBytes() > 1<<16 {
+			return
+		}
+		_ = ds.ReadFrames(0, n, make([]byte, n*ds.FrameBytes()))
+		var sf dataset.SparseFrames
+		sf.Reset()
+		_ = dataset.SparseOf(ds).ReadSparse(0, n, &sf)
+	})
+}

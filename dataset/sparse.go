@@ -1,0 +1,328 @@
+package dataset
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
+)
+
+// Sparse frames.
+//
+// Electron-counting detectors and sparse file formats (LiberTEM's raw_csr, stempy's
+// counted HDF5) store each frame as a list of events: the pixels hit and their values.
+// A dataset of such a file implements SparseReader beside ReadFrames, so that a consumer
+// that can work on the events (the CPU workers' gather kernel of the mask-dot product)
+// reads them as they are stored, and every other consumer (reductions, pick, GPU workers,
+// shifted masks) reads the same frames densified through ReadFrames. Both give the same
+// frames: ReadFrames adds the values of the events of a frame into its pixels (events at
+// the same pixel, duplicates, are summed, as scipy.sparse sums them when it densifies),
+// and leaves the pixels without an event zero.
+
+// SparseFrames is a run of frames in compressed sparse row (CSR) form, a reusable buffer
+// that ReadSparse appends to: frame i (from 0, the first frame appended since Reset) has
+// the events Indptr[i] ≤ k < Indptr[i+1]; event k is at pixel Indices[k] (row-major
+// within sig_shape: y·sig_x + x, 0 ≤ Indices[k] < sig_y·sig_x; one pixel may have
+// several events, which add up) and has the value of element k of Data, in the
+// dataset's native dtype (DType), host byte order. The native dtype keeps the values
+// exact (a float64 or a large uint32 value is not rounded) and keeps the bytes a reader
+// moves as small as the file's.
+type SparseFrames struct {
+	// Indptr has Frames()+1 entries, non-decreasing, Indptr[0] == 0 and the last equal
+	// to NNZ().
+	Indptr []int
+	// Indices are the events' pixels.
+	Indices []int32
+	// Data are the events' values: NNZ()·DType().Size() bytes.
+	Data []byte
+}
+
+// Reset empties s, keeping its memory for the next frames.
+func (s *SparseFrames) Reset() {
+	s.Indptr = append(s.Indptr[:0], 0)
+	s.Indices = s.Indices[:0]
+	s.Data = s.Data[:0]
+}
+
+// Frames is the number of frames in s.
+func (s *SparseFrames) Frames() int { return max(len(s.Indptr)-1, 0) }
+
+// NNZ is the number of events in s.
+func (s *SparseFrames) NNZ() int { return len(s.Indices) }
+
+// AppendBlank appends n frames without events (the blank frames a negative sync offset
+// inserts).
+func (s *SparseFrames) AppendBlank(n int) {
+	if len(s.Indptr) == 0 {
+		s.Indptr = append(s.Indptr, 0)
+	}
+	for range n {
+		s.Indptr = append(s.Indptr, len(s.Indices))
+	}
+}
+
+// Densify writes the frames of s, of sig_shape sig and dtype dt, into dst as ReadFrames
+// delivers them (frame-major, native dtype, host byte order): zero where no event is,
+// the sum of the events' values (in dt, wrapping as integers do) where some are. dst
+// must hold Frames()·sig_y·sig_x·dt.Size() bytes. An event outside the frame or a
+// malformed s is an errs.Format error (a reader checks its file's events before).
+func (s *SparseFrames) Densify(dst []byte, sig [2]int, dt DType) error {
+	pixels := sig[0] * sig[1]
+	fb := pixels * dt.Size()
+	frames := s.Frames()
+	if len(dst) < frames*fb {
+		return fmt.Errorf("dataset: densify %d sparse frames: buffer of %d bytes, want %d", frames, len(dst), frames*fb)
+	}
+	if err := s.check(pixels, dt); err != nil {
+		return err
+	}
+	dst = dst[:frames*fb]
+	clear(dst)
+	switch dt {
+	case Uint8:
+		scatterAdd[uint8](dst, s, pixels)
+	case Uint16:
+		scatterAdd[uint16](dst, s, pixels)
+	case Uint32:
+		scatterAdd[uint32](dst, s, pixels)
+	case Int8:
+		scatterAdd[int8](dst, s, pixels)
+	case Int16:
+		scatterAdd[int16](dst, s, pixels)
+	case Int32:
+		scatterAdd[int32](dst, s, pixels)
+	case Float32:
+		scatterAdd[float32](dst, s, pixels)
+	case Float64:
+		scatterAdd[float64](dst, s, pixels)
+	default:
+		return errs.New(errs.DType, "dataset: densify sparse frames: invalid dtype %v", dt)
+	}
+	return nil
+}
+
+// check verifies that s is well formed for frames of pixels pixels of dtype dt.
+func (s *SparseFrames) check(pixels int, dt DType) error {
+	if len(s.Indptr) == 0 || s.Indptr[0] != 0 || s.Indptr[len(s.Indptr)-1] != len(s.Indices) || len(s.Data) != len(s.Indices)*dt.Size() {
+		return errs.New(errs.Format, "dataset: sparse frames: %d indptr entries, %d indices and %d data bytes do not agree", len(s.Indptr), len(s.Indices), len(s.Data))
+	}
+	for i := 1; i < len(s.Indptr); i++ {
+		if s.Indptr[i] < s.Indptr[i-1] {
+			return errs.New(errs.Format, "dataset: sparse frames: indptr decreases at frame %d", i-1)
+		}
+	}
+	for k, p := range s.Indices {
+		if p < 0 || int(p) >= pixels {
+			return errs.New(errs.Format, "dataset: sparse frames: event %d is at pixel %d, outside the frame of %d pixels", k, p, pixels)
+		}
+	}
+	return nil
+}
+
+// nativeSlice reinterprets b (host byte order) as a slice of N.
+func nativeSlice[N any](b []byte) []N {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*N)(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b))/unsafe.Sizeof(*new(N)))
+}
+
+// scatterAdd adds the events of s into the zeroed frames dst of pixels pixels of N.
+func scatterAdd[N interface {
+	uint8 | uint16 | uint32 | int8 | int16 | int32 | float32 | float64
+}](dst []byte, s *SparseFrames, pixels int) {
+	out, val := nativeSlice[N](dst), nativeSlice[N](s.Data)
+	for f := range s.Frames() {
+		frame := out[f*pixels : (f+1)*pixels]
+		for k := s.Indptr[f]; k < s.Indptr[f+1]; k++ {
+			frame[s.Indices[k]] += val[k]
+		}
+	}
+}
+
+// SparseReader is implemented by datasets whose frames are stored sparse (SparseOf
+// finds it, also through the views that Open puts in front of a format's dataset).
+// ReadSparse appends frames [start, end) to dst (after dst's frames: call dst.Reset
+// first for a fresh buffer), as SparseFrames describes: the same frames as ReadFrames,
+// before densifying. Errors are those of ReadFrames: they name the file and the frame
+// range (errs.IO, errs.Format for a malformed file).
+type SparseReader interface {
+	ReadSparse(start, end int, dst *SparseFrames) error
+}
+
+// SparseSource is implemented by views of a dataset (a scan reconciled with the file's
+// frames, an ROI, a frame range) that read sparse frames when the dataset under them
+// does: Sparse returns their SparseReader, or nil when the dataset's frames are dense.
+type SparseSource interface {
+	Sparse() SparseReader
+}
+
+// SparseOf returns the SparseReader of ds, or nil when ds's frames are dense: ds itself
+// when it implements SparseReader, else its SparseSource's.
+func SparseOf(ds Dataset) SparseReader {
+	switch d := ds.(type) {
+	case SparseReader:
+		return d
+	case SparseSource:
+		return d.Sparse()
+	}
+	return nil
+}
+
+// sparseFunc is a SparseReader of a view.
+type sparseFunc func(start, end int, dst *SparseFrames) error
+
+func (f sparseFunc) ReadSparse(start, end int, dst *SparseFrames) error { return f(start, end, dst) }
+
+// Sparse reads the scan positions of the view from the file's sparse frames: blank
+// frames where a negative sync offset inserts them, flyback frames skipped.
+func (d *scanView) Sparse() SparseReader {
+	inner := SparseOf(d.Dataset)
+	if inner == nil {
+		return nil
+	}
+	return sparseFunc(func(start, end int, dst *SparseFrames) error {
+		if err := checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
+			return err
+		}
+		var err error
+		d.layout.runs(start, end, func(_, frame, n int) bool {
+			blank := min(max(-frame, 0), n)
+			dst.AppendBlank(blank)
+			if blank < n {
+				err = inner.ReadSparse(frame+blank, frame+n, dst)
+			}
+			return err == nil
+		})
+		return err
+	})
+}
+
+// Sparse reads the selected scan positions from the dataset's sparse frames, a run of
+// consecutive positions at a time.
+func (s *selection) Sparse() SparseReader {
+	inner := SparseOf(s.Dataset)
+	if inner == nil {
+		return nil
+	}
+	return sparseFunc(func(start, end int, dst *SparseFrames) error {
+		if err := checkRange(describePath(s.Dataset), start, end, len(s.pos), s.FrameBytes(), (end-start)*s.FrameBytes()); err != nil {
+			return err
+		}
+		for i := start; i < end; {
+			j := i + 1
+			for j < end && s.pos[j] == s.pos[j-1]+1 {
+				j++
+			}
+			if err := inner.ReadSparse(s.pos[i], s.pos[j-1]+1, dst); err != nil {
+				return err
+			}
+			i = j
+		}
+		return nil
+	})
+}
+
+// Sparse reads the range's frames from the dataset's sparse frames.
+func (r *frameRange) Sparse() SparseReader {
+	inner := SparseOf(r.Dataset)
+	if inner == nil {
+		return nil
+	}
+	return sparseFunc(func(start, end int, dst *SparseFrames) error {
+		s, e, err := r.span(start, end)
+		if err != nil {
+			return err
+		}
+		return inner.ReadSparse(s, e, dst)
+	})
+}
+
+// sparseMemory serves sparse frames from caller-owned CSR arrays.
+type sparseMemory struct {
+	sf     SparseFrames
+	nav    []int
+	sig    [2]int
+	dt     DType
+	closed atomic.Bool
+}
+
+// FromSparse wraps sf, the frames of a scan of navShape positions (product(navShape) ==
+// sf.Frames()) of sigShape pixels of dt in CSR form (SparseFrames), as a Dataset that
+// also implements SparseReader; an empty navShape means (1, sf.Frames()). The caller
+// keeps sf's arrays alive and unchanged while the dataset is in use. Errors: errs.DType
+// for an invalid dtype, errs.Shape for shapes that do not fit sf, errs.Format for a
+// malformed sf (indptr not non-decreasing from 0 to NNZ, an event outside the frame,
+// data of another length than NNZ elements).
+func FromSparse(sf SparseFrames, navShape []int, sigShape [2]int, dt DType) (Dataset, error) {
+	if dt.Size() == 0 {
+		return nil, errs.New(errs.DType, "dataset: in-memory sparse data: invalid dtype %v", dt)
+	}
+	if _, err := checkSig(sigShape, dt); err != nil {
+		return nil, errs.New(errs.Shape, "dataset: in-memory sparse data: %w", err)
+	}
+	if len(navShape) == 0 {
+		navShape = []int{1, sf.Frames()}
+	}
+	frames, _, err := CheckShape(navShape, sigShape, dt)
+	if err != nil {
+		return nil, errs.New(errs.Shape, "dataset: in-memory sparse data: %w", err)
+	}
+	if frames != sf.Frames() {
+		return nil, errs.New(errs.Shape, "dataset: in-memory sparse data: nav shape %s has %d positions, but indptr holds %d frames",
+			npy.ShapeString(navShape), frames, sf.Frames())
+	}
+	if err := sf.check(sigShape[0]*sigShape[1], dt); err != nil {
+		return nil, err
+	}
+	return &sparseMemory{sf: sf, nav: append([]int(nil), navShape...), sig: sigShape, dt: dt}, nil
+}
+
+func (d *sparseMemory) Format() string   { return "memory" }
+func (d *sparseMemory) Path() string     { return "" }
+func (d *sparseMemory) NavShape() []int  { return append([]int(nil), d.nav...) }
+func (d *sparseMemory) SigShape() [2]int { return d.sig }
+func (d *sparseMemory) DType() DType     { return d.dt }
+func (d *sparseMemory) NumFrames() int   { return d.sf.Frames() }
+func (d *sparseMemory) FrameBytes() int  { return d.sig[0] * d.sig[1] * d.dt.Size() }
+func (d *sparseMemory) Close() error     { d.closed.Store(true); return nil }
+
+// ReadSparse appends frames [start, end) to dst.
+func (d *sparseMemory) ReadSparse(start, end int, dst *SparseFrames) error {
+	if err := d.checkRead(start, end); err != nil {
+		return err
+	}
+	if len(dst.Indptr) == 0 {
+		dst.Reset()
+	}
+	a, b := d.sf.Indptr[start], d.sf.Indptr[end]
+	base := len(dst.Indices) - a
+	for _, p := range d.sf.Indptr[start+1 : end+1] {
+		dst.Indptr = append(dst.Indptr, base+p)
+	}
+	size := d.dt.Size()
+	dst.Indices = append(dst.Indices, d.sf.Indices[a:b]...)
+	dst.Data = append(dst.Data, d.sf.Data[a*size:b*size]...)
+	return nil
+}
+
+// ReadFrames densifies frames [start, end) into dst.
+func (d *sparseMemory) ReadFrames(start, end int, dst []byte) error {
+	if err := checkRange("in-memory sparse data", start, end, d.NumFrames(), d.FrameBytes(), len(dst)); err != nil {
+		return err
+	}
+	var sf SparseFrames
+	if err := d.ReadSparse(start, end, &sf); err != nil {
+		return err
+	}
+	return sf.Densify(dst, d.sig, d.dt)
+}
+
+func (d *sparseMemory) checkRead(start, end int) error {
+	if d.closed.Load() {
+		return errs.New(errs.IO, "dataset: in-memory sparse data: read after Close")
+	}
+	return checkRange("in-memory sparse data", start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes())
+}

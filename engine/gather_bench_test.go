@@ -1,0 +1,191 @@
+//go:build linux
+
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stemdot/stemdot/affinity"
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
+)
+
+// gatherBenchFrames is the frames of BenchmarkGatherTargets: 32 MB of sparse bytes,
+// beyond the last-level cache of a small machine, and 1 GiB densified.
+const gatherBenchFrames = 8192
+
+// BenchmarkGatherTargets measures issue #19.3's targets for the gather kernel on
+// gatherBenchFrames uint16 frames of 256×256 with 1% of the pixels hit (655 events per frame,
+// at distinct random pixels in pixel order, values 1-20), held in memory in CSR form (indptr int,
+// indices int32, data uint16: 6 bytes per event), on 1 and 2 pinned CPU workers, with 1
+// and 16 dense masks and 16 concentric rings 4 px wide (a sparse stack: the gather's
+// pixel-major CSR layout). Each iteration times, one after the other on the same workers:
+//
+//   - floor: a plain sweep over the sparse bytes (each worker sums the indptr, indices
+//     and data of its half of the frames), the read floor;
+//   - gather: ApplyMasks over the sparse dataset (the CPU workers' gather kernel);
+//   - dense: ApplyMasks over the same frames densified in memory (the dense kernels,
+//     frames viewed in place).
+//
+// and reports each one's throughput in GB/s of sparse bytes, and the ratios
+// gather/floor (target ≥ 0.8) and gather/dense (target ≥ 10).
+func BenchmarkGatherTargets(b *testing.B) {
+	const sig = 256
+	pixels := sig * sig
+	rng := rand.New(rand.NewPCG(1, 1))
+	var sf dataset.SparseFrames
+	sf.Reset()
+	dense := make([]uint16, gatherBenchFrames*pixels)
+	hits := pixels / 100
+	for f := range gatherBenchFrames {
+		frame := dense[f*pixels : (f+1)*pixels]
+		for n := 0; n < hits; {
+			if p := rng.IntN(pixels); frame[p] == 0 {
+				frame[p] = uint16(1 + rng.IntN(20))
+				n++
+			}
+		}
+		for p, v := range frame { // events in pixel order, as scipy's canonical CSR
+			if v != 0 {
+				sf.Indices = append(sf.Indices, int32(p))
+				sf.Data = append(sf.Data, byte(v), byte(v>>8))
+			}
+		}
+		sf.Indptr = append(sf.Indptr, len(sf.Indices))
+	}
+	sparseBytes := int64(8*len(sf.Indptr) + 4*len(sf.Indices) + len(sf.Data))
+	sp, err := dataset.FromSparse(sf, nil, [2]int{sig, sig}, dataset.Uint16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dn, err := dataset.FromMemory(asBytes(dense), nil, [2]int{sig, sig}, dataset.Uint16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpus := coreCPUs(b)
+	for _, workers := range []int{1, 2} {
+		if workers > len(cpus) {
+			continue
+		}
+		for _, c := range []struct {
+			name  string
+			stack *masks.Stack
+		}{{"1", randomStack(rng, 1, [2]int{sig, sig})}, {"16", randomStack(rng, 16, [2]int{sig, sig})}, {"16rings", rings(16, sig)}} {
+			stack := c.stack
+			b.Run(fmt.Sprintf("workers=%d/masks=%s", workers, c.name), func(b *testing.B) {
+				plan := evenPlan(cpus[:workers], workers, gatherBenchFrames, 4*workers)
+				var floor, gather, dense time.Duration
+				for b.Loop() {
+					floor += sweep(b, &sf, cpus[:workers])
+					for _, c := range []struct {
+						ds dataset.Dataset
+						d  *time.Duration
+					}{{sp, &gather}, {dn, &dense}} {
+						t0 := time.Now()
+						res, err := ApplyMasks(context.Background(), c.ds, stack, plan, Options{})
+						if err != nil {
+							b.Fatal(err)
+						}
+						*c.d += time.Since(t0)
+						if c.ds == sp && !res.Stats.Gather {
+							b.Fatal("the sparse run did not gather")
+						}
+					}
+				}
+				gbs := func(d time.Duration) float64 { return float64(sparseBytes) * float64(b.N) / d.Seconds() / 1e9 }
+				b.ReportMetric(gbs(floor), "floor-GB/s")
+				b.ReportMetric(gbs(gather), "gather-GB/s")
+				b.ReportMetric(gbs(dense), "dense-GB/s")
+				b.ReportMetric(floor.Seconds()/gather.Seconds(), "gather/floor")
+				b.ReportMetric(dense.Seconds()/gather.Seconds(), "gather/dense")
+			})
+		}
+	}
+}
+
+// coreCPUs returns one CPU of each physical core this process may run on.
+func coreCPUs(b *testing.B) []int {
+	topo, err := affinity.Detect()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cpus []int
+	for _, c := range topo.Cores {
+		if len(c.CPUs) > 0 {
+			cpus = append(cpus, c.CPUs[0])
+		}
+	}
+	return cpus
+}
+
+// sweep sums sf's indptr, indices and data on one goroutine per CPU (pinned), each over
+// its share of the frames, and returns the time taken.
+func sweep(b *testing.B, sf *dataset.SparseFrames, cpus []int) time.Duration {
+	var wg sync.WaitGroup
+	sums := make([]uint64, len(cpus)*8)
+	n := sf.Frames()
+	t0 := time.Now()
+	for i, cpu := range cpus {
+		wg.Go(func() {
+			unpin, err := affinity.Pin([]int{cpu})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer unpin()
+			f0, f1 := i*n/len(cpus), (i+1)*n/len(cpus)
+			var s0, s1, s2, s3 uint64
+			for _, p := range sf.Indptr[f0 : f1+1] {
+				s0 += uint64(p)
+			}
+			a, e := sf.Indptr[f0], sf.Indptr[f1]
+			idx, data := sf.Indices[a:e], asNative[uint16](sf.Data[2*a:2*e])
+			k := 0
+			for ; k+2 <= len(idx); k += 2 {
+				s1 += uint64(idx[k]) + uint64(data[k])
+				s2 += uint64(idx[k+1]) + uint64(data[k+1])
+			}
+			for ; k < len(idx); k++ {
+				s3 += uint64(idx[k]) + uint64(data[k])
+			}
+			sums[8*i] = s0 + s1 + s2 + s3 // one cache line per worker
+		})
+	}
+	wg.Wait()
+	d := time.Since(t0)
+	var total uint64
+	for _, s := range sums {
+		total += s
+	}
+	if total == 0 {
+		b.Fatal("empty sweep")
+	}
+	return d
+}
+
+// asBytes reinterprets host-order uint16 values as bytes.
+func asBytes(v []uint16) []byte {
+	out := make([]byte, 2*len(v))
+	copy(asNative[uint16](out), v)
+	return out
+}
+
+// rings returns n concentric rings of 4 px width about the centre of sig×sig frames.
+func rings(n, sig int) *masks.Stack {
+	s := &masks.Stack{N: n, SigY: sig, SigX: sig, Data: make([]float32, n*sig*sig)}
+	for y := range sig {
+		for x := range sig {
+			r := math.Hypot(float64(y-sig/2), float64(x-sig/2))
+			if m := int(r / 4); m < n {
+				s.Data[m*sig*sig+y*sig+x] = 1
+			}
+		}
+	}
+	return s
+}

@@ -138,10 +138,16 @@ const char *stemdot_status_name(stemdot_status status);
 
 /*
  * Opens a dataset file and stores its handle in *out.
- * path: a Merlin .mib (or its .hdr), .npy, NanoMEGAS .blo, HDF5, EMPAD .xml (or its .raw),
- *   or raw file.
+ * path: a file of any format of the README's format table: a Merlin .mib (or its .hdr),
+ *   .npy, NanoMEGAS .blo, HDF5, a DECTRIS master, Gatan .dm3/.dm4 or K2 IS, TIA .ser/.emi,
+ *   MRC, TVIPS, SEQ, FRMS6, EMPAD .xml (or its .raw), LiberTEM's raw_csr .toml, stempy
+ *   counts, or a raw file.
  * options: NULL or "" to detect the format, else "key=value;key=value" with keys
- *   format      raw | npy | mib | blo | hdf5 | empad (default: detected from extension and content)
+ *   format      a format's name: mib | hdf5 | dectris | dm | ser | mrc | tvips | raw | ...
+ *               (the README's table; default: detected from extension and content)
+ *   a format's own options by key (pixel_mask, dm_image, rotator_index, frms6_raw,
+ *               seq_corrections, ...: the README's table); another format's are ignored
+ *               with a warning, an unknown key is INVALID_ARGUMENT
  *   dataset_path  HDF5: the dataset of frames (default: the largest of rank 3 to 5)
  *   allow_fill  HDF5: true reads storage that is missing or was never written (a virtual
  *               dataset's missing source file, chunks never written, external raw
@@ -253,7 +259,7 @@ stemdot_status stemdot_dataset_warnings(stemdot_dataset dataset, char *buf, size
                                         size_t *needed);
 
 /*
- * Writes the format the dataset was read as: "raw", "npy", "mib", "blo", "hdf5", "empad",
+ * Writes the format the dataset was read as: a format's name ("mib", "hdf5", "dm", ...),
  * or "memory" (stemdot_dataset_from_memory), as a result's sidecar records it. Same
  * buffer conventions as stemdot_plan_describe.
  */

@@ -401,11 +401,16 @@ def _roi_option(roi):
 
 
 def open(path, **format_options):
-    """Opens a 4D-STEM file (Merlin .mib/.hdr, NanoMEGAS .blo, HDF5, EMPAD .xml, .npy, or
-    raw) and returns a :class:`Dataset`.
+    """Opens a 4D-STEM file of any format of the README's format table (Merlin .mib/.hdr,
+    NanoMEGAS .blo, HDF5, DECTRIS masters, Gatan .dm3/.dm4 and K2 IS, TIA .ser/.emi, MRC,
+    TVIPS, SEQ, FRMS6, EMPAD .xml, LiberTEM's raw_csr .toml, stempy counts, .npy, or raw)
+    and returns a :class:`Dataset`.
 
-    ``format_options`` (all optional): ``format`` ("raw", "npy", "mib", "blo", "hdf5",
-    "empad"; default detected), ``nav_shape`` (tuple; overrides the file's scan shape when
+    ``format_options`` (all optional): ``format`` (a format's name, e.g. "mib", "hdf5",
+    "dectris", "dm", "ser", "mrc", "tvips", "raw"; default detected), a format's own
+    options by key (``pixel_mask=False``, ``dm_image=1``, ``rotator_index=False``,
+    ``frms6_raw=True``, ``seq_corrections=True``, ...: the README's table lists them),
+    ``nav_shape`` (tuple; overrides the file's scan shape when
     it has as many positions, or as many as the file has frames; another raises
     :class:`ShapeError`), ``sig_shape`` (tuple, raw), ``dtype``
     (numpy dtype or name, raw), ``byte_order`` ("little" or "big", raw), ``offset``

@@ -81,7 +81,7 @@ def _parser():
                    help="move every mask by DY,DX pixels (descan compensation; positive DY: down, DX: right; sub-pixel by bilinear interpolation)")
     p.add_argument("--shifts", metavar="NPY",
                    help="move the masks of each scan position by its own shift: NPY of nav_shape + (2,), y then x, float32 or float64 (read here, on the client), e.g. from stemdot descan fit")
-    p.add_argument("--format", help="file format: raw, npy, mib, blo, hdf5, empad (default: detected)")
+    p.add_argument("--format", help="file format: a name of the README's format table, e.g. mib, hdf5, dectris, dm, ser, mrc, tvips, raw (default: detected)")
     p.add_argument("--nav-shape", metavar="Y,X",
                    help="scan shape (overrides the file's when it has as many positions, or as many as the file has frames)")
     p.add_argument("--sig-shape", metavar="Y,X", help="frame shape of a raw file")

@@ -44,6 +44,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,6 +53,7 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/regfile"
 )
 
 func init() {
@@ -294,7 +296,9 @@ const maxPositions = 1 << 26
 func findDE(path string, frames int, userNav bool) (*deScan, error) {
 	var infoPath, stem string
 	for _, s := range sidecarStems(path) {
-		if st, err := os.Stat(s + "_info.txt"); err == nil && st.Mode().IsRegular() {
+		// Any entry of that name is the info file: one that is not a regular file is
+		// refused by readInfo, naming it, rather than skipped.
+		if _, err := os.Lstat(s + "_info.txt"); err == nil {
 			infoPath, stem = s+"_info.txt", s
 			break
 		}
@@ -330,7 +334,7 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 	de.source = fmt.Sprintf(" from %s (Scan - Size X = %d, Size Y = %d)", base, nx, ny)
 	scanType := info["Scan - Type"]
 	csvPath := stem + "_scan_coordinates.csv"
-	if _, err := os.Stat(csvPath); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(csvPath); errors.Is(err, fs.ErrNotExist) {
 		switch {
 		case scanType != "" && scanType != "Raster" && userNav:
 			de.source = ""
@@ -395,12 +399,24 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 	return de, nil
 }
 
+// maxInfoBytes bounds a Direct Electron info file (some 24 KB are written).
+const maxInfoBytes = 16 << 20
+
 // readInfo reads a Direct Electron info file: "key = value" lines (blank lines and
-// lines without "=" are skipped). Errors are errs.IO.
+// lines without "=" are skipped). Errors are errs.IO (one that is not a regular file
+// too), errs.Format for a file over maxInfoBytes.
 func readInfo(path string) (map[string]string, error) {
-	raw, err := os.ReadFile(path)
+	f, size, err := regfile.Open(path)
 	if err != nil {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("the Direct Electron info file beside it: %w", err))
+	}
+	defer f.Close()
+	if size > maxInfoBytes {
+		return nil, errs.New(errs.Format, "the Direct Electron info file beside it, %s, has %d bytes, more than an info file's %d", path, size, maxInfoBytes)
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, maxInfoBytes))
+	if err != nil {
+		return nil, errs.Wrap(errs.IO, fmt.Errorf("the Direct Electron info file beside it: %s: %w", path, err))
 	}
 	info := map[string]string{}
 	for line := range strings.Lines(string(raw)) {
@@ -428,7 +444,7 @@ func infoInt(info map[string]string, key string) (int, error) {
 // frame (further columns ignored; a first line that is not numbers is a column
 // header), each within the scan of nx columns and ny rows.
 func readCoordinates(path string, nx, ny int) ([][2]int, error) {
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path)
 	if err != nil {
 		return nil, errs.Wrap(errs.IO, err)
 	}

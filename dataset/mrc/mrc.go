@@ -31,7 +31,8 @@
 // scan): frames are read at their positions (dataset.Reorder; in place when the list is
 // row-major), positions no frame covers are blank frames, and a list that visits the
 // positions k times makes k passes of the scan (nav shape (k·Size Y, Size X), pass i in
-// rows i·Size Y on), each noted. Without the CSV, a raster scan ("Scan - Type =
+// rows i·Size Y on), each noted; option nav_shape of as many positions as the file has
+// frames reads them in acquisition order instead, with a note. Without the CSV, a raster scan ("Scan - Type =
 // Raster") is read in order with nav shape (Size Y, Size X), (ROI Size Y, ROI Size X)
 // when its ROI is enabled, and r scans one below the other for Repeats = r; another
 // scan type (an XY file, a custom or sparse scan) is refused, or, given option
@@ -53,6 +54,7 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/regfile"
 )
 
@@ -229,7 +231,16 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	source := ""
 	if de != nil {
 		nav, source, frameOf = de.nav, de.source, de.frameOf
+		own := len(ff.Notes)
 		ff.Notes = append(ff.Notes, de.notes...)
+		// Option nav_shape of as many positions as the file has frames, not as the
+		// scan has, reads the frames as stored (option nav_shape's contract), not
+		// placed at their scan positions: the notes on the placement no longer hold.
+		if n := len(opt.NavShape); frameOf != nil && n > 0 && positions(opt.NavShape) == whole && positions(nav) != whole {
+			frameOf = nil
+			ff.Notes = append(ff.Notes[:own], fmt.Sprintf("nav shape %s (option nav_shape) has as many positions as the file has frames: they are read in acquisition order, not placed at the scan positions of %s",
+				npy.ShapeString(opt.NavShape), filepath.Base(de.csv)))
+		}
 	}
 	fl := dataset.Flat{Format: "mrc", Path: path, File: f, Size: size, Offset: offset, Sig: sig, DType: h.DType, BigEndian: h.BigEndian}
 	var all dataset.Dataset // every frame of the file
@@ -267,7 +278,18 @@ type deScan struct {
 	// frameOf places the frames at scan positions when they are not stored in scan
 	// order (dataset.Reorder); nil when they are.
 	frameOf []int
-	notes   []string
+	// csv is the scan-coordinates file that frameOf follows.
+	csv   string
+	notes []string
+}
+
+// positions is the number of scan positions of nav shape nav.
+func positions(nav []int) int {
+	n := 1
+	for _, v := range nav {
+		n *= v
+	}
+	return n
 }
 
 // sidecarStems are the names that Direct Electron's sidecars of the movie at path may
@@ -394,7 +416,7 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 	pl := dataset.Place(posOf, passes*nx*ny, csvBase)
 	de.notes = append(de.notes, pl.Notes...)
 	if !pl.InOrder || pl.First != 0 {
-		de.frameOf = pl.FrameOf
+		de.frameOf, de.csv = pl.FrameOf, csvPath
 	}
 	return de, nil
 }

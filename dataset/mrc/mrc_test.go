@@ -497,6 +497,18 @@ func TestDirectElectronScans(t *testing.T) {
 		require.NoError(t, err)
 		defer ds2.Close()
 		assert.Equal(t, []int{1, 3, 4, 2, 0, 5, 6, 0, 0, 0, 0, 0}, firstPixels(t, ds2))
+		// Option nav_shape of as many positions as the file has frames (6, not the
+		// scan's 12) reads them as stored, as for any format.
+		for _, nav := range [][]int{{2, 3}, {6}} {
+			ds3, err := dataset.Open(path, dataset.Options{NavShape: nav})
+			require.NoError(t, err)
+			defer ds3.Close()
+			assert.Equal(t, nav, ds3.NavShape())
+			assert.Equal(t, []int{1, 2, 3, 4, 5, 6}, firstPixels(t, ds3))
+			notes := strings.Join(dataset.Notes(ds3), "\n")
+			assert.Contains(t, notes, "(option nav_shape) has as many positions as the file has frames: they are read in acquisition order, not placed at the scan positions of c_scan_coordinates.csv")
+			assert.NotContains(t, notes, "have no frame")
+		}
 	})
 	t.Run("custom-short-csv", func(t *testing.T) {
 		path := deMovie(t, t.TempDir(), "c", 4, custom, "2,1\n1,1\n")

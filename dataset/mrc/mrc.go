@@ -32,11 +32,11 @@
 // row-major), positions no frame covers are blank frames, and a list that visits the
 // positions k times makes k passes of the scan (nav shape (k·Size Y, Size X), pass i in
 // rows i·Size Y on), each noted; option nav_shape of as many positions as the file has
-// frames reads them in acquisition order instead, with a note. Without the CSV, a raster scan ("Scan - Type =
-// Raster") is read in order with nav shape (Size Y, Size X), (ROI Size Y, ROI Size X)
-// when its ROI is enabled, and r scans one below the other for Repeats = r; another
-// scan type (an XY file, a custom or sparse scan) is refused, or, given option
-// nav_shape, read in acquisition order with a note.
+// frames reads them in acquisition order instead, with a note. Without the CSV, a
+// raster scan ("Scan - Type = Raster") is read in order with nav shape (Size Y,
+// Size X), (ROI Size Y, ROI Size X) when its ROI is enabled, and r scans one below
+// the other for Repeats = r; another scan type (an XY file, a custom or sparse scan)
+// is refused, or, given option nav_shape, read in acquisition order with a note.
 package mrc
 
 import (
@@ -236,7 +236,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		// Option nav_shape of as many positions as the file has frames, not as the
 		// scan has, reads the frames as stored (option nav_shape's contract), not
 		// placed at their scan positions: the notes on the placement no longer hold.
-		if n := len(opt.NavShape); frameOf != nil && n > 0 && positions(opt.NavShape) == whole && positions(nav) != whole {
+		if frameOf != nil && len(opt.NavShape) > 0 && positions(opt.NavShape) == whole && positions(nav) != whole {
 			frameOf = nil
 			ff.Notes = append(ff.Notes[:own], fmt.Sprintf("nav shape %s (option nav_shape) has as many positions as the file has frames: they are read in acquisition order, not placed at the scan positions of %s",
 				npy.ShapeString(opt.NavShape), filepath.Base(de.csv)))

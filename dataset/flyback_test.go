@@ -156,7 +156,7 @@ func TestFlybackMIB(t *testing.T) {
 		assert.Equal(t, []int{2, w}, d.NavShape())
 		assert.Equal(t, wantFrames(2, w, 2, 2, 2), fileFrameOf(t, d))
 		assert.Equal(t, []string{"sync offset 2: the first 2 frames of the file are skipped",
-			"incomplete acquisition: nav shape (3, 4) from scan.hdr (ScanY=3, ScanX=4) has 12 positions in 18 frames with 2 flyback frames at the start of each scan row but the file holds 17 frames (15 scan positions with sync offset 2): reading the 2 complete scan rows of 4 (nav shape (2, 4)); 3 positions are missing, and the 1 frame of the incomplete last row not read"},
+			"incomplete acquisition: nav shape (3, 4) from scan.hdr (ScanY=3, ScanX=4) has 12 positions in 18 frames with 2 flyback frames at the start of each scan row but the file holds 17 frames (15 scan positions with sync offset 2): reading the 2 complete scan rows of 4 (nav shape (2, 4)); 3 positions are missing, and the incomplete last row's frame not read"},
 			dataset.Notes(d))
 	})
 	t.Run("blank frames inserted before a row's flyback frame", func(t *testing.T) {

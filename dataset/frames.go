@@ -97,8 +97,10 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 			s, -min(ff.Whole-1, math.MaxInt-ff.Whole), ff.Whole-1, plural(ff.Whole, "frame", "frames"))
 	}
 	avail := ff.Whole - s // frames from the scan's first position on (inserted blank ones included)
-	if s > 0 {
-		list = append(list, fmt.Sprintf("sync offset %d: the first %s of the file %s skipped", s, plural(s, "frame", "frames"), isAre(s)))
+	if s == 1 {
+		list = append(list, "sync offset 1: the first frame of the file is skipped")
+	} else if s > 0 {
+		list = append(list, fmt.Sprintf("sync offset %d: the first %d frames of the file are skipped", s, s))
 	} else if s < 0 {
 		list = append(list, fmt.Sprintf("sync offset %d: %s %s inserted before the first frame of the file", s, plural(-s, "blank frame", "blank frames"), isAre(-s)))
 	}
@@ -258,10 +260,13 @@ func plural(n int, one, many string) string {
 
 // droppedTail describes the n frames of an incomplete last scan row.
 func droppedTail(n int) string {
-	if n == 0 {
+	switch n {
+	case 0:
 		return ""
+	case 1:
+		return ", and the incomplete last row's frame not read"
 	}
-	return fmt.Sprintf(", and the %s of the incomplete last row not read", plural(n, "frame", "frames"))
+	return fmt.Sprintf(", and the %d frames of the incomplete last row not read", n)
 }
 
 // frameFile is a format's dataset before reconciliation (Reconcile sets its nav shape in

@@ -89,6 +89,19 @@ func TestSyncOffset(t *testing.T) {
 	opt.SyncOffset, opt.NavShape = 1, []int{2, 4}
 	_, err := dataset.Open(path, opt)
 	assert.ErrorContains(t, err, "nav shape (2, 4) (option nav_shape) has 8 positions but the file holds 10 frames (9 scan positions with sync offset 1)")
+	// The notes count one frame as one, not "the first 1 frame".
+	for s, want := range map[int]string{
+		1:  "sync offset 1: the first frame of the file is skipped",
+		2:  "sync offset 2: the first 2 frames of the file are skipped",
+		-1: "sync offset -1: 1 blank frame is inserted before the first frame of the file",
+	} {
+		opt := base
+		opt.SyncOffset = s
+		d, err := dataset.Open(path, opt)
+		require.NoError(t, err)
+		assert.Equal(t, want, dataset.Notes(d)[0])
+		require.NoError(t, d.Close())
+	}
 }
 
 // A nav shape that contradicts the scan shape a file gives is refused, naming both

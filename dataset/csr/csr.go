@@ -303,7 +303,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		v, isInt := s.(int64)
 		if !isInt || v < math.MinInt32 || v > math.MaxInt32 {
 			d.Close()
-			return nil, errs.New(errs.Format, "dataset: %s: [params] sync_offset %v is not a whole number", path, s)
+			return nil, errs.New(errs.Format, "dataset: %s: [params] sync_offset %v is not a whole number from %d to %d", path, s, math.MinInt32, math.MaxInt32)
 		}
 		opt.SyncOffset = int(v)
 		if v != 0 {
@@ -328,9 +328,15 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 	if !isTable {
 		return fail("no [params] table: not a raw_csr description (want [params] filetype = \"raw_csr\")")
 	}
-	ft, _ := params["filetype"].(string)
-	if !strings.EqualFold(ft, "raw_csr") {
-		return fail("[params] filetype is %q, not \"raw_csr\"", params["filetype"])
+	v, given := params["filetype"]
+	ft, isString := v.(string)
+	switch {
+	case !given:
+		return fail("[params] has no filetype: not a raw_csr description (want [params] filetype = \"raw_csr\")")
+	case !isString:
+		return fail("[params] filetype is %v, not \"raw_csr\"", v)
+	case !strings.EqualFold(ft, "raw_csr"):
+		return fail("[params] filetype is %q, not \"raw_csr\"", ft)
 	}
 	section, isTable := conf[ft].(map[string]any)
 	if !isTable {
@@ -355,7 +361,7 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 			s = append(s, int(n))
 		}
 		if !isList || len(s) == 0 {
-			_, _, err := fail("[params] %s %v is not a list of positive whole numbers", key, v)
+			_, _, err := fail("[params] %s %v is not a list of whole numbers from 1 to %d", key, v, math.MaxInt32)
 			return nil, false, err
 		}
 		return s, true, nil

@@ -254,11 +254,13 @@ data_dtype = "` + data + `"`
 		{name: "data of another size", params: good, section: section("<u4"), want: "is not a whole number of <u4 elements", kind: errs.Format},
 		{name: "data of another count", params: good, section: section("|u1"), want: "indices_file", kind: errs.Format},
 		{name: "no sig shape", params: "nav_shape = [2]", want: "[params] has no sig_shape: give it there, or option sig_shape", kind: errs.Format},
-		{name: "bad nav shape", params: "nav_shape = [2, -1]\nsig_shape = [2, 2]", want: "[params] nav_shape [2 -1] is not a list of positive whole numbers", kind: errs.Format},
+		{name: "bad nav shape", params: "nav_shape = [2, -1]\nsig_shape = [2, 2]", want: "[params] nav_shape [2 -1] is not a list of whole numbers from 1 to 2147483647", kind: errs.Format},
 		{name: "3-D sig", params: "sig_shape = [1, 2, 2]", want: "[params] sig_shape [1 2 2]: want [sig_y, sig_x]", kind: errs.Format},
 		{name: "missing key", params: good, section: "indptr_file = \"indptr.bin\"", want: "[raw_csr] indptr_dtype is missing", kind: errs.Format},
 		{name: "missing file", params: good, section: strings.Replace(section("<u2"), "data.bin", "nope.bin", 1), want: "nope.bin", kind: errs.IO},
-		{name: "sync offset", params: good + "\nsync_offset = \"x\"", want: "[params] sync_offset x is not a whole number", kind: errs.Format},
+		{name: "sync offset", params: good + "\nsync_offset = \"x\"", want: "[params] sync_offset x is not a whole number from -2147483648 to 2147483647", kind: errs.Format},
+		{name: "nav shape past 2^31-1", params: "nav_shape = [2147483648, 1]\nsig_shape = [2, 2]", want: "[params] nav_shape [2147483648 1] is not a list of whole numbers from 1 to 2147483647", kind: errs.Format},
+		{name: "sync offset past 2^31-1", params: good + "\nsync_offset = 9223372036854775807", want: "[params] sync_offset 9223372036854775807 is not a whole number from -2147483648 to 2147483647", kind: errs.Format},
 		{name: "not toml", params: good + "\n[[[", want: "not a TOML file", kind: errs.Format},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -344,4 +346,21 @@ func FuzzCSR(f *testing.F) {
 		sf.Reset()
 		_ = dataset.SparseOf(ds).ReadSparse(0, n, &sf)
 	})
+}
+
+// A [params] table without filetype, or with one that is not a string, is refused
+// saying so (was "filetype is %!q(<nil>)").
+func TestFiletype(t *testing.T) {
+	path := fileSet(t, []int64{0, 1}, []int32{0}, []uint16{1}, "sig_shape = [1, 1]", "")
+	for body, want := range map[string]string{
+		"[params]\nsig_shape = [1, 1]\n":               `[params] has no filetype: not a raw_csr description (want [params] filetype = "raw_csr")`,
+		"[params]\nfiletype = 5\nsig_shape = [1, 1]\n": `[params] filetype is 5, not "raw_csr"`,
+		"[params]\nfiletype = \"mib\"\n":               `[params] filetype is "mib", not "raw_csr"`,
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
+		_, err := csr.Open(path, dataset.Options{})
+		require.Error(t, err)
+		assert.Equal(t, errs.Format, errs.KindOf(err))
+		assert.EqualError(t, err, "dataset: "+path+": "+want)
+	}
 }

@@ -297,10 +297,18 @@ func (s *dectrisScan) readPixelMask(master *h5File, use bool) (string, error) {
 			flagged = append(flagged, i)
 		}
 	}
-	if !use {
+	switch {
+	case len(flagged) == 0:
+		return fmt.Sprintf("pixel_mask flags none of the %d pixels", len(mask)), nil
+	case !use && len(flagged) == 1:
+		return "pixel_mask not applied (option pixel_mask=false): the 1 pixel it flags keeps its recorded value", nil
+	case !use:
 		return fmt.Sprintf("pixel_mask not applied (option pixel_mask=false): the %d pixels it flags keep their recorded values", len(flagged)), nil
 	}
 	s.masked = flagged
+	if len(flagged) == 1 {
+		return fmt.Sprintf("pixel_mask applied: the 1 of %d pixels it flags reads as 0 (option pixel_mask=false keeps its value)", len(mask)), nil
+	}
 	return fmt.Sprintf("pixel_mask applied: the %d of %d pixels it flags read as 0 (option pixel_mask=false keeps their values)", len(flagged), len(mask)), nil
 }
 

@@ -27,7 +27,8 @@ import (
 // links must resolve beside the master, not in the working directory). Beside them:
 // the frames as numpy computes them with the mask applied and without (markers 0 in
 // both), float64, and variants: a master with a block missing from the links, one
-// whose second block's file is missing, one of uint16 frames with plain storage.
+// whose second block's file is missing, one of uint16 frames with plain storage (its
+// pixel_mask flagging no pixel, or one).
 const dectrisFiles = `
 import sys, os
 import numpy as np, h5py, hdf5plugin
@@ -69,6 +70,8 @@ small = (frames[:2 * PER] % 60000).astype(np.uint16)
 small[:, 1, 1] = 65535
 data("u16", 1, small[:PER]); data("u16", 2, small[PER:])
 master("u16_master.h5", [1, 2], "u16", ntrigger=2 * PER, m=np.zeros((H, W), np.uint32))
+one = np.zeros((H, W), np.uint32); one[5, 7] = 2
+master("u16_one_master.h5", [1, 2], "u16", ntrigger=2 * PER, m=one)
 with h5py.File(os.path.join(d, "scan_data_000001.h5"), "w") as f:
     f.create_dataset("/entry/data/data", data=np.full((PER, H, W), 7, np.uint32))
 with h5py.File(os.path.join(acq, "scan_master.h5"), "r") as f:
@@ -148,8 +151,20 @@ func TestDECTRISMaster(t *testing.T) {
 		defer d.Close()
 		assert.Equal(t, dataset.Uint16, d.DType())
 		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "the value 65535, DECTRIS's marker")
-		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "the 0 of 1088 pixels it flags read as 0")
+		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "pixel_mask flags none of the 1088 pixels; the value 65535")
+		assert.NotContains(t, strings.Join(dataset.Notes(d), "\n"), "the 0 ")
 		assert.Equal(t, readF64(t, filepath.Join(dir, "u16.f64")), frametest.Decode(frametest.ReadAll(t, d), d.DType()))
+	})
+	t.Run("a pixel_mask flagging one pixel", func(t *testing.T) {
+		for use, want := range map[string]string{
+			"true":  "pixel_mask applied: the 1 of 1088 pixels it flags reads as 0 (option pixel_mask=false keeps its value)",
+			"false": "pixel_mask not applied (option pixel_mask=false): the 1 pixel it flags keeps its recorded value",
+		} {
+			d, err := dataset.Open(filepath.Join("acq", "u16_one_master.h5"), dataset.Options{FormatOptions: map[string]string{"pixel_mask": use}})
+			require.NoError(t, err)
+			assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), want)
+			require.NoError(t, d.Close())
+		}
 	})
 	t.Run("notes: fewer frames than asked, no pixel_mask", func(t *testing.T) {
 		d, err := dataset.Open(filepath.Join("acq", "asked_more_master.h5"), dataset.Options{})

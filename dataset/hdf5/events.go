@@ -188,7 +188,9 @@ type VLenRows struct {
 }
 
 // VLen opens the 1-D dataset of variable-length integer rows at path obj. Another
-// dataset (fixed-size rows, floats, another rank) is an errs.Format error.
+// dataset (fixed-size rows, floats, another rank) is an errs.Format error; rows of
+// signed integers or of more than 32 bits are errs.DType (read as uint32, HDF5 would
+// clamp their values).
 func (f *EventFile) VLen(obj string) (*VLenRows, error) {
 	defer h5Enter()()
 	set, n, err := f.dataset1D(obj)
@@ -198,16 +200,29 @@ func (f *EventFile) VLen(obj string) (*VLenRows, error) {
 	typ := C.H5Dget_type(set)
 	defer C.H5Tclose(typ)
 	ok := C.H5Tget_class(typ) == C.H5T_VLEN
+	refused := "" // the rows' integer type when HDF5 could not convert it to uint32 exactly
 	if ok {
 		base := C.H5Tget_super(typ)
 		ok = base >= 0 && C.H5Tget_class(base) == C.H5T_INTEGER
+		if ok {
+			if size := int(C.H5Tget_size(base)); C.H5Tget_sign(base) != C.H5T_SGN_NONE {
+				refused = fmt.Sprintf("int%d", 8*size)
+			} else if size > 4 {
+				refused = fmt.Sprintf("uint%d", 8*size)
+			}
+		}
 		if base >= 0 {
 			C.H5Tclose(base)
 		}
 	}
-	if !ok {
+	if !ok || refused != "" {
 		C.H5Dclose(set)
+	}
+	if !ok {
 		return nil, errs.New(errs.Format, "dataset: %s: %s is not a dataset of variable-length integer rows", f.path, obj)
+	}
+	if refused != "" { // HDF5 would read a negative index as 0, one past 2^32-1 as 2^32-1
+		return nil, errs.New(errs.DType, "dataset: %s: %s holds rows of %s: only rows of unsigned integers of up to 32 bits are read (uint8, uint16, uint32; stempy writes uint32)", f.path, obj, refused)
 	}
 	return &VLenRows{f: f, obj: obj, set: set, mem: C.H5Tvlen_create(C.sd_native_uint32()), n: n}, nil
 }

@@ -31,11 +31,12 @@
 // scan): frames are read at their positions (dataset.Reorder; in place when the list is
 // row-major), positions no frame covers are blank frames, and a list that visits the
 // positions k times makes k passes of the scan (nav shape (k·Size Y, Size X), pass i in
-// rows i·Size Y on), each noted. Without the CSV, a raster scan ("Scan - Type =
-// Raster") is read in order with nav shape (Size Y, Size X), (ROI Size Y, ROI Size X)
-// when its ROI is enabled, and r scans one below the other for Repeats = r; another
-// scan type (an XY file, a custom or sparse scan) is refused, or, given option
-// nav_shape, read in acquisition order with a note.
+// rows i·Size Y on), each noted; option nav_shape of as many positions as the file has
+// frames reads them in acquisition order instead, with a note. Without the CSV, a
+// raster scan ("Scan - Type = Raster") is read in order with nav shape (Size Y,
+// Size X), (ROI Size Y, ROI Size X) when its ROI is enabled, and r scans one below
+// the other for Repeats = r; another scan type (an XY file, a custom or sparse scan)
+// is refused, or, given option nav_shape, read in acquisition order with a note.
 package mrc
 
 import (
@@ -44,6 +45,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,6 +54,8 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/internal/regfile"
 )
 
 func init() {
@@ -227,7 +231,16 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	source := ""
 	if de != nil {
 		nav, source, frameOf = de.nav, de.source, de.frameOf
+		own := len(ff.Notes)
 		ff.Notes = append(ff.Notes, de.notes...)
+		// Option nav_shape of as many positions as the file has frames, not as the
+		// scan has, reads the frames as stored (option nav_shape's contract), not
+		// placed at their scan positions: the notes on the placement no longer hold.
+		if frameOf != nil && len(opt.NavShape) > 0 && positions(opt.NavShape) == whole && positions(nav) != whole {
+			frameOf = nil
+			ff.Notes = append(ff.Notes[:own], fmt.Sprintf("nav shape %s (option nav_shape) has as many positions as the file has frames: they are read in acquisition order, not placed at the scan positions of %s",
+				npy.ShapeString(opt.NavShape), filepath.Base(de.csv)))
+		}
 	}
 	fl := dataset.Flat{Format: "mrc", Path: path, File: f, Size: size, Offset: offset, Sig: sig, DType: h.DType, BigEndian: h.BigEndian}
 	var all dataset.Dataset // every frame of the file
@@ -265,7 +278,18 @@ type deScan struct {
 	// frameOf places the frames at scan positions when they are not stored in scan
 	// order (dataset.Reorder); nil when they are.
 	frameOf []int
-	notes   []string
+	// csv is the scan-coordinates file that frameOf follows.
+	csv   string
+	notes []string
+}
+
+// positions is the number of scan positions of nav shape nav.
+func positions(nav []int) int {
+	n := 1
+	for _, v := range nav {
+		n *= v
+	}
+	return n
 }
 
 // sidecarStems are the names that Direct Electron's sidecars of the movie at path may
@@ -294,7 +318,9 @@ const maxPositions = 1 << 26
 func findDE(path string, frames int, userNav bool) (*deScan, error) {
 	var infoPath, stem string
 	for _, s := range sidecarStems(path) {
-		if st, err := os.Stat(s + "_info.txt"); err == nil && st.Mode().IsRegular() {
+		// Any entry of that name is the info file: one that is not a regular file is
+		// refused by readInfo, naming it, rather than skipped.
+		if _, err := os.Lstat(s + "_info.txt"); err == nil {
 			infoPath, stem = s+"_info.txt", s
 			break
 		}
@@ -330,7 +356,7 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 	de.source = fmt.Sprintf(" from %s (Scan - Size X = %d, Size Y = %d)", base, nx, ny)
 	scanType := info["Scan - Type"]
 	csvPath := stem + "_scan_coordinates.csv"
-	if _, err := os.Stat(csvPath); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(csvPath); errors.Is(err, fs.ErrNotExist) {
 		switch {
 		case scanType != "" && scanType != "Raster" && userNav:
 			de.source = ""
@@ -390,17 +416,29 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 	pl := dataset.Place(posOf, passes*nx*ny, csvBase)
 	de.notes = append(de.notes, pl.Notes...)
 	if !pl.InOrder || pl.First != 0 {
-		de.frameOf = pl.FrameOf
+		de.frameOf, de.csv = pl.FrameOf, csvPath
 	}
 	return de, nil
 }
 
+// maxInfoBytes bounds a Direct Electron info file (some 24 KB are written).
+const maxInfoBytes = 16 << 20
+
 // readInfo reads a Direct Electron info file: "key = value" lines (blank lines and
-// lines without "=" are skipped). Errors are errs.IO.
+// lines without "=" are skipped). Errors are errs.IO (one that is not a regular file
+// too), errs.Format for a file over maxInfoBytes.
 func readInfo(path string) (map[string]string, error) {
-	raw, err := os.ReadFile(path)
+	f, size, err := regfile.Open(path)
 	if err != nil {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("the Direct Electron info file beside it: %w", err))
+	}
+	defer f.Close()
+	if size > maxInfoBytes {
+		return nil, errs.New(errs.Format, "the Direct Electron info file beside it, %s, has %d bytes, more than an info file's %d", path, size, maxInfoBytes)
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, maxInfoBytes))
+	if err != nil {
+		return nil, errs.Wrap(errs.IO, fmt.Errorf("the Direct Electron info file beside it: %s: %w", path, err))
 	}
 	info := map[string]string{}
 	for line := range strings.Lines(string(raw)) {
@@ -428,7 +466,7 @@ func infoInt(info map[string]string, key string) (int, error) {
 // frame (further columns ignored; a first line that is not numbers is a column
 // header), each within the scan of nx columns and ny rows.
 func readCoordinates(path string, nx, ny int) ([][2]int, error) {
-	f, err := os.Open(path)
+	f, _, err := regfile.Open(path)
 	if err != nil {
 		return nil, errs.Wrap(errs.IO, err)
 	}

@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
@@ -495,6 +497,18 @@ func TestDirectElectronScans(t *testing.T) {
 		require.NoError(t, err)
 		defer ds2.Close()
 		assert.Equal(t, []int{1, 3, 4, 2, 0, 5, 6, 0, 0, 0, 0, 0}, firstPixels(t, ds2))
+		// Option nav_shape of as many positions as the file has frames (6, not the
+		// scan's 12) reads them as stored, as for any format.
+		for _, nav := range [][]int{{2, 3}, {6}} {
+			ds3, err := dataset.Open(path, dataset.Options{NavShape: nav})
+			require.NoError(t, err)
+			defer ds3.Close()
+			assert.Equal(t, nav, ds3.NavShape())
+			assert.Equal(t, []int{1, 2, 3, 4, 5, 6}, firstPixels(t, ds3))
+			notes := strings.Join(dataset.Notes(ds3), "\n")
+			assert.Contains(t, notes, "(option nav_shape) has as many positions as the file has frames: they are read in acquisition order, not placed at the scan positions of c_scan_coordinates.csv")
+			assert.NotContains(t, notes, "have no frame")
+		}
 	})
 	t.Run("custom-short-csv", func(t *testing.T) {
 		path := deMovie(t, t.TempDir(), "c", 4, custom, "2,1\n1,1\n")
@@ -583,4 +597,48 @@ func FuzzMRCOpen(f *testing.F) {
 			require.NoError(t, ds.ReadFrames(0, n, make([]byte, n*ds.FrameBytes())))
 		}
 	})
+}
+
+// TestDirectElectronSidecarNotRegular: an info file or scan-coordinates CSV beside the
+// movie that is a named pipe, a directory or a symbolic link loop is refused at once,
+// naming it (errs.IO), neither skipped (the movie then read as a series without a word)
+// nor waited on (a reader blocked on a named pipe hangs).
+func TestDirectElectronSidecarNotRegular(t *testing.T) {
+	for _, sidecar := range []string{"_info.txt", "_scan_coordinates.csv"} {
+		for kind, create := range map[string]func(string) error{
+			"a named pipe": func(p string) error { return unix.Mkfifo(p, 0o644) },
+			"a directory":  func(p string) error { return os.Mkdir(p, 0o755) },
+			"a symbolic link loop": func(p string) error {
+				return os.Symlink(filepath.Base(p), p)
+			},
+		} {
+			t.Run(sidecar+" "+kind, func(t *testing.T) {
+				dir := t.TempDir()
+				path := deMovie(t, dir, "c", 6, "Scan - Enable = Enable\nScan - Size X = 3\nScan - Size Y = 2\nScan - Type = XY File\n", "0,0\n1,0\n2,0\n0,1\n1,1\n2,1\n")
+				side := filepath.Join(dir, "c"+sidecar)
+				require.NoError(t, os.Remove(side))
+				require.NoError(t, create(side))
+				done := make(chan error, 1)
+				go func() {
+					ds, err := dataset.Open(path, dataset.Options{})
+					if err == nil {
+						ds.Close()
+					}
+					done <- err
+				}()
+				var err error
+				select {
+				case err = <-done:
+				case <-time.After(10 * time.Second):
+					if w, err := os.OpenFile(side, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+						w.Close() // releases the reader blocked on it
+					}
+					t.Fatalf("Open(%s) blocked for 10 s on %s", path, side)
+				}
+				require.Error(t, err)
+				assert.Equal(t, errs.IO, errs.KindOf(err), "%v", err)
+				assert.Contains(t, err.Error(), side)
+			})
+		}
+	}
 }

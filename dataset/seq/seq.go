@@ -206,7 +206,9 @@ func references(path string) (string, []string) {
 	}
 	var found []string
 	for _, ext := range []string{darkExt, gainExt, defectExt} {
-		if st, err := os.Stat(base + ext); err == nil && st.Mode().IsRegular() {
+		// Any entry of that name: one that is not a regular file is refused when read,
+		// naming it, rather than skipped.
+		if _, err := os.Lstat(base + ext); err == nil {
 			found = append(found, base+ext)
 		}
 	}

@@ -392,3 +392,29 @@ func FuzzSEQ(f *testing.F) {
 		}
 	})
 }
+
+// A dark or gain reference beside the file that is not a regular file (a directory, a
+// named pipe) is refused with option seq_corrections, naming it, not skipped: the frames
+// would be read without that correction.
+func TestSEQReferenceNotRegular(t *testing.T) {
+	for _, ref := range []string{"dark", "gain"} {
+		t.Run(ref, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "scan.seq")
+			s := seqFile{version: 5, width: 5, height: 3, bits: 16, pad: 8, frames: 4}
+			writeSEQ(t, path, s, 22)
+			for _, r := range []string{"dark", "gain"} {
+				if r != ref {
+					writeMRC(t, filepath.Join(dir, "scan.seq."+r+".mrc"), s.height, s.width, make([]float64, s.width*s.height), 2, false, 0)
+				}
+			}
+			bad := filepath.Join(dir, "scan.seq."+ref+".mrc")
+			require.NoError(t, os.Mkdir(bad, 0o755))
+			_, err := dataset.Open(path, dataset.Options{NavShape: []int{2, 2}, FormatOptions: map[string]string{seq.OptCorrections: "true"}})
+			require.Error(t, err)
+			assert.Equal(t, errs.IO, errs.KindOf(err), "%v", err)
+			assert.Contains(t, err.Error(), bad+" is a directory")
+			assert.Contains(t, err.Error(), "option seq_corrections")
+		})
+	}
+}

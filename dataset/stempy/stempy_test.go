@@ -158,6 +158,11 @@ fr[...] = np.array([np.array([0, 3], np.uint32), np.array([], np.uint32), np.arr
 		onRead           bool
 	}{
 		{"fixed rows", "fr = g.create_dataset('frames', data=np.zeros((4,), np.uint32))\nfr.attrs['Nx'] = 4\nfr.attrs['Ny'] = 4", "/electron_events/frames is not a dataset of variable-length integer rows", errs.Format, false},
+		// HDF5 would convert -1 to pixel 0 and 2^40 to 2^32-1 on reading them as uint32.
+		{"signed rows", "fr = g.create_dataset('frames', (2,), dtype=h5py.special_dtype(vlen=np.int32))\nfr[...] = np.array([np.array([0, -1], np.int32), np.array([3], np.int32)], dtype=object)\nfr.attrs['Nx'] = 2\nfr.attrs['Ny'] = 2",
+			"/electron_events/frames holds rows of int32: only rows of unsigned integers of up to 32 bits are read (uint8, uint16, uint32; stempy writes uint32)", errs.DType, false},
+		{"64-bit rows", "fr = g.create_dataset('frames', (2,), dtype=h5py.special_dtype(vlen=np.uint64))\nfr[...] = np.array([np.array([0, 2**40], np.uint64), np.array([3], np.uint64)], dtype=object)\nfr.attrs['Nx'] = 2\nfr.attrs['Ny'] = 2",
+			"/electron_events/frames holds rows of uint64: only rows of unsigned integers", errs.DType, false},
 		{"index outside", rows + "fr.attrs['Nx'] = 2\nfr.attrs['Ny'] = 2", "row 2: pixel index 5 is outside the frame of 2×2 pixels", errs.Format, true},
 		{"one frame attribute", rows + "fr.attrs['Nx'] = 2", "has only one of its attributes Nx and Ny (the frame shape)", errs.Format, false},
 		{"zero size", rows + "fr.attrs['Nx'] = 0\nfr.attrs['Ny'] = 4", "attribute Nx of /electron_events/frames is 0", errs.Format, false},

@@ -54,6 +54,7 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/npy"
 )
 
 func init() {
@@ -247,6 +248,17 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if useScan && opt.SyncOffset != 0 {
 		useScan = false
 		notes = append(notes, "option sync_offset given: the frames are read in file order from it, not placed by "+sc.what)
+	}
+	// Option nav_shape of as many positions as the stream has frames reads them all in
+	// file order (option nav_shape's contract), not only those the scan places.
+	if n := 1; useScan && len(opt.NavShape) > 0 {
+		for _, v := range opt.NavShape {
+			n *= v
+		}
+		if n == total && len(sc.placement.FrameOf) != total {
+			useScan = false
+			notes = append(notes, fmt.Sprintf("nav shape %s (option nav_shape) has as many positions as the file has frames: they are read in file order, not placed by %s", npy.ShapeString(opt.NavShape), sc.what))
+		}
 	}
 	var fileNav []int
 	source := ""

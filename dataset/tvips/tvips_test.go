@@ -122,6 +122,14 @@ func TestRealTVIPS(t *testing.T) {
 			defer ds.Close()
 			assert.Equal(t, []int{2, 3}, ds.NavShape())
 			assert.Equal(t, file, readAll(t, ds))
+			// Option nav_shape of the stream's 6 frames alone reads them in file order too
+			// (not the 5 placed ones, the first row only).
+			all, err := dataset.Open(tc.parts[0], dataset.Options{NavShape: []int{2, 3}})
+			require.NoError(t, err)
+			defer all.Close()
+			assert.Equal(t, []int{2, 3}, all.NavShape())
+			assert.Equal(t, file, readAll(t, all))
+			assert.Contains(t, strings.Join(dataset.Notes(all), "\n"), "nav shape (2, 3) (option nav_shape) has as many positions as the file has frames: they are read in file order, not placed by the rotator index")
 			// Frames across the parts' boundaries, through the engine: each frame's sum and
 			// one pixel.
 			stack, err := stemdot.Masks(ds.SigShape(), "rect:0,0,5,4", "point:4,3")

@@ -280,13 +280,14 @@ func OpenWarnings(ds dataset.Dataset) []string {
 		w = append(w, ds.Path()+": "+n)
 	}
 	if dataset.NavShapeGuessed(ds) && ds.NumFrames() > 1 {
-		w = append(w, fmt.Sprintf("%s: the file gives no scan shape, read as 1 row of %d frames: give option nav_shape (e.g. %s)",
+		w = append(w, fmt.Sprintf("%s: the file gives no scan shape, read as 1 row of %d frames: give option nav_shape%s",
 			ds.Path(), ds.NumFrames(), exampleNav(ds.NumFrames())))
 	}
 	return goWarnings(w)
 }
 
-// exampleNav is a square or near-square nav shape for n frames, for messages.
+// exampleNav is " (e.g. Y,X)" with the most nearly square nav shape of n frames, for
+// messages, or " (Y,X)" when n is prime: its only other shape is the row it was read as.
 func exampleNav(n int) string {
 	best := 1
 	for y := 1; y*y <= n; y++ {
@@ -294,5 +295,8 @@ func exampleNav(n int) string {
 			best = y
 		}
 	}
-	return fmt.Sprintf("%d,%d", best, n/best)
+	if best == 1 {
+		return " (Y,X)"
+	}
+	return fmt.Sprintf(" (e.g. %d,%d)", best, n/best)
 }

@@ -3,6 +3,7 @@ package stemdot_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -639,3 +640,20 @@ type hugeDataset struct{ dataset.Dataset }
 
 func (hugeDataset) NumFrames() int  { return 1 << 40 }
 func (hugeDataset) NavShape() []int { return []int{1 << 20, 1 << 20} }
+
+// The warning on a guessed nav shape suggests the most nearly square shape of the
+// frames, and none for a prime count, whose only other shape is the row it was read as.
+func TestGuessedNavShapeHint(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		hint string
+	}{{12, " (e.g. 3,4)"}, {7, " (Y,X)"}} {
+		path := filepath.Join(t.TempDir(), "frames.raw")
+		require.NoError(t, os.WriteFile(path, make([]byte, c.n*4), 0o644))
+		ds, err := stemdot.Open(path, stemdot.Options{SigShape: []int{2, 2}, DType: dataset.Uint8})
+		require.NoError(t, err)
+		require.Equal(t, []string{fmt.Sprintf("%s: the file gives no scan shape, read as 1 row of %d frames: give Options.NavShape%s", path, c.n, c.hint)},
+			stemdot.OpenWarnings(ds))
+		require.NoError(t, ds.Close())
+	}
+}

@@ -242,6 +242,10 @@ type FileFrames struct {
 	// Notes are the format's own notes on how it read the file (a mask applied, a
 	// header field ignored): one sentence each, without a trailing period.
 	Notes []string
+	// SyncOffsetNoted says that the format set opt.SyncOffset itself, from the file
+	// (frames recorded before the scan's first position), and that Notes say so: the
+	// reconciliation then adds no note of its own on the sync offset.
+	SyncOffsetNoted bool
 }
 
 // Reconcile presents the frames of d, a format's dataset of every frame its file holds

@@ -97,7 +97,8 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 			s, -min(ff.Whole-1, math.MaxInt-ff.Whole), ff.Whole-1, plural(ff.Whole, "frame", "frames"))
 	}
 	avail := ff.Whole - s // frames from the scan's first position on (inserted blank ones included)
-	if s == 1 {
+	if ff.SyncOffsetNoted {
+	} else if s == 1 {
 		list = append(list, "sync offset 1: the first frame of the file is skipped")
 	} else if s > 0 {
 		list = append(list, fmt.Sprintf("sync offset %d: the first %d frames of the file are skipped", s, s))

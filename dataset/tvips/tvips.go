@@ -268,7 +268,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		notes = append(notes, sc.notes...)
 		notes = append(notes, sc.placement.Notes...)
 		if sc.placement.InOrder {
-			opt.SyncOffset = sc.placement.First
+			opt.SyncOffset, ff.SyncOffsetNoted = sc.placement.First, true
 		} else {
 			frameOf = sc.placement.FrameOf
 		}

@@ -306,6 +306,7 @@ func TestSyntheticTVIPS(t *testing.T) {
 			notes := strings.Join(dataset.Notes(ds), "\n")
 			assert.Contains(t, notes, "a stream of 3 parts")
 			assert.Contains(t, notes, "2 frames before the first scan position")
+			assert.NotContains(t, notes, "sync offset 2: the first", "the frames before the scan are noted once, by the reader")
 			assert.Contains(t, notes, "square scan of 3×3")
 			// Ranges across the parts' boundaries.
 			for start := range 9 {

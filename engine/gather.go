@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -32,11 +35,11 @@ var gatherTableBytes int64 = 64 << 20
 // gatherMasks is the mask stack laid out for the gather kernel: a table of nMasks
 // weights per pixel (w), or pixel-major CSR (ptr, mask, val) (useGatherCSR).
 type gatherMasks[T float] struct {
-	nMasks int
-	w      []T
-	ptr    []int32
-	mask   []int32
-	val    []T
+	nMasks, pixels int
+	w              []T
+	ptr            []int32
+	mask           []int32
+	val            []T
 }
 
 // gatherBytes is the memory of the gather layout of stack in a float64 run (f64) or
@@ -65,7 +68,7 @@ func useGatherCSR(stack *masks.Stack) bool {
 // job.Sparse) pixel-major; lo adds the Lo parts of the weights.
 func newGatherMasks[T float](job *Job, lo bool) *gatherMasks[T] {
 	n, pixels := job.NMasks, job.Masks.Pixels()
-	g := &gatherMasks[T]{nMasks: n}
+	g := &gatherMasks[T]{nMasks: n, pixels: pixels}
 	// each calls add(m, p, hi, lo) for every nonzero weight of mask m at pixel p, mask
 	// by mask, pixel by pixel within a mask.
 	each := func(add func(m, p int, hi, lo float32)) {
@@ -143,8 +146,10 @@ func gatherBreakEven(job *Job) float64 {
 // gatherKernel computes the result rows of sparse frames.
 type gatherKernel interface {
 	// apply writes the nMasks results of each frame of sf into acc[f*nMasks :
-	// (f+1)*nMasks], overwriting it.
-	apply(sf *dataset.SparseFrames, acc []float64)
+	// (f+1)*nMasks], overwriting it. An event outside the frame (sf viewed in place in
+	// a file, whose indices a dataset.SparseViewer does not check) is an errs.Format
+	// error naming it; acc is then unspecified.
+	apply(sf *dataset.SparseFrames, acc []float64) error
 }
 
 // eventGather is the gather kernel for events of native dtype N and weights of type T.
@@ -154,7 +159,17 @@ type eventGather[N native, T float] struct {
 	floats bool
 }
 
-func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) {
+// apply runs the kernels, which index the masks by the events' pixels: one outside the
+// frame makes a Go kernel panic on the index (recovered here) and makes an assembly
+// kernel return it (clamping it to the frame for its load).
+func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if err = badEvent(sf, g.m.pixels); err == nil {
+				panic(v)
+			}
+		}
+	}()
 	val := asNative[N](sf.Data)
 	n := g.m.nMasks
 	for f := range sf.Frames() {
@@ -173,6 +188,20 @@ func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) {
 			g.exact(idx, v, row)
 		}
 	}
+	return nil
+}
+
+// badEvent returns the errs.Format error of the first event of sf outside the frame of
+// pixels pixels, nil when there is none.
+func badEvent(sf *dataset.SparseFrames, pixels int) error {
+	for k, p := range sf.Indices {
+		if uint32(p) >= uint32(pixels) {
+			f, _ := slices.BinarySearch(sf.Indptr, k+1)
+			return errs.New(errs.Format, "event %d of frame %d is at pixel %d, outside the frame of %d pixels (check sig_shape and the indices' dtype)",
+				k-sf.Indptr[f-1], f-1, uint32(p), pixels)
+		}
+	}
+	return nil
 }
 
 // dotGather returns Σ_k float64(v[k])·w[idx[k]]: 8 events per step into 4 independent

@@ -25,7 +25,12 @@ import (
 // summed in float64 per frame, in event order (duplicate events at one pixel add up, as
 // in the densified frame); weights are float32, or float64 with their Lo parts in a
 // float64 run whose weights are not exact in float32. The cost is proportional to the
-// events, not to the frame's pixels (bench/RESULTS.md, "Sparse frames").
+// events, not to the frame's pixels (bench/RESULTS.md, "Sparse frames"). A dataset that
+// is a dataset.SparseViewer (FromSparse's arrays, raw_csr's mapped files) is gathered in
+// place, its events not copied; the kernel then checks each event's pixel (an event
+// outside the frame is an errs.Format error). An AVX2 kernel fetching the weights with
+// VPGATHERDD was measured against the scalar Go loop on this project's Zen 4 machine
+// and not kept: 0.48-0.51 ns per event against 0.52-0.57, within the machine's noise.
 //
 // GPU workers and shifted masks read the same frames densified (ReadFrames).
 

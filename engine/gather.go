@@ -162,11 +162,20 @@ type eventGather[N native, T float] struct {
 	m *gatherMasks[T]
 	// floats says that N is a float type, whose values may be NaN or infinite.
 	floats bool
+	// rows are the assembly row kernels of 2, 4, 8 and 16 masks (gather_amd64.s), for
+	// float32 weights in a table on a CPU with AVX2 and FMA; else nil.
+	rows [4]rowGather[N]
+	w32  []float32 // the table m.w when rows are set
 }
 
+// rowGather is an assembly row kernel of the gather: out[m] = Σ_{k<n} float64(v[k])·
+// float64(w[idx[k]·ldw+m]) for its masks m, in float64; it returns the first event k
+// whose idx[k] (as uint32) exceeds last, before reading its row, or -1.
+type rowGather[N native] func(idx *int32, v *N, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+
 // apply runs the kernels, which index the masks by the events' pixels: one outside the
-// frame makes a Go kernel panic on the index (recovered here) and makes an assembly
-// kernel return it (clamping it to the frame for its load).
+// frame makes a Go kernel panic on the index (recovered here) and an assembly kernel
+// return it before reading its row.
 func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -186,6 +195,10 @@ func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) (err 
 			g.csr(idx, v, row, false)
 		case n == 1:
 			row[0] = dotGather(idx, v, g.m.w)
+		case g.rows[0] != nil:
+			if !gatherRowsAsm(g.rows, idx, v, g.w32, g.m.pixels, row) {
+				return badEvent(sf, g.m.pixels)
+			}
 		default:
 			gatherRow(idx, v, g.m.w, row)
 		}
@@ -298,6 +311,48 @@ func gatherRow[N native, T float](idx []int32, v []N, w []T, row []float64) {
 	}
 }
 
+// gatherRowsAsm is gatherRow through the assembly row kernels k: blocks of 16, 8, 4 and
+// 2 masks, the last of an odd count in Go. It returns false when an event is outside
+// the table of pixels rows (row is then unspecified).
+func gatherRowsAsm[N native](k [4]rowGather[N], idx []int32, v []N, w []float32, pixels int, row []float64) bool {
+	n := len(row)
+	v = v[:len(idx)]
+	var pi *int32
+	var pv *N
+	if len(idx) > 0 {
+		pi, pv = &idx[0], &v[0]
+	}
+	for m0 := 0; m0 < n; {
+		var m int
+		var f rowGather[N]
+		switch rem := n - m0; {
+		case rem >= 16:
+			f, m = k[3], 16
+		case rem >= 8:
+			f, m = k[2], 8
+		case rem >= 4:
+			f, m = k[1], 4
+		case rem >= 2:
+			f, m = k[0], 2
+		default:
+			var a float64
+			for j, p := range idx {
+				if int(uint32(p)) >= pixels {
+					return false
+				}
+				a += float64(v[j]) * float64(w[int(p)*n+m0])
+			}
+			row[m0] = a
+			return true
+		}
+		if f(pi, pv, len(idx), &w[m0], n, uint32(pixels-1), &row[m0]) >= 0 {
+			return false
+		}
+		m0 += m
+	}
+	return true
+}
+
 // csr adds the events into row through the pixel-major CSR layout, after clearing it;
 // skipZero leaves out zero weights (the layout holds nonzero weights only, but a float64
 // run's weight may round to zero in T).
@@ -349,21 +404,31 @@ func gatherKernelFor(job *Job) gatherKernel {
 func gatherFor[T float](dt dataset.DType, m *gatherMasks[T]) gatherKernel {
 	switch dt {
 	case dataset.Uint8:
-		return &eventGather[uint8, T]{m: m}
+		return newEventGather[uint8](m, false)
 	case dataset.Uint16:
-		return &eventGather[uint16, T]{m: m}
+		return newEventGather[uint16](m, false)
 	case dataset.Uint32:
-		return &eventGather[uint32, T]{m: m}
+		return newEventGather[uint32](m, false)
 	case dataset.Int8:
-		return &eventGather[int8, T]{m: m}
+		return newEventGather[int8](m, false)
 	case dataset.Int16:
-		return &eventGather[int16, T]{m: m}
+		return newEventGather[int16](m, false)
 	case dataset.Int32:
-		return &eventGather[int32, T]{m: m}
+		return newEventGather[int32](m, false)
 	case dataset.Float32:
-		return &eventGather[float32, T]{m: m, floats: true}
+		return newEventGather[float32](m, true)
 	case dataset.Float64:
-		return &eventGather[float64, T]{m: m, floats: true}
+		return newEventGather[float64](m, true)
 	}
 	return nil
+}
+
+// newEventGather returns the gather kernel of N over m, with the assembly row kernels
+// for float32 weights in a table (gatherRowKernels: none without AVX2 and FMA).
+func newEventGather[N native, T float](m *gatherMasks[T], floats bool) *eventGather[N, T] {
+	g := &eventGather[N, T]{m: m, floats: floats}
+	if w32, f32 := any(m.w).([]float32); f32 && m.w != nil && m.pixels <= 1<<31 {
+		g.rows, g.w32 = gatherRowKernels[N](), w32
+	}
+	return g
 }

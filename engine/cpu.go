@@ -105,11 +105,12 @@ func NewCPUWorker(job *Job) (Worker, error) {
 		return w, nil
 	}
 	if sr := dataset.SparseOf(ds); sr != nil {
-		w.sparse, w.gather, w.denseAbove = sr, gatherKernelFor(job), gatherBreakEven(job)
+		w.sparse, w.gather = sr, gatherKernelFor(job)
 		w.sparseView, _ = sr.(dataset.SparseViewer)
 		if w.gather == nil {
 			return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
 		}
+		w.denseAbove = gatherBreakEven(job, w.gather.rowKernels())
 	}
 	switch ds.DType() {
 	case dataset.Uint8:

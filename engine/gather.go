@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"slices"
 
 	"github.com/stemdot/stemdot/dataset"
@@ -135,15 +136,20 @@ var gatherScale = 1.0
 // gatherBreakEven is the fraction of a tile's pixels with an event above which a CPU
 // worker densifies the tile and applies the dense kernels instead of the gather: where
 // the gather's cost per event exceeds that of densifying and the dense kernels per
-// pixel. Measured on 256×256 uint16 frames (BenchmarkGatherTargets and at 5% and 20%
-// of the pixels hit): an event costs about 2.4 ns with one mask and 2 ns per mask with
-// more through the table (its rows missing the caches), 7 ns through pixel-major CSR
-// (16 rings); densifying and the dense kernels 0.7-0.8 ns per pixel: break-even at
-// about 33% of the pixels for one mask, 2% for 16 dense masks, 11% for 16 rings. Hence
-// 30%/n_masks for the table, 10% for pixel-major CSR.
-func gatherBreakEven(job *Job) float64 {
-	if job.Sparse != nil && useGatherCSR(job.Masks) {
+// pixel. Measured on 256×256 uint16 frames (BenchmarkGatherTargets and at 2-20% of the
+// pixels hit): through the pure-Go kernels, an event costs about 2.4 ns with one mask
+// and 2 ns per mask with more through the table, 7 ns through pixel-major CSR (16
+// rings); densifying and the dense kernels 0.7-0.8 ns per pixel: break-even at about
+// 33% of the pixels for one mask, 2% for 16 dense masks, 11% for 16 rings. Hence
+// 30%/n_masks for the table, 10% for pixel-major CSR. Through the assembly row kernels
+// (rows, 2 masks and more) break-even came at about 10% for 4 masks and 5-10% for 16:
+// 15%/∛n_masks.
+func gatherBreakEven(job *Job, rows bool) float64 {
+	switch {
+	case job.Sparse != nil && useGatherCSR(job.Masks):
 		return 0.1 * gatherScale
+	case rows && job.NMasks > 1:
+		return 0.15 / math.Cbrt(float64(job.NMasks)) * gatherScale
 	}
 	return 0.3 / float64(job.NMasks) * gatherScale
 }
@@ -155,6 +161,8 @@ type gatherKernel interface {
 	// a file, whose indices a dataset.SparseViewer does not check) is an errs.Format
 	// error naming it; acc is then unspecified.
 	apply(sf *dataset.SparseFrames, acc []float64) error
+	// rowKernels tells whether the assembly row kernels run (gatherBreakEven).
+	rowKernels() bool
 }
 
 // eventGather is the gather kernel for events of native dtype N and weights of type T.
@@ -167,6 +175,8 @@ type eventGather[N native, T float] struct {
 	rows [4]rowGather[N]
 	w32  []float32 // the table m.w when rows are set
 }
+
+func (g *eventGather[N, T]) rowKernels() bool { return g.rows[0] != nil }
 
 // rowGather is an assembly row kernel of the gather: out[m] = Σ_{k<n} float64(v[k])·
 // float64(w[idx[k]·ldw+m]) for its masks m, in float64; it returns the first event k

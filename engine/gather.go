@@ -29,9 +29,15 @@ import (
 // events, not to the frame's pixels (bench/RESULTS.md, "Sparse frames"). A dataset that
 // is a dataset.SparseViewer (FromSparse's arrays, raw_csr's mapped files) is gathered in
 // place, its events not copied; the kernel then checks each event's pixel (an event
-// outside the frame is an errs.Format error). An AVX2 kernel fetching the weights with
-// VPGATHERDD was measured against the scalar Go loop on this project's Zen 4 machine
-// and not kept: 0.48-0.51 ns per event against 0.52-0.57, within the machine's noise.
+// outside the frame is an errs.Format error). With 2 masks or more and float32 weights
+// in a table, on a CPU with AVX2 and FMA, the events go through assembly row kernels
+// (gather_amd64.s, written by gen_gather.go): per event, its row of 2, 4, 8 or 16
+// weights loaded as one vector, widened to float64 and multiplied by the event's value
+// into vector sums (about 6× the pure-Go kernel with 16 masks); the pure-Go kernels run
+// elsewhere and under GODEBUG=cpu.avx2=off. One mask stays with the scalar Go loop: an
+// AVX2 kernel fetching 8 weights with VPGATHERDD measured 0.48-0.51 ns per event
+// against its 0.52-0.57 on this project's Zen 4 machine, within the machine's noise,
+// and was not kept.
 //
 // GPU workers and shifted masks read the same frames densified (ReadFrames).
 

@@ -37,9 +37,8 @@ type cpuWorker struct {
 	// sparse and gather, for a sparse dataset without shifts, read the frames as events
 	// into sf and compute the rows instead of kernel (gather.go), for tiles whose
 	// events are at most denseAbove of their pixels; denser tiles are densified into
-	// the native tile for kernel.
-	// sparseView views the events in place when the dataset can (view, else they are read
-	// into sf); events is the one of the two holding the tile's events.
+	// the native tile for kernel. sparseView views the events in place where the dataset
+	// can (into view, else they are read into sf); events is the one holding the tile's.
 	sparse     dataset.SparseReader
 	sparseView dataset.SparseViewer
 	gather     gatherKernel

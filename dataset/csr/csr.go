@@ -35,9 +35,9 @@
 // gather kernel) or densified (ReadFrames). When the indices are int32 or uint32 and
 // indices and values are in the host's byte order, the indices and data files are also
 // memory-mapped read-only and the gather reads their events in place
-// (dataset.SparseViewer), after checking that neither file has shrunk. Frames are delivered in the data dtype
-// (uint8, uint16, uint32, int8, int16, int32, float32, float64; another, e.g. int64,
-// float16 or complex, is refused with errs.DType). The indptr and indices dtypes may be
+// (dataset.SparseViewer), after checking that neither file has shrunk. Frames are
+// delivered in the data dtype (uint8, uint16, uint32, int8, int16, int32, float32,
+// float64; another, e.g. int64, float16 or complex, is refused with errs.DType). The indptr and indices dtypes may be
 // any integer type of 1 to 8 bytes. A malformed file set is an errs.Format error
 // naming the file and the field: a missing or mistyped TOML key, files whose sizes are
 // not whole numbers of their dtype, indices and data of different lengths, an indptr

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stemdot/stemdot/errs"
 )
 
@@ -355,3 +357,23 @@ func OpenFlat(fl Flat, opt Options, fileNav []int, source string, ff FileFrames)
 	}
 	return ds, nil
 }
+
+// MapFile maps the size bytes of the file f opened at path read-only, for a format
+// whose readers view the file's bytes in place, registered for MappingFault (a fault
+// after the file shrank is an errs.IO error naming path), or returns nil when the file
+// system refuses (read it with pread then). Unmap it with Unmap before closing f.
+func MapFile(path string, f *os.File, size int64) []byte { return mapReadOnly(path, f, size) }
+
+// Unmap unmaps a mapping of MapFile (nil: nothing to do).
+func Unmap(mapping []byte) error {
+	if mapping == nil {
+		return nil
+	}
+	unregister(mapping)
+	return unix.Munmap(mapping)
+}
+
+// CheckSize returns the errs.IO error saying that the file f at path, of size bytes when
+// opened, changed while being read, when it is smaller now (fstat); else nil. A reader
+// checks it before it hands out a view of the file's mapping.
+func CheckSize(path string, f *os.File, size int64) error { return checkSize(path, f, size) }

@@ -152,9 +152,30 @@ type SparseReader interface {
 	ReadSparse(start, end int, dst *SparseFrames) error
 }
 
+// SparseViewer is implemented by sparse datasets whose events lie in memory as
+// SparseFrames holds them (int32 indices, values in the native dtype, host byte order):
+// in the caller's arrays (FromSparse) or in read-only memory mappings of the files
+// (raw_csr). ViewSparse sets dst to frames [start, end) without copying the events, as
+// a Viewer's ViewFrames does for dense frames: it writes dst.Indptr (from 0, in dst's
+// own memory) and sets dst.Indices and dst.Data to the dataset's memory, valid until
+// Close. That memory must not be written: never Reset or append to a dst that holds a
+// view (keep a SparseFrames for views only). ViewSparse returns false, and leaves dst
+// unspecified, when the frames cannot be viewed (frames not consecutive in the file, the
+// blank frames of a negative sync offset): read them with ReadSparse then. Errors are
+// those of ReadSparse, but the indices of a file's events are not checked against the
+// frame: a consumer checks each event's pixel as it reads it (the engine's gather
+// kernel does). The mapping of a file faults when the file shrinks while it is read:
+// read it under debug.SetPanicOnFault and turn a recovered panic into the dataset's I/O
+// error with MappingFault (fault.go).
+type SparseViewer interface {
+	ViewSparse(start, end int, dst *SparseFrames) (bool, error)
+}
+
 // SparseSource is implemented by views of a dataset (a scan reconciled with the file's
 // frames, an ROI, a frame range) that read sparse frames when the dataset under them
 // does: Sparse returns their SparseReader, or nil when the dataset's frames are dense.
+// The SparseReader also implements SparseViewer, which views the frames in place when
+// the dataset under the view does and the frames are consecutive there.
 type SparseSource interface {
 	Sparse() SparseReader
 }
@@ -171,10 +192,30 @@ func SparseOf(ds Dataset) SparseReader {
 	return nil
 }
 
-// sparseFunc is a SparseReader of a view.
-type sparseFunc func(start, end int, dst *SparseFrames) error
+// sparseView is the SparseReader and SparseViewer of a view: read reads its frames,
+// frames maps them to consecutive frames [first, first+end-start) of the inner
+// dataset, when they are (ok).
+type sparseView struct {
+	inner  SparseReader
+	read   func(start, end int, dst *SparseFrames) error
+	frames func(start, end int) (first int, ok bool, err error)
+}
 
-func (f sparseFunc) ReadSparse(start, end int, dst *SparseFrames) error { return f(start, end, dst) }
+func (v sparseView) ReadSparse(start, end int, dst *SparseFrames) error {
+	return v.read(start, end, dst)
+}
+
+func (v sparseView) ViewSparse(start, end int, dst *SparseFrames) (bool, error) {
+	sv, ok := v.inner.(SparseViewer)
+	if !ok {
+		return false, nil
+	}
+	first, ok, err := v.frames(start, end)
+	if !ok || err != nil {
+		return false, err
+	}
+	return sv.ViewSparse(first, first+end-start, dst)
+}
 
 // Sparse reads the scan positions of the view from the file's sparse frames: blank
 // frames where a negative sync offset inserts them, flyback frames skipped.
@@ -183,8 +224,11 @@ func (d *scanView) Sparse() SparseReader {
 	if inner == nil {
 		return nil
 	}
-	return sparseFunc(func(start, end int, dst *SparseFrames) error {
-		if err := checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
+	check := func(start, end int) error {
+		return checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes())
+	}
+	return sparseView{inner: inner, read: func(start, end int, dst *SparseFrames) error {
+		if err := check(start, end); err != nil {
 			return err
 		}
 		var err error
@@ -197,7 +241,13 @@ func (d *scanView) Sparse() SparseReader {
 			return err == nil
 		})
 		return err
-	})
+	}, frames: func(start, end int) (int, bool, error) {
+		if err := check(start, end); err != nil {
+			return 0, false, err
+		}
+		first := d.layout.frame(start)
+		return first, first >= 0 && (end == start || d.layout.frame(end-1)-first == end-1-start), nil
+	}}
 }
 
 // Sparse reads the selected scan positions from the dataset's sparse frames, a run of
@@ -207,8 +257,11 @@ func (s *selection) Sparse() SparseReader {
 	if inner == nil {
 		return nil
 	}
-	return sparseFunc(func(start, end int, dst *SparseFrames) error {
-		if err := checkRange(describePath(s.Dataset), start, end, len(s.pos), s.FrameBytes(), (end-start)*s.FrameBytes()); err != nil {
+	check := func(start, end int) error {
+		return checkRange(describePath(s.Dataset), start, end, len(s.pos), s.FrameBytes(), (end-start)*s.FrameBytes())
+	}
+	return sparseView{inner: inner, read: func(start, end int, dst *SparseFrames) error {
+		if err := check(start, end); err != nil {
 			return err
 		}
 		for i := start; i < end; {
@@ -222,7 +275,17 @@ func (s *selection) Sparse() SparseReader {
 			i = j
 		}
 		return nil
-	})
+	}, frames: func(start, end int) (int, bool, error) {
+		if err := check(start, end); err != nil || start == end {
+			return 0, false, err
+		}
+		for i := start + 1; i < end; i++ {
+			if s.pos[i] != s.pos[i-1]+1 {
+				return 0, false, nil
+			}
+		}
+		return s.pos[start], true, nil
+	}}
 }
 
 // Sparse reads the range's frames from the dataset's sparse frames.
@@ -231,13 +294,16 @@ func (r *frameRange) Sparse() SparseReader {
 	if inner == nil {
 		return nil
 	}
-	return sparseFunc(func(start, end int, dst *SparseFrames) error {
+	return sparseView{inner: inner, read: func(start, end int, dst *SparseFrames) error {
 		s, e, err := r.span(start, end)
 		if err != nil {
 			return err
 		}
 		return inner.ReadSparse(s, e, dst)
-	})
+	}, frames: func(start, end int) (int, bool, error) {
+		s, _, err := r.span(start, end)
+		return s, err == nil, err
+	}}
 }
 
 // sparseMemory serves sparse frames from caller-owned CSR arrays.
@@ -306,6 +372,21 @@ func (d *sparseMemory) ReadSparse(start, end int, dst *SparseFrames) error {
 	dst.Indices = append(dst.Indices, d.sf.Indices[a:b]...)
 	dst.Data = append(dst.Data, d.sf.Data[a*size:b*size]...)
 	return nil
+}
+
+// ViewSparse sets dst to frames [start, end) of the caller's arrays (SparseViewer).
+func (d *sparseMemory) ViewSparse(start, end int, dst *SparseFrames) (bool, error) {
+	if err := d.checkRead(start, end); err != nil {
+		return false, err
+	}
+	a, b := d.sf.Indptr[start], d.sf.Indptr[end]
+	dst.Indptr = dst.Indptr[:0]
+	for _, p := range d.sf.Indptr[start : end+1] {
+		dst.Indptr = append(dst.Indptr, p-a)
+	}
+	size := d.dt.Size()
+	dst.Indices, dst.Data = d.sf.Indices[a:b:b], d.sf.Data[a*size:b*size:b*size]
+	return true, nil
 }
 
 // ReadFrames densifies frames [start, end) into dst.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
@@ -49,7 +50,7 @@ func readSparseDense(t *testing.T, ds dataset.Dataset, start, end int) []byte {
 
 // checkSparseView: every range of ds read sparse and densified equals ReadFrames, and
 // frame i equals want's frame frames[i].
-func checkSparseView(t *testing.T, ds dataset.Dataset, want []uint16, frames []int) {
+func checkSparseView(t *testing.T, ds dataset.Dataset, want []uint16, frames []int) (viewed int) {
 	t.Helper()
 	fb := ds.FrameBytes()
 	pixels := fb / 2
@@ -68,8 +69,18 @@ func checkSparseView(t *testing.T, ds dataset.Dataset, want []uint16, frames []i
 	for s := 0; s <= len(frames); s++ {
 		for e := s; e <= len(frames); e++ {
 			require.Equal(t, all[s*fb:e*fb], readSparseDense(t, ds, s, e), "frames [%d, %d)", s, e)
+			var sf dataset.SparseFrames
+			ok, err := dataset.SparseOf(ds).(dataset.SparseViewer).ViewSparse(s, e, &sf)
+			require.NoError(t, err)
+			if ok {
+				viewed++
+				got := make([]byte, (e-s)*fb)
+				require.NoError(t, sf.Densify(got, ds.SigShape(), ds.DType()))
+				require.Equal(t, all[s*fb:e*fb], got, "view of frames [%d, %d)", s, e)
+			}
 		}
 	}
+	return viewed
 }
 
 // TestSparseViews: the sparse frames of an in-memory sparse dataset, and of the views
@@ -82,7 +93,7 @@ func TestSparseViews(t *testing.T) {
 	sf, dense := sparseFrames(rng, 14, sig)
 	mem, err := dataset.FromSparse(sf, nil, sig, dataset.Uint16)
 	require.NoError(t, err)
-	checkSparseView(t, mem, dense, seqInts(0, 14))
+	require.Equal(t, 15*16/2, checkSparseView(t, mem, dense, seqInts(0, 14)), "every range of FromSparse is viewed in place")
 
 	for _, c := range []struct {
 		opt    dataset.Options
@@ -101,16 +112,21 @@ func TestSparseViews(t *testing.T) {
 			require.NoError(t, err)
 			ds, err := dataset.Reconcile(inner, c.opt, nil, "", dataset.FileFrames{Whole: 14})
 			require.NoError(t, err)
-			checkSparseView(t, ds, dense, c.frames)
+			viewed := checkSparseView(t, ds, dense, c.frames)
+			if c.opt.SyncOffset > 0 && c.opt.Flyback.Place == 0 {
+				assert.Equal(t, (len(c.frames)+1)*(len(c.frames)+2)/2, viewed, "consecutive frames are viewed in place")
+			} else {
+				assert.Positive(t, viewed)
+			}
 		})
 	}
 
 	sel, err := dataset.Select(mem, dataset.ROI{Mask: []bool{true, false, false, true, true, true, false, true, true, false, false, false, true, true}, Shape: []int{1, 14}})
 	require.NoError(t, err)
-	checkSparseView(t, sel, dense, []int{0, 3, 4, 5, 7, 8, 12, 13})
+	assert.Less(t, checkSparseView(t, sel, dense, []int{0, 3, 4, 5, 7, 8, 12, 13}), 9*10/2, "non-consecutive frames are read, not viewed")
 	r, err := dataset.Range(sel, 2, 5)
 	require.NoError(t, err)
-	checkSparseView(t, r, dense, []int{4, 5, 7, 8, 12})
+	assert.Positive(t, checkSparseView(t, r, dense, []int{4, 5, 7, 8, 12}))
 
 	raw, err := dataset.FromMemory(make([]byte, 14*sig[0]*sig[1]*2), nil, sig, dataset.Uint16)
 	require.NoError(t, err)

@@ -37,10 +37,13 @@ type cpuWorker struct {
 	// sparse and gather, for a sparse dataset without shifts, read the frames as events
 	// into sf and compute the rows instead of kernel (gather.go), for tiles whose
 	// events are at most denseAbove of their pixels; denser tiles are densified into
-	// the native tile for kernel.
+	// the native tile for kernel. sparseView views the events in place where the dataset
+	// can (into view, else they are read into sf); events is the one holding the tile's.
 	sparse     dataset.SparseReader
+	sparseView dataset.SparseViewer
 	gather     gatherKernel
-	sf         dataset.SparseFrames
+	sf, view   dataset.SparseFrames
+	events     *dataset.SparseFrames
 	denseAbove float64
 }
 
@@ -101,10 +104,12 @@ func NewCPUWorker(job *Job) (Worker, error) {
 		return w, nil
 	}
 	if sr := dataset.SparseOf(ds); sr != nil {
-		w.sparse, w.gather, w.denseAbove = sr, gatherKernelFor(job), gatherBreakEven(job)
+		w.sparse, w.gather = sr, gatherKernelFor(job)
+		w.sparseView, _ = sr.(dataset.SparseViewer)
 		if w.gather == nil {
 			return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
 		}
+		w.denseAbove = gatherBreakEven(job, w.gather.rowKernels())
 	}
 	switch ds.DType() {
 	case dataset.Uint8:
@@ -180,10 +185,14 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 		frames := end - start
 		if out.F64 != nil {
 			rows := out.F64[start*w.nMasks : end*w.nMasks]
-			w.apply(tile, start, frames, rows)
+			if err := w.apply(tile, start, frames, rows); err != nil {
+				return err
+			}
 		} else {
 			acc := w.acc[:frames*w.nMasks]
-			w.apply(tile, start, frames, acc)
+			if err := w.apply(tile, start, frames, acc); err != nil {
+				return err
+			}
 			dst := out.F32[start*w.nMasks : end*w.nMasks]
 			for i, v := range acc {
 				dst[i] = float32(v)
@@ -199,39 +208,60 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 }
 
 // read returns frames [start, end): their native bytes (frames), or, for the gather
-// kernel, nil after reading their events into w.sf; a sparse tile whose events exceed
-// w.denseAbove of its pixels is densified into the native tile and returned.
+// kernel, nil after viewing their events in place (w.view, when the dataset is a
+// dataset.SparseViewer that can) or reading them into w.sf, w.events pointing to the
+// one used; a sparse tile whose events exceed w.denseAbove of its pixels is densified
+// into the native tile and returned.
 func (w *cpuWorker) read(start, end int) ([]byte, error) {
 	if w.gather == nil {
 		return w.frames(start, end)
 	}
-	w.sf.Reset()
-	if err := w.sparse.ReadSparse(start, end, &w.sf); err != nil {
-		return nil, err
+	viewed := false
+	if w.sparseView != nil {
+		var err error
+		if viewed, err = w.sparseView.ViewSparse(start, end, &w.view); err != nil {
+			return nil, err
+		}
+	}
+	w.events = &w.view
+	if !viewed {
+		w.events = &w.sf
+		w.sf.Reset()
+		if err := w.sparse.ReadSparse(start, end, &w.sf); err != nil {
+			return nil, err
+		}
 	}
 	pixels := w.frameBytes / w.elemSize
-	if float64(w.sf.NNZ()) <= w.denseAbove*float64((end-start)*pixels) {
+	if float64(w.events.NNZ()) <= w.denseAbove*float64((end-start)*pixels) {
 		return nil, nil
 	}
 	if w.native == nil {
 		w.native = make([]byte, w.tileFrames*w.frameBytes)
 	}
 	b := w.native[:(end-start)*w.frameBytes]
-	return b, w.sf.Densify(b, w.ds.SigShape(), w.dt)
+	if err := w.events.Densify(b, w.ds.SigShape(), w.dt); err != nil {
+		return nil, fmt.Errorf("%s, frames [%d, %d): %w", describe(w.ds), start, end, err)
+	}
+	return b, nil
 }
 
-// apply computes the rows of the tile's frames [start, start+frames).
-func (w *cpuWorker) apply(tile []byte, start, frames int, rows []float64) {
+// apply computes the rows of the tile's frames [start, start+frames); the gather
+// kernel's error (an event outside the frame, in a file whose events are viewed in
+// place) names the dataset and the frames.
+func (w *cpuWorker) apply(tile []byte, start, frames int, rows []float64) error {
 	if w.gather != nil && tile == nil {
-		w.gather.apply(&w.sf, rows)
-		return
+		if err := w.gather.apply(w.events, rows); err != nil {
+			return fmt.Errorf("%s, frames [%d, %d): %w", describe(w.ds), start, start+frames, err)
+		}
+		return nil
 	}
 	if w.shifted != nil {
 		w.shifted.apply(tile, start, frames, w.shifts, rows)
-		return
+		return nil
 	}
 	w.kernel.apply(tile, frames, rows)
 	w.exactNonFinite(tile, rows)
+	return nil
 }
 
 // release drops the pages of frames p that the worker read in place from a memory

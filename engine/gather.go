@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"math"
+	"slices"
+
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -22,7 +26,18 @@ import (
 // summed in float64 per frame, in event order (duplicate events at one pixel add up, as
 // in the densified frame); weights are float32, or float64 with their Lo parts in a
 // float64 run whose weights are not exact in float32. The cost is proportional to the
-// events, not to the frame's pixels (bench/RESULTS.md, "Sparse frames").
+// events, not to the frame's pixels (bench/RESULTS.md, "Sparse frames"). A dataset that
+// is a dataset.SparseViewer (FromSparse's arrays, raw_csr's mapped files) is gathered in
+// place, its events not copied; the kernel then checks each event's pixel (an event
+// outside the frame is an errs.Format error). With 2 masks or more and float32 weights
+// in a table, on a CPU with AVX2 and FMA, the events go through assembly row kernels
+// (gather_amd64.s, written by gen_gather.go): per event, its row of 2, 4, 8 or 16
+// weights loaded as one vector, widened to float64 and multiplied by the event's value
+// into vector sums (about 6× the pure-Go kernel with 16 masks); the pure-Go kernels run
+// elsewhere and under GODEBUG=cpu.avx2=off. One mask stays with the scalar Go loop: an
+// AVX2 kernel fetching 8 weights with VPGATHERDD measured 0.48-0.51 ns per event
+// against its 0.52-0.57 on this project's Zen 4 machine, within the machine's noise,
+// and was not kept.
 //
 // GPU workers and shifted masks read the same frames densified (ReadFrames).
 
@@ -32,11 +47,11 @@ var gatherTableBytes int64 = 64 << 20
 // gatherMasks is the mask stack laid out for the gather kernel: a table of nMasks
 // weights per pixel (w), or pixel-major CSR (ptr, mask, val) (useGatherCSR).
 type gatherMasks[T float] struct {
-	nMasks int
-	w      []T
-	ptr    []int32
-	mask   []int32
-	val    []T
+	nMasks, pixels int
+	w              []T
+	ptr            []int32
+	mask           []int32
+	val            []T
 }
 
 // gatherBytes is the memory of the gather layout of stack in a float64 run (f64) or
@@ -65,7 +80,7 @@ func useGatherCSR(stack *masks.Stack) bool {
 // job.Sparse) pixel-major; lo adds the Lo parts of the weights.
 func newGatherMasks[T float](job *Job, lo bool) *gatherMasks[T] {
 	n, pixels := job.NMasks, job.Masks.Pixels()
-	g := &gatherMasks[T]{nMasks: n}
+	g := &gatherMasks[T]{nMasks: n, pixels: pixels}
 	// each calls add(m, p, hi, lo) for every nonzero weight of mask m at pixel p, mask
 	// by mask, pixel by pixel within a mask.
 	each := func(add func(m, p int, hi, lo float32)) {
@@ -127,15 +142,20 @@ var gatherScale = 1.0
 // gatherBreakEven is the fraction of a tile's pixels with an event above which a CPU
 // worker densifies the tile and applies the dense kernels instead of the gather: where
 // the gather's cost per event exceeds that of densifying and the dense kernels per
-// pixel. Measured on 256×256 uint16 frames (BenchmarkGatherTargets and at 5% and 20%
-// of the pixels hit): an event costs about 2.4 ns with one mask and 2 ns per mask with
-// more through the table (its rows missing the caches), 7 ns through pixel-major CSR
-// (16 rings); densifying and the dense kernels 0.7-0.8 ns per pixel: break-even at
-// about 33% of the pixels for one mask, 2% for 16 dense masks, 11% for 16 rings. Hence
-// 30%/n_masks for the table, 10% for pixel-major CSR.
-func gatherBreakEven(job *Job) float64 {
-	if job.Sparse != nil && useGatherCSR(job.Masks) {
+// pixel. Measured on 256×256 uint16 frames (BenchmarkGatherTargets and at 2-20% of the
+// pixels hit): through the pure-Go kernels, an event costs about 2.4 ns with one mask
+// and 2 ns per mask with more through the table, 7 ns through pixel-major CSR (16
+// rings); densifying and the dense kernels 0.7-0.8 ns per pixel: break-even at about
+// 33% of the pixels for one mask, 2% for 16 dense masks, 11% for 16 rings. Hence
+// 30%/n_masks for the table, 10% for pixel-major CSR. Through the assembly row kernels
+// (rows, 2 masks and more) break-even came at about 10% for 4 masks and 5-10% for 16:
+// 15%/∛n_masks.
+func gatherBreakEven(job *Job, rows bool) float64 {
+	switch {
+	case job.Sparse != nil && useGatherCSR(job.Masks):
 		return 0.1 * gatherScale
+	case rows && job.NMasks > 1:
+		return 0.15 / math.Cbrt(float64(job.NMasks)) * gatherScale
 	}
 	return 0.3 / float64(job.NMasks) * gatherScale
 }
@@ -143,8 +163,12 @@ func gatherBreakEven(job *Job) float64 {
 // gatherKernel computes the result rows of sparse frames.
 type gatherKernel interface {
 	// apply writes the nMasks results of each frame of sf into acc[f*nMasks :
-	// (f+1)*nMasks], overwriting it.
-	apply(sf *dataset.SparseFrames, acc []float64)
+	// (f+1)*nMasks], overwriting it. An event outside the frame (sf viewed in place in
+	// a file, whose indices a dataset.SparseViewer does not check) is an errs.Format
+	// error naming it; acc is then unspecified.
+	apply(sf *dataset.SparseFrames, acc []float64) error
+	// rowKernels tells whether the assembly row kernels run (gatherBreakEven).
+	rowKernels() bool
 }
 
 // eventGather is the gather kernel for events of native dtype N and weights of type T.
@@ -152,9 +176,30 @@ type eventGather[N native, T float] struct {
 	m *gatherMasks[T]
 	// floats says that N is a float type, whose values may be NaN or infinite.
 	floats bool
+	// rows are the assembly row kernels of 2, 4, 8 and 16 masks (gather_amd64.s), for
+	// float32 weights in a table on a CPU with AVX2 and FMA; else nil.
+	rows [4]rowGather[N]
+	w32  []float32 // the table m.w when rows are set
 }
 
-func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) {
+func (g *eventGather[N, T]) rowKernels() bool { return g.rows[0] != nil }
+
+// rowGather is an assembly row kernel of the gather: out[m] = Σ_{k<n} float64(v[k])·
+// float64(w[idx[k]·ldw+m]) for its masks m, in float64; it returns the first event k
+// whose idx[k] (as uint32) exceeds last, before reading its row, or -1.
+type rowGather[N native] func(idx *int32, v *N, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+
+// apply runs the kernels, which index the masks by the events' pixels: one outside the
+// frame makes a Go kernel panic on the index (recovered here) and an assembly kernel
+// return it before reading its row.
+func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if err = badEvent(sf, g.m.pixels); err == nil {
+				panic(v)
+			}
+		}
+	}()
 	val := asNative[N](sf.Data)
 	n := g.m.nMasks
 	for f := range sf.Frames() {
@@ -166,6 +211,10 @@ func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) {
 			g.csr(idx, v, row, false)
 		case n == 1:
 			row[0] = dotGather(idx, v, g.m.w)
+		case g.rows[0] != nil:
+			if !gatherRowsAsm(g.rows, idx, v, g.w32, g.m.pixels, row) {
+				return badEvent(sf, g.m.pixels)
+			}
 		default:
 			gatherRow(idx, v, g.m.w, row)
 		}
@@ -173,6 +222,20 @@ func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) {
 			g.exact(idx, v, row)
 		}
 	}
+	return nil
+}
+
+// badEvent returns the errs.Format error of the first event of sf outside the frame of
+// pixels pixels, nil when there is none.
+func badEvent(sf *dataset.SparseFrames, pixels int) error {
+	for k, p := range sf.Indices {
+		if uint32(p) >= uint32(pixels) {
+			f, _ := slices.BinarySearch(sf.Indptr, k+1)
+			return errs.New(errs.Format, "event %d of frame %d is at pixel %d, outside the frame of %d pixels (check sig_shape and the indices' dtype)",
+				k-sf.Indptr[f-1], f-1, uint32(p), pixels)
+		}
+	}
+	return nil
 }
 
 // dotGather returns Σ_k float64(v[k])·w[idx[k]]: 8 events per step into 4 independent
@@ -264,6 +327,48 @@ func gatherRow[N native, T float](idx []int32, v []N, w []T, row []float64) {
 	}
 }
 
+// gatherRowsAsm is gatherRow through the assembly row kernels k: blocks of 16, 8, 4 and
+// 2 masks, the last of an odd count in Go. It returns false when an event is outside
+// the table of pixels rows (row is then unspecified).
+func gatherRowsAsm[N native](k [4]rowGather[N], idx []int32, v []N, w []float32, pixels int, row []float64) bool {
+	n := len(row)
+	v = v[:len(idx)]
+	var pi *int32
+	var pv *N
+	if len(idx) > 0 {
+		pi, pv = &idx[0], &v[0]
+	}
+	for m0 := 0; m0 < n; {
+		var m int
+		var f rowGather[N]
+		switch rem := n - m0; {
+		case rem >= 16:
+			f, m = k[3], 16
+		case rem >= 8:
+			f, m = k[2], 8
+		case rem >= 4:
+			f, m = k[1], 4
+		case rem >= 2:
+			f, m = k[0], 2
+		default:
+			var a float64
+			for j, p := range idx {
+				if int(uint32(p)) >= pixels {
+					return false
+				}
+				a += float64(v[j]) * float64(w[int(p)*n+m0])
+			}
+			row[m0] = a
+			return true
+		}
+		if f(pi, pv, len(idx), &w[m0], n, uint32(pixels-1), &row[m0]) >= 0 {
+			return false
+		}
+		m0 += m
+	}
+	return true
+}
+
 // csr adds the events into row through the pixel-major CSR layout, after clearing it;
 // skipZero leaves out zero weights (the layout holds nonzero weights only, but a float64
 // run's weight may round to zero in T).
@@ -315,21 +420,31 @@ func gatherKernelFor(job *Job) gatherKernel {
 func gatherFor[T float](dt dataset.DType, m *gatherMasks[T]) gatherKernel {
 	switch dt {
 	case dataset.Uint8:
-		return &eventGather[uint8, T]{m: m}
+		return newEventGather[uint8](m, false)
 	case dataset.Uint16:
-		return &eventGather[uint16, T]{m: m}
+		return newEventGather[uint16](m, false)
 	case dataset.Uint32:
-		return &eventGather[uint32, T]{m: m}
+		return newEventGather[uint32](m, false)
 	case dataset.Int8:
-		return &eventGather[int8, T]{m: m}
+		return newEventGather[int8](m, false)
 	case dataset.Int16:
-		return &eventGather[int16, T]{m: m}
+		return newEventGather[int16](m, false)
 	case dataset.Int32:
-		return &eventGather[int32, T]{m: m}
+		return newEventGather[int32](m, false)
 	case dataset.Float32:
-		return &eventGather[float32, T]{m: m, floats: true}
+		return newEventGather[float32](m, true)
 	case dataset.Float64:
-		return &eventGather[float64, T]{m: m, floats: true}
+		return newEventGather[float64](m, true)
 	}
 	return nil
+}
+
+// newEventGather returns the gather kernel of N over m, with the assembly row kernels
+// for float32 weights in a table (gatherRowKernels: none without AVX2 and FMA).
+func newEventGather[N native, T float](m *gatherMasks[T], floats bool) *eventGather[N, T] {
+	g := &eventGather[N, T]{m: m, floats: floats}
+	if w32, f32 := any(m.w).([]float32); f32 && m.w != nil && m.pixels <= 1<<31 {
+		g.rows, g.w32 = gatherRowKernels[N](), w32
+	}
+	return g
 }

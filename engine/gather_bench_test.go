@@ -29,7 +29,8 @@ const gatherBenchFrames = 8192
 //
 //   - floor: a plain sweep over the sparse bytes (each worker sums the indptr, indices
 //     and data of its half of the frames), the read floor;
-//   - gather: ApplyMasks over the sparse dataset (the CPU workers' gather kernel);
+//   - gather: ApplyMasks over the sparse dataset (the CPU workers' gather kernel, the
+//     events viewed in place: FromSparse is a dataset.SparseViewer);
 //   - dense: ApplyMasks over the same frames densified in memory (the dense kernels,
 //     frames viewed in place).
 //

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -115,7 +116,7 @@ func TestApplyMasksGather(t *testing.T) {
 			data := randomSparse(rng, dt, n, sig, density)
 			ds, err := dataset.FromSparse(data.sf, []int{n}, sig, dt)
 			require.NoError(t, err)
-			for _, nMasks := range []int{1, 4, 13, 16, 64} {
+			for _, nMasks := range []int{1, 2, 4, 13, 16, 64} {
 				for _, kind := range []string{"dense", "sparse", "sparse-csr", "lo"} {
 					var stack *masks.Stack
 					switch kind {
@@ -257,4 +258,31 @@ func (d eventsOnly) ReadFrames(int, int, []byte) error {
 
 func (d eventsOnly) ReadSparse(start, end int, dst *dataset.SparseFrames) error {
 	return dataset.SparseOf(d.Dataset).ReadSparse(start, end, dst)
+}
+
+// TestGatherBadEvent: an event outside the frame (as a view of a file's events may
+// hold) is an errs.Format error naming it, through every row kernel (2 to 33 masks, the
+// bad event at any position) and the pure-Go kernels alike, never a read outside the
+// table.
+func TestGatherBadEvent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	sig := [2]int{8, 8}
+	for _, nMasks := range []int{1, 2, 3, 4, 7, 8, 16, 33} {
+		stack := randomStack(rng, nMasks, sig)
+		job := &Job{Masks: stack, NMasks: nMasks}
+		k := &eventGather[uint16, float32]{m: newGatherMasks[float32](job, false)}
+		for _, g := range []*eventGather[uint16, float32]{k, newEventGather[uint16](k.m, false)} {
+			for bad := range 5 {
+				for _, p := range []int32{64, -1, 1 << 30} {
+					idx := []int32{1, 5, 9, 20, 63}
+					idx[bad] = p
+					sf := dataset.SparseFrames{Indptr: []int{0, 0, 5}, Indices: idx, Data: make([]byte, 10)}
+					err := g.apply(&sf, make([]float64, 2*nMasks))
+					require.Error(t, err, "%d masks, event %d at pixel %d", nMasks, bad, p)
+					assert.Equal(t, errs.Format, errs.KindOf(err))
+					assert.Contains(t, err.Error(), fmt.Sprintf("event %d of frame 1 is at pixel %d, outside the frame of 64 pixels", bad, uint32(p)))
+				}
+			}
+		}
+	}
 }

@@ -3,6 +3,7 @@ package engine
 import "golang.org/x/sys/cpu"
 
 //go:generate go run gen_bcast.go
+//go:generate go run gen_gather.go
 
 // haveAVX512 reports whether the CPU has AVX-512F and the OS saves the ZMM state
 // (golang.org/x/sys/cpu checks XCR0), which the ZMM kernels of simd_packed_amd64.s need.

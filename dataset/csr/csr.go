@@ -32,9 +32,12 @@
 //
 // Nothing is loaded whole: frames are read with positioned reads of their indptr
 // entries, indices and values, as events (dataset.SparseReader: the CPU workers'
-// gather kernel) or densified (ReadFrames). Frames are delivered in the data dtype
-// (uint8, uint16, uint32, int8, int16, int32, float32, float64; another, e.g. int64,
-// float16 or complex, is refused with errs.DType). The indptr and indices dtypes may be
+// gather kernel) or densified (ReadFrames). When the indices are int32 or uint32 and
+// indices and values are in the host's byte order, the indices and data files are also
+// memory-mapped read-only and the gather reads their events in place
+// (dataset.SparseViewer), after checking that neither file has shrunk. Frames are
+// delivered in the data dtype (uint8, uint16, uint32, int8, int16, int32, float32,
+// float64; another, e.g. int64, float16 or complex, is refused with errs.DType). The indptr and indices dtypes may be
 // any integer type of 1 to 8 bytes. A malformed file set is an errs.Format error
 // naming the file and the field: a missing or mistyped TOML key, files whose sizes are
 // not whole numbers of their dtype, indices and data of different lengths, an indptr
@@ -238,6 +241,9 @@ type array struct {
 	f    *os.File
 	size int64 // bytes when opened
 	elem int   // bytes per element
+	// mapping is the file mapped read-only (dataset.MapFile), for the indices and data
+	// files of a file set whose events can be viewed in place (ViewSparse); else nil.
+	mapping []byte
 }
 
 func (a *array) len() int64 { return a.size / int64(a.elem) }
@@ -446,6 +452,15 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 		return fail("indptr_file %s: %d frames are too many", d.indptr.path, d.indptr.len()-1)
 	}
 	d.frames = int(d.indptr.len() - 1)
+	if d.idxType.size == 4 && d.idxType.bigEndian == npy.HostBigEndian && d.bigEndian == npy.HostBigEndian {
+		d.indices.mapping = dataset.MapFile(d.indices.path, d.indices.f, d.indices.size)
+		if d.indices.mapping != nil {
+			if d.data.mapping = dataset.MapFile(d.data.path, d.data.f, d.data.size); d.data.mapping == nil {
+				dataset.Unmap(d.indices.mapping)
+				d.indices.mapping = nil
+			}
+		}
+	}
 	var ends [2]int64
 	for i, at := range []int64{0, int64(d.frames)} {
 		b := make([]byte, d.ptrType.size)
@@ -492,6 +507,9 @@ func (d *file) Close() error {
 	var first error
 	for _, a := range d.arrays() {
 		if a != nil {
+			if err := dataset.Unmap(a.mapping); err != nil && first == nil {
+				first = errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", a.path, err))
+			}
 			if err := a.f.Close(); err != nil && first == nil {
 				first = errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", a.path, err))
 			}
@@ -533,32 +551,12 @@ func (d *file) ReadSparse(start, end int, dst *dataset.SparseFrames) error {
 	if n == 0 {
 		return nil
 	}
-	bp := d.buffer((n + 1) * d.ptrType.size)
-	defer d.scratch.Put(bp)
-	if err := d.indptr.readAt(*bp, int64(start), start, end); err != nil {
+	mark := len(dst.Indptr)
+	base, count, err := d.readIndptr(start, end, &dst.Indptr, len(dst.Indices))
+	if err != nil {
+		dst.Indptr = dst.Indptr[:mark]
 		return err
 	}
-	base, prev := int64(0), int64(0)
-	mark := len(dst.Indptr)
-	for i := range n + 1 {
-		v, fits := d.ptrType.value((*bp)[i*d.ptrType.size:])
-		switch {
-		case !fits || v < 0 || v > d.nnz:
-			dst.Indptr = dst.Indptr[:mark]
-			return errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %d, outside the %d events of the indices and data files",
-				d.path, d.indptr.path, start+i, start+i, v, d.nnz)
-		case i > 0 && v < prev:
-			dst.Indptr = dst.Indptr[:mark]
-			return errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d is %d, less than entry %d (%d): frame %d would have a negative number of events",
-				d.path, d.indptr.path, start+i, v, start+i-1, prev, start+i-1)
-		case i == 0:
-			base = v
-		default:
-			dst.Indptr = append(dst.Indptr, len(dst.Indices)+int(v-base))
-		}
-		prev = v
-	}
-	count := int(prev - base)
 	undo := func(err error) error {
 		dst.Indptr = dst.Indptr[:mark]
 		dst.Indices = dst.Indices[:len(dst.Indices)-count]
@@ -579,6 +577,72 @@ func (d *file) ReadSparse(start, end int, dst *dataset.SparseFrames) error {
 		dataset.CopyToHost(vals, vals, d.dt.Size(), d.bigEndian)
 	}
 	return nil
+}
+
+// readIndptr reads the indptr entries of frames [start, end), checks them and appends
+// entries 1..end-start, made relative to entry 0 and offset by off, to ptr; it returns
+// the first event of the frames and their number of events. An indptr that decreases
+// or points outside the events is an errs.Format error naming the file and the frame.
+func (d *file) readIndptr(start, end int, ptr *[]int, off int) (base int64, count int, err error) {
+	n := end - start
+	bp := d.buffer((n + 1) * d.ptrType.size)
+	defer d.scratch.Put(bp)
+	if err := d.indptr.readAt(*bp, int64(start), start, end); err != nil {
+		return 0, 0, err
+	}
+	prev := int64(0)
+	for i := range n + 1 {
+		v, fits := d.ptrType.value((*bp)[i*d.ptrType.size:])
+		switch {
+		case !fits || v < 0 || v > d.nnz:
+			return 0, 0, errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %d, outside the %d events of the indices and data files",
+				d.path, d.indptr.path, start+i, start+i, v, d.nnz)
+		case i > 0 && v < prev:
+			return 0, 0, errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d is %d, less than entry %d (%d): frame %d would have a negative number of events",
+				d.path, d.indptr.path, start+i, v, start+i-1, prev, start+i-1)
+		case i == 0:
+			base = v
+		default:
+			*ptr = append(*ptr, off+int(v-base))
+		}
+		prev = v
+	}
+	return base, int(prev - base), nil
+}
+
+// ViewSparse sets dst to frames [start, end) in place (dataset.SparseViewer): their
+// indptr entries read and checked as ReadSparse does, their indices and values viewed
+// in the files' mappings, after checking that neither file has shrunk since it was
+// opened. A file set whose indices are not int32 or uint32 in host byte order, or whose
+// values are not in host byte order, is not mapped: false, read it with ReadSparse.
+// The indices are not checked against the frame (the consumer does, see SparseViewer).
+func (d *file) ViewSparse(start, end int, dst *dataset.SparseFrames) (bool, error) {
+	if d.indices.mapping == nil {
+		return false, nil
+	}
+	if err := d.check(start, end); err != nil {
+		return false, err
+	}
+	for _, a := range []*array{d.indices, d.data} {
+		if err := dataset.CheckSize(a.path, a.f, a.size); err != nil {
+			return false, err
+		}
+	}
+	dst.Indptr = append(dst.Indptr[:0], 0)
+	if end == start {
+		dst.Indices, dst.Data = nil, nil
+		return true, nil
+	}
+	base, count, err := d.readIndptr(start, end, &dst.Indptr, 0)
+	if err != nil {
+		return false, err
+	}
+	size := int64(d.dt.Size())
+	e := base + int64(count)
+	idx := d.indices.mapping[4*base : 4*e : 4*e]
+	dst.Indices = unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(idx))), count)
+	dst.Data = d.data.mapping[size*base : size*e : size*e]
+	return true, nil
 }
 
 // readIndices reads the indices of events [base, base+len(out)) into out, checking that

@@ -364,3 +364,66 @@ func TestFiletype(t *testing.T) {
 		assert.EqualError(t, err, "dataset: "+path+": "+want)
 	}
 }
+
+// TestViewSparse: the events of int32 indices and host-order values are viewed in the
+// files' mappings (the same frames as ReadSparse); other file sets are read. A run over
+// viewed events refuses an event outside the frame (which a view does not check) with
+// errs.Format naming it, and a file cut after Open is an I/O error.
+func TestViewSparse(t *testing.T) {
+	path := fileSet(t, []int64{0, 1, 3, 3, 4}, []int32{0, 3, 2, 1}, []uint16{5, 6, 7, 8}, "nav_shape = [4]\nsig_shape = [2, 2]", "")
+	ds, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	defer ds.Close()
+	sv, ok := dataset.SparseOf(ds).(dataset.SparseViewer)
+	require.True(t, ok)
+	var sf dataset.SparseFrames
+	viewed, err := sv.ViewSparse(1, 4, &sf)
+	require.NoError(t, err)
+	require.True(t, viewed)
+	assert.Equal(t, []int{0, 2, 2, 3}, sf.Indptr)
+	assert.Equal(t, []int32{3, 2, 1}, sf.Indices)
+	assert.Equal(t, []uint16{6, 7, 8}, []uint16{binary.NativeEndian.Uint16(sf.Data), binary.NativeEndian.Uint16(sf.Data[2:]), binary.NativeEndian.Uint16(sf.Data[4:])})
+
+	big := fileSet(t, []int64{0, 1}, []int32{0}, []uint16{5}, "nav_shape = [1]\nsig_shape = [2, 2]", `indptr_file = "indptr.bin"
+indptr_dtype = "<i8"
+indices_file = "indices.bin"
+indices_dtype = "<i4"
+data_file = "data.bin"
+data_dtype = ">u2"`)
+	bd, err := dataset.Open(big, dataset.Options{})
+	require.NoError(t, err)
+	defer bd.Close()
+	viewed, err = dataset.SparseOf(bd).(dataset.SparseViewer).ViewSparse(0, 1, &sf)
+	require.NoError(t, err)
+	assert.False(t, viewed, "big-endian values are read, not viewed")
+
+	stack, err := masks.New(1, 2, 2, []float32{1, 2, 3, 4}, nil)
+	require.NoError(t, err)
+	plan := &planner.Plan{CoresUsable: 1, Workers: []planner.Worker{{ID: 0, Kind: planner.CPU, GPU: -1}}, Partitions: []planner.Partition{{Start: 0, End: 4}}}
+	plan2 := &planner.Plan{CoresUsable: 1, Workers: plan.Workers, Partitions: []planner.Partition{{Start: 0, End: 2}}}
+	res, err := engine.ApplyMasks(context.Background(), ds, stack, plan, engine.Options{Float64: true, NoPin: true})
+	require.NoError(t, err)
+	assert.True(t, res.Stats.Gather)
+	assert.Equal(t, []float64{5, 6*4 + 7*3, 0, 8 * 2}, res.F64)
+
+	bad := fileSet(t, []int64{0, 1, 3}, []int32{0, 3, 16}, []uint16{1, 2, 3}, "nav_shape = [2]\nsig_shape = [4, 4]", "")
+	bds, err := dataset.Open(bad, dataset.Options{})
+	require.NoError(t, err)
+	defer bds.Close()
+	stack16, err := masks.New(1, 4, 4, make([]float32, 16), nil)
+	require.NoError(t, err)
+	_, err = engine.ApplyMasks(context.Background(), bds, stack16, plan2, engine.Options{NoPin: true})
+	require.Error(t, err)
+	assert.Equal(t, errs.Format, errs.KindOf(err), "%v", err)
+	assert.Contains(t, err.Error(), "event 1 of frame 1 is at pixel 16, outside the frame of 16 pixels")
+	assert.Contains(t, err.Error(), "s.toml")
+
+	require.NoError(t, os.Truncate(filepath.Join(filepath.Dir(path), "indices.bin"), 4))
+	_, err = sv.ViewSparse(0, 1, &sf)
+	require.Error(t, err)
+	assert.Equal(t, errs.IO, errs.KindOf(err))
+	assert.Contains(t, err.Error(), "indices.bin")
+	_, err = engine.ApplyMasks(context.Background(), ds, stack, plan, engine.Options{NoPin: true})
+	require.Error(t, err)
+	assert.Equal(t, errs.IO, errs.KindOf(err), "%v", err)
+}

@@ -269,13 +269,23 @@ func unshuffle(out, in []byte, size int) {
 	n := len(in) / size
 	switch size {
 	case 2:
+		i := 0
+		if haveAVX2 && n >= 32 {
+			interleave2AVX2(&out[0], &in[0], n, n/32)
+			i = n / 32 * 32
+		}
 		lo, hi := in[:n], in[n:2*n]
-		for i := range n {
+		for ; i < n; i++ {
 			out[2*i], out[2*i+1] = lo[i], hi[i]
 		}
 	case 4:
+		i := 0
+		if haveAVX2 && n >= 32 {
+			interleave4AVX2(&out[0], &in[0], n, n/32)
+			i = n / 32 * 32
+		}
 		b0, b1, b2, b3 := in[:n], in[n:2*n], in[2*n:3*n], in[3*n:4*n]
-		for i := range n {
+		for ; i < n; i++ {
 			o := out[4*i : 4*i+4]
 			o[0], o[1], o[2], o[3] = b0[i], b1[i], b2[i], b3[i]
 		}
@@ -406,7 +416,7 @@ func decodeBitshuffleLZ4(in, out []byte, elem, limit int) ([]byte, error) {
 	out = outBuf(out, int(total))
 	n := int(total) / elem
 	p := 12
-	tmp := make([]byte, min(bs, n)*elem)
+	tmp := make([]byte, 2*min(bs, n)*elem) // a block decoded, and the scratch of its transposition
 	for off := 0; off+8 <= n; {
 		m := min(bs, (n-off)/8*8)
 		want := m * elem
@@ -425,7 +435,7 @@ func decodeBitshuffleLZ4(in, out []byte, elem, limit int) ([]byte, error) {
 		if got != want {
 			return nil, fmt.Errorf("LZ4 block at byte %d decodes to %d bytes, want %d", p, got, want)
 		}
-		untransposeBits(tmp[:want], out[off*elem:off*elem+want], elem)
+		untransposeBits(tmp[:want], out[off*elem:off*elem+want], tmp[len(tmp)/2:], elem)
 		p += int(c)
 		off += m
 	}
@@ -450,10 +460,11 @@ func bitunshuffle(in, out []byte, elem, blockElems int) ([]byte, error) {
 	}
 	out = outBuf(out, len(in))
 	n := len(in) / elem
+	scratch := make([]byte, min(bs, n)*elem)
 	off := 0
 	for ; off+8 <= n; off += min(bs, (n-off)/8*8) {
 		m := min(bs, (n-off)/8*8)
-		untransposeBits(in[off*elem:(off+m)*elem], out[off*elem:(off+m)*elem], elem)
+		untransposeBits(in[off*elem:(off+m)*elem], out[off*elem:(off+m)*elem], scratch, elem)
 	}
 	copy(out[off*elem:], in[off*elem:])
 	return out, nil
@@ -462,11 +473,46 @@ func bitunshuffle(in, out []byte, elem, blockElems int) ([]byte, error) {
 // untransposeBits undoes bitshuffle's bit transposition of one block: in holds, for
 // each byte j of an element and bit k, a row of m/8 bytes (m = len(in)/elem, a multiple
 // of 8) whose bit i%8 of byte i/8 is bit k of byte j of element i; out gets the m
+// elements. scratch (at least len(in) bytes) holds, with AVX2, the bytes j of the
+// elements as planes (untransPlane), which unshuffle then interleaves; without AVX2, or
+// for blocks of fewer than 256 elements, untransposeBitsGo transposes.
+func untransposeBits(in, out, scratch []byte, elem int) {
+	rows := len(in) / elem / 8
+	if !haveAVX2 || rows < 32 {
+		untransposeBitsGo(in, out, elem)
+		return
+	}
+	if elem == 1 {
+		untransPlane(out, in, rows)
+		return
+	}
+	planes := scratch[:len(in)]
+	for j := range elem {
+		untransPlane(planes[j*8*rows:(j+1)*8*rows], in[j*8*rows:(j+1)*8*rows], rows)
+	}
+	unshuffle(out, planes, elem)
+}
+
+// untransPlane writes to out (8·rows bytes) one byte of the elements of a block from
+// its 8 bit rows (plane, of rows bytes each; rows ≥ 32): the AVX2 kernel for the first
+// rows/32·32 bytes of each row, gather for the rest.
+func untransPlane(out, plane []byte, rows int) {
+	groups := rows / 32
+	untransPlaneAVX2(&out[0], &plane[0], rows, groups)
+	r := bitRows{plane: plane, rows: rows, live: 8}
+	for g := 32 * groups; g < rows; g++ {
+		binary.LittleEndian.PutUint64(out[8*g:], r.gather(g))
+	}
+}
+
+// untransposeBitsGo undoes bitshuffle's bit transposition of one block: in holds, for
+// each byte j of an element and bit k, a row of m/8 bytes (m = len(in)/elem, a multiple
+// of 8) whose bit i%8 of byte i/8 is bit k of byte j of element i; out gets the m
 // elements. Eight bytes of one byte j of 8 elements are an 8×8 bit matrix, transposed
 // with 64-bit operations; for 2- and 4-byte elements the bytes j of 8 elements are
 // interleaved in registers and stored 8 bytes at a time. Rows without a set bit (the
 // high bits of small counts, most of a counting detector's) are not read.
-func untransposeBits(in, out []byte, elem int) {
+func untransposeBitsGo(in, out []byte, elem int) {
 	rows := len(in) / elem / 8
 	plane := func(j int) bitRows { return liveRows(in[j*8*rows:(j+1)*8*rows], rows) }
 	le := binary.LittleEndian

@@ -126,6 +126,33 @@ func TestFletcher32Corrupt(t *testing.T) {
 	assert.ErrorContains(t, err, "decoded chunk has 21 bytes, want 17")
 }
 
+// TestStageBuffersNotShared decodes chunks whose last stage returns its input (a
+// Fletcher-32 checksum after deflate): each result stays the caller's, not a buffer that
+// a later chunk's decoding reuses.
+func TestStageBuffersNotShared(t *testing.T) {
+	p := Pipeline{{ID: Fletcher32}, {ID: Deflate}}
+	chunk := func(data []byte) []byte {
+		var b bytes.Buffer
+		w := zlib.NewWriter(&b)
+		_, _ = w.Write(binary.LittleEndian.AppendUint32(append([]byte(nil), data...), Fletcher32Sum(data)))
+		require.NoError(t, w.Close())
+		return b.Bytes()
+	}
+	var got [][]byte
+	for i := range 4 {
+		out, err := p.Decode(chunk(bytes.Repeat([]byte{byte(i)}, 64)), 0, 64)
+		require.NoError(t, err)
+		got = append(got, out)
+	}
+	dst := make([]byte, 64)
+	_, err := p.DecodeInto(dst, chunk(bytes.Repeat([]byte{9}, 64)), 0, 64)
+	require.NoError(t, err)
+	for i, out := range got {
+		assert.Equal(t, bytes.Repeat([]byte{byte(i)}, 64), out, "chunk %d", i)
+	}
+	assert.Equal(t, bytes.Repeat([]byte{9}, 64), dst)
+}
+
 func TestDeflateBeyondChunk(t *testing.T) {
 	var b bytes.Buffer
 	w := zlib.NewWriter(&b)

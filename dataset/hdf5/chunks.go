@@ -29,6 +29,7 @@ import (
 	"cmp"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -198,6 +199,7 @@ type h5Raw struct {
 	origin  []int
 	key     int64
 	data    []byte
+	raw     *[]byte // the buffer of data, from rawChunks
 	mask    uint32
 	missing bool
 	decoded bool
@@ -263,6 +265,9 @@ func (d *h5File) readChunks(start, end int, dst []byte) error {
 				}
 				return fmt.Errorf("dataset: %s: frames [%d, %d): dataset %s, chunk at %s: %w", d.path, start, end, h5Name(d.dsPath), npy.ShapeString(r.origin), err)
 			}
+			if r.raw != nil && (into != nil || &data[0] != &r.data[0]) {
+				rawChunks.Put(r.raw)
+			}
 			if into != nil {
 				continue
 			}
@@ -278,6 +283,10 @@ func (d *h5File) readChunks(start, end int, dst []byte) error {
 	}
 	return nil
 }
+
+// rawChunks holds buffers (*[]byte) for the stored bytes of chunks, kept from one read
+// to the next: H5Dread_chunk, under the lock, then copies into pages already mapped.
+var rawChunks sync.Pool
 
 // readRaw reads the stored bytes and filter masks of the chunks not decoded yet, under
 // the lock (H5Dget_chunk_storage_size, then H5Dread_chunk).
@@ -313,7 +322,12 @@ func (d *h5File) readRaw(chunks []h5Raw) error {
 			return errs.New(errs.Format, "dataset %s: the chunk at %s is stored in %d bytes, more than twice its %d decoded bytes: the file is corrupt",
 				h5Name(d.dsPath), npy.ShapeString(r.origin), uint64(nbytes), d.chunks.grid.ChunkBytes())
 		}
-		r.data = make([]byte, nbytes)
+		b, _ := rawChunks.Get().(*[]byte)
+		if b == nil || cap(*b) < int(nbytes) {
+			b = new([]byte)
+			*b = make([]byte, limit)
+		}
+		r.raw, r.data = b, (*b)[:nbytes]
 		var mask C.uint32_t
 		if C.H5Dread_chunk(d.set, C.H5P_DEFAULT, &offset[0], &mask, unsafe.Pointer(&r.data[0])) < 0 {
 			return errs.Wrap(errs.IO, h5Error(fmt.Sprintf("reading the chunk at %s of dataset %s", npy.ShapeString(r.origin), h5Name(d.dsPath))))

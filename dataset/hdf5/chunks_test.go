@@ -190,7 +190,8 @@ func BenchmarkHDF5Compressed(b *testing.B) {
 				cpu := cpuTime() - cpu0
 				b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/op")
 				// The part of that CPU time spent under the HDF5 lock, which one worker at
-				// a time runs: s bounds the speed-up of 2 workers by 1/(s + (1-s)/2).
+				// a time runs while the other decodes: 2 workers read at most min(2, 1/s)
+				// times as fast as one, less the waits for the lock.
 				b.ReportMetric(100*float64(hdf5.LockedNanos(d)-locked0)/float64(cpu), "locked-%")
 			})
 		}

@@ -53,8 +53,8 @@ import (
 // index and a copy of the compressed bytes each), then decodes them and turns their byte
 // order in the goroutine of the worker that asked, so that workers decode in parallel;
 // LZ4 and bitshuffle then need no plugin. (H5Dget_chunk_info_by_coord, which gives a
-// chunk's address to read it outside the lock, searches every chunk of the dataset in
-// libhdf5 1.10-1.14: a whole read would cost time quadratic in the number of chunks
+// chunk's address to read it outside the lock, searches the chunks of the dataset from
+// the first in libhdf5 1.10: a whole read would cost time quadratic in the number of chunks
 // under the lock, a third of the CPU time of a bitshuffle-LZ4 scan of 64×64 frames.) Chunks
 // that a read does not use whole (a chunk of 4×4 scan positions read a scan row at a
 // time) are kept decoded for the next reads, in a cache of the size of libhdf5's chunk
@@ -325,7 +325,7 @@ func (d *h5File) readRaw(chunks []h5Raw) error {
 		b, _ := rawChunks.Get().(*[]byte)
 		if b == nil || cap(*b) < int(nbytes) {
 			b = new([]byte)
-			*b = make([]byte, limit)
+			*b = make([]byte, min(limit, nbytes+nbytes/4)) // room for the next chunks' sizes
 		}
 		r.raw, r.data = b, (*b)[:nbytes]
 		var mask C.uint32_t

@@ -187,7 +187,7 @@ func (p Pipeline) DecodeInto(dst, raw []byte, mask uint32, size int) ([]byte, er
 		if !last {
 			b, _ := stages.Get().(*[]byte)
 			if b == nil || cap(*b) < limit {
-				b = &[]byte{}
+				b = new([]byte)
 				*b = make([]byte, limit)
 			}
 			taken = append(taken, b)

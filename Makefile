@@ -99,8 +99,8 @@ test-go: py-refs
 	$(GO) test $(GOTAGS_CPU) -count=1 -run 'UnderAddressSpaceLimit' ./masks .
 	# the engine's AVX2 kernels, as on CPUs without AVX-512
 	GODEBUG=cpu.avx512f=off $(GO) test $(GOTAGS_CPU) -count=1 ./engine
-	# the engine's pure-Go kernels, as on CPUs without AVX2+FMA
-	GODEBUG=cpu.avx2=off $(GO) test $(GOTAGS_CPU) -count=1 ./engine
+	# the engine's pure-Go kernels and HDF5 filters' bit transposition, as on CPUs without AVX2+FMA
+	GODEBUG=cpu.avx2=off $(GO) test $(GOTAGS_CPU) -count=1 ./engine ./internal/h5filter
 
 # Every reader's fuzz target, briefly; crashers land in testdata/fuzz. Budgets are execution
 # counts (about 5-10 s each on 2 cores), not durations: a duration -fuzztime in Go 1.26 can

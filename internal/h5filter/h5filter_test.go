@@ -126,6 +126,33 @@ func TestFletcher32Corrupt(t *testing.T) {
 	assert.ErrorContains(t, err, "decoded chunk has 21 bytes, want 17")
 }
 
+// TestStageBuffersNotShared decodes chunks whose last stage returns its input (a
+// Fletcher-32 checksum after deflate): each result stays the caller's, not a buffer that
+// a later chunk's decoding reuses.
+func TestStageBuffersNotShared(t *testing.T) {
+	p := Pipeline{{ID: Fletcher32}, {ID: Deflate}}
+	chunk := func(data []byte) []byte {
+		var b bytes.Buffer
+		w := zlib.NewWriter(&b)
+		_, _ = w.Write(binary.LittleEndian.AppendUint32(append([]byte(nil), data...), Fletcher32Sum(data)))
+		require.NoError(t, w.Close())
+		return b.Bytes()
+	}
+	var got [][]byte
+	for i := range 4 {
+		out, err := p.Decode(chunk(bytes.Repeat([]byte{byte(i)}, 64)), 0, 64)
+		require.NoError(t, err)
+		got = append(got, out)
+	}
+	dst := make([]byte, 64)
+	_, err := p.DecodeInto(dst, chunk(bytes.Repeat([]byte{9}, 64)), 0, 64)
+	require.NoError(t, err)
+	for i, out := range got {
+		assert.Equal(t, bytes.Repeat([]byte{byte(i)}, 64), out, "chunk %d", i)
+	}
+	assert.Equal(t, bytes.Repeat([]byte{9}, 64), dst)
+}
+
 func TestDeflateBeyondChunk(t *testing.T) {
 	var b bytes.Buffer
 	w := zlib.NewWriter(&b)
@@ -166,6 +193,72 @@ func TestTranspose8x8(t *testing.T) {
 	}
 }
 
+// TestUntransposeBits checks the bit transposition, with the AVX2 kernels where the CPU
+// has them and in Go, against its definition taken bit by bit, on blocks of 8 to 8200
+// elements (the kernels' 32-byte groups, and the bytes after them) of 1 to 8 bytes.
+func TestUntransposeBits(t *testing.T) {
+	paths := []bool{false}
+	if haveAVX2 {
+		paths = append(paths, true)
+	}
+	defer func(h bool) { haveAVX2 = h }(haveAVX2)
+	for _, avx2 := range paths {
+		haveAVX2 = avx2
+		for _, elem := range []int{1, 2, 3, 4, 8} {
+			for _, rows := range []int{1, 31, 32, 33, 95, 512, 1025} {
+				in := make([]byte, 8*rows*elem)
+				for i := range in {
+					in[i] = byte(i*2654435761>>13) ^ byte(i>>9)
+				}
+				want := make([]byte, len(in))
+				m := 8 * rows
+				for i := range m {
+					for j := range elem {
+						for k := range 8 {
+							row := in[(8*j+k)*rows:]
+							want[i*elem+j] |= (row[i/8] >> (i % 8) & 1) << k
+						}
+					}
+				}
+				got := bytes.Repeat([]byte{0xA5}, len(in))
+				untransposeBits(in, got, make([]byte, len(in)), elem)
+				require.Equal(t, want, got, "avx2=%v elem=%d rows=%d", avx2, elem, rows)
+			}
+		}
+	}
+}
+
+// TestUnshuffle checks HDF5's unshuffle, with the AVX2 kernels where the CPU has them
+// and in Go, against its definition on planes of 1 to 200 elements and a tail.
+func TestUnshuffle(t *testing.T) {
+	paths := []bool{false}
+	if haveAVX2 {
+		paths = append(paths, true)
+	}
+	defer func(h bool) { haveAVX2 = h }(haveAVX2)
+	for _, avx2 := range paths {
+		haveAVX2 = avx2
+		for _, size := range []int{2, 3, 4} {
+			for _, n := range []int{1, 31, 32, 33, 64, 200} {
+				in := make([]byte, n*size+size-1)
+				for i := range in {
+					in[i] = byte(i*40503) ^ byte(i>>8)
+				}
+				want := make([]byte, len(in))
+				for i := range n {
+					for j := range size {
+						want[i*size+j] = in[j*n+i]
+					}
+				}
+				copy(want[n*size:], in[n*size:])
+				got := make([]byte, len(in))
+				unshuffle(got, in, size)
+				require.Equal(t, want, got, "avx2=%v size=%d n=%d", avx2, size, n)
+			}
+		}
+	}
+}
+
 // FuzzDecode runs every decoder on arbitrary chunks: errors, never panics, and never
 // more than the chunk's bytes.
 func FuzzDecode(f *testing.F) {
@@ -176,7 +269,9 @@ func FuzzDecode(f *testing.F) {
 		{{ID: Deflate}}, {{ID: Shuffle, Values: []uint32{2}}, {ID: Deflate}}, {{ID: Fletcher32}},
 		{{ID: LZ4}}, {{ID: Bitshuffle, Values: []uint32{0, 0, 2, 0, 2}}}, {{ID: Bitshuffle, Values: []uint32{0, 0, 4, 16, 0}}},
 		{{ID: Shuffle, Values: []uint32{4}}, {ID: Deflate}, {ID: Fletcher32}},
+		{{ID: Bitshuffle, Values: []uint32{0, 0, 2, 0, 0}}}, // blocks of 4096 elements: the AVX2 kernels
 	}
+	f.Add(bytes.Repeat([]byte("\x01\x80\x00\xff"), 300), uint8(7), uint16(1200))
 	f.Fuzz(func(t *testing.T, chunk []byte, which uint8, size uint16) {
 		p := pipelines[int(which)%len(pipelines)]
 		out, err := p.Decode(chunk, 0, int(size))
@@ -205,11 +300,11 @@ func BenchmarkUntransposeBits(b *testing.B) {
 						in[i] = byte(i * 7919 >> 3)
 					}
 				}
-				out := make([]byte, len(in))
+				out, scratch := make([]byte, len(in)), make([]byte, block)
 				b.SetBytes(int64(len(in)))
 				for b.Loop() {
 					for off := 0; off < len(in); off += block {
-						untransposeBits(in[off:off+block], out[off:off+block], elem)
+						untransposeBits(in[off:off+block], out[off:off+block], scratch, elem)
 					}
 				}
 			})

@@ -24,8 +24,8 @@
 // one frame earlier (LiberTEM: "the sync flag appears to be set one frame too late");
 // frames before it are not read, with a note. Option sync_offset counts from there.
 //
-// The nav shape is the .gtg's ".SI Dimensions.Size Y" × ".SI Dimensions.Size X" tags (as
-// LiberTEM reads them with ncempy); without a .gtg, or without those tags (a time series),
+// The nav shape is the .gtg's tags SI Dimensions.Size Y × SI Dimensions.Size X (as
+// LiberTEM reads them with ncempy; the .gtg's tag tree is read by package dataset/dm); without a .gtg, or without those tags (a time series),
 // give option nav_shape, else the frames are read as one row with a warning.
 package k2is
 
@@ -40,6 +40,7 @@ import (
 	"sync"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/dm"
 	"github.com/stemdot/stemdot/errs"
 )
 
@@ -399,19 +400,20 @@ func (r *reader) scanStart(n int, scan bool) (int, string, error) {
 }
 
 // navShape reads the scan shape from the .gtg's SI Dimensions tags (nil when it has
-// none: a time series).
+// none: a time series); the .gtg is a DigitalMicrograph tag file, read by package
+// dataset/dm.
 func navShape(gtg string) ([]int, string, error) {
 	f, size, err := dataset.OpenFile(gtg)
 	if err != nil {
 		return nil, "", err
 	}
 	defer f.Close()
-	tags, err := gtgTags(f, size)
+	tags, err := dm.ReadTags(f, size)
 	if err != nil {
 		return nil, "", err
 	}
-	y, okY := tags[".SI Dimensions.Size Y"]
-	x, okX := tags[".SI Dimensions.Size X"]
+	y, okY := tags.Number("SI Dimensions.Size Y")
+	x, okX := tags.Number("SI Dimensions.Size X")
 	if !okY || !okX {
 		return nil, "", nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/dm"
 	_ "github.com/stemdot/stemdot/dataset/raw" // TestK2ISErrors: a .bin that is no sector file is a raw file
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
@@ -88,7 +89,7 @@ func gtgFile(version int, little bool, ny, nx int) []byte {
 	tags := []dmTag{
 		{name: "ImageList", group: []dmTag{{group: []dmTag{
 			{name: "ImageData", group: []dmTag{{name: "Data", info: []uint64{20, 4, 1000}, value: pixels}}},
-			{name: "Name", info: []uint64{18, 4}, value: []byte("K\x002\x00 \x00I\x00")},
+			{name: "Name", info: []uint64{18, 8}, value: []byte("K\x002\x00 \x00I\x00")},
 			{name: "Size X", info: []uint64{5}, value: u32(999)}, // not the scan's: under ImageList
 		}}}},
 		{name: "Origin", info: []uint64{15, 0, 2, 0, 6, 0, 6}, value: make([]byte, 8)},
@@ -103,25 +104,27 @@ func gtgFile(version int, little bool, ny, nx int) []byte {
 	return writeDM(version, little, tags)
 }
 
-// The tag reader finds the scan shape in DM3 and DM4 files of either byte order, past
-// tags of every kind, and refuses damaged files with an error.
+// dm's tag reader finds the scan shape in .gtg files (DM3 and DM4, either byte order)
+// past tags of every kind, and refuses damaged ones with a format error.
 func TestGTGTags(t *testing.T) {
 	for _, version := range []int{3, 4} {
 		for _, little := range []bool{true, false} {
 			b := gtgFile(version, little, 7, 5)
-			tags, err := gtgTags(bytes.NewReader(b), int64(len(b)))
+			tags, err := dm.ReadTags(bytes.NewReader(b), int64(len(b)))
 			require.NoError(t, err, "DM%d little=%v", version, little)
-			assert.Equal(t, 7.0, tags[".SI Dimensions.Size Y"])
-			assert.Equal(t, 5.0, tags[".SI Dimensions.Size X"])
-			assert.Equal(t, 999.0, tags[".ImageList.0.Size X"])
+			for path, want := range map[string]float64{"SI Dimensions.Size Y": 7, "SI Dimensions.Size X": 5, "ImageList.0.Size X": 999} {
+				v, ok := tags.Number(path)
+				assert.True(t, ok, path)
+				assert.Equal(t, want, v, path)
+			}
 			for _, cut := range []int{3, 20, len(b) / 2, len(b) - 9} {
-				_, err := gtgTags(bytes.NewReader(b[:cut]), int64(cut))
-				assert.Error(t, err, "DM%d cut at %d", version, cut)
+				_, err := dm.ReadTags(bytes.NewReader(b[:cut]), int64(cut))
+				assert.Equal(t, errs.Format, errs.KindOf(err), "DM%d cut at %d: %v", version, cut, err)
 			}
 		}
 	}
-	_, err := gtgTags(bytes.NewReader([]byte("HDR,\x00\x00\x00\x00\x00\x00\x00\x00")), 12)
-	assert.ErrorContains(t, err, "not a DigitalMicrograph file")
+	_, err := dm.ReadTags(bytes.NewReader([]byte("HDR,\x00\x00\x00\x00\x00\x00\x00\x00")), 12)
+	assert.ErrorContains(t, err, "not a DigitalMicrograph 3 or 4 file")
 }
 
 // k2Set describes a K2 IS acquisition that writeK2 writes.
@@ -417,16 +420,7 @@ func TestK2ISErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(base+".gtg", []byte("not a tag file"), 0o644))
 	_, err = dataset.Open(base+"2.bin", dataset.Options{})
 	require.ErrorIs(t, err, errs.Format)
-	assert.Contains(t, err.Error(), base+".gtg: not a DigitalMicrograph file")
-}
-
-// FuzzGTG parses arbitrary bytes as a .gtg: no panic.
-func FuzzGTG(f *testing.F) {
-	f.Add(gtgFile(4, true, 3, 4))
-	f.Add(gtgFile(3, false, 3, 4))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = gtgTags(bytes.NewReader(b), int64(len(b)))
-	})
+	assert.Contains(t, err.Error(), base+".gtg: not a DigitalMicrograph 3 or 4 file")
 }
 
 // FuzzK2ISSync syncs sector files whose block headers come from arbitrary bytes (each

@@ -107,6 +107,25 @@ func Decode(b []byte, dt dataset.DType) []float64 {
 	return v
 }
 
+// ReadFloats reads the file at path as host-order float32 or float64 values, as numpy's
+// tofile writes them (the references that the tests' Python scripts compute).
+func ReadFloats[F float32 | float64](t *testing.T, path string) []F {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var z F
+	size := int(binary.Size(z))
+	out := make([]F, len(b)/size)
+	for i := range out {
+		if size == 4 {
+			out[i] = F(math.Float32frombits(binary.NativeEndian.Uint32(b[4*i:])))
+		} else {
+			out[i] = F(math.Float64frombits(binary.NativeEndian.Uint64(b[8*i:])))
+		}
+	}
+	return out
+}
+
 // ReadAll reads every frame of d, in two ReadFrames calls to cover a split range.
 func ReadAll(t *testing.T, d dataset.Dataset) []byte {
 	t.Helper()

@@ -251,10 +251,11 @@ type FileFrames struct {
 // option nav_shape. opt.SyncOffset and opt.Flyback apply, and frame counts that differ
 // from the scan are reconciled as frames.go describes. When d embeds ScanFrames and scan
 // position p is the file's frame p (no sync offset, no flyback frames), the result is d
-// itself with the scan's nav shape; else it is a view over d, which implements Viewer
-// and Mapper when d does and the scan positions allow. Either implements Noter with
-// ff.Notes and the reconciliation's notes. On error d is left open for the caller to
-// close.
+// itself with the scan's nav shape; else it is a view over d, which implements Mapper
+// (mapping positions that are consecutive frames of d when d is a Mapper) and, when d is
+// a Viewer, the sync offset is not negative and there are no flyback frames, Viewer.
+// Either implements Noter with ff.Notes and the reconciliation's notes. On error d is
+// left open for the caller to close.
 func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
 	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)
 	if err != nil {
@@ -275,8 +276,9 @@ func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFram
 // ScanFrames is embedded by a format's dataset of every frame of its file, for Reconcile,
 // which then sets the dataset's nav shape and notes itself rather than put a view in
 // front of it where it can (see Reconcile): the dataset keeps its own methods beyond
-// Dataset (such as an HDF5 dataset's AlignFrames). It implements NavShape, NumFrames,
-// Noter and NavShapeGuessed's test; its ReadFrames checks requests against NumFrames.
+// Dataset (such as an HDF5 dataset's AlignFrames). It implements NavShape, NumFrames and
+// Noter, and answers NavShapeGuessed; the dataset's own ReadFrames checks requests
+// against NumFrames (CheckRange), which is the scan's once reconciled.
 type ScanFrames struct {
 	nav []int
 	notes

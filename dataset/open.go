@@ -24,13 +24,14 @@ type Options struct {
 	// named by an .xml beside it), else by the extension (Format.Extensions), else by the
 	// first bytes (Format.Magic), else raw when SigShape and DType are given.
 	Format string
-	// NavShape overrides the scan shape the file gives (NPY or HDF5 shape, MIB .hdr
-	// sidecar, BLO header, EMPAD XML) when it has as many positions, or as many as the
-	// file holds frames (after SyncOffset); another contradicts the file and is refused
+	// NavShape overrides the scan shape the file gives (its metadata: an NPY or HDF5
+	// shape, a MIB .hdr sidecar, a BLO header, an EMPAD XML, ...; each format package's
+	// doc says where it reads it) when it has as many positions, or as many as the file
+	// holds frames (after SyncOffset); another contradicts the file and is refused
 	// (errs.Shape) naming both (Frames reads part of a scan). Empty: use the file's, or
-	// (1, n_frames) when the file has none (raw, MIB without .hdr). An NPY or HDF5 array
-	// of rank 3 gives no scan shape, only its frame count (n,): any nav shape may reshape
-	// it. A frame count that differs from the nav shape is reconciled as described in
+	// (1, n_frames) with a warning when the file has none (raw, MIB without .hdr). A
+	// series (an NPY or HDF5 array of rank 3, a 3-D DM image, ...) gives no scan shape,
+	// only its frame count (n,): any nav shape may reshape it. A frame count that differs from the nav shape is reconciled as described in
 	// frames.go (surplus frames ignored, complete rows of an interrupted scan kept; raw
 	// files must match exactly).
 	NavShape []int

@@ -82,7 +82,7 @@ func TestOpenErrors(t *testing.T) {
 	_, err = dataset.Open(unknown, dataset.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), unknown+": unknown format")
-	assert.Contains(t, err.Error(), "supported: blo (.blo), dectris")
+	assert.Contains(t, err.Error(), "supported: blo (NanoMEGAS block file: .blo), dectris")
 	assert.Contains(t, err.Error(), "give option format")
 	assert.Equal(t, errs.Format, errs.KindOf(err))
 

@@ -27,8 +27,10 @@ type Format struct {
 	// Magic are byte strings one of which starts every file of the format; Open detects
 	// a file of an unknown extension by them.
 	Magic []string
-	// Describe is how the list of supported formats in error messages shows the format,
-	// e.g. "mib (.mib, .hdr)". Empty: the name and its extensions.
+	// Describe is how the list of supported formats in error messages shows the format:
+	// its name, then in parentheses what it is and, after a colon, how a file is known
+	// (extensions, content), e.g. "mib (Quantum Detectors Merlin: .mib, .hdr)". Empty:
+	// the name and its extensions.
 	Describe string
 	// Detect, when set, says whether the file at path is of this format although another
 	// format may claim its extension (an EMPAD .raw, a stempy .h5, an FRMS6 .hdr). It is

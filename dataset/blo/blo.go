@@ -29,7 +29,8 @@ import (
 )
 
 func init() {
-	dataset.Register(dataset.Format{Name: "blo", Extensions: []string{".blo"}, Magic: []string{"IMGBLO"}, Open: open})
+	dataset.Register(dataset.Format{Name: "blo", Extensions: []string{".blo"}, Magic: []string{"IMGBLO"}, Open: open,
+		Describe: "blo (NanoMEGAS block file: .blo)"})
 }
 
 // bloMagic starts every frame record.

@@ -62,7 +62,7 @@ const (
 
 func init() {
 	dataset.Register(dataset.Format{Name: "dm", Extensions: []string{".dm3", ".dm4"}, Open: Open,
-		Describe: "dm (Gatan DigitalMicrograph .dm3, .dm4)",
+		Describe: "dm (Gatan DigitalMicrograph: .dm3, .dm4)",
 		FormatOptions: []dataset.FormatOption{{Key: optCOrder, Switch: true, Default: "false",
 			Usage: "DM3/DM4 files: read a 4-D image as stored in C order (scan_y, scan_x, sig_y, sig_x) whatever its tag Meta Data.Data Order Swapped says (LiberTEM's force_c_order); default: that tag decides, and a 4-D image without it is read as stored transposed (sig_y, sig_x, scan_y, scan_x)"},
 			{Key: optImage, Usage: "DM3/DM4 files: the index in the file's ImageList of the image to read (LiberTEM's dataset_index); default: the largest image that is not a thumbnail"}}})

@@ -57,7 +57,7 @@ const (
 
 func init() {
 	dataset.Register(dataset.Format{Name: Name, Extensions: []string{".frms6", ".hdr"},
-		Describe: "frms6 (.frms6, or the PNDetector .hdr beside them)", Detect: detect, Open: Open,
+		Describe: "frms6 (PNDetector pnCCD: .frms6, or the .hdr beside them)", Detect: detect, Open: Open,
 		FormatOptions: []dataset.FormatOption{
 			{Key: OptRaw, Switch: true, Default: "false",
 				Usage: "PNDetector FRMS6: read the stored uint16 counts, without subtracting the dark frame (the mean of the _000 file's frames) as is done by default"},

@@ -49,7 +49,7 @@ const Name = "k2is"
 
 func init() {
 	dataset.Register(dataset.Format{Name: Name, Extensions: []string{".gtg", ".bin"},
-		Describe: "k2is (.gtg, or one of the 8 sector .bin files of a Gatan K2 IS acquisition)",
+		Describe: "k2is (Gatan K2 IS: .gtg, or one of its 8 sector .bin files)",
 		Detect:   detect, Open: Open})
 }
 

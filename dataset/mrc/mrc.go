@@ -56,7 +56,7 @@ import (
 
 func init() {
 	dataset.Register(dataset.Format{Name: "mrc", Extensions: []string{".mrc", ".mrcs"}, Open: Open,
-		Describe: "mrc (.mrc, .mrcs; a Direct Electron movie with its _info.txt and _scan_coordinates.csv)"})
+		Describe: "mrc (MRC2014, Direct Electron 4-D MRC: .mrc, .mrcs)"})
 }
 
 // HeaderBytes is the size of the MRC header before the extended header.

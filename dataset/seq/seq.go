@@ -49,7 +49,7 @@ const OptCorrections = "seq_corrections"
 
 func init() {
 	dataset.Register(dataset.Format{Name: Name, Extensions: []string{".seq"}, Magic: []string{"\xed\xfe\x00\x00"},
-		Describe: "seq (.seq: Direct Electron / StreamPix sequence)", Open: Open,
+		Describe: "seq (Direct Electron / StreamPix sequence: .seq)", Open: Open,
 		FormatOptions: []dataset.FormatOption{{Key: OptCorrections, Switch: true, Default: "false",
 			Usage: "Direct Electron SEQ: subtract the dark reference <name>.seq.dark.mrc and multiply by the gain reference <name>.seq.gain.mrc (those present), as LiberTEM does, giving float32 frames"}}})
 }

@@ -57,7 +57,7 @@ import (
 
 func init() {
 	dataset.Register(dataset.Format{Name: "ser", Extensions: []string{".ser", ".emi"}, Magic: []string{"II\x97\x01"}, Open: Open,
-		Describe: "ser (FEI/Thermo TIA .ser, or the .emi beside its _N.ser files)"})
+		Describe: "ser (FEI/Thermo TIA: .ser, or the .emi beside its _N.ser files)"})
 }
 
 // The constants of the SER header.

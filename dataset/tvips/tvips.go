@@ -58,7 +58,7 @@ import (
 
 func init() {
 	dataset.Register(dataset.Format{Name: "tvips", Extensions: []string{".tvips"}, Open: Open,
-		Describe: "tvips (.tvips, one file or the parts _000, _001, ... of a stream)",
+		Describe: "tvips (TVIPS camera stream: .tvips, or its parts _000, _001, ...)",
 		FormatOptions: []dataset.FormatOption{{Key: "rotator_index", Default: "true", Switch: true,
 			Usage: "TVIPS streams: place frames at the scan positions their image headers give (rotator index, or scan x and y); false reads them in file order"}}})
 }

@@ -125,10 +125,10 @@ func ParseSeriesHeader(b []byte) (SeriesHeader, error) {
 // partName matches the name of a part: <name>_NNN.tvips.
 var partName = regexp.MustCompile(`^(.*)_([0-9]{3})(\.[^.]*)$`)
 
-// Parts returns the parts of the stream that path belongs to: <name>_000, _001, ... up
+// streamParts returns the parts of the stream that path belongs to: <name>_000, _001, ... up
 // to the first number missing, or path alone when its name does not end in _NNN or no
 // <name>_000 is there. Errors (errs.IO) say that path's part is not among them.
-func Parts(path string) ([]string, error) {
+func streamParts(path string) ([]string, error) {
 	m := partName.FindStringSubmatch(path)
 	if m == nil {
 		return []string{path}, nil
@@ -168,7 +168,7 @@ type part struct {
 
 // Open opens the TVIPS stream that the file at path is part of (see the package doc).
 func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
-	names, err := Parts(path)
+	names, err := streamParts(path)
 	if err != nil {
 		return nil, err
 	}

@@ -222,11 +222,11 @@ func WriteEMPAD(t *testing.T, dir, xmlName string, n int, seed uint64) (xmlPath,
 		}
 	}
 	require.NoError(t, os.WriteFile(rawPath, b, 0o644))
-	return xmlPath, rawPath, DecodeEMPAD(b)
+	return xmlPath, rawPath, decodeEMPAD(b)
 }
 
-// DecodeEMPAD decodes whole EMPAD records: the first 128 rows of each, as float64.
-func DecodeEMPAD(b []byte) [][]float64 {
+// decodeEMPAD decodes whole EMPAD records: the first 128 rows of each, as float64.
+func decodeEMPAD(b []byte) [][]float64 {
 	var frames [][]float64
 	for off := 0; off+EMPADRecord <= len(b); off += EMPADRecord {
 		fr := make([]float64, 128*128)

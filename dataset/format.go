@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -198,6 +199,18 @@ func (f Format) takesOption(key string) bool { return slices.Contains(f.Options,
 // errors are errs.IO and name the file (errors.Is(err, fs.ErrNotExist) for a missing
 // one).
 func OpenFile(path string) (*os.File, int64, error) { return openFile(path) }
+
+// ReadHeader reads the first min(size, n) bytes of the file f of size bytes: a format's
+// header of n bytes, which the format's parser then checks for length (a file shorter
+// than its header is the parser's errs.Format, naming the format). A failed read is
+// errs.IO.
+func ReadHeader(f io.ReaderAt, size int64, n int) ([]byte, error) {
+	head := make([]byte, min(size, int64(n)))
+	if _, err := f.ReadAt(head, 0); err != nil {
+		return nil, errs.Wrap(errs.IO, fmt.Errorf("reading the header: %w", err))
+	}
+	return head, nil
+}
 
 // CheckRange checks a ReadFrames request for frames [start, end) of a dataset of n frames
 // of frameBytes bytes into a buffer of dstLen bytes; the error names path.

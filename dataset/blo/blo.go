@@ -104,9 +104,9 @@ func open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: %w", path, err)
 	}
-	head := make([]byte, min(size, bloHeaderBytes))
-	if _, err := f.ReadAt(head, 0); err != nil {
-		return fail(fmt.Errorf("reading the header: %w", err))
+	head, err := dataset.ReadHeader(f, size, bloHeaderBytes)
+	if err != nil {
+		return fail(err)
 	}
 	h, err := parseBLOHeader(head)
 	if err != nil {

@@ -306,9 +306,9 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		} else {
 			r.files = append(r.files, ff)
 		}
-		head := make([]byte, min(size, fileHeaderSize))
-		if _, err := f.ReadAt(head, 0); err != nil {
-			return fail(errs.Wrap(errs.IO, fmt.Errorf("%s: reading the header: %w", name, err)))
+		head, err := dataset.ReadHeader(f, size, fileHeaderSize)
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", name, err))
 		}
 		h, whole, err := parseFileHeader(head, size)
 		if err != nil {

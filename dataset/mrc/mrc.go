@@ -184,9 +184,9 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		f.Close()
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", path, err))
 	}
-	head := make([]byte, min(size, HeaderBytes))
-	if _, err := f.ReadAt(head, 0); err != nil {
-		return fail(errs.Wrap(errs.IO, fmt.Errorf("reading the header: %w", err)))
+	head, err := dataset.ReadHeader(f, size, HeaderBytes)
+	if err != nil {
+		return fail(err)
 	}
 	h, err := ParseHeader(head)
 	if err != nil {

@@ -150,9 +150,9 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		f.Close()
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("seq: %s: %w", path, err)) // keeps an inner kind
 	}
-	head := make([]byte, min(size, oldImageStart))
-	if _, err := f.ReadAt(head, 0); err != nil {
-		return fail(errs.Wrap(errs.IO, fmt.Errorf("reading the header: %w", err)))
+	head, err := dataset.ReadHeader(f, size, oldImageStart)
+	if err != nil {
+		return fail(err)
 	}
 	h, err := parseHeader(head)
 	if err != nil {

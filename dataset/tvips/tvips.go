@@ -190,9 +190,9 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		}
 		parts = append(parts, part{path: name, f: f, size: size})
 	}
-	head := make([]byte, min(parts[0].size, SeriesHeaderBytes))
-	if _, err := parts[0].f.ReadAt(head, 0); err != nil {
-		return fail(names[0], errs.Wrap(errs.IO, fmt.Errorf("reading the series header: %w", err)))
+	head, err := dataset.ReadHeader(parts[0].f, parts[0].size, SeriesHeaderBytes)
+	if err != nil {
+		return fail(names[0], err)
 	}
 	h, err := ParseSeriesHeader(head)
 	if err != nil {

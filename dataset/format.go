@@ -200,6 +200,23 @@ func (f Format) takesOption(key string) bool { return slices.Contains(f.Options,
 // one).
 func OpenFile(path string) (*os.File, int64, error) { return openFile(path) }
 
+// SwitchOption reads the on/off format option key (a FormatOption with Switch set) from
+// opt.FormatOptions: true, 1, yes or on, false, 0, no or off, in any case (the front ends
+// pass "true" or "false"); def when the key is absent or its value empty. Another value is
+// an errs.Argument error naming the option.
+func SwitchOption(opt Options, key string, def bool) (bool, error) {
+	v := opt.FormatOptions[key]
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "":
+		return def, nil
+	case "true", "1", "yes", "on":
+		return true, nil
+	case "false", "0", "no", "off":
+		return false, nil
+	}
+	return false, errs.New(errs.Argument, "option %s %q is not true or false (true, 1, yes, on; false, 0, no, off)", key, v)
+}
+
 // ReadHeader reads the first min(size, n) bytes of the file f of size bytes: a format's
 // header of n bytes, which the format's parser then checks for length (a file shorter
 // than its header is the parser's errs.Format, naming the format). A failed read is

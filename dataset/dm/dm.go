@@ -100,7 +100,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		f.Close()
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", path, err))
 	}
-	cOrder, err := switchOption(opt, optCOrder)
+	cOrder, err := dataset.SwitchOption(opt, optCOrder, false)
 	if err != nil {
 		return fail(err)
 	}
@@ -197,21 +197,6 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		return nil, err
 	}
 	return ds, nil
-}
-
-// switchOption reads the on/off format option key (absent: off).
-func switchOption(opt dataset.Options, key string) (bool, error) {
-	v, ok := opt.FormatOptions[key]
-	if !ok {
-		return false, nil
-	}
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "", "true", "1", "yes", "on":
-		return true, nil
-	case "false", "0", "no", "off":
-		return false, nil
-	}
-	return false, errs.New(errs.Argument, "option %s %q is not true or false", key, v)
 }
 
 // pickImage returns the image of ImageList at index want (-1: the largest that is not a

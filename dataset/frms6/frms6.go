@@ -266,7 +266,7 @@ type reader struct {
 // fault (errs.Format), a missing .hdr or data file (errs.IO), a bad option
 // (errs.Argument), a gain map of the wrong shape (errs.Shape).
 func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
-	raw, err := boolOption(opt, OptRaw)
+	raw, err := dataset.SwitchOption(opt, OptRaw, false)
 	if err != nil {
 		return nil, errs.Wrap(errs.Argument, fmt.Errorf("frms6: %s: %w", path, err))
 	}
@@ -386,18 +386,6 @@ func list(names []string) string {
 		b = append(b, filepath.Base(n))
 	}
 	return " (" + strings.Join(b, ", ") + ")"
-}
-
-func boolOption(opt dataset.Options, key string) (bool, error) {
-	v, ok := opt.FormatOptions[key]
-	if !ok || v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("option %s %q is not true or false", key, v)
-	}
-	return b, nil
 }
 
 // readHDR reads and parses the .hdr at path.

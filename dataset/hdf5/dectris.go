@@ -157,13 +157,9 @@ type dectrisScan struct {
 
 // openDectris opens the DECTRIS master at path.
 func openDectris(path string, opt dataset.Options) (dataset.Dataset, error) {
-	usePixelMask := true
-	if v, ok := opt.FormatOptions["pixel_mask"]; ok {
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			return nil, errs.New(errs.Argument, "dataset: %s: option pixel_mask: want true or false, got %q", path, v)
-		}
-		usePixelMask = b
+	usePixelMask, err := dataset.SwitchOption(opt, "pixel_mask", true)
+	if err != nil {
+		return nil, errs.Wrap(errs.Argument, fmt.Errorf("dataset: %s: %w", path, err))
 	}
 	f, _, err := dataset.OpenFile(path)
 	if err != nil {

@@ -175,7 +175,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	}
 	fl := dataset.Flat{Format: Name, Path: path, File: f, Size: size, Offset: start, Footer: stride - int64(fb), Sig: sig, DType: dt}
 	ff := dataset.FileFrames{Whole: whole, CutBytes: data % stride, RecordBytes: stride, Notes: notes}
-	correct, err := correctOption(opt)
+	correct, err := dataset.SwitchOption(opt, OptCorrections, false)
 	if err != nil {
 		return fail(err)
 	}

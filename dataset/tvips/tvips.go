@@ -232,17 +232,15 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if err != nil {
 		return fail(names[0], err)
 	}
+	rotator, err := dataset.SwitchOption(opt, "rotator_index", true)
+	if err != nil {
+		closeAll()
+		return nil, errs.Wrap(errs.Argument, fmt.Errorf("dataset: %s: %w", path, err))
+	}
 	useScan := sc != nil
-	if v, ok := opt.FormatOptions["rotator_index"]; ok {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			closeAll()
-			return nil, errs.New(errs.Argument, "dataset: %s: option rotator_index %q is not true or false", path, v)
-		}
-		if useScan && !on {
-			useScan = false
-			notes = append(notes, "option rotator_index false: the frames are read in file order, not placed by "+sc.what)
-		}
+	if useScan && !rotator {
+		useScan = false
+		notes = append(notes, "option rotator_index false: the frames are read in file order, not placed by "+sc.what)
 	}
 	if useScan && opt.SyncOffset != 0 {
 		useScan = false

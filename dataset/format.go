@@ -230,7 +230,7 @@ func ReadHeader(f io.ReaderAt, size int64, n int) ([]byte, error) {
 }
 
 // CheckRange checks a ReadFrames request for frames [start, end) of a dataset of n frames
-// of frameBytes bytes into a buffer of dstLen bytes; the error names path.
+// of frameBytes bytes into a buffer of dstLen bytes; the error (errs.Argument) names path.
 func CheckRange(path string, start, end, n, frameBytes, dstLen int) error {
 	return checkRange(path, start, end, n, frameBytes, dstLen)
 }

@@ -285,13 +285,14 @@ func NavShapeGuessed(ds Dataset) bool {
 	return ok && g.navShapeGuessed()
 }
 
-// checkRange checks a ReadFrames request against a dataset of n frames of frameBytes.
+// checkRange checks a ReadFrames request against a dataset of n frames of frameBytes
+// (errs.Argument: the caller's request is at fault).
 func checkRange(path string, start, end, n, frameBytes, dstLen int) error {
 	if start < 0 || end > n || start > end {
-		return fmt.Errorf("dataset: %s: frames [%d, %d) out of range: the file holds %d frames", path, start, end, n)
+		return errs.New(errs.Argument, "dataset: %s: frames [%d, %d) out of range: the file holds %d frames", path, start, end, n)
 	}
 	if need := (end - start) * frameBytes; dstLen < need {
-		return fmt.Errorf("dataset: %s: frames [%d, %d): dst holds %d bytes, need %d (%d frames of %d bytes)",
+		return errs.New(errs.Argument, "dataset: %s: frames [%d, %d): dst holds %d bytes, need %d (%d frames of %d bytes)",
 			path, start, end, dstLen, need, end-start, frameBytes)
 	}
 	return nil

@@ -1,6 +1,7 @@
 // Package frms6 reads PNDetector pnCCD acquisitions (.frms6), as LiberTEM reads them
 // (libertem.io.dataset.frms6): files <name>_000.frms6, <name>_001.frms6, ... and an INI
-// file <name>.hdr.
+// file <name>.hdr. Importing it registers the format "frms6" with package dataset (a
+// .frms6 file, or a .hdr that is PNDetector's, not Merlin's).
 //
 // Each .frms6 file starts with a 1024-byte little-endian header
 //

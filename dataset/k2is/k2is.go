@@ -1,7 +1,8 @@
 // Package k2is reads Gatan K2 IS raw acquisitions, as LiberTEM reads them
 // (libertem.io.dataset.k2is): eight sector files <name>1.bin ... <name>8.bin (the files
 // <name>*.bin, in sorted order) and a DigitalMicrograph tag file <name>.gtg with the
-// acquisition's metadata.
+// acquisition's metadata. Importing it registers the format "k2is" with package dataset
+// (a .gtg, or a .bin that is a sector file).
 //
 // Each sector file is a sequence of blocks of 0x5758 bytes: a 40-byte big-endian header
 //
@@ -25,8 +26,9 @@
 // frames before it are not read, with a note. Option sync_offset counts from there.
 //
 // The nav shape is the .gtg's tags SI Dimensions.Size Y × SI Dimensions.Size X (as
-// LiberTEM reads them with ncempy; the .gtg's tag tree is read by package dataset/dm); without a .gtg, or without those tags (a time series),
-// give option nav_shape, else the frames are read as one row with a warning.
+// LiberTEM reads them with ncempy; package dataset/dm reads the .gtg's tag tree); without
+// a .gtg, or without those tags (a time series), give option nav_shape, else the frames
+// are read as one row with a warning.
 package k2is
 
 import (

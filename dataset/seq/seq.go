@@ -1,6 +1,7 @@
 // Package seq reads Direct Electron / Norpix StreamPix sequence files (.seq), as
 // LiberTEM reads them (libertem.io.dataset.seq, itself after the SEQ reader of the PIMS
-// project): a little-endian header, then every frame at a fixed stride.
+// project): a little-endian header, then every frame at a fixed stride. Importing it
+// registers the format "seq" with package dataset (extension .seq).
 //
 // The header fields the reader uses, at their byte offsets (all little-endian):
 //

@@ -269,7 +269,7 @@ type reader struct {
 func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	raw, err := dataset.SwitchOption(opt, OptRaw, false)
 	if err != nil {
-		return nil, errs.Wrap(errs.Argument, fmt.Errorf("frms6: %s: %w", path, err))
+		return nil, fmt.Errorf("frms6: %s: %w", path, err) // errs.Argument
 	}
 	gainPath := opt.FormatOptions[OptGainMap]
 	if raw && gainPath != "" {

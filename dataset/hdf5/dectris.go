@@ -159,7 +159,7 @@ type dectrisScan struct {
 func openDectris(path string, opt dataset.Options) (dataset.Dataset, error) {
 	usePixelMask, err := dataset.SwitchOption(opt, "pixel_mask", true)
 	if err != nil {
-		return nil, errs.Wrap(errs.Argument, fmt.Errorf("dataset: %s: %w", path, err))
+		return nil, fmt.Errorf("dataset: %s: %w", path, err) // errs.Argument
 	}
 	f, _, err := dataset.OpenFile(path)
 	if err != nil {

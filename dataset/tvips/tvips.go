@@ -235,7 +235,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	rotator, err := dataset.SwitchOption(opt, "rotator_index", true)
 	if err != nil {
 		closeAll()
-		return nil, errs.Wrap(errs.Argument, fmt.Errorf("dataset: %s: %w", path, err))
+		return nil, fmt.Errorf("dataset: %s: %w", path, err) // errs.Argument
 	}
 	useScan := sc != nil
 	if useScan && !rotator {

@@ -85,8 +85,10 @@ type Options struct {
 	Frames FrameSpan
 }
 
-// Open opens the 4D-STEM file at path. A ".hdr" path opens the Merlin ".mib" file beside
-// it. The file stays open until Close.
+// Open opens the 4D-STEM file at path. A sidecar or metadata file opens the data beside
+// it (a Merlin ".hdr" its ".mib", a PNDetector ".hdr" its ".frms6" files, an EMPAD ".xml"
+// its ".raw", a TIA ".emi" its ".ser", a K2 IS ".gtg" its sector files, a raw_csr ".toml"
+// its arrays). The files stay open until Close.
 //
 // Errors name the file and the problem: missing file, unknown format (with the formats
 // supported), a size that is not a whole number of frames, frame headers that disagree,

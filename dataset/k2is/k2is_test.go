@@ -16,65 +16,11 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/dataset/dm"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	_ "github.com/stemdot/stemdot/dataset/raw" // TestK2ISErrors: a .bin that is no sector file is a raw file
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
-
-// dmTag is a tag that writeDM writes: a group (tags) or a value of type info with its
-// bytes in the file's byte order.
-type dmTag struct {
-	name  string
-	group []dmTag
-	info  []uint64
-	value []byte
-}
-
-// writeDM lays out a DigitalMicrograph file of version 3 or 4 (the structure's integers
-// big-endian, 4 or 8 bytes wide) whose root group holds tags.
-func writeDM(version int, little bool, tags []dmTag) []byte {
-	be := binary.BigEndian
-	count := func(b []byte, v uint64) []byte {
-		if version == 4 {
-			return be.AppendUint64(b, v)
-		}
-		return be.AppendUint32(b, uint32(v))
-	}
-	var group func(tags []dmTag) []byte
-	group = func(tags []dmTag) []byte {
-		b := count([]byte{1, 0}, uint64(len(tags)))
-		for _, t := range tags {
-			var body []byte
-			kind := byte(21)
-			if t.group != nil {
-				kind, body = 20, group(t.group)
-			} else {
-				body = count([]byte("%%%%"), uint64(len(t.info)))
-				for _, v := range t.info {
-					body = count(body, v)
-				}
-				body = append(body, t.value...)
-			}
-			b = append(b, kind)
-			b = be.AppendUint16(b, uint16(len(t.name)))
-			b = append(b, t.name...)
-			if version == 4 {
-				b = be.AppendUint64(b, uint64(len(body)))
-			}
-			b = append(b, body...)
-		}
-		return b
-	}
-	root := group(tags)
-	b := be.AppendUint32(nil, uint32(version))
-	b = count(b, uint64(len(root)))
-	order := uint32(0)
-	if little {
-		order = 1
-	}
-	b = be.AppendUint32(b, order)
-	return append(append(b, root...), 0, 0, 0, 0, 0, 0, 0, 0)
-}
 
 // gtgFile is a .gtg with the scan shape (ny, nx) in SI Dimensions (none when ny is 0),
 // among other tags of every kind: strings, structs, arrays of numbers and of structs.
@@ -86,22 +32,23 @@ func gtgFile(version int, little bool, ny, nx int) []byte {
 	u32 := func(v uint32) []byte { return o.AppendUint32(nil, v) }
 	f64 := func(v float64) []byte { return o.AppendUint64(nil, math.Float64bits(v)) }
 	pixels := make([]byte, 2*1000)
-	tags := []dmTag{
-		{name: "ImageList", group: []dmTag{{group: []dmTag{
-			{name: "ImageData", group: []dmTag{{name: "Data", info: []uint64{20, 4, 1000}, value: pixels}}},
-			{name: "Name", info: []uint64{18, 8}, value: []byte("K\x002\x00 \x00I\x00")},
-			{name: "Size X", info: []uint64{5}, value: u32(999)}, // not the scan's: under ImageList
+	type tag = frametest.DMTag
+	tags := []tag{
+		{Name: "ImageList", IsGroup: true, Tags: []tag{{IsGroup: true, Tags: []tag{
+			{Name: "ImageData", IsGroup: true, Tags: []tag{{Name: "Data", Info: []uint64{20, 4, 1000}, Value: pixels}}},
+			{Name: "Name", Info: []uint64{18, 8}, Value: []byte("K\x002\x00 \x00I\x00")},
+			{Name: "Size X", Info: []uint64{5}, Value: u32(999)}, // not the scan's: under ImageList
 		}}}},
-		{name: "Origin", info: []uint64{15, 0, 2, 0, 6, 0, 6}, value: make([]byte, 8)},
-		{name: "Calibrations", info: []uint64{20, 15, 0, 2, 0, 7, 0, 3, 5}, value: make([]byte, 5*12)},
+		{Name: "Origin", Info: []uint64{15, 0, 2, 0, 6, 0, 6}, Value: make([]byte, 8)},
+		{Name: "Calibrations", Info: []uint64{20, 15, 0, 2, 0, 7, 0, 3, 5}, Value: make([]byte, 5*12)},
 	}
 	if ny > 0 {
-		tags = append(tags, dmTag{name: "SI Dimensions", group: []dmTag{
-			{name: "Size X", info: []uint64{3}, value: u32(uint32(nx))},
-			{name: "Size Y", info: []uint64{7}, value: f64(float64(ny))},
+		tags = append(tags, tag{Name: "SI Dimensions", IsGroup: true, Tags: []tag{
+			{Name: "Size X", Info: []uint64{3}, Value: u32(uint32(nx))},
+			{Name: "Size Y", Info: []uint64{7}, Value: f64(float64(ny))},
 		}})
 	}
-	return writeDM(version, little, tags)
+	return frametest.EncodeDM(version, little, tags)
 }
 
 // dm's tag reader finds the scan shape in .gtg files (DM3 and DM4, either byte order)

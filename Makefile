@@ -111,7 +111,7 @@ FUZZ_TARGETS ?= dataset/mib:FuzzMIBHeader:150000 dataset/blo:FuzzBLOHeader:15000
 	masks:FuzzLoadNPY:4000 internal/npy:FuzzRead:100000 internal/npy:FuzzReadArray:50000 dataset:FuzzROIFile:3000
 FUZZ_TARGETS += dataset/mrc:FuzzMRCHeader:100000 dataset/mrc:FuzzMRCOpen:4000 dataset/tvips:FuzzTVIPSHeader:100000 \
 	dataset/tvips:FuzzTVIPSOpen:2000
-FUZZ_TARGETS += dataset/seq:FuzzSEQ:3000 dataset/k2is:FuzzGTG:150000 dataset/k2is:FuzzK2ISSync:60000 \
+FUZZ_TARGETS += dataset/seq:FuzzSEQ:3000 dataset/k2is:FuzzK2ISSync:60000 \
 	dataset/frms6:FuzzFRMS6HDR:100000 dataset/frms6:FuzzFRMS6Header:200000 dataset/frms6:FuzzFRMS6GainMAT:60000
 FUZZ_TARGETS += dataset/dm:FuzzOpenDM:10000 dataset/ser:FuzzOpenSER:6000 internal/h5filter:FuzzDecode:80000
 FUZZ_TARGETS += dataset/csr:FuzzCSR:3000 dataset/stempy:FuzzMapRows:50000

@@ -354,7 +354,7 @@ func TestGoNames(t *testing.T) {
 	path := filepath.Join(dir, "f.npy")
 	require.NoError(t, npy.WriteFile(path, []int{2, 4, 4}, make([]float32, 32)))
 	_, err = stemdot.Open(path, stemdot.Options{Format: "bogus"})
-	require.ErrorContains(t, err, `unknown Options.Format "bogus" (supported: blo (.blo), `)
+	require.ErrorContains(t, err, `unknown Options.Format "bogus" (supported: blo (NanoMEGAS block file: .blo), `)
 	require.Equal(t, errs.Argument, errs.KindOf(err))
 	ds, err := stemdot.Open(path, stemdot.Options{DatasetPath: "/x"})
 	require.NoError(t, err)

@@ -14,7 +14,8 @@ import (
 
 // flatFile is a file whose frames are stored one after the other at a fixed stride from a
 // byte offset on (OpenFlat): raw files (optionally with per-frame header and footer
-// bytes), the data section of NPY files, BLO, EMPAD and MIB files.
+// bytes), the data section of NPY files, BLO, EMPAD, MIB, DM, MRC, SEQ, SER and
+// single-part TVIPS files.
 type flatFile struct {
 	format    string
 	path      string
@@ -121,13 +122,13 @@ func (d *flatFile) checkRecord(header []byte, frame int) error {
 		return nil
 	}
 	if !bytes.HasPrefix(header, d.magic) {
-		return fmt.Errorf("dataset: %s: frame %d: its record does not start with % X: the file is damaged or not what its header says",
+		return errs.New(errs.Format, "dataset: %s: frame %d: its record does not start with % X: the file is damaged or not what its header says",
 			d.path, frame, d.magic)
 	}
 	return nil
 }
 
-// MapFrames of a flat file (raw, NPY, BLO, EMPAD, MIB): records at a fixed stride, packed
+// MapFrames of a flat file (every format that OpenFlat opens): records at a fixed stride, packed
 // frames when there are no per-frame header or footer bytes. ok is false when the file
 // was not mapped, and for pixels that need decoding (Flat.Decode).
 func (d *flatFile) MapFrames(start, end int) (FrameMap, bool, error) {
@@ -135,7 +136,7 @@ func (d *flatFile) MapFrames(start, end int) (FrameMap, bool, error) {
 		return FrameMap{}, false, err
 	}
 	if d.closed.Load() {
-		return FrameMap{}, false, fmt.Errorf("dataset: %s: read after Close", d.path)
+		return FrameMap{}, false, errs.New(errs.IO, "dataset: %s: read after Close", d.path)
 	}
 	if d.mapping == nil || d.decode != nil {
 		return FrameMap{}, false, nil

@@ -82,7 +82,7 @@ func TestOpenErrors(t *testing.T) {
 	_, err = dataset.Open(unknown, dataset.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), unknown+": unknown format")
-	assert.Contains(t, err.Error(), "supported: blo (.blo), dectris")
+	assert.Contains(t, err.Error(), "supported: blo (NanoMEGAS block file: .blo), dectris")
 	assert.Contains(t, err.Error(), "give option format")
 	assert.Equal(t, errs.Format, errs.KindOf(err))
 
@@ -130,12 +130,14 @@ func TestOpenErrors(t *testing.T) {
 	err = d.ReadFrames(5, 10, buf)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "frames [5, 10) out of range: the file holds 9 frames")
+	assert.Equal(t, errs.Argument, errs.KindOf(err))
 	err = d.ReadFrames(3, 2, buf)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "out of range")
 	err = d.ReadFrames(0, 3, buf[:100])
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "dst holds 100 bytes, need 1536 (3 frames of 512 bytes)")
+	assert.Equal(t, errs.Argument, errs.KindOf(err))
 	require.NoError(t, d.Close())
 	assert.Error(t, d.ReadFrames(0, 1, buf), "read after Close")
 }

@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -29,8 +30,10 @@ type Format struct {
 	// Magic are byte strings one of which starts every file of the format; Open detects
 	// a file of an unknown extension by them.
 	Magic []string
-	// Describe is how the list of supported formats in error messages shows the format,
-	// e.g. "mib (.mib, .hdr)". Empty: the name and its extensions.
+	// Describe is how the list of supported formats in error messages shows the format:
+	// its name, then in parentheses what it is and, after a colon, how a file is known
+	// (extensions, content), e.g. "mib (Quantum Detectors Merlin: .mib, .hdr)". Empty:
+	// the name and its extensions.
 	Describe string
 	// Detect, when set, says whether the file at path is of this format although another
 	// format may claim its extension (an EMPAD .raw, a stempy .h5, an FRMS6 .hdr). It is
@@ -199,8 +202,37 @@ func (f Format) takesOption(key string) bool { return slices.Contains(f.Options,
 // one).
 func OpenFile(path string) (*os.File, int64, error) { return openFile(path) }
 
+// SwitchOption reads the on/off format option key (a FormatOption with Switch set) from
+// opt.FormatOptions: true, 1, yes or on, false, 0, no or off, in any case (the front ends
+// pass "true" or "false"); def when the key is absent or its value empty. Another value is
+// an errs.Argument error naming the option.
+func SwitchOption(opt Options, key string, def bool) (bool, error) {
+	v := opt.FormatOptions[key]
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "":
+		return def, nil
+	case "true", "1", "yes", "on":
+		return true, nil
+	case "false", "0", "no", "off":
+		return false, nil
+	}
+	return false, errs.New(errs.Argument, "option %s %q is not true or false (true, 1, yes, on; false, 0, no, off)", key, v)
+}
+
+// ReadHeader reads the first min(size, n) bytes of the file f of size bytes: a format's
+// header of n bytes, which the format's parser then checks for length (a file shorter
+// than its header is the parser's errs.Format, naming the format). A failed read is
+// errs.IO.
+func ReadHeader(f io.ReaderAt, size int64, n int) ([]byte, error) {
+	head := make([]byte, min(size, int64(n)))
+	if _, err := f.ReadAt(head, 0); err != nil {
+		return nil, errs.Wrap(errs.IO, fmt.Errorf("reading the header: %w", err))
+	}
+	return head, nil
+}
+
 // CheckRange checks a ReadFrames request for frames [start, end) of a dataset of n frames
-// of frameBytes bytes into a buffer of dstLen bytes; the error names path.
+// of frameBytes bytes into a buffer of dstLen bytes; the error (errs.Argument) names path.
 func CheckRange(path string, start, end, n, frameBytes, dstLen int) error {
 	return checkRange(path, start, end, n, frameBytes, dstLen)
 }
@@ -257,10 +289,11 @@ type FileFrames struct {
 // option nav_shape. opt.SyncOffset and opt.Flyback apply, and frame counts that differ
 // from the scan are reconciled as frames.go describes. When d embeds ScanFrames and scan
 // position p is the file's frame p (no sync offset, no flyback frames), the result is d
-// itself with the scan's nav shape; else it is a view over d, which implements Viewer
-// and Mapper when d does and the scan positions allow. Either implements Noter with
-// ff.Notes and the reconciliation's notes. On error d is left open for the caller to
-// close.
+// itself with the scan's nav shape; else it is a view over d, which implements Mapper
+// (mapping positions that are consecutive frames of d when d is a Mapper) and, when d is
+// a Viewer, the sync offset is not negative and there are no flyback frames, Viewer.
+// Either implements Noter with ff.Notes and the reconciliation's notes. On error d is
+// left open for the caller to close.
 func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
 	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)
 	if err != nil {
@@ -281,8 +314,9 @@ func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFram
 // ScanFrames is embedded by a format's dataset of every frame of its file, for Reconcile,
 // which then sets the dataset's nav shape and notes itself rather than put a view in
 // front of it where it can (see Reconcile): the dataset keeps its own methods beyond
-// Dataset (such as an HDF5 dataset's AlignFrames). It implements NavShape, NumFrames,
-// Noter and NavShapeGuessed's test; its ReadFrames checks requests against NumFrames.
+// Dataset (such as an HDF5 dataset's AlignFrames). It implements NavShape, NumFrames and
+// Noter, and answers NavShapeGuessed; the dataset's own ReadFrames checks requests
+// against NumFrames (CheckRange), which is the scan's once reconciled.
 type ScanFrames struct {
 	nav []int
 	notes

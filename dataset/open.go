@@ -24,13 +24,14 @@ type Options struct {
 	// named by an .xml beside it), else by the extension (Format.Extensions), else by the
 	// first bytes (Format.Magic), else raw when SigShape and DType are given.
 	Format string
-	// NavShape overrides the scan shape the file gives (NPY or HDF5 shape, MIB .hdr
-	// sidecar, BLO header, EMPAD XML) when it has as many positions, or as many as the
-	// file holds frames (after SyncOffset); another contradicts the file and is refused
+	// NavShape overrides the scan shape the file gives (its metadata: an NPY or HDF5
+	// shape, a MIB .hdr sidecar, a BLO header, an EMPAD XML, ...; each format package's
+	// doc says where it reads it) when it has as many positions, or as many as the file
+	// holds frames (after SyncOffset); another contradicts the file and is refused
 	// (errs.Shape) naming both (Frames reads part of a scan). Empty: use the file's, or
-	// (1, n_frames) when the file has none (raw, MIB without .hdr). An NPY or HDF5 array
-	// of rank 3 gives no scan shape, only its frame count (n,): any nav shape may reshape
-	// it. A frame count that differs from the nav shape is reconciled as described in
+	// (1, n_frames) with a warning when the file has none (raw, MIB without .hdr). A
+	// series (an NPY or HDF5 array of rank 3, a 3-D DM image, ...) gives no scan shape,
+	// only its frame count (n,): any nav shape may reshape it. A frame count that differs from the nav shape is reconciled as described in
 	// frames.go (surplus frames ignored, complete rows of an interrupted scan kept; raw
 	// files must match exactly).
 	NavShape []int
@@ -84,8 +85,10 @@ type Options struct {
 	Frames FrameSpan
 }
 
-// Open opens the 4D-STEM file at path. A ".hdr" path opens the Merlin ".mib" file beside
-// it. The file stays open until Close.
+// Open opens the 4D-STEM file at path. A sidecar or metadata file opens the data beside
+// it (a Merlin ".hdr" its ".mib", a PNDetector ".hdr" its ".frms6" files, an EMPAD ".xml"
+// its ".raw", a TIA ".emi" its ".ser", a K2 IS ".gtg" its sector files, a raw_csr ".toml"
+// its arrays). The files stay open until Close.
 //
 // Errors name the file and the problem: missing file, unknown format (with the formats
 // supported), a size that is not a whole number of frames, frame headers that disagree,
@@ -284,13 +287,14 @@ func NavShapeGuessed(ds Dataset) bool {
 	return ok && g.navShapeGuessed()
 }
 
-// checkRange checks a ReadFrames request against a dataset of n frames of frameBytes.
+// checkRange checks a ReadFrames request against a dataset of n frames of frameBytes
+// (errs.Argument: the caller's request is at fault).
 func checkRange(path string, start, end, n, frameBytes, dstLen int) error {
 	if start < 0 || end > n || start > end {
-		return fmt.Errorf("dataset: %s: frames [%d, %d) out of range: the file holds %d frames", path, start, end, n)
+		return errs.New(errs.Argument, "dataset: %s: frames [%d, %d) out of range: the file holds %d frames", path, start, end, n)
 	}
 	if need := (end - start) * frameBytes; dstLen < need {
-		return fmt.Errorf("dataset: %s: frames [%d, %d): dst holds %d bytes, need %d (%d frames of %d bytes)",
+		return errs.New(errs.Argument, "dataset: %s: frames [%d, %d): dst holds %d bytes, need %d (%d frames of %d bytes)",
 			path, start, end, dstLen, need, end-start, frameBytes)
 	}
 	return nil

@@ -29,7 +29,8 @@ import (
 )
 
 func init() {
-	dataset.Register(dataset.Format{Name: "blo", Extensions: []string{".blo"}, Magic: []string{"IMGBLO"}, Open: open})
+	dataset.Register(dataset.Format{Name: "blo", Extensions: []string{".blo"}, Magic: []string{"IMGBLO"}, Open: open,
+		Describe: "blo (NanoMEGAS block file: .blo)"})
 }
 
 // bloMagic starts every frame record.
@@ -103,9 +104,9 @@ func open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		f.Close()
 		return nil, fmt.Errorf("dataset: %s: %w", path, err)
 	}
-	head := make([]byte, min(size, bloHeaderBytes))
-	if _, err := f.ReadAt(head, 0); err != nil {
-		return fail(fmt.Errorf("reading the header: %w", err))
+	head, err := dataset.ReadHeader(f, size, bloHeaderBytes)
+	if err != nil {
+		return fail(err)
 	}
 	h, err := parseBLOHeader(head)
 	if err != nil {

@@ -69,7 +69,7 @@ func init() {
 	dataset.Register(dataset.Format{
 		Name:       "raw_csr",
 		Extensions: []string{".toml"},
-		Describe:   `raw_csr (.toml with [params] filetype = "raw_csr")`,
+		Describe:   `raw_csr (LiberTEM sparse CSR: .toml with [params] filetype = "raw_csr")`,
 		Detect:     Detect,
 		Open:       Open,
 		Options:    []string{"sig_shape"},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/dataset/csr"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/engine"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
@@ -67,23 +67,6 @@ for i in range(n):
 json.dump({"frames": int(n), "events": int(indptr[-1])}, sys.stdout)
 `
 
-func readFloats[F float32 | float64](t *testing.T, path string) []F {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var z F
-	size := int(binary.Size(z))
-	out := make([]F, len(b)/size)
-	for i := range out {
-		if size == 4 {
-			out[i] = F(math.Float32frombits(binary.NativeEndian.Uint32(b[4*i:])))
-		} else {
-			out[i] = F(math.Float64frombits(binary.NativeEndian.Uint64(b[8*i:])))
-		}
-	}
-	return out
-}
-
 // TestAgainstNumpy: files written by numpy, of several index and data dtypes (both byte
 // orders), are detected as raw_csr by their TOML file; the frames (densified, and read
 // as events) equal numpy's densified frames, and the virtual images of the mask-dot
@@ -121,11 +104,11 @@ func TestAgainstNumpy(t *testing.T) {
 				require.Equal(t, want[s*fb:e*fb], dense, "frames [%d, %d) read sparse", s, e)
 			}
 
-			m := readFloats[float32](t, filepath.Join(dir, "masks.bin"))
+			m := frametest.ReadFloats[float32](t, filepath.Join(dir, "masks.bin"))
 			stack, err := masks.New(3, 12, 10, m, nil)
 			require.NoError(t, err)
-			ref := readFloats[float64](t, filepath.Join(dir, "result.bin"))
-			mag := readFloats[float64](t, filepath.Join(dir, "magnitude.bin"))
+			ref := frametest.ReadFloats[float64](t, filepath.Join(dir, "result.bin"))
+			mag := frametest.ReadFloats[float64](t, filepath.Join(dir, "magnitude.bin"))
 			rel := 1e-12
 			if ds.DType() == dataset.Float32 {
 				rel = 1.2e-7 // a tile the CPU worker densifies sums duplicate events in float32, as ReadFrames does

@@ -62,7 +62,7 @@ const (
 
 func init() {
 	dataset.Register(dataset.Format{Name: "dm", Extensions: []string{".dm3", ".dm4"}, Open: Open,
-		Describe: "dm (Gatan DigitalMicrograph .dm3, .dm4)",
+		Describe: "dm (Gatan DigitalMicrograph: .dm3, .dm4)",
 		FormatOptions: []dataset.FormatOption{{Key: optCOrder, Switch: true, Default: "false",
 			Usage: "DM3/DM4 files: read a 4-D image as stored in C order (scan_y, scan_x, sig_y, sig_x) whatever its tag Meta Data.Data Order Swapped says (LiberTEM's force_c_order); default: that tag decides, and a 4-D image without it is read as stored transposed (sig_y, sig_x, scan_y, scan_x)"},
 			{Key: optImage, Usage: "DM3/DM4 files: the index in the file's ImageList of the image to read (LiberTEM's dataset_index); default: the largest image that is not a thumbnail"}}})
@@ -100,7 +100,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		f.Close()
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", path, err))
 	}
-	cOrder, err := switchOption(opt, optCOrder)
+	cOrder, err := dataset.SwitchOption(opt, optCOrder, false)
 	if err != nil {
 		return fail(err)
 	}
@@ -197,21 +197,6 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		return nil, err
 	}
 	return ds, nil
-}
-
-// switchOption reads the on/off format option key (absent: off).
-func switchOption(opt dataset.Options, key string) (bool, error) {
-	v, ok := opt.FormatOptions[key]
-	if !ok {
-		return false, nil
-	}
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "", "true", "1", "yes", "on":
-		return true, nil
-	case "false", "0", "no", "off":
-		return false, nil
-	}
-	return false, errs.New(errs.Argument, "option %s %q is not true or false", key, v)
 }
 
 // pickImage returns the image of ImageList at index want (-1: the largest that is not a

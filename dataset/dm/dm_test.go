@@ -1,7 +1,6 @@
 package dm_test
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math"
 	"os"
@@ -13,25 +12,19 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	_ "github.com/stemdot/stemdot/dataset/dm"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
-// A DM file writer for the tests, following the layout of package dm's doc (and of
-// RosettaSciIO's reader): the test's own encoding, so that what the reader returns is
-// checked against values the test chose.
+// A DM file writer for the tests: the images of ImageList as GMS lays them out, encoded
+// by frametest.EncodeDM.
 
-// tag is a tag to write: a group (children) or data (info and value bytes).
-type tag struct {
-	name     string
-	children []tag
-	isGroup  bool
-	info     []uint64
-	value    []byte
-}
+// tag is a tag to write: a group or data.
+type tag = frametest.DMTag
 
 func group(name string, children ...tag) tag {
-	return tag{name: name, children: children, isGroup: true}
+	return tag{Name: name, Tags: children, IsGroup: true}
 }
 
 // enc encodes numbers in the file's tag byte order.
@@ -49,7 +42,7 @@ func (e enc) simple(name string, typ uint64, v float64) tag {
 	case 8:
 		b = []byte{byte(v)}
 	}
-	return tag{name: name, info: []uint64{typ}, value: b}
+	return tag{Name: name, Info: []uint64{typ}, Value: b}
 }
 
 // str is a string tag as GMS writes them: an array of uint16 characters.
@@ -58,7 +51,7 @@ func (e enc) str(name, s string) tag {
 	for i, c := range []byte(s) {
 		e.o.PutUint16(b[2*i:], uint16(c))
 	}
-	return tag{name: name, info: []uint64{20, 4, uint64(len(s))}, value: b}
+	return tag{Name: name, Info: []uint64{20, 4, uint64(len(s))}, Value: b}
 }
 
 // dmImage describes an ImageList entry.
@@ -91,7 +84,7 @@ func (e enc) image(im dmImage) tag {
 	return group("",
 		group("ImageData",
 			group("Calibrations", e.simple("DisplayCalibratedUnits", 8, 1)),
-			tag{name: "Data", info: []uint64{20, im.elemType, uint64(len(im.data) / es)}, value: im.data},
+			tag{Name: "Data", Info: []uint64{20, im.elemType, uint64(len(im.data) / es)}, Value: im.data},
 			e.simple("DataType", 3, float64(im.dataType)),
 			group("Dimensions", dims...),
 			e.simple("PixelDepth", 5, float64(es))),
@@ -117,55 +110,7 @@ func writeDM(t testing.TB, path string, version int, little bool, images ...dmIm
 		e.simple("InImageMode", 8, 1),
 		group("Thumbnails", group("", e.simple("ImageIndex", 5, 0))),
 	}
-	var b bytes.Buffer
-	lq := func(w *bytes.Buffer, v uint64) {
-		if version == 4 {
-			binary.Write(w, binary.BigEndian, v)
-		} else {
-			binary.Write(w, binary.BigEndian, uint32(v))
-		}
-	}
-	var writeTags func(w *bytes.Buffer, tags []tag)
-	writeTags = func(w *bytes.Buffer, tags []tag) {
-		w.Write([]byte{1, 0})
-		lq(w, uint64(len(tags)))
-		for _, tg := range tags {
-			var rest bytes.Buffer
-			if tg.isGroup {
-				writeTags(&rest, tg.children)
-			} else {
-				rest.WriteString("%%%%")
-				lq(&rest, uint64(len(tg.info)))
-				for _, v := range tg.info {
-					lq(&rest, v)
-				}
-				rest.Write(tg.value)
-			}
-			kind := byte(21)
-			if tg.isGroup {
-				kind = 20
-			}
-			w.WriteByte(kind)
-			binary.Write(w, binary.BigEndian, uint16(len(tg.name)))
-			w.WriteString(tg.name)
-			if version == 4 {
-				binary.Write(w, binary.BigEndian, uint64(rest.Len()))
-			}
-			w.Write(rest.Bytes())
-		}
-	}
-	var body bytes.Buffer
-	writeTags(&body, root)
-	binary.Write(&b, binary.BigEndian, int32(version))
-	lq(&b, uint64(body.Len()+16))
-	order := uint32(0)
-	if little {
-		order = 1
-	}
-	binary.Write(&b, binary.BigEndian, order)
-	b.Write(body.Bytes())
-	b.Write(make([]byte, 8)) // the end of file zeros GMS writes
-	require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
+	require.NoError(t, os.WriteFile(path, frametest.EncodeDM(version, little, root), 0o644))
 }
 
 // pixel is the test's value of pixel p of frame i.

@@ -8,20 +8,14 @@ import (
 	"testing"
 
 	"github.com/stemdot/stemdot/dataset"
-	"github.com/stemdot/stemdot/internal/testfiles"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 )
 
 // FuzzOpenDM opens fuzzed DM3 and DM4 files and reads all their frames: no panic, and
 // what opens reads, seeded with the start of the real files' tag trees (when present) and the test's synthetic
 // 3-D and transposed 4-D files.
 func FuzzOpenDM(f *testing.F) {
-	if dir, ok := testfiles.Lookup(); ok {
-		for _, name := range []string{"dm/test-1.dm3", "dm/test-1.dm4"} {
-			if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
-				f.Add(b[:min(len(b), 1<<10)]) // small seeds: the fuzzer minimizes what it finds in reasonable time
-			}
-		}
-	}
+	frametest.SeedFiles(f, 1<<10, "dm/test-1.dm3", "dm/test-1.dm4") // small seeds: the fuzzer minimizes what it finds in reasonable time
 	seed := filepath.Join(f.TempDir(), "seed.dm4")
 	for _, im := range []dmImage{
 		{dataType: 1, elemType: 2, dims: []int{3, 2, 2}, data: encodePixels(2, 6, dataset.Int16, binary.BigEndian, false)},

@@ -193,6 +193,36 @@ func (p *parser) lq() (uint64, error) {
 	return uint64(binary.BigEndian.Uint32(b)), nil
 }
 
+// Tags is the tag tree of a DigitalMicrograph 3 or 4 file: a .dm3/.dm4 image, or the
+// .gtg metadata file of a Gatan K2 IS acquisition (package dataset/k2is reads its scan
+// shape from it).
+type Tags struct{ root *node }
+
+// ReadTags reads the header and the whole tag tree of the DM3/DM4 file of size bytes that
+// r reads; the values of array tags (image pixels) are skipped, never read. A file that is
+// not DM3/DM4 or whose tags are damaged or cut short gives an errs.Format error naming the
+// tag, a failed read errs.IO.
+func ReadTags(r io.ReaderAt, size int64) (*Tags, error) {
+	root, _, err := parseTags(r, size)
+	if err != nil {
+		return nil, err
+	}
+	return &Tags{root: root}, nil
+}
+
+// Number returns the value, as float64, of the simple numeric data tag (any of the 11
+// integer, float and bool types) at path: the names of its groups and its own name from
+// the root, joined by ".", an unnamed tag by its index in its group ("SI Dimensions.Size
+// X", "ImageList.1.ImageData.DataType"). ok is false when there is no such tag or it is a
+// group, a string, a struct or an array.
+func (t *Tags) Number(path string) (v float64, ok bool) {
+	n := t.root.path(path)
+	if n == nil || !n.simple {
+		return 0, false
+	}
+	return n.num, true
+}
+
 // parseTags reads the header and the whole tag tree of a DM3/DM4 file of size bytes.
 func parseTags(ra io.ReaderAt, size int64) (*node, header, error) {
 	r := &reader{ra: ra, size: size}

@@ -44,7 +44,7 @@ import (
 
 func init() {
 	dataset.Register(dataset.Format{Name: "empad", Extensions: []string{".xml"}, Open: open,
-		Describe: "empad (.xml, or the .raw file an EMPAD .xml beside it names)",
+		Describe: "empad (EMPAD: .xml, or the .raw file an EMPAD .xml beside it names)",
 		Detect: func(path string, opt dataset.Options) bool {
 			if len(opt.SigShape) > 0 || opt.DType != dataset.Invalid || !strings.EqualFold(filepath.Ext(path), ".raw") {
 				return false

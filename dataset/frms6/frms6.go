@@ -1,6 +1,7 @@
 // Package frms6 reads PNDetector pnCCD acquisitions (.frms6), as LiberTEM reads them
 // (libertem.io.dataset.frms6): files <name>_000.frms6, <name>_001.frms6, ... and an INI
-// file <name>.hdr.
+// file <name>.hdr. Importing it registers the format "frms6" with package dataset (a
+// .frms6 file, or a .hdr that is PNDetector's, not Merlin's).
 //
 // Each .frms6 file starts with a 1024-byte little-endian header
 //
@@ -57,7 +58,7 @@ const (
 
 func init() {
 	dataset.Register(dataset.Format{Name: Name, Extensions: []string{".frms6", ".hdr"},
-		Describe: "frms6 (.frms6, or the PNDetector .hdr beside them)", Detect: detect, Open: Open,
+		Describe: "frms6 (PNDetector pnCCD: .frms6, or the .hdr beside them)", Detect: detect, Open: Open,
 		FormatOptions: []dataset.FormatOption{
 			{Key: OptRaw, Switch: true, Default: "false",
 				Usage: "PNDetector FRMS6: read the stored uint16 counts, without subtracting the dark frame (the mean of the _000 file's frames) as is done by default"},
@@ -266,9 +267,9 @@ type reader struct {
 // fault (errs.Format), a missing .hdr or data file (errs.IO), a bad option
 // (errs.Argument), a gain map of the wrong shape (errs.Shape).
 func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
-	raw, err := boolOption(opt, OptRaw)
+	raw, err := dataset.SwitchOption(opt, OptRaw, false)
 	if err != nil {
-		return nil, errs.Wrap(errs.Argument, fmt.Errorf("frms6: %s: %w", path, err))
+		return nil, fmt.Errorf("frms6: %s: %w", path, err) // errs.Argument
 	}
 	gainPath := opt.FormatOptions[OptGainMap]
 	if raw && gainPath != "" {
@@ -306,9 +307,9 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		} else {
 			r.files = append(r.files, ff)
 		}
-		head := make([]byte, min(size, fileHeaderSize))
-		if _, err := f.ReadAt(head, 0); err != nil {
-			return fail(errs.Wrap(errs.IO, fmt.Errorf("%s: reading the header: %w", name, err)))
+		head, err := dataset.ReadHeader(f, size, fileHeaderSize)
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", name, err))
 		}
 		h, whole, err := parseFileHeader(head, size)
 		if err != nil {
@@ -386,18 +387,6 @@ func list(names []string) string {
 		b = append(b, filepath.Base(n))
 	}
 	return " (" + strings.Join(b, ", ") + ")"
-}
-
-func boolOption(opt dataset.Options, key string) (bool, error) {
-	v, ok := opt.FormatOptions[key]
-	if !ok || v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("option %s %q is not true or false", key, v)
-	}
-	return b, nil
 }
 
 // readHDR reads and parses the .hdr at path.

@@ -81,7 +81,7 @@ import (
 // of every frame would read the whole scan when opening it).
 
 func init() {
-	dataset.Register(dataset.Format{Name: "dectris", Describe: "dectris (DECTRIS ARINA/QUADRO/EIGER master .h5)",
+	dataset.Register(dataset.Format{Name: "dectris", Describe: "dectris (DECTRIS ARINA/QUADRO/EIGER master: .h5 with /entry/data/data_000001)",
 		Detect: isDectrisMaster, Open: openDectris, Options: []string{"allow_fill"},
 		FormatOptions: []dataset.FormatOption{{Key: "pixel_mask", Default: "true", Switch: true,
 			Usage: "DECTRIS masters: read the pixels flagged in the master's pixel_mask as 0 (false: keep their recorded values; the marker 2^N-1 of masked and overflowing pixels reads as 0 in either case)"}}})
@@ -157,13 +157,9 @@ type dectrisScan struct {
 
 // openDectris opens the DECTRIS master at path.
 func openDectris(path string, opt dataset.Options) (dataset.Dataset, error) {
-	usePixelMask := true
-	if v, ok := opt.FormatOptions["pixel_mask"]; ok {
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			return nil, errs.New(errs.Argument, "dataset: %s: option pixel_mask: want true or false, got %q", path, v)
-		}
-		usePixelMask = b
+	usePixelMask, err := dataset.SwitchOption(opt, "pixel_mask", true)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %s: %w", path, err) // errs.Argument
 	}
 	f, _, err := dataset.OpenFile(path)
 	if err != nil {

@@ -185,7 +185,7 @@ func TestDECTRISMaster(t *testing.T) {
 		assert.ErrorContains(t, err, "block data_000002")
 		_, err = dataset.Open(master, dataset.Options{FormatOptions: map[string]string{"pixel_mask": "maybe"}})
 		require.ErrorIs(t, err, errs.Argument)
-		assert.ErrorContains(t, err, `option pixel_mask: want true or false, got "maybe"`)
+		assert.ErrorContains(t, err, `option pixel_mask "maybe" is not true or false`)
 	})
 }
 

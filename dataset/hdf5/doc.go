@@ -34,5 +34,5 @@ import "github.com/stemdot/stemdot/dataset"
 
 func init() {
 	dataset.Register(dataset.Format{Name: "hdf5", Extensions: []string{".h5", ".hdf5", ".hdf", ".nxs", ".emd"}, Magic: []string{"\x89HDF\r\n\x1a\n"},
-		Open: openHDF5, Options: []string{"dataset_path", "allow_fill"}})
+		Describe: "hdf5 (HDF5: .h5, .hdf5, .hdf, .nxs, .emd)", Open: openHDF5, Options: []string{"dataset_path", "allow_fill"}})
 }

@@ -1080,7 +1080,7 @@ func (d *h5File) ReadFrames(start, end int, dst []byte) error {
 	}
 	defer h5Enter()()
 	if d.closed {
-		return fmt.Errorf("dataset: %s: read after Close", d.path)
+		return errs.New(errs.IO, "dataset: %s: read after Close", d.path)
 	}
 	if err := d.recheck(start, end); err != nil {
 		return fmt.Errorf("dataset: %s: frames [%d, %d): dataset %s: %w", d.path, start, end, h5Name(d.dsPath), err)

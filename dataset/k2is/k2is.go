@@ -1,7 +1,8 @@
 // Package k2is reads Gatan K2 IS raw acquisitions, as LiberTEM reads them
 // (libertem.io.dataset.k2is): eight sector files <name>1.bin ... <name>8.bin (the files
 // <name>*.bin, in sorted order) and a DigitalMicrograph tag file <name>.gtg with the
-// acquisition's metadata.
+// acquisition's metadata. Importing it registers the format "k2is" with package dataset
+// (a .gtg, or a .bin that is a sector file).
 //
 // Each sector file is a sequence of blocks of 0x5758 bytes: a 40-byte big-endian header
 //
@@ -24,9 +25,10 @@
 // one frame earlier (LiberTEM: "the sync flag appears to be set one frame too late");
 // frames before it are not read, with a note. Option sync_offset counts from there.
 //
-// The nav shape is the .gtg's ".SI Dimensions.Size Y" × ".SI Dimensions.Size X" tags (as
-// LiberTEM reads them with ncempy); without a .gtg, or without those tags (a time series),
-// give option nav_shape, else the frames are read as one row with a warning.
+// The nav shape is the .gtg's tags SI Dimensions.Size Y × SI Dimensions.Size X (as
+// LiberTEM reads them with ncempy; package dataset/dm reads the .gtg's tag tree); without
+// a .gtg, or without those tags (a time series), give option nav_shape, else the frames
+// are read as one row with a warning.
 package k2is
 
 import (
@@ -40,6 +42,7 @@ import (
 	"sync"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/dm"
 	"github.com/stemdot/stemdot/errs"
 )
 
@@ -48,7 +51,7 @@ const Name = "k2is"
 
 func init() {
 	dataset.Register(dataset.Format{Name: Name, Extensions: []string{".gtg", ".bin"},
-		Describe: "k2is (.gtg, or one of the 8 sector .bin files of a Gatan K2 IS acquisition)",
+		Describe: "k2is (Gatan K2 IS: .gtg, or one of its 8 sector .bin files)",
 		Detect:   detect, Open: Open})
 }
 
@@ -399,19 +402,20 @@ func (r *reader) scanStart(n int, scan bool) (int, string, error) {
 }
 
 // navShape reads the scan shape from the .gtg's SI Dimensions tags (nil when it has
-// none: a time series).
+// none: a time series); the .gtg is a DigitalMicrograph tag file, read by package
+// dataset/dm.
 func navShape(gtg string) ([]int, string, error) {
 	f, size, err := dataset.OpenFile(gtg)
 	if err != nil {
 		return nil, "", err
 	}
 	defer f.Close()
-	tags, err := gtgTags(f, size)
+	tags, err := dm.ReadTags(f, size)
 	if err != nil {
 		return nil, "", err
 	}
-	y, okY := tags[".SI Dimensions.Size Y"]
-	x, okX := tags[".SI Dimensions.Size X"]
+	y, okY := tags.Number("SI Dimensions.Size Y")
+	x, okX := tags.Number("SI Dimensions.Size X")
 	if !okY || !okX {
 		return nil, "", nil
 	}

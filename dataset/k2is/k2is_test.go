@@ -15,65 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/dm"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	_ "github.com/stemdot/stemdot/dataset/raw" // TestK2ISErrors: a .bin that is no sector file is a raw file
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
-
-// dmTag is a tag that writeDM writes: a group (tags) or a value of type info with its
-// bytes in the file's byte order.
-type dmTag struct {
-	name  string
-	group []dmTag
-	info  []uint64
-	value []byte
-}
-
-// writeDM lays out a DigitalMicrograph file of version 3 or 4 (the structure's integers
-// big-endian, 4 or 8 bytes wide) whose root group holds tags.
-func writeDM(version int, little bool, tags []dmTag) []byte {
-	be := binary.BigEndian
-	count := func(b []byte, v uint64) []byte {
-		if version == 4 {
-			return be.AppendUint64(b, v)
-		}
-		return be.AppendUint32(b, uint32(v))
-	}
-	var group func(tags []dmTag) []byte
-	group = func(tags []dmTag) []byte {
-		b := count([]byte{1, 0}, uint64(len(tags)))
-		for _, t := range tags {
-			var body []byte
-			kind := byte(21)
-			if t.group != nil {
-				kind, body = 20, group(t.group)
-			} else {
-				body = count([]byte("%%%%"), uint64(len(t.info)))
-				for _, v := range t.info {
-					body = count(body, v)
-				}
-				body = append(body, t.value...)
-			}
-			b = append(b, kind)
-			b = be.AppendUint16(b, uint16(len(t.name)))
-			b = append(b, t.name...)
-			if version == 4 {
-				b = be.AppendUint64(b, uint64(len(body)))
-			}
-			b = append(b, body...)
-		}
-		return b
-	}
-	root := group(tags)
-	b := be.AppendUint32(nil, uint32(version))
-	b = count(b, uint64(len(root)))
-	order := uint32(0)
-	if little {
-		order = 1
-	}
-	b = be.AppendUint32(b, order)
-	return append(append(b, root...), 0, 0, 0, 0, 0, 0, 0, 0)
-}
 
 // gtgFile is a .gtg with the scan shape (ny, nx) in SI Dimensions (none when ny is 0),
 // among other tags of every kind: strings, structs, arrays of numbers and of structs.
@@ -85,43 +32,46 @@ func gtgFile(version int, little bool, ny, nx int) []byte {
 	u32 := func(v uint32) []byte { return o.AppendUint32(nil, v) }
 	f64 := func(v float64) []byte { return o.AppendUint64(nil, math.Float64bits(v)) }
 	pixels := make([]byte, 2*1000)
-	tags := []dmTag{
-		{name: "ImageList", group: []dmTag{{group: []dmTag{
-			{name: "ImageData", group: []dmTag{{name: "Data", info: []uint64{20, 4, 1000}, value: pixels}}},
-			{name: "Name", info: []uint64{18, 4}, value: []byte("K\x002\x00 \x00I\x00")},
-			{name: "Size X", info: []uint64{5}, value: u32(999)}, // not the scan's: under ImageList
+	type tag = frametest.DMTag
+	tags := []tag{
+		{Name: "ImageList", IsGroup: true, Tags: []tag{{IsGroup: true, Tags: []tag{
+			{Name: "ImageData", IsGroup: true, Tags: []tag{{Name: "Data", Info: []uint64{20, 4, 1000}, Value: pixels}}},
+			{Name: "Name", Info: []uint64{18, 8}, Value: []byte("K\x002\x00 \x00I\x00")},
+			{Name: "Size X", Info: []uint64{5}, Value: u32(999)}, // not the scan's: under ImageList
 		}}}},
-		{name: "Origin", info: []uint64{15, 0, 2, 0, 6, 0, 6}, value: make([]byte, 8)},
-		{name: "Calibrations", info: []uint64{20, 15, 0, 2, 0, 7, 0, 3, 5}, value: make([]byte, 5*12)},
+		{Name: "Origin", Info: []uint64{15, 0, 2, 0, 6, 0, 6}, Value: make([]byte, 8)},
+		{Name: "Calibrations", Info: []uint64{20, 15, 0, 2, 0, 7, 0, 3, 5}, Value: make([]byte, 5*12)},
 	}
 	if ny > 0 {
-		tags = append(tags, dmTag{name: "SI Dimensions", group: []dmTag{
-			{name: "Size X", info: []uint64{3}, value: u32(uint32(nx))},
-			{name: "Size Y", info: []uint64{7}, value: f64(float64(ny))},
+		tags = append(tags, tag{Name: "SI Dimensions", IsGroup: true, Tags: []tag{
+			{Name: "Size X", Info: []uint64{3}, Value: u32(uint32(nx))},
+			{Name: "Size Y", Info: []uint64{7}, Value: f64(float64(ny))},
 		}})
 	}
-	return writeDM(version, little, tags)
+	return frametest.EncodeDM(version, little, tags)
 }
 
-// The tag reader finds the scan shape in DM3 and DM4 files of either byte order, past
-// tags of every kind, and refuses damaged files with an error.
+// dm's tag reader finds the scan shape in .gtg files (DM3 and DM4, either byte order)
+// past tags of every kind, and refuses damaged ones with a format error.
 func TestGTGTags(t *testing.T) {
 	for _, version := range []int{3, 4} {
 		for _, little := range []bool{true, false} {
 			b := gtgFile(version, little, 7, 5)
-			tags, err := gtgTags(bytes.NewReader(b), int64(len(b)))
+			tags, err := dm.ReadTags(bytes.NewReader(b), int64(len(b)))
 			require.NoError(t, err, "DM%d little=%v", version, little)
-			assert.Equal(t, 7.0, tags[".SI Dimensions.Size Y"])
-			assert.Equal(t, 5.0, tags[".SI Dimensions.Size X"])
-			assert.Equal(t, 999.0, tags[".ImageList.0.Size X"])
+			for path, want := range map[string]float64{"SI Dimensions.Size Y": 7, "SI Dimensions.Size X": 5, "ImageList.0.Size X": 999} {
+				v, ok := tags.Number(path)
+				assert.True(t, ok, path)
+				assert.Equal(t, want, v, path)
+			}
 			for _, cut := range []int{3, 20, len(b) / 2, len(b) - 9} {
-				_, err := gtgTags(bytes.NewReader(b[:cut]), int64(cut))
-				assert.Error(t, err, "DM%d cut at %d", version, cut)
+				_, err := dm.ReadTags(bytes.NewReader(b[:cut]), int64(cut))
+				assert.Equal(t, errs.Format, errs.KindOf(err), "DM%d cut at %d: %v", version, cut, err)
 			}
 		}
 	}
-	_, err := gtgTags(bytes.NewReader([]byte("HDR,\x00\x00\x00\x00\x00\x00\x00\x00")), 12)
-	assert.ErrorContains(t, err, "not a DigitalMicrograph file")
+	_, err := dm.ReadTags(bytes.NewReader([]byte("HDR,\x00\x00\x00\x00\x00\x00\x00\x00")), 12)
+	assert.ErrorContains(t, err, "not a DigitalMicrograph 3 or 4 file")
 }
 
 // k2Set describes a K2 IS acquisition that writeK2 writes.
@@ -417,16 +367,7 @@ func TestK2ISErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(base+".gtg", []byte("not a tag file"), 0o644))
 	_, err = dataset.Open(base+"2.bin", dataset.Options{})
 	require.ErrorIs(t, err, errs.Format)
-	assert.Contains(t, err.Error(), base+".gtg: not a DigitalMicrograph file")
-}
-
-// FuzzGTG parses arbitrary bytes as a .gtg: no panic.
-func FuzzGTG(f *testing.F) {
-	f.Add(gtgFile(4, true, 3, 4))
-	f.Add(gtgFile(3, false, 3, 4))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = gtgTags(bytes.NewReader(b), int64(len(b)))
-	})
+	assert.Contains(t, err.Error(), base+".gtg: not a DigitalMicrograph 3 or 4 file")
 }
 
 // FuzzK2ISSync syncs sector files whose block headers come from arbitrary bytes (each

@@ -39,7 +39,8 @@ import (
 )
 
 func init() {
-	dataset.Register(dataset.Format{Name: "mib", Extensions: []string{".mib", ".hdr"}, Magic: []string{"MQ1,"}, Open: open})
+	dataset.Register(dataset.Format{Name: "mib", Extensions: []string{".mib", ".hdr"}, Magic: []string{"MQ1,"}, Open: open,
+		Describe: "mib (Quantum Detectors Merlin: .mib, .hdr)"})
 }
 
 // mibMagic starts every MIB frame header.

@@ -60,7 +60,7 @@ import (
 
 func init() {
 	dataset.Register(dataset.Format{Name: "mrc", Extensions: []string{".mrc", ".mrcs"}, Open: Open,
-		Describe: "mrc (.mrc, .mrcs; a Direct Electron movie with its _info.txt and _scan_coordinates.csv)"})
+		Describe: "mrc (MRC2014, Direct Electron 4-D MRC: .mrc, .mrcs)"})
 }
 
 // HeaderBytes is the size of the MRC header before the extended header.
@@ -188,9 +188,9 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		f.Close()
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", path, err))
 	}
-	head := make([]byte, min(size, HeaderBytes))
-	if _, err := f.ReadAt(head, 0); err != nil {
-		return fail(errs.Wrap(errs.IO, fmt.Errorf("reading the header: %w", err)))
+	head, err := dataset.ReadHeader(f, size, HeaderBytes)
+	if err != nil {
+		return fail(err)
 	}
 	h, err := ParseHeader(head)
 	if err != nil {

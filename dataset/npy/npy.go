@@ -20,7 +20,8 @@ import (
 )
 
 func init() {
-	dataset.Register(dataset.Format{Name: "npy", Extensions: []string{".npy"}, Magic: []string{"\x93NUMPY"}, Open: open})
+	dataset.Register(dataset.Format{Name: "npy", Extensions: []string{".npy"}, Magic: []string{"\x93NUMPY"}, Open: open,
+		Describe: "npy (NumPy array: .npy)"})
 }
 
 // open opens a NumPy .npy file. The header is parsed by internal/npy as numpy reads it

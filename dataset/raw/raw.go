@@ -24,7 +24,7 @@ import (
 
 func init() {
 	dataset.Register(dataset.Format{Name: "raw", Extensions: []string{".raw", ".bin"}, Open: open,
-		Describe: "raw (.raw, .bin, or any file given option sig_shape and option dtype)",
+		Describe: "raw (frames back to back: .raw, .bin, or any file given option sig_shape and option dtype)",
 		Options:  []string{"sig_shape", "dtype", "byte_order", "offset", "frame_header", "frame_footer"}})
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -19,19 +18,6 @@ const (
 	gainExt   = ".seq.gain.mrc"
 	defectExt = ".seq.Config.Metadata.xml"
 )
-
-// correctOption parses option seq_corrections.
-func correctOption(opt dataset.Options) (bool, error) {
-	v, ok := opt.FormatOptions[OptCorrections]
-	if !ok || v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, errs.New(errs.Argument, "option %s %q is not true or false", OptCorrections, v)
-	}
-	return b, nil
-}
 
 // openCorrected opens the frames fl describes with the dark and gain references of refs
 // (base's, see references) applied, as float32 frames.

@@ -1,6 +1,7 @@
 // Package seq reads Direct Electron / Norpix StreamPix sequence files (.seq), as
 // LiberTEM reads them (libertem.io.dataset.seq, itself after the SEQ reader of the PIMS
-// project): a little-endian header, then every frame at a fixed stride.
+// project): a little-endian header, then every frame at a fixed stride. Importing it
+// registers the format "seq" with package dataset (extension .seq).
 //
 // The header fields the reader uses, at their byte offsets (all little-endian):
 //
@@ -49,7 +50,7 @@ const OptCorrections = "seq_corrections"
 
 func init() {
 	dataset.Register(dataset.Format{Name: Name, Extensions: []string{".seq"}, Magic: []string{"\xed\xfe\x00\x00"},
-		Describe: "seq (.seq: Direct Electron / StreamPix sequence)", Open: Open,
+		Describe: "seq (Direct Electron / StreamPix sequence: .seq)", Open: Open,
 		FormatOptions: []dataset.FormatOption{{Key: OptCorrections, Switch: true, Default: "false",
 			Usage: "Direct Electron SEQ: subtract the dark reference <name>.seq.dark.mrc and multiply by the gain reference <name>.seq.gain.mrc (those present), as LiberTEM does, giving float32 frames"}}})
 }
@@ -150,9 +151,9 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		f.Close()
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("seq: %s: %w", path, err)) // keeps an inner kind
 	}
-	head := make([]byte, min(size, oldImageStart))
-	if _, err := f.ReadAt(head, 0); err != nil {
-		return fail(errs.Wrap(errs.IO, fmt.Errorf("reading the header: %w", err)))
+	head, err := dataset.ReadHeader(f, size, oldImageStart)
+	if err != nil {
+		return fail(err)
 	}
 	h, err := parseHeader(head)
 	if err != nil {
@@ -175,7 +176,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	}
 	fl := dataset.Flat{Format: Name, Path: path, File: f, Size: size, Offset: start, Footer: stride - int64(fb), Sig: sig, DType: dt}
 	ff := dataset.FileFrames{Whole: whole, CutBytes: data % stride, RecordBytes: stride, Notes: notes}
-	correct, err := correctOption(opt)
+	correct, err := dataset.SwitchOption(opt, OptCorrections, false)
 	if err != nil {
 		return fail(err)
 	}

@@ -6,20 +6,14 @@ import (
 	"testing"
 
 	"github.com/stemdot/stemdot/dataset"
-	"github.com/stemdot/stemdot/internal/testfiles"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 )
 
 // FuzzOpenSER opens fuzzed SER files and reads all their frames: no panic, and what opens
 // reads, seeded with the starts of the real files (when present) and the test's
 // synthetic series and scans of every layout.
 func FuzzOpenSER(f *testing.F) {
-	if dir, ok := testfiles.Lookup(); ok {
-		for _, name := range []string{"ser/128x128x5-diffraction_preview_1.ser", "ser/16x16-diffraction_imagel_5x5x256x256_EDS_1.ser"} {
-			if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
-				f.Add(b[:min(len(b), 1<<10)]) // small seeds: the fuzzer minimizes what it finds in reasonable time
-			}
-		}
-	}
+	frametest.SeedFiles(f, 1<<10, "ser/128x128x5-diffraction_preview_1.ser", "ser/16x16-diffraction_imagel_5x5x256x256_EDS_1.ser") // small seeds: the fuzzer minimizes what it finds in reasonable time
 	for _, s := range []serFile{
 		{version: 0x0210, dataTypeID: 0x4122, dims: []int{3}, total: 3, valid: 3, dataType: 6, sizeX: 3, sizeY: 2, layout: "interleaved"},
 		{version: 0x0220, dataTypeID: 0x4122, dims: []int{2, 2}, xFirst: true, total: 4, valid: 3, dataType: 2, sizeX: 2, sizeY: 2, layout: "irregular"},

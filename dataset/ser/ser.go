@@ -39,9 +39,7 @@ package ser
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -57,7 +55,7 @@ import (
 
 func init() {
 	dataset.Register(dataset.Format{Name: "ser", Extensions: []string{".ser", ".emi"}, Magic: []string{"II\x97\x01"}, Open: Open,
-		Describe: "ser (FEI/Thermo TIA .ser, or the .emi beside its _N.ser files)"})
+		Describe: "ser (FEI/Thermo TIA: .ser, or the .emi beside its _N.ser files)"})
 }
 
 // The constants of the SER header.
@@ -149,9 +147,9 @@ const headerBytes = 1 << 16
 
 // readHeader reads and parses the header of the open SER file f of size bytes.
 func readHeader(f *os.File, size int64) (serHeader, error) {
-	b := make([]byte, min(size, headerBytes))
-	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-		return serHeader{}, errs.Wrap(errs.IO, fmt.Errorf("reading the header: %w", err))
+	b, err := dataset.ReadHeader(f, size, headerBytes)
+	if err != nil {
+		return serHeader{}, err
 	}
 	return parseHeader(b)
 }

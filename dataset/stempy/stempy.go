@@ -47,7 +47,7 @@ import (
 func init() {
 	dataset.Register(dataset.Format{
 		Name:     "stempy",
-		Describe: "stempy (.h5 with /electron_events/frames)",
+		Describe: "stempy (stempy electron counts: .h5 with /electron_events/frames)",
 		Detect:   Detect,
 		Open:     Open,
 		Options:  []string{"sig_shape"},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	_ "github.com/stemdot/stemdot/dataset/hdf5"
+	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/dataset/stempy"
 	"github.com/stemdot/stemdot/engine"
 	"github.com/stemdot/stemdot/errs"
@@ -65,23 +66,6 @@ m.tofile(out + '/masks.bin')
 (dense.astype(np.float64) @ m.astype(np.float64).T).tofile(out + '/result.bin')
 `
 
-func floats[F float32 | float64](t *testing.T, path string) []F {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var z F
-	size := int(binary.Size(z))
-	out := make([]F, len(b)/size)
-	for i := range out {
-		if size == 4 {
-			out[i] = F(math.Float32frombits(binary.NativeEndian.Uint32(b[4*i:])))
-		} else {
-			out[i] = F(math.Float64frombits(binary.NativeEndian.Uint64(b[8*i:])))
-		}
-	}
-	return out
-}
-
 // TestAgainstNumpy: files of stempy's versions 1, 2 and 3 written by h5py are detected
 // as stempy (not plain HDF5), have the scan and frame shapes of their attributes, give
 // numpy's densified counts (read densified and as events), and the mask-dot product of
@@ -119,9 +103,9 @@ func TestAgainstNumpy(t *testing.T) {
 				require.Equal(t, want[s*fb:e*fb], dense, "positions [%d, %d) read as events", s, e)
 			}
 
-			stack, err := masks.New(4, fy, fx, floats[float32](t, filepath.Join(dir, "masks.bin")), nil)
+			stack, err := masks.New(4, fy, fx, frametest.ReadFloats[float32](t, filepath.Join(dir, "masks.bin")), nil)
 			require.NoError(t, err)
-			ref := floats[float64](t, filepath.Join(dir, "result.bin"))
+			ref := frametest.ReadFloats[float64](t, filepath.Join(dir, "result.bin"))
 			plan := &planner.Plan{CoresUsable: 1, Workers: []planner.Worker{{ID: 0, Kind: planner.CPU, GPU: -1}, {ID: 1, Kind: planner.CPU, GPU: -1}},
 				Partitions: []planner.Partition{{Start: 0, End: 7}, {Start: 7, End: 15}}}
 			res, err := engine.ApplyMasks(context.Background(), ds, stack, plan, engine.Options{Float64: true, NoPin: true, TileFrames: 3})

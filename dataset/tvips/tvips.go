@@ -59,7 +59,7 @@ import (
 
 func init() {
 	dataset.Register(dataset.Format{Name: "tvips", Extensions: []string{".tvips"}, Open: Open,
-		Describe: "tvips (.tvips, one file or the parts _000, _001, ... of a stream)",
+		Describe: "tvips (TVIPS camera stream: .tvips, or its parts _000, _001, ...)",
 		FormatOptions: []dataset.FormatOption{{Key: "rotator_index", Default: "true", Switch: true,
 			Usage: "TVIPS streams: place frames at the scan positions their image headers give (rotator index, or scan x and y); false reads them in file order"}}})
 }
@@ -126,10 +126,10 @@ func ParseSeriesHeader(b []byte) (SeriesHeader, error) {
 // partName matches the name of a part: <name>_NNN.tvips.
 var partName = regexp.MustCompile(`^(.*)_([0-9]{3})(\.[^.]*)$`)
 
-// Parts returns the parts of the stream that path belongs to: <name>_000, _001, ... up
+// streamParts returns the parts of the stream that path belongs to: <name>_000, _001, ... up
 // to the first number missing, or path alone when its name does not end in _NNN or no
 // <name>_000 is there. Errors (errs.IO) say that path's part is not among them.
-func Parts(path string) ([]string, error) {
+func streamParts(path string) ([]string, error) {
 	m := partName.FindStringSubmatch(path)
 	if m == nil {
 		return []string{path}, nil
@@ -169,7 +169,7 @@ type part struct {
 
 // Open opens the TVIPS stream that the file at path is part of (see the package doc).
 func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
-	names, err := Parts(path)
+	names, err := streamParts(path)
 	if err != nil {
 		return nil, err
 	}
@@ -191,9 +191,9 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		}
 		parts = append(parts, part{path: name, f: f, size: size})
 	}
-	head := make([]byte, min(parts[0].size, SeriesHeaderBytes))
-	if _, err := parts[0].f.ReadAt(head, 0); err != nil {
-		return fail(names[0], errs.Wrap(errs.IO, fmt.Errorf("reading the series header: %w", err)))
+	head, err := dataset.ReadHeader(parts[0].f, parts[0].size, SeriesHeaderBytes)
+	if err != nil {
+		return fail(names[0], err)
 	}
 	h, err := ParseSeriesHeader(head)
 	if err != nil {
@@ -233,17 +233,15 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if err != nil {
 		return fail(names[0], err)
 	}
+	rotator, err := dataset.SwitchOption(opt, "rotator_index", true)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("dataset: %s: %w", path, err) // errs.Argument
+	}
 	useScan := sc != nil
-	if v, ok := opt.FormatOptions["rotator_index"]; ok {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			closeAll()
-			return nil, errs.New(errs.Argument, "dataset: %s: option rotator_index %q is not true or false", path, v)
-		}
-		if useScan && !on {
-			useScan = false
-			notes = append(notes, "option rotator_index false: the frames are read in file order, not placed by "+sc.what)
-		}
+	if useScan && !rotator {
+		useScan = false
+		notes = append(notes, "option rotator_index false: the frames are read in file order, not placed by "+sc.what)
 	}
 	if useScan && opt.SyncOffset != 0 {
 		useScan = false

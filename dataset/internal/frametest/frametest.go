@@ -1,8 +1,9 @@
 // Package frametest holds the helpers that the tests of package dataset and of its
 // format packages share, independent of the readers: random pixel values of every dtype,
 // their encoding in either byte order and the decoding of host-order frames; test files
-// written by hand (NPY, raw with per-frame bytes, EMPAD) or copied from ../shared/data
-// (MIB); the seeds of fuzz targets; the check of the notes on ignored options.
+// written by hand (NPY, raw with per-frame bytes, EMPAD, DigitalMicrograph tag trees) or
+// copied from ../shared/data (MIB); numpy's reference results; the seeds of fuzz targets;
+// the check of the notes on ignored options.
 package frametest
 
 import (
@@ -107,6 +108,84 @@ func Decode(b []byte, dt dataset.DType) []float64 {
 	return v
 }
 
+// DMTag is a tag of a DigitalMicrograph file that EncodeDM writes: a group (IsGroup, with
+// its Tags) or a data tag (Info, the encoded type's info array, and Value, the value's
+// bytes in the file's tag byte order).
+type DMTag struct {
+	Name    string
+	IsGroup bool
+	Tags    []DMTag
+	Info    []uint64
+	Value   []byte
+}
+
+// EncodeDM lays out a DigitalMicrograph file of version 3 or 4 whose root group holds
+// tags, with the tag byte order little (else big-endian), as package dataset/dm's doc and
+// RosettaSciIO's reader describe it: the tests' own encoding, so that what a reader
+// returns is checked against values the test chose.
+func EncodeDM(version int, little bool, tags []DMTag) []byte {
+	be := binary.BigEndian
+	lq := func(b []byte, v uint64) []byte { // uint32 in DM3, uint64 in DM4
+		if version == 4 {
+			return be.AppendUint64(b, v)
+		}
+		return be.AppendUint32(b, uint32(v))
+	}
+	var group func(tags []DMTag) []byte
+	group = func(tags []DMTag) []byte {
+		b := lq([]byte{1, 0}, uint64(len(tags))) // sorted, open
+		for _, t := range tags {
+			var body []byte
+			kind := byte(21)
+			if t.IsGroup {
+				kind, body = 20, group(t.Tags)
+			} else {
+				body = lq([]byte("%%%%"), uint64(len(t.Info)))
+				for _, v := range t.Info {
+					body = lq(body, v)
+				}
+				body = append(body, t.Value...)
+			}
+			b = append(b, kind)
+			b = be.AppendUint16(b, uint16(len(t.Name)))
+			b = append(b, t.Name...)
+			if version == 4 {
+				b = be.AppendUint64(b, uint64(len(body)))
+			}
+			b = append(b, body...)
+		}
+		return b
+	}
+	root := group(tags)
+	b := be.AppendUint32(nil, uint32(version))
+	b = lq(b, uint64(len(root)+16))
+	order := uint32(0)
+	if little {
+		order = 1
+	}
+	b = be.AppendUint32(b, order)
+	return append(append(b, root...), make([]byte, 8)...) // the end of file zeros GMS writes
+}
+
+// ReadFloats reads the file at path as host-order float32 or float64 values, as numpy's
+// tofile writes them (the references that the tests' Python scripts compute).
+func ReadFloats[F float32 | float64](t *testing.T, path string) []F {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var z F
+	size := int(binary.Size(z))
+	out := make([]F, len(b)/size)
+	for i := range out {
+		if size == 4 {
+			out[i] = F(math.Float32frombits(binary.NativeEndian.Uint32(b[4*i:])))
+		} else {
+			out[i] = F(math.Float64frombits(binary.NativeEndian.Uint64(b[8*i:])))
+		}
+	}
+	return out
+}
+
 // ReadAll reads every frame of d, in two ReadFrames calls to cover a split range.
 func ReadAll(t *testing.T, d dataset.Dataset) []byte {
 	t.Helper()
@@ -203,11 +282,11 @@ func WriteEMPAD(t *testing.T, dir, xmlName string, n int, seed uint64) (xmlPath,
 		}
 	}
 	require.NoError(t, os.WriteFile(rawPath, b, 0o644))
-	return xmlPath, rawPath, DecodeEMPAD(b)
+	return xmlPath, rawPath, decodeEMPAD(b)
 }
 
-// DecodeEMPAD decodes whole EMPAD records: the first 128 rows of each, as float64.
-func DecodeEMPAD(b []byte) [][]float64 {
+// decodeEMPAD decodes whole EMPAD records: the first 128 rows of each, as float64.
+func decodeEMPAD(b []byte) [][]float64 {
 	var frames [][]float64
 	for off := 0; off+EMPADRecord <= len(b); off += EMPADRecord {
 		fr := make([]float64, 128*128)

@@ -269,11 +269,11 @@ type reader struct {
 func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	raw, err := dataset.SwitchOption(opt, OptRaw, false)
 	if err != nil {
-		return nil, fmt.Errorf("frms6: %s: %w", path, err) // errs.Argument
+		return nil, fmt.Errorf("dataset: %s: %w", path, err) // errs.Argument
 	}
 	gainPath := opt.FormatOptions[OptGainMap]
 	if raw && gainPath != "" {
-		return nil, errs.New(errs.Argument, "frms6: %s: option %s applies to dark-corrected frames, not with option %s", path, OptGainMap, OptRaw)
+		return nil, errs.New(errs.Argument, "dataset: %s: option %s applies to dark-corrected frames, not with option %s", path, OptGainMap, OptRaw)
 	}
 	b := base(path)
 	hdrPath := b + ".hdr"
@@ -283,15 +283,15 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	}
 	names, err := dataFiles(b)
 	if err != nil {
-		return nil, errs.Wrap(errs.IO, fmt.Errorf("frms6: %s: %w", path, err))
+		return nil, errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", path, err))
 	}
 	if len(names) < 2 {
-		return nil, errs.New(errs.Format, "frms6: %s: found %d files %s_NNN.frms6%s: an acquisition has the dark frames in _000 and the scan's frames in _001 on", path, len(names), b, list(names))
+		return nil, errs.New(errs.Format, "dataset: %s: found %d files %s_NNN.frms6%s: an acquisition has the dark frames in _000 and the scan's frames in _001 on", path, len(names), b, list(names))
 	}
 	r := &reader{path: path, bin: info.bin}
 	fail := func(err error) (dataset.Dataset, error) {
 		r.Close()
-		return nil, errs.Wrap(errs.Format, fmt.Errorf("frms6: %w", err))
+		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %w", err))
 	}
 	var notes []string
 	var darkFile *frmsFile
@@ -364,7 +364,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		if gainPath != "" {
 			if r.gain, err = readGainMap(gainPath, r.sig); err != nil {
 				r.Close()
-				return nil, errs.Wrap(errs.Format, fmt.Errorf("frms6: %s: option %s: %w", path, OptGainMap, err))
+				return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: option %s: %w", path, OptGainMap, err))
 			}
 			notes = append(notes, fmt.Sprintf("the dark-corrected frames are multiplied by the gain map %s", gainPath))
 		}
@@ -393,19 +393,19 @@ func list(names []string) string {
 func readHDR(path string) (hdrInfo, error) {
 	f, size, err := dataset.OpenFile(path)
 	if err != nil {
-		return hdrInfo{}, errs.Wrap(errs.IO, fmt.Errorf("frms6: the acquisition's .hdr: %w", err))
+		return hdrInfo{}, errs.Wrap(errs.IO, fmt.Errorf("%w (the acquisition's .hdr)", err))
 	}
 	defer f.Close()
 	if size > maxHDR {
-		return hdrInfo{}, errs.New(errs.Format, "frms6: %s: %d bytes is too large for a .hdr file", path, size)
+		return hdrInfo{}, errs.New(errs.Format, "dataset: %s: %d bytes is too large for a .hdr file", path, size)
 	}
 	b := make([]byte, size)
 	if _, err := io.ReadFull(f, b); err != nil {
-		return hdrInfo{}, errs.Wrap(errs.IO, fmt.Errorf("frms6: %s: %w", path, err))
+		return hdrInfo{}, errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %w", path, err))
 	}
 	info, err := parseHDR(b)
 	if err != nil {
-		return hdrInfo{}, errs.Wrap(errs.Format, fmt.Errorf("frms6: %s: %w", path, err))
+		return hdrInfo{}, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", path, err))
 	}
 	return info, nil
 }

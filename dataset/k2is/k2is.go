@@ -295,19 +295,19 @@ func syncSectors(header func(s int, b int64) (blockHeader, error), blocks [secto
 func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	bins, gtg, err := files(path)
 	if err != nil {
-		return nil, errs.Wrap(errs.Format, fmt.Errorf("k2is: %s: %w", path, err))
+		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", path, err))
 	}
 	var fileNav []int
 	source := ""
 	if gtg != "" {
 		if fileNav, source, err = navShape(gtg); err != nil {
-			return nil, errs.Wrap(errs.Format, fmt.Errorf("k2is: %s: %w", gtg, err))
+			return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", gtg, err))
 		}
 	}
 	r := &reader{path: path}
 	fail := func(err error) (dataset.Dataset, error) {
 		r.Close()
-		return nil, errs.Wrap(errs.Format, fmt.Errorf("k2is: %s: %w", path, err))
+		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", path, err))
 	}
 	var blocks [sectors]int64
 	for i, p := range bins {
@@ -461,7 +461,7 @@ func (r *reader) ReadFrames(start, end int, dst []byte) error {
 		return err
 	}
 	if r.sectors[0] == nil {
-		return errs.New(errs.IO, "k2is: %s: read after Close", r.path)
+		return errs.New(errs.IO, "dataset: %s: read after Close", r.path)
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
@@ -493,7 +493,7 @@ func (r *reader) ReadFrames(start, end int, dst []byte) error {
 					err = fmt.Errorf("a second block for pixels x %d..%d, y %d..%d", h.x0, h.x1, h.y0, h.y1)
 				}
 				if err != nil {
-					return errs.New(errs.Format, "k2is: %s: frame %d: block at byte %d: %v", s.path, i, off+int64(b*blockSize), err)
+					return errs.New(errs.Format, "dataset: %s: frame %d: block at byte %d: %v", s.path, i, off+int64(b*blockSize), err)
 				}
 				seen |= 1 << place
 				decodeBlock(frame, blk[headerSize:], si*sectorCols+h.x0, h.y0)

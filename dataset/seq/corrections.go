@@ -38,14 +38,14 @@ func openCorrected(fl dataset.Flat, opt dataset.Options, ff dataset.FileFrames, 
 		m, err := readMRC(r, fl.Sig)
 		if err != nil {
 			fl.File.Close()
-			return nil, errs.Wrap(errs.Format, fmt.Errorf("seq: %s: option %s: %w", fl.Path, OptCorrections, err))
+			return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: option %s: %w", fl.Path, OptCorrections, err))
 		}
 		*dst = m
 		applied = append(applied, filepath.Base(r))
 	}
 	if len(applied) == 0 {
 		fl.File.Close()
-		return nil, errs.New(errs.Argument, "seq: %s: option %s: no dark or gain reference (%s, %s) beside the file", fl.Path, OptCorrections,
+		return nil, errs.New(errs.Argument, "dataset: %s: option %s: no dark or gain reference (%s, %s) beside the file", fl.Path, OptCorrections,
 			filepath.Base(base+darkExt), filepath.Base(base+gainExt))
 	}
 	ff.Notes = append(ff.Notes, fmt.Sprintf("(frame − dark) · gain applied with %s (float32; option %s)", strings.Join(applied, " and "), OptCorrections))

@@ -149,7 +149,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	}
 	fail := func(err error) (dataset.Dataset, error) {
 		f.Close()
-		return nil, errs.Wrap(errs.Format, fmt.Errorf("seq: %s: %w", path, err)) // keeps an inner kind
+		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", path, err)) // keeps an inner kind
 	}
 	head, err := dataset.ReadHeader(f, size, oldImageStart)
 	if err != nil {

@@ -441,7 +441,7 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 		}
 	}
 	if d.indptr.len() < 2 {
-		return fail("indptr_file %s holds %d entries: a raw_csr file needs at least 2 (one frame)", d.indptr.path, d.indptr.len())
+		return fail("indptr_file %s holds %d of the at least 2 entries a raw_csr file needs (one frame)", d.indptr.path, d.indptr.len())
 	}
 	if d.indices.len() != d.data.len() {
 		return fail("indices_file %s holds %d events (%s) but data_file %s holds %d (%s): the files do not belong together, or a dtype is wrong",

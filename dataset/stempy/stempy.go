@@ -231,7 +231,7 @@ func (d *file) parse(opt dataset.Options) (nav []int, notes []string, err error)
 // case, needs no map.
 func (d *file) mapRows(pos []int64, n, scans int) error {
 	if len(pos) != n {
-		return errs.New(errs.Format, "dataset: %s: %s holds %d positions but %s %d rows: the file is damaged", d.path, positionsPath, len(pos), framesPath, n)
+		return errs.New(errs.Format, "dataset: %s: %s has length %d but %s has %d rows: the file is damaged", d.path, positionsPath, len(pos), framesPath, n)
 	}
 	identity := true
 	last := int64(-1)

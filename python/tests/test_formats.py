@@ -1,0 +1,91 @@
+"""Formats of issue #19 through Python: a format's own options by keyword, the real files'
+virtual images against numpy decoders written here (not stemdot's readers)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import stemdot
+
+
+def _tvips_frames(paths):
+    """Frames of a TVIPS stream (parts in order; only the first has the header): a 256-byte
+    series header of int32 words (version at byte 4, dimX 8, dimY 12, bits per pixel 16,
+    image header bytes 48 in version 2, 12 in version 1), then records of an image header
+    and dimY×dimX little-endian pixels."""
+    raw = b"".join(p.read_bytes() for p in paths)
+    head = np.frombuffer(raw[:256], "<i4")
+    version, dimx, dimy, bpp = head[1], head[2], head[3], head[4]
+    imghead = head[12] if version == 2 else 12
+    dt = np.dtype("<u1" if bpp == 8 else "<u2")
+    rec = imghead + dimx * dimy * dt.itemsize
+    body = raw[256:]
+    n = len(body) // rec
+    recs = np.frombuffer(body[: n * rec], np.uint8).reshape(n, rec)[:, imghead:]
+    return recs.copy().view(dt).reshape(n, dimy, dimx)
+
+
+def test_format_option_by_keyword(data_dir):
+    parts = sorted((data_dir / "tvips").glob("test_tvips_2345_split_*.tvips"))
+    frames = _tvips_frames(parts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = stemdot.open(str(parts[1]), rotator_index=False, nav_shape=(2, 3))
+    assert ds.nav_shape == (2, 3)
+    assert ds.sig_shape == frames.shape[1:]
+    mask = np.ones((1,) + frames.shape[1:], np.float32)
+    got = stemdot.apply_masks(ds, mask)
+    want = frames.astype(np.float64).sum(axis=(1, 2)).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(got)[..., 0], want)
+
+
+def test_format_option_errors(data_dir):
+    path = str(data_dir / "tvips" / "test_tvips_2233_000.tvips")
+    with pytest.raises(stemdot.InvalidArgumentError, match="rotator_index"):
+        stemdot.open(path, rotator_index="sideways")
+    with pytest.raises(stemdot.InvalidArgumentError, match="colour"):
+        stemdot.open(path, colour="blue")
+    # Another format's option is ignored with a warning naming it.
+    with pytest.warns(UserWarning, match="pixel_mask applies to dectris files only"):
+        stemdot.open(path, pixel_mask=False)
+
+
+def test_ser_series_against_numpy(data_dir):
+    """The TIA SER file of 5 diffraction frames: the data offset array at the header's
+    offset-array offset, each 2-D element's 50-byte header (version 0x0210: calibrations,
+    data type, array size) before its int32 pixels."""
+    path = data_dir / "ser" / "128x128x5-diffraction_preview_1.ser"
+    raw = path.read_bytes()
+    assert raw[:2] == b"II" and int.from_bytes(raw[4:6], "little") in (0x210, 0x220)
+    wide = int.from_bytes(raw[4:6], "little") == 0x220
+    total = int.from_bytes(raw[14:18], "little")
+    table = int.from_bytes(raw[22:30] if wide else raw[22:26], "little")
+    offs = np.frombuffer(raw, "<u8" if wide else "<u4", count=total, offset=table)
+    frames = []
+    for off in offs:
+        off = int(off)
+        nx, ny = np.frombuffer(raw, "<u4", count=2, offset=off + 42)
+        frames.append(np.frombuffer(raw, "<i4", count=nx * ny, offset=off + 50).reshape(ny, nx))
+    frames = np.array(frames, np.float64)
+    ds = stemdot.open(str(path))
+    assert ds.format == "ser" and ds.nav_shape == (5,) and ds.sig_shape == frames.shape[1:]
+    disk = np.zeros((1,) + frames.shape[1:], np.float32)
+    disk[0, 40:90, 30:70] = 1
+    got = np.asarray(stemdot.apply_masks(ds, disk))[..., 0]
+    np.testing.assert_allclose(got, frames[:, 40:90, 30:70].sum(axis=(1, 2)), rtol=1e-6)
+
+
+def test_dectris_master_against_h5py(data_dir):
+    h5py = pytest.importorskip("h5py")
+    pytest.importorskip("hdf5plugin")
+    master = data_dir / "arina" / "test_00_master.h5"
+    with h5py.File(master) as f:
+        frames = f["/entry/data/data_000001"][()].astype(np.float64)
+        mask = f["/entry/instrument/detector/detectorSpecific/pixel_mask"][()]
+    frames[frames == 2**32 - 1] = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = stemdot.open(str(master), nav_shape=(4, 4))
+    assert ds.format == "dectris" and ds.sig_shape == frames.shape[1:]
+    frames[:, mask != 0] = 0
+    np.testing.assert_array_equal(stemdot.reduce(ds, "sum")["sum"], frames.sum(axis=0))

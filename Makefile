@@ -106,15 +106,13 @@ test-go: py-refs
 # counts (about 5-10 s each on 2 cores), not durations: a duration -fuzztime in Go 1.26 can
 # fail with "context deadline exceeded" and no crasher (go.dev/issue/75804). FUZZTIME=10m (or
 # 1000000x) overrides every budget for a longer search.
-FUZZ_TARGETS ?= dataset/mib:FuzzMIBHeader:150000 dataset/blo:FuzzBLOHeader:150000 dataset/mib:FuzzHdr:4000 \
-	dataset/empad:FuzzEMPADXML:40000 dataset/npy:FuzzNPY:40000 dataset/raw:FuzzRaw:15000 dataset:FuzzOpen:1500 \
-	masks:FuzzLoadNPY:4000 internal/npy:FuzzRead:100000 internal/npy:FuzzReadArray:50000 dataset:FuzzROIFile:3000
-FUZZ_TARGETS += dataset/mrc:FuzzMRCHeader:100000 dataset/mrc:FuzzMRCOpen:4000 dataset/tvips:FuzzTVIPSHeader:100000 \
-	dataset/tvips:FuzzTVIPSOpen:2000
-FUZZ_TARGETS += dataset/seq:FuzzSEQ:3000 dataset/k2is:FuzzK2ISSync:60000 \
-	dataset/frms6:FuzzFRMS6HDR:100000 dataset/frms6:FuzzFRMS6Header:200000 dataset/frms6:FuzzFRMS6GainMAT:60000
-FUZZ_TARGETS += dataset/dm:FuzzOpenDM:10000 dataset/ser:FuzzOpenSER:6000 internal/h5filter:FuzzDecode:80000
-FUZZ_TARGETS += dataset/csr:FuzzCSR:3000 dataset/stempy:FuzzMapRows:50000
+FUZZ_TARGETS ?= dataset/mib:FuzzMIBHeader:150000 dataset/blo:FuzzBLOHeader:150000 dataset/mib:FuzzHdr:4000 dataset/empad:FuzzEMPADXML:40000 \
+	dataset/npy:FuzzNPY:40000 dataset/raw:FuzzRaw:15000 dataset:FuzzOpen:1500 masks:FuzzLoadNPY:4000 \
+	internal/npy:FuzzRead:100000 internal/npy:FuzzReadArray:50000 dataset:FuzzROIFile:3000 dataset/mrc:FuzzMRCHeader:100000 \
+	dataset/mrc:FuzzMRCOpen:4000 dataset/tvips:FuzzTVIPSHeader:100000 dataset/tvips:FuzzTVIPSOpen:2000 \
+	dataset/seq:FuzzSEQ:3000 dataset/k2is:FuzzK2ISSync:60000 dataset/frms6:FuzzFRMS6HDR:100000 dataset/frms6:FuzzFRMS6Header:200000 \
+	dataset/frms6:FuzzFRMS6GainMAT:60000 dataset/dm:FuzzOpenDM:10000 dataset/ser:FuzzOpenSER:6000 \
+	internal/h5filter:FuzzDecode:80000 dataset/csr:FuzzCSR:3000 dataset/stempy:FuzzMapRows:50000
 fuzz:
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
 		$(GO) test $(GOTAGS_CPU) ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $${FUZZTIME:-$${n}x} || exit 1; done

@@ -136,7 +136,7 @@ func TestApplyMasksGather(t *testing.T) {
 						old := gatherTableBytes
 						gatherTableBytes = 0
 						t.Cleanup(func() { gatherTableBytes = old })
-						require.True(t, useGatherCSR(stack))
+						require.True(t, useGatherCSR(stack, stack.Count()))
 					}
 					want, mag := denseReference(data, seq(0, n), stack)
 					for _, c := range []struct {

@@ -265,9 +265,14 @@ func (w *cpuWorker) apply(tile []byte, start, frames int, rows []float64) error 
 }
 
 // release drops the pages of frames p that the worker read in place from a memory
-// mapping (dataset.FrameMap.Release), so that the process's resident memory stays
-// bounded by the frames in flight, not the file (a Dask nanny or a cgroup counts it).
+// mapping (dataset.FrameMap.Release; the events of sparse frames viewed in mapped
+// files, dataset.SparseReleaser), so that the process's resident memory stays bounded
+// by the frames in flight, not the file (a Dask nanny or a cgroup counts it).
 func (w *cpuWorker) release(p planner.Partition) {
+	if r, ok := w.sparse.(dataset.SparseReleaser); ok && w.gather != nil && w.sparseView != nil {
+		_ = r.ReleaseSparse(p.Start, p.End) // advice only: a refusal changes nothing
+		return
+	}
 	m, ok := w.ds.(dataset.Mapper)
 	if w.viewer == nil || !ok {
 		return

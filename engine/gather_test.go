@@ -14,6 +14,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
+	"github.com/stemdot/stemdot/planner"
 )
 
 // sparseData is random sparse frames and, independently of package dataset, the same
@@ -211,6 +212,35 @@ func TestApplyMasksGatherViews(t *testing.T) {
 			assert.True(t, res.Stats.Gather)
 			requireClose(t, res.F64, want, mag, 1e-14)
 		})
+	}
+}
+
+// TestGatherDenseKernelLazy: a float32 gather run builds the dense kernel's packed masks only
+// when a tile is densified: not when every tile goes through the gather, and it does
+// when tiles are densified, with the same results in both runs.
+func TestGatherDenseKernelLazy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	sig := [2]int{16, 16}
+	data := randomSparse(rng, dataset.Uint16, 24, sig, 0.5)
+	ds, err := dataset.FromSparse(data.sf, nil, sig, dataset.Uint16)
+	require.NoError(t, err)
+	stack := randomStack(rng, packedMinMasks, sig)
+	want, mag := denseReference(data, seq(0, 24), stack)
+	for _, c := range []struct {
+		scale  float64
+		packed bool
+	}{{math.Inf(1), false}, {1, true}} {
+		defer func(old float64) { gatherScale = old }(gatherScale)
+		gatherScale = c.scale
+		var job *Job
+		opt := Options{TileFrames: 4, NoPin: true, NewWorker: func(spec planner.Worker, j *Job) (Worker, error) {
+			job = j
+			return DefaultWorkers(spec, j)
+		}}
+		res, err := ApplyMasks(context.Background(), ds, stack, splitPlan(anyCPUs, 1, 24), opt)
+		require.NoError(t, err)
+		requireClose(t, res.F32, want, mag, 1e-6)
+		assert.Equal(t, c.packed, job.packed != nil, "gather scale %g: packed masks built", c.scale)
 	}
 }
 

@@ -215,9 +215,10 @@ func TestApplyMasksGatherViews(t *testing.T) {
 	}
 }
 
-// TestGatherDenseKernelLazy: a float32 gather run builds the dense kernel's packed masks only
-// when a tile is densified: not when every tile goes through the gather, and it does
-// when tiles are densified, with the same results in both runs.
+// TestGatherDenseKernelLazy: a gather worker builds the dense kernel (with 8 masks or
+// more and AVX2, a packed copy of the masks) only when it densifies a tile: not when
+// every tile goes through the gather, and it does when tiles are densified, with the
+// same results in both runs.
 func TestGatherDenseKernelLazy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	sig := [2]int{16, 16}
@@ -227,20 +228,22 @@ func TestGatherDenseKernelLazy(t *testing.T) {
 	stack := randomStack(rng, packedMinMasks, sig)
 	want, mag := denseReference(data, seq(0, 24), stack)
 	for _, c := range []struct {
-		scale  float64
-		packed bool
+		scale float64
+		built bool
 	}{{math.Inf(1), false}, {1, true}} {
 		defer func(old float64) { gatherScale = old }(gatherScale)
 		gatherScale = c.scale
-		var job *Job
+		var w *cpuWorker
 		opt := Options{TileFrames: 4, NoPin: true, NewWorker: func(spec planner.Worker, j *Job) (Worker, error) {
-			job = j
-			return DefaultWorkers(spec, j)
+			cw, err := DefaultWorkers(spec, j)
+			w, _ = cw.(*cpuWorker)
+			return cw, err
 		}}
 		res, err := ApplyMasks(context.Background(), ds, stack, splitPlan(anyCPUs, 1, 24), opt)
 		require.NoError(t, err)
 		requireClose(t, res.F32, want, mag, 1e-6)
-		assert.Equal(t, c.packed, job.packed != nil, "gather scale %g: packed masks built", c.scale)
+		require.NotNil(t, w)
+		assert.Equal(t, c.built, w.kernel != nil, "gather scale %g: dense kernel built", c.scale)
 	}
 }
 

@@ -49,13 +49,21 @@ func (m FrameMap) Release(n, frameBytes int) error {
 	if n < 1 {
 		return nil
 	}
+	return ReleasePages(m.Mapping, m.Offset, m.Offset+int64(n-1)*m.Stride+int64(m.Header)+int64(frameBytes))
+}
+
+// ReleasePages drops the whole pages within bytes [lo, hi) of mapping, a read-only
+// mapping of a file that starts on a page boundary (MapFile), from this process's memory
+// (madvise MADV_DONTNEED): the pages stay in the page cache, and a later read maps them
+// again, with the same bytes. Pages that [lo, hi) covers only in part are kept.
+func ReleasePages(mapping []byte, lo, hi int64) error {
 	page := int64(os.Getpagesize())
-	lo := (m.Offset + page - 1) / page * page
-	hi := (m.Offset + int64(n-1)*m.Stride + int64(m.Header) + int64(frameBytes)) / page * page
+	lo = (lo + page - 1) / page * page
+	hi = min(hi, int64(len(mapping))) / page * page
 	if hi <= lo {
 		return nil
 	}
-	return unix.Madvise(m.Mapping[lo:hi], unix.MADV_DONTNEED)
+	return unix.Madvise(mapping[lo:hi], unix.MADV_DONTNEED)
 }
 
 // Swapped tells whether the pixels are in the other byte order than this host's.

@@ -171,6 +171,17 @@ type SparseViewer interface {
 	ViewSparse(start, end int, dst *SparseFrames) (bool, error)
 }
 
+// SparseReleaser is implemented by SparseViewers whose views lie in memory mappings of
+// files (raw_csr). ReleaseSparse drops the pages of frames [start, end)'s events from
+// this process's memory (ReleasePages: the whole pages of the indices and values those
+// frames cover), as FrameMap.Release does for dense frames, so that viewing a file in
+// place keeps the process's resident memory bounded by the frames being read, not by
+// the file. Views stay valid: a later read maps the pages again, from the page cache.
+// Errors are those of ViewSparse; a file set that is not mapped has nothing to release.
+type SparseReleaser interface {
+	ReleaseSparse(start, end int) error
+}
+
 // SparseSource is implemented by views of a dataset (a scan reconciled with the file's
 // frames, an ROI, a frame range) that read sparse frames when the dataset under them
 // does: Sparse returns their SparseReader, or nil when the dataset's frames are dense.
@@ -215,6 +226,20 @@ func (v sparseView) ViewSparse(start, end int, dst *SparseFrames) (bool, error) 
 		return false, err
 	}
 	return sv.ViewSparse(first, first+end-start, dst)
+}
+
+// ReleaseSparse releases the frames of the inner dataset that frames [start, end) of the
+// view are (SparseReleaser), when they are consecutive there and it can.
+func (v sparseView) ReleaseSparse(start, end int) error {
+	r, ok := v.inner.(SparseReleaser)
+	if !ok {
+		return nil
+	}
+	first, ok, err := v.frames(start, end)
+	if !ok || err != nil {
+		return err
+	}
+	return r.ReleaseSparse(first, first+end-start)
 }
 
 // Sparse reads the scan positions of the view from the file's sparse frames: blank

@@ -27,6 +27,9 @@ type cpuWorker struct {
 	native     []byte    // tileFrames*frameBytes, allocated on the first read
 	acc        []float64 // tileFrames*nMasks, rows of a float32 run before rounding
 	kernel     kernel
+	// newKernel builds kernel where it is nil (a gather worker's, at its first densified
+	// tile).
+	newKernel func() kernel
 	// shifted, for a job with shifts, computes the rows instead of kernel.
 	shifted shiftedKernel
 	shifts  []float64
@@ -111,27 +114,40 @@ func NewCPUWorker(job *Job) (Worker, error) {
 		}
 		w.denseAbove = gatherBreakEven(job, w.gather.rowKernels())
 	}
-	switch ds.DType() {
-	case dataset.Uint8:
-		w.kernel = kernelFor[uint8](job)
-	case dataset.Uint16:
-		w.kernel = kernelFor[uint16](job)
-	case dataset.Uint32:
-		w.kernel = kernelFor[uint32](job)
-	case dataset.Int8:
-		w.kernel = kernelFor[int8](job)
-	case dataset.Int16:
-		w.kernel = kernelFor[int16](job)
-	case dataset.Int32:
-		w.kernel = kernelFor[int32](job)
-	case dataset.Float32:
-		w.kernel = kernelFor[float32](job)
-	case dataset.Float64:
-		w.kernel = kernelFor[float64](job)
-	default:
+	if w.gather != nil {
+		// The dense kernel only serves tiles densified (w.denseAbove): built at the first,
+		// not per run (16 masks' packed copy is 4 MiB, 2 ms).
+		w.newKernel = func() kernel { return denseKernel(job) }
+		return w, nil
+	}
+	if w.kernel = denseKernel(job); w.kernel == nil {
 		return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
 	}
 	return w, nil
+}
+
+// denseKernel returns the dense kernel of the job's dataset dtype, nil for an
+// unsupported one.
+func denseKernel(job *Job) kernel {
+	switch job.Dataset.DType() {
+	case dataset.Uint8:
+		return kernelFor[uint8](job)
+	case dataset.Uint16:
+		return kernelFor[uint16](job)
+	case dataset.Uint32:
+		return kernelFor[uint32](job)
+	case dataset.Int8:
+		return kernelFor[int8](job)
+	case dataset.Int16:
+		return kernelFor[int16](job)
+	case dataset.Int32:
+		return kernelFor[int32](job)
+	case dataset.Float32:
+		return kernelFor[float32](job)
+	case dataset.Float64:
+		return kernelFor[float64](job)
+	}
+	return nil
 }
 
 func validateJob(job *Job) error {
@@ -259,15 +275,23 @@ func (w *cpuWorker) apply(tile []byte, start, frames int, rows []float64) error 
 		w.shifted.apply(tile, start, frames, w.shifts, rows)
 		return nil
 	}
+	if w.kernel == nil {
+		w.kernel = w.newKernel()
+	}
 	w.kernel.apply(tile, frames, rows)
 	w.exactNonFinite(tile, rows)
 	return nil
 }
 
 // release drops the pages of frames p that the worker read in place from a memory
-// mapping (dataset.FrameMap.Release), so that the process's resident memory stays
-// bounded by the frames in flight, not the file (a Dask nanny or a cgroup counts it).
+// mapping (dataset.FrameMap.Release; the events of sparse frames viewed in mapped
+// files, dataset.SparseReleaser), so that the process's resident memory stays bounded
+// by the frames in flight, not the file (a Dask nanny or a cgroup counts it).
 func (w *cpuWorker) release(p planner.Partition) {
+	if r, ok := w.sparse.(dataset.SparseReleaser); ok && w.gather != nil && w.sparseView != nil {
+		_ = r.ReleaseSparse(p.Start, p.End) // advice only: a refusal changes nothing
+		return
+	}
 	m, ok := w.ds.(dataset.Mapper)
 	if w.viewer == nil || !ok {
 		return

@@ -101,6 +101,16 @@ type Job struct {
 	gather32     *gatherMasks[float32]
 	gather64Once sync.Once
 	gather64     *gatherMasks[float64]
+	// the stack's counts (masks.Stack.Count), taken once per run
+	countsOnce sync.Once
+	counts     masks.Counts
+}
+
+// maskCounts returns the counts of the job's stack (masks.Stack.Count), scanned once per
+// job: ApplyMasks sets them from its own scan.
+func (j *Job) maskCounts() masks.Counts {
+	j.countsOnce.Do(func() { j.counts = j.Masks.Count() })
+	return j.counts
 }
 
 // loPairs returns, for a Float64 job whose weights have Lo parts, the stack its GPU
@@ -226,7 +236,8 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 			return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
 		}
 	}
-	if err := checkMemory(ds, stack, plan, opt); err != nil {
+	counts := stack.Count() // the one scan of the weights' counts in this run
+	if err := checkMemory(ds, stack, counts, plan, opt); err != nil {
 		return nil, fmt.Errorf("apply masks to %s: %w", describe(ds), err)
 	}
 	nMasks := stack.N
@@ -238,12 +249,13 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	if tile < 0 {
 		return nil, fmt.Errorf("apply masks: TileFrames %d is negative", tile)
 	}
-	sparse := stack.PreferSparse()
+	sparse := counts.PreferSparse
 	if tile == 0 {
 		// A tile's float64 result rows stay within tileBytes too (deep mask stacks).
 		tile = max(1, min(autoTileFrames(ds.FrameBytes(), nMasks, sparse), tileBytes/(8*stack.N)))
 	}
 	job := &Job{Dataset: ds, Masks: stack, Float64: opt.Float64, TileFrames: tile, NMasks: nMasks, Shifts: opt.Shifts}
+	job.countsOnce.Do(func() { job.counts = counts })
 	if sparse {
 		job.Sparse = stack.ToCSR()
 	}

@@ -54,26 +54,27 @@ type gatherMasks[T float] struct {
 	val            []T
 }
 
-// gatherBytes is the memory of the gather layout of stack in a float64 run (f64) or
-// not.
-func gatherBytes(stack *masks.Stack, f64 bool) int64 {
+// gatherBytes is the memory of the gather layout of stack, of counts c, in a float64
+// run (f64) or not.
+func gatherBytes(stack *masks.Stack, c masks.Counts, f64 bool) int64 {
 	size := int64(4)
 	if f64 && !stack.Exact() {
 		size = 8
 	}
-	if useGatherCSR(stack) {
-		return int64(stack.NNZ())*(4+size) + 4*int64(stack.Pixels()+1)
+	if useGatherCSR(stack, c) {
+		return int64(c.NNZ)*(4+size) + 4*int64(stack.Pixels()+1)
 	}
 	return int64(stack.Pixels()) * int64(stack.N) * size
 }
 
-// useGatherCSR tells whether the stack is laid out as pixel-major CSR for the gather.
-func useGatherCSR(stack *masks.Stack) bool {
-	if !stack.PreferSparse() {
+// useGatherCSR tells whether the stack, of counts c, is laid out as pixel-major CSR for
+// the gather.
+func useGatherCSR(stack *masks.Stack, c masks.Counts) bool {
+	if !c.PreferSparse {
 		return false
 	}
 	table := int64(stack.Pixels()) * int64(stack.N) * 4
-	return 2*(8*int64(stack.NNZ())+4*int64(stack.Pixels()+1)) < table || table > gatherTableBytes
+	return 2*(8*int64(c.NNZ)+4*int64(stack.Pixels()+1)) < table || table > gatherTableBytes
 }
 
 // newGatherMasks lays out the masks of job (dense: job.Masks.Data and Lo; CSR:
@@ -115,7 +116,7 @@ func newGatherMasks[T float](job *Job, lo bool) *gatherMasks[T] {
 		}
 		return T(hi)
 	}
-	if job.Sparse == nil || !useGatherCSR(job.Masks) {
+	if job.Sparse == nil || !useGatherCSR(job.Masks, job.maskCounts()) {
 		g.w = make([]T, pixels*n)
 		each(func(m, p int, hi, l float32) { g.w[p*n+m] = weight(hi, l) })
 		return g
@@ -152,7 +153,7 @@ var gatherScale = 1.0
 // 15%/∛n_masks.
 func gatherBreakEven(job *Job, rows bool) float64 {
 	switch {
-	case job.Sparse != nil && useGatherCSR(job.Masks):
+	case job.Sparse != nil && useGatherCSR(job.Masks, job.maskCounts()):
 		return 0.1 * gatherScale
 	case rows && job.NMasks > 1:
 		return 0.15 / math.Cbrt(float64(job.NMasks)) * gatherScale

@@ -40,26 +40,8 @@ func BenchmarkGatherTargets(b *testing.B) {
 	const sig = 256
 	pixels := sig * sig
 	rng := rand.New(rand.NewPCG(1, 1))
-	var sf dataset.SparseFrames
-	sf.Reset()
 	dense := make([]uint16, gatherBenchFrames*pixels)
-	hits := pixels / 100
-	for f := range gatherBenchFrames {
-		frame := dense[f*pixels : (f+1)*pixels]
-		for n := 0; n < hits; {
-			if p := rng.IntN(pixels); frame[p] == 0 {
-				frame[p] = uint16(1 + rng.IntN(20))
-				n++
-			}
-		}
-		for p, v := range frame { // events in pixel order, as scipy's canonical CSR
-			if v != 0 {
-				sf.Indices = append(sf.Indices, int32(p))
-				sf.Data = append(sf.Data, byte(v), byte(v>>8))
-			}
-		}
-		sf.Indptr = append(sf.Indptr, len(sf.Indices))
-	}
+	sf := hitFrames(rng, gatherBenchFrames, pixels, dense)
 	sparseBytes := int64(8*len(sf.Indptr) + 4*len(sf.Indices) + len(sf.Data))
 	sp, err := dataset.FromSparse(sf, nil, [2]int{sig, sig}, dataset.Uint16)
 	if err != nil {
@@ -105,6 +87,79 @@ func BenchmarkGatherTargets(b *testing.B) {
 				b.ReportMetric(gbs(dense), "dense-GB/s")
 				b.ReportMetric(floor.Seconds()/gather.Seconds(), "gather/floor")
 				b.ReportMetric(dense.Seconds()/gather.Seconds(), "gather/dense")
+			})
+		}
+	}
+}
+
+// hitFrames returns frames uint16 frames of pixels pixels with 1% of the pixels hit, at
+// distinct random pixels in pixel order (as scipy's canonical CSR), values 1-20, in CSR
+// form; dense, when not nil, receives them densified (frames·pixels values).
+func hitFrames(rng *rand.Rand, frames, pixels int, dense []uint16) dataset.SparseFrames {
+	var sf dataset.SparseFrames
+	sf.Reset()
+	frame := make([]uint16, pixels)
+	for f := range frames {
+		if dense != nil {
+			frame = dense[f*pixels : (f+1)*pixels]
+		}
+		for n := 0; n < pixels/100; {
+			if p := rng.IntN(pixels); frame[p] == 0 {
+				frame[p] = uint16(1 + rng.IntN(20))
+				n++
+			}
+		}
+		for p, v := range frame {
+			if v != 0 {
+				sf.Indices = append(sf.Indices, int32(p))
+				sf.Data = append(sf.Data, byte(v), byte(v>>8))
+			}
+		}
+		sf.Indptr = append(sf.Indptr, len(sf.Indices))
+		if dense == nil {
+			clear(frame)
+		}
+	}
+	return sf
+}
+
+// BenchmarkGatherLarge is BenchmarkGatherTargets' floor and gather on a scan of 65536
+// frames (256 MB of sparse bytes, as a counted scan of 256×256 positions holds GBs),
+// without the dense path (16 GiB densified), where ApplyMasks' cost per run weighs what
+// it weighs in use.
+func BenchmarkGatherLarge(b *testing.B) {
+	const sig, frames = 256, 65536
+	rng := rand.New(rand.NewPCG(2, 2))
+	sf := hitFrames(rng, frames, sig*sig, nil)
+	sparseBytes := int64(8*len(sf.Indptr) + 4*len(sf.Indices) + len(sf.Data))
+	sp, err := dataset.FromSparse(sf, nil, [2]int{sig, sig}, dataset.Uint16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpus := coreCPUs(b)
+	for _, workers := range []int{1, 2} {
+		if workers > len(cpus) {
+			continue
+		}
+		for _, c := range []struct {
+			name  string
+			stack *masks.Stack
+		}{{"1", randomStack(rng, 1, [2]int{sig, sig})}, {"16", randomStack(rng, 16, [2]int{sig, sig})}, {"16rings", rings(16, sig)}} {
+			b.Run(fmt.Sprintf("workers=%d/masks=%s", workers, c.name), func(b *testing.B) {
+				plan := evenPlan(cpus[:workers], workers, frames, 16*workers)
+				var floor, gather time.Duration
+				for b.Loop() {
+					floor += sweep(b, &sf, cpus[:workers])
+					t0 := time.Now()
+					if _, err := ApplyMasks(context.Background(), sp, c.stack, plan, Options{}); err != nil {
+						b.Fatal(err)
+					}
+					gather += time.Since(t0)
+				}
+				gbs := func(d time.Duration) float64 { return float64(sparseBytes) * float64(b.N) / d.Seconds() / 1e9 }
+				b.ReportMetric(gbs(floor), "floor-GB/s")
+				b.ReportMetric(gbs(gather), "gather-GB/s")
+				b.ReportMetric(floor.Seconds()/gather.Seconds(), "gather/floor")
 			})
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
+	"github.com/stemdot/stemdot/planner"
 )
 
 // sparseData is random sparse frames and, independently of package dataset, the same
@@ -136,7 +137,7 @@ func TestApplyMasksGather(t *testing.T) {
 						old := gatherTableBytes
 						gatherTableBytes = 0
 						t.Cleanup(func() { gatherTableBytes = old })
-						require.True(t, useGatherCSR(stack))
+						require.True(t, useGatherCSR(stack, stack.Count()))
 					}
 					want, mag := denseReference(data, seq(0, n), stack)
 					for _, c := range []struct {
@@ -211,6 +212,38 @@ func TestApplyMasksGatherViews(t *testing.T) {
 			assert.True(t, res.Stats.Gather)
 			requireClose(t, res.F64, want, mag, 1e-14)
 		})
+	}
+}
+
+// TestGatherDenseKernelLazy: a gather worker builds the dense kernel (with 8 masks or
+// more and AVX2, a packed copy of the masks) only when it densifies a tile: not when
+// every tile goes through the gather, and it does when tiles are densified, with the
+// same results in both runs.
+func TestGatherDenseKernelLazy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	sig := [2]int{16, 16}
+	data := randomSparse(rng, dataset.Uint16, 24, sig, 0.5)
+	ds, err := dataset.FromSparse(data.sf, nil, sig, dataset.Uint16)
+	require.NoError(t, err)
+	stack := randomStack(rng, packedMinMasks, sig)
+	want, mag := denseReference(data, seq(0, 24), stack)
+	for _, c := range []struct {
+		scale float64
+		built bool
+	}{{math.Inf(1), false}, {1, true}} {
+		defer func(old float64) { gatherScale = old }(gatherScale)
+		gatherScale = c.scale
+		var w *cpuWorker
+		opt := Options{TileFrames: 4, NoPin: true, NewWorker: func(spec planner.Worker, j *Job) (Worker, error) {
+			cw, err := DefaultWorkers(spec, j)
+			w, _ = cw.(*cpuWorker)
+			return cw, err
+		}}
+		res, err := ApplyMasks(context.Background(), ds, stack, splitPlan(anyCPUs, 1, 24), opt)
+		require.NoError(t, err)
+		requireClose(t, res.F32, want, mag, 1e-6)
+		require.NotNil(t, w)
+		assert.Equal(t, c.built, w.kernel != nil, "gather scale %g: dense kernel built", c.scale)
 	}
 }
 

@@ -49,6 +49,11 @@ func (e MemoryEstimate) String() string {
 // EstimateMemory returns the memory ApplyMasks(ds, stack, plan, opt) allocates (see
 // MemoryEstimate), with tiles of opt.TileFrames (AutoTileFrames when 0) frames.
 func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, opt Options) MemoryEstimate {
+	return estimateMemory(ds, stack, stack.Count(), plan, opt)
+}
+
+// estimateMemory is EstimateMemory for a stack of counts c.
+func estimateMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan *planner.Plan, opt Options) MemoryEstimate {
 	frames, nMasks := int64(ds.NumFrames()), int64(stack.N)
 	var e MemoryEstimate
 	if opt.Out32 == nil && opt.Out64 == nil {
@@ -62,10 +67,10 @@ func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, 
 		tile = int64(max(1, min(AutoTileFrames(ds.FrameBytes()), tileBytes/(8*stack.N))))
 	}
 	tile = min(tile, frames)
-	sparse := stack.PreferSparse()
+	sparse := c.PreferSparse
 	switch {
 	case sparse && stack.Data != nil:
-		e.Masks = 8*int64(stack.NNZ()) + 4*(nMasks+1)
+		e.Masks = 8*int64(c.NNZ) + 4*(nMasks+1)
 	case !sparse && opt.Float64:
 		e.Masks = 8 * int64(stack.N) * int64(stack.Pixels())
 	case !sparse && stack.N >= packedMinMasks:
@@ -75,26 +80,26 @@ func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, 
 		// GPU workers of a float64 run apply the weights and their Lo parts as 2N
 		// float32 masks (Job.loPairs).
 		if sparse {
-			e.Masks += 16*int64(stack.NNZ()) + 4*(2*nMasks+1)
+			e.Masks += 16*int64(c.NNZ) + 4*(2*nMasks+1)
 		} else {
 			e.Masks += 8 * nMasks * int64(stack.Pixels())
 		}
 	}
 	if opt.Shifts == nil && dataset.SparseOf(ds) != nil {
-		e.Masks += gatherBytes(stack, opt.Float64)
+		e.Masks += gatherBytes(stack, c, opt.Float64)
 	}
 	if !dataset.ViewsInPlace(ds) {
 		e.PerWorker += 2 * tile * int64(ds.FrameBytes())
 	}
 	e.PerWorker += 8 * tile * nMasks
 	if sparse {
-		e.PerWorker += 8 * int64(stack.NNZ())
+		e.PerWorker += 8 * int64(c.NNZ)
 	} else {
 		e.PerWorker += 4 * 192 * 2048 // the dense kernels' float tile
 	}
 	if opt.Shifts != nil {
 		e.Result += 16 * frames
-		e.PerWorker += shiftedBuffers(ds, stack, tile, sparse, opt.Float64)
+		e.PerWorker += shiftedBuffers(ds, stack, c.NNZ, tile, sparse, opt.Float64)
 	}
 	if plan != nil {
 		e.Workers = len(plan.Workers)
@@ -102,10 +107,11 @@ func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, 
 	return e
 }
 
-// shiftedBuffers is a shifted kernel's buffers (shift.go) for tiles of tile frames.
-func shiftedBuffers(ds dataset.Dataset, stack *masks.Stack, tile int64, sparse, f64 bool) int64 {
+// shiftedBuffers is a shifted kernel's buffers (shift.go) for tiles of tile frames, for
+// a stack of nnz nonzero weights.
+func shiftedBuffers(ds dataset.Dataset, stack *masks.Stack, nnz int, tile int64, sparse, f64 bool) int64 {
 	if sparse {
-		return 8 * int64(stack.NNZ())
+		return 8 * int64(nnz)
 	}
 	size, bytes := int64(4), int64(shiftTileBytes)
 	if f64 {
@@ -131,8 +137,8 @@ const runThreads = 2
 // checkMemory refuses a run whose estimate, and its workers' threads, do not fit in the
 // memory the process may still allocate (internal/memlimit), naming the sizes and what
 // helps.
-func checkMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, opt Options) error {
-	e := EstimateMemory(ds, stack, plan, opt)
+func checkMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan *planner.Plan, opt Options) error {
+	e := estimateMemory(ds, stack, c, plan, opt)
 	advice := "fewer workers (option cpus, option gpus) hold fewer tiles"
 	if e.Result > e.Total()/2 {
 		advice = fmt.Sprintf("the result is %d frames × %d masks × %d bytes: use fewer masks or split the scan", ds.NumFrames(), stack.N, 4+4*btoi(opt.Float64))

@@ -1,6 +1,7 @@
 package masks
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -105,4 +106,56 @@ func TestDensityAndPreferSparse(t *testing.T) {
 	com, err := COM([2]int{256, 256}, 128, 128, 0)
 	require.NoError(t, err)
 	assert.False(t, com.PreferSparse())
+}
+
+// TestCount checks Count's NNZ, Density and PreferSparse against a plain count, for
+// dense stacks of every density around DefaultSparseDensity, with negative zeros,
+// subnormal and extreme weights, and for the same stacks held in CSR form only.
+func TestCount(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	special := []float32{float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32, math.MaxFloat32, -1, 0.5}
+	for _, density := range []float64{0, 0.001, 0.05, 0.0999, 0.1, 0.5, 1} {
+		data := make([]float32, 7*9*11)
+		want := 0
+		for i := range data {
+			switch {
+			case rng.Float64() < density:
+				data[i] = special[rng.IntN(len(special)-1)+1] // nonzero
+				if rng.IntN(2) == 0 {
+					data[i] = float32(rng.NormFloat64())
+				}
+			case rng.IntN(3) == 0:
+				data[i] = special[0] // -0 counts as zero
+			}
+			if float64(data[i]) != 0 {
+				want++
+			}
+		}
+		s, err := New(7, 9, 11, data, nil)
+		require.NoError(t, err)
+		got := s.Count()
+		wantDensity := float64(want) / float64(len(data))
+		assert.Equal(t, Counts{NNZ: want, Density: wantDensity, PreferSparse: wantDensity < DefaultSparseDensity}, got, "density %g", density)
+		assert.Equal(t, want, s.NNZ())
+		assert.Equal(t, wantDensity, s.Density())
+		assert.Equal(t, wantDensity < DefaultSparseDensity, s.PreferSparse())
+
+		csrOnly := &Stack{N: 7, SigY: 9, SigX: 11, Sparse: s.ToCSR()}
+		assert.Equal(t, Counts{NNZ: want, Density: wantDensity, PreferSparse: true}, csrOnly.Count(), "density %g in CSR form only", density)
+		assert.Equal(t, wantDensity, csrOnly.Density(), "density %g in CSR form only", density)
+	}
+}
+
+func BenchmarkCount(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	data := make([]float32, 16*256*256)
+	for i := range data {
+		if rng.IntN(2) == 0 {
+			data[i] = rng.Float32()
+		}
+	}
+	s := &Stack{N: 16, SigY: 256, SigX: 256, Data: data}
+	for b.Loop() {
+		s.Count()
+	}
 }

@@ -35,7 +35,9 @@
 // gather kernel) or densified (ReadFrames). When the indices are int32 or uint32 and
 // indices and values are in the host's byte order, the indices and data files are also
 // memory-mapped read-only and the gather reads their events in place
-// (dataset.SparseViewer), after checking that neither file has shrunk. Frames are
+// (dataset.SparseViewer), after checking that neither file has shrunk; the pages of a
+// partition's events are released from the process's memory as it finishes
+// (dataset.SparseReleaser), so that resident memory does not grow with the file. Frames are
 // delivered in the data dtype (uint8, uint16, uint32, int8, int16, int32, float32,
 // float64; another, e.g. int64, float16 or complex, is refused with errs.DType). The indptr and indices dtypes may be
 // any integer type of 1 to 8 bytes. A malformed file set is an errs.Format error
@@ -643,6 +645,42 @@ func (d *file) ViewSparse(start, end int, dst *dataset.SparseFrames) (bool, erro
 	dst.Indices = unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(idx))), count)
 	dst.Data = d.data.mapping[size*base : size*e : size*e]
 	return true, nil
+}
+
+// ReleaseSparse drops the pages of frames [start, end)'s indices and values from the
+// files' mappings (dataset.SparseReleaser), their events located by the indptr entries
+// start and end; nothing for a file set that is not mapped. An entry outside the events
+// is an errs.Format error naming the file, as for ReadSparse.
+func (d *file) ReleaseSparse(start, end int) error {
+	if d.indices.mapping == nil || start == end {
+		return nil
+	}
+	if err := d.check(start, end); err != nil {
+		return err
+	}
+	var ev [2]int64
+	for i, f := range []int{start, end} {
+		bp := d.buffer(d.ptrType.size)
+		err := d.indptr.readAt(*bp, int64(f), start, end)
+		v, fits := d.ptrType.value(*bp)
+		d.scratch.Put(bp)
+		switch {
+		case err != nil:
+			return err
+		case !fits || v < 0 || v > d.nnz:
+			return errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %d, outside the %d events of the indices and data files",
+				d.path, d.indptr.path, f, f, v, d.nnz)
+		}
+		ev[i] = v
+	}
+	size := int64(d.dt.Size())
+	if err := dataset.ReleasePages(d.indices.mapping, 4*ev[0], 4*ev[1]); err != nil {
+		return errs.New(errs.IO, "dataset: %s: releasing the pages of indices_file %s: %v", d.path, d.indices.path, err)
+	}
+	if err := dataset.ReleasePages(d.data.mapping, size*ev[0], size*ev[1]); err != nil {
+		return errs.New(errs.IO, "dataset: %s: releasing the pages of data_file %s: %v", d.path, d.data.path, err)
+	}
+	return nil
 }
 
 // readIndices reads the indices of events [base, base+len(out)) into out, checking that

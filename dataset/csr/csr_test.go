@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/dataset/csr"
@@ -409,4 +413,106 @@ data_dtype = ">u2"`)
 	_, err = engine.ApplyMasks(context.Background(), ds, stack, plan, engine.Options{NoPin: true})
 	require.Error(t, err)
 	assert.Equal(t, errs.IO, errs.KindOf(err), "%v", err)
+}
+
+// mappedRSS is the resident memory, in bytes, of this process's mappings of the file at
+// path (/proc/self/smaps, Rss lines).
+func mappedRSS(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	require.NoError(t, err)
+	var rss int64
+	in := false
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			in = len(f) == 6 && f[5] == path // a mapping's header line
+		case in && len(f) == 3 && f[0] == "Rss:":
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			require.NoError(t, err)
+			rss += kb << 10
+		}
+	}
+	return rss
+}
+
+// TestReleaseMapped: a run over a raw_csr file set whose events it views in its files'
+// mappings drops their pages as each partition finishes (dataset.SparseReleaser), as
+// for dense mapped files: afterwards at most the page that two partitions share stays
+// resident per partition and file, not the files (6.4 and 3.2 MB), and the results are
+// the frames' sums. Releasing a range drops exactly the whole pages its events cover.
+// The mappings are kept to 4 KiB pages (MADV_NOHUGEPAGE): a kernel that maps a file's
+// large folios by 2 MiB drops the whole 2 MiB mapping when part of it is released, which
+// would make the resident sizes other than the pages released.
+func TestReleaseMapped(t *testing.T) {
+	if _, err := os.Stat("/proc/self/smaps"); err != nil {
+		t.Skip("no /proc/self/smaps")
+	}
+	const frames, sig, hits, parts = 4096, 64, 400, 8
+	rng := rand.New(rand.NewPCG(9, 10))
+	indptr := []int64{0}
+	var indices []int32
+	var data []uint16
+	want := make([]float64, frames)
+	for f := range frames {
+		for range hits {
+			v := uint16(1 + rng.IntN(20))
+			indices, data = append(indices, int32(rng.IntN(sig*sig))), append(data, v)
+			want[f] += float64(v)
+		}
+		indptr = append(indptr, int64(len(indices)))
+	}
+	path := fileSet(t, indptr, indices, data, fmt.Sprintf("nav_shape = [%d]\nsig_shape = [%d, %d]", frames, sig, sig), "")
+	dir := filepath.Dir(path)
+	idxPath, dataPath := filepath.Join(dir, "indices.bin"), filepath.Join(dir, "data.bin")
+	ds, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	defer ds.Close()
+
+	// All events viewed: the mappings' addresses, given 4 KiB pages before any is read.
+	var sf dataset.SparseFrames
+	viewed, err := dataset.SparseOf(ds).(dataset.SparseViewer).ViewSparse(0, frames, &sf)
+	require.NoError(t, err)
+	require.True(t, viewed)
+	idxBytes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(sf.Indices))), 4*len(sf.Indices))
+	require.NoError(t, unix.Madvise(idxBytes, unix.MADV_NOHUGEPAGE))
+	require.NoError(t, unix.Madvise(sf.Data, unix.MADV_NOHUGEPAGE))
+
+	ones := make([]float32, sig*sig)
+	for i := range ones {
+		ones[i] = 1
+	}
+	stack, err := masks.New(1, sig, sig, ones, nil)
+	require.NoError(t, err)
+	plan := &planner.Plan{CoresUsable: 1, Workers: []planner.Worker{{ID: 0, Kind: planner.CPU, GPU: -1}}}
+	for p := range parts {
+		plan.Partitions = append(plan.Partitions, planner.Partition{Start: p * frames / parts, End: (p + 1) * frames / parts})
+	}
+	res, err := engine.ApplyMasks(context.Background(), ds, stack, plan, engine.Options{Float64: true, NoPin: true, TileFrames: 64})
+	require.NoError(t, err)
+	require.True(t, res.Stats.Gather)
+	require.Equal(t, want, res.F64)
+	page := int64(os.Getpagesize())
+	for _, p := range []string{idxPath, dataPath} {
+		assert.LessOrEqual(t, mappedRSS(t, p), (parts+1)*page, "resident pages of %s after the run", filepath.Base(p))
+	}
+
+	// Every page read again, then frames [100, 3000) released.
+	sum := 0
+	for k := range sf.Indices {
+		sum += int(sf.Indices[k]) + int(sf.Data[2*k])
+	}
+	require.NotZero(t, sum)
+	filePages := func(bytes int64) int64 { return (bytes + page - 1) / page }
+	pagesIn := func(lo, hi int64) int64 { return max(0, hi/page-(lo+page-1)/page) }
+	require.Equal(t, filePages(4*int64(len(indices)))*page, mappedRSS(t, idxPath))
+	require.NoError(t, dataset.SparseOf(ds).(dataset.SparseReleaser).ReleaseSparse(100, 3000))
+	for _, c := range []struct {
+		path string
+		size int64
+	}{{idxPath, 4}, {dataPath, 2}} {
+		all, released := filePages(c.size*int64(len(indices))), pagesIn(c.size*indptr[100], c.size*indptr[3000])
+		assert.Equal(t, (all-released)*page, mappedRSS(t, c.path), "%s after releasing frames [100, 3000)", filepath.Base(c.path))
+	}
 }

@@ -61,8 +61,7 @@ type kernel interface {
 // (dataset.SparseOf) and has no shifts, the worker reads its frames as events and runs
 // the gather kernel (gather.go), whatever the form of the masks, on every tile whose
 // events are few enough for it to be the faster (gatherBreakEven); it densifies the
-// others and applies the kernel below. Else it applies
-// job.Sparse when set: a gather of
+// others and applies the kernel below. Else it applies job.Sparse when set: a gather of
 // each mask's nonzero pixels straight from the native frames, summed in float64.
 // Otherwise, for float32 results on a CPU with AVX2 and FMA (see useSIMD) and frames of
 // uint8, int8, uint16, int16, int32 or float32, any number of masks go through the

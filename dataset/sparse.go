@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -419,11 +420,23 @@ func (d *sparseMemory) ReadFrames(start, end int, dst []byte) error {
 	if err := checkRange("in-memory sparse data", start, end, d.NumFrames(), d.FrameBytes(), len(dst)); err != nil {
 		return err
 	}
-	var sf SparseFrames
-	if err := d.ReadSparse(start, end, &sf); err != nil {
+	return ReadDensified(d, start, end, d.sig, d.dt, dst)
+}
+
+// densePool holds the SparseFrames that ReadDensified reads events into.
+var densePool = sync.Pool{New: func() any { return new(SparseFrames) }}
+
+// ReadDensified is a sparse dataset's ReadFrames once the request is checked: frames
+// [start, end) of sr read as events (ReadSparse) into a pooled buffer, then densified
+// into dst as frames of sig_shape sig and dtype dt (Densify).
+func ReadDensified(sr SparseReader, start, end int, sig [2]int, dt DType, dst []byte) error {
+	sf := densePool.Get().(*SparseFrames)
+	defer densePool.Put(sf)
+	sf.Reset()
+	if err := sr.ReadSparse(start, end, sf); err != nil {
 		return err
 	}
-	return sf.Densify(dst, d.sig, d.dt)
+	return sf.Densify(dst, sig, dt)
 }
 
 func (d *sparseMemory) checkRead(start, end int) error {

@@ -277,7 +277,6 @@ type file struct {
 	sig                   [2]int
 	nnz                   int64
 	scratch               sync.Pool // *[]byte: indptr and converted indices
-	dense                 sync.Pool // *dataset.SparseFrames for ReadFrames
 	closed                atomic.Bool
 }
 
@@ -724,14 +723,5 @@ func (d *file) ReadFrames(start, end int, dst []byte) error {
 	if err := d.checkRange(start, end, len(dst)); err != nil {
 		return err
 	}
-	sf, _ := d.dense.Get().(*dataset.SparseFrames)
-	if sf == nil {
-		sf = &dataset.SparseFrames{}
-	}
-	defer d.dense.Put(sf)
-	sf.Reset()
-	if err := d.ReadSparse(start, end, sf); err != nil {
-		return err
-	}
-	return sf.Densify(dst, d.sig, d.dt)
+	return dataset.ReadDensified(d, start, end, d.sig, d.dt, dst)
 }

@@ -89,7 +89,6 @@ type file struct {
 	positions int
 	ptr       []int
 	rows      []int
-	dense     sync.Pool // *dataset.SparseFrames for ReadFrames
 	closeOnce sync.Once
 }
 
@@ -354,14 +353,5 @@ func (d *file) ReadFrames(start, end int, dst []byte) error {
 	if err := dataset.CheckRange(d.path, start, end, d.positions, d.FrameBytes(), len(dst)); err != nil {
 		return err
 	}
-	sf, _ := d.dense.Get().(*dataset.SparseFrames)
-	if sf == nil {
-		sf = &dataset.SparseFrames{}
-	}
-	defer d.dense.Put(sf)
-	sf.Reset()
-	if err := d.ReadSparse(start, end, sf); err != nil {
-		return err
-	}
-	return sf.Densify(dst, d.sig, dataset.Uint32)
+	return dataset.ReadDensified(d, start, end, d.sig, dataset.Uint32, dst)
 }

@@ -126,42 +126,12 @@ type intType struct {
 	bigEndian bool
 }
 
-// parseType parses a numpy dtype string: an optional byte order ("<", ">", "=", "|"),
-// then a kind and size ("i4", "u2", "f8", "c16", ...) or a name ("int32", "float64").
-// It returns the kind ('i', 'u', 'f', 'c', 'b'), the size in bytes and whether the
-// values are big-endian.
+// parseType parses a numpy dtype string as numpy.dtype does (npy.ParseDescr: "<i4",
+// "u2", ">f8", "uint32", ...) and returns its kind ('i', 'u', 'f', 'b'), its size in
+// bytes and whether its values are big-endian.
 func parseType(s string) (kind byte, size int, big bool, ok bool) {
-	t := strings.TrimSpace(s)
-	big = npy.HostBigEndian
-	if t != "" && strings.ContainsRune("<>=|", rune(t[0])) {
-		switch t[0] {
-		case '<':
-			big = false
-		case '>':
-			big = true
-		}
-		t = t[1:]
-	}
-	names := map[string]string{"int8": "i1", "uint8": "u1", "int16": "i2", "uint16": "u2", "int32": "i4", "uint32": "u4",
-		"int64": "i8", "uint64": "u8", "float16": "f2", "float32": "f4", "float64": "f8", "complex64": "c8",
-		"complex128": "c16", "bool": "b1", "b": "i1", "B": "u1", "h": "i2", "H": "u2", "i": "i4", "I": "u4",
-		"l": "i8", "L": "u8", "q": "i8", "Q": "u8", "e": "f2", "f": "f4", "d": "f8", "F": "c8", "D": "c16", "?": "b1"}
-	if n, found := names[t]; found {
-		t = n
-	}
-	if len(t) < 2 || !strings.ContainsRune("iufcb", rune(t[0])) {
-		return 0, 0, false, false
-	}
-	for _, c := range t[1:] {
-		if c < '0' || c > '9' {
-			return 0, 0, false, false
-		}
-		size = size*10 + int(c-'0')
-		if size > 16 {
-			return 0, 0, false, false
-		}
-	}
-	return t[0], size, big, size > 0
+	d, err := npy.ParseDescr(strings.TrimSpace(s))
+	return d.Kind, d.Size, d.BigEndian, err == nil
 }
 
 // indexType parses the dtype of an indptr or indices file (key names it in errors).

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/dataset/mrc"
 	"github.com/stemdot/stemdot/errs"
 )
 
@@ -118,57 +119,37 @@ func (c *corrected) ReadFrames(start, end int, dst []byte) error {
 	return nil
 }
 
-// readMRC reads a 2-D MRC image (the MRC2014 header: nx, ny, nz int32 at bytes 0, 4, 8,
-// mode at 12 (0 int8, 1 int16, 2 float32, 6 uint16), the extended header's size nsymbt at
-// 92, the machine stamp at 212 (0x44 little-endian, 0x11 big-endian); the data after the
-// 1024-byte header and the extended header, x fastest) of frames of shape sig (nz 1,
-// ny = sig_y, nx = sig_x), as float32.
+// readMRC reads a 2-D MRC image of the frames' shape sig (one section of ny = sig_y rows
+// of nx = sig_x pixels, read by dataset/mrc) as float32.
 func readMRC(path string, sig [2]int) ([]float32, error) {
-	f, size, err := dataset.OpenFile(path)
+	ds, err := mrc.Open(path, dataset.Options{})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	head := make([]byte, 1024)
-	if size < 1024 {
-		return nil, fmt.Errorf("%s: %d bytes is too short for an MRC file (1024-byte header)", path, size)
+	defer ds.Close()
+	if s := ds.SigShape(); s != sig || ds.NumFrames() != 1 {
+		return nil, errs.New(errs.Shape, "%s: an MRC image of nx %d × ny %d × nz %d, want one image of the frames' %d × %d", path, s[1], s[0], ds.NumFrames(), sig[1], sig[0])
 	}
-	if _, err := f.ReadAt(head, 0); err != nil {
-		return nil, errs.Wrap(errs.IO, fmt.Errorf("%s: %w", path, err))
+	b := make([]byte, ds.FrameBytes())
+	if err := ds.ReadFrames(0, 1, b); err != nil {
+		return nil, err
 	}
-	var o binary.ByteOrder = binary.LittleEndian
-	if head[212] == 0x11 {
-		o = binary.BigEndian
-	}
-	nx, ny, nz := int32(o.Uint32(head)), int32(o.Uint32(head[4:])), int32(o.Uint32(head[8:]))
-	mode, ext := int32(o.Uint32(head[12:])), int64(int32(o.Uint32(head[92:])))
-	if int(nx) != sig[1] || int(ny) != sig[0] || nz != 1 {
-		return nil, errs.New(errs.Shape, "%s: an MRC image of nx %d × ny %d × nz %d, want one image of the frames' %d × %d", path, nx, ny, nz, sig[1], sig[0])
-	}
-	sizes := map[int32]int{0: 1, 1: 2, 2: 4, 6: 2}
-	es, ok := sizes[mode]
-	if !ok {
-		return nil, errs.New(errs.DType, "%s: MRC mode %d is not read (want 0 int8, 1 int16, 2 float32 or 6 uint16)", path, mode)
-	}
-	n := sig[0] * sig[1]
-	if ext < 0 || 1024+ext+int64(n*es) > size {
-		return nil, fmt.Errorf("%s: the MRC file of %d bytes does not hold its %d×%d image after the extended header of %d bytes", path, size, nx, ny, ext)
-	}
-	b := make([]byte, n*es)
-	if _, err := f.ReadAt(b, 1024+ext); err != nil {
-		return nil, errs.Wrap(errs.IO, fmt.Errorf("%s: %w", path, err))
-	}
-	out := make([]float32, n)
+	ne := binary.NativeEndian
+	out := make([]float32, sig[0]*sig[1])
 	for i := range out {
-		switch mode {
-		case 0:
+		switch ds.DType() {
+		case dataset.Uint8:
+			out[i] = float32(b[i])
+		case dataset.Int8:
 			out[i] = float32(int8(b[i]))
-		case 1:
-			out[i] = float32(int16(o.Uint16(b[2*i:])))
-		case 2:
-			out[i] = math.Float32frombits(o.Uint32(b[4*i:]))
-		case 6:
-			out[i] = float32(o.Uint16(b[2*i:]))
+		case dataset.Int16:
+			out[i] = float32(int16(ne.Uint16(b[2*i:])))
+		case dataset.Uint16:
+			out[i] = float32(ne.Uint16(b[2*i:]))
+		case dataset.Float32:
+			out[i] = math.Float32frombits(ne.Uint32(b[4*i:]))
+		default:
+			return nil, errs.New(errs.DType, "%s: an MRC image of %v is not read", path, ds.DType())
 		}
 	}
 	return out, nil

@@ -54,9 +54,23 @@ class _Backend:
         self.positions = None  # the dataset's ROI positions (open's reply), None without an ROI
         self.warnings = []  # the dataset's warnings, printed by the command at open
         self.reply = None  # the last reply, alive until the next call
+        self.calling = False  # in a call: Ctrl-C raises KeyboardInterrupt
+        self.interrupted = False  # Ctrl-C seen
+
+    def on_interrupt(self, signum, frame):
+        """SIGINT while the command runs: KeyboardInterrupt in a call (which cancels its
+        run on the workers and replies "interrupted"); outside one (Go's code: checks,
+        writing the outputs, all or nothing) the next call replies "interrupted" at once,
+        as stemdot's handled steps see an interrupt."""
+        self.interrupted = True
+        if self.calling:
+            raise KeyboardInterrupt
 
     def __call__(self, user, op, request, masks, masks_bytes, shifts, n_shifts, out, out_bytes):
+        self.calling = True
         try:
+            if self.interrupted:
+                raise KeyboardInterrupt
             req = json.loads(request)
             if n_shifts:
                 req["shifts"] = np.ctypeslib.as_array(ctypes.cast(shifts, ctypes.POINTER(ctypes.c_double)), (n_shifts,)).reshape(-1, 2).copy()
@@ -69,6 +83,7 @@ class _Backend:
             status = _lib.ERR_IO if isinstance(e, (OSError, TimeoutError)) else _lib.ERR_INTERNAL
             reply = {"error": str(e) or type(e).__name__, "status": status}
         finally:
+            self.calling = False
             sys.stdout.flush()
             sys.stderr.flush()
         self.reply = ctypes.create_string_buffer(json.dumps(reply).encode())
@@ -206,9 +221,11 @@ def run(argv):
     args = (ctypes.c_char_p * (len(argv) + 1))(USE.encode(), *[a.encode() for a in argv])
     sys.stdout.flush()
     sys.stderr.flush()
+    previous = signal.signal(signal.SIGINT, backend.on_interrupt)
     try:
         return lib.stemdot_cli_main(len(argv) + 1, args, ctypes.byref(spec))
     finally:
+        signal.signal(signal.SIGINT, previous)
         backend.close()
 
 

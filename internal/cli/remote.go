@@ -2,14 +2,12 @@ package cli
 
 import (
 	"context"
-
 	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
 	"unsafe"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/stemdot/stemdot"
@@ -18,61 +16,6 @@ import (
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
 )
-
-// Front is a front end of the command line that computes on a Backend of its own: the
-// C ABI's stemdot_cli_main, e.g. python -m stemdot.dask.
-type Front struct {
-	// Name starts the command's messages ("stemdot.dask: warning: ...").
-	Name string
-	// Use is the command as a user types it, for the help ("python -m stemdot.dask").
-	Use string
-	// Backend computes the runs.
-	Backend Backend
-}
-
-// Run runs the command line args (without the program name) of front and returns its
-// exit status, 0 or 1, the error printed as "NAME: ..." on stderr. The command has the
-// apply and sum subcommands of stemdot, computed on front.Backend; without a subcommand
-// it is apply (python -m stemdot.dask FILE --mask ... --out R.npy). No signal is
-// handled: a backend that sees an interrupt returns an error of the cancelled context
-// (errs.Cancelled), and the command ends as stemdot's does after an interrupt.
-func Run(front Front, args []string) int {
-	prefix = front.Name
-	defer func() { prefix = "stemdot" }()
-	root := &cobra.Command{
-		Use:   front.Use,
-		Short: "stemdot apply and stemdot sum, computed by " + front.Name,
-		Long: front.Use + ` runs stemdot's apply (the default) and sum commands with the mask-dot
-products and reductions computed by ` + front.Name + `: the same flags, checks, outputs,
-warnings and exit statuses as stemdot apply and stemdot sum, with the flags of ` + front.Name + `
-added. See ` + front.Use + ` apply --help.`,
-		Version:           stemdot.Version,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return checkEmptyFlags(cmd) },
-		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: front.Use},
-	}
-	root.CompletionOptions.DisableDefaultCmd = true
-	root.SetFlagErrorFunc(suggestFlag)
-	root.AddCommand(newApplyCmd(front.Backend), newSumCmd(front.Backend))
-	return runRoot(context.Background(), root, defaultCommand(root, args, "apply"))
-}
-
-// defaultCommand is args with name put first when they name no subcommand of root
-// (flags may come before it) nor ask for the help or version of root.
-func defaultCommand(root *cobra.Command, args []string, name string) []string {
-	if len(args) == 0 {
-		return args
-	}
-	switch args[0] {
-	case "help", "-h", "--help", "--version", "-v":
-		return args
-	}
-	if c, _, err := root.Find(args); err == nil && c != root {
-		return args
-	}
-	return append([]string{name}, args...)
-}
 
 // RemoteFlag is a flag of a Remote backend (e.g. --scheduler ADDRESS), a string; a
 // repeatable one a list of strings. A word of Usage in backquotes names its value in
@@ -210,7 +153,7 @@ func (d description) dataset(path string) (dataset.Dataset, error) {
 			roi.Mask[p] = true
 		}
 		ds, err = dataset.Select(ds, roi)
-	case d.FramePositions != nil && len(d.FramePositions) > 0:
+	case len(d.FramePositions) > 0:
 		ds, err = dataset.Range(ds, d.FramePositions[0], len(d.FramePositions))
 	}
 	if err != nil {

@@ -92,6 +92,61 @@ one image of shape nav_shape per mask.`,
 	return root
 }
 
+// Front is a front end of the command line that computes on a Backend of its own: the
+// C ABI's stemdot_cli_main, e.g. python -m stemdot.dask.
+type Front struct {
+	// Name starts the command's messages ("stemdot.dask: warning: ...").
+	Name string
+	// Use is the command as a user types it, for the help ("python -m stemdot.dask").
+	Use string
+	// Backend computes the runs.
+	Backend Backend
+}
+
+// Run runs the command line args (without the program name) of front and returns its
+// exit status, 0 or 1, the error printed as "NAME: ..." on stderr. The command has the
+// apply and sum subcommands of stemdot, computed on front.Backend; without a subcommand
+// it is apply (python -m stemdot.dask FILE --mask ... --out R.npy). No signal is
+// handled: a backend that sees an interrupt returns an error of the cancelled context
+// (errs.Cancelled), and the command ends as stemdot's does after an interrupt.
+func Run(front Front, args []string) int {
+	prefix = front.Name
+	defer func() { prefix = "stemdot" }()
+	root := &cobra.Command{
+		Use:   front.Use,
+		Short: "stemdot apply and stemdot sum, computed by " + front.Name,
+		Long: front.Use + ` runs stemdot's apply (the default) and sum commands with the mask-dot
+products and reductions computed by ` + front.Name + `: the same flags, checks, outputs,
+warnings and exit statuses as stemdot apply and stemdot sum, with the flags of ` + front.Name + `
+added. See ` + front.Use + ` apply --help.`,
+		Version:           stemdot.Version,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return checkEmptyFlags(cmd) },
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: front.Use},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(suggestFlag)
+	root.AddCommand(newApplyCmd(front.Backend), newSumCmd(front.Backend))
+	return runRoot(context.Background(), root, defaultCommand(root, args, "apply"))
+}
+
+// defaultCommand is args with name put first when they name no subcommand of root
+// (flags may come before it) nor ask for the help or version of root.
+func defaultCommand(root *cobra.Command, args []string, name string) []string {
+	if len(args) == 0 {
+		return args
+	}
+	switch args[0] {
+	case "help", "-h", "--help", "--version", "-v":
+		return args
+	}
+	if c, _, err := root.Find(args); err == nil && c != root {
+		return args
+	}
+	return append([]string{name}, args...)
+}
+
 // buildFlavour says what this build can do, for --version: "CPU-only: built without
 // CUDA; with HDF5 (libhdf5 1.10.8)", "with CUDA; without HDF5: built with -tags nohdf5".
 func buildFlavour() string {

@@ -19,6 +19,7 @@ cluster's nodes. The backend's callback (:class:`_Backend`) calls
 :func:`~stemdot.dask.apply_masks` and :func:`~stemdot.dask.reduce` on one Client.
 """
 
+import contextlib
 import ctypes
 import json
 import signal
@@ -74,7 +75,8 @@ class _Backend:
             req = json.loads(request)
             if n_shifts:
                 req["shifts"] = np.ctypeslib.as_array(ctypes.cast(shifts, ctypes.POINTER(ctypes.c_double)), (n_shifts,)).reshape(-1, 2).copy()
-            reply = getattr(self, op.decode())(req, _buffer(masks, masks_bytes), _buffer(out, out_bytes))
+            ops = {"check": self.check, "open": self.open, "centre": self.centre, "apply": self.apply, "reduce": self.reduce}
+            reply = ops[op.decode()](req, _buffer(masks, masks_bytes), _buffer(out, out_bytes))
         except KeyboardInterrupt:  # apply_masks and reduce cancel their run on the workers
             reply = {"error": "interrupted", "status": _lib.ERR_CANCELLED}
         except stemdot.StemdotError as e:
@@ -166,20 +168,15 @@ class _Backend:
         gpu = sum("gpu" in w for w in workers)
         return {"cpu_workers": len(workers) - gpu, "gpu_workers": gpu}
 
+    @contextlib.contextmanager
     def _warnings(self):
         """A context in which stemdot.dask's warnings are printed as the command prints its
         own ("stemdot.dask: warning: ..."), but for the dataset's, which the command
         printed when it opened the dataset."""
-        backend = self
-
-        class Context(warnings.catch_warnings):
-            def __enter__(self):
-                super().__enter__()
-                warnings.simplefilter("always")
-                warnings.showwarning = backend._show
-                return self
-
-        return Context()
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = self._show
+            yield
 
     def _show(self, message, category, filename, lineno, file=None, line=None):
         text = str(message)

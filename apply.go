@@ -159,14 +159,61 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if err != nil {
 		return nil, err
 	}
-	l := roiOf(ds, opt)
-	eo := engine.Options{Float64: opt.Float64, Progress: opt.Progress, Shifts: shifts}
-	eo.Out32, eo.Out64 = l.buffers(opt, stack.N)
-	res, err := engine.ApplyMasks(ctx, ds, stack, p, eo)
+	run := func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, error) {
+		return engine.ApplyMasks(ctx, ds, stack, p, engine.Options{Float64: opt.Float64, Progress: opt.Progress, Shifts: shifts, Out32: out32, Out64: out64})
+	}
+	return runJob(ds, stack, opt, shifts, append(OpenWarnings(ds), p.Warnings...), run)
+}
+
+// ApplyElsewhere is Planner.Apply for a job whose mask-dot products another process
+// computes, e.g. the workers of a Dask cluster (python -m stemdot.dask): it checks the
+// job as Apply does (ds need not be readable here: its ReadFrames is not called), calls
+// run with the frames' shifts (nil without ApplyOptions.Shifts; else 2 per frame of ds,
+// or the 2 of a constant shift) and the result buffer of ds's frames, frame f and mask m
+// at f*stack.N+m (out32, or out64 with ApplyOptions.Float64; the other nil), for it to
+// fill, and returns the Result as Apply would: placed at the scan positions of an ROI,
+// NaN and infinite values counted here, Stats as run returns them (its Workers,
+// CPUWorkers and GPUWorkers those that ran it), Info describing them. The errors of
+// run are returned as they are.
+func ApplyElsewhere(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions, run func(shifts []float64, out32 []float32, out64 []float64) (engine.Stats, error)) (r *Result, err error) {
+	defer goErrs(&err)
+	if err := checkJob(ds, stack, opt); err != nil {
+		return nil, err
+	}
+	shifts, err := frameShifts(ds, opt.Shifts)
 	if err != nil {
 		return nil, err
 	}
-	r := newResult(ds, res, l, stack.MaskNames(), append(OpenWarnings(ds), p.Warnings...))
+	return runJob(ds, stack, opt, shifts, OpenWarnings(ds), func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, error) {
+		if len(opt.Shifts) == 2 {
+			shifts = opt.Shifts
+		}
+		switch n := ds.NumFrames() * stack.N; {
+		case opt.Float64 && out64 == nil:
+			out64 = make([]float64, n)
+		case !opt.Float64 && out32 == nil:
+			out32 = make([]float32, n)
+		}
+		stats, err := run(shifts, out32, out64)
+		if err != nil {
+			return nil, err
+		}
+		stats.NonFinite = nonFinite(out32, out64, stack.N)
+		return &engine.Result{NavShape: slices.Clone(ds.NavShape()), NMasks: stack.N, F32: out32, F64: out64, Stats: stats}, nil
+	})
+}
+
+// runJob runs a checked job with run, given the frames' shifts and the result buffers
+// (nil: run makes them), and returns its Result with warnings (and the result's own).
+func runJob(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions, shifts []float64, warnings []string,
+	run func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, error)) (*Result, error) {
+	l := roiOf(ds, opt)
+	out32, out64 := l.buffers(opt, stack.N)
+	res, err := run(shifts, out32, out64)
+	if err != nil {
+		return nil, err
+	}
+	r := newResult(ds, res, l, stack.MaskNames(), warnings)
 	if shifts != nil {
 		r.Info.Shifts = &ShiftsInfo{Mean: meanShift(shifts)}
 		if len(opt.Shifts) == 2 {
@@ -174,6 +221,29 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 		}
 	}
 	return r, nil
+}
+
+// nonFinite counts the NaN and infinite values of a result of n masks per frame.
+func nonFinite(out32 []float32, out64 []float64, n int) engine.NonFinite {
+	var nf engine.NonFinite
+	count := func(i int, v float64) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			if nf.Count == 0 {
+				nf.Frame, nf.Mask = i/n, i%n
+			}
+			nf.Count++
+			if math.IsInf(v, 0) {
+				nf.Inf++
+			}
+		}
+	}
+	for i, v := range out32 {
+		count(i, float64(v))
+	}
+	for i, v := range out64 {
+		count(i, v)
+	}
+	return nf
 }
 
 // roiLayout is where the frames of a dataset opened with an ROI go in its result.

@@ -26,3 +26,11 @@
     }
 
 STEMDOT_GO_FUNCTIONS(STEMDOT_WRAP, STEMDOT_WRAP_HANDLE)
+
+int stemdot_cli_main(int argc, char **argv, const stemdot_cli_backend *backend) {
+    if (stemdot_capi_forked) {
+        stemdot_capi_refuse_forked("stemdot_cli_main");
+        return 1;
+    }
+    return stemdot_go_cli_main(argc, argv, (stemdot_cli_backend *)backend);
+}

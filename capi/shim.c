@@ -86,6 +86,13 @@ void stemdot_capi_call_progress(stemdot_progress_fn fn, uint64_t done, uint64_t 
     fn(done, total, user);
 }
 
+const char *stemdot_capi_call_cli(const stemdot_cli_backend *backend, const char *op,
+                                  const char *request, const void *masks, size_t masks_bytes,
+                                  const double *shifts, size_t n_shifts, void *out, size_t out_bytes) {
+    return backend->call(backend->user, op, request, masks, masks_bytes, shifts, n_shifts, out,
+                         out_bytes);
+}
+
 /*
  * A forked child. The Go runtime starts its threads when the library is loaded; fork()
  * copies only the calling thread, so in a child forked without exec the runtime's other

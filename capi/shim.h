@@ -145,4 +145,12 @@ __attribute__((visibility("hidden"))) void stemdot_capi_set_error(const char *ms
 __attribute__((visibility("hidden"))) void stemdot_capi_call_progress(stemdot_progress_fn fn, uint64_t done, uint64_t total,
                                 void *user);
 
+/* Calls a command line backend's callback (stemdot_cli_main). */
+__attribute__((visibility("hidden"))) const char *stemdot_capi_call_cli(const stemdot_cli_backend *backend, const char *op,
+                                const char *request, const void *masks, size_t masks_bytes,
+                                const double *shifts, size_t n_shifts, void *out, size_t out_bytes);
+
+/* The Go export behind stemdot_cli_main (abi.c refuses a forked child first). */
+__attribute__((visibility("hidden"))) int stemdot_go_cli_main(int argc, char **argv, stemdot_cli_backend *backend);
+
 #endif

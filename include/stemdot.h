@@ -584,6 +584,65 @@ stemdot_status stemdot_resident_apply64(stemdot_resident resident, const double 
  * apply on it is running). */
 stemdot_status stemdot_resident_free(stemdot_resident resident);
 
+/*
+ * The command line. stemdot_cli_main runs the stemdot command line argv[1..argc) (argv[0],
+ * the program's name, is not read) and returns its exit status: 0, or 1 after an error
+ * (printed on stderr as "NAME: ...", naming the flag that helps) or an interrupt. With
+ * backend NULL it runs stemdot's apply and sum commands on this machine, as the stemdot
+ * binary does (without handling signals). With a backend it runs the same apply and sum
+ * commands (the default: apply) with the flags of the backend added (`NAME --help` lists
+ * them), computed by the backend's callback: the same flags, checks, mask stack,
+ * centre, outputs (RESULT.npy, RESULT.json, PNGs, COM shift maps, written all or
+ * nothing), warnings, messages and exit statuses as the stemdot binary's, only the
+ * prefix of the messages and the plan's workers in RESULT.json differing. python -m
+ * stemdot.dask is such a backend (the Dask cluster's workers read the file; this process
+ * need not). Signals are not handled here: a callback that sees an interrupt returns the
+ * status STEMDOT_ERR_CANCELLED, and the command writes nothing and returns 1. Returns 1
+ * also in a forked child (see above). Not thread-safe: one command at a time per process.
+ */
+
+/* A flag of a backend: --NAME, a string (repeatable: a list of strings, each given with
+ * its own --NAME), default_value (NULL: none), usage the help text (a word in backquotes
+ * names its value: "the scheduler's `ADDRESS`"). */
+typedef struct stemdot_cli_flag {
+    const char *name;
+    const char *default_value;
+    const char *usage;
+    int repeatable;
+} stemdot_cli_flag;
+
+/*
+ * The backend's callback: runs operation op ("check", "open", "centre", "apply",
+ * "reduce") with request, a JSON object, and returns its reply, a JSON object in UTF-8
+ * owned by the callback and valid until its next call (or until stemdot_cli_main
+ * returns). On failure the reply is {"error": "message", "status": STEMDOT_ERR_...}
+ * (STEMDOT_ERR_CANCELLED: interrupted). masks (apply: the mask stack, float32, or float64
+ * when the request's "float64" is true, C order (n_masks, sig_y, sig_x)) and shifts (as
+ * stemdot_apply_shifted takes them) are read during the call only; out (apply: n_frames ×
+ * n_masks values of the result's dtype, frame-major; reduce: one sig_y × sig_x frame of
+ * doubles per reduction asked) is filled by the callback. The operations, requests and
+ * replies are documented at the Go package internal/cli (Remote). It runs on the thread
+ * that called stemdot_cli_main.
+ */
+typedef const char *(*stemdot_cli_fn)(void *user, const char *op, const char *request,
+                                      const void *masks, size_t masks_bytes,
+                                      const double *shifts, size_t n_shifts, void *out,
+                                      size_t out_bytes);
+
+/* A backend of stemdot_cli_main: name starts its messages ("stemdot.dask"); use is the
+ * command as typed, for the help ("python -m stemdot.dask"); flags[0..n_flags) its own
+ * flags; call its callback, given user. */
+typedef struct stemdot_cli_backend {
+    const char *name;
+    const char *use;
+    const stemdot_cli_flag *flags;
+    size_t n_flags;
+    stemdot_cli_fn call;
+    void *user;
+} stemdot_cli_backend;
+
+int stemdot_cli_main(int argc, char **argv, const stemdot_cli_backend *backend);
+
 #ifdef __cplusplus
 }
 #endif

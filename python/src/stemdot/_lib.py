@@ -29,6 +29,22 @@ MAX_NAV_DIMS = 8
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p)
 
 
+# stemdot_cli_fn: (user, op, request, masks, masks_bytes, shifts, n_shifts, out, out_bytes) →
+# the reply (a pointer to a NUL-terminated JSON text the callback keeps alive).
+CLI_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
+                          ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)
+
+
+class CLIFlag(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("default_value", ctypes.c_char_p), ("usage", ctypes.c_char_p),
+                ("repeatable", ctypes.c_int)]
+
+
+class CLIBackend(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("use", ctypes.c_char_p), ("flags", ctypes.POINTER(CLIFlag)),
+                ("n_flags", ctypes.c_size_t), ("call", CLI_FN), ("user", ctypes.c_void_p)]
+
+
 class DatasetInfo(ctypes.Structure):
     _fields_ = [
         ("nav_ndim", ctypes.c_size_t),
@@ -130,6 +146,7 @@ def _declare(lib):
                                  + [c.c_char_p, size]),
         "stemdot_centre": (status, [u64, u64, c.POINTER(c.c_double), size, c.POINTER(c.c_double)]),
         "stemdot_apply_shifted": (status, [u64, p, c.c_int, size, size, size, c.POINTER(c.c_double), size, u64, u64, PROGRESS_FN, p, p, c.c_int, size]),
+        "stemdot_cli_main": (c.c_int, [c.c_int, c.POINTER(c.c_char_p), c.POINTER(CLIBackend)]),
         "stemdot_descan_fit": (status, [u64, c.c_char_p, u64, c.POINTER(c.c_double), c.POINTER(c.c_double), size, c.POINTER(size)]),
     }
     for name, (restype, argtypes) in sigs.items():

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 // test-only format skiptest) and returns its output and the error as main prints it.
 func execute(t *testing.T, args ...string) (stdout, stderr, err string) {
 	t.Helper()
-	root := newRootCmd()
+	root := NewRootCmd()
 	var o, e bytes.Buffer
 	root.SetOut(&o)
 	root.SetErr(&e)

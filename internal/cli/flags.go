@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -59,22 +59,29 @@ func (f *datasetFlags) given() map[string]string {
 // open opens path with the options given on the command line and prints the dataset's
 // warnings (a guessed nav shape) to stderr.
 func (f *datasetFlags) open(cmd *cobra.Command, path string) (dataset.Dataset, error) {
+	ds, _, err := f.openOn(cmd, &local{}, path)
+	return ds, err
+}
+
+// openOn opens (or describes) path on backend b with the options given on the command
+// line and prints the dataset's warnings to stderr; it returns them too.
+func (f *datasetFlags) openOn(cmd *cobra.Command, b Backend, path string) (dataset.Dataset, []string, error) {
 	var opt stemdot.Options
 	for _, o := range stemdot.OpenOptions() {
 		if f.flags.Changed(strings.TrimPrefix(o.FlagName(), "--")) {
 			if err := stemdot.SetOpenOption(&opt, o.Key, *f.values[o.Key]); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	ds, err := stemdot.Open(path, opt)
+	ds, warnings, err := b.Open(cmd.Context(), path, opt, f.given())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for _, w := range stemdot.OpenWarnings(ds) {
+	for _, w := range warnings {
 		warn(cmd, w)
 	}
-	return ds, nil
+	return ds, warnings, nil
 }
 
 // planFlags are the resource request (stemdot.Plan), as in LiberTEM's Context.make_with.
@@ -138,7 +145,7 @@ func checkEmptyFlags(cmd *cobra.Command) error {
 
 // warn prints a one-line warning on stderr.
 func warn(cmd *cobra.Command, msg string) {
-	fmt.Fprintf(cmd.ErrOrStderr(), "stemdot: warning: %s\n", stemdot.FlagNames(msg))
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", prefix, stemdot.FlagNames(msg))
 }
 
 // suggestFlag turns pflag's "unknown flag: --nav-shap" into an error that suggests the

@@ -1,26 +1,22 @@
-package main
+package cli
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/masks"
 )
 
-func newApplyCmd() *cobra.Command {
+// newApplyCmd is the apply command, computed on backend b.
+func newApplyCmd(b Backend) *cobra.Command {
 	var df datasetFlags
-	var pf planFlags
 	var maskSpecs, masksFiles []string
 	var outputs stemdot.Outputs
 	var float64Result, quiet, perWorker, roiCompact bool
@@ -108,13 +104,12 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				}
 				outputs.Positions = strings.TrimSuffix(outputs.NPY, filepath.Ext(outputs.NPY)) + "_positions.npy"
 			}
-			ds, err := df.open(cmd, args[0])
+			ds, _, err := df.openOn(cmd, b, args[0])
 			if err != nil {
 				return err
 			}
 			defer ds.Close()
-			pl, err := pf.Planner()
-			if err != nil {
+			if err := b.Check(false); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -122,7 +117,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			if err != nil {
 				return err
 			}
-			centre, err := autoCentre(cmd, pl, ds, maskSpecs, centreText, shifts)
+			centre, err := autoCentre(cmd, b, ds, maskSpecs, centreText, shifts)
 			if err != nil {
 				return err
 			}
@@ -143,25 +138,10 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				return err
 			}
 			opt := stemdot.ApplyOptions{Float64: float64Result, ROICompact: roiCompact, Shifts: shifts}
-			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
-				bar := progressbar.NewOptions(ds.NumFrames(),
-					progressbar.OptionSetWriter(os.Stderr),
-					progressbar.OptionSetDescription("frames"),
-					progressbar.OptionShowCount(),
-					progressbar.OptionThrottle(100*time.Millisecond),
-					progressbar.OptionClearOnFinish())
-				opt.Progress = func(done, total int) { bar.Set(done) }
-			}
-			p, err := pl.Plan(ds, stack)
-			if err != nil {
-				return err
-			}
-			for _, w := range p.Warnings {
-				warn(cmd, w)
-			}
+			opt.Progress = progressBar(quiet, ds.NumFrames())
 			var res *stemdot.Result
 			err = handleInterrupts(func() (err error) {
-				if res, err = pl.Apply(ctx, ds, stack, opt); err != nil {
+				if res, err = b.Apply(ctx, ds, stack, opt, func(w string) { warn(cmd, w) }); err != nil {
 					return err
 				}
 				res.Info.SetMasks(maskInfo)
@@ -201,16 +181,16 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 	f.BoolVar(&perWorker, "workers", false, "after the summary, one line per worker: frames, claims, GB/s while busy, start-up time and, for GPU workers, the feed (mapped: DMA from the file's mapping; staged: CPU copies)")
 	sf.register(f)
 	df.register(f)
-	pf.register(f, false)
+	b.Flags(f, false)
 	return cmd
 }
 
 // autoCentre is the direct beam's centre for the auto specs among specs (nil when there
 // are none): given as X,Y,R (--centre), else found in the sum frame of ds on pl's CPU
-// workers (one pass, interruptible; with shifts, of the frames moved back by their
+// workers of b (one pass, interruptible; with shifts, of the frames moved back by their
 // shifts: the centre at zero shift, from which the masks move by each frame's shift),
 // and said on stderr.
-func autoCentre(cmd *cobra.Command, pl *stemdot.Planner, ds dataset.Dataset, specs []string, given string, shifts []float64) (*stemdot.CentreInfo, error) {
+func autoCentre(cmd *cobra.Command, b Backend, ds dataset.Dataset, specs []string, given string, shifts []float64) (*stemdot.CentreInfo, error) {
 	if !slices.ContainsFunc(specs, masks.NeedsCentre) {
 		if given != "" {
 			return nil, fmt.Errorf("--centre %s: no auto spec (disk:auto, ring:auto,RI,RO, com:auto) to make about it", given)
@@ -229,7 +209,7 @@ func autoCentre(cmd *cobra.Command, pl *stemdot.Planner, ds dataset.Dataset, spe
 	}
 	var c masks.Centre
 	err := handleInterrupts(func() (err error) {
-		c, err = pl.Centre(cmd.Context(), ds, shifts)
+		c, err = b.Centre(cmd.Context(), ds, shifts)
 		return err
 	})
 	if err != nil {
@@ -242,6 +222,6 @@ func autoCentre(cmd *cobra.Command, pl *stemdot.Planner, ds dataset.Dataset, spe
 	if shifts != nil {
 		info.Source = "sum frame of the frames moved back by their shifts"
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "stemdot: centre x %.2f, y %.2f, r %.2f px (the direct beam in the %s) for the auto specs\n", info.X, info.Y, info.R, info.Source)
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s: centre x %.2f, y %.2f, r %.2f px (the direct beam in the %s) for the auto specs\n", prefix, info.X, info.Y, info.R, info.Source)
 	return info, nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -30,9 +30,9 @@ func progressBar(quiet bool, total int) func(done, total int) {
 	return func(done, total int) { bar.Set(done) }
 }
 
-func newSumCmd() *cobra.Command {
+// newSumCmd is the sum command, computed on backend b.
+func newSumCmd(b Backend) *cobra.Command {
 	var df datasetFlags
-	var pf planFlags
 	var outputs stemdot.Outputs
 	var quiet bool
 	cmd := &cobra.Command{
@@ -63,11 +63,10 @@ written all or nothing, as apply writes them.`,
 			if err := handleInterrupts(func() error { return outputs.CheckReduction(df.inputs(args[0])...) }); err != nil {
 				return err
 			}
-			pl, err := pf.ReducePlanner()
-			if err != nil {
+			if err := b.Check(true); err != nil {
 				return err
 			}
-			ds, err := df.open(cmd, args[0])
+			ds, opened, err := df.openOn(cmd, b, args[0])
 			if err != nil {
 				return err
 			}
@@ -77,7 +76,7 @@ written all or nothing, as apply writes them.`,
 			ctx := cmd.Context()
 			var red *stemdot.Reduction
 			err = handleInterrupts(func() (err error) {
-				if red, err = pl.Reduce(ctx, ds, opt); err != nil {
+				if red, err = b.Reduce(ctx, ds, opt); err != nil {
 					return err
 				}
 				return stemdot.SaveReduction(red, outputs)
@@ -85,7 +84,7 @@ written all or nothing, as apply writes them.`,
 			if err != nil {
 				return err
 			}
-			for _, w := range red.Warnings[len(stemdot.OpenWarnings(ds)):] {
+			for _, w := range red.Warnings[len(opened):] {
 				warn(cmd, w)
 			}
 			if !quiet {
@@ -111,7 +110,7 @@ written all or nothing, as apply writes them.`,
 	f.StringVar(&outputs.PNGPrefix, "png", "", "also one greyscale PNG per frame computed, PREFIX_sum.png, PREFIX_mean.png, PREFIX_max.png, PREFIX_std.png")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar and no summary")
 	df.register(f)
-	pf.register(f, false)
+	b.Flags(f, true)
 	return cmd
 }
 

@@ -1,0 +1,244 @@
+"""#20.5: python -m stemdot.dask is stemdot apply and stemdot sum on a Dask cluster, one
+definition (Go's internal/cli through stemdot_cli_main): on the same inputs both write the
+same files, byte for byte, and refuse the same command lines with the same message (after
+the prefix) and exit status. A LocalCluster of 2 worker processes × 1 thread."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from distributed import LocalCluster  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+TIMEOUT = 180
+
+#: The sidecar's fields that must differ: "plan" counts the workers that ran the job, the
+#: pinned CPU workers of this machine for stemdot apply, the stemdot workers of all the
+#: cluster's nodes for the Dask command.
+DIFFERING = {"plan"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def stemdot_bin(tmp_path_factory):
+    """The stemdot binary of this source tree: built with go build (without HDF5 where
+    pkg-config finds no libhdf5), else bin/stemdot (make build)."""
+    go = shutil.which("go")
+    if go is None:
+        b = REPO / "bin" / "stemdot"
+        if not b.is_file():
+            pytest.skip("neither go nor bin/stemdot (make build): skipping the comparison with stemdot")
+        return b
+    out = tmp_path_factory.mktemp("bin") / "stemdot"
+    hdf5 = shutil.which("pkg-config") and subprocess.run(["pkg-config", "--exists", "hdf5"]).returncode == 0
+    tags = [] if hdf5 else ["-tags", "nohdf5"]
+    subprocess.run([go, "build", *tags, "-o", str(out), "./cmd/stemdot"], cwd=REPO, check=True, timeout=600)
+    return out
+
+
+@pytest.fixture(scope="module")
+def scan(stemdot_bin, tmp_path_factory):
+    """A synthetic MIB scan of 12×10 positions of 64×64 uint16 frames whose disc moves by
+    up to 3 pixels, a mask stack file, a shifts file and an ROI file."""
+    d = tmp_path_factory.mktemp("in")
+    path = d / "scan.mib"
+    subprocess.run([str(stemdot_bin), "synth", "--out", str(path), "--nav-shape", "12,10", "--sig-shape", "64,64",
+                    "--shift", "3"], check=True, capture_output=True, timeout=TIMEOUT)
+    rng = np.random.default_rng(20)
+    np.save(d / "stack.npy", rng.random((2, 64, 64)))  # float64 weights, not exact in float32
+    np.save(d / "shifts.npy", rng.random((12, 10, 2)) * 4 - 2)
+    np.save(d / "roi.npy", rng.random((12, 10)) < 0.3)
+    return path
+
+
+def run_both(stemdot_bin, cluster, tmp_path, command, args, out_flags):
+    """Runs stemdot COMMAND and python -m stemdot.dask COMMAND with args, each writing the
+    outputs out_flags names (flag → file name) in a directory of its own; returns both
+    runs and the two directories."""
+    runs = []
+    for name in ("cli", "dask"):
+        d = tmp_path / name
+        d.mkdir()
+        outs = [x for flag, file in out_flags.items() for x in (flag, str(d / file))]
+        if name == "cli":
+            argv = [str(stemdot_bin), command, *args, *outs, "--cpus", "2"]
+        else:
+            argv = [sys.executable, "-m", "stemdot.dask", command, "--scheduler", cluster.scheduler_address, *args, *outs,
+                    "--range-frames", "7"]
+        runs.append(subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT))
+    return runs, tmp_path / "cli", tmp_path / "dask"
+
+
+def assert_same_files(cli_dir, dask_dir):
+    """Every file of cli_dir is in dask_dir with the same bytes; sidecars (.json) equal
+    but for DIFFERING."""
+    names = sorted(p.name for p in cli_dir.iterdir())
+    assert names == sorted(p.name for p in dask_dir.iterdir())
+    assert names
+    for name in names:
+        a, b = (cli_dir / name).read_bytes(), (dask_dir / name).read_bytes()
+        if name.endswith(".json"):
+            a, b = json.loads(a), json.loads(b)
+            assert a.keys() == b.keys(), name
+            for key in a.keys() - DIFFERING:
+                assert a[key] == b[key], (name, key)
+            assert b["plan"]["cpu_workers"] >= 2 and b["plan"]["gpu_workers"] == 0
+        else:
+            assert a == b, f"{name} differs"
+
+
+def warnings_of(stderr, prefix):
+    return [line.removeprefix(prefix) for line in stderr.splitlines() if line.startswith(prefix + "warning: ")
+            or line.startswith(prefix + "centre ")]
+
+
+APPLY = {
+    "specs": ["--mask", "disk:32,32,8", "--mask", "ring:32,32,12,28", "--mask", "com", "--mask", "point:3,4"],
+    "auto specs, files, PNGs, COM shift maps": [
+        "--mask", "disk:auto", "--masks", "{d}/stack.npy", "--mask", "com:auto,12", "--mask", "ring:auto,12,30",
+        "--png", "{out}/img", "--com-shifts", "{out}/com.npy"],
+    "float64, shifts file, frames": [
+        "--mask", "com", "--masks", "{d}/stack.npy", "--float64", "--shifts", "{d}/shifts.npy", "--frames", "17,60"],
+    "constant shift, rect ROI, compact": [
+        "--mask", "disk:auto", "--mask", "com", "--shift", "1,-2", "--roi", "rect:2,3,5,6", "--roi-compact"],
+    "ROI file, COM shift maps, PNGs": [
+        "--mask", "com:32,32,20", "--roi", "{d}/roi.npy", "--com-shifts", "{out}/com.npy", "--png", "{out}/roi"],
+}
+
+
+@pytest.mark.parametrize("case", APPLY)
+def test_apply_writes_the_same_files(stemdot_bin, cluster, scan, tmp_path, case):
+    args = [str(scan)] + [a.format(d=scan.parent, out="{out}") for a in APPLY[case]]
+    runs = []
+    for name in ("cli", "dask"):
+        d = tmp_path / name
+        d.mkdir()
+        argv = [a.replace("{out}", str(d)) for a in args] + ["--out", str(d / "r.npy")]
+        if name == "cli":
+            argv = [str(stemdot_bin), "apply", *argv, "--cpus", "2"]
+        else:
+            argv = [sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, *argv,
+                    "--range-frames", "7"]
+        runs.append(subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT))
+    cli, dask = runs
+    assert cli.returncode == 0, cli.stderr
+    assert dask.returncode == 0, dask.stderr
+    assert warnings_of(dask.stderr, "stemdot.dask: ") == warnings_of(cli.stderr, "stemdot: ")
+    assert_same_files(tmp_path / "cli", tmp_path / "dask")
+
+
+def test_apply_real_file(stemdot_bin, cluster, data_dir, tmp_path):
+    """A real MIB file without its scan shape: the same warning (naming --nav-shape) and
+    the same files."""
+    path = data_dir / "mib" / "001_4x2_6bit.mib"
+    (cli, dask), cli_dir, dask_dir = run_both(
+        stemdot_bin, cluster, tmp_path, "apply", [str(path), "--mask", "disk:auto", "--mask", "com", "--mask", "ring:128,128,40,100"],
+        {"--out": "r.npy", "--png": "img", "--com-shifts": "com.npy"})
+    assert cli.returncode == 0 and dask.returncode == 0, cli.stderr + dask.stderr
+    warned = warnings_of(cli.stderr, "stemdot: ")
+    assert any("--nav-shape" in w for w in warned)
+    assert warnings_of(dask.stderr, "stemdot.dask: ") == warned
+    assert_same_files(cli_dir, dask_dir)
+
+
+@pytest.mark.parametrize("args", [
+    ["--roi", "rect:1,1,4,4"],
+    ["--frames", "5,50"],
+    [],
+], ids=["roi", "frames", "all"])
+def test_sum_writes_the_same_files(stemdot_bin, cluster, scan, tmp_path, args):
+    (cli, dask), cli_dir, dask_dir = run_both(
+        stemdot_bin, cluster, tmp_path, "sum", [str(scan), *args],
+        {"--out": "sum.npy", "--mean": "mean.npy", "--max": "max.npy", "--png": "s"})
+    assert cli.returncode == 0, cli.stderr
+    assert dask.returncode == 0, dask.stderr
+    assert_same_files(cli_dir, dask_dir)
+
+
+def test_sum_std_matches(stemdot_bin, cluster, scan, tmp_path):
+    """The std frame: the engine merges its workers' (count, mean, M2), the Dask client
+    its ranges', by the same update (Chan et al.), in another grouping: equal to within
+    float64 rounding."""
+    (cli, dask), cli_dir, dask_dir = run_both(stemdot_bin, cluster, tmp_path, "sum", [str(scan)], {"--std": "std.npy"})
+    assert cli.returncode == 0 and dask.returncode == 0, cli.stderr + dask.stderr
+    want = np.load(cli_dir / "std.npy")
+    np.testing.assert_allclose(np.load(dask_dir / "std.npy"), want, rtol=1e-12, atol=0)
+
+
+REFUSED = {
+    "out not npy": ["apply", "{scan}", "--mask", "com", "--out", "{tmp}/r.png"],
+    "out is an input": ["apply", "{scan}", "--masks", "{d}/stack.npy", "--out", "{d}/stack.npy"],
+    "roi-compact without roi": ["apply", "{scan}", "--mask", "com", "--out", "{tmp}/r.npy", "--roi-compact"],
+    "bad mask spec": ["apply", "{scan}", "--mask", "disk:1,2", "--out", "{tmp}/r.npy"],
+    "bad nav shape": ["apply", "{scan}", "--mask", "com", "--out", "{tmp}/r.npy", "--nav-shape", "7,7"],
+    "bad shift": ["apply", "{scan}", "--mask", "com", "--out", "{tmp}/r.npy", "--shift", "1"],
+    "bad centre": ["apply", "{scan}", "--mask", "disk:auto", "--out", "{tmp}/r.npy", "--centre", "1,2,-3"],
+    "empty png": ["apply", "{scan}", "--mask", "com", "--out", "{tmp}/r.npy", "--png", ""],
+    "unknown flag": ["apply", "{scan}", "--mask", "com", "--out", "{tmp}/r.npy", "--nav-shap", "2,2"],
+    "com-shifts without com": ["apply", "{scan}", "--mask", "disk:3,3,2", "--out", "{tmp}/r.npy", "--com-shifts", "{tmp}/c.npy"],
+    "sum out equal to mean": ["sum", "{scan}", "--out", "{tmp}/s.npy", "--mean", "{tmp}/s.npy"],
+    "sum out not npy": ["sum", "{scan}", "--out", "{tmp}/s.txt"],
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_refusals_are_the_same(stemdot_bin, cluster, scan, tmp_path, case):
+    argv = [a.format(scan=scan, d=scan.parent, tmp=tmp_path) for a in REFUSED[case]]
+    cli = subprocess.run([str(stemdot_bin), *argv], capture_output=True, text=True, timeout=TIMEOUT)
+    dask = subprocess.run([sys.executable, "-m", "stemdot.dask", *argv[:1], "--scheduler", cluster.scheduler_address,
+                           *argv[1:]], capture_output=True, text=True, timeout=TIMEOUT)
+    assert cli.returncode == dask.returncode == 1, (cli.stderr, dask.stderr)
+    want = cli.stderr.strip().splitlines()[-1]
+    assert want.startswith("stemdot: ")
+    # The same message after the prefix; a pointer to the help names the command run.
+    got = dask.stderr.strip().splitlines()[-1].replace("see python -m stemdot.dask ", "see stemdot ")
+    assert got == "stemdot.dask: " + want.removeprefix("stemdot: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_missing_file(stemdot_bin, cluster, tmp_path):
+    """A file the workers cannot find: exit status 1, the message naming it (and, from
+    the Dask workers, the worker and that every worker needs the file at this path)."""
+    path = tmp_path / "none.mib"
+    args = [str(path), "--mask", "com", "--out", str(tmp_path / "r.npy")]
+    cli = subprocess.run([str(stemdot_bin), "apply", *args], capture_output=True, text=True, timeout=TIMEOUT)
+    dask = subprocess.run([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, *args],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert cli.returncode == dask.returncode == 1
+    assert f"stemdot: dataset: {path}: file does not exist" in cli.stderr
+    assert f"stemdot.dask: {path}: No such file or directory (on worker " in dask.stderr, dask.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_dask_flags_are_checked_and_shown(scan, tmp_path):
+    """The Dask command's own flags: in --help, and checked (naming the flag) before the
+    cluster is contacted."""
+    help_ = subprocess.run([sys.executable, "-m", "stemdot.dask", "apply", "--help"], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+    assert help_.returncode == 0
+    for flag in ("--scheduler ADDRESS", "--range-frames N", "--resources NAME=N", "--timeout SECONDS", "--png", "--com-shifts",
+                 "--frames", "--centre"):
+        assert flag in help_.stdout, flag
+    assert "--cpus" not in help_.stdout
+    for args, message in (([], "--scheduler ADDRESS is required"),
+                          (["--scheduler", "tcp://127.0.0.1:1", "--range-frames", "0"], "--range-frames '0'"),
+                          (["--scheduler", "tcp://127.0.0.1:1", "--resources", "GPU"], "--resources 'GPU': want NAME=N"),
+                          (["--scheduler", "tcp://127.0.0.1:1", "--timeout", "-1"], "--timeout '-1'")):
+        run = subprocess.run([sys.executable, "-m", "stemdot.dask", str(scan), "--mask", "com", "--out",
+                              str(tmp_path / "r.npy"), *args], capture_output=True, text=True, timeout=TIMEOUT)
+        assert run.returncode == 1 and f"stemdot.dask: {message}" in run.stderr, run.stderr
+        assert "connecting" not in run.stderr
+    assert not list(tmp_path.iterdir())

@@ -256,9 +256,9 @@ def limited(fn, seconds=TIMEOUT):
 
 
 def test_all_workers_dying_is_a_cluster_error(big_file):
-    """Both workers die during the run (and their restarts too), taking the scattered
-    mask stack: a ClusterError naming them, the memory_limit and what helps, not
-    distributed's "FutureCancelledError ... already forgotten"."""
+    """Both workers die during the run (and their restarts too), so that every range is
+    lost max_attempts times: a ClusterError naming them, the memory_limit and what
+    helps, not distributed's "FutureCancelledError ... already forgotten"."""
     path, masks = big_file
     with make_cluster(memory_limit="3GiB") as cluster, Client(cluster, timeout=TIMEOUT) as client:
         client.wait_for_workers(2, timeout=TIMEOUT)
@@ -268,7 +268,7 @@ def test_all_workers_dying_is_a_cluster_error(big_file):
     assert isinstance(err, sdask.ClusterError), repr(err)
     msg = str(err)
     assert "left the cluster" in msg and all(a in msg for a in nodes), msg
-    assert "with them the mask stack" in msg and "memory_limit (3.00 GiB)" in msg, msg
+    assert "were lost 4 times with their workers" in msg and "memory_limit (3.00 GiB)" in msg, msg
     assert "Give each worker the memory it needs" in msg and "--memory-limit" in msg, msg
 
 

@@ -488,25 +488,12 @@ async def _node_ready(dask_worker, timeout):
     return await asyncio.get_running_loop().run_in_executor(None, plugin.wait_ready, left)
 
 
-def _ready_plugin(dask_worker):
-    plugin = dask_worker.plugins.get(PLUGIN_NAME)
-    if plugin is not None and hasattr(plugin, "ready") and plugin.ready.is_set() and plugin.error is None:
-        return plugin
-    return None
-
-
 async def _put_job(job, data, dask_worker=None):
     """Keeps job's data on this worker's plugin (see StemdotPlugin.put_job)."""
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     if plugin is None or not hasattr(plugin, "ready"):
         raise RuntimeError(f"worker {dask_worker.address} has no stemdot plugin yet")
     plugin.put_job(job, data)
-
-
-async def _cancel_job(job, dask_worker=None):
-    plugin = _ready_plugin(dask_worker)
-    if plugin is not None:
-        plugin.cancel(job)
 
 
 async def _end_job(job, dask_worker=None):
@@ -743,15 +730,17 @@ async def _dataset_info_notes(client, path, options, timeout, notes):
     return info
 
 
-async def _dataset_info(client, path, options, timeout, job=None, excluded=None, notes=None):
-    """dataset_info on the client's loop, asking one worker at a time; excluded: address →
-    error of the workers whose node cannot read the file (filled here; their warnings
-    are the caller's to issue, see _exclusion_notes); notes: unused (see _sync)."""
+async def _dataset_info(client, path, options, timeout, job=None, excluded=None, nodes=None):
+    """dataset_info on the client's loop, asking one worker at a time (of nodes, the
+    workers set up, when given and live: not one that hangs); excluded: address → error of the
+    workers whose node cannot read the file (filled here; their warnings are the
+    caller's to issue, see _exclusion_notes)."""
     excluded = {} if excluded is None else excluded
     stalled = None  # since when no worker runs
     while True:
         live = await _live_async(client)
-        readers = sorted(a for a in live if a not in excluded)
+        candidates = sorted(a for a in live if a not in excluded)
+        readers = [a for a in candidates if nodes is None or a in nodes] or candidates
         if not readers:
             if live:
                 raise _unreadable(path, excluded)
@@ -961,7 +950,7 @@ async def _prepare(client, job, path, open_options, range_frames, timeout, exclu
     if not nodes:
         raise await _cluster_error(client, "the cluster has no Dask worker")
     workers = await _scheduler_workers(client)  # those the run starts with
-    info = await _dataset_info(client, path, open_options, timeout, job=job, excluded=excluded)
+    info = await _dataset_info(client, path, open_options, timeout, job=job, excluded=excluded, nodes=nodes)
     open_options = dict(open_options)
     frames = open_options.pop("frames", None)
     first_frame = _first_frame(frames) if frames is not None else 0
@@ -1371,7 +1360,7 @@ def _merge(total, count, part):
 
 
 async def _job(client, job, path, open_options, check, task, store, notes, *, progress, resources, prefer, range_frames,
-               max_attempts, timeout, hang_timeout, report, gpus, data=None):
+               max_attempts, timeout, hang_timeout, report, gpus):
     """One job over the frames of path on the cluster, on the client's loop: its set-up
     (_prepare; the dataset's warnings and the nodes that cannot read the file go to
     notes), check(info) (raises on a bad request; returns data for the workers, or
@@ -1451,14 +1440,14 @@ def apply_masks(
       ranges first and keep two ranges queued, the others one.
     range_frames: frames per stemdot worker in one range (default: RANGE_BYTES of
       frames); a range of a node with n stemdot workers holds n × range_frames frames
-      (the scan's last range may be shorter).
+      (the scan's last range may be shorter); a node whose plan has GPU workers gets
+      ranges of its CPU workers × range_frames + its GPU workers × GPU_RANGE_FACTOR ×
+      range_frames frames.
     shifts: None, or the masks moved with the diffraction pattern, as for
       :func:`stemdot.apply_masks`: ``(dy, dx)`` for every frame, or one shift per scan
       position (``nav_shape + (2,)``; with ``frames``, of the whole scan or of the frames
       read); each range task gets the shifts of its frames only, or the whole scan's
       are sent with the masks.
-      A node whose plan has GPU workers gets ranges of its CPU workers × range_frames +
-      its GPU workers × GPU_RANGE_FACTOR × range_frames frames.
     max_attempts: tries of one range before the run fails (a range whose worker died
       or hung is tried again elsewhere).
     timeout: seconds to wait for the workers' set-up (:func:`bootstrap`), and for a

@@ -326,6 +326,8 @@ def test_fake_gpu_resource_routes_work(cluster, client, big_file, big_reference,
         got = sdask.apply_masks(client, path, masks, range_frames=64, report=report)
         np.testing.assert_array_equal(got, big_reference)
         assert len({r[2] for r in report["ranges"]}) == 3, "mixed nodes all compute"
+        assert {r[1] for r in report["ranges"] if r[2] == gpu and r[0] + r[1] < BIG_FRAMES} == {
+            64 * nodes[gpu]["n_workers"]}, "a GPU resource without a GPU: CPU-sized ranges"
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(60)

@@ -116,9 +116,11 @@ def covered_once(report):
     return (covered == 1).all()
 
 
-def test_kill9_of_one_worker_and_of_its_restart(scan):
-    """kill -9 of a worker at 1/4 of the run, and of the worker its Nanny restarts in its
-    place at 1/2 (the same worker twice): the result is the single-process one."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_kill9_of_one_worker_and_of_its_restart(scan, sig):
+    """kill -9 (or SIGTERM) of a worker at 1/4 of the run, and of the worker its Nanny
+    restarts in its place at 1/2 (the same worker twice): the result is the
+    single-process one."""
     path, masks, want = scan
     with make_cluster() as cluster, Client(cluster, timeout=TIMEOUT) as client:
         sdask.bootstrap(client, plugin=SlowPlugin(0.05))
@@ -126,13 +128,13 @@ def test_kill9_of_one_worker_and_of_its_restart(scan):
         killed = []
 
         def kill_victim():
-            os.kill(victim[1], signal.SIGKILL)
+            os.kill(victim[1], sig)
             killed.append(victim[0])
 
         def kill_restart():
             wait_until(lambda: len(sdask._live_workers(client)) == 2 and victim[0] not in sdask._live_workers(client))
             address, pid = next((a, p) for a, p in pids(client).items() if a != survivor[0])
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
             killed.append(address)
 
         first, second = at(N_FRAMES // 4, kill_victim), at(N_FRAMES // 2, kill_restart)

@@ -219,6 +219,22 @@ def test_stopped_worker_ranges_are_recomputed_and_its_late_results_ignored(scan)
         np.testing.assert_array_equal(got, want)
 
 
+def test_run_started_while_a_worker_is_stopped(scan):
+    """A worker stopped before the run (SIGSTOP): the run goes on without it, bounded."""
+    path, masks, want = scan
+    with make_cluster() as cluster, Client(cluster, timeout=TIMEOUT) as client:
+        sdask.bootstrap(client)
+        stopped, pid = sorted(pids(client).items())[0]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            report = {}
+            got = limited(lambda: sdask.apply_masks(client, path, masks, range_frames=RANGE, report=report), 60)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        np.testing.assert_array_equal(got, want)
+        assert stopped not in report["frames"] and sum(report["frames"].values()) == N_FRAMES
+
+
 def test_hang_limit_default():
     assert sdask._hang_limit(100, None, None) == sdask.HANG_FIRST_S == 120
     assert sdask._hang_limit(100, 1000.0, None) == sdask.HANG_FLOOR_S == 30

@@ -1158,15 +1158,16 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
             report.update(record)
 
 
-async def _end_everywhere(client, job, suspects=(), timeout=10):
+async def _end_everywhere(client, job, nodes, suspects, timeout=10):
     """Ends job on every worker (StemdotPlugin.end_job: its applies cancelled, its data
-    dropped, its files closed): waits up to timeout seconds for the workers that answer;
-    for the suspects (workers that did not answer during the run) the message is left
-    on its way, so that a stopped worker ends the job when it wakes."""
+    dropped, its files closed): waits up to timeout seconds for the nodes of the run that
+    answer; for the others (suspects: workers that did not answer during the run, and
+    workers never set up for it) the message is left on its way, so that a stopped
+    worker ends the job when it wakes."""
     with contextlib.suppress(Exception):
         workers = await _scheduler_workers(client)
-        answering = [a for a in workers if a not in suspects]
-        late = [a for a in workers if a in suspects]
+        answering = [a for a in workers if a in nodes and a not in suspects]
+        late = [a for a in workers if a not in answering]
         if late:
             _background(client.run(_end_job, job, workers=late, on_error="ignore"))
         if answering:
@@ -1369,10 +1370,11 @@ async def _job(client, job, path, open_options, check, task, store, notes, *, pr
     dropped and its files closed). Returns the dataset's info and the nodes that took
     part (joined ones included)."""
     started = time.monotonic()
-    excluded, suspects = {}, {}
+    excluded, suspects, nodes = {}, {}, {}
     try:
-        nodes, workers, info, options, first_frame, per_worker = await _prepare(client, job, path, open_options,
+        ready, workers, info, options, first_frame, per_worker = await _prepare(client, job, path, open_options,
                                                                                 range_frames, timeout, excluded)
+        nodes.update(ready)
         notes.extend(f"stemdot: {w}" for w in info["warnings"])
         data = check(info) if check is not None else None
         await _run_ranges(
@@ -1383,7 +1385,7 @@ async def _job(client, job, path, open_options, check, task, store, notes, *, pr
         notes.extend(_exclusion_notes(path, excluded))
         return info, nodes
     finally:
-        await _end_everywhere(client, job, suspects)
+        await _end_everywhere(client, job, nodes, suspects)
 
 
 def apply_masks(

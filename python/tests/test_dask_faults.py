@@ -219,6 +219,30 @@ def test_stopped_worker_ranges_are_recomputed_and_its_late_results_ignored(scan)
         np.testing.assert_array_equal(got, want)
 
 
+def test_every_worker_stopped_is_a_cluster_error_after_timeout(scan):
+    """Both workers stopped mid-run: their ranges are taken back after hang_timeout, and
+    with no worker to take them the run fails after timeout, naming them."""
+    path, masks, _ = scan
+    with make_cluster() as cluster, Client(cluster, timeout=TIMEOUT) as client:
+        sdask.bootstrap(client, plugin=SlowPlugin(0.05))
+        stopped = pids(client)
+
+        def stop_both():
+            for pid in stopped.values():
+                os.kill(pid, signal.SIGSTOP)
+
+        try:
+            err = limited(lambda: sdask.apply_masks(client, path, masks, range_frames=RANGE, hang_timeout=1, timeout=3,
+                                                    progress=at(N_FRAMES // 8, stop_both)), 60)
+        finally:
+            for pid in stopped.values():
+                os.kill(pid, signal.SIGCONT)
+    assert isinstance(err, sdask.ClusterError), repr(err)
+    msg = str(err)
+    assert msg.startswith("no Dask worker took a range for 3 s (the running ones, "), msg
+    assert all(a in msg for a in stopped) and "hang or are not set up: 2 did not answer" in msg, msg
+
+
 def test_run_started_while_a_worker_is_stopped(scan):
     """A worker stopped before the run (SIGSTOP): the run goes on without it, bounded."""
     path, masks, want = scan

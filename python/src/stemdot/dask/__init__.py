@@ -983,7 +983,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     sending = {}  # address → asyncio task sending it the job's data
     gathering = {}  # future → asyncio task fetching the values of its finished range
     done_by = {}  # address → [frames, seconds in the apply] of the ranges it computed
-    none_since = None  # since when no worker runs
+    idle_since = None  # since when no range is in flight
 
     def depth(address, worker):
         return 2 if not preferred or address in preferred or worker.get("host") in preferred else 1
@@ -1091,15 +1091,18 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
                 if live and not any(eligible(w) for w in live.values()):
                     raise ClusterError(f"no running worker of the cluster has the resources {resources}: start workers "
                                        "that declare them (dask worker SCHEDULER --resources NAME=N), or drop resources")
-                if not live:  # all died (their Nannies may restart them) or paused: wait up to timeout
-                    none_since = none_since or now
-                    if now - none_since > timeout:
-                        raise await _cluster_error(client, f"no Dask worker has run for {timeout:g} s", workers)
-                else:
-                    none_since = None
+                # No worker can take a range now: all died (their Nannies may restart
+                # them), are paused, hung, or not set up yet. Wait up to timeout.
+                idle_since = idle_since or now
+                if now - idle_since > timeout:
+                    waiting = sorted(set(live) - set(excluded))
+                    what = (f"no Dask worker took a range for {timeout:g} s (" + (
+                        f"the running ones, {', '.join(waiting)}, hang or are not set up: {len(suspects)} did not "
+                        "answer" if waiting else "none is running") + ")")
+                    raise await _cluster_error(client, what, workers)
                 await asyncio.sleep(0.1)  # waiting for a worker's set-up, or an answer
                 continue
-            none_since = None
+            idle_since = None
             await _wait_any([f for f in ledger.flight if f not in gathering], POLL_S, gathering.values())
             for future in [f for f in ledger.flight if f.done() and f not in gathering]:
                 fl = ledger.flight[future]
@@ -1453,8 +1456,8 @@ def apply_masks(
     max_attempts: tries of one range before the run fails (a range whose worker died
       or hung is tried again elsewhere).
     timeout: seconds to wait for the workers' set-up (:func:`bootstrap`), and for a
-      running worker when none is (all died, e.g. while their Nannies restart them, or
-      are paused) before the run fails with a ClusterError.
+      worker to take a range when none can (all died, e.g. while their Nannies restart
+      them, are paused, or hang) before the run fails with a ClusterError.
     hang_timeout: seconds a range may stay in flight on one worker (from its submission,
       or the end of the range before it there) before it is taken back and recomputed on
       the other workers. None (default): max(HANG_FLOOR_S, HANG_FACTOR × the range's

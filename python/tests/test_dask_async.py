@@ -53,7 +53,8 @@ def test_async_api_equals_single_process(tmp_path):
     np.testing.assert_array_equal(got, want)
     assert list(got.names) == ["bf", "c0", "c1", "c2"]
     assert sum(report["frames"].values()) == 16 * 24 and len(report["frames"]) == 2
-    np.testing.assert_array_equal(shifted, want_shifted)
+    # shifted masks: equal to within the last bits (README, "Precision and reproducibility")
+    np.testing.assert_allclose(shifted, want_shifted, rtol=0, atol=1e-6 * np.abs(want_shifted).max())
     for name in ("sum", "max"):
         np.testing.assert_array_equal(red[name], want_red[name])
     np.testing.assert_allclose(red["std"], want_red["std"], rtol=1e-12)

@@ -978,7 +978,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     record = {"ranges": [], "lost": [], "hung": [], "nodes": nodes}
     preferred = set(prefer or ())
     notify = _progress(progress, n_frames)
-    probing = {}  # address → future of its readiness (a worker that joined or restarted)
+    probing = {}  # address → (future, asyncio task) of its readiness (a worker that joined or restarted), see _probe
     holding = set()  # addresses holding the job's data
     sending = {}  # address → asyncio task sending it the job's data
     gathering = {}  # future → asyncio task fetching the values of its finished range
@@ -1085,12 +1085,11 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
                             "with their workers (raise max_attempts to try again)", workers)
                     submit(address, *taken)
             if not ledger.flight:
-                readers = [a for a, w in live.items() if a not in excluded and eligible(w)]
-                if live and not readers and excluded and all(eligible(w) for a, w in live.items() if a in excluded):
-                    raise _unreadable(path, excluded)
                 if live and not any(eligible(w) for w in live.values()):
                     raise ClusterError(f"no running worker of the cluster has the resources {resources}: start workers "
                                        "that declare them (dask worker SCHEDULER --resources NAME=N), or drop resources")
+                if live and all(a in excluded for a, w in live.items() if eligible(w)):
+                    raise _unreadable(path, {a: u for a, u in excluded.items() if a in live})
                 # No worker can take a range now: all died (their Nannies may restart
                 # them), are paused, hung, or not set up yet. Wait up to timeout.
                 idle_since = idle_since or now

@@ -343,6 +343,10 @@ def open_files(dask_worker=None):
     return [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{fd}")]
 
 
+def jobs_held(dask_worker=None):
+    return len(dask_worker.plugins["stemdot"]._jobs)
+
+
 def test_files_are_closed_after_a_run(client, tmp_path):
     h5py = pytest.importorskip("h5py")
     path = tmp_path / "scan.h5"
@@ -359,6 +363,11 @@ def test_files_are_closed_after_a_run(client, tmp_path):
     np.testing.assert_array_equal(got, want)
     held = {a: [f for f in files if f == str(path)] for a, files in client.run(open_files).items()}
     assert held == {a: [] for a in held}, held
+    assert set(client.run(jobs_held).values()) == {0}, "the mask stack dropped everywhere"
+    with pytest.raises(stemdot.ShapeError):  # a failed run closes its files too
+        sdask.apply_masks(client, path, masks[:, :10], range_frames=8)
+    assert not [f for files in client.run(open_files).values() for f in files if f == str(path)]
+    assert set(client.run(jobs_held).values()) == {0}
     assert os.environ.get("HDF5_USE_FILE_LOCKING", "TRUE").upper() != "FALSE"
     with h5py.File(path, "a") as f:  # acquisition software appends
         f["more"] = np.zeros(3)

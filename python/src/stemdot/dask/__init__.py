@@ -62,7 +62,7 @@ import stemdot
 from stemdot import _lib
 
 __all__ = ["StemdotPlugin", "bootstrap", "apply_masks", "reduce", "dataset_info", "centre", "bootstrap_async",
-           "apply_masks_async", "reduce_async", "dataset_info_async", "ClusterError", "JobDataMissing", "RANGE_BYTES"]
+           "apply_masks_async", "reduce_async", "dataset_info_async", "ClusterError", "RANGE_BYTES"]
 
 #: The plugin's name on the workers (``dask_worker.plugins["stemdot"]``).
 PLUGIN_NAME = "stemdot"

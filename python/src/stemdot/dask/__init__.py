@@ -538,8 +538,8 @@ async def _scheduler_workers(client):
     ClusterError within SCHEDULER_TIMEOUT_S when the scheduler is gone."""
     address = getattr(client.scheduler, "address", None) or "?"
     if client.status not in ("running", "newly-created"):
-        raise ClusterError(f"the Dask scheduler at {address} is gone (the client's connection to it is "
-                           f"{client.status}): restart the scheduler and its workers, and run again")
+        raise ClusterError(f"the Dask scheduler at {address} is gone (the client lost its connection to it; client "
+                           f"status {client.status!r}): restart the scheduler and its workers, and run again")
     try:
         identity = await asyncio.wait_for(client.scheduler.identity(n_workers=-1), SCHEDULER_TIMEOUT_S)
     except (OSError, asyncio.TimeoutError) as e:

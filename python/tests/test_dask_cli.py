@@ -219,7 +219,7 @@ def test_missing_file(stemdot_bin, cluster, tmp_path):
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert cli.returncode == dask.returncode == 1
     assert f"stemdot: dataset: {path}: file does not exist" in cli.stderr
-    assert f"stemdot.dask: {path}: No such file or directory (on worker " in dask.stderr, dask.stderr
+    assert f"stemdot.dask: no live Dask worker can read {path}: {path}: No such file or directory (the file must be at this path on every Dask worker) (on workers " in dask.stderr, dask.stderr
     assert not list(tmp_path.iterdir())
 
 

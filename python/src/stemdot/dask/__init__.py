@@ -214,7 +214,7 @@ class StemdotPlugin(WorkerPlugin):
             st = os.stat(path)
         except OSError as e:
             raise stemdot.StemdotIOError(
-                f"{path}: {e.strerror} (on worker {self.worker.address}: the file must be at this path on every worker)",
+                f"{path}: {e.strerror} (the file must be at this path on every Dask worker)",
                 _lib.ERR_IO,
             ) from None
         with self._lock:
@@ -818,7 +818,10 @@ def _unreadable(path, excluded):
     """The error when no live worker can read path: of the class of the nodes' errors
     when they are all of one class (e.g. StemdotIOError for a file missing everywhere),
     else a ClusterError; the message names each node's error."""
-    errors = "; ".join(f"worker {a} (node {u.host}): {u.error}" for a, u in sorted(excluded.items()))
+    by_error = {}  # the same error on several workers is named once
+    for a, u in sorted(excluded.items()):
+        by_error.setdefault(str(u.error), []).append(f"{a} (node {u.host})")
+    errors = "; ".join(f"{e} (on worker{'s' if len(ws) > 1 else ''} {', '.join(ws)})" for e, ws in by_error.items())
     what = f"no live Dask worker can read {path}: {errors}"
     kinds = {type(u.error) for u in excluded.values()}
     if len(kinds) == 1:

@@ -2,7 +2,6 @@
 end: fault | result identical | time to finish | warnings, one row per fault."""
 
 import sys
-import time
 from pathlib import Path
 
 import pytest

@@ -22,7 +22,7 @@ them), each in its own session (process group), with its output in a log file. W
 root (no CAP_NET_ADMIN/CAP_SYS_ADMIN: ``ip netns add`` fails) the rig falls back to one
 address, 127.0.0.1, and different ports; :attr:`Cluster.namespaces` is then False,
 :attr:`Cluster.why_not` says why, and what needs namespaces (:meth:`link_down`,
-:meth:`node_data`) raises :class:`NeedsNamespaces`.
+:meth:`node_data`) raises :class:`NotAvailable`.
 
 Every process started is stopped by its process group at :meth:`Cluster.close` (SIGCONT,
 SIGTERM, then SIGKILL), also on an exception, Ctrl-C, SIGTERM (turned into
@@ -44,7 +44,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["Cluster", "Node", "NeedsNamespaces"]
+__all__ = ["Cluster", "Node", "NotAvailable"]
 
 SUBNET_PREFIX = "10.231"
 
@@ -53,8 +53,9 @@ def _interrupt(*_):
     raise KeyboardInterrupt("SIGTERM")
 
 
-class NeedsNamespaces(RuntimeError):
-    """The fault needs network and mount namespaces, which this rig could not make."""
+class NotAvailable(RuntimeError):
+    """The fault needs what this rig could not make here: namespaces (network and mount),
+    or a cgroup with a CPU quota."""
 
 
 def _run(*cmd, check=True):
@@ -111,8 +112,9 @@ class Cluster:
     :meth:`close`.
 
     root: directory for logs, per-node directories and the shared data (default: a new
-    temporary directory). namespaces: None = use them when they can be made, False = one
-    address (127.0.0.1). scheduler_env: extra environment of ``dask scheduler`` (e.g.
+    temporary directory). namespaces: None = use them when they can be made (unless the
+    environment variable STEMDOT_RIG_NAMESPACES is 0), False = one address (127.0.0.1).
+    scheduler_env: extra environment of ``dask scheduler`` (e.g.
     ``{"DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": "30s"}``). worker_env: extra environment
     of every ``dask worker``. timeout: seconds to wait for a process to come up.
     """
@@ -134,7 +136,6 @@ class Cluster:
         self._client = None
         self._closed = False
         self._bridge = None
-        self._cgroup_parent = None
         # Names of the bridge, namespaces and veths: unique per process and rig, within
         # Linux's 15 bytes of an interface name ("sdr" + 4 + 1 + "v" + 2 + "p").
         Cluster._made += 1
@@ -146,8 +147,10 @@ class Cluster:
         if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _interrupt)
         self.why_not = None
+        if namespaces is None and os.environ.get("STEMDOT_RIG_NAMESPACES", "").lower() in ("0", "false", "no"):
+            namespaces, self.why_not = False, "namespaces turned off by STEMDOT_RIG_NAMESPACES"
         if namespaces is False:
-            self.why_not = "namespaces not asked for"
+            self.why_not = self.why_not or "namespaces not asked for"
         else:
             try:
                 self._make_bridge()
@@ -184,15 +187,7 @@ class Cluster:
         self.address = f"tcp://{self.host}:{port}"
         cmd = [self.dask, "scheduler", "--host", self.host, "--port", str(port), "--no-dashboard"]
         self.scheduler = self._spawn(cmd, self.scheduler_log, dict(os.environ, **env))
-        self._scheduler_cmd = (cmd, env)
         self._wait_port(self.host, port, self.scheduler, self.scheduler_log)
-
-    def restart_scheduler(self):
-        """Starts the scheduler again at the same address (after :meth:`kill_scheduler`)."""
-        cmd, env = self._scheduler_cmd
-        self._stop_group(self.scheduler)
-        self.scheduler = self._spawn(cmd, self.scheduler_log, dict(os.environ, **env))
-        self._wait_port(self.host, int(self.address.rsplit(":", 1)[1]), self.scheduler, self.scheduler_log)
 
     def _spawn(self, cmd, log, env, pre=()):
         with open(log, "ab") as f:
@@ -222,7 +217,7 @@ class Cluster:
         """Starts a node: ``dask worker SCHEDULER --nthreads 1`` with its Nanny, in its own
         namespaces (see the module doc), on the logical CPUs ``cpus`` (a list; default:
         CPU k mod the machine's allowed CPUs for the k-th node), limited to ``quota`` of
-        one CPU's time (e.g. 0.5; needs a cgroup cpu controller, else NeedsNamespaces), with
+        one CPU's time (e.g. 0.5; needs a cgroup cpu controller, else NotAvailable), with
         ``GPU=1`` declared when ``gpu``. With ``wait``, returns once the worker is
         registered with the scheduler. Returns the Node."""
         allowed = sorted(os.sched_getaffinity(0))
@@ -237,7 +232,7 @@ class Cluster:
         node = Node(name, ip, cpus, gpu, quota, directory)
         self.nodes.append(node)
         if quota is not None:
-            node.cgroup = self._make_cgroup(node, quota)
+            self._make_cgroup(node, quota)
         if self.namespaces:
             node.netns, node.veth = f"{self._tag}n{k + 1}", f"{self._tag}v{k + 1}"
             peer = node.veth + "p"
@@ -295,7 +290,7 @@ class Cluster:
                     os.kill(int(pid), signal.SIGKILL)
             _run("ip", "link", "del", node.veth, check=False)
             _run("ip", "netns", "del", node.netns, check=False)
-        if node.cgroup:
+        if node.cgroup and node.cgroup.exists():
             for _ in range(50):
                 try:
                     node.cgroup.rmdir()
@@ -304,21 +299,23 @@ class Cluster:
                     time.sleep(0.1)
 
     def _make_cgroup(self, node, quota):
-        v1 = Path("/sys/fs/cgroup/cpu")
-        v2 = Path("/sys/fs/cgroup")
-        name = f"{self._tag}-{node.name}"
-        if (v1 / "cpu.cfs_quota_us").exists():
-            path = v1 / name
-            path.mkdir()
-            period = int((path / "cpu.cfs_period_us").read_text())
-            (path / "cpu.cfs_quota_us").write_text(str(int(period * quota)))
-        elif "cpu" in (v2 / "cgroup.subtree_control").read_text(errors="replace").split() if (v2 / "cgroup.subtree_control").exists() else False:
-            path = v2 / name
-            path.mkdir()
-            (path / "cpu.max").write_text(f"{int(100000 * quota)} 100000")
-        else:
-            raise NeedsNamespaces("no cgroup cpu controller to set a CPU quota in (/sys/fs/cgroup/cpu or cgroup v2 cpu.max)")
-        return path
+        """Node's cgroup, limited to quota of one CPU's time: cgroup v1's cpu controller
+        (cpu.cfs_quota_us per cpu.cfs_period_us), else cgroup v2's cpu.max."""
+        v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+        try:
+            if (v1 / "cpu.cfs_quota_us").exists():
+                node.cgroup = v1 / f"{self._tag}-{node.name}"
+                node.cgroup.mkdir()
+                period = int((node.cgroup / "cpu.cfs_period_us").read_text())
+                (node.cgroup / "cpu.cfs_quota_us").write_text(str(int(period * quota)))
+            elif "cpu" in (v2 / "cgroup.subtree_control").read_text().split():
+                node.cgroup = v2 / f"{self._tag}-{node.name}"
+                node.cgroup.mkdir()
+                (node.cgroup / "cpu.max").write_text(f"{int(100000 * quota)} 100000")
+            else:
+                raise NotAvailable("no cgroup cpu controller here (cgroup v1 /sys/fs/cgroup/cpu, or v2's cpu)")
+        except OSError as e:
+            raise NotAvailable(f"no cgroup with a CPU quota can be made here ({e})") from None
 
     # -- looking up
 
@@ -365,15 +362,6 @@ class Cluster:
             if "spawn_main" in _cmdline(pid) or "forkserver" in _cmdline(pid):
                 return pid
         raise ProcessLookupError(f"{node.name}: no worker process under PID {node.proc.pid}")
-
-    def node_of(self, address):
-        """The node whose worker has this address."""
-        host = address.split("://")[-1].rsplit(":", 1)[0]
-        for node in self.nodes:
-            w = self.worker(node)
-            if (w and w["address"] == address) or (self.namespaces and node.ip == host):
-                return node
-        return None
 
     def describe(self):
         """A line saying how the nodes were made: namespaces or one address, CPU sharing."""
@@ -423,7 +411,7 @@ class Cluster:
 
     def _need_namespaces(self, what):
         if not self.namespaces:
-            raise NeedsNamespaces(f"{what} needs network namespaces: {self.why_not}")
+            raise NotAvailable(f"{what} needs namespaces (network and mount): {self.why_not}")
 
     def link_down(self, node):
         """Sets the host end of node's veth down: the node drops off the network."""

@@ -230,7 +230,7 @@ def test_network_down(cluster, client, scan, record):
     try:
         cluster.link_down(node)
         cluster.link_up(node)
-    except rig.NeedsNamespaces as e:
+    except rig.NotAvailable as e:
         pytest.skip(str(e))
     out = run(client, path, at=AT, fault=lambda: cluster.link_down(node), heal=cluster.heal)
     try:
@@ -245,7 +245,7 @@ def test_network_down(cluster, client, scan, record):
 def _one_node_file(cluster, change):
     try:
         target = cluster.node_data(cluster.nodes[0]) / "scan.npy"
-    except rig.NeedsNamespaces as e:
+    except rig.NotAvailable as e:
         pytest.skip(str(e))
     target.unlink()
     change(target)
@@ -455,7 +455,7 @@ def test_heterogeneous_nodes(own_cluster, record, describe_rig):
     allowed = sorted(os.sched_getaffinity(0))
     try:
         slow = c.add_node(cpus=allowed[:1], quota=0.3, name="slow")
-    except rig.NeedsNamespaces as e:
+    except rig.NotAvailable as e:
         pytest.skip(str(e))
     fast = c.add_node(cpus=allowed[1:2] or allowed[:1], name="fast")
     describe_rig(f"heterogeneous rig: {c.describe()}")

@@ -61,11 +61,14 @@ def cluster(request, describe_rig):
         c.close(failed=request.session.testsfailed > 0)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def client(cluster):
-    with Client(cluster.address, timeout=60) as c:
-        sdask.bootstrap(c)
+    """A client of the test's own: a run that hangs leaves only its own client behind."""
+    c = Client(cluster.address, timeout=60)
+    try:
         yield c
+    finally:
+        c.close(timeout=10)
 
 
 @pytest.fixture(scope="session")
@@ -105,17 +108,13 @@ class Outcome:
 
 
 def run(client, path, *, at=None, fault=None, heal=None, slow_after=0.0, masks=MASKS, **kwargs):
-    """sdask.apply_masks(client, path, masks, ...) with fault() called once, in the
-    progress callback, when at least `at` frames are done (then, with slow_after, the
-    callback sleeps that long at each later range: a slow client); heal() is called if
-    the run has not ended after DEADLINE s."""
-    done, timed_out, fired = threading.Event(), threading.Event(), []
-
-    def watchdog():
-        if not done.wait(DEADLINE):
-            timed_out.set()
-            if heal is not None:
-                heal()
+    """sdask.apply_masks(client, path, masks, ...) in a thread, with fault() called once,
+    in the progress callback, when at least `at` frames are done (then, with slow_after,
+    the callback sleeps that long at each later range: a slow client). A run that has not
+    ended after DEADLINE s is timed out: heal() is called (the fault undone), and if the
+    run still has not ended 30 s later, its client is closed; one that outlives that is
+    an error (its thread is left behind: the client is the test's own)."""
+    out, fired = Outcome(), []
 
     def progress(n, total):
         if fired:
@@ -124,30 +123,43 @@ def run(client, path, *, at=None, fault=None, heal=None, slow_after=0.0, masks=M
             fired.append(n)
             fault()
 
-    threading.Thread(target=watchdog, daemon=True).start()
-    out = Outcome()
+    def target():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                options = {"range_frames": RANGE_FRAMES, **HANG, **kwargs}
+                out.result = sdask.apply_masks(client, path, masks, progress=progress, report=out.report, **options)
+            except Exception as e:
+                out.error = e
+            finally:
+                out.warnings = list(dict.fromkeys(str(w.message).splitlines()[0][:120] for w in caught))
+
     started = time.monotonic()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            kwargs = {"range_frames": RANGE_FRAMES, **HANG, **kwargs}
-            out.result = sdask.apply_masks(client, path, masks, progress=progress, report=out.report, **kwargs)
-        except Exception as e:
-            out.error = e
-        finally:
-            done.set()
+    thread = threading.Thread(target=target, name="apply_masks", daemon=True)
+    thread.start()
+    thread.join(DEADLINE)
+    if thread.is_alive():
+        out.timed_out = True
+        for undo in (heal, lambda: client.close(timeout=10)):
+            if undo is not None:
+                undo()
+            thread.join(30)
+            if not thread.is_alive():
+                break
+        else:
+            out.error = TimeoutError(f"apply_masks has not returned {DEADLINE + 60} s after it started, even after the "
+                                     "fault was undone and its client closed")
     out.seconds = time.monotonic() - started
-    out.timed_out = timed_out.is_set()
-    out.warnings = list(dict.fromkeys(str(w.message).splitlines()[0][:120] for w in caught))
-    if fault is not None:
+    if fault is not None and out.error is None:
         assert fired, f"the fault was not injected: the run ended before {at} frames were done"
     return out
 
 
 def expect_identical(record, out, want):
     """Records the run's row and asserts it ended in time with the single-process result."""
+    late = f"no end within {DEADLINE} s, then " if out.timed_out else ""
     if out.error is not None:
-        record(f"error after {out.seconds:.1f} s: {type(out.error).__name__}: {str(out.error)[:90]}", out.seconds,
+        record(f"{late}error after {out.seconds:.1f} s: {type(out.error).__name__}: {str(out.error)[:90]}", out.seconds,
                out.warnings)
         raise out.error
     same = np.array_equal(np.asarray(out.result), want)
@@ -380,16 +392,14 @@ def test_hdf5_append_after_run(cluster, client, h5scan, record):
 def test_hdf5_locked_by_writer(cluster, client, h5scan, record):
     path, want = h5scan
     env = {k: v for k, v in os.environ.items() if k != "HDF5_USE_FILE_LOCKING"}
-    writer = subprocess.Popen(H5PY + ["import sys, h5py\nf = h5py.File(sys.argv[1], 'a')\nprint('open', flush=True)\n"
-                                      "sys.stdin.read()", str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env)
-    try:
+    with subprocess.Popen(H5PY + ["import sys, h5py\nf = h5py.File(sys.argv[1], 'a')\nprint('open', flush=True)\n"
+                                  "sys.stdin.read()", str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=env) as writer:
         if writer.stdout.readline().strip() != "open":
             pytest.fail(f"h5py could not open {path.name} for writing (still open on a worker?):\n{writer.stderr.read()[-1500:]}")
         with pytest.raises(stemdot.StemdotIOError, match="HDF5_USE_FILE_LOCKING"):
             stemdot.open(path, dataset_path="/data")
         out = run(client, path, dataset_path="/data")
-    finally:
         writer.stdin.close()
         writer.wait(timeout=DEADLINE)
     message = f"{type(out.error).__name__}: {out.error}" if out.error else "no error"

@@ -16,7 +16,8 @@ CC          ?= cc
 PYTHON      ?= python3
 CAPI_LIB    := $(BUILD)/libstemdot.so
 CAPI_SRC    := $(wildcard capi/*.go capi/*.c capi/*.h) include/stemdot.h
-CAPI_DEPS   := $(filter-out %_test.go,$(wildcard *.go */*.go internal/*/*.go))
+# Every package the library may link, e.g. dataset/hdf5 (bench/ and cmd/ hold none).
+CAPI_DEPS   := $(filter-out %_test.go bench/% cmd/%,$(wildcard *.go */*.go */*/*.go */*/*/*.go))
 CAPI_EXAMPLE := $(BUILD)/capi-example
 CAPI_FORK   := $(BUILD)/capi-fork
 STEMDOT_TESTDATA ?= $(abspath ../shared/data)

@@ -237,7 +237,7 @@ func h5Error(what string) error {
 func h5OpenError(what string) error {
 	const anyway = "set HDF5_USE_FILE_LOCKING=FALSE in the environment of the process that reads it (stemdot, " +
 		"each Dask worker) to read it anyway, at the risk of reading frames while they are being written"
-	switch n := int(C.sd_lock_errno()); n {
+	switch int(C.sd_lock_errno()) {
 	case 0:
 		return errs.Wrap(errs.Format, h5Error(what))
 	case int(syscall.EWOULDBLOCK):

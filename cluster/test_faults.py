@@ -8,12 +8,13 @@ RANGE_FRAMES frames per stemdot worker (128 ranges on 2 one-core nodes), so that
 injected after a quarter of the frames (in the client's progress callback, so "mid-run"
 is exact, not a guess at timing) finds ranges in flight and ranges to come. A run that
 has not finished after DEADLINE s is failed; the rig then undoes the fault (SIGCONT,
-link up) so that the run ends and the next test starts on a healthy cluster.
+link up) and, if need be, closes the test's client, so that the run ends and the next
+test starts on a healthy cluster (nodes whose dask worker exited are started again).
+With stemdot.dask's hang_timeout keyword, the tests set it to HANG_S.
 """
 
 import inspect
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -228,9 +229,11 @@ def test_hung_worker(cluster, client, scan, record):
         expect_identical(record, out, want)
     finally:
         cluster.cont(node)
-    # stopped again and woken during the run: its late results are ignored
+    # stopped again, and woken after its ranges were taken back but before the run ends (a
+    # slow client stretches the run to about 96 ranges × 0.08 s): its late results are ignored
     timer = threading.Timer(HANG_S + 1, cluster.cont, args=(node,))
-    out = run(client, path, at=AT, fault=lambda: (cluster.stop(node), timer.start()), heal=cluster.heal)
+    out = run(client, path, at=AT, fault=lambda: (cluster.stop(node), timer.start()), heal=cluster.heal,
+              slow_after=0.08)
     timer.join()
     expect_identical(record, out, want)
 
@@ -515,4 +518,4 @@ def test_scheduler_killed(own_cluster, record):
     message = f"{type(out.error).__name__}: {out.error}" if out.error else "no error"
     record(f"error after {out.seconds:.1f} s: {message[:100]}", out.seconds, out.warnings)
     assert not out.timed_out, f"the client did not fail within {DEADLINE} s of the scheduler's death"
-    assert out.error is not None and "scheduler" in str(out.error).lower(), message
+    assert out.error is not None and c.address in str(out.error), f"no error naming the scheduler {c.address}: {message}"

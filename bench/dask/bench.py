@@ -152,9 +152,9 @@ def main():
     with stemdot.open(args.file) as ds:
         want = stemdot.apply_masks(ds, masks)  # also: the file into the page cache
     result = {"file_bytes": size, "frames": args.frames, "masks": int(masks.shape[0]), "cpus": len(cpus),
-              "machine": os.uname().nodename, "scaling": []}
+              "machine": os.uname().nodename, "load_average_at_start": os.getloadavg()[0], "scaling": []}
     print(f"bench-dask: {size / 2**30:.2f} GiB, {args.frames} frames of 256×256 uint16, {masks.shape[0]} masks, "
-          f"{len(cpus)} CPUs")
+          f"{len(cpus)} CPUs (load average {os.getloadavg()[0]:.1f})")
     with rig.Cluster() as cluster:
         print(f"  rig: {cluster.describe()}")
         for n in range(1, args.nodes + 1):

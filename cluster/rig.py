@@ -450,24 +450,34 @@ class Cluster:
         return "\n".join(parts)
 
     def _stop_group(self, proc, grace=5):
-        if proc is None:
-            return
-        for sig in (signal.SIGCONT, signal.SIGTERM):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
+        self._stop_groups([proc], grace)
+
+    def _stop_groups(self, procs, grace=5):
+        """Stops the process groups of procs (the Popen of each group's leader): SIGCONT
+        and SIGTERM to all, SIGKILL to those left after grace seconds; reaps the leaders."""
+        procs = [p for p in procs if p is not None]
+        for proc in procs:
+            for sig in (signal.SIGCONT, signal.SIGTERM):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, sig)
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
+        left = list(procs)
+        while left:
+            for proc in list(left):
+                proc.poll()
+                try:
+                    os.killpg(proc.pid, 0)
+                except ProcessLookupError:
+                    left.remove(proc)
+            if time.monotonic() > deadline:
+                for proc in left:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
                 break
-            proc.poll()
             time.sleep(0.05)
-        else:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
 
     def close(self, failed=False):
         """Stops every process (by process group), deletes namespaces, veths, bridge and
@@ -485,8 +495,7 @@ class Cluster:
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close(timeout=5)
-        for proc in [n.proc for n in self.nodes] + [self.scheduler]:
-            self._stop_group(proc)
+        self._stop_groups([n.proc for n in self.nodes] + [self.scheduler])
         for node in self.nodes:
             self._delete_node(node)
         self._delete_bridge()

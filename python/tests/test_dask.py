@@ -256,9 +256,9 @@ def limited(fn, seconds=TIMEOUT):
 
 
 def test_all_workers_dying_is_a_cluster_error(big_file):
-    """Both workers die during the run (and their restarts too), taking the scattered
-    mask stack: a ClusterError naming them, the memory_limit and what helps, not
-    distributed's "FutureCancelledError ... already forgotten"."""
+    """Both workers die during the run (and their restarts too), so that every range is
+    lost max_attempts times: a ClusterError naming them, the memory_limit and what
+    helps, not distributed's "FutureCancelledError ... already forgotten"."""
     path, masks = big_file
     with make_cluster(memory_limit="3GiB") as cluster, Client(cluster, timeout=TIMEOUT) as client:
         client.wait_for_workers(2, timeout=TIMEOUT)
@@ -268,7 +268,7 @@ def test_all_workers_dying_is_a_cluster_error(big_file):
     assert isinstance(err, sdask.ClusterError), repr(err)
     msg = str(err)
     assert "left the cluster" in msg and all(a in msg for a in nodes), msg
-    assert "with them the mask stack" in msg and "memory_limit (3.00 GiB)" in msg, msg
+    assert "were lost 4 times with their workers" in msg and "memory_limit (3.00 GiB)" in msg, msg
     assert "Give each worker the memory it needs" in msg and "--memory-limit" in msg, msg
 
 
@@ -326,6 +326,8 @@ def test_fake_gpu_resource_routes_work(cluster, client, big_file, big_reference,
         got = sdask.apply_masks(client, path, masks, range_frames=64, report=report)
         np.testing.assert_array_equal(got, big_reference)
         assert len({r[2] for r in report["ranges"]}) == 3, "mixed nodes all compute"
+        assert {r[1] for r in report["ranges"] if r[2] == gpu and r[0] + r[1] < BIG_FRAMES} == {
+            64 * nodes[gpu]["n_workers"]}, "a GPU resource without a GPU: CPU-sized ranges"
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(60)

@@ -7,25 +7,38 @@ on every node, see the README). stemdot runs *inside* each Dask worker process:
   libstemdot (in the worker process, never in the Nanny), finds the node's allowed CPUs,
   physical cores and GPUs, takes this worker's share of the node's cores, makes the plan
   once (pinned CPU workers; one core reserved per GPU worker, as on one machine), moves
-  Dask's own threads off the pinned cores where the node has spare CPUs, and keeps open
-  dataset handles. A worker restarted by its Nanny is set up again by Dask.
+  Dask's own threads off the pinned cores where the node has spare CPUs, and keeps each
+  job's data (mask stack) and open datasets until the job ends. A worker restarted by
+  its Nanny is set up again by Dask.
 * :func:`bootstrap` registers the plugin (idempotent: safe twice, and from two clients at
   once) and waits until every worker reports ready, with its node's plan.
 * :func:`apply_masks` returns exactly ``stemdot.apply_masks(stemdot.open(path,
-  **open_options), masks)``: the scan is cut into frame ranges, one task each, sized as a
-  multiple of the executing node's stemdot worker count; nodes that finish sooner are
-  handed more ranges. Workers read their frames from ``path`` (shared storage); the mask
-  stack is scattered once; only the results (frames × masks values) travel back, and they
-  are written into the output by frame index. A client-side ledger of ranges recomputes
-  the ranges of a worker that died on the workers still alive: it cancels their tasks as
-  soon as the scheduler drops the worker, so no task waits for a dead worker's address.
+  **open_options), masks)``: the scan is cut into frame ranges, one task each, sized from
+  the executing node's plan (CPU workers × range_frames, GPU workers × GPU_RANGE_FACTOR ×
+  range_frames); nodes that finish sooner are handed more ranges. Workers read their
+  frames from ``path`` (shared storage); the client sends the mask stack to each worker's
+  plugin before its first range (no Dask data the run depends on lives on some workers
+  only); only the results (frames × masks values) travel back, and they are written into
+  the output by frame index. A client-side ledger owns each range exactly once: the
+  ranges of a worker that died or retires are recomputed on the others (the run waits up
+  to ``timeout`` for restarted workers when none is left); a range in flight longer than
+  the hang timeout (``hang_timeout``, default max(HANG_FLOOR_S, HANG_FACTOR × its
+  expected time)) is taken back and recomputed, its worker gets no new range until it
+  answers again, and its late result is ignored; a node that cannot read the file (an
+  I/O error, or a truncated copy: node-local errors) gets no more ranges, with a
+  UserWarning naming it. A gone scheduler fails the run within SCHEDULER_TIMEOUT_S. At
+  the end of a run every worker drops its data and closes its files.
+* :func:`reduce` reduces the frames (sum, mean, max, std) the same way.
+* ``bootstrap_async``, ``apply_masks_async``, ``reduce_async`` and
+  ``dataset_info_async`` are the twins for ``Client(asynchronous=True)``: the range
+  loop is one coroutine on the client's event loop, which the synchronous functions run
+  with ``client.sync`` (as distributed's own API does).
 
 ``python -m stemdot.dask --scheduler ADDRESS FILE --mask ... --out r.npy`` is the command
 line. dask and distributed come from PyPI (``pip install "dask[distributed]"``).
 """
 
 import asyncio
-import concurrent.futures
 import contextlib
 import ctypes
 import fcntl
@@ -42,14 +55,14 @@ from collections import OrderedDict
 import dask
 import numpy as np
 from dask.utils import format_bytes
-from distributed import TimeoutError as DaskTimeoutError
-from distributed import Future, WorkerPlugin, get_worker, wait
+from distributed import WorkerPlugin, get_worker
 from distributed.comm.addressing import get_address_host
 
 import stemdot
 from stemdot import _lib
 
-__all__ = ["StemdotPlugin", "bootstrap", "apply_masks", "reduce", "dataset_info", "ClusterError", "RANGE_BYTES"]
+__all__ = ["StemdotPlugin", "bootstrap", "apply_masks", "reduce", "dataset_info", "centre", "bootstrap_async",
+           "apply_masks_async", "reduce_async", "dataset_info_async", "ClusterError", "RANGE_BYTES"]
 
 #: The plugin's name on the workers (``dask_worker.plugins["stemdot"]``).
 PLUGIN_NAME = "stemdot"
@@ -93,8 +106,10 @@ class StemdotPlugin(WorkerPlugin):
     ``plan`` (the plan's dict, see :func:`stemdot.describe_plan`), ``n_workers``,
     ``dask_cpus`` (CPUs left to Dask's threads), ``warnings``); ``plan`` is the plan
     object, made once per worker process (and, at the first reduction, ``reduce_plan``:
-    the same CPUs without GPU workers). :meth:`teardown` cancels running applies and
-    frees the datasets and the plans.
+    the same CPUs without GPU workers). Per job (an apply_masks or reduce call) it keeps
+    the data the client put (:meth:`put_job`) and the datasets its ranges opened, until
+    the client ends the job (:meth:`end_job`). :meth:`teardown` cancels running applies
+    and frees the datasets and the plans.
     """
 
     name = PLUGIN_NAME
@@ -113,9 +128,10 @@ class StemdotPlugin(WorkerPlugin):
         self.error = None
         self.ready = threading.Event()
         self._lock = threading.Lock()
-        self._datasets = OrderedDict()  # key → [Dataset, users]
+        self._datasets = OrderedDict()  # key → [Dataset, users, job id]
         self._runs = {}  # run handle → job id
-        self._cancelled = set()  # job ids
+        self._cancelled = set()  # job ids cancelled or ended
+        self._jobs = {}  # job id → the job's data (its mask stack, shifts), see put_job
         self._slot_file = None
         host = get_address_host(worker.address)
         try:
@@ -187,10 +203,13 @@ class StemdotPlugin(WorkerPlugin):
     # -- datasets
 
     @contextlib.contextmanager
-    def dataset(self, path, options):
-        """An open dataset of ``path`` with the ``stemdot.open`` options (a dict), from the
-        cache (key: path, options and the file's size and modification time, so that a
-        replaced file is opened again)."""
+    def dataset(self, path, options, job=None):
+        """An open dataset of ``path`` with the ``stemdot.open`` options (a dict). With a
+        job id, from the cache of that job's datasets (key: path, options and the file's
+        size and modification time, so that a replaced file is opened again), which
+        :meth:`end_job` closes: the ranges of one job share the open file, and no file
+        stays open (or locked) after its job. Without a job, or for a job already ended,
+        the dataset is opened for this use only."""
         try:
             st = os.stat(path)
         except OSError as e:
@@ -198,7 +217,17 @@ class StemdotPlugin(WorkerPlugin):
                 f"{path}: {e.strerror} (on worker {self.worker.address}: the file must be at this path on every worker)",
                 _lib.ERR_IO,
             ) from None
-        key = (os.path.abspath(path), tuple(sorted((k, repr(v)) for k, v in options.items())), st.st_size, st.st_mtime_ns)
+        with self._lock:
+            cached = job is not None and job not in self._cancelled
+        if not cached:
+            opened = stemdot._open(path, options)
+            try:
+                yield opened
+            finally:
+                opened.close()
+            return
+        key = (job, os.path.abspath(path), tuple(sorted((k, repr(v)) for k, v in options.items())), st.st_size,
+               st.st_mtime_ns)
         with self._lock:
             entry = self._datasets.get(key)
             if entry is not None:
@@ -207,7 +236,7 @@ class StemdotPlugin(WorkerPlugin):
         if entry is None:
             opened = stemdot._open(path, options)  # its warnings go to the client (dataset_info)
             with self._lock:
-                entry = self._datasets.setdefault(key, [opened, 0])
+                entry = self._datasets.setdefault(key, [opened, 0, job])
                 entry[1] += 1
                 self._evict()
             if entry[0] is not opened:  # another thread opened it meanwhile
@@ -220,9 +249,38 @@ class StemdotPlugin(WorkerPlugin):
                 self._evict()
 
     def _evict(self):
-        unused = [k for k, (_, users) in self._datasets.items() if users == 0]
-        for k in unused[: max(0, len(self._datasets) - DATASET_CACHE)]:
+        """Closes the unused datasets of ended jobs, and the least recently used ones
+        beyond DATASET_CACHE (called with the lock held)."""
+        unused = [k for k, (_, users, _) in self._datasets.items() if users == 0]
+        ended = [k for k in unused if self._datasets[k][2] in self._cancelled]
+        for k in ended + [k for k in unused if k not in ended][: max(0, len(self._datasets) - len(ended) - DATASET_CACHE)]:
             self._datasets.pop(k)[0].close()
+
+    # -- jobs
+
+    def put_job(self, job, data):
+        """Keeps data (a dict: ``masks``, the mask stack; ``shifts``, None or the shifts
+        of the whole scan) for the ranges of job, until :meth:`end_job`."""
+        with self._lock:
+            if job not in self._cancelled:
+                self._jobs[job] = data
+
+    def job_data(self, job):
+        """The data of job put by the client; raises :class:`JobDataMissing` when this
+        worker has none (it joined or restarted after the client sent it)."""
+        with self._lock:
+            data = self._jobs.get(job)
+        if data is None:
+            raise JobDataMissing(f"worker {self.worker.address} holds no data of job {job}")
+        return data
+
+    def end_job(self, job):
+        """Ends job on this worker: cancels its applies still running, drops its data and
+        closes its datasets (those still in use when their range ends)."""
+        self.cancel(job)
+        with self._lock:
+            self._jobs.pop(job, None)
+            self._evict()
 
     # -- ranges
 
@@ -252,7 +310,7 @@ class StemdotPlugin(WorkerPlugin):
         started = time.perf_counter()
         out = np.empty((count, masks.shape[0]), dtype=dtype)
         weights, suffix = stemdot._weights(masks)  # float32, or float64 (see stemdot._job)
-        with self._run(job) as run, self.dataset(path, dict(options, frames=(first, count))) as ds:
+        with self._run(job) as run, self.dataset(path, dict(options, frames=(first, count)), job) as ds:
             tail = (self.plan.handle, run, _lib.PROGRESS_FN(), None, ctypes.c_void_p(out.ctypes.data),
                     _lib.DTYPE_CODES[out.dtype.name], out.size)
             if shifts is None:
@@ -278,7 +336,7 @@ class StemdotPlugin(WorkerPlugin):
         names = set(names)
         names |= {"sum"} if names & {"mean", "std"} else set()
         names |= {"mean"} if "std" in names else set()
-        with self._run(job) as run, self.dataset(path, dict(options, frames=(first, count))) as ds:
+        with self._run(job) as run, self.dataset(path, dict(options, frames=(first, count)), job) as ds:
             out = {r: np.empty(ds.sig_shape, dtype=np.float64) for r in stemdot.REDUCTIONS if r in names}
             bufs = [out[r].ctypes.data_as(ctypes.POINTER(ctypes.c_double)) if r in out else None for r in stemdot.REDUCTIONS]
             stemdot._call(stemdot._LIB.stemdot_reduce, ds.handle, self.reduce_plan.handle, run, _lib.PROGRESS_FN(), None,
@@ -309,10 +367,11 @@ class StemdotPlugin(WorkerPlugin):
         while self._runs and time.monotonic() < deadline:
             time.sleep(0.05)
         with self._lock:
-            for ds, _ in self._datasets.values():
+            for ds, _, _ in self._datasets.values():
                 with contextlib.suppress(stemdot.StemdotError):
                     ds.close()
             self._datasets.clear()
+            self._jobs.clear()
             for plan in (self.plan, self.reduce_plan):
                 if plan is not None:
                     plan.free()
@@ -370,9 +429,23 @@ def _plugin():
     return plugin
 
 
-def _range_task(job, path, options, masks, first, count, dtype, shifts=None):
-    """A range task: frames [first, first+count) of path, see StemdotPlugin.compute."""
-    return _plugin().compute(job, path, options, masks, first, count, dtype, shifts)
+class JobDataMissing(RuntimeError):
+    """A range task reached a worker that holds no data of its job (the worker joined or
+    was restarted at the same address after the client sent it): the client sends the
+    data again and recomputes the range."""
+
+
+def _range_task(job, path, options, first, count, dtype, shifts=None):
+    """A range task: frames [first, first+count) of path, with the job's mask stack (and
+    whole-scan shifts) that the client put on this worker (StemdotPlugin.put_job); shifts:
+    those of the range's frames, when the job has them per frame. See
+    StemdotPlugin.compute."""
+    plugin = _plugin()
+    plugin.wait_ready()
+    data = plugin.job_data(job)
+    if shifts is None:
+        shifts = data["shifts"]
+    return plugin.compute(job, path, options, data["masks"], first, count, dtype, shifts)
 
 
 def _reduce_task(job, path, options, names, first, count):
@@ -381,17 +454,26 @@ def _reduce_task(job, path, options, names, first, count):
     return _plugin().reduce(job, path, options, names, first, count)
 
 
-def _info_task(path, options):
+def _info_task(path, options, job=None):
     """nav_shape, sig_shape, dtype name, frame count and warnings of path, opened on a
-    worker; frame_positions: the scan position of each frame when they are not the
-    whole scan (an ROI, a frames range), else None."""
+    worker (kept open for job's ranges, see StemdotPlugin.dataset); frame_positions: the
+    scan position of each frame when they are not the whole scan (an ROI, a frames
+    range), else None; size: the file's size in bytes on this worker."""
     plugin = _plugin()
     plugin.wait_ready()
-    with plugin.dataset(path, options) as ds:
+    with plugin.dataset(path, options, job) as ds:
         part = int(np.prod(ds.scan_shape)) != ds.n_frames
         return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
                 "format": ds.format, "warnings": ds.warnings, "scan_shape": ds.scan_shape, "positions": ds.positions,
-                "frame_positions": ds._scan_positions() if part else None}
+                "frame_positions": ds._scan_positions() if part else None, "size": _file_size(path)}
+
+
+def _file_size(path, dask_worker=None):
+    """The size in bytes of path on this worker, None when it cannot be read."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
 
 
 async def _node_ready(dask_worker, timeout):
@@ -406,13 +488,43 @@ async def _node_ready(dask_worker, timeout):
     return await asyncio.get_running_loop().run_in_executor(None, plugin.wait_ready, left)
 
 
-async def _cancel_job(job, dask_worker=None):
+async def _put_job(job, data, dask_worker=None):
+    """Keeps job's data on this worker's plugin (see StemdotPlugin.put_job)."""
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
-    if plugin is not None and hasattr(plugin, "ready") and plugin.ready.is_set() and plugin.error is None:
-        plugin.cancel(job)
+    if plugin is None or not hasattr(plugin, "ready"):
+        raise RuntimeError(f"worker {dask_worker.address} has no stemdot plugin yet")
+    plugin.put_job(job, data)
+
+
+async def _end_job(job, dask_worker=None):
+    """Ends job on this worker (StemdotPlugin.end_job), off the event loop."""
+    plugin = dask_worker.plugins.get(PLUGIN_NAME)
+    if plugin is not None and hasattr(plugin, "ready"):
+        await asyncio.get_running_loop().run_in_executor(None, plugin.end_job, job)
+
+
+def _ping(dask_worker=None):
+    return dask_worker.address
 
 
 # ------------------------------------------------------------------- client side
+
+
+#: Seconds the client waits for an answer of the scheduler before it calls it gone.
+SCHEDULER_TIMEOUT_S = 5
+
+#: The hang timeout's floor, and the factor on a range's expected time (see apply_masks).
+HANG_FLOOR_S = 30
+HANG_FACTOR = 10
+
+#: The hang timeout of a range before any range of the job has finished (no rate known).
+HANG_FIRST_S = 120
+
+#: Frames of a range per GPU worker of a node, in units of the frames per CPU worker
+#: (range_frames): a GPU worker computes a range several times faster than a CPU worker,
+#: and its per-range cost (the transfer of the mask stack, the start of a kernel) is
+#: higher; at the default range_frames, 8 × RANGE_BYTES = 1 GiB of frames per GPU.
+GPU_RANGE_FACTOR = 8
 
 
 def _live_workers(client):
@@ -421,21 +533,44 @@ def _live_workers(client):
     return {a: w for a, w in workers.items() if w.get("status", "running") == "running"}
 
 
+async def _scheduler_workers(client):
+    """Address → scheduler info of every worker the scheduler knows (any status); raises
+    ClusterError within SCHEDULER_TIMEOUT_S when the scheduler is gone."""
+    address = getattr(client.scheduler, "address", None) or "?"
+    if client.status not in ("running", "newly-created"):
+        raise ClusterError(f"the Dask scheduler at {address} is gone (the client lost its connection to it; client "
+                           f"status {client.status!r}): restart the scheduler and its workers, and run again")
+    try:
+        identity = await asyncio.wait_for(client.scheduler.identity(n_workers=-1), SCHEDULER_TIMEOUT_S)
+    except (OSError, asyncio.TimeoutError) as e:
+        raise ClusterError(f"the Dask scheduler at {address} is gone: no answer within {SCHEDULER_TIMEOUT_S} s "
+                           f"({type(e).__name__}: {e}); restart the scheduler and its workers, and run again") from None
+    return identity["workers"]
+
+
+async def _live_async(client):
+    """_live_workers, on the client's event loop."""
+    workers = await _scheduler_workers(client)
+    return {a: w for a, w in workers.items() if w.get("status", "running") == "running"}
+
+
 class ClusterError(RuntimeError):
     """The Dask cluster cannot run or finish the job: it has no running worker (none
-    connected, or all paused because their memory is above Dask's pause threshold), or
-    the workers of the run left the cluster during it, taking the mask stack scattered
-    to them. The message names the workers, their memory_limit, and what helps."""
+    connected, or all paused because their memory is above Dask's pause threshold, for
+    longer than the ``timeout``), the workers of the run left the cluster during it and
+    none came back, a range was lost ``max_attempts`` times, no worker can read the file
+    (the nodes' errors are named), or the scheduler is gone. The message names the
+    workers, their memory_limit, and what helps."""
 
 
-def _cluster_error(client, what, started=None, stack_bytes=None):
+async def _cluster_error(client, what, started=None):
     """A ClusterError: what went wrong, the workers that left since the run started
     (started: the scheduler's workers then, address → info) or are paused, and why this
     happens and what helps."""
     try:
-        workers = client.scheduler_info(n_workers=-1)["workers"]
-    except Exception as e:
-        return ClusterError(f"{what}; the scheduler does not answer ({e})")
+        workers = await _scheduler_workers(client)
+    except ClusterError as e:
+        return ClusterError(f"{what}; {e}")
     started = started or {}
     gone = sorted(set(started) - set(workers))
     paused = sorted(a for a, w in workers.items() if w.get("status") == "paused")
@@ -444,8 +579,7 @@ def _cluster_error(client, what, started=None, stack_bytes=None):
     pause, terminate = (dask.config.get(f"distributed.worker.memory.{k}") for k in ("pause", "terminate"))
     facts = [what]
     if gone:
-        facts.append(f"{len(gone)} of the {len(started)} Dask workers of the run left the cluster ({', '.join(gone)})"
-                     + (", and with them the mask stack scattered to them" if stack_bytes else ""))
+        facts.append(f"{len(gone)} of the {len(started)} Dask workers of the run left the cluster ({', '.join(gone)})")
     if paused:
         facts.append(f"{len(paused)} of the {len(workers)} Dask workers are paused ({', '.join(paused)}): their memory "
                      f"use is above {pause:.0%} of their memory_limit ({limit}; Dask's distributed.worker.memory.pause)")
@@ -461,16 +595,33 @@ def _cluster_error(client, what, started=None, stack_bytes=None):
         nanny = f", or restarted by its Nanny at {terminate:.0%} of its memory_limit ({limit})" if terminate else ""
         why = (f" A Dask worker leaves when its process dies: killed (e.g. by the kernel's out-of-memory killer){nanny}; "
                "the workers' logs say which.")
-    holds = f" (it holds the mask stack, {format_bytes(stack_bytes)}, and its ranges' results)" if stack_bytes else ""
-    return ClusterError("; ".join(facts) + "." + why + f" Give each worker the memory it needs{holds}: dask worker "
-                        "--memory-limit, LocalCluster(memory_limit=...); or use fewer or smaller masks; then run again")
+    return ClusterError("; ".join(facts) + "." + why + " Give each worker the memory it needs (the mask stack and its "
+                        "ranges' results): dask worker --memory-limit, LocalCluster(memory_limit=...); or use fewer or "
+                        "smaller masks; then run again")
 
 
-def _cancel_reasons(exc):
-    """The reasons the scheduler gives for cancelling futures (distributed's
-    FutureCancelledError, FuturesCancelledError), or the exception's text."""
-    reasons = [getattr(g, "reason", None) for g in getattr(exc, "error_groups", [exc])]
-    return ", ".join(sorted({r for r in reasons if r})) or str(exc) or type(exc).__name__
+def _sync(client, coroutine_function, *args, **kwargs):
+    """Runs coroutine_function(*args, **kwargs) on client's event loop (client.sync, as
+    distributed's own synchronous API does) and returns its result; the warnings it
+    collects (kwargs["notes"], a list) are issued here, in the caller's thread, also when
+    it fails. Ctrl-C (KeyboardInterrupt) cancels the coroutine, which cancels the job
+    (kwargs["job"]) everywhere."""
+    notes = kwargs.setdefault("notes", [])
+    try:
+        return client.sync(coroutine_function, *args, **kwargs)
+    except KeyboardInterrupt:
+        if kwargs.get("job") is not None:
+            _cancel_everywhere(client, kwargs["job"])
+        raise
+    finally:
+        for note in notes:
+            warnings.warn(note, UserWarning, stacklevel=3)
+
+
+def _issue(notes):
+    """Issues the warnings collected by an async call (see _sync) in the caller's task."""
+    for note in notes:
+        warnings.warn(note, UserWarning, stacklevel=3)
 
 
 def bootstrap(client, plugin=None, timeout=120):
@@ -479,39 +630,212 @@ def bootstrap(client, plugin=None, timeout=120):
     → node description (see :class:`StemdotPlugin`). Safe to call again and from several
     clients at once: the plugin is registered once (idempotent), and the workers keep
     their set-up (the same plan object). Workers that join later, or are restarted by
-    their Nanny, are set up by Dask on arrival. Raises RuntimeError naming the worker
-    whose set-up failed, TimeoutError after ``timeout`` seconds.
+    their Nanny, are set up by Dask on arrival. A worker that dies meanwhile is left
+    out (its connection error is not the run's). Raises RuntimeError naming the worker
+    whose set-up failed, TimeoutError after ``timeout`` seconds; :func:`bootstrap_async`
+    is its twin for ``Client(asynchronous=True)``.
     """
-    client.register_plugin(plugin if plugin is not None else StemdotPlugin(), name=PLUGIN_NAME)
-    return client.run(_node_ready, timeout=timeout)
+    return client.sync(_bootstrap, client, plugin, timeout)
+
+
+async def bootstrap_async(client, plugin=None, timeout=120):
+    """:func:`bootstrap` for an asynchronous client: ``await bootstrap_async(client)``."""
+    return await _bootstrap(client, plugin, timeout)
+
+
+async def _bootstrap(client, plugin, timeout, grace=None):
+    """bootstrap on the client's loop. Each worker is asked on its own, so that one that
+    died (a connection error: it is left out once the scheduler drops it, and the others
+    asked again) or hangs does not hold up the rest. grace: None, every worker is waited
+    for up to timeout; else, once one worker is ready, the others get grace more seconds
+    (a run sets up the late ones when they answer, see _probe)."""
+    await client.register_plugin(plugin if plugin is not None else StemdotPlugin(), name=PLUGIN_NAME)
+    deadline = time.monotonic() + timeout
+    nodes, asking = {}, {}
+
+    async def ask(address, left, delay):
+        await asyncio.sleep(delay)
+        answers = await client.run(_node_ready, timeout=max(1.0, left), workers=[address], on_error="return")
+        return answers.get(address, OSError(f"worker {address} did not answer"))
+
+    while True:
+        workers = await _scheduler_workers(client)
+        for address in list(asking):
+            if address not in workers:
+                asking.pop(address).cancel()
+        todo = [a for a, w in workers.items() if a not in nodes and w.get("status") not in _LEAVING]
+        if not todo:
+            return nodes
+        left = deadline - time.monotonic()
+        if left <= 0:
+            for task in asking.values():
+                task.cancel()
+            if grace is not None and nodes:
+                return nodes
+            raise TimeoutError(f"stemdot set-up of the workers {', '.join(todo)} did not finish within {timeout} s")
+        for address in todo:
+            if address not in asking:
+                asking[address] = asyncio.ensure_future(ask(address, left, 0))
+        await asyncio.wait([asking[a] for a in todo], timeout=min(left, POLL_S), return_when=asyncio.FIRST_COMPLETED)
+        for address in todo:
+            task = asking[address]
+            if not task.done():
+                continue
+            answer = task.exception() or task.result()
+            if not isinstance(answer, BaseException):
+                del asking[address]
+                nodes[address] = answer
+                if grace is not None:
+                    deadline = min(deadline, time.monotonic() + grace)
+            elif isinstance(answer, OSError) and not isinstance(answer, TimeoutError):  # a worker that died
+                asking[address] = asyncio.ensure_future(ask(address, left, 0.2))
+            else:
+                for task in asking.values():
+                    task.cancel()
+                raise answer
+
+
+#: Scheduler statuses of workers that are leaving the cluster.
+_LEAVING = ("closing", "closing_gracefully", "closed")
 
 
 def dataset_info(client, path, *, timeout=120, **open_options):
     """Opens ``path`` on a worker (as :func:`stemdot.open` with ``open_options``) and
     returns a dict with ``nav_shape``, ``sig_shape``, ``dtype`` (numpy name),
-    ``n_frames``, ``format`` (as read: "mib", "hdf5", ...), ``warnings`` (the dataset's, see ``stemdot.Dataset.warnings``),
-    ``scan_shape`` and ``positions`` (a region of interest's selected scan positions,
-    else None: see ``stemdot.Dataset``). The
-    client needs no access to the file; a relative ``path``, or ``roi`` NPY file, that
-    exists on the client is made absolute there (:func:`_client_path`). Raises
-    :class:`ClusterError` when no worker has been running for ``timeout`` seconds (none
-    connected, or all paused)."""
-    path = _client_path(path)
-    future = client.submit(_info_task, path, _client_options(open_options), pure=False)
+    ``n_frames``, ``format`` (as read: "mib", "hdf5", ...), ``warnings`` (the dataset's,
+    see ``stemdot.Dataset.warnings``), ``scan_shape`` and ``positions`` (a region of
+    interest's selected scan positions, else None: see ``stemdot.Dataset``), ``size``
+    (the file's bytes on that worker). The client needs no access to the file; a
+    relative ``path``, or ``roi`` NPY file, that exists on the client is made absolute
+    there (:func:`_client_path`). A worker whose node cannot read the file (see
+    :func:`apply_masks`, node-local errors) is warned about and another is asked.
+    Raises :class:`ClusterError` when no worker has been running for ``timeout`` seconds
+    (none connected, or all paused), or the nodes' error when none can read the file."""
+    return _sync(client, _dataset_info_notes, client, _client_path(path), _client_options(open_options), timeout)
+
+
+async def dataset_info_async(client, path, *, timeout=120, **open_options):
+    """:func:`dataset_info` for an asynchronous client."""
+    notes = []
+    try:
+        return await _dataset_info_notes(client, _client_path(path), _client_options(open_options), timeout, notes=notes)
+    finally:
+        _issue(notes)
+
+
+async def _dataset_info_notes(client, path, options, timeout, notes):
+    excluded = {}
+    info = await _dataset_info(client, path, options, timeout, excluded=excluded)
+    notes.extend(_exclusion_notes(path, excluded))
+    return info
+
+
+async def _dataset_info(client, path, options, timeout, job=None, excluded=None, nodes=None):
+    """dataset_info on the client's loop, asking one worker at a time (of nodes, the
+    workers set up, when given and live: not one that hangs); excluded: address → error of the
+    workers whose node cannot read the file (filled here; their warnings are the
+    caller's to issue, see _exclusion_notes)."""
+    excluded = {} if excluded is None else excluded
     stalled = None  # since when no worker runs
     while True:
+        live = await _live_async(client)
+        candidates = sorted(a for a in live if a not in excluded)
+        readers = [a for a in candidates if nodes is None or a in nodes] or candidates
+        if not readers:
+            if live:
+                raise _unreadable(path, excluded)
+            if stalled is None:
+                stalled = time.monotonic()
+            elif time.monotonic() - stalled > timeout:
+                raise await _cluster_error(client, f"no Dask worker has run for {timeout:g} s to open {path}")
+            await asyncio.sleep(POLL_S)
+            continue
+        stalled = None
+        address = readers[0]
+        future = client.submit(_info_task, path, options, job, workers=[address], allow_other_workers=False, pure=False,
+                               key=f"stemdot-info-{uuid.uuid4().hex}")
         try:
-            wait([future], timeout=1)
-            return future.result()
-        except DaskTimeoutError:
-            pass
-        if _live_workers(client):
-            stalled = None
-        elif stalled is None:
-            stalled = time.monotonic()
-        elif time.monotonic() - stalled > timeout:
-            future.cancel()
-            raise _cluster_error(client, f"no Dask worker has run for {timeout:g} s to open {path}")
+            while not future.done():
+                await _wait_any([future], POLL_S)
+                if not future.done() and address not in await _live_async(client):
+                    break  # its worker left: ask another
+        finally:
+            if not future.done():
+                await client.cancel([future])
+        if future.status == "finished":
+            return await future.result()
+        if future.status != "error":
+            continue
+        exc = await future.exception()
+        if _worker_lost(exc):
+            continue
+        if not await _node_local(client, exc, address, path, None, live):
+            raise exc
+        excluded[address] = _Unreadable(live[address].get("host"), exc)
+
+
+class _Unreadable:
+    """The error of a worker whose node cannot read the file (a node-local error)."""
+
+    def __init__(self, host, error):
+        self.host, self.error = host, error
+
+    def __str__(self):
+        return f"{type(self.error).__name__}: {self.error}"
+
+
+async def _node_local(client, exc, address, path, size, live):
+    """Whether exc, raised by a task on the worker at address, is its node's own (the
+    file can be read elsewhere), not the data's. Node-local are the I/O errors
+    (stemdot.StemdotIOError: a missing file, no permission, a failed or short read) and
+    format or shape errors of a file whose size on that node differs from size (the
+    size where the dataset was opened first; None: from the sizes of the file on the
+    other live workers): a truncated or stale copy. A format error of a file of the
+    same size everywhere is the data's own."""
+    if isinstance(exc, stemdot.StemdotIOError):
+        return True
+    if not isinstance(exc, (stemdot.FormatError, stemdot.ShapeError)):
+        return False
+    asking = {a: asyncio.ensure_future(client.run(_file_size, path, workers=[a], on_error="return")) for a in live}
+    await asyncio.wait(asking.values(), timeout=SCHEDULER_TIMEOUT_S)  # a stopped worker does not answer
+    sizes = {}
+    for a, t in asking.items():
+        if t.done() and not t.cancelled() and t.exception() is None:
+            sizes.update(t.result())
+        t.cancel()
+    here = sizes.get(address)
+    if size is not None:
+        return here != size
+    return any(isinstance(s, int) and s != here for a, s in sizes.items() if a != address)
+
+
+def _exclusion_notes(path, excluded):
+    return [f"stemdot: worker {a} (node {u.host}) cannot read {path}, its ranges went to other workers: {u}"
+            for a, u in sorted(excluded.items())]
+
+
+def _unreadable(path, excluded):
+    """The error when no live worker can read path: of the class of the nodes' errors
+    when they are all of one class (e.g. StemdotIOError for a file missing everywhere),
+    else a ClusterError; the message names each node's error."""
+    errors = "; ".join(f"worker {a} (node {u.host}): {u.error}" for a, u in sorted(excluded.items()))
+    what = f"no live Dask worker can read {path}: {errors}"
+    kinds = {type(u.error) for u in excluded.values()}
+    if len(kinds) == 1:
+        kind = kinds.pop()
+        if issubclass(kind, stemdot.StemdotError):
+            return kind(what, next(iter(excluded.values())).error.code)
+    return ClusterError(what)
+
+
+async def _wait_any(futures, timeout, tasks=()):
+    """Waits until one of the Dask futures or asyncio tasks is done, or timeout seconds."""
+    waiters = [asyncio.ensure_future(f._state.wait()) for f in futures]
+    try:
+        await asyncio.wait(waiters + list(tasks), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
 
 
 def _client_path(path):
@@ -546,14 +870,38 @@ def _first_frame(frames):
     return int(frames[0])
 
 
+def _range_size(node, per_worker, gpus=True):
+    """Frames of one range for node (a node description, see StemdotPlugin): its CPU
+    workers × per_worker + (gpus) its GPU workers × GPU_RANGE_FACTOR × per_worker, at
+    least per_worker. Without gpus (reductions, which run on CPU workers only): every
+    worker of its plan × per_worker."""
+    workers = node["plan"]["workers"]
+    n_gpu = sum("gpu" in w for w in workers) if gpus else 0
+    return max(per_worker, (len(workers) - n_gpu) * per_worker + n_gpu * GPU_RANGE_FACTOR * per_worker)
+
+
+def _hang_limit(count, rate, hang_timeout):
+    """Seconds a range of count frames may stay in flight on one worker before it is
+    taken back: hang_timeout when given, else max(HANG_FLOOR_S, HANG_FACTOR × count /
+    rate) with rate the frames per second measured on that worker (or on the whole
+    cluster) in this job, HANG_FIRST_S before any range finished."""
+    if hang_timeout is not None:
+        return float(hang_timeout)
+    if not rate:
+        return float(HANG_FIRST_S)
+    return max(float(HANG_FLOOR_S), HANG_FACTOR * count / rate)
+
+
 class _Ledger:
     """The client's record of the scan's frame ranges: pending (not handed out), in
-    flight (frames of a submitted task, by future) and done. A range whose worker died
-    goes back to pending, to be cut again for the next worker that asks."""
+    flight (frames of a submitted task, by future) and done. A range is in exactly one of
+    them: one whose worker died, hung or cannot read the file goes back to pending (its
+    task cancelled, so that a late result of it is never seen), to be cut again for the
+    next worker that asks."""
 
     def __init__(self, n_frames):
         self.pending = [(0, n_frames)]  # [first, end) intervals, in order
-        self.flight = {}  # future → (first, count, worker address, attempt)
+        self.flight = {}  # future → _Flight
         self.attempts = {}  # first frame → tries so far
         self.done = 0
 
@@ -569,30 +917,40 @@ class _Ledger:
             self.pending[0] = (first + count, end)
         return first, count
 
-    def give_back(self, first, count):
-        self.pending.append((first, first + count))
+    def give_back(self, future):
+        """Takes future's range out of flight, back to pending; returns its record."""
+        f = self.flight.pop(future)
+        self.pending.append((f.first, f.first + f.count))
         self.pending.sort()
+        return f
 
     def busy(self, address):
-        return sum(1 for (_, _, a, _) in self.flight.values() if a == address)
+        return sum(1 for f in self.flight.values() if f.address == address)
 
 
-def _prepare(client, path, open_options, range_frames, timeout):
-    """The set-up of a job over the frames of path: the path (made absolute where it
-    exists here), the nodes (:func:`bootstrap`), the scheduler's workers the run starts
-    with, the dataset's info (its warnings issued), the open options without frames,
-    the first frame of the frames option (the ranges are cut from its span: each range
-    task opens frames (first + range's first, range's count) of the whole scan) and the
-    frames per stemdot worker of a range."""
-    path = _client_path(path)
-    nodes = bootstrap(client, timeout=timeout)
+class _Flight:
+    """A range in flight: its frames, worker, attempt, and since when it may run there
+    (its submission, or the end of the range before it on that worker)."""
+
+    def __init__(self, first, count, address, attempt, since):
+        self.first, self.count, self.address, self.attempt, self.since = first, count, address, attempt, since
+
+    def record(self):
+        return self.first, self.count, self.address, self.attempt
+
+
+async def _prepare(client, job, path, open_options, range_frames, timeout, excluded):
+    """The set-up of a job over the frames of path: the nodes (:func:`bootstrap`), the
+    scheduler's workers the run starts with, the dataset's info (opened for job on a
+    worker that can read it; its warnings are the caller's), the open options without
+    frames, the first frame of the frames option (the ranges are cut from its span: each
+    range task opens frames (first + range's first, range's count) of the whole scan)
+    and the frames per stemdot worker of a range."""
+    nodes = await _bootstrap(client, None, timeout, grace=SCHEDULER_TIMEOUT_S)
     if not nodes:
-        raise _cluster_error(client, "the cluster has no Dask worker")
-    workers = client.scheduler_info(n_workers=-1)["workers"]  # those the run starts with
-    open_options = _client_options(open_options)
-    info = dataset_info(client, path, timeout=timeout, **open_options)
-    for w in info["warnings"]:
-        warnings.warn(f"stemdot: {w}", stacklevel=3)
+        raise await _cluster_error(client, "the cluster has no Dask worker")
+    workers = await _scheduler_workers(client)  # those the run starts with
+    info = await _dataset_info(client, path, open_options, timeout, job=job, excluded=excluded, nodes=nodes)
     open_options = dict(open_options)
     frames = open_options.pop("frames", None)
     first_frame = _first_frame(frames) if frames is not None else 0
@@ -600,7 +958,281 @@ def _prepare(client, path, open_options, range_frames, timeout):
     per_worker = int(range_frames) if range_frames else max(1, RANGE_BYTES // frame_bytes)
     if per_worker < 1:
         raise ValueError(f"range_frames={range_frames}: want at least 1 frame per worker")
-    return path, nodes, workers, info, open_options, first_frame, per_worker
+    return nodes, workers, info, open_options, first_frame, per_worker
+
+
+async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task, store, data, *, progress, resources,
+                      prefer, max_attempts, timeout, hang_timeout, report, started, excluded, size, suspects):
+    """Runs job over the frames [0, n_frames) of path as range tasks on the workers of
+    the cluster (see :func:`apply_masks`), as a coroutine on the client's event loop: a
+    range for a node holds ``size_of(nodes[address])`` frames; ``task(first, count)``
+    gives the function and arguments of its task, whose result is (values, worker
+    address, stemdot workers, seconds), and ``store(first, count, values)`` takes the
+    values of each range computed. data (None, or a dict for StemdotPlugin.put_job) is
+    sent to each worker before its first range of the job. A range whose worker died,
+    hung (see _hang_limit) or cannot read the file (excluded: address → _Unreadable, see
+    _node_local; size: the file's bytes where it was opened first) is cut again for the
+    other workers; any other error of a range cancels the job everywhere and is raised.
+    suspects: address → asyncio task pinging a worker whose range hung (filled here)."""
+    ledger = _Ledger(n_frames)
+    record = {"ranges": [], "lost": [], "hung": [], "nodes": nodes}
+    preferred = set(prefer or ())
+    notify = _progress(progress, n_frames)
+    probing = {}  # address → (future, asyncio task) of its readiness (a worker that joined or restarted), see _probe
+    holding = set()  # addresses holding the job's data
+    sending = {}  # address → asyncio task sending it the job's data
+    gathering = {}  # future → asyncio task fetching the values of its finished range
+    done_by = {}  # address → [frames, seconds in the apply] of the ranges it computed
+    idle_since = None  # since when no range is in flight
+
+    def depth(address, worker):
+        return 2 if not preferred or address in preferred or worker.get("host") in preferred else 1
+
+    def eligible(worker):
+        have = worker.get("resources") or {}
+        return all(have.get(r, 0) >= n for r, n in (resources or {}).items())
+
+    def rate(address):
+        frames, seconds = done_by.get(address) or [sum(d[0] for d in done_by.values()), sum(d[1] for d in done_by.values())]
+        return frames / seconds if seconds > 0 else None
+
+    async def cancel(futures):
+        if futures:
+            with contextlib.suppress(Exception):
+                await client.cancel(list(futures))
+
+    async def send(address):
+        """Puts the job's data on the worker at address; whether it took it."""
+        answers = await client.run(_put_job, job, data, workers=[address], on_error="return")
+        return address in answers and not isinstance(answers[address], BaseException)
+
+    def ready_for(address):
+        """Whether the worker at address holds the job's data; starts sending it (in a
+        task: a stopped worker must not stall the loop) when it does not."""
+        if data is None or address in holding:
+            return True
+        if address not in sending:
+            sending[address] = asyncio.ensure_future(send(address))
+        return False
+
+    def submit(address, first, count):
+        attempt = ledger.attempts.get(first, 0) + 1
+        ledger.attempts[first] = attempt
+        future = client.submit(
+            *task(first, count),
+            key=f"stemdot-range-{job}-{first}-{count}-{attempt}",
+            # Sized for this worker, so it runs there only; if the worker leaves the
+            # cluster, hangs or cannot read the file, the ledger cancels the task and cuts
+            # the range again for the other workers (below): no task outlives its
+            # worker's address, and the scheduler never reruns a range on a node it was
+            # not sized for.
+            workers=[address],
+            allow_other_workers=False,
+            resources=resources,
+            pure=False,
+        )
+        ledger.flight[future] = _Flight(first, count, address, attempt, time.monotonic())
+
+    async def ping(address, delay):
+        await asyncio.sleep(delay)
+        await client.run(_ping, workers=[address])
+
+    live, polled = {}, -POLL_S
+    try:
+        while ledger.done < n_frames:
+            now = time.monotonic()
+            if now - polled >= POLL_S:
+                live, polled = await _live_async(client), now
+            gone = [f for f, fl in ledger.flight.items() if fl.address not in live]
+            for future in gone:  # its worker died or is retiring: the ledger recomputes the range
+                record["lost"].append(ledger.give_back(future).record())
+            hung = [f for f, fl in ledger.flight.items() if now - fl.since > _hang_limit(fl.count, rate(fl.address), hang_timeout)]
+            for future in hung:  # taken back; no new range there until the worker answers again
+                fl = ledger.give_back(future)
+                record["hung"].append(fl.record())
+                if fl.address not in suspects:
+                    suspects[fl.address] = asyncio.ensure_future(ping(fl.address, 0))
+            await cancel(gone + hung)
+            for address, pinger in list(suspects.items()):
+                if pinger.done():
+                    if pinger.cancelled() or pinger.exception() is None or address not in live:
+                        del suspects[address]  # it answers again (or left)
+                    else:
+                        suspects[address] = asyncio.ensure_future(ping(address, POLL_S))
+            for address in [a for a in probing if a not in live]:
+                future, settle = probing.pop(address)
+                settle.cancel()
+                await cancel([future])
+            for address, sender in list(sending.items()):
+                if sender.done():
+                    del sending[address]
+                    if not sender.cancelled() and sender.exception() is None and sender.result():
+                        holding.add(address)
+            holding &= set(live)
+            for address, worker in sorted(live.items(), key=lambda aw: depth(*aw), reverse=True):
+                if address in excluded or address in suspects or not eligible(worker):
+                    continue
+                if address not in nodes:
+                    _probe(client, address, probing, nodes, timeout)
+                    continue
+                while ledger.busy(address) < depth(address, worker):
+                    if not ledger.pending or not ready_for(address):
+                        break
+                    taken = ledger.take(size_of(nodes[address]))
+                    if ledger.attempts.get(taken[0], 0) >= max_attempts:
+                        raise await _cluster_error(
+                            client, f"frames [{taken[0]}, {taken[0] + taken[1]}) of {path} were lost {max_attempts} times "
+                            "with their workers (raise max_attempts to try again)", workers)
+                    submit(address, *taken)
+            if not ledger.flight:
+                if live and not any(eligible(w) for w in live.values()):
+                    raise ClusterError(f"no running worker of the cluster has the resources {resources}: start workers "
+                                       "that declare them (dask worker SCHEDULER --resources NAME=N), or drop resources")
+                if live and all(a in excluded for a, w in live.items() if eligible(w)):
+                    raise _unreadable(path, {a: u for a, u in excluded.items() if a in live})
+                # No worker can take a range now: all died (their Nannies may restart
+                # them), are paused, hung, or not set up yet. Wait up to timeout.
+                idle_since = idle_since or now
+                if now - idle_since > timeout:
+                    waiting = sorted(set(live) - set(excluded))
+                    what = (f"no Dask worker took a range for {timeout:g} s (" + (
+                        f"the running ones, {', '.join(waiting)}, hang or are not set up: {len(suspects)} did not "
+                        "answer" if waiting else "none is running") + ")")
+                    raise await _cluster_error(client, what, workers)
+                await asyncio.sleep(0.1)  # waiting for a worker's set-up, or an answer
+                continue
+            idle_since = None
+            await _wait_any([f for f in ledger.flight if f not in gathering], POLL_S, gathering.values())
+            for future in [f for f in ledger.flight if f.done() and f not in gathering]:
+                fl = ledger.flight[future]
+                if future.status == "finished":
+                    # Fetched in a task: a fetch from a worker that dies meanwhile waits
+                    # for the range's recomputation, which the ledger does (above).
+                    gathering[future] = asyncio.ensure_future(future.result())
+                    continue
+                exc = None if future.cancelled() else await future.exception()
+                if exc is None or _worker_lost(exc):
+                    record["lost"].append(ledger.give_back(future).record())
+                elif isinstance(exc, JobDataMissing):
+                    holding.discard(fl.address)
+                    ledger.give_back(future)
+                elif await _node_local(client, exc, fl.address, path, size, live):
+                    excluded[fl.address] = _Unreadable(live.get(fl.address, {}).get("host"), exc)
+                    ledger.attempts[fl.first] -= 1  # not the range's fault
+                    for f in [f for f, o in ledger.flight.items() if o.address == fl.address]:
+                        ledger.give_back(f)
+                        await cancel([f])
+                else:
+                    raise exc
+            for future, fetch in [(f, t) for f, t in gathering.items() if t.done()]:
+                del gathering[future]
+                if future not in ledger.flight:  # taken back meanwhile: its late values are not used
+                    continue
+                if fetch.cancelled() or fetch.exception() is not None:
+                    record["lost"].append(ledger.give_back(future).record())
+                    continue
+                values, ran_on, _, seconds = fetch.result()
+                fl = ledger.flight.pop(future)
+                store(fl.first, fl.count, values)
+                ledger.done += fl.count
+                record["ranges"].append((fl.first, fl.count, ran_on, fl.attempt, seconds))
+                frames_seconds = done_by.setdefault(fl.address, [0, 0.0])
+                frames_seconds[0] += fl.count
+                frames_seconds[1] += seconds
+                now = time.monotonic()
+                for other in ledger.flight.values():
+                    if other.address == fl.address:
+                        other.since = max(other.since, now)
+                notify(ledger.done)
+    except BaseException:
+        await cancel(ledger.flight)
+        raise
+    finally:
+        notify(None)
+        for task in [*suspects.values(), *sending.values(), *gathering.values(), *(s for _, s in probing.values())]:
+            task.cancel()
+        await cancel([f for f, _ in probing.values()])
+        if report is not None:
+            record["seconds"] = time.monotonic() - started
+            record["frames"] = {a: d[0] for a, d in done_by.items()}
+            record["rates"] = {a: d[0] / d[1] if d[1] > 0 else None for a, d in done_by.items()}
+            record["excluded"] = {a: str(u) for a, u in excluded.items()}
+            report.update(record)
+
+
+async def _end_everywhere(client, job, nodes, suspects, timeout=10):
+    """Ends job on every worker (StemdotPlugin.end_job: its applies cancelled, its data
+    dropped, its files closed): waits up to timeout seconds for the nodes of the run that
+    answer; for the others (suspects: workers that did not answer during the run, and
+    workers never set up for it) the message is left on its way, so that a stopped
+    worker ends the job when it wakes."""
+    with contextlib.suppress(Exception):
+        workers = await _scheduler_workers(client)
+        answering = [a for a in workers if a in nodes and a not in suspects]
+        late = [a for a in workers if a not in answering]
+        if late:
+            _background(client.run(_end_job, job, workers=late, on_error="ignore"))
+        if answering:
+            await asyncio.wait([_background(client.run(_end_job, job, workers=answering, on_error="ignore"))],
+                               timeout=timeout)
+
+
+def _cancel_everywhere(client, job, timeout=10):
+    """Tells every worker to stop job's applies, from a thread other than the client's
+    loop (after Ctrl-C); gives up after timeout seconds (a worker that is dying may not
+    answer), since the caller is already failing or interrupted."""
+
+    def run():
+        with contextlib.suppress(Exception):
+            client.run(_end_job, job, on_error="ignore")
+
+    thread = threading.Thread(target=run, name="stemdot-cancel", daemon=True)
+    thread.start()
+    thread.join(timeout)
+
+
+def _worker_lost(exc):
+    """Whether a range failed because its worker died (not because of its data)."""
+    from distributed.scheduler import KilledWorker
+
+    return isinstance(exc, (KilledWorker, OSError)) and not isinstance(exc, stemdot.StemdotError)
+
+
+def _probe(client, address, probing, nodes, timeout):
+    """Starts (once) waiting for the set-up of a worker that joined or was restarted,
+    without blocking the client's loop; its node description lands in ``nodes``.
+    probing: address → (future of its probe task, asyncio task awaiting it)."""
+    if address in probing:
+        return
+    future = client.submit(_probe_task, timeout, workers=[address], allow_other_workers=False, pure=False,
+                           key=f"stemdot-probe-{uuid.uuid4().hex}")
+
+    async def settle():
+        try:
+            node = await future.result()
+            if node["address"] == address:
+                nodes[address] = node
+        except Exception:  # its set-up failed, or it left: asked again at the next look
+            await asyncio.sleep(POLL_S)
+        finally:
+            probing.pop(address, None)
+
+    probing[address] = (future, asyncio.ensure_future(settle()))
+
+
+def _probe_task(timeout):
+    return _plugin().wait_ready(timeout)
+
+
+#: Tasks left running on the client's loop (an end of a job queued for a stopped worker).
+_BACKGROUND = set()
+
+
+def _background(awaitable):
+    task = asyncio.ensure_future(awaitable)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+    return task
 
 
 def centre(client, path, *, shifts=None, resources=None, range_frames=None, timeout=120, **open_options):
@@ -639,6 +1271,7 @@ def reduce(
     range_frames=None,
     max_attempts=4,
     timeout=120,
+    hang_timeout=None,
     report=None,
     **open_options,
 ):
@@ -648,33 +1281,50 @@ def reduce(
     standard-deviation frames asked (any of :data:`stemdot.REDUCTIONS`).
 
     The scan is cut into frame ranges as by :func:`apply_masks` (path, open_options,
-    progress, resources, prefer, range_frames, max_attempts, timeout and report alike);
-    each range is reduced on its worker's CPU workers and only its frames (a few
-    sig_shape arrays) travel back. The ranges' partial reductions are merged here as the
-    engine merges its workers': sums added (integer sums stay exact up to 2**53), maxima
-    compared (NaN kept), and for the std each range's (count, mean, M2 = count·std²)
-    merged by Chan et al.'s pairwise update, so the result is numerically stable.
+    progress, resources, prefer, range_frames, max_attempts, timeout, hang_timeout and
+    report alike, faults handled alike); each range is reduced on its worker's CPU
+    workers (a range holds the node's stemdot worker count × range_frames frames) and
+    only its frames (a few sig_shape arrays) travel back. The ranges' partial reductions
+    are merged here as the engine merges its workers': sums added (integer sums stay
+    exact up to 2**53), maxima compared (NaN kept), and for the std each range's (count,
+    mean, M2 = count·std²) merged by Chan et al.'s pairwise update, so the result is
+    numerically stable. :func:`reduce_async` is its twin for an asynchronous client.
     """
+    return _sync(client, _reduce, client, path, reductions, job=uuid.uuid4().hex, progress=progress, resources=resources,
+                 prefer=prefer, range_frames=range_frames, max_attempts=max_attempts, timeout=timeout,
+                 hang_timeout=hang_timeout, report=report, **open_options)
+
+
+async def reduce_async(client, path, reductions=("sum",), **kwargs):
+    """:func:`reduce` for an asynchronous client (``Client(asynchronous=True)``):
+    ``await reduce_async(client, path, ["sum"], ...)``, with the keywords of reduce."""
+    notes = []
+    try:
+        return await _reduce(client, path, reductions, job=uuid.uuid4().hex, notes=notes, **kwargs)
+    finally:
+        _issue(notes)
+
+
+async def _reduce(client, path, reductions=("sum",), *, job, notes, progress=False, resources=None, prefer=None,
+                  range_frames=None, max_attempts=4, timeout=120, hang_timeout=None, report=None, **open_options):
+    path, open_options = _client_path(path), _client_options(open_options)
     if isinstance(reductions, str):
         reductions = (reductions,)
     names = list(reductions)
     if not names or any(r not in stemdot.REDUCTIONS for r in names):
         raise stemdot.InvalidArgumentError(f"reductions={reductions!r}: want one or more of {', '.join(stemdot.REDUCTIONS)}",
                                            _lib.ERR_INVALID_ARGUMENT)
-    started = time.monotonic()
-    path, nodes, workers, info, open_options, first_frame, per_worker = _prepare(client, path, open_options, range_frames,
-                                                                                timeout)
     total = {}  # the merged partials: "n", and the names computed by the ranges
 
     def store(first, count, part):
         _merge(total, count, part)
 
-    _run_ranges(
-        client, path, info["n_frames"], nodes, workers, per_worker,
-        lambda job, first, count: (_reduce_task, job, path, open_options, names, first_frame + first, count),
-        store, progress=progress, resources=resources, prefer=prefer, max_attempts=max_attempts, timeout=timeout,
-        stack_bytes=0, report=report, started=started,
-    )
+    def task(first_frame, options):
+        return lambda first, count: (_reduce_task, job, path, options, names, first_frame + first, count)
+
+    await _job(client, job, path, open_options, None, task, store, notes, progress=progress, resources=resources,
+               prefer=prefer, range_frames=range_frames, max_attempts=max_attempts, timeout=timeout,
+               hang_timeout=hang_timeout, report=report, gpus=False)
     n, out = total["n"], {}
     for r in [r for r in stemdot.REDUCTIONS if r in names]:
         if r == "mean":
@@ -712,6 +1362,34 @@ def _merge(total, count, part):
     total["n"] = n
 
 
+async def _job(client, job, path, open_options, check, task, store, notes, *, progress, resources, prefer, range_frames,
+               max_attempts, timeout, hang_timeout, report, gpus):
+    """One job over the frames of path on the cluster, on the client's loop: its set-up
+    (_prepare; the dataset's warnings and the nodes that cannot read the file go to
+    notes), check(info) (raises on a bad request; returns data for the workers, or
+    None), the ranges (_run_ranges with task(first_frame, options)(first, count)), and,
+    also on error or cancel, its end on every worker (_end_everywhere: its data
+    dropped and its files closed). Returns the dataset's info and the nodes that took
+    part (joined ones included)."""
+    started = time.monotonic()
+    excluded, suspects, nodes = {}, {}, {}
+    try:
+        ready, workers, info, options, first_frame, per_worker = await _prepare(client, job, path, open_options,
+                                                                                range_frames, timeout, excluded)
+        nodes.update(ready)
+        notes.extend(f"stemdot: {w}" for w in info["warnings"])
+        data = check(info) if check is not None else None
+        await _run_ranges(
+            client, job, path, info["n_frames"], nodes, workers, lambda node: _range_size(node, per_worker, gpus),
+            task(first_frame, options), store, data, progress=progress, resources=resources, prefer=prefer,
+            max_attempts=max_attempts, timeout=timeout, hang_timeout=hang_timeout, report=report, started=started,
+            excluded=excluded, size=info["size"], suspects=suspects)
+        notes.extend(_exclusion_notes(path, excluded))
+        return info, nodes
+    finally:
+        await _end_everywhere(client, job, nodes, suspects)
+
+
 def apply_masks(
     client,
     path,
@@ -724,6 +1402,7 @@ def apply_masks(
     range_frames=None,
     max_attempts=4,
     timeout=120,
+    hang_timeout=None,
     report=None,
     roi_compact=False,
     shifts=None,
@@ -749,7 +1428,9 @@ def apply_masks(
       dtype, ..., frames: only frames first..first+count-1 of the scan, a result of
       nav_shape (count,)).
     masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), or mask factories, as for
-      stemdot.apply_masks (factories are called here); scattered to the workers once.
+      stemdot.apply_masks (factories are called here); sent by the client to each
+      worker's plugin before its first range (again to a worker that joins or restarts),
+      and dropped from every worker at the end of the run.
     names: the masks' names, one per mask (e.g. those :func:`stemdot.mask_stack`
       returns); None: "mask0", "mask1", ...
     out_dtype: np.float32 or np.float64 (float64 accumulates in float64).
@@ -763,78 +1444,125 @@ def apply_masks(
       ranges first and keep two ranges queued, the others one.
     range_frames: frames per stemdot worker in one range (default: RANGE_BYTES of
       frames); a range of a node with n stemdot workers holds n × range_frames frames
-      (the scan's last range may be shorter).
+      (the scan's last range may be shorter); a node whose plan has GPU workers gets
+      ranges of its CPU workers × range_frames + its GPU workers × GPU_RANGE_FACTOR ×
+      range_frames frames.
     shifts: None, or the masks moved with the diffraction pattern, as for
       :func:`stemdot.apply_masks`: ``(dy, dx)`` for every frame, or one shift per scan
       position (``nav_shape + (2,)``; with ``frames``, of the whole scan or of the frames
-      read); each range task gets the shifts of its frames only.
+      read); each range task gets the shifts of its frames only, or the whole scan's
+      are sent with the masks.
     max_attempts: tries of one range before the run fails (a range whose worker died
-      is tried again elsewhere).
-    timeout: seconds to wait for the workers' set-up (:func:`bootstrap`).
+      or hung is tried again elsewhere).
+    timeout: seconds to wait for the workers' set-up (:func:`bootstrap`), and for a
+      worker to take a range when none can (all died, e.g. while their Nannies restart
+      them, are paused, or hang) before the run fails with a ClusterError.
+    hang_timeout: seconds a range may stay in flight on one worker (from its submission,
+      or the end of the range before it there) before it is taken back and recomputed on
+      the other workers. None (default): max(HANG_FLOOR_S, HANG_FACTOR × the range's
+      expected time at the rate measured in this run, on that worker or else the whole
+      cluster), HANG_FIRST_S (120 s) before any range finished: with 30 s and 10, a
+      stopped worker (SIGSTOP, a stalled NFS read, its network down) costs its ranges
+      at least 30 s. The hung worker gets no new range until it answers the client
+      again; its late result, if it wakes, is dropped (its task was cancelled): every
+      range is stored and counted once.
     report: a dict, filled when given with ``ranges`` (a list of (first, count, worker
       address, attempt, seconds in the worker's apply) of the ranges computed), ``lost``
       ((first, count, worker address, attempt) of the ranges recomputed after their worker
-      died), ``nodes`` (the node descriptions) and ``seconds`` (the whole call).
+      died or retired), ``hung`` (the same, of the ranges taken back from a hung worker),
+      ``frames`` (worker address → frames it computed), ``rates`` (worker address →
+      frames per second of its applies), ``excluded`` (worker address → the error of a
+      node that cannot read the file), ``nodes`` (the node descriptions) and ``seconds``
+      (the whole call).
 
     The dataset's warnings (a guessed nav shape, frames that do not fit the scan, the
     HDF5 dataset chosen) are issued as UserWarning, as :func:`stemdot.open` issues them.
     Ctrl-C (KeyboardInterrupt) cancels the run: pending tasks are cancelled and the
     workers stop their running applies. Errors of a range (a stemdot error on a worker)
-    cancel the run and are raised as they were raised on the worker.
+    cancel the run and are raised as they were raised on the worker, except the
+    node-local ones: an I/O error (stemdot.StemdotIOError: the file missing, unreadable,
+    a failed or short read) or a format or shape error of a file whose size on that node
+    differs from its size where it was first opened (a truncated copy). Such a node gets
+    no more ranges of the run (nor the dataset's opening), with a UserWarning naming
+    the worker, its node and the error; the run fails only when no live worker can
+    read the file, with each node's error (a stemdot error of their class when they are
+    all of one, else a ClusterError). A format error of a file of the same size
+    everywhere is the data's own: raised at once.
+
+    Faults: a worker that dies or retires takes no range with it (its ranges are
+    recomputed on the others, and no data of the run lives only on one worker);
+    a worker that joins is set up and gets ranges; the scheduler gone fails the run
+    within SCHEDULER_TIMEOUT_S with a ClusterError naming its address. At the end of
+    the run (also on error or cancel) every worker drops the run's masks and closes the
+    files it opened for it: no file stays open or locked after apply_masks returns.
+    :func:`apply_masks_async` is its twin for an asynchronous client.
     """
+    return _sync(client, _apply_masks, client, path, masks, job=uuid.uuid4().hex, out_dtype=out_dtype,
+                 progress=progress, resources=resources, prefer=prefer, range_frames=range_frames,
+                 max_attempts=max_attempts, timeout=timeout, hang_timeout=hang_timeout, report=report,
+                 roi_compact=roi_compact, shifts=shifts, names=names, **open_options)
+
+
+async def apply_masks_async(client, path, masks, **kwargs):
+    """:func:`apply_masks` for an asynchronous client (``Client(asynchronous=True)``):
+    ``await apply_masks_async(client, path, masks, ...)``, with the keywords of
+    apply_masks; the same range loop, run on the client's event loop."""
+    notes = []
+    try:
+        return await _apply_masks(client, path, masks, job=uuid.uuid4().hex, notes=notes, **kwargs)
+    finally:
+        _issue(notes)
+
+
+async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32, progress=False, resources=None,
+                       prefer=None, range_frames=None, max_attempts=4, timeout=120, hang_timeout=None, report=None,
+                       roi_compact=False, shifts=None, names=None, **open_options):
     out_dtype, masks = stemdot._job(masks, out_dtype)
     names = stemdot._names(names, masks.shape[0])
     shifts = stemdot._shifts(shifts)
-    started = time.monotonic()
     given = _client_options(open_options)  # as the sidecar records them
-    path, nodes, workers, info, open_options, first_frame, per_worker = _prepare(client, path, given, range_frames,
-                                                                                timeout)
-    if roi_compact and info["positions"] is None:
-        raise stemdot.InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
-    if tuple(masks.shape[1:]) != tuple(info["sig_shape"]):
-        raise stemdot.ShapeError(
-            f"masks of sig shape {tuple(masks.shape[1:])} do not match the sig shape {tuple(info['sig_shape'])} of {path}",
-            _lib.ERR_SHAPE,
-        )
-    n_frames, n_masks = info["n_frames"], masks.shape[0]
-    # The shifts of a range task: (dy, dx) for all; one per frame of the dataset as opened,
-    # sliced by range; or one per position of the whole scan, sent to every task (the
-    # library maps each task's frames to their scan positions: frames option, ROI).
-    positions = int(np.prod(info["scan_shape"]))
-    if shifts is not None and shifts.size not in (2, 2 * n_frames, 2 * positions):
-        raise stemdot.ShapeError(
-            f"shifts hold {shifts.size} values: want 2 (dy, dx), 2 per frame read ({2 * n_frames}) or 2 per scan "
-            f"position, nav_shape {tuple(info['scan_shape'])} + (2,) = {2 * positions}", _lib.ERR_SHAPE)
-    sent = shifts  # the array, sliced per range, or scattered once when it is the whole scan's
-    if shifts is not None and shifts.size not in (2, 2 * n_frames):
-        sent = client.scatter(shifts, broadcast=True, hash=False)
+    path = _client_path(path)
+    out = None
+    per_range = False  # the shifts sliced per range (one per frame read, or a constant (dy, dx))
+
+    def check(info):
+        nonlocal out, per_range
+        if roi_compact and info["positions"] is None:
+            raise stemdot.InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
+        if tuple(masks.shape[1:]) != tuple(info["sig_shape"]):
+            raise stemdot.ShapeError(
+                f"masks of sig shape {tuple(masks.shape[1:])} do not match the sig shape {tuple(info['sig_shape'])} of "
+                f"{path}", _lib.ERR_SHAPE)
+        n_frames = info["n_frames"]
+        # The shifts of a range task: (dy, dx) for all; one per frame of the dataset as
+        # opened, sliced by range; or one per position of the whole scan, sent with the
+        # masks (the library maps each task's frames to their scan positions: frames
+        # option, ROI).
+        positions = int(np.prod(info["scan_shape"]))
+        if shifts is not None and shifts.size not in (2, 2 * n_frames, 2 * positions):
+            raise stemdot.ShapeError(
+                f"shifts hold {shifts.size} values: want 2 (dy, dx), 2 per frame read ({2 * n_frames}) or 2 per scan "
+                f"position, nav_shape {tuple(info['scan_shape'])} + (2,) = {2 * positions}", _lib.ERR_SHAPE)
+        per_range = shifts is not None and shifts.size in (2, 2 * n_frames)
+        out = np.empty((n_frames, masks.shape[0]), dtype=out_dtype)
+        return {"masks": masks, "shifts": None if per_range else shifts}
 
     def shifts_of(first, count):
-        if sent is None or not isinstance(sent, np.ndarray) or sent.size == 2:
-            return sent
-        return np.ascontiguousarray(sent[2 * first : 2 * (first + count)])
-    out = np.empty((n_frames, n_masks), dtype=out_dtype)
-    if not _live_workers(client):
-        raise _cluster_error(client, "no Dask worker is running", workers)
-    try:
-        masks_future = client.scatter(masks, broadcast=True, hash=False)
-    except (ValueError, DaskTimeoutError) as e:  # "Can not use replicate ...", "No valid workers found": none running
-        raise _cluster_error(client, f"the mask stack could not be sent to the workers ({e})", workers) from e
+        if not per_range or shifts.size == 2:
+            return shifts if per_range else None
+        return np.ascontiguousarray(shifts[2 * first : 2 * (first + count)])
+
+    def task(first_frame, options):
+        return lambda first, count: (_range_task, job, path, options, first_frame + first, count, out_dtype.name,
+                                     shifts_of(first, count))
 
     def store(first, count, values):
         out[first : first + count] = values
 
-    try:
-        _run_ranges(
-            client, path, n_frames, nodes, workers, per_worker,
-            lambda job, first, count: (_range_task, job, path, open_options, masks_future, first_frame + first, count,
-                                       out_dtype.name, shifts_of(first, count)),
-            store, progress=progress, resources=resources, prefer=prefer, max_attempts=max_attempts, timeout=timeout,
-            stack_bytes=masks.nbytes, report=report, started=started,
-        )
-    finally:
-        with contextlib.suppress(Exception):
-            client.cancel([masks_future] + ([sent] if isinstance(sent, Future) else []))
+    info, nodes = await _job(client, job, path, given, check, task, store, notes, progress=progress,
+                             resources=resources, prefer=prefer, range_frames=range_frames, max_attempts=max_attempts,
+                             timeout=timeout, hang_timeout=hang_timeout, report=report, gpus=True)
+    n_frames = info["n_frames"]
     placed = stemdot._place(out, info["nav_shape"], info["scan_shape"], info["positions"], roi_compact)
     images, positions = placed if roi_compact else (placed, None)
     plans = [w for n in nodes.values() for w in n["plan"]["workers"]]  # the nodes of the run, joined ones included
@@ -850,156 +1578,6 @@ def apply_masks(
                                        info["format"], given, len(plans) - gpu_workers, gpu_workers, roi=roi, shifts=moved)
     result = stemdot.Result(images, names, result_info)
     return (result, positions) if roi_compact else result
-
-
-def _run_ranges(client, path, n_frames, nodes, workers, per_worker, task, store, *, progress, resources, prefer,
-                max_attempts, timeout, stack_bytes, report, started):
-    """Runs a job over the frames [0, n_frames) of path as range tasks on the workers of
-    the cluster (see :func:`apply_masks`): a range for a node holds
-    ``nodes[address]["n_workers"] × per_worker`` frames; ``task(job, first, count)`` gives
-    the function and arguments of its task, whose result is (values, worker address,
-    stemdot workers, seconds), and ``store(first, count, values)`` takes the values of
-    each range computed. A range whose worker died is cut again for the live workers;
-    a failed range cancels the job everywhere and its error is raised. stack_bytes: the
-    data scattered for the job, named in the errors of lost workers (0: none)."""
-    job = uuid.uuid4().hex
-    ledger = _Ledger(n_frames)
-    record = {"ranges": [], "lost": [], "nodes": nodes}
-    preferred = set(prefer or ())
-    notify = _progress(progress, n_frames)
-    probing = {}  # address → future of its readiness (a worker that joined or restarted)
-
-    def depth(address, worker):
-        return 2 if not preferred or address in preferred or worker.get("host") in preferred else 1
-
-    def eligible(worker):
-        have = worker.get("resources") or {}
-        return all(have.get(r, 0) >= n for r, n in (resources or {}).items())
-
-    def submit(address, first, count):
-        attempt = ledger.attempts.get(first, 0) + 1
-        ledger.attempts[first] = attempt
-        future = client.submit(
-            *task(job, first, count),
-            key=f"stemdot-range-{job}-{first}-{count}-{attempt}",
-            # Sized for this worker, so it runs there only; if the worker leaves the
-            # cluster, the ledger cancels the task and cuts the range again for the live
-            # workers (below): no task outlives its worker's address, and the scheduler
-            # never reruns a range on a node it was not sized for.
-            workers=[address],
-            allow_other_workers=False,
-            resources=resources,
-            pure=False,
-        )
-        ledger.flight[future] = (first, count, address, attempt)
-
-    live, polled = {}, -POLL_S
-    try:
-        while ledger.done < n_frames:
-            if time.monotonic() - polled >= POLL_S:
-                live, polled = _live_workers(client), time.monotonic()
-            for future, (first, count, address, attempt) in list(ledger.flight.items()):
-                if address not in live:  # its worker died: the ledger recomputes the range
-                    del ledger.flight[future]
-                    future.cancel()
-                    record["lost"].append((first, count, address, attempt))
-                    ledger.give_back(first, count)
-            for address in [a for a in probing if a not in live]:
-                probing.pop(address).cancel()
-            for address, worker in sorted(live.items(), key=lambda aw: depth(*aw), reverse=True):
-                if address not in nodes:
-                    _probe(client, address, probing, nodes, timeout)
-                    continue
-                if not eligible(worker):
-                    continue
-                while ledger.busy(address) < depth(address, worker):
-                    taken = ledger.take(nodes[address]["n_workers"] * per_worker)
-                    if taken is None:
-                        break
-                    if ledger.attempts.get(taken[0], 0) >= max_attempts:
-                        raise _cluster_error(
-                            client, f"frames [{taken[0]}, {taken[0] + taken[1]}) of {path} were lost {max_attempts} times "
-                            "with their workers (raise max_attempts to try again)", workers, stack_bytes)
-                    submit(address, *taken)
-            if not ledger.flight:
-                if not live:
-                    raise _cluster_error(client, "no Dask worker is running", workers, stack_bytes)
-                if not any(eligible(w) for w in live.values()):
-                    raise ClusterError(f"no running worker of the cluster has the resources {resources}: start workers "
-                                       "that declare them (dask worker SCHEDULER --resources NAME=N), or drop resources")
-                time.sleep(0.1)  # waiting for a worker's set-up
-                continue
-            try:
-                try:
-                    finished = wait(list(ledger.flight), timeout=POLL_S, return_when="FIRST_COMPLETED").done
-                except DaskTimeoutError:  # no range finished within POLL_S: look at the workers again
-                    continue
-                for future in finished:
-                    first, count, address, attempt = ledger.flight.pop(future)
-                    if future.status == "error" and _worker_lost(future.exception()):
-                        record["lost"].append((first, count, address, attempt))
-                        ledger.give_back(first, count)
-                        continue
-                    values, ran_on, _, seconds = future.result()  # raises a range's error
-                    store(first, count, values)
-                    ledger.done += count
-                    record["ranges"].append((first, count, ran_on, attempt, seconds))
-                    notify(ledger.done)
-            except concurrent.futures.CancelledError as e:
-                # The scheduler dropped the run's tasks, seen while waiting or as a finished
-                # range's result (their dependency, the mask stack, was lost with its workers).
-                raise _cluster_error(client, f"the scheduler cancelled the run's tasks ({_cancel_reasons(e)})", workers,
-                                     stack_bytes) from e
-    except BaseException:
-        client.cancel(list(ledger.flight))
-        _cancel_everywhere(client, job)
-        raise
-    finally:
-        notify(None)
-        for future in probing.values():
-            future.cancel()
-        if report is not None:
-            record["seconds"] = time.monotonic() - started
-            report.update(record)
-
-
-def _cancel_everywhere(client, job, timeout=10):
-    """Tells every worker to stop job's applies; gives up after timeout seconds (a worker
-    that is dying may not answer), since the caller is already failing or interrupted."""
-
-    def run():
-        with contextlib.suppress(Exception):
-            client.run(_cancel_job, job, on_error="ignore")
-
-    thread = threading.Thread(target=run, name="stemdot-cancel", daemon=True)
-    thread.start()
-    thread.join(timeout)
-
-
-def _worker_lost(exc):
-    """Whether a range failed because its worker died (not because of its data)."""
-    from distributed.scheduler import KilledWorker
-
-    return isinstance(exc, (KilledWorker, OSError)) and not isinstance(exc, stemdot.StemdotError)
-
-
-def _probe(client, address, probing, nodes, timeout):
-    """Starts (once) waiting for the set-up of a worker that joined or was restarted,
-    without blocking the client's loop; its node description lands in ``nodes``."""
-    future = probing.get(address)
-    if future is None:
-        probing[address] = client.submit(
-            _probe_task, timeout, workers=[address], allow_other_workers=True, pure=False, key=f"stemdot-probe-{uuid.uuid4().hex}"
-        )
-        return
-    if future.done():
-        del probing[address]
-        if future.status == "finished" and future.result()["address"] == address:
-            nodes[address] = future.result()
-
-
-def _probe_task(timeout):
-    return _plugin().wait_ready(timeout)
 
 
 def _progress(progress, total):

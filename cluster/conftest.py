@@ -71,7 +71,7 @@ def pytest_terminal_summary(terminalreporter):
     tr.write_line(fmt.format(*head))
     tr.write_line("-+-".join("-" * w for w in widths) + "-+-" + "-" * 20)
     for r in rows:
-        tr.write_line(fmt.format(*[str(c)[:100] for c in r]))
+        tr.write_line(fmt.format(*[str(c)[:100] for c in r[:3]], str(r[3])[:240]))
 
 
 @pytest.fixture(scope="session")

@@ -78,7 +78,8 @@ def masks_of():
 
 
 def dask_runs(cluster, path, masks, want, args):
-    """Best time of --repeat runs on the cluster's nodes, and the report of that run."""
+    """Best time of --repeat runs on the cluster's nodes, and a row of figures of that
+    run (nodes, tasks, frames per task, per-task overhead)."""
     with Client(cluster.address, timeout=120) as client:
         nodes = sdask.bootstrap(client)
         reports = []
@@ -107,8 +108,6 @@ def recovery(cluster, path, masks, want, args):
     with Client(cluster.address, timeout=120) as client:
         sdask.bootstrap(client)
         for kill in (False, True):
-            if kill:  # the previous run's worker restarted by its Nanny, set up again
-                sdask.bootstrap(client)
             mark = []
 
             def progress(done, total):
@@ -181,7 +180,7 @@ def main():
                   f"the kill: recovery cost {r['recovery_cost_s']:.2f} s")
         else:
             result["recovery"] = {"not_measured": "needs 2 nodes of one CPU each"}
-        result["rig"] = cluster.describe() + "; the scheduler and this client run on the same CPUs as the nodes"
+        result["rig"] = cluster.describe() + "; the scheduler and this client are not confined: they may share the nodes' CPUs"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"  wrote {args.out}")

@@ -7,13 +7,17 @@
 #                     program compiled with the README's link line, as written
 #   make python-venv  python/.venv with numpy, pytest, dask[distributed] and ./python
 #   make test-python  python-venv, then run python/tests (stemdot.dask's on a LocalCluster)
-#   make bench-dask   one process on all cores vs a Dask worker per core (bench/dask)
+#   make test-cluster stemdot.dask's fault tests on a rig of nodes, each in its own network and
+#                     mount namespace (cluster/rig.py; one address without root), real
+#                     dask scheduler/worker commands; prints fault | result identical | time
+#   make bench-dask   one process vs 1, 2, 3 one-core nodes of the rig (bench/dask)
 
 CC          ?= cc
 PYTHON      ?= python3
 CAPI_LIB    := $(BUILD)/libstemdot.so
 CAPI_SRC    := $(wildcard capi/*.go capi/*.c capi/*.h) include/stemdot.h
-CAPI_DEPS   := $(filter-out %_test.go,$(wildcard *.go */*.go internal/*/*.go))
+# Every package the library may link, e.g. dataset/hdf5 (bench/ and cmd/ hold none).
+CAPI_DEPS   := $(filter-out %_test.go bench/% cmd/%,$(wildcard *.go */*.go */*/*.go */*/*/*.go))
 CAPI_EXAMPLE := $(BUILD)/capi-example
 CAPI_FORK   := $(BUILD)/capi-fork
 STEMDOT_TESTDATA ?= $(abspath ../shared/data)
@@ -22,7 +26,7 @@ PY_VENV     := python/.venv
 # outside the repository beside shared/data, with STEMDOT set to the repository root.
 README_DIR  := $(BUILD)/readme-c
 
-.PHONY: capi test-capi python-venv py-refs test-python bench-dask
+.PHONY: capi test-capi python-venv py-refs test-python test-cluster bench-dask
 
 capi: $(CAPI_LIB)
 
@@ -69,6 +73,12 @@ py-refs: $(PY_VENV)/bin/python
 
 test-python: python-venv build
 	cd python && STEMDOT_TESTDATA=$(STEMDOT_TESTDATA) .venv/bin/python -m pytest -q tests
+
+# The cluster rig's fault tests, bounded: SIGTERM after CLUSTER_TIMEOUT s (the rig then
+# stops every process it started and deletes its namespaces), SIGKILL 30 s later.
+CLUSTER_TIMEOUT ?= 480
+test-cluster: python-venv py-refs
+	cd cluster && timeout --kill-after=30 $(CLUSTER_TIMEOUT) ../$(PY_VENV)/bin/python -m pytest -q -p no:cacheprovider .
 
 # ≥ 1 GiB scan in bench/scratch/, results in bench/results/dask.json.
 bench-dask: python-venv

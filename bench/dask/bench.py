@@ -1,26 +1,40 @@
-"""make bench-dask: stemdot in one process on all cores against stemdot on a Dask
-LocalCluster of one worker process per core (1 thread each), on a scan of >= 1 GiB.
+"""make bench-dask: stemdot.dask on 1, 2 and 3 one-core nodes of the cluster rig
+(cluster/rig.py: each node in its own network namespace, pinned to its own CPU, started
+with the real `dask scheduler` / `dask worker --nthreads 1`) against stemdot in one
+process with the same number of cores (stemdot.apply_masks(..., cpus=N)), on a scan of
+>= 1 GiB in the page cache.
 
-Reports the throughput of both (GB/s of frames, best of --repeat runs, file in the page
-cache), their ratio (Dask / one process), and the per-task overhead of the Dask run:
-(wall time × Dask workers − time spent inside the workers' applies) / tasks, in ms, i.e.
-everything a range task costs beyond its mask-dot product (scheduling, the task's open of
-its frame range, result transfer, the client's ledger, idle workers at the end).
-Writes bench/results/dask.json.
+For each N: the throughput of both (GB/s of frames, best of --repeat runs; the single
+process confined to the nodes' CPUs by taskset, as the nodes are), their ratio (the Dask
+run's throughput per core against the single process's), and the per-task
+overhead of the Dask run: (wall time × nodes − time inside the workers' applies) / tasks,
+in ms, i.e. everything a range task costs beyond its mask-dot product (scheduling, the
+task's open of its frame range, result transfer, the client's ledger, idle nodes at the
+end). A node count above the machine's CPUs is not measured (nodes would share CPUs: no
+figure of scaling), and recorded as such.
+
+Recovery: on the largest measured node count (at least 2), a `kill -9` of one node's
+worker process when a quarter of the frames are done (in the progress callback); the time
+from the kill to the end of the run (when the last lost range has been recomputed), the
+same span of a run without the kill, and their difference. Writes bench/results/dask.json.
 """
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from distributed import Client, LocalCluster
+from distributed import Client
 
 import stemdot
 import stemdot.dask as sdask
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cluster"))
+import rig  # noqa: E402
 
 SIG = (256, 256)
 
@@ -49,65 +63,126 @@ def best(fn, repeat):
     return min(times), result
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--file", type=Path, default=Path("bench/scratch/dask-scan.npy"))
-    p.add_argument("--frames", type=int, default=16384, help="frames of 256×256 uint16 (16384: 2 GiB)")
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--range-frames", type=int, help="frames per stemdot worker in one task (default: stemdot.dask's)")
-    p.add_argument("--out", type=Path, default=Path("bench/results/dask.json"))
-    args = p.parse_args()
+def one_process(args, cpus):
+    """Best time of --repeat runs of stemdot.apply_masks on the logical CPUs cpus, in a
+    child process confined to them (taskset), as the nodes are: its own threads (the
+    Go runtime's, Python's) share those CPUs too."""
+    cmd = ["taskset", "-c", ",".join(map(str, cpus)), sys.executable, __file__, "--file", str(args.file),
+           "--repeat", str(args.repeat), "--one-process"]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return float(r.stdout.split()[-1])
 
-    cores = len(os.sched_getaffinity(0))
-    scan(args.file, args.frames)
-    size = args.file.stat().st_size
-    masks = np.concatenate([stemdot.disk(SIG, 128, 128, 20), stemdot.ring(SIG, 128, 128, 30, 100), stemdot.com(SIG)])
-    with stemdot.open(args.file) as ds:
-        stemdot.apply_masks(ds, masks)  # page cache
-        one_s, want = best(lambda: stemdot.apply_masks(ds, masks, cpus=cores), args.repeat)
 
-    with LocalCluster(n_workers=cores, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=40) as cluster, Client(cluster) as client:
-        client.wait_for_workers(cores)
+def masks_of():
+    return np.concatenate([stemdot.disk(SIG, 128, 128, 20), stemdot.ring(SIG, 128, 128, 30, 100), stemdot.com(SIG)])
+
+
+def dask_runs(cluster, path, masks, want, args):
+    """Best time of --repeat runs on the cluster's nodes, and a row of figures of that
+    run (nodes, tasks, frames per task, per-task overhead)."""
+    with Client(cluster.address, timeout=120) as client:
         nodes = sdask.bootstrap(client)
         reports = []
 
         def run():
             report = {}
-            out = sdask.apply_masks(client, args.file, masks, range_frames=args.range_frames, report=report)
+            out = sdask.apply_masks(client, path, masks, range_frames=args.range_frames, report=report)
             reports.append(report)
             return out
 
         run()  # warm-up: each worker opens the file once, imports settle
-        dask_s, got = best(run, args.repeat)
+        seconds, got = best(run, args.repeat)
     if not np.array_equal(got, want):
         sys.exit("bench-dask: the Dask result differs from the single-process result")
     report = min(reports[1:], key=lambda r: r["seconds"])
     tasks = len(report["ranges"])
     busy = sum(r[4] for r in report["ranges"])
-    overhead_ms = (report["seconds"] * len(nodes) - busy) / tasks * 1e3
-    result = {
-        "file_bytes": size,
-        "frames": args.frames,
-        "masks": int(masks.shape[0]),
-        "cores": cores,
-        "one_process_s": one_s,
-        "one_process_gb_s": size / one_s / 1e9,
-        "dask_workers": len(nodes),
-        "dask_s": dask_s,
-        "dask_gb_s": size / dask_s / 1e9,
-        "ratio": one_s / dask_s,
-        "tasks": tasks,
-        "frames_per_task": args.frames / tasks,
-        "per_task_overhead_ms": overhead_ms,
-    }
+    return seconds, {"nodes": len(nodes), "tasks": tasks, "frames_per_task": args.frames / tasks,
+                     "per_task_overhead_ms": (report["seconds"] * len(nodes) - busy) / tasks * 1e3}
+
+
+def recovery(cluster, path, masks, want, args):
+    """Seconds from a kill -9 of node1's worker (a quarter of the frames done) to the run's
+    end, and the same span of a run without it."""
+    spans = {}
+    with Client(cluster.address, timeout=120) as client:
+        sdask.bootstrap(client)
+        for kill in (False, True):
+            mark = []
+
+            def progress(done, total):
+                if not mark and done >= total // 4:
+                    mark.append(time.perf_counter())
+                    if kill:
+                        cluster.kill(cluster.nodes[0])
+
+            report = {}
+            got = sdask.apply_masks(client, path, masks, range_frames=args.range_frames, progress=progress,
+                                    report=report)
+            spans[kill] = (time.perf_counter() - mark[0], len(report.get("lost", [])))
+            if not np.array_equal(got, want):
+                sys.exit("bench-dask: the result after a kill -9 differs from the single-process result")
+            if kill:
+                cluster.wait_worker(cluster.nodes[0], timeout=120)
+    return {"nodes": len(cluster.nodes), "kill_to_end_s": spans[True][0], "ranges_lost": spans[True][1],
+            "same_span_without_kill_s": spans[False][0], "recovery_cost_s": spans[True][0] - spans[False][0]}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--file", type=Path, default=Path("bench/scratch/dask-scan.npy"))
+    p.add_argument("--frames", type=int, default=16384, help="frames of 256×256 uint16 (16384: 2 GiB)")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--nodes", type=int, default=3, help="up to this many one-core nodes (default 3)")
+    p.add_argument("--range-frames", type=int, help="frames per stemdot worker in one task (default: stemdot.dask's)")
+    p.add_argument("--out", type=Path, default=Path("bench/results/dask.json"))
+    p.add_argument("--one-process", action="store_true", help=argparse.SUPPRESS)  # one_process's child
+    args = p.parse_args()
+    if args.one_process:
+        with stemdot.open(args.file) as ds:
+            cpus = sorted(os.sched_getaffinity(0))
+            print(best(lambda: stemdot.apply_masks(ds, masks_of(), cpus=cpus), args.repeat)[0])
+        return
+
+    cpus = sorted(os.sched_getaffinity(0))
+    scan(args.file, args.frames)
+    size = args.file.stat().st_size
+    masks = masks_of()
+    with stemdot.open(args.file) as ds:
+        want = stemdot.apply_masks(ds, masks)  # also: the file into the page cache
+    result = {"file_bytes": size, "frames": args.frames, "masks": int(masks.shape[0]), "cpus": len(cpus),
+              "machine": os.uname().nodename, "load_average_at_start": os.getloadavg()[0], "scaling": []}
+    print(f"bench-dask: {size / 2**30:.2f} GiB, {args.frames} frames of 256×256 uint16, {masks.shape[0]} masks, "
+          f"{len(cpus)} CPUs (load average {os.getloadavg()[0]:.1f})")
+    with rig.Cluster() as cluster:
+        print(f"  rig: {cluster.describe()}")
+        for n in range(1, args.nodes + 1):
+            if n > len(cpus):
+                why = f"not measured: {n} one-core nodes need {n} CPUs, this machine has {len(cpus)}"
+                result["scaling"].append({"nodes": n, "not_measured": why})
+                print(f"  {n} nodes: {why}")
+                continue
+            one_s = one_process(args, cpus[:n])
+            cluster.add_node(cpus=[cpus[n - 1]])
+            dask_s, row = dask_runs(cluster, args.file, masks, want, args)
+            row.update(one_process_s=one_s, one_process_gb_s=size / one_s / 1e9, dask_s=dask_s,
+                       dask_gb_s=size / dask_s / 1e9, per_core_ratio=one_s / dask_s)
+            result["scaling"].append(row)
+            print(f"  {n} node(s) × 1 core: Dask {dask_s:6.3f} s {row['dask_gb_s']:5.2f} GB/s; one process, {n} "
+                  f"core(s) {one_s:6.3f} s {row['one_process_gb_s']:5.2f} GB/s; ratio {row['per_core_ratio']:.2f}; "
+                  f"{row['tasks']} tasks of {row['frames_per_task']:.0f} frames, overhead "
+                  f"{row['per_task_overhead_ms']:.1f} ms/task")
+        if len(cluster.nodes) >= 2:
+            result["recovery"] = recovery(cluster, args.file, masks, want, args)
+            r = result["recovery"]
+            print(f"  kill -9 of a worker on {r['nodes']} nodes: {r['kill_to_end_s']:.2f} s from the kill to the "
+                  f"last range ({r['ranges_lost']} ranges lost), {r['same_span_without_kill_s']:.2f} s without "
+                  f"the kill: recovery cost {r['recovery_cost_s']:.2f} s")
+        else:
+            result["recovery"] = {"not_measured": "needs 2 nodes of one CPU each"}
+        result["rig"] = cluster.describe() + "; the scheduler and this client are not confined: they may share the nodes' CPUs"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"bench-dask: {size / 2**30:.2f} GiB, {args.frames} frames of 256×256 uint16, {masks.shape[0]} masks")
-    print(f"  one process, {cores} cores:          {one_s:7.3f} s  {result['one_process_gb_s']:6.2f} GB/s")
-    print(f"  Dask, {len(nodes)} workers × 1 core:       {dask_s:7.3f} s  {result['dask_gb_s']:6.2f} GB/s")
-    print(f"  throughput ratio Dask / one process: {result['ratio']:.2f}")
-    print(f"  {tasks} tasks of {args.frames / tasks:.0f} frames; per-task overhead {overhead_ms:.1f} ms")
     print(f"  wrote {args.out}")
 
 

@@ -187,7 +187,7 @@ func (s *dectrisScan) open(opt dataset.Options, usePixelMask bool) (dataset.Data
 		return nil, h5Error("creating dataset access properties")
 	}
 	if master.file = C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT); master.file < 0 {
-		return nil, errs.Wrap(errs.Format, h5Error("opening the master file"))
+		return nil, h5OpenError("opening the master file")
 	}
 	names, err := dectrisBlockNames(master.file)
 	if err != nil {
@@ -202,7 +202,7 @@ func (s *dectrisScan) open(opt dataset.Options, usePixelMask bool) (dataset.Data
 			return nil, h5Error("creating dataset access properties")
 		}
 		if b.file = C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT); b.file < 0 {
-			return nil, errs.Wrap(errs.Format, h5Error("opening the master file"))
+			return nil, h5OpenError("opening the master file")
 		}
 		listing := "block " + name + " of the master's " + strconv.Itoa(len(names)) + " blocks " + dectrisBlocks + "/data_NNNNNN"
 		dims, filled, err := b.openDataset(opt, listing, nil)

@@ -7,7 +7,10 @@
 //
 // HDF5 files are read through the HDF5 C library (libhdf5, https://www.hdfgroup.org/;
 // Debian: libhdf5-dev), so that every storage layout and filter the library supports
-// (contiguous, chunked, deflate, shuffle, Fletcher-32, ...) is read as written. A build
+// (contiguous, chunked, deflate, shuffle, Fletcher-32, ...) is read as written. With the
+// library's file locking (on unless HDF5_USE_FILE_LOCKING=FALSE), a file that another
+// process holds open for writing cannot be opened: that is an errs.IO error "locked by
+// another process" naming HDF5_USE_FILE_LOCKING (h5OpenError), not a format error. A build
 // with the tag nohdf5 leaves the library out and refuses HDF5 files. The chunks of
 // datasets whose filters are all deflate, shuffle, Fletcher-32, LZ4 (32004) or
 // bitshuffle (32008, with LZ4 or none) are looked up in the chunk index under the

@@ -45,8 +45,12 @@ func OpenEvents(path string) (*EventFile, error) {
 	defer C.free(unsafe.Pointer(cpath))
 	file := C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT)
 	if file < 0 {
-		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: not a readable HDF5 file (truncated, or another format) of %d bytes: %w",
-			path, size, h5Error("opening the file")))
+		err := h5OpenError("opening the file")
+		if errs.KindOf(err) == errs.IO {
+			return nil, fmt.Errorf("dataset: %s: %w", path, err)
+		}
+		return nil, fmt.Errorf("dataset: %s: not a readable HDF5 file (truncated, or another format) of %d bytes: %w",
+			path, size, err)
 	}
 	return &EventFile{path: path, file: file}, nil
 }

@@ -34,6 +34,27 @@ static herr_t sd_errwalk(unsigned n, const H5E_error2_t *e, void *buf) {
 	return 0;
 }
 
+// sd_lock_walk finds a record of the minor error H5E_CANTLOCKFILE ("unable to lock file")
+// and the errno of the flock that failed, which the file driver writes into its
+// description ("unable to lock file, errno = 11, error message = '...'").
+static herr_t sd_lock_walk(unsigned n, const H5E_error2_t *e, void *out) {
+	int *lock = out;
+	if (e->min_num != H5E_CANTLOCKFILE) return 0;
+	if (lock[0] == 0) lock[0] = 1;
+	const char *at = e->desc != NULL ? strstr(e->desc, "errno = ") : NULL;
+	if (at != NULL) lock[1] = atoi(at + 8);
+	return 0;
+}
+
+// sd_lock_errno returns, from the error stack of the last call (left as it is), 0 when
+// no file lock failed, else the errno of the flock that failed, or -1 when none is
+// given.
+static int sd_lock_errno(void) {
+	int lock[2] = {0, -1};
+	H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, sd_lock_walk, lock);
+	return lock[0] ? lock[1] : 0;
+}
+
 static void sd_last_error(char *buf) {
 	buf[0] = 0;
 	H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, sd_errwalk, buf);
@@ -203,6 +224,32 @@ func h5Error(what string) error {
 	return errors.New(what)
 }
 
+// h5OpenError is the error of an H5Fopen that failed, read from the library's error
+// stack; call it before any other library call, which would clear the stack. With HDF5's
+// file locking (libhdf5 1.10 and later, on unless the environment variable
+// HDF5_USE_FILE_LOCKING is FALSE), an open takes a flock on the file, which fails with
+// EWOULDBLOCK (EAGAIN) while another process holds the file open for writing (an
+// acquisition still writing it, h5py's File(path, "a")): that is an errs.IO error
+// "locked by another process", naming HDF5_USE_FILE_LOCKING=FALSE as the way to read it
+// anyway; a lock that failed otherwise (a file system without flock) is errs.IO too,
+// naming the same variable. Any other failure is errs.Format: what, then the library's
+// innermost message.
+func h5OpenError(what string) error {
+	const anyway = "set HDF5_USE_FILE_LOCKING=FALSE in the environment of the process that reads it (stemdot, " +
+		"each Dask worker) to read it anyway, at the risk of reading frames while they are being written"
+	switch int(C.sd_lock_errno()) {
+	case 0:
+		return errs.Wrap(errs.Format, h5Error(what))
+	case int(syscall.EWOULDBLOCK):
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return errs.New(errs.IO, "locked by another process: HDF5 file locking refused to open it because a program "+
+			"holds it open for writing (flock: %v); wait until the writer has closed it, or %s", syscall.EWOULDBLOCK, anyway)
+	default:
+		return errs.New(errs.IO, "HDF5 file locking could not lock it (%w); if the file system has no file locks, %s",
+			h5Error(what), anyway)
+	}
+}
+
 // h5Message returns the library's innermost error message, "HDF5: ..." ("" when there is
 // none), and clears the error stack. Called with h5lock held.
 func h5Message() string {
@@ -262,11 +309,15 @@ func openHDF5(path string, opt dataset.Options) (dataset.Dataset, error) {
 		return nil, fmt.Errorf("dataset: %s: %w", path, h5Error("creating dataset access properties"))
 	}
 	if d.file = C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT); d.file < 0 {
+		err := h5OpenError("opening the file") // before closeLocked's calls clear the error stack
 		d.closeLocked()
+		if errs.KindOf(err) == errs.IO {
+			return nil, fmt.Errorf("dataset: %s: %w", path, err)
+		}
 		// Without its signature or with its superblock or root group cut off, the
 		// library says only "unable to open file".
 		return nil, fmt.Errorf("dataset: %s: not a readable HDF5 file (truncated, or another format) of %d bytes: %w",
-			path, size, h5Error("opening the file"))
+			path, size, err)
 	}
 	ds, err := d.open(opt)
 	if err != nil {

@@ -996,7 +996,8 @@ func (c *h5Check) source(vds C.hid_t, file, dset string, sspace C.hid_t, elems i
 		fid = C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT)
 		C.free(unsafe.Pointer(cpath))
 		if fid < 0 {
-			src.why = fmt.Sprintf("%s: %s cannot be opened: %v", where, found, h5Error("opening"))
+			err := h5OpenError("opening")
+			src.why, src.kind = fmt.Sprintf("%s: %s cannot be opened: %v", where, found, err), errs.KindOf(err)
 			return src, nil
 		}
 	}

@@ -4,6 +4,7 @@ killed; files closed after a run; ranges in proportion to the workers' rates. Ev
 gives the single-process result exactly, or the exact error, within a bounded time."""
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -257,6 +258,27 @@ def test_run_started_while_a_worker_is_stopped(scan):
             os.kill(pid, signal.SIGCONT)
         np.testing.assert_array_equal(got, want)
         assert stopped not in report["frames"] and sum(report["frames"].values()) == N_FRAMES
+
+
+def test_client_closed_while_a_worker_is_stopped_logs_no_traceback(scan, caplog):
+    """A worker stopped (SIGSTOP) through a run and still stopped when the client closes:
+    the end of the job queued for it fails with the client's connection, and that failure
+    is expected, not an asyncio "Task exception was never retrieved" traceback on stderr
+    after a run that succeeded."""
+    path, masks, want = scan
+    with make_cluster() as cluster:
+        client = Client(cluster, timeout=TIMEOUT)
+        sdask.bootstrap(client)
+        _, pid = sorted(pids(client).items())[0]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            got = limited(lambda: sdask.apply_masks(client, path, masks, range_frames=RANGE), 60)
+            client.close()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        gc.collect()
+    np.testing.assert_array_equal(got, want)
+    assert "never retrieved" not in caplog.text, caplog.text
 
 
 def test_hang_limit_default():

@@ -1234,8 +1234,17 @@ _BACKGROUND = set()
 def _background(awaitable):
     task = asyncio.ensure_future(awaitable)
     _BACKGROUND.add(task)
-    task.add_done_callback(_BACKGROUND.discard)
+    task.add_done_callback(_settled)
     return task
+
+
+def _settled(task):
+    """Forgets a background task, its failure read: the end of a job queued for a worker
+    that never answers fails when the client closes, which is expected, not an asyncio
+    "Task exception was never retrieved" traceback."""
+    _BACKGROUND.discard(task)
+    if not task.cancelled():
+        task.exception()
 
 
 def centre(client, path, *, shifts=None, resources=None, range_frames=None, timeout=120, **open_options):

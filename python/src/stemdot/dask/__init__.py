@@ -600,6 +600,17 @@ async def _cluster_error(client, what, started=None):
                         "smaller masks; then run again")
 
 
+def _synchronous(client, name, twin=None):
+    """Refuses a call of the synchronous function name from the event loop of an
+    asynchronous client, whose client.sync would hand back a coroutine instead of the
+    result: raises InvalidArgumentError naming the twin to await (default name_async)."""
+    if client.asynchronous:
+        twin = twin or f"await stemdot.dask.{name}_async(client, ...)"
+        raise stemdot.InvalidArgumentError(
+            f"stemdot.dask.{name}: the client is asynchronous (Client(asynchronous=True)): {twin} instead",
+            _lib.ERR_INVALID_ARGUMENT)
+
+
 def _sync(client, coroutine_function, *args, **kwargs):
     """Runs coroutine_function(*args, **kwargs) on client's event loop (client.sync, as
     distributed's own synchronous API does) and returns its result; the warnings it
@@ -635,6 +646,7 @@ def bootstrap(client, plugin=None, timeout=120):
     whose set-up failed, TimeoutError after ``timeout`` seconds; :func:`bootstrap_async`
     is its twin for ``Client(asynchronous=True)``.
     """
+    _synchronous(client, "bootstrap")
     return client.sync(_bootstrap, client, plugin, timeout)
 
 
@@ -711,6 +723,7 @@ def dataset_info(client, path, *, timeout=120, **open_options):
     :func:`apply_masks`, node-local errors) is warned about and another is asked.
     Raises :class:`ClusterError` when no worker has been running for ``timeout`` seconds
     (none connected, or all paused), or the nodes' error when none can read the file."""
+    _synchronous(client, "dataset_info")
     return _sync(client, _dataset_info_notes, client, _client_path(path), _client_options(open_options), timeout)
 
 
@@ -1253,6 +1266,7 @@ def centre(client, path, *, shifts=None, resources=None, range_frames=None, time
     without shifts, in the sum frame reduced on the cluster (:func:`reduce`); with shifts,
     on one worker, which moves every frame back by its shift (see
     :func:`stemdot.centre`). Returns a :class:`stemdot.Centre`."""
+    _synchronous(client, "centre", "stemdot.find_centre((await stemdot.dask.reduce_async(client, path, ['sum']))['sum'])")
     if shifts is None:
         total = reduce(client, path, ["sum"], resources=resources, range_frames=range_frames, timeout=timeout,
                        **open_options)["sum"]
@@ -1302,6 +1316,7 @@ def reduce(
     mean, M2 = count·std²) merged by Chan et al.'s pairwise update, so the result is
     numerically stable. :func:`reduce_async` is its twin for an asynchronous client.
     """
+    _synchronous(client, "reduce")
     return _sync(client, _reduce, client, path, reductions, job=uuid.uuid4().hex, progress=progress, resources=resources,
                  prefer=prefer, range_frames=range_frames, max_attempts=max_attempts, timeout=timeout,
                  hang_timeout=hang_timeout, report=report, **open_options)
@@ -1509,6 +1524,7 @@ def apply_masks(
     files it opened for it: no file stays open or locked after apply_masks returns.
     :func:`apply_masks_async` is its twin for an asynchronous client.
     """
+    _synchronous(client, "apply_masks")
     return _sync(client, _apply_masks, client, path, masks, job=uuid.uuid4().hex, out_dtype=out_dtype,
                  progress=progress, resources=resources, prefer=prefer, range_frames=range_frames,
                  max_attempts=max_attempts, timeout=timeout, hang_timeout=hang_timeout, report=report,

@@ -26,7 +26,7 @@ on every node, see the README). stemdot runs *inside* each Dask worker process:
   expected time)) is taken back and recomputed, its worker gets no new range until it
   answers again, and its late result is ignored; a node that cannot read the file (an
   I/O error, or a truncated copy: node-local errors) gets no more ranges, with a
-  UserWarning naming it. A gone scheduler fails the run within SCHEDULER_TIMEOUT_S. At
+  UserWarning naming it. A gone scheduler fails the run at once (no answer: after SCHEDULER_ANSWER_S). At
   the end of a run every worker drops its data and closes its files.
 * :func:`reduce` reduces the frames (sum, mean, max, std) the same way.
 * ``bootstrap_async``, ``apply_masks_async``, ``reduce_async`` and
@@ -510,8 +510,15 @@ def _ping(dask_worker=None):
 # ------------------------------------------------------------------- client side
 
 
-#: Seconds the client waits for an answer of the scheduler before it calls it gone.
+#: Seconds the client waits for one answer of the scheduler (and, elsewhere, for workers
+#: that may be stopped) before it asks again.
 SCHEDULER_TIMEOUT_S = 5
+
+#: Seconds the client goes on asking a scheduler that does not answer while its
+#: connection stands before it calls it gone: a scheduler relaying a large mask stack to
+#: the workers (client.run goes through it) is busy for seconds; a scheduler whose
+#: process died closes the connection, which fails the run at once.
+SCHEDULER_ANSWER_S = 60
 
 #: The hang timeout's floor, and the factor on a range's expected time (see apply_masks).
 HANG_FLOOR_S = 30
@@ -535,17 +542,26 @@ def _live_workers(client):
 
 async def _scheduler_workers(client):
     """Address → scheduler info of every worker the scheduler knows (any status); raises
-    ClusterError within SCHEDULER_TIMEOUT_S when the scheduler is gone."""
+    ClusterError at once when the client's connection to the scheduler is lost, and after
+    SCHEDULER_ANSWER_S when the scheduler does not answer (asked every
+    SCHEDULER_TIMEOUT_S)."""
     address = getattr(client.scheduler, "address", None) or "?"
-    if client.status not in ("running", "newly-created"):
-        raise ClusterError(f"the Dask scheduler at {address} is gone (the client lost its connection to it; client "
-                           f"status {client.status!r}): restart the scheduler and its workers, and run again")
-    try:
-        identity = await asyncio.wait_for(client.scheduler.identity(n_workers=-1), SCHEDULER_TIMEOUT_S)
-    except (OSError, asyncio.TimeoutError) as e:
-        raise ClusterError(f"the Dask scheduler at {address} is gone: no answer within {SCHEDULER_TIMEOUT_S} s "
-                           f"({type(e).__name__}: {e}); restart the scheduler and its workers, and run again") from None
-    return identity["workers"]
+    deadline = time.monotonic() + SCHEDULER_ANSWER_S
+    while True:
+        if client.status not in ("running", "newly-created"):
+            raise ClusterError(f"the Dask scheduler at {address} is gone (the client lost its connection to it; client "
+                               f"status {client.status!r}): restart the scheduler and its workers, and run again")
+        try:
+            identity = await asyncio.wait_for(client.scheduler.identity(n_workers=-1), SCHEDULER_TIMEOUT_S)
+            return identity["workers"]
+        except asyncio.TimeoutError:  # before OSError: since Python 3.11 TimeoutError is one
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"the Dask scheduler at {address} is gone: no answer within {SCHEDULER_ANSWER_S:g} "
+                                   "s (a hung scheduler, or a network cut): restart the scheduler and its workers, and "
+                                   "run again") from None
+        except OSError as e:
+            raise ClusterError(f"the Dask scheduler at {address} is gone ({type(e).__name__}: {e}): restart the "
+                               "scheduler and its workers, and run again") from None
 
 
 async def _live_async(client):
@@ -1519,7 +1535,8 @@ def apply_masks(
     Faults: a worker that dies or retires takes no range with it (its ranges are
     recomputed on the others, and no data of the run lives only on one worker);
     a worker that joins is set up and gets ranges; the scheduler gone fails the run
-    within SCHEDULER_TIMEOUT_S with a ClusterError naming its address. At the end of
+    with a ClusterError naming its address, at once when its connection is lost, after
+    SCHEDULER_ANSWER_S when it does not answer (a busy one is waited for). At the end of
     the run (also on error or cancel) every worker drops the run's masks and closes the
     files it opened for it: no file stays open or locked after apply_masks returns.
     :func:`apply_masks_async` is its twin for an asynchronous client.

@@ -22,6 +22,7 @@ cluster's nodes. The backend's callback (:class:`_Backend`) calls
 import contextlib
 import ctypes
 import json
+import logging
 import signal
 import sys
 import warnings
@@ -185,9 +186,19 @@ class _Backend:
         print(f"{NAME}: warning: {text.removeprefix('stemdot: ')}", file=sys.stderr)
 
     def close(self):
-        if self.client is not None:
-            self.client.close()
-            self.client = None
+        if self.client is None:
+            return
+        client, self.client = self.client, None
+        # A client whose scheduler is gone is reconnecting; closing it cancels that, which
+        # Dask logs as an ERROR with a traceback after the command's own message.
+        log = logging.getLogger("distributed.client")
+        level = log.level
+        if client.status != "running":
+            log.setLevel(logging.CRITICAL)
+        try:
+            client.close()
+        finally:
+            log.setLevel(level)
 
 
 def _buffer(address, size):

@@ -244,6 +244,20 @@ def test_dask_flags_are_checked_and_shown(scan, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_scheduler_not_reached_names_the_flag(scan, tmp_path):
+    """A --scheduler that is malformed or where no scheduler listens: the message names
+    --scheduler (and --timeout for the wait), and no output is written."""
+    for address, message in (("foo", "--scheduler 'foo': missing port number in address 'foo'"),
+                             ("tcp://127.0.0.1:1", "--scheduler 'tcp://127.0.0.1:1': no Dask scheduler answered within "
+                                                   "--timeout 2 s (Timed out trying to connect to tcp://127.0.0.1:1 "
+                                                   "after 2 s)")):
+        run = subprocess.run([sys.executable, "-m", "stemdot.dask", str(scan), "--mask", "com", "--out",
+                              str(tmp_path / "r.npy"), "--scheduler", address, "--timeout", "2"], capture_output=True,
+                             text=True, timeout=TIMEOUT)
+        assert run.returncode == 1 and f"stemdot.dask: {message}\n" in run.stderr, run.stderr
+    assert not list(tmp_path.iterdir())
+
+
 def test_closing_after_the_scheduler_died_prints_no_traceback(tmp_path, caplog):
     """The command's client closed after its scheduler was killed (kill -9 mid-run): the
     command's own message says so; Dask's cancelled reconnection is not logged as an

@@ -130,7 +130,13 @@ class _Backend:
             from distributed import Client
 
             print(f"{NAME}: connecting to {self.scheduler} (waiting up to --timeout {self.timeout:g} s)", file=sys.stderr)
-            self.client = Client(self.scheduler, timeout=self.timeout)
+            try:
+                self.client = Client(self.scheduler, timeout=self.timeout)
+            except ValueError as e:  # a malformed address
+                raise stemdot.InvalidArgumentError(f"--scheduler {self.scheduler!r}: {e}", _lib.ERR_INVALID_ARGUMENT) from None
+            except OSError as e:  # nothing listens there, or it did not answer in time
+                raise stemdot.StemdotIOError(f"--scheduler {self.scheduler!r}: no Dask scheduler answered within --timeout "
+                                             f"{self.timeout:g} s ({e})", _lib.ERR_IO) from None
             nodes = sdask.bootstrap(self.client, timeout=self.timeout)
             workers = sum(n["n_workers"] for n in nodes.values())
             print(f"{NAME}: {len(nodes)} Dask workers, {workers} stemdot workers", file=sys.stderr)

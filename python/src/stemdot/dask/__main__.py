@@ -60,7 +60,7 @@ class _Backend:
         self.interrupted = False  # Ctrl-C seen
 
     def on_interrupt(self, signum, frame):
-        """SIGINT while the command runs: KeyboardInterrupt in a call (which cancels its
+        """SIGINT (SIGTERM, SIGHUP) while the command runs: KeyboardInterrupt in a call (which cancels its
         run on the workers and replies "interrupted"); outside one (Go's code: checks,
         writing the outputs, all or nothing) the next call replies "interrupted" at once,
         as stemdot's handled steps see an interrupt."""
@@ -235,11 +235,14 @@ def run(argv):
     args = (ctypes.c_char_p * (len(argv) + 1))(USE.encode(), *[a.encode() for a in argv])
     sys.stdout.flush()
     sys.stderr.flush()
-    previous = signal.signal(signal.SIGINT, backend.on_interrupt)
+    # SIGTERM (a batch system's time limit) and SIGHUP end the command as Ctrl-C does, as
+    # they end stemdot apply: status 1, no output left behind.
+    previous = {sig: signal.signal(sig, backend.on_interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         return lib.stemdot_cli_main(len(argv) + 1, args, ctypes.byref(spec))
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         backend.close()
 
 

@@ -26,8 +26,9 @@ on every node, see the README). stemdot runs *inside* each Dask worker process:
   expected time)) is taken back and recomputed, its worker gets no new range until it
   answers again, and its late result is ignored; a node that cannot read the file (an
   I/O error, or a truncated copy: node-local errors) gets no more ranges, with a
-  UserWarning naming it. A gone scheduler fails the run at once (no answer: after SCHEDULER_ANSWER_S). At
-  the end of a run every worker drops its data and closes its files.
+  UserWarning naming it. A gone scheduler fails the run at once (one that does not
+  answer: after SCHEDULER_ANSWER_S). At the end of a run every worker drops its data and
+  closes its files.
 * :func:`reduce` reduces the frames (sum, mean, max, std) the same way.
 * ``bootstrap_async``, ``apply_masks_async``, ``reduce_async`` and
   ``dataset_info_async`` are the twins for ``Client(asynchronous=True)``: the range

@@ -60,8 +60,8 @@ class _Backend:
         self.interrupted = False  # Ctrl-C seen
 
     def on_interrupt(self, signum, frame):
-        """SIGINT (SIGTERM, SIGHUP) while the command runs: KeyboardInterrupt in a call (which cancels its
-        run on the workers and replies "interrupted"); outside one (Go's code: checks,
+        """SIGINT (SIGTERM, SIGHUP) while the command runs: KeyboardInterrupt in a call
+        (which cancels its run on the workers and replies "interrupted"); outside one (Go's code: checks,
         writing the outputs, all or nothing) the next call replies "interrupted" at once,
         as stemdot's handled steps see an interrupt."""
         self.interrupted = True

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 	"unsafe"
@@ -242,6 +241,13 @@ func (b *Remote) Reduce(ctx context.Context, ds dataset.Dataset, opt stemdot.Red
 	return red, nil
 }
 
+// interrupted is a backend's error of an interrupt (errs.Cancelled): its message, and an
+// error of the cancelled context, so that the command ends as after stemdot's own
+// interrupts ("interrupted", or "interrupted: no result written" in a handled step).
+type interrupted struct{ error }
+
+func (e interrupted) Unwrap() []error { return []error{context.Canceled, e.error} }
+
 // call runs op with request (the dataset's path and options added) and decodes the
 // reply into reply.
 func (b *Remote) call(op string, request map[string]any, weights []byte, shifts []float64, out []byte, reply any) error {
@@ -252,7 +258,7 @@ func (b *Remote) call(op string, request map[string]any, weights []byte, shifts 
 	text, err := b.Call(op, req, weights, shifts, out)
 	if err != nil {
 		if errs.KindOf(err) == errs.Cancelled {
-			return errs.Wrap(errs.Cancelled, fmt.Errorf("%w: %w", context.Canceled, err))
+			return interrupted{err}
 		}
 		return err
 	}

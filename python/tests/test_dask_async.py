@@ -61,3 +61,34 @@ def test_async_api_equals_single_process(tmp_path):
     assert info["nav_shape"] == (16, 24) and info["n_frames"] == 384
     np.testing.assert_array_equal(guessed, want_guess)
     assert not [w for w in caught if "stemdot" in str(w.message)], "nav_shape given: no warning"
+
+
+def test_synchronous_api_refuses_an_asynchronous_client(tmp_path):
+    """bootstrap, dataset_info, apply_masks, reduce and centre called with
+    Client(asynchronous=True) from its event loop: a clear error naming the async twin,
+    not a coroutine handed back (a result never computed) or a TypeError from inside."""
+    path = tmp_path / "scan.npy"
+    np.save(path, np.zeros((2, 3) + SIG, dtype=np.uint16))
+    masks = stemdot.disk(SIG, 16, 16, 4)
+
+    async def main():
+        async with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                silence_logs=50, asynchronous=True) as cluster:
+            async with Client(cluster, asynchronous=True) as client:
+                calls = {
+                    "bootstrap": lambda: sdask.bootstrap(client),
+                    "dataset_info": lambda: sdask.dataset_info(client, path),
+                    "apply_masks": lambda: sdask.apply_masks(client, path, masks),
+                    "reduce": lambda: sdask.reduce(client, path, ["sum"]),
+                    "centre": lambda: sdask.centre(client, path),
+                }
+                for name, call in calls.items():
+                    with pytest.raises(stemdot.InvalidArgumentError) as e:
+                        call()
+                    twin = f"await stemdot.dask.{name}_async(client, ...)"
+                    if name == "centre":
+                        twin = "stemdot.find_centre((await stemdot.dask.reduce_async(client, path, ['sum']))['sum'])"
+                    assert str(e.value) == (f"stemdot.dask.{name}: the client is asynchronous "
+                                            f"(Client(asynchronous=True)): {twin} instead"), str(e.value)
+
+    asyncio.run(main())

@@ -242,3 +242,50 @@ def test_dask_flags_are_checked_and_shown(scan, tmp_path):
         assert run.returncode == 1 and f"stemdot.dask: {message}" in run.stderr, run.stderr
         assert "connecting" not in run.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_scheduler_not_reached_names_the_flag(scan, tmp_path):
+    """A --scheduler that is malformed or where no scheduler listens: the message names
+    --scheduler (and --timeout for the wait), and no output is written."""
+    for address, message in (("foo", "--scheduler 'foo': missing port number in address 'foo'"),
+                             ("tcp://127.0.0.1:1", "--scheduler 'tcp://127.0.0.1:1': no Dask scheduler answered within "
+                                                   "--timeout 2 s (Timed out trying to connect to tcp://127.0.0.1:1 "
+                                                   "after 2 s)")):
+        run = subprocess.run([sys.executable, "-m", "stemdot.dask", str(scan), "--mask", "com", "--out",
+                              str(tmp_path / "r.npy"), "--scheduler", address, "--timeout", "2"], capture_output=True,
+                             text=True, timeout=TIMEOUT)
+        assert run.returncode == 1 and f"stemdot.dask: {message}\n" in run.stderr, run.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_closing_after_the_scheduler_died_prints_no_traceback(tmp_path, caplog):
+    """The command's client closed after its scheduler was killed (kill -9 mid-run): the
+    command's own message says so; Dask's cancelled reconnection is not logged as an
+    ERROR with a traceback after it."""
+    import signal
+    import time
+
+    from distributed import Client
+
+    from stemdot.dask.__main__ import _Backend
+
+    file = tmp_path / "scheduler.json"
+    proc = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", str(file),
+                             "--port", "0", "--dashboard-address", ":0", "--host", "127.0.0.1"], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not file.exists():
+            assert time.monotonic() < deadline, "no scheduler"
+            time.sleep(0.1)
+        backend = _Backend()
+        backend.client = Client(scheduler_file=str(file), timeout=60)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(60)
+        while backend.client.status == "running":
+            assert time.monotonic() < deadline, "the client did not see its scheduler go"
+            time.sleep(0.1)
+        backend.close()
+    finally:
+        proc.kill()
+        proc.wait(60)
+    assert not [r for r in caplog.records if r.name.startswith("distributed") and r.levelname == "ERROR"], caplog.text

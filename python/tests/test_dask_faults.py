@@ -4,6 +4,7 @@ killed; files closed after a run; ranges in proportion to the workers' rates. Ev
 gives the single-process result exactly, or the exact error, within a bounded time."""
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -259,6 +260,27 @@ def test_run_started_while_a_worker_is_stopped(scan):
         assert stopped not in report["frames"] and sum(report["frames"].values()) == N_FRAMES
 
 
+def test_client_closed_while_a_worker_is_stopped_logs_no_traceback(scan, caplog):
+    """A worker stopped (SIGSTOP) through a run and still stopped when the client closes:
+    the end of the job queued for it fails with the client's connection, and that failure
+    is expected, not an asyncio "Task exception was never retrieved" traceback on stderr
+    after a run that succeeded."""
+    path, masks, want = scan
+    with make_cluster() as cluster:
+        client = Client(cluster, timeout=TIMEOUT)
+        sdask.bootstrap(client)
+        _, pid = sorted(pids(client).items())[0]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            got = limited(lambda: sdask.apply_masks(client, path, masks, range_frames=RANGE), 60)
+            client.close()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        gc.collect()
+    np.testing.assert_array_equal(got, want)
+    assert "never retrieved" not in caplog.text, caplog.text
+
+
 def test_hang_limit_default():
     assert sdask._hang_limit(100, None, None) == sdask.HANG_FIRST_S == 120
     assert sdask._hang_limit(100, 1000.0, None) == sdask.HANG_FLOOR_S == 30
@@ -455,3 +477,38 @@ def test_scheduler_killed_is_a_cluster_error_at_once(scan, tmp_path):
         for p in procs:
             p.kill()
             p.wait(TIMEOUT)
+
+
+@pytest.mark.parametrize("fault", ["busy", "stopped"])
+def test_busy_scheduler_is_waited_for_and_a_silent_one_is_gone(tmp_path, monkeypatch, fault):
+    """A scheduler whose event loop is busy for longer than SCHEDULER_TIMEOUT_S (as when it
+    relays a large mask stack to the workers) is not called gone while its connection
+    stands: the client asks again, up to SCHEDULER_ANSWER_S; one that never answers
+    (SIGSTOP: a hung scheduler or a network cut with its connection left open) is a
+    ClusterError after SCHEDULER_ANSWER_S."""
+    monkeypatch.setattr(sdask, "SCHEDULER_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(sdask, "SCHEDULER_ANSWER_S", 4)
+    file = tmp_path / "scheduler.json"
+    proc = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", str(file),
+                             "--port", "0", "--dashboard-address", ":0", "--host", "127.0.0.1"], stderr=subprocess.DEVNULL)
+    try:
+        wait_until(file.exists)
+        with Client(scheduler_file=str(file), timeout=TIMEOUT) as client:
+            address = client.scheduler.address
+            if fault == "busy":  # the scheduler's loop blocked for 2 s, less than SCHEDULER_ANSWER_S
+                busy = threading.Thread(target=client.run_on_scheduler, args=(time.sleep, 2), daemon=True)
+                busy.start()
+                time.sleep(0.2)
+                assert limited(lambda: client.sync(sdask._scheduler_workers, client), 30) == {}
+                busy.join(TIMEOUT)
+            else:
+                os.kill(proc.pid, signal.SIGSTOP)
+                try:
+                    err = limited(lambda: client.sync(sdask._scheduler_workers, client), 30)
+                finally:
+                    os.kill(proc.pid, signal.SIGCONT)
+                assert isinstance(err, sdask.ClusterError), repr(err)
+                assert str(err).startswith(f"the Dask scheduler at {address} is gone: no answer within 4 s"), str(err)
+    finally:
+        proc.kill()
+        proc.wait(TIMEOUT)

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -102,3 +103,20 @@ def test_ctrl_c_while_starting_exits_1_with_the_message(tmp_path):
     stderr = proc.communicate(timeout=120)[1]
     assert proc.returncode == 1 and stderr.endswith("no result written\n") and "stemdot.dask: interrupted: " in stderr, stderr
     assert "Traceback" not in stderr and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_interrupt_while_connecting_exits_1_with_stemdots_message(tmp_path, sig):
+    """SIGINT, SIGTERM (a batch system's time limit) and SIGHUP while the command waits
+    for its scheduler end it as they end stemdot apply: status 1 and "interrupted" (not
+    killed by the signal, nor "context canceled: interrupted"), nothing written."""
+    proc = subprocess.Popen([sys.executable, "-m", "stemdot.dask", "--scheduler", "tcp://127.0.0.1:9", "/nonexist/in.mib",
+                             "--mask", "com", "--out", str(tmp_path / "r.npy"), "--timeout", "60"], stderr=subprocess.PIPE,
+                            text=True)
+    first = proc.stderr.readline()
+    assert first.startswith("stemdot.dask: connecting to tcp://127.0.0.1:9"), first
+    time.sleep(1)  # past the start of the Client: an interrupt in its first instants can be lost (an open bug)
+    proc.send_signal(sig)
+    stderr = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 1 and stderr == "stemdot.dask: interrupted\n", (proc.returncode, stderr)
+    assert not list(tmp_path.iterdir())

@@ -26,8 +26,9 @@ on every node, see the README). stemdot runs *inside* each Dask worker process:
   expected time)) is taken back and recomputed, its worker gets no new range until it
   answers again, and its late result is ignored; a node that cannot read the file (an
   I/O error, or a truncated copy: node-local errors) gets no more ranges, with a
-  UserWarning naming it. A gone scheduler fails the run within SCHEDULER_TIMEOUT_S. At
-  the end of a run every worker drops its data and closes its files.
+  UserWarning naming it. A gone scheduler fails the run at once (one that does not
+  answer: after SCHEDULER_ANSWER_S). At the end of a run every worker drops its data and
+  closes its files.
 * :func:`reduce` reduces the frames (sum, mean, max, std) the same way.
 * ``bootstrap_async``, ``apply_masks_async``, ``reduce_async`` and
   ``dataset_info_async`` are the twins for ``Client(asynchronous=True)``: the range
@@ -510,8 +511,15 @@ def _ping(dask_worker=None):
 # ------------------------------------------------------------------- client side
 
 
-#: Seconds the client waits for an answer of the scheduler before it calls it gone.
+#: Seconds the client waits for one answer of the scheduler (and, elsewhere, for workers
+#: that may be stopped) before it asks again.
 SCHEDULER_TIMEOUT_S = 5
+
+#: Seconds the client goes on asking a scheduler that does not answer while its
+#: connection stands before it calls it gone: a scheduler relaying a large mask stack to
+#: the workers (client.run goes through it) is busy for seconds; a scheduler whose
+#: process died closes the connection, which fails the run at once.
+SCHEDULER_ANSWER_S = 60
 
 #: The hang timeout's floor, and the factor on a range's expected time (see apply_masks).
 HANG_FLOOR_S = 30
@@ -535,17 +543,26 @@ def _live_workers(client):
 
 async def _scheduler_workers(client):
     """Address → scheduler info of every worker the scheduler knows (any status); raises
-    ClusterError within SCHEDULER_TIMEOUT_S when the scheduler is gone."""
+    ClusterError at once when the client's connection to the scheduler is lost, and after
+    SCHEDULER_ANSWER_S when the scheduler does not answer (asked every
+    SCHEDULER_TIMEOUT_S)."""
     address = getattr(client.scheduler, "address", None) or "?"
-    if client.status not in ("running", "newly-created"):
-        raise ClusterError(f"the Dask scheduler at {address} is gone (the client lost its connection to it; client "
-                           f"status {client.status!r}): restart the scheduler and its workers, and run again")
-    try:
-        identity = await asyncio.wait_for(client.scheduler.identity(n_workers=-1), SCHEDULER_TIMEOUT_S)
-    except (OSError, asyncio.TimeoutError) as e:
-        raise ClusterError(f"the Dask scheduler at {address} is gone: no answer within {SCHEDULER_TIMEOUT_S} s "
-                           f"({type(e).__name__}: {e}); restart the scheduler and its workers, and run again") from None
-    return identity["workers"]
+    deadline = time.monotonic() + SCHEDULER_ANSWER_S
+    while True:
+        if client.status not in ("running", "newly-created"):
+            raise ClusterError(f"the Dask scheduler at {address} is gone (the client lost its connection to it; client "
+                               f"status {client.status!r}): restart the scheduler and its workers, and run again")
+        try:
+            identity = await asyncio.wait_for(client.scheduler.identity(n_workers=-1), SCHEDULER_TIMEOUT_S)
+            return identity["workers"]
+        except asyncio.TimeoutError:  # before OSError: since Python 3.11 TimeoutError is one
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"the Dask scheduler at {address} is gone: no answer within {SCHEDULER_ANSWER_S:g} "
+                                   "s (a hung scheduler, or a network cut): restart the scheduler and its workers, and "
+                                   "run again") from None
+        except OSError as e:
+            raise ClusterError(f"the Dask scheduler at {address} is gone ({type(e).__name__}: {e}): restart the "
+                               "scheduler and its workers, and run again") from None
 
 
 async def _live_async(client):
@@ -600,6 +617,17 @@ async def _cluster_error(client, what, started=None):
                         "smaller masks; then run again")
 
 
+def _synchronous(client, name, twin=None):
+    """Refuses a call of the synchronous function name from the event loop of an
+    asynchronous client, whose client.sync would hand back a coroutine instead of the
+    result: raises InvalidArgumentError naming the twin to await (default name_async)."""
+    if client.asynchronous:
+        twin = twin or f"await stemdot.dask.{name}_async(client, ...)"
+        raise stemdot.InvalidArgumentError(
+            f"stemdot.dask.{name}: the client is asynchronous (Client(asynchronous=True)): {twin} instead",
+            _lib.ERR_INVALID_ARGUMENT)
+
+
 def _sync(client, coroutine_function, *args, **kwargs):
     """Runs coroutine_function(*args, **kwargs) on client's event loop (client.sync, as
     distributed's own synchronous API does) and returns its result; the warnings it
@@ -635,6 +663,7 @@ def bootstrap(client, plugin=None, timeout=120):
     whose set-up failed, TimeoutError after ``timeout`` seconds; :func:`bootstrap_async`
     is its twin for ``Client(asynchronous=True)``.
     """
+    _synchronous(client, "bootstrap")
     return client.sync(_bootstrap, client, plugin, timeout)
 
 
@@ -711,6 +740,7 @@ def dataset_info(client, path, *, timeout=120, **open_options):
     :func:`apply_masks`, node-local errors) is warned about and another is asked.
     Raises :class:`ClusterError` when no worker has been running for ``timeout`` seconds
     (none connected, or all paused), or the nodes' error when none can read the file."""
+    _synchronous(client, "dataset_info")
     return _sync(client, _dataset_info_notes, client, _client_path(path), _client_options(open_options), timeout)
 
 
@@ -1234,8 +1264,17 @@ _BACKGROUND = set()
 def _background(awaitable):
     task = asyncio.ensure_future(awaitable)
     _BACKGROUND.add(task)
-    task.add_done_callback(_BACKGROUND.discard)
+    task.add_done_callback(_settled)
     return task
+
+
+def _settled(task):
+    """Forgets a background task, its failure read: the end of a job queued for a worker
+    that never answers fails when the client closes, which is expected, not an asyncio
+    "Task exception was never retrieved" traceback."""
+    _BACKGROUND.discard(task)
+    if not task.cancelled():
+        task.exception()
 
 
 def centre(client, path, *, shifts=None, resources=None, range_frames=None, timeout=120, **open_options):
@@ -1244,6 +1283,7 @@ def centre(client, path, *, shifts=None, resources=None, range_frames=None, time
     without shifts, in the sum frame reduced on the cluster (:func:`reduce`); with shifts,
     on one worker, which moves every frame back by its shift (see
     :func:`stemdot.centre`). Returns a :class:`stemdot.Centre`."""
+    _synchronous(client, "centre", "stemdot.find_centre((await stemdot.dask.reduce_async(client, path, ['sum']))['sum'])")
     if shifts is None:
         total = reduce(client, path, ["sum"], resources=resources, range_frames=range_frames, timeout=timeout,
                        **open_options)["sum"]
@@ -1293,6 +1333,7 @@ def reduce(
     mean, M2 = count·std²) merged by Chan et al.'s pairwise update, so the result is
     numerically stable. :func:`reduce_async` is its twin for an asynchronous client.
     """
+    _synchronous(client, "reduce")
     return _sync(client, _reduce, client, path, reductions, job=uuid.uuid4().hex, progress=progress, resources=resources,
                  prefer=prefer, range_frames=range_frames, max_attempts=max_attempts, timeout=timeout,
                  hang_timeout=hang_timeout, report=report, **open_options)
@@ -1495,11 +1536,13 @@ def apply_masks(
     Faults: a worker that dies or retires takes no range with it (its ranges are
     recomputed on the others, and no data of the run lives only on one worker);
     a worker that joins is set up and gets ranges; the scheduler gone fails the run
-    within SCHEDULER_TIMEOUT_S with a ClusterError naming its address. At the end of
+    with a ClusterError naming its address, at once when its connection is lost, after
+    SCHEDULER_ANSWER_S when it does not answer (a busy one is waited for). At the end of
     the run (also on error or cancel) every worker drops the run's masks and closes the
     files it opened for it: no file stays open or locked after apply_masks returns.
     :func:`apply_masks_async` is its twin for an asynchronous client.
     """
+    _synchronous(client, "apply_masks")
     return _sync(client, _apply_masks, client, path, masks, job=uuid.uuid4().hex, out_dtype=out_dtype,
                  progress=progress, resources=resources, prefer=prefer, range_frames=range_frames,
                  max_attempts=max_attempts, timeout=timeout, hang_timeout=hang_timeout, report=report,

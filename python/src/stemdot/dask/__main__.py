@@ -22,6 +22,7 @@ cluster's nodes. The backend's callback (:class:`_Backend`) calls
 import contextlib
 import ctypes
 import json
+import logging
 import signal
 import sys
 import warnings
@@ -59,8 +60,8 @@ class _Backend:
         self.interrupted = False  # Ctrl-C seen
 
     def on_interrupt(self, signum, frame):
-        """SIGINT while the command runs: KeyboardInterrupt in a call (which cancels its
-        run on the workers and replies "interrupted"); outside one (Go's code: checks,
+        """SIGINT (SIGTERM, SIGHUP) while the command runs: KeyboardInterrupt in a call
+        (which cancels its run on the workers and replies "interrupted"); outside one (Go's code: checks,
         writing the outputs, all or nothing) the next call replies "interrupted" at once,
         as stemdot's handled steps see an interrupt."""
         self.interrupted = True
@@ -129,7 +130,13 @@ class _Backend:
             from distributed import Client
 
             print(f"{NAME}: connecting to {self.scheduler} (waiting up to --timeout {self.timeout:g} s)", file=sys.stderr)
-            self.client = Client(self.scheduler, timeout=self.timeout)
+            try:
+                self.client = Client(self.scheduler, timeout=self.timeout)
+            except ValueError as e:  # a malformed address
+                raise stemdot.InvalidArgumentError(f"--scheduler {self.scheduler!r}: {e}", _lib.ERR_INVALID_ARGUMENT) from None
+            except OSError as e:  # nothing listens there, or it did not answer in time
+                raise stemdot.StemdotIOError(f"--scheduler {self.scheduler!r}: no Dask scheduler answered within --timeout "
+                                             f"{self.timeout:g} s ({e})", _lib.ERR_IO) from None
             nodes = sdask.bootstrap(self.client, timeout=self.timeout)
             workers = sum(n["n_workers"] for n in nodes.values())
             print(f"{NAME}: {len(nodes)} Dask workers, {workers} stemdot workers", file=sys.stderr)
@@ -185,9 +192,19 @@ class _Backend:
         print(f"{NAME}: warning: {text.removeprefix('stemdot: ')}", file=sys.stderr)
 
     def close(self):
-        if self.client is not None:
-            self.client.close()
-            self.client = None
+        if self.client is None:
+            return
+        client, self.client = self.client, None
+        # A client whose scheduler is gone is reconnecting; closing it cancels that, which
+        # Dask logs as an ERROR with a traceback after the command's own message.
+        log = logging.getLogger("distributed.client")
+        level = log.level
+        if client.status != "running":
+            log.setLevel(logging.CRITICAL)
+        try:
+            client.close()
+        finally:
+            log.setLevel(level)
 
 
 def _buffer(address, size):
@@ -218,11 +235,14 @@ def run(argv):
     args = (ctypes.c_char_p * (len(argv) + 1))(USE.encode(), *[a.encode() for a in argv])
     sys.stdout.flush()
     sys.stderr.flush()
-    previous = signal.signal(signal.SIGINT, backend.on_interrupt)
+    # SIGTERM (a batch system's time limit) and SIGHUP end the command as Ctrl-C does, as
+    # they end stemdot apply: status 1, no output left behind.
+    previous = {sig: signal.signal(sig, backend.on_interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         return lib.stemdot_cli_main(len(argv) + 1, args, ctypes.byref(spec))
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         backend.close()
 
 

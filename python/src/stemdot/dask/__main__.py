@@ -25,6 +25,7 @@ import json
 import logging
 import signal
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -89,6 +90,8 @@ class _Backend:
             self.calling = False
             sys.stdout.flush()
             sys.stderr.flush()
+        if self.interrupted:  # also one that library code swallowed, or that came after an error
+            reply = {"error": "interrupted", "status": _lib.ERR_CANCELLED}
         self.reply = ctypes.create_string_buffer(json.dumps(reply).encode())
         return ctypes.addressof(self.reply)
 
@@ -127,23 +130,31 @@ class _Backend:
 
     def open(self, req, masks, out):
         if self.client is None:
-            from distributed import Client
-
             print(f"{NAME}: connecting to {self.scheduler} (waiting up to --timeout {self.timeout:g} s)", file=sys.stderr)
-            try:
-                self.client = Client(self.scheduler, timeout=self.timeout)
-            except ValueError as e:  # a malformed address
-                raise stemdot.InvalidArgumentError(f"--scheduler {self.scheduler!r}: {e}", _lib.ERR_INVALID_ARGUMENT) from None
-            except OSError as e:  # nothing listens there, or it did not answer in time
-                raise stemdot.StemdotIOError(f"--scheduler {self.scheduler!r}: no Dask scheduler answered within --timeout "
-                                             f"{self.timeout:g} s ({e})", _lib.ERR_IO) from None
-            nodes = sdask.bootstrap(self.client, timeout=self.timeout)
+            self.client, nodes = _interruptible(self._connect)
             workers = sum(n["n_workers"] for n in nodes.values())
             print(f"{NAME}: {len(nodes)} Dask workers, {workers} stemdot workers", file=sys.stderr)
         info = sdask.dataset_info(self.client, req["path"], timeout=self.timeout, **req["options"])
         self.positions = info["positions"]
         self.warnings = [f"stemdot: {w}" for w in info["warnings"]]
         return {k: _plain(v) for k, v in info.items()}
+
+    def _connect(self):
+        """A Client of the scheduler and the set-up of its workers (stemdot.dask.bootstrap)."""
+        from distributed import Client
+
+        try:
+            client = Client(self.scheduler, timeout=self.timeout)
+        except ValueError as e:  # a malformed address
+            raise stemdot.InvalidArgumentError(f"--scheduler {self.scheduler!r}: {e}", _lib.ERR_INVALID_ARGUMENT) from None
+        except OSError as e:  # nothing listens there, or it did not answer in time
+            raise stemdot.StemdotIOError(f"--scheduler {self.scheduler!r}: no Dask scheduler answered within --timeout "
+                                         f"{self.timeout:g} s ({e})", _lib.ERR_IO) from None
+        try:
+            return client, sdask.bootstrap(client, timeout=self.timeout)
+        except BaseException:
+            client.close()
+            raise
 
     def centre(self, req, masks, out):
         with self._warnings():
@@ -205,6 +216,29 @@ class _Backend:
             client.close()
         finally:
             log.setLevel(level)
+
+
+def _interruptible(fn):
+    """fn() run in a thread of its own (a daemon) and waited for here in steps of 0.1 s, so
+    that Ctrl-C (KeyboardInterrupt, raised by the signal handler in this, the main, thread)
+    ends the wait at once: library code run here could swallow it (distributed's Client()
+    calls uuid.getnode, whose bare except catches it). The thread is then left to end
+    on its own. Returns fn's result, raises its exception."""
+    done = {}
+
+    def target():
+        try:
+            done["result"] = fn()
+        except BaseException as e:  # noqa: BLE001 (raised in the caller's thread)
+            done["error"] = e
+
+    thread = threading.Thread(target=target, name=f"{NAME} {getattr(fn, '__name__', 'call')}", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    if "error" in done:
+        raise done["error"]
+    return done["result"]
 
 
 def _buffer(address, size):

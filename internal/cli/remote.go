@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -34,7 +36,9 @@ type RemoteFlag struct {
 // the shifts (as stemdot.ApplyOptions.Shifts: 2, or 2 per frame or scan position) and
 // out, a buffer for Call to fill (host byte order), and returns its JSON reply. Its
 // errors are classified (package errs); one of kind errs.Cancelled (an interrupt) ends
-// the command as an interrupt does. The operations, their requests and replies:
+// the command as an interrupt does. An error that names a flag of Extra as the other
+// program's keyword (resources= for --resources, range_frames=7 for --range-frames 7)
+// is said with the flag. The operations, their requests and replies:
 //
 //	check   {"command": "apply"|"sum", "flags": {NAME: value, or [values] if repeatable}}
 //	        → {} (the backend's flags checked, before the dataset is opened)
@@ -260,12 +264,37 @@ func (b *Remote) call(op string, request map[string]any, weights []byte, shifts 
 		if errs.KindOf(err) == errs.Cancelled {
 			return interrupted{err}
 		}
+		if msg := b.flagNames(err.Error()); msg != err.Error() {
+			return errs.New(errs.KindOf(err), "%s", msg)
+		}
 		return err
 	}
 	if err := json.Unmarshal(text, reply); err != nil {
 		return errs.New(errs.Internal, "the backend's reply to %s is not the JSON expected: %v: %q", op, err, text)
 	}
 	return nil
+}
+
+// keywordRef is a keyword argument in a message: its name and value, if any
+// ("range_frames=0", "resources=").
+var keywordRef = regexp.MustCompile(`\b([a-z][a-z0-9_]*)=([^\s,;:)]*)`)
+
+// flagNames rewrites the keywords of msg that name flags of Extra (the flag's name
+// with _ for -) as the flags: "resources=" as "--resources", "range_frames=0" as
+// "--range-frames 0"; other keywords are left as they are.
+func (b *Remote) flagNames(msg string) string {
+	return keywordRef.ReplaceAllStringFunc(msg, func(m string) string {
+		key, value, _ := strings.Cut(m, "=")
+		for _, f := range b.Extra {
+			if strings.ReplaceAll(f.Name, "-", "_") == key {
+				if value == "" {
+					return "--" + f.Name
+				}
+				return "--" + f.Name + " " + value
+			}
+		}
+		return m
+	})
 }
 
 // bytesOf is the memory of s as bytes, in host byte order (no copy).

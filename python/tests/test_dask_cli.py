@@ -223,6 +223,18 @@ def test_missing_file(stemdot_bin, cluster, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_resources_no_worker_declares_names_the_flag(cluster, scan, tmp_path):
+    """#20 F: --resources that no worker declares: the message names --resources, the
+    command's flag, not stemdot.dask's keyword resources=."""
+    run = subprocess.run([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(scan), "--mask",
+                          "com", "--out", str(tmp_path / "r.npy"), "--resources", "GPU=1", "--timeout", "20"],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.endswith("no running worker of the cluster has the resources {'GPU': 1.0}: start workers that declare "
+                               "them (dask worker SCHEDULER --resources NAME=N), or drop --resources\n"), run.stderr
+    assert not list(tmp_path.iterdir())
+
+
 def test_dask_flags_are_checked_and_shown(scan, tmp_path):
     """The Dask command's own flags: in --help, and checked (naming the flag) before the
     cluster is contacted."""

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -51,10 +52,12 @@ type RemoteFlag struct {
 //	apply   {"path", "options", "n_masks", "sig_shape", "float64", "progress"}, masks,
 //	        shifts (2, or 2 per frame read), out: n_frames × n_masks float32 (float64),
 //	        frame-major, the frames as opened (an ROI's selected ones)
-//	        → {"cpu_workers", "gpu_workers"} that ran it
+//	        → {"cpu_workers", "gpu_workers" that ran it (each counted once), "workers":
+//	        [{"name", "frames", "ranges", "seconds" busy}] per worker of the other
+//	        program that computed frames}
 //	reduce  {"path", "options", "reductions": names of sum, mean, max, std asked, in
 //	        that order, "progress"}, out: one (sig_y, sig_x) float64 frame per name
-//	        → {"cpu_workers", "gpu_workers"}
+//	        → {"cpu_workers", "gpu_workers", "workers"}
 //
 // "progress" asks for a progress bar on stderr (the command's is shown only when stderr
 // is a terminal and --quiet is not given).
@@ -67,6 +70,7 @@ type Remote struct {
 	path     string
 	given    map[string]string
 	warnings []string // the dataset's
+	ran      []ranOn  // the last apply's workers
 }
 
 func (b *Remote) Flags(fs *pflag.FlagSet, reduce bool) {
@@ -177,8 +181,17 @@ func (b *Remote) Centre(ctx context.Context, ds dataset.Dataset, shifts []float6
 
 // workers is the reply of Call's apply and reduce.
 type workers struct {
-	CPU int `json:"cpu_workers"`
-	GPU int `json:"gpu_workers"`
+	CPU int     `json:"cpu_workers"`
+	GPU int     `json:"gpu_workers"`
+	Ran []ranOn `json:"workers"`
+}
+
+// ranOn is what one worker of the other program computed in a run.
+type ranOn struct {
+	Name    string  `json:"name"`
+	Frames  int     `json:"frames"`
+	Ranges  int     `json:"ranges"`
+	Seconds float64 `json:"seconds"`
 }
 
 // stats are the Stats of a run of workers over the frames of ds since start.
@@ -204,8 +217,25 @@ func (b *Remote) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Sta
 		}
 		var w workers
 		err := b.call("apply", request, weights, shifts, out, &w)
+		b.ran = w.Ran
 		return w.stats(ds, start), err
 	})
+}
+
+// Workers is a line per worker of the other program that computed frames of the last
+// Apply: "worker tcp://10.0.0.5:40123: 4096 frames in 12 ranges, 0.537 GB at 41.2 GB/s"
+// (the throughput while busy in its ranges), in the layout of stemdot's own workers.
+func (b *Remote) Workers(res *stemdot.Result) []string {
+	lines := make([]string, len(b.ran))
+	for i, w := range b.ran {
+		bytes := float64(w.Frames) * float64(res.Stats.BytesRead) / float64(max(res.Stats.Frames, 1))
+		rate := 0.0
+		if w.Seconds > 0 {
+			rate = bytes / 1e9 / w.Seconds
+		}
+		lines[i] = fmt.Sprintf("worker %s: %d frames in %d ranges, %.3f GB at %.1f GB/s", w.Name, w.Frames, w.Ranges, bytes/1e9, rate)
+	}
+	return lines
 }
 
 func (b *Remote) Reduce(ctx context.Context, ds dataset.Dataset, opt stemdot.ReduceOptions) (*stemdot.Reduction, error) {

@@ -5,6 +5,7 @@ the prefix) and exit status. A LocalCluster of 2 worker processes × 1 thread.""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,8 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 180
 
 #: The sidecar's fields that must differ: "plan" counts the workers that ran the job, the
-#: pinned CPU workers of this machine for stemdot apply, the stemdot workers of all the
-#: cluster's nodes for the Dask command.
+#: pinned CPU workers of this machine for stemdot apply, the stemdot workers of the
+#: cluster's nodes that computed frames for the Dask command.
 DIFFERING = {"plan"}
 
 
@@ -221,6 +222,75 @@ def test_missing_file(stemdot_bin, cluster, tmp_path):
     assert f"stemdot: dataset: {path}: file does not exist" in cli.stderr
     assert f"stemdot.dask: no live Dask worker can read {path}: {path}: No such file or directory (the file must be at this path on every Dask worker) (on workers " in dask.stderr, dask.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_workers_lines(cluster, scan, tmp_path):
+    """#20 C: apply --workers prints, after the summary, one line per Dask worker that
+    computed frames, as stemdot's per worker: its frames (all the scan's together), ranges
+    and throughput while busy."""
+    run = subprocess.run([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(scan), "--mask",
+                          "com", "--out", str(tmp_path / "r.npy"), "--workers", "--range-frames", "7"],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert run.returncode == 0, run.stderr
+    summary, *lines = run.stdout.splitlines()
+    assert summary.endswith(f"→ {tmp_path / 'r.npy'}")
+    addresses = set(cluster.scheduler_info["workers"])
+    frames = 0
+    for line in lines:
+        m = re.fullmatch(r"  worker (\S+): (\d+) frames in (\d+) ranges, (\d+\.\d{3}) GB at (\d+\.\d) GB/s", line)
+        assert m and m[1] in addresses, line
+        frames += int(m[2])
+        assert int(m[3]) >= 1 and float(m[4]) == round(int(m[2]) * 64 * 64 * 2 / 1e9, 3)
+    assert 1 <= len(lines) <= 2 and frames == 120, run.stdout
+
+
+def test_workers_counted_once(tmp_path):
+    """#20 D: the workers of a run are the stemdot workers that computed frames, each
+    once: a Dask worker restarted by its Nanny (a new address on the same host, the same
+    pinned CPUs) is not counted again, a worker that joined but computed nothing not at all."""
+    from stemdot.dask.__main__ import _ran
+
+    def node(host, cpus, gpus=()):
+        return {"host": host, "plan": {"workers": [{"cpu": c} for c in cpus] + [{"cpu": 0, "gpu": g} for g in gpus]}}
+
+    report = {
+        "nodes": {"tcp://a:1": node("a", [1, 2]), "tcp://a:2": node("a", [1, 2]), "tcp://b:1": node("b", [1, 2], [0]),
+                  "tcp://c:1": node("c", [1])},
+        "frames": {"tcp://a:1": 10, "tcp://a:2": 20, "tcp://b:1": 30, "tcp://c:1": 0},
+        "rates": {"tcp://a:1": 5.0, "tcp://a:2": 10.0, "tcp://b:1": 60.0, "tcp://c:1": None},
+        "ranges": [(0, 10, "tcp://a:1", 0, 2.0), (10, 20, "tcp://a:2", 0, 2.0), (30, 15, "tcp://b:1", 0, 0.25),
+                   (45, 15, "tcp://b:1", 0, 0.25)],
+    }
+    assert _ran(report) == {"cpu_workers": 4, "gpu_workers": 1, "workers": [
+        {"name": "tcp://a:1", "frames": 10, "ranges": 1, "seconds": 2.0},
+        {"name": "tcp://a:2", "frames": 20, "ranges": 1, "seconds": 2.0},
+        {"name": "tcp://b:1", "frames": 30, "ranges": 2, "seconds": 0.5}]}
+
+
+def test_waits_for_the_first_worker(scan, tmp_path):
+    """#20 D: a scheduler without workers (just restarted): the command says that it waits
+    for the first, up to --timeout, and runs when one joins; with none, it ends at
+    --timeout naming the flag."""
+    with LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40) as c:
+        argv = [sys.executable, "-m", "stemdot.dask", "--scheduler", c.scheduler_address, str(scan), "--mask", "com",
+                "--out", str(tmp_path / "r.npy")]
+        run = subprocess.run([*argv, "--timeout", "1"], capture_output=True, text=True, timeout=TIMEOUT)
+        assert run.returncode == 1, run.stderr
+        assert run.stderr.endswith(f"no Dask worker joined the scheduler within --timeout 1 s: start Dask workers "
+                                   f"(dask worker {c.scheduler_address}) and run again\n"), run.stderr
+        proc = subprocess.Popen([*argv, "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            proc.stderr.readline()  # connecting
+            line = proc.stderr.readline()
+            assert line == "stemdot.dask: the scheduler has no worker yet: waiting up to --timeout 120 s for the first\n", line
+            c.scale(1)
+            stdout, stderr = proc.communicate(timeout=TIMEOUT)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, stderr
+        assert stderr.startswith("stemdot.dask: 1 Dask workers"), stderr
+        plan = json.loads((tmp_path / "r.json").read_text())["plan"]
+        assert plan["cpu_workers"] >= 1 and plan["gpu_workers"] == 0
 
 
 def test_resources_no_worker_declares_names_the_flag(cluster, scan, tmp_path):

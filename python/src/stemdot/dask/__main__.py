@@ -13,8 +13,9 @@ nothing), warnings, messages ("stemdot.dask: ..." instead of "stemdot: ...") and
 statuses (1 after an error or Ctrl-C). What differs: the frames are read and the masks
 applied by the workers of the Dask cluster at --scheduler (the file at a path every
 worker can read; this process need not), with the flags below instead of --cpus, --gpus
-and the other plan flags, and RESULT.json's "plan" counts the stemdot workers of all the
-cluster's nodes. The backend's callback (:class:`_Backend`) calls
+and the other plan flags, RESULT.json's "plan" counts the stemdot workers that ran the
+job (each once), and apply --workers prints a line per Dask worker that computed frames.
+A scheduler without workers is waited on for the first, up to --timeout. The backend's callback (:class:`_Backend`) calls
 :func:`stemdot.dask.dataset_info`, :func:`~stemdot.dask.centre`,
 :func:`~stemdot.dask.apply_masks` and :func:`~stemdot.dask.reduce` on one Client.
 """
@@ -151,6 +152,15 @@ class _Backend:
             raise stemdot.StemdotIOError(f"--scheduler {self.scheduler!r}: no Dask scheduler answered within --timeout "
                                          f"{self.timeout:g} s ({e})", _lib.ERR_IO) from None
         try:
+            if not client.scheduler_info(n_workers=-1)["workers"]:  # e.g. just after the scheduler's restart
+                print(f"{NAME}: the scheduler has no worker yet: waiting up to --timeout {self.timeout:g} s for the first",
+                      file=sys.stderr)
+                try:
+                    client.wait_for_workers(1, timeout=self.timeout)
+                except TimeoutError:
+                    raise stemdot.StemdotIOError(f"--scheduler {self.scheduler!r}: no Dask worker joined the scheduler within "
+                                                 f"--timeout {self.timeout:g} s: start Dask workers (dask worker "
+                                                 f"{self.scheduler}) and run again", _lib.ERR_IO) from None
             return client, sdask.bootstrap(client, timeout=self.timeout)
         except BaseException:
             client.close()
@@ -166,25 +176,24 @@ class _Backend:
         dtype = np.float64 if req["float64"] else np.float32
         stack = np.frombuffer(masks, dtype=dtype).reshape(req["n_masks"], *req["sig_shape"])
         roi = self.positions is not None
+        report = {}
         with self._warnings():
             result = sdask.apply_masks(self.client, req["path"], stack, out_dtype=dtype, progress=req["progress"],
                                        resources=self.resources, range_frames=self.range_frames, timeout=self.timeout,
-                                       roi_compact=roi, shifts=req.get("shifts"), **req["options"])
+                                       roi_compact=roi, shifts=req.get("shifts"), report=report, **req["options"])
         if roi:
             result, _ = result
         np.frombuffer(out, dtype=dtype)[:] = np.asarray(result).reshape(-1)
-        plan = result.info["plan"]
-        return {"cpu_workers": plan["cpu_workers"], "gpu_workers": plan["gpu_workers"]}
+        return _ran(report)
 
     def reduce(self, req, masks, out):
         names = req["reductions"]
+        report = {}
         with self._warnings():
             frames = sdask.reduce(self.client, req["path"], names, progress=req["progress"], resources=self.resources,
-                                  range_frames=self.range_frames, timeout=self.timeout, **req["options"])
+                                  range_frames=self.range_frames, timeout=self.timeout, report=report, **req["options"])
         np.frombuffer(out, dtype=np.float64)[:] = np.concatenate([frames[n].reshape(-1) for n in names])
-        workers = [w for n in sdask.bootstrap(self.client, timeout=self.timeout).values() for w in n["plan"]["workers"]]
-        gpu = sum("gpu" in w for w in workers)
-        return {"cpu_workers": len(workers) - gpu, "gpu_workers": gpu}
+        return _ran(report)
 
     @contextlib.contextmanager
     def _warnings(self):
@@ -216,6 +225,24 @@ class _Backend:
             client.close()
         finally:
             log.setLevel(level)
+
+
+def _ran(report):
+    """The reply of apply and reduce from the report of their run (stemdot.dask's
+    report=): the stemdot workers that ran it, each counted once (a Dask worker restarted
+    by its Nanny, or one that left and joined again, runs the same pinned workers of its
+    node: counted by host and CPU or GPU), and per Dask worker that computed frames its
+    frames, ranges and busy seconds (apply --workers)."""
+    nodes, ran = report["nodes"], {a: n for a, n in report["frames"].items() if n > 0}
+    pinned = {(nodes[a]["host"], "gpu" if "gpu" in w else "cpu", w.get("gpu", w["cpu"]))
+              for a in ran if a in nodes for w in nodes[a]["plan"]["workers"]}
+    gpu = sum(kind == "gpu" for _, kind, _ in pinned)
+    workers = []
+    for address, frames in sorted(ran.items()):
+        rate = report["rates"].get(address)
+        workers.append({"name": address, "frames": frames, "ranges": sum(r[2] == address for r in report["ranges"]),
+                        "seconds": frames / rate if rate else 0.0})
+    return {"cpu_workers": len(pinned) - gpu, "gpu_workers": gpu, "workers": workers}
 
 
 def _interruptible(fn):

@@ -53,7 +53,7 @@ def stemdot_bin(tmp_path_factory):
 @pytest.fixture(scope="module")
 def scan(stemdot_bin, tmp_path_factory):
     """A synthetic MIB scan of 12×10 positions of 64×64 uint16 frames whose disc moves by
-    up to 3 pixels, a mask stack file, a shifts file and an ROI file."""
+    up to 3 pixels, mask stack files (float64, float32), shifts files and an ROI file."""
     d = tmp_path_factory.mktemp("in")
     path = d / "scan.mib"
     subprocess.run([str(stemdot_bin), "synth", "--out", str(path), "--nav-shape", "12,10", "--sig-shape", "64,64",
@@ -62,6 +62,8 @@ def scan(stemdot_bin, tmp_path_factory):
     np.save(d / "stack.npy", rng.random((2, 64, 64)))  # float64 weights, not exact in float32
     np.save(d / "shifts.npy", rng.random((12, 10, 2)) * 4 - 2)
     np.save(d / "roi.npy", rng.random((12, 10)) < 0.3)
+    np.save(d / "stack32.npy", rng.random((3, 64, 64), dtype=np.float32))
+    np.save(d / "normal_shifts.npy", rng.normal(0, 1.5, (12, 10, 2)))
     return path
 
 
@@ -115,6 +117,9 @@ APPLY = {
         "--mask", "com", "--masks", "{d}/stack.npy", "--float64", "--shifts", "{d}/shifts.npy", "--frames", "17,60"],
     "constant shift, rect ROI, compact": [
         "--mask", "disk:auto", "--mask", "com", "--shift", "1,-2", "--roi", "rect:2,3,5,6", "--roi-compact"],
+    # #20 B: 4 masks with sub-pixel shifts: a frame's sums did not depend on the ranges' cuts
+    "float32 stack file, specs, sub-pixel shifts": [
+        "--masks", "{d}/stack32.npy", "--mask", "disk:30,33,9", "--shifts", "{d}/normal_shifts.npy"],
     "ROI file, COM shift maps, PNGs": [
         "--mask", "com:32,32,20", "--roi", "{d}/roi.npy", "--com-shifts", "{out}/com.npy", "--png", "{out}/roi"],
 }

@@ -47,7 +47,10 @@ type RemoteFlag struct {
 //	        "dtype" (numpy name), "n_frames", "format", "warnings", "scan_shape",
 //	        "positions" (an ROI's selected scan positions, one per frame, else null),
 //	        "frame_positions" (the scan position of each frame when they are not the whole
-//	        scan, else null)}, as stemdot.dask.dataset_info returns it
+//	        scan, else null)}, as stemdot.dask.dataset_info returns it, and "path": the
+//	        file the frames are read from, as the other program's stemdot opened it
+//	        (stemdot.Dataset.path: e.g. an EMI file's SER file), which the sidecar
+//	        records as stemdot's does (the path given where it is "")
 //	centre  {"path", "options"}, shifts → {"x", "y", "r"}
 //	apply   {"path", "options", "n_masks", "sig_shape", "float64", "progress"}, masks,
 //	        shifts (2, or 2 per frame read), out: n_frames × n_masks float32 (float64),
@@ -125,6 +128,7 @@ type description struct {
 	ScanShape      []int    `json:"scan_shape"`
 	Positions      []int    `json:"positions"`
 	FramePositions []int    `json:"frame_positions"`
+	Path           string   `json:"path"`
 }
 
 func (b *Remote) Open(ctx context.Context, path string, opt stemdot.Options, given map[string]string) (dataset.Dataset, []string, error) {
@@ -135,6 +139,9 @@ func (b *Remote) Open(ctx context.Context, path string, opt stemdot.Options, giv
 	var d description
 	if err := b.call("open", nil, nil, nil, nil, &d); err != nil {
 		return nil, nil, err
+	}
+	if d.Path != "" {
+		path = d.Path
 	}
 	ds, err := d.dataset(path)
 	b.warnings = d.Warnings

@@ -138,7 +138,10 @@ class _Backend:
         info = sdask.dataset_info(self.client, req["path"], timeout=self.timeout, **req["options"])
         self.positions = info["positions"]
         self.warnings = [f"stemdot: {w}" for w in info["warnings"]]
-        return {k: _plain(v) for k, v in info.items()}
+        # The file the workers read, as the sidecar of stemdot apply records it.
+        path, options = sdask._client_path(req["path"]), sdask._client_options(req["options"])
+        opened = self.client.submit(_opened_path, path, options, resources=self.resources, pure=False)
+        return {**{k: _plain(v) for k, v in info.items()}, "path": opened.result(timeout=self.timeout)}
 
     def _connect(self):
         """A Client of the scheduler and the set-up of its workers (stemdot.dask.bootstrap)."""
@@ -225,6 +228,13 @@ class _Backend:
             client.close()
         finally:
             log.setLevel(level)
+
+
+def _opened_path(path, options):
+    """The file that stemdot opening path with options reads (stemdot.Dataset.path), on a
+    worker: e.g. an EMI file's SER file."""
+    with stemdot._open(path, options) as ds:
+        return ds.path
 
 
 def _ran(report):

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import stemdot
+
 distributed = pytest.importorskip("distributed")
 
 from distributed import LocalCluster  # noqa: E402
@@ -310,6 +312,49 @@ def test_waits_for_the_first_worker(scan, tmp_path):
         assert stderr.startswith("stemdot.dask: 1 Dask workers"), stderr
         plan = json.loads((tmp_path / "r.json").read_text())["plan"]
         assert plan["cpu_workers"] >= 1 and plan["gpu_workers"] == 0
+
+
+@pytest.mark.parametrize("when", ["before the ranges", "while the ranges run"])
+def test_file_truncated_during_the_run(cluster, scan, tmp_path, monkeypatch, when):
+    """#20 G: a file that shrank after the command opened it, before its ranges were
+    planned or while they run (a range task then opens a frames range beyond the file's
+    new end), is reported as such, naming the path and both frame counts, not as a
+    frames range (--frames) that the user never gave."""
+    import stemdot.dask as sdask
+    from stemdot.dask.__main__ import _Backend
+
+    path = tmp_path / "scan.mib"
+    shutil.copy(scan, path)
+
+    def truncate():
+        os.truncate(path, path.stat().st_size // 120 * 100)
+
+    if when == "while the ranges run":
+        planned = sdask._dataset_info
+
+        async def dataset_info(*args, **kwargs):  # the run's ranges are planned for 120 frames
+            info = await planned(*args, **kwargs)
+            if kwargs.get("job") is not None:
+                truncate()
+            return info
+
+        monkeypatch.setattr(sdask, "_dataset_info", dataset_info)
+    backend = _Backend()
+    try:
+        backend.check({"flags": {"scheduler": cluster.scheduler_address, "range-frames": "7", "resources": [],
+                                 "timeout": "60"}}, None, None)
+        info = backend.open({"path": str(path), "options": {}}, None, None)
+        assert info["n_frames"] == 120 and info["path"] == str(path)
+        if when == "before the ranges":
+            truncate()
+        request = {"path": str(path), "options": {}, "n_masks": 1, "sig_shape": [64, 64], "float64": False,
+                   "progress": False}
+        with pytest.raises(stemdot.StemdotIOError) as e:
+            backend.apply(request, np.ones((1, 64, 64), np.float32).tobytes(), bytearray(120 * 4))
+    finally:
+        backend.close()
+    assert str(e.value) == (f"{path}: the file has 100 frames now, fewer than the 120 it had when the run started: it was "
+                            "truncated or replaced during the run; run again once it is complete")
 
 
 def test_resources_no_worker_declares_names_the_flag(cluster, scan, tmp_path):

@@ -56,6 +56,7 @@ class _Backend:
         self.scheduler = self.range_frames = self.resources = None
         self.timeout = 120.0
         self.positions = None  # the dataset's ROI positions (open's reply), None without an ROI
+        self.frames = None  # the frames of the file at the run's start (open), None if not known
         self.warnings = []  # the dataset's warnings, printed by the command at open
         self.reply = None  # the last reply, alive until the next call
         self.calling = False  # in a call: Ctrl-C raises KeyboardInterrupt
@@ -138,10 +139,41 @@ class _Backend:
         info = sdask.dataset_info(self.client, req["path"], timeout=self.timeout, **req["options"])
         self.positions = info["positions"]
         self.warnings = [f"stemdot: {w}" for w in info["warnings"]]
-        # The file the workers read, as the sidecar of stemdot apply records it.
+        # The file the workers read, as the sidecar of stemdot apply records it, and its
+        # frames now, at the run's start.
+        opened = self._opened(req)
+        self.frames = opened["frames"]
+        return {**{k: _plain(v) for k, v in info.items()}, "path": opened["path"]}
+
+    def _opened(self, req):
+        """_opened(path, options) of the request, on a worker."""
         path, options = sdask._client_path(req["path"]), sdask._client_options(req["options"])
-        opened = self.client.submit(_opened_path, path, options, resources=self.resources, pure=False)
-        return {**{k: _plain(v) for k, v in info.items()}, "path": opened.result(timeout=self.timeout)}
+        return self.client.submit(_opened, path, options, resources=self.resources, pure=False).result(timeout=self.timeout)
+
+    @contextlib.contextmanager
+    def _unshrunk(self, req):
+        """A context for a run (centre, apply, reduce) that ends with the error saying so
+        when the file then holds fewer frames than at the run's start (open), also after
+        another error: a range task then opened a frames range beyond the file's new end,
+        which its own error says in terms of a frames option the user never gave."""
+        try:
+            yield
+        except Exception:
+            self._check_frames(req)
+            raise
+        self._check_frames(req)
+
+    def _check_frames(self, req):
+        if self.frames is None:
+            return
+        try:
+            now = self._opened(req)["frames"]
+        except Exception:  # noqa: BLE001 (the file cannot be opened now: the run's own error, if any, stands)
+            return
+        if now is not None and now < self.frames:
+            raise stemdot.StemdotIOError(f"{req['path']}: the file has {now} frames now, fewer than the {self.frames} it had "
+                                         "when the run started: it was truncated or replaced during the run; run again "
+                                         "once it is complete", _lib.ERR_IO) from None
 
     def _connect(self):
         """A Client of the scheduler and the set-up of its workers (stemdot.dask.bootstrap)."""
@@ -170,7 +202,7 @@ class _Backend:
             raise
 
     def centre(self, req, masks, out):
-        with self._warnings():
+        with self._warnings(), self._unshrunk(req):
             c = sdask.centre(self.client, req["path"], shifts=req.get("shifts"), resources=self.resources,
                              range_frames=self.range_frames, timeout=self.timeout, **req["options"])
         return {"x": c.x, "y": c.y, "r": c.r}
@@ -180,19 +212,19 @@ class _Backend:
         stack = np.frombuffer(masks, dtype=dtype).reshape(req["n_masks"], *req["sig_shape"])
         roi = self.positions is not None
         report = {}
-        with self._warnings():
+        with self._warnings(), self._unshrunk(req):
             result = sdask.apply_masks(self.client, req["path"], stack, out_dtype=dtype, progress=req["progress"],
                                        resources=self.resources, range_frames=self.range_frames, timeout=self.timeout,
                                        roi_compact=roi, shifts=req.get("shifts"), report=report, **req["options"])
-        if roi:
-            result, _ = result
-        np.frombuffer(out, dtype=dtype)[:] = np.asarray(result).reshape(-1)
+            if roi:
+                result, _ = result
+            np.frombuffer(out, dtype=dtype)[:] = np.asarray(result).reshape(-1)
         return _ran(report)
 
     def reduce(self, req, masks, out):
         names = req["reductions"]
         report = {}
-        with self._warnings():
+        with self._warnings(), self._unshrunk(req):
             frames = sdask.reduce(self.client, req["path"], names, progress=req["progress"], resources=self.resources,
                                   range_frames=self.range_frames, timeout=self.timeout, report=report, **req["options"])
         np.frombuffer(out, dtype=np.float64)[:] = np.concatenate([frames[n].reshape(-1) for n in names])
@@ -230,11 +262,19 @@ class _Backend:
             log.setLevel(level)
 
 
-def _opened_path(path, options):
-    """The file that stemdot opening path with options reads (stemdot.Dataset.path), on a
-    worker: e.g. an EMI file's SER file."""
+def _opened(path, options):
+    """On a worker: "path", the file that stemdot opening path with options reads
+    (stemdot.Dataset.path: e.g. an EMI file's SER file), and "frames", the frames that
+    file holds (opened without the options that pick frames or shape the scan: frames,
+    roi, nav_shape), None where it cannot be opened so."""
     with stemdot._open(path, options) as ds:
-        return ds.path
+        opened = ds.path
+    try:
+        with stemdot._open(path, {k: v for k, v in options.items() if k not in ("frames", "roi", "nav_shape")}) as ds:
+            frames = ds.n_frames
+    except stemdot.StemdotError:
+        frames = None
+    return {"path": opened, "frames": frames}
 
 
 def _ran(report):

@@ -140,15 +140,19 @@ class _Backend:
         self.positions = info["positions"]
         self.warnings = [f"stemdot: {w}" for w in info["warnings"]]
         # The file the workers read, as the sidecar of stemdot apply records it, and its
-        # frames now, at the run's start.
-        opened = self._opened(req)
+        # frames now, at the run's start (unknown where the worker asked cannot open it:
+        # then the path given is recorded, and a shrinking file is not told apart).
+        try:
+            opened = self._opened(req)
+        except Exception:  # noqa: BLE001
+            opened = {"path": "", "frames": None}
         self.frames = opened["frames"]
         return {**{k: _plain(v) for k, v in info.items()}, "path": opened["path"]}
 
     def _opened(self, req):
         """_opened(path, options) of the request, on a worker."""
         path, options = sdask._client_path(req["path"]), sdask._client_options(req["options"])
-        return self.client.submit(_opened, path, options, resources=self.resources, pure=False).result(timeout=self.timeout)
+        return self.client.submit(_opened, path, options, pure=False).result(timeout=self.timeout)
 
     @contextlib.contextmanager
     def _unshrunk(self, req):

@@ -15,9 +15,10 @@ applied by the workers of the Dask cluster at --scheduler (the file at a path ev
 worker can read; this process need not), with the flags below instead of --cpus, --gpus
 and the other plan flags, RESULT.json's "plan" counts the stemdot workers that ran the
 job (each once), and apply --workers prints a line per Dask worker that computed frames.
-A scheduler without workers is waited on for the first, up to --timeout. The backend's callback (:class:`_Backend`) calls
-:func:`stemdot.dask.dataset_info`, :func:`~stemdot.dask.centre`,
-:func:`~stemdot.dask.apply_masks` and :func:`~stemdot.dask.reduce` on one Client.
+A scheduler without workers is waited on for the first, up to --timeout. The backend's
+callback (:class:`_Backend`) calls :func:`stemdot.dask.dataset_info`,
+:func:`~stemdot.dask.centre`, :func:`~stemdot.dask.apply_masks` and
+:func:`~stemdot.dask.reduce` on one Client.
 """
 
 import contextlib

@@ -252,6 +252,13 @@ func stemdot_go_dataset_format(dsHandle C.stemdot_dataset, buf *C.char, bufLen C
 	return datasetText(fn, "format", dsHandle, buf, bufLen, needed, dataset.Dataset.Format)
 }
 
+//export stemdot_go_dataset_path
+func stemdot_go_dataset_path(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_dataset_path"
+	defer guard(fn, &st)
+	return datasetText(fn, "path", dsHandle, buf, bufLen, needed, dataset.Dataset.Path)
+}
+
 // datasetText is C call fn that writes text(d) of the dataset d of dsHandle, as copyText
 // (what names the text): needed NULL, or buf NULL with bufLen > 0, is errs.Argument,
 // checked before the handle.

@@ -702,7 +702,9 @@ func TestApplyMasksWorkerPanic(t *testing.T) {
 // broadcast kernels sum a frame in the same order in a call of any number of frames.
 // Bit for bit, for each mask count that takes another kernel mix (1, 2, 3, 4 and 5-8
 // masks: block and pair kernels; 8 and more: packed; 32 and more of float32: broadcast),
-// for tiles of 29, 2, 7 and 13 frames, and for 1-frame tiles among themselves.
+// for tiles of 29, 2, 7 and 13 frames, and for 1-frame tiles among themselves; also with
+// shifted masks, whole-pixel and sub-pixel shifts (#20 B: the shifted kernels of fewer
+// than 8 masks paired no odd frame).
 func TestApplyMasksDeterministic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	sig := [2]int{24, 45} // 1080 pixels: a whole block, whole 16-pixel steps and a tail
@@ -710,31 +712,37 @@ func TestApplyMasksDeterministic(t *testing.T) {
 		ds := randomDataset(rng, dt, []int{29}, sig)
 		for _, nMasks := range []int{1, 2, 3, 4, 5, 7, 8, 12, 40, 64} {
 			stack := randomStack(rng, nMasks, sig)
-			t.Run(fmt.Sprintf("%v/masks%d", dt, nMasks), func(t *testing.T) {
-				for _, cases := range [][]struct {
-					plan *planner.Plan
-					tile int
-				}{{
-					{splitPlan(anyCPUs, 1, 29), 29},
-					{splitPlan(anyCPUs, 2, 1, 28), 2},
-					{splitPlan(anyCPUs, 2, 3, 5, 21), 7},
-					{splitPlan(anyCPUs, 3, 13, 3, 13), 13},
-				}, {
-					{splitPlan(anyCPUs, 1, 29), 1},
-					{splitPlan(anyCPUs, 2, 3, 5, 21), 1},
-				}} {
-					var first []float32
-					for _, c := range cases {
-						res, err := ApplyMasks(context.Background(), ds, stack, c.plan, Options{TileFrames: c.tile, NoPin: true})
-						require.NoError(t, err)
-						if first == nil {
-							first = res.F32
-							continue
-						}
-						require.Equal(t, first, res.F32, "partitions %v, tiles of %d frames", c.plan.Partitions, c.tile)
-					}
+			for _, shifted := range []string{"unshifted", "whole", "sub-pixel"} {
+				var shifts []float64
+				if shifted != "unshifted" {
+					shifts = randomShifts(rng, 29, shifted == "whole")
 				}
-			})
+				t.Run(fmt.Sprintf("%v/masks%d/%s", dt, nMasks, shifted), func(t *testing.T) {
+					for _, cases := range [][]struct {
+						plan *planner.Plan
+						tile int
+					}{{
+						{splitPlan(anyCPUs, 1, 29), 29},
+						{splitPlan(anyCPUs, 2, 1, 28), 2},
+						{splitPlan(anyCPUs, 2, 3, 5, 21), 7},
+						{splitPlan(anyCPUs, 3, 13, 3, 13), 13},
+					}, {
+						{splitPlan(anyCPUs, 1, 29), 1},
+						{splitPlan(anyCPUs, 2, 3, 5, 21), 1},
+					}} {
+						var first []float32
+						for _, c := range cases {
+							res, err := ApplyMasks(context.Background(), ds, stack, c.plan, Options{TileFrames: c.tile, NoPin: true, Shifts: shifts})
+							require.NoError(t, err)
+							if first == nil {
+								first = res.F32
+								continue
+							}
+							require.Equal(t, first, res.F32, "partitions %v, tiles of %d frames", c.plan.Partitions, c.tile)
+						}
+					}
+				})
+			}
 		}
 	}
 }

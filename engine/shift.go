@@ -658,6 +658,12 @@ type shiftFlat[N native] struct {
 	frames    [2]*shiftFrames[N, float32]
 	g         [2][]float32
 	blockRows int
+	// odd, as simdDense.odd, pairs a frame left without a partner (the odd last of a
+	// tile, or of whole's frames that share a shift) with itself against 4 masks or more,
+	// so that a frame's sums do not depend on where the run's claims cut the tiles (they
+	// did by a float32 rounding: python -m stemdot.dask's ranges against stemdot apply).
+	// Set for jobs whose tiles hold 2 or more frames.
+	odd []float64
 }
 
 // newShiftFlat returns the flat kernel for a float32 job of fewer than packedMinMasks
@@ -672,6 +678,9 @@ func newShiftFlat[N native](job *Job, copies *shiftDense[N, float32]) *shiftFlat
 	k := &shiftFlat[N]{h: sig[0], w: sig[1], nMasks: job.NMasks, masks: job.Masks.Data, kernels: kernels,
 		part: make([]float32, max(job.NMasks, 24)), copies: copies,
 		f32: simdKernels[float32](), blockRows: rb,
+	}
+	if job.TileFrames > 1 && job.NMasks >= 4 {
+		k.odd = make([]float64, simdGroup)
 	}
 	for i := range k.frames {
 		k.frames[i], k.g[i] = newShiftFrames[N, float32](sig), make([]float32, rb*sig[1])
@@ -734,6 +743,8 @@ func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
 				if j+1 < n {
 					s1, r1 := px[(j+1)*p+k0+off:(j+1)*p+k0+off+b], rows[(j+1)*nm+m0:(j+1)*nm+m0+g]
 					dotPair(k.kernels, s0, s1, mw, p, pf, r0, r1, k.part)
+				} else if g >= 4 && k.odd != nil {
+					dotPair(k.kernels, s0, s0, mw, p, pf, r0, k.odd[:g], k.part)
 				} else {
 					dotBlock(k.kernels, s0, mw, p, pf, r0, k.part)
 				}
@@ -801,9 +812,12 @@ func (k *shiftFlat[N]) subpixel(tile []byte, start, frames int, shifts []float64
 					gn := min(simdGroup, nm-m0)
 					mw := k.masks[m0*p+k0:]
 					pf := &prefetcher{w: mw, ldw: p, rows: gn}
-					if n == 2 {
+					switch {
+					case n == 2:
 						dotPair(k.f32, k.g[0][c0:c1], k.g[1][c0:c1], mw, p, pf, rows[m0:m0+gn], rows[nm+m0:nm+m0+gn], k.part)
-					} else {
+					case gn >= 4 && k.odd != nil:
+						dotPair(k.f32, k.g[0][c0:c1], k.g[0][c0:c1], mw, p, pf, rows[m0:m0+gn], k.odd[:gn], k.part)
+					default:
 						dotBlock(k.f32, k.g[0][c0:c1], mw, p, pf, rows[m0:m0+gn], k.part)
 					}
 				}

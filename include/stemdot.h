@@ -267,6 +267,14 @@ stemdot_status stemdot_dataset_format(stemdot_dataset dataset, char *buf, size_t
                                       size_t *needed);
 
 /*
+ * Writes the path of the file the dataset reads its frames from, as stemdot_open resolved
+ * it (e.g. an EMI file's SER file, <name>_1.ser), as a result's sidecar
+ * records it (made absolute there); "" for one without a file (stemdot_dataset_from_memory).
+ * Same buffer conventions as stemdot_plan_describe.
+ */
+stemdot_status stemdot_dataset_path(stemdot_dataset dataset, char *buf, size_t buf_len, size_t *needed);
+
+/*
  * Selects the scan positions of a region of interest (roi: as option roi of
  * stemdot_open, e.g. "rect:2,0,4,3" or "bits:4,8:0ff0ff0f") of an opened dataset, for
  * data without options (stemdot_dataset_from_memory): *out is a dataset of nav shape

@@ -161,7 +161,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			if !quiet {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s → %s\n", res.Stats.Summary(), outputs.NPY)
 				if perWorker {
-					for _, w := range res.Stats.PerWorker {
+					for _, w := range b.Workers(res) {
 						fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", w)
 					}
 				}

@@ -33,6 +33,9 @@ type Backend interface {
 	// Apply applies stack to every frame of ds, as stemdot.Planner.Apply, warning (warn)
 	// of the plan's warnings before the run.
 	Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, opt stemdot.ApplyOptions, warn func(string)) (*stemdot.Result, error)
+	// Workers describes the workers that ran Apply's run (res its result), one line
+	// each, for apply --workers: frames, claims or ranges, throughput while busy.
+	Workers(res *stemdot.Result) []string
 	// Reduce computes the reductions opt asks for over every frame of ds, as
 	// stemdot.Planner.Reduce; the Reduction's Warnings start with the dataset's.
 	Reduce(ctx context.Context, ds dataset.Dataset, opt stemdot.ReduceOptions) (*stemdot.Reduction, error)
@@ -77,6 +80,14 @@ func (b *local) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stac
 		warn(w)
 	}
 	return b.pl.Apply(ctx, ds, stack, opt)
+}
+
+func (b *local) Workers(res *stemdot.Result) []string {
+	lines := make([]string, len(res.Stats.PerWorker))
+	for i, w := range res.Stats.PerWorker {
+		lines[i] = w.String()
+	}
+	return lines
 }
 
 func (b *local) Reduce(ctx context.Context, ds dataset.Dataset, opt stemdot.ReduceOptions) (*stemdot.Reduction, error) {

@@ -3,7 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -34,7 +37,9 @@ type RemoteFlag struct {
 // the shifts (as stemdot.ApplyOptions.Shifts: 2, or 2 per frame or scan position) and
 // out, a buffer for Call to fill (host byte order), and returns its JSON reply. Its
 // errors are classified (package errs); one of kind errs.Cancelled (an interrupt) ends
-// the command as an interrupt does. The operations, their requests and replies:
+// the command as an interrupt does. An error that names a flag of Extra as the other
+// program's keyword (resources= for --resources, range_frames=7 for --range-frames 7)
+// is said with the flag. The operations, their requests and replies:
 //
 //	check   {"command": "apply"|"sum", "flags": {NAME: value, or [values] if repeatable}}
 //	        → {} (the backend's flags checked, before the dataset is opened)
@@ -42,15 +47,20 @@ type RemoteFlag struct {
 //	        "dtype" (numpy name), "n_frames", "format", "warnings", "scan_shape",
 //	        "positions" (an ROI's selected scan positions, one per frame, else null),
 //	        "frame_positions" (the scan position of each frame when they are not the whole
-//	        scan, else null)}, as stemdot.dask.dataset_info returns it
+//	        scan, else null)}, as stemdot.dask.dataset_info returns it, and "path": the
+//	        file the frames are read from, as the other program's stemdot opened it
+//	        (stemdot.Dataset.path: e.g. an EMI file's SER file), which the sidecar
+//	        records as stemdot's does (the path given where it is "")
 //	centre  {"path", "options"}, shifts → {"x", "y", "r"}
 //	apply   {"path", "options", "n_masks", "sig_shape", "float64", "progress"}, masks,
 //	        shifts (2, or 2 per frame read), out: n_frames × n_masks float32 (float64),
 //	        frame-major, the frames as opened (an ROI's selected ones)
-//	        → {"cpu_workers", "gpu_workers"} that ran it
+//	        → {"cpu_workers", "gpu_workers" that ran it (each counted once), "workers":
+//	        [{"name", "frames", "ranges", "seconds" busy}] per worker of the other
+//	        program that computed frames}
 //	reduce  {"path", "options", "reductions": names of sum, mean, max, std asked, in
 //	        that order, "progress"}, out: one (sig_y, sig_x) float64 frame per name
-//	        → {"cpu_workers", "gpu_workers"}
+//	        → {"cpu_workers", "gpu_workers", "workers"}
 //
 // "progress" asks for a progress bar on stderr (the command's is shown only when stderr
 // is a terminal and --quiet is not given).
@@ -63,6 +73,7 @@ type Remote struct {
 	path     string
 	given    map[string]string
 	warnings []string // the dataset's
+	ran      []ranOn  // the last apply's workers
 }
 
 func (b *Remote) Flags(fs *pflag.FlagSet, reduce bool) {
@@ -117,6 +128,7 @@ type description struct {
 	ScanShape      []int    `json:"scan_shape"`
 	Positions      []int    `json:"positions"`
 	FramePositions []int    `json:"frame_positions"`
+	Path           string   `json:"path"`
 }
 
 func (b *Remote) Open(ctx context.Context, path string, opt stemdot.Options, given map[string]string) (dataset.Dataset, []string, error) {
@@ -127,6 +139,9 @@ func (b *Remote) Open(ctx context.Context, path string, opt stemdot.Options, giv
 	var d description
 	if err := b.call("open", nil, nil, nil, nil, &d); err != nil {
 		return nil, nil, err
+	}
+	if d.Path != "" {
+		path = d.Path
 	}
 	ds, err := d.dataset(path)
 	b.warnings = d.Warnings
@@ -173,8 +188,17 @@ func (b *Remote) Centre(ctx context.Context, ds dataset.Dataset, shifts []float6
 
 // workers is the reply of Call's apply and reduce.
 type workers struct {
-	CPU int `json:"cpu_workers"`
-	GPU int `json:"gpu_workers"`
+	CPU int     `json:"cpu_workers"`
+	GPU int     `json:"gpu_workers"`
+	Ran []ranOn `json:"workers"`
+}
+
+// ranOn is what one worker of the other program computed in a run.
+type ranOn struct {
+	Name    string  `json:"name"`
+	Frames  int     `json:"frames"`
+	Ranges  int     `json:"ranges"`
+	Seconds float64 `json:"seconds"`
 }
 
 // stats are the Stats of a run of workers over the frames of ds since start.
@@ -200,8 +224,25 @@ func (b *Remote) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Sta
 		}
 		var w workers
 		err := b.call("apply", request, weights, shifts, out, &w)
+		b.ran = w.Ran
 		return w.stats(ds, start), err
 	})
+}
+
+// Workers is a line per worker of the other program that computed frames of the last
+// Apply: "worker tcp://10.0.0.5:40123: 4096 frames in 12 ranges, 0.537 GB at 41.2 GB/s"
+// (the throughput while busy in its ranges), in the layout of stemdot's own workers.
+func (b *Remote) Workers(res *stemdot.Result) []string {
+	lines := make([]string, len(b.ran))
+	for i, w := range b.ran {
+		bytes := float64(w.Frames) * float64(res.Stats.BytesRead) / float64(max(res.Stats.Frames, 1))
+		rate := 0.0
+		if w.Seconds > 0 {
+			rate = bytes / 1e9 / w.Seconds
+		}
+		lines[i] = fmt.Sprintf("worker %s: %d frames in %d ranges, %.3f GB at %.1f GB/s", w.Name, w.Frames, w.Ranges, bytes/1e9, rate)
+	}
+	return lines
 }
 
 func (b *Remote) Reduce(ctx context.Context, ds dataset.Dataset, opt stemdot.ReduceOptions) (*stemdot.Reduction, error) {
@@ -260,12 +301,37 @@ func (b *Remote) call(op string, request map[string]any, weights []byte, shifts 
 		if errs.KindOf(err) == errs.Cancelled {
 			return interrupted{err}
 		}
+		if msg := b.flagNames(err.Error()); msg != err.Error() {
+			return errs.New(errs.KindOf(err), "%s", msg)
+		}
 		return err
 	}
 	if err := json.Unmarshal(text, reply); err != nil {
 		return errs.New(errs.Internal, "the backend's reply to %s is not the JSON expected: %v: %q", op, err, text)
 	}
 	return nil
+}
+
+// keywordRef is a keyword argument in a message: its name and value, if any
+// ("range_frames=0", "resources=").
+var keywordRef = regexp.MustCompile(`\b([a-z][a-z0-9_]*)=([^\s,;:)]*)`)
+
+// flagNames rewrites the keywords of msg that name flags of Extra (the flag's name
+// with _ for -) as the flags: "resources=" as "--resources", "range_frames=0" as
+// "--range-frames 0"; other keywords are left as they are.
+func (b *Remote) flagNames(msg string) string {
+	return keywordRef.ReplaceAllStringFunc(msg, func(m string) string {
+		key, value, _ := strings.Cut(m, "=")
+		for _, f := range b.Extra {
+			if strings.ReplaceAll(f.Name, "-", "_") == key {
+				if value == "" {
+					return "--" + f.Name
+				}
+				return "--" + f.Name + " " + value
+			}
+		}
+		return m
+	})
 }
 
 // bytesOf is the memory of s as bytes, in host byte order (no copy).

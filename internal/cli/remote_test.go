@@ -14,6 +14,7 @@ import (
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -159,4 +160,19 @@ func TestRemoteWritesWhatLocalWrites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A backend's error that names a flag of the backend by its keyword (python -m
+// stemdot.dask's resources=, range_frames=) is said with the flag, its kind kept (#20 F).
+func TestRemoteErrorsNameTheFlags(t *testing.T) {
+	message := "no running worker of the cluster has the resources {'GPU': 1.0}: start workers that declare them " +
+		"(dask worker SCHEDULER --resources NAME=N), or drop resources=; range_frames=0: want at least 1, max_attempts=4"
+	b := &Remote{Extra: []RemoteFlag{{Name: "resources", Repeatable: true}, {Name: "range-frames"}},
+		Call: func(op string, request any, masks []byte, shifts []float64, out []byte) ([]byte, error) {
+			return nil, errs.New(errs.Resources, "%s", message)
+		}}
+	err := b.call("apply", nil, nil, nil, nil, &workers{})
+	require.EqualError(t, err, "no running worker of the cluster has the resources {'GPU': 1.0}: start workers that declare them "+
+		"(dask worker SCHEDULER --resources NAME=N), or drop --resources; --range-frames 0: want at least 1, max_attempts=4")
+	require.Equal(t, errs.Resources, errs.KindOf(err))
 }

@@ -5,6 +5,7 @@ the prefix) and exit status. A LocalCluster of 2 worker processes × 1 thread.""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import stemdot
 
 distributed = pytest.importorskip("distributed")
 
@@ -21,8 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 180
 
 #: The sidecar's fields that must differ: "plan" counts the workers that ran the job, the
-#: pinned CPU workers of this machine for stemdot apply, the stemdot workers of all the
-#: cluster's nodes for the Dask command.
+#: pinned CPU workers of this machine for stemdot apply, the stemdot workers of the
+#: cluster's nodes that computed frames for the Dask command.
 DIFFERING = {"plan"}
 
 
@@ -52,7 +55,7 @@ def stemdot_bin(tmp_path_factory):
 @pytest.fixture(scope="module")
 def scan(stemdot_bin, tmp_path_factory):
     """A synthetic MIB scan of 12×10 positions of 64×64 uint16 frames whose disc moves by
-    up to 3 pixels, a mask stack file, a shifts file and an ROI file."""
+    up to 3 pixels, mask stack files (float64, float32), shifts files and an ROI file."""
     d = tmp_path_factory.mktemp("in")
     path = d / "scan.mib"
     subprocess.run([str(stemdot_bin), "synth", "--out", str(path), "--nav-shape", "12,10", "--sig-shape", "64,64",
@@ -61,6 +64,8 @@ def scan(stemdot_bin, tmp_path_factory):
     np.save(d / "stack.npy", rng.random((2, 64, 64)))  # float64 weights, not exact in float32
     np.save(d / "shifts.npy", rng.random((12, 10, 2)) * 4 - 2)
     np.save(d / "roi.npy", rng.random((12, 10)) < 0.3)
+    np.save(d / "stack32.npy", rng.random((3, 64, 64), dtype=np.float32))
+    np.save(d / "normal_shifts.npy", rng.normal(0, 1.5, (12, 10, 2)))
     return path
 
 
@@ -95,7 +100,7 @@ def assert_same_files(cli_dir, dask_dir):
             assert a.keys() == b.keys(), name
             for key in a.keys() - DIFFERING:
                 assert a[key] == b[key], (name, key)
-            assert b["plan"]["cpu_workers"] >= 2 and b["plan"]["gpu_workers"] == 0
+            assert b["plan"]["cpu_workers"] >= 1 and b["plan"]["gpu_workers"] == 0
         else:
             assert a == b, f"{name} differs"
 
@@ -114,6 +119,9 @@ APPLY = {
         "--mask", "com", "--masks", "{d}/stack.npy", "--float64", "--shifts", "{d}/shifts.npy", "--frames", "17,60"],
     "constant shift, rect ROI, compact": [
         "--mask", "disk:auto", "--mask", "com", "--shift", "1,-2", "--roi", "rect:2,3,5,6", "--roi-compact"],
+    # #20 B: 4 masks with sub-pixel shifts: a frame's sums did not depend on the ranges' cuts
+    "float32 stack file, specs, sub-pixel shifts": [
+        "--masks", "{d}/stack32.npy", "--mask", "disk:30,33,9", "--shifts", "{d}/normal_shifts.npy"],
     "ROI file, COM shift maps, PNGs": [
         "--mask", "com:32,32,20", "--roi", "{d}/roi.npy", "--com-shifts", "{out}/com.npy", "--png", "{out}/roi"],
 }
@@ -152,6 +160,20 @@ def test_apply_real_file(stemdot_bin, cluster, data_dir, tmp_path):
     assert any("--nav-shape" in w for w in warned)
     assert warnings_of(dask.stderr, "stemdot.dask: ") == warned
     assert_same_files(cli_dir, dask_dir)
+
+
+def test_apply_ser_via_emi(stemdot_bin, cluster, data_dir, tmp_path):
+    """#20 E: a SER file opened through its EMI file: both sidecars record the SER file
+    that was read (dataset.path), as stemdot opened it on the workers."""
+    path = data_dir / "ser" / "128x128x5-diffraction_preview.emi"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    (cli, dask), cli_dir, dask_dir = run_both(stemdot_bin, cluster, tmp_path, "apply", [str(path), "--mask", "com"],
+                                              {"--out": "r.npy"})
+    assert cli.returncode == 0 and dask.returncode == 0, cli.stderr + dask.stderr
+    assert_same_files(cli_dir, dask_dir)
+    recorded = json.loads((dask_dir / "r.json").read_text())["dataset"]["path"]
+    assert recorded == str(path.with_name("128x128x5-diffraction_preview_1.ser").resolve())
 
 
 @pytest.mark.parametrize("args", [
@@ -220,6 +242,130 @@ def test_missing_file(stemdot_bin, cluster, tmp_path):
     assert cli.returncode == dask.returncode == 1
     assert f"stemdot: dataset: {path}: file does not exist" in cli.stderr
     assert f"stemdot.dask: no live Dask worker can read {path}: {path}: No such file or directory (the file must be at this path on every Dask worker) (on workers " in dask.stderr, dask.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_workers_lines(cluster, scan, tmp_path):
+    """#20 C: apply --workers prints, after the summary, one line per Dask worker that
+    computed frames, as stemdot's per worker: its frames (all the scan's together), ranges
+    and throughput while busy."""
+    run = subprocess.run([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(scan), "--mask",
+                          "com", "--out", str(tmp_path / "r.npy"), "--workers", "--range-frames", "7"],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert run.returncode == 0, run.stderr
+    summary, *lines = run.stdout.splitlines()
+    assert summary.endswith(f"→ {tmp_path / 'r.npy'}")
+    addresses = set(cluster.scheduler_info["workers"])
+    frames = 0
+    for line in lines:
+        m = re.fullmatch(r"  worker (\S+): (\d+) frames in (\d+) ranges, (\d+\.\d{3}) GB at (\d+\.\d) GB/s", line)
+        assert m and m[1] in addresses, line
+        frames += int(m[2])
+        assert int(m[3]) >= 1 and float(m[4]) == round(int(m[2]) * 64 * 64 * 2 / 1e9, 3)
+    assert 1 <= len(lines) <= 2 and frames == 120, run.stdout
+
+
+def test_workers_counted_once(tmp_path):
+    """#20 D: the workers of a run are the stemdot workers that computed frames, each
+    once: a Dask worker restarted by its Nanny (a new address on the same host, the same
+    pinned CPUs) is not counted again, a worker that joined but computed nothing not at all."""
+    from stemdot.dask.__main__ import _ran
+
+    def node(host, cpus, gpus=()):
+        return {"host": host, "plan": {"workers": [{"cpu": c} for c in cpus] + [{"cpu": 0, "gpu": g} for g in gpus]}}
+
+    report = {
+        "nodes": {"tcp://a:1": node("a", [1, 2]), "tcp://a:2": node("a", [1, 2]), "tcp://b:1": node("b", [1, 2], [0]),
+                  "tcp://c:1": node("c", [1])},
+        "frames": {"tcp://a:1": 10, "tcp://a:2": 20, "tcp://b:1": 30, "tcp://c:1": 0},
+        "rates": {"tcp://a:1": 5.0, "tcp://a:2": 10.0, "tcp://b:1": 60.0, "tcp://c:1": None},
+        "ranges": [(0, 10, "tcp://a:1", 0, 2.0), (10, 20, "tcp://a:2", 0, 2.0), (30, 15, "tcp://b:1", 0, 0.25),
+                   (45, 15, "tcp://b:1", 0, 0.25)],
+    }
+    assert _ran(report) == {"cpu_workers": 4, "gpu_workers": 1, "workers": [
+        {"name": "tcp://a:1", "frames": 10, "ranges": 1, "seconds": 2.0},
+        {"name": "tcp://a:2", "frames": 20, "ranges": 1, "seconds": 2.0},
+        {"name": "tcp://b:1", "frames": 30, "ranges": 2, "seconds": 0.5}]}
+
+
+def test_waits_for_the_first_worker(scan, tmp_path):
+    """#20 D: a scheduler without workers (just restarted): the command says that it waits
+    for the first, up to --timeout, and runs when one joins; with none, it ends at
+    --timeout naming the flag."""
+    with LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40) as c:
+        argv = [sys.executable, "-m", "stemdot.dask", "--scheduler", c.scheduler_address, str(scan), "--mask", "com",
+                "--out", str(tmp_path / "r.npy")]
+        run = subprocess.run([*argv, "--timeout", "1"], capture_output=True, text=True, timeout=TIMEOUT)
+        assert run.returncode == 1, run.stderr
+        assert run.stderr.endswith(f"no Dask worker joined the scheduler within --timeout 1 s: start Dask workers "
+                                   f"(dask worker {c.scheduler_address}) and run again\n"), run.stderr
+        proc = subprocess.Popen([*argv, "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            proc.stderr.readline()  # connecting
+            line = proc.stderr.readline()
+            assert line == "stemdot.dask: the scheduler has no worker yet: waiting up to --timeout 120 s for the first\n", line
+            c.scale(1)
+            stdout, stderr = proc.communicate(timeout=TIMEOUT)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, stderr
+        assert stderr.startswith("stemdot.dask: 1 Dask workers"), stderr
+        plan = json.loads((tmp_path / "r.json").read_text())["plan"]
+        assert plan["cpu_workers"] >= 1 and plan["gpu_workers"] == 0
+
+
+@pytest.mark.parametrize("when", ["before the ranges", "while the ranges run"])
+def test_file_truncated_during_the_run(cluster, scan, tmp_path, monkeypatch, when):
+    """#20 G: a file that shrank after the command opened it, before its ranges were
+    planned or while they run (a range task then opens a frames range beyond the file's
+    new end), is reported as such, naming the path and both frame counts, not as a
+    frames range (--frames) that the user never gave."""
+    import stemdot.dask as sdask
+    from stemdot.dask.__main__ import _Backend
+
+    path = tmp_path / "scan.mib"
+    shutil.copy(scan, path)
+
+    def truncate():
+        os.truncate(path, path.stat().st_size // 120 * 100)
+
+    if when == "while the ranges run":
+        planned = sdask._dataset_info
+
+        async def dataset_info(*args, **kwargs):  # the run's ranges are planned for 120 frames
+            info = await planned(*args, **kwargs)
+            if kwargs.get("job") is not None:
+                truncate()
+            return info
+
+        monkeypatch.setattr(sdask, "_dataset_info", dataset_info)
+    backend = _Backend()
+    try:
+        backend.check({"flags": {"scheduler": cluster.scheduler_address, "range-frames": "7", "resources": [],
+                                 "timeout": "60"}}, None, None)
+        info = backend.open({"path": str(path), "options": {}}, None, None)
+        assert info["n_frames"] == 120 and info["path"] == str(path)
+        if when == "before the ranges":
+            truncate()
+        request = {"path": str(path), "options": {}, "n_masks": 1, "sig_shape": [64, 64], "float64": False,
+                   "progress": False}
+        with pytest.raises(stemdot.StemdotIOError) as e:
+            backend.apply(request, np.ones((1, 64, 64), np.float32).tobytes(), bytearray(120 * 4))
+    finally:
+        backend.close()
+    assert str(e.value) == (f"{path}: the file has 100 frames now, fewer than the 120 it had when the run started: it was "
+                            "truncated or replaced during the run; run again once it is complete")
+
+
+def test_resources_no_worker_declares_names_the_flag(cluster, scan, tmp_path):
+    """#20 F: --resources that no worker declares: the message names --resources, the
+    command's flag, not stemdot.dask's keyword resources=."""
+    run = subprocess.run([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(scan), "--mask",
+                          "com", "--out", str(tmp_path / "r.npy"), "--resources", "GPU=1", "--timeout", "20"],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.endswith("no running worker of the cluster has the resources {'GPU': 1.0}: start workers that declare "
+                               "them (dask worker SCHEDULER --resources NAME=N), or drop --resources\n"), run.stderr
     assert not list(tmp_path.iterdir())
 
 

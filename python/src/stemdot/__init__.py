@@ -255,7 +255,9 @@ class Dataset(_Closing):
 
     Attributes: ``nav_shape`` and ``sig_shape`` (tuples of ints), ``dtype`` (numpy dtype
     of the stored pixels), ``n_frames``, ``format`` (the format it was read as: "mib",
-    "hdf5", ..., "memory" for :func:`from_array`), ``warnings`` (what a user should know about how
+    "hdf5", ..., "memory" for :func:`from_array`), ``path`` (the file its frames are read
+    from, as the opening resolved it, e.g. an EMI file's <name>_1.ser;
+    "" for :func:`from_array`), ``warnings`` (what a user should know about how
     the file was read, one string each, as ``stemdot apply`` prints them: a guessed nav
     shape, surplus or missing frames, a sync offset, the HDF5 dataset chosen). A dataset
     of a region of interest (``roi=``) has ``roi`` True, ``nav_shape`` ``(n_selected,)``,
@@ -281,6 +283,7 @@ class Dataset(_Closing):
         self.n_frames = int(info.n_frames)
         self.warnings = _dataset_warnings(handle)
         self.format = _text(_LIB.stemdot_dataset_format, handle)
+        self.path = _text(_LIB.stemdot_dataset_path, handle)
         is_roi, ndim, scan = ctypes.c_int(), ctypes.c_size_t(), (ctypes.c_size_t * _lib.MAX_NAV_DIMS)()
         _call(_LIB.stemdot_dataset_scan, handle, ctypes.byref(is_roi), ctypes.byref(ndim), scan, None, 0)
         self.roi = bool(is_roi.value)

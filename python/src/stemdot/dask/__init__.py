@@ -1120,7 +1120,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
             if not ledger.flight:
                 if live and not any(eligible(w) for w in live.values()):
                     raise ClusterError(f"no running worker of the cluster has the resources {resources}: start workers "
-                                       "that declare them (dask worker SCHEDULER --resources NAME=N), or drop resources")
+                                       "that declare them (dask worker SCHEDULER --resources NAME=N), or drop resources=")
                 if live and all(a in excluded for a, w in live.items() if eligible(w)):
                     raise _unreadable(path, {a: u for a, u in excluded.items() if a in live})
                 # No worker can take a range now: all died (their Nannies may restart

@@ -13,10 +13,12 @@ nothing), warnings, messages ("stemdot.dask: ..." instead of "stemdot: ...") and
 statuses (1 after an error or Ctrl-C). What differs: the frames are read and the masks
 applied by the workers of the Dask cluster at --scheduler (the file at a path every
 worker can read; this process need not), with the flags below instead of --cpus, --gpus
-and the other plan flags, and RESULT.json's "plan" counts the stemdot workers of all the
-cluster's nodes. The backend's callback (:class:`_Backend`) calls
-:func:`stemdot.dask.dataset_info`, :func:`~stemdot.dask.centre`,
-:func:`~stemdot.dask.apply_masks` and :func:`~stemdot.dask.reduce` on one Client.
+and the other plan flags, RESULT.json's "plan" counts the stemdot workers that ran the
+job (each once), and apply --workers prints a line per Dask worker that computed frames.
+A scheduler without workers is waited on for the first, up to --timeout. The backend's
+callback (:class:`_Backend`) calls :func:`stemdot.dask.dataset_info`,
+:func:`~stemdot.dask.centre`, :func:`~stemdot.dask.apply_masks` and
+:func:`~stemdot.dask.reduce` on one Client.
 """
 
 import contextlib
@@ -25,6 +27,7 @@ import json
 import logging
 import signal
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -54,6 +57,7 @@ class _Backend:
         self.scheduler = self.range_frames = self.resources = None
         self.timeout = 120.0
         self.positions = None  # the dataset's ROI positions (open's reply), None without an ROI
+        self.frames = None  # the frames of the file at the run's start (open), None if not known
         self.warnings = []  # the dataset's warnings, printed by the command at open
         self.reply = None  # the last reply, alive until the next call
         self.calling = False  # in a call: Ctrl-C raises KeyboardInterrupt
@@ -89,6 +93,8 @@ class _Backend:
             self.calling = False
             sys.stdout.flush()
             sys.stderr.flush()
+        if self.interrupted:  # also one that library code swallowed, or that came after an error
+            reply = {"error": "interrupted", "status": _lib.ERR_CANCELLED}
         self.reply = ctypes.create_string_buffer(json.dumps(reply).encode())
         return ctypes.addressof(self.reply)
 
@@ -127,26 +133,81 @@ class _Backend:
 
     def open(self, req, masks, out):
         if self.client is None:
-            from distributed import Client
-
             print(f"{NAME}: connecting to {self.scheduler} (waiting up to --timeout {self.timeout:g} s)", file=sys.stderr)
-            try:
-                self.client = Client(self.scheduler, timeout=self.timeout)
-            except ValueError as e:  # a malformed address
-                raise stemdot.InvalidArgumentError(f"--scheduler {self.scheduler!r}: {e}", _lib.ERR_INVALID_ARGUMENT) from None
-            except OSError as e:  # nothing listens there, or it did not answer in time
-                raise stemdot.StemdotIOError(f"--scheduler {self.scheduler!r}: no Dask scheduler answered within --timeout "
-                                             f"{self.timeout:g} s ({e})", _lib.ERR_IO) from None
-            nodes = sdask.bootstrap(self.client, timeout=self.timeout)
+            self.client, nodes = _interruptible(self._connect)
             workers = sum(n["n_workers"] for n in nodes.values())
             print(f"{NAME}: {len(nodes)} Dask workers, {workers} stemdot workers", file=sys.stderr)
         info = sdask.dataset_info(self.client, req["path"], timeout=self.timeout, **req["options"])
         self.positions = info["positions"]
         self.warnings = [f"stemdot: {w}" for w in info["warnings"]]
-        return {k: _plain(v) for k, v in info.items()}
+        # The file the workers read, as the sidecar of stemdot apply records it, and its
+        # frames now, at the run's start (unknown where the worker asked cannot open it:
+        # then the path given is recorded, and a shrinking file is not told apart).
+        try:
+            opened = self._opened(req)
+        except Exception:  # noqa: BLE001
+            opened = {"path": "", "frames": None}
+        self.frames = opened["frames"]
+        return {**{k: _plain(v) for k, v in info.items()}, "path": opened["path"]}
+
+    def _opened(self, req):
+        """_opened(path, options) of the request, on a worker."""
+        path, options = sdask._client_path(req["path"]), sdask._client_options(req["options"])
+        return self.client.submit(_opened, path, options, pure=False).result(timeout=self.timeout)
+
+    @contextlib.contextmanager
+    def _unshrunk(self, req):
+        """A context for a run (centre, apply, reduce) that ends with the error saying so
+        when the file then holds fewer frames than at the run's start (open), also after
+        another error: a range task then opened a frames range beyond the file's new end,
+        which its own error says in terms of a frames option the user never gave."""
+        try:
+            yield
+        except Exception:
+            self._check_frames(req)
+            raise
+        self._check_frames(req)
+
+    def _check_frames(self, req):
+        if self.frames is None:
+            return
+        try:
+            now = self._opened(req)["frames"]
+        except Exception:  # noqa: BLE001 (the file cannot be opened now: the run's own error, if any, stands)
+            return
+        if now is not None and now < self.frames:
+            raise stemdot.StemdotIOError(f"{req['path']}: the file has {now} frames now, fewer than the {self.frames} it had "
+                                         "when the run started: it was truncated or replaced during the run; run again "
+                                         "once it is complete", _lib.ERR_IO) from None
+
+    def _connect(self):
+        """A Client of the scheduler and the set-up of its workers (stemdot.dask.bootstrap)."""
+        from distributed import Client
+
+        try:
+            client = Client(self.scheduler, timeout=self.timeout)
+        except ValueError as e:  # a malformed address
+            raise stemdot.InvalidArgumentError(f"--scheduler {self.scheduler!r}: {e}", _lib.ERR_INVALID_ARGUMENT) from None
+        except OSError as e:  # nothing listens there, or it did not answer in time
+            raise stemdot.StemdotIOError(f"--scheduler {self.scheduler!r}: no Dask scheduler answered within --timeout "
+                                         f"{self.timeout:g} s ({e})", _lib.ERR_IO) from None
+        try:
+            if not client.scheduler_info(n_workers=-1)["workers"]:  # e.g. just after the scheduler's restart
+                print(f"{NAME}: the scheduler has no worker yet: waiting up to --timeout {self.timeout:g} s for the first",
+                      file=sys.stderr)
+                try:
+                    client.wait_for_workers(1, timeout=self.timeout)
+                except TimeoutError:
+                    raise stemdot.StemdotIOError(f"--scheduler {self.scheduler!r}: no Dask worker joined the scheduler within "
+                                                 f"--timeout {self.timeout:g} s: start Dask workers (dask worker "
+                                                 f"{self.scheduler}) and run again", _lib.ERR_IO) from None
+            return client, sdask.bootstrap(client, timeout=self.timeout)
+        except BaseException:
+            client.close()
+            raise
 
     def centre(self, req, masks, out):
-        with self._warnings():
+        with self._warnings(), self._unshrunk(req):
             c = sdask.centre(self.client, req["path"], shifts=req.get("shifts"), resources=self.resources,
                              range_frames=self.range_frames, timeout=self.timeout, **req["options"])
         return {"x": c.x, "y": c.y, "r": c.r}
@@ -155,25 +216,24 @@ class _Backend:
         dtype = np.float64 if req["float64"] else np.float32
         stack = np.frombuffer(masks, dtype=dtype).reshape(req["n_masks"], *req["sig_shape"])
         roi = self.positions is not None
-        with self._warnings():
+        report = {}
+        with self._warnings(), self._unshrunk(req):
             result = sdask.apply_masks(self.client, req["path"], stack, out_dtype=dtype, progress=req["progress"],
                                        resources=self.resources, range_frames=self.range_frames, timeout=self.timeout,
-                                       roi_compact=roi, shifts=req.get("shifts"), **req["options"])
-        if roi:
-            result, _ = result
-        np.frombuffer(out, dtype=dtype)[:] = np.asarray(result).reshape(-1)
-        plan = result.info["plan"]
-        return {"cpu_workers": plan["cpu_workers"], "gpu_workers": plan["gpu_workers"]}
+                                       roi_compact=roi, shifts=req.get("shifts"), report=report, **req["options"])
+            if roi:
+                result, _ = result
+            np.frombuffer(out, dtype=dtype)[:] = np.asarray(result).reshape(-1)
+        return _ran(report)
 
     def reduce(self, req, masks, out):
         names = req["reductions"]
-        with self._warnings():
+        report = {}
+        with self._warnings(), self._unshrunk(req):
             frames = sdask.reduce(self.client, req["path"], names, progress=req["progress"], resources=self.resources,
-                                  range_frames=self.range_frames, timeout=self.timeout, **req["options"])
+                                  range_frames=self.range_frames, timeout=self.timeout, report=report, **req["options"])
         np.frombuffer(out, dtype=np.float64)[:] = np.concatenate([frames[n].reshape(-1) for n in names])
-        workers = [w for n in sdask.bootstrap(self.client, timeout=self.timeout).values() for w in n["plan"]["workers"]]
-        gpu = sum("gpu" in w for w in workers)
-        return {"cpu_workers": len(workers) - gpu, "gpu_workers": gpu}
+        return _ran(report)
 
     @contextlib.contextmanager
     def _warnings(self):
@@ -205,6 +265,62 @@ class _Backend:
             client.close()
         finally:
             log.setLevel(level)
+
+
+def _opened(path, options):
+    """On a worker: "path", the file that stemdot opening path with options reads
+    (stemdot.Dataset.path: e.g. an EMI file's SER file), and "frames", the frames that
+    file holds (opened without the options that pick frames or shape the scan: frames,
+    roi, nav_shape), None where it cannot be opened so."""
+    with stemdot._open(path, options) as ds:
+        opened = ds.path
+    try:
+        with stemdot._open(path, {k: v for k, v in options.items() if k not in ("frames", "roi", "nav_shape")}) as ds:
+            frames = ds.n_frames
+    except stemdot.StemdotError:
+        frames = None
+    return {"path": opened, "frames": frames}
+
+
+def _ran(report):
+    """The reply of apply and reduce from the report of their run (stemdot.dask's
+    report=): the stemdot workers that ran it, each counted once (a Dask worker restarted
+    by its Nanny, or one that left and joined again, runs the same pinned workers of its
+    node: counted by host and CPU or GPU), and per Dask worker that computed frames its
+    frames, ranges and busy seconds (apply --workers)."""
+    nodes, ran = report["nodes"], {a: n for a, n in report["frames"].items() if n > 0}
+    pinned = {(nodes[a]["host"], "gpu" if "gpu" in w else "cpu", w.get("gpu", w["cpu"]))
+              for a in ran if a in nodes for w in nodes[a]["plan"]["workers"]}
+    gpu = sum(kind == "gpu" for _, kind, _ in pinned)
+    workers = []
+    for address, frames in sorted(ran.items()):
+        rate = report["rates"].get(address)
+        workers.append({"name": address, "frames": frames, "ranges": sum(r[2] == address for r in report["ranges"]),
+                        "seconds": frames / rate if rate else 0.0})
+    return {"cpu_workers": len(pinned) - gpu, "gpu_workers": gpu, "workers": workers}
+
+
+def _interruptible(fn):
+    """fn() run in a thread of its own (a daemon) and waited for here in steps of 0.1 s, so
+    that Ctrl-C (KeyboardInterrupt, raised by the signal handler in this, the main, thread)
+    ends the wait at once: library code run here could swallow it (distributed's Client()
+    calls uuid.getnode, whose bare except catches it). The thread is then left to end
+    on its own. Returns fn's result, raises its exception."""
+    done = {}
+
+    def target():
+        try:
+            done["result"] = fn()
+        except BaseException as e:  # noqa: BLE001 (raised in the caller's thread)
+            done["error"] = e
+
+    thread = threading.Thread(target=target, name=f"{NAME} {getattr(fn, '__name__', 'call')}", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    if "error" in done:
+        raise done["error"]
+    return done["result"]
 
 
 def _buffer(address, size):

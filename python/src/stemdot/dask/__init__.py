@@ -1137,7 +1137,9 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
             idle_since = None
             await _wait_any([f for f in ledger.flight if f not in gathering], POLL_S, gathering.values())
             for future in [f for f in ledger.flight if f.done() and f not in gathering]:
-                fl = ledger.flight[future]
+                fl = ledger.flight.get(future)
+                if fl is None:  # taken back above with its worker's other ranges (a node-local error)
+                    continue
                 if future.status == "finished":
                     # Fetched in a task: a fetch from a worker that dies meanwhile waits
                     # for the range's recomputation, which the ledger does (above).

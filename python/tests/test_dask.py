@@ -187,6 +187,39 @@ def test_default_ranges_sized_by_measured_rate(client, big_file, big_reference, 
     assert len(ranges) < BIG_FRAMES // 32, "far fewer ranges than at the first range's size"
 
 
+def test_sparse_mask_stacks_travel_packed_and_exact():
+    stack = np.zeros((3, 16, 16), dtype=np.float32)
+    stack[0, 2, 3], stack[1, 5, 5], stack[2, 15, 15], stack[2, 0, 0] = 1.5, -0.0, np.nan, 1e-45
+    packed = sdask._pack_masks(stack)
+    assert isinstance(packed, sdask._SparseMasks) and packed.indices.size == 4
+    dense = pickle.loads(pickle.dumps(packed)).dense()
+    assert dense.dtype == stack.dtype and dense.shape == stack.shape
+    assert dense.tobytes() == stack.tobytes(), "bit for bit, -0.0 and NaN included"
+    full = np.arange(1, 1 + 2 * 8 * 8, dtype=np.float64).reshape(2, 8, 8)
+    assert sdask._pack_masks(full) is full, "a dense stack is sent as it is"
+
+
+def test_job_data_sent_packed_for_a_radial_profile(client, big_file, monkeypatch):
+    """The mask stack of a radial profile (thin rings, mostly zeros) reaches each worker
+    in far fewer bytes than its dense float32 array, and the result is the same."""
+    path, _ = big_file
+    masks = np.concatenate([stemdot.ring(SIG, 128, 128, r + 0.5, r + 1.5) for r in range(64)] + [stemdot.com(SIG)])
+    with stemdot.open(path, frames=(0, 256)) as ds:
+        want = stemdot.apply_masks(ds, masks)
+    sent = []
+    run = client.run
+
+    def spy(function, *args, **kwargs):
+        if function is sdask._put_job:
+            sent.append(len(pickle.dumps(args[1], protocol=5)))
+        return run(function, *args, **kwargs)
+
+    monkeypatch.setattr(client, "run", spy)
+    got = sdask.apply_masks(client, path, masks, frames=(0, 256), range_frames=32)
+    np.testing.assert_array_equal(got, want)
+    assert sent and max(sent) < masks.nbytes // 4, (sent, masks.nbytes)
+
+
 def test_bootstrap_twice_and_from_two_clients(cluster, client):
     first = sdask.bootstrap(client)
     before = client.run(plan_ids)

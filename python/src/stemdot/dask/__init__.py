@@ -498,11 +498,43 @@ async def _node_ready(dask_worker, timeout):
     return await asyncio.get_running_loop().run_in_executor(None, plugin.wait_ready, left)
 
 
+class _SparseMasks:
+    """A mask stack as sent to the workers when at most a quarter of its values are
+    non-zero (see _pack_masks): shape, dtype, the flat indices of the non-zero values
+    (those whose bits are not all 0: -0.0 and NaN are kept) and the values."""
+
+    def __init__(self, shape, dtype, indices, values):
+        self.shape, self.dtype, self.indices, self.values = shape, dtype, indices, values
+
+    def dense(self):
+        out = np.zeros(self.shape, dtype=self.dtype)
+        out.reshape(-1)[self.indices] = self.values
+        return out
+
+
+def _pack_masks(masks):
+    """masks (a C-contiguous float array) as the client sends it to each worker: a
+    _SparseMasks when at most a quarter of its values are non-zero, else masks. A job's
+    data travels to every worker through the scheduler (client.run); the stacks of
+    typical jobs (virtual detectors, the rings of a radial profile) are mostly zeros, and
+    a dense 128 × 256 × 256 float32 stack (32 MiB) took ~0.3 s to reach 2 workers."""
+    flat = masks.reshape(-1)
+    nonzero = np.flatnonzero(flat.view(f"u{flat.itemsize}"))  # bit patterns: -0.0 is kept
+    if nonzero.size > flat.size // 4:
+        return masks
+    indices = nonzero.astype(np.int32 if flat.size < 2**31 else np.int64)
+    return _SparseMasks(masks.shape, masks.dtype, indices, flat[nonzero])
+
+
 async def _put_job(job, data, dask_worker=None):
-    """Keeps job's data on this worker's plugin (see StemdotPlugin.put_job)."""
+    """Keeps job's data on this worker's plugin (see StemdotPlugin.put_job); a mask
+    stack sent as _SparseMasks is made dense again, off the event loop."""
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     if plugin is None or not hasattr(plugin, "ready"):
         raise RuntimeError(f"worker {dask_worker.address} has no stemdot plugin yet")
+    if isinstance(data.get("masks"), _SparseMasks):
+        masks = await asyncio.get_running_loop().run_in_executor(None, data["masks"].dense)
+        data = dict(data, masks=masks)
     plugin.put_job(job, data)
 
 
@@ -1013,6 +1045,8 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     preferred = set(prefer or ())
     notify = _progress(progress, n_frames)
     probing = {}  # address → (future, asyncio task) of its readiness (a worker that joined or restarted), see _probe
+    if data is not None and "masks" in data:
+        data = dict(data, masks=_pack_masks(data["masks"]))
     holding = set()  # addresses holding the job's data
     sending = {}  # address → asyncio task sending it the job's data
     gathering = {}  # future → asyncio task fetching the values of its finished range

@@ -1363,7 +1363,8 @@ def reduce(
     The scan is cut into frame ranges as by :func:`apply_masks` (path, open_options,
     progress, resources, prefer, range_frames, max_attempts, timeout, hang_timeout and
     report alike, faults handled alike); each range is reduced on its worker's CPU
-    workers (a range holds the node's stemdot worker count × range_frames frames) and
+    workers (a range holds the node's stemdot worker count × range_frames frames, or,
+    without range_frames, is sized by the node's measured rate as by apply_masks) and
     only its frames (a few sig_shape arrays) travel back. The ranges' partial reductions
     are merged here as the engine merges its workers': sums added (integer sums stay
     exact up to 2**53), maxima compared (NaN kept), and for the std each range's (count,

@@ -80,6 +80,6 @@ CLUSTER_TIMEOUT ?= 480
 test-cluster: python-venv py-refs
 	cd cluster && timeout --kill-after=30 $(CLUSTER_TIMEOUT) ../$(PY_VENV)/bin/python -m pytest -q -p no:cacheprovider .
 
-# ≥ 1 GiB scan in bench/scratch/, results in bench/results/dask.json.
+# A 4 GiB scan in bench/scratch/ and 128 masks, results in bench/results/dask.json.
 bench-dask: python-venv
 	$(PY_VENV)/bin/python bench/dask/bench.py

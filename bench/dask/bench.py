@@ -1,8 +1,12 @@
 """make bench-dask: stemdot.dask on 1, 2 and 3 one-core nodes of the cluster rig
 (cluster/rig.py: each node in its own network namespace, pinned to its own CPU, started
 with the real `dask scheduler` / `dask worker --nthreads 1`) against stemdot in one
-process with the same number of cores (stemdot.apply_masks(..., cpus=N)), on a scan of
->= 1 GiB in the page cache.
+process with the same number of cores (stemdot.apply_masks(..., cpus=N)), on a job of
+the size a facility runs, so that the fixed cost of one call (bootstrap, the dataset's
+opening, the mask stack sent to every worker, the job's end) is not the figure: a 4 GiB
+scan in the page cache (32768 frames of 256×256 uint16) and 128 masks (bright field,
+annular dark field, the 3 centre-of-mass masks and a radial profile of 123 one-pixel
+rings), several seconds per core in one process.
 
 For each N: the throughput of both (GB/s of frames, best of --repeat runs; the single
 process confined to the nodes' CPUs by taskset, as the nodes are), their ratio (the Dask
@@ -10,8 +14,12 @@ run's throughput per core against the single process's), and the per-task
 overhead of the Dask run: (wall time × nodes − time inside the workers' applies) / tasks,
 in ms, i.e. everything a range task costs beyond its mask-dot product (scheduling, the
 task's open of its frame range, result transfer, the client's ledger, idle nodes at the
-end). A node count above the machine's CPUs is not measured (nodes would share CPUs: no
-figure of scaling), and recorded as such.
+end, and the call's fixed costs spread over its tasks). The scheduler and this client
+(the bench's process) are not confined to the nodes' CPUs, and share them: the CPU
+seconds each spent per Dask run are recorded (scheduler_cpu_s, client_cpu_s). Every
+repeat's time is recorded, the figures are of the best. A node count above the
+machine's CPUs is not measured (nodes would share CPUs: no figure of scaling), and
+recorded as such.
 
 Recovery: on the largest measured node count (at least 2), a `kill -9` of one node's
 worker process when a quarter of the frames are done (in the progress callback); the time
@@ -54,32 +62,44 @@ def scan(path, frames):
     data.flush()
 
 
-def best(fn, repeat):
+def timed(fn, repeat):
+    """The seconds of each of repeat calls of fn, and the last call's result."""
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - t)
-    return min(times), result
+    return times, result
 
 
 def one_process(args, cpus):
-    """Best time of --repeat runs of stemdot.apply_masks on the logical CPUs cpus, in a
+    """The times of --repeat runs of stemdot.apply_masks on the logical CPUs cpus, in a
     child process confined to them (taskset), as the nodes are: its own threads (the
     Go runtime's, Python's) share those CPUs too."""
     cmd = ["taskset", "-c", ",".join(map(str, cpus)), sys.executable, __file__, "--file", str(args.file),
            "--repeat", str(args.repeat), "--one-process"]
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return float(r.stdout.split()[-1])
+    return json.loads(r.stdout.splitlines()[-1])
 
 
 def masks_of():
-    return np.concatenate([stemdot.disk(SIG, 128, 128, 20), stemdot.ring(SIG, 128, 128, 30, 100), stemdot.com(SIG)])
+    """128 masks: bright field, annular dark field, centre of mass (3), and a radial
+    profile in one-pixel rings from radius 0.5 to 123.5."""
+    profile = [stemdot.ring(SIG, 128, 128, r + 0.5, r + 1.5) for r in range(123)]
+    return np.concatenate([stemdot.disk(SIG, 128, 128, 20), stemdot.ring(SIG, 128, 128, 30, 100), stemdot.com(SIG),
+                           *profile])
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of process pid so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def dask_runs(cluster, path, masks, want, args):
-    """Best time of --repeat runs on the cluster's nodes, and a row of figures of that
-    run (nodes, tasks, frames per task, per-task overhead)."""
+    """The times of --repeat runs on the cluster's nodes, and a row of figures of the
+    best run (nodes, tasks, frames per task, per-task overhead) and of all (the CPU
+    seconds of the scheduler and of this client per run)."""
     with Client(cluster.address, timeout=120) as client:
         nodes = sdask.bootstrap(client)
         reports = []
@@ -91,14 +111,17 @@ def dask_runs(cluster, path, masks, want, args):
             return out
 
         run()  # warm-up: each worker opens the file once, imports settle
-        seconds, got = best(run, args.repeat)
+        scheduler, client_cpu = cpu_seconds(cluster.scheduler.pid), time.process_time()
+        times, got = timed(run, args.repeat)
+        scheduler, client_cpu = cpu_seconds(cluster.scheduler.pid) - scheduler, time.process_time() - client_cpu
     if not np.array_equal(got, want):
         sys.exit("bench-dask: the Dask result differs from the single-process result")
     report = min(reports[1:], key=lambda r: r["seconds"])
     tasks = len(report["ranges"])
     busy = sum(r[4] for r in report["ranges"])
-    return seconds, {"nodes": len(nodes), "tasks": tasks, "frames_per_task": args.frames / tasks,
-                     "per_task_overhead_ms": (report["seconds"] * len(nodes) - busy) / tasks * 1e3}
+    return times, {"nodes": len(nodes), "tasks": tasks, "frames_per_task": args.frames / tasks,
+                   "per_task_overhead_ms": (report["seconds"] * len(nodes) - busy) / tasks * 1e3,
+                   "scheduler_cpu_s": scheduler / args.repeat, "client_cpu_s": client_cpu / args.repeat}
 
 
 def recovery(cluster, path, masks, want, args):
@@ -131,7 +154,7 @@ def recovery(cluster, path, masks, want, args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--file", type=Path, default=Path("bench/scratch/dask-scan.npy"))
-    p.add_argument("--frames", type=int, default=16384, help="frames of 256×256 uint16 (16384: 2 GiB)")
+    p.add_argument("--frames", type=int, default=32768, help="frames of 256×256 uint16 (32768: 4 GiB)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--nodes", type=int, default=3, help="up to this many one-core nodes (default 3)")
     p.add_argument("--range-frames", type=int, help="frames per stemdot worker in one task (default: stemdot.dask's)")
@@ -141,7 +164,8 @@ def main():
     if args.one_process:
         with stemdot.open(args.file) as ds:
             cpus = sorted(os.sched_getaffinity(0))
-            print(best(lambda: stemdot.apply_masks(ds, masks_of(), cpus=cpus), args.repeat)[0])
+            masks = masks_of()
+            print(json.dumps(timed(lambda: stemdot.apply_masks(ds, masks, cpus=cpus), args.repeat)[0]))
         return
 
     cpus = sorted(os.sched_getaffinity(0))
@@ -162,16 +186,19 @@ def main():
                 result["scaling"].append({"nodes": n, "not_measured": why})
                 print(f"  {n} nodes: {why}")
                 continue
-            one_s = one_process(args, cpus[:n])
+            one_times = one_process(args, cpus[:n])
             cluster.add_node(cpus=[cpus[n - 1]])
-            dask_s, row = dask_runs(cluster, args.file, masks, want, args)
+            dask_times, row = dask_runs(cluster, args.file, masks, want, args)
+            one_s, dask_s = min(one_times), min(dask_times)
             row.update(one_process_s=one_s, one_process_gb_s=size / one_s / 1e9, dask_s=dask_s,
-                       dask_gb_s=size / dask_s / 1e9, per_core_ratio=one_s / dask_s)
+                       dask_gb_s=size / dask_s / 1e9, per_core_ratio=one_s / dask_s, one_process_runs_s=one_times,
+                       dask_runs_s=dask_times)
             result["scaling"].append(row)
             print(f"  {n} node(s) × 1 core: Dask {dask_s:6.3f} s {row['dask_gb_s']:5.2f} GB/s; one process, {n} "
                   f"core(s) {one_s:6.3f} s {row['one_process_gb_s']:5.2f} GB/s; ratio {row['per_core_ratio']:.2f}; "
                   f"{row['tasks']} tasks of {row['frames_per_task']:.0f} frames, overhead "
-                  f"{row['per_task_overhead_ms']:.1f} ms/task")
+                  f"{row['per_task_overhead_ms']:.1f} ms/task; per run: scheduler {row['scheduler_cpu_s']:.2f} CPU s, "
+                  f"client {row['client_cpu_s']:.2f} CPU s")
         if len(cluster.nodes) >= 2:
             result["recovery"] = recovery(cluster, args.file, masks, want, args)
             r = result["recovery"]
@@ -180,7 +207,8 @@ def main():
                   f"the kill: recovery cost {r['recovery_cost_s']:.2f} s")
         else:
             result["recovery"] = {"not_measured": "needs 2 nodes of one CPU each"}
-        result["rig"] = cluster.describe() + "; the scheduler and this client are not confined: they may share the nodes' CPUs"
+        result["rig"] = (cluster.describe() + "; the scheduler and this client are not confined: they share the "
+                         "nodes' CPUs (their CPU seconds per run: scheduler_cpu_s, client_cpu_s)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"  wrote {args.out}")

@@ -146,6 +146,80 @@ def test_big_synthetic_file(client, big_file, big_reference):
     assert done[-1] == (BIG_FRAMES, BIG_FRAMES) and [d for d, _ in done] == sorted(d for d, _ in done)
 
 
+def test_guided_range_sizes():
+    # before a rate is measured: the first range's size
+    assert sdask._guided_size(100, None, [None, None], 10_000, 0.5) == 100
+    # target seconds at the node's rate (1000 frames/s × 0.5 s), while far from the end
+    assert sdask._guided_size(100, 1000.0, [1000.0, 1000.0], 100_000, 0.5) == 500
+    # toward the end: half the node's share by rate of the 1200 frames left (1200 × 1/4 / 2)
+    assert sdask._guided_size(100, 1000.0, [1000.0, 3000.0], 1200, 0.5) == 150
+    # a node not measured yet counts as the mean of the measured ones (1200 × 1/2 / 2)
+    assert sdask._guided_size(100, 1000.0, [1000.0, None], 1200, 0.5) == 300
+    # rounded down to a multiple of the node's stemdot workers, never below the first size
+    assert sdask._guided_size(100, 1000.0, [1000.0, None], 1200, 0.5, multiple=7) == 294
+    assert sdask._guided_size(100, 1000.0, [1000.0, 1000.0], 120, 0.5) == 100
+
+
+def test_default_ranges_sized_by_measured_rate(client, big_file, big_reference, monkeypatch):
+    """Without range_frames: a node's first range holds RANGE_BYTES per stemdot worker,
+    its later ones about RANGE_SECONDS of its measured work, shrinking toward the end of
+    the scan (at most half the frames not handed out yet)."""
+    path, masks = big_file
+    monkeypatch.setattr(sdask, "RANGE_BYTES", 16 * SIG[0] * SIG[1] * 2)  # 16 frames per stemdot worker
+    monkeypatch.setattr(sdask, "RANGE_SECONDS", 60.0, raising=False)  # bounded by the frames left only
+    report = {}
+    got = sdask.apply_masks(client, path, masks, report=report)
+    np.testing.assert_array_equal(got, big_reference)
+    nodes = report["nodes"]
+    ranges = sorted(report["ranges"])
+    covered = np.zeros(BIG_FRAMES, dtype=int)
+    firsts = {}
+    for first, count, worker, _, _ in ranges:
+        covered[first : first + count] += 1
+        base = 16 * nodes[worker]["n_workers"]
+        firsts.setdefault(worker, count)
+        if first + count < BIG_FRAMES:
+            assert count % nodes[worker]["n_workers"] == 0
+        assert count <= max(base, -(-(BIG_FRAMES - first) // 2)), (first, count)
+    assert (covered == 1).all()
+    assert all(count == 16 * nodes[w]["n_workers"] for w, count in firsts.items()), firsts
+    assert max(r[1] for r in ranges) >= BIG_FRAMES // 8, "later ranges grow with the measured rate"
+    assert len(ranges) < BIG_FRAMES // 32, "far fewer ranges than at the first range's size"
+
+
+def test_sparse_mask_stacks_travel_packed_and_exact():
+    stack = np.zeros((3, 16, 16), dtype=np.float32)
+    stack[0, 2, 3], stack[1, 5, 5], stack[2, 15, 15], stack[2, 0, 0] = 1.5, -0.0, np.nan, 1e-45
+    packed = sdask._pack_masks(stack)
+    assert isinstance(packed, sdask._SparseMasks) and packed.indices.size == 4
+    dense = pickle.loads(pickle.dumps(packed)).dense()
+    assert dense.dtype == stack.dtype and dense.shape == stack.shape
+    assert dense.tobytes() == stack.tobytes(), "bit for bit, -0.0 and NaN included"
+    full = np.arange(1, 1 + 2 * 8 * 8, dtype=np.float64).reshape(2, 8, 8)
+    assert sdask._pack_masks(full) is full, "a dense stack is sent as it is"
+
+
+def test_job_data_sent_packed_for_a_radial_profile(client, big_file, monkeypatch):
+    """The mask stack of a radial profile (thin rings, mostly zeros) reaches each worker
+    in far fewer bytes than its dense float32 array, and the result is the same."""
+    path, _ = big_file
+    masks = np.concatenate([stemdot.ring(SIG, 128, 128, r + 0.5, r + 1.5) for r in range(64)] + [stemdot.com(SIG)])
+    with stemdot.open(path, frames=(0, 256)) as ds:
+        want = stemdot.apply_masks(ds, masks)
+    sent = []
+    run = client.run
+
+    def spy(function, *args, **kwargs):
+        if function is sdask._put_job:
+            sent.append(len(pickle.dumps(args[1], protocol=5)))
+        return run(function, *args, **kwargs)
+
+    monkeypatch.setattr(client, "run", spy)
+    got = sdask.apply_masks(client, path, masks, frames=(0, 256), range_frames=32)
+    np.testing.assert_array_equal(got, want)
+    assert sent and max(sent) < masks.nbytes // 4, (sent, masks.nbytes)
+
+
 def test_bootstrap_twice_and_from_two_clients(cluster, client):
     first = sdask.bootstrap(client)
     before = client.run(plan_ids)

@@ -15,7 +15,9 @@ on every node, see the README). stemdot runs *inside* each Dask worker process:
 * :func:`apply_masks` returns exactly ``stemdot.apply_masks(stemdot.open(path,
   **open_options), masks)``: the scan is cut into frame ranges, one task each, sized from
   the executing node's plan (CPU workers × range_frames, GPU workers × GPU_RANGE_FACTOR ×
-  range_frames); nodes that finish sooner are handed more ranges. Workers read their
+  range_frames) and, by default, after a node's first range from its measured rate
+  (about RANGE_SECONDS of its work, shrinking toward the end of the scan so that the
+  nodes finish together); nodes that finish sooner are handed more ranges. Workers read their
   frames from ``path`` (shared storage); the client sends the mask stack to each worker's
   plugin before its first range (no Dask data the run depends on lives on some workers
   only); only the results (frames × masks values) travel back, and they are written into
@@ -63,17 +65,25 @@ import stemdot
 from stemdot import _lib
 
 __all__ = ["StemdotPlugin", "bootstrap", "apply_masks", "reduce", "dataset_info", "centre", "bootstrap_async",
-           "apply_masks_async", "reduce_async", "dataset_info_async", "ClusterError", "RANGE_BYTES"]
+           "apply_masks_async", "reduce_async", "dataset_info_async", "ClusterError", "RANGE_BYTES", "RANGE_SECONDS"]
 
 #: The plugin's name on the workers (``dask_worker.plugins["stemdot"]``).
 PLUGIN_NAME = "stemdot"
 
-#: Default frame bytes per stemdot worker in one range: a range of a node with n workers
-#: holds n × max(1, RANGE_BYTES // frame_bytes) frames (e.g. 1024 frames of 256×256
-#: uint16 per worker), long enough that the per-task overhead (about 10 ms, mostly the
-#: engine's start of an apply; see `make bench-dask`) is small against the task, short
-#: enough that a dead worker's ranges are cheap to recompute.
+#: Frame bytes per stemdot worker in a node's first range of a job (and the least of its
+#: later ranges, with the default range sizing): a range of a node with n workers holds
+#: n × max(1, RANGE_BYTES // frame_bytes) frames (e.g. 1024 frames of 256×256 uint16 per
+#: worker), a few tens of ms of work at page-cache speed, enough to measure the node's rate.
 RANGE_BYTES = 128 << 20
+
+#: Target seconds of work (in the node's applies, at its rate measured in the job) of one
+#: range after a node's first, with the default range sizing (no ``range_frames``): long
+#: enough that the per-task cost (about 10 ms: the scheduler's round trips, the engine's
+#: start of an apply; see `make bench-dask`) is ~2 % of a range, short enough that a dead
+#: worker's ranges (at most 2 in flight) are cheap to recompute. Toward the end of the scan
+#: ranges shrink (guided self-scheduling: a node's range holds at most half its share, by
+#: measured rate, of the frames not handed out yet), so that the nodes finish together.
+RANGE_SECONDS = 0.5
 
 #: Seconds between two looks at the scheduler's list of live workers during a run.
 POLL_S = 0.5
@@ -489,11 +499,43 @@ async def _node_ready(dask_worker, timeout):
     return await asyncio.get_running_loop().run_in_executor(None, plugin.wait_ready, left)
 
 
+class _SparseMasks:
+    """A mask stack as sent to the workers when at most a quarter of its values are
+    non-zero (see _pack_masks): shape, dtype, the flat indices of the non-zero values
+    (those whose bits are not all 0: -0.0 and NaN are kept) and the values."""
+
+    def __init__(self, shape, dtype, indices, values):
+        self.shape, self.dtype, self.indices, self.values = shape, dtype, indices, values
+
+    def dense(self):
+        out = np.zeros(self.shape, dtype=self.dtype)
+        out.reshape(-1)[self.indices] = self.values
+        return out
+
+
+def _pack_masks(masks):
+    """masks (a C-contiguous float array) as the client sends it to each worker: a
+    _SparseMasks when at most a quarter of its values are non-zero, else masks. A job's
+    data travels to every worker through the scheduler (client.run); the stacks of
+    typical jobs (virtual detectors, the rings of a radial profile) are mostly zeros, and
+    a dense 128 × 256 × 256 float32 stack (32 MiB) took ~0.3 s to reach 2 workers."""
+    flat = masks.reshape(-1)
+    nonzero = np.flatnonzero(flat.view(f"u{flat.itemsize}"))  # bit patterns: -0.0 is kept
+    if nonzero.size > flat.size // 4:
+        return masks
+    indices = nonzero.astype(np.int32 if flat.size < 2**31 else np.int64)
+    return _SparseMasks(masks.shape, masks.dtype, indices, flat[nonzero])
+
+
 async def _put_job(job, data, dask_worker=None):
-    """Keeps job's data on this worker's plugin (see StemdotPlugin.put_job)."""
+    """Keeps job's data on this worker's plugin (see StemdotPlugin.put_job); a mask
+    stack sent as _SparseMasks is made dense again, off the event loop."""
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     if plugin is None or not hasattr(plugin, "ready"):
         raise RuntimeError(f"worker {dask_worker.address} has no stemdot plugin yet")
+    if isinstance(data.get("masks"), _SparseMasks):
+        masks = await asyncio.get_running_loop().run_in_executor(None, data["masks"].dense)
+        data = dict(data, masks=masks)
     plugin.put_job(job, data)
 
 
@@ -864,6 +906,9 @@ def _unreadable(path, excluded):
 async def _wait_any(futures, timeout, tasks=()):
     """Waits until one of the Dask futures or asyncio tasks is done, or timeout seconds."""
     waiters = [asyncio.ensure_future(f._state.wait()) for f in futures]
+    if not waiters and not tasks:
+        await asyncio.sleep(timeout)
+        return
     try:
         await asyncio.wait(waiters + list(tasks), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -994,11 +1039,29 @@ async def _prepare(client, job, path, open_options, range_frames, timeout, exclu
     return nodes, workers, info, open_options, first_frame, per_worker
 
 
+def _guided_size(base, rate, rates, left, target, multiple=1):
+    """Frames of a node's next range with the default range sizing: base (its first
+    range's size, see _range_size) until its rate is measured; then target seconds at its
+    rate, but at most half its share of the left frames (not handed out yet) by rate among
+    rates (those of the nodes that take ranges; one not measured yet counts as their mean),
+    rounded down to a multiple of multiple (the node's stemdot workers), and never below
+    base. rate: frames per second, None before its first range ended."""
+    if not rate:
+        return base
+    known = [r for r in rates if r]
+    total = sum(r or sum(known) / len(known) for r in rates) or rate
+    size = min(int(rate * target), int(-(-left * rate // (2 * total))))
+    return max(base, size // multiple * multiple)
+
+
 async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task, store, data, *, progress, resources,
-                      prefer, max_attempts, timeout, hang_timeout, report, started, excluded, size, suspects):
+                      prefer, max_attempts, timeout, hang_timeout, report, started, excluded, size, suspects,
+                      range_seconds=None):
     """Runs job over the frames [0, n_frames) of path as range tasks on the workers of
     the cluster (see :func:`apply_masks`), as a coroutine on the client's event loop: a
-    range for a node holds ``size_of(nodes[address])`` frames; ``task(first, count)``
+    range for a node holds ``size_of(nodes[address])`` frames, or, with range_seconds,
+    that many at first and then about range_seconds of its measured work (see
+    _guided_size); ``task(first, count)``
     gives the function and arguments of its task, whose result is (values, worker
     address, stemdot workers, seconds), and ``store(first, count, values)`` takes the
     values of each range computed. data (None, or a dict for StemdotPlugin.put_job) is
@@ -1012,6 +1075,8 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     preferred = set(prefer or ())
     notify = _progress(progress, n_frames)
     probing = {}  # address → (future, asyncio task) of its readiness (a worker that joined or restarted), see _probe
+    if data is not None and "masks" in data:
+        data = dict(data, masks=_pack_masks(data["masks"]))
     holding = set()  # addresses holding the job's data
     sending = {}  # address → asyncio task sending it the job's data
     gathering = {}  # future → asyncio task fetching the values of its finished range
@@ -1066,6 +1131,17 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
         )
         ledger.flight[future] = _Flight(first, count, address, attempt, time.monotonic())
 
+    def range_for(address, live):
+        base = size_of(nodes[address])
+        if range_seconds is None:
+            return base
+        own = done_by.get(address)
+        takers = [a for a, w in live.items() if a in nodes and a not in excluded and a not in suspects and eligible(w)]
+        rates = [d[0] / d[1] if (d := done_by.get(a)) and d[1] > 0 else None for a in takers]
+        left = sum(end - first for first, end in ledger.pending)
+        return _guided_size(base, own[0] / own[1] if own and own[1] > 0 else None, rates, left, range_seconds,
+                            nodes[address]["n_workers"])
+
     async def ping(address, delay):
         await asyncio.sleep(delay)
         await client.run(_ping, workers=[address])
@@ -1111,7 +1187,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
                 while ledger.busy(address) < depth(address, worker):
                     if not ledger.pending or not ready_for(address):
                         break
-                    taken = ledger.take(size_of(nodes[address]))
+                    taken = ledger.take(range_for(address, live))
                     if ledger.attempts.get(taken[0], 0) >= max_attempts:
                         raise await _cluster_error(
                             client, f"frames [{taken[0]}, {taken[0] + taken[1]}) of {path} were lost {max_attempts} times "
@@ -1132,7 +1208,8 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
                         f"the running ones, {', '.join(waiting)}, hang or are not set up: {len(suspects)} did not "
                         "answer" if waiting else "none is running") + ")")
                     raise await _cluster_error(client, what, workers)
-                await asyncio.sleep(0.1)  # waiting for a worker's set-up, or an answer
+                # Waiting for a worker's set-up, the job's data to land, or an answer.
+                await _wait_any((), 0.1, [*sending.values(), *(t for _, t in probing.values())])
                 continue
             idle_since = None
             await _wait_any([f for f in ledger.flight if f not in gathering], POLL_S, gathering.values())
@@ -1328,7 +1405,8 @@ def reduce(
     The scan is cut into frame ranges as by :func:`apply_masks` (path, open_options,
     progress, resources, prefer, range_frames, max_attempts, timeout, hang_timeout and
     report alike, faults handled alike); each range is reduced on its worker's CPU
-    workers (a range holds the node's stemdot worker count × range_frames frames) and
+    workers (a range holds the node's stemdot worker count × range_frames frames, or,
+    without range_frames, is sized by the node's measured rate as by apply_masks) and
     only its frames (a few sig_shape arrays) travel back. The ranges' partial reductions
     are merged here as the engine merges its workers': sums added (integer sums stay
     exact up to 2**53), maxima compared (NaN kept), and for the std each range's (count,
@@ -1429,7 +1507,8 @@ async def _job(client, job, path, open_options, check, task, store, notes, *, pr
             client, job, path, info["n_frames"], nodes, workers, lambda node: _range_size(node, per_worker, gpus),
             task(first_frame, options), store, data, progress=progress, resources=resources, prefer=prefer,
             max_attempts=max_attempts, timeout=timeout, hang_timeout=hang_timeout, report=report, started=started,
-            excluded=excluded, size=info["size"], suspects=suspects)
+            excluded=excluded, size=info["size"], suspects=suspects,
+            range_seconds=None if range_frames else RANGE_SECONDS)
         notes.extend(_exclusion_notes(path, excluded))
         return info, nodes
     finally:
@@ -1488,11 +1567,15 @@ def apply_masks(
       declare them.
     prefer: worker addresses or hosts that hold a local copy of the file: they are handed
       ranges first and keep two ranges queued, the others one.
-    range_frames: frames per stemdot worker in one range (default: RANGE_BYTES of
-      frames); a range of a node with n stemdot workers holds n × range_frames frames
-      (the scan's last range may be shorter); a node whose plan has GPU workers gets
-      ranges of its CPU workers × range_frames + its GPU workers × GPU_RANGE_FACTOR ×
-      range_frames frames.
+    range_frames: frames per stemdot worker in one range; a range of a node with n
+      stemdot workers holds n × range_frames frames (the scan's last range may be
+      shorter); a node whose plan has GPU workers gets ranges of its CPU workers ×
+      range_frames + its GPU workers × GPU_RANGE_FACTOR × range_frames frames. None
+      (default): a node's first range is sized so with RANGE_BYTES of frames per stemdot
+      worker; its later ones hold about RANGE_SECONDS (0.5 s) of its work at the rate
+      measured in this run, but at most half its share (by rate) of the frames not handed
+      out yet, and at least its first range's size (guided self-scheduling: few tasks,
+      nodes that finish together).
     shifts: None, or the masks moved with the diffraction pattern, as for
       :func:`stemdot.apply_masks`: ``(dy, dx)`` for every frame, or one shift per scan
       position (``nav_shape + (2,)``; with ``frames``, of the whole scan or of the frames

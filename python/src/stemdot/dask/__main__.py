@@ -42,7 +42,7 @@ USE = "python -m stemdot.dask"
 #: The flags of the Dask backend: name, default, usage, repeatable.
 FLAGS = (
     ("scheduler", None, "the Dask scheduler's `ADDRESS`, e.g. tcp://head:8786 (required)", False),
-    ("range-frames", None, "`N` frames per stemdot worker in one task (default: stemdot.dask.RANGE_BYTES of frames)", False),
+    ("range-frames", None, "`N` frames per stemdot worker in one task (default: sized by each node's measured rate, see stemdot.dask.RANGE_SECONDS)", False),
     ("resources", None, "Dask resources every task needs, `NAME=N`, e.g. GPU=1 for the GPU nodes only (repeatable)", True),
     ("timeout", "120", "`SECONDS` to wait for the scheduler and for the workers' set-up", False),
 )

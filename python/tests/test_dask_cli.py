@@ -173,7 +173,7 @@ def test_apply_ser_via_emi(stemdot_bin, cluster, data_dir, tmp_path):
     assert cli.returncode == 0 and dask.returncode == 0, cli.stderr + dask.stderr
     assert_same_files(cli_dir, dask_dir)
     recorded = json.loads((dask_dir / "r.json").read_text())["dataset"]["path"]
-    assert recorded == str(path.with_name("128x128x5-diffraction_preview_1.ser").resolve())
+    assert recorded == os.path.abspath(path.with_name("128x128x5-diffraction_preview_1.ser"))  # as given: links kept
 
 
 @pytest.mark.parametrize("args", [

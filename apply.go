@@ -198,7 +198,7 @@ func ApplyElsewhere(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions, ru
 		if err != nil {
 			return nil, err
 		}
-		stats.NonFinite = nonFinite(out32, out64, stack.N)
+		stats.NonFinite = engine.CountNonFinite(engine.Output{F32: out32, F64: out64}, stack.N)
 		return &engine.Result{NavShape: slices.Clone(ds.NavShape()), NMasks: stack.N, F32: out32, F64: out64, Stats: stats}, nil
 	})
 }
@@ -221,29 +221,6 @@ func runJob(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions, shifts []f
 		}
 	}
 	return r, nil
-}
-
-// nonFinite counts the NaN and infinite values of a result of n masks per frame.
-func nonFinite(out32 []float32, out64 []float64, n int) engine.NonFinite {
-	var nf engine.NonFinite
-	count := func(i int, v float64) {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			if nf.Count == 0 {
-				nf.Frame, nf.Mask = i/n, i%n
-			}
-			nf.Count++
-			if math.IsInf(v, 0) {
-				nf.Inf++
-			}
-		}
-	}
-	for i, v := range out32 {
-		count(i, float64(v))
-	}
-	for i, v := range out64 {
-		count(i, v)
-	}
-	return nf
 }
 
 // roiLayout is where the frames of a dataset opened with an ROI go in its result.

@@ -129,11 +129,6 @@ func shiftedBuffers(ds dataset.Dataset, stack *masks.Stack, nnz int, tile int64,
 	return b
 }
 
-// runThreads is how many OS threads a run may use beyond one per worker (a worker's
-// goroutine is locked to its thread): the Go runtime's spare threads for the goroutines
-// left while the workers hold theirs.
-const runThreads = 2
-
 // checkMemory refuses a run whose estimate, and its workers' threads, do not fit in the
 // memory the process may still allocate (internal/memlimit), naming the sizes and what
 // helps.
@@ -143,7 +138,7 @@ func checkMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan *p
 	if e.Result > e.Total()/2 {
 		advice = fmt.Sprintf("the result is %d frames × %d masks × %d bytes: use fewer masks or split the scan", ds.NumFrames(), stack.N, 4+4*btoi(opt.Float64))
 	}
-	return memlimit.CheckRun(fmt.Sprintf("the run (%s)", e), e.Total(), max(e.Result, e.Masks, e.PerWorker), e.Workers+runThreads, advice)
+	return memlimit.CheckRun(fmt.Sprintf("the run (%s)", e), e.Total(), max(e.Result, e.Masks, e.PerWorker), e.Workers, advice)
 }
 
 func btoi(b bool) int {

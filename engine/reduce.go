@@ -143,7 +143,7 @@ func checkReduceMemory(ds dataset.Dataset, plan *planner.Plan, opt ReduceOptions
 	px := int64(ds.SigShape()[0]) * int64(ds.SigShape()[1])
 	result := 8 * px * int64(btoi(opt.Sum)+btoi(opt.Mean)+btoi(opt.Max)+btoi(opt.Std))
 	what := fmt.Sprintf("the reduction (%d workers × %s, result %s)", len(plan.Workers), memlimit.Size(per), memlimit.Size(result))
-	return memlimit.CheckRun(what, int64(len(plan.Workers))*per+result, max(per, result), len(plan.Workers)+runThreads, "fewer workers (option cpus) hold fewer accumulators")
+	return memlimit.CheckRun(what, int64(len(plan.Workers))*per+result, max(per, result), len(plan.Workers), "fewer workers (option cpus) hold fewer accumulators")
 }
 
 // reduceBlock is the number of pixels a worker accumulates over all frames of a tile

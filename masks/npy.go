@@ -115,17 +115,18 @@ func loadNPY(path string, sig *[2]int) (*Stack, error) {
 	if err := npy.CheckSize(h, offset, fileSize, uint64(n*sy*sx)*uint64(size)); err != nil {
 		return nil, err
 	}
+	// Even the read buffer and the masks' names may make the Go heap reserve an arena:
+	// checked before either is allocated.
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	if err := memlimit.Check("reading the weights", npyBlockBytes+int64(n)*nameBytes(name), "use fewer or smaller masks"); err != nil {
+		return nil, err
+	}
 	names := []string{name}
 	if len(h.Shape) == 3 {
 		names = make([]string, n)
 		for m := range names {
 			names[m] = fmt.Sprintf("%s[%d]", name, m)
 		}
-	}
-	// Even the read buffer may make the Go heap reserve an arena: checked too.
-	if err := memlimit.Check("reading the weights", npyBlockBytes, "use fewer or smaller masks"); err != nil {
-		return nil, err
 	}
 	w := &npyWeights{f: f, offset: offset, n: n, pixels: sy * sx, descr: descr}
 	nnz, sparse, err := w.countNonzeros()
@@ -153,6 +154,11 @@ func loadNPY(path string, sig *[2]int) (*Stack, error) {
 
 // npyBlockBytes is the size of the blocks npyWeights reads.
 const npyBlockBytes = 1 << 20
+
+// nameBytes bounds the heap that the name of one mask of a stack read from a file named
+// name ("name[123]") takes: its string header and its bytes, at most 22 more than name's
+// (brackets and index), doubled for the rounding up to the Go heap's size classes.
+func nameBytes(name string) int64 { return 16 + 2*int64(len(name)+22) }
 
 // npyWeights reads the n masks of pixels weights of NPY dtype descr that start at offset
 // in f.

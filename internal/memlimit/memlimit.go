@@ -83,14 +83,12 @@ func Check(what string, need int64, advice string) error {
 }
 
 // CheckRun is Check for a step that allocates need bytes in pieces of at most largest
-// bytes and runs on threads OS threads at once (a run's pinned workers and the Go
-// runtime's spare ones): under an address-space limit, the stacks of
-// those the process does not have yet count too (all its threads but two, the
-// runtime's system monitor and one held by the main goroutine or signal handling, can
-// be reused). The error for that limit says how much address space the step takes and
-// the `ulimit -v` that lets it run, and gives the advice only where a smaller step
-// would fit.
-func CheckRun(what string, need, largest int64, threads int, advice string) error {
+// bytes and runs workers goroutines locked to OS threads of their own (a run's pinned
+// workers; 0 for a step on the calling goroutine). Under an address-space limit, the
+// stacks of the threads the Go runtime may still start count too (see runtimeThreads).
+// The error for that limit says how much address space the step takes and the `ulimit
+// -v` that lets it run, and gives the advice only where a smaller step would fit.
+func CheckRun(what string, need, largest int64, workers int, advice string) error {
 	if l := ramLimit(); need > l.Bytes {
 		return errs.New(errs.Resources, "%s needs %s of memory, but %s leaves %s; %s", what, Size(need), l.Name, Size(l.Bytes), advice)
 	}
@@ -98,12 +96,30 @@ func CheckRun(what string, need, largest int64, threads int, advice string) erro
 	if !ok {
 		return nil
 	}
-	if threads > 0 {
-		if n, ok := field("/proc/self/status", "Threads:"); ok {
-			threads = max(0, threads-int(n-2))
-		}
+	return as.check(what, need, largest, newThreads(workers), advice)
+}
+
+// runtimeThreads is how many OS threads, beyond one per GOMAXPROCS and one per locked
+// worker, the Go runtime may run while a step runs: the main thread, the system monitor,
+// the template thread of a cgo program, and one blocked in a system call or a C call
+// (reading a file, libhdf5) whose P another thread took over. With GOMAXPROCS 2, loading
+// a 64 MiB mask stack on a loaded machine peaked at 6 threads (100 runs); with
+// GOMAXPROCS 16, at 10: the count bounds both.
+const runtimeThreads = 4
+
+// newThreads is how many threads a step with workers locked goroutines may add to the
+// Go runtime's (runtime/metrics /sched/threads/total): a parked locked worker keeps its
+// thread while another runs Go code on its P, so workers + GOMAXPROCS + runtimeThreads
+// may live at once. Threads of the host process that Go does not own (Python's, C
+// threads calling in) are not counted: they never take a Go stack.
+func newThreads(workers int) int {
+	s := []metrics.Sample{{Name: "/sched/threads/total:threads"}}
+	metrics.Read(s)
+	var live int
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		live = int(s[0].Value.Uint64())
 	}
-	return as.check(what, need, largest, threads, advice)
+	return max(0, workers+runtime.GOMAXPROCS(0)+runtimeThreads-live)
 }
 
 // check is CheckRun's check of the address-space limit, for threads new threads. The
@@ -223,16 +239,20 @@ const smallPiece = 4 << 20
 // heapGrowth is the address space the Go heap reserves to allocate need bytes in pieces
 // of at most largest bytes: none while its arenas hold them and incidentalBytes more
 // (the current one's unused end, or with pieces of at most smallPiece, it and the free
-// pages), else the whole
-// arenas an allocation of need bytes reserves (the runtime reserves for the
-// allocation's size, not for what the arenas lack), and one more when need exceeds an
-// arena, as each piece may reserve its own.
+// pages), else the whole arenas an allocation of need bytes reserves (the runtime
+// reserves for the allocation's size, not for what the arenas lack), one more when need
+// exceeds an arena, as each piece may reserve its own, and one more when what the new
+// arenas leave beside need, with the current one's end and the free pages, cannot hold
+// the incidental bytes that follow (a 64 MiB stack fills its arena exactly).
 func (a addressSpace) heapGrowth(need, largest int64) int64 {
 	if need+incidentalBytes <= a.tail || largest <= smallPiece && need+incidentalBytes <= a.tail+a.free {
 		return 0
 	}
 	g := (need + heapArenaBytes - 1) / heapArenaBytes * heapArenaBytes
 	if need > heapArenaBytes {
+		g += heapArenaBytes
+	}
+	if g-need+a.tail+a.free < incidentalBytes {
 		g += heapArenaBytes
 	}
 	return g

@@ -59,7 +59,8 @@ func TestCheckStart(t *testing.T) {
 // Item #17.11: the Go heap's growth in address space is counted in its 64 MiB arenas:
 // nothing while the current arena's unused end holds the bytes and 8 MiB of incidental
 // ones (or, in pieces of at most 4 MiB, it and the free pages do), else the arenas an
-// allocation of that size reserves, and one more past an arena (several pieces).
+// allocation of that size reserves, one more past an arena (several pieces), and one more
+// where the arenas it reserves leave no room for the incidental bytes after it.
 func TestHeapGrowth(t *testing.T) {
 	const mib = 1 << 20
 	a := addressSpace{tail: 20 * mib, free: 10 * mib}
@@ -69,6 +70,12 @@ func TestHeapGrowth(t *testing.T) {
 		{64 * mib, 64 * mib, 64 * mib}, {65 * mib, 65 * mib, 192 * mib}, {500 * mib, mib, 576 * mib},
 	} {
 		require.Equal(t, c.want, a.heapGrowth(c.need, c.largest), "need %d MiB in pieces of %d MiB", c.need/mib, c.largest/mib)
+	}
+	// With 2 MiB left in the current arena and no free pages, a 64 MiB stack fills its new
+	// arena and the next small allocations take another; a 50 MiB one leaves them room.
+	a = addressSpace{tail: 2 * mib}
+	for _, c := range []struct{ need, want int64 }{{64 * mib, 128 * mib}, {60 * mib, 128 * mib}, {50 * mib, 64 * mib}} {
+		require.Equal(t, c.want, a.heapGrowth(c.need, c.need), "need %d MiB with 2 MiB of arena left", c.need/mib)
 	}
 }
 

@@ -67,6 +67,10 @@ type Row struct {
 	Seconds []float64 `json:"times_s"`
 	// Check says how the result was verified ("" for the read floor).
 	Check string `json:"check,omitempty"`
+	// MinorFaults are the process's minor page faults (getrusage) during the timed runs,
+	// all together: mapping the file's pages, which the engine's workers drop after each
+	// claim, so that every run maps them again (0 where not counted).
+	MinorFaults int64 `json:"minor_faults,omitempty"`
 	// Data says where the frames were when the timed runs started: "" (in a file,
 	// read during the run) or DataOnGPU (already in GPU memory: no read, no PCIe copy
 	// timed). Plots and tables label the latter.
@@ -78,6 +82,15 @@ const DataOnGPU = "gpu"
 
 // Median is the median of the row's times in seconds (NaN without times).
 func (r Row) Median() float64 { return Median(r.Seconds) }
+
+// FaultsPerGB is the row's minor page faults per GB of frames read (NaN where not
+// counted).
+func (r Row) FaultsPerGB() float64 {
+	if r.MinorFaults == 0 || len(r.Seconds) == 0 || r.Bytes == 0 {
+		return math.NaN()
+	}
+	return float64(r.MinorFaults) / (float64(len(r.Seconds)) * float64(r.Bytes) / 1e9)
+}
 
 // Spread is (max − min)/median of the times, the run-to-run variation (NaN without
 // times).
@@ -191,13 +204,18 @@ func formatRatio(rows []Row, i int, src, format, missing string) string {
 }
 
 // WriteTable writes rows as an aligned text table: case, plan, workers, GB/s, frames/s,
-// spread of the times, and the ratios ("×floor", "×numpy", ...; "-" where not measured).
+// spread of the times, the minor page faults per GB ("-" where not counted), and the
+// ratios ("×floor", "×numpy", ...; "-" where not measured).
 func WriteTable(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "dtype\tmasks\tkind\tplan\tworkers\tGB/s\tframes/s\tspread\t×floor\t×numpy\t×libertem\t×cupy\t")
+	fmt.Fprintln(tw, "dtype\tmasks\tkind\tplan\tworkers\tGB/s\tframes/s\tspread\tfaults/GB\t×floor\t×numpy\t×libertem\t×cupy\t")
 	for i, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%.3f\t%.0f\t%.0f%%\t", r.DType, r.Masks, r.MaskKind, r.Plan, r.Workers,
-			r.GBps(), r.FramesPerS(), 100*r.Spread())
+		faults := "-"
+		if f := r.FaultsPerGB(); !math.IsNaN(f) {
+			faults = fmt.Sprintf("%.0f", f)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%.3f\t%.0f\t%.0f%%\t%s\t", r.DType, r.Masks, r.MaskKind, r.Plan, r.Workers,
+			r.GBps(), r.FramesPerS(), 100*r.Spread(), faults)
 		for _, src := range RatioSources {
 			fmt.Fprintf(tw, "%s\t", formatRatio(rows, i, src, "%.2f", "-"))
 		}

@@ -17,7 +17,7 @@ import (
 func rows() []Row {
 	const gb = int64(1e9)
 	return []Row{
-		{Source: Stemdot, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: "cpu-all/stemdot", Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{0.5, 0.4, 0.6}},
+		{Source: Stemdot, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: "cpu-all/stemdot", Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{0.5, 0.4, 0.6}, MinorFaults: 1500},
 		{Source: Stemdot, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: "cpu-1/stemdot", Workers: 1, Frames: 8, Bytes: gb, Seconds: []float64{1, 1}},
 		{Source: ReadFloor, DType: "uint16", MaskKind: NoMasks, Plan: "read-floor/cpu-all", Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{0.25}},
 		{Source: NumPy, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: NumPy, Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{2}},
@@ -105,10 +105,13 @@ func TestWriteTable(t *testing.T) {
 	require.NoError(t, WriteTable(&buf, rows()))
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
 	require.Len(t, lines, 1+len(rows()))
-	assert.Equal(t, []string{"dtype", "masks", "kind", "plan", "workers", "GB/s", "frames/s", "spread", "×floor", "×numpy", "×libertem", "×cupy"},
+	assert.Equal(t, []string{"dtype", "masks", "kind", "plan", "workers", "GB/s", "frames/s", "spread", "faults/GB", "×floor", "×numpy", "×libertem", "×cupy"},
 		strings.Fields(lines[0]))
-	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-all/stemdot", "2", "2.000", "16", "40%", "0.50", "4.00", "-", "-"},
+	// 1500 faults over 3 runs of 1 GB each.
+	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-all/stemdot", "2", "2.000", "16", "40%", "500", "0.50", "4.00", "-", "-"},
 		strings.Fields(lines[1]))
+	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-1/stemdot", "1", "1.000", "8", "0%", "-", "-", "-", "-", "-"},
+		strings.Fields(lines[2]))
 }
 
 func TestWriteJSON(t *testing.T) {

@@ -113,6 +113,13 @@ func mapReadOnly(path string, f *os.File, size int64) []byte {
 	if err != nil {
 		return nil
 	}
+	// Advice only (refused where transparent huge pages are off): the pages this mapping
+	// reads from disk enter the page cache as 2 MiB folios, which any later mapping of the
+	// file maps with one fault each, not one per 4 KiB to 128 KiB folio. Workers drop the
+	// pages of each claim (FrameMap.Release), so every apply maps the file again: with
+	// small folios that cost 40% of a one-core sweep (19 against 32 GB/s, 2026-12-02,
+	// Zen 4 KVM guest, Linux 6.18, ext4), with 2 MiB folios nothing measurable.
+	_ = unix.Madvise(data, unix.MADV_HUGEPAGE)
 	register(data, func(off uintptr) error {
 		return fileChanged(path, f, size, fmt.Sprintf("reading byte %d of its memory mapping failed", off))
 	})

@@ -2,9 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -34,6 +34,7 @@ type benchData struct {
 	nav    []int
 	ds     dataset.Dataset
 	cached float64 // fraction of the file's pages resident before the runs
+	huge   float64 // fraction of the file mapped in 2 MiB pages after pageCache read it
 }
 
 func (d *benchData) frames() int  { return d.ds.NumFrames() }
@@ -41,7 +42,7 @@ func (d *benchData) bytes() int64 { return int64(d.frames()) * int64(d.ds.FrameB
 
 func (d *benchData) describe() map[string]any {
 	return map[string]any{"path": d.path, "format": "raw", "dtype": d.dt.String(), "nav_shape": d.nav,
-		"sig_shape": sig, "frames": d.frames(), "bytes": d.bytes(), "page_cached": d.cached,
+		"sig_shape": sig, "frames": d.frames(), "bytes": d.bytes(), "page_cached": d.cached, "huge_pages": d.huge,
 		"model": "synth package defaults, seed 1 (disc, ring, background, Poisson noise)"}
 }
 
@@ -86,7 +87,7 @@ func prepareData(cfg *config, dt dataset.DType, size int64) (*benchData, error) 
 			return nil, err
 		}
 	}
-	cached, err := pageCache(path)
+	cached, huge, err := pageCache(path)
 	if err != nil {
 		return nil, err
 	}
@@ -97,40 +98,76 @@ func prepareData(cfg *config, dt dataset.DType, size int64) (*benchData, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &benchData{path: path, dt: dt, nav: nav, ds: ds, cached: cached}, nil
+	return &benchData{path: path, dt: dt, nav: nav, ds: ds, cached: cached, huge: huge}, nil
 }
 
-// pageCache reads the whole file once and returns the fraction of its pages that are
-// resident in the page cache afterwards (mincore of a read-only mapping).
-func pageCache(path string) (float64, error) {
+// pageCache puts the file in the page cache as stemdot reads a file from disk, and
+// returns the fraction of its pages resident afterwards (mincore) and the fraction
+// mapped in 2 MiB pages (FilePmdMapped in /proc/self/smaps). It drops the file from the
+// cache first (written back, then posix_fadvise DONTNEED), then reads it through a
+// mapping advised MADV_HUGEPAGE, as the dataset package maps files: the cache then holds
+// the file in 2 MiB folios, as after stemdot's first read of a file from disk. A file
+// left in the cache by its writer may be held in 4-128 KiB folios instead, which every
+// run maps again at a cost (see dataset.mapReadOnly): the runs here measure the first
+// case.
+func pageCache(path string) (resident, huge float64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer f.Close()
-	if _, err := io.CopyBuffer(io.Discard, f, make([]byte, 8<<20)); err != nil {
-		return 0, fmt.Errorf("read %s: %w", path, err)
-	}
 	st, err := f.Stat()
 	if err != nil || st.Size() == 0 {
-		return 0, err
+		return 0, 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, 0, fmt.Errorf("fsync %s: %w", path, err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return 0, 0, fmt.Errorf("fadvise %s: %w", path, err)
 	}
 	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return 0, fmt.Errorf("mmap %s: %w", path, err)
+		return 0, 0, fmt.Errorf("mmap %s: %w", path, err)
 	}
 	defer unix.Munmap(m)
+	_ = unix.Madvise(m, unix.MADV_HUGEPAGE) // advice, as in the dataset package
+	sink += uint64(bytes.Count(m, sweepByte))
 	page := os.Getpagesize()
 	vec := make([]byte, (len(m)+page-1)/page)
 	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0])))
 	if errno != 0 {
-		return 0, fmt.Errorf("mincore %s: %w", path, errno)
+		return 0, 0, fmt.Errorf("mincore %s: %w", path, errno)
 	}
-	resident := 0
+	n := 0
 	for _, v := range vec {
-		resident += int(v & 1)
+		n += int(v & 1)
 	}
-	return float64(resident) / float64(len(vec)), nil
+	return float64(n) / float64(len(vec)), float64(pmdMapped(uintptr(unsafe.Pointer(&m[0])))) / float64(len(m)), nil
+}
+
+// pmdMapped returns the FilePmdMapped bytes of this process's mapping that starts at
+// addr (/proc/self/smaps), 0 where it cannot be read.
+func pmdMapped(addr uintptr) int64 {
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return 0
+	}
+	in := false
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0:
+		case !strings.HasSuffix(f[0], ":"): // a mapping's first line: "lo-hi perms ..."
+			lo, _, _ := strings.Cut(f[0], "-")
+			v, err := strconv.ParseUint(lo, 16, 64)
+			in = err == nil && uintptr(v) == addr
+		case in && f[0] == "FilePmdMapped:" && len(f) > 1:
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // maskCase is one mask stack to apply: N dense masks, or the sparse ring.

@@ -169,8 +169,8 @@ func run() error {
 			return err
 		}
 		rep.Datasets = append(rep.Datasets, data.describe())
-		log("%s: %s, nav %v, %.2f GB, %.1f%% of its pages in the page cache", dt, data.path, data.nav,
-			float64(data.bytes())/1e9, 100*data.cached)
+		log("%s: %s, nav %v, %.2f GB, %.1f%% of its pages in the page cache, %.1f%% mapped in 2 MiB pages", dt, data.path, data.nav,
+			float64(data.bytes())/1e9, 100*data.cached, 100*data.huge)
 		mcs, err := prepareMasks(cfg, data)
 		if err != nil {
 			return err
@@ -227,7 +227,8 @@ func run() error {
 // method says how each source is timed; it goes into the JSON report.
 var method = []string{
 	"Throughput = raw (native dtype) frame bytes of the whole file / median wall time of the timed runs; GB = 1e9 bytes. One untimed warm-up run precedes the timed runs of every case.",
-	"The file is read once before timing so that it is in the page cache; 'page_cached' in datasets is the fraction of its pages resident (mincore) just before the runs.",
+	"The file is dropped from the page cache (fsync, posix_fadvise DONTNEED) and read once before timing through a mapping advised MADV_HUGEPAGE, as stemdot's datasets map files, so that it is in the page cache as after stemdot's first read of a file from disk; 'page_cached' in datasets is the fraction of its pages resident (mincore) just before the runs, 'huge_pages' the fraction mapped in 2 MiB pages. A file left in the cache by its writer may be held in small folios, which each run maps again at a cost (dataset.mapReadOnly).",
+	"faults/GB: the process's minor page faults (getrusage) per GB of frames during the timed runs: the workers drop the pages of each claim, so every run maps the file again.",
 	"stemdot: wall time of one engine.ApplyMasks call (worker start, pinning, reading, conversion, product, result in memory), in this process.",
 	"sum: wall time of one engine.Reduce call asking for the sum frame only (worker start, pinning, reading, accumulating, merging), under the CPU-only plans; checked against a float64 sum of the frames read with ReadFrames (exact for integer frames, 1e-12 relative for float ones).",
 	"read-floor: the same plan's workers, pinned the same way, read the same partitions tile by tile (engine.AutoTileFrames frames) with dataset ReadFrames into a reused buffer and XOR every 8-byte word.",

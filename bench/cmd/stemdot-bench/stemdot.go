@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"codeberg.org/sbinet/npyio"
+	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/bench"
@@ -94,9 +95,9 @@ func measureStemdot(ctx context.Context, cfg *config, d *benchData, mc *caseMask
 	}
 	for i := range cfg.repeats + 1 {
 		clear(out)
-		t0 := time.Now()
+		f0, t0 := minorFaults(), time.Now()
 		res, err := engine.ApplyMasks(ctx, d.ds, mc.stack, p.plan, engine.Options{Out32: out, Shifts: shifts})
-		elapsed := time.Since(t0).Seconds()
+		elapsed, faults := time.Since(t0).Seconds(), minorFaults()-f0
 		if err != nil {
 			return row, fmt.Errorf("stemdot %s, %s, masks %s: %w", name, d.dt, mc, err)
 		}
@@ -106,6 +107,7 @@ func measureStemdot(ctx context.Context, cfg *config, d *benchData, mc *caseMask
 		}
 		if i > 0 {
 			row.Seconds = append(row.Seconds, elapsed)
+			row.MinorFaults += faults
 		}
 		row.Check = check
 	}
@@ -302,12 +304,13 @@ func readFloor(cfg *config, d *benchData, plans []namedPlan) ([]bench.Row, error
 		row := bench.Row{Source: bench.ReadFloor, DType: d.dt.String(), MaskKind: bench.NoMasks, Plan: "read-floor/" + p.name,
 			Workers: len(p.plan.Workers), Frames: d.frames(), Bytes: d.bytes()}
 		for i := range cfg.repeats + 1 {
-			t0 := time.Now()
+			f0, t0 := minorFaults(), time.Now()
 			if err := streamRead(d.ds, p.plan, tile); err != nil {
 				return nil, fmt.Errorf("read floor %s: %w", p.name, err)
 			}
 			if i > 0 {
 				row.Seconds = append(row.Seconds, time.Since(t0).Seconds())
+				row.MinorFaults += minorFaults() - f0
 			}
 		}
 		log("read floor %-9s %-7s %d workers: %.3f GB/s (tile %d frames)", p.name, d.dt, row.Workers, row.GBps(), tile)
@@ -359,6 +362,15 @@ func streamRead(ds dataset.Dataset, plan *planner.Plan, tile int) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// minorFaults is the process's minor page faults so far (getrusage, all threads).
+func minorFaults() int64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Minflt
 }
 
 // sweepByte is the byte the read floor counts: any value makes bytes.Count read every

@@ -175,7 +175,7 @@ func BenchmarkCPUWorker(b *testing.B) {
 		simd, f64 bool
 	}
 	denseVariants := []variant{{"simd", true, false}, {"go", false, false}, {"float64", false, true}}
-	sparseVariants := []variant{{"float32", false, false}, {"float64", false, true}}
+	sparseVariants := []variant{{"float32", true, false}, {"float64", false, true}}
 	cases := []struct {
 		name   string
 		stack  *masks.Stack

@@ -413,7 +413,11 @@ func kernelFor[N native](job *Job) kernel {
 	p := job.Masks.Pixels()
 	switch {
 	case job.Sparse != nil:
-		return newSparse[N](job.Sparse)
+		var k *groupKernels[N]
+		if !job.Float64 {
+			k = simdKernels[N]()
+		}
+		return newSparse(job.Sparse, k)
 	case !job.Float64 && simdKernels[N]() != nil:
 		// Measured faster than the fused loop and Gemm for 1 to 64 masks (bench_test.go).
 		d := newSIMDDense(job.Masks.Data, job.NMasks, p, simdKernels[N](), job.packedMasks)

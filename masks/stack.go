@@ -71,13 +71,14 @@ type Stack struct {
 // Prepared returns a copy of the stack made once to be applied in many runs (the frame
 // ranges a Dask worker computes for one job, a C ABI stemdot_masks handle): checked by
 // Validate once, held in the form a run applies it (in CSR form only when PreferSparse,
-// the dense weights dropped, with the float64 weights of CSR.Val64 made once; else dense,
-// Data and Lo copied) and with its Counts taken once, so that a run's Count, NNZ,
-// PreferSparse, ToCSR, Val64 and Validate (and CSR.Validate) do not scan the weights again: 22 ms of every apply of the 128 masks of 256×256 of make bench-dask
-// (BenchmarkApplyFixedCost). Runs give results bit-identical to those of s. The copy
-// owns its weights and names, and its fields must not be changed afterwards (the counts
-// would no longer be its own): prepare a new stack instead. Errors: Validate's, and a
-// copy that does not fit in memory (internal/memlimit).
+// the dense weights dropped, with CSR.Val64's float64 weights made once; else dense,
+// Data and Lo copied), with its Counts taken once, so that a run's Count, NNZ,
+// PreferSparse, ToCSR, Val64 and Validate (and CSR.Validate) do not scan the weights
+// again: 22 ms of every apply of the 128 masks of 256×256 of make bench-dask, 0.3 ms
+// left (BenchmarkApplyFixedCost). Runs give results bit-identical to those of s. The
+// copy owns its weights and names; its fields must not be changed afterwards (the
+// counts would no longer be its own): prepare a new stack instead. Errors: Validate's,
+// and a copy that does not fit in memory (internal/memlimit, errs.Resources).
 func (s *Stack) Prepared() (*Stack, error) {
 	if err := s.Validate([2]int{s.SigY, s.SigX}); err != nil {
 		return nil, err

@@ -488,13 +488,9 @@ func stemdot_go_apply_shifted(dsHandle C.stemdot_dataset, maskData *C.stemdot_cv
 	if err != nil {
 		return fail(fn, err)
 	}
-	var f64 bool
-	switch maskDType {
-	case C.STEMDOT_FLOAT32:
-	case C.STEMDOT_FLOAT64:
-		f64 = true
-	default:
-		return fail(fn, failf(errs.DType, "mask dtype %d is not STEMDOT_FLOAT32 (%d) or STEMDOT_FLOAT64 (%d)", maskDType, C.STEMDOT_FLOAT32, C.STEMDOT_FLOAT64))
+	f64, err := masksDType(maskDType)
+	if err != nil {
+		return fail(fn, err)
 	}
 	// Copied: the engine holds the shifts for the whole run, the caller's buffer only
 	// during the call.
@@ -557,16 +553,26 @@ func applyC(fn string, dsHandle C.stemdot_dataset, maskData unsafe.Pointer, f64 
 	if maskData == nil || out == nil {
 		return fail(fn, failf(errs.Argument, "masks and out must not be NULL"))
 	}
-	req := applyRequest{shifts: shifts}
+	stack, err := maskStack(maskData, f64, nMasks, sigY, sigX)
+	if err != nil {
+		return fail(fn, err)
+	}
+	return applyStack(fn, dsHandle, stack, planHandle, runHandle, progress, progressUser, out, outDType, outLen, shifts)
+}
+
+// applyStack is applyC, and stemdot_apply_masks, with the stack built.
+func applyStack(fn string, dsHandle C.stemdot_dataset, stack *masks.Stack, planHandle C.stemdot_plan, runHandle C.stemdot_run,
+	progress C.stemdot_progress_fn, progressUser unsafe.Pointer, out unsafe.Pointer, outDType C.stemdot_dtype, outLen C.size_t, shifts []float64) C.stemdot_status {
+	if out == nil {
+		return fail(fn, failf(errs.Argument, "out must not be NULL"))
+	}
+	req := applyRequest{stack: stack, shifts: shifts}
 	var release func()
 	var err error
 	if req.ds, req.plan, req.run, release, err = jobOf(uint64(dsHandle), uint64(planHandle), uint64(runHandle)); err != nil {
 		return fail(fn, err)
 	}
 	defer release()
-	if req.stack, err = maskStack(maskData, f64, nMasks, sigY, sigX); err != nil {
-		return fail(fn, err)
-	}
 	n, err := sizeProduct("out_len", 0, outLen)
 	if err != nil {
 		return fail(fn, err)
@@ -602,6 +608,17 @@ func maskStack(data unsafe.Pointer, f64 bool, nMasks, sigY, sigX C.size_t) (*mas
 		return newStack(masks.New64(n, sy, sx, unsafe.Slice((*float64)(data), weights), nil))
 	}
 	return newStack(masks.New(n, sy, sx, unsafe.Slice((*float32)(data), weights), nil))
+}
+
+// masksDType tells whether a masks_dtype is STEMDOT_FLOAT64 (else STEMDOT_FLOAT32).
+func masksDType(dt C.stemdot_dtype) (f64 bool, err error) {
+	switch dt {
+	case C.STEMDOT_FLOAT32:
+		return false, nil
+	case C.STEMDOT_FLOAT64:
+		return true, nil
+	}
+	return false, failf(errs.DType, "mask dtype %d is not STEMDOT_FLOAT32 (%d) or STEMDOT_FLOAT64 (%d)", dt, C.STEMDOT_FLOAT32, C.STEMDOT_FLOAT64)
 }
 
 // newStack classifies a refused stack as an invalid argument.

@@ -14,6 +14,7 @@ const (
 	kindDataset = "dataset"
 	kindPlan    = "plan"
 	kindRun     = "run"
+	kindMasks   = "masks"
 )
 
 // handleRegistry records the live handles given to C. A runtime/cgo.Handle's Value

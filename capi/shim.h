@@ -102,6 +102,17 @@ typedef const char *const stemdot_cstring;
        stemdot_dtype out_dtype, size_t out_len),                                                  \
       (dataset, masks, masks_dtype, n_masks, sig_y, sig_x, shifts, n_shifts, plan, run, progress, \
        progress_user, out, out_dtype, out_len))                                                   \
+    H(masks_new,                                                                                  \
+      (const void *masks, stemdot_dtype masks_dtype, size_t n_masks, size_t sig_y, size_t sig_x,  \
+       stemdot_masks *out),                                                                       \
+      (masks, masks_dtype, n_masks, sig_y, sig_x, out))                                           \
+    F(masks_free, (stemdot_masks masks), (masks))                                                 \
+    F(apply_masks,                                                                                \
+      (stemdot_dataset dataset, stemdot_masks masks, const double *shifts, size_t n_shifts,       \
+       stemdot_plan plan, stemdot_run run, stemdot_progress_fn progress, void *progress_user,     \
+       void *out, stemdot_dtype out_dtype, size_t out_len),                                       \
+      (dataset, masks, shifts, n_shifts, plan, run, progress, progress_user, out, out_dtype,      \
+       out_len))                                                                                  \
     F(descan_fit,                                                                                 \
       (stemdot_dataset dataset, const char *com, stemdot_plan plan, double *coeffs,               \
        double *shifts, size_t shifts_len, size_t *used),                                          \

@@ -24,6 +24,11 @@ type CSR struct {
 	// of each: weight k = float64(Val[k]) + float64(Lo[k]) (see Split and Stack.Lo).
 	// Nil otherwise.
 	Lo []float32
+
+	// prepared, set by Stack.Prepared only, says that the CSR form was checked and does
+	// not change; val64 is then Val64's result, made once.
+	prepared bool
+	val64    []float64
 }
 
 // Bytes is the memory the CSR form takes: 8 bytes per nonzero (12 with Lo parts), 4 per
@@ -40,8 +45,13 @@ func (c *CSR) weight64(k int32) float64 {
 	return float64(c.Val[k])
 }
 
-// Val64 returns the weights with their Lo parts, in float64: parallel to Col.
+// Val64 returns the weights with their Lo parts, in float64: parallel to Col. The
+// slice is the caller's to read, not to change: that of a prepared stack
+// (Stack.Prepared) is made once and shared by its runs.
 func (c *CSR) Val64() []float64 {
+	if c.prepared {
+		return c.val64
+	}
 	out := make([]float64, len(c.Val))
 	for k := range out {
 		out[k] = c.weight64(int32(k))
@@ -66,7 +76,7 @@ func (c *CSR) appendNonzero(col int32, w float64) {
 // Counts is what one scan of a stack's weights tells about it (Stack.Count): a run
 // counts its stack once and uses the counts throughout, where each call of NNZ,
 // Density or PreferSparse scans a dense stack again (the fields of a Stack are its
-// caller's to change, so a count cannot be kept in it).
+// caller's to change, so a count is kept only in a prepared stack: Stack.Prepared).
 type Counts struct {
 	// NNZ is the number of nonzero weights.
 	NNZ int
@@ -77,9 +87,12 @@ type Counts struct {
 	PreferSparse bool
 }
 
-// Count scans the stack's weights once (none for a stack held in CSR form only) and
-// returns NNZ, Density and PreferSparse.
+// Count scans the stack's weights once (none for a stack held in CSR form only, or
+// prepared: Prepared) and returns NNZ, Density and PreferSparse.
 func (s *Stack) Count() Counts {
+	if s.counts != nil {
+		return *s.counts
+	}
 	if s.Data == nil && s.Sparse != nil {
 		c := Counts{NNZ: len(s.Sparse.Val), PreferSparse: true}
 		if w := s.N * s.Pixels(); w > 0 {
@@ -167,10 +180,14 @@ func (s *Stack) ToCSR() *CSR {
 
 // Validate checks that c is a consistent CSR form of nMasks masks of pixels pixels: row
 // pointers starting at 0 and never decreasing, as many columns and values as nonzeros,
-// and every column a pixel index in [0, pixels).
+// and every column a pixel index in [0, pixels). The CSR form of a prepared stack
+// (Stack.Prepared) was checked once: only its sizes are compared.
 func (c *CSR) Validate(nMasks, pixels int) error {
 	if c.N != nMasks || c.Pixels != pixels {
 		return fmt.Errorf("CSR masks are %d masks × %d pixels, want %d × %d", c.N, c.Pixels, nMasks, pixels)
+	}
+	if c.prepared {
+		return nil
 	}
 	if len(c.RowPtr) != c.N+1 || c.RowPtr[0] != 0 {
 		return fmt.Errorf("CSR RowPtr has %d entries (want %d, starting at 0)", len(c.RowPtr), c.N+1)

@@ -440,6 +440,109 @@ static void mask_stacks(void) {
            STEMDOT_ERR_IO, path);
 }
 
+/* ------------------------------------------------------------ prepared masks */
+
+/*
+ * A mask stack prepared once (stemdot_masks_new) gives results bit-identical to
+ * stemdot_apply, stemdot_apply64 and stemdot_apply_shifted on the same weights: random
+ * frames, dense masks with double weights, sparse ones (a ring and points), unshifted,
+ * a constant whole-pixel shift and sub-pixel shifts per frame, float and double results.
+ */
+static void prepared_masks(void) {
+    printf("prepared masks:\n");
+    enum { PY = 12, PX = 10, PPIX = PY * PX, PNAV = 6, NM = 3 };
+    static uint16_t frames[PNAV * PPIX];
+    static double dense[NM * PPIX], sparse[NM * PPIX], shifts[2 * PNAV];
+    static double want64[PNAV * NM], got64[PNAV * NM];
+    static float want32[PNAV * NM], got32[PNAV * NM];
+    srand(11);
+    for (size_t i = 0; i < PNAV * PPIX; i++) {
+        frames[i] = (uint16_t)(rand() % 4096);
+    }
+    for (size_t i = 0; i < NM * PPIX; i++) {
+        dense[i] = (double)rand() / RAND_MAX - 0.5;
+    }
+    float ring[PPIX];
+    size_t n1 = 0;
+    expect("mask_parse ring", stemdot_mask_parse("ring:5,6,2,3", PY, PX, ring, PPIX, &n1), STEMDOT_OK, NULL);
+    for (size_t i = 0; i < PPIX; i++) {
+        sparse[i] = ring[i];
+    }
+    sparse[PPIX + 7] = 1.0 / 3; /* not exact in float */
+    sparse[2 * PPIX + 50] = -2.5;
+    for (size_t i = 0; i < 2 * PNAV; i++) {
+        shifts[i] = 3.0 * rand() / RAND_MAX - 1.5;
+    }
+    const double constant[2] = {1, -2};
+    const size_t nav[1] = {PNAV};
+    stemdot_dataset ds = 0;
+    expect("from_memory", stemdot_dataset_from_memory(frames, sizeof frames, STEMDOT_UINT16, 1, nav, PY, PX, &ds), STEMDOT_OK, NULL);
+    const double *stacks[2] = {dense, sparse};
+    const char *names[2] = {"dense", "sparse"};
+    for (int k = 0; k < 2; k++) {
+        static float w32[NM * PPIX];
+        for (size_t i = 0; i < NM * PPIX; i++) {
+            w32[i] = (float)stacks[k][i];
+        }
+        stemdot_masks h32 = 0, h64 = 0;
+        expect("masks_new float", stemdot_masks_new(w32, STEMDOT_FLOAT32, NM, PY, PX, &h32), STEMDOT_OK, NULL);
+        expect("masks_new double", stemdot_masks_new(stacks[k], STEMDOT_FLOAT64, NM, PY, PX, &h64), STEMDOT_OK, NULL);
+        int identical = 1;
+        for (int s = 0; s < 3; s++) {
+            const double *sh = s == 0 ? NULL : s == 1 ? constant : shifts;
+            size_t n_sh = s == 0 ? 0 : s == 1 ? 2 : 2 * PNAV;
+            for (int w = 0; w < 2; w++) { /* float weights, double weights */
+                stemdot_masks h = w == 0 ? h32 : h64;
+                const void *m = w == 0 ? (const void *)w32 : (const void *)stacks[k];
+                stemdot_dtype mdt = w == 0 ? STEMDOT_FLOAT32 : STEMDOT_FLOAT64;
+                if (sh == NULL) {
+                    expect("apply", w == 0 ? stemdot_apply(ds, w32, NM, PY, PX, 0, 0, NULL, NULL, want64, STEMDOT_FLOAT64, PNAV * NM)
+                                           : stemdot_apply64(ds, stacks[k], NM, PY, PX, 0, 0, NULL, NULL, want64, STEMDOT_FLOAT64, PNAV * NM),
+                           STEMDOT_OK, NULL);
+                    expect("apply float", w == 0 ? stemdot_apply(ds, w32, NM, PY, PX, 0, 0, NULL, NULL, want32, STEMDOT_FLOAT32, PNAV * NM)
+                                                 : stemdot_apply64(ds, stacks[k], NM, PY, PX, 0, 0, NULL, NULL, want32, STEMDOT_FLOAT32, PNAV * NM),
+                           STEMDOT_OK, NULL);
+                } else {
+                    expect("apply_shifted", stemdot_apply_shifted(ds, m, mdt, NM, PY, PX, sh, n_sh, 0, 0, NULL, NULL, want64, STEMDOT_FLOAT64, PNAV * NM),
+                           STEMDOT_OK, NULL);
+                    expect("apply_shifted float", stemdot_apply_shifted(ds, m, mdt, NM, PY, PX, sh, n_sh, 0, 0, NULL, NULL, want32, STEMDOT_FLOAT32, PNAV * NM),
+                           STEMDOT_OK, NULL);
+                }
+                expect("apply_masks double", stemdot_apply_masks(ds, h, sh, n_sh, 0, 0, NULL, NULL, got64, STEMDOT_FLOAT64, PNAV * NM), STEMDOT_OK, NULL);
+                expect("apply_masks float", stemdot_apply_masks(ds, h, sh, n_sh, 0, 0, NULL, NULL, got32, STEMDOT_FLOAT32, PNAV * NM), STEMDOT_OK, NULL);
+                int same = memcmp(got64, want64, sizeof got64) == 0 && memcmp(got32, want32, sizeof got32) == 0;
+                check(same, "%s masks, shifts %d, weights %s: stemdot_apply_masks differs", names[k], s, w == 0 ? "float" : "double");
+                identical &= same;
+                check(want64[0] != 0, "%s: a zero result", names[k]);
+            }
+        }
+        if (identical) {
+            printf("  %-6s: bit-identical to stemdot_apply, apply64, apply_shifted (3 shifts × 2 weight and 2 result dtypes)\n", names[k]);
+        }
+        expect("masks free", stemdot_masks_free(h32), STEMDOT_OK, NULL);
+        expect("masks free twice", stemdot_masks_free(h32), STEMDOT_ERR_BAD_HANDLE, "already freed");
+        expect("apply freed masks", stemdot_apply_masks(ds, h32, NULL, 0, 0, 0, NULL, NULL, got32, STEMDOT_FLOAT32, PNAV * NM),
+               STEMDOT_ERR_BAD_HANDLE, "masks handle");
+        expect("masks free", stemdot_masks_free(h64), STEMDOT_OK, NULL);
+    }
+    stemdot_masks h = 7;
+    float bad[PPIX] = {0};
+    bad[5] = NAN;
+    expect("masks_new NaN", stemdot_masks_new(bad, STEMDOT_FLOAT32, 1, PY, PX, &h), STEMDOT_ERR_INVALID_ARGUMENT, "weight NaN at pixel (y=0, x=5)");
+    check(h == 0, "a failed masks_new stores 0, not %llu", (unsigned long long)h);
+    expect("masks_new dtype", stemdot_masks_new(bad, STEMDOT_UINT16, 1, PY, PX, &h), STEMDOT_ERR_DTYPE, "mask dtype");
+    expect("masks_new NULL", stemdot_masks_new(NULL, STEMDOT_FLOAT32, 1, PY, PX, &h), STEMDOT_ERR_INVALID_ARGUMENT, "must not be NULL");
+    bad[5] = 1;
+    expect("masks_new other sig", stemdot_masks_new(bad, STEMDOT_FLOAT32, 1, PX, PY, &h), STEMDOT_OK, NULL);
+    expect("apply_masks sig shape", stemdot_apply_masks(ds, h, NULL, 0, 0, 0, NULL, NULL, got32, STEMDOT_FLOAT32, PNAV), STEMDOT_ERR_SHAPE, "sig_shape");
+    expect("apply_masks NULL shifts", stemdot_apply_masks(ds, h, NULL, 2, 0, 0, NULL, NULL, got32, STEMDOT_FLOAT32, PNAV),
+           STEMDOT_ERR_INVALID_ARGUMENT, "n_shifts is 2");
+    expect("apply_masks a dataset handle", stemdot_apply_masks(ds, ds, NULL, 0, 0, 0, NULL, NULL, got32, STEMDOT_FLOAT32, PNAV),
+           STEMDOT_ERR_BAD_HANDLE, "not a masks handle");
+    expect("masks free", stemdot_masks_free(h), STEMDOT_OK, NULL);
+    expect("dataset free", stemdot_dataset_free(ds), STEMDOT_OK, NULL);
+}
+
 /* ---------------------------------------------------------------------- misuse */
 
 static void *set_error_in_thread(void *arg) {
@@ -582,6 +685,7 @@ int main(int argc, char **argv) {
     }
     synthetic();
     mask_stacks();
+    prepared_masks();
     misuse();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -199,6 +199,44 @@ def test_sparse_mask_stacks_travel_packed_and_exact():
     assert sdask._pack_masks(full) is full, "a dense stack is sent as it is"
 
 
+def prepared_masks_lifecycle(dask_worker):
+    """On a worker: the plugin prepares a job's mask stack at its first range, once, and
+    frees it when no range uses it after the job's data is put again or the job ends;
+    returns what it saw."""
+    plugin = dask_worker.plugins["stemdot"]
+    plugin.wait_ready()
+
+    def live(handle):  # the library still holds the stack of handle
+        stemdot._LIB.stemdot_apply_masks(0, handle, None, 0, 0, 0, stemdot._lib.PROGRESS_FN(), None, None, 8, 0)
+        return "masks handle" not in stemdot._LIB.stemdot_last_error().decode()
+
+    masks = np.zeros((2,) + SIG, dtype=np.float32)
+    masks[0, 5, 6], masks[1] = 1, 0.5
+    job = "lifecycle-" + str(os.getpid())
+    plugin.put_job(job, {"masks": masks, "shifts": None})
+    first = plugin.job_masks(job)
+    seen = {"once": plugin.job_masks(job) is first and first.shape == masks.shape, "live": live(first.handle)}
+    plugin.put_job(job, {"masks": masks, "shifts": None})  # the data sent again
+    seen["kept while a range holds it"] = live(first.handle)
+    handle, first = first.handle, None
+    seen["freed after"] = not live(handle)
+    second = plugin.job_masks(job)
+    handle, second = second.handle, None
+    seen["kept by the job"] = live(handle)
+    plugin.end_job(job)
+    seen["freed at the job's end"] = not live(handle)
+    return seen
+
+
+def test_job_masks_prepared_once_and_freed(client):
+    """Each worker prepares a job's mask stack once (stemdot_masks_new), applies it to
+    every range, and frees it once the job's data is dropped and no range uses it."""
+    sdask.bootstrap(client)
+    want = {"once": True, "live": True, "kept while a range holds it": True, "freed after": True,
+            "kept by the job": True, "freed at the job's end": True}
+    assert list(client.run(prepared_masks_lifecycle).values()) == [want, want]
+
+
 def test_job_data_sent_packed_for_a_radial_profile(client, big_file, monkeypatch):
     """The mask stack of a radial profile (thin rings, mostly zeros) reaches each worker
     in far fewer bytes than its dense float32 array, and the result is the same."""

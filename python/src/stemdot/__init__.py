@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 
 from . import _startup
 
@@ -841,6 +842,35 @@ class _Plan:
 
     def free(self):
         _call(_LIB.stemdot_plan_free, self.handle)
+
+
+class _PreparedMasks:
+    """A mask stack prepared once in the library (stemdot_masks_new) for many applies
+    (the ranges of a stemdot.dask job on one worker): masks, a C-contiguous float32 or
+    float64 array (n_masks, sig_y, sig_x), is checked (NaN or infinite weights refused,
+    InvalidArgumentError) and copied there, in the form every apply runs it, so that an
+    apply (:meth:`apply`) does not scan the weights again. The library's copy is freed by
+    :meth:`free`, or when the object is dropped (an apply running with it keeps it)."""
+
+    def __init__(self, masks):
+        handle = ctypes.c_uint64()
+        _call(_LIB.stemdot_masks_new, ctypes.c_void_p(masks.ctypes.data), _lib.DTYPE_CODES[masks.dtype.name], *masks.shape,
+              ctypes.byref(handle))
+        self.shape = masks.shape
+        self.handle = handle.value
+        self._free = weakref.finalize(self, _LIB.stemdot_masks_free, self.handle)
+
+    def apply(self, dataset, shifts, plan, run, out):
+        """Applies the stack to every frame of dataset (a Dataset), moved by shifts (None,
+        or a C-contiguous float64 array of (dy, dx) pairs, see stemdot_apply_masks), with
+        the plan and run handles (0: default, none), into out (n_frames, n_masks), float32
+        or float64, C-contiguous: results bit-identical to stemdot_apply's."""
+        sh = None if shifts is None else shifts.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+        _call(_LIB.stemdot_apply_masks, dataset.handle, self.handle, sh, 0 if shifts is None else shifts.size, plan, run,
+              _lib.PROGRESS_FN(), None, ctypes.c_void_p(out.ctypes.data), _lib.DTYPE_CODES[out.dtype.name], out.size)
+
+    def free(self):
+        self._free()
 
 
 def _custom_plan(cpus, gpus, oversubscribe, partition_size):

@@ -146,6 +146,9 @@ def _declare(lib):
         "stemdot_com_products": (status, [c.POINTER(c.c_double), size, size, c.c_double, c.c_int] + [c.POINTER(c.c_double)] * 5
                                  + [c.c_char_p, size]),
         "stemdot_centre": (status, [u64, u64, c.POINTER(c.c_double), size, c.POINTER(c.c_double)]),
+        "stemdot_masks_new": (status, [p, c.c_int, size, size, size, c.POINTER(u64)]),
+        "stemdot_masks_free": (status, [u64]),
+        "stemdot_apply_masks": (status, [u64, u64, c.POINTER(c.c_double), size, u64, u64, PROGRESS_FN, p, p, c.c_int, size]),
         "stemdot_apply_shifted": (status, [u64, p, c.c_int, size, size, size, c.POINTER(c.c_double), size, u64, u64, PROGRESS_FN, p, p, c.c_int, size]),
         "stemdot_cli_main": (c.c_int, [c.c_int, c.POINTER(c.c_char_p), c.POINTER(CLIBackend)]),
         "stemdot_descan_fit": (status, [u64, c.c_char_p, u64, c.POINTER(c.c_double), c.POINTER(c.c_double), size, c.POINTER(size)]),

@@ -3,10 +3,11 @@
 with the real `dask scheduler` / `dask worker --nthreads 1`) against stemdot in one
 process with the same number of cores (stemdot.apply_masks(..., cpus=N)), on a job of
 the size a facility runs, so that the fixed cost of one call (bootstrap, the dataset's
-opening, the mask stack sent to every worker, the job's end) is not the figure: a 4 GiB
-scan in the page cache (32768 frames of 256×256 uint16) and 128 masks (bright field,
-annular dark field, the 3 centre-of-mass masks and a radial profile of 123 one-pixel
-rings), several seconds per core in one process.
+opening, the mask stack sent to every worker, the job's end) is not the figure: an 8 GiB
+scan in the page cache (65536 frames of 256×256 uint16: a 256×256 scan) and 128 masks
+(bright field, annular dark field, the 3 centre-of-mass masks and a radial profile of 123
+one-pixel rings), about 3 s per core in one process (2026-12-02: the 4 GiB scan of before
+took 0.85 s on 2 cores, where the call's fixed costs weighed 10%).
 
 For each N: the throughput of both (GB/s of frames, best of --repeat runs; the single
 process confined to the nodes' CPUs by taskset, as the nodes are), their ratio (the Dask
@@ -154,7 +155,7 @@ def recovery(cluster, path, masks, want, args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--file", type=Path, default=Path("bench/scratch/dask-scan.npy"))
-    p.add_argument("--frames", type=int, default=32768, help="frames of 256×256 uint16 (32768: 4 GiB)")
+    p.add_argument("--frames", type=int, default=65536, help="frames of 256×256 uint16 (65536: 8 GiB)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--nodes", type=int, default=3, help="up to this many one-core nodes (default 3)")
     p.add_argument("--range-frames", type=int, help="frames per stemdot worker in one task (default: stemdot.dask's)")

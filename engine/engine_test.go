@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -589,14 +588,7 @@ func TestApplyMasksNonFinitePixels(t *testing.T) {
 	for _, dt := range []dataset.DType{dataset.Float32, dataset.Float64} {
 		ds := randomDataset(rng, dt, []int{12}, sig)
 		// A detector gap: column 9 NaN in every frame; frame 5 has +Inf at pixel 0.
-		put := func(f, i int, v float64) {
-			b := ds.data[(f*sig[0]*sig[1]+i)*dt.Size():]
-			if dt == dataset.Float32 {
-				binary.NativeEndian.PutUint32(b, math.Float32bits(float32(v)))
-			} else {
-				binary.NativeEndian.PutUint64(b, math.Float64bits(v))
-			}
-		}
+		put := func(f, i int, v float64) { ds.setFloat(f*sig[0]*sig[1]+i, v) }
 		for f := range 12 {
 			for y := range sig[0] {
 				put(f, y*sig[1]+9, math.NaN())

@@ -114,6 +114,16 @@ func pixel(data []byte, dt dataset.DType, i int) float64 {
 	panic("bad dtype")
 }
 
+// setFloat sets pixel i of the whole scan (frame-major) of a float32 or float64 dataset to v.
+func (d *memDataset) setFloat(i int, v float64) {
+	b := d.data[i*d.dt.Size():]
+	if d.dt == dataset.Float32 {
+		binary.NativeEndian.PutUint32(b, math.Float32bits(float32(v)))
+	} else {
+		binary.NativeEndian.PutUint64(b, math.Float64bits(v))
+	}
+}
+
 // reference computes the mask-dot product in float64 with plain loops: the value
 // out[f*N+m] and the magnitude Σ|mask·frame| that bounds its rounding error.
 func reference(ds *memDataset, stack *masks.Stack) (want, mag []float64) {

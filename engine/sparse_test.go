@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -70,16 +69,8 @@ func TestSparseSpans(t *testing.T) {
 			if dt == dataset.Float32 || dt == dataset.Float64 {
 				// Frame 3: NaN at the annulus' centre (in its span, not in the mask) and +Inf
 				// in the disk.
-				put := func(f, i int, v float64) {
-					b := ds.data[(f*sig[0]*sig[1]+i)*dt.Size():]
-					if dt == dataset.Float32 {
-						binary.NativeEndian.PutUint32(b, math.Float32bits(float32(v)))
-					} else {
-						binary.NativeEndian.PutUint64(b, math.Float64bits(v))
-					}
-				}
-				put(3, 32*64+32, math.NaN())
-				put(3, 31*64+31, math.Inf(1))
+				ds.setFloat(3*64*64+32*64+32, math.NaN())
+				ds.setFloat(3*64*64+31*64+31, math.Inf(1))
 			}
 			// The reference over each mask's nonzeros: a pixel a mask does not weigh does not
 			// count, NaN or not (as in the dense kernels).

@@ -111,12 +111,13 @@ func childReport(t *testing.T, env string, extra int64) loadReport {
 }
 
 // Item #17.10: under an address-space limit (RLIMIT_AS, ulimit -v) from 80 MiB above the
-// process's mapped size to 6 times the stack's size, loading a dense stack either succeeds with every weight
-// or is refused with an errs.Resources error naming the sizes and the limit, never the
-// Go runtime's "fatal error: out of memory" (which 028a1ad gave where its check, counting
-// two copies, passed and the load took three, or before its check, on the CSR form it
-// built while finding out that the stack is dense, and 83c5865 under load: the Go
-// runtime's new threads' stacks were not counted, nor the masks' names).
+// process's mapped size to 6 times the stack's size, loading a dense stack either
+// succeeds with every weight or is refused with an errs.Resources error naming the sizes
+// and the limit, never the Go runtime's "fatal error: out of memory" (which 028a1ad gave
+// where its check, counting two copies, passed and the load took three, or before its
+// check, on the CSR form it built while finding out that the stack is dense; and 83c5865
+// under load: the Go runtime's new threads' stacks were not counted, nor the masks'
+// names).
 func TestLoadNPYUnderAddressSpaceLimit(t *testing.T) {
 	if testfiles.Race {
 		t.Skip("the race detector maps shadow memory of its own, which an address-space limit refuses: run without -race (make test-go does)")

@@ -19,7 +19,9 @@
 // out; AX the pixel index.
 
 // <T>_LO and <T>_HI load pixels AX..AX+7 and AX+8..AX+15 as 8 float32 into Y. <T>_LO
-// also prefetches the frame 2 KiB ahead: in place (a memory-mapped file) a kernel call
+// also prefetches the frame 2 KiB ahead (4 KiB for 32-bit pixels: float32 frames, 1 mask,
+// one core 14.0-19.6 → 19.2-21.6 GB/s, two cores 25.3-27.7 → 27.5-37.9, 4 pairs; 4 masks
+// the same): in place (a memory-mapped file) a kernel call
 // starts on a frame block that is not in cache, and the hardware prefetchers stop at
 // each 4 KiB page; 1 KiB ahead doubled the 1- and 4-mask throughput on memory-mapped
 // frames, and 2 KiB, with DOT1's four accumulators, raised one core's 1 mask from 14-17
@@ -33,9 +35,9 @@
 #define U16_HI(P, Y) VPMOVZXWD 16(P)(AX*2), Y; VCVTDQ2PS Y, Y
 #define I16_LO(P, Y) PREFETCHT0 2048(P)(AX*2); VPMOVSXWD (P)(AX*2), Y; VCVTDQ2PS Y, Y
 #define I16_HI(P, Y) VPMOVSXWD 16(P)(AX*2), Y; VCVTDQ2PS Y, Y
-#define I32_LO(P, Y) PREFETCHT0 2048(P)(AX*4); VCVTDQ2PS (P)(AX*4), Y
+#define I32_LO(P, Y) PREFETCHT0 4096(P)(AX*4); VCVTDQ2PS (P)(AX*4), Y
 #define I32_HI(P, Y) VCVTDQ2PS 32(P)(AX*4), Y
-#define F32_LO(P, Y) PREFETCHT0 2048(P)(AX*4); VMOVUPS (P)(AX*4), Y
+#define F32_LO(P, Y) PREFETCHT0 4096(P)(AX*4); VMOVUPS (P)(AX*4), Y
 #define F32_HI(P, Y) VMOVUPS 32(P)(AX*4), Y
 
 // FMA2 adds pixels Y8 (lanes AX..AX+7) and Y9 (AX+8..AX+15) times the weights of the

@@ -108,7 +108,9 @@ done: \
 	HSUM(Y0, X0, 0); \
 	VZEROUPPER
 
-// DOT2: two masks, mask m in Y(2m) and Y(2m+1).
+// DOT2: two masks, 32 pixels per iteration as in DOT1: mask m in Y(2m), Y(2m+1) for the
+// first 16 pixels and Y(2m+4), Y(2m+5) for the next, then 16 more where n is not a
+// multiple of 32; R10 is n rounded down to 32.
 #define DOT2(LO, HI) \
 	SHLQ   $2, DX; \
 	LEAQ   (DI)(DX*1), R9; \
@@ -116,7 +118,14 @@ done: \
 	VXORPS Y1, Y1, Y1; \
 	VXORPS Y2, Y2, Y2; \
 	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
 	XORQ   AX, AX; \
+	MOVQ   CX, R10; \
+	ANDQ   $-32, R10; \
+	JZ     tail; \
 loop: \
 	LO(SI, Y8); \
 	HI(SI, Y9); \
@@ -124,9 +133,28 @@ loop: \
 	FMA2(R9, Y2, Y3); \
 	PREFETCHT1 (R8)(AX*4); \
 	ADDQ   $16, AX; \
-	CMPQ   AX, CX; \
+	LO(SI, Y10); \
+	HI(SI, Y11); \
+	FMA2R(DI, Y10, Y11, Y4, Y5); \
+	FMA2R(R9, Y10, Y11, Y6, Y7); \
+	PREFETCHT1 (R8)(AX*4); \
+	ADDQ   $16, AX; \
+	CMPQ   AX, R10; \
 	JB     loop; \
+tail: \
+	CMPQ   AX, CX; \
+	JAE    done; \
+	LO(SI, Y8); \
+	HI(SI, Y9); \
+	FMA2(DI, Y0, Y1); \
+	FMA2(R9, Y2, Y3); \
+	PREFETCHT1 (R8)(AX*4); \
+done: \
 	MOVQ   out+40(FP), R8; \
+	VADDPS Y4, Y0, Y0; \
+	VADDPS Y5, Y1, Y1; \
+	VADDPS Y6, Y2, Y2; \
+	VADDPS Y7, Y3, Y3; \
 	VADDPS Y1, Y0, Y0; \
 	VADDPS Y3, Y2, Y2; \
 	HSUM(Y0, X0, 0); \

@@ -253,6 +253,11 @@ type simdDense[N native] struct {
 	packed         []float32 // packMasks(masks), packBcast(masks) when bk is set, or nil
 	pk             *packedKernels[N]
 	bk             *[bcastVectors][bcastFrames]bcastKernel
+	// outMasks, when not 0, is the stack's number of masks, to which a zero mask was
+	// added (nMasks = outMasks+1, masks copied) so that every mask meets the pair kernel;
+	// padded holds the padded rows of a tile.
+	outMasks int
+	padded   []float64
 	// odd, when set (simdGroup sums), pairs a tile's odd last frame with itself (odd takes
 	// the other frame's sums, discarded), so that every frame meets the pair kernels: a
 	// frame's sums then do not depend on where the run's claims cut the tiles. Set for jobs
@@ -286,7 +291,17 @@ func newSIMDDense[N native](m []float32, nMasks, pixels int, kernels *groupKerne
 		d.pk = pk
 		d.packed = pack(packMasks)
 	}
-	d.part = make([]float32, max(nMasks, 24))
+	if nMasks < packedMinMasks && nMasks%4 == 3 && unsafe.Sizeof(*new(N)) <= 2 {
+		// 3 or 7 masks of 8- or 16-bit frames: a zero mask makes the last 3 a group of 4
+		// for the pair kernel (one pass over the frames, where the 2- and 1-mask kernels
+		// took two). One core, 256×256 uint16 frames in place: 3 masks 12.0-14.7 →
+		// 20.0-21.4 GB/s, 7 masks 9.3-10.2 → 11.3-12.3 (3 pairs); float32 frames were
+		// slower padded (3 masks 22.4-25.1 → 20.1-20.6).
+		d.outMasks, d.nMasks = nMasks, nMasks+1
+		d.masks = make([]float32, (nMasks+1)*pixels)
+		copy(d.masks, m)
+	}
+	d.part = make([]float32, max(d.nMasks, 24))
 	return d
 }
 
@@ -298,6 +313,21 @@ func (d *simdDense[N]) apply(tile []byte, frames int, acc []float64) {
 		d.applyBcast(asNative[float32](tile), frames, acc)
 		return
 	}
+	if d.outMasks == 0 {
+		d.applyTile(tile, frames, acc)
+		return
+	}
+	// A padded stack: the rows of its nMasks, the zero mask's dropped.
+	if n := frames * d.nMasks; len(d.padded) < n {
+		d.padded = make([]float64, n)
+	}
+	d.applyTile(tile, frames, d.padded)
+	for f := range frames {
+		copy(acc[f*d.outMasks:(f+1)*d.outMasks], d.padded[f*d.nMasks:])
+	}
+}
+
+func (d *simdDense[N]) applyTile(tile []byte, frames int, acc []float64) {
 	px := asNative[N](tile)
 	acc = acc[:frames*d.nMasks]
 	clear(acc)

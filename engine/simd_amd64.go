@@ -100,8 +100,8 @@ func dotI32x4x2(px0, px1 *int32, n int, w *float32, ldw int, pf *float32, out *f
 //go:noescape
 func dotF32x4x2(px0, px1 *float32, n int, w *float32, ldw int, pf *float32, out *float32)
 
-// The AVX-512 pair kernels (simd_pair512_amd64.s): dot<T>x4x2 with 16 lanes, for CPUs
-// with AVX-512F (haveAVX512).
+// The AVX-512 pair kernels (simd_pair512_amd64.s): dot<T>x4x2 with 16 lanes for 8- and
+// 16-bit pixels, for CPUs with AVX-512F (haveAVX512).
 
 //go:noescape
 func dotU8x4x2z(px0, px1 *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
@@ -115,15 +115,10 @@ func dotU16x4x2z(px0, px1 *uint16, n int, w *float32, ldw int, pf *float32, out 
 //go:noescape
 func dotI16x4x2z(px0, px1 *int16, n int, w *float32, ldw int, pf *float32, out *float32)
 
-//go:noescape
-func dotI32x4x2z(px0, px1 *int32, n int, w *float32, ldw int, pf *float32, out *float32)
-
-//go:noescape
-func dotF32x4x2z(px0, px1 *float32, n int, w *float32, ldw int, pf *float32, out *float32)
-
 // simdKernels returns the assembly kernels for pixel type N, for groups of 1, 2, 4 and
-// 8 masks, and the pair kernel (AVX-512 where the CPU has it: 4 masks on 256×256
-// uint16 frames in place, one Zen 5 core, 17.6-18.0 GB/s with AVX2); nil for the types
+// 8 masks, and the pair kernel (AVX-512 for 8- and 16-bit pixels where the CPU has it:
+// 4 masks on 256×256 uint16 frames in place, one Zen 5 core, 20.8-24.4 GB/s against
+// 16.6-18.3 with AVX2); nil for the types
 // they do not handle (uint32, float64), on CPUs without AVX2 and FMA, and while useSIMD
 // is off.
 func simdKernels[N native]() *groupKernels[N] {
@@ -142,9 +137,9 @@ func simdKernels[N native]() *groupKernels[N] {
 	case int16:
 		k = &groupKernels[int16]{[4]blockKernel[int16]{dotI16x1, dotI16x2, dotI16x4, dotI16x8}, either(z, dotI16x4x2z, dotI16x4x2)}
 	case int32:
-		k = &groupKernels[int32]{[4]blockKernel[int32]{dotI32x1, dotI32x2, dotI32x4, dotI32x8}, either(z, dotI32x4x2z, dotI32x4x2)}
+		k = &groupKernels[int32]{[4]blockKernel[int32]{dotI32x1, dotI32x2, dotI32x4, dotI32x8}, dotI32x4x2}
 	case float32:
-		k = &groupKernels[float32]{[4]blockKernel[float32]{dotF32x1, dotF32x2, dotF32x4, dotF32x8}, either(z, dotF32x4x2z, dotF32x4x2)}
+		k = &groupKernels[float32]{[4]blockKernel[float32]{dotF32x1, dotF32x2, dotF32x4, dotF32x8}, dotF32x4x2}
 	default:
 		return nil
 	}

@@ -1,6 +1,8 @@
 #include "textflag.h"
 
-// AVX-512 kernels of the 4-mask × 2-frame product (pairKernel in kernels.go):
+// AVX-512 kernels of the 4-mask × 2-frame product (pairKernel in kernels.go) for 8- and
+// 16-bit pixels (on 32-bit pixels the AVX2 kernels were faster: float32 frames, 3 and 4
+// masks, one core, 20.1-21.3 GB/s against 17.2-17.9, 3 pairs):
 //
 //	func dot<T>x4x2z(px0, px1 *T, n int, w *float32, ldw int, pf *float32, out *float32)
 //
@@ -9,8 +11,7 @@
 // one FMA per mask and frame per 16 pixels, each of the 8 accumulators (Z(2m+f)) taking
 // one FMA per iteration, so that neither the FMA latency nor the FMA throughput holds
 // the loop below 16 pixels of both frames per 4 cycles (the AVX2 kernel: 8 cycles). Each
-// loaded weight vector serves both frames. The frames are prefetched 2 KiB ahead (4 KiB
-// for 32-bit pixels, as in simd_amd64.s), and
+// loaded weight vector serves both frames. The frames are prefetched 2 KiB ahead, and
 // pf's line at 4·i for every 16th pixel i into L2, as the AVX2 kernels do. Registers: SI
 // px0, R10 px1, CX n, DI w (mask 0), R9, R11, R12 masks 1-3, DX ldw in bytes, R8 pf during
 // the loop, then out; AX the pixel index.
@@ -18,8 +19,6 @@
 #define I8_Z(P, Z) PREFETCHT0 2048(P)(AX*1); VPMOVSXBD (P)(AX*1), Z; VCVTDQ2PS Z, Z
 #define U16_Z(P, Z) PREFETCHT0 2048(P)(AX*2); VPMOVZXWD (P)(AX*2), Z; VCVTDQ2PS Z, Z
 #define I16_Z(P, Z) PREFETCHT0 2048(P)(AX*2); VPMOVSXWD (P)(AX*2), Z; VCVTDQ2PS Z, Z
-#define I32_Z(P, Z) PREFETCHT0 4096(P)(AX*4); VCVTDQ2PS (P)(AX*4), Z
-#define F32_Z(P, Z) PREFETCHT0 4096(P)(AX*4); VMOVUPS (P)(AX*4), Z
 
 // ZFMA2 loads the weights of the mask at BASE for pixels AX..AX+15 into Z12 and adds them
 // times frame 0's pixels (Z8) into A and times frame 1's (Z9) into B.
@@ -99,14 +98,4 @@ TEXT ·dotU16x4x2z(SB), NOSPLIT, $0-56
 // func dotI16x4x2z(px0, px1 *int16, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotI16x4x2z(SB), NOSPLIT, $0-56
 	DOT4X2Z(I16_Z)
-	RET
-
-// func dotI32x4x2z(px0, px1 *int32, n int, w *float32, ldw int, pf *float32, out *float32)
-TEXT ·dotI32x4x2z(SB), NOSPLIT, $0-56
-	DOT4X2Z(I32_Z)
-	RET
-
-// func dotF32x4x2z(px0, px1 *float32, n int, w *float32, ldw int, pf *float32, out *float32)
-TEXT ·dotF32x4x2z(SB), NOSPLIT, $0-56
-	DOT4X2Z(F32_Z)
 	RET

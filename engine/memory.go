@@ -92,10 +92,17 @@ func estimateMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan
 		e.PerWorker += 2 * tile * int64(ds.FrameBytes())
 	}
 	e.PerWorker += 8 * tile * nMasks
-	if sparse {
+	switch {
+	case sparse && !opt.Float64:
+		// Val64, and at most the dense spans of masks dense enough in them (sparse.spans).
+		e.PerWorker += 8*int64(c.NNZ) + int64(4*float64(c.NNZ)/spanDensity)
+	case sparse:
 		e.PerWorker += 8 * int64(c.NNZ)
-	} else {
+	default:
 		e.PerWorker += 4 * 192 * 2048 // the dense kernels' float tile
+		if stack.N < packedMinMasks && stack.N%4 == 3 {
+			e.PerWorker += 4 * (nMasks + 1) * int64(stack.Pixels()) // the padded copy (newSIMDDense)
+		}
 	}
 	if opt.Shifts != nil {
 		e.Result += 16 * frames

@@ -45,12 +45,7 @@ func OpenEvents(path string) (*EventFile, error) {
 	defer C.free(unsafe.Pointer(cpath))
 	file := C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT)
 	if file < 0 {
-		err := h5OpenError("opening the file")
-		if errs.KindOf(err) == errs.IO {
-			return nil, fmt.Errorf("dataset: %s: %w", path, err)
-		}
-		return nil, fmt.Errorf("dataset: %s: not a readable HDF5 file (truncated, or another format) of %d bytes: %w",
-			path, size, err)
+		return nil, openFileError(path, size, h5OpenError("opening the file"))
 	}
 	return &EventFile{path: path, file: file}, nil
 }

@@ -250,6 +250,18 @@ func h5OpenError(what string) error {
 	}
 }
 
+// openFileError is the error of a file of size bytes at path that H5Fopen refused, err
+// being h5OpenError's: a lock refused (errs.IO) as it is, else the file named as not a
+// readable HDF5 file.
+func openFileError(path string, size int64, err error) error {
+	if errs.KindOf(err) == errs.IO {
+		return fmt.Errorf("dataset: %s: %w", path, err)
+	}
+	// Without its signature or with its superblock or root group cut off, the library
+	// says only "unable to open file".
+	return fmt.Errorf("dataset: %s: not a readable HDF5 file (truncated, or another format) of %d bytes: %w", path, size, err)
+}
+
 // h5Message returns the library's innermost error message, "HDF5: ..." ("" when there is
 // none), and clears the error stack. Called with h5lock held.
 func h5Message() string {
@@ -311,13 +323,7 @@ func openHDF5(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if d.file = C.H5Fopen(cpath, C.H5F_ACC_RDONLY, C.H5P_DEFAULT); d.file < 0 {
 		err := h5OpenError("opening the file") // before closeLocked's calls clear the error stack
 		d.closeLocked()
-		if errs.KindOf(err) == errs.IO {
-			return nil, fmt.Errorf("dataset: %s: %w", path, err)
-		}
-		// Without its signature or with its superblock or root group cut off, the
-		// library says only "unable to open file".
-		return nil, fmt.Errorf("dataset: %s: not a readable HDF5 file (truncated, or another format) of %d bytes: %w",
-			path, size, err)
+		return nil, openFileError(path, size, err)
 	}
 	ds, err := d.open(opt)
 	if err != nil {

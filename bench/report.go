@@ -65,6 +65,11 @@ type Row struct {
 	Bytes  int64 `json:"bytes"`
 	// Seconds are the wall times of the timed runs.
 	Seconds []float64 `json:"times_s"`
+	// FloorSeconds, for stemdot under a CPU-only plan, are the read floor's wall times
+	// (same plan, see ReadFloor), each measured right after the run of Seconds with the
+	// same index, so that a pair sees the same memory bandwidth: on a shared machine the
+	// floor swings by 2× between minutes. Ratio uses their pairs where present.
+	FloorSeconds []float64 `json:"floor_times_s,omitempty"`
 	// Check says how the result was verified ("" for the read floor).
 	Check string `json:"check,omitempty"`
 	// MinorFaults are the process's minor page faults (getrusage) during the timed runs,
@@ -122,11 +127,30 @@ func Median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// PairedFloor is the median over the row's runs of floor time / run time (see
+// FloorSeconds): its fraction of the read floor; ok is false without pairs.
+func (r Row) PairedFloor() (ratio float64, ok bool) {
+	if len(r.FloorSeconds) == 0 || len(r.FloorSeconds) != len(r.Seconds) {
+		return 0, false
+	}
+	ratios := make([]float64, len(r.Seconds))
+	for i, s := range r.Seconds {
+		ratios[i] = r.FloorSeconds[i] / s
+	}
+	return Median(ratios), true
+}
+
 // Ratio is row i's throughput over the row of source other measured at the same dtype
 // and worker count (and for a peer, the same masks and mask kind); ok is false when no
-// such row exists or when row i is that row itself.
+// such row exists or when row i is that row itself. Against the read floor, a row with
+// FloorSeconds gives its PairedFloor.
 func Ratio(rows []Row, i int, other string) (ratio float64, ok bool) {
 	r := rows[i]
+	if other == ReadFloor {
+		if paired, ok := r.PairedFloor(); ok {
+			return paired, true
+		}
+	}
 	for j, o := range rows {
 		if o.Source != other || o.DType != r.DType || o.Workers != r.Workers {
 			continue

@@ -70,6 +70,23 @@ func TestRatio(t *testing.T) {
 	}
 }
 
+// A row with floor runs beside its own is compared with them pair by pair: the median of
+// floor time / run time, not the separate read-floor row.
+func TestRatioPairedFloor(t *testing.T) {
+	rs := rows()
+	rs[0].Seconds = []float64{1, 2, 4}
+	rs[0].FloorSeconds = []float64{0.9, 1, 3.2} // ratios 0.9, 0.5, 0.8
+	got, ok := Ratio(rs, 0, ReadFloor)
+	require.True(t, ok)
+	assert.InDelta(t, 0.8, got, 1e-12)
+	got, ok = Ratio(rs, 0, NumPy) // the other sources are unchanged
+	require.True(t, ok)
+	assert.InDelta(t, rs[0].GBps()/0.5, got, 1e-12)
+	rs[0].FloorSeconds = rs[0].FloorSeconds[:2] // not one per run: not paired
+	_, ok = rs[0].PairedFloor()
+	assert.False(t, ok)
+}
+
 func TestSorted(t *testing.T) {
 	var got []string
 	for _, r := range Sorted(rows()) {

@@ -93,6 +93,7 @@ func measureStemdot(ctx context.Context, cfg *config, d *benchData, mc *caseMask
 	if shifts != nil {
 		ref, sample = nil, shifted
 	}
+	tile := engine.AutoTileFrames(d.ds.FrameBytes())
 	for i := range cfg.repeats + 1 {
 		clear(out)
 		f0, t0 := minorFaults(), time.Now()
@@ -108,10 +109,21 @@ func measureStemdot(ctx context.Context, cfg *config, d *benchData, mc *caseMask
 		if i > 0 {
 			row.Seconds = append(row.Seconds, elapsed)
 			row.MinorFaults += faults
+			if cpuOnly(p.plan) {
+				t0 := time.Now()
+				if err := streamRead(d.ds, p.plan, tile); err != nil {
+					return row, fmt.Errorf("read floor %s: %w", p.name, err)
+				}
+				row.FloorSeconds = append(row.FloorSeconds, time.Since(t0).Seconds())
+			}
 		}
 		row.Check = check
 	}
-	log("stemdot %-24s %-7s masks %-4s %d workers: %.3f GB/s (%s)", name, d.dt, mc, row.Workers, row.GBps(), row.Check)
+	floor := ""
+	if paired, ok := row.PairedFloor(); ok {
+		floor = fmt.Sprintf(", %.2f × the read floor run beside it", paired)
+	}
+	log("stemdot %-24s %-7s masks %-4s %d workers: %.3f GB/s (%s%s)", name, d.dt, mc, row.Workers, row.GBps(), row.Check, floor)
 	return row, nil
 }
 
@@ -286,6 +298,11 @@ func compare(got []float32, frames []int, ref []float64, nMasks int) (float64, e
 	return worst, nil
 }
 
+// cpuOnly reports whether plan has CPU workers only.
+func cpuOnly(plan *planner.Plan) bool {
+	return !slices.ContainsFunc(plan.Workers, func(w planner.Worker) bool { return w.Kind != planner.CPU })
+}
+
 // sink keeps the read floor's byte counts alive.
 var sink uint64
 
@@ -298,7 +315,7 @@ func readFloor(cfg *config, d *benchData, plans []namedPlan) ([]bench.Row, error
 	var rows []bench.Row
 	tile := engine.AutoTileFrames(d.ds.FrameBytes())
 	for _, p := range plans {
-		if p.plan.Workers[0].Kind != planner.CPU {
+		if !cpuOnly(p.plan) {
 			continue // GPU plans: the floor is the host-to-device copy, measured by the GPU check
 		}
 		row := bench.Row{Source: bench.ReadFloor, DType: d.dt.String(), MaskKind: bench.NoMasks, Plan: "read-floor/" + p.name,
@@ -387,7 +404,7 @@ func runSum(ctx context.Context, cfg *config, d *benchData, plans []namedPlan) (
 	}
 	var rows []bench.Row
 	for _, p := range plans {
-		if p.plan.Workers[0].Kind != planner.CPU || slices.ContainsFunc(p.plan.Workers, func(w planner.Worker) bool { return w.Kind == planner.GPU }) {
+		if !cpuOnly(p.plan) {
 			continue
 		}
 		name := p.name + "/stemdot"

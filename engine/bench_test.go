@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -145,6 +146,38 @@ func measure(b *testing.B, pass func()) {
 	b.ReportMetric(bytes/cpu.Seconds()/1e6, "cpu-MB/s")
 }
 
+// measureVsSweep is measure for a pass over the memory-mapped file m, each pass
+// followed by a sweep of the same frames in place (bytes.Count, as BenchmarkStreamingRead's
+// "in_place"; not counted in the figures of measure). It also reports "×sweep": the
+// median over the passes of sweep time / pass time, the pass's fraction of the in-place
+// read floor, each pair seeing the same memory bandwidth on a shared machine.
+func measureVsSweep(b *testing.B, m *mappedFile, pass func()) {
+	b.SetBytes(int64(benchFrames) * benchSig * benchSig * 2)
+	ratios := make([]float64, 0, b.N)
+	var count int
+	var elapsed, cpu time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t, c := time.Now(), threadCPUTime(b)
+		pass()
+		d := time.Since(t)
+		elapsed, cpu = elapsed+d, cpu+threadCPUTime(b)-c
+		b.StopTimer()
+		t = time.Now()
+		count += bytes.Count(m.data, sweepByte)
+		ratios = append(ratios, time.Since(t).Seconds()/d.Seconds())
+		b.StartTimer()
+	}
+	bytes := float64(b.N) * benchFrames * benchSig * benchSig * 2
+	b.ReportMetric(float64(benchFrames)*float64(b.N)/elapsed.Seconds(), "frames/s")
+	b.ReportMetric(bytes/cpu.Seconds()/1e6, "cpu-MB/s")
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "×sweep")
+	if count == -1 {
+		b.Log(count) // keeps the sweeps from being optimised away
+	}
+}
+
 // ringMask is a ring of radii [60, 70) px at the centre: about 6% of the pixels.
 func ringMask() *masks.Stack {
 	s := &masks.Stack{N: 1, SigY: benchSig, SigX: benchSig, Data: make([]float32, benchSig*benchSig), Names: []string{"ring"}}
@@ -222,11 +255,16 @@ func BenchmarkCPUWorker(b *testing.B) {
 						out = Output{F64: make([]float64, benchFrames*c.stack.N)}
 					}
 					all := planner.Partition{Start: 0, End: benchFrames}
-					measure(b, func() {
+					pass := func() {
 						if err := w.Process(context.Background(), all, out, nil); err != nil {
 							b.Fatal(err)
 						}
-					})
+					}
+					if view {
+						measureVsSweep(b, mapped, pass)
+					} else {
+						measure(b, pass)
+					}
 				})
 			}
 		}

@@ -19,25 +19,29 @@
 // out; AX the pixel index.
 
 // <T>_LO and <T>_HI load pixels AX..AX+7 and AX+8..AX+15 as 8 float32 into Y. <T>_LO
-// also prefetches the frame 2 KiB ahead (4 KiB for 32-bit pixels: float32 frames, 1 mask,
-// one core 14.0-19.6 → 19.2-21.6 GB/s, two cores 25.3-27.7 → 27.5-37.9, 4 pairs; 4 masks
-// the same): in place (a memory-mapped file) a kernel call
-// starts on a frame block that is not in cache, and the hardware prefetchers stop at
-// each 4 KiB page; 1 KiB ahead doubled the 1- and 4-mask throughput on memory-mapped
-// frames, and 2 KiB, with DOT1's four accumulators, raised one core's 1 mask from 14-17
-// to 24-25 GB/s and 4 masks from 14-15 to 17-18 (256×256 uint16 frames in place, Zen 4,
-// 2026-12-02; 4 KiB: 21-28 and 13-16).
-#define U8_LO(P, Y) PREFETCHT0 2048(P)(AX*1); VPMOVZXBD (P)(AX*1), Y; VCVTDQ2PS Y, Y
+// also prefetches the frame 4 KiB ahead into L2 (PREFETCHT1). In place (a memory-mapped
+// file) a kernel call starts on a frame block that is not in cache and the hardware
+// prefetchers stop at each 4 KiB page, so the loads wait on memory; the loop's
+// dependent converts and FMAs fill the reorder buffer after about 1 KiB of loads, and
+// 1 KiB in flight at ~100 ns is ~10 GB/s. A PREFETCHT0 (into L1) takes one of L1's few
+// miss buffers: 2 KiB and 4 KiB ahead into L1 left one core at 0.40-0.49 of the in-place
+// sweep (BenchmarkCPUWorker's ×sweep, 256×256 uint16 frames, 1 mask; Zen 4, 2026-12-02).
+// Into L2, the L1 misses become L2 hits: 1 mask 0.41-0.43 → 0.79-0.81, 4 masks
+// 0.40-0.41 → 0.53-0.60, the sparse ring's spans 0.74-0.78 → 1.16-1.22 (3 pairs each;
+// 8 KiB: 0.73-0.79 and 0.54-0.56; 16 KiB: 0.74-0.78 and 0.61-0.64). The distance is in
+// bytes, the same for every pixel size: float32 frames, make bench's one core, 1 mask
+// 0.37-0.51 → 0.66, 4 masks 0.40-0.42 → 0.52-0.65 (8 KiB the same).
+#define U8_LO(P, Y) PREFETCHT1 4096(P)(AX*1); VPMOVZXBD (P)(AX*1), Y; VCVTDQ2PS Y, Y
 #define U8_HI(P, Y) VPMOVZXBD 8(P)(AX*1), Y; VCVTDQ2PS Y, Y
-#define I8_LO(P, Y) PREFETCHT0 2048(P)(AX*1); VPMOVSXBD (P)(AX*1), Y; VCVTDQ2PS Y, Y
+#define I8_LO(P, Y) PREFETCHT1 4096(P)(AX*1); VPMOVSXBD (P)(AX*1), Y; VCVTDQ2PS Y, Y
 #define I8_HI(P, Y) VPMOVSXBD 8(P)(AX*1), Y; VCVTDQ2PS Y, Y
-#define U16_LO(P, Y) PREFETCHT0 2048(P)(AX*2); VPMOVZXWD (P)(AX*2), Y; VCVTDQ2PS Y, Y
+#define U16_LO(P, Y) PREFETCHT1 4096(P)(AX*2); VPMOVZXWD (P)(AX*2), Y; VCVTDQ2PS Y, Y
 #define U16_HI(P, Y) VPMOVZXWD 16(P)(AX*2), Y; VCVTDQ2PS Y, Y
-#define I16_LO(P, Y) PREFETCHT0 2048(P)(AX*2); VPMOVSXWD (P)(AX*2), Y; VCVTDQ2PS Y, Y
+#define I16_LO(P, Y) PREFETCHT1 4096(P)(AX*2); VPMOVSXWD (P)(AX*2), Y; VCVTDQ2PS Y, Y
 #define I16_HI(P, Y) VPMOVSXWD 16(P)(AX*2), Y; VCVTDQ2PS Y, Y
-#define I32_LO(P, Y) PREFETCHT0 4096(P)(AX*4); VCVTDQ2PS (P)(AX*4), Y
+#define I32_LO(P, Y) PREFETCHT1 4096(P)(AX*4); VCVTDQ2PS (P)(AX*4), Y
 #define I32_HI(P, Y) VCVTDQ2PS 32(P)(AX*4), Y
-#define F32_LO(P, Y) PREFETCHT0 4096(P)(AX*4); VMOVUPS (P)(AX*4), Y
+#define F32_LO(P, Y) PREFETCHT1 4096(P)(AX*4); VMOVUPS (P)(AX*4), Y
 #define F32_HI(P, Y) VMOVUPS 32(P)(AX*4), Y
 
 // FMA2 adds pixels Y8 (lanes AX..AX+7) and Y9 (AX+8..AX+15) times the weights of the

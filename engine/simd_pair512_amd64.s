@@ -11,14 +11,15 @@
 // one FMA per mask and frame per 16 pixels, each of the 8 accumulators (Z(2m+f)) taking
 // one FMA per iteration, so that neither the FMA latency nor the FMA throughput holds
 // the loop below 16 pixels of both frames per 4 cycles (the AVX2 kernel: 8 cycles). Each
-// loaded weight vector serves both frames. The frames are prefetched 2 KiB ahead, and
+// loaded weight vector serves both frames. The frames are prefetched 4 KiB ahead into L2
+// (see simd_amd64.s), and
 // pf's line at 4·i for every 16th pixel i into L2, as the AVX2 kernels do. Registers: SI
 // px0, R10 px1, CX n, DI w (mask 0), R9, R11, R12 masks 1-3, DX ldw in bytes, R8 pf during
 // the loop, then out; AX the pixel index.
-#define U8_Z(P, Z) PREFETCHT0 2048(P)(AX*1); VPMOVZXBD (P)(AX*1), Z; VCVTDQ2PS Z, Z
-#define I8_Z(P, Z) PREFETCHT0 2048(P)(AX*1); VPMOVSXBD (P)(AX*1), Z; VCVTDQ2PS Z, Z
-#define U16_Z(P, Z) PREFETCHT0 2048(P)(AX*2); VPMOVZXWD (P)(AX*2), Z; VCVTDQ2PS Z, Z
-#define I16_Z(P, Z) PREFETCHT0 2048(P)(AX*2); VPMOVSXWD (P)(AX*2), Z; VCVTDQ2PS Z, Z
+#define U8_Z(P, Z) PREFETCHT1 4096(P)(AX*1); VPMOVZXBD (P)(AX*1), Z; VCVTDQ2PS Z, Z
+#define I8_Z(P, Z) PREFETCHT1 4096(P)(AX*1); VPMOVSXBD (P)(AX*1), Z; VCVTDQ2PS Z, Z
+#define U16_Z(P, Z) PREFETCHT1 4096(P)(AX*2); VPMOVZXWD (P)(AX*2), Z; VCVTDQ2PS Z, Z
+#define I16_Z(P, Z) PREFETCHT1 4096(P)(AX*2); VPMOVSXWD (P)(AX*2), Z; VCVTDQ2PS Z, Z
 
 // ZFMA2 loads the weights of the mask at BASE for pixels AX..AX+15 into Z12 and adds them
 // times frame 0's pixels (Z8) into A and times frame 1's (Z9) into B.

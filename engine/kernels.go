@@ -761,15 +761,23 @@ func AutoTileFrames(frameBytes int) int {
 // streams the whole stack's weights from L3 or memory once (16 MiB for 64 masks of
 // 256×256), so the weight traffic per frame falls with the tile: on 256×256 uint16
 // frames (one Zen 4 core, the packed AVX-512 kernels) 64 masks ran at 0.66 GB/s with
-// 8-frame tiles, 1.08 with 32 and 1.45 with 64.
+// 8-frame tiles, 1.08 with 32 and 1.45 with 64. Dense stacks of 2 to packedMinMasks-1
+// masks take fewMaskTileBytes: 4 masks of 256×256 are 1 MiB of weights, a Zen 4 core's
+// whole L2, so each tile reads them from L3 again; one core, uint16 frames in place, 4
+// masks: 0.57 of the in-place sweep with 1 MiB tiles, 0.61-0.67 with 4 MiB (3 pairs;
+// 256 KiB 0.38-0.39, 512 KiB 0.48-0.49, 2 MiB 0.60-0.64, 8 MiB 0.54-0.77).
 func autoTileFrames(frameBytes, nMasks int, sparse bool) int {
-	if sparse || nMasks < packedMinMasks {
+	switch {
+	case sparse || nMasks < 2:
 		return AutoTileFrames(frameBytes)
+	case nMasks < packedMinMasks:
+		return max(1, fewMaskTileBytes/max(frameBytes, 1))
 	}
 	return max(1, manyMaskTileBytes/max(frameBytes, 1))
 }
 
 const (
 	tileBytes         = 1 << 20
+	fewMaskTileBytes  = 4 << 20
 	manyMaskTileBytes = 8 << 20
 )

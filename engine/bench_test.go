@@ -160,10 +160,11 @@ func ringMask() *masks.Stack {
 
 // BenchmarkCPUWorker is one CPU worker's throughput on one pinned core, streaming the
 // page-cached file with ReadFrames, or ("_view") reading it in place through a memory
-// map: 1, 4, 16 and 64 dense masks, and a ring mask applied sparse and dense. Dense
+// map: 1, 4, 16, 64 and 256 dense masks, and a ring mask applied sparse and dense. Dense
 // stacks run with float32 results on the AVX2 block kernels ("simd", on CPUs that have
 // them) and on the pure-Go kernels ("go": fused loop, gonum Gemm), and with float64
-// results ("float64", pure Go); the sparse gather has no SIMD variant ("float32").
+// results on the float64 broadcast kernels ("float64", on CPUs with AVX2 and FMA) and in
+// pure Go ("float64_go"); the sparse gather has no SIMD variant ("float32").
 func BenchmarkCPUWorker(b *testing.B) {
 	file := benchFile(b)
 	mapped := mapFile(b, file)
@@ -174,7 +175,7 @@ func BenchmarkCPUWorker(b *testing.B) {
 		name      string
 		simd, f64 bool
 	}
-	denseVariants := []variant{{"simd", true, false}, {"go", false, false}, {"float64", false, true}}
+	denseVariants := []variant{{"simd", true, false}, {"go", false, false}, {"float64", true, true}, {"float64_go", false, true}}
 	sparseVariants := []variant{{"float32", true, false}, {"float64", false, true}}
 	cases := []struct {
 		name   string
@@ -185,6 +186,7 @@ func BenchmarkCPUWorker(b *testing.B) {
 		{"dense4", randomStack(rng, 4, sig), false},
 		{"dense16", randomStack(rng, 16, sig), false},
 		{"dense64", randomStack(rng, 64, sig), false},
+		{"dense256", randomStack(rng, 256, sig), false},
 		{"sparse_ring", ring, true},
 		{"dense_ring", ring, false},
 	}
@@ -203,6 +205,9 @@ func BenchmarkCPUWorker(b *testing.B) {
 				b.Run(name+"/"+v.name, func(b *testing.B) {
 					if v.simd && simdKernels[uint16]() == nil {
 						b.Skip("no AVX2+FMA block kernels on this CPU")
+					}
+					if !v.simd && !c.sparse && c.stack.N > 64 {
+						b.Skip("the pure-Go kernels take tens of seconds a pass with more than 64 masks")
 					}
 					old := useSIMD
 					useSIMD = v.simd

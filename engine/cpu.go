@@ -427,6 +427,9 @@ func kernelFor[N native](job *Job) kernel {
 		return d
 	case job.NMasks == 1:
 		return &fused[N]{pixels: p, mask: job.denseMasks64()}
+	case job.Float64 && bcast64KernelsFor() != nil:
+		k := bcast64KernelsFor()
+		return newSIMDDense64[N](k, job.packedMasks64(k), job.NMasks, p, job.TileFrames)
 	case job.Float64:
 		return newDense[N](job.denseMasks64(), job.NMasks, p, job.TileFrames, gemm64)
 	default:

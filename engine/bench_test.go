@@ -387,3 +387,35 @@ func BenchmarkSIMDDense(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSIMDDense64 is the float64 dense kernel (simdDense64) alone, on one pinned
+// core, over a tile of 256×256 frames already in memory (autoTileFrames of them), with 2,
+// 4, 16, 64 and 256 random masks, uint16 and float64 frames, on the kernels this CPU
+// selects: the compute side of BenchmarkCPUWorker's "float64" variants. "GFLOP/s" counts
+// 2 flops per pixel and mask.
+func BenchmarkSIMDDense64(b *testing.B) {
+	k := bcast64KernelsFor()
+	if k == nil {
+		b.Skip("no float64 SIMD kernels on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	sig := [2]int{benchSig, benchSig}
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float64} {
+		all := randomDataset(rng, dt, []int{autoTileFrames(benchSig*benchSig*dt.Size(), 64, false)}, sig)
+		for _, nMasks := range []int{2, 4, 16, 64, 256} {
+			frames := autoTileFrames(benchSig*benchSig*dt.Size(), nMasks, false)
+			data := all.data[:frames*benchSig*benchSig*dt.Size()]
+			stack := randomStack(rng, nMasks, sig)
+			b.Run(fmt.Sprintf("%v/masks%d", dt, nMasks), func(b *testing.B) {
+				kern := float64Kernel(k, dt, stack, frames)
+				pinBench(b)
+				acc := make([]float64, frames*nMasks)
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					kern.apply(data, frames, acc)
+				}
+				b.ReportMetric(float64(b.N)*float64(frames*benchSig*benchSig*nMasks*2)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -39,6 +39,12 @@ func (k *bcast64Kernels) framesFor(v int) int { return min(bcast64Frames, k.accM
 // L2 together while every frame of the tile meets every panel.
 const simdBlock64 = 512
 
+// convStride is the distance, in float64s, between two frames' converted blocks: a block
+// and a 64-byte line, so that the frames of a kernel call, read at the same pixel, fall
+// into different sets of the L1 cache (at a stride of 4 KiB, 12 frames' lines would all
+// compete for one set).
+const convStride = simdBlock64 + 8
+
 // bcast64MinMasks is the least number of masks of a float64 run that takes the float64
 // broadcast kernels; a single mask goes through the fused loop (its speed is that of
 // reading the frames).
@@ -67,7 +73,7 @@ type simdDense64[N native] struct {
 func newSIMDDense64[N native](k *bcast64Kernels, packed []float64, nMasks, pixels, tileFrames int) *simdDense64[N] {
 	d := &simdDense64[N]{nMasks: nMasks, pixels: pixels, k: k, packed: packed, out: make([]float64, k.accMax*k.lanes)}
 	if _, ok := any(*new(N)).(float64); !ok {
-		d.conv = make([]float64, tileFrames*min(simdBlock64, pixels))
+		d.conv = make([]float64, tileFrames*convStride)
 		d.cvt = cvt64KernelFor[N]()
 	}
 	return d
@@ -81,13 +87,13 @@ func (d *simdDense64[N]) apply(tile []byte, frames int, acc []float64) {
 	for k0 := 0; k0 < d.pixels; k0 += simdBlock64 {
 		n := min(simdBlock64, d.pixels-k0)
 		var base []float64 // frame f's block at base[f·stride:][:n]
-		stride := n
+		stride := convStride
 		if d.conv == nil {
 			base, stride = asNative[float64](tile)[k0:], d.pixels
 		} else {
-			base = d.conv[:frames*n]
+			base = d.conv[:frames*convStride]
 			for f := range frames {
-				d.convert(base[f*n:(f+1)*n], px[f*d.pixels+k0:][:n])
+				d.convert(base[f*convStride:][:n], px[f*d.pixels+k0:][:n])
 			}
 		}
 		for m0 := 0; m0 < d.nMasks; m0 += chunk {

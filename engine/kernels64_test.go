@@ -211,3 +211,70 @@ func TestPackBcast64(t *testing.T) {
 		require.NotContains(t, seen, false, "every packed value belongs to one panel")
 	}
 }
+
+// The float64 conversion kernels give float64(v) for every pixel type they handle, over
+// the whole range of each (the extremes included), for lengths with and without a tail
+// past the last 8 pixels.
+func TestConvert64(t *testing.T) {
+	if cvt64KernelFor[uint16]() == nil {
+		t.Skip("no conversion kernels on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(64, 6))
+	for _, dt := range allDTypes {
+		for _, n := range []int{1, 7, 8, 9, 64, 517} {
+			ds := randomDataset(rng, dt, []int{1}, [2]int{1, n})
+			switch dt { // the extremes of the integer types
+			case dataset.Uint8, dataset.Int8:
+				ds.data[0] = 0x80
+				ds.data[n-1] = 0xff
+			case dataset.Uint16, dataset.Int16, dataset.Uint32, dataset.Int32:
+				for i := range dt.Size() {
+					ds.data[i] = 0xff
+					ds.data[(n-1)*dt.Size()+i] = 0
+				}
+				ds.data[(n-1)*dt.Size()+dt.Size()-1] = 0x80 // host order: little endian
+			}
+			want := make([]float64, n)
+			for i := range want {
+				want[i] = pixel(ds.data, dt, i)
+			}
+			t.Run(fmt.Sprintf("%v/%d", dt, n), func(t *testing.T) {
+				var got []float64
+				switch dt {
+				case dataset.Uint8:
+					got = convert64(ds.data, uint8(0))
+				case dataset.Int8:
+					got = convert64(ds.data, int8(0))
+				case dataset.Uint16:
+					got = convert64(ds.data, uint16(0))
+				case dataset.Int16:
+					got = convert64(ds.data, int16(0))
+				case dataset.Uint32:
+					got = convert64(ds.data, uint32(0))
+				case dataset.Int32:
+					got = convert64(ds.data, int32(0))
+				case dataset.Float32:
+					got = convert64(ds.data, float32(0))
+				case dataset.Float64:
+					got = convert64(ds.data, float64(0))
+				}
+				require.Equal(t, want, got)
+			})
+		}
+	}
+}
+
+// convert64 converts the pixels of b (type N) through simdDense64's convert.
+func convert64[N native](b []byte, _ N) []float64 {
+	d := &simdDense64[N]{cvt: cvt64KernelFor[N]()}
+	src := asNative[N](b)
+	dst := make([]float64, len(src)+3) // room past the end: the kernel must not write there
+	for i := range dst {
+		dst[i] = -1
+	}
+	d.convert(dst, src)
+	if dst[len(src)] != -1 || dst[len(src)+2] != -1 {
+		panic("convert wrote past its pixels")
+	}
+	return dst[:len(src)]
+}

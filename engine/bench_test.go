@@ -392,7 +392,7 @@ func BenchmarkSIMDDense(b *testing.B) {
 // core, over a tile of 256×256 frames already in memory (autoTileFrames of them), with 2,
 // 4, 16, 64 and 256 random masks, uint16 and float64 frames, on the kernels this CPU
 // selects: the compute side of BenchmarkCPUWorker's "float64" variants. "GFLOP/s" counts
-// 2 flops per pixel and mask.
+// 2 flops per pixel and mask, "cpu-GFLOP/s" per second of the thread's CPU time.
 func BenchmarkSIMDDense64(b *testing.B) {
 	k := bcast64KernelsFor()
 	if k == nil {
@@ -411,10 +411,13 @@ func BenchmarkSIMDDense64(b *testing.B) {
 				pinBench(b)
 				acc := make([]float64, frames*nMasks)
 				b.SetBytes(int64(len(data)))
+				cpu := threadCPUTime(b)
 				for b.Loop() {
 					kern.apply(data, frames, acc)
 				}
-				b.ReportMetric(float64(b.N)*float64(frames*benchSig*benchSig*nMasks*2)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				flops := float64(b.N) * float64(frames*benchSig*benchSig*nMasks*2)
+				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric(flops/(threadCPUTime(b)-cpu).Seconds()/1e9, "cpu-GFLOP/s")
 			})
 		}
 	}

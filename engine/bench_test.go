@@ -394,8 +394,7 @@ func BenchmarkSIMDDense(b *testing.B) {
 // selects: the compute side of BenchmarkCPUWorker's "float64" variants. "GFLOP/s" counts
 // 2 flops per pixel and mask, "cpu-GFLOP/s" per second of the thread's CPU time.
 func BenchmarkSIMDDense64(b *testing.B) {
-	k := bcast64KernelsFor()
-	if k == nil {
+	if bcast64KernelsFor(64) == nil {
 		b.Skip("no float64 SIMD kernels on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -407,7 +406,7 @@ func BenchmarkSIMDDense64(b *testing.B) {
 			data := all.data[:frames*benchSig*benchSig*dt.Size()]
 			stack := randomStack(rng, nMasks, sig)
 			b.Run(fmt.Sprintf("%v/masks%d", dt, nMasks), func(b *testing.B) {
-				kern := float64Kernel(k, dt, stack, frames)
+				kern := float64Kernel(bcast64KernelsFor(nMasks), dt, stack, frames)
 				pinBench(b)
 				acc := make([]float64, frames*nMasks)
 				b.SetBytes(int64(len(data)))

@@ -429,8 +429,8 @@ func kernelFor[N native](job *Job) kernel {
 		return d
 	case job.NMasks == 1:
 		return &fused[N]{pixels: p, mask: job.denseMasks64()}
-	case job.Float64 && job.NMasks >= bcast64MinMasks && bcast64KernelsFor() != nil:
-		k := bcast64KernelsFor()
+	case job.Float64 && job.NMasks >= bcast64MinMasks && bcast64KernelsFor(job.NMasks) != nil:
+		k := bcast64KernelsFor(job.NMasks)
 		return newSIMDDense64[N](k, job.packedMasks64(k), job.NMasks, p, job.TileFrames)
 	case job.Float64:
 		return newDense[N](job.denseMasks64(), job.NMasks, p, job.TileFrames, gemm64)

@@ -73,7 +73,7 @@ func estimateMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan
 	tile = min(tile, frames)
 	sparse := c.PreferSparse
 	// simd64: the float64 broadcast kernels apply the dense stack (kernelFor), packed.
-	k64 := bcast64KernelsFor()
+	k64 := bcast64KernelsFor(stack.N)
 	simd64 := opt.Float64 && opt.Shifts == nil && k64 != nil && stack.N >= bcast64MinMasks
 	switch {
 	case sparse && stack.Data != nil:

@@ -27,7 +27,7 @@ func TestEstimateCountsLoPairs(t *testing.T) {
 	hybrid := &planner.Plan{Workers: []planner.Worker{{Kind: planner.CPU}, {Kind: planner.GPU}}}
 	f64 := Options{Float64: true}
 	copy64 := int64(8 * 2 * 256) // the float64 copy: dense, or packed for the SIMD kernels
-	if k := bcast64KernelsFor(); k != nil {
+	if k := bcast64KernelsFor(2); k != nil {
 		copy64 = int64(8 * k.lanes * 256)
 	}
 	require.Equal(t, copy64, EstimateMemory(ds, dense, cpu, f64).Masks, "the float64 copy")
@@ -48,7 +48,7 @@ func TestEstimateCountsLoPairs(t *testing.T) {
 // and its kernel hold: the packed stack (shared), the converted blocks, the kernel's
 // results and the rows.
 func TestEstimateCountsFloat64Kernel(t *testing.T) {
-	k := bcast64KernelsFor()
+	k := bcast64KernelsFor(11)
 	if k == nil {
 		t.Skip("no float64 SIMD kernels on this CPU")
 	}

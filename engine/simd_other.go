@@ -26,7 +26,7 @@ func stdKernelFor[N native, S int64 | float64, Q uint64 | float64]() (k func(px 
 
 // bcast64KernelsFor returns nil: the float64 broadcast kernels exist only in amd64
 // assembly.
-func bcast64KernelsFor() *bcast64Kernels { return nil }
+func bcast64KernelsFor(nMasks int) *bcast64Kernels { return nil }
 
 func bcast64KernelsZ() *bcast64Kernels { return nil }
 func bcast64KernelsY() *bcast64Kernels { return nil }

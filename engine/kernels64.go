@@ -2,14 +2,15 @@ package engine
 
 import "github.com/stemdot/stemdot/masks"
 
-// bcast64Kernel sets out[w·f+m] = Σ_{i<n} px_f[i]·w[w·i+m] in float64 for its F frames
-// px_f (frame f at px plus f·stride bytes) and the w masks of a float64 broadcast panel
+// bcast64Kernel sets out[W·f+m] = Σ_{i<n} px_f[i]·w[W·i+m] in float64 for its F frames
+// px_f (frame f at px plus f·stride bytes) and the W masks of a float64 broadcast panel
 // (packBcast64) at w: one accumulator register per frame and vector of masks, each pixel of
 // a frame broadcast to every lane, each vector of weights loaded once for the F frames.
 // n ≥ 1 is any pixel count; the kernel reads no frame byte past px_f + 8n. Every 4 pixels
 // it prefetches three 64-byte lines from pf into L2 (an x86 prefetch never faults). The
 // amd64 assembly kernels (simd_bcast64_amd64.s, written by gen_bcast64.go) implement it
-// with AVX-512 (8 lanes, w = 8v for v ≤ 4) and AVX2+FMA (4 lanes, w = 4v for v ≤ 3).
+// with AVX-512 (8 lanes, W = 8v for v ≤ 4) and AVX2+FMA (4 lanes, W = 4v for v ≤ 3), for
+// F up to 12 and 24/v (AVX-512) or 12/v (AVX2).
 type bcast64Kernel func(px *float64, stride, n int, w, pf, out *float64)
 
 // bcast64MaxV is the most vectors of masks of a kernel call and bcast64Frames the most
@@ -55,7 +56,7 @@ const bcast64MinMasks = 2
 // used in place), and for each panel of masks every frame of the tile meets the panel's
 // weights, framesFor frames per kernel call. The weights are the stack's in float64, the
 // float32 weight plus its Lo part (masks.Stack.Lo), packed by packBcast64; every product
-// and sum is float64, so integer pixels up to 2³¹ and float64 pixels keep their value.
+// and sum is float64, so 32-bit integer pixels and float64 pixels keep their value.
 // Each block's float64 sums are added into the result; each call prefetches a part of
 // the next panel's weights into L2 (the first panel again after the last, for the next
 // tile): a stack of 64 masks of 256×256 is 32 MiB of float64 weights, read once per tile.
@@ -63,7 +64,7 @@ type simdDense64[N native] struct {
 	nMasks, pixels int
 	k              *bcast64Kernels
 	packed         []float64                         // packBcast64 of the stack, for k's chunk and lanes
-	conv           []float64                         // tileFrames × simdBlock64 converted pixels; nil for float64 frames
+	conv           []float64                         // tileFrames × convStride converted pixels; nil for float64 frames
 	cvt            func(dst *float64, src *N, n int) // SIMD conversion (cvt64KernelFor), or nil
 	out            []float64                         // accMax × lanes kernel results
 }

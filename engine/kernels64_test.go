@@ -104,21 +104,23 @@ func runTiles(k kernel, ds *memDataset, nMasks, tile int) []float64 {
 // The float64 kernels match a float64 reference on every pixel type (int32 and uint32
 // over their whole range, which float32 would round), weights with Lo parts, odd pixel
 // counts (13×41 = 533: a block of simdBlock64 and a 21-pixel one, neither a multiple of
-// 4), mask counts that leave partial vectors and panels, and tiles of 1 to 13 frames.
+// 4; 1×3: fewer pixels than a loop iteration), mask counts that leave partial vectors and
+// panels, and tiles of 1 to 13 frames.
 func TestSIMDDense64MatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(64, 1))
-	sig := [2]int{13, 41}
 	for name, k := range bcast64Variants(t) {
-		for _, dt := range allDTypes {
-			ds := randomDataset(rng, dt, []int{13}, sig)
-			for _, nMasks := range []int{2, 5, 8, 13, 33, 70} {
-				stack, w := stackWithLo(rng, nMasks, sig)
-				want, mag := reference64(ds, w, nMasks)
-				for _, tile := range []int{1, 6, 13} {
-					t.Run(fmt.Sprintf("%s/%v/masks%d/tile%d", name, dt, nMasks, tile), func(t *testing.T) {
-						got := runTiles(float64Kernel(k, dt, stack, tile), ds, nMasks, tile)
-						requireClose(t, got, want, mag, 1e-14)
-					})
+		for _, sig := range [][2]int{{13, 41}, {1, 3}} {
+			for _, dt := range allDTypes {
+				ds := randomDataset(rng, dt, []int{13}, sig)
+				for _, nMasks := range []int{2, 5, 8, 13, 33, 70} {
+					stack, w := stackWithLo(rng, nMasks, sig)
+					want, mag := reference64(ds, w, nMasks)
+					for _, tile := range []int{1, 6, 13} {
+						t.Run(fmt.Sprintf("%s/%dx%d/%v/masks%d/tile%d", name, sig[0], sig[1], dt, nMasks, tile), func(t *testing.T) {
+							got := runTiles(float64Kernel(k, dt, stack, tile), ds, nMasks, tile)
+							requireClose(t, got, want, mag, 1e-14)
+						})
+					}
 				}
 			}
 		}

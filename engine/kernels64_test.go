@@ -16,10 +16,10 @@ import (
 // has it, AVX2+FMA where it has that.
 func bcast64Variants(t *testing.T) map[string]*bcast64Kernels {
 	v := map[string]*bcast64Kernels{}
-	if haveAVX2FMA {
+	if bcast64KernelsFor(1) != nil { // AVX2 and FMA
 		v["avx2"] = bcast64KernelsY()
-		if haveAVX512 {
-			v["avx512"] = bcast64KernelsZ()
+		if k := bcast64KernelsFor(64); k != bcast64KernelsY() { // AVX-512
+			v["avx512"] = k
 		}
 	}
 	if len(v) == 0 {

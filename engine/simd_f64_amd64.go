@@ -26,9 +26,8 @@ func bcast64KernelsFor(nMasks int) *bcast64Kernels {
 // core: 3.4-3.7 GB/s with AVX-512, 4.9-5.3 with AVX2 (2-3 runs).
 const bcast64NarrowMasks = 4
 
-// bcast64KernelsZ and bcast64KernelsY return the AVX-512 and the AVX2 kernels whatever
-// the CPU (tests run both where the CPU has AVX-512).
-func bcast64KernelsZ() *bcast64Kernels { return bcast64Z }
+// bcast64KernelsY returns the AVX2 kernels whatever the CPU (tests run them also where
+// the CPU has AVX-512).
 func bcast64KernelsY() *bcast64Kernels { return bcast64Y }
 
 // The conversion kernels of simd_cvt64_amd64.s: cvt<T>F64 sets dst[i] = float64(src[i])

@@ -28,7 +28,7 @@ func stdKernelFor[N native, S int64 | float64, Q uint64 | float64]() (k func(px 
 // assembly.
 func bcast64KernelsFor(nMasks int) *bcast64Kernels { return nil }
 
-func bcast64KernelsZ() *bcast64Kernels { return nil }
+// bcast64KernelsY returns nil: no float64 SIMD kernels.
 func bcast64KernelsY() *bcast64Kernels { return nil }
 
 // cvt64KernelFor returns nil: the conversion kernels exist only in amd64 assembly.

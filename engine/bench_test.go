@@ -193,10 +193,11 @@ func ringMask() *masks.Stack {
 
 // BenchmarkCPUWorker is one CPU worker's throughput on one pinned core, streaming the
 // page-cached file with ReadFrames, or ("_view") reading it in place through a memory
-// map: 1, 4, 16 and 64 dense masks, and a ring mask applied sparse and dense. Dense
+// map: 1, 4, 16, 64 and 256 dense masks, and a ring mask applied sparse and dense. Dense
 // stacks run with float32 results on the AVX2 block kernels ("simd", on CPUs that have
 // them) and on the pure-Go kernels ("go": fused loop, gonum Gemm), and with float64
-// results ("float64", pure Go); the sparse gather has no SIMD variant ("float32").
+// results on the float64 broadcast kernels ("float64", on CPUs with AVX2 and FMA) and in
+// pure Go ("float64_go"); the sparse gather has no SIMD variant ("float32").
 func BenchmarkCPUWorker(b *testing.B) {
 	file := benchFile(b)
 	mapped := mapFile(b, file)
@@ -207,7 +208,7 @@ func BenchmarkCPUWorker(b *testing.B) {
 		name      string
 		simd, f64 bool
 	}
-	denseVariants := []variant{{"simd", true, false}, {"go", false, false}, {"float64", false, true}}
+	denseVariants := []variant{{"simd", true, false}, {"go", false, false}, {"float64", true, true}, {"float64_go", false, true}}
 	sparseVariants := []variant{{"float32", true, false}, {"float64", false, true}}
 	cases := []struct {
 		name   string
@@ -218,6 +219,7 @@ func BenchmarkCPUWorker(b *testing.B) {
 		{"dense4", randomStack(rng, 4, sig), false},
 		{"dense16", randomStack(rng, 16, sig), false},
 		{"dense64", randomStack(rng, 64, sig), false},
+		{"dense256", randomStack(rng, 256, sig), false},
 		{"sparse_ring", ring, true},
 		{"dense_ring", ring, false},
 	}
@@ -236,6 +238,9 @@ func BenchmarkCPUWorker(b *testing.B) {
 				b.Run(name+"/"+v.name, func(b *testing.B) {
 					if v.simd && simdKernels[uint16]() == nil {
 						b.Skip("no AVX2+FMA block kernels on this CPU")
+					}
+					if !v.simd && !c.sparse && c.stack.N > 64 {
+						b.Skip("the pure-Go kernels take tens of seconds a pass with more than 64 masks")
 					}
 					old := useSIMD
 					useSIMD = v.simd
@@ -416,6 +421,40 @@ func BenchmarkSIMDDense(b *testing.B) {
 					k.apply(ds.data, frames, acc)
 				}
 				b.ReportMetric(float64(b.N)*float64(frames*benchSig*benchSig*nMasks*2)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkSIMDDense64 is the float64 dense kernel (simdDense64) alone, on one pinned
+// core, over a tile of 256×256 frames already in memory (autoTileFrames of them), with 2,
+// 4, 16, 64 and 256 random masks, uint16 and float64 frames, on the kernels this CPU
+// selects: the compute side of BenchmarkCPUWorker's "float64" variants. "GFLOP/s" counts
+// 2 flops per pixel and mask, "cpu-GFLOP/s" per second of the thread's CPU time.
+func BenchmarkSIMDDense64(b *testing.B) {
+	if bcast64KernelsFor(64) == nil {
+		b.Skip("no float64 SIMD kernels on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	sig := [2]int{benchSig, benchSig}
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float64} {
+		all := randomDataset(rng, dt, []int{autoTileFrames(benchSig*benchSig*dt.Size(), 64, false)}, sig)
+		for _, nMasks := range []int{2, 4, 16, 64, 256} {
+			frames := autoTileFrames(benchSig*benchSig*dt.Size(), nMasks, false)
+			data := all.data[:frames*benchSig*benchSig*dt.Size()]
+			stack := randomStack(rng, nMasks, sig)
+			b.Run(fmt.Sprintf("%v/masks%d", dt, nMasks), func(b *testing.B) {
+				kern := float64Kernel(bcast64KernelsFor(nMasks), dt, stack, frames)
+				pinBench(b)
+				acc := make([]float64, frames*nMasks)
+				b.SetBytes(int64(len(data)))
+				cpu := threadCPUTime(b)
+				for b.Loop() {
+					kern.apply(data, frames, acc)
+				}
+				flops := float64(b.N) * float64(frames*benchSig*benchSig*nMasks*2)
+				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric(flops/(threadCPUTime(b)-cpu).Seconds()/1e9, "cpu-GFLOP/s")
 			})
 		}
 	}

@@ -46,9 +46,9 @@ func TestCPUWorkerStaysOnItsThread(t *testing.T) {
 	stack := randomStack(rng, nMasks, sig)
 	want, mag := reference(ds, stack)
 	defer func(old bool) { useSIMD = old }(useSIMD)
-	for _, c := range []struct{ simd, f64 bool }{{true, false}, {false, false}, {false, true}} {
+	for _, c := range []struct{ simd, f64 bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
 		f64 := c.f64
-		useSIMD = c.simd // float32 on the block kernels or on Gemm; float64 on Gemm
+		useSIMD = c.simd // on the SIMD kernels or on Gemm
 		job := &Job{Dataset: ds, Masks: stack, NMasks: nMasks, TileFrames: tile, Float64: f64}
 		w, err := NewCPUWorker(job)
 		require.NoError(t, err)

@@ -94,8 +94,11 @@ type Job struct {
 	over        <-chan struct{}
 	packedOnce  sync.Once
 	packed      []float32
-	pairsOnce   sync.Once
-	pairs       *masks.Stack
+	// the stack packed for the float64 broadcast kernels (packBcast64)
+	packed64Once sync.Once
+	packed64     []float64
+	pairsOnce    sync.Once
+	pairs        *masks.Stack
 	// the pixel-major masks of the gather kernel (gather.go), float32 or float64
 	gather32Once sync.Once
 	gather32     *gatherMasks[float32]
@@ -135,6 +138,13 @@ func (j *Job) loPairs() *masks.Stack {
 func (j *Job) packedMasks(pack packer) []float32 {
 	j.packedOnce.Do(func() { j.packed = pack(j.Masks.Data, j.NMasks, j.Masks.Pixels()) })
 	return j.packed
+}
+
+// packedMasks64 returns the stack packed by packBcast64 for the float64 kernels k (the
+// same for every worker of a job), shared by all workers of the job.
+func (j *Job) packedMasks64(k *bcast64Kernels) []float64 {
+	j.packed64Once.Do(func() { j.packed64 = packBcast64(j.Masks, simdBlock64, k.chunk(), k.lanes) })
+	return j.packed64
 }
 
 // Done is closed when the run no longer needs new workers: every frame is computed, or

@@ -20,8 +20,10 @@ type MemoryEstimate struct {
 	Result int64
 	// Masks is the mask stack in the form the workers apply it beyond the stack itself:
 	// a CSR copy of a dense stack applied sparse, the float64 copy of a dense stack
-	// for a float64 run, or the CPU workers' packed copy of a dense stack of at least 8
-	// masks (at most (n_masks rounded up to 16) × (pixels rounded up to 16) × 4 bytes);
+	// for a float64 run (on CPUs with the float64 SIMD kernels and for 2 or more masks,
+	// packed for them: (n_masks rounded up to 8, or 4 without AVX-512) × pixels × 8
+	// bytes), or the CPU workers' packed copy of a dense stack of at least 8 masks (at
+	// most (n_masks rounded up to 16) × (pixels rounded up to 16) × 4 bytes);
 	// and, for GPU workers of a float64 run whose weights have Lo parts, the stack of
 	// weights and Lo parts they apply (masks.Stack.LoPairs); for a sparse dataset
 	// (dataset.SparseOf) without shifts, the CPU workers' pixel-major masks of the
@@ -30,7 +32,9 @@ type MemoryEstimate struct {
 	Masks int64
 	// PerWorker is one worker's buffers: its tile of native frames (none when the
 	// dataset's frames are read in place) and the dataset's read buffer for it, its
-	// float64 rows, and the kernel's copy of a sparse stack's weights in float64; with
+	// float64 rows, the dense kernels' float buffers (for the float64 SIMD kernels, the
+	// tile's frames converted to float64 over 512 pixels: tile × 520 × 8 bytes, none for
+	// float64 frames), and the kernel's copy of a sparse stack's weights in float64; with
 	// Options.Shifts, the tile of shifted frames (float, and native for fewer than 8
 	// masks) of a dense stack, the pixel coordinates of a sparse stack's nonzeros.
 	PerWorker int64
@@ -68,9 +72,14 @@ func estimateMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan
 	}
 	tile = min(tile, frames)
 	sparse := c.PreferSparse
+	// simd64: the float64 broadcast kernels apply the dense stack (kernelFor), packed.
+	k64 := bcast64KernelsFor(stack.N)
+	simd64 := opt.Float64 && opt.Shifts == nil && k64 != nil && stack.N >= bcast64MinMasks
 	switch {
 	case sparse && stack.Data != nil:
 		e.Masks = 8*int64(c.NNZ) + 4*(nMasks+1)
+	case !sparse && opt.Float64 && simd64:
+		e.Masks = bcast64Bytes(k64, stack.N, stack.Pixels())
 	case !sparse && opt.Float64:
 		e.Masks = 8 * int64(stack.N) * int64(stack.Pixels())
 	case !sparse && stack.N >= packedMinMasks:
@@ -98,8 +107,15 @@ func estimateMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan
 		e.PerWorker += 8*int64(c.NNZ) + int64(4*float64(c.NNZ)/spanDensity)
 	case sparse:
 		e.PerWorker += 8 * int64(c.NNZ)
+	case simd64:
+		// The tile's blocks converted to float64 (not for float64 frames) and the kernels'
+		// results.
+		if ds.DType() != dataset.Float64 {
+			e.PerWorker += 8 * tile * convStride
+		}
+		e.PerWorker += 8 * int64(k64.accMax*k64.lanes)
 	default:
-		e.PerWorker += 4 * 192 * 2048 // the dense kernels' float tile
+		e.PerWorker += 4 * 192 * 2048 * int64(1+btoi(opt.Float64)) // the dense kernels' float tile
 		if stack.N < packedMinMasks && stack.N%4 == 3 {
 			e.PerWorker += 4 * (nMasks + 1) * int64(stack.Pixels()) // the padded copy (newSIMDDense)
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,8 +26,12 @@ func TestEstimateCountsLoPairs(t *testing.T) {
 	cpu := &planner.Plan{Workers: []planner.Worker{{Kind: planner.CPU}}}
 	hybrid := &planner.Plan{Workers: []planner.Worker{{Kind: planner.CPU}, {Kind: planner.GPU}}}
 	f64 := Options{Float64: true}
-	require.Equal(t, int64(8*2*256), EstimateMemory(ds, dense, cpu, f64).Masks, "the float64 copy")
-	require.Equal(t, int64(8*2*256+8*2*256), EstimateMemory(ds, dense, hybrid, f64).Masks, "and the Lo pairs")
+	copy64 := int64(8 * 2 * 256) // the float64 copy: dense, or packed for the SIMD kernels
+	if k := bcast64KernelsFor(2); k != nil {
+		copy64 = int64(8 * k.lanes * 256)
+	}
+	require.Equal(t, copy64, EstimateMemory(ds, dense, cpu, f64).Masks, "the float64 copy")
+	require.Equal(t, copy64+8*2*256, EstimateMemory(ds, dense, hybrid, f64).Masks, "and the Lo pairs")
 	require.Equal(t, int64(0), EstimateMemory(ds, dense, hybrid, Options{}).Masks, "a float32 run applies Data only")
 
 	sparse := make([]float64, 2*256)
@@ -37,4 +42,33 @@ func TestEstimateCountsLoPairs(t *testing.T) {
 	// nonzeros, 5 row pointers.
 	require.Equal(t, int64(8*2+4*3), EstimateMemory(ds, s, cpu, f64).Masks)
 	require.Equal(t, int64(8*2+4*3+8*4+4*5), EstimateMemory(ds, s, hybrid, f64).Masks)
+}
+
+// The estimate of a float64 run on the float64 SIMD kernels counts the buffers the worker
+// and its kernel hold: the packed stack (shared), the converted blocks, the kernel's
+// results and the rows.
+func TestEstimateCountsFloat64Kernel(t *testing.T) {
+	k := bcast64KernelsFor(11)
+	if k == nil {
+		t.Skip("no float64 SIMD kernels on this CPU")
+	}
+	const frames, nMasks = 6, 11
+	sig := [2]int{20, 30}
+	ds, err := dataset.FromMemory(make([]byte, frames*600*2), []int{frames}, sig, dataset.Uint16)
+	require.NoError(t, err)
+	stack, _ := stackWithLo(rand.New(rand.NewPCG(64, 5)), nMasks, sig)
+	cpu := &planner.Plan{Workers: []planner.Worker{{Kind: planner.CPU}}}
+	e := EstimateMemory(ds, stack, cpu, Options{Float64: true, TileFrames: frames})
+	job := &Job{Dataset: ds, Masks: stack, NMasks: nMasks, Float64: true, TileFrames: frames}
+	w, err := NewCPUWorker(job)
+	require.NoError(t, err)
+	cw := w.(*cpuWorker)
+	d, ok := cw.kernel.(*simdDense64[uint16])
+	require.True(t, ok, "kernel %T", cw.kernel)
+	require.Equal(t, int64(8*len(d.packed)), e.Masks)
+	native := int64(0)
+	if !dataset.ViewsInPlace(ds) {
+		native = 2 * int64(frames*ds.FrameBytes())
+	}
+	require.Equal(t, native+int64(8*(len(cw.acc)+len(d.conv)+len(d.out))), e.PerWorker)
 }

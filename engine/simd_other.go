@@ -23,3 +23,13 @@ func maxKernelFor[N native]() (k func(px *N, stride, frames, n int, mx *N), grou
 func stdKernelFor[N native, S int64 | float64, Q uint64 | float64]() (k func(px *N, stride, frames, n int, k *N, s1 *S, s2 *Q), group int) {
 	return nil, 0
 }
+
+// bcast64KernelsFor returns nil: the float64 broadcast kernels exist only in amd64
+// assembly.
+func bcast64KernelsFor(nMasks int) *bcast64Kernels { return nil }
+
+// bcast64KernelsY returns nil: no float64 SIMD kernels.
+func bcast64KernelsY() *bcast64Kernels { return nil }
+
+// cvt64KernelFor returns nil: the conversion kernels exist only in amd64 assembly.
+func cvt64KernelFor[N native]() func(dst *float64, src *N, n int) { return nil }

@@ -431,4 +431,17 @@ func TestViewSynthetic(t *testing.T) {
 		nav, sig, moves, lat[len(lat)/2], lat[0], lat[len(lat)-1])
 	p.checkImage()
 	p.shot("6_latency")
+
+	// STEMDOT_VIEW_README_SHOT=doc/view.png: the README's screenshot, an annular dark
+	// field in viridis.
+	if f := os.Getenv("STEMDOT_VIEW_README_SHOT"); f != "" && !bench {
+		eval[bool](p, `(() => { const s = document.getElementById('cmap'); s.value = 'viridis'; s.dispatchEvent(new Event('change'));
+			document.getElementById('spec').value = ''; document.getElementById('spec').focus(); return true; })()`)
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("ring:64,48,20,38\r")))
+		p.waitPainted()
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.EmulateViewport(1100, 640)))
+		png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(f, png, 0o644))
+	}
 }

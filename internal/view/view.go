@@ -41,7 +41,8 @@
 // Origin is not the server's own. It reads only the dataset it was given. It stops when
 // its context is cancelled (stemdot view: Ctrl-C, SIGTERM) or, with Options.CloseAfter,
 // when no page has held the event stream open for that long after the last one closed
-// (a closed tab; a reload reconnects within it).
+// (a closed tab; a reload reconnects within it). A page holds the stream open while it
+// is shown, in a background tab too (no timer to throttle, unlike a heartbeat).
 package view
 
 import (
@@ -85,7 +86,8 @@ type Options struct {
 	// Warnings are the dataset's (stemdot.OpenWarnings), shown on the page.
 	Warnings []string
 	// CloseAfter, when positive, stops the server once no page has been connected for
-	// that long after the last one went away; zero: only the context stops it.
+	// that long after the last one went away (not before a first page connected);
+	// zero: only the context stops it.
 	CloseAfter time.Duration
 	// Token is the path prefix every request needs; empty: a random one (NewToken).
 	Token string
@@ -137,7 +139,7 @@ func New(ds dataset.Dataset, opt Options) (*Server, error) {
 	if opt.Token == "" {
 		opt.Token = NewToken()
 	}
-	s := &Server{ds: ds, opt: opt, ready: make(chan struct{}), changed: make(chan struct{}), lastSeen: time.Now()}
+	s := &Server{ds: ds, opt: opt, ready: make(chan struct{}), changed: make(chan struct{})}
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
 		return nil, err
@@ -158,7 +160,8 @@ func (s *Server) Token() string { return s.opt.Token }
 
 // Serve computes the first pass and serves the page on ln until ctx is cancelled or,
 // with Options.CloseAfter, no page has been connected for that long; it then shuts the
-// server down (runs in progress cancelled) and returns nil, or the listener's error.
+// server down (runs in progress cancelled, waited for) and returns nil, or the
+// listener's error. Serve runs once per Server.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -171,12 +174,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	select {
 	case err := <-errc:
+		stop()
+		<-s.ready
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// Every request's context ends with ctx (BaseContext): event streams, runs and picks
+	// return promptly; Shutdown waits for them, and the first pass is waited for, so
+	// that nothing reads the dataset once Serve has returned (the caller closes it).
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv.Shutdown(sctx) // event streams end with ctx: BaseContext
+	srv.Shutdown(sctx)
+	<-s.ready
+	s.jobs.Lock()
+	s.jobs.Unlock()
 	return nil
 }
 
@@ -191,7 +202,7 @@ func (s *Server) closeWhenIdle(ctx context.Context, stop context.CancelFunc) {
 		case <-tick.C:
 		}
 		s.mu.Lock()
-		idle := s.clients == 0 && time.Since(s.lastSeen) >= s.opt.CloseAfter
+		idle := s.clients == 0 && !s.lastSeen.IsZero() && time.Since(s.lastSeen) >= s.opt.CloseAfter
 		s.mu.Unlock()
 		if idle {
 			stop()

@@ -19,16 +19,19 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 
 	stemnpy "github.com/stemdot/stemdot/internal/npy"
@@ -55,7 +58,7 @@ func chromium(t *testing.T) string {
 func startView(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(stemdotBin, append([]string{"view", "--no-browser", "--close-after", "0"}, args...)...)
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -89,6 +92,24 @@ func startView(t *testing.T, args ...string) string {
 		t.Fatalf("stemdot view printed no URL within 60 s: %s", stderr.String())
 	}
 	return ""
+}
+
+// lockedBuffer is a bytes.Buffer that a process writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // browser is a headless Chromium tab.
@@ -385,6 +406,22 @@ func TestViewRealFile(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, eval[string](p, `document.getElementById('error-text').textContent`), "disk takes 3 numbers")
 	p.shot("5_error")
+	eval[bool](p, `(() => { stemdotView.errors.length = 0; document.getElementById('error').hidden = true; return true; })()`)
+
+	// A rect and a point typed as specs, then moved and resized with the keys.
+	for _, c := range []struct{ typed, keys, want string }{
+		{"rect:10,20,30,40", kb.ArrowRight + kb.ArrowRight + kb.ArrowUp + "+", "rect:12,19,31,41"},
+		{"point:100,50", kb.ArrowLeft + kb.ArrowDown + kb.ArrowDown, "point:99,52"},
+		{"disk:100,50,20", "--", "disk:100,50,18"},
+	} {
+		eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.typed+"\r")))
+		require.Equal(t, c.typed, p.checkImage())
+		eval[bool](p, `(() => { document.getElementById('frame').focus(); return true; })()`)
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.keys)))
+		require.Equal(t, c.want, p.checkImage())
+	}
+	p.shot("6_keys")
 }
 
 func TestViewSynthetic(t *testing.T) {
@@ -444,4 +481,38 @@ func TestViewSynthetic(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(f, png, 0o644))
 	}
+}
+
+// TestViewErrors: bad options end stemdot view at once with status 1 and a message
+// naming the option.
+func TestViewErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "s.npy")
+	_, stderr, code := run(t, "synth", "--out", file, "--nav-shape", "4,4", "--sig-shape", "16,16")
+	require.Equal(t, 0, code, stderr)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"view", file, "--port", "70000"}, "--port 70000: want 0 (any free port) to 65535"},
+		{[]string{"view", file, "--listen", "127.0.0.1:0", "--port", "1"}, "give the port in --listen"},
+		{[]string{"view", file, "--close-after", "-1s"}, "--close-after -1s"},
+		{[]string{"view", file + ".missing"}, ".missing"},
+		{[]string{"view", file, "--gpu", "--gpus", "1"}, "--gpu"},
+	} {
+		_, stderr, code := run(t, c.args...)
+		require.Equal(t, 1, code, "%v: %s", c.args, stderr)
+		require.Contains(t, stderr, c.want, "%v", c.args)
+	}
+	if version, _, _ := run(t, "--version"); strings.Contains(version, "built without CUDA") {
+		_, stderr, code := run(t, "view", file, "--gpu")
+		require.Equal(t, 1, code)
+		require.Contains(t, stderr, "--gpu: this stemdot is built without CUDA")
+	}
+	// A port taken: the error says so and how to get another.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	_, stderr, code = run(t, "view", file, "--port", fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "give another --port")
 }

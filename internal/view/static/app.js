@@ -299,7 +299,7 @@ frameCanvas.addEventListener('keydown', (ev) => {
   if (move) {
     if (d.type === 'rect') { d.x += move[0]; d.y += move[1]; } else { d.cx += move[0]; d.cy += move[1]; }
   } else if (grow) {
-    const g = grow * step;
+    const g = grow; // one pixel: + is Shift+= on many keyboards
     if (d.type === 'disk' || (d.type === 'com' && d.r !== null)) d.r = Math.max(0, d.r + g);
     else if (d.type === 'ring') d.ro = Math.max(d.ri + 1, d.ro + g);
     else if (d.type === 'rect') { d.w = Math.max(1, d.w + g); d.h = Math.max(1, d.h + g); }

@@ -516,3 +516,16 @@ func TestViewErrors(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "give another --port")
 }
+
+// TestViewWarnings: the dataset's warnings are shown on the page (a MIB file without
+// its scan shape, read as one row).
+func TestViewWarnings(t *testing.T) {
+	file := testfiles.File(t, "mib/001_4x2_6bit.mib")
+	abs, err := filepath.Abs(file)
+	require.NoError(t, err)
+	p := openPage(t, startView(t, abs), "warnings")
+	require.Contains(t, eval[string](p, `document.getElementById('warnings').textContent`), "give --nav-shape")
+	require.Equal(t, []int{1, 8}, eval[[]int](p, `stemdotView.info.nav_shape`))
+	p.checkImage()
+	p.shot("0_start")
+}

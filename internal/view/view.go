@@ -11,8 +11,10 @@
 // Requests (every path starts with /TOKEN/, the server's random token):
 //
 //	GET /TOKEN/                      the page (index.html, app.js, style.css beside it)
-//	GET /TOKEN/api/info              JSON: file, format, nav_shape, sig_shape, dtype, frames,
-//	                                 warnings, the CLI command's dataset part, workers
+//	GET /TOKEN/api/info              JSON: file, format, nav_shape (the images': with an
+//	                                 ROI, the whole scan's), roi_positions (with an ROI),
+//	                                 sig_shape, dtype, frames, warnings, the CLI command's
+//	                                 dataset part, workers
 //	GET /TOKEN/api/events            server-sent events: "progress" {done, total} of the
 //	                                 first pass, then "ready" {} or "failed" {error}
 //	GET /TOKEN/api/frame?kind=K      the sum, mean or max frame (sig_y, sig_x), float64
@@ -59,6 +61,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,22 +285,30 @@ func checkHost(r *http.Request) string {
 // info is the dataset's description.
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	sig := s.ds.SigShape()
+	scan, pos := dataset.ScanPositions(s.ds)
+	var roi any
+	if dataset.IsROI(s.ds) {
+		roi = len(pos)
+	}
 	workers := 0
 	if p, err := s.opt.Apply.Plan(s.ds, nil); err == nil {
 		workers = len(p.Workers)
 	}
 	writeJSON(w, map[string]any{
-		"file": s.opt.File, "format": s.ds.Format(), "nav_shape": s.ds.NavShape(), "sig_shape": sig[:],
+		"file": s.opt.File, "format": s.ds.Format(), "nav_shape": scan, "roi_positions": roi, "sig_shape": sig[:],
 		"dtype": s.ds.DType().String(), "frames": s.ds.NumFrames(), "bytes": int64(s.ds.NumFrames()) * int64(s.ds.FrameBytes()),
-		"warnings": nonNil(s.opt.Warnings), "command": s.opt.Command, "workers": workers, "version": stemdot.Version,
+		"warnings": flagNames(s.opt.Warnings), "command": s.opt.Command, "workers": workers, "version": stemdot.Version,
 	})
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
+// flagNames are the messages ws as the CLI says them (stemdot.FlagNames: "give
+// --nav-shape", not "give Options.NavShape"), never nil.
+func flagNames(ws []string) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = stemdot.FlagNames(w)
 	}
-	return s
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -339,7 +350,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				final = true
 			case red != nil:
 				fmt.Fprintf(w, "event: progress\ndata: %s\n\n", mustJSON(map[string]int{"done": total, "total": total}))
-				fmt.Fprintf(w, "event: ready\ndata: %s\n\n", mustJSON(map[string]any{"warnings": nonNil(red.Warnings)}))
+				fmt.Fprintf(w, "event: ready\ndata: %s\n\n", mustJSON(map[string]any{"warnings": flagNames(red.Warnings)}))
 				final = true
 			case done != sent:
 				fmt.Fprintf(w, "event: progress\ndata: %s\n\n", mustJSON(map[string]int{"done": done, "total": total}))
@@ -394,21 +405,41 @@ func (s *Server) frame(w http.ResponseWriter, r *http.Request) {
 	sendF64(w, []int{red.SigShape[0], red.SigShape[1]}, f)
 }
 
-// pick sends the frame at scan position (y, x) (a 1-D nav shape: x), float32 where the
-// pixels fit exactly, else float64.
+// pick sends the frame at scan position (y, x) of the images (a 1-D nav shape: x; with
+// an ROI, a position of the whole scan that the ROI selects), float32 where the pixels
+// fit exactly, else float64.
 func (s *Server) pick(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	scan, pos := dataset.ScanPositions(s.ds)
+	if len(scan) > 2 {
+		http.Error(w, fmt.Sprintf("nav shape %v: the view picks frames of 1-D and 2-D scans", scan), http.StatusBadRequest)
+		return
+	}
 	var at []int
-	for _, k := range []string{"y", "x"} {
-		if len(s.ds.NavShape()) == 1 && k == "y" {
-			continue
-		}
+	flat := 0
+	for a, k := range []string{"y", "x"}[2-len(scan):] {
 		v, err := strconv.Atoi(q.Get(k))
 		if err != nil {
 			http.Error(w, fmt.Sprintf("scan position %s=%q: want a whole number", k, q.Get(k)), http.StatusBadRequest)
 			return
 		}
+		if v < 0 || v >= scan[a] {
+			http.Error(w, fmt.Sprintf("scan position %s=%d is outside the scan's nav shape %v", k, v, scan), http.StatusBadRequest)
+			return
+		}
 		at = append(at, v)
+		flat = flat*scan[a] + v
+	}
+	if dataset.IsROI(s.ds) { // the dataset's frames are the positions selected, one row
+		k, ok := slices.BinarySearch(pos, flat)
+		if !ok {
+			http.Error(w, fmt.Sprintf("scan position %v is outside the ROI (--roi): no frame read there", at), http.StatusBadRequest)
+			return
+		}
+		at = []int{k}
+		if len(s.ds.NavShape()) == 2 {
+			at = []int{k / s.ds.NavShape()[1], k % s.ds.NavShape()[1]}
+		}
 	}
 	fr, err := stemdot.Pick(r.Context(), s.ds, [][]int{at})
 	if err != nil {

@@ -34,11 +34,12 @@ func value(f, y, x int) float64 {
 	return v
 }
 
-// newServer is a server of a float32 NPY scan of ny×nx frames of sy×sx, with the first
-// pass done, and an httptest server of it.
-func newServer(t *testing.T) (*Server, *httptest.Server) {
+// newServer is a server of a float32 NPY scan of ny×nx frames of sy×sx (opened with
+// the open options kv: key, value, ...), with the first pass done, and an httptest
+// server of it.
+func newServer(t *testing.T, kv ...string) (*Server, *httptest.Server) {
 	t.Helper()
-	s := unstarted(t)
+	s := unstarted(t, kv...)
 	s.firstPass(context.Background())
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
@@ -46,7 +47,7 @@ func newServer(t *testing.T) (*Server, *httptest.Server) {
 }
 
 // unstarted is the server of newServer before its first pass.
-func unstarted(t *testing.T) *Server {
+func unstarted(t *testing.T, kv ...string) *Server {
 	t.Helper()
 	data := make([]float32, ny*nx*sy*sx)
 	for f := range ny * nx {
@@ -58,7 +59,11 @@ func unstarted(t *testing.T) *Server {
 	}
 	path := filepath.Join(t.TempDir(), "scan.npy")
 	require.NoError(t, npy.WriteFile(path, []int{ny, nx, sy, sx}, data))
-	ds, err := stemdot.Open(path, stemdot.Options{})
+	var opt stemdot.Options
+	for i := 0; i+1 < len(kv); i += 2 {
+		require.NoError(t, stemdot.SetOpenOption(&opt, kv[i], kv[i+1]))
+	}
+	ds, err := stemdot.Open(path, opt)
 	require.NoError(t, err)
 	t.Cleanup(func() { ds.Close() })
 	apply, err := stemdot.Plan{CPUs: "1"}.Planner()
@@ -161,6 +166,21 @@ func TestArrays(t *testing.T) {
 			require.Equal(t, want, sum[y*sx+x], "sum pixel (%d, %d)", y, x)
 		}
 	}
+	for _, kind := range []string{"mean", "max"} {
+		shape, got := array(t, base+"frame?kind="+kind)
+		require.Equal(t, "12,16", shape)
+		for i, v := range got {
+			want := 0.0
+			for f := range ny * nx {
+				if kind == "mean" {
+					want += value(f, i/sx, i%sx) / (ny * nx)
+				} else {
+					want = math.Max(want, value(f, i/sx, i%sx))
+				}
+			}
+			require.InDelta(t, want, v, 1e-12, "%s pixel %d", kind, i)
+		}
+	}
 	shape, fr := array(t, base+"pick?y=2&x=3")
 	require.Equal(t, "12,16", shape)
 	for i, v := range fr {
@@ -200,7 +220,7 @@ func TestArrays(t *testing.T) {
 	for _, c := range []struct{ url, want string }{
 		{"image?spec=disk:8,6", "want disk:CX,CY,R"},
 		{"image?spec=disk:8,6,4%3Bring:8,6,1,2", ""},
-		{"pick?y=3&x=0", "outside the nav shape"},
+		{"pick?y=3&x=0", "y=3 is outside the scan's nav shape [3 5]"},
 		{"pick?y=a&x=0", "want a whole number"},
 		{"frame?kind=std", "want sum, mean or max"},
 	} {
@@ -290,4 +310,65 @@ func TestServeStops(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Serve did not stop when its context was cancelled")
 	}
+}
+
+// TestROI: with an ROI, the images have the whole scan's nav shape, NaN outside it, and
+// a click picks the frame of a scan position it selects.
+func TestROI(t *testing.T) {
+	s, hs := newServer(t, "roi", "rect:1,1,3,2") // columns 1..3 of rows 1..2
+	base := hs.URL + "/" + s.Token() + "/api/"
+	_, body := get(t, base+"info")
+	var info map[string]any
+	require.NoError(t, json.Unmarshal(body, &info))
+	require.Equal(t, []any{float64(ny), float64(nx)}, info["nav_shape"])
+	require.Equal(t, float64(6), info["roi_positions"])
+	shape, img := array(t, base+"image?spec=point:3,4")
+	require.Equal(t, "3,5", shape)
+	for f, v := range img {
+		if y, x := f/nx, f%nx; y >= 1 && x >= 1 && x <= 3 {
+			require.Equal(t, value(f, 4, 3), v, "position (%d, %d)", y, x)
+		} else {
+			require.True(t, math.IsNaN(v), "position (%d, %d) outside the ROI: %v", y, x, v)
+		}
+	}
+	_, fr := array(t, base+"pick?y=2&x=3")
+	for i, v := range fr {
+		require.Equal(t, value(2*nx+3, i/sx, i%sx), v)
+	}
+	resp, body := get(t, base+"pick?y=0&x=3")
+	require.Equal(t, 400, resp.StatusCode)
+	require.Contains(t, string(body), "outside the ROI")
+}
+
+// TestOneRow: a 3-D input, (n, sig_y, sig_x), has nav shape (n,): images of n values,
+// frames picked by x alone.
+func TestOneRow(t *testing.T) {
+	data := make([]float32, 6*sy*sx)
+	for i := range data {
+		data[i] = float32(i % 97)
+	}
+	path := filepath.Join(t.TempDir(), "row.npy")
+	require.NoError(t, npy.WriteFile(path, []int{6, sy, sx}, data))
+	ds, err := stemdot.Open(path, stemdot.Options{})
+	require.NoError(t, err)
+	defer ds.Close()
+	pl, err := stemdot.Plan{CPUs: "1"}.Planner()
+	require.NoError(t, err)
+	s, err := New(ds, Options{Apply: pl, Reduce: pl})
+	require.NoError(t, err)
+	s.firstPass(context.Background())
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	base := hs.URL + "/" + s.Token() + "/api/"
+	shape, img := array(t, base+"image?spec=point:2,1")
+	require.Equal(t, "6", shape)
+	for f, v := range img {
+		require.Equal(t, float64((f*sy*sx+sx+2)%97), v)
+	}
+	shape, com := array(t, base+"image?spec=com:8,6")
+	require.Equal(t, "3,6", shape)
+	require.Len(t, com, 18)
+	shape, fr := array(t, base+"pick?x=4")
+	require.Equal(t, "12,16", shape)
+	require.Equal(t, float64((4*sy*sx+5)%97), fr[5])
 }

@@ -563,7 +563,7 @@ async function start() {
   const i = S.info;
   document.title = `stemdot view — ${i.file}`;
   $('info').textContent = `${i.file}: ${i.format}, nav ${i.nav_shape.join('×')}, sig ${i.sig_shape.join('×')}, ${i.dtype}, ` +
-    `${i.frames} frames, ${(i.bytes / 1e9).toFixed(3)} GB, ${i.workers} worker${i.workers === 1 ? '' : 's'}`;
+    `${i.frames} frames${i.roi_positions != null ? ' (ROI)' : ''}, ${(i.bytes / 1e9).toFixed(3)} GB, ${i.workers} worker${i.workers === 1 ? '' : 's'}`;
   showWarnings(i.warnings);
   S.det = defaultDetector('disk');
   const ev = new EventSource('api/events');

@@ -47,10 +47,12 @@ under way during a drag, only the newest detector waits for it, and a run still 
 from done is cancelled at once. The sum frames and the last 16 images are kept.
 
 Safety: the server listens on loopback only unless --listen ADDR is given; it answers
-only URLs with its token, only requests whose Host is an IP address or localhost and
-whose Origin (if any) is its own (no DNS rebinding), and serves only this dataset. It
+only URLs with its token, only requests whose Host is an IP address, localhost or the
+name given to --listen, and whose Origin (if any) is its own (no DNS rebinding), and
+serves only this dataset. It
 stops at Ctrl-C or SIGTERM (exit status 0), or --close-after (default 30s) after the
-last page showing it was closed (0: only at Ctrl-C); a reload reconnects within it.`,
+last page showing it was closed (0: only at Ctrl-C; never before a first page
+connected); a reload reconnects within it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if gpu {
@@ -89,8 +91,12 @@ last page showing it was closed (0: only at Ctrl-C); a reload reconnects within 
 			if err != nil {
 				return err
 			}
+			var hosts []string
+			if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && net.ParseIP(h) == nil {
+				hosts = append(hosts, h) // --listen NAME:PORT: pages open it by that name
+			}
 			srv, err := view.New(ds, view.Options{File: args[0], Command: applyCommand(args[0], &df), Apply: apply, Reduce: reduce,
-				Warnings: stemdot.OpenWarnings(ds), CloseAfter: closeAfter})
+				Warnings: stemdot.OpenWarnings(ds), CloseAfter: closeAfter, Hosts: hosts})
 			if err != nil {
 				return err
 			}
@@ -98,7 +104,12 @@ last page showing it was closed (0: only at Ctrl-C); a reload reconnects within 
 			if err != nil {
 				return fmt.Errorf("listening on %s: %w (give another --port, or --port 0 for any free one)", addr, err)
 			}
-			url := fmt.Sprintf("http://%s/%s/", ln.Addr(), srv.Token())
+			shown := ln.Addr().String()
+			if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() { // --listen 0.0.0.0:PORT
+				shown = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+				warn(cmd, fmt.Sprintf("listening on every address (--listen %s): from another machine, open the URL with this machine's address in place of 127.0.0.1", listen))
+			}
+			url := fmt.Sprintf("http://%s/%s/", shown, srv.Token())
 			fmt.Fprintf(cmd.OutOrStdout(), "stemdot view of %s: %s\n", args[0], url)
 			if f, ok := cmd.OutOrStdout().(*os.File); ok {
 				f.Sync()

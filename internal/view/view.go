@@ -38,8 +38,8 @@
 // and the last images (up to 16 or 256 MiB) are kept.
 //
 // Safety: the server answers only paths under /TOKEN/ (anything else: 403 without
-// saying more), only requests whose Host header is an IP address, localhost or the host
-// it listens on (a DNS-rebinding page has another name), and refuses a request whose
+// saying more), only requests whose Host header is an IP address, localhost or a name
+// of Options.Hosts (a DNS-rebinding page has another name), and refuses a request whose
 // Origin is not the server's own. It reads only the dataset it was given. It stops when
 // its context is cancelled (stemdot view: Ctrl-C, SIGTERM) or, with Options.CloseAfter,
 // when no page has held the event stream open for that long after the last one closed
@@ -94,6 +94,9 @@ type Options struct {
 	CloseAfter time.Duration
 	// Token is the path prefix every request needs; empty: a random one (NewToken).
 	Token string
+	// Hosts are host names accepted in the Host header besides IP addresses and
+	// localhost, e.g. the name given to stemdot view --listen.
+	Hosts []string
 }
 
 // Server serves one dataset to the page. Create it with New, run it with Serve.
@@ -243,7 +246,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
-	if why := checkHost(r); why != "" {
+	if why := checkHost(r, s.opt.Hosts); why != "" {
 		http.Error(w, why, http.StatusForbidden)
 		return
 	}
@@ -264,16 +267,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkHost says why r's Host or Origin is refused, "" when they are accepted: the Host
-// must be an IP address or localhost (any port; the listener decides which addresses
-// reach the server), the Origin, when given, http:// and the Host.
-func checkHost(r *http.Request) string {
+// must be an IP address, localhost or one of hosts (any port; the listener decides which
+// addresses reach the server), the Origin, when given, http:// and the Host.
+func checkHost(r *http.Request, hosts []string) string {
 	host := r.Host
 	name := host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		name = h
 	}
 	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
-	if net.ParseIP(name) == nil && !strings.EqualFold(name, "localhost") {
+	if net.ParseIP(name) == nil && !strings.EqualFold(name, "localhost") && !slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, name) }) {
 		return "forbidden: Host " + strconv.Quote(host) + " is not an address of this server (DNS rebinding?): open the URL stemdot view printed"
 	}
 	if o := r.Header.Get("Origin"); o != "" && o != "http://"+host {

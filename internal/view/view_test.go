@@ -96,6 +96,7 @@ func get(t *testing.T, url string, header ...string) (*http.Response, []byte) {
 
 func TestRefused(t *testing.T) {
 	s, hs := newServer(t)
+	s.opt.Hosts = []string{"scope.lab"}
 	base := hs.URL + "/" + s.Token() + "/"
 	port := strings.Split(hs.Listener.Addr().String(), ":")[1]
 	for _, c := range []struct {
@@ -113,6 +114,7 @@ func TestRefused(t *testing.T) {
 		{"a foreign Host (DNS rebinding)", base + "api/info", []string{"Host", "attacker.example:" + port}, 403},
 		{"Host localhost", base + "api/info", []string{"Host", "localhost:" + port}, 200},
 		{"Host [::1]", base + "api/info", []string{"Host", "[::1]:" + port}, 200},
+		{"the name of Options.Hosts", base + "api/info", []string{"Host", "Scope.Lab:" + port}, 200},
 		{"a foreign Origin", base + "api/info", []string{"Origin", "http://attacker.example"}, 403},
 		{"a null Origin", base + "api/info", []string{"Origin", "null"}, 403},
 		{"the server's Origin", base + "api/info", []string{"Origin", hs.URL}, 200},

@@ -9,7 +9,8 @@ package main
 //
 // Screenshots go to $STEMDOT_VIEW_SHOTS, else $TMPDIR/stemdot-view-screenshots (logged).
 // STEMDOT_VIEW_BENCH=1 (make bench-view) runs the latency test on a 1.07 GB scan
-// (256×256 positions of 64×128 uint16 frames, page-cached) with more moves.
+// (256×256 positions of 64×128 uint16 frames, page-cached) with more moves;
+// STEMDOT_VIEW_BENCH_NAV and STEMDOT_VIEW_BENCH_SIG give other shapes (Y,X).
 
 import (
 	"bufio"
@@ -430,6 +431,12 @@ func TestViewSynthetic(t *testing.T) {
 	bench := os.Getenv("STEMDOT_VIEW_BENCH") != ""
 	if bench {
 		nav, sig, moves = "256,256", "64,128", 40
+		if v := os.Getenv("STEMDOT_VIEW_BENCH_NAV"); v != "" {
+			nav = v
+		}
+		if v := os.Getenv("STEMDOT_VIEW_BENCH_SIG"); v != "" {
+			sig = v
+		}
 	}
 	file := filepath.Join(t.TempDir(), "synth.npy")
 	start := time.Now()
@@ -453,7 +460,7 @@ func TestViewSynthetic(t *testing.T) {
 	require.NoError(t, chromedp.Do(p.ctx, chromedp.MouseEvent(chromedp.MousePressed, a[0], a[1], chromedp.ButtonLeft)))
 	n0 := eval[int](p, `stemdotView.latencies.length`)
 	for i := 1; i <= moves; i++ {
-		x, y := cx+float64(i%7)-3, cy+float64(i%5)-2
+		x, y := cx-10+float64(i%21), cy-3+float64(i/21%7) // no position twice (no cached image)
 		b := p.framePoint(x, y)
 		require.NoError(t, chromedp.Do(p.ctx, chromedp.MouseEvent(chromedp.MouseMoved, b[0], b[1], chromedp.ButtonLeft)))
 		_, err := chromedp.Run(p.ctx, chromedp.Poll[bool](fmt.Sprintf(`stemdotView.latencies.length > %d && stemdotView.presentedSeq === stemdotView.painted.seq && stemdotView.painted.spec === stemdotView.spec`, n0), chromedp.WithPollingTimeout(time.Minute)))

@@ -448,7 +448,7 @@ func TestViewSynthetic(t *testing.T) {
 	// Page-cache it, as the target says: read it once.
 	_, err = os.ReadFile(file)
 	require.NoError(t, err)
-	p := scenario(t, file, "synth")
+	p := scenario(t, file, "synth", "--nav-shape", nav) // a dataset option, which the page's command repeats
 
 	// Latency: one mouse move at a time, each waited for until its image is presented.
 	eval[bool](p, `(() => { const s = document.getElementById('det-type'); s.value = 'disk'; s.dispatchEvent(new Event('change')); return true; })()`)

@@ -83,7 +83,19 @@ connected); a reload reconnects within it.`,
 			defer ds.Close()
 			apply, err := pf.Planner()
 			if err != nil {
+				if gpu {
+					return fmt.Errorf("--gpu: %w", err)
+				}
 				return err
+			}
+			// The command that reproduces the page's images runs on the same kind of
+			// workers: GPU products may differ from CPU ones in the last bits.
+			var planArgs []string
+			if pf.GPUs != "" {
+				planArgs = append(planArgs, "--gpus", shellQuote(pf.GPUs))
+			}
+			if pf.CPUs != "" {
+				planArgs = append(planArgs, "--cpus", shellQuote(pf.CPUs))
 			}
 			rp := pf.Plan
 			rp.GPUs = ""
@@ -95,7 +107,7 @@ connected); a reload reconnects within it.`,
 			if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && net.ParseIP(h) == nil {
 				hosts = append(hosts, h) // --listen NAME:PORT: pages open it by that name
 			}
-			srv, err := view.New(ds, view.Options{File: args[0], Command: applyCommand(args[0], &df), Apply: apply, Reduce: reduce,
+			srv, err := view.New(ds, view.Options{File: args[0], Command: strings.Join(append([]string{applyCommand(args[0], &df)}, planArgs...), " "), Apply: apply, Reduce: reduce,
 				Warnings: stemdot.OpenWarnings(ds), CloseAfter: closeAfter, Hosts: hosts})
 			if err != nil {
 				return err

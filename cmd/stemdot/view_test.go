@@ -19,6 +19,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"image"
+	"image/png"
 	"math"
 	"net"
 	"os"
@@ -31,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
@@ -135,6 +138,23 @@ type page struct {
 	shots string
 	name  string
 	dir   string // for the CLI's outputs
+	// downloads is where the browser saves what the page exports.
+	downloads string
+}
+
+// download clicks the button with id and returns the file the browser saved as name.
+func (p *page) download(id, name string) []byte {
+	p.t.Helper()
+	f := filepath.Join(p.downloads, name)
+	os.Remove(f)
+	require.NoError(p.t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID(id))))
+	var b []byte
+	require.Eventually(p.t, func() bool {
+		var err error
+		b, err = os.ReadFile(f)
+		return err == nil && len(b) > 0
+	}, 30*time.Second, 20*time.Millisecond, "the browser saved no %s after a click on #%s", name, id)
+	return b
 }
 
 func openPage(t *testing.T, url, name string) *page {
@@ -143,7 +163,10 @@ func openPage(t *testing.T, url, name string) *page {
 		shots = filepath.Join(os.TempDir(), "stemdot-view-screenshots")
 	}
 	require.NoError(t, os.MkdirAll(shots, 0o755))
-	p := &page{t: t, ctx: browser(t), shots: shots, name: name, dir: t.TempDir()}
+	p := &page{t: t, ctx: browser(t), shots: shots, name: name, dir: t.TempDir(), downloads: t.TempDir()}
+	_, err := chromedp.CallBrowser(p.ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+		Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: p.downloads})
+	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(p.ctx, chromedp.Navigate(url)))
 	p.waitPainted()
 	return p
@@ -249,7 +272,7 @@ func (p *page) checkImage() string {
 	name := eval[string](p, `safeName(stemdotView.spec)`) + ".npy"
 	want, err := os.ReadFile(filepath.Join(p.dir, name))
 	require.NoError(p.t, err)
-	require.Equal(p.t, want, p.bytesOf(`stemdotView.exportNPY()`), "exported NPY of %s against stemdot apply's", spec)
+	require.Equal(p.t, want, p.download("export-npy", name), "exported NPY of %s against stemdot apply's", spec)
 	require.Equal(p.t, npyData(p.t, filepath.Join(p.dir, name)), p.bytesOf(`stemdotView.painted.data`), "painted image of %s against stemdot apply's", spec)
 	return spec
 }
@@ -289,6 +312,14 @@ func scenario(t *testing.T, file, name string, opts ...string) *page {
 	spec := fmt.Sprintf("disk:%g,%g,%g", cx, cy, r1)
 	require.Equal(t, spec, p.checkImage())
 	p.shot("1_disk")
+	// The PNG export: the image as shown, one pixel per scan position.
+	img, err := png.Decode(bytes.NewReader(p.download("export-png", eval[string](p, `safeName(stemdotView.spec)`)+".png")))
+	require.NoError(t, err)
+	ny, nx := 1, nav[len(nav)-1]
+	if len(nav) == 2 {
+		ny = nav[0]
+	}
+	require.Equal(t, image.Rect(0, 0, nx, ny), img.Bounds())
 	if len(nav) == 2 && strings.HasSuffix(file, ".mib") {
 		checkDiskReference(t, file, f32s(p.bytesOf(`stemdotView.painted.data`)), cx, cy, r1)
 	}
@@ -315,7 +346,7 @@ func scenario(t *testing.T, file, name string, opts ...string) *page {
 	at := eval[[2]float64](p, fmt.Sprintf(`stemdotView.imagePoint(%d, %d)`, y, x))
 	seq := eval[int](p, `stemdotView.frameSeq`)
 	require.NoError(t, chromedp.Do(p.ctx, chromedp.MouseClickXY(at[0], at[1])))
-	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool](fmt.Sprintf(`stemdotView.frameSeq > %d`, seq)))
+	_, err = chromedp.Run(p.ctx, chromedp.Poll[bool](fmt.Sprintf(`stemdotView.frameSeq > %d`, seq)))
 	require.NoError(t, err)
 	require.Equal(t, []int{y, x}, eval[[]int](p, `[stemdotView.frame.y, stemdotView.frame.x]`))
 	pos := fmt.Sprintf("%d,%d", y, x)
@@ -341,7 +372,7 @@ func scenario(t *testing.T, file, name string, opts ...string) *page {
 	shifts := filepath.Join(p.dir, eval[string](p, `safeName(stemdotView.spec)`)+"_shifts.npy")
 	want, err := os.ReadFile(shifts)
 	require.NoError(t, err)
-	require.Equal(t, want, p.bytesOf(`stemdotView.exportNPY()`), "exported CoM shifts against apply --com-shifts")
+	require.Equal(t, want, p.download("export-npy", eval[string](p, `safeName(stemdotView.spec)`)+".npy"), "exported CoM shifts against apply --com-shifts")
 	if len(nav) == 2 && nav[0] >= 2 && nav[1] >= 2 {
 		p.cli("com", shifts, "--magnitude", "mag.npy", "-q")
 		eval[bool](p, `(() => { const s = document.getElementById('com-part'); s.value = '2'; s.dispatchEvent(new Event('change')); return true; })()`)

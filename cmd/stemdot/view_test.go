@@ -61,7 +61,15 @@ func chromium(t *testing.T) string {
 // SIGTERM and checks that it stopped cleanly (status 0).
 func startView(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(stemdotBin, append([]string{"view", "--no-browser", "--close-after", "0"}, args...)...)
+	url, _ := startViewCmd(t, append([]string{"--close-after", "0"}, args...)...)
+	return url
+}
+
+// startViewCmd is startView's: stemdot view with args, its URL and a channel that
+// receives its end.
+func startViewCmd(t *testing.T, args ...string) (string, <-chan error) {
+	t.Helper()
+	cmd := exec.Command(stemdotBin, append([]string{"view", "--no-browser"}, args...)...)
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -73,14 +81,20 @@ func startView(t *testing.T, args ...string) string {
 		_, url, _ := strings.Cut(strings.TrimSpace(line), ": ")
 		urlc <- url
 	}()
+	// The process's end goes to the test (ended) and to the cleanup (done), which stops it
+	// with SIGTERM if it still runs and checks that it stopped cleanly (status 0).
+	done, ended := make(chan error, 1), make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		done <- err
+		ended <- err
+	}()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("stemdot view did not stop cleanly at SIGTERM: %v\n%s", err, stderr.String())
+				t.Errorf("stemdot view did not stop cleanly: %v\n%s", err, stderr.String())
 			}
 			require.Contains(t, stderr.String(), "view stopped")
 		case <-time.After(10 * time.Second):
@@ -91,11 +105,11 @@ func startView(t *testing.T, args ...string) string {
 	select {
 	case url := <-urlc:
 		require.True(t, strings.HasPrefix(url, "http://127.0.0.1:"), "URL %q, stderr: %s", url, stderr.String())
-		return url
+		return url, ended
 	case <-time.After(60 * time.Second):
 		t.Fatalf("stemdot view printed no URL within 60 s: %s", stderr.String())
 	}
-	return ""
+	return "", nil
 }
 
 // lockedBuffer is a bytes.Buffer that a process writes while the test reads it.
@@ -566,4 +580,27 @@ func TestViewWarnings(t *testing.T) {
 	require.Equal(t, []int{1, 8}, eval[[]int](p, `stemdotView.info.nav_shape`))
 	p.checkImage()
 	p.shot("0_start")
+}
+
+// TestViewClosedTab: with --close-after, stemdot view stops by itself (status 0) once
+// the last page showing it is closed.
+func TestViewClosedTab(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "s.npy")
+	_, stderr, code := run(t, "synth", "--out", file, "--nav-shape", "4,4", "--sig-shape", "16,16")
+	require.Equal(t, 0, code, stderr)
+	url, ended := startViewCmd(t, file, "--close-after", "1s")
+	p := openPage(t, url, "closed")
+	p.waitPainted()
+	select {
+	case err := <-ended:
+		t.Fatalf("stemdot view stopped while the page was open: %v", err)
+	case <-time.After(2 * time.Second):
+	}
+	require.NoError(t, chromedp.Cancel(p.ctx)) // closes the tab and the browser
+	select {
+	case err := <-ended:
+		require.NoError(t, err, "stemdot view's exit after the page was closed")
+	case <-time.After(30 * time.Second):
+		t.Fatal("stemdot view did not stop within 30 s of its page closing (--close-after 1s)")
+	}
 }

@@ -46,6 +46,9 @@ import (
 func chromium(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("STEMDOT_CHROMIUM"); p != "" {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("STEMDOT_CHROMIUM=%s: %v", p, err)
+		}
 		return p
 	}
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
@@ -520,6 +523,25 @@ func TestViewSynthetic(t *testing.T) {
 		nav, sig, moves, lat[len(lat)/2], lat[0], lat[len(lat)-1])
 	p.checkImage()
 	p.shot("6_latency")
+
+	// A continuous drag, the moves not waited for: images follow while it lasts (newest
+	// wins), the last one is the final detector's.
+	painted0, cancelled0 := eval[int](p, `stemdotView.paintedSeq`), eval[int](p, `stemdotView.cancelled`)
+	cx, cy = eval[float64](p, `stemdotView.det.cx`), eval[float64](p, `stemdotView.det.cy`)
+	a = p.framePoint(cx, cy)
+	acts := []chromedp.Action[chromedp.Void]{chromedp.MouseEvent(chromedp.MousePressed, a[0], a[1], chromedp.ButtonLeft)}
+	for i := 1; i <= 3*moves; i++ {
+		b := p.framePoint(cx+float64(i%9)-4, cy+float64(i/9%5)-2)
+		acts = append(acts, chromedp.MouseEvent(chromedp.MouseMoved, b[0], b[1], chromedp.ButtonLeft), chromedp.Sleep(5*time.Millisecond))
+	}
+	b := p.framePoint(cx+3, cy+3)
+	acts = append(acts, chromedp.MouseEvent(chromedp.MouseReleased, b[0], b[1], chromedp.ButtonLeft))
+	start = time.Now()
+	require.NoError(t, chromedp.Do(p.ctx, acts...))
+	took := time.Since(start)
+	require.Equal(t, fmt.Sprintf("disk:%g,%g,%g", cx+3, cy+3, eval[float64](p, `stemdotView.det.r`)), p.checkImage())
+	t.Logf("continuous drag of %d moves in %.0f ms: %d images shown, %d runs cancelled for newer ones",
+		3*moves, took.Seconds()*1000, eval[int](p, `stemdotView.paintedSeq`)-painted0, eval[int](p, `stemdotView.cancelled`)-cancelled0)
 
 	// STEMDOT_VIEW_README_SHOT=doc/view.png: the README's screenshot, an annular dark
 	// field in viridis.

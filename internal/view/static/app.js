@@ -15,6 +15,7 @@ const S = window.stemdotView = {
   frame: null,           // the frame shown: {kind, y, x, shape, data, seq}
   frameSeq: 0,
   latencies: [],         // ms from the mouse event to the animation frame presenting its image
+  cancelled: 0,          // requests cancelled for a newer detector
   errors: [],
   dragging: false,
 };
@@ -343,6 +344,7 @@ function requestImage(spec, t0) {
     if (S.dragging && age >= lastDuration / 2) { pending = { spec, t0 }; return; }
     inflight.ctrl.abort();
     inflight = null;
+    S.cancelled++;
   }
   pending = null;
   if (S.painted && S.painted.spec === spec) { setBusy(false); return; }

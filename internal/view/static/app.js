@@ -429,12 +429,16 @@ function drawImage() {
 }
 
 function drawColorbar(lo, hi, cmap) {
-  const c = $('colorbar'), g = c.getContext('2d'), L = lut(cmap);
-  c.width = imageCanvas.width;
-  for (let i = 0; i < c.width; i++) {
-    const k = Math.round(i / Math.max(1, c.width - 1) * 255);
-    g.fillStyle = `rgb(${L[3 * k]},${L[3 * k + 1]},${L[3 * k + 2]})`;
-    g.fillRect(i, 0, 1, c.height);
+  const c = $('colorbar');
+  if (c.dataset.cmap !== cmap || c.width !== imageCanvas.width) { // drawn once per map and width
+    c.width = imageCanvas.width;
+    const img = new ImageData(c.width, c.height), L = lut(cmap);
+    for (let i = 0; i < c.width; i++) {
+      const k = Math.round(i / Math.max(1, c.width - 1) * 255);
+      for (let y = 0; y < c.height; y++) img.data.set([L[3 * k], L[3 * k + 1], L[3 * k + 2], 255], 4 * (y * c.width + i));
+    }
+    c.getContext('2d').putImageData(img, 0, 0);
+    c.dataset.cmap = cmap;
   }
   $('cb-lo').textContent = fmtVal(lo);
   $('cb-hi').textContent = fmtVal(hi);

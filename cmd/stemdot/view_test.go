@@ -471,6 +471,19 @@ func TestViewRealFile(t *testing.T) {
 		require.Equal(t, c.want, p.checkImage())
 	}
 	p.shot("6_keys")
+
+	// A detector that selects no pixel: the server's error on the page, gone with the
+	// next image.
+	eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("disk:-50,-50,3\r")))
+	_, err = chromedp.Run(p.ctx, chromedp.Poll[bool](`stemdotView.errors.length > 0`))
+	require.NoError(t, err)
+	require.Contains(t, eval[string](p, `document.getElementById('error-text').textContent`), "no pixel")
+	require.False(t, eval[bool](p, `document.getElementById('error').hidden`))
+	eval[bool](p, `(() => { stemdotView.errors.length = 0; const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("disk:20,20,3\r")))
+	require.Equal(t, "disk:20,20,3", p.checkImage())
+	require.True(t, eval[bool](p, `document.getElementById('error').hidden`))
 }
 
 func TestViewSynthetic(t *testing.T) {

@@ -21,9 +21,12 @@ const S = window.stemdotView = {
 };
 
 // ---------- errors ----------
-function showError(msg) {
+// showError shows msg in the banner; from an image request (src 'image'), the next
+// image shown takes it away.
+function showError(msg, src) {
   S.errors.push(msg);
   $('error-text').textContent = msg;
+  $('error').dataset.src = src || '';
   $('error').hidden = false;
 }
 $('error-close').onclick = () => { $('error').hidden = true; };
@@ -260,10 +263,11 @@ function dragTo(ev) {
   const [px, py] = canvasXY(ev);
   const x = toSig(px), y = toSig(py), d = S.det;
   const r = Math.round(Math.hypot(x - d.cx, y - d.cy));
+  const [sy, sx] = sigShape(), clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
   switch (drag.mode) {
-    case 'move':
-      if (d.type === 'rect') { d.x = Math.round(x - drag.dx); d.y = Math.round(y - drag.dy); }
-      else { d.cx = Math.round(x - drag.dx); d.cy = Math.round(y - drag.dy); }
+    case 'move': // kept on the frame: a detector that selects no pixel is an error
+      if (d.type === 'rect') { d.x = clamp(Math.round(x - drag.dx), 1 - d.w, sx - 1); d.y = clamp(Math.round(y - drag.dy), 1 - d.h, sy - 1); }
+      else { d.cx = clamp(Math.round(x - drag.dx), 0, sx - 1); d.cy = clamp(Math.round(y - drag.dy), 0, sy - 1); }
       break;
     case 'r': d.r = Math.max(0, r); break;
     case 'ro': d.ro = Math.max(r, d.ri + 1); break;
@@ -365,7 +369,7 @@ async function runImage(spec, t0, retry) {
       inflight = null;
       return runImage(spec, t0, true);
     }
-    if (inflight === job && e.status !== 409) showError(e.message);
+    if (inflight === job && e.status !== 409) showError(e.message, 'image');
   } finally {
     if (inflight === job) {
       inflight = null;
@@ -392,6 +396,7 @@ function paintImage(spec, arr, t0, ms) {
   const part = com ? Number($('com-part').value) : 0;
   S.painted = { spec, shape: arr.shape, dtype: arr.dtype, all: arr.data, part, data: arr.data.subarray(part * n, (part + 1) * n), seq: ++S.paintedSeq, ms };
   $('com-part-label').hidden = !com;
+  if ($('error').dataset.src === 'image') $('error').hidden = true;
   if ($('auto').checked) setLimits();
   drawImage();
   if (t0 !== undefined) {

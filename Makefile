@@ -87,6 +87,7 @@ SKIPPED = $(if $(TAGS),,CUDA build tests (nvcc not found);) \
 	$(if $(NOHDF5),HDF5 reader tests ($(HDF5_MISSING));) \
 	$(if $(wildcard /dev/nvidia0),,tests on a GPU (no GPU found: the kernels ran on the CPU emulator only);) \
 	$(if $(wildcard $(STEMDOT_TESTDATA)/mib),,tests on real detector files ($(STEMDOT_TESTDATA) not found);) \
+	$(if $(STEMDOT_CHROMIUM)$(shell command -v chromium chromium-browser google-chrome google-chrome-stable 2>/dev/null),,the browser tests of stemdot view (no Chromium: apt-get install chromium);) \
 	$(if $(filter 0,$(shell id -u)),,the cluster faults that need namespaces (not root: the rig's nodes share one address);)
 test:
 	@start=$$(date +%s); $(MAKE) --no-print-directory test-steps; rc=$$?; s=$$(( $$(date +%s) - start )); \

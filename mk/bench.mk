@@ -54,3 +54,14 @@ bench: bench-venv bench-build
 
 bench-full: bench-venv bench-build
 	$(BENCH_BIN) -with $(BENCH_OPENBLAS_BIN)
+
+# bench-view: stemdot view's drag-to-image latency (mouse event to the animation frame that
+# presents the new image, measured in the page) in headless Chromium, 1 disk on CPU
+# workers, on a 1.07 GB synthetic scan (256×256 positions of 64×128 uint16 frames, written
+# to a temporary directory, read once into the page cache, removed after): the browser test
+# TestViewSynthetic with STEMDOT_VIEW_BENCH=1 prints the median, min and max of 40 moves.
+# Needs Chromium (apt-get install chromium); screenshots in $STEMDOT_VIEW_SHOTS. Other
+# shapes: STEMDOT_VIEW_BENCH_NAV=64,128 STEMDOT_VIEW_BENCH_SIG=256,256 make bench-view.
+.PHONY: bench-view
+bench-view:
+	STEMDOT_VIEW_BENCH=1 $(GO) test $(GOTAGS_CPU) -count=1 -run '^TestViewSynthetic$$' -v ./cmd/stemdot

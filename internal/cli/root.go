@@ -15,12 +15,14 @@
 //	stemdot com SHIFTS.npy --icom F ...     CoM products: magnitude, divergence, curl, iCoM
 //	stemdot descan fit FILE --out S.npy     the descan plane (CoM shift fit), per-position mask shifts
 //	stemdot synth --out FILE ...            a synthetic 4D-STEM dataset
+//	stemdot view FILE [--port N] [--gpu]    an interactive virtual detector in the browser
 //	stemdot --version                       the version, and whether built with CUDA and HDF5
 //
 // Every command prints its errors as "stemdot: ..." on stderr, naming the flag that
 // helps, and exits with status 1. An interrupt (Ctrl-C, SIGTERM, SIGHUP) ends every
 // command with status 1 too, also one waiting in an open: apply and synth stop their
-// work and write nothing, the other steps end at once.
+// work and write nothing, the other steps end at once; view, a server that Ctrl-C
+// stops, stops cleanly with status 0.
 package cli
 
 import (
@@ -88,7 +90,7 @@ one image of shape nav_shape per mask.`,
 	}
 	root.SetVersionTemplate("stemdot {{.Version}} (" + buildFlavour() + ")\n")
 	root.SetFlagErrorFunc(suggestFlag)
-	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(&local{}), newSumCmd(&local{}), newPickCmd(), newDescanCmd(), newSynthCmd(), newCOMCmd())
+	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(&local{}), newSumCmd(&local{}), newPickCmd(), newDescanCmd(), newSynthCmd(), newCOMCmd(), newViewCmd())
 	return root
 }
 

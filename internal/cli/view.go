@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/internal/view"
+)
+
+func newViewCmd() *cobra.Command {
+	var df datasetFlags
+	var pf planFlags
+	var gpu, noBrowser bool
+	var port int
+	var listen string
+	var closeAfter time.Duration
+	cmd := &cobra.Command{
+		Use:   "view FILE [dataset options] [--port N] [--gpu]",
+		Short: "An interactive virtual detector in the browser: drag detectors over the sum frame, see the virtual image",
+		Long: `view opens the dataset, computes its sum, mean and max frames (one pass, a progress
+bar on the page), starts an HTTP server on 127.0.0.1 (--port, 0: any free port) and
+prints its URL, which carries a random token; with $BROWSER set it opens the URL there.
+
+The page (served from the binary, nothing fetched from elsewhere) shows on the left the
+sum, mean or max frame (or the frame of a scan position clicked on the right), log or
+linear, with the detector drawn on it: disk, ring, rect, point or com, moved by dragging
+its inside, resized by dragging its edge (a ring's inner or outer edge, a rect's
+bottom-right corner), or with the keys (arrows move, Shift ×10; + and − resize), its
+spec editable as the CLI's (disk:128,128,20). On the right the virtual image of the
+detector as stemdot apply computes it (the same float32 values), updated while it is
+dragged, with colour map, contrast limits and colour bar; for com the shift y, shift x
+or their magnitude, as apply --com-shifts and stemdot com --magnitude give them. Export:
+the image as NPY (as apply --out writes it; com: the shifts as --com-shifts), the image
+as PNG as shown, and the stemdot apply command that computes it.
+
+Runs: one at a time, on the workers of --cpus/--gpus (--gpu: one GPU worker, CUDA
+builds only); a new request cancels the run in progress (newest wins); while a run is
+under way during a drag, only the newest detector waits for it, and a run still far
+from done is cancelled at once. The sum frames and the last 16 images are kept.
+
+Safety: the server listens on loopback only unless --listen ADDR is given; it answers
+only URLs with its token, only requests whose Host is an IP address, localhost or the
+name given to --listen, and whose Origin (if any) is its own (no DNS rebinding), and
+serves only this dataset. It
+stops at Ctrl-C or SIGTERM (exit status 0), or --close-after (default 30s) after the
+last page showing it was closed (0: only at Ctrl-C; never before a first page
+connected); a reload reconnects within it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if gpu {
+				if !stemdot.BuiltWithCUDA() {
+					return fmt.Errorf("--gpu: this stemdot is built without CUDA (CPU-only): build it with make where nvcc is found, or leave --gpu out")
+				}
+				if pf.GPUs != "" {
+					return fmt.Errorf("--gpu and --gpus %s: give one of them", pf.GPUs)
+				}
+				pf.GPUs = "1"
+			}
+			if closeAfter < 0 {
+				return fmt.Errorf("--close-after %s: want a duration of 0 (only Ctrl-C stops the server) or more", closeAfter)
+			}
+			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			if listen != "" {
+				if cmd.Flags().Changed("port") {
+					return fmt.Errorf("--listen %s and --port %d: give the port in --listen (HOST:PORT)", listen, port)
+				}
+				addr = listen
+			} else if port < 0 || port > 65535 {
+				return fmt.Errorf("--port %d: want 0 (any free port) to 65535", port)
+			}
+			ds, err := df.open(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			defer ds.Close()
+			apply, err := pf.Planner()
+			if err != nil {
+				if gpu {
+					return fmt.Errorf("--gpu: %w", err)
+				}
+				return err
+			}
+			// The command that reproduces the page's images runs on the same kind of
+			// workers: GPU products may differ from CPU ones in the last bits.
+			var planArgs []string
+			if pf.GPUs != "" {
+				planArgs = append(planArgs, "--gpus", shellQuote(pf.GPUs))
+			}
+			if pf.CPUs != "" {
+				planArgs = append(planArgs, "--cpus", shellQuote(pf.CPUs))
+			}
+			rp := pf.Plan
+			rp.GPUs = ""
+			reduce, err := rp.ReducePlanner()
+			if err != nil {
+				return err
+			}
+			var hosts []string
+			if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && net.ParseIP(h) == nil {
+				hosts = append(hosts, h) // --listen NAME:PORT: pages open it by that name
+			}
+			srv, err := view.New(ds, view.Options{File: args[0], Command: strings.Join(append([]string{applyCommand(args[0], &df)}, planArgs...), " "), Apply: apply, Reduce: reduce,
+				Warnings: stemdot.OpenWarnings(ds), CloseAfter: closeAfter, Hosts: hosts})
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("listening on %s: %w (give another --port, or --port 0 for any free one)", addr, err)
+			}
+			shown := ln.Addr().String()
+			if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() { // --listen 0.0.0.0:PORT
+				shown = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+				warn(cmd, fmt.Sprintf("listening on every address (--listen %s): from another machine, open the URL with this machine's address in place of 127.0.0.1", listen))
+			}
+			url := fmt.Sprintf("http://%s/%s/", shown, srv.Token())
+			fmt.Fprintf(cmd.OutOrStdout(), "stemdot view of %s: %s\n", args[0], url)
+			if f, ok := cmd.OutOrStdout().(*os.File); ok {
+				f.Sync()
+			}
+			if b := os.Getenv("BROWSER"); b != "" && !noBrowser {
+				c := exec.Command(b, url)
+				if err := c.Start(); err != nil {
+					warn(cmd, fmt.Sprintf("$BROWSER %s: %v: open the URL yourself", b, err))
+				} else {
+					go c.Wait()
+				}
+			}
+			err = handleInterrupts(func() error { return srv.Serve(cmd.Context(), ln) })
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: view stopped\n", prefix)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&port, "port", 0, "port on 127.0.0.1 (0: any free port)")
+	f.StringVar(&listen, "listen", "", "listen on HOST:PORT instead, e.g. 0.0.0.0:8080 (other machines then reach it: anyone with the URL's token can read the dataset's images)")
+	f.BoolVar(&gpu, "gpu", false, "compute the images on one GPU worker (a build with CUDA; else an error)")
+	f.BoolVar(&noBrowser, "no-browser", false, "do not open $BROWSER, only print the URL")
+	f.DurationVar(&closeAfter, "close-after", 30*time.Second, "stop this long after the last page showing the view was closed (0: only Ctrl-C or SIGTERM stop it)")
+	pf.register(f, false)
+	df.register(f)
+	return cmd
+}
+
+// applyCommand is the stemdot apply command for the dataset at path opened with the
+// dataset options given, shell-quoted; the page adds the masks and outputs.
+func applyCommand(path string, df *datasetFlags) string {
+	parts := []string{"stemdot", "apply", shellQuote(path)}
+	for _, o := range stemdot.OpenOptions() {
+		name := strings.TrimPrefix(o.FlagName(), "--")
+		if df.flags.Changed(name) {
+			v := *df.values[o.Key]
+			if o.Switch {
+				parts = append(parts, "--"+name+"="+shellQuote(v))
+			} else {
+				parts = append(parts, "--"+name, shellQuote(v))
+			}
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell where it holds more than safe characters.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./,:=+@%", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,666 @@
+// Package view is the server of stemdot view: an interactive virtual detector in the
+// browser for one opened dataset.
+//
+// A Server holds the dataset, computes its sum, mean and max frames in one first pass
+// (progress reported to the page), and answers the page's requests for virtual images
+// of one detector spec at a time (the CLI's mask specs, disk:CX,CY,R, ...), computed by
+// the engine on the planner's pinned workers. The page (static/, embedded, no build step,
+// nothing fetched from elsewhere) draws the frame and the detector on the left and the
+// virtual image on the right.
+//
+// Requests (every path starts with /TOKEN/, the server's random token):
+//
+//	GET /TOKEN/                      the page (index.html, app.js, style.css beside it)
+//	GET /TOKEN/api/info              JSON: file, format, nav_shape (the images': with an
+//	                                 ROI, the whole scan's), roi_positions (with an ROI),
+//	                                 sig_shape, dtype, frames, warnings, the CLI command's
+//	                                 dataset part, workers
+//	GET /TOKEN/api/events            server-sent events: "progress" {done, total} of the
+//	                                 first pass, then "ready" {} or "failed" {error}
+//	GET /TOKEN/api/frame?kind=K      the sum, mean or max frame (sig_y, sig_x), float64
+//	GET /TOKEN/api/pick?y=Y&x=X      the frame at scan position (Y, X), float32 (float64
+//	                                 for 32- and 64-bit pixels)
+//	GET /TOKEN/api/image?spec=S&page=P&seq=N
+//	                                 the virtual image of mask spec S, (nav_y, nav_x),
+//	                                 float32 as stemdot apply computes it; a com spec
+//	                                 gives three float64 maps: shift y, shift x and their
+//	                                 magnitude, as apply --com-shifts and com --magnitude
+//
+// Arrays travel as raw little-endian bytes, their shape in the header X-Shape ("256,256"
+// or "3,64,64"), their type in X-DType ("f4" or "f8"). Errors are plain text with status
+// 400 (a bad spec or position), 409 (a run cancelled by a newer one), 503 (the first
+// pass is still running) or 500.
+//
+// Image runs: one at a time; a new request cancels the run in progress (newest wins,
+// the older request gets 409), as does a request whose client went away. Newest is by
+// the page's numbering (page P's request N), so that an abandoned request that arrives
+// late cancels nothing. The sum frames
+// and the last images (up to 16 or 256 MiB) are kept.
+//
+// Safety: the server answers only paths under /TOKEN/ (anything else: 403 without
+// saying more), only requests whose Host header is an IP address, localhost or a name
+// of Options.Hosts (a DNS-rebinding page has another name), and refuses a request whose
+// Origin is not the server's own. It reads only the dataset it was given. It stops when
+// its context is cancelled (stemdot view: Ctrl-C, SIGTERM) or, with Options.CloseAfter,
+// when no page has held the event stream open for that long after the last one closed
+// (a closed tab; a reload reconnects within it). A page holds the stream open while it
+// is shown, in a background tab too (no timer to throttle, unlike a heartbeat).
+package view
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/comfield"
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
+)
+
+//go:embed static
+var static embed.FS
+
+// Options configure a Server.
+type Options struct {
+	// File is the dataset's path as given, shown on the page; Command is the CLI's
+	// dataset part that reproduces the page's images, e.g. "stemdot apply 'scan.mib'
+	// --nav-shape 64,64" (the page adds --mask SPEC --out ...).
+	File, Command string
+	// Apply computes the mask-dot products (pinned CPU or GPU workers, stemdot.Planner);
+	// Reduce computes the first pass's sum, mean and max frames (CPU workers).
+	Apply  *stemdot.Planner
+	Reduce *stemdot.Planner
+	// Warnings are the dataset's (stemdot.OpenWarnings), shown on the page.
+	Warnings []string
+	// CloseAfter, when positive, stops the server once no page has been connected for
+	// that long after the last one went away (not before a first page connected);
+	// zero: only the context stops it.
+	CloseAfter time.Duration
+	// Token is the path prefix every request needs; empty: a random one (NewToken).
+	Token string
+	// Hosts are host names accepted in the Host header besides IP addresses and
+	// localhost, e.g. the name given to stemdot view --listen.
+	Hosts []string
+}
+
+// Server serves one dataset to the page. Create it with New, run it with Serve.
+type Server struct {
+	ds      dataset.Dataset
+	opt     Options
+	handler http.Handler
+
+	mu       sync.Mutex
+	done     int // frames of the first pass done
+	red      *stemdot.Reduction
+	redErr   error
+	ready    chan struct{} // closed when the first pass has ended
+	cancel   context.CancelFunc
+	runID    uint64
+	seqs     map[string]uint64 // the newest image request of each page
+	cache    []cached
+	clients  int
+	lastSeen time.Time
+	changed  chan struct{} // closed and replaced at every progress or client change
+	jobs     sync.Mutex    // one image run at a time
+}
+
+type cached struct {
+	spec  string
+	dtype string
+	shape []int
+	data  []byte
+}
+
+// Cache bounds: the last images kept, by count and bytes.
+const cacheImages, cacheBytes = 16, 256 << 20
+
+// NewToken is a random token of 128 bits, hex.
+func NewToken() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// New is a server of ds. Its token is opt.Token, or a random one.
+func New(ds dataset.Dataset, opt Options) (*Server, error) {
+	if ds == nil || opt.Apply == nil || opt.Reduce == nil {
+		return nil, errs.New(errs.Argument, "view: a dataset and both planners are needed")
+	}
+	if opt.Token == "" {
+		opt.Token = NewToken()
+	}
+	s := &Server{ds: ds, opt: opt, ready: make(chan struct{}), changed: make(chan struct{})}
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/info", s.info)
+	mux.HandleFunc("GET /api/events", s.events)
+	mux.HandleFunc("GET /api/frame", s.frame)
+	mux.HandleFunc("GET /api/pick", s.pick)
+	mux.HandleFunc("GET /api/image", s.image)
+	mux.Handle("GET /", http.FileServerFS(sub))
+	s.handler = mux
+	return s, nil
+}
+
+// Token is the server's token: every path starts with /TOKEN/.
+func (s *Server) Token() string { return s.opt.Token }
+
+// Serve computes the first pass and serves the page on ln until ctx is cancelled or,
+// with Options.CloseAfter, no page has been connected for that long; it then shuts the
+// server down (runs in progress cancelled, waited for) and returns nil, or the
+// listener's error. Serve runs once per Server.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go s.firstPass(ctx)
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	if s.opt.CloseAfter > 0 {
+		go s.closeWhenIdle(ctx, stop)
+	}
+	select {
+	case err := <-errc:
+		stop()
+		<-s.ready
+		return err
+	case <-ctx.Done():
+	}
+	// Every request's context ends with ctx (BaseContext): event streams, runs and picks
+	// return promptly; Shutdown waits for them, and the first pass is waited for, so
+	// that nothing reads the dataset once Serve has returned (the caller closes it).
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	<-s.ready
+	s.jobs.Lock()
+	s.jobs.Unlock()
+	return nil
+}
+
+// closeWhenIdle calls stop once no client has been connected for CloseAfter.
+func (s *Server) closeWhenIdle(ctx context.Context, stop context.CancelFunc) {
+	tick := time.NewTicker(min(s.opt.CloseAfter/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		idle := s.clients == 0 && !s.lastSeen.IsZero() && time.Since(s.lastSeen) >= s.opt.CloseAfter
+		s.mu.Unlock()
+		if idle {
+			stop()
+			return
+		}
+	}
+}
+
+// firstPass computes the sum, mean and max frames.
+func (s *Server) firstPass(ctx context.Context) {
+	opt := stemdot.ReduceOptions{Sum: true, Mean: true, Max: true, Progress: func(done, total int) {
+		s.mu.Lock()
+		s.done = done
+		s.notify()
+		s.mu.Unlock()
+	}}
+	red, err := s.opt.Reduce.Reduce(ctx, s.ds, opt)
+	s.mu.Lock()
+	s.red, s.redErr = red, err
+	s.notify()
+	s.mu.Unlock()
+	close(s.ready)
+}
+
+// notify wakes the event streams; s.mu held.
+func (s *Server) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// ServeHTTP checks the token, Host and Origin of r and serves it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; connect-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	if why := checkHost(r, s.opt.Hosts); why != "" {
+		http.Error(w, why, http.StatusForbidden)
+		return
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/")
+	tok, rest, _ := strings.Cut(rest, "/")
+	if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.opt.Token)) != 1 {
+		http.Error(w, "forbidden: open the URL stemdot view printed (with its token)", http.StatusForbidden)
+		return
+	}
+	if rest == "" && !strings.HasSuffix(r.URL.Path, "/") {
+		http.Redirect(w, r, r.URL.Path+"/", http.StatusFound)
+		return
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = "/" + rest
+	r2.URL.RawPath = ""
+	s.handler.ServeHTTP(w, r2)
+}
+
+// checkHost says why r's Host or Origin is refused, "" when they are accepted: the Host
+// must be an IP address, localhost or one of hosts (any port; the listener decides which
+// addresses reach the server), the Origin, when given, http:// and the Host.
+func checkHost(r *http.Request, hosts []string) string {
+	host := r.Host
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
+	if net.ParseIP(name) == nil && !strings.EqualFold(name, "localhost") && !slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, name) }) {
+		return "forbidden: Host " + strconv.Quote(host) + " is not an address of this server (DNS rebinding?): open the URL stemdot view printed"
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "http://"+host {
+		return "forbidden: request from another origin " + strconv.Quote(o)
+	}
+	return ""
+}
+
+// info is the dataset's description.
+func (s *Server) info(w http.ResponseWriter, r *http.Request) {
+	sig := s.ds.SigShape()
+	scan, pos := dataset.ScanPositions(s.ds)
+	var roi any
+	if dataset.IsROI(s.ds) {
+		roi = len(pos)
+	}
+	workers := 0
+	if p, err := s.opt.Apply.Plan(s.ds, nil); err == nil {
+		workers = len(p.Workers)
+	}
+	writeJSON(w, map[string]any{
+		"file": s.opt.File, "format": s.ds.Format(), "nav_shape": scan, "roi_positions": roi, "sig_shape": sig[:],
+		"dtype": s.ds.DType().String(), "frames": s.ds.NumFrames(), "bytes": int64(s.ds.NumFrames()) * int64(s.ds.FrameBytes()),
+		"warnings": flagNames(s.opt.Warnings), "command": s.opt.Command, "workers": workers, "version": stemdot.Version,
+	})
+}
+
+// flagNames are the messages ws as the CLI says them (stemdot.FlagNames: "give
+// --nav-shape", not "give Options.NavShape"), never nil.
+func flagNames(ws []string) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = stemdot.FlagNames(w)
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// events streams the first pass's progress, then "ready" or "failed"; a page holds it
+// open while it is shown (Options.CloseAfter counts from the last one closed).
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	s.mu.Lock()
+	s.clients++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.clients--
+		s.lastSeen = time.Now()
+		s.mu.Unlock()
+	}()
+	w.Header().Set("Content-Type", "text/event-stream")
+	total := s.ds.NumFrames()
+	sent := -1
+	final := false
+	ping := time.NewTicker(15 * time.Second)
+	defer ping.Stop()
+	for {
+		s.mu.Lock()
+		done, red, rerr, changed := s.done, s.red, s.redErr, s.changed
+		s.mu.Unlock()
+		if !final {
+			switch {
+			case rerr != nil:
+				fmt.Fprintf(w, "event: failed\ndata: %s\n\n", mustJSON(map[string]string{"error": stemdot.FlagNames(rerr.Error())}))
+				final = true
+			case red != nil:
+				fmt.Fprintf(w, "event: progress\ndata: %s\n\n", mustJSON(map[string]int{"done": total, "total": total}))
+				fmt.Fprintf(w, "event: ready\ndata: %s\n\n", mustJSON(map[string]any{"warnings": flagNames(red.Warnings)}))
+				final = true
+			case done != sent:
+				fmt.Fprintf(w, "event: progress\ndata: %s\n\n", mustJSON(map[string]int{"done": done, "total": total}))
+				sent = done
+			}
+			fl.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-changed:
+		case <-ping.C:
+			fmt.Fprint(w, ": ping\n\n")
+			fl.Flush()
+		}
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// reduction waits for the first pass; it writes the error and returns nil when it
+// failed or has not ended (503: the page waits for "ready").
+func (s *Server) reduction(w http.ResponseWriter) *stemdot.Reduction {
+	select {
+	case <-s.ready:
+	default:
+		http.Error(w, "the first pass (sum frame) is still running", http.StatusServiceUnavailable)
+		return nil
+	}
+	if s.redErr != nil {
+		http.Error(w, stemdot.FlagNames(s.redErr.Error()), http.StatusInternalServerError)
+		return nil
+	}
+	return s.red
+}
+
+// frame sends the sum, mean or max frame, float64.
+func (s *Server) frame(w http.ResponseWriter, r *http.Request) {
+	red := s.reduction(w)
+	if red == nil {
+		return
+	}
+	kind := r.URL.Query().Get("kind")
+	f := red.Frame(kind)
+	if f == nil || kind == "std" {
+		http.Error(w, fmt.Sprintf("kind %q: want sum, mean or max", kind), http.StatusBadRequest)
+		return
+	}
+	sendF64(w, []int{red.SigShape[0], red.SigShape[1]}, f)
+}
+
+// pick sends the frame at scan position (y, x) of the images (a 1-D nav shape: x; with
+// an ROI, a position of the whole scan that the ROI selects), float32 where the pixels
+// fit exactly, else float64.
+func (s *Server) pick(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	scan, pos := dataset.ScanPositions(s.ds)
+	if len(scan) > 2 {
+		http.Error(w, fmt.Sprintf("nav shape %v: the view picks frames of 1-D and 2-D scans", scan), http.StatusBadRequest)
+		return
+	}
+	var at []int
+	flat := 0
+	for a, k := range []string{"y", "x"}[2-len(scan):] {
+		v, err := strconv.Atoi(q.Get(k))
+		if err != nil {
+			http.Error(w, fmt.Sprintf("scan position %s=%q: want a whole number", k, q.Get(k)), http.StatusBadRequest)
+			return
+		}
+		if v < 0 || v >= scan[a] {
+			http.Error(w, fmt.Sprintf("scan position %s=%d is outside the scan's nav shape %v", k, v, scan), http.StatusBadRequest)
+			return
+		}
+		at = append(at, v)
+		flat = flat*scan[a] + v
+	}
+	if dataset.IsROI(s.ds) { // the dataset's frames are the positions selected, one row
+		k, ok := slices.BinarySearch(pos, flat)
+		if !ok {
+			http.Error(w, fmt.Sprintf("scan position %v is outside the ROI (--roi): no frame read there", at), http.StatusBadRequest)
+			return
+		}
+		at = []int{k}
+		if len(s.ds.NavShape()) == 2 {
+			at = []int{k / s.ds.NavShape()[1], k % s.ds.NavShape()[1]}
+		}
+	}
+	fr, err := stemdot.Pick(r.Context(), s.ds, [][]int{at})
+	if err != nil {
+		http.Error(w, stemdot.FlagNames(err.Error()), status(err))
+		return
+	}
+	sig := []int{fr.SigShape[0], fr.SigShape[1]}
+	px := sig[0] * sig[1]
+	vals := make([]float64, px)
+	for i := range px {
+		vals[i] = pixel(fr.Data, fr.DType, i)
+	}
+	switch fr.DType {
+	case dataset.Uint8, dataset.Int8, dataset.Uint16, dataset.Int16, dataset.Float32:
+		f := make([]float32, px)
+		for i, v := range vals {
+			f[i] = float32(v)
+		}
+		sendF32(w, sig, f)
+	default:
+		sendF64(w, sig, vals)
+	}
+}
+
+// pixel is pixel i of a frame of dt in host byte order, as float64.
+func pixel(b []byte, dt dataset.DType, i int) float64 {
+	e := binary.NativeEndian
+	switch p := b[i*dt.Size():]; dt {
+	case dataset.Uint8:
+		return float64(p[0])
+	case dataset.Int8:
+		return float64(int8(p[0]))
+	case dataset.Uint16:
+		return float64(e.Uint16(p))
+	case dataset.Int16:
+		return float64(int16(e.Uint16(p)))
+	case dataset.Uint32:
+		return float64(e.Uint32(p))
+	case dataset.Int32:
+		return float64(int32(e.Uint32(p)))
+	case dataset.Float32:
+		return float64(math.Float32frombits(e.Uint32(p)))
+	default: // Float64
+		return math.Float64frombits(e.Uint64(p))
+	}
+}
+
+// image sends the virtual image of spec, computing it unless cached.
+func (s *Server) image(w http.ResponseWriter, r *http.Request) {
+	if s.reduction(w) == nil {
+		return
+	}
+	spec := strings.TrimSpace(r.URL.Query().Get("spec"))
+	if c, ok := s.cached(spec); ok {
+		send(w, c.dtype, c.shape, c.data)
+		return
+	}
+	q := r.URL.Query()
+	seq, _ := strconv.ParseUint(q.Get("seq"), 10, 64)
+	c, err := s.compute(r.Context(), spec, q.Get("page"), seq)
+	if err != nil {
+		http.Error(w, stemdot.FlagNames(err.Error()), status(err))
+		return
+	}
+	send(w, c.dtype, c.shape, c.data)
+}
+
+// errStale is the error of a run cancelled by a newer request.
+var errStale = errs.New(errs.Cancelled, "cancelled: a newer request replaced this one")
+
+// compute runs the job of spec, cancelling the run in progress (newest wins), and keeps
+// its image. A page numbers its requests (seq, with its id page): one that arrives after
+// a newer one of the same page (an abandoned request still on its way) is refused at
+// once as stale, so that it cannot cancel the newer one.
+func (s *Server) compute(ctx context.Context, spec, page string, seq uint64) (cached, error) {
+	stack, err := stemdot.Masks(s.ds.SigShape(), spec)
+	if err != nil {
+		return cached{}, err
+	}
+	if stack.N != 1 {
+		if _, ok := stemdot.FindCOM(stack.MaskNames()); !ok || stack.N != 3 {
+			return cached{}, errs.New(errs.Argument, "spec %q makes %d masks: the view shows one detector (disk, ring, rect, point) or one com spec", spec, stack.N)
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s.mu.Lock()
+	if page != "" {
+		if seq <= s.seqs[page] {
+			s.mu.Unlock()
+			return cached{}, errStale
+		}
+		if s.seqs == nil || len(s.seqs) > 64 {
+			s.seqs = map[string]uint64{}
+		}
+		s.seqs[page] = seq
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.runID++
+	id := s.runID
+	s.cancel = func() { cancel(errStale) }
+	s.mu.Unlock()
+	s.jobs.Lock()
+	defer s.jobs.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.runID == id {
+			s.cancel = nil
+		}
+		s.mu.Unlock()
+	}()
+	if ctx.Err() != nil {
+		return cached{}, cancelled(ctx)
+	}
+	res, err := s.opt.Apply.Apply(ctx, s.ds, stack, stemdot.ApplyOptions{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return cached{}, cancelled(ctx)
+		}
+		return cached{}, err
+	}
+	nav := res.NavShape
+	c := cached{spec: spec}
+	if stack.N == 1 {
+		c.dtype, c.shape, c.data = "f4", nav, f32Bytes(res.F32)
+	} else {
+		shifts, err := stemdot.COMShifts(res, 0)
+		if err != nil {
+			return cached{}, err
+		}
+		ny, nx := 1, nav[len(nav)-1]
+		if len(nav) == 2 {
+			ny = nav[0]
+		}
+		f := comfield.FromShifts(shifts, ny, nx, 0, false)
+		maps := append(append(append(make([]float64, 0, 3*ny*nx), f.Y...), f.X...), f.Magnitude()...)
+		c.dtype, c.shape, c.data = "f8", append([]int{3}, nav...), f64Bytes(maps)
+	}
+	s.keep(c)
+	return c, nil
+}
+
+// cancelled is the error of a cancelled run: errStale, or the client's.
+func cancelled(ctx context.Context) error {
+	if c := context.Cause(ctx); errors.Is(c, errStale) {
+		return errStale
+	}
+	return errs.New(errs.Cancelled, "cancelled: the request was abandoned")
+}
+
+func (s *Server) cached(spec string) (cached, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, c := range s.cache {
+		if c.spec == spec {
+			s.cache = append(append(s.cache[:i:i], s.cache[i+1:]...), c) // newest last
+			return c, true
+		}
+	}
+	return cached{}, false
+}
+
+func (s *Server) keep(c cached) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cache = append(s.cache, c)
+	n := 0
+	for _, c := range s.cache {
+		n += len(c.data)
+	}
+	for len(s.cache) > 1 && (len(s.cache) > cacheImages || n > cacheBytes) {
+		n -= len(s.cache[0].data)
+		s.cache = s.cache[1:]
+	}
+}
+
+// status is the HTTP status of err: 400 for bad input, 409 for a cancelled run, 500
+// otherwise.
+func status(err error) int {
+	switch {
+	case errors.Is(err, errs.Argument), errors.Is(err, errs.Shape):
+		return http.StatusBadRequest
+	case errors.Is(err, errs.Cancelled):
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
+}
+
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func f64Bytes(v []float64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+	}
+	return b
+}
+
+func sendF32(w http.ResponseWriter, shape []int, v []float32) { send(w, "f4", shape, f32Bytes(v)) }
+func sendF64(w http.ResponseWriter, shape []int, v []float64) { send(w, "f8", shape, f64Bytes(v)) }
+
+func send(w http.ResponseWriter, dtype string, shape []int, data []byte) {
+	parts := make([]string, len(shape))
+	for i, n := range shape {
+		parts[i] = strconv.Itoa(n)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("X-DType", dtype)
+	h.Set("X-Shape", strings.Join(parts, ","))
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	w.Write(data)
+}

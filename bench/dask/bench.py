@@ -11,14 +11,18 @@ took 0.85 s on 2 cores, where the call's fixed costs weighed 10%).
 
 For each N: the throughput of both (GB/s of frames, best of --repeat runs; the single
 process confined to the nodes' CPUs by taskset, as the nodes are), their ratio (the Dask
-run's throughput per core against the single process's), and the per-task
+run's throughput per core against the single process's: the median over --repeat pairs,
+each a single-process run and the Dask run right after it, so that both runs of a pair
+see the same machine: on a shared VM the memory bandwidth moves by 2× between minutes,
+and best-of figures taken minutes apart gave ratios from 0.75 to 0.91), and the per-task
 overhead of the Dask run: (wall time × nodes − time inside the workers' applies) / tasks,
 in ms, i.e. everything a range task costs beyond its mask-dot product (scheduling, the
 task's open of its frame range, result transfer, the client's ledger, idle nodes at the
 end, and the call's fixed costs spread over its tasks). The scheduler and this client
 (the bench's process) are not confined to the nodes' CPUs, and share them: the CPU
 seconds each spent per Dask run are recorded (scheduler_cpu_s, client_cpu_s). Every
-repeat's time is recorded, the figures are of the best. A node count above the
+repeat's time is recorded; GB/s and the per-task figures are of the best, the ratio of
+the pairs. A node count above the
 machine's CPUs is not measured (nodes would share CPUs: no figure of scaling), and
 recorded as such.
 
@@ -74,13 +78,13 @@ def timed(fn, repeat):
 
 
 def one_process(args, cpus):
-    """The times of --repeat runs of stemdot.apply_masks on the logical CPUs cpus, in a
-    child process confined to them (taskset), as the nodes are: its own threads (the
-    Go runtime's, Python's) share those CPUs too."""
+    """The time of one run of stemdot.apply_masks on the logical CPUs cpus, after an
+    untimed one, in a child process confined to them (taskset), as the nodes are: its own
+    threads (the Go runtime's, Python's) share those CPUs too."""
     cmd = ["taskset", "-c", ",".join(map(str, cpus)), sys.executable, __file__, "--file", str(args.file),
-           "--repeat", str(args.repeat), "--one-process"]
+           "--repeat", "1", "--one-process"]
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return json.loads(r.stdout.splitlines()[-1])
+    return json.loads(r.stdout.splitlines()[-1])[0]
 
 
 def masks_of():
@@ -97,10 +101,11 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def dask_runs(cluster, path, masks, want, args):
-    """The times of --repeat runs on the cluster's nodes, and a row of figures of the
-    best run (nodes, tasks, frames per task, per-task overhead) and of all (the CPU
-    seconds of the scheduler and of this client per run)."""
+def dask_runs(cluster, path, masks, want, args, one):
+    """The times of --repeat runs on the cluster's nodes, each right after a run of one()
+    (the single process: its time), the times of those, and a row of figures of the
+    best Dask run (nodes, tasks, frames per task, per-task overhead) and of all (the CPU
+    seconds of the scheduler and of this client per Dask run)."""
     with Client(cluster.address, timeout=120) as client:
         nodes = sdask.bootstrap(client)
         reports = []
@@ -112,15 +117,20 @@ def dask_runs(cluster, path, masks, want, args):
             return out
 
         run()  # warm-up: each worker opens the file once, imports settle
-        scheduler, client_cpu = cpu_seconds(cluster.scheduler.pid), time.process_time()
-        times, got = timed(run, args.repeat)
-        scheduler, client_cpu = cpu_seconds(cluster.scheduler.pid) - scheduler, time.process_time() - client_cpu
+        times, ones, scheduler, client_cpu = [], [], 0.0, 0.0
+        for _ in range(args.repeat):
+            ones.append(one())
+            s0, c0 = cpu_seconds(cluster.scheduler.pid), time.process_time()
+            t, got = timed(run, 1)
+            times += t
+            scheduler += cpu_seconds(cluster.scheduler.pid) - s0
+            client_cpu += time.process_time() - c0
     if not np.array_equal(got, want):
         sys.exit("bench-dask: the Dask result differs from the single-process result")
     report = min(reports[1:], key=lambda r: r["seconds"])
     tasks = len(report["ranges"])
     busy = sum(r[4] for r in report["ranges"])
-    return times, {"nodes": len(nodes), "tasks": tasks, "frames_per_task": args.frames / tasks,
+    return times, ones, {"nodes": len(nodes), "tasks": tasks, "frames_per_task": args.frames / tasks,
                    "per_task_overhead_ms": (report["seconds"] * len(nodes) - busy) / tasks * 1e3,
                    "scheduler_cpu_s": scheduler / args.repeat, "client_cpu_s": client_cpu / args.repeat}
 
@@ -156,7 +166,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--file", type=Path, default=Path("bench/scratch/dask-scan.npy"))
     p.add_argument("--frames", type=int, default=65536, help="frames of 256×256 uint16 (65536: 8 GiB)")
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5, help="pairs of runs (single process, then Dask) per node count")
     p.add_argument("--nodes", type=int, default=3, help="up to this many one-core nodes (default 3)")
     p.add_argument("--range-frames", type=int, help="frames per stemdot worker in one task (default: stemdot.dask's)")
     p.add_argument("--out", type=Path, default=Path("bench/results/dask.json"))
@@ -166,6 +176,7 @@ def main():
         with stemdot.open(args.file) as ds:
             cpus = sorted(os.sched_getaffinity(0))
             masks = masks_of()
+            stemdot.apply_masks(ds, masks, cpus=cpus)  # warm-up: the run's first call in this process
             print(json.dumps(timed(lambda: stemdot.apply_masks(ds, masks, cpus=cpus), args.repeat)[0]))
         return
 
@@ -187,16 +198,17 @@ def main():
                 result["scaling"].append({"nodes": n, "not_measured": why})
                 print(f"  {n} nodes: {why}")
                 continue
-            one_times = one_process(args, cpus[:n])
             cluster.add_node(cpus=[cpus[n - 1]])
-            dask_times, row = dask_runs(cluster, args.file, masks, want, args)
+            dask_times, one_times, row = dask_runs(cluster, args.file, masks, want, args,
+                                                   lambda: one_process(args, cpus[:n]))
             one_s, dask_s = min(one_times), min(dask_times)
             row.update(one_process_s=one_s, one_process_gb_s=size / one_s / 1e9, dask_s=dask_s,
-                       dask_gb_s=size / dask_s / 1e9, per_core_ratio=one_s / dask_s, one_process_runs_s=one_times,
-                       dask_runs_s=dask_times)
+                       dask_gb_s=size / dask_s / 1e9,
+                       per_core_ratio=float(np.median([o / d for o, d in zip(one_times, dask_times)])),
+                       one_process_runs_s=one_times, dask_runs_s=dask_times)
             result["scaling"].append(row)
             print(f"  {n} node(s) × 1 core: Dask {dask_s:6.3f} s {row['dask_gb_s']:5.2f} GB/s; one process, {n} "
-                  f"core(s) {one_s:6.3f} s {row['one_process_gb_s']:5.2f} GB/s; ratio {row['per_core_ratio']:.2f}; "
+                  f"core(s) {one_s:6.3f} s {row['one_process_gb_s']:5.2f} GB/s; ratio {row['per_core_ratio']:.2f} (median of {len(one_times)} pairs); "
                   f"{row['tasks']} tasks of {row['frames_per_task']:.0f} frames, overhead "
                   f"{row['per_task_overhead_ms']:.1f} ms/task; per run: scheduler {row['scheduler_cpu_s']:.2f} CPU s, "
                   f"client {row['client_cpu_s']:.2f} CPU s")

@@ -403,6 +403,18 @@ func npyDescr(dt dataset.DType) string {
 	return npy.Descr{Kind: kind, Size: dt.Size(), BigEndian: npy.HostBigEndian}.String()
 }
 
+// Pixels is frame k of fr (0 ≤ k < len(fr.Indices)) as float64, sig_y × sig_x values,
+// row-major: exact for every DType.
+func (fr *Frames) Pixels(k int) []float64 {
+	n := fr.SigShape[0] * fr.SigShape[1]
+	frame := fr.Data[k*n*fr.DType.Size() : (k+1)*n*fr.DType.Size()]
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = pixelValue(frame, fr.DType, i)
+	}
+	return out
+}
+
 // pixelValue is pixel i of a frame of dt (host byte order) as float64.
 func pixelValue(frame []byte, dt dataset.DType, i int) float64 {
 	e := binary.NativeEndian

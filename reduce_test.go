@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"codeberg.org/sbinet/npyio"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot"
@@ -225,6 +227,43 @@ func readNPYInto(path string, v any) error {
 	return npyio.Read(f, v)
 }
 
+// Frames.Pixels is exact for every pixel type, signs and extremes included.
+func TestFramesPixels(t *testing.T) {
+	cases := []struct {
+		dt   dataset.DType
+		put  func(b []byte, v float64)
+		vals []float64
+	}{
+		{dataset.Uint8, func(b []byte, v float64) { b[0] = uint8(v) }, []float64{0, 1, 200, 255}},
+		{dataset.Int8, func(b []byte, v float64) { b[0] = uint8(int8(v)) }, []float64{-128, -1, 0, 127}},
+		{dataset.Int16, func(b []byte, v float64) { binary.NativeEndian.PutUint16(b, uint16(int16(v))) }, []float64{-32768, -3, 7, 32767}},
+		{dataset.Uint32, func(b []byte, v float64) { binary.NativeEndian.PutUint32(b, uint32(v)) }, []float64{0, 1, 1 << 31, 1<<32 - 1}},
+		{dataset.Int32, func(b []byte, v float64) { binary.NativeEndian.PutUint32(b, uint32(int32(v))) }, []float64{-1 << 31, -5, 5, 1<<31 - 1}},
+		{dataset.Float32, func(b []byte, v float64) { binary.NativeEndian.PutUint32(b, math.Float32bits(float32(v))) }, []float64{-1.5, 0.25, 3e38, 1e-40}},
+		{dataset.Float64, func(b []byte, v float64) { binary.NativeEndian.PutUint64(b, math.Float64bits(v)) }, []float64{-1e300, 1.0 / 3, 5e-324, 7}},
+	}
+	for _, c := range cases {
+		size := c.dt.Size()
+		data := make([]byte, 2*4*size) // 2 frames of 2×2
+		for i, v := range c.vals {
+			c.put(data[(4+i)*size:], v) // frame 1
+		}
+		ds, err := dataset.FromMemory(data, []int{2}, [2]int{2, 2}, c.dt)
+		require.NoError(t, err)
+		fr, err := stemdot.Pick(context.Background(), ds, [][]int{{1}, {0}})
+		require.NoError(t, err)
+		want := slices.Clone(c.vals)
+		if c.dt == dataset.Float32 { // the values as stored: 3e38 rounded, 1e-40 subnormal
+			for i, v := range want {
+				want[i] = float64(float32(v))
+			}
+		}
+		assert.Equal(t, want, fr.Pixels(0), c.dt.String())
+		assert.Equal(t, []float64{0, 0, 0, 0}, fr.Pixels(1), c.dt.String())
+		require.NoError(t, ds.Close())
+	}
+}
+
 func TestPick(t *testing.T) {
 	data := make([]byte, 12*2*2*2)
 	for i := range 12 * 4 {
@@ -239,6 +278,8 @@ func TestPick(t *testing.T) {
 	require.Equal(t, dataset.Uint16, fr.DType)
 	require.Equal(t, data[9*8:10*8], fr.Data[:8])
 	require.Equal(t, data[:8], fr.Data[8:])
+	require.Equal(t, []float64{1036, 1037, 1038, 1039}, fr.Pixels(0))
+	require.Equal(t, []float64{1000, 1001, 1002, 1003}, fr.Pixels(1))
 
 	_, err = stemdot.Pick(context.Background(), ds, [][]int{{0, 0}, {3, 0}})
 	require.EqualError(t, err, "Pick's positions: scan position (3, 0) is outside the nav shape (3, 4): each coordinate runs from 0 to its size − 1")

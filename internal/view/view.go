@@ -450,43 +450,16 @@ func (s *Server) pick(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sig := []int{fr.SigShape[0], fr.SigShape[1]}
-	px := sig[0] * sig[1]
-	vals := make([]float64, px)
-	for i := range px {
-		vals[i] = pixel(fr.Data, fr.DType, i)
-	}
+	vals := fr.Pixels(0)
 	switch fr.DType {
 	case dataset.Uint8, dataset.Int8, dataset.Uint16, dataset.Int16, dataset.Float32:
-		f := make([]float32, px)
+		f := make([]float32, len(vals))
 		for i, v := range vals {
 			f[i] = float32(v)
 		}
 		sendF32(w, sig, f)
 	default:
 		sendF64(w, sig, vals)
-	}
-}
-
-// pixel is pixel i of a frame of dt in host byte order, as float64.
-func pixel(b []byte, dt dataset.DType, i int) float64 {
-	e := binary.NativeEndian
-	switch p := b[i*dt.Size():]; dt {
-	case dataset.Uint8:
-		return float64(p[0])
-	case dataset.Int8:
-		return float64(int8(p[0]))
-	case dataset.Uint16:
-		return float64(e.Uint16(p))
-	case dataset.Int16:
-		return float64(int16(e.Uint16(p)))
-	case dataset.Uint32:
-		return float64(e.Uint32(p))
-	case dataset.Int32:
-		return float64(int32(e.Uint32(p)))
-	case dataset.Float32:
-		return float64(math.Float32frombits(e.Uint32(p)))
-	default: // Float64
-		return math.Float64frombits(e.Uint64(p))
 	}
 }
 

@@ -17,12 +17,18 @@
 //   - runner ...: a Runner end to end, frames copied from host memory into the pinned
 //     staging buffers, H2D, kernel, results back, against min(h2d pinned, memcpy 1 core).
 //
+// With -json FILE it also writes the rows as JSON (each with a fixed key, e.g.
+// "kernel.dense_tiled.64", and the device's properties), for scripts/gpu-check.sh's record
+// (bench/gpurecord); the file is written even when a case fails, with the rows measured
+// before it and the error.
+//
 // Build here with `go build -tags cuda -o bin/gpucheck ./bench/gpucheck` (after the CMake
 // build of libstemdot_kernels.a) and run on the GPU machine; scripts/gpu-check.sh does both.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,19 +51,77 @@ func main() {
 	runnerFrames := flag.Int("runner-frames", 8192, "frames through the Runner end to end")
 	iters := flag.Int("iters", 10, "timed repetitions")
 	residentGiB := flag.Float64("resident-gib", 8, "GiB of frames held on the device for the resident rows (0: none)")
+	mappedGiB := flag.Float64("mapped-gib", 4, "GiB of the page-cached file each mapped-feed row streams")
+	jsonPath := flag.String("json", "", "also write the rows as JSON to this file (for bench/gpurecord)")
 	flag.Parse()
-	if err := run(*dev, *sig, *kernelFrames, *runnerFrames, *iters, *residentGiB); err != nil {
+	var res result
+	err := run(&res, *dev, *sig, *kernelFrames, *runnerFrames, *iters, *residentGiB, *mappedGiB)
+	if err != nil {
+		res.Error = err.Error()
+	}
+	if *jsonPath != "" {
+		b, jerr := json.MarshalIndent(&res, "", "  ")
+		if jerr == nil {
+			jerr = os.WriteFile(*jsonPath, append(b, '\n'), 0o644)
+		}
+		err = errors.Join(err, jerr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "gpucheck:", err)
 		os.Exit(1)
 	}
 }
 
+// row is one measured case. key names it for the JSON record: limits.*, kernel.VARIANT.MASKS,
+// resident.*, runner.*, mapped.*.
 type row struct {
-	name        string
+	key, name   string
 	gbps, bound float64
+	ms          float64 // time of one operation, where the case has one (resident applies)
+	gb          float64 // GB (10⁹ bytes) moved, where the case states it (resident load)
 }
 
-func run(dev, sig, kernelFrames, runnerFrames, iters int, residentGiB float64) error {
+// jsonRow is a row as gpucheck -json writes it.
+type jsonRow struct {
+	Key   string  `json:"key"`
+	Name  string  `json:"name"`
+	GBps  float64 `json:"gbps"`
+	Bound float64 `json:"bound,omitempty"`
+	Ms    float64 `json:"ms,omitempty"`
+	GB    float64 `json:"gb,omitempty"`
+}
+
+// result is what gpucheck -json writes: the device, the rows measured (in order) and the
+// error that stopped the run, if any.
+type result struct {
+	Device *deviceInfo `json:"device,omitempty"`
+	Sig    int         `json:"sig"`
+	Rows   []jsonRow   `json:"rows"`
+	Error  string      `json:"error,omitempty"`
+}
+
+// deviceInfo is cuda.Properties of the device measured.
+type deviceInfo struct {
+	Index           int     `json:"index"`
+	Name            string  `json:"name"`
+	SM              string  `json:"sm"`
+	Multiprocessors int     `json:"multiprocessors"`
+	MemoryGiB       float64 `json:"memory_gib"`
+	L2MiB           int     `json:"l2_mib"`
+	CopyEngines     int     `json:"copy_engines"`
+	CUDARuntime     int     `json:"cuda_runtime"`
+	CUDADriver      int     `json:"cuda_driver"`
+}
+
+func run(res *result, dev, sig, kernelFrames, runnerFrames, iters int, residentGiB, mappedGiB float64) error {
+	res.Sig = sig
+	var rows []row
+	// Every row measured so far goes into the JSON, also when a later case fails.
+	defer func() {
+		for _, r := range rows {
+			res.Rows = append(res.Rows, jsonRow{r.key, r.name, r.gbps, r.bound, r.ms, r.gb})
+		}
+	}()
 	n, err := cuda.DeviceCount()
 	if err != nil {
 		return err
@@ -72,49 +136,56 @@ func run(dev, sig, kernelFrames, runnerFrames, iters int, residentGiB float64) e
 	fmt.Printf("device %d: %s (sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB, %d copy engines), CUDA runtime %d, driver %d\n",
 		dev, p.Name, p.Major, p.Minor, p.Multiprocessors, float64(p.TotalMemory)/(1<<30), p.L2Bytes>>20,
 		p.AsyncEngines, p.RuntimeVersion, p.DriverVersion)
+	res.Device = &deviceInfo{dev, p.Name, fmt.Sprintf("%d%d", p.Major, p.Minor), p.Multiprocessors,
+		float64(p.TotalMemory) / (1 << 30), int(p.L2Bytes >> 20), p.AsyncEngines, p.RuntimeVersion, p.DriverVersion}
 
-	var rows []row
 	const copyBytes = 1 << 30
 	d, err := cuda.CopyTime(dev, cuda.DeviceToDevice, copyBytes, iters)
 	if err != nil {
 		return err
 	}
 	d2d := gbps(2*copyBytes, d)
-	rows = append(rows, row{"d2d copy (read+write)", d2d, 0})
+	rows = append(rows, row{key: "limits.d2d", name: "d2d copy (read+write)", gbps: d2d})
 	d, err = cuda.CopyTime(dev, cuda.HostToDevicePinned, copyBytes/4, iters)
 	if err != nil {
 		return err
 	}
 	h2d := gbps(copyBytes/4, d)
-	rows = append(rows, row{"h2d pinned", h2d, 0})
+	rows = append(rows, row{key: "limits.h2d_pinned", name: "h2d pinned", gbps: h2d})
 	mc := memcpyOneCore(copyBytes/4, iters)
-	rows = append(rows, row{"memcpy 1 core", mc, 0})
+	rows = append(rows, row{key: "limits.memcpy_1core", name: "memcpy 1 core", gbps: mc})
 
 	pixels := sig * sig
 	frameBytes := pixels * dataset.Uint16.Size()
 	rng := rand.New(rand.NewPCG(1, 2))
+	ring, err := masks.Ring([2]int{sig, sig}, float64(sig)/2, float64(sig)/2, float64(sig)*90/256, float64(sig)*100/256)
+	if err != nil {
+		return err
+	}
 	for _, c := range []struct {
-		name    string
-		nMasks  int
-		sparse  bool
-		float64 bool
-		tiled   bool
+		key, name string
+		nMasks    int
+		sparse    *masks.Stack
+		float64   bool
+		tiled     bool
 	}{
-		{"dense 1 mask", 1, false, false, false},
-		{"dense 4 masks", 4, false, false, false},
-		{"dense 16 masks", 16, false, false, false},
-		{"dense 16 masks, tiled kernel", 16, false, false, true},
-		{"dense 32 masks", 32, false, false, false},
-		{"dense 32 masks, tiled kernel", 32, false, false, true},
-		{"dense 64 masks", 64, false, false, false},
-		{"dense 64 masks, tiled kernel", 64, false, false, true},
-		{"dense 4 masks f64", 4, false, true, false},
-		{"sparse disk+ring", 2, true, false, false},
+		{"dense.1", "dense 1 mask", 1, nil, false, false},
+		{"dense.4", "dense 4 masks", 4, nil, false, false},
+		{"dense.16", "dense 16 masks", 16, nil, false, false},
+		{"dense_tiled.16", "dense 16 masks, tiled kernel", 16, nil, false, true},
+		{"dense.32", "dense 32 masks", 32, nil, false, false},
+		{"dense_tiled.32", "dense 32 masks, tiled kernel", 32, nil, false, true},
+		{"dense.64", "dense 64 masks", 64, nil, false, false},
+		{"dense_tiled.64", "dense 64 masks, tiled kernel", 64, nil, false, true},
+		{"dense_f64.4", "dense 4 masks f64", 4, nil, true, false},
+		// The plans' ring (ring:128,128,90,100 on 256x256), which the engine runs sparse.
+		{"sparse.ring", "sparse ring", 1, ring, false, false},
+		{"sparse.disc+ring", "sparse disk+ring", 2, discAndRing(sig), false, false},
 	} {
 		cuda.UseTiledDense(c.tiled)
 		cfg := cuda.RunnerConfig{Device: dev, DType: dataset.Uint16, Pixels: pixels, NMasks: c.nMasks, Float64: c.float64}
-		if c.sparse {
-			cfg.Sparse = discAndRing(sig).ToCSR()
+		if c.sparse != nil {
+			cfg.Sparse = c.sparse.ToCSR()
 		} else {
 			cfg.Masks = randomMasks(rng, c.nMasks*pixels)
 		}
@@ -130,15 +201,15 @@ func run(dev, sig, kernelFrames, runnerFrames, iters int, residentGiB float64) e
 		if err != nil {
 			return err
 		}
-		rows = append(rows, row{"kernel " + c.name, gbps(kernelFrames*frameBytes, d), d2d})
+		rows = append(rows, row{key: "kernel." + c.key, name: "kernel " + c.name, gbps: gbps(kernelFrames*frameBytes, d), bound: d2d})
 	}
 
 	if residentGiB > 0 {
-		res, err := residentRows(dev, sig, int(residentGiB*(1<<30))/frameBytes, iters, rng, d2d)
+		resRows, err := residentRows(dev, sig, int(residentGiB*(1<<30))/frameBytes, iters, rng, d2d)
 		if err != nil {
 			return err
 		}
-		rows = append(rows, res...)
+		rows = append(rows, resRows...)
 	}
 
 	host := make([]byte, runnerFrames*frameBytes)
@@ -170,23 +241,24 @@ func run(dev, sig, kernelFrames, runnerFrames, iters int, residentGiB float64) e
 		if err != nil {
 			return err
 		}
-		rows = append(rows, row{fmt.Sprintf("runner 4 masks, %d stream(s), tile %d", streams, r.Config().TileFrames),
-			gbps(len(host), el), min(h2d, mc)})
+		rows = append(rows, row{key: fmt.Sprintf("runner.staged_%d_streams", streams),
+			name: fmt.Sprintf("runner 4 masks, %d stream(s), tile %d", streams, r.Config().TileFrames),
+			gbps: gbps(len(host), el), bound: min(h2d, mc)})
 	}
 
-	mapped, err := mappedRows(dev, sig, frameBytes, stack, h2d)
+	mapped, err := mappedRows(dev, sig, frameBytes, int(mappedGiB*(1<<30)), stack, h2d)
 	if err != nil {
 		return err
 	}
 	rows = append(rows, mapped...)
 
-	fmt.Printf("\n%-44s %10s %10s %7s\n", "case ("+fmt.Sprint(sig)+"x"+fmt.Sprint(sig)+" uint16)", "GB/s", "bound", "ratio")
+	fmt.Printf("\n%-52s %10s %10s %7s\n", "case ("+fmt.Sprint(sig)+"x"+fmt.Sprint(sig)+" uint16)", "GB/s", "bound", "ratio")
 	for _, r := range rows {
 		if r.bound == 0 {
-			fmt.Printf("%-44s %10.1f %10s %7s\n", r.name, r.gbps, "", "")
+			fmt.Printf("%-52s %10.1f %10s %7s\n", r.name, r.gbps, "", "")
 			continue
 		}
-		fmt.Printf("%-44s %10.1f %10.1f %7.2f\n", r.name, r.gbps, r.bound, r.gbps/r.bound)
+		fmt.Printf("%-52s %10.1f %10.1f %7.2f\n", r.name, r.gbps, r.bound, r.gbps/r.bound)
 	}
 	return nil
 }
@@ -220,15 +292,15 @@ func residentRows(dev, sig, frames, iters int, rng *rand.Rand, d2d float64) ([]r
 	}
 	defer r.Close()
 	gb := float64(r.Bytes()) / 1e9
-	rows := []row{{fmt.Sprintf("resident load %.1f GB (read + h2d)", gb), gb / time.Since(t0).Seconds(), 0}}
+	rows := []row{{key: "resident.load", name: fmt.Sprintf("resident load %.1f GB (read + h2d)", gb), gbps: gb / time.Since(t0).Seconds(), gb: gb}}
 	pixels := sig * sig
 	for _, c := range []struct {
-		name  string
-		stack *masks.Stack
+		key, name string
+		stack     *masks.Stack
 	}{
-		{"1 mask", &masks.Stack{N: 1, SigY: sig, SigX: sig, Data: randomMasks(rng, pixels)}},
-		{"64 masks", &masks.Stack{N: 64, SigY: sig, SigX: sig, Data: randomMasks(rng, 64*pixels)}},
-		{"sparse disk+ring", discAndRing(sig)},
+		{"1", "1 mask", &masks.Stack{N: 1, SigY: sig, SigX: sig, Data: randomMasks(rng, pixels)}},
+		{"64", "64 masks", &masks.Stack{N: 64, SigY: sig, SigX: sig, Data: randomMasks(rng, 64*pixels)}},
+		{"sparse_disc+ring", "sparse disk+ring", discAndRing(sig)},
 	} {
 		out := make([]float32, frames*c.stack.N)
 		err := r.Apply(c.stack, 0, frames, out, nil)
@@ -240,25 +312,25 @@ func residentRows(dev, sig, frames, iters int, rng *rand.Rand, d2d float64) ([]r
 			return nil, err
 		}
 		el := time.Since(t0) / time.Duration(iters)
-		rows = append(rows, row{fmt.Sprintf("resident %s: %.2f ms per apply", c.name, el.Seconds()*1e3), gb / el.Seconds(), d2d})
+		rows = append(rows, row{key: "resident." + c.key, name: fmt.Sprintf("resident %s: %.2f ms per apply", c.name, el.Seconds()*1e3),
+			gbps: gb / el.Seconds(), bound: d2d, ms: el.Seconds() * 1e3, gb: gb})
 	}
 	return rows, nil
 }
 
-// mappedRows measures Runner.RunMapped, the copy-free feed, over a page-cached 4 GiB
-// file of sig x sig frames: packed frames (raw/NPY) and MIB-like records (384-byte
+// mappedRows measures Runner.RunMapped, the copy-free feed, over a page-cached file of
+// fileBytes (-mapped-gib) of sig x sig frames: packed frames (raw/NPY) and MIB-like records (384-byte
 // headers, big-endian pixels), these also with shifted masks (RunnerConfig.Shifts: a
 // sub-pixel descan plane, g_f built on the device); every run registers its windows
 // anew, as a GPU worker does.
-func mappedRows(dev, sig, frameBytes int, stack []float32, h2d float64) ([]row, error) {
-	const fileBytes = 4 << 30
+func mappedRows(dev, sig, frameBytes, fileBytes int, stack []float32, h2d float64) ([]row, error) {
 	pixels := sig * sig
 	var rows []row
 	for _, c := range []struct {
-		name    string
-		header  int
-		shifted bool
-	}{{"packed", 0, false}, {"mib records", 384, false}, {"mib records, shifted", 384, true}} {
+		key, name string
+		header    int
+		shifted   bool
+	}{{"raw", "packed", 0, false}, {"mib", "mib records", 384, false}, {"mib_shifted", "mib records, shifted", 384, true}} {
 		stride := frameBytes + c.header
 		n := fileBytes / stride
 		f, err := os.CreateTemp("", "gpucheck-*.bin")
@@ -309,7 +381,7 @@ func mappedRows(dev, sig, frameBytes int, stack []float32, h2d float64) ([]row, 
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, row{"runner mapped " + c.name + ", 4 masks, 4 GiB", gbps(n*frameBytes, best), h2d})
+		rows = append(rows, row{key: "mapped." + c.key, name: fmt.Sprintf("runner mapped %s, 4 masks, %.3g GiB", c.name, float64(n*stride)/(1<<30)), gbps: gbps(n*frameBytes, best), bound: h2d})
 	}
 	return rows, nil
 }

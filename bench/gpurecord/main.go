@@ -1,0 +1,82 @@
+// Command gpurecord assembles the GPU record (bench/results/gpu.json) of one run of
+// scripts/gpu-check.sh on a GPU machine: the date, the commit bin/gpu was built from,
+// the device, driver and host, the copy limits, the kernels' GB/s by mask count, the
+// feeds', the plans' (CPU-only, hybrid auto, GPU-only) on the >= 16 GB raw file and the
+// MIB file, shifted masks, resident applies, start-up times and the driver's
+// registration rate by thread count.
+//
+//	gpurecord -lines LINES.tsv [-gpucheck GPUCHECK.json] -o gpu.json
+//
+// LINES.tsv is what the script writes while it runs, one measurement a line, fields
+// separated by tabs, the first naming the kind:
+//
+//	date      ISO-8601 UTC time of the run
+//	commit    SHA  clean|dirty  build time       (bin/gpu/build.tsv, written by --build)
+//	host      CPUs  memory GiB  CPU model
+//	nvidia-smi  "index, name, driver_version, memory.total, pcie gen, pcie width"
+//	tests     binary  passed  failed  skipped
+//	registration  threads  GB/s                (cuda.test's TestRegistrationScaling)
+//	gpucheck  exit status
+//	data      file label  bytes
+//	apply     key  file label  masks  GB/s  wall s  workers  GPU worker lines (" | ")  error
+//
+// GPUCHECK.json is `gpucheck -json`'s output (absent when gpucheck wrote none). Every key
+// of the record's fixed set is present: a value measured in that run, or
+// {"not_measured": "reason"}; nothing is filled in otherwise. gpurecord exits non-zero
+// only when it cannot read its input (the script and it out of step).
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+func main() {
+	lines := flag.String("lines", "", "the script's measurement lines (TSV)")
+	gpucheck := flag.String("gpucheck", "", "gpucheck -json's output (missing file: gpucheck wrote none)")
+	out := flag.String("o", "", "the record to write (JSON)")
+	flag.Parse()
+	if *lines == "" || *out == "" {
+		fmt.Fprintln(os.Stderr, "gpurecord: -lines and -o are required")
+		os.Exit(2)
+	}
+	if err := write(*lines, *gpucheck, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "gpurecord:", err)
+		os.Exit(1)
+	}
+}
+
+func write(linesPath, gpucheckPath, out string) error {
+	f, err := os.Open(linesPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var gc []byte
+	if gpucheckPath != "" {
+		gc, err = os.ReadFile(gpucheckPath)
+		if errors.Is(err, fs.ErrNotExist) {
+			gc, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	rec, err := Assemble(f, gc)
+	if err != nil {
+		return fmt.Errorf("%s: %w", linesPath, err)
+	}
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("GPU record: %s (%d values not measured, each with its reason)\n", out, CountNotMeasured(rec))
+	return nil
+}

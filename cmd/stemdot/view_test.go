@@ -602,6 +602,11 @@ func TestViewErrors(t *testing.T) {
 	_, stderr, code = run(t, "view", file, "--port", fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "give another --port")
+	// The same with --listen: the error names --listen, not --port (refused with --listen).
+	_, stderr, code = run(t, "view", file, "--listen", ln.Addr().String())
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "give another --listen HOST:PORT")
+	require.NotContains(t, stderr, "--port")
 }
 
 // TestViewWarnings: the dataset's warnings are shown on the page (a MIB file without

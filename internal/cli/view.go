@@ -114,6 +114,9 @@ connected); a reload reconnects within it.`,
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
+				if listen != "" {
+					return fmt.Errorf("listening on %s (--listen): %w (give another --listen HOST:PORT, with port 0 for any free one)", addr, err)
+				}
 				return fmt.Errorf("listening on %s: %w (give another --port, or --port 0 for any free one)", addr, err)
 			}
 			shown := ln.Addr().String()

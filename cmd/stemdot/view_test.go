@@ -622,6 +622,59 @@ func TestViewWarnings(t *testing.T) {
 	p.shot("0_start")
 }
 
+// TestViewSmallestRadius: the keys and the mouse shrink a disk, a ring's inner edge and a
+// com disk down to a radius of 1 pixel, never to 0, which the mask specs refuse (the page
+// would show an error instead of the image).
+func TestViewSmallestRadius(t *testing.T) {
+	chromium(t)
+	file := filepath.Join(t.TempDir(), "s.npy")
+	_, stderr, code := run(t, "synth", "--out", file, "--nav-shape", "4,6", "--sig-shape", "48,48")
+	require.Equal(t, 0, code, stderr)
+	p := openPage(t, startView(t, file), "radius")
+	// check checks the image shown against the page's command: a com spec's shifts as
+	// apply --com-shifts writes them, any other image as apply --out writes it.
+	check := func() string {
+		spec := p.waitPainted()
+		if !strings.HasPrefix(spec, "com") {
+			return p.checkImage()
+		}
+		p.runCommand()
+		name := eval[string](p, `safeName(stemdotView.spec)`)
+		want, err := os.ReadFile(filepath.Join(p.dir, name+"_shifts.npy"))
+		require.NoError(t, err)
+		require.Equal(t, want, p.download("export-npy", name+".npy"), "exported CoM shifts of %s against apply --com-shifts", spec)
+		return spec
+	}
+	for _, c := range []struct{ typed, keys, want string }{
+		{"disk:20,22,2", "---", "disk:20,22,1"},
+		{"ring:20,22,2,9", "[[[", "ring:20,22,1,9"},
+		{"com:20,22,2", "---", "com:20,22,1"},
+	} {
+		eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.typed+"\r")))
+		require.Equal(t, c.typed, check())
+		eval[bool](p, `(() => { document.getElementById('frame').focus(); return true; })()`)
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.keys)))
+		require.Equal(t, c.want, check())
+	}
+	// The edge dragged onto the centre.
+	for _, c := range []struct {
+		typed string
+		from  [2]float64
+		want  string
+	}{
+		{"disk:20,22,6", [2]float64{26, 22}, "disk:20,22,1"},
+		{"ring:20,22,4,9", [2]float64{24, 22}, "ring:20,22,1,9"},
+		{"com:20,22,6", [2]float64{26, 22}, "com:20,22,1"},
+	} {
+		eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.typed+"\r")))
+		require.Equal(t, c.typed, check())
+		p.drag(c.from, [2]float64{20, 22}, 4)
+		require.Equal(t, c.want, check())
+	}
+}
+
 // TestViewClosedTab: with --close-after, stemdot view stops by itself (status 0) once
 // the last page showing it is closed.
 func TestViewClosedTab(t *testing.T) {

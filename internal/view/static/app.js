@@ -269,9 +269,9 @@ function dragTo(ev) {
       if (d.type === 'rect') { d.x = clamp(Math.round(x - drag.dx), 1 - d.w, sx - 1); d.y = clamp(Math.round(y - drag.dy), 1 - d.h, sy - 1); }
       else { d.cx = clamp(Math.round(x - drag.dx), 0, sx - 1); d.cy = clamp(Math.round(y - drag.dy), 0, sy - 1); }
       break;
-    case 'r': d.r = Math.max(0, r); break;
+    case 'r': d.r = Math.max(1, r); break; // the specs refuse a radius of 0
     case 'ro': d.ro = Math.max(r, d.ri + 1); break;
-    case 'ri': d.ri = Math.max(0, Math.min(r, d.ro - 1)); break;
+    case 'ri': d.ri = Math.max(1, Math.min(r, d.ro - 1)); break;
     case 'wh': d.w = Math.max(1, Math.round(x + 0.5 - d.x)); d.h = Math.max(1, Math.round(y + 0.5 - d.y)); break;
   }
   const spec = specOf(d);
@@ -296,6 +296,10 @@ window.addEventListener('mouseup', (ev) => {
   if (pending) requestImage(pending.spec, pending.t0); // the newest now, not after the run
 });
 
+// shrunk is radius v changed by g, not below 1 pixel (the specs refuse 0), nor below v
+// where a radius under 1 was typed.
+const shrunk = (v, g) => Math.max(Math.min(v, 1), v + g);
+
 frameCanvas.addEventListener('keydown', (ev) => {
   if (!S.ready) return;
   const d = S.det, step = ev.shiftKey ? 10 : 1;
@@ -305,11 +309,11 @@ frameCanvas.addEventListener('keydown', (ev) => {
     if (d.type === 'rect') { d.x += move[0]; d.y += move[1]; } else { d.cx += move[0]; d.cy += move[1]; }
   } else if (grow) {
     const g = grow; // one pixel: + is Shift+= on many keyboards
-    if (d.type === 'disk' || (d.type === 'com' && d.r !== null)) d.r = Math.max(0, d.r + g);
+    if (d.type === 'disk' || (d.type === 'com' && d.r !== null)) d.r = shrunk(d.r, g);
     else if (d.type === 'ring') d.ro = Math.max(d.ri + 1, d.ro + g);
     else if (d.type === 'rect') { d.w = Math.max(1, d.w + g); d.h = Math.max(1, d.h + g); }
   } else if (ev.key === '[' || ev.key === ']') {
-    if (d.type === 'ring') d.ri = Math.max(0, Math.min(d.ro - 1, d.ri + (ev.key === ']' ? 1 : -1)));
+    if (d.type === 'ring') d.ri = Math.min(d.ro - 1, shrunk(d.ri, ev.key === ']' ? 1 : -1));
   } else return;
   ev.preventDefault();
   detectorChanged(ev.timeStamp);

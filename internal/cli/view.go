@@ -122,7 +122,7 @@ connected); a reload reconnects within it.`,
 			shown := ln.Addr().String()
 			if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() { // --listen 0.0.0.0:PORT
 				shown = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
-				warn(cmd, fmt.Sprintf("listening on every address (--listen %s): from another machine, open the URL with this machine's address in place of 127.0.0.1", listen))
+				warn(cmd, fmt.Sprintf("listening on every address (--listen %s): from another machine, open the URL with this machine's IP address in place of 127.0.0.1 (a name: give it to --listen NAME:PORT)", listen))
 			}
 			url := fmt.Sprintf("http://%s/%s/", shown, srv.Token())
 			fmt.Fprintf(cmd.OutOrStdout(), "stemdot view of %s: %s\n", args[0], url)

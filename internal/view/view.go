@@ -277,7 +277,7 @@ func checkHost(r *http.Request, hosts []string) string {
 	}
 	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
 	if net.ParseIP(name) == nil && !strings.EqualFold(name, "localhost") && !slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, name) }) {
-		return "forbidden: Host " + strconv.Quote(host) + " is not an address of this server (DNS rebinding?): open the URL stemdot view printed"
+		return "forbidden: Host " + strconv.Quote(host) + " is not an IP address, localhost or a name given to stemdot view --listen (DNS rebinding?): open the URL stemdot view printed, from another machine with this machine's IP address in it, or start stemdot view with --listen " + name + ":PORT to open it by that name"
 	}
 	if o := r.Header.Get("Origin"); o != "" && o != "http://"+host {
 		return "forbidden: request from another origin " + strconv.Quote(o)

@@ -124,7 +124,12 @@ func TestRefused(t *testing.T) {
 		resp, body := get(t, c.url, c.header...)
 		require.Equal(t, c.want, resp.StatusCode, "%s: %s", c.name, body)
 	}
-	resp, body := get(t, base+"api/info")
+	// A name refused says how to use it (stemdot view --listen NAME:PORT), or an IP address.
+	resp, body := get(t, base+"api/info", "Host", "microscope-pc:"+port)
+	require.Equal(t, 403, resp.StatusCode)
+	require.Contains(t, string(body), "--listen microscope-pc:PORT")
+	require.Contains(t, string(body), "IP address")
+	resp, body = get(t, base+"api/info")
 	require.Equal(t, "no-referrer", resp.Header.Get("Referrer-Policy"))
 	var info map[string]any
 	require.NoError(t, json.Unmarshal(body, &info))

@@ -675,6 +675,43 @@ func TestViewSmallestRadius(t *testing.T) {
 	}
 }
 
+// TestViewKeysKeepDetectorOnFrame: the arrow keys move a detector up to the frame's edge,
+// as a drag does, not off it (a detector that selects no pixel is an error).
+func TestViewKeysKeepDetectorOnFrame(t *testing.T) {
+	chromium(t)
+	file := filepath.Join(t.TempDir(), "s.npy")
+	_, stderr, code := run(t, "synth", "--out", file, "--nav-shape", "4,6", "--sig-shape", "40,48")
+	require.Equal(t, 0, code, stderr)
+	p := openPage(t, startView(t, file), "keys_edge")
+	shift := chromedp.KeyModifiers(chromedp.ModifierShift)
+	for _, c := range []struct {
+		typed string
+		keys  string
+		shift bool
+		want  string
+	}{
+		{"point:1,1", kb.ArrowLeft + kb.ArrowLeft + kb.ArrowUp + kb.ArrowUp, false, "point:0,0"},
+		{"disk:44,35,2", kb.ArrowRight, true, "disk:47,35,2"},
+		{"disk:44,35,2", kb.ArrowDown, true, "disk:44,39,2"},
+		{"ring:3,20,4,6", kb.ArrowLeft, true, "ring:0,20,4,6"},
+		{"com:5,5,3", kb.ArrowUp, true, "com:5,0,3"},
+		{"rect:2,30,3,4", kb.ArrowLeft, true, "rect:-2,30,3,4"},
+		{"rect:2,30,3,4", kb.ArrowDown, true, "rect:2,39,3,4"},
+	} {
+		eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.typed+"\r")))
+		require.Equal(t, c.typed, p.waitPainted())
+		eval[bool](p, `(() => { document.getElementById('frame').focus(); return true; })()`)
+		if c.shift {
+			require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.keys, shift)))
+		} else {
+			require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.keys)))
+		}
+		require.Equal(t, c.want, p.waitPainted(), "%s, then %q", c.typed, c.keys)
+	}
+	p.checkImage()
+}
+
 // TestViewClosedTab: with --close-after, stemdot view stops by itself (status 0) once
 // the last page showing it is closed.
 func TestViewClosedTab(t *testing.T) {

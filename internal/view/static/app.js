@@ -305,8 +305,11 @@ frameCanvas.addEventListener('keydown', (ev) => {
   const d = S.det, step = ev.shiftKey ? 10 : 1;
   const move = { ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, -step], ArrowDown: [0, step] }[ev.key];
   const grow = { '+': 1, '=': 1, '-': -1, '_': -1 }[ev.key];
-  if (move) {
-    if (d.type === 'rect') { d.x += move[0]; d.y += move[1]; } else { d.cx += move[0]; d.cy += move[1]; }
+  if (move) { // kept on the frame, as a drag keeps it (never moved further out either)
+    const [sy, sx] = sigShape();
+    const to = (v, dv, lo, hi) => Math.max(Math.min(lo, v), Math.min(Math.max(hi, v), v + dv));
+    if (d.type === 'rect') { d.x = to(d.x, move[0], 1 - d.w, sx - 1); d.y = to(d.y, move[1], 1 - d.h, sy - 1); }
+    else { d.cx = to(d.cx, move[0], 0, sx - 1); d.cy = to(d.cy, move[1], 0, sy - 1); }
   } else if (grow) {
     const g = grow; // one pixel: + is Shift+= on many keyboards
     if (d.type === 'disk' || (d.type === 'com' && d.r !== null)) d.r = shrunk(d.r, g);

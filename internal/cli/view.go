@@ -130,8 +130,13 @@ connected); a reload reconnects within it.`,
 				f.Sync()
 			}
 			if b := os.Getenv("BROWSER"); b != "" && !noBrowser {
-				c := exec.Command(b, url)
-				if err := c.Start(); err != nil {
+				args, err := browserCommand(b, url)
+				var c *exec.Cmd
+				if err == nil {
+					c = exec.Command(args[0], args[1:]...)
+					err = c.Start()
+				}
+				if err != nil {
 					warn(cmd, fmt.Sprintf("$BROWSER %s: %v: open the URL yourself", b, err))
 				} else {
 					go c.Wait()
@@ -154,6 +159,45 @@ connected); a reload reconnects within it.`,
 	pf.register(f, false)
 	df.register(f)
 	return cmd
+}
+
+// browserCommand is the command line that opens url by $BROWSER value b, read as Python's
+// webbrowser and xdg-utils read it: commands separated by colons, the first one whose
+// program is found; each a program and its arguments separated by blanks (or a path to a
+// program, blanks and all), with %s standing for the URL, else the URL added last. The
+// error names the programs not found.
+func browserCommand(b, url string) ([]string, error) {
+	var missing []string
+	for _, entry := range strings.Split(b, ":") {
+		if strings.TrimSpace(entry) == "" {
+			continue
+		}
+		if p, err := exec.LookPath(entry); err == nil && !strings.Contains(entry, "%s") {
+			return []string{p, url}, nil
+		}
+		args := strings.Fields(entry)
+		p, err := exec.LookPath(args[0])
+		if err != nil {
+			missing = append(missing, strconv.Quote(args[0]))
+			continue
+		}
+		args[0] = p
+		subst := false
+		for i, a := range args[1:] {
+			if strings.Contains(a, "%s") {
+				args[i+1] = strings.ReplaceAll(a, "%s", url)
+				subst = true
+			}
+		}
+		if !subst {
+			args = append(args, url)
+		}
+		return args, nil
+	}
+	if len(missing) == 0 {
+		return nil, fmt.Errorf("names no program")
+	}
+	return nil, fmt.Errorf("no program found of %s", strings.Join(missing, ", "))
 }
 
 // applyCommand is the stemdot apply command for the dataset at path opened with the

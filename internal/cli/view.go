@@ -42,9 +42,10 @@ the image as NPY (as apply --out writes it; com: the shifts as --com-shifts), th
 as PNG as shown, and the stemdot apply command that computes it.
 
 Runs: one at a time, on the workers of --cpus/--gpus (--gpu: one GPU worker, CUDA
-builds only); a new request cancels the run in progress (newest wins); while a run is
-under way during a drag, only the newest detector waits for it, and a run still far
-from done is cancelled at once. The sum frames and the last 16 images are kept.
+builds only); a page's new request cancels its run in progress (newest wins; two pages
+take turns); while a run is under way during a drag, only the newest detector waits for
+it, and a run still far from done is cancelled at once. The sum frames and the last 16
+images are kept.
 
 Safety: the server listens on loopback only unless --listen ADDR is given; it answers
 only URLs with its token, only requests whose Host is an IP address, localhost or the

@@ -372,7 +372,7 @@ async function runImage(spec, t0, retry) {
     paintImage(spec, arr, t0, lastDuration);
   } catch (e) {
     if (e.name === 'AbortError') return; // replaced by a newer one
-    if (e.status === 409 && inflight === job && !retry) { // another page's newer run won
+    if (e.status === 409 && inflight === job && !retry) { // cancelled, yet still the newest: once more
       inflight = null;
       return runImage(spec, t0, true);
     }

@@ -456,6 +456,13 @@ func TestViewRealFile(t *testing.T) {
 	require.Contains(t, eval[string](p, `document.getElementById('error-text').textContent`), "disk takes 3 numbers")
 	p.shot("5_error")
 	eval[bool](p, `(() => { stemdotView.errors.length = 0; document.getElementById('error').hidden = true; return true; })()`)
+	// An auto spec, as the CLI takes it: the error says what to type instead.
+	eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("disk:auto\r")))
+	_, err = chromedp.Run(p.ctx, chromedp.Poll[bool](`stemdotView.errors.length > 0`))
+	require.NoError(t, err)
+	require.Contains(t, eval[string](p, `document.getElementById('error-text').textContent`), "no auto specs: give the centre's numbers (stemdot info --centre prints them)")
+	eval[bool](p, `(() => { stemdotView.errors.length = 0; document.getElementById('error').hidden = true; return true; })()`)
 
 	// A rect and a point typed as specs, then moved and resized with the keys.
 	for _, c := range []struct{ typed, keys, want string }{

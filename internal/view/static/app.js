@@ -196,6 +196,8 @@ function specOf(d) {
 function parseSpec(text) {
   const m = /^\s*(disk|ring|rect|point|com)\s*(?::(.*))?$/.exec(text);
   if (!m) throw new Error(`spec "${text}": want disk:CX,CY,R, ring:CX,CY,RI,RO, rect:X,Y,W,H, point:X,Y or com[:CX,CY[,R]] (the view needs numbers, no auto specs)`);
+  if (m[2] !== undefined && /(^|,)\s*auto\s*(,|$)/.test(m[2]))
+    throw new Error(`spec "${text}": the view takes no auto specs: give the centre's numbers (stemdot info --centre prints them), or drag the detector onto the beam`);
   const v = m[2] === undefined ? [] : m[2].split(',').map((s) => Number(s.trim()));
   if (v.some((x) => !isFinite(x))) throw new Error(`spec "${text}": every value must be a number`);
   const want = { disk: [3], ring: [4], rect: [4], point: [2], com: [0, 2, 3] }[m[1]];

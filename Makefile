@@ -5,6 +5,9 @@
 # 1.10.5 or later, else without (`-tags nohdf5`: HDF5 files are refused, naming the
 # package to install), and says which. Every Go command here gets the same tags.
 
+# The default goal is all (bin/stemdot), whatever rule is written first.
+.DEFAULT_GOAL := all
+
 GO      ?= go
 NVCC    := $(shell command -v nvcc 2>/dev/null)
 BUILD   := build

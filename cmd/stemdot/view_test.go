@@ -456,6 +456,13 @@ func TestViewRealFile(t *testing.T) {
 	require.Contains(t, eval[string](p, `document.getElementById('error-text').textContent`), "disk takes 3 numbers")
 	p.shot("5_error")
 	eval[bool](p, `(() => { stemdotView.errors.length = 0; document.getElementById('error').hidden = true; return true; })()`)
+	// An auto spec, as the CLI takes it: the error says what to type instead.
+	eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("disk:auto\r")))
+	_, err = chromedp.Run(p.ctx, chromedp.Poll[bool](`stemdotView.errors.length > 0`))
+	require.NoError(t, err)
+	require.Contains(t, eval[string](p, `document.getElementById('error-text').textContent`), "no auto specs: give the centre's numbers (stemdot info --centre prints them)")
+	eval[bool](p, `(() => { stemdotView.errors.length = 0; document.getElementById('error').hidden = true; return true; })()`)
 
 	// A rect and a point typed as specs, then moved and resized with the keys.
 	for _, c := range []struct{ typed, keys, want string }{
@@ -602,6 +609,11 @@ func TestViewErrors(t *testing.T) {
 	_, stderr, code = run(t, "view", file, "--port", fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "give another --port")
+	// The same with --listen: the error names --listen, not --port (refused with --listen).
+	_, stderr, code = run(t, "view", file, "--listen", ln.Addr().String())
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "give another --listen HOST:PORT")
+	require.NotContains(t, stderr, "--port")
 }
 
 // TestViewWarnings: the dataset's warnings are shown on the page (a MIB file without
@@ -615,6 +627,96 @@ func TestViewWarnings(t *testing.T) {
 	require.Equal(t, []int{1, 8}, eval[[]int](p, `stemdotView.info.nav_shape`))
 	p.checkImage()
 	p.shot("0_start")
+}
+
+// TestViewSmallestRadius: the keys and the mouse shrink a disk, a ring's inner edge and a
+// com disk down to a radius of 1 pixel, never to 0, which the mask specs refuse (the page
+// would show an error instead of the image).
+func TestViewSmallestRadius(t *testing.T) {
+	chromium(t)
+	file := filepath.Join(t.TempDir(), "s.npy")
+	_, stderr, code := run(t, "synth", "--out", file, "--nav-shape", "4,6", "--sig-shape", "48,48")
+	require.Equal(t, 0, code, stderr)
+	p := openPage(t, startView(t, file), "radius")
+	// check checks the image shown against the page's command: a com spec's shifts as
+	// apply --com-shifts writes them, any other image as apply --out writes it.
+	check := func() string {
+		spec := p.waitPainted()
+		if !strings.HasPrefix(spec, "com") {
+			return p.checkImage()
+		}
+		p.runCommand()
+		name := eval[string](p, `safeName(stemdotView.spec)`)
+		want, err := os.ReadFile(filepath.Join(p.dir, name+"_shifts.npy"))
+		require.NoError(t, err)
+		require.Equal(t, want, p.download("export-npy", name+".npy"), "exported CoM shifts of %s against apply --com-shifts", spec)
+		return spec
+	}
+	for _, c := range []struct{ typed, keys, want string }{
+		{"disk:20,22,2", "---", "disk:20,22,1"},
+		{"ring:20,22,2,9", "[[[", "ring:20,22,1,9"},
+		{"com:20,22,2", "---", "com:20,22,1"},
+	} {
+		eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.typed+"\r")))
+		require.Equal(t, c.typed, check())
+		eval[bool](p, `(() => { document.getElementById('frame').focus(); return true; })()`)
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.keys)))
+		require.Equal(t, c.want, check())
+	}
+	// The edge dragged onto the centre.
+	for _, c := range []struct {
+		typed string
+		from  [2]float64
+		want  string
+	}{
+		{"disk:20,22,6", [2]float64{26, 22}, "disk:20,22,1"},
+		{"ring:20,22,4,9", [2]float64{24, 22}, "ring:20,22,1,9"},
+		{"com:20,22,6", [2]float64{26, 22}, "com:20,22,1"},
+	} {
+		eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.typed+"\r")))
+		require.Equal(t, c.typed, check())
+		p.drag(c.from, [2]float64{20, 22}, 4)
+		require.Equal(t, c.want, check())
+	}
+}
+
+// TestViewKeysKeepDetectorOnFrame: the arrow keys move a detector up to the frame's edge,
+// as a drag does, not off it (a detector that selects no pixel is an error).
+func TestViewKeysKeepDetectorOnFrame(t *testing.T) {
+	chromium(t)
+	file := filepath.Join(t.TempDir(), "s.npy")
+	_, stderr, code := run(t, "synth", "--out", file, "--nav-shape", "4,6", "--sig-shape", "40,48")
+	require.Equal(t, 0, code, stderr)
+	p := openPage(t, startView(t, file), "keys_edge")
+	shift := chromedp.KeyModifiers(chromedp.ModifierShift)
+	for _, c := range []struct {
+		typed string
+		keys  string
+		shift bool
+		want  string
+	}{
+		{"point:1,1", kb.ArrowLeft + kb.ArrowLeft + kb.ArrowUp + kb.ArrowUp, false, "point:0,0"},
+		{"disk:44,35,2", kb.ArrowRight, true, "disk:47,35,2"},
+		{"disk:44,35,2", kb.ArrowDown, true, "disk:44,39,2"},
+		{"ring:3,20,4,6", kb.ArrowLeft, true, "ring:0,20,4,6"},
+		{"com:5,5,3", kb.ArrowUp, true, "com:5,0,3"},
+		{"rect:2,30,3,4", kb.ArrowLeft, true, "rect:-2,30,3,4"},
+		{"rect:2,30,3,4", kb.ArrowDown, true, "rect:2,39,3,4"},
+	} {
+		eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.typed+"\r")))
+		require.Equal(t, c.typed, p.waitPainted())
+		eval[bool](p, `(() => { document.getElementById('frame').focus(); return true; })()`)
+		if c.shift {
+			require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.keys, shift)))
+		} else {
+			require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.keys)))
+		}
+		require.Equal(t, c.want, p.waitPainted(), "%s, then %q", c.typed, c.keys)
+	}
+	p.checkImage()
 }
 
 // TestViewClosedTab: with --close-after, stemdot view stops by itself (status 0) once

@@ -42,9 +42,10 @@ the image as NPY (as apply --out writes it; com: the shifts as --com-shifts), th
 as PNG as shown, and the stemdot apply command that computes it.
 
 Runs: one at a time, on the workers of --cpus/--gpus (--gpu: one GPU worker, CUDA
-builds only); a new request cancels the run in progress (newest wins); while a run is
-under way during a drag, only the newest detector waits for it, and a run still far
-from done is cancelled at once. The sum frames and the last 16 images are kept.
+builds only); a page's new request cancels its run in progress (newest wins; two pages
+take turns); while a run is under way during a drag, only the newest detector waits for
+it, and a run still far from done is cancelled at once. The sum frames and the last 16
+images are kept.
 
 Safety: the server listens on loopback only unless --listen ADDR is given; it answers
 only URLs with its token, only requests whose Host is an IP address, localhost or the
@@ -114,12 +115,15 @@ connected); a reload reconnects within it.`,
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
+				if listen != "" {
+					return fmt.Errorf("listening on %s (--listen): %w (give another --listen HOST:PORT, with port 0 for any free one)", addr, err)
+				}
 				return fmt.Errorf("listening on %s: %w (give another --port, or --port 0 for any free one)", addr, err)
 			}
 			shown := ln.Addr().String()
 			if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() { // --listen 0.0.0.0:PORT
 				shown = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
-				warn(cmd, fmt.Sprintf("listening on every address (--listen %s): from another machine, open the URL with this machine's address in place of 127.0.0.1", listen))
+				warn(cmd, fmt.Sprintf("listening on every address (--listen %s): from another machine, open the URL with this machine's IP address in place of 127.0.0.1 (a name: give it to --listen NAME:PORT)", listen))
 			}
 			url := fmt.Sprintf("http://%s/%s/", shown, srv.Token())
 			fmt.Fprintf(cmd.OutOrStdout(), "stemdot view of %s: %s\n", args[0], url)
@@ -127,8 +131,13 @@ connected); a reload reconnects within it.`,
 				f.Sync()
 			}
 			if b := os.Getenv("BROWSER"); b != "" && !noBrowser {
-				c := exec.Command(b, url)
-				if err := c.Start(); err != nil {
+				args, err := browserCommand(b, url)
+				var c *exec.Cmd
+				if err == nil {
+					c = exec.Command(args[0], args[1:]...)
+					err = c.Start()
+				}
+				if err != nil {
 					warn(cmd, fmt.Sprintf("$BROWSER %s: %v: open the URL yourself", b, err))
 				} else {
 					go c.Wait()
@@ -151,6 +160,45 @@ connected); a reload reconnects within it.`,
 	pf.register(f, false)
 	df.register(f)
 	return cmd
+}
+
+// browserCommand is the command line that opens url by $BROWSER value b, read as Python's
+// webbrowser and xdg-utils read it: commands separated by colons, the first one whose
+// program is found; each a program and its arguments separated by blanks (or a path to a
+// program, blanks and all), with %s standing for the URL, else the URL added last. The
+// error names the programs not found.
+func browserCommand(b, url string) ([]string, error) {
+	var missing []string
+	for _, entry := range strings.Split(b, ":") {
+		if strings.TrimSpace(entry) == "" {
+			continue
+		}
+		if p, err := exec.LookPath(entry); err == nil && !strings.Contains(entry, "%s") {
+			return []string{p, url}, nil
+		}
+		args := strings.Fields(entry)
+		p, err := exec.LookPath(args[0])
+		if err != nil {
+			missing = append(missing, strconv.Quote(args[0]))
+			continue
+		}
+		args[0] = p
+		subst := false
+		for i, a := range args[1:] {
+			if strings.Contains(a, "%s") {
+				args[i+1] = strings.ReplaceAll(a, "%s", url)
+				subst = true
+			}
+		}
+		if !subst {
+			args = append(args, url)
+		}
+		return args, nil
+	}
+	if len(missing) == 0 {
+		return nil, fmt.Errorf("names no program")
+	}
+	return nil, fmt.Errorf("no program found of %s", strings.Join(missing, ", "))
 }
 
 // applyCommand is the stemdot apply command for the dataset at path opened with the

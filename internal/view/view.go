@@ -31,10 +31,11 @@
 // 400 (a bad spec or position), 409 (a run cancelled by a newer one), 503 (the first
 // pass is still running) or 500.
 //
-// Image runs: one at a time; a new request cancels the run in progress (newest wins,
-// the older request gets 409), as does a request whose client went away. Newest is by
-// the page's numbering (page P's request N), so that an abandoned request that arrives
-// late cancels nothing. The sum frames
+// Image runs: one at a time; a page's new request cancels its run in progress or
+// waiting (newest wins, the older request gets 409), as does a request whose client went
+// away; another page's run is waited for (two tabs take turns). Newest is by the page's
+// numbering (page P's request N), so that an abandoned request that arrives late cancels
+// nothing; requests without a page are one page. The sum frames
 // and the last images (up to 16 or 256 MiB) are kept.
 //
 // Safety: the server answers only paths under /TOKEN/ (anything else: 403 without
@@ -109,8 +110,8 @@ type Server struct {
 	done     int // frames of the first pass done
 	red      *stemdot.Reduction
 	redErr   error
-	ready    chan struct{} // closed when the first pass has ended
-	cancel   context.CancelFunc
+	ready    chan struct{}  // closed when the first pass has ended
+	runs     map[string]run // each page's newest image request, waiting or running
 	runID    uint64
 	seqs     map[string]uint64 // the newest image request of each page
 	cache    []cached
@@ -118,6 +119,12 @@ type Server struct {
 	lastSeen time.Time
 	changed  chan struct{} // closed and replaced at every progress or client change
 	jobs     sync.Mutex    // one image run at a time
+}
+
+// run is a page's image request: cancel cancels it as replaced by a newer one.
+type run struct {
+	id     uint64
+	cancel func()
 }
 
 type cached struct {
@@ -277,7 +284,7 @@ func checkHost(r *http.Request, hosts []string) string {
 	}
 	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
 	if net.ParseIP(name) == nil && !strings.EqualFold(name, "localhost") && !slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, name) }) {
-		return "forbidden: Host " + strconv.Quote(host) + " is not an address of this server (DNS rebinding?): open the URL stemdot view printed"
+		return "forbidden: Host " + strconv.Quote(host) + " is not an IP address, localhost or a name given to stemdot view --listen (DNS rebinding?): open the URL stemdot view printed, from another machine with this machine's IP address in it, or start stemdot view with --listen " + name + ":PORT to open it by that name"
 	}
 	if o := r.Header.Get("Origin"); o != "" && o != "http://"+host {
 		return "forbidden: request from another origin " + strconv.Quote(o)
@@ -486,8 +493,8 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 // errStale is the error of a run cancelled by a newer request.
 var errStale = errs.New(errs.Cancelled, "cancelled: a newer request replaced this one")
 
-// compute runs the job of spec, cancelling the run in progress (newest wins), and keeps
-// its image. A page numbers its requests (seq, with its id page): one that arrives after
+// compute runs the job of spec, cancelling the page's run in progress or waiting (newest
+// wins) and waiting for other pages' runs, and keeps its image. A page numbers its requests (seq, with its id page): one that arrives after
 // a newer one of the same page (an abandoned request still on its way) is refused at
 // once as stale, so that it cannot cancel the newer one.
 func (s *Server) compute(ctx context.Context, spec, page string, seq uint64) (cached, error) {
@@ -513,22 +520,28 @@ func (s *Server) compute(ctx context.Context, spec, page string, seq uint64) (ca
 		}
 		s.seqs[page] = seq
 	}
-	if s.cancel != nil {
-		s.cancel()
+	// Newest wins within a page: its request replaces its older one, waiting or running.
+	// Another page's run is waited for, not cancelled (two tabs would cancel each
+	// other's requests in turn).
+	if r, ok := s.runs[page]; ok {
+		r.cancel()
 	}
 	s.runID++
 	id := s.runID
-	s.cancel = func() { cancel(errStale) }
+	if s.runs == nil {
+		s.runs = map[string]run{}
+	}
+	s.runs[page] = run{id, func() { cancel(errStale) }}
 	s.mu.Unlock()
-	s.jobs.Lock()
-	defer s.jobs.Unlock()
 	defer func() {
 		s.mu.Lock()
-		if s.runID == id {
-			s.cancel = nil
+		if s.runs[page].id == id {
+			delete(s.runs, page)
 		}
 		s.mu.Unlock()
 	}()
+	s.jobs.Lock()
+	defer s.jobs.Unlock()
 	if ctx.Err() != nil {
 		return cached{}, cancelled(ctx)
 	}

@@ -124,7 +124,12 @@ func TestRefused(t *testing.T) {
 		resp, body := get(t, c.url, c.header...)
 		require.Equal(t, c.want, resp.StatusCode, "%s: %s", c.name, body)
 	}
-	resp, body := get(t, base+"api/info")
+	// A name refused says how to use it (stemdot view --listen NAME:PORT), or an IP address.
+	resp, body := get(t, base+"api/info", "Host", "microscope-pc:"+port)
+	require.Equal(t, 403, resp.StatusCode)
+	require.Contains(t, string(body), "--listen microscope-pc:PORT")
+	require.Contains(t, string(body), "IP address")
+	resp, body = get(t, base+"api/info")
 	require.Equal(t, "no-referrer", resp.Header.Get("Referrer-Policy"))
 	var info map[string]any
 	require.NoError(t, json.Unmarshal(body, &info))
@@ -260,6 +265,33 @@ func TestNewestWins(t *testing.T) {
 	resp, _ = get(t, base+"disk:8,6,5&seq=3")
 	require.Equal(t, 200, resp.StatusCode)
 	require.Len(t, s.cache, 1)
+}
+
+// TestPagesTakeTurns: a page's request does not cancel another page's run (two tabs):
+// it waits for it. Cancelling it made the other page retry, which cancelled this one's,
+// and one page was left showing an older detector's image without an error.
+func TestPagesTakeTurns(t *testing.T) {
+	s, hs := newServer(t)
+	base := hs.URL + "/" + s.Token() + "/api/image?spec="
+	s.jobs.Lock() // the runs wait here, as behind a long one
+	var wg sync.WaitGroup
+	codes := make([]int, 3)
+	for i, q := range []string{"disk:8,6,3&page=a&seq=1", "disk:8,6,4&page=b&seq=1", "disk:8,6,5"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(base + q)
+			require.NoError(t, err)
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		}()
+		require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.runs) == i+1 }, 10*time.Second, time.Millisecond)
+	}
+	s.jobs.Unlock()
+	wg.Wait()
+	require.Equal(t, []int{200, 200, 200}, codes)
+	require.Len(t, s.cache, 3)
+	require.Empty(t, s.runs)
 }
 
 // TestServeStops: Serve ends when the last page's event stream has been closed for

@@ -196,6 +196,8 @@ function specOf(d) {
 function parseSpec(text) {
   const m = /^\s*(disk|ring|rect|point|com)\s*(?::(.*))?$/.exec(text);
   if (!m) throw new Error(`spec "${text}": want disk:CX,CY,R, ring:CX,CY,RI,RO, rect:X,Y,W,H, point:X,Y or com[:CX,CY[,R]] (the view needs numbers, no auto specs)`);
+  if (m[2] !== undefined && /(^|,)\s*auto\s*(,|$)/.test(m[2]))
+    throw new Error(`spec "${text}": the view takes no auto specs: give the centre's numbers (stemdot info --centre prints them), or drag the detector onto the beam`);
   const v = m[2] === undefined ? [] : m[2].split(',').map((s) => Number(s.trim()));
   if (v.some((x) => !isFinite(x))) throw new Error(`spec "${text}": every value must be a number`);
   const want = { disk: [3], ring: [4], rect: [4], point: [2], com: [0, 2, 3] }[m[1]];
@@ -269,9 +271,9 @@ function dragTo(ev) {
       if (d.type === 'rect') { d.x = clamp(Math.round(x - drag.dx), 1 - d.w, sx - 1); d.y = clamp(Math.round(y - drag.dy), 1 - d.h, sy - 1); }
       else { d.cx = clamp(Math.round(x - drag.dx), 0, sx - 1); d.cy = clamp(Math.round(y - drag.dy), 0, sy - 1); }
       break;
-    case 'r': d.r = Math.max(0, r); break;
+    case 'r': d.r = Math.max(1, r); break; // the specs refuse a radius of 0
     case 'ro': d.ro = Math.max(r, d.ri + 1); break;
-    case 'ri': d.ri = Math.max(0, Math.min(r, d.ro - 1)); break;
+    case 'ri': d.ri = Math.max(1, Math.min(r, d.ro - 1)); break;
     case 'wh': d.w = Math.max(1, Math.round(x + 0.5 - d.x)); d.h = Math.max(1, Math.round(y + 0.5 - d.y)); break;
   }
   const spec = specOf(d);
@@ -296,20 +298,27 @@ window.addEventListener('mouseup', (ev) => {
   if (pending) requestImage(pending.spec, pending.t0); // the newest now, not after the run
 });
 
+// shrunk is radius v changed by g, not below 1 pixel (the specs refuse 0), nor below v
+// where a radius under 1 was typed.
+const shrunk = (v, g) => Math.max(Math.min(v, 1), v + g);
+
 frameCanvas.addEventListener('keydown', (ev) => {
   if (!S.ready) return;
   const d = S.det, step = ev.shiftKey ? 10 : 1;
   const move = { ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, -step], ArrowDown: [0, step] }[ev.key];
   const grow = { '+': 1, '=': 1, '-': -1, '_': -1 }[ev.key];
-  if (move) {
-    if (d.type === 'rect') { d.x += move[0]; d.y += move[1]; } else { d.cx += move[0]; d.cy += move[1]; }
+  if (move) { // kept on the frame, as a drag keeps it (never moved further out either)
+    const [sy, sx] = sigShape();
+    const to = (v, dv, lo, hi) => Math.max(Math.min(lo, v), Math.min(Math.max(hi, v), v + dv));
+    if (d.type === 'rect') { d.x = to(d.x, move[0], 1 - d.w, sx - 1); d.y = to(d.y, move[1], 1 - d.h, sy - 1); }
+    else { d.cx = to(d.cx, move[0], 0, sx - 1); d.cy = to(d.cy, move[1], 0, sy - 1); }
   } else if (grow) {
     const g = grow; // one pixel: + is Shift+= on many keyboards
-    if (d.type === 'disk' || (d.type === 'com' && d.r !== null)) d.r = Math.max(0, d.r + g);
+    if (d.type === 'disk' || (d.type === 'com' && d.r !== null)) d.r = shrunk(d.r, g);
     else if (d.type === 'ring') d.ro = Math.max(d.ri + 1, d.ro + g);
     else if (d.type === 'rect') { d.w = Math.max(1, d.w + g); d.h = Math.max(1, d.h + g); }
   } else if (ev.key === '[' || ev.key === ']') {
-    if (d.type === 'ring') d.ri = Math.max(0, Math.min(d.ro - 1, d.ri + (ev.key === ']' ? 1 : -1)));
+    if (d.type === 'ring') d.ri = Math.min(d.ro - 1, shrunk(d.ri, ev.key === ']' ? 1 : -1));
   } else return;
   ev.preventDefault();
   detectorChanged(ev.timeStamp);
@@ -365,7 +374,7 @@ async function runImage(spec, t0, retry) {
     paintImage(spec, arr, t0, lastDuration);
   } catch (e) {
     if (e.name === 'AbortError') return; // replaced by a newer one
-    if (e.status === 409 && inflight === job && !retry) { // another page's newer run won
+    if (e.status === 409 && inflight === job && !retry) { // cancelled, yet still the newest: once more
       inflight = null;
       return runImage(spec, t0, true);
     }

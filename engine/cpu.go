@@ -66,10 +66,11 @@ type kernel interface {
 // Otherwise, for float32 results on a CPU with AVX2 and FMA (see useSIMD) and frames of
 // uint8, int8, uint16, int16, int32 or float32, any number of masks go through the
 // assembly block kernels (simdDense). Else a single mask goes through a fused
-// convert-and-dot loop in float64; several masks of a job.Float64 run, on a CPU with AVX2
-// and FMA, through the float64 broadcast kernels (simdDense64: every dtype, products and
-// sums in float64); otherwise through gonum's BLAS Gemm in float32 (float64 with
-// job.Float64), on chunks of pixels whose partial sums are added in float64. Every Gemm call stays within gonum's serial size (see gemmRows,
+// convert-and-dot loop in float64, unless the masks of a job.Float64 run, on a CPU with
+// AVX2 and FMA, go through the float64 broadcast kernels (simdDense64: every dtype,
+// products and sums in float64, any number of masks); otherwise several masks go through
+// gonum's BLAS Gemm in float32 (float64 with job.Float64), on chunks of pixels whose
+// partial sums are added in float64. Every Gemm call stays within gonum's serial size (see gemmRows,
 // gemmMasks), so a worker does all its work on its own pinned thread.
 //
 // The worker holds TileFrames*FrameBytes bytes of native tile (none for a dataset
@@ -427,11 +428,11 @@ func kernelFor[N native](job *Job) kernel {
 			d.odd = make([]float64, simdGroup)
 		}
 		return d
-	case job.NMasks == 1:
-		return &fused[N]{pixels: p, mask: job.denseMasks64()}
-	case job.Float64 && job.NMasks >= bcast64MinMasks && bcast64KernelsFor(job.NMasks) != nil:
+	case job.Float64 && bcast64KernelsFor(job.NMasks) != nil:
 		k := bcast64KernelsFor(job.NMasks)
 		return newSIMDDense64[N](k, job.packedMasks64(k), job.NMasks, p, job.TileFrames)
+	case job.NMasks == 1:
+		return &fused[N]{pixels: p, mask: job.denseMasks64()}
 	case job.Float64:
 		return newDense[N](job.denseMasks64(), job.NMasks, p, job.TileFrames, gemm64)
 	default:

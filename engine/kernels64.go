@@ -46,11 +46,6 @@ const simdBlock64 = 512
 // compete for one set).
 const convStride = simdBlock64 + 8
 
-// bcast64MinMasks is the least number of masks of a float64 run that takes the float64
-// broadcast kernels; a single mask goes through the fused loop (its speed is that of
-// reading the frames).
-const bcast64MinMasks = 2
-
 // simdDense64 is the dense kernel of float64 runs on the broadcast kernels: for each block
 // of simdBlock64 pixels, the tile's frames are converted to float64 (float64 frames are
 // used in place), and for each panel of masks every frame of the tile meets the panel's

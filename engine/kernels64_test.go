@@ -112,7 +112,7 @@ func TestSIMDDense64MatchesReference(t *testing.T) {
 		for _, sig := range [][2]int{{13, 41}, {1, 3}} {
 			for _, dt := range allDTypes {
 				ds := randomDataset(rng, dt, []int{13}, sig)
-				for _, nMasks := range []int{2, 5, 8, 13, 33, 70} {
+				for _, nMasks := range []int{1, 2, 5, 8, 13, 33, 70} {
 					stack, w := stackWithLo(rng, nMasks, sig)
 					want, mag := reference64(ds, w, nMasks)
 					for _, tile := range []int{1, 6, 13} {

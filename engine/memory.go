@@ -20,9 +20,9 @@ type MemoryEstimate struct {
 	Result int64
 	// Masks is the mask stack in the form the workers apply it beyond the stack itself:
 	// a CSR copy of a dense stack applied sparse, the float64 copy of a dense stack
-	// for a float64 run (on CPUs with the float64 SIMD kernels and for 2 or more masks,
-	// packed for them: (n_masks rounded up to 8, or 4 without AVX-512) × pixels × 8
-	// bytes), or the CPU workers' packed copy of a dense stack of at least 8 masks (at
+	// for a float64 run (on CPUs with the float64 SIMD kernels, packed for them: n_masks
+	// rounded up to their lanes, 8 for more than 4 masks with AVX-512, else 4, × pixels ×
+	// 8 bytes), or the CPU workers' packed copy of a dense stack of at least 8 masks (at
 	// most (n_masks rounded up to 16) × (pixels rounded up to 16) × 4 bytes);
 	// and, for GPU workers of a float64 run whose weights have Lo parts, the stack of
 	// weights and Lo parts they apply (masks.Stack.LoPairs); for a sparse dataset
@@ -74,7 +74,7 @@ func estimateMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan
 	sparse := c.PreferSparse
 	// simd64: the float64 broadcast kernels apply the dense stack (kernelFor), packed.
 	k64 := bcast64KernelsFor(stack.N)
-	simd64 := opt.Float64 && opt.Shifts == nil && k64 != nil && stack.N >= bcast64MinMasks
+	simd64 := opt.Float64 && opt.Shifts == nil && k64 != nil
 	switch {
 	case sparse && stack.Data != nil:
 		e.Masks = 8*int64(c.NNZ) + 4*(nMasks+1)

@@ -48,27 +48,28 @@ func TestEstimateCountsLoPairs(t *testing.T) {
 // and its kernel hold: the packed stack (shared), the converted blocks, the kernel's
 // results and the rows.
 func TestEstimateCountsFloat64Kernel(t *testing.T) {
-	k := bcast64KernelsFor(11)
-	if k == nil {
+	if bcast64KernelsFor(11) == nil {
 		t.Skip("no float64 SIMD kernels on this CPU")
 	}
-	const frames, nMasks = 6, 11
+	const frames = 6
 	sig := [2]int{20, 30}
-	ds, err := dataset.FromMemory(make([]byte, frames*600*2), []int{frames}, sig, dataset.Uint16)
-	require.NoError(t, err)
-	stack, _ := stackWithLo(rand.New(rand.NewPCG(64, 5)), nMasks, sig)
-	cpu := &planner.Plan{Workers: []planner.Worker{{Kind: planner.CPU}}}
-	e := EstimateMemory(ds, stack, cpu, Options{Float64: true, TileFrames: frames})
-	job := &Job{Dataset: ds, Masks: stack, NMasks: nMasks, Float64: true, TileFrames: frames}
-	w, err := NewCPUWorker(job)
-	require.NoError(t, err)
-	cw := w.(*cpuWorker)
-	d, ok := cw.kernel.(*simdDense64[uint16])
-	require.True(t, ok, "kernel %T", cw.kernel)
-	require.Equal(t, int64(8*len(d.packed)), e.Masks)
-	native := int64(0)
-	if !dataset.ViewsInPlace(ds) {
-		native = 2 * int64(frames*ds.FrameBytes())
+	for _, nMasks := range []int{1, 11} {
+		ds, err := dataset.FromMemory(make([]byte, frames*600*2), []int{frames}, sig, dataset.Uint16)
+		require.NoError(t, err)
+		stack, _ := stackWithLo(rand.New(rand.NewPCG(64, 5)), nMasks, sig)
+		cpu := &planner.Plan{Workers: []planner.Worker{{Kind: planner.CPU}}}
+		e := EstimateMemory(ds, stack, cpu, Options{Float64: true, TileFrames: frames})
+		job := &Job{Dataset: ds, Masks: stack, NMasks: nMasks, Float64: true, TileFrames: frames}
+		w, err := NewCPUWorker(job)
+		require.NoError(t, err)
+		cw := w.(*cpuWorker)
+		d, ok := cw.kernel.(*simdDense64[uint16])
+		require.True(t, ok, "%d masks: kernel %T", nMasks, cw.kernel)
+		require.Equal(t, int64(8*len(d.packed)), e.Masks, "%d masks", nMasks)
+		native := int64(0)
+		if !dataset.ViewsInPlace(ds) {
+			native = 2 * int64(frames*ds.FrameBytes())
+		}
+		require.Equal(t, native+int64(8*(len(cw.acc)+len(d.conv)+len(d.out))), e.PerWorker, "%d masks", nMasks)
 	}
-	require.Equal(t, native+int64(8*(len(cw.acc)+len(d.conv)+len(d.out))), e.PerWorker)
 }

@@ -22,7 +22,7 @@ func bcast64KernelsFor(nMasks int) *bcast64Kernels {
 }
 
 // bcast64NarrowMasks is the most masks that take the 4-lane kernels on a CPU with AVX-512:
-// 8-lane vectors would be half zeros. 4 masks, 256×256 uint16 frames in place, one Zen 5
+// 8-lane vectors would be half zeros. 4 masks, 256×256 uint16 frames in place, one Zen 4
 // core: 3.4-3.7 GB/s with AVX-512, 4.9-5.3 with AVX2 (2-3 runs).
 const bcast64NarrowMasks = 4
 

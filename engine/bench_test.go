@@ -133,24 +133,13 @@ func threadCPUTime(b *testing.B) time.Duration {
 // measure runs pass b.N times on the pinned benchmark thread and reports, besides the
 // wall-clock MB/s of SetBytes, frames/s and "cpu-MB/s": the bytes per second of the
 // thread's own CPU time, which other processes on a shared machine do not inflate.
-func measure(b *testing.B, pass func()) {
-	b.SetBytes(int64(benchFrames) * benchSig * benchSig * 2)
-	b.ResetTimer()
-	start, cpu := time.Now(), threadCPUTime(b)
-	for range b.N {
-		pass()
-	}
-	elapsed, cpu := time.Since(start), threadCPUTime(b)-cpu
-	bytes := float64(b.N) * benchFrames * benchSig * benchSig * 2
-	b.ReportMetric(float64(benchFrames)*float64(b.N)/elapsed.Seconds(), "frames/s")
-	b.ReportMetric(bytes/cpu.Seconds()/1e6, "cpu-MB/s")
-}
+func measure(b *testing.B, pass func()) { measureVsSweep(b, nil, pass) }
 
-// measureVsSweep is measure for a pass over the memory-mapped file m, each pass
-// followed by a sweep of the same frames in place (bytes.Count, as BenchmarkStreamingRead's
-// "in_place"; not counted in the figures of measure). It also reports "×sweep": the
-// median over the passes of sweep time / pass time, the pass's fraction of the in-place
-// read floor, each pair seeing the same memory bandwidth on a shared machine.
+// measureVsSweep is measure where m is not nil, each pass followed by a sweep of m's
+// frames in place (bytes.Count, as BenchmarkStreamingRead's "in_place"; not counted in
+// the figures of measure), and also reports "×sweep": the median over the passes of sweep
+// time / pass time, the pass's fraction of the in-place read floor, each pair seeing the
+// same memory bandwidth on a shared machine.
 func measureVsSweep(b *testing.B, m *mappedFile, pass func()) {
 	b.SetBytes(int64(benchFrames) * benchSig * benchSig * 2)
 	ratios := make([]float64, 0, b.N)
@@ -162,17 +151,21 @@ func measureVsSweep(b *testing.B, m *mappedFile, pass func()) {
 		pass()
 		d := time.Since(t)
 		elapsed, cpu = elapsed+d, cpu+threadCPUTime(b)-c
-		b.StopTimer()
-		t = time.Now()
-		count += bytes.Count(m.data, sweepByte)
-		ratios = append(ratios, time.Since(t).Seconds()/d.Seconds())
-		b.StartTimer()
+		if m != nil {
+			b.StopTimer()
+			t = time.Now()
+			count += bytes.Count(m.data, sweepByte)
+			ratios = append(ratios, time.Since(t).Seconds()/d.Seconds())
+			b.StartTimer()
+		}
 	}
 	bytes := float64(b.N) * benchFrames * benchSig * benchSig * 2
 	b.ReportMetric(float64(benchFrames)*float64(b.N)/elapsed.Seconds(), "frames/s")
 	b.ReportMetric(bytes/cpu.Seconds()/1e6, "cpu-MB/s")
-	slices.Sort(ratios)
-	b.ReportMetric(ratios[len(ratios)/2], "×sweep")
+	if m != nil {
+		slices.Sort(ratios)
+		b.ReportMetric(ratios[len(ratios)/2], "×sweep")
+	}
 	if count == -1 {
 		b.Log(count) // keeps the sweeps from being optimised away
 	}
@@ -265,11 +258,11 @@ func BenchmarkCPUWorker(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
+					var sweep *mappedFile
 					if view {
-						measureVsSweep(b, mapped, pass)
-					} else {
-						measure(b, pass)
+						sweep = mapped
 					}
+					measureVsSweep(b, sweep, pass)
 				})
 			}
 		}

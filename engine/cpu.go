@@ -70,14 +70,14 @@ type kernel interface {
 // AVX2 and FMA, go through the float64 broadcast kernels (simdDense64: every dtype,
 // products and sums in float64, any number of masks); otherwise several masks go through
 // gonum's BLAS Gemm in float32 (float64 with job.Float64), on chunks of pixels whose
-// partial sums are added in float64. Every Gemm call stays within gonum's serial size (see gemmRows,
-// gemmMasks), so a worker does all its work on its own pinned thread.
+// partial sums are added in float64. Every Gemm call stays within gonum's serial size
+// (see gemmRows, gemmMasks), so a worker does all its work on its own pinned thread.
 //
 // The worker holds TileFrames*FrameBytes bytes of native tile (none for a dataset
 // implementing dataset.Viewer whose frames are aligned for their dtype), at most
 // 192×2048 floats of float tile (TileFrames×520 float64s for simdDense64) and
-// TileFrames*NMasks float64s. Errors name the
-// invalid job field (no dataset, sizes, CSR form).
+// TileFrames*NMasks float64s. Errors name the invalid job field (no dataset, sizes, CSR
+// form).
 func NewCPUWorker(job *Job) (Worker, error) {
 	if err := validateJob(job); err != nil {
 		return nil, fmt.Errorf("CPU worker: %w", err)

@@ -145,7 +145,7 @@ func (d *simdDense64[N]) convert(dst []float64, src []N) {
 // float64s.
 func packBcast64(s *masks.Stack, block, chunk, lanes int) []float64 {
 	nMasks, pixels := s.N, s.Pixels()
-	p := make([]float64, (nMasks+lanes-1)/lanes*lanes*pixels)
+	p := make([]float64, lanesUp(nMasks, lanes)*pixels)
 	for k0 := 0; k0 < pixels; k0 += block {
 		n := min(block, pixels-k0)
 		for m0 := 0; m0 < nMasks; m0 += chunk {
@@ -171,12 +171,16 @@ func packBcast64(s *masks.Stack, block, chunk, lanes int) []float64 {
 // most chunk) of the panel of masks from m0 (a multiple of chunk) at pixel k0 (a multiple
 // of block) in packBcast64's layout; the panel holds min(block, pixels-k0) × width values.
 func bcast64Panel(nMasks, pixels, block, chunk, lanes, k0, m0 int) (off, width int) {
-	padded := (nMasks + lanes - 1) / lanes * lanes
+	padded := lanesUp(nMasks, lanes)
 	return k0*padded + m0*min(block, pixels-k0), min(chunk, padded-m0)
 }
 
 // bcast64Bytes is the size of a stack of nMasks masks of pixels pixels packed by
 // packBcast64 for k.
 func bcast64Bytes(k *bcast64Kernels, nMasks, pixels int) int64 {
-	return 8 * int64((nMasks+k.lanes-1)/k.lanes*k.lanes) * int64(pixels)
+	return 8 * int64(lanesUp(nMasks, k.lanes)) * int64(pixels)
 }
+
+// lanesUp is nMasks rounded up to a multiple of lanes: the masks of packBcast64's layout,
+// the last panel padded with zero weights.
+func lanesUp(nMasks, lanes int) int { return (nMasks + lanes - 1) / lanes * lanes }

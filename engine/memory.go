@@ -78,7 +78,7 @@ func estimateMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan
 	switch {
 	case sparse && stack.Data != nil:
 		e.Masks = 8*int64(c.NNZ) + 4*(nMasks+1)
-	case !sparse && opt.Float64 && simd64:
+	case !sparse && simd64:
 		e.Masks = bcast64Bytes(k64, stack.N, stack.Pixels())
 	case !sparse && opt.Float64:
 		e.Masks = 8 * int64(stack.N) * int64(stack.Pixels())

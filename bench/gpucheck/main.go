@@ -72,23 +72,15 @@ func main() {
 	}
 }
 
-// row is one measured case. key names it for the JSON record: limits.*, kernel.VARIANT.MASKS,
-// resident.*, runner.*, mapped.*.
+// row is one measured case, as gpucheck -json writes it. Key names it for the record:
+// limits.*, kernel.VARIANT.MASKS, resident.*, runner.*, mapped.*.
 type row struct {
-	key, name   string
-	gbps, bound float64
-	ms          float64 // time of one operation, where the case has one (resident applies)
-	gb          float64 // GB (10⁹ bytes) moved, where the case states it (resident load)
-}
-
-// jsonRow is a row as gpucheck -json writes it.
-type jsonRow struct {
 	Key   string  `json:"key"`
 	Name  string  `json:"name"`
 	GBps  float64 `json:"gbps"`
 	Bound float64 `json:"bound,omitempty"`
-	Ms    float64 `json:"ms,omitempty"`
-	GB    float64 `json:"gb,omitempty"`
+	Ms    float64 `json:"ms,omitempty"` // time of one operation, where the case has one (resident applies)
+	GB    float64 `json:"gb,omitempty"` // GB (10⁹ bytes) moved, where the case states it (resident load)
 }
 
 // result is what gpucheck -json writes: the device, the rows measured (in order) and the
@@ -96,7 +88,7 @@ type jsonRow struct {
 type result struct {
 	Device *deviceInfo `json:"device,omitempty"`
 	Sig    int         `json:"sig"`
-	Rows   []jsonRow   `json:"rows"`
+	Rows   []row       `json:"rows"`
 	Error  string      `json:"error,omitempty"`
 }
 
@@ -117,11 +109,7 @@ func run(res *result, dev, sig, kernelFrames, runnerFrames, iters int, residentG
 	res.Sig = sig
 	var rows []row
 	// Every row measured so far goes into the JSON, also when a later case fails.
-	defer func() {
-		for _, r := range rows {
-			res.Rows = append(res.Rows, jsonRow{r.key, r.name, r.gbps, r.bound, r.ms, r.gb})
-		}
-	}()
+	defer func() { res.Rows = rows }()
 	n, err := cuda.DeviceCount()
 	if err != nil {
 		return err
@@ -145,15 +133,15 @@ func run(res *result, dev, sig, kernelFrames, runnerFrames, iters int, residentG
 		return err
 	}
 	d2d := gbps(2*copyBytes, d)
-	rows = append(rows, row{key: "limits.d2d", name: "d2d copy (read+write)", gbps: d2d})
+	rows = append(rows, row{Key: "limits.d2d", Name: "d2d copy (read+write)", GBps: d2d})
 	d, err = cuda.CopyTime(dev, cuda.HostToDevicePinned, copyBytes/4, iters)
 	if err != nil {
 		return err
 	}
 	h2d := gbps(copyBytes/4, d)
-	rows = append(rows, row{key: "limits.h2d_pinned", name: "h2d pinned", gbps: h2d})
+	rows = append(rows, row{Key: "limits.h2d_pinned", Name: "h2d pinned", GBps: h2d})
 	mc := memcpyOneCore(copyBytes/4, iters)
-	rows = append(rows, row{key: "limits.memcpy_1core", name: "memcpy 1 core", gbps: mc})
+	rows = append(rows, row{Key: "limits.memcpy_1core", Name: "memcpy 1 core", GBps: mc})
 
 	pixels := sig * sig
 	frameBytes := pixels * dataset.Uint16.Size()
@@ -201,7 +189,7 @@ func run(res *result, dev, sig, kernelFrames, runnerFrames, iters int, residentG
 		if err != nil {
 			return err
 		}
-		rows = append(rows, row{key: "kernel." + c.key, name: "kernel " + c.name, gbps: gbps(kernelFrames*frameBytes, d), bound: d2d})
+		rows = append(rows, row{Key: "kernel." + c.key, Name: "kernel " + c.name, GBps: gbps(kernelFrames*frameBytes, d), Bound: d2d})
 	}
 
 	if residentGiB > 0 {
@@ -241,9 +229,9 @@ func run(res *result, dev, sig, kernelFrames, runnerFrames, iters int, residentG
 		if err != nil {
 			return err
 		}
-		rows = append(rows, row{key: fmt.Sprintf("runner.staged_%d_streams", streams),
-			name: fmt.Sprintf("runner 4 masks, %d stream(s), tile %d", streams, r.Config().TileFrames),
-			gbps: gbps(len(host), el), bound: min(h2d, mc)})
+		rows = append(rows, row{Key: fmt.Sprintf("runner.staged_%d_streams", streams),
+			Name: fmt.Sprintf("runner 4 masks, %d stream(s), tile %d", streams, r.Config().TileFrames),
+			GBps: gbps(len(host), el), Bound: min(h2d, mc)})
 	}
 
 	mapped, err := mappedRows(dev, sig, frameBytes, int(mappedGiB*(1<<30)), stack, h2d)
@@ -254,11 +242,11 @@ func run(res *result, dev, sig, kernelFrames, runnerFrames, iters int, residentG
 
 	fmt.Printf("\n%-52s %10s %10s %7s\n", "case ("+fmt.Sprint(sig)+"x"+fmt.Sprint(sig)+" uint16)", "GB/s", "bound", "ratio")
 	for _, r := range rows {
-		if r.bound == 0 {
-			fmt.Printf("%-52s %10.1f %10s %7s\n", r.name, r.gbps, "", "")
+		if r.Bound == 0 {
+			fmt.Printf("%-52s %10.1f %10s %7s\n", r.Name, r.GBps, "", "")
 			continue
 		}
-		fmt.Printf("%-52s %10.1f %10.1f %7.2f\n", r.name, r.gbps, r.bound, r.gbps/r.bound)
+		fmt.Printf("%-52s %10.1f %10.1f %7.2f\n", r.Name, r.GBps, r.Bound, r.GBps/r.Bound)
 	}
 	return nil
 }
@@ -292,7 +280,7 @@ func residentRows(dev, sig, frames, iters int, rng *rand.Rand, d2d float64) ([]r
 	}
 	defer r.Close()
 	gb := float64(r.Bytes()) / 1e9
-	rows := []row{{key: "resident.load", name: fmt.Sprintf("resident load %.1f GB (read + h2d)", gb), gbps: gb / time.Since(t0).Seconds(), gb: gb}}
+	rows := []row{{Key: "resident.load", Name: fmt.Sprintf("resident load %.1f GB (read + h2d)", gb), GBps: gb / time.Since(t0).Seconds(), GB: gb}}
 	pixels := sig * sig
 	for _, c := range []struct {
 		key, name string
@@ -312,8 +300,8 @@ func residentRows(dev, sig, frames, iters int, rng *rand.Rand, d2d float64) ([]r
 			return nil, err
 		}
 		el := time.Since(t0) / time.Duration(iters)
-		rows = append(rows, row{key: "resident." + c.key, name: fmt.Sprintf("resident %s: %.2f ms per apply", c.name, el.Seconds()*1e3),
-			gbps: gb / el.Seconds(), bound: d2d, ms: el.Seconds() * 1e3, gb: gb})
+		rows = append(rows, row{Key: "resident." + c.key, Name: fmt.Sprintf("resident %s: %.2f ms per apply", c.name, el.Seconds()*1e3),
+			GBps: gb / el.Seconds(), Bound: d2d, Ms: el.Seconds() * 1e3, GB: gb})
 	}
 	return rows, nil
 }
@@ -381,7 +369,7 @@ func mappedRows(dev, sig, frameBytes, fileBytes int, stack []float32, h2d float6
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, row{key: "mapped." + c.key, name: fmt.Sprintf("runner mapped %s, 4 masks, %.3g GiB", c.name, float64(n*stride)/(1<<30)), gbps: gbps(n*frameBytes, best), bound: h2d})
+		rows = append(rows, row{Key: "mapped." + c.key, Name: fmt.Sprintf("runner mapped %s, 4 masks, %.3g GiB", c.name, float64(n*stride)/(1<<30)), GBps: gbps(n*frameBytes, best), Bound: h2d})
 	}
 	return rows, nil
 }

@@ -1076,7 +1076,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     _guided_size); ``task(first, count)``
     gives the function and arguments of its task, whose result is (values, worker
     address, stemdot workers, seconds), and ``store(first, count, values)`` takes the
-    values of each range computed. data (None, or a dict for StemdotPlugin.put_job) is
+    values of each range computed. data (None, or a dict for _put_job, its mask stack packed by _pack_masks) is
     sent to each worker before its first range of the job. A range whose worker died,
     hung (see _hang_limit) or cannot read the file (excluded: address → _Unreadable, see
     _node_local; size: the file's bytes where it was opened first) is cut again for the
@@ -1087,8 +1087,6 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     preferred = set(prefer or ())
     notify = _progress(progress, n_frames)
     probing = {}  # address → (future, asyncio task) of its readiness (a worker that joined or restarted), see _probe
-    if data is not None and "masks" in data:
-        data = dict(data, masks=_pack_masks(data["masks"]))
     holding = set()  # addresses holding the job's data
     sending = {}  # address → asyncio task sending it the job's data
     gathering = {}  # future → asyncio task fetching the values of its finished range
@@ -1114,7 +1112,10 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     async def send(address):
         """Puts the job's data on the worker at address; whether it took it."""
         answers = await client.run(_put_job, job, data, workers=[address], on_error="return")
-        return address in answers and not isinstance(answers[address], BaseException)
+        if address in answers and not isinstance(answers[address], BaseException):
+            return True
+        await asyncio.sleep(0.1)  # the loop, woken by this send's end, sends again: not at once
+        return False
 
     def ready_for(address):
         """Whether the worker at address holds the job's data; starts sending it (in a
@@ -1224,7 +1225,10 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
                 await _wait_any((), 0.1, [*sending.values(), *(t for _, t in probing.values())])
                 continue
             idle_since = None
-            await _wait_any([f for f in ledger.flight if f not in gathering], POLL_S, gathering.values())
+            # Also woken by a send of the job's data that lands: that worker takes its
+            # first range at once, not when some other range ends.
+            await _wait_any([f for f in ledger.flight if f not in gathering], POLL_S,
+                            [*gathering.values(), *sending.values()])
             for future in [f for f in ledger.flight if f.done() and f not in gathering]:
                 fl = ledger.flight.get(future)
                 if fl is None:  # taken back above with its worker's other ranges (a node-local error)
@@ -1502,8 +1506,8 @@ async def _job(client, job, path, open_options, check, task, store, notes, *, pr
                max_attempts, timeout, hang_timeout, report, gpus):
     """One job over the frames of path on the cluster, on the client's loop: its set-up
     (_prepare; the dataset's warnings and the nodes that cannot read the file go to
-    notes), check(info) (raises on a bad request; returns data for the workers, or
-    None), the ranges (_run_ranges with task(first_frame, options)(first, count)), and,
+    notes), check(info) (a coroutine: raises on a bad request; returns data for the
+    workers, or None), the ranges (_run_ranges with task(first_frame, options)(first, count)), and,
     also on error or cancel, its end on every worker (_end_everywhere: its data
     dropped and its files closed). Returns the dataset's info and the nodes that took
     part (joined ones included)."""
@@ -1514,7 +1518,7 @@ async def _job(client, job, path, open_options, check, task, store, notes, *, pr
                                                                                 range_frames, timeout, excluded)
         nodes.update(ready)
         notes.extend(f"stemdot: {w}" for w in info["warnings"])
-        data = check(info) if check is not None else None
+        data = await check(info) if check is not None else None
         await _run_ranges(
             client, job, path, info["n_frames"], nodes, workers, lambda node: _range_size(node, per_worker, gpus),
             task(first_frame, options), store, data, progress=progress, resources=resources, prefer=prefer,
@@ -1668,7 +1672,10 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
     out = None
     per_range = False  # the shifts sliced per range (one per frame read, or a constant (dy, dx))
 
-    def check(info):
+    # The stack as sent to the workers, packed off the loop while the job is set up.
+    packing = asyncio.get_running_loop().run_in_executor(None, _pack_masks, masks)
+
+    async def check(info):
         nonlocal out, per_range
         if roi_compact and info["positions"] is None:
             raise stemdot.InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
@@ -1688,7 +1695,7 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
                 f"position, nav_shape {tuple(info['scan_shape'])} + (2,) = {2 * positions}", _lib.ERR_SHAPE)
         per_range = shifts is not None and shifts.size in (2, 2 * n_frames)
         out = np.empty((n_frames, masks.shape[0]), dtype=out_dtype)
-        return {"masks": masks, "shifts": None if per_range else shifts}
+        return {"masks": await packing, "shifts": None if per_range else shifts}
 
     def shifts_of(first, count):
         if not per_range or shifts.size == 2:

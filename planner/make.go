@@ -3,7 +3,6 @@ package planner
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/stemdot/stemdot/affinity"
 )
@@ -278,29 +277,17 @@ func fastestGPUPrefix(s Shape, req Request, order []affinity.GPU, free, usable i
 		}
 		return free - g
 	}
-	predict := func(g int) time.Duration {
-		per := map[int]int{}
-		for _, w := range order[:g] {
-			per[w.Index]++
-		}
-		counts := make([]int, 0, len(per))
-		for _, n := range per {
-			counts = append(counts, n)
-		}
-		return s.Predict(cpuWorkers(g), counts, usable)
+	gpuOf := make([]int, len(order))
+	for i, g := range order {
+		gpuOf[i] = g.Index
 	}
-	best, bestT := 0, predict(0)
-	if cpuWorkers(0) == 0 {
-		best, bestT = 1, predict(1)
-	}
-	for g := best + 1; g <= len(order); g++ {
-		if t := predict(g); float64(t) < 0.98*float64(bestT) {
-			best, bestT = g, t
-		}
+	best, bestT, allT, err := s.FastestGPUCount(DefaultRates(), gpuOf, cpuWorkers, usable)
+	if err != nil { // the default rates are complete and order is not empty
+		return order
 	}
 	if best < len(order) {
 		*warnings = append(*warnings, fmt.Sprintf("gpus auto: %d of the %d GPU workers that fit, by speed: predicted %.3g s, %.3g s with all (%d masks, %s of frames)",
-			best, len(order), bestT.Seconds(), predict(len(order)).Seconds(), s.NMasks, formatBytes(uint64(s.bytes()))))
+			best, len(order), bestT.Seconds(), allT.Seconds(), s.NMasks, formatBytes(uint64(s.bytes()))))
 	}
 	return order[:best]
 }

@@ -20,10 +20,19 @@
 //	data      file label  bytes
 //	apply     key  file label  masks  GB/s  wall s  workers  GPU worker lines (" | ")  error
 //
+//	gpurecord -predict gpu.json
+//
 // GPUCHECK.json is `gpucheck -json`'s output (absent when gpucheck wrote none). Every key
 // of the record's fixed set is present: a value measured in that run, or
 // {"not_measured": "reason"}; nothing is filled in otherwise. gpurecord exits non-zero
 // only when it cannot read its input (the script and it out of step).
+//
+// The record also holds the planner's speed model fed by this run's own rates (see
+// model.go): beside every plan row with a measured GB/s, predicted_gbps (and for the
+// "auto" plans model_gpu_workers, the GPU workers the model chooses), the rates used under
+// "model"; gpurecord prints them as a table, predicted beside measured. -predict prints
+// that table for a record already written (a committed bench/results/gpu.json), writing
+// nothing.
 package main
 
 import (
@@ -39,7 +48,15 @@ func main() {
 	lines := flag.String("lines", "", "the script's measurement lines (TSV)")
 	gpucheck := flag.String("gpucheck", "", "gpucheck -json's output (missing file: gpucheck wrote none)")
 	out := flag.String("o", "", "the record to write (JSON)")
+	predict := flag.String("predict", "", "a record (JSON) to print the speed model's predictions of, beside its measurements")
 	flag.Parse()
+	if *predict != "" {
+		if err := printPredictions(*predict); err != nil {
+			fmt.Fprintln(os.Stderr, "gpurecord:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *lines == "" || *out == "" {
 		fmt.Fprintln(os.Stderr, "gpurecord: -lines and -o are required")
 		os.Exit(2)
@@ -70,13 +87,36 @@ func write(linesPath, gpucheckPath, out string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", linesPath, err)
 	}
-	b, err := json.MarshalIndent(rec, "", "  ")
+	// The model works on the record as JSON holds it, the form a committed record is read in.
+	b, err := json.Marshal(rec)
 	if err != nil {
+		return err
+	}
+	var dec map[string]any
+	if err := json.Unmarshal(b, &dec); err != nil {
+		return err
+	}
+	rows := AddPredictions(dec)
+	if b, err = json.MarshalIndent(dec, "", "  "); err != nil {
 		return err
 	}
 	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
 	fmt.Printf("GPU record: %s (%d values not measured, each with its reason)\n", out, CountNotMeasured(rec))
+	PrintModel(os.Stdout, rows)
+	return nil
+}
+
+func printPredictions(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	PrintModel(os.Stdout, AddPredictions(rec))
 	return nil
 }

@@ -424,4 +424,12 @@ echo "0, NVIDIA H200, 580.159, 143771 MiB, 5, 16"
 	assert.Equal(t, map[string]any{"raw_bytes": 16 * 4096.0, "mib_bytes": 4096.0, "tiny_mib_bytes": 4096.0}, got["data"])
 	d2d, _ := get(got, "limits", "d2d")
 	assert.Greater(t, d2d, 0.0)
+
+	// The speed model's table and predictions (the stand-ins' files hold no whole frame,
+	// so each row says why it is not predicted).
+	assert.Contains(t, string(stdout), "speed model on this record's rates")
+	assert.Contains(t, string(stdout), "raw 64 hybrid_auto not predicted: data.raw_bytes (65536) is not a whole number of 256×256 uint16 frames")
+	assert.Contains(t, reason(t, got, "plans", "raw", "64", "hybrid_auto", "predicted_gbps"), "not a whole number of 256×256 uint16 frames")
+	cpu16, _ := get(got, "model", "rates", "cpu_worker_gbps", "16")
+	assert.Equal(t, 16001.0/16, cpu16, "the CPU-only row's GB/s ÷ its 16 CPU workers")
 }

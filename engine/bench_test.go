@@ -30,19 +30,21 @@ const (
 	benchFrames = 2048
 )
 
-// rawFile is a headerless file of uint16 frames (host order) read with positioned reads.
+// rawFile is a headerless file of uint16 or float32 frames (host order) read with
+// positioned reads.
 type rawFile struct {
 	f      *os.File
 	frames int
+	dt     dataset.DType
 }
 
 func (r *rawFile) Format() string       { return "raw" }
 func (r *rawFile) Path() string         { return r.f.Name() }
 func (r *rawFile) NavShape() []int      { return []int{r.frames} }
 func (r *rawFile) SigShape() [2]int     { return [2]int{benchSig, benchSig} }
-func (r *rawFile) DType() dataset.DType { return dataset.Uint16 }
+func (r *rawFile) DType() dataset.DType { return r.dt }
 func (r *rawFile) NumFrames() int       { return r.frames }
-func (r *rawFile) FrameBytes() int      { return benchSig * benchSig * 2 }
+func (r *rawFile) FrameBytes() int      { return benchSig * benchSig * r.dt.Size() }
 func (r *rawFile) Close() error         { return r.f.Close() }
 
 func (r *rawFile) ReadFrames(start, end int, dst []byte) error {
@@ -74,9 +76,13 @@ func mapFile(b *testing.B, r *rawFile) *mappedFile {
 	return &mappedFile{rawFile: r, data: data}
 }
 
-// benchFile writes the benchmark file (12-bit counts) into a temporary directory and
-// reads it once, so that it is in the page cache.
-func benchFile(b *testing.B) *rawFile {
+// benchFile writes the benchmark file of uint16 frames (12-bit counts) into a temporary
+// directory and reads it once, so that it is in the page cache.
+func benchFile(b *testing.B) *rawFile { return benchFileOf(b, dataset.Uint16, benchFrames) }
+
+// benchFileOf is benchFile for frames of dt (uint16 or float32: the same counts) and that
+// many of them.
+func benchFileOf(b *testing.B, dt dataset.DType, frames int) *rawFile {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "frames.raw")
 	f, err := os.Create(path)
@@ -84,18 +90,23 @@ func benchFile(b *testing.B) *rawFile {
 		b.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
-	frame := make([]byte, benchSig*benchSig*2)
-	for range benchFrames {
-		for i := 0; i < len(frame); i += 2 {
-			binary.NativeEndian.PutUint16(frame[i:], uint16(rng.IntN(4096)))
+	frame := make([]byte, benchSig*benchSig*dt.Size())
+	for range frames {
+		for i := 0; i < len(frame); i += dt.Size() {
+			v := rng.IntN(4096)
+			if dt == dataset.Float32 {
+				binary.NativeEndian.PutUint32(frame[i:], math.Float32bits(float32(v)))
+			} else {
+				binary.NativeEndian.PutUint16(frame[i:], uint16(v))
+			}
 		}
 		if _, err := f.Write(frame); err != nil {
 			b.Fatal(err)
 		}
 	}
-	ds := &rawFile{f: f, frames: benchFrames}
+	ds := &rawFile{f: f, frames: frames, dt: dt}
 	b.Cleanup(func() { ds.Close() })
-	for i := range benchFrames {
+	for i := range frames {
 		if err := ds.ReadFrames(i, i+1, frame); err != nil {
 			b.Fatal(err)
 		}
@@ -133,15 +144,17 @@ func threadCPUTime(b *testing.B) time.Duration {
 // measure runs pass b.N times on the pinned benchmark thread and reports, besides the
 // wall-clock MB/s of SetBytes, frames/s and "cpu-MB/s": the bytes per second of the
 // thread's own CPU time, which other processes on a shared machine do not inflate.
-func measure(b *testing.B, pass func()) { measureVsSweep(b, nil, pass) }
+func measure(b *testing.B, pass func()) {
+	measureVsSweep(b, benchFrames, benchSig*benchSig*2, nil, pass)
+}
 
-// measureVsSweep is measure where m is not nil, each pass followed by a sweep of m's
+// measureVsSweep is measure for passes over frames of frameBytes each; where m is not nil, each pass followed by a sweep of m's
 // frames in place (bytes.Count, as BenchmarkStreamingRead's "in_place"; not counted in
 // the figures of measure), and also reports "×sweep": the median over the passes of sweep
 // time / pass time, the pass's fraction of the in-place read floor, each pair seeing the
 // same memory bandwidth on a shared machine.
-func measureVsSweep(b *testing.B, m *mappedFile, pass func()) {
-	b.SetBytes(int64(benchFrames) * benchSig * benchSig * 2)
+func measureVsSweep(b *testing.B, frames, frameBytes int, m *mappedFile, pass func()) {
+	b.SetBytes(int64(frames) * int64(frameBytes))
 	ratios := make([]float64, 0, b.N)
 	var count int
 	var elapsed, cpu time.Duration
@@ -159,8 +172,8 @@ func measureVsSweep(b *testing.B, m *mappedFile, pass func()) {
 			b.StartTimer()
 		}
 	}
-	bytes := float64(b.N) * benchFrames * benchSig * benchSig * 2
-	b.ReportMetric(float64(benchFrames)*float64(b.N)/elapsed.Seconds(), "frames/s")
+	bytes := float64(b.N) * float64(frames) * float64(frameBytes)
+	b.ReportMetric(float64(frames)*float64(b.N)/elapsed.Seconds(), "frames/s")
 	b.ReportMetric(bytes/cpu.Seconds()/1e6, "cpu-MB/s")
 	if m != nil {
 		slices.Sort(ratios)
@@ -190,10 +203,16 @@ func ringMask() *masks.Stack {
 // stacks run with float32 results on the AVX2 block kernels ("simd", on CPUs that have
 // them) and on the pure-Go kernels ("go": fused loop, gonum Gemm), and with float64
 // results on the float64 broadcast kernels ("float64", on CPUs with AVX2 and FMA) and in
-// pure Go ("float64_go"); the sparse gather has no SIMD variant ("float32").
+// pure Go ("float64_go"); the sparse gather has no SIMD variant ("float32"). The "f32_"
+// rows are 1 and 4 dense masks on a file of float32 frames (the same counts, 256 MiB),
+// block kernels only. The "_view" rows stream the frames in place and report ×sweep, the
+// pass's fraction of the in-place read floor; BenchmarkSIMDDense is the same kernels on a
+// tile already in cache.
 func BenchmarkCPUWorker(b *testing.B) {
 	file := benchFile(b)
 	mapped := mapFile(b, file)
+	file32 := benchFileOf(b, dataset.Float32, benchFrames/2)
+	mapped32 := mapFile(b, file32)
 	rng := rand.New(rand.NewPCG(2, 2))
 	sig := [2]int{benchSig, benchSig}
 	ring := ringMask()
@@ -204,28 +223,33 @@ func BenchmarkCPUWorker(b *testing.B) {
 	denseVariants := []variant{{"simd", true, false}, {"go", false, false}, {"float64", true, true}, {"float64_go", false, true}}
 	sparseVariants := []variant{{"float32", true, false}, {"float64", false, true}}
 	cases := []struct {
-		name   string
-		stack  *masks.Stack
-		sparse bool
+		name        string
+		stack       *masks.Stack
+		sparse, f32 bool
 	}{
-		{"dense1", randomStack(rng, 1, sig), false},
-		{"dense4", randomStack(rng, 4, sig), false},
-		{"dense16", randomStack(rng, 16, sig), false},
-		{"dense64", randomStack(rng, 64, sig), false},
-		{"dense256", randomStack(rng, 256, sig), false},
-		{"sparse_ring", ring, true},
-		{"dense_ring", ring, false},
+		{"dense1", randomStack(rng, 1, sig), false, false},
+		{"dense4", randomStack(rng, 4, sig), false, false},
+		{"dense16", randomStack(rng, 16, sig), false, false},
+		{"dense64", randomStack(rng, 64, sig), false, false},
+		{"dense256", randomStack(rng, 256, sig), false, false},
+		{"sparse_ring", ring, true, false},
+		{"dense_ring", ring, false, false},
+		{"f32_dense1", randomStack(rng, 1, sig), false, true},
+		{"f32_dense4", randomStack(rng, 4, sig), false, true},
 	}
 	for _, c := range cases {
-		variants := denseVariants
-		if c.sparse {
+		variants, f, m := denseVariants, file, mapped
+		switch {
+		case c.sparse:
 			variants = sparseVariants
+		case c.f32:
+			variants, f, m = denseVariants[:1], file32, mapped32
 		}
 		for _, view := range []bool{false, true} {
-			var ds dataset.Dataset = file
+			var ds dataset.Dataset = f
 			name := c.name
 			if view {
-				ds, name = mapped, name+"_view"
+				ds, name = m, name+"_view"
 			}
 			for _, v := range variants {
 				b.Run(name+"/"+v.name, func(b *testing.B) {
@@ -248,11 +272,11 @@ func BenchmarkCPUWorker(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					out := Output{F32: make([]float32, benchFrames*c.stack.N)}
+					out := Output{F32: make([]float32, f.frames*c.stack.N)}
 					if v.f64 {
-						out = Output{F64: make([]float64, benchFrames*c.stack.N)}
+						out = Output{F64: make([]float64, f.frames*c.stack.N)}
 					}
-					all := planner.Partition{Start: 0, End: benchFrames}
+					all := planner.Partition{Start: 0, End: f.frames}
 					pass := func() {
 						if err := w.Process(context.Background(), all, out, nil); err != nil {
 							b.Fatal(err)
@@ -260,9 +284,9 @@ func BenchmarkCPUWorker(b *testing.B) {
 					}
 					var sweep *mappedFile
 					if view {
-						sweep = mapped
+						sweep = m
 					}
-					measureVsSweep(b, sweep, pass)
+					measureVsSweep(b, f.frames, f.FrameBytes(), sweep, pass)
 				})
 			}
 		}

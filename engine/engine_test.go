@@ -690,7 +690,8 @@ func TestApplyMasksWorkerPanic(t *testing.T) {
 
 // TestApplyMasksDeterministic: a frame's results do not depend on how the run's claims
 // cut the frames into partitions and tiles (which differs from run to run): with tiles
-// of 2 or more frames, a tile's odd last frame is paired with itself, and the packed and
+// of 2 or more frames, a tile's odd last frame is paired with itself, a 1-mask stack's
+// frames go four to a call of the quad kernel (a tile's last 1-3 with repeats), and the packed and
 // broadcast kernels sum a frame in the same order in a call of any number of frames.
 // Bit for bit, for each mask count that takes another kernel mix (1, 2, 3, 4 and 5-8
 // masks: block and pair kernels; 8 and more: packed; 32 and more of float32: broadcast),

@@ -311,6 +311,63 @@ loop: \
 	MOVQ ldw+32(FP), DX; \
 	MOVQ pf+40(FP), R8
 
+// DOT1X4: one mask and four frames, 16 pixels per iteration: the 16 weights loaded once
+// (Y8, Y9) serve the four frames (SI, R10, R11, R12), frame f into Y(2f) and Y(2f+1).
+// Each LO prefetches its frame 4 KiB ahead, so four frames' streams are in flight at
+// once; CX is n (a positive multiple of 16), DI w, R8 out at the end.
+#define DOT1X4(LO, HI) \
+	VXORPS  Y0, Y0, Y0; \
+	VXORPS  Y1, Y1, Y1; \
+	VXORPS  Y2, Y2, Y2; \
+	VXORPS  Y3, Y3, Y3; \
+	VXORPS  Y4, Y4, Y4; \
+	VXORPS  Y5, Y5, Y5; \
+	VXORPS  Y6, Y6, Y6; \
+	VXORPS  Y7, Y7, Y7; \
+	XORQ    AX, AX; \
+loop: \
+	VMOVUPS (DI)(AX*4), Y8; \
+	VMOVUPS 32(DI)(AX*4), Y9; \
+	LO(SI, Y10); \
+	HI(SI, Y11); \
+	VFMADD231PS Y8, Y10, Y0; \
+	VFMADD231PS Y9, Y11, Y1; \
+	LO(R10, Y12); \
+	HI(R10, Y13); \
+	VFMADD231PS Y8, Y12, Y2; \
+	VFMADD231PS Y9, Y13, Y3; \
+	LO(R11, Y10); \
+	HI(R11, Y11); \
+	VFMADD231PS Y8, Y10, Y4; \
+	VFMADD231PS Y9, Y11, Y5; \
+	LO(R12, Y12); \
+	HI(R12, Y13); \
+	VFMADD231PS Y8, Y12, Y6; \
+	VFMADD231PS Y9, Y13, Y7; \
+	ADDQ    $16, AX; \
+	CMPQ    AX, CX; \
+	JB      loop; \
+	MOVQ    out+48(FP), R8; \
+	VADDPS  Y1, Y0, Y0; \
+	VADDPS  Y3, Y2, Y2; \
+	VADDPS  Y5, Y4, Y4; \
+	VADDPS  Y7, Y6, Y6; \
+	HSUM(Y0, X0, 0); \
+	HSUM(Y2, X2, 4); \
+	HSUM(Y4, X4, 8); \
+	HSUM(Y6, X6, 12); \
+	VZEROUPPER
+
+// QUAD_ARGS loads the arguments of a four-frame kernel (SI, R10, R11, R12 px0-px3, CX n,
+// DI w).
+#define QUAD_ARGS \
+	MOVQ px0+0(FP), SI; \
+	MOVQ px1+8(FP), R10; \
+	MOVQ px2+16(FP), R11; \
+	MOVQ px3+24(FP), R12; \
+	MOVQ n+32(FP), CX; \
+	MOVQ w+40(FP), DI
+
 // func dotU8x1(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU8x1(SB), NOSPLIT, $0-48
 	BLOCK_ARGS
@@ -513,4 +570,40 @@ TEXT ·dotI32x4x2(SB), NOSPLIT, $0-56
 TEXT ·dotF32x4x2(SB), NOSPLIT, $0-56
 	PAIR_ARGS
 	DOT4X2(F32_LO, F32_HI)
+	RET
+
+// func dotU8x1x4(px0, px1, px2, px3 *uint8, n int, w *float32, out *float32)
+TEXT ·dotU8x1x4(SB), NOSPLIT, $0-56
+	QUAD_ARGS
+	DOT1X4(U8_LO, U8_HI)
+	RET
+
+// func dotI8x1x4(px0, px1, px2, px3 *int8, n int, w *float32, out *float32)
+TEXT ·dotI8x1x4(SB), NOSPLIT, $0-56
+	QUAD_ARGS
+	DOT1X4(I8_LO, I8_HI)
+	RET
+
+// func dotU16x1x4(px0, px1, px2, px3 *uint16, n int, w *float32, out *float32)
+TEXT ·dotU16x1x4(SB), NOSPLIT, $0-56
+	QUAD_ARGS
+	DOT1X4(U16_LO, U16_HI)
+	RET
+
+// func dotI16x1x4(px0, px1, px2, px3 *int16, n int, w *float32, out *float32)
+TEXT ·dotI16x1x4(SB), NOSPLIT, $0-56
+	QUAD_ARGS
+	DOT1X4(I16_LO, I16_HI)
+	RET
+
+// func dotI32x1x4(px0, px1, px2, px3 *int32, n int, w *float32, out *float32)
+TEXT ·dotI32x1x4(SB), NOSPLIT, $0-56
+	QUAD_ARGS
+	DOT1X4(I32_LO, I32_HI)
+	RET
+
+// func dotF32x1x4(px0, px1, px2, px3 *float32, n int, w *float32, out *float32)
+TEXT ·dotF32x1x4(SB), NOSPLIT, $0-56
+	QUAD_ARGS
+	DOT1X4(F32_LO, F32_HI)
 	RET

@@ -258,6 +258,58 @@ def test_job_data_sent_packed_for_a_radial_profile(client, big_file, monkeypatch
     assert sent and max(sent) < masks.nbytes // 4, (sent, masks.nbytes)
 
 
+def _refuse_job_data(dask_worker):
+    """On a worker: its plugin refuses every job's data (put_job raises)."""
+    def refuse(job, data):
+        raise RuntimeError("test: this worker refuses the job's data")
+
+    dask_worker.plugins["stemdot"].put_job = refuse
+
+
+def _restore_put_job(dask_worker):
+    dask_worker.plugins["stemdot"].__dict__.pop("put_job", None)
+
+
+@pytest.mark.parametrize("how", ["put_job fails", "client.run raises"])
+def test_failed_send_of_job_data_is_retried_after_a_pause(client, tmp_path, monkeypatch, how):
+    """A worker whose send of the job's data keeps failing, by an error of its put_job
+    (returned by client.run) or by client.run itself raising (the scheduler's connection),
+    is sent the data again at most every 0.1 s, not in a busy loop; the other worker
+    computes the whole job, equal to a local run."""
+    sdask.bootstrap(client)
+    path = tmp_path / "scan.npy"
+    data = np.random.default_rng(3).integers(0, 100, size=(600, 64, 64), dtype=np.uint16)
+    np.save(path, data)
+    masks = np.random.default_rng(4).uniform(0, 1, (4, 64, 64)).astype(np.float32)  # dense
+    want = np.einsum("fyx,myx->fm", data.astype(np.float64), masks.astype(np.float64))
+    victim = sorted(client.scheduler_info()["workers"])[1]
+    sends = []
+    run = client.run
+
+    def spy(function, *args, **kwargs):
+        if function is sdask._put_job and kwargs.get("workers") == [victim]:
+            sends.append(time.monotonic())
+            if how == "client.run raises":
+                async def fail():
+                    raise OSError("test: the scheduler's connection broke")
+
+                return fail()
+        return run(function, *args, **kwargs)
+
+    if how == "put_job fails":
+        client.run(_refuse_job_data, workers=[victim])
+    monkeypatch.setattr(client, "run", spy)
+    try:
+        got = sdask.apply_masks(client, path, masks, range_frames=20)
+    finally:
+        monkeypatch.undo()
+        client.run(_restore_put_job, workers=[victim])
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert sends, "the victim was sent the job's data"
+    gaps = np.diff(sends)
+    assert gaps.size == 0 or gaps.min() >= 0.09, f"{len(sends)} sends to {victim}, {gaps.min():.4f} s apart at least"
+
+
 def test_bootstrap_twice_and_from_two_clients(cluster, client):
     first = sdask.bootstrap(client)
     before = client.run(plan_ids)

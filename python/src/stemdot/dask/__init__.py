@@ -1111,7 +1111,10 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
 
     async def send(address):
         """Puts the job's data on the worker at address; whether it took it."""
-        answers = await client.run(_put_job, job, data, workers=[address], on_error="return")
+        try:
+            answers = await client.run(_put_job, job, data, workers=[address], on_error="return")
+        except Exception:  # client.run itself failed (the scheduler's connection): as a refusal
+            answers = {}
         if address in answers and not isinstance(answers[address], BaseException):
             return True
         await asyncio.sleep(0.1)  # the loop, woken by this send's end, sends again: not at once

@@ -1,6 +1,7 @@
 """stemdot.dask on a LocalCluster of 2 worker processes × 1 thread: results equal to the
 single-process ones, set-up once, small messages, a killed worker, resource routing."""
 
+import asyncio
 import json
 import os
 import pickle
@@ -256,6 +257,31 @@ def test_job_data_sent_packed_for_a_radial_profile(client, big_file, monkeypatch
     got = sdask.apply_masks(client, path, masks, frames=(0, 256), range_frames=32)
     np.testing.assert_array_equal(got, want)
     assert sent and max(sent) < masks.nbytes // 4, (sent, masks.nbytes)
+
+
+def test_cancel_as_the_scheduler_answers_is_not_lost():
+    """A cancel of the job's task (apply_masks_async cancelled during its set-up) that
+    arrives as the scheduler's answer does cancels it: asyncio.wait_for before Python 3.12
+    dropped such a cancel and returned the answer, and the job ran to its end."""
+    async def main():
+        outer = None
+
+        class Scheduler:
+            address = "tcp://127.0.0.1:1"
+
+            async def identity(self, n_workers):
+                outer.cancel()  # the caller cancels while the answer lands
+                return {"workers": {}}
+
+        class FakeClient:
+            status = "running"
+            scheduler = Scheduler()
+
+        outer = asyncio.ensure_future(sdask._scheduler_workers(FakeClient()))
+        with pytest.raises(asyncio.CancelledError):
+            await outer
+
+    asyncio.run(main())
 
 
 def _refuse_job_data(dask_worker):

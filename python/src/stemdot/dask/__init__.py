@@ -607,7 +607,7 @@ async def _scheduler_workers(client):
             raise ClusterError(f"the Dask scheduler at {address} is gone (the client lost its connection to it; client "
                                f"status {client.status!r}): restart the scheduler and its workers, and run again")
         try:
-            identity = await asyncio.wait_for(client.scheduler.identity(n_workers=-1), SCHEDULER_TIMEOUT_S)
+            identity = await _within(client.scheduler.identity(n_workers=-1), SCHEDULER_TIMEOUT_S)
             return identity["workers"]
         except asyncio.TimeoutError:  # before OSError: since Python 3.11 TimeoutError is one
             if time.monotonic() >= deadline:
@@ -617,6 +617,23 @@ async def _scheduler_workers(client):
         except OSError as e:
             raise ClusterError(f"the Dask scheduler at {address} is gone ({type(e).__name__}: {e}): restart the "
                                "scheduler and its workers, and run again") from None
+
+
+async def _within(awaitable, seconds):
+    """The result of awaitable, or asyncio.TimeoutError after seconds (it is then
+    cancelled). As asyncio.wait_for, except that a cancel of the caller that arrives as
+    awaitable completes is raised: wait_for before Python 3.12 returned the result and
+    dropped the cancel (a job cancelled during its set-up then ran to its end)."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except BaseException:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        raise asyncio.TimeoutError
+    return task.result()
 
 
 async def _live_async(client):

@@ -113,9 +113,24 @@ func printPredictions(path string) error {
 	if err != nil {
 		return err
 	}
-	var rec map[string]any
-	if err := json.Unmarshal(b, &rec); err != nil {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Errorf("%s: %v", path, err)
+	}
+	rec, ok := v.(map[string]any)
+	if !ok { // null (a nil map, which AddPredictions cannot write to), a list, a number
+		kind := map[bool]string{true: "null"}[v == nil]
+		switch v.(type) {
+		case []any:
+			kind = "a list"
+		case float64:
+			kind = "a number"
+		case string:
+			kind = "a string"
+		case bool:
+			kind = "a boolean"
+		}
+		return fmt.Errorf("%s: the record is %s, not a JSON object (a record as gpurecord writes it)", path, kind)
 	}
 	PrintModel(os.Stdout, AddPredictions(rec))
 	return nil

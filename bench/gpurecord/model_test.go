@@ -218,3 +218,16 @@ func TestPrintModel(t *testing.T) {
 	assert.Regexp(t, `raw +ring +gpu_only +, - +14\.20 +not predicted`, lines[5])
 	assert.Contains(t, b.String(), "raw ring gpu_only not predicted: GPU kernel: kernel_gbps.sparse.ring not measured")
 }
+
+// TestPredictNotAnObject: -predict on a file whose JSON is null (an empty record written
+// as null) or not an object is refused with an error naming the file, not a panic.
+func TestPredictNotAnObject(t *testing.T) {
+	for _, text := range []string{"null", " null\n", "[]", "3", `"x"`} {
+		path := t.TempDir() + "/gpu.json"
+		require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+		err := printPredictions(path)
+		require.Error(t, err, "record %q", text)
+		assert.Contains(t, err.Error(), path, "record %q", text)
+		assert.Contains(t, err.Error(), "object", "record %q", text)
+	}
+}

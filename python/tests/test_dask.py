@@ -1,6 +1,7 @@
 """stemdot.dask on a LocalCluster of 2 worker processes × 1 thread: results equal to the
 single-process ones, set-up once, small messages, a killed worker, resource routing."""
 
+import asyncio
 import json
 import os
 import pickle
@@ -256,6 +257,85 @@ def test_job_data_sent_packed_for_a_radial_profile(client, big_file, monkeypatch
     got = sdask.apply_masks(client, path, masks, frames=(0, 256), range_frames=32)
     np.testing.assert_array_equal(got, want)
     assert sent and max(sent) < masks.nbytes // 4, (sent, masks.nbytes)
+
+
+def test_cancel_as_the_scheduler_answers_is_not_lost():
+    """A cancel of the job's task (apply_masks_async cancelled during its set-up) that
+    arrives as the scheduler's answer does cancels it: asyncio.wait_for before Python 3.12
+    dropped such a cancel and returned the answer, and the job ran to its end."""
+    async def main():
+        outer = None
+
+        class Scheduler:
+            address = "tcp://127.0.0.1:1"
+
+            async def identity(self, n_workers):
+                outer.cancel()  # the caller cancels while the answer lands
+                return {"workers": {}}
+
+        class FakeClient:
+            status = "running"
+            scheduler = Scheduler()
+
+        outer = asyncio.ensure_future(sdask._scheduler_workers(FakeClient()))
+        with pytest.raises(asyncio.CancelledError):
+            await outer
+
+    asyncio.run(main())
+
+
+def _refuse_job_data(dask_worker):
+    """On a worker: its plugin refuses every job's data (put_job raises)."""
+    def refuse(job, data):
+        raise RuntimeError("test: this worker refuses the job's data")
+
+    dask_worker.plugins["stemdot"].put_job = refuse
+
+
+def _restore_put_job(dask_worker):
+    dask_worker.plugins["stemdot"].__dict__.pop("put_job", None)
+
+
+@pytest.mark.parametrize("how", ["put_job fails", "client.run raises"])
+def test_failed_send_of_job_data_is_retried_after_a_pause(client, tmp_path, monkeypatch, how):
+    """A worker whose send of the job's data keeps failing, by an error of its put_job
+    (returned by client.run) or by client.run itself raising (the scheduler's connection),
+    is sent the data again after 0.1 s, then 0.2, 0.4, ... (up to SEND_RETRY_MAX_S), not in
+    a busy loop nor every 0.1 s (each send relays the stack through the scheduler); the other worker
+    computes the whole job, equal to a local run."""
+    sdask.bootstrap(client)
+    path = tmp_path / "scan.npy"
+    data = np.random.default_rng(3).integers(0, 100, size=(1200, 64, 64), dtype=np.uint16)
+    np.save(path, data)
+    masks = np.random.default_rng(4).uniform(0, 1, (4, 64, 64)).astype(np.float32)  # dense
+    want = np.einsum("fyx,myx->fm", data.astype(np.float64), masks.astype(np.float64))
+    victim = sorted(client.scheduler_info()["workers"])[1]
+    sends = []
+    run = client.run
+
+    def spy(function, *args, **kwargs):
+        if function is sdask._put_job and kwargs.get("workers") == [victim]:
+            sends.append(time.monotonic())
+            if how == "client.run raises":
+                async def fail():
+                    raise OSError("test: the scheduler's connection broke")
+
+                return fail()
+        return run(function, *args, **kwargs)
+
+    if how == "put_job fails":
+        client.run(_refuse_job_data, workers=[victim])
+    monkeypatch.setattr(client, "run", spy)
+    try:
+        got = sdask.apply_masks(client, path, masks, range_frames=10)
+    finally:
+        monkeypatch.undo()
+        client.run(_restore_put_job, workers=[victim])
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert sends, "the victim was sent the job's data"
+    gaps = np.diff(sends)
+    pauses = np.minimum(sdask.SEND_RETRY_S * 2.0 ** np.arange(gaps.size), sdask.SEND_RETRY_MAX_S)
+    assert (gaps >= 0.9 * pauses).all(), f"{len(sends)} sends to {victim}, {np.round(gaps, 4)} s apart"
 
 
 def test_bootstrap_twice_and_from_two_clients(cluster, client):

@@ -88,6 +88,12 @@ RANGE_SECONDS = 0.5
 #: Seconds between two looks at the scheduler's list of live workers during a run.
 POLL_S = 0.5
 
+#: Seconds before the job's data is sent again to a worker that refused it (its plugin
+#: not ready, put_job failed, or client.run failed); doubled at each refusal in a row, up
+#: to SEND_RETRY_MAX_S: each send relays the whole mask stack through the scheduler.
+SEND_RETRY_S = 0.1
+SEND_RETRY_MAX_S = 3.2
+
 #: Open dataset handles a worker keeps (least recently used ones are freed first).
 DATASET_CACHE = 64
 
@@ -607,7 +613,7 @@ async def _scheduler_workers(client):
             raise ClusterError(f"the Dask scheduler at {address} is gone (the client lost its connection to it; client "
                                f"status {client.status!r}): restart the scheduler and its workers, and run again")
         try:
-            identity = await asyncio.wait_for(client.scheduler.identity(n_workers=-1), SCHEDULER_TIMEOUT_S)
+            identity = await _within(client.scheduler.identity(n_workers=-1), SCHEDULER_TIMEOUT_S)
             return identity["workers"]
         except asyncio.TimeoutError:  # before OSError: since Python 3.11 TimeoutError is one
             if time.monotonic() >= deadline:
@@ -617,6 +623,23 @@ async def _scheduler_workers(client):
         except OSError as e:
             raise ClusterError(f"the Dask scheduler at {address} is gone ({type(e).__name__}: {e}): restart the "
                                "scheduler and its workers, and run again") from None
+
+
+async def _within(awaitable, seconds):
+    """The result of awaitable, or asyncio.TimeoutError after seconds (it is then
+    cancelled). As asyncio.wait_for, except that a cancel of the caller that arrives as
+    awaitable completes is raised: wait_for before Python 3.12 returned the result and
+    dropped the cancel (a job cancelled during its set-up then ran to its end)."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except BaseException:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        raise asyncio.TimeoutError
+    return task.result()
 
 
 async def _live_async(client):
@@ -1089,6 +1112,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     probing = {}  # address → (future, asyncio task) of its readiness (a worker that joined or restarted), see _probe
     holding = set()  # addresses holding the job's data
     sending = {}  # address → asyncio task sending it the job's data
+    refused = {}  # address → sends of the job's data it refused in a row
     gathering = {}  # future → asyncio task fetching the values of its finished range
     done_by = {}  # address → [frames, seconds in the apply] of the ranges it computed
     idle_since = None  # since when no range is in flight
@@ -1111,10 +1135,17 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
 
     async def send(address):
         """Puts the job's data on the worker at address; whether it took it."""
-        answers = await client.run(_put_job, job, data, workers=[address], on_error="return")
+        try:
+            answers = await client.run(_put_job, job, data, workers=[address], on_error="return")
+        except Exception:  # client.run itself failed (the scheduler's connection): as a refusal
+            answers = {}
         if address in answers and not isinstance(answers[address], BaseException):
+            refused.pop(address, None)
             return True
-        await asyncio.sleep(0.1)  # the loop, woken by this send's end, sends again: not at once
+        # The loop, woken by this send's end, sends again: not at once, and less often while
+        # the worker keeps refusing (each send relays the whole stack through the scheduler).
+        refused[address] = refused.get(address, 0) + 1
+        await asyncio.sleep(min(SEND_RETRY_S * 2 ** (refused[address] - 1), SEND_RETRY_MAX_S))
         return False
 
     def ready_for(address):

@@ -1099,8 +1099,9 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     _guided_size); ``task(first, count)``
     gives the function and arguments of its task, whose result is (values, worker
     address, stemdot workers, seconds), and ``store(first, count, values)`` takes the
-    values of each range computed. data (None, or a dict for _put_job, its mask stack packed by _pack_masks) is
-    sent to each worker before its first range of the job. A range whose worker died,
+    values of each range computed. data (None, or a dict for _put_job, its mask stack
+    packed by _pack_masks) is sent to each worker before its first range of the job. A
+    range whose worker died,
     hung (see _hang_limit) or cannot read the file (excluded: address → _Unreadable, see
     _node_local; size: the file's bytes where it was opened first) is cut again for the
     other workers; any other error of a range cancels the job everywhere and is raised.
@@ -1538,8 +1539,8 @@ async def _job(client, job, path, open_options, check, task, store, notes, *, pr
     """One job over the frames of path on the cluster, on the client's loop: its set-up
     (_prepare; the dataset's warnings and the nodes that cannot read the file go to
     notes), check(info) (a coroutine: raises on a bad request; returns data for the
-    workers, or None), the ranges (_run_ranges with task(first_frame, options)(first, count)), and,
-    also on error or cancel, its end on every worker (_end_everywhere: its data
+    workers, or None), the ranges (_run_ranges with task(first_frame, options)(first,
+    count)), and, also on error or cancel, its end on every worker (_end_everywhere: its data
     dropped and its files closed). Returns the dataset's info and the nodes that took
     part (joined ones included)."""
     started = time.monotonic()

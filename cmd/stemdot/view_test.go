@@ -159,6 +159,30 @@ type page struct {
 	downloads string
 }
 
+// typeSpec replaces the spec field's text with spec and presses Enter, as a user types a
+// detector.
+func (p *page) typeSpec(spec string) {
+	p.t.Helper()
+	eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
+	require.NoError(p.t, chromedp.Do(p.ctx, chromedp.KeyEvent(spec+"\r")))
+}
+
+// pressKeys focuses the frame view and presses keys there (moving or resizing the
+// detector).
+func (p *page) pressKeys(keys string, opts ...chromedp.KeyOption) {
+	p.t.Helper()
+	eval[bool](p, `(() => { document.getElementById('frame').focus(); return true; })()`)
+	require.NoError(p.t, chromedp.Do(p.ctx, chromedp.KeyEvent(keys, opts...)))
+}
+
+// waitError waits until the page reports an error and returns the text it shows.
+func (p *page) waitError() string {
+	p.t.Helper()
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool](`stemdotView.errors.length > 0`))
+	require.NoError(p.t, err)
+	return eval[string](p, `document.getElementById('error-text').textContent`)
+}
+
 // download clicks the button with id and returns the file the browser saved as name.
 func (p *page) download(id, name string) []byte {
 	p.t.Helper()
@@ -449,19 +473,13 @@ func TestViewRealFile(t *testing.T) {
 	p := scenario(t, abs, "mib")
 
 	// A spec typed with a mistake: a clear error on the page, the image unchanged.
-	eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
-	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("disk:10,20\r")))
-	_, err = chromedp.Run(p.ctx, chromedp.Poll[bool](`stemdotView.errors.length > 0`))
-	require.NoError(t, err)
-	require.Contains(t, eval[string](p, `document.getElementById('error-text').textContent`), "disk takes 3 numbers")
+	p.typeSpec("disk:10,20")
+	require.Contains(t, p.waitError(), "disk takes 3 numbers")
 	p.shot("5_error")
 	eval[bool](p, `(() => { stemdotView.errors.length = 0; document.getElementById('error').hidden = true; return true; })()`)
 	// An auto spec, as the CLI takes it: the error says what to type instead.
-	eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
-	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("disk:auto\r")))
-	_, err = chromedp.Run(p.ctx, chromedp.Poll[bool](`stemdotView.errors.length > 0`))
-	require.NoError(t, err)
-	require.Contains(t, eval[string](p, `document.getElementById('error-text').textContent`), "no auto specs: give the centre's numbers (stemdot info --centre prints them)")
+	p.typeSpec("disk:auto")
+	require.Contains(t, p.waitError(), "no auto specs: give the centre's numbers (stemdot info --centre prints them)")
 	eval[bool](p, `(() => { stemdotView.errors.length = 0; document.getElementById('error').hidden = true; return true; })()`)
 
 	// A rect and a point typed as specs, then moved and resized with the keys.
@@ -470,25 +488,20 @@ func TestViewRealFile(t *testing.T) {
 		{"point:100,50", kb.ArrowLeft + kb.ArrowDown + kb.ArrowDown, "point:99,52"},
 		{"disk:100,50,20", "--", "disk:100,50,18"},
 	} {
-		eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
-		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.typed+"\r")))
+		p.typeSpec(c.typed)
 		require.Equal(t, c.typed, p.checkImage())
-		eval[bool](p, `(() => { document.getElementById('frame').focus(); return true; })()`)
-		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.keys)))
+		p.pressKeys(c.keys)
 		require.Equal(t, c.want, p.checkImage())
 	}
 	p.shot("6_keys")
 
 	// A detector that selects no pixel: the server's error on the page, gone with the
 	// next image.
-	eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
-	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("disk:-50,-50,3\r")))
-	_, err = chromedp.Run(p.ctx, chromedp.Poll[bool](`stemdotView.errors.length > 0`))
-	require.NoError(t, err)
-	require.Contains(t, eval[string](p, `document.getElementById('error-text').textContent`), "no pixel")
+	p.typeSpec("disk:-50,-50,3")
+	require.Contains(t, p.waitError(), "no pixel")
 	require.False(t, eval[bool](p, `document.getElementById('error').hidden`))
-	eval[bool](p, `(() => { stemdotView.errors.length = 0; const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
-	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("disk:20,20,3\r")))
+	eval[bool](p, `(() => { stemdotView.errors.length = 0; return true; })()`)
+	p.typeSpec("disk:20,20,3")
 	require.Equal(t, "disk:20,20,3", p.checkImage())
 	require.True(t, eval[bool](p, `document.getElementById('error').hidden`))
 }
@@ -657,11 +670,9 @@ func TestViewSmallestRadius(t *testing.T) {
 		{"ring:20,22,2,9", "[[[", "ring:20,22,1,9"},
 		{"com:20,22,2", "---", "com:20,22,1"},
 	} {
-		eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
-		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.typed+"\r")))
+		p.typeSpec(c.typed)
 		require.Equal(t, c.typed, check())
-		eval[bool](p, `(() => { document.getElementById('frame').focus(); return true; })()`)
-		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.keys)))
+		p.pressKeys(c.keys)
 		require.Equal(t, c.want, check())
 	}
 	// The edge dragged onto the centre.
@@ -674,8 +685,7 @@ func TestViewSmallestRadius(t *testing.T) {
 		{"ring:20,22,4,9", [2]float64{24, 22}, "ring:20,22,1,9"},
 		{"com:20,22,6", [2]float64{26, 22}, "com:20,22,1"},
 	} {
-		eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
-		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.typed+"\r")))
+		p.typeSpec(c.typed)
 		require.Equal(t, c.typed, check())
 		p.drag(c.from, [2]float64{20, 22}, 4)
 		require.Equal(t, c.want, check())
@@ -705,14 +715,12 @@ func TestViewKeysKeepDetectorOnFrame(t *testing.T) {
 		{"rect:2,30,3,4", kb.ArrowLeft, true, "rect:-2,30,3,4"},
 		{"rect:2,30,3,4", kb.ArrowDown, true, "rect:2,39,3,4"},
 	} {
-		eval[bool](p, `(() => { const s = document.getElementById('spec'); s.value = ''; s.focus(); return true; })()`)
-		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.typed+"\r")))
+		p.typeSpec(c.typed)
 		require.Equal(t, c.typed, p.waitPainted())
-		eval[bool](p, `(() => { document.getElementById('frame').focus(); return true; })()`)
 		if c.shift {
-			require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.keys, shift)))
+			p.pressKeys(c.keys, shift)
 		} else {
-			require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent(c.keys)))
+			p.pressKeys(c.keys)
 		}
 		require.Equal(t, c.want, p.waitPainted(), "%s, then %q", c.typed, c.keys)
 	}

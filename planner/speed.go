@@ -137,22 +137,16 @@ func (s Shape) bytes() float64 {
 	return float64(s.NumFrames) * float64(s.SigY) * float64(s.SigX) * float64(max(s.DTypeSize, 1))
 }
 
-// cpuRate is one CPU worker's rate in native bytes per second (default rates).
-func (s Shape) cpuRate() float64 { return s.cpuRateWith(DefaultRates()) }
-
-// gpuKernelRate is the kernel's rate in native bytes per second (default rates).
-func (s Shape) gpuKernelRate() float64 { return s.gpuKernelRateWith(DefaultRates()) }
-
-// cpuRateWith is one CPU worker's rate in native bytes per second.
-func (s Shape) cpuRateWith(r Rates) float64 {
+// cpuRate is one CPU worker's rate in native bytes per second at the rates r.
+func (s Shape) cpuRate(r Rates) float64 {
 	if s.Sparse {
 		return r.CPUSparse * s.rateScale()
 	}
 	return at(r.CPUDense, s.NMasks) * s.rateScale()
 }
 
-// gpuKernelRateWith is the kernel's rate in native bytes per second.
-func (s Shape) gpuKernelRateWith(r Rates) float64 {
+// gpuKernelRate is the kernel's rate in native bytes per second at the rates r.
+func (s Shape) gpuKernelRate(r Rates) float64 {
 	if s.Sparse {
 		return r.GPUSparse * s.rateScale()
 	}
@@ -196,12 +190,12 @@ func (s Shape) PredictWith(r Rates, cpuWorkers int, perGPU []int, cores int) (ti
 	host := r.HostPerCore * float64(max(cores, 1))
 	var cpu float64
 	if cpuWorkers > 0 {
-		cpu = math.Min(float64(cpuWorkers)*s.cpuRateWith(r), host)
+		cpu = math.Min(float64(cpuWorkers)*s.cpuRate(r), host)
 	}
 	var gpu float64
 	for _, g := range perGPU {
 		if g > 0 {
-			gpu += math.Min(math.Min(float64(g)*r.GPUFeed, r.GPULink), s.gpuKernelRateWith(r))
+			gpu += math.Min(math.Min(float64(g)*r.GPUFeed, r.GPULink), s.gpuKernelRate(r))
 		}
 	}
 	seconds := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }

@@ -65,7 +65,7 @@ func TestPredict(t *testing.T) {
 	u8 := s
 	u8.DTypeSize = 1
 	assert.InDelta(t, cpu.Seconds(), u8.Predict(16, nil, 16).Seconds(), 1e-9, "CPU workers: the same pixels, the same time")
-	assert.InDelta(t, 210.4, Shape{NMasks: 32, DTypeSize: 2}.gpuKernelRate()/1e9, 0.1, "interpolated on log-log axes")
+	assert.InDelta(t, 210.4, Shape{NMasks: 32, DTypeSize: 2}.gpuKernelRate(DefaultRates())/1e9, 0.1, "interpolated on log-log axes")
 }
 
 // The default rates are the model's measured constants: Predict and "auto" plans are

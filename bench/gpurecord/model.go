@@ -117,6 +117,15 @@ func positive(rec map[string]any, path ...string) value {
 	return x
 }
 
+// bytesPerSecond returns the positive GB/s at path in bytes per second.
+func bytesPerSecond(rec map[string]any, path ...string) value {
+	x := positive(rec, path...)
+	if x.ok() {
+		x.v *= gb
+	}
+	return x
+}
+
 // gpuWorkers returns the GPU workers' accounts of the entry at path.
 func gpuWorkers(rec map[string]any, path ...string) ([]map[string]any, string) {
 	v, why := lookup(rec, append(path, "gpu_workers")...)
@@ -192,17 +201,9 @@ func readRates(rec map[string]any) recordRates {
 	}
 
 	for _, m := range []string{"1", "4", "16", "32", "64"} {
-		if k := positive(rec, "kernel_gbps", "dense", m); k.ok() {
-			r.kernel[m] = value{v: k.v * gb}
-		} else {
-			r.kernel[m] = k
-		}
+		r.kernel[m] = bytesPerSecond(rec, "kernel_gbps", "dense", m)
 	}
-	if k := positive(rec, "kernel_gbps", "sparse", "ring"); k.ok() {
-		r.kernel["ring"] = value{v: k.v * gb}
-	} else {
-		r.kernel["ring"] = k
-	}
+	r.kernel["ring"] = bytesPerSecond(rec, "kernel_gbps", "sparse", "ring")
 
 	var busy []float64
 	var whys []string
@@ -228,11 +229,7 @@ func readRates(rec map[string]any) recordRates {
 	} else {
 		r.feed = value{why: strings.Join(slices.Compact(whys), "; ")}
 	}
-	if l := positive(rec, "feed_gbps", "runner", "raw"); l.ok() {
-		r.link = value{v: l.v * gb}
-	} else {
-		r.link = l
-	}
+	r.link = bytesPerSecond(rec, "feed_gbps", "runner", "raw")
 
 	var ready []float64
 	for _, f := range []string{"raw", "mib"} {
@@ -372,12 +369,10 @@ func AddPredictions(rec map[string]any) []ModelRow {
 	r := readRates(rec)
 	rec["model"] = map[string]any{
 		"rates": map[string]any{
-			"cpu_worker_gbps": map[string]any{"1": gbps(r.cpu["1"]), "4": gbps(r.cpu["4"]), "16": gbps(r.cpu["16"]),
-				"64": gbps(r.cpu["64"]), "ring": gbps(r.cpu["ring"])},
-			"host_gbps_per_core": gbps(r.host),
-			"cores":              value{v: float64(r.cores), why: r.coresWhy}.json(),
-			"gpu_kernel_gbps": map[string]any{"1": gbps(r.kernel["1"]), "4": gbps(r.kernel["4"]), "16": gbps(r.kernel["16"]),
-				"32": gbps(r.kernel["32"]), "64": gbps(r.kernel["64"]), "ring": gbps(r.kernel["ring"])},
+			"cpu_worker_gbps":      gbpsByMasks(r.cpu),
+			"host_gbps_per_core":   gbps(r.host),
+			"cores":                value{v: float64(r.cores), why: r.coresWhy}.json(),
+			"gpu_kernel_gbps":      gbpsByMasks(r.kernel),
 			"gpu_worker_feed_gbps": gbps(r.feed),
 			"gpu_link_gbps":        gbps(r.link),
 			"gpu_startup_s":        r.startup.json(),
@@ -427,11 +422,21 @@ func AddPredictions(rec map[string]any) []ModelRow {
 	return rows
 }
 
+// gbps is x (bytes/s) in GB/s as the record writes it.
 func gbps(x value) any {
 	if x.ok() {
 		x.v /= gb
 	}
 	return x.json()
+}
+
+// gbpsByMasks is gbps of every rate of a by-mask-key table.
+func gbpsByMasks(t map[string]value) map[string]any {
+	out := map[string]any{}
+	for k, x := range t {
+		out[k] = gbps(x)
+	}
+	return out
 }
 
 // predictRow predicts one measured plan row.

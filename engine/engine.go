@@ -261,8 +261,7 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	}
 	sparse := counts.PreferSparse
 	if tile == 0 {
-		// A tile's float64 result rows stay within tileBytes too (deep mask stacks).
-		tile = max(1, min(autoTileFrames(ds.FrameBytes(), nMasks, sparse), tileBytes/(8*stack.N)))
+		tile = jobTileFrames(ds.FrameBytes(), nMasks, sparse)
 	}
 	job := &Job{Dataset: ds, Masks: stack, Float64: opt.Float64, TileFrames: tile, NMasks: nMasks, Shifts: opt.Shifts}
 	job.countsOnce.Do(func() { job.counts = counts })

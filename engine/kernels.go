@@ -797,28 +797,40 @@ func AutoTileFrames(frameBytes int) int {
 	return max(1, tileBytes/max(frameBytes, 1))
 }
 
-// autoTileFrames is the default tile of a job: AutoTileFrames, except for a dense stack of
-// at least packedMinMasks masks, whose tiles hold about manyMaskTileBytes. Each tile
-// streams the whole stack's weights from L3 or memory once (16 MiB for 64 masks of
-// 256×256), so the weight traffic per frame falls with the tile: on 256×256 uint16
+// autoTileFrames is the default tile of a job: AutoTileFrames, except for dense stacks of
+// 2 or more masks. Each tile streams the whole stack's weights from L3 or memory once
+// (16 MiB for 64 masks of 256×256), so the weight traffic per frame falls with the tile.
+// A stack of at least packedMinMasks masks takes manyMaskTileBytes: on 256×256 uint16
 // frames (one Zen 4 core, the packed AVX-512 kernels) 64 masks ran at 0.66 GB/s with
-// 8-frame tiles, 1.08 with 32 and 1.45 with 64. Dense stacks of 2 to packedMinMasks-1
-// masks take fewMaskTileBytes: 4 masks of 256×256 are 1 MiB of weights, a Zen 4 core's
-// whole L2, so each tile reads them from L3 again; one core, uint16 frames in place, 4
-// masks: 0.57 of the in-place sweep with 1 MiB tiles, 0.61-0.67 with 4 MiB (3 pairs;
-// 256 KiB 0.38-0.39, 512 KiB 0.48-0.49, 2 MiB 0.60-0.64, 8 MiB 0.54-0.77).
+// 8-frame tiles, 1.08 with 32 and 1.45 with 64. Stacks of 2 to packedMinMasks-1 masks
+// take fewMaskTileBytes, and at least fewMaskTileFrames frames while those fit in
+// manyMaskTileBytes: 4 masks of 256×256 are 1 MiB of weights, a Zen 4 core's whole L2,
+// so each tile reads them from L3 again. One core, frames in place, 4 masks, ×sweep
+// (BenchmarkCPUWorker, 3 runs): uint16 (128 KiB frames) 0.57 with 8-frame tiles,
+// 0.60-0.64 with 16, 0.63-0.66 with 32, 0.63-0.65 with 64, 0.58-0.59 with 128; float32
+// (256 KiB frames) 0.69-0.74 with 16, 0.76-0.80 with 32, 0.75-0.78 with 64, 0.72-0.79
+// with 128. Beyond 32 frames the frames' blocks prefetched ahead (4 KiB per frame) crowd
+// the L2 that the weights share.
 func autoTileFrames(frameBytes, nMasks int, sparse bool) int {
+	fb := max(frameBytes, 1)
 	switch {
 	case sparse || nMasks < 2:
 		return AutoTileFrames(frameBytes)
 	case nMasks < packedMinMasks:
-		return max(1, fewMaskTileBytes/max(frameBytes, 1))
+		return max(1, fewMaskTileBytes/fb, min(fewMaskTileFrames, manyMaskTileBytes/fb))
 	}
-	return max(1, manyMaskTileBytes/max(frameBytes, 1))
+	return max(1, manyMaskTileBytes/fb)
+}
+
+// jobTileFrames is the tile of a job that does not set Options.TileFrames: autoTileFrames,
+// with the tile's float64 result rows (8 bytes per frame and mask) within tileBytes too.
+func jobTileFrames(frameBytes, nMasks int, sparse bool) int {
+	return max(1, min(autoTileFrames(frameBytes, nMasks, sparse), tileBytes/(8*max(nMasks, 1))))
 }
 
 const (
 	tileBytes         = 1 << 20
 	fewMaskTileBytes  = 4 << 20
+	fewMaskTileFrames = 32
 	manyMaskTileBytes = 8 << 20
 )

@@ -66,12 +66,12 @@ func estimateMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan
 			e.Result *= 2
 		}
 	}
+	sparse := c.PreferSparse
 	tile := int64(opt.TileFrames)
 	if tile <= 0 {
-		tile = int64(max(1, min(AutoTileFrames(ds.FrameBytes()), tileBytes/(8*stack.N))))
+		tile = int64(jobTileFrames(ds.FrameBytes(), stack.N, sparse))
 	}
 	tile = min(tile, frames)
-	sparse := c.PreferSparse
 	// simd64: the float64 broadcast kernels apply the dense stack (kernelFor), packed.
 	k64 := bcast64KernelsFor(stack.N)
 	simd64 := opt.Float64 && opt.Shifts == nil && k64 != nil

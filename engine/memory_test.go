@@ -73,3 +73,26 @@ func TestEstimateCountsFloat64Kernel(t *testing.T) {
 		require.Equal(t, native+int64(8*(len(cw.acc)+len(d.conv)+len(d.out))), e.PerWorker, "%d masks", nMasks)
 	}
 }
+
+// The estimate counts the tile buffers of the tile a job takes when Options.TileFrames is
+// 0 (jobTileFrames: 32 frames for 4 dense masks of 256×256, 64 for 64 masks), not
+// AutoTileFrames' 1 MiB: the same estimate as with that tile set.
+func TestEstimateUsesJobTile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 4))
+	sig := [2]int{256, 256}
+	cpu := &planner.Plan{Workers: []planner.Worker{{Kind: planner.CPU}, {Kind: planner.CPU}}}
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32} {
+		ds := randomDataset(rng, dt, []int{128}, sig)
+		require.False(t, dataset.ViewsInPlace(ds), "the tiles are read into buffers")
+		for _, nMasks := range []int{1, 4, 64} {
+			stack := randomStack(rng, nMasks, sig)
+			tile := jobTileFrames(ds.FrameBytes(), nMasks, stack.Count().PreferSparse)
+			if nMasks == 4 {
+				require.Equal(t, 32, tile, "%v, 4 masks", dt)
+			}
+			auto, set := EstimateMemory(ds, stack, cpu, Options{}), EstimateMemory(ds, stack, cpu, Options{TileFrames: tile})
+			require.Equal(t, set, auto, "%v, %d masks: tile %d", dt, nMasks, tile)
+			require.GreaterOrEqual(t, auto.PerWorker, int64(2*tile*ds.FrameBytes()), "%v, %d masks", dt, nMasks)
+		}
+	}
+}

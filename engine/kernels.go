@@ -226,12 +226,17 @@ type pairKernel[N native] func(px0, px1 *N, n int, w *float32, ldw int, pf *floa
 // the one-frame loop at 0.69-0.72.
 type quadKernel[N native] func(px0, px1, px2, px3 *N, n int, w *float32, out *float32)
 
+// quad2Kernel is quadKernel for 2 masks (rows w and w+ldw): it sets
+// out[2f+m] = Σ_{i<n} float32(px_f[i])·w[m·ldw+i] for f < 4, m < 2.
+type quad2Kernel[N native] func(px0, px1, px2, px3 *N, n int, w *float32, ldw int, out *float32)
+
 // groupKernels are the block kernels for pixel type N: for groups of 1, 2, 4 and 8
-// masks of one frame, for 4 masks of two frames and for 1 mask of four frames.
+// masks of one frame, for 4 masks of two frames and for 1 and 2 masks of four frames.
 type groupKernels[N native] struct {
 	group [4]blockKernel[N]
 	pair  pairKernel[N]
 	quad  quadKernel[N]
+	quad2 quad2Kernel[N]
 }
 
 // simdDense is the float32 dense kernel on the block kernels: for each block of
@@ -241,7 +246,7 @@ type groupKernels[N native] struct {
 // whole group of 8 masks goes through the register-blocked packed kernels (packedGroup),
 // 3 frames at a time; else, and for the masks left over, two frames at a time against 4
 // masks, the rest and an odd last frame 8, 4, 2 or 1 masks per kernel call. A stack of
-// one mask goes through the quad kernel, four frames at a time (quadFrames). The float32
+// one or two masks goes through the quad kernels, four frames at a time (quadFrames). The float32
 // partial sums of a block are added in float64, which bounds the float32 rounding error
 // to that of simdBlock-pixel sums. Float32 frames with at least bcastMinMasks masks take
 // the broadcast kernels instead (applyBcast), on CPUs with AVX-512.
@@ -352,7 +357,7 @@ func (d *simdDense[N]) applyTile(tile []byte, frames int, acc []float64) {
 		for m0 := packedMasks; m0 < d.nMasks; m0 += simdGroup {
 			nm := min(simdGroup, d.nMasks-m0)
 			w := d.masks[m0*d.pixels+k0:]
-			if d.nMasks == 1 {
+			if d.nMasks <= 2 {
 				d.quadFrames(px, frames, k0, n, w, acc)
 				continue
 			}
@@ -382,14 +387,14 @@ func (d *simdDense[N]) applyTile(tile []byte, frames int, acc []float64) {
 }
 
 // quadFrames adds the products of pixels [k0, k0+n) of every frame of the tile px with
-// the stack's one mask (w: its weights from pixel k0) into acc, four frames per call of
-// the quad kernel; the last call of a tile of fewer frames repeats its last frame (the
-// repeats' sums are dropped), so that every frame's sum takes the same path wherever the
-// run's claims cut the tiles.
+// the stack's one or two masks (w: their weights from pixel k0) into acc, four frames per
+// call of the quad kernels; the last call of a tile of fewer frames repeats its last frame
+// (the repeats' sums are dropped), so that every frame's sums take the same path wherever
+// the run's claims cut the tiles.
 func (d *simdDense[N]) quadFrames(px []N, frames, k0, n int, w []float32, acc []float64) {
-	kn := n &^ 15
-	part := d.part[:4]
-	_ = w[n-1]
+	kn, nm := n&^15, d.nMasks
+	part := d.part[:4*nm]
+	_ = w[(nm-1)*d.pixels+n-1]
 	for f := 0; f < frames; f += 4 {
 		nf := min(4, frames-f)
 		_ = px[(f+nf-1)*d.pixels+k0+n-1] // every frame's block is inside px
@@ -398,13 +403,20 @@ func (d *simdDense[N]) quadFrames(px []N, frames, k0, n int, w []float32, acc []
 			p[i] = &px[(f+min(i, nf-1))*d.pixels+k0]
 		}
 		if kn > 0 {
-			d.kernels.quad(p[0], p[1], p[2], p[3], kn, &w[0], &part[0])
+			if nm == 1 {
+				d.kernels.quad(p[0], p[1], p[2], p[3], kn, &w[0], &part[0])
+			} else {
+				d.kernels.quad2(p[0], p[1], p[2], p[3], kn, &w[0], d.pixels, &part[0])
+			}
 		}
 		for i := range nf {
+			dst := acc[(f+i)*nm:][:nm]
 			if kn > 0 {
-				acc[f+i] += float64(part[i])
+				for m, v := range part[i*nm : (i+1)*nm] {
+					dst[m] += float64(v)
+				}
 			}
-			addTail(px[(f+i)*d.pixels+k0:][:n], w, d.pixels, acc[f+i:f+i+1])
+			addTail(px[(f+i)*d.pixels+k0:][:n], w, d.pixels, dst)
 		}
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 )
 
-// TestQuadFramesAttack: a stack of one mask (the quad kernel, four frames per call, a
-// tile's last 1-3 repeated) on every dtype of the block kernels, sig shapes of fewer than
+// TestQuadFramesAttack: stacks of one and two masks (the quad kernels, four frames per
+// call, a tile's last 1-3 repeated) on every dtype of the block kernels, sig shapes of fewer than
 // 16 pixels, not a multiple of 16, a multiple of 1024 ± 1 and more than one block; 1, 2,
 // 3 and 5 frames; tiles of 1 to 9 frames; one worker and several with partitions cut
 // at odd places; frames read and viewed in place (starting off their alignment); float32
@@ -28,10 +28,11 @@ func TestQuadFramesAttack(t *testing.T) {
 			continue
 		}
 		for _, sig := range sigs {
-			for _, n := range []int{1, 2, 3, 5} {
-				t.Run(fmt.Sprintf("%v/%dx%d/%dframes", dt, sig[0], sig[1], n), func(t *testing.T) {
+			for _, c := range [][2]int{{1, 1}, {1, 2}, {1, 3}, {1, 5}, {2, 1}, {2, 3}, {2, 5}} {
+				nMasks, n := c[0], c[1]
+				t.Run(fmt.Sprintf("%v/%dx%d/%dmasks/%dframes", dt, sig[0], sig[1], nMasks, n), func(t *testing.T) {
 					ds := randomDataset(rng, dt, []int{n}, sig)
-					stack := randomStack(rng, 1, sig)
+					stack := randomStack(rng, nMasks, sig)
 					p := sig[0] * sig[1]
 					for i := range stack.Data {
 						if rng.IntN(5) == 0 {
@@ -44,17 +45,19 @@ func TestQuadFramesAttack(t *testing.T) {
 						}
 						ds.setFloat((n-1)*p+p-1, math.Inf(1)) // the last pixel: a tail or 16-pixel step
 					}
-					want := make([]float64, n)
-					mag := make([]float64, n)
+					want := make([]float64, n*nMasks) // frame f, mask m at f·nMasks+m
+					mag := make([]float64, n*nMasks)
 					for f := range n {
-						for i := range p {
-							w := float64(stack.Data[i])
-							if w == 0 {
-								continue
+						for m := range nMasks {
+							for i := range p {
+								w := float64(stack.Data[m*p+i])
+								if w == 0 {
+									continue
+								}
+								v := pixel(ds.data, dt, f*p+i) * w
+								want[f*nMasks+m] += v
+								mag[f*nMasks+m] += math.Abs(v)
 							}
-							v := pixel(ds.data, dt, f*p+i) * w
-							want[f] += v
-							mag[f] += math.Abs(v)
 						}
 					}
 					// Frames viewed in place, starting 1 byte off the slice's alignment.
@@ -75,23 +78,23 @@ func TestQuadFramesAttack(t *testing.T) {
 								for _, workers := range []int{1, 3} {
 									res, err := ApplyMasks(context.Background(), src, stack, splitPlan(anyCPUs, workers, cut...), Options{TileFrames: tile, NoPin: true})
 									require.NoError(t, err)
-									for f := range n {
-										g := float64(res.F32[f])
+									for j := range want {
+										f, g := j/nMasks, float64(res.F32[j])
 										switch {
-										case math.IsNaN(want[f]):
-											require.True(t, math.IsNaN(g), "frame %d: got %v, want NaN (tile %d, cut %v)", f, g, tile, cut)
-										case math.IsInf(want[f], 0):
-											require.Equal(t, want[f], g, "frame %d (tile %d, cut %v)", f, tile, cut)
+										case math.IsNaN(want[j]):
+											require.True(t, math.IsNaN(g), "frame %d, mask %d: got %v, want NaN (tile %d, cut %v)", f, j%nMasks, g, tile, cut)
+										case math.IsInf(want[j], 0):
+											require.Equal(t, want[j], g, "frame %d, mask %d (tile %d, cut %v)", f, j%nMasks, tile, cut)
 										default:
-											require.InDelta(t, want[f], g, 2e-6*mag[f]+1e-30, "frame %d (tile %d, cut %v, %d workers)", f, tile, cut, workers)
+											require.InDelta(t, want[j], g, 2e-6*mag[j]+1e-30, "frame %d, mask %d (tile %d, cut %v, %d workers)", f, j%nMasks, tile, cut, workers)
 										}
 									}
 									if first == nil {
 										first = res.F32
 										continue
 									}
-									for f := range n {
-										require.Equal(t, math.Float32bits(first[f]), math.Float32bits(res.F32[f]), "frame %d: %v against %v (tile %d, cut %v, %d workers)", f, res.F32[f], first[f], tile, cut, workers)
+									for j := range want {
+										require.Equal(t, math.Float32bits(first[j]), math.Float32bits(res.F32[j]), "frame %d, mask %d: %v against %v (tile %d, cut %v, %d workers)", j/nMasks, j%nMasks, res.F32[j], first[j], tile, cut, workers)
 									}
 								}
 							}

@@ -135,6 +135,26 @@ func dotI32x1x4(px0, px1, px2, px3 *int32, n int, w *float32, out *float32)
 //go:noescape
 func dotF32x1x4(px0, px1, px2, px3 *float32, n int, w *float32, out *float32)
 
+// The two-mask × four-frame kernels (DOT2X4 in simd_amd64.s): quad2Kernel.
+
+//go:noescape
+func dotU8x2x4(px0, px1, px2, px3 *uint8, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI8x2x4(px0, px1, px2, px3 *int8, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotU16x2x4(px0, px1, px2, px3 *uint16, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI16x2x4(px0, px1, px2, px3 *int16, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotI32x2x4(px0, px1, px2, px3 *int32, n int, w *float32, ldw int, out *float32)
+
+//go:noescape
+func dotF32x2x4(px0, px1, px2, px3 *float32, n int, w *float32, ldw int, out *float32)
+
 // simdKernels returns the assembly kernels for pixel type N, for groups of 1, 2, 4 and
 // 8 masks, the pair kernel (AVX-512 for 8- and 16-bit pixels where the CPU has it: 4
 // masks on 256×256 uint16 frames in place, one Zen 5 core, 20.8-24.4 GB/s against
@@ -149,17 +169,17 @@ func simdKernels[N native]() *groupKernels[N] {
 	var k any
 	switch any(*new(N)).(type) {
 	case uint8:
-		k = &groupKernels[uint8]{[4]blockKernel[uint8]{dotU8x1, dotU8x2, dotU8x4, dotU8x8}, either(z, dotU8x4x2z, dotU8x4x2), dotU8x1x4}
+		k = &groupKernels[uint8]{[4]blockKernel[uint8]{dotU8x1, dotU8x2, dotU8x4, dotU8x8}, either(z, dotU8x4x2z, dotU8x4x2), dotU8x1x4, dotU8x2x4}
 	case int8:
-		k = &groupKernels[int8]{[4]blockKernel[int8]{dotI8x1, dotI8x2, dotI8x4, dotI8x8}, either(z, dotI8x4x2z, dotI8x4x2), dotI8x1x4}
+		k = &groupKernels[int8]{[4]blockKernel[int8]{dotI8x1, dotI8x2, dotI8x4, dotI8x8}, either(z, dotI8x4x2z, dotI8x4x2), dotI8x1x4, dotI8x2x4}
 	case uint16:
-		k = &groupKernels[uint16]{[4]blockKernel[uint16]{dotU16x1, dotU16x2, dotU16x4, dotU16x8}, either(z, dotU16x4x2z, dotU16x4x2), dotU16x1x4}
+		k = &groupKernels[uint16]{[4]blockKernel[uint16]{dotU16x1, dotU16x2, dotU16x4, dotU16x8}, either(z, dotU16x4x2z, dotU16x4x2), dotU16x1x4, dotU16x2x4}
 	case int16:
-		k = &groupKernels[int16]{[4]blockKernel[int16]{dotI16x1, dotI16x2, dotI16x4, dotI16x8}, either(z, dotI16x4x2z, dotI16x4x2), dotI16x1x4}
+		k = &groupKernels[int16]{[4]blockKernel[int16]{dotI16x1, dotI16x2, dotI16x4, dotI16x8}, either(z, dotI16x4x2z, dotI16x4x2), dotI16x1x4, dotI16x2x4}
 	case int32:
-		k = &groupKernels[int32]{[4]blockKernel[int32]{dotI32x1, dotI32x2, dotI32x4, dotI32x8}, dotI32x4x2, dotI32x1x4}
+		k = &groupKernels[int32]{[4]blockKernel[int32]{dotI32x1, dotI32x2, dotI32x4, dotI32x8}, dotI32x4x2, dotI32x1x4, dotI32x2x4}
 	case float32:
-		k = &groupKernels[float32]{[4]blockKernel[float32]{dotF32x1, dotF32x2, dotF32x4, dotF32x8}, dotF32x4x2, dotF32x1x4}
+		k = &groupKernels[float32]{[4]blockKernel[float32]{dotF32x1, dotF32x2, dotF32x4, dotF32x8}, dotF32x4x2, dotF32x1x4, dotF32x2x4}
 	default:
 		return nil
 	}

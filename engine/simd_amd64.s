@@ -358,6 +358,66 @@ loop: \
 	HSUM(Y6, X6, 12); \
 	VZEROUPPER
 
+// DOT2X4: two masks (DI, R9 = DI + ldw) and four frames (SI, R10, R11, R12), 16 pixels
+// per iteration in two steps of 8: each step loads both masks' 8 weights once (Y8, Y9)
+// for the four frames, mask m of frame f into Y(2f+m), stored as out[2f+m]. Each LO
+// prefetches its frame 4 KiB ahead, as in DOT1X4; CX is n (a positive multiple of 16),
+// DX ldw, R8 out at the end.
+#define DOT2X4(LO, HI) \
+	SHLQ    $2, DX; \
+	LEAQ    (DI)(DX*1), R9; \
+	VXORPS  Y0, Y0, Y0; \
+	VXORPS  Y1, Y1, Y1; \
+	VXORPS  Y2, Y2, Y2; \
+	VXORPS  Y3, Y3, Y3; \
+	VXORPS  Y4, Y4, Y4; \
+	VXORPS  Y5, Y5, Y5; \
+	VXORPS  Y6, Y6, Y6; \
+	VXORPS  Y7, Y7, Y7; \
+	XORQ    AX, AX; \
+loop: \
+	VMOVUPS (DI)(AX*4), Y8; \
+	VMOVUPS (R9)(AX*4), Y9; \
+	LO(SI, Y10); \
+	VFMADD231PS Y8, Y10, Y0; \
+	VFMADD231PS Y9, Y10, Y1; \
+	LO(R10, Y11); \
+	VFMADD231PS Y8, Y11, Y2; \
+	VFMADD231PS Y9, Y11, Y3; \
+	LO(R11, Y10); \
+	VFMADD231PS Y8, Y10, Y4; \
+	VFMADD231PS Y9, Y10, Y5; \
+	LO(R12, Y11); \
+	VFMADD231PS Y8, Y11, Y6; \
+	VFMADD231PS Y9, Y11, Y7; \
+	VMOVUPS 32(DI)(AX*4), Y8; \
+	VMOVUPS 32(R9)(AX*4), Y9; \
+	HI(SI, Y10); \
+	VFMADD231PS Y8, Y10, Y0; \
+	VFMADD231PS Y9, Y10, Y1; \
+	HI(R10, Y11); \
+	VFMADD231PS Y8, Y11, Y2; \
+	VFMADD231PS Y9, Y11, Y3; \
+	HI(R11, Y10); \
+	VFMADD231PS Y8, Y10, Y4; \
+	VFMADD231PS Y9, Y10, Y5; \
+	HI(R12, Y11); \
+	VFMADD231PS Y8, Y11, Y6; \
+	VFMADD231PS Y9, Y11, Y7; \
+	ADDQ    $16, AX; \
+	CMPQ    AX, CX; \
+	JB      loop; \
+	MOVQ    out+56(FP), R8; \
+	HSUM(Y0, X0, 0); \
+	HSUM(Y1, X1, 4); \
+	HSUM(Y2, X2, 8); \
+	HSUM(Y3, X3, 12); \
+	HSUM(Y4, X4, 16); \
+	HSUM(Y5, X5, 20); \
+	HSUM(Y6, X6, 24); \
+	HSUM(Y7, X7, 28); \
+	VZEROUPPER
+
 // QUAD_ARGS loads the arguments of a four-frame kernel (SI, R10, R11, R12 px0-px3, CX n,
 // DI w).
 #define QUAD_ARGS \
@@ -367,6 +427,11 @@ loop: \
 	MOVQ px3+24(FP), R12; \
 	MOVQ n+32(FP), CX; \
 	MOVQ w+40(FP), DI
+
+// QUAD2_ARGS loads the arguments of a two-mask, four-frame kernel: QUAD_ARGS and DX ldw.
+#define QUAD2_ARGS \
+	QUAD_ARGS; \
+	MOVQ ldw+48(FP), DX
 
 // func dotU8x1(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU8x1(SB), NOSPLIT, $0-48
@@ -606,4 +671,40 @@ TEXT ·dotI32x1x4(SB), NOSPLIT, $0-56
 TEXT ·dotF32x1x4(SB), NOSPLIT, $0-56
 	QUAD_ARGS
 	DOT1X4(F32_LO, F32_HI)
+	RET
+
+// func dotU8x2x4(px0, px1, px2, px3 *uint8, n int, w *float32, ldw int, out *float32)
+TEXT ·dotU8x2x4(SB), NOSPLIT, $0-64
+	QUAD2_ARGS
+	DOT2X4(U8_LO, U8_HI)
+	RET
+
+// func dotI8x2x4(px0, px1, px2, px3 *int8, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI8x2x4(SB), NOSPLIT, $0-64
+	QUAD2_ARGS
+	DOT2X4(I8_LO, I8_HI)
+	RET
+
+// func dotU16x2x4(px0, px1, px2, px3 *uint16, n int, w *float32, ldw int, out *float32)
+TEXT ·dotU16x2x4(SB), NOSPLIT, $0-64
+	QUAD2_ARGS
+	DOT2X4(U16_LO, U16_HI)
+	RET
+
+// func dotI16x2x4(px0, px1, px2, px3 *int16, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI16x2x4(SB), NOSPLIT, $0-64
+	QUAD2_ARGS
+	DOT2X4(I16_LO, I16_HI)
+	RET
+
+// func dotI32x2x4(px0, px1, px2, px3 *int32, n int, w *float32, ldw int, out *float32)
+TEXT ·dotI32x2x4(SB), NOSPLIT, $0-64
+	QUAD2_ARGS
+	DOT2X4(I32_LO, I32_HI)
+	RET
+
+// func dotF32x2x4(px0, px1, px2, px3 *float32, n int, w *float32, ldw int, out *float32)
+TEXT ·dotF32x2x4(SB), NOSPLIT, $0-64
+	QUAD2_ARGS
+	DOT2X4(F32_LO, F32_HI)
 	RET

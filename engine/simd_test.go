@@ -22,8 +22,8 @@ func setSIMD(t *testing.T, on bool) {
 }
 
 // TestDotBlock checks the block kernels, through dotBlock (one frame) and dotPair (two
-// frames: the pair kernel for each 4 masks, dotBlock for the rest), and the quad kernel
-// (1 mask, four frames: the two frames, each twice, on whole 16-pixel steps), against a float64
+// frames: the pair kernel for each 4 masks, dotBlock for the rest), and the quad kernels
+// (1 or 2 masks, four frames: the two frames, each twice, on whole 16-pixel steps), against a float64
 // reference for every pixel type they handle: blocks of 1 to 70 and 2048 pixels (the
 // kernels' 16-pixel steps and the float64 tail), 1 to 9 masks (every group split: 8, 4,
 // 2, 1; 4+4, 4+remainder), and frames and masks starting off their 32-byte alignment.
@@ -93,18 +93,23 @@ func testDotBlock[N native](t *testing.T, rng *rand.Rand, dt dataset.DType) {
 				dotBlock(k, px[f], w, ldw, pf, single[f], part)
 			}
 			dotPair(k, px[0], px[1], w, ldw, pf, pair[0], pair[1], part)
-			var quad [4]float32
-			if kn := n &^ 15; nm == 1 && kn > 0 {
-				k.quad(&px[0][0], &px[1][0], &px[1][0], &px[0][0], kn, &w[0], &quad[0])
-				for f, q := range quad {
+			var quad [8]float32 // frame f, mask m at f·nm+m
+			if kn := n &^ 15; nm <= 2 && kn > 0 {
+				if nm == 1 {
+					k.quad(&px[0][0], &px[1][0], &px[1][0], &px[0][0], kn, &w[0], &quad[0])
+				} else {
+					k.quad2(&px[0][0], &px[1][0], &px[1][0], &px[0][0], kn, &w[0], ldw, &quad[0])
+				}
+				for j, q := range quad[:4*nm] {
+					f, m := j/nm, j%nm
 					src := [4]int{0, 1, 1, 0}[f]
 					want, mag := 0.0, 0.0
 					for i := range kn {
-						v := pixel(data[src], dt, pxOff[src]+i) * float64(w[i])
+						v := pixel(data[src], dt, pxOff[src]+i) * float64(w[m*ldw+i])
 						want += v
 						mag += math.Abs(v)
 					}
-					require.InDelta(t, want, float64(q), 1e-5*mag+1e-30, "quad kernel: %d pixels, frame %d of 4", kn, f)
+					require.InDelta(t, want, float64(q), 1e-5*mag+1e-30, "quad kernel: %d pixels, frame %d of 4, mask %d of %d (ldw %d)", kn, f, m, nm, ldw)
 				}
 			}
 			for f := range 2 {

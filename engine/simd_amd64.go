@@ -158,9 +158,9 @@ func dotF32x2x4(px0, px1, px2, px3 *float32, n int, w *float32, ldw int, out *fl
 // simdKernels returns the assembly kernels for pixel type N, for groups of 1, 2, 4 and
 // 8 masks, the pair kernel (AVX-512 for 8- and 16-bit pixels where the CPU has it: 4
 // masks on 256×256 uint16 frames in place, one Zen 5 core, 20.8-24.4 GB/s against
-// 16.6-18.3 with AVX2) and the quad kernel (AVX2: an AVX-512 one for uint16 was slower
-// on Zen 4); nil for the types they do not handle (uint32, float64), on CPUs without
-// AVX2 and FMA, and while useSIMD is off.
+// 16.6-18.3 with AVX2) and the quad kernels for 1 and 2 masks (AVX2: an AVX-512 1-mask
+// one for uint16 was slower on Zen 4); nil for the types they do not handle (uint32,
+// float64), on CPUs without AVX2 and FMA, and while useSIMD is off.
 func simdKernels[N native]() *groupKernels[N] {
 	if !useSIMD || !haveAVX2FMA {
 		return nil

@@ -232,11 +232,18 @@ type quad2Kernel[N native] func(px0, px1, px2, px3 *N, n int, w *float32, ldw in
 
 // groupKernels are the block kernels for pixel type N: for groups of 1, 2, 4 and 8
 // masks of one frame, for 4 masks of two frames and for 1 and 2 masks of four frames.
+// Stacks of at most quadMasks masks take the quad kernels (quadFrames), larger ones the
+// others: 2, or packedMinMasks-1 for float32 frames with the AVX-512 quad kernels. One
+// Zen 4 core, float32 frames in place, ×floor of make bench's rows, pair kernels against
+// quad kernels: 3 masks 0.74-0.81 → 0.85-0.89 (4 pairs), 4 masks 0.74-0.83 → 0.79-0.96
+// (8), 5 masks 0.62-0.73 → 0.71-0.73 (2), 6 masks 0.56-0.62 → 0.66-0.73 (3), 7 masks
+// 0.44 → 0.55-0.57 (2).
 type groupKernels[N native] struct {
-	group [4]blockKernel[N]
-	pair  pairKernel[N]
-	quad  quadKernel[N]
-	quad2 quad2Kernel[N]
+	group     [4]blockKernel[N]
+	pair      pairKernel[N]
+	quad      quadKernel[N]
+	quad2     quad2Kernel[N]
+	quadMasks int
 }
 
 // simdDense is the float32 dense kernel on the block kernels: for each block of
@@ -246,7 +253,8 @@ type groupKernels[N native] struct {
 // whole group of 8 masks goes through the register-blocked packed kernels (packedGroup),
 // 3 frames at a time; else, and for the masks left over, two frames at a time against 4
 // masks, the rest and an odd last frame 8, 4, 2 or 1 masks per kernel call. A stack of
-// one or two masks goes through the quad kernels, four frames at a time (quadFrames). The float32
+// at most kernels.quadMasks masks (2; 7 for float32 frames on AVX-512) goes through the
+// quad kernels instead, four frames at a time (quadFrames). The float32
 // partial sums of a block are added in float64, which bounds the float32 rounding error
 // to that of simdBlock-pixel sums. Float32 frames with at least bcastMinMasks masks take
 // the broadcast kernels instead (applyBcast), on CPUs with AVX-512.
@@ -357,7 +365,7 @@ func (d *simdDense[N]) applyTile(tile []byte, frames int, acc []float64) {
 		for m0 := packedMasks; m0 < d.nMasks; m0 += simdGroup {
 			nm := min(simdGroup, d.nMasks-m0)
 			w := d.masks[m0*d.pixels+k0:]
-			if d.nMasks <= 2 {
+			if d.nMasks <= d.kernels.quadMasks {
 				d.quadFrames(px, frames, k0, n, w, acc)
 				continue
 			}
@@ -387,13 +395,14 @@ func (d *simdDense[N]) applyTile(tile []byte, frames int, acc []float64) {
 }
 
 // quadFrames adds the products of pixels [k0, k0+n) of every frame of the tile px with
-// the stack's one or two masks (w: their weights from pixel k0) into acc, four frames per
-// call of the quad kernels; the last call of a tile of fewer frames repeats its last frame
-// (the repeats' sums are dropped), so that every frame's sums take the same path wherever
-// the run's claims cut the tiles.
+// the stack's masks (w: their weights from pixel k0) into acc, four frames per call of
+// the quad kernels, two masks per call (quad2) and one for an odd last mask (quad); the
+// last call of a tile of fewer frames repeats its last frame (the repeats' sums are
+// dropped), so that every frame's sums take the same path wherever the run's claims cut
+// the tiles.
 func (d *simdDense[N]) quadFrames(px []N, frames, k0, n int, w []float32, acc []float64) {
 	kn, nm := n&^15, d.nMasks
-	part := d.part[:4*nm]
+	part := d.part[:8]
 	_ = w[(nm-1)*d.pixels+n-1]
 	for f := 0; f < frames; f += 4 {
 		nf := min(4, frames-f)
@@ -402,21 +411,21 @@ func (d *simdDense[N]) quadFrames(px []N, frames, k0, n int, w []float32, acc []
 		for i := range p {
 			p[i] = &px[(f+min(i, nf-1))*d.pixels+k0]
 		}
-		if kn > 0 {
-			if nm == 1 {
-				d.kernels.quad(p[0], p[1], p[2], p[3], kn, &w[0], &part[0])
+		for m0 := 0; m0 < nm && kn > 0; m0 += 2 {
+			mc := min(2, nm-m0) // masks of this call
+			if mc == 1 {
+				d.kernels.quad(p[0], p[1], p[2], p[3], kn, &w[m0*d.pixels], &part[0])
 			} else {
-				d.kernels.quad2(p[0], p[1], p[2], p[3], kn, &w[0], d.pixels, &part[0])
+				d.kernels.quad2(p[0], p[1], p[2], p[3], kn, &w[m0*d.pixels], d.pixels, &part[0])
+			}
+			for i := range nf {
+				for m, v := range part[i*mc : (i+1)*mc] {
+					acc[(f+i)*nm+m0+m] += float64(v)
+				}
 			}
 		}
 		for i := range nf {
-			dst := acc[(f+i)*nm:][:nm]
-			if kn > 0 {
-				for m, v := range part[i*nm : (i+1)*nm] {
-					dst[m] += float64(v)
-				}
-			}
-			addTail(px[(f+i)*d.pixels+k0:][:n], w, d.pixels, dst)
+			addTail(px[(f+i)*d.pixels+k0:][:n], w, d.pixels, acc[(f+i)*nm:][:nm])
 		}
 	}
 }

@@ -168,10 +168,11 @@ func dotF32x2x4(px0, px1, px2, px3 *float32, n int, w *float32, ldw int, out *fl
 // 8 masks, the pair kernel (AVX-512 for 8- and 16-bit pixels where the CPU has it: 4
 // masks on 256×256 uint16 frames in place, one Zen 5 core, 20.8-24.4 GB/s against
 // 16.6-18.3 with AVX2) and the quad kernels for 1 and 2 masks (AVX-512 for float32
-// pixels where the CPU has it: one Zen 4 core, frames in place, ×floor 1 mask 0.74-0.76
-// → 0.86-0.87, 2 masks 0.68-0.74 → 0.74-0.82, 4 pairs; an AVX-512 1-mask one for uint16
-// was slower); nil for the types they do not handle (uint32, float64), on CPUs without
-// AVX2 and FMA, and while useSIMD is off.
+// pixels where the CPU has it, which then also serve stacks of up to 7 masks: one Zen 4
+// core, frames in place, ×floor 1 mask 0.74-0.76 → 0.86-0.87, 2 masks 0.68-0.74 →
+// 0.74-0.82, 4 pairs; an AVX-512 1-mask one for uint16 was slower); nil for the types
+// they do not handle (uint32, float64), on CPUs without AVX2 and FMA, and while useSIMD
+// is off.
 func simdKernels[N native]() *groupKernels[N] {
 	if !useSIMD || !haveAVX2FMA {
 		return nil
@@ -180,17 +181,17 @@ func simdKernels[N native]() *groupKernels[N] {
 	var k any
 	switch any(*new(N)).(type) {
 	case uint8:
-		k = &groupKernels[uint8]{[4]blockKernel[uint8]{dotU8x1, dotU8x2, dotU8x4, dotU8x8}, either(z, dotU8x4x2z, dotU8x4x2), dotU8x1x4, dotU8x2x4}
+		k = &groupKernels[uint8]{[4]blockKernel[uint8]{dotU8x1, dotU8x2, dotU8x4, dotU8x8}, either(z, dotU8x4x2z, dotU8x4x2), dotU8x1x4, dotU8x2x4, 2}
 	case int8:
-		k = &groupKernels[int8]{[4]blockKernel[int8]{dotI8x1, dotI8x2, dotI8x4, dotI8x8}, either(z, dotI8x4x2z, dotI8x4x2), dotI8x1x4, dotI8x2x4}
+		k = &groupKernels[int8]{[4]blockKernel[int8]{dotI8x1, dotI8x2, dotI8x4, dotI8x8}, either(z, dotI8x4x2z, dotI8x4x2), dotI8x1x4, dotI8x2x4, 2}
 	case uint16:
-		k = &groupKernels[uint16]{[4]blockKernel[uint16]{dotU16x1, dotU16x2, dotU16x4, dotU16x8}, either(z, dotU16x4x2z, dotU16x4x2), dotU16x1x4, dotU16x2x4}
+		k = &groupKernels[uint16]{[4]blockKernel[uint16]{dotU16x1, dotU16x2, dotU16x4, dotU16x8}, either(z, dotU16x4x2z, dotU16x4x2), dotU16x1x4, dotU16x2x4, 2}
 	case int16:
-		k = &groupKernels[int16]{[4]blockKernel[int16]{dotI16x1, dotI16x2, dotI16x4, dotI16x8}, either(z, dotI16x4x2z, dotI16x4x2), dotI16x1x4, dotI16x2x4}
+		k = &groupKernels[int16]{[4]blockKernel[int16]{dotI16x1, dotI16x2, dotI16x4, dotI16x8}, either(z, dotI16x4x2z, dotI16x4x2), dotI16x1x4, dotI16x2x4, 2}
 	case int32:
-		k = &groupKernels[int32]{[4]blockKernel[int32]{dotI32x1, dotI32x2, dotI32x4, dotI32x8}, dotI32x4x2, dotI32x1x4, dotI32x2x4}
+		k = &groupKernels[int32]{[4]blockKernel[int32]{dotI32x1, dotI32x2, dotI32x4, dotI32x8}, dotI32x4x2, dotI32x1x4, dotI32x2x4, 2}
 	case float32:
-		k = &groupKernels[float32]{[4]blockKernel[float32]{dotF32x1, dotF32x2, dotF32x4, dotF32x8}, dotF32x4x2, either(z, dotF32x1x4z, dotF32x1x4), either(z, dotF32x2x4z, dotF32x2x4)}
+		k = &groupKernels[float32]{[4]blockKernel[float32]{dotF32x1, dotF32x2, dotF32x4, dotF32x8}, dotF32x4x2, either(z, dotF32x1x4z, dotF32x1x4), either(z, dotF32x2x4z, dotF32x2x4), either(z, packedMinMasks-1, 2)}
 	default:
 		return nil
 	}

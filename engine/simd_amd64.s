@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "quad_amd64.h"
 
 // AVX2+FMA kernels of the dense mask-dot product on a block of one or two frames (see
 // blockKernel and pairKernel in kernels.go). Every function
@@ -417,16 +418,6 @@ loop: \
 	HSUM(Y6, X6, 24); \
 	HSUM(Y7, X7, 28); \
 	VZEROUPPER
-
-// QUAD_ARGS loads the arguments of a four-frame kernel (SI, R10, R11, R12 px0-px3, CX n,
-// DI w).
-#define QUAD_ARGS \
-	MOVQ px0+0(FP), SI; \
-	MOVQ px1+8(FP), R10; \
-	MOVQ px2+16(FP), R11; \
-	MOVQ px3+24(FP), R12; \
-	MOVQ n+32(FP), CX; \
-	MOVQ w+40(FP), DI
 
 // QUAD2_ARGS loads the arguments of a two-mask, four-frame kernel: QUAD_ARGS and DX ldw.
 #define QUAD2_ARGS \

@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "quad_amd64.h"
 
 // AVX-512 kernels of the 4-mask × 2-frame product (pairKernel in kernels.go) for 8- and
 // 16-bit pixels (on 32-bit pixels the AVX2 kernels were faster: float32 frames, 3 and 4
@@ -83,16 +84,6 @@ loop: \
 	ZSUM(Z7, Y7, X7, 28); \
 	VZEROUPPER
 
-// QUADZ_ARGS loads the arguments of a four-frame kernel (SI, R10, R11, R12 px0-px3, CX n,
-// DI w).
-#define QUADZ_ARGS \
-	MOVQ px0+0(FP), SI; \
-	MOVQ px1+8(FP), R10; \
-	MOVQ px2+16(FP), R11; \
-	MOVQ px3+24(FP), R12; \
-	MOVQ n+32(FP), CX; \
-	MOVQ w+40(FP), DI
-
 // F32_ZFMA adds frame P's 16 pixels from AX times the weights W into A, prefetching the
 // frame 4 KiB ahead into L2.
 #define F32_ZFMA(P, W, A) \
@@ -128,7 +119,7 @@ TEXT ·dotI16x4x2z(SB), NOSPLIT, $0-56
 //
 // func dotF32x1x4z(px0, px1, px2, px3 *float32, n int, w *float32, out *float32)
 TEXT ·dotF32x1x4z(SB), NOSPLIT, $0-56
-	QUADZ_ARGS
+	QUAD_ARGS
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
@@ -153,7 +144,7 @@ loop1:
 
 // func dotF32x2x4z(px0, px1, px2, px3 *float32, n int, w *float32, ldw int, out *float32)
 TEXT ·dotF32x2x4z(SB), NOSPLIT, $0-64
-	QUADZ_ARGS
+	QUAD_ARGS
 	MOVQ   ldw+48(FP), DX
 	SHLQ   $2, DX
 	LEAQ   (DI)(DX*1), R9

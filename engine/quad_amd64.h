@@ -1,0 +1,11 @@
+// Shared by simd_amd64.s and simd_pair512_amd64.s.
+
+// QUAD_ARGS loads the arguments of a four-frame kernel (SI, R10, R11, R12 px0-px3, CX n,
+// DI w).
+#define QUAD_ARGS \
+	MOVQ px0+0(FP), SI; \
+	MOVQ px1+8(FP), R10; \
+	MOVQ px2+16(FP), R11; \
+	MOVQ px3+24(FP), R12; \
+	MOVQ n+32(FP), CX; \
+	MOVQ w+40(FP), DI

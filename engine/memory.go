@@ -51,7 +51,8 @@ func (e MemoryEstimate) String() string {
 }
 
 // EstimateMemory returns the memory ApplyMasks(ds, stack, plan, opt) allocates (see
-// MemoryEstimate), with tiles of opt.TileFrames (AutoTileFrames when 0) frames.
+// MemoryEstimate), with tiles of opt.TileFrames frames (the job's tile, jobTileFrames,
+// when 0), at most the dataset's frames.
 func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, opt Options) MemoryEstimate {
 	return estimateMemory(ds, stack, stack.Count(), plan, opt)
 }

@@ -129,3 +129,32 @@ func TestEstimateCountsPaddedCopy(t *testing.T) {
 		}
 	}
 }
+
+// A job's tile holds at most the dataset's frames, the tile the estimate counts: 3 frames
+// of 256×256 float32 with 4 dense masks (a few-mask tile of 32 frames) or with
+// Options.TileFrames 100 take tiles of 3 frames, so a worker does not allocate 32 or 100
+// frames of tile buffer (8 MiB, 25 MiB) where the estimate counted 3 (768 KiB).
+func TestJobTileAtMostFrames(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 6))
+	sig := [2]int{256, 256}
+	for _, n := range []int{1, 3} {
+		ds := randomDataset(rng, dataset.Float32, []int{n}, sig)
+		stack := randomStack(rng, 4, sig)
+		for _, tile := range []int{0, 2, 100} {
+			var jobTile int
+			newWorker := func(spec planner.Worker, job *Job) (Worker, error) {
+				jobTile = job.TileFrames
+				return DefaultWorkers(spec, job)
+			}
+			res, err := ApplyMasks(t.Context(), ds, stack, splitPlan(anyCPUs, 1, n), Options{TileFrames: tile, NoPin: true, NewWorker: newWorker})
+			require.NoError(t, err)
+			want, mag := reference(ds, stack)
+			requireClose(t, res.F32, want, mag, 2e-6)
+			wantTile := min(n, max(tile, 1))
+			if tile == 0 {
+				wantTile = min(n, jobTileFrames(ds.FrameBytes(), 4, false))
+			}
+			require.Equal(t, wantTile, jobTile, "%d frames, TileFrames %d", n, tile)
+		}
+	}
+}

@@ -51,7 +51,8 @@ func (e MemoryEstimate) String() string {
 }
 
 // EstimateMemory returns the memory ApplyMasks(ds, stack, plan, opt) allocates (see
-// MemoryEstimate), with tiles of opt.TileFrames (AutoTileFrames when 0) frames.
+// MemoryEstimate), with tiles of opt.TileFrames frames (the job's tile, jobTileFrames,
+// when 0), at most the dataset's frames.
 func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, opt Options) MemoryEstimate {
 	return estimateMemory(ds, stack, stack.Count(), plan, opt)
 }
@@ -116,7 +117,7 @@ func estimateMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan
 		e.PerWorker += 8 * int64(k64.accMax*k64.lanes)
 	default:
 		e.PerWorker += 4 * 192 * 2048 * int64(1+btoi(opt.Float64)) // the dense kernels' float tile
-		if stack.N < packedMinMasks && stack.N%4 == 3 {
+		if !opt.Float64 && opt.Shifts == nil && padsStack(ds.DType(), stack.N) {
 			e.PerWorker += 4 * (nMasks + 1) * int64(stack.Pixels()) // the padded copy (newSIMDDense)
 		}
 	}
@@ -169,4 +170,11 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// padsStack tells whether the dense SIMD kernel of a float32 run (newSIMDDense) copies a
+// stack of nMasks masks on frames of dtype dt with a zero mask added: 3 or 7 masks of 8-
+// or 16-bit frames, where the CPU has the SIMD kernels.
+func padsStack(dt dataset.DType, nMasks int) bool {
+	return nMasks < packedMinMasks && nMasks%4 == 3 && dt.Size() <= 2 && simdKernels[uint8]() != nil
 }

@@ -96,3 +96,65 @@ func TestEstimateUsesJobTile(t *testing.T) {
 		}
 	}
 }
+
+// The estimate counts the padded copy of a 3- or 7-mask stack (newSIMDDense: a zero mask
+// added for the pair kernel) only where a worker makes it: float32 runs without shifts on
+// 8- and 16-bit frames. On float32 frames of 4096×4096 with 7 masks, counting it anyway
+// added 512 MiB per worker that no worker holds. The worker's buffers of a read tile are
+// the estimate's PerWorker exactly.
+func TestEstimateCountsPaddedCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 5))
+	const frames = 5
+	sig := [2]int{24, 40}
+	cpu := &planner.Plan{Workers: []planner.Worker{{Kind: planner.CPU}}}
+	for _, dt := range []dataset.DType{dataset.Uint8, dataset.Int16, dataset.Int32, dataset.Float32, dataset.Uint32, dataset.Float64} {
+		ds := randomDataset(rng, dt, []int{frames}, sig)
+		for _, nMasks := range []int{2, 3, 5, 7} {
+			stack := randomStack(rng, nMasks, sig)
+			e := EstimateMemory(ds, stack, cpu, Options{TileFrames: frames})
+			job := &Job{Dataset: ds, Masks: stack, NMasks: nMasks, TileFrames: frames}
+			w, err := NewCPUWorker(job)
+			require.NoError(t, err)
+			cw := w.(*cpuWorker)
+			padded := int64(0)
+			switch k := cw.kernel.(type) {
+			case *simdDense[uint8]:
+				padded = int64(4 * len(k.masks) * btoi(k.outMasks != 0))
+			case *simdDense[int16]:
+				padded = int64(4 * len(k.masks) * btoi(k.outMasks != 0))
+			}
+			require.Equal(t, padded > 0, padsStack(dt, nMasks), "%v, %d masks", dt, nMasks)
+			want := 2*int64(frames*ds.FrameBytes()) + int64(8*len(cw.acc)) + 4*192*2048 + padded
+			require.Equal(t, want, e.PerWorker, "%v, %d masks: kernel %T", dt, nMasks, cw.kernel)
+		}
+	}
+}
+
+// A job's tile holds at most the dataset's frames, the tile the estimate counts: 3 frames
+// of 256×256 float32 with 4 dense masks (a few-mask tile of 32 frames) or with
+// Options.TileFrames 100 take tiles of 3 frames, so a worker does not allocate 32 or 100
+// frames of tile buffer (8 MiB, 25 MiB) where the estimate counted 3 (768 KiB).
+func TestJobTileAtMostFrames(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 6))
+	sig := [2]int{256, 256}
+	for _, n := range []int{1, 3} {
+		ds := randomDataset(rng, dataset.Float32, []int{n}, sig)
+		stack := randomStack(rng, 4, sig)
+		for _, tile := range []int{0, 2, 100} {
+			var jobTile int
+			newWorker := func(spec planner.Worker, job *Job) (Worker, error) {
+				jobTile = job.TileFrames
+				return DefaultWorkers(spec, job)
+			}
+			res, err := ApplyMasks(t.Context(), ds, stack, splitPlan(anyCPUs, 1, n), Options{TileFrames: tile, NoPin: true, NewWorker: newWorker})
+			require.NoError(t, err)
+			want, mag := reference(ds, stack)
+			requireClose(t, res.F32, want, mag, 2e-6)
+			wantTile := min(n, max(tile, 1))
+			if tile == 0 {
+				wantTile = min(n, jobTileFrames(ds.FrameBytes(), 4, false))
+			}
+			require.Equal(t, wantTile, jobTile, "%d frames, TileFrames %d", n, tile)
+		}
+	}
+}

@@ -146,7 +146,19 @@ func (as addressSpace) check(what string, need, largest int64, threads int, advi
 	}
 	parts = append(parts, fmt.Sprintf("%s for the Go runtime", Size(runtimeBytes)))
 	return errs.New(errs.Resources, "%s needs %s of memory, but %s leaves %s of address space and it takes %s there (%s): run it under ulimit -v %d or more%s",
-		what, Size(need), as.name(), Size(max(as.limit-as.used, 0)), Size(takes), strings.Join(parts, ", "), (as.used+takes+1023)>>10, advice)
+		what, Size(need), as.name(), Size(max(as.limit-as.used, 0)), Size(takes), strings.Join(parts, ", "), advisedKiB(as.used+takes), advice)
+}
+
+// adviceSlackBytes is the room an advised `ulimit -v` leaves beyond what a refused step
+// would take: what a process has mapped varies a little between runs of the same command
+// (stemdot apply on 4096×4096 frames, 2 workers: by 256 KiB, so that the exact limit
+// failed 3 times in 6).
+const adviceSlackBytes = 4 << 20
+
+// advisedKiB is the `ulimit -v` (KiB) advised for a process that would map b bytes:
+// b plus adviceSlackBytes, rounded up to a MiB.
+func advisedKiB(b int64) int64 {
+	return (b + adviceSlackBytes + 1<<20 - 1) >> 20 << 10
 }
 
 // startThreads is how many threads a program may start before its first step checks its
@@ -185,7 +197,7 @@ func CheckStart() error {
 		return nil
 	}
 	return errs.New(errs.Resources, "%s leaves %s of address space once the Go runtime has started, less than the %s any run needs before its own memory (%d thread stacks of %s, %s for the Go runtime): run under ulimit -v %d or more",
-		as.name(), Size(max(as.limit-as.used, 0)), Size(need), startThreads, Size(threadStackBytes()), Size(runtimeBytes), (as.used+need+1023)>>10)
+		as.name(), Size(max(as.limit-as.used, 0)), Size(need), startThreads, Size(threadStackBytes()), Size(runtimeBytes), advisedKiB(as.used+need))
 }
 
 // addressSpace is the state of the address-space limit: the limit and the size mapped

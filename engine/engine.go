@@ -134,8 +134,9 @@ func (j *Job) loPairs() *masks.Stack {
 	return j.pairs
 }
 
-// packedMasks returns the masks laid out by pack (packMasks or packBcast: the same for
-// every worker of a job, whose workers share one dtype), shared by all workers of the job.
+// packedMasks returns the masks laid out by pack (packMasks, packBcast or padStack: the
+// same for every worker of a job, whose workers share one dtype), shared by all workers
+// of the job.
 func (j *Job) packedMasks(pack packer) []float32 {
 	j.packedOnce.Do(func() { j.packed = pack(j.Masks.Data, j.NMasks, j.Masks.Pixels()) })
 	return j.packed

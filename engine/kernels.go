@@ -320,8 +320,7 @@ func newSIMDDense[N native](m []float32, nMasks, pixels int, kernels *groupKerne
 		// 20.0-21.4 GB/s, 7 masks 9.3-10.2 → 11.3-12.3 (3 pairs); float32 frames were
 		// slower padded (3 masks 22.4-25.1 → 20.1-20.6).
 		d.outMasks, d.nMasks = nMasks, nMasks+1
-		d.masks = make([]float32, (nMasks+1)*pixels)
-		copy(d.masks, m)
+		d.masks = pack(padStack) // shared by the job's workers (256 MiB for 3 masks of 4096×4096)
 	}
 	d.part = make([]float32, max(d.nMasks, 24))
 	return d
@@ -329,6 +328,13 @@ func newSIMDDense[N native](m []float32, nMasks, pixels int, kernels *groupKerne
 
 // packer lays out a stack (nMasks × pixels float32) for a family of kernels.
 type packer func(m []float32, nMasks, pixels int) []float32
+
+// padStack returns stack m with a zero mask added after its nMasks masks.
+func padStack(m []float32, nMasks, pixels int) []float32 {
+	p := make([]float32, (nMasks+1)*pixels)
+	copy(p, m)
+	return p
+}
 
 func (d *simdDense[N]) apply(tile []byte, frames int, acc []float64) {
 	if d.bk != nil {

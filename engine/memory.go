@@ -118,7 +118,7 @@ func estimateMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan
 	default:
 		e.PerWorker += 4 * 192 * 2048 * int64(1+btoi(opt.Float64)) // the dense kernels' float tile
 		if !opt.Float64 && opt.Shifts == nil && padsStack(ds.DType(), stack.N) {
-			e.PerWorker += 4 * (nMasks + 1) * int64(stack.Pixels()) // the padded copy (newSIMDDense)
+			e.Masks += 4 * (nMasks + 1) * int64(stack.Pixels()) // the padded copy (newSIMDDense), shared
 		}
 	}
 	if opt.Shifts != nil {

@@ -101,7 +101,8 @@ func TestEstimateUsesJobTile(t *testing.T) {
 // added for the pair kernel) only where a worker makes it: float32 runs without shifts on
 // 8- and 16-bit frames. On float32 frames of 4096×4096 with 7 masks, counting it anyway
 // added 512 MiB per worker that no worker holds. The worker's buffers of a read tile are
-// the estimate's PerWorker exactly.
+// the estimate's PerWorker exactly; the padded copy, one per job that its workers share,
+// is in the estimate's Masks.
 func TestEstimateCountsPaddedCopy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(22, 5))
 	const frames = 5
@@ -116,18 +117,36 @@ func TestEstimateCountsPaddedCopy(t *testing.T) {
 			w, err := NewCPUWorker(job)
 			require.NoError(t, err)
 			cw := w.(*cpuWorker)
-			padded := int64(0)
-			switch k := cw.kernel.(type) {
-			case *simdDense[uint8]:
-				padded = int64(4 * len(k.masks) * btoi(k.outMasks != 0))
-			case *simdDense[int16]:
-				padded = int64(4 * len(k.masks) * btoi(k.outMasks != 0))
-			}
+			padded := int64(4 * len(paddedMasks(cw.kernel)))
 			require.Equal(t, padded > 0, padsStack(dt, nMasks), "%v, %d masks", dt, nMasks)
-			want := 2*int64(frames*ds.FrameBytes()) + int64(8*len(cw.acc)) + 4*192*2048 + padded
+			want := 2*int64(frames*ds.FrameBytes()) + int64(8*len(cw.acc)) + 4*192*2048
 			require.Equal(t, want, e.PerWorker, "%v, %d masks: kernel %T", dt, nMasks, cw.kernel)
+			require.Equal(t, padded, e.Masks, "%v, %d masks: the padded copy, once per job", dt, nMasks)
+			if padded > 0 {
+				// A second worker of the job shares the first one's copy.
+				w2, err := NewCPUWorker(job)
+				require.NoError(t, err)
+				m1, m2 := paddedMasks(cw.kernel), paddedMasks(w2.(*cpuWorker).kernel)
+				require.Same(t, &m1[0], &m2[0], "%v, %d masks: one padded copy per job", dt, nMasks)
+			}
 		}
 	}
+}
+
+// paddedMasks returns the padded copy of the stack that a dense SIMD kernel of uint8 or
+// int16 frames applies (nil if it applies the stack itself).
+func paddedMasks(k any) []float32 {
+	switch k := k.(type) {
+	case *simdDense[uint8]:
+		if k.outMasks != 0 {
+			return k.masks
+		}
+	case *simdDense[int16]:
+		if k.outMasks != 0 {
+			return k.masks
+		}
+	}
+	return nil
 }
 
 // A job's tile holds at most the dataset's frames, the tile the estimate counts: 3 frames

@@ -313,7 +313,7 @@ func newSIMDDense[N native](m []float32, nMasks, pixels int, kernels *groupKerne
 		d.pk = pk
 		d.packed = pack(packMasks)
 	}
-	if nMasks < packedMinMasks && nMasks%4 == 3 && unsafe.Sizeof(*new(N)) <= 2 {
+	if padded(nMasks, int(unsafe.Sizeof(*new(N)))) {
 		// 3 or 7 masks of 8- or 16-bit frames: a zero mask makes the last 3 a group of 4
 		// for the pair kernel (one pass over the frames, where the 2- and 1-mask kernels
 		// took two). One core, 256×256 uint16 frames in place: 3 masks 12.0-14.7 →
@@ -328,6 +328,12 @@ func newSIMDDense[N native](m []float32, nMasks, pixels int, kernels *groupKerne
 
 // packer lays out a stack (nMasks × pixels float32) for a family of kernels.
 type packer func(m []float32, nMasks, pixels int) []float32
+
+// padded tells whether a stack of nMasks masks on frames of pixelBytes-byte pixels gets a
+// zero mask added for the pair kernel (newSIMDDense): 3 or 7 masks of 8- or 16-bit frames.
+func padded(nMasks, pixelBytes int) bool {
+	return nMasks < packedMinMasks && nMasks%4 == 3 && pixelBytes <= 2
+}
 
 // padStack returns stack m with a zero mask added after its nMasks masks.
 func padStack(m []float32, nMasks, pixels int) []float32 {
@@ -837,7 +843,9 @@ func AutoTileFrames(frameBytes int) int {
 // 0.60-0.64 with 16, 0.63-0.66 with 32, 0.63-0.65 with 64, 0.58-0.59 with 128; float32
 // (256 KiB frames) 0.69-0.74 with 16, 0.76-0.80 with 32, 0.75-0.78 with 64, 0.72-0.79
 // with 128. Beyond 32 frames the frames' blocks prefetched ahead (4 KiB per frame) crowd
-// the L2 that the weights share.
+// the L2 that the weights share. With the quad kernels (float32 frames on AVX-512), 4
+// masks, make bench's row (3 runs): 0.65-0.75 with 4-frame tiles, 0.80-0.81 with 16,
+// 0.84-0.86 with 32, 0.80-0.83 with 64.
 func autoTileFrames(frameBytes, nMasks int, sparse bool) int {
 	fb := max(frameBytes, 1)
 	switch {

@@ -173,8 +173,8 @@ func btoi(b bool) int {
 }
 
 // padsStack tells whether the dense SIMD kernel of a float32 run (newSIMDDense) copies a
-// stack of nMasks masks on frames of dtype dt with a zero mask added: 3 or 7 masks of 8-
-// or 16-bit frames, where the CPU has the SIMD kernels.
+// stack of nMasks masks on frames of dtype dt with a zero mask added (padded), where the
+// CPU has the SIMD kernels.
 func padsStack(dt dataset.DType, nMasks int) bool {
-	return nMasks < packedMinMasks && nMasks%4 == 3 && dt.Size() <= 2 && simdKernels[uint8]() != nil
+	return padded(nMasks, dt.Size()) && simdKernels[uint8]() != nil
 }

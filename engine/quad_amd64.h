@@ -1,4 +1,4 @@
-// Shared by simd_amd64.s and simd_pair512_amd64.s.
+// The quad kernels' argument loads, shared by simd_amd64.s and simd_pair512_amd64.s.
 
 // QUAD_ARGS loads the arguments of a four-frame kernel (SI, R10, R11, R12 px0-px3, CX n,
 // DI w).
@@ -9,3 +9,8 @@
 	MOVQ px3+24(FP), R12; \
 	MOVQ n+32(FP), CX; \
 	MOVQ w+40(FP), DI
+
+// QUAD2_ARGS loads the arguments of a two-mask, four-frame kernel: QUAD_ARGS and DX ldw.
+#define QUAD2_ARGS \
+	QUAD_ARGS; \
+	MOVQ ldw+48(FP), DX

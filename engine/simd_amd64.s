@@ -419,11 +419,6 @@ loop: \
 	HSUM(Y7, X7, 28); \
 	VZEROUPPER
 
-// QUAD2_ARGS loads the arguments of a two-mask, four-frame kernel: QUAD_ARGS and DX ldw.
-#define QUAD2_ARGS \
-	QUAD_ARGS; \
-	MOVQ ldw+48(FP), DX
-
 // func dotU8x1(px *uint8, n int, w *float32, ldw int, pf *float32, out *float32)
 TEXT ·dotU8x1(SB), NOSPLIT, $0-48
 	BLOCK_ARGS

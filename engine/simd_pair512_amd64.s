@@ -144,8 +144,7 @@ loop1:
 
 // func dotF32x2x4z(px0, px1, px2, px3 *float32, n int, w *float32, ldw int, out *float32)
 TEXT ·dotF32x2x4z(SB), NOSPLIT, $0-64
-	QUAD_ARGS
-	MOVQ   ldw+48(FP), DX
+	QUAD2_ARGS
 	SHLQ   $2, DX
 	LEAQ   (DI)(DX*1), R9
 	VXORPS Z0, Z0, Z0

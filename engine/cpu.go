@@ -85,11 +85,11 @@ func NewCPUWorker(job *Job) (Worker, error) {
 	ds := job.Dataset
 	w := &cpuWorker{
 		ds:         ds,
-		tileFrames: job.TileFrames,
+		tileFrames: bufferFrames(job),
 		frameBytes: ds.FrameBytes(),
 		elemSize:   ds.DType().Size(),
 		nMasks:     job.NMasks,
-		acc:        make([]float64, job.TileFrames*job.NMasks),
+		acc:        make([]float64, bufferFrames(job)*job.NMasks),
 	}
 	w.viewer, _ = ds.(dataset.Viewer)
 	w.dt = ds.DType()
@@ -126,6 +126,14 @@ func NewCPUWorker(job *Job) (Worker, error) {
 		return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
 	}
 	return w, nil
+}
+
+// bufferFrames is the most frames a worker of job holds at once: its tile, at most the
+// dataset's frames (a 3-frame dataset with a 32-frame tile allocates 3 frames). Which
+// kernels apply still follows job.TileFrames, so that a frame's sums are the same bits in
+// a dataset of a few frames (a Dask task's range) as in the whole scan.
+func bufferFrames(job *Job) int {
+	return min(job.TileFrames, max(job.Dataset.NumFrames(), 1))
 }
 
 // denseKernel returns the dense kernel of the job's dataset dtype, nil for an
@@ -430,12 +438,12 @@ func kernelFor[N native](job *Job) kernel {
 		return d
 	case job.Float64 && bcast64KernelsFor(job.NMasks) != nil:
 		k := bcast64KernelsFor(job.NMasks)
-		return newSIMDDense64[N](k, job.packedMasks64(k), job.NMasks, p, job.TileFrames)
+		return newSIMDDense64[N](k, job.packedMasks64(k), job.NMasks, p, bufferFrames(job))
 	case job.NMasks == 1:
 		return &fused[N]{pixels: p, mask: job.denseMasks64()}
 	case job.Float64:
-		return newDense[N](job.denseMasks64(), job.NMasks, p, job.TileFrames, gemm64)
+		return newDense[N](job.denseMasks64(), job.NMasks, p, bufferFrames(job), gemm64)
 	default:
-		return newDense[N](job.Masks.Data, job.NMasks, p, job.TileFrames, gemm32)
+		return newDense[N](job.Masks.Data, job.NMasks, p, bufferFrames(job), gemm32)
 	}
 }

@@ -45,10 +45,11 @@ type Options struct {
 	// Float64 makes the result float64 and the whole product float64 (the frames and the
 	// masks are converted to float64). By default the result is float32.
 	Float64 bool
-	// TileFrames is the number of frames a worker reads and processes at once, at most
-	// the dataset's frames; 0 picks it from the frame size (see AutoTileFrames), with
-	// larger tiles for 2 or more dense masks (at least 32 frames for 2 to 7 masks while
-	// they fit in 8 MiB).
+	// TileFrames is the number of frames a worker reads and processes at once (its
+	// buffers hold at most the dataset's frames); 0 picks it from the frame size (see
+	// AutoTileFrames), with larger tiles for 2 or more dense masks (at least 32 frames for
+	// 2 to 7 masks while they fit in 8 MiB). Which kernels apply depends on it (e.g. the
+	// pair kernels need 2 or more), and so may the last bit of a float32 result.
 	TileFrames int
 	// Progress, when set, is called with the number of frames done so far and the total.
 	// It is called from the workers' goroutines, one call at a time; framesDone never
@@ -265,9 +266,6 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	if tile == 0 {
 		tile = jobTileFrames(ds.FrameBytes(), nMasks, sparse)
 	}
-	// No tile holds more than the dataset's frames: a worker allocates its buffers for
-	// a whole tile, and the memory estimate counts at most the dataset's frames.
-	tile = min(tile, max(ds.NumFrames(), 1))
 	job := &Job{Dataset: ds, Masks: stack, Float64: opt.Float64, TileFrames: tile, NMasks: nMasks, Shifts: opt.Shifts}
 	job.countsOnce.Do(func() { job.counts = counts })
 	if sparse {

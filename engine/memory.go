@@ -52,7 +52,7 @@ func (e MemoryEstimate) String() string {
 
 // EstimateMemory returns the memory ApplyMasks(ds, stack, plan, opt) allocates (see
 // MemoryEstimate), with tiles of opt.TileFrames frames (the job's tile, jobTileFrames,
-// when 0), at most the dataset's frames.
+// when 0), buffers of at most the dataset's frames (bufferFrames).
 func EstimateMemory(ds dataset.Dataset, stack *masks.Stack, plan *planner.Plan, opt Options) MemoryEstimate {
 	return estimateMemory(ds, stack, stack.Count(), plan, opt)
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -149,11 +150,12 @@ func paddedMasks(k any) []float32 {
 	return nil
 }
 
-// A job's tile holds at most the dataset's frames, the tile the estimate counts: 3 frames
-// of 256×256 float32 with 4 dense masks (a few-mask tile of 32 frames) or with
-// Options.TileFrames 100 take tiles of 3 frames, so a worker does not allocate 32 or 100
-// frames of tile buffer (8 MiB, 25 MiB) where the estimate counted 3 (768 KiB).
-func TestJobTileAtMostFrames(t *testing.T) {
+// A worker's buffers hold at most the dataset's frames, what the estimate counts: 3
+// frames of 256×256 float32 with 4 dense masks (a few-mask tile of 32 frames) or with
+// Options.TileFrames 100 take buffers of 3 frames, not 32 or 100 (8 MiB, 25 MiB) where
+// the estimate counted 3 (768 KiB). The job's tile stays as asked: which kernels apply
+// follows it.
+func TestWorkerBuffersAtMostFrames(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 6))
 	sig := [2]int{256, 256}
 	for _, n := range []int{1, 3} {
@@ -161,19 +163,52 @@ func TestJobTileAtMostFrames(t *testing.T) {
 		stack := randomStack(rng, 4, sig)
 		for _, tile := range []int{0, 2, 100} {
 			var jobTile int
+			var worker *cpuWorker
 			newWorker := func(spec planner.Worker, job *Job) (Worker, error) {
-				jobTile = job.TileFrames
-				return DefaultWorkers(spec, job)
+				w, err := DefaultWorkers(spec, job)
+				jobTile, worker = job.TileFrames, w.(*cpuWorker)
+				return w, err
 			}
 			res, err := ApplyMasks(t.Context(), ds, stack, splitPlan(anyCPUs, 1, n), Options{TileFrames: tile, NoPin: true, NewWorker: newWorker})
 			require.NoError(t, err)
 			want, mag := reference(ds, stack)
 			requireClose(t, res.F32, want, mag, 2e-6)
-			wantTile := min(n, max(tile, 1))
+			wantTile := max(tile, 1)
 			if tile == 0 {
-				wantTile = min(n, jobTileFrames(ds.FrameBytes(), 4, false))
+				wantTile = jobTileFrames(ds.FrameBytes(), 4, false)
 			}
 			require.Equal(t, wantTile, jobTile, "%d frames, TileFrames %d", n, tile)
+			require.Equal(t, min(n, wantTile), worker.tileFrames, "%d frames, TileFrames %d", n, tile)
+			require.Len(t, worker.acc, min(n, wantTile)*4, "%d frames, TileFrames %d", n, tile)
+			e := EstimateMemory(ds, stack, &planner.Plan{Workers: []planner.Worker{{Kind: planner.CPU}}}, Options{TileFrames: tile})
+			require.GreaterOrEqual(t, e.PerWorker, int64(2*min(n, wantTile)*ds.FrameBytes()+8*len(worker.acc)), "%d frames, TileFrames %d", n, tile)
+		}
+	}
+}
+
+// A frame's sums are the same bits whether it is run alone (a dataset of 1 or 2 frames:
+// a Dask task's range) or inside the whole scan, with the default tiles: stacks taking
+// the pair kernels (uint16 3, 4 and 7 masks), the quad kernels (1 and 2 masks; float32 on
+// AVX-512 up to 7) and the packed ones (8 masks).
+func TestFewFramesSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 7))
+	sig := [2]int{40, 50}
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32} {
+		ds := randomDataset(rng, dt, []int{9}, sig)
+		fb := ds.FrameBytes()
+		for _, nMasks := range []int{1, 2, 3, 4, 7, 8} {
+			stack := randomStack(rng, nMasks, sig)
+			whole, err := ApplyMasks(t.Context(), ds, stack, splitPlan(anyCPUs, 1, 9), Options{NoPin: true})
+			require.NoError(t, err)
+			for _, r := range [][2]int{{4, 5}, {8, 9}, {2, 4}} {
+				part := &memDataset{nav: []int{r[1] - r[0]}, sig: sig, dt: dt, data: ds.data[r[0]*fb : r[1]*fb]}
+				res, err := ApplyMasks(t.Context(), part, stack, splitPlan(anyCPUs, 1, r[1]-r[0]), Options{NoPin: true})
+				require.NoError(t, err)
+				for j, v := range res.F32 {
+					g := whole.F32[r[0]*nMasks+j]
+					require.Equal(t, math.Float32bits(g), math.Float32bits(v), "%v, %d masks, frames %v, result %d: %v alone, %v in the scan", dt, nMasks, r, j, v, g)
+				}
+			}
 		}
 	}
 }

@@ -322,7 +322,10 @@ class Cluster:
     def worker(self, node):
         """The scheduler's info of node's current worker (a dict with ``address``,
         ``host``, ``status``, ``resources``, ...), or None."""
-        for address, w in self.client.scheduler_info(n_workers=-1)["workers"].items():
+        # The scheduler asked now: client.scheduler_info() returns the client's cache,
+        # which its periodic update (distributed 2026.x) refills without the workers.
+        workers = self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
+        for address, w in workers.items():
             if w.get("name") == node.name:
                 return dict(w, address=address)
         return None

@@ -309,7 +309,7 @@ def test_failed_send_of_job_data_is_retried_after_a_pause(client, tmp_path, monk
     np.save(path, data)
     masks = np.random.default_rng(4).uniform(0, 1, (4, 64, 64)).astype(np.float32)  # dense
     want = np.einsum("fyx,myx->fm", data.astype(np.float64), masks.astype(np.float64))
-    victim = sorted(client.scheduler_info()["workers"])[1]
+    victim = sorted(sdask._workers_now(client))[1]
     sends = []
     run = client.run
 
@@ -476,7 +476,7 @@ def test_paused_workers_are_a_cluster_error(big_file):
         with make_cluster(memory_limit="2GiB") as cluster, Client(cluster, timeout=TIMEOUT) as client:
             deadline = time.monotonic() + TIMEOUT  # (wait_for_workers counts running workers only)
             while time.monotonic() < deadline:
-                workers = client.scheduler_info(n_workers=-1)["workers"]
+                workers = sdask._workers_now(client)
                 if len(workers) == 2 and all(w["status"] == "paused" for w in workers.values()):
                     break
                 time.sleep(0.1)
@@ -501,7 +501,7 @@ def test_fake_gpu_resource_routes_work(cluster, client, big_file, big_reference,
     try:
         client.wait_for_workers(3, timeout=TIMEOUT)
         nodes = sdask.bootstrap(client)
-        gpu = [a for a, n in nodes.items() if client.scheduler_info(n_workers=-1)["workers"][a]["resources"].get("GPU")]
+        gpu = [a for a, n in nodes.items() if sdask._workers_now(client)[a]["resources"].get("GPU")]
         assert len(gpu) == 1
         gpu = gpu[0]
         assert any("GPU resource" in w for w in nodes[gpu]["warnings"])

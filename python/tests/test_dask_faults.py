@@ -323,7 +323,7 @@ def test_file_missing_or_truncated_on_one_node(client, scan, tmp_path, copy):
     if copy == "truncated":
         data = Path(path).read_bytes()
         other.write_bytes(data[: len(data) // 2])
-    victim = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
+    victim = sorted(sdask._workers_now(client))[0]
     client.run(remap, str(path), str(other), workers=[victim])
     try:
         report = {}
@@ -353,7 +353,7 @@ def test_file_unreadable_on_every_node_names_each_nodes_error(client, scan, tmp_
         client.run(remap, str(path), None)
     msg = str(err.value)
     assert msg.startswith(f"no live Dask worker can read {path}: "), msg
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = sorted(sdask._workers_now(client))
     assert msg.endswith(" (on workers " + ", ".join(f"{a} (node 127.0.0.1)" for a in workers) + ")"), msg
     # a file truncated everywhere: the data's own format error, raised as it is
     short = tmp_path / "short.npy"

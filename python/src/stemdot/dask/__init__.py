@@ -595,10 +595,17 @@ HANG_FIRST_S = 120
 GPU_RANGE_FACTOR = 8
 
 
+def _workers_now(client):
+    """Address → scheduler info of every worker, asked of the scheduler now (for a
+    synchronous client; see _scheduler_workers). Not ``client.scheduler_info()``: that
+    returns the client's cache, which the client's periodic update (distributed 2026.x)
+    refills without the workers, so that, read just after, it can list none."""
+    return client.sync(_scheduler_workers, client)
+
+
 def _live_workers(client):
-    """Address → scheduler info of the running workers (all of them: n_workers=-1)."""
-    workers = client.scheduler_info(n_workers=-1)["workers"]
-    return {a: w for a, w in workers.items() if w.get("status", "running") == "running"}
+    """Address → scheduler info of the running workers (_workers_now)."""
+    return {a: w for a, w in _workers_now(client).items() if w.get("status", "running") == "running"}
 
 
 async def _scheduler_workers(client):

@@ -192,7 +192,7 @@ class _Backend:
             raise stemdot.StemdotIOError(f"--scheduler {self.scheduler!r}: no Dask scheduler answered within --timeout "
                                          f"{self.timeout:g} s ({e})", _lib.ERR_IO) from None
         try:
-            if not client.scheduler_info(n_workers=-1)["workers"]:  # e.g. just after the scheduler's restart
+            if not sdask._workers_now(client):  # e.g. just after the scheduler's restart
                 print(f"{NAME}: the scheduler has no worker yet: waiting up to --timeout {self.timeout:g} s for the first",
                       file=sys.stderr)
                 try:

@@ -830,15 +830,19 @@ func AutoTileFrames(frameBytes int) int {
 	return max(1, tileBytes/max(frameBytes, 1))
 }
 
-// autoTileFrames is the default tile of a job: AutoTileFrames, except for dense stacks of
-// 2 or more masks. Each tile streams the whole stack's weights from L3 or memory once
+// autoTileFrames is the default tile of a job: AutoTileFrames for a sparse stack, larger
+// for dense ones. Each tile streams the whole stack's weights from L3 or memory once
 // (16 MiB for 64 masks of 256×256), so the weight traffic per frame falls with the tile.
 // A stack of at least packedMinMasks masks takes manyMaskTileBytes: on 256×256 uint16
 // frames (one Zen 4 core, the packed AVX-512 kernels) 64 masks ran at 0.66 GB/s with
 // 8-frame tiles, 1.08 with 32 and 1.45 with 64. Stacks of 2 to packedMinMasks-1 masks
 // take fewMaskTileBytes, and at least fewMaskTileFrames frames while those fit in
 // manyMaskTileBytes: 4 masks of 256×256 are 1 MiB of weights, a Zen 4 core's whole L2,
-// so each tile reads them from L3 again. One core, frames in place, 4 masks, ×sweep
+// so each tile reads them from L3 again. A stack of 1 mask takes the same (its weights
+// stay in L2, but each tile costs a claim and the quad kernels' start on each block):
+// make bench's uint16 1-mask row, one worker, ×floor, 1 MiB (8-frame) tiles against 4 MiB
+// (32 frames), 16 pairs: 0.75-1.00, under 0.8 in 6, against 0.80-0.97 (median 0.79-0.83
+// → 0.84-0.89); two workers, and float32 (8 pairs), no difference. One core, frames in place, 4 masks, ×sweep
 // (BenchmarkCPUWorker, 3 runs): uint16 (128 KiB frames) 0.57 with 8-frame tiles,
 // 0.60-0.64 with 16, 0.63-0.66 with 32, 0.63-0.65 with 64, 0.58-0.59 with 128; float32
 // (256 KiB frames) 0.69-0.74 with 16, 0.76-0.80 with 32, 0.75-0.78 with 64, 0.72-0.79
@@ -849,9 +853,9 @@ func AutoTileFrames(frameBytes int) int {
 func autoTileFrames(frameBytes, nMasks int, sparse bool) int {
 	fb := max(frameBytes, 1)
 	switch {
-	case sparse || nMasks < 2:
+	case sparse:
 		return AutoTileFrames(frameBytes)
-	case nMasks < packedMinMasks:
+	case nMasks < packedMinMasks: // 1 mask too
 		return max(1, fewMaskTileBytes/fb, min(fewMaskTileFrames, manyMaskTileBytes/fb))
 	}
 	return max(1, manyMaskTileBytes/fb)

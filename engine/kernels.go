@@ -841,8 +841,9 @@ func AutoTileFrames(frameBytes int) int {
 // so each tile reads them from L3 again. A stack of 1 mask takes the same (its weights
 // stay in L2, but each tile costs a claim and the quad kernels' start on each block):
 // make bench's uint16 1-mask row, one worker, ×floor, 1 MiB (8-frame) tiles against 4 MiB
-// (32 frames), 16 pairs: 0.75-1.00, under 0.8 in 6, against 0.80-0.97 (median 0.79-0.83
-// → 0.84-0.89); two workers, and float32 (8 pairs), no difference. One core, frames in place, 4 masks, ×sweep
+// (32 frames), 16 pairs: 0.75-1.00, under 0.8 in 6, against 0.80-0.97 (medians 0.80-0.83
+// → 0.84-0.89); two workers (medians 0.91-0.95 → 0.90-0.91) and float32 (8 pairs): within
+// the noise. One core, frames in place, 4 masks, ×sweep
 // (BenchmarkCPUWorker, 3 runs): uint16 (128 KiB frames) 0.57 with 8-frame tiles,
 // 0.60-0.64 with 16, 0.63-0.66 with 32, 0.63-0.65 with 64, 0.58-0.59 with 128; float32
 // (256 KiB frames) 0.69-0.74 with 16, 0.76-0.80 with 32, 0.75-0.78 with 64, 0.72-0.79

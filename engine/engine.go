@@ -48,8 +48,9 @@ type Options struct {
 	// TileFrames is the number of frames a worker reads and processes at once (its
 	// buffers hold at most the dataset's frames); 0 picks it from the frame size (see
 	// AutoTileFrames), with larger tiles for dense masks (4 MiB and at least 32 frames for
-	// 1 to 7 masks while they fit in 8 MiB, 8 MiB for more). Which kernels apply depends on it (e.g. the
-	// pair kernels need 2 or more), and so may the last bit of a float32 result.
+	// 1 to 7 masks while they fit in 8 MiB, 8 MiB for more). Which kernels apply depends
+	// on it (e.g. the pair kernels need 2 or more), and so may the last bit of a float32
+	// result.
 	TileFrames int
 	// Progress, when set, is called with the number of frames done so far and the total.
 	// It is called from the workers' goroutines, one call at a time; framesDone never

@@ -838,9 +838,8 @@ func AutoTileFrames(frameBytes int) int {
 // 8-frame tiles, 1.08 with 32 and 1.45 with 64. Stacks of 2 to packedMinMasks-1 masks
 // take fewMaskTileBytes, and at least fewMaskTileFrames frames while those fit in
 // manyMaskTileBytes: 4 masks of 256×256 are 1 MiB of weights, a Zen 4 core's whole L2,
-// so each tile reads them from L3 again. A stack of 1 mask takes the same (its weights
-// stay in L2, but each tile costs a claim and the quad kernels' start on each block):
-// make bench's uint16 1-mask row, one worker, ×floor, 1 MiB (8-frame) tiles against 4 MiB
+// so each tile reads them from L3 again. A stack of 1 mask takes the same: make bench's
+// uint16 1-mask row, one worker, ×floor, 1 MiB (8-frame) tiles against 4 MiB
 // (32 frames), 16 pairs: 0.75-1.00, under 0.8 in 6, against 0.80-0.97 (medians 0.80-0.83
 // → 0.84-0.89); two workers (medians 0.91-0.95 → 0.90-0.91) and float32 (8 pairs): within
 // the noise. One core, frames in place, 4 masks, ×sweep

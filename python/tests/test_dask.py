@@ -501,7 +501,8 @@ def test_fake_gpu_resource_routes_work(cluster, client, big_file, big_reference,
     try:
         client.wait_for_workers(3, timeout=TIMEOUT)
         nodes = sdask.bootstrap(client)
-        gpu = [a for a, n in nodes.items() if sdask._workers_now(client)[a]["resources"].get("GPU")]
+        workers = sdask._workers_now(client)
+        gpu = [a for a in nodes if workers[a]["resources"].get("GPU")]
         assert len(gpu) == 1
         gpu = gpu[0]
         assert any("GPU resource" in w for w in nodes[gpu]["warnings"])

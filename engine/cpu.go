@@ -93,20 +93,19 @@ func NewCPUWorker(job *Job) (Worker, error) {
 	}
 	w.viewer, _ = ds.(dataset.Viewer)
 	w.dt = ds.DType()
-	if job.Sparse == nil && job.Masks.Data != nil && (w.dt == dataset.Float32 || w.dt == dataset.Float64) {
-		w.exact = job.Masks
-	}
 	if job.Shifts != nil {
 		if err := ValidateShifts(job.Shifts, ds.NumFrames()); err != nil {
 			return nil, fmt.Errorf("CPU worker: %w", err)
 		}
 		w.shifts = job.Shifts
-		w.shifted = shiftedKernelFor(job, w.exact)
+		w.shifted = shiftedKernelFor(job) // it recomputes NaN/Inf rows of float frames itself
 		if w.shifted == nil {
 			return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
 		}
-		w.exact = nil // the shifted kernel recomputes NaN/Inf rows of its float frames
 		return w, nil
+	}
+	if job.Sparse == nil && job.Masks.Data != nil && (w.dt == dataset.Float32 || w.dt == dataset.Float64) {
+		w.exact = job.Masks
 	}
 	if sr := dataset.SparseOf(ds); sr != nil {
 		w.sparse, w.gather = sr, gatherKernelFor(job)
@@ -397,24 +396,24 @@ func (w *cpuWorker) Close() error { return nil }
 
 // shiftedKernelFor picks the shifted kernel (newShiftedKernel) for the job's native
 // dtype; nil for an unsupported one.
-func shiftedKernelFor(job *Job, exact *masks.Stack) shiftedKernel {
+func shiftedKernelFor(job *Job) shiftedKernel {
 	switch job.Dataset.DType() {
 	case dataset.Uint8:
-		return newShiftedKernel[uint8](job, exact)
+		return newShiftedKernel[uint8](job)
 	case dataset.Uint16:
-		return newShiftedKernel[uint16](job, exact)
+		return newShiftedKernel[uint16](job)
 	case dataset.Uint32:
-		return newShiftedKernel[uint32](job, exact)
+		return newShiftedKernel[uint32](job)
 	case dataset.Int8:
-		return newShiftedKernel[int8](job, exact)
+		return newShiftedKernel[int8](job)
 	case dataset.Int16:
-		return newShiftedKernel[int16](job, exact)
+		return newShiftedKernel[int16](job)
 	case dataset.Int32:
-		return newShiftedKernel[int32](job, exact)
+		return newShiftedKernel[int32](job)
 	case dataset.Float32:
-		return newShiftedKernel[float32](job, exact)
+		return newShiftedKernel[float32](job)
 	case dataset.Float64:
-		return newShiftedKernel[float64](job, exact)
+		return newShiftedKernel[float64](job)
 	}
 	return nil
 }

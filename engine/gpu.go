@@ -7,7 +7,6 @@ import (
 	"math"
 	"runtime"
 	"sync"
-	"unsafe"
 
 	"github.com/stemdot/stemdot/cuda"
 	"github.com/stemdot/stemdot/dataset"
@@ -68,7 +67,7 @@ type gpuWorker struct {
 	exact  *masks.Stack // for exact rows of float frames holding NaN or Inf (see exactRow)
 	frame  []byte
 	row    []float64
-	shift  func(dst []float32, native []byte, start, frames int) // shifted job: g_f for exact rows
+	ex     *shiftExact // a shifted job's exact rows of float frames (shiftExact), or nil
 }
 
 // newGPUWorker waits for the device's CUDA context (started early by cuda.Prewarm, or
@@ -106,9 +105,9 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 		if err := ValidateShifts(job.Shifts, job.Dataset.NumFrames()); err != nil {
 			return nil, fmt.Errorf("GPU worker on device %d: %w", spec.GPU, err)
 		}
-		w.shift = newShiftBuilder(job)
-		if w.shift == nil {
-			return nil, fmt.Errorf("GPU worker on device %d: %s has unsupported dtype %v", spec.GPU, describe(job.Dataset), job.Dataset.DType())
+		if dt := job.Dataset.DType(); dt == dataset.Float32 || dt == dataset.Float64 {
+			w.exact, w.ex = nil, newShiftExact(job.Masks)
+			w.frame, w.row = make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
 		}
 		cfg.Shifts, cfg.SigX = job.Shifts, job.Dataset.SigShape()[1]
 	}
@@ -174,11 +173,11 @@ func (w *gpuWorker) compute(ctx context.Context, p planner.Partition, out Output
 // exactNonFinite recomputes on the host, over the nonzero weights only (exactRow), the
 // rows of float frames whose device results came out NaN or infinite.
 func (w *gpuWorker) exactNonFinite(p planner.Partition, out Output) error {
+	if w.ex != nil {
+		return w.exactShifted(p, out)
+	}
 	if w.exact == nil {
 		return nil
-	}
-	if w.shift != nil {
-		return w.exactShifted(p, out)
 	}
 	nm := w.job.NMasks
 	for f := p.Start; f < p.End; f++ {
@@ -206,12 +205,10 @@ func (w *gpuWorker) exactNonFinite(p planner.Partition, out Output) error {
 	return nil
 }
 
-// exactShifted is exactNonFinite for a shifted job: the rows are recomputed over the
-// frame's g_f.
+// exactShifted is exactNonFinite for a shifted job (shiftExact).
 func (w *gpuWorker) exactShifted(p planner.Partition, out Output) error {
 	nm := w.job.NMasks
-	g := make([]float32, w.job.Masks.Pixels())
-	gb := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(g))), 4*len(g))
+	shifts := w.job.Shifts
 	for f := p.Start; f < p.End; f++ {
 		row := out.F32[f*nm : (f+1)*nm]
 		if finite32(row) {
@@ -220,8 +217,11 @@ func (w *gpuWorker) exactShifted(p planner.Partition, out Output) error {
 		if err := w.job.Dataset.ReadFrames(f, f+1, w.frame); err != nil {
 			return err
 		}
-		w.shift(g, w.frame, f, 1)
-		exactRow(w.exact, dataset.Float32, gb, w.row)
+		if w.job.Dataset.DType() == dataset.Float32 {
+			exactShiftedRow(w.ex, asNative[float32](w.frame), shifts[2*f], shifts[2*f+1], w.row)
+		} else {
+			exactShiftedRow(w.ex, asNative[float64](w.frame), shifts[2*f], shifts[2*f+1], w.row)
+		}
 		for m, v := range w.row {
 			row[m] = float32(v)
 		}

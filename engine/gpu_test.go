@@ -15,6 +15,7 @@ import (
 
 	"github.com/stemdot/stemdot/cuda"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
 	"github.com/stemdot/stemdot/planner"
 	"github.com/stemdot/stemdot/synth"
 )
@@ -103,6 +104,46 @@ func TestGPUWorkerROI(t *testing.T) {
 			requireClose(t, res.F32, want, mag, 1e-5)
 			assert.Equal(t, "mapped", res.Stats.PerWorker[0].Feed)
 		})
+	}
+}
+
+// A shifted job's GPU rows that came back NaN are recomputed on the host from the
+// shifted masks' definition (shiftExact; no device needed: the device's rows are given):
+// under the shift (0.5, 0), mask 0 puts weight 0.25 on the +Inf pixel, mask 1 exactly 0.
+func TestGPUWorkerExactShifted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(93, 94))
+	sig := [2]int{6, 5}
+	for _, dt := range []dataset.DType{dataset.Float32, dataset.Float64} {
+		ds := randomDataset(rng, dt, []int{3}, sig)
+		i := 1*30 + 3*5 + 2 // frame 1, pixel (3, 2)
+		if dt == dataset.Float32 {
+			binary.NativeEndian.PutUint32(ds.data[4*i:], math.Float32bits(float32(math.Inf(1))))
+		} else {
+			binary.NativeEndian.PutUint64(ds.data[8*i:], math.Float64bits(math.Inf(1)))
+		}
+		stack := &masks.Stack{N: 2, SigY: 6, SigX: 5, Data: make([]float32, 60)}
+		stack.Data[2*5+2], stack.Data[3*5+2] = 1, -0.5     // mask 0: (2, 2) and (3, 2)
+		stack.Data[30+2*5+2], stack.Data[30+3*5+2] = 1, -1 // mask 1
+		stack.Data[30+5*5+4] = 2                           // and (5, 4)
+		shifts := []float64{0.5, 0, 0.5, 0, -1, 0.25}
+		want, mag := shiftedReference(ds, stack, shifts)
+		require.Equal(t, math.Inf(1), want[2], "frame 1, mask 0")
+		require.False(t, nonFinite(want[3]), "frame 1, mask 1")
+		for _, sparse := range []bool{false, true} {
+			s := *stack
+			if sparse {
+				s.Sparse, s.Data = stack.ToCSR(), nil
+			}
+			job := &Job{Dataset: ds, Masks: &s, NMasks: 2, Shifts: shifts}
+			w := &gpuWorker{job: job, ex: newShiftExact(&s), frame: make([]byte, ds.FrameBytes()), row: make([]float64, 2)}
+			out := Output{F32: make([]float32, 6)}
+			for k, v := range want {
+				out.F32[k] = float32(v)
+			}
+			out.F32[2], out.F32[3] = float32(math.NaN()), float32(math.NaN()) // as the device gives
+			require.NoError(t, w.exactNonFinite(planner.Partition{Start: 0, End: 3}, out))
+			requireSameNonFinite(t, out.F32, want, mag, 1e-6, fmt.Sprintf("%v sparse=%v", dt, sparse))
+		}
 	}
 }
 

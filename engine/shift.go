@@ -5,7 +5,6 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -38,6 +37,8 @@ import (
 // float32 (cuda.RunnerConfig.Shifts). The CPU workers build a frame
 // whose fractions fy and fx are both nonzero as g_f/(max(wx_0, wx_1)·max(wy_0, wy_1)),
 // one weight of each axis 1 (one multiply-add per axis), and scale its products back.
+// Rows of float frames that come out NaN or infinite are recomputed from the first sum,
+// over the pixels whose shifted weight is not 0 (shiftExact).
 
 // ValidateShifts checks per-frame shifts for nFrames frames: 2·nFrames values, (dy, dx)
 // of frame f at 2f and 2f+1, all finite. Errors name the first bad value.
@@ -68,16 +69,22 @@ type shiftedKernel interface {
 	apply(tile []byte, start, frames int, shifts []float64, acc []float64)
 }
 
-// newShiftedKernel returns the shifted kernel for native dtype N of a job with shifts.
-func newShiftedKernel[N native](job *Job, exact *masks.Stack) shiftedKernel {
+// newShiftedKernel returns the shifted kernel for native dtype N of a job with shifts;
+// for float frames, it recomputes the rows that come out NaN or infinite (shiftExact).
+func newShiftedKernel[N native](job *Job) shiftedKernel {
 	sig := job.Dataset.SigShape()
+	var ex *shiftExact
+	switch any(*new(N)).(type) {
+	case float32, float64:
+		ex = newShiftExact(job.Masks)
+	}
 	if job.Sparse != nil {
-		return newShiftSparse[N](job.Sparse, sig)
+		return newShiftSparse[N](job.Sparse, sig, ex)
 	}
 	if job.Float64 {
-		return newShiftDense[N, float64](job, kernelFor[float64](job), exact, dataset.Float64)
+		return newShiftDense[N, float64](job, kernelFor[float64](job), ex)
 	}
-	dense := newShiftDense[N, float32](job, kernelFor[float32](job), exact, dataset.Float32)
+	dense := newShiftDense[N, float32](job, kernelFor[float32](job), ex)
 	if k := newShiftFlat(job, dense); k != nil {
 		return k
 	}
@@ -103,8 +110,7 @@ type shiftDense[N native, F float] struct {
 	buf    []F       // chunk × pixels
 	scale  []float64 // of each frame in buf (build)
 	inner  kernel
-	exact  *masks.Stack // for NaN/Inf rows of float frames (exactRow), or nil
-	dt     dataset.DType
+	ex     *shiftExact // for NaN/Inf rows of float frames, or nil
 	nMasks int
 	// native, when set, is the job's unshifted kernel for its native frames, which runs
 	// on tiles whose shifts are all whole pixels: their shifted frames are shifted copies
@@ -115,10 +121,9 @@ type shiftDense[N native, F float] struct {
 	// more take packBcast).
 	native kernel
 	nbuf   []N
-	ndt    dataset.DType
 }
 
-func newShiftDense[N native, F float](job *Job, inner kernel, exact *masks.Stack, dt dataset.DType) *shiftDense[N, F] {
+func newShiftDense[N native, F float](job *Job, inner kernel, ex *shiftExact) *shiftDense[N, F] {
 	sig := job.Dataset.SigShape()
 	p := sig[0] * sig[1]
 	bytes := shiftTileBytes
@@ -128,10 +133,10 @@ func newShiftDense[N native, F float](job *Job, inner kernel, exact *masks.Stack
 	chunk := max(1, min(job.TileFrames, bytes/(p*int(unsafe.Sizeof(F(0))))))
 	k := &shiftDense[N, F]{
 		shiftFrames: newShiftFrames[N, F](sig), chunk: chunk, buf: make([]F, chunk*p), scale: make([]float64, chunk),
-		inner: inner, exact: exact, dt: dt, nMasks: job.NMasks,
+		inner: inner, ex: ex, nMasks: job.NMasks,
 	}
 	if job.NMasks < bcastMinMasks {
-		k.native, k.nbuf, k.ndt = kernelFor[N](job), make([]N, chunk*p), job.Dataset.DType()
+		k.native, k.nbuf = kernelFor[N](job), make([]N, chunk*p)
 	}
 	return k
 }
@@ -194,15 +199,12 @@ func (k *shiftDense[N, F]) apply(tile []byte, start, frames int, shifts []float6
 		g := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(k.buf))), n*p*int(unsafe.Sizeof(F(0))))
 		rows := acc[c0*k.nMasks : (c0+n)*k.nMasks]
 		k.inner.apply(g, n, rows)
-		fb := p * int(unsafe.Sizeof(F(0)))
 		for i := range n {
 			row := rows[i*k.nMasks : (i+1)*k.nMasks]
-			if k.exact != nil && !finite(row) {
-				exactRow(k.exact, k.dt, g[i*fb:(i+1)*fb], row)
-			}
 			for m := range row {
 				row[m] *= k.scale[i]
 			}
+			k.exactRow(px, start, c0+i, shifts, row)
 		}
 	}
 }
@@ -233,12 +235,17 @@ func (k *shiftDense[N, F]) applyNative(px []N, start, c0, n int, shifts, acc []f
 	tile := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(k.nbuf))), n*fb)
 	rows := acc[c0*k.nMasks : (c0+n)*k.nMasks]
 	k.native.apply(tile, n, rows)
-	if k.exact != nil {
-		for i := range n {
-			if row := rows[i*k.nMasks : (i+1)*k.nMasks]; !finite(row) {
-				exactRow(k.exact, k.ndt, tile[i*fb:(i+1)*fb], row)
-			}
-		}
+	for i := range n {
+		k.exactRow(px, start, c0+i, shifts, rows[i*k.nMasks:(i+1)*k.nMasks])
+	}
+}
+
+// exactRow recomputes frame f of the tile px (frame start+f of the dataset) when its row
+// came out NaN or infinite and its frames are float (shiftExact).
+func (k *shiftDense[N, F]) exactRow(px []N, start, f int, shifts, row []float64) {
+	if k.ex != nil && !finite(row) {
+		p := k.h * k.w
+		exactShiftedRow(k.ex, px[f*p:(f+1)*p], shifts[2*(start+f)], shifts[2*(start+f)+1], row)
 	}
 }
 
@@ -474,11 +481,12 @@ type shiftSparse[N native] struct {
 	col          []int32
 	y, x         []int32 // each nonzero's pixel
 	val          []float64
-	box          [][4]int32 // each mask's nonzeros: rows [box[0], box[1]], columns [box[2], box[3]]
+	box          [][4]int32  // each mask's nonzeros: rows [box[0], box[1]], columns [box[2], box[3]]
+	ex           *shiftExact // for NaN/Inf rows of float frames, or nil
 }
 
-func newShiftSparse[N native](c *masks.CSR, sig [2]int) *shiftSparse[N] {
-	s := &shiftSparse[N]{nMasks: c.N, h: sig[0], w: sig[1], rowPtr: c.RowPtr, col: c.Col, val: c.Val64(),
+func newShiftSparse[N native](c *masks.CSR, sig [2]int, ex *shiftExact) *shiftSparse[N] {
+	s := &shiftSparse[N]{nMasks: c.N, h: sig[0], w: sig[1], rowPtr: c.RowPtr, col: c.Col, val: c.Val64(), ex: ex,
 		y: make([]int32, len(c.Col)), x: make([]int32, len(c.Col)), box: make([][4]int32, c.N)}
 	for i, col := range c.Col {
 		s.y[i], s.x[i] = col/int32(sig[1]), col%int32(sig[1])
@@ -498,8 +506,9 @@ func (s *shiftSparse[N]) apply(tile []byte, start, frames int, shifts []float64,
 	p := s.h * s.w
 	for f := range frames {
 		frame := px[f*p : (f+1)*p]
-		ky, fy := split(shifts[2*(start+f)])
-		kx, fx := split(shifts[2*(start+f)+1])
+		dy, dx := shifts[2*(start+f)], shifts[2*(start+f)+1]
+		ky, fy := split(dy)
+		kx, fx := split(dx)
 		for m := range s.nMasks {
 			lo, hi := s.rowPtr[m], s.rowPtr[m+1]
 			if b := s.box[m]; lo < hi && int(b[0])+ky >= 0 && int(b[1])+ky+1 < s.h && int(b[2])+kx >= 0 && int(b[3])+kx+1 < s.w {
@@ -507,6 +516,9 @@ func (s *shiftSparse[N]) apply(tile []byte, start, frames int, shifts []float64,
 			} else {
 				acc[f*s.nMasks+m] = s.gather(frame, lo, hi, ky, kx, fy, fx)
 			}
+		}
+		if row := acc[f*s.nMasks : (f+1)*s.nMasks]; s.ex != nil && !finite(row) {
+			exactShiftedRow(s.ex, frame, dy, dx, row)
 		}
 	}
 }
@@ -598,44 +610,6 @@ func (s *shiftSparse[N]) edge(frame []N, r, c, dy1, dx1 int, w00, w01, w10, w11 
 	return w00*at(r, c) + w01*at(r, c+dx1) + w10*at(r+dy1, c) + w11*at(r+dy1, c+dx1)
 }
 
-// newShiftBuilder returns, for a float32 job with shifts, the function that writes the
-// g_f of frames [start, start+frames) (native, host order) into dst as float32, for the
-// GPU worker's exact rows (gpuWorker.exactShifted); nil for an unsupported dtype.
-func newShiftBuilder(job *Job) func(dst []float32, native []byte, start, frames int) {
-	switch job.Dataset.DType() {
-	case dataset.Uint8:
-		return shiftBuilder[uint8](job)
-	case dataset.Uint16:
-		return shiftBuilder[uint16](job)
-	case dataset.Uint32:
-		return shiftBuilder[uint32](job)
-	case dataset.Int8:
-		return shiftBuilder[int8](job)
-	case dataset.Int16:
-		return shiftBuilder[int16](job)
-	case dataset.Int32:
-		return shiftBuilder[int32](job)
-	case dataset.Float32:
-		return shiftBuilder[float32](job)
-	case dataset.Float64:
-		return shiftBuilder[float64](job)
-	}
-	return nil
-}
-
-func shiftBuilder[N native](job *Job) func(dst []float32, native []byte, start, frames int) {
-	sig := job.Dataset.SigShape()
-	p := sig[0] * sig[1]
-	return func(dst []float32, tile []byte, start, frames int) {
-		// Each call (one staging reader) has its own row buffers.
-		k := newShiftFrames[N, float32](sig)
-		px := asNative[N](tile)
-		for f := range frames {
-			k.build(dst[f*p:(f+1)*p], px[f*p:(f+1)*p], job.Shifts[2*(start+f)], job.Shifts[2*(start+f)+1], false)
-		}
-	}
-}
-
 // shiftFlat computes the rows of a float32 job of fewer than packedMinMasks dense masks
 // shifted by whole pixels straight from the native frames, without a shifted copy: the
 // product Σ mask(u, v)·frame(u+ky, v+kx) over the pixels whose source lies in the frame
@@ -645,7 +619,7 @@ func shiftBuilder[N native](job *Job) func(dst []float32, native []byte, start, 
 // summed in float32, the blocks in float64, as unshifted), each block of weights for up
 // to wholeFrames consecutive frames that share a shift, two at a time; the pixels of that range whose source wraps into a
 // neighbouring row (|kx| per row) are then subtracted. Tiles with a sub-pixel shift go
-// to subpixel; frames whose rows come out NaN or infinite (exact rows), to shiftDense.
+// to subpixel; frames whose rows come out NaN or infinite are recomputed (shiftExact).
 type shiftFlat[N native] struct {
 	h, w, nMasks int
 	masks        []float32 // nMasks × pixels
@@ -704,11 +678,7 @@ func (k *shiftFlat[N]) apply(tile []byte, start, frames int, shifts []float64, a
 		rows := acc[f*nm : (f+n)*nm]
 		k.whole(px[f*p:(f+n)*p], n, ky, kx, rows)
 		for i := range n {
-			if k.copies.exact != nil && !finite(rows[i*nm:(i+1)*nm]) {
-				var zero N
-				fb := p * int(unsafe.Sizeof(zero))
-				k.copies.apply(tile[(f+i)*fb:(f+i+1)*fb], start+f+i, 1, shifts, rows[i*nm:(i+1)*nm])
-			}
+			k.copies.exactRow(px, start, f+i, shifts, rows[i*nm:(i+1)*nm])
 		}
 		f += n
 	}
@@ -779,7 +749,7 @@ func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
 // stays in L1 and the float32 block kernels run on it against the same rows of the masks
 // (blocks of at most simdBlock pixels summed in float32, the blocks in float64, as
 // unshifted), two frames at a time against 4 masks or more (dotPair: each weight loaded
-// serves both). Frames whose rows come out NaN or infinite (exact rows) go to shiftDense.
+// serves both). Frames whose rows come out NaN or infinite are recomputed (shiftExact).
 // On 256×256 uint16 frames in place (go test -run X -bench BenchmarkCPUWorkerShifted
 // ./engine, one core of a shared 2-core Zen 4, medians of 5 runs), a descan plane of
 // sub-pixel shifts ran at 0.53-0.57× (1 mask) and 0.49-0.52× (4 masks) of the unshifted
@@ -828,11 +798,7 @@ func (k *shiftFlat[N]) subpixel(tile []byte, start, frames int, shifts []float64
 			for m := range row {
 				row[m] *= k.frames[i].scale
 			}
-			if k.copies.exact != nil && !finite(row) {
-				var zero N
-				fb := p * int(unsafe.Sizeof(zero))
-				k.copies.apply(tile[(f+i)*fb:(f+i+1)*fb], start+f+i, 1, shifts, row)
-			}
+			k.copies.exactRow(px, start, f+i, shifts, row)
 		}
 		f += n
 	}

@@ -146,6 +146,108 @@ func TestApplyMasksShiftedNaN(t *testing.T) {
 	}
 }
 
+// requireSameNonFinite checks results against a reference that may hold NaN and ±Inf:
+// the same NaNs and infinities, finite values within rel·mag.
+func requireSameNonFinite[F float32 | float64](t *testing.T, got []F, want, mag []float64, rel float64, what string) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for i, w := range want {
+		g := float64(got[i])
+		switch {
+		case math.IsNaN(w):
+			require.True(t, math.IsNaN(g), "%s: result %d is %v, want NaN", what, i, g)
+		case math.IsInf(w, 0):
+			require.Equal(t, w, g, "%s: result %d", what, i)
+		default:
+			require.InDelta(t, w, g, rel*mag[i]+1e-30, "%s: result %d", what, i)
+		}
+	}
+}
+
+// TestApplyMasksShiftedNonFinite: with shifts, NaN and ±Inf pixels of float frames give
+// what the formula does (shiftedReference: Σ over the pixels whose shifted weight is not
+// 0), on every shifted path (the flat float32 kernels, the float tiles of 8 masks or more
+// and of float64 runs, whole-pixel copies, the sparse gather): an infinite pixel under a
+// shifted weight gives ±Inf, not the NaN of ∞ − ∞ or 0·∞, and one under a shifted weight
+// of exactly 0 counts for nothing.
+func TestApplyMasksShiftedNonFinite(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	sig := [2]int{9, 11}
+	p := sig[0] * sig[1]
+	const n = 12
+	inf := math.Inf(1)
+	for _, dt := range []dataset.DType{dataset.Float32, dataset.Float64} {
+		ds := randomDataset(rng, dt, []int{n}, sig)
+		set := func(f, y, x int, v float64) {
+			i := f*p + y*sig[1] + x
+			if dt == dataset.Float32 {
+				binary.NativeEndian.PutUint32(ds.data[4*i:], math.Float32bits(float32(v)))
+			} else {
+				binary.NativeEndian.PutUint64(ds.data[8*i:], math.Float64bits(v))
+			}
+		}
+		for f := range n {
+			switch f % 4 {
+			case 0: // an infinity in the middle
+				set(f, 4, 5, inf)
+			case 1: // opposite infinities side by side, and a NaN
+				set(f, 4, 5, inf)
+				set(f, 5, 5, -inf)
+				set(f, 1, 2, math.NaN())
+			case 2: // a NaN on the edge
+				set(f, 0, 10, math.NaN())
+			}
+		}
+		// The shifts: none, whole, a fraction in one axis (the other's bilinear weight is
+		// 0), in both, and 0.5 in y, under which masks 0 and 1 put weights 0.25 and exactly
+		// 0 on pixel (4, 5).
+		shifts := make([]float64, 2*n)
+		for f := range n {
+			sh := [6][2]float64{{0, 0}, {1, -2}, {0.5, 0}, {0, 0.25}, {-0.3, 0.7}, {0.5, 0}}[f%6]
+			shifts[2*f], shifts[2*f+1] = sh[0], sh[1]
+		}
+		for _, nMasks := range []int{3, 9, 40} {
+			stack := randomStack(rng, nMasks, sig)
+			for i := range stack.Data {
+				if rng.IntN(3) == 0 {
+					stack.Data[i] = 0
+				}
+			}
+			mask := func(m int, ws map[[2]int]float32) {
+				clear(stack.Data[m*p : (m+1)*p])
+				for yx, v := range ws {
+					stack.Data[m*p+yx[0]*sig[1]+yx[1]] = v
+				}
+			}
+			mask(0, map[[2]int]float32{{3, 5}: 1, {4, 5}: -0.5})
+			mask(1, map[[2]int]float32{{3, 5}: 1, {4, 5}: -1})
+			mask(2, map[[2]int]float32{{4, 5}: 1})
+			want, mag := shiftedReference(ds, stack, shifts)
+			// The cases the comment promises, from the reference's own sums.
+			require.Equal(t, inf, want[8*nMasks+0], "frame 8 (shift 0.5, 0), mask 0: weight 0.25 on the +Inf pixel")
+			require.False(t, nonFinite(want[8*nMasks+1]), "frame 8, mask 1: weight 0 on the +Inf pixel")
+			require.Equal(t, inf, want[8*nMasks+2], "frame 8, mask 2: weight 0.5")
+			require.Equal(t, inf, want[5*nMasks+1], "frame 5 (shift 0.5, 0), mask 1: weight -0.5 on the -Inf pixel")
+			for _, sparse := range []bool{false, true} {
+				s := *stack
+				if sparse {
+					s.Sparse, s.Data = stack.ToCSR(), nil
+				}
+				for _, f64 := range []bool{false, true} {
+					what := fmt.Sprintf("%v, %d masks, sparse=%v, float64=%v", dt, nMasks, sparse, f64)
+					res, err := ApplyMasks(context.Background(), ds, &s, splitPlan(anyCPUs, 2, 5, 7), Options{Shifts: shifts, Float64: f64, NoPin: true, TileFrames: 4})
+					require.NoError(t, err, what)
+					if f64 {
+						requireSameNonFinite(t, res.F64, want, mag, 1e-12, what)
+					} else {
+						requireSameNonFinite(t, res.F32, want, mag, 1e-6, what)
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestApplyMasksShiftsValidation(t *testing.T) {
 	sig := [2]int{4, 4}
 	ds := randomDataset(rand.New(rand.NewPCG(1, 1)), dataset.Uint16, []int{3}, sig)

@@ -443,7 +443,9 @@ stemdot_status stemdot_apply(stemdot_dataset dataset, const float *masks, size_t
  * As stemdot_apply, with the mask weights as double. With STEMDOT_FLOAT64 results they
  * count at double precision (each weight is held as its float rounding plus the float
  * rounding of the rest, within 2^-48 of it, on CPU and GPU workers alike); with
- * STEMDOT_FLOAT32 results they are rounded to float, as stemdot_apply takes them.
+ * STEMDOT_FLOAT32 results they are rounded to float, as stemdot_apply takes them. A mask
+ * whose weights are not all 0 but all under 2^-102 in magnitude (float would round them
+ * to 0 or to fewer bits) is refused: INVALID_ARGUMENT, naming the mask.
  */
 stemdot_status stemdot_apply64(stemdot_dataset dataset, const double *masks, size_t n_masks,
                                size_t sig_y, size_t sig_x, stemdot_plan plan, stemdot_run run,

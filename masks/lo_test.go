@@ -1,6 +1,9 @@
 package masks
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -144,6 +147,50 @@ func TestCOMFractionalCentre(t *testing.T) {
 			wy, wx := float64(y)-127.3, float64(x)-128.6
 			require.InDelta(t, wy, w[p+i], 0x1p-48*math.Abs(wy), "y moment at (%d, %d)", y, x)
 			require.InDelta(t, wx, w[2*p+i], 0x1p-48*math.Abs(wx), "x moment at (%d, %d)", y, x)
+		}
+	}
+}
+
+// TestTinyWeights: a mask given in float64 whose weights are not all 0 but all under
+// 2⁻¹⁰² is refused, by New64 and LoadNPY (dense and sparse), naming the mask: in float32
+// its weights would lose precision or round to 0 (1e-46). A mask whose largest weight is
+// at least 2⁻¹⁰², and a mask of zeros, are taken.
+func TestTinyWeights(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		w0, w1 float64
+		bad    int // the mask refused, or -1
+	}{
+		{1, 1e-46, 1}, {1e-35, 1, 0}, {-0x1p-103, 0, 0}, {0x1p-102, 0, -1}, {1, 0, -1}, {-1e-40, 2, 0}, {0, 0, -1},
+	} {
+		for _, sparse := range []bool{false, true} {
+			data := make([]float64, 32) // 2 masks of 4×4
+			for i := range 16 {
+				if !sparse || i == 5 {
+					data[i], data[16+i] = c.w0, c.w1
+				}
+			}
+			payload := make([]byte, 0, 8*len(data))
+			for _, v := range data {
+				payload = binary.LittleEndian.AppendUint64(payload, math.Float64bits(v))
+			}
+			path := writeRawNPY(t, dir, "tiny.npy", "<f8", false, "(2, 4, 4)", payload)
+			fromNPY, errNPY := LoadNPY(path)
+			s, err := New64(2, 4, 4, data, nil)
+			for what, e := range map[string]error{"New64": err, "LoadNPY": errNPY} {
+				msg := fmt.Sprintf("%s, sparse=%v, weights %g and %g", what, sparse, c.w0, c.w1)
+				if c.bad < 0 {
+					require.NoError(t, e, msg)
+					continue
+				}
+				_, ok := errors.AsType[*WeightError](e)
+				require.True(t, ok, "%s: %v", msg, e)
+				require.ErrorContains(t, e, fmt.Sprintf("mask %d: its largest weight, %.4g, is under 2⁻¹⁰²", c.bad, math.Abs([2]float64{c.w0, c.w1}[c.bad])), msg)
+			}
+			if c.bad < 0 {
+				requireWeights64(t, data, s)
+				requireWeights64(t, data, fromNPY)
+			}
 		}
 	}
 }

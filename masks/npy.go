@@ -33,7 +33,8 @@ var npyDTypeNames = map[byte]string{
 // internal/npy.ParseDescr); weights are held in float32, and weights
 // float32 does not hold exactly (float64 values, integers beyond 2²⁴) keep the rest in
 // the stack's Lo parts for float64 runs (see Split); float64 values beyond the float32
-// range are rejected. Masks are named after the file: "name" for a 2D array,
+// range are rejected, and so is a mask whose weights are not all 0 but all under 2⁻¹⁰²
+// (a *WeightError, as New64's). Masks are named after the file: "name" for a 2D array,
 // "name[m]" for mask m of a 3D one.
 //
 // The weights are read once, block by block, into the form the stack is held in: CSR
@@ -241,12 +242,14 @@ func (w *npyWeights) readCSR(nnz int) (*CSR, error) {
 	}
 	c := &CSR{N: w.n, Pixels: w.pixels, RowPtr: make([]int32, w.n+1), Col: make([]int32, 0, nnz), Val: make([]float32, 0, nnz)}
 	pixels := int64(w.pixels)
+	largest := make(largestWeights, w.n)
 	err := w.nonzeros(func(e int64, v float64) bool {
+		largest.add(int(e/pixels), v)
 		c.appendNonzero(int32(e%pixels), v)
 		c.RowPtr[e/pixels+1]++
 		return true
 	})
-	if err != nil {
+	if err = cmp.Or(err, largest.check()); err != nil {
 		return nil, err
 	}
 	for m := range w.n {
@@ -274,10 +277,13 @@ func (w *npyWeights) readDense(shape []int) (data, lo []float32, err error) {
 	size := w.descr.Size
 	decode := w.decoder()
 	var loErr error
+	largest := make(largestWeights, w.n)
 	err = w.each(func(first int64, b []byte) bool {
 		for j := 0; j < len(b); j += size {
 			e := first + int64(j/size)
-			hi, l := Split(decode(b[j:]))
+			v := decode(b[j:])
+			largest.add(int(e)/w.pixels, v)
+			hi, l := Split(v)
 			data[e] = hi
 			if l != 0 && lo == nil {
 				if loErr = memlimit.Check(what+" with the float64 rest of its weights", 4*int64(total), "use fewer or smaller masks, or weights exact in float32"); loErr != nil {
@@ -291,7 +297,7 @@ func (w *npyWeights) readDense(shape []int) (data, lo []float32, err error) {
 		}
 		return true
 	})
-	if err = cmp.Or(err, loErr); err != nil {
+	if err = cmp.Or(err, loErr, largest.check()); err != nil {
 		return nil, nil, err
 	}
 	return data, lo, nil

@@ -119,12 +119,44 @@ func Split(w float64) (hi, lo float32) {
 	return hi, float32(w - float64(hi))
 }
 
+// minLargestWeight is the least magnitude the largest weight of a mask given in float64
+// may have, unless all its weights are 0: 2⁻¹⁰² (1.97e-31). At or above it, the float32
+// rest of a weight that large (Split), under 2⁻²⁴ of it, is a normal float32, so that the
+// mask keeps float64 precision; far below it, the float32 rounding of its weights is
+// subnormal (under 1.18e-38: fewer bits) or 0 (under 1.4e-45). The weights of a mask are
+// not checked one by one: a weight 2²⁴ times smaller than the mask's largest is under
+// float32's precision of the sums in any case.
+const minLargestWeight = 0x1p-102
+
+// largestWeights holds the largest |weight| of each mask of a stack given in float64.
+type largestWeights []float64
+
+func (l largestWeights) add(m int, w float64) { l[m] = max(l[m], math.Abs(w)) }
+
+// check returns a *WeightError for the first mask whose weights are not all 0 but all
+// under minLargestWeight in magnitude.
+func (l largestWeights) check() error {
+	for m, a := range l {
+		if a > 0 && a < minLargestWeight {
+			return &WeightError{fmt.Sprintf("mask %d: its largest weight, %.4g, is under 2⁻¹⁰² (%.3g), too small for stemdot, which holds a weight as a float32 and a float32 rest (its weights would lose precision or round to 0); scale the mask up by a power of two, and its results down by the same", m, a, float64(minLargestWeight))}
+		}
+	}
+	return nil
+}
+
 // New64 is New for weights given in float64 (n*sy*sx, C order): Data holds their float32
-// rounding and, when some are not exact in float32, Lo the rest (see Split).
+// rounding and, when some are not exact in float32, Lo the rest (see Split). A mask whose
+// weights are not all 0 but all tiny (under minLargestWeight, 2⁻¹⁰²) is refused with a
+// *WeightError.
 func New64(n, sy, sx int, data []float64, names []string) (*Stack, error) {
 	hi := make([]float32, len(data))
 	var lo []float32
+	largest := make(largestWeights, max(n, 0))
+	p := max(sy*sx, 1)
 	for i, w := range data {
+		if i/p < len(largest) {
+			largest.add(i/p, w)
+		}
 		h, l := Split(w)
 		hi[i] = h
 		if l != 0 && lo == nil {
@@ -136,6 +168,9 @@ func New64(n, sy, sx int, data []float64, names []string) (*Stack, error) {
 	}
 	s, err := New(n, sy, sx, hi, names)
 	if err != nil {
+		return nil, err
+	}
+	if err := largest.check(); err != nil {
 		return nil, err
 	}
 	s.Lo = lo // as long as Data: New checked its length
@@ -279,8 +314,9 @@ func (c *CSR) scatter(dst, val []float32) {
 	}
 }
 
-// WeightError is Validate's error for a NaN or infinite weight (the stack's sizes are
-// fine, its values are not).
+// WeightError is the error for weights stemdot cannot hold: Validate's for a NaN or
+// infinite weight, and New64's and LoadNPY's for a mask of tiny weights (see
+// minLargestWeight). The stack's sizes are fine, its values are not.
 type WeightError struct{ msg string }
 
 func (e *WeightError) Error() string { return e.msg }

@@ -48,6 +48,20 @@ def test_prepared_masks_bit_identical():
                     stemdot._call(stemdot._LIB.stemdot_masks_free, prepared.handle)
 
 
+def test_tiny_float64_masks_refused():
+    """A float64 mask whose weights are all under 2**-102 is refused naming it (its float32
+    rounding would be 0 or lose precision); at 1e-30 the weights keep float64 precision."""
+    frames = np.full((3,) + SIG, 1e30)
+    masks = np.zeros((2,) + SIG)
+    masks[0] = 1.0
+    masks[1] = 1e-50
+    with pytest.raises(stemdot.InvalidArgumentError, match=r"mask 1: its largest weight, 1e-50, is under 2⁻¹⁰²"):
+        stemdot.apply_masks(frames, masks, dtype=np.float64)
+    masks[1] = 3e-30
+    got = stemdot.apply_masks(frames, masks, dtype=np.float64)
+    np.testing.assert_allclose(got, np.tile([SIG[0] * SIG[1] * 1e30, SIG[0] * SIG[1] * 3.0], (3, 1)), rtol=1e-14)
+
+
 def test_prepared_masks_refused_and_freed_when_dropped():
     """Infinite weights are refused naming the mask and pixel; the library's copy is
     freed with the object; a stack of another sig_shape and shifts of a wrong length are

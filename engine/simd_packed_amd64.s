@@ -25,19 +25,25 @@
 // step; R8 pf, then out; AX the pixel index; BX the end of the unmasked steps.
 
 // Z<T>(P, R) loads pixels AX..AX+15 of frame P as 16 float32 into R, prefetching the frame
-// 1 KiB ahead; Z<T>M does the same under opmask K1 (masked-off lanes are 0 and not read).
+// 1024 pixels ahead into L2 (PREFETCHT1), as the quad kernels do; Z<T>M does the same under
+// opmask K1 (masked-off lanes are 0 and not read). Y<T>_LO below prefetches alike. They
+// prefetched 1 KiB ahead into L1 (PREFETCHT0) before, where the group's packed weights
+// (32 KiB per block) are: make bench's rows, one Zen 4 core / two, medians over 5-8 pairs
+// of the GB/s ratio new / old, float32 frames 8 masks 1.24 / 1.15, 16 masks 1.16 / 1.19; uint16 8 masks
+// 1.28 / 1.29, 16 masks 1.08 / 1.01, 64 masks 1.02 / 1.08; with the AVX2 kernels
+// (GODEBUG=cpu.avx512f=off) float32 16 masks 1.31 / 1.33, uint16 16 masks 1.09 / 1.10.
 
-#define ZU8(P, R) PREFETCHT0 1024(P)(AX*1); VPMOVZXBD (P)(AX*1), R; VCVTDQ2PS R, R
+#define ZU8(P, R) PREFETCHT1 1024(P)(AX*1); VPMOVZXBD (P)(AX*1), R; VCVTDQ2PS R, R
 #define ZU8M(P, R) VPMOVZXBD.Z (P)(AX*1), K1, R; VCVTDQ2PS R, R
-#define ZI8(P, R) PREFETCHT0 1024(P)(AX*1); VPMOVSXBD (P)(AX*1), R; VCVTDQ2PS R, R
+#define ZI8(P, R) PREFETCHT1 1024(P)(AX*1); VPMOVSXBD (P)(AX*1), R; VCVTDQ2PS R, R
 #define ZI8M(P, R) VPMOVSXBD.Z (P)(AX*1), K1, R; VCVTDQ2PS R, R
-#define ZU16(P, R) PREFETCHT0 1024(P)(AX*2); VPMOVZXWD (P)(AX*2), R; VCVTDQ2PS R, R
+#define ZU16(P, R) PREFETCHT1 2048(P)(AX*2); VPMOVZXWD (P)(AX*2), R; VCVTDQ2PS R, R
 #define ZU16M(P, R) VPMOVZXWD.Z (P)(AX*2), K1, R; VCVTDQ2PS R, R
-#define ZI16(P, R) PREFETCHT0 1024(P)(AX*2); VPMOVSXWD (P)(AX*2), R; VCVTDQ2PS R, R
+#define ZI16(P, R) PREFETCHT1 2048(P)(AX*2); VPMOVSXWD (P)(AX*2), R; VCVTDQ2PS R, R
 #define ZI16M(P, R) VPMOVSXWD.Z (P)(AX*2), K1, R; VCVTDQ2PS R, R
-#define ZI32(P, R) PREFETCHT0 1024(P)(AX*4); VCVTDQ2PS (P)(AX*4), R
+#define ZI32(P, R) PREFETCHT1 4096(P)(AX*4); VCVTDQ2PS (P)(AX*4), R
 #define ZI32M(P, R) VCVTDQ2PS.Z (P)(AX*4), K1, R
-#define ZF32(P, R) PREFETCHT0 1024(P)(AX*4); VMOVUPS (P)(AX*4), R
+#define ZF32(P, R) PREFETCHT1 4096(P)(AX*4); VMOVUPS (P)(AX*4), R
 #define ZF32M(P, R) VMOVUPS.Z (P)(AX*4), K1, R
 
 // ZW<F>(OFF, ...) loads the weights of one mask (OFF(DI)) into Z27 and adds them times
@@ -249,17 +255,17 @@ loop: \
 
 
 // Y<T>_LO and Y<T>_HI: 8 pixels at AX and at AX+8 as float32 (as <T>_LO, <T>_HI in simd_amd64.s).
-#define YU8_LO(P, Y) PREFETCHT0 1024(P)(AX*1); VPMOVZXBD (P)(AX*1), Y; VCVTDQ2PS Y, Y
+#define YU8_LO(P, Y) PREFETCHT1 1024(P)(AX*1); VPMOVZXBD (P)(AX*1), Y; VCVTDQ2PS Y, Y
 #define YU8_HI(P, Y) VPMOVZXBD 8(P)(AX*1), Y; VCVTDQ2PS Y, Y
-#define YI8_LO(P, Y) PREFETCHT0 1024(P)(AX*1); VPMOVSXBD (P)(AX*1), Y; VCVTDQ2PS Y, Y
+#define YI8_LO(P, Y) PREFETCHT1 1024(P)(AX*1); VPMOVSXBD (P)(AX*1), Y; VCVTDQ2PS Y, Y
 #define YI8_HI(P, Y) VPMOVSXBD 8(P)(AX*1), Y; VCVTDQ2PS Y, Y
-#define YU16_LO(P, Y) PREFETCHT0 1024(P)(AX*2); VPMOVZXWD (P)(AX*2), Y; VCVTDQ2PS Y, Y
+#define YU16_LO(P, Y) PREFETCHT1 2048(P)(AX*2); VPMOVZXWD (P)(AX*2), Y; VCVTDQ2PS Y, Y
 #define YU16_HI(P, Y) VPMOVZXWD 16(P)(AX*2), Y; VCVTDQ2PS Y, Y
-#define YI16_LO(P, Y) PREFETCHT0 1024(P)(AX*2); VPMOVSXWD (P)(AX*2), Y; VCVTDQ2PS Y, Y
+#define YI16_LO(P, Y) PREFETCHT1 2048(P)(AX*2); VPMOVSXWD (P)(AX*2), Y; VCVTDQ2PS Y, Y
 #define YI16_HI(P, Y) VPMOVSXWD 16(P)(AX*2), Y; VCVTDQ2PS Y, Y
-#define YI32_LO(P, Y) PREFETCHT0 1024(P)(AX*4); VCVTDQ2PS (P)(AX*4), Y
+#define YI32_LO(P, Y) PREFETCHT1 4096(P)(AX*4); VCVTDQ2PS (P)(AX*4), Y
 #define YI32_HI(P, Y) VCVTDQ2PS 32(P)(AX*4), Y
-#define YF32_LO(P, Y) PREFETCHT0 1024(P)(AX*4); VMOVUPS (P)(AX*4), Y
+#define YF32_LO(P, Y) PREFETCHT1 4096(P)(AX*4); VMOVUPS (P)(AX*4), Y
 #define YF32_HI(P, Y) VMOVUPS 32(P)(AX*4), Y
 
 // func dotU8p1x8Z(px0, px1, px2 *uint8, n int, w *float32, pf *float32, out *float32)

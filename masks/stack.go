@@ -151,12 +151,10 @@ func (l largestWeights) check() error {
 func New64(n, sy, sx int, data []float64, names []string) (*Stack, error) {
 	hi := make([]float32, len(data))
 	var lo []float32
-	largest := make(largestWeights, max(n, 0))
 	p := max(sy*sx, 1)
+	largest := make(largestWeights, (len(data)+p-1)/p) // New checks that it is n
 	for i, w := range data {
-		if i/p < len(largest) {
-			largest.add(i/p, w)
-		}
+		largest.add(i/p, w)
 		h, l := Split(w)
 		hi[i] = h
 		if l != 0 && lo == nil {

@@ -350,12 +350,15 @@ func exactRow(s *masks.Stack, dt dataset.DType, frame []byte, row []float64) {
 // finite tells whether every value is finite.
 func finite(v []float64) bool {
 	for _, x := range v {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
+		if nonFinite(x) {
 			return false
 		}
 	}
 	return true
 }
+
+// nonFinite reports whether x is NaN or ±Inf.
+func nonFinite(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }
 
 // pixelFloat is pixel i of a float32 or float64 frame (host byte order).
 func pixelFloat(frame []byte, i int, dt dataset.DType) float64 {

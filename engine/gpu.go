@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 
@@ -92,8 +91,9 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 		cfg.NMasks, cfg.Masks, cfg.Sparse, cfg.LoPairs = p.N, p.Data, p.Sparse, true
 	}
 	w := &gpuWorker{job: job, feed: "staged"}
-	if dt := job.Dataset.DType(); job.Sparse == nil && job.Masks.Data != nil && (dt == dataset.Float32 || dt == dataset.Float64) {
-		w.exact, w.frame, w.row = job.Masks, make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
+	floats := job.Dataset.DType() == dataset.Float32 || job.Dataset.DType() == dataset.Float64
+	if floats && job.Shifts == nil && job.Sparse == nil && job.Masks.Data != nil {
+		w.exact = job.Masks
 	}
 	if job.Shifts != nil {
 		// Shifted masks: the frames go to the device as unshifted ones do, and a kernel
@@ -105,11 +105,13 @@ func newGPUWorker(spec planner.Worker, job *Job) (Worker, error) {
 		if err := ValidateShifts(job.Shifts, job.Dataset.NumFrames()); err != nil {
 			return nil, fmt.Errorf("GPU worker on device %d: %w", spec.GPU, err)
 		}
-		if dt := job.Dataset.DType(); dt == dataset.Float32 || dt == dataset.Float64 {
-			w.exact, w.ex = nil, newShiftExact(job.Masks)
-			w.frame, w.row = make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
+		if floats {
+			w.ex = newShiftExact(job.Masks)
 		}
 		cfg.Shifts, cfg.SigX = job.Shifts, job.Dataset.SigShape()[1]
+	}
+	if w.exact != nil || w.ex != nil {
+		w.frame, w.row = make([]byte, job.Dataset.FrameBytes()), make([]float64, job.NMasks)
 	}
 	if m, ok := job.Dataset.(dataset.Mapper); ok {
 		fm, mapped, err := m.MapFrames(0, 1)
@@ -232,7 +234,7 @@ func (w *gpuWorker) exactShifted(p planner.Partition, out Output) error {
 // finite32 tells whether every value is finite.
 func finite32(v []float32) bool {
 	for _, x := range v {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+		if nonFinite(float64(x)) {
 			return false
 		}
 	}

@@ -115,12 +115,7 @@ func TestGPUWorkerExactShifted(t *testing.T) {
 	sig := [2]int{6, 5}
 	for _, dt := range []dataset.DType{dataset.Float32, dataset.Float64} {
 		ds := randomDataset(rng, dt, []int{3}, sig)
-		i := 1*30 + 3*5 + 2 // frame 1, pixel (3, 2)
-		if dt == dataset.Float32 {
-			binary.NativeEndian.PutUint32(ds.data[4*i:], math.Float32bits(float32(math.Inf(1))))
-		} else {
-			binary.NativeEndian.PutUint64(ds.data[8*i:], math.Float64bits(math.Inf(1)))
-		}
+		ds.setFloat(1*30+3*5+2, math.Inf(1)) // frame 1, pixel (3, 2)
 		stack := &masks.Stack{N: 2, SigY: 6, SigX: 5, Data: make([]float32, 60)}
 		stack.Data[2*5+2], stack.Data[3*5+2] = 1, -0.5     // mask 0: (2, 2) and (3, 2)
 		stack.Data[30+2*5+2], stack.Data[30+3*5+2] = 1, -1 // mask 1

@@ -73,13 +73,17 @@ type shiftedKernel interface {
 // for float frames, it recomputes the rows that come out NaN or infinite (shiftExact).
 func newShiftedKernel[N native](job *Job) shiftedKernel {
 	sig := job.Dataset.SigShape()
-	var ex *shiftExact
+	var floats bool
 	switch any(*new(N)).(type) {
 	case float32, float64:
-		ex = newShiftExact(job.Masks)
+		floats = true
 	}
 	if job.Sparse != nil {
-		return newShiftSparse[N](job.Sparse, sig, ex)
+		return newShiftSparse[N](job.Sparse, sig, floats)
+	}
+	var ex *shiftExact
+	if floats {
+		ex = newShiftExact(job.Masks)
 	}
 	if job.Float64 {
 		return newShiftDense[N, float64](job, kernelFor[float64](job), ex)
@@ -485,9 +489,14 @@ type shiftSparse[N native] struct {
 	ex           *shiftExact // for NaN/Inf rows of float frames, or nil
 }
 
-func newShiftSparse[N native](c *masks.CSR, sig [2]int, ex *shiftExact) *shiftSparse[N] {
-	s := &shiftSparse[N]{nMasks: c.N, h: sig[0], w: sig[1], rowPtr: c.RowPtr, col: c.Col, val: c.Val64(), ex: ex,
+// newShiftSparse returns the sparse shifted kernel of masks c; with floats (float
+// frames), its shiftExact shares c's nonzeros and their float64 weights.
+func newShiftSparse[N native](c *masks.CSR, sig [2]int, floats bool) *shiftSparse[N] {
+	s := &shiftSparse[N]{nMasks: c.N, h: sig[0], w: sig[1], rowPtr: c.RowPtr, col: c.Col, val: c.Val64(),
 		y: make([]int32, len(c.Col)), x: make([]int32, len(c.Col)), box: make([][4]int32, c.N)}
+	if floats {
+		s.ex = &shiftExact{h: s.h, w: s.w, rowPtr: s.rowPtr, col: s.col, val: s.val}
+	}
 	for i, col := range c.Col {
 		s.y[i], s.x[i] = col/int32(sig[1]), col%int32(sig[1])
 	}

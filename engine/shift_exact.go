@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math"
 	"slices"
 
 	"github.com/stemdot/stemdot/masks"
@@ -116,6 +115,3 @@ func exactShiftedRow[N native](e *shiftExact, frame []N, dy, dx float64, row []f
 		row[m] = sum
 	}
 }
-
-// nonFinite reports whether x is NaN or ±Inf.
-func nonFinite(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }

@@ -178,14 +178,7 @@ func TestApplyMasksShiftedNonFinite(t *testing.T) {
 	inf := math.Inf(1)
 	for _, dt := range []dataset.DType{dataset.Float32, dataset.Float64} {
 		ds := randomDataset(rng, dt, []int{n}, sig)
-		set := func(f, y, x int, v float64) {
-			i := f*p + y*sig[1] + x
-			if dt == dataset.Float32 {
-				binary.NativeEndian.PutUint32(ds.data[4*i:], math.Float32bits(float32(v)))
-			} else {
-				binary.NativeEndian.PutUint64(ds.data[8*i:], math.Float64bits(v))
-			}
-		}
+		set := func(f, y, x int, v float64) { ds.setFloat(f*p+y*sig[1]+x, v) }
 		for f := range n {
 			switch f % 4 {
 			case 0: // an infinity in the middle

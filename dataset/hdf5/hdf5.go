@@ -296,7 +296,6 @@ type h5File struct {
 	// "last".
 	framesLast bool
 	frameAxis  string
-
 	// access are the dataset access properties of every open by path: they check the
 	// targets of external links (storage.go).
 	access C.hid_t
@@ -1052,15 +1051,15 @@ func (d *h5File) setChunkCache(dims []int) error {
 		return h5Error("reading the chunk shape")
 	}
 	chunkBytes := int64(d.dt.Size())
-	band := int64(1) // chunks in one band along the first nav axis
-	for i, n := range dims {
-		c := max(int64(chunk[i]), 1)
-		chunkBytes *= c
-		if i > 0 && !d.framesLast || i < 2 && d.framesLast {
-			band *= (int64(n) + c - 1) / c
-		}
+	for _, c := range chunk[:len(dims)] {
+		chunkBytes *= max(int64(c), 1)
 	}
 	order := d.axisOrder()
+	band := int64(1) // chunks in one band along the first nav axis
+	for _, a := range order[1:] {
+		c := max(int64(chunk[a]), 1)
+		band *= (int64(dims[a]) + c - 1) / c
+	}
 	size := func(k int) int { return min(int(chunk[order[k]]), dims[order[k]]) } // the chunk's along the k-th nav or sig axis
 	nav := len(dims) - 2
 	for k := nav - 1; k >= 0; k-- {

@@ -184,7 +184,7 @@ func TestCaseDECTRISMultiblockMaster(t *testing.T) {
 	blocks := "/entry/data/data_000002 (16, 32, 32), /entry/data/data_000003 (16, 32, 32), /entry/data/data_000004 (16, 32, 32)"
 	notes := "stemdot: warning: " + master + ": the scan is 4 blocks linked from /entry/data: data_000001 to data_000004, 64 frames\n" +
 		"stemdot: warning: " + master + ": the master has no pixel_mask of the frames' 32×32 pixels (/entry/instrument/detector/detectorSpecific/pixel_mask): no pixel is masked; " +
-		"the value 65535, DECTRIS's marker of masked and overflowing pixels, reads as 0\n"
+		"values 65535 (2^16−1, DECTRIS's marker of masked and of overflowing pixels) are kept: without a pixel_mask the two cannot be told apart\n"
 
 	stdout, stderr, code := run(t, "info", master)
 	require.Zero(t, code, stderr)

@@ -45,14 +45,14 @@ import (
 // Chunks decoded in the workers.
 //
 // A chunked dataset whose filters all have a Go decoder (package internal/h5filter:
-// deflate, shuffle, Fletcher-32, LZ4, bitshuffle with LZ4 or none) and whose stored type
-// is a plain integer or IEEE float is not read through libhdf5's H5Dread, which
+// deflate, shuffle, Fletcher-32, LZF, LZ4, bitshuffle with LZ4 or none) and whose
+// stored type is a plain integer or IEEE float is not read through libhdf5's H5Dread, which
 // decompresses inside the library's global lock, so on one core however many workers
 // read. ReadFrames instead reads the stored bytes of the chunks of the frames asked for
 // under the lock (H5Dget_chunk_storage_size and H5Dread_chunk: a lookup in the chunk
 // index and a copy of the compressed bytes each), then decodes them and turns their byte
 // order in the goroutine of the worker that asked, so that workers decode in parallel;
-// LZ4 and bitshuffle then need no plugin. (H5Dget_chunk_info_by_coord, which gives a
+// LZF, LZ4 and bitshuffle then need no plugin. (H5Dget_chunk_info_by_coord, which gives a
 // chunk's address to read it outside the lock, searches the chunks of the dataset from
 // the first in libhdf5 1.10: a whole read would cost time quadratic in the number of chunks
 // under the lock, a third of the CPU time of a bitshuffle-LZ4 scan of 64×64 frames.) Chunks
@@ -208,22 +208,16 @@ type h5Raw struct {
 // readChunks reads frames [start, end) into dst from the raw chunks (h5Chunks).
 func (d *h5File) readChunks(start, end int, dst []byte) error {
 	c := d.chunks
-	fb := d.FrameBytes()
-	rank := len(d.fileNav) + 2
+	out := dst[:(end-start)*d.FrameBytes()]
+	if d.framesLast {
+		out = make([]byte, len(out))
+	}
 	var boxes []h5Box
 	off := 0
-	navBoxes(d.fileNav, start, end, func(first, count []int) bool {
-		b := h5Box{lo: make([]int, rank), count: make([]int, rank)}
-		copy(b.lo, first)
-		copy(b.count, count)
-		b.count[rank-2], b.count[rank-1] = d.sig[0], d.sig[1]
-		n := fb
-		for _, k := range count {
-			n *= k
-		}
-		b.dst = dst[off : off+n]
+	d.frameBoxes(start, end, func(lo, count []int) bool {
+		n := product(count) * c.grid.Elem
+		boxes = append(boxes, h5Box{lo: lo, count: count, dst: out[off : off+n]})
 		off += n
-		boxes = append(boxes, b)
 		return true
 	})
 	var chunks []h5Raw
@@ -263,7 +257,7 @@ func (d *h5File) readChunks(start, end int, dst []byte) error {
 				if st, serr := c.file.Stat(); serr == nil && st.Size() < c.size {
 					err = errs.New(errs.IO, "%s is now %d bytes, %d when opened (did the file shrink?): %w", c.file.Name(), st.Size(), c.size, err)
 				}
-				return fmt.Errorf("dataset: %s: frames [%d, %d): dataset %s, chunk at %s: %w", d.path, start, end, h5Name(d.dsPath), npy.ShapeString(r.origin), err)
+				return fmt.Errorf("dataset: %s: frames [%d, %d): dataset %s, chunk at %s (%s): %w", d.path, start, end, h5Name(d.dsPath), npy.ShapeString(r.origin), d.chunkFrames(r.origin), err)
 			}
 			if r.raw != nil && (into != nil || &data[0] != &r.data[0]) {
 				rawChunks.Put(r.raw)
@@ -281,7 +275,21 @@ func (d *h5File) readChunks(start, end int, dst []byte) error {
 			c.cache.Put(r.key, data)
 		}
 	}
+	if d.framesLast {
+		unstackLast(dst, out, end-start, c.grid.Elem)
+	}
 	return nil
+}
+
+// chunkFrames names the frames of the dataset that the chunk at origin holds, for
+// messages: "frame 4", "frames 0-3, 8-11".
+func (d *h5File) chunkFrames(origin []int) string {
+	g := d.chunks.grid
+	hi := make([]int, len(origin))
+	for i, o := range origin {
+		hi[i] = min(o+g.Chunk[i], g.Dims[i])
+	}
+	return h5FrameList(h5Frames([][2][]int{d.toNavOrder([2][]int{origin, hi})}, d.fileNav))
 }
 
 // rawChunks holds buffers (*[]byte) for the stored bytes of chunks, kept from one read

@@ -3,6 +3,7 @@
 package hdf5_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -45,6 +46,10 @@ cases = {
     "bslz4_blocks_of_frames": (frames("<u2", (5, 6, 20, 22)), (3, 2, 20, 22), dict(**hdf5plugin.Bitshuffle(cname="lz4")), None, None),
     "gzip_unwritten": (frames("<u2", (4, 6, 10, 12)), (1, 2, 10, 12), dict(compression="gzip"), 7, [(1, slice(2, 6)), (3, slice(0, 2))]),
     "bslz4_userblock": (frames("<u2", (3, 4, 16, 16)), (1, 1, 16, 16), dict(**hdf5plugin.Bitshuffle(cname="lz4")), None, None),
+    "lzf": (frames("<u2", (5, 4, 16, 20)), (1, 2, 16, 20), dict(compression="lzf"), None, None),
+    "shuffle_lzf_split": (frames(">i4", (3, 4, 15, 19)), (2, 1, 8, 10), dict(compression="lzf", shuffle=True), None, None),
+    # chunks LZF cannot shrink are stored unfiltered (h5py's LZF is optional)
+    "lzf_incompressible": (rng.integers(0, 65536, (3, 4, 16, 16)).astype("<u2"), (1, 1, 16, 16), dict(compression="lzf"), None, None),
 }
 for name, (data, chunks, kw, fill, holes) in cases.items():
     with h5py.File(os.path.join(d, name + ".h5"), "w", userblock_size=1024 if "userblock" in name else 0) as f:
@@ -69,14 +74,14 @@ for name, (data, chunks, kw, fill, holes) in cases.items():
 // TestHDF5ChunksDecodedInGo reads datasets of every filter with a Go decoder, their
 // chunks holding several frames, splitting frames, cut by the extent and never
 // written, in a file with a user block (HDF5 addresses start after it), and compares the frames with h5py's, bit for bit, over tiles of several
-// sizes. No filter plugin is given to libhdf5: LZ4 and bitshuffle are decoded in Go.
+// sizes. No filter plugin is given to libhdf5: LZF, LZ4 and bitshuffle are decoded in Go.
 func TestHDF5ChunksDecodedInGo(t *testing.T) {
 	dir := t.TempDir()
 	testfiles.RunPython(t, chunkFiles, []string{"numpy", "h5py", "hdf5plugin"}, dir)
 	t.Setenv("HDF5_PLUGIN_PATH", filepath.Join(dir, "no-plugins-here"))
 	names, err := filepath.Glob(filepath.Join(dir, "*.h5"))
 	require.NoError(t, err)
-	require.Len(t, names, 10)
+	require.Len(t, names, 13)
 	for _, path := range names {
 		name := strings.TrimSuffix(filepath.Base(path), ".h5")
 		t.Run(name, func(t *testing.T) {
@@ -115,6 +120,69 @@ func TestHDF5ChunksDecodedInGo(t *testing.T) {
 				assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "read as the fill value 7")
 			}
 		})
+	}
+}
+
+// badChunks writes datasets of 2×2 frames of 16×16 uint16, one chunk per frame, with h5py
+// (the raw stream of one chunk written by write_direct_chunk), and prints the names of
+// those h5py reads: gzip level 0 (stored blocks) with a flipped data byte in the chunk
+// of frame 2 (../shared/cases/62-hdf5-deflate-corrupt: zlib's Adler-32 no longer
+// matches), its checksum's bytes changed (h5py refuses both), a zlib stream and an LZF
+// stream of more bytes than the chunk holds (libhdf5 grows its buffer and keeps the
+// chunk's first bytes).
+const badChunks = `
+import sys, os, zlib
+import numpy as np, h5py
+d = sys.argv[1]
+data = np.arange(2 * 2 * 16 * 16, dtype="<u2").reshape(2, 2, 16, 16)
+for name, kw in {"flipped": dict(compression="gzip", compression_opts=0), "checksum": dict(compression="gzip"),
+                 "too_long": dict(compression="gzip"), "lzf_too_long": dict(compression="lzf")}.items():
+    path = os.path.join(d, name + ".h5")
+    with h5py.File(path, "w") as f:
+        ds = f.create_dataset("data", data=data, chunks=(1, 1, 16, 16), **kw)
+        if name == "too_long":
+            ds.id.write_direct_chunk((1, 0, 0, 0), zlib.compress(np.zeros(16 * 16 + 8, "<u2").tobytes()))
+        if name == "lzf_too_long":  # 8 literal runs of 32 bytes, then 100 bytes more: 356 bytes of a 512-byte chunk
+            ds.id.write_direct_chunk((1, 0, 0, 0), (b"\x1f" + bytes(32)) * 16 + b"\x1f" + bytes(32))
+        info = ds.id.get_chunk_info_by_coord((1, 0, 0, 0))
+    if name in ("flipped", "checksum"):
+        b = bytearray(open(path, "rb").read())
+        b[info.byte_offset + (2 + 5 + 100 if name == "flipped" else info.size - 2)] ^= 0xFF
+        open(path, "wb").write(b)
+    try:
+        h5py.File(path, "r")["data"][()]
+        print(name, "read by h5py")
+    except OSError:
+        pass
+`
+
+// TestHDF5CorruptChunk reads chunks that h5py refuses, decoded in Go: a format error
+// naming the dataset, the chunk and the frame it holds and why (the checksum, the size),
+// never the altered bytes as frames; the other frames read as h5py reads them.
+func TestHDF5CorruptChunk(t *testing.T) {
+	dir := t.TempDir()
+	out := string(testfiles.RunPython(t, badChunks, []string{"numpy", "h5py"}, dir))
+	require.NotContains(t, out, "flipped", "h5py refuses a chunk whose Adler-32 does not match")
+	require.NotContains(t, out, "checksum", "h5py refuses a chunk whose Adler-32 does not match")
+	for name, why := range map[string]string{
+		"flipped":      "HDF5 filter deflate: Adler-32 checksum mismatch: the chunk is corrupt",
+		"checksum":     "HDF5 filter deflate: Adler-32 checksum mismatch: the chunk is corrupt",
+		"too_long":     "HDF5 filter deflate: the stream decodes to more than the chunk's 512 bytes",
+		"lzf_too_long": "HDF5 filter lzf: the stream decodes to more than the chunk's 512 bytes",
+	} {
+		path := filepath.Join(dir, name+".h5")
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err, name)
+		fb := d.FrameBytes()
+		buf := make([]byte, 4*fb)
+		err = d.ReadFrames(0, 4, buf)
+		require.ErrorIs(t, err, errs.Format, name)
+		assert.EqualError(t, err, fmt.Sprintf("dataset: %s: frames [0, 4): dataset /data, chunk at (1, 0, 0, 0) (frame 2): %s", path, why), name)
+		require.NoError(t, d.ReadFrames(0, 2, buf[:2*fb]), name)
+		for i := range 2 * 16 * 16 {
+			require.Equal(t, uint16(i), binary.NativeEndian.Uint16(buf[2*i:]), name)
+		}
+		require.NoError(t, d.Close())
 	}
 }
 

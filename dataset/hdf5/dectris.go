@@ -41,9 +41,10 @@ import "C"
 
 import (
 	"cmp"
-	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -75,16 +76,22 @@ import (
 // one scan, each read as format hdf5 reads a dataset (chunks decoded in Go, chunks.go).
 // Pixels that pixel_mask flags read as 0, with a note counting them; option
 // pixel_mask=false keeps their recorded values. The detector writes the largest value
-// of its dtype (2³²−1 for uint32, 2¹⁶−1 for uint16, 255 for uint8) where a pixel is
-// masked or its count overflowed: that marker is not a count, and reads as 0 in either
-// case, so that no virtual image sums it (the note says so; counting the marked pixels
-// of every frame would read the whole scan when opening it).
+// of its dtype, 2^N−1 (2³²−1 for uint32, 2¹⁶−1 for uint16, 255 for uint8), where a
+// pixel is masked and where its count overflowed: only pixel_mask tells the two apart.
+// An unflagged pixel at 2^N−1 is saturated (the direct beam's centre, typically), and
+// keeps that value, as DECTRIS's own converters keep it (biochem-fan/eiger2cbf issue 2,
+// "respect the pixel_mask"): reading it as 0 would punch a hole in the bright field
+// where the beam is brightest. The note says so; the saturated pixels are not counted
+// (that would read the whole scan when opening it).
+//
+// Counts read from the master are checked before they are used: nimages·ntrigger that
+// does not fit in 64 bits is reported as such, not as the product's wrapped value.
 
 func init() {
 	dataset.Register(dataset.Format{Name: "dectris", Describe: "dectris (DECTRIS ARINA/QUADRO/EIGER master: .h5 with /entry/data/data_000001)",
 		Detect: isDectrisMaster, Open: openDectris, Options: []string{"allow_fill"},
 		FormatOptions: []dataset.FormatOption{{Key: "pixel_mask", Default: "true", Switch: true,
-			Usage: "DECTRIS masters: read the pixels flagged in the master's pixel_mask as 0 (false: keep their recorded values; the marker 2^N-1 of masked and overflowing pixels reads as 0 in either case)"}}})
+			Usage: "DECTRIS masters: read the pixels flagged in the master's pixel_mask as 0 (false: keep their recorded values); unflagged pixels at 2^N-1 are saturated and keep that value"}}})
 }
 
 // The paths of a DECTRIS master.
@@ -196,7 +203,7 @@ func (s *dectrisScan) open(opt dataset.Options, usePixelMask bool) (dataset.Data
 	var notes []string
 	n := 0
 	for _, name := range names {
-		b := &h5File{path: s.path, file: -1, set: -1, access: h5NewAccess(), dsPath: dectrisBlocks + "/" + name}
+		b := &h5File{path: s.path, file: -1, set: -1, access: h5NewAccess(), dsPath: dectrisBlocks + "/" + name, frameAxis: "first"}
 		s.blocks = append(s.blocks, b)
 		if b.access < 0 {
 			return nil, h5Error("creating dataset access properties")
@@ -226,19 +233,37 @@ func (s *dectrisScan) open(opt dataset.Options, usePixelMask bool) (dataset.Data
 	}
 	var nimages, ntrigger C.ulonglong
 	if C.sd_read_u64(master.file, cstr(dectrisSpecific+"nimages"), master.access, &nimages) >= 0 &&
-		C.sd_read_u64(master.file, cstr(dectrisSpecific+"ntrigger"), master.access, &ntrigger) >= 0 && uint64(nimages)*uint64(ntrigger) != uint64(n) {
-		notes = append(notes, fmt.Sprintf("the master asked for %d frames (nimages %d × ntrigger %d), its blocks hold %d", uint64(nimages)*uint64(ntrigger), uint64(nimages), uint64(ntrigger), n))
+		C.sd_read_u64(master.file, cstr(dectrisSpecific+"ntrigger"), master.access, &ntrigger) >= 0 {
+		if note := askedNote(uint64(nimages), uint64(ntrigger), n); note != "" {
+			notes = append(notes, note)
+		}
 	}
 	C.H5Eclear2(C.H5E_DEFAULT)
-	maskNote, err := s.readPixelMask(master, usePixelMask)
+	maskNote, found, err := s.readPixelMask(master, usePixelMask)
 	if err != nil {
 		return nil, err
 	}
-	if marker, ok := s.marker(); ok {
-		maskNote += fmt.Sprintf("; the value %d, DECTRIS's marker of masked and overflowing pixels, reads as 0", marker)
+	if marker, ok := s.marker(); ok && found {
+		maskNote += fmt.Sprintf("; unflagged pixels at %d (2^%d−1, DECTRIS's marker of masked and of overflowing pixels) are saturated and keep that value", marker, 8*s.dt.Size())
+	} else if ok {
+		maskNote += fmt.Sprintf("; values %d (2^%d−1, DECTRIS's marker of masked and of overflowing pixels) are kept: without a pixel_mask the two cannot be told apart", marker, 8*s.dt.Size())
 	}
 	notes = append(notes, maskNote)
 	return dataset.Reconcile(s, opt, nil, "", dataset.FileFrames{Whole: n, RecordBytes: int64(s.FrameBytes()), Notes: notes})
+}
+
+// askedNote compares the frames the master asked for, nimages·ntrigger, with the n its
+// blocks hold: "" when they agree, else a note; a product beyond 64 bits is named as
+// such, not wrapped.
+func askedNote(nimages, ntrigger uint64, n int) string {
+	hi, asked := bits.Mul64(nimages, ntrigger)
+	switch {
+	case hi != 0:
+		return fmt.Sprintf("the master's nimages %d × ntrigger %d is more than 2^64 frames: not a frame count (its blocks hold %d)", nimages, ntrigger, n)
+	case asked != uint64(n):
+		return fmt.Sprintf("the master asked for %d frames (nimages %d × ntrigger %d), its blocks hold %d", asked, nimages, ntrigger, n)
+	}
+	return ""
 }
 
 // cstr is s as a NUL-terminated string in Go memory, for calls into libhdf5 that do not
@@ -275,17 +300,17 @@ func dectrisBlockNames(file C.hid_t) ([]string, error) {
 	return names, nil
 }
 
-// readPixelMask reads the master's pixel_mask: the pixels to read as 0 when use, and
-// the note. Called with h5lock held.
-func (s *dectrisScan) readPixelMask(master *h5File, use bool) (string, error) {
+// readPixelMask reads the master's pixel_mask: the pixels to read as 0 when use, the
+// note, and whether the master has one. Called with h5lock held.
+func (s *dectrisScan) readPixelMask(master *h5File, use bool) (note string, found bool, err error) {
 	name := dectrisSpecific + "pixel_mask"
 	mask := make([]C.uint, s.sig[0]*s.sig[1])
 	switch C.sd_read_u32(master.file, cstr(name), master.access, &mask[0], C.hssize_t(len(mask))) {
 	case -1:
 		C.H5Eclear2(C.H5E_DEFAULT)
-		return fmt.Sprintf("the master has no pixel_mask of the frames' %d×%d pixels (%s): no pixel is masked", s.sig[0], s.sig[1], name), nil
+		return fmt.Sprintf("the master has no pixel_mask of the frames' %d×%d pixels (%s): no pixel is masked", s.sig[0], s.sig[1], name), false, nil
 	case -2:
-		return "", errs.Wrap(errs.Format, h5Error("reading "+name+" (option pixel_mask=false reads the frames without it)"))
+		return "", false, errs.Wrap(errs.Format, h5Error("reading "+name+" (option pixel_mask=false reads the frames without it)"))
 	}
 	var flagged []int
 	for i, v := range mask {
@@ -295,17 +320,17 @@ func (s *dectrisScan) readPixelMask(master *h5File, use bool) (string, error) {
 	}
 	switch {
 	case len(flagged) == 0:
-		return fmt.Sprintf("pixel_mask flags none of the %d pixels", len(mask)), nil
+		return fmt.Sprintf("pixel_mask flags none of the %d pixels", len(mask)), true, nil
 	case !use && len(flagged) == 1:
-		return "pixel_mask not applied (option pixel_mask=false): the 1 pixel it flags keeps its recorded value", nil
+		return "pixel_mask not applied (option pixel_mask=false): the 1 pixel it flags keeps its recorded value", true, nil
 	case !use:
-		return fmt.Sprintf("pixel_mask not applied (option pixel_mask=false): the %d pixels it flags keep their recorded values", len(flagged)), nil
+		return fmt.Sprintf("pixel_mask not applied (option pixel_mask=false): the %d pixels it flags keep their recorded values", len(flagged)), true, nil
 	}
 	s.masked = flagged
 	if len(flagged) == 1 {
-		return fmt.Sprintf("pixel_mask applied: the 1 of %d pixels it flags reads as 0 (option pixel_mask=false keeps its value)", len(mask)), nil
+		return fmt.Sprintf("pixel_mask applied: the 1 of %d pixels it flags reads as 0 (option pixel_mask=false keeps its value)", len(mask)), true, nil
 	}
-	return fmt.Sprintf("pixel_mask applied: the %d of %d pixels it flags read as 0 (option pixel_mask=false keeps their values)", len(flagged), len(mask)), nil
+	return fmt.Sprintf("pixel_mask applied: the %d of %d pixels it flags read as 0 (option pixel_mask=false keeps their values)", len(flagged), len(mask)), true, nil
 }
 
 // marker is the value the detector writes for masked and overflowing pixels in frames
@@ -332,7 +357,7 @@ func (s *dectrisScan) blockOf(frame int) int {
 }
 
 // ReadFrames reads frames [start, end) from the blocks that hold them, then sets the
-// masked pixels and the marker value to 0.
+// masked pixels to 0.
 func (s *dectrisScan) ReadFrames(start, end int, dst []byte) error {
 	fb := s.FrameBytes()
 	if err := dataset.CheckRange(s.path, start, end, s.NumFrames(), fb, len(dst)); err != nil {
@@ -342,7 +367,7 @@ func (s *dectrisScan) ReadFrames(start, end int, dst []byte) error {
 		i := s.blockOf(f)
 		stop := min(end, s.first[i+1])
 		if err := s.blocks[i].ReadFrames(f-s.first[i], stop-s.first[i], dst[(f-start)*fb:(stop-start)*fb]); err != nil {
-			return err
+			return fmt.Errorf("%w (block %s holds frames %d-%d of the scan)", err, path.Base(s.blocks[i].dsPath), s.first[i], s.first[i+1]-1)
 		}
 		f = stop
 	}
@@ -350,7 +375,7 @@ func (s *dectrisScan) ReadFrames(start, end int, dst []byte) error {
 	return nil
 }
 
-// clean sets the masked pixels and the marker value of the frames in buf to 0.
+// clean sets the masked pixels of the frames in buf to 0.
 func (s *dectrisScan) clean(buf []byte) {
 	size := s.dt.Size()
 	fb := s.FrameBytes()
@@ -358,26 +383,6 @@ func (s *dectrisScan) clean(buf []byte) {
 		frame := buf[off : off+fb]
 		for _, p := range s.masked {
 			clear(frame[p*size : (p+1)*size])
-		}
-	}
-	switch s.dt {
-	case dataset.Uint8:
-		for i, v := range buf {
-			if v == 0xff {
-				buf[i] = 0
-			}
-		}
-	case dataset.Uint16:
-		for i := 0; i < len(buf); i += 2 {
-			if binary.NativeEndian.Uint16(buf[i:]) == 0xffff {
-				binary.NativeEndian.PutUint16(buf[i:], 0)
-			}
-		}
-	case dataset.Uint32:
-		for i := 0; i < len(buf); i += 4 {
-			if binary.NativeEndian.Uint32(buf[i:]) == 0xffffffff {
-				binary.NativeEndian.PutUint32(buf[i:], 0)
-			}
 		}
 	}
 }

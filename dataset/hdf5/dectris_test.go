@@ -25,10 +25,13 @@ import (
 // some overflowing ones, and a frame-index marker. A decoy data file of the first
 // block's name but other content sits in the parent directory (h5py #860: external
 // links must resolve beside the master, not in the working directory). Beside them:
-// the frames as numpy computes them with the mask applied and without (markers 0 in
-// both), float64, and variants: a master with a block missing from the links, one
-// whose second block's file is missing, one of uint16 frames with plain storage (its
-// pixel_mask flagging no pixel, or one).
+// the frames as numpy computes them with the mask applied (masked pixels 0, overflowing
+// ones kept at 2^32-1) and without (every value as recorded), float64, and variants: a
+// master with a block missing from the links, one whose second block's file is missing,
+// one asking for nimages·ntrigger = 2^64 frames, one of uint16 frames with plain
+// storage (its pixel_mask flagging no pixel, or one); and case 60's: uint16 frames of a
+// disk whose centre saturates at 65535 on half of the scan, one flagged pixel away from
+// it.
 const dectrisFiles = `
 import sys, os
 import numpy as np, h5py, hdf5plugin
@@ -64,6 +67,7 @@ master("scan_master.h5", range(1, NB + 1), "scan")
 master("asked_more_master.h5", range(1, NB + 1), "scan", nimages=2)
 master("gap_master.h5", [1, 3, 4], "scan")
 master("nomask_master.h5", range(1, NB + 1), "scan", m=None)
+master("huge_master.h5", range(1, NB + 1), "scan", nimages=4, ntrigger=2**62)
 master("lost_master.h5", range(1, 3), "lost")
 data("lost", 1, frames[:PER], compression="gzip")
 small = (frames[:2 * PER] % 60000).astype(np.uint16)
@@ -78,13 +82,27 @@ with h5py.File(os.path.join(acq, "scan_master.h5"), "r") as f:
     got = np.concatenate([f["/entry/data/data_%06d" % b][()] for b in range(1, NB + 1)])
 assert (got == frames).all()
 raw = frames.astype(np.float64)
-raw[frames == 2**32 - 1] = 0
 raw.tofile(os.path.join(d, "unmasked.f64"))
 raw[:, mask != 0] = 0
 raw.tofile(os.path.join(d, "masked.f64"))
-u = small.astype(np.float64)
-u[small == 65535] = 0
-u.tofile(os.path.join(d, "u16.f64"))
+small.astype(np.float64).tofile(os.path.join(d, "u16.f64"))
+# case 60: 4x4 positions of 32x32 frames, a disk of 2000 counts whose centre overflows
+# to 65535 on scan rows 0 and 2, one flagged pixel (2, 30) at the marker
+yy, xx = np.mgrid[0:32, 0:32]
+sat = np.full((16, 32, 32), 3, np.uint16)
+sat[:, (yy - 16) ** 2 + (xx - 16) ** 2 <= 36] = 2000
+for i in range(16):
+    if (i // 4) % 2 == 0:
+        sat[i, (yy - 16) ** 2 + (xx - 16) ** 2 <= 4] = 65535
+sat[:, 2, 30] = 65535
+m60 = np.zeros((32, 32), np.uint32); m60[2, 30] = 1
+with h5py.File(os.path.join(acq, "sat_data_000001.h5"), "w") as f:
+    f.create_dataset("/entry/data/data", data=sat, chunks=(1, 32, 32), **hdf5plugin.Bitshuffle(cname="lz4"))
+master("sat_master.h5", [1], "sat", ntrigger=16, m=m60)
+s = sat.astype(np.float64)
+s.tofile(os.path.join(d, "sat_unmasked.f64"))
+s[:, 2, 30] = 0
+s.tofile(os.path.join(d, "sat.f64"))
 `
 
 // readF64 reads a float64 file the reference script wrote.
@@ -113,11 +131,11 @@ func TestDECTRISMaster(t *testing.T) {
 		notes := strings.Join(dataset.Notes(d), "\n")
 		assert.Contains(t, notes, "the scan is 4 blocks linked from /entry/data: data_000001 to data_000004, 64 frames")
 		assert.Contains(t, notes, "pixel_mask applied: the 3 of 1088 pixels it flags read as 0 (option pixel_mask=false keeps their values)")
-		assert.Contains(t, notes, "(option pixel_mask=false keeps their values); the value 4294967295, DECTRIS's marker of masked and overflowing pixels, reads as 0")
+		assert.Contains(t, notes, "(option pixel_mask=false keeps their values); unflagged pixels at 4294967295 (2^32−1, DECTRIS's marker of masked and of overflowing pixels) are saturated and keep that value")
 		assert.NotContains(t, notes, "asked for")
 		assert.Equal(t, readF64(t, filepath.Join(dir, "masked.f64")), frametest.Decode(frametest.ReadAll(t, d), d.DType()))
 	})
-	t.Run("pixel_mask=false keeps the values, not the marker", func(t *testing.T) {
+	t.Run("pixel_mask=false keeps the values", func(t *testing.T) {
 		d, err := dataset.Open(master, dataset.Options{NavShape: []int{8, 8}, FormatOptions: map[string]string{"pixel_mask": "false"}})
 		require.NoError(t, err)
 		defer d.Close()
@@ -136,22 +154,14 @@ func TestDECTRISMaster(t *testing.T) {
 		require.NoError(t, err)
 		defer d.Close()
 		assert.Equal(t, "hdf5", d.Format())
-		want := readF64(t, filepath.Join(dir, "unmasked.f64"))[16*32*34 : 32*32*34]
-		got := frametest.Decode(frametest.ReadAll(t, d), d.DType())
-		for i := range want { // the markers as recorded: format hdf5 reads the values
-			if got[i] == 4294967295 {
-				got[i] = 0
-			}
-		}
-		assert.Equal(t, want, got)
+		assert.Equal(t, readF64(t, filepath.Join(dir, "unmasked.f64"))[16*32*34:32*32*34], frametest.Decode(frametest.ReadAll(t, d), d.DType()))
 	})
 	t.Run("uint16, marker 65535", func(t *testing.T) {
 		d, err := dataset.Open(filepath.Join("acq", "u16_master.h5"), dataset.Options{})
 		require.NoError(t, err)
 		defer d.Close()
 		assert.Equal(t, dataset.Uint16, d.DType())
-		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "the value 65535, DECTRIS's marker")
-		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "pixel_mask flags none of the 1088 pixels; the value 65535")
+		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "pixel_mask flags none of the 1088 pixels; unflagged pixels at 65535 (2^16−1, DECTRIS's marker of masked and of overflowing pixels) are saturated and keep that value")
 		assert.NotContains(t, strings.Join(dataset.Notes(d), "\n"), "the 0 ")
 		assert.Equal(t, readF64(t, filepath.Join(dir, "u16.f64")), frametest.Decode(frametest.ReadAll(t, d), d.DType()))
 	})
@@ -166,14 +176,52 @@ func TestDECTRISMaster(t *testing.T) {
 			require.NoError(t, d.Close())
 		}
 	})
+	// ../shared/cases/60-dectris-saturated-vs-masked: 2^N−1 marks the pixels pixel_mask
+	// flags and the pixels that overflowed; only the flagged ones are invalid, so the
+	// saturated centre of the direct beam keeps its counts and the bright field does not
+	// drop where the beam saturates.
+	t.Run("saturated pixels kept, flagged ones 0", func(t *testing.T) {
+		for use, ref := range map[string]string{"true": "sat.f64", "false": "sat_unmasked.f64"} {
+			d, err := dataset.Open(filepath.Join("acq", "sat_master.h5"), dataset.Options{NavShape: []int{4, 4}, FormatOptions: map[string]string{"pixel_mask": use}})
+			require.NoError(t, err)
+			want := readF64(t, filepath.Join(dir, ref))
+			got := frametest.Decode(frametest.ReadAll(t, d), d.DType())
+			require.Equal(t, want, got, "pixel_mask=%s", use)
+			// The bright field (the disk of radius 6) of a saturated position is brighter than
+			// an unsaturated one's.
+			bf := func(f int) (sum float64) {
+				for y := range 32 {
+					for x := range 32 {
+						if (y-16)*(y-16)+(x-16)*(x-16) <= 36 {
+							sum += got[f*32*32+y*32+x]
+						}
+					}
+				}
+				return sum
+			}
+			assert.Greater(t, bf(0), bf(4), "pixel_mask=%s", use)
+			notes := strings.Join(dataset.Notes(d), "\n")
+			if use == "true" {
+				assert.Contains(t, notes, "pixel_mask applied: the 1 of 1024 pixels it flags reads as 0 (option pixel_mask=false keeps its value); unflagged pixels at 65535 (2^16−1, DECTRIS's marker of masked and of overflowing pixels) are saturated and keep that value")
+			}
+			require.NoError(t, d.Close())
+		}
+	})
 	t.Run("notes: fewer frames than asked, no pixel_mask", func(t *testing.T) {
 		d, err := dataset.Open(filepath.Join("acq", "asked_more_master.h5"), dataset.Options{})
 		require.NoError(t, err)
 		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "the master asked for 128 frames (nimages 2 × ntrigger 64), its blocks hold 64")
 		require.NoError(t, d.Close())
+		// nimages 4 × ntrigger 2^62 = 2^64 wraps to 0 in 64 bits: named as too many, not as 0.
+		d, err = dataset.Open(filepath.Join("acq", "huge_master.h5"), dataset.Options{})
+		require.NoError(t, err)
+		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "the master's nimages 4 × ntrigger 4611686018427387904 is more than 2^64 frames: not a frame count (its blocks hold 64)")
+		assert.NotContains(t, strings.Join(dataset.Notes(d), "\n"), "asked for 0 frames")
+		require.NoError(t, d.Close())
 		d, err = dataset.Open(filepath.Join("acq", "nomask_master.h5"), dataset.Options{})
 		require.NoError(t, err)
-		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "the master has no pixel_mask of the frames' 32×34 pixels")
+		assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "the master has no pixel_mask of the frames' 32×34 pixels (/entry/instrument/detector/detectorSpecific/pixel_mask): no pixel is masked; "+
+			"values 4294967295 (2^32−1, DECTRIS's marker of masked and of overflowing pixels) are kept: without a pixel_mask the two cannot be told apart")
 		require.NoError(t, d.Close())
 	})
 	t.Run("errors", func(t *testing.T) {
@@ -200,7 +248,6 @@ with h5py.File(sys.argv[1], "r") as f:
     x = f["/entry/data/data_000001"][()]
     m = f["/entry/instrument/detector/detectorSpecific/pixel_mask"][()]
 y = x.astype(np.float64)
-y[x == 2**32 - 1] = 0
 y[:, m != 0] = 0
 y.tofile(sys.argv[2])
 `, []string{"numpy", "h5py", "hdf5plugin"}, master, out)

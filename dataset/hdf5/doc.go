@@ -1,7 +1,8 @@
 // Package hdf5 reads 4D-STEM frames from HDF5 files for package dataset: importing it
 // registers the format "hdf5" (extensions .h5, .hdf5, .hdf, .nxs, .emd, or the HDF5
 // signature "\x89HDF\r\n\x1a\n"), which dataset.Open then reads with the shared options
-// nav_shape, sync_offset, flyback, roi, frames, dataset_path and allow_fill; and the
+// nav_shape, sync_offset, flyback, roi, frames, dataset_path and allow_fill and the format
+// option frame_axis (frames-last image stacks, layout.go); and the
 // format "dectris", DECTRIS ARINA/QUADRO/EIGER master files whose linked blocks of
 // frames are read as one scan (dectris.go; format option pixel_mask).
 //
@@ -12,12 +13,15 @@
 // process holds open for writing cannot be opened: that is an errs.IO error "locked by
 // another process" naming HDF5_USE_FILE_LOCKING (h5OpenError), not a format error. A build
 // with the tag nohdf5 leaves the library out and refuses HDF5 files. The chunks of
-// datasets whose filters are all deflate, shuffle, Fletcher-32, LZ4 (32004) or
-// bitshuffle (32008, with LZ4 or none) are looked up in the chunk index under the
-// library's global lock, then read and decoded in Go by the worker that reads them
-// (chunks.go, package internal/h5filter), so that compressed files are decoded on as
-// many cores as there are workers, without plugins.
-// Other filters (LZF, Blosc, zstd, ...) are loaded by the library as plugins from
+// datasets whose filters are all deflate, shuffle, Fletcher-32, LZF (32000, h5py's
+// compression="lzf"), LZ4 (32004) or bitshuffle (32008, with LZ4 or none) are looked up
+// in the chunk index under the library's global lock, then read and decoded in Go by
+// the worker that reads them (chunks.go, package internal/h5filter), so that compressed
+// files are decoded on as many cores as there are workers, without plugins; the
+// checksums the filters carry (zlib's Adler-32, Fletcher-32) are checked, and a chunk
+// that fails one, or decodes to more than its size, is a format error naming the chunk
+// and its frames.
+// Other filters (Blosc, zstd, ...) are loaded by the library as plugins from
 // HDF5_PLUGIN_PATH; a dataset whose filter cannot be loaded is refused when opened, not
 // when read.
 //
@@ -37,5 +41,7 @@ import "github.com/stemdot/stemdot/dataset"
 
 func init() {
 	dataset.Register(dataset.Format{Name: "hdf5", Extensions: []string{".h5", ".hdf5", ".hdf", ".nxs", ".emd"}, Magic: []string{"\x89HDF\r\n\x1a\n"},
-		Describe: "hdf5 (HDF5: .h5, .hdf5, .hdf, .nxs, .emd)", Open: openHDF5, Options: []string{"dataset_path", "allow_fill"}})
+		Describe: "hdf5 (HDF5: .h5, .hdf5, .hdf, .nxs, .emd)", Open: openHDF5, Options: []string{"dataset_path", "allow_fill"},
+		FormatOptions: []dataset.FormatOption{{Key: "frame_axis", Default: "auto",
+			Usage: "HDF5: the axis of the frames of a dataset of rank 3: first (n, sig_y, sig_x), last (sig_y, sig_x, n: an image stack stored frames-last, as FEI Velox .emd writes it) or auto (last where the file says so: Velox's /Data/Image/<uuid>/Data, Berkeley EMD axis names, HDF5 dimension labels; else first)"}}})
 }

@@ -22,13 +22,13 @@ import (
 func sdCheckExternalLink(parent, group, child, object *C.char) C.int {
 	file := C.GoString(child)
 	target := file + ":" + C.GoString(object)
-	link := fmt.Sprintf("external link in group %s of %s to %s:%s", h5Name(C.GoString(group)), C.GoString(parent), file, h5Name(C.GoString(object)))
+	link := fmt.Sprintf("external link in group %s of %s to %s:%s", h5Name(C.GoString(group)), C.GoString(parent), h5Name(file), h5Name(C.GoString(object)))
 	path, missing, err := h5FindFile(file, C.GoString(parent), h5ExtLinkPrefix)
 	switch {
 	case err != nil:
 		h5SideErr = &h5LinkError{link, target, err}
 	case path == "":
-		h5SideErr = &h5LinkError{link, target, errs.New(errs.IO, "file %s %s", file, missing)}
+		h5SideErr = &h5LinkError{link, target, errs.New(errs.IO, "file %s %s", h5Name(file), missing)}
 	default:
 		return 0
 	}

@@ -263,15 +263,20 @@ func openFileError(path string, size int64, err error) error {
 }
 
 // h5Message returns the library's innermost error message, "HDF5: ..." ("" when there is
-// none), and clears the error stack. Called with h5lock held.
+// none; quoted, Go syntax, when it holds a character that does not print, such as a
+// name from the file), and clears the error stack. Called with h5lock held.
 func h5Message() string {
 	buf := (*C.char)(C.calloc(256, 1))
 	defer C.free(unsafe.Pointer(buf))
 	C.sd_last_error(buf)
-	if msg := C.GoString(buf); msg != "" {
-		return "HDF5: " + msg
+	msg := C.GoString(buf)
+	if msg == "" {
+		return ""
 	}
-	return ""
+	if strings.ContainsFunc(msg, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		msg = strconv.Quote(msg)
+	}
+	return "HDF5: " + msg
 }
 
 // h5File is an HDF5 dataset of frames.
@@ -286,6 +291,11 @@ type h5File struct {
 	dt        dataset.DType
 	align     int
 	closed    bool
+	// framesLast is set for an image stack stored frames-last, (sig_y, sig_x, n), whose
+	// fileNav is (n) (layout.go); frameAxis is option frame_axis, "auto", "first" or
+	// "last".
+	framesLast bool
+	frameAxis  string
 	// access are the dataset access properties of every open by path: they check the
 	// targets of external links (storage.go).
 	access C.hid_t
@@ -315,7 +325,11 @@ func openHDF5(path string, opt dataset.Options) (dataset.Dataset, error) {
 	defer h5Enter()()
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	d := &h5File{path: path, option: " (option dataset_path)", file: -1, set: -1, access: h5NewAccess()}
+	axis, err := frameAxisOption(opt)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %s: %w", path, err)
+	}
+	d := &h5File{path: path, option: " (option dataset_path)", file: -1, set: -1, access: h5NewAccess(), frameAxis: axis}
 	if d.access < 0 {
 		d.closeLocked()
 		return nil, fmt.Errorf("dataset: %s: %w", path, h5Error("creating dataset access properties"))
@@ -365,7 +379,7 @@ func h5Name(path string) string {
 }
 
 // h5Unreadable says why a dataset cannot be read: Error in full, short in a listing of
-// datasets ("int64", "needs filter 32000 (lzf)").
+// datasets ("int64", "needs filter 32015 (zstd)").
 type h5Unreadable struct{ short, long string }
 
 func (u *h5Unreadable) Error() string { return u.long }
@@ -419,7 +433,7 @@ func (u h5Unfollowed) String() string {
 	if u.target == "" {
 		return fmt.Sprintf("could not open %s: %v", h5Name(u.path), u.err)
 	}
-	return fmt.Sprintf("could not follow link %s to %s: %v", h5Name(u.path), u.target, u.err)
+	return fmt.Sprintf("could not follow link %s to %s: %v", h5Name(u.path), h5Name(u.target), u.err)
 }
 
 // h5Contents is what the listing of an HDF5 file found: the candidates for the frames,
@@ -816,21 +830,22 @@ func (d *h5File) open(opt dataset.Options) (dataset.Dataset, error) {
 			return nil, errors.New(listing + dectrisSibling(d.path))
 		}
 	}
-	dims, filled, err := d.openDataset(opt, listing, blocks)
+	dims, notes, err := d.openDataset(opt, listing, blocks)
 	if err != nil {
 		return nil, err
 	}
-	source := fmt.Sprintf(" from dataset %s %s", d.dsPath, npy.ShapeString(dims))
+	source := fmt.Sprintf(" from dataset %s %s", h5Name(d.dsPath), npy.ShapeString(dims))
 	return dataset.Reconcile(d, opt, dataset.NavFromAxes(d.fileNav), source, dataset.FileFrames{Whole: d.NumFrames(), RecordBytes: int64(d.FrameBytes()),
-		Series: len(d.fileNav) == 1, Notes: append(picked, filled...)})
+		Series: len(d.fileNav) == 1, Notes: append(picked, notes...)})
 }
 
 // openDataset opens the dataset at d.dsPath (option dataset_path; errors list the
-// file's candidates, listing) and reads its shape, dtype and storage: it gives d the
-// frames of the dataset (SetFileFrames) and returns its extent and the notes on frames
-// read as the fill value. blocks are those of the scan whose first block the automatic
-// choice picked (nil: none). Called with h5lock held.
-func (d *h5File) openDataset(opt dataset.Options, listing string, blocks []h5Candidate) (dims []int, filled []string, err error) {
+// file's candidates, listing) and reads its shape, axis order (layout), dtype and
+// storage: it gives d the frames of the dataset (SetFileFrames) and returns its extent
+// and the notes on its axis order and on frames read as the fill value. blocks are those
+// of the scan whose first block the automatic choice picked (nil: none). Called with
+// h5lock held.
+func (d *h5File) openDataset(opt dataset.Options, listing string, blocks []h5Candidate) (dims []int, notes []string, err error) {
 	cname := C.CString(d.dsPath)
 	defer C.free(unsafe.Pointer(cname))
 	exists := C.H5Lexists(d.file, cname, d.access) > 0
@@ -870,8 +885,18 @@ func (d *h5File) openDataset(opt dataset.Options, listing string, blocks []h5Can
 		return nil, nil, fmt.Errorf("dataset %q: %w; %s", d.dsPath, err, listing)
 	}
 	d.memType = C.sd_native(C.int(d.dt))
-	d.sig = [2]int{dims[len(dims)-2], dims[len(dims)-1]}
-	d.fileNav = dims[:len(dims)-2]
+	last, note, err := d.layout(dims)
+	if err != nil {
+		return nil, nil, err
+	}
+	if note != "" {
+		notes = append(notes, note)
+	}
+	if d.framesLast = last; last {
+		d.sig, d.fileNav = [2]int{dims[0], dims[1]}, dims[2:]
+	} else {
+		d.sig, d.fileNav = [2]int{dims[len(dims)-2], dims[len(dims)-1]}, dims[:len(dims)-2]
+	}
 	frames, _, err := dataset.CheckShape(d.fileNav, d.sig, d.dt)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataset %q: %w", d.dsPath, err)
@@ -889,10 +914,11 @@ func (d *h5File) openDataset(opt dataset.Options, listing string, blocks []h5Can
 	if err := d.setChunkCache(dims); err != nil {
 		return nil, nil, err
 	}
-	if filled, err = d.checkStorage(opt, dims); err != nil {
+	filled, err := d.checkStorage(opt, dims)
+	if err != nil {
 		return nil, nil, fmt.Errorf("dataset %s: %w", h5Name(d.dsPath), err)
 	}
-	return dims, filled, nil
+	return dims, append(notes, filled...), nil
 }
 
 // checkDataset checks that the object at dataset_path cname is a dataset: a group gets
@@ -993,7 +1019,7 @@ func h5CheckFilters(set C.hid_t) error {
 		if _, _, ok, err := h5GoPipeline(set); err != nil || ok {
 			return err // decoded in Go (chunks.go): no plugin needed
 		}
-		filter := fmt.Sprintf("filter %d (%s)", int(id), cmp.Or(C.GoString(&name[0]), "unnamed"))
+		filter := fmt.Sprintf("filter %d (%s)", int(id), h5Name(cmp.Or(C.GoString(&name[0]), "unnamed")))
 		if failed := h5PluginFailures(); len(failed) > 0 {
 			return &h5Unreadable{"needs " + filter + ", plugins failed to load", fmt.Sprintf("its data passes through HDF5 %s, which this libhdf5 could not load; "+
 				"plugins in its plugin path failed to load (the filter's may be one of them): %s", filter, strings.Join(failed, "; "))}
@@ -1025,23 +1051,24 @@ func (d *h5File) setChunkCache(dims []int) error {
 		return h5Error("reading the chunk shape")
 	}
 	chunkBytes := int64(d.dt.Size())
-	band := int64(1) // chunks in one band along the first axis
-	for i, n := range dims {
-		c := max(int64(chunk[i]), 1)
-		chunkBytes *= c
-		if i > 0 {
-			band *= (int64(n) + c - 1) / c
-		}
+	for _, c := range chunk[:len(dims)] {
+		chunkBytes *= max(int64(c), 1)
 	}
+	order := d.axisOrder()
+	band := int64(1) // chunks in one band along the first nav axis
+	for _, a := range order[1:] {
+		c := max(int64(chunk[a]), 1)
+		band *= (int64(dims[a]) + c - 1) / c
+	}
+	size := func(k int) int { return min(int(chunk[order[k]]), dims[order[k]]) } // the chunk's along the k-th nav or sig axis
 	nav := len(dims) - 2
-	for i := nav - 1; i >= 0; i-- {
-		c := min(int(chunk[i]), dims[i])
-		d.align *= c
-		if c != dims[i] {
+	for k := nav - 1; k >= 0; k-- {
+		d.align *= size(k)
+		if size(k) != dims[order[k]] {
 			break
 		}
 	}
-	if int64(chunk[nav]) != int64(dims[nav]) || int64(chunk[nav+1]) != int64(dims[nav+1]) {
+	if size(nav) != d.sig[0] || size(nav+1) != d.sig[1] {
 		d.align = 1 // chunks that split frames: no frame-aligned tiles
 	}
 	nbytes := min(max(2*band*chunkBytes, 1<<20), 256<<20)
@@ -1147,37 +1174,41 @@ func (d *h5File) ReadFrames(start, end int, dst []byte) error {
 		return fmt.Errorf("dataset: %s: %w", d.path, h5Error("reading the dataspace"))
 	}
 	defer C.H5Sclose(space)
-	rank := len(d.fileNav) + 2
+	out := dst[:(end-start)*fb]
+	if d.framesLast {
+		out = make([]byte, len(out))
+	}
 	var err error
 	off := 0
-	navBoxes(d.fileNav, start, end, func(first, count []int) bool {
+	d.frameBoxes(start, end, func(lo, count []int) bool {
 		var cstart, ccount [7]C.hsize_t
-		n := 1
-		for i := range first {
-			cstart[i], ccount[i] = C.hsize_t(first[i]), C.hsize_t(count[i])
-			n *= count[i]
+		for i := range lo {
+			cstart[i], ccount[i] = C.hsize_t(lo[i]), C.hsize_t(count[i])
 		}
-		ccount[rank-2], ccount[rank-1] = C.hsize_t(d.sig[0]), C.hsize_t(d.sig[1])
 		if C.H5Sselect_hyperslab(space, C.H5S_SELECT_SET, &cstart[0], nil, &ccount[0], nil) < 0 {
 			err = h5Error("selecting frames")
 			return false
 		}
-		mem := C.H5Screate_simple(C.int(rank), &ccount[0], nil)
+		mem := C.H5Screate_simple(C.int(len(lo)), &ccount[0], nil)
 		if mem < 0 {
 			err = h5Error("creating the memory dataspace")
 			return false
 		}
 		defer C.H5Sclose(mem)
-		buf := dst[off : off+n*fb]
+		n := product(count) * d.dt.Size()
+		buf := out[off : off+n]
 		if C.H5Dread(d.set, d.memType, mem, space, C.H5P_DEFAULT, unsafe.Pointer(&buf[0])) < 0 {
 			err = h5Error(fmt.Sprintf("reading dataset %q", d.dsPath))
 			return false
 		}
-		off += n * fb
+		off += n
 		return true
 	})
 	if err != nil {
 		return fmt.Errorf("dataset: %s: frames [%d, %d): %w", d.path, start, end, err)
+	}
+	if d.framesLast {
+		unstackLast(dst, out, end-start, d.dt.Size())
 	}
 	return nil
 }

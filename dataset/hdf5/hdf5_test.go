@@ -250,16 +250,16 @@ func TestHDF5Messages(t *testing.T) {
 	})
 
 	t.Run("unavailable filter", func(t *testing.T) {
-		path := filepath.Join(dir, "lzf.h5")
-		lzf := frames("/lzf", 12, 8, 8)
-		lzf.Chunk, lzf.Filter = []int{1, 8, 8}, h5ref.Filter{ID: 32000, Name: "lzf"}
-		require.NoError(t, h5ref.Write(path, lzf, frames("/plain", 2, 8, 8)))
-		want := `dataset "/lzf": its data passes through HDF5 filter 32000 (lzf), which this libhdf5 cannot load: install the filter's plugin (e.g. the plugins of the hdf5plugin Python package) and set HDF5_PLUGIN_PATH to its folder`
-		_, err := dataset.Open(path, dataset.Options{DatasetPath: "/lzf"})
+		path := filepath.Join(dir, "zstd.h5")
+		zstd := frames("/zstd", 12, 8, 8)
+		zstd.Chunk, zstd.Filter = []int{1, 8, 8}, h5ref.Filter{ID: 32015, Name: "zstd"}
+		require.NoError(t, h5ref.Write(path, zstd, frames("/plain", 2, 8, 8)))
+		want := `dataset "/zstd": its data passes through HDF5 filter 32015 (zstd), which this libhdf5 cannot load: install the filter's plugin (e.g. the plugins of the hdf5plugin Python package) and set HDF5_PLUGIN_PATH to its folder`
+		_, err := dataset.Open(path, dataset.Options{DatasetPath: "/zstd"})
 		assert.ErrorContains(t, err, want)
 		d, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err)
-		assert.Equal(t, []int{2}, d.NavShape(), "the larger LZF dataset is not a candidate")
+		assert.Equal(t, []int{2}, d.NavShape(), "the larger zstd dataset is not a candidate")
 		require.NoError(t, d.Close())
 	})
 
@@ -327,6 +327,49 @@ func TestHDF5Names(t *testing.T) {
 			assert.Equal(t, want, framesOf(t, d), "%q", given)
 			require.NoError(t, d.Close())
 		}
+	}
+}
+
+// TestHDF5NamesWithEscapes opens files whose names (a dataset's path, an external link's
+// target file and object, a filter's name) hold terminal escape sequences: every note and
+// error quotes them (Go syntax), none prints an escape character raw.
+func TestHDF5NamesWithEscapes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "esc.h5")
+	testfiles.RunPython(t, `
+import sys, numpy as np, h5py
+with h5py.File(sys.argv[1], "w") as f:
+    f["grp/\x1b[2Jscan"] = np.zeros((2, 3, 8, 8), np.uint16)
+    f["plain"] = np.zeros((4, 8, 8), np.uint16)
+    f["\x1b[31mred"] = h5py.ExternalLink("\x1b]0;title\x07missing.h5", "/data\x1b[0m")
+`, []string{"numpy", "h5py"}, path)
+	zstd := filepath.Join(dir, "zstd.h5")
+	values := make([]uint16, 4*8*8)
+	require.NoError(t, h5ref.Write(zstd, h5ref.Dataset{Path: "/data", Dims: []int{4, 8, 8}, Chunk: []int{1, 8, 8}, Filter: h5ref.Filter{ID: 32015, Name: "zstd\x1b[5m"},
+		Type: h5ref.U16LE, Data: unsafe.Pointer(&values[0])}))
+	var messages []string
+	d, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	messages = append(messages, dataset.Notes(d)...)
+	require.NoError(t, d.Close())
+	for _, opt := range []dataset.Options{
+		{NavShape: []int{5, 5}},
+		{DatasetPath: "/\x1b[31mred"},
+		{DatasetPath: "/grp/\x1b[2Jscan", NavShape: []int{7}},
+		{DatasetPath: "/grp/\x1b[2Jmissing"},
+	} {
+		_, err := dataset.Open(path, opt)
+		require.Error(t, err, "%+v", opt)
+		messages = append(messages, err.Error())
+	}
+	_, err = dataset.Open(zstd, dataset.Options{})
+	require.Error(t, err)
+	messages = append(messages, err.Error())
+	all := strings.Join(messages, "\n")
+	assert.NotContains(t, all, "\x1b", "an escape character printed raw")
+	assert.NotContains(t, all, "\x07", "a bell character printed raw")
+	for _, quoted := range []string{`"/grp/\x1b[2Jscan"`, `"/\x1b[31mred"`, `"\x1b]0;title\amissing.h5:/data\x1b[0m"`, `"zstd\x1b[5m"`} {
+		assert.Contains(t, all, quoted)
 	}
 }
 

@@ -209,7 +209,7 @@ func h5FindFile(name, referrer, env string) (path, missing string, err error) {
 			continue
 		}
 		if !st.Mode().IsRegular() {
-			return "", "", errs.New(errs.IO, "%s %s", p, regfile.NotRegular(st.Mode()))
+			return "", "", errs.New(errs.IO, "%s %s", h5Name(p), regfile.NotRegular(st.Mode()))
 		}
 		switch ok, err := h5Signature(p); {
 		case err != nil:
@@ -217,8 +217,11 @@ func h5FindFile(name, referrer, env string) (path, missing string, err error) {
 		case ok:
 			return p, "", nil
 		default:
-			passed = append(passed, p+" is not an HDF5 file")
+			passed = append(passed, h5Name(p)+" is not an HDF5 file")
 		}
+	}
+	for i, p := range paths {
+		paths[i] = h5Name(p)
 	}
 	if len(passed) > 0 {
 		return "", strings.Join(passed, ", ") + " (looked for " + strings.Join(paths, ", ") + ")", nil
@@ -239,7 +242,7 @@ func h5Signature(path string) (bool, error) {
 	sig := make([]byte, 8)
 	for off := int64(0); off+8 <= size; off = max(512, 2*off) {
 		if _, err := f.ReadAt(sig, off); err != nil {
-			return false, fmt.Errorf("%s: %w", path, err)
+			return false, fmt.Errorf("%s: %w", h5Name(path), err)
 		}
 		if string(sig) == "\x89HDF\r\n\x1a\n" {
 			return true, nil
@@ -575,13 +578,13 @@ func (c *h5Check) external(set, dcpl C.hid_t, dims []int) ([]h5Gap, error) {
 			c.reread = append(c.reread, h5Reread{slabs: h5LinearSlabs(from/elem, (to+elem-1)/elem, dims), check: func() error {
 				have, err := h5ExternalFile(path, int64(offset), need, c.file)
 				if err == nil && have < need && !c.allow {
-					err = errs.New(errs.Format, "external raw data file %s holds %d of its %d bytes from offset %d: it was cut short since the dataset was opened", path, max(have, 0), need, int64(offset))
+					err = errs.New(errs.Format, "external raw data file %s holds %d of its %d bytes from offset %d: it was cut short since the dataset was opened", h5Name(path), max(have, 0), need, int64(offset))
 				}
 				return err
 			}})
 		}
 		if have < need {
-			gaps = append(gaps, h5Gap{fmt.Sprintf("its external raw data file %s holds %d of its %d bytes from offset %d (cut short)", path, max(have, 0), need, int64(offset)),
+			gaps = append(gaps, h5Gap{fmt.Sprintf("its external raw data file %s holds %d of its %d bytes from offset %d (cut short)", h5Name(path), max(have, 0), need, int64(offset)),
 				errs.Format, h5LinearSlabs((from+max(have, 0))/elem, (to+elem-1)/elem, dims)})
 		}
 	}
@@ -605,7 +608,7 @@ func h5ExternalFile(path string, offset, need int64, referrer string) (int64, er
 		return 0, errs.Wrap(errs.IO, fmt.Errorf("external raw data file: %w%s", err, hint))
 	}
 	if !st.Mode().IsRegular() {
-		return 0, errs.New(errs.IO, "external raw data file %s %s", path, regfile.NotRegular(st.Mode()))
+		return 0, errs.New(errs.IO, "external raw data file %s %s", h5Name(path), regfile.NotRegular(st.Mode()))
 	}
 	return min(st.Size()-offset, need), nil
 }
@@ -757,7 +760,7 @@ func h5VirtualOpenCheck(set C.hid_t) error {
 			}
 			path, _, err := h5FindFile(name, file, h5VDSPrefix)
 			if err != nil {
-				return fmt.Errorf("virtual dataset source file %s: %w", name, err)
+				return fmt.Errorf("virtual dataset source file %s: %w", h5Name(name), err)
 			}
 			if path == "" || !m.printf {
 				break
@@ -828,7 +831,7 @@ func (c *h5Check) virtual(set, dcpl C.hid_t, dims []int) ([]h5Gap, error) {
 					err = errs.New(errs.IO, "%s since the dataset was opened", missing)
 				}
 				if err != nil {
-					return fmt.Errorf("virtual dataset source file %s: %w", name, err)
+					return fmt.Errorf("virtual dataset source file %s: %w", h5Name(name), err)
 				}
 				return nil
 			}})
@@ -894,7 +897,7 @@ func (c *h5Check) virtual(set, dcpl C.hid_t, dims []int) ([]h5Gap, error) {
 func (c *h5Check) unlimited(set C.hid_t, m h5Mapping, r h5Regular, dims []int, mapped func([]h5Slab, h5Source) error) error {
 	s, ok := h5RegularOf(m.sspace)
 	if !ok || s.unlim < 0 {
-		return fmt.Errorf("virtual dataset mapping of %s:%s: the source region is not an unlimited regular hyperslab", m.file, h5Name(m.dset))
+		return fmt.Errorf("virtual dataset mapping of %s:%s: the source region is not an unlimited regular hyperslab", h5Name(m.file), h5Name(m.dset))
 	}
 	src, err := c.source(set, m.file, m.dset, m.sspace, -1, s.unlim)
 	if err != nil {
@@ -932,7 +935,7 @@ func (c *h5Check) unlimited(set C.hid_t, m h5Mapping, r h5Regular, dims []int, m
 		return err
 	}
 	if len(beyond) > 0 && src.why == "" {
-		src.why, src.kind = fmt.Sprintf("the source %s:%s of an unlimited mapping holds %d elements along axis %d", m.file, h5Name(m.dset), int(held), s.unlim), errs.Format
+		src.why, src.kind = fmt.Sprintf("the source %s:%s of an unlimited mapping holds %d elements along axis %d", h5Name(m.file), h5Name(m.dset), int(held), s.unlim), errs.Format
 	}
 	return mapped(beyond, src)
 }
@@ -977,7 +980,7 @@ type h5Source struct {
 // source smaller than the region) are errors.
 func (c *h5Check) source(vds C.hid_t, file, dset string, sspace C.hid_t, elems int64, unlim int) (h5Source, error) {
 	src := h5Source{holdable: true, kind: errs.Format}
-	where := fmt.Sprintf("source %s:%s", file, h5Name(dset))
+	where := fmt.Sprintf("source %s:%s", h5Name(file), h5Name(dset))
 	fid, path := C.hid_t(-1), c.file
 	if file == "." {
 		fid = C.H5Iget_file_id(vds)
@@ -985,10 +988,10 @@ func (c *h5Check) source(vds C.hid_t, file, dset string, sspace C.hid_t, elems i
 		src.name = file
 		found, missing, err := h5FindFile(file, c.file, h5VDSPrefix)
 		if err != nil {
-			return src, fmt.Errorf("virtual dataset source file %s: %w", file, err)
+			return src, fmt.Errorf("virtual dataset source file %s: %w", h5Name(file), err)
 		}
 		if found == "" {
-			src.why, src.kind = fmt.Sprintf("%s: file %s %s", where, file, missing), errs.IO
+			src.why, src.kind = fmt.Sprintf("%s: file %s %s", where, h5Name(file), missing), errs.IO
 			return src, nil
 		}
 		path = found
@@ -997,7 +1000,7 @@ func (c *h5Check) source(vds C.hid_t, file, dset string, sspace C.hid_t, elems i
 		C.free(unsafe.Pointer(cpath))
 		if fid < 0 {
 			err := h5OpenError("opening")
-			src.why, src.kind = fmt.Sprintf("%s: %s cannot be opened: %v", where, found, err), errs.KindOf(err)
+			src.why, src.kind = fmt.Sprintf("%s: %s cannot be opened: %v", where, h5Name(found), err), errs.KindOf(err)
 			return src, nil
 		}
 	}
@@ -1010,7 +1013,7 @@ func (c *h5Check) source(vds C.hid_t, file, dset string, sspace C.hid_t, elems i
 			return src, h5Fail(where)
 		}
 		C.H5Eclear2(C.H5E_DEFAULT)
-		src.why = fmt.Sprintf("%s: %s holds no dataset %s", where, path, h5Name(dset))
+		src.why = fmt.Sprintf("%s: %s holds no dataset %s", where, h5Name(path), h5Name(dset))
 		return src, nil
 	}
 	defer C.H5Dclose(set)
@@ -1069,9 +1072,12 @@ func (d *h5File) checkStorage(opt dataset.Options, dims []int) (note []string, e
 	if err != nil {
 		return nil, err
 	}
-	nav := dims[:len(dims)-2]
+	nav := d.fileNav
 	frames := func(slabs []h5Slab) ([][2]int, error) {
 		boxes, err := h5SlabBoxes(slabs, dims)
+		for i, b := range boxes {
+			boxes[i] = d.toNavOrder(b)
+		}
 		return h5Frames(boxes, nav), err
 	}
 	var all [][2]int

@@ -7,13 +7,19 @@
 // The filters decoded, with the sources of their formats (facts, not code, carried over):
 //   - deflate (HDF5 filter 1): a zlib stream (RFC 1950), as HDF5's H5Zdeflate.c writes it,
 //     decoded by github.com/klauspost/compress/zlib (about 1.35× the speed of
-//     compress/zlib on shuffled detector frames);
+//     compress/zlib on shuffled detector frames), read to its end so that its Adler-32
+//     checksum is checked, as zlib's inflate in libhdf5 checks it;
 //   - shuffle (2): the bytes of the n elements of a chunk stored as planes (all first
 //     bytes, then all second bytes, ...), the n·size-th byte on copied as they are
 //     (H5Zshuffle.c); cd_values[0] is the element size;
 //   - Fletcher-32 (3): a 4-byte checksum after the data, little-endian, of the data as
 //     16-bit big-endian words (H5_checksum_fletcher32, H5checksum.c); the byte-swapped
 //     sum of HDF5 before 1.6.3 is accepted too, as libhdf5 does;
+//   - LZF (32000, h5py's lzf_filter.c, h5py's compression="lzf"): the chunk as one LZF
+//     stream (liblzf's lzf_d.c: a control byte below 32 is a run of that many + 1
+//     literal bytes; another is a back reference of length (ctrl >> 5) + 2, plus the
+//     next byte when ctrl >> 5 is 7, to (ctrl & 31)·256 + the next byte + 1 bytes back),
+//     no header and no checksum; cd_values[2] is the chunk's size in bytes;
 //   - LZ4 (32004, HDFGroup/hdf5_plugins LZ4/src/H5Zlz4.c): an 8-byte big-endian size of
 //     the decoded chunk, a 4-byte big-endian block size, then per block a 4-byte
 //     big-endian stored size and the LZ4 block, stored raw when the sizes are equal;
@@ -31,13 +37,17 @@
 //     CPU has it (bitshuffle_amd64.s), else in Go.
 //
 // Every size in a chunk is checked against the chunk's expected decoded size before any
-// allocation, so that a malformed chunk gives an error (errs.Format), never a panic or an
-// allocation beyond that size.
+// allocation, and no stream is decoded past it, so that a malformed chunk gives an error
+// (errs.Format), never a panic, an allocation or work beyond that size. Every integrity
+// field a filter carries is checked: zlib's Adler-32, the Fletcher-32 filter's checksum,
+// the sizes of the LZ4 and bitshuffle-LZ4 headers and blocks; a chunk that fails one is
+// an error, never data.
 package h5filter
 
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -53,6 +63,7 @@ const (
 	Deflate    = 1
 	Shuffle    = 2
 	Fletcher32 = 3
+	LZF        = 32000
 	LZ4        = 32004
 	Bitshuffle = 32008
 )
@@ -73,6 +84,8 @@ func (f Filter) String() string {
 		return "shuffle"
 	case Fletcher32:
 		return "fletcher32"
+	case LZF:
+		return "lzf"
 	case LZ4:
 		return "lz4"
 	case Bitshuffle:
@@ -99,7 +112,7 @@ func (f Filter) value(i int) uint32 {
 // check returns nil when f has a Go decoder for its values.
 func (f Filter) check() error {
 	switch f.ID {
-	case Deflate, Fletcher32, LZ4:
+	case Deflate, Fletcher32, LZF, LZ4:
 		return nil
 	case Shuffle:
 		if len(f.Values) < 1 {
@@ -240,6 +253,8 @@ func (f Filter) decode(in, out []byte, limit int) ([]byte, error) {
 		return in, nil
 	case Fletcher32:
 		return checkFletcher32(in)
+	case LZF:
+		return decodeLZF(in, out, limit)
 	case LZ4:
 		return decodeLZ4(in, out, limit)
 	case Bitshuffle:
@@ -266,7 +281,7 @@ func outBuf(out []byte, n int) []byte {
 var zlibReaders sync.Pool
 
 // inflate decodes a zlib stream of at most limit bytes (into out when the stream is of
-// its size).
+// its size), read to its end: the zlib reader checks the Adler-32 checksum there.
 func inflate(in, out []byte, limit int) ([]byte, error) {
 	src := bytes.NewReader(in)
 	var zr io.ReadCloser
@@ -281,17 +296,37 @@ func inflate(in, out []byte, limit int) ([]byte, error) {
 	}
 	defer zlibReaders.Put(zr)
 	out = outBuf(out, limit)
-	n, err := io.ReadFull(zr, out)
-	switch {
-	case err == nil:
+	n, err := readAll(zr, out)
+	if err == nil { // out is full: the stream must end here
 		var more [1]byte
-		if m, _ := io.ReadFull(zr, more[:]); m > 0 {
+		var m int
+		if m, err = readAll(zr, more[:]); m > 0 {
 			return nil, fmt.Errorf("the stream decodes to more than the chunk's %d bytes", limit)
 		}
-	case err != io.ErrUnexpectedEOF && err != io.EOF:
-		return nil, err
 	}
-	return out[:n], nil
+	switch {
+	case err == io.EOF:
+		return out[:n], nil
+	case errors.Is(err, zlib.ErrChecksum):
+		return nil, fmt.Errorf("Adler-32 checksum mismatch: the chunk is corrupt")
+	case err == io.ErrUnexpectedEOF:
+		return nil, fmt.Errorf("the stream is cut short after %d decoded bytes: the chunk is corrupt", n)
+	}
+	return nil, err
+}
+
+// readAll reads from r into buf until buf is full (err nil) or r fails or ends (err
+// io.EOF only at the end of a zlib stream whose checksum matched).
+func readAll(r io.Reader, buf []byte) (n int, err error) {
+	for n < len(buf) && err == nil {
+		var m int
+		m, err = r.Read(buf[n:])
+		n += m
+	}
+	if n == len(buf) && err != io.EOF {
+		err = nil
+	}
+	return n, err
 }
 
 // unshuffle undoes HDF5's shuffle filter on in, of elements of size bytes, into out (of
@@ -375,6 +410,58 @@ func checkFletcher32(in []byte) ([]byte, error) {
 		return nil, fmt.Errorf("checksum mismatch (stored %#08x, computed %#08x): the chunk is corrupt", stored, sum)
 	}
 	return data, nil
+}
+
+// decodeLZF decodes an LZF stream (liblzf's lzf_d.c) of at most limit bytes: every
+// literal run and back reference is checked against the bytes stored and decoded.
+func decodeLZF(in, out []byte, limit int) ([]byte, error) {
+	out = outBuf(out, limit)
+	op := 0
+	for ip := 0; ip < len(in); {
+		ctrl := int(in[ip])
+		at := ip
+		ip++
+		if ctrl < 32 { // ctrl+1 literal bytes
+			n := ctrl + 1
+			if n > len(in)-ip {
+				return nil, fmt.Errorf("literal run of %d bytes at byte %d runs past the %d bytes stored", n, at, len(in))
+			}
+			if n > len(out)-op {
+				return nil, fmt.Errorf("the stream decodes to more than the chunk's %d bytes", limit)
+			}
+			op += copy(out[op:], in[ip:ip+n])
+			ip += n
+			continue
+		}
+		n := ctrl>>5 + 2
+		if ctrl>>5 == 7 {
+			if ip == len(in) {
+				return nil, fmt.Errorf("back reference at byte %d cut off by the end of the %d bytes stored", at, len(in))
+			}
+			n += int(in[ip])
+			ip++
+		}
+		if ip == len(in) {
+			return nil, fmt.Errorf("back reference at byte %d cut off by the end of the %d bytes stored", at, len(in))
+		}
+		back := (ctrl&31)<<8 | int(in[ip]) + 1
+		ip++
+		if back > op {
+			return nil, fmt.Errorf("back reference at byte %d points %d bytes back, before the start of the chunk (at decoded byte %d)", at, back, op)
+		}
+		if n > len(out)-op {
+			return nil, fmt.Errorf("the stream decodes to more than the chunk's %d bytes", limit)
+		}
+		if back >= n {
+			copy(out[op:op+n], out[op-back:])
+		} else { // the reference overlaps the bytes it writes: byte by byte
+			for i := op; i < op+n; i++ {
+				out[i] = out[i-back]
+			}
+		}
+		op += n
+	}
+	return out[:op], nil
 }
 
 // decodeLZ4 decodes the HDF5 LZ4 filter's framing.

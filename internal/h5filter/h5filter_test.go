@@ -43,6 +43,11 @@ cases = {
     "bslz4_f32_block": (frames("<f4", (1, 50, 51)), dict(**hdf5plugin.Bitshuffle(nelems=1024, cname="lz4"))),
     "bs_none_u16": (frames("<u2", (1, 33, 35)), dict(**hdf5plugin.Bitshuffle(cname="none"))),
     "bs_none_i16_block": (frames("<i2", (1, 40, 41)), dict(**hdf5plugin.Bitshuffle(nelems=64, cname="none"))),
+    "lzf_u16": (frames("<u2", (2, 32, 48)), dict(compression="lzf")),
+    "shuffle_lzf_fletcher_i32": (frames("<i4", (2, 17, 19)), dict(compression="lzf", shuffle=True, fletcher32=True)),
+    # LZF is optional in h5py: a chunk it cannot shrink is stored as it is, its filter
+    # mask bit set
+    "lzf_incompressible_u8": (rng.integers(0, 256, (2, 16, 16)).astype("u1"), dict(compression="lzf")),
 }
 meta = {}
 with h5py.File(os.path.join(d, "f.h5"), "w") as f:
@@ -75,7 +80,7 @@ func TestDecodeAgainstH5py(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &meta))
-	require.Len(t, meta, 13)
+	require.Len(t, meta, 16)
 	for name, m := range meta {
 		t.Run(name, func(t *testing.T) {
 			var p Pipeline
@@ -106,6 +111,42 @@ func TestDecodeAgainstH5py(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeflateChecksum decodes zlib streams whose data or Adler-32 checksum was altered
+// (../shared/cases/62-hdf5-deflate-corrupt: a stored block with a flipped byte, which
+// h5py refuses): a format error, never the altered bytes, whether the stream decodes to
+// the chunk's size exactly or with a Fletcher-32 checksum still to undo; a stream cut
+// short is an error too.
+func TestDeflateChecksum(t *testing.T) {
+	data := bytes.Repeat([]byte("4D-STEM frame "), 40)
+	for _, level := range []int{zlib.NoCompression, zlib.DefaultCompression} {
+		var b bytes.Buffer
+		w, err := zlib.NewWriterLevel(&b, level)
+		require.NoError(t, err)
+		_, _ = w.Write(data)
+		require.NoError(t, w.Close())
+		good := b.Bytes()
+		got, err := Pipeline{{ID: Deflate}}.Decode(good, 0, len(data))
+		require.NoError(t, err)
+		require.Equal(t, data, got)
+		at := []int{len(good) - 1, len(good) - 4} // the checksum's bytes
+		if level == zlib.NoCompression {
+			at = append(at, 2+5+100) // a data byte of the stored block
+		}
+		for _, i := range at {
+			bad := bytes.Clone(good)
+			bad[i] ^= 0x10
+			for _, size := range []int{len(data), len(data) + 100} { // the chunk's size, or a stream shorter than the chunk
+				_, err := Pipeline{{ID: Deflate}}.Decode(bad, 0, size)
+				require.ErrorIs(t, err, errs.Format, "level %d, byte %d", level, i)
+				assert.ErrorContains(t, err, "HDF5 filter deflate: Adler-32 checksum mismatch: the chunk is corrupt")
+			}
+		}
+		_, err = Pipeline{{ID: Deflate}}.Decode(good[:len(good)-2], 0, len(data))
+		require.ErrorIs(t, err, errs.Format)
+		assert.ErrorContains(t, err, "the stream is cut short")
 	}
 }
 
@@ -161,6 +202,77 @@ func TestDeflateBeyondChunk(t *testing.T) {
 	_, err := Pipeline{{ID: Deflate}}.Decode(b.Bytes(), 0, 4096)
 	require.ErrorIs(t, err, errs.Format)
 	assert.Contains(t, err.Error(), "more than the chunk's 4096 bytes")
+}
+
+// lzfCompress is a plain LZF encoder (liblzf's format: the longest match in the 8 KiB
+// window, found by search, where lzf_c.c hashes), for round trips through decodeLZF.
+func lzfCompress(in []byte) []byte {
+	var out, lit []byte
+	flush := func() {
+		for len(lit) > 0 {
+			n := min(len(lit), 32)
+			out = append(append(out, byte(n-1)), lit[:n]...)
+			lit = lit[n:]
+		}
+	}
+	for i := 0; i < len(in); {
+		best, off := 0, 0
+		for j := max(0, i-8192); j < i; j++ {
+			n := 0
+			for n < 264 && i+n < len(in) && in[j+n] == in[i+n] {
+				n++
+			}
+			if n > best {
+				best, off = n, i-j-1
+			}
+		}
+		if best < 3 {
+			lit = append(lit, in[i])
+			i++
+			continue
+		}
+		flush()
+		if l := best - 2; l < 7 {
+			out = append(out, byte(l<<5|off>>8), byte(off))
+		} else {
+			out = append(out, byte(7<<5|off>>8), byte(l-7), byte(off))
+		}
+		i += best
+	}
+	flush()
+	return out
+}
+
+// TestLZF decodes LZF streams: literal runs, back references short and long, overlapping
+// their output (runs of a repeated byte); and refuses streams that decode to more than
+// the chunk, refer before its start or are cut off, naming the byte.
+func TestLZF(t *testing.T) {
+	data := append(bytes.Repeat([]byte{7}, 1000), []byte("abcabcabcabd 0123456789 abcabcabc")...)
+	data = append(data, data[:300]...)
+	stream := lzfCompress(data)
+	require.Less(t, len(stream), len(data)/4)
+	p := Pipeline{{ID: LZF, Values: []uint32{4, 1, uint32(len(data))}}}
+	require.NoError(t, p.Check())
+	got, err := p.Decode(stream, 0, len(data))
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+	for _, c := range []struct {
+		stream []byte
+		size   int
+		err    string
+	}{
+		{stream, len(data) - 1, fmt.Sprintf("HDF5 filter lzf: the stream decodes to more than the chunk's %d bytes", len(data)-1)},
+		{[]byte{2, 'a', 'b', 'c', 0x20, 3}, 10, "back reference at byte 4 points 4 bytes back, before the start of the chunk (at decoded byte 3)"},
+		{[]byte{4, 'a', 'b'}, 10, "literal run of 5 bytes at byte 0 runs past the 3 bytes stored"},
+		{[]byte{0, 'a', 0xe0}, 10, "back reference at byte 2 cut off by the end of the 3 bytes stored"},
+		{[]byte{0, 'a', 0x20}, 10, "back reference at byte 2 cut off by the end of the 3 bytes stored"},
+		{[]byte{0, 'a', 0xe0, 255, 0}, 100, "the stream decodes to more than the chunk's 100 bytes"},
+		{[]byte{2, 'a', 'b', 'c'}, 4, "HDF5 filters lzf: the decoded chunk has 3 bytes, want 4"},
+	} {
+		_, err := Pipeline{{ID: LZF}}.Decode(c.stream, 0, c.size)
+		require.ErrorIs(t, err, errs.Format, "%x", c.stream)
+		assert.ErrorContains(t, err, c.err)
+	}
 }
 
 func TestHeaderSizesBounded(t *testing.T) {
@@ -270,8 +382,10 @@ func FuzzDecode(f *testing.F) {
 		{{ID: LZ4}}, {{ID: Bitshuffle, Values: []uint32{0, 0, 2, 0, 2}}}, {{ID: Bitshuffle, Values: []uint32{0, 0, 4, 16, 0}}},
 		{{ID: Shuffle, Values: []uint32{4}}, {ID: Deflate}, {ID: Fletcher32}},
 		{{ID: Bitshuffle, Values: []uint32{0, 0, 2, 0, 0}}}, // blocks of 4096 elements: the AVX2 kernels
+		{{ID: LZF}}, {{ID: Shuffle, Values: []uint32{2}}, {ID: LZF}, {ID: Fletcher32}},
 	}
 	f.Add(bytes.Repeat([]byte("\x01\x80\x00\xff"), 300), uint8(7), uint16(1200))
+	f.Add([]byte("\x02abc\xe0\xff\x02\x01xy"), uint8(8), uint16(300))
 	f.Fuzz(func(t *testing.T, chunk []byte, which uint8, size uint16) {
 		p := pipelines[int(which)%len(pipelines)]
 		out, err := p.Decode(chunk, 0, int(size))
@@ -280,6 +394,59 @@ func FuzzDecode(f *testing.F) {
 		}
 		if err != nil && errs.KindOf(err) != errs.Format {
 			t.Fatalf("unclassified error %v", err)
+		}
+	})
+}
+
+// FuzzChecksums encodes arbitrary data with the filters that carry a checksum or decode
+// in Go from a format without one (zlib stored blocks, Fletcher-32, LZF), checks that it
+// decodes back, that decoding into a chunk a byte smaller is refused (bounded
+// inflation), and that one altered byte of the data under a checksum is always found:
+// zlib's Adler-32 and Fletcher-32 sums change with any single byte (Fletcher-32 also
+// accepts the byte-swapped sum of HDF5 before 1.6.3, which is then the only way through).
+func FuzzChecksums(f *testing.F) {
+	f.Add([]byte("0123456789abcdefghij"), uint16(3), byte(1))
+	f.Add(bytes.Repeat([]byte{0xff, 0}, 200), uint16(399), byte(0x80))
+	f.Fuzz(func(t *testing.T, data []byte, at uint16, flip byte) {
+		if len(data) == 0 || len(data) > 4096 || flip == 0 {
+			return
+		}
+		i := int(at) % len(data)
+		var b bytes.Buffer
+		w, _ := zlib.NewWriterLevel(&b, zlib.NoCompression)
+		_, _ = w.Write(data)
+		require.NoError(t, w.Close())
+		z := b.Bytes()
+		require.Equal(t, data, z[7:7+len(data)], "one stored block after the 2-byte zlib header and its 5-byte block header")
+		fletcher := binary.LittleEndian.AppendUint32(bytes.Clone(data), Fletcher32Sum(data))
+		for _, c := range []struct {
+			p      Pipeline
+			stream []byte
+			at     int // where data[i] is in the stream (-1: no checksum covers it)
+		}{
+			{Pipeline{{ID: Deflate}}, z, 7 + i},
+			{Pipeline{{ID: Fletcher32}}, fletcher, i},
+			{Pipeline{{ID: LZF}}, lzfCompress(data), -1},
+		} {
+			got, err := c.p.Decode(c.stream, 0, len(data))
+			require.NoError(t, err, "%v", c.p)
+			require.Equal(t, data, got, "%v", c.p)
+			if c.p[0].ID != Fletcher32 { // Fletcher-32 does not decode: it checks
+				_, err = c.p.Decode(c.stream, 0, len(data)-1)
+				require.ErrorIs(t, err, errs.Format, "%v decoded into a smaller chunk", c.p)
+			}
+			if c.at < 0 {
+				continue
+			}
+			bad := bytes.Clone(c.stream)
+			bad[c.at] ^= flip
+			_, err = c.p.Decode(bad, 0, len(data))
+			if err == nil && c.p[0].ID == Fletcher32 {
+				sum := Fletcher32Sum(bad[:len(data)])
+				require.Equal(t, binary.LittleEndian.Uint32(bad[len(data):]), (sum&0x00ff00ff)<<8|(sum&0xff00ff00)>>8, "a changed byte passed Fletcher-32")
+				continue
+			}
+			require.ErrorIs(t, err, errs.Format, "%v: byte %d changed by %#x", c.p, c.at, flip)
 		}
 	})
 }

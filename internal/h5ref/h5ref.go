@@ -79,8 +79,8 @@ type Dataset struct {
 	Gzip    int   // deflate level (0: none; needs Chunk)
 	Shuffle bool
 	Fletch  bool
-	// Filter, when its ID is not 0, is a filter this process does not have (e.g. 32000,
-	// "lzf"): Write registers a pass-through filter of that id and name, stores the
+	// Filter, when its ID is not 0, is a filter this process does not have (e.g. 32015,
+	// "zstd"): Write registers a pass-through filter of that id and name, stores the
 	// dataset through it (needs Chunk) and unregisters it, so that the file names a filter
 	// the library cannot apply when it is read.
 	Filter Filter

@@ -53,7 +53,8 @@ def test_format_option_errors(data_dir):
 def test_ser_series_against_numpy(data_dir):
     """The TIA SER file of 5 diffraction frames: the data offset array at the header's
     offset-array offset, each 2-D element's 50-byte header (version 0x0210: calibrations,
-    data type, array size) before its int32 pixels."""
+    data type, array size) before its int32 pixels, rows stored bottom-up (the frame's
+    row 0 is the last stored row, as ncempy, LiberTEM and RosettaSciIO read them)."""
     path = data_dir / "ser" / "128x128x5-diffraction_preview_1.ser"
     raw = path.read_bytes()
     assert raw[:2] == b"II" and int.from_bytes(raw[4:6], "little") in (0x210, 0x220)
@@ -65,7 +66,7 @@ def test_ser_series_against_numpy(data_dir):
     for off in offs:
         off = int(off)
         nx, ny = np.frombuffer(raw, "<u4", count=2, offset=off + 42)
-        frames.append(np.frombuffer(raw, "<i4", count=nx * ny, offset=off + 50).reshape(ny, nx))
+        frames.append(np.frombuffer(raw, "<i4", count=nx * ny, offset=off + 50).reshape(ny, nx)[::-1])
     frames = np.array(frames, np.float64)
     ds = stemdot.open(str(path))
     assert ds.format == "ser" and ds.nav_shape == (5,) and ds.sig_shape == frames.shape[1:]

@@ -18,10 +18,11 @@
 // 2 uint16, 3 uint32, 4 int8, 5 int16, 6 int32, 7 float32, 8 float64; 9 and 10 complex,
 // refused with errs.DType), ArraySizeX u32, ArraySizeY u32, then ArraySizeY rows of
 // ArraySizeX pixels: a frame of sig shape (ArraySizeY, ArraySizeX). TIA stores the rows
-// bottom-up: row 0 of a frame is the last stored row, as ncempy (ncempy.io.ser.fileSER.
-// getDataset: np.flipud), and so LiberTEM, and RosettaSciIO (rsciio.tia: dc[..., ::-1,
-// :]) read it, so that masks and positions carry over between them and stemdot. A tag is
-// TagTypeID u16, 2 bytes, Time u32, and with 0x4142 PositionX f64 and PositionY f64.
+// bottom-up: row 0 of a frame is the last stored row, as ncempy 1.16 (fileSER.getDataset
+// of ncempy.io.ser: np.flipud), and so LiberTEM, and RosettaSciIO 0.15 (rsciio.tia:
+// dc[..., ::-1, :]) read it, so that masks and positions carry over between them and
+// stemdot. A tag is TagTypeID u16, 2 bytes, Time u32, and with 0x4142 PositionX f64 and
+// PositionY f64.
 //
 // Only the first ValidNumberElements elements were recorded. The nav shape is the
 // dimension array's: one dimension (a series or a line scan) gives (n,), which any nav

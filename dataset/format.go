@@ -361,11 +361,12 @@ type Flat struct {
 	// index in the file) instead of Magic: its error fails the read as errs.Format,
 	// prefixed with the file.
 	CheckRecord func(header []byte, frame int) error
-	// PixelBytes and Decode describe pixels stored packed (MIB's raw-packed R64): each
-	// record holds PixelBytes bytes of them, which Decode turns into one frame of Sig and
-	// DType in host byte order. Such frames are read with positioned reads only, never
-	// viewed or mapped in place. Zero and nil: the record holds the frame's pixels as
-	// stored.
+	// PixelBytes and Decode describe pixels that are not served as stored, such as
+	// MIB's raw-packed R64 or TIA SER's rows stored bottom-up: each record holds
+	// PixelBytes bytes of them (0: the bytes of a frame of Sig and DType), which Decode
+	// turns into one frame of Sig and DType in host byte order. Such frames are read with
+	// positioned reads only, never viewed or mapped in place. Zero and nil: the record
+	// holds the frame's pixels as stored.
 	PixelBytes int64
 	Decode     func(dst, src []byte)
 }

@@ -105,8 +105,9 @@ func LoadShifts(path string, nav []int) (shifts []float64, err error) {
 // frames without counts. The plane is in positions of the scan ds's frames come from
 // (dataset.ScanPositions: the whole scan of an ROI or a frames range, whose other
 // positions are left out), (nav_y, nav_x) or (n,) (a scan of planes is errs.Shape,
-// naming the option nav_shape that reads it as one scan); descan.Plane.Eval gives the shifts
-// of every scan position (ApplyOptions.Shifts) that make the masks follow the pattern.
+// naming the option nav_shape that reads it as one scan); descan.Plane.Eval gives the
+// shifts of every scan position (ApplyOptions.Shifts) that make the masks follow the
+// pattern.
 // Fit the data itself, or a reference scan in vacuum with the same scan settings.
 // Errors: those of Masks and Apply, and errs.Argument for a shift map that does not
 // determine a plane (too few frames with counts).

@@ -267,8 +267,8 @@ type Frames struct {
 
 // Pick reads the frames of ds at the scan positions at, as LiberTEM's PickUDF: each
 // position as (y, x) for a 2-D nav shape, (n) for a 1-D one (a 3-D input), (z, y, x) for
-// a 3-D one (a 5-D input), as many
-// coordinates as the nav shape has axes, each from 0 to its size − 1. Errors:
+// a 3-D one (a 5-D input), as many coordinates as the nav shape has axes, each from 0 to
+// its size − 1. Errors:
 // errs.Shape naming the position and option at for a position outside the nav shape
 // or with the wrong number of coordinates, errs.Argument for no position; read errors
 // as the dataset gives them (errs.IO); errs.Cancelled when ctx is cancelled between
@@ -341,8 +341,8 @@ func posString(pos []int) string {
 // SaveFrames writes picked frames as NPY of shape (K, sig_y, sig_x) in their native
 // dtype (host byte order) at path (ending in .npy), and with pngPrefix ("" for none)
 // one greyscale PNG per frame, PREFIX_<k>_y<Y>_x<X>.png (PREFIX_<k>_n<N>.png for a 1-D
-// nav shape, PREFIX_<k>_z<Z>_y<Y>_x<X>.png for a 3-D one), all or nothing (as Save). Errors as Outputs.Check's, naming option out
-// and option png.
+// nav shape, PREFIX_<k>_z<Z>_y<Y>_x<X>.png for a 3-D one), all or nothing (as Save).
+// Errors as Outputs.Check's, naming option out and option png.
 func SaveFrames(fr *Frames, nav []int, path, pngPrefix string, inputs ...string) (err error) {
 	defer goErrs(&err)
 	if fr == nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/stemdot/stemdot/errs"
@@ -28,8 +29,8 @@ type Outputs struct {
 	// PNGPrefix, when set, adds one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png
 	// (PREFIX a path whose last element is a file name prefix, not a directory):
 	// the image of shape (nav_y, nav_x) (a 1-D nav shape as one row; a scan of planes is
-	// refused, see CheckNavShape), its values mapped
-	// linearly from the finite minimum (black) to the maximum (white), NaN black. Small
+	// refused, see CheckNavShape), its values mapped linearly from the finite minimum
+	// (black) to the maximum (white), NaN black. Small
 	// images are scaled up by a whole factor, each scan position a square block of
 	// pixels (nearest neighbour), until the short side has at least 256 pixels, as long
 	// as the long side stays within 4096; never down. With COMShifts, the com set the
@@ -91,31 +92,29 @@ func (o Outputs) checkNavShape(nav []int) error {
 }
 
 // CheckScan2D refuses a nav shape of more than 2 axes for what (a phrase such as
-// "option png: PNG images are"), which is of 1-D and 2-D scans only, as LiberTEM's
-// CoMUDF is: errs.Shape naming option nav_shape that reads the scan as a 2-D one,
-// without its axes of size 1 ((2, 2, 1) → 2,2), else its planes one below the other
-// ((nav_z, nav_y, nav_x) → nav_z·nav_y, nav_x).
+// "option png: PNG images are"), which is of 1-D and 2-D scans only (images of the scan,
+// a plane fitted in its rows and columns): errs.Shape naming option nav_shape that reads
+// the scan as a 2-D one, without its axes of size 1 ((2, 2, 1) → 2,2), else its planes
+// one below the other ((nav_z, nav_y, nav_x) → nav_z·nav_y,nav_x).
 func CheckScan2D(nav []int, what string) error { return goErr(needs2D(nav, what)) }
 
 func needs2D(nav []int, what string) error {
 	if len(nav) <= 2 {
 		return nil
 	}
-	flat, how := []int{}, "without its axes of size 1"
+	var sizes []string // of the 2-D nav shape
 	for _, n := range nav {
 		if n != 1 {
-			flat = append(flat, n)
+			sizes = append(sizes, strconv.Itoa(n))
 		}
 	}
-	if len(flat) > 2 {
-		flat, how = []int{product(nav[:len(nav)-1]), nav[len(nav)-1]}, fmt.Sprintf("its %d planes one below the other", product(nav[:len(nav)-2]))
-	}
-	sizes := make([]string, max(len(flat), 1))
-	for i := range sizes {
-		sizes[i] = "1"
-		if i < len(flat) {
-			sizes[i] = fmt.Sprint(flat[i])
-		}
+	how := "without its axes of size 1"
+	switch {
+	case len(sizes) == 0: // (1, 1, 1)
+		sizes = []string{"1"}
+	case len(sizes) > 2:
+		sizes = []string{strconv.Itoa(product(nav[:len(nav)-1])), strconv.Itoa(nav[len(nav)-1])}
+		how = fmt.Sprintf("its %d planes one below the other", product(nav[:len(nav)-2]))
 	}
 	return errs.New(errs.Shape, "%s of 1-D and 2-D scans, not of nav shape %s: give option nav_shape %s to read the scan as a 2-D one, %s",
 		what, npy.ShapeString(nav), strings.Join(sizes, ","), how)

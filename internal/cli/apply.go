@@ -71,8 +71,9 @@ com_sum, com_y, com_x). python -m stemdot.dask writes the same; Python's
 stemdot.load_result reads both.
 
 --roi rect:X,Y,W,H (of every plane of a nav shape Z,Y,X) or --roi ROI.npy (booleans of
-the scan's nav shape) reads and computes only the scan positions selected; the result keeps the nav shape, NaN at the positions
-left out (as the COM shift maps and the PNGs, where NaN is black). --roi-compact writes
+the scan's nav shape) reads and computes only the scan positions selected; the result
+keeps the nav shape, NaN at the positions left out (as the COM shift maps and the PNGs,
+where NaN is black). --roi-compact writes
 only the selected positions instead, shape (n_selected, n_masks), and beside RESULT.npy
 RESULT_positions.npy: their flat indices in C order over the nav shape, int64
 (numpy.unravel_index(positions, nav_shape) gives rows and columns).

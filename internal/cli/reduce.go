@@ -125,9 +125,9 @@ func newPickCmd() *cobra.Command {
 nav shape, N for a 1-D one, Z,Y,X for a 3-D one, each from 0 to its size − 1) as NPY of
 shape (k, sig_y, sig_x) in the file's dtype, in the order given; --png PREFIX also writes
 one greyscale PNG per frame, PREFIX_<k>_y<Y>_x<X>.png (PREFIX_<k>_n<N>.png for a 1-D nav
-shape, PREFIX_<k>_z<Z>_y<Y>_x<X>.png for a 3-D one). Outputs are written all or nothing, as apply writes them. The positions are those
-of the dataset as opened: with --roi (or --frames), the selected frames as one row, --at N
-the N-th of them.`,
+shape, PREFIX_<k>_z<Z>_y<Y>_x<X>.png for a 3-D one). Outputs are written all or nothing,
+as apply writes them. The positions are those of the dataset as opened: with --roi (or
+--frames), the selected frames as one row, --at N the N-th of them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(at) == 0 {

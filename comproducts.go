@@ -58,6 +58,9 @@ type COMProducts struct {
 // fit in memory.
 func NewCOMProducts(shifts []float64, navShape []int, opt COMOptions) (p *COMProducts, err error) {
 	defer goErrs(&err)
+	if len(navShape) > 2 {
+		return nil, errs.New(errs.Shape, "CoM products need a 2-D scan (derivatives along its rows and columns), as LiberTEM's CoMUDF, got nav_shape %s: give one plane's shift maps, of shape (nav_y, nav_x, 2) (numpy: shifts[z])", npy.ShapeString(navShape))
+	}
 	if len(navShape) != 2 || navShape[0] < 2 || navShape[1] < 2 {
 		return nil, errs.New(errs.Shape, "CoM products need a 2-D scan of at least 2×2 positions (derivatives along both scan axes), got nav_shape %s: give a scan's shift maps of shape (nav_y, nav_x, 2)", npy.ShapeString(navShape))
 	}
@@ -104,6 +107,9 @@ func ReadCOMShifts(path string) (shifts []float64, navShape []int, err error) {
 	}
 	defer f.Close()
 	info, d, raw, err := npy.ReadArray(f, size, func(info npy.Info, d npy.Descr) error {
+		if len(info.Shape) == 4 && info.Shape[3] == 2 {
+			return errs.New(errs.Shape, "shape %s is the shift maps of a scan of planes (nav_z, nav_y, nav_x, 2): CoM products are of a 2-D scan (derivatives along its rows and columns), as LiberTEM's CoMUDF: save one plane's maps, (nav_y, nav_x, 2) (numpy: shifts[z])", npy.ShapeString(info.Shape))
+		}
 		if len(info.Shape) != 3 || info.Shape[2] != 2 {
 			return errs.New(errs.Shape, "shape %s is not the shift maps' (nav_y, nav_x, 2), as stemdot apply --com-shifts writes them", npy.ShapeString(info.Shape))
 		}

@@ -266,8 +266,9 @@ type Frames struct {
 }
 
 // Pick reads the frames of ds at the scan positions at, as LiberTEM's PickUDF: each
-// position as (y, x) for a 2-D nav shape, (n) for a 1-D one (a 3-D input), as many
-// coordinates as the nav shape has axes, each from 0 to its size − 1. Errors:
+// position as (y, x) for a 2-D nav shape, (n) for a 1-D one (a 3-D input), (z, y, x) for
+// a 3-D one (a 5-D input), as many coordinates as the nav shape has axes, each from 0 to
+// its size − 1. Errors:
 // errs.Shape naming the position and option at for a position outside the nav shape
 // or with the wrong number of coordinates, errs.Argument for no position; read errors
 // as the dataset gives them (errs.IO); errs.Cancelled when ctx is cancelled between
@@ -306,7 +307,7 @@ func frameIndices(nav []int, at [][]int) ([]int, error) {
 	idx := make([]int, len(at))
 	for k, pos := range at {
 		if len(pos) != len(nav) {
-			return nil, errs.New(errs.Shape, "option at: scan position %s has %d coordinate%s, but the nav shape %s has %d ax%s: give %s", posString(pos), len(pos), map[bool]string{true: "s"}[len(pos) != 1], npy.ShapeString(nav), len(nav), map[bool]string{true: "es", false: "is"}[len(nav) != 1], map[int]string{1: "N", 2: "Y,X"}[len(nav)])
+			return nil, errs.New(errs.Shape, "option at: scan position %s has %d coordinate%s, but the nav shape %s has %d ax%s: give %s", posString(pos), len(pos), map[bool]string{true: "s"}[len(pos) != 1], npy.ShapeString(nav), len(nav), map[bool]string{true: "es", false: "is"}[len(nav) != 1], navForm(len(nav)))
 		}
 		f := 0
 		for a, c := range pos {
@@ -320,6 +321,15 @@ func frameIndices(nav []int, at [][]int) ([]int, error) {
 	return idx, nil
 }
 
+// navForm is how a position of n nav axes is written as an option: "N", "Y,X" or
+// "Z,Y,X".
+func navForm(n int) string {
+	if n >= 1 && n <= 3 {
+		return []string{"N", "Y,X", "Z,Y,X"}[n-1]
+	}
+	return fmt.Sprintf("%d coordinates", n)
+}
+
 func posString(pos []int) string {
 	s := make([]string, len(pos))
 	for i, c := range pos {
@@ -331,8 +341,8 @@ func posString(pos []int) string {
 // SaveFrames writes picked frames as NPY of shape (K, sig_y, sig_x) in their native
 // dtype (host byte order) at path (ending in .npy), and with pngPrefix ("" for none)
 // one greyscale PNG per frame, PREFIX_<k>_y<Y>_x<X>.png (PREFIX_<k>_n<N>.png for a 1-D
-// nav shape), all or nothing (as Save). Errors as Outputs.Check's, naming option out
-// and option png.
+// nav shape, PREFIX_<k>_z<Z>_y<Y>_x<X>.png for a 3-D one), all or nothing (as Save).
+// Errors as Outputs.Check's, naming option out and option png.
 func SaveFrames(fr *Frames, nav []int, path, pngPrefix string, inputs ...string) (err error) {
 	defer goErrs(&err)
 	if fr == nil {
@@ -376,11 +386,13 @@ func frameFiles(indices, nav []int, path, pngPrefix string) []output {
 	var out []output
 	if pngPrefix != "" {
 		for k, f := range indices {
-			var pos string
-			if len(nav) == 2 {
-				pos = fmt.Sprintf("y%d_x%d", f/nav[1], f%nav[1])
-			} else {
-				pos = fmt.Sprintf("n%d", f)
+			pos := fmt.Sprintf("n%d", f)
+			if len(nav) == 2 || len(nav) == 3 { // y<Y>_x<X>, z<Z>_y<Y>_x<X>
+				c := make([]string, len(nav))
+				for a, rest := len(nav)-1, f; a >= 0; a-- {
+					c[a], rest = fmt.Sprintf("%c%d", "zyx"[3-len(nav)+a], rest%nav[a]), rest/nav[a]
+				}
+				pos = strings.Join(c, "_")
 			}
 			out = append(out, output{"png", fmt.Sprintf("%s_%d_%s.png", pngPrefix, k, pos), false})
 		}

@@ -36,7 +36,8 @@ type ResultInfo struct {
 	Shape []int `json:"shape"`
 	// DType is the NPY's dtype: "float32" or "float64".
 	DType string `json:"dtype"`
-	// NavShape is the scan shape, e.g. (nav_y, nav_x), or (n,) for a 3-D input.
+	// NavShape is the scan shape, e.g. (nav_y, nav_x), (n,) for a 3-D input, or (nav_z,
+	// nav_y, nav_x) for a 5-D one.
 	NavShape []int `json:"nav_shape"`
 	// SigShape is the frames' shape (sig_y, sig_x) in pixels.
 	SigShape []int `json:"sig_shape"`

@@ -26,18 +26,24 @@ import (
 //   - When the file ends before the scan does (an interrupted acquisition), the complete
 //     scan rows are kept (the nav shape becomes (rows, nav_x)), and a note says what was
 //     dropped. A 1-D scan (n,) is one row whose positions are complete each: the
-//     positions with a frame are kept (nav shape (frames,)). A frame cut off by the end
-//     of the file is never read.
+//     positions with a frame are kept (nav shape (frames,)). A scan of planes (nav_z,
+//     nav_y, nav_x) keeps its complete planes (planes, nav_y, nav_x), or, when the first
+//     plane is not complete, that plane's complete rows (1, rows, nav_x): the rank stays,
+//     and the note counts the frames of the incomplete last plane (or row) not read. A
+//     frame cut off by the end of the file is never read.
 //   - Raw files have no structure to tell a surplus frame from a wrong description
 //     (sig shape, dtype, per-frame header or footer bytes), so a frame count that does not
 //     match the nav shape is refused, naming the options that describe the file.
 //   - Flyback frames (Options.Flyback, flyback.go) are in no scan position: each scan
-//     row's positions are read from the frames between them.
+//     row's positions are read from the frames between them (every row of every plane of
+//     a scan of planes).
 //   - The user's nav shape (Options.NavShape) replaces the scan shape the file gives when
 //     it has as many positions, or as many as the frames the file holds from the first
 //     scan position on: a reshape of the same scan. Another contradicts the file and is
 //     refused, naming both shapes (`--nav-shape 64` on a file whose .hdr says 64×64 would
 //     read the first row as the scan). An NPY or HDF5 array of rank 3 gives no scan shape.
+//   - A nav shape has 1 to MaxNavDims (3) axes; a file's scan of more (an NPY array of
+//     rank 6) is refused unless option nav_shape gives its positions in at most 3.
 //
 // Notes reach the user through Notes (the CLI prints them as warnings).
 
@@ -123,6 +129,11 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 	if err != nil {
 		return fail(errs.Shape, "%v", err)
 	}
+	if len(nav) > MaxNavDims {
+		lead := product(nav[:len(nav)-2])
+		return fail(errs.Shape, "nav shape %s%s has %d axes: stemdot reads scans of 1 to %d (N, Y,X or Z,Y,X): give option nav_shape of its %d positions in at most %d axes (e.g. %d,%d,%d)",
+			npy.ShapeString(nav), navSource, len(nav), MaxNavDims, want, MaxNavDims, lead, nav[len(nav)-2], nav[len(nav)-1])
+	}
 	nav = append([]int(nil), nav...)
 	rowLen := nav[len(nav)-1]
 	rows := want / rowLen
@@ -195,7 +206,9 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 	}
 	// Fewer frames than the scan: keep the complete scan rows (those whose positions all
 	// have a frame; the flyback frames after the last one need not be there). A 1-D scan
-	// is one row whose complete positions are all those with a frame: rows of 1 here.
+	// is one row whose complete positions are all those with a frame: rows of 1 here. A
+	// scan of planes (Z, Y, X) keeps its complete planes, or short of one the complete
+	// rows of its first plane, as a plane of its own: its rank stays.
 	if len(nav) == 1 {
 		rowLen, rows, stride = 1, want, 1
 	}
@@ -210,13 +223,21 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		return fail(errs.Shape, "%s but the file holds %s, less than one scan row of %d; give option nav_shape of at most %d positions (e.g. 1,%d)",
 			desc, frames, rowLen, avail, avail)
 	}
-	partial := min(max(avail-done*stride-layout.lead, 0), rowLen) // positions of the incomplete row with a frame
-	kept, reading := []int{done}, plural(done, "position", "positions")+" with a frame"
-	if len(nav) > 1 {
-		kept, reading = []int{done, rowLen}, plural(done, "complete scan row of "+fmt.Sprint(rowLen), "complete scan rows of "+fmt.Sprint(rowLen))
+	// Positions with a frame: the complete rows' and those of the incomplete row.
+	withFrame := done*rowLen + min(max(avail-done*stride-layout.lead, 0), rowLen)
+	kept, reading, last := []int{done}, plural(done, "position", "positions")+" with a frame", "row"
+	rowsRead := plural(done, "complete scan row of "+fmt.Sprint(rowLen), "complete scan rows of "+fmt.Sprint(rowLen))
+	switch {
+	case len(nav) == 2:
+		kept, reading = []int{done, rowLen}, rowsRead
+	case len(nav) == 3 && done < nav[1]:
+		kept, reading = []int{1, done, rowLen}, rowsRead+" of the first scan plane"
+	case len(nav) == 3:
+		planes, plane := done/nav[1], fmt.Sprintf("%d×%d", nav[1], rowLen)
+		kept, reading, last = []int{planes, nav[1], rowLen}, plural(planes, "complete scan plane of "+plane, "complete scan planes of "+plane), "plane"
 	}
 	list = append(list, fmt.Sprintf("incomplete acquisition: %s but the file holds %s: reading the %s (nav shape %s); %s%s",
-		desc, frames, reading, npy.ShapeString(kept), plural(want-done*rowLen-partial, "position is missing", "positions are missing"), droppedTail(partial)))
+		desc, frames, reading, npy.ShapeString(kept), plural(want-withFrame, "position is missing", "positions are missing"), droppedTail(withFrame-product(kept), last)))
 	return kept, layout, notes{list: list}, nil
 }
 
@@ -259,15 +280,16 @@ func plural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// droppedTail describes the n frames of an incomplete last scan row.
-func droppedTail(n int) string {
+// droppedTail describes the n frames of an incomplete last scan row (last "row") or
+// plane ("plane").
+func droppedTail(n int, last string) string {
 	switch n {
 	case 0:
 		return ""
 	case 1:
-		return ", and the incomplete last row's frame not read"
+		return ", and the incomplete last " + last + "'s frame not read"
 	}
-	return fmt.Sprintf(", and the %d frames of the incomplete last row not read", n)
+	return fmt.Sprintf(", and the %d frames of the incomplete last %s not read", n, last)
 }
 
 // frameFile is a format's dataset before reconciliation (Reconcile sets its nav shape in

@@ -163,9 +163,10 @@ func TestNavShapeAgainstTheFile(t *testing.T) {
 // the row's positions), worked out position by position: position p is the file's frame
 // s + lead + p + (p/nav_x)·k (blank where negative) and has a frame when that is below
 // whole. A file with a frame for every position keeps nav. Else a 1-D scan keeps the
-// positions that have a frame, and a scan of rows keeps its complete rows as (rows,
-// nav_x); kept is nil when not even one row is complete (refused). missing counts the
-// positions without a frame.
+// positions that have a frame, a scan of rows keeps its complete rows as (rows, nav_x),
+// and a scan of planes its complete planes as (planes, nav_y, nav_x), or short of one
+// the complete rows of its first as (1, rows, nav_x); kept is nil when not even one row
+// is complete (refused). missing counts the positions without a frame.
 func keptScan(whole int, nav []int, s, k, lead int) (kept, frames []int, missing int) {
 	n, rowLen := 1, nav[len(nav)-1]
 	for _, x := range nav {
@@ -196,6 +197,11 @@ func keptScan(whole int, nav []int, s, k, lead int) (kept, frames []int, missing
 			return nil, nil, missing
 		}
 		keep, kept = rows*rowLen, []int{rows, rowLen}
+		if len(nav) == 3 && rows >= nav[1] { // complete planes
+			keep, kept = rows/nav[1]*nav[1]*rowLen, []int{rows / nav[1], nav[1], rowLen}
+		} else if len(nav) == 3 { // the complete rows of the first plane
+			kept = []int{1, rows, rowLen}
+		}
 	}
 	for p := range keep {
 		frames = append(frames, frame(p))
@@ -293,4 +299,31 @@ func TestOneDNavShapeLongerThanTheFile(t *testing.T) {
 		require.NoError(t, whole.Close())
 		require.NoError(t, d.Close())
 	}
+}
+
+// An interrupted scan of planes keeps its complete planes, or the complete rows of its
+// first plane, in 3 nav axes, and says what it left out (#33); a nav shape of more than
+// 3 axes is refused naming option nav_shape.
+func TestIncompleteScanOfPlanes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "frames.npy")
+	px := make([]byte, 24*6*2) // 24 frames of 3×2 uint16 pixels
+	require.NoError(t, os.WriteFile(path, frametest.NPYBytes("<u2", false, "(24, 3, 2)", px), 0o644))
+	for _, c := range []struct {
+		nav, kept []int
+		note      string
+	}{
+		{[]int{2, 4, 4}, []int{1, 4, 4}, "incomplete acquisition: nav shape (2, 4, 4) (option nav_shape) has 32 positions but the file holds 24 frames: reading the 1 complete scan plane of 4×4 (nav shape (1, 4, 4)); 8 positions are missing, and the 8 frames of the incomplete last plane not read"},
+		{[]int{3, 3, 3}, []int{2, 3, 3}, "incomplete acquisition: nav shape (3, 3, 3) (option nav_shape) has 27 positions but the file holds 24 frames: reading the 2 complete scan planes of 3×3 (nav shape (2, 3, 3)); 3 positions are missing, and the 6 frames of the incomplete last plane not read"},
+		{[]int{2, 5, 6}, []int{1, 4, 6}, "incomplete acquisition: nav shape (2, 5, 6) (option nav_shape) has 60 positions but the file holds 24 frames: reading the 4 complete scan rows of 6 of the first scan plane (nav shape (1, 4, 6)); 36 positions are missing"},
+		{[]int{2, 5, 5}, []int{1, 4, 5}, "incomplete acquisition: nav shape (2, 5, 5) (option nav_shape) has 50 positions but the file holds 24 frames: reading the 4 complete scan rows of 5 of the first scan plane (nav shape (1, 4, 5)); 26 positions are missing, and the 4 frames of the incomplete last row not read"},
+	} {
+		d, err := dataset.Open(path, dataset.Options{NavShape: c.nav})
+		require.NoError(t, err, c.nav)
+		assert.Equal(t, c.kept, d.NavShape())
+		assert.Equal(t, []string{c.note}, dataset.Notes(d))
+		require.NoError(t, d.Close())
+	}
+	_, err := dataset.Open(path, dataset.Options{NavShape: []int{2, 3, 2, 2}})
+	assert.EqualError(t, err, "dataset: "+path+": nav shape (2, 3, 2, 2) (option nav_shape) has 4 axes: stemdot reads scans of 1 to 3 (N, Y,X or Z,Y,X): give option nav_shape of its 24 positions in at most 3 axes (e.g. 6,2,2)")
+	assert.ErrorIs(t, err, errs.Shape)
 }

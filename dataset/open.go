@@ -28,12 +28,16 @@ type Options struct {
 	// shape, a MIB .hdr sidecar, a BLO header, an EMPAD XML, ...; each format package's
 	// doc says where it reads it) when it has as many positions, or as many as the file
 	// holds frames (after SyncOffset); another contradicts the file and is refused
-	// (errs.Shape) naming both (Frames reads part of a scan). Empty: use the file's, or
-	// (1, n_frames) with a warning when the file has none (raw, MIB without .hdr). A
-	// series (an NPY or HDF5 array of rank 3, a 3-D DM image, ...) gives no scan shape,
-	// only its frame count (n,): any nav shape may reshape it. A frame count that differs from the nav shape is reconciled as described in
-	// frames.go (surplus frames ignored, complete rows of an interrupted scan kept; raw
-	// files must match exactly).
+	// (errs.Shape) naming both (Frames reads part of a scan). It has 1 to MaxNavDims
+	// axes, rows first: (n,) a series, (nav_y, nav_x) a scan, (nav_z, nav_y, nav_x) a scan
+	// of planes (a time, tilt or focal series of scans); more are refused (errs.Shape).
+	// Empty: use the file's (an array's nav axes as stored, size-1 axes kept, as LiberTEM
+	// reads them: NavFromAxes), or (1, n_frames) with a warning when the file has none
+	// (raw, MIB without .hdr). A series (an NPY or HDF5 array of rank 3, a 3-D DM image,
+	// ...) gives no scan shape, only its frame count (n,): any nav shape may reshape it.
+	// A frame count that differs from the nav shape is reconciled as described in
+	// frames.go (surplus frames ignored, complete rows or planes of an interrupted scan
+	// kept; raw files must match exactly).
 	NavShape []int
 	// SyncOffset shifts frames against scan positions (LiberTEM's sync_offset): scan
 	// position p holds the file's frame p+SyncOffset. Positive: skip that many leading

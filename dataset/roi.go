@@ -22,7 +22,9 @@ import (
 type ROI struct {
 	// Rect, when W and H are positive, selects the scan positions of columns X to X+W-1
 	// and rows Y to Y+H-1 (x = column, y = row, as the mask spec rect:X,Y,W,H). A 1-D
-	// scan (n,) is one row: Y = 0, H = 1. The rectangle must lie within the scan.
+	// scan (n,) is one row: Y = 0, H = 1; a scan of planes (nav_z, nav_y, nav_x) has the
+	// rectangle selected in every plane (a mask or an NPY file selects within planes).
+	// The rectangle must lie within the scan.
 	Rect struct{ X, Y, W, H int }
 	// Path is an NPY file holding a boolean array, or an integer array of 0 and 1, of the
 	// scan's nav shape: true (1) selects the position.
@@ -141,18 +143,20 @@ func (r ROI) positions(nav []int) ([]int, error) {
 		}
 		pos = selected(r.Mask)
 	default:
-		rows, cols := 1, nav[0]
-		if len(nav) == 2 {
-			rows, cols = nav[0], nav[1]
+		planes, rows, cols := 1, 1, nav[len(nav)-1]
+		if len(nav) >= 2 {
+			planes, rows = product(nav[:len(nav)-2]), nav[len(nav)-2]
 		}
 		x, y, w, h := r.Rect.X, r.Rect.Y, r.Rect.W, r.Rect.H
-		if len(nav) > 2 || x < 0 || y < 0 || w > cols-x || h > rows-y {
+		if x < 0 || y < 0 || w > cols-x || h > rows-y {
 			return nil, errs.New(errs.Shape, "option roi rect:%d,%d,%d,%d (columns %d..%d, rows %d..%d) is not within the scan of nav shape %s (%d rows of %d columns)",
 				x, y, w, h, x, x+w-1, y, y+h-1, npy.ShapeString(nav), rows, cols)
 		}
-		for row := y; row < y+h; row++ {
-			for col := x; col < x+w; col++ {
-				pos = append(pos, row*cols+col)
+		for z := range planes {
+			for row := y; row < y+h; row++ {
+				for col := x; col < x+w; col++ {
+					pos = append(pos, (z*rows+row)*cols+col)
+				}
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
+	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -92,12 +93,8 @@ func writeROI(t *testing.T, dir string, nav []int, pos []int) string {
 	for _, p := range pos {
 		b[p] = 1
 	}
-	shape := fmt.Sprintf("(%d,)", nav[0])
-	if len(nav) == 2 {
-		shape = fmt.Sprintf("(%d, %d)", nav[0], nav[1])
-	}
 	path := filepath.Join(dir, fmt.Sprintf("roi%d.npy", len(pos)))
-	require.NoError(t, os.WriteFile(path, frametest.NPYBytes("|b1", false, shape, b), 0o644))
+	require.NoError(t, os.WriteFile(path, frametest.NPYBytes("|b1", false, stemnpy.ShapeString(nav), b), 0o644))
 	return path
 }
 
@@ -162,6 +159,48 @@ func TestSelectRawNPYAndMemory(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A scan of planes (2, 3, 4) from a 5-D NPY file: rect:X,Y,W,H selects the rectangle
+// in every plane; a mask and an NPY file of the scan's 3-D nav shape select positions
+// of any plane (#33).
+func TestSelectScanOfPlanes(t *testing.T) {
+	dir := t.TempDir()
+	nav := []int{2, 3, 4}
+	path := filepath.Join(dir, "planes.npy")
+	px := make([]byte, 24*2*2*2)
+	for i := range px {
+		px[i] = byte(i * 5)
+	}
+	require.NoError(t, os.WriteFile(path, frametest.NPYBytes("<u2", false, "(2, 3, 4, 2, 2)", px), 0o644))
+	full, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	defer full.Close()
+	require.Equal(t, nav, full.NavShape())
+	rect, err := dataset.ParseROI("rect:1,1,2,2") // columns 1, 2 of rows 1, 2 of each plane
+	require.NoError(t, err)
+	mask := make([]bool, 24)
+	mask[3], mask[13], mask[23] = true, true, true
+	for _, c := range []struct {
+		name string
+		roi  dataset.ROI
+		pos  []int
+	}{
+		{"rect", rect, []int{5, 6, 9, 10, 17, 18, 21, 22}},
+		{"mask", dataset.ROI{Mask: mask, Shape: nav}, []int{3, 13, 23}},
+		{"npy file", dataset.ROI{Path: writeROI(t, dir, nav, []int{0, 12, 20})}, []int{0, 12, 20}},
+	} {
+		view, err := dataset.Open(path, dataset.Options{ROI: c.roi})
+		require.NoError(t, err, c.name)
+		checkSelection(t, full, view, nav, c.pos)
+		require.NoError(t, view.Close())
+	}
+	_, err = dataset.Open(path, dataset.Options{ROI: dataset.ROI{Mask: make([]bool, 12), Shape: []int{3, 4}}})
+	assert.ErrorContains(t, err, "option roi: the mask's shape (3, 4) is not the scan's nav shape (2, 3, 4)")
+	rect, err = dataset.ParseROI("rect:0,2,1,2")
+	require.NoError(t, err)
+	_, err = dataset.Open(path, dataset.Options{ROI: rect})
+	assert.ErrorContains(t, err, "option roi rect:0,2,1,2 (columns 0..0, rows 2..3) is not within the scan of nav shape (2, 3, 4) (3 rows of 4 columns)")
 }
 
 func TestSelectMIB(t *testing.T) {

@@ -154,8 +154,9 @@ const char *stemdot_status_name(stemdot_status status);
  *               dataset's missing source file, chunks never written, external raw
  *               storage cut short) as the fill value, with a warning counting the frames
  *               (stemdot_dataset_warnings); false (default) refuses the file (IO, FORMAT)
- *   nav_shape   e.g. 4,4 (overrides the file's scan shape when it has as many positions,
- *               or as many as the file has frames; another is refused: SHAPE)
+ *   nav_shape   N, Y,X or Z,Y,X, e.g. 4,4 or 2,4,4 (overrides the file's scan shape,
+ *               an array's nav axes as stored, when it has as many positions, or as
+ *               many as the file has frames; another, or more than 3 sizes: SHAPE)
  *   sig_shape   e.g. 256,256 (raw only)
  *   dtype       uint8 | uint16 | uint32 | int8 | int16 | int32 | float32 | float64 (raw)
  *   byte_order  little | big (raw; default little)
@@ -170,7 +171,7 @@ const char *stemdot_status_name(stemdot_status status);
  *   roi         a region of interest: only the scan positions it selects are read, as
  *               a dataset of nav shape (n_selected,) in scan order (stemdot_dataset_scan
  *               gives their positions): rect:X,Y,W,H (scan columns X..X+W-1, rows
- *               Y..Y+H-1), the path of an NPY file of booleans (or 0/1) of the scan's
+ *               Y..Y+H-1; of every plane of a nav shape Z,Y,X), the path of an NPY file of booleans (or 0/1) of the scan's
  *               nav shape, or bits:SHAPE:HEX (e.g. bits:64,64:ff00...: the positions
  *               packed 8 a byte in C order, the first in the most significant bit, as
  *               numpy.packbits(roi.ravel()).tobytes().hex()); applied after nav_shape,
@@ -479,7 +480,8 @@ stemdot_status stemdot_reduce(stemdot_dataset dataset, stemdot_plan plan, stemdo
  * Copies the frames at n_positions scan positions into out, in the order given, in the
  * dataset's native dtype (host byte order), C order of shape (n_positions, sig_y, sig_x),
  * as LiberTEM's PickUDF. positions: n_positions × ndim coordinates, ndim = the nav
- * shape's dimensions ((y, x) for a 2-D nav shape, (n) for a 1-D one), each from 0 to its
+ * shape's dimensions ((y, x) for a 2-D nav shape, (n) for a 1-D one, (z, y, x) for a
+ * 3-D one), each from 0 to its
  * size − 1. out_bytes must be n_positions × the frame's bytes. Errors: BAD_HANDLE,
  * INVALID_ARGUMENT (NULL pointers, no position), SHAPE (a position outside the nav shape
  * or with ndim other than the nav shape's, out_bytes), IO. Thread-safe.

@@ -27,7 +27,10 @@
 //     SingleDMDataSet reads it). A transposed image is read as well (LiberTEM refuses it):
 //     its data are mapped and each tile's frames gathered from every detector pixel's
 //     run, slower than C-ordered frames (a note says so). Format option dm_c_order reads
-//     any 4-D image as C order (LiberTEM's force_c_order).
+//     any 4-D image as C order (LiberTEM's force_c_order);
+//   - 5 dims: a scan of planes (scan_z, scan_y, scan_x, sig_y, sig_x) = (d4, d3, d2, d1,
+//     d0), nav shape (d4, d3, d2), when in C order (the tag 1, or option dm_c_order); one
+//     not marked C order is refused naming dm_c_order, as LiberTEM refuses it.
 //
 // One-dimensional images and spectrum images (Meta Data.Format "Spectrum image") hold
 // spectra, not frames, and are refused (errs.Format). A file that ends inside its tag
@@ -53,7 +56,7 @@ import (
 	"github.com/stemdot/stemdot/errs"
 )
 
-// The format options: optCOrder reads 4-D images as C order whatever the tags say,
+// The format options: optCOrder reads 4-D and 5-D images as C order whatever the tags say,
 // optImage picks the image of ImageList to read.
 const (
 	optCOrder = "dm_c_order"
@@ -64,7 +67,7 @@ func init() {
 	dataset.Register(dataset.Format{Name: "dm", Extensions: []string{".dm3", ".dm4"}, Open: Open,
 		Describe: "dm (Gatan DigitalMicrograph: .dm3, .dm4)",
 		FormatOptions: []dataset.FormatOption{{Key: optCOrder, Switch: true, Default: "false",
-			Usage: "DM3/DM4 files: read a 4-D image as stored in C order (scan_y, scan_x, sig_y, sig_x) whatever its tag Meta Data.Data Order Swapped says (LiberTEM's force_c_order); default: that tag decides, and a 4-D image without it is read as stored transposed (sig_y, sig_x, scan_y, scan_x)"},
+			Usage: "DM3/DM4 files: read a 4-D image as stored in C order (scan_y, scan_x, sig_y, sig_x), and a 5-D one as (scan_z, scan_y, scan_x, sig_y, sig_x), whatever its tag Meta Data.Data Order Swapped says (LiberTEM's force_c_order); default: that tag decides, and a 4-D image without it is read as stored transposed (sig_y, sig_x, scan_y, scan_x), a 5-D one refused"},
 			{Key: optImage, Usage: "DM3/DM4 files: the index in the file's ImageList of the image to read (LiberTEM's dataset_index); default: the largest image that is not a thumbnail"}}})
 }
 
@@ -136,8 +139,8 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if len(dims) == 1 || strings.EqualFold(strings.TrimSpace(format), "spectrum image") {
 		return fail(fmt.Errorf("image %d (Dimensions %s, Meta Data.Format %q) holds spectra, not frames", im.index, dimStr, format))
 	}
-	if len(dims) > 4 {
-		return fail(fmt.Errorf("image %d has %d dimensions %s: stemdot reads images of 2 to 4 dimensions", im.index, len(dims), dimStr))
+	if len(dims) > 5 {
+		return fail(fmt.Errorf("image %d has %d dimensions %s: stemdot reads images of 2 to 5 dimensions", im.index, len(dims), dimStr))
 	}
 	px := int64(dt.Size()) // the bytes the dimensions make, or -1 for more than the Data tag holds
 	for _, d := range dims {
@@ -161,12 +164,22 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		sig, fileNav = [2]int{dims[1], dims[0]}, []int{1}
 	case 3:
 		sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[2]}
-	case 4:
+	case 4, 5:
 		series = false
 		swapped := im.tags.path("Meta Data.Data Order Swapped") // 1 (a bool, a number or a string): C order
 		tagged := swapped != nil && (swapped.simple && swapped.num != 0 ||
 			swapped.hasStr && strings.TrimSpace(swapped.str) != "0" && strings.TrimSpace(swapped.str) != "")
 		transposed = !cOrder && !tagged
+		if len(dims) == 5 {
+			if transposed {
+				return fail(fmt.Errorf("image %d has 5 dimensions %s and is not marked C order (its tag Meta Data.Data Order Swapped is 0 or absent): stemdot reads a 5-D image stored in C order, (scan_z, scan_y, scan_x, sig_y, sig_x), as LiberTEM does; give option %s if it is", im.index, dimStr, optCOrder))
+			}
+			sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[4], dims[3], dims[2]}
+			if cOrder {
+				notes = append(notes, "option dm_c_order: the 5-D image is read as stored in C order (scan_z, scan_y, scan_x, sig_y, sig_x)")
+			}
+			break
+		}
 		if cOrder {
 			notes = append(notes, "option dm_c_order: the 4-D image is read as stored in C order (scan_y, scan_x, sig_y, sig_x)")
 		}
@@ -177,8 +190,8 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 			sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[3], dims[2]}
 		}
 	}
-	if cOrder && len(dims) != 4 {
-		notes = append(notes, fmt.Sprintf("option dm_c_order applies to 4-D images only and was ignored: image %d has %d dimensions", im.index, len(dims)))
+	if cOrder && len(dims) < 4 {
+		notes = append(notes, fmt.Sprintf("option dm_c_order applies to 4-D and 5-D images only and was ignored: image %d has %d dimensions", im.index, len(dims)))
 	}
 	fb, err := dataset.CheckSig(sig, dt)
 	if err != nil {

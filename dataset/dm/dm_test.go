@@ -210,7 +210,7 @@ func TestSeries(t *testing.T) {
 				require.NoError(t, d.Close())
 				d, err = dataset.Open(path, dataset.Options{FormatOptions: map[string]string{"dm_c_order": "true"}})
 				require.NoError(t, err)
-				assert.Equal(t, []string{"option dm_c_order applies to 4-D images only and was ignored: image 1 has 3 dimensions"}, dataset.Notes(d))
+				assert.Equal(t, []string{"option dm_c_order applies to 4-D and 5-D images only and was ignored: image 1 has 3 dimensions"}, dataset.Notes(d))
 				checkFrames(t, d, 0)
 				require.NoError(t, d.Close())
 				d, err = dataset.Open(path, dataset.Options{SyncOffset: 1})
@@ -281,6 +281,42 @@ func Test4D(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, errs.Argument)
 	assert.Contains(t, err.Error(), "option dm_c_order")
+}
+
+// A 5-D image in C order (tagged, or option dm_c_order) is a scan of planes, nav shape
+// (d4, d3, d2), as LiberTEM reads it; one not marked C order is refused naming
+// dm_c_order, as LiberTEM refuses it (#33).
+func Test5D(t *testing.T) {
+	dir := t.TempDir()
+	yes := true
+	dims := []int{5, 4, 3, 1, 2} // sig_x, sig_y, scan_x, scan_y, scan_z
+	for _, c := range []struct {
+		name    string
+		swapped *bool
+		opt     map[string]string
+		note    string
+	}{
+		{"tagged", &yes, nil, ""},
+		{"forced", nil, map[string]string{"dm_c_order": "true"}, "option dm_c_order: the 5-D image is read as stored in C order (scan_z, scan_y, scan_x, sig_y, sig_x)"},
+	} {
+		path := filepath.Join(dir, c.name+".dm4")
+		writeDM(t, path, 4, false, dmImage{dataType: 2, elemType: 6, dims: dims,
+			data: encodePixels(6, 20, dataset.Float32, binary.BigEndian, false), format: "Diffraction image", swapped: c.swapped})
+		d, err := dataset.Open(path, dataset.Options{FormatOptions: c.opt})
+		require.NoError(t, err, c.name)
+		assert.Equal(t, []int{2, 1, 3}, d.NavShape(), c.name)
+		assert.Equal(t, [2]int{4, 5}, d.SigShape(), c.name)
+		checkFrames(t, d, 0)
+		if c.note != "" {
+			assert.Contains(t, dataset.Notes(d), c.note)
+		}
+		require.NoError(t, d.Close())
+	}
+	path := filepath.Join(dir, "untagged.dm4")
+	writeDM(t, path, 4, true, dmImage{dataType: 2, elemType: 6, dims: dims, data: encodePixels(6, 20, dataset.Float32, binary.LittleEndian, false)})
+	_, err := dataset.Open(path, dataset.Options{})
+	assert.ErrorIs(t, err, errs.Format)
+	assert.ErrorContains(t, err, "image 1 has 5 dimensions [5 4 3 1 2] and is not marked C order (its tag Meta Data.Data Order Swapped is 0 or absent): stemdot reads a 5-D image stored in C order, (scan_z, scan_y, scan_x, sig_y, sig_x), as LiberTEM does; give option dm_c_order if it is")
 }
 
 // A file that shrinks after it was opened: the read fails (errs.IO), it does not return
@@ -371,7 +407,7 @@ func TestRefused(t *testing.T) {
 		{"bool", dmImage{dataType: 14, elemType: 10, dims: []int{5, 4, 2}, data: make([]byte, 40)}, errs.DType, "binary (bool)"},
 		{"spectrum-image", dmImage{dataType: 2, elemType: 6, dims: []int{2, 3, 100}, data: make([]byte, 2400), format: "Spectrum image"}, errs.Format, "holds spectra, not frames"},
 		{"spectrum", dmImage{dataType: 2, elemType: 6, dims: []int{100}, data: make([]byte, 400)}, errs.Format, "holds spectra, not frames"},
-		{"5-d", dmImage{dataType: 1, elemType: 2, dims: []int{2, 2, 2, 2, 2}, data: make([]byte, 64)}, errs.Format, "5 dimensions"},
+		{"6-d", dmImage{dataType: 1, elemType: 2, dims: []int{2, 2, 2, 2, 2, 2}, data: make([]byte, 128)}, errs.Format, "6 dimensions [2 2 2 2 2 2]: stemdot reads images of 2 to 5 dimensions"},
 		{"size", dmImage{dataType: 1, elemType: 2, dims: []int{5, 4, 3}, data: encodePixels(2, 20, dataset.Int16, le, false)}, errs.Format, "Dimensions [5 4 3] of int16 pixels do not make the 40 elements of 2 bytes its Data tag holds"},
 		{"huge-dims", dmImage{dataType: 1, elemType: 2, dims: []int{1 << 30, 1 << 30, 1 << 30, 1 << 30}, data: make([]byte, 40)}, errs.Format, "do not make the 20 elements"},
 		{"zero-dim", dmImage{dataType: 1, elemType: 2, dims: []int{5, 0, 3}, data: make([]byte, 40)}, errs.Format, "ImageData.Dimensions.1 is 0"},

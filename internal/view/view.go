@@ -144,10 +144,15 @@ func NewToken() string {
 	return hex.EncodeToString(b)
 }
 
-// New is a server of ds. Its token is opt.Token, or a random one.
+// New is a server of ds. Its token is opt.Token, or a random one. A scan of planes (a nav
+// shape of 3 axes) is refused (errs.Shape), naming the nav shape that reads it as a 2-D
+// scan: the page draws 2-D images.
 func New(ds dataset.Dataset, opt Options) (*Server, error) {
 	if ds == nil || opt.Apply == nil || opt.Reduce == nil {
 		return nil, errs.New(errs.Argument, "view: a dataset and both planners are needed")
+	}
+	if scan, _ := dataset.ScanPositions(ds); len(scan) > 2 {
+		return nil, stemdot.CheckScan2D(scan, "view: the virtual images are")
 	}
 	if opt.Token == "" {
 		opt.Token = NewToken()
@@ -420,11 +425,7 @@ func (s *Server) frame(w http.ResponseWriter, r *http.Request) {
 // fit exactly, else float64.
 func (s *Server) pick(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	scan, pos := dataset.ScanPositions(s.ds)
-	if len(scan) > 2 {
-		http.Error(w, fmt.Sprintf("nav shape %v: the view picks frames of 1-D and 2-D scans", scan), http.StatusBadRequest)
-		return
-	}
+	scan, pos := dataset.ScanPositions(s.ds) // of 1 or 2 axes (New)
 	var at []int
 	flat := 0
 	for a, k := range []string{"y", "x"}[2-len(scan):] {

@@ -414,9 +414,10 @@ def open(path, **format_options):
     "dectris", "dm", "ser", "mrc", "tvips", "raw"; default detected), a format's own
     options by key (``pixel_mask=False``, ``dm_image=1``, ``rotator_index=False``,
     ``frms6_raw=True``, ``seq_corrections=True``, ...: the README's table lists them),
-    ``nav_shape`` (tuple; overrides the file's scan shape when
-    it has as many positions, or as many as the file has frames; another raises
-    :class:`ShapeError`), ``sig_shape`` (tuple, raw), ``dtype``
+    ``nav_shape`` (tuple of 1 to 3 sizes: ``(n,)``, ``(y, x)`` or ``(z, y, x)``; overrides
+    the file's scan shape, which is an array's nav axes as stored, when it has as many
+    positions, or as many as the file has frames; another raises :class:`ShapeError`),
+    ``sig_shape`` (tuple, raw), ``dtype``
     (numpy dtype or name, raw), ``byte_order`` ("little" or "big", raw), ``offset``
     (header bytes to skip, raw), ``frame_header`` and ``frame_footer`` (bytes before and
     after every frame, raw), ``sync_offset`` (scan position p reads the file's frame
@@ -433,7 +434,8 @@ def open(path, **format_options):
     ``nav_shape``, ``sync_offset`` and ``flyback`` (of the positions ``roi`` selects when
     given), as a dataset of nav_shape ``(count,)``; the rest of the file is not read),
     ``roi`` (a region of interest: a numpy boolean array, or integers 0 and 1, of the
-    scan's nav shape, ``"rect:X,Y,W,H"`` for scan columns X..X+W-1 and rows Y..Y+H-1, or
+    scan's nav shape, ``"rect:X,Y,W,H"`` for scan columns X..X+W-1 and rows Y..Y+H-1 (of
+    every plane of a 3-D nav shape), or
     the path of an NPY file of booleans; only the positions selected are read, as a
     dataset of nav_shape ``(n_selected,)`` whose ``positions`` say where they lie, and
     :func:`apply_masks` returns the scan's nav shape with NaN elsewhere; a mask of
@@ -767,9 +769,14 @@ def com_products(shifts, rotation=0.0, flip_y=False):
     ``"field"``, the corrected shifts, shape ``(nav_y, nav_x, 2)``. Computed by the
     library (``stemdot_com_products``), as ``stemdot com``. Positions without a finite
     shift (frames summing to 0) are read as 0 by the iCoM, with a UserWarning naming
-    them. Raises ShapeError for another shape, InvalidArgumentError for a rotation that
-    is not finite."""
+    them. Raises ShapeError for another shape (the shift maps of a 3-D nav shape: give
+    one plane's, ``shifts[z]``; LiberTEM's CoMUDF too takes 2-D scans only),
+    InvalidArgumentError for a rotation that is not finite."""
     shifts = np.asarray(shifts)
+    if shifts.ndim == 4 and shifts.shape[3] == 2:
+        raise ShapeError(f"shifts of shape {shifts.shape}: the shift maps of a scan of planes (nav_z, nav_y, nav_x, 2); "
+                         "CoM products are of a 2-D scan (derivatives along its rows and columns), as LiberTEM's CoMUDF: "
+                         "give one plane's maps, shifts[z]", _lib.ERR_SHAPE)
     if shifts.ndim != 3 or shifts.shape[2] != 2 or shifts.dtype.kind not in "biuf":
         raise ShapeError(f"shifts of shape {shifts.shape} and dtype {shifts.dtype}: want the shift maps of com_shifts, "
                          "numbers of shape (nav_y, nav_x, 2)", _lib.ERR_SHAPE)
@@ -1538,8 +1545,8 @@ def pick(data, at, **format_options):
     shape (k, sig_y, sig_x) in the frames' dtype, in the order given.
 
     data: as for :func:`reduce`.
-    at: a sequence of scan positions, each (y, x) for a 2-D nav shape or n (or (n,)) for
-      a 1-D one; or an integer array of shape (k, nav_ndim).
+    at: a sequence of scan positions, each (y, x) for a 2-D nav shape, (z, y, x) for a
+      3-D one or n (or (n,)) for a 1-D one; or an integer array of shape (k, nav_ndim).
 
     Raises :class:`ShapeError` naming the position for one outside the nav shape (each
     coordinate from 0 to its size − 1; negative ones are refused too) or with another
@@ -1558,7 +1565,8 @@ def pick(data, at, **format_options):
             raise InvalidArgumentError("at: no scan position to pick: give at least one", _lib.ERR_INVALID_ARGUMENT)
         if pos is None or pos.dtype.kind not in "iu" or pos.ndim != 2:
             raise ShapeError(f"at={at!r}: want a sequence of scan positions, each of the nav shape's {ndim} coordinates "
-                             f"({'y, x' if ndim == 2 else 'n'}), as whole numbers", _lib.ERR_SHAPE) from None
+                             f"({ {1: 'n', 2: 'y, x', 3: 'z, y, x'}.get(ndim, 'one per nav axis') }), as whole numbers",
+                             _lib.ERR_SHAPE) from None
         if (pos < 0).any():
             bad = tuple(int(c) for c in pos[(pos < 0).any(axis=1)][0])
             raise ShapeError(f"at: scan position {bad} is outside the nav shape {tuple(ds.nav_shape)}: each coordinate "

@@ -474,13 +474,16 @@ stemdot_status stemdot_apply64(stemdot_dataset dataset, const double *masks, siz
  * std that is not NULL receives that frame, out_len doubles (out_len must be
  * sig_y*sig_x), C order of shape (sig_y, sig_x); only the frames asked are computed.
  *   sum[i]  = Σ_f frame_f[i] (LiberTEM's SumUDF; exact for integer frames up to 2^53)
- *   mean[i] = sum[i] / n_frames
+ *   mean[i] = sum[i] / n
  *   max[i]  = max_f frame_f[i]
- *   std[i]  = sqrt(Σ_f (frame_f[i] − mean[i])² / n_frames): the population standard
+ *   std[i]  = sqrt(Σ_f (frame_f[i] − mean[i])² / n): the population standard
  *             deviation (ddof 0), as LiberTEM's StdDevUDF and numpy's std; computed from
  *             shifted sums per worker merged by Chan et al.'s update (numerically stable)
- * A NaN pixel in any frame makes that pixel NaN in each; ±Inf gives ±Inf sums, means and
- * maxima (NaN where both occur) and a NaN std, as numpy does.
+ * over the n frames of the file: the positions without a frame (a sync offset's,
+ * stemdot_dataset_blanks) are left out, as LiberTEM's StdDevUDF leaves them out (none
+ * left: sum 0, mean, max and std NaN). A NaN pixel in any frame makes that pixel NaN in
+ * each; ±Inf gives ±Inf sums, means and maxima (NaN where both occur) and a NaN std, as
+ * numpy does.
  * plan: 0 = the default plan. Reductions are bound by memory bandwidth: they run on CPU
  *   workers only; a plan with gpus "auto" gives CPU workers, one with GPU workers by count
  *   or list is refused (INVALID_ARGUMENT naming option gpus).

@@ -1509,7 +1509,10 @@ def reduce(data, reductions=("sum",), cpus=None, progress=False, oversubscribe=F
       :func:`open`).
     reductions: names from "sum" (Σ_f frame_f, LiberTEM's SumUDF), "mean" (sum / number
       of frames), "max" (per pixel), "std" (sqrt(Σ_f (frame_f − mean)² / n): the
-      population standard deviation, ddof 0, as LiberTEM's StdDevUDF and ``numpy.std``).
+      population standard deviation, ddof 0, as LiberTEM's StdDevUDF and ``numpy.std``),
+      over the frames of the file: the positions without a frame of a sync offset
+      (``Dataset.positions_without_frame``) are left out, as LiberTEM's StdDevUDF leaves
+      them out (none left: a zero sum, NaN mean, max and std).
     cpus, progress, oversubscribe, partition_size: as for :func:`apply_masks`.
       Reductions are bound by memory bandwidth and run on CPU workers only: there is no
       ``gpus``.

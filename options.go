@@ -103,7 +103,7 @@ var sharedOpenOptions = []OpenOption{
 		set: func(o *Options, v string) (err error) { o.FrameHeader, err = parseBytes(v); return err }},
 	{Key: "frame_footer", Usage: "raw files: bytes after every frame's pixels (a per-frame footer or gap; 1024 or 1KiB)", Default: "0",
 		set: func(o *Options, v string) (err error) { o.FrameFooter, err = parseBytes(v); return err }},
-	{Key: "sync_offset", Usage: "scan position p reads the file's frame p+N: N>0 skips N leading frames, N<0 inserts -N blank frames first", Default: "0",
+	{Key: "sync_offset", Usage: "scan position p reads the file's frame p+N (LiberTEM's sync_offset): N>0 skips N leading frames, N<0 inserts -N blank frames first; the nav shape is kept, positions without a frame read as blank frames and reductions leave them out", Default: "0",
 		set: func(o *Options, v string) (err error) {
 			if o.SyncOffset, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
 				return fmt.Errorf("want a whole number of frames")

@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -120,10 +121,12 @@ func (f Flyback) frames() int {
 
 // scanLayout places the scan positions in the file's frames (reconcileFrames): position
 // p is the file's frame offset + lead + p + (p/rowLen)·skip, a blank frame where that is
-// negative. skip is the number of flyback frames per row of rowLen positions (0: none),
-// lead the number of them before a row's positions (skip for FlybackStart, else 0).
+// negative or not below whole (a position without a frame, blanks.go). skip is the
+// number of flyback frames per row of rowLen positions (0: none), lead the number of
+// them before a row's positions (skip for FlybackStart, else 0); whole is the number of
+// whole frames the file holds.
 type scanLayout struct {
-	offset, rowLen, skip, lead int
+	offset, rowLen, skip, lead, whole int
 }
 
 // frame is the file's frame at scan position p.
@@ -134,9 +137,33 @@ func (l scanLayout) frame(p int) int {
 	return l.offset + l.lead + p + p/l.rowLen*l.skip
 }
 
+// held is the part [a, b) of a run of n positions from the file's frame frame on
+// whose frames the file holds: the positions before a and from b on have none.
+func (l scanLayout) held(frame, n int) (a, b int) {
+	a = min(max(-frame, 0), n)
+	return a, max(min(l.whole-frame, n), a)
+}
+
+// blanks are the positions without a frame of a scan of n positions: those before the
+// file's first frame and those after its last one (positions run over the file's frames
+// in order), as spans of positions.
+func (l scanLayout) blanks(n int) []FrameSpan {
+	a := sort.Search(n, func(p int) bool { return l.frame(p) >= 0 })
+	b := sort.Search(n, func(p int) bool { return l.frame(p) >= l.whole })
+	var spans []FrameSpan
+	if a > 0 {
+		spans = append(spans, FrameSpan{0, a})
+	}
+	if b < n {
+		spans = append(spans, FrameSpan{b, n - b})
+	}
+	return spans
+}
+
 // runs calls yield for the runs of scan positions [start, end) that are consecutive
 // frames of the file, in order, until it returns false: positions pos..pos+n-1 are
-// frames frame..frame+n-1 (negative ones blank). Without flyback frames that is one run.
+// frames frame..frame+n-1 (blank where the file holds none: held). Without flyback
+// frames that is one run.
 func (l scanLayout) runs(start, end int, yield func(pos, frame, n int) bool) {
 	for p := start; p < end; {
 		n := end - p

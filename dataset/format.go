@@ -291,9 +291,10 @@ type FileFrames struct {
 // position p is the file's frame p (no sync offset, no flyback frames), the result is d
 // itself with the scan's nav shape; else it is a view over d, which implements Mapper
 // (mapping positions that are consecutive frames of d when d is a Mapper) and, when d is
-// a Viewer, the sync offset is not negative and there are no flyback frames, Viewer.
-// Either implements Noter with ff.Notes and the reconciliation's notes. On error d is
-// left open for the caller to close.
+// a Viewer, the sync offset is not negative and there are no flyback frames, Viewer; it
+// reports its positions without a frame (Blanker). Either implements Noter with
+// ff.Notes and the reconciliation's notes. On error d is left open for the caller to
+// close.
 func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
 	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)
 	if err != nil {
@@ -304,7 +305,7 @@ func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFram
 		f.setFrames(nav, n)
 		return d, nil
 	}
-	v := &scanView{Dataset: d, nav: nav, layout: layout, notes: n}
+	v := &scanView{Dataset: d, nav: nav, layout: layout, blanks: layout.blanks(product(nav)), notes: n}
 	if _, ok := d.(Viewer); ok && layout.offset >= 0 && layout.skip == 0 {
 		return &scanViewer{v}, nil
 	}

@@ -3,6 +3,8 @@ package dataset
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/stemdot/stemdot/errs"
@@ -20,11 +22,16 @@ import (
 //   - The sync offset (Options.SyncOffset, LiberTEM's sync_offset) shifts frames against
 //     scan positions: scan position p holds the file's frame p+SyncOffset. A positive
 //     offset skips that many leading frames; a negative one inserts that many blank
-//     (all-zero) frames before the first one of the file.
+//     (all-zero) frames before the first one of the file. The nav shape is kept, as in
+//     LiberTEM: positions whose frame lies outside the file have no frame (blanks.go):
+//     the first -SyncOffset ones, and, with a positive offset, the last ones when the
+//     file holds a frame for every position from its first frame on (the detector
+//     started early: the file ends before the scan by no more than the offset). They
+//     read as blank frames; a note names them.
 //   - Frames after the scan's last position are surplus: they are not read, and a note
 //     says how many.
-//   - When the file ends before the scan does (an interrupted acquisition), the complete
-//     scan rows are kept (the nav shape becomes (rows, nav_x)), and a note says what was
+//   - When the file ends before the scan does by more than a sync offset explains (an
+//     interrupted acquisition), the complete scan rows are kept (the nav shape becomes (rows, nav_x)), and a note says what was
 //     dropped. A 1-D scan (n,) is one row whose positions are complete each: the
 //     positions with a frame are kept (nav shape (frames,)). A scan of planes (nav_z,
 //     nav_y, nav_x) keeps its complete planes (planes, nav_y, nav_x), or, when the first
@@ -33,7 +40,8 @@ import (
 //     frame cut off by the end of the file is never read.
 //   - Raw files have no structure to tell a surplus frame from a wrong description
 //     (sig shape, dtype, per-frame header or footer bytes), so a frame count that does not
-//     match the nav shape is refused, naming the options that describe the file.
+//     match the nav shape is refused, naming the options that describe the file: the
+//     file holds as many frames as the scan takes, or as many from the sync offset on.
 //   - Flyback frames (Options.Flyback, flyback.go) are in no scan position: each scan
 //     row's positions are read from the frames between them (every row of every plane of
 //     a scan of planes).
@@ -103,13 +111,12 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 			s, -min(ff.Whole-1, math.MaxInt-ff.Whole), ff.Whole-1, plural(ff.Whole, "frame", "frames"))
 	}
 	avail := ff.Whole - s // frames from the scan's first position on (inserted blank ones included)
-	if ff.SyncOffsetNoted {
-	} else if s == 1 {
-		list = append(list, "sync offset 1: the first frame of the file is skipped")
-	} else if s > 0 {
-		list = append(list, fmt.Sprintf("sync offset %d: the first %d frames of the file are skipped", s, s))
-	} else if s < 0 {
-		list = append(list, fmt.Sprintf("sync offset %d: %s %s inserted before the first frame of the file", s, plural(-s, "blank frame", "blank frames"), isAre(-s)))
+	syncAt := len(list)   // where the note on the sync offset goes (syncNote)
+	reconciled := func(nav []int, layout scanLayout, list []string, guessed bool) ([]int, scanLayout, notes, error) {
+		if note := syncNote(s, ff.SyncOffsetNoted, nav, layout.blanks(product(nav))); note != "" {
+			list = slices.Insert(list, syncAt, note)
+		}
+		return nav, layout, notes{list: list, guessed: guessed}, nil
 	}
 	if opt.Flyback.Frames < 0 || opt.Flyback.Place > FlybackEnd {
 		return fail(errs.Argument, "option flyback %v is not auto, none, start, end, start:N or end:N", opt.Flyback)
@@ -123,7 +130,7 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		if k > 0 {
 			return fail(errs.Argument, "option flyback %v needs the scan's rows, and the file gives no scan shape: give option nav_shape", opt.Flyback)
 		}
-		return []int{1, avail}, scanLayout{offset: s}, notes{list: list, guessed: true}, nil
+		return reconciled([]int{1, avail}, scanLayout{offset: s, whole: ff.Whole}, list, true)
 	}
 	want, err := checkNav(nav, navSource)
 	if err != nil {
@@ -172,21 +179,21 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 				framesHeld(ff.Whole, avail, s), rowLen+1, npy.ShapeString(nav), navSource, flybackPhrase(1, atStart), why))
 		}
 	}
-	layout := scanLayout{offset: s, rowLen: rowLen, skip: k}
+	layout := scanLayout{offset: s, rowLen: rowLen, skip: k, whole: ff.Whole}
 	if atStart {
 		layout.lead = k
 	}
 	stride := rowLen + k
 	scanFrames := rows * stride
 	if avail == scanFrames {
-		return nav, layout, notes{list: list}, nil
+		return reconciled(nav, layout, list, false)
 	}
 	desc := fmt.Sprintf("nav shape %s%s has %d positions", npy.ShapeString(nav), navSource, want)
 	if k > 0 {
 		desc += fmt.Sprintf(" in %d frames with %s", scanFrames, flybackPhrase(k, atStart))
 	}
 	frames := framesHeld(ff.Whole, avail, s)
-	if ff.Strict {
+	if ff.Strict && ff.Whole != scanFrames {
 		return fail(errs.Shape, "%s but the file holds %s%s", desc, frames, ff.Hint)
 	}
 	if avail > scanFrames {
@@ -202,13 +209,20 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 			hint = " (give " + strings.Join(hints, ", or ") + ")"
 		}
 		list = append(list, fmt.Sprintf("%s but the file holds %s: the last %d are surplus and not read%s", desc, frames, avail-scanFrames, hint))
-		return nav, layout, notes{list: list}, nil
+		return reconciled(nav, layout, list, false)
 	}
-	// Fewer frames than the scan: keep the complete scan rows (those whose positions all
-	// have a frame; the flyback frames after the last one need not be there). A 1-D scan
-	// is one row whose complete positions are all those with a frame: rows of 1 here. A
-	// scan of planes (Z, Y, X) keeps its complete planes, or short of one the complete
-	// rows of its first plane, as a plane of its own: its rank stays.
+	// The last positions have no frame. When the file holds a frame for each from its
+	// first frame on (the detector started s frames early), the sync offset explains it:
+	// they read as blank frames.
+	if s > 0 && layout.frame(want-1)-s < ff.Whole {
+		return reconciled(nav, layout, list, false)
+	}
+	// Fewer frames than the scan (an interrupted acquisition): keep the complete scan
+	// rows (those whose positions all have a frame; the flyback frames after the last one
+	// need not be there). A 1-D scan is one row whose complete positions are all those
+	// with a frame: rows of 1 here. A scan of planes (Z, Y, X) keeps its complete planes,
+	// or short of one the complete rows of its first plane, as a plane of its own: its
+	// rank stays.
 	if len(nav) == 1 {
 		rowLen, rows, stride = 1, want, 1
 	}
@@ -217,7 +231,7 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		done = min((avail-layout.lead-rowLen)/stride+1, rows)
 	}
 	if done == rows {
-		return nav, layout, notes{list: list}, nil
+		return reconciled(nav, layout, list, false)
 	}
 	if done == 0 {
 		return fail(errs.Shape, "%s but the file holds %s, less than one scan row of %d; give option nav_shape of at most %d positions (e.g. 1,%d)",
@@ -238,7 +252,63 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 	}
 	list = append(list, fmt.Sprintf("incomplete acquisition: %s but the file holds %s: reading the %s (nav shape %s); %s%s",
 		desc, frames, reading, npy.ShapeString(kept), plural(want-withFrame, "position is missing", "positions are missing"), droppedTail(withFrame-product(kept), last)))
-	return kept, layout, notes{list: list}, nil
+	return reconciled(kept, layout, list, false)
+}
+
+// syncNote is the note on sync offset s (none for 0, or when the format noted it
+// itself: noted), naming the positions of the scan of nav shape nav without a frame,
+// blanks.
+func syncNote(s int, noted bool, nav []int, blanks []FrameSpan) string {
+	var note string
+	switch {
+	case noted || s == 0:
+	case s == 1:
+		note = "sync offset 1: the first frame of the file is skipped"
+	case s > 0:
+		note = fmt.Sprintf("sync offset %d: the first %d frames of the file are skipped", s, s)
+	default:
+		note = fmt.Sprintf("sync offset %d: %s %s inserted before the first frame of the file", s, plural(-s, "blank frame", "blank frames"), isAre(-s))
+	}
+	if len(blanks) == 0 {
+		return note
+	}
+	var spans []string
+	n := 0
+	for _, b := range blanks {
+		spans = append(spans, positionSpan(nav, b))
+		n += b.Count
+	}
+	what := fmt.Sprintf("scan positions %s have no frame: they read as blank (all-zero) frames, which reductions (mean, std, max) leave out", strings.Join(spans, " and "))
+	switch n {
+	case 1:
+		what = fmt.Sprintf("scan position %s has no frame: it reads as a blank (all-zero) frame, which reductions (mean, std, max) leave out", spans[0])
+	case product(nav):
+		what = fmt.Sprintf("none of the scan positions, %s, has a frame: they read as blank (all-zero) frames, and reductions have no frame to reduce", spans[0])
+	}
+	if note == "" {
+		return what
+	}
+	return note + ", so " + what
+}
+
+// positionSpan writes the span b of flat scan positions (C order over nav) by their
+// coordinates: "(0, 0) to (0, 2)", "(7, 7)"; of a 1-D scan "5 to 7", "5".
+func positionSpan(nav []int, b FrameSpan) string {
+	at := func(p int) string {
+		if len(nav) == 1 {
+			return strconv.Itoa(p)
+		}
+		c := make([]string, len(nav))
+		for a := len(nav) - 1; a >= 0; a-- {
+			c[a] = strconv.Itoa(p % nav[a])
+			p /= nav[a]
+		}
+		return "(" + strings.Join(c, ", ") + ")"
+	}
+	if b.Count == 1 {
+		return at(b.First)
+	}
+	return at(b.First) + " to " + at(b.First+b.Count-1)
 }
 
 // framesHeld describes the whole frames of a file, and the frames from the scan's first
@@ -308,15 +378,21 @@ type scanView struct {
 	Dataset // the file's frames
 	nav     []int
 	layout  scanLayout
+	blanks  []FrameSpan // layout.blanks(product(nav))
 	notes
 }
 
 func (d *scanView) NavShape() []int { return append([]int(nil), d.nav...) }
 func (d *scanView) NumFrames() int  { return product(d.nav) }
 
-// ReadFrames reads scan positions [start, end): zeros for inserted blank frames, the
-// file's frames for the rest, run by run of consecutive frames (one run per scan row
-// with flyback frames).
+// Blanks are the scan positions without a frame in the file (Blanker).
+func (d *scanView) Blanks() []FrameSpan { return append([]FrameSpan(nil), d.blanks...) }
+
+func (d *scanView) viewsAll() bool { return len(d.blanks) == 0 }
+
+// ReadFrames reads scan positions [start, end): zeros for the positions without a
+// frame, the file's frames for the rest, run by run of consecutive frames (one run per
+// scan row with flyback frames).
 func (d *scanView) ReadFrames(start, end int, dst []byte) error {
 	fb := d.FrameBytes()
 	if err := checkRange(d.Path(), start, end, d.NumFrames(), fb, len(dst)); err != nil {
@@ -325,38 +401,53 @@ func (d *scanView) ReadFrames(start, end int, dst []byte) error {
 	var err error
 	d.layout.runs(start, end, func(pos, frame, n int) bool {
 		out := dst[(pos-start)*fb : (pos-start+n)*fb]
-		blank := min(max(-frame, 0), n)
-		clear(out[:blank*fb])
-		if blank < n {
-			err = d.Dataset.ReadFrames(frame+blank, frame+n, out[blank*fb:])
+		a, b := d.layout.held(frame, n)
+		clear(out[:a*fb])
+		clear(out[b*fb:])
+		if a < b {
+			err = d.Dataset.ReadFrames(frame+a, frame+b, out[a*fb:b*fb])
 		}
 		return err == nil
 	})
 	return err
 }
 
+// fileRun returns the file's first frame of scan positions [start, end) when they are
+// consecutive frames of the file (within one scan row when it has flyback frames), all
+// held by the file (ok).
+func (d *scanView) fileRun(start, end int) (first int, ok bool, err error) {
+	if err := checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
+		return 0, false, err
+	}
+	first = d.layout.frame(start)
+	if end == start {
+		return first, first >= 0 && first <= d.layout.whole, nil
+	}
+	last := d.layout.frame(end - 1)
+	return first, first >= 0 && last < d.layout.whole && last-first == end-1-start, nil
+}
+
 // MapFrames maps scan positions [start, end) when they are consecutive frames of the
 // file (within one scan row when it has flyback frames) and the file is mapped;
-// inserted blank frames are not in the file (ok == false).
+// positions without a frame are not in the file (ok == false).
 func (d *scanView) MapFrames(start, end int) (FrameMap, bool, error) {
-	if err := checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
+	first, ok, err := d.fileRun(start, end)
+	m, mapped := d.Dataset.(Mapper)
+	if err != nil || !ok || !mapped {
 		return FrameMap{}, false, err
-	}
-	m, ok := d.Dataset.(Mapper)
-	first := d.layout.frame(start)
-	if !ok || first < 0 || end > start && d.layout.frame(end-1)-first != end-1-start {
-		return FrameMap{}, false, nil
 	}
 	return m.MapFrames(first, first+end-start)
 }
 
-// scanViewer is a scanView shifted by a positive sync offset only, over a Viewer.
+// scanViewer is a scanView shifted by a positive sync offset only, over a Viewer:
+// ViewFrames returns nil for a range with positions without a frame (the last ones),
+// which the reader then reads with ReadFrames (ViewsInPlace).
 type scanViewer struct{ *scanView }
 
 func (d *scanViewer) ViewFrames(start, end int) ([]byte, error) {
-	if err := checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
+	first, ok, err := d.fileRun(start, end)
+	if err != nil || !ok {
 		return nil, err
 	}
-	first := d.layout.frame(start)
 	return d.Dataset.(Viewer).ViewFrames(first, first+end-start)
 }

@@ -41,7 +41,12 @@ type Options struct {
 	NavShape []int
 	// SyncOffset shifts frames against scan positions (LiberTEM's sync_offset): scan
 	// position p holds the file's frame p+SyncOffset. Positive: skip that many leading
-	// frames; negative: insert that many blank frames before the first.
+	// frames; negative: insert that many blank frames before the first. As in LiberTEM
+	// the nav shape is kept: the positions whose frame lies outside the file (the first
+	// -SyncOffset ones, or the last ones when the file ends before the scan by no more
+	// than SyncOffset) have no frame, read as blank (all-zero) frames and are named by
+	// Blanks and the notes; reductions leave them out (blanks.go). From -(n-1) to n-1
+	// for a file of n frames (errs.Argument).
 	SyncOffset int
 	// Flyback says which frames of each scan row are flyback frames, recorded while the
 	// beam returned to the row's start and read as no scan position (flyback.go):

@@ -288,19 +288,24 @@ func Select(ds Dataset, roi ROI) (Dataset, error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.Argument, fmt.Errorf("dataset: %s: %w", describePath(ds), err))
 	}
+	return selectPositions(ds, pos), nil
+}
+
+// selectPositions is Select of the frames pos of ds (ascending, at least one).
+func selectPositions(ds Dataset, pos []int) Dataset {
 	s := &selection{Dataset: ds, scan: ds.NavShape(), pos: pos}
 	s.contiguous = pos[len(pos)-1]-pos[0] == len(pos)-1
 	_, view := ds.(Viewer)
 	_, mapped := ds.(Mapper)
 	switch {
 	case view && mapped:
-		return viewMapSelection{s}, nil
+		return viewMapSelection{s}
 	case view:
-		return viewSelection{s}, nil
+		return viewSelection{s}
 	case mapped:
-		return mapSelection{s}, nil
+		return mapSelection{s}
 	}
-	return s, nil
+	return s
 }
 
 // selection is the view of Select; the embedded Dataset supplies Format, Path,

@@ -53,8 +53,8 @@ func (s *SparseFrames) Frames() int { return max(len(s.Indptr)-1, 0) }
 // NNZ is the number of events in s.
 func (s *SparseFrames) NNZ() int { return len(s.Indices) }
 
-// AppendBlank appends n frames without events (the blank frames a negative sync offset
-// inserts).
+// AppendBlank appends n frames without events (the scan positions without a frame,
+// blanks.go).
 func (s *SparseFrames) AppendBlank(n int) {
 	if len(s.Indptr) == 0 {
 		s.Indptr = append(s.Indptr, 0)
@@ -162,7 +162,7 @@ type SparseReader interface {
 // Close. That memory must not be written: never Reset or append to a dst that holds a
 // view (keep a SparseFrames for views only). ViewSparse returns false, and leaves dst
 // unspecified, when the frames cannot be viewed (frames not consecutive in the file, the
-// blank frames of a negative sync offset): read them with ReadSparse then. Errors are
+// scan positions without a frame, Blanks): read them with ReadSparse then. Errors are
 // those of ReadSparse, but the indices of a file's events are not checked against the
 // frame: a consumer checks each event's pixel as it reads it (the engine's gather
 // kernel does). The mapping of a file faults when the file shrinks while it is read:
@@ -243,37 +243,29 @@ func (v sparseView) ReleaseSparse(start, end int) error {
 	return r.ReleaseSparse(first, first+end-start)
 }
 
-// Sparse reads the scan positions of the view from the file's sparse frames: blank
-// frames where a negative sync offset inserts them, flyback frames skipped.
+// Sparse reads the scan positions of the view from the file's sparse frames: frames
+// without events at the positions without a frame (blanks.go), flyback frames skipped.
 func (d *scanView) Sparse() SparseReader {
 	inner := SparseOf(d.Dataset)
 	if inner == nil {
 		return nil
 	}
-	check := func(start, end int) error {
-		return checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes())
-	}
 	return sparseView{inner: inner, read: func(start, end int, dst *SparseFrames) error {
-		if err := check(start, end); err != nil {
+		if err := checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
 			return err
 		}
 		var err error
 		d.layout.runs(start, end, func(_, frame, n int) bool {
-			blank := min(max(-frame, 0), n)
-			dst.AppendBlank(blank)
-			if blank < n {
-				err = inner.ReadSparse(frame+blank, frame+n, dst)
+			a, b := d.layout.held(frame, n)
+			dst.AppendBlank(a)
+			if a < b {
+				err = inner.ReadSparse(frame+a, frame+b, dst)
 			}
+			dst.AppendBlank(n - b)
 			return err == nil
 		})
 		return err
-	}, frames: func(start, end int) (int, bool, error) {
-		if err := check(start, end); err != nil {
-			return 0, false, err
-		}
-		first := d.layout.frame(start)
-		return first, first >= 0 && (end == start || d.layout.frame(end-1)-first == end-1-start), nil
-	}}
+	}, frames: d.fileRun}
 }
 
 // Sparse reads the selected scan positions from the dataset's sparse frames, a run of

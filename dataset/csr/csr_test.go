@@ -193,6 +193,24 @@ func TestOptions(t *testing.T) {
 	assert.Equal(t, []uint16{0, 6, 0, 0}, frame(ds, 6))
 	require.NoError(t, ds.Close())
 
+	// A positive offset keeps the nav shape (LiberTEM's sync_offset, peer X03): the last
+	// positions have no frame, read as frames without events, sparse and dense alike,
+	// and an ROI of the scan's nav shape is taken.
+	path = fileSet(t, indptr, indices, data, "nav_shape = [2, 3]\nsig_shape = [2, 2]", "")
+	roi := dataset.ROI{Mask: []bool{false, true, false, false, true, true}, Shape: []int{2, 3}}
+	ds, err = dataset.Open(path, dataset.Options{SyncOffset: 1, ROI: roi})
+	require.NoError(t, err)
+	assert.Equal(t, []int{3}, ds.NavShape())
+	assert.Equal(t, []dataset.FrameSpan{{First: 2, Count: 1}}, dataset.Blanks(ds))
+	assert.Equal(t, []uint16{0, 0, 0, 0}, frame(ds, 0)) // position 1: file frame 2
+	assert.Equal(t, []uint16{0, 6, 0, 0}, frame(ds, 1)) // position 4: file frame 5
+	assert.Equal(t, []uint16{0, 0, 0, 0}, frame(ds, 2)) // position 5: no frame
+	var sf dataset.SparseFrames
+	sf.Reset()
+	require.NoError(t, dataset.SparseOf(ds).ReadSparse(0, 3, &sf))
+	assert.Equal(t, []int{0, 0, 1, 1}, sf.Indptr)
+	require.NoError(t, ds.Close())
+
 	path = fileSet(t, indptr, indices, data, "sig_shape = [2, 2]", "")
 	ds, err = dataset.Open(path, dataset.Options{SigShape: []int{1, 4}})
 	require.NoError(t, err)

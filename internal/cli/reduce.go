@@ -49,6 +49,8 @@ each written as NPY of shape (sig_y, sig_x), float64. Integer frames are summed 
 the std is computed from shifted sums per worker, merged by Chan et al.'s update (no
 Σx² − (Σx)²/n cancellation). A NaN pixel in any frame makes that pixel NaN in every
 frame written; ±Inf gives ±Inf sums, means and maxima and a NaN std, as numpy does.
+Scan positions without a frame of the file (--sync-offset's, named in its warning) are
+left out, as LiberTEM's StdDevUDF leaves them out: n counts the file's frames.
 
 --png PREFIX writes one 8-bit greyscale PNG per frame computed, PREFIX_sum.png,
 PREFIX_mean.png, PREFIX_max.png, PREFIX_std.png, from the minimum (black) to the maximum

@@ -54,6 +54,26 @@ def test_random_frames_with_nan_inf_equal_numpy(client, tmp_path):
                                    err_msg=name)
 
 
+def test_sync_offset_counts_the_files_frames(client, tmp_path):
+    # Ranges of the 10 positions without a frame (sync offset -10) reduce no frame: the
+    # merge counts the file's 54 frames only, as stemdot.reduce and LiberTEM's StdDevUDF.
+    rng = np.random.default_rng(33)
+    frames = (100 + 30 * rng.standard_normal((8, 8, 6, 5))).astype(np.float32)
+    path = tmp_path / "scan.npy"
+    np.save(path, frames)
+    report = {}
+    got = sdask.reduce(client, path, stemdot.REDUCTIONS, range_frames=1, report=report, sync_offset=-10)
+    assert any(f + n <= 10 for f, n, *_ in report["ranges"]), "a range of positions without a frame only"
+    real = frames.reshape(64, 6, 5)[:54].astype(np.float64)
+    np.testing.assert_allclose(got["sum"], real.sum(0), rtol=1e-12)
+    np.testing.assert_allclose(got["mean"], real.mean(0), rtol=1e-12)
+    np.testing.assert_array_equal(got["max"], real.max(0))
+    np.testing.assert_allclose(got["std"], real.std(0), rtol=1e-10)
+    result = sdask.apply_masks(client, path, np.ones((1, 6, 5)), range_frames=4, sync_offset=-10)
+    assert result.info["positions_without_frame"] == [[0, 10]]
+    np.testing.assert_array_equal(result.ravel()[:10], 0)
+
+
 def test_real_mib_integer_sums_exact(client, data_dir):
     path = data_dir / "mib" / "Single_9_Frame_CounterDepth_12_Rows_256.mib"
     frames = read_mib(path).astype(np.float64)

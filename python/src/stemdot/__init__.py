@@ -264,7 +264,13 @@ class Dataset(_Closing):
     of a region of interest (``roi=``) has ``roi`` True, ``nav_shape`` ``(n_selected,)``,
     ``scan_shape`` the whole scan's nav shape and ``positions`` (int64, the selected
     scan positions: flat indices in C order over ``scan_shape``, ascending); otherwise
-    ``roi`` is False and ``scan_shape`` is ``nav_shape``. Close it
+    ``roi`` is False and ``scan_shape`` is ``nav_shape``. ``positions_without_frame``
+    lists the scan positions of its frames that have no frame in the file, as (first,
+    count) runs of flat scan positions over ``scan_shape`` (empty when every position has
+    one): a sync offset (``sync_offset=``, LiberTEM's) moves the file's frames off the
+    first positions (negative) or the last ones (positive); they read as blank (all-zero)
+    frames, so :func:`apply_masks` gives 0 there, and :func:`reduce` leaves them out
+    (its mean, max and std are over the file's frames, as LiberTEM's). Close it
     with :meth:`close` or use it as a context manager; a closed dataset raises
     :class:`BadHandleError`. A dataset opened from a file pickles as its absolute path
     and its options: unpickling opens the file again (in that process, at that path);
@@ -290,6 +296,7 @@ class Dataset(_Closing):
         self.roi = bool(is_roi.value)
         self.scan_shape = tuple(int(n) for n in scan[: ndim.value])
         self._positions = None
+        self.positions_without_frame = _blanks(handle)
 
     @property
     def positions(self):
@@ -421,7 +428,9 @@ def open(path, **format_options):
     (numpy dtype or name, raw), ``byte_order`` ("little" or "big", raw), ``offset``
     (header bytes to skip, raw), ``frame_header`` and ``frame_footer`` (bytes before and
     after every frame, raw), ``sync_offset`` (scan position p reads the file's frame
-    p + sync_offset: positive skips leading frames, negative inserts blank ones),
+    p + sync_offset, as LiberTEM's: positive skips leading frames, negative inserts blank
+    ones; the nav shape is kept, the positions without a frame read as blank frames and
+    :func:`reduce` leaves them out: ``Dataset.positions_without_frame``),
     ``flyback`` (flyback frames of each scan row, read as no scan position: "start" or
     "end" for one per row, "start:N" or "end:N", "none", or "auto", the default: one per
     row when the file holds (nav_x+1)·nav_y frames, with a warning: where the frame
@@ -479,6 +488,18 @@ def _text(fn, handle):
     buf = ctypes.create_string_buffer(needed.value + 1)
     _call(fn, handle, buf, len(buf), ctypes.byref(needed))
     return buf.value.decode()
+
+
+def _blanks(handle):
+    """The positions without a frame of a dataset handle: (first, count) runs of flat
+    scan positions (stemdot_dataset_blanks)."""
+    n = ctypes.c_size_t()
+    _call(_LIB.stemdot_dataset_blanks, handle, None, 0, ctypes.byref(n))
+    if n.value == 0:
+        return []
+    runs = (ctypes.c_uint64 * (2 * n.value))()
+    _call(_LIB.stemdot_dataset_blanks, handle, runs, len(runs), ctypes.byref(n))
+    return [(int(runs[2 * i]), int(runs[2 * i + 1])) for i in range(n.value)]
 
 
 def _dataset_warnings(handle):
@@ -921,8 +942,10 @@ class Result(np.ndarray):
     (``path``, ``format``, ``options``), ``plan`` (``cpu_workers``, ``gpu_workers``)
     and, where they apply, ``com_shifts`` (the CoM shift maps' file), ``roi`` (a region of
     interest: ``scan_shape``, ``selected``, ``compact``, ``positions``), ``centre`` (of
-    auto specs: ``x``, ``y``, ``r``, ``source``) and ``shifts`` (masks moved with the
-    pattern: ``mean`` and ``constant`` or ``file``). ``column(name)`` is the image of the
+    auto specs: ``x``, ``y``, ``r``, ``source``), ``shifts`` (masks moved with the
+    pattern: ``mean`` and ``constant`` or ``file``) and ``positions_without_frame``
+    ([first, count] runs of the flat scan positions that have no frame in the file, a
+    sync offset's: their values are 0). ``column(name)`` is the image of the
     mask of that name.
 
     ``names`` and ``info`` describe this array's columns only: arrays derived from it
@@ -959,7 +982,7 @@ def _result(data, names, info):
 
 
 def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers, gpu_workers, roi=None, centre=None,
-                 shifts=None):
+                 shifts=None, without_frame=None):
     """The sidecar dict of a result (the Go API's ResultInfo; stemdot apply's
     RESULT.json): masks is a list of dicts with name and, when known, spec or file and
     index; options the open options given, key → value (formatted as the library reads
@@ -967,7 +990,9 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
     compact and, when written, positions (the file); centre, when auto specs were made,
     a dict of x, y, r and source ("sum frame", "sum frame of the frames moved back by
     their shifts" or "given"); shifts, for masks moved with
-    the pattern, a dict of mean (dy, dx) and, when given so, constant or file."""
+    the pattern, a dict of mean (dy, dx) and, when given so, constant or file;
+    without_frame, the (first, count) runs of the scan positions without a frame
+    (Dataset.positions_without_frame)."""
     info = {
         "format": RESULT_FORMAT,
         "format_version": RESULT_FORMAT_VERSION,
@@ -991,6 +1016,8 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
         info["shifts"] = {**({"constant": [float(v) for v in shifts["constant"]]} if shifts.get("constant") is not None else {}),
                           **({"file": os.path.abspath(shifts["file"])} if shifts.get("file") else {}),
                           "mean": [float(v) for v in shifts["mean"]]}
+    if without_frame:
+        info["positions_without_frame"] = [[int(a), int(n)] for a, n in without_frame]
     return info
 
 
@@ -1333,7 +1360,8 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
             moved = {"mean": _mean_shift(shifts, ds.n_frames, ds._scan_positions() if part else None),
                      "constant": shifts if shifts.size == 2 else None}
         info = _result_info(images.shape, images.dtype, ds.sig_shape, [{"name": n} for n in names], path, ds.format, options,
-                            len(workers) - gpu_workers, gpu_workers, roi=roi, shifts=moved)
+                            len(workers) - gpu_workers, gpu_workers, roi=roi, shifts=moved,
+                            without_frame=ds.positions_without_frame)
         result = Result(images, names, info)
         return (result, positions) if roi_compact else result
     finally:
@@ -1488,7 +1516,10 @@ def reduce(data, reductions=("sum",), cpus=None, progress=False, oversubscribe=F
       :func:`open`).
     reductions: names from "sum" (Σ_f frame_f, LiberTEM's SumUDF), "mean" (sum / number
       of frames), "max" (per pixel), "std" (sqrt(Σ_f (frame_f − mean)² / n): the
-      population standard deviation, ddof 0, as LiberTEM's StdDevUDF and ``numpy.std``).
+      population standard deviation, ddof 0, as LiberTEM's StdDevUDF and ``numpy.std``),
+      over the frames of the file: the positions without a frame of a sync offset
+      (``Dataset.positions_without_frame``) are left out, as LiberTEM's StdDevUDF leaves
+      them out (none left: a zero sum, NaN mean, max and std).
     cpus, progress, oversubscribe, partition_size: as for :func:`apply_masks`.
       Reductions are bound by memory bandwidth and run on CPU workers only: there is no
       ``gpus``.

@@ -355,8 +355,9 @@ class StemdotPlugin(WorkerPlugin):
         (``reduce_plan``, made at the first reduction: reductions run on CPU workers
         only): returns (a dict name → float64 array (sig_y, sig_x) of the reductions
         names, with the sum added for the mean and the std and the mean for the std, as
-        :func:`_merge` needs them; this worker's address, its stemdot worker count,
-        seconds spent)."""
+        :func:`_merge` needs them, and "frames": the number of frames reduced, those of
+        the file (positions without a frame are left out, as stemdot.reduce leaves them
+        out); this worker's address, its stemdot worker count, seconds spent)."""
         node = self.wait_ready()
         with self._lock:
             if self.reduce_plan is None:
@@ -370,6 +371,7 @@ class StemdotPlugin(WorkerPlugin):
             bufs = [out[r].ctypes.data_as(ctypes.POINTER(ctypes.c_double)) if r in out else None for r in stemdot.REDUCTIONS]
             stemdot._call(stemdot._LIB.stemdot_reduce, ds.handle, self.reduce_plan.handle, run, _lib.PROGRESS_FN(), None,
                           *bufs, ds.sig_shape[0] * ds.sig_shape[1])
+            out["frames"] = ds.n_frames - sum(n for _, n in ds.positions_without_frame)
         return out, node["address"], node["n_workers"], time.perf_counter() - started
 
     def cancel(self, job):
@@ -487,14 +489,16 @@ def _info_task(path, options, job=None):
     """nav_shape, sig_shape, dtype name, frame count and warnings of path, opened on a
     worker (kept open for job's ranges, see StemdotPlugin.dataset); frame_positions: the
     scan position of each frame when they are not the whole scan (an ROI, a frames
-    range), else None; size: the file's size in bytes on this worker."""
+    range), else None; positions_without_frame: as stemdot.Dataset's; size: the file's
+    size in bytes on this worker."""
     plugin = _plugin()
     plugin.wait_ready()
     with plugin.dataset(path, options, job) as ds:
         part = int(np.prod(ds.scan_shape)) != ds.n_frames
         return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
                 "format": ds.format, "warnings": ds.warnings, "scan_shape": ds.scan_shape, "positions": ds.positions,
-                "frame_positions": ds._scan_positions() if part else None, "size": _file_size(path)}
+                "frame_positions": ds._scan_positions() if part else None,
+                "positions_without_frame": ds.positions_without_frame, "size": _file_size(path)}
 
 
 def _file_size(path, dask_worker=None):
@@ -816,8 +820,9 @@ def dataset_info(client, path, *, timeout=120, **open_options):
     """Opens ``path`` on a worker (as :func:`stemdot.open` with ``open_options``) and
     returns a dict with ``nav_shape``, ``sig_shape``, ``dtype`` (numpy name),
     ``n_frames``, ``format`` (as read: "mib", "hdf5", ...), ``warnings`` (the dataset's,
-    see ``stemdot.Dataset.warnings``), ``scan_shape`` and ``positions`` (a region of
-    interest's selected scan positions, else None: see ``stemdot.Dataset``), ``size``
+    see ``stemdot.Dataset.warnings``), ``scan_shape``, ``positions`` (a region of
+    interest's selected scan positions, else None) and ``positions_without_frame`` (see
+    ``stemdot.Dataset``), ``size``
     (the file's bytes on that worker). The client needs no access to the file; a
     relative ``path``, or ``roi`` NPY file, that exists on the client is made absolute
     there (:func:`_client_path`). A worker whose node cannot read the file (see
@@ -1496,7 +1501,7 @@ async def _reduce(client, path, reductions=("sum",), *, job, notes, progress=Fal
     total = {}  # the merged partials: "n", and the names computed by the ranges
 
     def store(first, count, part):
-        _merge(total, count, part)
+        _merge(total, part.pop("frames"), part)
 
     def task(first_frame, options):
         return lambda first, count: (_reduce_task, job, path, options, names, first_frame + first, count)
@@ -1506,12 +1511,13 @@ async def _reduce(client, path, reductions=("sum",), *, job, notes, progress=Fal
                hang_timeout=hang_timeout, report=report, gpus=False)
     n, out = total["n"], {}
     for r in [r for r in stemdot.REDUCTIONS if r in names]:
-        if r == "mean":
-            out[r] = total["sum"] / n
-        elif r == "std":
-            out[r] = np.sqrt(total["m2"] / n)
-        else:
-            out[r] = total[r]
+        with np.errstate(invalid="ignore", divide="ignore"):  # no frame of the file (n = 0): NaN, as stemdot.reduce
+            if r == "mean":
+                out[r] = total["sum"] / n
+            elif r == "std":
+                out[r] = np.sqrt(total["m2"] / n)
+            else:
+                out[r] = total[r]
     return out
 
 
@@ -1520,9 +1526,13 @@ def _merge(total, count, part):
     with the mean and the std, the mean with the std: see StemdotPlugin.reduce) into
     total, in place: sums added, maxima compared with NaN kept, and (n, mean, M2) merged
     by Chan, Golub and LeVeque's update: with δ = mean_b − mean_a, mean = mean_a +
-    δ·n_b/n and M2 = M2_a + M2_b + δ²·n_a·n_b/n."""
+    δ·n_b/n and M2 = M2_a + M2_b + δ²·n_a·n_b/n. A part of no frame (a range of
+    positions without a frame: its sum 0, the rest NaN) counts only while no other came."""
     m2 = part["std"] ** 2 * count if "std" in part else None
-    if not total:
+    if total and count == 0:
+        return
+    if not total or total["n"] == 0:
+        total.clear()
         total.update(part, n=count)
         if m2 is not None:
             total["m2"] = m2
@@ -1764,7 +1774,8 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
         moved = {"mean": stemdot._mean_shift(shifts, n_frames, info["frame_positions"]),
                  "constant": shifts if shifts.size == 2 else None}
     result_info = stemdot._result_info(images.shape, images.dtype, info["sig_shape"], [{"name": n} for n in names], path,
-                                       info["format"], given, len(plans) - gpu_workers, gpu_workers, roi=roi, shifts=moved)
+                                       info["format"], given, len(plans) - gpu_workers, gpu_workers, roi=roi, shifts=moved,
+                                       without_frame=info["positions_without_frame"])
     result = stemdot.Result(images, names, result_info)
     return (result, positions) if roi_compact else result
 

@@ -88,6 +88,7 @@ func TestNPYErrors(t *testing.T) {
 		{"fortran", "<u2", true, "(2, 3, 4)", data, "Fortran-order (column-major) NPY arrays are not supported"},
 		{"complex", "<c8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<c8'"},
 		{"uint64", "<u8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<u8'"},
+		{"escaped", "<u\x1b[2J", false, "(2, 3)", data[:48], `unsupported NPY dtype '<u\x1b[2J'`},
 		{"1-D", "<u2", false, "(24,)", data, "NPY shape (24,) is not (sig_y, sig_x)"},
 		{"6-D", "<u2", false, "(1, 1, 2, 1, 3, 4)", data, "NPY shape (1, 1, 2, 1, 3, 4) is not"},
 		{"truncated", "<u2", false, "(2, 3, 4)", data[:40], "truncated NPY file: the header's shape (2, 3, 4) and dtype '<u2' make 48 bytes of data from byte 128 to byte 176, but the file has 168 bytes (8 missing)"},

@@ -404,6 +404,9 @@ func (p *parser) data() error {
 	}
 	p.n = node{off: p.r.off, o: p.byteOf}
 	c := &p.n
+	if info[0] == 20 && len(info) == 3 { // an array of simple values
+		c.array, c.count, c.esize = true, int64(info[2]), simpleSize(info[1])
+	}
 	switch {
 	case len(info) == 1:
 		c.simple = true
@@ -412,28 +415,15 @@ func (p *parser) data() error {
 			return p.fail(err)
 		}
 		c.num = p.value(info[0], v)
-		p.visit(p.stack[:p.depth], c)
-		return nil
-	case info[0] == 18 && size <= maxString:
+	case info[0] == 18 && size <= maxString, c.array && info[1] == 4 && size <= 2*maxString: // text, or uint16 characters
 		if c.raw, err = p.r.next(size); err != nil {
 			return p.fail(err)
 		}
-		c.hasStr = true
-		p.visit(p.stack[:p.depth], c)
-		return nil
-	case info[0] == 20 && len(info) == 3:
-		c.array, c.count, c.esize = true, int64(info[2]), simpleSize(info[1])
-		if info[1] == 4 && size <= 2*maxString { // uint16 characters: a string
-			if c.raw, err = p.r.next(size); err != nil {
-				return p.fail(err)
-			}
-			c.hasStr, c.utf16 = true, true
-			p.visit(p.stack[:p.depth], c)
-			return nil
+		c.hasStr, c.utf16 = true, c.array
+	default:
+		if err := p.r.skip(size); err != nil {
+			return p.fail(err)
 		}
-	}
-	if err := p.r.skip(size); err != nil {
-		return p.fail(err)
 	}
 	p.visit(p.stack[:p.depth], c)
 	return nil

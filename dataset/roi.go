@@ -186,7 +186,7 @@ func readROIFile(path string, nav []int) ([]bool, error) {
 	defer f.Close()
 	_, d, data, err := npy.ReadArray(f, size, func(h npy.Info, d npy.Descr) error {
 		if d.Kind != 'b' && d.Kind != 'i' && d.Kind != 'u' || d.Kind == 'b' && d.Size != 1 || !(d.Size == 1 || d.Size == 2 || d.Size == 4 || d.Size == 8) {
-			return errs.New(errs.Argument, "dtype '%s' is not boolean: want a bool array (or integers 0 and 1) of the scan's nav shape, e.g. numpy.save(path, roi.astype(bool))", h.Descr)
+			return errs.New(errs.Argument, "dtype %s is not boolean: want a bool array (or integers 0 and 1) of the scan's nav shape, e.g. numpy.save(path, roi.astype(bool))", npy.QuoteDescr(h.Descr))
 		}
 		if !slices.Equal(h.Shape, nav) {
 			return errs.New(errs.Shape, "the array's shape %s is not the scan's nav shape %s", npy.ShapeString(h.Shape), npy.ShapeString(nav))

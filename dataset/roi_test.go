@@ -332,6 +332,7 @@ func TestROIErrors(t *testing.T) {
 		{write("shape.npy", "|b1", "(4, 3)", make([]byte, 12)), errs.Shape, []string{"option roi", "shape (4, 3) is not the scan's nav shape (3, 4)"}},
 		{write("flat.npy", "|b1", "(12,)", make([]byte, 12)), errs.Shape, []string{"option roi", "(12,)", "(3, 4)"}},
 		{write("float.npy", "<f4", "(3, 4)", make([]byte, 48)), errs.Argument, []string{"option roi", "dtype '<f4' is not boolean"}},
+		{write("escaped.npy", "\x1b[2J", "(3, 4)", make([]byte, 12)), errs.Argument, []string{"option roi", `dtype '\x1b[2J' is not boolean`}},
 		{write("two.npy", "<i2", "(3, 4)", append([]byte{1, 0, 2}, make([]byte, 21)...)), errs.Argument, []string{"option roi", "position 1 holds 2"}},
 		{write("empty.npy", "|b1", "(3, 4)", make([]byte, 12)), errs.Argument, []string{"option roi", "selects no scan position"}},
 		{"rect:2,1,3,1", errs.Shape, []string{"option roi rect:2,1,3,1", "not within the scan of nav shape (3, 4)"}},

@@ -87,7 +87,7 @@ func loadNPY(path string, sig *[2]int) (*Stack, error) {
 		if kind := strings.TrimLeft(dtype, "<>=|"); kind != "" {
 			what = npyDTypeNames[kind[0]]
 		}
-		return nil, errs.New(errs.DType, "dtype '%s'%s is not supported for masks (want bool, int8..int64, uint8..uint64, float32 or float64: save masks.astype(np.float32))", dtype, what)
+		return nil, errs.New(errs.DType, "dtype %s%s is not supported for masks (want bool, int8..int64, uint8..uint64, float32 or float64: save masks.astype(np.float32))", npy.QuoteDescr(dtype), what)
 	}
 	if h.Fortran {
 		return nil, fmt.Errorf("array is in Fortran order, want C order (save np.ascontiguousarray(masks))")

@@ -55,6 +55,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -209,7 +210,7 @@ func order(big bool) binary.ByteOrder {
 
 // array is one of the three raw files.
 type array struct {
-	path string
+	path string // quoted (the TOML file names it), for messages
 	f    *os.File
 	size int64 // bytes when opened
 	elem int   // bytes per element
@@ -280,7 +281,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		v, isInt := s.(int64)
 		if !isInt || v < math.MinInt32 || v > math.MaxInt32 {
 			d.Close()
-			return nil, errs.New(errs.Format, "dataset: %s: [params] sync_offset %v is not a whole number from %d to %d", path, s, math.MinInt32, math.MaxInt32)
+			return nil, errs.New(errs.Format, "dataset: %s: [params] sync_offset %s is not a whole number from %d to %d", path, shown(s), math.MinInt32, math.MaxInt32)
 		}
 		opt.SyncOffset = int(v)
 		if v != 0 {
@@ -311,7 +312,7 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 	case !given:
 		return fail("[params] has no filetype: not a raw_csr description (want [params] filetype = \"raw_csr\")")
 	case !isString:
-		return fail("[params] filetype is %v, not \"raw_csr\"", v)
+		return fail("[params] filetype is %s, not \"raw_csr\"", shown(v))
 	case !strings.EqualFold(ft, "raw_csr"):
 		return fail("[params] filetype is %q, not \"raw_csr\"", ft)
 	}
@@ -338,7 +339,7 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 			s = append(s, int(n))
 		}
 		if !isList || len(s) == 0 {
-			_, _, err := fail("[params] %s %v is not a list of whole numbers from 1 to %d", key, v, math.MaxInt32)
+			_, _, err := fail("[params] %s %s is not a list of whole numbers from 1 to %d", key, shown(v), math.MaxInt32)
 			return nil, false, err
 		}
 		return s, true, nil
@@ -401,14 +402,15 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 		if !filepath.IsAbs(name) {
 			name = filepath.Join(dir, name)
 		}
+		quoted := strconv.Quote(name) // a path from the TOML file, quoted in every message
 		f, size, err := dataset.OpenFile(name)
 		if err != nil {
-			return nil, false, fmt.Errorf("%w (%s in %s)", err, key, d.path)
+			return nil, false, errs.Wrap(errs.IO, fmt.Errorf("%s (%s in %s)", strings.ReplaceAll(err.Error(), name, quoted), key, d.path))
 		}
-		a := &array{path: name, f: f, size: size, elem: []int{d.ptrType.size, d.idxType.size, d.dt.Size()}[i]}
+		a := &array{path: quoted, f: f, size: size, elem: []int{d.ptrType.size, d.idxType.size, d.dt.Size()}[i]}
 		*arrays[i] = a
 		if size%int64(a.elem) != 0 {
-			return fail("%s %s: %d bytes is not a whole number of %s elements of %d bytes", key, name, size, types[i], a.elem)
+			return fail("%s %s: %d bytes is not a whole number of %s elements of %d bytes", key, quoted, size, types[i], a.elem)
 		}
 	}
 	if d.indptr.len() < 2 {
@@ -449,6 +451,16 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 			d.indptr.path, ends[0], ends[1], d.nnz, types[0])
 	}
 	return nav, ok, nil
+}
+
+// shown formats a TOML value for messages as %v does, quoted when that holds a character
+// that %q escapes: the file's strings reach messages escaped.
+func shown(v any) string {
+	s := fmt.Sprint(v)
+	if q := strconv.Quote(s); q[1:len(q)-1] != s {
+		return q
+	}
+	return s
 }
 
 func product(s []int) int {

@@ -267,6 +267,9 @@ data_dtype = "` + data + `"`
 		{name: "nav shape past 2^31-1", params: "nav_shape = [2147483648, 1]\nsig_shape = [2, 2]", want: "[params] nav_shape [2147483648 1] is not a list of whole numbers from 1 to 2147483647", kind: errs.Format},
 		{name: "sync offset past 2^31-1", params: good + "\nsync_offset = 9223372036854775807", want: "[params] sync_offset 9223372036854775807 is not a whole number from -2147483648 to 2147483647", kind: errs.Format},
 		{name: "not toml", params: good + "\n[[[", want: "not a TOML file", kind: errs.Format},
+		// Strings of the TOML file reach messages escaped: a file name, a value.
+		{name: "escaped file name", params: good, section: strings.Replace(section("<u2"), "data.bin", `\u001b[2Jnope.bin`, 1), want: `/\x1b[2Jnope.bin": file does not exist (data_file in`, kind: errs.IO},
+		{name: "escaped value", params: good + "\nsync_offset = [\"\\u001b[2J\"]", want: `[params] sync_offset "[\x1b[2J]" is not a whole number`, kind: errs.Format},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ip, ix := indptr, indices
@@ -292,6 +295,7 @@ data_dtype = "` + data + `"`
 			assert.Equal(t, c.kind, errs.KindOf(err), "%v", err)
 			assert.Contains(t, err.Error(), c.want)
 			assert.Contains(t, err.Error(), "s.toml")
+			assert.NotContains(t, err.Error(), "\x1b")
 		})
 	}
 }

@@ -410,7 +410,7 @@ func navShape(gtg string) ([]int, string, error) {
 		return nil, "", err
 	}
 	defer f.Close()
-	tags, err := dm.ReadTags(f, size)
+	tags, err := dm.ReadTags(f, size, "SI Dimensions.Size Y", "SI Dimensions.Size X")
 	if err != nil {
 		return nil, "", err
 	}

@@ -57,7 +57,7 @@ func TestGTGTags(t *testing.T) {
 	for _, version := range []int{3, 4} {
 		for _, little := range []bool{true, false} {
 			b := gtgFile(version, little, 7, 5)
-			tags, err := dm.ReadTags(bytes.NewReader(b), int64(len(b)))
+			tags, err := dm.ReadTags(bytes.NewReader(b), int64(len(b)), "SI Dimensions.Size Y", "SI Dimensions.Size X", "ImageList.0.Size X")
 			require.NoError(t, err, "DM%d little=%v", version, little)
 			for path, want := range map[string]float64{"SI Dimensions.Size Y": 7, "SI Dimensions.Size X": 5, "ImageList.0.Size X": 999} {
 				v, ok := tags.Number(path)

@@ -283,15 +283,16 @@ func (d *mibFile) checkHeader(h []byte, frame int) error {
 }
 
 // readMIBHdr reads a Merlin .hdr sidecar: tab-separated "key:\tvalue" lines between a
-// line starting "HDR," and one starting "End". Keys lose their trailing colon.
-func readMIBHdr(path string) (map[string]string, error) {
+// line starting "HDR," and one starting "End". Keys lose their trailing colon. Only the
+// values of keys are kept, so that a .hdr of any length takes no more memory than they.
+func readMIBHdr(path string, keys ...string) (map[string]string, error) {
 	f, _, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "HDR") {
+	if !sc.Scan() || !bytes.HasPrefix(sc.Bytes(), []byte("HDR")) {
 		if err := sc.Err(); err != nil {
 			return nil, err
 		}
@@ -299,15 +300,20 @@ func readMIBHdr(path string) (map[string]string, error) {
 	}
 	kv := map[string]string{}
 	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r\x00")
-		if strings.HasPrefix(line, "End") {
+		line := bytes.TrimRight(sc.Bytes(), "\r\x00")
+		if bytes.HasPrefix(line, []byte("End")) {
 			return kv, nil
 		}
-		k, v, ok := strings.Cut(line, "\t")
+		k, v, ok := bytes.Cut(line, []byte("\t"))
 		if !ok {
 			continue
 		}
-		kv[strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(k), ":"))] = strings.TrimSpace(v)
+		k = bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(k), []byte(":")))
+		for _, key := range keys {
+			if string(k) == key {
+				kv[key] = string(bytes.TrimSpace(v))
+			}
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -318,7 +324,7 @@ func readMIBHdr(path string) (map[string]string, error) {
 // mibNavFromHdr returns the nav shape that the .hdr sidecar at hdrPath gives, and a
 // description of where it came from, or nil when there is no sidecar or it gives none.
 func mibNavFromHdr(hdrPath string) ([]int, string, error) {
-	kv, err := readMIBHdr(hdrPath)
+	kv, err := readMIBHdr(hdrPath, "ScanX", "ScanY", "Frames in Acquisition (Number)", "Frames per Trigger (Number)")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", nil
 	}

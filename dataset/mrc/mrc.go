@@ -361,10 +361,10 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 		switch {
 		case scanType != "" && scanType != "Raster" && userNav:
 			de.source = ""
-			de.notes = append(de.notes, fmt.Sprintf("the scan is not a raster scan (Scan - Type = %s in %s) and its scan coordinates %s are missing: the frames are read in acquisition order at the positions of option nav_shape", scanType, base, filepath.Base(csvPath)))
+			de.notes = append(de.notes, fmt.Sprintf("the scan is not a raster scan (Scan - Type = %q in %s) and its scan coordinates %s are missing: the frames are read in acquisition order at the positions of option nav_shape", scanType, base, filepath.Base(csvPath)))
 			return de, nil
 		case scanType != "" && scanType != "Raster":
-			return nil, errs.New(errs.Format, "the scan is not a raster scan (Scan - Type = %s in %s), and its scan coordinates %s are missing: they say where each frame belongs; put the file there, or give option nav_shape to read the frames in acquisition order", scanType, base, csvPath)
+			return nil, errs.New(errs.Format, "the scan is not a raster scan (Scan - Type = %q in %s), and its scan coordinates %s are missing: they say where each frame belongs; put the file there, or give option nav_shape to read the frames in acquisition order", scanType, base, csvPath)
 		case info["Scan - ROI Enable"] == "Enable":
 			rx, errX := infoInt(info, "Scan - ROI Size X")
 			ry, errY := infoInt(info, "Scan - ROI Size Y")
@@ -373,7 +373,7 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 			}
 			nx, ny = rx, ry
 			de.source = fmt.Sprintf(" from %s (Scan - ROI Size X = %d, ROI Size Y = %d)", base, nx, ny)
-			de.notes = append(de.notes, fmt.Sprintf("%s: the raster scan covers its ROI of %d×%d positions (Scan - ROI Offset X = %s, Y = %s): nav shape %s",
+			de.notes = append(de.notes, fmt.Sprintf("%s: the raster scan covers its ROI of %d×%d positions (Scan - ROI Offset X = %q, Y = %q): nav shape %s",
 				base, ny, nx, info["Scan - ROI Offset X"], info["Scan - ROI Offset Y"], npy.ShapeString(passesOf(repeats, ny, nx))))
 		}
 		de.nav = passesOf(repeats, ny, nx)

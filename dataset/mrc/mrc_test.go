@@ -451,7 +451,7 @@ func TestDirectElectronScans(t *testing.T) {
 		require.NoError(t, err)
 		defer ds.Close()
 		assert.Equal(t, []int{1, 2}, ds.NavShape())
-		assert.Contains(t, strings.Join(dataset.Notes(ds), "\n"), "the raster scan covers its ROI of 1×2 positions (Scan - ROI Offset X = 1, Y = 0)")
+		assert.Contains(t, strings.Join(dataset.Notes(ds), "\n"), `the raster scan covers its ROI of 1×2 positions (Scan - ROI Offset X = "1", Y = "0")`)
 	})
 	t.Run("raster-serpentine-csv", func(t *testing.T) {
 		// The second row scanned right to left: the CSV places it.
@@ -540,6 +540,8 @@ func TestDirectElectronScans(t *testing.T) {
 		"no-lines": {custom, "x,y\n", "lists no scan position"},
 		"no-size":  {"Scan - Enable = Enable\nScan - Size X = 3\n", "", "no \"Scan - Size Y\" line; give option nav_shape"},
 		"bad-size": {"Scan - Enable = Enable\nScan - Size X = -3\nScan - Size Y = 2\n", "", "Scan - Size X = \"-3\" is not a scan size"},
+		// A value from the info file reaches the message quoted, escape sequences and all.
+		"type-quoted": {scan + "Scan - Type = \x1b[2JXY\n", "", `(Scan - Type = "\x1b[2JXY" in c_info.txt)`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := deMovie(t, t.TempDir(), "c", 2, tc.info, tc.csv)

@@ -95,7 +95,7 @@ func parseDType(descr string) (dataset.DType, bool, error) {
 	}
 	dt, ok := kinds[npyfile.Descr{Kind: d.Kind, Size: d.Size}]
 	if !ok {
-		return dataset.Invalid, false, fmt.Errorf("unsupported NPY dtype '%s' (want u1, u2, u4, i1, i2, i4, f4 or f8, any byte order)", descr)
+		return dataset.Invalid, false, fmt.Errorf("unsupported NPY dtype %s (want u1, u2, u4, i1, i2, i4, f4 or f8, any byte order)", npyfile.QuoteDescr(descr))
 	}
 	return dt, d.BigEndian, nil
 }

@@ -94,6 +94,7 @@ func TestNPYErrors(t *testing.T) {
 		{"fortran", "<u2", true, "(2, 3, 4)", data, "Fortran-order (column-major) NPY arrays are not supported"},
 		{"complex", "<c8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<c8'"},
 		{"uint64", "<u8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<u8'"},
+		{"escaped", "<u\x1b[2J", false, "(2, 3)", data[:48], `unsupported NPY dtype '<u\x1b[2J'`},
 		{"1-D", "<u2", false, "(24,)", data, "NPY shape (24,) is not (sig_y, sig_x)"},
 		{"6-D", "<u2", false, "(1, 1, 2, 1, 3, 4)", data, "nav shape (1, 1, 2, 1) from the NPY shape has 4 axes: stemdot reads scans of 1 to 3 (N, Y,X or Z,Y,X): give option nav_shape of its 2 positions in at most 3 axes (e.g. 1,2,1)"},
 		{"0-D", "<u2", false, "()", data[:2], "NPY shape () is not (sig_y, sig_x)"},

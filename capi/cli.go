@@ -14,6 +14,7 @@ import (
 
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/cli"
+	"github.com/stemdot/stemdot/internal/safetext"
 )
 
 // stemdot_go_cli_main runs the command line argv[1:argc] with backend's callback
@@ -24,7 +25,7 @@ import (
 func stemdot_go_cli_main(argc C.int, argv **C.char, backend *C.stemdot_cli_backend) (rc C.int) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "stemdot_cli_main: %v\n", panicError(r))
+			fmt.Fprintf(os.Stderr, "stemdot_cli_main: %s\n", safetext.String(panicError(r).Error()))
 			rc = 1
 		}
 	}()

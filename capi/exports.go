@@ -16,6 +16,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -53,9 +54,10 @@ func succeed() C.stemdot_status {
 
 // fail sets the calling thread's last error to "fn: message" and returns err's code.
 // Go code called from C runs on the calling C thread, so the thread-local storage in
-// shim.c is that thread's. Options are named by key, as the C ABI takes them.
+// shim.c is that thread's. Options are named by key, as the C ABI takes them; terminal
+// control characters are escaped (safetext.String), as a caller prints the message.
 func fail(fn string, err error) C.stemdot_status {
-	msg := fn + ": " + stemdot.OptionKeys(err.Error())
+	msg := fn + ": " + safetext.String(stemdot.OptionKeys(err.Error()))
 	C.stemdot_capi_set_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
 	return C.stemdot_status(codeOf(err))
 }
@@ -241,7 +243,7 @@ func stemdot_go_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen
 	const fn = "stemdot_dataset_warnings"
 	defer guard(fn, &st)
 	return datasetText(fn, "warnings", dsHandle, buf, bufLen, needed, func(d dataset.Dataset) string {
-		return stemdot.OptionKeys(strings.Join(stemdot.OpenWarnings(d), "\n"))
+		return safetext.String(stemdot.OptionKeys(strings.Join(stemdot.OpenWarnings(d), "\n")))
 	})
 }
 

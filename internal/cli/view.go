@@ -127,7 +127,7 @@ connected); a reload reconnects within it.`,
 			}
 			url := fmt.Sprintf("http://%s/%s/", shown, srv.Token())
 			fmt.Fprintf(cmd.OutOrStdout(), "stemdot view of %s: %s\n", args[0], url)
-			if f, ok := cmd.OutOrStdout().(*os.File); ok {
+			if f, ok := cmd.OutOrStdout().(interface{ Sync() error }); ok { // a file, escaped (safetext.Writer)
 				f.Sync()
 			}
 			if b := os.Getenv("BROWSER"); b != "" && !noBrowser {

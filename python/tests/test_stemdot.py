@@ -292,7 +292,7 @@ def test_progress_exception_cancels_and_propagates():
         stemdot.apply_masks(np.ones((16, 8, 8), np.uint8), np.ones((1, 8, 8)), progress=boom)
 
 
-def test_ctrl_c_cancels():
+def test_ctrl_c_cancels(sigint_raises):
     """SIGINT sent to the main thread during a run raises KeyboardInterrupt there; the
     run is cancelled and the library stays usable."""
     main = threading.main_thread().ident

@@ -42,6 +42,10 @@ func stemdot_go_cli_main(argc C.int, argv **C.char, backend *C.stemdot_cli_backe
 		fmt.Fprintln(os.Stderr, "stemdot_cli_main: the backend's name, use and call must be set (and flags, with n_flags)")
 		return 1
 	}
+	if _, err := sizeProduct("n_flags", int(unsafe.Sizeof(*backend.flags)), 0, backend.n_flags); err != nil {
+		fmt.Fprintf(os.Stderr, "stemdot_cli_main: %v\n", err)
+		return 1
+	}
 	remote := &cli.Remote{Call: func(op string, request any, masks []byte, shifts []float64, out []byte) ([]byte, error) {
 		return callCLI(backend, op, request, masks, shifts, out)
 	}}

@@ -24,6 +24,9 @@
  *   stemdot_last_error(). No function aborts or crashes the host process on bad input;
  *   an unexpected failure inside the library (a Go panic) is recovered and reported as
  *   STEMDOT_ERR_INTERNAL. Invalid (non-NULL but dangling) pointers cannot be detected.
+ *   Sizes whose product (in elements or bytes) cannot be the size of a buffer are
+ *   STEMDOT_ERR_SHAPE. Messages (errors, stemdot_dataset_warnings) carry no terminal
+ *   control characters: those of strings from files are escaped (ESC as \x1b).
  *
  * Handles
  *   Datasets, plans and runs are opaque 64-bit handles; 0 is never a valid handle. A

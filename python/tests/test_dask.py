@@ -899,8 +899,13 @@ def test_shifts_are_sliced_per_range(cluster, client, tmp_path):
     assert_shifted_close(part, want.reshape(42, -1)[5:25])
     part = sdask.apply_masks(client, path, masks, shifts=shifts.reshape(42, 2)[5:25], frames=(5, 20), range_frames=2)
     assert_shifted_close(part, want.reshape(42, -1)[5:25])
-    with pytest.raises(stemdot.ShapeError, match="shifts hold 8 values"):
+    with pytest.raises(stemdot.ShapeError, match=r"shifts of shape \(2, 2, 2\): want .* nav_shape \(6, 7\) \+ \(2,\)"):
         sdask.apply_masks(client, path, masks, shifts=np.zeros((2, 2, 2)))
+    # #33.1: as many values in another shape (transposed) are refused, not read in flat order
+    with pytest.raises(stemdot.ShapeError, match=r"shifts of shape \(7, 6, 2\): want .* = \(6, 7, 2\); y then x"):
+        sdask.apply_masks(client, path, masks, shifts=shifts.transpose(1, 0, 2))
+    with pytest.raises(stemdot.ShapeError, match=r"shifts of shape \(42, 2\): want .* = \(6, 7, 2\), or one per frame read, \(20, 2\)"):
+        sdask.apply_masks(client, path, masks, shifts=shifts.reshape(42, 2), frames=(5, 20))
     np.save(tmp_path / "shifts.npy", shifts)
     run = dask_cli(cluster, path, "--mask", "disk:12,12,5", "--mask", "com", "--shifts", tmp_path / "shifts.npy",
                    "--out", tmp_path / "r.npy", "--range-frames", "2", "--quiet")

@@ -110,7 +110,7 @@ def test_errors():
         stemdot.reduce(frames, gpus=1)
 
 
-def test_progress_and_ctrl_c():
+def test_progress_and_ctrl_c(sigint_raises):
     calls = []
     stemdot.reduce(np.ones((64, 32, 32), np.uint16), progress=lambda d, t: calls.append((d, t)))
     assert calls and calls[-1] == (64, 64)

@@ -292,7 +292,7 @@ def test_progress_exception_cancels_and_propagates():
         stemdot.apply_masks(np.ones((16, 8, 8), np.uint8), np.ones((1, 8, 8)), progress=boom)
 
 
-def test_ctrl_c_cancels():
+def test_ctrl_c_cancels(sigint_raises):
     """SIGINT sent to the main thread during a run raises KeyboardInterrupt there; the
     run is cancelled and the library stays usable."""
     main = threading.main_thread().ident
@@ -350,6 +350,39 @@ def test_errors_carry_codes_and_messages(tmp_path):
         stemdot.open(raw, sig_shape=(4, 4), dtype=np.uint16)
     with pytest.raises(stemdot.DTypeError, match="uint12"):
         stemdot.open(raw, sig_shape=(4, 4), dtype="uint12")
+
+
+# The terminal control characters that no message may carry raw: C0 but newline and
+# tab, DEL, C1, and the lone surrogates of file name bytes that are not UTF-8.
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\udc80-\udcff]")
+
+
+def test_messages_escape_terminal_control_characters(tmp_path):
+    """#33.6: a file name with escape sequences (legal on Linux) reaches the library's
+    errors and warnings, and Python's own, escaped: it cannot recolour, clear or retitle
+    the terminal that shows them. A name whose bytes are not UTF-8 opens, its byte
+    escaped in messages."""
+    name = "scan\x1b[31mRED\x1b]0;title\x07\u009b2J.npy"
+    shown = r"scan\x1b[31mRED\x1b]0;title\x07\u009b2J.npy"
+    np.save(tmp_path / name, np.ones((4, 4, 8, 8), np.uint16))
+    with pytest.warns(UserWarning) as caught, stemdot.open(tmp_path / name, sync_offset=2) as ds:
+        assert ds.nav_shape == (3, 4)
+    messages = [str(w.message) for w in caught]
+    assert any(f"{tmp_path / shown}: sync offset 2: the first 2 frames" in m for m in messages), messages
+    assert not any(CONTROLS.search(m) for m in messages + ds.warnings), messages
+    with pytest.raises(stemdot.ShapeError) as e:
+        stemdot.open(tmp_path / name, nav_shape=(15,))
+    assert f"{tmp_path / shown}: nav shape (15,)" in str(e.value) and not CONTROLS.search(str(e.value))
+    with pytest.raises(stemdot.StemdotIOError) as e:
+        stemdot.load_result(tmp_path / "missing\x1b[2J.npy")  # raised by Python
+    assert str(e.value) == e.value.message == f"result {tmp_path}/missing\\x1b[2J.npy: file does not exist"
+    raw = os.fsdecode(os.fsencode(tmp_path) + b"/scan\x9b.npy")  # a lone surrogate for byte 0x9b
+    np.save(raw, np.ones((4, 4, 8, 8), np.uint16))
+    with stemdot.open(raw) as ds:
+        assert ds.path == raw and ds.nav_shape == (4, 4)
+    with pytest.raises(stemdot.ShapeError) as e:
+        stemdot.open(raw, nav_shape=(15,))
+    assert f"{tmp_path}/scan\\x9b.npy: nav shape (15,)" in str(e.value) and not CONTROLS.search(str(e.value))
 
 
 def test_3d_file_has_the_nav_shape_of_a_3d_array(tmp_path):
@@ -559,9 +592,33 @@ def test_com_shifts():
     np.testing.assert_allclose(shifts[..., 0], want_y, rtol=1e-12)
     np.testing.assert_allclose(shifts[..., 1], want_x, rtol=1e-12)
     assert np.isnan(shifts[2, 1]).all()
-    np.testing.assert_array_equal(stemdot.com_shifts(img.astype(np.float32), -3).shape, (3, 2, 2))
-    with pytest.raises(stemdot.InvalidArgumentError, match="index 2"):
-        stemdot.com_shifts(img, 2)
+    np.testing.assert_array_equal(stemdot.com_shifts(img, -3), shifts)  # counted from the end, as numpy's indices
+    np.testing.assert_array_equal(stemdot.com_shifts(img[..., 1:], 0), shifts)
+    # #33.3: the index as given, not as counted from the end ("index 2" for -2)
+    for index in (2, 3, -1, -2, -5, 2**40):
+        with pytest.raises(stemdot.InvalidArgumentError, match=rf"^com_shifts: index {index}: the com masks are 3 columns "
+                           r"from index \(sum, y moment, x moment\), but the result has 4 masks \(columns 0 to 3\): give "
+                           r"an index from 0 to 1 \(or -4 to -3, counted from the end\)$"):
+            stemdot.com_shifts(img, index)
+    with pytest.raises(stemdot.InvalidArgumentError, match=r"index -1: .* has 2 masks .*: apply the com masks"):
+        stemdot.com_shifts(img[..., :2], -1)
+
+
+def test_sizes_and_indices_are_reported_as_given():
+    """#33.3: a negative sig size reached the library as 2^64 − 1 and was reported so; a
+    GPU index of 2^32 + 1 was passed as GPU 1 (ctypes' int wraps); scan positions and
+    frame ranges name what was given."""
+    for call in (lambda: stemdot.disk((-1, 8), 1, 1, 1), lambda: stemdot.mask("com", (-1, 8)),
+                 lambda: stemdot.mask_stack((-1, 8), specs="com")):
+        with pytest.raises(stemdot.ShapeError, match=r"^sig_shape \(-1, 8\): want two sizes \(sig_y, sig_x\), each from 1"):
+            call()
+    frames = np.ones((3, 4, 8, 8), np.uint16)
+    with stemdot.from_array(frames) as ds:
+        for device in (-1, 2**32 + 1):
+            with pytest.raises(stemdot.InvalidArgumentError, match=rf"^device {device}: GPU devices are numbered from 0$"):
+                ds.to_device(device)
+    with pytest.raises(stemdot.ShapeError, match=r"scan position \(-1, 0\) is outside the nav shape \(3, 4\)"):
+        stemdot.pick(frames, [(-1, 0)])
 
 
 def test_mask_argument_order():

@@ -33,6 +33,7 @@ import json
 import operator
 import os
 import re
+import stat
 import sys
 import threading
 import time
@@ -135,12 +136,38 @@ def __getattr__(name):
 
 # --------------------------------------------------------------------------- errors
 
+# The terminal control characters: C0 but newline and tab, DEL, C1; and the lone
+# surrogates by which Python holds the bytes of a file name that are not UTF-8.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\udc80-\udcff]")
+
+
+def _printable(text):
+    """text with every character that a terminal may act on escaped, as the library
+    escapes its messages (Go's internal/safetext): C0 control characters but newline and
+    tab, and DEL, as \\x1b; C1 ones as \\u009b; a byte of a file name that is not UTF-8
+    (a lone surrogate) as \\x9b. Messages of stemdot's exceptions and warnings pass
+    through it: a file name or a note from a file cannot recolour, clear or retitle the
+    terminal that shows them."""
+    def escape(m):
+        c = ord(m.group())
+        return f"\\x{c & 0xff:02x}" if c < 0x80 or c >= 0xdc80 else f"\\u{c:04x}"
+
+    return _CONTROLS.sub(escape, str(text))
+
+
+def _warn(message, stacklevel):
+    """warnings.warn of message, escaped (_printable), from the caller's caller at
+    stacklevel (as warnings.warn counts it from the caller of _warn)."""
+    warnings.warn(_printable(message), stacklevel=stacklevel + 1)
+
 
 class StemdotError(Exception):
     """An error reported by libstemdot. ``code`` is the stemdot_status value, ``message``
-    the library's message (the problem, and the option or argument that fixes it)."""
+    the library's message (the problem, and the option or argument that fixes it), its
+    terminal control characters escaped (ESC as ``\\x1b``)."""
 
     def __init__(self, message, code=_lib.ERR_INTERNAL):
+        message = _printable(message)
         super().__init__(message)
         self.code = code
         self.message = message
@@ -457,7 +484,7 @@ def open(path, **format_options):
     """
     ds = _open(path, format_options)
     for w in ds.warnings:
-        warnings.warn(f"stemdot: {w}", stacklevel=2)
+        _warn(f"stemdot: {w}", stacklevel=2)
     return ds
 
 
@@ -476,7 +503,7 @@ def _open(path, format_options):
     items = [f"{key}={_option_value(key, value)}"
              for key, value in format_options.items() if value is not None]
     handle = ctypes.c_uint64()
-    _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
+    _call(_LIB.stemdot_open, os.fsencode(spath), ";".join(items).encode(), ctypes.byref(handle))
     return Dataset(handle.value, spath, reopen=(os.path.abspath(spath), dict(format_options)))
 
 
@@ -487,7 +514,7 @@ def _text(fn, handle):
     _call(fn, handle, None, 0, ctypes.byref(needed))  # the length
     buf = ctypes.create_string_buffer(needed.value + 1)
     _call(fn, handle, buf, len(buf), ctypes.byref(needed))
-    return buf.value.decode()
+    return os.fsdecode(buf.value)  # a path's bytes that are not UTF-8 kept, as os does
 
 
 def _blanks(handle):
@@ -572,6 +599,16 @@ def _int(v):
     return str(operator.index(v))
 
 
+def _sig_shape(sig_shape):
+    """sig_shape as two Python ints (sig_y, sig_x), each from 1 to 2^31 − 1; a ShapeError
+    naming it as given otherwise (a negative size reached the library's size_t as 2^64 −
+    1 and was reported so)."""
+    shape = tuple(operator.index(n) for n in sig_shape)
+    if len(shape) != 2 or not all(1 <= n < 2**31 for n in shape):
+        raise ShapeError(f"sig_shape {shape}: want two sizes (sig_y, sig_x), each from 1 to 2^31 − 1", _lib.ERR_SHAPE)
+    return shape
+
+
 #: The direct beam's disk (:func:`find_centre`): centre ``x`` (column) and ``y`` (row) in
 #: the masks' pixel coordinates (pixel centres at integers) and radius ``r`` in pixels.
 Centre = collections.namedtuple("Centre", ["x", "y", "r"])
@@ -606,9 +643,9 @@ def centre(data, cpus=None, progress=False, shifts=None, **format_options):
     then. Raises as :func:`reduce` and :func:`find_centre`."""
     if shifts is None:
         return find_centre(reduce(data, ("sum",), cpus=cpus, progress=progress, **format_options)["sum"])
-    shifts = _shifts(shifts)
     ds, own = _dataset_of(data, format_options, "centre")
     try:
+        shifts = _shifts(shifts, ds.scan_shape, ds.nav_shape)
         plan = _Plan(cpus, None) if cpus is not None else None
         out = (ctypes.c_double * 3)()
         try:
@@ -636,7 +673,7 @@ def mask(spec, sig_shape, centre=None):
     :func:`com` take ``sig_shape`` first)."""
     if not isinstance(spec, str) or isinstance(sig_shape, str) or len(tuple(sig_shape)) != 2:
         raise TypeError(f"mask(spec, sig_shape) wants a spec string such as 'disk:16,16,5' and a (sig_y, sig_x) pair, got {spec!r}, {sig_shape!r}")
-    sig_y, sig_x = (int(n) for n in sig_shape)
+    sig_y, sig_x = _sig_shape(sig_shape)
     if centre is None:
         fn, head = _LIB.stemdot_mask_parse, ()
     else:
@@ -675,7 +712,7 @@ def mask_stack(sig_shape, files=(), specs=(), dtype=np.float32, centre=None):
     specs = [s.encode() for s in ([specs] if isinstance(specs, str) else specs)]
     if not files and not specs:
         raise InvalidArgumentError("mask_stack: no masks: give NPY mask files (files=) or mask specs (specs=)", _lib.ERR_INVALID_ARGUMENT)
-    sig_y, sig_x = (operator.index(n) for n in sig_shape)
+    sig_y, sig_x = _sig_shape(sig_shape)
     centre_c = None
     if centre is not None:
         c = tuple(float(v) for v in centre)
@@ -744,7 +781,9 @@ def com_shifts(images, index):
     LiberTEM's CoM analysis gives them (NaN where the sum is 0). ``images`` has shape
     ``nav_shape + (n_masks,)``, float32 or float64; returns float64 of shape
     ``nav_shape + (2,)``. Computed by the library (``stemdot_com_shifts``), as the CLI's
-    ``--com-shifts``."""
+    ``--com-shifts``. ``index`` counts from the end when negative, as numpy's indices do
+    (-3: the last three columns); one whose three columns are not all in the result
+    raises :class:`InvalidArgumentError` naming it as given."""
     images = np.asarray(images)
     if images.dtype not in (np.dtype(np.float32), np.dtype(np.float64)) or images.ndim < 2:
         raise DTypeError(
@@ -753,11 +792,15 @@ def com_shifts(images, index):
             _lib.ERR_DTYPE,
         )
     images = np.ascontiguousarray(images)
-    index = operator.index(index)
-    if index < 0:
-        index += images.shape[-1]
-    if index < 0:
-        raise InvalidArgumentError(f"com mask index {index} is out of range", _lib.ERR_INVALID_ARGUMENT)
+    given = operator.index(index)
+    n = images.shape[-1]
+    index = given + n if given < 0 else given
+    if not 0 <= index <= n - 3:
+        raise InvalidArgumentError(
+            f"com_shifts: index {given}: the com masks are 3 columns from index (sum, y moment, x moment), but the "
+            f"result has {n} masks (columns 0 to {n - 1}): " + (f"give an index from 0 to {n - 3} (or {-n} to -3, "
+            "counted from the end)" if n >= 3 else "apply the com masks (stemdot.com) to get them"),
+            _lib.ERR_INVALID_ARGUMENT)
     out = np.empty(images.shape[:-1] + (2,), np.float64)
     code = _lib.DTYPE_CODES[images.dtype.name]
     _call(
@@ -810,7 +853,7 @@ def com_products(shifts, rotation=0.0, flip_y=False):
     _call(_LIB.stemdot_com_products, ptr(shifts), ny, nx, float(rotation), int(bool(flip_y)), ptr(out["field"]),
           ptr(out["magnitude"]), ptr(out["divergence"]), ptr(out["curl"]), ptr(out["icom"]), warning, len(warning))
     if warning.value:
-        warnings.warn(f"stemdot: {warning.value.decode()}", stacklevel=2)
+        _warn(f"stemdot: {warning.value.decode(errors='replace')}", stacklevel=2)
     return out
 
 
@@ -866,7 +909,7 @@ class _Plan:
         """Issues the plan's warnings (e.g. gpus="auto" without a GPU: CPU workers only)
         as Python warnings."""
         for w in self.describe().get("warnings", []):
-            warnings.warn(f"stemdot: {w}", stacklevel=3)
+            _warn(f"stemdot: {w}", stacklevel=3)
 
     def free(self):
         _call(_LIB.stemdot_plan_free, self.handle)
@@ -1027,6 +1070,34 @@ def _sidecar_path(path):
     return (root if ext.lower() == ".npy" else path) + ".json"
 
 
+def _open_regular(path, what, mode="rb", flags=os.O_RDONLY, missing_ok=False):
+    """The file object of the regular file at path, opened with os.open flags and then as
+    mode (as builtins.open), or None for a missing one when missing_ok. It is opened
+    non-blocking and checked (fstat) before anything is read: a FIFO, whose open or read
+    would wait for a writer forever, a directory or a device raise StemdotIOError naming
+    what and path, as does any other OSError (for which the OSError is the cause)."""
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise StemdotIOError(f"{what} {path}: file does not exist", _lib.ERR_IO) from None
+    except OSError as e:
+        raise StemdotIOError(f"{what} {path}: {e.strerror or e}", _lib.ERR_IO) from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
+                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or
+                    stat.S_ISBLK(st.st_mode) else "not a file")
+            raise StemdotIOError(f"{what} {path} is {kind}, not a regular file", _lib.ERR_IO)
+        os.set_blocking(fd, True)
+        return builtins.open(fd, mode, encoding=None if "b" in mode else "utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def load_result(path):
     """Reads a result NPY written by ``stemdot apply`` or ``python -m stemdot.dask`` and
     its JSON sidecar (the same name with ``.json``), and returns a :class:`Result`: the
@@ -1035,18 +1106,24 @@ def load_result(path):
     ``names = info = None`` and a UserWarning saying so. Raises :class:`FormatError`
     for a sidecar that is not stemdot's result JSON or is of a newer format version,
     :class:`ShapeError` or :class:`DTypeError` for a sidecar that does not describe the
-    NPY (another shape, dtype or number of columns: the two files are not of one run).
+    NPY (another shape, dtype or number of columns: the two files are not of one run),
+    :class:`StemdotIOError` naming the path for either file missing (the NPY), unreadable
+    or not a regular file (a directory; a FIFO is refused at once, not waited on).
     """
     path = os.fspath(path)
-    data = np.load(path)
+    with _open_regular(path, "result") as f:
+        data = np.load(f)
     sidecar = _sidecar_path(path)
-    try:
-        with builtins.open(sidecar, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        warnings.warn(f"stemdot: {path} has no sidecar {sidecar}: its columns are unnamed (Result.names and "
-                      "Result.info are None)", stacklevel=2)
+    f = _open_regular(sidecar, "sidecar", "r", missing_ok=True)
+    if f is None:
+        _warn(f"stemdot: {path} has no sidecar {sidecar}: its columns are unnamed (Result.names and "
+              "Result.info are None)", stacklevel=2)
         return Result(data)
+    with f:
+        try:
+            text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise StemdotIOError(f"sidecar {sidecar}: {e}", _lib.ERR_IO) from e
     try:
         info = json.loads(text)
     except ValueError as e:
@@ -1180,10 +1257,13 @@ def _weights(masks):
     return masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), ""
 
 
-def _shifts(shifts):
-    """The shifts keyword as a C-contiguous float64 array of (dy, dx) pairs, or None:
-    (dy, dx) for every frame, or an array of shape nav_shape + (2,) (the library checks
-    its size against the scan)."""
+def _shifts(shifts, scan_shape, nav_shape):
+    """The shifts keyword as a C-contiguous float64 array of (dy, dx) pairs, or None, for
+    a dataset of scan_shape (Dataset.scan_shape) and nav_shape: of shape (2,), (dy, dx)
+    for every frame; scan_shape + (2,), one per scan position (as ``stemdot apply
+    --shifts`` takes them); or, for a dataset that reads part of its scan (frames=,
+    roi=), nav_shape + (2,), one per frame read. Any other shape is a ShapeError, one of
+    as many values too: a map transposed, (nav_x, nav_y, 2), is not read in flat order."""
     if shifts is None:
         return None
     try:
@@ -1193,8 +1273,11 @@ def _shifts(shifts):
     if a.dtype.kind not in "iuf":
         raise DTypeError(f"shifts of dtype {a.dtype}: want (dy, dx) in pixels or a float array of shape nav_shape + (2,)",
                          _lib.ERR_DTYPE)
-    if a.ndim == 0 or a.shape[-1] != 2:
-        raise ShapeError(f"shifts of shape {a.shape}: want (dy, dx) or shape nav_shape + (2,), y then x", _lib.ERR_SHAPE)
+    scan, nav = tuple(scan_shape) + (2,), tuple(nav_shape) + (2,)
+    if a.shape not in ((2,), scan, nav):
+        read = f", or one per frame read, {nav}" if nav != scan else ""
+        raise ShapeError(f"shifts of shape {a.shape}: want (dy, dx) for every frame, shape (2,), or one shift per scan "
+                         f"position, nav_shape {tuple(scan_shape)} + (2,) = {scan}{read}; y then x", _lib.ERR_SHAPE)
     return np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
 
 
@@ -1307,8 +1390,10 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
       and columns) instead of the scan's nav shape with NaN at the positions left out.
     shifts: None, or move the masks with the diffraction pattern (descan compensation):
       ``(dy, dx)`` in pixels for every frame, or an array of shape ``nav_shape + (2,)``
-      (y then x; for a dataset opened with ``frames``, of the whole scan), e.g.
-      :func:`descan_fit`'s ``shifts``. The masks of a frame are applied moved by its
+      (y then x; for a dataset opened with ``frames`` or ``roi``, of the whole scan,
+      ``scan_shape + (2,)``, or of the frames read), e.g. :func:`descan_fit`'s
+      ``shifts``; any other shape raises :class:`ShapeError`, also one of as many values
+      (a map transposed). The masks of a frame are applied moved by its
       shift, ``out[..., m] = Σ masks[m](y − dy, x − dx) · frame[y, x]``, mask pixels moved
       outside the frame dropped, as LiberTEM's ``ApplyMasksUDF(shifts=...)`` (positive dy
       moves the masks down, dx right); integer shifts exactly, sub-pixel ones by bilinear
@@ -1325,7 +1410,6 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     sig_shape = data.sig_shape if isinstance(data, Dataset) else data.shape[-2:] if isinstance(data, np.ndarray) else None
     out_dtype, masks = _job(masks, dtype, sig_shape)
     names = _names(names, masks.shape[0])
-    shifts = _shifts(shifts)
 
     if isinstance(data, Dataset):
         if roi is not None:
@@ -1339,6 +1423,7 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     try:
         if roi_compact and not ds.roi:
             raise InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
+        shifts = _shifts(shifts, ds.scan_shape, ds.nav_shape)
         out = np.empty(ds.nav_shape + (masks.shape[0],), dtype=out_dtype)
         plan = _custom_plan(cpus, gpus, oversubscribe, partition_size)
         try:
@@ -1629,7 +1714,10 @@ class Resident(_Closing):
 
     def __init__(self, dataset, device=0):
         handle = ctypes.c_uint64()
-        _call(_LIB.stemdot_to_device, dataset.handle, operator.index(device), ctypes.byref(handle))
+        device = operator.index(device)
+        if not 0 <= device < 2**31:  # ctypes would pass 2^32 + 1 as GPU 1
+            raise InvalidArgumentError(f"device {device}: GPU devices are numbered from 0", _lib.ERR_INVALID_ARGUMENT)
+        _call(_LIB.stemdot_to_device, dataset.handle, device, ctypes.byref(handle))
         self._handle = handle.value
         self.device = device
         self.nav_shape = dataset.nav_shape

@@ -421,7 +421,8 @@ def _claim_slot(scheduler):
     directory = os.path.join(tempfile.gettempdir(), f"stemdot-dask-{os.getuid()}", cluster)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     for slot in itertools.count():
-        f = open(os.path.join(directory, f"slot-{slot}.lock"), "a+")
+        f = stemdot._open_regular(os.path.join(directory, f"slot-{slot}.lock"), "stemdot.dask's slot lock file", "a+",
+                                  os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return slot, f
@@ -731,13 +732,13 @@ def _sync(client, coroutine_function, *args, **kwargs):
         raise
     finally:
         for note in notes:
-            warnings.warn(note, UserWarning, stacklevel=3)
+            warnings.warn(stemdot._printable(note), UserWarning, stacklevel=3)
 
 
 def _issue(notes):
     """Issues the warnings collected by an async call (see _sync) in the caller's task."""
     for note in notes:
-        warnings.warn(note, UserWarning, stacklevel=3)
+        warnings.warn(stemdot._printable(note), UserWarning, stacklevel=3)
 
 
 def bootstrap(client, plugin=None, timeout=120):
@@ -1715,7 +1716,6 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
                        roi_compact=False, shifts=None, names=None, **open_options):
     out_dtype, masks = stemdot._job(masks, out_dtype)
     names = stemdot._names(names, masks.shape[0])
-    shifts = stemdot._shifts(shifts)
     given = _client_options(open_options)  # as the sidecar records them
     path = _client_path(path)
     out = None
@@ -1725,7 +1725,7 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
     packing = asyncio.get_running_loop().run_in_executor(None, _pack_masks, masks)
 
     async def check(info):
-        nonlocal out, per_range
+        nonlocal out, per_range, shifts
         if roi_compact and info["positions"] is None:
             raise stemdot.InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
         if tuple(masks.shape[1:]) != tuple(info["sig_shape"]):
@@ -1737,11 +1737,7 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
         # opened, sliced by range; or one per position of the whole scan, sent with the
         # masks (the library maps each task's frames to their scan positions: frames
         # option, ROI).
-        positions = int(np.prod(info["scan_shape"]))
-        if shifts is not None and shifts.size not in (2, 2 * n_frames, 2 * positions):
-            raise stemdot.ShapeError(
-                f"shifts hold {shifts.size} values: want 2 (dy, dx), 2 per frame read ({2 * n_frames}) or 2 per scan "
-                f"position, nav_shape {tuple(info['scan_shape'])} + (2,) = {2 * positions}", _lib.ERR_SHAPE)
+        shifts = stemdot._shifts(shifts, info["scan_shape"], info["nav_shape"])
         per_range = shifts is not None and shifts.size in (2, 2 * n_frames)
         out = np.empty((n_frames, masks.shape[0]), dtype=out_dtype)
         return {"masks": await packing, "shifts": None if per_range else shifts}

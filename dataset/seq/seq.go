@@ -29,9 +29,10 @@
 // <name>.seq.metadata; readDefects says how). stemdot patches the defect pixels by
 // default, as LiberTEM does: each is replaced by the mean of its good neighbours
 // (defects), the frames are delivered as float32 and a note counts the pixels; option
-// seq_defect_pixels=false keeps their recorded values. The dark and gain references are
-// applied only with option seq_corrections (a note names the references found), before
-// the defect pixels are patched, with LiberTEM's arithmetic (decoder). Either way the
+// seq_defect_pixels=false keeps their recorded values. The dark and gain references found
+// are applied by default too, as LiberTEM applies them (a note names them; option
+// seq_corrections=false keeps the recorded counts), before the defect pixels are patched,
+// with LiberTEM's arithmetic (decoder). Either way the
 // frames are converted as they are read, by each worker (dataset.Flat.Decode: never
 // served in place from a mapping, so a GPU worker gets them converted too); a file
 // without corrections to apply is read as stored.
@@ -61,8 +62,8 @@ const (
 func init() {
 	dataset.Register(dataset.Format{Name: Name, Extensions: []string{".seq"}, Magic: []string{"\xed\xfe\x00\x00"},
 		Describe: "seq (Direct Electron / StreamPix sequence: .seq)", Open: Open,
-		FormatOptions: []dataset.FormatOption{{Key: OptCorrections, Switch: true, Default: "false",
-			Usage: "Direct Electron SEQ: subtract the dark reference <name>.seq.dark.mrc and multiply by the gain reference <name>.seq.gain.mrc (those present), as LiberTEM does, giving float32 frames"},
+		FormatOptions: []dataset.FormatOption{{Key: OptCorrections, Switch: true, Default: "true",
+			Usage: "Direct Electron SEQ: subtract the dark reference <name>.seq.dark.mrc and multiply by the gain reference <name>.seq.gain.mrc (those present), as LiberTEM does, giving float32 frames (false: keep the recorded counts; true where neither is present: an error)"},
 			{Key: OptDefectPixels, Switch: true, Default: "true",
 				Usage: "Direct Electron SEQ: patch the defect pixels that <name>.seq.Config.Metadata.xml lists with the mean of their good neighbours, as LiberTEM does, giving float32 frames (false: keep their recorded values)"}}})
 }
@@ -191,7 +192,8 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	}
 	fl := dataset.Flat{Format: Name, Path: path, File: f, Size: size, Offset: start, Footer: stride - int64(fb), Sig: sig, DType: dt}
 	ff := dataset.FileFrames{Whole: whole, CutBytes: data % stride, RecordBytes: stride, Notes: notes}
-	correct, err := dataset.SwitchOption(opt, OptCorrections, false)
+	_, asked := opt.FormatOptions[OptCorrections]
+	correct, err := dataset.SwitchOption(opt, OptCorrections, true)
 	if err != nil {
 		return fail(err)
 	}
@@ -218,7 +220,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		default:
 			m, err := readMRC(r, sig)
 			if err != nil {
-				return fail(fmt.Errorf("option %s: %w", OptCorrections, err))
+				return fail(fmt.Errorf("%w (option %s=false reads the frames without the dark and gain references)", err, OptCorrections))
 			}
 			if strings.HasSuffix(r, darkExt) {
 				c.dark = m
@@ -228,16 +230,19 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 			applied = append(applied, filepath.Base(r))
 		}
 	}
+	correct = correct && len(applied) > 0
 	switch {
-	case correct && len(applied) == 0:
+	case asked && correct:
+		ff.Notes = append(ff.Notes, fmt.Sprintf("(frame − dark) · gain applied with %s (float32; option %s)", strings.Join(applied, " and "), OptCorrections))
+	case asked && len(unused) == 0 && len(applied) == 0 && !strings.EqualFold(opt.FormatOptions[OptCorrections], "false"):
 		f.Close()
 		return nil, errs.New(errs.Argument, "dataset: %s: option %s: no dark or gain reference (%s, %s) beside the file", path, OptCorrections,
 			filepath.Base(base+darkExt), filepath.Base(base+gainExt))
 	case correct:
-		ff.Notes = append(ff.Notes, fmt.Sprintf("(frame − dark) · gain applied with %s (float32; option %s)", strings.Join(applied, " and "), OptCorrections))
+		ff.Notes = append(ff.Notes, fmt.Sprintf("(frame − dark) · gain applied with %s, as LiberTEM applies them (float32; option %s=false keeps the recorded counts)",
+			strings.Join(applied, " and "), OptCorrections))
 	case len(unused) > 0:
-		ff.Notes = append(ff.Notes, fmt.Sprintf("%s beside the file not applied (option %s applies the dark and gain references, as LiberTEM does by default)",
-			strings.Join(unused, ", "), OptCorrections))
+		ff.Notes = append(ff.Notes, fmt.Sprintf("%s beside the file not applied (option %s=false)", strings.Join(unused, ", "), OptCorrections))
 	}
 	if correct || c.defects != nil {
 		fl.DType, fl.PixelBytes, fl.Decode = dataset.Float32, int64(fb), c.decode

@@ -226,14 +226,16 @@ func TestSEQFrameCounts(t *testing.T) {
 	stride := int64(6*4*2 + 8)
 	require.NoError(t, os.Truncate(path, 8192+5*stride+10))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "scan.seq.dark.mrc"), []byte("x"), 0o644))
-	ds, err = dataset.Open(path, dataset.Options{NavShape: []int{2, 3}})
+	_, err = dataset.Open(path, dataset.Options{NavShape: []int{2, 3}})
+	assert.ErrorContains(t, err, "scan.seq.dark.mrc: the file of 1 bytes is shorter than the 1024-byte MRC header (option seq_corrections=false reads the frames without the dark and gain references)")
+	ds, err = dataset.Open(path, dataset.Options{NavShape: []int{2, 3}, FormatOptions: map[string]string{"seq_corrections": "false"}})
 	require.NoError(t, err)
 	defer ds.Close()
 	assert.Equal(t, []int{1, 3}, ds.NavShape())
 	assert.Equal(t, want[:3], readAll(t, ds))
 	notes = strings.Join(dataset.Notes(ds), "\n")
 	assert.Contains(t, notes, "the file ends inside frame 5")
-	assert.Contains(t, notes, "scan.seq.dark.mrc beside the file not applied (option seq_corrections applies the dark and gain references, as LiberTEM does by default)")
+	assert.Contains(t, notes, "scan.seq.dark.mrc beside the file not applied (option seq_corrections=false)")
 }
 
 // writeMRC writes a 2-D MRC image of float32 (mode 2) or uint16 (mode 6) values, with an
@@ -266,9 +268,10 @@ func writeMRC(t *testing.T, path string, ny, nx int, vals []float64, mode int32,
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 }
 
-// Option seq_corrections applies the dark and gain references beside the file as
-// LiberTEM does, (frame − dark) · gain, and says that the defect map, without its
-// metadata file, is not applied; without references it is refused.
+// The dark and gain references beside the file are applied as LiberTEM applies them, by
+// default, (frame − dark) · gain, and the note says that the defect map, without its
+// metadata file, is not applied; option seq_corrections=false keeps the recorded counts,
+// and option seq_corrections=true without references is refused.
 func TestSEQCorrections(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "scan.seq.seq") // LiberTEM issue #1120: references named after scan
@@ -304,6 +307,19 @@ func TestSEQCorrections(t *testing.T) {
 	notes := strings.Join(dataset.Notes(ds), "\n")
 	assert.Contains(t, notes, "(frame − dark) · gain applied with scan.seq.dark.mrc and scan.seq.gain.mrc")
 	assert.Contains(t, notes, "the defect pixels that scan.seq.Config.Metadata.xml lists are not patched")
+
+	byDefault, err := dataset.Open(path, dataset.Options{NavShape: []int{2, 2}})
+	require.NoError(t, err)
+	got := make([]byte, len(buf))
+	require.NoError(t, byDefault.ReadFrames(0, 4, got))
+	assert.Equal(t, buf, got, "the references applied by default, as with option seq_corrections")
+	assert.Contains(t, strings.Join(dataset.Notes(byDefault), "\n"), "as LiberTEM applies them (float32; option seq_corrections=false keeps the recorded counts)")
+	require.NoError(t, byDefault.Close())
+	raw, err := dataset.Open(path, dataset.Options{NavShape: []int{2, 2}, FormatOptions: map[string]string{seq.OptCorrections: "false"}})
+	require.NoError(t, err)
+	assert.Equal(t, dataset.Uint16, raw.DType())
+	assert.Contains(t, strings.Join(dataset.Notes(raw), "\n"), "scan.seq.dark.mrc, scan.seq.gain.mrc beside the file not applied (option seq_corrections=false)")
+	require.NoError(t, raw.Close())
 
 	writeMRC(t, filepath.Join(dir, "scan.seq.gain.mrc"), s.width, s.height, gain, 2, false, 0)
 	_, err = dataset.Open(path, opt)

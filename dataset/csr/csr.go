@@ -73,6 +73,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -216,6 +217,16 @@ func (t intType) value(b []byte) (int64, bool) {
 		}
 	}
 	return int64(u), u <= math.MaxInt64
+}
+
+// text is the element b of an index file of type t as stored, for messages: an unsigned
+// value as unsigned (a uint64 of 2⁶⁴−1 is 18446744073709551615, not -1).
+func (t intType) text(b []byte) string {
+	v, fits := t.value(b)
+	if !fits {
+		return strconv.FormatUint(order(t.bigEndian).Uint64(b), 10)
+	}
+	return strconv.FormatInt(v, 10)
 }
 
 func order(big bool) binary.ByteOrder {
@@ -460,7 +471,8 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 		}
 		v, fits := d.ptrType.value(b)
 		if !fits || v < 0 {
-			return fail("indptr_file %s: entry %d is %d, negative", d.indptr.path, at, v)
+			return fail("indptr_file %s: entry %d is %s, outside the %d events of the indices and data files (check indptr_dtype %q)",
+				d.indptr.path, at, d.ptrType.text(b), d.indices.len(), types[0])
 		}
 		ends[i] = v
 	}
@@ -628,11 +640,12 @@ func (d *file) readIndptr(start, end int, ptr *[]int, off int) (base int64, coun
 	}
 	prev := int64(0)
 	for i := range n + 1 {
-		v, fits := d.ptrType.value((*bp)[i*d.ptrType.size:])
+		b := (*bp)[i*d.ptrType.size:]
+		v, fits := d.ptrType.value(b)
 		switch {
 		case !fits || v < 0 || v > d.nnz:
-			return 0, 0, errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %d, outside the %d events of the indices and data files",
-				d.path, d.indptr.path, start+i, start+i, v, d.nnz)
+			return 0, 0, errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %s, outside the %d events of the indices and data files",
+				d.path, d.indptr.path, start+i, start+i, d.ptrType.text(b), d.nnz)
 		case i > 0 && v < prev:
 			return 0, 0, errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d is %d, less than entry %d (%d): frame %d would have a negative number of events",
 				d.path, d.indptr.path, start+i, v, start+i-1, prev, start+i-1)
@@ -698,13 +711,14 @@ func (d *file) ReleaseSparse(start, end int) error {
 		bp := d.buffer(d.ptrType.size)
 		err := d.indptr.readAt(*bp, int64(f), start, end)
 		v, fits := d.ptrType.value(*bp)
+		text := d.ptrType.text(*bp)
 		d.scratch.Put(bp)
 		switch {
 		case err != nil:
 			return err
 		case !fits || v < 0 || v > d.nnz:
-			return errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %d, outside the %d events of the indices and data files",
-				d.path, d.indptr.path, f, f, v, d.nnz)
+			return errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %s, outside the %d events of the indices and data files",
+				d.path, d.indptr.path, f, f, text, d.nnz)
 		}
 		ev[i] = v
 	}
@@ -736,17 +750,18 @@ func (d *file) readIndices(out []int32, base int64, start, end int) error {
 	pixels := int64(d.pixels())
 	for k := range out {
 		var v int64
+		fits := true
 		if t.size == 4 && t.bigEndian == npy.HostBigEndian {
 			v = int64(out[k])
 			if !t.signed {
 				v = int64(uint32(out[k]))
 			}
 		} else {
-			v, _ = t.value(raw[k*t.size:])
+			v, fits = t.value(raw[k*t.size:])
 		}
-		if v < 0 || v >= pixels {
-			return errs.New(errs.Format, "dataset: %s: indices_file %s: event %d (frames [%d, %d)) is at pixel %d, outside the frame of %d×%d pixels (check sig_shape and indices_dtype)",
-				d.path, d.indices.path, base+int64(k), start, end, v, d.sig[0], d.sig[1])
+		if !fits || v < 0 || v >= pixels {
+			return errs.New(errs.Format, "dataset: %s: indices_file %s: event %d (frames [%d, %d)) is at pixel %s, outside the frame of %d×%d pixels (check sig_shape and indices_dtype)",
+				d.path, d.indices.path, base+int64(k), start, end, t.text(raw[k*t.size:]), d.sig[0], d.sig[1])
 		}
 		out[k] = int32(v)
 	}

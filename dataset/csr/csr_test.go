@@ -408,6 +408,12 @@ data_dtype = ">u4"`)
 	assert.Equal(t, errs.Format, errs.KindOf(err), "%v", err)
 	assert.Contains(t, err.Error(), "event 1 of frame 1 is at pixel 16, outside the frame of 16 pixels")
 	assert.Contains(t, err.Error(), "s.toml")
+	negative := fileSet(t, []int64{0, 0, 1}, []int32{-1}, []uint32{1}, "nav_shape = [2]\nsig_shape = [4, 4]", "")
+	nds, err := dataset.Open(negative, dataset.Options{})
+	require.NoError(t, err)
+	defer nds.Close()
+	_, err = engine.ApplyMasks(context.Background(), nds, stack16, plan2, engine.Options{NoPin: true})
+	assert.ErrorContains(t, err, "event 0 of frame 1 is at pixel 4294967295 (-1 as int32), outside the frame of 16 pixels")
 
 	require.NoError(t, os.Truncate(filepath.Join(filepath.Dir(path), "indices.bin"), 4))
 	_, err = sv.ViewSparse(0, 1, &sf)
@@ -620,4 +626,50 @@ data_dtype = "`+dt+`"
 	require.Error(t, err)
 	assert.Equal(t, errs.DType, errs.KindOf(err), "%v", err)
 	assert.Contains(t, err.Error(), "s.toml: frame 1: its events at pixel 3 (y 1, x 1) add up to more than uint32 holds")
+}
+
+// TestUnsignedOutOfRange: a uint64 index or indptr entry of 2⁶⁴−1 is reported as stored
+// (18446744073709551615), not as -1.
+func TestUnsignedOutOfRange(t *testing.T) {
+	const max64 = "18446744073709551615"
+	u64 := func(v ...uint64) []byte {
+		var b []byte
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint64(b, x)
+		}
+		return b
+	}
+	section := `indptr_file = "indptr.bin"
+indptr_dtype = "<u8"
+indices_file = "indices.bin"
+indices_dtype = "<u8"
+data_file = "data.bin"
+data_dtype = "<u4"`
+	for _, c := range []struct {
+		name            string
+		indptr, indices []byte
+		want            string
+		onRead          bool
+	}{
+		{"index", u64(0, 2), u64(1, 1<<64-1), "event 1 (frames [0, 1)) is at pixel " + max64 + ", outside the frame", true},
+		{"first indptr entry", u64(1<<64-1, 2), u64(0, 1), "entry 0 is " + max64 + ", outside the 2 events", false},
+		{"indptr entry", u64(0, 1<<64-1, 2), u64(0, 1), "entry 1 (frame 1) is " + max64 + ", outside the 2 events", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := fileSet(t, nil, nil, []uint32{1, 2}, "sig_shape = [2, 2]", section)
+			dir := filepath.Dir(path)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "indptr.bin"), c.indptr, 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "indices.bin"), c.indices, 0o644))
+			ds, err := dataset.Open(path, dataset.Options{})
+			if c.onRead {
+				require.NoError(t, err)
+				defer ds.Close()
+				err = ds.ReadFrames(0, ds.NumFrames(), make([]byte, ds.NumFrames()*ds.FrameBytes()))
+			}
+			require.Error(t, err)
+			assert.Equal(t, errs.Format, errs.KindOf(err), "%v", err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.NotContains(t, err.Error(), "-1")
+		})
+	}
 }

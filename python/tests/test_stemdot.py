@@ -229,6 +229,23 @@ def test_mask_helpers():
     np.testing.assert_array_equal(stemdot.ring((9, 9), 4, 4, 1, 3), stemdot.disk((9, 9), 4, 4, 3) - stemdot.disk((9, 9), 4, 4, 1))
 
 
+def libertem_ring(sig, cx, cy, ri, ro):
+    """libertem.masks.ring's formula (masks._make_circular_mask, not antialiased):
+    outer & ~inner of x, y = np.ogrid[-cy:sig_y-cy, -cx:sig_x-cx], x*x + y*y <= r*r."""
+    x, y = np.ogrid[-cy:sig[0] - cy, -cx:sig[1] - cx]
+    return (x * x + y * y <= ro * ro) & ~(x * x + y * y <= ri * ri)
+
+
+@pytest.mark.parametrize("cx, cy, ro", [(8, 14, 2), (31, 36, 14), (29.60552980371328, 1.7540725867249307, 3.4663),
+                                        (47.128378152843744, 11.013023882987456, 18.71)])
+def test_ring_inner_radius_zero_is_libertems(cx, cy, ro):
+    """LiberTEM peer G02: ring of inner radius 0, pixel for pixel as libertem.masks.ring
+    (the disk less its centre pixel when the centre is a pixel), by ring() and mask()."""
+    want = libertem_ring((37, 53), cx, cy, 0.0, ro)
+    np.testing.assert_array_equal(stemdot.ring((37, 53), cx, cy, 0, ro)[0], want)
+    np.testing.assert_array_equal(stemdot.mask(f"ring:{cx},{cy},0,{ro}", (37, 53))[0], want)
+
+
 def test_describe_plan():
     frames = np.zeros((10, 4, 4), np.uint8)
     with stemdot.from_array(frames) as ds:

@@ -632,7 +632,8 @@ func TestCaseMmapRSS(t *testing.T) {
 // RosettaSciIO issue 270: Merlin with line skip writes (ScanX+1)·ScanY frames, one
 // flyback frame per row; read as scan positions, every row after the first is shifted
 // (#17.6). The frames not at scan positions are made bright, so that reading one would
-// show in the result.
+// show in the result. Neither their headers nor their data tell where they lie (bright
+// is not blank): refused, naming --flyback start and end (#33).
 func TestFlybackFrames(t *testing.T) {
 	const w, h, s = 5, 8, 16
 	dir := t.TempDir()
@@ -658,11 +659,12 @@ func TestFlybackFrames(t *testing.T) {
 		}
 		return out
 	}
-	shape, got, stderr := applyCase(t, mib, "--masks", masks)
+	refuseCase(t, "the file holds 48 frames, 6 per scan row of nav shape (8, 5) from scan.hdr (ScanY=8, ScanX=5): a flyback frame per row, but neither the frame headers nor the frames tell whether it starts or ends the row (no exposure time set apart, no blank frame): give --flyback start or --flyback end", mib, "--masks", masks)
+	shape, got, stderr := applyCase(t, mib, "--masks", masks, "--flyback", "end")
 	require.Equal(t, []int{h, w, 2}, shape)
 	checkResult(t, got, scan(0), ms)
-	require.Contains(t, stderr, "the file holds 48 frames, 6 per scan row of nav shape (8, 5) from scan.hdr (ScanY=8, ScanX=5): read as 1 flyback frame at the end of each scan row (as Merlin's line skip writes it; the frame headers do not tell), which is not read; give --flyback none if every frame is a scan position, or --flyback start or end")
-	stdout, stderr, code := run(t, "info", mib)
+	require.NotContains(t, stderr, "flyback")
+	stdout, stderr, code := run(t, "info", mib, "--flyback", "end")
 	require.Zero(t, code, stderr)
 	require.Contains(t, stdout, "nav_shape:  (8, 5)\n")
 

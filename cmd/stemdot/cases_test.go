@@ -727,3 +727,32 @@ func TestCaseInputTruncatedWhileMapped(t *testing.T) {
 		regexp.QuoteMeta(data), st.Size()/10, st.Size()), e.String())
 	require.NoFileExists(t, out)
 }
+
+// Case 64-csr-overflow-densify: raw_csr uint8 data, two events of 200 at one pixel: 400
+// from apply's gather and from sum's densified frame alike (they gave 400 and 144).
+func TestCaseCSRDuplicateEvents(t *testing.T) {
+	dir := t.TempDir()
+	var ptr, idx []byte
+	for _, v := range []uint64{0, 2} {
+		ptr = binary.LittleEndian.AppendUint64(ptr, v)
+	}
+	for range 2 {
+		idx = binary.LittleEndian.AppendUint32(idx, 5)
+	}
+	for name, b := range map[string][]byte{"ptr.dat": ptr, "idx.dat": idx, "val.dat": {200, 200}} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	}
+	toml := filepath.Join(dir, "s.toml")
+	require.NoError(t, os.WriteFile(toml, []byte("[params]\nfiletype = \"raw_csr\"\nnav_shape = [1, 1]\nsig_shape = [4, 4]\n[raw_csr]\n"+
+		"indptr_file = \"ptr.dat\"\nindptr_dtype = \"<i8\"\nindices_file = \"idx.dat\"\nindices_dtype = \"<i4\"\ndata_file = \"val.dat\"\ndata_dtype = \"u1\"\n"), 0o644))
+	shape, got, _ := applyCase(t, toml, "--mask", "rect:0,0,4,4")
+	require.Equal(t, []int{1, 1, 1}, shape)
+	require.Equal(t, []float64{400}, got)
+	sum := filepath.Join(dir, "sum.npy")
+	_, stderr, code := run(t, "sum", toml, "--out", sum, "-q")
+	require.Zero(t, code, stderr)
+	_, s := readResult(t, sum)
+	want := make([]float64, 16)
+	want[5] = 400
+	require.Equal(t, want, s)
+}

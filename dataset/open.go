@@ -90,11 +90,11 @@ type Options struct {
 // its ".raw", a TIA ".emi" its ".ser", a K2 IS ".gtg" its sector files, a raw_csr ".toml"
 // its arrays). The files stay open until Close.
 //
-// Errors name the file and the problem: missing file, a directory, unknown format (with the formats
-// supported), a size that is not a whole number of frames, frame headers that disagree,
-// an unsupported dtype, or a NavShape whose product is not the frame count. A missing
-// or bad option is named by its key in the Options documentation's snake_case ("option
-// sig_shape"); front ends rename it to their flag. Errors are classified (package errs):
+// Errors name the file and the problem: missing file, a directory, unknown format (with
+// the formats supported), a size that is not a whole number of frames, frame headers
+// that disagree, an unsupported dtype, or a NavShape whose product is not the frame
+// count. A missing or bad option is named by its key in the Options documentation's
+// snake_case ("option sig_shape"); front ends rename it to their flag. Errors are classified (package errs):
 // errs.IO for a file that cannot be opened or read, errs.Shape for a nav shape that does
 // not fit the frames or a Frames range outside them, errs.DType for an unsupported dtype, errs.Argument for a bad
 // option, errs.Format for everything else about the file's content.

@@ -495,7 +495,7 @@ func sumType(dt dataset.DType) dataset.DType {
 	return dt
 }
 
-// widen converts n values of dtype from (host byte order) in src to the dtype of their
+// widen converts the values of dtype from (host byte order) in src to the dtype of their
 // sums in dst (4 bytes each; sumType).
 func widen(dst, src []byte, from dataset.DType) {
 	out := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)/4)

@@ -269,9 +269,10 @@ type FileFrames struct {
 	// with no scan shape): the file states no scan shape for option nav_shape to
 	// contradict.
 	Series bool
-	// FlybackAtEnd, when set, tells from the file whether the flyback frame of each of
-	// the rows scan rows of stride frames from frame first on ends the row (true) or
-	// starts it: why is then the evidence, for the note ("" when the file does not tell).
+	// FlybackAtEnd, when set, tells from the file's frame headers whether the flyback
+	// frame of each of the rows scan rows of stride frames from frame first on ends the
+	// row (true) or starts it: why is then the evidence, for the note ("" when they do
+	// not tell; Reconcile then looks at the frames, see flyback.go).
 	FlybackAtEnd func(first, stride, rows int) (atEnd bool, why string)
 	// Notes are the format's own notes on how it read the file (a mask applied, a
 	// header field ignored): one sentence each, without a trailing period.
@@ -296,6 +297,7 @@ type FileFrames struct {
 // ff.Notes and the reconciliation's notes. On error d is left open for the caller to
 // close.
 func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
+	ff.FlybackAtEnd = flybackEvidence(d, ff.Whole, ff.FlybackAtEnd)
 	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)
 	if err != nil {
 		return nil, err

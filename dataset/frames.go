@@ -161,8 +161,9 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		}
 	}
 	atStart := opt.Flyback.Place == FlybackStart
-	// One more frame per row: flyback frames when the frame headers say so, or when there
-	// are too many for surplus trigger frames (flybackRows).
+	// One more frame per row: flyback frames where the frame headers or the frames say
+	// which (FlybackAtEnd); refused when they do not and there are too many for surplus
+	// trigger frames (flybackRows): guessing the place shifts every scan position.
 	perRow := opt.Flyback.Place == FlybackAuto && !ff.Strict && len(nav) >= 2 && rows >= 2 && rowLen < math.MaxInt &&
 		rows <= math.MaxInt/(rowLen+1) && avail == rows*(rowLen+1)
 	if perRow {
@@ -170,13 +171,15 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 		if ff.FlybackAtEnd != nil {
 			atEnd, why = ff.FlybackAtEnd(s, rowLen+1, rows)
 		}
-		if why != "" || rows >= flybackRows {
-			k, atStart = 1, why != "" && !atEnd
-			if why == "" {
-				why = "as Merlin's line skip writes it; the frame headers do not tell"
-			}
-			list = append(list, fmt.Sprintf("the file holds %s, %d per scan row of nav shape %s%s: read as %s (%s), which is not read; give option flyback none if every frame is a scan position, or option flyback start or end",
-				framesHeld(ff.Whole, avail, s), rowLen+1, npy.ShapeString(nav), navSource, flybackPhrase(1, atStart), why))
+		held := fmt.Sprintf("the file holds %s, %d per scan row of nav shape %s%s", framesHeld(ff.Whole, avail, s), rowLen+1, npy.ShapeString(nav), navSource)
+		switch {
+		case why != "":
+			k, atStart = 1, !atEnd
+			list = append(list, fmt.Sprintf("%s: read as %s (%s), which is not read; give option flyback none if every frame is a scan position, or option flyback start or end",
+				held, flybackPhrase(1, atStart), why))
+		case rows >= flybackRows:
+			return fail(errs.Shape, "%s: a flyback frame per row, but neither the frame headers nor the frames tell whether it starts or ends the row (no exposure time set apart, no blank frame): give option flyback start or option flyback end (or option flyback none if every frame is a scan position and the last %d are surplus)",
+				held, rows)
 		}
 	}
 	layout := scanLayout{offset: s, rowLen: rowLen, skip: k, whole: ff.Whole}

@@ -99,11 +99,11 @@ type Options struct {
 // its ".raw", a TIA ".emi" its ".ser", a K2 IS ".gtg" its sector files, a raw_csr ".toml"
 // its arrays). The files stay open until Close.
 //
-// Errors name the file and the problem: missing file, unknown format (with the formats
-// supported), a size that is not a whole number of frames, frame headers that disagree,
-// an unsupported dtype, or a NavShape whose product is not the frame count. A missing
-// or bad option is named by its key in the Options documentation's snake_case ("option
-// sig_shape"); front ends rename it to their flag. Errors are classified (package errs):
+// Errors name the file and the problem: missing file, a directory, unknown format (with
+// the formats supported), a size that is not a whole number of frames, frame headers
+// that disagree, an unsupported dtype, or a NavShape whose product is not the frame
+// count. A missing or bad option is named by its key in the Options documentation's
+// snake_case ("option sig_shape"); front ends rename it to their flag. Errors are classified (package errs):
 // errs.IO for a file that cannot be opened or read, errs.Shape for a nav shape that does
 // not fit the frames or a Frames range outside them, errs.DType for an unsupported dtype, errs.Argument for a bad
 // option, errs.Format for everything else about the file's content.
@@ -132,6 +132,11 @@ func Open(path string, opt Options) (Dataset, error) {
 }
 
 func open(path string, opt Options) (Dataset, error) {
+	// No format reads a directory: say so before a format looks for files beside it (a
+	// K2 IS ".gtg" its sector files) or asks for options (raw's sig_shape).
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, errs.New(errs.IO, "dataset: %s %s: give the data file (or the sidecar that names it)", path, regfile.NotRegular(st.Mode()))
+	}
 	var format Format
 	if opt.Format == "" {
 		var err error

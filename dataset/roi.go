@@ -214,7 +214,12 @@ func readROIFile(path string, nav []int) ([]bool, error) {
 			v = order.Uint64(data[8*i:])
 		}
 		if v > 1 {
-			return nil, errs.New(errs.Argument, "option roi: %s: position %d holds %d: an ROI holds only 0 and 1 (false and true)", path, i, int64(v))
+			stored := strconv.FormatUint(v, 10) // unsigned as stored: a uint64 2⁶⁴−1 is not -1
+			if d.Kind == 'i' {
+				shift := 64 - 8*d.Size // sign-extend: an int8 -1 (0xff) is -1, not 255
+				stored = strconv.FormatInt(int64(v<<shift)>>shift, 10)
+			}
+			return nil, errs.New(errs.Argument, "option roi: %s: position %d holds %s: an ROI holds only 0 and 1 (false and true)", path, i, stored)
 		}
 		mask[i] = v == 1
 	}

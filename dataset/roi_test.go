@@ -1,6 +1,7 @@
 package dataset_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -334,6 +335,8 @@ func TestROIErrors(t *testing.T) {
 		{write("float.npy", "<f4", "(3, 4)", make([]byte, 48)), errs.Argument, []string{"option roi", "dtype '<f4' is not boolean"}},
 		{write("escaped.npy", "\x1b[2J", "(3, 4)", make([]byte, 12)), errs.Argument, []string{"option roi", `dtype '\x1b[2J' is not boolean`}},
 		{write("two.npy", "<i2", "(3, 4)", append([]byte{1, 0, 2}, make([]byte, 21)...)), errs.Argument, []string{"option roi", "position 1 holds 2"}},
+		{write("max.npy", "<u8", "(3, 4)", append(bytes.Repeat([]byte{0xff}, 8), make([]byte, 88)...)), errs.Argument, []string{"option roi", "position 0 holds 18446744073709551615:"}},
+		{write("minus.npy", "|i1", "(3, 4)", append([]byte{0, 0, 0xff}, make([]byte, 9)...)), errs.Argument, []string{"option roi", "position 2 holds -1:"}},
 		{write("empty.npy", "|b1", "(3, 4)", make([]byte, 12)), errs.Argument, []string{"option roi", "selects no scan position"}},
 		{"rect:2,1,3,1", errs.Shape, []string{"option roi rect:2,1,3,1", "not within the scan of nav shape (3, 4)"}},
 		{"rect:0,3,1,1", errs.Shape, []string{"option roi", "rows 3..3"}},

@@ -438,3 +438,18 @@ func TestK2ISNoShutterFlag(t *testing.T) {
 	assert.Contains(t, dataset.Notes(ds), "no block has the shutter-active flag: the scan starts at the first complete frame")
 	checkFrames(t, ds, []uint32{5, 6, 7})
 }
+
+// TestSectorDirectory: a directory where a sector file should be is named as a
+// directory, not counted as a missing sector file.
+func TestSectorDirectory(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "Capture1_")
+	writeK2(t, base, k2Set{ids: []uint32{100, 101}})
+	require.NoError(t, os.WriteFile(base+".gtg", gtgFile(4, true, 1, 1), 0o644))
+	require.NoError(t, os.Remove(base+"5.bin"))
+	require.NoError(t, os.Mkdir(base+"5.bin", 0o755))
+	_, err := dataset.Open(base+".gtg", dataset.Options{})
+	require.Error(t, err)
+	assert.Equal(t, errs.IO, errs.KindOf(err), "%v", err)
+	assert.Contains(t, err.Error(), base+"5.bin is a directory")
+}

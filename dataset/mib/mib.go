@@ -20,7 +20,8 @@
 // Trigger, Frames per Trigger) as LiberTEM reads it when a trigger starts a scan line
 // (Frames per Trigger > 1); else (1, n_frames) with a warning naming option nav_shape.
 // Flyback frames (Merlin's line skip) are told apart by the exposure time of the frame
-// headers, as pyxem's Merlin reader does (dataset.Flyback).
+// headers, as pyxem's Merlin reader does, else by a blank frame starting or ending every
+// row; where neither tells, option flyback must say where they are (dataset.Flyback).
 package mib
 
 import (

@@ -105,7 +105,10 @@ func parseHeader(b []byte) (serHeader, error) {
 		if len(b) < 34 {
 			return serHeader{}, fmt.Errorf("SER header cut short (%d bytes)", len(b))
 		}
-		h.offsetBytes, h.offsetArray = 8, int64(min(le.Uint64(b[22:]), math.MaxInt64))
+		if v := le.Uint64(b[22:]); v > math.MaxInt64 {
+			return serHeader{}, fmt.Errorf("SER header: OffsetArrayOffset %d is past the end of any file", v)
+		}
+		h.offsetBytes, h.offsetArray = 8, int64(le.Uint64(b[22:]))
 		pos += 8
 	default:
 		return serHeader{}, fmt.Errorf("SER header: SeriesVersion %#04x (want 0x0210 or 0x0220)", h.version)
@@ -326,7 +329,7 @@ func parse(f *os.File, size int64) (file, error) {
 		if h.offsetBytes == 4 {
 			return int64(binary.LittleEndian.Uint32(raw[4*i:]))
 		}
-		return int64(min(binary.LittleEndian.Uint64(raw[8*i:]), math.MaxInt64))
+		return int64(binary.LittleEndian.Uint64(raw[8*i:])) // above 2⁶³−1: negative, refused as outside the file
 	}
 	offsets := make([]int64, h.valid)
 	for i := range offsets {
@@ -441,7 +444,7 @@ type element struct {
 // readElementHeader reads the header of data element i at byte off.
 func readElementHeader(f *os.File, size, off int64, i int) (element, error) {
 	if off < 0 || off > size-elementHeader {
-		return element{}, fmt.Errorf("data element %d at byte %d: its %d-byte header is outside the file of %d bytes", i, off, elementHeader, size)
+		return element{}, fmt.Errorf("data element %d at byte %d: its %d-byte header is outside the file of %d bytes", i, uint64(off), elementHeader, size)
 	}
 	b := make([]byte, elementHeader)
 	if _, err := f.ReadAt(b, off); err != nil {

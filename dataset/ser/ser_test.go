@@ -388,6 +388,12 @@ func TestRefused(t *testing.T) {
 		{"valid", func() []byte { b := good.bytes(); b[18] = 4; return b }(), errs.Format, "ValidNumberElements 4 exceeds TotalNumberElements 3"},
 		{"none-valid", func() []byte { b := good.bytes(); b[18] = 0; return b }(), errs.Format, "no recorded data element"},
 		{"offsets", func() []byte { b := good.bytes(); b[22] = 0xff; b[23] = 0xff; return b }(), errs.Format, "offset arrays"},
+		{"offsets-2^64-1", func() []byte { b := good.bytes(); copy(b[22:30], bytes.Repeat([]byte{0xff}, 8)); return b }(), errs.Format, "OffsetArrayOffset 18446744073709551615"},
+		{"offset-2^64-1", func() []byte {
+			b := good.bytes()
+			copy(b[binary.LittleEndian.Uint64(b[22:]):], bytes.Repeat([]byte{0xff}, 8)) // element 0's data offset
+			return b
+		}(), errs.Format, "data element 0 at byte 18446744073709551615"},
 	} {
 		path := filepath.Join(dir, c.name+"_1.ser")
 		require.NoError(t, os.WriteFile(path, c.b, 0o644))

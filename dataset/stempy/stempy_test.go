@@ -154,6 +154,8 @@ fr[...] = np.array([np.array([0, 3], np.uint32), np.array([], np.uint32), np.arr
 		{"float attribute", rows + "fr.attrs['Nx'] = 2.5\nfr.attrs['Ny'] = 4", "attribute Nx of /electron_events/frames: not a single integer", errs.Format, false},
 		{"v3 rows", rows + "fr.attrs['Nx'] = 4\nfr.attrs['Ny'] = 4\nf.attrs['version'] = 3\nsp = g.create_dataset('scan_positions', data=np.arange(3))\nsp.attrs['Nx'] = 3\nsp.attrs['Ny'] = 1", "holds 4 rows, not a whole number of frames for each of the 3 scan positions", errs.Format, false},
 		{"positions outside", rows + "fr.attrs['Nx'] = 4\nfr.attrs['Ny'] = 4\nsp = g.create_dataset('scan_positions', data=np.array([0, 1, 2, 9]))\nsp.attrs['Nx'] = 2\nsp.attrs['Ny'] = 2", "scan_positions[3] is 9, outside the scan's 4 positions", errs.Format, false},
+		{"uint64 positions", rows + "fr.attrs['Nx'] = 4\nfr.attrs['Ny'] = 4\nsp = g.create_dataset('scan_positions', data=np.array([0, 1, 2, 2**64-1], np.uint64))\nsp.attrs['Nx'] = 2\nsp.attrs['Ny'] = 2", "scan_positions[3] is 18446744073709551615", errs.Format, false},
+		{"uint64 attribute", rows + "fr.attrs['Nx'] = np.uint64(2**64-1)\nfr.attrs['Ny'] = 4", "attribute Nx of /electron_events/frames is 18446744073709551615", errs.Format, false},
 		{"positions count", rows + "fr.attrs['Nx'] = 4\nfr.attrs['Ny'] = 4\ng.create_dataset('scan_positions', data=np.arange(3))", "has length 3 but /electron_events/frames has 4 rows", errs.Format, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

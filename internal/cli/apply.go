@@ -36,7 +36,7 @@ array's nav axes as stored, 1 to 3), or --nav-shape N, Y,X or Z,Y,X.
 Mask specs, in pixel coordinates of the frame (x = column, y = row, pixel centres at
 integer coordinates):
   disk:CX,CY,R         virtual bright field: pixels with (x-CX)²+(y-CY)² ≤ R²
-  ring:CX,CY,RI,RO     annular dark field: RI² < (x-CX)²+(y-CY)² ≤ RO²
+  ring:CX,CY,RI,RO     annular dark field: RI² < (x-CX)²+(y-CY)² ≤ RO², 0 ≤ RI < RO
   point:X,Y            one pixel
   rect:X,Y,W,H         W×H pixels from column X, row Y
   com[:CX,CY[,R]]      centre of mass: three masks, the sum and the first moments

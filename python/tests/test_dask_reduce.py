@@ -112,3 +112,22 @@ def test_command_line(cluster, data_dir, tmp_path):
                              capture_output=True, text=True, timeout=TIMEOUT)
         assert bad.returncode == 1 and message in bad.stderr, (args, bad.stderr)
         assert not (tmp_path / "x.npy").exists() and not (tmp_path / "m.npy").exists()
+
+
+def test_merge_std_of_huge_finite_values():
+    """The merge of the ranges' partial reductions keeps the std finite and right for
+    finite frames whose count·std² and mean differences overflow (1e150 to 1e300, both
+    signs up to ±1.7e308): against numpy on values scaled per pixel by a power of two."""
+    from test_reduce import scaled_std
+
+    rng = np.random.default_rng(6)
+    frames = rng.standard_normal((30, 5)) * np.array([1e150, 1e200, 1e250, 1e300, 1.0])
+    frames[:, 3] += np.where(np.arange(30) < 10, -1.5e308, 1.5e308)  # ranges of opposite means
+    total = {}
+    for a, b in [(0, 7), (7, 10), (10, 30)]:
+        part = frames[a:b]
+        sdask._merge(total, b - a, {"sum": part.sum(0), "mean": part.mean(0) if np.isfinite(part.mean(0)).all() else
+                                    np.ldexp(np.ldexp(part, -1024).mean(0), 1024), "std": scaled_std(part)})
+    assert total["n"] == 30
+    assert np.isfinite(total["std"]).all()
+    np.testing.assert_allclose(total["std"], scaled_std(frames), rtol=1e-12)

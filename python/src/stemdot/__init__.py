@@ -744,8 +744,9 @@ def disk(sig_shape, cx, cy, r):
 
 
 def ring(sig_shape, cx, cy, r_inner, r_outer):
-    """Annular dark field: 1 where r_inner² < (x−cx)² + (y−cy)² ≤ r_outer², shape
-    (1, sig_y, sig_x) float32."""
+    """Annular dark field: 1 where r_inner² < (x−cx)² + (y−cy)² ≤ r_outer², 0 ≤ r_inner <
+    r_outer (r_inner 0: the disk less its centre pixel when the centre is a pixel, as
+    libertem.masks.ring), shape (1, sig_y, sig_x) float32."""
     return mask(f"ring:{_float(cx)},{_float(cy)},{_float(r_inner)},{_float(r_outer)}", sig_shape)
 
 

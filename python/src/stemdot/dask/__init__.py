@@ -1471,8 +1471,9 @@ def reduce(
     only its frames (a few sig_shape arrays) travel back. The ranges' partial reductions
     are merged here as the engine merges its workers': sums added (integer sums stay
     exact up to 2**53), maxima compared (NaN kept), and for the std each range's (count,
-    mean, M2 = count·std²) merged by Chan et al.'s pairwise update, so the result is
-    numerically stable. :func:`reduce_async` is its twin for an asynchronous client.
+    mean, std) merged by Chan et al.'s pairwise update (scaled so that it stays finite for
+    any finite frames), so the result is numerically stable. :func:`reduce_async` is its
+    twin for an asynchronous client.
     """
     _synchronous(client, "reduce")
     return _sync(client, _reduce, client, path, reductions, job=uuid.uuid4().hex, progress=progress, resources=resources,
@@ -1515,8 +1516,6 @@ async def _reduce(client, path, reductions=("sum",), *, job, notes, progress=Fal
         with np.errstate(invalid="ignore", divide="ignore"):  # no frame of the file (n = 0): NaN, as stemdot.reduce
             if r == "mean":
                 out[r] = total["sum"] / n
-            elif r == "std":
-                out[r] = np.sqrt(total["m2"] / n)
             else:
                 out[r] = total[r]
     return out
@@ -1525,30 +1524,34 @@ async def _reduce(client, path, reductions=("sum",), *, job, notes, progress=Fal
 def _merge(total, count, part):
     """Merges the partial reduction part of count frames (name → array; the sum included
     with the mean and the std, the mean with the std: see StemdotPlugin.reduce) into
-    total, in place: sums added, maxima compared with NaN kept, and (n, mean, M2) merged
-    by Chan, Golub and LeVeque's update: with δ = mean_b − mean_a, mean = mean_a +
-    δ·n_b/n and M2 = M2_a + M2_b + δ²·n_a·n_b/n. A part of no frame (a range of
-    positions without a frame: its sum 0, the rest NaN) counts only while no other came."""
-    m2 = part["std"] ** 2 * count if "std" in part else None
+    total, in place: sums added, maxima compared with NaN kept, and (n, mean, std) merged
+    by Chan, Golub and LeVeque's update, M2 = M2_a + M2_b + δ²·n_a·n_b/n with δ = mean_b
+    − mean_a, divided by n: std² = w_a·std_a² + w_b·std_b² + w_a·w_b·δ² (w = n_part/n),
+    each term scaled per pixel by a power of two 1/c ≥ the means and stds, as the engine
+    merges its workers (engine/reduce.go, mergeStd): M2 = count·std² and δ² overflow for
+    finite frames near 1e154 and above. A part of no frame (a range of positions without
+    a frame: its sum 0, the rest NaN) counts only while no other came."""
     if total and count == 0:
         return
     if not total or total["n"] == 0:
         total.clear()
         total.update(part, n=count)
-        if m2 is not None:
-            total["m2"] = m2
         return
     na, nb = total["n"], count
     n = na + nb
-    with np.errstate(invalid="ignore"):  # +Inf and -Inf meet: NaN, as numpy gives
+    with np.errstate(invalid="ignore", over="ignore"):  # +Inf and -Inf meet: NaN, as numpy gives
         if "sum" in part:
             total["sum"] = total["sum"] + part["sum"]
         if "max" in part:
             total["max"] = np.where(np.isnan(part["max"]) | (part["max"] > total["max"]), part["max"], total["max"])
-        if m2 is not None:
-            delta = part["mean"] - total["mean"]
-            total["mean"] = total["mean"] + delta * (nb / n)
-            total["m2"] = total["m2"] + m2 + delta * delta * (na * nb / n)
+        if "std" in part:
+            wa, wb = na / n, nb / n
+            c = np.maximum.reduce([total["std"], part["std"], np.abs(total["mean"]), np.abs(part["mean"])])
+            f = np.where((c > 0) & (c <= np.finfo(np.float64).max), np.ldexp(1.0, -np.frexp(c)[1]), 1.0)
+            a, b, x, y = total["mean"] * f, part["mean"] * f, total["std"] * f, part["std"] * f
+            d = b - a
+            total["mean"] = (a + d * wb) / f
+            total["std"] = np.sqrt(wa * x * x + wb * y * y + wa * wb * d * d) / f
     total["n"] = n
 
 

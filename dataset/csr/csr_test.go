@@ -206,9 +206,9 @@ func TestOptions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{3}, ds.NavShape())
 	assert.Equal(t, []dataset.FrameSpan{{First: 2, Count: 1}}, dataset.Blanks(ds))
-	assert.Equal(t, []uint16{0, 0, 0, 0}, frame(ds, 0)) // position 1: file frame 2
-	assert.Equal(t, []uint16{0, 6, 0, 0}, frame(ds, 1)) // position 4: file frame 5
-	assert.Equal(t, []uint16{0, 0, 0, 0}, frame(ds, 2)) // position 5: no frame
+	assert.Equal(t, []uint32{0, 0, 0, 0}, frame(ds, 0)) // position 1: file frame 2
+	assert.Equal(t, []uint32{0, 6, 0, 0}, frame(ds, 1)) // position 4: file frame 5
+	assert.Equal(t, []uint32{0, 0, 0, 0}, frame(ds, 2)) // position 5: no frame
 	var sf dataset.SparseFrames
 	sf.Reset()
 	require.NoError(t, dataset.SparseOf(ds).ReadSparse(0, 3, &sf))

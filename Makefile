@@ -95,7 +95,8 @@ SKIPPED = $(if $(TAGS),,CUDA build tests (nvcc not found);) \
 test:
 	@start=$$(date +%s); $(MAKE) --no-print-directory test-steps; rc=$$?; s=$$(( $$(date +%s) - start )); \
 	skipped="$(strip $(SKIPPED))"; if [ $$rc = 0 ]; then r=passed; else r=FAILED; fi; \
-	$(PY_VENV)/bin/python -c "import libertem" 2>/dev/null || skipped="$$skipped the LiberTEM conformance suite (libertem not installed: make py-libertem);"; \
+	$(PY_VENV)/bin/python -c "import libertem, sys; sys.exit(libertem.__version__ != '$(LIBERTEM_VERSION)')" 2>/dev/null || \
+		skipped="$$skipped the LiberTEM conformance suite (libertem==$(LIBERTEM_VERSION) not installed: make py-libertem);"; \
 	echo "make test: $$r in $$((s / 60)) min $$((s % 60)) s$${skipped:+; skipped: $${skipped%;}}"; exit $$rc
 test-steps: $(TEST_STEPS)
 

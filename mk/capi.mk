@@ -90,7 +90,7 @@ py-libertem: python-venv py-refs
 
 # LiberTEM's numba kernels are cached in $(PY_VENV)/numba-cache (conformance/conftest.py).
 test-libertem: py-libertem build
-	cd python && STEMDOT_TESTDATA=$(STEMDOT_TESTDATA) .venv/bin/python -m pytest -q -rs tests/conformance
+	cd python && STEMDOT_TESTDATA=$(STEMDOT_TESTDATA) .venv/bin/python -m pytest -q -rfEs tests/conformance
 
 # The cluster rig's fault tests, bounded: SIGTERM after CLUSTER_TIMEOUT s (the rig then
 # stops every process it started and deletes its namespaces), SIGKILL 30 s later.

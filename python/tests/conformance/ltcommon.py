@@ -92,27 +92,20 @@ def lt_masks(ctx, ds, factories, roi=None, **udf_kwargs):
 
 
 def assert_agree(got, want, rtol=1e-5, what="result", atol=0.0):
-    """stemdot's ``got`` equals LiberTEM's ``want``: the same shape and NaN positions, and
-    max |got − want| ≤ rtol · max |want| + atol over the finite values (rtol 1e-5: float32
-    rounding of both sides; 1e-12 for float64)."""
+    """``got`` (stemdot's, mostly) equals ``want`` (LiberTEM's, or a reference): the same
+    shape and NaN positions, and max |got − want| ≤ rtol · max |want| + atol over the
+    finite values (rtol 1e-5: float32 rounding of both sides; 1e-12 for float64)."""
     got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape, f"{what}: stemdot shape {got.shape}, LiberTEM {want.shape}"
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, want {want.shape}"
     gnan, wnan = np.isnan(got), np.isnan(want)
-    assert (gnan == wnan).all(), (f"{what}: NaN at {np.count_nonzero(gnan)} positions in stemdot's, "
-                                  f"{np.count_nonzero(wnan)} in LiberTEM's, {np.count_nonzero(gnan != wnan)} differ")
+    assert (gnan == wnan).all(), (f"{what}: NaN at {np.count_nonzero(gnan)} positions, want {np.count_nonzero(wnan)}; "
+                                  f"{np.count_nonzero(gnan != wnan)} differ")
     ok = ~wnan
     if not ok.any():
         return
     g, w = got[ok].astype(np.float64), want[ok].astype(np.float64)
     scale = max(np.abs(w).max(), np.finfo(np.float32).tiny)
     err = np.abs(g - w).max()
-    assert err <= rtol * scale + atol, (f"{what}: max |stemdot − LiberTEM| = {err:.3g}, {err / scale:.3g} of "
-                                        f"max |LiberTEM|: more than rtol {rtol:g}" + (f" + atol {atol:g}" if atol else ""))
+    assert err <= rtol * scale + atol, (f"{what}: max |got − want| = {err:.3g}, {err / scale:.3g} of max |want|: "
+                                        f"more than rtol {rtol:g}" + (f" + atol {atol:g}" if atol else ""))
 
-
-def shapes_differ(got, want):
-    """True where the arrays' shapes differ or their values do beyond float32 rounding."""
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    if got.shape != want.shape:
-        return True
-    return not np.allclose(got, want, rtol=1e-5, atol=1e-5 * max(np.nanmax(np.abs(want)), 1), equal_nan=True)

@@ -371,16 +371,24 @@ def test_nan_at_zero_weight_pixels(ctx):
     assert np.isnan(both[..., 1]).all()
 
 
-@difference("NaN or infinite weights")
-@pytest.mark.parametrize("weight", [np.nan, np.inf, -np.inf])
-def test_non_finite_weights(ctx, weight):
+@difference("NaN, infinite, huge or tiny weights")
+@pytest.mark.parametrize("weight,tiny", [(np.nan, False), (np.inf, False), (-np.inf, False), (1e300, False),
+                                         (1e-35, True)])
+def test_weights_out_of_range(ctx, weight, tiny):
+    """LiberTEM computes with any weight (NaN results, or float64 ones); stemdot refuses a
+    weight that is not finite or beyond float32's range, and a mask whose largest weight
+    is under 2⁻¹⁰²."""
     data = mk_random((4, 4, 8, 8), "float32")
-    mask = np.ones((8, 8), np.float32)
+    mask = np.full((8, 8), weight) if tiny else np.ones((8, 8))
     mask[3, 3] = weight
     want = lt_masks(ctx, data, [lambda: mask])
-    assert not np.isfinite(want).any()
-    with pytest.raises(stemdot.InvalidArgumentError, match=r"mask 0 .* has weight .* at pixel \(y=3, x=3\)"):
-        stemdot.apply_masks(data, mask)
+    if np.isfinite(weight):
+        assert_agree(want, np.einsum("abyx,yx->ab", data.astype(np.float64), mask)[..., np.newaxis], rtol=1e-12)
+    else:
+        assert not np.isfinite(want).any()
+    match = r"largest weight, 1e-35, is under 2⁻¹⁰²" if tiny else r"has weight .* at pixel \(y=3, x=3\)"
+    with pytest.raises(stemdot.InvalidArgumentError, match=match):
+        stemdot.apply_masks(data, mask, dtype=np.float64)
 
 
 @difference("3-D mask arrays")

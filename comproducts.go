@@ -50,8 +50,10 @@ type COMProducts struct {
 // NewCOMProducts computes the COMProducts of the shift maps shifts, as COMShifts gives
 // them (frame-major, y then x: shifts[2f], shifts[2f+1], in pixels) over a scan of
 // navShape (nav_y, nav_x), corrected by opt first. Positions whose shift is NaN (a frame
-// summing to 0) or infinite give NaN magnitude there and NaN divergence and curl where
-// the differences use them (as numpy.gradient), and are read as 0 by the iCoM, with a
+// summing to 0, a position outside an ROI) give NaN magnitude, divergence and curl there
+// and NaN divergence and curl where the differences use them (as numpy.gradient), an
+// infinite one NaN or ±Inf magnitude, divergence and curl where they use it; both are
+// read as 0 by the iCoM, with a
 // warning naming how many and the first ones. Errors: errs.Shape for a nav shape that
 // is not 2-D of at least 2×2 positions or that does not match the shifts' length,
 // errs.Argument for a rotation that is not finite, errs.Resources for maps that do not
@@ -88,7 +90,7 @@ func NewCOMProducts(shifts []float64, navShape []int, opt COMOptions) (p *COMPro
 		if len(bad) > 5 {
 			more = ", ..."
 		}
-		p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d scan positions have no finite CoM shift (NaN: frames summing to 0, or positions left out of an ROI), at (y, x) %s%s: the iCoM reads them as 0; the magnitude is NaN there, the divergence and curl where their differences use them",
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d scan positions have no finite CoM shift (NaN: frames summing to 0, or positions left out of an ROI), at (y, x) %s%s: the iCoM reads them as 0; the magnitude, divergence and curl are NaN there, and the divergence and curl where their differences use them",
 			len(bad), ny*nx, strings.Join(first, ", "), more))
 	}
 	return p, nil

@@ -163,8 +163,10 @@ func reconcileFrames(path string, opt Options, fileNav []int, source string, ff 
 	atStart := opt.Flyback.Place == FlybackStart
 	// One more frame per row: flyback frames where the frame headers or the frames say
 	// which (FlybackAtEnd); refused when they do not and there are too many for surplus
-	// trigger frames (flybackRows): guessing the place shifts every scan position.
-	perRow := opt.Flyback.Place == FlybackAuto && !ff.Strict && len(nav) >= 2 && rows >= 2 && rowLen < math.MaxInt &&
+	// trigger frames (flybackRows): guessing the place shifts every scan position. The
+	// blank frames of a negative sync offset are no frames of the file: with one, flyback
+	// frames are not looked for (option flyback states them).
+	perRow := opt.Flyback.Place == FlybackAuto && !ff.Strict && s >= 0 && len(nav) >= 2 && rows >= 2 && rowLen < math.MaxInt &&
 		rows <= math.MaxInt/(rowLen+1) && avail == rows*(rowLen+1)
 	if perRow {
 		atEnd, why := true, ""

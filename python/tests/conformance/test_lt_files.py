@@ -203,6 +203,46 @@ def test_5d_file(ctx, tmp_path, kind):
             compare(ctx, lt_ds, ds)
 
 
+@difference("More than 3 nav axes")
+def test_6d_file(ctx, tmp_path):
+    """A 6-D NPY file (1, 2, 3, 4, 16, 16): LiberTEM reads a 4-D scan; stemdot refuses it
+    naming option nav_shape, and reads it with a nav_shape of at most 3 axes."""
+    data = random_frames((1, 2, 3, 4, 16, 16), "uint16", seed=3)
+    path = tmp_path / "scan.npy"
+    np.save(path, data)
+    ones = np.ones((16, 16), np.float32)
+    want = lt_masks(ctx, lt_load(ctx, "npy", path=str(path)), [lambda: ones])
+    assert want.shape == (1, 2, 3, 4, 1)
+    with pytest.raises(stemdot.ShapeError, match="nav_shape"):
+        stemdot.open(path)
+    with quiet(stemdot.open, path, nav_shape=(2, 3, 4)) as ds:
+        assert_agree(stemdot.apply_masks(ds, ones), want.reshape(2, 3, 4, 1), rtol=1e-6)
+
+
+@difference("File shorter than the scan")
+def test_file_shorter_than_the_scan(ctx, tmp_path):
+    """60 frames read as an 8×8 scan: LiberTEM keeps the nav shape, 0 at the 4 positions
+    without a frame; stemdot keeps the 7 complete rows (NPY, with a warning) or refuses
+    (raw)."""
+    data = random_frames((60, 8, 8), "float32", seed=4)
+    ones = np.ones((8, 8), np.float32)
+    npy, raw = tmp_path / "scan.npy", tmp_path / "scan.raw"
+    np.save(npy, data)
+    data.tofile(raw)
+    want = lt_masks(ctx, lt_load(ctx, "npy", path=str(npy), nav_shape=(8, 8)), [lambda: ones])
+    assert want.shape == (8, 8, 1) and (want.reshape(-1)[60:] == 0).all()
+    lt_raw = lt_masks(ctx, lt_load(ctx, "raw", path=str(raw), nav_shape=(8, 8), sig_shape=(8, 8), dtype="float32"),
+                      [lambda: ones])
+    assert_agree(lt_raw, want, rtol=0)
+    with pytest.warns(UserWarning, match="incomplete acquisition"):
+        ds = stemdot.open(npy, nav_shape=(8, 8))
+    with ds:
+        assert ds.nav_shape == (7, 8)
+        assert_agree(stemdot.apply_masks(ds, ones), want[:7], rtol=1e-6)
+    with pytest.raises(stemdot.ShapeError, match="holds 60 frames"):
+        stemdot.open(raw, format="raw", nav_shape=(8, 8), sig_shape=(8, 8), dtype="float32")
+
+
 @pytest.mark.parametrize("sync_offset", [0, 3, -3, 10, -10])
 def test_raw_sync_offset(ctx, tmp_path, sync_offset):
     """A raw file of 64 frames read as an 8×8 scan with a sync offset (LiberTEM's 'raw')."""
@@ -328,10 +368,9 @@ def test_seq_defect_pixels(ctx, seq):
         assert_agree(stemdot.apply_masks(ds, mask)[..., 0], lt_masks(ctx, lt_ds, [lambda: mask])[..., 0], rtol=1e-5)
 
 
-@difference("SEQ dark and gain references")
 def test_seq_dark_gain(ctx, seq):
-    """LiberTEM applies NAME.seq.dark.mrc and NAME.seq.gain.mrc by default; stemdot reads
-    the counts, and applies them as LiberTEM with option seq_corrections."""
+    """NAME.seq.dark.mrc and NAME.seq.gain.mrc applied by default, as LiberTEM applies
+    them; option seq_corrections=False keeps the recorded counts."""
     path, frames = seq
     rng = np.random.default_rng(6)
     dark = rng.random(SEQ_SIG).astype(np.float32) * 10
@@ -344,9 +383,9 @@ def test_seq_dark_gain(ctx, seq):
     corrected = (frames.astype(np.float64) - dark) * gain
     assert_agree(want["sum"].data, corrected.sum(axis=0), rtol=1e-6, what="LiberTEM vs numpy")
     with quiet(stemdot.open, path, nav_shape=(3, 4)) as ds:
-        assert_agree(stemdot.reduce(ds, ("sum",))["sum"], frames.sum(axis=0, dtype=np.float64), rtol=0,
-                     what="stemdot's counts")
-    with quiet(stemdot.open, path, nav_shape=(3, 4), seq_corrections=True) as ds:
         got = stemdot.reduce(ds, ("sum", "std"))
         assert_agree(got["sum"], want["sum"].data, rtol=1e-6, what="sum")
         assert_agree(got["std"], want["std"].data, rtol=1e-5, what="std")
+    with quiet(stemdot.open, path, nav_shape=(3, 4), seq_corrections=False) as ds:
+        assert_agree(stemdot.reduce(ds, ("sum",))["sum"], frames.sum(axis=0, dtype=np.float64), rtol=0,
+                     what="stemdot's counts")

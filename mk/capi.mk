@@ -10,7 +10,7 @@
 #   make py-libertem  libertem==0.16.0 into python/.venv (skipped with a message where PyPI
 #                     cannot be reached: the conformance suite then skips)
 #   make test-libertem the LiberTEM conformance suite, python/tests/conformance: the same
-#                     inputs through LiberTEM and stemdot (doc/libertem-differences.md)
+#                     inputs through LiberTEM and stemdot (the README's "Differences from LiberTEM")
 #   make test-cluster stemdot.dask's fault tests on a rig of nodes, each in its own network and
 #                     mount namespace (cluster/rig.py; one address without root), real
 #                     dask scheduler/worker commands; prints fault | result identical | time

@@ -1,18 +1,23 @@
-"""The table of deliberate differences from LiberTEM, doc/libertem-differences.md, which
-the conformance tests mark their rows of (``difference``); needs no libertem."""
+"""The table of deliberate differences from LiberTEM, the README's section "Differences
+from LiberTEM", which the conformance tests mark their rows of (``difference``); needs no
+libertem."""
 import re
 from pathlib import Path
 
 import pytest
 
-TABLE = Path(__file__).resolve().parents[3] / "doc" / "libertem-differences.md"
+TABLE = Path(__file__).resolve().parents[3] / "README.md"
+SECTION = "## Differences from LiberTEM"
 
 
 def table_rows():
-    """The rows of doc/libertem-differences.md: {title: (libertem, stemdot, why)}, the title
-    being the bold text that opens a row's behaviour cell."""
+    """The rows of the README's table of differences: {title: (libertem, stemdot, why)},
+    the title being the bold text that opens a row's behaviour cell."""
+    text = TABLE.read_text()
+    assert SECTION in text, f"{TABLE.name} has no section {SECTION!r}"
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     rows = {}
-    for line in TABLE.read_text().splitlines():
+    for line in section.splitlines():
         m = re.match(r"\|\s*\*\*(.+?)\*\*", line)
         if m:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]

@@ -10,14 +10,18 @@ TABLE = Path(__file__).resolve().parents[3] / "README.md"
 SECTION = "## Differences from LiberTEM"
 
 
+def section():
+    """The text of the README's section of differences, up to the next section."""
+    text = TABLE.read_text()
+    assert SECTION in text, f"{TABLE.name} has no section {SECTION!r}"
+    return text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+
+
 def table_rows():
     """The rows of the README's table of differences: {title: (libertem, stemdot, why)},
     the title being the bold text that opens a row's behaviour cell."""
-    text = TABLE.read_text()
-    assert SECTION in text, f"{TABLE.name} has no section {SECTION!r}"
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     rows = {}
-    for line in section.splitlines():
+    for line in section().splitlines():
         m = re.match(r"\|\s*\*\*(.+?)\*\*", line)
         if m:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]

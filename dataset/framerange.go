@@ -19,9 +19,9 @@ type FrameSpan struct {
 // scan an ROI ds selects from), and sig shape, dtype and format are those of ds. A task
 // of a distributed run computes one such range without reading the rest of the file.
 //
-// The view forwards ReadFrames, Notes and RunNotes, and ViewFrames (Viewer) and MapFrames (Mapper)
-// when ds implements them, so that in-place reads of mapped files and the copy-free GPU feed
-// stay in use. The view owns ds: its Close closes ds.
+// The view forwards ReadFrames, Notes and RunNotes, and ViewFrames (Viewer) and
+// MapFrames (Mapper) when ds implements them, so that in-place reads of mapped files and
+// the copy-free GPU feed stay in use. The view owns ds: its Close closes ds.
 //
 // Errors (errs.Shape): count < 1, first < 0, or a range past the end of ds (the message
 // names the path, the range, the frame count and option frames).

@@ -46,8 +46,9 @@ func (n RunNote) String() string {
 }
 
 // RunNoter is implemented by datasets whose reader counts something in the frames it
-// reads (see above); the views of this package (Range, Select, Reconcile's, Reorder)
-// implement it over their frames.
+// reads (see above), in every way it serves them (ReadFrames, and ViewFrames or
+// MapFrames where it has them); the views of this package (Range, Select, Reconcile's,
+// Reorder) implement it over their frames.
 type RunNoter interface {
 	// RunNotes returns the notes of frames [start, end) of the dataset, counted when
 	// they were last read (frames not read yet count nothing), one per key whose count

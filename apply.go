@@ -47,7 +47,8 @@ type ApplyOptions struct {
 
 // Result is the outcome of Apply: one image of shape NavShape per mask, out[f, m] =
 // Σ mask[m]·frame_f for every frame f (scan position, row-major over NavShape) and mask
-// m; the run's Stats; the masks' Names; and the Warnings of the dataset and the plan.
+// m; the run's Stats; the masks' Names; and the Warnings of the dataset, the plan and
+// the frames read (RunNotes).
 type Result struct {
 	// NavShape is the dataset's nav shape (scan shape), e.g. (nav_y, nav_x), (n,) for a
 	// 3-D input (n, sig_y, sig_x), or (nav_z, nav_y, nav_x) for a 5-D one.
@@ -73,7 +74,12 @@ type Result struct {
 	Stats engine.Stats
 	// Names are the masks' names, one per mask ("disk", "com_sum", ...).
 	Names []string
-	// Warnings are OpenWarnings and the plan's warnings, one line each.
+	// RunNotes are what the reader counted in the frames of the run (dataset.RunNotes,
+	// e.g. a DECTRIS detector's saturated pixels): those of the frames read, one per
+	// key, summed over the processes that read them (ApplyElsewhere).
+	RunNotes []dataset.RunNote
+	// Warnings are OpenWarnings, the plan's warnings and those of RunNotes
+	// (RunWarnings), one line each, and NonFiniteWarning's.
 	Warnings []string
 	// Info describes the result for its JSON sidecar (Save): columns, shapes, dtype,
 	// dataset and workers. Apply fills it, naming the masks without their sources and
@@ -82,11 +88,11 @@ type Result struct {
 	Info ResultInfo
 }
 
-// newResult is the Result of an engine run on ds.
-func newResult(ds dataset.Dataset, res *engine.Result, l roiLayout, names, warnings []string) *Result {
+// newResult is the Result of an engine run on ds, notes the run notes of its frames.
+func newResult(ds dataset.Dataset, res *engine.Result, l roiLayout, names, warnings []string, notes []dataset.RunNote) *Result {
 	l.place(res)
 	r := &Result{NavShape: res.NavShape, NMasks: res.NMasks, Positions: l.pos, ScanShape: l.scan, F32: res.F32, F64: res.F64,
-		Stats: res.Stats, Names: names, Warnings: warnings}
+		Stats: res.Stats, Names: names, RunNotes: notes, Warnings: append(warnings, RunWarnings(ds, notes)...)}
 	r.Info = newResultInfo(ds, r)
 	if w := r.NonFiniteWarning(); w != "" {
 		r.Warnings = append(r.Warnings, w)
@@ -159,8 +165,12 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if err != nil {
 		return nil, err
 	}
-	run := func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, error) {
-		return engine.ApplyMasks(ctx, ds, stack, p, engine.Options{Float64: opt.Float64, Progress: opt.Progress, Shifts: shifts, Out32: out32, Out64: out64})
+	run := func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, []dataset.RunNote, error) {
+		res, err := engine.ApplyMasks(ctx, ds, stack, p, engine.Options{Float64: opt.Float64, Progress: opt.Progress, Shifts: shifts, Out32: out32, Out64: out64})
+		if err != nil {
+			return nil, nil, err
+		}
+		return res, dataset.RunNotes(ds, 0, ds.NumFrames()), nil
 	}
 	return runJob(ds, stack, opt, shifts, append(OpenWarnings(ds), p.Warnings...), run)
 }
@@ -173,9 +183,10 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 // at f*stack.N+m (out32, or out64 with ApplyOptions.Float64; the other nil), for it to
 // fill, and returns the Result as Apply would: placed at the scan positions of an ROI,
 // NaN and infinite values counted here, Stats as run returns them (its Workers,
-// CPUWorkers and GPUWorkers those that ran it), Info describing them. The errors of
-// run are returned as they are.
-func ApplyElsewhere(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions, run func(shifts []float64, out32 []float32, out64 []float64) (engine.Stats, error)) (r *Result, err error) {
+// CPUWorkers and GPUWorkers those that ran it), RunNotes those run returns (the run
+// notes of the frames read, summed by key: dataset.SumRunNotes), Info describing them.
+// The errors of run are returned as they are.
+func ApplyElsewhere(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions, run func(shifts []float64, out32 []float32, out64 []float64) (engine.Stats, []dataset.RunNote, error)) (r *Result, err error) {
 	defer goErrs(&err)
 	if err := checkJob(ds, stack, opt); err != nil {
 		return nil, err
@@ -184,7 +195,7 @@ func ApplyElsewhere(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions, ru
 	if err != nil {
 		return nil, err
 	}
-	return runJob(ds, stack, opt, shifts, OpenWarnings(ds), func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, error) {
+	return runJob(ds, stack, opt, shifts, OpenWarnings(ds), func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, []dataset.RunNote, error) {
 		if len(opt.Shifts) == 2 {
 			shifts = opt.Shifts
 		}
@@ -194,26 +205,27 @@ func ApplyElsewhere(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions, ru
 		case !opt.Float64 && out32 == nil:
 			out32 = make([]float32, n)
 		}
-		stats, err := run(shifts, out32, out64)
+		stats, notes, err := run(shifts, out32, out64)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		stats.NonFinite = engine.CountNonFinite(engine.Output{F32: out32, F64: out64}, stack.N)
-		return &engine.Result{NavShape: slices.Clone(ds.NavShape()), NMasks: stack.N, F32: out32, F64: out64, Stats: stats}, nil
+		return &engine.Result{NavShape: slices.Clone(ds.NavShape()), NMasks: stack.N, F32: out32, F64: out64, Stats: stats}, notes, nil
 	})
 }
 
 // runJob runs a checked job with run, given the frames' shifts and the result buffers
-// (nil: run makes them), and returns its Result with warnings (and the result's own).
+// (nil: run makes them), and returns its Result with warnings (and those of the run
+// notes run returns, and the result's own).
 func runJob(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions, shifts []float64, warnings []string,
-	run func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, error)) (*Result, error) {
+	run func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, []dataset.RunNote, error)) (*Result, error) {
 	l := roiOf(ds, opt)
 	out32, out64 := l.buffers(opt, stack.N)
-	res, err := run(shifts, out32, out64)
+	res, notes, err := run(shifts, out32, out64)
 	if err != nil {
 		return nil, err
 	}
-	r := newResult(ds, res, l, stack.MaskNames(), warnings)
+	r := newResult(ds, res, l, stack.MaskNames(), warnings, notes)
 	if shifts != nil {
 		r.Info.Shifts = &ShiftsInfo{Mean: meanShift(shifts)}
 		if len(opt.Shifts) == 2 {

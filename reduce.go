@@ -52,7 +52,11 @@ type Reduction struct {
 	Sum, Mean, Max, Std []float64
 	// Stats describe the run (frames and bytes read, time, each worker's share).
 	Stats engine.Stats
-	// Warnings are OpenWarnings and the plan's warnings, one line each.
+	// RunNotes are what the reader counted in the frames reduced (dataset.RunNotes, as
+	// Result.RunNotes).
+	RunNotes []dataset.RunNote
+	// Warnings are OpenWarnings, the plan's warnings and those of RunNotes
+	// (RunWarnings), one line each.
 	Warnings []string
 }
 
@@ -152,8 +156,9 @@ func (pl *Planner) reduce(ctx context.Context, ds dataset.Dataset, opt ReduceOpt
 	if err != nil {
 		return nil, err
 	}
+	notes := dataset.RunNotes(ds, 0, ds.NumFrames())
 	return &Reduction{SigShape: r.SigShape, Frames: r.Frames, Sum: r.Sum, Mean: r.Mean, Max: r.Max, Std: r.Std,
-		Stats: r.Stats, Warnings: append(OpenWarnings(ds), p.Warnings...)}, nil
+		Stats: r.Stats, RunNotes: notes, Warnings: slices.Concat(OpenWarnings(ds), p.Warnings, RunWarnings(ds, notes))}, nil
 }
 
 // noFrames is the reduction of ds, none of whose frames is one of the file: a zero
@@ -294,6 +299,9 @@ type Frames struct {
 	DType    dataset.DType
 	// Data holds the K frames, len(Indices) × sig_y × sig_x pixels of DType.
 	Data []byte
+	// Warnings are those of the run notes of the frames picked (RunWarnings), one line
+	// each.
+	Warnings []string
 }
 
 // Pick reads the frames of ds at the scan positions at, as LiberTEM's PickUDF: each
@@ -329,6 +337,11 @@ func Pick(ctx context.Context, ds dataset.Dataset, at [][]int) (fr *Frames, err 
 			return nil, err
 		}
 	}
+	var notes [][]dataset.RunNote
+	for _, f := range slices.Compact(slices.Sorted(slices.Values(idx))) { // a frame picked twice counts once
+		notes = append(notes, dataset.RunNotes(ds, f, f+1))
+	}
+	fr.Warnings = RunWarnings(ds, dataset.SumRunNotes(notes...))
 	return fr, nil
 }
 

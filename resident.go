@@ -80,7 +80,8 @@ func (r *Resident) Dataset() dataset.Dataset { return r.ds }
 // Apply applies the mask stack to every resident frame and returns the same Result as
 // stemdot.Apply on the dataset (shape NavShape + (NMasks,), float32 or float64 as
 // opt.Float64, in opt.Out32/Out64 when given), computed on the GPU, in CSR form when
-// stack.PreferSparse(). Stats describe one GPU worker with feed "resident"; Progress, when
+// stack.PreferSparse(). Its RunNotes are those of the frames ToDevice read, the frames
+// every Apply computes. Stats describe one GPU worker with feed "resident"; Progress, when
 // set, is called once at the end. Errors are those of Planner.Apply's checks (errs.Shape,
 // errs.DType, errs.Argument), errs.Argument for opt.Shifts (shifted masks are applied by
 // Apply only), errs.Cancelled when ctx is already cancelled, errs.Argument after Close,
@@ -126,7 +127,7 @@ func (r *Resident) Apply(ctx context.Context, stack *masks.Stack, opt ApplyOptio
 	if opt.Progress != nil {
 		opt.Progress(n, n)
 	}
-	return newResult(r.ds, &res, l, stack.MaskNames(), OpenWarnings(r.ds)), nil
+	return newResult(r.ds, &res, l, stack.MaskNames(), OpenWarnings(r.ds), dataset.RunNotes(r.ds, 0, n)), nil
 }
 
 // Close frees the GPU memory of the frames; the dataset stays open. Closing twice is a

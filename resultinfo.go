@@ -64,6 +64,10 @@ type ResultInfo struct {
 	// ROI.ScanShape), ascending: their values are those of a blank (all-zero) frame, 0
 	// (LiberTEM's sync_offset). Absent when every position has a frame.
 	PositionsWithoutFrame [][2]int `json:"positions_without_frame,omitempty"`
+	// RunNotes are what the reader counted in the frames of the run (Result.RunNotes),
+	// such as a DECTRIS detector's saturated pixels, with their warnings. Absent when
+	// there are none.
+	RunNotes []RunNoteInfo `json:"run_notes,omitempty"`
 }
 
 // ShiftsInfo describes the shifts (dy, dx) in pixels that moved the masks of a result's
@@ -177,6 +181,7 @@ func newResultInfo(ds dataset.Dataset, r *Result) ResultInfo {
 		Dataset:               DatasetInfo{Path: absPath(ds.Path()), Format: ds.Format()},
 		Plan:                  PlanInfo{CPUWorkers: r.Stats.Workers - r.Stats.GPUWorkers, GPUWorkers: r.Stats.GPUWorkers},
 		PositionsWithoutFrame: BlankPositions(ds),
+		RunNotes:              runNoteInfo(ds, r.RunNotes),
 	})
 }
 

@@ -268,7 +268,7 @@ func TestResultFieldsDocumented(t *testing.T) {
 			return true
 		})
 	}
-	require.Equal(t, []string{"NavShape", "NMasks", "Positions", "ScanShape", "F32", "F64", "Stats", "Names", "Warnings", "Info"}, fields)
+	require.Equal(t, []string{"NavShape", "NMasks", "Positions", "ScanShape", "F32", "F64", "Stats", "Names", "RunNotes", "Warnings", "Info"}, fields)
 }
 
 // Every registered format (but formatoptions_test.go's test-only one) is in Open's error

@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"slices"
 	"strings"
@@ -253,6 +254,36 @@ func stemdot_go_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen
 	return datasetText(fn, "warnings", dsHandle, buf, bufLen, needed, func(d dataset.Dataset) string {
 		return safetext.String(stemdot.OptionKeys(strings.Join(stemdot.OpenWarnings(d), "\n")))
 	})
+}
+
+//export stemdot_go_dataset_run_notes
+func stemdot_go_dataset_run_notes(dsHandle C.stemdot_dataset, first, count C.size_t, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_dataset_run_notes"
+	defer guard(fn, &st)
+	if needed == nil || (buf == nil && bufLen > 0) {
+		return fail(fn, failf(errs.Argument, "needed must not be NULL, and buf must not be NULL when buf_len > 0"))
+	}
+	d, err := getDataset(uint64(dsHandle))
+	if err != nil {
+		return fail(fn, err)
+	}
+	if n := uint64(d.NumFrames()); uint64(first) > n || uint64(count) > n-uint64(first) {
+		return fail(fn, failf(errs.Shape, "first %d, count %d: the frames are not within the dataset's %d frames", uint64(first), uint64(count), n))
+	}
+	type note struct {
+		dataset.RunNote
+		Warning string `json:"warning"`
+	}
+	notes := dataset.RunNotes(d, int(first), int(first+count))
+	out := make([]note, len(notes))
+	for i, w := range stemdot.RunWarnings(d, notes) {
+		out[i] = note{notes[i], w}
+	}
+	text, err := json.Marshal(out)
+	if err != nil {
+		return fail(fn, errs.Wrap(errs.Internal, err))
+	}
+	return copyText(fn, string(text), "run notes", buf, bufLen, needed)
 }
 
 //export stemdot_go_dataset_format

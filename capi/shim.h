@@ -41,6 +41,10 @@ typedef const char *const stemdot_cstring;
       (plan, dataset, buf, buf_len, needed))                                                      \
     F(dataset_warnings, (stemdot_dataset dataset, char *buf, size_t buf_len, size_t *needed),     \
       (dataset, buf, buf_len, needed))                                                            \
+    F(dataset_run_notes,                                                                          \
+      (stemdot_dataset dataset, size_t first, size_t count, char *buf, size_t buf_len,            \
+       size_t *needed),                                                                           \
+      (dataset, first, count, buf, buf_len, needed))                                              \
     F(dataset_format, (stemdot_dataset dataset, char *buf, size_t buf_len, size_t *needed),       \
       (dataset, buf, buf_len, needed))                                                            \
     F(dataset_path, (stemdot_dataset dataset, char *buf, size_t buf_len, size_t *needed),         \

@@ -119,6 +119,9 @@ func sizeCases() []sizeCase {
 		{"stemdot_plan_describe", []uint64{1 << 16}, func(a *abi, s []uint64) (status, string) {
 			return callC(stemdot_go_plan_describe, a.plan, a.ds, a.buf, s[0], a.buf)
 		}, nil, map[int]status{0: statusOK}},
+		{"stemdot_dataset_run_notes", []uint64{0, 2, 64}, func(a *abi, s []uint64) (status, string) {
+			return callC(stemdot_go_dataset_run_notes, a.ds, s[0], s[1], a.buf, s[2], a.buf)
+		}, nil, map[int]status{2: statusOK}},
 		{"stemdot_dataset_path", []uint64{1}, func(a *abi, s []uint64) (status, string) {
 			return callC(stemdot_go_dataset_path, a.ds, a.buf, s[0], a.buf)
 		}, nil, map[int]status{0: statusOK}},

@@ -294,8 +294,8 @@ type FileFrames struct {
 // (mapping positions that are consecutive frames of d when d is a Mapper) and, when d is
 // a Viewer, the sync offset is not negative and there are no flyback frames, Viewer; it
 // reports its positions without a frame (Blanker). Either implements Noter with
-// ff.Notes and the reconciliation's notes. On error d is left open for the caller to
-// close.
+// ff.Notes and the reconciliation's notes; the view gives d's run notes of the file's
+// frames at its positions (RunNoter). On error d is left open for the caller to close.
 func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
 	ff.FlybackAtEnd = flybackEvidence(d, ff.Whole, ff.FlybackAtEnd)
 	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)

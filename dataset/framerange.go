@@ -19,9 +19,9 @@ type FrameSpan struct {
 // scan an ROI ds selects from), and sig shape, dtype and format are those of ds. A task
 // of a distributed run computes one such range without reading the rest of the file.
 //
-// The view forwards ReadFrames and Notes, and ViewFrames (Viewer) and MapFrames (Mapper)
-// when ds implements them, so that in-place reads of mapped files and the copy-free GPU feed
-// stay in use. The view owns ds: its Close closes ds.
+// The view forwards ReadFrames, Notes and RunNotes, and ViewFrames (Viewer) and
+// MapFrames (Mapper) when ds implements them, so that in-place reads of mapped files and
+// the copy-free GPU feed stay in use. The view owns ds: its Close closes ds.
 //
 // Errors (errs.Shape): count < 1, first < 0, or a range past the end of ds (the message
 // names the path, the range, the frame count and option frames).
@@ -68,6 +68,15 @@ func (r *frameRange) NumFrames() int { return r.count }
 
 // Notes are the dataset's notes on how the file was read (Noter).
 func (r *frameRange) Notes() []string { return Notes(r.Dataset) }
+
+// RunNotes are the notes of frames [start, end) of the range (RunNoter).
+func (r *frameRange) RunNotes(start, end int) []RunNote {
+	s, e, err := r.span(start, end)
+	if err != nil {
+		return nil
+	}
+	return RunNotes(r.Dataset, s, e)
+}
 
 // ScanShape is the scan shape of ds's frames (Positioner): ds's nav shape, or the scan
 // of an ROI ds selects from.

@@ -417,6 +417,21 @@ func (d *scanView) ReadFrames(start, end int, dst []byte) error {
 	return err
 }
 
+// RunNotes are the notes of scan positions [start, end): those of the file's frames
+// there (RunNoter).
+func (d *scanView) RunNotes(start, end int) []RunNote {
+	if start < 0 || end > d.NumFrames() || start > end {
+		return nil
+	}
+	return runNotesOf(d.Dataset, func(yield func(first, end int)) {
+		d.layout.runs(start, end, func(pos, frame, n int) bool {
+			a, b := d.layout.held(frame, n)
+			yield(frame+a, frame+b)
+			return true
+		})
+	})
+}
+
 // fileRun returns the file's first frame of scan positions [start, end) when they are
 // consecutive frames of the file (within one scan row when it has flyback frames), all
 // held by the file (ok).

@@ -12,8 +12,9 @@ import (
 // header): frame p of the result is d's frame frameOf[p], or a blank (all-zero) frame
 // where frameOf[p] is negative (a scan position no frame covers). Its nav shape is
 // (len(frameOf),); pass it to Reconcile with FileFrames.Whole = len(frameOf) to give it
-// the scan's nav shape. ReadFrames reads run by run of frames consecutive in d. The
-// result owns d: its Close closes d.
+// the scan's nav shape. ReadFrames reads run by run of frames consecutive in d; RunNotes
+// gives d's run notes of the frames read at its positions (RunNoter). The result owns d:
+// its Close closes d.
 //
 // Errors (errs.Format, naming d's path): frameOf empty, or an entry at or past d's frame
 // count.
@@ -66,6 +67,26 @@ func (d *reordered) ReadFrames(start, end int, dst []byte) error {
 		p = q
 	}
 	return nil
+}
+
+// RunNotes are the notes of scan positions [start, end): those of d's frames there
+// (RunNoter).
+func (d *reordered) RunNotes(start, end int) []RunNote {
+	if start < 0 || end > len(d.frameOf) || start > end {
+		return nil
+	}
+	return runNotesOf(d.Dataset, func(yield func(first, end int)) {
+		for p := start; p < end; {
+			first, q := d.frameOf[p], p+1
+			for first >= 0 && q < end && d.frameOf[q] == first+q-p {
+				q++
+			}
+			if first >= 0 {
+				yield(first, first+q-p)
+			}
+			p = q
+		}
+	})
 }
 
 // Placement is where a format's metadata puts the frames of its file in the scan, built

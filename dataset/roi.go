@@ -278,11 +278,11 @@ func ViewsInPlace(ds Dataset) bool {
 // format are those of ds. ReadFrames reads only the selected frames, one ReadFrames of
 // ds per run of consecutive positions.
 //
-// The view forwards Notes, and ViewFrames (Viewer) and MapFrames (Mapper) when ds
-// implements them, for frames that are consecutive in ds (a run of an ROI's row): there
-// in-place reads of mapped files and the copy-free GPU feed stay in use; ViewFrames
-// returns nil and MapFrames ok == false for frames that are not. The view owns ds: its
-// Close closes ds.
+// The view forwards Notes and RunNotes, and ViewFrames (Viewer) and MapFrames (Mapper)
+// when ds implements them, for frames that are consecutive in ds (a run of an ROI's
+// row): there in-place reads of mapped files and the copy-free GPU feed stay in use;
+// ViewFrames returns nil and MapFrames ok == false for frames that are not. The view
+// owns ds: its Close closes ds.
 //
 // Errors name option roi: errs.Shape for a mask of another shape than ds's nav shape
 // (naming both) and a rectangle outside the scan, errs.Argument for an ROI that selects
@@ -333,6 +333,23 @@ func (s *selection) NumFrames() int { return len(s.pos) }
 
 // Notes are the dataset's notes on how the file was read (Noter).
 func (s *selection) Notes() []string { return Notes(s.Dataset) }
+
+// RunNotes are the notes of selected positions [start, end) (RunNoter).
+func (s *selection) RunNotes(start, end int) []RunNote {
+	if start < 0 || end > len(s.pos) || start > end {
+		return nil
+	}
+	return runNotesOf(s.Dataset, func(yield func(first, end int)) {
+		for i := start; i < end; {
+			j := i + 1
+			for j < end && s.pos[j] == s.pos[j-1]+1 {
+				j++
+			}
+			yield(s.pos[i], s.pos[j-1]+1)
+			i = j
+		}
+	})
+}
 
 // ScanShape is ds's nav shape (Positioner).
 func (s *selection) ScanShape() []int { return append([]int(nil), s.scan...) }

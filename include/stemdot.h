@@ -266,6 +266,23 @@ stemdot_status stemdot_dataset_warnings(stemdot_dataset dataset, char *buf, size
                                         size_t *needed);
 
 /*
+ * Writes what the dataset's reader counted in frames [first, first+count) of the dataset
+ * when it last read them (run notes: e.g. a DECTRIS detector's saturated pixels, values
+ * 2^N-1 that its pixel_mask does not flag), as a JSON array, "[]" for none: one object
+ * per thing counted, {"key": what is counted, "count", "frames": the frames holding any,
+ * "text": the sentence with "{count}" and "{frames}" in place of the numbers, "warning":
+ * the sentence with them, after the file, as the CLI prints it}. After a run, those of
+ * the frames it read are its warnings: stemdot_apply, stemdot_reduce, stemdot_centre and
+ * stemdot_descan_fit read every frame of the dataset (first 0, count n_frames),
+ * stemdot_pick the frames picked. A frame counts once in each run that reads it (a
+ * dataset applied twice: each run's count, not a running total), and notes of several
+ * datasets (frame ranges read by several processes) add up by key. SHAPE for frames
+ * outside the dataset's. Same buffer conventions as stemdot_plan_describe. Thread-safe.
+ */
+stemdot_status stemdot_dataset_run_notes(stemdot_dataset dataset, size_t first, size_t count,
+                                         char *buf, size_t buf_len, size_t *needed);
+
+/*
  * Writes the format the dataset was read as: a format's name ("mib", "hdf5", "dm", ...),
  * or "memory" (stemdot_dataset_from_memory), as a result's sidecar records it. Same
  * buffer conventions as stemdot_plan_describe.

@@ -187,10 +187,11 @@ func (d *h5File) setupChunks(dims []int, cacheBytes int64) error {
 }
 
 // h5Box is a box of frames of a read: its first element and size on every axis, and
-// where its frames go in the destination.
+// where its frames go in the destination (dst, at byte off of the read's).
 type h5Box struct {
 	lo, count []int
 	dst       []byte
+	off       int
 }
 
 // h5Raw is a chunk of a read: where it is, its stored bytes and its filter mask
@@ -205,8 +206,13 @@ type h5Raw struct {
 	decoded bool
 }
 
-// readChunks reads frames [start, end) into dst from the raw chunks (h5Chunks).
-func (d *h5File) readChunks(start, end int, dst []byte) error {
+// readChunks reads frames [start, end) into dst from the raw chunks (h5Chunks). inspect,
+// when not nil, is called with each chunk decoded in place in dst (a chunk whose
+// elements are consecutive there; not one served from the cache of decoded chunks,
+// copied piece by piece, or of frames stored last) and its byte offset in dst, right
+// after its decode, while it is in the core's cache: a reader that passes over the
+// frames read (DECTRIS's count of saturated pixels) does so there for those bytes.
+func (d *h5File) readChunks(start, end int, dst []byte, inspect func(off int, b []byte)) error {
 	c := d.chunks
 	out := dst[:(end-start)*d.FrameBytes()]
 	if d.framesLast {
@@ -216,7 +222,7 @@ func (d *h5File) readChunks(start, end int, dst []byte) error {
 	off := 0
 	d.frameBoxes(start, end, func(lo, count []int) bool {
 		n := product(count) * c.grid.Elem
-		boxes = append(boxes, h5Box{lo: lo, count: count, dst: out[off : off+n]})
+		boxes = append(boxes, h5Box{lo: lo, count: count, dst: out[off : off+n], off: off})
 		off += n
 		return true
 	})
@@ -246,9 +252,10 @@ func (d *h5File) readChunks(start, end int, dst []byte) error {
 		if !r.decoded {
 			// A chunk whose elements are consecutive in a box is decoded in place.
 			var into []byte
+			intoOff := 0
 			for _, b := range boxes {
 				if at, ok := c.grid.Contiguous(b.lo, b.count, r.origin); ok {
-					into = b.dst[at*c.grid.Elem : at*c.grid.Elem+chunkBytes]
+					into, intoOff = b.dst[at*c.grid.Elem:at*c.grid.Elem+chunkBytes], b.off+at*c.grid.Elem
 					break
 				}
 			}
@@ -263,6 +270,9 @@ func (d *h5File) readChunks(start, end int, dst []byte) error {
 				rawChunks.Put(r.raw)
 			}
 			if into != nil {
+				if inspect != nil && !d.framesLast {
+					inspect(intoOff, into)
+				}
 				continue
 			}
 		}

@@ -41,6 +41,7 @@ import "C"
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"os"
@@ -81,8 +82,12 @@ import (
 // An unflagged pixel at 2^N−1 is saturated (the direct beam's centre, typically), and
 // keeps that value, as DECTRIS's own converters keep it (biochem-fan/eiger2cbf issue 2,
 // "respect the pixel_mask"): reading it as 0 would punch a hole in the bright field
-// where the beam is brightest. The note says so; the saturated pixels are not counted
-// (that would read the whole scan when opening it).
+// where the beam is brightest. The note says so, and the reader counts the unflagged
+// pixels at 2^N−1 in the frames it reads (dataset.RunNoter: a warning after a run says
+// how many values in how many of its frames), a word of 8 bytes at a time (markers):
+// in each chunk decoded in Go right after its decode, while it is in the core's cache,
+// and in the frames read otherwise in the pass that sets the flagged pixels to 0.
+// Without a pixel_mask every value 2^N−1 is counted, as saturated or masked.
 //
 // Counts read from the master are checked before they are used: nimages·ntrigger that
 // does not fit in 64 bits is reported as such, not as the product's wrapped value.
@@ -158,7 +163,14 @@ type dectrisScan struct {
 	first  []int // the first frame of each block, then the number of frames
 	sig    [2]int
 	dt     dataset.DType
-	masked []int // the pixels read as 0 (pixel_mask), in frame order
+	// flagged are the pixels pixel_mask flags, in frame order; zero says that they read
+	// as 0 (option pixel_mask).
+	flagged []int
+	zero    bool
+	// counts are the values 2^N−1 not flagged of each frame read (nil for a dtype
+	// without the marker), said by the run note of key noteKey and text noteText.
+	counts            *dataset.FrameCounts
+	noteKey, noteText string
 	dataset.ScanFrames
 }
 
@@ -243,10 +255,19 @@ func (s *dectrisScan) open(opt dataset.Options, usePixelMask bool) (dataset.Data
 	if err != nil {
 		return nil, err
 	}
-	if marker, ok := s.marker(); ok && found {
-		maskNote += fmt.Sprintf("; unflagged pixels at %d (2^%d−1, DECTRIS's marker of masked and of overflowing pixels) are saturated and keep that value", marker, 8*s.dt.Size())
-	} else if ok {
-		maskNote += fmt.Sprintf("; values %d (2^%d−1, DECTRIS's marker of masked and of overflowing pixels) are kept: without a pixel_mask the two cannot be told apart", marker, 8*s.dt.Size())
+	if marker, ok := s.marker(); ok {
+		s.counts = dataset.NewFrameCounts(n)
+		if found {
+			maskNote += fmt.Sprintf("; unflagged pixels at %d (2^%d−1, DECTRIS's marker of masked and of overflowing pixels) are saturated and keep that value", marker, 8*s.dt.Size())
+			s.noteKey = "dectris_saturated"
+			s.noteText = fmt.Sprintf("saturated pixels, kept at %d: pixel values at %d (2^%d−1) that pixel_mask does not flag, where the detector's count overflowed: {count}, in {frames} of the frames read",
+				marker, marker, 8*s.dt.Size())
+		} else {
+			maskNote += fmt.Sprintf("; values %d (2^%d−1, DECTRIS's marker of masked and of overflowing pixels) are kept: without a pixel_mask the two cannot be told apart", marker, 8*s.dt.Size())
+			s.noteKey = "dectris_marker"
+			s.noteText = fmt.Sprintf("pixel values at %d (2^%d−1), saturated or masked (the master has no pixel_mask to tell them apart), kept: {count}, in {frames} of the frames read",
+				marker, 8*s.dt.Size())
+		}
 	}
 	notes = append(notes, maskNote)
 	return dataset.Reconcile(s, opt, nil, "", dataset.FileFrames{Whole: n, RecordBytes: int64(s.FrameBytes()), Notes: notes})
@@ -318,6 +339,7 @@ func (s *dectrisScan) readPixelMask(master *h5File, use bool) (note string, foun
 			flagged = append(flagged, i)
 		}
 	}
+	s.flagged, s.zero = flagged, use
 	switch {
 	case len(flagged) == 0:
 		return fmt.Sprintf("pixel_mask flags none of the %d pixels", len(mask)), true, nil
@@ -326,7 +348,6 @@ func (s *dectrisScan) readPixelMask(master *h5File, use bool) (note string, foun
 	case !use:
 		return fmt.Sprintf("pixel_mask not applied (option pixel_mask=false): the %d pixels it flags keep their recorded values", len(flagged)), true, nil
 	}
-	s.masked = flagged
 	if len(flagged) == 1 {
 		return fmt.Sprintf("pixel_mask applied: the 1 of %d pixels it flags reads as 0 (option pixel_mask=false keeps its value)", len(mask)), true, nil
 	}
@@ -356,35 +377,154 @@ func (s *dectrisScan) blockOf(frame int) int {
 	return i - 1
 }
 
-// ReadFrames reads frames [start, end) from the blocks that hold them, then sets the
-// masked pixels to 0.
+// ReadFrames reads frames [start, end) from the blocks that hold them, then counts the
+// unflagged values 2^N−1 of each frame and sets its flagged pixels to 0 (clean). The
+// values 2^N−1 of the chunks decoded in Go are counted right after their decode, while
+// they are in the core's cache (h5File.readFrames' inspect): clean passes over the other
+// frames only.
 func (s *dectrisScan) ReadFrames(start, end int, dst []byte) error {
 	fb := s.FrameBytes()
 	if err := dataset.CheckRange(s.path, start, end, s.NumFrames(), fb, len(dst)); err != nil {
 		return err
 	}
+	var seen []frameMarkers
+	if s.counts != nil {
+		seen = make([]frameMarkers, end-start)
+	}
 	for f := start; f < end; {
 		i := s.blockOf(f)
 		stop := min(end, s.first[i+1])
-		if err := s.blocks[i].ReadFrames(f-s.first[i], stop-s.first[i], dst[(f-start)*fb:(stop-start)*fb]); err != nil {
+		var inspect func(off int, b []byte)
+		if seen != nil {
+			at := (f - start) * fb
+			inspect = func(off int, b []byte) { s.inspect(seen, at+off, b) }
+		}
+		if err := s.blocks[i].readFrames(f-s.first[i], stop-s.first[i], dst[(f-start)*fb:(stop-start)*fb], inspect); err != nil {
 			return fmt.Errorf("%w (block %s holds frames %d-%d of the scan)", err, path.Base(s.blocks[i].dsPath), s.first[i], s.first[i+1]-1)
 		}
 		f = stop
 	}
-	s.clean(dst[:(end-start)*fb])
+	s.clean(dst[:(end-start)*fb], start, seen)
 	return nil
 }
 
-// clean sets the masked pixels of the frames in buf to 0.
-func (s *dectrisScan) clean(buf []byte) {
+// frameMarkers are the values 2^N−1 of a frame of a read counted as its chunks were
+// decoded, and the bytes of the frame they were counted in.
+type frameMarkers struct{ markers, bytes int }
+
+// inspect counts the values 2^N−1 of b, at byte off of a read's frames, into the frames
+// of seen that b covers.
+func (s *dectrisScan) inspect(seen []frameMarkers, off int, b []byte) {
+	fb := s.FrameBytes()
+	for len(b) > 0 {
+		k := off / fb
+		n := min(len(b), (k+1)*fb-off)
+		seen[k].markers += markers(b[:n], s.dt.Size())
+		seen[k].bytes += n
+		off, b = off+n, b[n:]
+	}
+}
+
+// clean counts the values 2^N−1 of the frames in buf, frames first, first+1, ..., that
+// pixel_mask does not flag (s.counts; those seen while decoding, the whole of a frame,
+// are not counted again), and sets the flagged pixels to 0 (s.zero).
+func (s *dectrisScan) clean(buf []byte, first int, seen []frameMarkers) {
+	if s.counts == nil && !s.zero {
+		return
+	}
 	size := s.dt.Size()
 	fb := s.FrameBytes()
-	for off := 0; off < len(buf); off += fb {
+	for k, off := 0, 0; off < len(buf); k, off = k+1, off+fb {
 		frame := buf[off : off+fb]
-		for _, p := range s.masked {
-			clear(frame[p*size : (p+1)*size])
+		n := 0
+		switch {
+		case s.counts == nil:
+		case seen[k].bytes == fb:
+			n = seen[k].markers
+		default:
+			n = markers(frame, size)
+		}
+		for _, p := range s.flagged {
+			px := frame[p*size : (p+1)*size]
+			if s.counts != nil && allOnes(px) {
+				n--
+			}
+			if s.zero {
+				clear(px)
+			}
+		}
+		if s.counts != nil {
+			s.counts.Set(first+k, n)
 		}
 	}
+}
+
+// markers counts the elements of buf (of size 1, 2 or 4 bytes, buf a whole number of
+// them) whose bits are all 1: 2^N−1 in any byte order. A word of 8 bytes at a time: in
+// each element of a word x, adding 1 to its bits below the top one carries into the top
+// bit only when they are all 1, and no carry crosses into the next element, so the top
+// bits of (x&low + one) & x &^ low mark the elements at 2^N−1. 64 bytes without a top
+// bit set (the usual counts, far below 2^(N−1)) are passed over after one test; the
+// marks of the others are counted 4 words at a time, where there are any. On one core of
+// the development machine: over 40 GB/s for small counts, 10 GB/s for random values.
+func markers(buf []byte, size int) int {
+	var low, one uint64
+	switch size {
+	case 1:
+		low, one = 0x7f7f7f7f7f7f7f7f, 0x0101010101010101
+	case 2:
+		low, one = 0x7fff7fff7fff7fff, 0x0001000100010001
+	default:
+		low, one = 0x7fffffff7fffffff, 0x0000000100000001
+	}
+	le := binary.LittleEndian
+	n := 0
+	for ; len(buf) >= 64; buf = buf[64:] {
+		b := buf[:64:64]
+		if (le.Uint64(b)|le.Uint64(b[8:])|le.Uint64(b[16:])|le.Uint64(b[24:])|
+			le.Uint64(b[32:])|le.Uint64(b[40:])|le.Uint64(b[48:])|le.Uint64(b[56:]))&^low == 0 {
+			continue
+		}
+		for h := 0; h < 64; h += 32 {
+			w0, w1, w2, w3 := le.Uint64(b[h:]), le.Uint64(b[h+8:]), le.Uint64(b[h+16:]), le.Uint64(b[h+24:])
+			t0, t1, t2, t3 := (w0&low+one)&w0&^low, (w1&low+one)&w1&^low, (w2&low+one)&w2&^low, (w3&low+one)&w3&^low
+			if t0|t1|t2|t3 != 0 {
+				n += bits.OnesCount64(t0) + bits.OnesCount64(t1) + bits.OnesCount64(t2) + bits.OnesCount64(t3)
+			}
+		}
+	}
+	for ; len(buf) >= 8; buf = buf[8:] {
+		x := le.Uint64(buf)
+		n += bits.OnesCount64((x&low + one) & x &^ low)
+	}
+	for ; len(buf) >= size; buf = buf[size:] {
+		if allOnes(buf[:size]) {
+			n++
+		}
+	}
+	return n
+}
+
+// allOnes reports whether every bit of px is 1.
+func allOnes(px []byte) bool {
+	for _, b := range px {
+		if b != 0xff {
+			return false
+		}
+	}
+	return true
+}
+
+// RunNotes counts the values 2^N−1 that pixel_mask does not flag in frames [start, end)
+// read so far (dataset.RunNoter).
+func (s *dectrisScan) RunNotes(start, end int) []dataset.RunNote {
+	if s.counts == nil {
+		return nil
+	}
+	if count, frames := s.counts.Sum(start, end); count > 0 {
+		return []dataset.RunNote{{Key: s.noteKey, Text: s.noteText, Count: count, Frames: frames}}
+	}
+	return nil
 }
 
 // Close closes the blocks.

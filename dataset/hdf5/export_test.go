@@ -12,3 +12,6 @@ func LockedNanos(d dataset.Dataset) int64 {
 	}
 	return -1
 }
+
+// Markers counts the elements of size bytes of buf whose bits are all 1 (markers).
+var Markers = markers

@@ -1155,12 +1155,18 @@ func (d *h5File) closeLocked() error {
 // converts them to the host's native type: one hyperslab per run of frames that is a box
 // in the stored nav axes (at most 2·rank-1 of them).
 func (d *h5File) ReadFrames(start, end int, dst []byte) error {
+	return d.readFrames(start, end, dst, nil)
+}
+
+// readFrames is ReadFrames; inspect, when not nil, sees the chunks decoded in place in
+// dst (see readChunks).
+func (d *h5File) readFrames(start, end int, dst []byte, inspect func(off int, b []byte)) error {
 	fb := d.FrameBytes()
 	if err := dataset.CheckRange(d.path, start, end, d.NumFrames(), fb, len(dst)); err != nil {
 		return err
 	}
 	if d.chunks != nil {
-		return d.readChunks(start, end, dst)
+		return d.readChunks(start, end, dst, inspect)
 	}
 	defer h5Enter()()
 	if d.closed {

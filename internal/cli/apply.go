@@ -167,6 +167,9 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			if err != nil {
 				return err
 			}
+			for _, w := range stemdot.RunWarnings(ds, res.RunNotes) {
+				warn(cmd, w)
+			}
 			if w := res.NonFiniteWarning(); w != "" {
 				warn(cmd, w)
 			}

@@ -117,6 +117,9 @@ to FILE and REF_FILE alike.`,
 			if err != nil {
 				return err
 			}
+			for _, w := range stemdot.RunWarnings(fitted, dataset.RunNotes(fitted, 0, fitted.NumFrames())) {
+				warn(cmd, w)
+			}
 			if asJSON {
 				b, err := json.Marshal(plane)
 				if err != nil {

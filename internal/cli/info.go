@@ -68,6 +68,9 @@ specs of apply (disk:auto, ring:auto,RI,RO, com:auto) are made.`,
 			if err != nil {
 				return err
 			}
+			for _, note := range stemdot.RunWarnings(ds, dataset.RunNotes(ds, 0, ds.NumFrames())) {
+				warn(cmd, note)
+			}
 			fmt.Fprintf(w, "centre:     x %.2f, y %.2f, r %.2f px  (the direct beam in the sum frame: disk:auto, ring:auto,RI,RO, com:auto)\n", c.X, c.Y, c.R)
 			return nil
 		},

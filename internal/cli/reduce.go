@@ -175,6 +175,9 @@ func pick(cmd *cobra.Command, ds dataset.Dataset, positions [][]int, out, pngPre
 	if err != nil {
 		return err
 	}
+	for _, w := range fr.Warnings {
+		warn(cmd, w)
+	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%d frame%s of %s %s → %s\n", len(fr.Indices), map[bool]string{true: "s"}[len(fr.Indices) != 1],
 		shapeString(fr.SigShape[:]), fr.DType, strings.TrimSpace(out+" "+pngPrefix))
 	return nil

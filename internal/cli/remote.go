@@ -59,10 +59,12 @@ type RemoteFlag struct {
 //	        frame-major, the frames as opened (an ROI's selected ones)
 //	        → {"cpu_workers", "gpu_workers" that ran it (each counted once), "workers":
 //	        [{"name", "frames", "ranges", "seconds" busy}] per worker of the other
-//	        program that computed frames}
+//	        program that computed frames, "run_notes": [{"key", "text", "count",
+//	        "frames"}] the run notes of the frames read (dataset.RunNote), summed by key
+//	        over the ranges computed (absent or null: none)}
 //	reduce  {"path", "options", "reductions": names of sum, mean, max, std asked, in
 //	        that order, "progress"}, out: one (sig_y, sig_x) float64 frame per name
-//	        → {"cpu_workers", "gpu_workers", "workers"}
+//	        → {"cpu_workers", "gpu_workers", "workers", "run_notes"}
 //
 // "progress" asks for a progress bar on stderr (the command's is shown only when stderr
 // is a terminal and --quiet is not given).
@@ -200,9 +202,10 @@ func (b *Remote) Centre(ctx context.Context, ds dataset.Dataset, shifts []float6
 
 // workers is the reply of Call's apply and reduce.
 type workers struct {
-	CPU int     `json:"cpu_workers"`
-	GPU int     `json:"gpu_workers"`
-	Ran []ranOn `json:"workers"`
+	CPU      int               `json:"cpu_workers"`
+	GPU      int               `json:"gpu_workers"`
+	Ran      []ranOn           `json:"workers"`
+	RunNotes []dataset.RunNote `json:"run_notes"`
 }
 
 // ranOn is what one worker of the other program computed in a run.
@@ -228,7 +231,7 @@ func (b *Remote) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Sta
 	}
 	sig := ds.SigShape()
 	request := map[string]any{"n_masks": stack.N, "sig_shape": sig[:], "float64": opt.Float64, "progress": opt.Progress != nil}
-	return stemdot.ApplyElsewhere(ds, stack, opt, func(shifts []float64, out32 []float32, out64 []float64) (engine.Stats, error) {
+	return stemdot.ApplyElsewhere(ds, stack, opt, func(shifts []float64, out32 []float32, out64 []float64) (engine.Stats, []dataset.RunNote, error) {
 		start := time.Now()
 		out := bytesOf(out32)
 		if opt.Float64 {
@@ -237,7 +240,7 @@ func (b *Remote) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Sta
 		var w workers
 		err := b.call("apply", request, weights, shifts, out, &w)
 		b.ran = w.Ran
-		return w.stats(ds, start), err
+		return w.stats(ds, start), dataset.SumRunNotes(w.RunNotes), err
 	})
 }
 
@@ -277,7 +280,9 @@ func (b *Remote) Reduce(ctx context.Context, ds dataset.Dataset, opt stemdot.Red
 	if err := b.call("reduce", request, nil, nil, bytesOf(frames), &w); err != nil {
 		return nil, err
 	}
-	red := &stemdot.Reduction{SigShape: sig, Frames: ds.NumFrames(), Stats: w.stats(ds, start), Warnings: slices.Clone(b.warnings)}
+	notes := dataset.SumRunNotes(w.RunNotes)
+	red := &stemdot.Reduction{SigShape: sig, Frames: ds.NumFrames(), Stats: w.stats(ds, start), RunNotes: notes,
+		Warnings: slices.Concat(b.warnings, stemdot.RunWarnings(ds, notes))}
 	for _, r := range dataset.Blanks(ds) { // not reduced (stemdot.Reduction.Frames)
 		red.Frames -= r.Count
 	}

@@ -424,3 +424,29 @@ func ReadChunks(path, dsPath string) (*Chunks, error) {
 	}
 	return c, walk(0)
 }
+
+// DECTRIS writes a DECTRIS-style acquisition (dataset/hdf5's format dectris) of n frames
+// of sy×sx uint16 pixels, frames in C order, into dir: stem_data_000001.h5 holding them
+// at /entry/data/data, one frame a chunk, deflated, and stem_master.h5 linking that
+// dataset as /entry/data/data_000001, with nimages n, ntrigger 1 and pixelMask (sy×sx,
+// non-zero: flagged; nil: no pixel_mask) in /entry/instrument/detector/detectorSpecific.
+// It returns the master's path.
+func DECTRIS(dir, stem string, frames []uint16, n, sy, sx int, pixelMask []uint8) (string, error) {
+	data := stem + "_data_000001.h5"
+	if err := Write(dir+"/"+data, Dataset{Path: "/entry/data/data", Dims: []int{n, sy, sx}, Chunk: []int{1, sy, sx}, Gzip: 1,
+		Type: U16LE, Data: unsafe.Pointer(&frames[0])}); err != nil {
+		return "", err
+	}
+	const specific = "/entry/instrument/detector/detectorSpecific/"
+	nimages, ntrigger := int64(n), int64(1)
+	sets := []Dataset{{Path: specific + "nimages", Dims: []int{1}, Type: I64LE, Data: unsafe.Pointer(&nimages)},
+		{Path: specific + "ntrigger", Dims: []int{1}, Type: I64LE, Data: unsafe.Pointer(&ntrigger)}}
+	if pixelMask != nil {
+		sets = append(sets, Dataset{Path: specific + "pixel_mask", Dims: []int{sy, sx}, Type: U8LE, Data: unsafe.Pointer(&pixelMask[0])})
+	}
+	master := dir + "/" + stem + "_master.h5"
+	if err := Write(master, sets...); err != nil {
+		return "", err
+	}
+	return master, ExternalLink(master, "/entry/data/data_000001", data, "/entry/data/data")
+}

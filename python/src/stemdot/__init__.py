@@ -66,6 +66,7 @@ __all__ = [
     "CUDAUnavailableError",
     "InternalError",
     "ForkedProcessError",
+    "RunNoteWarning",
     "open",
     "from_array",
     "apply_masks",
@@ -155,10 +156,16 @@ def _printable(text):
     return _CONTROLS.sub(escape, str(text))
 
 
-def _warn(message, stacklevel):
+def _warn(message, stacklevel, category=UserWarning):
     """warnings.warn of message, escaped (_printable), from the caller's caller at
     stacklevel (as warnings.warn counts it from the caller of _warn)."""
-    warnings.warn(_printable(message), stacklevel=stacklevel + 1)
+    warnings.warn(_printable(message), category, stacklevel=stacklevel + 1)
+
+
+class RunNoteWarning(UserWarning):
+    """What a dataset's reader counted in the frames a run read (:meth:`Dataset.run_notes`:
+    e.g. a DECTRIS detector's saturated pixels), issued after the run by the functions that
+    read frames."""
 
 
 class StemdotError(Exception):
@@ -297,7 +304,9 @@ class Dataset(_Closing):
     one): a sync offset (``sync_offset=``, LiberTEM's) moves the file's frames off the
     first positions (negative) or the last ones (positive); they read as blank (all-zero)
     frames, so :func:`apply_masks` gives 0 there, and :func:`reduce` leaves them out
-    (its mean, max and std are over the file's frames, as LiberTEM's). Close it
+    (its mean, max and std are over the file's frames, as LiberTEM's). What its reader
+    counts in the frames it reads (a DECTRIS detector's saturated pixels) is in
+    :meth:`run_notes`; the functions that read its frames issue it as warnings. Close it
     with :meth:`close` or use it as a context manager; a closed dataset raises
     :class:`BadHandleError`. A dataset opened from a file pickles as its absolute path
     and its options: unpickling opens the file again (in that process, at that path);
@@ -360,6 +369,28 @@ class Dataset(_Closing):
             _call(_LIB.stemdot_dataset_free, self._handle)
             self._handle = None
             self._keepalive = None
+
+    def run_notes(self, first=0, count=None):
+        """What the dataset's reader counted in frames [first, first+count) (default: to
+        the last) when it last read them (run notes: e.g. a DECTRIS detector's saturated
+        pixels, values 2^N-1 that its pixel_mask does not flag), a list of dicts: ``key``
+        (what is counted), ``count``, ``frames`` (those holding any), ``text`` (the
+        sentence with "{count}" and "{frames}" in place of the numbers) and ``warning``
+        (the sentence with them, after the file). After a run, those of the frames it
+        read: :func:`apply_masks`, :func:`reduce`, :func:`centre`, :func:`descan_fit`,
+        :func:`pick` and :meth:`Resident.apply_masks` issue them as
+        :class:`RunNoteWarning`. A frame counts once in each run that reads it: a dataset
+        applied twice warns of each run's count, not a running total. Raises
+        :class:`ShapeError` for frames outside the dataset's."""
+        count = self.n_frames - first if count is None else count
+        if first < 0 or count < 0:
+            raise ShapeError(f"run_notes: frames [{first}, {first}+{count}) are not within the dataset's {self.n_frames} "
+                             "frames", _lib.ERR_SHAPE)
+        needed = ctypes.c_size_t()
+        _call(_LIB.stemdot_dataset_run_notes, self.handle, first, count, None, 0, ctypes.byref(needed))
+        buf = ctypes.create_string_buffer(needed.value + 1)
+        _call(_LIB.stemdot_dataset_run_notes, self.handle, first, count, buf, len(buf), ctypes.byref(needed))
+        return json.loads(buf.value.decode(errors="surrogateescape"))
 
     def to_device(self, device=0):
         """Copies every frame into the memory of GPU ``device`` once and returns a
@@ -529,6 +560,29 @@ def _blanks(handle):
     return [(int(runs[2 * i]), int(runs[2 * i + 1])) for i in range(n.value)]
 
 
+def _run_note_sentence(note):
+    """A run note's sentence (Dataset.run_notes) with its numbers in place."""
+    return note["text"].replace("{count}", str(note["count"])).replace("{frames}", str(note["frames"]))
+
+
+def _sum_run_notes(notes, path):
+    """Run notes (dicts of key, text, count, frames: Dataset.run_notes, of frame ranges
+    read by several processes) summed by key, in the order each key first comes, each with
+    its ``warning``, the sentence after path (as the library writes it)."""
+    summed = {}
+    for n in notes:
+        s = summed.setdefault(n["key"], {"key": n["key"], "text": n["text"], "count": 0, "frames": 0})
+        s["count"] += int(n["count"])
+        s["frames"] += int(n["frames"])
+    return [dict(s, warning=f"{path}: {_run_note_sentence(s)}") for s in summed.values()]
+
+
+def _warn_run_notes(notes, stacklevel):
+    """Issues the warnings of run notes, as the dataset's warnings are issued."""
+    for n in notes:
+        _warn(f"stemdot: {n['warning']}", stacklevel=stacklevel + 1, category=RunNoteWarning)
+
+
 def _dataset_warnings(handle):
     """The dataset's warnings (a guessed nav shape, surplus or missing frames, ...)."""
     text = _text(_LIB.stemdot_dataset_warnings, handle)
@@ -654,6 +708,7 @@ def centre(data, cpus=None, progress=False, shifts=None, **format_options):
         finally:
             if plan is not None:
                 plan.free()
+        _warn_run_notes(ds.run_notes(), stacklevel=2)
         return Centre(out[0], out[1], out[2])
     finally:
         if own:
@@ -1026,7 +1081,7 @@ def _result(data, names, info):
 
 
 def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers, gpu_workers, roi=None, centre=None,
-                 shifts=None, without_frame=None):
+                 shifts=None, without_frame=None, run_notes=None):
     """The sidecar dict of a result (the Go API's ResultInfo; stemdot apply's
     RESULT.json): masks is a list of dicts with name and, when known, spec or file and
     index; options the open options given, key → value (formatted as the library reads
@@ -1036,7 +1091,8 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
     their shifts" or "given"); shifts, for masks moved with
     the pattern, a dict of mean (dy, dx) and, when given so, constant or file;
     without_frame, the (first, count) runs of the scan positions without a frame
-    (Dataset.positions_without_frame)."""
+    (Dataset.positions_without_frame); run_notes, those of the frames read
+    (Dataset.run_notes)."""
     info = {
         "format": RESULT_FORMAT,
         "format_version": RESULT_FORMAT_VERSION,
@@ -1062,6 +1118,8 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
                           "mean": [float(v) for v in shifts["mean"]]}
     if without_frame:
         info["positions_without_frame"] = [[int(a), int(n)] for a, n in without_frame]
+    if run_notes:
+        info["run_notes"] = [{k: n[k] for k in ("key", "count", "frames", "warning")} for n in run_notes]
     return info
 
 
@@ -1328,6 +1386,7 @@ def descan_fit(data, com=None, cpus=None, gpus=None, oversubscribe=False, partit
         finally:
             if plan is not None:
                 plan.free()
+        _warn_run_notes(ds.run_notes(), stacklevel=2)
         c = list(coeffs)
         return DescanFit(tuple(c[0:3]), tuple(c[3:6]), tuple(c[6:8]), used.value, shifts)
     finally:
@@ -1403,7 +1462,9 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     Returns a :class:`Result`, a numpy array of ``dtype`` and shape ``nav_shape +
     (n_masks,)`` (the whole scan's for a region of interest, NaN outside it) that
     carries the masks' ``names`` and the ``info`` of a result's sidecar (its dataset,
-    options given and the plan's workers as planned for the dataset). Raises
+    options given and the plan's workers as planned for the dataset; ``run_notes``: what
+    the reader counted in the frames read, :meth:`Dataset.run_notes`, also issued as
+    :class:`RunNoteWarning`). Raises
     :class:`StemdotError` subclasses (ShapeError for masks of another sig shape, ...).
     Ctrl-C cancels the run and raises KeyboardInterrupt; an exception raised by a
     progress callable cancels the run and is re-raised.
@@ -1435,6 +1496,8 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
         finally:
             if plan is not None:
                 plan.free()
+        run_notes = ds.run_notes()
+        _warn_run_notes(run_notes, stacklevel=2)
         path, options = ds._reopen or ("", {})
         gpu_workers = sum("gpu" in w for w in workers)
         placed = _place(out, ds.nav_shape, ds.scan_shape, ds.positions, roi_compact)
@@ -1447,7 +1510,7 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
                      "constant": shifts if shifts.size == 2 else None}
         info = _result_info(images.shape, images.dtype, ds.sig_shape, [{"name": n} for n in names], path, ds.format, options,
                             len(workers) - gpu_workers, gpu_workers, roi=roi, shifts=moved,
-                            without_frame=ds.positions_without_frame)
+                            without_frame=ds.positions_without_frame, run_notes=run_notes)
         result = Result(images, names, info)
         return (result, positions) if roi_compact else result
     finally:
@@ -1636,6 +1699,7 @@ def reduce(data, reductions=("sum",), cpus=None, progress=False, oversubscribe=F
         finally:
             if plan is not None:
                 plan.free()
+        _warn_run_notes(ds.run_notes(), stacklevel=2)
         return out
     finally:
         if own:
@@ -1692,6 +1756,8 @@ def pick(data, at, **format_options):
         frames = np.empty((pos.shape[0],) + tuple(ds.sig_shape), dtype=ds.dtype)
         _call(_LIB.stemdot_pick, ds.handle, pos.ctypes.data_as(ctypes.POINTER(ctypes.c_size_t)), pos.shape[0],
               pos.shape[1], ctypes.c_void_p(frames.ctypes.data), frames.nbytes)
+        picked = np.unique(np.ravel_multi_index(tuple(pos.T.astype(np.intp)), ds.nav_shape))  # a frame picked twice once
+        _warn_run_notes(_sum_run_notes([n for f in picked for n in ds.run_notes(int(f), 1)], ds.path), stacklevel=2)
         return frames
     finally:
         if own:
@@ -1725,6 +1791,7 @@ class Resident(_Closing):
         self.sig_shape = dataset.sig_shape
         self.source = dataset.source
         self._scan = (dataset.scan_shape, dataset.positions)  # where an ROI's results go
+        self._run_notes = dataset.run_notes()  # of the frames read to the GPU, which every apply computes
 
     @property
     def closed(self):
@@ -1751,6 +1818,7 @@ class Resident(_Closing):
             _lib.DTYPE_CODES[out.dtype.name],
             out.size,
         )
+        _warn_run_notes(self._run_notes, stacklevel=2)
         return _place(out, self.nav_shape, *self._scan, roi_compact)
 
     def close(self):

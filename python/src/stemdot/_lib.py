@@ -118,6 +118,7 @@ def _declare(lib):
         "stemdot_plan_new_options": (status, [c.c_char_p, c.POINTER(u64)]),
         "stemdot_plan_describe": (status, [u64, u64, c.c_char_p, size, c.POINTER(size)]),
         "stemdot_dataset_warnings": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
+        "stemdot_dataset_run_notes": (status, [u64, size, size, c.c_char_p, size, c.POINTER(size)]),
         "stemdot_dataset_select": (status, [u64, c.c_char_p, c.POINTER(u64)]),
         "stemdot_dataset_scan": (status, [u64, c.POINTER(c.c_int), c.POINTER(size), c.POINTER(size), c.POINTER(u64), size]),
         "stemdot_dataset_blanks": (status, [u64, c.POINTER(u64), size, c.POINTER(size)]),

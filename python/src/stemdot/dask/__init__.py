@@ -342,13 +342,15 @@ class StemdotPlugin(WorkerPlugin):
         [first, first+count) of path, moved by shifts (None, (dy, dx) for every frame, 2
         per frame of the range, or 2 per position of the whole scan: see
         stemdot.apply_masks); returns (values of shape (count, n_masks), this worker's
-        address, its stemdot worker count, seconds spent in the apply)."""
+        address, its stemdot worker count, seconds spent in the apply, the run notes of
+        the range's frames: _range_notes)."""
         node = self.wait_ready()
         started = time.perf_counter()
         out = np.empty((count, masks.shape[0]), dtype=dtype)
         with self._run(job) as run, self.dataset(path, dict(options, frames=(first, count)), job) as ds:
             masks.apply(ds, shifts, self.plan.handle, run, out)
-        return out, node["address"], node["n_workers"], time.perf_counter() - started
+            notes = _range_notes(ds)
+        return out, node["address"], node["n_workers"], time.perf_counter() - started, notes
 
     def reduce(self, job, path, options, names, first, count):
         """Reduces frames [first, first+count) of path on this worker's CPU workers
@@ -357,7 +359,8 @@ class StemdotPlugin(WorkerPlugin):
         names, with the sum added for the mean and the std and the mean for the std, as
         :func:`_merge` needs them, and "frames": the number of frames reduced, those of
         the file (positions without a frame are left out, as stemdot.reduce leaves them
-        out); this worker's address, its stemdot worker count, seconds spent)."""
+        out); this worker's address, its stemdot worker count, seconds spent, the run
+        notes of the range's frames: _range_notes)."""
         node = self.wait_ready()
         with self._lock:
             if self.reduce_plan is None:
@@ -372,7 +375,8 @@ class StemdotPlugin(WorkerPlugin):
             stemdot._call(stemdot._LIB.stemdot_reduce, ds.handle, self.reduce_plan.handle, run, _lib.PROGRESS_FN(), None,
                           *bufs, ds.sig_shape[0] * ds.sig_shape[1])
             out["frames"] = ds.n_frames - sum(n for _, n in ds.positions_without_frame)
-        return out, node["address"], node["n_workers"], time.perf_counter() - started
+            notes = _range_notes(ds)
+        return out, node["address"], node["n_workers"], time.perf_counter() - started, notes
 
     def cancel(self, job):
         """Cancels the applies of job running on this worker, and its later ranges."""
@@ -410,6 +414,13 @@ class StemdotPlugin(WorkerPlugin):
         if self._slot_file is not None:
             self._slot_file.close()  # releases the slot's lock
             self._slot_file = None
+
+
+def _range_notes(ds):
+    """The run notes of every frame of ds, a range's dataset just computed
+    (stemdot.Dataset.run_notes), with the file they were read from ("path"): the client
+    sums them by key over the ranges of the run (stemdot._sum_run_notes)."""
+    return [dict(n, path=ds.path) for n in ds.run_notes()]
 
 
 def _claim_slot(scheduler):
@@ -732,13 +743,20 @@ def _sync(client, coroutine_function, *args, **kwargs):
         raise
     finally:
         for note in notes:
-            warnings.warn(stemdot._printable(note), UserWarning, stacklevel=3)
+            _warn(note, stacklevel=4)
 
 
 def _issue(notes):
     """Issues the warnings collected by an async call (see _sync) in the caller's task."""
     for note in notes:
-        warnings.warn(stemdot._printable(note), UserWarning, stacklevel=3)
+        _warn(note, stacklevel=4)
+
+
+def _warn(note, stacklevel):
+    """Issues a note collected by a call: a UserWarning, or a warning of its own category
+    (stemdot.RunNoteWarning), from the caller's caller at stacklevel."""
+    category = type(note) if isinstance(note, Warning) else UserWarning
+    warnings.warn(stemdot._printable(str(note)), category, stacklevel=stacklevel)
 
 
 def bootstrap(client, plugin=None, timeout=120):
@@ -1103,7 +1121,7 @@ def _guided_size(base, rate, rates, left, target, multiple=1):
 
 
 async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task, store, data, *, progress, resources,
-                      prefer, max_attempts, timeout, hang_timeout, report, started, excluded, size, suspects,
+                      prefer, max_attempts, timeout, hang_timeout, report, started, excluded, size, suspects, run_notes,
                       range_seconds=None):
     """Runs job over the frames [0, n_frames) of path as range tasks on the workers of
     the cluster (see :func:`apply_masks`), as a coroutine on the client's event loop: a
@@ -1111,8 +1129,10 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     that many at first and then about range_seconds of its measured work (see
     _guided_size); ``task(first, count)``
     gives the function and arguments of its task, whose result is (values, worker
-    address, stemdot workers, seconds), and ``store(first, count, values)`` takes the
-    values of each range computed. data (None, or a dict for _put_job, its mask stack
+    address, stemdot workers, seconds, run notes), and ``store(first, count, values)``
+    takes the values of each range computed; run_notes (a list) gets the run notes of
+    each range stored (a range computed twice counts once: only its stored result's).
+    data (None, or a dict for _put_job, its mask stack
     packed by _pack_masks) is sent to each worker before its first range of the job. A
     range whose worker died,
     hung (see _hang_limit) or cannot read the file (excluded: address → _Unreadable, see
@@ -1304,9 +1324,10 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
                 if fetch.cancelled() or fetch.exception() is not None:
                     record["lost"].append(ledger.give_back(future).record())
                     continue
-                values, ran_on, _, seconds = fetch.result()
+                values, ran_on, _, seconds, notes = fetch.result()
                 fl = ledger.flight.pop(future)
                 store(fl.first, fl.count, values)
+                run_notes.extend(notes)
                 ledger.done += fl.count
                 record["ranges"].append((fl.first, fl.count, ran_on, fl.attempt, seconds))
                 frames_seconds = done_by.setdefault(fl.address, [0, 0.0])
@@ -1432,15 +1453,19 @@ def centre(client, path, *, shifts=None, resources=None, range_frames=None, time
     bootstrap(client, timeout=timeout)
     future = client.submit(_centre_task, path, _client_options(open_options), np.asarray(shifts, dtype=np.float64), resources=resources,
                            pure=False)
-    return stemdot.Centre(*future.result())
+    centre, run_notes = future.result()
+    _issue(stemdot.RunNoteWarning(f"stemdot: {n['warning']}") for n in run_notes)
+    return stemdot.Centre(*centre)
 
 
 def _centre_task(path, options, shifts):
-    """stemdot.centre of path with shifts, on a worker's CPU workers."""
+    """stemdot.centre of path with shifts, on a worker's CPU workers, and the run notes
+    of its frames (for the client to issue)."""
     plugin = _plugin()
     plugin.wait_ready()
-    with plugin.dataset(path, options) as ds:
-        return tuple(stemdot.centre(ds, cpus=plugin._cpus, shifts=shifts))
+    with plugin.dataset(path, options) as ds, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return tuple(stemdot.centre(ds, cpus=plugin._cpus, shifts=shifts)), ds.run_notes()
 
 
 def reduce(
@@ -1562,10 +1587,11 @@ async def _job(client, job, path, open_options, check, task, store, notes, *, pr
     notes), check(info) (a coroutine: raises on a bad request; returns data for the
     workers, or None), the ranges (_run_ranges with task(first_frame, options)(first,
     count)), and, also on error or cancel, its end on every worker (_end_everywhere: its data
-    dropped and its files closed). Returns the dataset's info and the nodes that took
-    part (joined ones included)."""
+    dropped and its files closed). Returns the dataset's info, the nodes that took part
+    (joined ones included) and the run notes of the frames read, summed over the ranges
+    (their warnings go to notes, after the dataset's)."""
     started = time.monotonic()
-    excluded, suspects, nodes = {}, {}, {}
+    excluded, suspects, nodes, run_notes = {}, {}, {}, []
     try:
         ready, workers, info, options, first_frame, per_worker = await _prepare(client, job, path, open_options,
                                                                                 range_frames, timeout, excluded)
@@ -1576,10 +1602,14 @@ async def _job(client, job, path, open_options, check, task, store, notes, *, pr
             client, job, path, info["n_frames"], nodes, workers, lambda node: _range_size(node, per_worker, gpus),
             task(first_frame, options), store, data, progress=progress, resources=resources, prefer=prefer,
             max_attempts=max_attempts, timeout=timeout, hang_timeout=hang_timeout, report=report, started=started,
-            excluded=excluded, size=info["size"], suspects=suspects,
+            excluded=excluded, size=info["size"], suspects=suspects, run_notes=run_notes,
             range_seconds=None if range_frames else RANGE_SECONDS)
         notes.extend(_exclusion_notes(path, excluded))
-        return info, nodes
+        summed = stemdot._sum_run_notes(run_notes, run_notes[0]["path"] if run_notes else path)
+        notes.extend(stemdot.RunNoteWarning(f"stemdot: {n['warning']}") for n in summed)
+        if report is not None:
+            report["run_notes"] = summed
+        return info, nodes, summed
     finally:
         await _end_everywhere(client, job, nodes, suspects)
 
@@ -1670,11 +1700,16 @@ def apply_masks(
       died or retired), ``hung`` (the same, of the ranges taken back from a hung worker),
       ``frames`` (worker address → frames it computed), ``rates`` (worker address →
       frames per second of its applies), ``excluded`` (worker address → the error of a
-      node that cannot read the file), ``nodes`` (the node descriptions) and ``seconds``
-      (the whole call).
+      node that cannot read the file), ``nodes`` (the node descriptions), ``run_notes``
+      (the run notes of the frames read, as below) and ``seconds`` (the whole call).
 
     The dataset's warnings (a guessed nav shape, frames that do not fit the scan, the
-    HDF5 dataset chosen) are issued as UserWarning, as :func:`stemdot.open` issues them.
+    HDF5 dataset chosen) are issued as UserWarning, as :func:`stemdot.open` issues them;
+    so are, after the run, what the workers' readers counted in the frames of their
+    ranges (:meth:`stemdot.Dataset.run_notes`: e.g. a DECTRIS detector's saturated
+    pixels), summed by key over the ranges stored (a range recomputed counts once), as
+    :func:`stemdot.apply_masks` issues them for the whole scan; the result's
+    ``info["run_notes"]`` records them.
     Ctrl-C (KeyboardInterrupt) cancels the run: pending tasks are cancelled and the
     workers stop their running applies. Errors of a range (a stemdot error on a worker)
     cancel the run and are raised as they were raised on the worker, except the
@@ -1757,7 +1792,7 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
     def store(first, count, values):
         out[first : first + count] = values
 
-    info, nodes = await _job(client, job, path, given, check, task, store, notes, progress=progress,
+    info, nodes, run_notes = await _job(client, job, path, given, check, task, store, notes, progress=progress,
                              resources=resources, prefer=prefer, range_frames=range_frames, max_attempts=max_attempts,
                              timeout=timeout, hang_timeout=hang_timeout, report=report, gpus=True)
     n_frames = info["n_frames"]
@@ -1774,7 +1809,7 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
                  "constant": shifts if shifts.size == 2 else None}
     result_info = stemdot._result_info(images.shape, images.dtype, info["sig_shape"], [{"name": n} for n in names], path,
                                        info["format"], given, len(plans) - gpu_workers, gpu_workers, roi=roi, shifts=moved,
-                                       without_frame=info["positions_without_frame"])
+                                       without_frame=info["positions_without_frame"], run_notes=run_notes)
     result = stemdot.Result(images, names, result_info)
     return (result, positions) if roi_compact else result
 

@@ -251,7 +251,9 @@ class _Backend:
     def _warnings(self):
         """A context in which stemdot.dask's warnings are printed as the command prints its
         own ("stemdot.dask: warning: ..."), but for the dataset's, which the command
-        printed when it opened the dataset."""
+        printed when it opened the dataset, and the run notes (stemdot.RunNoteWarning):
+        the command prints those of apply and reduce from their reply after the run (a
+        centre search reads the frames the apply after it reads)."""
         with warnings.catch_warnings():
             warnings.simplefilter("always")
             warnings.showwarning = self._show
@@ -259,7 +261,7 @@ class _Backend:
 
     def _show(self, message, category, filename, lineno, file=None, line=None):
         text = str(message)
-        if text in self.warnings:
+        if text in self.warnings or issubclass(category, stemdot.RunNoteWarning):
             return
         print(stemdot._printable(f"{NAME}: warning: {text.removeprefix('stemdot: ')}"), file=sys.stderr)
 
@@ -299,7 +301,8 @@ def _ran(report):
     report=): the stemdot workers that ran it, each counted once (a Dask worker restarted
     by its Nanny, or one that left and joined again, runs the same pinned workers of its
     node: counted by host and CPU or GPU), and per Dask worker that computed frames its
-    frames, ranges and busy seconds (apply --workers)."""
+    frames, ranges and busy seconds (apply --workers); the run notes of the frames read,
+    summed over the ranges, where there are any."""
     nodes, ran = report["nodes"], {a: n for a, n in report["frames"].items() if n > 0}
     pinned = {(nodes[a]["host"], "gpu" if "gpu" in w else "cpu", w.get("gpu", w["cpu"]))
               for a in ran if a in nodes for w in nodes[a]["plan"]["workers"]}
@@ -309,7 +312,10 @@ def _ran(report):
         rate = report["rates"].get(address)
         workers.append({"name": address, "frames": frames, "ranges": sum(r[2] == address for r in report["ranges"]),
                         "seconds": frames / rate if rate else 0.0})
-    return {"cpu_workers": len(pinned) - gpu, "gpu_workers": gpu, "workers": workers}
+    reply = {"cpu_workers": len(pinned) - gpu, "gpu_workers": gpu, "workers": workers}
+    if report.get("run_notes"):
+        reply["run_notes"] = [{k: n[k] for k in ("key", "text", "count", "frames")} for n in report["run_notes"]]
+    return reply
 
 
 def _interruptible(fn):

@@ -383,7 +383,7 @@ def test_messages_escape_terminal_control_characters(tmp_path):
     shown = r"scan\x1b[31mRED\x1b]0;title\x07\u009b2J.npy"
     np.save(tmp_path / name, np.ones((4, 4, 8, 8), np.uint16))
     with pytest.warns(UserWarning) as caught, stemdot.open(tmp_path / name, sync_offset=2) as ds:
-        assert ds.nav_shape == (3, 4)
+        assert ds.nav_shape == (4, 4)  # the nav shape kept, as LiberTEM's sync_offset
     messages = [str(w.message) for w in caught]
     assert any(f"{tmp_path / shown}: sync offset 2: the first 2 frames" in m for m in messages), messages
     assert not any(CONTROLS.search(m) for m in messages + ds.warnings), messages

@@ -101,13 +101,13 @@ test:
 test-steps: $(TEST_STEPS)
 
 test-go: py-refs
-	$(GO) test $(GOTAGS_CPU) -race ./...
+	$(GO) test $(GOTAGS_CPU) -race -timeout 40m ./...
 	# the address-space limit tests, which the race detector's shadow memory defeats
-	$(GO) test $(GOTAGS_CPU) -count=1 -run 'UnderAddressSpaceLimit' ./masks .
+	$(GO) test $(GOTAGS_CPU) -count=1 -timeout 40m -run 'UnderAddressSpaceLimit' ./masks .
 	# the engine's AVX2 kernels, as on CPUs without AVX-512
-	GODEBUG=cpu.avx512f=off $(GO) test $(GOTAGS_CPU) -count=1 ./engine
+	GODEBUG=cpu.avx512f=off $(GO) test $(GOTAGS_CPU) -count=1 -timeout 40m ./engine
 	# the engine's pure-Go kernels and HDF5 filters' bit transposition, as on CPUs without AVX2+FMA
-	GODEBUG=cpu.avx2=off $(GO) test $(GOTAGS_CPU) -count=1 ./engine ./internal/h5filter
+	GODEBUG=cpu.avx2=off $(GO) test $(GOTAGS_CPU) -count=1 -timeout 40m ./engine ./internal/h5filter
 
 # Every reader's fuzz target, briefly; crashers land in testdata/fuzz. Budgets are execution
 # counts (about 5-10 s each on 2 cores), not durations: a duration -fuzztime in Go 1.26 can
@@ -127,14 +127,14 @@ fuzz:
 
 test-cuda: kernels
 	$(GO) vet $(call gotags,cuda) ./...
-	$(CUDA_LINK) $(GO) test $(call gotags,cuda) ./...
+	$(CUDA_LINK) $(GO) test $(call gotags,cuda) -timeout 40m ./...
 
 # The GPU tests on the emulated device (kernels-emu): package cuda's, and those of the
 # packages that use it (GPU workers, resident datasets, the CLI's --gpus).
 EMU_PKGS := ./cuda ./engine . ./cmd/stemdot
 test-cuda-emu: kernels-emu
 	$(GO) vet $(call gotags,cuda cudaemu) $(EMU_PKGS)
-	$(call kernels_env,$(EMU_LIB)) $(GO) test $(call gotags,cuda cudaemu) -count=1 $(EMU_PKGS)
+	$(call kernels_env,$(EMU_LIB)) $(GO) test $(call gotags,cuda cudaemu) -count=1 -timeout 40m $(EMU_PKGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

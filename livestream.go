@@ -1,0 +1,343 @@
+package stemdot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stemdot/stemdot/engine"
+	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/live"
+	"github.com/stemdot/stemdot/masks"
+	"github.com/stemdot/stemdot/planner"
+)
+
+// LiveOptions tune one Live run; the zero value computes float32 and publishes no
+// snapshots.
+type LiveOptions struct {
+	// Source names the detector's address in messages and the result's sidecar
+	// ("merlin://127.0.0.1:6342").
+	Source string
+	// NavShape is the scan's shape; nil takes the stream's (live.Header.NavShape), else
+	// (frames,) when the stream announces its number of frames. Its positions must be
+	// the acquisition's frames (errs.Shape).
+	NavShape []int
+	// Float64 and Shifts are as in ApplyOptions (Shifts: 2 values, or 2 per scan
+	// position of NavShape).
+	Float64 bool
+	Shifts  []float64
+	// Every is the time between snapshots (default 100 ms).
+	Every time.Duration
+	// Snapshot, when set, is called every Every while frames arrive, and once at the end,
+	// from one goroutine, with the run so far. The snapshot and its buffers are valid
+	// until Snapshot returns; copy what is kept.
+	Snapshot func(*LiveSnapshot)
+	// MaxBacklog bounds the bytes of frames received and not yet computed (default
+	// live.DefaultBacklog): beyond, the receiver stops reading and the detector's sender
+	// waits (counted as stalls).
+	MaxBacklog int64
+}
+
+// LiveSnapshot is a live run at one moment.
+type LiveSnapshot struct {
+	// NavShape and NMasks are the result's shape: NavShape + (NMasks,).
+	NavShape []int
+	NMasks   int
+	// F32 (or F64 for a float64 run) holds the result of the frames computed so far,
+	// frame f and mask m at f*NMasks+m, NaN at the positions not computed yet.
+	F32 []float32
+	F64 []float64
+	// Done is the number of frames computed; Counts are the receiver's counts (frames
+	// received, missing, surplus, repeated, stalls).
+	Done   int
+	Counts live.Counts
+	// Elapsed is the time since the acquisition's header arrived; Rate the frames
+	// computed per second since the previous snapshot.
+	Elapsed time.Duration
+	Rate    float64
+	// Final is true for the last snapshot, published when the run ends.
+	Final bool
+}
+
+// LiveResult is the outcome of Live: the result of the scan's frames as Apply gives it
+// for a file, NaN at the scan positions whose frame never arrived.
+type LiveResult struct {
+	*Result
+	// Partial is true when the acquisition ended before every frame arrived: Missing
+	// lists the positions (flat indices in C order over NavShape) without a frame, and
+	// EndErr says why it ended.
+	Partial bool
+	Missing []int
+	EndErr  error
+	// Counts are the receiver's final counts.
+	Counts live.Counts
+}
+
+// Live receives one acquisition from rcv and applies the mask stack to its frames as
+// they arrive, on the workers plan asks for: the result is Apply's for the same frames
+// (bit for bit: the same kernels, the same tiles), updated in place and published as
+// snapshots (LiveOptions.Snapshot) while the scan runs. The receiver's socket is read
+// on its own goroutine; the workers decode the frames (live.Receiver.Decode).
+//
+// An acquisition that ends early (aborted, the connection lost, fewer frames than the
+// scan) ends the run with the frames received: the result is returned with Partial set,
+// NaN at the positions without a frame, and no error. Errors: those of rcv.Start
+// (errs.IO, errs.Format), of the job (errs.Shape, errs.Argument: masks or nav shape that
+// do not fit the stream), errs.Cancelled when ctx is cancelled.
+func Live(ctx context.Context, rcv live.Receiver, stack *masks.Stack, plan Plan, opt LiveOptions) (lr *LiveResult, err error) {
+	defer goErrs(&err)
+	pl, err := plan.Planner()
+	if err != nil {
+		return nil, err
+	}
+	if opt.Source == "" {
+		opt.Source = "the detector stream"
+	}
+	h, err := rcv.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	scan, err := live.NewScan(rcv, h, opt.NavShape, opt.Source)
+	if err != nil {
+		return nil, err
+	}
+	defer scan.Close()
+	if opt.MaxBacklog > 0 {
+		scan.MaxBacklog = opt.MaxBacklog
+	}
+	aopt := ApplyOptions{Float64: opt.Float64, Shifts: opt.Shifts}
+	if err := checkJob(scan, stack, aopt); err != nil {
+		return nil, err
+	}
+	shifts, err := frameShifts(scan, opt.Shifts)
+	if err != nil {
+		return nil, err
+	}
+	p, err := pl.Plan(scan, stack)
+	if err != nil {
+		return nil, err
+	}
+	p.Partitions = inOrder(scan.NumFrames(), scan.FrameBytes())
+
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	defer stopFeed()
+	fed := make(chan error, 1)
+	go func() { fed <- scan.Feed(feedCtx) }()
+
+	pub := newPublisher(scan, stack.N, opt)
+	var feedErr error
+	run := func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, error) {
+		pub.out32, pub.out64 = out32, out64
+		if out32 == nil && out64 == nil {
+			n := scan.NumFrames() * stack.N
+			if opt.Float64 {
+				pub.out64 = make([]float64, n)
+			} else {
+				pub.out32 = make([]float32, n)
+			}
+		}
+		ran := make(chan struct{})
+		go pub.loop(ran)
+		res, err := engine.ApplyMasks(ctx, scan, stack, p, engine.Options{Float64: opt.Float64, Shifts: shifts,
+			Out32: pub.out32, Out64: pub.out64, Done: pub.done})
+		close(ran)
+		<-pub.stopped
+		if err != nil {
+			stopFeed()
+			<-fed
+			return nil, err
+		}
+		feedErr = <-fed
+		return res, nil
+	}
+	res, err := runJob(scan, stack, aopt, shifts, append(OpenWarnings(scan), p.Warnings...), run)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, errs.Wrap(errs.Cancelled, err)
+		}
+		return nil, err
+	}
+	lr = &LiveResult{Result: res, Counts: scan.Counts(), EndErr: feedErr}
+	if feedErr != nil {
+		if !errors.Is(feedErr, live.ErrEnded) {
+			return nil, feedErr
+		}
+		lr.Partial, lr.Missing = true, scan.MissingPositions()
+		blank(res, lr.Missing)
+		res.Warnings = append(res.Warnings, partialWarning(opt.Source, feedErr, lr.Missing, scan.NumFrames()))
+	}
+	pub.final(res, lr.Counts)
+	return lr, nil
+}
+
+// inOrder cuts frames [0, n) into partitions of about 8 MiB of frames in acquisition
+// order: workers take them in turn (engine's scheduler: the next partition nobody has
+// started), so that all of them compute the frames just received instead of one
+// waiting at each partition's start for frames still to come.
+func inOrder(n, frameBytes int) []planner.Partition {
+	size := max(1, (8<<20)/max(frameBytes, 1))
+	parts := make([]planner.Partition, 0, (n+size-1)/size)
+	for s := 0; s < n; s += size {
+		parts = append(parts, planner.Partition{Start: s, End: min(s+size, n)})
+	}
+	return parts
+}
+
+// blank sets the rows of the positions without a frame to NaN.
+func blank(res *Result, pos []int) {
+	n := res.NMasks
+	for _, p := range pos {
+		for m := range n {
+			if res.F64 != nil {
+				res.F64[p*n+m] = math.NaN()
+			} else {
+				res.F32[p*n+m] = float32(math.NaN())
+			}
+		}
+	}
+}
+
+// partialWarning says that the acquisition ended early and which positions have no
+// frame.
+func partialWarning(source string, why error, missing []int, n int) string {
+	return fmt.Sprintf("%s: %v: partial result, %d of %d scan positions have no frame (NaN): %s",
+		source, why, len(missing), n, positionRanges(missing))
+}
+
+// positionRanges writes ascending flat positions as ranges, at most 8 of them:
+// "0-9, 12, 40-63 (and 5 more ranges)".
+func positionRanges(pos []int) string {
+	var out []string
+	more := 0
+	for i := 0; i < len(pos); {
+		j := i
+		for j+1 < len(pos) && pos[j+1] == pos[j]+1 {
+			j++
+		}
+		if len(out) < 8 {
+			if j > i {
+				out = append(out, fmt.Sprintf("%d-%d", pos[i], pos[j]))
+			} else {
+				out = append(out, fmt.Sprint(pos[i]))
+			}
+		} else {
+			more++
+		}
+		i = j + 1
+	}
+	s := ""
+	for i, r := range out {
+		if i > 0 {
+			s += ", "
+		}
+		s += r
+	}
+	if more > 0 {
+		s += fmt.Sprintf(" (and %d more ranges)", more)
+	}
+	return s
+}
+
+// publisher keeps the snapshot of a live run: the rows of the frames the engine reports
+// done (engine.Options.Done) are copied into it at every tick.
+type publisher struct {
+	scan   *live.Scan
+	nMasks int
+	opt    LiveOptions
+	start  time.Time
+
+	out32 []float32 // the engine's result buffer
+	out64 []float64
+
+	mu      sync.Mutex
+	pending [][2]int // frame ranges done since the last tick
+	doneN   int
+
+	snap     LiveSnapshot
+	lastDone int
+	lastTick time.Time
+	stopped  chan struct{}
+}
+
+func newPublisher(scan *live.Scan, nMasks int, opt LiveOptions) *publisher {
+	if opt.Every <= 0 {
+		opt.Every = 100 * time.Millisecond
+	}
+	now := time.Now()
+	return &publisher{scan: scan, nMasks: nMasks, opt: opt, start: now, lastTick: now, stopped: make(chan struct{})}
+}
+
+// done is engine.Options.Done: the rows of frames [start, end) are written.
+func (p *publisher) done(start, end int) {
+	p.mu.Lock()
+	p.pending = append(p.pending, [2]int{start, end})
+	p.doneN += end - start
+	p.mu.Unlock()
+}
+
+// loop publishes a snapshot every tick until ran is closed.
+func (p *publisher) loop(ran <-chan struct{}) {
+	defer close(p.stopped)
+	if p.opt.Snapshot == nil {
+		<-ran
+		return
+	}
+	n := p.scan.NumFrames() * p.nMasks
+	p.snap = LiveSnapshot{NavShape: p.scan.NavShape(), NMasks: p.nMasks}
+	if p.out64 != nil {
+		p.snap.F64 = slices.Repeat([]float64{math.NaN()}, n)
+	} else {
+		p.snap.F32 = slices.Repeat([]float32{float32(math.NaN())}, n)
+	}
+	t := time.NewTicker(p.opt.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ran:
+			return
+		case <-t.C:
+			p.tick()
+		}
+	}
+}
+
+// tick copies the rows done since the last tick into the snapshot and publishes it.
+func (p *publisher) tick() {
+	p.mu.Lock()
+	for _, r := range p.pending {
+		a, b := r[0]*p.nMasks, r[1]*p.nMasks
+		if p.out64 != nil {
+			copy(p.snap.F64[a:b], p.out64[a:b])
+		} else {
+			copy(p.snap.F32[a:b], p.out32[a:b])
+		}
+	}
+	p.pending = p.pending[:0]
+	done := p.doneN
+	p.mu.Unlock()
+	now := time.Now()
+	p.snap.Done, p.snap.Counts, p.snap.Elapsed = done, p.scan.Counts(), now.Sub(p.start)
+	if dt := now.Sub(p.lastTick).Seconds(); dt > 0 {
+		p.snap.Rate = float64(done-p.lastDone) / dt
+	}
+	p.lastDone, p.lastTick = done, now
+	p.opt.Snapshot(&p.snap)
+}
+
+// final publishes the last snapshot: the whole result.
+func (p *publisher) final(res *Result, c live.Counts) {
+	if p.opt.Snapshot == nil {
+		return
+	}
+	now := time.Now()
+	s := LiveSnapshot{NavShape: res.NavShape, NMasks: res.NMasks, F32: res.F32, F64: res.F64, Done: p.doneN, Counts: c,
+		Elapsed: now.Sub(p.start), Final: true}
+	if dt := now.Sub(p.lastTick).Seconds(); dt > 0 {
+		s.Rate = float64(p.doneN-p.lastDone) / dt
+	}
+	p.opt.Snapshot(&s)
+}

@@ -77,18 +77,21 @@ type LiveResult struct {
 	Counts live.Counts
 }
 
-// Live receives one acquisition from rcv and applies the mask stack to its frames as
-// they arrive, on the workers plan asks for: the result is Apply's for the same frames
-// (bit for bit: the same kernels, the same tiles), updated in place and published as
-// snapshots (LiveOptions.Snapshot) while the scan runs. The receiver's socket is read
-// on its own goroutine; the workers decode the frames (live.Receiver.Decode).
+// Live receives one acquisition from rcv and applies a mask stack to its frames as they
+// arrive, on the workers plan asks for: the stack masksFor makes for the acquisition's
+// header (its sig shape is known once the stream starts). The result is Apply's for the
+// same frames (bit for bit: the same kernels, the same tiles), updated in place and
+// published as snapshots (LiveOptions.Snapshot) while the scan runs; a worker waits for
+// a whole tile of frames (engine's default: about 4 MiB, at least 32 frames), which
+// bounds how far the snapshots lag behind the stream. The receiver's socket is read on
+// its own goroutine; the workers decode the frames (live.Receiver.Decode).
 //
 // An acquisition that ends early (aborted, the connection lost, fewer frames than the
 // scan) ends the run with the frames received: the result is returned with Partial set,
 // NaN at the positions without a frame, and no error. Errors: those of rcv.Start
 // (errs.IO, errs.Format), of the job (errs.Shape, errs.Argument: masks or nav shape that
-// do not fit the stream), errs.Cancelled when ctx is cancelled.
-func Live(ctx context.Context, rcv live.Receiver, stack *masks.Stack, plan Plan, opt LiveOptions) (lr *LiveResult, err error) {
+// do not fit the stream), those of masksFor, errs.Cancelled when ctx is cancelled.
+func Live(ctx context.Context, rcv live.Receiver, masksFor func(h live.Header) (*masks.Stack, error), plan Plan, opt LiveOptions) (lr *LiveResult, err error) {
 	defer goErrs(&err)
 	pl, err := plan.Planner()
 	if err != nil {
@@ -108,6 +111,10 @@ func Live(ctx context.Context, rcv live.Receiver, stack *masks.Stack, plan Plan,
 	defer scan.Close()
 	if opt.MaxBacklog > 0 {
 		scan.MaxBacklog = opt.MaxBacklog
+	}
+	stack, err := masksFor(h)
+	if err != nil {
+		return nil, err
 	}
 	aopt := ApplyOptions{Float64: opt.Float64, Shifts: opt.Shifts}
 	if err := checkJob(scan, stack, aopt); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/live"
+	"github.com/stemdot/stemdot/masks"
 )
 
 // fakeReceiver sends the frames of data (uint16, host order) in the order given by
@@ -128,17 +129,18 @@ func offline(t *testing.T, data []byte, h live.Header, nav []int, specs []string
 
 var liveSpecs = []string{"disk:6,8,4", "ring:6,8,3,7", "rect:0,0,5,16"}
 
+// specs makes the stack of mask specs for the stream's sig shape.
+func specs(list []string) func(live.Header) (*masks.Stack, error) {
+	return func(h live.Header) (*masks.Stack, error) { return Masks(h.SigShape, list...) }
+}
+
 func TestLiveEqualsApply(t *testing.T) {
 	data, h, nav := liveScan(t)
-	stack, err := Masks(h.SigShape, liveSpecs...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, f64 := range []bool{false, true} {
 		rcv := &fakeReceiver{h: h, data: data, order: inOrderFrames(42), batch: 5, badFrame: -1, pace: time.Millisecond}
 		var snaps, finals int
 		var last LiveSnapshot
-		lr, err := Live(context.Background(), rcv, stack, Plan{GPUs: "0"}, LiveOptions{NavShape: nav, Float64: f64, Every: 2 * time.Millisecond,
+		lr, err := Live(context.Background(), rcv, specs(liveSpecs), Plan{GPUs: "0"}, LiveOptions{NavShape: nav, Float64: f64, Every: 2 * time.Millisecond,
 			Snapshot: func(s *LiveSnapshot) {
 				snaps++
 				if s.Final {
@@ -170,11 +172,10 @@ func TestLiveEqualsApply(t *testing.T) {
 // the snapshots see the scan part-way.
 func TestLiveSnapshotsHoldDoneRows(t *testing.T) {
 	data, h, nav := randomScan([]int{6, 7}, [2]int{256, 256})
-	stack, _ := Masks(h.SigShape, liveSpecs...)
 	want := offline(t, data, h, nav, liveSpecs, false)
 	rcv := &fakeReceiver{h: h, data: data, order: inOrderFrames(42), batch: 3, badFrame: -1, pace: 2 * time.Millisecond}
 	var partial int
-	_, err := Live(context.Background(), rcv, stack, Plan{GPUs: "0"}, LiveOptions{NavShape: nav, Every: time.Millisecond,
+	_, err := Live(context.Background(), rcv, specs(liveSpecs), Plan{GPUs: "0"}, LiveOptions{NavShape: nav, Every: time.Millisecond,
 		Snapshot: func(s *LiveSnapshot) {
 			done := 0
 			for f := range 42 {
@@ -204,11 +205,10 @@ func TestLiveSnapshotsHoldDoneRows(t *testing.T) {
 
 func TestLiveEndedEarly(t *testing.T) {
 	data, h, nav := liveScan(t)
-	stack, _ := Masks(h.SigShape, liveSpecs...)
 	want := offline(t, data, h, nav, liveSpecs, false)
 	rcv := &fakeReceiver{h: h, data: data, order: inOrderFrames(30), batch: 4, badFrame: -1,
 		end: live.Ended("the connection was closed inside frame 30")}
-	lr, err := Live(context.Background(), rcv, stack, Plan{GPUs: "0"}, LiveOptions{NavShape: nav})
+	lr, err := Live(context.Background(), rcv, specs(liveSpecs), Plan{GPUs: "0"}, LiveOptions{NavShape: nav})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,11 +228,10 @@ func TestLiveEndedEarly(t *testing.T) {
 
 func TestLiveSkippedAndLateFrames(t *testing.T) {
 	data, h, nav := liveScan(t)
-	stack, _ := Masks(h.SigShape, liveSpecs...)
 	want := offline(t, data, h, nav, liveSpecs, false)
 	order := slices.Concat(inOrderFrames(10), []int{13, 11}, inOrderFrames(42)[14:], []int{12})
 	rcv := &fakeReceiver{h: h, data: data, order: order, batch: 1, badFrame: -1}
-	lr, err := Live(context.Background(), rcv, stack, Plan{GPUs: "0"}, LiveOptions{NavShape: nav})
+	lr, err := Live(context.Background(), rcv, specs(liveSpecs), Plan{GPUs: "0"}, LiveOptions{NavShape: nav})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,10 +249,9 @@ func TestLiveSkippedAndLateFrames(t *testing.T) {
 // wait for frames that never come both end the run.
 func TestLiveStopsWithoutHanging(t *testing.T) {
 	data, h, nav := liveScan(t)
-	stack, _ := Masks(h.SigShape, liveSpecs...)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := Live(ctx, &fakeReceiver{h: h, data: data, stall: true, badFrame: -1}, stack, Plan{GPUs: "0"}, LiveOptions{NavShape: nav})
+	_, err := Live(ctx, &fakeReceiver{h: h, data: data, stall: true, badFrame: -1}, specs(liveSpecs), Plan{GPUs: "0"}, LiveOptions{NavShape: nav})
 	if !errors.Is(err, errs.Cancelled) {
 		t.Errorf("stalled stream, cancelled: %v, want errs.Cancelled", err)
 	}
@@ -261,7 +259,7 @@ func TestLiveStopsWithoutHanging(t *testing.T) {
 	rcv := &fakeReceiver{h: h, data: data, order: inOrderFrames(6), batch: 6, badFrame: 2}
 	done := make(chan error)
 	go func() {
-		_, err := Live(context.Background(), &stallAfter{rcv}, stack, Plan{GPUs: "0"}, LiveOptions{NavShape: nav})
+		_, err := Live(context.Background(), &stallAfter{rcv}, specs(liveSpecs), Plan{GPUs: "0"}, LiveOptions{NavShape: nav})
 		done <- err
 	}()
 	select {
@@ -288,12 +286,11 @@ func (s *stallAfter) Next(ctx context.Context, dst []live.Frame) ([]live.Frame, 
 
 func TestLiveRefusesMismatches(t *testing.T) {
 	data, h, _ := liveScan(t)
-	stack, _ := Masks(h.SigShape, liveSpecs...)
-	_, err := Live(context.Background(), &fakeReceiver{h: h, data: data, badFrame: -1}, stack, Plan{GPUs: "0"}, LiveOptions{NavShape: []int{5, 7}})
+	_, err := Live(context.Background(), &fakeReceiver{h: h, data: data, badFrame: -1}, specs(liveSpecs), Plan{GPUs: "0"}, LiveOptions{NavShape: []int{5, 7}})
 	if !errors.Is(err, errs.Shape) || !strings.Contains(err.Error(), "sends 42 frames") {
 		t.Errorf("nav shape of 35 positions for 42 frames: %v", err)
 	}
-	other, _ := Masks([2]int{8, 8}, "disk:4,4,2")
+	other := func(live.Header) (*masks.Stack, error) { return Masks([2]int{8, 8}, "disk:4,4,2") }
 	_, err = Live(context.Background(), &fakeReceiver{h: h, data: data, badFrame: -1}, other, Plan{GPUs: "0"}, LiveOptions{})
 	if !errors.Is(err, errs.Shape) {
 		t.Errorf("masks of another sig shape: %v", err)

@@ -510,4 +510,3 @@ func (e *encoder) end() [][]byte {
 	b, _ := v2Enc.Marshal(map[string]any{"type": "end", "series_id": e.id, "series_unique_id": e.uid})
 	return [][]byte{b}
 }
-

@@ -42,14 +42,14 @@ type v1Head struct {
 
 // v1Config is what the receiver reads of the detector's configuration part.
 type v1Config struct {
-	XPixels      int    `json:"x_pixels_in_detector"`
-	YPixels      int    `json:"y_pixels_in_detector"`
-	BitDepth     int    `json:"bit_depth_image"`
-	NImages      uint64 `json:"nimages"`
-	NTrigger     uint64 `json:"ntrigger"`
-	TriggerMode  string `json:"trigger_mode"`
-	Description  string `json:"description"`
-	ROIMode      string `json:"roi_mode"`
+	XPixels     int    `json:"x_pixels_in_detector"`
+	YPixels     int    `json:"y_pixels_in_detector"`
+	BitDepth    int    `json:"bit_depth_image"`
+	NImages     uint64 `json:"nimages"`
+	NTrigger    uint64 `json:"ntrigger"`
+	TriggerMode string `json:"trigger_mode"`
+	Description string `json:"description"`
+	ROIMode     string `json:"roi_mode"`
 }
 
 // v1Array is the JSON part before one of the header's arrays, and dimage_d.

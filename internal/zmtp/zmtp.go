@@ -34,6 +34,7 @@ type Push struct {
 
 type conn struct {
 	c    net.Conn
+	mu   sync.Mutex // holds w
 	w    *bufio.Writer
 	dead chan struct{} // closed when the peer's side ends
 	once sync.Once
@@ -189,7 +190,7 @@ func (p *Push) WaitPeers(ctx context.Context, n int) error {
 // Send writes a message of the parts given (a multipart message where there are
 // several) to the next connection in turn, waiting for one where none is connected
 // (until ctx ends). A connection whose peer went is dropped and the message goes to
-// the next. Send and Flush are called from one goroutine.
+// the next. Send and Flush may be called from several goroutines.
 func (p *Push) Send(ctx context.Context, parts ...[]byte) error {
 	defer p.unblockOn(ctx)()
 	for {
@@ -213,6 +214,8 @@ func (p *Push) Send(ctx context.Context, parts ...[]byte) error {
 }
 
 func (cn *conn) write(parts [][]byte) error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
 	select {
 	case <-cn.dead:
 		return cn.err
@@ -275,7 +278,10 @@ func (p *Push) Flush(ctx context.Context) error {
 	p.mu.Unlock()
 	var first error
 	for _, cn := range conns {
-		if err := cn.w.Flush(); err != nil {
+		cn.mu.Lock()
+		err := cn.w.Flush()
+		cn.mu.Unlock()
+		if err != nil {
 			cn.fail(err)
 			p.drop(cn)
 			if first == nil {

@@ -10,7 +10,7 @@ import (
 // configure sets the stream's mode (enabled) and format, and the detector's nimages,
 // ntrigger and trigger_mode where Options give them, then reads them back: a parameter
 // already at the value wanted is not set (LiberTEM-live's simulator refuses to set
-// the stream's format).
+// most), nor the format where the API does not tell it.
 func (r *Receiver) configure(ctx context.Context) error {
 	format := "legacy"
 	if r.opt.Protocol == V2 {
@@ -26,8 +26,11 @@ func (r *Receiver) configure(ctx context.Context) error {
 	if err := set("stream", "mode", "enabled"); err != nil {
 		return err
 	}
-	if err := set("stream", "format", format); err != nil {
-		return err
+	var have string // LiberTEM-live's simulator knows no format (it sends v1): left as it is
+	if r.client.Config(ctx, "stream", "format", &have) == nil && have != format {
+		if err := r.client.SetConfig(ctx, "stream", "format", format); err != nil {
+			return err
+		}
 	}
 	if r.opt.TriggerMode != "" {
 		if err := set("detector", "trigger_mode", r.opt.TriggerMode); err != nil {

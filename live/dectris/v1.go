@@ -87,7 +87,7 @@ func partsOf(h v1Head) (int, error) {
 		return 0, errs.New(errs.Format, "dectris: stream v1 header_detail %q: want all, basic or none", h.HeaderDetail)
 	case "dimage-1.0":
 		return 4, nil
-	case "dseries_end-1.0":
+	case "dseries_end-1.0", "deseries_end-1.0": // the latter LiberTEM-live's simulator's spelling
 		return 1, nil
 	}
 	return 0, errs.New(errs.Format, "dectris: stream v1 message type %q: want dheader-1.0, dimage-1.0 or dseries_end-1.0", h.HType)

@@ -117,8 +117,7 @@ func open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	}
 	// The .hdr's scan shape is read also when option nav_shape is given, which must not
 	// contradict it; a .hdr that cannot be read is then left out, with a note.
-	hdrNav, source, err := mibNavFromHdr(base + ".hdr")
-	var hdrNote []string
+	hdrNav, source, hdrNote, err := mibNavFromHdr(base + ".hdr")
 	if err != nil {
 		if len(opt.NavShape) == 0 {
 			f.Close()
@@ -429,15 +428,26 @@ func (h Hdr) NavShape() ([]int, string, error) {
 	return []int{acq / perTrigger, perTrigger}, fmt.Sprintf(" from %s (Frames in Acquisition %d, Frames per Trigger %d)", name, acq, perTrigger), nil
 }
 
+// RecordKey is the line of the .hdr sidecar of a Merlin acquisition recorded by stemdot
+// (package live/merlin) that says whether the record is complete; one of a partial
+// acquisition starts "partial".
+const RecordKey = "Recorded by stemdot"
+
 // mibNavFromHdr returns the nav shape that the .hdr sidecar at hdrPath gives, and a
-// description of where it came from, or nil when there is no sidecar or it gives none.
-func mibNavFromHdr(hdrPath string) ([]int, string, error) {
+// description of where it came from, or nil when there is no sidecar or it gives none;
+// and a note when the sidecar says the file is the record of a partial acquisition.
+func mibNavFromHdr(hdrPath string) ([]int, string, []string, error) {
 	h, err := readMIBHdr(hdrPath)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", nil
+		return nil, "", nil, nil
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	return h.NavShape()
+	var notes []string
+	if rec := h.Fields[RecordKey]; strings.HasPrefix(rec, "partial") {
+		notes = append(notes, fmt.Sprintf("%s says the file records a %s", filepath.Base(hdrPath), strconv.Quote(rec)))
+	}
+	nav, source, err := h.NavShape()
+	return nav, source, notes, err
 }

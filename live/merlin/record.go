@@ -14,16 +14,11 @@ import (
 	"github.com/stemdot/stemdot/live"
 )
 
-// RecordKey is the line of a recorded acquisition's .hdr sidecar that says whether the
-// record is complete ("complete acquisition, 8 of 8 frames") or partial ("partial
-// acquisition: ..., why").
-const RecordKey = "Recorded by stemdot"
-
 // Recorder writes the frames of a Merlin acquisition, as they were received, to a MIB
 // file that dataset/mib reads back frame for frame: each frame's message (its MIB frame
 // header and pixels as Merlin sent them) at the place of its frame number, so that the
 // file's frame i is the scan position i of the acquisition. Its .hdr sidecar is the
-// acquisition header, with the scan shape the receiver used and a line (RecordKey)
+// acquisition header, with the scan shape the receiver used and a line (mib.RecordKey)
 // saying whether the record is complete. Both are written under temporary names and
 // renamed by Close: an unfinished record leaves no file behind.
 //
@@ -152,7 +147,7 @@ func (r *Recorder) Close(end error) error {
 	if len(r.h.NavShape) == 2 {
 		hdr = setHdrField(setHdrField(hdr, "ScanX", fmt.Sprint(r.h.NavShape[1])), "ScanY", fmt.Sprint(r.h.NavShape[0]))
 	}
-	hdr = setHdrField(hdr, RecordKey, label)
+	hdr = setHdrField(hdr, mib.RecordKey, label)
 	sidecar, err := atomicfile.Prepare(r.hdrPath, func(w io.Writer) error {
 		_, err := w.Write(hdr)
 		return err

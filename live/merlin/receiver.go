@@ -34,6 +34,9 @@ type Options struct {
 	// Settings are further SET commands sent in active mode before the acquisition
 	// starts, in order: {"COUNTERDEPTH", "12"}, {"TRIGGERSTART", "5"}, ...
 	Settings [][2]string
+	// SoftTrigger sends CMD,SOFTTRIGGER after CMD,STARTACQUISITION in active mode: the
+	// trigger of an acquisition set up with TRIGGERSTART 5 (soft trigger).
+	SoftTrigger bool
 	// IdleTimeout ends the acquisition (an error wrapping live.ErrEnded) when no frame
 	// has come for that long; 0 waits as long as the context of Start and Next allows.
 	IdleTimeout time.Duration
@@ -169,8 +172,8 @@ func (r *Receiver) startError(ctx context.Context, err error) error {
 	return err
 }
 
-// arm sends the active mode's commands: the settings, the number of frames, and
-// STARTACQUISITION.
+// arm sends the active mode's commands: the settings, the number of frames,
+// STARTACQUISITION and SOFTTRIGGER.
 func (r *Receiver) arm(ctx context.Context) error {
 	for _, s := range r.opt.Settings {
 		if _, err := r.ctrl.do(ctx, "SET", s[0], s[1]); err != nil {
@@ -182,8 +185,15 @@ func (r *Receiver) arm(ctx context.Context) error {
 			return err
 		}
 	}
-	_, err := r.ctrl.do(ctx, "CMD", "STARTACQUISITION", "")
-	return err
+	if _, err := r.ctrl.do(ctx, "CMD", "STARTACQUISITION", ""); err != nil {
+		return err
+	}
+	if r.opt.SoftTrigger {
+		if _, err := r.ctrl.do(ctx, "CMD", "SOFTTRIGGER", ""); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readMessage reads a message's prefix and returns the size of the message after it.

@@ -121,7 +121,7 @@ func TestReplayDataset(t *testing.T) {
 
 // writeR64 writes a MIB file of n raw-packed frames with header fields
 // chips, width, height, layout and counter depth, and random pixels.
-func writeR64(t *testing.T, n, headerBytes int, fields string, pixelBytes int) string {
+func writeR64(t testing.TB, n, headerBytes int, fields string, pixelBytes int) string {
 	rng := rand.New(rand.NewPCG(7, uint64(pixelBytes)))
 	var file []byte
 	for i := range n {

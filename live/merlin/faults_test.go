@@ -429,3 +429,35 @@ func TestActiveCommands(t *testing.T) {
 	assert.Equal(t, errs.Argument, errs.KindOf(err))
 	assert.False(t, errors.Is(err, live.ErrEnded))
 }
+
+// Frames of an acquisition that was running when the receiver connected come before
+// the next acquisition's header: skipped, with a note.
+func TestFramesBeforeHeader(t *testing.T) {
+	addr := script(t, func(s sender) { s.frames(7, 8); s.hdr(3); s.frames(1, 2, 3) })
+	got, err := receive(t, Options{Addr: addr})
+	require.NoError(t, err)
+	checkReceived(t, got, 1, 2, 3)
+	assert.Equal(t, io.EOF, got.err)
+	assert.Equal(t, []string{"2 frames of an earlier acquisition came before the acquisition header and were skipped"}, got.header.Notes)
+}
+
+// Calls out of order, and a destination of the wrong size, are errors, not panics.
+func TestMisuse(t *testing.T) {
+	addr := script(t, func(s sender) { s.hdr(2); s.frames(1, 2) })
+	r := New(Options{Addr: addr})
+	_, err := r.Next(context.Background(), nil)
+	assert.EqualError(t, err, "merlin: "+addr+": Next before Start")
+	h, err := r.Start(context.Background())
+	require.NoError(t, err)
+	_, err = r.Start(context.Background())
+	assert.EqualError(t, err, "merlin: "+addr+": Start called twice")
+	frames, err := r.Next(context.Background(), nil)
+	require.NoError(t, err)
+	err = r.Decode(make([]byte, h.FrameBytes()-1), frames[0])
+	assert.EqualError(t, err, "merlin: frame 0: payload of 2432 bytes and 2047-byte destination; want 2432 and 2048")
+	assert.Equal(t, errs.Shape, errs.KindOf(err))
+	require.NoError(t, r.Close())
+	require.NoError(t, r.Close())
+	_, err = r.Next(context.Background(), nil)
+	assert.EqualError(t, err, "merlin: "+addr+": Next after Close")
+}

@@ -1,13 +1,17 @@
 package merlin
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -197,4 +201,98 @@ func TestActive(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, io.EOF, got.err)
 	assert.Len(t, got.frames, 3)
+}
+
+// A rate limit paces the frames: 20 frames at 200 Hz take at least 95 ms (a lower
+// bound only: a slower machine takes longer).
+func TestServeRate(t *testing.T) {
+	path := testfiles.File(t, "mib/Single_9_Frame_CounterDepth_6_Rows_256.mib")
+	src, err := FromMIB(path, nil)
+	require.NoError(t, err)
+	defer src.Close()
+	ctrl := listen(t)
+	addr := serve(t, src, ServeOptions{Control: ctrl, Rate: 200})
+	t0 := time.Now()
+	got, err := receive(t, Options{Addr: addr, Control: ctrl.Addr().String(), Frames: 20})
+	require.NoError(t, err)
+	assert.Equal(t, io.EOF, got.err)
+	assert.Len(t, got.frames, 20)
+	assert.GreaterOrEqual(t, time.Since(t0), 95*time.Millisecond)
+}
+
+// CMD,STOPACQUISITION (sent by Close while the acquisition runs) stops the replay's
+// acquisition; the next one starts afresh.
+func TestServeStop(t *testing.T) {
+	path := testfiles.File(t, "mib/Single_9_Frame_CounterDepth_6_Rows_256.mib")
+	_, want := fileFrames(t, path, dataset.Options{})
+	src, err := FromMIB(path, nil)
+	require.NoError(t, err)
+	defer src.Close()
+	ctrl := listen(t)
+	addr := serve(t, src, ServeOptions{Control: ctrl, Rate: 1000})
+	r := New(Options{Addr: addr, Control: ctrl.Addr().String(), Frames: 1 << 20})
+	_, err = r.Start(context.Background())
+	require.NoError(t, err)
+	_, err = r.Next(context.Background(), nil)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	got, err := receive(t, Options{Addr: addr, Control: ctrl.Addr().String(), Frames: 3})
+	require.NoError(t, err)
+	checkFrames(t, got, want[:3])
+}
+
+// CMD,STOPACQUISITION stops the frames on the data connection, which stays open, as
+// Merlin's does: nothing more comes after the answer.
+func TestServeStopQuiet(t *testing.T) {
+	src, err := FromMIB(testfiles.File(t, "mib/Single_9_Frame_CounterDepth_6_Rows_256.mib"), nil)
+	require.NoError(t, err)
+	defer src.Close()
+	ctrl := listen(t)
+	addr := serve(t, src, ServeOptions{Control: ctrl, Rate: 200})
+	data, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer data.Close()
+	c, err := dialControl(context.Background(), ctrl.Addr().String(), 10*time.Second)
+	require.NoError(t, err)
+	defer c.close()
+	ctx := context.Background()
+	_, err = c.do(ctx, "SET", "NUMFRAMESTOACQUIRE", "100000")
+	require.NoError(t, err)
+	_, err = c.do(ctx, "CMD", "STARTACQUISITION", "")
+	require.NoError(t, err)
+	br := bufio.NewReader(data)
+	readMsg := func() ([]byte, error) {
+		var p [prefixBytes]byte
+		if _, err := io.ReadFull(br, p[:]); err != nil {
+			return nil, err
+		}
+		n, err := parsePrefix(p[:])
+		require.NoError(t, err)
+		msg := make([]byte, n)
+		_, err = io.ReadFull(br, msg)
+		return msg, err
+	}
+	msg, err := readMsg()
+	require.NoError(t, err)
+	require.Contains(t, string(msg), "Frames in Acquisition (Number):\t100000\r\n")
+	for i := range 3 {
+		msg, err = readMsg()
+		require.NoError(t, err)
+		require.Equal(t, i+1, frameNumber(msg))
+	}
+	_, err = c.do(ctx, "CMD", "STOPACQUISITION", "")
+	require.NoError(t, err)
+	v, err := c.do(ctx, "GET", "NUMFRAMESTOACQUIRE", "")
+	require.NoError(t, err)
+	assert.Equal(t, "100000", v)
+	_, err = c.do(ctx, "GET", "NOSUCHTHING", "")
+	assert.ErrorContains(t, err, `GET,NOSUCHTHING: the detector answered code "2" (unrecognised command)`)
+	// What was written before the answer, then nothing.
+	data.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	for {
+		if _, err = readMsg(); err != nil {
+			break
+		}
+	}
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "the connection stays open and quiet")
 }

@@ -50,6 +50,18 @@ type Options struct {
 // Receiver receives one acquisition from a Merlin detector (live.Receiver). A goroutine
 // reads the data port into a fixed set of payload buffers and does nothing else; frames
 // are decoded by Decode, on the caller's workers.
+//
+// The acquisition ends normally (Next's io.EOF) when the frame numbered as the
+// acquisition header's Frames in Acquisition has come (what follows on the connection
+// belongs to the next acquisition and is not read), or, when the header gives no frame
+// count, when the detector closes the connection between frames or sends the next
+// acquisition header. It ends early (an error wrapping live.ErrEnded) when the
+// connection closes before the last frame, a new acquisition header comes before it (a
+// stopped acquisition: LiberTEM-live issue #167), no frame comes for
+// Options.IdleTimeout, or a frame is malformed: a message of another size, a frame
+// header unlike the first frame's, no frame number, a number beyond the frame count, or
+// one that came before. Frame numbers that skip count as Stats.Missing, a frame that
+// comes after a later one as Stats.Late; neither ends the acquisition.
 type Receiver struct {
 	opt  Options
 	data net.Conn
@@ -78,6 +90,7 @@ type Receiver struct {
 	bytes                           atomic.Int64
 
 	closeOnce sync.Once
+	closed    bool
 }
 
 // item is a received frame, or the end of the acquisition (err: io.EOF or the error).
@@ -469,7 +482,10 @@ func (r *Receiver) ended(err error, where string) error {
 // after the later ones). After the last frame it returns io.EOF; an acquisition that
 // ended early returns an error wrapping live.ErrEnded, after the frames before it.
 func (r *Receiver) Next(ctx context.Context, dst []live.Frame) ([]live.Frame, error) {
-	if r.ready == nil {
+	switch {
+	case r.closed:
+		return dst, errs.New(errs.Argument, "merlin: %s: Next after Close", r.opt.Addr)
+	case r.ready == nil:
 		return dst, errs.New(errs.Argument, "merlin: %s: Next before Start", r.opt.Addr)
 	}
 	if r.end != nil {
@@ -538,6 +554,7 @@ func (r *Receiver) Stats() live.Stats {
 func (r *Receiver) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
+		r.closed = true
 		if r.data == nil {
 			return
 		}

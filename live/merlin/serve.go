@@ -11,7 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/dataset/mib"
@@ -294,8 +297,33 @@ func (s *server) active(ctx context.Context, ln net.Listener) error {
 			}
 			conn = c
 		case c := <-cmds:
-			if !c.start || conn == nil {
+			if !c.start {
 				continue
+			}
+			// The newest receiver connected: one that connected and then started the
+			// acquisition may still wait in the listener's queue, while the one
+			// before it has closed.
+			for more := true; more; {
+				select {
+				case c := <-conns:
+					if conn != nil {
+						conn.Close()
+					}
+					conn = c
+				default:
+					more = false
+				}
+			}
+			if conn != nil && closedByPeer(conn) {
+				conn.Close()
+				conn = nil
+			}
+			if conn == nil {
+				select {
+				case conn = <-conns:
+				case <-ctx.Done():
+					return nil
+				}
 			}
 			frames := c.frames
 			if frames <= 0 {
@@ -310,6 +338,27 @@ func (s *server) active(ctx context.Context, ln net.Listener) error {
 			}
 		}
 	}
+}
+
+// closedByPeer tells whether the receiver has closed conn: a read that would not block
+// finds its end (Merlin's receivers send nothing on the data connection).
+func closedByPeer(conn net.Conn) bool {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		closed = n == 0 && err == nil
+		return true
+	})
+	return closed
 }
 
 // acquisition sends the acquisition header and frames frames to conn, at opt.Rate,
@@ -341,6 +390,10 @@ func (s *server) acquisition(ctx context.Context, conn net.Conn, frames int, cmd
 				}
 				select {
 				case <-pace.C:
+				case c := <-cmds:
+					if !c.start {
+						return nil
+					}
 				case <-ctx.Done():
 					return ctx.Err()
 				}

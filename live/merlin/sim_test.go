@@ -91,7 +91,9 @@ func startSim(t *testing.T, name string, args ...string) (data, control string) 
 	for data == "" || control == "" {
 		select {
 		case p, ok := <-ports:
-			require.Truef(t, ok, "the simulator exited before listening:\n%s", log.String())
+			if !ok { // the log is complete: its writer has ended
+				t.Fatalf("the simulator exited before listening:\n%s", log.String())
+			}
 			if p[0] == "DataSocketServer" {
 				data = p[1]
 			} else {

@@ -38,7 +38,8 @@ type Options struct {
 	// trigger of an acquisition set up with TRIGGERSTART 5 (soft trigger).
 	SoftTrigger bool
 	// IdleTimeout ends the acquisition (an error wrapping live.ErrEnded) when no frame
-	// has come for that long; 0 waits as long as the context of Start and Next allows.
+	// has come for that long after Start; 0 waits as long as Next's context allows.
+	// Start waits for the acquisition as long as its context allows.
 	IdleTimeout time.Duration
 	// DialTimeout bounds each connection and each control command (default 5 s).
 	DialTimeout time.Duration
@@ -60,8 +61,9 @@ type Options struct {
 // stopped acquisition: LiberTEM-live issue #167), no frame comes for
 // Options.IdleTimeout, or a frame is malformed: a message of another size, a frame
 // header unlike the first frame's, no frame number, a number beyond the frame count, or
-// one that came before. Frame numbers that skip count as Stats.Missing, a frame that
-// comes after a later one as Stats.Late; neither ends the acquisition.
+// one that came before. Frame numbers that skip count as Stats.Missing, and a frame that
+// comes after a later one as Stats.Late (it was counted missing when the later one came:
+// Missing − Late never came); neither ends the acquisition.
 type Receiver struct {
 	opt  Options
 	data net.Conn
@@ -86,8 +88,7 @@ type Receiver struct {
 	seen    []uint64
 	running atomic.Bool // the acquisition has not ended yet (for Close's STOPACQUISITION)
 
-	received, missing, late, stalls atomic.Int64
-	bytes                           atomic.Int64
+	received, missing, late, stalls, bytes atomic.Int64
 
 	closeOnce sync.Once
 	closed    bool
@@ -154,7 +155,7 @@ func (r *Receiver) Start(ctx context.Context) (live.Header, error) {
 	if err != nil {
 		return live.Header{}, r.startError(ctx, err)
 	}
-	if stopWatch() == false {
+	if !stopWatch() {
 		return live.Header{}, r.startError(ctx, ctx.Err())
 	}
 	conn.SetReadDeadline(time.Time{})
@@ -209,7 +210,7 @@ func (r *Receiver) arm(ctx context.Context) error {
 	return nil
 }
 
-// readMessage reads a message's prefix and returns the size of the message after it.
+// readPrefix reads a message's prefix and returns the size of the message after it.
 func (r *Receiver) readPrefix() (int, error) {
 	var p [prefixBytes]byte
 	if _, err := io.ReadFull(r.br, p[:]); err != nil {
@@ -228,6 +229,7 @@ func (r *Receiver) readPrefix() (int, error) {
 func (r *Receiver) readStart() (live.Header, error) {
 	h := live.Header{Detector: "merlin"}
 	skipped := 0
+	var msg []byte
 	for {
 		n, err := r.readPrefix()
 		if err != nil {
@@ -236,7 +238,10 @@ func (r *Receiver) readStart() (live.Header, error) {
 		if n <= len("MQ1,") {
 			return h, errs.New(errs.Format, "merlin: %s: a %d-byte MPX message where the acquisition header should come", r.opt.Addr, n)
 		}
-		msg := make([]byte, n)
+		if cap(msg) < n {
+			msg = make([]byte, n)
+		}
+		msg = msg[:n]
 		if _, err := io.ReadFull(r.br, msg); err != nil {
 			return h, r.streamError(err, "reading the acquisition header")
 		}
@@ -272,7 +277,7 @@ func (r *Receiver) readStart() (live.Header, error) {
 	if err != nil {
 		return h, r.streamError(err, "waiting for the first frame")
 	}
-	msg := make([]byte, n)
+	msg = make([]byte, n)
 	if _, err := io.ReadFull(r.br, msg); err != nil {
 		return h, r.streamError(err, "reading the first frame")
 	}
@@ -496,7 +501,7 @@ func (r *Receiver) Next(ctx context.Context, dst []live.Frame) ([]live.Frame, er
 	select {
 	case it = <-r.ready:
 	case <-ctx.Done():
-		return dst, errs.Wrap(errs.Cancelled, ctx.Err())
+		return dst, ctx.Err()
 	}
 	for {
 		if it.err != nil {

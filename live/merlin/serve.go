@@ -19,6 +19,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/dataset/mib"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/regfile"
 )
 
 // Source is an acquisition for Serve to send: an acquisition header and frame records
@@ -131,7 +132,7 @@ func fromMIB(f *os.File, size int64, path string, nav []int) (*Source, error) {
 		return nil, errs.New(errs.Format, "merlin: %s: %d bytes, less than one frame of %d", path, size, record)
 	}
 	hdrPath := strings.TrimSuffix(path, filepath.Ext(path)) + ".hdr"
-	hdr, err := os.ReadFile(hdrPath)
+	hdr, err := readSidecar(hdrPath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		hdr = []byte("HDR,\t\r\n" + hdrFrames + ":\t0\r\n" + hdrFramesPerTrigger + ":\t1\r\nEnd\t")
@@ -170,6 +171,17 @@ func fromMIB(f *os.File, size int64, path string, nav []int) (*Source, error) {
 	}, nil
 }
 
+// readSidecar reads the .hdr sidecar at path, a regular file (a FIFO would block), of
+// at most 1 MiB (Merlin writes 2048 bytes).
+func readSidecar(path string) ([]byte, error) {
+	f, _, err := regfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 1<<20))
+}
+
 // ServeOptions configure Serve.
 type ServeOptions struct {
 	// Rate is the frame rate in frames per second; 0 sends as fast as the receiver
@@ -182,16 +194,13 @@ type ServeOptions struct {
 	// Without it (passive), each data connection receives one acquisition of all the
 	// source's frames at once.
 	Control net.Listener
-	// Connections, in passive mode, is the number of data connections served before
-	// Serve returns; 0 serves until ctx ends.
-	Connections int
 }
 
 // Serve sends src over Merlin's TCP protocol: acquisitions on the data connections that
 // ln accepts (one at a time, as Merlin does), each the acquisition header then one
-// message per frame, numbered from 1. It returns nil when ctx ends (or after
-// opt.Connections connections), closing ln and opt.Control, or the error of a failed
-// Accept; a receiver that disconnects only ends its acquisition.
+// message per frame, numbered from 1. It returns nil when ctx ends, closing ln and
+// opt.Control, or the error of a failed Accept or of the source's read; a receiver
+// that disconnects only ends its acquisition.
 func Serve(ctx context.Context, ln net.Listener, src *Source, opt ServeOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -229,7 +238,7 @@ type server struct {
 
 // passive sends one acquisition to each connection and waits for it to close.
 func (s *server) passive(ctx context.Context, ln net.Listener) error {
-	for n := 0; s.opt.Connections == 0 || n < s.opt.Connections; n++ {
+	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			return errs.Wrap(errs.IO, fmt.Errorf("merlin: serve: %w", err))
@@ -245,7 +254,6 @@ func (s *server) passive(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 	}
-	return nil
 }
 
 // active answers the control port and sends an acquisition on the latest data

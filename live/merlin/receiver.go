@@ -1,7 +1,6 @@
 package merlin
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -81,7 +80,7 @@ type Receiver struct {
 	end   error // io.EOF or the error that ended the acquisition, once Next met it
 
 	// The reader goroutine's state.
-	br      *bufio.Reader
+	in      wire
 	first   []byte // the first frame, read by Start
 	allocd  int    // payload buffers made so far
 	next    int    // index after the highest frame received
@@ -92,6 +91,50 @@ type Receiver struct {
 
 	closeOnce sync.Once
 	closed    bool
+}
+
+// wire reads MPX messages from the data connection without copying them: a message is
+// read straight into its buffer, whose capacity has room for the next message's prefix
+// after it, and what came of that prefix is carried over to the next read. No read
+// waits for more than the message it reads.
+type wire struct {
+	conn  net.Conn
+	carry [prefixBytes]byte
+	n     int // bytes in carry
+}
+
+// prefix reads a message's prefix into p: io.EOF when the connection closed before it.
+func (w *wire) prefix(p *[prefixBytes]byte) error {
+	k := copy(p[:], w.carry[:w.n])
+	w.n = 0
+	if k == prefixBytes {
+		return nil
+	}
+	_, err := io.ReadFull(w.conn, p[k:])
+	if err == io.EOF && k > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// body reads the len(msg) bytes of a message into msg, and what comes after it into
+// msg's capacity beyond, up to a prefix, for the next prefix.
+func (w *wire) body(msg []byte) error {
+	n := len(msg)
+	ext := msg[:min(cap(msg), n+prefixBytes)]
+	got := 0
+	for got < n {
+		m, err := w.conn.Read(ext[got:])
+		got += m
+		if err != nil && got < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	w.n = copy(w.carry[:], ext[n:got])
+	return nil
 }
 
 // item is a received frame, or the end of the acquisition (err: io.EOF or the error).
@@ -138,7 +181,7 @@ func (r *Receiver) Start(ctx context.Context) (live.Header, error) {
 		return live.Header{}, r.startError(ctx, errs.Wrap(errs.IO, fmt.Errorf("merlin: cannot connect to the data port %s: %w", r.opt.Addr, err)))
 	}
 	r.data = conn
-	r.br = bufio.NewReaderSize(conn, 64<<10)
+	r.in.conn = conn
 	r.stop, r.done = make(chan struct{}), make(chan struct{})
 	// Reads end when ctx does: closing the connection unblocks them.
 	stopWatch := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
@@ -213,7 +256,7 @@ func (r *Receiver) arm(ctx context.Context) error {
 // readPrefix reads a message's prefix and returns the size of the message after it.
 func (r *Receiver) readPrefix() (int, error) {
 	var p [prefixBytes]byte
-	if _, err := io.ReadFull(r.br, p[:]); err != nil {
+	if err := r.in.prefix(&p); err != nil {
 		return 0, err
 	}
 	r.bytes.Add(prefixBytes)
@@ -238,11 +281,11 @@ func (r *Receiver) readStart() (live.Header, error) {
 		if n <= len("MQ1,") {
 			return h, errs.New(errs.Format, "merlin: %s: a %d-byte MPX message where the acquisition header should come", r.opt.Addr, n)
 		}
-		if cap(msg) < n {
-			msg = make([]byte, n)
+		if cap(msg) < n+prefixBytes {
+			msg = make([]byte, n, n+prefixBytes)
 		}
 		msg = msg[:n]
-		if _, err := io.ReadFull(r.br, msg); err != nil {
+		if err := r.in.body(msg); err != nil {
 			return h, r.streamError(err, "reading the acquisition header")
 		}
 		r.bytes.Add(int64(n))
@@ -277,8 +320,8 @@ func (r *Receiver) readStart() (live.Header, error) {
 	if err != nil {
 		return h, r.streamError(err, "waiting for the first frame")
 	}
-	msg = make([]byte, n)
-	if _, err := io.ReadFull(r.br, msg); err != nil {
+	msg = make([]byte, n, n+prefixBytes) // a payload buffer, as buffer's
+	if err := r.in.body(msg); err != nil {
 		return h, r.streamError(err, "reading the first frame")
 	}
 	r.bytes.Add(int64(n))
@@ -348,7 +391,7 @@ func (r *Receiver) readFrames() error {
 		if n != r.record {
 			// A new acquisition header, or a frame of another size.
 			msg := buf[:min(n, len(buf))]
-			if _, err := io.ReadFull(r.br, msg); err != nil {
+			if err := r.in.body(msg); err != nil {
 				return r.ended(err, " inside a message")
 			}
 			if bytes.HasPrefix(msg, []byte("HDR,")) {
@@ -357,7 +400,7 @@ func (r *Receiver) readFrames() error {
 			return r.endErr(errs.Format, "after frame %d came a %d-byte message starting %s; the acquisition's frame messages have %d bytes",
 				r.next, n, quoteShort(msg), r.record)
 		}
-		if _, err := io.ReadFull(r.br, buf); err != nil {
+		if err := r.in.body(buf); err != nil {
 			return r.ended(err, fmt.Sprintf(" inside frame %d", r.next+1))
 		}
 		r.bytes.Add(int64(n))
@@ -384,7 +427,7 @@ func (r *Receiver) buffer() ([]byte, error) {
 	}
 	if r.allocd < r.opt.Buffers {
 		r.allocd++
-		return make([]byte, r.record), nil
+		return make([]byte, r.record, r.record+prefixBytes), nil
 	}
 	r.stalls.Add(1)
 	select {
@@ -535,7 +578,7 @@ func (r *Receiver) Decode(dst []byte, f live.Frame) error {
 
 // Release hands f's payload back for the next frames.
 func (r *Receiver) Release(f live.Frame) {
-	if cap(f.Payload) >= r.record {
+	if cap(f.Payload) >= r.record+prefixBytes {
 		select {
 		case r.free <- f.Payload[:cap(f.Payload)]:
 		default:

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +25,9 @@ import (
 //   - receiver: Next and Release, the frames not decoded;
 //   - decode: Next, then Decode and Release on GOMAXPROCS workers.
 //
-// The figure to compare is receiver (and decode) over socket, from one run.
+// The figure to compare is receiver (and decode) over socket, from one run. Each also
+// reports the process's CPU time a frame (cpu-µs/frame: sender, reader and consumer
+// together), steadier than the throughput on a shared machine.
 func BenchmarkReceive(b *testing.B) {
 	const frames = 64
 	path := writeR64(b, frames, 384, "01,0256,0256,R64,   1x1,01,x,12", 256*256*2)
@@ -52,6 +55,7 @@ func BenchmarkReceive(b *testing.B) {
 		_, err = io.ReadFull(conn, buf[:hdr])
 		require.NoError(b, err)
 		b.ResetTimer()
+		defer cpuPerFrame(b)()
 		for left := b.N * msg; left > 0; {
 			n, err := io.ReadFull(conn, buf[:min(left, len(buf))])
 			require.NoError(b, err)
@@ -66,6 +70,7 @@ func BenchmarkReceive(b *testing.B) {
 		h, err := r.Start(ctx)
 		require.NoError(b, err)
 		b.ResetTimer()
+		defer cpuPerFrame(b)()
 		work := make(chan live.Frame, 64)
 		var wg sync.WaitGroup
 		if decode {
@@ -106,4 +111,16 @@ func BenchmarkReceive(b *testing.B) {
 	}
 	b.Run("receiver", func(b *testing.B) { receive(b, false) })
 	b.Run("decode", func(b *testing.B) { receive(b, true) })
+}
+
+// cpuPerFrame starts counting the process's CPU time (user and system); the function
+// it returns reports it per frame (b.N frames).
+func cpuPerFrame(b *testing.B) func() {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	t0 := cpu()
+	return func() { b.ReportMetric(float64(cpu()-t0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/frame") }
 }

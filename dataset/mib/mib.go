@@ -227,6 +227,13 @@ func ParseLayout(h []byte) (*Layout, error) {
 	return l, nil
 }
 
+// String describes the frames as their header does: pixel type, counter depth and
+// chip layout, e.g. "R64 12-bit 2x2".
+func (l *Layout) String() string {
+	f := l.hd.fields
+	return fmt.Sprintf("%s %s-bit %s", l.hd.pixelType, strings.TrimSpace(f[len(f)-1]), strings.TrimSpace(f[7]))
+}
+
 // RecordBytes is the size of a frame's header and pixels.
 func (l *Layout) RecordBytes() int { return l.HeaderBytes + l.PixelBytes }
 

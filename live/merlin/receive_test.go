@@ -67,7 +67,7 @@ func TestReplayRealMIB(t *testing.T) {
 			require.NoError(t, err)
 			checkFrames(t, got, want)
 			h := got.header
-			assert.Equal(t, "merlin", h.Detector)
+			assert.Regexp(t, `^merlin \((U08|U16|U32|R64) (1|6|12|24)-bit (1x1|2x2)\)$`, h.Detector)
 			assert.Equal(t, ds.SigShape(), h.SigShape)
 			assert.Equal(t, ds.DType(), h.DType)
 			assert.Equal(t, len(want), h.Frames)
@@ -172,6 +172,8 @@ func TestReplayR64(t *testing.T) {
 			assert.Equal(t, c.sig, got.header.SigShape)
 			assert.Equal(t, c.dt, got.header.DType)
 			assert.Equal(t, 3, got.header.Frames, "the frame count of a file without .hdr")
+			f := strings.Split(c.fields, ",")
+			assert.Equal(t, "merlin (R64 "+f[7]+"-bit "+strings.TrimSpace(f[4])+")", got.header.Detector)
 			assert.Nil(t, got.header.NavShape)
 		})
 	}

@@ -340,6 +340,7 @@ func (r *Receiver) readStart() (live.Header, error) {
 	r.record = n
 	r.first = msg
 	h.SigShape, h.DType = r.layout.Sig, r.layout.DType
+	h.Detector = "merlin (" + r.layout.String() + ")"
 	if h.Frames > 0 && len(h.NavShape) > 0 && product(h.NavShape) != h.Frames {
 		h.Notes = append(h.Notes, fmt.Sprintf("the acquisition header gives a scan of %d positions (%v) and %d frames", product(h.NavShape), h.NavShape, h.Frames))
 	}

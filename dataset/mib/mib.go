@@ -228,10 +228,19 @@ func ParseLayout(h []byte) (*Layout, error) {
 }
 
 // String describes the frames as their header does: pixel type, counter depth and
-// chip layout, e.g. "R64 12-bit 2x2".
+// chip layout, e.g. "R64 12-bit 2x2"; a field of other than letters and digits quoted.
 func (l *Layout) String() string {
+	plain := func(v string) string {
+		v = strings.TrimSpace(v)
+		for _, c := range v {
+			if !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z') {
+				return strconv.Quote(v)
+			}
+		}
+		return v
+	}
 	f := l.hd.fields
-	return fmt.Sprintf("%s %s-bit %s", l.hd.pixelType, strings.TrimSpace(f[len(f)-1]), strings.TrimSpace(f[7]))
+	return fmt.Sprintf("%s %s-bit %s", plain(l.hd.pixelType), plain(f[len(f)-1]), plain(f[7]))
 }
 
 // RecordBytes is the size of a frame's header and pixels.

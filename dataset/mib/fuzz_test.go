@@ -37,6 +37,6 @@ func FuzzHdr(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, _, _ = mibNavFromHdr(p)
+		_, _, _, _ = mibNavFromHdr(p)
 	})
 }

@@ -90,7 +90,7 @@ one image of shape nav_shape per mask.`,
 	}
 	root.SetVersionTemplate("stemdot {{.Version}} (" + buildFlavour() + ")\n")
 	root.SetFlagErrorFunc(suggestFlag)
-	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(&local{}), newSumCmd(&local{}), newPickCmd(), newDescanCmd(), newSynthCmd(), newCOMCmd(), newViewCmd())
+	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(&local{}), newSumCmd(&local{}), newPickCmd(), newDescanCmd(), newSynthCmd(), newCOMCmd(), newViewCmd(), newReplayCmd())
 	return root
 }
 

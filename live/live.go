@@ -116,3 +116,27 @@ var ErrEnded = errors.New("the acquisition ended early")
 func Ended(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrEnded, fmt.Sprintf(format, args...))
 }
+
+// Recorder writes what a receiver received to a file that stemdot opens, and that gives
+// the frames the receiver decoded, bit for bit (a Merlin .mib and .hdr, a DECTRIS NPY).
+// Write is called from the goroutine that reads the stream, with every frame the scan
+// takes, in arrival order; the file appears only at Close (written under a temporary
+// name and renamed), or not at all after Abort or an error.
+type Recorder interface {
+	// Write records frame f (its payload is the receiver's until it returns).
+	Write(f Frame) error
+	// Close finishes the record of an acquisition that ended with end (nil: every
+	// frame came); a record of fewer frames than the acquisition is labelled partial
+	// (Path says where it is).
+	Close(end error) error
+	// Abort removes the record; Close after Abort fails.
+	Abort()
+	// Path is the record's file, after Close.
+	Path() string
+}
+
+// Recordable is implemented by receivers whose acquisition can be recorded: NewRecorder
+// starts a record at path, after Start.
+type Recordable interface {
+	NewRecorder(path string) (Recorder, error)
+}

@@ -17,12 +17,16 @@ import (
 type Protocol struct {
 	// Scheme is the source's URL scheme: "merlin" for merlin://HOST[:PORT].
 	Scheme string
-	// DefaultPort is the port of a source that names none.
+	// DefaultPort is the port of a source that names none; 0: Open gets the host alone,
+	// and the protocol picks the port (e.g. by its version).
 	DefaultPort int
 	// Describe is one line for help texts.
 	Describe string
-	// Open returns a receiver of the detector at host:port (not connected yet:
-	// Receiver.Start connects).
+	// Params are the keys of the protocol's own options (Options.Params).
+	Params []string
+	// Open returns a receiver of the detector at host:port, or host (bracketed if an IPv6
+	// address) when the source names no port and DefaultPort is 0; not connected yet:
+	// Receiver.Start connects.
 	Open func(hostPort string, opt Options) (Receiver, error)
 }
 
@@ -83,12 +87,15 @@ func Open(source string, opt Options) (Receiver, string, error) {
 		return nil, "", errs.New(errs.Argument, "live: source %q: unknown scheme %q: want %s", source, u.Scheme, schemes())
 	}
 	port := u.Port()
-	if port == "" {
+	if port == "" && p.DefaultPort > 0 {
 		port = strconv.Itoa(p.DefaultPort)
-	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+	} else if n, err := strconv.Atoi(port); port != "" && (err != nil || n < 1 || n > 65535) {
 		return nil, "", errs.New(errs.Argument, "live: source %q: port %q is not 1 to 65535", source, port)
 	}
-	hostPort := net.JoinHostPort(u.Hostname(), port)
+	hostPort := u.Host
+	if port != "" {
+		hostPort = net.JoinHostPort(u.Hostname(), port)
+	}
 	rcv, err := p.Open(hostPort, opt)
 	if err != nil {
 		return nil, "", err

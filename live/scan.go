@@ -42,9 +42,13 @@ type Scan struct {
 	// that the workers waiting for it go on; if it comes after all, it is late and
 	// dropped. Set before Feed.
 	AnyOrder bool
-	// Keep is the budget of payload bytes kept after decoding, so that Reread can read
-	// the frames received so far again (a virtual detector changed mid-scan); 0 keeps
-	// none. Set before Feed.
+	// Record, when set, gets every frame the scan takes, before the workers do (the
+	// record of `stemdot live --record`); an error of its Write ends the acquisition
+	// with that error. The caller closes it. Set before Feed.
+	Record Recorder
+	// Keep is the budget of payload bytes kept (copied) after decoding, so that the
+	// frames received so far can be read again (a virtual detector changed mid-scan); 0
+	// keeps none. Set before Feed.
 	Keep int64
 
 	mu          sync.Mutex
@@ -76,7 +80,7 @@ const (
 	pending  slotState = iota // not arrived
 	arrived                   // arrived, payload held
 	decoding                  // being decoded by the run
-	decoded                   // decoded; payload held (kept) when Keep allows
+	decoded                   // decoded; a copy of its payload kept (Keep)
 	released                  // decoded and its payload handed back
 	missing                   // the acquisition ended without it
 )
@@ -148,7 +152,9 @@ func (s *Scan) Feed(ctx context.Context) (err error) {
 			return err
 		}
 		batch, err = s.rcv.Next(ctx, batch[:0])
-		s.add(batch)
+		if rerr := s.add(batch); rerr != nil {
+			return rerr
+		}
 		if errors.Is(err, io.EOF) {
 			if s.Received() < s.n {
 				return Ended("the stream ended after %d of the scan's %d frames", s.Received(), s.n)
@@ -164,12 +170,12 @@ func (s *Scan) Feed(ctx context.Context) (err error) {
 	}
 }
 
-// add files the frames that arrived.
-func (s *Scan) add(frames []Frame) {
+// add files the frames that arrived, after recording them (Record).
+func (s *Scan) add(frames []Frame) error {
 	if len(frames) == 0 {
-		return
+		return nil
 	}
-	var drop []Frame
+	var take, drop []Frame
 	s.mu.Lock()
 	for _, f := range frames {
 		switch {
@@ -179,30 +185,45 @@ func (s *Scan) add(frames []Frame) {
 		case s.state[f.Index] == missing:
 			s.late++
 			drop = append(drop, f)
-		case s.state[f.Index] != pending:
+		case s.state[f.Index] != pending || slices.ContainsFunc(take, func(t Frame) bool { return t.Index == f.Index }):
 			s.repeated++
 			drop = append(drop, f)
 		default:
-			if !s.AnyOrder {
-				for i := s.next; i < f.Index; i++ {
-					if s.state[i] == pending {
-						s.state[i] = missing
-						s.skipped++
-					}
+			take = append(take, f)
+		}
+	}
+	s.mu.Unlock()
+	var err error
+	if s.Record != nil { // before the workers see them: their payloads go back after decoding
+		for _, f := range take {
+			if err = s.Record.Write(f); err != nil {
+				drop, take = append(drop, take...), nil
+				break
+			}
+		}
+	}
+	s.mu.Lock()
+	for _, f := range take {
+		if !s.AnyOrder {
+			for i := s.next; i < f.Index; i++ {
+				if s.state[i] == pending {
+					s.state[i] = missing
+					s.skipped++
 				}
 			}
-			s.next = max(s.next, f.Index+1)
-			s.slots[f.Index] = f
-			s.state[f.Index] = arrived
-			s.received++
-			s.backlog += int64(len(f.Payload))
 		}
+		s.next = max(s.next, f.Index+1)
+		s.slots[f.Index] = f
+		s.state[f.Index] = arrived
+		s.received++
+		s.backlog += int64(len(f.Payload))
 	}
 	s.arrival.Broadcast()
 	s.mu.Unlock()
 	for _, f := range drop {
 		s.rcv.Release(f)
 	}
+	return err
 }
 
 // end marks the acquisition over: frames not arrived will not come.
@@ -332,16 +353,19 @@ func (s *Scan) readFrame(i int, dst []byte) error {
 	s.readers++
 	s.mu.Unlock()
 	err := s.rcv.Decode(dst, f)
+	var copied []byte // a kept frame's payload, copied: the receiver's buffer goes back
+	if st == arrived && err == nil && s.keepRoom(len(f.Payload)) {
+		copied = slices.Clone(f.Payload)
+	}
 	s.mu.Lock()
 	s.readers--
-	keep := true
 	if st == arrived {
 		size := int64(len(f.Payload))
 		s.backlog -= size
-		keep = s.kept+size <= s.Keep && !s.closed
-		if keep {
+		if copied != nil && s.kept+size <= s.Keep && !s.closed {
 			s.kept += size
 			s.state[i] = decoded
+			s.slots[i].Payload = copied
 		} else {
 			s.state[i] = released
 			s.slots[i] = Frame{}
@@ -350,7 +374,7 @@ func (s *Scan) readFrame(i int, dst []byte) error {
 	}
 	s.idle.Broadcast()
 	s.mu.Unlock()
-	if !keep {
+	if st == arrived {
 		s.rcv.Release(f)
 	}
 	if err != nil {
@@ -368,6 +392,13 @@ func (s *Scan) Interrupt() {
 	s.mu.Unlock()
 }
 
+// keepRoom says whether a payload of n bytes may still be kept (Keep).
+func (s *Scan) keepRoom(n int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kept+int64(n) <= s.Keep
+}
+
 // Close ends the scan: waiting readers and Feed return; payloads still held go back to
 // the receiver. It does not close the receiver.
 func (s *Scan) Close() error {
@@ -382,10 +413,12 @@ func (s *Scan) Close() error {
 	for s.readers > 0 {
 		s.idle.Wait()
 	}
-	var held []Frame
+	var held []Frame // the receiver's; a kept (decoded) frame's payload is the scan's copy
 	for i, st := range s.state {
-		if st == arrived || st == decoded {
+		if st == arrived {
 			held = append(held, s.slots[i])
+		}
+		if st == arrived || st == decoded {
 			s.slots[i] = Frame{}
 			s.state[i] = released
 		}

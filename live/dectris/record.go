@@ -20,7 +20,7 @@ import (
 // are written where their index puts them, in whatever order they come. The file is
 // written as a temporary beside the final name and renamed by Close: to the name given
 // when every frame of the acquisition came, else to the name with ".partial" before its
-// extension (frames that never came read as 0 there), and Close says so.
+// extension (frames that never came read as 0 there), and Path says so.
 //
 // Decoded frames are kept, not the stream's compressed blobs: 192×192 uint16 frames take
 // 72 KiB each, several times a bitshuffle-LZ4 blob.
@@ -118,11 +118,12 @@ func PartialPath(path string) string {
 	return strings.TrimSuffix(path, ext) + ".partial" + ext
 }
 
-// Close finishes the record: the header gets the acquisition's frames (those announced,
-// else up to the last received), and the file its final name. A record without a frame
-// missing is at the path given, and Close returns nil; else at PartialPath, and Close
-// returns an error saying so (live.ErrEnded). On an I/O error no file is left.
-func (rec *Recorder) Close() error {
+// Close finishes the record (live.Recorder) of an acquisition that ended with end (the
+// frames written tell whether it is complete): the header gets the acquisition's frames
+// (those announced, else up to the last received), and the file its final name, Path:
+// the path given when no frame is missing, else PartialPath. On an I/O error no file is
+// left.
+func (rec *Recorder) Close(end error) error {
 	if rec.err != nil {
 		return rec.err
 	}
@@ -151,5 +152,25 @@ func (rec *Recorder) Close() error {
 		return errs.New(errs.IO, "dectris: record %s: %w", partial, err)
 	}
 	rec.tmp.Abort() // closes it; the temporary name is gone
-	return fmt.Errorf("%w: %d of the %d frames came: the record is %s (the others read as 0)", live.ErrEnded, rec.n, n, partial)
+	rec.path = partial
+	return nil
+}
+
+// Path is the record's file: after Close, PartialPath where frames are missing.
+func (rec *Recorder) Path() string { return rec.path }
+
+// Abort removes the record's temporary file (live.Recorder).
+func (rec *Recorder) Abort() {
+	if rec.err == nil {
+		rec.err = errs.New(errs.Argument, "dectris: record %s: aborted", rec.path)
+		rec.tmp.Abort()
+	}
+}
+
+var _ live.Recordable = (*Receiver)(nil)
+
+// NewRecorder starts a record of the series r received the header of
+// (live.Recordable), at path.
+func (r *Receiver) NewRecorder(path string) (live.Recorder, error) {
+	return NewRecorder(path, r.hdr, r.Decode)
 }

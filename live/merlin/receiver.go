@@ -43,7 +43,9 @@ type Options struct {
 	// DialTimeout bounds each connection and each control command (default 5 s).
 	DialTimeout time.Duration
 	// Buffers is the number of frames received but not yet released that the receiver
-	// holds before it stops reading the socket (back-pressure, Stats.Stalls); default 64.
+	// holds before it stops reading the socket (back-pressure, Stats.Stalls); default:
+	// as many as live.DefaultBacklog bytes hold, at least 64, so that a consumer that
+	// waits for a whole tile of frames (live.Scan's workers) gets them.
 	Buffers int
 }
 
@@ -153,9 +155,6 @@ func New(opt Options) *Receiver {
 	if opt.DialTimeout <= 0 {
 		opt.DialTimeout = 5 * time.Second
 	}
-	if opt.Buffers <= 0 {
-		opt.Buffers = 64
-	}
 	return &Receiver{opt: opt}
 }
 
@@ -203,6 +202,9 @@ func (r *Receiver) Start(ctx context.Context) (live.Header, error) {
 	}
 	conn.SetReadDeadline(time.Time{})
 	r.header = h
+	if r.opt.Buffers <= 0 {
+		r.opt.Buffers = max(64, live.DefaultBacklog/max(r.record, 1))
+	}
 	r.ready = make(chan item, r.opt.Buffers+1)
 	r.free = make(chan []byte, r.opt.Buffers)
 	r.allocd = 1 // the first frame's

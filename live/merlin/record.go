@@ -36,6 +36,8 @@ type Recorder struct {
 	err           error
 }
 
+var _ live.Recordable = (*Receiver)(nil)
+
 // NewRecorder starts a record of the acquisition that header h and acquisition header
 // acqHeader (Receiver.AcquisitionHeader) describe, at path (a .mib; the .hdr beside it).
 // h.NavShape, when it has two axes, is the scan shape the .hdr gives. Errors (errs.IO)
@@ -161,6 +163,15 @@ func (r *Recorder) Close(end error) error {
 	}
 	r.err = fmt.Errorf("merlin: record %s: already closed", r.path)
 	return nil
+}
+
+// Path is the record's .mib file.
+func (r *Recorder) Path() string { return r.path }
+
+// NewRecorder starts a record of the acquisition r received the header of
+// (live.Recordable), at path.
+func (r *Receiver) NewRecorder(path string) (live.Recorder, error) {
+	return NewRecorder(path, r.header, r.acqHdr)
 }
 
 // Abort stops the record and removes its temporary file.

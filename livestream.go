@@ -36,6 +36,11 @@ type LiveOptions struct {
 	// from one goroutine, with the run so far. The snapshot and its buffers are valid
 	// until Snapshot returns; copy what is kept.
 	Snapshot func(*LiveSnapshot)
+	// Record, when set, is the file that the frames received are recorded to, as the
+	// receiver's protocol records them (live.Recordable: a Merlin .mib with its .hdr, a
+	// DECTRIS .npy), which stemdot opens to give the same result; errs.Argument for a
+	// receiver that cannot record. LiveResult.Info.Live.Record names the file written.
+	Record string
 	// MaxBacklog bounds the bytes of frames received and not yet computed (default
 	// live.DefaultBacklog): beyond, the receiver stops reading and the detector's sender
 	// waits (counted as stalls).
@@ -97,6 +102,12 @@ func Live(ctx context.Context, rcv live.Receiver, masksFor func(h live.Header) (
 	if err != nil {
 		return nil, err
 	}
+	return pl.Live(ctx, rcv, masksFor, opt)
+}
+
+// Live is the package's Live on the planner's workers.
+func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h live.Header) (*masks.Stack, error), opt LiveOptions) (lr *LiveResult, err error) {
+	defer goErrs(&err)
 	if opt.Source == "" {
 		opt.Source = "the detector stream"
 	}
@@ -115,6 +126,20 @@ func Live(ctx context.Context, rcv live.Receiver, masksFor func(h live.Header) (
 	stack, err := masksFor(h)
 	if err != nil {
 		return nil, err
+	}
+	if opt.Record != "" {
+		r, ok := rcv.(live.Recordable)
+		if !ok {
+			return nil, errs.New(errs.Argument, "%s: this receiver cannot record what it receives: leave out LiveOptions.Record", opt.Source)
+		}
+		if scan.Record, err = r.NewRecorder(opt.Record); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				scan.Record.Abort()
+			}
+		}()
 	}
 	aopt := ApplyOptions{Float64: opt.Float64, Shifts: opt.Shifts}
 	if err := checkJob(scan, stack, aopt); err != nil {
@@ -177,6 +202,19 @@ func Live(ctx context.Context, rcv live.Receiver, masksFor func(h live.Header) (
 		blank(res, lr.Missing)
 		res.Warnings = append(res.Warnings, partialWarning(opt.Source, feedErr, lr.Missing, scan.NumFrames()))
 	}
+	c := lr.Counts
+	info := &LiveInfo{Source: opt.Source, Detector: h.Detector, Partial: lr.Partial, Received: c.Received, Missing: c.Missing,
+		Late: c.Late, Surplus: c.Surplus, Repeated: c.Repeated, Stalls: c.Stalls, PositionsWithoutFrame: runs(lr.Missing)}
+	if feedErr != nil {
+		info.EndedBy = feedErr.Error()
+	}
+	if scan.Record != nil {
+		if err := scan.Record.Close(feedErr); err != nil {
+			return nil, err
+		}
+		info.Record = scan.Record.Path()
+	}
+	res.Info.Live = info
 	pub.final(res, lr.Counts)
 	return lr, nil
 }
@@ -206,6 +244,19 @@ func blank(res *Result, pos []int) {
 			}
 		}
 	}
+}
+
+// runs writes ascending flat positions as [first, count] runs.
+func runs(pos []int) [][2]int {
+	var out [][2]int
+	for _, p := range pos {
+		if n := len(out); n > 0 && out[n-1][0]+out[n-1][1] == p {
+			out[n-1][1]++
+		} else {
+			out = append(out, [2]int{p, 1})
+		}
+	}
+	return out
 }
 
 // partialWarning says that the acquisition ended early and which positions have no

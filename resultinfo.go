@@ -57,6 +57,35 @@ type ResultInfo struct {
 	Centre *CentreInfo `json:"centre,omitempty"`
 	// Shifts, for masks moved with the pattern (ApplyOptions.Shifts), describes them.
 	Shifts *ShiftsInfo `json:"shifts,omitempty"`
+	// Live, for the result of a detector stream (Live), describes the acquisition.
+	Live *LiveInfo `json:"live,omitempty"`
+}
+
+// LiveInfo describes the acquisition of a live result: its source, the frames
+// received, and, for a partial result, the positions without a frame (NaN in the
+// result).
+type LiveInfo struct {
+	// Source is the detector's address ("merlin://127.0.0.1:6342"), Detector what the
+	// stream says it is.
+	Source   string `json:"source"`
+	Detector string `json:"detector"`
+	// Partial is true when the acquisition ended before every frame came; EndedBy says
+	// why.
+	Partial bool   `json:"partial"`
+	EndedBy string `json:"ended_by,omitempty"`
+	// Received, Missing, Late, Surplus, Repeated and Stalls are the counts of live.Counts.
+	Received int `json:"received"`
+	Missing  int `json:"missing"`
+	Late     int `json:"late"`
+	Surplus  int `json:"surplus"`
+	Repeated int `json:"repeated"`
+	Stalls   int `json:"stalls"`
+	// PositionsWithoutFrame are the positions whose frame never came, as [first, count]
+	// runs of flat scan positions (C order over nav_shape).
+	PositionsWithoutFrame [][2]int `json:"positions_without_frame,omitempty"`
+	// Record is the file the received frames were recorded to (--record), as written
+	// (a partial record's name, where it has one).
+	Record string `json:"record,omitempty"`
 }
 
 // ShiftsInfo describes the shifts (dy, dx) in pixels that moved the masks of a result's
@@ -213,10 +242,10 @@ func (i *ResultInfo) JSON() ([]byte, error) {
 	return append(b, '\n'), err
 }
 
-// absPath is p made absolute ("" stays "").
+// absPath is p made absolute ("" and a live source's URL, SCHEME://..., stay).
 func absPath(p string) string {
-	if p == "" {
-		return ""
+	if p == "" || strings.Contains(p, "://") {
+		return p
 	}
 	if a, err := filepath.Abs(p); err == nil {
 		return a

@@ -3,19 +3,22 @@ package cli
 import (
 	"fmt"
 	"net"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/live/dectris"
 	"github.com/stemdot/stemdot/live/merlin"
 )
 
 func newReplayCmd() *cobra.Command {
 	var df datasetFlags
-	var as, listen, control string
+	var as, listen, control, api string
 	var rate float64
 	cmd := &cobra.Command{
-		Use:   "replay FILE --as merlin",
+		Use:   "replay FILE --as merlin|dectris-v1|dectris-v2",
 		Short: "Send a dataset over a detector's stream protocol, as the detector would, for stemdot live",
 		Long: `replay sends a dataset as a detector sends an acquisition over its stream protocol, until
 interrupted (Ctrl-C): for testing live processing without a microscope.
@@ -29,11 +32,20 @@ sent as U08/U16/U32 frames of its uint8/uint16/uint32 pixels, with an acquisitio
 that gives its nav shape (float and signed data are refused). With --control, a control
 port answers GET/SET/CMD as Merlin's does, and an acquisition is sent at each
 CMD,STARTACQUISITION (SET,NUMFRAMESTOACQUIRE frames, the dataset's repeated as needed),
-for a receiver in active mode.`,
+for a receiver in active mode.
+
+--as dectris-v1 or dectris-v2: a DECTRIS detector's SIMPLON stream, v1 (multipart JSON and
+binary messages) or v2 (CBOR), on a ZeroMQ PUSH socket (--listen; default port 9999 for
+v1, 31001 for v2), frames compressed bitshuffle-LZ4 (uint8/uint16/uint32 frames; others
+are refused). With --api, a SIMPLON REST API answers config, arm, trigger and disarm, and
+each arm sends a series (nimages·ntrigger frames of the dataset; at first ntrigger its
+frames), for a receiver in active mode; without it, one series goes to the first
+receiver that connects, and replay ends.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if as != "merlin" {
-				return errs.New(errs.Argument, "--as %q: the protocol to speak is merlin", as)
+			proto := map[string]dectris.Protocol{"dectris-v1": dectris.V1, "dectris-v2": dectris.V2}[as]
+			if as != "merlin" && proto == 0 {
+				return errs.New(errs.Argument, "--as %q: the protocol to speak is merlin, dectris-v1 or dectris-v2", as)
 			}
 			if rate < 0 {
 				return errs.New(errs.Argument, "--rate %g: a frame rate in Hz is 0 (as fast as the receiver reads) or more", rate)
@@ -43,6 +55,12 @@ for a receiver in active mode.`,
 				return err
 			}
 			defer ds.Close()
+			if proto != 0 {
+				return replayDECTRIS(cmd, ds, args[0], proto, listen, api, rate, cmd.Flags().Changed("listen"))
+			}
+			if api != "" {
+				return errs.New(errs.Argument, "--api is the SIMPLON API of --as dectris-v1 or dectris-v2: Merlin's control port is --control")
+			}
 			var src *merlin.Source
 			how := "as stored"
 			if ds.Format() == "mib" && len(df.given()) == 0 {
@@ -74,10 +92,29 @@ for a receiver in active mode.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&as, "as", "", "the detector protocol to speak: merlin")
+	f.StringVar(&as, "as", "", "the detector protocol to speak: merlin, dectris-v1 or dectris-v2")
 	f.Float64Var(&rate, "rate", 0, "frames per second (0: as fast as the receiver reads)")
-	f.StringVar(&listen, "listen", "127.0.0.1:6342", "the data port's address (host:port; port 0 picks a free one)")
+	f.StringVar(&listen, "listen", "127.0.0.1:6342", "the data port's address, host:port (port 0 picks a free one); dectris: the ZeroMQ stream's, default 127.0.0.1:9999 (v1) or 127.0.0.1:31001 (v2)")
+	f.StringVar(&api, "api", "", "dectris: the SIMPLON REST API's address (e.g. 127.0.0.1:8910): a series at each arm (active mode)")
 	f.StringVar(&control, "control", "", "the control port's address (e.g. 127.0.0.1:6341): acquisitions at CMD,STARTACQUISITION (active mode)")
 	df.register(f)
 	return cmd
+}
+
+// replayDECTRIS serves ds as a DECTRIS detector of stream protocol proto until
+// interrupted (with an API) or until one series is sent.
+func replayDECTRIS(cmd *cobra.Command, ds dataset.Dataset, name string, proto dectris.Protocol, listen, api string, rate float64, listenGiven bool) error {
+	if !listenGiven {
+		listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(proto.Port()))
+	}
+	opt := dectris.ServeOptions{Protocol: proto, Stream: listen, API: api, Rate: rate,
+		Ready: func(stream, api string) {
+			where := "stream " + stream
+			if api != "" {
+				where += ", SIMPLON API " + api
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: replaying %s (%d frames, bitshuffle-LZ4) as a DECTRIS detector, %s, on %s; Ctrl-C stops\n",
+				prefix, name, ds.NumFrames(), proto, where)
+		}}
+	return handleInterrupts(func() error { return dectris.Serve(cmd.Context(), opt, ds) })
 }

@@ -1,0 +1,210 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/live"
+	_ "github.com/stemdot/stemdot/live/detectors" // merlin://, dectris://
+	"github.com/stemdot/stemdot/masks"
+)
+
+// newLiveCmd is the live command: masks applied to a detector's frames while the scan
+// runs.
+func newLiveCmd() *cobra.Command {
+	var maskSpecs, masksFiles []string
+	var outputs stemdot.Outputs
+	var navShape, record string
+	var float64Result, quiet, passive, allowPartial bool
+	var pf planFlags
+	params := map[string]*string{}
+	cmd := &cobra.Command{
+		Use:   "live SOURCE (--mask SPEC ... | --masks FILE.npy) --out RESULT.npy",
+		Short: "Apply virtual detectors to a detector's frames while the scan runs (Merlin, DECTRIS)",
+		Long: `live receives one acquisition from a detector as it runs and applies the masks to its
+frames as they arrive, on the pinned CPU (and GPU) workers, as apply does for a file: the
+same values, bit for bit, written as the same NPY (nav_shape + (n_masks,)), sidecar and
+PNGs once the acquisition ends. SOURCE is
+  merlin://HOST[:PORT]    Quantum Detectors Merlin, its TCP data port (default 6342)
+  dectris://HOST[:PORT]   a DECTRIS detector's SIMPLON stream (ZeroMQ; default port 31001
+                          for stream v2, 9999 for --stream v1)
+By default the acquisition is started here (active mode: Merlin's control port HOST:6341,
+or --control; DECTRIS's SIMPLON API at --dectris-api), with as many frames as
+--nav-shape has positions; --passive only listens for an acquisition started by someone
+else. The scan shape is the stream's where it gives one (Merlin's acquisition header),
+else --nav-shape, else one row of the frames announced.
+
+Progress (on a terminal) shows the frames computed, the rate, and the frames missing,
+late and stalled (the receiver waiting for the workers: no frame is dropped). An
+acquisition that ends early (aborted, the connection lost, fewer frames than the scan)
+ends the run with the frames received: the result has NaN at the positions without a
+frame, its sidecar says "partial": true and lists them ("positions_without_frame"), and
+live exits with status 2 unless --allow-partial is given (then 0). A malformed stream is
+an error: nothing is written.
+
+--record FILE writes what was received, as it was received, to a file stemdot opens
+(merlin: a .mib with its .hdr; dectris: an .npy of the frames), so that stemdot apply on
+it gives the same result bit for bit; a partial acquisition's record says so (the .hdr's
+"Recorded by stemdot" line; dectris: NAME.partial.npy).
+
+stemdot replay FILE --as merlin|dectris-v1|dectris-v2 serves a file as a detector, on
+loopback, to try this without a microscope.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if outputs.NPY == "" {
+				return fmt.Errorf("--out RESULT.npy is required")
+			}
+			if slices.ContainsFunc(maskSpecs, masks.NeedsCentre) {
+				return fmt.Errorf("the auto mask specs need the sum frame of a finished scan: give the centre in the spec, e.g. disk:128,128,20")
+			}
+			var nav []int
+			if navShape != "" {
+				var err error
+				if nav, err = stemdot.ParseShape(navShape, 0); err != nil {
+					return fmt.Errorf("--nav-shape: %w", err)
+				}
+			}
+			lo := live.Options{Active: !passive, Frames: product(nav), Params: map[string]string{}}
+			for key, v := range params {
+				if cmd.Flags().Changed(flagOf(key)) {
+					lo.Params[key] = *v
+				}
+			}
+			if err := checkParams(args[0], lo.Params); err != nil {
+				return err
+			}
+			plan, err := pf.Planner()
+			if err != nil {
+				return err
+			}
+			rcv, source, err := live.Open(args[0], lo)
+			if err != nil {
+				return err
+			}
+			defer rcv.Close()
+			opt := stemdot.LiveOptions{Source: source, NavShape: nav, Float64: float64Result, Record: record}
+			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
+				opt.Snapshot = liveProgress(cmd)
+			}
+			var maskInfo []stemdot.MaskInfo
+			masksFor := func(h live.Header) (*masks.Stack, error) {
+				stack, info, err := stemdot.MasksInfo(h.SigShape, nil, masksFiles, maskSpecs)
+				if err != nil {
+					return nil, err
+				}
+				maskInfo = info
+				inputs := slices.Clone(masksFiles)
+				if record != "" {
+					inputs = append(inputs, record)
+				}
+				return stack, outputs.Check(stack.MaskNames(), inputs...)
+			}
+			var lr *stemdot.LiveResult
+			err = handleInterrupts(func() (err error) {
+				if lr, err = plan.Live(cmd.Context(), rcv, masksFor, opt); err != nil {
+					return err
+				}
+				lr.Info.SetMasks(maskInfo)
+				return stemdot.Save(lr.Result, outputs)
+			})
+			if err != nil {
+				return err
+			}
+			for _, w := range lr.Warnings {
+				warn(cmd, w)
+			}
+			if !quiet {
+				c := lr.Counts
+				fmt.Fprintf(cmd.OutOrStdout(), "%s → %s (%d frames received, %d missing, %d late, %d stalls)\n",
+					lr.Stats.Summary(), outputs.NPY, c.Received, c.Missing, c.Late, c.Stalls)
+				if r := lr.Info.Live.Record; r != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "recorded %s\n", r)
+				}
+			}
+			if lr.Partial && !allowPartial {
+				return partialResult{fmt.Errorf("partial result written to %s: %d of %d scan positions have no frame (NaN); give --allow-partial to accept a partial acquisition",
+					outputs.NPY, len(lr.Missing), product(lr.NavShape))}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	registerMaskFlags(f, &maskSpecs, &masksFiles)
+	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape nav_shape + (n_masks,), with its JSON sidecar (same name, .json)")
+	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one greyscale PNG per mask, PREFIX_<m>_<name>.png, as apply does")
+	f.StringVar(&navShape, "nav-shape", "", "the scan shape Y,X (or N, or Z,Y,X): the stream's where it gives one, else needed unless the stream announces its frames")
+	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32)")
+	f.StringVar(&record, "record", "", "also write what was received to FILE (merlin: .mib with its .hdr; dectris: .npy), which stemdot apply reads to the same result")
+	f.BoolVar(&passive, "passive", false, "only listen for an acquisition someone else starts (default: start it here)")
+	f.BoolVar(&allowPartial, "allow-partial", false, "exit 0 after an acquisition that ended early (its result has NaN at the positions without a frame)")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress and no summary")
+	for _, p := range live.Protocols() {
+		for _, key := range p.Params {
+			if _, dup := params[key]; !dup {
+				params[key] = f.String(strings.TrimPrefix(flagOf(key), "--"), "", fmt.Sprintf("%s source option %s (see %s)", p.Scheme, key, "stemdot live --help"))
+			}
+		}
+	}
+	pf.register(f, false)
+	return cmd
+}
+
+// flagOf is the flag of a source option: "dectris_api" → "--dectris-api".
+func flagOf(key string) string { return stemdot.FlagName(key) }
+
+// checkParams refuses source options of another protocol than source's.
+func checkParams(source string, params map[string]string) error {
+	scheme, _, _ := strings.Cut(source, "://")
+	for _, p := range live.Protocols() {
+		if !strings.EqualFold(p.Scheme, scheme) {
+			continue
+		}
+		for key := range params {
+			if !slices.Contains(p.Params, key) {
+				return fmt.Errorf("%s is not an option of %s:// sources (they take %s)", flagOf(key), p.Scheme, flagList(p.Params))
+			}
+		}
+	}
+	return nil
+}
+
+func flagList(keys []string) string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, flagOf(k))
+	}
+	return strings.Join(out, ", ")
+}
+
+func product(s []int) int {
+	p := 1
+	for _, n := range s {
+		p *= n
+	}
+	if len(s) == 0 {
+		return 0
+	}
+	return p
+}
+
+// partialResult is the error of a live run that wrote a partial result: exit status 2.
+type partialResult struct{ error }
+
+// liveProgress prints the run's progress on one line of stderr at every snapshot.
+func liveProgress(cmd *cobra.Command) func(*stemdot.LiveSnapshot) {
+	return func(s *stemdot.LiveSnapshot) {
+		total := product(s.NavShape)
+		end := "\r"
+		if s.Final {
+			end = "\n"
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "frames %d/%d  %.1f kHz  missing %d  late %d  stalls %d%s",
+			s.Done, total, s.Rate/1000, s.Counts.Missing, s.Counts.Late, s.Counts.Stalls, end)
+	}
+}

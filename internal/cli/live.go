@@ -72,7 +72,7 @@ loopback, to try this without a microscope.`,
 			}
 			lo := live.Options{Active: !passive, Frames: product(nav), Params: map[string]string{}}
 			for key, v := range params {
-				if cmd.Flags().Changed(flagOf(key)) {
+				if cmd.Flags().Changed(strings.TrimPrefix(flagOf(key), "--")) {
 					lo.Params[key] = *v
 				}
 			}

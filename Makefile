@@ -85,7 +85,7 @@ demo: build
 		"the PNGs out/demo_0_disk.png, out/demo_1_ring.png, out/demo_com_shift_y.png, out/demo_com_shift_x.png"
 
 # make test runs its steps in a sub-make, then says what it left out and how long it took.
-TEST_STEPS := lint test-go fuzz $(if $(TAGS),test-cuda,) test-cuda-emu test-capi test-python test-cluster
+TEST_STEPS := lint test-go fuzz $(if $(TAGS),test-cuda,) test-cuda-emu test-capi test-python test-libertem test-cluster
 SKIPPED = $(if $(TAGS),,CUDA build tests (nvcc not found);) \
 	$(if $(NOHDF5),HDF5 reader tests ($(HDF5_MISSING));) \
 	$(if $(wildcard /dev/nvidia0),,tests on a GPU (no GPU found: the kernels ran on the CPU emulator only);) \
@@ -95,6 +95,8 @@ SKIPPED = $(if $(TAGS),,CUDA build tests (nvcc not found);) \
 test:
 	@start=$$(date +%s); $(MAKE) --no-print-directory test-steps; rc=$$?; s=$$(( $$(date +%s) - start )); \
 	skipped="$(strip $(SKIPPED))"; if [ $$rc = 0 ]; then r=passed; else r=FAILED; fi; \
+	$(PY_VENV)/bin/python -c "import libertem, sys; sys.exit(libertem.__version__ != '$(LIBERTEM_VERSION)')" 2>/dev/null || \
+		skipped="$$skipped the LiberTEM conformance suite (libertem==$(LIBERTEM_VERSION) not installed: make py-libertem);"; \
 	echo "make test: $$r in $$((s / 60)) min $$((s % 60)) s$${skipped:+; skipped: $${skipped%;}}"; exit $$rc
 test-steps: $(TEST_STEPS)
 
@@ -117,7 +119,8 @@ FUZZ_TARGETS ?= dataset/mib:FuzzMIBHeader:150000 dataset/blo:FuzzBLOHeader:15000
 	dataset/mrc:FuzzMRCOpen:4000 dataset/tvips:FuzzTVIPSHeader:100000 dataset/tvips:FuzzTVIPSOpen:2000 \
 	dataset/seq:FuzzSEQ:3000 dataset/k2is:FuzzK2ISSync:60000 dataset/frms6:FuzzFRMS6HDR:100000 dataset/frms6:FuzzFRMS6Header:200000 \
 	dataset/frms6:FuzzFRMS6GainMAT:60000 dataset/dm:FuzzOpenDM:10000 dataset/ser:FuzzOpenSER:6000 \
-	internal/h5filter:FuzzDecode:80000 dataset/csr:FuzzCSR:3000 dataset/stempy:FuzzMapRows:50000
+	internal/h5filter:FuzzDecode:80000 internal/h5filter:FuzzChecksums:20000 dataset/csr:FuzzCSR:3000 dataset/stempy:FuzzMapRows:50000 \
+	capi:FuzzSizes:10000
 fuzz:
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
 		$(GO) test $(GOTAGS_CPU) ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $${FUZZTIME:-$${n}x} || exit 1; done

@@ -38,7 +38,7 @@ type ApplyOptions struct {
 	// positive dx right); integer shifts exactly, sub-pixel ones by the bilinear
 	// interpolation of the mask at (y − dy, x − dx) (engine's shift.go), where LiberTEM
 	// truncates them to integers. Either 2 values, (dy, dx) for every frame, or 2 per
-	// scan position, (nav_y, nav_x, 2) in C order (LoadShifts reads them from NPY;
+	// scan position, nav_shape + (2,) in C order (LoadShifts reads them from NPY;
 	// descan.Plane.Eval computes them from a fit, see DescanFit): with Options.Frames, for
 	// the whole scan, or 2 per frame of the range. Nil applies the masks unshifted.
 	// Finite values only (errs.Argument); another length is errs.Shape.
@@ -49,8 +49,8 @@ type ApplyOptions struct {
 // Σ mask[m]·frame_f for every frame f (scan position, row-major over NavShape) and mask
 // m; the run's Stats; the masks' Names; and the Warnings of the dataset and the plan.
 type Result struct {
-	// NavShape is the dataset's nav shape (scan shape), e.g. (nav_y, nav_x), or (n,) for
-	// a 3-D input (n, sig_y, sig_x).
+	// NavShape is the dataset's nav shape (scan shape), e.g. (nav_y, nav_x), (n,) for a
+	// 3-D input (n, sig_y, sig_x), or (nav_z, nav_y, nav_x) for a 5-D one.
 	NavShape []int
 	// NMasks is the number of masks.
 	NMasks int

@@ -50,14 +50,19 @@ type COMProducts struct {
 // NewCOMProducts computes the COMProducts of the shift maps shifts, as COMShifts gives
 // them (frame-major, y then x: shifts[2f], shifts[2f+1], in pixels) over a scan of
 // navShape (nav_y, nav_x), corrected by opt first. Positions whose shift is NaN (a frame
-// summing to 0) or infinite give NaN magnitude there and NaN divergence and curl where
-// the differences use them (as numpy.gradient), and are read as 0 by the iCoM, with a
+// summing to 0, a position outside an ROI) give NaN magnitude, divergence and curl there
+// and NaN divergence and curl where the differences use them (as numpy.gradient), an
+// infinite one NaN or ±Inf magnitude, divergence and curl where they use it; both are
+// read as 0 by the iCoM, with a
 // warning naming how many and the first ones. Errors: errs.Shape for a nav shape that
 // is not 2-D of at least 2×2 positions or that does not match the shifts' length,
 // errs.Argument for a rotation that is not finite, errs.Resources for maps that do not
 // fit in memory.
 func NewCOMProducts(shifts []float64, navShape []int, opt COMOptions) (p *COMProducts, err error) {
 	defer goErrs(&err)
+	if len(navShape) > 2 {
+		return nil, errs.New(errs.Shape, "CoM products need a 2-D scan (derivatives along its rows and columns), as LiberTEM's CoMUDF, got nav_shape %s: give one plane's shift maps, of shape (nav_y, nav_x, 2) (numpy: shifts[z])", npy.ShapeString(navShape))
+	}
 	if len(navShape) != 2 || navShape[0] < 2 || navShape[1] < 2 {
 		return nil, errs.New(errs.Shape, "CoM products need a 2-D scan of at least 2×2 positions (derivatives along both scan axes), got nav_shape %s: give a scan's shift maps of shape (nav_y, nav_x, 2)", npy.ShapeString(navShape))
 	}
@@ -85,7 +90,7 @@ func NewCOMProducts(shifts []float64, navShape []int, opt COMOptions) (p *COMPro
 		if len(bad) > 5 {
 			more = ", ..."
 		}
-		p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d scan positions have no finite CoM shift (NaN: frames summing to 0, or positions left out of an ROI), at (y, x) %s%s: the iCoM reads them as 0; the magnitude is NaN there, the divergence and curl where their differences use them",
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d scan positions have no finite CoM shift (NaN: frames summing to 0, or positions left out of an ROI), at (y, x) %s%s: the iCoM reads them as 0; the magnitude, divergence and curl are NaN there, and the divergence and curl where their differences use them",
 			len(bad), ny*nx, strings.Join(first, ", "), more))
 	}
 	return p, nil
@@ -104,6 +109,9 @@ func ReadCOMShifts(path string) (shifts []float64, navShape []int, err error) {
 	}
 	defer f.Close()
 	info, d, raw, err := npy.ReadArray(f, size, func(info npy.Info, d npy.Descr) error {
+		if len(info.Shape) == 4 && info.Shape[3] == 2 {
+			return errs.New(errs.Shape, "shape %s is the shift maps of a scan of planes (nav_z, nav_y, nav_x, 2): CoM products are of a 2-D scan (derivatives along its rows and columns), as LiberTEM's CoMUDF: save one plane's maps, (nav_y, nav_x, 2) (numpy: shifts[z])", npy.ShapeString(info.Shape))
+		}
 		if len(info.Shape) != 3 || info.Shape[2] != 2 {
 			return errs.New(errs.Shape, "shape %s is not the shift maps' (nav_y, nav_x, 2), as stemdot apply --com-shifts writes them", npy.ShapeString(info.Shape))
 		}

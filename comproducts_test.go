@@ -88,7 +88,7 @@ func TestCOMProductsFiles(t *testing.T) {
 	shifts := []float64{0, 1, math.NaN(), math.NaN(), 1, 0, 2, 2, 0, 0, 1, 1}
 	p, err := stemdot.NewCOMProducts(shifts, []int{2, 3}, stemdot.COMOptions{})
 	require.NoError(t, err)
-	require.Equal(t, []string{"1 of 6 scan positions have no finite CoM shift (NaN: frames summing to 0, or positions left out of an ROI), at (y, x) (0, 1): the iCoM reads them as 0; the magnitude is NaN there, the divergence and curl where their differences use them"}, p.Warnings)
+	require.Equal(t, []string{"1 of 6 scan positions have no finite CoM shift (NaN: frames summing to 0, or positions left out of an ROI), at (y, x) (0, 1): the iCoM reads them as 0; the magnitude, divergence and curl are NaN there, and the divergence and curl where their differences use them"}, p.Warnings)
 
 	dir := t.TempDir()
 	o := stemdot.COMOutputs{Field: filepath.Join(dir, "f.npy"), ICoM: filepath.Join(dir, "i.npy"), PNGPrefix: filepath.Join(dir, "c")}

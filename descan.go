@@ -104,8 +104,10 @@ func LoadShifts(path string, nav []int) (shifts []float64, err error) {
 // with plan, their shifts (COMShifts) fitted by least squares per component, leaving out
 // frames without counts. The plane is in positions of the scan ds's frames come from
 // (dataset.ScanPositions: the whole scan of an ROI or a frames range, whose other
-// positions are left out), (nav_y, nav_x) or (n,); descan.Plane.Eval gives the shifts
-// of every scan position (ApplyOptions.Shifts) that make the masks follow the pattern.
+// positions are left out), (nav_y, nav_x) or (n,) (a scan of planes is errs.Shape,
+// naming the option nav_shape that reads it as one scan); descan.Plane.Eval gives the
+// shifts of every scan position (ApplyOptions.Shifts) that make the masks follow the
+// pattern.
 // Fit the data itself, or a reference scan in vacuum with the same scan settings.
 // Errors: those of Masks and Apply, and errs.Argument for a shift map that does not
 // determine a plane (too few frames with counts).
@@ -126,6 +128,9 @@ func (pl *Planner) DescanFit(ctx context.Context, ds dataset.Dataset, com string
 	}
 	if ds == nil {
 		return p, errs.New(errs.Argument, "no dataset")
+	}
+	if scan, _ := dataset.ScanPositions(ds); len(scan) > 2 {
+		return p, needs2D(scan, "descan fit: the plane is fitted in the scan positions")
 	}
 	var centre *masks.Centre
 	if masks.NeedsCentre(com) { // com:auto[,R]: about the direct beam of the sum frame

@@ -18,7 +18,9 @@ import (
 )
 
 // ReduceOptions select the frames Reduce computes over all frames of a dataset, in one
-// pass: at least one of Sum, Mean, Max and Std; only those asked are computed.
+// pass: at least one of Sum, Mean, Max and Std; only those asked are computed. The
+// frames are those of the file: scan positions without a frame (a sync offset's,
+// dataset.Blanks) are left out, as LiberTEM's StdDevUDF leaves them out.
 type ReduceOptions struct {
 	// Sum is the sum frame Σ_f frame_f (LiberTEM's SumUDF).
 	Sum bool
@@ -30,7 +32,7 @@ type ReduceOptions struct {
 	// standard deviation (ddof 0), as LiberTEM's StdDevUDF and numpy's std.
 	Std bool
 	// Progress, when set, is called with the frames done so far and the total, as
-	// ApplyOptions.Progress.
+	// ApplyOptions.Progress (the positions without a frame counted as done).
 	Progress func(framesDone, total int)
 }
 
@@ -38,9 +40,12 @@ type ReduceOptions struct {
 // float64, C order (row y, column x at y*SigShape[1]+x); nil where not asked. Integer
 // frames are summed exactly; a NaN pixel in any frame makes that pixel NaN in every
 // reduction, ±Inf gives ±Inf sums, means and maxima (NaN where both occur) and a NaN
-// std, as numpy's sum, mean, max and std do.
+// std, as numpy's sum, mean, max and std do. A dataset without a frame of the file (all
+// its positions without one) reduces to a zero sum and a NaN mean, max and std, Frames
+// 0, with a warning.
 type Reduction struct {
-	// SigShape is the frames' shape (sig_y, sig_x); Frames the number of frames reduced.
+	// SigShape is the frames' shape (sig_y, sig_x); Frames the number of frames reduced:
+	// the dataset's frames but its positions without a frame (dataset.RealFrames).
 	SigShape [2]int
 	Frames   int
 	// Sum, Mean, Max and Std are the frames asked for, in the frames' units.
@@ -131,16 +136,42 @@ func (pl *Planner) reduce(ctx context.Context, ds dataset.Dataset, opt ReduceOpt
 	case !(opt.Sum || opt.Mean || opt.Max || opt.Std):
 		return nil, errs.New(errs.Argument, "nothing to reduce: ask for at least one of ReduceOptions.Sum, Mean, Max and Std")
 	}
-	p, err := pl.cpuPlan(ds)
+	framed := dataset.RealFrames(ds)
+	if framed == nil {
+		return noFrames(ds, opt), nil
+	}
+	if skip := ds.NumFrames() - framed.NumFrames(); opt.Progress != nil && skip > 0 {
+		progress := opt.Progress
+		opt.Progress = func(done, _ int) { progress(skip+done, ds.NumFrames()) }
+	}
+	p, err := pl.cpuPlan(framed)
 	if err != nil {
 		return nil, err
 	}
-	r, err := engine.Reduce(ctx, ds, p, engine.ReduceOptions{Sum: opt.Sum, Mean: opt.Mean, Max: opt.Max, Std: opt.Std, Progress: opt.Progress})
+	r, err := engine.Reduce(ctx, framed, p, engine.ReduceOptions{Sum: opt.Sum, Mean: opt.Mean, Max: opt.Max, Std: opt.Std, Progress: opt.Progress})
 	if err != nil {
 		return nil, err
 	}
 	return &Reduction{SigShape: r.SigShape, Frames: r.Frames, Sum: r.Sum, Mean: r.Mean, Max: r.Max, Std: r.Std,
 		Stats: r.Stats, Warnings: append(OpenWarnings(ds), p.Warnings...)}, nil
+}
+
+// noFrames is the reduction of ds, none of whose frames is one of the file: a zero
+// sum, NaN elsewhere.
+func noFrames(ds dataset.Dataset, opt ReduceOptions) *Reduction {
+	sig := ds.SigShape()
+	frame := func(asked bool, v float64) []float64 {
+		if !asked {
+			return nil
+		}
+		f := make([]float64, sig[0]*sig[1])
+		for i := range f {
+			f[i] = v
+		}
+		return f
+	}
+	return &Reduction{SigShape: sig, Sum: frame(opt.Sum, 0), Mean: frame(opt.Mean, math.NaN()), Max: frame(opt.Max, math.NaN()), Std: frame(opt.Std, math.NaN()),
+		Warnings: append(OpenWarnings(ds), fmt.Sprintf("no frame to reduce: all %d frames of %s are scan positions without a frame in the file (option sync_offset): the mean, max and std are NaN", ds.NumFrames(), describe(ds)))}
 }
 
 // cpuPlan is the plan of CPU workers only for a reduction over ds ("auto" plans none).
@@ -266,8 +297,9 @@ type Frames struct {
 }
 
 // Pick reads the frames of ds at the scan positions at, as LiberTEM's PickUDF: each
-// position as (y, x) for a 2-D nav shape, (n) for a 1-D one (a 3-D input), as many
-// coordinates as the nav shape has axes, each from 0 to its size − 1. Errors:
+// position as (y, x) for a 2-D nav shape, (n) for a 1-D one (a 3-D input), (z, y, x) for
+// a 3-D one (a 5-D input), as many coordinates as the nav shape has axes, each from 0 to
+// its size − 1. Errors:
 // errs.Shape naming the position and option at for a position outside the nav shape
 // or with the wrong number of coordinates, errs.Argument for no position; read errors
 // as the dataset gives them (errs.IO); errs.Cancelled when ctx is cancelled between
@@ -306,7 +338,7 @@ func frameIndices(nav []int, at [][]int) ([]int, error) {
 	idx := make([]int, len(at))
 	for k, pos := range at {
 		if len(pos) != len(nav) {
-			return nil, errs.New(errs.Shape, "option at: scan position %s has %d coordinate%s, but the nav shape %s has %d ax%s: give %s", posString(pos), len(pos), map[bool]string{true: "s"}[len(pos) != 1], npy.ShapeString(nav), len(nav), map[bool]string{true: "es", false: "is"}[len(nav) != 1], map[int]string{1: "N", 2: "Y,X"}[len(nav)])
+			return nil, errs.New(errs.Shape, "option at: scan position %s has %d coordinate%s, but the nav shape %s has %d ax%s: give %s", posString(pos), len(pos), map[bool]string{true: "s"}[len(pos) != 1], npy.ShapeString(nav), len(nav), map[bool]string{true: "es", false: "is"}[len(nav) != 1], navForm(len(nav)))
 		}
 		f := 0
 		for a, c := range pos {
@@ -320,6 +352,15 @@ func frameIndices(nav []int, at [][]int) ([]int, error) {
 	return idx, nil
 }
 
+// navForm is how a position of n nav axes is written as an option: "N", "Y,X" or
+// "Z,Y,X".
+func navForm(n int) string {
+	if n >= 1 && n <= 3 {
+		return []string{"N", "Y,X", "Z,Y,X"}[n-1]
+	}
+	return fmt.Sprintf("%d coordinates", n)
+}
+
 func posString(pos []int) string {
 	s := make([]string, len(pos))
 	for i, c := range pos {
@@ -331,8 +372,8 @@ func posString(pos []int) string {
 // SaveFrames writes picked frames as NPY of shape (K, sig_y, sig_x) in their native
 // dtype (host byte order) at path (ending in .npy), and with pngPrefix ("" for none)
 // one greyscale PNG per frame, PREFIX_<k>_y<Y>_x<X>.png (PREFIX_<k>_n<N>.png for a 1-D
-// nav shape), all or nothing (as Save). Errors as Outputs.Check's, naming option out
-// and option png.
+// nav shape, PREFIX_<k>_z<Z>_y<Y>_x<X>.png for a 3-D one), all or nothing (as Save).
+// Errors as Outputs.Check's, naming option out and option png.
 func SaveFrames(fr *Frames, nav []int, path, pngPrefix string, inputs ...string) (err error) {
 	defer goErrs(&err)
 	if fr == nil {
@@ -376,11 +417,13 @@ func frameFiles(indices, nav []int, path, pngPrefix string) []output {
 	var out []output
 	if pngPrefix != "" {
 		for k, f := range indices {
-			var pos string
-			if len(nav) == 2 {
-				pos = fmt.Sprintf("y%d_x%d", f/nav[1], f%nav[1])
-			} else {
-				pos = fmt.Sprintf("n%d", f)
+			pos := fmt.Sprintf("n%d", f)
+			if len(nav) == 2 || len(nav) == 3 { // y<Y>_x<X>, z<Z>_y<Y>_x<X>
+				c := make([]string, len(nav))
+				for a, rest := len(nav)-1, f; a >= 0; a-- {
+					c[a], rest = fmt.Sprintf("%c%d", "zyx"[3-len(nav)+a], rest%nav[a]), rest/nav[a]
+				}
+				pos = strings.Join(c, "_")
 			}
 			out = append(out, output{"png", fmt.Sprintf("%s_%d_%s.png", pngPrefix, k, pos), false})
 		}

@@ -36,7 +36,8 @@ type ResultInfo struct {
 	Shape []int `json:"shape"`
 	// DType is the NPY's dtype: "float32" or "float64".
 	DType string `json:"dtype"`
-	// NavShape is the scan shape, e.g. (nav_y, nav_x), or (n,) for a 3-D input.
+	// NavShape is the scan shape, e.g. (nav_y, nav_x), (n,) for a 3-D input, or (nav_z,
+	// nav_y, nav_x) for a 5-D one.
 	NavShape []int `json:"nav_shape"`
 	// SigShape is the frames' shape (sig_y, sig_x) in pixels.
 	SigShape []int `json:"sig_shape"`
@@ -57,6 +58,12 @@ type ResultInfo struct {
 	Centre *CentreInfo `json:"centre,omitempty"`
 	// Shifts, for masks moved with the pattern (ApplyOptions.Shifts), describes them.
 	Shifts *ShiftsInfo `json:"shifts,omitempty"`
+	// PositionsWithoutFrame are the scan positions of the result that have no frame in
+	// the file (a sync offset moved the file's frames off them: dataset.Blanks), as
+	// [first, count] runs of flat scan positions (C order over the nav shape, or over
+	// ROI.ScanShape), ascending: their values are those of a blank (all-zero) frame, 0
+	// (LiberTEM's sync_offset). Absent when every position has a frame.
+	PositionsWithoutFrame [][2]int `json:"positions_without_frame,omitempty"`
 	// Live, for the result of a detector stream (Live), describes the acquisition.
 	Live *LiveInfo `json:"live,omitempty"`
 }
@@ -195,10 +202,34 @@ func SidecarPath(npyPath string) string {
 func newResultInfo(ds dataset.Dataset, r *Result) ResultInfo {
 	sig := ds.SigShape()
 	return r.describe(ResultInfo{
-		SigShape: []int{sig[0], sig[1]},
-		Dataset:  DatasetInfo{Path: absPath(ds.Path()), Format: ds.Format()},
-		Plan:     PlanInfo{CPUWorkers: r.Stats.Workers - r.Stats.GPUWorkers, GPUWorkers: r.Stats.GPUWorkers},
+		SigShape:              []int{sig[0], sig[1]},
+		Dataset:               DatasetInfo{Path: absPath(ds.Path()), Format: ds.Format()},
+		Plan:                  PlanInfo{CPUWorkers: r.Stats.Workers - r.Stats.GPUWorkers, GPUWorkers: r.Stats.GPUWorkers},
+		PositionsWithoutFrame: BlankPositions(ds),
 	})
+}
+
+// BlankPositions are the scan positions of ds's frames without a frame in the file
+// (dataset.Blanks), as [first, count] runs of flat scan positions (C order over the scan
+// shape of dataset.ScanPositions), ascending, as ResultInfo.PositionsWithoutFrame holds
+// them; nil when every frame of ds is one of the file.
+func BlankPositions(ds dataset.Dataset) [][2]int {
+	blanks := dataset.Blanks(ds)
+	if len(blanks) == 0 {
+		return nil
+	}
+	_, pos := dataset.ScanPositions(ds)
+	var runs [][2]int
+	for _, b := range blanks {
+		for _, p := range pos[b.First : b.First+b.Count] {
+			if n := len(runs); n > 0 && runs[n-1][0]+runs[n-1][1] == p {
+				runs[n-1][1]++
+			} else {
+				runs = append(runs, [2]int{p, 1})
+			}
+		}
+	}
+	return runs
 }
 
 // describe is info with what r tells set: the format tag and version, r's shape, nav

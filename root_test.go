@@ -162,6 +162,9 @@ func TestOptions(t *testing.T) {
 	o, err := stemdot.ParseOptions(" format=raw; sig_shape=(256, 128) ;dtype=uint16;nav_shape=[4,4];byte_order=BIG;offset=512;")
 	require.NoError(t, err)
 	require.Equal(t, stemdot.Options{Format: "raw", SigShape: []int{256, 128}, DType: 2, NavShape: []int{4, 4}, BigEndian: true, Offset: 512}, o)
+	o, err = stemdot.ParseOptions("nav_shape=(2, 3, 4)") // a scan of planes, as LiberTEM (#33)
+	require.NoError(t, err)
+	require.Equal(t, stemdot.Options{NavShape: []int{2, 3, 4}}, o)
 	o, err = stemdot.ParseOptions("frame_header=2KiB;frame_footer=1kB;offset=0")
 	require.NoError(t, err)
 	require.Equal(t, stemdot.Options{FrameHeader: 2048, FrameFooter: 1000}, o)
@@ -181,10 +184,10 @@ func TestOptions(t *testing.T) {
 	}{
 		{"colour=blue", errs.Argument, `unknown option "colour" (known: format, nav_shape, sig_shape, dtype, byte_order, offset, frame_header, frame_footer, sync_offset, flyback, dataset_path, allow_fill, roi, frames, `}, // then the format options, in TestFormatOptions
 		{"frames=2", errs.Argument, `option frames "2": want FIRST,COUNT`},
-		{"nav_shape=1,2,3", errs.Argument, "want Y,X or N"},
+		{"nav_shape=1,2,3,4", errs.Argument, `option nav_shape "1,2,3,4": want Y,X, N or Z,Y,X, got 4 sizes`},
 		{"sig_shape=4,0", errs.Shape, `option sig_shape "4,0": "0" is not a positive size`},
 		{"nav_shape=99999999999999999999,1", errs.Shape, `size "99999999999999999999" is too large`},
-		{"nav_shape=64x64", errs.Shape, `option nav_shape "64x64": want whole sizes separated by commas, rows first: Y,X (e.g. 64,64) or N (e.g. 4096)`},
+		{"nav_shape=64x64", errs.Shape, `option nav_shape "64x64": want whole sizes separated by commas, rows first: Y,X (e.g. 64,64), N (e.g. 4096) or Z,Y,X (e.g. 8,64,64)`},
 		{"sig_shape=256x256", errs.Shape, `option sig_shape "256x256": want Y,X: two whole sizes separated by a comma, rows first (e.g. 256,256)`},
 		{"dtype=complex64", errs.DType, "complex64"},
 		{"byte_order=middle", errs.Argument, "want little or big"},

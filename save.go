@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/stemdot/stemdot/errs"
@@ -27,8 +28,9 @@ type Outputs struct {
 	NPY string
 	// PNGPrefix, when set, adds one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png
 	// (PREFIX a path whose last element is a file name prefix, not a directory):
-	// the image of shape (nav_y, nav_x) (a 1-D nav shape as one row), its values mapped
-	// linearly from the finite minimum (black) to the maximum (white), NaN black. Small
+	// the image of shape (nav_y, nav_x) (a 1-D nav shape as one row; a scan of planes is
+	// refused, see CheckNavShape), its values mapped linearly from the finite minimum
+	// (black) to the maximum (white), NaN black. Small
 	// images are scaled up by a whole factor, each scan position a square block of
 	// pixels (nearest neighbour), until the short side has at least 256 pixels, as long
 	// as the long side stays within 4096; never down. With COMShifts, the com set the
@@ -74,6 +76,48 @@ func (o Outputs) Check(names []string, inputs ...string) (err error) {
 		}
 	}
 	return checkFiles(o.files(names), inputs)
+}
+
+// CheckNavShape reports why the outputs cannot be written for a result of nav shape nav
+// (Result.NavShape): PNG images are drawn of 1-D and 2-D scans only, a scan of planes
+// (nav_z, nav_y, nav_x) is errs.Shape naming the option nav_shape that reads it as a
+// 2-D one (see Check for the other reasons, known before the nav shape).
+func (o Outputs) CheckNavShape(nav []int) error { return goErr(o.checkNavShape(nav)) }
+
+func (o Outputs) checkNavShape(nav []int) error {
+	if o.PNGPrefix == "" {
+		return nil
+	}
+	return needs2D(nav, "option png: PNG images are")
+}
+
+// CheckScan2D refuses a nav shape of more than 2 axes for what (a phrase such as
+// "option png: PNG images are"), which is of 1-D and 2-D scans only (images of the scan,
+// a plane fitted in its rows and columns): errs.Shape naming option nav_shape that reads
+// the scan as a 2-D one, without its axes of size 1 ((2, 2, 1) → 2,2), else its planes
+// one below the other ((nav_z, nav_y, nav_x) → nav_z·nav_y,nav_x).
+func CheckScan2D(nav []int, what string) error { return goErr(needs2D(nav, what)) }
+
+func needs2D(nav []int, what string) error {
+	if len(nav) <= 2 {
+		return nil
+	}
+	var sizes []string // of the 2-D nav shape
+	for _, n := range nav {
+		if n != 1 {
+			sizes = append(sizes, strconv.Itoa(n))
+		}
+	}
+	how := "without its axes of size 1"
+	switch {
+	case len(sizes) == 0: // (1, 1, 1)
+		sizes = []string{"1"}
+	case len(sizes) > 2:
+		sizes = []string{strconv.Itoa(product(nav[:len(nav)-1])), strconv.Itoa(nav[len(nav)-1])}
+		how = fmt.Sprintf("its %d planes one below the other", product(nav[:len(nav)-2]))
+	}
+	return errs.New(errs.Shape, "%s of 1-D and 2-D scans, not of nav shape %s: give option nav_shape %s to read the scan as a 2-D one, %s",
+		what, npy.ShapeString(nav), strings.Join(sizes, ","), how)
 }
 
 // checkPNGPrefix refuses a PNG prefix that names a directory.
@@ -194,6 +238,9 @@ func save(res *Result, o Outputs) error {
 		return errs.New(errs.Argument, "no result to save (a nil *Result)")
 	}
 	if err := o.Check(res.Names); err != nil {
+		return err
+	}
+	if err := o.checkNavShape(res.NavShape); err != nil {
 		return err
 	}
 	if o.Positions != "" && res.Positions == nil {

@@ -22,7 +22,7 @@ func stemdot_go_find_centre(frame *C.stemdot_cdouble, sigY, sigX C.size_t, centr
 	if frame == nil || centre == nil {
 		return fail(fn, failf(errs.Argument, "frame and centre must not be NULL"))
 	}
-	n, err := sizeProduct("sig_shape", masks.MaxWeights, sigY, sigX)
+	n, err := sizeProduct("sig_shape", 8, masks.MaxWeights, sigY, sigX)
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -69,7 +69,11 @@ func stemdot_go_centre(dsHandle C.stemdot_dataset, planHandle C.stemdot_plan, sh
 	defer release()
 	var s []float64
 	if nShifts > 0 {
-		s = slices.Clone(unsafe.Slice((*float64)(unsafe.Pointer(shifts)), int(nShifts)))
+		n, err := sizeProduct("n_shifts", 8, 0, nShifts)
+		if err != nil {
+			return fail(fn, err)
+		}
+		s = slices.Clone(unsafe.Slice((*float64)(unsafe.Pointer(shifts)), n))
 	}
 	c, err := pl.Centre(context.Background(), ds, s)
 	if err != nil {

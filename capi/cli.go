@@ -14,6 +14,7 @@ import (
 
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/cli"
+	"github.com/stemdot/stemdot/internal/safetext"
 )
 
 // stemdot_go_cli_main runs the command line argv[1:argc] with backend's callback
@@ -24,7 +25,7 @@ import (
 func stemdot_go_cli_main(argc C.int, argv **C.char, backend *C.stemdot_cli_backend) (rc C.int) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "stemdot_cli_main: %v\n", panicError(r))
+			fmt.Fprintf(os.Stderr, "stemdot_cli_main: %s\n", safetext.String(panicError(r).Error()))
 			rc = 1
 		}
 	}()
@@ -39,6 +40,10 @@ func stemdot_go_cli_main(argc C.int, argv **C.char, backend *C.stemdot_cli_backe
 	}
 	if backend.call == nil || backend.name == nil || backend.use == nil || backend.n_flags > 0 && backend.flags == nil {
 		fmt.Fprintln(os.Stderr, "stemdot_cli_main: the backend's name, use and call must be set (and flags, with n_flags)")
+		return 1
+	}
+	if _, err := sizeProduct("n_flags", int(unsafe.Sizeof(*backend.flags)), 0, backend.n_flags); err != nil {
+		fmt.Fprintf(os.Stderr, "stemdot_cli_main: %v\n", err)
 		return 1
 	}
 	remote := &cli.Remote{Call: func(op string, request any, masks []byte, shifts []float64, out []byte) ([]byte, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/safetext"
 )
 
 //export stemdot_go_com_products
@@ -21,7 +22,7 @@ func stemdot_go_com_products(shifts *C.stemdot_cdouble, navY, navX C.size_t, rot
 	if shifts == nil {
 		return fail(fn, failf(errs.Argument, "shifts must not be NULL"))
 	}
-	n, err := sizeProduct("shifts", math.MaxInt32, navY, navX, 2)
+	n, err := sizeProduct("shifts", 8, math.MaxInt32, navY, navX, 2)
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -48,9 +49,9 @@ func stemdot_go_com_products(shifts *C.stemdot_cdouble, navY, navX C.size_t, rot
 	if warning != nil && warningLen > 0 {
 		text := ""
 		if len(p.Warnings) > 0 {
-			text = stemdot.OptionKeys(p.Warnings[0])
+			text = safetext.String(stemdot.OptionKeys(p.Warnings[0]))
 		}
-		dst := unsafe.Slice((*byte)(unsafe.Pointer(warning)), int(warningLen))
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(warning)), min(uint64(warningLen), uint64(len(text))+1))
 		k := copy(dst[:len(dst)-1], text)
 		dst[k] = 0
 	}

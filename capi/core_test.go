@@ -291,6 +291,13 @@ func TestOpenDataset(t *testing.T) {
 	assert.Equal(t, []int{2, 4}, ds.NavShape())
 	assert.Equal(t, [2]int{256, 256}, ds.SigShape())
 	assert.Equal(t, dataset.Uint8, ds.DType())
+	// A nav shape of 3 axes, a scan of planes (#33); of 4, refused naming the forms.
+	planes, err := openDataset(path, "nav_shape=2,2,2")
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 2, 2}, planes.NavShape())
+	require.NoError(t, planes.Close())
+	_, err = openDataset(path, "nav_shape=2,1,2,2")
+	requireCode(t, err, errInvalidArgument, `option nav_shape "2,1,2,2": want Y,X, N or Z,Y,X, got 4 sizes`)
 }
 
 // TestApplyRealFile checks a virtual bright field of a real MIB file against sums

@@ -16,6 +16,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -53,9 +54,10 @@ func succeed() C.stemdot_status {
 
 // fail sets the calling thread's last error to "fn: message" and returns err's code.
 // Go code called from C runs on the calling C thread, so the thread-local storage in
-// shim.c is that thread's. Options are named by key, as the C ABI takes them.
+// shim.c is that thread's. Options are named by key, as the C ABI takes them; terminal
+// control characters are escaped (safetext.String), as a caller prints the message.
 func fail(fn string, err error) C.stemdot_status {
-	msg := fn + ": " + stemdot.OptionKeys(err.Error())
+	msg := fn + ": " + safetext.String(stemdot.OptionKeys(err.Error()))
 	C.stemdot_capi_set_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
 	return C.stemdot_status(codeOf(err))
 }
@@ -76,21 +78,33 @@ func goString(s *C.stemdot_cchar) string {
 	return C.GoString((*C.char)(unsafe.Pointer(s)))
 }
 
-// sizeProduct multiplies sizes, failing with errShape when a size or the product does
-// not fit in an int (or, with limit > 0, exceeds limit).
-func sizeProduct(what string, limit int, sizes ...C.size_t) (int, error) {
+// maxBytes bounds the bytes of any buffer a caller passes: 2^48, the largest allocation
+// of Go on 64-bit Linux (the runtime's maxAlloc), beyond the memory of any machine. A
+// size past it describes no buffer; taken as one, its arithmetic would overflow, or
+// unsafe.Slice and make panic.
+const maxBytes = 1 << 48
+
+// sizeProduct multiplies sizes, counts of elements of elemBytes bytes each, failing with
+// errs.Shape naming what and the sizes when a size or the product is more than maxBytes
+// bytes, or, with limit > 0, the product more than limit elements. It is checked before
+// the arithmetic, which cannot overflow.
+func sizeProduct(what string, elemBytes, limit int, sizes ...C.size_t) (int, error) {
+	most := maxBytes / elemBytes
+	if limit > 0 {
+		most = min(most, limit)
+	}
 	p := 1
 	for _, s := range sizes {
-		if uint64(s) > math.MaxInt || (s != 0 && p > math.MaxInt/int(s)) {
-			return 0, failf(errs.Shape, "%s: sizes %v overflow", what, sizes)
+		if uint64(s) > uint64(most) || s != 0 && p > most/int(s) {
+			return 0, failf(errs.Shape, "%s: sizes %v make more than %d elements of %d bytes: no buffer is that large", what, sizes, most, elemBytes)
 		}
 		p *= int(s)
 	}
-	if limit > 0 && p > limit {
-		return 0, failf(errs.Shape, "%s: %d elements exceed the limit of %d", what, p, limit)
-	}
 	return p, nil
 }
+
+// lastError is the calling thread's last error (stemdot_last_error), for the tests.
+func lastError() string { return C.GoString(C.stemdot_last_error()) }
 
 //export stemdot_go_open
 func stemdot_go_open(path, options *C.stemdot_cchar, out *C.stemdot_dataset) (st C.stemdot_status) {
@@ -121,18 +135,14 @@ func stemdot_go_dataset_from_memory(frames *C.stemdot_cvoid, framesBytes C.size_
 		return fail(fn, failf(errs.Argument, "nav_ndim %d is not in 1..%d", navNdim, maxNavDims))
 	}
 	dims := unsafe.Slice((*C.size_t)(unsafe.Pointer(navShape)), navNdim)
-	nav := make([]int, len(dims))
-	for i, d := range dims {
-		n, err := sizeProduct("nav_shape", 0, d)
-		if err != nil {
-			return fail(fn, err)
-		}
-		nav[i] = n
-	}
-	if _, err := sizeProduct("sig_shape", 0, sigY, sigX); err != nil {
+	if _, err := sizeProduct("nav_shape × sig_shape", 1, 0, append(slices.Clone(dims), sigY, sigX)...); err != nil {
 		return fail(fn, err)
 	}
-	n, err := sizeProduct("frames_bytes", 0, framesBytes)
+	nav := make([]int, len(dims))
+	for i, d := range dims {
+		nav[i] = int(d)
+	}
+	n, err := sizeProduct("frames_bytes", 1, 0, framesBytes)
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -241,7 +251,7 @@ func stemdot_go_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen
 	const fn = "stemdot_dataset_warnings"
 	defer guard(fn, &st)
 	return datasetText(fn, "warnings", dsHandle, buf, bufLen, needed, func(d dataset.Dataset) string {
-		return stemdot.OptionKeys(strings.Join(stemdot.OpenWarnings(d), "\n"))
+		return safetext.String(stemdot.OptionKeys(strings.Join(stemdot.OpenWarnings(d), "\n")))
 	})
 }
 
@@ -363,7 +373,7 @@ func maskParse(fn string, spec *C.stemdot_cchar, sigY, sigX C.size_t, centre *ma
 	if spec == nil || nMasks == nil {
 		return fail(fn, failf(errs.Argument, "spec and n_masks must not be NULL"))
 	}
-	if _, err := sizeProduct("sig_shape", masks.MaxWeights, sigY, sigX); err != nil {
+	if _, err := sizeProduct("sig_shape", 4, masks.MaxWeights, sigY, sigX); err != nil {
 		return fail(fn, err)
 	}
 	if sigY == 0 || sigX == 0 {
@@ -405,7 +415,7 @@ func stemdot_go_mask_stack(files *C.stemdot_cstring, nFiles C.size_t, specs *C.s
 	if len(fileList)+len(specList) == 0 {
 		return fail(fn, failf(errs.Argument, "no masks: give NPY mask files (files, n_files) or mask specs (specs, n_specs)"))
 	}
-	if _, err := sizeProduct("sig_shape", masks.MaxWeights, sigY, sigX); err != nil {
+	if _, err := sizeProduct("sig_shape", 4, masks.MaxWeights, sigY, sigX); err != nil {
 		return fail(fn, err)
 	}
 	stack, err := masksFrom(fileList, specList, int(sigY), int(sigX), goCentre(centre))
@@ -444,7 +454,7 @@ func goStrings(what string, list *C.stemdot_cstring, n C.size_t) ([]string, erro
 	if list == nil {
 		return nil, failf(errs.Argument, "%s is NULL, but n_%s is %d", what, what, n)
 	}
-	if _, err := sizeProduct("n_"+what, math.MaxInt32, n); err != nil {
+	if _, err := sizeProduct("n_"+what, 8, math.MaxInt32, n); err != nil {
 		return nil, err
 	}
 	out := make([]string, n)
@@ -484,7 +494,7 @@ func stemdot_go_apply_shifted(dsHandle C.stemdot_dataset, maskData *C.stemdot_cv
 	if shifts == nil {
 		return fail(fn, failf(errs.Argument, "shifts must not be NULL (stemdot_apply applies the masks unshifted)"))
 	}
-	n, err := sizeProduct("shifts", 0, nShifts)
+	n, err := sizeProduct("n_shifts", 8, 0, nShifts)
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -516,7 +526,7 @@ func stemdot_go_descan_fit(dsHandle C.stemdot_dataset, com *C.stemdot_cchar, pla
 	var n int
 	scan, _ := dataset.ScanPositions(ds) // the whole scan, also of an ROI or a frames range
 	if shifts != nil {
-		if n, err = sizeProduct("shifts_len", 0, shiftsLen); err != nil {
+		if n, err = sizeProduct("shifts_len", 8, 0, shiftsLen); err != nil {
 			return fail(fn, err)
 		}
 		if want := 2 * product(scan); n != want {
@@ -573,7 +583,7 @@ func applyStack(fn string, dsHandle C.stemdot_dataset, stack *masks.Stack, planH
 		return fail(fn, err)
 	}
 	defer release()
-	n, err := sizeProduct("out_len", 0, outLen)
+	n, err := sizeProduct("out_len", 8, 0, outLen) // float32 or float64: at most 8 bytes
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -599,7 +609,11 @@ func applyStack(fn string, dsHandle C.stemdot_dataset, stack *masks.Stack, planH
 // maskStack is the stack of nMasks masks of sigY×sigX weights at data: float, or double
 // (f64: float32 weights and Lo parts, masks.New64).
 func maskStack(data unsafe.Pointer, f64 bool, nMasks, sigY, sigX C.size_t) (*masks.Stack, error) {
-	weights, err := sizeProduct("masks", masks.MaxWeights, nMasks, sigY, sigX)
+	elemBytes := 4
+	if f64 {
+		elemBytes = 8
+	}
+	weights, err := sizeProduct("masks", elemBytes, masks.MaxWeights, nMasks, sigY, sigX)
 	if err != nil {
 		return nil, err
 	}
@@ -633,11 +647,11 @@ func stemdot_go_com_shifts(result *C.stemdot_cvoid, resultDType C.stemdot_dtype,
 	if result == nil || shifts == nil {
 		return fail(fn, failf(errs.Argument, "result and shifts must not be NULL"))
 	}
-	n, err := sizeProduct("result", 0, nFrames, nMasks)
+	n, err := sizeProduct("result", 8, 0, nFrames, nMasks) // float32 or float64: at most 8 bytes
 	if err != nil {
 		return fail(fn, err)
 	}
-	if _, err := sizeProduct("shifts", 0, nFrames, 2); err != nil {
+	if _, err := sizeProduct("shifts", 8, 0, nFrames, 2); err != nil {
 		return fail(fn, err)
 	}
 	res := &stemdot.Result{}

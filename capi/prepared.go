@@ -83,7 +83,7 @@ func stemdot_go_apply_masks(dsHandle C.stemdot_dataset, masksHandle C.stemdot_ma
 	case shifts == nil && nShifts != 0:
 		return fail(fn, failf(errs.Argument, "shifts is NULL, but n_shifts is %d (NULL and 0 apply the masks unshifted)", nShifts))
 	case shifts != nil:
-		n, err := sizeProduct("n_shifts", 0, nShifts)
+		n, err := sizeProduct("n_shifts", 8, 0, nShifts)
 		if err != nil {
 			return fail(fn, err)
 		}

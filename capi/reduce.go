@@ -70,7 +70,7 @@ func stemdot_go_reduce(dsHandle C.stemdot_dataset, planHandle C.stemdot_plan, ru
 		return fail(fn, err)
 	}
 	defer release()
-	n, err := sizeProduct("out_len", 0, outLen)
+	n, err := sizeProduct("out_len", 8, 0, outLen)
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -105,7 +105,18 @@ func stemdot_go_pick(dsHandle C.stemdot_dataset, positions *C.stemdot_csize, nPo
 	}
 	defer release()
 	ds := v.(dataset.Dataset)
-	n, err := sizeProduct("positions", 0, nPositions, ndim)
+	if ndim > maxNavDims {
+		return fail(fn, failf(errs.Shape, "ndim %d: a scan position has at most %d coordinates", ndim, maxNavDims))
+	}
+	n, err := sizeProduct("positions", 8, 0, nPositions, ndim)
+	if err != nil {
+		return fail(fn, err)
+	}
+	// the positions as Go holds them below: a slice of ndim ints each
+	if _, err := sizeProduct("n_positions", 24+8*int(ndim), 0, nPositions); err != nil {
+		return fail(fn, err)
+	}
+	nb, err := sizeProduct("out_bytes", 1, 0, outBytes)
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -118,7 +129,7 @@ func stemdot_go_pick(dsHandle C.stemdot_dataset, positions *C.stemdot_csize, nPo
 			at[k][a] = int(min(c, uint64(1<<62))) // beyond any nav size: refused as outside
 		}
 	}
-	if err := pick(ds, at, unsafe.Slice((*byte)(out), outBytes)); err != nil {
+	if err := pick(ds, at, unsafe.Slice((*byte)(out), nb)); err != nil {
 		return fail(fn, err)
 	}
 	return succeed()
@@ -127,8 +138,8 @@ func stemdot_go_pick(dsHandle C.stemdot_dataset, positions *C.stemdot_csize, nPo
 // pick copies the frames of ds at the scan positions at into out, which must hold them
 // exactly (stemdot.Pick checks the positions).
 func pick(ds dataset.Dataset, at [][]int, out []byte) error {
-	if want := len(at) * ds.FrameBytes(); len(out) != want {
-		return failf(errs.Shape, "out_bytes %d, but %d frames of %d bytes need %d", len(out), len(at), ds.FrameBytes(), want)
+	if fb := ds.FrameBytes(); len(at) > maxBytes/fb || len(out) != len(at)*fb {
+		return failf(errs.Shape, "out_bytes %d, but %d frames of %d bytes need %.0f", len(out), len(at), fb, float64(len(at))*float64(fb))
 	}
 	fr, err := stemdot.Pick(context.Background(), ds, at)
 	if err != nil {

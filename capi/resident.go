@@ -70,7 +70,7 @@ func residentApply(fn string, h C.stemdot_resident, maskData unsafe.Pointer, f64
 	if err != nil {
 		return fail(fn, err)
 	}
-	n, err := sizeProduct("out_len", 0, outLen)
+	n, err := sizeProduct("out_len", 8, 0, outLen) // float32 or float64: at most 8 bytes
 	if err != nil {
 		return fail(fn, err)
 	}

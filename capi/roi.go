@@ -8,6 +8,7 @@ import "C"
 import (
 	"unsafe"
 
+	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 )
@@ -70,6 +71,34 @@ func stemdot_go_dataset_scan(dsHandle C.stemdot_dataset, isROI *C.int, scanNdim 
 		for i, p := range pos {
 			dst[i] = C.uint64_t(p)
 		}
+	}
+	return succeed()
+}
+
+//export stemdot_go_dataset_blanks
+func stemdot_go_dataset_blanks(dsHandle C.stemdot_dataset, runs *C.uint64_t, runsLen C.size_t, nRuns *C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_dataset_blanks"
+	defer guard(fn, &st)
+	if nRuns == nil {
+		return fail(fn, failf(errs.Argument, "n_runs must not be NULL"))
+	}
+	ds, err := getDataset(uint64(dsHandle))
+	if err != nil {
+		return fail(fn, err)
+	}
+	blanks := stemdot.BlankPositions(ds)
+	*nRuns = C.size_t(len(blanks))
+	switch {
+	case runs == nil && runsLen == 0:
+		return succeed()
+	case runs == nil:
+		return fail(fn, failf(errs.Argument, "runs is NULL but runs_len is %d: give both, or NULL and 0 to ask for n_runs", runsLen))
+	case int(runsLen) < 2*len(blanks):
+		return fail(fn, failf(errs.Shape, "runs holds %d values, but the %d runs of positions without a frame need %d", runsLen, len(blanks), 2*len(blanks)))
+	}
+	dst := unsafe.Slice((*C.uint64_t)(unsafe.Pointer(runs)), 2*len(blanks))
+	for i, r := range blanks {
+		dst[2*i], dst[2*i+1] = C.uint64_t(r[0]), C.uint64_t(r[1])
 	}
 	return succeed()
 }

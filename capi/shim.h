@@ -51,6 +51,8 @@ typedef const char *const stemdot_cstring;
       (stemdot_dataset dataset, int *is_roi, size_t *scan_ndim, size_t *scan_shape,               \
        uint64_t *positions, size_t positions_len),                                                \
       (dataset, is_roi, scan_ndim, scan_shape, positions, positions_len))                         \
+    F(dataset_blanks, (stemdot_dataset dataset, uint64_t *runs, size_t runs_len, size_t *n_runs), \
+      (dataset, runs, runs_len, n_runs))                                                          \
     F(plan_free, (stemdot_plan plan), (plan))                                                     \
     H(run_new, (stemdot_run *out), (out))                                                         \
     F(run_cancel, (stemdot_run run), (run))                                                       \

@@ -36,10 +36,11 @@
 // py4DSTEM reconstructs the phase from DPC iteratively; the direct Fourier integration
 // here is its starting point, and the method of LiberTEM-iCoM.
 //
-// Positions whose shift is not finite (NaN: a frame summing to 0) give NaN magnitude
-// there, and NaN (or ±Inf) divergence and curl where the differences use them (their
-// neighbours; at a scan's edge the position itself), as numpy does; ICoM reads them as
-// 0 and returns them, for the caller to warn about.
+// Positions whose shift is NaN (a frame summing to 0, a position outside an ROI) give NaN
+// magnitude, divergence and curl there, as LiberTEM leaves positions outside its ROI NaN,
+// and NaN (or ±Inf) divergence and curl where the differences use them (their
+// neighbours), as numpy does; ICoM reads them as 0 and returns them, for the caller to
+// warn about.
 package comfield
 
 import (
@@ -95,21 +96,34 @@ func (f Field) Magnitude() []float64 {
 }
 
 // Divergence is ∂y/∂row + ∂x/∂column (numpy.gradient) at every position, in pixels per
-// scan step. The scan must have at least 2 rows and 2 columns.
+// scan step, NaN where the position's own shift is NaN. The scan must have at least 2
+// rows and 2 columns.
 func (f Field) Divergence() []float64 {
 	out := f.gradient(f.Y, true)
 	for i, v := range f.gradient(f.X, false) {
 		out[i] += v
 	}
-	return out
+	return f.withoutShift(out)
 }
 
 // Curl is ∂y/∂column − ∂x/∂row (numpy.gradient) at every position, in pixels per scan
-// step. The scan must have at least 2 rows and 2 columns.
+// step, NaN where the position's own shift is NaN. The scan must have at least 2 rows
+// and 2 columns.
 func (f Field) Curl() []float64 {
 	out := f.gradient(f.Y, false)
 	for i, v := range f.gradient(f.X, true) {
 		out[i] -= v
+	}
+	return f.withoutShift(out)
+}
+
+// withoutShift sets out to NaN at the positions whose shift is NaN: a central difference
+// does not read its own position, but a position without a shift has no derivative.
+func (f Field) withoutShift(out []float64) []float64 {
+	for i := range out {
+		if math.IsNaN(f.Y[i]) || math.IsNaN(f.X[i]) {
+			out[i] = math.NaN()
+		}
 	}
 	return out
 }

@@ -4,7 +4,8 @@
 // recorded at every scan position of the navigation grid (nav_shape, usually
 // (nav_y, nav_x)). Frames are numbered 0..NumFrames()-1 in scan order (row-major over
 // nav_shape). Signal axes are kept in stored order: row 0 is the first stored row, with
-// no flip.
+// no flip, except for TIA SER, which stores rows bottom-up and is read as LiberTEM and
+// RosettaSciIO read it (dataset/ser).
 //
 // Each file format lives in a sub-package that registers it (Register): dataset/raw,
 // dataset/npy, dataset/mib, dataset/blo, dataset/hdf5, dataset/empad, ...; import

@@ -22,6 +22,13 @@ import (
 // its path. exposure(i) is frame i's exposure time in seconds (header field 10).
 func flybackMIB(t *testing.T, n, w, h int, exposure func(i int) float64) string {
 	t.Helper()
+	return blankFlybackMIB(t, n, w, h, exposure, nil)
+}
+
+// blankFlybackMIB is flybackMIB whose frames but those blank(i) says are blank (all
+// pixels 0) have pixel 1 set (so that frame 0 is not blank).
+func blankFlybackMIB(t *testing.T, n, w, h int, exposure func(i int) float64, blank func(i int) bool) string {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "scan.mib")
 	var b []byte
@@ -33,8 +40,12 @@ func flybackMIB(t *testing.T, n, w, h int, exposure func(i int) float64) string 
 		b = append(b, make([]byte, 384-len(hd))...)
 		for p := range 6 {
 			v := uint16(0)
-			if p == 0 {
+			switch {
+			case blank != nil && blank(i):
+			case p == 0:
 				v = uint16(i)
+			case p == 1 && blank != nil:
+				v = 1
 			}
 			b = binary.BigEndian.AppendUint16(b, v)
 		}
@@ -122,15 +133,43 @@ func TestFlybackMIB(t *testing.T) {
 		assert.Contains(t, dataset.Notes(d)[0], "the last 2 are surplus and not read (give option flyback end or start")
 		require.NoError(t, d.Close())
 	})
-	t.Run("headers alike, many rows: flyback frames at the ends", func(t *testing.T) {
+	t.Run("headers and frames alike, many rows: refused", func(t *testing.T) {
 		const h = 9
 		path := flybackMIB(t, (w+1)*h, w, h, constant)
-		d, err := dataset.Open(path, dataset.Options{})
+		_, err := dataset.Open(path, dataset.Options{})
+		require.Error(t, err)
+		assert.Equal(t, errs.Shape, errs.KindOf(err), "%v", err)
+		assert.ErrorContains(t, err, "the file holds 45 frames, 5 per scan row of nav shape (9, 4) from scan.hdr (ScanY=9, ScanX=4): a flyback frame per row, but neither the frame headers nor the frames tell whether it starts or ends the row (no exposure time set apart, no blank frame): give option flyback start or option flyback end (or option flyback none if every frame is a scan position and the last 9 are surplus)")
+	})
+	// The hidden case of #33: a blank flyback frame starting every row, the headers alike.
+	for _, c := range []struct {
+		name  string
+		lead  int
+		blank func(i int) bool
+		note  string
+	}{
+		{"blank first frames", 1, func(i int) bool { return i%(w+1) == 0 }, "read as 1 flyback frame at the start of each scan row (in every scan row, its first frame is blank (under 1/16 as many pixels not 0 as the row's second frame) and its last is not)"},
+		{"blank last frames", 0, func(i int) bool { return i%(w+1) == w }, "read as 1 flyback frame at the end of each scan row (in every scan row, its last frame is blank"},
+	} {
+		t.Run("headers alike, "+c.name, func(t *testing.T) {
+			const h = 9
+			path := blankFlybackMIB(t, (w+1)*h, w, h, constant, c.blank)
+			d, err := dataset.Open(path, dataset.Options{})
+			require.NoError(t, err)
+			defer d.Close()
+			assert.Equal(t, []int{h, w}, d.NavShape())
+			assert.Equal(t, wantFrames(h, w, 1, c.lead, 0), fileFrameOf(t, d))
+			assert.Contains(t, dataset.Notes(d)[0], c.note)
+		})
+	}
+	t.Run("headers alike, many rows: flyback frames at the ends stated", func(t *testing.T) {
+		const h = 9
+		path := flybackMIB(t, (w+1)*h, w, h, constant)
+		d, err := dataset.Open(path, dataset.Options{Flyback: dataset.Flyback{Place: dataset.FlybackEnd}})
 		require.NoError(t, err)
 		defer d.Close()
 		assert.Equal(t, []int{h, w}, d.NavShape())
 		assert.Equal(t, wantFrames(h, w, 1, 0, 0), fileFrameOf(t, d))
-		assert.Contains(t, dataset.Notes(d)[0], "read as 1 flyback frame at the end of each scan row (as Merlin's line skip writes it; the frame headers do not tell)")
 		// Ranges across rows read run by run; the mapping serves a range within a row.
 		buf := make([]byte, 7*d.FrameBytes())
 		require.NoError(t, d.ReadFrames(3, 10, buf))
@@ -172,8 +211,8 @@ func TestFlybackMIB(t *testing.T) {
 }
 
 // Flyback frames by default (#17r D5): one per row when the frame headers set it apart
-// in every scan row, or without evidence on a scan of at least 3 rows; never from one
-// frame set apart, as the first after arming.
+// in every scan row; never from one frame set apart, as the first after arming; without
+// evidence (the frames alike too), a scan of at least 3 rows is refused (#33).
 func TestFlybackAuto(t *testing.T) {
 	const short, long = 0.001, 0.0021
 	odd := func(frames ...int) func(int) float64 {
@@ -192,28 +231,33 @@ func TestFlybackAuto(t *testing.T) {
 			return short
 		}
 	}
-	const noEvidence = "(as Merlin's line skip writes it; the frame headers do not tell)"
+	const noEvidence = "neither the frame headers nor the frames tell whether it starts or ends the row"
 	for _, c := range []struct {
 		name     string
 		w, h     int
 		exposure func(int) float64
-		want     []int  // the file frame of each scan position
-		note     string // in the first note
+		want     []int  // the file frame of each scan position; nil: refused
+		note     string // in the first note, or the error
 	}{
-		{"3 rows, headers alike", 4, 3, odd(), wantFrames(3, 4, 1, 0, 0), noEvidence},
-		{"6×4, headers alike", 6, 4, odd(), wantFrames(4, 6, 1, 0, 0), noEvidence},
-		{"6×4, only frame 0 set apart", 6, 4, odd(0), wantFrames(4, 6, 1, 0, 0), noEvidence},
+		{"3 rows, headers alike", 4, 3, odd(), nil, noEvidence},
+		{"6×4, headers alike", 6, 4, odd(), nil, noEvidence},
+		{"6×4, only frame 0 set apart", 6, 4, odd(0), nil, noEvidence},
 		{"2 rows, only row 0's last frame set apart", 4, 2, odd(4), wantFrames(2, 4, 0, 0, 0), "the last 2 are surplus"},
 		{"2 rows, every row's last frame and frame 0 set apart", 4, 2, func(i int) float64 { return map[bool]float64{true: long, false: short}[i%5 == 4 || i == 0] }, wantFrames(2, 4, 1, 0, 0),
 			"read as 1 flyback frame at the end of each scan row (in every scan row, its frame header's exposure time differs from the row's other frames')"},
 		{"2 rows, every row's first frame set apart", 4, 2, every(5, 0), wantFrames(2, 4, 1, 1, 0), "at the start of each scan row (in every scan row"},
 		{"100 rows, every row's first frame set apart", 2, 100, every(3, 0), wantFrames(100, 2, 1, 1, 0),
 			"read as 1 flyback frame at the start of each scan row (in each of 64 scan rows spread over the 100, its frame header's exposure time differs from the row's other frames')"},
-		{"100 rows, every row's first frame but the last row's set apart", 2, 100, every(3, 0, 297), wantFrames(100, 2, 1, 0, 0), noEvidence},
+		{"100 rows, every row's first frame but the last row's set apart", 2, 100, every(3, 0, 297), nil, noEvidence},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := flybackMIB(t, (c.w+1)*c.h, c.w, c.h, c.exposure)
 			d, err := dataset.Open(path, dataset.Options{})
+			if c.want == nil {
+				assert.Equal(t, errs.Shape, errs.KindOf(err), "%v", err)
+				assert.ErrorContains(t, err, c.note)
+				return
+			}
 			require.NoError(t, err)
 			defer d.Close()
 			assert.Equal(t, []int{c.h, c.w}, d.NavShape())

@@ -269,9 +269,10 @@ type FileFrames struct {
 	// with no scan shape): the file states no scan shape for option nav_shape to
 	// contradict.
 	Series bool
-	// FlybackAtEnd, when set, tells from the file whether the flyback frame of each of
-	// the rows scan rows of stride frames from frame first on ends the row (true) or
-	// starts it: why is then the evidence, for the note ("" when the file does not tell).
+	// FlybackAtEnd, when set, tells from the file's frame headers whether the flyback
+	// frame of each of the rows scan rows of stride frames from frame first on ends the
+	// row (true) or starts it: why is then the evidence, for the note ("" when they do
+	// not tell; Reconcile then looks at the frames, see flyback.go).
 	FlybackAtEnd func(first, stride, rows int) (atEnd bool, why string)
 	// Notes are the format's own notes on how it read the file (a mask applied, a
 	// header field ignored): one sentence each, without a trailing period.
@@ -291,10 +292,12 @@ type FileFrames struct {
 // position p is the file's frame p (no sync offset, no flyback frames), the result is d
 // itself with the scan's nav shape; else it is a view over d, which implements Mapper
 // (mapping positions that are consecutive frames of d when d is a Mapper) and, when d is
-// a Viewer, the sync offset is not negative and there are no flyback frames, Viewer.
-// Either implements Noter with ff.Notes and the reconciliation's notes. On error d is
-// left open for the caller to close.
+// a Viewer, the sync offset is not negative and there are no flyback frames, Viewer; it
+// reports its positions without a frame (Blanker). Either implements Noter with
+// ff.Notes and the reconciliation's notes. On error d is left open for the caller to
+// close.
 func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFrames) (Dataset, error) {
+	ff.FlybackAtEnd = flybackEvidence(d, ff.Whole, ff.FlybackAtEnd)
 	nav, layout, n, err := reconcileFrames(d.Path(), opt, fileNav, source, ff)
 	if err != nil {
 		return nil, err
@@ -304,7 +307,7 @@ func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFram
 		f.setFrames(nav, n)
 		return d, nil
 	}
-	v := &scanView{Dataset: d, nav: nav, layout: layout, notes: n}
+	v := &scanView{Dataset: d, nav: nav, layout: layout, blanks: layout.blanks(product(nav)), notes: n}
 	if _, ok := d.(Viewer); ok && layout.offset >= 0 && layout.skip == 0 {
 		return &scanViewer{v}, nil
 	}
@@ -361,11 +364,12 @@ type Flat struct {
 	// index in the file) instead of Magic: its error fails the read as errs.Format,
 	// prefixed with the file.
 	CheckRecord func(header []byte, frame int) error
-	// PixelBytes and Decode describe pixels stored packed (MIB's raw-packed R64): each
-	// record holds PixelBytes bytes of them, which Decode turns into one frame of Sig and
-	// DType in host byte order. Such frames are read with positioned reads only, never
-	// viewed or mapped in place. Zero and nil: the record holds the frame's pixels as
-	// stored.
+	// PixelBytes and Decode describe pixels that are not served as stored, such as
+	// MIB's raw-packed R64 or TIA SER's rows stored bottom-up: each record holds
+	// PixelBytes bytes of them (0: the bytes of a frame of Sig and DType), which Decode
+	// turns into one frame of Sig and DType in host byte order. Such frames are read with
+	// positioned reads only, never viewed or mapped in place. Zero and nil: the record
+	// holds the frame's pixels as stored.
 	PixelBytes int64
 	Decode     func(dst, src []byte)
 }

@@ -28,16 +28,25 @@ type Options struct {
 	// shape, a MIB .hdr sidecar, a BLO header, an EMPAD XML, ...; each format package's
 	// doc says where it reads it) when it has as many positions, or as many as the file
 	// holds frames (after SyncOffset); another contradicts the file and is refused
-	// (errs.Shape) naming both (Frames reads part of a scan). Empty: use the file's, or
-	// (1, n_frames) with a warning when the file has none (raw, MIB without .hdr). A
-	// series (an NPY or HDF5 array of rank 3, a 3-D DM image, ...) gives no scan shape,
-	// only its frame count (n,): any nav shape may reshape it. A frame count that differs from the nav shape is reconciled as described in
-	// frames.go (surplus frames ignored, complete rows of an interrupted scan kept; raw
-	// files must match exactly).
+	// (errs.Shape) naming both (Frames reads part of a scan). It has 1 to MaxNavDims
+	// axes, rows first: (n,) a series, (nav_y, nav_x) a scan, (nav_z, nav_y, nav_x) a scan
+	// of planes (a time, tilt or focal series of scans); more are refused (errs.Shape).
+	// Empty: use the file's (an array's nav axes as stored, size-1 axes kept, as LiberTEM
+	// reads them: NavFromAxes), or (1, n_frames) with a warning when the file has none
+	// (raw, MIB without .hdr). A series (an NPY or HDF5 array of rank 3, a 3-D DM image,
+	// ...) gives no scan shape, only its frame count (n,): any nav shape may reshape it.
+	// A frame count that differs from the nav shape is reconciled as described in
+	// frames.go (surplus frames ignored, complete rows or planes of an interrupted scan
+	// kept; raw files must match exactly).
 	NavShape []int
 	// SyncOffset shifts frames against scan positions (LiberTEM's sync_offset): scan
 	// position p holds the file's frame p+SyncOffset. Positive: skip that many leading
-	// frames; negative: insert that many blank frames before the first.
+	// frames; negative: insert that many blank frames before the first. As in LiberTEM
+	// the nav shape is kept: the positions whose frame lies outside the file (the first
+	// -SyncOffset ones, or the last ones when the file ends before the scan by no more
+	// than SyncOffset) have no frame, read as blank (all-zero) frames and are named by
+	// Blanks and the notes; reductions leave them out (blanks.go). From -(n-1) to n-1
+	// for a file of n frames (errs.Argument).
 	SyncOffset int
 	// Flyback says which frames of each scan row are flyback frames, recorded while the
 	// beam returned to the row's start and read as no scan position (flyback.go):
@@ -90,11 +99,11 @@ type Options struct {
 // its ".raw", a TIA ".emi" its ".ser", a K2 IS ".gtg" its sector files, a raw_csr ".toml"
 // its arrays). The files stay open until Close.
 //
-// Errors name the file and the problem: missing file, unknown format (with the formats
-// supported), a size that is not a whole number of frames, frame headers that disagree,
-// an unsupported dtype, or a NavShape whose product is not the frame count. A missing
-// or bad option is named by its key in the Options documentation's snake_case ("option
-// sig_shape"); front ends rename it to their flag. Errors are classified (package errs):
+// Errors name the file and the problem: missing file, a directory, unknown format (with
+// the formats supported), a size that is not a whole number of frames, frame headers
+// that disagree, an unsupported dtype, or a NavShape whose product is not the frame
+// count. A missing or bad option is named by its key in the Options documentation's
+// snake_case ("option sig_shape"); front ends rename it to their flag. Errors are classified (package errs):
 // errs.IO for a file that cannot be opened or read, errs.Shape for a nav shape that does
 // not fit the frames or a Frames range outside them, errs.DType for an unsupported dtype, errs.Argument for a bad
 // option, errs.Format for everything else about the file's content.
@@ -123,6 +132,11 @@ func Open(path string, opt Options) (Dataset, error) {
 }
 
 func open(path string, opt Options) (Dataset, error) {
+	// No format reads a directory: say so before a format looks for files beside it (a
+	// K2 IS ".gtg" its sector files) or asks for options (raw's sig_shape).
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, errs.New(errs.IO, "dataset: %s %s: give the data file (or the sidecar that names it)", path, regfile.NotRegular(st.Mode()))
+	}
 	var format Format
 	if opt.Format == "" {
 		var err error

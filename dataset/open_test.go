@@ -1,6 +1,7 @@
 package dataset_test
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	_ "github.com/stemdot/stemdot/dataset/formats" // the tests open files of every format
 	"github.com/stemdot/stemdot/dataset/internal/frametest"
+	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -48,4 +50,28 @@ func TestIgnoredOptions(t *testing.T) {
 		frametest.CheckIgnored(t, testfiles.File(t, "blo/test1.blo"), dataset.Options{SigShape: []int{144, 144}},
 			"option sig_shape applies to raw files only and was ignored: the blo file gives sig shape (144, 144)")
 	})
+}
+
+// TestOpenDirectory: a directory given as the data file is named as a directory
+// (errs.IO), whatever its name or option format, never "not found", a count of files
+// beside it or a missing option.
+func TestOpenDirectory(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		opt  dataset.Options
+	}{
+		{"scan.raw", dataset.Options{}},
+		{"scan.gtg", dataset.Options{}},
+		{"scan.mib", dataset.Options{}},
+		{"scan", dataset.Options{Format: "frms6"}},
+		{"scan", dataset.Options{Format: "k2is"}},
+	} {
+		path := filepath.Join(dir, c.name)
+		require.NoError(t, os.MkdirAll(path, 0o755))
+		_, err := dataset.Open(path, c.opt)
+		require.Error(t, err, c.name)
+		assert.Equal(t, errs.IO, errs.KindOf(err), "%s: %v", c.name, err)
+		assert.Contains(t, err.Error(), "dataset: "+path+" is a directory", c.name)
+	}
 }

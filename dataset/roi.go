@@ -22,7 +22,9 @@ import (
 type ROI struct {
 	// Rect, when W and H are positive, selects the scan positions of columns X to X+W-1
 	// and rows Y to Y+H-1 (x = column, y = row, as the mask spec rect:X,Y,W,H). A 1-D
-	// scan (n,) is one row: Y = 0, H = 1. The rectangle must lie within the scan.
+	// scan (n,) is one row: Y = 0, H = 1; a scan of planes (nav_z, nav_y, nav_x) has the
+	// rectangle selected in every plane (a mask or an NPY file selects within planes).
+	// The rectangle must lie within the scan.
 	Rect struct{ X, Y, W, H int }
 	// Path is an NPY file holding a boolean array, or an integer array of 0 and 1, of the
 	// scan's nav shape: true (1) selects the position.
@@ -141,18 +143,20 @@ func (r ROI) positions(nav []int) ([]int, error) {
 		}
 		pos = selected(r.Mask)
 	default:
-		rows, cols := 1, nav[0]
-		if len(nav) == 2 {
-			rows, cols = nav[0], nav[1]
+		planes, rows, cols := 1, 1, nav[len(nav)-1]
+		if len(nav) >= 2 {
+			planes, rows = product(nav[:len(nav)-2]), nav[len(nav)-2]
 		}
 		x, y, w, h := r.Rect.X, r.Rect.Y, r.Rect.W, r.Rect.H
-		if len(nav) > 2 || x < 0 || y < 0 || w > cols-x || h > rows-y {
+		if x < 0 || y < 0 || w > cols-x || h > rows-y {
 			return nil, errs.New(errs.Shape, "option roi rect:%d,%d,%d,%d (columns %d..%d, rows %d..%d) is not within the scan of nav shape %s (%d rows of %d columns)",
 				x, y, w, h, x, x+w-1, y, y+h-1, npy.ShapeString(nav), rows, cols)
 		}
-		for row := y; row < y+h; row++ {
-			for col := x; col < x+w; col++ {
-				pos = append(pos, row*cols+col)
+		for z := range planes {
+			for row := y; row < y+h; row++ {
+				for col := x; col < x+w; col++ {
+					pos = append(pos, (z*rows+row)*cols+col)
+				}
 			}
 		}
 	}
@@ -182,7 +186,7 @@ func readROIFile(path string, nav []int) ([]bool, error) {
 	defer f.Close()
 	_, d, data, err := npy.ReadArray(f, size, func(h npy.Info, d npy.Descr) error {
 		if d.Kind != 'b' && d.Kind != 'i' && d.Kind != 'u' || d.Kind == 'b' && d.Size != 1 || !(d.Size == 1 || d.Size == 2 || d.Size == 4 || d.Size == 8) {
-			return errs.New(errs.Argument, "dtype '%s' is not boolean: want a bool array (or integers 0 and 1) of the scan's nav shape, e.g. numpy.save(path, roi.astype(bool))", h.Descr)
+			return errs.New(errs.Argument, "dtype %s is not boolean: want a bool array (or integers 0 and 1) of the scan's nav shape, e.g. numpy.save(path, roi.astype(bool))", npy.QuoteDescr(h.Descr))
 		}
 		if !slices.Equal(h.Shape, nav) {
 			return errs.New(errs.Shape, "the array's shape %s is not the scan's nav shape %s", npy.ShapeString(h.Shape), npy.ShapeString(nav))
@@ -210,7 +214,12 @@ func readROIFile(path string, nav []int) ([]bool, error) {
 			v = order.Uint64(data[8*i:])
 		}
 		if v > 1 {
-			return nil, errs.New(errs.Argument, "option roi: %s: position %d holds %d: an ROI holds only 0 and 1 (false and true)", path, i, int64(v))
+			stored := strconv.FormatUint(v, 10) // unsigned as stored: a uint64 2⁶⁴−1 is not -1
+			if d.Kind == 'i' {
+				shift := 64 - 8*d.Size // sign-extend: an int8 -1 (0xff) is -1, not 255
+				stored = strconv.FormatInt(int64(v<<shift)>>shift, 10)
+			}
+			return nil, errs.New(errs.Argument, "option roi: %s: position %d holds %s: an ROI holds only 0 and 1 (false and true)", path, i, stored)
 		}
 		mask[i] = v == 1
 	}
@@ -284,19 +293,24 @@ func Select(ds Dataset, roi ROI) (Dataset, error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.Argument, fmt.Errorf("dataset: %s: %w", describePath(ds), err))
 	}
+	return selectPositions(ds, pos), nil
+}
+
+// selectPositions is Select of the frames pos of ds (ascending, at least one).
+func selectPositions(ds Dataset, pos []int) Dataset {
 	s := &selection{Dataset: ds, scan: ds.NavShape(), pos: pos}
 	s.contiguous = pos[len(pos)-1]-pos[0] == len(pos)-1
 	_, view := ds.(Viewer)
 	_, mapped := ds.(Mapper)
 	switch {
 	case view && mapped:
-		return viewMapSelection{s}, nil
+		return viewMapSelection{s}
 	case view:
-		return viewSelection{s}, nil
+		return viewSelection{s}
 	case mapped:
-		return mapSelection{s}, nil
+		return mapSelection{s}
 	}
-	return s, nil
+	return s
 }
 
 // selection is the view of Select; the embedded Dataset supplies Format, Path,

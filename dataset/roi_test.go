@@ -1,6 +1,7 @@
 package dataset_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/dataset/internal/frametest"
 	"github.com/stemdot/stemdot/errs"
+	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
@@ -92,12 +94,8 @@ func writeROI(t *testing.T, dir string, nav []int, pos []int) string {
 	for _, p := range pos {
 		b[p] = 1
 	}
-	shape := fmt.Sprintf("(%d,)", nav[0])
-	if len(nav) == 2 {
-		shape = fmt.Sprintf("(%d, %d)", nav[0], nav[1])
-	}
 	path := filepath.Join(dir, fmt.Sprintf("roi%d.npy", len(pos)))
-	require.NoError(t, os.WriteFile(path, frametest.NPYBytes("|b1", false, shape, b), 0o644))
+	require.NoError(t, os.WriteFile(path, frametest.NPYBytes("|b1", false, stemnpy.ShapeString(nav), b), 0o644))
 	return path
 }
 
@@ -162,6 +160,48 @@ func TestSelectRawNPYAndMemory(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A scan of planes (2, 3, 4) from a 5-D NPY file: rect:X,Y,W,H selects the rectangle
+// in every plane; a mask and an NPY file of the scan's 3-D nav shape select positions
+// of any plane (#33).
+func TestSelectScanOfPlanes(t *testing.T) {
+	dir := t.TempDir()
+	nav := []int{2, 3, 4}
+	path := filepath.Join(dir, "planes.npy")
+	px := make([]byte, 24*2*2*2)
+	for i := range px {
+		px[i] = byte(i * 5)
+	}
+	require.NoError(t, os.WriteFile(path, frametest.NPYBytes("<u2", false, "(2, 3, 4, 2, 2)", px), 0o644))
+	full, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	defer full.Close()
+	require.Equal(t, nav, full.NavShape())
+	rect, err := dataset.ParseROI("rect:1,1,2,2") // columns 1, 2 of rows 1, 2 of each plane
+	require.NoError(t, err)
+	mask := make([]bool, 24)
+	mask[3], mask[13], mask[23] = true, true, true
+	for _, c := range []struct {
+		name string
+		roi  dataset.ROI
+		pos  []int
+	}{
+		{"rect", rect, []int{5, 6, 9, 10, 17, 18, 21, 22}},
+		{"mask", dataset.ROI{Mask: mask, Shape: nav}, []int{3, 13, 23}},
+		{"npy file", dataset.ROI{Path: writeROI(t, dir, nav, []int{0, 12, 20})}, []int{0, 12, 20}},
+	} {
+		view, err := dataset.Open(path, dataset.Options{ROI: c.roi})
+		require.NoError(t, err, c.name)
+		checkSelection(t, full, view, nav, c.pos)
+		require.NoError(t, view.Close())
+	}
+	_, err = dataset.Open(path, dataset.Options{ROI: dataset.ROI{Mask: make([]bool, 12), Shape: []int{3, 4}}})
+	assert.ErrorContains(t, err, "option roi: the mask's shape (3, 4) is not the scan's nav shape (2, 3, 4)")
+	rect, err = dataset.ParseROI("rect:0,2,1,2")
+	require.NoError(t, err)
+	_, err = dataset.Open(path, dataset.Options{ROI: rect})
+	assert.ErrorContains(t, err, "option roi rect:0,2,1,2 (columns 0..0, rows 2..3) is not within the scan of nav shape (2, 3, 4) (3 rows of 4 columns)")
 }
 
 func TestSelectMIB(t *testing.T) {
@@ -293,7 +333,10 @@ func TestROIErrors(t *testing.T) {
 		{write("shape.npy", "|b1", "(4, 3)", make([]byte, 12)), errs.Shape, []string{"option roi", "shape (4, 3) is not the scan's nav shape (3, 4)"}},
 		{write("flat.npy", "|b1", "(12,)", make([]byte, 12)), errs.Shape, []string{"option roi", "(12,)", "(3, 4)"}},
 		{write("float.npy", "<f4", "(3, 4)", make([]byte, 48)), errs.Argument, []string{"option roi", "dtype '<f4' is not boolean"}},
+		{write("escaped.npy", "\x1b[2J", "(3, 4)", make([]byte, 12)), errs.Argument, []string{"option roi", `dtype '\x1b[2J' is not boolean`}},
 		{write("two.npy", "<i2", "(3, 4)", append([]byte{1, 0, 2}, make([]byte, 21)...)), errs.Argument, []string{"option roi", "position 1 holds 2"}},
+		{write("max.npy", "<u8", "(3, 4)", append(bytes.Repeat([]byte{0xff}, 8), make([]byte, 88)...)), errs.Argument, []string{"option roi", "position 0 holds 18446744073709551615:"}},
+		{write("minus.npy", "|i1", "(3, 4)", append([]byte{0, 0, 0xff}, make([]byte, 9)...)), errs.Argument, []string{"option roi", "position 2 holds -1:"}},
 		{write("empty.npy", "|b1", "(3, 4)", make([]byte, 12)), errs.Argument, []string{"option roi", "selects no scan position"}},
 		{"rect:2,1,3,1", errs.Shape, []string{"option roi rect:2,1,3,1", "not within the scan of nav shape (3, 4)"}},
 		{"rect:0,3,1,1", errs.Shape, []string{"option roi", "rows 3..3"}},

@@ -3,6 +3,7 @@ package dataset
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/npy"
@@ -67,25 +68,15 @@ func checkNav(nav []int, source string) (int, error) {
 	return p, nil
 }
 
+// MaxNavDims is the most nav axes a scan has: a series (n,), a scan (nav_y, nav_x) or a
+// scan of planes (nav_z, nav_y, nav_x) (a time, tilt or focal series of scans), as
+// LiberTEM reads them. Reconcile refuses a file's scan of more axes, and a nav shape
+// option of more, naming option nav_shape.
+const MaxNavDims = 3
+
 // NavFromAxes is the nav shape of an array's stored nav axes (those before its two sig
-// axes), for a format's Reconcile: one axis, of an array of rank 3, as it is, (n) →
-// (n), as LiberTEM gives it; of more, the size-1 axes dropped and the leading ones of
-// more than two merged: (2, 2, 1) → (2, 2), (t, y, x) → (t·y, x), (1, n) → (1, n).
-func NavFromAxes(stored []int) []int {
-	if len(stored) == 1 {
-		return []int{stored[0]}
-	}
-	var nav []int
-	for _, n := range stored {
-		if n != 1 {
-			nav = append(nav, n)
-		}
-	}
-	switch {
-	case len(nav) < 2:
-		return []int{1, product(nav)}
-	case len(nav) > 2:
-		return []int{product(nav[:len(nav)-1]), nav[len(nav)-1]}
-	}
-	return nav
-}
+// axes), for a format's Reconcile: the axes as stored, size-1 axes included, as
+// LiberTEM gives them: (n) → (n), (2, 2, 1) → (2, 2, 1), (t, y, x) → (t, y, x).
+// Reconcile refuses more than MaxNavDims of them unless option nav_shape reshapes the
+// scan.
+func NavFromAxes(stored []int) []int { return slices.Clone(stored) }

@@ -53,8 +53,8 @@ func (s *SparseFrames) Frames() int { return max(len(s.Indptr)-1, 0) }
 // NNZ is the number of events in s.
 func (s *SparseFrames) NNZ() int { return len(s.Indices) }
 
-// AppendBlank appends n frames without events (the blank frames a negative sync offset
-// inserts).
+// AppendBlank appends n frames without events (the scan positions without a frame,
+// blanks.go).
 func (s *SparseFrames) AppendBlank(n int) {
 	if len(s.Indptr) == 0 {
 		s.Indptr = append(s.Indptr, 0)
@@ -66,10 +66,19 @@ func (s *SparseFrames) AppendBlank(n int) {
 
 // Densify writes the frames of s, of sig_shape sig and dtype dt, into dst as ReadFrames
 // delivers them (frame-major, native dtype, host byte order): zero where no event is,
-// the sum of the events' values (in dt, wrapping as integers do) where some are. dst
-// must hold Frames()·sig_y·sig_x·dt.Size() bytes. An event outside the frame or a
-// malformed s is an errs.Format error (a reader checks its file's events before).
+// the sum of the events' values where some are. dst must hold
+// Frames()·sig_y·sig_x·dt.Size() bytes. An event outside the frame or a malformed s is
+// an errs.Format error (a reader checks its file's events before); integer events whose
+// sum at a pixel is outside dt are an errs.DType error naming the frame and the pixel,
+// never a sum wrapped around (the gather of the mask-dot product adds them in float64:
+// the two would differ).
 func (s *SparseFrames) Densify(dst []byte, sig [2]int, dt DType) error {
+	return s.densify(dst, sig, dt, 0, "densify sparse frames")
+}
+
+// densify is Densify, its errors naming the data name and numbering s's frames from
+// first.
+func (s *SparseFrames) densify(dst []byte, sig [2]int, dt DType, first int, name string) error {
 	pixels := sig[0] * sig[1]
 	fb := pixels * dt.Size()
 	frames := s.Frames()
@@ -81,25 +90,31 @@ func (s *SparseFrames) Densify(dst []byte, sig [2]int, dt DType) error {
 	}
 	dst = dst[:frames*fb]
 	clear(dst)
+	f, k := -1, 0
 	switch dt {
 	case Uint8:
-		scatterAdd[uint8](dst, s, pixels)
+		f, k = scatterAddInt[uint8](dst, s, pixels)
 	case Uint16:
-		scatterAdd[uint16](dst, s, pixels)
+		f, k = scatterAddInt[uint16](dst, s, pixels)
 	case Uint32:
-		scatterAdd[uint32](dst, s, pixels)
+		f, k = scatterAddInt[uint32](dst, s, pixels)
 	case Int8:
-		scatterAdd[int8](dst, s, pixels)
+		f, k = scatterAddInt[int8](dst, s, pixels)
 	case Int16:
-		scatterAdd[int16](dst, s, pixels)
+		f, k = scatterAddInt[int16](dst, s, pixels)
 	case Int32:
-		scatterAdd[int32](dst, s, pixels)
+		f, k = scatterAddInt[int32](dst, s, pixels)
 	case Float32:
 		scatterAdd[float32](dst, s, pixels)
 	case Float64:
 		scatterAdd[float64](dst, s, pixels)
 	default:
 		return errs.New(errs.DType, "dataset: densify sparse frames: invalid dtype %v", dt)
+	}
+	if f >= 0 {
+		p := int(s.Indices[k])
+		return errs.New(errs.DType, "dataset: %s: frame %d: its events at pixel %d (y %d, x %d) add up to more than %v holds (event %d of the frame overflows it): the frame cannot be densified; sum duplicate events into a wider dtype (scipy's sum_duplicates)",
+			name, first+f, p, p/sig[1], p%sig[1], dt, k-s.Indptr[f])
 	}
 	return nil
 }
@@ -131,9 +146,7 @@ func nativeSlice[N any](b []byte) []N {
 }
 
 // scatterAdd adds the events of s into the zeroed frames dst of pixels pixels of N.
-func scatterAdd[N interface {
-	uint8 | uint16 | uint32 | int8 | int16 | int32 | float32 | float64
-}](dst []byte, s *SparseFrames, pixels int) {
+func scatterAdd[N float32 | float64](dst []byte, s *SparseFrames, pixels int) {
 	out, val := nativeSlice[N](dst), nativeSlice[N](s.Data)
 	for f := range s.Frames() {
 		frame := out[f*pixels : (f+1)*pixels]
@@ -141,6 +154,25 @@ func scatterAdd[N interface {
 			frame[s.Indices[k]] += val[k]
 		}
 	}
+}
+
+// scatterAddInt adds the integer events of s into the zeroed frames dst of pixels
+// pixels of N; it stops at the first event whose sum overflows N and returns its frame
+// and event (k of s), else frame -1.
+func scatterAddInt[N uint8 | uint16 | uint32 | int8 | int16 | int32](dst []byte, s *SparseFrames, pixels int) (frame, event int) {
+	out, val := nativeSlice[N](dst), nativeSlice[N](s.Data)
+	for f := range s.Frames() {
+		fr := out[f*pixels : (f+1)*pixels]
+		for k := s.Indptr[f]; k < s.Indptr[f+1]; k++ {
+			a, v := fr[s.Indices[k]], val[k]
+			sum := a + v
+			if v > 0 && sum < a || v < 0 && sum > a {
+				return f, k
+			}
+			fr[s.Indices[k]] = sum
+		}
+	}
+	return -1, 0
 }
 
 // SparseReader is implemented by datasets whose frames are stored sparse (SparseOf
@@ -162,7 +194,7 @@ type SparseReader interface {
 // Close. That memory must not be written: never Reset or append to a dst that holds a
 // view (keep a SparseFrames for views only). ViewSparse returns false, and leaves dst
 // unspecified, when the frames cannot be viewed (frames not consecutive in the file, the
-// blank frames of a negative sync offset): read them with ReadSparse then. Errors are
+// scan positions without a frame, Blanks): read them with ReadSparse then. Errors are
 // those of ReadSparse, but the indices of a file's events are not checked against the
 // frame: a consumer checks each event's pixel as it reads it (the engine's gather
 // kernel does). The mapping of a file faults when the file shrinks while it is read:
@@ -243,37 +275,29 @@ func (v sparseView) ReleaseSparse(start, end int) error {
 	return r.ReleaseSparse(first, first+end-start)
 }
 
-// Sparse reads the scan positions of the view from the file's sparse frames: blank
-// frames where a negative sync offset inserts them, flyback frames skipped.
+// Sparse reads the scan positions of the view from the file's sparse frames: frames
+// without events at the positions without a frame (blanks.go), flyback frames skipped.
 func (d *scanView) Sparse() SparseReader {
 	inner := SparseOf(d.Dataset)
 	if inner == nil {
 		return nil
 	}
-	check := func(start, end int) error {
-		return checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes())
-	}
 	return sparseView{inner: inner, read: func(start, end int, dst *SparseFrames) error {
-		if err := check(start, end); err != nil {
+		if err := checkRange(d.Path(), start, end, d.NumFrames(), d.FrameBytes(), (end-start)*d.FrameBytes()); err != nil {
 			return err
 		}
 		var err error
 		d.layout.runs(start, end, func(_, frame, n int) bool {
-			blank := min(max(-frame, 0), n)
-			dst.AppendBlank(blank)
-			if blank < n {
-				err = inner.ReadSparse(frame+blank, frame+n, dst)
+			a, b := d.layout.held(frame, n)
+			dst.AppendBlank(a)
+			if a < b {
+				err = inner.ReadSparse(frame+a, frame+b, dst)
 			}
+			dst.AppendBlank(n - b)
 			return err == nil
 		})
 		return err
-	}, frames: func(start, end int) (int, bool, error) {
-		if err := check(start, end); err != nil {
-			return 0, false, err
-		}
-		first := d.layout.frame(start)
-		return first, first >= 0 && (end == start || d.layout.frame(end-1)-first == end-1-start), nil
-	}}
+	}, frames: d.fileRun}
 }
 
 // Sparse reads the selected scan positions from the dataset's sparse frames, a run of
@@ -428,7 +452,8 @@ var densePool = sync.Pool{New: func() any { return new(SparseFrames) }}
 
 // ReadDensified is a sparse dataset's ReadFrames once the request is checked: frames
 // [start, end) of sr read as events (ReadSparse) into a pooled buffer, then densified
-// into dst as frames of sig_shape sig and dtype dt (Densify).
+// into dst as frames of sig_shape sig and dtype dt (Densify; a sum outside dt is an
+// errs.DType error naming sr's file, when sr is a Dataset, and the frame).
 func ReadDensified(sr SparseReader, start, end int, sig [2]int, dt DType, dst []byte) error {
 	sf := densePool.Get().(*SparseFrames)
 	defer densePool.Put(sf)
@@ -436,7 +461,11 @@ func ReadDensified(sr SparseReader, start, end int, sig [2]int, dt DType, dst []
 	if err := sr.ReadSparse(start, end, sf); err != nil {
 		return err
 	}
-	return sf.Densify(dst, sig, dt)
+	name := "sparse data"
+	if ds, ok := sr.(Dataset); ok {
+		name = describePath(ds)
+	}
+	return sf.densify(dst, sig, dt, start, name)
 }
 
 func (d *sparseMemory) checkRead(start, end int) error {

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
@@ -232,8 +234,12 @@ func badEvent(sf *dataset.SparseFrames, pixels int) error {
 	for k, p := range sf.Indices {
 		if uint32(p) >= uint32(pixels) {
 			f, _ := slices.BinarySearch(sf.Indptr, k+1)
-			return errs.New(errs.Format, "event %d of frame %d is at pixel %d, outside the frame of %d pixels (check sig_shape and the indices' dtype)",
-				k-sf.Indptr[f-1], f-1, uint32(p), pixels)
+			at := strconv.FormatUint(uint64(uint32(p)), 10)
+			if p < 0 { // the file's int32 or uint32 index, as stored: either reading
+				at += fmt.Sprintf(" (%d as int32)", p)
+			}
+			return errs.New(errs.Format, "event %d of frame %d is at pixel %s, outside the frame of %d pixels (check sig_shape and the indices' dtype)",
+				k-sf.Indptr[f-1], f-1, at, pixels)
 		}
 	}
 	return nil

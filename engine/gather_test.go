@@ -313,7 +313,11 @@ func TestGatherBadEvent(t *testing.T) {
 					err := g.apply(&sf, make([]float64, 2*nMasks))
 					require.Error(t, err, "%d masks, event %d at pixel %d", nMasks, bad, p)
 					assert.Equal(t, errs.Format, errs.KindOf(err))
-					assert.Contains(t, err.Error(), fmt.Sprintf("event %d of frame 1 is at pixel %d, outside the frame of 64 pixels", bad, uint32(p)))
+					at := fmt.Sprint(uint32(p))
+					if p < 0 {
+						at += " (-1 as int32)"
+					}
+					assert.Contains(t, err.Error(), fmt.Sprintf("event %d of frame 1 is at pixel %s, outside the frame of 64 pixels", bad, at))
 				}
 			}
 		}

@@ -225,3 +225,66 @@ func TestReduceReadErrorAndCancel(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorContains(t, err, "reduce: stopped after")
 }
+
+// TestReduceStdHuge: the std of finite float64 frames is finite and right at any
+// magnitude: pixels of values around 1e150 to 1e300 (where (x − mean)² overflows), of
+// both signs up to ±1.7e308 (where x − mean overflows), beside a pixel whose first frame
+// is ordinary and later ones huge, and ordinary pixels, with several workers and tiles;
+// against a float64 two-pass reference on values scaled per pixel by a power of two
+// (numpy's std of x·2⁻ᵉ, times 2ᵉ). Ordinary pixels keep the same sums and mean.
+func TestReduceStdHuge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(49, 50))
+	const frames, px = 40, 8
+	ds := &memDataset{nav: []int{frames}, sig: [2]int{1, px}, dt: dataset.Float64, data: make([]byte, frames*px*8)}
+	value := func(f, p int) float64 {
+		switch p {
+		case 0, 1, 2, 3: // 1e150, 1e200, 1e250, 1e300 with a spread of 10%
+			return math.Pow(10, float64(150+50*p)) * (1 + 0.1*rng.NormFloat64())
+		case 4: // both signs near the float64 limit
+			return math.MaxFloat64 * (2*rng.Float64() - 1)
+		case 5: // an ordinary first frame, the reference of the shifted sums, then huge
+			if f == 0 {
+				return 3
+			}
+			return 1e280 * rng.NormFloat64()
+		case 6: // opposite signs from frame to frame
+			return float64(1-2*(f%2)) * 1e300 * (1 + rng.Float64())
+		}
+		return 100 + rng.NormFloat64()
+	}
+	for f := range frames {
+		for p := range px {
+			ds.setFloat(f*px+p, value(f, p))
+		}
+	}
+	want := make([]float64, px)
+	for p := range px {
+		c := 0.0
+		for f := range frames {
+			c = max(c, math.Abs(pixel(ds.data, dataset.Float64, f*px+p)))
+		}
+		_, e := math.Frexp(c)
+		var mean, ss float64
+		for f := range frames {
+			mean += math.Ldexp(pixel(ds.data, dataset.Float64, f*px+p), -e)
+		}
+		mean /= frames
+		for f := range frames {
+			d := math.Ldexp(pixel(ds.data, dataset.Float64, f*px+p), -e) - mean
+			ss += d * d
+		}
+		want[p] = math.Ldexp(math.Sqrt(ss/frames), e)
+	}
+	_, ordinaryMean, _, ordinaryStd := reduceReference(t, ds)
+	for _, workers := range []int{1, 3} {
+		res, err := Reduce(context.Background(), ds, evenPlan(anyCPUs, workers, frames, 5), ReduceOptions{Mean: true, Std: true, TileFrames: 3, NoPin: true})
+		require.NoError(t, err)
+		for p := range px {
+			require.False(t, math.IsNaN(res.Std[p]) || math.IsInf(res.Std[p], 0), "pixel %d: std %v", p, res.Std[p])
+			require.InEpsilon(t, want[p], res.Std[p], 1e-12, "pixel %d, %d workers", p, workers)
+		}
+		require.InEpsilon(t, ordinaryStd[7], res.Std[7], 1e-12)
+		require.InEpsilon(t, ordinaryMean[7], res.Mean[7], 1e-14)
+		require.InEpsilon(t, ordinaryMean[3], res.Mean[3], 1e-12)
+	}
+}

@@ -24,6 +24,9 @@
  *   stemdot_last_error(). No function aborts or crashes the host process on bad input;
  *   an unexpected failure inside the library (a Go panic) is recovered and reported as
  *   STEMDOT_ERR_INTERNAL. Invalid (non-NULL but dangling) pointers cannot be detected.
+ *   Sizes whose product (in elements or bytes) cannot be the size of a buffer are
+ *   STEMDOT_ERR_SHAPE. Messages (errors, stemdot_dataset_warnings) carry no terminal
+ *   control characters: those of strings from files are escaped (ESC as \x1b).
  *
  * Handles
  *   Datasets, plans and runs are opaque 64-bit handles; 0 is never a valid handle. A
@@ -154,8 +157,9 @@ const char *stemdot_status_name(stemdot_status status);
  *               dataset's missing source file, chunks never written, external raw
  *               storage cut short) as the fill value, with a warning counting the frames
  *               (stemdot_dataset_warnings); false (default) refuses the file (IO, FORMAT)
- *   nav_shape   e.g. 4,4 (overrides the file's scan shape when it has as many positions,
- *               or as many as the file has frames; another is refused: SHAPE)
+ *   nav_shape   N, Y,X or Z,Y,X, e.g. 4,4 or 2,4,4 (overrides the file's scan shape,
+ *               an array's nav axes as stored, when it has as many positions, or as
+ *               many as the file has frames; another, or more than 3 sizes: SHAPE)
  *   sig_shape   e.g. 256,256 (raw only)
  *   dtype       uint8 | uint16 | uint32 | int8 | int16 | int32 | float32 | float64 (raw)
  *   byte_order  little | big (raw; default little)
@@ -163,14 +167,16 @@ const char *stemdot_status_name(stemdot_status status);
  *   frame_header, frame_footer  bytes before/after every frame's pixels, e.g. 1024 or 1KiB
  *               (raw; default 0); offset takes units too
  *   sync_offset scan position p reads the file's frame p+N: N > 0 skips N leading
- *               frames, N < 0 inserts -N blank frames first (default 0)
+ *               frames, N < 0 inserts -N blank frames first (default 0); the nav shape is
+ *               kept: positions without a frame read as blank frames, left out of
+ *               stemdot_reduce (stemdot_dataset_blanks names them)
  *   flyback     flyback frames of each scan row, read as no scan position: start | end
  *               (one per row) | start:N | end:N | none | auto (default: one per row when
  *               the file holds (nav_x+1)*nav_y frames, with a warning)
  *   roi         a region of interest: only the scan positions it selects are read, as
  *               a dataset of nav shape (n_selected,) in scan order (stemdot_dataset_scan
  *               gives their positions): rect:X,Y,W,H (scan columns X..X+W-1, rows
- *               Y..Y+H-1), the path of an NPY file of booleans (or 0/1) of the scan's
+ *               Y..Y+H-1; of every plane of a nav shape Z,Y,X), the path of an NPY file of booleans (or 0/1) of the scan's
  *               nav shape, or bits:SHAPE:HEX (e.g. bits:64,64:ff00...: the positions
  *               packed 8 a byte in C order, the first in the most significant bit, as
  *               numpy.packbits(roi.ravel()).tobytes().hex()); applied after nav_shape,
@@ -299,6 +305,21 @@ stemdot_status stemdot_dataset_select(stemdot_dataset dataset, const char *roi, 
  */
 stemdot_status stemdot_dataset_scan(stemdot_dataset dataset, int *is_roi, size_t *scan_ndim,
                                     size_t *scan_shape, uint64_t *positions, size_t positions_len);
+
+/*
+ * The scan positions of the dataset's frames that have no frame in the file: a sync
+ * offset (option sync_offset, LiberTEM's) moved the file's frames off them, the first
+ * ones for a negative offset, the last ones for a positive one. They read as blank
+ * (all-zero) frames, so stemdot_apply gives 0 there; stemdot_reduce leaves them out.
+ * Writes *n_runs runs of them into runs as (first, count) pairs of flat scan positions
+ * (C order over the scan shape of stemdot_dataset_scan), ascending: runs[2i] is the
+ * first position of run i, runs[2i+1] its count. runs_len is the number of uint64_t
+ * runs holds (2 per run); runs NULL with runs_len 0 asks for *n_runs only (OK); a
+ * too-small buffer gives SHAPE (and *n_runs). *n_runs is 0 when every position has a
+ * frame. Errors: BAD_HANDLE, INVALID_ARGUMENT (n_runs NULL), SHAPE. Thread-safe.
+ */
+stemdot_status stemdot_dataset_blanks(stemdot_dataset dataset, uint64_t *runs, size_t runs_len,
+                                      size_t *n_runs);
 
 /*
  * Writes the plan as JSON ({"cores_usable":..,"workers":[..],"partitions":[..]}) into
@@ -457,13 +478,16 @@ stemdot_status stemdot_apply64(stemdot_dataset dataset, const double *masks, siz
  * std that is not NULL receives that frame, out_len doubles (out_len must be
  * sig_y*sig_x), C order of shape (sig_y, sig_x); only the frames asked are computed.
  *   sum[i]  = Σ_f frame_f[i] (LiberTEM's SumUDF; exact for integer frames up to 2^53)
- *   mean[i] = sum[i] / n_frames
+ *   mean[i] = sum[i] / n
  *   max[i]  = max_f frame_f[i]
- *   std[i]  = sqrt(Σ_f (frame_f[i] − mean[i])² / n_frames): the population standard
+ *   std[i]  = sqrt(Σ_f (frame_f[i] − mean[i])² / n): the population standard
  *             deviation (ddof 0), as LiberTEM's StdDevUDF and numpy's std; computed from
  *             shifted sums per worker merged by Chan et al.'s update (numerically stable)
- * A NaN pixel in any frame makes that pixel NaN in each; ±Inf gives ±Inf sums, means and
- * maxima (NaN where both occur) and a NaN std, as numpy does.
+ * over the n frames of the file: the positions without a frame (a sync offset's,
+ * stemdot_dataset_blanks) are left out, as LiberTEM's StdDevUDF leaves them out (none
+ * left: sum 0, mean, max and std NaN). A NaN pixel in any frame makes that pixel NaN in
+ * each; ±Inf gives ±Inf sums, means and maxima (NaN where both occur) and a NaN std, as
+ * numpy does.
  * plan: 0 = the default plan. Reductions are bound by memory bandwidth: they run on CPU
  *   workers only; a plan with gpus "auto" gives CPU workers, one with GPU workers by count
  *   or list is refused (INVALID_ARGUMENT naming option gpus).
@@ -479,7 +503,8 @@ stemdot_status stemdot_reduce(stemdot_dataset dataset, stemdot_plan plan, stemdo
  * Copies the frames at n_positions scan positions into out, in the order given, in the
  * dataset's native dtype (host byte order), C order of shape (n_positions, sig_y, sig_x),
  * as LiberTEM's PickUDF. positions: n_positions × ndim coordinates, ndim = the nav
- * shape's dimensions ((y, x) for a 2-D nav shape, (n) for a 1-D one), each from 0 to its
+ * shape's dimensions ((y, x) for a 2-D nav shape, (n) for a 1-D one, (z, y, x) for a
+ * 3-D one), each from 0 to its
  * size − 1. out_bytes must be n_positions × the frame's bytes. Errors: BAD_HANDLE,
  * INVALID_ARGUMENT (NULL pointers, no position), SHAPE (a position outside the nav shape
  * or with ndim other than the nav shape's, out_bytes), IO. Thread-safe.

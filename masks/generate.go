@@ -22,11 +22,18 @@ func Disk(sig [2]int, cx, cy, r float64) (*Stack, error) {
 
 // Ring returns one mask named "ring" on frames of sig_shape sig: weight 1 at the pixels
 // with rInner² < (x−cx)² + (y−cy)² ≤ rOuter², 0 elsewhere, which is Disk(rOuter) minus
-// Disk(rInner) (LiberTEM masks.ring). It is the annular dark-field detector. Radii are in
-// pixels, positive, finite, and rInner < rOuter. It returns an error for a bad sig,
-// centre or radii, or a ring that selects no pixel of the frame.
+// Disk(rInner) (LiberTEM masks.ring: outer & ~inner, pixel for pixel). It is the annular
+// dark-field detector. Radii are in pixels, finite, rOuter positive and rInner at least 0
+// and less than rOuter. rInner 0 gives the disk of radius rOuter less the pixel at its
+// centre when the centre is a pixel (x = cx and y = cy: 0 < 0 is false), as LiberTEM's
+// ring of radius_inner 0 does. It returns an error for a bad sig, centre or radii, or a
+// ring that selects no pixel of the frame.
 func Ring(sig [2]int, cx, cy, rInner, rOuter float64) (*Stack, error) {
-	err := cmp.Or(checkCentre(sig, cx, cy), checkRadius("inner radius", rInner), checkRadius("outer radius", rOuter))
+	err := checkCentre(sig, cx, cy)
+	if err == nil && (!(rInner >= 0) || math.IsInf(rInner, 0)) {
+		err = fmt.Errorf("inner radius must be 0 or positive, and finite, got %g", rInner)
+	}
+	err = cmp.Or(err, checkRadius("outer radius", rOuter))
 	if err != nil {
 		return nil, fmt.Errorf("ring: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,6 +109,59 @@ func TestRingPixels(t *testing.T) {
 		"#...#",
 		".#.#.",
 		"..#.."), grid(t, s, 0))
+}
+
+// TestRingInnerZero (LiberTEM peer G02): a ring of inner radius 0 is accepted and is
+// libertem.masks.ring's, outer & ~inner with both disks made by its formula (x, y =
+// np.ogrid[-cy:sig_y-cy, -cx:sig_x-cx]; x*x + y*y <= r*r): the disk of radius RO less
+// the centre pixel when the centre is a pixel, the whole disk otherwise; the peer's four
+// refused cases among them.
+func TestRingInnerZero(t *testing.T) {
+	libertem := func(sig [2]int, cx, cy, ri, ro float64) []float32 {
+		out := make([]float32, sig[0]*sig[1])
+		for row := range sig[0] {
+			for col := range sig[1] {
+				x, y := -cy+float64(row), -cx+float64(col)
+				d := x*x + y*y
+				if d <= ro*ro && !(d <= ri*ri) {
+					out[row*sig[1]+col] = 1
+				}
+			}
+		}
+		return out
+	}
+	s, err := Ring([2]int{5, 5}, 2, 2, 0, 1)
+	require.NoError(t, err)
+	assert.Equal(t, rows(
+		".....",
+		"..#..",
+		".#.#.",
+		"..#..",
+		"....."), grid(t, s, 0))
+	sig := [2]int{37, 53}
+	cases := [][2]float64{{8, 14}, {31, 36}, {29.60552980371328, 1.7540725867249307}, {47.128378152843744, 11.013023882987456}}
+	radii := []float64{2, 14, 3.4663, 18.71}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100 {
+		cx, cy := rng.Float64()*60-4, rng.Float64()*44-4
+		if len(cases)%2 == 0 {
+			cx, cy = math.Round(cx), math.Round(cy)
+		}
+		cases, radii = append(cases, [2]float64{cx, cy}), append(radii, 0.5+rng.Float64()*20)
+	}
+	for i, c := range cases {
+		want := libertem(sig, c[0], c[1], 0, radii[i])
+		ring, err := Ring(sig, c[0], c[1], 0, radii[i])
+		if !slices.Contains(want, 1) {
+			require.ErrorContains(t, err, "selects no pixel")
+			continue
+		}
+		require.NoError(t, err, "ring:%v,%v,0,%v", c[0], c[1], radii[i])
+		require.Equal(t, want, ring.Mask(0), "ring:%v,%v,0,%v", c[0], c[1], radii[i])
+		parsed, err := Parse(fmt.Sprintf("ring:%v,%v,0,%v", c[0], c[1], radii[i]), sig)
+		require.NoError(t, err)
+		require.Equal(t, want, parsed.Mask(0))
+	}
 }
 
 func TestRingIsOuterDiskMinusInnerDisk(t *testing.T) {
@@ -228,7 +282,8 @@ func TestGeneratorErrors(t *testing.T) {
 		{"disk bad sig", func() (*Stack, error) { return Disk([2]int{0, 10}, 4, 4, 2) }, "sig_shape (0, 10) must be positive"},
 		{"ring inner = outer", func() (*Stack, error) { return Ring(sig, 4, 4, 3, 3) }, "inner radius 3 must be less than outer radius 3"},
 		{"ring inner > outer", func() (*Stack, error) { return Ring(sig, 4, 4, 5, 3) }, "inner radius 5 must be less"},
-		{"ring zero inner", func() (*Stack, error) { return Ring(sig, 4, 4, 0, 3) }, "inner radius must be positive"},
+		{"ring negative inner", func() (*Stack, error) { return Ring(sig, 4, 4, -0.5, 3) }, "inner radius must be 0 or positive, and finite, got -0.5"},
+		{"ring NaN inner", func() (*Stack, error) { return Ring(sig, 4, 4, math.NaN(), 3) }, "inner radius must be 0 or positive, and finite, got NaN"},
 		{"ring outside", func() (*Stack, error) { return Ring(sig, -20, 4, 1, 3) }, "ring at (cx=-20, cy=4) with radii 1..3 selects no pixel"},
 		{"point x outside", func() (*Stack, error) { return Point(sig, 10, 0) }, "pixel (x=10, y=0) is outside the frame of sig_shape (8, 10)"},
 		{"point negative y", func() (*Stack, error) { return Point(sig, 0, -1) }, "outside the frame"},

@@ -194,3 +194,36 @@ func TestTinyWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestWeightBeyondFloat32: a finite float64 weight beyond float32's range is refused
+// naming it as given (1e+300, -5e+39), its mask and pixel, and float32's limit — not as
+// the +Inf of its float32 rounding — by New64 and by LoadNPY, dense and sparse.
+func TestWeightBeyondFloat32(t *testing.T) {
+	dir := t.TempDir()
+	for _, w := range []float64{1e300, -5e39, math.MaxFloat64} {
+		for _, sparse := range []bool{false, true} {
+			data := make([]float64, 2*4*4)
+			if !sparse {
+				for i := range data {
+					data[i] = 0.5
+				}
+			}
+			data[16+2*4+3] = w // mask 1, pixel (y=2, x=3)
+			payload := make([]byte, 0, 8*len(data))
+			for _, v := range data {
+				payload = binary.LittleEndian.AppendUint64(payload, math.Float64bits(v))
+			}
+			fromNPY, errNPY := LoadNPY(writeRawNPY(t, dir, "big.npy", "<f8", false, "(2, 4, 4)", payload))
+			require.Nil(t, fromNPY)
+			_, err := New64(2, 4, 4, data, []string{"a", "b"})
+			for what, c := range map[string]struct {
+				err  error
+				name string
+			}{"New64": {err, "b"}, "LoadNPY": {errNPY, "big[1]"}} {
+				_, ok := errors.AsType[*WeightError](c.err)
+				require.True(t, ok, "%s %g sparse=%v: %v", what, w, sparse, c.err)
+				require.ErrorContains(t, c.err, fmt.Sprintf("mask 1 (%q) has weight %v at pixel (y=2, x=3): weights must be finite and within float32's range, ±3.403e+38", c.name, w), what)
+			}
+		}
+	}
+}

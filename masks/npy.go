@@ -87,7 +87,7 @@ func loadNPY(path string, sig *[2]int) (*Stack, error) {
 		if kind := strings.TrimLeft(dtype, "<>=|"); kind != "" {
 			what = npyDTypeNames[kind[0]]
 		}
-		return nil, errs.New(errs.DType, "dtype '%s'%s is not supported for masks (want bool, int8..int64, uint8..uint64, float32 or float64: save masks.astype(np.float32))", dtype, what)
+		return nil, errs.New(errs.DType, "dtype %s%s is not supported for masks (want bool, int8..int64, uint8..uint64, float32 or float64: save masks.astype(np.float32))", npy.QuoteDescr(dtype), what)
 	}
 	if h.Fortran {
 		return nil, fmt.Errorf("array is in Fortran order, want C order (save np.ascontiguousarray(masks))")
@@ -129,7 +129,7 @@ func loadNPY(path string, sig *[2]int) (*Stack, error) {
 			names[m] = fmt.Sprintf("%s[%d]", name, m)
 		}
 	}
-	w := &npyWeights{f: f, offset: offset, n: n, pixels: sy * sx, descr: descr}
+	w := &npyWeights{f: f, offset: offset, n: n, pixels: sy * sx, sx: sx, descr: descr, names: names}
 	nnz, sparse, err := w.countNonzeros()
 	if err != nil {
 		return nil, err
@@ -164,10 +164,11 @@ func nameBytes(name string) int64 { return 16 + 2*int64(len(name)+22) }
 // npyWeights reads the n masks of pixels weights of NPY dtype descr that start at offset
 // in f.
 type npyWeights struct {
-	f         *os.File
-	offset    int64
-	n, pixels int
-	descr     npy.Descr
+	f             *os.File
+	offset        int64
+	n, pixels, sx int
+	descr         npy.Descr
+	names         []string // the masks' names, for messages
 }
 
 // inexact reports whether the dtype holds values float32 does not (Lo parts may be
@@ -242,14 +243,14 @@ func (w *npyWeights) readCSR(nnz int) (*CSR, error) {
 	}
 	c := &CSR{N: w.n, Pixels: w.pixels, RowPtr: make([]int32, w.n+1), Col: make([]int32, 0, nnz), Val: make([]float32, 0, nnz)}
 	pixels := int64(w.pixels)
-	largest := make(largestWeights, w.n)
+	largest := newLargestWeights(w.n)
 	err := w.nonzeros(func(e int64, v float64) bool {
-		largest.add(int(e/pixels), v)
+		largest.add(int(e), w.pixels, v)
 		c.appendNonzero(int32(e%pixels), v)
 		c.RowPtr[e/pixels+1]++
 		return true
 	})
-	if err = cmp.Or(err, largest.check()); err != nil {
+	if err = cmp.Or(err, largest.tooLarge(w.names, w.pixels/w.sx, w.sx), largest.check()); err != nil {
 		return nil, err
 	}
 	for m := range w.n {
@@ -277,12 +278,12 @@ func (w *npyWeights) readDense(shape []int) (data, lo []float32, err error) {
 	size := w.descr.Size
 	decode := w.decoder()
 	var loErr error
-	largest := make(largestWeights, w.n)
+	largest := newLargestWeights(w.n)
 	err = w.each(func(first int64, b []byte) bool {
 		for j := 0; j < len(b); j += size {
 			e := first + int64(j/size)
 			v := decode(b[j:])
-			largest.add(int(e)/w.pixels, v)
+			largest.add(int(e), w.pixels, v)
 			hi, l := Split(v)
 			data[e] = hi
 			if l != 0 && lo == nil {
@@ -297,7 +298,7 @@ func (w *npyWeights) readDense(shape []int) (data, lo []float32, err error) {
 		}
 		return true
 	})
-	if err = cmp.Or(err, loErr, largest.check()); err != nil {
+	if err = cmp.Or(err, loErr, largest.tooLarge(w.names, w.pixels/w.sx, w.sx), largest.check()); err != nil {
 		return nil, nil, err
 	}
 	return data, lo, nil

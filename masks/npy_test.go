@@ -221,10 +221,11 @@ func TestLoadNPYErrors(t *testing.T) {
 		{"empty axis", writeRawNPY(t, dir, "empty.npy", "<f4", false, "(0, 2, 3)", nil), "array shape (0, 2, 3) has an empty axis"},
 		{"complex", writeRawNPY(t, dir, "c.npy", "<c8", false, "(2, 3)", make([]byte, 48)), "dtype '<c8' (complex) is not supported for masks"},
 		{"float16", writeRawNPY(t, dir, "h.npy", "<f2", false, "(2, 3)", make([]byte, 12)), "dtype '<f2' is not supported for masks"},
+		{"escaped", writeRawNPY(t, dir, "e.npy", "\x1b[2J", false, "(2, 3)", make([]byte, 12)), `dtype '\x1b[2J' is not supported for masks`},
 		{"truncated", writeRawNPY(t, dir, "short.npy", "<i2", false, "(2, 3)", make([]byte, 11)), "truncated NPY file: the header's shape (2, 3) and dtype '<i2' make 12 bytes of data from byte 128 to byte 140, but the file has 139 bytes (1 missing)"},
 		{"trailing bytes", writeRawNPY(t, dir, "long.npy", "<f4", false, "(2, 3)", f4(7)), "4 bytes after the array's data: the header's shape (2, 3) and dtype '<f4' make 24 bytes of data from byte 128 to byte 152 of the 156-byte file; numpy ignores them"},
 		{"NaN", writeRawNPY(t, dir, "nan.npy", "<f4", false, "(2, 3)", nanPayload), `mask 0 ("nan") has weight NaN at pixel (y=1, x=2)`},
-		{"float64 beyond float32", writeNPY(t, dir, "big.npy", [][]float64{{1, 1e300}}), `mask 0 ("big") has weight +Inf at pixel (y=0, x=1): weights must be finite and within float32's range, ±3.403e+38`},
+		{"float64 beyond float32", writeNPY(t, dir, "big.npy", [][]float64{{1, 1e300}}), `mask 0 ("big") has weight 1e+300 at pixel (y=0, x=1): weights must be finite and within float32's range, ±3.403e+38`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // doc for the coordinate convention and pixel-inclusion rules):
 //
 //	disk:CX,CY,R         Disk, virtual bright field
-//	ring:CX,CY,RI,RO     Ring, annular dark field, RI < RO
+//	ring:CX,CY,RI,RO     Ring, annular dark field, 0 ≤ RI < RO
 //	point:X,Y            Point, integer pixel
 //	rect:X,Y,W,H         Rect, integers
 //	com                  COM about (sig_y//2, sig_x//2), whole frame
@@ -20,8 +20,8 @@ import (
 //
 // It returns an error naming spec for an unknown kind, a wrong number of arguments, an
 // argument that is not a (finite, or for point and rect integer) number, and every error
-// of the generators (non-positive radii, RI ≥ RO, a point outside the frame, masks that
-// select no pixel; a mask partly outside the frame keeps its part inside).
+// of the generators (non-positive radii but RI 0, RI ≥ RO, a point outside the frame,
+// masks that select no pixel; a mask partly outside the frame keeps its part inside).
 //
 // The auto specs (disk:auto, ring:auto,RI,RO, com:auto, ...) need the direct beam's
 // centre: see ParseCentred; Parse refuses them, saying so.

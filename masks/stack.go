@@ -128,15 +128,47 @@ func Split(w float64) (hi, lo float32) {
 // float32's precision of the sums in any case.
 const minLargestWeight = 0x1p-102
 
-// largestWeights holds the largest |weight| of each mask of a stack given in float64.
-type largestWeights []float64
+// largestWeights holds the largest |weight| of each mask of a stack given in float64, and
+// the first finite weight beyond float32's range.
+type largestWeights struct {
+	abs []float64
+	big float64 // that weight (0: none)
+	at  int     // its element, m·pixels + pixel
+}
 
-func (l largestWeights) add(m int, w float64) { l[m] = max(l[m], math.Abs(w)) }
+func newLargestWeights(n int) *largestWeights { return &largestWeights{abs: make([]float64, n)} }
+
+// add adds weight w, element e of a stack of masks of pixels pixels.
+func (l *largestWeights) add(e, pixels int, w float64) {
+	a := math.Abs(w)
+	l.abs[e/pixels] = max(l.abs[e/pixels], a)
+	if a > math.MaxFloat32 && a <= math.MaxFloat64 && l.big == 0 {
+		l.big, l.at = w, e
+	}
+}
+
+// tooLarge returns the *WeightError of the first finite weight beyond float32's range,
+// as given (a weight of 1e300 is not "+Inf", its float32 rounding), naming its mask
+// (names: the stack's, nil for "mask0", ...) and pixel (sx: sig_x); nil when none is.
+func (l *largestWeights) tooLarge(names []string, sy, sx int) error {
+	if l.big == 0 {
+		return nil
+	}
+	m, p := l.at/(sy*sx), l.at%(sy*sx)
+	name := fmt.Sprintf("mask%d", m)
+	if m < len(names) {
+		name = names[m]
+	}
+	return &WeightError{fmt.Sprintf("mask %d (%q) has weight %v at pixel (y=%d, x=%d): %s", m, name, l.big, p/sx, p%sx, weightRange)}
+}
+
+// weightRange says why a weight beyond float32's range is refused, in messages.
+var weightRange = fmt.Sprintf("weights must be finite and within float32's range, ±%.4g (stemdot holds a weight as a float32 and a float32 rest, even for float64 results); scale larger ones down", math.MaxFloat32)
 
 // check returns a *WeightError for the first mask whose weights are not all 0 but all
 // under minLargestWeight in magnitude.
-func (l largestWeights) check() error {
-	for m, a := range l {
+func (l *largestWeights) check() error {
+	for m, a := range l.abs {
 		if a > 0 && a < minLargestWeight {
 			return &WeightError{fmt.Sprintf("mask %d: its largest weight, %.4g, is under 2⁻¹⁰² (%.3g), too small for stemdot, which holds a weight as a float32 and a float32 rest (its weights would lose precision or round to 0); scale the mask up by a power of two, and its results down by the same", m, a, float64(minLargestWeight))}
 		}
@@ -152,9 +184,9 @@ func New64(n, sy, sx int, data []float64, names []string) (*Stack, error) {
 	hi := make([]float32, len(data))
 	var lo []float32
 	p := max(sy*sx, 1)
-	largest := make(largestWeights, (len(data)+p-1)/p) // New checks that it is n
+	largest := newLargestWeights((len(data) + p - 1) / p) // New checks that it is n
 	for i, w := range data {
-		largest.add(i/p, w)
+		largest.add(i, p, w)
 		h, l := Split(w)
 		hi[i] = h
 		if l != 0 && lo == nil {
@@ -162,6 +194,11 @@ func New64(n, sy, sx int, data []float64, names []string) (*Stack, error) {
 		}
 		if lo != nil {
 			lo[i] = l
+		}
+	}
+	if sy > 0 && sx > 0 {
+		if err := largest.tooLarge(names, sy, sx); err != nil {
+			return nil, err
 		}
 	}
 	s, err := New(n, sy, sx, hi, names)
@@ -359,8 +396,7 @@ func (s *Stack) Validate(sig [2]int) error {
 	bad := func(m, p int, v float32) error {
 		msg := fmt.Sprintf("mask %d (%q) has weight %v at pixel (y=%d, x=%d)", m, s.name(m), v, p/s.SigX, p%s.SigX)
 		if math.IsInf(float64(v), 0) {
-			// Also a finite float64 weight beyond float32's range, rounded to float32.
-			msg += fmt.Sprintf(": weights must be finite and within float32's range, ±%.4g (stemdot holds a weight as a float32 and a float32 rest, even for float64 results); scale larger ones down", math.MaxFloat32)
+			msg += ": " + weightRange
 		}
 		return &WeightError{msg}
 	}

@@ -7,6 +7,10 @@
 #                     program compiled with the README's link line, as written
 #   make python-venv  python/.venv with numpy, pytest, dask[distributed] and ./python
 #   make test-python  python-venv, then run python/tests (stemdot.dask's on a LocalCluster)
+#   make py-libertem  libertem==0.16.0 into python/.venv (skipped with a message where PyPI
+#                     cannot be reached: the conformance suite then skips)
+#   make test-libertem the LiberTEM conformance suite, python/tests/conformance: the same
+#                     inputs through LiberTEM and stemdot (the README's "Differences from LiberTEM")
 #   make test-cluster stemdot.dask's fault tests on a rig of nodes, each in its own network and
 #                     mount namespace (cluster/rig.py; one address without root), real
 #                     dask scheduler/worker commands; prints fault | result identical | time
@@ -26,7 +30,7 @@ PY_VENV     := python/.venv
 # outside the repository beside shared/data, with STEMDOT set to the repository root.
 README_DIR  := $(BUILD)/readme-c
 
-.PHONY: capi test-capi python-venv py-refs test-python test-cluster bench-dask
+.PHONY: capi test-capi python-venv py-refs py-libertem test-python test-libertem test-cluster bench-dask
 
 capi: $(CAPI_LIB)
 
@@ -72,7 +76,21 @@ py-refs: $(PY_VENV)/bin/python
 	$(PY_VENV)/bin/python -m pip install --quiet numpy h5py hdf5plugin
 
 test-python: python-venv build
-	cd python && STEMDOT_TESTDATA=$(STEMDOT_TESTDATA) .venv/bin/python -m pytest -q tests
+	cd python && STEMDOT_TESTDATA=$(STEMDOT_TESTDATA) .venv/bin/python -m pytest -q tests --ignore=tests/conformance
+
+# LiberTEM for the conformance suite. Its dependencies leave python-venv's numpy, dask and
+# distributed as they are (libertem 0.16.0 asks for dask!=2023.6.1 and distributed>=2.19);
+# an installed libertem==0.16.0 is kept without asking PyPI. Where PyPI cannot be reached
+# (or pip fails), a message says so and the suite skips, naming this target.
+LIBERTEM_VERSION := 0.16.0
+py-libertem: python-venv py-refs
+	@if $(PY_VENV)/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('libertem') != '$(LIBERTEM_VERSION)')" 2>/dev/null; then :; \
+	elif $(PY_VENV)/bin/python -m pip install --quiet --retries 1 --timeout 30 "libertem==$(LIBERTEM_VERSION)"; then :; \
+	else echo "py-libertem: libertem==$(LIBERTEM_VERSION) could not be installed (PyPI unreachable?): the LiberTEM conformance suite skips"; fi
+
+# LiberTEM's numba kernels are cached in $(PY_VENV)/numba-cache (conformance/conftest.py).
+test-libertem: py-libertem build
+	cd python && STEMDOT_TESTDATA=$(STEMDOT_TESTDATA) .venv/bin/python -m pytest -q -rfEs tests/conformance
 
 # The cluster rig's fault tests, bounded: SIGTERM after CLUSTER_TIMEOUT s (the rig then
 # stops every process it started and deletes its namespaces), SIGKILL 30 s later.

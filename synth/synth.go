@@ -50,7 +50,8 @@ import (
 // included (Shift: new(0.0) writes a scan without descan, DiscCounts: new(0.0) one
 // without a disc, Background: new(0.0) one without background).
 type Options struct {
-	// NavShape is (nav_y, nav_x) (or (n,)); required.
+	// NavShape is (nav_y, nav_x), (n,) or (nav_z, nav_y, nav_x) (a scan of planes: each
+	// plane the model's scan, with noise of its own); required.
 	NavShape []int
 	// SigShape is (sig_y, sig_x) in pixels; required.
 	SigShape [2]int
@@ -82,7 +83,8 @@ type Options struct {
 // model is an Options with defaults filled in and derived quantities.
 type model struct {
 	Options
-	ny, nx int
+	frames int       // product(NavShape)
+	ny, nx int       // the rows and columns of the scan (of each plane)
 	ring0  int       // ring[k] is ring(r) at r = (ring0+k)/ringStep; 0 outside the table
 	ring   []float64 // ring(r) where it is not 0 in float64, within the frame's reach
 
@@ -108,23 +110,24 @@ const ringCutoff = 40
 const ringStep = 16
 
 func newModel(opt Options) (*model, error) {
-	if len(opt.NavShape) == 0 || len(opt.NavShape) > 2 {
-		return nil, fmt.Errorf("synth: nav shape %v: want (nav_y, nav_x) or (n,)", opt.NavShape)
+	if len(opt.NavShape) == 0 || len(opt.NavShape) > dataset.MaxNavDims {
+		return nil, fmt.Errorf("synth: nav shape %v: want (nav_y, nav_x), (n,) or (nav_z, nav_y, nav_x)", opt.NavShape)
 	}
 	dt := opt.DType
 	if dt == dataset.Invalid {
 		dt = dataset.Uint16
 	}
-	if _, _, err := dataset.CheckShape(opt.NavShape, opt.SigShape, dt); err != nil {
+	frames, _, err := dataset.CheckShape(opt.NavShape, opt.SigShape, dt)
+	if err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
 	if opt.SigShape[0] > MaxFramePixels/opt.SigShape[1] {
 		return nil, fmt.Errorf("synth: sig shape (%d, %d) is too large: synth generates frames of at most %d pixels",
 			opt.SigShape[0], opt.SigShape[1], MaxFramePixels)
 	}
-	m := &model{Options: opt, ny: 1, nx: opt.NavShape[len(opt.NavShape)-1]}
-	if len(opt.NavShape) == 2 {
-		m.ny = opt.NavShape[0]
+	m := &model{Options: opt, frames: frames, ny: 1, nx: opt.NavShape[len(opt.NavShape)-1]}
+	if len(opt.NavShape) >= 2 {
+		m.ny = opt.NavShape[len(opt.NavShape)-2]
 	}
 	minSig := float64(min(opt.SigShape[0], opt.SigShape[1]))
 	def := func(p *float64, v float64) float64 {
@@ -180,10 +183,11 @@ func newModel(opt Options) (*model, error) {
 	return m, nil
 }
 
-// position returns, for frame i, the disc centre (cy, cx) in pixels and the thickness t.
+// position returns, for frame i, the disc centre (cy, cx) in pixels and the thickness t
+// (every plane of a scan of planes alike).
 func (m *model) position(i int) (cy, cx, t float64) {
 	u := (float64(i%m.nx) + 0.5) / float64(m.nx)
-	v := (float64(i/m.nx) + 0.5) / float64(m.ny)
+	v := (float64(i/m.nx%m.ny) + 0.5) / float64(m.ny)
 	cy = float64(m.SigShape[0])/2 + m.shift*(2*v-1)
 	cx = float64(m.SigShape[1])/2 + m.shift*(2*u-1)
 	return cy, cx, math.Sin(math.Pi*u) * math.Sin(math.Pi*v)
@@ -264,7 +268,7 @@ func Write(ctx context.Context, path string, opt Options) (saturated int64, err 
 		w.Abort()
 		return 0, err
 	}
-	nFrames := m.ny * m.nx
+	nFrames := m.frames
 	frameBytes := m.SigShape[0] * m.SigShape[1] * m.DType.Size()
 	workers := runtime.GOMAXPROCS(0)
 	batch := max(1, min(nFrames, 4*workers, (64<<20)/frameBytes))

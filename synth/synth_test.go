@@ -61,6 +61,7 @@ func TestShapesAndFormats(t *testing.T) {
 		{"a.raw", Options{NavShape: []int{3, 3}, SigShape: [2]int{24, 24}, DType: dataset.Uint32},
 			dataset.Options{NavShape: []int{3, 3}, SigShape: []int{24, 24}, DType: dataset.Uint32}, []int{3, 3}},
 		{"a.dat", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Format: "npy"}, dataset.Options{Format: "npy"}, []int{2, 2}},
+		{"planes.npy", Options{NavShape: []int{2, 3, 4}, SigShape: [2]int{16, 16}}, dataset.Options{}, []int{2, 3, 4}},
 	} {
 		path := filepath.Join(dir, tc.file)
 		_, err := Write(context.Background(), path, tc.opt)
@@ -224,7 +225,7 @@ func TestWriteErrorsLeaveNoFile(t *testing.T) {
 	}{
 		{"a.mib", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, DType: dataset.Float32}, "MIB stores uint8, uint16 or uint32"},
 		{"a.tif", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}}, "give option format (raw, npy or mib)"},
-		{"a.npy", Options{NavShape: []int{2, 2, 2}, SigShape: [2]int{16, 16}}, "want (nav_y, nav_x)"},
+		{"a.npy", Options{NavShape: []int{2, 2, 2, 2}, SigShape: [2]int{16, 16}}, "want (nav_y, nav_x), (n,) or (nav_z, nav_y, nav_x)"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{0, 16}}, "non-positive"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{16, 16}, Shift: new(-1.0)}, "shift -1: want a finite, non-negative value"},
 		{"a.npy", Options{NavShape: []int{2, 2}, SigShape: [2]int{8, 8}, DiscCounts: new(1e18)}, "disc counts 1e+18: want a value in [0, 4.294967296e+09]"},
@@ -370,4 +371,21 @@ func TestExplicitZeroParameters(t *testing.T) {
 	_, err = Write(context.Background(), filepath.Join(dir, "w.npy"), Options{NavShape: []int{2}, SigShape: [2]int{16, 16},
 		RingWidth: new(0.0)})
 	require.ErrorContains(t, err, "synth: ring width 0: want a width above 0 pixels")
+}
+
+// A scan of planes repeats the scan's model in every plane (#33): the expected counts of
+// frame i and of the same position one plane on are equal, and differ along the scan.
+func TestScanOfPlanes(t *testing.T) {
+	m, err := newModel(Options{NavShape: []int{2, 3, 4}, SigShape: [2]int{32, 32}})
+	require.NoError(t, err)
+	assert.Equal(t, 24, m.frames)
+	a, b := make([]float64, 32*32), make([]float64, 32*32)
+	for i := range 12 {
+		m.lambda(i, a)
+		m.lambda(i+12, b)
+		require.Equal(t, a, b, "position %d of both planes", i)
+	}
+	m.lambda(5, b)
+	m.lambda(0, a)
+	assert.NotEqual(t, a, b, "the scan's positions differ")
 }

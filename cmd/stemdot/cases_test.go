@@ -632,7 +632,8 @@ func TestCaseMmapRSS(t *testing.T) {
 // RosettaSciIO issue 270: Merlin with line skip writes (ScanX+1)·ScanY frames, one
 // flyback frame per row; read as scan positions, every row after the first is shifted
 // (#17.6). The frames not at scan positions are made bright, so that reading one would
-// show in the result.
+// show in the result. Neither their headers nor their data tell where they lie (bright
+// is not blank): refused, naming --flyback start and end (#33).
 func TestFlybackFrames(t *testing.T) {
 	const w, h, s = 5, 8, 16
 	dir := t.TempDir()
@@ -658,11 +659,12 @@ func TestFlybackFrames(t *testing.T) {
 		}
 		return out
 	}
-	shape, got, stderr := applyCase(t, mib, "--masks", masks)
+	refuseCase(t, "the file holds 48 frames, 6 per scan row of nav shape (8, 5) from scan.hdr (ScanY=8, ScanX=5): a flyback frame per row, but neither the frame headers nor the frames tell whether it starts or ends the row (no exposure time set apart, no blank frame): give --flyback start or --flyback end", mib, "--masks", masks)
+	shape, got, stderr := applyCase(t, mib, "--masks", masks, "--flyback", "end")
 	require.Equal(t, []int{h, w, 2}, shape)
 	checkResult(t, got, scan(0), ms)
-	require.Contains(t, stderr, "the file holds 48 frames, 6 per scan row of nav shape (8, 5) from scan.hdr (ScanY=8, ScanX=5): read as 1 flyback frame at the end of each scan row (as Merlin's line skip writes it; the frame headers do not tell), which is not read; give --flyback none if every frame is a scan position, or --flyback start or end")
-	stdout, stderr, code := run(t, "info", mib)
+	require.NotContains(t, stderr, "flyback")
+	stdout, stderr, code := run(t, "info", mib, "--flyback", "end")
 	require.Zero(t, code, stderr)
 	require.Contains(t, stdout, "nav_shape:  (8, 5)\n")
 
@@ -724,4 +726,33 @@ func TestCaseInputTruncatedWhileMapped(t *testing.T) {
 	require.Regexp(t, fmt.Sprintf(`^stemdot: worker 0 \(cpu \d+\): frames \[\d+, \d+\): dataset: %s: the file changed while being read: it is now %d bytes, %d when it was opened \(truncated or rewritten by another program\)(, and reading byte \d+ of its memory mapping failed)?; read it again once it is complete\n$`,
 		regexp.QuoteMeta(data), st.Size()/10, st.Size()), e.String())
 	require.NoFileExists(t, out)
+}
+
+// Case 64-csr-overflow-densify: raw_csr uint8 data, two events of 200 at one pixel: 400
+// from apply's gather and from sum's densified frame alike (they gave 400 and 144).
+func TestCaseCSRDuplicateEvents(t *testing.T) {
+	dir := t.TempDir()
+	var ptr, idx []byte
+	for _, v := range []uint64{0, 2} {
+		ptr = binary.LittleEndian.AppendUint64(ptr, v)
+	}
+	for range 2 {
+		idx = binary.LittleEndian.AppendUint32(idx, 5)
+	}
+	for name, b := range map[string][]byte{"ptr.dat": ptr, "idx.dat": idx, "val.dat": {200, 200}} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	}
+	toml := filepath.Join(dir, "s.toml")
+	require.NoError(t, os.WriteFile(toml, []byte("[params]\nfiletype = \"raw_csr\"\nnav_shape = [1, 1]\nsig_shape = [4, 4]\n[raw_csr]\n"+
+		"indptr_file = \"ptr.dat\"\nindptr_dtype = \"<i8\"\nindices_file = \"idx.dat\"\nindices_dtype = \"<i4\"\ndata_file = \"val.dat\"\ndata_dtype = \"u1\"\n"), 0o644))
+	shape, got, _ := applyCase(t, toml, "--mask", "rect:0,0,4,4")
+	require.Equal(t, []int{1, 1, 1}, shape)
+	require.Equal(t, []float64{400}, got)
+	sum := filepath.Join(dir, "sum.npy")
+	_, stderr, code := run(t, "sum", toml, "--out", sum, "-q")
+	require.Zero(t, code, stderr)
+	_, s := readResult(t, sum)
+	want := make([]float64, 16)
+	want[5] = 400
+	require.Equal(t, want, s)
 }

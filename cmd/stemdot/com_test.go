@@ -24,7 +24,7 @@ func TestCOMCommand(t *testing.T) {
 		"--magnitude", o("m.npy"), "--icom", o("i.npy"), "--png", o("p"), "--rotation", "90", "--flip-y")
 	require.Zero(t, code, stderr)
 	require.Contains(t, stdout, "nav_shape (2, 4)")
-	require.Equal(t, "stemdot: warning: 1 of 8 scan positions have no finite CoM shift (NaN: frames summing to 0, or positions left out of an ROI), at (y, x) (1, 2): the iCoM reads them as 0; the magnitude is NaN there, the divergence and curl where their differences use them\n", stderr)
+	require.Equal(t, "stemdot: warning: 1 of 8 scan positions have no finite CoM shift (NaN: frames summing to 0, or positions left out of an ROI), at (y, x) (1, 2): the iCoM reads them as 0; the magnitude, divergence and curl are NaN there, and the divergence and curl where their differences use them\n", stderr)
 	// Flipped then rotated by 90°: (y, x) → (x, y).
 	shape, field := readResult(t, o("f.npy"))
 	require.Equal(t, []int{2, 4, 2}, shape)

@@ -44,7 +44,7 @@ func TestApplyHDF5(t *testing.T) {
 	masks := []string{"--mask", "disk:128,128,30", "--mask", "ring:128,128,40,120", "--mask", "com:128,128"}
 	for _, extra := range [][]string{nil, {"--dataset-path", "/fpd_expt/fpd_data/data", "--cpus", "0,1", "--partition-size", "150000"}} {
 		shape, got, _ := applyCase(t, append(append([]string{path}, masks...), extra...)...)
-		require.Equal(t, []int{2, 2, 5}, shape)
+		require.Equal(t, []int{2, 2, 1, 5}, shape, "the stored nav axes, as LiberTEM 0.16 reads them (#33)")
 		checkResult(t, got, frames, ms)
 	}
 	refuseCase(t, `no dataset "/nope" (--dataset-path); datasets of rank 3 to 5 in the file: /fpd_expt/fpd_data/data (2, 2, 1, 256, 256)`,

@@ -585,7 +585,7 @@ func TestShapeFlagsSayTheForm(t *testing.T) {
 	npy := filepath.Join(dir, "scan.npy")
 	_, stderr, code := run(t, "synth", "--out", npy, "--nav-shape", "4,4", "--sig-shape", "8,8")
 	require.Equal(t, 0, code, stderr)
-	nav := `--nav-shape "64x64": want whole sizes separated by commas, rows first: Y,X (e.g. 64,64) or N (e.g. 4096)`
+	nav := `--nav-shape "64x64": want whole sizes separated by commas, rows first: Y,X (e.g. 64,64), N (e.g. 4096) or Z,Y,X (e.g. 8,64,64)`
 	for _, args := range [][]string{
 		{"info", npy, "--nav-shape", "64x64"},
 		{"apply", npy, "--nav-shape", "64x64", "--mask", "point:1,1", "--out", filepath.Join(dir, "r.npy")},

@@ -31,20 +31,38 @@
 // replaces; nav_shape may be left out (then option nav_shape, or a warning).
 //
 // Nothing is loaded whole: frames are read with positioned reads of their indptr
-// entries, indices and values, as events (dataset.SparseReader: the CPU workers'
-// gather kernel) or densified (ReadFrames). When the indices are int32 or uint32 and
-// indices and values are in the host's byte order, the indices and data files are also
-// memory-mapped read-only and the gather reads their events in place
-// (dataset.SparseViewer), after checking that neither file has shrunk; the pages of a
-// partition's events are released from the process's memory as it finishes
-// (dataset.SparseReleaser), so that resident memory does not grow with the file. Frames are
-// delivered in the data dtype (uint8, uint16, uint32, int8, int16, int32, float32,
-// float64; another, e.g. int64, float16 or complex, is refused with errs.DType). The indptr and indices dtypes may be
-// any integer type of 1 to 8 bytes. A malformed file set is an errs.Format error
-// naming the file and the field: a missing or mistyped TOML key, files whose sizes are
-// not whole numbers of their dtype, indices and data of different lengths, an indptr
-// whose last entry is not the number of events; on reading, an indptr that decreases or
-// points outside the events, an index outside the frame.
+// entries, indices and values, as events (dataset.SparseReader: the CPU workers' gather
+// kernel) or densified (ReadFrames). When the indices are int32 or uint32, indices and
+// values are in the host's byte order and the values are not widened (data of 32 or 64
+// bits, see below), the indices and data files are also memory-mapped read-only and the
+// gather reads their events in place (dataset.SparseViewer), after checking that
+// neither file has shrunk; the pages of a partition's events are released from the
+// process's memory as it finishes (dataset.SparseReleaser), so that resident memory
+// does not grow with the file. The data dtype may be uint8, uint16, uint32, int8, int16,
+// int32, float32 or float64 (another, e.g. int64, float16 or complex, is refused with
+// errs.DType). The indptr and indices dtypes may be any integer type of 1 to 8 bytes. A
+// malformed file set is an errs.Format error naming the file and the field: a missing or
+// mistyped TOML key, files whose sizes are not whole numbers of their dtype, indices and
+// data of different lengths, an indptr whose last entry is not the number of events; on
+// reading, an indptr that decreases or points outside the events, an index outside the
+// frame.
+//
+// Several events at one pixel of a frame add up, so a frame's pixels can exceed the
+// data dtype: two uint8 events of 200 are 400. The dataset's dtype (DType) is therefore
+// the dtype of the sums, the one in which every path delivers the frames and their
+// events: data of uint8 or uint16 is delivered as uint32, int8 or int16 as int32, the
+// other dtypes as they are. The mask-dot product's gather over the events, the frames
+// densified (sum, pick, the viewer, GPU workers, Python's reduce and pick) and the
+// events read by dataset.SparseReader then all see the same values (LiberTEM and scipy
+// densify in the data dtype, where uint8 events of 200 + 200 wrap to 144). Checking at
+// open whether a file has duplicate events would read all its indices; the dtype is
+// widened instead, which costs the densified frames 4 bytes a pixel and the events of
+// 8- and 16-bit data their view in place (they are read and widened). A pixel whose
+// events still add up to more than the dtype of the sums holds (65 538 uint16 events of
+// 65 535 at one pixel; two uint32 events of 2³¹) is refused where the frame is
+// densified (errs.DType, dataset.SparseFrames.Densify): sum the file's duplicate events
+// (scipy's sum_duplicates) into a wider data_dtype; the gather, which adds the events'
+// products in float64, gives their sum.
 package csr
 
 import (
@@ -55,6 +73,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -200,6 +219,16 @@ func (t intType) value(b []byte) (int64, bool) {
 	return int64(u), u <= math.MaxInt64
 }
 
+// text is the element b of an index file of type t as stored, for messages: an unsigned
+// value as unsigned (a uint64 of 2⁶⁴−1 is 18446744073709551615, not -1).
+func (t intType) text(b []byte) string {
+	v, fits := t.value(b)
+	if !fits {
+		return strconv.FormatUint(order(t.bigEndian).Uint64(b), 10)
+	}
+	return strconv.FormatInt(v, 10)
+}
+
 func order(big bool) binary.ByteOrder {
 	if big {
 		return binary.BigEndian
@@ -209,7 +238,7 @@ func order(big bool) binary.ByteOrder {
 
 // array is one of the three raw files.
 type array struct {
-	path string
+	path string // quoted (the TOML file names it), for messages
 	f    *os.File
 	size int64 // bytes when opened
 	elem int   // bytes per element
@@ -241,8 +270,9 @@ type file struct {
 	path                  string // the TOML file
 	indptr, indices, data *array
 	ptrType, idxType      intType
-	dt                    dataset.DType
-	bigEndian             bool // data stored big-endian
+	stored                dataset.DType // the data file's dtype
+	dt                    dataset.DType // the dtype of the sums (sumType): the dataset's
+	bigEndian             bool          // data stored big-endian
 	frames                int
 	sig                   [2]int
 	nnz                   int64
@@ -280,7 +310,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		v, isInt := s.(int64)
 		if !isInt || v < math.MinInt32 || v > math.MaxInt32 {
 			d.Close()
-			return nil, errs.New(errs.Format, "dataset: %s: [params] sync_offset %v is not a whole number from %d to %d", path, s, math.MinInt32, math.MaxInt32)
+			return nil, errs.New(errs.Format, "dataset: %s: [params] sync_offset %s is not a whole number from %d to %d", path, shown(s), math.MinInt32, math.MaxInt32)
 		}
 		opt.SyncOffset = int(v)
 		if v != 0 {
@@ -311,7 +341,7 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 	case !given:
 		return fail("[params] has no filetype: not a raw_csr description (want [params] filetype = \"raw_csr\")")
 	case !isString:
-		return fail("[params] filetype is %v, not \"raw_csr\"", v)
+		return fail("[params] filetype is %s, not \"raw_csr\"", shown(v))
 	case !strings.EqualFold(ft, "raw_csr"):
 		return fail("[params] filetype is %q, not \"raw_csr\"", ft)
 	}
@@ -338,7 +368,7 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 			s = append(s, int(n))
 		}
 		if !isList || len(s) == 0 {
-			_, _, err := fail("[params] %s %v is not a list of whole numbers from 1 to %d", key, v, math.MaxInt32)
+			_, _, err := fail("[params] %s %s is not a list of whole numbers from 1 to %d", key, shown(v), math.MaxInt32)
 			return nil, false, err
 		}
 		return s, true, nil
@@ -385,9 +415,10 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 	if d.idxType, err = indexType(d.path, "indices_dtype", types[1]); err != nil {
 		return nil, false, err
 	}
-	if d.dt, d.bigEndian, err = dataType(d.path, types[2]); err != nil {
+	if d.stored, d.bigEndian, err = dataType(d.path, types[2]); err != nil {
 		return nil, false, err
 	}
+	d.dt = sumType(d.stored)
 	if _, err := dataset.CheckSig(d.sig, d.dt); err != nil {
 		return nil, false, errs.Wrap(errs.Shape, fmt.Errorf("dataset: %s: %w", d.path, err))
 	}
@@ -401,14 +432,15 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 		if !filepath.IsAbs(name) {
 			name = filepath.Join(dir, name)
 		}
+		quoted := strconv.Quote(name) // a path from the TOML file, quoted in every message
 		f, size, err := dataset.OpenFile(name)
 		if err != nil {
-			return nil, false, fmt.Errorf("%w (%s in %s)", err, key, d.path)
+			return nil, false, errs.Wrap(errs.IO, fmt.Errorf("%s (%s in %s)", strings.ReplaceAll(err.Error(), name, quoted), key, d.path))
 		}
-		a := &array{path: name, f: f, size: size, elem: []int{d.ptrType.size, d.idxType.size, d.dt.Size()}[i]}
+		a := &array{path: quoted, f: f, size: size, elem: []int{d.ptrType.size, d.idxType.size, d.stored.Size()}[i]}
 		*arrays[i] = a
 		if size%int64(a.elem) != 0 {
-			return fail("%s %s: %d bytes is not a whole number of %s elements of %d bytes", key, name, size, types[i], a.elem)
+			return fail("%s %s: %d bytes is not a whole number of %s elements of %d bytes", key, quoted, size, types[i], a.elem)
 		}
 	}
 	if d.indptr.len() < 2 {
@@ -423,7 +455,7 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 		return fail("indptr_file %s: %d frames are too many", d.indptr.path, d.indptr.len()-1)
 	}
 	d.frames = int(d.indptr.len() - 1)
-	if d.idxType.size == 4 && d.idxType.bigEndian == npy.HostBigEndian && d.bigEndian == npy.HostBigEndian {
+	if d.idxType.size == 4 && d.idxType.bigEndian == npy.HostBigEndian && d.bigEndian == npy.HostBigEndian && d.stored == d.dt {
 		d.indices.mapping = dataset.MapFile(d.indices.path, d.indices.f, d.indices.size)
 		if d.indices.mapping != nil {
 			if d.data.mapping = dataset.MapFile(d.data.path, d.data.f, d.data.size); d.data.mapping == nil {
@@ -440,7 +472,8 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 		}
 		v, fits := d.ptrType.value(b)
 		if !fits || v < 0 {
-			return fail("indptr_file %s: entry %d is %d, negative", d.indptr.path, at, v)
+			return fail("indptr_file %s: entry %d is %s, outside the %d events of the indices and data files (check indptr_dtype %q)",
+				d.indptr.path, at, d.ptrType.text(b), d.indices.len(), types[0])
 		}
 		ends[i] = v
 	}
@@ -449,6 +482,52 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 			d.indptr.path, ends[0], ends[1], d.nnz, types[0])
 	}
 	return nav, ok, nil
+}
+
+// shown formats a TOML value for messages as %v does, quoted when that holds a character
+// that %q escapes: the file's strings reach messages escaped.
+func shown(v any) string {
+	s := fmt.Sprint(v)
+	if q := strconv.Quote(s); q[1:len(q)-1] != s {
+		return q
+	}
+	return s
+}
+
+// sumType is the dtype in which events of dtype dt add up (see the package doc): the
+// 32-bit integer of the same sign for 8- and 16-bit integers, else dt.
+func sumType(dt dataset.DType) dataset.DType {
+	switch dt {
+	case dataset.Uint8, dataset.Uint16:
+		return dataset.Uint32
+	case dataset.Int8, dataset.Int16:
+		return dataset.Int32
+	}
+	return dt
+}
+
+// widen converts the values of dtype from (host byte order) in src to the dtype of their
+// sums in dst (4 bytes each; sumType).
+func widen(dst, src []byte, from dataset.DType) {
+	out := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)/4)
+	switch from {
+	case dataset.Uint8:
+		for i, v := range src[:len(out)] {
+			out[i] = uint32(v)
+		}
+	case dataset.Int8:
+		for i, v := range src[:len(out)] {
+			out[i] = uint32(int32(int8(v)))
+		}
+	case dataset.Uint16:
+		for i := range out {
+			out[i] = uint32(binary.NativeEndian.Uint16(src[2*i:]))
+		}
+	case dataset.Int16:
+		for i := range out {
+			out[i] = uint32(int32(int16(binary.NativeEndian.Uint16(src[2*i:]))))
+		}
+	}
 }
 
 func product(s []int) int {
@@ -541,11 +620,20 @@ func (d *file) ReadSparse(start, end int, dst *dataset.SparseFrames) error {
 		return undo(err)
 	}
 	vals := dst.Data[len(dst.Data)-count*d.dt.Size():]
-	if err := d.data.readAt(vals, base, start, end); err != nil {
+	raw := vals
+	if d.stored != d.dt {
+		bp := d.buffer(count * d.stored.Size())
+		defer d.scratch.Put(bp)
+		raw = *bp
+	}
+	if err := d.data.readAt(raw, base, start, end); err != nil {
 		return undo(err)
 	}
 	if d.bigEndian != npy.HostBigEndian {
-		dataset.CopyToHost(vals, vals, d.dt.Size(), d.bigEndian)
+		dataset.CopyToHost(raw, raw, d.stored.Size(), d.bigEndian)
+	}
+	if d.stored != d.dt {
+		widen(vals, raw, d.stored)
 	}
 	return nil
 }
@@ -563,11 +651,12 @@ func (d *file) readIndptr(start, end int, ptr *[]int, off int) (base int64, coun
 	}
 	prev := int64(0)
 	for i := range n + 1 {
-		v, fits := d.ptrType.value((*bp)[i*d.ptrType.size:])
+		b := (*bp)[i*d.ptrType.size:]
+		v, fits := d.ptrType.value(b)
 		switch {
 		case !fits || v < 0 || v > d.nnz:
-			return 0, 0, errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %d, outside the %d events of the indices and data files",
-				d.path, d.indptr.path, start+i, start+i, v, d.nnz)
+			return 0, 0, errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %s, outside the %d events of the indices and data files",
+				d.path, d.indptr.path, start+i, start+i, d.ptrType.text(b), d.nnz)
 		case i > 0 && v < prev:
 			return 0, 0, errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d is %d, less than entry %d (%d): frame %d would have a negative number of events",
 				d.path, d.indptr.path, start+i, v, start+i-1, prev, start+i-1)
@@ -585,7 +674,8 @@ func (d *file) readIndptr(start, end int, ptr *[]int, off int) (base int64, coun
 // indptr entries read and checked as ReadSparse does, their indices and values viewed
 // in the files' mappings, after checking that neither file has shrunk since it was
 // opened. A file set whose indices are not int32 or uint32 in host byte order, or whose
-// values are not in host byte order, is not mapped: false, read it with ReadSparse.
+// values are not in host byte order or are widened (sumType), is not mapped: false, read
+// it with ReadSparse.
 // The indices are not checked against the frame (the consumer does, see SparseViewer).
 func (d *file) ViewSparse(start, end int, dst *dataset.SparseFrames) (bool, error) {
 	if d.indices.mapping == nil {
@@ -608,7 +698,7 @@ func (d *file) ViewSparse(start, end int, dst *dataset.SparseFrames) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	size := int64(d.dt.Size())
+	size := int64(d.stored.Size())
 	e := base + int64(count)
 	idx := d.indices.mapping[4*base : 4*e : 4*e]
 	dst.Indices = unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(idx))), count)
@@ -632,17 +722,18 @@ func (d *file) ReleaseSparse(start, end int) error {
 		bp := d.buffer(d.ptrType.size)
 		err := d.indptr.readAt(*bp, int64(f), start, end)
 		v, fits := d.ptrType.value(*bp)
+		text := d.ptrType.text(*bp)
 		d.scratch.Put(bp)
 		switch {
 		case err != nil:
 			return err
 		case !fits || v < 0 || v > d.nnz:
-			return errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %d, outside the %d events of the indices and data files",
-				d.path, d.indptr.path, f, f, v, d.nnz)
+			return errs.New(errs.Format, "dataset: %s: indptr_file %s: entry %d (frame %d) is %s, outside the %d events of the indices and data files",
+				d.path, d.indptr.path, f, f, text, d.nnz)
 		}
 		ev[i] = v
 	}
-	size := int64(d.dt.Size())
+	size := int64(d.stored.Size())
 	if err := dataset.ReleasePages(d.indices.mapping, 4*ev[0], 4*ev[1]); err != nil {
 		return errs.New(errs.IO, "dataset: %s: releasing the pages of indices_file %s: %v", d.path, d.indices.path, err)
 	}
@@ -670,17 +761,18 @@ func (d *file) readIndices(out []int32, base int64, start, end int) error {
 	pixels := int64(d.pixels())
 	for k := range out {
 		var v int64
+		fits := true
 		if t.size == 4 && t.bigEndian == npy.HostBigEndian {
 			v = int64(out[k])
 			if !t.signed {
 				v = int64(uint32(out[k]))
 			}
 		} else {
-			v, _ = t.value(raw[k*t.size:])
+			v, fits = t.value(raw[k*t.size:])
 		}
-		if v < 0 || v >= pixels {
-			return errs.New(errs.Format, "dataset: %s: indices_file %s: event %d (frames [%d, %d)) is at pixel %d, outside the frame of %d×%d pixels (check sig_shape and indices_dtype)",
-				d.path, d.indices.path, base+int64(k), start, end, v, d.sig[0], d.sig[1])
+		if !fits || v < 0 || v >= pixels {
+			return errs.New(errs.Format, "dataset: %s: indices_file %s: event %d (frames [%d, %d)) is at pixel %s, outside the frame of %d×%d pixels (check sig_shape and indices_dtype)",
+				d.path, d.indices.path, base+int64(k), start, end, t.text(raw[k*t.size:]), d.sig[0], d.sig[1])
 		}
 		out[k] = int32(v)
 	}

@@ -28,7 +28,7 @@ import (
 
 // reference writes a raw_csr file set with numpy (random events with duplicates, empty
 // frames) and computes, with numpy alone, the densified frames (np.add.at, in the data
-// dtype) and the products of the frames densified in float64 with random masks (and
+// dtype, 8- and 16-bit integers widened to 32 bits as the reader delivers them) and the products of the frames densified in float64 with random masks (and
 // Σ|value·weight|, which bounds their rounding): the independent reference.
 const reference = `
 import sys, json, numpy as np
@@ -40,21 +40,25 @@ counts = rng.integers(0, pixels // 4, n)
 counts[::5] = 0
 indptr = np.concatenate([[0], np.cumsum(counts)])
 indices = rng.integers(0, pixels, indptr[-1])
-kind = np.dtype(data_dt).kind
+kind, size = np.dtype(data_dt).kind, np.dtype(data_dt).itemsize
 if kind == 'f':
     data = rng.normal(0, 100, indptr[-1])
 elif kind == 'i':
-    data = rng.integers(-20, 21, indptr[-1])
+    data = rng.integers(-20, 21, indptr[-1]) if size > 1 else rng.integers(-128, 128, indptr[-1])
 else:
-    data = rng.integers(0, 21, indptr[-1])
+    data = rng.integers(0, 21, indptr[-1]) if size > 1 else rng.integers(0, 256, indptr[-1])
 data = data.astype(data_dt)
+# The dtype of the sums: 8- and 16-bit integers widened to 32 bits (duplicates add up).
+sums = np.dtype(data_dt).newbyteorder('=')
+if kind in 'iu' and size < 4:
+    sums = np.dtype(kind + '4')
 indptr.astype(ptr_dt).tofile(out + '/indptr.raw')
 indices.astype(idx_dt).tofile(out + '/indices.raw')
 data.tofile(out + '/data.raw')
 with open(out + '/scan.toml', 'w') as f:
     f.write('[params]\nfiletype = "raw_csr"\nnav_shape = [%d, %d]\nsig_shape = [%d, %d]\n\n' % (nav_y, nav_x, sy, sx))
     f.write('[raw_csr]\nindptr_file = "indptr.raw"\nindptr_dtype = "%s"\nindices_file = "indices.raw"\nindices_dtype = "%s"\ndata_file = "data.raw"\ndata_dtype = "%s"\n' % (ptr_dt, idx_dt, data_dt))
-dense = np.zeros((n, pixels), dtype=np.dtype(data_dt).newbyteorder('='))
+dense = np.zeros((n, pixels), dtype=sums)
 exact = np.zeros((n, pixels))  # float64: duplicates of float32 values summed exactly
 for i in range(n):
     np.add.at(dense[i], indices[indptr[i]:indptr[i + 1]], data[indptr[i]:indptr[i + 1]])
@@ -131,8 +135,8 @@ func TestAgainstNumpy(t *testing.T) {
 }
 
 // fileSet writes a raw_csr file set by hand: little-endian int64 indptr, int32
-// indices, uint16 data, and the TOML text (params and section lines given).
-func fileSet(t *testing.T, indptr []int64, indices []int32, data []uint16, params, section string) string {
+// indices, uint32 data, and the TOML text (params and section lines given).
+func fileSet(t *testing.T, indptr []int64, indices []int32, data []uint32, params, section string) string {
 	t.Helper()
 	dir := t.TempDir()
 	var b []byte
@@ -147,7 +151,7 @@ func fileSet(t *testing.T, indptr []int64, indices []int32, data []uint16, param
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "indices.bin"), b, 0o644))
 	b = nil
 	for _, v := range data {
-		b = binary.LittleEndian.AppendUint16(b, v)
+		b = binary.LittleEndian.AppendUint32(b, v)
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "data.bin"), b, 0o644))
 	if section == "" {
@@ -156,7 +160,7 @@ indptr_dtype = "<i8"
 indices_file = "indices.bin"
 indices_dtype = "<i4"
 data_file = "data.bin"
-data_dtype = "<u2"`
+data_dtype = "<u4"`
 	}
 	path := filepath.Join(dir, "s.toml")
 	require.NoError(t, os.WriteFile(path, []byte("[params]\nfiletype = \"raw_csr\"\n"+params+"\n\n[raw_csr]\n"+section+"\n"), 0o644))
@@ -170,27 +174,45 @@ func TestOptions(t *testing.T) {
 	// 6 frames of 2×2: frame i has one event at pixel i%4 of value i+1 (frame 2: none).
 	indptr := []int64{0, 1, 2, 2, 3, 4, 5}
 	indices := []int32{0, 1, 3, 0, 1}
-	data := []uint16{1, 2, 4, 5, 6}
-	frame := func(ds dataset.Dataset, i int) []uint16 {
-		b := make([]byte, 8)
+	data := []uint32{1, 2, 4, 5, 6}
+	frame := func(ds dataset.Dataset, i int) []uint32 {
+		b := make([]byte, 16)
 		require.NoError(t, ds.ReadFrames(i, i+1, b))
-		return []uint16{binary.NativeEndian.Uint16(b), binary.NativeEndian.Uint16(b[2:]), binary.NativeEndian.Uint16(b[4:]), binary.NativeEndian.Uint16(b[6:])}
+		return []uint32{binary.NativeEndian.Uint32(b), binary.NativeEndian.Uint32(b[4:]), binary.NativeEndian.Uint32(b[8:]), binary.NativeEndian.Uint32(b[12:])}
 	}
 	path := fileSet(t, indptr, indices, data, "nav_shape = [2, 2]\nsig_shape = [2, 2]\nsync_offset = 2", "")
 	ds, err := dataset.Open(path, dataset.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []int{2, 2}, ds.NavShape())
-	assert.Equal(t, []uint16{0, 0, 0, 0}, frame(ds, 0)) // file frame 2
-	assert.Equal(t, []uint16{0, 0, 0, 4}, frame(ds, 1))
+	assert.Equal(t, []uint32{0, 0, 0, 0}, frame(ds, 0)) // file frame 2
+	assert.Equal(t, []uint32{0, 0, 0, 4}, frame(ds, 1))
 	assert.Contains(t, strings.Join(dataset.Notes(ds), "\n"), "sync offset 2 from s.toml")
 	require.NoError(t, ds.Close())
 
 	ds, err = dataset.Open(path, dataset.Options{SyncOffset: -1, NavShape: []int{7}})
 	require.NoError(t, err)
 	assert.Equal(t, []int{7}, ds.NavShape())
-	assert.Equal(t, []uint16{0, 0, 0, 0}, frame(ds, 0))
-	assert.Equal(t, []uint16{1, 0, 0, 0}, frame(ds, 1))
-	assert.Equal(t, []uint16{0, 6, 0, 0}, frame(ds, 6))
+	assert.Equal(t, []uint32{0, 0, 0, 0}, frame(ds, 0))
+	assert.Equal(t, []uint32{1, 0, 0, 0}, frame(ds, 1))
+	assert.Equal(t, []uint32{0, 6, 0, 0}, frame(ds, 6))
+	require.NoError(t, ds.Close())
+
+	// A positive offset keeps the nav shape (LiberTEM's sync_offset, peer X03): the last
+	// positions have no frame, read as frames without events, sparse and dense alike,
+	// and an ROI of the scan's nav shape is taken.
+	path = fileSet(t, indptr, indices, data, "nav_shape = [2, 3]\nsig_shape = [2, 2]", "")
+	roi := dataset.ROI{Mask: []bool{false, true, false, false, true, true}, Shape: []int{2, 3}}
+	ds, err = dataset.Open(path, dataset.Options{SyncOffset: 1, ROI: roi})
+	require.NoError(t, err)
+	assert.Equal(t, []int{3}, ds.NavShape())
+	assert.Equal(t, []dataset.FrameSpan{{First: 2, Count: 1}}, dataset.Blanks(ds))
+	assert.Equal(t, []uint32{0, 0, 0, 0}, frame(ds, 0)) // position 1: file frame 2
+	assert.Equal(t, []uint32{0, 6, 0, 0}, frame(ds, 1)) // position 4: file frame 5
+	assert.Equal(t, []uint32{0, 0, 0, 0}, frame(ds, 2)) // position 5: no frame
+	var sf dataset.SparseFrames
+	sf.Reset()
+	require.NoError(t, dataset.SparseOf(ds).ReadSparse(0, 3, &sf))
+	assert.Equal(t, []int{0, 0, 1, 1}, sf.Indptr)
 	require.NoError(t, ds.Close())
 
 	path = fileSet(t, indptr, indices, data, "sig_shape = [2, 2]", "")
@@ -212,7 +234,7 @@ func TestOptions(t *testing.T) {
 func TestMalformed(t *testing.T) {
 	indptr := []int64{0, 1, 3}
 	indices := []int32{0, 3, 2}
-	data := []uint16{1, 2, 3}
+	data := []uint32{1, 2, 3}
 	const good = "nav_shape = [2]\nsig_shape = [2, 2]"
 	section := func(data string) string {
 		return `indptr_file = "indptr.bin"
@@ -237,18 +259,21 @@ data_dtype = "` + data + `"`
 		{name: "negative index", indices: []int32{0, 1, -1}, params: good, want: "is at pixel -1", kind: errs.Format, onRead: true},
 		{name: "int64 data", params: good, section: section("<i8"), want: `data_dtype "<i8" is not a dtype stemdot reads`, kind: errs.DType},
 		{name: "complex data", params: good, section: section("complex64"), want: `data_dtype "complex64"`, kind: errs.DType},
-		{name: "float indptr", params: good, section: strings.Replace(section("<u2"), `"<i8"`, `"<f8"`, 1), want: `indptr_dtype "<f8" is not an integer dtype`, kind: errs.DType},
-		{name: "data of another size", params: good, section: section("<u4"), want: "is not a whole number of <u4 elements", kind: errs.Format},
+		{name: "float indptr", params: good, section: strings.Replace(section("<u4"), `"<i8"`, `"<f8"`, 1), want: `indptr_dtype "<f8" is not an integer dtype`, kind: errs.DType},
+		{name: "data of another size", params: good, section: section("<f8"), want: "is not a whole number of <f8 elements", kind: errs.Format},
 		{name: "data of another count", params: good, section: section("|u1"), want: "indices_file", kind: errs.Format},
 		{name: "no sig shape", params: "nav_shape = [2]", want: "[params] has no sig_shape: give it there, or option sig_shape", kind: errs.Format},
 		{name: "bad nav shape", params: "nav_shape = [2, -1]\nsig_shape = [2, 2]", want: "[params] nav_shape [2 -1] is not a list of whole numbers from 1 to 2147483647", kind: errs.Format},
 		{name: "3-D sig", params: "sig_shape = [1, 2, 2]", want: "[params] sig_shape [1 2 2]: want [sig_y, sig_x]", kind: errs.Format},
 		{name: "missing key", params: good, section: "indptr_file = \"indptr.bin\"", want: "[raw_csr] indptr_dtype is missing", kind: errs.Format},
-		{name: "missing file", params: good, section: strings.Replace(section("<u2"), "data.bin", "nope.bin", 1), want: "nope.bin", kind: errs.IO},
+		{name: "missing file", params: good, section: strings.Replace(section("<u4"), "data.bin", "nope.bin", 1), want: "nope.bin", kind: errs.IO},
 		{name: "sync offset", params: good + "\nsync_offset = \"x\"", want: "[params] sync_offset x is not a whole number from -2147483648 to 2147483647", kind: errs.Format},
 		{name: "nav shape past 2^31-1", params: "nav_shape = [2147483648, 1]\nsig_shape = [2, 2]", want: "[params] nav_shape [2147483648 1] is not a list of whole numbers from 1 to 2147483647", kind: errs.Format},
 		{name: "sync offset past 2^31-1", params: good + "\nsync_offset = 9223372036854775807", want: "[params] sync_offset 9223372036854775807 is not a whole number from -2147483648 to 2147483647", kind: errs.Format},
 		{name: "not toml", params: good + "\n[[[", want: "not a TOML file", kind: errs.Format},
+		// Strings of the TOML file reach messages escaped: a file name, a value.
+		{name: "escaped file name", params: good, section: strings.Replace(section("<u2"), "data.bin", `\u001b[2Jnope.bin`, 1), want: `/\x1b[2Jnope.bin": file does not exist (data_file in`, kind: errs.IO},
+		{name: "escaped value", params: good + "\nsync_offset = [\"\\u001b[2J\"]", want: `[params] sync_offset "[\x1b[2J]" is not a whole number`, kind: errs.Format},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ip, ix := indptr, indices
@@ -274,18 +299,19 @@ data_dtype = "` + data + `"`
 			assert.Equal(t, c.kind, errs.KindOf(err), "%v", err)
 			assert.Contains(t, err.Error(), c.want)
 			assert.Contains(t, err.Error(), "s.toml")
+			assert.NotContains(t, err.Error(), "\x1b")
 		})
 	}
 }
 
 // TestShrinkingFile: a data file cut after Open is an I/O error saying it shrank.
 func TestShrinkingFile(t *testing.T) {
-	path := fileSet(t, []int64{0, 1, 3}, []int32{0, 3, 2}, []uint16{1, 2, 3}, "nav_shape = [2]\nsig_shape = [2, 2]", "")
+	path := fileSet(t, []int64{0, 1, 3}, []int32{0, 3, 2}, []uint32{1, 2, 3}, "nav_shape = [2]\nsig_shape = [2, 2]", "")
 	ds, err := dataset.Open(path, dataset.Options{})
 	require.NoError(t, err)
 	defer ds.Close()
-	require.NoError(t, os.Truncate(filepath.Join(filepath.Dir(path), "data.bin"), 2))
-	err = ds.ReadFrames(1, 2, make([]byte, 8))
+	require.NoError(t, os.Truncate(filepath.Join(filepath.Dir(path), "data.bin"), 4))
+	err = ds.ReadFrames(1, 2, make([]byte, 16))
 	require.Error(t, err)
 	assert.Equal(t, errs.IO, errs.KindOf(err))
 	assert.Contains(t, err.Error(), "data.bin")
@@ -293,7 +319,7 @@ func TestShrinkingFile(t *testing.T) {
 
 // TestDetect: a raw_csr TOML file is detected, another TOML file is not.
 func TestDetect(t *testing.T) {
-	path := fileSet(t, []int64{0, 1}, []int32{0}, []uint16{1}, "sig_shape = [1, 1]", "")
+	path := fileSet(t, []int64{0, 1}, []int32{0}, []uint32{1}, "sig_shape = [1, 1]", "")
 	assert.True(t, csr.Detect(path, dataset.Options{}))
 	other := filepath.Join(t.TempDir(), "x.toml")
 	require.NoError(t, os.WriteFile(other, []byte("[params]\nfiletype = \"other\"\n"), 0o644))
@@ -338,7 +364,7 @@ func FuzzCSR(f *testing.F) {
 // A [params] table without filetype, or with one that is not a string, is refused
 // saying so (was "filetype is %!q(<nil>)").
 func TestFiletype(t *testing.T) {
-	path := fileSet(t, []int64{0, 1}, []int32{0}, []uint16{1}, "sig_shape = [1, 1]", "")
+	path := fileSet(t, []int64{0, 1}, []int32{0}, []uint32{1}, "sig_shape = [1, 1]", "")
 	for body, want := range map[string]string{
 		"[params]\nsig_shape = [1, 1]\n":               `[params] has no filetype: not a raw_csr description (want [params] filetype = "raw_csr")`,
 		"[params]\nfiletype = 5\nsig_shape = [1, 1]\n": `[params] filetype is 5, not "raw_csr"`,
@@ -357,7 +383,7 @@ func TestFiletype(t *testing.T) {
 // viewed events refuses an event outside the frame (which a view does not check) with
 // errs.Format naming it, and a file cut after Open is an I/O error.
 func TestViewSparse(t *testing.T) {
-	path := fileSet(t, []int64{0, 1, 3, 3, 4}, []int32{0, 3, 2, 1}, []uint16{5, 6, 7, 8}, "nav_shape = [4]\nsig_shape = [2, 2]", "")
+	path := fileSet(t, []int64{0, 1, 3, 3, 4}, []int32{0, 3, 2, 1}, []uint32{5, 6, 7, 8}, "nav_shape = [4]\nsig_shape = [2, 2]", "")
 	ds, err := dataset.Open(path, dataset.Options{})
 	require.NoError(t, err)
 	defer ds.Close()
@@ -369,14 +395,14 @@ func TestViewSparse(t *testing.T) {
 	require.True(t, viewed)
 	assert.Equal(t, []int{0, 2, 2, 3}, sf.Indptr)
 	assert.Equal(t, []int32{3, 2, 1}, sf.Indices)
-	assert.Equal(t, []uint16{6, 7, 8}, []uint16{binary.NativeEndian.Uint16(sf.Data), binary.NativeEndian.Uint16(sf.Data[2:]), binary.NativeEndian.Uint16(sf.Data[4:])})
+	assert.Equal(t, []uint32{6, 7, 8}, []uint32{binary.NativeEndian.Uint32(sf.Data), binary.NativeEndian.Uint32(sf.Data[4:]), binary.NativeEndian.Uint32(sf.Data[8:])})
 
-	big := fileSet(t, []int64{0, 1}, []int32{0}, []uint16{5}, "nav_shape = [1]\nsig_shape = [2, 2]", `indptr_file = "indptr.bin"
+	big := fileSet(t, []int64{0, 1}, []int32{0}, []uint32{5}, "nav_shape = [1]\nsig_shape = [2, 2]", `indptr_file = "indptr.bin"
 indptr_dtype = "<i8"
 indices_file = "indices.bin"
 indices_dtype = "<i4"
 data_file = "data.bin"
-data_dtype = ">u2"`)
+data_dtype = ">u4"`)
 	bd, err := dataset.Open(big, dataset.Options{})
 	require.NoError(t, err)
 	defer bd.Close()
@@ -393,7 +419,7 @@ data_dtype = ">u2"`)
 	assert.True(t, res.Stats.Gather)
 	assert.Equal(t, []float64{5, 6*4 + 7*3, 0, 8 * 2}, res.F64)
 
-	bad := fileSet(t, []int64{0, 1, 3}, []int32{0, 3, 16}, []uint16{1, 2, 3}, "nav_shape = [2]\nsig_shape = [4, 4]", "")
+	bad := fileSet(t, []int64{0, 1, 3}, []int32{0, 3, 16}, []uint32{1, 2, 3}, "nav_shape = [2]\nsig_shape = [4, 4]", "")
 	bds, err := dataset.Open(bad, dataset.Options{})
 	require.NoError(t, err)
 	defer bds.Close()
@@ -404,6 +430,12 @@ data_dtype = ">u2"`)
 	assert.Equal(t, errs.Format, errs.KindOf(err), "%v", err)
 	assert.Contains(t, err.Error(), "event 1 of frame 1 is at pixel 16, outside the frame of 16 pixels")
 	assert.Contains(t, err.Error(), "s.toml")
+	negative := fileSet(t, []int64{0, 0, 1}, []int32{-1}, []uint32{1}, "nav_shape = [2]\nsig_shape = [4, 4]", "")
+	nds, err := dataset.Open(negative, dataset.Options{})
+	require.NoError(t, err)
+	defer nds.Close()
+	_, err = engine.ApplyMasks(context.Background(), nds, stack16, plan2, engine.Options{NoPin: true})
+	assert.ErrorContains(t, err, "event 0 of frame 1 is at pixel 4294967295 (-1 as int32), outside the frame of 16 pixels")
 
 	require.NoError(t, os.Truncate(filepath.Join(filepath.Dir(path), "indices.bin"), 4))
 	_, err = sv.ViewSparse(0, 1, &sf)
@@ -453,11 +485,11 @@ func TestReleaseMapped(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	indptr := []int64{0}
 	var indices []int32
-	var data []uint16
+	var data []uint32
 	want := make([]float64, frames)
 	for f := range frames {
 		for range hits {
-			v := uint16(1 + rng.IntN(20))
+			v := uint32(1 + rng.IntN(20))
 			indices, data = append(indices, int32(rng.IntN(sig*sig))), append(data, v)
 			want[f] += float64(v)
 		}
@@ -501,7 +533,7 @@ func TestReleaseMapped(t *testing.T) {
 	// Every page read again, then frames [100, 3000) released.
 	sum := 0
 	for k := range sf.Indices {
-		sum += int(sf.Indices[k]) + int(sf.Data[2*k])
+		sum += int(sf.Indices[k]) + int(sf.Data[4*k])
 	}
 	require.NotZero(t, sum)
 	filePages := func(bytes int64) int64 { return (bytes + page - 1) / page }
@@ -511,8 +543,155 @@ func TestReleaseMapped(t *testing.T) {
 	for _, c := range []struct {
 		path string
 		size int64
-	}{{idxPath, 4}, {dataPath, 2}} {
+	}{{idxPath, 4}, {dataPath, 4}} {
 		all, released := filePages(c.size*int64(len(indices))), pagesIn(c.size*indptr[100], c.size*indptr[3000])
 		assert.Equal(t, (all-released)*page, mappedRSS(t, c.path), "%s after releasing frames [100, 3000)", filepath.Base(c.path))
+	}
+}
+
+// TestDuplicateEventsWiden (case 64-csr-overflow-densify): two uint8 events of 200 at one
+// pixel are 400 on every path: the dataset's dtype is uint32, the frame read densified
+// (sum, pick, GPU workers), the events read sparse, the mask-dot product gathered over
+// the events and over a tile the CPU worker densifies, and Reduce's sum. A uint32 pixel
+// whose events overflow uint32 is refused where it is densified, naming the frame and
+// the pixel, never wrapped.
+func TestDuplicateEventsWiden(t *testing.T) {
+	for _, dt := range []string{"|u1", "<i2"} {
+		t.Run(dt, func(t *testing.T) {
+			dir := t.TempDir()
+			// Frame 0: two events at pixel 5 (gathered); frame 1: one event at each of the
+			// 16 pixels and two more at pixel 5, above the gather's break-even (densified).
+			indptr := []int64{0, 2, 20}
+			indices := []int32{5, 5}
+			for p := range 16 {
+				indices = append(indices, int32(p))
+			}
+			indices = append(indices, 5, 5)
+			var ip, ix, data []byte
+			for _, v := range indptr {
+				ip = binary.LittleEndian.AppendUint64(ip, uint64(v))
+			}
+			for _, v := range indices {
+				ix = binary.LittleEndian.AppendUint32(ix, uint32(v))
+			}
+			for range indices {
+				if dt == "|u1" {
+					data = append(data, 200)
+				} else {
+					data = binary.LittleEndian.AppendUint16(data, 20000)
+				}
+			}
+			for name, b := range map[string][]byte{"ptr.dat": ip, "idx.dat": ix, "val.dat": data} {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+			}
+			path := filepath.Join(dir, "s.toml")
+			require.NoError(t, os.WriteFile(path, []byte(`[params]
+filetype = "raw_csr"
+nav_shape = [1, 2]
+sig_shape = [4, 4]
+[raw_csr]
+indptr_file = "ptr.dat"
+indptr_dtype = "<i8"
+indices_file = "idx.dat"
+indices_dtype = "<i4"
+data_file = "val.dat"
+data_dtype = "`+dt+`"
+`), 0o644))
+			v := 200.0
+			wantDT := dataset.Uint32
+			if dt == "<i2" {
+				v, wantDT = 20000, dataset.Int32
+			}
+			ds, err := dataset.Open(path, dataset.Options{})
+			require.NoError(t, err)
+			defer ds.Close()
+			require.Equal(t, wantDT, ds.DType())
+			frames := make([]byte, 2*ds.FrameBytes())
+			require.NoError(t, ds.ReadFrames(0, 2, frames))
+			var sf dataset.SparseFrames
+			sf.Reset()
+			require.NoError(t, dataset.SparseOf(ds).ReadSparse(0, 2, &sf))
+			viewed, err := dataset.SparseOf(ds).(dataset.SparseViewer).ViewSparse(0, 2, &dataset.SparseFrames{})
+			require.NoError(t, err)
+			assert.False(t, viewed, "widened events are read, not viewed")
+			for k := range sf.Indices {
+				assert.Equal(t, uint32(v), binary.NativeEndian.Uint32(sf.Data[4*k:]), "event %d", k)
+			}
+			pixel := func(f, p int) float64 { return float64(int32(binary.NativeEndian.Uint32(frames[(16*f+p)*4:]))) }
+			assert.Equal(t, 2*v, pixel(0, 5))
+			assert.Equal(t, 3*v, pixel(1, 5))
+			assert.Equal(t, v, pixel(1, 6))
+
+			ones := make([]float32, 16)
+			for i := range ones {
+				ones[i] = 1
+			}
+			stack, err := masks.New(1, 4, 4, ones, nil)
+			require.NoError(t, err)
+			plan := &planner.Plan{CoresUsable: 1, Workers: []planner.Worker{{ID: 0, Kind: planner.CPU, GPU: -1}}, Partitions: []planner.Partition{{Start: 0, End: 2}}}
+			res, err := engine.ApplyMasks(context.Background(), ds, stack, plan, engine.Options{Float64: true, NoPin: true, TileFrames: 1})
+			require.NoError(t, err)
+			require.True(t, res.Stats.Gather)
+			assert.Equal(t, []float64{2 * v, 18 * v}, res.F64)
+			red, err := engine.Reduce(context.Background(), ds, plan, engine.ReduceOptions{Sum: true, NoPin: true})
+			require.NoError(t, err)
+			assert.Equal(t, 5*v, red.Sum[5])
+		})
+	}
+
+	path := fileSet(t, []int64{0, 1, 3}, []int32{0, 3, 3}, []uint32{1, 1 << 31, 1 << 31}, "nav_shape = [2]\nsig_shape = [2, 2]", "")
+	ds, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	defer ds.Close()
+	assert.Equal(t, dataset.Uint32, ds.DType())
+	err = ds.ReadFrames(0, 2, make([]byte, 2*ds.FrameBytes()))
+	require.Error(t, err)
+	assert.Equal(t, errs.DType, errs.KindOf(err), "%v", err)
+	assert.Contains(t, err.Error(), "s.toml: frame 1: its events at pixel 3 (y 1, x 1) add up to more than uint32 holds")
+}
+
+// TestUnsignedOutOfRange: a uint64 index or indptr entry of 2⁶⁴−1 is reported as stored
+// (18446744073709551615), not as -1.
+func TestUnsignedOutOfRange(t *testing.T) {
+	const max64 = "18446744073709551615"
+	u64 := func(v ...uint64) []byte {
+		var b []byte
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint64(b, x)
+		}
+		return b
+	}
+	section := `indptr_file = "indptr.bin"
+indptr_dtype = "<u8"
+indices_file = "indices.bin"
+indices_dtype = "<u8"
+data_file = "data.bin"
+data_dtype = "<u4"`
+	for _, c := range []struct {
+		name            string
+		indptr, indices []byte
+		want            string
+		onRead          bool
+	}{
+		{"index", u64(0, 2), u64(1, 1<<64-1), "event 1 (frames [0, 1)) is at pixel " + max64 + ", outside the frame", true},
+		{"first indptr entry", u64(1<<64-1, 2), u64(0, 1), "entry 0 is " + max64 + ", outside the 2 events", false},
+		{"indptr entry", u64(0, 1<<64-1, 2), u64(0, 1), "entry 1 (frame 1) is " + max64 + ", outside the 2 events", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := fileSet(t, nil, nil, []uint32{1, 2}, "sig_shape = [2, 2]", section)
+			dir := filepath.Dir(path)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "indptr.bin"), c.indptr, 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "indices.bin"), c.indices, 0o644))
+			ds, err := dataset.Open(path, dataset.Options{})
+			if c.onRead {
+				require.NoError(t, err)
+				defer ds.Close()
+				err = ds.ReadFrames(0, ds.NumFrames(), make([]byte, ds.NumFrames()*ds.FrameBytes()))
+			}
+			require.Error(t, err)
+			assert.Equal(t, errs.Format, errs.KindOf(err), "%v", err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.NotContains(t, err.Error(), "-1")
+		})
 	}
 }

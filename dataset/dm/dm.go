@@ -8,8 +8,9 @@
 // the file, never loaded), ImageData.DataType (the pixel type code), ImageData.Dimensions
 // (the sizes, fastest axis first) and ImageTags ("Meta Data"). The images listed under
 // Thumbnails (usually ImageList 0, a 64×64 RGB preview) are not data; of the others, the
-// largest is read (with a note when there are several), or the one format option
-// dm_image gives.
+// one with frames (2 to 5 dimensions, not spectra, a dtype read) of the most dimensions,
+// then the largest, is read: a 4-D scan, not the larger 2-D survey image GMS may save
+// beside it (a note names the others), or the one format option dm_image gives.
 //
 // DataType codes: 1 int16, 2 float32, 6 uint8, 7 int32, 9 int8, 10 uint16, 11 uint32,
 // 12 float64 are read; 3 and 13 (complex), 5, 27 and 28 (packed complex), 8 and 23 (RGB),
@@ -27,7 +28,10 @@
 //     SingleDMDataSet reads it). A transposed image is read as well (LiberTEM refuses it):
 //     its data are mapped and each tile's frames gathered from every detector pixel's
 //     run, slower than C-ordered frames (a note says so). Format option dm_c_order reads
-//     any 4-D image as C order (LiberTEM's force_c_order).
+//     any 4-D image as C order (LiberTEM's force_c_order);
+//   - 5 dims: a scan of planes (scan_z, scan_y, scan_x, sig_y, sig_x) = (d4, d3, d2, d1,
+//     d0), nav shape (d4, d3, d2), when in C order (the tag 1, or option dm_c_order); one
+//     not marked C order is refused naming dm_c_order, as LiberTEM refuses it.
 //
 // One-dimensional images and spectrum images (Meta Data.Format "Spectrum image") hold
 // spectra, not frames, and are refused (errs.Format). A file that ends inside its tag
@@ -53,7 +57,7 @@ import (
 	"github.com/stemdot/stemdot/errs"
 )
 
-// The format options: optCOrder reads 4-D images as C order whatever the tags say,
+// The format options: optCOrder reads 4-D and 5-D images as C order whatever the tags say,
 // optImage picks the image of ImageList to read.
 const (
 	optCOrder = "dm_c_order"
@@ -64,8 +68,8 @@ func init() {
 	dataset.Register(dataset.Format{Name: "dm", Extensions: []string{".dm3", ".dm4"}, Open: Open,
 		Describe: "dm (Gatan DigitalMicrograph: .dm3, .dm4)",
 		FormatOptions: []dataset.FormatOption{{Key: optCOrder, Switch: true, Default: "false",
-			Usage: "DM3/DM4 files: read a 4-D image as stored in C order (scan_y, scan_x, sig_y, sig_x) whatever its tag Meta Data.Data Order Swapped says (LiberTEM's force_c_order); default: that tag decides, and a 4-D image without it is read as stored transposed (sig_y, sig_x, scan_y, scan_x)"},
-			{Key: optImage, Usage: "DM3/DM4 files: the index in the file's ImageList of the image to read (LiberTEM's dataset_index); default: the largest image that is not a thumbnail"}}})
+			Usage: "DM3/DM4 files: read a 4-D image as stored in C order (scan_y, scan_x, sig_y, sig_x), and a 5-D one as (scan_z, scan_y, scan_x, sig_y, sig_x), whatever its tag Meta Data.Data Order Swapped says (LiberTEM's force_c_order); default: that tag decides, and a 4-D image without it is read as stored transposed (sig_y, sig_x, scan_y, scan_x), a 5-D one refused"},
+			{Key: optImage, Usage: "DM3/DM4 files: the index in the file's ImageList of the image to read (LiberTEM's dataset_index); default: of the images that are not thumbnails, the one with frames of the most dimensions (a 4-D scan before a 2-D survey image), then the largest"}}})
 }
 
 // dtypes maps DM DataType codes to the dtypes stemdot reads.
@@ -78,17 +82,132 @@ var unsupported = map[int]string{0: "null", 3: "complex64", 4: "obsolete", 5: "p
 	19: "RGB float64", 20: "RGBA uint8", 21: "RGBA uint8", 22: "RGBA uint8", 23: "RGBA uint8", 24: "RGBA uint16",
 	25: "RGBA float32", 26: "RGBA float64", 27: "packed complex64", 28: "packed complex128", 35: "int64", 36: "uint64"}
 
-// image is an image of the file's ImageList.
+// image is an image of the file's ImageList: what its tags say. Where a group holds
+// several tags of a name, the first counts.
 type image struct {
-	index    int // position in ImageList
-	data     *node
-	dataType int
-	dims     []int // fastest first
-	tags     *node // ImageTags
+	index    int  // position in ImageList
+	hasData  bool // ImageData.Data is an array of simple values
+	off      int64
+	count    int64 // its elements, of esize bytes at off
+	esize    int64
+	dataType int     // ImageData.DataType, or -1
+	dimsAt   int     // the index of ImageData.Dimensions (a group) in ImageData, or -1
+	dims     []int   // its sizes, fastest first
+	bad      *badDim // the first of them that is not a size
+	format   string
+	swapped  bool // ImageTags.Meta Data.Data Order Swapped is 1 (a bool, a number or a string)
+	seen     uint8
 }
 
+// badDim is a tag of ImageData.Dimensions that is not a size.
+type badDim struct {
+	name   string // its name, or its index when it has none
+	simple bool   // it is a number, num
+	num    float64
+}
+
+// The tags of image that were seen.
+const (
+	seenData = 1 << iota
+	seenType
+	seenFormat
+	seenSwapped
+)
+
 // bytes is the size of the image's pixel data.
-func (im image) bytes() int64 { return im.data.count * im.data.esize }
+func (im *image) bytes() int64 { return im.count * im.esize }
+
+// fileTags is what Open reads from the tag tree: the images of the file's ImageList and
+// the thumbnails' image indices. It keeps nothing else, so that a file of millions of
+// tags takes no more memory than its images' tags.
+type fileTags struct {
+	listAt   int // the index of the first ImageList group in the root group, or -1
+	listLen  int // its tags
+	thumbsAt int // the index of the first Thumbnails group, or -1
+	images   []*image
+	thumbs   []int // Thumbnails.*.ImageIndex
+}
+
+// visit is fileTags' visitor.
+func (t *fileTags) visit(path []pathElem, n *node) {
+	top := path[0]
+	switch {
+	case len(path) == 1 && n.group && top.is("ImageList") && t.listAt < 0:
+		t.listAt, t.listLen = top.index, int(n.count)
+	case len(path) == 1 && n.group && top.is("Thumbnails") && t.thumbsAt < 0:
+		t.thumbsAt = top.index
+	case len(path) == 3 && top.index == t.thumbsAt && path[2].is("ImageIndex") && n.simple:
+		t.thumbs = append(t.thumbs, toIndex(n.num))
+	case len(path) >= 4 && top.index == t.listAt && path[2].is("ImageData"):
+		t.imageData(path[1].index, path[3:], n)
+	case len(path) == 5 && top.index == t.listAt && path[2].is("ImageTags") && path[3].is("Meta Data"):
+		switch {
+		case path[4].is("Format") && n.hasStr:
+			if im := t.image(path[1].index); im.seen&seenFormat == 0 {
+				im.seen |= seenFormat
+				im.format = n.str()
+			}
+		case path[4].is("Data Order Swapped") && (n.simple || n.hasStr):
+			if im := t.image(path[1].index); im.seen&seenSwapped == 0 {
+				im.seen |= seenSwapped
+				s := strings.TrimSpace(n.str())
+				im.swapped = n.simple && n.num != 0 || n.hasStr && s != "0" && s != ""
+			}
+		}
+	}
+}
+
+// imageData takes the tag at path below ImageList entry i's ImageData.
+func (t *fileTags) imageData(i int, path []pathElem, n *node) {
+	switch {
+	case len(path) == 1 && path[0].is("Data"):
+		if im := t.image(i); im.seen&seenData == 0 {
+			im.seen |= seenData
+			im.hasData = n.array && n.esize > 0
+			im.off, im.count, im.esize = n.off, n.count, n.esize
+		}
+	case len(path) == 1 && path[0].is("DataType"):
+		if im := t.image(i); im.seen&seenType == 0 {
+			im.seen |= seenType
+			if n.simple {
+				im.dataType = toIndex(n.num)
+			}
+		}
+	case len(path) == 1 && path[0].is("Dimensions") && n.group:
+		if im := t.image(i); im.dimsAt < 0 {
+			im.dimsAt = path[0].index
+		}
+	case len(path) == 2 && path[0].is("Dimensions"):
+		im := t.image(i)
+		if path[0].index != im.dimsAt || im.bad != nil {
+			return
+		}
+		if !n.simple || n.num < 1 || n.num > math.MaxInt32 || n.num != math.Trunc(n.num) {
+			im.bad = &badDim{name: path[1].String(), simple: n.simple, num: n.num}
+			return
+		}
+		im.dims = append(im.dims, int(n.num))
+	}
+}
+
+// toIndex is v, a code or an index, as an int; -1 for a negative, too large or NaN v.
+func toIndex(v float64) int {
+	if v >= 0 && v <= math.MaxInt32 {
+		return int(v)
+	}
+	return -1
+}
+
+// image returns ImageList entry i's image, added when its first tag is seen (the entries
+// come one after the other).
+func (t *fileTags) image(i int) *image {
+	if k := len(t.images); k > 0 && t.images[k-1].index == i {
+		return t.images[k-1]
+	}
+	im := &image{index: i, dataType: -1, dimsAt: -1}
+	t.images = append(t.images, im)
+	return im
+}
 
 // Open opens the DM3/DM4 file at path (dataset.Format.Open of format "dm").
 func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
@@ -110,11 +229,12 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 			return fail(errs.New(errs.Argument, "option %s %q is not an image index (0, 1, ...)", optImage, v))
 		}
 	}
-	root, hdr, err := parseTags(f, size)
+	tags := &fileTags{listAt: -1, thumbsAt: -1}
+	hdr, err := parseTags(f, size, tags.visit)
 	if err != nil {
 		return fail(err)
 	}
-	im, notes, err := pickImage(root, index)
+	im, notes, err := tags.pick(index)
 	if err != nil {
 		return fail(err)
 	}
@@ -127,17 +247,13 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		return fail(errs.New(errs.DType, "image %d has DM data type %d (%s), which stemdot does not read (it reads int8, uint8, int16, uint16, int32, uint32, float32 and float64 images)",
 			im.index, im.dataType, name))
 	}
-	format := ""
-	if n := im.tags.path("Meta Data.Format"); n != nil && n.hasStr {
-		format = n.str
-	}
 	dims := im.dims
 	dimStr := fmt.Sprint(dims)
-	if len(dims) == 1 || strings.EqualFold(strings.TrimSpace(format), "spectrum image") {
-		return fail(fmt.Errorf("image %d (Dimensions %s, Meta Data.Format %q) holds spectra, not frames", im.index, dimStr, format))
+	if im.spectra() {
+		return fail(fmt.Errorf("image %d (Dimensions %s, Meta Data.Format %q) holds spectra, not frames", im.index, dimStr, im.format))
 	}
-	if len(dims) > 4 {
-		return fail(fmt.Errorf("image %d has %d dimensions %s: stemdot reads images of 2 to 4 dimensions", im.index, len(dims), dimStr))
+	if len(dims) > 5 {
+		return fail(fmt.Errorf("image %d has %d dimensions %s: stemdot reads images of 2 to 5 dimensions", im.index, len(dims), dimStr))
 	}
 	px := int64(dt.Size()) // the bytes the dimensions make, or -1 for more than the Data tag holds
 	for _, d := range dims {
@@ -149,7 +265,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	}
 	if px != im.bytes() {
 		return fail(fmt.Errorf("image %d: Dimensions %s of %s pixels do not make the %d elements of %d bytes its Data tag holds",
-			im.index, dimStr, dt, im.data.count, im.data.esize))
+			im.index, dimStr, dt, im.count, im.esize))
 	}
 	source := fmt.Sprintf(" from ImageList.%d.ImageData.Dimensions %s", im.index, dimStr)
 	var sig [2]int
@@ -161,12 +277,19 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		sig, fileNav = [2]int{dims[1], dims[0]}, []int{1}
 	case 3:
 		sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[2]}
-	case 4:
+	case 4, 5:
 		series = false
-		swapped := im.tags.path("Meta Data.Data Order Swapped") // 1 (a bool, a number or a string): C order
-		tagged := swapped != nil && (swapped.simple && swapped.num != 0 ||
-			swapped.hasStr && strings.TrimSpace(swapped.str) != "0" && strings.TrimSpace(swapped.str) != "")
-		transposed = !cOrder && !tagged
+		transposed = !cOrder && !im.swapped
+		if len(dims) == 5 {
+			if transposed {
+				return fail(fmt.Errorf("image %d has 5 dimensions %s and is not marked C order (its tag Meta Data.Data Order Swapped is 0 or absent): stemdot reads a 5-D image stored in C order, (scan_z, scan_y, scan_x, sig_y, sig_x), as LiberTEM does; give option %s if it is", im.index, dimStr, optCOrder))
+			}
+			sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[4], dims[3], dims[2]}
+			if cOrder {
+				notes = append(notes, "option dm_c_order: the 5-D image is read as stored in C order (scan_z, scan_y, scan_x, sig_y, sig_x)")
+			}
+			break
+		}
 		if cOrder {
 			notes = append(notes, "option dm_c_order: the 4-D image is read as stored in C order (scan_y, scan_x, sig_y, sig_x)")
 		}
@@ -177,8 +300,8 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 			sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[3], dims[2]}
 		}
 	}
-	if cOrder && len(dims) != 4 {
-		notes = append(notes, fmt.Sprintf("option dm_c_order applies to 4-D images only and was ignored: image %d has %d dimensions", im.index, len(dims)))
+	if cOrder && len(dims) < 4 {
+		notes = append(notes, fmt.Sprintf("option dm_c_order applies to 4-D and 5-D images only and was ignored: image %d has %d dimensions", im.index, len(dims)))
 	}
 	fb, err := dataset.CheckSig(sig, dt)
 	if err != nil {
@@ -187,10 +310,10 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	frames := int(im.bytes() / int64(fb))
 	ff := dataset.FileFrames{Whole: frames, RecordBytes: int64(fb), Series: series, Notes: notes}
 	if !transposed {
-		return dataset.OpenFlat(dataset.Flat{Format: "dm", Path: path, File: f, Size: size, Offset: im.data.off,
+		return dataset.OpenFlat(dataset.Flat{Format: "dm", Path: path, File: f, Size: size, Offset: im.off,
 			Sig: sig, DType: dt, BigEndian: !hdr.little}, opt, fileNav, source, ff)
 	}
-	d := newTransposed(path, f, size, im.data.off, frames, sig, dt, !hdr.little)
+	d := newTransposed(path, f, size, im.off, frames, sig, dt, !hdr.little)
 	ds, err := dataset.Reconcile(d, opt, fileNav, source, ff)
 	if err != nil {
 		d.Close()
@@ -199,40 +322,70 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	return ds, nil
 }
 
-// pickImage returns the image of ImageList at index want (-1: the largest that is not a
-// thumbnail, with a note when there are others).
-func pickImage(root *node, want int) (image, []string, error) {
-	list := root.child("ImageList")
-	if list == nil || !list.group {
-		return image{}, nil, fmt.Errorf("no ImageList tag group: the file holds no image")
-	}
-	var thumbs []int
-	if t := root.child("Thumbnails"); t != nil {
-		for _, c := range t.children {
-			if idx := c.child("ImageIndex"); idx != nil && idx.simple {
-				thumbs = append(thumbs, int(idx.num))
-			}
+// spectra reports whether the image holds spectra, not frames: one dimension, or
+// Meta Data.Format "Spectrum image".
+func (im *image) spectra() bool {
+	return len(im.dims) == 1 || strings.EqualFold(strings.TrimSpace(im.format), "spectrum image")
+}
+
+// readable reports whether the image's tags say where its pixels are, their type and
+// the sizes of its dimensions (check says why not).
+func (im *image) readable() bool {
+	return im.hasData && im.dataType >= 0 && im.bad == nil && len(im.dims) > 0
+}
+
+// check says why the image has no frames to read, or nil.
+func (im *image) check() error {
+	switch {
+	case !im.hasData:
+		return fmt.Errorf("image %d has no ImageData.Data array of simple values", im.index)
+	case im.dataType < 0:
+		return fmt.Errorf("image %d has no ImageData.DataType", im.index)
+	case im.bad != nil:
+		what := "not a number"
+		if im.bad.simple {
+			what = strconv.FormatFloat(im.bad.num, 'g', -1, 64)
 		}
+		return fmt.Errorf("image %d: tag %q is %s, not a size of 1 to %d", im.index, fmt.Sprintf("ImageList.%d.ImageData.Dimensions.%s", im.index, im.bad.name), what, math.MaxInt32)
+	case len(im.dims) == 0:
+		return fmt.Errorf("image %d has no ImageData.Dimensions", im.index)
+	}
+	return nil
+}
+
+// pick returns the image of ImageList at index want, or with want -1, of the images that
+// are not thumbnails, the one that holds frames stemdot reads (2 to 5 dimensions, not
+// spectra, a dtype it reads) of the most dimensions, then the largest: a 4-D scan before
+// a larger 2-D survey image beside it, a note naming the others and option dm_image. When
+// no image holds such frames, the largest is picked, for Open to say why it is refused.
+func (t *fileTags) pick(want int) (*image, []string, error) {
+	if t.listAt < 0 {
+		return nil, nil, fmt.Errorf("no ImageList tag group: the file holds no image")
 	}
 	if want >= 0 {
-		if want >= len(list.children) {
-			return image{}, nil, errs.New(errs.Argument, "option %s %d: the file's ImageList holds images 0 to %d", optImage, want, len(list.children)-1)
+		if want >= t.listLen {
+			return nil, nil, errs.New(errs.Argument, "option %s %d: the file's ImageList holds images 0 to %d", optImage, want, t.listLen-1)
 		}
-		im, err := readImage(want, list.children[want])
-		if err != nil {
-			return image{}, nil, errs.Wrap(errs.Argument, fmt.Errorf("option %s %d: %w", optImage, want, err))
+		im := &image{index: want, dataType: -1}
+		if k, ok := slices.BinarySearchFunc(t.images, want, func(im *image, i int) int { return im.index - i }); ok {
+			im = t.images[k]
+		}
+		if err := im.check(); err != nil {
+			return nil, nil, errs.Wrap(errs.Argument, fmt.Errorf("option %s %d: %w", optImage, want, err))
 		}
 		return im, nil, nil
 	}
-	var images []image
+	slices.Sort(t.thumbs)
+	var images []*image
 	var skipped []string
-	for i, c := range list.children {
-		if slices.Contains(thumbs, i) {
+	for _, im := range t.images {
+		if _, thumb := slices.BinarySearch(t.thumbs, im.index); thumb {
 			continue
 		}
-		im, err := readImage(i, c)
-		if err != nil {
-			skipped = append(skipped, err.Error())
+		if !im.readable() {
+			if len(skipped) < 8 {
+				skipped = append(skipped, im.check().Error())
+			}
 			continue
 		}
 		images = append(images, im)
@@ -242,48 +395,46 @@ func pickImage(root *node, want int) (image, []string, error) {
 		if len(skipped) > 0 {
 			why = ": " + strings.Join(skipped, "; ")
 		}
-		return image{}, nil, fmt.Errorf("no image with data in ImageList (%d images, %d of them thumbnails)%s", len(list.children), len(thumbs), why)
+		return nil, nil, fmt.Errorf("no image with data in ImageList (%d images, %d of them thumbnails)%s", t.listLen, len(t.thumbs), why)
+	}
+	frames := func(im *image) bool {
+		_, ok := dtypes[im.dataType]
+		return ok && len(im.dims) >= 2 && len(im.dims) <= 5 && !im.spectra()
+	}
+	better := func(a, b *image) bool { // a is picked before b
+		if fa, fb := frames(a), frames(b); fa != fb {
+			return fa
+		}
+		if frames(a) && len(a.dims) != len(b.dims) {
+			return len(a.dims) > len(b.dims)
+		}
+		return a.bytes() > b.bytes()
 	}
 	best := images[0]
-	var others []string
 	for _, im := range images[1:] {
-		if im.bytes() > best.bytes() {
+		if better(im, best) {
 			best = im
 		}
 	}
+	if len(images) == 1 {
+		return best, nil, nil
+	}
+	var others []string
 	for _, im := range images {
-		if im.index != best.index {
+		if im != best && len(others) < 8 {
 			others = append(others, fmt.Sprintf("%d (Dimensions %v)", im.index, im.dims))
 		}
 	}
-	var notes []string
-	if len(others) > 0 {
-		notes = append(notes, fmt.Sprintf("the file holds %d images besides thumbnails: image %d (Dimensions %v), the largest, is read; option %s N reads image %s instead",
-			len(images), best.index, best.dims, optImage, strings.Join(others, ", ")))
+	if more := len(images) - 1 - len(others); more > 0 {
+		others = append(others, fmt.Sprintf("or one of %d more", more))
 	}
-	return best, notes, nil
-}
-
-// readImage reads the ImageData of ImageList entry i.
-func readImage(i int, c *node) (image, error) {
-	d := c.child("ImageData")
-	data, dt, dims := d.child("Data"), d.child("DataType"), d.child("Dimensions")
-	switch {
-	case data == nil || !data.array || data.esize == 0:
-		return image{}, fmt.Errorf("image %d has no ImageData.Data array of simple values", i)
-	case dt == nil || !dt.simple:
-		return image{}, fmt.Errorf("image %d has no ImageData.DataType", i)
-	case dims == nil || !dims.group || len(dims.children) == 0:
-		return image{}, fmt.Errorf("image %d has no ImageData.Dimensions", i)
+	why := "the largest"
+	if frames(best) {
+		why = "of the images with frames, the one of the most dimensions, then the largest"
 	}
-	im := image{index: i, data: data, dataType: int(dt.num), tags: c.child("ImageTags")}
-	for _, n := range dims.children {
-		if !n.simple || n.num < 1 || n.num > math.MaxInt32 || n.num != math.Trunc(n.num) {
-			return image{}, fmt.Errorf("image %d: ImageData.Dimensions.%s is %v, not a size of 1 to %d", i, n.name, n.num, math.MaxInt32)
-		}
-		im.dims = append(im.dims, int(n.num))
-	}
-	return im, nil
+	note := fmt.Sprintf("the file holds %d images besides thumbnails: image %d (Dimensions %v) is read (%s); option %s N reads image %s instead",
+		len(images), best.index, best.dims, why, optImage, strings.Join(others, ", "))
+	return best, []string{note}, nil
 }
 
 // transposedFile is a 4-D image stored (sig_y, sig_x, scan_y, scan_x): the value of

@@ -1,10 +1,13 @@
 package dm_test
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -210,13 +213,15 @@ func TestSeries(t *testing.T) {
 				require.NoError(t, d.Close())
 				d, err = dataset.Open(path, dataset.Options{FormatOptions: map[string]string{"dm_c_order": "true"}})
 				require.NoError(t, err)
-				assert.Equal(t, []string{"option dm_c_order applies to 4-D images only and was ignored: image 1 has 3 dimensions"}, dataset.Notes(d))
+				assert.Equal(t, []string{"option dm_c_order applies to 4-D and 5-D images only and was ignored: image 1 has 3 dimensions"}, dataset.Notes(d))
 				checkFrames(t, d, 0)
 				require.NoError(t, d.Close())
+				// The nav shape is kept (LiberTEM's sync_offset): the last position has no frame.
 				d, err = dataset.Open(path, dataset.Options{SyncOffset: 1})
 				require.NoError(t, err)
-				assert.Equal(t, []int{2}, d.NavShape())
-				checkFrames(t, d, 1)
+				assert.Equal(t, []int{3}, d.NavShape())
+				assert.Equal(t, []dataset.FrameSpan{{First: 2, Count: 1}}, dataset.Blanks(d))
+				checkFrames(t, dataset.RealFrames(d), 1)
 				require.NoError(t, d.Close())
 			}
 		}
@@ -283,6 +288,42 @@ func Test4D(t *testing.T) {
 	assert.Contains(t, err.Error(), "option dm_c_order")
 }
 
+// A 5-D image in C order (tagged, or option dm_c_order) is a scan of planes, nav shape
+// (d4, d3, d2), as LiberTEM reads it; one not marked C order is refused naming
+// dm_c_order, as LiberTEM refuses it (#33).
+func Test5D(t *testing.T) {
+	dir := t.TempDir()
+	yes := true
+	dims := []int{5, 4, 3, 1, 2} // sig_x, sig_y, scan_x, scan_y, scan_z
+	for _, c := range []struct {
+		name    string
+		swapped *bool
+		opt     map[string]string
+		note    string
+	}{
+		{"tagged", &yes, nil, ""},
+		{"forced", nil, map[string]string{"dm_c_order": "true"}, "option dm_c_order: the 5-D image is read as stored in C order (scan_z, scan_y, scan_x, sig_y, sig_x)"},
+	} {
+		path := filepath.Join(dir, c.name+".dm4")
+		writeDM(t, path, 4, false, dmImage{dataType: 2, elemType: 6, dims: dims,
+			data: encodePixels(6, 20, dataset.Float32, binary.BigEndian, false), format: "Diffraction image", swapped: c.swapped})
+		d, err := dataset.Open(path, dataset.Options{FormatOptions: c.opt})
+		require.NoError(t, err, c.name)
+		assert.Equal(t, []int{2, 1, 3}, d.NavShape(), c.name)
+		assert.Equal(t, [2]int{4, 5}, d.SigShape(), c.name)
+		checkFrames(t, d, 0)
+		if c.note != "" {
+			assert.Contains(t, dataset.Notes(d), c.note)
+		}
+		require.NoError(t, d.Close())
+	}
+	path := filepath.Join(dir, "untagged.dm4")
+	writeDM(t, path, 4, true, dmImage{dataType: 2, elemType: 6, dims: dims, data: encodePixels(6, 20, dataset.Float32, binary.LittleEndian, false)})
+	_, err := dataset.Open(path, dataset.Options{})
+	assert.ErrorIs(t, err, errs.Format)
+	assert.ErrorContains(t, err, "image 1 has 5 dimensions [5 4 3 1 2] and is not marked C order (its tag Meta Data.Data Order Swapped is 0 or absent): stemdot reads a 5-D image stored in C order, (scan_z, scan_y, scan_x, sig_y, sig_x), as LiberTEM does; give option dm_c_order if it is")
+}
+
 // A file that shrinks after it was opened: the read fails (errs.IO), it does not return
 // zeros; C-ordered (in place, and byte-swapped) and transposed.
 func TestShrinks(t *testing.T) {
@@ -333,7 +374,7 @@ func TestImages(t *testing.T) {
 	d, err = dataset.Open(path, dataset.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []int{2}, d.NavShape())
-	assert.Equal(t, []string{"the file holds 2 images besides thumbnails: image 2 (Dimensions [5 4 2]), the largest, is read; option dm_image N reads image 1 (Dimensions [5 4]) instead"}, dataset.Notes(d))
+	assert.Equal(t, []string{"the file holds 2 images besides thumbnails: image 2 (Dimensions [5 4 2]) is read (of the images with frames, the one of the most dimensions, then the largest); option dm_image N reads image 1 (Dimensions [5 4]) instead"}, dataset.Notes(d))
 	checkFrames(t, d, 0)
 	require.NoError(t, d.Close())
 
@@ -371,10 +412,10 @@ func TestRefused(t *testing.T) {
 		{"bool", dmImage{dataType: 14, elemType: 10, dims: []int{5, 4, 2}, data: make([]byte, 40)}, errs.DType, "binary (bool)"},
 		{"spectrum-image", dmImage{dataType: 2, elemType: 6, dims: []int{2, 3, 100}, data: make([]byte, 2400), format: "Spectrum image"}, errs.Format, "holds spectra, not frames"},
 		{"spectrum", dmImage{dataType: 2, elemType: 6, dims: []int{100}, data: make([]byte, 400)}, errs.Format, "holds spectra, not frames"},
-		{"5-d", dmImage{dataType: 1, elemType: 2, dims: []int{2, 2, 2, 2, 2}, data: make([]byte, 64)}, errs.Format, "5 dimensions"},
+		{"6-d", dmImage{dataType: 1, elemType: 2, dims: []int{2, 2, 2, 2, 2, 2}, data: make([]byte, 128)}, errs.Format, "6 dimensions [2 2 2 2 2 2]: stemdot reads images of 2 to 5 dimensions"},
 		{"size", dmImage{dataType: 1, elemType: 2, dims: []int{5, 4, 3}, data: encodePixels(2, 20, dataset.Int16, le, false)}, errs.Format, "Dimensions [5 4 3] of int16 pixels do not make the 40 elements of 2 bytes its Data tag holds"},
 		{"huge-dims", dmImage{dataType: 1, elemType: 2, dims: []int{1 << 30, 1 << 30, 1 << 30, 1 << 30}, data: make([]byte, 40)}, errs.Format, "do not make the 20 elements"},
-		{"zero-dim", dmImage{dataType: 1, elemType: 2, dims: []int{5, 0, 3}, data: make([]byte, 40)}, errs.Format, "ImageData.Dimensions.1 is 0"},
+		{"zero-dim", dmImage{dataType: 1, elemType: 2, dims: []int{5, 0, 3}, data: make([]byte, 40)}, errs.Format, `tag "ImageList.1.ImageData.Dimensions.1" is 0`},
 	} {
 		path := filepath.Join(dir, c.name+".dm4")
 		writeDM(t, path, 4, true, c.im)
@@ -447,4 +488,115 @@ func BenchmarkTransposed(b *testing.B) {
 			}
 		}
 	}
+}
+
+// A 4-D scan beside a larger 2-D survey image (issue #33) is read, not the survey: of the
+// images with frames, the one of the most dimensions; a note names the others and option
+// dm_image, which reads the survey. With two 4-D images, the larger of them.
+func TestSurveyBeside4D(t *testing.T) {
+	le := binary.LittleEndian
+	yes := true
+	survey := dmImage{dataType: 2, elemType: 6, dims: []int{64, 64}, data: make([]byte, 64*64*4), format: "Image"}
+	scan := dmImage{dataType: 2, elemType: 6, dims: []int{5, 4, 3, 2}, data: encodePixels(6, 20, dataset.Float32, le, false), swapped: &yes}
+	path := filepath.Join(t.TempDir(), "survey.dm4")
+	writeDM(t, path, 4, true, survey, scan)
+	d, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 3}, d.NavShape())
+	assert.Equal(t, [2]int{4, 5}, d.SigShape())
+	checkFrames(t, d, 0)
+	assert.Equal(t, []string{"the file holds 2 images besides thumbnails: image 2 (Dimensions [5 4 3 2]) is read (of the images with frames, the one of the most dimensions, then the largest); option dm_image N reads image 1 (Dimensions [64 64]) instead"}, dataset.Notes(d))
+	require.NoError(t, d.Close())
+
+	d, err = dataset.Open(path, dataset.Options{FormatOptions: map[string]string{"dm_image": "1"}})
+	require.NoError(t, err)
+	assert.Equal(t, []int{1}, d.NavShape())
+	assert.Equal(t, [2]int{64, 64}, d.SigShape())
+	require.NoError(t, d.Close())
+
+	// Two 4-D candidates and a spectrum image (no frames, however large): the larger scan.
+	small := dmImage{dataType: 2, elemType: 6, dims: []int{5, 4, 1, 2}, data: encodePixels(2, 20, dataset.Float32, le, false), swapped: &yes}
+	spectra := dmImage{dataType: 2, elemType: 6, dims: []int{1000, 2, 2}, data: make([]byte, 16000), format: "Spectrum image"}
+	writeDM(t, path, 4, true, small, survey, spectra, scan)
+	d, err = dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 3}, d.NavShape())
+	checkFrames(t, d, 0)
+	assert.Equal(t, []string{"the file holds 4 images besides thumbnails: image 4 (Dimensions [5 4 3 2]) is read (of the images with frames, the one of the most dimensions, then the largest); option dm_image N reads image 1 (Dimensions [5 4 1 2]), 2 (Dimensions [64 64]), 3 (Dimensions [1000 2 2]) instead"}, dataset.Notes(d))
+	require.NoError(t, d.Close())
+}
+
+// withEmptyGroups inserts n empty groups (tags without a name) into the group named
+// group of the DM file b of the version, as its last tags; next is the name of the tag
+// after that group.
+func withEmptyGroups(b []byte, version int, group, next string, n int) []byte {
+	be := binary.BigEndian
+	at := bytes.Index(b, []byte(group)) + len(group) + 2 // the group's tag count (after sorted, open)
+	end := bytes.Index(b, []byte(next)) - 3              // the next tag's kind and name length
+	empty := []byte{20, 0, 0, 1, 0, 0, 0, 0, 0}          // DM3: kind, name length 0, sorted, open, 0 tags
+	if version == 4 {
+		at += 8 // the tag's size
+		empty = append([]byte{20, 0, 0}, make([]byte, 8+2+8)...)
+		be.PutUint64(empty[3:], 10)
+		empty[11] = 1
+		be.PutUint64(b[at:], be.Uint64(b[at:])+uint64(n))
+	} else {
+		be.PutUint32(b[at:], be.Uint32(b[at:])+uint32(n))
+	}
+	out := append([]byte(nil), b[:end]...)
+	out = append(out, bytes.Repeat(empty, n)...)
+	return append(out, b[end:]...)
+}
+
+// A file of a million empty tag groups in its ImageList (issue #33: 5 million, a 45 MB
+// DM3, took 782 MB as a tag tree) opens allocating a small part of its size: the tags are
+// not kept, only what the images' tags say.
+func TestManyEmptyGroups(t *testing.T) {
+	dir := t.TempDir()
+	for _, version := range []int{3, 4} {
+		path := filepath.Join(dir, fmt.Sprintf("empty.dm%d", version))
+		writeDM(t, path, version, true, dmImage{dataType: 1, elemType: 2, dims: []int{5, 4, 3}, data: encodePixels(3, 20, dataset.Int16, binary.LittleEndian, false)})
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		b = withEmptyGroups(b, version, "ImageList", "InImageMode", 1_000_000)
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		d, err := dataset.Open(path, dataset.Options{})
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		// TotalAlloc, every byte allocated, bounds the peak heap of the open: 69 KB of a
+		// 9 MB DM3 or 21 MB DM4 (349 MB before).
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "DM%d: bytes allocated opening a file of %d bytes", version, len(b))
+		assert.Equal(t, []int{3}, d.NavShape())
+		checkFrames(t, d, 0)
+		require.NoError(t, d.Close())
+	}
+}
+
+// Tag names reach messages quoted: a name holding a terminal's escape sequences is not
+// printed raw.
+func TestTagNamesQuoted(t *testing.T) {
+	e := enc{binary.LittleEndian}
+	b := frametest.EncodeDM(4, true, []tag{
+		group("\x1b]0;title\a\x1b[2J", tag{Name: "\x1b[31mred", Info: []uint64{99}, Value: make([]byte, 4)}),
+		group("ImageList", e.image(dmImage{dataType: 1, elemType: 2, dims: []int{5, 4}, data: make([]byte, 40)})),
+	})
+	path := filepath.Join(t.TempDir(), "escape.dm4")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	_, err := dataset.Open(path, dataset.Options{})
+	require.ErrorIs(t, err, errs.Format)
+	assert.Contains(t, err.Error(), `tag "\x1b]0;title\a\x1b[2J.\x1b[31mred"`)
+	assert.NotContains(t, err.Error(), "\x1b")
+
+	b = frametest.EncodeDM(3, true, []tag{group("ImageList", group("", group("ImageData",
+		tag{Name: "Data", Info: []uint64{20, 2, 20}, Value: make([]byte, 40)},
+		e.simple("DataType", 3, 1),
+		group("Dimensions", e.simple("", 3, 5), e.simple("\x1b[8m", 3, 0)))))})
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	_, err = dataset.Open(path, dataset.Options{})
+	require.ErrorIs(t, err, errs.Format)
+	assert.Contains(t, err.Error(), `tag "ImageList.0.ImageData.Dimensions.\x1b[8m" is 0`)
+	assert.NotContains(t, err.Error(), "\x1b")
 }

@@ -5,14 +5,16 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/dataset/internal/frametest"
 )
 
-// FuzzOpenDM opens fuzzed DM3 and DM4 files and reads all their frames: no panic, and
-// what opens reads, seeded with the start of the real files' tag trees (when present) and the test's synthetic
+// FuzzOpenDM opens fuzzed DM3 and DM4 files and reads all their frames: no panic, the
+// open allocates no more than a small multiple of the file's size (the tag tree is not
+// kept), and what opens reads, seeded with the start of the real files' tag trees (when present) and the test's synthetic
 // 3-D and transposed 4-D files.
 func FuzzOpenDM(f *testing.F) {
 	frametest.SeedFiles(f, 1<<10, "dm/test-1.dm3", "dm/test-1.dm4") // small seeds: the fuzzer minimizes what it finds in reasonable time
@@ -35,7 +37,13 @@ func FuzzOpenDM(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		d, err := dataset.Open(p, dataset.Options{})
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<10+8*uint64(len(b)) {
+			t.Fatalf("opening a file of %d bytes allocated %d bytes", len(b), alloc)
+		}
 		if err != nil {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 
@@ -39,43 +40,60 @@ const maxInfo = 1 << 16
 // longer ones are skipped.
 const maxString = 1024
 
-// node is a tag: a group with children, or a data tag.
+// The tag tree is not kept: the parser hands each tag to a visitor, which keeps what it
+// needs (the images' tags, the scan shape), so that the memory of a file's tags is that of
+// what is read from them, not of the millions of tags a file may hold (issue #33: 5
+// million empty groups, a 45 MB DM3, took 782 MB as a tree).
+
+// pathElem is a tag of a path: its name and its index in its group.
+type pathElem struct {
+	name  []byte // valid until the parser moves on
+	index int
+}
+
+// is reports whether the tag is named name (an unnamed tag is named "").
+func (e pathElem) is(name string) bool { return string(e.name) == name }
+
+// String is the tag's name, or its index when it has none.
+func (e pathElem) String() string {
+	if len(e.name) == 0 {
+		return strconv.Itoa(e.index)
+	}
+	return string(e.name)
+}
+
+// node is a tag as the parser hands it to a visitor, valid during the call only: a group
+// of count tags, or a data tag: a simple value (num), a string, or an array of count
+// elements of esize bytes at off.
 type node struct {
-	name     string
-	group    bool
-	children []*node
-	// Data tags: a simple value (num), or an array of count elements of esize bytes at
-	// off, or a string.
+	group  bool
 	simple bool
 	array  bool
 	count  int64
 	off    int64
-	esize  int64 // bytes of one array element
+	esize  int64
 	num    float64
-	str    string // a string value (type 18, or an array of uint16)
+	raw    []byte // a string value's bytes (text, or uint16 characters in the tag byte order)
+	utf16  bool   // raw holds uint16 characters
 	hasStr bool
+	o      binary.ByteOrder
 }
 
-// child returns the child named name, or nil.
-func (n *node) child(name string) *node {
-	if n == nil {
-		return nil
+// str decodes the string value.
+func (n *node) str() string {
+	if !n.utf16 {
+		return string(n.raw)
 	}
-	for _, c := range n.children {
-		if c.name == name {
-			return c
-		}
+	u := make([]uint16, len(n.raw)/2)
+	for i := range u {
+		u[i] = n.o.Uint16(n.raw[2*i:])
 	}
-	return nil
+	return string(utf16.Decode(u))
 }
 
-// path returns the node at the dotted path below n, or nil.
-func (n *node) path(p string) *node {
-	for _, name := range strings.Split(p, ".") {
-		n = n.child(name)
-	}
-	return n
-}
+// visitor is called for every tag, a group before its tags, with the path to it from the
+// root.
+type visitor func(path []pathElem, n *node)
 
 // simpleSize is the size in bytes of a simple encoded type, 0 for others.
 func simpleSize(t uint64) int64 {
@@ -154,16 +172,29 @@ func (r *reader) skip(n int64) error {
 type parser struct {
 	r      *reader
 	hdr    header
-	stack  []string // names of the enclosing groups, for errors
+	stack  []pathElem // the tag being parsed and its enclosing groups; the names' buffers are reused
+	depth  int        // the tags of stack in use
 	byteOf binary.ByteOrder
+	info   []uint64 // the info array of the data tag being parsed
+	n      node     // the tag being visited
+	visit  visitor
 }
 
-// where names the tag being parsed, as "ImageList.2.ImageData.Data".
+// where names the tag being parsed, quoted, as "ImageList.2.ImageData.Data".
 func (p *parser) where() string {
-	if len(p.stack) == 0 {
+	if p.depth == 0 {
 		return "the root group"
 	}
-	return "tag " + strings.Join(p.stack, ".")
+	return "tag " + pathString(p.stack[:p.depth])
+}
+
+// pathString is a tag's path, dotted and quoted.
+func pathString(path []pathElem) string {
+	names := make([]string, len(path))
+	for i, e := range path {
+		names[i] = e.String()
+	}
+	return strconv.Quote(strings.Join(names, "."))
 }
 
 // fail returns a format error at the parser's position.
@@ -193,54 +224,76 @@ func (p *parser) lq() (uint64, error) {
 	return uint64(binary.BigEndian.Uint32(b)), nil
 }
 
-// Tags is the tag tree of a DigitalMicrograph 3 or 4 file: a .dm3/.dm4 image, or the
-// .gtg metadata file of a Gatan K2 IS acquisition (package dataset/k2is reads its scan
-// shape from it).
-type Tags struct{ root *node }
+// Tags are numbers read from the tag tree of a DigitalMicrograph 3 or 4 file: a
+// .dm3/.dm4 image, or the .gtg metadata file of a Gatan K2 IS acquisition (package
+// dataset/k2is reads its scan shape from it).
+type Tags struct{ nums map[string]float64 }
 
 // ReadTags reads the header and the whole tag tree of the DM3/DM4 file of size bytes that
-// r reads; the values of array tags (image pixels) are skipped, never read. A file that is
-// not DM3/DM4 or whose tags are damaged or cut short gives an errs.Format error naming the
-// tag, a failed read errs.IO.
-func ReadTags(r io.ReaderAt, size int64) (*Tags, error) {
-	root, _, err := parseTags(r, size)
+// r reads, keeping the values of the simple numeric data tags (any of the 11 integer,
+// float and bool types) at paths: the names of a tag's groups and its own name from the
+// root, joined by ".", an unnamed tag by its index in its group ("SI Dimensions.Size X",
+// "ImageList.1.ImageData.DataType"); where several tags have a path, the first is kept.
+// Nothing else is kept: the memory taken does not grow with the file's tags. The values of
+// array tags (image pixels) are skipped, never read. A file that is not DM3/DM4 or whose
+// tags are damaged or cut short gives an errs.Format error naming the tag, a failed read
+// errs.IO.
+func ReadTags(r io.ReaderAt, size int64, paths ...string) (*Tags, error) {
+	t := &Tags{nums: map[string]float64{}}
+	want := make([][]string, len(paths))
+	for i, p := range paths {
+		want[i] = strings.Split(p, ".")
+	}
+	_, err := parseTags(r, size, func(path []pathElem, n *node) {
+		if !n.simple {
+			return
+		}
+		for i, w := range want {
+			if len(w) != len(path) {
+				continue
+			}
+			match := true
+			for j, e := range path {
+				match = match && (e.is(w[j]) || len(e.name) == 0 && strconv.Itoa(e.index) == w[j])
+			}
+			if _, seen := t.nums[paths[i]]; match && !seen {
+				t.nums[paths[i]] = n.num
+			}
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &Tags{root: root}, nil
+	return t, nil
 }
 
-// Number returns the value, as float64, of the simple numeric data tag (any of the 11
-// integer, float and bool types) at path: the names of its groups and its own name from
-// the root, joined by ".", an unnamed tag by its index in its group ("SI Dimensions.Size
-// X", "ImageList.1.ImageData.DataType"). ok is false when there is no such tag or it is a
-// group, a string, a struct or an array.
+// Number returns the value, as float64, of the simple numeric data tag at path, one of
+// the paths given to ReadTags. ok is false when there is no such tag or it is a group, a
+// string, a struct or an array.
 func (t *Tags) Number(path string) (v float64, ok bool) {
-	n := t.root.path(path)
-	if n == nil || !n.simple {
-		return 0, false
-	}
-	return n.num, true
+	v, ok = t.nums[path]
+	return v, ok
 }
 
-// parseTags reads the header and the whole tag tree of a DM3/DM4 file of size bytes.
-func parseTags(ra io.ReaderAt, size int64) (*node, header, error) {
+// parseTags reads the header and the whole tag tree of a DM3/DM4 file of size bytes,
+// handing each tag to visit.
+func parseTags(ra io.ReaderAt, size int64, visit visitor) (header, error) {
 	r := &reader{ra: ra, size: size}
 	b, err := r.next(4)
 	if err != nil {
-		return nil, header{}, errs.New(errs.Format, "not a DigitalMicrograph file: %d bytes, too short for its header", size)
+		return header{}, errs.New(errs.Format, "not a DigitalMicrograph file: %d bytes, too short for its header", size)
 	}
-	p := &parser{r: r}
+	p := &parser{r: r, visit: visit}
 	p.hdr.version = int(int32(binary.BigEndian.Uint32(b)))
 	if p.hdr.version != 3 && p.hdr.version != 4 {
-		return nil, header{}, errs.New(errs.Format, "not a DigitalMicrograph 3 or 4 file: its header gives version %d (bytes % X; want 3 or 4)", p.hdr.version, b)
+		return header{}, errs.New(errs.Format, "not a DigitalMicrograph 3 or 4 file: its header gives version %d (bytes % X; want 3 or 4)", p.hdr.version, b)
 	}
 	if _, err := p.lq(); err != nil { // the file size the header states: not needed
-		return nil, header{}, p.fail(err)
+		return header{}, p.fail(err)
 	}
 	b, err = r.next(4)
 	if err != nil {
-		return nil, header{}, p.fail(err)
+		return header{}, p.fail(err)
 	}
 	switch order := binary.BigEndian.Uint32(b); order {
 	case 0:
@@ -248,18 +301,18 @@ func parseTags(ra io.ReaderAt, size int64) (*node, header, error) {
 	case 1:
 		p.hdr.little, p.byteOf = true, binary.LittleEndian
 	default:
-		return nil, header{}, errs.New(errs.Format, "the header's byte order field is %d (want 0 for big-endian or 1 for little-endian tag data)", order)
+		return header{}, errs.New(errs.Format, "the header's byte order field is %d (want 0 for big-endian or 1 for little-endian tag data)", order)
 	}
-	root := &node{group: true}
-	if err := p.group(root, 0); err != nil {
-		return nil, header{}, err
+	if err := p.group(); err != nil {
+		return header{}, err
 	}
-	return root, p.hdr, nil
+	return p.hdr, nil
 }
 
-// group reads a group's tags into g.
-func (p *parser) group(g *node, depth int) error {
-	if depth > maxDepth {
+// group reads the group at the parser's depth (the root at 0): it visits the group, then
+// reads its tags.
+func (p *parser) group() error {
+	if p.depth > maxDepth {
 		return p.fail(fmt.Errorf("groups nested deeper than %d", maxDepth))
 	}
 	if err := p.r.skip(2); err != nil { // sorted, open
@@ -272,7 +325,14 @@ func (p *parser) group(g *node, depth int) error {
 	if ntags > uint64(p.r.size-p.r.off)/3 { // every tag takes at least 3 bytes
 		return p.fail(fmt.Errorf("group of %d tags, more than the rest of the file holds", ntags))
 	}
-	for i := range ntags {
+	if p.depth > 0 {
+		p.n = node{group: true, count: int64(ntags)}
+		p.visit(p.stack[:p.depth], &p.n)
+	}
+	if p.depth == len(p.stack) {
+		p.stack = append(p.stack, pathElem{})
+	}
+	for i := range int(ntags) {
 		b, err := p.r.next(3)
 		if err != nil {
 			return p.fail(err)
@@ -282,38 +342,33 @@ func (p *parser) group(g *node, depth int) error {
 		if err != nil {
 			return p.fail(err)
 		}
-		name := string(nb)
-		if name == "" {
-			name = fmt.Sprint(i) // unnamed tags (list entries) by their index
-		}
+		e := &p.stack[p.depth] // taken anew: a subgroup may grow the stack
+		e.name, e.index = append(e.name[:0], nb...), i
+		p.depth++
 		if p.hdr.version == 4 {
 			if _, err := p.lq(); err != nil { // the tag's size: recomputed from its type
 				return p.fail(err)
 			}
 		}
-		p.stack = append(p.stack, name)
-		c := &node{name: name}
 		switch kind {
 		case 20:
-			c.group = true
-			err = p.group(c, depth+1)
+			err = p.group()
 		case 21:
-			err = p.data(c)
+			err = p.data()
 		default:
 			err = p.fail(fmt.Errorf("tag kind %d (want 20 for a group or 21 for data)", kind))
 		}
 		if err != nil {
 			return err
 		}
-		p.stack = p.stack[:len(p.stack)-1]
-		g.children = append(g.children, c)
+		p.depth--
 	}
 	return nil
 }
 
 // data reads a data tag's type and its value (simple values, short strings) or where it
-// lies (arrays), and moves past it.
-func (p *parser) data(c *node) error {
+// lies (arrays), visits it and moves past it.
+func (p *parser) data() error {
 	b, err := p.r.next(4)
 	if err != nil {
 		return p.fail(err)
@@ -328,12 +383,18 @@ func (p *parser) data(c *node) error {
 	if n == 0 || n > maxInfo {
 		return p.fail(fmt.Errorf("info array of %d entries (want 1 to %d)", n, maxInfo))
 	}
-	info := make([]uint64, n)
-	for i := range info {
-		if info[i], err = p.lq(); err != nil {
+	if n > uint64(p.r.size-p.r.off)/4 { // every entry takes at least 4 bytes
+		return p.fail(errCut)
+	}
+	p.info = p.info[:0]
+	for range n {
+		v, err := p.lq()
+		if err != nil {
 			return p.fail(err)
 		}
+		p.info = append(p.info, v)
 	}
+	info := p.info
 	size, used, err := p.typeSize(info, 0)
 	if err != nil {
 		return p.fail(err)
@@ -341,7 +402,11 @@ func (p *parser) data(c *node) error {
 	if used != len(info) {
 		return p.fail(fmt.Errorf("info array %v: its type takes %d of its %d entries", info[:min(len(info), 8)], used, len(info)))
 	}
-	c.off = p.r.off
+	p.n = node{off: p.r.off, o: p.byteOf}
+	c := &p.n
+	if info[0] == 20 && len(info) == 3 { // an array of simple values
+		c.array, c.count, c.esize = true, int64(info[2]), simpleSize(info[1])
+	}
 	switch {
 	case len(info) == 1:
 		c.simple = true
@@ -350,32 +415,17 @@ func (p *parser) data(c *node) error {
 			return p.fail(err)
 		}
 		c.num = p.value(info[0], v)
-		return nil
-	case info[0] == 18 && size <= maxString:
-		v, err := p.r.next(size)
-		if err != nil {
+	case info[0] == 18 && size <= maxString, c.array && info[1] == 4 && size <= 2*maxString: // text, or uint16 characters
+		if c.raw, err = p.r.next(size); err != nil {
 			return p.fail(err)
 		}
-		c.str, c.hasStr = string(v), true
-		return nil
-	case info[0] == 20 && len(info) == 3:
-		c.array, c.count, c.esize = true, int64(info[2]), simpleSize(info[1])
-		if info[1] == 4 && size <= 2*maxString { // uint16 characters: a string
-			v, err := p.r.next(size)
-			if err != nil {
-				return p.fail(err)
-			}
-			u := make([]uint16, len(v)/2)
-			for i := range u {
-				u[i] = p.byteOf.Uint16(v[2*i:])
-			}
-			c.str, c.hasStr = string(utf16.Decode(u)), true
-			return nil
+		c.hasStr, c.utf16 = true, c.array
+	default:
+		if err := p.r.skip(size); err != nil {
+			return p.fail(err)
 		}
 	}
-	if err := p.r.skip(size); err != nil {
-		return p.fail(err)
-	}
+	p.visit(p.stack[:p.depth], c)
 	return nil
 }
 

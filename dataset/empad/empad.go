@@ -98,7 +98,7 @@ func parseEMPADXML(b []byte) (empadMeta, error) {
 	dec := xml.NewDecoder(bytes.NewReader(b))
 	dec.Strict = true
 	if err := dec.Decode(&doc); err != nil {
-		return empadMeta{}, fmt.Errorf("not a well-formed XML file: %w", err)
+		return empadMeta{}, notWellFormed(err)
 	}
 	// Only one root element: trailing elements mean a damaged or concatenated file.
 	for {
@@ -107,14 +107,14 @@ func parseEMPADXML(b []byte) (empadMeta, error) {
 			break
 		}
 		if err != nil {
-			return empadMeta{}, fmt.Errorf("not a well-formed XML file: %w", err)
+			return empadMeta{}, notWellFormed(err)
 		}
 		if _, ok := tok.(xml.StartElement); ok {
 			return empadMeta{}, errors.New("not a well-formed XML file: more than one root element")
 		}
 	}
 	if len(doc.RawFile) == 0 {
-		return empadMeta{}, fmt.Errorf("not an EMPAD XML file: the root element <%s> has no <raw_file filename=\"...\"/> naming the raw data", doc.XMLName.Local)
+		return empadMeta{}, fmt.Errorf("not an EMPAD XML file: the root element %q has no <raw_file filename=\"...\"/> naming the raw data", doc.XMLName.Local)
 	}
 	if len(doc.RawFile) > 1 {
 		return empadMeta{}, fmt.Errorf("EMPAD XML: %d <raw_file> elements, want one", len(doc.RawFile))
@@ -217,6 +217,16 @@ func parseEMPADXML(b []byte) (empadMeta, error) {
 		m.nav, m.source = []int{y, x}, fmt.Sprintf(" from the XML (pix_y=%d, pix_x=%d)", y, x)
 	}
 	return m, nil
+}
+
+// notWellFormed is the XML decoder's error err, the message of a syntax error (which may
+// hold the file's text: a name, an entity) quoted.
+func notWellFormed(err error) error {
+	var se *xml.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("not a well-formed XML file: line %d: %q", se.Line, se.Msg)
+	}
+	return fmt.Errorf("not a well-formed XML file: %w", err)
 }
 
 // xmlSingle returns the trimmed text of an element that may occur at most once ("" when

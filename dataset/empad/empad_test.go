@@ -181,7 +181,9 @@ func TestEMPADBadXML(t *testing.T) {
 	cases := []struct{ xml, want string }{
 		{`<root><raw_file filename="scan_x3_y2.raw"/><pix_x>3</pix_x>`, "not a well-formed XML file"},
 		{`not xml at all`, "not a well-formed XML file"},
-		{`<root><pix_x>3</pix_x><pix_y>2</pix_y></root>`, `not an EMPAD XML file: the root element <root> has no <raw_file filename="..."/>`},
+		{`<root><pix_x>3</pix_x><pix_y>2</pix_y></root>`, `not an EMPAD XML file: the root element "root" has no <raw_file filename="..."/>`},
+		// Text of the file in a syntax error is quoted: a name with a right-to-left override.
+		{"<a\u202eb/>", `not a well-formed XML file: line 1: "invalid XML name: a\u202eb"`},
 		{`<root><raw_file/><pix_x>3</pix_x><pix_y>2</pix_y></root>`, "<raw_file> has no filename attribute"},
 		{`<root><raw_file filename="scan_x3_y2.raw"/><pix_x>three</pix_x><pix_y>2</pix_y></root>`, `<pix_x> is "three", not a positive whole number`},
 		{`<root><raw_file filename="scan_x3_y2.raw"/><pix_x>3</pix_x></root>`, "needs both a positive <pix_x> and <pix_y>"},

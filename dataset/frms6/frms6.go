@@ -414,7 +414,7 @@ func readHDR(path string) (hdrInfo, error) {
 func meanFrame(ff *frmsFile, h fileHeader) ([]float32, error) {
 	px := h.width * h.height
 	sum := make([]float64, px)
-	per := max(1, (8<<20)/int(h.record()))
+	per := min(max(1, (8<<20)/int(h.record())), ff.n) // frames per read
 	buf := make([]byte, int64(per)*h.record())
 	for i := 0; i < ff.n; i += per {
 		k := min(per, ff.n-i)

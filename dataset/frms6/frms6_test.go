@@ -9,9 +9,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -334,7 +336,7 @@ func TestFRMS6Errors(t *testing.T) {
 		}, map[string]string{OptGainMap: "g.mat"}, errs.Shape, "GainMap is 3×4, the frames are 4×3"},
 		{"gain-mat-name", func(dir, base string) {
 			os.WriteFile(filepath.Join(dir, "g.mat"), matFile(false, true, "Gain", 4, 3, make([]float64, 12)), 0o644)
-		}, map[string]string{OptGainMap: "g.mat"}, errs.Format, "no variable GainMap (variables: x, Gain)"},
+		}, map[string]string{OptGainMap: "g.mat"}, errs.Format, `no variable GainMap (variables: "x", "Gain")`},
 		{"gain-shape", func(dir, base string) { os.WriteFile(filepath.Join(dir, "g.csv"), []byte("1;2;3;4\n1;2;3;4\n"), 0o644) },
 			map[string]string{OptGainMap: "g.csv"}, errs.Shape, "2 rows: a gain map for frames of sig shape (4, 3) has 3 rows (detector columns) of 4 values"},
 	} {
@@ -453,14 +455,23 @@ func TestFRMS6GainMAT(t *testing.T) {
 	}
 }
 
-// FuzzFRMS6GainMAT parses arbitrary bytes as a MAT-file gain map: no panic.
+// FuzzFRMS6GainMAT parses arbitrary bytes as a MAT-file gain map: no panic, and no more
+// allocated than a small multiple of the file's size, however far its compressed
+// variables would inflate.
 func FuzzFRMS6GainMAT(f *testing.F) {
 	f.Add(matFile(false, false, "GainMap", 2, 2, []float64{1, 2, 3, 4}))
 	f.Add(matFile(true, true, "GainMap", 2, 2, []float64{1, 2, 3, 4}))
+	f.Add(matBomb(miMATRIX, "GainMap", 2, 2, 1<<20))
+	f.Add(matBomb(miMATRIX, "Offset", 2, 2, 1<<20))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if g, err := matGainMap(b, [2]int{2, 2}); err == nil {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g, err := matGainMap(b, [2]int{2, 2})
+		runtime.ReadMemStats(&after)
+		if err == nil {
 			require.Len(t, g, 4)
 		}
+		require.LessOrEqual(t, after.TotalAlloc-before.TotalAlloc, uint64(128<<10+8*len(b)), "bytes allocated")
 	})
 }
 
@@ -508,4 +519,69 @@ func FuzzFRMS6Header(f *testing.F) {
 		}
 		require.LessOrEqual(t, fileHeaderSize+int64(whole)*h.record(), size)
 	})
+}
+
+// matBomb lays out a little-endian MAT-file of one compressed variable (a "zip bomb"):
+// the tag of a variable of type typ, a matrix of double class, dimensions rows×cols and
+// the given name, whose values are n zero bytes, n declared in their tag and the
+// variable's.
+func matBomb(typ uint32, name string, rows, cols, n int) []byte {
+	le := binary.LittleEndian
+	var body []byte
+	body = le.AppendUint32(le.AppendUint32(body, 6), 8)
+	body = le.AppendUint32(le.AppendUint32(body, 6), 0) // array flags: mxDOUBLE_CLASS
+	body = le.AppendUint32(le.AppendUint32(body, 5), 8)
+	body = le.AppendUint32(le.AppendUint32(body, uint32(rows)), uint32(cols))
+	body = le.AppendUint32(le.AppendUint32(body, 1), uint32(len(name)))
+	body = append(body, name...)
+	body = append(body, make([]byte, (8-len(body)%8)%8)...)
+	body = le.AppendUint32(le.AppendUint32(body, 9), uint32(n))
+	var z bytes.Buffer
+	w, _ := zlib.NewWriterLevel(&z, zlib.BestSpeed)
+	w.Write(le.AppendUint32(le.AppendUint32(nil, typ), uint32(len(body)+n)))
+	w.Write(body)
+	zeros := make([]byte, 1<<20)
+	for k := n; k > 0; k -= len(zeros) {
+		w.Write(zeros[:min(k, len(zeros))])
+	}
+	w.Close()
+	head := []byte(fmt.Sprintf("%-116s", "MATLAB 5.0 MAT-file, Platform: test"))
+	head = append(head, make([]byte, 8)...)
+	head = le.AppendUint16(le.AppendUint16(head, 0x0100), 0x4D49)
+	return append(le.AppendUint32(le.AppendUint32(head, 15), uint32(z.Len())), z.Bytes()...)
+}
+
+// A compressed gain map that inflates to far more than a matrix of the frames' shape (a
+// "zip bomb", issue #33: a 1 MB file inflated to 1 GiB) is a format error before it is
+// inflated: the open allocates no more than a small bound, not the declared size.
+func TestFRMS6GainMATBomb(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "scan")
+	writeFRMS6(t, base, frmsSet{height: 2, width: 6, bin: 1, dark: 2, files: []int{2}, hdr: hdrText("1x2", 1, 2)}, 1)
+	const n = 64 << 20 // inflated bytes of each bomb
+	for _, tc := range []struct {
+		name string
+		mat  []byte
+		msg  string
+	}{
+		{"gainmap", matBomb(miMATRIX, "GainMap", 4, 3, n), fmt.Sprintf("GainMap, compressed at byte 128: %d bytes declared, more than the 152 of a matrix of 12 values of up to 8 bytes", n+56)},
+		// Other variables are inflated only as far as their name.
+		{"other", matBomb(miMATRIX, "Offset", 4, 3, n), `no variable GainMap (variables: "Offset")`},
+		{"not-a-variable", matBomb(0, "GainMap", 4, 3, n), "the compressed variable at byte 128: holds data type 0, not a variable (miMATRIX, 14)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, tc.name+".mat")
+			require.NoError(t, os.WriteFile(p, tc.mat, 0o644))
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			_, err := dataset.Open(base+".hdr", dataset.Options{FormatOptions: map[string]string{OptGainMap: p}})
+			runtime.ReadMemStats(&after)
+			require.ErrorIs(t, err, errs.Format)
+			assert.Contains(t, err.Error(), tc.msg)
+			assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(2<<20), "bytes allocated by the open")
+			assert.Less(t, time.Since(start), 5*time.Second)
+		})
+	}
 }

@@ -33,8 +33,8 @@ func readGainMap(path string, sig [2]int) ([]float32, error) {
 	if size > maxGainMap {
 		return nil, fmt.Errorf("%s: %d bytes is too large for a gain map", path, size)
 	}
-	b, err := io.ReadAll(f)
-	if err != nil {
+	b := make([]byte, size)
+	if _, err := io.ReadFull(f, b); err != nil {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("%s: %w", path, err))
 	}
 	if strings.EqualFold(filepath.Ext(path), ".mat") {
@@ -46,17 +46,17 @@ func readGainMap(path string, sig [2]int) ([]float32, error) {
 	}
 	gain := make([]float32, sig[0]*sig[1])
 	rows := 0
-	for line := range strings.Lines(string(b)) {
-		line = strings.TrimRight(line, "\r\n")
-		if strings.TrimSpace(line) == "" {
+	for line := range bytes.Lines(b) {
+		line = bytes.TrimRight(line, "\r\n")
+		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		var vals []float64
-		for field := range strings.SplitSeq(line, ";") {
-			if field = strings.TrimSpace(field); field == "" {
+		for field := range bytes.SplitSeq(line, []byte(";")) {
+			if field = bytes.TrimSpace(field); len(field) == 0 {
 				continue
 			}
-			v, err := strconv.ParseFloat(field, 64)
+			v, err := strconv.ParseFloat(string(field), 64)
 			if err != nil {
 				return nil, fmt.Errorf("%s: row %d: %q is not a number", path, rows+1, field)
 			}
@@ -101,39 +101,54 @@ type matElement struct {
 	data []byte
 }
 
-// matElements splits b into data elements: an 8-byte tag (type, size) and the data,
-// padded to 8 bytes, or a small element of at most 4 bytes in the tag's second word
-// (the size in the first word's upper half).
-func matElements(b []byte, o binary.ByteOrder) ([]matElement, error) {
-	var out []matElement
-	for len(b) > 0 {
-		if len(b) < 8 {
-			return nil, errors.New("a data element's tag is cut short")
-		}
-		typ, n := o.Uint32(b), uint64(o.Uint32(b[4:]))
-		if small := typ >> 16; small != 0 {
-			if small > 4 {
-				return nil, fmt.Errorf("a small data element of %d bytes", small)
-			}
-			out = append(out, matElement{typ & 0xFFFF, b[4 : 4+small]})
-			b = b[8:]
-			continue
-		}
-		if n > uint64(len(b)-8) {
-			return nil, fmt.Errorf("a data element of %d bytes in the %d left", n, len(b)-8)
-		}
-		out = append(out, matElement{typ, b[8 : 8+n]})
-		next := 8 + n
-		if typ != miCOMPRESSED {
-			next = min((next+7)&^7, uint64(len(b)))
-		}
-		b = b[next:]
+// matNext splits the first data element off b: an 8-byte tag (type, size) and the data,
+// padded to 8 bytes, or a small element of at most 4 bytes in the tag's second word (the
+// size in the first word's upper half). It returns the element and what follows it.
+func matNext(b []byte, o binary.ByteOrder) (matElement, []byte, error) {
+	if len(b) < 8 {
+		return matElement{}, nil, errors.New("a data element's tag is cut short")
 	}
-	return out, nil
+	typ, n := o.Uint32(b), uint64(o.Uint32(b[4:]))
+	if small := typ >> 16; small != 0 {
+		if small > 4 {
+			return matElement{}, nil, fmt.Errorf("a small data element of %d bytes", small)
+		}
+		return matElement{typ & 0xFFFF, b[4 : 4+small]}, b[8:], nil
+	}
+	if n > uint64(len(b)-8) {
+		return matElement{}, nil, fmt.Errorf("a data element of %d bytes in the %d left", n, len(b)-8)
+	}
+	next := 8 + n
+	if typ != miCOMPRESSED {
+		next = min((next+7)&^7, uint64(len(b)))
+	}
+	return matElement{typ, b[8 : 8+n]}, b[next:], nil
 }
 
+// matElements splits the first n data elements off b (see matNext) and returns them with
+// the number of bytes they take.
+func matElements(b []byte, o binary.ByteOrder, n int) ([]matElement, int, error) {
+	out := make([]matElement, n)
+	rest := b
+	for i := range out {
+		var err error
+		if out[i], rest, err = matNext(rest, o); err != nil {
+			return nil, 0, err
+		}
+	}
+	return out, len(b) - len(rest), nil
+}
+
+// matHeadMax bounds the bytes of a compressed variable inflated to learn its name: its
+// array flags (16 bytes), dimensions (8 + 4 per dimension) and name (MATLAB's names have
+// at most 63 characters, namelengthmax), for up to 64 dimensions.
+const matHeadMax = 512
+
 // matGainMap finds the variable GainMap (a real numeric matrix of sig_y rows and sig_x
-// columns, stored column by column) in a level 5 MAT-file.
+// columns, stored column by column) in a level 5 MAT-file. A compressed variable is
+// inflated only as far as its name unless it is GainMap, and GainMap only if its size
+// fits a matrix of the frames' shape of 8-byte values: a small file cannot inflate to
+// more memory than the gain map takes (a "zip bomb").
 func matGainMap(b []byte, sig [2]int) ([]float32, error) {
 	if len(b) < 128 {
 		return nil, errors.New("too short for a MATLAB MAT-file (128-byte header)")
@@ -150,37 +165,45 @@ func matGainMap(b []byte, sig [2]int) ([]float32, error) {
 	default:
 		return nil, errors.New("not a MATLAB level 5 MAT-file: no endian indicator MI at byte 126")
 	}
-	elems, err := matElements(b[128:], o)
-	if err != nil {
-		return nil, fmt.Errorf("MAT-file: %w", err)
-	}
-	var names []string
-	for _, e := range elems {
+	var names []string // the first few variables' names, quoted, for the error
+	vars := 0
+	var zr io.ReadCloser // one decompressor and buffer for every compressed variable
+	head := make([]byte, matHeadMax)
+	for rest := b[128:]; len(rest) > 0; {
+		at := len(b) - len(rest)
+		e, next, err := matNext(rest, o)
+		if err != nil {
+			return nil, fmt.Errorf("MAT-file at byte %d: %w", at, err)
+		}
+		rest = next
+		var z io.Reader
+		var size int // a compressed variable's size, of which e.data holds the first bytes
 		if e.typ == miCOMPRESSED {
-			z, err := zlib.NewReader(bytes.NewReader(e.data))
+			if zr == nil {
+				zr, err = zlib.NewReader(bytes.NewReader(e.data))
+			} else {
+				err = zr.(zlib.Resetter).Reset(bytes.NewReader(e.data), nil)
+			}
 			if err != nil {
-				return nil, fmt.Errorf("MAT-file: a compressed variable: %w", err)
+				return nil, fmt.Errorf("MAT-file: the compressed variable at byte %d: %w", at, err)
 			}
-			d, err := io.ReadAll(io.LimitReader(z, maxGainMap))
-			if err != nil {
-				return nil, fmt.Errorf("MAT-file: a compressed variable: %w", err)
+			z = zr
+			if e, size, err = matInflateHead(z, o, head); err != nil {
+				return nil, fmt.Errorf("MAT-file: the compressed variable at byte %d: %w", at, err)
 			}
-			inner, err := matElements(d, o)
-			if err != nil || len(inner) != 1 {
-				return nil, fmt.Errorf("MAT-file: a compressed variable does not hold one data element (%v)", err)
-			}
-			e = inner[0]
 		}
 		if e.typ != miMATRIX {
 			continue
 		}
-		sub, err := matElements(e.data, o)
-		if err != nil || len(sub) < 4 {
-			return nil, fmt.Errorf("MAT-file: a variable's array flags, dimensions, name and data are damaged (%v)", err)
+		sub, n, err := matElements(e.data, o, 3)
+		if err != nil {
+			return nil, fmt.Errorf("MAT-file: the variable at byte %d: its array flags, dimensions and name are damaged (%v)", at, err)
 		}
 		name := string(sub[2].data)
-		names = append(names, name)
 		if name != "GainMap" {
+			if vars++; vars <= 8 {
+				names = append(names, strconv.Quote(name))
+			}
 			continue
 		}
 		if len(sub[0].data) < 4 || o.Uint32(sub[0].data)&complexFlag != 0 || sub[1].typ != miINT32 || len(sub[1].data) != 8 {
@@ -190,9 +213,56 @@ func matGainMap(b []byte, sig [2]int) ([]float32, error) {
 		if rows != sig[0] || cols != sig[1] {
 			return nil, errs.New(errs.Shape, "MAT-file: GainMap is %d×%d, the frames are %d×%d", rows, cols, sig[0], sig[1])
 		}
-		return matValues(sub[3], o, rows, cols)
+		if z != nil {
+			if e.data, err = matInflateRest(z, e.data, size, n, rows*cols); err != nil {
+				return nil, fmt.Errorf("MAT-file: GainMap, compressed at byte %d: %w", at, err)
+			}
+		}
+		values, _, err := matNext(e.data[n:], o)
+		if err != nil {
+			return nil, fmt.Errorf("MAT-file: GainMap's values: %w", err)
+		}
+		return matValues(values, o, rows, cols)
+	}
+	if vars > len(names) {
+		names = append(names, fmt.Sprintf("and %d more", vars-len(names)))
 	}
 	return nil, fmt.Errorf("MAT-file: no variable GainMap (variables: %s)", strings.Join(names, ", "))
+}
+
+// matInflateHead reads the tag of the variable that the inflated stream z holds and at
+// most the first len(buf) bytes of its data (its array flags, dimensions and name) into
+// buf; it returns them with the variable's declared size.
+func matInflateHead(z io.Reader, o binary.ByteOrder, buf []byte) (matElement, int, error) {
+	var tag [8]byte
+	if _, err := io.ReadFull(z, tag[:]); err != nil {
+		return matElement{}, 0, fmt.Errorf("its tag: %w", err)
+	}
+	typ, size := o.Uint32(tag[:]), int(o.Uint32(tag[4:]))
+	if typ != miMATRIX {
+		return matElement{}, 0, fmt.Errorf("holds data type %d, not a variable (miMATRIX, %d)", typ, miMATRIX)
+	}
+	head := buf[:min(size, len(buf))]
+	if _, err := io.ReadFull(z, head); err != nil {
+		return matElement{}, 0, fmt.Errorf("a variable of %d bytes: %w", size, err)
+	}
+	return matElement{typ, head}, size, nil
+}
+
+// matInflateRest inflates the rest of a compressed variable of size bytes from z, data
+// being its first bytes, of which head are its array flags, dimensions and name, when it
+// is a matrix of px values of at most 8 bytes (their tag, 8 bytes, and 8·px bytes): a size
+// that is larger is an error before anything more is inflated.
+func matInflateRest(z io.Reader, data []byte, size, head, px int) ([]byte, error) {
+	if limit := head + 8 + 8*px; size > limit {
+		return nil, fmt.Errorf("%d bytes declared, more than the %d of a matrix of %d values of up to 8 bytes: a damaged file or a zip bomb", size, limit, px)
+	}
+	full := make([]byte, size)
+	copy(full, data)
+	if _, err := io.ReadFull(z, full[len(data):]); err != nil {
+		return nil, fmt.Errorf("inflating its %d bytes: %w", size, err)
+	}
+	return full, nil
 }
 
 // matValues decodes a numeric data element of rows×cols values stored column by column

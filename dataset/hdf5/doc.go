@@ -29,9 +29,11 @@
 // or 5 (e.g. fpd files: (nav_y, nav_x, 1, sig_y, sig_x), or a time series (t, nav_y,
 // nav_x, sig_y, sig_x)): option dataset_path, or the largest readable dataset of rank
 // 4, else 5, else 3 (dataset.Options.DatasetPath).
-// Rank 3 has nav shape (n,), as in LiberTEM and for NPY files; of more nav axes, those
-// of size 1 are dropped, and of more than two the leading ones are merged: (t, y, x)
-// becomes (t·y, x), which keeps scan rows whole (dataset.NavFromAxes).
+// The nav shape is the axes before the last two as stored, size-1 axes kept, as
+// LiberTEM reads them (dataset.NavFromAxes): rank 3 has nav shape (n,), as for NPY
+// files, an fpd file's (nav_y, nav_x, 1), a time series (t, nav_y, nav_x). A dataset of
+// rank 6 or more that option dataset_path names is read when option nav_shape gives its
+// frames at most 3 nav axes (dataset.MaxNavDims).
 // Integer (8, 16, 32 bits) and float (32, 64 bits) data of either byte order is read;
 // the library converts it to host order. Frames are read tile by tile through the
 // library (hyperslabs of whole frames), its chunk cache sized to a band of chunks.

@@ -8,11 +8,13 @@ package hdf5
 
 static hid_t sd_native_uint32(void) { return H5T_NATIVE_UINT32; }
 static hid_t sd_native_llong(void) { return H5T_NATIVE_LLONG; }
+static hid_t sd_native_ullong(void) { return H5T_NATIVE_ULLONG; }
 */
 import "C"
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"unsafe"
 
@@ -118,10 +120,24 @@ func (f *EventFile) IntAttr(obj, name string) (v int64, ok bool, err error) {
 		return fail("not a single integer")
 	}
 	var out C.longlong
-	if C.H5Aread(a, C.sd_native_llong(), unsafe.Pointer(&out)) < 0 {
+	if C.H5Aread(a, intType(typ), unsafe.Pointer(&out)) < 0 {
 		return fail(h5Error("cannot be read").Error())
 	}
+	if C.H5Tget_sign(typ) == C.H5T_SGN_NONE && out < 0 {
+		return 0, false, errs.New(errs.Format, "dataset: %s: attribute %s of %s is %d, more than %d", f.path, name, obj, uint64(out), int64(math.MaxInt64))
+	}
 	return int64(out), true, nil
+}
+
+// intType is the memory type in which integers of the file type typ are read: unsigned
+// long long for unsigned integers, so that a value above 2⁶³−1 is read as stored, not
+// clamped to 2⁶³−1 by libhdf5's conversion (it then reads negative as an int64: the
+// callers refuse it, naming it as uint64); long long otherwise.
+func intType(typ C.hid_t) C.hid_t {
+	if C.H5Tget_sign(typ) == C.H5T_SGN_NONE {
+		return C.sd_native_ullong()
+	}
+	return C.sd_native_llong()
 }
 
 // dataset1D opens the 1-D dataset at path obj and returns it with its length; the lock
@@ -150,7 +166,7 @@ func (f *EventFile) dataset1D(obj string) (C.hid_t, int, error) {
 }
 
 // Ints reads the whole 1-D integer dataset at path obj (at most limit elements: a larger
-// one is an errs.Format error).
+// one is an errs.Format error, as is an unsigned value above 2⁶³−1, named as stored).
 func (f *EventFile) Ints(obj string, limit int) ([]int64, error) {
 	defer h5Enter()()
 	set, n, err := f.dataset1D(obj)
@@ -170,8 +186,15 @@ func (f *EventFile) Ints(obj string, limit int) ([]int64, error) {
 	if n == 0 {
 		return out, nil
 	}
-	if C.H5Dread(set, C.sd_native_llong(), C.H5S_ALL, C.H5S_ALL, C.H5P_DEFAULT, unsafe.Pointer(&out[0])) < 0 {
+	if C.H5Dread(set, intType(typ), C.H5S_ALL, C.H5S_ALL, C.H5P_DEFAULT, unsafe.Pointer(&out[0])) < 0 {
 		return nil, errs.Wrap(errs.IO, fmt.Errorf("dataset: %s: %s: %w", f.path, obj, h5Error("reading")))
+	}
+	if C.H5Tget_sign(typ) == C.H5T_SGN_NONE {
+		for i, v := range out {
+			if v < 0 {
+				return nil, errs.New(errs.Format, "dataset: %s: %s[%d] is %d, more than %d", f.path, obj, i, uint64(v), int64(math.MaxInt64))
+			}
+		}
 	}
 	return out, nil
 }

@@ -877,8 +877,8 @@ func (d *h5File) openDataset(opt dataset.Options, listing string, blocks []h5Can
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(dims) < 3 || len(dims) > 5 {
-		return nil, nil, fmt.Errorf("dataset %q has shape %s: want rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x) or 5; %s",
+	if len(dims) < 3 { // of more nav axes than 3, Reconcile asks for option nav_shape
+		return nil, nil, fmt.Errorf("dataset %q has shape %s: want rank 3 (n, sig_y, sig_x), 4 (nav_y, nav_x, sig_y, sig_x) or 5 (nav_z, nav_y, nav_x, sig_y, sig_x); %s",
 			d.dsPath, npy.ShapeString(dims), listing)
 	}
 	if d.dt, err = h5Readable(d.set); err != nil {

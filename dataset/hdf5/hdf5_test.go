@@ -60,9 +60,9 @@ func TestHDF5Shapes(t *testing.T) {
 		{"4-D float32 BE, row chunks", h5ref.Dataset{Dims: []int{5, 6, sy, sx}, Chunk: []int{2, 6, sy, sx}, Gzip: 1, Fletch: true, Type: h5ref.F32BE, Data: unsafe.Pointer(&f32[0])},
 			[]int{5, 6}, 12, func(i int) float64 { return float64(f32[i]) }},
 		{"5-D int32 BE time series, edge chunks", h5ref.Dataset{Dims: []int{2, 3, 5, sy, sx}, Chunk: []int{1, 2, 2, sy, sx}, Gzip: 6, Shuffle: true, Type: h5ref.I32BE, Data: unsafe.Pointer(&i32[0])},
-			[]int{6, 5}, 2, func(i int) float64 { return float64(i32[i]) }},
+			[]int{2, 3, 5}, 2, func(i int) float64 { return float64(i32[i]) }},
 		{"5-D fpd layout", h5ref.Dataset{Dims: []int{5, 6, 1, sy, sx}, Chunk: []int{1, 1, 1, sy, sx}, Gzip: 1, Shuffle: true, Type: h5ref.U16LE, Data: unsafe.Pointer(&u16[0])},
-			[]int{5, 6}, 1, func(i int) float64 { return float64(u16[i]) }},
+			[]int{5, 6, 1}, 1, func(i int) float64 { return float64(u16[i]) }},
 		{"chunks that split frames", h5ref.Dataset{Dims: []int{30, sy, sx}, Chunk: []int{4, 3, 4}, Gzip: 2, Type: h5ref.U16LE, Data: unsafe.Pointer(&u16[0])},
 			[]int{30}, 1, func(i int) float64 { return float64(u16[i]) }},
 	} {
@@ -101,8 +101,8 @@ func TestHDF5Shapes(t *testing.T) {
 				assert.Equal(t, []int{4, 7}, d2.NavShape())
 				require.NoError(t, d2.Close())
 			} else {
-				assert.EqualError(t, err, fmt.Sprintf("dataset: %s: nav shape (4, 7) (option nav_shape) has 28 positions, but the file's scan shape %s from dataset /entry/data/frames %s has 30 and the file holds 30 frames: give option nav_shape of 30 positions (e.g. %d,%d), or leave it out; option frames FIRST,COUNT reads part of the scan",
-					path, stemnpy.ShapeString(c.nav), stemnpy.ShapeString(c.set.Dims), c.nav[0], c.nav[1]))
+				assert.EqualError(t, err, fmt.Sprintf("dataset: %s: nav shape (4, 7) (option nav_shape) has 28 positions, but the file's scan shape %s from dataset /entry/data/frames %s has 30 and the file holds 30 frames: give option nav_shape of 30 positions (e.g. %s), or leave it out; option frames FIRST,COUNT reads part of the scan",
+					path, stemnpy.ShapeString(c.nav), stemnpy.ShapeString(c.set.Dims), strings.Trim(strings.ReplaceAll(fmt.Sprint(c.nav), " ", ","), "[]")))
 			}
 		})
 	}
@@ -164,7 +164,7 @@ func TestHDF5FPDFile(t *testing.T) {
 	d, err := dataset.Open(path, dataset.Options{DatasetPath: "/fpd_expt/fpd_data/data"})
 	require.NoError(t, err)
 	defer d.Close()
-	assert.Equal(t, []int{2, 2}, d.NavShape())
+	assert.Equal(t, []int{2, 2, 1}, d.NavShape(), "the stored nav axes, as LiberTEM 0.16 reads them (#33)")
 	assert.Equal(t, [2]int{256, 256}, d.SigShape())
 	assert.Equal(t, dataset.Uint16, d.DType())
 	raw, err := h5ref.ReadChunks(path, "/fpd_expt/fpd_data/data")
@@ -381,4 +381,33 @@ func TestHDF5Library(t *testing.T) {
 	version, ok := hdf5.Library()
 	assert.True(t, ok)
 	assert.Equal(t, strings.TrimSpace(string(out)), version)
+}
+
+// A dataset of 4 nav axes (rank 6), which LiberTEM reads as nav shape (2, 1, 3, 2):
+// stemdot reads scans of at most 3 axes, so it is refused naming option nav_shape, and
+// read in the 3 or fewer axes that option gives, chunked across the nav axes (#33).
+func TestHDF5MoreThanThreeNavAxes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "six.h5")
+	px := make([]uint16, 2*1*3*2*4*5)
+	for i := range px {
+		px[i] = uint16(i * 7)
+	}
+	require.NoError(t, h5ref.Write(path, h5ref.Dataset{Path: "/six", Dims: []int{2, 1, 3, 2, 4, 5}, Chunk: []int{1, 1, 2, 2, 4, 5}, Gzip: 1,
+		Type: h5ref.U16LE, Data: unsafe.Pointer(&px[0])}))
+	_, err := dataset.Open(path, dataset.Options{DatasetPath: "/six"})
+	assert.EqualError(t, err, "dataset: "+path+": nav shape (2, 1, 3, 2) from dataset /six (2, 1, 3, 2, 4, 5) has 4 axes: stemdot reads scans of 1 to 3 (N, Y,X or Z,Y,X): give option nav_shape of its 12 positions in at most 3 axes (e.g. 2,3,2)")
+	assert.ErrorIs(t, err, errs.Shape)
+	for _, nav := range [][]int{{2, 3, 2}, {6, 2}, {12}} {
+		d, err := dataset.Open(path, dataset.Options{DatasetPath: "/six", NavShape: nav})
+		require.NoError(t, err, nav)
+		assert.Equal(t, nav, d.NavShape())
+		got := framesOf(t, d)
+		require.Len(t, got, len(px))
+		for i, v := range px {
+			require.Equal(t, float64(v), got[i], "nav %v: value %d", nav, i)
+		}
+		require.NoError(t, d.Close())
+	}
+	_, err = dataset.Open(path, dataset.Options{DatasetPath: "/six", NavShape: []int{2, 1, 3, 2}})
+	assert.ErrorContains(t, err, "nav shape (2, 1, 3, 2) (option nav_shape) has 4 axes")
 }

@@ -95,7 +95,11 @@ func (d *h5File) axisOrder() []int {
 	if d.framesLast {
 		return []int{2, 0, 1}
 	}
-	return []int{0, 1, 2, 3, 4}[:len(d.fileNav)+2]
+	order := make([]int, len(d.fileNav)+2)
+	for i := range order {
+		order[i] = i
+	}
+	return order
 }
 
 // toNavOrder is the box [lo, hi) of the dataset with its axes in axisOrder.

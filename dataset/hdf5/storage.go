@@ -197,7 +197,8 @@ func h5Lookup(name, referrer, env string) []string {
 // h5FindFile returns the file that libhdf5 opens for name stored in referrer (h5Lookup):
 // the first path that is a regular file with the HDF5 signature. Paths that do not exist,
 // directories and regular files that are not HDF5 files are passed over, as libhdf5
-// passes over them; then path is "" and missing says what was looked for. A path that
+// passes over them; then path is "" and missing says what was looked for and what was
+// found instead (a directory, a file that is not an HDF5 file). A path that
 // is a FIFO, a device or a socket is an error (errs.IO): libhdf5 would open it, which can
 // block.
 func h5FindFile(name, referrer, env string) (path, missing string, err error) {
@@ -205,10 +206,13 @@ func h5FindFile(name, referrer, env string) (path, missing string, err error) {
 	var passed []string
 	for _, p := range paths {
 		st, err := os.Stat(p)
-		if err != nil || st.IsDir() {
+		switch {
+		case err != nil:
 			continue
-		}
-		if !st.Mode().IsRegular() {
+		case st.IsDir():
+			passed = append(passed, h5Name(p)+" is a directory")
+			continue
+		case !st.Mode().IsRegular():
 			return "", "", errs.New(errs.IO, "%s %s", h5Name(p), regfile.NotRegular(st.Mode()))
 		}
 		switch ok, err := h5Signature(p); {

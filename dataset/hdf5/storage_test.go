@@ -168,6 +168,14 @@ func TestHDF5VirtualSources(t *testing.T) {
 		assert.ErrorContains(t, err, "frames 16-31: source part1.h5:/data: file part1.h5 "+part1+" is not an HDF5 file (looked for "+part1+", part1.h5)")
 	})
 
+	t.Run("a directory in its place", func(t *testing.T) {
+		require.NoError(t, os.RemoveAll(part1))
+		require.NoError(t, os.Mkdir(part1, 0o755))
+		_, err := openWithin(t, vds, dataset.Options{})
+		assert.ErrorContains(t, err, "frames 16-31: source part1.h5:/data: file part1.h5 "+part1+" is a directory (looked for "+part1+", part1.h5)")
+		require.NoError(t, os.Remove(part1))
+	})
+
 	t.Run("no such dataset in the source", func(t *testing.T) {
 		other, _ := u16Frames(4, 0)
 		writePart(t, 1, h5ref.Dataset{Path: "/other", Dims: []int{4, 8, 8}, Type: h5ref.U16LE, Data: unsafe.Pointer(&other[0])})

@@ -123,7 +123,8 @@ func files(path string) (bins []string, gtg string, err error) {
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if !e.IsDir() && strings.HasPrefix(n, prefix) && strings.EqualFold(filepath.Ext(n), ".bin") {
+		// A directory of a sector file's name is kept: opening it says what it is.
+		if strings.HasPrefix(n, prefix) && strings.EqualFold(filepath.Ext(n), ".bin") {
 			bins = append(bins, filepath.Join(filepath.Dir(base), n))
 		}
 		if strings.EqualFold(n, prefix+".gtg") {
@@ -410,7 +411,7 @@ func navShape(gtg string) ([]int, string, error) {
 		return nil, "", err
 	}
 	defer f.Close()
-	tags, err := dm.ReadTags(f, size)
+	tags, err := dm.ReadTags(f, size, "SI Dimensions.Size Y", "SI Dimensions.Size X")
 	if err != nil {
 		return nil, "", err
 	}

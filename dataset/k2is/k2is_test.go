@@ -57,7 +57,7 @@ func TestGTGTags(t *testing.T) {
 	for _, version := range []int{3, 4} {
 		for _, little := range []bool{true, false} {
 			b := gtgFile(version, little, 7, 5)
-			tags, err := dm.ReadTags(bytes.NewReader(b), int64(len(b)))
+			tags, err := dm.ReadTags(bytes.NewReader(b), int64(len(b)), "SI Dimensions.Size Y", "SI Dimensions.Size X", "ImageList.0.Size X")
 			require.NoError(t, err, "DM%d little=%v", version, little)
 			for path, want := range map[string]float64{"SI Dimensions.Size Y": 7, "SI Dimensions.Size X": 5, "ImageList.0.Size X": 999} {
 				v, ok := tags.Number(path)
@@ -437,4 +437,19 @@ func TestK2ISNoShutterFlag(t *testing.T) {
 	defer ds.Close()
 	assert.Contains(t, dataset.Notes(ds), "no block has the shutter-active flag: the scan starts at the first complete frame")
 	checkFrames(t, ds, []uint32{5, 6, 7})
+}
+
+// TestSectorDirectory: a directory where a sector file should be is named as a
+// directory, not counted as a missing sector file.
+func TestSectorDirectory(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "Capture1_")
+	writeK2(t, base, k2Set{ids: []uint32{100, 101}})
+	require.NoError(t, os.WriteFile(base+".gtg", gtgFile(4, true, 1, 1), 0o644))
+	require.NoError(t, os.Remove(base+"5.bin"))
+	require.NoError(t, os.Mkdir(base+"5.bin", 0o755))
+	_, err := dataset.Open(base+".gtg", dataset.Options{})
+	require.Error(t, err)
+	assert.Equal(t, errs.IO, errs.KindOf(err), "%v", err)
+	assert.Contains(t, err.Error(), base+"5.bin is a directory")
 }

@@ -3,6 +3,7 @@ package mib
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stemdot/stemdot/dataset"
@@ -29,7 +30,8 @@ func FuzzMIBHeader(f *testing.F) {
 	})
 }
 
-// FuzzHdr reads fuzzed .hdr sidecars: no panic.
+// FuzzHdr reads fuzzed .hdr sidecars: no panic, and no more allocated than the
+// scanner's buffer and a small multiple of the file's size.
 func FuzzHdr(f *testing.F) {
 	frametest.SeedFiles(f, 4096, "mib/001_4x2_6bit.hdr", "mib/002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.hdr")
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -37,6 +39,12 @@ func FuzzHdr(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		_, _, _, _ = mibNavFromHdr(p)
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 128<<10+2*uint64(len(b)) {
+			t.Fatalf("reading a .hdr of %d bytes allocated %d bytes", len(b), alloc)
+		}
 	})
 }

@@ -20,14 +20,15 @@
 // Trigger, Frames per Trigger) as LiberTEM reads it when a trigger starts a scan line
 // (Frames per Trigger > 1); else (1, n_frames) with a warning naming option nav_shape.
 // Flyback frames (Merlin's line skip) are told apart by the exposure time of the frame
-// headers, as pyxem's Merlin reader does (dataset.Flyback).
+// headers, as pyxem's Merlin reader does, else by a blank frame starting or ending every
+// row; where neither tells, option flyback must say where they are (dataset.Flyback).
 package mib
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -351,49 +352,105 @@ func (l *Layout) Check(h []byte, frame int) error {
 type Hdr struct {
 	// Name names the header in messages (the sidecar's path).
 	Name string
-	// Fields maps each key, without its trailing colon, to its value.
+	// Fields maps the keys stemdot reads (hdrKeys), without their trailing colon, to
+	// their values: the others are not kept, so that a header of any length takes no
+	// more memory than these.
 	Fields map[string]string
 }
 
-// ParseHdr parses an acquisition header b named name: tab-separated "key:\tvalue"
-// lines between a line starting "HDR," and one starting "End" (RosettaSciIO's and
-// LiberTEM's reading). Errors name it.
-func ParseHdr(b []byte, name string) (Hdr, error) {
-	line, rest, _ := bytes.Cut(b, []byte("\n"))
-	if !bytes.HasPrefix(line, []byte("HDR")) {
-		return Hdr{}, fmt.Errorf("%s is not a Merlin .hdr file: it does not start with \"HDR,\"", name)
-	}
-	h := Hdr{Name: name, Fields: map[string]string{}}
-	for len(rest) > 0 {
-		line, rest, _ = bytes.Cut(rest, []byte("\n"))
-		text := strings.TrimRight(string(line), "\r\x00")
-		if strings.HasPrefix(text, "End") {
-			return h, nil
-		}
-		k, v, ok := strings.Cut(text, "\t")
-		if !ok {
-			continue
-		}
-		h.Fields[strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(k), ":"))] = strings.TrimSpace(v)
-	}
-	return Hdr{}, fmt.Errorf("%s: no \"End\" line: truncated .hdr file", name)
+// hdrKeys are the keys of an acquisition header that stemdot reads.
+var hdrKeys = []string{"ScanX", "ScanY", "Frames in Acquisition (Number)", "Frames per Trigger (Number)", RecordKey}
+
+// hdrParser reads an acquisition header line by line: tab-separated "key:\tvalue" lines
+// between a line starting "HDR," and one starting "End" (RosettaSciIO's and LiberTEM's
+// reading).
+type hdrParser struct {
+	h          Hdr
+	start, end bool
 }
 
-// maxHdrBytes bounds what is read of a .hdr sidecar (Merlin writes 2048 bytes).
-const maxHdrBytes = 1 << 20
+// line takes the next line; false once the "End" line came.
+func (p *hdrParser) line(line []byte) (more bool, err error) {
+	if !p.start {
+		if !bytes.HasPrefix(line, []byte("HDR")) {
+			return false, fmt.Errorf("%s is not a Merlin .hdr file: it does not start with \"HDR,\"", p.h.Name)
+		}
+		p.start = true
+		return true, nil
+	}
+	line = bytes.TrimRight(line, "\r\x00")
+	if bytes.HasPrefix(line, []byte("End")) {
+		p.end = true
+		return false, nil
+	}
+	k, v, ok := bytes.Cut(line, []byte("\t"))
+	if !ok {
+		return true, nil
+	}
+	k = bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(k), []byte(":")))
+	for _, key := range hdrKeys {
+		if string(k) == key {
+			p.h.Fields[key] = string(bytes.TrimSpace(v))
+		}
+	}
+	return true, nil
+}
 
-// readMIBHdr reads the .hdr sidecar at path.
+// done is the header read, or an error for one without its "End" line.
+func (p *hdrParser) done() (Hdr, error) {
+	if !p.end {
+		if !p.start {
+			return Hdr{}, fmt.Errorf("%s is not a Merlin .hdr file: it is empty", p.h.Name)
+		}
+		return Hdr{}, fmt.Errorf("%s: no \"End\" line: truncated .hdr file", p.h.Name)
+	}
+	return p.h, nil
+}
+
+// ParseHdr parses an acquisition header b named name. Errors name it.
+func ParseHdr(b []byte, name string) (Hdr, error) {
+	p := hdrParser{h: Hdr{Name: name, Fields: map[string]string{}}}
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		if more, err := p.line(line); err != nil || !more {
+			if err != nil {
+				return Hdr{}, err
+			}
+			break
+		}
+	}
+	return p.done()
+}
+
+// maxHdrLine bounds a line of a .hdr sidecar (Merlin writes 2048 bytes in all).
+const maxHdrLine = 1 << 20
+
+// readMIBHdr reads the .hdr sidecar at path line by line, keeping the values of hdrKeys
+// only: a sidecar of any length takes no more memory than its longest line (at most
+// maxHdrLine).
 func readMIBHdr(path string) (Hdr, error) {
 	f, _, err := regfile.Open(path)
 	if err != nil {
 		return Hdr{}, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxHdrBytes))
-	if err != nil {
+	p := hdrParser{h: Hdr{Name: path, Fields: map[string]string{}}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, maxHdrLine)
+	for sc.Scan() {
+		if more, err := p.line(sc.Bytes()); err != nil {
+			return Hdr{}, err
+		} else if !more {
+			break
+		}
+	}
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return Hdr{}, fmt.Errorf("%s: a line of more than %d bytes: not a Merlin .hdr file", path, maxHdrLine)
+	} else if err != nil {
 		return Hdr{}, err
 	}
-	return ParseHdr(b, path)
+	return p.done()
 }
 
 // Number returns the whole number that key gives, and whether it gives one: Merlin

@@ -30,12 +30,13 @@
 // position, one "x,y" line per frame (0-based column and row of the Size X × Size Y
 // scan): frames are read at their positions (dataset.Reorder; in place when the list is
 // row-major), positions no frame covers are blank frames, and a list that visits the
-// positions k times makes k passes of the scan (nav shape (k·Size Y, Size X), pass i in
-// rows i·Size Y on), each noted; option nav_shape of as many positions as the file has
+// positions k times makes k passes of the scan (nav shape (k, Size Y, Size X), a scan of
+// planes, as RosettaSciIO's (repeats, y, x)), each noted; option nav_shape of as many
+// positions as the file has
 // frames reads them in acquisition order instead, with a note. Without the CSV, a
 // raster scan ("Scan - Type = Raster") is read in order with nav shape (Size Y,
-// Size X), (ROI Size Y, ROI Size X) when its ROI is enabled, and r scans one below
-// the other for Repeats = r; another scan type (an XY file, a custom or sparse scan)
+// Size X), (ROI Size Y, ROI Size X) when its ROI is enabled, and (r, Size Y, Size X)
+// for Repeats = r > 1; another scan type (an XY file, a custom or sparse scan)
 // is refused, or, given option nav_shape, read in acquisition order with a note.
 package mrc
 
@@ -360,10 +361,10 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 		switch {
 		case scanType != "" && scanType != "Raster" && userNav:
 			de.source = ""
-			de.notes = append(de.notes, fmt.Sprintf("the scan is not a raster scan (Scan - Type = %s in %s) and its scan coordinates %s are missing: the frames are read in acquisition order at the positions of option nav_shape", scanType, base, filepath.Base(csvPath)))
+			de.notes = append(de.notes, fmt.Sprintf("the scan is not a raster scan (Scan - Type = %q in %s) and its scan coordinates %s are missing: the frames are read in acquisition order at the positions of option nav_shape", scanType, base, filepath.Base(csvPath)))
 			return de, nil
 		case scanType != "" && scanType != "Raster":
-			return nil, errs.New(errs.Format, "the scan is not a raster scan (Scan - Type = %s in %s), and its scan coordinates %s are missing: they say where each frame belongs; put the file there, or give option nav_shape to read the frames in acquisition order", scanType, base, csvPath)
+			return nil, errs.New(errs.Format, "the scan is not a raster scan (Scan - Type = %q in %s), and its scan coordinates %s are missing: they say where each frame belongs; put the file there, or give option nav_shape to read the frames in acquisition order", scanType, base, csvPath)
 		case info["Scan - ROI Enable"] == "Enable":
 			rx, errX := infoInt(info, "Scan - ROI Size X")
 			ry, errY := infoInt(info, "Scan - ROI Size Y")
@@ -372,12 +373,12 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 			}
 			nx, ny = rx, ry
 			de.source = fmt.Sprintf(" from %s (Scan - ROI Size X = %d, ROI Size Y = %d)", base, nx, ny)
-			de.notes = append(de.notes, fmt.Sprintf("%s: the raster scan covers its ROI of %d×%d positions (Scan - ROI Offset X = %s, Y = %s): nav shape (%d, %d)",
-				base, ny, nx, info["Scan - ROI Offset X"], info["Scan - ROI Offset Y"], repeats*ny, nx))
+			de.notes = append(de.notes, fmt.Sprintf("%s: the raster scan covers its ROI of %d×%d positions (Scan - ROI Offset X = %q, Y = %q): nav shape %s",
+				base, ny, nx, info["Scan - ROI Offset X"], info["Scan - ROI Offset Y"], npy.ShapeString(passesOf(repeats, ny, nx))))
 		}
-		de.nav = []int{repeats * ny, nx}
+		de.nav = passesOf(repeats, ny, nx)
 		if repeats > 1 {
-			de.source += fmt.Sprintf(" and Scan - Repeats = %d, the scans one below the other", repeats)
+			de.source += fmt.Sprintf(" and Scan - Repeats = %d", repeats)
 		}
 		return de, nil
 	}
@@ -408,10 +409,10 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 	if passes*nx*ny > maxPositions {
 		return nil, errs.New(errs.Format, "%s: %d passes over a scan of %d×%d are more than %d scan positions", csvPath, passes, nx, ny, maxPositions)
 	}
-	de.nav = []int{passes * ny, nx}
+	de.nav = passesOf(passes, ny, nx)
 	if passes > 1 {
-		de.source = fmt.Sprintf(" from %s (Scan - Size X = %d, Size Y = %d) and %s (%d passes over the positions, one below the other)", base, nx, ny, csvBase, passes)
-		de.notes = append(de.notes, fmt.Sprintf("%s visits scan positions up to %d times: read as %d passes of the scan of %d×%d, one below the other (nav shape (%d, %d))", csvBase, passes, passes, ny, nx, passes*ny, nx))
+		de.source = fmt.Sprintf(" from %s (Scan - Size X = %d, Size Y = %d) and %s (%d passes over the positions)", base, nx, ny, csvBase, passes)
+		de.notes = append(de.notes, fmt.Sprintf("%s visits scan positions up to %d times: read as %d passes of the scan of %d×%d (nav shape %s)", csvBase, passes, passes, ny, nx, npy.ShapeString(de.nav)))
 	}
 	pl := dataset.Place(posOf, passes*nx*ny, csvBase)
 	de.notes = append(de.notes, pl.Notes...)
@@ -419,6 +420,16 @@ func findDE(path string, frames int, userNav bool) (*deScan, error) {
 		de.frameOf, de.csv = pl.FrameOf, csvPath
 	}
 	return de, nil
+}
+
+// passesOf is the nav shape of k passes of a scan of ny rows of nx: (ny, nx), or a scan of
+// planes (k, ny, nx) for k > 1, as RosettaSciIO reads repeated scans. Pass i's position
+// (y, x) is scan position (i·ny + y)·nx + x either way.
+func passesOf(k, ny, nx int) []int {
+	if k > 1 {
+		return []int{k, ny, nx}
+	}
+	return []int{ny, nx}
 }
 
 // maxInfoBytes bounds a Direct Electron info file (some 24 KB are written).

@@ -48,7 +48,7 @@ for i, (x, y) in enumerate(xy[:nz]):
     scan[seen[y, x], y, x] = frames[i]
     seen[y, x] += 1
 open(out, "wb").write(scan.tobytes())
-print(passes * sy, sx, ny, nx)
+print(passes, sy, sx, ny, nx)
 `
 
 // TestDirectElectronMovie opens the real Direct Electron movie of a custom scan (Scan -
@@ -60,7 +60,7 @@ func TestDirectElectronMovie(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "want.bin")
 	shape := strings.Fields(string(testfiles.RunPython(t, deReference, []string{"numpy"}, path,
 		filepath.Join(dir, "Custom_info.txt"), filepath.Join(dir, "Custom_scan_coordinates.csv"), out)))
-	require.Equal(t, []string{"10", "5", "16", "16"}, shape, "numpy: 2 passes over the 5×5 scan of 16×16 frames")
+	require.Equal(t, []string{"2", "5", "5", "16", "16"}, shape, "numpy: 2 passes over the 5×5 scan of 16×16 frames")
 	want, err := os.ReadFile(out)
 	require.NoError(t, err)
 
@@ -68,7 +68,7 @@ func TestDirectElectronMovie(t *testing.T) {
 	require.NoError(t, err)
 	defer ds.Close()
 	assert.Equal(t, "mrc", ds.Format())
-	assert.Equal(t, []int{10, 5}, ds.NavShape())
+	assert.Equal(t, []int{2, 5, 5}, ds.NavShape(), "2 passes: a scan of planes, as RosettaSciIO's (repeats, y, x) (#33)")
 	assert.Equal(t, [2]int{16, 16}, ds.SigShape())
 	assert.Equal(t, dataset.Uint16, ds.DType())
 	assert.False(t, dataset.NavShapeGuessed(ds))
@@ -90,7 +90,7 @@ func TestDirectElectronMovie(t *testing.T) {
 	require.NoError(t, err)
 	res, err := stemdot.Apply(context.Background(), ds, stack, stemdot.Plan{CPUs: "1"}, stemdot.ApplyOptions{Float64: true})
 	require.NoError(t, err)
-	assert.Equal(t, []int{10, 5}, res.NavShape)
+	assert.Equal(t, []int{2, 5, 5}, res.NavShape)
 	for p := range ds.NumFrames() {
 		var sum float64
 		frame := want[p*fb : (p+1)*fb]
@@ -442,7 +442,8 @@ func TestDirectElectronScans(t *testing.T) {
 		ds, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err)
 		defer ds.Close()
-		assert.Equal(t, []int{4, 3}, ds.NavShape())
+		assert.Equal(t, []int{2, 2, 3}, ds.NavShape(), "2 repeats of 2×3: a scan of planes (#33)")
+		assert.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, firstPixels(t, ds))
 	})
 	t.Run("raster-roi", func(t *testing.T) {
 		path := deMovie(t, t.TempDir(), "roi", 2, scan+"Scan - Type = Raster\nScan - ROI Enable = Enable\nScan - ROI Size X = 2\nScan - ROI Size Y = 1\nScan - ROI Offset X = 1\nScan - ROI Offset Y = 0\n", "")
@@ -450,7 +451,7 @@ func TestDirectElectronScans(t *testing.T) {
 		require.NoError(t, err)
 		defer ds.Close()
 		assert.Equal(t, []int{1, 2}, ds.NavShape())
-		assert.Contains(t, strings.Join(dataset.Notes(ds), "\n"), "the raster scan covers its ROI of 1×2 positions (Scan - ROI Offset X = 1, Y = 0)")
+		assert.Contains(t, strings.Join(dataset.Notes(ds), "\n"), `the raster scan covers its ROI of 1×2 positions (Scan - ROI Offset X = "1", Y = "0")`)
 	})
 	t.Run("raster-serpentine-csv", func(t *testing.T) {
 		// The second row scanned right to left: the CSV places it.
@@ -487,11 +488,11 @@ func TestDirectElectronScans(t *testing.T) {
 		ds, err := dataset.Open(path, dataset.Options{})
 		require.NoError(t, err)
 		defer ds.Close()
-		assert.Equal(t, []int{4, 3}, ds.NavShape(), "two passes of 2×3")
+		assert.Equal(t, []int{2, 2, 3}, ds.NavShape(), "two passes of 2×3")
 		assert.Equal(t, []int{1, 3, 4, 2, 0, 5, 6, 0, 0, 0, 0, 0}, firstPixels(t, ds))
 		notes := strings.Join(dataset.Notes(ds), "\n")
 		assert.Contains(t, notes, "6 scan positions of 12 have no frame")
-		assert.Contains(t, notes, "read as 2 passes of the scan of 2×3, one below the other (nav shape (4, 3))")
+		assert.Contains(t, notes, "read as 2 passes of the scan of 2×3 (nav shape (2, 2, 3))")
 		// Option nav_shape reshapes the 12 positions.
 		ds2, err := dataset.Open(path, dataset.Options{NavShape: []int{2, 6}})
 		require.NoError(t, err)
@@ -539,6 +540,8 @@ func TestDirectElectronScans(t *testing.T) {
 		"no-lines": {custom, "x,y\n", "lists no scan position"},
 		"no-size":  {"Scan - Enable = Enable\nScan - Size X = 3\n", "", "no \"Scan - Size Y\" line; give option nav_shape"},
 		"bad-size": {"Scan - Enable = Enable\nScan - Size X = -3\nScan - Size Y = 2\n", "", "Scan - Size X = \"-3\" is not a scan size"},
+		// A value from the info file reaches the message quoted, escape sequences and all.
+		"type-quoted": {scan + "Scan - Type = \x1b[2JXY\n", "", `(Scan - Type = "\x1b[2JXY" in c_info.txt)`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := deMovie(t, t.TempDir(), "c", 2, tc.info, tc.csv)

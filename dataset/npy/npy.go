@@ -4,9 +4,12 @@
 // The NPY format (versions 1.0, 2.0 and 3.0) is numpy's, as described in
 // https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html: a header
 // giving the array's dtype ("descr"), order and shape, then its data. Shapes: (sig_y,
-// sig_x) is one frame (nav shape (1, 1)), (n, sig_y, sig_x) has nav shape (n,), as in
-// LiberTEM, (nav_y, nav_x, sig_y, sig_x) has nav shape (nav_y, nav_x), and (t, nav_y,
-// nav_x, sig_y, sig_x) is read as HDF5's rank 5 (dataset.NavFromAxes). The dtypes u1, u2, u4, i1, i2, i4, f4 and f8 of either byte
+// sig_x) is one frame (nav shape (1, 1)); of more axes, those before the last two are the
+// nav shape as stored, as LiberTEM reads them (dataset.NavFromAxes): (n, sig_y, sig_x)
+// has nav shape (n,), (nav_y, nav_x, sig_y, sig_x) (nav_y, nav_x), (nav_z, nav_y,
+// nav_x, sig_y, sig_x) (nav_z, nav_y, nav_x), size-1 axes kept; an array of more nav
+// axes is refused unless option nav_shape gives its frames at most 3 (dataset.MaxNavDims).
+// The dtypes u1, u2, u4, i1, i2, i4, f4 and f8 of either byte
 // order are read; others (int64, complex, bool, ...) are refused naming them, as are
 // Fortran-order arrays. Frames in host byte order are viewed in place from a read-only
 // mapping (dataset.OpenFlat).
@@ -51,16 +54,12 @@ func open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	var sig [2]int
 	var fileNav []int
 	switch s := hdr.Shape; len(s) {
+	case 0, 1:
+		return fail("NPY shape %s is not (sig_y, sig_x), (n, sig_y, sig_x), (nav_y, nav_x, sig_y, sig_x) or (nav_z, nav_y, nav_x, sig_y, sig_x)", npyfile.ShapeString(s))
 	case 2:
 		sig, fileNav = [2]int{s[0], s[1]}, []int{1, 1}
-	case 3:
-		sig, fileNav = [2]int{s[1], s[2]}, []int{s[0]}
-	case 4:
-		sig, fileNav = [2]int{s[2], s[3]}, []int{s[0], s[1]}
-	case 5: // as HDF5's rank 5: (t, y, x) → (t·y, x), size-1 axes dropped
-		sig, fileNav = [2]int{s[3], s[4]}, dataset.NavFromAxes(s[:3])
-	default:
-		return fail("NPY shape %s is not (sig_y, sig_x), (n, sig_y, sig_x), (nav_y, nav_x, sig_y, sig_x) or (t, nav_y, nav_x, sig_y, sig_x)", npyfile.ShapeString(s))
+	default: // Reconcile refuses more than 3 nav axes unless option nav_shape reshapes them
+		sig, fileNav = [2]int{s[len(s)-2], s[len(s)-1]}, dataset.NavFromAxes(s[:len(s)-2])
 	}
 	for _, n := range hdr.Shape {
 		if n <= 0 {
@@ -96,7 +95,7 @@ func parseDType(descr string) (dataset.DType, bool, error) {
 	}
 	dt, ok := kinds[npyfile.Descr{Kind: d.Kind, Size: d.Size}]
 	if !ok {
-		return dataset.Invalid, false, fmt.Errorf("unsupported NPY dtype '%s' (want u1, u2, u4, i1, i2, i4, f4 or f8, any byte order)", descr)
+		return dataset.Invalid, false, fmt.Errorf("unsupported NPY dtype %s (want u1, u2, u4, i1, i2, i4, f4 or f8, any byte order)", npyfile.QuoteDescr(descr))
 	}
 	return dt, d.BigEndian, nil
 }

@@ -60,9 +60,15 @@ func TestNPYShapes(t *testing.T) {
 		{"(6, 4, 5)", []int{6}, [2]int{4, 5}, nil}, // the file's own nav axes, as LiberTEM
 		{"(2, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil},
 		{"(6, 4, 5)", []int{3, 2}, [2]int{4, 5}, []int{3, 2}},
-		{"(2, 1, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil}, // as HDF5's rank 5
-		{"(3, 2, 1, 4, 5)", []int{3, 2}, [2]int{4, 5}, nil},
-		{"(1, 2, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, nil},
+		// 3 nav axes as stored, size-1 axes kept, as LiberTEM reads them (#33)
+		{"(2, 1, 3, 4, 5)", []int{2, 1, 3}, [2]int{4, 5}, nil},
+		{"(3, 2, 1, 4, 5)", []int{3, 2, 1}, [2]int{4, 5}, nil},
+		{"(1, 2, 3, 4, 5)", []int{1, 2, 3}, [2]int{4, 5}, nil},
+		{"(6, 4, 5)", []int{1, 2, 3}, [2]int{4, 5}, []int{1, 2, 3}},
+		{"(2, 3, 4, 5)", []int{3, 1, 2}, [2]int{4, 5}, []int{3, 1, 2}},
+		// more than 3 nav axes are read in at most 3 that option nav_shape gives
+		{"(1, 1, 2, 3, 4, 5)", []int{2, 3}, [2]int{4, 5}, []int{2, 3}},
+		{"(1, 1, 2, 3, 4, 5)", []int{1, 2, 3}, [2]int{4, 5}, []int{1, 2, 3}},
 	} {
 		path := filepath.Join(dir, "s.npy")
 		require.NoError(t, os.WriteFile(path, frametest.NPYBytes("<u2", false, tc.shape, data), 0o644))
@@ -88,8 +94,10 @@ func TestNPYErrors(t *testing.T) {
 		{"fortran", "<u2", true, "(2, 3, 4)", data, "Fortran-order (column-major) NPY arrays are not supported"},
 		{"complex", "<c8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<c8'"},
 		{"uint64", "<u8", false, "(2, 3)", data[:48], "unsupported NPY dtype '<u8'"},
+		{"escaped", "<u\x1b[2J", false, "(2, 3)", data[:48], `unsupported NPY dtype '<u\x1b[2J'`},
 		{"1-D", "<u2", false, "(24,)", data, "NPY shape (24,) is not (sig_y, sig_x)"},
-		{"6-D", "<u2", false, "(1, 1, 2, 1, 3, 4)", data, "NPY shape (1, 1, 2, 1, 3, 4) is not"},
+		{"6-D", "<u2", false, "(1, 1, 2, 1, 3, 4)", data, "nav shape (1, 1, 2, 1) from the NPY shape has 4 axes: stemdot reads scans of 1 to 3 (N, Y,X or Z,Y,X): give option nav_shape of its 2 positions in at most 3 axes (e.g. 1,2,1)"},
+		{"0-D", "<u2", false, "()", data[:2], "NPY shape () is not (sig_y, sig_x)"},
 		{"truncated", "<u2", false, "(2, 3, 4)", data[:40], "truncated NPY file: the header's shape (2, 3, 4) and dtype '<u2' make 48 bytes of data from byte 128 to byte 176, but the file has 168 bytes (8 missing)"},
 		{"trailing bytes", "<u2", false, "(2, 3, 4)", append(bytes.Clone(data), 1, 2, 3), "3 bytes after the array's data: the header's shape (2, 3, 4) and dtype '<u2' make 48 bytes of data from byte 128 to byte 176 of the 179-byte file; numpy ignores them, stemdot does not read a file that its header may not describe: save the array again (numpy.save), or cut the file to 176 bytes"},
 		{"empty axis", "<u2", false, "(0, 3, 4)", nil, "NPY shape (0, 3, 4) has an empty axis"},

@@ -22,13 +22,20 @@
 // A SEQ file states no scan shape (LiberTEM requires nav_shape for it): give option
 // nav_shape, else the frames are read as one row, with a warning.
 //
-// LiberTEM applies the dark and gain references it finds beside the file,
-// <name>.seq.dark.mrc and <name>.seq.gain.mrc (2-D MRC images of the frame's shape), as
-// (frame − dark) · gain, and patches the defect pixels that <name>.seq.Config.Metadata.xml
-// lists. stemdot reads the recorded counts unless option seq_corrections is given (a note
-// names the references found): then it applies the dark and gain references present, as
-// LiberTEM does, and delivers float32 frames; the defect map is not applied (a note says
-// so).
+// LiberTEM (0.16, libertem.io.dataset.seq) applies by default the dark and gain
+// references it finds beside the file, <name>.seq.dark.mrc and <name>.seq.gain.mrc (2-D
+// MRC images of the frame's shape), as (frame − dark) · gain, and patches the defect
+// pixels that <name>.seq.Config.Metadata.xml lists (placed on the frame by
+// <name>.seq.metadata; readDefects says how). stemdot patches the defect pixels by
+// default, as LiberTEM does: each is replaced by the mean of its good neighbours
+// (defects), the frames are delivered as float32 and a note counts the pixels; option
+// seq_defect_pixels=false keeps their recorded values. The dark and gain references found
+// are applied by default too, as LiberTEM applies them (a note names them; option
+// seq_corrections=false keeps the recorded counts), before the defect pixels are patched,
+// with LiberTEM's arithmetic (decoder). Either way the
+// frames are converted as they are read, by each worker (dataset.Flat.Decode: never
+// served in place from a mapping, so a GPU worker gets them converted too); a file
+// without corrections to apply is read as stored.
 package seq
 
 import (
@@ -45,14 +52,20 @@ import (
 // Name is the format's name (option format, Dataset.Format).
 const Name = "seq"
 
-// OptCorrections is the format option that applies the dark and gain references.
-const OptCorrections = "seq_corrections"
+// OptCorrections is the format option that applies the dark and gain references, and
+// OptDefectPixels the one that patches the defect pixels (default true).
+const (
+	OptCorrections  = "seq_corrections"
+	OptDefectPixels = "seq_defect_pixels"
+)
 
 func init() {
 	dataset.Register(dataset.Format{Name: Name, Extensions: []string{".seq"}, Magic: []string{"\xed\xfe\x00\x00"},
 		Describe: "seq (Direct Electron / StreamPix sequence: .seq)", Open: Open,
-		FormatOptions: []dataset.FormatOption{{Key: OptCorrections, Switch: true, Default: "false",
-			Usage: "Direct Electron SEQ: subtract the dark reference <name>.seq.dark.mrc and multiply by the gain reference <name>.seq.gain.mrc (those present), as LiberTEM does, giving float32 frames"}}})
+		FormatOptions: []dataset.FormatOption{{Key: OptCorrections, Switch: true, Default: "true",
+			Usage: "Direct Electron SEQ: subtract the dark reference <name>.seq.dark.mrc and multiply by the gain reference <name>.seq.gain.mrc (those present), as LiberTEM does, giving float32 frames (false: keep the recorded counts; true where neither is present: an error)"},
+			{Key: OptDefectPixels, Switch: true, Default: "true",
+				Usage: "Direct Electron SEQ: patch the defect pixels that <name>.seq.Config.Metadata.xml lists with the mean of their good neighbours, as LiberTEM does, giving float32 frames (false: keep their recorded values)"}}})
 }
 
 // Header geometry.
@@ -136,12 +149,15 @@ func (h header) frame() ([2]int, dataset.DType, int, error) {
 }
 
 // Open opens the SEQ file at path: frames of the header's sig shape and dtype in host
-// byte order (float32 corrected frames with option seq_corrections), at the scan
-// positions of option nav_shape (the file has no scan shape: without it, one row with a
-// warning), reconciled as package dataset describes. Errors name the file and the header
-// field at fault: errs.Format, errs.DType for colour images and bit depths other than 8,
-// 16 and 32; with option seq_corrections errs.Argument when it is not true or false or
-// no reference is there, errs.Shape for a reference of another shape than the frames.
+// byte order, or float32 frames where corrections apply (defect pixels patched, and with
+// option seq_corrections the dark and gain references applied), at the scan positions of
+// option nav_shape (the file has no scan shape: without it, one row with a warning),
+// reconciled as package dataset describes. Errors name the file and the header field at
+// fault: errs.Format, errs.DType for colour images and bit depths other than 8, 16 and
+// 32; errs.Argument for an option that is not true or false, or seq_corrections without
+// a reference beside the file; errs.Shape for a reference or defect map of another shape
+// than the frames, errs.Format for a defect list that cannot be read (each naming option
+// seq_defect_pixels=false, which reads the frames without it).
 func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	f, size, err := dataset.OpenFile(path)
 	if err != nil {
@@ -176,28 +192,68 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	}
 	fl := dataset.Flat{Format: Name, Path: path, File: f, Size: size, Offset: start, Footer: stride - int64(fb), Sig: sig, DType: dt}
 	ff := dataset.FileFrames{Whole: whole, CutBytes: data % stride, RecordBytes: stride, Notes: notes}
-	correct, err := dataset.SwitchOption(opt, OptCorrections, false)
+	_, asked := opt.FormatOptions[OptCorrections]
+	correct, err := dataset.SwitchOption(opt, OptCorrections, true)
+	if err != nil {
+		return fail(err)
+	}
+	patch, err := dataset.SwitchOption(opt, OptDefectPixels, true)
 	if err != nil {
 		return fail(err)
 	}
 	base, refs := references(path)
-	if !correct {
-		if len(refs) > 0 {
-			var names []string
-			for _, r := range refs {
-				names = append(names, filepath.Base(r))
+	c := &decoder{size: dt.Size()}
+	var applied, unused []string
+	for _, r := range refs {
+		switch {
+		case strings.HasSuffix(r, defectExt) && !patch:
+			ff.Notes = append(ff.Notes, fmt.Sprintf("the defect pixels that %s lists keep their recorded values (option %s=false)", filepath.Base(r), OptDefectPixels))
+		case strings.HasSuffix(r, defectExt):
+			d, note, err := readDefects(r, base, sig)
+			if err != nil {
+				return fail(err)
 			}
-			ff.Notes = append(ff.Notes, fmt.Sprintf("%s beside the file: no correction is applied, the recorded counts are read (option %s applies the dark and gain references, as LiberTEM does)",
-				strings.Join(names, ", "), OptCorrections))
+			c.defects = d
+			ff.Notes = append(ff.Notes, note)
+		case !correct:
+			unused = append(unused, filepath.Base(r))
+		default:
+			m, err := readMRC(r, sig)
+			if err != nil {
+				return fail(fmt.Errorf("%w (option %s=false reads the frames without the dark and gain references)", err, OptCorrections))
+			}
+			if strings.HasSuffix(r, darkExt) {
+				c.dark = m
+			} else {
+				c.gain = m
+			}
+			applied = append(applied, filepath.Base(r))
 		}
-		return dataset.OpenFlat(fl, opt, nil, "", ff)
 	}
-	return openCorrected(fl, opt, ff, base, refs)
+	correct = correct && len(applied) > 0
+	switch {
+	case asked && correct:
+		ff.Notes = append(ff.Notes, fmt.Sprintf("(frame − dark) · gain applied with %s (float32; option %s)", strings.Join(applied, " and "), OptCorrections))
+	case asked && len(unused) == 0 && len(applied) == 0 && !strings.EqualFold(opt.FormatOptions[OptCorrections], "false"):
+		f.Close()
+		return nil, errs.New(errs.Argument, "dataset: %s: option %s: no dark or gain reference (%s, %s) beside the file", path, OptCorrections,
+			filepath.Base(base+darkExt), filepath.Base(base+gainExt))
+	case correct:
+		ff.Notes = append(ff.Notes, fmt.Sprintf("(frame − dark) · gain applied with %s, as LiberTEM applies them (float32; option %s=false keeps the recorded counts)",
+			strings.Join(applied, " and "), OptCorrections))
+	case len(unused) > 0:
+		ff.Notes = append(ff.Notes, fmt.Sprintf("%s beside the file not applied (option %s=false)", strings.Join(unused, ", "), OptCorrections))
+	}
+	if correct || c.defects != nil {
+		fl.DType, fl.PixelBytes, fl.Decode = dataset.Float32, int64(fb), c.decode
+	}
+	return dataset.OpenFlat(fl, opt, nil, "", ff)
 }
 
 // references returns base, the path without its ".seq" (or ".seq.seq", LiberTEM issue
 // #1120), and the correction files LiberTEM reads beside a SEQ file that exist, in this
-// order: <base>.seq.dark.mrc, <base>.seq.gain.mrc and <base>.seq.Config.Metadata.xml.
+// order: <base>.seq.dark.mrc, <base>.seq.gain.mrc and <base>.seq.Config.Metadata.xml
+// (the defect list, whose <base>.seq.metadata readDefects reads).
 func references(path string) (string, []string) {
 	base := path
 	for range 2 {

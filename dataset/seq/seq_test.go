@@ -2,6 +2,8 @@ package seq_test
 
 import (
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -224,14 +226,16 @@ func TestSEQFrameCounts(t *testing.T) {
 	stride := int64(6*4*2 + 8)
 	require.NoError(t, os.Truncate(path, 8192+5*stride+10))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "scan.seq.dark.mrc"), []byte("x"), 0o644))
-	ds, err = dataset.Open(path, dataset.Options{NavShape: []int{2, 3}})
+	_, err = dataset.Open(path, dataset.Options{NavShape: []int{2, 3}})
+	assert.ErrorContains(t, err, "scan.seq.dark.mrc: the file of 1 bytes is shorter than the 1024-byte MRC header (option seq_corrections=false reads the frames without the dark and gain references)")
+	ds, err = dataset.Open(path, dataset.Options{NavShape: []int{2, 3}, FormatOptions: map[string]string{"seq_corrections": "false"}})
 	require.NoError(t, err)
 	defer ds.Close()
 	assert.Equal(t, []int{1, 3}, ds.NavShape())
 	assert.Equal(t, want[:3], readAll(t, ds))
 	notes = strings.Join(dataset.Notes(ds), "\n")
 	assert.Contains(t, notes, "the file ends inside frame 5")
-	assert.Contains(t, notes, "scan.seq.dark.mrc beside the file: no correction is applied, the recorded counts are read (option seq_corrections applies")
+	assert.Contains(t, notes, "scan.seq.dark.mrc beside the file not applied (option seq_corrections=false)")
 }
 
 // writeMRC writes a 2-D MRC image of float32 (mode 2) or uint16 (mode 6) values, with an
@@ -264,9 +268,10 @@ func writeMRC(t *testing.T, path string, ny, nx int, vals []float64, mode int32,
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 }
 
-// Option seq_corrections applies the dark and gain references beside the file as
-// LiberTEM does, (frame − dark) · gain in float32, and says that the defect map is not
-// applied; without references it is refused.
+// The dark and gain references beside the file are applied as LiberTEM applies them, by
+// default, (frame − dark) · gain, and the note says that the defect map, without its
+// metadata file, is not applied; option seq_corrections=false keeps the recorded counts,
+// and option seq_corrections=true without references is refused.
 func TestSEQCorrections(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "scan.seq.seq") // LiberTEM issue #1120: references named after scan
@@ -302,6 +307,19 @@ func TestSEQCorrections(t *testing.T) {
 	notes := strings.Join(dataset.Notes(ds), "\n")
 	assert.Contains(t, notes, "(frame − dark) · gain applied with scan.seq.dark.mrc and scan.seq.gain.mrc")
 	assert.Contains(t, notes, "the defect pixels that scan.seq.Config.Metadata.xml lists are not patched")
+
+	byDefault, err := dataset.Open(path, dataset.Options{NavShape: []int{2, 2}})
+	require.NoError(t, err)
+	got := make([]byte, len(buf))
+	require.NoError(t, byDefault.ReadFrames(0, 4, got))
+	assert.Equal(t, buf, got, "the references applied by default, as with option seq_corrections")
+	assert.Contains(t, strings.Join(dataset.Notes(byDefault), "\n"), "as LiberTEM applies them (float32; option seq_corrections=false keeps the recorded counts)")
+	require.NoError(t, byDefault.Close())
+	raw, err := dataset.Open(path, dataset.Options{NavShape: []int{2, 2}, FormatOptions: map[string]string{seq.OptCorrections: "false"}})
+	require.NoError(t, err)
+	assert.Equal(t, dataset.Uint16, raw.DType())
+	assert.Contains(t, strings.Join(dataset.Notes(raw), "\n"), "scan.seq.dark.mrc, scan.seq.gain.mrc beside the file not applied (option seq_corrections=false)")
+	require.NoError(t, raw.Close())
 
 	writeMRC(t, filepath.Join(dir, "scan.seq.gain.mrc"), s.width, s.height, gain, 2, false, 0)
 	_, err = dataset.Open(path, opt)
@@ -417,4 +435,254 @@ func TestSEQReferenceNotRegular(t *testing.T) {
 			assert.Contains(t, err.Error(), "option seq_corrections")
 		})
 	}
+}
+
+// writeDefects writes <dir>/scan.seq.Config.Metadata.xml holding xml and, unless area is
+// nil, scan.seq.metadata with UnbinnedFrameSizeY/X area[0:2], OffsetY/X area[2:4] and
+// HardwareBinning area[4] at byte 282, as DE writes them.
+func writeDefects(t *testing.T, dir, xml string, area []int32) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "scan.seq.Config.Metadata.xml"), []byte(xml), 0o644))
+	if area == nil {
+		return
+	}
+	meta := make([]byte, 512)
+	for i, v := range []int32{512, 1, area[1], area[0], area[3], area[2], area[4], 16, 100} {
+		binary.LittleEndian.PutUint32(meta[282+4*i:], uint32(v))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "scan.seq.metadata"), meta, 0o644))
+}
+
+// numpyPatch is the independent reference of LiberTEM's defect pixel patch
+// (libertem.io.corrections.detector): it reads the SEQ file's uint16 frames with numpy,
+// applies (frame − dark) · gain in float64 when given, rounds to float32, then replaces
+// each pixel of the defect list by the float64 mean of its 3×3 neighbours inside the
+// frame that are not defect pixels, rounded to float32. It prints the frames' values.
+const numpyPatch = `
+import json, struct, sys
+import numpy as np
+path, spec = sys.argv[1], json.loads(sys.argv[2])
+head = open(path, "rb").read(1024)
+w, h = struct.unpack_from("<II", head, 548)
+stride, = struct.unpack_from("<I", head, 580)
+rec = np.dtype([("px", "<u2", (h, w)), ("pad", "V%d" % (stride - 2 * w * h))])
+frames = np.fromfile(path, rec, offset=8192)["px"].astype(np.float32)
+if spec["dark"] is not None:
+    dark, gain = (np.float32(spec[k]).reshape(h, w) for k in ("dark", "gain"))
+    frames = ((frames.astype(np.float64) - dark) * gain).astype(np.float32)
+bad = np.zeros((h, w), bool)
+for y, x in spec["bad"]:
+    bad[y, x] = True
+out = frames.copy()
+for y, x in zip(*np.nonzero(bad)):
+    win = (slice(max(y - 1, 0), y + 2), slice(max(x - 1, 0), x + 2))
+    good = frames[(slice(None),) + win][:, ~bad[win]].astype(np.float64)
+    out[:, y, x] = (good.sum(axis=1) / good.shape[1]).astype(np.float32)
+print(json.dumps(out.astype(np.float64).ravel().tolist()))
+`
+
+// readFloat32 reads every frame of ds, float32 frames, as one slice.
+func readFloat32(t *testing.T, ds dataset.Dataset) []float32 {
+	t.Helper()
+	require.Equal(t, dataset.Float32, ds.DType())
+	buf := make([]byte, ds.NumFrames()*ds.FrameBytes())
+	require.NoError(t, ds.ReadFrames(0, ds.NumFrames(), buf))
+	out := make([]float32, len(buf)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.NativeEndian.Uint32(buf[4*i:]))
+	}
+	return out
+}
+
+// The defect pixels that scan.seq.Config.Metadata.xml lists are patched by default with
+// the mean of their good neighbours, as LiberTEM 0.16 patches them (checked against the
+// numpy reference, pixel for pixel): rows, columns, ranges of both and single pixels of a
+// map of the frame's size; a larger map cut to the area read; a binned map with binning
+// 2; and after the dark and gain references with option seq_corrections. The frames are
+// never served in place (a GPU worker reads them patched too), and option
+// seq_defect_pixels=false keeps the recorded values.
+func TestSEQDefectPixels(t *testing.T) {
+	const H, W = 12, 12
+	cols := func(xs ...int) [][2]int { // every pixel of columns xs
+		var out [][2]int
+		for _, x := range xs {
+			for y := range H {
+				out = append(out, [2]int{y, x})
+			}
+		}
+		return out
+	}
+	rows := func(ys ...int) [][2]int {
+		var out [][2]int
+		for _, y := range ys {
+			for x := range W {
+				out = append(out, [2]int{y, x})
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		xml     string
+		area    []int32 // UnbinnedFrameSizeY, X, OffsetY, X, HardwareBinning
+		correct bool
+		bad     [][2]int // (y, x) in the frame
+	}{
+		{"frame-sized", `<?xml version="1.0"?><Config><BadPixels>
+			<BadPixelMap Rows="12" Columns="12"><Defect Column="3"/><Defect Columns="6-7"/><Defect Rows="8-9"/><Defect Columns="11-15"/>
+			<Defect Row="0"/><Defect Column="11" Row="5"/><Defect Column="0" Row="4"/><Defect Type="hot"/></BadPixelMap>
+			<BadPixelMap Rows="6" Columns="6" Binning="2"><Defect Column="1"/></BadPixelMap></BadPixels></Config>`,
+			[]int32{12, 12, 0, 0, 1}, false,
+			append(append(cols(3, 6, 7, 11), rows(0, 8, 9)...), [2]int{5, 11}, [2]int{4, 0})},
+		{"cut", `<R><BadPixelMap Rows="20" Columns="24"><Defect Column="10"/><Defect Column="1"/><Defect Column="9" Row="4"/></BadPixelMap></R>`,
+			[]int32{12, 12, 3, 8, 1}, false, append(cols(2), [2]int{1, 1})},
+		{"binned", `<R><BadPixelMap Rows="24" Columns="24"><Defect Column="1"/></BadPixelMap>
+			<BadPixelMap Rows="12" Columns="12" Binning="2"><Defect Column="5"/><Defect Column="8" Row="2"/></BadPixelMap></R>`,
+			[]int32{24, 24, 0, 0, 2}, false, append(cols(5), [2]int{2, 8})},
+		{"corrected", `<R><BadPixelMap Rows="12" Columns="12"><Defect Column="4"/><Defect Column="8" Row="8"/><Defect Column="9" Row="8"/></BadPixelMap></R>`,
+			[]int32{12, 12, 0, 0, 1}, true, append(cols(4), [2]int{8, 8}, [2]int{8, 9})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "scan.seq")
+			frames := writeSEQ(t, path, seqFile{version: 5, width: W, height: H, bits: 16, pad: 8, frames: 6}, 7)
+			writeDefects(t, dir, tc.xml, tc.area)
+			spec := map[string]any{"bad": tc.bad, "dark": nil, "gain": nil}
+			opt := dataset.Options{NavShape: []int{2, 3}, FormatOptions: map[string]string{}}
+			if tc.correct {
+				dark, gain := make([]float64, H*W), make([]float64, H*W)
+				for i := range dark {
+					dark[i], gain[i] = 3.3+float64(i%7), 0.7+float64(i%13)/17
+				}
+				writeMRC(t, filepath.Join(dir, "scan.seq.dark.mrc"), H, W, dark, 2, false, 0)
+				writeMRC(t, filepath.Join(dir, "scan.seq.gain.mrc"), H, W, gain, 2, false, 0)
+				spec["dark"], spec["gain"] = dark, gain
+				opt.FormatOptions[seq.OptCorrections] = "true"
+			}
+			js, err := json.Marshal(spec)
+			require.NoError(t, err)
+			var want []float64
+			require.NoError(t, json.Unmarshal(testfiles.RunPython(t, numpyPatch, []string{"numpy"}, path, string(js)), &want))
+
+			ds, err := dataset.Open(path, opt)
+			require.NoError(t, err)
+			defer ds.Close()
+			got := readFloat32(t, ds)
+			require.Len(t, got, len(want))
+			for i := range got {
+				require.Equal(t, float32(want[i]), got[i], "frame %d pixel (%d, %d)", i/(H*W), i%(H*W)/W, i%W)
+			}
+			unique := map[[2]int]bool{}
+			for _, p := range tc.bad {
+				unique[p] = true
+			}
+			assert.Contains(t, strings.Join(dataset.Notes(ds), "\n"), fmt.Sprintf("%d defect pixels that scan.seq.Config.Metadata.xml lists are patched with the mean of their neighbours, as LiberTEM does, giving float32 frames (option seq_defect_pixels=false keeps their recorded values)", len(unique)))
+			_, viewer := ds.(dataset.Viewer)
+			assert.False(t, viewer, "patched frames are not viewed in place")
+			if m, ok := ds.(dataset.Mapper); ok {
+				_, mapped, err := m.MapFrames(0, 1)
+				require.NoError(t, err)
+				assert.False(t, mapped, "patched frames are not mapped in place")
+			}
+			// Any frame range reads the same frames.
+			part := make([]byte, 2*ds.FrameBytes())
+			require.NoError(t, ds.ReadFrames(3, 5, part))
+			for i := range 2 * H * W {
+				require.Equal(t, got[3*H*W+i], math.Float32frombits(binary.NativeEndian.Uint32(part[4*i:])))
+			}
+
+			opt.FormatOptions[seq.OptDefectPixels] = "false"
+			raw, err := dataset.Open(path, opt)
+			require.NoError(t, err)
+			defer raw.Close()
+			assert.Contains(t, dataset.Notes(raw), "the defect pixels that scan.seq.Config.Metadata.xml lists keep their recorded values (option seq_defect_pixels=false)")
+			if !tc.correct {
+				assert.Equal(t, dataset.Uint16, raw.DType())
+				assert.Equal(t, frames, readAll(t, raw)[:6])
+			}
+		})
+	}
+}
+
+// A defect list that cannot be placed or read is refused, naming the file, what is
+// wrong (strings from the XML quoted) and option seq_defect_pixels=false, which reads the
+// file without it; one without its metadata file or without a BadPixelMap is noted and
+// not applied (the frames read as stored), as LiberTEM skips it.
+func TestSEQDefectPixelsRefused(t *testing.T) {
+	frame := []int32{8, 8, 0, 0, 1}
+	for _, tc := range []struct {
+		name string
+		xml  string
+		area []int32
+		kind errs.Kind
+		msg  string // error, or with kind 0 the note
+	}{
+		{"no-metadata", `<R><BadPixelMap Rows="8" Columns="8"><Defect Column="3"/></BadPixelMap></R>`, nil, 0,
+			"the defect pixels that scan.seq.Config.Metadata.xml lists are not patched: scan.seq.metadata, which places them on the frame, is missing (LiberTEM skips them too)"},
+		{"no-map", `<BadPixelMap Rows="8" Columns="8"><Defect Column="3"/></BadPixelMap>`, frame, 0,
+			"scan.seq.Config.Metadata.xml lists no BadPixelMap: no defect pixel is patched"},
+		{"not-xml", `<R><BadPixelMap Rows="8" Columns="8">`, frame, errs.Format, "not an XML document"},
+		{"value", `<R><BadPixelMap Rows="8" Columns="8"><Defect Row="1&#10;&quot;x"/></BadPixelMap></R>`, frame, errs.Format,
+			`Defect 1 <Defect Row="1\n\"x"/>: attribute Row="1\n\"x" is not a whole number`},
+		{"outside", `<R><BadPixelMap Rows="8" Columns="8"><Defect Column="2" Row="8"/></BadPixelMap></R>`, frame, errs.Format,
+			`Defect 1 <Defect Column="2" Row="8"/>: Row 8 is outside the map's 0 to 7`},
+		{"pixel-without-column", `<R><BadPixelMap Rows="8" Columns="8"><Defect Row="2" Type="x"/></BadPixelMap></R>`, frame, errs.Format,
+			"no attribute Column"},
+		{"map-size", `<R><BadPixelMap Rows="8" Columns="16"><Defect Column="2"/></BadPixelMap></R>`, []int32{8, 16, 0, 0, 1}, errs.Shape,
+			"its BadPixelMap of 8 rows × 16 columns, cut to the area scan.seq.metadata gives (8 × 16 at 0, 0, binning 1), is 8 × 16 pixels, not the frames' 8 × 8"},
+		{"no-neighbour", `<R><BadPixelMap Rows="8" Columns="8"><Defect Rows="0-1"/></BadPixelMap></R>`, frame, errs.Format,
+			"defect pixel (y 0, x 0) has no good neighbour to be patched from (LiberTEM refuses it too)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "scan.seq")
+			frames := writeSEQ(t, path, seqFile{version: 5, width: 8, height: 8, bits: 16, frames: 2}, 9)
+			writeDefects(t, dir, tc.xml, tc.area)
+			opt := dataset.Options{NavShape: []int{1, 2}, FormatOptions: map[string]string{}}
+			ds, err := dataset.Open(path, opt)
+			if tc.kind == 0 {
+				require.NoError(t, err)
+				assert.Contains(t, dataset.Notes(ds), tc.msg)
+				assert.Equal(t, frames, readAll(t, ds))
+				require.NoError(t, ds.Close())
+				return
+			}
+			require.Error(t, err)
+			assert.ErrorIs(t, err, tc.kind)
+			assert.Contains(t, err.Error(), path+": "+filepath.Join(dir, "scan.seq.Config.Metadata.xml")+": ")
+			assert.Contains(t, err.Error(), tc.msg)
+			assert.Contains(t, err.Error(), "(option seq_defect_pixels=false reads the frames without patching the defect pixels)")
+			assert.NotContains(t, err.Error(), "1\n", "strings from the XML are quoted")
+
+			opt.FormatOptions[seq.OptDefectPixels] = "false"
+			ds, err = dataset.Open(path, opt)
+			require.NoError(t, err)
+			assert.Equal(t, frames, readAll(t, ds))
+			require.NoError(t, ds.Close())
+		})
+	}
+	path := filepath.Join(t.TempDir(), "scan.seq")
+	writeSEQ(t, path, seqFile{version: 5, width: 8, height: 8, bits: 16, frames: 2}, 9)
+	_, err := dataset.Open(path, dataset.Options{FormatOptions: map[string]string{seq.OptDefectPixels: "maybe"}})
+	require.ErrorIs(t, err, errs.Argument)
+	assert.Contains(t, err.Error(), `option seq_defect_pixels "maybe" is not true or false`)
+}
+
+// FuzzSEQDefects opens a SEQ file beside an arbitrary defect list and metadata: no
+// panic, and what opens reads.
+func FuzzSEQDefects(f *testing.F) {
+	f.Add(`<R><BadPixelMap Rows="8" Columns="8"><Defect Column="3"/><Defect Rows="2-4"/><Defect Column="1" Row="6"/></BadPixelMap></R>`, int32(8), int32(8), int32(0), int32(0), int32(1))
+	f.Add(`<R><BadPixelMap Rows="16" Columns="16" Binning="2"><Defect Columns="3-90"/></BadPixelMap></R>`, int32(16), int32(16), int32(4), int32(4), int32(2))
+	f.Fuzz(func(t *testing.T, xml string, ay, ax, oy, ox, binning int32) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "scan.seq")
+		writeSEQ(t, path, seqFile{version: 5, width: 8, height: 8, bits: 16, frames: 2}, 3)
+		writeDefects(t, dir, xml, []int32{ay, ax, oy, ox, binning})
+		ds, err := dataset.Open(path, dataset.Options{Format: seq.Name})
+		if err != nil {
+			return
+		}
+		defer ds.Close()
+		require.NoError(t, ds.ReadFrames(0, ds.NumFrames(), make([]byte, ds.NumFrames()*ds.FrameBytes())))
+	})
 }

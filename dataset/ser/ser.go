@@ -17,9 +17,12 @@
 // CalibrationDeltaX f64, CalibrationElementX i32, the same for Y, DataType u16 (1 uint8,
 // 2 uint16, 3 uint32, 4 int8, 5 int16, 6 int32, 7 float32, 8 float64; 9 and 10 complex,
 // refused with errs.DType), ArraySizeX u32, ArraySizeY u32, then ArraySizeY rows of
-// ArraySizeX pixels: a frame of sig shape (ArraySizeY, ArraySizeX), rows in stored order
-// (RosettaSciIO flips them; stemdot keeps stored order). A tag is TagTypeID u16, 2 bytes,
-// Time u32, and with 0x4142 PositionX f64 and PositionY f64.
+// ArraySizeX pixels: a frame of sig shape (ArraySizeY, ArraySizeX). TIA stores the rows
+// bottom-up: row 0 of a frame is the last stored row, as ncempy 1.16 (fileSER.getDataset
+// of ncempy.io.ser: np.flipud), and so LiberTEM, and RosettaSciIO 0.15 (rsciio.tia:
+// dc[..., ::-1, :]) read it, so that masks and positions carry over between them and
+// stemdot. A tag is TagTypeID u16, 2 bytes, Time u32, and with 0x4142 PositionX f64 and
+// PositionY f64.
 //
 // Only the first ValidNumberElements elements were recorded. The nav shape is the
 // dimension array's: one dimension (a series or a line scan) gives (n,), which any nav
@@ -27,9 +30,10 @@
 // elements' positions share PositionY (the scan runs along x first), else (Dim1, Dim2),
 // as RosettaSciIO reads them; none gives no scan shape (give option nav_shape). A scan
 // cut short (ValidNumberElements < TotalNumberElements) is reconciled as every format's
-// (its complete rows are kept). Frames at a fixed stride are read in place
-// (dataset.OpenFlat; the first and last elements' headers are checked at open), others
-// element by element with positioned reads, each element's header checked.
+// (its complete rows are kept). Frames at a fixed stride are read with one positioned
+// read per range (dataset.OpenFlat; the first and last elements' headers are checked at
+// open), others element by element, each element's header checked; either way the rows
+// are copied out in reverse (the frames are never served in place from a mapping).
 //
 // A SER file of 1-D elements holds spectra (an EDS or EELS spectrum image) and is
 // refused. An EMI file (TIA's metadata) is opened through the SER files beside it,
@@ -101,7 +105,10 @@ func parseHeader(b []byte) (serHeader, error) {
 		if len(b) < 34 {
 			return serHeader{}, fmt.Errorf("SER header cut short (%d bytes)", len(b))
 		}
-		h.offsetBytes, h.offsetArray = 8, int64(min(le.Uint64(b[22:]), math.MaxInt64))
+		if v := le.Uint64(b[22:]); v > math.MaxInt64 {
+			return serHeader{}, fmt.Errorf("SER header: OffsetArrayOffset %d is past the end of any file", v)
+		}
+		h.offsetBytes, h.offsetArray = 8, int64(le.Uint64(b[22:]))
 		pos += 8
 	default:
 		return serHeader{}, fmt.Errorf("SER header: SeriesVersion %#04x (want 0x0210 or 0x0220)", h.version)
@@ -178,9 +185,10 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		Series: len(s.hdr.dims) == 1, Notes: notes}
 	if stride, ok := fixedStride(s.offsets, ff.RecordBytes, size); ok {
 		return dataset.OpenFlat(dataset.Flat{Format: "ser", Path: path, File: f, Size: size, Offset: s.offsets[0],
-			Header: elementHeader, Footer: stride - ff.RecordBytes, Sig: s.sig, DType: s.dt}, opt, s.fileNav, s.source, ff)
+			Header: elementHeader, Footer: stride - ff.RecordBytes, Sig: s.sig, DType: s.dt, Decode: flipRows(s.sig, s.dt)},
+			opt, s.fileNav, s.source, ff)
 	}
-	d := &elements{path: path, f: f, size: size, offsets: s.offsets, sig: s.sig, dt: s.dt, head: s.head}
+	d := &elements{path: path, f: f, size: size, offsets: s.offsets, sig: s.sig, dt: s.dt, head: s.head, flip: flipRows(s.sig, s.dt)}
 	ds, err := dataset.Reconcile(d, opt, s.fileNav, s.source, ff)
 	if err != nil {
 		f.Close()
@@ -321,7 +329,7 @@ func parse(f *os.File, size int64) (file, error) {
 		if h.offsetBytes == 4 {
 			return int64(binary.LittleEndian.Uint32(raw[4*i:]))
 		}
-		return int64(min(binary.LittleEndian.Uint64(raw[8*i:]), math.MaxInt64))
+		return int64(binary.LittleEndian.Uint64(raw[8*i:])) // above 2⁶³−1: negative, refused as outside the file
 	}
 	offsets := make([]int64, h.valid)
 	for i := range offsets {
@@ -372,6 +380,17 @@ func parse(f *os.File, size int64) (file, error) {
 	}
 	fileNav, source := navShape(f, h, raw, offset)
 	return file{hdr: h, offsets: offsets, cut: cut, sig: sig, dt: dt, frameBytes: fb, head: first.raw, fileNav: fileNav, source: source}, nil
+}
+
+// flipRows returns the decoder of a stored frame of sig shape and dtype dt (little-endian)
+// into a frame in host byte order whose row y is stored row sig_y−1−y.
+func flipRows(sig [2]int, dt dataset.DType) func(dst, src []byte) {
+	row := sig[1] * dt.Size()
+	return func(dst, src []byte) {
+		for y := range sig[0] {
+			dataset.CopyToHost(dst[y*row:(y+1)*row], src[(sig[0]-1-y)*row:(sig[0]-y)*row], dt.Size(), false)
+		}
+	}
 }
 
 // fixedStride returns the stride of the elements when they lie at one and the last
@@ -425,7 +444,7 @@ type element struct {
 // readElementHeader reads the header of data element i at byte off.
 func readElementHeader(f *os.File, size, off int64, i int) (element, error) {
 	if off < 0 || off > size-elementHeader {
-		return element{}, fmt.Errorf("data element %d at byte %d: its %d-byte header is outside the file of %d bytes", i, off, elementHeader, size)
+		return element{}, fmt.Errorf("data element %d at byte %d: its %d-byte header is outside the file of %d bytes", i, uint64(off), elementHeader, size)
 	}
 	b := make([]byte, elementHeader)
 	if _, err := f.ReadAt(b, off); err != nil {
@@ -451,6 +470,7 @@ type elements struct {
 	sig     [2]int
 	dt      dataset.DType
 	head    []byte // DataType, ArraySizeX, ArraySizeY of element 0, which every element repeats
+	flip    func(dst, src []byte)
 	closed  atomic.Bool
 }
 
@@ -463,7 +483,8 @@ func (d *elements) NumFrames() int       { return len(d.offsets) }
 func (d *elements) FrameBytes() int      { return d.sig[0] * d.sig[1] * d.dt.Size() }
 
 // ReadFrames reads frames [start, end), each element's header and pixels with one
-// positioned read, checking that the header repeats element 0's data type and shape.
+// positioned read, checking that the header repeats element 0's data type and shape, and
+// copies its rows out bottom-up.
 func (d *elements) ReadFrames(start, end int, dst []byte) error {
 	fb := d.FrameBytes()
 	if err := dataset.CheckRange(d.path, start, end, len(d.offsets), fb, len(dst)); err != nil {
@@ -481,7 +502,7 @@ func (d *elements) ReadFrames(start, end int, dst []byte) error {
 			return errs.New(errs.Format, "dataset: %s: data element %d at byte %d: its header (DataType, ArraySizeX, ArraySizeY: % X) differs from element 0's (% X): the file is damaged",
 				d.path, i, d.offsets[i], rec[40:elementHeader], d.head)
 		}
-		dataset.CopyToHost(dst[(i-start)*fb:(i-start+1)*fb], rec[elementHeader:], d.dt.Size(), false)
+		d.flip(dst[(i-start)*fb:(i-start+1)*fb], rec[elementHeader:])
 	}
 	return nil
 }

@@ -2,8 +2,10 @@ package ser_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -157,18 +159,21 @@ func (s serFile) write(t testing.TB, path string) {
 	require.NoError(t, os.WriteFile(path, s.bytes(), 0o644))
 }
 
-// checkFrames reads every frame of d and compares it with pixel(frame0+i, p) (uint16
-// pixels hold pixel+300).
+// checkFrames reads every frame of d and compares it with the pixels the test wrote
+// (uint16 pixels hold pixel+300): pixel (y, x) of frame i is stored pixel p = (sig_y−1−y)·
+// sig_x + x, pixel(frame0+i, p), TIA storing rows bottom-up.
 func checkFrames(t *testing.T, d dataset.Dataset, frame0 int) {
 	t.Helper()
 	n, fb := d.NumFrames(), d.FrameBytes()
 	buf := make([]byte, n*fb)
 	require.NoError(t, d.ReadFrames(0, n, buf))
 	es := d.DType().Size()
+	sy, sx := d.SigShape()[0], d.SigShape()[1]
 	o := binary.NativeEndian
 	for i := range n {
-		for p := range fb / es {
-			b := buf[(i*fb/es+p)*es:]
+		for q := range fb / es {
+			b := buf[(i*fb/es+q)*es:]
+			p := (sy-1-q/sx)*sx + q%sx
 			var got float64
 			switch d.DType() {
 			case dataset.Uint16:
@@ -179,7 +184,7 @@ func checkFrames(t *testing.T, d dataset.Dataset, frame0 int) {
 				got = float64(math.Float32frombits(o.Uint32(b)))
 			}
 			if got != pixel(frame0+i, p) {
-				t.Fatalf("frame %d pixel %d: %v, want %v", i, p, got, pixel(frame0+i, p))
+				t.Fatalf("frame %d pixel (%d, %d): %v, want %v", i, q/sx, q%sx, got, pixel(frame0+i, p))
 			}
 		}
 	}
@@ -215,7 +220,7 @@ func TestSeries(t *testing.T) {
 				assert.Equal(t, []int{4}, d.NavShape())
 				assert.Equal(t, [2]int{3, 5}, d.SigShape())
 				assert.Equal(t, dt.want, d.DType())
-				assert.Equal(t, layout != "irregular", mapped(t, d), "frames at a fixed stride are mapped in place (%s)", layout)
+				assert.False(t, mapped(t, d), "frames whose rows are flipped are not served in place (%s)", layout)
 				checkFrames(t, d, 0)
 				require.NoError(t, d.Close())
 
@@ -227,6 +232,31 @@ func TestSeries(t *testing.T) {
 				require.NoError(t, d.Close())
 			}
 		}
+	}
+}
+
+// TIA stores a frame's rows bottom-up: the first stored row is the frame's last, in both
+// the fixed-stride (flat) and the element-by-element reader.
+func TestRowsBottomUp(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rows_1.ser")
+	for _, layout := range []string{"interleaved", "irregular"} {
+		// 3 rows of 5 int32 pixels, stored pixel p of frame 0 holding (11·p mod 1000) − 300.
+		serFile{version: 0x0210, dataTypeID: 0x4122, dims: []int{2}, total: 2, valid: 2, dataType: 6,
+			sizeX: 5, sizeY: 3, layout: layout}.write(t, path)
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err, layout)
+		buf := make([]byte, d.FrameBytes())
+		require.NoError(t, d.ReadFrames(0, 1, buf))
+		got := make([]int32, 15)
+		for i := range got {
+			got[i] = int32(binary.NativeEndian.Uint32(buf[4*i:]))
+		}
+		assert.Equal(t, []int32{
+			-190, -179, -168, -157, -146, // the last stored row
+			-245, -234, -223, -212, -201,
+			-300, -289, -278, -267, -256, // the first stored row
+		}, got, layout)
+		require.NoError(t, d.Close())
 	}
 }
 
@@ -358,6 +388,12 @@ func TestRefused(t *testing.T) {
 		{"valid", func() []byte { b := good.bytes(); b[18] = 4; return b }(), errs.Format, "ValidNumberElements 4 exceeds TotalNumberElements 3"},
 		{"none-valid", func() []byte { b := good.bytes(); b[18] = 0; return b }(), errs.Format, "no recorded data element"},
 		{"offsets", func() []byte { b := good.bytes(); b[22] = 0xff; b[23] = 0xff; return b }(), errs.Format, "offset arrays"},
+		{"offsets-2^64-1", func() []byte { b := good.bytes(); copy(b[22:30], bytes.Repeat([]byte{0xff}, 8)); return b }(), errs.Format, "OffsetArrayOffset 18446744073709551615"},
+		{"offset-2^64-1", func() []byte {
+			b := good.bytes()
+			copy(b[binary.LittleEndian.Uint64(b[22:]):], bytes.Repeat([]byte{0xff}, 8)) // element 0's data offset
+			return b
+		}(), errs.Format, "data element 0 at byte 18446744073709551615"},
 	} {
 		path := filepath.Join(dir, c.name+"_1.ser")
 		require.NoError(t, os.WriteFile(path, c.b, 0o644))
@@ -418,9 +454,8 @@ func TestEMI(t *testing.T) {
 	require.NoError(t, d.Close())
 }
 
-// serReference is the independent reference: numpy code that parses a SER file from
-// its documented layout and prints, per frame, its shape, the sum of its pixels and its
-// first and last pixel.
+// serReference is an independent reference of every frame's sum: numpy code that parses
+// a SER file from its documented layout and prints the sum of each frame's pixels.
 const serReference = `
 import json, struct, sys
 import numpy as np
@@ -434,20 +469,32 @@ types = {1: '<u1', 2: '<u2', 3: '<u4', 4: '<i1', 5: '<i2', 6: '<i4', 7: '<f4', 8
 out = []
 for o in offs:
     dt, nx, ny = struct.unpack_from('<HII', b, int(o) + 40)
-    a = np.frombuffer(b, types[dt], nx * ny, int(o) + 50).reshape(ny, nx).astype(np.float64)
-    out.append({'shape': [ny, nx], 'sum': float(a.sum()), 'first': float(a[0, 0]), 'last': float(a[-1, -1])})
+    out.append(float(np.frombuffer(b, types[dt], nx * ny, int(o) + 50).astype(np.float64).sum()))
 print(json.dumps(out))
 `
 
-// The real TIA files: 5 diffraction frames of 128×128 int32 (by .ser and by .emi)
-// against the numpy parser, and the EDS spectrum image, refused both ways.
+// The orientation of the real TIA file as ncempy 1.16 (ncempy.io.ser.fileSER.getDataset,
+// which LiberTEM's SER reader uses) and RosettaSciIO 0.15 (rsciio.tia.file_reader) read
+// it; both gave the same frames. Computed with
+//
+//	fr = np.stack([fileSER(path).getDataset(i)[0] for i in range(5)])  # (5, 128, 128) int32
+//	s = fr.astype(np.float64).sum(0)
+//	hashlib.sha256(s.astype('<f8').tobytes()).hexdigest(); fr[0, 0, :4]; fr[0, 127, :4]
+const realSumSHA256 = "6e8f9f4649ce1f8cd61dc966bdac2bc52102973f6ee0f23fa07634db2cd32088"
+
+var (
+	realFrame0Row0   = []int32{128, 126, 250, 63}
+	realFrame0Row127 = []int32{1180, 118, 120, 175}
+)
+
+// The real TIA files: 5 diffraction frames of 128×128 int32 (by .ser and by .emi), each
+// frame's sum against the numpy parser, the sum frame and frame 0's first and last rows
+// against ncempy's and RosettaSciIO's (the constants above), and the EDS spectrum image,
+// refused both ways.
 func TestRealFiles(t *testing.T) {
 	ser := testfiles.File(t, "ser/128x128x5-diffraction_preview_1.ser")
 	emi := testfiles.File(t, "ser/128x128x5-diffraction_preview.emi")
-	var ref []struct {
-		Shape            []int
-		Sum, First, Last float64
-	}
+	var ref []float64
 	require.NoError(t, json.Unmarshal(testfiles.RunPython(t, serReference, []string{"numpy"}, ser), &ref))
 	require.Len(t, ref, 5)
 	for _, path := range []string{ser, emi} {
@@ -459,20 +506,25 @@ func TestRealFiles(t *testing.T) {
 		assert.Equal(t, [2]int{128, 128}, d.SigShape())
 		assert.Equal(t, dataset.Int32, d.DType())
 		assert.Empty(t, dataset.Notes(d))
-		assert.True(t, mapped(t, d), "frames at a fixed stride are mapped in place")
 		fb := d.FrameBytes()
 		buf := make([]byte, 5*fb)
 		require.NoError(t, d.ReadFrames(0, 5, buf))
-		for i, r := range ref {
-			assert.Equal(t, []int{128, 128}, r.Shape)
+		px := func(i, p int) int32 { return int32(binary.NativeEndian.Uint32(buf[i*fb+4*p:])) }
+		sumFrame := make([]float64, 128*128)
+		for i, want := range ref {
 			var sum float64
-			px := func(p int) float64 { return float64(int32(binary.NativeEndian.Uint32(buf[i*fb+4*p:]))) }
-			for p := range 128 * 128 {
-				sum += px(p)
+			for p := range sumFrame {
+				sum += float64(px(i, p))
+				sumFrame[p] += float64(px(i, p))
 			}
-			assert.Equal(t, r.Sum, sum, "frame %d", i)
-			assert.Equal(t, r.First, px(0), "frame %d", i)
-			assert.Equal(t, r.Last, px(128*128-1), "frame %d", i)
+			assert.Equal(t, want, sum, "frame %d", i)
+		}
+		le, err := binary.Append(nil, binary.LittleEndian, sumFrame)
+		require.NoError(t, err)
+		assert.Equal(t, realSumSHA256, fmt.Sprintf("%x", sha256.Sum256(le)), "the sum frame, as ncempy and RosettaSciIO read it")
+		for x := range 4 {
+			assert.Equal(t, realFrame0Row0[x], px(0, x), "frame 0 pixel (0, %d)", x)
+			assert.Equal(t, realFrame0Row127[x], px(0, 127*128+x), "frame 0 pixel (127, %d)", x)
 		}
 		require.NoError(t, d.Close())
 	}

@@ -85,8 +85,11 @@ type file struct {
 	frames *hdf5.VLenRows
 	sig    [2]int
 	// positions is the number of scan positions with frames; position p's rows are
-	// rows[ptr[p]:ptr[p+1]], or row p when ptr is nil.
+	// rows[ptr[p]:ptr[p+1]], or when ptr is nil rows p·fps to (p+1)·fps−1 (fps rows per
+	// position, 1 or a version 3 file's frames per scan position: no map is held, whatever
+	// the row count the file declares).
 	positions int
+	fps       int
 	ptr       []int
 	rows      []int
 	closeOnce sync.Once
@@ -102,7 +105,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &file{path: path, h5: h5}
+	d := &file{path: path, h5: h5, fps: 1}
 	nav, notes, err := d.parse(opt)
 	if err != nil {
 		d.Close()
@@ -201,13 +204,7 @@ func (d *file) parse(opt dataset.Options) (nav []int, notes []string, err error)
 				version, framesPath, n, scans, sx, sy, positionsPath)
 		}
 		if fps := n / scans; fps > 1 {
-			d.positions, d.ptr, d.rows = scans, make([]int, scans+1), make([]int, n)
-			for p := range scans {
-				d.ptr[p+1] = (p + 1) * fps
-			}
-			for r := range d.rows {
-				d.rows[r] = r
-			}
+			d.positions, d.fps = scans, fps
 			notes = append(notes, fmt.Sprintf("%d frames per scan position, their counts added", fps))
 		}
 	case version < 3 && d.h5.Exists(positionsPath):
@@ -304,8 +301,11 @@ func (d *file) ReadSparse(start, end int, dst *dataset.SparseFrames) error {
 	// belong to positions start..start+i.
 	var rows, bounds []int
 	if d.ptr == nil {
+		for r := start * d.fps; r < end*d.fps; r++ {
+			rows = append(rows, r)
+		}
 		for p := start; p < end; p++ {
-			rows, bounds = append(rows, p), append(bounds, p-start+1)
+			bounds = append(bounds, (p-start+1)*d.fps)
 		}
 	} else {
 		rows = d.rows[d.ptr[start]:d.ptr[end]]

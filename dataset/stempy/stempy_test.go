@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,6 +154,8 @@ fr[...] = np.array([np.array([0, 3], np.uint32), np.array([], np.uint32), np.arr
 		{"float attribute", rows + "fr.attrs['Nx'] = 2.5\nfr.attrs['Ny'] = 4", "attribute Nx of /electron_events/frames: not a single integer", errs.Format, false},
 		{"v3 rows", rows + "fr.attrs['Nx'] = 4\nfr.attrs['Ny'] = 4\nf.attrs['version'] = 3\nsp = g.create_dataset('scan_positions', data=np.arange(3))\nsp.attrs['Nx'] = 3\nsp.attrs['Ny'] = 1", "holds 4 rows, not a whole number of frames for each of the 3 scan positions", errs.Format, false},
 		{"positions outside", rows + "fr.attrs['Nx'] = 4\nfr.attrs['Ny'] = 4\nsp = g.create_dataset('scan_positions', data=np.array([0, 1, 2, 9]))\nsp.attrs['Nx'] = 2\nsp.attrs['Ny'] = 2", "scan_positions[3] is 9, outside the scan's 4 positions", errs.Format, false},
+		{"uint64 positions", rows + "fr.attrs['Nx'] = 4\nfr.attrs['Ny'] = 4\nsp = g.create_dataset('scan_positions', data=np.array([0, 1, 2, 2**64-1], np.uint64))\nsp.attrs['Nx'] = 2\nsp.attrs['Ny'] = 2", "scan_positions[3] is 18446744073709551615", errs.Format, false},
+		{"uint64 attribute", rows + "fr.attrs['Nx'] = np.uint64(2**64-1)\nfr.attrs['Ny'] = 4", "attribute Nx of /electron_events/frames is 18446744073709551615", errs.Format, false},
 		{"positions count", rows + "fr.attrs['Nx'] = 4\nfr.attrs['Ny'] = 4\ng.create_dataset('scan_positions', data=np.arange(3))", "has length 3 but /electron_events/frames has 4 rows", errs.Format, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -203,4 +206,37 @@ fr[...] = np.array([np.array([0, 3], np.uint32), np.array([], np.uint32), np.arr
 	require.NoError(t, err)
 	assert.Equal(t, "hdf5", pds.Format())
 	require.NoError(t, pds.Close())
+}
+
+// A version 3 file that declares 2^26 rows for a scan of 4096×4096 positions (chunked,
+// nothing but one row written: a file of a few kB) opens without a map of its rows
+// (issue #33: the row count read from the file sized 640 MB of maps), and its
+// positions' frames are their 4 rows added.
+func TestV3DeclaredRows(t *testing.T) {
+	path := malformed(t, `f.attrs['version'] = 3
+fr = g.create_dataset('frames', (1 << 26,), dtype=vl, chunks=(1024,))
+fr[4] = np.array([5, 1], np.uint32)
+fr[6] = np.array([5], np.uint32)
+fr.attrs['Nx'] = 2
+fr.attrs['Ny'] = 3
+sp = g.create_dataset('scan_positions', (1 << 24,), dtype=np.uint32, chunks=(1024,))
+sp.attrs['Nx'] = 4096
+sp.attrs['Ny'] = 4096`)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ds, err := stempy.Open(path, dataset.Options{})
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	defer ds.Close()
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "bytes allocated by the open")
+	assert.Equal(t, []int{4096, 4096}, ds.NavShape())
+	assert.Contains(t, dataset.Notes(ds), "4 frames per scan position, their counts added")
+	got := make([]byte, 2*ds.FrameBytes())
+	require.NoError(t, ds.ReadFrames(0, 2, got))
+	counts := make([]uint32, 12)
+	for i := range counts {
+		counts[i] = binary.NativeEndian.Uint32(got[4*i:])
+	}
+	assert.Equal(t, []uint32{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2}, counts, "position 1 holds rows 4 to 7")
 }

@@ -27,13 +27,16 @@ func newApplyCmd(b Backend) *cobra.Command {
 		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY (and PNG)",
 		Long: `apply computes, for every frame f and every mask m, out[f, m] = Σ mask[m]·frame_f (the
 mask-dot product of LiberTEM's ApplyMasksUDF) on pinned CPU (and GPU) workers, and writes
-the result as NPY of shape (nav_y, nav_x, n_masks), float32 (or float64 with --float64);
-a 3-D input of n frames, (n, sig_y, sig_x), has nav shape (n,) and gives (n, n_masks).
+the result as NPY of shape nav_shape + (n_masks,), float32 (or float64 with --float64):
+(nav_y, nav_x, n_masks) for a scan; a 3-D input of n frames, (n, sig_y, sig_x), has nav
+shape (n,) and gives (n, n_masks); a 5-D one, a scan of planes (nav_z, nav_y, nav_x,
+sig_y, sig_x), gives (nav_z, nav_y, nav_x, n_masks). The nav shape is the file's (an
+array's nav axes as stored, 1 to 3), or --nav-shape N, Y,X or Z,Y,X.
 
 Mask specs, in pixel coordinates of the frame (x = column, y = row, pixel centres at
 integer coordinates):
   disk:CX,CY,R         virtual bright field: pixels with (x-CX)²+(y-CY)² ≤ R²
-  ring:CX,CY,RI,RO     annular dark field: RI² < (x-CX)²+(y-CY)² ≤ RO²
+  ring:CX,CY,RI,RO     annular dark field: RI² < (x-CX)²+(y-CY)² ≤ RO², 0 ≤ RI < RO
   point:X,Y            one pixel
   rect:X,Y,W,H         W×H pixels from column X, row Y
   com[:CX,CY[,R]]      centre of mass: three masks, the sum and the first moments
@@ -52,7 +55,7 @@ selects no pixel of the frame is an error.
 of --masks come first, then the --mask specs, in the order given.
 
 --com-shifts FILE.npy also writes the centre-of-mass shift maps in pixels, shape
-(nav_y, nav_x, 2), float64: [..., 0] = y moment / sum, [..., 1] = x moment / sum of the
+nav_shape + (2,), float64: [..., 0] = y moment / sum, [..., 1] = x moment / sum of the
 first com masks, as LiberTEM's CoM analysis gives them (NaN where a frame sums to 0);
 with --png these com masks are drawn as PREFIX_com_shift_y.png and
 PREFIX_com_shift_x.png instead of their three raw images (sum and moments).
@@ -67,15 +70,17 @@ to RESULT.json's directory, "shape", "dtype", "components": ["y", "x"], "columns
 com_sum, com_y, com_x). python -m stemdot.dask writes the same; Python's
 stemdot.load_result reads both.
 
---roi rect:X,Y,W,H or --roi ROI.npy (booleans of the scan's nav shape) reads and computes
-only the scan positions selected; the result keeps the nav shape, NaN at the positions
-left out (as the COM shift maps and the PNGs, where NaN is black). --roi-compact writes
+--roi rect:X,Y,W,H (of every plane of a nav shape Z,Y,X) or --roi ROI.npy (booleans of
+the scan's nav shape) reads and computes only the scan positions selected; the result
+keeps the nav shape, NaN at the positions left out (as the COM shift maps and the PNGs,
+where NaN is black). --roi-compact writes
 only the selected positions instead, shape (n_selected, n_masks), and beside RESULT.npy
 RESULT_positions.npy: their flat indices in C order over the nav shape, int64
 (numpy.unravel_index(positions, nav_shape) gives rows and columns).
 
 --png PREFIX writes one 8-bit greyscale PNG per mask, PREFIX_<m>_<name>.png, of shape
-(nav_y, nav_x) (a 1-D nav shape as one row), mapped from the minimum (black) to the
+(nav_y, nav_x) (a 1-D nav shape as one row; a 3-D one is refused, naming the
+--nav-shape that reads it as a 2-D scan), mapped from the minimum (black) to the
 maximum (white), NaN black. Small images are scaled up by a whole factor, each scan
 position a square block of pixels, until the short side has at least 256 pixels, the
 long side at most 4096 (a 64×64 scan gives 256×256 pixels); never down.
@@ -137,6 +142,13 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			if err := handleInterrupts(func() error { return outputs.Check(stack.MaskNames(), inputs...) }); err != nil {
 				return err
 			}
+			resultNav := ds.NavShape() // an ROI's result is placed in the scan unless compact
+			if dataset.IsROI(ds) && !roiCompact {
+				resultNav, _ = dataset.ScanPositions(ds)
+			}
+			if err := outputs.CheckNavShape(resultNav); err != nil {
+				return err
+			}
 			opt := stemdot.ApplyOptions{Float64: float64Result, ROICompact: roiCompact, Shifts: shifts}
 			opt.Progress = progressBar(quiet, ds.NumFrames())
 			var res *stemdot.Result
@@ -171,9 +183,9 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 	}
 	f := cmd.Flags()
 	registerMaskFlags(f, &maskSpecs, &masksFiles)
-	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape (nav_y, nav_x, n_masks), with its JSON sidecar (same name, .json) naming the columns")
+	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape nav_shape + (n_masks,), with its JSON sidecar (same name, .json) naming the columns")
 	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one greyscale PNG per mask, PREFIX_<m>_<name>.png, small images scaled up by a whole factor to a short side of at least 256 pixels (long side at most 4096)")
-	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape (nav_y, nav_x, 2): y, x; with --png drawn instead of the com masks")
+	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape nav_shape + (2,): y, x; with --png drawn instead of the com masks")
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32); mask weights given in float64 (--masks files, com about a centre between pixels) then count at float64 precision")
 	f.StringVar(&centreText, "centre", "", "the direct beam's centre X,Y and radius R in pixels for the auto specs (disk:auto, ...), e.g. from stemdot info --centre (default: found in the sum frame)")
 	f.BoolVar(&roiCompact, "roi-compact", false, "with --roi: write only the selected scan positions, shape (n_selected, n_masks), and their flat indices as RESULT_positions.npy (default: the nav shape with NaN outside the ROI)")

@@ -36,8 +36,9 @@ degrees (y' = cos θ·y + sin θ·x, x' = −sin θ·y + cos θ·x; positive tur
 clockwise), as LiberTEM's CoM analysis (scan_rotation, flip_y); derivatives are
 numpy.gradient's (central differences, one-sided at the edges), as LiberTEM's
 divergence and curl. Positions without a finite shift (NaN: frames summing to 0, positions outside an ROI) are
-read as 0 by the iCoM, with a warning naming them; the magnitude is NaN there, the
-divergence and curl where their differences use them.
+read as 0 by the iCoM, with a warning naming them; the magnitude, divergence and curl
+are NaN there (as LiberTEM's outside its ROI), and the divergence and curl where their
+differences use them.
 
 --png PREFIX writes PREFIX_magnitude.png, PREFIX_divergence.png, PREFIX_curl.png and
 PREFIX_icom.png, greyscale from the minimum (black) to the maximum (white), scaled up

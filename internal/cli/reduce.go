@@ -49,6 +49,8 @@ each written as NPY of shape (sig_y, sig_x), float64. Integer frames are summed 
 the std is computed from shifted sums per worker, merged by Chan et al.'s update (no
 Σx² − (Σx)²/n cancellation). A NaN pixel in any frame makes that pixel NaN in every
 frame written; ±Inf gives ±Inf sums, means and maxima and a NaN std, as numpy does.
+Scan positions without a frame of the file (--sync-offset's, named in its warning) are
+left out, as LiberTEM's StdDevUDF leaves them out: n counts the file's frames.
 
 --png PREFIX writes one 8-bit greyscale PNG per frame computed, PREFIX_sum.png,
 PREFIX_mean.png, PREFIX_max.png, PREFIX_std.png, from the minimum (black) to the maximum
@@ -122,12 +124,12 @@ func newPickCmd() *cobra.Command {
 		Use:   "pick FILE --at Y,X [--at Y,X ...] --out FRAMES.npy [--png PREFIX]",
 		Short: "Write the frames at given scan positions (LiberTEM's PickUDF)",
 		Long: `pick writes the frames at the scan positions given by --at (repeatable; Y,X for a 2-D
-nav shape, N for a 1-D one, each from 0 to its size − 1) as NPY of shape
-(k, sig_y, sig_x) in the file's dtype, in the order given; --png PREFIX also writes one
-greyscale PNG per frame, PREFIX_<k>_y<Y>_x<X>.png (PREFIX_<k>_n<N>.png for a 1-D nav
-shape). Outputs are written all or nothing, as apply writes them. The positions are those
-of the dataset as opened: with --roi (or --frames), the selected frames as one row, --at N
-the N-th of them.`,
+nav shape, N for a 1-D one, Z,Y,X for a 3-D one, each from 0 to its size − 1) as NPY of
+shape (k, sig_y, sig_x) in the file's dtype, in the order given; --png PREFIX also writes
+one greyscale PNG per frame, PREFIX_<k>_y<Y>_x<X>.png (PREFIX_<k>_n<N>.png for a 1-D nav
+shape, PREFIX_<k>_z<Z>_y<Y>_x<X>.png for a 3-D one). Outputs are written all or nothing,
+as apply writes them. The positions are those of the dataset as opened: with --roi (or
+--frames), the selected frames as one row, --at N the N-th of them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(at) == 0 {
@@ -153,9 +155,9 @@ the N-th of them.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&at, "at", nil, "a scan position Y,X (N for a 1-D nav shape), repeatable")
+	f.StringArrayVar(&at, "at", nil, "a scan position Y,X (N for a 1-D nav shape, Z,Y,X for a 3-D one), repeatable")
 	f.StringVar(&out, "out", "", "the frames, NPY of shape (k, sig_y, sig_x) in the file's dtype")
-	f.StringVar(&pngPrefix, "png", "", "also one greyscale PNG per frame, PREFIX_<k>_y<Y>_x<X>.png")
+	f.StringVar(&pngPrefix, "png", "", "also one greyscale PNG per frame, PREFIX_<k>_y<Y>_x<X>.png (PREFIX_<k>_z<Z>_y<Y>_x<X>.png for a 3-D nav shape)")
 	df.register(f)
 	return cmd
 }
@@ -178,14 +180,14 @@ func pick(cmd *cobra.Command, ds dataset.Dataset, positions [][]int, out, pngPre
 	return nil
 }
 
-// parsePosition parses a scan position "Y,X" or "N".
+// parsePosition parses a scan position "Y,X", "N" or "Z,Y,X".
 func parsePosition(s string) ([]int, error) {
 	parts := strings.Split(s, ",")
 	p := make([]int, len(parts))
 	for i, part := range parts {
 		v, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || len(parts) > 2 {
-			return nil, fmt.Errorf("--at %q: want a scan position Y,X (or N for a 1-D nav shape) of whole numbers", s)
+		if err != nil || len(parts) > dataset.MaxNavDims {
+			return nil, fmt.Errorf("--at %q: want a scan position Y,X (or N for a 1-D nav shape, Z,Y,X for a 3-D one) of whole numbers", s)
 		}
 		p[i] = v
 	}

@@ -47,7 +47,9 @@ type RemoteFlag struct {
 //	        "dtype" (numpy name), "n_frames", "format", "warnings", "scan_shape",
 //	        "positions" (an ROI's selected scan positions, one per frame, else null),
 //	        "frame_positions" (the scan position of each frame when they are not the whole
-//	        scan, else null)}, as stemdot.dask.dataset_info returns it, and "path": the
+//	        scan, else null), "positions_without_frame" ([first, count] runs of the scan
+//	        positions of frames without a frame in the file, stemdot.BlankPositions)}, as
+//	        stemdot.dask.dataset_info returns it, and "path": the
 //	        file the frames are read from, as the other program's stemdot opened it
 //	        (stemdot.Dataset.path: e.g. an EMI file's SER file), which the sidecar
 //	        records as stemdot's does (the path given where it is "")
@@ -129,6 +131,9 @@ type description struct {
 	Positions      []int    `json:"positions"`
 	FramePositions []int    `json:"frame_positions"`
 	Path           string   `json:"path"`
+	// PositionsWithoutFrame are [first, count] runs of the scan positions of the frames
+	// that have no frame in the file (stemdot.BlankPositions).
+	PositionsWithoutFrame [][2]int `json:"positions_without_frame"`
 }
 
 func (b *Remote) Open(ctx context.Context, path string, opt stemdot.Options, given map[string]string) (dataset.Dataset, []string, error) {
@@ -156,7 +161,14 @@ func (d description) dataset(path string) (dataset.Dataset, error) {
 	if err != nil || len(d.SigShape) != 2 || len(d.ScanShape) == 0 {
 		return nil, errs.New(errs.Internal, "the backend described %s as sig_shape %v, scan_shape %v, dtype %q: not a dataset", path, d.SigShape, d.ScanShape, d.DType)
 	}
-	var ds dataset.Dataset = &described{path: path, format: d.Format, scan: d.ScanShape, sig: [2]int{d.SigShape[0], d.SigShape[1]}, dtype: dt}
+	whole := &described{path: path, format: d.Format, scan: d.ScanShape, sig: [2]int{d.SigShape[0], d.SigShape[1]}, dtype: dt}
+	for _, r := range d.PositionsWithoutFrame {
+		whole.blanks = append(whole.blanks, dataset.FrameSpan{First: r[0], Count: r[1]})
+	}
+	if err := dataset.CheckBlanks("the backend's description of "+path, whole.blanks, whole.NumFrames()); err != nil {
+		return nil, err
+	}
+	var ds dataset.Dataset = whole
 	switch {
 	case d.Positions != nil:
 		roi := dataset.ROI{Mask: make([]bool, ds.NumFrames()), Shape: d.ScanShape}
@@ -266,6 +278,9 @@ func (b *Remote) Reduce(ctx context.Context, ds dataset.Dataset, opt stemdot.Red
 		return nil, err
 	}
 	red := &stemdot.Reduction{SigShape: sig, Frames: ds.NumFrames(), Stats: w.stats(ds, start), Warnings: slices.Clone(b.warnings)}
+	for _, r := range dataset.Blanks(ds) { // not reduced (stemdot.Reduction.Frames)
+		red.Frames -= r.Count
+	}
 	for i, name := range names {
 		frame := frames[i*pixels : (i+1)*pixels : (i+1)*pixels]
 		switch name {
@@ -349,7 +364,10 @@ type described struct {
 	scan         []int
 	sig          [2]int
 	dtype        dataset.DType
+	blanks       []dataset.FrameSpan // the scan positions without a frame (dataset.Blanker)
 }
+
+func (d *described) Blanks() []dataset.FrameSpan { return slices.Clone(d.blanks) }
 
 func (d *described) Format() string       { return d.format }
 func (d *described) Path() string         { return d.path }

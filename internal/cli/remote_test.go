@@ -56,7 +56,7 @@ func planned(t *testing.T) func(op string, request any, weights []byte, shifts [
 			scan, pos := dataset.ScanPositions(ds)
 			sig := ds.SigShape()
 			d := description{NavShape: ds.NavShape(), SigShape: sig[:], DType: ds.DType().String(), NFrames: ds.NumFrames(),
-				Format: ds.Format(), Warnings: stemdot.OpenWarnings(ds), ScanShape: scan}
+				Format: ds.Format(), Warnings: stemdot.OpenWarnings(ds), ScanShape: scan, PositionsWithoutFrame: stemdot.BlankPositions(ds)}
 			if dataset.IsROI(ds) {
 				d.Positions = pos
 			}
@@ -131,6 +131,10 @@ func TestRemoteWritesWhatLocalWrites(t *testing.T) {
 		{"apply", "--mask", "disk:auto", "--shift", "1,-2", "--roi", "rect:1,2,4,5", "--roi-compact"},
 		{"apply", "--mask", "com", "--roi", "rect:0,3,7,2", "--frames", "2,9", "--com-shifts", "{out}/c.npy"},
 		{"sum", "--mean", "{out}/mean.npy", "--max", "{out}/max.npy", "--png", "{out}/s", "--roi", "rect:1,1,3,3"},
+		// Positions without a frame (#33): named in the sidecar, left out of the mean.
+		{"apply", "--mask", "disk:16,16,5", "--sync-offset", "-5", "--roi", "rect:0,0,7,2"},
+		{"apply", "--mask", "disk:16,16,5", "--sync-offset", "4", "--frames", "50,13"},
+		{"sum", "--mean", "{out}/mean.npy", "--sync-offset", "4", "--roi", "rect:2,5,5,4"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			outs := [2]string{t.TempDir(), t.TempDir()}

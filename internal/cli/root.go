@@ -40,6 +40,7 @@ import (
 	"github.com/stemdot/stemdot"
 	_ "github.com/stemdot/stemdot/dataset/formats" // every format (the stemdot package imports it too)
 	"github.com/stemdot/stemdot/internal/memlimit"
+	"github.com/stemdot/stemdot/internal/safetext"
 )
 
 // Main runs the stemdot command line args (without the program name) on this machine
@@ -47,20 +48,24 @@ import (
 // SIGHUP: see onInterrupt), the error printed as "stemdot: ..." on stderr.
 func Main(args []string) int {
 	if err := memlimit.CheckStart(); err != nil { // before the first threads: ulimit -v
-		fmt.Fprintf(os.Stderr, "%s: %s\n", prefix, err)
+		fmt.Fprintf(stderr(), "%s: %s\n", prefix, err)
 		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	go onInterrupt(sigs, cancel, os.Stderr, os.Exit)
+	go onInterrupt(sigs, cancel, stderr(), os.Exit)
 	return runRoot(ctx, NewRootCmd(), args)
 }
 
-// runRoot runs root with args and returns the exit status, printing its error.
+// runRoot runs root with args and returns the exit status, printing its error. Every
+// message and all output of the command go through safetext.Writer: a string from a file
+// (a name, a path, a note) that reaches them never carries terminal control characters.
 func runRoot(ctx context.Context, root *cobra.Command, args []string) int {
 	root.SetArgs(args)
+	root.SetOut(safetext.Writer{W: root.OutOrStdout()})
+	root.SetErr(safetext.Writer{W: root.ErrOrStderr()})
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(root.ErrOrStderr(), "%s: %s\n", prefix, stemdot.FlagNames(err.Error()))
 		if _, ok := errors.AsType[partialResult](err); ok {
@@ -70,6 +75,10 @@ func runRoot(ctx context.Context, root *cobra.Command, args []string) int {
 	}
 	return 0
 }
+
+// stderr is os.Stderr for messages written outside a command (runRoot), escaped as the
+// command's are.
+func stderr() io.Writer { return safetext.Writer{W: os.Stderr} }
 
 // prefix starts every message of the command: "stemdot", or the name of Run's front end.
 var prefix = "stemdot"

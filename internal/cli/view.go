@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/internal/view"
 )
 
@@ -127,7 +128,7 @@ connected); a reload reconnects within it.`,
 			}
 			url := fmt.Sprintf("http://%s/%s/", shown, srv.Token())
 			fmt.Fprintf(cmd.OutOrStdout(), "stemdot view of %s: %s\n", args[0], url)
-			if f, ok := cmd.OutOrStdout().(*os.File); ok {
+			if f, ok := cmd.OutOrStdout().(interface{ Sync() error }); ok { // a file, escaped (safetext.Writer)
 				f.Sync()
 			}
 			if b := os.Getenv("BROWSER"); b != "" && !noBrowser {
@@ -219,8 +220,14 @@ func applyCommand(path string, df *datasetFlags) string {
 	return strings.Join(parts, " ")
 }
 
-// shellQuote quotes s for a POSIX shell where it holds more than safe characters.
+// shellQuote quotes s for a POSIX shell where it holds more than safe characters; with
+// terminal control characters, in bash's ANSI-C quoting $'...', escaped as
+// safetext.String escapes them, so that the command runs as shown and shows no control
+// character raw.
 func shellQuote(s string) string {
+	if safetext.String(s) != s {
+		return "$'" + safetext.String(strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s)) + "'"
+	}
 	safe := s != ""
 	for _, r := range s {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./,:=+@%", r)) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -36,4 +37,22 @@ func TestBrowserCommand(t *testing.T) {
 	}
 	_, err := browserCommand("absent-browser:other-absent --x", url)
 	require.ErrorContains(t, err, "other-absent")
+}
+
+// The page's command quotes a path for the shell; one with terminal control characters
+// in bash's $'...', escaped (#33.6), which bash reads back as the path.
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"scan.mib":            "scan.mib",
+		"my scan's.mib":       `'my scan'\''s.mib'`,
+		"scan\x1b[31m\\'.mib": `$'scan\x1b[31m\\\'.mib'`,
+		"c1\u009b\xff.mib":    `$'c1\u009b\xff.mib'`,
+	} {
+		require.Equal(t, want, shellQuote(in), "%q", in)
+		if bash, err := exec.LookPath("bash"); err == nil {
+			out, err := exec.Command(bash, "-c", "printf %s "+shellQuote(in)).Output()
+			require.NoError(t, err)
+			require.Equal(t, in, string(out), "bash reads %s back", shellQuote(in))
+		}
+	}
 }

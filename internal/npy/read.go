@@ -87,7 +87,7 @@ func Read(r io.ReaderAt, size int64) (Info, int64, error) {
 // ends.
 func CheckSize(info Info, offset, size int64, dataBytes uint64) error {
 	end := uint64(offset) + dataBytes
-	array := fmt.Sprintf("the header's shape %s and dtype '%s' make %d bytes of data from byte %d to byte %d", ShapeString(info.Shape), info.Descr, dataBytes, offset, end)
+	array := fmt.Sprintf("the header's shape %s and dtype %s make %d bytes of data from byte %d to byte %d", ShapeString(info.Shape), QuoteDescr(info.Descr), dataBytes, offset, end)
 	switch {
 	case uint64(size) < end:
 		return fmt.Errorf("truncated NPY file: %s, but the file has %d bytes (%d missing)", array, size, end-uint64(size))
@@ -129,7 +129,7 @@ func ReadArray(r io.ReaderAt, size int64, check func(Info, Descr) error) (Info, 
 	for _, s := range info.Shape {
 		over, n = bits.Mul64(n, uint64(s))
 		if over != 0 || n > uint64(size) {
-			return info, d, nil, errs.New(errs.Format, "truncated NPY file: the header's shape %s and dtype '%s' make more data than the %d-byte file holds", ShapeString(info.Shape), info.Descr, size)
+			return info, d, nil, errs.New(errs.Format, "truncated NPY file: the header's shape %s and dtype %s make more data than the %d-byte file holds", ShapeString(info.Shape), QuoteDescr(info.Descr), size)
 		}
 	}
 	if err := CheckSize(info, offset, size, n); err != nil {

@@ -243,10 +243,16 @@ func TestParseDescr(t *testing.T) {
 		require.NoError(t, err, descr)
 		assert.Equal(t, want, d.String(), descr)
 	}
-	for _, descr := range []string{"", "u", "i0", "u2 ", " <u2", "<uint16", "ui2", "Float32", "f4\x00", "float_", "<", "'<u2'", "u+2", "U2", "c8", "S1"} {
+	for _, descr := range []string{"", "u", "i0", "u2 ", " <u2", "<uint16", "ui2", "Float32", "float_", "<", "'<u2'", "u+2", "U2", "c8", "S1"} {
 		_, err := ParseDescr(descr)
 		require.Error(t, err, "%q", descr)
 		require.ErrorContains(t, err, "unsupported NPY dtype '"+descr+"'")
+	}
+	// The file's text is escaped: a NUL, a terminal's escape sequence.
+	for descr, want := range map[string]string{"f4\x00": `'f4\x00'`, "\x1b[2Ju2": `'\x1b[2Ju2'`, "\"u2": `'"u2'`} {
+		_, err := ParseDescr(descr)
+		require.ErrorContains(t, err, "unsupported NPY dtype "+want, "%q", descr)
+		require.False(t, strings.ContainsAny(err.Error(), "\x00\x1b"), "%q", err)
 	}
 }
 

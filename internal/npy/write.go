@@ -75,13 +75,21 @@ func ParseDescr(descr string) (Descr, error) {
 		return d, nil
 	}
 	if len(s) < 2 || !strings.ContainsRune("biuf", rune(s[0])) {
-		return Descr{}, fmt.Errorf("unsupported NPY dtype '%s'", descr)
+		return Descr{}, fmt.Errorf("unsupported NPY dtype %s", QuoteDescr(descr))
 	}
 	size, err := strconv.ParseUint(s[1:], 10, 16) // digits only, leading zeros as numpy
 	if err != nil || size < 1 {
-		return Descr{}, fmt.Errorf("unsupported NPY dtype '%s': bad element size", descr)
+		return Descr{}, fmt.Errorf("unsupported NPY dtype %s: bad element size", QuoteDescr(descr))
 	}
 	return Descr{Kind: s[0], Size: int(size), BigEndian: bigEndian}, nil
+}
+
+// QuoteDescr quotes descr, the dtype of a file's header, for messages: in single quotes,
+// as numpy prints a dtype, and escaped as Go's %q escapes a string, so that no character
+// of the file (a control character, a terminal's escape sequence) reaches a message raw.
+func QuoteDescr(descr string) string {
+	q := strconv.Quote(descr)
+	return "'" + strings.ReplaceAll(q[1:len(q)-1], `\"`, `"`) + "'"
 }
 
 // String formats d as a descr: "<u2", "|u1", ">f8".

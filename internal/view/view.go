@@ -22,21 +22,31 @@
 //	                                 for 32- and 64-bit pixels)
 //	GET /TOKEN/api/image?spec=S&page=P&seq=N
 //	                                 the virtual image of mask spec S, (nav_y, nav_x),
+//	                                 for page P's request N (N a whole number, required
+//	                                 with P),
 //	                                 float32 as stemdot apply computes it; a com spec
 //	                                 gives three float64 maps: shift y, shift x and their
 //	                                 magnitude, as apply --com-shifts and com --magnitude
 //
 // Arrays travel as raw little-endian bytes, their shape in the header X-Shape ("256,256"
 // or "3,64,64"), their type in X-DType ("f4" or "f8"). Errors are plain text with status
-// 400 (a bad spec or position), 409 (a run cancelled by a newer one), 503 (the first
-// pass is still running) or 500.
+// 400 (a bad spec, position or request number), 409 (a run cancelled by a newer one),
+// 410 (the dataset's file changed since it was opened), 503 (the first pass is still
+// running) or 500. Messages, in errors and JSON, carry no terminal control characters
+// (escaped, safetext.String: a file name or note with an escape sequence is shown as
+// \x1b...).
 //
 // Image runs: one at a time; a page's new request cancels its run in progress or
 // waiting (newest wins, the older request gets 409), as does a request whose client went
 // away; another page's run is waited for (two tabs take turns). Newest is by the page's
-// numbering (page P's request N), so that an abandoned request that arrives late cancels
-// nothing; requests without a page are one page. The sum frames
-// and the last images (up to 16 or 256 MiB) are kept.
+// numbering (page P's request N): a request older than the page's run in progress or
+// waiting is refused (409), so that an abandoned request that arrives late cancels
+// nothing; once that run has ended, any number is taken (a stray huge one blocks no
+// later request). Requests without a page are one page. The sum frames and the last
+// images (up to 16 or 256 MiB) are kept, for as long as the dataset's file (its identity,
+// size, modification and change times) is as it was when the server was made: every
+// request for frames and images checks it, and once it differs answers 410, so that a
+// file rewritten in place is never shown as the sums and images read before.
 //
 // Safety: the server answers only paths under /TOKEN/ (anything else: 403 without
 // saying more), only requests whose Host header is an IP address, localhost or a name
@@ -62,16 +72,19 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/comfield"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/safetext"
 )
 
 //go:embed static
@@ -113,18 +126,19 @@ type Server struct {
 	ready    chan struct{}  // closed when the first pass has ended
 	runs     map[string]run // each page's newest image request, waiting or running
 	runID    uint64
-	seqs     map[string]uint64 // the newest image request of each page
 	cache    []cached
+	file     os.FileInfo // the dataset's file as it was at New; nil: none (memory) or not a file
 	clients  int
 	lastSeen time.Time
 	changed  chan struct{} // closed and replaced at every progress or client change
 	jobs     sync.Mutex    // one image run at a time
 }
 
-// run is a page's image request: cancel cancels it as replaced by a newer one.
+// run is a page's image request, its number seq: cancel cancels it as replaced by a
+// newer one.
 type run struct {
-	id     uint64
-	cancel func()
+	id, seq uint64
+	cancel  func()
 }
 
 type cached struct {
@@ -144,15 +158,23 @@ func NewToken() string {
 	return hex.EncodeToString(b)
 }
 
-// New is a server of ds. Its token is opt.Token, or a random one.
+// New is a server of ds. Its token is opt.Token, or a random one. A scan of planes (a nav
+// shape of 3 axes) is refused (errs.Shape), naming the nav shape that reads it as a 2-D
+// scan: the page draws 2-D images.
 func New(ds dataset.Dataset, opt Options) (*Server, error) {
 	if ds == nil || opt.Apply == nil || opt.Reduce == nil {
 		return nil, errs.New(errs.Argument, "view: a dataset and both planners are needed")
+	}
+	if scan, _ := dataset.ScanPositions(ds); len(scan) > 2 {
+		return nil, stemdot.CheckScan2D(scan, "view: the virtual images are")
 	}
 	if opt.Token == "" {
 		opt.Token = NewToken()
 	}
 	s := &Server{ds: ds, opt: opt, ready: make(chan struct{}), changed: make(chan struct{})}
+	if fi, err := os.Stat(ds.Path()); ds.Path() != "" && err == nil {
+		s.file = fi
+	}
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
 		return nil, err
@@ -305,21 +327,27 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		workers = len(p.Workers)
 	}
 	writeJSON(w, map[string]any{
-		"file": s.opt.File, "format": s.ds.Format(), "nav_shape": scan, "roi_positions": roi, "sig_shape": sig[:],
+		"file": safetext.String(s.opt.File), "format": s.ds.Format(), "nav_shape": scan, "roi_positions": roi, "sig_shape": sig[:],
 		"dtype": s.ds.DType().String(), "frames": s.ds.NumFrames(), "bytes": int64(s.ds.NumFrames()) * int64(s.ds.FrameBytes()),
 		"warnings": flagNames(s.opt.Warnings), "command": s.opt.Command, "workers": workers, "version": stemdot.Version,
 	})
 }
 
-// flagNames are the messages ws as the CLI says them (stemdot.FlagNames: "give
-// --nav-shape", not "give Options.NavShape"), never nil.
+// flagNames are the messages ws as the CLI says them (message), never nil.
 func flagNames(ws []string) []string {
 	out := make([]string, len(ws))
 	for i, w := range ws {
-		out[i] = stemdot.FlagNames(w)
+		out[i] = message(w)
 	}
 	return out
 }
+
+// message is msg as the CLI says it (stemdot.FlagNames: "give --nav-shape", not "give
+// Options.NavShape"), its terminal control characters escaped (safetext.String).
+func message(msg string) string { return safetext.String(stemdot.FlagNames(msg)) }
+
+// fail answers with err's message and status.
+func fail(w http.ResponseWriter, err error) { http.Error(w, message(err.Error()), status(err)) }
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -356,7 +384,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if !final {
 			switch {
 			case rerr != nil:
-				fmt.Fprintf(w, "event: failed\ndata: %s\n\n", mustJSON(map[string]string{"error": stemdot.FlagNames(rerr.Error())}))
+				fmt.Fprintf(w, "event: failed\ndata: %s\n\n", mustJSON(map[string]string{"error": message(rerr.Error())}))
 				final = true
 			case red != nil:
 				fmt.Fprintf(w, "event: progress\ndata: %s\n\n", mustJSON(map[string]int{"done": total, "total": total}))
@@ -385,7 +413,8 @@ func mustJSON(v any) string {
 }
 
 // reduction waits for the first pass; it writes the error and returns nil when it
-// failed or has not ended (503: the page waits for "ready").
+// failed or has not ended (503: the page waits for "ready"), or when the dataset's file
+// has changed since (410, unchanged).
 func (s *Server) reduction(w http.ResponseWriter) *stemdot.Reduction {
 	select {
 	case <-s.ready:
@@ -394,10 +423,46 @@ func (s *Server) reduction(w http.ResponseWriter) *stemdot.Reduction {
 		return nil
 	}
 	if s.redErr != nil {
-		http.Error(w, stemdot.FlagNames(s.redErr.Error()), http.StatusInternalServerError)
+		http.Error(w, message(s.redErr.Error()), http.StatusInternalServerError)
+		return nil
+	}
+	if err := s.unchanged(); err != nil {
+		fail(w, err)
 		return nil
 	}
 	return s.red
+}
+
+// errChanged ends the error of a request after the dataset's file changed.
+var errChanged = errors.New("restart stemdot view to read it again")
+
+// unchanged returns nil while the dataset's file is the one the server was made with:
+// the same file (device and inode), size, modification and change times. Otherwise an
+// error (errChanged) saying that its sums and images are those of the file as it was.
+func (s *Server) unchanged() error {
+	if s.file == nil {
+		return nil
+	}
+	fi, err := os.Stat(s.ds.Path())
+	if err == nil && os.SameFile(fi, s.file) && fi.Size() == s.file.Size() && fi.ModTime().Equal(s.file.ModTime()) && ctime(fi) == ctime(s.file) {
+		return nil
+	}
+	what := "was rewritten (its size, modification or change time differs)"
+	if err != nil {
+		what = "cannot be read: " + err.Error()
+	} else if !os.SameFile(fi, s.file) {
+		what = "was replaced by another file"
+	}
+	return fmt.Errorf("%s %s since stemdot view opened it: its sum frame and images are of the file as it was; %w", s.ds.Path(), what, errChanged)
+}
+
+// ctime is fi's change time (Linux's st_ctim), which no program sets back; zero where
+// the system does not give it.
+func ctime(fi os.FileInfo) syscall.Timespec {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ctim
+	}
+	return syscall.Timespec{}
 }
 
 // frame sends the sum, mean or max frame, float64.
@@ -419,12 +484,12 @@ func (s *Server) frame(w http.ResponseWriter, r *http.Request) {
 // an ROI, a position of the whole scan that the ROI selects), float32 where the pixels
 // fit exactly, else float64.
 func (s *Server) pick(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	scan, pos := dataset.ScanPositions(s.ds)
-	if len(scan) > 2 {
-		http.Error(w, fmt.Sprintf("nav shape %v: the view picks frames of 1-D and 2-D scans", scan), http.StatusBadRequest)
+	if err := s.unchanged(); err != nil {
+		fail(w, err)
 		return
 	}
+	q := r.URL.Query()
+	scan, pos := dataset.ScanPositions(s.ds) // of 1 or 2 axes (New)
 	var at []int
 	flat := 0
 	for a, k := range []string{"y", "x"}[2-len(scan):] {
@@ -453,7 +518,7 @@ func (s *Server) pick(w http.ResponseWriter, r *http.Request) {
 	}
 	fr, err := stemdot.Pick(r.Context(), s.ds, [][]int{at})
 	if err != nil {
-		http.Error(w, stemdot.FlagNames(err.Error()), status(err))
+		fail(w, err)
 		return
 	}
 	sig := []int{fr.SigShape[0], fr.SigShape[1]}
@@ -475,16 +540,21 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 	if s.reduction(w) == nil {
 		return
 	}
-	spec := strings.TrimSpace(r.URL.Query().Get("spec"))
+	q := r.URL.Query()
+	spec := strings.TrimSpace(q.Get("spec"))
+	page := q.Get("page")
+	seq, err := strconv.ParseUint(q.Get("seq"), 10, 64)
+	if page != "" && err != nil {
+		http.Error(w, fmt.Sprintf("seq=%q: a page's request needs its number, a whole number from 0 to 2^64-1 (the page counts its requests)", q.Get("seq")), http.StatusBadRequest)
+		return
+	}
 	if c, ok := s.cached(spec); ok {
 		send(w, c.dtype, c.shape, c.data)
 		return
 	}
-	q := r.URL.Query()
-	seq, _ := strconv.ParseUint(q.Get("seq"), 10, 64)
-	c, err := s.compute(r.Context(), spec, q.Get("page"), seq)
+	c, err := s.compute(r.Context(), spec, page, seq)
 	if err != nil {
-		http.Error(w, stemdot.FlagNames(err.Error()), status(err))
+		fail(w, err)
 		return
 	}
 	send(w, c.dtype, c.shape, c.data)
@@ -494,9 +564,11 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 var errStale = errs.New(errs.Cancelled, "cancelled: a newer request replaced this one")
 
 // compute runs the job of spec, cancelling the page's run in progress or waiting (newest
-// wins) and waiting for other pages' runs, and keeps its image. A page numbers its requests (seq, with its id page): one that arrives after
-// a newer one of the same page (an abandoned request still on its way) is refused at
-// once as stale, so that it cannot cancel the newer one.
+// wins) and waiting for other pages' runs, and keeps its image. A page numbers its
+// requests (seq, with its id page): one older than the page's run in progress or waiting
+// (an abandoned request still on its way) is refused at once as stale, so that it cannot
+// cancel the newer one. The numbers are compared with that run's only: a request after
+// it has ended runs whatever its number.
 func (s *Server) compute(ctx context.Context, spec, page string, seq uint64) (cached, error) {
 	stack, err := stemdot.Masks(s.ds.SigShape(), spec)
 	if err != nil {
@@ -510,20 +582,14 @@ func (s *Server) compute(ctx context.Context, spec, page string, seq uint64) (ca
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	s.mu.Lock()
-	if page != "" {
-		if seq <= s.seqs[page] {
-			s.mu.Unlock()
-			return cached{}, errStale
-		}
-		if s.seqs == nil || len(s.seqs) > 64 {
-			s.seqs = map[string]uint64{}
-		}
-		s.seqs[page] = seq
-	}
 	// Newest wins within a page: its request replaces its older one, waiting or running.
 	// Another page's run is waited for, not cancelled (two tabs would cancel each
 	// other's requests in turn).
 	if r, ok := s.runs[page]; ok {
+		if page != "" && seq <= r.seq {
+			s.mu.Unlock()
+			return cached{}, errStale
+		}
 		r.cancel()
 	}
 	s.runID++
@@ -531,7 +597,7 @@ func (s *Server) compute(ctx context.Context, spec, page string, seq uint64) (ca
 	if s.runs == nil {
 		s.runs = map[string]run{}
 	}
-	s.runs[page] = run{id, func() { cancel(errStale) }}
+	s.runs[page] = run{id, seq, func() { cancel(errStale) }}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -607,10 +673,12 @@ func (s *Server) keep(c cached) {
 	}
 }
 
-// status is the HTTP status of err: 400 for bad input, 409 for a cancelled run, 500
-// otherwise.
+// status is the HTTP status of err: 400 for bad input, 409 for a cancelled run, 410 for
+// a dataset whose file changed, 500 otherwise.
 func status(err error) int {
 	switch {
+	case errors.Is(err, errChanged):
+		return http.StatusGone
 	case errors.Is(err, errs.Argument), errors.Is(err, errs.Shape):
 		return http.StatusBadRequest
 	case errors.Is(err, errs.Cancelled):

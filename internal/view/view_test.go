@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -49,15 +51,25 @@ func newServer(t *testing.T, kv ...string) (*Server, *httptest.Server) {
 // unstarted is the server of newServer before its first pass.
 func unstarted(t *testing.T, kv ...string) *Server {
 	t.Helper()
+	return unstartedAt(t, filepath.Join(t.TempDir(), "scan.npy"), scale(1), kv...)
+}
+
+// scale is the test scan with every pixel times k.
+func scale(k float32) []float32 {
 	data := make([]float32, ny*nx*sy*sx)
 	for f := range ny * nx {
 		for y := range sy {
 			for x := range sx {
-				data[(f*sy+y)*sx+x] = float32(value(f, y, x))
+				data[(f*sy+y)*sx+x] = k * float32(value(f, y, x))
 			}
 		}
 	}
-	path := filepath.Join(t.TempDir(), "scan.npy")
+	return data
+}
+
+// unstartedAt is unstarted of the scan data written at path.
+func unstartedAt(t *testing.T, path string, data []float32, kv ...string) *Server {
+	t.Helper()
 	require.NoError(t, npy.WriteFile(path, []int{ny, nx, sy, sx}, data))
 	var opt stemdot.Options
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -254,7 +266,7 @@ func TestNewestWins(t *testing.T) {
 			resp.Body.Close()
 			codes[i] = resp.StatusCode
 		}()
-		require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.seqs["p"] == uint64(i+1) }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.runs["p"].seq == uint64(i+1) }, 10*time.Second, time.Millisecond)
 	}
 	resp, body := get(t, base+"disk:1,1,1&seq=1") // late: refused at once
 	require.Equal(t, http.StatusConflict, resp.StatusCode, "%s", body)
@@ -265,6 +277,91 @@ func TestNewestWins(t *testing.T) {
 	resp, _ = get(t, base+"disk:8,6,5&seq=3")
 	require.Equal(t, 200, resp.StatusCode)
 	require.Len(t, s.cache, 1)
+}
+
+// TestRequestNumbers (#33.5): a page's request numbered 2^64−1 blocked every later
+// request of that page (409), and one without a number was always refused as stale.
+// Numbers are compared with the page's run in progress only; a page's request needs one.
+func TestRequestNumbers(t *testing.T) {
+	s, hs := newServer(t)
+	base := hs.URL + "/" + s.Token() + "/api/image?page=p&spec="
+	for i, q := range []string{"disk:8,6,3&seq=18446744073709551615", "disk:8,6,4&seq=1", "disk:8,6,5&seq=2"} {
+		resp, body := get(t, base+q)
+		require.Equal(t, 200, resp.StatusCode, "request %d (%s): %s", i, q, body)
+	}
+	for _, q := range []string{"disk:8,6,2", "disk:8,6,2&seq=", "disk:8,6,2&seq=-1", "disk:8,6,2&seq=18446744073709551616", "disk:8,6,2&seq=x"} {
+		resp, body := get(t, base+q)
+		require.Equal(t, 400, resp.StatusCode, "%s: %s", q, body)
+		require.Contains(t, string(body), "a page's request needs its number, a whole number from 0 to 2^64-1", q)
+	}
+	// Without a page, no number is needed (requests without a page are one page).
+	resp, body := get(t, hs.URL+"/"+s.Token()+"/api/image?spec=disk:8,6,1")
+	require.Equal(t, 200, resp.StatusCode, "%s", body)
+}
+
+// TestFileChanged (#33.5): after the dataset's file was rewritten in place at the same
+// size, the view served the sum frame and the images of the file as it was. Every
+// request for frames and images now answers 410 saying so; the sums before were right.
+func TestFileChanged(t *testing.T) {
+	s, hs := newServer(t)
+	base := hs.URL + "/" + s.Token() + "/api/"
+	_, sum := array(t, base+"frame?kind=sum")
+	want := make([]float64, sy*sx)
+	for f := range ny * nx {
+		for p := range sy * sx {
+			want[p] += value(f, p/sx, p%sx)
+		}
+	}
+	require.Equal(t, want, sum)
+	array(t, base+"image?spec=disk:8,6,3&page=p&seq=1") // cached
+	path := s.ds.Path()
+	before, err := os.Stat(path)
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond) // past the file system clock's tick
+	other := filepath.Join(filepath.Dir(path), "other.npy")
+	require.NoError(t, npy.WriteFile(other, []int{ny, nx, sy, sx}, scale(2)))
+	b, err := os.ReadFile(other)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o644)) // in place: truncated and written again
+	after, err := os.Stat(path)
+	require.NoError(t, err)
+	require.True(t, os.SameFile(before, after) && before.Size() == after.Size(), "rewritten in place at the same size")
+	for _, q := range []string{"frame?kind=sum", "frame?kind=max", "image?spec=disk:8,6,3&page=p&seq=2", "image?spec=disk:8,6,4&page=p&seq=3", "pick?y=1&x=2"} {
+		resp, body := get(t, base+q)
+		require.Equal(t, http.StatusGone, resp.StatusCode, "%s: %s", q, body)
+		require.Equal(t, path+" was rewritten (its size, modification or change time differs) since stemdot view opened it: its sum frame and images are of the file as it was; restart stemdot view to read it again\n", string(body), q)
+	}
+	// Replaced by another file (renamed over it): refused too.
+	require.NoError(t, os.Rename(other, path))
+	resp, body := get(t, base+"frame?kind=sum")
+	require.Equal(t, http.StatusGone, resp.StatusCode)
+	require.Contains(t, string(body), path+" was replaced by another file since stemdot view opened it")
+}
+
+// TestMessagesEscaped (#33.6): a file name with escape sequences (legal on Linux) reaches
+// the page's info, warnings and errors escaped, in JSON and plain text alike.
+func TestMessagesEscaped(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "scan\x1b[31mRED\x1b]0;t\x07\u009b2J.npy")
+	shown := filepath.Join(dir, `scan\x1b[31mRED\x1b]0;t\x07\u009b2J.npy`)
+	s := unstartedAt(t, path, scale(1))
+	s.opt.Warnings = []string{path + ": a note"}
+	s.firstPass(t.Context())
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	base := hs.URL + "/" + s.Token() + "/api/"
+	controls := regexp.MustCompile("[\x00-\x08\x0b-\x1f\x7f\u0080-\u009f]")
+	resp, body := get(t, base+"info")
+	require.Equal(t, 200, resp.StatusCode)
+	var info map[string]any
+	require.NoError(t, json.Unmarshal(body, &info))
+	require.Equal(t, shown, info["file"])
+	require.Equal(t, []any{shown + ": a note"}, info["warnings"])
+	require.NoError(t, os.Chtimes(path, time.Now(), time.Now().Add(time.Hour)))
+	resp, body = get(t, base+"frame?kind=sum")
+	require.Equal(t, http.StatusGone, resp.StatusCode)
+	require.True(t, strings.HasPrefix(string(body), shown+" was rewritten"), "%q", body)
+	require.False(t, controls.Match(body), "%q", body)
 }
 
 // TestPagesTakeTurns: a page's request does not cancel another page's run (two tabs):

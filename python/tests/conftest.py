@@ -1,4 +1,5 @@
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,14 @@ def cli():
     if not b.is_file():
         pytest.skip(f"{b} not found (run make build): skipping the CLI comparison")
     return b
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt during the test, whatever handler the test run was
+    started with: one started in the background (make test &, nohup) inherits SIGINT
+    ignored, and Python then installs no handler of its own, so that a SIGINT the test
+    sends itself would be lost."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -124,6 +124,29 @@ def test_nav_shape_option_and_numpy_reference(client, data_dir):
     np.testing.assert_array_equal(got, want.astype(np.float32))
 
 
+def test_scan_of_planes(client, tmp_path):
+    """A 5-D NPY file keeps its nav shape (2, 3, 4) (#33): frame ranges that cross rows and
+    planes, an ROI of that shape and shifts of nav_shape + (2,), against numpy."""
+    rng = np.random.default_rng(33)
+    frames = rng.integers(0, 500, size=(2, 3, 4, 8, 9), dtype=np.uint16)
+    path = tmp_path / "planes.npy"
+    np.save(path, frames)
+    masks = rng.standard_normal((2, 8, 9))
+    want = np.einsum("...yx,myx->...m", frames.astype(np.float64), masks)
+    got = sdask.apply_masks(client, path, masks, out_dtype=np.float64, range_frames=5)
+    assert got.shape == (2, 3, 4, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-3)
+    roi = np.zeros((2, 3, 4), bool)
+    roi[0, 2, 1:] = roi[1, 0, :2] = True
+    part = sdask.apply_masks(client, path, masks, out_dtype=np.float64, range_frames=2, roi=roi)
+    np.testing.assert_allclose(part[roi], want[roi], rtol=1e-6, atol=1e-3)
+    assert np.isnan(part[~roi]).all()
+    shifts = np.zeros((2, 3, 4, 2))
+    shifts[..., 1] = 1  # right one column: the point mask at (x=4, y=5) reads x = 5
+    moved = sdask.apply_masks(client, path, stemdot.point((8, 9), 4, 5), out_dtype=np.float64, range_frames=7, shifts=shifts)
+    np.testing.assert_array_equal(moved[..., 0], frames[..., 5, 5].astype(np.float64))
+
+
 def test_big_synthetic_file(client, big_file, big_reference):
     path, masks = big_file
     report = {}
@@ -876,8 +899,13 @@ def test_shifts_are_sliced_per_range(cluster, client, tmp_path):
     assert_shifted_close(part, want.reshape(42, -1)[5:25])
     part = sdask.apply_masks(client, path, masks, shifts=shifts.reshape(42, 2)[5:25], frames=(5, 20), range_frames=2)
     assert_shifted_close(part, want.reshape(42, -1)[5:25])
-    with pytest.raises(stemdot.ShapeError, match="shifts hold 8 values"):
+    with pytest.raises(stemdot.ShapeError, match=r"shifts of shape \(2, 2, 2\): want .* nav_shape \(6, 7\) \+ \(2,\)"):
         sdask.apply_masks(client, path, masks, shifts=np.zeros((2, 2, 2)))
+    # #33.1: as many values in another shape (transposed) are refused, not read in flat order
+    with pytest.raises(stemdot.ShapeError, match=r"shifts of shape \(7, 6, 2\): want .* = \(6, 7, 2\); y then x"):
+        sdask.apply_masks(client, path, masks, shifts=shifts.transpose(1, 0, 2))
+    with pytest.raises(stemdot.ShapeError, match=r"shifts of shape \(42, 2\): want .* = \(6, 7, 2\), or one per frame read, \(20, 2\)"):
+        sdask.apply_masks(client, path, masks, shifts=shifts.reshape(42, 2), frames=(5, 20))
     np.save(tmp_path / "shifts.npy", shifts)
     run = dask_cli(cluster, path, "--mask", "disk:12,12,5", "--mask", "com", "--shifts", tmp_path / "shifts.npy",
                    "--out", tmp_path / "r.npy", "--range-frames", "2", "--quiet")

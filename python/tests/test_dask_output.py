@@ -65,7 +65,7 @@ def test_bad_command_lines_exit_1_with_one_message(tmp_path):
     is not there fails)."""
     base = ["--scheduler", "tcp://127.0.0.1:9", "/nonexist/in.mib", "--mask", "com", "--out", tmp_path / "r.npy", "--timeout", "1"]
     for args, message in (
-        (["--nav-shape", "64x64"], 'stemdot.dask: --nav-shape "64x64": want whole sizes separated by commas, rows first: Y,X (e.g. 64,64) or N (e.g. 4096)'),
+        (["--nav-shape", "64x64"], 'stemdot.dask: --nav-shape "64x64": want whole sizes separated by commas, rows first: Y,X (e.g. 64,64), N (e.g. 4096) or Z,Y,X (e.g. 8,64,64)'),
         (["--offset", "1 furlong"], 'stemdot.dask: --offset "1 furlong": want a non-negative byte count such as 1024 or 1KiB'),
         (["--frames", "7"], 'stemdot.dask: --frames "7": want FIRST,COUNT (first frame >= 0, count >= 1)'),
         (["--timeout", "soon"], "stemdot.dask: --timeout 'soon': want a positive number of seconds"),

@@ -54,6 +54,26 @@ def test_random_frames_with_nan_inf_equal_numpy(client, tmp_path):
                                    err_msg=name)
 
 
+def test_sync_offset_counts_the_files_frames(client, tmp_path):
+    # Ranges of the 10 positions without a frame (sync offset -10) reduce no frame: the
+    # merge counts the file's 54 frames only, as stemdot.reduce and LiberTEM's StdDevUDF.
+    rng = np.random.default_rng(33)
+    frames = (100 + 30 * rng.standard_normal((8, 8, 6, 5))).astype(np.float32)
+    path = tmp_path / "scan.npy"
+    np.save(path, frames)
+    report = {}
+    got = sdask.reduce(client, path, stemdot.REDUCTIONS, range_frames=1, report=report, sync_offset=-10)
+    assert any(f + n <= 10 for f, n, *_ in report["ranges"]), "a range of positions without a frame only"
+    real = frames.reshape(64, 6, 5)[:54].astype(np.float64)
+    np.testing.assert_allclose(got["sum"], real.sum(0), rtol=1e-12)
+    np.testing.assert_allclose(got["mean"], real.mean(0), rtol=1e-12)
+    np.testing.assert_array_equal(got["max"], real.max(0))
+    np.testing.assert_allclose(got["std"], real.std(0), rtol=1e-10)
+    result = sdask.apply_masks(client, path, np.ones((1, 6, 5)), range_frames=4, sync_offset=-10)
+    assert result.info["positions_without_frame"] == [[0, 10]]
+    np.testing.assert_array_equal(result.ravel()[:10], 0)
+
+
 def test_real_mib_integer_sums_exact(client, data_dir):
     path = data_dir / "mib" / "Single_9_Frame_CounterDepth_12_Rows_256.mib"
     frames = read_mib(path).astype(np.float64)
@@ -92,3 +112,22 @@ def test_command_line(cluster, data_dir, tmp_path):
                              capture_output=True, text=True, timeout=TIMEOUT)
         assert bad.returncode == 1 and message in bad.stderr, (args, bad.stderr)
         assert not (tmp_path / "x.npy").exists() and not (tmp_path / "m.npy").exists()
+
+
+def test_merge_std_of_huge_finite_values():
+    """The merge of the ranges' partial reductions keeps the std finite and right for
+    finite frames whose count·std² and mean differences overflow (1e150 to 1e300, both
+    signs up to ±1.7e308): against numpy on values scaled per pixel by a power of two."""
+    from test_reduce import scaled_std
+
+    rng = np.random.default_rng(6)
+    frames = rng.standard_normal((30, 5)) * np.array([1e150, 1e200, 1e250, 1e300, 1.0])
+    frames[:, 3] += np.where(np.arange(30) < 10, -1.5e308, 1.5e308)  # ranges of opposite means
+    total = {}
+    for a, b in [(0, 7), (7, 10), (10, 30)]:
+        part = frames[a:b]
+        sdask._merge(total, b - a, {"sum": part.sum(0), "mean": part.mean(0) if np.isfinite(part.mean(0)).all() else
+                                    np.ldexp(np.ldexp(part, -1024).mean(0), 1024), "std": scaled_std(part)})
+    assert total["n"] == 30
+    assert np.isfinite(total["std"]).all()
+    np.testing.assert_allclose(total["std"], scaled_std(frames), rtol=1e-12)

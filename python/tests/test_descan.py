@@ -71,7 +71,7 @@ def test_constant_shift_and_errors():
     b = stemdot.apply_masks(frames, masks, shifts=np.broadcast_to([1.25, -2], (2, 3, 2)))
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, stemdot.apply_masks(frames, masks))
-    with pytest.raises(stemdot.ShapeError, match=r"option shifts holds 8 values: want 2 .* nav_shape \(2, 3\) \+ \(2,\) = 12"):
+    with pytest.raises(stemdot.ShapeError, match=r"shifts of shape \(2, 2, 2\): want .* nav_shape \(2, 3\) \+ \(2,\) = \(2, 3, 2\)"):
         stemdot.apply_masks(frames, masks, shifts=np.zeros((2, 2, 2)))
     with pytest.raises(stemdot.ShapeError, match=r"shifts of shape \(3,\)"):
         stemdot.apply_masks(frames, masks, shifts=(1, 2, 3))
@@ -79,6 +79,34 @@ def test_constant_shift_and_errors():
         stemdot.apply_masks(frames, masks, shifts=(np.nan, 0))
     with pytest.raises(stemdot.DTypeError, match="shifts of dtype complex128"):
         stemdot.apply_masks(frames, masks, shifts=np.zeros((2, 3, 2), complex))
+
+
+def test_shifts_shape_is_checked_exactly():
+    """#33.1: a map of as many values in another shape, e.g. transposed (nav_x, nav_y, 2), is
+    refused (it was read in flat order, each shift at another scan position), as stemdot
+    apply --shifts refuses it; by apply_masks and centre, for an array, a Dataset and an
+    ROI's (whose frames read take their own shifts too)."""
+    rng = np.random.default_rng(7)
+    frames = rng.integers(0, 1000, (4, 5, 16, 16), dtype=np.uint16)
+    masks = stemdot.disk((16, 16), 8, 8, 4)
+    shifts = rng.random((4, 5, 2)) * 4 - 2
+    want, scale = reference(frames, masks, shifts)
+    got = stemdot.apply_masks(frames, masks, dtype=np.float64, shifts=shifts)
+    assert np.all(np.abs(got - want) <= 1e-12 * scale)
+    for bad in (shifts.transpose(1, 0, 2), shifts.reshape(20, 2), shifts.reshape(2, 10, 2), shifts[np.newaxis],
+                shifts.reshape(-1)):
+        with pytest.raises(stemdot.ShapeError, match=rf"^shifts of shape \({bad.shape[0]},.*\): want \(dy, dx\) for every "
+                           r"frame, shape \(2,\), or one shift per scan position, nav_shape \(4, 5\) \+ \(2,\) = \(4, 5, 2\); y then x$"):
+            stemdot.apply_masks(frames, masks, shifts=bad)
+        with stemdot.from_array(frames) as ds, pytest.raises(stemdot.ShapeError, match=r"nav_shape \(4, 5\) \+ \(2,\)"):
+            stemdot.centre(ds, shifts=bad)
+    roi = np.zeros((4, 5), bool)
+    roi[1:3, 2:4] = True
+    got = stemdot.apply_masks(frames, masks, dtype=np.float64, roi=roi, shifts=shifts)
+    assert np.all(np.abs(got[roi] - want[roi]) <= 1e-12 * scale[roi]) and np.isnan(got[~roi]).all()
+    np.testing.assert_array_equal(stemdot.apply_masks(frames, masks, dtype=np.float64, roi=roi, shifts=shifts[roi]), got)
+    with pytest.raises(stemdot.ShapeError, match=r"nav_shape \(4, 5\) \+ \(2,\) = \(4, 5, 2\), or one per frame read, \(4, 2\)"):
+        stemdot.apply_masks(frames, masks, roi=roi, shifts=shifts.transpose(1, 0, 2))
 
 
 def descan_scan(nav, sig, plane_y, plane_x):

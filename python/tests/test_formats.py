@@ -53,7 +53,8 @@ def test_format_option_errors(data_dir):
 def test_ser_series_against_numpy(data_dir):
     """The TIA SER file of 5 diffraction frames: the data offset array at the header's
     offset-array offset, each 2-D element's 50-byte header (version 0x0210: calibrations,
-    data type, array size) before its int32 pixels."""
+    data type, array size) before its int32 pixels, rows stored bottom-up (the frame's
+    row 0 is the last stored row, as ncempy, LiberTEM and RosettaSciIO read them)."""
     path = data_dir / "ser" / "128x128x5-diffraction_preview_1.ser"
     raw = path.read_bytes()
     assert raw[:2] == b"II" and int.from_bytes(raw[4:6], "little") in (0x210, 0x220)
@@ -65,7 +66,7 @@ def test_ser_series_against_numpy(data_dir):
     for off in offs:
         off = int(off)
         nx, ny = np.frombuffer(raw, "<u4", count=2, offset=off + 42)
-        frames.append(np.frombuffer(raw, "<i4", count=nx * ny, offset=off + 50).reshape(ny, nx))
+        frames.append(np.frombuffer(raw, "<i4", count=nx * ny, offset=off + 50).reshape(ny, nx)[::-1])
     frames = np.array(frames, np.float64)
     ds = stemdot.open(str(path))
     assert ds.format == "ser" and ds.nav_shape == (5,) and ds.sig_shape == frames.shape[1:]
@@ -89,3 +90,53 @@ def test_dectris_master_against_h5py(data_dir):
     assert ds.format == "dectris" and ds.sig_shape == frames.shape[1:]
     frames[:, mask != 0] = 0
     np.testing.assert_array_equal(stemdot.reduce(ds, "sum")["sum"], frames.sum(axis=0))
+
+
+def test_seq_defect_pixels_on_every_path(tmp_path):
+    """Case 61 (LiberTEM PR #1077): a DE SEQ file whose column 40 is hot and pixel
+    (20, 10) dead-hot, both listed in NAME.seq.Config.Metadata.xml (placed by
+    NAME.seq.metadata). Pick, sum and apply see them patched as LiberTEM patches them, each
+    by the float64 mean of its good 3×3 neighbours rounded to float32 (the numpy patch
+    below); seq_defect_pixels=False reads the recorded counts."""
+    import struct
+    ny, nx, s = 4, 4, 64
+    rng = np.random.default_rng(1077)
+    frames = (rng.poisson(50, (ny * nx, s, s)) + 10).astype(np.uint16)
+    frames[:, :, 40] = 60000
+    frames[:, 20, 10] = 50000
+    seq = tmp_path / "acq.seq"
+    head = bytearray(8192)
+    struct.pack_into("<L", head, 0, 0xFEED)
+    struct.pack_into("<ll", head, 28, 5, 8192)
+    struct.pack_into("<9L", head, 548, s, s, 16, 16, 2 * s * s, 100, ny * nx, 0, 2 * s * s + 16)
+    seq.write_bytes(bytes(head) + b"".join(f.astype("<u2").tobytes() + bytes(16) for f in frames))
+    meta = bytearray(512)
+    struct.pack_into("<7i", meta, 282, 512, 1, s, s, 0, 0, 1)
+    (tmp_path / "acq.seq.metadata").write_bytes(bytes(meta))
+    (tmp_path / "acq.seq.Config.Metadata.xml").write_text(
+        f'<?xml version="1.0"?><BadPixels><BadPixelMap Rows="{s}" Columns="{s}">'
+        '<Defect Column="40"/><Defect Column="10" Row="20"/></BadPixelMap></BadPixels>')
+
+    bad = np.zeros((s, s), bool)
+    bad[:, 40] = bad[20, 10] = True
+    want = frames.astype(np.float32)
+    for y, x in zip(*np.nonzero(bad)):
+        win = (slice(max(y - 1, 0), y + 2), slice(max(x - 1, 0), x + 2))
+        good = frames[:, win[0], win[1]][:, ~bad[win]].astype(np.float64)
+        want[:, y, x] = good.mean(axis=1).astype(np.float32)
+
+    with pytest.warns(UserWarning, match="65 defect pixels that acq.seq.Config.Metadata.xml lists are patched"):
+        ds = stemdot.open(str(seq), nav_shape=(ny, nx))
+    at = [(y, x) for y in range(ny) for x in range(nx)]
+    picked = np.asarray(stemdot.pick(ds, at))
+    assert picked.dtype == np.float32
+    np.testing.assert_array_equal(picked, want)
+    np.testing.assert_allclose(stemdot.reduce(ds, ("sum",))["sum"], want.astype(np.float64).sum(axis=0), rtol=1e-12)
+    band = np.zeros((1, s, s), np.float32)
+    band[0, :, 30:50] = 1
+    np.testing.assert_allclose(np.asarray(stemdot.apply_masks(ds, band))[..., 0],
+                               want[:, :, 30:50].astype(np.float64).sum(axis=(1, 2)).reshape(ny, nx), rtol=1e-6)
+
+    with pytest.warns(UserWarning, match="keep their recorded values"):
+        raw = stemdot.open(str(seq), nav_shape=(ny, nx), seq_defect_pixels=False)
+    np.testing.assert_array_equal(np.asarray(stemdot.pick(raw, at)), frames)

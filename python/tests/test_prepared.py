@@ -70,6 +70,11 @@ def test_prepared_masks_refused_and_freed_when_dropped():
     bad[1, 3, 4] = np.inf
     with pytest.raises(stemdot.InvalidArgumentError, match=r'mask 1 \("mask1"\) has weight \+Inf at pixel \(y=3, x=4\)'):
         stemdot._PreparedMasks(bad)
+    big = np.zeros((2,) + SIG)
+    big[1, 3, 4] = 1e300  # float64 beyond float32's range: named as given, not as its float32 rounding +Inf
+    with pytest.raises(stemdot.InvalidArgumentError, match=r'mask 1 \("mask1"\) has weight 1e\+300 at pixel \(y=3, x=4\): '
+                       r"weights must be finite and within float32's range, ±3.403e\+38"):
+        stemdot._PreparedMasks(big)
     prepared = stemdot._PreparedMasks(np.ones((1,) + SIG, dtype=np.float32))
     handle = prepared.handle
     del prepared  # the library's copy is freed with the object

@@ -76,6 +76,26 @@ def test_std_is_stable_far_from_zero():
     np.testing.assert_allclose(got, frames.std(axis=0), rtol=1e-8)
 
 
+def scaled_std(frames):
+    """numpy's std of float64 frames (n, ...) scaled per pixel by a power of two 2^-e ≥
+    their magnitude, times 2^e: the std that numpy's own overflows to inf or NaN for
+    values above about 1e154."""
+    e = np.frexp(np.abs(frames).max(axis=0))[1]
+    return np.ldexp(np.ldexp(frames, -e).std(axis=0), e)
+
+
+def test_std_of_huge_finite_values():
+    """Finite float64 frames of 1e150 to 1e300 (both signs up to ±1.7e308): a finite std
+    equal to numpy's on scaled values, through several workers' merge."""
+    rng = np.random.default_rng(5)
+    scale = np.array([1e150, 1e200, 1e250, 1e300, 1.0])[:, None]
+    frames = rng.standard_normal((60, 5, 6)) * scale
+    frames[:, 0, 5] = np.finfo(np.float64).max * rng.uniform(-1, 1, 60)
+    got = stemdot.reduce(frames, "std", cpus=2, oversubscribe=True, partition_size="4KiB")["std"]
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, scaled_std(frames), rtol=1e-12)
+
+
 @pytest.mark.parametrize("name", MIB_FILES)
 def test_real_mib_against_numpy(data_dir, name):
     path = data_dir / "mib" / name
@@ -110,7 +130,7 @@ def test_errors():
         stemdot.reduce(frames, gpus=1)
 
 
-def test_progress_and_ctrl_c():
+def test_progress_and_ctrl_c(sigint_raises):
     calls = []
     stemdot.reduce(np.ones((64, 32, 32), np.uint16), progress=lambda d, t: calls.append((d, t)))
     assert calls and calls[-1] == (64, 64)

@@ -7,6 +7,7 @@ import json
 import os
 import pickle
 import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -87,6 +88,32 @@ def test_load_result_reads_the_cli_result(cli, data_dir, tmp_path):
     with pytest.warns(UserWarning, match="has no sidecar .*r.json: its columns are unnamed"):
         bare = stemdot.load_result(out)
     assert bare.names is None and bare.info is None
+
+
+def test_load_result_opens_regular_files_only(tmp_path):
+    """#33.2: a FIFO sidecar made load_result wait for a writer forever, a directory raised
+    a bare IsADirectoryError: both, and a FIFO or directory NPY, are StemdotIOError naming
+    the path, at once (a FIFO checked in a process of its own, which a hang would time out)."""
+    out = tmp_path / "r.npy"
+    np.save(out, np.arange(6, dtype=np.float32).reshape(2, 3))
+    code = "import stemdot, sys\ntry:\n stemdot.load_result(sys.argv[1])\nexcept stemdot.StemdotIOError as e:\n print(e)"
+    os.mkfifo(tmp_path / "r.json")
+    run = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=60)
+    assert run.stdout == f"sidecar {tmp_path / 'r.json'} is a FIFO (named pipe), not a regular file\n", run.stderr
+    os.unlink(tmp_path / "r.json")
+    os.mkdir(tmp_path / "r.json")
+    with pytest.raises(stemdot.StemdotIOError, match=f"^sidecar {tmp_path / 'r.json'} is a directory, not a regular file$"):
+        stemdot.load_result(out)
+    os.mkfifo(tmp_path / "fifo.npy")
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "fifo.npy")], capture_output=True, text=True, timeout=60)
+    assert run.stdout == f"result {tmp_path / 'fifo.npy'} is a FIFO (named pipe), not a regular file\n", run.stderr
+    with pytest.raises(stemdot.StemdotIOError, match=f"^result {tmp_path} is a directory, not a regular file$"):
+        stemdot.load_result(tmp_path)
+    with pytest.raises(stemdot.StemdotIOError, match="missing.npy: file does not exist"):
+        stemdot.load_result(tmp_path / "missing.npy")
+    os.rmdir(tmp_path / "r.json")
+    with pytest.warns(UserWarning, match="has no sidecar"):
+        np.testing.assert_array_equal(stemdot.load_result(out), np.arange(6, dtype=np.float32).reshape(2, 3))
 
 
 # ------------------------------------------------------------------------ CoM products

@@ -229,6 +229,23 @@ def test_mask_helpers():
     np.testing.assert_array_equal(stemdot.ring((9, 9), 4, 4, 1, 3), stemdot.disk((9, 9), 4, 4, 3) - stemdot.disk((9, 9), 4, 4, 1))
 
 
+def libertem_ring(sig, cx, cy, ri, ro):
+    """libertem.masks.ring's formula (masks._make_circular_mask, not antialiased):
+    outer & ~inner of x, y = np.ogrid[-cy:sig_y-cy, -cx:sig_x-cx], x*x + y*y <= r*r."""
+    x, y = np.ogrid[-cy:sig[0] - cy, -cx:sig[1] - cx]
+    return (x * x + y * y <= ro * ro) & ~(x * x + y * y <= ri * ri)
+
+
+@pytest.mark.parametrize("cx, cy, ro", [(8, 14, 2), (31, 36, 14), (29.60552980371328, 1.7540725867249307, 3.4663),
+                                        (47.128378152843744, 11.013023882987456, 18.71)])
+def test_ring_inner_radius_zero_is_libertems(cx, cy, ro):
+    """LiberTEM peer G02: ring of inner radius 0, pixel for pixel as libertem.masks.ring
+    (the disk less its centre pixel when the centre is a pixel), by ring() and mask()."""
+    want = libertem_ring((37, 53), cx, cy, 0.0, ro)
+    np.testing.assert_array_equal(stemdot.ring((37, 53), cx, cy, 0, ro)[0], want)
+    np.testing.assert_array_equal(stemdot.mask(f"ring:{cx},{cy},0,{ro}", (37, 53))[0], want)
+
+
 def test_describe_plan():
     frames = np.zeros((10, 4, 4), np.uint8)
     with stemdot.from_array(frames) as ds:
@@ -292,7 +309,7 @@ def test_progress_exception_cancels_and_propagates():
         stemdot.apply_masks(np.ones((16, 8, 8), np.uint8), np.ones((1, 8, 8)), progress=boom)
 
 
-def test_ctrl_c_cancels():
+def test_ctrl_c_cancels(sigint_raises):
     """SIGINT sent to the main thread during a run raises KeyboardInterrupt there; the
     run is cancelled and the library stays usable."""
     main = threading.main_thread().ident
@@ -350,6 +367,39 @@ def test_errors_carry_codes_and_messages(tmp_path):
         stemdot.open(raw, sig_shape=(4, 4), dtype=np.uint16)
     with pytest.raises(stemdot.DTypeError, match="uint12"):
         stemdot.open(raw, sig_shape=(4, 4), dtype="uint12")
+
+
+# The terminal control characters that no message may carry raw: C0 but newline and
+# tab, DEL, C1, and the lone surrogates of file name bytes that are not UTF-8.
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\udc80-\udcff]")
+
+
+def test_messages_escape_terminal_control_characters(tmp_path):
+    """#33.6: a file name with escape sequences (legal on Linux) reaches the library's
+    errors and warnings, and Python's own, escaped: it cannot recolour, clear or retitle
+    the terminal that shows them. A name whose bytes are not UTF-8 opens, its byte
+    escaped in messages."""
+    name = "scan\x1b[31mRED\x1b]0;title\x07\u009b2J.npy"
+    shown = r"scan\x1b[31mRED\x1b]0;title\x07\u009b2J.npy"
+    np.save(tmp_path / name, np.ones((4, 4, 8, 8), np.uint16))
+    with pytest.warns(UserWarning) as caught, stemdot.open(tmp_path / name, sync_offset=2) as ds:
+        assert ds.nav_shape == (3, 4)
+    messages = [str(w.message) for w in caught]
+    assert any(f"{tmp_path / shown}: sync offset 2: the first 2 frames" in m for m in messages), messages
+    assert not any(CONTROLS.search(m) for m in messages + ds.warnings), messages
+    with pytest.raises(stemdot.ShapeError) as e:
+        stemdot.open(tmp_path / name, nav_shape=(15,))
+    assert f"{tmp_path / shown}: nav shape (15,)" in str(e.value) and not CONTROLS.search(str(e.value))
+    with pytest.raises(stemdot.StemdotIOError) as e:
+        stemdot.load_result(tmp_path / "missing\x1b[2J.npy")  # raised by Python
+    assert str(e.value) == e.value.message == f"result {tmp_path}/missing\\x1b[2J.npy: file does not exist"
+    raw = os.fsdecode(os.fsencode(tmp_path) + b"/scan\x9b.npy")  # a lone surrogate for byte 0x9b
+    np.save(raw, np.ones((4, 4, 8, 8), np.uint16))
+    with stemdot.open(raw) as ds:
+        assert ds.path == raw and ds.nav_shape == (4, 4)
+    with pytest.raises(stemdot.ShapeError) as e:
+        stemdot.open(raw, nav_shape=(15,))
+    assert f"{tmp_path}/scan\\x9b.npy: nav shape (15,)" in str(e.value) and not CONTROLS.search(str(e.value))
 
 
 def test_3d_file_has_the_nav_shape_of_a_3d_array(tmp_path):
@@ -559,9 +609,33 @@ def test_com_shifts():
     np.testing.assert_allclose(shifts[..., 0], want_y, rtol=1e-12)
     np.testing.assert_allclose(shifts[..., 1], want_x, rtol=1e-12)
     assert np.isnan(shifts[2, 1]).all()
-    np.testing.assert_array_equal(stemdot.com_shifts(img.astype(np.float32), -3).shape, (3, 2, 2))
-    with pytest.raises(stemdot.InvalidArgumentError, match="index 2"):
-        stemdot.com_shifts(img, 2)
+    np.testing.assert_array_equal(stemdot.com_shifts(img, -3), shifts)  # counted from the end, as numpy's indices
+    np.testing.assert_array_equal(stemdot.com_shifts(img[..., 1:], 0), shifts)
+    # #33.3: the index as given, not as counted from the end ("index 2" for -2)
+    for index in (2, 3, -1, -2, -5, 2**40):
+        with pytest.raises(stemdot.InvalidArgumentError, match=rf"^com_shifts: index {index}: the com masks are 3 columns "
+                           r"from index \(sum, y moment, x moment\), but the result has 4 masks \(columns 0 to 3\): give "
+                           r"an index from 0 to 1 \(or -4 to -3, counted from the end\)$"):
+            stemdot.com_shifts(img, index)
+    with pytest.raises(stemdot.InvalidArgumentError, match=r"index -1: .* has 2 masks .*: apply the com masks"):
+        stemdot.com_shifts(img[..., :2], -1)
+
+
+def test_sizes_and_indices_are_reported_as_given():
+    """#33.3: a negative sig size reached the library as 2^64 − 1 and was reported so; a
+    GPU index of 2^32 + 1 was passed as GPU 1 (ctypes' int wraps); scan positions and
+    frame ranges name what was given."""
+    for call in (lambda: stemdot.disk((-1, 8), 1, 1, 1), lambda: stemdot.mask("com", (-1, 8)),
+                 lambda: stemdot.mask_stack((-1, 8), specs="com")):
+        with pytest.raises(stemdot.ShapeError, match=r"^sig_shape \(-1, 8\): want two sizes \(sig_y, sig_x\), each from 1"):
+            call()
+    frames = np.ones((3, 4, 8, 8), np.uint16)
+    with stemdot.from_array(frames) as ds:
+        for device in (-1, 2**32 + 1):
+            with pytest.raises(stemdot.InvalidArgumentError, match=rf"^device {device}: GPU devices are numbered from 0$"):
+                ds.to_device(device)
+    with pytest.raises(stemdot.ShapeError, match=r"scan position \(-1, 0\) is outside the nav shape \(3, 4\)"):
+        stemdot.pick(frames, [(-1, 0)])
 
 
 def test_mask_argument_order():
@@ -772,7 +846,8 @@ def test_npy_headers_numpy_reads(tmp_path):
 
 
 def test_flyback_frames(tmp_path):
-    # #17.6: Merlin with line skip, (ScanX+1)·ScanY frames; the flyback frames are bright.
+    # #17.6: Merlin with line skip, (ScanX+1)·ScanY frames; the flyback frames are bright,
+    # not blank, and their headers alike: nothing tells where they lie, refused (#33).
     w, h = 4, 8
     rng = np.random.default_rng(270)
     frames = rng.integers(0, 9, size=((w + 1) * h, 6, 7)).astype(np.uint16)
@@ -781,7 +856,9 @@ def test_flyback_frames(tmp_path):
     write_mib(path, frames, scan_x=w, scan_y=h)
     masks = np.stack([np.ones((6, 7)), rng.random((6, 7))])
     rows = frames.reshape(h, w + 1, 6, 7)
-    for option, want in [(None, rows[:, :w]), ("end", rows[:, :w]), ("start", rows[:, 1:])]:
+    with pytest.raises(stemdot.ShapeError, match="give option flyback start or option flyback end"):
+        stemdot.open(path)
+    for option, want in [("end", rows[:, :w]), ("start", rows[:, 1:])]:
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             with stemdot.open(path, flyback=option) as ds:
@@ -789,8 +866,7 @@ def test_flyback_frames(tmp_path):
                 got = stemdot.apply_masks(ds, masks, dtype=np.float64)
         want_result, scale = reference(want, masks)
         assert_close(got, want_result, scale, np.float64)
-        flyback_warned = any("flyback frame at the end of each scan row" in str(x.message) for x in seen)
-        assert flyback_warned == (option is None), [str(x.message) for x in seen]
+        assert not any("flyback" in str(x.message) for x in seen), [str(x.message) for x in seen]
     with pytest.raises(stemdot.InvalidArgumentError, match="option flyback"):
         stemdot.open(path, flyback="sideways")
 
@@ -969,15 +1045,16 @@ def test_shape_and_integer_options_take_numpy_values(data_dir):
         (dict(nav_shape=[np.int64(4), np.int32(2)]), (4, 2), slice(0, 8)),
         (dict(nav_shape=np.array([8]), frames=np.array([2, 5])), (5,), slice(2, 7)),
         (dict(nav_shape=(2, 4), frames=(np.uint8(1), np.int16(3))), (3,), slice(1, 4)),
-        (dict(nav_shape=np.array([2, 4]), sync_offset=np.int64(2)), (1, 4), slice(2, 6)),  # the complete row left
+        # The nav shape kept (LiberTEM's sync_offset): the last 2 positions have no frame, 0.
+        (dict(nav_shape=np.array([2, 4]), sync_offset=np.int64(2)), (2, 4), [2, 3, 4, 5, 6, 7, 8, 8]),
     ):
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the sync offset's interrupted scan
+            warnings.simplefilter("ignore")  # the sync offset's note
             ds = stemdot.open(path, **options)
         with ds:
             assert ds.nav_shape == nav, options
             got = stemdot.apply_masks(ds, disk)[..., 0].ravel()
-        np.testing.assert_array_equal(got, want[frames].astype(np.float32), err_msg=str(options))
+        np.testing.assert_array_equal(got, np.append(want, 0)[frames].astype(np.float32), err_msg=str(options))
     for options, message in (
         (dict(nav_shape=np.array([2.0, 4.0])), r"option nav_shape=array\(\[2., 4.\]\): want a sequence of integers such as \(64, 64\), not of float"),
         (dict(nav_shape=(2, 4), sync_offset=1.0), "option sync_offset=1.0: want an integer, a string or a sequence of integers, not float"),

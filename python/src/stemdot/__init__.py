@@ -33,6 +33,7 @@ import json
 import operator
 import os
 import re
+import stat
 import sys
 import threading
 import time
@@ -135,12 +136,38 @@ def __getattr__(name):
 
 # --------------------------------------------------------------------------- errors
 
+# The terminal control characters: C0 but newline and tab, DEL, C1; and the lone
+# surrogates by which Python holds the bytes of a file name that are not UTF-8.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\udc80-\udcff]")
+
+
+def _printable(text):
+    """text with every character that a terminal may act on escaped, as the library
+    escapes its messages (Go's internal/safetext): C0 control characters but newline and
+    tab, and DEL, as \\x1b; C1 ones as \\u009b; a byte of a file name that is not UTF-8
+    (a lone surrogate) as \\x9b. Messages of stemdot's exceptions and warnings pass
+    through it: a file name or a note from a file cannot recolour, clear or retitle the
+    terminal that shows them."""
+    def escape(m):
+        c = ord(m.group())
+        return f"\\x{c & 0xff:02x}" if c < 0x80 or c >= 0xdc80 else f"\\u{c:04x}"
+
+    return _CONTROLS.sub(escape, str(text))
+
+
+def _warn(message, stacklevel):
+    """warnings.warn of message, escaped (_printable), from the caller's caller at
+    stacklevel (as warnings.warn counts it from the caller of _warn)."""
+    warnings.warn(_printable(message), stacklevel=stacklevel + 1)
+
 
 class StemdotError(Exception):
     """An error reported by libstemdot. ``code`` is the stemdot_status value, ``message``
-    the library's message (the problem, and the option or argument that fixes it)."""
+    the library's message (the problem, and the option or argument that fixes it), its
+    terminal control characters escaped (ESC as ``\\x1b``)."""
 
     def __init__(self, message, code=_lib.ERR_INTERNAL):
+        message = _printable(message)
         super().__init__(message)
         self.code = code
         self.message = message
@@ -264,7 +291,13 @@ class Dataset(_Closing):
     of a region of interest (``roi=``) has ``roi`` True, ``nav_shape`` ``(n_selected,)``,
     ``scan_shape`` the whole scan's nav shape and ``positions`` (int64, the selected
     scan positions: flat indices in C order over ``scan_shape``, ascending); otherwise
-    ``roi`` is False and ``scan_shape`` is ``nav_shape``. Close it
+    ``roi`` is False and ``scan_shape`` is ``nav_shape``. ``positions_without_frame``
+    lists the scan positions of its frames that have no frame in the file, as (first,
+    count) runs of flat scan positions over ``scan_shape`` (empty when every position has
+    one): a sync offset (``sync_offset=``, LiberTEM's) moves the file's frames off the
+    first positions (negative) or the last ones (positive); they read as blank (all-zero)
+    frames, so :func:`apply_masks` gives 0 there, and :func:`reduce` leaves them out
+    (its mean, max and std are over the file's frames, as LiberTEM's). Close it
     with :meth:`close` or use it as a context manager; a closed dataset raises
     :class:`BadHandleError`. A dataset opened from a file pickles as its absolute path
     and its options: unpickling opens the file again (in that process, at that path);
@@ -290,6 +323,7 @@ class Dataset(_Closing):
         self.roi = bool(is_roi.value)
         self.scan_shape = tuple(int(n) for n in scan[: ndim.value])
         self._positions = None
+        self.positions_without_frame = _blanks(handle)
 
     @property
     def positions(self):
@@ -414,13 +448,16 @@ def open(path, **format_options):
     "dectris", "dm", "ser", "mrc", "tvips", "raw"; default detected), a format's own
     options by key (``pixel_mask=False``, ``dm_image=1``, ``rotator_index=False``,
     ``frms6_raw=True``, ``seq_corrections=True``, ...: the README's table lists them),
-    ``nav_shape`` (tuple; overrides the file's scan shape when
-    it has as many positions, or as many as the file has frames; another raises
-    :class:`ShapeError`), ``sig_shape`` (tuple, raw), ``dtype``
+    ``nav_shape`` (tuple of 1 to 3 sizes: ``(n,)``, ``(y, x)`` or ``(z, y, x)``; overrides
+    the file's scan shape, which is an array's nav axes as stored, when it has as many
+    positions, or as many as the file has frames; another raises :class:`ShapeError`),
+    ``sig_shape`` (tuple, raw), ``dtype``
     (numpy dtype or name, raw), ``byte_order`` ("little" or "big", raw), ``offset``
     (header bytes to skip, raw), ``frame_header`` and ``frame_footer`` (bytes before and
     after every frame, raw), ``sync_offset`` (scan position p reads the file's frame
-    p + sync_offset: positive skips leading frames, negative inserts blank ones),
+    p + sync_offset, as LiberTEM's: positive skips leading frames, negative inserts blank
+    ones; the nav shape is kept, the positions without a frame read as blank frames and
+    :func:`reduce` leaves them out: ``Dataset.positions_without_frame``),
     ``flyback`` (flyback frames of each scan row, read as no scan position: "start" or
     "end" for one per row, "start:N" or "end:N", "none", or "auto", the default: one per
     row when the file holds (nav_x+1)·nav_y frames, with a warning: where the frame
@@ -433,7 +470,8 @@ def open(path, **format_options):
     ``nav_shape``, ``sync_offset`` and ``flyback`` (of the positions ``roi`` selects when
     given), as a dataset of nav_shape ``(count,)``; the rest of the file is not read),
     ``roi`` (a region of interest: a numpy boolean array, or integers 0 and 1, of the
-    scan's nav shape, ``"rect:X,Y,W,H"`` for scan columns X..X+W-1 and rows Y..Y+H-1, or
+    scan's nav shape, ``"rect:X,Y,W,H"`` for scan columns X..X+W-1 and rows Y..Y+H-1 (of
+    every plane of a 3-D nav shape), or
     the path of an NPY file of booleans; only the positions selected are read, as a
     dataset of nav_shape ``(n_selected,)`` whose ``positions`` say where they lie, and
     :func:`apply_masks` returns the scan's nav shape with NaN elsewhere; a mask of
@@ -446,7 +484,7 @@ def open(path, **format_options):
     """
     ds = _open(path, format_options)
     for w in ds.warnings:
-        warnings.warn(f"stemdot: {w}", stacklevel=2)
+        _warn(f"stemdot: {w}", stacklevel=2)
     return ds
 
 
@@ -465,7 +503,7 @@ def _open(path, format_options):
     items = [f"{key}={_option_value(key, value)}"
              for key, value in format_options.items() if value is not None]
     handle = ctypes.c_uint64()
-    _call(_LIB.stemdot_open, spath.encode(), ";".join(items).encode(), ctypes.byref(handle))
+    _call(_LIB.stemdot_open, os.fsencode(spath), ";".join(items).encode(), ctypes.byref(handle))
     return Dataset(handle.value, spath, reopen=(os.path.abspath(spath), dict(format_options)))
 
 
@@ -476,7 +514,19 @@ def _text(fn, handle):
     _call(fn, handle, None, 0, ctypes.byref(needed))  # the length
     buf = ctypes.create_string_buffer(needed.value + 1)
     _call(fn, handle, buf, len(buf), ctypes.byref(needed))
-    return buf.value.decode()
+    return os.fsdecode(buf.value)  # a path's bytes that are not UTF-8 kept, as os does
+
+
+def _blanks(handle):
+    """The positions without a frame of a dataset handle: (first, count) runs of flat
+    scan positions (stemdot_dataset_blanks)."""
+    n = ctypes.c_size_t()
+    _call(_LIB.stemdot_dataset_blanks, handle, None, 0, ctypes.byref(n))
+    if n.value == 0:
+        return []
+    runs = (ctypes.c_uint64 * (2 * n.value))()
+    _call(_LIB.stemdot_dataset_blanks, handle, runs, len(runs), ctypes.byref(n))
+    return [(int(runs[2 * i]), int(runs[2 * i + 1])) for i in range(n.value)]
 
 
 def _dataset_warnings(handle):
@@ -549,6 +599,16 @@ def _int(v):
     return str(operator.index(v))
 
 
+def _sig_shape(sig_shape):
+    """sig_shape as two Python ints (sig_y, sig_x), each from 1 to 2^31 − 1; a ShapeError
+    naming it as given otherwise (a negative size reached the library's size_t as 2^64 −
+    1 and was reported so)."""
+    shape = tuple(operator.index(n) for n in sig_shape)
+    if len(shape) != 2 or not all(1 <= n < 2**31 for n in shape):
+        raise ShapeError(f"sig_shape {shape}: want two sizes (sig_y, sig_x), each from 1 to 2^31 − 1", _lib.ERR_SHAPE)
+    return shape
+
+
 #: The direct beam's disk (:func:`find_centre`): centre ``x`` (column) and ``y`` (row) in
 #: the masks' pixel coordinates (pixel centres at integers) and radius ``r`` in pixels.
 Centre = collections.namedtuple("Centre", ["x", "y", "r"])
@@ -583,9 +643,9 @@ def centre(data, cpus=None, progress=False, shifts=None, **format_options):
     then. Raises as :func:`reduce` and :func:`find_centre`."""
     if shifts is None:
         return find_centre(reduce(data, ("sum",), cpus=cpus, progress=progress, **format_options)["sum"])
-    shifts = _shifts(shifts)
     ds, own = _dataset_of(data, format_options, "centre")
     try:
+        shifts = _shifts(shifts, ds.scan_shape, ds.nav_shape)
         plan = _Plan(cpus, None) if cpus is not None else None
         out = (ctypes.c_double * 3)()
         try:
@@ -613,7 +673,7 @@ def mask(spec, sig_shape, centre=None):
     :func:`com` take ``sig_shape`` first)."""
     if not isinstance(spec, str) or isinstance(sig_shape, str) or len(tuple(sig_shape)) != 2:
         raise TypeError(f"mask(spec, sig_shape) wants a spec string such as 'disk:16,16,5' and a (sig_y, sig_x) pair, got {spec!r}, {sig_shape!r}")
-    sig_y, sig_x = (int(n) for n in sig_shape)
+    sig_y, sig_x = _sig_shape(sig_shape)
     if centre is None:
         fn, head = _LIB.stemdot_mask_parse, ()
     else:
@@ -652,7 +712,7 @@ def mask_stack(sig_shape, files=(), specs=(), dtype=np.float32, centre=None):
     specs = [s.encode() for s in ([specs] if isinstance(specs, str) else specs)]
     if not files and not specs:
         raise InvalidArgumentError("mask_stack: no masks: give NPY mask files (files=) or mask specs (specs=)", _lib.ERR_INVALID_ARGUMENT)
-    sig_y, sig_x = (operator.index(n) for n in sig_shape)
+    sig_y, sig_x = _sig_shape(sig_shape)
     centre_c = None
     if centre is not None:
         c = tuple(float(v) for v in centre)
@@ -684,8 +744,9 @@ def disk(sig_shape, cx, cy, r):
 
 
 def ring(sig_shape, cx, cy, r_inner, r_outer):
-    """Annular dark field: 1 where r_inner² < (x−cx)² + (y−cy)² ≤ r_outer², shape
-    (1, sig_y, sig_x) float32."""
+    """Annular dark field: 1 where r_inner² < (x−cx)² + (y−cy)² ≤ r_outer², 0 ≤ r_inner <
+    r_outer (r_inner 0: the disk less its centre pixel when the centre is a pixel, as
+    libertem.masks.ring), shape (1, sig_y, sig_x) float32."""
     return mask(f"ring:{_float(cx)},{_float(cy)},{_float(r_inner)},{_float(r_outer)}", sig_shape)
 
 
@@ -721,7 +782,9 @@ def com_shifts(images, index):
     LiberTEM's CoM analysis gives them (NaN where the sum is 0). ``images`` has shape
     ``nav_shape + (n_masks,)``, float32 or float64; returns float64 of shape
     ``nav_shape + (2,)``. Computed by the library (``stemdot_com_shifts``), as the CLI's
-    ``--com-shifts``."""
+    ``--com-shifts``. ``index`` counts from the end when negative, as numpy's indices do
+    (-3: the last three columns); one whose three columns are not all in the result
+    raises :class:`InvalidArgumentError` naming it as given."""
     images = np.asarray(images)
     if images.dtype not in (np.dtype(np.float32), np.dtype(np.float64)) or images.ndim < 2:
         raise DTypeError(
@@ -730,11 +793,15 @@ def com_shifts(images, index):
             _lib.ERR_DTYPE,
         )
     images = np.ascontiguousarray(images)
-    index = operator.index(index)
-    if index < 0:
-        index += images.shape[-1]
-    if index < 0:
-        raise InvalidArgumentError(f"com mask index {index} is out of range", _lib.ERR_INVALID_ARGUMENT)
+    given = operator.index(index)
+    n = images.shape[-1]
+    index = given + n if given < 0 else given
+    if not 0 <= index <= n - 3:
+        raise InvalidArgumentError(
+            f"com_shifts: index {given}: the com masks are 3 columns from index (sum, y moment, x moment), but the "
+            f"result has {n} masks (columns 0 to {n - 1}): " + (f"give an index from 0 to {n - 3} (or {-n} to -3, "
+            "counted from the end)" if n >= 3 else "apply the com masks (stemdot.com) to get them"),
+            _lib.ERR_INVALID_ARGUMENT)
     out = np.empty(images.shape[:-1] + (2,), np.float64)
     code = _lib.DTYPE_CODES[images.dtype.name]
     _call(
@@ -767,9 +834,14 @@ def com_products(shifts, rotation=0.0, flip_y=False):
     ``"field"``, the corrected shifts, shape ``(nav_y, nav_x, 2)``. Computed by the
     library (``stemdot_com_products``), as ``stemdot com``. Positions without a finite
     shift (frames summing to 0) are read as 0 by the iCoM, with a UserWarning naming
-    them. Raises ShapeError for another shape, InvalidArgumentError for a rotation that
-    is not finite."""
+    them. Raises ShapeError for another shape (the shift maps of a 3-D nav shape: give
+    one plane's, ``shifts[z]``; LiberTEM's CoMUDF too takes 2-D scans only),
+    InvalidArgumentError for a rotation that is not finite."""
     shifts = np.asarray(shifts)
+    if shifts.ndim == 4 and shifts.shape[3] == 2:
+        raise ShapeError(f"shifts of shape {shifts.shape}: the shift maps of a scan of planes (nav_z, nav_y, nav_x, 2); "
+                         "CoM products are of a 2-D scan (derivatives along its rows and columns), as LiberTEM's CoMUDF: "
+                         "give one plane's maps, shifts[z]", _lib.ERR_SHAPE)
     if shifts.ndim != 3 or shifts.shape[2] != 2 or shifts.dtype.kind not in "biuf":
         raise ShapeError(f"shifts of shape {shifts.shape} and dtype {shifts.dtype}: want the shift maps of com_shifts, "
                          "numbers of shape (nav_y, nav_x, 2)", _lib.ERR_SHAPE)
@@ -782,7 +854,7 @@ def com_products(shifts, rotation=0.0, flip_y=False):
     _call(_LIB.stemdot_com_products, ptr(shifts), ny, nx, float(rotation), int(bool(flip_y)), ptr(out["field"]),
           ptr(out["magnitude"]), ptr(out["divergence"]), ptr(out["curl"]), ptr(out["icom"]), warning, len(warning))
     if warning.value:
-        warnings.warn(f"stemdot: {warning.value.decode()}", stacklevel=2)
+        _warn(f"stemdot: {warning.value.decode(errors='replace')}", stacklevel=2)
     return out
 
 
@@ -838,7 +910,7 @@ class _Plan:
         """Issues the plan's warnings (e.g. gpus="auto" without a GPU: CPU workers only)
         as Python warnings."""
         for w in self.describe().get("warnings", []):
-            warnings.warn(f"stemdot: {w}", stacklevel=3)
+            _warn(f"stemdot: {w}", stacklevel=3)
 
     def free(self):
         _call(_LIB.stemdot_plan_free, self.handle)
@@ -914,8 +986,10 @@ class Result(np.ndarray):
     (``path``, ``format``, ``options``), ``plan`` (``cpu_workers``, ``gpu_workers``)
     and, where they apply, ``com_shifts`` (the CoM shift maps' file), ``roi`` (a region of
     interest: ``scan_shape``, ``selected``, ``compact``, ``positions``), ``centre`` (of
-    auto specs: ``x``, ``y``, ``r``, ``source``) and ``shifts`` (masks moved with the
-    pattern: ``mean`` and ``constant`` or ``file``). ``column(name)`` is the image of the
+    auto specs: ``x``, ``y``, ``r``, ``source``), ``shifts`` (masks moved with the
+    pattern: ``mean`` and ``constant`` or ``file``) and ``positions_without_frame``
+    ([first, count] runs of the flat scan positions that have no frame in the file, a
+    sync offset's: their values are 0). ``column(name)`` is the image of the
     mask of that name.
 
     ``names`` and ``info`` describe this array's columns only: arrays derived from it
@@ -952,7 +1026,7 @@ def _result(data, names, info):
 
 
 def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers, gpu_workers, roi=None, centre=None,
-                 shifts=None):
+                 shifts=None, without_frame=None):
     """The sidecar dict of a result (the Go API's ResultInfo; stemdot apply's
     RESULT.json): masks is a list of dicts with name and, when known, spec or file and
     index; options the open options given, key → value (formatted as the library reads
@@ -960,7 +1034,9 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
     compact and, when written, positions (the file); centre, when auto specs were made,
     a dict of x, y, r and source ("sum frame", "sum frame of the frames moved back by
     their shifts" or "given"); shifts, for masks moved with
-    the pattern, a dict of mean (dy, dx) and, when given so, constant or file."""
+    the pattern, a dict of mean (dy, dx) and, when given so, constant or file;
+    without_frame, the (first, count) runs of the scan positions without a frame
+    (Dataset.positions_without_frame)."""
     info = {
         "format": RESULT_FORMAT,
         "format_version": RESULT_FORMAT_VERSION,
@@ -984,6 +1060,8 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
         info["shifts"] = {**({"constant": [float(v) for v in shifts["constant"]]} if shifts.get("constant") is not None else {}),
                           **({"file": os.path.abspath(shifts["file"])} if shifts.get("file") else {}),
                           "mean": [float(v) for v in shifts["mean"]]}
+    if without_frame:
+        info["positions_without_frame"] = [[int(a), int(n)] for a, n in without_frame]
     return info
 
 
@@ -991,6 +1069,34 @@ def _sidecar_path(path):
     """RESULT.json beside RESULT.npy (the Go API's SidecarPath)."""
     root, ext = os.path.splitext(path)
     return (root if ext.lower() == ".npy" else path) + ".json"
+
+
+def _open_regular(path, what, mode="rb", flags=os.O_RDONLY, missing_ok=False):
+    """The file object of the regular file at path, opened with os.open flags and then as
+    mode (as builtins.open), or None for a missing one when missing_ok. It is opened
+    non-blocking and checked (fstat) before anything is read: a FIFO, whose open or read
+    would wait for a writer forever, a directory or a device raise StemdotIOError naming
+    what and path, as does any other OSError (for which the OSError is the cause)."""
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise StemdotIOError(f"{what} {path}: file does not exist", _lib.ERR_IO) from None
+    except OSError as e:
+        raise StemdotIOError(f"{what} {path}: {e.strerror or e}", _lib.ERR_IO) from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
+                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or
+                    stat.S_ISBLK(st.st_mode) else "not a file")
+            raise StemdotIOError(f"{what} {path} is {kind}, not a regular file", _lib.ERR_IO)
+        os.set_blocking(fd, True)
+        return builtins.open(fd, mode, encoding=None if "b" in mode else "utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def load_result(path):
@@ -1001,18 +1107,24 @@ def load_result(path):
     ``names = info = None`` and a UserWarning saying so. Raises :class:`FormatError`
     for a sidecar that is not stemdot's result JSON or is of a newer format version,
     :class:`ShapeError` or :class:`DTypeError` for a sidecar that does not describe the
-    NPY (another shape, dtype or number of columns: the two files are not of one run).
+    NPY (another shape, dtype or number of columns: the two files are not of one run),
+    :class:`StemdotIOError` naming the path for either file missing (the NPY), unreadable
+    or not a regular file (a directory; a FIFO is refused at once, not waited on).
     """
     path = os.fspath(path)
-    data = np.load(path)
+    with _open_regular(path, "result") as f:
+        data = np.load(f)
     sidecar = _sidecar_path(path)
-    try:
-        with builtins.open(sidecar, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        warnings.warn(f"stemdot: {path} has no sidecar {sidecar}: its columns are unnamed (Result.names and "
-                      "Result.info are None)", stacklevel=2)
+    f = _open_regular(sidecar, "sidecar", "r", missing_ok=True)
+    if f is None:
+        _warn(f"stemdot: {path} has no sidecar {sidecar}: its columns are unnamed (Result.names and "
+              "Result.info are None)", stacklevel=2)
         return Result(data)
+    with f:
+        try:
+            text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise StemdotIOError(f"sidecar {sidecar}: {e}", _lib.ERR_IO) from e
     try:
         info = json.loads(text)
     except ValueError as e:
@@ -1146,10 +1258,13 @@ def _weights(masks):
     return masks.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), ""
 
 
-def _shifts(shifts):
-    """The shifts keyword as a C-contiguous float64 array of (dy, dx) pairs, or None:
-    (dy, dx) for every frame, or an array of shape nav_shape + (2,) (the library checks
-    its size against the scan)."""
+def _shifts(shifts, scan_shape, nav_shape):
+    """The shifts keyword as a C-contiguous float64 array of (dy, dx) pairs, or None, for
+    a dataset of scan_shape (Dataset.scan_shape) and nav_shape: of shape (2,), (dy, dx)
+    for every frame; scan_shape + (2,), one per scan position (as ``stemdot apply
+    --shifts`` takes them); or, for a dataset that reads part of its scan (frames=,
+    roi=), nav_shape + (2,), one per frame read. Any other shape is a ShapeError, one of
+    as many values too: a map transposed, (nav_x, nav_y, 2), is not read in flat order."""
     if shifts is None:
         return None
     try:
@@ -1159,8 +1274,11 @@ def _shifts(shifts):
     if a.dtype.kind not in "iuf":
         raise DTypeError(f"shifts of dtype {a.dtype}: want (dy, dx) in pixels or a float array of shape nav_shape + (2,)",
                          _lib.ERR_DTYPE)
-    if a.ndim == 0 or a.shape[-1] != 2:
-        raise ShapeError(f"shifts of shape {a.shape}: want (dy, dx) or shape nav_shape + (2,), y then x", _lib.ERR_SHAPE)
+    scan, nav = tuple(scan_shape) + (2,), tuple(nav_shape) + (2,)
+    if a.shape not in ((2,), scan, nav):
+        read = f", or one per frame read, {nav}" if nav != scan else ""
+        raise ShapeError(f"shifts of shape {a.shape}: want (dy, dx) for every frame, shape (2,), or one shift per scan "
+                         f"position, nav_shape {tuple(scan_shape)} + (2,) = {scan}{read}; y then x", _lib.ERR_SHAPE)
     return np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
 
 
@@ -1273,8 +1391,10 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
       and columns) instead of the scan's nav shape with NaN at the positions left out.
     shifts: None, or move the masks with the diffraction pattern (descan compensation):
       ``(dy, dx)`` in pixels for every frame, or an array of shape ``nav_shape + (2,)``
-      (y then x; for a dataset opened with ``frames``, of the whole scan), e.g.
-      :func:`descan_fit`'s ``shifts``. The masks of a frame are applied moved by its
+      (y then x; for a dataset opened with ``frames`` or ``roi``, of the whole scan,
+      ``scan_shape + (2,)``, or of the frames read), e.g. :func:`descan_fit`'s
+      ``shifts``; any other shape raises :class:`ShapeError`, also one of as many values
+      (a map transposed). The masks of a frame are applied moved by its
       shift, ``out[..., m] = Σ masks[m](y − dy, x − dx) · frame[y, x]``, mask pixels moved
       outside the frame dropped, as LiberTEM's ``ApplyMasksUDF(shifts=...)`` (positive dy
       moves the masks down, dx right); integer shifts exactly, sub-pixel ones by bilinear
@@ -1291,7 +1411,6 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     sig_shape = data.sig_shape if isinstance(data, Dataset) else data.shape[-2:] if isinstance(data, np.ndarray) else None
     out_dtype, masks = _job(masks, dtype, sig_shape)
     names = _names(names, masks.shape[0])
-    shifts = _shifts(shifts)
 
     if isinstance(data, Dataset):
         if roi is not None:
@@ -1305,6 +1424,7 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     try:
         if roi_compact and not ds.roi:
             raise InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
+        shifts = _shifts(shifts, ds.scan_shape, ds.nav_shape)
         out = np.empty(ds.nav_shape + (masks.shape[0],), dtype=out_dtype)
         plan = _custom_plan(cpus, gpus, oversubscribe, partition_size)
         try:
@@ -1326,7 +1446,8 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
             moved = {"mean": _mean_shift(shifts, ds.n_frames, ds._scan_positions() if part else None),
                      "constant": shifts if shifts.size == 2 else None}
         info = _result_info(images.shape, images.dtype, ds.sig_shape, [{"name": n} for n in names], path, ds.format, options,
-                            len(workers) - gpu_workers, gpu_workers, roi=roi, shifts=moved)
+                            len(workers) - gpu_workers, gpu_workers, roi=roi, shifts=moved,
+                            without_frame=ds.positions_without_frame)
         result = Result(images, names, info)
         return (result, positions) if roi_compact else result
     finally:
@@ -1481,7 +1602,10 @@ def reduce(data, reductions=("sum",), cpus=None, progress=False, oversubscribe=F
       :func:`open`).
     reductions: names from "sum" (Σ_f frame_f, LiberTEM's SumUDF), "mean" (sum / number
       of frames), "max" (per pixel), "std" (sqrt(Σ_f (frame_f − mean)² / n): the
-      population standard deviation, ddof 0, as LiberTEM's StdDevUDF and ``numpy.std``).
+      population standard deviation, ddof 0, as LiberTEM's StdDevUDF and ``numpy.std``),
+      over the frames of the file: the positions without a frame of a sync offset
+      (``Dataset.positions_without_frame``) are left out, as LiberTEM's StdDevUDF leaves
+      them out (none left: a zero sum, NaN mean, max and std).
     cpus, progress, oversubscribe, partition_size: as for :func:`apply_masks`.
       Reductions are bound by memory bandwidth and run on CPU workers only: there is no
       ``gpus``.
@@ -1538,8 +1662,8 @@ def pick(data, at, **format_options):
     shape (k, sig_y, sig_x) in the frames' dtype, in the order given.
 
     data: as for :func:`reduce`.
-    at: a sequence of scan positions, each (y, x) for a 2-D nav shape or n (or (n,)) for
-      a 1-D one; or an integer array of shape (k, nav_ndim).
+    at: a sequence of scan positions, each (y, x) for a 2-D nav shape, (z, y, x) for a
+      3-D one or n (or (n,)) for a 1-D one; or an integer array of shape (k, nav_ndim).
 
     Raises :class:`ShapeError` naming the position for one outside the nav shape (each
     coordinate from 0 to its size − 1; negative ones are refused too) or with another
@@ -1558,7 +1682,8 @@ def pick(data, at, **format_options):
             raise InvalidArgumentError("at: no scan position to pick: give at least one", _lib.ERR_INVALID_ARGUMENT)
         if pos is None or pos.dtype.kind not in "iu" or pos.ndim != 2:
             raise ShapeError(f"at={at!r}: want a sequence of scan positions, each of the nav shape's {ndim} coordinates "
-                             f"({'y, x' if ndim == 2 else 'n'}), as whole numbers", _lib.ERR_SHAPE) from None
+                             f"({ {1: 'n', 2: 'y, x', 3: 'z, y, x'}.get(ndim, 'one per nav axis') }), as whole numbers",
+                             _lib.ERR_SHAPE) from None
         if (pos < 0).any():
             bad = tuple(int(c) for c in pos[(pos < 0).any(axis=1)][0])
             raise ShapeError(f"at: scan position {bad} is outside the nav shape {tuple(ds.nav_shape)}: each coordinate "
@@ -1590,7 +1715,10 @@ class Resident(_Closing):
 
     def __init__(self, dataset, device=0):
         handle = ctypes.c_uint64()
-        _call(_LIB.stemdot_to_device, dataset.handle, operator.index(device), ctypes.byref(handle))
+        device = operator.index(device)
+        if not 0 <= device < 2**31:  # ctypes would pass 2^32 + 1 as GPU 1
+            raise InvalidArgumentError(f"device {device}: GPU devices are numbered from 0", _lib.ERR_INVALID_ARGUMENT)
+        _call(_LIB.stemdot_to_device, dataset.handle, device, ctypes.byref(handle))
         self._handle = handle.value
         self.device = device
         self.nav_shape = dataset.nav_shape

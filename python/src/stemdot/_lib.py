@@ -120,6 +120,7 @@ def _declare(lib):
         "stemdot_dataset_warnings": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
         "stemdot_dataset_select": (status, [u64, c.c_char_p, c.POINTER(u64)]),
         "stemdot_dataset_scan": (status, [u64, c.POINTER(c.c_int), c.POINTER(size), c.POINTER(size), c.POINTER(u64), size]),
+        "stemdot_dataset_blanks": (status, [u64, c.POINTER(u64), size, c.POINTER(size)]),
         "stemdot_plan_free": (status, [u64]),
         "stemdot_run_new": (status, [c.POINTER(u64)]),
         "stemdot_run_cancel": (status, [u64]),

@@ -355,8 +355,9 @@ class StemdotPlugin(WorkerPlugin):
         (``reduce_plan``, made at the first reduction: reductions run on CPU workers
         only): returns (a dict name → float64 array (sig_y, sig_x) of the reductions
         names, with the sum added for the mean and the std and the mean for the std, as
-        :func:`_merge` needs them; this worker's address, its stemdot worker count,
-        seconds spent)."""
+        :func:`_merge` needs them, and "frames": the number of frames reduced, those of
+        the file (positions without a frame are left out, as stemdot.reduce leaves them
+        out); this worker's address, its stemdot worker count, seconds spent)."""
         node = self.wait_ready()
         with self._lock:
             if self.reduce_plan is None:
@@ -370,6 +371,7 @@ class StemdotPlugin(WorkerPlugin):
             bufs = [out[r].ctypes.data_as(ctypes.POINTER(ctypes.c_double)) if r in out else None for r in stemdot.REDUCTIONS]
             stemdot._call(stemdot._LIB.stemdot_reduce, ds.handle, self.reduce_plan.handle, run, _lib.PROGRESS_FN(), None,
                           *bufs, ds.sig_shape[0] * ds.sig_shape[1])
+            out["frames"] = ds.n_frames - sum(n for _, n in ds.positions_without_frame)
         return out, node["address"], node["n_workers"], time.perf_counter() - started
 
     def cancel(self, job):
@@ -419,7 +421,8 @@ def _claim_slot(scheduler):
     directory = os.path.join(tempfile.gettempdir(), f"stemdot-dask-{os.getuid()}", cluster)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     for slot in itertools.count():
-        f = open(os.path.join(directory, f"slot-{slot}.lock"), "a+")
+        f = stemdot._open_regular(os.path.join(directory, f"slot-{slot}.lock"), "stemdot.dask's slot lock file", "a+",
+                                  os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return slot, f
@@ -487,14 +490,16 @@ def _info_task(path, options, job=None):
     """nav_shape, sig_shape, dtype name, frame count and warnings of path, opened on a
     worker (kept open for job's ranges, see StemdotPlugin.dataset); frame_positions: the
     scan position of each frame when they are not the whole scan (an ROI, a frames
-    range), else None; size: the file's size in bytes on this worker."""
+    range), else None; positions_without_frame: as stemdot.Dataset's; size: the file's
+    size in bytes on this worker."""
     plugin = _plugin()
     plugin.wait_ready()
     with plugin.dataset(path, options, job) as ds:
         part = int(np.prod(ds.scan_shape)) != ds.n_frames
         return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
                 "format": ds.format, "warnings": ds.warnings, "scan_shape": ds.scan_shape, "positions": ds.positions,
-                "frame_positions": ds._scan_positions() if part else None, "size": _file_size(path)}
+                "frame_positions": ds._scan_positions() if part else None,
+                "positions_without_frame": ds.positions_without_frame, "size": _file_size(path)}
 
 
 def _file_size(path, dask_worker=None):
@@ -727,13 +732,13 @@ def _sync(client, coroutine_function, *args, **kwargs):
         raise
     finally:
         for note in notes:
-            warnings.warn(note, UserWarning, stacklevel=3)
+            warnings.warn(stemdot._printable(note), UserWarning, stacklevel=3)
 
 
 def _issue(notes):
     """Issues the warnings collected by an async call (see _sync) in the caller's task."""
     for note in notes:
-        warnings.warn(note, UserWarning, stacklevel=3)
+        warnings.warn(stemdot._printable(note), UserWarning, stacklevel=3)
 
 
 def bootstrap(client, plugin=None, timeout=120):
@@ -816,8 +821,9 @@ def dataset_info(client, path, *, timeout=120, **open_options):
     """Opens ``path`` on a worker (as :func:`stemdot.open` with ``open_options``) and
     returns a dict with ``nav_shape``, ``sig_shape``, ``dtype`` (numpy name),
     ``n_frames``, ``format`` (as read: "mib", "hdf5", ...), ``warnings`` (the dataset's,
-    see ``stemdot.Dataset.warnings``), ``scan_shape`` and ``positions`` (a region of
-    interest's selected scan positions, else None: see ``stemdot.Dataset``), ``size``
+    see ``stemdot.Dataset.warnings``), ``scan_shape``, ``positions`` (a region of
+    interest's selected scan positions, else None) and ``positions_without_frame`` (see
+    ``stemdot.Dataset``), ``size``
     (the file's bytes on that worker). The client needs no access to the file; a
     relative ``path``, or ``roi`` NPY file, that exists on the client is made absolute
     there (:func:`_client_path`). A worker whose node cannot read the file (see
@@ -1465,8 +1471,9 @@ def reduce(
     only its frames (a few sig_shape arrays) travel back. The ranges' partial reductions
     are merged here as the engine merges its workers': sums added (integer sums stay
     exact up to 2**53), maxima compared (NaN kept), and for the std each range's (count,
-    mean, M2 = count·std²) merged by Chan et al.'s pairwise update, so the result is
-    numerically stable. :func:`reduce_async` is its twin for an asynchronous client.
+    mean, std) merged by Chan et al.'s pairwise update (scaled so that it stays finite for
+    any finite frames), so the result is numerically stable. :func:`reduce_async` is its
+    twin for an asynchronous client.
     """
     _synchronous(client, "reduce")
     return _sync(client, _reduce, client, path, reductions, job=uuid.uuid4().hex, progress=progress, resources=resources,
@@ -1496,7 +1503,7 @@ async def _reduce(client, path, reductions=("sum",), *, job, notes, progress=Fal
     total = {}  # the merged partials: "n", and the names computed by the ranges
 
     def store(first, count, part):
-        _merge(total, count, part)
+        _merge(total, part.pop("frames"), part)
 
     def task(first_frame, options):
         return lambda first, count: (_reduce_task, job, path, options, names, first_frame + first, count)
@@ -1506,38 +1513,45 @@ async def _reduce(client, path, reductions=("sum",), *, job, notes, progress=Fal
                hang_timeout=hang_timeout, report=report, gpus=False)
     n, out = total["n"], {}
     for r in [r for r in stemdot.REDUCTIONS if r in names]:
-        if r == "mean":
-            out[r] = total["sum"] / n
-        elif r == "std":
-            out[r] = np.sqrt(total["m2"] / n)
-        else:
-            out[r] = total[r]
+        with np.errstate(invalid="ignore", divide="ignore"):  # no frame of the file (n = 0): NaN, as stemdot.reduce
+            if r == "mean":
+                out[r] = total["sum"] / n
+            else:
+                out[r] = total[r]
     return out
 
 
 def _merge(total, count, part):
     """Merges the partial reduction part of count frames (name → array; the sum included
     with the mean and the std, the mean with the std: see StemdotPlugin.reduce) into
-    total, in place: sums added, maxima compared with NaN kept, and (n, mean, M2) merged
-    by Chan, Golub and LeVeque's update: with δ = mean_b − mean_a, mean = mean_a +
-    δ·n_b/n and M2 = M2_a + M2_b + δ²·n_a·n_b/n."""
-    m2 = part["std"] ** 2 * count if "std" in part else None
-    if not total:
+    total, in place: sums added, maxima compared with NaN kept, and (n, mean, std) merged
+    by Chan, Golub and LeVeque's update, M2 = M2_a + M2_b + δ²·n_a·n_b/n with δ = mean_b
+    − mean_a, divided by n: std² = w_a·std_a² + w_b·std_b² + w_a·w_b·δ² (w = n_part/n),
+    each term scaled per pixel by a power of two 1/c ≥ the means and stds, as the engine
+    merges its workers (engine/reduce.go, mergeStd): M2 = count·std² and δ² overflow for
+    finite frames near 1e154 and above. A part of no frame (a range of positions without
+    a frame: its sum 0, the rest NaN) counts only while no other came."""
+    if total and count == 0:
+        return
+    if not total or total["n"] == 0:
+        total.clear()
         total.update(part, n=count)
-        if m2 is not None:
-            total["m2"] = m2
         return
     na, nb = total["n"], count
     n = na + nb
-    with np.errstate(invalid="ignore"):  # +Inf and -Inf meet: NaN, as numpy gives
+    with np.errstate(invalid="ignore", over="ignore"):  # +Inf and -Inf meet: NaN, as numpy gives
         if "sum" in part:
             total["sum"] = total["sum"] + part["sum"]
         if "max" in part:
             total["max"] = np.where(np.isnan(part["max"]) | (part["max"] > total["max"]), part["max"], total["max"])
-        if m2 is not None:
-            delta = part["mean"] - total["mean"]
-            total["mean"] = total["mean"] + delta * (nb / n)
-            total["m2"] = total["m2"] + m2 + delta * delta * (na * nb / n)
+        if "std" in part:
+            wa, wb = na / n, nb / n
+            c = np.maximum.reduce([total["std"], part["std"], np.abs(total["mean"]), np.abs(part["mean"])])
+            f = np.where((c > 0) & (c <= np.finfo(np.float64).max), np.ldexp(1.0, -np.frexp(c)[1]), 1.0)
+            a, b, x, y = total["mean"] * f, part["mean"] * f, total["std"] * f, part["std"] * f
+            d = b - a
+            total["mean"] = (a + d * wb) / f
+            total["std"] = np.sqrt(wa * x * x + wb * y * y + wa * wb * d * d) / f
     total["n"] = n
 
 
@@ -1705,7 +1719,6 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
                        roi_compact=False, shifts=None, names=None, **open_options):
     out_dtype, masks = stemdot._job(masks, out_dtype)
     names = stemdot._names(names, masks.shape[0])
-    shifts = stemdot._shifts(shifts)
     given = _client_options(open_options)  # as the sidecar records them
     path = _client_path(path)
     out = None
@@ -1715,7 +1728,7 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
     packing = asyncio.get_running_loop().run_in_executor(None, _pack_masks, masks)
 
     async def check(info):
-        nonlocal out, per_range
+        nonlocal out, per_range, shifts
         if roi_compact and info["positions"] is None:
             raise stemdot.InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
         if tuple(masks.shape[1:]) != tuple(info["sig_shape"]):
@@ -1727,11 +1740,7 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
         # opened, sliced by range; or one per position of the whole scan, sent with the
         # masks (the library maps each task's frames to their scan positions: frames
         # option, ROI).
-        positions = int(np.prod(info["scan_shape"]))
-        if shifts is not None and shifts.size not in (2, 2 * n_frames, 2 * positions):
-            raise stemdot.ShapeError(
-                f"shifts hold {shifts.size} values: want 2 (dy, dx), 2 per frame read ({2 * n_frames}) or 2 per scan "
-                f"position, nav_shape {tuple(info['scan_shape'])} + (2,) = {2 * positions}", _lib.ERR_SHAPE)
+        shifts = stemdot._shifts(shifts, info["scan_shape"], info["nav_shape"])
         per_range = shifts is not None and shifts.size in (2, 2 * n_frames)
         out = np.empty((n_frames, masks.shape[0]), dtype=out_dtype)
         return {"masks": await packing, "shifts": None if per_range else shifts}
@@ -1764,7 +1773,8 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
         moved = {"mean": stemdot._mean_shift(shifts, n_frames, info["frame_positions"]),
                  "constant": shifts if shifts.size == 2 else None}
     result_info = stemdot._result_info(images.shape, images.dtype, info["sig_shape"], [{"name": n} for n in names], path,
-                                       info["format"], given, len(plans) - gpu_workers, gpu_workers, roi=roi, shifts=moved)
+                                       info["format"], given, len(plans) - gpu_workers, gpu_workers, roi=roi, shifts=moved,
+                                       without_frame=info["positions_without_frame"])
     result = stemdot.Result(images, names, result_info)
     return (result, positions) if roi_compact else result
 

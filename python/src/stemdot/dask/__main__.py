@@ -58,6 +58,7 @@ class _Backend:
         self.timeout = 120.0
         self.positions = None  # the dataset's ROI positions (open's reply), None without an ROI
         self.frames = None  # the frames of the file at the run's start (open), None if not known
+        self.shapes = {}  # the dataset's scan_shape and nav_shape (open's reply)
         self.warnings = []  # the dataset's warnings, printed by the command at open
         self.reply = None  # the last reply, alive until the next call
         self.calling = False  # in a call: Ctrl-C raises KeyboardInterrupt
@@ -79,7 +80,7 @@ class _Backend:
                 raise KeyboardInterrupt
             req = json.loads(request)
             if n_shifts:
-                req["shifts"] = np.ctypeslib.as_array(ctypes.cast(shifts, ctypes.POINTER(ctypes.c_double)), (n_shifts,)).reshape(-1, 2).copy()
+                req["shifts"] = np.ctypeslib.as_array(ctypes.cast(shifts, ctypes.POINTER(ctypes.c_double)), (n_shifts,)).copy()
             ops = {"check": self.check, "open": self.open, "centre": self.centre, "apply": self.apply, "reduce": self.reduce}
             reply = ops[op.decode()](req, _buffer(masks, masks_bytes), _buffer(out, out_bytes))
         except KeyboardInterrupt:  # apply_masks and reduce cancel their run on the workers
@@ -133,12 +134,14 @@ class _Backend:
 
     def open(self, req, masks, out):
         if self.client is None:
-            print(f"{NAME}: connecting to {self.scheduler} (waiting up to --timeout {self.timeout:g} s)", file=sys.stderr)
+            print(stemdot._printable(f"{NAME}: connecting to {self.scheduler} (waiting up to --timeout {self.timeout:g} s)"),
+                  file=sys.stderr)
             self.client, nodes = _interruptible(self._connect)
             workers = sum(n["n_workers"] for n in nodes.values())
             print(f"{NAME}: {len(nodes)} Dask workers, {workers} stemdot workers", file=sys.stderr)
         info = sdask.dataset_info(self.client, req["path"], timeout=self.timeout, **req["options"])
         self.positions = info["positions"]
+        self.shapes = {k: tuple(info[k]) for k in ("scan_shape", "nav_shape")}
         self.warnings = [f"stemdot: {w}" for w in info["warnings"]]
         # The file the workers read, as the sidecar of stemdot apply records it, and its
         # frames now, at the run's start (unknown where the worker asked cannot open it:
@@ -206,9 +209,17 @@ class _Backend:
             client.close()
             raise
 
+    def _shifts(self, req, per):
+        """The shifts of req in the shape that stemdot.dask takes them: (2,), (dy, dx) for
+        every frame, or 2 per element of the dataset's shape per, "scan_shape" (stemdot
+        sends centre the shifts of --shifts so) or "nav_shape" (apply: one per frame
+        read); None without."""
+        s = req.get("shifts")
+        return s if s is None or s.size == 2 else s.reshape(self.shapes[per] + (2,))
+
     def centre(self, req, masks, out):
         with self._warnings(), self._unshrunk(req):
-            c = sdask.centre(self.client, req["path"], shifts=req.get("shifts"), resources=self.resources,
+            c = sdask.centre(self.client, req["path"], shifts=self._shifts(req, "scan_shape"), resources=self.resources,
                              range_frames=self.range_frames, timeout=self.timeout, **req["options"])
         return {"x": c.x, "y": c.y, "r": c.r}
 
@@ -220,7 +231,8 @@ class _Backend:
         with self._warnings(), self._unshrunk(req):
             result = sdask.apply_masks(self.client, req["path"], stack, out_dtype=dtype, progress=req["progress"],
                                        resources=self.resources, range_frames=self.range_frames, timeout=self.timeout,
-                                       roi_compact=roi, shifts=req.get("shifts"), report=report, **req["options"])
+                                       roi_compact=roi, shifts=self._shifts(req, "nav_shape"), report=report,
+                                       **req["options"])
             if roi:
                 result, _ = result
             np.frombuffer(out, dtype=dtype)[:] = np.asarray(result).reshape(-1)
@@ -249,7 +261,7 @@ class _Backend:
         text = str(message)
         if text in self.warnings:
             return
-        print(f"{NAME}: warning: {text.removeprefix('stemdot: ')}", file=sys.stderr)
+        print(stemdot._printable(f"{NAME}: warning: {text.removeprefix('stemdot: ')}"), file=sys.stderr)
 
     def close(self):
         if self.client is None:

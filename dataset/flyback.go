@@ -3,8 +3,8 @@ package dataset
 import (
 	"encoding/binary"
 	"fmt"
-	"sort"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 

@@ -9,6 +9,9 @@
 #   make test-python  python-venv, then run python/tests (stemdot.dask's on a LocalCluster)
 #   make py-libertem  libertem==0.16.0 into python/.venv (skipped with a message where PyPI
 #                     cannot be reached: the conformance suite then skips)
+#   make py-live      the detector simulators of libertem-live[sim]==0.3.0 and DECTRIS's own
+#                     codec (dectris-compression, cbor2, lz4) into python/.venv, for the
+#                     live receivers' tests (skipped with a message where PyPI cannot be reached)
 #   make test-libertem the LiberTEM conformance suite, python/tests/conformance: the same
 #                     inputs through LiberTEM and stemdot (the README's "Differences from LiberTEM")
 #   make test-cluster stemdot.dask's fault tests on a rig of nodes, each in its own network and
@@ -30,7 +33,7 @@ PY_VENV     := python/.venv
 # outside the repository beside shared/data, with STEMDOT set to the repository root.
 README_DIR  := $(BUILD)/readme-c
 
-.PHONY: capi test-capi python-venv py-refs py-libertem test-python test-libertem test-cluster bench-dask
+.PHONY: capi test-capi python-venv py-refs py-libertem py-live test-python test-libertem test-cluster bench-dask
 
 capi: $(CAPI_LIB)
 
@@ -87,6 +90,16 @@ py-libertem: python-venv py-refs
 	@if $(PY_VENV)/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('libertem') != '$(LIBERTEM_VERSION)')" 2>/dev/null; then :; \
 	elif $(PY_VENV)/bin/python -m pip install --quiet --retries 1 --timeout 30 "libertem==$(LIBERTEM_VERSION)"; then :; \
 	else echo "py-libertem: libertem==$(LIBERTEM_VERSION) could not be installed (PyPI unreachable?): the LiberTEM conformance suite skips"; fi
+
+# The independent peers of the live receivers' tests (live/merlin, live/dectris,
+# cmd/stemdot's live tests): LiberTEM-live's Merlin and DECTRIS simulators, and a stream
+# v2 sender built from DECTRIS's specs with cbor2, lz4 and dectris-compression. The tests
+# skip with a message where they are missing.
+LIBERTEM_LIVE_VERSION := 0.3.0
+py-live: py-libertem
+	@if $(PY_VENV)/bin/python -c "import importlib.metadata as m, sys, cbor2, lz4, dectris.compression; sys.exit(m.version('libertem-live') != '$(LIBERTEM_LIVE_VERSION)')" 2>/dev/null; then :; \
+	elif $(PY_VENV)/bin/python -m pip install --quiet --retries 1 --timeout 30 "libertem==$(LIBERTEM_VERSION)" "libertem-live[sim]==$(LIBERTEM_LIVE_VERSION)" cbor2 lz4 dectris-compression; then :; \
+	else echo "py-live: libertem-live[sim]==$(LIBERTEM_LIVE_VERSION) could not be installed (PyPI unreachable?): the tests against its simulators skip"; fi
 
 # LiberTEM's numba kernels are cached in $(PY_VENV)/numba-cache (conformance/conftest.py).
 test-libertem: py-libertem build

@@ -142,7 +142,15 @@ type server struct {
 	arms     chan uint64
 	stop     chan struct{}
 	triggers chan struct{}
+	// blobs are the frames compressed by an earlier series, kept within blobBudget
+	// bytes: a detector compresses on its own hardware, so a replay that is the load
+	// generator of a benchmark compresses each frame once, not at every series.
+	blobs     [][]byte
+	blobBytes int64
 }
+
+// blobBudget bounds the compressed frames a replay keeps.
+const blobBudget = 2 << 30
 
 func (s *server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
@@ -329,6 +337,7 @@ func (s *server) series(ctx context.Context, id uint64) error {
 		}
 	}
 	enc := newEncoder(s.opt, s.ds, id, n, mode)
+	enc.cache = s
 	if err := s.push.Send(ctx, enc.header()...); err != nil {
 		return err
 	}
@@ -356,8 +365,10 @@ func (s *server) series(ctx context.Context, id uint64) error {
 			}
 		}
 		m := min(batch, n-sent, released-sent)
-		if err := s.ds.ReadFrames(sent, sent+m, buf[:m*fb]); err != nil {
-			return err
+		if !s.cached(sent, sent+m) {
+			if err := s.ds.ReadFrames(sent, sent+m, buf[:m*fb]); err != nil {
+				return err
+			}
 		}
 		for i := range m {
 			if s.opt.Rate > 0 {
@@ -390,6 +401,39 @@ func (s *server) series(ctx context.Context, id uint64) error {
 	return s.end(ctx, enc)
 }
 
+// cached says whether frames [start, end) are compressed already.
+func (s *server) cached(start, end int) bool {
+	if end > len(s.blobs) {
+		return false
+	}
+	for _, b := range s.blobs[start:end] {
+		if b == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// kept is frame i compressed by an earlier series, or nil (also for a nil server).
+func (s *server) kept(i int) []byte {
+	if s == nil || i >= len(s.blobs) {
+		return nil
+	}
+	return s.blobs[i]
+}
+
+// keep keeps a copy of frame i compressed, while the budget allows.
+func (s *server) keep(i int, b []byte) {
+	if s == nil || s.blobBytes+int64(len(b)) > blobBudget {
+		return
+	}
+	if i >= len(s.blobs) {
+		s.blobs = append(s.blobs, make([][]byte, i+1-len(s.blobs))...)
+	}
+	s.blobs[i] = append([]byte(nil), b...)
+	s.blobBytes += int64(len(b))
+}
+
 func (s *server) end(ctx context.Context, enc *encoder) error {
 	if err := s.push.Send(ctx, enc.end()...); err != nil {
 		return err
@@ -407,8 +451,10 @@ type encoder struct {
 	dt     dataset.DType
 	desc   string
 	uid    string
-	blob   []byte
-	dimage []byte
+	blob    []byte // the frame's compressed bytes (scratch's, or kept by cache)
+	scratch []byte
+	dimage  []byte
+	cache   *server
 }
 
 func newEncoder(opt ServeOptions, ds dataset.Dataset, id uint64, n int, mode string) *encoder {
@@ -486,7 +532,11 @@ type v2Image struct {
 // image builds the message of frame i of pixels px (the dataset's, host byte order).
 func (e *encoder) image(i int, px []byte) [][]byte {
 	size := e.dt.Size()
-	e.blob = h5filter.EncodeBSLZ4(e.blob[:0], px, size)
+	if e.blob = e.cache.kept(i); e.blob == nil {
+		e.scratch = h5filter.EncodeBSLZ4(e.scratch[:0], px, size)
+		e.blob = e.scratch
+		e.cache.keep(i, e.blob)
+	}
 	if e.opt.Protocol == V1 {
 		e.dimage = fmt.Appendf(e.dimage[:0], `{"htype":"dimage-1.0","series":%d,"frame":%d,"hash":""}`, e.id, i)
 		return [][]byte{e.dimage,

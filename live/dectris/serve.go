@@ -443,14 +443,14 @@ func (s *server) end(ctx context.Context, enc *encoder) error {
 
 // encoder builds the messages of one series.
 type encoder struct {
-	opt    ServeOptions
-	id     uint64
-	n      int
-	mode   string
-	sig    [2]int
-	dt     dataset.DType
-	desc   string
-	uid    string
+	opt     ServeOptions
+	id      uint64
+	n       int
+	mode    string
+	sig     [2]int
+	dt      dataset.DType
+	desc    string
+	uid     string
 	blob    []byte // the frame's compressed bytes (scratch's, or kept by cache)
 	scratch []byte
 	dimage  []byte

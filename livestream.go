@@ -79,8 +79,9 @@ type LiveSnapshot struct {
 	Rate    float64
 	// Scan is, in a continuous run, the number of the scan in progress, from 1, and
 	// ScansComplete and ScansDropped the scans before it that were complete and that
-	// were dropped (see ContinuousInfo); the final snapshot is the last complete scan's.
-	// All 0 in a run of one acquisition.
+	// were dropped (see ContinuousInfo); in the final snapshot, the number of the last
+	// complete scan, which it shows, and the run's counts. All 0 in a run of one
+	// acquisition.
 	Scan, ScansComplete, ScansDropped int
 	// Final is true for the last snapshot, published when the run ends.
 	Final bool

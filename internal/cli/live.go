@@ -162,7 +162,7 @@ loopback, to try this without a microscope.`,
 						lr.Stats.Summary(), outputs.NPY, cont.Scan, cont.Complete, cont.Dropped, cont.Stopped)
 				}
 				if !errors.Is(lr.Stopped, context.Canceled) && !errors.Is(lr.Stopped, io.EOF) && !allowPartial {
-					return partialResult{fmt.Errorf("the stream failed after %d complete scans: scan %d, the last complete one, is written to %s; give --allow-partial to accept a continuous run that the stream ended so",
+					return partialResult{fmt.Errorf("the stream failed after %d complete scans: scan %d, the last complete one, is written to %s; give --allow-partial to exit 0 when the stream fails",
 						cont.Complete, cont.Scan, outputs.NPY)}
 				}
 				return nil

@@ -266,7 +266,7 @@ func (r *Receiver) awaitHeader(ctx context.Context, bounded bool) (live.Header, 
 		m, err := r.recv(ctx)
 		if err != nil {
 			if ctx.Err() != nil && !bounded {
-				return live.Header{}, errs.New(errs.Cancelled, "dectris: waiting for the next series from %s: %w", r.endpoint, err)
+				return live.Header{}, errs.New(errs.Cancelled, "dectris: waiting for a series' header from %s: %w", r.endpoint, err)
 			}
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 				what := "the series' header"

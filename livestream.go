@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"sync"
@@ -24,7 +25,8 @@ type LiveOptions struct {
 	Source string
 	// NavShape is the scan's shape; nil takes the stream's (live.Header.NavShape), else
 	// (frames,) when the stream announces its number of frames. Its positions must be
-	// the acquisition's frames (errs.Shape).
+	// the acquisition's frames (errs.Shape), or, in a continuous run, as many or fewer
+	// (an acquisition of more frames, or of an unknown number, is cut into scans).
 	NavShape []int
 	// Float64 and Shifts are as in ApplyOptions (Shifts: 2 values, or 2 per scan
 	// position of NavShape).
@@ -32,19 +34,30 @@ type LiveOptions struct {
 	Shifts  []float64
 	// Every is the time between snapshots (default 100 ms).
 	Every time.Duration
-	// Snapshot, when set, is called every Every while frames arrive, and once at the end,
-	// from one goroutine, with the run so far. The snapshot and its buffers are valid
-	// until Snapshot returns; copy what is kept.
+	// Snapshot, when set, is called every Every while frames arrive, at the end of each
+	// scan of a continuous run, and once at the end, from one goroutine, with the run
+	// so far. The snapshot and its buffers are valid until Snapshot returns; copy what
+	// is kept.
 	Snapshot func(*LiveSnapshot)
 	// Record, when set, is the file that the frames received are recorded to, as the
 	// receiver's protocol records them (live.Recordable: a Merlin .mib with its .hdr, a
 	// DECTRIS .npy), which stemdot opens to give the same result; errs.Argument for a
-	// receiver that cannot record. LiveResult.Info.Live.Record names the file written.
+	// receiver that cannot record, or a continuous run. LiveResult.Info.Live.Record
+	// names the file written.
 	Record string
 	// MaxBacklog bounds the bytes of frames received and not yet computed (default
 	// live.DefaultBacklog): beyond, the receiver stops reading and the detector's sender
 	// waits (counted as stalls).
 	MaxBacklog int64
+	// Continuous receives scan after scan until ctx is cancelled or the stream ends,
+	// keeping the last complete scan: see Live.
+	Continuous bool
+	// OnScan, when set, is called in a continuous run with the result of each complete
+	// scan as it completes, from the goroutine of Live; the result is the caller's to
+	// keep. The next scan's frames wait while it runs (back-pressure, as MaxBacklog):
+	// hand slow work, such as writing the result, to another goroutine. Its error ends
+	// the run with that error.
+	OnScan func(*LiveResult) error
 }
 
 // LiveSnapshot is a live run at one moment.
@@ -64,6 +77,12 @@ type LiveSnapshot struct {
 	// computed per second since the previous snapshot.
 	Elapsed time.Duration
 	Rate    float64
+	// Scan is, in a continuous run, the number of the scan in progress, from 1, and
+	// ScansComplete and ScansDropped the scans before it that were complete and that
+	// were dropped (see ContinuousInfo); in the final snapshot, the number of the last
+	// complete scan, which it shows, and the run's counts. All 0 in a run of one
+	// acquisition.
+	Scan, ScansComplete, ScansDropped int
 	// Final is true for the last snapshot, published when the run ends.
 	Final bool
 }
@@ -80,6 +99,11 @@ type LiveResult struct {
 	EndErr  error
 	// Counts are the receiver's final counts.
 	Counts live.Counts
+	// Stopped is, in the result of a continuous run, why the run ended: an error
+	// wrapping context.Canceled (ctx was cancelled), io.EOF (the stream ended), or the
+	// error that ended it (a stream that failed or changed its frames' shape). Where the
+	// scan stands in the run is Info.Live.Continuous.
+	Stopped error
 }
 
 // Live receives one acquisition from rcv and applies a mask stack to its frames as they
@@ -96,6 +120,19 @@ type LiveResult struct {
 // NaN at the positions without a frame, and no error. Errors: those of rcv.Start
 // (errs.IO, errs.Format), of the job (errs.Shape, errs.Argument: masks or nav shape that
 // do not fit the stream), those of masksFor, errs.Cancelled when ctx is cancelled.
+//
+// With LiveOptions.Continuous, Live receives scan after scan (live.Continuous): each
+// acquisition of the scan's positions is a scan (rcv's next one comes through
+// live.Continuer: in active mode Live starts each), and an acquisition of more frames or
+// of an unknown number (an unbounded stream) is cut into scans of consecutive frames.
+// Each scan is computed as one acquisition is; a complete scan is kept as the result
+// (OnScan gets it) and snapshots show the scan in progress; a scan that ends early is
+// dropped. The run ends when ctx is cancelled (the scan in progress is dropped), when
+// the stream ends, or when it fails or changes its frames' shape, and returns the last
+// complete scan's result, all of it, never a part of the one in progress: Stopped says
+// why it ended, a warning and Info.Live.Continuous what was dropped. Without a complete
+// scan by then the run's end is an error (errs.Cancelled wrapping ctx's error, errs.IO
+// for a stream that ended, or the stream's failure).
 func Live(ctx context.Context, rcv live.Receiver, masksFor func(h live.Header) (*masks.Stack, error), plan Plan, opt LiveOptions) (lr *LiveResult, err error) {
 	defer goErrs(&err)
 	pl, err := plan.Planner()
@@ -111,19 +148,22 @@ func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h 
 	if opt.Source == "" {
 		opt.Source = "the detector stream"
 	}
+	if opt.Continuous && opt.Record != "" {
+		return nil, errs.New(errs.Argument, "%s: a continuous run records nothing: leave out LiveOptions.Record", opt.Source)
+	}
 	h, err := rcv.Start(ctx)
 	if err != nil {
 		return nil, err
 	}
-	scan, err := live.NewScan(rcv, h, opt.NavShape, opt.Source)
+	if opt.Continuous {
+		return pl.liveContinuous(ctx, rcv, h, masksFor, opt)
+	}
+	scan, err := newLiveScan(rcv, h, opt.NavShape, opt)
 	if err != nil {
 		return nil, err
 	}
 	defer scan.Close()
-	if opt.MaxBacklog > 0 {
-		scan.MaxBacklog = opt.MaxBacklog
-	}
-	stack, err := masksFor(h)
+	j, err := pl.newLiveJob(scan, masksFor, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +181,45 @@ func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h 
 			}
 		}()
 	}
-	aopt := ApplyOptions{Float64: opt.Float64, Shifts: opt.Shifts}
-	if err := checkJob(scan, stack, aopt); err != nil {
+	pub := newPublisher(scan, j.stack.N, opt)
+	if lr, err = j.run(ctx, scan, pub); err != nil {
+		return nil, err
+	}
+	if scan.Record != nil {
+		if err := scan.Record.Close(lr.EndErr); err != nil {
+			return nil, err
+		}
+		lr.Info.Live.Record = scan.Record.Path()
+	}
+	pub.final(lr.Result, lr.Counts, true)
+	return lr, nil
+}
+
+// newLiveScan is the scan of the acquisition h that rcv announced.
+func newLiveScan(rcv live.Receiver, h live.Header, nav []int, opt LiveOptions) (*live.Scan, error) {
+	scan, err := live.NewScan(rcv, h, nav, opt.Source)
+	if err == nil && opt.MaxBacklog > 0 {
+		scan.MaxBacklog = opt.MaxBacklog
+	}
+	return scan, err
+}
+
+// liveJob is what a live run computes, scan after scan of one shape.
+type liveJob struct {
+	opt    LiveOptions
+	stack  *masks.Stack
+	plan   *planner.Plan
+	shifts []float64
+}
+
+// newLiveJob checks the masks that masksFor makes for scan's frames, and plans the
+// job.
+func (pl *Planner) newLiveJob(scan *live.Scan, masksFor func(h live.Header) (*masks.Stack, error), opt LiveOptions) (*liveJob, error) {
+	stack, err := masksFor(scan.Header())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkJob(scan, stack, ApplyOptions{Float64: opt.Float64, Shifts: opt.Shifts}); err != nil {
 		return nil, err
 	}
 	shifts, err := frameShifts(scan, opt.Shifts)
@@ -154,19 +231,24 @@ func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h 
 		return nil, err
 	}
 	p.Partitions = inOrder(scan.NumFrames(), scan.FrameBytes())
+	return &liveJob{opt: opt, stack: stack, plan: p, shifts: shifts}, nil
+}
 
+// run receives scan's frames and computes them, publishing snapshots through pub (but
+// not the scan's last). The result of a scan that ended early is Partial; other ends
+// of the feed are errors.
+func (j *liveJob) run(ctx context.Context, scan *live.Scan, pub *publisher) (*LiveResult, error) {
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	defer stopFeed()
 	fed := make(chan error, 1)
 	go func() { fed <- scan.Feed(feedCtx) }()
 
-	pub := newPublisher(scan, stack.N, opt)
 	var feedErr error
 	run := func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, error) {
 		pub.out32, pub.out64 = out32, out64
 		if out32 == nil && out64 == nil {
-			n := scan.NumFrames() * stack.N
-			if opt.Float64 {
+			n := scan.NumFrames() * j.stack.N
+			if j.opt.Float64 {
 				pub.out64 = make([]float64, n)
 			} else {
 				pub.out32 = make([]float32, n)
@@ -174,7 +256,7 @@ func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h 
 		}
 		ran := make(chan struct{})
 		go pub.loop(ran)
-		res, err := engine.ApplyMasks(ctx, scan, stack, p, engine.Options{Float64: opt.Float64, Shifts: shifts,
+		res, err := engine.ApplyMasks(ctx, scan, j.stack, j.plan, engine.Options{Float64: j.opt.Float64, Shifts: shifts,
 			Out32: pub.out32, Out64: pub.out64, Done: pub.done})
 		close(ran)
 		<-pub.stopped
@@ -186,37 +268,152 @@ func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h 
 		feedErr = <-fed
 		return res, nil
 	}
-	res, err := runJob(scan, stack, aopt, shifts, append(OpenWarnings(scan), p.Warnings...), run)
+	aopt := ApplyOptions{Float64: j.opt.Float64, Shifts: j.opt.Shifts}
+	res, err := runJob(scan, j.stack, aopt, j.shifts, append(OpenWarnings(scan), j.plan.Warnings...), run)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, errs.Wrap(errs.Cancelled, err)
 		}
 		return nil, err
 	}
-	lr = &LiveResult{Result: res, Counts: scan.Counts(), EndErr: feedErr}
+	lr := &LiveResult{Result: res, Counts: scan.Counts(), EndErr: feedErr}
 	if feedErr != nil {
 		if !errors.Is(feedErr, live.ErrEnded) {
 			return nil, feedErr
 		}
 		lr.Partial, lr.Missing = true, scan.MissingPositions()
 		blank(res, lr.Missing)
-		res.Warnings = append(res.Warnings, partialWarning(opt.Source, feedErr, lr.Missing, scan.NumFrames()))
+		res.Warnings = append(res.Warnings, partialWarning(j.opt.Source, feedErr, lr.Missing, scan.NumFrames()))
 	}
 	c := lr.Counts
-	info := &LiveInfo{Source: opt.Source, Detector: h.Detector, Partial: lr.Partial, Received: c.Received, Missing: c.Missing,
+	res.Info.Live = &LiveInfo{Source: j.opt.Source, Detector: scan.Header().Detector, Partial: lr.Partial, Received: c.Received, Missing: c.Missing,
 		Late: c.Late, Surplus: c.Surplus, Repeated: c.Repeated, Stalls: c.Stalls, PositionsWithoutFrame: runs(lr.Missing)}
 	if feedErr != nil {
-		info.EndedBy = feedErr.Error()
+		res.Info.Live.EndedBy = feedErr.Error()
 	}
-	if scan.Record != nil {
-		if err := scan.Record.Close(feedErr); err != nil {
-			return nil, err
-		}
-		info.Record = scan.Record.Path()
-	}
-	res.Info.Live = info
-	pub.final(res, lr.Counts)
 	return lr, nil
+}
+
+// liveContinuous is Live's continuous run, from the acquisition h that rcv's Start
+// announced.
+func (pl *Planner) liveContinuous(ctx context.Context, rcv live.Receiver, h live.Header, masksFor func(h live.Header) (*masks.Stack, error), opt LiveOptions) (*LiveResult, error) {
+	nav := opt.NavShape
+	if len(nav) == 0 {
+		nav = h.NavShape
+	}
+	if len(nav) == 0 && h.Frames > 0 {
+		nav = []int{h.Frames}
+	}
+	if len(nav) == 0 {
+		return nil, errs.New(errs.Argument, "live: %s: the stream gives neither the scan shape nor its number of frames: give option nav_shape", opt.Source)
+	}
+	cr := live.NewContinuous(rcv, h, product(nav))
+	first := h
+	h, _ = cr.Start(ctx)
+	scan, err := newLiveScan(cr, h, nav, opt)
+	if err != nil {
+		return nil, err
+	}
+	j, err := pl.newLiveJob(scan, masksFor, opt)
+	if err != nil {
+		scan.Close()
+		return nil, err
+	}
+	var last *LiveResult
+	var at ContinuousInfo // the scan in progress: its number, the scans complete and dropped before it
+	var stop error
+	var dropped string // the scan in progress when the run stopped
+	for {
+		at.Scan++
+		pub := newPublisher(scan, j.stack.N, opt)
+		pub.at = at
+		lr, err := j.run(ctx, scan, pub)
+		received, n := scan.Received(), scan.NumFrames()
+		scan.Close()
+		switch {
+		case err != nil:
+			stop = err
+			if received > 0 {
+				at.Dropped++
+				dropped = fmt.Sprintf("; scan %d, in progress (%d of %d frames received), is dropped", at.Scan, received, n)
+			}
+		case lr.Partial && received == 0: // the stream ended between scans
+			at.Scan--
+		case lr.Partial:
+			at.Dropped++
+		default:
+			at.Complete++
+			pub.final(lr.Result, lr.Counts, false)
+			info := at
+			lr.Info.Live.Continuous = &info
+			last = lr
+			if opt.OnScan != nil {
+				if err := opt.OnScan(lr); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if stop == nil && ctx.Err() != nil {
+			stop = ctx.Err()
+		}
+		if stop != nil {
+			break
+		}
+		next, err := cr.Continue(ctx)
+		if err != nil {
+			stop = err
+			break
+		}
+		if next.SigShape != first.SigShape || next.DType != first.DType {
+			stop = errs.New(errs.Shape, "live: %s: scan %d's frames are %d×%d %v, the run's %d×%d %v: a continuous run keeps one frame shape",
+				opt.Source, at.Scan+1, next.SigShape[0], next.SigShape[1], next.DType, first.SigShape[0], first.SigShape[1], first.DType)
+			break
+		}
+		if scan, err = newLiveScan(cr, next, nav, opt); err != nil {
+			stop = err
+			break
+		}
+	}
+	return continuousEnd(ctx, last, at, stop, dropped, opt)
+}
+
+// continuousEnd is the outcome of a continuous run that stop ended: the last complete
+// scan's result (a copy: OnScan's is the caller's), its Stopped and
+// Info.Live.Continuous saying why and what was dropped (at: the run's counts; dropped:
+// the scan in progress, if any, when it stopped), or an error without one.
+func continuousEnd(ctx context.Context, last *LiveResult, at ContinuousInfo, stop error, dropped string, opt LiveOptions) (*LiveResult, error) {
+	var why string
+	switch {
+	case ctx.Err() != nil:
+		stop = ctx.Err()
+		why = "stopped (cancelled)"
+	case errors.Is(stop, io.EOF):
+		stop = io.EOF
+		why = "the stream ended"
+	default:
+		why = fmt.Sprintf("the stream failed: %v", stop)
+	}
+	if last == nil {
+		switch {
+		case errors.Is(stop, context.Canceled), errors.Is(stop, context.DeadlineExceeded):
+			return nil, errs.Wrap(errs.Cancelled, fmt.Errorf("live: %s: %s before a scan was complete: no result: %w", opt.Source, why, stop))
+		case stop == io.EOF:
+			return nil, errs.New(errs.IO, "live: %s: %s before a scan was complete (%d dropped): no result", opt.Source, why, at.Dropped)
+		}
+		return nil, stop
+	}
+	res, li := *last.Result, *last.Info.Live
+	info := *li.Continuous
+	info.Complete, info.Dropped, info.Stopped = at.Complete, at.Dropped, why+dropped
+	li.Continuous, res.Info.Live = &info, &li
+	last = &LiveResult{Result: &res, Counts: last.Counts, Stopped: stop}
+	if opt.Snapshot != nil {
+		opt.Snapshot(&LiveSnapshot{NavShape: last.NavShape, NMasks: last.NMasks, F32: last.F32, F64: last.F64, Done: product(last.NavShape),
+			Counts: last.Counts, Scan: info.Scan, ScansComplete: info.Complete, ScansDropped: info.Dropped, Final: true})
+	}
+	last.Warnings = append(slices.Clip(last.Warnings), fmt.Sprintf("%s: continuous run of %d complete scans and %d dropped; the result is scan %d, the last complete one; %s",
+		opt.Source, at.Complete, at.Dropped, info.Scan, info.Stopped))
+	return last, nil
 }
 
 // inOrder cuts frames [0, n) into partitions of about 8 MiB of frames in acquisition
@@ -307,6 +504,7 @@ type publisher struct {
 	nMasks int
 	opt    LiveOptions
 	start  time.Time
+	at     ContinuousInfo // in a continuous run, the scan's place in it
 
 	out32 []float32 // the engine's result buffer
 	out64 []float64
@@ -345,7 +543,7 @@ func (p *publisher) loop(ran <-chan struct{}) {
 		return
 	}
 	n := p.scan.NumFrames() * p.nMasks
-	p.snap = LiveSnapshot{NavShape: p.scan.NavShape(), NMasks: p.nMasks}
+	p.snap = LiveSnapshot{NavShape: p.scan.NavShape(), NMasks: p.nMasks, Scan: p.at.Scan, ScansComplete: p.at.Complete, ScansDropped: p.at.Dropped}
 	if p.out64 != nil {
 		p.snap.F64 = slices.Repeat([]float64{math.NaN()}, n)
 	} else {
@@ -386,14 +584,14 @@ func (p *publisher) tick() {
 	p.opt.Snapshot(&p.snap)
 }
 
-// final publishes the last snapshot: the whole result.
-func (p *publisher) final(res *Result, c live.Counts) {
+// final publishes the scan's last snapshot: the whole result; final: the run's last.
+func (p *publisher) final(res *Result, c live.Counts, final bool) {
 	if p.opt.Snapshot == nil {
 		return
 	}
 	now := time.Now()
 	s := LiveSnapshot{NavShape: res.NavShape, NMasks: res.NMasks, F32: res.F32, F64: res.F64, Done: p.doneN, Counts: c,
-		Elapsed: now.Sub(p.start), Final: true}
+		Elapsed: now.Sub(p.start), Scan: p.at.Scan, ScansComplete: p.at.Complete, ScansDropped: p.at.Dropped, Final: final}
 	if dt := now.Sub(p.lastTick).Seconds(); dt > 0 {
 		s.Rate = float64(p.doneN-p.lastDone) / dt
 	}

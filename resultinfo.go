@@ -93,6 +93,23 @@ type LiveInfo struct {
 	// Record is the file the received frames were recorded to (--record), as written
 	// (a partial record's name, where it has one).
 	Record string `json:"record,omitempty"`
+	// Continuous places the scan in a continuous run (stemdot live --continuous); nil
+	// for one acquisition.
+	Continuous *ContinuousInfo `json:"continuous,omitempty"`
+}
+
+// ContinuousInfo places a scan in a continuous run (LiveOptions.Continuous).
+type ContinuousInfo struct {
+	// Scan is the scan's number in the run, from 1, the scans dropped included.
+	Scan int `json:"scan"`
+	// Complete and Dropped count the run's scans that were complete (kept; this one
+	// included) and dropped (ended early, or in progress when the run stopped), up to
+	// this one; in the result that Live returns, over the whole run.
+	Complete int `json:"scans_complete"`
+	Dropped  int `json:"scans_dropped"`
+	// Stopped says, in the result that Live returns, why the run ended and which scan
+	// in progress was dropped; "" in the results of LiveOptions.OnScan.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // ShiftsInfo describes the shifts (dy, dx) in pixels that moved the masks of a result's

@@ -109,6 +109,24 @@ type Receiver interface {
 	Close() error
 }
 
+// Continuer is implemented by receivers that receive acquisition after acquisition
+// over one connection, for a continuous run (stemdot live --continuous): Start and the
+// Receiver methods give the first acquisition, Continue moves on to the next, which the
+// Receiver methods then give in the same way, frame indices from 0 again.
+type Continuer interface {
+	// Continue is called once the current acquisition is over: Next returned io.EOF or
+	// an error wrapping ErrEnded, or Header.Frames frames came (the rest of it, which
+	// Next has not given, is released unseen). Every frame of it must have been
+	// decoded or released before (Decode follows the current acquisition). In active
+	// mode Continue starts the next acquisition as Start does; in passive mode it
+	// waits for the detector to send it, as long as ctx allows. It returns the next
+	// acquisition's header, io.EOF when the stream ended between acquisitions (the
+	// detector closed the connection), or an error naming why the stream cannot go on
+	// (errs.Format for one out of step after a malformed message; ctx's error,
+	// errs.Cancelled, when cancelled). Stats go on counting over all acquisitions.
+	Continue(ctx context.Context) (Header, error)
+}
+
 // ErrEnded is wrapped by the errors of an acquisition that ended before its last frame.
 var ErrEnded = errors.New("the acquisition ended early")
 

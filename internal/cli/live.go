@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"cmp"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -21,7 +26,7 @@ func newLiveCmd() *cobra.Command {
 	var maskSpecs, masksFiles []string
 	var outputs stemdot.Outputs
 	var navShape, record string
-	var float64Result, quiet, passive, allowPartial bool
+	var float64Result, quiet, passive, allowPartial, continuous bool
 	var pf planFlags
 	params := map[string]*string{}
 	cmd := &cobra.Command{
@@ -53,12 +58,30 @@ an error: nothing is written.
 it gives the same result bit for bit; a partial acquisition's record says so (the .hdr's
 "Recorded by stemdot" line; dectris: NAME.partial.npy).
 
+--continuous receives scan after scan until interrupted (Ctrl-C) or the stream ends:
+acquisition after acquisition, each a scan (in active mode each is started here: Merlin's
+CMD,STARTACQUISITION, DECTRIS's arm), and an acquisition of more frames than the scan has
+positions, or of no frame count (Merlin's, LiberTEM-live's simulator --continuous; on a
+DECTRIS detector, a very large --ntrigger), cut into scans of --nav-shape's positions:
+frame i is position i mod n of scan i / n. Each complete scan's result is written to
+--out (and --png) as it completes, replacing the last one whole (written under a
+temporary name and renamed), so that the latest complete image is always on disk; a scan
+that ends early is dropped. At the end the last complete scan is written again, its
+sidecar's "continuous" section saying which scan it is, how many were complete and
+dropped, and why the run stopped; the scan in progress at Ctrl-C is dropped. Progress
+shows the scan in progress and the scans complete. live exits with status 0 after Ctrl-C
+or the stream's end, 2 when the stream failed (the last complete scan is written; 0 with
+--allow-partial), 1 when no scan was complete (nothing written).
+
 stemdot replay FILE --as merlin|dectris-v1|dectris-v2 serves a file as a detector, on
 loopback, to try this without a microscope.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if outputs.NPY == "" {
 				return fmt.Errorf("--out RESULT.npy is required")
+			}
+			if continuous && record != "" {
+				return fmt.Errorf("--record records one acquisition: leave it out with --continuous")
 			}
 			if slices.ContainsFunc(maskSpecs, masks.NeedsCentre) {
 				return fmt.Errorf("the auto mask specs need the sum frame of a finished scan: give the centre in the spec, e.g. disk:128,128,20")
@@ -88,7 +111,7 @@ loopback, to try this without a microscope.`,
 				return err
 			}
 			defer rcv.Close()
-			opt := stemdot.LiveOptions{Source: source, NavShape: nav, Float64: float64Result, Record: record}
+			opt := stemdot.LiveOptions{Source: source, NavShape: nav, Float64: float64Result, Record: record, Continuous: continuous}
 			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 				opt.Snapshot = liveProgress(cmd)
 			}
@@ -105,9 +128,23 @@ loopback, to try this without a microscope.`,
 				}
 				return stack, outputs.Check(stack.MaskNames(), inputs...)
 			}
+			var saver *latestSaver
+			if continuous {
+				saver = newLatestSaver(func(lr *stemdot.LiveResult) error { return stemdot.Save(lr.Result, outputs) })
+				opt.OnScan = func(lr *stemdot.LiveResult) error {
+					lr.Info.SetMasks(maskInfo)
+					return saver.put(lr)
+				}
+			}
 			var lr *stemdot.LiveResult
 			err = handleInterrupts(func() (err error) {
-				if lr, err = plan.Live(cmd.Context(), rcv, masksFor, opt); err != nil {
+				lr, err = plan.Live(cmd.Context(), rcv, masksFor, opt)
+				if saver != nil {
+					if serr := saver.close(); err == nil {
+						err = serr
+					}
+				}
+				if err != nil {
 					return err
 				}
 				lr.Info.SetMasks(maskInfo)
@@ -118,6 +155,17 @@ loopback, to try this without a microscope.`,
 			}
 			for _, w := range lr.Warnings {
 				warn(cmd, w)
+			}
+			if cont := lr.Info.Live.Continuous; cont != nil {
+				if !quiet {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s → %s (scan %d, the last complete one: %d complete, %d dropped; %s)\n",
+						lr.Stats.Summary(), outputs.NPY, cont.Scan, cont.Complete, cont.Dropped, cont.Stopped)
+				}
+				if !errors.Is(lr.Stopped, context.Canceled) && !errors.Is(lr.Stopped, io.EOF) && !allowPartial {
+					return partialResult{fmt.Errorf("the stream failed after %d complete scans: scan %d, the last complete one, is written to %s; give --allow-partial to exit 0 when the stream fails",
+						cont.Complete, cont.Scan, outputs.NPY)}
+				}
+				return nil
 			}
 			if !quiet {
 				c := lr.Counts
@@ -142,7 +190,8 @@ loopback, to try this without a microscope.`,
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32)")
 	f.StringVar(&record, "record", "", "also write what was received to FILE (merlin: .mib with its .hdr; dectris: .npy), which stemdot apply reads to the same result")
 	f.BoolVar(&passive, "passive", false, "only listen for an acquisition someone else starts (default: start it here)")
-	f.BoolVar(&allowPartial, "allow-partial", false, "exit 0 after an acquisition that ended early (its result has NaN at the positions without a frame)")
+	f.BoolVar(&allowPartial, "allow-partial", false, "exit 0 after an acquisition that ended early (its result has NaN at the positions without a frame), or a continuous run that the stream's failure ended")
+	f.BoolVar(&continuous, "continuous", false, "scan after scan until interrupted or the stream ends, writing each complete scan to --out as it completes (see above)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress and no summary")
 	for _, p := range live.Protocols() {
 		for _, key := range p.Params {
@@ -204,7 +253,59 @@ func liveProgress(cmd *cobra.Command) func(*stemdot.LiveSnapshot) {
 		if s.Final {
 			end = "\n"
 		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "frames %d/%d  %.1f kHz  missing %d  late %d  stalls %d%s",
-			s.Done, total, s.Rate/1000, s.Counts.Missing, s.Counts.Late, s.Counts.Stalls, end)
+		scan := ""
+		if s.Scan > 0 {
+			scan = fmt.Sprintf("scan %d (%d complete, %d dropped)  ", s.Scan, s.ScansComplete, s.ScansDropped)
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "%sframes %d/%d  %.1f kHz  missing %d  late %d  stalls %d%s",
+			scan, s.Done, total, s.Rate/1000, s.Counts.Missing, s.Counts.Late, s.Counts.Stalls, end)
 	}
+}
+
+// latestSaver writes the results handed to it (put) on its own goroutine, in order,
+// except that one handed over while another is being written replaces any still
+// waiting: the newest complete scan is written without holding up the next.
+type latestSaver struct {
+	pending chan *stemdot.LiveResult
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error
+}
+
+func newLatestSaver(save func(*stemdot.LiveResult) error) *latestSaver {
+	s := &latestSaver{pending: make(chan *stemdot.LiveResult, 1), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for lr := range s.pending {
+			if err := save(lr); err != nil {
+				s.mu.Lock()
+				s.err = cmp.Or(s.err, err)
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return s
+}
+
+// put hands lr over to be written, or returns the error of an earlier write.
+func (s *latestSaver) put(lr *stemdot.LiveResult) error {
+	s.mu.Lock()
+	err := s.err
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-s.pending: // not written yet: lr replaces it
+	default:
+	}
+	s.pending <- lr
+	return nil
+}
+
+// close waits for the writes and returns the first error.
+func (s *latestSaver) close() error {
+	close(s.pending)
+	<-s.done
+	return s.err
 }

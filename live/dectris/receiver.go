@@ -97,8 +97,8 @@ func encName(enc int) string {
 	return s
 }
 
-// Receiver receives one series from a DECTRIS detector's stream: it implements
-// live.Receiver.
+// Receiver receives a series from a DECTRIS detector's stream: it implements
+// live.Receiver, and live.Continuer for series after series (Continue).
 type Receiver struct {
 	opt      Options
 	endpoint string
@@ -130,8 +130,9 @@ type Receiver struct {
 	received int
 	done     error // io.EOF or the ErrEnded error, once the series is over
 
-	mu    sync.Mutex
-	stats live.Stats
+	mu      sync.Mutex
+	stats   live.Stats
+	readErr error // the socket's failure, which ended the reading goroutine
 }
 
 var _ live.Receiver = (*Receiver)(nil)
@@ -249,9 +250,24 @@ func (r *Receiver) Start(ctx context.Context) (live.Header, error) {
 		r.series, r.haveSer = seq, true
 		r.trigger()
 	}
+	return r.awaitHeader(ctx, r.opt.StartTimeout > 0)
+}
+
+// awaitHeader waits for the series' header (and, where it gives no frame shape, its
+// first image), skipping the messages of other series; ctx is bounded by
+// Options.StartTimeout where bounded.
+func (r *Receiver) awaitHeader(ctx context.Context, bounded bool) (live.Header, error) {
+	if len(r.single) > 0 { // parts that came after the last series' end
+		if err := r.handleV1(nil, &r.pending); err != nil {
+			return live.Header{}, r.startErr(err)
+		}
+	}
 	for !r.started || (r.hdr.SigShape == [2]int{} && len(r.pending) == 0) {
 		m, err := r.recv(ctx)
 		if err != nil {
+			if ctx.Err() != nil && !bounded {
+				return live.Header{}, errs.New(errs.Cancelled, "dectris: waiting for a series' header from %s: %w", r.endpoint, err)
+			}
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 				what := "the series' header"
 				if r.started {
@@ -269,6 +285,69 @@ func (r *Receiver) Start(ctx context.Context) (live.Header, error) {
 		}
 	}
 	return r.hdr, nil
+}
+
+// Continue implements live.Continuer: it takes the series' messages up to its end
+// message (the frames that Next has not given are dropped), then waits for the next
+// series' header as Start does: in active mode it arms the detector again (and with
+// trigger modes ints and inte triggers it) and waits at most Options.StartTimeout; in
+// passive mode it takes the next series whose header comes, as long as ctx allows (a
+// DECTRIS stream says nothing when the detector goes away). It returns io.EOF when the
+// stream's connection ended, and an errs.IO error when the socket failed.
+func (r *Receiver) Continue(ctx context.Context) (live.Header, error) {
+	select {
+	case <-r.quit:
+		return live.Header{}, errs.New(errs.Argument, "dectris: Continue after Close")
+	default:
+	}
+	if r.sock == nil {
+		return live.Header{}, errs.New(errs.Argument, "dectris: Continue before Start")
+	}
+	for r.done == nil { // the rest of the series
+		m, err := r.recv(ctx)
+		if err == nil {
+			var drop []live.Frame
+			err = r.handle(m, &drop)
+		}
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return live.Header{}, errs.New(errs.Cancelled, "dectris: waiting for the end of series %d from %s: %w", r.series, r.endpoint, err)
+			}
+			r.end(r.lost(err))
+		}
+	}
+	r.mu.Lock()
+	readErr := r.readErr
+	r.next, r.gaps = 0, map[int]struct{}{}
+	r.mu.Unlock()
+	switch {
+	case errors.Is(readErr, io.EOF):
+		return live.Header{}, io.EOF
+	case readErr != nil:
+		return live.Header{}, errs.New(errs.IO, "dectris: the stream from %s failed after series %d: %w", r.endpoint, r.series, readErr)
+	}
+	r.hdr, r.started, r.frames, r.masked, r.detail, r.channel = live.Header{}, false, 0, nil, "", ""
+	r.lastD, r.pending, r.received, r.done = nil, r.pending[:0], 0, nil
+	r.haveSer = false
+	if r.opt.Active {
+		if r.opt.StartTimeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, r.opt.StartTimeout)
+			defer cancel()
+		}
+		seq, err := r.client.Command(ctx, "arm")
+		if err != nil {
+			return live.Header{}, err
+		}
+		r.armed = true
+		r.series, r.haveSer = seq, true
+		r.trigger()
+	}
+	h, err := r.awaitHeader(ctx, r.opt.Active && r.opt.StartTimeout > 0)
+	if errors.Is(err, io.EOF) {
+		return h, io.EOF
+	}
+	return h, err
 }
 
 func (r *Receiver) startErr(err error) error {
@@ -322,6 +401,11 @@ func (r *Receiver) read() {
 	defer r.wg.Done()
 	for {
 		zm, err := r.sock.Recv()
+		if err != nil {
+			r.mu.Lock()
+			r.readErr = err
+			r.mu.Unlock()
+		}
 		m := message{zm.Frames, err}
 		select {
 		case r.msgs <- m:

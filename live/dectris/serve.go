@@ -50,7 +50,9 @@ type ServeOptions struct {
 // on a ZeroMQ PUSH socket that deals messages out in turn to the PULL sockets connected.
 // Each arm starts a series of nimages·ntrigger frames (ntrigger with trigger modes exte
 // and inte; at first nimages 1, ntrigger the dataset's frames, exte), the dataset's
-// first frames, each compressed bitshuffle-LZ4 (v1 "bs<bits>-lz4<", v2 "bslz4"): with
+// frames repeated as needed (image i is the dataset's frame i mod its frames: a very
+// large ntrigger gives a stream without end, as LiberTEM-live emulates continuous
+// acquisition), each compressed bitshuffle-LZ4 (v1 "bs<bits>-lz4<", v2 "bslz4"): with
 // exte and exts they are sent at once, with ints each trigger sends nimages of them,
 // with inte each trigger one. A disarm or abort ends the series early; its end message
 // is sent either way. Serve returns when ctx ends (nil), or without an API after one
@@ -245,8 +247,8 @@ func (s *server) frames() (int, error) {
 	nt, _ := s.config["ntrigger"].(float64)
 	mode, _ := s.config["trigger_mode"].(string)
 	n, ok := imagesAsked(uint64(ni), uint64(nt), mode)
-	if !ok || n > uint64(s.ds.NumFrames()) {
-		return 0, fmt.Errorf("the configuration asks for %v images (nimages %v, ntrigger %v, %s), the replayed dataset has %d frames", n, ni, nt, mode, s.ds.NumFrames())
+	if !ok || n > math.MaxInt64/2 {
+		return 0, fmt.Errorf("the configuration asks for more than 2^62 images (nimages %v, ntrigger %v, %s)", ni, nt, mode)
 	}
 	return int(n), nil
 }
@@ -364,9 +366,10 @@ func (s *server) series(ctx context.Context, id uint64) error {
 				released += perTrigger
 			}
 		}
-		m := min(batch, n-sent, released-sent)
-		if !s.cached(sent, sent+m) {
-			if err := s.ds.ReadFrames(sent, sent+m, buf[:m*fb]); err != nil {
+		from := sent % s.ds.NumFrames()
+		m := min(batch, n-sent, released-sent, s.ds.NumFrames()-from)
+		if !s.cached(from, from+m) {
+			if err := s.ds.ReadFrames(from, from+m, buf[:m*fb]); err != nil {
 				return err
 			}
 		}
@@ -384,7 +387,7 @@ func (s *server) series(ctx context.Context, id uint64) error {
 					}
 				}
 			}
-			if err := s.push.Send(ctx, enc.image(sent+i, buf[i*fb:(i+1)*fb])...); err != nil {
+			if err := s.push.Send(ctx, enc.image(sent+i, from+i, buf[i*fb:(i+1)*fb])...); err != nil {
 				return err
 			}
 		}
@@ -529,13 +532,14 @@ type v2Image struct {
 	Data      map[string]cbor.Tag `cbor:"data"`
 }
 
-// image builds the message of frame i of pixels px (the dataset's, host byte order).
-func (e *encoder) image(i int, px []byte) [][]byte {
+// image builds the message of frame i of the series, the dataset's frame src of pixels
+// px (host byte order; not read when src is kept compressed).
+func (e *encoder) image(i, src int, px []byte) [][]byte {
 	size := e.dt.Size()
-	if e.blob = e.cache.kept(i); e.blob == nil {
+	if e.blob = e.cache.kept(src); e.blob == nil {
 		e.scratch = h5filter.EncodeBSLZ4(e.scratch[:0], px, size)
 		e.blob = e.scratch
-		e.cache.keep(i, e.blob)
+		e.cache.keep(src, e.blob)
 	}
 	if e.opt.Protocol == V1 {
 		e.dimage = fmt.Appendf(e.dimage[:0], `{"htype":"dimage-1.0","series":%d,"frame":%d,"hash":""}`, e.id, i)

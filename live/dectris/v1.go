@@ -111,7 +111,7 @@ func (r *Receiver) handleV1(parts [][]byte, dst *[]live.Frame) error {
 		return r.unitV1(h, parts, dst)
 	}
 	r.single = append(r.single, parts...)
-	for len(r.single) > 0 {
+	for len(r.single) > 0 && r.done == nil { // what follows a series' end is the next one's
 		h, err := parseHead(r.single[0])
 		var n int
 		if err == nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,9 +50,10 @@ type Options struct {
 	Buffers int
 }
 
-// Receiver receives one acquisition from a Merlin detector (live.Receiver). A goroutine
-// reads the data port into a fixed set of payload buffers and does nothing else; frames
-// are decoded by Decode, on the caller's workers.
+// Receiver receives acquisitions from a Merlin detector (live.Receiver, and
+// live.Continuer for acquisition after acquisition). A goroutine reads the data port
+// into a fixed set of payload buffers and does nothing else; frames are decoded by
+// Decode, on the caller's workers.
 //
 // The acquisition ends normally (Next's io.EOF) when the frame numbered as the
 // acquisition header's Frames in Acquisition has come (what follows on the connection
@@ -65,6 +67,14 @@ type Options struct {
 // one that came before. Frame numbers that skip count as Stats.Missing, and a frame that
 // comes after a later one as Stats.Late (it was counted missing when the later one came:
 // Missing − Late never came); neither ends the acquisition.
+//
+// Continue takes the next acquisition from the same data connection: the acquisition
+// header that ended the last one (a header without a frame count, or a stopped
+// acquisition's), else the next that comes (in active mode after CMD,STARTACQUISITION
+// again). Frames that come after a complete acquisition without a new header, numbered
+// on beyond its frame count, are taken as the next acquisition of the same header:
+// LiberTEM-live's Merlin simulator with --continuous sends its file's frames again so,
+// numbered on, after the file's .hdr.
 type Receiver struct {
 	opt  Options
 	data net.Conn
@@ -74,20 +84,26 @@ type Receiver struct {
 	header live.Header
 	acqHdr []byte // the acquisition header as received
 	record int    // bytes of a frame message: frame header and pixels
+	base   int    // the frame number before the acquisition's first (frames numbered on)
 
-	ready chan item   // frames (and the end) from the reader goroutine, in order
-	free  chan []byte // released payload buffers
-	stop  chan struct{}
-	done  chan struct{}
-	end   error // io.EOF or the error that ended the acquisition, once Next met it
+	ready   chan item   // frames (and the end) from the reader goroutine, in order
+	free    chan []byte // released payload buffers
+	bufSize int         // the size of the buffers in free
+	nbuf    int         // the payload buffers at most
+	stop    chan struct{}
+	done    chan struct{}
+	end     error // io.EOF or the error that ended the acquisition, once Next met it
 
 	// The reader goroutine's state.
-	in      wire
-	first   []byte // the first frame, read by Start
-	allocd  int    // payload buffers made so far
-	next    int    // index after the highest frame received
-	seen    []uint64
-	running atomic.Bool // the acquisition has not ended yet (for Close's STOPACQUISITION)
+	in       wire
+	first    []byte // the first frame, read by Start
+	allocd   int    // payload buffers of bufSize made so far
+	next     int    // index after the highest frame received
+	seen     []uint64
+	seenBase int         // the frame index of seen's first bit
+	nextHdr  []byte      // the acquisition header that ended the acquisition: the next one's
+	lost     error       // why the stream cannot go on after the acquisition (Continue)
+	running  atomic.Bool // the acquisition has not ended yet (for Close's STOPACQUISITION)
 
 	received, missing, late, stalls, bytes atomic.Int64
 
@@ -112,7 +128,10 @@ func (w *wire) prefix(p *[prefixBytes]byte) error {
 	if k == prefixBytes {
 		return nil
 	}
-	_, err := io.ReadFull(w.conn, p[k:])
+	m, err := io.ReadFull(w.conn, p[k:])
+	if err != nil { // what came is read again by the next call (after a timeout)
+		w.n = copy(w.carry[:], p[:k+m])
+	}
 	if err == io.EOF && k > 0 {
 		err = io.ErrUnexpectedEOF
 	}
@@ -193,7 +212,7 @@ func (r *Receiver) Start(ctx context.Context) (live.Header, error) {
 			return live.Header{}, r.startError(ctx, err)
 		}
 	}
-	h, err := r.readStart()
+	h, err := r.readStart(false)
 	if err != nil {
 		return live.Header{}, r.startError(ctx, err)
 	}
@@ -201,18 +220,86 @@ func (r *Receiver) Start(ctx context.Context) (live.Header, error) {
 		return live.Header{}, r.startError(ctx, ctx.Err())
 	}
 	conn.SetReadDeadline(time.Time{})
+	r.begin(h)
+	return h, nil
+}
+
+// begin starts the reader goroutine on the acquisition of header h, whose first frame
+// readStart read.
+func (r *Receiver) begin(h live.Header) {
 	r.header = h
-	if r.opt.Buffers <= 0 {
-		r.opt.Buffers = max(64, live.DefaultBacklog/max(r.record, 1))
+	if r.record != r.bufSize { // the first acquisition, or frames of another size
+		r.nbuf = r.opt.Buffers
+		if r.nbuf <= 0 {
+			r.nbuf = max(64, live.DefaultBacklog/max(r.record, 1))
+		}
+		r.ready = make(chan item, r.nbuf+1)
+		r.free = make(chan []byte, r.nbuf)
+		r.bufSize, r.allocd = r.record, 1 // the first frame's
 	}
-	r.ready = make(chan item, r.opt.Buffers+1)
-	r.free = make(chan []byte, r.opt.Buffers)
-	r.allocd = 1 // the first frame's
-	if h.Frames > 0 {
-		r.seen = make([]uint64, (h.Frames+63)/64)
-	}
+	r.end, r.next, r.seen, r.seenBase = nil, 0, r.seen[:0], 0
+	r.done = make(chan struct{})
 	r.running.Store(true)
 	go r.read()
+}
+
+// Continue implements live.Continuer: it waits for the reader goroutine to end the
+// acquisition, releases the frames Next has not given, and takes the next acquisition
+// from the data connection as Start does (after the acquisition header that ended the
+// last one, where one did; in active mode after CMD,STARTACQUISITION and SOFTTRIGGER
+// again, unless that header came). It returns io.EOF when the detector closed the data
+// connection, an errs.Format error when a read failed inside a message (the stream is
+// out of step).
+func (r *Receiver) Continue(ctx context.Context) (live.Header, error) {
+	switch {
+	case r.closed:
+		return live.Header{}, errs.New(errs.Argument, "merlin: %s: Continue after Close", r.opt.Addr)
+	case r.ready == nil:
+		return live.Header{}, errs.New(errs.Argument, "merlin: %s: Continue before Start", r.opt.Addr)
+	}
+	cancelled := func() error {
+		return errs.Wrap(errs.Cancelled, fmt.Errorf("merlin: %s: waiting for the next acquisition: %w", r.opt.Addr, ctx.Err()))
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return live.Header{}, cancelled()
+	}
+	for drained := false; !drained; {
+		select {
+		case it := <-r.ready:
+			if it.err != nil {
+				r.end = it.err
+			} else {
+				r.Release(it.f)
+			}
+		default:
+			drained = true
+		}
+	}
+	if r.lost != nil {
+		return live.Header{}, r.lost
+	}
+	stopWatch := context.AfterFunc(ctx, func() { r.data.SetReadDeadline(time.Unix(1, 0)) })
+	defer stopWatch()
+	r.data.SetReadDeadline(time.Time{})
+	if r.ctrl != nil && r.nextHdr == nil {
+		if err := r.start(ctx); err != nil {
+			return live.Header{}, err
+		}
+	}
+	h, err := r.readStart(true)
+	if ctx.Err() != nil {
+		return live.Header{}, cancelled()
+	}
+	if err != nil {
+		return live.Header{}, err
+	}
+	if !stopWatch() {
+		return live.Header{}, cancelled()
+	}
+	r.data.SetReadDeadline(time.Time{})
+	r.begin(h)
 	return h, nil
 }
 
@@ -244,6 +331,11 @@ func (r *Receiver) arm(ctx context.Context) error {
 			return err
 		}
 	}
+	return r.start(ctx)
+}
+
+// start starts an acquisition: STARTACQUISITION, and SOFTTRIGGER where asked.
+func (r *Receiver) start(ctx context.Context) error {
 	if _, err := r.ctrl.do(ctx, "CMD", "STARTACQUISITION", ""); err != nil {
 		return err
 	}
@@ -270,83 +362,159 @@ func (r *Receiver) readPrefix() (int, error) {
 }
 
 // readStart reads the acquisition header and the first frame, and returns what they
-// say.
-func (r *Receiver) readStart() (live.Header, error) {
-	h := live.Header{Detector: "merlin"}
-	skipped := 0
+// say. In continuous mode (cont, for Continue) the stream ending before the header is
+// io.EOF; a header that comes where the first frame should (an acquisition stopped
+// before its first frame) is skipped, with a note; and a frame numbered on beyond the
+// last acquisition's frames, where the header should come, is the first of an
+// acquisition of the same header.
+func (r *Receiver) readStart(cont bool) (live.Header, error) {
+	skipped, stopped := 0, 0
+	for {
+		hdr := r.nextHdr
+		r.nextHdr = nil
+		if hdr == nil {
+			var frame []byte
+			var err error
+			if hdr, frame, err = r.readHeader(cont, &skipped); err != nil {
+				return live.Header{}, err
+			}
+			if frame != nil {
+				return r.numberedOn(frame, skipped), nil
+			}
+		}
+		h, err := r.parseHeader(hdr)
+		if err != nil {
+			return h, err
+		}
+		if skipped > 0 {
+			h.Notes = append(h.Notes, fmt.Sprintf("%d frames of an earlier acquisition came before the acquisition header and were skipped", skipped))
+		}
+		if stopped > 0 {
+			h.Notes = append(h.Notes, fmt.Sprintf("%d acquisitions stopped before their first frame were skipped", stopped))
+		}
+		// The first frame gives the frame's layout.
+		n, err := r.readPrefix()
+		if err != nil {
+			return h, r.streamError(err, "waiting for the first frame")
+		}
+		msg := r.spare(n)
+		if err := r.in.body(msg); err != nil {
+			return h, r.streamError(err, "reading the first frame")
+		}
+		r.bytes.Add(int64(n))
+		if bytes.HasPrefix(msg, []byte("HDR,")) {
+			if !cont {
+				return h, r.endErr(errs.IO, "a new acquisition header came before the first frame: the acquisition was stopped")
+			}
+			r.nextHdr = slices.Clone(msg)
+			r.Release(live.Frame{Payload: msg})
+			stopped++
+			continue
+		}
+		if r.layout, err = mib.ParseLayout(msg); err != nil {
+			return h, errs.Wrap(errs.Format, fmt.Errorf("merlin: %s: first frame: %w", r.opt.Addr, err))
+		}
+		if n < r.layout.HeaderBytes {
+			return h, errs.New(errs.Format, "merlin: %s: the first frame's message has %d bytes, less than its %d-byte frame header", r.opt.Addr, n, r.layout.HeaderBytes)
+		}
+		if err := r.layout.FitPixelBytes(n - r.layout.HeaderBytes); err != nil {
+			return h, errs.Wrap(errs.Format, fmt.Errorf("merlin: %s: first frame: %w", r.opt.Addr, err))
+		}
+		r.record, r.first, r.base = n, msg, 0
+		h.SigShape, h.DType = r.layout.Sig, r.layout.DType
+		h.Detector = "merlin (" + r.layout.String() + ")"
+		if h.Frames > 0 && len(h.NavShape) > 0 && product(h.NavShape) != h.Frames {
+			h.Notes = append(h.Notes, fmt.Sprintf("the acquisition header gives a scan of %d positions (%v) and %d frames", product(h.NavShape), h.NavShape, h.Frames))
+		}
+		return h, nil
+	}
+}
+
+// readHeader reads messages until the acquisition header, skipping frames (counted in
+// skipped). In continuous mode (cont) it returns io.EOF when the stream ends before,
+// and returns a frame (in a payload buffer) numbered on beyond the last acquisition's
+// frames instead of the header.
+func (r *Receiver) readHeader(cont bool, skipped *int) (hdr, frame []byte, err error) {
 	var msg []byte
 	for {
 		n, err := r.readPrefix()
+		if err == io.EOF && cont {
+			return nil, nil, io.EOF
+		}
 		if err != nil {
-			return h, r.streamError(err, "waiting for the acquisition header")
+			return nil, nil, r.streamError(err, "waiting for the acquisition header")
 		}
 		if n <= len("MQ1,") {
-			return h, errs.New(errs.Format, "merlin: %s: a %d-byte MPX message where the acquisition header should come", r.opt.Addr, n)
+			return nil, nil, errs.New(errs.Format, "merlin: %s: a %d-byte MPX message where the acquisition header should come", r.opt.Addr, n)
 		}
 		if cap(msg) < n+prefixBytes {
 			msg = make([]byte, n, n+prefixBytes)
 		}
 		msg = msg[:n]
 		if err := r.in.body(msg); err != nil {
-			return h, r.streamError(err, "reading the acquisition header")
+			return nil, nil, r.streamError(err, "reading the acquisition header")
 		}
 		r.bytes.Add(int64(n))
-		if bytes.HasPrefix(msg, []byte("MQ1,")) {
-			skipped++
-			continue
+		if bytes.HasPrefix(msg, []byte("HDR,")) {
+			return msg, nil, nil
 		}
-		if !bytes.HasPrefix(msg, []byte("HDR,")) {
-			return h, errs.New(errs.Format, "merlin: %s: the data port sent a message starting %s where the acquisition header (\"HDR,\") should come", r.opt.Addr, quoteShort(msg))
+		if !bytes.HasPrefix(msg, []byte("MQ1,")) {
+			return nil, nil, errs.New(errs.Format, "merlin: %s: the data port sent a message starting %s where the acquisition header (\"HDR,\") should come", r.opt.Addr, quoteShort(msg))
 		}
-		r.acqHdr = msg
-		break
+		if cont && n == r.record && r.header.Frames > 0 && frameNumber(msg)-r.base > r.header.Frames {
+			frame = r.spare(n)
+			copy(frame, msg)
+			return nil, frame, nil
+		}
+		*skipped++
 	}
-	if skipped > 0 {
-		h.Notes = append(h.Notes, fmt.Sprintf("%d frames of an earlier acquisition came before the acquisition header and were skipped", skipped))
-	}
-	hdr, err := mib.ParseHdr(r.acqHdr, "the acquisition header")
+}
+
+// parseHeader reads acquisition header hdr.
+func (r *Receiver) parseHeader(hdr []byte) (live.Header, error) {
+	h := live.Header{Detector: "merlin"}
+	r.acqHdr = hdr
+	parsed, err := mib.ParseHdr(hdr, "the acquisition header")
 	if err != nil {
 		return h, errs.Wrap(errs.Format, fmt.Errorf("merlin: %s: %w", r.opt.Addr, err))
 	}
-	nav, _, err := hdr.NavShape()
+	nav, _, err := parsed.NavShape()
 	if err != nil {
 		return h, errs.Wrap(errs.Format, fmt.Errorf("merlin: %s: %w", r.opt.Addr, err))
 	}
 	h.NavShape = nav
-	if h.Frames, _, err = hdr.Number(hdrFrames); err != nil {
+	if h.Frames, _, err = parsed.Number(hdrFrames); err != nil {
 		return h, errs.Wrap(errs.Format, fmt.Errorf("merlin: %s: %w", r.opt.Addr, err))
 	}
-
-	// The first frame gives the frame's layout.
-	n, err := r.readPrefix()
-	if err != nil {
-		return h, r.streamError(err, "waiting for the first frame")
-	}
-	msg = make([]byte, n, n+prefixBytes) // a payload buffer, as buffer's
-	if err := r.in.body(msg); err != nil {
-		return h, r.streamError(err, "reading the first frame")
-	}
-	r.bytes.Add(int64(n))
-	if bytes.HasPrefix(msg, []byte("HDR,")) {
-		return h, r.endErr(errs.IO, "a new acquisition header came before the first frame: the acquisition was stopped")
-	}
-	if r.layout, err = mib.ParseLayout(msg); err != nil {
-		return h, errs.Wrap(errs.Format, fmt.Errorf("merlin: %s: first frame: %w", r.opt.Addr, err))
-	}
-	if n < r.layout.HeaderBytes {
-		return h, errs.New(errs.Format, "merlin: %s: the first frame's message has %d bytes, less than its %d-byte frame header", r.opt.Addr, n, r.layout.HeaderBytes)
-	}
-	if err := r.layout.FitPixelBytes(n - r.layout.HeaderBytes); err != nil {
-		return h, errs.Wrap(errs.Format, fmt.Errorf("merlin: %s: first frame: %w", r.opt.Addr, err))
-	}
-	r.record = n
-	r.first = msg
-	h.SigShape, h.DType = r.layout.Sig, r.layout.DType
-	h.Detector = "merlin (" + r.layout.String() + ")"
-	if h.Frames > 0 && len(h.NavShape) > 0 && product(h.NavShape) != h.Frames {
-		h.Notes = append(h.Notes, fmt.Sprintf("the acquisition header gives a scan of %d positions (%v) and %d frames", product(h.NavShape), h.NavShape, h.Frames))
-	}
 	return h, nil
+}
+
+// numberedOn starts an acquisition of the last header at frame, numbered on beyond the
+// last acquisition's frames: its frame numbers start after the last multiple of the
+// header's frame count before frame's.
+func (r *Receiver) numberedOn(frame []byte, skipped int) live.Header {
+	r.base += r.header.Frames * ((frameNumber(frame) - 1 - r.base) / r.header.Frames)
+	r.first = frame
+	h := r.header
+	h.Notes = []string{fmt.Sprintf("frames numbered on from %d came without a new acquisition header: an acquisition of the last header's %d frames", r.base+1, h.Frames)}
+	if skipped > 0 {
+		h.Notes = append(h.Notes, fmt.Sprintf("%d frames of an earlier acquisition came before it and were skipped", skipped))
+	}
+	return h
+}
+
+// spare returns a payload buffer of n bytes: a free one of frames of that size, else a
+// new one.
+func (r *Receiver) spare(n int) []byte {
+	if n == r.bufSize {
+		select {
+		case b := <-r.free:
+			return b[:n]
+		default:
+			r.allocd++
+		}
+	}
+	return make([]byte, n, n+prefixBytes)
 }
 
 // streamError describes a failed read while doing what: the stream closed, a
@@ -375,46 +543,68 @@ func (r *Receiver) read() {
 
 // readFrames reads frames until the last one (io.EOF) or the end of the acquisition.
 func (r *Receiver) readFrames() error {
-	if err := r.frame(r.first); err != nil {
+	first := r.first
+	r.first = nil
+	if err := r.frame(first); err != nil {
+		r.Release(live.Frame{Payload: first})
 		return err
 	}
-	r.first = nil
 	for !r.complete() {
 		buf, err := r.buffer()
 		if err != nil {
 			return err
 		}
-		if r.opt.IdleTimeout > 0 {
-			r.data.SetReadDeadline(time.Now().Add(r.opt.IdleTimeout))
-		}
-		n, err := r.readPrefix()
-		if err != nil {
-			return r.ended(err, "")
-		}
-		if n != r.record {
-			// A new acquisition header, or a frame of another size.
-			msg := buf[:min(n, len(buf))]
-			if err := r.in.body(msg); err != nil {
-				return r.ended(err, " inside a message")
-			}
-			if bytes.HasPrefix(msg, []byte("HDR,")) {
-				return r.newAcquisition()
-			}
-			return r.endErr(errs.Format, "after frame %d came a %d-byte message starting %s; the acquisition's frame messages have %d bytes",
-				r.next, n, quoteShort(msg), r.record)
-		}
-		if err := r.in.body(buf); err != nil {
-			return r.ended(err, fmt.Sprintf(" inside frame %d", r.next+1))
-		}
-		r.bytes.Add(int64(n))
-		if bytes.HasPrefix(buf, []byte("HDR,")) {
-			return r.newAcquisition()
-		}
-		if err := r.frame(buf); err != nil {
+		if err := r.readFrame(buf); err != nil {
+			r.Release(live.Frame{Payload: buf}) // not handed over
 			return err
 		}
 	}
 	return io.EOF
+}
+
+// maxHeader bounds the acquisition header read after an acquisition (Merlin sends
+// 2048 bytes); a message of another size than the frames' and longer is malformed.
+const maxHeader = 1 << 20
+
+// readFrame reads the next message into buf (r.record bytes) and hands it over if it
+// is a frame; else it ends the acquisition (a new acquisition header, kept for
+// Continue, or a malformed message).
+func (r *Receiver) readFrame(buf []byte) error {
+	if r.opt.IdleTimeout > 0 {
+		r.data.SetReadDeadline(time.Now().Add(r.opt.IdleTimeout))
+	}
+	n, err := r.readPrefix()
+	if err != nil {
+		return r.ended(err, "")
+	}
+	msg := buf
+	if n != r.record { // a new acquisition header, or a message of another size
+		if n > maxHeader {
+			r.lost = errs.New(errs.Format, "merlin: %s: the stream cannot go on after a %d-byte message inside an acquisition of %d-byte frame messages", r.opt.Addr, n, r.record)
+			return r.endErr(errs.Format, "after frame %d came a %d-byte message; the acquisition's frame messages have %d bytes", r.next, n, r.record)
+		}
+		msg = make([]byte, n, n+prefixBytes)
+	}
+	if err := r.in.body(msg); err != nil {
+		where := fmt.Sprintf(" inside frame %d", r.next+1)
+		if n != r.record {
+			where = " inside a message"
+		}
+		return r.ended(err, where)
+	}
+	r.bytes.Add(int64(n))
+	if bytes.HasPrefix(msg, []byte("HDR,")) {
+		r.nextHdr = msg
+		if n == r.record {
+			r.nextHdr = slices.Clone(msg)
+		}
+		return r.newAcquisition()
+	}
+	if n != r.record {
+		return r.endErr(errs.Format, "after frame %d came a %d-byte message starting %s; the acquisition's frame messages have %d bytes",
+			r.next, n, quoteShort(msg), r.record)
+	}
+	return r.frame(buf)
 }
 
 // complete tells whether the acquisition's last frame has come.
@@ -428,7 +618,7 @@ func (r *Receiver) buffer() ([]byte, error) {
 		return b[:r.record], nil
 	default:
 	}
-	if r.allocd < r.opt.Buffers {
+	if r.allocd < r.nbuf {
 		r.allocd++
 		return make([]byte, r.record, r.record+prefixBytes), nil
 	}
@@ -454,26 +644,52 @@ func (r *Receiver) frame(msg []byte) error {
 	if num == 0 {
 		return r.endErr(errs.Format, "the frame after frame %d has no frame number: its header starts %s", r.next, quoteShort(msg))
 	}
-	i := num - 1
-	if r.header.Frames > 0 && i >= r.header.Frames {
+	i := num - 1 - r.base
+	switch {
+	case i < 0:
+		return r.endErr(errs.Format, "frame number %d comes before this acquisition's frames, numbered on from %d", num, r.base+1)
+	case r.header.Frames > 0 && i >= r.header.Frames && r.base > 0:
+		return r.endErr(errs.Format, "frame number %d is beyond this acquisition's %d frames, numbered on from %d", num, r.header.Frames, r.base+1)
+	case r.header.Frames > 0 && i >= r.header.Frames:
 		return r.endErr(errs.Format, "frame number %d is beyond the %d frames the acquisition header announced", num, r.header.Frames)
 	}
-	word, bit := i/64, uint64(1)<<(i%64)
-	if word >= len(r.seen) {
-		r.seen = append(r.seen, make([]uint64, max(word+1, 2*len(r.seen))-len(r.seen))...)
-	}
 	switch {
-	case r.seen[word]&bit != 0:
+	case r.mark(i):
 		return r.endErr(errs.Format, "frame %d came twice", num)
 	case i < r.next:
 		r.late.Add(1)
 	case i > r.next:
 		r.missing.Add(int64(i - r.next))
 	}
-	r.seen[word] |= bit
 	r.next = max(r.next, i+1)
 	r.received.Add(1)
 	return r.send(item{f: live.Frame{Index: i, Payload: msg}})
+}
+
+// seenWords bounds the record of the frames that came, to find one that came twice:
+// at most 256 KiB, the last 2^20 frame indices at least, however long an unbounded
+// acquisition runs. A frame older than those counts as late, not as repeated.
+const seenWords = 1 << 15
+
+// mark records that frame index i came and tells whether it had come before.
+func (r *Receiver) mark(i int) bool {
+	if i < r.seenBase {
+		return false
+	}
+	w := (i - r.seenBase) / 64
+	if w >= seenWords { // forget the oldest half or more
+		d := max(w-seenWords+1, seenWords/2)
+		r.seen = r.seen[:copy(r.seen, r.seen[min(d, len(r.seen)):])]
+		r.seenBase += 64 * d
+		w -= d
+	}
+	if w >= len(r.seen) {
+		r.seen = append(r.seen, make([]uint64, min(max(w+1, 2*len(r.seen)), seenWords)-len(r.seen))...)
+	}
+	bit := uint64(1) << ((i - r.seenBase) % 64)
+	seen := r.seen[w]&bit != 0
+	r.seen[w] |= bit
+	return seen
 }
 
 // send hands it to Next, unless the receiver is closed.
@@ -510,6 +726,10 @@ func (r *Receiver) ended(err error, where string) error {
 		return errs.New(errs.Cancelled, "merlin: %s: the receiver was closed", r.opt.Addr)
 	default:
 	}
+	eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	if errs.KindOf(err) == errs.Format || where != "" && !eof {
+		r.lost = errs.Wrap(errs.Format, fmt.Errorf("merlin: %s: the data stream is out of step after a failed read (%v): no further acquisition can be read from it", r.opt.Addr, err))
+	}
 	of := ""
 	if r.header.Frames > 0 {
 		of = fmt.Sprintf(" of %d", r.header.Frames)
@@ -522,7 +742,7 @@ func (r *Receiver) ended(err error, where string) error {
 			r.opt.IdleTimeout, r.next, of)
 	case errors.Is(err, io.EOF) && where == "" && r.header.Frames == 0:
 		return io.EOF // an acquisition of unknown length ends when the detector closes
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case eof:
 		return r.endErr(errs.IO, "the data connection closed%s after frame %d%s", where, r.next, of)
 	}
 	return r.endErr(errs.IO, "after frame %d%s: %v", r.next, of, err)

@@ -2,6 +2,8 @@ package merlin
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/internal/testfiles"
+	"github.com/stemdot/stemdot/live"
 )
 
 // simulator returns LiberTEM-live's Merlin simulator (libertem-live[sim]==0.3.0 from
@@ -137,6 +140,53 @@ func TestLiberTEMSimulator(t *testing.T) {
 			checkFrames(t, got, want)
 			assert.Equal(t, c.nav, got.header.NavShape)
 			assert.Equal(t, len(want), got.header.Frames)
+		})
+	}
+}
+
+// LiberTEM-live's simulator sends acquisition after acquisition on one connection:
+// each its file's .hdr and frames (passive, without --wait-trigger), or with
+// --continuous the .hdr once and the frames again and again, numbered on. Continue
+// takes them as acquisitions of the file's frames.
+func TestLiberTEMSimulatorContinue(t *testing.T) {
+	const name = "Single_9_Frame_CounterDepth_12_Rows_256.mib"
+	for _, args := range [][]string{nil, {"--continuous"}} {
+		t.Run(strings.Join(append([]string{"repeated"}, args...), " "), func(t *testing.T) {
+			t.Parallel()
+			_, want := fileFrames(t, testfiles.File(t, "mib/"+name), dataset.Options{})
+			addr, _ := startSim(t, name, args...)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r := New(Options{Addr: addr})
+			defer r.Close()
+			h, err := r.Start(ctx)
+			require.NoError(t, err)
+			for k := range 3 {
+				assert.Equal(t, len(want), h.Frames)
+				if k > 0 && args != nil {
+					assert.Equal(t, []string{fmt.Sprintf("frames numbered on from %d came without a new acquisition header: an acquisition of the last header's 9 frames", 9*k+1)}, h.Notes)
+				} else {
+					assert.Empty(t, h.Notes)
+				}
+				got := map[int][]byte{}
+				for len(got) < len(want) {
+					var frames []live.Frame
+					frames, err = r.Next(ctx, frames)
+					require.NoError(t, err, "acquisition %d", k)
+					for _, f := range frames {
+						dst := make([]byte, h.FrameBytes())
+						require.NoError(t, r.Decode(dst, f))
+						got[f.Index] = dst
+						r.Release(f)
+					}
+				}
+				for i, w := range want {
+					require.Equalf(t, w, got[i], "acquisition %d, frame %d", k, i)
+				}
+				h, err = r.Continue(ctx)
+				require.NoError(t, err)
+			}
+			assert.Zero(t, r.Stats().Missing)
 		})
 	}
 }

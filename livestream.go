@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/engine"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/live"
@@ -60,6 +61,9 @@ type LiveSnapshot struct {
 	// received, missing, surplus, repeated, stalls).
 	Done   int
 	Counts live.Counts
+	// New are the ranges of frames [start, end) computed since the previous snapshot, in
+	// the order they were done (a consumer that keeps its own copy updates those rows).
+	New [][2]int
 	// Elapsed is the time since the acquisition's header arrived; Rate the frames
 	// computed per second since the previous snapshot.
 	Elapsed time.Duration
@@ -141,58 +145,23 @@ func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h 
 			}
 		}()
 	}
-	aopt := ApplyOptions{Float64: opt.Float64, Shifts: opt.Shifts}
-	if err := checkJob(scan, stack, aopt); err != nil {
-		return nil, err
-	}
-	shifts, err := frameShifts(scan, opt.Shifts)
+	job, err := pl.newLiveJob(scan, stack, opt)
 	if err != nil {
 		return nil, err
 	}
-	p, err := pl.Plan(scan, stack)
-	if err != nil {
-		return nil, err
-	}
-	p.Partitions = inOrder(scan.NumFrames(), scan.FrameBytes())
 
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	defer stopFeed()
 	fed := make(chan error, 1)
 	go func() { fed <- scan.Feed(feedCtx) }()
 
-	pub := newPublisher(scan, stack.N, opt)
-	var feedErr error
-	run := func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, error) {
-		pub.out32, pub.out64 = out32, out64
-		if out32 == nil && out64 == nil {
-			n := scan.NumFrames() * stack.N
-			if opt.Float64 {
-				pub.out64 = make([]float64, n)
-			} else {
-				pub.out32 = make([]float32, n)
-			}
-		}
-		ran := make(chan struct{})
-		go pub.loop(ran)
-		res, err := engine.ApplyMasks(ctx, scan, stack, p, engine.Options{Float64: opt.Float64, Shifts: shifts,
-			Out32: pub.out32, Out64: pub.out64, Done: pub.done})
-		close(ran)
-		<-pub.stopped
-		if err != nil {
-			stopFeed()
-			<-fed
-			return nil, err
-		}
-		feedErr = <-fed
-		return res, nil
-	}
-	res, err := runJob(scan, stack, aopt, shifts, append(OpenWarnings(scan), p.Warnings...), run)
+	res, err := job.run(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, errs.Wrap(errs.Cancelled, err)
-		}
+		stopFeed()
+		<-fed
 		return nil, err
 	}
+	feedErr := <-fed
 	lr = &LiveResult{Result: res, Counts: scan.Counts(), EndErr: feedErr}
 	if feedErr != nil {
 		if !errors.Is(feedErr, live.ErrEnded) {
@@ -215,8 +184,92 @@ func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h 
 		info.Record = scan.Record.Path()
 	}
 	res.Info.Live = info
-	pub.final(res, lr.Counts)
+	job.pub.final(res, lr.Counts)
 	return lr, nil
+}
+
+// ApplyLive applies stack to ds as Live applies its masks to the scan it receives, for a
+// caller that runs the receiver itself: ds is a live.Scan whose Feed the caller runs (or
+// a dataset that reads one), read in acquisition order, snapshots published every
+// opt.Every (their Counts those of ds's Counts method, where it has one). It returns
+// once every frame has been read (frames that never came read as the scan reads them:
+// blank), Apply's result for the same frames, bit for bit, and publishes it as the
+// final snapshot; the caller labels the positions without a frame. opt's NavShape,
+// Source, Record and MaxBacklog are not used (they are the scan's). Several runs over
+// one scan follow each other (live.Scan.Resume after an interrupted one): stemdot view
+// --live recomputes a detector moved mid-scan from the frames kept (live.Scan.Keep).
+// Errors: as Live's once the stream has started; errs.Cancelled when ctx is cancelled.
+func (pl *Planner) ApplyLive(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, opt LiveOptions) (res *Result, err error) {
+	defer goErrs(&err)
+	job, err := pl.newLiveJob(ds, stack, opt)
+	if err != nil {
+		return nil, err
+	}
+	if res, err = job.run(ctx); err != nil {
+		return nil, err
+	}
+	job.pub.final(res, job.pub.counts())
+	return res, nil
+}
+
+// liveJob is a checked and planned run of a stack over a live scan's frames.
+type liveJob struct {
+	ds     dataset.Dataset
+	stack  *masks.Stack
+	opt    LiveOptions
+	shifts []float64
+	plan   *planner.Plan
+	pub    *publisher
+}
+
+// newLiveJob checks the job and plans it: partitions in acquisition order (inOrder).
+func (pl *Planner) newLiveJob(ds dataset.Dataset, stack *masks.Stack, opt LiveOptions) (*liveJob, error) {
+	if err := checkJob(ds, stack, opt.applyOptions()); err != nil {
+		return nil, err
+	}
+	shifts, err := frameShifts(ds, opt.Shifts)
+	if err != nil {
+		return nil, err
+	}
+	p, err := pl.Plan(ds, stack)
+	if err != nil {
+		return nil, err
+	}
+	p.Partitions = inOrder(ds.NumFrames(), ds.FrameBytes())
+	return &liveJob{ds: ds, stack: stack, opt: opt, shifts: shifts, plan: p, pub: newPublisher(ds, stack.N, opt)}, nil
+}
+
+func (o LiveOptions) applyOptions() ApplyOptions {
+	return ApplyOptions{Float64: o.Float64, Shifts: o.Shifts}
+}
+
+// run runs the job, publishing snapshots while it runs; errors wrap errs.Cancelled when
+// ctx was cancelled.
+func (j *liveJob) run(ctx context.Context) (*Result, error) {
+	pub, opt := j.pub, j.opt
+	run := func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, error) {
+		pub.out32, pub.out64 = out32, out64
+		if out32 == nil && out64 == nil {
+			n := j.ds.NumFrames() * j.stack.N
+			if opt.Float64 {
+				pub.out64 = make([]float64, n)
+			} else {
+				pub.out32 = make([]float32, n)
+			}
+		}
+		ran := make(chan struct{})
+		go pub.loop(ran)
+		res, err := engine.ApplyMasks(ctx, j.ds, j.stack, j.plan, engine.Options{Float64: opt.Float64, Shifts: shifts,
+			Out32: pub.out32, Out64: pub.out64, Done: pub.done})
+		close(ran)
+		<-pub.stopped
+		return res, err
+	}
+	res, err := runJob(j.ds, j.stack, opt.applyOptions(), j.shifts, append(OpenWarnings(j.ds), j.plan.Warnings...), run)
+	if err != nil && ctx.Err() != nil {
+		return nil, errs.Wrap(errs.Cancelled, err)
+	}
+	return res, err
 }
 
 // inOrder cuts frames [0, n) into partitions of about 8 MiB of frames in acquisition
@@ -303,7 +356,8 @@ func positionRanges(pos []int) string {
 // publisher keeps the snapshot of a live run: the rows of the frames the engine reports
 // done (engine.Options.Done) are copied into it at every tick.
 type publisher struct {
-	scan   *live.Scan
+	ds     dataset.Dataset
+	counts func() live.Counts
 	nMasks int
 	opt    LiveOptions
 	start  time.Time
@@ -321,12 +375,16 @@ type publisher struct {
 	stopped  chan struct{}
 }
 
-func newPublisher(scan *live.Scan, nMasks int, opt LiveOptions) *publisher {
+func newPublisher(ds dataset.Dataset, nMasks int, opt LiveOptions) *publisher {
 	if opt.Every <= 0 {
 		opt.Every = 100 * time.Millisecond
 	}
 	now := time.Now()
-	return &publisher{scan: scan, nMasks: nMasks, opt: opt, start: now, lastTick: now, stopped: make(chan struct{})}
+	counts := func() live.Counts { return live.Counts{} }
+	if c, ok := ds.(interface{ Counts() live.Counts }); ok {
+		counts = c.Counts
+	}
+	return &publisher{ds: ds, counts: counts, nMasks: nMasks, opt: opt, start: now, lastTick: now, stopped: make(chan struct{})}
 }
 
 // done is engine.Options.Done: the rows of frames [start, end) are written.
@@ -344,8 +402,8 @@ func (p *publisher) loop(ran <-chan struct{}) {
 		<-ran
 		return
 	}
-	n := p.scan.NumFrames() * p.nMasks
-	p.snap = LiveSnapshot{NavShape: p.scan.NavShape(), NMasks: p.nMasks}
+	n := p.ds.NumFrames() * p.nMasks
+	p.snap = LiveSnapshot{NavShape: p.ds.NavShape(), NMasks: p.nMasks}
 	if p.out64 != nil {
 		p.snap.F64 = slices.Repeat([]float64{math.NaN()}, n)
 	} else {
@@ -374,11 +432,12 @@ func (p *publisher) tick() {
 			copy(p.snap.F32[a:b], p.out32[a:b])
 		}
 	}
+	p.snap.New = append(p.snap.New[:0], p.pending...)
 	p.pending = p.pending[:0]
 	done := p.doneN
 	p.mu.Unlock()
 	now := time.Now()
-	p.snap.Done, p.snap.Counts, p.snap.Elapsed = done, p.scan.Counts(), now.Sub(p.start)
+	p.snap.Done, p.snap.Counts, p.snap.Elapsed = done, p.counts(), now.Sub(p.start)
 	if dt := now.Sub(p.lastTick).Seconds(); dt > 0 {
 		p.snap.Rate = float64(done-p.lastDone) / dt
 	}
@@ -393,7 +452,7 @@ func (p *publisher) final(res *Result, c live.Counts) {
 	}
 	now := time.Now()
 	s := LiveSnapshot{NavShape: res.NavShape, NMasks: res.NMasks, F32: res.F32, F64: res.F64, Done: p.doneN, Counts: c,
-		Elapsed: now.Sub(p.start), Final: true}
+		New: p.pending, Elapsed: now.Sub(p.start), Final: true}
 	if dt := now.Sub(p.lastTick).Seconds(); dt > 0 {
 		s.Rate = float64(p.doneN-p.lastDone) / dt
 	}

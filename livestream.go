@@ -46,6 +46,14 @@ type LiveOptions struct {
 	// live.DefaultBacklog): beyond, the receiver stops reading and the detector's sender
 	// waits (counted as stalls).
 	MaxBacklog int64
+	// TileFrames, when positive, is the number of frames a CPU worker reads and computes
+	// at once (engine.Options.TileFrames; default Apply's, e.g. 32 frames of 256×256
+	// uint16 for a few dense masks). A frame is computed once its whole tile has come,
+	// so a smaller tile shows frames sooner at low frame rates. Tiles of 2 frames or
+	// more give Apply's result bit for bit (the kernels pair a tile's odd last frame with
+	// itself: a frame's sums do not depend on where tiles are cut); 1-frame tiles take
+	// the one-frame kernels.
+	TileFrames int
 }
 
 // LiveSnapshot is a live run at one moment.
@@ -260,7 +268,7 @@ func (j *liveJob) run(ctx context.Context) (*Result, error) {
 		ran := make(chan struct{})
 		go pub.loop(ran)
 		res, err := engine.ApplyMasks(ctx, j.ds, j.stack, j.plan, engine.Options{Float64: opt.Float64, Shifts: shifts,
-			Out32: pub.out32, Out64: pub.out64, Done: pub.done})
+			TileFrames: opt.TileFrames, Out32: pub.out32, Out64: pub.out64, Done: pub.done})
 		close(ran)
 		<-pub.stopped
 		return res, err

@@ -149,10 +149,11 @@ type liveImage struct {
 	done, frames int // frames computed of the scan's
 	counts       live.Counts
 	rate         float64
-	complete     bool // every frame read: the image is final for this detector
-	noFrame      int  // positions whose frame never came (NaN)
-	notKept      int  // positions whose frame came and was not kept (NaN)
-	notKeptAll   int  // frames received and not kept, of any detector's run
+	complete     bool    // every frame read: the image is final for this detector
+	noFrame      int     // positions whose frame never came (NaN)
+	notKept      int     // positions whose frame came and was not kept (NaN)
+	notKeptAll   int     // frames received and not kept, of any detector's run
+	published    float64 // Unix ms
 }
 
 // shownFrames are the arrival times (Unix ms) of the frames that image seq shows first.
@@ -166,8 +167,8 @@ type shownFrames struct {
 const recentImages = 64
 
 // run starts the receiver, feeds the scan and runs the detectors' images until ctx is
-// cancelled.
-func (l *liveView) run(ctx context.Context) {
+// cancelled; it returns the error of a start that failed (nil once cancelled).
+func (l *liveView) run(ctx context.Context) error {
 	h, err := l.rcv.Start(ctx)
 	var scan *live.Scan
 	if err == nil {
@@ -204,7 +205,10 @@ func (l *liveView) run(ctx context.Context) {
 		l.mu.Unlock()
 		l.s.notify()
 		l.s.mu.Unlock()
-		return
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
 	}
 	l.rcv.stamp(scan.NumFrames())
 	l.s.mu.Lock()
@@ -225,6 +229,7 @@ func (l *liveView) run(ctx context.Context) {
 	}()
 	l.conduct(ctx)
 	<-fed
+	return nil
 }
 
 // conduct runs the current detector's image over the scan, and again whenever the
@@ -309,7 +314,7 @@ func (r *liveRun) snapshot(s *stemdot.LiveSnapshot) {
 // at, and wakes the pages waiting for one; l.mu held.
 func (l *liveView) publishLocked(img *liveImage, at []float64) {
 	l.seq++
-	img.seq = l.seq
+	img.seq, img.published = l.seq, float64(time.Now().UnixMicro())/1000
 	l.shown = append(l.shown, shownFrames{l.seq, at})
 	if len(l.shown) > recentImages {
 		l.shown = l.shown[len(l.shown)-recentImages:]
@@ -582,8 +587,10 @@ type liveMeta struct {
 	// Error is the failure of this detector's run.
 	Error string `json:"error,omitempty"`
 	// Arrivals are the arrival times (Unix ms) of the frames that the images after the
-	// page's shows first, for the page to measure the latency to its image.
-	Arrivals []float64 `json:"arrivals"`
+	// page's show first, for the page to measure the latency to its image; Published is
+	// this image's time (Unix ms).
+	Arrivals  []float64 `json:"arrivals"`
+	Published float64   `json:"published"`
 }
 
 // bodyLocked is the answer of image img to a page that shows image after; l.mu held.
@@ -592,7 +599,7 @@ func (l *liveView) bodyLocked(img *liveImage, after uint64) []byte {
 	m := liveMeta{Seq: img.seq, Gen: img.gen, Spec: img.spec, DType: img.dtype, Shape: img.shape, Done: img.done, Frames: img.frames,
 		Complete: img.complete, Received: c.Received, Missing: c.Missing, Late: c.Late, Surplus: c.Surplus, Repeated: c.Repeated,
 		Stalls: c.Stalls, Rate: img.rate, NoFrame: img.noFrame, NotKept: img.notKept, NotKeptAll: img.notKeptAll, Keep: l.opt.Keep,
-		Acquisition: "receiving", Arrivals: []float64{}}
+		Acquisition: "receiving", Arrivals: []float64{}, Published: img.published}
 	if l.fed {
 		m.Acquisition = "complete"
 		if l.feedErr != nil {

@@ -407,25 +407,25 @@ func TestLiveEndedEarly(t *testing.T) {
 	}
 }
 
-// TestLiveStartFails: a receiver that cannot start: the page is told why.
+// TestLiveStartFails: an acquisition that does not start stops the server, whose
+// Serve returns the receiver's error.
 func TestLiveStartFails(t *testing.T) {
 	rcv := newGated(nil)
 	rcv.fail = errs.New(errs.IO, "cannot connect to the data port 127.0.0.1:1")
 	close(rcv.header)
-	base := liveServer(t, rcv, 0)
-	resp, err := http.Get(base + "api/events")
+	apply, err := stemdot.Plan{CPUs: "1"}.Planner()
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if strings.HasPrefix(sc.Text(), "data: ") {
-			break
-		}
+	s, err := NewLive(rcv, Options{Apply: apply}, LiveOptions{Source: "gated://scan"})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(context.Background(), ln) }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, errs.IO)
+		require.ErrorContains(t, err, "cannot connect to the data port 127.0.0.1:1")
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve goes on after the acquisition did not start")
 	}
-	require.Contains(t, strings.Join(lines, "\n"), "event: failed\ndata: {\"error\":\"cannot connect to the data port 127.0.0.1:1\"}")
-	r, body := get(t, base+"api/frame?kind=sum")
-	require.Equal(t, 500, r.StatusCode)
-	require.Contains(t, string(body), "cannot connect")
 }

@@ -113,7 +113,8 @@ type Options struct {
 	Hosts []string
 }
 
-// Server serves one dataset to the page. Create it with New, run it with Serve.
+// Server serves one dataset, or one acquisition while it arrives, to the page. Create
+// it with New (NewLive), run it with Serve.
 type Server struct {
 	ds      dataset.Dataset
 	opt     Options
@@ -133,8 +134,8 @@ type Server struct {
 	changed  chan struct{} // closed and replaced at every progress or client change
 	jobs     sync.Mutex    // one image run at a time
 
-	work func(ctx context.Context) // what Serve runs besides the requests: the first pass, or the live mode's acquisition
-	live *liveView                 // the live mode's state (NewLive); nil for a dataset
+	work func(ctx context.Context) error // what Serve runs besides the requests: the first pass, or the live mode's acquisition
+	live *liveView                       // the live mode's state (NewLive); nil for a dataset
 }
 
 // run is a page's image request, its number seq: cancel cancels it as replaced by a
@@ -207,17 +208,23 @@ func baseServer(opt Options) (*Server, *http.ServeMux, error) {
 // Token is the server's token: every path starts with /TOKEN/.
 func (s *Server) Token() string { return s.opt.Token }
 
-// Serve computes the first pass and serves the page on ln until ctx is cancelled or,
-// with Options.CloseAfter, no page has been connected for that long; it then shuts the
-// server down (runs in progress cancelled, waited for) and returns nil, or the
-// listener's error. Serve runs once per Server.
+// Serve computes the first pass (NewLive: receives the acquisition) and serves the page
+// on ln until ctx is cancelled or, with Options.CloseAfter, no page has been connected
+// for that long; it then shuts the server down (runs in progress cancelled, waited for)
+// and returns nil, or the listener's error. In the live mode, an acquisition that does
+// not start (the receiver's Start failed: the detector cannot be reached, its header is
+// malformed or does not fit the nav shape) stops the server, and Serve returns that
+// error. Serve runs once per Server.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	var werr error
 	worked := make(chan struct{})
 	go func() {
 		defer close(worked)
-		s.work(ctx)
+		if werr = s.work(ctx); werr != nil {
+			stop()
+		}
 	}()
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
@@ -242,7 +249,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-worked
 	s.jobs.Lock()
 	s.jobs.Unlock()
-	return nil
+	return werr
 }
 
 // closeWhenIdle calls stop once no client has been connected for CloseAfter.
@@ -265,8 +272,8 @@ func (s *Server) closeWhenIdle(ctx context.Context, stop context.CancelFunc) {
 	}
 }
 
-// firstPass computes the sum, mean and max frames.
-func (s *Server) firstPass(ctx context.Context) {
+// firstPass computes the sum, mean and max frames; its error goes to the page.
+func (s *Server) firstPass(ctx context.Context) error {
 	opt := stemdot.ReduceOptions{Sum: true, Mean: true, Max: true, Progress: func(done, total int) {
 		s.mu.Lock()
 		s.done = done
@@ -279,6 +286,7 @@ func (s *Server) firstPass(ctx context.Context) {
 	s.notify()
 	s.mu.Unlock()
 	close(s.ready)
+	return nil
 }
 
 // notify wakes the event streams; s.mu held.

@@ -63,8 +63,8 @@ connected); a reload reconnects within it.
 
 --live SOURCE views an acquisition while it arrives from a detector (merlin://HOST[:PORT],
 dectris://HOST[:PORT], as stemdot live takes them, with its --nav-shape, --passive and
-source options): the virtual image of the detector fills in as frames arrive (25
-images a second), with the frames received, missing and the rate, beside the sum, mean
+source options): the virtual image of the detector fills in as frames arrive (up to
+50 images a second), with the frames received, missing and the rate, beside the sum, mean
 or max frame of the frames received so far. A detector moved mid-scan is recomputed
 from the frames received so far, then goes on filling in; once the acquisition has
 ended, the frames are viewed as a file's are. Every image is stemdot apply's for the
@@ -72,8 +72,9 @@ same frames (the same float32 values). To read them again, the frames received a
 kept in memory as the stream encodes them, up to --keep bytes (default: half the
 memory available when the view starts); a frame received once the budget is spent is
 computed for the detector of the moment and shows as NaN (black) in the images of
-detectors moved later, which the page counts. Frames are computed 8 at a time: at 1
-kHz a frame is in the image within about 50 ms of its arrival.`,
+detectors moved later, which the page counts. Frames are computed 8 at a time and the
+image is published every 20 ms: at kHz frame rates a frame is on the page some tens of
+milliseconds after it arrives.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if gpu {

@@ -77,9 +77,10 @@ type LiveOptions struct {
 	// Spec is the first detector; "" a disk at the frame's centre of 1/8 of its smaller
 	// side, as the page's default.
 	Spec string
-	// Every is the time between images while frames arrive (default 40 ms: 25 images a
-	// second); TileFrames the frames a worker computes at once (default 8: at 1 kHz a
-	// frame waits at most 8 ms for its tile; any tile of 2 or more gives Apply's values).
+	// Every is the time between images while frames arrive (default 20 ms: 50 images a
+	// second, a page taking the newest when it is ready); TileFrames the frames a worker
+	// computes at once (default 8: at 1 kHz a frame waits at most 8 ms for its tile; any
+	// tile of 2 or more gives Apply's values).
 	Every      time.Duration
 	TileFrames int
 }
@@ -92,7 +93,7 @@ func NewLive(rcv live.Receiver, opt Options, lo LiveOptions) (*Server, error) {
 		return nil, errs.New(errs.Argument, "view: a receiver and a planner are needed")
 	}
 	if lo.Every <= 0 {
-		lo.Every = 40 * time.Millisecond
+		lo.Every = 20 * time.Millisecond
 	}
 	if lo.TileFrames <= 0 {
 		lo.TileFrames = 8
@@ -162,9 +163,9 @@ type shownFrames struct {
 	at  []float64
 }
 
-// recentImages is how many images keep their frames' arrival times: 64 images are 2.6
-// s at the default 40 ms.
-const recentImages = 64
+// recentImages is how many images keep their frames' arrival times: 128 images are 2.6
+// s at the default 20 ms.
+const recentImages = 128
 
 // run starts the receiver, feeds the scan and runs the detectors' images until ctx is
 // cancelled; it returns the error of a start that failed (nil once cancelled).

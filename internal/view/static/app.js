@@ -737,10 +737,10 @@ function showLive(meta, data, after) {
     (meta.late ? `, ${meta.late} late` : '') + (meta.stalls ? `, ${meta.stalls} stalls` : '') +
     (meta.acquisition === 'receiving' ? `, ${(meta.rate / 1000).toFixed(2)} kHz computed` : '') + end +
     (meta.not_kept_all ? `; ${meta.not_kept_all} frames not kept (budget ${(meta.keep / 2 ** 30).toFixed(1)} GiB, --keep): NaN for a detector moved now` : '');
-  // The sum frame follows the frames received, once a second and at the end.
+  // The sum frame follows the frames received, twice a second and at the end.
   const ended = meta.acquisition !== 'receiving' && (!prev || prev.acquisition === 'receiving');
   const kind = $('frame-kind').value;
-  if (kind !== 'pick' && !S.dragging && !frameLoading && (ended || performance.now() - lastFrameLoad > 1000) && meta.received !== S.frame.frames) {
+  if (kind !== 'pick' && !S.dragging && !frameLoading && (ended || performance.now() - lastFrameLoad > 500) && meta.received !== S.frame.frames) {
     lastFrameLoad = performance.now();
     frameLoading = true;
     loadFrame(kind).finally(() => { frameLoading = false; });

@@ -204,8 +204,10 @@ func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h 
 // blank), Apply's result for the same frames, bit for bit, and publishes it as the
 // final snapshot; the caller labels the positions without a frame. opt's NavShape,
 // Source, Record and MaxBacklog are not used (they are the scan's). Several runs over
-// one scan follow each other (live.Scan.Resume after an interrupted one): stemdot view
-// --live recomputes a detector moved mid-scan from the frames kept (live.Scan.Keep).
+// one scan follow each other (live.Scan.Resume after an interrupted one), each reading
+// the frames received again: those kept (live.Scan.Keep); a frame read and not kept
+// fails the run, so a dataset over the scan reads it otherwise (stemdot view --live:
+// blank, NaN in its image, live.Scan.Decoded telling which).
 // Errors: as Live's once the stream has started; errs.Cancelled when ctx is cancelled.
 func (pl *Planner) ApplyLive(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, opt LiveOptions) (res *Result, err error) {
 	defer goErrs(&err)

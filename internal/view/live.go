@@ -251,7 +251,7 @@ func (l *liveView) conduct(ctx context.Context) {
 			l.mu.Lock()
 			if err != nil && l.gen == gen && ctx.Err() == nil { // shown with the image
 				l.runErr, err = err, nil
-				l.publishErrorLocked(stack.N)
+				l.publishErrorLocked()
 			}
 			newer, ch := l.gen != gen, l.detChanged
 			l.mu.Unlock()
@@ -288,15 +288,14 @@ func (r *liveRun) snapshot(s *stemdot.LiveSnapshot) {
 	noFrame, notKept, notKeptAll := l.data.blank(vals, s.NMasks)
 	img := &liveImage{gen: r.gen, spec: r.spec, done: s.Done, frames: len(vals) / s.NMasks, counts: s.Counts, rate: s.Rate,
 		complete: s.Final, noFrame: noFrame, notKept: notKept, notKeptAll: notKeptAll}
-	var err error
-	if img.dtype, img.shape, img.data, err = imageOf(s.NavShape, s.NMasks, vals); err != nil {
-		img.data = nil // a com image's maps that do not fit in memory: the error shows
-	}
+	dtype, shape, data, err := imageOf(s.NavShape, s.NMasks, vals)
 	var at []float64
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err != nil {
+	if err != nil { // com maps that do not fit in memory: an image without values says so
 		l.runErr = err
+	} else {
+		img.dtype, img.shape, img.data = dtype, shape, data
 	}
 	for _, rg := range s.New {
 		for f := rg[0]; f < rg[1]; f++ {
@@ -325,14 +324,12 @@ func (l *liveView) publishLocked(img *liveImage, at []float64) {
 	l.changed = make(chan struct{})
 }
 
-// publishErrorLocked publishes the newest image again (a NaN image where there is none)
-// for the pages to show the run's error; l.mu held.
-func (l *liveView) publishErrorLocked(nMasks int) {
+// publishErrorLocked publishes the current detector's newest image again (one without
+// values where there is none) for the pages to show its run's error; l.mu held.
+func (l *liveView) publishErrorLocked() {
 	img := &liveImage{gen: l.gen, spec: l.spec, frames: l.scan.NumFrames()}
 	if l.img != nil && l.img.gen == l.gen {
 		*img = *l.img
-	} else {
-		img.dtype, img.shape, img.data, _ = imageOf(l.scan.NavShape(), nMasks, slices.Repeat([]float32{float32(math.NaN())}, img.frames*nMasks))
 	}
 	l.publishLocked(img, nil)
 }
@@ -428,12 +425,12 @@ func (l *liveView) frame(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	kind := r.URL.Query().Get("kind")
-	red := l.data.reduction()
-	f := map[string][]float64{"sum": red.Sum, "mean": red.Mean, "max": red.Max}[kind]
 	if kind != "sum" && kind != "mean" && kind != "max" {
 		http.Error(w, fmt.Sprintf("kind %q: want sum, mean or max", kind), http.StatusBadRequest)
 		return
 	}
+	red := l.data.reduction()
+	f := map[string][]float64{"sum": red.Sum, "mean": red.Mean, "max": red.Max}[kind]
 	if red.Frames == 0 {
 		sig := scan.SigShape()
 		f = make([]float64, sig[0]*sig[1])
@@ -558,6 +555,9 @@ func (l *liveView) image(w http.ResponseWriter, r *http.Request) {
 
 // liveMeta is what the page shows about an image, the JSON before its values.
 type liveMeta struct {
+	// Seq is the image's number, Gen its detector's (the answer of api/live/detector),
+	// Spec the detector; DType ("f4", "f8", or "" for an image without values: see
+	// Error) and Shape are its values'.
 	Seq   uint64 `json:"seq"`
 	Gen   uint64 `json:"gen"`
 	Spec  string `json:"spec"`

@@ -56,6 +56,7 @@ type gatedReceiver struct {
 	data   []byte
 	header chan struct{}
 	fail   error // Start's error
+	bad    int   // the frame whose Decode fails, or -1
 
 	mu      sync.Mutex
 	allowed int
@@ -66,7 +67,7 @@ type gatedReceiver struct {
 
 func newGated(data []byte) *gatedReceiver {
 	return &gatedReceiver{h: live.Header{Detector: "gated", SigShape: [2]int{lsy, lsx}, DType: dataset.Uint16, Frames: lny * lnx, NavShape: []int{lny, lnx}},
-		data: data, header: make(chan struct{}), more: make(chan struct{})}
+		data: data, header: make(chan struct{}), more: make(chan struct{}), bad: -1}
 }
 
 // send lets frames up to n through; end, when set, ends the acquisition after them.
@@ -113,7 +114,13 @@ func (g *gatedReceiver) Next(ctx context.Context, dst []live.Frame) ([]live.Fram
 	}
 }
 
-func (g *gatedReceiver) Decode(dst []byte, f live.Frame) error { copy(dst, f.Payload); return nil }
+func (g *gatedReceiver) Decode(dst []byte, f live.Frame) error {
+	if f.Index == g.bad {
+		return errs.New(errs.Format, "frame %d is malformed", f.Index)
+	}
+	copy(dst, f.Payload)
+	return nil
+}
 func (g *gatedReceiver) Release(live.Frame)                    {}
 func (g *gatedReceiver) Stats() live.Stats                     { return live.Stats{} }
 func (g *gatedReceiver) Close() error                          { return nil }
@@ -428,4 +435,17 @@ func TestLiveStartFails(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Serve goes on after the acquisition did not start")
 	}
+}
+
+// TestLiveRunFails: a frame that cannot be decoded stops the detector's run; its image
+// says why, and the page shows it.
+func TestLiveRunFails(t *testing.T) {
+	rcv := newGated(liveData())
+	rcv.bad = 7
+	close(rcv.header)
+	base := liveServer(t, rcv, 1<<30)
+	rcv.send(lny*lnx, nil)
+	img := nextImage(t, base, 0, func(i liveImg) bool { return i.Error != "" })
+	require.Contains(t, img.Error, "frame 7 is malformed")
+	require.Equal(t, "disk:12,10,3", img.Spec)
 }

@@ -28,6 +28,9 @@
 //	                                 gives three float64 maps: shift y, shift x and their
 //	                                 magnitude, as apply --com-shifts and com --magnitude
 //
+// The live mode (NewLive, stemdot view --live) serves an acquisition while it arrives
+// from a detector: see live.go for its requests.
+//
 // Arrays travel as raw little-endian bytes, their shape in the header X-Shape ("256,256"
 // or "3,64,64"), their type in X-DType ("f4" or "f8"). Errors are plain text with status
 // 400 (a bad spec, position or request number), 409 (a run cancelled by a newer one),

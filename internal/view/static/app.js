@@ -707,7 +707,7 @@ async function liveLoop() {
       S.liveSeq = meta.seq;
       showLive(meta, data, after);
     } catch (e) {
-      showError('lost the connection to stemdot view (stopped?): ' + e.message);
+      showError('lost the connection to stemdot view (stopped?): ' + e.message, 'image'); // the next image takes it away
       await new Promise((ok) => setTimeout(ok, 1000));
     }
   }
@@ -722,7 +722,7 @@ function showLive(meta, data, after) {
   }
   if (meta.error) showError(meta.error, 'image');
   setBusy(meta.spec !== S.spec || !meta.complete && meta.acquisition !== 'receiving');
-  paintImage(meta.spec, { shape: meta.shape, dtype: meta.dtype, data }, undefined, undefined, meta);
+  if (meta.dtype) paintImage(meta.spec, { shape: meta.shape, dtype: meta.dtype, data }, undefined, undefined, meta);
   const arrivals = after > 0 ? meta.arrivals : []; // the first image's frames came before the page
   requestAnimationFrame(() => {
     const now = performance.now();

@@ -121,9 +121,9 @@ func (g *gatedReceiver) Decode(dst []byte, f live.Frame) error {
 	copy(dst, f.Payload)
 	return nil
 }
-func (g *gatedReceiver) Release(live.Frame)                    {}
-func (g *gatedReceiver) Stats() live.Stats                     { return live.Stats{} }
-func (g *gatedReceiver) Close() error                          { return nil }
+func (g *gatedReceiver) Release(live.Frame) {}
+func (g *gatedReceiver) Stats() live.Stats  { return live.Stats{} }
+func (g *gatedReceiver) Close() error       { return nil }
 
 // liveServer serves rcv's acquisition (Keep bytes kept) until the test ends, and
 // returns its base URL (…/TOKEN/).

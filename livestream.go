@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/engine"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/live"
@@ -49,6 +50,14 @@ type LiveOptions struct {
 	// live.DefaultBacklog): beyond, the receiver stops reading and the detector's sender
 	// waits (counted as stalls).
 	MaxBacklog int64
+	// TileFrames, when positive, is the number of frames a CPU worker reads and computes
+	// at once (engine.Options.TileFrames; default Apply's, e.g. 32 frames of 256×256
+	// uint16 for a few dense masks). A frame is computed once its whole tile has come,
+	// so a smaller tile shows frames sooner at low frame rates. Tiles of 2 frames or
+	// more give Apply's result bit for bit (the kernels pair a tile's odd last frame with
+	// itself: a frame's sums do not depend on where tiles are cut); 1-frame tiles take
+	// the one-frame kernels.
+	TileFrames int
 	// Continuous receives scan after scan until ctx is cancelled or the stream ends,
 	// keeping the last complete scan: see Live.
 	Continuous bool
@@ -77,6 +86,9 @@ type LiveSnapshot struct {
 	// computed per second since the previous snapshot.
 	Elapsed time.Duration
 	Rate    float64
+	// New are the ranges of frames [start, end) computed since the previous snapshot, in
+	// the order they were done (a consumer that keeps its own copy updates those rows).
+	New [][2]int
 	// Scan is, in a continuous run, the number of the scan in progress, from 1, and
 	// ScansComplete and ScansDropped the scans before it that were complete and that
 	// were dropped (see ContinuousInfo); in the final snapshot, the number of the last
@@ -163,7 +175,11 @@ func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h 
 		return nil, err
 	}
 	defer scan.Close()
-	j, err := pl.newLiveJob(scan, masksFor, opt)
+	stack, err := masksFor(scan.Header())
+	if err != nil {
+		return nil, err
+	}
+	j, err := pl.newLiveJob(scan, stack, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +198,7 @@ func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h 
 		}()
 	}
 	pub := newPublisher(scan, j.stack.N, opt)
-	if lr, err = j.run(ctx, scan, pub); err != nil {
+	if lr, err = j.receive(ctx, scan, pub); err != nil {
 		return nil, err
 	}
 	if scan.Record != nil {
@@ -204,50 +220,73 @@ func newLiveScan(rcv live.Receiver, h live.Header, nav []int, opt LiveOptions) (
 	return scan, err
 }
 
-// liveJob is what a live run computes, scan after scan of one shape.
+// ApplyLive applies stack to ds as Live applies its masks to the scan it receives, for a
+// caller that runs the receiver itself: ds is a live.Scan whose Feed the caller runs (or
+// a dataset that reads one), read in acquisition order, snapshots published every
+// opt.Every (their Counts those of ds's Counts method, where it has one). It returns
+// once every frame has been read (frames that never came read as the scan reads them:
+// blank), Apply's result for the same frames, bit for bit, and publishes it as the
+// final snapshot; the caller labels the positions without a frame. opt's NavShape,
+// Source, Record, MaxBacklog and Continuous are not used (they are the scan's and the
+// caller's). Several runs over one scan follow each other (live.Scan.Resume after an
+// interrupted one), each reading the frames received again: those kept (live.Scan.Keep);
+// a frame read and not kept fails the run, so a dataset over the scan reads it
+// otherwise (stemdot view --live: blank, NaN in its image, live.Scan.Decoded telling
+// which). Errors: as Live's once the stream has started; errs.Cancelled when ctx is
+// cancelled.
+func (pl *Planner) ApplyLive(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, opt LiveOptions) (res *Result, err error) {
+	defer goErrs(&err)
+	j, err := pl.newLiveJob(ds, stack, opt)
+	if err != nil {
+		return nil, err
+	}
+	pub := newPublisher(ds, stack.N, opt)
+	if res, err = j.compute(ctx, pub); err != nil {
+		return nil, err
+	}
+	pub.final(res, pub.counts(), true)
+	return res, nil
+}
+
+// liveJob is what a live run computes: a stack over the frames of ds, planned once for
+// scan after scan of one shape (receive sets ds to each).
 type liveJob struct {
+	ds     dataset.Dataset
 	opt    LiveOptions
 	stack  *masks.Stack
 	plan   *planner.Plan
 	shifts []float64
 }
 
-// newLiveJob checks the masks that masksFor makes for scan's frames, and plans the
-// job.
-func (pl *Planner) newLiveJob(scan *live.Scan, masksFor func(h live.Header) (*masks.Stack, error), opt LiveOptions) (*liveJob, error) {
-	stack, err := masksFor(scan.Header())
+// newLiveJob checks the job of stack over ds's frames and plans it: partitions in
+// acquisition order (inOrder).
+func (pl *Planner) newLiveJob(ds dataset.Dataset, stack *masks.Stack, opt LiveOptions) (*liveJob, error) {
+	if err := checkJob(ds, stack, opt.applyOptions()); err != nil {
+		return nil, err
+	}
+	shifts, err := frameShifts(ds, opt.Shifts)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkJob(scan, stack, ApplyOptions{Float64: opt.Float64, Shifts: opt.Shifts}); err != nil {
-		return nil, err
-	}
-	shifts, err := frameShifts(scan, opt.Shifts)
+	p, err := pl.Plan(ds, stack)
 	if err != nil {
 		return nil, err
 	}
-	p, err := pl.Plan(scan, stack)
-	if err != nil {
-		return nil, err
-	}
-	p.Partitions = inOrder(scan.NumFrames(), scan.FrameBytes())
-	return &liveJob{opt: opt, stack: stack, plan: p, shifts: shifts}, nil
+	p.Partitions = inOrder(ds.NumFrames(), ds.FrameBytes())
+	return &liveJob{ds: ds, opt: opt, stack: stack, plan: p, shifts: shifts}, nil
 }
 
-// run receives scan's frames and computes them, publishing snapshots through pub (but
-// not the scan's last). The result of a scan that ended early is Partial; other ends
-// of the feed are errors.
-func (j *liveJob) run(ctx context.Context, scan *live.Scan, pub *publisher) (*LiveResult, error) {
-	feedCtx, stopFeed := context.WithCancel(ctx)
-	defer stopFeed()
-	fed := make(chan error, 1)
-	go func() { fed <- scan.Feed(feedCtx) }()
+func (o LiveOptions) applyOptions() ApplyOptions {
+	return ApplyOptions{Float64: o.Float64, Shifts: o.Shifts}
+}
 
-	var feedErr error
+// compute runs the job over j.ds, publishing snapshots through pub while it runs (but
+// not the last); errors wrap errs.Cancelled when ctx was cancelled.
+func (j *liveJob) compute(ctx context.Context, pub *publisher) (*Result, error) {
 	run := func(shifts []float64, out32 []float32, out64 []float64) (*engine.Result, error) {
 		pub.out32, pub.out64 = out32, out64
 		if out32 == nil && out64 == nil {
-			n := scan.NumFrames() * j.stack.N
+			n := j.ds.NumFrames() * j.stack.N
 			if j.opt.Float64 {
 				pub.out64 = make([]float64, n)
 			} else {
@@ -256,26 +295,35 @@ func (j *liveJob) run(ctx context.Context, scan *live.Scan, pub *publisher) (*Li
 		}
 		ran := make(chan struct{})
 		go pub.loop(ran)
-		res, err := engine.ApplyMasks(ctx, scan, j.stack, j.plan, engine.Options{Float64: j.opt.Float64, Shifts: shifts,
-			Out32: pub.out32, Out64: pub.out64, Done: pub.done})
+		res, err := engine.ApplyMasks(ctx, j.ds, j.stack, j.plan, engine.Options{Float64: j.opt.Float64, Shifts: shifts,
+			TileFrames: j.opt.TileFrames, Out32: pub.out32, Out64: pub.out64, Done: pub.done})
 		close(ran)
 		<-pub.stopped
-		if err != nil {
-			stopFeed()
-			<-fed
-			return nil, err
-		}
-		feedErr = <-fed
-		return res, nil
+		return res, err
 	}
-	aopt := ApplyOptions{Float64: j.opt.Float64, Shifts: j.opt.Shifts}
-	res, err := runJob(scan, j.stack, aopt, j.shifts, append(OpenWarnings(scan), j.plan.Warnings...), run)
+	res, err := runJob(j.ds, j.stack, j.opt.applyOptions(), j.shifts, append(OpenWarnings(j.ds), j.plan.Warnings...), run)
+	if err != nil && ctx.Err() != nil {
+		return nil, errs.Wrap(errs.Cancelled, err)
+	}
+	return res, err
+}
+
+// receive receives scan's frames and computes them, publishing snapshots through pub
+// (but not the scan's last). The result of a scan that ended early is Partial; other
+// ends of the feed are errors.
+func (j *liveJob) receive(ctx context.Context, scan *live.Scan, pub *publisher) (*LiveResult, error) {
+	j.ds = scan
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	defer stopFeed()
+	fed := make(chan error, 1)
+	go func() { fed <- scan.Feed(feedCtx) }()
+	res, err := j.compute(ctx, pub)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, errs.Wrap(errs.Cancelled, err)
-		}
+		stopFeed()
+		<-fed
 		return nil, err
 	}
+	feedErr := <-fed
 	lr := &LiveResult{Result: res, Counts: scan.Counts(), EndErr: feedErr}
 	if feedErr != nil {
 		if !errors.Is(feedErr, live.ErrEnded) {
@@ -314,7 +362,12 @@ func (pl *Planner) liveContinuous(ctx context.Context, rcv live.Receiver, h live
 	if err != nil {
 		return nil, err
 	}
-	j, err := pl.newLiveJob(scan, masksFor, opt)
+	stack, err := masksFor(scan.Header())
+	if err != nil {
+		scan.Close()
+		return nil, err
+	}
+	j, err := pl.newLiveJob(scan, stack, opt)
 	if err != nil {
 		scan.Close()
 		return nil, err
@@ -327,7 +380,7 @@ func (pl *Planner) liveContinuous(ctx context.Context, rcv live.Receiver, h live
 		at.Scan++
 		pub := newPublisher(scan, j.stack.N, opt)
 		pub.at = at
-		lr, err := j.run(ctx, scan, pub)
+		lr, err := j.receive(ctx, scan, pub)
 		received, n := scan.Received(), scan.NumFrames()
 		scan.Close()
 		switch {
@@ -500,7 +553,8 @@ func positionRanges(pos []int) string {
 // publisher keeps the snapshot of a live run: the rows of the frames the engine reports
 // done (engine.Options.Done) are copied into it at every tick.
 type publisher struct {
-	scan   *live.Scan
+	ds     dataset.Dataset
+	counts func() live.Counts
 	nMasks int
 	opt    LiveOptions
 	start  time.Time
@@ -519,12 +573,16 @@ type publisher struct {
 	stopped  chan struct{}
 }
 
-func newPublisher(scan *live.Scan, nMasks int, opt LiveOptions) *publisher {
+func newPublisher(ds dataset.Dataset, nMasks int, opt LiveOptions) *publisher {
 	if opt.Every <= 0 {
 		opt.Every = 100 * time.Millisecond
 	}
 	now := time.Now()
-	return &publisher{scan: scan, nMasks: nMasks, opt: opt, start: now, lastTick: now, stopped: make(chan struct{})}
+	counts := func() live.Counts { return live.Counts{} }
+	if c, ok := ds.(interface{ Counts() live.Counts }); ok {
+		counts = c.Counts
+	}
+	return &publisher{ds: ds, counts: counts, nMasks: nMasks, opt: opt, start: now, lastTick: now, stopped: make(chan struct{})}
 }
 
 // done is engine.Options.Done: the rows of frames [start, end) are written.
@@ -542,8 +600,8 @@ func (p *publisher) loop(ran <-chan struct{}) {
 		<-ran
 		return
 	}
-	n := p.scan.NumFrames() * p.nMasks
-	p.snap = LiveSnapshot{NavShape: p.scan.NavShape(), NMasks: p.nMasks, Scan: p.at.Scan, ScansComplete: p.at.Complete, ScansDropped: p.at.Dropped}
+	n := p.ds.NumFrames() * p.nMasks
+	p.snap = LiveSnapshot{NavShape: p.ds.NavShape(), NMasks: p.nMasks, Scan: p.at.Scan, ScansComplete: p.at.Complete, ScansDropped: p.at.Dropped}
 	if p.out64 != nil {
 		p.snap.F64 = slices.Repeat([]float64{math.NaN()}, n)
 	} else {
@@ -572,11 +630,12 @@ func (p *publisher) tick() {
 			copy(p.snap.F32[a:b], p.out32[a:b])
 		}
 	}
+	p.snap.New = append(p.snap.New[:0], p.pending...)
 	p.pending = p.pending[:0]
 	done := p.doneN
 	p.mu.Unlock()
 	now := time.Now()
-	p.snap.Done, p.snap.Counts, p.snap.Elapsed = done, p.scan.Counts(), now.Sub(p.start)
+	p.snap.Done, p.snap.Counts, p.snap.Elapsed = done, p.counts(), now.Sub(p.start)
 	if dt := now.Sub(p.lastTick).Seconds(); dt > 0 {
 		p.snap.Rate = float64(done-p.lastDone) / dt
 	}
@@ -591,7 +650,7 @@ func (p *publisher) final(res *Result, c live.Counts, final bool) {
 	}
 	now := time.Now()
 	s := LiveSnapshot{NavShape: res.NavShape, NMasks: res.NMasks, F32: res.F32, F64: res.F64, Done: p.doneN, Counts: c,
-		Elapsed: now.Sub(p.start), Scan: p.at.Scan, ScansComplete: p.at.Complete, ScansDropped: p.at.Dropped, Final: final}
+		New: p.pending, Elapsed: now.Sub(p.start), Scan: p.at.Scan, ScansComplete: p.at.Complete, ScansDropped: p.at.Dropped, Final: final}
 	if dt := now.Sub(p.lastTick).Seconds(); dt > 0 {
 		s.Rate = float64(p.doneN-p.lastDone) / dt
 	}

@@ -2,6 +2,7 @@ package stemdot
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math"
@@ -294,5 +295,160 @@ func TestLiveRefusesMismatches(t *testing.T) {
 	_, err = Live(context.Background(), &fakeReceiver{h: h, data: data, badFrame: -1}, other, Plan{GPUs: "0"}, LiveOptions{})
 	if !errors.Is(err, errs.Shape) {
 		t.Errorf("masks of another sig shape: %v", err)
+	}
+}
+
+// gatedReceiver sends the frames of its receiver up to frame open (exclusive), then
+// waits for gate to be closed before it sends the rest.
+type gatedReceiver struct {
+	*fakeReceiver
+	open int
+	gate chan struct{}
+}
+
+func (g *gatedReceiver) Next(ctx context.Context, dst []live.Frame) ([]live.Frame, error) {
+	g.mu.Lock()
+	wait := g.sent >= g.open
+	g.mu.Unlock()
+	if wait {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return dst, ctx.Err()
+		}
+	}
+	return g.fakeReceiver.Next(ctx, dst)
+}
+
+// TestApplyLiveAgain: a run over a scan that the test feeds, cancelled mid-scan, and a
+// second run with other masks after live.Scan.Resume: the second reads the frames kept
+// again and waits for the rest; its result is Apply's for its masks, bit for bit, and
+// its snapshots' New ranges cover every frame once.
+func TestApplyLiveAgain(t *testing.T) {
+	data, h, nav := randomScan([]int{6, 7}, [2]int{256, 256}) // 128 KiB frames: tiles of 32
+	rcv := &gatedReceiver{&fakeReceiver{h: h, data: data, order: inOrderFrames(42), batch: 5, badFrame: -1}, 35, make(chan struct{})}
+	scan, err := live.NewScan(rcv, h, nav, "fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scan.Close()
+	scan.Keep = 1 << 30
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fed := make(chan error, 1)
+	go func() { fed <- scan.Feed(ctx) }()
+	pl, err := Plan{GPUs: "0"}.Planner()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	first := mustMasks(t, h, []string{"disk:100,100,30"})
+	ctx1, stop1 := context.WithCancel(ctx)
+	var done1 atomicInt
+	ran := make(chan error, 1)
+	go func() {
+		_, err := pl.ApplyLive(ctx1, scan, first, LiveOptions{Every: time.Millisecond, Snapshot: func(s *LiveSnapshot) { done1.set(s.Done) }})
+		ran <- err
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for (scan.Received() < 35 || done1.get() == 0) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	stop1()
+	if err := <-ran; !errors.Is(err, errs.Cancelled) {
+		t.Fatalf("first run cancelled: %v, want errs.Cancelled", err)
+	}
+	done := done1.get()
+	if done == 0 || done > 35 {
+		t.Fatalf("first run: %d frames done, want some of the 35 sent before the rest was held back", done)
+	}
+	for i := range 42 {
+		read, kept := scan.Decoded(i)
+		if i < done && !(read && kept) || i >= 35 && read {
+			t.Fatalf("frame %d: read %v, kept %v; want frames 0-%d read and kept, 35-41 not read", i, read, kept, done-1)
+		}
+	}
+
+	scan.Resume()
+	covered := make([]int, 42)
+	go func() { time.Sleep(20 * time.Millisecond); close(rcv.gate) }()
+	res, err := pl.ApplyLive(ctx, scan, mustMasks(t, h, liveSpecs), LiveOptions{Every: time.Millisecond, Snapshot: func(s *LiveSnapshot) {
+		for _, r := range s.New {
+			for f := r[0]; f < r[1]; f++ {
+				covered[f]++
+			}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-fed; err != nil {
+		t.Fatalf("feed: %v", err)
+	}
+	want := offline(t, data, h, nav, liveSpecs, false)
+	if !slices.Equal(res.F32, want.F32) {
+		t.Fatalf("second run differs from Apply's:\n%v\n%v", res.F32, want.F32)
+	}
+	if !slices.Equal(covered, slices.Repeat([]int{1}, 42)) {
+		t.Errorf("snapshots' New ranges cover the frames %v times, want each once", covered)
+	}
+}
+
+func mustMasks(t *testing.T, h live.Header, list []string) *masks.Stack {
+	stack, err := Masks(h.SigShape, list...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stack
+}
+
+type atomicInt struct {
+	mu sync.Mutex
+	v  int
+}
+
+func (a *atomicInt) set(v int) { a.mu.Lock(); a.v = v; a.mu.Unlock() }
+func (a *atomicInt) get() int  { a.mu.Lock(); defer a.mu.Unlock(); return a.v }
+
+// TestLiveTilesEqualApply: live runs with tiles of 2 to 8 frames (LiveOptions.TileFrames)
+// give Apply's result bit for bit, for uint8, uint16 and float32 frames and stacks that
+// take each family of kernels: one mask, 3 (padded to 4 for the pair kernel), com,
+// sparse (CSR), 8 and 16 (packed); float64 too.
+func TestLiveTilesEqualApply(t *testing.T) {
+	stacks := [][]string{{"disk:14,11,6"}, liveSpecs, {"com"}, {"point:3,4", "point:20,9"},
+		{"disk:14,11,6", "ring:14,11,3,9", "rect:0,0,5,16", "disk:3,3,2", "disk:20,20,5", "ring:10,12,2,6", "rect:4,4,20,10", "com"}}
+	stacks = append(stacks, slices.Concat(stacks[4], stacks[4]))
+	for _, dt := range []dataset.DType{dataset.Uint8, dataset.Uint16, dataset.Float32} {
+		data, h, nav := randomScan([]int{5, 9}, [2]int{24, 28})
+		if dt != dataset.Uint16 { // the same values in another dtype
+			px := len(data) / 2
+			out := make([]byte, px*dt.Size())
+			for i := range px {
+				v := uint16(data[2*i]) | uint16(data[2*i+1])<<8
+				switch dt {
+				case dataset.Uint8:
+					out[i] = byte(v)
+				case dataset.Float32:
+					binary.NativeEndian.PutUint32(out[4*i:], math.Float32bits(float32(v)/7))
+				}
+			}
+			data, h.DType = out, dt
+		}
+		for _, list := range stacks {
+			for _, f64 := range []bool{false, true} {
+				want := offline(t, data, h, nav, list, f64)
+				for _, tile := range []int{2, 3, 5, 8} {
+					rcv := &fakeReceiver{h: h, data: data, order: inOrderFrames(45), batch: 7, badFrame: -1}
+					lr, err := Live(context.Background(), rcv, specs(list), Plan{GPUs: "0"}, LiveOptions{NavShape: nav, Float64: f64, TileFrames: tile})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(lr.F32, want.F32) || !slices.Equal(lr.F64, want.F64) {
+						t.Errorf("%v frames, %d masks %v, float64 %v, %d-frame tiles: differs from Apply's", dt, want.NMasks, list, f64, tile)
+					}
+				}
+			}
+		}
 	}
 }

@@ -392,6 +392,28 @@ func (s *Scan) Interrupt() {
 	s.mu.Unlock()
 }
 
+// Resume undoes Interrupt, for another run over the scan (a virtual detector changed
+// mid-scan: stemdot view --live): its reads of frames kept (Keep) decode them again,
+// and those of frames still to come wait for them. The caller resumes once the
+// interrupted run has returned.
+func (s *Scan) Resume() {
+	s.mu.Lock()
+	s.interrupted = false
+	s.mu.Unlock()
+}
+
+// Decoded says whether frame i has been read (decoded by a run) and, if so, whether its
+// payload is kept (Keep), so that it reads again; a frame read and not kept (Keep's
+// budget spent) cannot be read again (an error). A frame not read yet, and one that
+// never came (missing: it reads as blank), is not decoded; after Close, every frame that
+// came is decoded and not kept. i is a scan position, 0 to NumFrames()-1.
+func (s *Scan) Decoded(i int) (read, kept bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state[i]
+	return st == decoded || st == released, st == decoded
+}
+
 // keepRoom says whether a payload of n bytes may still be kept (Keep).
 func (s *Scan) keepRoom(n int) bool {
 	s.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/stemdot/stemdot"
@@ -28,7 +29,6 @@ func newLiveCmd() *cobra.Command {
 	var navShape, record string
 	var float64Result, quiet, passive, allowPartial, continuous bool
 	var pf planFlags
-	params := map[string]*string{}
 	cmd := &cobra.Command{
 		Use:   "live SOURCE (--mask SPEC ... | --masks FILE.npy) --out RESULT.npy",
 		Short: "Apply virtual detectors to a detector's frames while the scan runs (Merlin, DECTRIS)",
@@ -93,12 +93,7 @@ loopback, to try this without a microscope.`,
 					return fmt.Errorf("--nav-shape: %w", err)
 				}
 			}
-			lo := live.Options{Active: !passive, Frames: product(nav), Params: map[string]string{}}
-			for key, v := range params {
-				if cmd.Flags().Changed(strings.TrimPrefix(flagOf(key), "--")) {
-					lo.Params[key] = *v
-				}
-			}
+			lo := live.Options{Active: !passive, Frames: product(nav), Params: sourceParams(cmd)}
 			if err := checkParams(args[0], lo.Params); err != nil {
 				return err
 			}
@@ -193,15 +188,35 @@ loopback, to try this without a microscope.`,
 	f.BoolVar(&allowPartial, "allow-partial", false, "exit 0 after an acquisition that ended early (its result has NaN at the positions without a frame), or a continuous run that the stream's failure ended")
 	f.BoolVar(&continuous, "continuous", false, "scan after scan until interrupted or the stream ends, writing each complete scan to --out as it completes (see above)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress and no summary")
+	registerSourceFlags(f)
+	pf.register(f, false)
+	return cmd
+}
+
+// registerSourceFlags adds a flag for each source option of the protocols
+// (live.Protocol.Params) that fs has no flag of the same name for (stemdot view's
+// dataset option --pixel-mask serves as DECTRIS's source option pixel_mask too).
+func registerSourceFlags(fs *pflag.FlagSet) {
 	for _, p := range live.Protocols() {
 		for _, key := range p.Params {
-			if _, dup := params[key]; !dup {
-				params[key] = f.String(strings.TrimPrefix(flagOf(key), "--"), "", fmt.Sprintf("%s source option %s (see %s)", p.Scheme, key, "stemdot live --help"))
+			if name := strings.TrimPrefix(flagOf(key), "--"); fs.Lookup(name) == nil {
+				fs.String(name, "", fmt.Sprintf("%s source option %s (see stemdot live --help)", p.Scheme, key))
 			}
 		}
 	}
-	pf.register(f, false)
-	return cmd
+}
+
+// sourceParams are the source options given on the command line, by key.
+func sourceParams(cmd *cobra.Command) map[string]string {
+	params := map[string]string{}
+	for _, p := range live.Protocols() {
+		for _, key := range p.Params {
+			if f := cmd.Flags().Lookup(strings.TrimPrefix(flagOf(key), "--")); f != nil && f.Changed {
+				params[key] = f.Value.String()
+			}
+		}
+	}
+	return params
 }
 
 // flagOf is the flag of a source option: "dectris_api" → "--dectris-api".

@@ -256,7 +256,7 @@ def test_partial(replay, cli, tmp_path):
     assert live_info["ended_by"]
 
 
-def test_errors(replay, data_dir):
+def test_errors(replay, scan256):
     ones = np.ones((1, 4, 4), np.float32)
     with pytest.raises(stemdot.StemdotIOError, match="cannot connect to the data port 127.0.0.1:1"):
         list(stemdot.live("merlin://127.0.0.1:1", ones, passive=True))
@@ -277,8 +277,7 @@ def test_errors(replay, data_dir):
     with pytest.raises(TypeError):
         stemdot.live(b"merlin://127.0.0.1", ones)
     # masks of another sig shape than the stream's: raised by the iteration
-    path = data_dir / "mib" / "Single_9_Frame_CounterDepth_12_Rows_256.mib"
-    r = replay(path, "merlin")
+    r = replay(scan256, "merlin")
     run = stemdot.live(f"merlin://{r.address}", ones, passive=True)
     with pytest.raises(stemdot.ShapeError, match=r"masks of sig_shape \(4, 4\) do not match the frames' sig_shape \(256, 256\)"):
         next(run)

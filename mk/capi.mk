@@ -2,8 +2,9 @@
 # which defines GO and BUILD.
 #
 #   make capi         build/libstemdot.so (+ the generated build/libstemdot.h, internal)
-#   make test-capi    build and run capi/examples/apply.c and capi/examples/fork.c (a
-#                     forked child is refused, not hung) against it, and the README's C
+#   make test-capi    build and run capi/examples/apply.c, capi/examples/fork.c (a
+#                     forked child is refused, not hung) and capi/examples/live.c (live
+#                     runs from a Merlin sender on loopback) against it, and the README's C
 #                     program compiled with the README's link line, as written
 #   make python-venv  python/.venv with numpy, pytest, dask[distributed] and ./python
 #   make test-python  python-venv, then run python/tests (stemdot.dask's on a LocalCluster)
@@ -27,6 +28,7 @@ CAPI_SRC    := $(wildcard capi/*.go capi/*.c capi/*.h) include/stemdot.h
 CAPI_DEPS   := $(filter-out %_test.go bench/% cmd/%,$(wildcard *.go */*.go */*/*.go */*/*/*.go))
 CAPI_EXAMPLE := $(BUILD)/capi-example
 CAPI_FORK   := $(BUILD)/capi-fork
+CAPI_LIVE   := $(BUILD)/capi-live
 STEMDOT_TESTDATA ?= $(abspath ../shared/data)
 PY_VENV     := python/.venv
 # The README's C program and link line, run as written in $(README_DIR)/app, a directory
@@ -49,9 +51,14 @@ $(CAPI_FORK): capi/examples/fork.c include/stemdot.h $(CAPI_LIB)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< \
 		-L$(BUILD) -lstemdot -Wl,-rpath,$(abspath $(BUILD))
 
-test-capi: $(CAPI_EXAMPLE) $(CAPI_FORK)
+$(CAPI_LIVE): capi/examples/live.c include/stemdot.h $(CAPI_LIB)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< \
+		-L$(BUILD) -lstemdot -Wl,-rpath,$(abspath $(BUILD)) -lpthread -lm
+
+test-capi: $(CAPI_EXAMPLE) $(CAPI_FORK) $(CAPI_LIVE)
 	$(CAPI_EXAMPLE) $(STEMDOT_TESTDATA)/mib/001_4x2_6bit.mib
 	$(CAPI_FORK)
+	$(CAPI_LIVE) $(STEMDOT_TESTDATA)/mib/Single_9_Frame_CounterDepth_12_Rows_256.mib
 	@rm -rf $(README_DIR) && mkdir -p $(README_DIR)/app
 	awk '/^```c$$/ {c = 1; next} /^```/ {c = 0} c' README.md > $(README_DIR)/app/app.c
 	grep -m1 '^cc -I"$$STEMDOT/include" app.c' README.md > $(README_DIR)/app/link.sh

@@ -100,7 +100,7 @@ test:
 	echo "make test: $$r in $$((s / 60)) min $$((s % 60)) s$${skipped:+; skipped: $${skipped%;}}"; exit $$rc
 test-steps: $(TEST_STEPS)
 
-test-go: py-refs
+test-go: py-refs py-live
 	$(GO) test $(GOTAGS_CPU) -race -timeout 40m ./...
 	# the address-space limit tests, which the race detector's shadow memory defeats
 	$(GO) test $(GOTAGS_CPU) -count=1 -timeout 40m -run 'UnderAddressSpaceLimit' ./masks .

@@ -68,6 +68,52 @@ type ResultInfo struct {
 	// such as a DECTRIS detector's saturated pixels, with their warnings. Absent when
 	// there are none.
 	RunNotes []RunNoteInfo `json:"run_notes,omitempty"`
+	// Live, for the result of a detector stream (Live), describes the acquisition.
+	Live *LiveInfo `json:"live,omitempty"`
+}
+
+// LiveInfo describes the acquisition of a live result: its source, the frames
+// received, and, for a partial result, the positions without a frame (NaN in the
+// result).
+type LiveInfo struct {
+	// Source is the detector's address ("merlin://127.0.0.1:6342"), Detector what the
+	// stream says it is.
+	Source   string `json:"source"`
+	Detector string `json:"detector"`
+	// Partial is true when the acquisition ended before every frame came; EndedBy says
+	// why.
+	Partial bool   `json:"partial"`
+	EndedBy string `json:"ended_by,omitempty"`
+	// Received, Missing, Late, Surplus, Repeated and Stalls are the counts of live.Counts.
+	Received int `json:"received"`
+	Missing  int `json:"missing"`
+	Late     int `json:"late"`
+	Surplus  int `json:"surplus"`
+	Repeated int `json:"repeated"`
+	Stalls   int `json:"stalls"`
+	// PositionsWithoutFrame are the positions whose frame never came, as [first, count]
+	// runs of flat scan positions (C order over nav_shape).
+	PositionsWithoutFrame [][2]int `json:"positions_without_frame,omitempty"`
+	// Record is the file the received frames were recorded to (--record), as written
+	// (a partial record's name, where it has one).
+	Record string `json:"record,omitempty"`
+	// Continuous places the scan in a continuous run (stemdot live --continuous); nil
+	// for one acquisition.
+	Continuous *ContinuousInfo `json:"continuous,omitempty"`
+}
+
+// ContinuousInfo places a scan in a continuous run (LiveOptions.Continuous).
+type ContinuousInfo struct {
+	// Scan is the scan's number in the run, from 1, the scans dropped included.
+	Scan int `json:"scan"`
+	// Complete and Dropped count the run's scans that were complete (kept; this one
+	// included) and dropped (ended early, or in progress when the run stopped), up to
+	// this one; in the result that Live returns, over the whole run.
+	Complete int `json:"scans_complete"`
+	Dropped  int `json:"scans_dropped"`
+	// Stopped says, in the result that Live returns, why the run ended and which scan
+	// in progress was dropped; "" in the results of LiveOptions.OnScan.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // ShiftsInfo describes the shifts (dy, dx) in pixels that moved the masks of a result's
@@ -249,10 +295,10 @@ func (i *ResultInfo) JSON() ([]byte, error) {
 	return append(b, '\n'), err
 }
 
-// absPath is p made absolute ("" stays "").
+// absPath is p made absolute ("" and a live source's URL, SCHEME://..., stay).
 func absPath(p string) string {
-	if p == "" {
-		return ""
+	if p == "" || strings.Contains(p, "://") {
+		return p
 	}
 	if a, err := filepath.Abs(p); err == nil {
 		return a

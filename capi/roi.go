@@ -86,18 +86,25 @@ func stemdot_go_dataset_blanks(dsHandle C.stemdot_dataset, runs *C.uint64_t, run
 	if err != nil {
 		return fail(fn, err)
 	}
-	blanks := stemdot.BlankPositions(ds)
-	*nRuns = C.size_t(len(blanks))
+	return writeRuns(fn, stemdot.BlankPositions(ds), runs, runsLen, nRuns)
+}
+
+// writeRuns writes runs of positions, (first, count) pairs, into the C buffer runs of
+// runsLen values and their number into *nRuns (stemdot_dataset_blanks,
+// stemdot_live_missing): runs NULL with runsLen 0 asks for *nRuns only; a buffer too
+// small is errs.Shape.
+func writeRuns(fn string, pos [][2]int, runs *C.uint64_t, runsLen C.size_t, nRuns *C.size_t) C.stemdot_status {
+	*nRuns = C.size_t(len(pos))
 	switch {
 	case runs == nil && runsLen == 0:
 		return succeed()
 	case runs == nil:
 		return fail(fn, failf(errs.Argument, "runs is NULL but runs_len is %d: give both, or NULL and 0 to ask for n_runs", runsLen))
-	case int(runsLen) < 2*len(blanks):
-		return fail(fn, failf(errs.Shape, "runs holds %d values, but the %d runs of positions without a frame need %d", runsLen, len(blanks), 2*len(blanks)))
+	case uint64(runsLen) < 2*uint64(len(pos)):
+		return fail(fn, failf(errs.Shape, "runs holds %d values, but the %d runs of positions without a frame need %d", runsLen, len(pos), 2*len(pos)))
 	}
-	dst := unsafe.Slice((*C.uint64_t)(unsafe.Pointer(runs)), 2*len(blanks))
-	for i, r := range blanks {
+	dst := unsafe.Slice((*C.uint64_t)(unsafe.Pointer(runs)), 2*len(pos))
+	for i, r := range pos {
 		dst[2*i], dst[2*i+1] = C.uint64_t(r[0]), C.uint64_t(r[1])
 	}
 	return succeed()

@@ -143,7 +143,27 @@ typedef const char *const stemdot_cstring;
       (stemdot_resident resident, const double *masks, size_t n_masks, size_t sig_y,              \
        size_t sig_x, void *out, stemdot_dtype out_dtype, size_t out_len),                         \
       (resident, masks, n_masks, sig_y, sig_x, out, out_dtype, out_len))                          \
-    F(resident_free, (stemdot_resident resident), (resident))
+    F(resident_free, (stemdot_resident resident), (resident))                                     \
+    H(live_start,                                                                                 \
+      (const char *source, const char *options, const void *masks, stemdot_dtype masks_dtype,     \
+       size_t n_masks, size_t sig_y, size_t sig_x, stemdot_plan plan, stemdot_live *out),         \
+      (source, options, masks, masks_dtype, n_masks, sig_y, sig_x, plan, out))                    \
+    F(live_poll,                                                                                  \
+      (stemdot_live live, double timeout, stemdot_live_snapshot *snap, void *out,                 \
+       stemdot_dtype out_dtype, size_t out_len),                                                  \
+      (live, timeout, snap, out, out_dtype, out_len))                                             \
+    F(live_wait,                                                                                  \
+      (stemdot_live live, stemdot_live_snapshot *snap, void *out, stemdot_dtype out_dtype,        \
+       size_t out_len),                                                                           \
+      (live, snap, out, out_dtype, out_len))                                                      \
+    F(live_cancel, (stemdot_live live), (live))                                                   \
+    F(live_missing, (stemdot_live live, uint64_t *runs, size_t runs_len, size_t *n_runs),         \
+      (live, runs, runs_len, n_runs))                                                             \
+    F(live_warnings, (stemdot_live live, char *buf, size_t buf_len, size_t *needed),              \
+      (live, buf, buf_len, needed))                                                               \
+    F(live_info, (stemdot_live live, char *buf, size_t buf_len, size_t *needed),                  \
+      (live, buf, buf_len, needed))                                                               \
+    F(live_free, (stemdot_live live), (live))
 
 #define STEMDOT_GO_DECLARE(name, params, args) \
     __attribute__((visibility("hidden"))) stemdot_status stemdot_go_##name params;

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"net"
 	"reflect"
 	"runtime"
 	"sync"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot/live/merlin"
 )
 
 // callC calls the exported function fn (a stemdot_go_*) as C would, with args converted
@@ -44,13 +48,14 @@ func callC(fn any, args ...any) (status, string) {
 // abi is what the C ABI's entry points are called with in the size tests: a buffer of
 // zeros (1 MiB) for every input array (in), one for every output (buf), a C string mask
 // spec, and handles of a memory dataset
-// of 1×2 frames of 2×2 uint8 pixels, of a prepared 2×2 mask and of a default plan.
+// of 1×2 frames of 2×2 uint8 pixels, of a prepared 2×2 mask, of a default plan and of
+// a live run that received those frames (served as a Merlin) and ended.
 type abi struct {
-	in, buf, spec   unsafe.Pointer
-	ds, masks, plan uint64
-	out             uint64 // where an entry point stores a handle it makes
-	keep            [][]byte
-	frames          []byte
+	in, buf, spec         unsafe.Pointer
+	ds, masks, plan, live uint64
+	out                   uint64 // where an entry point stores a handle it makes
+	keep                  [][]byte
+	frames                []byte
 }
 
 var (
@@ -76,8 +81,35 @@ func testABI(t testing.TB) *abi {
 		if st, msg := callC(stemdot_go_masks_new, a.in, 7, 1, 2, 2, unsafe.Pointer(&a.masks)); st != statusOK {
 			panic(msg)
 		}
+		a.live = endedLive(a)
 	})
 	return &theABI
+}
+
+// endedLive is the handle of a live run of a's dataset, served as a Merlin on loopback
+// (for the rest of the process), that has ended.
+func endedLive(a *abi) uint64 {
+	ds, err := memoryDataset(a.frames, 1, []int{1, 2}, 2, 2)
+	if err != nil {
+		panic(err)
+	}
+	src, err := merlin.FromDataset(ds)
+	if err != nil {
+		panic(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go merlin.Serve(context.Background(), ln, src, merlin.ServeOptions{})
+	var h uint64
+	if st, msg := callC(stemdot_go_live_start, cstr("merlin://"+ln.Addr().String()), cstr("passive=true"), a.in, 7, 1, 2, 2, 0, unsafe.Pointer(&h)); st != statusOK {
+		panic(msg)
+	}
+	if st, msg := callC(stemdot_go_live_wait, h, a.buf, nil, 7, 0); st != statusOK {
+		panic(msg)
+	}
+	return h
 }
 
 // sizeCase is an entry point of the C ABI called with sizes s (its size_t arguments, in
@@ -159,6 +191,24 @@ func sizeCases() []sizeCase {
 		{"stemdot_dataset_scan", []uint64{2}, func(a *abi, s []uint64) (status, string) {
 			return callC(stemdot_go_dataset_scan, a.ds, a.buf, a.buf, a.buf, a.buf, s[0])
 		}, nil, nil},
+		{"stemdot_live_start", []uint64{1, 2, 2}, func(a *abi, s []uint64) (status, string) {
+			return callC(stemdot_go_live_start, cstr("merlin://127.0.0.1:1"), cstr("passive=true"), a.in, f32, s[0], s[1], s[2], 0, unsafe.Pointer(&a.out))
+		}, stemdot_go_live_free, nil},
+		{"stemdot_live_poll", []uint64{2}, func(a *abi, s []uint64) (status, string) {
+			return callC(stemdot_go_live_poll, a.live, 0.0, a.buf, a.buf, f32, s[0])
+		}, nil, nil},
+		{"stemdot_live_wait", []uint64{2}, func(a *abi, s []uint64) (status, string) {
+			return callC(stemdot_go_live_wait, a.live, a.buf, a.buf, f32, s[0])
+		}, nil, nil},
+		{"stemdot_live_missing", []uint64{4}, func(a *abi, s []uint64) (status, string) {
+			return callC(stemdot_go_live_missing, a.live, a.buf, s[0], a.buf)
+		}, nil, map[int]status{0: statusOK}},
+		{"stemdot_live_warnings", []uint64{1}, func(a *abi, s []uint64) (status, string) {
+			return callC(stemdot_go_live_warnings, a.live, a.buf, s[0], a.buf)
+		}, nil, map[int]status{0: statusOK}},
+		{"stemdot_live_info", []uint64{1 << 16}, func(a *abi, s []uint64) (status, string) {
+			return callC(stemdot_go_live_info, a.live, a.buf, s[0], a.buf)
+		}, nil, map[int]status{0: statusOK}},
 	}
 }
 

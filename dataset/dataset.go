@@ -134,3 +134,11 @@ type Dataset interface {
 type Viewer interface {
 	ViewFrames(start, end int) ([]byte, error)
 }
+
+// Waiter is implemented by datasets whose ReadFrames may wait for frames that have not
+// arrived yet (a live detector stream, package live). A run that stops early (a worker
+// failed, the run was cancelled) calls Interrupt, after which every ReadFrames waiting
+// or to come returns an errs.Cancelled error instead of waiting.
+type Waiter interface {
+	Interrupt()
+}

@@ -34,9 +34,8 @@ type Writer struct {
 	done      bool
 
 	// MIB only.
-	mibFrameHeader func(dst []byte, frame int) []byte
-	mibHeaderBuf   []byte
-	mibHdr         []byte // the .hdr sidecar
+	mib          MIBHeaders
+	mibHeaderBuf []byte
 }
 
 // Create starts writing a new file at path in format "raw" (headerless, little-endian),
@@ -78,9 +77,10 @@ func Create(path string, format string, navShape []int, sigShape [2]int, dt DTyp
 			return nil, fmt.Errorf("dataset: create %s: %w", path, err)
 		}
 	case "mib":
-		if perFrame, err = w.setupMIB(time.Now()); err != nil {
+		if w.mib, err = NewMIBHeaders(navShape, sigShape, dt, time.Now()); err != nil {
 			return nil, fmt.Errorf("dataset: create %s: %w", path, err)
 		}
+		perFrame = w.mib.HeaderBytes
 		if err := atomicfile.Check(w.hdrPath()); err != nil {
 			return nil, fmt.Errorf("dataset: create %s: %w", path, err)
 		}
@@ -135,7 +135,7 @@ func (w *Writer) WriteFrames(data []byte) error {
 		var err error
 		switch {
 		case w.format == "mib":
-			w.mibHeaderBuf = w.mibFrameHeader(w.mibHeaderBuf, w.written+i)
+			w.mibHeaderBuf = w.mib.Frame(w.mibHeaderBuf, w.written+i)
 			if _, err = w.w.Write(w.mibHeaderBuf); err == nil {
 				swapToBigEndian(w.scratch, frame, w.dt.Size())
 				_, err = w.w.Write(w.scratch)
@@ -182,9 +182,9 @@ func (w *Writer) Close() error {
 		w.fail(err)
 		return w.err
 	}
-	if w.mibHdr != nil {
+	if w.mib.Hdr != nil {
 		if err := atomicfile.Write(w.hdrPath(), func(out io.Writer) error {
-			_, err := out.Write(w.mibHdr)
+			_, err := out.Write(w.mib.Hdr)
 			return err
 		}); err != nil {
 			w.fail(err)
@@ -222,23 +222,35 @@ func (w *Writer) hdrPath() string {
 	return strings.TrimSuffix(w.path, filepath.Ext(w.path)) + ".hdr"
 }
 
-// setupMIB prepares the frame header and .hdr sidecar of a MIB file written at t, and
-// returns the size of a frame header in bytes.
-func (w *Writer) setupMIB(t time.Time) (int, error) {
-	pixelType := map[DType]string{Uint8: "U08", Uint16: "U16", Uint32: "U32"}[w.dt]
+// MIBHeaders are the frame headers and the .hdr sidecar of a Merlin MIB file that Create
+// writes, and that a replayed Merlin stream sends (package live/merlin).
+type MIBHeaders struct {
+	// HeaderBytes is the size of a frame header: 384 bytes, 768 for a 512×512 quad.
+	HeaderBytes int
+	// Frame appends the header of frame (from 0; its field 1 is frame+1) to dst[:0].
+	Frame func(dst []byte, frame int) []byte
+	// Hdr is the .hdr sidecar (2048 bytes): ScanX = nav_x, ScanY = nav_y, Frames per
+	// Trigger = nav_x and Frames in Acquisition, so that the nav shape reads back.
+	Hdr []byte
+}
+
+// NewMIBHeaders returns the headers of a MIB file of navShape (at most two axes) frames
+// of sigShape pixels of dt (uint8, uint16 or uint32: U08, U16, U32) written at t.
+func NewMIBHeaders(navShape []int, sigShape [2]int, dt DType, t time.Time) (MIBHeaders, error) {
+	pixelType := map[DType]string{Uint8: "U08", Uint16: "U16", Uint32: "U32"}[dt]
 	if pixelType == "" {
-		return 0, fmt.Errorf("MIB stores uint8, uint16 or uint32 pixels, not %v", w.dt)
+		return MIBHeaders{}, fmt.Errorf("MIB stores uint8, uint16 or uint32 pixels, not %v", dt)
 	}
-	if len(w.nav) > 2 {
-		return 0, fmt.Errorf("MIB takes a nav shape of at most two axes (nav_y, nav_x), got %s", npy.ShapeString(w.nav))
+	if len(navShape) == 0 || len(navShape) > 2 {
+		return MIBHeaders{}, fmt.Errorf("MIB takes a nav shape of at most two axes (nav_y, nav_x), got %s", npy.ShapeString(navShape))
 	}
-	scanY, scanX := 1, w.nav[len(w.nav)-1]
-	if len(w.nav) == 2 {
-		scanY = w.nav[0]
+	scanY, scanX := 1, navShape[len(navShape)-1]
+	if len(navShape) == 2 {
+		scanY = navShape[0]
 	}
-	depth := map[DType]int{Uint8: 6, Uint16: 12, Uint32: 24}[w.dt]
+	depth := map[DType]int{Uint8: 6, Uint16: 12, Uint32: 24}[dt]
 	headerBytes, chips, layout, chipSelect := 384, 1, "1x1", "01"
-	if w.sig == [2]int{512, 512} {
+	if sigShape == [2]int{512, 512} {
 		headerBytes, chips, layout, chipSelect = 768, 4, "2x2", "0F"
 	}
 	t = t.UTC()
@@ -247,16 +259,17 @@ func (w *Writer) setupMIB(t time.Time) (int, error) {
 	// counter, colour mode, gain mode, 8 thresholds (keV), per chip "3RX" and 27 DACs,
 	// extended time stamp, shutter time (ns), counter depth.
 	var b strings.Builder
-	fmt.Fprintf(&b, ",%05d,%02d,%04d,%04d,%s,%6s,%s,%s,0.001000,0,0,0", headerBytes, chips, w.sig[1], w.sig[0],
+	fmt.Fprintf(&b, ",%05d,%02d,%04d,%04d,%s,%6s,%s,%s,0.001000,0,0,0", headerBytes, chips, sigShape[1], sigShape[0],
 		pixelType, layout, chipSelect, t.Format("2006-01-02 15:04:05.000000"))
 	b.WriteString(strings.Repeat(",0.000000E+0", 8))
 	b.WriteString(strings.Repeat(",3RX"+strings.Repeat(",000", 27), chips))
 	fmt.Fprintf(&b, ",MQ1A,%s,1000000ns,%d,", t.Format("2006-01-02T15:04:05.000000000Z"), depth)
 	rest := b.String()
 	if len("MQ1,000000")+len(rest) > headerBytes {
-		return 0, fmt.Errorf("MIB frame header of %d bytes does not fit in %d", len("MQ1,000000")+len(rest), headerBytes)
+		return MIBHeaders{}, fmt.Errorf("MIB frame header of %d bytes does not fit in %d", len("MQ1,000000")+len(rest), headerBytes)
 	}
-	w.mibFrameHeader = func(dst []byte, frame int) []byte {
+	m := MIBHeaders{HeaderBytes: headerBytes}
+	m.Frame = func(dst []byte, frame int) []byte {
 		dst = fmt.Appendf(dst[:0], "MQ1,%06d%s", frame+1, rest)
 		for len(dst) < headerBytes {
 			dst = append(dst, 0)
@@ -271,7 +284,7 @@ func (w *Writer) setupMIB(t time.Time) (int, error) {
 	line("Chip Mode  (SPM, CSM, CM, CSCM)", "SPM")
 	line("Counter Depth (number)", depth)
 	line("Acquisition Type (Normal, Th_scan, Config)", "Normal")
-	line("Frames in Acquisition (Number)", w.frames)
+	line("Frames in Acquisition (Number)", scanY*scanX)
 	line("Frames per Trigger (Number)", scanX)
 	line("Software Version", "stemdot")
 	line("ScanX", scanX)
@@ -280,8 +293,8 @@ func (w *Writer) setupMIB(t time.Time) (int, error) {
 	for h.Len() < 2048 {
 		h.WriteByte(' ')
 	}
-	w.mibHdr = []byte(h.String())
-	return headerBytes, nil
+	m.Hdr = []byte(h.String())
+	return m, nil
 }
 
 // npyDescr is the little-endian NPY descr of a valid dt ("<u2", "|u1", ...).

@@ -69,6 +69,13 @@ type Options struct {
 	// shift.go): (dy, dx) in pixels of frame f at Shifts[2f] and Shifts[2f+1], for every
 	// frame of the dataset (2·NumFrames values, finite). Nil applies the masks unshifted.
 	Shifts []float64
+	// Done, when set, is called with each range of frames [start, end) whose result rows
+	// are written (a CPU worker's tile, a GPU worker's claim), one call at a time and
+	// after the rows are in the result buffer: a caller that reads the rows of the ranges
+	// it was given, under the lock it holds in Done, reads them complete while the run
+	// goes on (the snapshots of a live run). Every frame is in exactly one range when
+	// the run succeeds.
+	Done func(start, end int)
 }
 
 // Job is what every worker of one run computes: the dataset, the masks (dense, and in
@@ -279,6 +286,7 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 
 	defer addProcs(gpuWorkers(plan) * procsPerGPUWorker)()
 	r := newRun(ctx, "apply masks", plan, ds, tile, out, opt.Progress)
+	r.doneRange = opt.Done
 	job.over = r.sched.over
 	r.execute(func(spec planner.Worker) (Worker, error) { return newWorker(spec, job) }, !opt.NoPin)
 	if err := r.err(ctx); err != nil {
@@ -458,6 +466,8 @@ type run struct {
 	alive      int // workers created or being created, not retired
 	done       int // frames reported to progress
 	progress   func(framesDone, total int)
+	doneRange  func(start, end int) // Options.Done
+	ds         dataset.Dataset
 	total      int
 	fatal      error // first fatal error
 	workers    []WorkerStats
@@ -475,6 +485,7 @@ func newRun(ctx context.Context, what string, plan *planner.Plan, ds dataset.Dat
 		sched:    newScheduler(plan.Partitions, claimSizes(plan, ds.FrameBytes(), tile), tile),
 		alive:    len(plan.Workers),
 		progress: progress,
+		ds:       ds,
 		total:    ds.NumFrames(),
 		workers:  make([]WorkerStats, len(plan.Workers)),
 	}
@@ -514,6 +525,9 @@ func (r *run) execute(newWorker func(spec planner.Worker) (Worker, error), pin b
 		select {
 		case <-r.ctx.Done():
 			r.sched.stop()
+			if w, ok := r.ds.(dataset.Waiter); ok {
+				w.Interrupt()
+			}
 		case <-ended:
 		}
 	})
@@ -657,6 +671,9 @@ func (r *run) advance(c *claim, attempt, frames int) int {
 	defer r.mu.Unlock()
 	if attempt > c.credit {
 		r.done += attempt - c.credit
+		if r.doneRange != nil {
+			r.doneRange(c.Start+c.credit, c.Start+attempt)
+		}
 		c.credit = attempt
 		if r.progress != nil {
 			r.progress(r.done, r.total)

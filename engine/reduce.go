@@ -175,28 +175,36 @@ type reduceWorker struct {
 func newReduceWorker(ds dataset.Dataset, opt ReduceOptions, tile int) (*reduceWorker, error) {
 	w := &reduceWorker{cpuWorker: cpuWorker{ds: ds, tileFrames: tile, frameBytes: ds.FrameBytes(), elemSize: ds.DType().Size(), dt: ds.DType()}}
 	w.viewer, _ = ds.(dataset.Viewer)
-	px := ds.SigShape()[0] * ds.SigShape()[1]
-	switch ds.DType() {
-	case dataset.Uint8:
-		w.acc = newMoments[uint8, int64, uint64](px, opt)
-	case dataset.Int8:
-		w.acc = newMoments[int8, int64, uint64](px, opt)
-	case dataset.Uint16:
-		w.acc = newMoments[uint16, int64, uint64](px, opt)
-	case dataset.Int16:
-		w.acc = newMoments[int16, int64, uint64](px, opt)
-	case dataset.Uint32:
-		w.acc = newMoments[uint32, int64, float64](px, opt)
-	case dataset.Int32:
-		w.acc = newMoments[int32, int64, float64](px, opt)
-	case dataset.Float32:
-		w.acc = newMoments[float32, float64, float64](px, opt)
-	case dataset.Float64:
-		w.acc = newMoments[float64, float64, float64](px, opt)
-	default:
+	acc, ok := newAccumulator(ds.SigShape()[0]*ds.SigShape()[1], ds.DType(), opt)
+	if !ok {
 		return nil, fmt.Errorf("reduce worker: %s has unsupported dtype %v", describe(ds), ds.DType())
 	}
+	w.acc = acc
 	return w, nil
+}
+
+// newAccumulator is the accumulator of frames of px pixels of dtype dt; false for a
+// dtype it does not know.
+func newAccumulator(px int, dt dataset.DType, opt ReduceOptions) (accumulator, bool) {
+	switch dt {
+	case dataset.Uint8:
+		return newMoments[uint8, int64, uint64](px, opt), true
+	case dataset.Int8:
+		return newMoments[int8, int64, uint64](px, opt), true
+	case dataset.Uint16:
+		return newMoments[uint16, int64, uint64](px, opt), true
+	case dataset.Int16:
+		return newMoments[int16, int64, uint64](px, opt), true
+	case dataset.Uint32:
+		return newMoments[uint32, int64, float64](px, opt), true
+	case dataset.Int32:
+		return newMoments[int32, int64, float64](px, opt), true
+	case dataset.Float32:
+		return newMoments[float32, float64, float64](px, opt), true
+	case dataset.Float64:
+		return newMoments[float64, float64, float64](px, opt), true
+	}
+	return nil, false
 }
 
 // Process implements Worker: it accumulates frames p, tile by tile (out is not used).

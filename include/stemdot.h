@@ -11,7 +11,8 @@
  * row-major order over nav_shape), as LiberTEM's ApplyMasksUDF does.
  *
  * Build: `make capi` (with CUDA where nvcc is found, else CPU-only; or
- * `go build -buildmode=c-shared -o build/libstemdot.so ./capi`). See capi/examples/apply.c.
+ * `go build -buildmode=c-shared -o build/libstemdot.so ./capi`). See capi/examples/apply.c
+ * (and live.c for live streams).
  *
  * Linking
  *   cc -Iinclude app.c -Lbuild -lstemdot -Wl,-rpath,$PWD/build
@@ -29,7 +30,7 @@
  *   control characters: those of strings from files are escaped (ESC as \x1b).
  *
  * Handles
- *   Datasets, plans and runs are opaque 64-bit handles; 0 is never a valid handle. A
+ *   Datasets, plans, runs, mask stacks and live runs are opaque 64-bit handles; 0 is never a valid handle. A
  *   function that makes one stores 0 in *out when it fails.
  *   Each handle is freed by its stemdot_*_free function. A freed, unknown or wrong-kind
  *   handle is detected and rejected with STEMDOT_ERR_BAD_HANDLE (freeing twice too).
@@ -44,7 +45,8 @@
  * Threads
  *   Functions may be called from any thread. Distinct handles may be used concurrently
  *   from several threads; a dataset or plan handle may be shared by concurrent applies;
- *   a run handle serves one apply at a time. Thread-safety notes are given per function.
+ *   a run handle serves one apply at a time; a live run handle may be polled, waited on
+ *   and cancelled from several threads at once. Thread-safety notes are given per function.
  *
  * Processes
  *   The library runs the Go runtime, started when the library is loaded, whose threads
@@ -104,6 +106,7 @@ typedef uint64_t stemdot_plan;
 typedef uint64_t stemdot_run;
 typedef uint64_t stemdot_resident;
 typedef uint64_t stemdot_masks;
+typedef uint64_t stemdot_live;
 
 /* Most navigation dimensions a dataset can report. */
 #define STEMDOT_MAX_NAV_DIMS 8
@@ -671,6 +674,185 @@ stemdot_status stemdot_resident_apply64(stemdot_resident resident, const double 
 /* Frees the GPU memory of a resident dataset. Errors: BAD_HANDLE, INVALID_ARGUMENT (an
  * apply on it is running). */
 stemdot_status stemdot_resident_free(stemdot_resident resident);
+
+/*
+ * Live streams: masks applied to a detector's frames while the scan runs (`stemdot
+ * live`). stemdot_live_start connects to the detector and computes its acquisition on a
+ * thread of the library's own; the caller polls snapshots of the result so far
+ * (stemdot_live_poll), and at the end reads the final result (stemdot_live_wait), which
+ * equals stemdot_apply's on the same frames (read from a file of them, e.g. the record)
+ * bit for bit. Use:
+ *
+ *   stemdot_live live;
+ *   stemdot_live_snapshot snap;
+ *   float *out = NULL;
+ *   size_t len = 0;
+ *   if (stemdot_live_start("merlin://10.0.0.5", "nav_shape=256,256", masks, STEMDOT_FLOAT32,
+ *                          n_masks, 256, 256, 0, &live) != STEMDOT_OK)
+ *       return;                            // stemdot_last_error() says why
+ *   for (;;) {
+ *       if (stemdot_live_poll(live, 0.5, &snap, out, STEMDOT_FLOAT32, len) != STEMDOT_OK)
+ *           break;                         // the run failed: stemdot_last_error()
+ *       if (out == NULL && snap.seq > 0) { // the first snapshot: the result's size
+ *           out = calloc(len = snap.n_frames * snap.n_masks, sizeof *out);
+ *           continue;                      // poll again, into out
+ *       }
+ *       if (snap.final)
+ *           break;                         // out: the final result (snap.partial: NaN at
+ *                                          // the positions without a frame)
+ *       // show out (NaN where not computed yet), snap.done, snap.rate, snap.missing, ...
+ *   }
+ *   stemdot_live_free(live);               // cancels the run if it still runs
+ */
+
+/*
+ * A live run at one moment (stemdot_live_poll, stemdot_live_wait). Counts are of the
+ * acquisition's frames (scan positions) since its header arrived, and only grow.
+ */
+typedef struct stemdot_live_snapshot {
+    uint64_t seq;      /* snapshots published so far, the end included; 0: none yet (the
+                          acquisition has not started: the shapes below are 0 and out is
+                          left as it is) */
+    int final;         /* 1: the run has ended with its result: out holds it */
+    int partial;       /* 1 (with final): the acquisition ended before every frame came;
+                          NaN at the positions without a frame (stemdot_live_missing) */
+    size_t nav_ndim;                        /* the scan's nav dimensions (1..8) */
+    size_t nav_shape[STEMDOT_MAX_NAV_DIMS]; /* nav_shape[0..nav_ndim-1]; rest 0 */
+    size_t n_masks;                         /* the masks' count */
+    uint64_t n_frames; /* scan positions, the product of nav_shape */
+    uint64_t done;     /* frames computed: their rows of the result are final */
+    uint64_t received; /* frames of the scan received */
+    uint64_t missing;  /* positions whose frame the stream skipped or (at the end) that
+                          never came */
+    uint64_t late;     /* frames that came after they were counted missing (dropped) */
+    uint64_t surplus;  /* frames with an index beyond the scan (ignored) */
+    uint64_t repeated; /* frames that came twice (the first kept) */
+    uint64_t stalls;   /* times the receiver waited for the workers (back-pressure: the
+                          detector's sender waited, no frame was lost) */
+    double elapsed;    /* seconds since the acquisition's header arrived */
+    double rate;       /* frames computed per second since the previous snapshot */
+} stemdot_live_snapshot;
+
+/*
+ * Starts a live run: receives one acquisition from the detector at source and applies
+ * the masks to its frames as they arrive, on the workers of plan (0: the default plan),
+ * and stores its handle in *out. Returns at once: connecting, waiting for the
+ * acquisition and computing happen on the library's threads, and their errors end the
+ * run (stemdot_live_poll and stemdot_live_wait return them).
+ * source: merlin://HOST[:PORT] (Quantum Detectors Merlin's TCP data port, default 6342)
+ *   or dectris://HOST[:PORT] (a DECTRIS detector's SIMPLON ZeroMQ stream, default port
+ *   31001 for stream v2, 9999 for v1).
+ * options: NULL or "", else "key=value;key=value" with keys
+ *   passive     true: only listen for an acquisition someone else starts; default false:
+ *               active mode starts it (Merlin's control port, DECTRIS's SIMPLON API)
+ *               with as many frames as nav_shape has positions
+ *   nav_shape   the scan shape, e.g. 256,256: the stream's where it gives one (Merlin's
+ *               acquisition header), else this, else one row of the frames announced
+ *   record      a file to record what is received to (merlin: a .mib with its .hdr;
+ *               dectris: an .npy), which stemdot_open reads to the same result
+ *   float64     true: compute the result in float64 (default float32: out_dtype of
+ *               poll and wait follows)
+ *   every       seconds between snapshots (default 0.1)
+ *   the source options of the source's protocol (`stemdot live --help`):
+ *     merlin:   control (HOST[:PORT], default HOST:6341), soft_trigger (true|false),
+ *               idle_timeout (seconds)
+ *     dectris:  stream (v1|v2, default v2), dectris_api (HOST[:PORT] of the SIMPLON API:
+ *               needed in active mode), channel, pixel_mask (false keeps the flagged
+ *               pixels' values), trigger_mode (ints|inte|exts|exte), nimages, ntrigger,
+ *               start_timeout (seconds)
+ *   e.g. "passive=true;nav_shape=64,64;stream=v1".
+ * masks: n_masks × sig_y × sig_x weights of masks_dtype (STEMDOT_FLOAT32: float, or
+ *   STEMDOT_FLOAT64: double, held as stemdot_apply64 holds them), C order, read during
+ *   the call only; sig_y × sig_x must be the detector's frame shape (the run fails with
+ *   SHAPE otherwise, once the acquisition's header says it).
+ * plan: its workers are taken at the call; the plan handle may be freed after it.
+ * Errors here: INVALID_ARGUMENT (NULL pointers, a source that is not SCHEME://HOST[:PORT]
+ *   of a known scheme, an unknown option or one of another protocol, a bad value, active
+ *   DECTRIS without dectris_api, a NaN or infinite weight), SHAPE (sizes, nav_shape),
+ *   DTYPE (masks_dtype), BAD_HANDLE (plan), PLAN.
+ * Errors of the run (from poll and wait): IO (connection refused or lost before the
+ *   acquisition started, naming the address; a record that cannot be written), FORMAT
+ *   (a malformed stream), SHAPE (masks of another sig shape, a nav_shape that does not
+ *   fit the acquisition), INVALID_ARGUMENT, CANCELLED (stemdot_live_cancel), INTERNAL.
+ *   An acquisition that ends early (aborted, the connection lost mid-scan, fewer frames
+ *   than the scan) is no error: its result is final with partial set.
+ * Thread-safe.
+ */
+stemdot_status stemdot_live_start(const char *source, const char *options, const void *masks,
+                                  stemdot_dtype masks_dtype, size_t n_masks, size_t sig_y,
+                                  size_t sig_x, stemdot_plan plan, stemdot_live *out);
+
+/*
+ * Copies the run's latest snapshot into *snap and, when out is not NULL and a snapshot
+ * is out (snap->seq > 0), its result into out: n_frames × n_masks values (frame-major,
+ * frame f at scan position f in C order over nav_shape) of out_dtype, which must be the
+ * run's (STEMDOT_FLOAT32; STEMDOT_FLOAT64 with option float64), out_len (values) exactly
+ * n_frames × n_masks; NaN at the positions not computed yet. A position's values, once
+ * computed, do not change. Waits up to timeout seconds (0 to 3600; 0: not at all) for a
+ * snapshot newer than the one this handle's last poll or wait returned, or for the end.
+ * With snap->final set, out holds the final result (as stemdot_live_wait gives it).
+ * When the run failed, returns its error (every later call too), *snap holding the
+ * counts so far and out left as it is. Errors: BAD_HANDLE, INVALID_ARGUMENT (NULL snap,
+ * timeout), DTYPE (out_dtype), SHAPE (out_len), and the run's (stemdot_live_start).
+ * Thread-safe: may run on any thread beside wait and cancel.
+ */
+stemdot_status stemdot_live_poll(stemdot_live live, double timeout, stemdot_live_snapshot *snap,
+                                 void *out, stemdot_dtype out_dtype, size_t out_len);
+
+/*
+ * Waits for the end of the run and fills *snap and out as stemdot_live_poll does: on
+ * success snap->final is 1 and out (unless NULL) holds the final result, with NaN at the
+ * positions without a frame of a partial acquisition (snap->partial). Blocks until the
+ * acquisition ends or the run is cancelled (from another thread); a passive run waits
+ * for an acquisition to start. Errors: as stemdot_live_poll.
+ */
+stemdot_status stemdot_live_wait(stemdot_live live, stemdot_live_snapshot *snap, void *out,
+                                 stemdot_dtype out_dtype, size_t out_len);
+
+/*
+ * Cancels the run: the receiver disconnects (in active mode it stops the detector's
+ * acquisition first), the workers stop between tiles, and poll and wait then return
+ * STEMDOT_ERR_CANCELLED. Returns at once; a run that has already ended keeps its
+ * outcome. Thread-safe (not from a signal handler). Errors: BAD_HANDLE.
+ */
+stemdot_status stemdot_live_cancel(stemdot_live live);
+
+/*
+ * The scan positions without a frame of a run that has ended with a partial result
+ * (NaN in it): *n_runs runs written into runs as (first, count) pairs of flat scan
+ * positions (C order over nav_shape), ascending, as stemdot_dataset_blanks writes them
+ * (runs NULL with runs_len 0 asks for *n_runs; 0 runs for a complete acquisition).
+ * Errors: BAD_HANDLE, INVALID_ARGUMENT (n_runs NULL; the run has not ended), SHAPE
+ * (runs_len), and the error of a run that failed.
+ */
+stemdot_status stemdot_live_missing(stemdot_live live, uint64_t *runs, size_t runs_len,
+                                    size_t *n_runs);
+
+/*
+ * What the user should know about a run that has ended, one line each ("" for none): how
+ * the acquisition was received (a pixel mask applied), a partial acquisition (why it
+ * ended, the positions without a frame). Same buffer conventions as
+ * stemdot_plan_describe. Errors: as stemdot_live_missing.
+ */
+stemdot_status stemdot_live_warnings(stemdot_live live, char *buf, size_t buf_len, size_t *needed);
+
+/*
+ * The sidecar JSON of the result of a run that has ended, as `stemdot live --out R.npy`
+ * writes it beside R.npy (the Go API's ResultInfo: shape, dtype, nav and sig shapes,
+ * masks, plan, and "live": source, detector, partial, ended_by, received, missing,
+ * late, surplus, repeated, stalls, positions_without_frame, record). Same buffer
+ * conventions as stemdot_plan_describe. Errors: as stemdot_live_missing.
+ */
+stemdot_status stemdot_live_info(stemdot_live live, char *buf, size_t buf_len, size_t *needed);
+
+/*
+ * Frees a live run handle; a run still running is cancelled first. Blocks until the
+ * run's threads have stopped (promptly: at the cancellation the receiver's waits and the
+ * workers end). Calls on the handle blocked in stemdot_live_wait or stemdot_live_poll on
+ * other threads then return (CANCELLED, unless the run had ended), and later calls with
+ * it fail with BAD_HANDLE. Errors: BAD_HANDLE.
+ */
+stemdot_status stemdot_live_free(stemdot_live live);
 
 /*
  * The command line. stemdot_cli_main runs the stemdot command line argv[1..argc) (argv[0],

@@ -65,3 +65,10 @@ bench-full: bench-venv bench-build
 .PHONY: bench-view
 bench-view:
 	STEMDOT_VIEW_BENCH=1 $(GO) test $(GOTAGS_CPU) -count=1 -run '^TestViewSynthetic$$' -v ./cmd/stemdot
+
+# `make bench-live`: frames/s of live/dectris's receiver (receive + decode on two workers)
+# against a PULL socket that only receives, 192×192 and 96×96 uint16 bitshuffle-LZ4
+# frames over loopback (BenchmarkReceiver).
+.PHONY: bench-live
+bench-live:
+	$(GO) test -run '^$$' -bench Receiver -benchtime 50000x ./live/dectris/

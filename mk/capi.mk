@@ -2,13 +2,17 @@
 # which defines GO and BUILD.
 #
 #   make capi         build/libstemdot.so (+ the generated build/libstemdot.h, internal)
-#   make test-capi    build and run capi/examples/apply.c and capi/examples/fork.c (a
-#                     forked child is refused, not hung) against it, and the README's C
+#   make test-capi    build and run capi/examples/apply.c, capi/examples/fork.c (a
+#                     forked child is refused, not hung) and capi/examples/live.c (live
+#                     runs from a Merlin sender on loopback) against it, and the README's C
 #                     program compiled with the README's link line, as written
 #   make python-venv  python/.venv with numpy, pytest, dask[distributed] and ./python
 #   make test-python  python-venv, then run python/tests (stemdot.dask's on a LocalCluster)
 #   make py-libertem  libertem==0.16.0 into python/.venv (skipped with a message where PyPI
 #                     cannot be reached: the conformance suite then skips)
+#   make py-live      the detector simulators of libertem-live[sim]==0.3.0 and DECTRIS's own
+#                     codec (dectris-compression, cbor2, lz4) into python/.venv, for the
+#                     live receivers' tests (skipped with a message where PyPI cannot be reached)
 #   make test-libertem the LiberTEM conformance suite, python/tests/conformance: the same
 #                     inputs through LiberTEM and stemdot (the README's "Differences from LiberTEM")
 #   make test-cluster stemdot.dask's fault tests on a rig of nodes, each in its own network and
@@ -24,13 +28,14 @@ CAPI_SRC    := $(wildcard capi/*.go capi/*.c capi/*.h) include/stemdot.h
 CAPI_DEPS   := $(filter-out %_test.go bench/% cmd/%,$(wildcard *.go */*.go */*/*.go */*/*/*.go))
 CAPI_EXAMPLE := $(BUILD)/capi-example
 CAPI_FORK   := $(BUILD)/capi-fork
+CAPI_LIVE   := $(BUILD)/capi-live
 STEMDOT_TESTDATA ?= $(abspath ../shared/data)
 PY_VENV     := python/.venv
 # The README's C program and link line, run as written in $(README_DIR)/app, a directory
 # outside the repository beside shared/data, with STEMDOT set to the repository root.
 README_DIR  := $(BUILD)/readme-c
 
-.PHONY: capi test-capi python-venv py-refs py-libertem test-python test-libertem test-cluster bench-dask
+.PHONY: capi test-capi python-venv py-refs py-libertem py-live test-python test-libertem test-cluster bench-dask
 
 capi: $(CAPI_LIB)
 
@@ -46,9 +51,14 @@ $(CAPI_FORK): capi/examples/fork.c include/stemdot.h $(CAPI_LIB)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< \
 		-L$(BUILD) -lstemdot -Wl,-rpath,$(abspath $(BUILD))
 
-test-capi: $(CAPI_EXAMPLE) $(CAPI_FORK)
+$(CAPI_LIVE): capi/examples/live.c include/stemdot.h $(CAPI_LIB)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< \
+		-L$(BUILD) -lstemdot -Wl,-rpath,$(abspath $(BUILD)) -lpthread -lm
+
+test-capi: $(CAPI_EXAMPLE) $(CAPI_FORK) $(CAPI_LIVE)
 	$(CAPI_EXAMPLE) $(STEMDOT_TESTDATA)/mib/001_4x2_6bit.mib
 	$(CAPI_FORK)
+	$(CAPI_LIVE) $(STEMDOT_TESTDATA)/mib/Single_9_Frame_CounterDepth_12_Rows_256.mib
 	@rm -rf $(README_DIR) && mkdir -p $(README_DIR)/app
 	awk '/^```c$$/ {c = 1; next} /^```/ {c = 0} c' README.md > $(README_DIR)/app/app.c
 	grep -m1 '^cc -I"$$STEMDOT/include" app.c' README.md > $(README_DIR)/app/link.sh
@@ -87,6 +97,16 @@ py-libertem: python-venv py-refs
 	@if $(PY_VENV)/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('libertem') != '$(LIBERTEM_VERSION)')" 2>/dev/null; then :; \
 	elif $(PY_VENV)/bin/python -m pip install --quiet --retries 1 --timeout 30 "libertem==$(LIBERTEM_VERSION)"; then :; \
 	else echo "py-libertem: libertem==$(LIBERTEM_VERSION) could not be installed (PyPI unreachable?): the LiberTEM conformance suite skips"; fi
+
+# The independent peers of the live receivers' tests (live/merlin, live/dectris,
+# cmd/stemdot's live tests): LiberTEM-live's Merlin and DECTRIS simulators, and a stream
+# v2 sender built from DECTRIS's specs with cbor2, lz4 and dectris-compression. The tests
+# skip with a message where they are missing.
+LIBERTEM_LIVE_VERSION := 0.3.0
+py-live: py-libertem
+	@if $(PY_VENV)/bin/python -c "import importlib.metadata as m, sys, cbor2, lz4, dectris.compression; sys.exit(m.version('libertem-live') != '$(LIBERTEM_LIVE_VERSION)')" 2>/dev/null; then :; \
+	elif $(PY_VENV)/bin/python -m pip install --quiet --retries 1 --timeout 30 "libertem==$(LIBERTEM_VERSION)" "libertem-live[sim]==$(LIBERTEM_LIVE_VERSION)" cbor2 lz4 dectris-compression; then :; \
+	else echo "py-live: libertem-live[sim]==$(LIBERTEM_LIVE_VERSION) could not be installed (PyPI unreachable?): the tests against its simulators skip"; fi
 
 # LiberTEM's numba kernels are cached in $(PY_VENV)/numba-cache (conformance/conftest.py).
 test-libertem: py-libertem build

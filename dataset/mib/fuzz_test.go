@@ -41,7 +41,7 @@ func FuzzHdr(f *testing.F) {
 		}
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		_, _, _ = mibNavFromHdr(p)
+		_, _, _, _ = mibNavFromHdr(p)
 		runtime.ReadMemStats(&after)
 		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 128<<10+2*uint64(len(b)) {
 			t.Fatalf("reading a .hdr of %d bytes allocated %d bytes", len(b), alloc)

@@ -27,7 +27,7 @@ func TestMIBHdrLong(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	nav, _, err := mibNavFromHdr(p)
+	nav, _, _, err := mibNavFromHdr(p)
 	runtime.ReadMemStats(&after)
 	require.NoError(t, err)
 	assert.Equal(t, []int{2, 4}, nav)

@@ -93,16 +93,12 @@ func parseMIBHeader(h []byte) (mibHeader, error) {
 	return hd, nil
 }
 
-// mibFile is the layout of a MIB file, read from its first and last frame headers.
+// mibFile is a MIB file: the layout of its frames, read from its first frame header
+// and checked against its last.
 type mibFile struct {
+	*Layout
 	f         *os.File
-	sig       [2]int
-	dt        dataset.DType
-	header    int       // frame header bytes
-	stride    int       // header + pixel bytes of one frame
-	checked   [4]string // first frame's values of mibCheckedFields
-	numFrames int       // whole frames in the file
-	raw       *mibRaw   // raw-packed (R64) pixels, or nil
+	numFrames int // whole frames in the file
 }
 
 // open opens a Merlin .mib file (or the .mib beside a .hdr path).
@@ -122,8 +118,7 @@ func open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	}
 	// The .hdr's scan shape is read also when option nav_shape is given, which must not
 	// contradict it; a .hdr that cannot be read is then left out, with a note.
-	hdrNav, source, err := mibNavFromHdr(base + ".hdr")
-	var hdrNote []string
+	hdrNav, source, hdrNote, err := mibNavFromHdr(base + ".hdr")
 	if err != nil {
 		if len(opt.NavShape) == 0 {
 			f.Close()
@@ -131,14 +126,15 @@ func open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		}
 		hdrNote = []string{fmt.Sprintf("the .hdr sidecar was not read (%v): the scan shape is option nav_shape's", err)}
 	}
-	fl := dataset.Flat{Format: "mib", Path: path, File: f, Size: size, Header: int64(d.header), Sig: d.sig, DType: d.dt,
-		BigEndian: true, Magic: mibMagic, CheckRecord: d.checkHeader}
-	if r := d.raw; r != nil {
-		fl.PixelBytes = int64(r.rawBytes)
-		fl.Decode = func(dst, src []byte) { r.decode(dst, src, d.sig, d.dt) }
+	fl := dataset.Flat{Format: "mib", Path: path, File: f, Size: size, Header: int64(d.HeaderBytes), Sig: d.Sig, DType: d.DType,
+		BigEndian: true, Magic: mibMagic, CheckRecord: d.Check}
+	if d.raw != nil {
+		fl.PixelBytes = int64(d.PixelBytes)
+		fl.Decode = d.Decode
 	}
-	return dataset.OpenFlat(fl, opt, hdrNav, source, dataset.FileFrames{Whole: d.numFrames, CutBytes: size % int64(d.stride),
-		RecordBytes: int64(d.stride), FlybackAtEnd: d.flybackAtEnd, Notes: hdrNote})
+	stride := int64(d.RecordBytes())
+	return dataset.OpenFlat(fl, opt, hdrNav, source, dataset.FileFrames{Whole: d.numFrames, CutBytes: size % stride,
+		RecordBytes: stride, FlybackAtEnd: d.flybackAtEnd, Notes: hdrNote})
 }
 
 // flybackAtEnd tells whether the flyback frame of each of the rows scan rows of stride
@@ -154,8 +150,8 @@ func (d *mibFile) flybackAtEnd(first, stride, rows int) (atEnd bool, why string)
 		return false, ""
 	}
 	exposure := func(frame int) string {
-		h := make([]byte, d.header)
-		if _, err := d.f.ReadAt(h, int64(frame)*int64(d.stride)); err != nil {
+		h := make([]byte, d.HeaderBytes)
+		if _, err := d.f.ReadAt(h, int64(frame)*int64(d.RecordBytes())); err != nil {
 			return ""
 		}
 		if hd, err := parseMIBHeader(h); err == nil && len(hd.fields) > 10 {
@@ -189,6 +185,106 @@ func (d *mibFile) flybackAtEnd(first, stride, rows int) (atEnd bool, why string)
 	return ends == checked, why
 }
 
+// Layout is the layout of the frames of a Merlin acquisition, read from a frame header.
+// Merlin sends the same frame headers over TCP (package live/merlin) as it writes in
+// MIB files, so that the file reader and the stream receiver decode frames alike.
+type Layout struct {
+	// HeaderBytes is the size of a frame header (field 2: 384 for a single chip, 768
+	// for a quad); PixelBytes that of the pixels after it as stored (packed, for
+	// raw-packed R64 frames).
+	HeaderBytes, PixelBytes int
+	// Sig is (sig_y, sig_x) of a decoded frame and DType its pixel dtype: U08, U16 and
+	// U32 frames as stored; R64 frames uint8 (1 and 6 bits), uint16 (12 bits) or
+	// uint32 (24 bits), quads assembled to (2·side, 2·side).
+	Sig   [2]int
+	DType dataset.DType
+	raw   *mibRaw   // raw-packed (R64) pixels, or nil
+	hd    mibHeader // the first frame's header, which every frame's must match (Check)
+}
+
+// ParseLayout reads the layout of a Merlin acquisition's frames from the frame header
+// h (the header's bytes, possibly followed by more). Errors name the field at fault.
+func ParseLayout(h []byte) (*Layout, error) {
+	hd, err := parseMIBHeader(h)
+	if err != nil {
+		return nil, err
+	}
+	l := &Layout{HeaderBytes: hd.headerBytes, Sig: [2]int{hd.height, hd.width}, hd: hd}
+	var ok bool
+	l.DType, ok = mibPixelTypes[hd.pixelType]
+	if hd.pixelType == "R64" {
+		if l.raw, l.Sig, l.DType, err = newMIBRaw(hd); err != nil {
+			return nil, err
+		}
+	} else if !ok {
+		return nil, fmt.Errorf("unsupported MIB pixel type %q (want U08, U16, U32 or R64)", hd.pixelType)
+	}
+	if l.PixelBytes, err = dataset.CheckSig(l.Sig, l.DType); err != nil {
+		return nil, fmt.Errorf("first frame header: %w", err)
+	}
+	if l.raw != nil {
+		l.PixelBytes = l.raw.rawBytes
+	}
+	return l, nil
+}
+
+// String describes the frames as their header does: pixel type, counter depth and
+// chip layout, e.g. "R64 12-bit 2x2"; a field of other than letters and digits quoted.
+func (l *Layout) String() string {
+	plain := func(v string) string {
+		v = strings.TrimSpace(v)
+		for _, c := range v {
+			if !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z') {
+				return strconv.Quote(v)
+			}
+		}
+		return v
+	}
+	f := l.hd.fields
+	return fmt.Sprintf("%s %s-bit %s", plain(l.hd.pixelType), plain(f[len(f)-1]), plain(f[7]))
+}
+
+// RecordBytes is the size of a frame's header and pixels.
+func (l *Layout) RecordBytes() int { return l.HeaderBytes + l.PixelBytes }
+
+// Decode decodes the stored pixels of one frame, src (PixelBytes), into dst
+// (Sig[0]·Sig[1]·DType.Size() bytes), host byte order.
+func (l *Layout) Decode(dst, src []byte) {
+	if l.raw != nil {
+		l.raw.decode(dst, src, l.Sig, l.DType)
+	} else {
+		dataset.CopyToHost(dst, src, l.DType.Size(), true)
+	}
+}
+
+// doubleWidth24 tells whether the header may give twice the frame's width: LiberTEM
+// reads the width of a 24-bit raw single-chip frame as twice the frame's (its two
+// 12-bit halves side by side). halveWidth then takes the frame's true width.
+func (l *Layout) doubleWidth24() bool {
+	return l.raw != nil && l.raw.bits == 24 && !l.raw.quad && l.raw.rowPx%16 == 0
+}
+
+func (l *Layout) halveWidth() {
+	l.raw.rowPx, l.raw.rawBytes = l.raw.rowPx/2, l.raw.rawBytes/2
+	l.Sig[1] /= 2
+	l.PixelBytes = l.raw.rawBytes
+}
+
+// FitPixelBytes takes n, the stored pixel bytes of a frame as its container tells them
+// (a Merlin stream's message length), as the frame's size: it is PixelBytes, or half of
+// it for a 24-bit raw frame whose header gives twice its width (the layout then takes
+// the frame's true width). Another size is an error naming both.
+func (l *Layout) FitPixelBytes(n int) error {
+	switch {
+	case n == l.PixelBytes:
+		return nil
+	case 2*n == l.PixelBytes && l.doubleWidth24():
+		l.halveWidth()
+		return nil
+	}
+	return fmt.Errorf("the frame has %d pixel bytes; its header says %d (%d×%d %s)", n, l.PixelBytes, l.hd.width, l.hd.height, l.hd.pixelType)
+}
+
 // newMIBFile reads the first and last frame headers of f (size bytes) and checks that
 // they agree and that the file is a whole number of frames.
 func newMIBFile(f *os.File, size int64) (*mibFile, error) {
@@ -199,70 +295,38 @@ func newMIBFile(f *os.File, size int64) (*mibFile, error) {
 	if _, err := f.ReadAt(first, 0); err != nil {
 		return nil, fmt.Errorf("reading the first frame header: %w", err)
 	}
-	hd, err := parseMIBHeader(first)
+	l, err := ParseLayout(first)
 	if err != nil {
 		return nil, err
 	}
-	var raw *mibRaw
-	sig := [2]int{hd.height, hd.width}
-	dt, ok := mibPixelTypes[hd.pixelType]
-	if hd.pixelType == "R64" {
-		if raw, sig, dt, err = newMIBRaw(hd); err != nil {
-			return nil, err
+	if l.doubleWidth24() {
+		// Follow the next frame's magic to tell which width the header gives.
+		next := make([]byte, len(mibMagic))
+		if _, err := f.ReadAt(next, int64(l.HeaderBytes+l.PixelBytes/2)); err == nil && bytes.Equal(next, mibMagic) {
+			l.halveWidth()
 		}
-		if raw.bits == 24 && !raw.quad && raw.rowPx%16 == 0 {
-			// LiberTEM reads the header width of a 24-bit raw frame as twice the
-			// frame's (its two 12-bit halves side by side): follow the next frame's
-			// magic to tell which.
-			next := make([]byte, len(mibMagic))
-			at := int64(hd.headerBytes) + int64(raw.rawBytes/2)
-			if _, err := f.ReadAt(next, at); err == nil && bytes.Equal(next, mibMagic) {
-				raw.rowPx, raw.rawBytes = raw.rowPx/2, raw.rawBytes/2
-				sig[1] /= 2
-			}
-		}
-	} else if !ok {
-		return nil, fmt.Errorf("unsupported MIB pixel type %q (want U08, U16, U32 or R64)", hd.pixelType)
 	}
-	fb, err := dataset.CheckSig(sig, dt)
-	if err != nil {
-		return nil, fmt.Errorf("first frame header: %w", err)
-	}
-	pixelBytes := fb
-	if raw != nil {
-		pixelBytes = raw.rawBytes
-	}
-	if int64(hd.headerBytes) > size-int64(pixelBytes) {
+	if int64(l.HeaderBytes) > size-int64(l.PixelBytes) {
 		return nil, fmt.Errorf("size %d bytes is less than one frame of %d-byte header + %d pixel bytes (%d×%d %s)",
-			size, hd.headerBytes, pixelBytes, hd.width, hd.height, hd.pixelType)
+			size, l.HeaderBytes, l.PixelBytes, l.hd.width, l.hd.height, l.hd.pixelType)
 	}
-	d := &mibFile{
-		f:      f,
-		sig:    sig,
-		dt:     dt,
-		header: hd.headerBytes,
-		stride: hd.headerBytes + pixelBytes,
-		raw:    raw,
-	}
-	for i, c := range mibCheckedFields {
-		d.checked[i] = hd.fields[c.index]
-	}
+	d := &mibFile{Layout: l, f: f}
 	// A file cut inside a frame (an interrupted acquisition) is read up to its last whole
 	// frame; dataset.Reconcile reports the rest.
-	d.numFrames = int(size / int64(d.stride))
-	last := make([]byte, d.header)
-	if _, err := f.ReadAt(last, int64(d.numFrames-1)*int64(d.stride)); err != nil {
+	d.numFrames = int(size / int64(l.RecordBytes()))
+	last := make([]byte, l.HeaderBytes)
+	if _, err := f.ReadAt(last, int64(d.numFrames-1)*int64(l.RecordBytes())); err != nil {
 		return nil, fmt.Errorf("reading the last frame header: %w", err)
 	}
-	if err := d.checkHeader(last, d.numFrames-1); err != nil {
+	if err := l.Check(last, d.numFrames-1); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-// checkHeader checks that frame's header h starts with "MQ1," and that its header size,
+// Check checks that frame's header h starts with "MQ1," and that its header size,
 // width, height and pixel type fields equal the first frame's. It does not allocate.
-func (d *mibFile) checkHeader(h []byte, frame int) error {
+func (l *Layout) Check(h []byte, frame int) error {
 	if !bytes.HasPrefix(h, mibMagic) {
 		return fmt.Errorf("frame %d: header mismatch between frames: frame header starts with %q, not \"MQ1,\"", frame, h[:min(len(h), 4)])
 	}
@@ -275,93 +339,157 @@ func (d *mibFile) checkHeader(h []byte, frame int) error {
 			from = i + 1
 		}
 	}
-	for i, c := range mibCheckedFields {
-		if string(fields[c.index]) != d.checked[i] {
-			return fmt.Errorf("frame %d: header mismatch between frames: %s is %q, frame 0 has %q", frame, c.name, fields[c.index], d.checked[i])
+	for _, c := range mibCheckedFields {
+		if want := l.hd.fields[c.index]; string(fields[c.index]) != want {
+			return fmt.Errorf("frame %d: header mismatch between frames: %s is %q, frame 0 has %q", frame, c.name, fields[c.index], want)
 		}
 	}
 	return nil
 }
 
-// readMIBHdr reads a Merlin .hdr sidecar: tab-separated "key:\tvalue" lines between a
-// line starting "HDR," and one starting "End". Keys lose their trailing colon. Only the
-// values of keys are kept, so that a .hdr of any length takes no more memory than they.
-func readMIBHdr(path string, keys ...string) (map[string]string, error) {
-	f, _, err := regfile.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	if !sc.Scan() || !bytes.HasPrefix(sc.Bytes(), []byte("HDR")) {
-		if err := sc.Err(); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%s is not a Merlin .hdr file: it does not start with \"HDR,\"", path)
-	}
-	kv := map[string]string{}
-	for sc.Scan() {
-		line := bytes.TrimRight(sc.Bytes(), "\r\x00")
-		if bytes.HasPrefix(line, []byte("End")) {
-			return kv, nil
-		}
-		k, v, ok := bytes.Cut(line, []byte("\t"))
-		if !ok {
-			continue
-		}
-		k = bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(k), []byte(":")))
-		for _, key := range keys {
-			if string(k) == key {
-				kv[key] = string(bytes.TrimSpace(v))
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("%s: no \"End\" line: truncated .hdr file", path)
+// Hdr is a Merlin acquisition header: the text of a .hdr sidecar, which Merlin also
+// sends over TCP at the start of an acquisition (package live/merlin).
+type Hdr struct {
+	// Name names the header in messages (the sidecar's path).
+	Name string
+	// Fields maps the keys stemdot reads (hdrKeys), without their trailing colon, to
+	// their values: the others are not kept, so that a header of any length takes no
+	// more memory than these.
+	Fields map[string]string
 }
 
-// mibNavFromHdr returns the nav shape that the .hdr sidecar at hdrPath gives, and a
-// description of where it came from, or nil when there is no sidecar or it gives none.
-func mibNavFromHdr(hdrPath string) ([]int, string, error) {
-	kv, err := readMIBHdr(hdrPath, "ScanX", "ScanY", "Frames in Acquisition (Number)", "Frames per Trigger (Number)")
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", nil
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	atoi := func(key string) (int, bool, error) {
-		v, ok := kv[key]
-		if !ok {
-			return 0, false, nil
+// hdrKeys are the keys of an acquisition header that stemdot reads.
+var hdrKeys = []string{"ScanX", "ScanY", "Frames in Acquisition (Number)", "Frames per Trigger (Number)", RecordKey}
+
+// hdrParser reads an acquisition header line by line: tab-separated "key:\tvalue" lines
+// between a line starting "HDR," and one starting "End" (RosettaSciIO's and LiberTEM's
+// reading).
+type hdrParser struct {
+	h          Hdr
+	start, end bool
+}
+
+// line takes the next line; false once the "End" line came.
+func (p *hdrParser) line(line []byte) (more bool, err error) {
+	if !p.start {
+		if !bytes.HasPrefix(line, []byte("HDR")) {
+			return false, fmt.Errorf("%s is not a Merlin .hdr file: it does not start with \"HDR,\"", p.h.Name)
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return 0, false, fmt.Errorf("%s: %q is %q, not a number of frames", hdrPath, key, v)
+		p.start = true
+		return true, nil
+	}
+	line = bytes.TrimRight(line, "\r\x00")
+	if bytes.HasPrefix(line, []byte("End")) {
+		p.end = true
+		return false, nil
+	}
+	k, v, ok := bytes.Cut(line, []byte("\t"))
+	if !ok {
+		return true, nil
+	}
+	k = bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(k), []byte(":")))
+	for _, key := range hdrKeys {
+		if string(k) == key {
+			p.h.Fields[key] = string(bytes.TrimSpace(v))
 		}
-		// Merlin writes 0 for a value it was not given (pixel-triggered scans: Frames per
-		// Trigger 0): 0 means "not given".
-		return n, n > 0, nil
 	}
-	scanX, okX, err := atoi("ScanX")
+	return true, nil
+}
+
+// done is the header read, or an error for one without its "End" line.
+func (p *hdrParser) done() (Hdr, error) {
+	if !p.end {
+		if !p.start {
+			return Hdr{}, fmt.Errorf("%s is not a Merlin .hdr file: it is empty", p.h.Name)
+		}
+		return Hdr{}, fmt.Errorf("%s: no \"End\" line: truncated .hdr file", p.h.Name)
+	}
+	return p.h, nil
+}
+
+// ParseHdr parses an acquisition header b named name. Errors name it.
+func ParseHdr(b []byte, name string) (Hdr, error) {
+	p := hdrParser{h: Hdr{Name: name, Fields: map[string]string{}}}
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		if more, err := p.line(line); err != nil || !more {
+			if err != nil {
+				return Hdr{}, err
+			}
+			break
+		}
+	}
+	return p.done()
+}
+
+// maxHdrLine bounds a line of a .hdr sidecar (Merlin writes 2048 bytes in all).
+const maxHdrLine = 1 << 20
+
+// readMIBHdr reads the .hdr sidecar at path line by line, keeping the values of hdrKeys
+// only: a sidecar of any length takes no more memory than its longest line (at most
+// maxHdrLine).
+func readMIBHdr(path string) (Hdr, error) {
+	f, _, err := regfile.Open(path)
+	if err != nil {
+		return Hdr{}, err
+	}
+	defer f.Close()
+	p := hdrParser{h: Hdr{Name: path, Fields: map[string]string{}}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, maxHdrLine)
+	for sc.Scan() {
+		if more, err := p.line(sc.Bytes()); err != nil {
+			return Hdr{}, err
+		} else if !more {
+			break
+		}
+	}
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return Hdr{}, fmt.Errorf("%s: a line of more than %d bytes: not a Merlin .hdr file", path, maxHdrLine)
+	} else if err != nil {
+		return Hdr{}, err
+	}
+	return p.done()
+}
+
+// Number returns the whole number that key gives, and whether it gives one: Merlin
+// writes 0 for a value it was not given (pixel-triggered scans: Frames per Trigger 0),
+// so 0 means "not given". A value that is not a number is an error naming it.
+func (h Hdr) Number(key string) (int, bool, error) {
+	v, ok := h.Fields[key]
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, false, fmt.Errorf("%s: %q is %q, not a number of frames", h.Name, key, v)
+	}
+	return n, n > 0, nil
+}
+
+// NavShape returns the scan shape the header gives, and a description of where it came
+// from (" from NAME (ScanY=2, ScanX=4)"), or nil when it gives none: (ScanY, ScanX) when
+// both are there, else (Frames in Acquisition / Frames per Trigger, Frames per Trigger)
+// when a trigger starts each scan line (Frames per Trigger > 1), as LiberTEM reads it.
+func (h Hdr) NavShape() ([]int, string, error) {
+	scanX, okX, err := h.Number("ScanX")
 	if err != nil {
 		return nil, "", err
 	}
-	scanY, okY, err := atoi("ScanY")
+	scanY, okY, err := h.Number("ScanY")
 	if err != nil {
 		return nil, "", err
 	}
-	name := filepath.Base(hdrPath)
+	name := filepath.Base(h.Name)
 	if okX && okY {
 		return []int{scanY, scanX}, fmt.Sprintf(" from %s (ScanY=%d, ScanX=%d)", name, scanY, scanX), nil
 	}
-	acq, okA, err := atoi("Frames in Acquisition (Number)")
+	acq, okA, err := h.Number("Frames in Acquisition (Number)")
 	if err != nil {
 		return nil, "", err
 	}
-	perTrigger, okT, err := atoi("Frames per Trigger (Number)")
+	perTrigger, okT, err := h.Number("Frames per Trigger (Number)")
 	if err != nil {
 		return nil, "", err
 	}
@@ -371,4 +499,28 @@ func mibNavFromHdr(hdrPath string) ([]int, string, error) {
 		return nil, "", nil
 	}
 	return []int{acq / perTrigger, perTrigger}, fmt.Sprintf(" from %s (Frames in Acquisition %d, Frames per Trigger %d)", name, acq, perTrigger), nil
+}
+
+// RecordKey is the line of the .hdr sidecar of a Merlin acquisition recorded by stemdot
+// (package live/merlin) that says whether the record is complete; one of a partial
+// acquisition starts "partial".
+const RecordKey = "Recorded by stemdot"
+
+// mibNavFromHdr returns the nav shape that the .hdr sidecar at hdrPath gives, and a
+// description of where it came from, or nil when there is no sidecar or it gives none;
+// and a note when the sidecar says the file is the record of a partial acquisition.
+func mibNavFromHdr(hdrPath string) ([]int, string, []string, error) {
+	h, err := readMIBHdr(hdrPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", nil, nil
+	}
+	if err != nil {
+		return nil, "", nil, err
+	}
+	var notes []string
+	if rec := h.Fields[RecordKey]; strings.HasPrefix(rec, "partial") {
+		notes = append(notes, fmt.Sprintf("%s says the file records a %s", filepath.Base(hdrPath), strconv.Quote(rec)))
+	}
+	nav, source, err := h.NavShape()
+	return nav, source, notes, err
 }

@@ -122,6 +122,69 @@ func (r *mibRaw) decodeSegment(src []byte, n, bits int, v func(i int, value uint
 	}
 }
 
+// expand1 maps a byte of 1-bit raw pixels to the 8 pixels, one a byte: byte k of
+// expand1[0][b] (little-endian) is bit k of b, byte k of expand1[1][b] bit 7-k.
+var expand1 = func() (t [2][256]uint64) {
+	for b := range 256 {
+		for k := range 8 {
+			t[0][b] |= uint64(b>>k&1) << (8 * k)
+			t[1][b] |= uint64(b>>(7-k)&1) << (8 * k)
+		}
+	}
+	return t
+}()
+
+// unpack decodes the n raw pixels of src (1, 6 or 12 bits; n a whole number of 64-bit
+// runs, groupPixels) into out, as decodeSegment does, a 64-bit run at a time: 1 and 6
+// bits one byte a pixel, 12 bits two bytes (host order); in pixel order, or reversed
+// (pixel i at n-1-i) when rev. A 64-bit run read big-endian holds its pixels from the
+// lowest bits up (6 bits a byte each, 12 bits 16 bits each), so reversed they are its
+// bytes, or big-endian pairs, as stored.
+func unpack(out, src []byte, n, bits int, rev bool) {
+	be, le, ne := binary.BigEndian, binary.LittleEndian, binary.NativeEndian
+	switch {
+	case bits == 1 && !rev:
+		for s := range n / 64 {
+			for b := range 8 {
+				le.PutUint64(out[64*s+8*b:], expand1[0][src[8*s+7-b]])
+			}
+		}
+	case bits == 1:
+		for s := range n / 64 {
+			for b := range 8 {
+				le.PutUint64(out[n-64*s-8*b-8:], expand1[1][src[8*s+7-b]])
+			}
+		}
+	case bits == 6 && !rev:
+		for g := range n / 8 {
+			le.PutUint64(out[8*g:], be.Uint64(src[8*g:]))
+		}
+	case bits == 6:
+		for g := range n / 8 {
+			copy(out[n-8*g-8:n-8*g], src[8*g:8*g+8])
+		}
+	case bits == 12 && !rev:
+		for g := range n / 4 {
+			x, o := be.Uint64(src[8*g:]), out[8*g:8*g+8]
+			ne.PutUint16(o[0:], uint16(x))
+			ne.PutUint16(o[2:], uint16(x>>16))
+			ne.PutUint16(o[4:], uint16(x>>32))
+			ne.PutUint16(o[6:], uint16(x>>48))
+		}
+	case bits == 12:
+		for g := range n / 4 {
+			w, o := src[8*g:8*g+8], out[2*(n-4*g-4):2*(n-4*g)]
+			for j := range 4 {
+				ne.PutUint16(o[2*j:], be.Uint16(w[2*j:]))
+			}
+		}
+	}
+}
+
+// groupPixels is the number of pixels in a run of 64 bits at a counter depth of bits
+// (1, 6 or 12).
+func groupPixels(bits int) int { return 64 / rawBytes(8, bits) }
+
 // decode decodes one frame's raw pixels src (rawBytes) into dst, host order, of sig
 // sig and dtype dt.
 func (r *mibRaw) decode(dst, src []byte, sig [2]int, dt dataset.DType) {
@@ -143,6 +206,41 @@ func (r *mibRaw) decode(dst, src []byte, sig [2]int, dt dataset.DType) {
 	if bits == 24 {
 		bits, planes = 12, 2
 	}
+	size := 1 // bytes of an unpacked pixel: 1, or 2 for 12 bits
+	if bits == 12 {
+		size = 2
+	}
+	var tmp []byte // the 12-bit halves of a 24-bit segment
+	if planes == 2 {
+		tmp = make([]byte, 2*max(r.rowPx, r.side))
+	}
+	// segment decodes the n pixels of raw segment s to pixels p0, p0+step, ...; one that
+	// is not a whole number of 64-bit runs pixel by pixel (decodeSegment).
+	segment := func(s []byte, n, p0, step int, shift uint, add bool) {
+		switch {
+		case n%groupPixels(bits) != 0:
+			r.decodeSegment(s, n, bits, func(i int, value uint32) { put(p0+step*i, value<<shift, add) })
+		case planes == 1 && step == 1:
+			unpack(dst[size*p0:size*(p0+n)], s, n, bits, false)
+		case planes == 1:
+			unpack(dst[size*(p0-n+1):size*(p0+1)], s, n, bits, true)
+		default: // 24 bits: the high 12 bits, then the low 12 bits added
+			unpack(tmp, s, n, bits, false)
+			lo, j := p0, 0 // the segment's first pixel in dst, and where pixel 0 is in it
+			if step < 0 {
+				lo, j = p0-n+1, n-1
+			}
+			d := dst[4*lo : 4*(lo+n)]
+			for i := range n {
+				q := d[4*(j+step*i):][:4]
+				v := uint32(binary.NativeEndian.Uint16(tmp[2*i:])) << shift
+				if add {
+					v += binary.NativeEndian.Uint32(q)
+				}
+				binary.NativeEndian.PutUint32(q, v)
+			}
+		}
+	}
 	planeBytes := len(src) / planes
 	for plane := range planes {
 		shift := uint(0)
@@ -155,7 +253,7 @@ func (r *mibRaw) decode(dst, src []byte, sig [2]int, dt dataset.DType) {
 		for row := range r.rows {
 			raw := pix[row*rowBytes : (row+1)*rowBytes]
 			if !r.quad {
-				r.decodeSegment(raw, r.rowPx, bits, func(i int, value uint32) { put(row*width+i, value<<shift, add) })
+				segment(raw, r.rowPx, row*width, 1, shift, add)
 				continue
 			}
 			seg := rawBytes(r.side, bits)
@@ -165,12 +263,11 @@ func (r *mibRaw) decode(dst, src []byte, sig [2]int, dt dataset.DType) {
 				s := raw[(4-chip)*seg : (5-chip)*seg]
 				switch chip {
 				case 1, 2:
-					x0 := (chip - 1) * half
-					r.decodeSegment(s, half, bits, func(i int, value uint32) { put(row*width+x0+i, value<<shift, add) })
+					segment(s, half, row*width+(chip-1)*half, 1, shift, add)
 				default:
-					x0 := (chip - 3) * half
+					// Chips 3 and 4: the bottom half, turned by 180°.
 					y := 2*half - 1 - row
-					r.decodeSegment(s, half, bits, func(i int, value uint32) { put(y*width+x0+half-1-i, value<<shift, add) })
+					segment(s, half, y*width+(chip-3)*half+half-1, -1, shift, add)
 				}
 			}
 		}

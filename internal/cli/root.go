@@ -68,6 +68,9 @@ func runRoot(ctx context.Context, root *cobra.Command, args []string) int {
 	root.SetErr(safetext.Writer{W: root.ErrOrStderr()})
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(root.ErrOrStderr(), "%s: %s\n", prefix, stemdot.FlagNames(err.Error()))
+		if _, ok := errors.AsType[partialResult](err); ok {
+			return 2
+		}
 		return 1
 	}
 	return 0
@@ -99,7 +102,7 @@ one image of shape nav_shape per mask.`,
 	}
 	root.SetVersionTemplate("stemdot {{.Version}} (" + buildFlavour() + ")\n")
 	root.SetFlagErrorFunc(suggestFlag)
-	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(&local{}), newSumCmd(&local{}), newPickCmd(), newDescanCmd(), newSynthCmd(), newCOMCmd(), newViewCmd())
+	root.AddCommand(newInfoCmd(), newPlanCmd(), newApplyCmd(&local{}), newSumCmd(&local{}), newPickCmd(), newDescanCmd(), newSynthCmd(), newCOMCmd(), newViewCmd(), newReplayCmd(), newLiveCmd())
 	return root
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -10,22 +11,26 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/internal/view"
+	"github.com/stemdot/stemdot/live"
+	"github.com/stemdot/stemdot/planner"
 )
 
 func newViewCmd() *cobra.Command {
 	var df datasetFlags
 	var pf planFlags
-	var gpu, noBrowser bool
+	var gpu, noBrowser, liveMode, passive bool
 	var port int
-	var listen string
+	var listen, keep string
 	var closeAfter time.Duration
 	cmd := &cobra.Command{
-		Use:   "view FILE [dataset options] [--port N] [--gpu]",
-		Short: "An interactive virtual detector in the browser: drag detectors over the sum frame, see the virtual image",
+		Use:   "view FILE [dataset options] [--port N] [--gpu] | view --live SOURCE [--nav-shape Y,X] [--passive] [source options]",
+		Short: "An interactive virtual detector in the browser: drag detectors over the sum frame, see the virtual image (of a file, or while a scan arrives: --live)",
 		Long: `view opens the dataset, computes its sum, mean and max frames (one pass, a progress
 bar on the page), starts an HTTP server on 127.0.0.1 (--port, 0: any free port) and
 prints its URL, which carries a random token; with $BROWSER set it opens the URL there.
@@ -54,7 +59,22 @@ name given to --listen, and whose Origin (if any) is its own (no DNS rebinding),
 serves only this dataset. It
 stops at Ctrl-C or SIGTERM (exit status 0), or --close-after (default 30s) after the
 last page showing it was closed (0: only at Ctrl-C; never before a first page
-connected); a reload reconnects within it.`,
+connected); a reload reconnects within it.
+
+--live SOURCE views an acquisition while it arrives from a detector (merlin://HOST[:PORT],
+dectris://HOST[:PORT], as stemdot live takes them, with its --nav-shape, --passive and
+source options): the virtual image of the detector fills in as frames arrive (up to
+50 images a second), with the frames received, missing and the rate, beside the sum, mean
+or max frame of the frames received so far. A detector moved mid-scan is recomputed
+from the frames received so far, then goes on filling in; once the acquisition has
+ended, the frames are viewed as a file's are. Every image is stemdot apply's for the
+same frames (the same float32 values). To read them again, the frames received are
+kept in memory as the stream encodes them, up to --keep bytes (default: half the
+memory available when the view starts); a frame received once the budget is spent is
+computed for the detector of the moment and shows as NaN (black) in the images of
+detectors moved later, which the page counts. Frames are computed 8 at a time and the
+image is published every 20 ms: at kHz frame rates a frame is on the page some tens of
+milliseconds after it arrives.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if gpu {
@@ -78,11 +98,9 @@ connected); a reload reconnects within it.`,
 			} else if port < 0 || port > 65535 {
 				return fmt.Errorf("--port %d: want 0 (any free port) to 65535", port)
 			}
-			ds, err := df.open(cmd, args[0])
-			if err != nil {
+			if err := checkSourceFlags(cmd, liveMode); err != nil {
 				return err
 			}
-			defer ds.Close()
 			apply, err := pf.Planner()
 			if err != nil {
 				if gpu {
@@ -90,6 +108,31 @@ connected); a reload reconnects within it.`,
 				}
 				return err
 			}
+			var hosts []string
+			if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && net.ParseIP(h) == nil {
+				hosts = append(hosts, h) // --listen NAME:PORT: pages open it by that name
+			}
+			opt := view.Options{File: args[0], Apply: apply, CloseAfter: closeAfter, Hosts: hosts}
+			if liveMode {
+				rcv, lo, err := liveSource(cmd, args[0], &df, passive, keep)
+				if err != nil {
+					return err
+				}
+				defer rcv.Close()
+				srv, err := view.NewLive(rcv, opt, lo)
+				if err != nil {
+					return err
+				}
+				return serveView(cmd, srv, addr, listen, noBrowser, lo.Source)
+			}
+			if strings.Contains(args[0], "://") {
+				return fmt.Errorf("%s is a detector's address: give --live to view its acquisition as it arrives", shellQuote(args[0]))
+			}
+			ds, err := df.open(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			defer ds.Close()
 			// The command that reproduces the page's images runs on the same kind of
 			// workers: GPU products may differ from CPU ones in the last bits.
 			var planArgs []string
@@ -105,51 +148,12 @@ connected); a reload reconnects within it.`,
 			if err != nil {
 				return err
 			}
-			var hosts []string
-			if h, _, err := net.SplitHostPort(addr); err == nil && h != "" && net.ParseIP(h) == nil {
-				hosts = append(hosts, h) // --listen NAME:PORT: pages open it by that name
-			}
-			srv, err := view.New(ds, view.Options{File: args[0], Command: strings.Join(append([]string{applyCommand(args[0], &df)}, planArgs...), " "), Apply: apply, Reduce: reduce,
-				Warnings: stemdot.OpenWarnings(ds), CloseAfter: closeAfter, Hosts: hosts})
+			opt.Command, opt.Reduce, opt.Warnings = strings.Join(append([]string{applyCommand(args[0], &df)}, planArgs...), " "), reduce, stemdot.OpenWarnings(ds)
+			srv, err := view.New(ds, opt)
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				if listen != "" {
-					return fmt.Errorf("listening on %s (--listen): %w (give another --listen HOST:PORT, with port 0 for any free one)", addr, err)
-				}
-				return fmt.Errorf("listening on %s: %w (give another --port, or --port 0 for any free one)", addr, err)
-			}
-			shown := ln.Addr().String()
-			if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() { // --listen 0.0.0.0:PORT
-				shown = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
-				warn(cmd, fmt.Sprintf("listening on every address (--listen %s): from another machine, open the URL with this machine's IP address in place of 127.0.0.1 (a name: give it to --listen NAME:PORT)", listen))
-			}
-			url := fmt.Sprintf("http://%s/%s/", shown, srv.Token())
-			fmt.Fprintf(cmd.OutOrStdout(), "stemdot view of %s: %s\n", args[0], url)
-			if f, ok := cmd.OutOrStdout().(interface{ Sync() error }); ok { // a file, escaped (safetext.Writer)
-				f.Sync()
-			}
-			if b := os.Getenv("BROWSER"); b != "" && !noBrowser {
-				args, err := browserCommand(b, url)
-				var c *exec.Cmd
-				if err == nil {
-					c = exec.Command(args[0], args[1:]...)
-					err = c.Start()
-				}
-				if err != nil {
-					warn(cmd, fmt.Sprintf("$BROWSER %s: %v: open the URL yourself", b, err))
-				} else {
-					go c.Wait()
-				}
-			}
-			err = handleInterrupts(func() error { return srv.Serve(cmd.Context(), ln) })
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s: view stopped\n", prefix)
-			return nil
+			return serveView(cmd, srv, addr, listen, noBrowser, args[0])
 		},
 	}
 	f := cmd.Flags()
@@ -158,9 +162,112 @@ connected); a reload reconnects within it.`,
 	f.BoolVar(&gpu, "gpu", false, "compute the images on one GPU worker (a build with CUDA; else an error)")
 	f.BoolVar(&noBrowser, "no-browser", false, "do not open $BROWSER, only print the URL")
 	f.DurationVar(&closeAfter, "close-after", 30*time.Second, "stop this long after the last page showing the view was closed (0: only Ctrl-C or SIGTERM stop it)")
+	f.BoolVar(&liveMode, "live", false, "view the acquisition of SOURCE (merlin://HOST[:PORT], dectris://HOST[:PORT]) while it arrives, instead of a file")
+	f.BoolVar(&passive, "passive", false, "--live: only listen for an acquisition someone else starts (default: start it here)")
+	f.StringVar(&keep, "keep", "", "--live: bytes of frames kept (as the stream encodes them) to recompute a detector moved mid-scan, e.g. 8GiB, 0 for none (default: half the memory available)")
 	pf.register(f, false)
 	df.register(f)
+	registerSourceFlags(f)
 	return cmd
+}
+
+// liveSource opens the receiver of stemdot view --live SOURCE (not started yet) and the
+// live mode's options.
+func liveSource(cmd *cobra.Command, source string, df *datasetFlags, passive bool, keep string) (live.Receiver, view.LiveOptions, error) {
+	var lo view.LiveOptions
+	if cmd.Flags().Changed("nav-shape") {
+		nav, err := stemdot.ParseShape(*df.values["nav_shape"], 0)
+		if err != nil {
+			return nil, lo, fmt.Errorf("--nav-shape: %w", err)
+		}
+		lo.NavShape = nav
+	}
+	lo.Keep = memlimit.RAM().Bytes / 2
+	if keep == "0" {
+		lo.Keep = 0
+	} else if keep != "" {
+		b, err := planner.ParseBytes(keep)
+		if err != nil || b > math.MaxInt64 {
+			return nil, lo, fmt.Errorf("--keep %s: want a size such as 8GiB or 512MiB, or 0 to keep no frame", keep)
+		}
+		lo.Keep = int64(b)
+	}
+	params := sourceParams(cmd)
+	if err := checkParams(source, params); err != nil {
+		return nil, lo, err
+	}
+	rcv, src, err := live.Open(source, live.Options{Active: !passive, Frames: product(lo.NavShape), Params: params})
+	lo.Source = src
+	return rcv, lo, err
+}
+
+// checkSourceFlags refuses the dataset options that do not apply to --live (all but
+// --nav-shape, and the dataset options that are source options too), and the options
+// of --live (its source options, --passive, --keep) without it.
+func checkSourceFlags(cmd *cobra.Command, liveMode bool) error {
+	source := map[string]bool{}
+	for _, p := range live.Protocols() {
+		for _, key := range p.Params {
+			source[strings.TrimPrefix(flagOf(key), "--")] = true
+		}
+	}
+	dataset := map[string]bool{}
+	for _, o := range stemdot.OpenOptions() {
+		dataset[strings.TrimPrefix(o.FlagName(), "--")] = true
+	}
+	var err error
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		switch {
+		case err != nil:
+		case liveMode && dataset[f.Name] && !source[f.Name] && f.Name != "nav-shape":
+			err = fmt.Errorf("--%s is an option of files: stemdot view --live takes --nav-shape and the source's options (stemdot live --help)", f.Name)
+		case !liveMode && (source[f.Name] && !dataset[f.Name] || f.Name == "passive" || f.Name == "keep"):
+			err = fmt.Errorf("--%s is an option of stemdot view --live SOURCE", f.Name)
+		}
+	})
+	return err
+}
+
+// serveView serves srv on addr (--listen, else --port on loopback) until the command's
+// context ends or the last page has gone (--close-after), and prints its URL, opening
+// it in $BROWSER unless noBrowser; name is the file or source viewed.
+func serveView(cmd *cobra.Command, srv *view.Server, addr, listen string, noBrowser bool, name string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if listen != "" {
+			return fmt.Errorf("listening on %s (--listen): %w (give another --listen HOST:PORT, with port 0 for any free one)", addr, err)
+		}
+		return fmt.Errorf("listening on %s: %w (give another --port, or --port 0 for any free one)", addr, err)
+	}
+	shown := ln.Addr().String()
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() { // --listen 0.0.0.0:PORT
+		shown = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+		warn(cmd, fmt.Sprintf("listening on every address (--listen %s): from another machine, open the URL with this machine's IP address in place of 127.0.0.1 (a name: give it to --listen NAME:PORT)", listen))
+	}
+	url := fmt.Sprintf("http://%s/%s/", shown, srv.Token())
+	fmt.Fprintf(cmd.OutOrStdout(), "stemdot view of %s: %s\n", name, url)
+	if f, ok := cmd.OutOrStdout().(interface{ Sync() error }); ok { // a file, escaped (safetext.Writer)
+		f.Sync()
+	}
+	if b := os.Getenv("BROWSER"); b != "" && !noBrowser {
+		args, err := browserCommand(b, url)
+		var c *exec.Cmd
+		if err == nil {
+			c = exec.Command(args[0], args[1:]...)
+			err = c.Start()
+		}
+		if err != nil {
+			warn(cmd, fmt.Sprintf("$BROWSER %s: %v: open the URL yourself", b, err))
+		} else {
+			go c.Wait()
+		}
+	}
+	err = handleInterrupts(func() error { return srv.Serve(cmd.Context(), ln) })
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s: view stopped\n", prefix)
+	return nil
 }
 
 // browserCommand is the command line that opens url by $BROWSER value b, read as Python's

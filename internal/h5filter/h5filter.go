@@ -532,10 +532,20 @@ func decodeBitshuffleLZ4(in, out []byte, elem, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out = outBuf(out, int(total))
-	n := int(total) / elem
+	return bitshuffleLZ4Blocks(in, outBuf(out, int(total)), elem, bs)
+}
+
+// bitshuffleLZ4Blocks decodes the blocks of a bitshuffle-LZ4 chunk after its 12-byte
+// header, of blocks of bs elements of elem bytes, into out (the decoded size).
+func bitshuffleLZ4Blocks(in, out []byte, elem, bs int) ([]byte, error) {
+	n := len(out) / elem
 	p := 12
-	tmp := make([]byte, 2*min(bs, n)*elem) // a block decoded, and the scratch of its transposition
+	tb := blockBufs.Get().(*[]byte) // a block decoded, and the scratch of its transposition
+	defer blockBufs.Put(tb)
+	if need := 2 * min(bs, n) * elem; cap(*tb) < need {
+		*tb = make([]byte, need)
+	}
+	tmp := (*tb)[:2*min(bs, n)*elem]
 	for off := 0; off+8 <= n; {
 		m := min(bs, (n-off)/8*8)
 		want := m * elem
@@ -564,6 +574,53 @@ func decodeBitshuffleLZ4(in, out []byte, elem, limit int) ([]byte, error) {
 	}
 	copy(out[len(out)-rest:], in[p:p+rest])
 	return out, nil
+}
+
+// blockBufs holds the buffers (*[]byte) of bitshuffleLZ4Blocks: a block decoded and the
+// scratch of its transposition, 16 KiB with the default block size.
+var blockBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// DecodeBSLZ4 decodes a blob of bitshuffle-LZ4 (the HDF5 filter's framing, above) of
+// elements of elem bytes into dst, which it must fill exactly: DECTRIS's stream
+// compression "bslz4" (stream v1 encoding "bs<bits>-lz4<", stream v2 tag 56500, DECTRIS
+// documentation cbor/dectris-compression-tag.md). A header whose sizes are both 0 is
+// read as len(dst) bytes in blocks of the default size (8192 bytes / elem, a multiple of
+// 8 elements): the headers of LiberTEM-live's DECTRIS simulator are zeroed, and its
+// receiver (libertem_dectris, as ADEiger's) skips the 12 bytes and uses the default.
+// Errors are errs.Format and name the fault.
+func DecodeBSLZ4(dst, in []byte, elem int) error {
+	if elem <= 0 || len(dst)%elem != 0 {
+		return errs.New(errs.Format, "bitshuffle-LZ4: %d bytes are not a whole number of %d-byte elements", len(dst), elem)
+	}
+	var err error
+	if len(in) >= 12 && binary.BigEndian.Uint64(in) == 0 && binary.BigEndian.Uint32(in[8:]) == 0 && len(dst) > 0 {
+		var bs int
+		if bs, err = bshufBlock(elem, 0); err == nil {
+			_, err = bitshuffleLZ4Blocks(in, dst, elem, bs)
+		}
+	} else {
+		var out []byte
+		if out, err = decodeBitshuffleLZ4(in, dst, elem, len(dst)); err == nil && len(out) != len(dst) {
+			err = fmt.Errorf("the blob decodes to %d bytes, want %d", len(out), len(dst))
+		}
+	}
+	if err != nil {
+		return errs.New(errs.Format, "bitshuffle-LZ4: %w", err)
+	}
+	return nil
+}
+
+// DecodeLZ4 decodes a blob in the HDF5 LZ4 filter's framing (above; DECTRIS stream v2's "lz4")
+// into dst, which it must fill exactly. Errors are errs.Format.
+func DecodeLZ4(dst, in []byte) error {
+	out, err := decodeLZ4(in, dst, len(dst))
+	if err == nil && len(out) != len(dst) {
+		err = fmt.Errorf("the blob decodes to %d bytes, want %d", len(out), len(dst))
+	}
+	if err != nil {
+		return errs.New(errs.Format, "LZ4: %w", err)
+	}
+	return nil
 }
 
 // bitunshuffle decodes a bitshuffle chunk without compression: the blocks of

@@ -58,6 +58,11 @@ const heapArenaBytes = 64 << 20
 // collector crashes where the limit is reached.
 const runtimeBytes = 16 << 20
 
+// RAM is the memory the process may still fill: the tightest of MemAvailable and the
+// cgroup's limit less its usage ({math.MaxInt64, "no limit"} where neither can be read),
+// for budgets of memory held over time (stemdot view --live keeps half of it of frames).
+func RAM() Limit { return ramLimit() }
+
 // ramLimit is the tightest of the memory limits: MemAvailable and the cgroup's.
 func ramLimit() Limit {
 	l := Limit{Bytes: math.MaxInt64, Name: "no limit"}

@@ -28,6 +28,9 @@
 //	                                 gives three float64 maps: shift y, shift x and their
 //	                                 magnitude, as apply --com-shifts and com --magnitude
 //
+// The live mode (NewLive, stemdot view --live) serves an acquisition while it arrives
+// from a detector: see live.go for its requests.
+//
 // Arrays travel as raw little-endian bytes, their shape in the header X-Shape ("256,256"
 // or "3,64,64"), their type in X-DType ("f4" or "f8"). Errors are plain text with status
 // 400 (a bad spec, position or request number), 409 (a run cancelled by a newer one),
@@ -68,6 +71,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"net"
@@ -81,7 +85,6 @@ import (
 	"time"
 
 	"github.com/stemdot/stemdot"
-	"github.com/stemdot/stemdot/comfield"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/safetext"
@@ -113,7 +116,8 @@ type Options struct {
 	Hosts []string
 }
 
-// Server serves one dataset to the page. Create it with New, run it with Serve.
+// Server serves one dataset, or one acquisition while it arrives, to the page. Create
+// it with New (NewLive), run it with Serve.
 type Server struct {
 	ds      dataset.Dataset
 	opt     Options
@@ -132,6 +136,9 @@ type Server struct {
 	lastSeen time.Time
 	changed  chan struct{} // closed and replaced at every progress or client change
 	jobs     sync.Mutex    // one image run at a time
+
+	work func(ctx context.Context) error // what Serve runs besides the requests: the first pass, or the live mode's acquisition
+	live *liveView                       // the live mode's state (NewLive); nil for a dataset
 }
 
 // run is a page's image request, its number seq: cancel cancels it as replaced by a
@@ -168,39 +175,60 @@ func New(ds dataset.Dataset, opt Options) (*Server, error) {
 	if scan, _ := dataset.ScanPositions(ds); len(scan) > 2 {
 		return nil, stemdot.CheckScan2D(scan, "view: the virtual images are")
 	}
-	if opt.Token == "" {
-		opt.Token = NewToken()
-	}
-	s := &Server{ds: ds, opt: opt, ready: make(chan struct{}), changed: make(chan struct{})}
-	if fi, err := os.Stat(ds.Path()); ds.Path() != "" && err == nil {
-		s.file = fi
-	}
-	sub, err := fs.Sub(static, "static")
+	s, mux, err := baseServer(opt)
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/info", s.info)
-	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/frame", s.frame)
 	mux.HandleFunc("GET /api/pick", s.pick)
 	mux.HandleFunc("GET /api/image", s.image)
+	s.ds, s.work = ds, s.firstPass
+	if fi, err := os.Stat(ds.Path()); ds.Path() != "" && err == nil {
+		s.file = fi
+	}
+	return s, nil
+}
+
+// baseServer is a server of the event stream and the page, and its mux, to which the
+// caller adds the other requests.
+func baseServer(opt Options) (*Server, *http.ServeMux, error) {
+	if opt.Token == "" {
+		opt.Token = NewToken()
+	}
+	s := &Server{opt: opt, ready: make(chan struct{}), changed: make(chan struct{})}
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/events", s.events)
 	mux.Handle("GET /", http.FileServerFS(sub))
 	s.handler = mux
-	return s, nil
+	return s, mux, nil
 }
 
 // Token is the server's token: every path starts with /TOKEN/.
 func (s *Server) Token() string { return s.opt.Token }
 
-// Serve computes the first pass and serves the page on ln until ctx is cancelled or,
-// with Options.CloseAfter, no page has been connected for that long; it then shuts the
-// server down (runs in progress cancelled, waited for) and returns nil, or the
-// listener's error. Serve runs once per Server.
+// Serve computes the first pass (NewLive: receives the acquisition) and serves the page
+// on ln until ctx is cancelled or, with Options.CloseAfter, no page has been connected
+// for that long; it then shuts the server down (runs in progress cancelled, waited for)
+// and returns nil, or the listener's error. In the live mode, an acquisition that does
+// not start (the receiver's Start failed: the detector cannot be reached, its header is
+// malformed or does not fit the nav shape) stops the server, and Serve returns that
+// error. Serve runs once per Server.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go s.firstPass(ctx)
+	var werr error
+	worked := make(chan struct{})
+	go func() {
+		defer close(worked)
+		if werr = s.work(ctx); werr != nil {
+			stop()
+		}
+	}()
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -210,20 +238,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	select {
 	case err := <-errc:
 		stop()
-		<-s.ready
+		<-worked
 		return err
 	case <-ctx.Done():
 	}
 	// Every request's context ends with ctx (BaseContext): event streams, runs and picks
-	// return promptly; Shutdown waits for them, and the first pass is waited for, so
-	// that nothing reads the dataset once Serve has returned (the caller closes it).
+	// return promptly; Shutdown waits for them, and the first pass (the live mode's
+	// acquisition) is waited for, so that nothing reads the dataset (the receiver) once
+	// Serve has returned (the caller closes it).
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv.Shutdown(sctx)
-	<-s.ready
+	<-worked
 	s.jobs.Lock()
 	s.jobs.Unlock()
-	return nil
+	return werr
 }
 
 // closeWhenIdle calls stop once no client has been connected for CloseAfter.
@@ -246,8 +275,8 @@ func (s *Server) closeWhenIdle(ctx context.Context, stop context.CancelFunc) {
 	}
 }
 
-// firstPass computes the sum, mean and max frames.
-func (s *Server) firstPass(ctx context.Context) {
+// firstPass computes the sum, mean and max frames; its error goes to the page.
+func (s *Server) firstPass(ctx context.Context) error {
 	opt := stemdot.ReduceOptions{Sum: true, Mean: true, Max: true, Progress: func(done, total int) {
 		s.mu.Lock()
 		s.done = done
@@ -260,6 +289,7 @@ func (s *Server) firstPass(ctx context.Context) {
 	s.notify()
 	s.mu.Unlock()
 	close(s.ready)
+	return nil
 }
 
 // notify wakes the event streams; s.mu held.
@@ -372,27 +402,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}()
 	w.Header().Set("Content-Type", "text/event-stream")
-	total := s.ds.NumFrames()
 	sent := -1
 	final := false
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
 	for {
 		s.mu.Lock()
-		done, red, rerr, changed := s.done, s.red, s.redErr, s.changed
+		changed := s.changed
 		s.mu.Unlock()
 		if !final {
-			switch {
-			case rerr != nil:
-				fmt.Fprintf(w, "event: failed\ndata: %s\n\n", mustJSON(map[string]string{"error": message(rerr.Error())}))
-				final = true
-			case red != nil:
-				fmt.Fprintf(w, "event: progress\ndata: %s\n\n", mustJSON(map[string]int{"done": total, "total": total}))
-				fmt.Fprintf(w, "event: ready\ndata: %s\n\n", mustJSON(map[string]any{"warnings": flagNames(red.Warnings)}))
-				final = true
-			case done != sent:
-				fmt.Fprintf(w, "event: progress\ndata: %s\n\n", mustJSON(map[string]int{"done": done, "total": total}))
-				sent = done
+			if s.live != nil {
+				final = s.live.events(w)
+			} else {
+				final = s.firstPassEvents(w, &sent)
 			}
 			fl.Flush()
 		}
@@ -405,6 +427,28 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			fl.Flush()
 		}
 	}
+}
+
+// firstPassEvents writes the first pass's progress since sent (frames done), and
+// "ready" or "failed" (final) once it has ended.
+func (s *Server) firstPassEvents(w io.Writer, sent *int) (final bool) {
+	s.mu.Lock()
+	done, red, rerr := s.done, s.red, s.redErr
+	s.mu.Unlock()
+	total := s.ds.NumFrames()
+	switch {
+	case rerr != nil:
+		fmt.Fprintf(w, "event: failed\ndata: %s\n\n", mustJSON(map[string]string{"error": message(rerr.Error())}))
+		return true
+	case red != nil:
+		fmt.Fprintf(w, "event: progress\ndata: %s\n\n", mustJSON(map[string]int{"done": total, "total": total}))
+		fmt.Fprintf(w, "event: ready\ndata: %s\n\n", mustJSON(map[string]any{"warnings": flagNames(red.Warnings)}))
+		return true
+	case done != *sent:
+		fmt.Fprintf(w, "event: progress\ndata: %s\n\n", mustJSON(map[string]int{"done": done, "total": total}))
+		*sent = done
+	}
+	return false
 }
 
 func mustJSON(v any) string {
@@ -516,7 +560,13 @@ func (s *Server) pick(w http.ResponseWriter, r *http.Request) {
 			at = []int{k / s.ds.NavShape()[1], k % s.ds.NavShape()[1]}
 		}
 	}
-	fr, err := stemdot.Pick(r.Context(), s.ds, [][]int{at})
+	sendPicked(w, r.Context(), s.ds, at)
+}
+
+// sendPicked sends the frame of ds at position at (of its nav shape), float32 where the
+// pixels fit exactly, else float64.
+func sendPicked(w http.ResponseWriter, ctx context.Context, ds dataset.Dataset, at []int) {
+	fr, err := stemdot.Pick(ctx, ds, [][]int{at})
 	if err != nil {
 		fail(w, err)
 		return
@@ -570,14 +620,9 @@ var errStale = errs.New(errs.Cancelled, "cancelled: a newer request replaced thi
 // cancel the newer one. The numbers are compared with that run's only: a request after
 // it has ended runs whatever its number.
 func (s *Server) compute(ctx context.Context, spec, page string, seq uint64) (cached, error) {
-	stack, err := stemdot.Masks(s.ds.SigShape(), spec)
+	stack, err := detector(s.ds.SigShape(), spec)
 	if err != nil {
 		return cached{}, err
-	}
-	if stack.N != 1 {
-		if _, ok := stemdot.FindCOM(stack.MaskNames()); !ok || stack.N != 3 {
-			return cached{}, errs.New(errs.Argument, "spec %q makes %d masks: the view shows one detector (disk, ring, rect, point) or one com spec", spec, stack.N)
-		}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -618,22 +663,9 @@ func (s *Server) compute(ctx context.Context, spec, page string, seq uint64) (ca
 		}
 		return cached{}, err
 	}
-	nav := res.NavShape
 	c := cached{spec: spec}
-	if stack.N == 1 {
-		c.dtype, c.shape, c.data = "f4", nav, f32Bytes(res.F32)
-	} else {
-		shifts, err := stemdot.COMShifts(res, 0)
-		if err != nil {
-			return cached{}, err
-		}
-		ny, nx := 1, nav[len(nav)-1]
-		if len(nav) == 2 {
-			ny = nav[0]
-		}
-		f := comfield.FromShifts(shifts, ny, nx, 0, false)
-		maps := append(append(append(make([]float64, 0, 3*ny*nx), f.Y...), f.X...), f.Magnitude()...)
-		c.dtype, c.shape, c.data = "f8", append([]int{3}, nav...), f64Bytes(maps)
+	if c.dtype, c.shape, c.data, err = imageOf(res.NavShape, stack.N, res.F32); err != nil {
+		return cached{}, err
 	}
 	s.keep(c)
 	return c, nil

@@ -18,6 +18,16 @@ const S = window.stemdotView = {
   cancelled: 0,          // requests cancelled for a newer detector
   errors: [],
   dragging: false,
+  // The live mode (stemdot view --live): the newest image's number and what the server
+  // says about it (liveMeta), the times (performance.now) the images were painted, and
+  // the latencies in ms from each frame's arrival at the server to the animation frame
+  // presenting the first image that shows it.
+  live: false,
+  liveSeq: 0,
+  liveMeta: null,
+  livePainted: [],
+  liveLatencies: [],
+  liveDelivery: [],      // ms from each image's publication to the animation frame presenting it
 };
 
 // ---------- errors ----------
@@ -43,7 +53,8 @@ async function getArray(url, signal) {
   const dtype = r.headers.get('X-DType');
   const buf = await r.arrayBuffer();
   const data = dtype === 'f8' ? new Float64Array(buf) : new Float32Array(buf);
-  return { shape, dtype, data };
+  const frames = r.headers.get('X-Frames'); // the live mode's frames summed
+  return { shape, dtype, data, frames: frames === null ? null : Number(frames) };
 }
 
 // ---------- numbers ----------
@@ -134,7 +145,8 @@ function drawFrame() {
   g.drawImage(frameOff, 0, 0, frameCanvas.width, frameCanvas.height);
   drawDetector(g);
   const f = S.frame;
-  $('frame-caption').textContent = f.kind === 'pick' ? `frame at scan position (y ${f.y}, x ${f.x})` : `${f.kind} frame`;
+  $('frame-caption').textContent = f.kind === 'pick' ? `frame at scan position (y ${f.y}, x ${f.x})` :
+    `${f.kind} frame` + (f.frames != null ? ` of ${f.frames} frames` : '');
 }
 
 // Sig coordinates (pixel centres at integers) ↔ canvas pixels.
@@ -226,6 +238,7 @@ function detectorChanged(t0) {
   inp.classList.remove('bad');
   $('det-type').value = S.det.type;
   drawFrame();
+  if (S.live) { setLiveDetector(S.spec); return; }
   updateCommand();
   requestImage(S.spec, t0);
 }
@@ -399,11 +412,11 @@ function navRC() {
   return n.length === 2 ? [n[0], n[1]] : [1, n[0]];
 }
 
-function paintImage(spec, arr, t0, ms) {
+function paintImage(spec, arr, t0, ms, live) {
   const [rows, cols] = navRC(), n = rows * cols;
   const com = spec.startsWith('com');
   const part = com ? Number($('com-part').value) : 0;
-  S.painted = { spec, shape: arr.shape, dtype: arr.dtype, all: arr.data, part, data: arr.data.subarray(part * n, (part + 1) * n), seq: ++S.paintedSeq, ms };
+  S.painted = { spec, shape: arr.shape, dtype: arr.dtype, all: arr.data, part, data: arr.data.subarray(part * n, (part + 1) * n), seq: ++S.paintedSeq, ms, live };
   $('com-part-label').hidden = !com;
   if ($('error').dataset.src === 'image') $('error').hidden = true;
   if ($('auto').checked) setLimits();
@@ -439,7 +452,9 @@ function drawImage() {
   }
   drawColorbar(lo, hi, cmap);
   const what = p.spec.startsWith('com') ? ['shift y', 'shift x', 'magnitude'][p.part] + ' (px) of ' : '';
-  $('image-caption').textContent = `${what}${p.spec} — nav ${rows}×${cols}` + (p.ms ? `, computed and sent in ${Math.round(p.ms)} ms` : '');
+  const m = p.live;
+  $('image-caption').textContent = `${what}${p.spec} — nav ${rows}×${cols}` + (p.ms ? `, computed and sent in ${Math.round(p.ms)} ms` : '') +
+    (m ? `, ${m.done} of ${m.frames} frames` + (m.not_kept ? `, ${m.not_kept} not kept (NaN)` : '') + (m.no_frame ? `, ${m.no_frame} without a frame (NaN)` : '') : '');
 }
 
 function drawColorbar(lo, hi, cmap) {
@@ -463,7 +478,7 @@ $('auto').addEventListener('change', () => { if ($('auto').checked && S.painted)
 $('cmap').addEventListener('change', drawImage);
 $('com-part').addEventListener('change', () => {
   const p = S.painted;
-  if (p && p.spec.startsWith('com')) paintImage(p.spec, { shape: p.shape, dtype: p.dtype, data: p.all }, undefined, p.ms);
+  if (p && p.spec.startsWith('com')) paintImage(p.spec, { shape: p.shape, dtype: p.dtype, data: p.all }, undefined, p.ms, p.live);
 });
 
 // A click on the image shows the frame at that scan position on the left.
@@ -494,7 +509,7 @@ async function pickFrame(y, x) {
 async function loadFrame(kind) {
   try {
     const a = await getArray('api/frame?kind=' + kind);
-    S.frame = { kind, shape: a.shape, data: a.data, seq: ++S.frameSeq };
+    S.frame = { kind, shape: a.shape, data: a.data, seq: ++S.frameSeq, frames: a.frames };
     drawFrame();
     drawImage();
   } catch (e) { showError(e.message); }
@@ -580,6 +595,7 @@ async function start() {
     if (!r.ok) throw new Error(await r.text());
     S.info = await r.json();
   } catch (e) { showError('cannot read the dataset info: ' + e.message); return; }
+  if (S.info.live) { startLive(); return; }
   const i = S.info;
   document.title = `stemdot view — ${i.file}`;
   $('info').textContent = `${i.file}: ${i.format}, nav ${i.nav_shape.join('×')}, sig ${i.sig_shape.join('×')}, ${i.dtype}, ` +
@@ -611,6 +627,124 @@ async function start() {
     if (ev.readyState === EventSource.CLOSED || S.ready) showError('lost the connection to stemdot view (stopped?): restart it and open the URL it prints');
   };
   ev.onopen = () => { if (S.ready) $('error').hidden = true; };
+}
+
+// ---------- the live mode ----------
+// The page follows the server's detector: a change here is posted (one request at a
+// time, the newest waiting), a change from another page is taken over. Images come by
+// long polling (api/live?after=N answers once an image newer than N is published).
+let liveSetting = null, livePending = null, liveAckGen = 0, lastFrameLoad = 0, frameLoading = false;
+
+async function setLiveDetector(spec) {
+  if (liveSetting) { livePending = spec; return; }
+  liveSetting = spec;
+  setBusy(true);
+  try {
+    const r = await fetch('api/live/detector?spec=' + encodeURIComponent(spec), { method: 'POST' });
+    const text = await r.text();
+    if (!r.ok) throw new Error(text.trim() || r.statusText);
+    liveAckGen = Math.max(liveAckGen, JSON.parse(text).gen);
+  } catch (e) { showError(e.message, 'image'); setBusy(false); }
+  liveSetting = null;
+  if (livePending) { const p = livePending; livePending = null; setLiveDetector(p); }
+}
+
+function startLive() {
+  S.live = true;
+  const src = S.info.source;
+  document.title = `stemdot view — ${src}`;
+  $('info').textContent = `${src}: waiting for the acquisition's header`;
+  $('command').hidden = $('copy-cmd').hidden = true;
+  $('progress').title = 'frames received';
+  const ev = new EventSource('api/events');
+  ev.addEventListener('ready', async () => {
+    if (S.ready) return; // a reconnect
+    try {
+      const r = await fetch('api/info');
+      if (!r.ok) throw new Error(await r.text());
+      S.info = await r.json();
+    } catch (e) { showError('cannot read the acquisition info: ' + e.message); return; }
+    const i = S.info;
+    $('info').textContent = `${src}: ${i.format}, nav ${i.nav_shape.join('×')}, sig ${i.sig_shape.join('×')}, ${i.dtype}, ` +
+      `${i.frames} frames, ${i.workers} worker${i.workers === 1 ? '' : 's'}, frames kept up to ${(i.keep / 2 ** 30).toFixed(1)} GiB`;
+    showWarnings(i.warnings);
+    S.det = parseSpec(i.spec);
+    S.spec = specOf(S.det);
+    await loadFrame('sum');
+    S.ready = true;
+    showDetector();
+    liveLoop();
+  });
+  ev.addEventListener('failed', (m) => {
+    showError('the acquisition did not start: ' + JSON.parse(m.data).error);
+    ev.close();
+  });
+  ev.onerror = () => {
+    if (ev.readyState === EventSource.CLOSED || S.ready) showError('lost the connection to stemdot view (stopped?): restart it and open the URL it prints');
+  };
+  ev.onopen = () => { if (S.ready) $('error').hidden = true; };
+}
+
+// showDetector shows S.det (the server's) without posting it.
+function showDetector() {
+  S.spec = specOf(S.det);
+  if (document.activeElement !== $('spec')) $('spec').value = S.spec;
+  $('det-type').value = S.det.type;
+  drawFrame();
+}
+
+async function liveLoop() {
+  for (;;) {
+    try {
+      const after = S.liveSeq;
+      const r = await fetch(`api/live?after=${after}`);
+      if (!r.ok) throw new Error((await r.text()).trim() || r.statusText);
+      const buf = await r.arrayBuffer();
+      const n = new DataView(buf).getUint32(0, true);
+      const meta = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, n)));
+      const off = Math.ceil((4 + n) / 8) * 8;
+      const data = meta.dtype === 'f8' ? new Float64Array(buf, off) : new Float32Array(buf, off);
+      S.liveSeq = meta.seq;
+      showLive(meta, data, after);
+    } catch (e) {
+      showError('lost the connection to stemdot view (stopped?): ' + e.message, 'image'); // the next image takes it away
+      await new Promise((ok) => setTimeout(ok, 1000));
+    }
+  }
+}
+
+// showLive shows image meta.seq, the page's after image after (0: none, its first).
+function showLive(meta, data, after) {
+  const prev = S.liveMeta;
+  S.liveMeta = meta;
+  if (meta.spec !== S.spec && !liveSetting && !S.dragging && meta.gen >= liveAckGen) {
+    try { S.det = parseSpec(meta.spec); showDetector(); } catch (e) { /* a spec the page cannot draw: kept */ }
+  }
+  if (meta.error) showError(meta.error, 'image');
+  setBusy(meta.spec !== S.spec || !meta.complete && meta.acquisition !== 'receiving');
+  if (meta.dtype) paintImage(meta.spec, { shape: meta.shape, dtype: meta.dtype, data }, undefined, undefined, meta);
+  const arrivals = after > 0 ? meta.arrivals : []; // the first image's frames came before the page
+  requestAnimationFrame(() => {
+    const now = performance.now();
+    S.livePainted.push(now);
+    for (const a of arrivals) S.liveLatencies.push(performance.timeOrigin + now - a);
+    if (after > 0) S.liveDelivery.push(performance.timeOrigin + now - meta.published);
+  });
+  const end = { receiving: '', complete: '; acquisition complete', ended: '; the acquisition ended early: ' + (meta.end || '') }[meta.acquisition];
+  $('progress').max = Math.max(meta.frames, 1);
+  $('progress').value = meta.received;
+  $('progress-text').textContent = `${meta.received} of ${meta.frames} frames received, ${meta.missing} missing` +
+    (meta.late ? `, ${meta.late} late` : '') + (meta.stalls ? `, ${meta.stalls} stalls` : '') +
+    (meta.acquisition === 'receiving' ? `, ${(meta.rate / 1000).toFixed(2)} kHz computed` : '') + end +
+    (meta.not_kept_all ? `; ${meta.not_kept_all} frames not kept (budget ${(meta.keep / 2 ** 30).toFixed(1)} GiB, --keep): NaN for a detector moved now` : '');
+  // The sum frame follows the frames received, twice a second and at the end.
+  const ended = meta.acquisition !== 'receiving' && (!prev || prev.acquisition === 'receiving');
+  const kind = $('frame-kind').value;
+  if (kind !== 'pick' && !S.dragging && !frameLoading && (ended || performance.now() - lastFrameLoad > 500) && meta.received !== S.frame.frames) {
+    lastFrameLoad = performance.now();
+    frameLoading = true;
+    loadFrame(kind).finally(() => { frameLoading = false; });
+  }
 }
 
 function showWarnings(ws) {

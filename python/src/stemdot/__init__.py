@@ -15,7 +15,8 @@ This package binds libstemdot's C ABI (``include/stemdot.h``) with ctypes::
 
 :func:`reduce` gives the sum, mean, maximum and standard-deviation frames over all frames
 in one pass (LiberTEM's SumUDF, StdDevUDF), :func:`pick` the frames at given scan
-positions (PickUDF).
+positions (PickUDF). :func:`live` applies masks to a detector's frames while the scan runs
+(Merlin, DECTRIS), an iterator of the images so far (LiberTEM-live's run_udf_iter).
 
 The mask helpers (:func:`disk`, :func:`ring`, :func:`point`, :func:`rect`, :func:`com`,
 :func:`mask`) call the same Go generators as the ``stemdot`` CLI's ``--mask``, so their
@@ -90,6 +91,9 @@ __all__ = [
     "descan_fit",
     "DescanFit",
     "library_path",
+    "live",
+    "Live",
+    "LiveUpdate",
 ]
 
 
@@ -1847,3 +1851,8 @@ def resident(data, device=0):
     if not isinstance(data, Dataset):
         raise TypeError(f"resident wants a stemdot.Dataset, got {type(data).__name__}")
     return Resident(data, device)
+
+
+# ------------------------------------------------------------------- live streams
+
+from ._live import Live, LiveUpdate, live  # noqa: E402

@@ -55,6 +55,28 @@ class DatasetInfo(ctypes.Structure):
     ]
 
 
+class LiveSnapshot(ctypes.Structure):
+    """stemdot_live_snapshot."""
+    _fields_ = [
+        ("seq", ctypes.c_uint64),
+        ("final", ctypes.c_int),
+        ("partial", ctypes.c_int),
+        ("nav_ndim", ctypes.c_size_t),
+        ("nav_shape", ctypes.c_size_t * MAX_NAV_DIMS),
+        ("n_masks", ctypes.c_size_t),
+        ("n_frames", ctypes.c_uint64),
+        ("done", ctypes.c_uint64),
+        ("received", ctypes.c_uint64),
+        ("missing", ctypes.c_uint64),
+        ("late", ctypes.c_uint64),
+        ("surplus", ctypes.c_uint64),
+        ("repeated", ctypes.c_uint64),
+        ("stalls", ctypes.c_uint64),
+        ("elapsed", ctypes.c_double),
+        ("rate", ctypes.c_double),
+    ]
+
+
 def candidates():
     """Where the library is looked for, in order: $STEMDOT_LIB, the package directory
     (a wheel built with Go), the repository's build/ directory (`make capi`)."""
@@ -153,6 +175,14 @@ def _declare(lib):
         "stemdot_apply_masks": (status, [u64, u64, c.POINTER(c.c_double), size, u64, u64, PROGRESS_FN, p, p, c.c_int, size]),
         "stemdot_apply_shifted": (status, [u64, p, c.c_int, size, size, size, c.POINTER(c.c_double), size, u64, u64, PROGRESS_FN, p, p, c.c_int, size]),
         "stemdot_cli_main": (c.c_int, [c.c_int, c.POINTER(c.c_char_p), c.POINTER(CLIBackend)]),
+        "stemdot_live_start": (status, [c.c_char_p, c.c_char_p, p, c.c_int, size, size, size, u64, c.POINTER(u64)]),
+        "stemdot_live_poll": (status, [u64, c.c_double, c.POINTER(LiveSnapshot), p, c.c_int, size]),
+        "stemdot_live_wait": (status, [u64, c.POINTER(LiveSnapshot), p, c.c_int, size]),
+        "stemdot_live_cancel": (status, [u64]),
+        "stemdot_live_missing": (status, [u64, c.POINTER(u64), size, c.POINTER(size)]),
+        "stemdot_live_warnings": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
+        "stemdot_live_info": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
+        "stemdot_live_free": (status, [u64]),
         "stemdot_descan_fit": (status, [u64, c.c_char_p, u64, c.POINTER(c.c_double), c.POINTER(c.c_double), size, c.POINTER(size)]),
     }
     for name, (restype, argtypes) in sigs.items():

@@ -27,8 +27,9 @@
 // endian, ">" big endian, "=" or none the host's), their paths relative to the TOML
 // file's directory. The frame count is len(indptr)-1. The section holding the file keys
 // is named as filetype spells it (LiberTEM looks it up that way), "raw_csr" if absent.
-// As an extension, [params] may hold sync_offset, which option sync_offset (when not 0)
-// replaces; nav_shape may be left out (then option nav_shape, or a warning).
+// A sync_offset in [params] is not applied, as LiberTEM 0.16 does not apply it (a note
+// names it and option sync_offset, which applies a sync offset); nav_shape may be left
+// out (then option nav_shape, or a warning).
 //
 // Nothing is loaded whole: frames are read with positioned reads of their indptr
 // entries, indices and values, as events (dataset.SparseReader: the CPU workers' gather
@@ -306,16 +307,9 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	if ok {
 		source = fmt.Sprintf(" from %s (nav_shape)", filepath.Base(path))
 	}
-	if s, given := conf["params"].(map[string]any)["sync_offset"]; given && opt.SyncOffset == 0 {
-		v, isInt := s.(int64)
-		if !isInt || v < math.MinInt32 || v > math.MaxInt32 {
-			d.Close()
-			return nil, errs.New(errs.Format, "dataset: %s: [params] sync_offset %s is not a whole number from %d to %d", path, shown(s), math.MinInt32, math.MaxInt32)
-		}
-		opt.SyncOffset = int(v)
-		if v != 0 {
-			notes = append(notes, fmt.Sprintf("sync offset %d from %s ([params] sync_offset; option sync_offset replaces it)", v, filepath.Base(path)))
-		}
+	if s, given := conf["params"].(map[string]any)["sync_offset"]; given && s != int64(0) {
+		notes = append(notes, fmt.Sprintf("[params] sync_offset %s of %s is not applied, as LiberTEM does not apply it: give option sync_offset to apply one",
+			shown(s), filepath.Base(path)))
 	}
 	ds, err := dataset.Reconcile(d, opt, nav, source, dataset.FileFrames{Whole: d.frames, RecordBytes: int64(d.FrameBytes()), Notes: notes})
 	if err != nil {

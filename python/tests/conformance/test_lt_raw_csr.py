@@ -171,3 +171,16 @@ def test_duplicate_events(ctx, tmp_path):
         assert stemdot.apply_masks(sds, ones).ravel()[0] == 400
         picked = stemdot.pick(sds, [(0, 0)])
         assert picked.dtype == np.uint32 and picked.ravel()[5] == 400
+
+
+def test_toml_sync_offset_not_applied(ctx, tmp_path):
+    """A sync_offset in the TOML's [params] is not applied, by LiberTEM (its raw_csr reader
+    never reads it) nor by stemdot (a warning names it); option sync_offset applies one."""
+    path = write_csr(tmp_path)
+    path.write_text(path.read_text().replace("sync_offset = 0", "sync_offset = 2"))
+    want = lt_masks(ctx, ctx.load("raw_csr", path=str(path)), lambda: MASKS)
+    with pytest.warns(UserWarning, match=r"\[params\] sync_offset 2 of sparse.toml is not applied"):
+        sds = stemdot.open(path)
+    with sds:
+        assert_agree(stemdot.apply_masks(sds, MASKS), want, rtol=1e-6)
+    assert_agree(want.reshape(-1, 3), FLAT @ MASKS.reshape(3, -1).T.astype(np.float64), rtol=1e-6, what="LiberTEM vs numpy")

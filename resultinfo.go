@@ -59,7 +59,8 @@ type ResultInfo struct {
 	// Shifts, for masks moved with the pattern (ApplyOptions.Shifts), describes them.
 	Shifts *ShiftsInfo `json:"shifts,omitempty"`
 	// PositionsWithoutFrame are the scan positions of the result that have no frame in
-	// the file (a sync offset moved the file's frames off them: dataset.Blanks), as
+	// the file (a sync offset moved the file's frames off them, or a custom scan never
+	// visits them: dataset.Blanks), as
 	// [first, count] runs of flat scan positions (C order over the nav shape, or over
 	// ROI.ScanShape), ascending: their values are those of a blank (all-zero) frame, 0
 	// (LiberTEM's sync_offset). Absent when every position has a frame.

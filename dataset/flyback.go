@@ -268,6 +268,41 @@ func (l scanLayout) blanks(n int) []FrameSpan {
 	return spans
 }
 
+// blanksWith are the positions without a frame of a scan of n positions: blanks, and
+// those whose frame is one of the file's frames that are blanks themselves (fileBlanks:
+// the positions a format's Reorder leaves without a frame), as ascending, disjoint spans.
+func (l scanLayout) blanksWith(n int, fileBlanks []FrameSpan) []FrameSpan {
+	spans := l.blanks(n)
+	if len(fileBlanks) == 0 {
+		return spans
+	}
+	blank := make([]bool, n)
+	for _, s := range spans {
+		for p := s.First; p < s.First+s.Count; p++ {
+			blank[p] = true
+		}
+	}
+	for p := range n {
+		f := l.frame(p)
+		i := sort.Search(len(fileBlanks), func(i int) bool { return fileBlanks[i].First+fileBlanks[i].Count > f })
+		if i < len(fileBlanks) && fileBlanks[i].First <= f {
+			blank[p] = true
+		}
+	}
+	spans = spans[:0]
+	for p, b := range blank {
+		if !b {
+			continue
+		}
+		if k := len(spans); k > 0 && spans[k-1].First+spans[k-1].Count == p {
+			spans[k-1].Count++
+		} else {
+			spans = append(spans, FrameSpan{p, 1})
+		}
+	}
+	return spans
+}
+
 // runs calls yield for the runs of scan positions [start, end) that are consecutive
 // frames of the file, in order, until it returns false: positions pos..pos+n-1 are
 // frames frame..frame+n-1 (blank where the file holds none: held). Without flyback

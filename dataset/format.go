@@ -307,7 +307,7 @@ func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFram
 		f.setFrames(nav, n)
 		return d, nil
 	}
-	v := &scanView{Dataset: d, nav: nav, layout: layout, blanks: layout.blanks(product(nav)), notes: n}
+	v := &scanView{Dataset: d, nav: nav, layout: layout, blanks: layout.blanksWith(product(nav), Blanks(d)), notes: n}
 	if _, ok := d.(Viewer); ok && layout.offset >= 0 && layout.skip == 0 {
 		return &scanViewer{v}, nil
 	}

@@ -10,7 +10,8 @@ import (
 // whose file stores frames in acquisition order while its metadata places them
 // elsewhere in the scan (a custom scan's coordinate list, a scan index in each frame's
 // header): frame p of the result is d's frame frameOf[p], or a blank (all-zero) frame
-// where frameOf[p] is negative (a scan position no frame covers). Its nav shape is
+// where frameOf[p] is negative (a scan position no frame covers: Blanker reports them,
+// and Reconcile's view of the result too). Its nav shape is
 // (len(frameOf),); pass it to Reconcile with FileFrames.Whole = len(frameOf) to give it
 // the scan's nav shape. ReadFrames reads run by run of frames consecutive in d; RunNotes
 // gives d's run notes of the frames read at its positions (RunNoter). The result owns d:
@@ -67,6 +68,22 @@ func (d *reordered) ReadFrames(start, end int, dst []byte) error {
 		p = q
 	}
 	return nil
+}
+
+// Blanks implements Blanker: the scan positions no frame covers.
+func (d *reordered) Blanks() []FrameSpan {
+	var spans []FrameSpan
+	for p, f := range d.frameOf {
+		if f >= 0 {
+			continue
+		}
+		if n := len(spans); n > 0 && spans[n-1].First+spans[n-1].Count == p {
+			spans[n-1].Count++
+		} else {
+			spans = append(spans, FrameSpan{p, 1})
+		}
+	}
+	return spans
 }
 
 // RunNotes are the notes of scan positions [start, end): those of d's frames there
@@ -156,7 +173,7 @@ func Place(posOf []int, scan int, what string) Placement {
 		if missing > 1 {
 			of = fmt.Sprintf("scan positions of %d have", scan)
 		}
-		list = append(list, fmt.Sprintf("%d %s no frame (per %s): read as blank (all-zero) frames", missing, of, what))
+		list = append(list, fmt.Sprintf("%d %s no frame (per %s): read as blank (all-zero) frames, which reductions (mean, std, max) leave out", missing, of, what))
 	}
 	if !pl.InOrder && missing < scan {
 		list = append(list, fmt.Sprintf("the frames are not stored in scan order: each is read at its scan position per %s", what))

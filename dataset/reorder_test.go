@@ -26,7 +26,7 @@ func TestReorder(t *testing.T) {
 	assert.Equal(t, []string{
 		"1 frame before the first scan position (per the test) is not read",
 		"1 frame repeats a scan position already read (per the test) and is not read",
-		"1 scan position of 5 has no frame (per the test): read as blank (all-zero) frames",
+		"1 scan position of 5 has no frame (per the test): read as blank (all-zero) frames, which reductions (mean, std, max) leave out",
 		"the frames are not stored in scan order: each is read at its scan position per the test",
 	}, pl.Notes)
 	ds, err := dataset.Reorder(mem, pl.FrameOf)
@@ -42,6 +42,16 @@ func TestReorder(t *testing.T) {
 		}
 	}
 	assert.Error(t, ds.ReadFrames(4, 6, make([]byte, 4)))
+	// Position 2, without a frame, is a blank (Blanker), also through Reconcile's view
+	// with a sync offset, which reductions leave out (RealFrames).
+	assert.Equal(t, []dataset.FrameSpan{{First: 2, Count: 1}}, dataset.Blanks(ds))
+	v, err := dataset.Reconcile(ds, dataset.Options{SyncOffset: 1}, []int{4}, "", dataset.FileFrames{Whole: 5, RecordBytes: 2})
+	require.NoError(t, err)
+	assert.Equal(t, []dataset.FrameSpan{{First: 1, Count: 1}}, dataset.Blanks(v), "position 1 reads the reordered position 2")
+	real := dataset.RealFrames(v)
+	got := make([]byte, 6)
+	require.NoError(t, real.ReadFrames(0, 3, got))
+	assert.Equal(t, []byte{4, 4, 2, 2, 6, 6}, got)
 
 	in := dataset.Place([]int{-1, -1, 0, 1, 2, 3}, 3, "x")
 	assert.True(t, in.InOrder)

@@ -243,6 +243,10 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 				npy.ShapeString(opt.NavShape), filepath.Base(de.csv)))
 		}
 	}
+	if frameOf != nil && opt.SyncOffset != 0 {
+		return fail(errs.New(errs.Argument, "option sync_offset %d: the frames of this Direct Electron scan are placed at their scan positions by %s, which a sync offset would move them off: leave option sync_offset out, or give option nav_shape of the file's %d frames to read them in acquisition order",
+			opt.SyncOffset, filepath.Base(de.csv), whole))
+	}
 	fl := dataset.Flat{Format: "mrc", Path: path, File: f, Size: size, Offset: offset, Sig: sig, DType: h.DType, BigEndian: h.BigEndian}
 	var all dataset.Dataset // every frame of the file
 	switch {

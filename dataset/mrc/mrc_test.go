@@ -100,6 +100,29 @@ func TestDirectElectronMovie(t *testing.T) {
 		assert.Equal(t, sum, res.Value(p, 0), "sum of scan position %d", p)
 		assert.Equal(t, float64(binary.LittleEndian.Uint16(frame[2*(2*16+3):])), res.Value(p, 1), "pixel (y=2, x=3) of scan position %d", p)
 	}
+
+	// The 20 positions the scan does not visit are positions without a frame, which the
+	// reductions leave out (#33): the mean is over the file's 30 frames.
+	blank := 0
+	for _, b := range dataset.Blanks(ds) {
+		for p := b.First; p < b.First+b.Count; p++ {
+			assert.Equal(t, make([]byte, fb), want[p*fb:(p+1)*fb], "position %d without a frame", p)
+			blank++
+		}
+	}
+	assert.Equal(t, 20, blank)
+	red, err := stemdot.Reduce(context.Background(), ds, stemdot.Plan{CPUs: "1"}, stemdot.ReduceOptions{Mean: true})
+	require.NoError(t, err)
+	assert.Equal(t, 30, red.Frames)
+	var total float64
+	for p := range ds.NumFrames() {
+		total += float64(binary.LittleEndian.Uint16(want[p*fb:]))
+	}
+	assert.InDelta(t, total/30, red.Frame("mean")[0], 1e-9)
+
+	// A sync offset would move the frames off the positions the CSV gives them.
+	_, err = dataset.Open(path, dataset.Options{SyncOffset: 2})
+	assert.ErrorContains(t, err, "option sync_offset 2: the frames of this Direct Electron scan are placed at their scan positions by Custom_scan_coordinates.csv")
 }
 
 // hostToLE returns host-order elements of size bytes as little-endian bytes.

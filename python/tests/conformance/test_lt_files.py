@@ -368,6 +368,57 @@ def test_seq_defect_pixels(ctx, seq):
         assert_agree(stemdot.apply_masks(ds, mask)[..., 0], lt_masks(ctx, lt_ds, [lambda: mask])[..., 0], rtol=1e-5)
 
 
+def patched(frames, bad):
+    """numpy's patch of the defect pixels bad (a boolean frame): each the mean of its good
+    3×3 neighbours inside the frame, as LiberTEM's corrections compute it (float64, then
+    float32)."""
+    out = frames.astype(np.float32)
+    h, w = bad.shape
+    for y, x in np.argwhere(bad):
+        ys, xs = slice(max(y - 1, 0), min(y + 2, h)), slice(max(x - 1, 0), min(x + 2, w))
+        good = ~bad[ys, xs]
+        out[:, y, x] = (frames[:, ys, xs].astype(np.float64)[:, good].mean(axis=1)).astype(np.float32)
+    return out
+
+
+@difference("SEQ defect map of non-square frames")
+def test_seq_defect_pixels_non_square(ctx, tmp_path):
+    """A 16×24 SEQ whose defect map (Columns 24, Rows 16) lists row 3: LiberTEM builds the
+    map transposed, (Columns, Rows), and patches the row over its first 16 columns only;
+    a defect at column 20 is an IndexError there. stemdot patches the whole row, and the
+    column, as the map says."""
+    sig = (16, 24)
+    frames = random_frames((4,) + sig, "uint16", seed=9)
+    path = tmp_path / "scan.seq"
+    write_seq(path, frames)
+    base = path.with_suffix("")
+
+    def defects(xml):
+        (base.parent / (base.name + ".seq.Config.Metadata.xml")).write_text(
+            f'<Config><BadPixels><BadPixelMap Columns="24" Rows="16">{xml}</BadPixelMap></BadPixels></Config>')
+        meta = bytearray(282) + struct.pack("<iiiiiiiiiii?", 0, 0, 24, 16, 0, 0, 1, 16, 0, 0, 0, False) + bytearray(64)
+        (base.parent / (base.name + ".seq.metadata")).write_bytes(bytes(meta))
+
+    bad = np.zeros(sig, bool)
+    bad[3] = True
+    defects('<Defect Row="3"/>')
+    lt = lt_run(ctx, lt_load(ctx, "seq", path=str(path), nav_shape=(2, 2)), SumUDF())["intensity"].data
+    want = patched(frames, bad).astype(np.float64).sum(axis=0)
+    with quiet(stemdot.open, path, nav_shape=(2, 2)) as ds:
+        assert_agree(stemdot.reduce(ds, ("sum",))["sum"], want, rtol=1e-6, what="stemdot vs numpy")
+    first16 = np.zeros(sig, bool)
+    first16[3, :16] = True
+    assert_agree(lt, patched(frames, first16).astype(np.float64).sum(axis=0), rtol=1e-6, what="LiberTEM: the row's first 16 columns patched")
+    assert not np.allclose(lt, want), "LiberTEM's patch of a non-square frame is stemdot's"
+    bad[:] = False
+    bad[:, 20] = True
+    defects('<Defect Column="20"/>')
+    with pytest.raises(IndexError):
+        lt_run(ctx, lt_load(ctx, "seq", path=str(path), nav_shape=(2, 2)), SumUDF())
+    with quiet(stemdot.open, path, nav_shape=(2, 2)) as ds:
+        assert_agree(stemdot.reduce(ds, ("sum",))["sum"], patched(frames, bad).astype(np.float64).sum(axis=0), rtol=1e-6)
+
+
 def test_seq_dark_gain(ctx, seq):
     """NAME.seq.dark.mrc and NAME.seq.gain.mrc applied by default, as LiberTEM applies
     them; option seq_corrections=False keeps the recorded counts."""

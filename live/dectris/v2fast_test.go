@@ -2,8 +2,11 @@ package dectris
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
@@ -180,3 +183,91 @@ type fakeDataset struct{ dataset.Dataset }
 func (fakeDataset) SigShape() [2]int     { return [2]int{fy, fx} }
 func (fakeDataset) DType() dataset.DType { return dataset.Uint16 }
 func (fakeDataset) Path() string         { return "test" }
+
+// TestV1HeadFastEqualsJSON: parseHeadFast reads what json.Unmarshal reads into v1Head,
+// to the same values, or leaves it (ok false): stream v1 first parts as the replay,
+// a detector and LiberTEM-live's simulator write them, and 50,000 mutations of them.
+func TestV1HeadFastEqualsJSON(t *testing.T) {
+	bases := []string{
+		`{"htype":"dimage-1.0","series":7,"frame":123456,"hash":"0123456789abcdef0123456789abcdef"}`,
+		`{"htype":"dheader-1.0","series":1,"header_detail":"basic"}`,
+		`{"htype":"dseries_end-1.0","series":18446744073709551615}`,
+		`{"frame":0,"series":0,"htype":"dimage-1.0"}`,
+		`{"htype":"dimage-1.0","HType":"x","series":7}`,
+		`{"htype":"dimage-1.0", "series":7}`,
+		`{}`,
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	fast := 0
+	for _, b := range bases {
+		h, ok := parseHeadFast([]byte(b))
+		if b != bases[4] && b != bases[5] {
+			require.True(t, ok, b)
+		}
+		for n := range 50000 / len(bases) {
+			m := []byte(b)
+			if n > 0 {
+				for range 1 + rng.IntN(3) {
+					i := rng.IntN(len(m) + 1)
+					if i == len(m) { // at the end: insert
+						m = append(m, '}')
+						continue
+					}
+					c := "0123456789\"{}:,-. \\\x00\xc3eEaAtT"[rng.IntN(26)]
+					switch rng.IntN(3) {
+					case 0:
+						m[i] = c
+					case 1:
+						m = append(m[:i], append([]byte{c}, m[i:]...)...)
+					default:
+						m = append(m[:i], m[i+1:]...)
+					}
+				}
+			}
+			if h, ok = parseHeadFast(m); !ok {
+				continue
+			}
+			fast++
+			var want v1Head
+			require.NoError(t, json.Unmarshal(m, &want), "%q", m)
+			require.Equal(t, want, h, "%q", m)
+		}
+	}
+	require.Greater(t, fast, 5000)
+}
+
+// TestSameButSize: dimage_d parts that sameButSize finds alike decode alike into
+// v1Array (b as parsed before, a the part that came): 20,000 mutations of a pair that
+// differs in "size", including sizes inside strings and keys.
+func TestSameButSize(t *testing.T) {
+	last := `{"htype":"dimage_d-1.0","shape":[192,192],"type":"uint16","encoding":"bs16-lz4<","size":6444}`
+	require.True(t, sameButSize([]byte(strings.Replace(last, "6444", "123", 1)), []byte(last)))
+	require.False(t, sameButSize([]byte(strings.Replace(last, "6444", "0123", 1)), []byte(last)))
+	require.False(t, sameButSize([]byte(strings.Replace(last, "uint16", "uint32", 1)), []byte(last)))
+	rng := rand.New(rand.NewPCG(7, 8))
+	alike := 0
+	for range 20000 {
+		b := []byte(last)
+		a := []byte(strings.Replace(last, "6444", strconv.Itoa(rng.IntN(100000)), 1))
+		for range 1 + rng.IntN(2) {
+			i := rng.IntN(len(last) - 12) // before the size: in both, or in one
+			c := "0123456789\"{}[]:,-. \\sizeSIZE"[rng.IntN(29)]
+			insert := rng.IntN(2) == 0
+			for _, m := range [][]*[]byte{{&a}, {&b}, {&a, &b}, {&a, &b}}[rng.IntN(4)] {
+				if insert {
+					*m = append((*m)[:i], append([]byte(`"size":`+string(c)), (*m)[i:]...)...)
+				} else {
+					(*m)[i] = c
+				}
+			}
+		}
+		var wa, wb v1Array
+		if json.Unmarshal(b, &wb) != nil || !sameButSize(a, b) {
+			continue
+		}
+		alike++
+		require.NoError(t, json.Unmarshal(a, &wa), "%s vs %s", a, b)
+		require.Equal(t, wb, wa, "%s vs %s", a, b)
+	}
+	require.Greater(t, alike, 1000)
+}

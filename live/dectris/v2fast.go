@@ -3,6 +3,7 @@ package dectris
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/stemdot/stemdot/dataset"
@@ -40,7 +41,8 @@ func imageV2Fast(msg []byte, want string) (im fastImage, ok bool) {
 	if !ok || major != 5 || pairs > 64 {
 		return im, false
 	}
-	var keys [][]byte
+	var keyBuf, nameBuf [64][]byte // the keys seen, for duplicates
+	keys, names := keyBuf[:0], nameBuf[:0]
 	var data []byte
 	isImage := false
 	for range pairs {
@@ -81,7 +83,7 @@ func imageV2Fast(msg []byte, want string) (im fastImage, ok bool) {
 			data = v[:vn]
 		default:
 			for _, f := range v2Fields {
-				if bytes.EqualFold(k, []byte(f)) {
+				if len(k) == len(f) && strings.EqualFold(string(k), f) {
 					return im, false
 				}
 			}
@@ -95,7 +97,6 @@ func imageV2Fast(msg []byte, want string) (im fastImage, ok bool) {
 	if major != 5 || chans > 64 {
 		return im, false
 	}
-	var names [][]byte
 	var item []byte
 	for range chans {
 		k, kn, ok := cborText(data[dn:])

@@ -39,8 +39,8 @@ binary messages) or v2 (CBOR), on a ZeroMQ PUSH socket (--listen; default port 9
 v1, 31001 for v2), frames compressed bitshuffle-LZ4 (uint8/uint16/uint32 frames; others
 are refused). With --api, a SIMPLON REST API answers config, arm, trigger and disarm, and
 each arm sends a series (nimages·ntrigger frames: the dataset's, repeated as needed; at
-first ntrigger its frames), for a receiver in active mode; without it, one series goes to the first
-receiver that connects, and replay ends.`,
+first ntrigger its frames), for a receiver in active mode; without it, one series goes to
+the first receiver that connects, and replay ends.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			proto := map[string]dectris.Protocol{"dectris-v1": dectris.V1, "dectris-v2": dectris.V2}[as]

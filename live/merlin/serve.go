@@ -281,9 +281,6 @@ func (s *server) passive(ctx context.Context, ln net.Listener) error {
 func (s *server) active(ctx context.Context, ln net.Listener) error {
 	cmds := make(chan acqCommand)
 	cs := &controlServer{params: maps.Clone(s.src.params), cmds: cmds}
-	if cs.params == nil {
-		cs.params = map[string]string{}
-	}
 	go func() {
 		for {
 			conn, err := s.opt.Control.Accept()

@@ -66,9 +66,17 @@ bench-full: bench-venv bench-build
 bench-view:
 	STEMDOT_VIEW_BENCH=1 $(GO) test $(GOTAGS_CPU) -count=1 -run '^TestViewSynthetic$$' -v ./cmd/stemdot
 
-# `make bench-live`: frames/s of live/dectris's receiver (receive + decode on two workers)
-# against a PULL socket that only receives, 192×192 and 96×96 uint16 bitshuffle-LZ4
-# frames over loopback (BenchmarkReceiver).
+# `make bench-live`: the live receivers end to end, as a user runs them (bench/cmd/stemdot-
+# livebench; a few minutes): `stemdot live` in active mode against `stemdot replay` on
+# loopback, sender and receiver on the same cores — DECTRIS stream v2 and v1 of ARINA-like
+# 192×192 and 96×96 (binned) uint16 bitshuffle-LZ4 frames, Merlin 256×256 12-bit raw — 4
+# masks, several series each; against a receiver that only reads the socket, and against
+# LiberTEM-live 0.3.0 (make py-live: its DECTRIS stream v1 and Merlin receivers,
+# ApplyMasksUDF of the same masks; skipped with a message without it). Frames/s, GB/s and
+# CPU seconds of receiver and sender, ratios pair by pair over the repeats; inputs in
+# bench/scratch/live, figures in bench/results/live.json and a Markdown table on stdout
+# (bench/RESULTS.md). Options: BENCH_LIVE_FLAGS (e.g. -repeats 5, -only merlin).
 .PHONY: bench-live
-bench-live:
-	$(GO) test -run '^$$' -bench Receiver -benchtime 50000x ./live/dectris/
+bench-live: build py-live
+	$(GO) build -o $(BIN)/stemdot-livebench ./bench/cmd/stemdot-livebench
+	$(BIN)/stemdot-livebench -stemdot $(BIN)/stemdot -python $(PY_VENV)/bin/python $(BENCH_LIVE_FLAGS)

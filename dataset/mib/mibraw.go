@@ -163,6 +163,10 @@ func unpack(out, src []byte, n, bits int, rev bool) {
 		for g := range n / 8 {
 			copy(out[n-8*g-8:n-8*g], src[8*g:8*g+8])
 		}
+	case bits == 12 && !rev && littleEndian: // the run's bytes reversed are its pixels in order
+		for g := 0; g+8 <= 2*n; g += 8 {
+			le.PutUint64(out[g:g+8], be.Uint64(src[g:g+8]))
+		}
 	case bits == 12 && !rev:
 		for g := range n / 4 {
 			x, o := be.Uint64(src[8*g:]), out[8*g:8*g+8]
@@ -170,6 +174,11 @@ func unpack(out, src []byte, n, bits int, rev bool) {
 			ne.PutUint16(o[2:], uint16(x>>16))
 			ne.PutUint16(o[4:], uint16(x>>32))
 			ne.PutUint16(o[6:], uint16(x>>48))
+		}
+	case bits == 12 && littleEndian: // each big-endian pair swapped, the runs in reverse order
+		for g := 0; g+8 <= 2*n; g += 8 {
+			x := le.Uint64(src[g : g+8])
+			le.PutUint64(out[2*n-g-8:2*n-g], x>>8&0x00FF00FF00FF00FF|x&0x00FF00FF00FF00FF<<8)
 		}
 	case bits == 12:
 		for g := range n / 4 {
@@ -180,6 +189,9 @@ func unpack(out, src []byte, n, bits int, rev bool) {
 		}
 	}
 }
+
+// littleEndian is true on little-endian hosts, where 12-bit runs unpack a word at a time.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // groupPixels is the number of pixels in a run of 64 bits at a counter depth of bits
 // (1, 6 or 12).

@@ -38,10 +38,10 @@ for a receiver in active mode.
 binary messages) or v2 (CBOR), on a ZeroMQ PUSH socket (--listen; default port 9999 for
 v1, 31001 for v2), frames compressed bitshuffle-LZ4 (uint8/uint16/uint32 frames; others
 are refused). With --api, a SIMPLON REST API answers config, arm, trigger and disarm, and
-each arm sends a series (nimages·ntrigger frames, the dataset's repeated as needed: a
-very large --ntrigger on the receiver's side makes a stream without end; at first
-ntrigger its frames), for a receiver in active mode; without it, one series goes to the first
-receiver that connects, and replay ends.`,
+each arm sends a series (nimages·ntrigger frames: the dataset's, repeated as needed, so
+that a very large --ntrigger on the receiver's side makes a stream without end; at first
+ntrigger its frames), for a receiver in active mode; without it, one series goes to the
+first receiver that connects, and replay ends.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			proto := map[string]dectris.Protocol{"dectris-v1": dectris.V1, "dectris-v2": dectris.V2}[as]

@@ -2,11 +2,16 @@ package dectris
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-zeromq/zmq4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/stemdot/stemdot/dataset"
@@ -122,3 +127,72 @@ func TestReplayRealFiles(t *testing.T) {
 }
 
 var _ = errors.Is
+
+// A series longer than the dataset sends its frames repeated (frame i is frame i mod
+// n), in stream v1 and v2; a second series sends the blobs kept from the first.
+func TestReplayRepeats(t *testing.T) {
+	ds := openData(t, "mib/001_4x2_6bit.mib", dataset.Options{})
+	n, fb := ds.NumFrames(), ds.FrameBytes()
+	want := make([]byte, n*fb)
+	require.NoError(t, ds.ReadFrames(0, n, want))
+	const frames = 21
+	for _, p := range []Protocol{V1, V2} {
+		t.Run(p.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			stream, api, _ := serveAsync(t, ctx, ServeOptions{Protocol: p, API: "127.0.0.1:0"}, ds)
+			for series := range 2 {
+				r, err := New(Options{Stream: stream, Protocol: p, API: api, Active: true, NImages: 1, NTrigger: frames, TriggerMode: "exte"})
+				require.NoError(t, err)
+				h, got, err := receiveAll(t, ctx, r)
+				require.ErrorIs(t, err, io.EOF)
+				require.Equal(t, frames, h.Frames)
+				require.Len(t, got, frames)
+				for i := range frames {
+					require.Equal(t, want[i%n*fb:(i%n+1)*fb], got[i], "series %d, frame %d", series, i)
+				}
+				require.NoError(t, r.Close())
+			}
+		})
+	}
+}
+
+// Stream v1's dimage-1.0 part gives the MD5 of the image's data blob as "hash" (DECTRIS
+// stream v1 documentation; LiberTEM-live refuses an empty one), in the first series and
+// from the blobs kept for the next.
+func TestReplayV1Hash(t *testing.T) {
+	ds := openData(t, "mib/001_4x2_6bit.mib", dataset.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream, api, _ := serveAsync(t, ctx, ServeOptions{Protocol: V1, API: "127.0.0.1:0"}, ds)
+	pull := zmq4.NewPull(ctx)
+	defer pull.Close()
+	require.NoError(t, pull.Dial("tcp://"+stream))
+	c := NewClient(api)
+	images := 0
+	for range 2 {
+		_, err := c.Command(ctx, "arm")
+		for tries := 0; err != nil && strings.Contains(err.Error(), "already armed") && tries < 100; tries++ {
+			time.Sleep(10 * time.Millisecond) // the last series' end is sent before it is over
+			_, err = c.Command(ctx, "arm")
+		}
+		require.NoError(t, err)
+		for {
+			m, err := pull.Recv()
+			require.NoError(t, err)
+			var d struct{ HType, Hash string }
+			require.NoError(t, json.Unmarshal(m.Frames[0], &d))
+			if d.HType == "dseries_end-1.0" {
+				break
+			}
+			if d.HType != "dimage-1.0" {
+				continue
+			}
+			require.Len(t, m.Frames, 4)
+			sum := md5.Sum(m.Frames[2])
+			require.Equal(t, hex.EncodeToString(sum[:]), d.Hash)
+			images++
+		}
+	}
+	require.Equal(t, 2*ds.NumFrames(), images)
+}

@@ -2,7 +2,9 @@ package dectris
 
 import (
 	"context"
+	"crypto/md5"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -50,9 +52,11 @@ type ServeOptions struct {
 // on a ZeroMQ PUSH socket that deals messages out in turn to the PULL sockets connected.
 // Each arm starts a series of nimages·ntrigger frames (ntrigger with trigger modes exte
 // and inte; at first nimages 1, ntrigger the dataset's frames, exte), the dataset's
-// frames repeated as needed (image i is the dataset's frame i mod its frames: a very
-// large ntrigger gives a stream without end, as LiberTEM-live emulates continuous
-// acquisition), each compressed bitshuffle-LZ4 (v1 "bs<bits>-lz4<", v2 "bslz4"): with
+// frames in order, repeated as needed (frame i of the series is frame i mod n of a
+// dataset of n frames: a very large ntrigger gives a stream without end, as LiberTEM-live
+// emulates continuous acquisition), each compressed bitshuffle-LZ4 (v1 "bs<bits>-lz4<"
+// with the blob's MD5 as dimage-1.0's "hash", as DECTRIS's stream v1 documentation gives
+// it and LiberTEM-live's receiver requires; v2 "bslz4"): with
 // exte and exts they are sent at once, with ints each trigger sends nimages of them,
 // with inte each trigger one. A disarm or abort ends the series early; its end message
 // is sent either way. Serve returns when ctx ends (nil), or without an API after one
@@ -144,10 +148,11 @@ type server struct {
 	arms     chan uint64
 	stop     chan struct{}
 	triggers chan struct{}
-	// blobs are the frames compressed by an earlier series, kept within blobBudget
-	// bytes: a detector compresses on its own hardware, so a replay that is the load
-	// generator of a benchmark compresses each frame once, not at every series.
-	blobs     [][]byte
+	// blobs are the dataset's frames compressed by an earlier series (and their MD5,
+	// stream v1's hash), kept within blobBudget bytes: a detector compresses on its own
+	// hardware, so a replay that is the load generator of a benchmark compresses each
+	// frame once, not at every series.
+	blobs     []blob
 	blobBytes int64
 }
 
@@ -247,8 +252,8 @@ func (s *server) frames() (int, error) {
 	nt, _ := s.config["ntrigger"].(float64)
 	mode, _ := s.config["trigger_mode"].(string)
 	n, ok := imagesAsked(uint64(ni), uint64(nt), mode)
-	if !ok || n > math.MaxInt64/2 {
-		return 0, fmt.Errorf("the configuration asks for more than 2^62 images (nimages %v, ntrigger %v, %s)", ni, nt, mode)
+	if !ok || n > math.MaxInt32 {
+		return 0, fmt.Errorf("the configuration asks for %v images (nimages %v, ntrigger %v, %s): the replay sends at most %d a series", n, ni, nt, mode, math.MaxInt32)
 	}
 	return int(n), nil
 }
@@ -287,15 +292,15 @@ func (s *server) command(w http.ResponseWriter, req *http.Request) {
 		}
 		answer(map[string]any{})
 	case "disarm", "abort", "cancel":
-		s.mu.Lock()
+		s.mu.Lock() // with the series' end, which drains s.stop: no stop is left for the next
 		armed, id := s.armed, s.seq
-		s.mu.Unlock()
 		if armed {
 			select {
 			case s.stop <- struct{}{}:
 			default:
 			}
 		}
+		s.mu.Unlock()
 		answer(map[string]any{"sequence id": id})
 	default:
 		http.Error(w, fmt.Sprintf("command %q is not served by the replay", cmd), http.StatusNotFound)
@@ -306,8 +311,8 @@ func (s *server) command(w http.ResponseWriter, req *http.Request) {
 func (s *server) series(ctx context.Context, id uint64) error {
 	defer func() {
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.armed = false
-		s.mu.Unlock()
 		for { // triggers and stops of this series are spent
 			select {
 			case <-s.stop:
@@ -346,7 +351,7 @@ func (s *server) series(ctx context.Context, id uint64) error {
 	if err := s.push.Flush(ctx); err != nil {
 		return err
 	}
-	fb := s.ds.FrameBytes()
+	fb, frames := s.ds.FrameBytes(), s.ds.NumFrames()
 	const batch = 64
 	buf := make([]byte, batch*fb)
 	start := time.Now()
@@ -366,10 +371,10 @@ func (s *server) series(ctx context.Context, id uint64) error {
 				released += perTrigger
 			}
 		}
-		from := sent % s.ds.NumFrames()
-		m := min(batch, n-sent, released-sent, s.ds.NumFrames()-from)
-		if !s.cached(from, from+m) {
-			if err := s.ds.ReadFrames(from, from+m, buf[:m*fb]); err != nil {
+		first := sent % frames // the dataset's frames, repeated
+		m := min(batch, n-sent, released-sent, frames-first)
+		if !s.cached(first, first+m) {
+			if err := s.ds.ReadFrames(first, first+m, buf[:m*fb]); err != nil {
 				return err
 			}
 		}
@@ -387,7 +392,7 @@ func (s *server) series(ctx context.Context, id uint64) error {
 					}
 				}
 			}
-			if err := s.push.Send(ctx, enc.image(sent+i, from+i, buf[i*fb:(i+1)*fb])...); err != nil {
+			if err := s.push.Send(ctx, enc.image(sent+i, first+i, buf[i*fb:(i+1)*fb])...); err != nil {
 				return err
 			}
 		}
@@ -404,37 +409,44 @@ func (s *server) series(ctx context.Context, id uint64) error {
 	return s.end(ctx, enc)
 }
 
-// cached says whether frames [start, end) are compressed already.
+// blob is a frame compressed, with its MD5 in hex.
+type blob struct {
+	data []byte
+	hash string
+}
+
+// cached says whether the dataset's frames [start, end) are compressed already.
 func (s *server) cached(start, end int) bool {
 	if end > len(s.blobs) {
 		return false
 	}
 	for _, b := range s.blobs[start:end] {
-		if b == nil {
+		if b.data == nil {
 			return false
 		}
 	}
 	return true
 }
 
-// kept is frame i compressed by an earlier series, or nil (also for a nil server).
-func (s *server) kept(i int) []byte {
+// kept is the dataset's frame i compressed by an earlier series, or a blob of nil data
+// (also for a nil server).
+func (s *server) kept(i int) blob {
 	if s == nil || i >= len(s.blobs) {
-		return nil
+		return blob{}
 	}
 	return s.blobs[i]
 }
 
-// keep keeps a copy of frame i compressed, while the budget allows.
-func (s *server) keep(i int, b []byte) {
-	if s == nil || s.blobBytes+int64(len(b)) > blobBudget {
+// keep keeps a copy of the dataset's frame i compressed, while the budget allows.
+func (s *server) keep(i int, b blob) {
+	if s == nil || s.blobBytes+int64(len(b.data)) > blobBudget {
 		return
 	}
 	if i >= len(s.blobs) {
-		s.blobs = append(s.blobs, make([][]byte, i+1-len(s.blobs))...)
+		s.blobs = append(s.blobs, make([]blob, i+1-len(s.blobs))...)
 	}
-	s.blobs[i] = append([]byte(nil), b...)
-	s.blobBytes += int64(len(b))
+	s.blobs[i] = blob{append([]byte(nil), b.data...), b.hash}
+	s.blobBytes += int64(len(b.data))
 }
 
 func (s *server) end(ctx context.Context, enc *encoder) error {
@@ -454,7 +466,7 @@ type encoder struct {
 	dt      dataset.DType
 	desc    string
 	uid     string
-	blob    []byte // the frame's compressed bytes (scratch's, or kept by cache)
+	blob    blob // the frame compressed (scratch's, or kept by cache)
 	scratch []byte
 	dimage  []byte
 	cache   *server
@@ -532,20 +544,21 @@ type v2Image struct {
 	Data      map[string]cbor.Tag `cbor:"data"`
 }
 
-// image builds the message of frame i of the series, the dataset's frame src of pixels
-// px (host byte order; not read when src is kept compressed).
-func (e *encoder) image(i, src int, px []byte) [][]byte {
+// image builds the message of frame i of the series, the dataset's frame j of pixels
+// px (host byte order).
+func (e *encoder) image(i, j int, px []byte) [][]byte {
 	size := e.dt.Size()
-	if e.blob = e.cache.kept(src); e.blob == nil {
+	if e.blob = e.cache.kept(j); e.blob.data == nil {
 		e.scratch = h5filter.EncodeBSLZ4(e.scratch[:0], px, size)
-		e.blob = e.scratch
-		e.cache.keep(src, e.blob)
+		sum := md5.Sum(e.scratch)
+		e.blob = blob{e.scratch, hex.EncodeToString(sum[:])}
+		e.cache.keep(j, e.blob)
 	}
 	if e.opt.Protocol == V1 {
-		e.dimage = fmt.Appendf(e.dimage[:0], `{"htype":"dimage-1.0","series":%d,"frame":%d,"hash":""}`, e.id, i)
+		e.dimage = fmt.Appendf(e.dimage[:0], `{"htype":"dimage-1.0","series":%d,"frame":%d,"hash":%q}`, e.id, i, e.blob.hash)
 		return [][]byte{e.dimage,
-			fmt.Appendf(nil, `{"htype":"dimage_d-1.0","shape":[%d,%d],"type":%q,"encoding":"bs%d-lz4<","size":%d}`, e.sig[1], e.sig[0], e.dt, 8*size, len(e.blob)),
-			e.blob,
+			fmt.Appendf(nil, `{"htype":"dimage_d-1.0","shape":[%d,%d],"type":%q,"encoding":"bs%d-lz4<","size":%d}`, e.sig[1], e.sig[0], e.dt, 8*size, len(e.blob.data)),
+			e.blob.data,
 			fmt.Appendf(nil, `{"htype":"dconfig-1.0","start_time":%d,"stop_time":%d,"real_time":%d}`, i*1000000, i*1000000+999000, 999000)}
 	}
 	tag := map[int]uint64{1: 64, 2: 69, 4: 70}[size]
@@ -553,7 +566,7 @@ func (e *encoder) image(i, src int, px []byte) [][]byte {
 	b, _ := cbor.Marshal(v2Image{Type: "image", SeriesID: e.id, UID: e.uid, ImageID: uint64(i),
 		RealTime: [2]uint64{999, 1000000}, StartTime: [2]uint64{t, 1000000}, StopTime: [2]uint64{t + 999, 1000000},
 		Data: map[string]cbor.Tag{"threshold_1": {Number: 40, Content: []any{[]int{e.sig[0], e.sig[1]},
-			cbor.Tag{Number: tag, Content: cbor.Tag{Number: 56500, Content: []any{"bslz4", size, e.blob}}}}}}})
+			cbor.Tag{Number: tag, Content: cbor.Tag{Number: 56500, Content: []any{"bslz4", size, e.blob.data}}}}}}})
 	return [][]byte{b}
 }
 

@@ -298,3 +298,42 @@ func TestServeStopQuiet(t *testing.T) {
 	}
 	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "the connection stays open and quiet")
 }
+
+// Before any SET, the control port answers IMAGEX, IMAGEY and COUNTERDEPTH as the
+// frames give them (a Merlin's do; LiberTEM-live's active acquisition reads them): a raw
+// quad's decoded 512×512, a single chip's 256×256, and the file's counter depth; and a
+// dataset sent as U16 frames, whose headers say 12 bits as Merlin's do.
+func TestServeControlParams(t *testing.T) {
+	u16, err := dataset.Open(testfiles.File(t, "mib/Single_9_Frame_CounterDepth_12_Rows_256.mib"), dataset.Options{NavShape: []int{3, 3}})
+	require.NoError(t, err)
+	defer u16.Close()
+	for _, c := range []struct {
+		name string
+		src  func() (*Source, error)
+		want [3]string
+	}{
+		{"raw quad 6-bit", func() (*Source, error) {
+			return FromMIB(testfiles.File(t, "mib/Quad_9_Frame_CounterDepth_6_Rows_256.mib"), nil)
+		}, [3]string{"512", "512", "6"}},
+		{"raw single 12-bit", func() (*Source, error) {
+			return FromMIB(writeR64(t, 2, 384, "01,0256,0256,R64,   1x1,01,x,12", 256*256*2), nil)
+		}, [3]string{"256", "256", "12"}},
+		{"dataset", func() (*Source, error) { return FromDataset(u16) }, [3]string{"256", "256", "12"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src, err := c.src()
+			require.NoError(t, err)
+			defer src.Close()
+			ctrl := listen(t)
+			serve(t, src, ServeOptions{Control: ctrl})
+			cc, err := dialControl(context.Background(), ctrl.Addr().String(), 10*time.Second)
+			require.NoError(t, err)
+			defer cc.close()
+			for i, name := range []string{"IMAGEX", "IMAGEY", "COUNTERDEPTH"} {
+				v, err := cc.do(context.Background(), "GET", name, "")
+				require.NoError(t, err)
+				assert.Equal(t, c.want[i], v, name)
+			}
+		})
+	}
+}

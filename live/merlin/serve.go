@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +33,21 @@ type Source struct {
 	recordBytes int
 	read        func(dst []byte, i int) error // frame i's record into dst (recordBytes)
 	close       func() error
+	params      map[string]string // the control port's values before any SET (controlParams)
+}
+
+// controlParams are the values a Merlin's control port answers to GET before any SET:
+// IMAGEX and IMAGEY, the width and height of the frames decoded (sig), and
+// COUNTERDEPTH, the last field of their frame header (header). LiberTEM-live's active
+// Merlin acquisition reads them to size its frames (MerlinDetectorConnection's
+// read_sig_shape, read_bitdepth), as its simulator answers them.
+func controlParams(sig [2]int, header []byte) map[string]string {
+	if i := bytes.IndexByte(header, 0); i >= 0 {
+		header = header[:i]
+	}
+	fields := strings.Split(strings.TrimRight(string(header), ","), ",")
+	return map[string]string{"IMAGEX": strconv.Itoa(sig[1]), "IMAGEY": strconv.Itoa(sig[0]),
+		"COUNTERDEPTH": strings.TrimSpace(fields[len(fields)-1])}
 }
 
 // Frames is the number of frames of the source.
@@ -68,6 +85,7 @@ func FromDataset(ds dataset.Dataset) (*Source, error) {
 	}
 	size := ds.DType().Size()
 	return &Source{
+		params:      controlParams(ds.SigShape(), mh.Frame(nil, 0)),
 		hdr:         mh.Hdr,
 		frames:      ds.NumFrames(),
 		headerBytes: mh.HeaderBytes,
@@ -157,6 +175,7 @@ func fromMIB(f *os.File, size int64, path string, nav []int) (*Source, error) {
 		return nil, errs.New(errs.Shape, "merlin: %s: nav shape %v has more than two axes", path, nav)
 	}
 	return &Source{
+		params:      controlParams(l.Sig, first[:min(len(first), l.HeaderBytes)]),
 		hdr:         hdr,
 		frames:      frames,
 		headerBytes: l.HeaderBytes,
@@ -188,7 +207,8 @@ type ServeOptions struct {
 	// reads.
 	Rate float64
 	// Control is the control port's listener: with it Serve acts as a Merlin in active
-	// mode, sending an acquisition on the data connection at each
+	// mode (GET of IMAGEX, IMAGEY and COUNTERDEPTH answers the source's), sending an
+	// acquisition on the data connection at each
 	// CMD,STARTACQUISITION (SET,NUMFRAMESTOACQUIRE frames, the source's repeated as
 	// needed; all of its frames when not set) and stopping it at CMD,STOPACQUISITION.
 	// Without it (passive), each data connection receives one acquisition of all the
@@ -260,7 +280,7 @@ func (s *server) passive(ctx context.Context, ln net.Listener) error {
 // connection at each start command.
 func (s *server) active(ctx context.Context, ln net.Listener) error {
 	cmds := make(chan acqCommand)
-	cs := &controlServer{params: map[string]string{}, cmds: cmds}
+	cs := &controlServer{params: maps.Clone(s.src.params), cmds: cmds}
 	go func() {
 		for {
 			conn, err := s.opt.Control.Accept()

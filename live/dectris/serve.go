@@ -309,7 +309,14 @@ func (s *server) command(w http.ResponseWriter, req *http.Request) {
 
 // series sends series id: its header, its frames and its end.
 func (s *server) series(ctx context.Context, id uint64) error {
-	defer func() {
+	// The detector is idle again before the series' end is sent, as a detector is once
+	// its last image is taken: a receiver that arms on the end must not find it armed.
+	idle := false
+	disarm := func() {
+		if idle {
+			return
+		}
+		idle = true
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.armed = false
@@ -321,7 +328,15 @@ func (s *server) series(ctx context.Context, id uint64) error {
 				return
 			}
 		}
-	}()
+	}
+	defer disarm()
+	end := func(enc *encoder) error {
+		disarm()
+		if err := s.push.Send(ctx, enc.end()...); err != nil {
+			return err
+		}
+		return s.push.Flush(ctx)
+	}
 	n := s.ds.NumFrames()
 	mode := "exte"
 	perTrigger := 0
@@ -366,7 +381,7 @@ func (s *server) series(ctx context.Context, id uint64) error {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-s.stop:
-				return s.end(ctx, enc)
+				return end(enc)
 			case <-s.triggers:
 				released += perTrigger
 			}
@@ -387,7 +402,7 @@ func (s *server) series(ctx context.Context, id uint64) error {
 					case <-ctx.Done():
 						return ctx.Err()
 					case <-s.stop:
-						return s.end(ctx, enc)
+						return end(enc)
 					case <-time.After(wait):
 					}
 				}
@@ -399,14 +414,14 @@ func (s *server) series(ctx context.Context, id uint64) error {
 		sent += m
 		select {
 		case <-s.stop:
-			return s.end(ctx, enc)
+			return end(enc)
 		default:
 		}
 		if err := s.push.Flush(ctx); err != nil {
 			return err
 		}
 	}
-	return s.end(ctx, enc)
+	return end(enc)
 }
 
 // blob is a frame compressed, with its MD5 in hex.
@@ -447,13 +462,6 @@ func (s *server) keep(i int, b blob) {
 	}
 	s.blobs[i] = blob{append([]byte(nil), b.data...), b.hash}
 	s.blobBytes += int64(len(b.data))
-}
-
-func (s *server) end(ctx context.Context, enc *encoder) error {
-	if err := s.push.Send(ctx, enc.end()...); err != nil {
-		return err
-	}
-	return s.push.Flush(ctx)
 }
 
 // encoder builds the messages of one series.

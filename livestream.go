@@ -354,6 +354,9 @@ func (j *liveJob) receive(ctx context.Context, scan *live.Scan, pub *publisher) 
 	lr := &LiveResult{Result: res, Counts: scan.Counts(), EndErr: feedErr}
 	if feedErr != nil {
 		if !errors.Is(feedErr, live.ErrEnded) {
+			if ctx.Err() != nil { // cancelled before a worker waited for a frame
+				return nil, errs.Wrap(errs.Cancelled, feedErr)
+			}
 			return nil, feedErr
 		}
 		lr.Partial, lr.Missing = true, scan.MissingPositions()

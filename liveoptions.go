@@ -11,7 +11,7 @@ import (
 )
 
 // liveKeys are the keys of ParseLiveOptions besides the protocols' source options.
-var liveKeys = []string{"passive", "nav_shape", "record", "float64", "every"}
+var liveKeys = []string{"passive", "nav_shape", "record", "float64", "every", "shared"}
 
 // ParseLiveOptions parses the option string of the C ABI's stemdot_live_start and
 // Python's stemdot.live, "key=value;key=value" (keys case-insensitive, as ParseOptions
@@ -24,6 +24,9 @@ var liveKeys = []string{"passive", "nav_shape", "record", "float64", "every"}
 //	record     the file the frames received are recorded to (LiveOptions.Record)
 //	float64    true: compute and give the result in float64 (default float32)
 //	every      seconds between snapshots (default 0.1)
+//	shared     true: receive a share of a stream that several receivers share, each
+//	           getting some of its frames (live.Options.Shared, LiveOptions.Shared;
+//	           passive mode only)
 //
 // and the source options of the registered protocols by key (merlin's control,
 // soft_trigger, idle_timeout; dectris's stream, dectris_api, ...: live.Protocol.Params),
@@ -43,6 +46,9 @@ func ParseLiveOptions(s string) (live.Options, LiveOptions, error) {
 			lo.Active = !passive
 		case "float64":
 			opt.Float64, err = parseBool(v)
+		case "shared":
+			opt.Shared, err = parseBool(v)
+			lo.Shared = opt.Shared
 		case "nav_shape":
 			if opt.NavShape, err = ParseShape(v, 0); err != nil {
 				return errs.New(errs.Shape, "option nav_shape %q: %v", v, err)

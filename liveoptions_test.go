@@ -23,12 +23,17 @@ func TestParseLiveOptions(t *testing.T) {
 	assert.Equal(t, live.Options{Active: false, Frames: 32, Params: map[string]string{"stream": "v1", "dectris_api": "h:80"}}, lo)
 	assert.Equal(t, LiveOptions{NavShape: []int{4, 8}, Record: "a b.mib", Float64: true, Every: 250 * time.Millisecond}, opt)
 
+	lo, opt, err = ParseLiveOptions("passive=true;shared=true")
+	require.NoError(t, err)
+	assert.Equal(t, live.Options{Shared: true, Params: map[string]string{}}, lo)
+	assert.Equal(t, LiveOptions{Shared: true}, opt)
+
 	for _, c := range []struct {
 		s    string
 		kind errs.Kind
 		msg  string
 	}{
-		{"colour=blue", errs.Argument, `unknown live option "colour" (known: passive, nav_shape, record, float64, every, stream (dectris), dectris_api (dectris)`},
+		{"colour=blue", errs.Argument, `unknown live option "colour" (known: passive, nav_shape, record, float64, every, shared, stream (dectris), dectris_api (dectris)`},
 		{"passive=maybe", errs.Argument, `option passive "maybe": want true or false`},
 		{"float64=2", errs.Argument, `option float64 "2"`},
 		{"nav_shape=0,4", errs.Shape, `option nav_shape "0,4": "0" is not a positive size`},

@@ -67,6 +67,17 @@ type LiveOptions struct {
 	// hand slow work, such as writing the result, to another goroutine. Its error ends
 	// the run with that error.
 	OnScan func(*LiveResult) error
+	// Shared computes this receiver's share of a stream that several receivers share
+	// (live.Options.Shared, rcv a live.Sharer; stemdot.dask.live runs one per node):
+	// the frames it gets, in the order they come (live.Scan.Arrival), until its
+	// receiver's end (the caller ends the others' with live.Sharer.EndShared). The
+	// result holds one row per frame received, LiveResult.Indices their frame indices;
+	// snapshots hold the rows computed so far in the same order (NaN beyond), with
+	// LiveSnapshot.Indices. Frame gaps are not missing and an early end of the stream
+	// is no error (Partial): which frames no receiver got is known where their results
+	// are merged. NavShape bounds the frame indices (the scan's positions). Record,
+	// Continuous and Shifts are refused (errs.Argument).
+	Shared bool
 }
 
 // LiveSnapshot is a live run at one moment.
@@ -97,6 +108,10 @@ type LiveSnapshot struct {
 	Scan, ScansComplete, ScansDropped int
 	// Final is true for the last snapshot, published when the run ends.
 	Final bool
+	// Indices are, in a Shared run, the frame indices of the rows received so far, row
+	// by row: row k of F32 (or F64), once computed, is frame Indices[k]'s. Nil
+	// otherwise.
+	Indices []int
 }
 
 // LiveResult is the outcome of Live: the result of the scan's frames as Apply gives it
@@ -116,6 +131,9 @@ type LiveResult struct {
 	// error that ended it (a stream that failed or changed its frames' shape). Where the
 	// scan stands in the run is Info.Live.Continuous.
 	Stopped error
+	// Indices are, in a Shared run, the frame index of each row of Result (whose
+	// NavShape is (rows,)): the frames this receiver got, in the order they came.
+	Indices []int
 }
 
 // Live receives one acquisition from rcv and applies a mask stack to its frames as they
@@ -163,9 +181,15 @@ func (pl *Planner) Live(ctx context.Context, rcv live.Receiver, masksFor func(h 
 	if opt.Continuous && opt.Record != "" {
 		return nil, errs.New(errs.Argument, "%s: a continuous run records nothing: leave out LiveOptions.Record", opt.Source)
 	}
+	if opt.Shared && (opt.Record != "" || opt.Continuous || opt.Shifts != nil) {
+		return nil, errs.New(errs.Argument, "%s: a run of a shared stream takes one acquisition, records nothing and moves no masks: leave out options record, continuous and shifts", opt.Source)
+	}
 	h, err := rcv.Start(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if opt.Shared {
+		return pl.liveShared(ctx, rcv, h, masksFor, opt)
 	}
 	if opt.Continuous {
 		return pl.liveContinuous(ctx, rcv, h, masksFor, opt)
@@ -330,6 +354,9 @@ func (j *liveJob) receive(ctx context.Context, scan *live.Scan, pub *publisher) 
 	lr := &LiveResult{Result: res, Counts: scan.Counts(), EndErr: feedErr}
 	if feedErr != nil {
 		if !errors.Is(feedErr, live.ErrEnded) {
+			if ctx.Err() != nil { // cancelled before a worker waited for a frame
+				return nil, errs.Wrap(errs.Cancelled, feedErr)
+			}
 			return nil, feedErr
 		}
 		lr.Partial, lr.Missing = true, scan.MissingPositions()
@@ -565,6 +592,7 @@ type publisher struct {
 
 	out32 []float32 // the engine's result buffer
 	out64 []float64
+	scan  *live.Scan // a Shared run's: the snapshots' Indices
 
 	mu      sync.Mutex
 	pending [][2]int // frame ranges done since the last tick
@@ -637,6 +665,9 @@ func (p *publisher) tick() {
 	p.pending = p.pending[:0]
 	done := p.doneN
 	p.mu.Unlock()
+	if p.scan != nil { // after the rows: every row copied has its index
+		p.snap.Indices = append(p.snap.Indices, p.scan.IndicesFrom(len(p.snap.Indices))...)
+	}
 	now := time.Now()
 	p.snap.Done, p.snap.Counts, p.snap.Elapsed = done, p.counts(), now.Sub(p.start)
 	if dt := now.Sub(p.lastTick).Seconds(); dt > 0 {

@@ -47,6 +47,12 @@ type liveRun struct {
 	snap    stemdot.LiveSnapshot // the latest; its values are owned here
 	lr      *stemdot.LiveResult  // the result of a run that ended with one
 	err     error                // the error of a run that failed
+
+	// A run of a shared stream (option shared): its receiver, the ranges of rows
+	// computed and not taken yet (stemdot_live_take), their frame indices.
+	sharer  live.Sharer
+	rows    [][2]int
+	indices []int
 }
 
 // startLive opens source with the options of stemdot_live_start (stemdot.ParseLiveOptions)
@@ -71,6 +77,13 @@ func startLive(source, options string, stack *masks.Stack, pl *stemdot.Planner) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &liveRun{source: name, float64: opt.Float64, cancel: cancel, ended: make(chan struct{}), changed: make(chan struct{})}
+	if opt.Shared {
+		var ok bool
+		if l.sharer, ok = rcv.(live.Sharer); !ok {
+			rcv.Close()
+			return nil, failf(errs.Argument, "%s: this receiver cannot share its stream: leave out option shared", name)
+		}
+	}
 	opt.Source, opt.Snapshot = name, l.publish
 	go func() {
 		defer close(l.ended)
@@ -104,6 +117,12 @@ func (l *liveRun) publish(s *stemdot.LiveSnapshot) {
 	}
 	copy(l.snap.F32, s.F32)
 	copy(l.snap.F64, s.F64)
+	if l.sharer != nil {
+		l.rows = append(l.rows, s.New...)
+		if len(s.Indices) > len(l.indices) {
+			l.indices = append(l.indices, s.Indices[len(l.indices):]...)
+		}
+	}
 	l.snap.Done, l.snap.Counts, l.snap.Elapsed, l.snap.Rate = s.Done, s.Counts, s.Elapsed, s.Rate
 	if !s.Final {
 		l.notifyLocked()

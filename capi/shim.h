@@ -163,7 +163,14 @@ typedef const char *const stemdot_cstring;
       (live, buf, buf_len, needed))                                                               \
     F(live_info, (stemdot_live live, char *buf, size_t buf_len, size_t *needed),                  \
       (live, buf, buf_len, needed))                                                               \
-    F(live_free, (stemdot_live live), (live))
+    F(live_free, (stemdot_live live), (live))                                                     \
+    F(live_share_state, (stemdot_live live, char *buf, size_t buf_len, size_t *needed),           \
+      (live, buf, buf_len, needed))                                                               \
+    F(live_share_give, (stemdot_live live, const char *message), (live, message))                 \
+    F(live_take,                                                                                  \
+      (stemdot_live live, double timeout, stemdot_live_snapshot *snap, void *rows,                \
+       stemdot_dtype rows_dtype, size_t max_rows, uint64_t *indices, size_t *n_rows),             \
+      (live, timeout, snap, rows, rows_dtype, max_rows, indices, n_rows))
 
 #define STEMDOT_GO_DECLARE(name, params, args) \
     __attribute__((visibility("hidden"))) stemdot_status stemdot_go_##name params;

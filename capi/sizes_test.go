@@ -209,6 +209,12 @@ func sizeCases() []sizeCase {
 		{"stemdot_live_info", []uint64{1 << 16}, func(a *abi, s []uint64) (status, string) {
 			return callC(stemdot_go_live_info, a.live, a.buf, s[0], a.buf)
 		}, nil, map[int]status{0: statusOK}},
+		{"stemdot_live_take", []uint64{2}, func(a *abi, s []uint64) (status, string) {
+			return callC(stemdot_go_live_take, a.live, 0.0, a.buf, a.buf, f32, s[0], a.buf, a.buf)
+		}, nil, nil},
+		{"stemdot_live_share_state", []uint64{1}, func(a *abi, s []uint64) (status, string) {
+			return callC(stemdot_go_live_share_state, a.live, a.buf, s[0], a.buf)
+		}, nil, map[int]status{0: errInvalidArgument}},
 	}
 }
 

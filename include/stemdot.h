@@ -753,6 +753,8 @@ typedef struct stemdot_live_snapshot {
  *   float64     true: compute the result in float64 (default float32: out_dtype of
  *               poll and wait follows)
  *   every       seconds between snapshots (default 0.1)
+ *   shared      true: receive a share of a stream that several receivers share (passive
+ *               DECTRIS only; see stemdot_live_share_state)
  *   the source options of the source's protocol (`stemdot live --help`):
  *     merlin:   control (HOST[:PORT], default HOST:6341), soft_trigger (true|false),
  *               idle_timeout (seconds)
@@ -853,6 +855,61 @@ stemdot_status stemdot_live_info(stemdot_live live, char *buf, size_t buf_len, s
  * it fail with BAD_HANDLE. Errors: BAD_HANDLE.
  */
 stemdot_status stemdot_live_free(stemdot_live live);
+
+/*
+ * Live streams shared by several receivers (stemdot.dask.live): a DECTRIS detector's
+ * stream deals its frames out in turn to every connected receiver (ZeroMQ PUSH to PULL
+ * sockets), one per node. Each node starts a run with options "passive=true;shared=true"
+ * (and nav_shape: the scan's positions bound the frame indices); the caller (the client
+ * of all of them):
+ *   1. polls stemdot_live_share_state until every run's socket is connected, then arms
+ *      the detector (SIMPLON API: PUT .../command/arm);
+ *   2. passes the series' header, which comes to one run only (its share state's
+ *      "header"), to the others (stemdot_live_share_give with {"header": ...});
+ *   3. takes each run's rows as they are computed (stemdot_live_take: values and frame
+ *      indices) and merges them by frame index;
+ *   4. passes the series' end, which comes to one run only ("end_seen"), to all
+ *      ({"end": true}), after which each run ends once its socket is quiet.
+ * The frames no run received are the acquisition's missing ones.
+ */
+
+/*
+ * The state of a shared run as JSON text: {"connected": true|false (its socket is
+ * connected to the stream), "header": null, or the series' header message that came to
+ * this run, as its parts in base64 (["...", ...], to pass on unchanged), "end_seen":
+ * true|false (the series' end message came to this run)}. Same buffer conventions as
+ * stemdot_plan_describe. Errors: BAD_HANDLE, INVALID_ARGUMENT (NULL needed; a run
+ * without option shared), SHAPE (buf_len). Thread-safe.
+ */
+stemdot_status stemdot_live_share_state(stemdot_live live, char *buf, size_t buf_len, size_t *needed);
+
+/*
+ * Passes what another run of the stream received to a shared run, message a JSON
+ * object with "header": the other run's share state's header (the run waits for a
+ * header: frames that came before it are kept), and/or "end": true (the series has
+ * ended: the run takes what its socket still delivers until it is quiet for 0.2 s, then
+ * ends). Errors: BAD_HANDLE, INVALID_ARGUMENT (NULL message, not such JSON, a header
+ * given twice, a run without option shared). Thread-safe.
+ */
+stemdot_status stemdot_live_share_give(stemdot_live live, const char *message);
+
+/*
+ * Takes the rows a shared run has computed since the last take: waits up to timeout
+ * seconds (0 to 3600) for some (not once the run has ended), then writes at most
+ * max_rows of them into rows (max_rows × n_masks values of rows_dtype, the run's:
+ * STEMDOT_FLOAT32, STEMDOT_FLOAT64 with option float64), row-major, and the frame index
+ * of each (its scan position, flat in C order over nav_shape) into indices, *n_rows the
+ * rows written; each row is taken once. *snap is filled as stemdot_live_poll fills it
+ * (n_frames: the scan's positions; done: the rows computed; received: the frames this
+ * run received), snap->final set once the run has ended and every row has been taken.
+ * A run whose stream failed ends with the rows of the frames it received (partial).
+ * Errors: BAD_HANDLE, INVALID_ARGUMENT (NULL snap or n_rows, NULL rows or indices with
+ * max_rows > 0, timeout, a run without option shared), DTYPE (rows_dtype), SHAPE
+ * (max_rows), and the run's (stemdot_live_start). Thread-safe.
+ */
+stemdot_status stemdot_live_take(stemdot_live live, double timeout, stemdot_live_snapshot *snap,
+                                 void *rows, stemdot_dtype rows_dtype, size_t max_rows,
+                                 uint64_t *indices, size_t *n_rows);
 
 /*
  * The command line. stemdot_cli_main runs the stemdot command line argv[1..argc) (argv[0],

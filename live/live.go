@@ -127,6 +127,33 @@ type Continuer interface {
 	Continue(ctx context.Context) (Header, error)
 }
 
+// Sharer is implemented by receivers of a share of a stream that several receivers
+// share (Options.Shared), each receiving some of the frames: the acquisition's header
+// and its end come to one of them only, and the caller passes them on to the others.
+// Its methods may be called from any goroutine, while Start and Next run.
+type Sharer interface {
+	// Connected says whether the receiver's socket is connected to the stream: the
+	// detector may be armed once every receiver's is (frames sent before go to the
+	// receivers connected then).
+	Connected() bool
+	// HeaderMessage is the acquisition's header as this receiver received it (the
+	// message's parts, unchanged), or nil when it has received none (another receiver
+	// got it).
+	HeaderMessage() [][]byte
+	// GiveHeader hands in the header message that another receiver of the stream
+	// received (its HeaderMessage), for Start, which waits for a header: frames that
+	// come before it are kept until it comes. One that came on this receiver's own
+	// socket first is kept, the given one then ignored. Errors: errs.Argument for a
+	// second header.
+	GiveHeader(msg [][]byte) error
+	// EndSeen says whether the acquisition's end message came to this receiver.
+	EndSeen() bool
+	// EndShared says that the acquisition ended (another receiver got its end
+	// message): Next hands over the frames this receiver's socket still delivers,
+	// until it has been quiet for a moment, then returns io.EOF.
+	EndShared()
+}
+
 // ErrEnded is wrapped by the errors of an acquisition that ended before its last frame.
 var ErrEnded = errors.New("the acquisition ended early")
 

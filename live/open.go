@@ -43,6 +43,11 @@ type Options struct {
 	// Params are the protocol's own options, by key (e.g. DECTRIS's stream version),
 	// as the protocol's package documents them; a key it does not know is refused.
 	Params map[string]string
+	// Shared receives a share of a stream that is dealt out to several receivers in turn
+	// (a DECTRIS detector's ZeroMQ PUSH socket, with one PULL socket per node): the
+	// receiver implements Sharer. A protocol whose stream cannot be shared refuses it
+	// (errs.Argument).
+	Shared bool
 }
 
 var (

@@ -42,6 +42,16 @@ type Scan struct {
 	// that the workers waiting for it go on; if it comes after all, it is late and
 	// dropped. Set before Feed.
 	AnyOrder bool
+	// Arrival makes the scan's positions arrival slots, for a receiver that gets only
+	// some of the acquisition's frames (a stream shared by several receivers, which
+	// deals its frames out in turn): the k-th frame taken is at position k whatever its
+	// index (Indices gives them), so that a run over the scan computes the frames as
+	// they come instead of waiting at a position whose frame went to another receiver.
+	// The acquisition ending with fewer frames than the scan is no early end (Feed
+	// returns nil), and no frame is counted missing: which frames never came is known
+	// only where the receivers' results meet. A frame whose index came before is
+	// repeated and dropped. Set before Feed.
+	Arrival bool
 	// Record, when set, gets every frame the scan takes, before the workers do (the
 	// record of `stemdot live --record`); an error of its Write ends the acquisition
 	// with that error. The caller closes it. Set before Feed.
@@ -62,11 +72,13 @@ type Scan struct {
 	backlog     int64 // payload bytes arrived and not decoded
 	kept        int64 // payload bytes kept after decoding
 	stalls      int
-	surplus     int // frames with an index outside the scan
-	repeated    int // frames whose index had arrived already
-	late        int // frames that came after a later one, when they were declared missing
-	skipped     int // frames declared missing when a later one came
-	next        int // one past the highest frame index that came
+	surplus     int    // frames with an index outside the scan
+	repeated    int    // frames whose index had arrived already
+	late        int    // frames that came after a later one, when they were declared missing
+	skipped     int    // frames declared missing when a later one came
+	next        int    // one past the highest frame index that came
+	indices     []int  // Arrival: the frame index at each position taken
+	seen        []bool // Arrival: the frame indices taken
 	ended       bool
 	endErr      error // nil: every frame arrived (io.EOF from Next)
 	closed      bool
@@ -156,7 +168,7 @@ func (s *Scan) Feed(ctx context.Context) (err error) {
 			return rerr
 		}
 		if errors.Is(err, io.EOF) {
-			if s.Received() < s.n {
+			if s.Received() < s.n && !s.Arrival {
 				return Ended("the stream ended after %d of the scan's %d frames", s.Received(), s.n)
 			}
 			return nil
@@ -182,6 +194,17 @@ func (s *Scan) add(frames []Frame) error {
 		case f.Index < 0 || f.Index >= s.n:
 			s.surplus++
 			drop = append(drop, f)
+		case s.Arrival:
+			if s.seen == nil {
+				s.seen = make([]bool, s.n)
+			}
+			if s.seen[f.Index] {
+				s.repeated++
+				drop = append(drop, f)
+				continue
+			}
+			s.seen[f.Index] = true
+			take = append(take, f)
 		case s.state[f.Index] == missing:
 			s.late++
 			drop = append(drop, f)
@@ -204,7 +227,12 @@ func (s *Scan) add(frames []Frame) error {
 	}
 	s.mu.Lock()
 	for _, f := range take {
-		if !s.AnyOrder {
+		pos := f.Index
+		switch {
+		case s.Arrival:
+			pos = s.received
+			s.indices = append(s.indices, f.Index)
+		case !s.AnyOrder:
 			for i := s.next; i < f.Index; i++ {
 				if s.state[i] == pending {
 					s.state[i] = missing
@@ -213,8 +241,8 @@ func (s *Scan) add(frames []Frame) error {
 			}
 		}
 		s.next = max(s.next, f.Index+1)
-		s.slots[f.Index] = f
-		s.state[f.Index] = arrived
+		s.slots[pos] = f
+		s.state[pos] = arrived
 		s.received++
 		s.backlog += int64(len(f.Payload))
 	}
@@ -265,10 +293,21 @@ func (s *Scan) Counts() Counts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := Counts{Received: s.received, Missing: s.skipped, Surplus: s.surplus, Repeated: s.repeated, Late: s.late, Stalls: s.stalls}
-	if s.ended {
+	if s.ended && !s.Arrival {
 		c.Missing = s.n - s.received
 	}
 	return c
+}
+
+// IndicesFrom returns, with Arrival, the frame index of each position from k taken so
+// far (position k+i holds frame IndicesFrom(k)[i]); nil otherwise.
+func (s *Scan) IndicesFrom(k int) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k >= len(s.indices) {
+		return nil
+	}
+	return slices.Clone(s.indices[k:])
 }
 
 // MissingPositions returns the scan positions (flat indices, ascending) whose frame did

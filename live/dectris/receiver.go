@@ -73,7 +73,10 @@ type Options struct {
 	// out in turn (ZeroMQ PUSH to several PULL sockets): each receives some of the frames,
 	// so a gap in the frame numbers is not counted as missing, and the end of the series
 	// does not check that every frame came. The header and the end message reach one of
-	// the receivers only: sharing them is the caller's.
+	// the receivers only: sharing them is the caller's (the receiver is a live.Sharer).
+	// Frames that come before the header are kept until it comes (its own, or one
+	// handed in: GiveHeader). A shared stream is armed by the caller once every
+	// receiver is connected: Active is refused.
 	Shared bool
 	// StartTimeout bounds how long Start waits to connect and for the series' header
 	// (0: 30 s; negative: until ctx ends).
@@ -133,6 +136,8 @@ type Receiver struct {
 	mu      sync.Mutex
 	stats   live.Stats
 	readErr error // the socket's failure, which ended the reading goroutine
+
+	share // Options.Shared: see shared.go
 }
 
 var _ live.Receiver = (*Receiver)(nil)
@@ -152,6 +157,9 @@ func New(opt Options) (*Receiver, error) {
 	if opt.Active && opt.API == "" {
 		return nil, errs.New(errs.Argument, "dectris: active mode needs the SIMPLON API's address (option dectris_api)")
 	}
+	if opt.Active && opt.Shared {
+		return nil, errs.New(errs.Argument, "dectris: a shared stream is armed by the caller once every receiver is connected, not by one receiver: passive mode (option passive)")
+	}
 	switch opt.TriggerMode {
 	case "", "ints", "inte", "exts", "exte":
 	default:
@@ -164,6 +172,9 @@ func New(opt Options) (*Receiver, error) {
 		opt.StartTimeout = 30 * time.Second
 	}
 	r := &Receiver{opt: opt, endpoint: ep, quit: make(chan struct{}), gaps: map[int]struct{}{}}
+	if opt.Shared {
+		r.given, r.endGiven = make(chan [][]byte, 1), make(chan struct{})
+	}
 	if opt.Active {
 		r.client = NewClient(opt.API)
 	}
@@ -263,7 +274,7 @@ func (r *Receiver) awaitHeader(ctx context.Context, bounded bool) (live.Header, 
 		}
 	}
 	for !r.started || (r.hdr.SigShape == [2]int{} && len(r.pending) == 0) {
-		m, err := r.recv(ctx)
+		m, err := r.recvStart(ctx)
 		if err != nil {
 			if ctx.Err() != nil && !bounded {
 				return live.Header{}, errs.New(errs.Cancelled, "dectris: waiting for a series' header from %s: %w", r.endpoint, err)
@@ -277,7 +288,15 @@ func (r *Receiver) awaitHeader(ctx context.Context, bounded bool) (live.Header, 
 			}
 			return live.Header{}, r.startErr(err)
 		}
-		if err := r.handle(m, &r.pending); err != nil {
+		if m.given {
+			err = r.handleGiven(m.parts)
+		} else {
+			err = r.handle(m, &r.pending)
+		}
+		if err == nil && r.started {
+			err = r.takeEarly()
+		}
+		if err != nil {
 			return live.Header{}, r.startErr(err)
 		}
 		if r.done != nil && len(r.pending) == 0 && r.hdr.SigShape == [2]int{} {
@@ -313,7 +332,7 @@ func (r *Receiver) Continue(ctx context.Context) (live.Header, error) {
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return live.Header{}, errs.New(errs.Cancelled, "dectris: waiting for the end of series %d from %s: %w", r.series, r.endpoint, err)
 			}
-			r.end(r.lost(err))
+			r.stop(err)
 		}
 	}
 	r.mu.Lock()
@@ -382,15 +401,18 @@ func (r *Receiver) connect(ctx context.Context) error {
 		return errs.New(errs.Cancelled, "dectris: connecting to %s: %w", r.endpoint, ctx.Err())
 	}
 	r.msgs = make(chan message, 1024)
+	r.connected.Store(true)
 	r.wg.Add(1)
 	go r.read()
 	return nil
 }
 
-// message is a ZeroMQ message's parts, or the error that ended the socket.
+// message is a ZeroMQ message's parts, or the error that ended the socket; given: a
+// header handed in (GiveHeader).
 type message struct {
 	parts [][]byte
 	err   error
+	given bool
 }
 
 // nullLogger drops go-zeromq's log lines: its errors reach Next.
@@ -401,12 +423,13 @@ func (r *Receiver) read() {
 	defer r.wg.Done()
 	for {
 		zm, err := r.sock.Recv()
+		r.lastRecv.Store(time.Now().UnixNano())
 		if err != nil {
 			r.mu.Lock()
 			r.readErr = err
 			r.mu.Unlock()
 		}
-		m := message{zm.Frames, err}
+		m := message{parts: zm.Frames, err: err}
 		select {
 		case r.msgs <- m:
 		default:
@@ -425,13 +448,16 @@ func (r *Receiver) read() {
 	}
 }
 
-// recv waits for the next message.
+// recv waits for the next message; in a shared stream whose end was given (EndShared),
+// errSharedEnd once the socket is quiet.
 func (r *Receiver) recv(ctx context.Context) (message, error) {
 	select {
 	case m := <-r.msgs:
 		return m, m.err
 	case <-ctx.Done():
 		return message{}, ctx.Err()
+	case <-r.endGiven:
+		return r.recvQuiet(ctx)
 	}
 }
 
@@ -469,7 +495,7 @@ func (r *Receiver) Next(ctx context.Context, dst []live.Frame) ([]live.Frame, er
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return dst, errs.New(errs.Cancelled, "dectris: waiting for frames from %s: %w", r.endpoint, err)
 			}
-			r.end(r.lost(err))
+			r.stop(err)
 		}
 	}
 	if len(dst) > n {
@@ -484,6 +510,15 @@ func (r *Receiver) lost(err error) error {
 		return err
 	}
 	return errs.Wrap(errs.IO, fmt.Errorf("%w: the stream from %s failed after %d frames of series %d: %v", live.ErrEnded, r.endpoint, r.received, r.series, err))
+}
+
+// stop ends the series after err: a shared end (io.EOF) or a failed stream.
+func (r *Receiver) stop(err error) {
+	if errors.Is(err, errSharedEnd) {
+		r.end(io.EOF)
+		return
+	}
+	r.end(r.lost(err))
 }
 
 // end records the end of the series (io.EOF or an error) and, in active mode, disarms.
@@ -535,6 +570,7 @@ func (r *Receiver) frame(idx uint64, payload []byte, enc int, dst *[]live.Frame)
 // seriesEnd checks, at the series' end message, that every frame came.
 func (r *Receiver) seriesEnd() {
 	if r.opt.Shared {
+		r.endSeen.Store(true)
 		r.end(io.EOF)
 		return
 	}

@@ -42,7 +42,7 @@ func init() {
 // the scan's frames are taken as one image per trigger, ntrigger = opt.Frames, as
 // LiberTEM-live arms a STEM scan.
 func sourceOptions(hostPort string, opt live.Options) (Options, error) {
-	o := Options{Stream: hostPort, Protocol: V2, Active: opt.Active}
+	o := Options{Stream: hostPort, Protocol: V2, Active: opt.Active, Shared: opt.Shared}
 	bad := func(key, v, want string) error {
 		return errs.New(errs.Argument, "dectris source option %s %q: want %s", key, v, want)
 	}

@@ -250,10 +250,11 @@ func (r *Receiver) unitV1(h v1Head, parts [][]byte, dst *[]live.Frame) error {
 			return nil // a header of another series than the one armed
 		}
 		r.series, r.haveSer, r.detail = h.Series, true, h.HeaderDetail
+		r.keepHeader(parts)
 		return r.headerV1(parts)
 	case "dimage-1.0":
 		if !r.started {
-			return nil
+			return r.earlyV1(h, parts)
 		}
 		if h.Series != r.series {
 			return r.malformed(errs.New(errs.Format, "dectris: frame %d of series %d came during series %d", h.Frame, h.Series, r.series))
@@ -271,7 +272,7 @@ func (r *Receiver) unitV1(h v1Head, parts [][]byte, dst *[]live.Frame) error {
 		return r.frame(h.Frame, parts[2], enc, dst)
 	default: // dseries_end-1.0
 		if !r.started {
-			return nil
+			return r.earlyV1(h, parts)
 		}
 		if h.Series != r.series {
 			return r.malformed(errs.New(errs.Format, "dectris: the end of series %d came during series %d", h.Series, r.series))

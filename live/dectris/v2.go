@@ -155,10 +155,11 @@ func (r *Receiver) handleV2(parts [][]byte, dst *[]live.Frame) error {
 			return nil
 		}
 		r.series, r.haveSer = m.SeriesID, true
+		r.keepHeader(parts)
 		return r.startV2(m)
 	case "image":
 		if !r.started {
-			return nil
+			return r.early(m.SeriesID, parts, func(dst *[]live.Frame) error { return r.handleV2(parts, dst) })
 		}
 		if m.SeriesID != r.series {
 			return r.malformed(errs.New(errs.Format, "dectris: image %d of series %d came during series %d", m.ImageID, m.SeriesID, r.series))
@@ -179,7 +180,7 @@ func (r *Receiver) handleV2(parts [][]byte, dst *[]live.Frame) error {
 		return r.imageV2(m.SeriesID, m.ImageID, a, dst)
 	case "end":
 		if !r.started {
-			return nil
+			return r.early(m.SeriesID, parts, func(dst *[]live.Frame) error { return r.handleV2(parts, dst) })
 		}
 		if m.SeriesID != r.series {
 			return r.malformed(errs.New(errs.Format, "dectris: the end of series %d came during series %d", m.SeriesID, r.series))

@@ -37,6 +37,9 @@ func init() {
 // acquisition takes opt.Frames frames.
 func sourceOptions(hostPort string, opt live.Options) (Options, error) {
 	o := Options{Addr: hostPort}
+	if opt.Shared {
+		return o, errs.New(errs.Argument, "merlin: a Merlin's data port is one TCP connection, which cannot be shared by several receivers: leave out option shared")
+	}
 	bad := func(key, v, want string) error {
 		return errs.New(errs.Argument, "merlin source option %s %q: want %s", key, v, want)
 	}

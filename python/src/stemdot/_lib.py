@@ -183,6 +183,9 @@ def _declare(lib):
         "stemdot_live_warnings": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
         "stemdot_live_info": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
         "stemdot_live_free": (status, [u64]),
+        "stemdot_live_share_state": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
+        "stemdot_live_share_give": (status, [u64, c.c_char_p]),
+        "stemdot_live_take": (status, [u64, c.c_double, c.POINTER(LiveSnapshot), p, c.c_int, size, c.POINTER(u64), c.POINTER(size)]),
         "stemdot_descan_fit": (status, [u64, c.c_char_p, u64, c.POINTER(c.c_double), c.POINTER(c.c_double), size, c.POINTER(size)]),
     }
     for name, (restype, argtypes) in sigs.items():

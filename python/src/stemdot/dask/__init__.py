@@ -32,6 +32,10 @@ on every node, see the README). stemdot runs *inside* each Dask worker process:
   answer: after SCHEDULER_ANSWER_S). At the end of a run every worker drops its data and
   closes its files.
 * :func:`reduce` reduces the frames (sum, mean, max, std) the same way.
+* :func:`live` applies masks to a DECTRIS detector's frames while the scan runs, on
+  every node: the stream deals its frames out to one socket per Dask worker, the client
+  arms the detector once every socket is connected and merges the workers' rows by
+  frame index (see :mod:`stemdot.dask._live`).
 * ``bootstrap_async``, ``apply_masks_async``, ``reduce_async`` and
   ``dataset_info_async`` are the twins for ``Client(asynchronous=True)``: the range
   loop is one coroutine on the client's event loop, which the synchronous functions run
@@ -64,8 +68,9 @@ from distributed.comm.addressing import get_address_host
 import stemdot
 from stemdot import _lib
 
-__all__ = ["StemdotPlugin", "bootstrap", "apply_masks", "reduce", "dataset_info", "centre", "bootstrap_async",
-           "apply_masks_async", "reduce_async", "dataset_info_async", "ClusterError", "RANGE_BYTES", "RANGE_SECONDS"]
+__all__ = ["StemdotPlugin", "bootstrap", "apply_masks", "reduce", "dataset_info", "centre", "live", "bootstrap_async",
+           "apply_masks_async", "reduce_async", "dataset_info_async", "live_async", "ClusterError", "RANGE_BYTES",
+           "RANGE_SECONDS"]
 
 #: The plugin's name on the workers (``dask_worker.plugins["stemdot"]``).
 PLUGIN_NAME = "stemdot"
@@ -149,6 +154,7 @@ class StemdotPlugin(WorkerPlugin):
         self._runs = {}  # run handle → job id
         self._cancelled = set()  # job ids cancelled or ended
         self._jobs = {}  # job id → the job's data (its mask stack, shifts), see put_job
+        self.lives = {}  # job id → this worker's share of a live stream (stemdot.dask.live)
         self._slot_file = None
         host = get_address_host(worker.address)
         try:
@@ -317,6 +323,9 @@ class StemdotPlugin(WorkerPlugin):
         with self._lock:
             self._jobs.pop(job, None)
             self._evict()
+            run = self.lives.pop(job, None)
+        if run is not None:
+            run.close()
 
     # -- ranges
 
@@ -398,6 +407,9 @@ class StemdotPlugin(WorkerPlugin):
         with self._lock:
             for run in self._runs:
                 stemdot._LIB.stemdot_run_cancel(run)
+            lives, self.lives = list(self.lives.values()), {}
+        for run in lives:
+            run.close()
         deadline = time.monotonic() + 30
         while self._runs and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -1833,3 +1845,6 @@ def _progress(progress, total):
             bar.update(done - bar.n)
 
     return update
+
+
+from ._live import live, live_async  # noqa: E402

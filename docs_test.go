@@ -120,4 +120,6 @@ func TestREADMESession(t *testing.T) {
 		}
 	}
 	require.FileExists(t, filepath.Join(dir, "vd.json"), "apply writes the sidecar")
+	shape, _ := readNPY(t, filepath.Join(dir, "vd.npy"))
+	require.Equal(t, []int{32, 32, 5}, shape, "the README's shape of vd.npy")
 }

@@ -41,7 +41,8 @@ func installStemdot(t *testing.T) (prefix, out string) {
 }
 
 // `make install` puts a working stemdot in PREFIX/bin and says whether that directory is on
-// PATH; DESTDIR is prepended to the path written; `make uninstall` removes it.
+// PATH (and whether another stemdot comes first there); DESTDIR is prepended to the path
+// written; `make uninstall` removes it.
 func TestMakeInstall(t *testing.T) {
 	prefix, out := installStemdot(t)
 	bin := filepath.Join(prefix, "bin", "stemdot")
@@ -50,19 +51,29 @@ func TestMakeInstall(t *testing.T) {
 	require.NoError(t, err, "%s", version)
 	require.Regexp(t, `^stemdot \d+\.\d+\.\d+ `, string(version))
 
-	// Not on PATH: the message says how to put it there. DESTDIR: written below it, and
-	// the binary built above is taken as it is.
+	// The binary built above, installed again: make with the PATH given.
 	built := "BIN=" + filepath.Join(filepath.Dir(prefix), "bin")
-	dest := t.TempDir()
-	cmd := exec.Command("make", "--no-print-directory", "install", "uninstall", "NVCC=", built, "PREFIX=/opt/sd", "DESTDIR="+dest)
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", b)
-	require.Contains(t, string(b), "installed "+dest+"/opt/sd/bin/stemdot, to be /opt/sd/bin/stemdot")
-	require.NoFileExists(t, filepath.Join(dest, "opt/sd/bin/stemdot"), "make uninstall removes it")
-
-	b, err = exec.Command("make", "--no-print-directory", "install", "NVCC=", built, "PREFIX="+prefix).CombinedOutput()
-	require.NoError(t, err, "%s", b)
-	require.Contains(t, string(b), "installed "+bin+": "+filepath.Dir(bin)+" is not on PATH; add it")
-	require.NoError(t, exec.Command("make", "--no-print-directory", "uninstall", "PREFIX="+prefix).Run())
+	runMake := func(path string, args ...string) string {
+		cmd := exec.Command("make", append([]string{"--no-print-directory", "NVCC=", built}, args...)...)
+		cmd.Env = append(os.Environ(), "PATH="+path)
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, "make %s: %s", args, b)
+		return string(b)
+	}
+	path := os.Getenv("PATH")
+	require.Contains(t, runMake(path, "install", "PREFIX="+prefix), "installed "+bin+": "+filepath.Dir(bin)+" is not on PATH; add it")
+	other := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(other, "stemdot"), []byte("#!/bin/sh\n"), 0o755))
+	require.Contains(t, runMake(other+":"+filepath.Dir(bin)+":"+path, "install", "PREFIX="+prefix),
+		"installed "+bin+": "+filepath.Dir(bin)+" is on PATH, but "+filepath.Join(other, "stemdot")+" comes first there")
+	runMake(path, "uninstall", "PREFIX="+prefix)
 	require.NoFileExists(t, bin, "make uninstall removes it")
+
+	dest := t.TempDir()
+	require.Contains(t, runMake(path, "install", "PREFIX=/opt/sd", "DESTDIR="+dest), "installed "+dest+"/opt/sd/bin/stemdot, to be /opt/sd/bin/stemdot")
+	st, err := os.Stat(filepath.Join(dest, "opt/sd/bin/stemdot"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o755), st.Mode().Perm())
+	runMake(path, "uninstall", "PREFIX=/opt/sd", "DESTDIR="+dest)
+	require.NoFileExists(t, filepath.Join(dest, "opt/sd/bin/stemdot"), "make uninstall removes it")
 }

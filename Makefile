@@ -50,13 +50,34 @@ kernels_env = CGO_LDFLAGS="$${CGO_LDFLAGS:--O2 -g} $(call kernels_flag,$(1))"
 CUDA_LINK = $(if $(TAGS),$(call kernels_env,$(KERNELS)),)
 CUDA_LDFLAG = $(if $(TAGS),$(call kernels_flag,$(KERNELS)),)
 
-.PHONY: all build kernels kernels-emu demo test test-steps test-go test-cuda test-cuda-emu fuzz lint bench bench-full clean
+.PHONY: all build install uninstall kernels kernels-emu demo test test-steps test-go test-cuda test-cuda-emu fuzz lint bench bench-full clean
 
 all: build
 
 build: $(if $(TAGS),kernels,)
 	@echo "building stemdot $(FLAVOUR), $(HDF5_FLAVOUR)"
 	$(CUDA_LINK) $(GO) build $(GOTAGS) -o $(BIN)/stemdot ./cmd/stemdot
+
+# `make install` puts stemdot on PATH: bin/stemdot copied to $(PREFIX)/bin, by default
+# ~/.local/bin as `pip install --user` does (PREFIX=/usr/local for all users; DESTDIR, as
+# packagers set it, is prepended to the path written, not to the one reported), then says
+# whether that directory is on PATH, and whether another stemdot comes first there. `make
+# uninstall` removes it.
+PREFIX ?= $(HOME)/.local
+BINDIR ?= $(PREFIX)/bin
+install: build
+	install -d "$(DESTDIR)$(BINDIR)"
+	install -m 755 $(BIN)/stemdot "$(DESTDIR)$(BINDIR)/stemdot"
+	@if [ -n "$(DESTDIR)" ]; then echo "installed $(DESTDIR)$(BINDIR)/stemdot, to be $(BINDIR)/stemdot"; else \
+	case ":$$PATH:" in \
+	*":$(BINDIR):"*) found=$$(command -v stemdot); \
+		if [ "$$found" = "$(BINDIR)/stemdot" ]; then echo "installed $(BINDIR)/stemdot: $(BINDIR) is on PATH, run stemdot"; \
+		else echo "installed $(BINDIR)/stemdot: $(BINDIR) is on PATH, but $$found comes first there"; fi;; \
+	*) echo "installed $(BINDIR)/stemdot: $(BINDIR) is not on PATH; add it (export PATH=\"$(BINDIR):\$$PATH\", e.g. in ~/.profile) or run $(BINDIR)/stemdot";; \
+	esac; fi
+
+uninstall:
+	rm -f "$(DESTDIR)$(BINDIR)/stemdot"
 
 kernels:
 	cmake -S . -B $(BUILD)/kernels -DCMAKE_BUILD_TYPE=Release >/dev/null

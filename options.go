@@ -259,7 +259,7 @@ func ParseByteOrder(s string) (bigEndian bool, err error) {
 
 // Open opens the 4D-STEM file at path, of a format detected from its name and content
 // or given by opt.Format (dataset.Open): any format of dataset.Formats, which are those
-// of package dataset/formats (the README's format table lists them with their
+// of package dataset/formats (doc/formats.md's format table lists them with their
 // extensions and options). Close the dataset when done. Errors are classified
 // (errs.IO, errs.Format, errs.Shape, errs.DType, errs.Argument) and name the file and
 // the field of opt that helps ("give Options.NavShape").

@@ -44,7 +44,7 @@ type Plan struct {
 	GPUInventory string
 }
 
-// cudaBuildHint says how to get a build of stemdot with CUDA (README, Set-up), for the
+// cudaBuildHint says how to get a build of stemdot with CUDA (doc/gpu.md, The CUDA build), for the
 // messages of a build without.
 const cudaBuildHint = "build it with CUDA (`make` where nvcc is found, which scripts/install-cuda-toolkit.sh installs; for Python, pip install ./python with STEMDOT_GO_TAGS=cuda after `make kernels`)"
 

@@ -87,16 +87,16 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// readmeBlock returns the first fenced block of lang after the heading in README.md.
-func readmeBlock(t *testing.T, heading, lang string) string {
+// docBlock returns the first fenced block of lang after the heading in the Markdown file.
+func docBlock(t *testing.T, file, heading, lang string) string {
 	t.Helper()
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile(file)
 	require.NoError(t, err)
 	s := string(b)
 	i := strings.Index(s, heading)
-	require.GreaterOrEqual(t, i, 0, "README has %q", heading)
+	require.GreaterOrEqual(t, i, 0, "%s has %q", file, heading)
 	m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindStringSubmatch(s[i:])
-	require.NotNil(t, m, "README's %s block after %q", lang, heading)
+	require.NotNil(t, m, "%s: %s block after %q", file, lang, heading)
 	return m[1]
 }
 
@@ -112,13 +112,13 @@ func readNPY(t *testing.T, path string) ([]int, []float32) {
 	return r.Header.Descr.Shape, v
 }
 
-// The README's Go program (at most ten lines: open, masks, apply, save) closes the
+// doc/go.md's Go program (at most ten lines: open, masks, apply, save) closes the
 // dataset, writes into the temporary directory, not the checkout, and computes the
 // virtual bright field of a real MIB file equal to the CLI's, and to a float64
 // reference computed from the file's bytes.
-func TestREADMEGoProgram(t *testing.T) {
+func TestDocGoProgram(t *testing.T) {
 	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
-	src := readmeBlock(t, "## From Go", "go")
+	src := docBlock(t, "doc/go.md", "# From Go", "go")
 	body := src[strings.Index(src, "func main() {"):strings.Index(src, "\n}\n")]
 	require.LessOrEqual(t, strings.Count(body, "\n"), 10, "the program's main has at most ten lines")
 	require.Contains(t, body, "defer ds.Close()")
@@ -273,7 +273,7 @@ func TestResultFieldsDocumented(t *testing.T) {
 
 // Every registered format (but formatoptions_test.go's test-only one) is in Open's error
 // for an unknown format with its extensions, in the help of option format, and has a row
-// in the README's format table naming its extensions and the options it reads (#19.1).
+// in doc/formats.md's format table naming its extensions and the options it reads (#19.1).
 func TestEveryFormatListed(t *testing.T) {
 	_, err := stemdot.Open(filepath.Join(t.TempDir(), "x"), stemdot.Options{Format: "bogus"})
 	_, supported, ok := strings.Cut(err.Error(), "(supported: ")
@@ -284,10 +284,10 @@ func TestEveryFormatListed(t *testing.T) {
 			usage = o.Usage
 		}
 	}
-	readme, err := os.ReadFile("README.md")
+	page, err := os.ReadFile("doc/formats.md")
 	require.NoError(t, err)
-	_, table, ok := strings.Cut(string(readme), "\n| format | extensions | what is read from metadata | options |\n|---|---|---|---|\n")
-	require.True(t, ok, "README has the format table")
+	_, table, ok := strings.Cut(string(page), "\n| format | extensions | what is read from metadata | options |\n|---|---|---|---|\n")
+	require.True(t, ok, "doc/formats.md has the format table")
 	rows := map[string][]string{} // format name → cells
 	for line := range strings.Lines(table) {
 		if !strings.HasPrefix(line, "|") {
@@ -305,20 +305,20 @@ func TestEveryFormatListed(t *testing.T) {
 		require.Regexp(t, `(^|, )`+f.Name+` \(`, supported, "Open's error lists format %s", f.Name)
 		require.Regexp(t, `\b`+f.Name+`\b`, usage, "option format's help names format %s", f.Name)
 		row, ok := rows[f.Name]
-		require.True(t, ok, "the README's format table has a row for %s", f.Name)
+		require.True(t, ok, "doc/formats.md's format table has a row for %s", f.Name)
 		for _, ext := range f.Extensions {
 			require.Contains(t, supported, ext, "Open's error names the extension %s", ext)
-			require.Contains(t, row[1], "`"+ext+"`", "the README's row of %s names the extension %s", f.Name, ext)
+			require.Contains(t, row[1], "`"+ext+"`", "doc/formats.md's row of %s names the extension %s", f.Name, ext)
 		}
 		for _, key := range f.Options {
-			require.Contains(t, row[3], "`"+stemdot.FlagName(key), "the README's row of %s names the option %s it reads", f.Name, key)
+			require.Contains(t, row[3], "`"+stemdot.FlagName(key), "doc/formats.md's row of %s names the option %s it reads", f.Name, key)
 		}
 		for _, o := range f.FormatOptions {
-			require.Contains(t, row[3], "`"+stemdot.FlagName(o.Key), "the README's row of %s names its option %s", f.Name, o.Key)
+			require.Contains(t, row[3], "`"+stemdot.FlagName(o.Key), "doc/formats.md's row of %s names its option %s", f.Name, o.Key)
 		}
 		delete(rows, f.Name)
 	}
-	require.Empty(t, rows, "the README's format table has rows of registered formats only")
+	require.Empty(t, rows, "doc/formats.md's format table has rows of registered formats only")
 }
 
 // The Go API names options as a Go caller sets them (Options.DatasetPath), in errors and

@@ -17,7 +17,7 @@ A node is what a compute node of a facility is to ``dask worker``:
   optionally a fake GPU (``dask worker --resources GPU=1``).
 
 The scheduler and the workers are the real ``dask scheduler`` and ``dask worker
---nthreads 1`` commands (beside ``sys.executable``, as the README tells users to start
+--nthreads 1`` commands (beside ``sys.executable``, as doc/dask.md tells users to start
 them), each in its own session (process group), with its output in a log file. Without
 root (no CAP_NET_ADMIN/CAP_SYS_ADMIN: ``ip netns add`` fails) the rig falls back to one
 address, 127.0.0.1, and different ports; :attr:`Cluster.namespaces` is then False,

@@ -107,7 +107,7 @@ func TestApplyMasksShifted(t *testing.T) {
 							if f64 {
 								requireClose(t, res.F64, want, mag, 1e-13)
 							} else {
-								requireClose(t, res.F32, want, mag, 5e-7) // README: "within a few 1e-7"
+								requireClose(t, res.F32, want, mag, 5e-7) // doc/performance.md: "within a few 1e-7"
 							}
 						})
 					}

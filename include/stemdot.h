@@ -145,15 +145,15 @@ const char *stemdot_status_name(stemdot_status status);
 
 /*
  * Opens a dataset file and stores its handle in *out.
- * path: a file of any format of the README's format table: a Merlin .mib (or its .hdr),
+ * path: a file of any format of doc/formats.md's table: a Merlin .mib (or its .hdr),
  *   .npy, NanoMEGAS .blo, HDF5, a DECTRIS master, Gatan .dm3/.dm4 or K2 IS, TIA .ser/.emi,
  *   MRC, TVIPS, SEQ, FRMS6, EMPAD .xml (or its .raw), LiberTEM's raw_csr .toml, stempy
  *   counts, or a raw file.
  * options: NULL or "" to detect the format, else "key=value;key=value" with keys
  *   format      a format's name: mib | hdf5 | dectris | dm | ser | mrc | tvips | raw | ...
- *               (the README's table; default: detected from extension and content)
+ *               (doc/formats.md's table; default: detected from extension and content)
  *   a format's own options by key (pixel_mask, dm_image, rotator_index, frms6_raw,
- *               seq_corrections, ...: the README's table); another format's are ignored
+ *               seq_corrections, ...: doc/formats.md's table); another format's are ignored
  *               with a warning, an unknown key is INVALID_ARGUMENT
  *   dataset_path  HDF5: the dataset of frames (default: the largest of rank 3 to 5)
  *   allow_fill  HDF5: true reads storage that is missing or was never written (a virtual

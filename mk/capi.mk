@@ -4,8 +4,8 @@
 #   make capi         build/libstemdot.so (+ the generated build/libstemdot.h, internal)
 #   make test-capi    build and run capi/examples/apply.c, capi/examples/fork.c (a
 #                     forked child is refused, not hung) and capi/examples/live.c (live
-#                     runs from a Merlin sender on loopback) against it, and the README's C
-#                     program compiled with the README's link line, as written
+#                     runs from a Merlin sender on loopback) against it, and the C program
+#                     of doc/c-and-python.md compiled with its link line, as written
 #   make python-venv  python/.venv with numpy, pytest, dask[distributed] and ./python
 #   make test-python  python-venv, then run python/tests (stemdot.dask's on a LocalCluster)
 #   make py-libertem  libertem==0.16.0 into python/.venv (skipped with a message where PyPI
@@ -14,7 +14,7 @@
 #                     codec (dectris-compression, cbor2, lz4) into python/.venv, for the
 #                     live receivers' tests (skipped with a message where PyPI cannot be reached)
 #   make test-libertem the LiberTEM conformance suite, python/tests/conformance: the same
-#                     inputs through LiberTEM and stemdot (the README's "Differences from LiberTEM")
+#                     inputs through LiberTEM and stemdot (doc/libertem.md, "Differences from LiberTEM")
 #   make test-cluster stemdot.dask's fault tests on a rig of nodes, each in its own network and
 #                     mount namespace (cluster/rig.py; one address without root), real
 #                     dask scheduler/worker commands; prints fault | result identical | time
@@ -31,9 +31,11 @@ CAPI_FORK   := $(BUILD)/capi-fork
 CAPI_LIVE   := $(BUILD)/capi-live
 STEMDOT_TESTDATA ?= $(abspath ../shared/data)
 PY_VENV     := python/.venv
-# The README's C program and link line, run as written in $(README_DIR)/app, a directory
-# outside the repository beside shared/data, with STEMDOT set to the repository root.
-README_DIR  := $(BUILD)/readme-c
+# The C program and link line of doc/c-and-python.md (C_DOC), run as written in
+# $(C_DOC_DIR)/app, a directory outside the repository beside shared/data, with STEMDOT set
+# to the repository root.
+C_DOC       := doc/c-and-python.md
+C_DOC_DIR   := $(BUILD)/doc-c
 
 .PHONY: capi test-capi python-venv py-refs py-libertem py-live test-python test-libertem test-cluster bench-dask
 
@@ -59,16 +61,16 @@ test-capi: $(CAPI_EXAMPLE) $(CAPI_FORK) $(CAPI_LIVE)
 	$(CAPI_EXAMPLE) $(STEMDOT_TESTDATA)/mib/001_4x2_6bit.mib
 	$(CAPI_FORK)
 	$(CAPI_LIVE) $(STEMDOT_TESTDATA)/mib/Single_9_Frame_CounterDepth_12_Rows_256.mib
-	@rm -rf $(README_DIR) && mkdir -p $(README_DIR)/app
-	awk '/^```c$$/ {c = 1; next} /^```/ {c = 0} c' README.md > $(README_DIR)/app/app.c
-	grep -m1 '^cc -I"$$STEMDOT/include" app.c' README.md > $(README_DIR)/app/link.sh
-	@test -s $(README_DIR)/app/app.c && test -s $(README_DIR)/app/link.sh || { echo "README: C program or link line not found"; exit 1; }
-	cd $(README_DIR)/app && STEMDOT=$(abspath .) sh -ex link.sh
+	@rm -rf $(C_DOC_DIR) && mkdir -p $(C_DOC_DIR)/app
+	awk '/^```c$$/ {c = 1; next} /^```/ {c = 0} c' $(C_DOC) > $(C_DOC_DIR)/app/app.c
+	grep -m1 '^cc -I"$$STEMDOT/include" app.c' $(C_DOC) > $(C_DOC_DIR)/app/link.sh
+	@test -s $(C_DOC_DIR)/app/app.c && test -s $(C_DOC_DIR)/app/link.sh || { echo "$(C_DOC): C program or link line not found"; exit 1; }
+	cd $(C_DOC_DIR)/app && STEMDOT=$(abspath .) sh -ex link.sh
 	@# the program reads ../shared/data from its directory: give it that layout
 	@if [ -f $(STEMDOT_TESTDATA)/mib/001_4x2_6bit.mib ]; then \
-		mkdir -p $(README_DIR)/shared && ln -s $(STEMDOT_TESTDATA) $(README_DIR)/shared/data && \
-		cd $(README_DIR)/app && ./a.out; \
-	else echo "test-capi: $(STEMDOT_TESTDATA) absent: the README's C program was compiled, not run"; fi
+		mkdir -p $(C_DOC_DIR)/shared && ln -s $(STEMDOT_TESTDATA) $(C_DOC_DIR)/shared/data && \
+		cd $(C_DOC_DIR)/app && ./a.out; \
+	else echo "test-capi: $(STEMDOT_TESTDATA) absent: the C program of $(C_DOC) was compiled, not run"; fi
 
 $(PY_VENV)/bin/python:
 	$(PYTHON) -m venv $(PY_VENV)

@@ -475,7 +475,7 @@ func TestFrontDoor(t *testing.T) {
 		require.Equal(t, 1, strings.Count(stderr, "stemdot: warning: gpus auto: "), stderr)
 	}
 
-	// The README's plan example runs on any machine.
+	// doc/cli.md's plan example runs on any machine.
 	_, stderr, code = run(t, "plan", mib, "--cpus", "1")
 	require.Zero(t, code, stderr)
 }

@@ -23,7 +23,7 @@ import (
 // apply's bit for bit, so is the sum frame stemdot sum's, and a ring typed after the end
 // is computed from the frames kept. It logs the latency from each frame's arrival at the
 // server to the animation frame that presents the first image showing it (p50, p95,
-// max). STEMDOT_VIEW_LIVE_SHOT=doc/view-live.png writes the README's screenshot, mid-scan.
+// max). STEMDOT_VIEW_LIVE_SHOT=doc/view-live.png writes doc/live.md's screenshot, mid-scan.
 func TestViewLive(t *testing.T) {
 	chromium(t)
 	const nav, sig, rate, frames = "48,64", "128,128", 600, 3072 // frames of 32 KiB: 5.1 s

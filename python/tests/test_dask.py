@@ -693,7 +693,7 @@ def test_command_line_auto_specs_and_roi(cluster, cli, data_dir, tmp_path):
 
 def assert_shifted_close(got, want):
     """Results of shifted masks: a frame's result may differ in the last bits with the
-    frames it is computed beside (README, "Precision and reproducibility"): equal to within
+    frames it is computed beside (doc/performance.md, "Precision and reproducibility"): equal to within
     1e-6 of the largest value, NaN where want has NaN."""
     got, want = np.asarray(got), np.asarray(want)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * max(np.nanmax(np.abs(want)), 1))

@@ -53,7 +53,7 @@ def test_async_api_equals_single_process(tmp_path):
     np.testing.assert_array_equal(got, want)
     assert list(got.names) == ["bf", "c0", "c1", "c2"]
     assert sum(report["frames"].values()) == 16 * 24 and len(report["frames"]) == 2
-    # shifted masks: equal to within the last bits (README, "Precision and reproducibility")
+    # shifted masks: equal to within the last bits (doc/performance.md, "Precision and reproducibility")
     np.testing.assert_allclose(shifted, want_shifted, rtol=0, atol=1e-6 * np.abs(want_shifted).max())
     for name in ("sum", "max"):
         np.testing.assert_array_equal(red[name], want_red[name])

@@ -474,7 +474,7 @@ def _roi_option(roi):
 
 
 def open(path, **format_options):
-    """Opens a 4D-STEM file of any format of the README's format table (Merlin .mib/.hdr,
+    """Opens a 4D-STEM file of any format of doc/formats.md's table (Merlin .mib/.hdr,
     NanoMEGAS .blo, HDF5, DECTRIS masters, Gatan .dm3/.dm4 and K2 IS, TIA .ser/.emi, MRC,
     TVIPS, SEQ, FRMS6, EMPAD .xml, LiberTEM's raw_csr .toml, stempy counts, .npy, or raw)
     and returns a :class:`Dataset`.
@@ -482,7 +482,7 @@ def open(path, **format_options):
     ``format_options`` (all optional): ``format`` (a format's name, e.g. "mib", "hdf5",
     "dectris", "dm", "ser", "mrc", "tvips", "raw"; default detected), a format's own
     options by key (``pixel_mask=False``, ``dm_image=1``, ``rotator_index=False``,
-    ``frms6_raw=True``, ``seq_corrections=True``, ...: the README's table lists them),
+    ``frms6_raw=True``, ``seq_corrections=True``, ...: doc/formats.md's table lists them),
     ``nav_shape`` (tuple of 1 to 3 sizes: ``(n,)``, ``(y, x)`` or ``(z, y, x)``; overrides
     the file's scan shape, which is an array's nav axes as stored, when it has as many
     positions, or as many as the file has frames; another raises :class:`ShapeError`),

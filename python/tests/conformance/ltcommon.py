@@ -1,6 +1,6 @@
 """Shared helpers of the LiberTEM conformance suite (see conftest.py): the LiberTEM side of
 a comparison, the agreement check, inputs in LiberTEM's test style; ``difference`` (from
-lttable) ties a test to its row of the README's table of differences.
+lttable) ties a test to its row of the table of differences (doc/libertem.md).
 
 Importing this module skips the importing test module where libertem 0.16.0 is not
 installed (``make py-libertem`` installs it into python/.venv)."""

@@ -1,4 +1,4 @@
-"""The table of deliberate differences from LiberTEM, the README's section "Differences
+"""The table of deliberate differences from LiberTEM, the page doc/libertem.md "Differences
 from LiberTEM", which the conformance tests mark their rows of (``difference``); needs no
 libertem."""
 import re
@@ -6,19 +6,19 @@ from pathlib import Path
 
 import pytest
 
-TABLE = Path(__file__).resolve().parents[3] / "README.md"
-SECTION = "## Differences from LiberTEM"
+TABLE = Path(__file__).resolve().parents[3] / "doc" / "libertem.md"
+SECTION = "# Differences from LiberTEM"
 
 
 def section():
-    """The text of the README's section of differences, up to the next section."""
+    """The text of the page's section of differences, up to the next section."""
     text = TABLE.read_text()
     assert SECTION in text, f"{TABLE.name} has no section {SECTION!r}"
     return text.split(SECTION, 1)[1].split("\n## ", 1)[0]
 
 
 def table_rows():
-    """The rows of the README's table of differences: {title: (libertem, stemdot, why)},
+    """The rows of the table of differences: {title: (libertem, stemdot, why)},
     the title being the bold text that opens a row's behaviour cell."""
     rows = {}
     for line in section().splitlines():

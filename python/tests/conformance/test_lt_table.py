@@ -1,4 +1,4 @@
-"""The README's table of differences from LiberTEM and the suite stay in step: every row
+"""The table of differences from LiberTEM (doc/libertem.md) and the suite stay in step: every row
 of the table is asserted by a test marked difference(row), and every such mark names a
 row (an unknown one also fails collection, see ltcommon.difference)."""
 import ast

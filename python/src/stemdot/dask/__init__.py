@@ -1,7 +1,7 @@
 """stemdot on a Dask cluster: scans larger than one machine, on many nodes.
 
 The cluster is the field's usual one (``dask scheduler`` and ``dask worker --nthreads 1``
-on every node, see the README). stemdot runs *inside* each Dask worker process:
+on every node, see doc/dask.md). stemdot runs *inside* each Dask worker process:
 
 * :class:`StemdotPlugin`, a Dask ``WorkerPlugin``, sets every worker up once: it loads
   libstemdot (in the worker process, never in the Nanny), finds the node's allowed CPUs,

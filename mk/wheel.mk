@@ -5,10 +5,12 @@
 #   make wheel       build/wheel/stemdot-VERSION-py3-none-manylinux_2_XY_x86_64.whl: pip
 #                    wheel ./python (python/setup.py: go build of libstemdot.so and of
 #                    cmd/stemdot, CPU-only, with HDF5), then auditwheel repair, which copies
-#                    libhdf5 and the libraries it needs (but glibc's and libz) into
-#                    stemdot.libs/ of the wheel, points the RPATH of the library and of the
-#                    command there, and tags the wheel with the oldest manylinux glibc
-#                    that the binaries allow. Built again only when a source changed.
+#                    libhdf5 and the libraries it needs into stemdot.libs/ of the wheel
+#                    (all but glibc's and libz, which manylinux takes from the system; on
+#                    Debian 12 libcurl and its TLS and Kerberos libraries too: libhdf5's S3
+#                    driver), points the RPATH of the library and of the command there, and
+#                    tags the wheel with the oldest manylinux glibc that the binaries allow
+#                    (manylinux_2_34). Built again only when a source changed.
 #   make test-wheel  scripts/test-wheel.sh: the wheel installed in a fresh venv
 #                    (build/wheel/venv) without go on PATH, libhdf5 resolved inside it, the
 #                    Python tests and a session of its stemdot command against it

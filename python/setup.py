@@ -56,7 +56,7 @@ class BuildPyWithGo(build_py):
         target.parent.mkdir(parents=True, exist_ok=True)
         # CPU-only by default; STEMDOT_GO_TAGS=cuda builds a CUDA library (after `make kernels`).
         tags = self.hdf5_tags(os.environ.get("STEMDOT_GO_TAGS", ""))
-        # -s -w: without the symbol table and DWARF (a third smaller); panics still name
+        # -s -w: without the symbol table and DWARF (a quarter smaller); panics still name
         # functions and lines (Go's own pclntab stays).
         flags = ["-tags", tags, "-ldflags=-s -w"]
         for cmd in ([go, "build", "-buildmode=c-shared", *flags, "-o", str(target), "./capi"],

@@ -106,9 +106,9 @@ demo: build
 		"the PNGs out/demo_0_disk.png, out/demo_1_ring.png, out/demo_com_shift_y.png, out/demo_com_shift_x.png"
 
 # make test runs its steps in a sub-make, then says what it left out and how long it took.
-TEST_STEPS := lint test-go fuzz $(if $(TAGS),test-cuda,) test-cuda-emu test-capi test-python test-libertem test-cluster
+TEST_STEPS := lint test-go fuzz $(if $(TAGS),test-cuda,) test-cuda-emu test-capi test-python $(if $(NOHDF5),,test-wheel) test-libertem test-cluster
 SKIPPED = $(if $(TAGS),,CUDA build tests (nvcc not found);) \
-	$(if $(NOHDF5),HDF5 reader tests ($(HDF5_MISSING));) \
+	$(if $(NOHDF5),HDF5 reader tests and the wheel (make test-wheel) ($(HDF5_MISSING));) \
 	$(if $(wildcard /dev/nvidia0),,tests on a GPU (no GPU found: the kernels ran on the CPU emulator only);) \
 	$(if $(wildcard $(STEMDOT_TESTDATA)/mib),,tests on real detector files ($(STEMDOT_TESTDATA) not found);) \
 	$(if $(STEMDOT_CHROMIUM)$(shell command -v chromium chromium-browser google-chrome google-chrome-stable 2>/dev/null),,the browser tests of stemdot view (no Chromium: apt-get install chromium);) \
@@ -164,4 +164,4 @@ lint:
 clean:
 	rm -rf $(BIN) $(BUILD) out
 
-include mk/capi.mk mk/bench.mk
+include mk/capi.mk mk/wheel.mk mk/bench.mk

@@ -1,13 +1,17 @@
-"""Build hook: compile libstemdot.so from the Go sources into the package.
+"""Build hook: compile libstemdot.so and the stemdot command from the Go sources into the
+package.
 
-`build_py` runs `go build -buildmode=c-shared -o <build>/stemdot/libstemdot.so ./capi` in
-the repository root (this directory sits in the stemdot repository: ../go.mod and
-../capi), so the wheel carries the library. Without Go on PATH, or outside the
-repository, the build fails with a message saying so: a package without its library
-would install and then fail at its first call. A library left in the build directory by
-an earlier build is removed first, so that it is never shipped in place of this one. As
-the Makefile, it builds without HDF5 (-tags nohdf5) when pkg-config finds no libhdf5
-1.10.5 or later, and says so.
+`build_py` runs `go build -buildmode=c-shared -o <build>/stemdot/libstemdot.so ./capi` and
+`go build -o <build>/stemdot/_bin/stemdot ./cmd/stemdot` in the repository root (this
+directory sits in the stemdot repository: ../go.mod and ../capi), so the wheel carries the
+library and the CLI, which the console script `stemdot` (stemdot._cli) runs. Without Go
+on PATH, or outside the repository, the build fails with a message saying so: a package
+without its library would install and then fail at its first call. Files left in the
+build directory by an earlier build are removed first, so that they are never shipped in
+place of these. As the Makefile, it builds without HDF5 (-tags nohdf5) when pkg-config
+finds no libhdf5 1.10.5 or later, and says so. The wheel is tagged py3-none-PLATFORM:
+it holds no extension module, only ctypes bindings, so one wheel serves every Python 3.
+`make wheel` makes it a manylinux wheel with libhdf5 bundled (auditwheel repair).
 """
 
 import os
@@ -19,13 +23,22 @@ from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 from setuptools.errors import ExecError
 
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1: the wheel package's, where it is installed
+    try:
+        from wheel.bdist_wheel import bdist_wheel
+    except ImportError:  # no wheel can be built (setup.py build_py, say)
+        bdist_wheel = None
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 class BuildPyWithGo(build_py):
     def run(self):
         target = Path(self.build_lib).resolve() / "stemdot" / "libstemdot.so"
-        for stale in (target, target.with_suffix(".h")):
+        cli = target.parent / "_bin" / "stemdot"
+        for stale in (target, target.with_suffix(".h"), cli):
             stale.unlink(missing_ok=True)
         super().run()
         if not (REPO / "go.mod").is_file() or not (REPO / "capi").is_dir():
@@ -43,10 +56,14 @@ class BuildPyWithGo(build_py):
         target.parent.mkdir(parents=True, exist_ok=True)
         # CPU-only by default; STEMDOT_GO_TAGS=cuda builds a CUDA library (after `make kernels`).
         tags = self.hdf5_tags(os.environ.get("STEMDOT_GO_TAGS", ""))
-        cmd = [go, "build", "-buildmode=c-shared", "-tags", tags, "-o", str(target), "./capi"]
-        self.announce("stemdot: " + " ".join(cmd), level=3)
-        if subprocess.run(cmd, cwd=REPO).returncode != 0:
-            raise ExecError(f"stemdot: {' '.join(cmd)} failed in {REPO} (its messages are above)")
+        # -s -w: without the symbol table and DWARF (a quarter smaller); panics still name
+        # functions and lines (Go's own pclntab stays).
+        flags = ["-tags", tags, "-ldflags=-s -w"]
+        for cmd in ([go, "build", "-buildmode=c-shared", *flags, "-o", str(target), "./capi"],
+                    [go, "build", *flags, "-o", str(cli), "./cmd/stemdot"]):
+            self.announce("stemdot: " + " ".join(cmd), level=3)
+            if subprocess.run(cmd, cwd=REPO).returncode != 0:
+                raise ExecError(f"stemdot: {' '.join(cmd)} failed in {REPO} (its messages are above)")
         # go also writes the cgo-generated header beside it; the public one is include/stemdot.h.
         target.with_suffix(".h").unlink(missing_ok=True)
 
@@ -76,4 +93,16 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildPyWithGo}, distclass=BinaryDistribution)
+cmdclass = {"build_py": BuildPyWithGo}
+if bdist_wheel is not None:
+
+    class BdistWheelPy3(bdist_wheel):
+        """Tags the wheel py3-none-PLATFORM (not cpXY-cpXY-PLATFORM): its Go code is loaded
+        with ctypes and run as a command, never imported as an extension module."""
+
+        def get_tag(self):
+            return ("py3", "none", super().get_tag()[2])
+
+    cmdclass["bdist_wheel"] = BdistWheelPy3
+
+setup(cmdclass=cmdclass, distclass=BinaryDistribution)

@@ -18,8 +18,9 @@ def data_dir():
 
 @pytest.fixture(scope="session")
 def cli():
-    """The stemdot CLI binary (make build), or skip."""
-    b = REPO / "bin" / "stemdot"
+    """The stemdot command: $STEMDOT_CLI (make test-wheel: the installed wheel's), else the
+    checkout's binary (make build), or skip."""
+    b = Path(os.environ.get("STEMDOT_CLI") or REPO / "bin" / "stemdot")
     if not b.is_file():
         pytest.skip(f"{b} not found (run make build): skipping the CLI comparison")
     return b

@@ -126,12 +126,15 @@ func (g *gatedReceiver) Stats() live.Stats  { return live.Stats{} }
 func (g *gatedReceiver) Close() error       { return nil }
 
 // liveServer serves rcv's acquisition (Keep bytes kept) until the test ends, and
-// returns its base URL (…/TOKEN/).
+// returns its base URL (…/TOKEN/). Its workers read tiles of one frame: a tile waits
+// for all its frames, and the scheduler may start a claim at any frame (a claim of
+// one frame when the rate is low), so with longer tiles the image of the frames sent
+// so far could wait for a frame the test has not sent.
 func liveServer(t *testing.T, rcv live.Receiver, keep int64) string {
 	t.Helper()
 	apply, err := stemdot.Plan{CPUs: "1"}.Planner()
 	require.NoError(t, err)
-	s, err := NewLive(rcv, Options{File: "gated://scan", Apply: apply}, LiveOptions{Source: "gated://scan", Keep: keep, Every: 5 * time.Millisecond, TileFrames: 2})
+	s, err := NewLive(rcv, Options{File: "gated://scan", Apply: apply}, LiveOptions{Source: "gated://scan", Keep: keep, Every: 5 * time.Millisecond, TileFrames: 1})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

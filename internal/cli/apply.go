@@ -231,7 +231,7 @@ func autoCentre(cmd *cobra.Command, b Backend, ds dataset.Dataset, specs []strin
 		if errors.Is(err, errInterrupted) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("the auto specs need the direct beam's centre (or give --centre X,Y,R): %w", err)
+		return nil, fmt.Errorf("the auto specs need the direct beam's centre: %w; give --centre X,Y,R (e.g. from a look at stemdot sum --png)", err)
 	}
 	info := &stemdot.CentreInfo{X: c.X, Y: c.Y, R: c.R, Source: "sum frame"}
 	if shifts != nil {

@@ -128,7 +128,7 @@ func TestCentreNotFound(t *testing.T) {
 	stdout, stderr, code := run(t, "info", path, "--centre")
 	require.Equal(t, 2, code, stderr)
 	require.Contains(t, stdout, "sig_shape:  (128, 128)\ndtype:      int32\nframes:     5\n")
-	require.Contains(t, stdout, "\ncentre:     not found: no bright disk stands out: the brightest region is 826 above the background 576, 3.8 times its noise (want 5 or more)\n")
+	require.Contains(t, stdout, "\ncentre:     not found: no bright disk stands out: the brightest region is 826 above the background 576, 3.8 times its noise (want 5 or more); nor binned 2×2 or more\n")
 	require.Contains(t, stderr, "give apply --centre X,Y,R")
 
 	out := filepath.Join(t.TempDir(), "vd.npy")

@@ -84,14 +84,14 @@ func setFormatOption(fo dataset.FormatOption) func(o *Options, v string) error {
 // sharedOpenOptions are the shared options of Open (the fields of Options but Format,
 // whose usage OpenOptions builds from the registered formats, and FormatOptions).
 var sharedOpenOptions = []OpenOption{
-	{Key: "nav_shape", Usage: "navigation (scan) shape Y,X, N (a series) or Z,Y,X (a scan of planes: a time, tilt or focal series); overrides the file's scan shape when it has as many positions, or as many as the file has frames; another is refused (default: from the file, its nav axes as stored, else 1,N with a warning)",
+	{Key: "nav_shape", Usage: "navigation (scan) shape Y,X (y first: rows, then columns, as numpy and LiberTEM), N (a series) or Z,Y,X (a scan of planes: a time, tilt or focal series); overrides the file's scan shape when it has as many positions, or as many as the file has frames; another is refused (default: from the file, its nav axes as stored, else 1,N with a warning)",
 		set: func(o *Options, v string) (err error) {
 			if o.NavShape, err = ParseShape(v, 0); err == nil && len(o.NavShape) > dataset.MaxNavDims {
 				err = fmt.Errorf("want Y,X, N or Z,Y,X, got %d sizes", len(o.NavShape))
 			}
 			return err
 		}},
-	{Key: "sig_shape", Usage: "raw files: signal (frame) shape Y,X in pixels",
+	{Key: "sig_shape", Usage: "raw files: signal (frame) shape Y,X in pixels, y first",
 		set: func(o *Options, v string) (err error) { o.SigShape, err = ParseShape(v, 2); return err }},
 	{Key: "dtype", Usage: "raw files: pixel dtype (uint8, uint16, uint32, int8, int16, int32, float32, float64)",
 		set: func(o *Options, v string) (err error) { o.DType, err = dataset.ParseDType(v); return err }},
@@ -116,7 +116,7 @@ var sharedOpenOptions = []OpenOption{
 		set: func(o *Options, v string) error { o.DatasetPath = v; return nil }}, // verbatim: HDF5 names may hold spaces
 	{Key: "allow_fill", Switch: true, Usage: "HDF5 files: read storage that is missing or was never written (a virtual dataset's missing source file, chunks never written, external raw storage cut short) as the fill value, with a warning counting the frames, instead of refusing the file",
 		set: func(o *Options, v string) (err error) { o.AllowFill, err = parseBool(strings.TrimSpace(v)); return err }},
-	{Key: "roi", Usage: "region of interest: only these scan positions are read: rect:X,Y,W,H (scan columns X..X+W-1, rows Y..Y+H-1; of every plane of a scan Z,Y,X) or an NPY file of booleans (or 0/1) of the scan's nav shape (after nav_shape, sync_offset and flyback), read as a scan of nav shape (n_selected,); an apply's result is placed back in the scan's nav shape with NaN elsewhere; reductions and pick see the selected frames only (default: all)",
+	{Key: "roi", Usage: "region of interest: only these scan positions are read: rect:X,Y,W,H, x first (scan columns X..X+W-1, rows Y..Y+H-1; of every plane of a scan Z,Y,X) or an NPY file of booleans (or 0/1) of the scan's nav shape (after nav_shape, sync_offset and flyback), read as a scan of nav shape (n_selected,); an apply's result is placed back in the scan's nav shape with NaN elsewhere; reductions and pick see the selected frames only (default: all)",
 		set: func(o *Options, v string) (err error) { o.ROI, err = dataset.ParseROI(v); return err }},
 	{Key: "frames", Usage: "only frames FIRST,COUNT of the scan (scan order, after nav_shape, sync_offset and flyback; of the positions selected by roi when given), read as a scan of nav shape (COUNT,) (default: all)",
 		set: func(o *Options, v string) error {

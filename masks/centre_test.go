@@ -106,3 +106,44 @@ func TestFindCentreErrors(t *testing.T) {
 		})
 	}
 }
+
+// #35: a faint disk, under 5 times the noise at any pixel but spread over hundreds, is
+// found (in the frame binned); one hardly above the noise is refused, not misplaced; and
+// noise alone gives no centre, whatever its size or kind.
+func TestFindCentreFaint(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	sig := [2]int{128, 128}
+	for _, c := range []struct{ cx, cy, r, amp float64 }{
+		{60.3, 70.6, 12.4, 7.5}, {60.3, 70.6, 25.2, 7.5}, {70.8, 50.1, 12.4, 10}, {50.5, 64.2, 25.2, 10}, {64.4, 61.7, 40.3, 7.5},
+	} {
+		f := beam(rng, sig, c.cx, c.cy, c.r, c.amp, 100, 0, 10)
+		got, err := masks.FindCentre(f, sig)
+		require.NoError(t, err, "%+v", c)
+		t.Logf("disk %+v: found x %.2f y %.2f r %.2f", c, got.X, got.Y, got.R)
+		assert.InDelta(t, c.cx, got.X, 1.5, "x of %+v", c)
+		assert.InDelta(t, c.cy, got.Y, 1.5, "y of %+v", c)
+		assert.InDelta(t, c.r, got.R, 2, "radius of %+v", c)
+	}
+	// Half the noise on a disk of radius 12: at the edge of what a sum frame shows; the
+	// brightest region, two pixels of noise, is refused (it was taken for the disk).
+	f := beam(rand.New(rand.NewPCG(1, 17)), sig, 60.3, 70.6, 12, 5, 100, 0, 10)
+	_, err := masks.FindCentre(f, sig)
+	require.ErrorContains(t, err, "standard errors above its surroundings (want 10 or more)")
+
+	for _, n := range []int{64, 256} {
+		for seed := range 100 {
+			rng := rand.New(rand.NewPCG(7, uint64(seed)))
+			f := make([]float64, n*n)
+			for i := range f {
+				if seed%2 == 0 {
+					f[i] = 100 + 10*rng.NormFloat64()
+				} else {
+					f[i] = math.Floor(3 * rng.ExpFloat64()) // sparse counts
+				}
+			}
+			c, err := masks.FindCentre(f, [2]int{n, n})
+			require.Error(t, err, "noise %d² seed %d: found %+v", n, seed, c)
+			require.ErrorContains(t, err, "no bright disk")
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/internal/npy"
+	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
 // discScan writes an NPY scan of nav (3, 4) of 48×48 float32 frames, each a bright disk of
@@ -116,4 +118,42 @@ func TestCentreAndAutoSpecs(t *testing.T) {
 		require.Contains(t, stderr, "--centre", bad.args)
 	}
 	require.NoFileExists(t, filepath.Join(dir, "bad.npy"))
+}
+
+// #35: where the sum frame shows no disk (the TIA preview of 5 dark frames: pixel noise,
+// column bands and a gradient, no beam), info --centre prints the info and a centre line
+// saying why, exit status 2; apply's auto specs name --centre, and --centre makes them.
+func TestCentreNotFound(t *testing.T) {
+	path := testfiles.File(t, "ser/128x128x5-diffraction_preview_1.ser")
+	stdout, stderr, code := run(t, "info", path, "--centre")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stdout, "sig_shape:  (128, 128)\ndtype:      int32\nframes:     5\n")
+	require.Contains(t, stdout, "\ncentre:     not found: no bright disk stands out: the brightest region is 826 above the background 576, 3.8 times its noise (want 5 or more); nor binned 2×2 or more\n")
+	require.Contains(t, stderr, "give apply --centre X,Y,R")
+
+	out := filepath.Join(t.TempDir(), "vd.npy")
+	_, stderr, code = run(t, "apply", path, "--mask", "disk:auto", "--out", out)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "no bright disk stands out")
+	require.True(t, strings.HasSuffix(strings.TrimSpace(stderr), "give --centre X,Y,R (e.g. from a look at stemdot sum --png)"), stderr)
+	_, err := os.Stat(out)
+	require.ErrorIs(t, err, os.ErrNotExist, "no result written")
+	_, stderr, code = run(t, "apply", path, "--mask", "disk:auto", "--centre", "64,64,10", "--out", out, "-q")
+	require.Zero(t, code, stderr)
+
+	// A random frame and a flat one are refused alike.
+	dir := t.TempDir()
+	noise, flat := make([]float32, 2*64*64), make([]float32, 2*64*64)
+	rng := rand.New(rand.NewPCG(3, 5))
+	for i := range noise {
+		noise[i], flat[i] = 100+float32(rng.NormFloat64()), 7
+	}
+	for name, frames := range map[string][]float32{"noise": noise, "flat": flat} {
+		p := filepath.Join(dir, name+".npy")
+		require.NoError(t, npy.WriteFile(p, []int{2, 64, 64}, frames))
+		stdout, _, code := run(t, "info", p, "--centre")
+		require.Equal(t, 2, code, name)
+		require.Contains(t, stdout, "frames:     2\n")
+		require.Contains(t, stdout, "\ncentre:     not found: no bright disk", name)
+	}
 }

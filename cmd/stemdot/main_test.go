@@ -423,9 +423,10 @@ func TestInfoAndPlan(t *testing.T) {
 func TestFrontDoor(t *testing.T) {
 	mib := testfiles.File(t, "mib/001_4x2_6bit.mib")
 	dir := t.TempDir()
-	// A MIB without its .hdr: a warning naming --nav-shape, and info marks the guess.
+	// A MIB without its .hdr (002's frame timestamps show no rows): a warning naming
+	// --nav-shape, and info marks the guess.
 	bare := filepath.Join(dir, "bare.mib")
-	data, err := os.ReadFile(mib)
+	data, err := os.ReadFile(testfiles.File(t, "mib/002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(bare, data, 0o644))
 	stdout, stderr, code := run(t, "info", bare)

@@ -630,14 +630,14 @@ func TestViewErrors(t *testing.T) {
 }
 
 // TestViewWarnings: the dataset's warnings are shown on the page (a MIB file without
-// its scan shape, read as one row).
+// its scan shape in its .hdr, read in the rows of its frame timestamps).
 func TestViewWarnings(t *testing.T) {
 	file := testfiles.File(t, "mib/001_4x2_6bit.mib")
 	abs, err := filepath.Abs(file)
 	require.NoError(t, err)
 	p := openPage(t, startView(t, abs), "warnings")
 	require.Contains(t, eval[string](p, `document.getElementById('warnings').textContent`), "give --nav-shape")
-	require.Equal(t, []int{1, 8}, eval[[]int](p, `stemdotView.info.nav_shape`))
+	require.Equal(t, []int{2, 4}, eval[[]int](p, `stemdotView.info.nav_shape`))
 	p.checkImage()
 	p.shot("0_start")
 }

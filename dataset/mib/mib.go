@@ -18,7 +18,9 @@
 // The nav shape is, in order of preference: option nav_shape; from the .hdr sidecar
 // beside the file, (ScanY, ScanX) when present, else (Frames in Acquisition / Frames per
 // Trigger, Frames per Trigger) as LiberTEM reads it when a trigger starts a scan line
-// (Frames per Trigger > 1); else (1, n_frames) with a warning naming option nav_shape.
+// (Frames per Trigger > 1); else the scan rows that the frame timestamps show, with a
+// note naming option nav_shape (timestamps.go, as RosettaSciIO guesses them); else
+// (1, n_frames) with a warning naming option nav_shape.
 // Flyback frames (Merlin's line skip) are told apart by the exposure time of the frame
 // headers, as pyxem's Merlin reader does, else by a blank frame starting or ending every
 // row; where neither tells, option flyback must say where they are (dataset.Flyback).
@@ -125,6 +127,15 @@ func open(path string, opt dataset.Options) (dataset.Dataset, error) {
 			return nil, fmt.Errorf("dataset: %s: %w; give option nav_shape to read the file without it", path, err)
 		}
 		hdrNote = []string{fmt.Sprintf("the .hdr sidecar was not read (%v): the scan shape is option nav_shape's", err)}
+	}
+	// Neither the .hdr nor the user gives the scan shape: the frame timestamps may (not
+	// with a sync offset or flyback frames stated, which shift the rows).
+	if hdrNav == nil && len(opt.NavShape) == 0 && opt.SyncOffset == 0 && opt.Flyback.Place < dataset.FlybackStart {
+		if rowLen, why := d.guessRowLen(); rowLen > 0 {
+			hdrNav, source = []int{d.numFrames / rowLen, rowLen}, " guessed from the frame timestamps"
+			hdrNote = append(hdrNote, fmt.Sprintf("the file gives no scan shape: nav shape (%d, %d) is guessed from the frame headers' timestamps: %s; give option nav_shape if the scan is another",
+				hdrNav[0], hdrNav[1], why))
+		}
 	}
 	fl := dataset.Flat{Format: "mib", Path: path, File: f, Size: size, Header: int64(d.HeaderBytes), Sig: d.Sig, DType: d.DType,
 		BigEndian: true, Magic: mibMagic, CheckRecord: d.Check}

@@ -22,7 +22,9 @@ import (
 // The real MIB files of ../shared/data/mib, with what their frame headers and .hdr
 // sidecars say. hdrNav is the nav shape LiberTEM's nav_shape_from_hdr gives: (ScanY,
 // ScanX) when present, else (Frames in Acquisition / Frames per Trigger, Frames per
-// Trigger). nav is the scan shape given in the data README (the acquisition's real one).
+// Trigger); where that gives none (Frames per Trigger 1: 001), the rows of the frame
+// timestamps, as RosettaSciIO 0.15 reads them (python/tests/test_formats.py compares).
+// nav is the scan shape given in the data README (the acquisition's real one).
 var realMIB = []struct {
 	name     string
 	sig      [2]int
@@ -32,7 +34,7 @@ var realMIB = []struct {
 	hdrNav   []int
 	nav      []int
 }{
-	{"001_4x2_6bit.mib", [2]int{256, 256}, dataset.Uint8, 8, 63, []int{1, 8}, []int{2, 4}},
+	{"001_4x2_6bit.mib", [2]int{256, 256}, dataset.Uint8, 8, 63, []int{2, 4}, []int{2, 4}},
 	{"002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y.mib", [2]int{128, 256}, dataset.Uint16, 8, 4095, []int{2, 4}, []int{2, 4}},
 	{"Single_9_Frame_CounterDepth_1_Rows_256.mib", [2]int{256, 256}, dataset.Uint8, 9, 1, []int{1, 9}, []int{3, 3}},
 	{"Single_9_Frame_CounterDepth_6_Rows_256.mib", [2]int{256, 256}, dataset.Uint8, 9, 63, []int{1, 9}, []int{3, 3}},

@@ -188,9 +188,9 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 	registerMaskFlags(f, &maskSpecs, &masksFiles)
 	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape nav_shape + (n_masks,), with its JSON sidecar (same name, .json) naming the columns")
 	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one greyscale PNG per mask, PREFIX_<m>_<name>.png, small images scaled up by a whole factor to a short side of at least 256 pixels (long side at most 4096)")
-	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape nav_shape + (2,): y, x; with --png drawn instead of the com masks")
+	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape nav_shape + (2,): y first, then x; with --png drawn instead of the com masks")
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32); mask weights given in float64 (--masks files, com about a centre between pixels) then count at float64 precision")
-	f.StringVar(&centreText, "centre", "", "the direct beam's centre X,Y and radius R in pixels for the auto specs (disk:auto, ...), e.g. from stemdot info --centre (default: found in the sum frame)")
+	f.StringVar(&centreText, "centre", "", "the direct beam's centre X,Y (x first: column, then row) and radius R in pixels for the auto specs (disk:auto, ...), e.g. from stemdot info --centre (default: found in the sum frame)")
 	f.BoolVar(&roiCompact, "roi-compact", false, "with --roi: write only the selected scan positions, shape (n_selected, n_masks), and their flat indices as RESULT_positions.npy (default: the nav shape with NaN outside the ROI)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar and no summary")
 	f.BoolVar(&perWorker, "workers", false, "after the summary, one line per worker: frames, claims, GB/s while busy, start-up time and, for GPU workers, the feed (mapped: DMA from the file's mapping; staged: CPU copies)")
@@ -231,7 +231,7 @@ func autoCentre(cmd *cobra.Command, b Backend, ds dataset.Dataset, specs []strin
 		if errors.Is(err, errInterrupted) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("the auto specs need the direct beam's centre (or give --centre X,Y,R): %w", err)
+		return nil, fmt.Errorf("the auto specs need the direct beam's centre: %w; give --centre X,Y,R (e.g. from a look at stemdot sum --png)", err)
 	}
 	info := &stemdot.CentreInfo{X: c.X, Y: c.Y, R: c.R, Source: "sum frame"}
 	if shifts != nil {

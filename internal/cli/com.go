@@ -29,7 +29,7 @@ read from them, each an NPY of shape (nav_y, nav_x), float64:
                 (Lazić et al., Ultramicroscopy 160 (2016) 265; Ishizuka et al.,
                 Microscopy 66 (2017) 397). The scan is treated as periodic: a phase
                 that is not gets artefacts at the edges.
-  --field       the corrected shifts, (nav_y, nav_x, 2): y, x
+  --field       the corrected shifts, (nav_y, nav_x, 2): y first, then x
 
 The shifts are first flipped along y (--flip-y: y → −y) and then rotated by --rotation
 degrees (y' = cos θ·y + sin θ·x, x' = −sin θ·y + cos θ·x; positive turns the vectors
@@ -73,7 +73,7 @@ as apply's PNGs. All outputs are written all or nothing, as apply's.`,
 	f.StringVar(&outputs.Divergence, "divergence", "", "write the divergence ∂y/∂row + ∂x/∂column, NPY (nav_y, nav_x)")
 	f.StringVar(&outputs.Curl, "curl", "", "write the curl ∂y/∂column − ∂x/∂row, NPY (nav_y, nav_x)")
 	f.StringVar(&outputs.ICoM, "icom", "", "write the integrated CoM (phase by Fourier integration, zero mean), NPY (nav_y, nav_x)")
-	f.StringVar(&outputs.Field, "field", "", "write the shifts after --flip-y and --rotation, NPY (nav_y, nav_x, 2): y, x")
+	f.StringVar(&outputs.Field, "field", "", "write the shifts after --flip-y and --rotation, NPY (nav_y, nav_x, 2): y first, then x")
 	f.StringVar(&outputs.PNGPrefix, "png", "", "also write PREFIX_magnitude.png, PREFIX_divergence.png, PREFIX_curl.png and PREFIX_icom.png")
 	f.Float64Var(&opt.Rotation, "rotation", 0, "scan rotation in degrees, applied to the shifts after --flip-y (positive: clockwise), as LiberTEM's scan_rotation")
 	f.BoolVar(&opt.FlipY, "flip-y", false, "flip the detector's y axis (y → −y) first, as LiberTEM's flip_y")

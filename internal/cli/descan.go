@@ -19,8 +19,8 @@ type shiftFlags struct {
 }
 
 func (f *shiftFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.constant, "shift", "", "move every mask by DY,DX pixels (descan compensation; a positive DY moves it down, DX right; sub-pixel shifts by bilinear interpolation of the mask)")
-	fs.StringVar(&f.file, "shifts", "", "move the masks of each scan position by its own shift: NPY of shape nav_shape + (2,), y then x in pixels, float32 or float64 (with --frames, for the whole scan), e.g. from stemdot descan fit")
+	fs.StringVar(&f.constant, "shift", "", "move every mask by DY,DX pixels, y first (descan compensation; a positive DY moves it down, DX right; sub-pixel shifts by bilinear interpolation of the mask)")
+	fs.StringVar(&f.file, "shifts", "", "move the masks of each scan position by its own shift: NPY of shape nav_shape + (2,), y first, then x, in pixels, float32 or float64 (with --frames, for the whole scan), e.g. from stemdot descan fit")
 }
 
 // shifts returns stemdot.ApplyOptions.Shifts for ds, or nil without the flags.
@@ -136,7 +136,7 @@ to FILE and REF_FILE alike.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&reference, "reference", "", "fit the centre-of-mass shifts of this reference scan (same nav shape) instead of FILE's")
-	f.StringVar(&out, "out", "", "shifts file, ending in .npy: NPY of shape nav_shape + (2,), float64, y then x in pixels")
+	f.StringVar(&out, "out", "", "shifts file, ending in .npy: NPY of shape nav_shape + (2,), float64, y first, then x, in pixels")
 	f.StringVar(&com, "com", "com", "the com mask spec whose shifts are fitted: com, com:CX,CY[,R] (R: only the pixels within R of (CX, CY), e.g. the direct beam) or com:auto[,R] (about the direct beam's centre in the sum frame)")
 	f.BoolVar(&asJSON, "json", false, `print the fit as JSON: {"dy": {"a": .., "b": .., "c": ..}, "dx": {...}, "nav_shape": [..], "used": N, "rms": [y, x]}`)
 	df.register(f)

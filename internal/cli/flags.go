@@ -199,7 +199,7 @@ func shapeString(s []int) string {
 // registerMaskFlags adds --mask and --masks, the mask stack of apply (and of plan, whose
 // --gpus auto plans by the job's masks).
 func registerMaskFlags(f *pflag.FlagSet, specs, files *[]string) {
-	f.StringArrayVar(specs, "mask", nil, "a mask spec (repeatable): disk:CX,CY,R, ring:CX,CY,RI,RO, point:X,Y, rect:X,Y,W,H, com[:CX,CY[,R]]")
+	f.StringArrayVar(specs, "mask", nil, "a mask spec (repeatable), x first (column, then row): disk:CX,CY,R, ring:CX,CY,RI,RO, point:X,Y, rect:X,Y,W,H, com[:CX,CY[,R]]")
 	f.StringArrayVar(files, "masks", nil, "an NPY mask stack of shape (sig_y, sig_x) or (n, sig_y, sig_x) (repeatable); all stacks together hold at most 2³¹−1 weights, e.g. 32767 masks of 256×256")
 }
 

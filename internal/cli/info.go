@@ -2,11 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -25,7 +27,10 @@ data count the selected positions.
 --centre also reads every frame once (on CPU workers) for the sum frame and prints the
 direct beam's centre (x = column, y = row, in the masks' pixel coordinates) and radius in
 pixels, as stemdot.FindCentre finds them there: the centre about which the auto mask
-specs of apply (disk:auto, ring:auto,RI,RO, com:auto) are made.`,
+specs of apply (disk:auto, ring:auto,RI,RO, com:auto) are made. Where the sum frame
+shows no disk (a dark or featureless frame), the centre line says "not found" and why,
+and the exit status is 2: the info printed, the centre not (give apply --centre X,Y,R
+then); 1 is an error, 0 all found.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ds, err := df.open(cmd, args[0])
@@ -65,6 +70,11 @@ specs of apply (disk:auto, ring:auto,RI,RO, com:auto) are made.`,
 				c, err = stemdot.Centre(cmd.Context(), ds, stemdot.Plan{}, nil)
 				return err
 			})
+			if k := errs.KindOf(err); k == errs.Argument || k == errs.Shape {
+				// The sum frame shows no disk: the info stands, the centre line says why.
+				fmt.Fprintf(w, "centre:     not found: %s\n", strings.TrimPrefix(stemdot.FlagNames(err.Error()), "the sum frame of "+ds.Path()+": centre: "))
+				return partialResult{fmt.Errorf("%w: give apply --centre X,Y,R (from a look at stemdot sum --png) for the auto specs", err)}
+			}
 			if err != nil {
 				return err
 			}

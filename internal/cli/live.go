@@ -181,7 +181,7 @@ loopback, to try this without a microscope.`,
 	registerMaskFlags(f, &maskSpecs, &masksFiles)
 	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape nav_shape + (n_masks,), with its JSON sidecar (same name, .json)")
 	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one greyscale PNG per mask, PREFIX_<m>_<name>.png, as apply does")
-	f.StringVar(&navShape, "nav-shape", "", "the scan shape Y,X (or N, or Z,Y,X): the stream's where it gives one, else needed unless the stream announces its frames")
+	f.StringVar(&navShape, "nav-shape", "", "the scan shape Y,X, y first (or N, or Z,Y,X): the stream's where it gives one, else needed unless the stream announces its frames")
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32)")
 	f.StringVar(&record, "record", "", "also write what was received to FILE (merlin: .mib with its .hdr; dectris: .npy), which stemdot apply reads to the same result")
 	f.BoolVar(&passive, "passive", false, "only listen for an acquisition someone else starts (default: start it here)")

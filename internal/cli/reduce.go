@@ -155,7 +155,7 @@ as apply writes them. The positions are those of the dataset as opened: with --r
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&at, "at", nil, "a scan position Y,X (N for a 1-D nav shape, Z,Y,X for a 3-D one), repeatable")
+	f.StringArrayVar(&at, "at", nil, "a scan position Y,X, y first (row, then column; N for a 1-D nav shape, Z,Y,X for a 3-D one), repeatable")
 	f.StringVar(&out, "out", "", "the frames, NPY of shape (k, sig_y, sig_x) in the file's dtype")
 	f.StringVar(&pngPrefix, "png", "", "also one greyscale PNG per frame, PREFIX_<k>_y<Y>_x<X>.png (PREFIX_<k>_z<Z>_y<Y>_x<X>.png for a 3-D nav shape)")
 	df.register(f)

@@ -94,8 +94,8 @@ background, and Poisson noise. The format follows --format or the extension of -
 	}
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "", "output file (.raw, .bin, .npy or .mib)")
-	f.StringVar(&nav, "nav-shape", "64,64", "scan shape Y,X, N, or Z,Y,X for a scan of planes (raw and NPY; each plane the same scan, with noise of its own)")
-	f.StringVar(&sig, "sig-shape", "128,128", "frame shape Y,X in pixels")
+	f.StringVar(&nav, "nav-shape", "64,64", "scan shape Y,X (y first: rows, then columns), N, or Z,Y,X for a scan of planes (raw and NPY; each plane the same scan, with noise of its own)")
+	f.StringVar(&sig, "sig-shape", "128,128", "frame shape Y,X in pixels, y first")
 	f.StringVar(&dtype, "dtype", "uint16", "pixel dtype (uint8, uint16, uint32 for MIB; also float32 etc. for raw/NPY)")
 	f.StringVar(&format, "format", "", "raw, npy or mib (default: from the extension of --out)")
 	f.Uint64Var(&seed, "seed", 1, "noise seed (the same seed gives the same file)")

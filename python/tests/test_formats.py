@@ -140,3 +140,26 @@ def test_seq_defect_pixels_on_every_path(tmp_path):
     with pytest.warns(UserWarning, match="keep their recorded values"):
         raw = stemdot.open(str(seq), nav_shape=(ny, nx), seq_defect_pixels=False)
     np.testing.assert_array_equal(np.asarray(stemdot.pick(raw, at)), frames)
+
+
+@pytest.mark.parametrize("name", ["001_4x2_6bit", "002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y",
+                                  "Quad_9_Frame_CounterDepth_6_Rows_256", "Quad_9_Frame_CounterDepth_12_Rows_256",
+                                  "Single_9_Frame_CounterDepth_1_Rows_256", "Single_9_Frame_CounterDepth_6_Rows_256",
+                                  "Single_9_Frame_CounterDepth_12_Rows_256", "Single_9_Frame_CounterDepth_24_Rows_256"])
+def test_mib_nav_shape_against_rosettasciio(data_dir, name):
+    """The nav shape of each real MIB file as RosettaSciIO's quantumdetector reader finds it
+    (the .hdr's frames per trigger, else the rows of the frame timestamps: 001's .hdr gives
+    none, its timestamps 2 rows of 4); stemdot's is the same, and the frames alike."""
+    path = str(data_dir / "mib" / (name + ".mib"))
+    want = {"001_4x2_6bit": (2, 4), "002_merlin_test_roi_sig256x128_nav4x2_hot_pixel_52x_39y": (2, 4)}.get(name, (1, 9))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = stemdot.open(path)
+    assert tuple(ds.nav_shape) == want
+    quantumdetector = pytest.importorskip("rsciio.quantumdetector", reason="RosettaSciIO not installed (pip install rosettasciio)")
+    data = quantumdetector.file_reader(path)[0]["data"]  # (nav..., sig_y, sig_x), rows flipped
+    rs_nav = data.shape[:-2]
+    assert (1,) * (2 - len(rs_nav)) + tuple(rs_nav) == want
+    mask = np.ones((1,) + tuple(ds.sig_shape), np.float32)
+    got = np.asarray(stemdot.apply_masks(ds, mask))[..., 0]
+    np.testing.assert_array_equal(got, data.astype(np.float64).sum(axis=(-2, -1)).reshape(want))

@@ -156,7 +156,8 @@ def test_ser_spectra(ctx, data_dir, name):
 def test_mib_without_scan_shape(ctx, data_dir):
     """001_4x2_6bit: its .hdr has Frames per Trigger 1 and no ScanX/ScanY. LiberTEM refuses
     the .mib path without nav_shape and reads the .hdr as (8, 1); stemdot reads either as
-    (1, 8) and warns, naming option nav_shape. The frames are the same."""
+    (2, 4), the rows of its frame timestamps (as RosettaSciIO), and warns, naming option
+    nav_shape. The frames are the same."""
     mib = data_dir / "mib" / "001_4x2_6bit.mib"
     with pytest.raises(ValueError, match="nav_shape needs to be passed"):
         lt_load(ctx, "mib", path=str(mib))
@@ -166,7 +167,7 @@ def test_mib_without_scan_shape(ctx, data_dir):
         with pytest.warns(UserWarning, match="nav_shape"):
             ds = stemdot.open(path)
         with ds:
-            assert ds.nav_shape == (1, 8)
+            assert ds.nav_shape == (2, 4)
             mask = np.random.default_rng(7).random(ds.sig_shape).astype(np.float32)
             got = stemdot.apply_masks(ds, mask)
             assert_agree(got.reshape(8, 1, 1), lt_masks(ctx, lt_ds, [lambda: mask]), rtol=1e-5)

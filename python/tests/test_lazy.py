@@ -8,6 +8,7 @@ import json
 import threading
 import tracemalloc
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -96,6 +97,8 @@ def test_dask_array_refused_and_wrong():
         stemdot.apply_masks(lazy, m.transpose(0, 2, 1))
     with pytest.raises(stemdot.ShapeError, match="at least one nav dimension"):
         stemdot.apply_masks(lazy[0, 0], m)
+    with pytest.raises(stemdot.DTypeError, match="frames dtype complex64 is not supported"):
+        stemdot.reduce(lazy.astype(np.complex64))
     with pytest.raises(stemdot.InvalidArgumentError, match="shifts= with a dask array"):
         stemdot.centre(lazy, shifts=(1, 1))
     with pytest.raises(TypeError, match="open it with stemdot.open"):
@@ -149,8 +152,6 @@ class LiveFrames:
             self.alive += n
             self.made += n
             self.most = max(self.most, self.alive)
-        import weakref
-
         weakref.finalize(data, self.freed, n)
         return data
 
@@ -366,3 +367,24 @@ def test_dask_cluster_lazy_signal(client, npy_file):
         warnings.simplefilter("error")  # no stray warning
         got = sdask.apply_masks(client, s, m, as_signal=True)
     assert_scan_axes(got, want)
+
+
+def test_dask_async_array(npy_file):
+    """apply_masks_async takes arrays too, on an asynchronous client's event loop."""
+    import asyncio
+
+    distributed = pytest.importorskip("distributed")
+    import stemdot.dask as sdask
+
+    _, x = npy_file
+    m = masks_for()
+
+    async def main():
+        async with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                                            silence_logs=50, asynchronous=True) as cluster:
+            async with distributed.Client(cluster, asynchronous=True) as client:
+                return await asyncio.gather(sdask.apply_masks_async(client, da.from_array(x, chunks=(1, 5) + SIG), m),
+                                            sdask.apply_masks_async(client, x, m))
+
+    for got in asyncio.run(main()):
+        assert_same(got, stemdot.apply_masks(x, m))

@@ -615,12 +615,7 @@ def from_array(frames, roi=None):
             "(use frames[np.newaxis] for a single frame)",
             _lib.ERR_SHAPE,
         )
-    name = frames.dtype.name  # the same for both byte orders: ">u2" is "uint16"
-    if frames.dtype.kind not in "uif" or name not in _lib.DTYPE_CODES:
-        raise DTypeError(
-            f"frames dtype {frames.dtype} is not supported (want one of {', '.join(_lib.DTYPE_CODES)})",
-            _lib.ERR_DTYPE,
-        )
+    name = _frames_dtype(frames.dtype)
     if not frames.dtype.isnative or not frames.flags.c_contiguous:
         frames = np.ascontiguousarray(frames, dtype=np.dtype(name))
     nav = frames.shape[:-2]
@@ -646,6 +641,15 @@ def from_array(frames, roi=None):
             raise
         handle = view
     return Dataset(handle.value, f"<array {frames.shape} {frames.dtype}>", keepalive=frames)
+
+
+def _frames_dtype(dtype):
+    """The name of a supported frames dtype (the same for both byte orders: ">u2" is
+    "uint16"); DTypeError for another."""
+    if dtype.kind not in "uif" or dtype.name not in _lib.DTYPE_CODES:
+        raise DTypeError(f"frames dtype {dtype} is not supported (want one of {', '.join(_lib.DTYPE_CODES)})",
+                         _lib.ERR_DTYPE)
+    return dtype.name
 
 
 # ------------------------------------------------------------ lazy and foreign arrays
@@ -699,10 +703,12 @@ def _nav_blocks(x, limit):
     """Dask array x (nav_shape + (sig_y, sig_x)) rechunked into blocks of whole frames of
     at most limit bytes (or one frame): dask's "auto" chunks along the nav axes (merging
     or cutting the source's chunks), the sig axes whole; and its blocks, a list of
-    (block index, the tuple of slices of nav_shape the block covers)."""
+    (block index, the tuple of slices of nav_shape the block covers). ShapeError for an
+    array of no nav axis, DTypeError for frames of a dtype the engine does not read."""
     if x.ndim < 3:
         raise ShapeError(f"frames of shape {x.shape}: want nav_shape + (sig_y, sig_x) with at least one nav dimension "
                          "(use frames[np.newaxis] for a single frame)", _lib.ERR_SHAPE)
+    _frames_dtype(x.dtype)  # before any block is computed
     nav = x.ndim - 2
     x = x.rechunk({**{i: "auto" for i in range(nav)}, nav: -1, nav + 1: -1}, block_size_limit=limit)
     starts = [np.cumsum((0,) + c) for c in x.chunks[:nav]]
@@ -1673,10 +1679,11 @@ def _apply_lazy(x, masks, names, out_dtype, cpus, gpus, progress, oversubscribe,
         if plan is not None:
             plan.free()
     gpu_workers = sum("gpu" in w for w in workers)
-    mean = {"mean": _mean_shift(shifts, n_frames, None), "constant": shifts if shifts.size == 2 else None} \
-        if shifts is not None else None
+    moved = None
+    if shifts is not None:
+        moved = {"mean": _mean_shift(shifts, n_frames, None), "constant": shifts if shifts.size == 2 else None}
     info = _result_info(out.shape, out.dtype, x.shape[-2:], [{"name": n} for n in names], "", "dask", {},
-                        len(workers) - gpu_workers, gpu_workers, shifts=mean)
+                        len(workers) - gpu_workers, gpu_workers, shifts=moved)
     return Result(out, names, info)
 
 

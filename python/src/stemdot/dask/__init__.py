@@ -63,7 +63,6 @@ import warnings
 from collections import OrderedDict
 
 import dask
-import dask.array
 import numpy as np
 from dask.utils import format_bytes
 from distributed import WorkerPlugin, get_worker
@@ -1624,25 +1623,27 @@ def apply_masks(
     is ``(images, positions)`` of the selected positions, images a Result.
 
     path: a file every worker can read at this path (shared storage); the client need
-      not see it. Or an array of frames, nav_shape + (sig_y, sig_x) (with no
-      open_options, roi_compact, prefer, range_frames, hang_timeout or report: they
-      apply to a file): a dask array (a lazy HyperSpy or pyxem signal's too) is cut into
-      blocks of whole frames along its nav axes (dask's "auto" chunks of at most
-      RANGE_BYTES, its sig axes whole), one task each, run where the scheduler places it
-      (beside its chunks when the array is persisted on the cluster; the client never
-      holds its frames); a numpy array, a non-lazy signal or an object with __array__ is
-      sent from the client one block at a time (client.scatter), so it is in the
-      client's memory whole, and each block in a worker's while its task runs. Each task
-      applies the masks on its worker's stemdot plan (bootstrap's; the library's default
-      plan on a worker without the plugin) and only its values (frames × masks) travel
-      back; they are written into the result by scan position, so the result equals
-      ``stemdot.apply_masks(x, masks)``, bit for bit. A task that fails fails the run
-      (dask recomputes the tasks of a worker that died); the result's info records
-      format "dask" or "memory" and no path. A relative path that exists on the client is made absolute there (the
+      not see it. A relative path that exists on the client is made absolute there (the
       workers' working directories differ from the client's), and so is an ``roi`` NPY
       file. open_options: those of :func:`stemdot.open` (format, nav_shape, sig_shape,
       dtype, ..., frames: only frames first..first+count-1 of the scan, a result of
       nav_shape (count,)).
+      Or an array of frames, nav_shape + (sig_y, sig_x), with none of open_options,
+      roi_compact, prefer, range_frames, hang_timeout and report (they apply to a
+      file): a dask array (a lazy HyperSpy or pyxem signal's too) is cut into blocks of
+      whole frames along its nav axes (dask's "auto" chunks of at most RANGE_BYTES, the
+      sig axes whole), one task each, run where the scheduler places it (beside its
+      chunks when the array is persisted on the cluster; the client never holds its
+      frames); a numpy array, a non-lazy signal or an object with __array__ is sent
+      from the client one block at a time (client.scatter), each block held by a worker
+      until its task has run. Each task applies the masks on its worker's stemdot plan
+      (bootstrap's; the library's default plan on a worker without the plugin) and only
+      its values (frames × masks) travel back, written into the result by scan
+      position: the result equals ``stemdot.apply_masks(x, masks)``, bit for bit; its
+      info records format "dask" or "memory" and no path. A task that fails fails the
+      run; the blocks of a dask array whose worker died are recomputed by dask, those
+      of a numpy array that it held are lost and the run fails (give a file or a dask
+      array where workers may die).
     masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), or mask factories, as for
       stemdot.apply_masks (factories are called here); sent by the client to each
       worker's plugin before its first range (again to a worker that joins or restarts),
@@ -1752,6 +1753,9 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
         return await _apply_array(client, path, masks, out_dtype=out_dtype, progress=progress, resources=resources,
                                   shifts=shifts, names=names, as_signal=as_signal,
                                   refused=[k for k, v in refused.items() if v is not None and v is not False])
+    if as_signal and roi_compact:
+        raise stemdot.InvalidArgumentError("stemdot.dask.apply_masks: as_signal=True with roi_compact=True: a compact "
+                                           "result has no scan axes; leave one of them out", _lib.ERR_INVALID_ARGUMENT)
     out_dtype, masks = stemdot._job(masks, out_dtype)
     names = stemdot._names(names, masks.shape[0])
     given = _client_options(open_options)  # as the sidecar records them
@@ -1851,6 +1855,8 @@ async def _apply_array(client, x, masks, *, out_dtype, progress, resources, shif
     shifts = stemdot._shifts(shifts, nav_shape, nav_shape)
     if shifts is not None and shifts.size > 2:
         shifts = shifts.reshape(nav_shape + (2,))
+    import dask.array  # here, not at import: a worker (restarted ones too) starts 1 s sooner without it
+
     lazy = stemdot._is_dask(x)
     blocks, parts = stemdot._nav_blocks(x if lazy else dask.array.from_array(x, chunks=-1), RANGE_BYTES)
     delayed = blocks.to_delayed() if lazy else None

@@ -212,6 +212,11 @@ def test_array_like(npy_file):
     np.testing.assert_array_equal(stemdot.reduce(ArrayLike(x))["sum"], stemdot.reduce(path)["sum"])
     np.testing.assert_array_equal(stemdot.pick(ArrayLike(x), [(2, 4)]), x[2:3, 4])
     assert stemdot.centre(ArrayLike(x)) == stemdot.centre(path)
+    fit, want_fit = stemdot.descan_fit(ArrayLike(x)), stemdot.descan_fit(x)
+    assert fit[:4] == want_fit[:4]
+    np.testing.assert_array_equal(fit.shifts, want_fit.shifts)
+    with pytest.raises(stemdot.InvalidArgumentError, match="descan_fit: a dask array"):
+        stemdot.descan_fit(da.from_array(x))
 
 
 # ----------------------------------------------------------------- HyperSpy and pyxem

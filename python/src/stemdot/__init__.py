@@ -1452,7 +1452,8 @@ x, for ``apply_masks(..., shifts=fit.shifts)``."""
 
 def descan_fit(data, com=None, cpus=None, gpus=None, oversubscribe=False, partition_size=None):
     """Fits the descan plane to the centre-of-mass shift map of ``data`` (a
-    :class:`Dataset` or an array of shape nav_shape + (sig_y, sig_x)), as ``stemdot descan
+    :class:`Dataset` or an array of shape nav_shape + (sig_y, sig_x): numpy, a non-lazy
+    HyperSpy signal or an object with ``__array__``), as ``stemdot descan
     fit``: the :func:`com` masks of spec ``com`` (None: "com", about (sig_x//2,
     sig_y//2) over the whole frame; "com:CX,CY,R": within R of (CX, CY); "com:auto,R":
     within R of the direct beam's centre in the sum frame) applied, their
@@ -1460,12 +1461,11 @@ def descan_fit(data, com=None, cpus=None, gpus=None, oversubscribe=False, partit
     Returns a :class:`DescanFit`; fit a reference scan (e.g. in vacuum) and pass its
     ``shifts`` to :func:`apply_masks` for a scan of the same nav shape. Raises
     InvalidArgumentError when too few frames have counts to fit a plane."""
-    if isinstance(data, Dataset):
-        ds, own = data, False
-    elif isinstance(data, np.ndarray):
-        ds, own = from_array(data), True
-    else:
-        raise TypeError(f"descan_fit wants a stemdot.Dataset or a numpy.ndarray, got {type(data).__name__}")
+    data = _frames_of(data, "descan_fit", paths=False)
+    if _is_dask(data):
+        raise InvalidArgumentError("descan_fit: a dask array (a lazy signal) is not supported: give a file "
+                                   "(stemdot.open) or a numpy array", _lib.ERR_INVALID_ARGUMENT)
+    ds, own = (data, False) if isinstance(data, Dataset) else (from_array(data), True)
     try:
         plan = _custom_plan(cpus, gpus, oversubscribe, partition_size)
         coeffs = (ctypes.c_double * 8)()

@@ -8,6 +8,8 @@
 #                     of doc/c-and-python.md compiled with its link line, as written
 #   make python-venv  python/.venv with numpy, pytest, dask[distributed] and ./python
 #   make test-python  python-venv, then run python/tests (stemdot.dask's on a LocalCluster)
+#   make py-hyperspy  HyperSpy (>=2) and pyxem into python/.venv, for python/tests/test_lazy.py
+#                     (skipped with a message where PyPI cannot be reached: those tests skip)
 #   make py-libertem  libertem==0.16.0 into python/.venv (skipped with a message where PyPI
 #                     cannot be reached: the conformance suite then skips)
 #   make py-live      the detector simulators of libertem-live[sim]==0.3.0 and DECTRIS's own
@@ -37,7 +39,7 @@ PY_VENV     := python/.venv
 C_DOC       := doc/c-and-python.md
 C_DOC_DIR   := $(BUILD)/doc-c
 
-.PHONY: capi test-capi python-venv py-refs py-libertem py-live test-python test-libertem test-cluster bench-dask
+.PHONY: capi test-capi python-venv py-refs py-hyperspy py-libertem py-live test-python test-libertem test-cluster bench-dask
 
 capi: $(CAPI_LIB)
 
@@ -87,7 +89,15 @@ python-venv: $(PY_VENV)/bin/python
 py-refs: $(PY_VENV)/bin/python
 	$(PY_VENV)/bin/python -m pip install --quiet numpy h5py hdf5plugin
 
-test-python: python-venv build
+# HyperSpy and pyxem for the tests of their signals, lazy or not (python/tests/test_lazy.py);
+# kept without asking PyPI once installed. Where PyPI cannot be reached (or pip fails), a
+# message says so and those tests skip, naming this target.
+py-hyperspy: python-venv
+	@if $(PY_VENV)/bin/python -c "import sys, importlib.metadata as m; import pyxem; sys.exit(int(m.version('hyperspy').split('.')[0]) < 2)" 2>/dev/null; then :; \
+	elif $(PY_VENV)/bin/python -m pip install --quiet --retries 1 --timeout 30 "hyperspy>=2" pyxem; then :; \
+	else echo "py-hyperspy: hyperspy>=2 and pyxem could not be installed (PyPI unreachable?): the tests of HyperSpy and pyxem signals skip"; fi
+
+test-python: python-venv py-hyperspy build
 	cd python && STEMDOT_TESTDATA=$(STEMDOT_TESTDATA) .venv/bin/python -m pytest -q tests --ignore=tests/conformance
 
 # LiberTEM for the conformance suite. Its dependencies leave python-venv's numpy, dask and

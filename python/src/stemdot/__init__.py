@@ -15,7 +15,10 @@ This package binds libstemdot's C ABI (``include/stemdot.h``) with ctypes::
 
 :func:`reduce` gives the sum, mean, maximum and standard-deviation frames over all frames
 in one pass (LiberTEM's SumUDF, StdDevUDF), :func:`pick` the frames at given scan
-positions (PickUDF). :func:`live` applies masks to a detector's frames while the scan runs
+positions (PickUDF). They take a file, a numpy array, a dask array (computed one block of
+frames at a time: :data:`LAZY_BLOCK_BYTES`), a HyperSpy or pyxem signal (lazy or not) or an
+object with ``__array__``; :func:`to_hyperspy` gives a result as a HyperSpy signal with the
+scan's axes. :func:`live` applies masks to a detector's frames while the scan runs
 (Merlin, DECTRIS), an iterator of the images so far (LiberTEM-live's run_udf_iter).
 
 The mask helpers (:func:`disk`, :func:`ring`, :func:`point`, :func:`rect`, :func:`com`,
@@ -71,6 +74,8 @@ __all__ = [
     "open",
     "from_array",
     "apply_masks",
+    "LAZY_BLOCK_BYTES",
+    "to_hyperspy",
     "reduce",
     "REDUCTIONS",
     "pick",
@@ -610,12 +615,7 @@ def from_array(frames, roi=None):
             "(use frames[np.newaxis] for a single frame)",
             _lib.ERR_SHAPE,
         )
-    name = frames.dtype.name  # the same for both byte orders: ">u2" is "uint16"
-    if frames.dtype.kind not in "uif" or name not in _lib.DTYPE_CODES:
-        raise DTypeError(
-            f"frames dtype {frames.dtype} is not supported (want one of {', '.join(_lib.DTYPE_CODES)})",
-            _lib.ERR_DTYPE,
-        )
+    name = _frames_dtype(frames.dtype)
     if not frames.dtype.isnative or not frames.flags.c_contiguous:
         frames = np.ascontiguousarray(frames, dtype=np.dtype(name))
     nav = frames.shape[:-2]
@@ -641,6 +641,97 @@ def from_array(frames, roi=None):
             raise
         handle = view
     return Dataset(handle.value, f"<array {frames.shape} {frames.dtype}>", keepalive=frames)
+
+
+def _frames_dtype(dtype):
+    """The name of a supported frames dtype (the same for both byte orders: ">u2" is
+    "uint16"); DTypeError for another."""
+    if dtype.kind not in "uif" or dtype.name not in _lib.DTYPE_CODES:
+        raise DTypeError(f"frames dtype {dtype} is not supported (want one of {', '.join(_lib.DTYPE_CODES)})",
+                         _lib.ERR_DTYPE)
+    return dtype.name
+
+
+# ------------------------------------------------------------ lazy and foreign arrays
+
+#: Frame bytes (in the array's dtype) of one block of a dask array (a lazy HyperSpy or
+#: pyxem signal's ``.data``) that :func:`apply_masks`, :func:`reduce` and :func:`centre`
+#: compute at a time: the array is rechunked along its nav axes (dask's "auto" chunks
+#: under this limit, the sig axes whole) and its blocks are computed one after the other,
+#: each applied by the engine as an in-memory dataset (:func:`from_array`) and dropped.
+LAZY_BLOCK_BYTES = 256 << 20
+
+
+def _is_dask(x):
+    """Whether x is a dask array (without importing dask where it is not loaded)."""
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(x, da.Array)
+
+
+def _is_signal(x):
+    """Whether x is a HyperSpy signal (hyperspy.signal.BaseSignal and its subclasses:
+    pyxem's, kikuchipy's, ...)."""
+    return any(c.__module__.split(".")[0] == "hyperspy" and c.__name__ == "BaseSignal" for c in type(x).__mro__)
+
+
+def _frames_of(data, what, paths=True):
+    """data as frames the engine takes: a Dataset or a path as they are; a dask array or a
+    numpy array of shape nav_shape + (sig_y, sig_x); a HyperSpy signal's ``data`` (its
+    numpy order is nav_shape + (sig_y, sig_x): HyperSpy lists the axes the other way
+    round); any other object with ``__array__`` (numpy.asarray of it). Raises ShapeError
+    for a signal that is not of signal dimension 2, TypeError for a path when not paths
+    and for anything else."""
+    if isinstance(data, (str, os.PathLike)) and not paths:
+        raise TypeError(f"{what} wants a stemdot.Dataset or an array, got a path ({type(data).__name__}): open it with "
+                        "stemdot.open(path, ...)")
+    if isinstance(data, (Dataset, np.ndarray, str, os.PathLike)) or _is_dask(data):
+        return data
+    if _is_signal(data):
+        am = data.axes_manager
+        if am.signal_dimension != 2:
+            raise ShapeError(f"{what}: a HyperSpy signal of signal dimension {am.signal_dimension} "
+                             f"({type(data).__name__}, axes {am.signal_shape}): want frames, a Signal2D (e.g. pyxem's "
+                             "Diffraction2D); s.transpose(signal_axes=2) makes two axes the signal's", _lib.ERR_SHAPE)
+        return data.data
+    if hasattr(data, "__array__"):
+        return np.asarray(data)
+    raise TypeError(f"{what} wants a stemdot.Dataset{', a path' if paths else ''}, a numpy or dask array, a HyperSpy "
+                    f"signal or an object with __array__, got {type(data).__name__}")
+
+
+def _nav_blocks(x, limit):
+    """Dask array x (nav_shape + (sig_y, sig_x)) rechunked into blocks of whole frames of
+    at most limit bytes (or one frame): dask's "auto" chunks along the nav axes (merging
+    or cutting the source's chunks), the sig axes whole; and its blocks, a list of
+    (block index, the tuple of slices of nav_shape the block covers). ShapeError for an
+    array of no nav axis, DTypeError for frames of a dtype the engine does not read."""
+    if x.ndim < 3:
+        raise ShapeError(f"frames of shape {x.shape}: want nav_shape + (sig_y, sig_x) with at least one nav dimension "
+                         "(use frames[np.newaxis] for a single frame)", _lib.ERR_SHAPE)
+    _frames_dtype(x.dtype)  # before any block is computed
+    nav = x.ndim - 2
+    x = x.rechunk({**{i: "auto" for i in range(nav)}, nav: -1, nav + 1: -1}, block_size_limit=limit)
+    starts = [np.cumsum((0,) + c) for c in x.chunks[:nav]]
+    return x, [(idx, tuple(slice(int(s[i]), int(s[i + 1])) for s, i in zip(starts, idx)))
+               for idx in np.ndindex(*x.numblocks[:nav])]
+
+
+def _lazy_blocks(x):
+    """The blocks of dask array x (_nav_blocks of LAZY_BLOCK_BYTES), computed one after
+    the other: yields (index, frames), index the slices of nav_shape a block covers,
+    frames a numpy array of its frames (the block's nav shape + sig_shape)."""
+    x, blocks = _nav_blocks(x, LAZY_BLOCK_BYTES)
+    for idx, index in blocks:
+        yield index, np.asarray(x.blocks[idx].compute())
+
+
+def _block_progress(progress, first, total):
+    """The progress callback of a block whose frames start at frame first of total, or
+    False (none)."""
+    if not progress:
+        return False
+    report = _progress_bar if progress is True else progress
+    return lambda done, _n: report(first + done, total)
 
 
 # ---------------------------------------------------------------------------- masks
@@ -692,7 +783,7 @@ def find_centre(frame):
 
 def centre(data, cpus=None, progress=False, shifts=None, **format_options):
     """The direct beam's centre and radius in the sum frame of ``data`` (a path opened
-    with ``format_options``, a :class:`Dataset` or a numpy array, as for :func:`reduce`):
+    with ``format_options``, a :class:`Dataset` or an array, as for :func:`reduce`):
     ``find_centre(reduce(data, "sum", ...)["sum"])``, the centre ``stemdot info --centre``
     prints and about which ``stemdot apply --mask disk:auto`` makes its masks. With
     ``shifts`` (as for :func:`apply_masks`), every frame is moved back by its shift
@@ -701,6 +792,12 @@ def centre(data, cpus=None, progress=False, shifts=None, **format_options):
     then. Raises as :func:`reduce` and :func:`find_centre`."""
     if shifts is None:
         return find_centre(reduce(data, ("sum",), cpus=cpus, progress=progress, **format_options)["sum"])
+    if not format_options:
+        data = _frames_of(data, "centre")
+    if _is_dask(data):
+        raise InvalidArgumentError("centre: shifts= with a dask array (a lazy signal) is not supported: the frames moved "
+                                   "back are summed by the library in one run; give a file (stemdot.open) or a numpy "
+                                   "array", _lib.ERR_INVALID_ARGUMENT)
     ds, own = _dataset_of(data, format_options, "centre")
     try:
         shifts = _shifts(shifts, ds.scan_shape, ds.nav_shape)
@@ -1355,7 +1452,8 @@ x, for ``apply_masks(..., shifts=fit.shifts)``."""
 
 def descan_fit(data, com=None, cpus=None, gpus=None, oversubscribe=False, partition_size=None):
     """Fits the descan plane to the centre-of-mass shift map of ``data`` (a
-    :class:`Dataset` or an array of shape nav_shape + (sig_y, sig_x)), as ``stemdot descan
+    :class:`Dataset` or an array of shape nav_shape + (sig_y, sig_x): numpy, a non-lazy
+    HyperSpy signal or an object with ``__array__``), as ``stemdot descan
     fit``: the :func:`com` masks of spec ``com`` (None: "com", about (sig_x//2,
     sig_y//2) over the whole frame; "com:CX,CY,R": within R of (CX, CY); "com:auto,R":
     within R of the direct beam's centre in the sum frame) applied, their
@@ -1363,12 +1461,11 @@ def descan_fit(data, com=None, cpus=None, gpus=None, oversubscribe=False, partit
     Returns a :class:`DescanFit`; fit a reference scan (e.g. in vacuum) and pass its
     ``shifts`` to :func:`apply_masks` for a scan of the same nav shape. Raises
     InvalidArgumentError when too few frames have counts to fit a plane."""
-    if isinstance(data, Dataset):
-        ds, own = data, False
-    elif isinstance(data, np.ndarray):
-        ds, own = from_array(data), True
-    else:
-        raise TypeError(f"descan_fit wants a stemdot.Dataset or a numpy.ndarray, got {type(data).__name__}")
+    data = _frames_of(data, "descan_fit", paths=False)
+    if _is_dask(data):
+        raise InvalidArgumentError("descan_fit: a dask array (a lazy signal) is not supported: give a file "
+                                   "(stemdot.open) or a numpy array", _lib.ERR_INVALID_ARGUMENT)
+    ds, own = (data, False) if isinstance(data, Dataset) else (from_array(data), True)
     try:
         plan = _custom_plan(cpus, gpus, oversubscribe, partition_size)
         coeffs = (ctypes.c_double * 8)()
@@ -1424,13 +1521,22 @@ def _place(out, nav_shape, scan_shape, positions, roi_compact):
 
 
 def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.float32, oversubscribe=False, partition_size=None,
-                names=None, roi=None, roi_compact=False, shifts=None):
+                names=None, roi=None, roi_compact=False, shifts=None, as_signal=False):
     """Applies a mask stack to every frame: ``out[..., m] = Σ_{y,x} masks[m, y, x] ·
     frame[y, x]``.
 
     data: a :class:`Dataset`, or a numpy array of shape ``nav_shape + (sig_y, sig_x)``
       (passed zero-copy when C-contiguous and native byte order; otherwise copied once,
-      see :func:`from_array`).
+      see :func:`from_array`); or a dask array of that shape, computed one block of
+      frames (at most :data:`LAZY_BLOCK_BYTES`, cut along the nav axes) at a time, each
+      block applied and dropped before the next is computed, so that the scan is never
+      whole in memory (only a block, and the source chunks dask reads for it; ``roi``
+      is not taken: select the positions in the array); or a HyperSpy signal of signal
+      dimension 2 (e.g. pyxem's Diffraction2D), lazy (its dask array) or not, whose
+      ``data`` is in numpy order, ``nav_shape`` the reverse of
+      ``axes_manager.navigation_shape``; or any object with ``__array__`` (made a numpy
+      array). Each frame's values are those of the same frames given as a numpy
+      array, bit for bit.
     masks: array (n_masks, sig_y, sig_x) or (sig_y, sig_x), converted to float32 C order
       (float64 weights keep their float64 precision with ``dtype=np.float64``); or, as
       LiberTEM's ``ApplyMasksUDF(mask_factories=...)``, a callable returning such an
@@ -1463,6 +1569,9 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
       moves the masks down, dx right); integer shifts exactly, sub-pixel ones by bilinear
       interpolation of the mask (LiberTEM truncates them to integers).
 
+    as_signal: return the result as a HyperSpy signal (:func:`to_hyperspy`), with the nav
+      axes of ``data`` when it is a signal.
+
     Returns a :class:`Result`, a numpy array of ``dtype`` and shape ``nav_shape +
     (n_masks,)`` (the whole scan's for a region of interest, NaN outside it) that
     carries the masks' ``names`` and the ``info`` of a result's sidecar (its dataset,
@@ -1473,19 +1582,28 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
     Ctrl-C cancels the run and raises KeyboardInterrupt; an exception raised by a
     progress callable cancels the run and is re-raised.
     """
-    sig_shape = data.sig_shape if isinstance(data, Dataset) else data.shape[-2:] if isinstance(data, np.ndarray) else None
+    signal = data if _is_signal(data) else None
+    data = _frames_of(data, "apply_masks", paths=False)
+    sig_shape = data.sig_shape if isinstance(data, Dataset) else data.shape[-2:]
     out_dtype, masks = _job(masks, dtype, sig_shape)
     names = _names(names, masks.shape[0])
-
+    if _is_dask(data):
+        if roi is not None or roi_compact:
+            raise InvalidArgumentError("apply_masks: roi= and roi_compact= are not taken with a dask array (a lazy "
+                                       "signal): select the scan positions in the array, or compute it first",
+                                       _lib.ERR_INVALID_ARGUMENT)
+        result = _apply_lazy(data, masks, names, out_dtype, cpus, gpus, progress, oversubscribe, partition_size, shifts)
+        return to_hyperspy(result, like=signal) if as_signal else result
+    if as_signal and roi_compact:
+        raise InvalidArgumentError("apply_masks: as_signal=True with roi_compact=True: a compact result has no scan "
+                                   "axes; leave one of them out", _lib.ERR_INVALID_ARGUMENT)
     if isinstance(data, Dataset):
         if roi is not None:
             raise InvalidArgumentError("apply_masks: roi= is for numpy array data: give a Dataset its roi when it is "
                                        "opened, stemdot.open(path, roi=...)", _lib.ERR_INVALID_ARGUMENT)
         ds, own = data, False
-    elif isinstance(data, np.ndarray):
-        ds, own = from_array(data, roi), True
     else:
-        raise TypeError(f"apply_masks wants a stemdot.Dataset or a numpy.ndarray, got {type(data).__name__}")
+        ds, own = from_array(data, roi), True
     try:
         if roi_compact and not ds.roi:
             raise InvalidArgumentError("roi_compact=True needs a region of interest (roi=)", _lib.ERR_INVALID_ARGUMENT)
@@ -1516,10 +1634,105 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
                             len(workers) - gpu_workers, gpu_workers, roi=roi, shifts=moved,
                             without_frame=ds.positions_without_frame, run_notes=run_notes)
         result = Result(images, names, info)
+        if as_signal:
+            return to_hyperspy(result, like=signal)
         return (result, positions) if roi_compact else result
     finally:
         if own:
             ds.close()
+
+
+def _check_sig(masks, x):
+    """ShapeError unless masks (n_masks, sig_y, sig_x) fit the frames of array x, before
+    any of its blocks is computed."""
+    if tuple(masks.shape[1:]) != tuple(x.shape[-2:]):
+        raise ShapeError(f"masks of sig_shape {tuple(masks.shape[1:])} do not match the frames of the array of shape "
+                         f"{tuple(x.shape)} (nav_shape + (sig_y, sig_x))", _lib.ERR_SHAPE)
+
+
+def _apply_lazy(x, masks, names, out_dtype, cpus, gpus, progress, oversubscribe, partition_size, shifts):
+    """apply_masks of dask array x, one block of frames at a time (_lazy_blocks): each
+    block applied by the engine as an in-memory dataset into its part of the result, so
+    that each frame's values are those of the whole array's apply, bit for bit."""
+    _check_sig(masks, x)
+    nav_shape = tuple(int(n) for n in x.shape[:-2])
+    n_frames = int(np.prod(nav_shape))
+    shifts = _shifts(shifts, nav_shape, nav_shape)
+    if shifts is not None and shifts.size > 2:
+        shifts = shifts.reshape(nav_shape + (2,))
+    out = np.empty(nav_shape + (masks.shape[0],), dtype=out_dtype)
+    plan = _custom_plan(cpus, gpus, oversubscribe, partition_size)
+    workers, done = None, 0
+    try:
+        if plan is not None:
+            plan.warn()
+        for index, frames in _lazy_blocks(x):
+            part = np.empty(frames.shape[:-2] + (masks.shape[0],), dtype=out_dtype)
+            moved = shifts if shifts is None or shifts.size == 2 else np.ascontiguousarray(shifts[index]).reshape(-1)
+            with from_array(frames) as ds:
+                _apply(ds, masks, plan, _block_progress(progress, done, n_frames), part, moved)
+                workers = workers or _workers(plan, ds)
+            out[index] = part
+            done += ds.n_frames
+            del frames, part
+    finally:
+        if plan is not None:
+            plan.free()
+    gpu_workers = sum("gpu" in w for w in workers)
+    moved = None
+    if shifts is not None:
+        moved = {"mean": _mean_shift(shifts, n_frames, None), "constant": shifts if shifts.size == 2 else None}
+    info = _result_info(out.shape, out.dtype, x.shape[-2:], [{"name": n} for n in names], "", "dask", {},
+                        len(workers) - gpu_workers, gpu_workers, shifts=moved)
+    return Result(out, names, info)
+
+
+def to_hyperspy(result, like=None):
+    """The result of :func:`apply_masks` (a :class:`Result` or an array of shape
+    ``nav_shape + (n_masks,)``) as a HyperSpy ``Signal1D``: its navigation axes are the
+    scan's, its signal axis (named "mask", index 0, 1, ...) the masks', and its
+    ``metadata.stemdot`` holds the masks' ``names`` and the result's ``info`` (as JSON
+    text, ``info_json``), its title the names.
+
+    The scan axes (name, scale, offset, units) are those of ``like``'s navigation axes, a
+    HyperSpy signal (the one the result was computed from); else those of
+    ``result.info["calibration"]["nav"]`` (a list in numpy order, one dict per nav axis,
+    as a file's reader records the scan's calibration), where there is one per nav axis;
+    else uncalibrated. HyperSpy lists axes the other way round from numpy
+    (``axes_manager.navigation_shape`` is ``nav_shape`` reversed, x first): the signal's
+    ``data`` is the result in numpy order, unchanged. Raises ShapeError when ``like``'s
+    navigation shape is not the result's (e.g. a compact ROI result), ImportError without
+    HyperSpy (``pip install "stemdot[hyperspy]"``).
+    """
+    try:
+        from hyperspy.signals import Signal1D
+    except ImportError as e:
+        raise ImportError(f"stemdot.to_hyperspy needs HyperSpy ({e}): pip install 'stemdot[hyperspy]'") from e
+    data = np.asarray(result)
+    if data.ndim < 2:
+        raise ShapeError(f"to_hyperspy: a result of shape {data.shape}: want nav_shape + (n_masks,)", _lib.ERR_SHAPE)
+    nav_shape = data.shape[:-1]
+    info = getattr(result, "info", None) or {}
+    if like is not None:
+        if not _is_signal(like):
+            raise TypeError(f"to_hyperspy: like= wants a HyperSpy signal, got {type(like).__name__}")
+        axes = [dict(a.get_axis_dictionary(), navigate=True) for a in like.axes_manager.navigation_axes[::-1]]
+        if tuple(a["size"] for a in axes) != nav_shape:
+            raise ShapeError(f"to_hyperspy: like= has the navigation shape {tuple(a['size'] for a in axes)} (numpy "
+                             f"order), the result {nav_shape}", _lib.ERR_SHAPE)
+    else:
+        calibration = (info.get("calibration") or {}).get("nav") or []
+        if len(calibration) != len(nav_shape):
+            calibration = [{}] * len(nav_shape)
+        axes = [{"size": n, "navigate": True, **{k: c[k] for k in ("name", "scale", "offset", "units") if k in c}}
+                for n, c in zip(nav_shape, calibration)]
+    axes.append({"size": data.shape[-1], "name": "mask", "scale": 1.0, "offset": 0.0, "units": "", "navigate": False})
+    signal = Signal1D(data, axes=axes)
+    names = list(getattr(result, "names", None) or [])
+    signal.metadata.General.title = ", ".join(names) if names else "stemdot virtual detectors"
+    signal.metadata.set_item("stemdot.names", names)
+    signal.metadata.set_item("stemdot.info_json", json.dumps(info))
+    return signal
 
 
 def _workers(plan, ds):
@@ -1647,16 +1860,87 @@ REDUCTIONS = ("sum", "mean", "max", "std")
 
 def _dataset_of(data, format_options, what):
     """The Dataset of data (a Dataset, a numpy array of frames, or a path opened with
-    format_options) and whether the caller owns it (closes it)."""
+    format_options; what _frames_of takes, but a dask array) and whether the caller owns
+    it (closes it)."""
     if format_options and not isinstance(data, (str, os.PathLike)):
         raise TypeError(f"{what}: format options ({', '.join(format_options)}) apply to a path only")
+    data = _frames_of(data, what)
     if isinstance(data, Dataset):
         return data, False
     if isinstance(data, np.ndarray):
         return from_array(data), True
     if isinstance(data, (str, os.PathLike)):
         return open(data, **format_options), True
-    raise TypeError(f"{what} wants a stemdot.Dataset, a numpy.ndarray or a path, got {type(data).__name__}")
+    raise TypeError(f"{what} takes no dask array here (a lazy signal): compute it first")
+
+
+def _merge_reduction(total, count, part):
+    """Merges the partial reduction part of count frames (name → array; the sum included
+    with the mean and the std, the mean with the std) into total, in place: sums added,
+    maxima compared with NaN kept, and (n, mean, std) merged by Chan, Golub and LeVeque's
+    update, M2 = M2_a + M2_b + δ²·n_a·n_b/n with δ = mean_b − mean_a, divided by n: std² =
+    w_a·std_a² + w_b·std_b² + w_a·w_b·δ² (w = n_part/n), each term scaled per pixel by a
+    power of two 1/c ≥ the means and stds, as the engine merges its workers
+    (engine/reduce.go, mergeStd): M2 = count·std² and δ² overflow for finite frames near
+    1e154 and above. A part of no frame (a range of positions without a frame: its sum
+    0, the rest NaN) counts only while no other came. Used by stemdot.dask.reduce for its
+    ranges and by reduce for the blocks of a dask array."""
+    if total and count == 0:
+        return
+    if not total or total["n"] == 0:
+        total.clear()
+        total.update(part, n=count)
+        return
+    na, nb = total["n"], count
+    n = na + nb
+    with np.errstate(invalid="ignore", over="ignore"):  # +Inf and -Inf meet: NaN, as numpy gives
+        if "sum" in part:
+            total["sum"] = total["sum"] + part["sum"]
+        if "max" in part:
+            total["max"] = np.where(np.isnan(part["max"]) | (part["max"] > total["max"]), part["max"], total["max"])
+        if "std" in part:
+            wa, wb = na / n, nb / n
+            c = np.maximum.reduce([total["std"], part["std"], np.abs(total["mean"]), np.abs(part["mean"])])
+            f = np.where((c > 0) & (c <= np.finfo(np.float64).max), np.ldexp(1.0, -np.frexp(c)[1]), 1.0)
+            a, b, x, y = total["mean"] * f, part["mean"] * f, total["std"] * f, part["std"] * f
+            d = b - a
+            total["mean"] = (a + d * wb) / f
+            total["std"] = np.sqrt(wa * x * x + wb * y * y + wa * wb * d * d) / f
+    total["n"] = n
+
+
+def _partials(names):
+    """The reductions a part computes so that _merge_reduction can merge the names asked:
+    the sum with the mean and the std, the mean with the std."""
+    names = set(names)
+    names |= {"sum"} if names & {"mean", "std"} else set()
+    names |= {"mean"} if "std" in names else set()
+    return names
+
+
+def _merged(total, names):
+    """The reductions names of the merged total, in the order of REDUCTIONS: the mean the
+    sum over the frames (NaN for none)."""
+    out = {}
+    for r in [r for r in REDUCTIONS if r in names]:
+        with np.errstate(invalid="ignore", divide="ignore"):  # no frame (n = 0): NaN, as stemdot.reduce
+            out[r] = total["sum"] / total["n"] if r == "mean" else total[r]
+    return out
+
+
+def _reduce_lazy(x, names, plan, progress):
+    """reduce of dask array x, one block at a time (_lazy_blocks), the blocks' partial
+    reductions merged by _merge_reduction as the engine merges its workers'."""
+    total, done = {}, 0
+    n_frames = int(np.prod(x.shape[:-2]))
+    for _, frames in _lazy_blocks(x):
+        with from_array(frames) as ds:
+            part = {r: np.empty(ds.sig_shape, dtype=np.float64) for r in REDUCTIONS if r in _partials(names)}
+            _reduce(ds, plan, _block_progress(progress, done, n_frames), part)
+            done += ds.n_frames
+        del frames
+        _merge_reduction(total, ds.n_frames, part)
+    return _merged(total, names)
 
 
 def reduce(data, reductions=("sum",), cpus=None, progress=False, oversubscribe=False, partition_size=None, **format_options):
@@ -1664,9 +1948,13 @@ def reduce(data, reductions=("sum",), cpus=None, progress=False, oversubscribe=F
     standard-deviation frames named in ``reductions`` (any of :data:`REDUCTIONS`; only
     those are computed).
 
-    data: a :class:`Dataset`, a numpy array of shape ``nav_shape + (sig_y, sig_x)`` (as for
+    data: a :class:`Dataset`, an array of shape ``nav_shape + (sig_y, sig_x)`` (numpy,
+      dask, a HyperSpy signal or an object with ``__array__``, as for
       :func:`apply_masks`), or a path opened with ``format_options`` (those of
-      :func:`open`).
+      :func:`open`). A dask array is reduced one block at a time (:data:`LAZY_BLOCK_BYTES`)
+      and the blocks' reductions merged as the engine merges its workers': the sum and max
+      of integer frames are those of the numpy array's, bit for bit; float sums, the mean
+      and std agree to rounding (their order of summation differs).
     reductions: names from "sum" (Σ_f frame_f, LiberTEM's SumUDF), "mean" (sum / number
       of frames), "max" (per pixel), "std" (sqrt(Σ_f (frame_f − mean)² / n): the
       population standard deviation, ddof 0, as LiberTEM's StdDevUDF and ``numpy.std``),
@@ -1692,6 +1980,17 @@ def reduce(data, reductions=("sum",), cpus=None, progress=False, oversubscribe=F
     if unknown or not names:
         raise InvalidArgumentError(f"reductions={reductions!r}: want one or more of {', '.join(REDUCTIONS)}",
                                    _lib.ERR_INVALID_ARGUMENT)
+    if not format_options:
+        data = _frames_of(data, "reduce")
+    if _is_dask(data):
+        plan = _custom_plan(cpus, None, oversubscribe, partition_size)
+        try:
+            if plan is not None:
+                plan.warn()
+            return _reduce_lazy(data, names, plan, progress)
+        finally:
+            if plan is not None:
+                plan.free()
     ds, own = _dataset_of(data, format_options, "reduce")
     try:
         out = {r: np.empty(ds.sig_shape, dtype=np.float64) for r in REDUCTIONS if r in names}
@@ -1729,7 +2028,8 @@ def pick(data, at, **format_options):
     """The frames at the scan positions ``at``, as LiberTEM's PickUDF: a numpy array of
     shape (k, sig_y, sig_x) in the frames' dtype, in the order given.
 
-    data: as for :func:`reduce`.
+    data: as for :func:`reduce`; of a dask array only the chunks that hold the frames
+      picked are computed.
     at: a sequence of scan positions, each (y, x) for a 2-D nav shape, (z, y, x) for a
       3-D one or n (or (n,)) for a 1-D one; or an integer array of shape (k, nav_ndim).
 
@@ -1737,26 +2037,20 @@ def pick(data, at, **format_options):
     coordinate from 0 to its size − 1; negative ones are refused too) or with another
     number of coordinates, :class:`InvalidArgumentError` for no position.
     """
+    if not format_options:
+        data = _frames_of(data, "pick")
+    if _is_dask(data):
+        pos = _pick_positions(at, data.shape[:-2])
+        outside = (pos >= np.array(data.shape[:-2], dtype=np.uintp)).any(axis=1)
+        if outside.any():
+            raise ShapeError(f"at: scan position {tuple(int(c) for c in pos[outside][0])} is outside the nav shape "
+                             f"{tuple(data.shape[:-2])}: each coordinate runs from 0 to its size − 1", _lib.ERR_SHAPE)
+        # Only the frames picked are computed: those of the chunks that hold them.
+        frames = np.asarray(data.vindex[tuple(pos.T.astype(np.intp))].compute())
+        return pick(frames, np.arange(len(frames)))  # the dtype checked and made native as for a numpy array
     ds, own = _dataset_of(data, format_options, "pick")
     try:
-        ndim = len(ds.nav_shape)
-        try:
-            pos = np.asarray(at)
-            if pos.ndim == 1 and ndim == 1:
-                pos = pos[:, np.newaxis]
-        except (ValueError, TypeError):  # ragged
-            pos = None
-        if pos is not None and pos.size == 0:
-            raise InvalidArgumentError("at: no scan position to pick: give at least one", _lib.ERR_INVALID_ARGUMENT)
-        if pos is None or pos.dtype.kind not in "iu" or pos.ndim != 2:
-            raise ShapeError(f"at={at!r}: want a sequence of scan positions, each of the nav shape's {ndim} coordinates "
-                             f"({ {1: 'n', 2: 'y, x', 3: 'z, y, x'}.get(ndim, 'one per nav axis') }), as whole numbers",
-                             _lib.ERR_SHAPE) from None
-        if (pos < 0).any():
-            bad = tuple(int(c) for c in pos[(pos < 0).any(axis=1)][0])
-            raise ShapeError(f"at: scan position {bad} is outside the nav shape {tuple(ds.nav_shape)}: each coordinate "
-                             "runs from 0 to its size − 1", _lib.ERR_SHAPE)
-        pos = np.ascontiguousarray(pos, dtype=np.uintp)
+        pos = _pick_positions(at, ds.nav_shape)
         frames = np.empty((pos.shape[0],) + tuple(ds.sig_shape), dtype=ds.dtype)
         _call(_LIB.stemdot_pick, ds.handle, pos.ctypes.data_as(ctypes.POINTER(ctypes.c_size_t)), pos.shape[0],
               pos.shape[1], ctypes.c_void_p(frames.ctypes.data), frames.nbytes)
@@ -1766,6 +2060,31 @@ def pick(data, at, **format_options):
     finally:
         if own:
             ds.close()
+
+
+def _pick_positions(at, nav_shape):
+    """The scan positions at of pick as a C-contiguous uintp array (k, len(nav_shape));
+    InvalidArgumentError for none, ShapeError for a ragged or non-integer at, one of
+    another number of coordinates, or a negative coordinate (the library checks the
+    upper bounds)."""
+    ndim = len(nav_shape)
+    try:
+        pos = np.asarray(at)
+        if pos.ndim == 1 and ndim == 1:
+            pos = pos[:, np.newaxis]
+    except (ValueError, TypeError):  # ragged
+        pos = None
+    if pos is not None and pos.size == 0:
+        raise InvalidArgumentError("at: no scan position to pick: give at least one", _lib.ERR_INVALID_ARGUMENT)
+    if pos is None or pos.dtype.kind not in "iu" or pos.ndim != 2:
+        raise ShapeError(f"at={at!r}: want a sequence of scan positions, each of the nav shape's {ndim} coordinates "
+                         f"({ {1: 'n', 2: 'y, x', 3: 'z, y, x'}.get(ndim, 'one per nav axis') }), as whole numbers",
+                         _lib.ERR_SHAPE) from None
+    if (pos < 0).any():
+        bad = tuple(int(c) for c in pos[(pos < 0).any(axis=1)][0])
+        raise ShapeError(f"at: scan position {bad} is outside the nav shape {tuple(nav_shape)}: each coordinate "
+                         "runs from 0 to its size − 1", _lib.ERR_SHAPE)
+    return np.ascontiguousarray(pos, dtype=np.uintp)
 
 
 # -------------------------------------------------------------------------- data on the GPU

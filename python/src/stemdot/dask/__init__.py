@@ -31,6 +31,9 @@ on every node, see doc/dask.md). stemdot runs *inside* each Dask worker process:
   UserWarning naming it. A gone scheduler fails the run at once (one that does not
   answer: after SCHEDULER_ANSWER_S). At the end of a run every worker drops its data and
   closes its files.
+  :func:`apply_masks` also takes an array instead of a path: a dask array (a lazy
+  HyperSpy signal's) is computed block by block on the workers, each block where dask
+  places it; a numpy array is sent from the client block by block.
 * :func:`reduce` reduces the frames (sum, mean, max, std) the same way.
 * :func:`live` applies masks to a DECTRIS detector's frames while the scan runs, on
   every node: the stream deals its frames out to one socket per Dask worker, the client
@@ -375,9 +378,7 @@ class StemdotPlugin(WorkerPlugin):
             if self.reduce_plan is None:
                 self.reduce_plan = stemdot._Plan(self._cpus, None)
         started = time.perf_counter()
-        names = set(names)
-        names |= {"sum"} if names & {"mean", "std"} else set()
-        names |= {"mean"} if "std" in names else set()
+        names = stemdot._partials(names)
         with self._run(job) as run, self.dataset(path, dict(options, frames=(first, count)), job) as ds:
             out = {r: np.empty(ds.sig_shape, dtype=np.float64) for r in stemdot.REDUCTIONS if r in names}
             bufs = [out[r].ctypes.data_as(ctypes.POINTER(ctypes.c_double)) if r in out else None for r in stemdot.REDUCTIONS]
@@ -1548,48 +1549,11 @@ async def _reduce(client, path, reductions=("sum",), *, job, notes, progress=Fal
     await _job(client, job, path, open_options, None, task, store, notes, progress=progress, resources=resources,
                prefer=prefer, range_frames=range_frames, max_attempts=max_attempts, timeout=timeout,
                hang_timeout=hang_timeout, report=report, gpus=False)
-    n, out = total["n"], {}
-    for r in [r for r in stemdot.REDUCTIONS if r in names]:
-        with np.errstate(invalid="ignore", divide="ignore"):  # no frame of the file (n = 0): NaN, as stemdot.reduce
-            if r == "mean":
-                out[r] = total["sum"] / n
-            else:
-                out[r] = total[r]
-    return out
+    return stemdot._merged(total, names)
 
 
-def _merge(total, count, part):
-    """Merges the partial reduction part of count frames (name → array; the sum included
-    with the mean and the std, the mean with the std: see StemdotPlugin.reduce) into
-    total, in place: sums added, maxima compared with NaN kept, and (n, mean, std) merged
-    by Chan, Golub and LeVeque's update, M2 = M2_a + M2_b + δ²·n_a·n_b/n with δ = mean_b
-    − mean_a, divided by n: std² = w_a·std_a² + w_b·std_b² + w_a·w_b·δ² (w = n_part/n),
-    each term scaled per pixel by a power of two 1/c ≥ the means and stds, as the engine
-    merges its workers (engine/reduce.go, mergeStd): M2 = count·std² and δ² overflow for
-    finite frames near 1e154 and above. A part of no frame (a range of positions without
-    a frame: its sum 0, the rest NaN) counts only while no other came."""
-    if total and count == 0:
-        return
-    if not total or total["n"] == 0:
-        total.clear()
-        total.update(part, n=count)
-        return
-    na, nb = total["n"], count
-    n = na + nb
-    with np.errstate(invalid="ignore", over="ignore"):  # +Inf and -Inf meet: NaN, as numpy gives
-        if "sum" in part:
-            total["sum"] = total["sum"] + part["sum"]
-        if "max" in part:
-            total["max"] = np.where(np.isnan(part["max"]) | (part["max"] > total["max"]), part["max"], total["max"])
-        if "std" in part:
-            wa, wb = na / n, nb / n
-            c = np.maximum.reduce([total["std"], part["std"], np.abs(total["mean"]), np.abs(part["mean"])])
-            f = np.where((c > 0) & (c <= np.finfo(np.float64).max), np.ldexp(1.0, -np.frexp(c)[1]), 1.0)
-            a, b, x, y = total["mean"] * f, part["mean"] * f, total["std"] * f, part["std"] * f
-            d = b - a
-            total["mean"] = (a + d * wb) / f
-            total["std"] = np.sqrt(wa * x * x + wb * y * y + wa * wb * d * d) / f
-    total["n"] = n
+#: Merges a range's partial reduction into the total (see stemdot._merge_reduction).
+_merge = stemdot._merge_reduction
 
 
 async def _job(client, job, path, open_options, check, task, store, notes, *, progress, resources, prefer, range_frames,
@@ -1643,6 +1607,7 @@ def apply_masks(
     roi_compact=False,
     shifts=None,
     names=None,
+    as_signal=False,
     **open_options,
 ):
     """Applies a mask stack to every frame of the file at ``path`` on the workers of
@@ -1663,12 +1628,30 @@ def apply_masks(
       file. open_options: those of :func:`stemdot.open` (format, nav_shape, sig_shape,
       dtype, ..., frames: only frames first..first+count-1 of the scan, a result of
       nav_shape (count,)).
+      Or an array of frames, nav_shape + (sig_y, sig_x), with none of open_options,
+      roi_compact, prefer, range_frames, hang_timeout and report (they apply to a
+      file): a dask array (a lazy HyperSpy or pyxem signal's too) is cut into blocks of
+      whole frames along its nav axes (dask's "auto" chunks of at most RANGE_BYTES, the
+      sig axes whole), one task each, run where the scheduler places it (beside its
+      chunks when the array is persisted on the cluster; the client never holds its
+      frames); a numpy array, a non-lazy signal or an object with __array__ is sent
+      from the client one block at a time (client.scatter), each block held by a worker
+      until its task has run. Each task applies the masks on its worker's stemdot plan
+      (bootstrap's; the library's default plan on a worker without the plugin) and only
+      its values (frames × masks) travel back, written into the result by scan
+      position: the result equals ``stemdot.apply_masks(x, masks)``, bit for bit; its
+      info records format "dask" or "memory" and no path. A task that fails fails the
+      run; the blocks of a dask array whose worker died are recomputed by dask, those
+      of a numpy array that it held are lost and the run fails (give a file or a dask
+      array where workers may die).
     masks: (n_masks, sig_y, sig_x) or (sig_y, sig_x), or mask factories, as for
       stemdot.apply_masks (factories are called here); sent by the client to each
       worker's plugin before its first range (again to a worker that joins or restarts),
       and dropped from every worker at the end of the run.
     names: the masks' names, one per mask (e.g. those :func:`stemdot.mask_stack`
       returns); None: "mask0", "mask1", ...
+    as_signal: return the result as a HyperSpy signal (:func:`stemdot.to_hyperspy`), with
+      the nav axes of ``path`` when it is a signal.
     out_dtype: np.float32 or np.float64 (float64 accumulates in float64).
     progress: False; True (a tqdm bar when tqdm is installed, else a bar on stderr); or
       a callable ``f(done, total)`` called on the client with the frames done. An
@@ -1747,7 +1730,7 @@ def apply_masks(
     return _sync(client, _apply_masks, client, path, masks, job=uuid.uuid4().hex, out_dtype=out_dtype,
                  progress=progress, resources=resources, prefer=prefer, range_frames=range_frames,
                  max_attempts=max_attempts, timeout=timeout, hang_timeout=hang_timeout, report=report,
-                 roi_compact=roi_compact, shifts=shifts, names=names, **open_options)
+                 roi_compact=roi_compact, shifts=shifts, names=names, as_signal=as_signal, **open_options)
 
 
 async def apply_masks_async(client, path, masks, **kwargs):
@@ -1763,7 +1746,16 @@ async def apply_masks_async(client, path, masks, **kwargs):
 
 async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32, progress=False, resources=None,
                        prefer=None, range_frames=None, max_attempts=4, timeout=120, hang_timeout=None, report=None,
-                       roi_compact=False, shifts=None, names=None, **open_options):
+                       roi_compact=False, shifts=None, names=None, as_signal=False, **open_options):
+    if not isinstance(path, (str, os.PathLike)):
+        refused = {"prefer": prefer, "range_frames": range_frames, "hang_timeout": hang_timeout, "report": report,
+                   "roi_compact": roi_compact, **open_options}
+        return await _apply_array(client, path, masks, out_dtype=out_dtype, progress=progress, resources=resources,
+                                  shifts=shifts, names=names, as_signal=as_signal,
+                                  refused=[k for k, v in refused.items() if v is not None and v is not False])
+    if as_signal and roi_compact:
+        raise stemdot.InvalidArgumentError("stemdot.dask.apply_masks: as_signal=True with roi_compact=True: a compact "
+                                           "result has no scan axes; leave one of them out", _lib.ERR_INVALID_ARGUMENT)
     out_dtype, masks = stemdot._job(masks, out_dtype)
     names = stemdot._names(names, masks.shape[0])
     given = _client_options(open_options)  # as the sidecar records them
@@ -1823,7 +1815,85 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
                                        info["format"], given, len(plans) - gpu_workers, gpu_workers, roi=roi, shifts=moved,
                                        without_frame=info["positions_without_frame"], run_notes=run_notes)
     result = stemdot.Result(images, names, result_info)
+    if as_signal:
+        return stemdot.to_hyperspy(result)
     return (result, positions) if roi_compact else result
+
+
+def _array_task(frames, masks, dtype, shifts):
+    """The task of a block of frames of an array (see _apply_array): the masks applied to
+    frames (nav shape + sig_shape) on this worker's plan (its StemdotPlugin's, when
+    bootstrapped; else the library's default plan), as stemdot.apply_masks applies them to
+    a numpy array; returns (values of shape frames' nav shape + (n_masks,), this worker's
+    address, its stemdot workers)."""
+    worker = get_worker()
+    plugin = worker.plugins.get(PLUGIN_NAME)
+    plan = plugin.plan if plugin is not None and plugin.wait_ready() else None
+    out = np.empty(frames.shape[:-2] + (masks.shape[0],), dtype=dtype)
+    with stemdot.from_array(frames) as ds:
+        stemdot._apply(ds, masks, plan, False, out, shifts)
+        return out, worker.address, stemdot._workers(plan, ds)
+
+
+async def _apply_array(client, x, masks, *, out_dtype, progress, resources, shifts, names, as_signal, refused):
+    """apply_masks of an array x (dask, numpy, a HyperSpy signal, an object with
+    __array__) on the cluster: one task per block of frames (stemdot._nav_blocks of about
+    RANGE_BYTES, sig axes whole), its values written into the result by their scan
+    positions."""
+    if refused:
+        raise stemdot.InvalidArgumentError(f"stemdot.dask.apply_masks: {', '.join(refused)} apply to a file (path), "
+                                           "not to an array", _lib.ERR_INVALID_ARGUMENT)
+    signal = x if stemdot._is_signal(x) else None
+    x = stemdot._frames_of(x, "stemdot.dask.apply_masks", paths=False)
+    if isinstance(x, stemdot.Dataset):
+        raise TypeError(f"stemdot.dask.apply_masks: a stemdot.Dataset ({x.source}) is open in this process only: give "
+                        "its file's path (the workers open it), or an array")
+    out_dtype, masks = stemdot._job(masks, out_dtype, x.shape[-2:])
+    stemdot._check_sig(masks, x)
+    names = stemdot._names(names, masks.shape[0])
+    nav_shape = tuple(int(n) for n in x.shape[:-2])
+    shifts = stemdot._shifts(shifts, nav_shape, nav_shape)
+    if shifts is not None and shifts.size > 2:
+        shifts = shifts.reshape(nav_shape + (2,))
+    import dask.array  # here, not at import: a worker (restarted ones too) starts 1 s sooner without it
+
+    lazy = stemdot._is_dask(x)
+    blocks, parts = stemdot._nav_blocks(x if lazy else dask.array.from_array(x, chunks=-1), RANGE_BYTES)
+    delayed = blocks.to_delayed() if lazy else None
+    masks_ref = (await client.scatter([masks], broadcast=True, hash=False))[0]
+    futures = []
+    try:
+        for idx, index in parts:
+            moved = shifts if shifts is None or shifts.size == 2 else np.ascontiguousarray(shifts[index]).reshape(-1)
+            if lazy:  # computed where dask places it: beside its chunks when x is persisted on the cluster
+                task = dask.delayed(_array_task, pure=False)(delayed[idx][0, 0], masks_ref, out_dtype.name, moved)
+                futures.append(client.compute(task, resources=resources))
+            else:  # sent from here, one block at a time
+                frames = (await client.scatter([x[index]], hash=False))[0]
+                futures.append(client.submit(_array_task, frames, masks_ref, out_dtype.name, moved, resources=resources,
+                                             pure=False))
+        out = np.empty(nav_shape + (masks.shape[0],), dtype=out_dtype)
+        report, done, plans = _progress(progress, int(np.prod(nav_shape))), 0, {}
+        try:
+            for (_, index), future in zip(parts, futures):
+                values, address, workers = await future.result()
+                out[index] = values
+                plans[address] = workers
+                done += values.size // masks.shape[0]
+                report(done)
+        finally:
+            report(None)
+    finally:
+        await client.cancel([f for f in futures if not f.done()])
+    plan = [w for workers in plans.values() for w in workers]
+    gpu_workers = sum("gpu" in w for w in plan)
+    moved = None
+    if shifts is not None:
+        moved = {"mean": stemdot._mean_shift(shifts, out[..., 0].size, None), "constant": shifts if shifts.size == 2 else None}
+    info = stemdot._result_info(out.shape, out.dtype, x.shape[-2:], [{"name": n} for n in names], "",
+                                "dask" if lazy else "memory", {}, len(plan) - gpu_workers, gpu_workers, shifts=moved)
+    result = stemdot.Result(out, names, info)
+    return stemdot.to_hyperspy(result, like=signal) if as_signal else result
 
 
 def _progress(progress, total):

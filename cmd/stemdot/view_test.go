@@ -21,8 +21,10 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -336,8 +338,16 @@ func scenario(t *testing.T, file, name string, opts ...string) *page {
 	nav := eval[[]int](p, `stemdotView.info.nav_shape`)
 	cx, cy := float64(sig[1]/2), float64(sig[0]/2)
 	r0 := math.Max(1, math.Round(float64(min(sig[0], sig[1]))/8))
-	require.Equal(t, fmt.Sprintf("disk:%g,%g,%g", cx, cy, r0), p.waitPainted())
+	// The default detector: disk:auto, as apply makes it, where the sum frame shows the
+	// direct beam; else a disk at the frame's centre.
+	if eval[bool](p, `stemdotView.centre !== null`) {
+		require.Equal(t, "disk:auto", p.checkImage())
+	} else {
+		require.Equal(t, fmt.Sprintf("disk:%g,%g,%g", cx, cy, r0), p.waitPainted())
+	}
 	p.shot("0_start")
+	p.typeSpec(fmt.Sprintf("disk:%g,%g,%g", cx, cy, r0))
+	p.waitPainted()
 
 	// The sum frame against stemdot sum's, bit for bit (float64).
 	p.cli(append([]string{"sum", file, "--out", "sum.npy", "-q"}, opts...)...)
@@ -477,9 +487,15 @@ func TestViewRealFile(t *testing.T) {
 	require.Contains(t, p.waitError(), "disk takes 3 numbers")
 	p.shot("5_error")
 	eval[bool](p, `(() => { stemdotView.errors.length = 0; document.getElementById('error').hidden = true; return true; })()`)
-	// An auto spec, as the CLI takes it: the error says what to type instead.
-	p.typeSpec("disk:auto")
-	require.Contains(t, p.waitError(), "no auto specs: give the centre's numbers (stemdot info --centre prints them)")
+	// Auto specs, as the CLI takes them, where the sum frame shows the direct beam.
+	if eval[bool](p, `stemdotView.centre !== null`) {
+		for _, spec := range []string{"disk:auto,12", "ring:auto,20,40"} {
+			p.typeSpec(spec)
+			require.Equal(t, spec, p.checkImage())
+		}
+	}
+	p.typeSpec("point:auto")
+	require.Contains(t, p.waitError(), "only disk, ring and com take auto")
 	eval[bool](p, `(() => { stemdotView.errors.length = 0; document.getElementById('error').hidden = true; return true; })()`)
 
 	// A rect and a point typed as specs, then moved and resized with the keys.
@@ -748,4 +764,77 @@ func TestViewClosedTab(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("stemdot view did not stop within 30 s of its page closing (--close-after 1s)")
 	}
+}
+
+// TestViewDefaultDiskAuto (#35): the page starts with disk:auto, the direct beam's disk
+// found in the sum frame, drawn there and computed as stemdot apply --mask disk:auto
+// computes it, here on a scan whose beam is far from the frame's centre; the auto specs
+// typed are apply's too, and a click on the detector leaves it as it was.
+func TestViewDefaultDiskAuto(t *testing.T) {
+	chromium(t)
+	const cx, cy, r = 12.3, 33.6, 6.2 // on 48×48 frames: the centre (24, 24) is outside the beam
+	scan := discScan(t, cx, cy, r)
+	p := openPage(t, startView(t, scan), "disk_auto")
+	require.Equal(t, "disk:auto", p.waitPainted())
+	det := eval[map[string]float64](p, `({cx: stemdotView.det.cx, cy: stemdotView.det.cy, r: stemdotView.det.r})`)
+	require.InDelta(t, cx, det["cx"], 0.5)
+	require.InDelta(t, cy, det["cy"], 0.5)
+	require.InDelta(t, r, det["r"], 0.5)
+	require.Contains(t, eval[string](p, `document.getElementById('command').value`), "--mask disk:auto --out")
+	p.cli("apply", scan, "--mask", "disk:auto", "--out", "auto.npy", "-q")
+	_, auto := readResult(t, filepath.Join(p.dir, "auto.npy"))
+	require.Equal(t, npyData(t, filepath.Join(p.dir, "auto.npy")), p.bytesOf(`stemdotView.painted.data`), "the default image against apply --mask disk:auto")
+	for f, v := range auto { // the beam: (100+f)·πr² counts
+		require.InDelta(t, float64(100+f)*math.Pi*r*r, v, 0.1*v, "frame %d", f)
+	}
+	p.checkImage()
+	p.shot("0_start")
+
+	// A click inside the detector moves nothing: still disk:auto.
+	painted := eval[int](p, `stemdotView.paintedSeq`)
+	p.drag([2]float64{det["cx"] + 1, det["cy"]}, [2]float64{det["cx"] + 1, det["cy"]}, 0)
+	require.Equal(t, "disk:auto", p.waitPainted())
+	require.Equal(t, painted, eval[int](p, `stemdotView.paintedSeq`))
+	// Moved, it has numbers; typed, the auto specs are apply's.
+	p.drag([2]float64{det["cx"], det["cy"]}, [2]float64{det["cx"] + 4, det["cy"]}, 2)
+	require.Equal(t, fmt.Sprintf("disk:%g,%g,%g", math.Round(det["cx"]+4), math.Round(det["cy"]), math.Round(det["r"]*100)/100), p.checkImage())
+	for _, spec := range []string{"disk:auto,4", "ring:auto,3,9", "com:auto,8"} {
+		p.typeSpec(spec)
+		require.Equal(t, spec, p.waitPainted())
+		p.runCommand() // as in TestViewSmallestRadius: com's export is its shifts
+		name := eval[string](p, `safeName(stemdotView.spec)`)
+		if strings.HasPrefix(spec, "com") {
+			want, err := os.ReadFile(filepath.Join(p.dir, name+"_shifts.npy"))
+			require.NoError(t, err)
+			require.Equal(t, want, p.download("export-npy", name+".npy"), spec)
+		} else {
+			require.Equal(t, npyData(t, filepath.Join(p.dir, name+".npy")), p.bytesOf(`stemdotView.painted.data`), spec)
+		}
+	}
+}
+
+// TestViewNoBeam (#35): where the sum frame shows no direct beam, the detector starts at
+// the frame's centre, and a note on the page says why; auto specs are refused, naming
+// what to give instead.
+func TestViewNoBeam(t *testing.T) {
+	chromium(t)
+	frames := make([]float32, 2*3*32*40)
+	for i := range frames {
+		frames[i] = 5
+	}
+	scan := filepath.Join(t.TempDir(), "flat.npy")
+	require.NoError(t, stemnpy.WriteFile(scan, []int{2, 3, 32, 40}, frames))
+	p := openPage(t, startView(t, scan), "no_beam")
+	require.Equal(t, "disk:20,16,4", p.waitPainted())
+	require.Contains(t, eval[string](p, `document.getElementById('warnings').textContent`), "no direct beam's disk found in the sum frame")
+	p.checkImage()
+	p.typeSpec("disk:auto")
+	require.Contains(t, p.waitError(), "no direct beam's disk was found in the sum frame for the auto specs: give the centre's numbers")
+	// The server refuses them too.
+	resp, err := http.Get(eval[string](p, `location.href`) + "api/image?spec=disk:auto")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, string(body), "no direct beam's disk was found in the sum frame")
 }

@@ -838,3 +838,29 @@ func TestViewNoBeam(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, string(body), "no direct beam's disk was found in the sum frame")
 }
+
+// TestViewCommandFollowsImage (#35): the command box describes the image shown: after a
+// detector the server refuses, it still holds the command of the image on the page, and
+// the refusal is in the error banner.
+func TestViewCommandFollowsImage(t *testing.T) {
+	chromium(t)
+	file := filepath.Join(t.TempDir(), "s.npy")
+	_, stderr, code := run(t, "synth", "--out", file, "--nav-shape", "4,6", "--sig-shape", "48,48")
+	require.Equal(t, 0, code, stderr)
+	p := openPage(t, startView(t, file), "command")
+	p.typeSpec("disk:20,22,3")
+	require.Equal(t, "disk:20,22,3", p.checkImage())
+	shown := eval[string](p, `document.getElementById('command').value`)
+	require.Contains(t, shown, "--mask disk:20,22,3 --out")
+	p.typeSpec("disk:-50,-50,3")
+	require.Contains(t, p.waitError(), "no pixel")
+	require.Equal(t, "disk:20,22,3", eval[string](p, `stemdotView.painted.spec`))
+	require.Equal(t, shown, eval[string](p, `document.getElementById('command').value`), "the command box after a refused detector")
+	require.Equal(t, shown, eval[string](p, `stemdotView.command`))
+	p.shot("refused")
+	// The next image shown brings its command.
+	eval[bool](p, `(() => { stemdotView.errors.length = 0; return true; })()`)
+	p.typeSpec("disk:24,22,5")
+	require.Equal(t, "disk:24,22,5", p.checkImage())
+	require.Contains(t, eval[string](p, `document.getElementById('command').value`), "--mask disk:24,22,5 --out")
+}

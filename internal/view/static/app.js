@@ -258,7 +258,6 @@ function detectorChanged(t0) {
   $('det-type').value = S.det.type;
   drawFrame();
   if (S.live) { setLiveDetector(S.spec); return; }
-  updateCommand();
   requestImage(S.spec, t0);
 }
 
@@ -405,6 +404,7 @@ async function runImage(spec, t0, retry) {
     if (inflight !== job) return;
     lastDuration = performance.now() - job.start;
     paintImage(spec, arr, t0, lastDuration);
+    updateCommand(spec); // the command of the image shown, not of a detector refused since
   } catch (e) {
     if (e.name === 'AbortError') return; // replaced by a newer one
     if (e.status === 409 && inflight === job && !retry) { // cancelled, yet still the newest: once more
@@ -586,10 +586,11 @@ $('copy-cmd').onclick = () => {
 
 function shellQuote(s) { return /^[A-Za-z0-9_.,:=+@%/-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'"; }
 
-function updateCommand() {
-  const out = safeName(S.spec);
-  let c = `${S.info.command} --mask ${shellQuote(S.spec)} --out ${out}.npy`;
-  if (S.spec.startsWith('com')) c += ` --com-shifts ${out}_shifts.npy`;
+// updateCommand shows the stemdot apply command of spec, the image shown.
+function updateCommand(spec) {
+  const out = safeName(spec);
+  let c = `${S.info.command} --mask ${shellQuote(spec)} --out ${out}.npy`;
+  if (spec.startsWith('com')) c += ` --com-shifts ${out}_shifts.npy`;
   $('command').value = c;
   S.command = c;
 }

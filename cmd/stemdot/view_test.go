@@ -19,7 +19,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"image"
+	"image/color"
 	"image/png"
 	"io"
 	"math"
@@ -363,14 +363,9 @@ func scenario(t *testing.T, file, name string, opts ...string) *page {
 	spec := fmt.Sprintf("disk:%g,%g,%g", cx, cy, r1)
 	require.Equal(t, spec, p.checkImage())
 	p.shot("1_disk")
-	// The PNG export: the image as shown, one pixel per scan position.
-	img, err := png.Decode(bytes.NewReader(p.download("export-png", eval[string](p, `safeName(stemdotView.spec)`)+".png")))
-	require.NoError(t, err)
-	ny, nx := 1, nav[len(nav)-1]
-	if len(nav) == 2 {
-		ny = nav[0]
-	}
-	require.Equal(t, image.Rect(0, 0, nx, ny), img.Bounds())
+	// The PNG export: the PNG of apply --png, scaled up alike.
+	p.cli(append([]string{"apply", file, "--mask", spec, "--out", "png.npy", "--png", "png", "-q"}, opts...)...)
+	p.checkPNG("", "png_0_disk.png")
 	if len(nav) == 2 && strings.HasSuffix(file, ".mib") {
 		checkDiskReference(t, file, f32s(p.bytesOf(`stemdotView.painted.data`)), cx, cy, r1)
 	}
@@ -397,7 +392,7 @@ func scenario(t *testing.T, file, name string, opts ...string) *page {
 	at := eval[[2]float64](p, fmt.Sprintf(`stemdotView.imagePoint(%d, %d)`, y, x))
 	seq := eval[int](p, `stemdotView.frameSeq`)
 	require.NoError(t, chromedp.Do(p.ctx, chromedp.MouseClickXY(at[0], at[1])))
-	_, err = chromedp.Run(p.ctx, chromedp.Poll[bool](fmt.Sprintf(`stemdotView.frameSeq > %d`, seq)))
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool](fmt.Sprintf(`stemdotView.frameSeq > %d`, seq)))
 	require.NoError(t, err)
 	require.Equal(t, []int{y, x}, eval[[]int](p, `[stemdotView.frame.y, stemdotView.frame.x]`))
 	pos := fmt.Sprintf("%d,%d", y, x)
@@ -428,9 +423,36 @@ func scenario(t *testing.T, file, name string, opts ...string) *page {
 		p.cli("com", shifts, "--magnitude", "mag.npy", "-q")
 		eval[bool](p, `(() => { const s = document.getElementById('com-part'); s.value = '2'; s.dispatchEvent(new Event('change')); return true; })()`)
 		require.Equal(t, npyData(t, filepath.Join(p.dir, "mag.npy")), p.bytesOf(`stemdotView.painted.data`), "CoM magnitude against stemdot com --magnitude")
+		p.cli("com", shifts, "--png", "com", "-q")
+		p.checkPNG("_magnitude", "com_magnitude.png")
+		eval[bool](p, `(() => { const s = document.getElementById('com-part'); s.value = '0'; s.dispatchEvent(new Event('change')); return true; })()`)
+		p.cli(append([]string{"apply", file, "--mask", spec, "--out", "comy.npy", "--com-shifts", "comy_shifts.npy", "--png", "comy", "-q"}, opts...)...)
+		p.checkPNG("_y", "comy_com_shift_y.png")
 	}
 	p.shot("4_com")
 	return p
+}
+
+// checkPNG checks the PNG the page exports of the image shown (its name safeName(spec)
+// + suffix + .png) against the CLI's PNG want in the output directory: the same size,
+// the same pixels.
+func (p *page) checkPNG(suffix, want string) {
+	p.t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.dir, want))
+	require.NoError(p.t, err)
+	img, err := png.Decode(bytes.NewReader(b))
+	require.NoError(p.t, err, want)
+	got, err := png.Decode(bytes.NewReader(p.download("export-png", eval[string](p, `safeName(stemdotView.painted.spec)`)+suffix+".png")))
+	require.NoError(p.t, err)
+	require.Equal(p.t, img.Bounds(), got.Bounds(), "exported PNG against %s", want)
+	require.GreaterOrEqual(p.t, min(img.Bounds().Dx(), img.Bounds().Dy()), 256, want)
+	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
+		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
+			if a, b := color.GrayModel.Convert(img.At(x, y)), color.GrayModel.Convert(got.At(x, y)); a != b {
+				p.t.Fatalf("exported PNG against %s: pixel (%d, %d) is %v, want %v", want, x, y, b, a)
+			}
+		}
+	}
 }
 
 // pickedValues reads stemdot pick's NPY of one frame as float64.

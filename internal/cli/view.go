@@ -47,7 +47,8 @@ detector as stemdot apply computes it (the same float32 values), updated while i
 dragged, with colour map, contrast limits and colour bar; for com the shift y, shift x
 or their magnitude, as apply --com-shifts and stemdot com --magnitude give them. Export:
 the image as NPY (as apply --out writes it; com: the shifts as --com-shifts), the image
-as PNG as shown, and the stemdot apply command that computes it.
+as PNG as apply --png writes it (grey from the minimum to the maximum, scaled up to a
+short side of 256 pixels), and the stemdot apply command of the image shown.
 
 Runs: one at a time, on the workers of --cpus/--gpus (--gpu: one GPU worker, CUDA
 builds only); a page's new request cancels its run in progress (newest wins; two pages

@@ -33,6 +33,12 @@
 //	                                 magnitude, as apply --com-shifts and com --magnitude;
 //	                                 the auto specs (disk:auto, ...) are made about the
 //	                                 centre of "ready"
+//	GET /TOKEN/api/png?spec=S&part=P the image of api/image as the PNG that stemdot apply
+//	                                 --png writes of it (stemdot.GreyImage: 8-bit grey,
+//	                                 minimum to maximum, scaled up to a short side of 256
+//	                                 pixels); for com, part 0 and 1 the shifts y and x
+//	                                 (apply --png --com-shifts), 2 the magnitude (stemdot
+//	                                 com --png)
 //
 // The live mode (NewLive, stemdot view --live) serves an acquisition while it arrives
 // from a detector: see live.go for its requests.
@@ -77,6 +83,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/png"
 	"io"
 	"io/fs"
 	"math"
@@ -195,6 +202,7 @@ func New(ds dataset.Dataset, opt Options) (*Server, error) {
 	mux.HandleFunc("GET /api/frame", s.frame)
 	mux.HandleFunc("GET /api/pick", s.pick)
 	mux.HandleFunc("GET /api/image", s.image)
+	mux.HandleFunc("GET /api/png", s.pngExport)
 	s.ds, s.work = ds, s.firstPass
 	if fi, err := os.Stat(ds.Path()); ds.Path() != "" && err == nil {
 		s.file = fi
@@ -635,6 +643,49 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	send(w, c.dtype, c.shape, c.data)
+}
+
+// pngExport sends the image of spec (a com spec's map part: 0 shift y, 1 shift x, 2
+// magnitude) as the PNG that stemdot apply --png writes of it (stemdot.GreyImage),
+// computing it unless cached.
+func (s *Server) pngExport(w http.ResponseWriter, r *http.Request) {
+	if s.reduction(w) == nil {
+		return
+	}
+	q := r.URL.Query()
+	spec := strings.TrimSpace(q.Get("spec"))
+	c, ok := s.cached(spec)
+	if !ok {
+		var err error
+		if c, err = s.compute(r.Context(), spec, "", 0); err != nil {
+			fail(w, err)
+			return
+		}
+	}
+	nav, size, parts := c.shape, 4, 1
+	if c.dtype == "f8" { // com: the maps (3, nav...)
+		nav, size, parts = c.shape[1:], 8, c.shape[0]
+	}
+	part := 0
+	if p := q.Get("part"); p != "" || parts > 1 {
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 0 || v >= parts {
+			http.Error(w, fmt.Sprintf("part=%q: spec %q has maps 0 to %d", p, spec, parts-1), http.StatusBadRequest)
+			return
+		}
+		part = v
+	}
+	vals := make([]float64, len(c.data)/size/parts)
+	for i := range vals {
+		b := c.data[(part*len(vals)+i)*size:]
+		if size == 4 {
+			vals[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
+		} else {
+			vals[i] = math.Float64frombits(binary.LittleEndian.Uint64(b))
+		}
+	}
+	w.Header().Set("Content-Type", "image/png")
+	png.Encode(w, stemdot.GreyImage(nav, vals))
 }
 
 // errStale is the error of a run cancelled by a newer request.

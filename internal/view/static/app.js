@@ -575,8 +575,17 @@ function download(blob, name) {
 $('export-npy').onclick = () => {
   if (S.painted) download(new Blob([exportNPY()], { type: 'application/octet-stream' }), safeName(S.painted.spec) + '.npy');
 };
-$('export-png').onclick = () => {
-  if (S.painted) imageOff.toBlob((b) => download(b, safeName(S.painted.spec) + (S.painted.spec.startsWith('com') ? '_' + ['y', 'x', 'magnitude'][S.painted.part] : '') + '.png'), 'image/png');
+// The PNG export is the image as stemdot apply --png writes it (the server draws it):
+// grey from the minimum to the maximum, scaled up to a short side of 256 pixels.
+$('export-png').onclick = async () => {
+  const p = S.painted;
+  if (!p) return;
+  const com = p.spec.startsWith('com');
+  try {
+    const r = await fetch(`api/png?spec=${encodeURIComponent(p.spec)}` + (com ? `&part=${p.part}` : ''));
+    if (!r.ok) throw new Error((await r.text()).trim() || r.statusText);
+    download(await r.blob(), safeName(p.spec) + (com ? '_' + ['y', 'x', 'magnitude'][p.part] : '') + '.png');
+  } catch (e) { showError('PNG export: ' + e.message); }
 };
 $('copy-cmd').onclick = () => {
   const c = $('command');

@@ -242,7 +242,13 @@ def test_missing_file(stemdot_bin, cluster, tmp_path):
     assert cli.returncode == dask.returncode == 1
     assert f"stemdot: dataset: {path}: file does not exist" in cli.stderr
     assert f"stemdot.dask: no live Dask worker can read {path}: {path}: No such file or directory (the file must be at this path on every Dask worker) (on workers " in dask.stderr, dask.stderr
+    assert "Traceback" not in dask.stderr
     assert not list(tmp_path.iterdir())
+    # #35: the message is the only report: no worker logged a failed task with its
+    # traceback ("Compute Failed", every worker asked, before the message).
+    with distributed.Client(cluster) as client:
+        logs = client.get_worker_logs()
+    assert [m for records in logs.values() for _, m in records if str(path) in m] == []
 
 
 def test_workers_lines(cluster, scan, tmp_path):

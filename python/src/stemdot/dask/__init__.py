@@ -514,15 +514,21 @@ def _info_task(path, options, job=None):
     worker (kept open for job's ranges, see StemdotPlugin.dataset); frame_positions: the
     scan position of each frame when they are not the whole scan (an ROI, a frames
     range), else None; positions_without_frame: as stemdot.Dataset's; size: the file's
-    size in bytes on this worker."""
+    size in bytes on this worker. A stemdot error of opening it (a missing file, ...) is
+    returned, {"error": exception}, not raised: it answers the client's question (which
+    workers can read the file), and the worker would log a task that raises as "Compute
+    Failed" with its traceback, on every worker asked, before the client's message."""
     plugin = _plugin()
     plugin.wait_ready()
-    with plugin.dataset(path, options, job) as ds:
-        part = int(np.prod(ds.scan_shape)) != ds.n_frames
-        return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
-                "format": ds.format, "warnings": ds.warnings, "scan_shape": ds.scan_shape, "positions": ds.positions,
-                "frame_positions": ds._scan_positions() if part else None,
-                "positions_without_frame": ds.positions_without_frame, "size": _file_size(path)}
+    try:
+        with plugin.dataset(path, options, job) as ds:
+            part = int(np.prod(ds.scan_shape)) != ds.n_frames
+            return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
+                    "format": ds.format, "warnings": ds.warnings, "scan_shape": ds.scan_shape, "positions": ds.positions,
+                    "frame_positions": ds._scan_positions() if part else None,
+                    "positions_without_frame": ds.positions_without_frame, "size": _file_size(path)}
+    except stemdot.StemdotError as e:
+        return {"error": e}
 
 
 def _file_size(path, dask_worker=None):
@@ -913,11 +919,15 @@ async def _dataset_info(client, path, options, timeout, job=None, excluded=None,
             if not future.done():
                 await client.cancel([future])
         if future.status == "finished":
-            return await future.result()
-        if future.status != "error":
-            continue
-        exc = await future.exception()
-        if _worker_lost(exc):
+            info = await future.result()
+            if "error" not in info:
+                return info
+            exc = info["error"]  # the worker cannot open the file (see _info_task)
+        elif future.status == "error":
+            exc = await future.exception()
+            if _worker_lost(exc):
+                continue
+        else:
             continue
         if not await _node_local(client, exc, address, path, None, live):
             raise exc

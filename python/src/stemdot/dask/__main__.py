@@ -285,9 +285,13 @@ def _opened(path, options):
     """On a worker: "path", the file that stemdot opening path with options reads
     (stemdot.Dataset.path: e.g. an EMI file's SER file), and "frames", the frames that
     file holds (opened without the options that pick frames or shape the scan: frames,
-    roi, nav_shape), None where it cannot be opened so."""
-    with stemdot._open(path, options) as ds:
-        opened = ds.path
+    roi, nav_shape), None where it cannot be opened so; "" and None where path cannot be
+    opened (returned, not raised: see stemdot.dask._info_task)."""
+    try:
+        with stemdot._open(path, options) as ds:
+            opened = ds.path
+    except stemdot.StemdotError:
+        return {"path": "", "frames": None}
     try:
         with stemdot._open(path, {k: v for k, v in options.items() if k not in ("frames", "roi", "nav_shape")}) as ds:
             frames = ds.n_frames

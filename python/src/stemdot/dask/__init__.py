@@ -1171,6 +1171,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     refused = {}  # address → sends of the job's data it refused in a row
     gathering = {}  # future → asyncio task fetching the values of its finished range
     done_by = {}  # address → [frames, seconds in the apply] of the ranges it computed
+    offered = set()  # the workers set up for the job that ranges were offered to (with the resources, not excluded)
     idle_since = None  # since when no range is in flight
 
     def depth(address, worker):
@@ -1284,6 +1285,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
                 if address not in nodes:
                     _probe(client, address, probing, nodes, timeout)
                     continue
+                offered.add(address)
                 while ledger.busy(address) < depth(address, worker):
                     if not ledger.pending or not ready_for(address):
                         break
@@ -1373,6 +1375,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
             record["frames"] = {a: d[0] for a, d in done_by.items()}
             record["rates"] = {a: d[0] / d[1] if d[1] > 0 else None for a, d in done_by.items()}
             record["excluded"] = {a: str(u) for a, u in excluded.items()}
+            record["offered"] = sorted(offered)
             report.update(record)
 
 
@@ -1722,7 +1725,9 @@ def apply_masks(
       died or retired), ``hung`` (the same, of the ranges taken back from a hung worker),
       ``frames`` (worker address → frames it computed), ``rates`` (worker address →
       frames per second of its applies), ``excluded`` (worker address → the error of a
-      node that cannot read the file), ``nodes`` (the node descriptions), ``run_notes``
+      node that cannot read the file), ``offered`` (the addresses of the workers that
+      ranges were offered to: set up, with the resources, not yet excluded; idle ones
+      too), ``nodes`` (the node descriptions), ``run_notes``
       (the run notes of the frames read, as below) and ``seconds`` (the whole call).
 
     The dataset's warnings (a guessed nav shape, frames that do not fit the scan, the

@@ -226,9 +226,8 @@ function parseSpec(text) {
   const want = (auto ? { disk: [0, 1], ring: [2], com: [0, 1] } : { disk: [3], ring: [4], rect: [4], point: [2], com: [0, 2, 3] })[m[1]];
   if (!want) throw new Error(`spec "${text}": only disk, ring and com take auto (the direct beam's centre)`);
   if (!want.includes(v.length)) throw new Error(`spec "${text}": ${m[1]}${auto ? ':auto' : ''} takes ${want.join(' or ')} numbers`);
-  if (auto && !S.centre)
-    throw new Error(`spec "${text}": no direct beam's disk was found in the sum frame for the auto specs: give the centre's numbers, or drag the detector onto the beam`);
   if (auto) {
+    if (!S.centre) throw new Error(`spec "${text}": no direct beam's disk was found in the sum frame for the auto specs: give the centre's numbers, or drag the detector onto the beam`);
     v.unshift(S.centre.x, S.centre.y);
     if (m[1] === 'disk' && v.length === 2) v.push(S.centre.r);
   }

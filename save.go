@@ -449,6 +449,15 @@ func pngScale(rows, cols int) int {
 	return max(1, min((pngMinSide+short-1)/short, pngMaxSide/long))
 }
 
+// GreyImage is the PNG image that Outputs.PNGPrefix writes of one image: values laid out
+// as nav (C order, rows of its last axis; a 1-D nav shape as one row), 8-bit grey from
+// the finite minimum (black) to the finite maximum (white), NaN black, scaled up by a
+// whole factor to a short side of at least 256 pixels (the long side at most 4096).
+// stemdot view exports its images as this PNG.
+func GreyImage(nav []int, values []float64) *image.Gray {
+	return grey(nav, len(values), func(f int) float64 { return values[f] })
+}
+
 // grey is the 8-bit image of value(f) for frames f laid out as nav (rows of its last
 // axis), mapped from the finite minimum (black) to the finite maximum (white), NaN and
 // a constant image black, and scaled up by pngScale, nearest neighbour.

@@ -19,10 +19,12 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"image"
+	"image/color"
 	"image/png"
+	"io"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -336,8 +338,16 @@ func scenario(t *testing.T, file, name string, opts ...string) *page {
 	nav := eval[[]int](p, `stemdotView.info.nav_shape`)
 	cx, cy := float64(sig[1]/2), float64(sig[0]/2)
 	r0 := math.Max(1, math.Round(float64(min(sig[0], sig[1]))/8))
-	require.Equal(t, fmt.Sprintf("disk:%g,%g,%g", cx, cy, r0), p.waitPainted())
+	// The default detector: disk:auto, as apply makes it, where the sum frame shows the
+	// direct beam; else a disk at the frame's centre.
+	if eval[bool](p, `stemdotView.centre !== null`) {
+		require.Equal(t, "disk:auto", p.checkImage())
+	} else {
+		require.Equal(t, fmt.Sprintf("disk:%g,%g,%g", cx, cy, r0), p.waitPainted())
+	}
 	p.shot("0_start")
+	p.typeSpec(fmt.Sprintf("disk:%g,%g,%g", cx, cy, r0))
+	p.waitPainted()
 
 	// The sum frame against stemdot sum's, bit for bit (float64).
 	p.cli(append([]string{"sum", file, "--out", "sum.npy", "-q"}, opts...)...)
@@ -353,14 +363,9 @@ func scenario(t *testing.T, file, name string, opts ...string) *page {
 	spec := fmt.Sprintf("disk:%g,%g,%g", cx, cy, r1)
 	require.Equal(t, spec, p.checkImage())
 	p.shot("1_disk")
-	// The PNG export: the image as shown, one pixel per scan position.
-	img, err := png.Decode(bytes.NewReader(p.download("export-png", eval[string](p, `safeName(stemdotView.spec)`)+".png")))
-	require.NoError(t, err)
-	ny, nx := 1, nav[len(nav)-1]
-	if len(nav) == 2 {
-		ny = nav[0]
-	}
-	require.Equal(t, image.Rect(0, 0, nx, ny), img.Bounds())
+	// The PNG export: the PNG of apply --png, scaled up alike.
+	p.cli(append([]string{"apply", file, "--mask", spec, "--out", "png.npy", "--png", "png", "-q"}, opts...)...)
+	p.checkPNG("", "png_0_disk.png")
 	if len(nav) == 2 && strings.HasSuffix(file, ".mib") {
 		checkDiskReference(t, file, f32s(p.bytesOf(`stemdotView.painted.data`)), cx, cy, r1)
 	}
@@ -387,7 +392,7 @@ func scenario(t *testing.T, file, name string, opts ...string) *page {
 	at := eval[[2]float64](p, fmt.Sprintf(`stemdotView.imagePoint(%d, %d)`, y, x))
 	seq := eval[int](p, `stemdotView.frameSeq`)
 	require.NoError(t, chromedp.Do(p.ctx, chromedp.MouseClickXY(at[0], at[1])))
-	_, err = chromedp.Run(p.ctx, chromedp.Poll[bool](fmt.Sprintf(`stemdotView.frameSeq > %d`, seq)))
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool](fmt.Sprintf(`stemdotView.frameSeq > %d`, seq)))
 	require.NoError(t, err)
 	require.Equal(t, []int{y, x}, eval[[]int](p, `[stemdotView.frame.y, stemdotView.frame.x]`))
 	pos := fmt.Sprintf("%d,%d", y, x)
@@ -418,9 +423,36 @@ func scenario(t *testing.T, file, name string, opts ...string) *page {
 		p.cli("com", shifts, "--magnitude", "mag.npy", "-q")
 		eval[bool](p, `(() => { const s = document.getElementById('com-part'); s.value = '2'; s.dispatchEvent(new Event('change')); return true; })()`)
 		require.Equal(t, npyData(t, filepath.Join(p.dir, "mag.npy")), p.bytesOf(`stemdotView.painted.data`), "CoM magnitude against stemdot com --magnitude")
+		p.cli("com", shifts, "--png", "com", "-q")
+		p.checkPNG("_magnitude", "com_magnitude.png")
+		eval[bool](p, `(() => { const s = document.getElementById('com-part'); s.value = '0'; s.dispatchEvent(new Event('change')); return true; })()`)
+		p.cli(append([]string{"apply", file, "--mask", spec, "--out", "comy.npy", "--com-shifts", "comy_shifts.npy", "--png", "comy", "-q"}, opts...)...)
+		p.checkPNG("_y", "comy_com_shift_y.png")
 	}
 	p.shot("4_com")
 	return p
+}
+
+// checkPNG checks the PNG the page exports of the image shown (its name safeName(spec)
+// + suffix + .png) against the CLI's PNG want in the output directory: the same size,
+// the same pixels.
+func (p *page) checkPNG(suffix, want string) {
+	p.t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.dir, want))
+	require.NoError(p.t, err)
+	img, err := png.Decode(bytes.NewReader(b))
+	require.NoError(p.t, err, want)
+	got, err := png.Decode(bytes.NewReader(p.download("export-png", eval[string](p, `safeName(stemdotView.painted.spec)`)+suffix+".png")))
+	require.NoError(p.t, err)
+	require.Equal(p.t, img.Bounds(), got.Bounds(), "exported PNG against %s", want)
+	require.GreaterOrEqual(p.t, min(img.Bounds().Dx(), img.Bounds().Dy()), 256, want)
+	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
+		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
+			if a, b := color.GrayModel.Convert(img.At(x, y)), color.GrayModel.Convert(got.At(x, y)); a != b {
+				p.t.Fatalf("exported PNG against %s: pixel (%d, %d) is %v, want %v", want, x, y, b, a)
+			}
+		}
+	}
 }
 
 // pickedValues reads stemdot pick's NPY of one frame as float64.
@@ -477,9 +509,15 @@ func TestViewRealFile(t *testing.T) {
 	require.Contains(t, p.waitError(), "disk takes 3 numbers")
 	p.shot("5_error")
 	eval[bool](p, `(() => { stemdotView.errors.length = 0; document.getElementById('error').hidden = true; return true; })()`)
-	// An auto spec, as the CLI takes it: the error says what to type instead.
-	p.typeSpec("disk:auto")
-	require.Contains(t, p.waitError(), "no auto specs: give the centre's numbers (stemdot info --centre prints them)")
+	// Auto specs, as the CLI takes them, where the sum frame shows the direct beam.
+	if eval[bool](p, `stemdotView.centre !== null`) {
+		for _, spec := range []string{"disk:auto,12", "ring:auto,20,40"} {
+			p.typeSpec(spec)
+			require.Equal(t, spec, p.checkImage())
+		}
+	}
+	p.typeSpec("point:auto")
+	require.Contains(t, p.waitError(), "only disk, ring and com take auto")
 	eval[bool](p, `(() => { stemdotView.errors.length = 0; document.getElementById('error').hidden = true; return true; })()`)
 
 	// A rect and a point typed as specs, then moved and resized with the keys.
@@ -748,4 +786,103 @@ func TestViewClosedTab(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("stemdot view did not stop within 30 s of its page closing (--close-after 1s)")
 	}
+}
+
+// TestViewDefaultDiskAuto (#35): the page starts with disk:auto, the direct beam's disk
+// found in the sum frame, drawn there and computed as stemdot apply --mask disk:auto
+// computes it, here on a scan whose beam is far from the frame's centre; the auto specs
+// typed are apply's too, and a click on the detector leaves it as it was.
+func TestViewDefaultDiskAuto(t *testing.T) {
+	chromium(t)
+	const cx, cy, r = 12.3, 33.6, 6.2 // on 48×48 frames: the centre (24, 24) is outside the beam
+	scan := discScan(t, cx, cy, r)
+	p := openPage(t, startView(t, scan), "disk_auto")
+	require.Equal(t, "disk:auto", p.waitPainted())
+	det := eval[map[string]float64](p, `({cx: stemdotView.det.cx, cy: stemdotView.det.cy, r: stemdotView.det.r})`)
+	require.InDelta(t, cx, det["cx"], 0.5)
+	require.InDelta(t, cy, det["cy"], 0.5)
+	require.InDelta(t, r, det["r"], 0.5)
+	require.Contains(t, eval[string](p, `document.getElementById('command').value`), "--mask disk:auto --out")
+	p.cli("apply", scan, "--mask", "disk:auto", "--out", "auto.npy", "-q")
+	_, auto := readResult(t, filepath.Join(p.dir, "auto.npy"))
+	require.Equal(t, npyData(t, filepath.Join(p.dir, "auto.npy")), p.bytesOf(`stemdotView.painted.data`), "the default image against apply --mask disk:auto")
+	for f, v := range auto { // the beam: (100+f)·πr² counts
+		require.InDelta(t, float64(100+f)*math.Pi*r*r, v, 0.1*v, "frame %d", f)
+	}
+	p.checkImage()
+	p.shot("0_start")
+
+	// A click inside the detector moves nothing: still disk:auto.
+	painted := eval[int](p, `stemdotView.paintedSeq`)
+	p.drag([2]float64{det["cx"] + 1, det["cy"]}, [2]float64{det["cx"] + 1, det["cy"]}, 0)
+	require.Equal(t, "disk:auto", p.waitPainted())
+	require.Equal(t, painted, eval[int](p, `stemdotView.paintedSeq`))
+	// Moved, it has numbers; typed, the auto specs are apply's.
+	p.drag([2]float64{det["cx"], det["cy"]}, [2]float64{det["cx"] + 4, det["cy"]}, 2)
+	require.Equal(t, fmt.Sprintf("disk:%g,%g,%g", math.Round(det["cx"]+4), math.Round(det["cy"]), math.Round(det["r"]*100)/100), p.checkImage())
+	for _, spec := range []string{"disk:auto,4", "ring:auto,3,9", "com:auto,8"} {
+		p.typeSpec(spec)
+		require.Equal(t, spec, p.waitPainted())
+		p.runCommand() // as in TestViewSmallestRadius: com's export is its shifts
+		name := eval[string](p, `safeName(stemdotView.spec)`)
+		if strings.HasPrefix(spec, "com") {
+			want, err := os.ReadFile(filepath.Join(p.dir, name+"_shifts.npy"))
+			require.NoError(t, err)
+			require.Equal(t, want, p.download("export-npy", name+".npy"), spec)
+		} else {
+			require.Equal(t, npyData(t, filepath.Join(p.dir, name+".npy")), p.bytesOf(`stemdotView.painted.data`), spec)
+		}
+	}
+}
+
+// TestViewNoBeam (#35): where the sum frame shows no direct beam, the detector starts at
+// the frame's centre, and a note on the page says why; auto specs are refused, naming
+// what to give instead.
+func TestViewNoBeam(t *testing.T) {
+	chromium(t)
+	frames := make([]float32, 2*3*32*40)
+	for i := range frames {
+		frames[i] = 5
+	}
+	scan := filepath.Join(t.TempDir(), "flat.npy")
+	require.NoError(t, stemnpy.WriteFile(scan, []int{2, 3, 32, 40}, frames))
+	p := openPage(t, startView(t, scan), "no_beam")
+	require.Equal(t, "disk:20,16,4", p.waitPainted())
+	require.Contains(t, eval[string](p, `document.getElementById('warnings').textContent`), "no direct beam's disk found in the sum frame")
+	p.checkImage()
+	p.typeSpec("disk:auto")
+	require.Contains(t, p.waitError(), "no direct beam's disk was found in the sum frame for the auto specs: give the centre's numbers")
+	// The server refuses them too.
+	resp, err := http.Get(eval[string](p, `location.href`) + "api/image?spec=disk:auto")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, string(body), "no direct beam's disk was found in the sum frame")
+}
+
+// TestViewCommandFollowsImage (#35): the command box describes the image shown: after a
+// detector the server refuses, it still holds the command of the image on the page, and
+// the refusal is in the error banner.
+func TestViewCommandFollowsImage(t *testing.T) {
+	chromium(t)
+	file := filepath.Join(t.TempDir(), "s.npy")
+	_, stderr, code := run(t, "synth", "--out", file, "--nav-shape", "4,6", "--sig-shape", "48,48")
+	require.Equal(t, 0, code, stderr)
+	p := openPage(t, startView(t, file), "command")
+	p.typeSpec("disk:20,22,3")
+	require.Equal(t, "disk:20,22,3", p.checkImage())
+	shown := eval[string](p, `document.getElementById('command').value`)
+	require.Contains(t, shown, "--mask disk:20,22,3 --out")
+	p.typeSpec("disk:-50,-50,3")
+	require.Contains(t, p.waitError(), "no pixel")
+	require.Equal(t, "disk:20,22,3", eval[string](p, `stemdotView.painted.spec`))
+	require.Equal(t, shown, eval[string](p, `document.getElementById('command').value`), "the command box after a refused detector")
+	require.Equal(t, shown, eval[string](p, `stemdotView.command`))
+	p.shot("refused")
+	// The next image shown brings its command.
+	eval[bool](p, `(() => { stemdotView.errors.length = 0; return true; })()`)
+	p.typeSpec("disk:24,22,5")
+	require.Equal(t, "disk:24,22,5", p.checkImage())
+	require.Contains(t, eval[string](p, `document.getElementById('command').value`), "--mask disk:24,22,5 --out")
 }

@@ -57,7 +57,7 @@ type RemoteFlag struct {
 //	apply   {"path", "options", "n_masks", "sig_shape", "float64", "progress"}, masks,
 //	        shifts (2, or 2 per frame read), out: n_frames × n_masks float32 (float64),
 //	        frame-major, the frames as opened (an ROI's selected ones)
-//	        → {"cpu_workers", "gpu_workers" that ran it (each counted once), "workers":
+//	        → {"cpu_workers", "gpu_workers" it was given to (each counted once), "workers":
 //	        [{"name", "frames", "ranges", "seconds" busy}] per worker of the other
 //	        program that computed frames, "run_notes": [{"key", "text", "count",
 //	        "frames"}] the run notes of the frames read (dataset.RunNote), summed by key

@@ -40,12 +40,15 @@ sum, mean or max frame (or the frame of a scan position clicked on the right), l
 linear, with the detector drawn on it: disk, ring, rect, point or com, moved by dragging
 its inside, resized by dragging its edge (a ring's inner or outer edge, a rect's
 bottom-right corner), or with the keys (arrows move, Shift ×10; + and − resize), its
-spec editable as the CLI's (disk:128,128,20). On the right the virtual image of the
+spec editable as the CLI's (disk:128,128,20, disk:auto). It starts as disk:auto, the
+direct beam's disk found in the sum frame as apply finds it (where none is found, at the
+frame's centre, with a note saying why). On the right the virtual image of the
 detector as stemdot apply computes it (the same float32 values), updated while it is
 dragged, with colour map, contrast limits and colour bar; for com the shift y, shift x
 or their magnitude, as apply --com-shifts and stemdot com --magnitude give them. Export:
 the image as NPY (as apply --out writes it; com: the shifts as --com-shifts), the image
-as PNG as shown, and the stemdot apply command that computes it.
+as PNG as apply --png writes it (grey from the minimum to the maximum, scaled up to a
+short side of 256 pixels), and the stemdot apply command of the image shown.
 
 Runs: one at a time, on the workers of --cpus/--gpus (--gpu: one GPU worker, CUDA
 builds only); a page's new request cancels its run in progress (newest wins; two pages

@@ -190,7 +190,7 @@ func (l *liveView) run(ctx context.Context) error {
 			m := min(h.SigShape[0], h.SigShape[1])
 			spec = fmt.Sprintf("disk:%d,%d,%d", h.SigShape[1]/2, h.SigShape[0]/2, max(1, int(math.Round(float64(m)/8))))
 		}
-		stack, err = detector(h.SigShape, spec)
+		stack, err = detector(h.SigShape, spec, nil)
 	}
 	workers := 1
 	if err == nil {
@@ -356,9 +356,9 @@ func imageOf(nav []int, nMasks int, vals []float32) (dtype string, shape []int, 
 }
 
 // detector is the stack of spec on frames of sig: one detector, or the three masks of
-// one com spec (errs.Argument for others).
-func detector(sig [2]int, spec string) (*masks.Stack, error) {
-	stack, err := stemdot.Masks(sig, spec)
+// one com spec (errs.Argument for others); auto specs about centre (nil: refused).
+func detector(sig [2]int, spec string, centre *masks.Centre) (*masks.Stack, error) {
+	stack, err := stemdot.MasksCentred(sig, centre, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -494,7 +494,7 @@ func (l *liveView) setDetector(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec := strings.TrimSpace(r.URL.Query().Get("spec"))
-	stack, err := detector(scan.SigShape(), spec)
+	stack, err := detector(scan.SigShape(), spec, nil)
 	if err != nil {
 		fail(w, err)
 		return

@@ -200,7 +200,7 @@ func offlineImage(t *testing.T, data []byte, spec string) []float64 {
 	t.Helper()
 	ds, err := dataset.FromMemory(data, []int{lny, lnx}, [2]int{lsy, lsx}, dataset.Uint16)
 	require.NoError(t, err)
-	stack, err := detector(ds.SigShape(), spec)
+	stack, err := detector(ds.SigShape(), spec, nil)
 	require.NoError(t, err)
 	res, err := stemdot.Apply(context.Background(), ds, stack, stemdot.Plan{CPUs: "1"}, stemdot.ApplyOptions{})
 	require.NoError(t, err)

@@ -16,7 +16,11 @@
 //	                                 sig_shape, dtype, frames, warnings, the CLI command's
 //	                                 dataset part, workers
 //	GET /TOKEN/api/events            server-sent events: "progress" {done, total} of the
-//	                                 first pass, then "ready" {} or "failed" {error}
+//	                                 first pass, then "ready" {warnings, centre} or
+//	                                 "failed" {error}; centre is the direct beam's disk
+//	                                 {x, y, r} in the sum frame (stemdot.FindCentre, as
+//	                                 apply finds it for disk:auto), or null and
+//	                                 centre_note saying why none was found
 //	GET /TOKEN/api/frame?kind=K      the sum, mean or max frame (sig_y, sig_x), float64
 //	GET /TOKEN/api/pick?y=Y&x=X      the frame at scan position (Y, X), float32 (float64
 //	                                 for 32- and 64-bit pixels)
@@ -26,7 +30,15 @@
 //	                                 with P),
 //	                                 float32 as stemdot apply computes it; a com spec
 //	                                 gives three float64 maps: shift y, shift x and their
-//	                                 magnitude, as apply --com-shifts and com --magnitude
+//	                                 magnitude, as apply --com-shifts and com --magnitude;
+//	                                 the auto specs (disk:auto, ...) are made about the
+//	                                 centre of "ready"
+//	GET /TOKEN/api/png?spec=S&part=P the image of api/image as the PNG that stemdot apply
+//	                                 --png writes of it (stemdot.GreyImage: 8-bit grey,
+//	                                 minimum to maximum, scaled up to a short side of 256
+//	                                 pixels); for com, part 0 and 1 the shifts y and x
+//	                                 (apply --png --com-shifts), 2 the magnitude (stemdot
+//	                                 com --png)
 //
 // The live mode (NewLive, stemdot view --live) serves an acquisition while it arrives
 // from a detector: see live.go for its requests.
@@ -71,6 +83,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/png"
 	"io"
 	"io/fs"
 	"math"
@@ -88,6 +101,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/safetext"
+	"github.com/stemdot/stemdot/masks"
 )
 
 //go:embed static
@@ -139,6 +153,11 @@ type Server struct {
 
 	work func(ctx context.Context) error // what Serve runs besides the requests: the first pass, or the live mode's acquisition
 	live *liveView                       // the live mode's state (NewLive); nil for a dataset
+
+	// centre is the direct beam's disk in the sum frame of the first pass (the page's
+	// default detector, disk:auto); nil: none found, centreErr says why.
+	centre    *masks.Centre
+	centreErr error
 }
 
 // run is a page's image request, its number seq: cancel cancels it as replaced by a
@@ -183,6 +202,7 @@ func New(ds dataset.Dataset, opt Options) (*Server, error) {
 	mux.HandleFunc("GET /api/frame", s.frame)
 	mux.HandleFunc("GET /api/pick", s.pick)
 	mux.HandleFunc("GET /api/image", s.image)
+	mux.HandleFunc("GET /api/png", s.pngExport)
 	s.ds, s.work = ds, s.firstPass
 	if fi, err := os.Stat(ds.Path()); ds.Path() != "" && err == nil {
 		s.file = fi
@@ -275,7 +295,8 @@ func (s *Server) closeWhenIdle(ctx context.Context, stop context.CancelFunc) {
 	}
 }
 
-// firstPass computes the sum, mean and max frames; its error goes to the page.
+// firstPass computes the sum, mean and max frames, and finds the direct beam's disk in
+// the sum frame (the page's default detector, disk:auto); its error goes to the page.
 func (s *Server) firstPass(ctx context.Context) error {
 	opt := stemdot.ReduceOptions{Sum: true, Mean: true, Max: true, Progress: func(done, total int) {
 		s.mu.Lock()
@@ -284,8 +305,16 @@ func (s *Server) firstPass(ctx context.Context) error {
 		s.mu.Unlock()
 	}}
 	red, err := s.opt.Reduce.Reduce(ctx, s.ds, opt)
+	var centre *masks.Centre
+	var centreErr error
+	if err == nil {
+		var c masks.Centre
+		if c, centreErr = stemdot.FindCentre(red.Sum, s.ds.SigShape()); centreErr == nil {
+			centre = &c
+		}
+	}
 	s.mu.Lock()
-	s.red, s.redErr = red, err
+	s.red, s.redErr, s.centre, s.centreErr = red, err, centre, centreErr
 	s.notify()
 	s.mu.Unlock()
 	close(s.ready)
@@ -433,7 +462,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // "ready" or "failed" (final) once it has ended.
 func (s *Server) firstPassEvents(w io.Writer, sent *int) (final bool) {
 	s.mu.Lock()
-	done, red, rerr := s.done, s.red, s.redErr
+	done, red, rerr, centre, centreErr := s.done, s.red, s.redErr, s.centre, s.centreErr
 	s.mu.Unlock()
 	total := s.ds.NumFrames()
 	switch {
@@ -442,7 +471,13 @@ func (s *Server) firstPassEvents(w io.Writer, sent *int) (final bool) {
 		return true
 	case red != nil:
 		fmt.Fprintf(w, "event: progress\ndata: %s\n\n", mustJSON(map[string]int{"done": total, "total": total}))
-		fmt.Fprintf(w, "event: ready\ndata: %s\n\n", mustJSON(map[string]any{"warnings": flagNames(red.Warnings)}))
+		ready := map[string]any{"warnings": flagNames(red.Warnings), "centre": nil}
+		if centre != nil {
+			ready["centre"] = map[string]float64{"x": centre.X, "y": centre.Y, "r": centre.R}
+		} else {
+			ready["centre_note"] = message(fmt.Sprintf("no direct beam's disk found in the sum frame (%v): the detector starts at the frame's centre, not at disk:auto; drag it onto the beam", centreErr))
+		}
+		fmt.Fprintf(w, "event: ready\ndata: %s\n\n", mustJSON(ready))
 		return true
 	case done != *sent:
 		fmt.Fprintf(w, "event: progress\ndata: %s\n\n", mustJSON(map[string]int{"done": done, "total": total}))
@@ -610,6 +645,49 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 	send(w, c.dtype, c.shape, c.data)
 }
 
+// pngExport sends the image of spec (a com spec's map part: 0 shift y, 1 shift x, 2
+// magnitude) as the PNG that stemdot apply --png writes of it (stemdot.GreyImage),
+// computing it unless cached.
+func (s *Server) pngExport(w http.ResponseWriter, r *http.Request) {
+	if s.reduction(w) == nil {
+		return
+	}
+	q := r.URL.Query()
+	spec := strings.TrimSpace(q.Get("spec"))
+	c, ok := s.cached(spec)
+	if !ok {
+		var err error
+		if c, err = s.compute(r.Context(), spec, "", 0); err != nil {
+			fail(w, err)
+			return
+		}
+	}
+	nav, size, parts := c.shape, 4, 1
+	if c.dtype == "f8" { // com: the maps (3, nav...)
+		nav, size, parts = c.shape[1:], 8, c.shape[0]
+	}
+	part := 0
+	if p := q.Get("part"); p != "" || parts > 1 {
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 0 || v >= parts {
+			http.Error(w, fmt.Sprintf("part=%q: spec %q has maps 0 to %d", p, spec, parts-1), http.StatusBadRequest)
+			return
+		}
+		part = v
+	}
+	vals := make([]float64, len(c.data)/size/parts)
+	for i := range vals {
+		b := c.data[(part*len(vals)+i)*size:]
+		if size == 4 {
+			vals[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
+		} else {
+			vals[i] = math.Float64frombits(binary.LittleEndian.Uint64(b))
+		}
+	}
+	w.Header().Set("Content-Type", "image/png")
+	png.Encode(w, stemdot.GreyImage(nav, vals))
+}
+
 // errStale is the error of a run cancelled by a newer request.
 var errStale = errs.New(errs.Cancelled, "cancelled: a newer request replaced this one")
 
@@ -620,7 +698,10 @@ var errStale = errs.New(errs.Cancelled, "cancelled: a newer request replaced thi
 // cancel the newer one. The numbers are compared with that run's only: a request after
 // it has ended runs whatever its number.
 func (s *Server) compute(ctx context.Context, spec, page string, seq uint64) (cached, error) {
-	stack, err := detector(s.ds.SigShape(), spec)
+	if s.centre == nil && masks.NeedsCentre(spec) {
+		return cached{}, errs.New(errs.Argument, "mask %q: no direct beam's disk was found in the sum frame for the auto specs (%v): give the centre's numbers, e.g. disk:CX,CY,R", spec, s.centreErr)
+	}
+	stack, err := detector(s.ds.SigShape(), spec, s.centre)
 	if err != nil {
 		return cached{}, err
 	}

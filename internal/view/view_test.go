@@ -2,9 +2,13 @@ package view
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"image"
+	"image/color"
+	"image/png"
 	"io"
 	"math"
 	"net"
@@ -13,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -502,4 +507,57 @@ func TestOneRow(t *testing.T) {
 	shape, fr := array(t, base+"pick?x=4")
 	require.Equal(t, "12,16", shape)
 	require.Equal(t, float64((4*sy*sx+5)%97), fr[5])
+}
+
+// TestPNG (#35): api/png is the image as stemdot apply --png draws it: 8-bit grey from
+// the minimum (black) to the maximum (white), each scan position a block of k×k pixels,
+// k the whole factor that brings the short side to 256 (here 3 rows: k = 86); for com,
+// the map asked for.
+func TestPNG(t *testing.T) {
+	s, hs := newServer(t)
+	base := hs.URL + "/" + s.Token() + "/api/"
+	check := func(url string, want []float64) {
+		t.Helper()
+		resp, body := get(t, url)
+		require.Equal(t, 200, resp.StatusCode, "%s", body)
+		require.Equal(t, "image/png", resp.Header.Get("Content-Type"))
+		img, err := png.Decode(bytes.NewReader(body))
+		require.NoError(t, err)
+		const k = 86
+		require.Equal(t, image.Rect(0, 0, nx*k, ny*k), img.Bounds())
+		lo, hi := slices.Min(want), slices.Max(want)
+		for y := range ny * k {
+			for x := range nx * k {
+				g := color.GrayModel.Convert(img.At(x, y)).(color.Gray).Y
+				require.Equal(t, uint8(math.Round((want[y/k*nx+x/k]-lo)/(hi-lo)*255)), g, "%s: pixel (%d, %d)", url, x, y)
+			}
+		}
+	}
+	disk := make([]float64, ny*nx) // float64 sums over (x−8)² + (y−6)² ≤ 4²
+	mag := make([]float64, ny*nx)  // the CoM shift's magnitude about (8, 6)
+	for f := range ny * nx {
+		var s0, s1, s2 float64
+		for y := range sy {
+			for x := range sx {
+				v := value(f, y, x)
+				if (x-8)*(x-8)+(y-6)*(y-6) <= 16 {
+					disk[f] += v
+				}
+				s0, s1, s2 = s0+v, s1+float64(y-6)*v, s2+float64(x-8)*v
+			}
+		}
+		mag[f] = math.Hypot(s1/s0, s2/s0)
+	}
+	check(base+"png?spec=disk:8,6,4", disk)
+	check(base+"png?spec=com:8,6&part=2", mag)
+	for _, c := range []struct{ url, want string }{
+		{"png?spec=com:8,6", `part="": spec "com:8,6" has maps 0 to 2`},
+		{"png?spec=com:8,6&part=3", `part="3"`},
+		{"png?spec=disk:8,6,4&part=1", `has maps 0 to 0`},
+		{"png?spec=disk:8,6", "want disk:CX,CY,R"},
+	} {
+		resp, body := get(t, base+c.url)
+		require.Equal(t, 400, resp.StatusCode, "%s: %s", c.url, body)
+		require.Contains(t, string(body), c.want, c.url)
+	}
 }

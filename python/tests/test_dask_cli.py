@@ -242,7 +242,30 @@ def test_missing_file(stemdot_bin, cluster, tmp_path):
     assert cli.returncode == dask.returncode == 1
     assert f"stemdot: dataset: {path}: file does not exist" in cli.stderr
     assert f"stemdot.dask: no live Dask worker can read {path}: {path}: No such file or directory (the file must be at this path on every Dask worker) (on workers " in dask.stderr, dask.stderr
+    assert "Traceback" not in dask.stderr
     assert not list(tmp_path.iterdir())
+    # #35: the message is the only report: no worker logged a failed task with its
+    # traceback ("Compute Failed", every worker asked, before the message).
+    with distributed.Client(cluster) as client:
+        logs = client.get_worker_logs()
+    assert [m for records in logs.values() for _, m in records if str(path) in m] == []
+
+
+def test_summary_counts_the_workers_announced(cluster, scan, tmp_path):
+    """#35: the summary and RESULT.json's plan count the stemdot workers the job was given
+    to, as stemdot apply counts its plan's (idle ones too): those announced, though one
+    range of this small scan holds every frame and one Dask worker computes them all."""
+    out = tmp_path / "r.npy"
+    run = subprocess.run([sys.executable, "-m", "stemdot.dask", "--scheduler", cluster.scheduler_address, str(scan), "--mask",
+                          "com", "--out", str(out), "--workers"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert run.returncode == 0, run.stderr
+    announced = re.search(r"stemdot\.dask: 2 Dask workers, (\d+) stemdot workers\n", run.stderr)
+    assert announced, run.stderr
+    n = int(announced[1])
+    summary, *lines = run.stdout.splitlines()
+    assert f", {n} workers ({n} cpu, 0 gpu) → {out}" in summary
+    assert len(lines) == 1  # the Dask worker that computed the frames
+    assert json.loads(out.with_suffix(".json").read_text())["plan"] == {"cpu_workers": n, "gpu_workers": 0}
 
 
 def test_workers_lines(cluster, scan, tmp_path):
@@ -266,9 +289,11 @@ def test_workers_lines(cluster, scan, tmp_path):
 
 
 def test_workers_counted_once(tmp_path):
-    """#20 D: the workers of a run are the stemdot workers that computed frames, each
+    """#20 D, #35: the workers of a run are the stemdot workers it was given to, each
     once: a Dask worker restarted by its Nanny (a new address on the same host, the same
-    pinned CPUs) is not counted again, a worker that joined but computed nothing not at all."""
+    pinned CPUs) is not counted again; one offered ranges that computed nothing is
+    counted (as stemdot apply counts its idle workers), one whose node cannot read the
+    file, or never offered a range (without the resources), is not."""
     from stemdot.dask.__main__ import _ran
 
     def node(host, cpus, gpus=()):
@@ -276,13 +301,15 @@ def test_workers_counted_once(tmp_path):
 
     report = {
         "nodes": {"tcp://a:1": node("a", [1, 2]), "tcp://a:2": node("a", [1, 2]), "tcp://b:1": node("b", [1, 2], [0]),
-                  "tcp://c:1": node("c", [1])},
+                  "tcp://c:1": node("c", [1]), "tcp://d:1": node("d", [1, 2]), "tcp://e:1": node("e", [1])},
         "frames": {"tcp://a:1": 10, "tcp://a:2": 20, "tcp://b:1": 30, "tcp://c:1": 0},
         "rates": {"tcp://a:1": 5.0, "tcp://a:2": 10.0, "tcp://b:1": 60.0, "tcp://c:1": None},
+        "offered": ["tcp://a:1", "tcp://a:2", "tcp://b:1", "tcp://c:1", "tcp://d:1"],
+        "excluded": {"tcp://d:1": "StemdotIOError: ..."},
         "ranges": [(0, 10, "tcp://a:1", 0, 2.0), (10, 20, "tcp://a:2", 0, 2.0), (30, 15, "tcp://b:1", 0, 0.25),
                    (45, 15, "tcp://b:1", 0, 0.25)],
     }
-    assert _ran(report) == {"cpu_workers": 4, "gpu_workers": 1, "workers": [
+    assert _ran(report) == {"cpu_workers": 5, "gpu_workers": 1, "workers": [
         {"name": "tcp://a:1", "frames": 10, "ranges": 1, "seconds": 2.0},
         {"name": "tcp://a:2", "frames": 20, "ranges": 1, "seconds": 2.0},
         {"name": "tcp://b:1", "frames": 30, "ranges": 2, "seconds": 0.5}]}

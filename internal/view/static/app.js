@@ -10,6 +10,7 @@ const S = window.stemdotView = {
   info: null,            // /api/info
   det: null,             // the detector: {type, cx, cy, r, ri, ro, x, y, w, h}
   spec: '',              // its spec
+  centre: null,          // the direct beam's disk {x, y, r} in the sum frame (auto specs); null: none found
   painted: null,         // the image shown: {spec, seq, shape, dtype, all, data, part}
   paintedSeq: 0,
   frame: null,           // the frame shown: {kind, y, x, shape, data, seq}
@@ -194,7 +195,14 @@ function defaultDetector(type, from) {
   return d;
 }
 
+// specOf is d's spec: its auto spec (d.auto, from parseSpec) while d is where that put
+// it, else its numbers.
 function specOf(d) {
+  const s = numSpec(d);
+  return d.auto && d.auto.of === s ? d.auto.spec : s;
+}
+
+function numSpec(d) {
   switch (d.type) {
     case 'disk': return `disk:${fmt(d.cx)},${fmt(d.cy)},${fmt(d.r)}`;
     case 'ring': return `ring:${fmt(d.cx)},${fmt(d.cy)},${fmt(d.ri)},${fmt(d.ro)}`;
@@ -204,16 +212,25 @@ function specOf(d) {
   }
 }
 
-// parseSpec reads a spec typed by the user into a detector, or throws saying why.
+// parseSpec reads a spec typed by the user into a detector, or throws saying why. The
+// auto specs (disk:auto[,R], ring:auto,RI,RO, com:auto[,R]) are about the direct beam's
+// disk that the server found in the sum frame (S.centre), as stemdot apply makes them.
 function parseSpec(text) {
   const m = /^\s*(disk|ring|rect|point|com)\s*(?::(.*))?$/.exec(text);
-  if (!m) throw new Error(`spec "${text}": want disk:CX,CY,R, ring:CX,CY,RI,RO, rect:X,Y,W,H, point:X,Y or com[:CX,CY[,R]] (the view needs numbers, no auto specs)`);
-  if (m[2] !== undefined && /(^|,)\s*auto\s*(,|$)/.test(m[2]))
-    throw new Error(`spec "${text}": the view takes no auto specs: give the centre's numbers (stemdot info --centre prints them), or drag the detector onto the beam`);
-  const v = m[2] === undefined ? [] : m[2].split(',').map((s) => Number(s.trim()));
+  if (!m) throw new Error(`spec "${text}": want disk:CX,CY,R, ring:CX,CY,RI,RO, rect:X,Y,W,H, point:X,Y, com[:CX,CY[,R]], or disk:auto[,R], ring:auto,RI,RO, com:auto[,R]`);
+  const args = m[2] === undefined ? [] : m[2].split(',');
+  const auto = args.length > 0 && args[0].trim() === 'auto';
+  if (auto) args.shift();
+  const v = args.map((s) => Number(s.trim()));
   if (v.some((x) => !isFinite(x))) throw new Error(`spec "${text}": every value must be a number`);
-  const want = { disk: [3], ring: [4], rect: [4], point: [2], com: [0, 2, 3] }[m[1]];
-  if (!want.includes(v.length)) throw new Error(`spec "${text}": ${m[1]} takes ${want.join(' or ')} numbers`);
+  const want = (auto ? { disk: [0, 1], ring: [2], com: [0, 1] } : { disk: [3], ring: [4], rect: [4], point: [2], com: [0, 2, 3] })[m[1]];
+  if (!want) throw new Error(`spec "${text}": only disk, ring and com take auto (the direct beam's centre)`);
+  if (!want.includes(v.length)) throw new Error(`spec "${text}": ${m[1]}${auto ? ':auto' : ''} takes ${want.join(' or ')} numbers`);
+  if (auto) {
+    if (!S.centre) throw new Error(`spec "${text}": no direct beam's disk was found in the sum frame for the auto specs: give the centre's numbers, or drag the detector onto the beam`);
+    v.unshift(S.centre.x, S.centre.y);
+    if (m[1] === 'disk' && v.length === 2) v.push(S.centre.r);
+  }
   const d = defaultDetector(m[1], S.det);
   switch (m[1]) {
     case 'disk': [d.cx, d.cy, d.r] = v; break;
@@ -226,6 +243,7 @@ function parseSpec(text) {
       if (v.length === 0) { const [sy, sx] = sigShape(); d.cx = Math.floor(sx / 2); d.cy = Math.floor(sy / 2); }
       break;
   }
+  if (auto) d.auto = { spec: [`${m[1]}:auto`, ...args.map((a) => fmt(Number(a)))].join(','), of: numSpec(d) };
   return d;
 }
 
@@ -239,7 +257,6 @@ function detectorChanged(t0) {
   $('det-type').value = S.det.type;
   drawFrame();
   if (S.live) { setLiveDetector(S.spec); return; }
-  updateCommand();
   requestImage(S.spec, t0);
 }
 
@@ -279,7 +296,8 @@ function dragTo(ev) {
   const x = toSig(px), y = toSig(py), d = S.det;
   const r = Math.round(Math.hypot(x - d.cx, y - d.cy));
   const [sy, sx] = sigShape(), clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
-  switch (drag.mode) {
+  if (px === drag.at[0] && py === drag.at[1]) Object.assign(d, drag.was); // a click moves nothing
+  else switch (drag.mode) {
     case 'move': // kept on the frame: a detector that selects no pixel is an error
       if (d.type === 'rect') { d.x = clamp(Math.round(x - drag.dx), 1 - d.w, sx - 1); d.y = clamp(Math.round(y - drag.dy), 1 - d.h, sy - 1); }
       else { d.cx = clamp(Math.round(x - drag.dx), 0, sx - 1); d.cy = clamp(Math.round(y - drag.dy), 0, sy - 1); }
@@ -298,7 +316,7 @@ frameCanvas.addEventListener('mousedown', (ev) => {
   ev.preventDefault();
   frameCanvas.focus();
   const [px, py] = canvasXY(ev);
-  drag = hit(px, py);
+  drag = { ...hit(px, py), at: [px, py], was: { ...S.det } };
   S.dragging = true;
   dragTo(ev);
 });
@@ -385,6 +403,7 @@ async function runImage(spec, t0, retry) {
     if (inflight !== job) return;
     lastDuration = performance.now() - job.start;
     paintImage(spec, arr, t0, lastDuration);
+    updateCommand(spec); // the command of the image shown, not of a detector refused since
   } catch (e) {
     if (e.name === 'AbortError') return; // replaced by a newer one
     if (e.status === 409 && inflight === job && !retry) { // cancelled, yet still the newest: once more
@@ -555,8 +574,17 @@ function download(blob, name) {
 $('export-npy').onclick = () => {
   if (S.painted) download(new Blob([exportNPY()], { type: 'application/octet-stream' }), safeName(S.painted.spec) + '.npy');
 };
-$('export-png').onclick = () => {
-  if (S.painted) imageOff.toBlob((b) => download(b, safeName(S.painted.spec) + (S.painted.spec.startsWith('com') ? '_' + ['y', 'x', 'magnitude'][S.painted.part] : '') + '.png'), 'image/png');
+// The PNG export is the image as stemdot apply --png writes it (the server draws it):
+// grey from the minimum to the maximum, scaled up to a short side of 256 pixels.
+$('export-png').onclick = async () => {
+  const p = S.painted;
+  if (!p) return;
+  const com = p.spec.startsWith('com');
+  try {
+    const r = await fetch(`api/png?spec=${encodeURIComponent(p.spec)}` + (com ? `&part=${p.part}` : ''));
+    if (!r.ok) throw new Error((await r.text()).trim() || r.statusText);
+    download(await r.blob(), safeName(p.spec) + (com ? '_' + ['y', 'x', 'magnitude'][p.part] : '') + '.png');
+  } catch (e) { showError('PNG export: ' + e.message); }
 };
 $('copy-cmd').onclick = () => {
   const c = $('command');
@@ -566,10 +594,11 @@ $('copy-cmd').onclick = () => {
 
 function shellQuote(s) { return /^[A-Za-z0-9_.,:=+@%/-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'"; }
 
-function updateCommand() {
-  const out = safeName(S.spec);
-  let c = `${S.info.command} --mask ${shellQuote(S.spec)} --out ${out}.npy`;
-  if (S.spec.startsWith('com')) c += ` --com-shifts ${out}_shifts.npy`;
+// updateCommand shows the stemdot apply command of spec, the image shown.
+function updateCommand(spec) {
+  const out = safeName(spec);
+  let c = `${S.info.command} --mask ${shellQuote(spec)} --out ${out}.npy`;
+  if (spec.startsWith('com')) c += ` --com-shifts ${out}_shifts.npy`;
   $('command').value = c;
   S.command = c;
 }
@@ -611,7 +640,11 @@ async function start() {
   });
   ev.addEventListener('ready', async (m) => {
     if (S.ready) return; // a reconnect
-    showWarnings(JSON.parse(m.data).warnings);
+    const ready = JSON.parse(m.data);
+    showWarnings(ready.warnings);
+    S.centre = ready.centre; // the direct beam's disk in the sum frame: the default detector disk:auto
+    if (S.centre) S.det = parseSpec('disk:auto');
+    else showWarnings([ready.centre_note]);
     $('progress').hidden = true;
     $('progress-text').textContent = '';
     await loadFrame('sum');

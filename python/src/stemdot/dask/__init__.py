@@ -515,15 +515,21 @@ def _info_task(path, options, job=None):
     worker (kept open for job's ranges, see StemdotPlugin.dataset); frame_positions: the
     scan position of each frame when they are not the whole scan (an ROI, a frames
     range), else None; positions_without_frame: as stemdot.Dataset's; size: the file's
-    size in bytes on this worker."""
+    size in bytes on this worker. A stemdot error of opening it (a missing file, ...) is
+    returned, {"error": exception}, not raised: it answers the client's question (which
+    workers can read the file), and the worker would log a task that raises as "Compute
+    Failed" with its traceback, on every worker asked, before the client's message."""
     plugin = _plugin()
     plugin.wait_ready()
-    with plugin.dataset(path, options, job) as ds:
-        part = int(np.prod(ds.scan_shape)) != ds.n_frames
-        return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
-                "format": ds.format, "warnings": ds.warnings, "scan_shape": ds.scan_shape, "positions": ds.positions,
-                "frame_positions": ds._scan_positions() if part else None,
-                "positions_without_frame": ds.positions_without_frame, "size": _file_size(path)}
+    try:
+        with plugin.dataset(path, options, job) as ds:
+            part = int(np.prod(ds.scan_shape)) != ds.n_frames
+            return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
+                    "format": ds.format, "warnings": ds.warnings, "scan_shape": ds.scan_shape, "positions": ds.positions,
+                    "frame_positions": ds._scan_positions() if part else None,
+                    "positions_without_frame": ds.positions_without_frame, "size": _file_size(path)}
+    except stemdot.StemdotError as e:
+        return {"error": e}
 
 
 def _file_size(path, dask_worker=None):
@@ -914,11 +920,15 @@ async def _dataset_info(client, path, options, timeout, job=None, excluded=None,
             if not future.done():
                 await client.cancel([future])
         if future.status == "finished":
-            return await future.result()
-        if future.status != "error":
-            continue
-        exc = await future.exception()
-        if _worker_lost(exc):
+            info = await future.result()
+            if "error" not in info:
+                return info
+            exc = info["error"]  # the worker cannot open the file (see _info_task)
+        elif future.status == "error":
+            exc = await future.exception()
+            if _worker_lost(exc):
+                continue
+        else:
             continue
         if not await _node_local(client, exc, address, path, None, live):
             raise exc
@@ -1162,6 +1172,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
     refused = {}  # address → sends of the job's data it refused in a row
     gathering = {}  # future → asyncio task fetching the values of its finished range
     done_by = {}  # address → [frames, seconds in the apply] of the ranges it computed
+    offered = set()  # the workers set up for the job that ranges were offered to (with the resources, not excluded)
     idle_since = None  # since when no range is in flight
 
     def depth(address, worker):
@@ -1275,6 +1286,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
                 if address not in nodes:
                     _probe(client, address, probing, nodes, timeout)
                     continue
+                offered.add(address)
                 while ledger.busy(address) < depth(address, worker):
                     if not ledger.pending or not ready_for(address):
                         break
@@ -1364,6 +1376,7 @@ async def _run_ranges(client, job, path, n_frames, nodes, workers, size_of, task
             record["frames"] = {a: d[0] for a, d in done_by.items()}
             record["rates"] = {a: d[0] / d[1] if d[1] > 0 else None for a, d in done_by.items()}
             record["excluded"] = {a: str(u) for a, u in excluded.items()}
+            record["offered"] = sorted(offered)
             report.update(record)
 
 
@@ -1695,7 +1708,9 @@ def apply_masks(
       died or retired), ``hung`` (the same, of the ranges taken back from a hung worker),
       ``frames`` (worker address → frames it computed), ``rates`` (worker address →
       frames per second of its applies), ``excluded`` (worker address → the error of a
-      node that cannot read the file), ``nodes`` (the node descriptions), ``run_notes``
+      node that cannot read the file), ``offered`` (the addresses of the workers that
+      ranges were offered to: set up, with the resources, not yet excluded; idle ones
+      too), ``nodes`` (the node descriptions), ``run_notes``
       (the run notes of the frames read, as below) and ``seconds`` (the whole call).
 
     The dataset's warnings (a guessed nav shape, frames that do not fit the scan, the

@@ -13,8 +13,10 @@ nothing), warnings, messages ("stemdot.dask: ..." instead of "stemdot: ...") and
 statuses (1 after an error or Ctrl-C). What differs: the frames are read and the masks
 applied by the workers of the Dask cluster at --scheduler (the file at a path every
 worker can read; this process need not), with the flags below instead of --cpus, --gpus
-and the other plan flags, RESULT.json's "plan" counts the stemdot workers that ran the
-job (each once), and apply --workers prints a line per Dask worker that computed frames.
+and the other plan flags, RESULT.json's "plan" (and the summary) counts the stemdot
+workers that the job was given to, idle ones too, as stemdot apply counts the workers of
+its plan (each once), and apply --workers prints a line per Dask worker that computed
+frames.
 A scheduler without workers is waited on for the first, up to --timeout. The backend's
 callback (:class:`_Backend`) calls :func:`stemdot.dask.dataset_info`,
 :func:`~stemdot.dask.centre`, :func:`~stemdot.dask.apply_masks` and
@@ -285,9 +287,13 @@ def _opened(path, options):
     """On a worker: "path", the file that stemdot opening path with options reads
     (stemdot.Dataset.path: e.g. an EMI file's SER file), and "frames", the frames that
     file holds (opened without the options that pick frames or shape the scan: frames,
-    roi, nav_shape), None where it cannot be opened so."""
-    with stemdot._open(path, options) as ds:
-        opened = ds.path
+    roi, nav_shape), None where it cannot be opened so; "" and None where path cannot be
+    opened (returned, not raised: see stemdot.dask._info_task)."""
+    try:
+        with stemdot._open(path, options) as ds:
+            opened = ds.path
+    except stemdot.StemdotError:
+        return {"path": "", "frames": None}
     try:
         with stemdot._open(path, {k: v for k, v in options.items() if k not in ("frames", "roi", "nav_shape")}) as ds:
             frames = ds.n_frames
@@ -298,14 +304,17 @@ def _opened(path, options):
 
 def _ran(report):
     """The reply of apply and reduce from the report of their run (stemdot.dask's
-    report=): the stemdot workers that ran it, each counted once (a Dask worker restarted
-    by its Nanny, or one that left and joined again, runs the same pinned workers of its
-    node: counted by host and CPU or GPU), and per Dask worker that computed frames its
-    frames, ranges and busy seconds (apply --workers); the run notes of the frames read,
-    summed over the ranges, where there are any."""
+    report=): the stemdot workers of the Dask workers that its ranges were offered to
+    (idle ones too, as stemdot apply counts the workers of its plan; not those whose
+    node cannot read the file, unless they computed frames before), each counted once (a
+    Dask worker restarted by its Nanny, or one that left and joined again, runs the same
+    pinned workers of its node: counted by host and CPU or GPU), and per Dask worker
+    that computed frames its frames, ranges and busy seconds (apply --workers); the run
+    notes of the frames read, summed over the ranges, where there are any."""
     nodes, ran = report["nodes"], {a: n for a, n in report["frames"].items() if n > 0}
+    given = set(report["offered"]).difference(report["excluded"]).union(ran)
     pinned = {(nodes[a]["host"], "gpu" if "gpu" in w else "cpu", w.get("gpu", w["cpu"]))
-              for a in ran if a in nodes for w in nodes[a]["plan"]["workers"]}
+              for a in given if a in nodes for w in nodes[a]["plan"]["workers"]}
     gpu = sum(kind == "gpu" for _, kind, _ in pinned)
     workers = []
     for address, frames in sorted(ran.items()):

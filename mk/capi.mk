@@ -8,6 +8,9 @@
 #                     program compiled with the README's link line, as written
 #   make python-venv  python/.venv with numpy, pytest, dask[distributed] and ./python
 #   make test-python  python-venv, then run python/tests (stemdot.dask's on a LocalCluster)
+#   make py-jupyter   JupyterLab, jupyter-server-proxy and websocket-client into python/.venv,
+#                     for the notebook test of stemdot.view in headless Chromium (skipped
+#                     with a message where PyPI cannot be reached: that test then skips)
 #   make py-libertem  libertem==0.16.0 into python/.venv (skipped with a message where PyPI
 #                     cannot be reached: the conformance suite then skips)
 #   make py-live      the detector simulators of libertem-live[sim]==0.3.0 and DECTRIS's own
@@ -35,7 +38,7 @@ PY_VENV     := python/.venv
 # outside the repository beside shared/data, with STEMDOT set to the repository root.
 README_DIR  := $(BUILD)/readme-c
 
-.PHONY: capi test-capi python-venv py-refs py-libertem py-live test-python test-libertem test-cluster bench-dask
+.PHONY: capi test-capi python-venv py-refs py-jupyter py-libertem py-live test-python test-libertem test-cluster bench-dask
 
 capi: $(CAPI_LIB)
 
@@ -85,7 +88,15 @@ python-venv: $(PY_VENV)/bin/python
 py-refs: $(PY_VENV)/bin/python
 	$(PY_VENV)/bin/python -m pip install --quiet numpy h5py hdf5plugin
 
-test-python: python-venv build
+# stemdot.view's notebook test (python/tests/test_view.py) runs JupyterLab from the venv
+# and drives Chromium through the DevTools protocol (websocket-client); the proxied view
+# goes through jupyter-server-proxy. Installed ones are kept without asking PyPI.
+py-jupyter: python-venv
+	@if $(PY_VENV)/bin/python -c "import jupyterlab, jupyter_server_proxy, websocket" 2>/dev/null; then :; \
+	elif $(PY_VENV)/bin/python -m pip install --quiet --retries 1 --timeout 30 "jupyterlab>=4,<5" "jupyter-server-proxy>=4" "websocket-client>=1"; then :; \
+	else echo "py-jupyter: jupyterlab could not be installed (PyPI unreachable?): the notebook test of stemdot.view skips"; fi
+
+test-python: python-venv py-jupyter build
 	cd python && STEMDOT_TESTDATA=$(STEMDOT_TESTDATA) .venv/bin/python -m pytest -q tests --ignore=tests/conformance
 
 # LiberTEM for the conformance suite. Its dependencies leave python-venv's numpy, dask and

@@ -17,6 +17,8 @@ This package binds libstemdot's C ABI (``include/stemdot.h``) with ctypes::
 in one pass (LiberTEM's SumUDF, StdDevUDF), :func:`pick` the frames at given scan
 positions (PickUDF). :func:`live` applies masks to a detector's frames while the scan runs
 (Merlin, DECTRIS), an iterator of the images so far (LiberTEM-live's run_udf_iter).
+:func:`view` shows the interactive virtual detector of ``stemdot view`` inline in a
+notebook (or prints its URL).
 
 The mask helpers (:func:`disk`, :func:`ring`, :func:`point`, :func:`rect`, :func:`com`,
 :func:`mask`) call the same Go generators as the ``stemdot`` CLI's ``--mask``, so their
@@ -94,6 +96,8 @@ __all__ = [
     "live",
     "Live",
     "LiveUpdate",
+    "view",
+    "View",
 ]
 
 
@@ -1856,3 +1860,7 @@ def resident(data, device=0):
 # ------------------------------------------------------------------- live streams
 
 from ._live import Live, LiveUpdate, live  # noqa: E402
+
+# ------------------------------------------------------------------------ the viewer
+
+from ._view import View, view  # noqa: E402

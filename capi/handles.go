@@ -84,8 +84,8 @@ func (r *handleRegistry) acquire(id uint64, kind string) (v any, release func(),
 }
 
 // remove unregisters a live handle of kind and returns its value. It fails while the
-// handle is in use (acquire: an apply, a viewer's server). release, when not nil, runs first under the registry lock
-// and may refuse the removal with an error.
+// handle is in use (acquire: an apply, a viewer's server). release, when not nil, runs
+// first under the registry lock and may refuse the removal with an error.
 func (r *handleRegistry) remove(id uint64, kind string, release func(v any) error) (any, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -88,7 +88,7 @@ python-venv: $(PY_VENV)/bin/python
 py-refs: $(PY_VENV)/bin/python
 	$(PY_VENV)/bin/python -m pip install --quiet numpy h5py hdf5plugin
 
-# stemdot.view's notebook test (python/tests/test_view.py) runs JupyterLab from the venv
+# stemdot.view's notebook test (python/tests/test_view_notebook.py) runs JupyterLab from the venv
 # and drives Chromium through the DevTools protocol (websocket-client); the proxied view
 # goes through jupyter-server-proxy. Installed ones are kept without asking PyPI.
 py-jupyter: python-venv

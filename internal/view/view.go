@@ -57,8 +57,8 @@
 // Origin is not the server's own; only the pages of Options.FrameAncestors (none by
 // default) may show it in a frame. Its page's URLs and redirects are relative: it works
 // under a proxy's path prefix (jupyter-server-proxy's /proxy/PORT/TOKEN/). It reads only
-// the dataset it was given. It stops when
-// its context is cancelled (stemdot view: Ctrl-C, SIGTERM) or, with Options.CloseAfter,
+// the dataset it was given. It stops when its context is cancelled (stemdot view:
+// Ctrl-C, SIGTERM; stemdot_view_free) or, with Options.CloseAfter,
 // when no page has held the event stream open for that long after the last one closed
 // (a closed tab; a reload reconnects within it). A page holds the stream open while it
 // is shown, in a background tab too (no timer to throttle, unlike a heartbeat).

@@ -11,7 +11,7 @@ import urllib.parse
 import weakref
 import webbrowser
 
-from . import _LIB, InvalidArgumentError, _call, _dataset_of, _option_value, _request, _text
+from . import _LIB, InvalidArgumentError, _call, _dataset_of, _option_value, _printable, _request, _text
 from . import _lib
 
 
@@ -89,7 +89,7 @@ class View:
         self.close()
 
     def __repr__(self):
-        return f"<stemdot.View of {self.name}: {'closed' if self.closed else self.url}>"
+        return f"<stemdot.View of {_printable(self.name)}: {'closed' if self.closed else self.url}>"
 
     def _repr_html_(self):
         name = html.escape(self.name)
@@ -170,7 +170,7 @@ def view(data, proxy=None, listen=None, cpus=None, gpus=None, width="100%", heig
         raise
     v = View(handle.value, ds, own, template, width, height)
     if not _in_kernel():
-        print(f"stemdot view of {v.name}: {v.url}")
+        print(f"stemdot view of {_printable(v.name)}: {v.url}")
         if os.environ.get("BROWSER"):
             webbrowser.open(v.url)
     return v

@@ -63,15 +63,14 @@ class View:
     exits."""
 
     def __init__(self, handle, dataset, own, proxy, width, height):
-        self._handle = handle
+        # The finaliser holds the dataset: it is read until the server has stopped.
+        self._finalizer = weakref.finalize(self, _stop, handle, dataset, own)
         self.name = dataset.source
         self.direct_url = _text(_LIB.stemdot_view_url, handle)
         parts = urllib.parse.urlsplit(self.direct_url)
         self.port = parts.port
         self.url = self.direct_url if proxy is None else proxy.format(port=self.port) + parts.path.lstrip("/")
         self.width, self.height = width, height
-        # The finaliser holds the dataset: it is read until the server has stopped.
-        self._finalizer = weakref.finalize(self, _stop, handle, dataset, own)
 
     @property
     def closed(self):

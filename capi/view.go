@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -89,7 +90,7 @@ func startView(dsHandle uint64, options string) (*viewServer, error) {
 	}
 	ds := v.(dataset.Dataset)
 	if vo.File == "" {
-		vo.File = ds.Path()
+		vo.File = cmp.Or(ds.Path(), "frames in memory")
 	}
 	vo.Warnings = stemdot.OpenWarnings(ds)
 	srv, err := view.New(ds, vo)

@@ -142,6 +142,7 @@ func TestViewOptions(t *testing.T) {
 	resp, info := viewGet(t, u+"api/info", "hub.example.org")
 	require.Equal(t, 200, resp.StatusCode, "%s", info)
 	assert.Contains(t, string(info), `"command":"stemdot apply x.npy --nav-shape=2"`)
+	assert.Contains(t, string(info), `"file":"frames in memory"`)
 	resp, _ = viewGet(t, u, "")
 	assert.True(t, strings.HasSuffix(resp.Header.Get("Content-Security-Policy"), "; frame-ancestors 'none'"), "the default")
 	st, msg = callC(stemdot_go_view_free, h)

@@ -942,7 +942,8 @@ stemdot_status stemdot_live_take(stemdot_live live, double timeout, stemdot_live
  * options: NULL or "", else "key=value;key=value" with keys
  *   listen      HOST:PORT to listen on (default 127.0.0.1:0: loopback only, any free
  *               port; 0.0.0.0:PORT lets other machines in, the token guarding it)
- *   name        the dataset's name shown on the page (default: its path)
+ *   name        the dataset's name shown on the page (default: its path; "frames in
+ *               memory" for stemdot_dataset_from_memory's)
  *   command     the CLI command that opens the dataset, to which the page adds the
  *               detector's --mask and --out, e.g. "stemdot apply scan.mib --nav-shape=64,64"
  *               (default: none, and the page shows no command)

@@ -118,6 +118,8 @@ test:
 	skipped="$(strip $(SKIPPED))"; if [ $$rc = 0 ]; then r=passed; else r=FAILED; fi; \
 	$(PY_VENV)/bin/python -c "import libertem, sys; sys.exit(libertem.__version__ != '$(LIBERTEM_VERSION)')" 2>/dev/null || \
 		skipped="$$skipped the LiberTEM conformance suite (libertem==$(LIBERTEM_VERSION) not installed: make py-libertem);"; \
+	$(PY_VENV)/bin/python -c "import jupyterlab, jupyter_server_proxy, websocket" 2>/dev/null || \
+		skipped="$$skipped the notebook test of stemdot.view (JupyterLab not installed: make py-jupyter);"; \
 	echo "make test: $$r in $$((s / 60)) min $$((s % 60)) s$${skipped:+; skipped: $${skipped%;}}"; exit $$rc
 test-steps: $(TEST_STEPS)
 

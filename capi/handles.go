@@ -84,8 +84,8 @@ func (r *handleRegistry) acquire(id uint64, kind string) (v any, release func(),
 }
 
 // remove unregisters a live handle of kind and returns its value. It fails while the
-// handle is in use (acquire). release, when not nil, runs first under the registry lock
-// and may refuse the removal with an error.
+// handle is in use (acquire: an apply, a viewer's server). release, when not nil, runs
+// first under the registry lock and may refuse the removal with an error.
 func (r *handleRegistry) remove(id uint64, kind string, release func(v any) error) (any, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -94,7 +94,7 @@ func (r *handleRegistry) remove(id uint64, kind string, release func(v any) erro
 		return nil, err
 	}
 	if r.users[h] > 0 {
-		return nil, failf(errs.Argument, "%s handle %d is in use by a running apply: free it after the apply returns", kind, id)
+		return nil, failf(errs.Argument, "%s handle %d is in use by a running apply or a viewer: free it after the apply returns, or after stemdot_view_free", kind, id)
 	}
 	v := h.Value()
 	if release != nil {

@@ -170,7 +170,12 @@ typedef const char *const stemdot_cstring;
     F(live_take,                                                                                  \
       (stemdot_live live, double timeout, stemdot_live_snapshot *snap, void *rows,                \
        stemdot_dtype rows_dtype, size_t max_rows, uint64_t *indices, size_t *n_rows),             \
-      (live, timeout, snap, rows, rows_dtype, max_rows, indices, n_rows))
+      (live, timeout, snap, rows, rows_dtype, max_rows, indices, n_rows))                         \
+    H(view_start, (stemdot_dataset dataset, const char *options, stemdot_view *out),             \
+      (dataset, options, out))                                                                    \
+    F(view_url, (stemdot_view view, char *buf, size_t buf_len, size_t *needed),                   \
+      (view, buf, buf_len, needed))                                                               \
+    F(view_free, (stemdot_view view), (view))
 
 #define STEMDOT_GO_DECLARE(name, params, args) \
     __attribute__((visibility("hidden"))) stemdot_status stemdot_go_##name params;

@@ -53,6 +53,7 @@ func callC(fn any, args ...any) (status, string) {
 type abi struct {
 	in, buf, spec         unsafe.Pointer
 	ds, masks, plan, live uint64
+	view                  uint64 // a viewer of a memory dataset of its own (ds stays free)
 	out                   uint64 // where an entry point stores a handle it makes
 	keep                  [][]byte
 	frames                []byte
@@ -82,6 +83,13 @@ func testABI(t testing.TB) *abi {
 			panic(msg)
 		}
 		a.live = endedLive(a)
+		var vds uint64
+		if st, msg := callC(stemdot_go_dataset_from_memory, unsafe.Pointer(&a.frames[0]), 8, 1, 2, unsafe.Pointer(&nav[0]), 2, 2, unsafe.Pointer(&vds)); st != statusOK {
+			panic(msg)
+		}
+		if st, msg := callC(stemdot_go_view_start, vds, cstr("cpus=1"), unsafe.Pointer(&a.view)); st != statusOK {
+			panic(msg)
+		}
 	})
 	return &theABI
 }
@@ -215,6 +223,9 @@ func sizeCases() []sizeCase {
 		{"stemdot_live_share_state", []uint64{1}, func(a *abi, s []uint64) (status, string) {
 			return callC(stemdot_go_live_share_state, a.live, a.buf, s[0], a.buf)
 		}, nil, map[int]status{0: errInvalidArgument}},
+		{"stemdot_view_url", []uint64{64}, func(a *abi, s []uint64) (status, string) {
+			return callC(stemdot_go_view_url, a.view, a.buf, s[0], a.buf)
+		}, nil, map[int]status{0: statusOK}},
 	}
 }
 

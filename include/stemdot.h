@@ -30,7 +30,7 @@
  *   control characters: those of strings from files are escaped (ESC as \x1b).
  *
  * Handles
- *   Datasets, plans, runs, mask stacks and live runs are opaque 64-bit handles; 0 is never a valid handle. A
+ *   Datasets, plans, runs, mask stacks, live runs and viewers are opaque 64-bit handles; 0 is never a valid handle. A
  *   function that makes one stores 0 in *out when it fails.
  *   Each handle is freed by its stemdot_*_free function. A freed, unknown or wrong-kind
  *   handle is detected and rejected with STEMDOT_ERR_BAD_HANDLE (freeing twice too).
@@ -107,6 +107,7 @@ typedef uint64_t stemdot_run;
 typedef uint64_t stemdot_resident;
 typedef uint64_t stemdot_masks;
 typedef uint64_t stemdot_live;
+typedef uint64_t stemdot_view;
 
 /* Most navigation dimensions a dataset can report. */
 #define STEMDOT_MAX_NAV_DIMS 8
@@ -910,6 +911,71 @@ stemdot_status stemdot_live_share_give(stemdot_live live, const char *message);
 stemdot_status stemdot_live_take(stemdot_live live, double timeout, stemdot_live_snapshot *snap,
                                  void *rows, stemdot_dtype rows_dtype, size_t max_rows,
                                  uint64_t *indices, size_t *n_rows);
+
+/*
+ * The viewer: stemdot view's server (`stemdot view FILE`: an interactive virtual detector
+ * in the browser, its page served from the library) of a dataset, on the library's
+ * threads, for a host program that shows it, e.g. Python's stemdot.view in a notebook's
+ * IFrame. Use:
+ *
+ *   stemdot_view view;
+ *   char url[256];
+ *   size_t n;
+ *   if (stemdot_view_start(ds, "frame_ancestors=http://localhost:8888", &view) != STEMDOT_OK ||
+ *       stemdot_view_url(view, url, sizeof url, &n) != STEMDOT_OK)
+ *       return;                            // stemdot_last_error() says why
+ *   // show url (http://127.0.0.1:PORT/TOKEN/) in a browser or a frame ...
+ *   stemdot_view_free(view);               // stops the server
+ */
+
+/*
+ * Starts the viewer's server of dataset and stores its handle in *out. Returns once it
+ * listens: its first pass (the sum, mean and max frames) and the page's requests run on
+ * the library's threads until stemdot_view_free; a server still running when the process
+ * exits ends with it (nothing outlives the process). The dataset handle is in use until
+ * then: stemdot_dataset_free refuses it (INVALID_ARGUMENT); a dataset from memory reads
+ * the caller's frames meanwhile. Every URL of the server starts with its random token
+ * (128 bits), and it answers only requests whose Host is an IP address, localhost or one
+ * of option hosts; only the pages of option frame_ancestors may show it in a frame. Its
+ * page's URLs are relative: it works under a proxy's path prefix (jupyter-server-proxy's
+ * /proxy/PORT/ in front of the token).
+ * options: NULL or "", else "key=value;key=value" with keys
+ *   listen      HOST:PORT to listen on (default 127.0.0.1:0: loopback only, any free
+ *               port; 0.0.0.0:PORT lets other machines in, the token guarding it)
+ *   name        the dataset's name shown on the page (default: its path; "frames in
+ *               memory" for stemdot_dataset_from_memory's)
+ *   command     the CLI command that opens the dataset, to which the page adds the
+ *               detector's --mask and --out, e.g. "stemdot apply scan.mib --nav-shape=64,64"
+ *               (default: none, and the page shows no command)
+ *   frame_ancestors  the pages that may show the viewer in a frame (an IFrame): the
+ *               sources of the Content-Security-Policy frame-ancestors directive,
+ *               separated by blanks, e.g. "http://localhost:8888" or "*" (default 'none',
+ *               as stemdot view: no page)
+ *   hosts       host names accepted in a request's Host header besides IP addresses and
+ *               localhost, separated by commas; "*" accepts any (behind a proxy that
+ *               passes on the browser's Host, as jupyter-server-proxy does)
+ *   the plan's keys (stemdot_plan_new_options: cpus, gpus, oversubscribe, ...): the
+ *               workers of the virtual images; the first pass runs on its CPU workers
+ *               (default: CPU workers on every usable core)
+ * Errors: INVALID_ARGUMENT (NULL out, an unknown or bad option), BAD_HANDLE (dataset),
+ *   SHAPE (a dataset of 3 nav dimensions: give a nav_shape of 2), IO (listen: an address
+ *   in use or not of this machine), PLAN, CUDA_UNAVAILABLE. Thread-safe.
+ */
+stemdot_status stemdot_view_start(stemdot_dataset dataset, const char *options, stemdot_view *out);
+
+/*
+ * The viewer's URL, http://HOST:PORT/TOKEN/ (HOST 127.0.0.1 for a server listening on
+ * every address). Same buffer conventions as stemdot_plan_describe. Errors: BAD_HANDLE,
+ * INVALID_ARGUMENT, SHAPE (buf_len). Thread-safe.
+ */
+stemdot_status stemdot_view_url(stemdot_view view, char *buf, size_t buf_len, size_t *needed);
+
+/*
+ * Stops the viewer's server and frees its handle: the page's requests in progress and
+ * the first pass are cancelled, and it returns once they have ended and the port is
+ * closed; the dataset handle is free to be freed then. Errors: BAD_HANDLE. Thread-safe.
+ */
+stemdot_status stemdot_view_free(stemdot_view view);
 
 /*
  * The command line. stemdot_cli_main runs the stemdot command line argv[1..argc) (argv[0],

@@ -10,6 +10,9 @@
 #   make test-python  python-venv, then run python/tests (stemdot.dask's on a LocalCluster)
 #   make py-hyperspy  HyperSpy (>=2) and pyxem into python/.venv, for python/tests/test_lazy.py
 #                     (skipped with a message where PyPI cannot be reached: those tests skip)
+#   make py-jupyter   JupyterLab, jupyter-server-proxy and websocket-client into python/.venv,
+#                     for the notebook test of stemdot.view in headless Chromium (skipped
+#                     with a message where PyPI cannot be reached: that test then skips)
 #   make py-libertem  libertem==0.16.0 into python/.venv (skipped with a message where PyPI
 #                     cannot be reached: the conformance suite then skips)
 #   make py-live      the detector simulators of libertem-live[sim]==0.3.0 and DECTRIS's own
@@ -39,7 +42,7 @@ PY_VENV     := python/.venv
 C_DOC       := doc/c-and-python.md
 C_DOC_DIR   := $(BUILD)/doc-c
 
-.PHONY: capi test-capi python-venv py-refs py-hyperspy py-libertem py-live test-python test-libertem test-cluster bench-dask
+.PHONY: capi test-capi python-venv py-refs py-hyperspy py-jupyter py-libertem py-live test-python test-libertem test-cluster bench-dask
 
 capi: $(CAPI_LIB)
 
@@ -97,7 +100,15 @@ py-hyperspy: python-venv
 	elif $(PY_VENV)/bin/python -m pip install --quiet --retries 1 --timeout 30 "hyperspy>=2" pyxem; then :; \
 	else echo "py-hyperspy: hyperspy>=2 and pyxem could not be installed (PyPI unreachable?): the tests of HyperSpy and pyxem signals skip"; fi
 
-test-python: python-venv py-hyperspy build
+# stemdot.view's notebook test (python/tests/test_view_notebook.py) runs JupyterLab from the venv
+# and drives Chromium through the DevTools protocol (websocket-client); the proxied view
+# goes through jupyter-server-proxy. Installed ones are kept without asking PyPI.
+py-jupyter: python-venv
+	@if $(PY_VENV)/bin/python -c "import jupyterlab, jupyter_server_proxy, websocket" 2>/dev/null; then :; \
+	elif $(PY_VENV)/bin/python -m pip install --quiet --retries 1 --timeout 30 "jupyterlab>=4,<5" "jupyter-server-proxy>=4" "websocket-client>=1"; then :; \
+	else echo "py-jupyter: jupyterlab could not be installed (PyPI unreachable?): the notebook test of stemdot.view skips"; fi
+
+test-python: python-venv py-hyperspy py-jupyter build
 	cd python && STEMDOT_TESTDATA=$(STEMDOT_TESTDATA) .venv/bin/python -m pytest -q tests --ignore=tests/conformance
 
 # LiberTEM for the conformance suite. Its dependencies leave python-venv's numpy, dask and

@@ -66,8 +66,11 @@
 // Safety: the server answers only paths under /TOKEN/ (anything else: 403 without
 // saying more), only requests whose Host header is an IP address, localhost or a name
 // of Options.Hosts (a DNS-rebinding page has another name), and refuses a request whose
-// Origin is not the server's own. It reads only the dataset it was given. It stops when
-// its context is cancelled (stemdot view: Ctrl-C, SIGTERM) or, with Options.CloseAfter,
+// Origin is not the server's own; only the pages of Options.FrameAncestors (none by
+// default) may show it in a frame. Its page's URLs and redirects are relative: it works
+// under a proxy's path prefix (jupyter-server-proxy's /proxy/PORT/TOKEN/). It reads only
+// the dataset it was given. It stops when its context is cancelled (stemdot view:
+// Ctrl-C, SIGTERM; stemdot_view_free) or, with Options.CloseAfter,
 // when no page has held the event stream open for that long after the last one closed
 // (a closed tab; a reload reconnects within it). A page holds the stream open while it
 // is shown, in a background tab too (no timer to throttle, unlike a heartbeat).
@@ -126,8 +129,15 @@ type Options struct {
 	// Token is the path prefix every request needs; empty: a random one (NewToken).
 	Token string
 	// Hosts are host names accepted in the Host header besides IP addresses and
-	// localhost, e.g. the name given to stemdot view --listen.
+	// localhost, e.g. the name given to stemdot view --listen; "*" accepts any, for a
+	// server reached only through a proxy that passes on the browser's Host (as
+	// jupyter-server-proxy does: stemdot.view in JupyterHub), the token guarding it still.
 	Hosts []string
+	// FrameAncestors are the pages that may show the page in a frame: the sources of the
+	// Content-Security-Policy directive frame-ancestors (CSP Level 2), separated by
+	// blanks, e.g. "http://localhost:8888" or "*"; empty: 'none', no page (stemdot view).
+	// stemdot.view shows the page in a notebook's IFrame.
+	FrameAncestors string
 }
 
 // Server serves one dataset, or one acquisition while it arrives, to the page. Create
@@ -215,6 +225,11 @@ func New(ds dataset.Dataset, opt Options) (*Server, error) {
 func baseServer(opt Options) (*Server, *http.ServeMux, error) {
 	if opt.Token == "" {
 		opt.Token = NewToken()
+	}
+	if opt.FrameAncestors == "" {
+		opt.FrameAncestors = "'none'"
+	} else if i := strings.IndexFunc(opt.FrameAncestors, func(r rune) bool { return r < ' ' || r > '~' || r == ';' || r == ',' }); i >= 0 {
+		return nil, nil, errs.New(errs.Argument, "view: frame ancestors %q: want CSP sources separated by blanks, e.g. http://localhost:8888 or *, without %q", opt.FrameAncestors, opt.FrameAncestors[i:i+1])
 	}
 	s := &Server{opt: opt, ready: make(chan struct{}), changed: make(chan struct{})}
 	sub, err := fs.Sub(static, "static")
@@ -330,7 +345,7 @@ func (s *Server) notify() {
 // ServeHTTP checks the token, Host and Origin of r and serves it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; connect-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; connect-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors "+s.opt.FrameAncestors)
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
@@ -345,7 +360,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rest == "" && !strings.HasSuffix(r.URL.Path, "/") {
-		http.Redirect(w, r, r.URL.Path+"/", http.StatusFound)
+		// A relative Location (http.Redirect would make it absolute): under a proxy's
+		// path prefix (/proxy/PORT/TOKEN) it stays under the prefix.
+		h.Set("Location", tok+"/")
+		w.WriteHeader(http.StatusFound)
 		return
 	}
 	r2 := r.Clone(r.Context())
@@ -364,7 +382,7 @@ func checkHost(r *http.Request, hosts []string) string {
 		name = h
 	}
 	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
-	if net.ParseIP(name) == nil && !strings.EqualFold(name, "localhost") && !slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, name) }) {
+	if net.ParseIP(name) == nil && !strings.EqualFold(name, "localhost") && !slices.ContainsFunc(hosts, func(h string) bool { return h == "*" || strings.EqualFold(h, name) }) {
 		return "forbidden: Host " + strconv.Quote(host) + " is not an IP address, localhost or a name given to stemdot view --listen (DNS rebinding?): open the URL stemdot view printed, from another machine with this machine's IP address in it, or start stemdot view with --listen " + name + ":PORT to open it by that name"
 	}
 	if o := r.Header.Get("Origin"); o != "" && o != "http://"+host {

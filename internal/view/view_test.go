@@ -14,6 +14,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -560,4 +562,63 @@ func TestPNG(t *testing.T) {
 		require.Equal(t, 400, resp.StatusCode, "%s: %s", c.url, body)
 		require.Contains(t, string(body), c.want, c.url)
 	}
+}
+
+// TestEmbedded: the page may be framed only by Options.FrameAncestors (none by default,
+// a value that would break the header refused), and it works under a proxy's path prefix
+// as jupyter-server-proxy serves it (/proxy/PORT/ stripped, the browser's Host passed
+// on, which Options.Hosts "*" accepts): the redirect to the page stays under the prefix,
+// and every URL of the page is relative.
+func TestEmbedded(t *testing.T) {
+	s, hs := newServer(t)
+	base := hs.URL + "/" + s.Token() + "/"
+	resp, _ := get(t, base)
+	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "; frame-ancestors 'none'")
+	s.opt.FrameAncestors = "http://localhost:8888 http://127.0.0.1:*"
+	resp, _ = get(t, base)
+	require.True(t, strings.HasSuffix(resp.Header.Get("Content-Security-Policy"), "; frame-ancestors http://localhost:8888 http://127.0.0.1:*"))
+	for _, bad := range []string{"* ; script-src *", "a,b", "x\r\nSet-Cookie: a=b"} {
+		_, err := New(s.ds, Options{Apply: s.opt.Apply, Reduce: s.opt.Reduce, FrameAncestors: bad})
+		require.ErrorContains(t, err, "want CSP sources separated by blanks", "%q", bad)
+	}
+
+	// A proxy under /proxy/1234/ that passes on the browser's Host, as jupyter-server-proxy.
+	target, err := url.Parse(hs.URL)
+	require.NoError(t, err)
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.URL.Path = strings.TrimPrefix(r.In.URL.Path, "/proxy/1234")
+		r.Out.Host = r.In.Host
+	}}
+	proxy := httptest.NewServer(rp)
+	t.Cleanup(proxy.Close)
+	page := proxy.URL + "/proxy/1234/" + s.Token()
+	resp, _ = get(t, page+"/api/info", "Host", "hub.example.org")
+	require.Equal(t, 403, resp.StatusCode, "a name not in Options.Hosts")
+	s.opt.Hosts = []string{"*"}
+	resp, _ = get(t, page+"/api/info", "Host", "hub.example.org")
+	require.Equal(t, 200, resp.StatusCode)
+
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	r, err := noRedirect.Get(page)
+	require.NoError(t, err)
+	r.Body.Close()
+	require.Equal(t, http.StatusFound, r.StatusCode)
+	loc, err := r.Request.URL.Parse(r.Header.Get("Location"))
+	require.NoError(t, err)
+	require.Equal(t, "/proxy/1234/"+s.Token()+"/", loc.Path)
+
+	resp, html := get(t, page+"/")
+	require.Equal(t, 200, resp.StatusCode)
+	for _, name := range []string{"app.js", "style.css"} {
+		require.Contains(t, string(html), `"`+name+`"`)
+		resp, _ := get(t, page+"/"+name)
+		require.Equal(t, 200, resp.StatusCode, name)
+	}
+	// No absolute URL in the page or its script: none starts with "/" or a scheme.
+	js, err := static.ReadFile("static/app.js")
+	require.NoError(t, err)
+	abs := regexp.MustCompile("(?:fetch|EventSource|getArray)\\(\\s*['\"`](?:/|[a-z]+:)|(?:src|href)=\"(?:/|[a-z]+:)")
+	require.Empty(t, abs.FindAllString(string(js)+string(html), -1))
+	require.Regexp(t, "getArray\\(`api/image", string(js), "the pattern above sees the page's requests")
 }

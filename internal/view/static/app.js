@@ -3,6 +3,8 @@
 'use strict';
 
 const $ = (id) => document.getElementById(id);
+// In a frame (stemdot.view in a notebook's output), the panes share the frame's width.
+if (window.top !== window.self) document.body.classList.add('framed');
 
 // The page's state, also read by the browser tests (window.stemdotView).
 const S = window.stemdotView = {
@@ -630,6 +632,7 @@ async function start() {
   $('info').textContent = `${i.file}: ${i.format}, nav ${i.nav_shape.join('×')}, sig ${i.sig_shape.join('×')}, ${i.dtype}, ` +
     `${i.frames} frames${i.roi_positions != null ? ' (ROI)' : ''}, ${(i.bytes / 1e9).toFixed(3)} GB, ${i.workers} worker${i.workers === 1 ? '' : 's'}`;
   showWarnings(i.warnings);
+  if (!i.command) $('command').hidden = $('copy-cmd').hidden = true; // no file (stemdot.view of an array): no command
   S.det = defaultDetector('disk');
   const ev = new EventSource('api/events');
   ev.addEventListener('progress', (m) => {

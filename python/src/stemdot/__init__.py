@@ -20,6 +20,8 @@ frames at a time: :data:`LAZY_BLOCK_BYTES`), a HyperSpy or pyxem signal (lazy or
 object with ``__array__``; :func:`to_hyperspy` gives a result as a HyperSpy signal with the
 scan's axes. :func:`live` applies masks to a detector's frames while the scan runs
 (Merlin, DECTRIS), an iterator of the images so far (LiberTEM-live's run_udf_iter).
+:func:`view` shows the interactive virtual detector of ``stemdot view`` inline in a
+notebook (or prints its URL).
 
 The mask helpers (:func:`disk`, :func:`ring`, :func:`point`, :func:`rect`, :func:`com`,
 :func:`mask`) call the same Go generators as the ``stemdot`` CLI's ``--mask``, so their
@@ -99,6 +101,8 @@ __all__ = [
     "live",
     "Live",
     "LiveUpdate",
+    "view",
+    "View",
 ]
 
 
@@ -2175,3 +2179,7 @@ def resident(data, device=0):
 # ------------------------------------------------------------------- live streams
 
 from ._live import Live, LiveUpdate, live  # noqa: E402
+
+# ------------------------------------------------------------------------ the viewer
+
+from ._view import View, view  # noqa: E402

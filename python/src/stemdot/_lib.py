@@ -186,6 +186,9 @@ def _declare(lib):
         "stemdot_live_share_state": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
         "stemdot_live_share_give": (status, [u64, c.c_char_p]),
         "stemdot_live_take": (status, [u64, c.c_double, c.POINTER(LiveSnapshot), p, c.c_int, size, c.POINTER(u64), c.POINTER(size)]),
+        "stemdot_view_start": (status, [u64, c.c_char_p, c.POINTER(u64)]),
+        "stemdot_view_url": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
+        "stemdot_view_free": (status, [u64]),
         "stemdot_descan_fit": (status, [u64, c.c_char_p, u64, c.POINTER(c.c_double), c.POINTER(c.c_double), size, c.POINTER(size)]),
     }
     for name, (restype, argtypes) in sigs.items():

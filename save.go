@@ -52,6 +52,14 @@ type Outputs struct {
 	// ApplyOptions.ROICompact, row i of the result is position positions[i]. It must end
 	// in .npy, after a file name, and the result must be of an ROI (Options.ROI).
 	Positions string
+	// HDF5, when set, adds the result as an HDF5 file in HyperSpy's HSPY layout
+	// (saveh5.go: the images, the masks' names and specs, the calibration, the
+	// provenance), instead of or beside NPY. It must end in .h5, .hdf5 or .hspy, after a
+	// file name; a stemdot built without HDF5 refuses it (errs.Argument).
+	HDF5 string
+	// Command is the command line that computed the result, recorded in the HDF5 file's
+	// provenance ("" when not known).
+	Command string
 }
 
 // Check reports, before any work, why the outputs for masks named names cannot be
@@ -140,6 +148,11 @@ func checkFiles(files []output, inputs []string) error {
 				return errs.New(errs.Argument, "option %s %s and option %s %s are the same file: give each output its own path", g.option, g.path, f.option, f.path)
 			}
 		}
+		if f.option == "hdf5" {
+			if ext := strings.ToLower(pathExt(f.path)); ext != ".h5" && ext != ".hdf5" && ext != ".hspy" || strings.EqualFold(filepath.Base(f.path), ext) {
+				return errs.New(errs.Argument, "option hdf5 %s: give a path ending in .h5, .hdf5 or .hspy, after a file name", f.path)
+			}
+		}
 		if f.npy && !strings.EqualFold(pathExt(f.path), ".npy") {
 			return errs.New(errs.Argument, "option %s %s: results are written as NPY: give a path ending in .npy", f.option, f.path)
 		}
@@ -183,6 +196,9 @@ func (o Outputs) files(names []string) []output {
 	}
 	if o.NPY != "" {
 		out = append(out, output{"out", o.NPY, true}, output{"out", SidecarPath(o.NPY), false})
+	}
+	if o.HDF5 != "" {
+		out = append(out, output{"hdf5", o.HDF5, false})
 	}
 	return out
 }
@@ -288,6 +304,11 @@ func save(res *Result, o Outputs) error {
 				pos[i] = int64(p)
 			}
 			if err := out.npy(o.Positions, []int{len(pos)}, pos); err != nil {
+				return err
+			}
+		}
+		if o.HDF5 != "" {
+			if err := out.hdf5(o.HDF5, res, res.sidecar(o), o.Command); err != nil {
 				return err
 			}
 		}

@@ -4,7 +4,6 @@ package hdf5
 
 /*
 #include <stdlib.h>
-#include <string.h>
 #include <hdf5.h>
 
 // sd_read_f64s reads the dataset name of file, of at most max elements, into out as
@@ -26,48 +25,13 @@ static hssize_t sd_read_f64s(hid_t file, const char *name, hid_t lapl, double *o
 	return n;
 }
 
-// sd_attr_str reads the string attribute attr of the object name of file into buf (n
-// bytes, NUL-terminated, cut to fit): 0, or -1 when there is none such or it is not a
-// scalar string.
-static int sd_attr_str(hid_t file, const char *name, const char *attr, hid_t lapl, char *buf, size_t n) {
-	if (H5Aexists_by_name(file, name, attr, lapl) <= 0) return -1;
-	hid_t a = H5Aopen_by_name(file, name, attr, H5P_DEFAULT, lapl);
-	if (a < 0) return -1;
-	int err = -1;
-	hid_t type = H5Aget_type(a), space = H5Aget_space(a);
-	if (type >= 0 && space >= 0 && H5Tget_class(type) == H5T_STRING && H5Sget_simple_extent_npoints(space) == 1) {
-		hid_t mem = H5Tcopy(type);
-		if (H5Tis_variable_str(type) > 0) {
-			char *s = NULL;
-			if (H5Aread(a, mem, &s) >= 0 && s != NULL) {
-				strncpy(buf, s, n - 1);
-				buf[n - 1] = 0;
-				H5free_memory(s);
-				err = 0;
-			}
-		} else {
-			size_t size = H5Tget_size(type);
-			char *s = calloc(size + 1, 1);
-			if (s != NULL && H5Aread(a, mem, s) >= 0) {
-				strncpy(buf, s, n - 1);
-				buf[n - 1] = 0;
-				err = 0;
-			}
-			free(s);
-		}
-		H5Tclose(mem);
-	}
-	if (space >= 0) H5Sclose(space);
-	if (type >= 0) H5Tclose(type);
-	H5Aclose(a);
-	return err;
-}
 */
 import "C"
 
 import (
 	"path"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/stemdot/stemdot/dataset"
@@ -90,16 +54,16 @@ func h5Floats(file, lapl C.hid_t, name string, max int) []float64 {
 // h5AttrString reads the scalar string attribute attr of the object name of file ("",
 // false: none such). Called with h5lock held.
 func h5AttrString(file, lapl C.hid_t, name, attr string) (string, bool) {
-	cname, cattr := C.CString(name), C.CString(attr)
+	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
-	defer C.free(unsafe.Pointer(cattr))
-	buf := make([]byte, 256)
-	ok := C.sd_attr_str(file, cname, cattr, lapl, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf))) == 0
-	C.H5Eclear2(C.H5E_DEFAULT)
-	if !ok {
+	obj := C.H5Oopen(file, cname, lapl)
+	if obj < 0 {
+		C.H5Eclear2(C.H5E_DEFAULT)
 		return "", false
 	}
-	return C.GoString((*C.char)(unsafe.Pointer(&buf[0]))), true
+	defer C.H5Oclose(obj)
+	v := h5Strings(obj, attr)
+	return strings.Join(v, ""), len(v) == 1
 }
 
 // emdCalibration reads the calibration of the frames dataset at dsPath of shape dims,
@@ -122,8 +86,8 @@ func emdCalibration(file, lapl C.hid_t, dsPath string, dims []int) dataset.Calib
 		axes[i].Name = names[i]
 		name := path.Join(dir, "dim"+strconv.Itoa(first+i))
 		v := h5Floats(file, lapl, name, max(dims[i], 2))
-		units, _ := h5AttrString(file, lapl, name, "units")
 		if len(v) >= 2 && (len(v) == 2 || len(v) == dims[i]) {
+			units, _ := h5AttrString(file, lapl, name, "units")
 			axes[i] = dataset.NewAxis(names[i], v[1]-v[0], v[0], units)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stemdot/stemdot/dataset/hdf5"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/atomicfile"
 	"github.com/stemdot/stemdot/internal/memlimit"
@@ -77,6 +78,10 @@ func (o Outputs) Check(names []string, inputs ...string) (err error) {
 		if f.path != "" {
 			return errs.New(errs.Argument, "option %s is an output of reductions (stemdot sum, SaveReduction), not of mask applies: leave it out", f.option)
 		}
+	}
+	if _, ok := hdf5.Library(); o.HDF5 != "" && !ok {
+		_, err := hdf5.ResultImage(hdf5.ResultFile{}) // the error of a build without HDF5
+		return err
 	}
 	if o.COMShifts != "" {
 		if _, ok := FindCOM(names); !ok {

@@ -3,6 +3,7 @@ package dataset
 import (
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -69,27 +70,13 @@ func NavNames(n int) []string {
 	}
 	names := make([]string, n)
 	for i := range names {
-		names[i] = "n" + string(rune('0'+i%10))
+		names[i] = "n" + strconv.Itoa(i)
 	}
 	return names
 }
 
 // SigNames are the names of the signal axes, (sig_y, sig_x).
 var SigNames = [2]string{"ky", "kx"}
-
-// NavAxes returns n uncalibrated nav axes with their names (NavNames), for a format to
-// fill in.
-func NavAxes(n int) []Axis {
-	axes := make([]Axis, n)
-	for i, name := range NavNames(n) {
-		axes[i].Name = name
-	}
-	return axes
-}
-
-// SigAxes returns the two uncalibrated signal axes with their names, for a format to
-// fill in.
-func SigAxes() []Axis { return []Axis{{Name: SigNames[0]}, {Name: SigNames[1]}} }
 
 // NewAxis returns the axis named name of scale and offset in units, normalized
 // (NormalizeUnits); an uncalibrated axis (only the name) when scale is 0 or not finite,

@@ -76,7 +76,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/stemdot/stemdot/errs"
@@ -102,8 +101,6 @@ func ResultImage(r ResultFile) ([]byte, error) {
 		return nil, errs.Wrap(errs.Internal, h5Error("creating the result file in memory"))
 	}
 	defer C.H5Fclose(f)
-	var pins runtime.Pinner
-	defer pins.Unpin()
 	fail := func(what string) error { return errs.Wrap(errs.Internal, h5Error(what)) }
 	var frees []unsafe.Pointer
 	defer func() {
@@ -196,7 +193,6 @@ func ResultImage(r ResultFile) ([]byte, error) {
 		if n == 0 {
 			return errs.New(errs.Internal, "hdf5: no data (shape %v)", r.Shape)
 		}
-		pins.Pin(buf)
 		if C.sd_put_data(exp, str("data"), C.int(len(dims)), &dims[0], isF64, buf) < 0 {
 			return fail("writing the data")
 		}
@@ -276,7 +272,6 @@ func ResultImage(r ResultFile) ([]byte, error) {
 		return nil, fail("sizing the result file")
 	}
 	img := make([]byte, int(size))
-	pins.Pin(&img[0])
 	if C.H5Fget_file_image(f, unsafe.Pointer(&img[0]), C.size_t(size)) != size {
 		return nil, fail("copying the result file")
 	}

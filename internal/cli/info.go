@@ -12,6 +12,7 @@ import (
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/masks"
 )
 
@@ -182,10 +183,10 @@ func calibrationLines(cal dataset.Calibration) []string {
 	return lines
 }
 
-// unitsOrNone is units, or "(no units)" when the file gives none.
+// unitsOrNone is units (from the file: control characters escaped), or "(no units)".
 func unitsOrNone(units string) string {
 	if units == "" {
 		return "(no units)"
 	}
-	return strconv.Quote(units)[1 : len(strconv.Quote(units))-1]
+	return safetext.String(units)
 }

@@ -46,7 +46,7 @@ def test_blo_calibration(data_dir, tmp_path, cli):
 
 
 def test_uncalibrated(data_dir):
-    ds = stemdot.open(str(data_dir / "mib" / "001_4x2_6bit.mib"))
+    ds = stemdot.open(str(data_dir / "mib" / "001_4x2_6bit.mib"), nav_shape=(2, 4))
     assert ds.calibration == {}
     res = stemdot.apply_masks(ds, np.ones((1, 256, 256), np.float32))
     assert "calibration" not in res.info

@@ -35,6 +35,12 @@
 // open), others element by element, each element's header checked; either way the rows
 // are copied out in reverse (the frames are never served in place from a mapping).
 //
+// Calibrations (dataset.Calibration): a scan's nav axes from the dimension array
+// (CalibrationDelta, and CalibrationOffset at CalibrationElement: index 0 at offset −
+// element·delta, the pixels' edge as the elements' position tags show; units as stored,
+// TIA's "meters" in nm); the frames' axes from element 0's calibration, in the units the
+// EMI file's microscope mode implies (emiUnits). RosettaSciIO reads the same scales.
+//
 // A SER file of 1-D elements holds spectra (an EDS or EELS spectrum image) and is
 // refused. An EMI file (TIA's metadata) is opened through the SER files beside it,
 // <name>_1.ser, <name>_2.ser, ...: the first that holds 2-D elements, with a note when
@@ -444,13 +450,19 @@ func parse(f *os.File, size int64) (file, error) {
 			whole-1, last.dataType, last.sizeX, last.sizeY, first.dataType, first.sizeX, first.sizeY)
 	}
 	fileNav, navDims, source := navShape(f, h, raw, offset)
-	var cal dataset.Calibration
+	return file{hdr: h, offsets: offsets, cut: cut, sig: sig, dt: dt, frameBytes: fb, head: first.raw, fileNav: fileNav, source: source,
+		cal: dataset.Calibration{Nav: navAxes(h, navDims)}, first: first}, nil
+}
+
+// navAxes are the nav axes of the scan whose axes are the dimensions navDims of h, in
+// numpy order, calibrated by the dimension array.
+func navAxes(h serHeader, navDims []int) []dataset.Axis {
+	var axes []dataset.Axis
 	for i, name := range dataset.NavNames(len(navDims)) {
 		c := h.dimsCal[navDims[i]]
-		cal.Nav = append(cal.Nav, c.axis(name, c.units))
+		axes = append(axes, c.axis(name, c.units))
 	}
-	return file{hdr: h, offsets: offsets, cut: cut, sig: sig, dt: dt, frameBytes: fb, head: first.raw, fileNav: fileNav, source: source,
-		cal: cal, first: first}, nil
+	return axes
 }
 
 // flipRows returns the decoder of a stored frame of sig shape and dtype dt (little-endian)

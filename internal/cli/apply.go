@@ -25,7 +25,7 @@ func newApplyCmd(b Backend) *cobra.Command {
 	var sf shiftFlags
 	cmd := &cobra.Command{
 		Use:   "apply FILE (--mask SPEC ... | --masks FILE.npy) --out RESULT.npy|RESULT.h5",
-		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY (and PNG)",
+		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY or HDF5 (and PNG)",
 		Long: `apply computes, for every frame f and every mask m, out[f, m] = Σ mask[m]·frame_f (the
 mask-dot product of LiberTEM's ApplyMasksUDF) on pinned CPU (and GPU) workers, and writes
 the result as NPY of shape nav_shape + (n_masks,), float32 (or float64 with --float64):
@@ -68,8 +68,18 @@ object with "format": "stemdot-result", "format_version": 1, "stemdot_version",
 "format", "options": the dataset flags given, by option key, values as given), "plan"
 ("cpu_workers", "gpu_workers") and, with --com-shifts, "com_shifts" ("file", relative
 to RESULT.json's directory, "shape", "dtype", "components": ["y", "x"], "columns" of
-com_sum, com_y, com_x). python -m stemdot.dask writes the same; Python's
-stemdot.load_result reads both.
+com_sum, com_y, com_x), and "calibration" when the file states its scan step, detector
+pixel or camera length ({"nav": [{"name", "scale", "offset", "units"} per nav axis],
+"sig": [ky, kx], "camera_length_m"}, each key absent when unknown; stemdot info prints
+them). python -m stemdot.dask writes the same; Python's stemdot.load_result reads both.
+
+--out RESULT.h5 (or .hdf5, .hspy) writes the result as HDF5 instead, in HyperSpy's HSPY
+layout: /Experiments/stemdot/data of shape (n_masks,) + nav_shape (image m is data[m]),
+its attributes mask_names and mask_specs; axes axis-0 (the masks) and axis-1... (the
+nav axes, calibrated where the file says); original_metadata holds stemdot_version,
+source_file, source_format, command, date and result_json (the JSON above). h5py reads
+it as one array; hs.load reads it as a Signal2D of the masks' images (a .h5 name needs
+reader="hspy").
 
 --roi rect:X,Y,W,H (of every plane of a nav shape Z,Y,X) or --roi ROI.npy (booleans of
 the scan's nav shape) reads and computes only the scan positions selected; the result

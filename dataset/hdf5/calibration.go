@@ -29,6 +29,7 @@ static hssize_t sd_read_f64s(hid_t file, const char *name, hid_t lapl, double *o
 import "C"
 
 import (
+	"math"
 	"path"
 	"strconv"
 	"strings"
@@ -72,8 +73,8 @@ func h5AttrString(file, lapl C.hid_t, name, attr string) (string, bool) {
 // datasets dim1..dimN beside it (dim0..dimN-1 in py4DSTEM's files), one per axis in
 // order, each of the axis' coordinates, or of its first two, with attribute units. An
 // axis is calibrated by the step and start of its vector: scale v[1]−v[0], offset v[0].
-// Vectors of units "pixel" or of unknown units ("?/m" in fpd files) calibrate nothing.
-// Called with h5lock held.
+// Vectors of units "pixel" or of unknown units ("?/m" in fpd files), or of unequal
+// steps, calibrate nothing. Called with h5lock held.
 func emdCalibration(file, lapl C.hid_t, dsPath string, dims []int) dataset.Calibration {
 	dir := path.Dir("/" + dsPath)
 	first := 1
@@ -86,11 +87,22 @@ func emdCalibration(file, lapl C.hid_t, dsPath string, dims []int) dataset.Calib
 		axes[i].Name = names[i]
 		name := path.Join(dir, "dim"+strconv.Itoa(first+i))
 		v := h5Floats(file, lapl, name, max(dims[i], 2))
-		if len(v) >= 2 && (len(v) == 2 || len(v) == dims[i]) {
+		if len(v) >= 2 && (len(v) == 2 || len(v) == dims[i]) && uniform(v) {
 			units, _ := h5AttrString(file, lapl, name, "units")
 			axes[i] = dataset.NewAxis(names[i], v[1]-v[0], v[0], units)
 		}
 	}
 	n := len(dims) - 2
 	return dataset.Calibration{Nav: axes[:n], Sig: axes[n:]}
+}
+
+// uniform says that the steps of v are equal (to 10⁻⁶ of the first).
+func uniform(v []float64) bool {
+	step := v[1] - v[0]
+	for i := 2; i < len(v); i++ {
+		if math.Abs(v[i]-v[i-1]-step) > 1e-6*math.Abs(step) {
+			return false
+		}
+	}
+	return true
 }

@@ -54,3 +54,25 @@ with h5py.File(sys.argv[1], "a") as f:
 		}
 	}
 }
+
+// EMD dimension vectors beside the frames dataset (dim1..dim4, written by h5py): a full
+// vector of equal steps and one of its first two values calibrate their axes (scale the
+// step, offset the first value); one of unequal steps, or without units, does not.
+func TestEMDCalibration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "emd.h5")
+	testfiles.RunPython(t, `import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    g = f.create_group("data/scan")
+    g["data"] = np.zeros((2, 3, 4, 5), np.float32)
+    for i, (v, u) in enumerate((([10.0, 12.0], "nm"), ([0.0, 1.0, 3.0], "nm"), (np.arange(4) * 0.5 - 1, "1/nm"), ([0.0, 0.25], "mrad")), 1):
+        g["dim%d" % i] = np.asarray(v)
+        g["dim%d" % i].attrs["units"] = u
+    g["dim5"] = [1.0, 2.0]  # no fifth axis: ignored`, []string{"h5py", "numpy"}, path)
+	d, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	defer d.Close()
+	assert.Equal(t, dataset.Calibration{
+		Nav: []dataset.Axis{{Name: "y", Scale: 2, Offset: 10, Units: "nm"}, {Name: "x"}},
+		Sig: []dataset.Axis{{Name: "ky", Scale: 0.5, Offset: -1, Units: "1/nm"}, {Name: "kx", Scale: 0.25, Units: "mrad"}},
+	}, dataset.CalibrationOf(d))
+}

@@ -106,6 +106,10 @@ S.readout = { frame: '', image: '' };
     place(imageCanvas, 'image-readout').textContent = S.readout.image;
   });
 
+  // The readout lines take their place at once, so that nothing moves when they fill.
+  place(frameCanvas, 'frame-readout');
+  place(imageCanvas, 'image-readout');
+
   for (const c of [frameCanvas, imageCanvas]) {
     c.addEventListener('mouseleave', () => {
       const id = c === frameCanvas ? 'frame' : 'image';

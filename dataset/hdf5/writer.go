@@ -139,27 +139,19 @@ func ResultImage(r ResultFile) ([]byte, error) {
 		}
 		return nil
 	}
-	group := func(loc C.hid_t, name string) (C.hid_t, error) {
-		g := C.H5Gcreate2(loc, str(name), C.H5P_DEFAULT, C.H5P_DEFAULT, C.H5P_DEFAULT)
-		if g < 0 {
-			return -1, fail(fmt.Sprintf("creating group %q", name))
-		}
-		return g, nil
-	}
 	var groups []C.hid_t
 	defer func() {
 		for _, g := range groups {
 			C.H5Gclose(g)
 		}
 	}()
+	// path creates the groups names, each in the one before, from loc on.
 	path := func(loc C.hid_t, names ...string) (C.hid_t, error) {
 		for _, n := range names {
-			g, err := group(loc, n)
-			if err != nil {
-				return -1, err
+			if loc = C.H5Gcreate2(loc, str(n), C.H5P_DEFAULT, C.H5P_DEFAULT, C.H5P_DEFAULT); loc < 0 {
+				return -1, fail(fmt.Sprintf("creating group %q", n))
 			}
-			groups = append(groups, g)
-			loc = g
+			groups = append(groups, loc)
 		}
 		return loc, nil
 	}

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"strconv"
@@ -26,20 +27,38 @@ import (
 type Axis struct {
 	// Name is "z", "y", "x" or "t" for nav axes (numpy order), "ky", "kx" for signal axes.
 	Name   string  `json:"name"`
-	Scale  float64 `json:"scale,omitempty"`
-	Offset float64 `json:"offset,omitempty"`
-	Units  string  `json:"units,omitempty"`
+	Scale  float64 `json:"scale"`
+	Offset float64 `json:"offset"`
+	Units  string  `json:"units"`
 }
 
 // Known says that the axis has a scale.
 func (a Axis) Known() bool { return a.Scale != 0 }
+
+// MarshalJSON writes the axis as the sidecar's schema has it: "name", and "scale" and
+// "offset" (0 included) when known, "units" when known.
+func (a Axis) MarshalJSON() ([]byte, error) {
+	type known struct {
+		Name   string  `json:"name"`
+		Scale  float64 `json:"scale"`
+		Offset float64 `json:"offset"`
+		Units  string  `json:"units,omitempty"`
+	}
+	if !a.Known() {
+		return json.Marshal(struct {
+			Name string `json:"name"`
+		}{a.Name})
+	}
+	return json.Marshal(known(a))
+}
 
 // Calibration is what a file states of its axes, in numpy order: Nav has one Axis per
 // axis of the scan shape (or none when nothing is known), Sig two (sig_y, sig_x) or
 // none. CameraLength is the camera length in metres (0: unknown). Its JSON is the
 // "calibration" section of stemdot's result sidecar: {"nav": [{"name": "y", "scale":
 // 1.5, "offset": 0, "units": "nm"}, ...], "sig": [{"name": "ky", ...}, ...],
-// "camera_length_m": 0.12}, every key absent when unknown.
+// "camera_length_m": 0.12}, every key absent when unknown (an axis' offset is written
+// with its scale, 0 included).
 type Calibration struct {
 	Nav          []Axis  `json:"nav,omitempty"`
 	Sig          []Axis  `json:"sig,omitempty"`

@@ -26,8 +26,9 @@ def _blo_header(path):
 def test_blo_calibration(data_dir, tmp_path, cli):
     path = str(data_dir / "blo" / "test1.blo")
     sx, sy, sdp, cl = _blo_header(path)
-    want = {"nav": [{"name": "y", "scale": sy, "units": "nm"}, {"name": "x", "scale": sx, "units": "nm"}],
-            "sig": [{"name": "ky", "scale": 100 / sdp, "units": "cm"}, {"name": "kx", "scale": 100 / sdp, "units": "cm"}],
+    want = {"nav": [{"name": "y", "scale": sy, "offset": 0, "units": "nm"}, {"name": "x", "scale": sx, "offset": 0, "units": "nm"}],
+            "sig": [{"name": "ky", "scale": 100 / sdp, "offset": 0, "units": "cm"},
+                    {"name": "kx", "scale": 100 / sdp, "offset": 0, "units": "cm"}],
             "camera_length_m": cl * 1e-4}
     assert (sx, sy, sdp, cl) == (12.8, 12.8, 6226, 2000)
     ds = stemdot.open(path)

@@ -71,6 +71,12 @@ type ResultInfo struct {
 	RunNotes []RunNoteInfo `json:"run_notes,omitempty"`
 	// Live, for the result of a detector stream (Live), describes the acquisition.
 	Live *LiveInfo `json:"live,omitempty"`
+	// Calibration is what the input file states of its axes (dataset.Calibration): the
+	// scan step of the result's nav axes, the detector pixel of the frames' axes (which
+	// the masks' specs are in pixels of), the camera length. Nav axes are absent where
+	// the result's nav shape is not the file's scan (a compact ROI, a frame range).
+	// Absent when the file states none.
+	Calibration *dataset.Calibration `json:"calibration,omitempty"`
 }
 
 // LiveInfo describes the acquisition of a live result: its source, the frames
@@ -229,7 +235,21 @@ func newResultInfo(ds dataset.Dataset, r *Result) ResultInfo {
 		Plan:                  PlanInfo{CPUWorkers: r.Stats.Workers - r.Stats.GPUWorkers, GPUWorkers: r.Stats.GPUWorkers},
 		PositionsWithoutFrame: BlankPositions(ds),
 		RunNotes:              runNoteInfo(ds, r.RunNotes),
+		Calibration:           resultCalibration(ds, r),
 	})
+}
+
+// resultCalibration is ds's calibration for r, a result of ds: without nav axes when
+// r's nav shape is not the scan's (a compact ROI); nil when nothing is known.
+func resultCalibration(ds dataset.Dataset, r *Result) *dataset.Calibration {
+	c := dataset.CalibrationOf(ds)
+	if len(c.Nav) != len(r.NavShape) || r.ScanShape != nil && !slices.Equal(r.NavShape, r.ScanShape) {
+		c.Nav = nil
+	}
+	if c.IsZero() {
+		return nil
+	}
+	return &c
 }
 
 // BlankPositions are the scan positions of ds's frames without a frame in the file

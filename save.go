@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stemdot/stemdot/dataset/hdf5"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/atomicfile"
 	"github.com/stemdot/stemdot/internal/memlimit"
@@ -52,6 +53,14 @@ type Outputs struct {
 	// ApplyOptions.ROICompact, row i of the result is position positions[i]. It must end
 	// in .npy, after a file name, and the result must be of an ROI (Options.ROI).
 	Positions string
+	// HDF5, when set, adds the result as an HDF5 file in HyperSpy's HSPY layout
+	// (saveh5.go: the images, the masks' names and specs, the calibration, the
+	// provenance), instead of or beside NPY. It must end in .h5, .hdf5 or .hspy, after a
+	// file name; a stemdot built without HDF5 refuses it (errs.Argument).
+	HDF5 string
+	// Command is the command line that computed the result, recorded in the HDF5 file's
+	// provenance ("" when not known).
+	Command string
 }
 
 // Check reports, before any work, why the outputs for masks named names cannot be
@@ -69,6 +78,10 @@ func (o Outputs) Check(names []string, inputs ...string) (err error) {
 		if f.path != "" {
 			return errs.New(errs.Argument, "option %s is an output of reductions (stemdot sum, SaveReduction), not of mask applies: leave it out", f.option)
 		}
+	}
+	if _, ok := hdf5.Library(); o.HDF5 != "" && !ok {
+		_, err := hdf5.ResultImage(hdf5.ResultFile{}) // the error of a build without HDF5
+		return err
 	}
 	if o.COMShifts != "" {
 		if _, ok := FindCOM(names); !ok {
@@ -140,6 +153,11 @@ func checkFiles(files []output, inputs []string) error {
 				return errs.New(errs.Argument, "option %s %s and option %s %s are the same file: give each output its own path", g.option, g.path, f.option, f.path)
 			}
 		}
+		if f.option == "hdf5" {
+			if ext := strings.ToLower(pathExt(f.path)); ext != ".h5" && ext != ".hdf5" && ext != ".hspy" || strings.EqualFold(filepath.Base(f.path), ext) {
+				return errs.New(errs.Argument, "option hdf5 %s: give a path ending in .h5, .hdf5 or .hspy, after a file name", f.path)
+			}
+		}
 		if f.npy && !strings.EqualFold(pathExt(f.path), ".npy") {
 			return errs.New(errs.Argument, "option %s %s: results are written as NPY: give a path ending in .npy", f.option, f.path)
 		}
@@ -183,6 +201,9 @@ func (o Outputs) files(names []string) []output {
 	}
 	if o.NPY != "" {
 		out = append(out, output{"out", o.NPY, true}, output{"out", SidecarPath(o.NPY), false})
+	}
+	if o.HDF5 != "" {
+		out = append(out, output{"hdf5", o.HDF5, false})
 	}
 	return out
 }
@@ -288,6 +309,11 @@ func save(res *Result, o Outputs) error {
 				pos[i] = int64(p)
 			}
 			if err := out.npy(o.Positions, []int{len(pos)}, pos); err != nil {
+				return err
+			}
+		}
+		if o.HDF5 != "" {
+			if err := out.hdf5(o.HDF5, res, res.sidecar(o), o.Command); err != nil {
 				return err
 			}
 		}

@@ -300,6 +300,20 @@ func stemdot_go_dataset_path(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.s
 	return datasetText(fn, "path", dsHandle, buf, bufLen, needed, dataset.Dataset.Path)
 }
 
+//export stemdot_go_dataset_calibration
+func stemdot_go_dataset_calibration(dsHandle C.stemdot_dataset, buf *C.char, bufLen C.size_t, needed *C.size_t) (st C.stemdot_status) {
+	const fn = "stemdot_dataset_calibration"
+	defer guard(fn, &st)
+	return datasetText(fn, "calibration", dsHandle, buf, bufLen, needed, func(d dataset.Dataset) string {
+		c := dataset.CalibrationOf(d)
+		if c.IsZero() {
+			return "{}"
+		}
+		text, _ := json.Marshal(c) // of numbers and strings: cannot fail
+		return string(text)
+	})
+}
+
 // datasetText is C call fn that writes text(d) of the dataset d of dsHandle, as copyText
 // (what names the text): needed NULL, or buf NULL with bufLen > 0, is errs.Argument,
 // checked before the handle.

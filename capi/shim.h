@@ -49,6 +49,8 @@ typedef const char *const stemdot_cstring;
       (dataset, buf, buf_len, needed))                                                            \
     F(dataset_path, (stemdot_dataset dataset, char *buf, size_t buf_len, size_t *needed),         \
       (dataset, buf, buf_len, needed))                                                            \
+    F(dataset_calibration, (stemdot_dataset dataset, char *buf, size_t buf_len, size_t *needed),  \
+      (dataset, buf, buf_len, needed))                                                            \
     H(dataset_select, (stemdot_dataset dataset, const char *roi, stemdot_dataset *out),           \
       (dataset, roi, out))                                                                        \
     F(dataset_scan,                                                                               \

@@ -281,6 +281,9 @@ type FileFrames struct {
 	// (frames recorded before the scan's first position), and that Notes say so: the
 	// reconciliation then adds no note of its own on the sync offset.
 	SyncOffsetNoted bool
+	// Calibration is what the file states of its axes (calibration.go): nav axes of the
+	// file's scan (fileNav), signal axes.
+	Calibration Calibration
 }
 
 // Reconcile presents the frames of d, a format's dataset of every frame its file holds
@@ -303,6 +306,7 @@ func Reconcile(d Dataset, opt Options, fileNav []int, source string, ff FileFram
 		return nil, err
 	}
 	n.addNotes(ff.Notes)
+	n.calib = calibrationFor(ff.Calibration, opt, nav, fileNav)
 	if f, ok := d.(frameFile); ok && layout.offset == 0 && layout.skip == 0 {
 		f.setFrames(nav, n)
 		return d, nil

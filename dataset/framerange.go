@@ -69,6 +69,14 @@ func (r *frameRange) NumFrames() int { return r.count }
 // Notes are the dataset's notes on how the file was read (Noter).
 func (r *frameRange) Notes() []string { return Notes(r.Dataset) }
 
+// Calibration is the signal axes' calibration of ds (Calibrator); a range of frames is
+// no scan, so it has no nav axes.
+func (r *frameRange) Calibration() Calibration {
+	c := CalibrationOf(r.Dataset)
+	c.Nav = nil
+	return c
+}
+
 // RunNotes are the notes of frames [start, end) of the range (RunNoter).
 func (r *frameRange) RunNotes(start, end int) []RunNote {
 	s, e, err := r.span(start, end)

@@ -75,10 +75,14 @@ func Notes(ds Dataset) []string {
 type notes struct {
 	list    []string
 	guessed bool
+	calib   Calibration
 }
 
 func (n *notes) Notes() []string       { return append([]string(nil), n.list...) }
 func (n *notes) navShapeGuessed() bool { return n.guessed }
+
+// Calibration is what the file states of its axes (Calibrator).
+func (n *notes) Calibration() Calibration { return n.calib.Clone() }
 
 // addNotes puts notes before the others.
 func (n *notes) addNotes(list []string) { n.list = append(append([]string(nil), list...), n.list...) }

@@ -334,6 +334,9 @@ func (s *selection) NumFrames() int { return len(s.pos) }
 // Notes are the dataset's notes on how the file was read (Noter).
 func (s *selection) Notes() []string { return Notes(s.Dataset) }
 
+// Calibration is the calibration of the scan the ROI selects in (Calibrator).
+func (s *selection) Calibration() Calibration { return CalibrationOf(s.Dataset) }
+
 // RunNotes are the notes of selected positions [start, end) (RunNoter).
 func (s *selection) RunNotes(start, end int) []RunNote {
 	if start < 0 || end > len(s.pos) || start > end {

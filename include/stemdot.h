@@ -295,6 +295,18 @@ stemdot_status stemdot_dataset_format(stemdot_dataset dataset, char *buf, size_t
                                       size_t *needed);
 
 /*
+ * Writes the calibrations the dataset's file states, as JSON: the "calibration" section
+ * of a result's sidecar, {"nav": [{"name": "y", "scale": 1.5, "offset": 0, "units":
+ * "nm"}, {"name": "x", ...}], "sig": [{"name": "ky", ...}, {"name": "kx", ...}],
+ * "camera_length_m": 0.12}: axes in numpy order (nav axes of the scan, scan_shape of
+ * stemdot_dataset_scan), units as HyperSpy writes them ("nm", "µm", "1/nm", "mrad"),
+ * every key absent when unknown ("{}" for a file that states none). Same buffer
+ * conventions as stemdot_plan_describe.
+ */
+stemdot_status stemdot_dataset_calibration(stemdot_dataset dataset, char *buf, size_t buf_len,
+                                           size_t *needed);
+
+/*
  * Writes the path of the file the dataset reads its frames from, as stemdot_open resolved
  * it (e.g. an EMI file's SER file, <name>_1.ser), as a result's sidecar
  * records it (made absolute there); "" for one without a file (stemdot_dataset_from_memory).

@@ -6,13 +6,19 @@
 //
 //	0 "IMGBLO"  6 MAGIC u16 (258; 259 in newer files)  8 Data_offset_1 u32 (virtual
 //	bright field)  12 Data_offset_2 u32 (first frame)  16 u32 flags  20 DP_SZ u16 (frame
-//	side, pixels)  22 DP_rotation u16  24 NX u16 (scan columns)  26 NY u16 (scan rows) ...
+//	side, pixels)  22 DP_rotation u16  24 NX u16 (scan columns)  26 NY u16 (scan rows)
+//	28 Scan_rotation u16  30 SX f64 (scan step along x, nm)  38 SY f64 (along y, nm)
+//	46 Beam_energy u32 (V)  50 SDP u16 (100 × the frame's pixels per cm)  52
+//	Camera_length u32 (10⁴ × m) ...
 //
 // then, in MAGIC 259 files, text lines from byte 240 up to Data_offset_1 (the 16-bit
 // variant says "Blo Bit Depth: 16 bits"), an NY×NX uint8 virtual bright field at
 // Data_offset_1, and from Data_offset_2 on NY·NX records of a 6-byte prefix (AA 55, then
 // the frame number as a little-endian u32) and DP_SZ×DP_SZ pixels, uint8 (uint16
 // little-endian in the 16-bit variant). The nav shape is (NY, NX).
+// SX and SY calibrate the nav axes (nm), SDP the signal axes (100/SDP cm a pixel, the
+// scale of the pattern as ASTAR shows it), Camera_length the camera length, as
+// RosettaSciIO reads them (0: not stated).
 // Frames beyond NY·NX, or missing at the end, are reconciled as for every format; every
 // record's AA 55 is checked when it is read.
 package blo
@@ -22,6 +28,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -46,6 +53,7 @@ type bloHeader struct {
 	side                     int // DP_SZ
 	nx, ny                   int
 	dt                       dataset.DType
+	cal                      dataset.Calibration
 }
 
 // parseBLOHeader parses the start of a block file (b holds its first bytes, up to
@@ -62,6 +70,14 @@ func parseBLOHeader(b []byte) (bloHeader, error) {
 		nx:          int(le.Uint16(b[24:])),
 		ny:          int(le.Uint16(b[26:])),
 		dt:          dataset.Uint8,
+	}
+	if len(b) >= 56 {
+		f64 := func(at int) float64 { return math.Float64frombits(le.Uint64(b[at:])) }
+		h.cal.Nav = []dataset.Axis{dataset.NewAxis("y", f64(38), 0, "nm"), dataset.NewAxis("x", f64(30), 0, "nm")}
+		if sdp := le.Uint16(b[50:]); sdp > 0 {
+			h.cal.Sig = []dataset.Axis{dataset.NewAxis("ky", 100/float64(sdp), 0, "cm"), dataset.NewAxis("kx", 100/float64(sdp), 0, "cm")}
+		}
+		h.cal.CameraLength = float64(le.Uint32(b[52:])) * 1e-4
 	}
 	magic := le.Uint16(b[6:])
 	if magic != 258 && magic != 259 {
@@ -130,5 +146,6 @@ func open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	}
 	fl := dataset.Flat{Format: "blo", Path: path, File: f, Size: size, Offset: h.dataOffset2, Header: stride - int64(fb),
 		Sig: sig, DType: h.dt, Magic: bloMagic}
-	return dataset.OpenFlat(fl, opt, fileNav, source, dataset.FileFrames{Whole: int(data / stride), CutBytes: data % stride, RecordBytes: stride})
+	return dataset.OpenFlat(fl, opt, fileNav, source, dataset.FileFrames{Whole: int(data / stride), CutBytes: data % stride, RecordBytes: stride,
+		Calibration: h.cal})
 }

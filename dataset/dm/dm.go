@@ -97,6 +97,16 @@ type image struct {
 	format   string
 	swapped  bool // ImageTags.Meta Data.Data Order Swapped is 1 (a bool, a number or a string)
 	seen     uint8
+	cals     map[int]*dimCal // ImageData.Calibrations.Dimension, by the index of each entry
+	cameraMM float64         // ImageTags.Microscope Info.STEM Camera Length (mm), 0 when absent
+}
+
+// dimCal is an entry of ImageData.Calibrations.Dimension: index i of the dimension lies
+// at (i − Origin)·Scale Units (GMS's calibration; RosettaSciIO reads it as offset
+// −Origin·Scale).
+type dimCal struct {
+	scale, origin float64
+	units         string
 }
 
 // badDim is a tag of ImageData.Dimensions that is not a size.
@@ -138,6 +148,9 @@ func (t *fileTags) visit(path []pathElem, n *node) {
 		t.thumbsAt = top.index
 	case len(path) == 3 && top.index == t.thumbsAt && path[2].is("ImageIndex") && n.simple:
 		t.thumbs = append(t.thumbs, toIndex(n.num))
+	case len(path) == 5 && top.index == t.listAt && path[2].is("ImageTags") && path[3].is("Microscope Info") &&
+		path[4].is("STEM Camera Length") && n.simple:
+		t.image(path[1].index).cameraMM = n.num
 	case len(path) >= 4 && top.index == t.listAt && path[2].is("ImageData"):
 		t.imageData(path[1].index, path[3:], n)
 	case len(path) == 5 && top.index == t.listAt && path[2].is("ImageTags") && path[3].is("Meta Data"):
@@ -176,6 +189,24 @@ func (t *fileTags) imageData(i int, path []pathElem, n *node) {
 	case len(path) == 1 && path[0].is("Dimensions") && n.group:
 		if im := t.image(i); im.dimsAt < 0 {
 			im.dimsAt = path[0].index
+		}
+	case len(path) == 4 && path[0].is("Calibrations") && path[1].is("Dimension") && (n.simple || n.hasStr):
+		im := t.image(i)
+		if im.cals == nil {
+			im.cals = map[int]*dimCal{}
+		}
+		c := im.cals[path[2].index]
+		if c == nil {
+			c = &dimCal{}
+			im.cals[path[2].index] = c
+		}
+		switch {
+		case path[3].is("Scale") && n.simple:
+			c.scale = n.num
+		case path[3].is("Origin") && n.simple:
+			c.origin = n.num
+		case path[3].is("Units") && n.hasStr:
+			c.units = n.str()
 		}
 	case len(path) == 2 && path[0].is("Dimensions"):
 		im := t.image(i)
@@ -272,11 +303,12 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 	var fileNav []int
 	series := true
 	transposed := false
+	sigDims, navDims := [2]int{1, 0}, []int(nil) // the dimensions of (sig_y, sig_x) and of the nav axes
 	switch len(dims) {
 	case 2:
 		sig, fileNav = [2]int{dims[1], dims[0]}, []int{1}
 	case 3:
-		sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[2]}
+		sig, fileNav, navDims = [2]int{dims[1], dims[0]}, []int{dims[2]}, []int{2}
 	case 4, 5:
 		series = false
 		transposed = !cOrder && !im.swapped
@@ -284,7 +316,7 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 			if transposed {
 				return fail(fmt.Errorf("image %d has 5 dimensions %s and is not marked C order (its tag Meta Data.Data Order Swapped is 0 or absent): stemdot reads a 5-D image stored in C order, (scan_z, scan_y, scan_x, sig_y, sig_x), as LiberTEM does; give option %s if it is", im.index, dimStr, optCOrder))
 			}
-			sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[4], dims[3], dims[2]}
+			sig, fileNav, navDims = [2]int{dims[1], dims[0]}, []int{dims[4], dims[3], dims[2]}, []int{4, 3, 2}
 			if cOrder {
 				notes = append(notes, "option dm_c_order: the 5-D image is read as stored in C order (scan_z, scan_y, scan_x, sig_y, sig_x)")
 			}
@@ -295,9 +327,10 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		}
 		if transposed {
 			sig, fileNav = [2]int{dims[3], dims[2]}, []int{dims[1], dims[0]}
+			sigDims, navDims = [2]int{3, 2}, []int{1, 0}
 			notes = append(notes, "the 4-D image is stored transposed, (sig_y, sig_x, scan_y, scan_x) (its tag Meta Data.Data Order Swapped is 0 or absent): a tile's frames are gathered from every detector pixel's values, which is slower than reading C-ordered frames; give option dm_c_order if the file is C-ordered")
 		} else {
-			sig, fileNav = [2]int{dims[1], dims[0]}, []int{dims[3], dims[2]}
+			sig, fileNav, navDims = [2]int{dims[1], dims[0]}, []int{dims[3], dims[2]}, []int{3, 2}
 		}
 	}
 	if cOrder && len(dims) < 4 {
@@ -308,7 +341,8 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		return fail(err)
 	}
 	frames := int(im.bytes() / int64(fb))
-	ff := dataset.FileFrames{Whole: frames, RecordBytes: int64(fb), Series: series, Notes: notes}
+	ff := dataset.FileFrames{Whole: frames, RecordBytes: int64(fb), Series: series, Notes: notes,
+		Calibration: im.calibration(sigDims, navDims)}
 	if !transposed {
 		return dataset.OpenFlat(dataset.Flat{Format: "dm", Path: path, File: f, Size: size, Offset: im.off,
 			Sig: sig, DType: dt, BigEndian: !hdr.little}, opt, fileNav, source, ff)
@@ -320,6 +354,32 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		return nil, err
 	}
 	return ds, nil
+}
+
+// calibration is what the image's ImageData.Calibrations.Dimension entries (one per
+// dimension, fastest first, as in Dimensions) and ImageTags.Microscope Info.STEM Camera
+// Length (mm) say of the axes, read as RosettaSciIO reads them (scale Scale, offset
+// −Origin·Scale, units Units; camera length in mm): sigDims are the dimensions of
+// (sig_y, sig_x), navDims those of the nav axes in numpy order.
+func (im *image) calibration(sigDims [2]int, navDims []int) dataset.Calibration {
+	axis := func(name string, d int) dataset.Axis {
+		c := im.cals[d]
+		if c == nil {
+			return dataset.Axis{Name: name}
+		}
+		return dataset.NewAxis(name, c.scale, -c.origin*c.scale, c.units)
+	}
+	var cal dataset.Calibration
+	for i, name := range dataset.NavNames(len(navDims)) {
+		cal.Nav = append(cal.Nav, axis(name, navDims[i]))
+	}
+	for i, name := range dataset.SigNames {
+		cal.Sig = append(cal.Sig, axis(name, sigDims[i]))
+	}
+	if im.cameraMM > 0 && !math.IsInf(im.cameraMM, 0) {
+		cal.CameraLength = im.cameraMM / 1000
+	}
+	return cal
 }
 
 // spectra reports whether the image holds spectra, not frames: one dimension, or

@@ -3,12 +3,15 @@ package dm_test
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,21 +53,30 @@ func (e enc) simple(name string, typ uint64, v float64) tag {
 
 // str is a string tag as GMS writes them: an array of uint16 characters.
 func (e enc) str(name, s string) tag {
-	b := make([]byte, 2*len(s))
-	for i, c := range []byte(s) {
-		e.o.PutUint16(b[2*i:], uint16(c))
+	u := utf16.Encode([]rune(s))
+	b := make([]byte, 2*len(u))
+	for i, c := range u {
+		e.o.PutUint16(b[2*i:], c)
 	}
-	return tag{Name: name, Info: []uint64{20, 4, uint64(len(s))}, Value: b}
+	return tag{Name: name, Info: []uint64{20, 4, uint64(len(u))}, Value: b}
 }
 
 // dmImage describes an ImageList entry.
 type dmImage struct {
 	dataType int
-	elemType uint64 // encoded type of the Data array's elements
-	dims     []int  // fastest first
-	data     []byte // in the tag byte order
-	format   string // Meta Data.Format, or ""
-	swapped  *bool  // Meta Data.Data Order Swapped, or absent
+	elemType uint64  // encoded type of the Data array's elements
+	dims     []int   // fastest first
+	data     []byte  // in the tag byte order
+	format   string  // Meta Data.Format, or ""
+	swapped  *bool   // Meta Data.Data Order Swapped, or absent
+	cals     []dmCal // Calibrations.Dimension, one per dimension, or none
+	cameraMM float64 // Microscope Info.STEM Camera Length, or 0: absent
+}
+
+// dmCal is an entry of ImageData.Calibrations.Dimension.
+type dmCal struct {
+	scale, origin float64
+	units         string
 }
 
 func (e enc) image(im dmImage) tag {
@@ -84,14 +96,26 @@ func (e enc) image(im dmImage) tag {
 		}
 		meta = append(meta, e.simple("Data Order Swapped", 8, v))
 	}
+	calibrations := []tag{e.simple("DisplayCalibratedUnits", 8, 1)}
+	if im.cals != nil {
+		var entries []tag
+		for _, c := range im.cals {
+			entries = append(entries, group("", e.simple("Origin", 7, c.origin), e.simple("Scale", 7, c.scale), e.str("Units", c.units)))
+		}
+		calibrations = append(calibrations, group("Dimension", entries...))
+	}
+	tags := []tag{group("Meta Data", meta...)}
+	if im.cameraMM != 0 {
+		tags = append(tags, group("Microscope Info", e.simple("STEM Camera Length", 7, im.cameraMM)))
+	}
 	return group("",
 		group("ImageData",
-			group("Calibrations", e.simple("DisplayCalibratedUnits", 8, 1)),
+			group("Calibrations", calibrations...),
 			tag{Name: "Data", Info: []uint64{20, im.elemType, uint64(len(im.data) / es)}, Value: im.data},
 			e.simple("DataType", 3, float64(im.dataType)),
 			group("Dimensions", dims...),
 			e.simple("PixelDepth", 5, float64(es))),
-		group("ImageTags", group("Meta Data", meta...)),
+		group("ImageTags", tags...),
 		e.str("Name", "test"))
 }
 
@@ -599,4 +623,66 @@ func TestTagNamesQuoted(t *testing.T) {
 	require.ErrorIs(t, err, errs.Format)
 	assert.Contains(t, err.Error(), `tag "ImageList.0.ImageData.Dimensions.\x1b[8m" is 0`)
 	assert.NotContains(t, err.Error(), "\x1b")
+}
+
+// TestCalibration reads ImageData.Calibrations.Dimension and the STEM camera length of a
+// 4-D scan in C order and of a transposed one, each dimension's entry mapped to its axis,
+// against the values written and RosettaSciIO's reading of the same file (when
+// installed).
+func TestCalibration(t *testing.T) {
+	dir := t.TempDir()
+	yes := true
+	// Dimensions fastest first; the entries give each its own scale, origin and units.
+	cals := []dmCal{{0.25, 10, "1/nm"}, {0.5, 2, "1/nm"}, {1.5, 0, "µm"}, {3, -1, "µm"}}
+	for _, c := range []struct {
+		name    string
+		swapped *bool
+		dims    []int
+		nav     []dataset.Axis // expected, numpy order
+		sig     []dataset.Axis
+	}{
+		{"c-order", &yes, []int{5, 4, 3, 2},
+			[]dataset.Axis{{Name: "y", Scale: 3, Offset: 3, Units: "µm"}, {Name: "x", Scale: 1.5, Units: "µm"}},
+			[]dataset.Axis{{Name: "ky", Scale: 0.5, Offset: -1, Units: "1/nm"}, {Name: "kx", Scale: 0.25, Offset: -2.5, Units: "1/nm"}}},
+		{"transposed", nil, []int{3, 2, 5, 4},
+			[]dataset.Axis{{Name: "y", Scale: 0.5, Offset: -1, Units: "1/nm"}, {Name: "x", Scale: 0.25, Offset: -2.5, Units: "1/nm"}},
+			[]dataset.Axis{{Name: "ky", Scale: 3, Offset: 3, Units: "µm"}, {Name: "kx", Scale: 1.5, Units: "µm"}}},
+	} {
+		path := filepath.Join(dir, c.name+".dm4")
+		writeDM(t, path, 4, true, dmImage{dataType: 2, elemType: 6, dims: c.dims,
+			data: encodePixels(6, 20, dataset.Float32, binary.LittleEndian, c.swapped == nil), format: "Diffraction image", swapped: c.swapped,
+			cals: cals, cameraMM: 120})
+		d, err := dataset.Open(path, dataset.Options{})
+		require.NoError(t, err, c.name)
+		cal := dataset.CalibrationOf(d)
+		assert.Equal(t, c.nav, cal.Nav, c.name)
+		assert.Equal(t, c.sig, cal.Sig, c.name)
+		assert.InDelta(t, 0.12, cal.CameraLength, 1e-12, c.name)
+		require.NoError(t, d.Close())
+
+		// A user's nav shape other than the file's drops the nav axes; the signal axes stay.
+		d, err = dataset.Open(path, dataset.Options{NavShape: []int{6}})
+		require.NoError(t, err, c.name)
+		cal = dataset.CalibrationOf(d)
+		assert.Nil(t, cal.Nav, c.name)
+		assert.Equal(t, c.sig, cal.Sig, c.name)
+		require.NoError(t, d.Close())
+	}
+
+	// RosettaSciIO reads the C-ordered file's axes (numpy order) the same way.
+	py := testfiles.Python(t, "rsciio.digitalmicrograph")
+	out, err := exec.Command(py, "-c", `import sys, json
+from rsciio.digitalmicrograph import file_reader
+r = file_reader(sys.argv[1])[0]
+print(json.dumps([[a["scale"], a["offset"], a["units"]] for a in r["axes"]]))`, filepath.Join(dir, "c-order.dm4")).Output()
+	require.NoError(t, err)
+	var axes [][3]any
+	require.NoError(t, json.Unmarshal(out, &axes))
+	want := []dataset.Axis{{Scale: 3, Offset: 3, Units: "µm"}, {Scale: 1.5, Units: "µm"}, {Scale: 0.5, Offset: -1, Units: "1/nm"}, {Scale: 0.25, Offset: -2.5, Units: "1/nm"}}
+	require.Len(t, axes, 4)
+	for i, a := range axes {
+		assert.InDelta(t, want[i].Scale, a[0], 1e-12, "axis %d", i)
+		assert.InDelta(t, want[i].Offset, a[1], 1e-12, "axis %d", i)
+		assert.Equal(t, want[i].Units, a[2], "axis %d", i)
+	}
 }

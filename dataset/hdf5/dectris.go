@@ -43,6 +43,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"os"
 	"path"
@@ -88,6 +89,12 @@ import (
 // in each chunk decoded in Go right after its decode, while it is in the core's cache,
 // and in the frames read otherwise in the pass that sets the flagged pixels to 0.
 // Without a pixel_mask every value 2^N−1 is counted, as saturated or masked.
+//
+// Calibration (dataset.Calibration): NXmx's detector_distance (m, sample to detector)
+// is the camera length, and with x_pixel_size and y_pixel_size (m; other units are not
+// read) gives the angle a pixel spans, pixel size / distance (small angles), in mrad. A
+// master of distance 0 (an ARINA's, which knows no camera length) or without these
+// states nothing.
 //
 // Counts read from the master are checked before they are used: nimages·ntrigger that
 // does not fit in 64 bits is reported as such, not as the product's wrapped value.
@@ -270,7 +277,30 @@ func (s *dectrisScan) open(opt dataset.Options, usePixelMask bool) (dataset.Data
 		}
 	}
 	notes = append(notes, maskNote)
-	return dataset.Reconcile(s, opt, nil, "", dataset.FileFrames{Whole: n, RecordBytes: int64(s.FrameBytes()), Notes: notes})
+	return dataset.Reconcile(s, opt, nil, "", dataset.FileFrames{Whole: n, RecordBytes: int64(s.FrameBytes()), Notes: notes,
+		Calibration: dectrisCalibration(master)})
+}
+
+// dectrisCalibration reads the master's camera length and the angle of a pixel (see
+// above). Called with h5lock held.
+func dectrisCalibration(master *h5File) dataset.Calibration {
+	const det = "/entry/instrument/detector/"
+	scalar := func(name string) float64 { // in metres: units "m" or none
+		v := h5Floats(master.file, master.access, det+name, 1)
+		if units, ok := h5AttrString(master.file, master.access, det+name, "units"); len(v) != 1 || ok && units != "m" ||
+			!(v[0] > 0) || math.IsInf(v[0], 0) {
+			return 0
+		}
+		return v[0]
+	}
+	var c dataset.Calibration
+	if c.CameraLength = scalar("detector_distance"); c.CameraLength == 0 {
+		return c
+	}
+	if py, px := scalar("y_pixel_size"), scalar("x_pixel_size"); py > 0 && px > 0 {
+		c.Sig = []dataset.Axis{dataset.NewAxis("ky", py/c.CameraLength, 0, "rad"), dataset.NewAxis("kx", px/c.CameraLength, 0, "rad")}
+	}
+	return c
 }
 
 // askedNote compares the frames the master asked for, nimages·ntrigger, with the n its

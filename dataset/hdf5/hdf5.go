@@ -835,8 +835,12 @@ func (d *h5File) open(opt dataset.Options) (dataset.Dataset, error) {
 		return nil, err
 	}
 	source := fmt.Sprintf(" from dataset %s %s", h5Name(d.dsPath), npy.ShapeString(dims))
+	var cal dataset.Calibration
+	if !d.framesLast {
+		cal = emdCalibration(d.file, d.access, d.dsPath, dims)
+	}
 	return dataset.Reconcile(d, opt, dataset.NavFromAxes(d.fileNav), source, dataset.FileFrames{Whole: d.NumFrames(), RecordBytes: int64(d.FrameBytes()),
-		Series: len(d.fileNav) == 1, Notes: append(picked, notes...)})
+		Series: len(d.fileNav) == 1, Notes: append(picked, notes...), Calibration: cal})
 }
 
 // openDataset opens the dataset at d.dsPath (option dataset_path; errors list the

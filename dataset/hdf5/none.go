@@ -17,3 +17,10 @@ func openHDF5(path string, opt dataset.Options) (dataset.Dataset, error) {
 // Library reports whether this build reads HDF5 files: not one built with the tag
 // nohdf5 (version "", ok false).
 func Library() (version string, ok bool) { return "", false }
+
+// ResultImage of a build without libhdf5 refuses to write HDF5 results, naming what to
+// install and the NPY output that needs no HDF5.
+func ResultImage(ResultFile) ([]byte, error) {
+	return nil, errs.New(errs.Argument, "this stemdot was built without HDF5 (build tag nohdf5) and cannot write HDF5 results (.h5, .hdf5, .hspy): "+
+		"give a path ending in .npy, or install the HDF5 C library (Debian, Ubuntu: apt-get install libhdf5-dev pkg-config) and build again (make)")
+}

@@ -26,5 +26,9 @@ func TestHDF5NotBuilt(t *testing.T) {
 	version, ok := hdf5.Library()
 	assert.False(t, ok)
 	assert.Empty(t, version)
+	// Nor does it write HDF5 results: it names the NPY output that needs no HDF5.
+	_, err = hdf5.ResultImage(hdf5.ResultFile{})
+	assert.ErrorContains(t, err, "this stemdot was built without HDF5 (build tag nohdf5) and cannot write HDF5 results (.h5, .hdf5, .hspy): give a path ending in .npy")
+	assert.Equal(t, errs.Argument, errs.KindOf(err))
 	t.Skip("built with -tags nohdf5: the HDF5 reader's tests are left out (install libhdf5-dev and pkg-config to run them)")
 }

@@ -35,6 +35,12 @@
 // open), others element by element, each element's header checked; either way the rows
 // are copied out in reverse (the frames are never served in place from a mapping).
 //
+// Calibrations (dataset.Calibration): a scan's nav axes from the dimension array
+// (CalibrationDelta, and CalibrationOffset at CalibrationElement: index 0 at offset −
+// element·delta, the pixels' edge as the elements' position tags show; units as stored,
+// TIA's "meters" in nm); the frames' axes from element 0's calibration, in the units the
+// EMI file's microscope mode implies (emiUnits). RosettaSciIO reads the same scales.
+//
 // A SER file of 1-D elements holds spectra (an EDS or EELS spectrum image) and is
 // refused. An EMI file (TIA's metadata) is opened through the SER files beside it,
 // <name>_1.ser, <name>_2.ser, ...: the first that holds 2-D elements, with a note when
@@ -42,6 +48,7 @@
 package ser
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -85,6 +92,21 @@ type serHeader struct {
 	offsetBytes   int64 // 4 or 8
 	dims          []int // DimensionSize of each dimension, as stored
 	dimsDescribed []string
+	dimsCal       []serCal // the calibration of each dimension
+}
+
+// serCal is a dimension's calibration: index i lies at offset + (i − element)·delta
+// units, as RosettaSciIO reads it (offset − element·delta, scale delta).
+type serCal struct {
+	offset, delta float64
+	element       int32
+	units         string
+}
+
+// axis is the calibration as a dataset.Axis named name in units (SI: "meters" and
+// "1/meters" become nm and 1/nm).
+func (c serCal) axis(name, units string) dataset.Axis {
+	return dataset.NewAxis(name, c.delta, c.offset-float64(c.element)*c.delta, units)
 }
 
 // parseHeader parses the header and dimension array at the start of a SER file (b holds
@@ -123,6 +145,8 @@ func parseHeader(b []byte) (serHeader, error) {
 			return serHeader{}, fmt.Errorf("SER header: dimension %d cut short", i+1)
 		}
 		size := int32(le.Uint32(b[pos:]))
+		cal := serCal{offset: math.Float64frombits(le.Uint64(b[pos+4:])), delta: math.Float64frombits(le.Uint64(b[pos+12:])),
+			element: int32(le.Uint32(b[pos+20:]))}
 		descLen := int32(le.Uint32(b[pos+24:]))
 		pos += 28
 		if descLen < 0 || int(descLen) > len(b)-pos-4 {
@@ -135,12 +159,14 @@ func parseHeader(b []byte) (serHeader, error) {
 		if unitsLen < 0 || int(unitsLen) > len(b)-pos {
 			return serHeader{}, fmt.Errorf("SER header: dimension %d: UnitsLength %d outside the header", i+1, unitsLen)
 		}
+		cal.units = string(b[pos : pos+int(unitsLen)])
 		pos += int(unitsLen)
 		if size < 1 {
 			return serHeader{}, fmt.Errorf("SER header: dimension %d (%q) has DimensionSize %d", i+1, desc, size)
 		}
 		h.dims = append(h.dims, int(size))
 		h.dimsDescribed = append(h.dimsDescribed, desc)
+		h.dimsCal = append(h.dimsCal, cal)
 	}
 	if h.dataType != data1D && h.dataType != data2D {
 		return serHeader{}, fmt.Errorf("SER header: DataTypeID %#x (want 0x4120 for 1-D or 0x4122 for 2-D data elements)", h.dataType)
@@ -181,8 +207,11 @@ func Open(path string, opt dataset.Options) (dataset.Dataset, error) {
 		f.Close()
 		return nil, errs.Wrap(errs.Format, fmt.Errorf("dataset: %s: %w", path, err))
 	}
+	if units := emiUnits(path); units != "" {
+		s.cal.Sig = []dataset.Axis{s.first.y.axis(dataset.SigNames[0], units), s.first.x.axis(dataset.SigNames[1], units)}
+	}
 	ff := dataset.FileFrames{Whole: len(s.offsets), CutBytes: s.cut, RecordBytes: int64(elementHeader + s.frameBytes),
-		Series: len(s.hdr.dims) == 1, Notes: notes}
+		Series: len(s.hdr.dims) == 1, Notes: notes, Calibration: s.cal}
 	if stride, ok := fixedStride(s.offsets, ff.RecordBytes, size); ok {
 		return dataset.OpenFlat(dataset.Flat{Format: "ser", Path: path, File: f, Size: size, Offset: s.offsets[0],
 			Header: elementHeader, Footer: stride - ff.RecordBytes, Sig: s.sig, DType: s.dt, Decode: flipRows(s.sig, s.dt)},
@@ -251,6 +280,46 @@ func serOfEMI(path string) (string, []string, error) {
 	return chosen, notes, nil
 }
 
+// serSuffix matches the end of a SER file's path that the EMI file's lacks: _<n>.ser.
+var serSuffix = regexp.MustCompile(`_[0-9]+\.[sS][eE][rR]$`)
+
+// emiMode matches the microscope's mode in an EMI file's ObjectInfo XML.
+var emiMode = regexp.MustCompile(`<Label>Mode</Label><Value>([^<]*)</Value>`)
+
+// emiUnits returns the units of the frames' pixels (data element calibration) that the
+// EMI file beside the SER file at path (<name>.emi for <name>_N.ser) says: "1/m" when
+// its ExperimentalDescription's Mode says Diffraction, "m" in a TEM imaging mode, ""
+// when there is no EMI file, no Mode, or the mode is STEM (where RosettaSciIO guesses
+// from the camera; stemdot does not guess). RosettaSciIO (rsciio.tia's
+// _guess_units_from_mode) reads Diffraction and TEM modes the same way.
+func emiUnits(path string) string {
+	at := serSuffix.FindStringIndex(path)
+	if at == nil {
+		return ""
+	}
+	base := path[:at[0]]
+	for _, ext := range []string{".emi", ".EMI"} {
+		f, size, err := dataset.OpenFile(base + ext)
+		if err != nil {
+			continue
+		}
+		b, err := dataset.ReadHeader(f, size, 64<<20)
+		f.Close()
+		if err != nil {
+			return ""
+		}
+		m := emiMode.FindSubmatch(b)
+		switch {
+		case m == nil || bytes.Contains(m[1], []byte("STEM")):
+			return ""
+		case bytes.Contains(m[1], []byte("Diffraction")):
+			return "1/m"
+		}
+		return "m"
+	}
+	return ""
+}
+
 // What a SER file holds, for serOfEMI's note.
 const (
 	kindFrames  = "holds frames"
@@ -297,6 +366,8 @@ type file struct {
 	head       []byte // element 0's DataType, ArraySizeX, ArraySizeY
 	fileNav    []int
 	source     string
+	cal        dataset.Calibration // nav axes; Open adds the signal axes
+	first      element
 }
 
 // parse reads the header, offset arrays and element headers of the SER file f.
@@ -378,8 +449,20 @@ func parse(f *os.File, size int64) (file, error) {
 		return file{}, fmt.Errorf("data element %d (DataType %d, %d×%d pixels) differs from element 0 (DataType %d, %d×%d pixels)",
 			whole-1, last.dataType, last.sizeX, last.sizeY, first.dataType, first.sizeX, first.sizeY)
 	}
-	fileNav, source := navShape(f, h, raw, offset)
-	return file{hdr: h, offsets: offsets, cut: cut, sig: sig, dt: dt, frameBytes: fb, head: first.raw, fileNav: fileNav, source: source}, nil
+	fileNav, navDims, source := navShape(f, h, raw, offset)
+	return file{hdr: h, offsets: offsets, cut: cut, sig: sig, dt: dt, frameBytes: fb, head: first.raw, fileNav: fileNav, source: source,
+		cal: dataset.Calibration{Nav: navAxes(h, navDims)}, first: first}, nil
+}
+
+// navAxes are the nav axes of the scan whose axes are the dimensions navDims of h, in
+// numpy order, calibrated by the dimension array.
+func navAxes(h serHeader, navDims []int) []dataset.Axis {
+	var axes []dataset.Axis
+	for i, name := range dataset.NavNames(len(navDims)) {
+		c := h.dimsCal[navDims[i]]
+		axes = append(axes, c.axis(name, c.units))
+	}
+	return axes
 }
 
 // flipRows returns the decoder of a stored frame of sig shape and dtype dt (little-endian)
@@ -411,14 +494,14 @@ func fixedStride(offsets []int64, record, size int64) (int64, bool) {
 	return stride, offsets[len(offsets)-1] <= size-stride
 }
 
-// navShape returns the scan shape the dimension array gives (nil for none) and where it
-// came from.
-func navShape(f *os.File, h serHeader, raw []byte, offset func(int) int64) ([]int, string) {
+// navShape returns the scan shape the dimension array gives (nil for none), the
+// dimension of each of its axes and where it came from.
+func navShape(f *os.File, h serHeader, raw []byte, offset func(int) int64) ([]int, []int, string) {
 	switch len(h.dims) {
 	case 0:
-		return nil, ""
+		return nil, nil, ""
 	case 1:
-		return []int{h.dims[0]}, fmt.Sprintf(" from the SER dimension array (%q: %d)", h.dimsDescribed[0], h.dims[0])
+		return []int{h.dims[0]}, []int{0}, fmt.Sprintf(" from the SER dimension array (%q: %d)", h.dimsDescribed[0], h.dims[0])
 	}
 	// Two dimensions: x runs first when the first two elements share PositionY.
 	xFirst := false
@@ -429,15 +512,16 @@ func navShape(f *os.File, h serHeader, raw []byte, offset func(int) int64) ([]in
 		xFirst = err0 == nil && err1 == nil && binary.LittleEndian.Uint64(b[16:]) == binary.LittleEndian.Uint64(b[40:])
 	}
 	if xFirst {
-		return []int{h.dims[1], h.dims[0]}, fmt.Sprintf(" from the SER dimension array (%d×%d, x first)", h.dims[0], h.dims[1])
+		return []int{h.dims[1], h.dims[0]}, []int{1, 0}, fmt.Sprintf(" from the SER dimension array (%d×%d, x first)", h.dims[0], h.dims[1])
 	}
-	return []int{h.dims[0], h.dims[1]}, fmt.Sprintf(" from the SER dimension array (%d×%d)", h.dims[0], h.dims[1])
+	return []int{h.dims[0], h.dims[1]}, []int{0, 1}, fmt.Sprintf(" from the SER dimension array (%d×%d)", h.dims[0], h.dims[1])
 }
 
 // element is the parsed header of a 2-D data element.
 type element struct {
 	dataType     uint16
 	sizeX, sizeY int
+	x, y         serCal // CalibrationOffsetX, CalibrationDeltaX, CalibrationElementX; the same for Y
 	raw          []byte // the bytes that must match between elements: DataType and sizes
 }
 
@@ -451,7 +535,10 @@ func readElementHeader(f *os.File, size, off int64, i int) (element, error) {
 		return element{}, errs.Wrap(errs.IO, fmt.Errorf("reading data element %d's header: %w", i, err))
 	}
 	le := binary.LittleEndian
-	e := element{dataType: le.Uint16(b[40:]), raw: b[40:]}
+	cal := func(at int) serCal {
+		return serCal{offset: math.Float64frombits(le.Uint64(b[at:])), delta: math.Float64frombits(le.Uint64(b[at+8:])), element: int32(le.Uint32(b[at+16:]))}
+	}
+	e := element{dataType: le.Uint16(b[40:]), raw: b[40:], x: cal(0), y: cal(20)}
 	x, y := le.Uint32(b[42:]), le.Uint32(b[46:])
 	if x == 0 || y == 0 || x > math.MaxInt32 || y > math.MaxInt32 {
 		return element{}, fmt.Errorf("data element %d: ArraySizeX %d, ArraySizeY %d (want 1 to %d)", i, x, y, math.MaxInt32)

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,8 +24,8 @@ func newApplyCmd(b Backend) *cobra.Command {
 	var centreText string
 	var sf shiftFlags
 	cmd := &cobra.Command{
-		Use:   "apply FILE (--mask SPEC ... | --masks FILE.npy) --out RESULT.npy",
-		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY (and PNG)",
+		Use:   "apply FILE (--mask SPEC ... | --masks FILE.npy) --out RESULT.npy|RESULT.h5",
+		Short: "Apply virtual detectors (masks) to every frame and write the images as NPY or HDF5 (and PNG)",
 		Long: `apply computes, for every frame f and every mask m, out[f, m] = Σ mask[m]·frame_f (the
 mask-dot product of LiberTEM's ApplyMasksUDF) on pinned CPU (and GPU) workers, and writes
 the result as NPY of shape nav_shape + (n_masks,), float32 (or float64 with --float64):
@@ -67,8 +68,18 @@ object with "format": "stemdot-result", "format_version": 1, "stemdot_version",
 "format", "options": the dataset flags given, by option key, values as given), "plan"
 ("cpu_workers", "gpu_workers") and, with --com-shifts, "com_shifts" ("file", relative
 to RESULT.json's directory, "shape", "dtype", "components": ["y", "x"], "columns" of
-com_sum, com_y, com_x). python -m stemdot.dask writes the same; Python's
-stemdot.load_result reads both.
+com_sum, com_y, com_x), and "calibration" when the file states its scan step, detector
+pixel or camera length ({"nav": [{"name", "scale", "offset", "units"} per nav axis],
+"sig": [ky, kx], "camera_length_m"}, each key absent when unknown; stemdot info prints
+them). python -m stemdot.dask writes the same; Python's stemdot.load_result reads both.
+
+--out RESULT.h5 (or .hdf5, .hspy) writes the result as HDF5 instead, in HyperSpy's HSPY
+layout: /Experiments/stemdot/data of shape (n_masks,) + nav_shape (image m is data[m]),
+its attributes mask_names and mask_specs; axes axis-0 (the masks) and axis-1... (the
+nav axes, calibrated where the file says); original_metadata holds stemdot_version,
+source_file, source_format, command, date and result_json (the JSON above). h5py reads
+it as one array; hs.load reads it as a Signal2D of the masks' images (a .h5 name needs
+reader="hspy").
 
 --roi rect:X,Y,W,H (of every plane of a nav shape Z,Y,X) or --roi ROI.npy (booleans of
 the scan's nav shape) reads and computes only the scan positions selected; the result
@@ -103,12 +114,14 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 			if outputs.NPY == "" {
 				return fmt.Errorf("--out RESULT.npy is required")
 			}
+			out := outputs.NPY
 			if roiCompact {
 				if !cmd.Flags().Changed("roi") {
 					return fmt.Errorf("--roi-compact needs --roi: without a region of interest the result holds every scan position")
 				}
 				outputs.Positions = strings.TrimSuffix(outputs.NPY, filepath.Ext(outputs.NPY)) + "_positions.npy"
 			}
+			hdf5Out(&outputs)
 			ds, _, err := df.openOn(cmd, b, args[0])
 			if err != nil {
 				return err
@@ -174,7 +187,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				warn(cmd, w)
 			}
 			if !quiet {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s → %s\n", res.Stats.Summary(), outputs.NPY)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s → %s\n", res.Stats.Summary(), out)
 				if perWorker {
 					for _, w := range b.Workers(res) {
 						fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", w)
@@ -186,7 +199,7 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 	}
 	f := cmd.Flags()
 	registerMaskFlags(f, &maskSpecs, &masksFiles)
-	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape nav_shape + (n_masks,), with its JSON sidecar (same name, .json) naming the columns")
+	f.StringVar(&outputs.NPY, "out", "", "result file, ending in .npy: NPY of shape nav_shape + (n_masks,), with its JSON sidecar (same name, .json) naming the columns; ending in .h5, .hdf5 or .hspy: HDF5 in HyperSpy's layout (hs.load reads it), data of shape (n_masks,) + nav_shape at /Experiments/stemdot/data with the masks' names, the calibration and the provenance")
 	f.StringVar(&outputs.PNGPrefix, "png", "", "also write one greyscale PNG per mask, PREFIX_<m>_<name>.png, small images scaled up by a whole factor to a short side of at least 256 pixels (long side at most 4096)")
 	f.StringVar(&outputs.COMShifts, "com-shifts", "", "also write the centre-of-mass shift maps in pixels (needs --mask com), NPY of shape nav_shape + (2,): y first, then x; with --png drawn instead of the com masks")
 	f.BoolVar(&float64Result, "float64", false, "compute and write the result in float64 (default float32); mask weights given in float64 (--masks files, com about a centre between pixels) then count at float64 precision")
@@ -239,4 +252,21 @@ func autoCentre(cmd *cobra.Command, b Backend, ds dataset.Dataset, specs []strin
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "%s: centre x %.2f, y %.2f, r %.2f px (the direct beam in the %s) for the auto specs\n", prefix, info.X, info.Y, info.R, info.Source)
 	return info, nil
+}
+
+// hdf5Out moves an --out path ending in .h5, .hdf5 or .hspy from o.NPY to o.HDF5, with
+// the command line for its provenance.
+func hdf5Out(o *stemdot.Outputs) {
+	switch strings.ToLower(filepath.Ext(o.NPY)) {
+	case ".h5", ".hdf5", ".hspy":
+		o.HDF5, o.NPY = o.NPY, ""
+		args := make([]string, len(os.Args))
+		for i, a := range os.Args {
+			args[i] = a
+			if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+				args[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+			}
+		}
+		o.Command = strings.Join(args, " ")
+	}
 }

@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -9,12 +13,13 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/masks"
 )
 
 func newInfoCmd() *cobra.Command {
 	var df datasetFlags
-	var centre bool
+	var centre, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "info FILE",
 		Short: "Print a dataset's format, nav and sig shape, dtype, frame count and size",
@@ -30,7 +35,14 @@ pixels, as stemdot.FindCentre finds them there: the centre about which the auto 
 specs of apply (disk:auto, ring:auto,RI,RO, com:auto) are made. Where the sum frame
 shows no disk (a dark or featureless frame), the centre line says "not found" and why,
 and the exit status is 2: the info printed, the centre not (give apply --centre X,Y,R
-then); 1 is an error, 0 all found.`,
+then); 1 is an error, 0 all found.
+
+Calibrations that the file's metadata states are printed below: the scan step of each nav
+axis, the detector pixel of each signal axis (in real or reciprocal units, or mrad), the
+camera length; axes the file does not calibrate are "uncalibrated". --json prints all of
+it as one JSON object (keys file, format, nav_shape, nav_shape_guessed, roi, sig_shape,
+dtype, frames, frame_data_bytes, centre, calibration: the "calibration" section of a
+result's sidecar).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ds, err := df.open(cmd, args[0])
@@ -40,6 +52,10 @@ then); 1 is an error, 0 all found.`,
 			defer ds.Close()
 			sig := ds.SigShape()
 			w := cmd.OutOrStdout()
+			cal := dataset.CalibrationOf(ds)
+			if asJSON {
+				w = io.Discard
+			}
 			guessed := ""
 			if dataset.NavShapeGuessed(ds) {
 				guessed = "  (guessed: give --nav-shape)"
@@ -62,8 +78,20 @@ then); 1 is an error, 0 all found.`,
 			fmt.Fprintf(w, "frames:     %d\n", ds.NumFrames())
 			bytes := int64(ds.NumFrames()) * int64(ds.FrameBytes())
 			fmt.Fprintf(w, "frame data: %d bytes (%.3f GB)\n", bytes, float64(bytes)/1e9)
+			for _, line := range calibrationLines(cal) {
+				fmt.Fprintln(w, line)
+			}
+			info := infoJSON{File: args[0], Format: ds.Format(), NavShape: ds.NavShape(), NavShapeGuessed: dataset.NavShapeGuessed(ds),
+				SigShape: sig[:], DType: ds.DType().String(), Frames: ds.NumFrames(), FrameDataBytes: bytes}
+			if dataset.IsROI(ds) {
+				scan, pos := dataset.ScanPositions(ds)
+				info.NavShape, info.ROI = scan, &infoROI{Spec: *df.values["roi"], Selected: len(pos)}
+			}
+			if !cal.IsZero() {
+				info.Calibration = &cal
+			}
 			if !centre {
-				return nil
+				return printInfoJSON(cmd, asJSON, info)
 			}
 			var c masks.Centre
 			err = handleInterrupts(func() (err error) {
@@ -82,10 +110,92 @@ then); 1 is an error, 0 all found.`,
 				warn(cmd, note)
 			}
 			fmt.Fprintf(w, "centre:     x %.2f, y %.2f, r %.2f px  (the direct beam in the sum frame: disk:auto, ring:auto,RI,RO, com:auto)\n", c.X, c.Y, c.R)
-			return nil
+			info.Centre = &infoCentre{X: c.X, Y: c.Y, R: c.R}
+			return printInfoJSON(cmd, asJSON, info)
 		},
 	}
 	cmd.Flags().BoolVar(&centre, "centre", false, "also find the direct beam's centre and radius in the sum frame (reads every frame once)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the information as one JSON object")
 	df.register(cmd.Flags())
 	return cmd
+}
+
+// infoJSON is what info --json prints; NavShape is the scan's (the whole scan of an
+// ROI), Calibration a result sidecar's "calibration" section (dataset.Calibration).
+type infoJSON struct {
+	File            string               `json:"file"`
+	Format          string               `json:"format"`
+	NavShape        []int                `json:"nav_shape"`
+	NavShapeGuessed bool                 `json:"nav_shape_guessed"`
+	ROI             *infoROI             `json:"roi,omitempty"`
+	SigShape        []int                `json:"sig_shape"`
+	DType           string               `json:"dtype"`
+	Frames          int                  `json:"frames"`
+	FrameDataBytes  int64                `json:"frame_data_bytes"`
+	Centre          *infoCentre          `json:"centre,omitempty"`
+	Calibration     *dataset.Calibration `json:"calibration,omitempty"`
+}
+
+// infoROI is the ROI given (option roi) and the scan positions it selects.
+type infoROI struct {
+	Spec     string `json:"spec"`
+	Selected int    `json:"selected"`
+}
+
+// infoCentre is the direct beam's centre (x column, y row) and radius, in pixels.
+type infoCentre struct {
+	X float64 `json:"x"`
+	Y float64 `json:"y"`
+	R float64 `json:"r"`
+}
+
+func printInfoJSON(cmd *cobra.Command, asJSON bool, info infoJSON) error {
+	if !asJSON {
+		return nil
+	}
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+	return err
+}
+
+// calibrationLines describes cal for info's text: a line for the nav axes and one for
+// the signal axes when any is calibrated, one for the camera length when known.
+func calibrationLines(cal dataset.Calibration) []string {
+	axes := func(list []dataset.Axis) string {
+		var parts []string
+		for _, a := range list {
+			if !a.Known() {
+				parts = append(parts, a.Name+" uncalibrated")
+				continue
+			}
+			p := fmt.Sprintf("%s %s %s", a.Name, strconv.FormatFloat(a.Scale, 'g', 6, 64), unitsOrNone(a.Units))
+			if a.Offset != 0 {
+				p += fmt.Sprintf(" (offset %s)", strconv.FormatFloat(a.Offset, 'g', 6, 64))
+			}
+			parts = append(parts, p)
+		}
+		return strings.Join(parts, ", ")
+	}
+	var lines []string
+	if slices.ContainsFunc(cal.Nav, dataset.Axis.Known) {
+		lines = append(lines, "scan step:  "+axes(cal.Nav))
+	}
+	if slices.ContainsFunc(cal.Sig, dataset.Axis.Known) {
+		lines = append(lines, "pixel size: "+axes(cal.Sig))
+	}
+	if cal.CameraLength > 0 {
+		lines = append(lines, "camera length: "+strconv.FormatFloat(cal.CameraLength, 'g', 6, 64)+" m")
+	}
+	return lines
+}
+
+// unitsOrNone is units (from the file: control characters escaped), or "(no units)".
+func unitsOrNone(units string) string {
+	if units == "" {
+		return "(no units)"
+	}
+	return safetext.String(units)
 }

@@ -14,7 +14,8 @@
 //	GET /TOKEN/api/info              JSON: file, format, nav_shape (the images': with an
 //	                                 ROI, the whole scan's), roi_positions (with an ROI),
 //	                                 sig_shape, dtype, frames, warnings, the CLI command's
-//	                                 dataset part, workers
+//	                                 dataset part, workers, calibration (the file's:
+//	                                 dataset.Calibration, for the scale bars)
 //	GET /TOKEN/api/events            server-sent events: "progress" {done, total} of the
 //	                                 first pass, then "ready" {warnings, centre} or
 //	                                 "failed" {error}; centre is the direct beam's disk
@@ -407,7 +408,20 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		"file": safetext.String(s.opt.File), "format": s.ds.Format(), "nav_shape": scan, "roi_positions": roi, "sig_shape": sig[:],
 		"dtype": s.ds.DType().String(), "frames": s.ds.NumFrames(), "bytes": int64(s.ds.NumFrames()) * int64(s.ds.FrameBytes()),
 		"warnings": flagNames(s.opt.Warnings), "command": s.opt.Command, "workers": workers, "version": stemdot.Version,
+		"calibration": calibration(s.ds),
 	})
+}
+
+// calibration is the dataset's calibration for the page (scale bars, the readouts under
+// the cursor): dataset.Calibration's JSON, units escaped (safetext.String).
+func calibration(ds dataset.Dataset) dataset.Calibration {
+	c := dataset.CalibrationOf(ds)
+	for _, axes := range [][]dataset.Axis{c.Nav, c.Sig} {
+		for i := range axes {
+			axes[i].Units = safetext.String(axes[i].Units)
+		}
+	}
+	return c
 }
 
 // flagNames are the messages ws as the CLI says them (message), never nil.

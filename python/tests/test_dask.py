@@ -109,6 +109,7 @@ def test_real_files_equal_single_process(client, data_dir):
         got = sdask.apply_masks(client, path, masks, range_frames=2, report=report)
         assert got.dtype == np.float32 and got.shape == want.shape
         np.testing.assert_array_equal(got, want, err_msg=path.name)
+        assert got.info.get("calibration") == want.info.get("calibration"), path.name  # the file's (issue #35)
         assert sum(r[1] for r in report["ranges"]) == int(np.prod(want.shape[:-1]))
         got64 = sdask.apply_masks(client, path, masks, out_dtype=np.float64, range_frames=3)
         np.testing.assert_array_equal(got64, want64, err_msg=path.name)

@@ -319,7 +319,12 @@ class Dataset(_Closing):
     frames, so :func:`apply_masks` gives 0 there, and :func:`reduce` leaves them out
     (its mean, max and std are over the file's frames, as LiberTEM's). What its reader
     counts in the frames it reads (a DECTRIS detector's saturated pixels) is in
-    :meth:`run_notes`; the functions that read its frames issue it as warnings. Close it
+    :meth:`run_notes`; the functions that read its frames issue it as warnings.
+    ``calibration`` is what the file's metadata states of its axes, a dict of the result
+    sidecar's "calibration" section: ``nav`` (one dict per axis of ``scan_shape``:
+    ``name``, and ``scale``, ``offset``, ``units`` where known), ``sig`` (``ky``, ``kx``)
+    and ``camera_length_m``, each key absent when unknown ({} when the file states none).
+    Close it
     with :meth:`close` or use it as a context manager; a closed dataset raises
     :class:`BadHandleError`. A dataset opened from a file pickles as its absolute path
     and its options: unpickling opens the file again (in that process, at that path);
@@ -339,6 +344,7 @@ class Dataset(_Closing):
         self.n_frames = int(info.n_frames)
         self.warnings = _dataset_warnings(handle)
         self.format = _text(_LIB.stemdot_dataset_format, handle)
+        self.calibration = json.loads(_text(_LIB.stemdot_dataset_calibration, handle))
         self.path = _text(_LIB.stemdot_dataset_path, handle)
         is_roi, ndim, scan = ctypes.c_int(), ctypes.c_size_t(), (ctypes.c_size_t * _lib.MAX_NAV_DIMS)()
         _call(_LIB.stemdot_dataset_scan, handle, ctypes.byref(is_roi), ctypes.byref(ndim), scan, None, 0)
@@ -1186,7 +1192,7 @@ def _result(data, names, info):
 
 
 def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers, gpu_workers, roi=None, centre=None,
-                 shifts=None, without_frame=None, run_notes=None):
+                 shifts=None, without_frame=None, run_notes=None, calibration=None):
     """The sidecar dict of a result (the Go API's ResultInfo; stemdot apply's
     RESULT.json): masks is a list of dicts with name and, when known, spec or file and
     index; options the open options given, key → value (formatted as the library reads
@@ -1197,7 +1203,8 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
     the pattern, a dict of mean (dy, dx) and, when given so, constant or file;
     without_frame, the (first, count) runs of the scan positions without a frame
     (Dataset.positions_without_frame); run_notes, those of the frames read
-    (Dataset.run_notes)."""
+    (Dataset.run_notes); calibration, the file's (Dataset.calibration), its nav axes
+    left out where the result's nav shape is not the scan's (a compact ROI)."""
     info = {
         "format": RESULT_FORMAT,
         "format_version": RESULT_FORMAT_VERSION,
@@ -1225,6 +1232,12 @@ def _result_info(shape, dtype, sig_shape, masks, path, fmt, options, cpu_workers
         info["positions_without_frame"] = [[int(a), int(n)] for a, n in without_frame]
     if run_notes:
         info["run_notes"] = [{k: n[k] for k in ("key", "count", "frames", "warning")} for n in run_notes]
+    if calibration:
+        cal = dict(calibration)
+        if len(cal.get("nav", [])) != len(info["nav_shape"]) or roi is not None and roi["compact"]:
+            cal.pop("nav", None)
+        if any("scale" in a for a in cal.get("nav", []) + cal.get("sig", [])) or cal.get("camera_length_m"):
+            info["calibration"] = cal
     return info
 
 
@@ -1636,7 +1649,7 @@ def apply_masks(data, masks, cpus=None, gpus=None, progress=False, dtype=np.floa
                      "constant": shifts if shifts.size == 2 else None}
         info = _result_info(images.shape, images.dtype, ds.sig_shape, [{"name": n} for n in names], path, ds.format, options,
                             len(workers) - gpu_workers, gpu_workers, roi=roi, shifts=moved,
-                            without_frame=ds.positions_without_frame, run_notes=run_notes)
+                            without_frame=ds.positions_without_frame, run_notes=run_notes, calibration=ds.calibration)
         result = Result(images, names, info)
         if as_signal:
             return to_hyperspy(result, like=signal)

@@ -166,6 +166,7 @@ def _declare(lib):
         "stemdot_reduce": (status, [u64, u64, u64, PROGRESS_FN, p] + [c.POINTER(c.c_double)] * 4 + [size]),
         "stemdot_pick": (status, [u64, c.POINTER(size), size, size, p, size]),
         "stemdot_dataset_format": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
+        "stemdot_dataset_calibration": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
         "stemdot_dataset_path": (status, [u64, c.c_char_p, size, c.POINTER(size)]),
         "stemdot_com_products": (status, [c.POINTER(c.c_double), size, size, c.c_double, c.c_int] + [c.POINTER(c.c_double)] * 5
                                  + [c.c_char_p, size]),

@@ -514,7 +514,7 @@ def _info_task(path, options, job=None):
     """nav_shape, sig_shape, dtype name, frame count and warnings of path, opened on a
     worker (kept open for job's ranges, see StemdotPlugin.dataset); frame_positions: the
     scan position of each frame when they are not the whole scan (an ROI, a frames
-    range), else None; positions_without_frame: as stemdot.Dataset's; size: the file's
+    range), else None; positions_without_frame and calibration: as stemdot.Dataset's; size: the file's
     size in bytes on this worker. A stemdot error of opening it (a missing file, ...) is
     returned, {"error": exception}, not raised: it answers the client's question (which
     workers can read the file), and the worker would log a task that raises as "Compute
@@ -527,7 +527,8 @@ def _info_task(path, options, job=None):
             return {"nav_shape": ds.nav_shape, "sig_shape": ds.sig_shape, "dtype": ds.dtype.name, "n_frames": ds.n_frames,
                     "format": ds.format, "warnings": ds.warnings, "scan_shape": ds.scan_shape, "positions": ds.positions,
                     "frame_positions": ds._scan_positions() if part else None,
-                    "positions_without_frame": ds.positions_without_frame, "size": _file_size(path)}
+                    "positions_without_frame": ds.positions_without_frame, "size": _file_size(path),
+                    "calibration": ds.calibration}
     except stemdot.StemdotError as e:
         return {"error": e}
 
@@ -1828,7 +1829,8 @@ async def _apply_masks(client, path, masks, *, job, notes, out_dtype=np.float32,
                  "constant": shifts if shifts.size == 2 else None}
     result_info = stemdot._result_info(images.shape, images.dtype, info["sig_shape"], [{"name": n} for n in names], path,
                                        info["format"], given, len(plans) - gpu_workers, gpu_workers, roi=roi, shifts=moved,
-                                       without_frame=info["positions_without_frame"], run_notes=run_notes)
+                                       without_frame=info["positions_without_frame"], run_notes=run_notes,
+                                       calibration=info.get("calibration"))
     result = stemdot.Result(images, names, result_info)
     if as_signal:
         return stemdot.to_hyperspy(result)

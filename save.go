@@ -380,7 +380,8 @@ func (b *outputBatch) commit(err error) error {
 }
 
 // COMShifts returns the centre-of-mass shift of every frame, in pixels, from the
-// results of the com masks at index sum (com_sum, then com_y, com_x: see masks.COM):
+// results of the com masks from index sum, that of "com_sum" in res.Names (then com_y,
+// com_x: see masks.COM):
 // shift_y = Σ(y−cy)·frame / Σframe and shift_x = Σ(x−cx)·frame / Σframe over the
 // selected pixels, as LiberTEM's CoM analysis gives them (the centre of mass relative
 // to the reference point (cx, cy)). The slice is frame-major, y then x: [2f] and

@@ -9,6 +9,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/descan"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/regfile"
 	"github.com/stemdot/stemdot/masks"
@@ -144,7 +145,7 @@ func (pl *Planner) DescanFit(ctx context.Context, ds dataset.Dataset, com string
 	if err != nil {
 		return p, err
 	}
-	sum, ok := FindCOM(stack.MaskNames())
+	sum, ok := frontend.FindCOM(stack.MaskNames())
 	if !ok || stack.N != 3 {
 		return p, errs.New(errs.Argument, "descan fit: mask spec %q is not one com spec (com, com:CX,CY[,R] or com:auto[,R])", com)
 	}
@@ -177,10 +178,10 @@ func (pl *Planner) DescanFit(ctx context.Context, ds dataset.Dataset, com string
 // descan.Plane.Eval gives them) to path as NPY of shape nav + (2,), float64, the file
 // LoadShifts reads; atomically (a failed write leaves nothing at path). Errors:
 // errs.Argument for a path not ending in .npy, errs.Shape for shifts of another length,
-// errs.IO for a path that cannot receive the file or is one of inputs (CheckShiftsFile).
+// errs.IO for a path that cannot receive the file or is one of inputs (checkShiftsFile).
 func SaveShifts(path string, nav []int, shifts []float64, inputs ...string) (err error) {
 	defer goErrs(&err)
-	if err := CheckShiftsFile(path, inputs...); err != nil {
+	if err := checkShiftsFile(path, inputs...); err != nil {
 		return err
 	}
 	if n := 2 * product(nav); len(shifts) != n {
@@ -190,11 +191,9 @@ func SaveShifts(path string, nav []int, shifts []float64, inputs ...string) (err
 	return out.commit(out.npy(path, append(slices.Clone(nav), 2), shifts))
 }
 
-// CheckShiftsFile reports, before any work, why SaveShifts cannot write path (option
-// out): a path not ending in .npy after a file name (errs.Argument), or one that
-// atomicfile refuses: one of inputs (the run's input files), a directory, a file that
-// cannot be replaced (errs.IO).
-func CheckShiftsFile(path string, inputs ...string) (err error) {
+// checkShiftsFile reports, before any work, why SaveShifts cannot write path
+// (frontend.CheckShiftsFile).
+func checkShiftsFile(path string, inputs ...string) (err error) {
 	defer goErrs(&err)
 	return checkFiles([]output{{"out", path, true}}, inputs)
 }

@@ -12,14 +12,15 @@
 // every mask m, out[f, m] = Σ_{y,x} mask[m, y, x]·frame_f[y, x], as LiberTEM's
 // ApplyMasksUDF computes it: shape nav_shape + (n_masks,), float32 (or float64).
 //
-// Each concern lives here once, for the CLI (cmd/stemdot), the C ABI (capi) and the
-// bench: the dataset options and their names (OpenOptions), shape and byte-order
-// parsing, planning on this machine (CPU topology and affinity, GPU discovery, the
-// planner) in Plan, the validation of a job in Apply, and atomic output in Save.
-// Errors are classified by package errs (errs.KindOf). Errors and warnings name the
-// options as a Go caller sets them ("give Options.NavShape", Plan.GPUs, Outputs.NPY);
-// the CLI and the C ABI name them as their users do (FlagNames: --nav-shape;
-// OptionKeys: option nav_shape), all from one table of names (GoNames).
+// Each concern lives here once, for a Go caller and for the front ends (the CLI
+// cmd/stemdot, the C ABI capi, the viewer, the bench): the dataset options and their
+// names (OpenOptions), planning on this machine (CPU topology and affinity, GPU
+// discovery, the planner) in Plan, the validation of a job in Apply, and atomic output
+// in Save. Errors are classified by package errs (errs.KindOf). Errors and warnings name
+// the options as a Go caller sets them ("give Options.NavShape", Plan.GPUs,
+// Outputs.NPY), from one table of names that also gives the CLI's flags (--nav-shape)
+// and the C ABI's keys (option nav_shape); the front ends' plumbing (that renaming,
+// shape parsing) is in package internal/frontend, off this API.
 //
 // The packages below do one step each: dataset (files), masks (mask stacks), planner
 // (the resource plan as a pure function), engine (the executor), affinity (this

@@ -62,8 +62,7 @@ func ExampleCOMShifts() {
 	if err != nil {
 		panic(err)
 	}
-	sum, _ := stemdot.FindCOM(res.Names)
-	shifts, err := stemdot.COMShifts(res, sum)
+	shifts, err := stemdot.COMShifts(res, 0) // the com spec's com_sum, com_y, com_x: masks 0 to 2
 	if err != nil {
 		panic(err)
 	}
@@ -96,19 +95,4 @@ func ExamplePlan_Planner() {
 	}
 	fmt.Println(len(p.Workers), "workers,", gpu, "on GPUs")
 	// Output: 16 workers, 2 on GPUs
-}
-
-// Shapes as the CLI, the C ABI and Python give them.
-func ExampleParseShape() {
-	for _, s := range []string{"256,256", "(2, 4)", "[8]"} {
-		shape, err := stemdot.ParseShape(s, 0)
-		fmt.Println(shape, err)
-	}
-	_, err := stemdot.ParseShape("256", 2)
-	fmt.Println(err)
-	// Output:
-	// [256 256] <nil>
-	// [2 4] <nil>
-	// [8] <nil>
-	// want 2 comma-separated sizes, got 1
 }

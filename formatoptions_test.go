@@ -11,6 +11,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/testformat"
 )
 
@@ -60,8 +61,8 @@ func TestFormatOptions(t *testing.T) {
 	_, err = stemdot.Open(path, stemdot.Options{FormatOptions: map[string]string{"skip_bytes": "x"}})
 	require.EqualError(t, err, `dataset: `+path+`: Options.FormatOptions["skip_bytes"] "x" is not a byte count`)
 	require.Equal(t, errs.Argument, errs.KindOf(err))
-	require.Equal(t, `dataset: `+path+`: option skip_bytes "x" is not a byte count`, stemdot.OptionKeys(err.Error()))
-	require.Equal(t, `dataset: `+path+`: --skip-bytes "x" is not a byte count`, stemdot.FlagNames(err.Error()))
+	require.Equal(t, `dataset: `+path+`: option skip_bytes "x" is not a byte count`, frontend.OptionKeys(err.Error()))
+	require.Equal(t, `dataset: `+path+`: --skip-bytes "x" is not a byte count`, frontend.FlagNames(err.Error()))
 	npyPath := filepath.Join(dir, "f.npy")
 	w, err := dataset.Create(npyPath, "npy", []int{2}, [2]int{2, 2}, dataset.Uint8)
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/live"
 )
 
@@ -50,7 +51,7 @@ func ParseLiveOptions(s string) (live.Options, LiveOptions, error) {
 			opt.Shared, err = parseBool(v)
 			lo.Shared = opt.Shared
 		case "nav_shape":
-			if opt.NavShape, err = ParseShape(v, 0); err != nil {
+			if opt.NavShape, err = frontend.ParseShape(v, 0); err != nil {
 				return errs.New(errs.Shape, "option nav_shape %q: %v", v, err)
 			}
 			lo.Frames = product(opt.NavShape)

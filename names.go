@@ -10,7 +10,7 @@ import (
 
 // goNames are the Go names of the options, by key: the key is the option's name in
 // messages ("option dataset_path"), in the C ABI's and Python's options, and, as
-// FlagName, the CLI's flag; the Go name is the field (or argument) a Go caller sets.
+// flagName, the CLI's flag; the Go name is the field (or argument) a Go caller sets.
 // Every shared option of OpenOptions and planKeys, the outputs and the masks is here
 // (the tests check it against the fields); a format option's Go name is
 // Options.FormatOptions["key"] (goName).
@@ -77,12 +77,12 @@ func goName(key string) (string, bool) {
 // goNameRef matches a Go name (goName) in a message.
 var goNameRef = regexp.MustCompile(`\bOptions\.FormatOptions\["[a-z][a-z0-9_]*"\]|\b(?:ApplyOptions|Options|Plan|Outputs|COMOutputs|COMOptions)\.[A-Z][A-Za-z0-9]*\b|\bMasksFrom's (?:specs|files)\b|\bPick's positions\b`)
 
-// GoNames rewrites the options named in a message by key ("give option dataset_path")
+// goNamesOf rewrites the options named in a message by key ("give option dataset_path")
 // as a Go caller sets them ("give Options.DatasetPath"). The errors and warnings of this
 // package's functions (Open, OpenWarnings, Plan.Planner, Apply, Masks, Save, ...) are
 // rewritten so; ParseOptions and ParsePlan, whose input names options by key, keep the
 // keys.
-func GoNames(msg string) string {
+func goNamesOf(msg string) string {
 	return optionRef.ReplaceAllStringFunc(msg, func(m string) string {
 		if name, ok := goName(m[len("option "):]); ok {
 			return name
@@ -91,26 +91,25 @@ func GoNames(msg string) string {
 	})
 }
 
-// optionRef matches "option KEY" in messages; GoNames and FlagNames rewrite it where KEY
-// is an option's key (goNames).
+// optionRef matches "option KEY" in messages; goNamesOf and flagNames rewrite it where
+// KEY is an option's key (goNames).
 var optionRef = regexp.MustCompile(`\boption ([a-z][a-z0-9_]*)\b`)
 
-// FlagNames rewrites the options named in an error message, by key ("give option
-// sig_shape") or by Go name ("give Options.SigShape", as this package's errors name
-// them), as the CLI's flags ("give --sig-shape"). Only known options are rewritten.
-func FlagNames(msg string) string {
-	return optionRef.ReplaceAllStringFunc(OptionKeys(msg), func(m string) string {
+// flagNames rewrites the options named in a message, by key or by Go name, as the
+// CLI's flags (frontend.FlagNames).
+func flagNames(msg string) string {
+	return optionRef.ReplaceAllStringFunc(optionKeys(msg), func(m string) string {
 		key := m[len("option "):]
 		if _, ok := goName(key); ok { // every option key (TestGoNames)
-			return FlagName(key)
+			return flagName(key)
 		}
 		return m
 	})
 }
 
-// OptionKeys rewrites the Go names of options in a message (as GoNames writes them) as
-// "option KEY": the C ABI and Python name options by key.
-func OptionKeys(msg string) string {
+// optionKeys rewrites the Go names of options in a message (as goNamesOf writes them)
+// as "option KEY" (frontend.OptionKeys).
+func optionKeys(msg string) string {
 	return goNameRef.ReplaceAllStringFunc(msg, func(m string) string {
 		if key, ok := strings.CutPrefix(m, "Options.FormatOptions["); ok {
 			return "option " + strings.Trim(key, `"]`)
@@ -125,10 +124,10 @@ func OptionKeys(msg string) string {
 }
 
 // goNamed is an error of this package's Go API: its message names the options by their
-// Go names (GoNames); its chain is err's (the kind, context errors).
+// Go names (goNamesOf); its chain is err's (the kind, context errors).
 type goNamed struct{ err error }
 
-func (e goNamed) Error() string { return GoNames(e.err.Error()) }
+func (e goNamed) Error() string { return goNamesOf(e.err.Error()) }
 func (e goNamed) Unwrap() error { return e.err }
 
 // goErr returns err with its options named for a Go caller (nil for nil).
@@ -142,10 +141,10 @@ func goErr(err error) error {
 // goErrs replaces *err by goErr(*err), deferred by functions with many returns.
 func goErrs(err *error) { *err = goErr(*err) }
 
-// goWarnings rewrites warnings for a Go caller (GoNames).
+// goWarnings rewrites warnings for a Go caller (goNamesOf).
 func goWarnings(w []string) []string {
 	for i := range w {
-		w[i] = GoNames(w[i])
+		w[i] = goNamesOf(w[i])
 	}
 	return w
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/npy"
 )
 
@@ -159,7 +160,7 @@ func TestScanOfPlanes(t *testing.T) {
 	require.Equal(t, errs.Shape, errs.KindOf(err))
 	require.NoFileExists(t, png.NPY)
 	require.NoError(t, png.CheckNavShape([]int{6, 4}))
-	require.EqualError(t, stemdot.CheckScan2D([]int{2, 2, 1}, "option png: PNG images are"),
+	require.EqualError(t, frontend.CheckScan2D([]int{2, 2, 1}, "option png: PNG images are"),
 		"Outputs.PNGPrefix: PNG images are of 1-D and 2-D scans, not of nav shape (2, 2, 1): give Options.NavShape 2,2 to read the scan as a 2-D one, without its axes of size 1")
 	_, err = stemdot.NewCOMProducts(shifts, nav, stemdot.COMOptions{})
 	require.ErrorContains(t, err, "CoM products need a 2-D scan (derivatives along its rows and columns), as LiberTEM's CoMUDF, got nav_shape (2, 3, 4)")

@@ -1,7 +1,6 @@
 package stemdot
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	_ "github.com/stemdot/stemdot/dataset/formats" // Open reads every format
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/planner"
 )
 
@@ -38,10 +38,10 @@ type OpenOption struct {
 }
 
 // FlagName is the CLI flag of the option: "--" and Key with '-' for '_'.
-func (o OpenOption) FlagName() string { return FlagName(o.Key) }
+func (o OpenOption) FlagName() string { return flagName(o.Key) }
 
-// FlagName turns an option key into the CLI's flag: "sig_shape" → "--sig-shape".
-func FlagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
+// flagName turns an option key into the CLI's flag (frontend.FlagName).
+func flagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
 
 // OpenOptions returns the options of Open, in the order the CLI's help lists them: the
 // shared options (a field of Options each), then the format options of every registered
@@ -86,17 +86,17 @@ func setFormatOption(fo dataset.FormatOption) func(o *Options, v string) error {
 var sharedOpenOptions = []OpenOption{
 	{Key: "nav_shape", Usage: "navigation (scan) shape Y,X (y first: rows, then columns, as numpy and LiberTEM), N (a series) or Z,Y,X (a scan of planes: a time, tilt or focal series); overrides the file's scan shape when it has as many positions, or as many as the file has frames; another is refused (default: from the file, its nav axes as stored, else 1,N with a warning)",
 		set: func(o *Options, v string) (err error) {
-			if o.NavShape, err = ParseShape(v, 0); err == nil && len(o.NavShape) > dataset.MaxNavDims {
+			if o.NavShape, err = frontend.ParseShape(v, 0); err == nil && len(o.NavShape) > dataset.MaxNavDims {
 				err = fmt.Errorf("want Y,X, N or Z,Y,X, got %d sizes", len(o.NavShape))
 			}
 			return err
 		}},
 	{Key: "sig_shape", Usage: "raw files: signal (frame) shape Y,X in pixels, y first",
-		set: func(o *Options, v string) (err error) { o.SigShape, err = ParseShape(v, 2); return err }},
+		set: func(o *Options, v string) (err error) { o.SigShape, err = frontend.ParseShape(v, 2); return err }},
 	{Key: "dtype", Usage: "raw files: pixel dtype (uint8, uint16, uint32, int8, int16, int32, float32, float64)",
 		set: func(o *Options, v string) (err error) { o.DType, err = dataset.ParseDType(v); return err }},
 	{Key: "byte_order", Usage: "raw files: byte order, little or big", Default: "little",
-		set: func(o *Options, v string) (err error) { o.BigEndian, err = ParseByteOrder(v); return err }},
+		set: func(o *Options, v string) (err error) { o.BigEndian, err = parseByteOrder(v); return err }},
 	{Key: "offset", Usage: "raw files: bytes to skip at the start of the file (a count, or with a unit: 1KiB)", Default: "0",
 		set: func(o *Options, v string) (err error) { o.Offset, err = parseBytes(v); return err }},
 	{Key: "frame_header", Usage: "raw files: bytes before every frame's pixels (a per-frame header; 1024 or 1KiB)", Default: "0",
@@ -196,58 +196,9 @@ func parseKeyValues(s, what string, set func(key, value string) error) error {
 	return nil
 }
 
-// ParseShape parses a shape "256,256", optionally in parentheses or brackets ("(2, 4)",
-// "[2,4]", as Python prints tuples and lists), into positive sizes, rows first; ndim > 0
-// requires exactly that many. An empty string gives nil. Errors are errs.Shape and say
-// the form wanted: sizes are separated by commas only ("64x64" is refused, as an x
-// reads as width×height as often as rows×columns).
-func ParseShape(s string, ndim int) ([]int, error) {
-	t := strings.TrimSpace(s)
-	if len(t) >= 2 && (t[0] == '(' && t[len(t)-1] == ')' || t[0] == '[' && t[len(t)-1] == ']') {
-		t = t[1 : len(t)-1]
-	}
-	t = strings.TrimSuffix(strings.TrimSpace(t), ",") // "(5,)"
-	if t == "" {
-		if strings.TrimSpace(s) == "" {
-			return nil, nil
-		}
-		return nil, errs.New(errs.Shape, "empty shape %q", s)
-	}
-	fields := strings.Split(t, ",")
-	shape := make([]int, len(fields))
-	for i, f := range fields {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(strings.TrimSpace(f), "-") {
-			return nil, errs.New(errs.Shape, "size %q is too large", strings.TrimSpace(f))
-		}
-		if err != nil {
-			return nil, errs.New(errs.Shape, "want %s", shapeForm(ndim))
-		}
-		if n <= 0 {
-			return nil, errs.New(errs.Shape, "%q is not a positive size", strings.TrimSpace(f))
-		}
-		shape[i] = n
-	}
-	if ndim > 0 && len(fields) != ndim {
-		return nil, errs.New(errs.Shape, "want %d comma-separated sizes, got %d", ndim, len(fields))
-	}
-	return shape, nil
-}
-
-// shapeForm says how a shape of ndim sizes (0: any number) is written, for messages.
-func shapeForm(ndim int) string {
-	switch ndim {
-	case 0:
-		return "whole sizes separated by commas, rows first: Y,X (e.g. 64,64), N (e.g. 4096) or Z,Y,X (e.g. 8,64,64)"
-	case 2:
-		return "Y,X: two whole sizes separated by a comma, rows first (e.g. 256,256)"
-	}
-	return fmt.Sprintf("%d whole sizes separated by commas", ndim)
-}
-
-// ParseByteOrder parses a byte order: "little" (also "le", "<") or "big" ("be", ">"),
+// parseByteOrder parses a byte order: "little" (also "le", "<") or "big" ("be", ">"),
 // case-insensitive; it returns true for big-endian.
-func ParseByteOrder(s string) (bigEndian bool, err error) {
+func parseByteOrder(s string) (bigEndian bool, err error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "little", "le", "<":
 		return false, nil
@@ -273,7 +224,7 @@ func Open(path string, opt Options) (dataset.Dataset, error) {
 // incomplete scan's complete rows kept, a sync offset, the HDF5 dataset chosen), and a
 // nav shape guessed as (1, n_frames), for more than one frame, because neither the file nor the options gave one
 // (a MIB file without its .hdr sidecar, a raw file). Options are named by their Go
-// names (GoNames).
+// names (Options.NavShape).
 func OpenWarnings(ds dataset.Dataset) []string {
 	var w []string
 	for _, n := range dataset.Notes(ds) {

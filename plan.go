@@ -312,12 +312,3 @@ func withoutGPUs(req planner.Request) planner.Request {
 	req.GPUAuto, req.GPUs, req.GPUList = false, 0, nil
 	return req
 }
-
-// PinThread locks the calling goroutine to its OS thread and pins that thread to the
-// logical CPU cpu (affinity.Pin), as the engine pins its workers; unpin restores the
-// thread's previous affinity and unlocks it. For tools that measure the machine the way
-// the workers use it (the bench's read floor).
-func PinThread(cpu int) (unpin func() error, err error) {
-	unpin, err = affinity.Pin([]int{cpu})
-	return unpin, errs.Wrap(errs.Resources, err)
-}

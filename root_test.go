@@ -27,6 +27,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/testfiles"
 	"github.com/stemdot/stemdot/internal/testformat"
@@ -200,8 +201,8 @@ func TestOptions(t *testing.T) {
 		require.ErrorContains(t, err, c.msg)
 		require.Equal(t, c.kind, errs.KindOf(err), c.in)
 	}
-	require.Equal(t, "give --sig-shape or --nav-shape; option colour", stemdot.FlagNames("give option sig_shape or option nav_shape; option colour"))
-	require.Equal(t, "--out x.png", stemdot.FlagNames("option out x.png"))
+	require.Equal(t, "give --sig-shape or --nav-shape; option colour", frontend.FlagNames("give option sig_shape or option nav_shape; option colour"))
+	require.Equal(t, "--out x.png", frontend.FlagNames("option out x.png"))
 }
 
 // A 3-D input, frames of shape (n, sig_y, sig_x) (an NPY file here), has nav shape (n,)
@@ -311,10 +312,10 @@ func TestEveryFormatListed(t *testing.T) {
 			require.Contains(t, row[1], "`"+ext+"`", "doc/formats.md's row of %s names the extension %s", f.Name, ext)
 		}
 		for _, key := range f.Options {
-			require.Contains(t, row[3], "`"+stemdot.FlagName(key), "doc/formats.md's row of %s names the option %s it reads", f.Name, key)
+			require.Contains(t, row[3], "`"+frontend.FlagName(key), "doc/formats.md's row of %s names the option %s it reads", f.Name, key)
 		}
 		for _, o := range f.FormatOptions {
-			require.Contains(t, row[3], "`"+stemdot.FlagName(o.Key), "doc/formats.md's row of %s names its option %s", f.Name, o.Key)
+			require.Contains(t, row[3], "`"+frontend.FlagName(o.Key), "doc/formats.md's row of %s names its option %s", f.Name, o.Key)
 		}
 		delete(rows, f.Name)
 	}
@@ -324,8 +325,8 @@ func TestEveryFormatListed(t *testing.T) {
 // The Go API names options as a Go caller sets them (Options.DatasetPath), in errors and
 // warnings, keeping their kinds; every option key has a Go name that is a field of
 // Options, Plan or Outputs (or MasksFrom's argument), a format option's is
-// Options.FormatOptions["key"]; OptionKeys (the C ABI) and FlagNames (the CLI) turn Go
-// names back into keys and flags.
+// Options.FormatOptions["key"]; frontend.OptionKeys (the C ABI) and frontend.FlagNames
+// (the CLI) turn Go names back into keys and flags.
 func TestGoNames(t *testing.T) {
 	keys := []string{"out", "png", "com_shifts", "mean", "max", "std", "roi_compact", "mask", "masks", "at", "shifts"}
 	for _, o := range stemdot.OpenOptions() {
@@ -349,8 +350,8 @@ func TestGoNames(t *testing.T) {
 		} else {
 			require.Contains(t, []string{"MasksFrom's specs", "MasksFrom's files", "Pick's positions"}, name, key)
 		}
-		require.Equal(t, msg, stemdot.OptionKeys(stemdot.GoNames(msg)), key)
-		require.Equal(t, "give "+stemdot.FlagName(key)+" 2", stemdot.FlagNames(stemdot.GoNames(msg)), key)
+		require.Equal(t, msg, frontend.OptionKeys(stemdot.GoNames(msg)), key)
+		require.Equal(t, "give "+frontend.FlagName(key)+" 2", frontend.FlagNames(stemdot.GoNames(msg)), key)
 	}
 
 	dir := t.TempDir()

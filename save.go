@@ -16,6 +16,7 @@ import (
 	"github.com/stemdot/stemdot/dataset/hdf5"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/atomicfile"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/npy"
 )
@@ -84,7 +85,7 @@ func (o Outputs) Check(names []string, inputs ...string) (err error) {
 		return err
 	}
 	if o.COMShifts != "" {
-		if _, ok := FindCOM(names); !ok {
+		if _, ok := frontend.FindCOM(names); !ok {
 			return errs.New(errs.Argument, "option com_shifts: the masks hold no centre-of-mass set (com_sum, com_y, com_x): add the mask spec com")
 		}
 	}
@@ -104,13 +105,7 @@ func (o Outputs) checkNavShape(nav []int) error {
 	return needs2D(nav, "option png: PNG images are")
 }
 
-// CheckScan2D refuses a nav shape of more than 2 axes for what (a phrase such as
-// "option png: PNG images are"), which is of 1-D and 2-D scans only (images of the scan,
-// a plane fitted in its rows and columns): errs.Shape naming option nav_shape that reads
-// the scan as a 2-D one, without its axes of size 1 ((2, 2, 1) → 2,2), else its planes
-// one below the other ((nav_z, nav_y, nav_x) → nav_z·nav_y,nav_x).
-func CheckScan2D(nav []int, what string) error { return goErr(needs2D(nav, what)) }
-
+// needs2D refuses a nav shape of more than 2 axes for what (frontend.CheckScan2D).
 func needs2D(nav []int, what string) error {
 	if len(nav) <= 2 {
 		return nil
@@ -187,7 +182,7 @@ func (o Outputs) files(names []string) []output {
 	var out []output
 	if o.PNGPrefix != "" {
 		for _, m := range o.pngMasks(names) {
-			out = append(out, output{"png", PNGName(o.PNGPrefix, m, names[m]), false})
+			out = append(out, output{"png", pngName(o.PNGPrefix, m, names[m]), false})
 		}
 		if o.COMShifts != "" {
 			out = append(out, output{"png", o.PNGPrefix + "_com_shift_y.png", false}, output{"png", o.PNGPrefix + "_com_shift_x.png", false})
@@ -211,7 +206,7 @@ func (o Outputs) files(names []string) []output {
 // pngMasks are the indices of the masks that get a PNG: all, but with COMShifts not the
 // com set the shifts come from (their shift maps are drawn instead).
 func (o Outputs) pngMasks(names []string) []int {
-	sum, com := FindCOM(names)
+	sum, com := frontend.FindCOM(names)
 	var ms []int
 	for m := range names {
 		if !com || o.COMShifts == "" || m < sum || m > sum+2 {
@@ -269,7 +264,7 @@ func save(res *Result, o Outputs) error {
 	}
 	var shifts []float64
 	if o.COMShifts != "" {
-		sum, _ := FindCOM(res.Names)
+		sum, _ := frontend.FindCOM(res.Names)
 		var err error
 		if shifts, err = COMShifts(res, sum); err != nil {
 			return err
@@ -284,7 +279,7 @@ func save(res *Result, o Outputs) error {
 		if o.PNGPrefix != "" {
 			for _, m := range o.pngMasks(res.Names) {
 				img := grey(res.NavShape, frames, func(f int) float64 { return res.Value(f, m) })
-				if err := out.png(PNGName(o.PNGPrefix, m, res.Names[m]), img); err != nil {
+				if err := out.png(pngName(o.PNGPrefix, m, res.Names[m]), img); err != nil {
 					return err
 				}
 			}
@@ -340,7 +335,7 @@ func save(res *Result, o Outputs) error {
 func (res *Result) sidecar(o Outputs) *ResultInfo {
 	info := res.describe(res.Info)
 	if o.COMShifts != "" {
-		sum, _ := FindCOM(res.Names)
+		sum, _ := frontend.FindCOM(res.Names)
 		info.COMShifts = &COMShiftsInfo{File: besideNPY(o.NPY, o.COMShifts), Shape: append(slices.Clone(res.NavShape), 2), DType: "float64",
 			Components: []string{"y", "x"}, Columns: []int{sum, sum + 1, sum + 2}}
 	}
@@ -410,19 +405,9 @@ func (b *outputBatch) commit(err error) error {
 	return atomicfile.CommitAll(b.ready...)
 }
 
-// FindCOM returns the index of the first centre-of-mass set in names: the masks
-// "com_sum", "com_y", "com_x" in a row, as the com spec makes them (masks.COM).
-func FindCOM(names []string) (sum int, ok bool) {
-	for i := 0; i+2 < len(names); i++ {
-		if names[i] == "com_sum" && names[i+1] == "com_y" && names[i+2] == "com_x" {
-			return i, true
-		}
-	}
-	return 0, false
-}
-
 // COMShifts returns the centre-of-mass shift of every frame, in pixels, from the
-// results of the com masks at index sum (com_sum, then com_y, com_x: see masks.COM):
+// results of the com masks from index sum, that of "com_sum" in res.Names (then com_y,
+// com_x: see masks.COM):
 // shift_y = Σ(y−cy)·frame / Σframe and shift_x = Σ(x−cx)·frame / Σframe over the
 // selected pixels, as LiberTEM's CoM analysis gives them (the centre of mass relative
 // to the reference point (cx, cy)). The slice is frame-major, y then x: [2f] and
@@ -454,9 +439,9 @@ func COMShifts(res *Result, sum int) ([]float64, error) {
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
-// PNGName is the PNG file of mask m: PREFIX_<m>_<name>.png, with the characters of name
+// pngName is the PNG file of mask m: PREFIX_<m>_<name>.png, with the characters of name
 // other than letters, digits, '_', '.' and '-' replaced by '_'.
-func PNGName(prefix string, m int, name string) string {
+func pngName(prefix string, m int, name string) string {
 	return fmt.Sprintf("%s_%d_%s.png", prefix, m, strings.Trim(unsafeName.ReplaceAllString(name, "_"), "_"))
 }
 
@@ -473,15 +458,6 @@ func pngScale(rows, cols int) int {
 		return 1
 	}
 	return max(1, min((pngMinSide+short-1)/short, pngMaxSide/long))
-}
-
-// GreyImage is the PNG image that Outputs.PNGPrefix writes of one image: values laid out
-// as nav (C order, rows of its last axis; a 1-D nav shape as one row), 8-bit grey from
-// the finite minimum (black) to the finite maximum (white), NaN black, scaled up by a
-// whole factor to a short side of at least 256 pixels (the long side at most 4096).
-// stemdot view exports its images as this PNG.
-func GreyImage(nav []int, values []float64) *image.Gray {
-	return grey(nav, len(values), func(f int) float64 { return values[f] })
 }
 
 // grey is the 8-bit image of value(f) for frames f laid out as nav (rows of its last

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/safetext"
 )
 
@@ -49,7 +50,7 @@ func stemdot_go_com_products(shifts *C.stemdot_cdouble, navY, navX C.size_t, rot
 	if warning != nil && warningLen > 0 {
 		text := ""
 		if len(p.Warnings) > 0 {
-			text = safetext.String(stemdot.OptionKeys(p.Warnings[0]))
+			text = safetext.String(frontend.OptionKeys(p.Warnings[0]))
 		}
 		dst := unsafe.Slice((*byte)(unsafe.Pointer(warning)), min(uint64(warningLen), uint64(len(text))+1))
 		k := copy(dst[:len(dst)-1], text)

@@ -18,6 +18,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/testfiles"
 	"github.com/stemdot/stemdot/internal/testformat"
 	"github.com/stemdot/stemdot/masks"
@@ -29,7 +30,7 @@ func requireCode(t *testing.T, err error, code status, contains string) {
 	t.Helper()
 	require.Error(t, err)
 	assert.Equal(t, code, codeOf(err), "code of %q", err)
-	assert.Contains(t, stemdot.OptionKeys(err.Error()), contains)
+	assert.Contains(t, frontend.OptionKeys(err.Error()), contains)
 }
 
 func TestParseFormatOptions(t *testing.T) {

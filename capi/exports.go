@@ -17,6 +17,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -58,7 +59,7 @@ func succeed() C.stemdot_status {
 // shim.c is that thread's. Options are named by key, as the C ABI takes them; terminal
 // control characters are escaped (safetext.String), as a caller prints the message.
 func fail(fn string, err error) C.stemdot_status {
-	msg := fn + ": " + safetext.String(stemdot.OptionKeys(err.Error()))
+	msg := fn + ": " + safetext.String(frontend.OptionKeys(err.Error()))
 	C.stemdot_capi_set_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
 	return C.stemdot_status(codeOf(err))
 }
@@ -244,7 +245,7 @@ func stemdot_go_plan_describe(h C.stemdot_plan, dsHandle C.stemdot_dataset, buf 
 	if err != nil {
 		return fail(fn, err)
 	}
-	return copyText(fn, stemdot.OptionKeys(string(text)), "plan", buf, bufLen, needed)
+	return copyText(fn, frontend.OptionKeys(string(text)), "plan", buf, bufLen, needed)
 }
 
 //export stemdot_go_dataset_warnings
@@ -252,7 +253,7 @@ func stemdot_go_dataset_warnings(dsHandle C.stemdot_dataset, buf *C.char, bufLen
 	const fn = "stemdot_dataset_warnings"
 	defer guard(fn, &st)
 	return datasetText(fn, "warnings", dsHandle, buf, bufLen, needed, func(d dataset.Dataset) string {
-		return safetext.String(stemdot.OptionKeys(strings.Join(stemdot.OpenWarnings(d), "\n")))
+		return safetext.String(frontend.OptionKeys(strings.Join(stemdot.OpenWarnings(d), "\n")))
 	})
 }
 
@@ -330,7 +331,7 @@ func datasetText(fn, what string, dsHandle C.stemdot_dataset, buf *C.char, bufLe
 }
 
 // copyText writes text as it is (messages have their options named by key by the
-// caller: stemdot.OptionKeys) and a NUL into buf (bufLen bytes) and its length into
+// caller: frontend.OptionKeys) and a NUL into buf (bufLen bytes) and its length into
 // *needed; buf NULL with bufLen 0 only asks for the length; a buffer too small is
 // errs.Shape naming what (with *needed set).
 func copyText(fn, text, what string, buf *C.char, bufLen C.size_t, needed *C.size_t) C.stemdot_status {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/live"
@@ -398,7 +399,7 @@ func stemdot_go_live_warnings(h C.stemdot_live, buf *C.char, bufLen C.size_t, ne
 	const fn = "stemdot_live_warnings"
 	defer guard(fn, &st)
 	return liveText(fn, "warnings", h, buf, bufLen, needed, func(lr *stemdot.LiveResult) (string, error) {
-		return safetext.String(stemdot.OptionKeys(strings.Join(lr.Warnings, "\n"))), nil
+		return safetext.String(frontend.OptionKeys(strings.Join(lr.Warnings, "\n"))), nil
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/internal/frontend"
 )
 
 // shiftFlags are apply's descan compensation: one shift for every frame (--shift) or
@@ -77,7 +78,7 @@ to FILE and REF_FILE alike.`,
 			if reference != "" {
 				inputs = append(inputs, df.inputs(reference)...)
 			}
-			if err := handleInterrupts(func() error { return stemdot.CheckShiftsFile(out, inputs...) }); err != nil {
+			if err := handleInterrupts(func() error { return frontend.CheckShiftsFile(out, inputs...) }); err != nil {
 				return err
 			}
 			ds, err := df.open(cmd, args[0])

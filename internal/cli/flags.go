@@ -12,6 +12,7 @@ import (
 
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/internal/frontend"
 )
 
 // datasetFlags are the options of stemdot.Open, one flag each (stemdot.OpenOptions()).
@@ -145,7 +146,7 @@ func checkEmptyFlags(cmd *cobra.Command) error {
 
 // warn prints a one-line warning on stderr.
 func warn(cmd *cobra.Command, msg string) {
-	fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", prefix, stemdot.FlagNames(msg))
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", prefix, frontend.FlagNames(msg))
 }
 
 // suggestFlag turns pflag's "unknown flag: --nav-shap" into an error that suggests the

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/testformat"
 )
 
@@ -22,7 +22,7 @@ func execute(t *testing.T, args ...string) (stdout, stderr, err string) {
 	root.SetErr(&e)
 	root.SetArgs(args)
 	if rerr := root.ExecuteContext(t.Context()); rerr != nil {
-		err = "stemdot: " + stemdot.FlagNames(rerr.Error())
+		err = "stemdot: " + frontend.FlagNames(rerr.Error())
 	}
 	return o.String(), e.String(), err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -100,7 +101,7 @@ result's sidecar).`,
 			})
 			if k := errs.KindOf(err); k == errs.Argument || k == errs.Shape {
 				// The sum frame shows no disk: the info stands, the centre line says why.
-				fmt.Fprintf(w, "centre:     not found: %s\n", strings.TrimPrefix(stemdot.FlagNames(err.Error()), "the sum frame of "+ds.Path()+": centre: "))
+				fmt.Fprintf(w, "centre:     not found: %s\n", strings.TrimPrefix(frontend.FlagNames(err.Error()), "the sum frame of "+ds.Path()+": centre: "))
 				return partialResult{fmt.Errorf("%w: give apply --centre X,Y,R (from a look at stemdot sum --png) for the auto specs", err)}
 			}
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/live"
 	_ "github.com/stemdot/stemdot/live/detectors" // merlin://, dectris://
 	"github.com/stemdot/stemdot/masks"
@@ -89,7 +90,7 @@ loopback, to try this without a microscope.`,
 			var nav []int
 			if navShape != "" {
 				var err error
-				if nav, err = stemdot.ParseShape(navShape, 0); err != nil {
+				if nav, err = frontend.ParseShape(navShape, 0); err != nil {
 					return fmt.Errorf("--nav-shape: %w", err)
 				}
 			}
@@ -220,7 +221,7 @@ func sourceParams(cmd *cobra.Command) map[string]string {
 }
 
 // flagOf is the flag of a source option: "dectris_api" → "--dectris-api".
-func flagOf(key string) string { return stemdot.FlagName(key) }
+func flagOf(key string) string { return frontend.FlagName(key) }
 
 // checkParams refuses source options of another protocol than source's.
 func checkParams(source string, params map[string]string) error {

@@ -39,6 +39,7 @@ import (
 
 	"github.com/stemdot/stemdot"
 	_ "github.com/stemdot/stemdot/dataset/formats" // every format (the stemdot package imports it too)
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/safetext"
 )
@@ -67,7 +68,7 @@ func runRoot(ctx context.Context, root *cobra.Command, args []string) int {
 	root.SetOut(safetext.Writer{W: root.OutOrStdout()})
 	root.SetErr(safetext.Writer{W: root.ErrOrStderr()})
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(root.ErrOrStderr(), "%s: %s\n", prefix, stemdot.FlagNames(err.Error()))
+		fmt.Fprintf(root.ErrOrStderr(), "%s: %s\n", prefix, frontend.FlagNames(err.Error()))
 		if _, ok := errors.AsType[partialResult](err); ok {
 			return 2
 		}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/synth"
 )
 
@@ -48,10 +48,10 @@ background, and Poisson noise. The format follows --format or the extension of -
 				return fmt.Errorf("--out %s: the file name is only the extension (a hidden file named %s): give a name, e.g. %s", out, base, filepath.Join(filepath.Dir(out), "scan"+base))
 			}
 			var err error
-			if opt.NavShape, err = stemdot.ParseShape(nav, 0); err != nil {
+			if opt.NavShape, err = frontend.ParseShape(nav, 0); err != nil {
 				return fmt.Errorf("--nav-shape %q: %w", nav, err)
 			}
-			s, err := stemdot.ParseShape(sig, 2)
+			s, err := frontend.ParseShape(sig, 2)
 			if err != nil {
 				return fmt.Errorf("--sig-shape %q: %w", sig, err)
 			}

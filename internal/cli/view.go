@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/internal/view"
@@ -179,7 +180,7 @@ milliseconds after it arrives.`,
 func liveSource(cmd *cobra.Command, source string, df *datasetFlags, passive bool, keep string) (live.Receiver, view.LiveOptions, error) {
 	var lo view.LiveOptions
 	if cmd.Flags().Changed("nav-shape") {
-		nav, err := stemdot.ParseShape(*df.values["nav_shape"], 0)
+		nav, err := frontend.ParseShape(*df.values["nav_shape"], 0)
 		if err != nil {
 			return nil, lo, fmt.Errorf("--nav-shape: %w", err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/engine"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/live"
@@ -178,7 +179,7 @@ func (l *liveView) run(ctx context.Context) error {
 	if err == nil {
 		defer scan.Close()
 		if nav := scan.NavShape(); len(nav) > 2 {
-			err = stemdot.CheckScan2D(nav, "view: the virtual images are")
+			err = frontend.CheckScan2D(nav, "view: the virtual images are")
 		}
 	}
 	var data *liveFrames
@@ -363,7 +364,7 @@ func detector(sig [2]int, spec string, centre *masks.Centre) (*masks.Stack, erro
 		return nil, err
 	}
 	if stack.N != 1 {
-		if _, ok := stemdot.FindCOM(stack.MaskNames()); !ok || stack.N != 3 {
+		if _, ok := frontend.FindCOM(stack.MaskNames()); !ok || stack.N != 3 {
 			return nil, errs.New(errs.Argument, "spec %q makes %d masks: the view shows one detector (disk, ring, rect, point) or one com spec", spec, stack.N)
 		}
 	}

@@ -35,7 +35,7 @@
 //	                                 the auto specs (disk:auto, ...) are made about the
 //	                                 centre of "ready"
 //	GET /TOKEN/api/png?spec=S&part=P the image of api/image as the PNG that stemdot apply
-//	                                 --png writes of it (stemdot.GreyImage: 8-bit grey,
+//	                                 --png writes of it (frontend.GreyImage: 8-bit grey,
 //	                                 minimum to maximum, scaled up to a short side of 256
 //	                                 pixels); for com, part 0 and 1 the shifts y and x
 //	                                 (apply --png --com-shifts), 2 the magnitude (stemdot
@@ -104,6 +104,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/safetext"
 	"github.com/stemdot/stemdot/masks"
 )
@@ -203,7 +204,7 @@ func New(ds dataset.Dataset, opt Options) (*Server, error) {
 		return nil, errs.New(errs.Argument, "view: a dataset and both planners are needed")
 	}
 	if scan, _ := dataset.ScanPositions(ds); len(scan) > 2 {
-		return nil, stemdot.CheckScan2D(scan, "view: the virtual images are")
+		return nil, frontend.CheckScan2D(scan, "view: the virtual images are")
 	}
 	s, mux, err := baseServer(opt)
 	if err != nil {
@@ -433,9 +434,9 @@ func flagNames(ws []string) []string {
 	return out
 }
 
-// message is msg as the CLI says it (stemdot.FlagNames: "give --nav-shape", not "give
+// message is msg as the CLI says it (frontend.FlagNames: "give --nav-shape", not "give
 // Options.NavShape"), its terminal control characters escaped (safetext.String).
-func message(msg string) string { return safetext.String(stemdot.FlagNames(msg)) }
+func message(msg string) string { return safetext.String(frontend.FlagNames(msg)) }
 
 // fail answers with err's message and status.
 func fail(w http.ResponseWriter, err error) { http.Error(w, message(err.Error()), status(err)) }
@@ -678,7 +679,7 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 }
 
 // pngExport sends the image of spec (a com spec's map part: 0 shift y, 1 shift x, 2
-// magnitude) as the PNG that stemdot apply --png writes of it (stemdot.GreyImage),
+// magnitude) as the PNG that stemdot apply --png writes of it (frontend.GreyImage),
 // computing it unless cached.
 func (s *Server) pngExport(w http.ResponseWriter, r *http.Request) {
 	if s.reduction(w) == nil {
@@ -717,7 +718,7 @@ func (s *Server) pngExport(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", "image/png")
-	png.Encode(w, stemdot.GreyImage(nav, vals))
+	png.Encode(w, frontend.GreyImage(nav, vals))
 }
 
 // errStale is the error of a run cancelled by a newer request.

@@ -15,10 +15,10 @@ import (
 	"codeberg.org/sbinet/npyio"
 	"golang.org/x/sys/unix"
 
-	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/bench"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/engine"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/planner"
 )
 
@@ -348,7 +348,7 @@ func streamRead(ds dataset.Dataset, plan *planner.Plan, tile int) error {
 	var mu sync.Mutex
 	for i, w := range plan.Workers {
 		wg.Go(func() {
-			unpin, err := stemdot.PinThread(w.CPU)
+			unpin, err := frontend.PinThread(w.CPU)
 			if err != nil {
 				errs[i] = fmt.Errorf("worker %d: %w", w.ID, err)
 				return

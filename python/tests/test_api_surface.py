@@ -65,3 +65,16 @@ def test_settings_are_read_through_the_package(monkeypatch):
     monkeypatch.setattr(stemdot._lazy, "_nav_blocks", lambda x, limit: seen.append(limit) or (x, []))
     list(stemdot._lazy._lazy_blocks(np.zeros((2, 2, 2))))
     assert seen == [12345]
+
+
+@pytest.mark.parametrize("module", [stemdot, sdask])
+def test_classes_named_by_the_package(module):
+    """Tracebacks and reprs name stemdot.StemdotIOError, stemdot.dask.ClusterError (not the
+    module that defines them), and pickles refer to the package's name."""
+    import pickle
+
+    for name in public(module):
+        value = getattr(module, name)
+        if isinstance(value, type) and name not in ("Live", "LiveUpdate", "View"):  # stemdot._live, _view
+            assert value.__module__ == module.__name__, name
+    assert pickle.loads(pickle.dumps(stemdot.Centre(1.0, 2.0, 3.0))) == (1.0, 2.0, 3.0)

@@ -169,6 +169,14 @@ _REEXPORTED = (
     _apply, _check_sig, _dataset_of, _job, _mean_shift, _merge_reduction, _merged, _names,
     _partials, _place, _shifts, _workers, centre,
 )
+from . import _compute, _datasets, _errors, _lazy, _masks, _plans, _resident, _results  # noqa: E402
+
+# The classes the package names keep it as their module, as before its split into modules:
+# tracebacks and reprs say stemdot.StemdotIOError, pickles refer to stemdot.Result.
+for _module in (_errors, _datasets, _lazy, _masks, _plans, _results, _compute, _resident):
+    for _name, _value in vars(_module).items():
+        if isinstance(_value, type) and _value.__module__ == _module.__name__ and globals().get(_name) is _value:
+            _value.__module__ = __name__
 
 
 def __getattr__(name):

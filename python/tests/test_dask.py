@@ -771,7 +771,7 @@ def test_import_does_not_load_the_library():
 def test_ranges_longer_than_the_poll_interval(client, big_file, big_reference, monkeypatch):
     """Tasks that take longer than the ledger's look at the workers (slow nodes, big
     ranges): the wait for them times out and the loop carries on."""
-    monkeypatch.setattr(sdask, "POLL_S", 0.001)
+    monkeypatch.setattr(sdask._ranges, "POLL_S", 0.001)  # where the range loop reads it
     path, masks = big_file
     np.testing.assert_array_equal(sdask.apply_masks(client, path, masks), big_reference)
 

@@ -365,7 +365,7 @@ def test_file_truncated_during_the_run(cluster, scan, tmp_path, monkeypatch, whe
                 truncate()
             return info
 
-        monkeypatch.setattr(sdask, "_dataset_info", dataset_info)
+        monkeypatch.setattr(sdask._ranges, "_dataset_info", dataset_info)  # where the run reads it
     backend = _Backend()
     try:
         backend.check({"flags": {"scheduler": cluster.scheduler_address, "range-frames": "7", "resources": [],

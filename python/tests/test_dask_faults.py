@@ -308,12 +308,12 @@ def remap(src, dst, dask_worker=None):
     plugin = dask_worker.plugins["stemdot"]
     if dst is None:
         plugin.__dict__.pop("dataset", None)
-        sdask.__dict__["_file_size"] = getattr(sdask, "_file_size_unmapped", sdask._file_size)
+        sdask._plugin.__dict__["_file_size"] = getattr(sdask._plugin, "_file_size_unmapped", sdask._file_size)
         return
-    dataset, size = type(plugin).dataset.__get__(plugin), getattr(sdask, "_file_size_unmapped", sdask._file_size)
-    sdask._file_size_unmapped = size
+    dataset, size = type(plugin).dataset.__get__(plugin), getattr(sdask._plugin, "_file_size_unmapped", sdask._file_size)
+    sdask._plugin._file_size_unmapped = size
     plugin.dataset = lambda path, options, job=None: dataset(dst if path == src else path, options, job)
-    sdask._file_size = lambda path, dask_worker=None: size(dst if path == src else path)
+    sdask._plugin._file_size = lambda path, dask_worker=None: size(dst if path == src else path)  # read by _info_task
 
 
 @pytest.mark.parametrize("copy", ["missing", "truncated"])
@@ -486,8 +486,9 @@ def test_busy_scheduler_is_waited_for_and_a_silent_one_is_gone(tmp_path, monkeyp
     stands: the client asks again, up to SCHEDULER_ANSWER_S; one that never answers
     (SIGSTOP: a hung scheduler or a network cut with its connection left open) is a
     ClusterError after SCHEDULER_ANSWER_S."""
-    monkeypatch.setattr(sdask, "SCHEDULER_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(sdask, "SCHEDULER_ANSWER_S", 4)
+    for module in (sdask._plugin, sdask._ranges):  # where they are read
+        monkeypatch.setattr(module, "SCHEDULER_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(sdask._plugin, "SCHEDULER_ANSWER_S", 4)
     file = tmp_path / "scheduler.json"
     proc = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", str(file),
                              "--port", "0", "--dashboard-address", ":0", "--host", "127.0.0.1"], stderr=subprocess.DEVNULL)

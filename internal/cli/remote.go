@@ -48,7 +48,8 @@ type RemoteFlag struct {
 //	        "positions" (an ROI's selected scan positions, one per frame, else null),
 //	        "frame_positions" (the scan position of each frame when they are not the whole
 //	        scan, else null), "positions_without_frame" ([first, count] runs of the scan
-//	        positions of frames without a frame in the file, stemdot.BlankPositions)}, as
+//	        positions of frames without a frame in the file, stemdot.BlankPositions),
+//	        "calibration" (the sidecar's "calibration" section of the scan's axes)}, as
 //	        stemdot.dask.dataset_info returns it, and "path": the
 //	        file the frames are read from, as the other program's stemdot opened it
 //	        (stemdot.Dataset.path: e.g. an EMI file's SER file), which the sidecar
@@ -136,6 +137,9 @@ type description struct {
 	// PositionsWithoutFrame are [first, count] runs of the scan positions of the frames
 	// that have no frame in the file (stemdot.BlankPositions).
 	PositionsWithoutFrame [][2]int `json:"positions_without_frame"`
+	// Calibration is what the file states of its axes (the scan's and the frames'), as
+	// stemdot.Dataset.calibration gives it.
+	Calibration dataset.Calibration `json:"calibration"`
 }
 
 func (b *Remote) Open(ctx context.Context, path string, opt stemdot.Options, given map[string]string) (dataset.Dataset, []string, error) {
@@ -163,7 +167,7 @@ func (d description) dataset(path string) (dataset.Dataset, error) {
 	if err != nil || len(d.SigShape) != 2 || len(d.ScanShape) == 0 {
 		return nil, errs.New(errs.Internal, "the backend described %s as sig_shape %v, scan_shape %v, dtype %q: not a dataset", path, d.SigShape, d.ScanShape, d.DType)
 	}
-	whole := &described{path: path, format: d.Format, scan: d.ScanShape, sig: [2]int{d.SigShape[0], d.SigShape[1]}, dtype: dt}
+	whole := &described{path: path, format: d.Format, scan: d.ScanShape, sig: [2]int{d.SigShape[0], d.SigShape[1]}, dtype: dt, calibration: d.Calibration}
 	for _, r := range d.PositionsWithoutFrame {
 		whole.blanks = append(whole.blanks, dataset.FrameSpan{First: r[0], Count: r[1]})
 	}
@@ -370,9 +374,13 @@ type described struct {
 	sig          [2]int
 	dtype        dataset.DType
 	blanks       []dataset.FrameSpan // the scan positions without a frame (dataset.Blanker)
+	calibration  dataset.Calibration
 }
 
 func (d *described) Blanks() []dataset.FrameSpan { return slices.Clone(d.blanks) }
+
+// Calibration implements dataset.Calibrator.
+func (d *described) Calibration() dataset.Calibration { return d.calibration.Clone() }
 
 func (d *described) Format() string       { return d.format }
 func (d *described) Path() string         { return d.path }

@@ -638,6 +638,7 @@ type shiftFlat[N native] struct {
 	// Sub-pixel shifts (subpixel): the float32 block kernels, a builder of g and a
 	// buffer of blockRows rows of g for each of two frames.
 	f32       *groupKernels[float32]
+	dot       *shiftDot[N] // the fused kernels, or nil
 	frames    [2]*shiftFrames[N, float32]
 	g         [2][]float32
 	blockRows int
@@ -660,7 +661,7 @@ func newShiftFlat[N native](job *Job, copies *shiftDense[N, float32]) *shiftFlat
 	rb := max(1, simdBlock/sig[1])
 	k := &shiftFlat[N]{h: sig[0], w: sig[1], nMasks: job.NMasks, masks: job.Masks.Data, kernels: kernels,
 		part: make([]float32, max(job.NMasks, 24)), copies: copies,
-		f32: simdKernels[float32](), blockRows: rb,
+		f32: simdKernels[float32](), blockRows: rb, dot: newShiftDot[N](sig[0], sig[1], job.NMasks, job.Masks.Data),
 	}
 	if job.TileFrames > 1 && job.NMasks >= 4 {
 		k.odd = make([]float64, simdGroup)
@@ -769,9 +770,18 @@ func (k *shiftFlat[N]) subpixel(tile []byte, start, frames int, shifts []float64
 	px := asNative[N](tile)
 	h, w, nm := k.h, k.w, k.nMasks
 	p := h * w
+	var done []bool // frames the fused kernels computed
+	if k.dot != nil {
+		done = k.dot.tile(px, frames, shifts[2*start:2*(start+frames)], acc)
+	}
 	for f := 0; f < frames; {
+		if done != nil && done[f] {
+			k.copies.exactRow(px, start, f, shifts, acc[f*nm:(f+1)*nm])
+			f++
+			continue
+		}
 		n := 1
-		if f+1 < frames && nm >= 4 {
+		if f+1 < frames && nm >= 4 && k.dot == nil {
 			n = 2
 		}
 		rows := acc[f*nm : (f+n)*nm]

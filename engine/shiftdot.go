@@ -1,0 +1,313 @@
+package engine
+
+import "unsafe"
+
+// shiftDotArgs are the arguments of a fused shifted-mask kernel (shiftdot_amd64.s), in
+// the layout the assembly reads.
+type shiftDotArgs struct {
+	p       unsafe.Pointer // 0: pixel P of the first row and column
+	dq      int            // 8: bytes from P to Q (0: Q is P)
+	stride  int            // 16: bytes between source rows (0: one row for every row)
+	h       *float32       // 24: the row buffer H at the first column
+	w       *float32       // 32: mask 0's weight at the first row and column
+	ldw     int            // 40: bytes between masks
+	wstride int            // 48: bytes between rows of a mask
+	rows    int            // 56
+	n       int            // 64: columns, at least 8
+	tail    *[8]uint32     // 72: the lanes of the last vector not done before it
+	beta    float32        // 80
+	alpha   float32        // 84
+	ynext   int            // 88
+	flush   int            // 96: rows per float64 flush
+	out     *float64       // 104: M × 8 float64 lane sums, added to
+	cnt     int            // 112: scratch (rows to the next flush)
+	n16     int            // 120: scratch (n rounded down to 16)
+}
+
+// shiftDot computes a frame's row of dense masks shifted by any (dy, dx) in one pass
+// over the native frame, through the fused kernels: with the weights scaled as
+// shiftFrames.begin scales them (one weight of each axis 1), a source row shifted in x is
+// h = P + β·Q (P the source pixel of weight 1, Q its neighbour, β the other weight over
+// it), g = the blend of the row's h and the previous row's (kept in H) with α, and g
+// meets the masks' weights in registers: 3 multiply-adds a pixel for 1 mask, 2 + M for M,
+// one conversion... of two pixels, where building g into a buffer and reading it back
+// took a store, a load and a pass more. The columns whose two source pixels lie in the
+// source row run through the kernel (rows of at most simdBlock pixels summed in float32
+// lanes, the lanes in float64, as the block kernels sum blocks); the one column with one
+// source pixel in the row (when a mask is not zero there) is added here, the first and
+// last rows of g, with one source row outside the frame, through the kernel with H
+// cleared or a zero source row. Stacks of 3 or more masks take 4, 2 and 1 at a time.
+type shiftDot[N native] struct {
+	h, w, nMasks int
+	masks        []float32
+	kernels      *[3]func(*shiftDotArgs)
+	plans        []dotPlan
+	done         []bool
+	hbufs        []float32 // H of each frame of a tile: one row each
+	zeroW        []float32 // a zero row of weights (priming H)
+	zeroPx       []N       // a zero source row (the last row of g), with a pixel on each side
+	out          []float64 // each frame's float64 lane sums: 4 masks × 8
+	scratch      [8]float64
+	tails        [8][8]uint32 // tails[n%8]
+	colZero      []bool       // columns where every mask is zero
+	// The edge column (edge): g's column, the stack's columns met there so far
+	// (transposed: nMasks × sig_y), the float32 block kernels and their scratch.
+	gcol []float32
+	cols map[int][]float32
+	f32  *groupKernels[float32]
+	part []float32
+}
+
+func newShiftDot[N native](h, w, nMasks int, masks []float32) *shiftDot[N] {
+	kern := shiftDotKernels[N]()
+	if kern == nil || w < 8 || simdKernels[float32]() == nil {
+		return nil
+	}
+	k := &shiftDot[N]{h: h, w: w, nMasks: nMasks, masks: masks, kernels: kern,
+		zeroW: make([]float32, w), zeroPx: make([]N, w+2), colZero: make([]bool, w),
+		gcol: make([]float32, h), cols: map[int][]float32{}, f32: simdKernels[float32](), part: make([]float32, max(nMasks, 24))}
+	for r := range k.tails {
+		for j := range 8 {
+			if r == 0 || j >= 8-r {
+				k.tails[r][j] = ^uint32(0)
+			}
+		}
+	}
+	p := h * w
+	for v := range w {
+		k.colZero[v] = true
+		for m := 0; m < nMasks && k.colZero[v]; m++ {
+			for u := range h {
+				if masks[m*p+u*w+v] != 0 {
+					k.colZero[v] = false
+					break
+				}
+			}
+		}
+	}
+	return k
+}
+
+// dotPlan is what shiftDot computes a frame with: its kernel arguments, less the
+// pointers (set per call), and the rows and columns of g they cover.
+type dotPlan struct {
+	a            shiftDotArgs
+	ok           bool    // the kernels take the frame: n ≥ 8
+	lo, px       int     // g column lo reads P at source column lo + px (Q at + dq/size)
+	rn           int     // g row u takes source row u + rn (and u + rn − 1 where fy > 0)
+	u0, u1       int     // g rows whose source row u + rn is in the frame
+	prime        bool    // H starts as h of source row u0 + rn − 1 (else zero)
+	bottom       bool    // g row u1 takes source row h − 1 only (fy > 0)
+	kx, dq, ynex int     // for edge
+	fy, scale    float64 // fraction in y; the scale of the weights (g is built as g/scale)
+}
+
+// plan returns the plan of a frame shifted by (dy, dx).
+func (k *shiftDot[N]) plan(dy, dx float64) dotPlan {
+	h, w := k.h, k.w
+	ky, fy := split(dy)
+	kx, fx := split(dx)
+	// x: g column v reads P at source column v + px, Q at v + px + dq.
+	sx, beta, px, dq := 1.0, 0.0, kx, 0
+	lo, hi := max(0, -kx), min(w, w-kx)
+	if fx > 0 {
+		hi = min(w, w-kx-1)
+		if 1-fx >= fx {
+			sx, beta, dq = 1-fx, fx/(1-fx), 1
+		} else {
+			sx, beta, px, dq = fx, (1-fx)/fx, kx+1, -1
+		}
+	}
+	n := hi - lo
+	// y: g row u takes h of source row u + rn (hn) and, where fy > 0, H (h of row
+	// u + rn − 1): g = H + α·hn (ynext 0) or hn + α·H (ynext 1).
+	sy, alpha, ynext, rn := 1.0, 0.0, 1, ky
+	if fy > 0 {
+		rn = ky + 1
+		if 1-fy >= fy {
+			sy, alpha, ynext = 1-fy, fy/(1-fy), 0
+		} else {
+			sy, alpha, ynext = fy, (1-fy)/fy, 1
+		}
+	}
+	var zero N
+	size := int(unsafe.Sizeof(zero))
+	pl := dotPlan{ok: n >= 8, lo: lo, px: px, rn: rn, kx: kx, dq: dq, ynex: ynext, fy: fy, scale: sx * sy,
+		a: shiftDotArgs{dq: dq * size, stride: w * size, n: n, tail: &k.tails[n&7], beta: float32(beta), alpha: float32(alpha),
+			ynext: ynext, flush: max(1, simdBlock/max(n, 1)), wstride: 4 * w, ldw: 4 * h * w}}
+	pl.u0, pl.u1 = max(0, -rn), min(h, h-rn)
+	pl.bottom = fy > 0 && pl.u1 < h && pl.u1 >= 0
+	if r := pl.u0 + rn - 1; fy > 0 && r >= 0 && r < h && (pl.u0 < pl.u1 || pl.bottom) {
+		pl.prime = true
+	}
+	return pl
+}
+
+// dotBytes bounds the weights of a block of rows of g: the kernel calls for the frames of
+// a tile take turns a block of rows at a time, so that the block's weights serve them
+// all from L2 (a stack of 4 masks of 256×256 is 1 MiB, more than a core's L2 of 512 KiB
+// on the machine measured; 1 mask, 256 KiB, is one block).
+const dotBytes = 256 << 10
+
+// tile sets the rows (nMasks values each) of the frames of px, frame f shifted by
+// (shifts[2f], shifts[2f+1]), and returns, for each frame, whether the kernels took it
+// (plan's ok); the rows of the others are left alone.
+func (k *shiftDot[N]) tile(px []N, frames int, shifts []float64, acc []float64) []bool {
+	h, w, nm := k.h, k.w, k.nMasks
+	p := h * w
+	if cap(k.plans) < frames {
+		k.plans = make([]dotPlan, frames)
+		k.hbufs = make([]float32, frames*w)
+		k.out = make([]float64, frames*32)
+	}
+	plans := k.plans[:frames]
+	done := k.done[:0]
+	for f := range plans {
+		plans[f] = k.plan(shifts[2*f], shifts[2*f+1])
+		done = append(done, plans[f].ok)
+		if plans[f].ok {
+			clear(acc[f*nm : (f+1)*nm])
+		}
+	}
+	k.done = done
+	for m0 := 0; m0 < nm; {
+		g, ki := 4, 2 // masks of this pass, kernel
+		switch nm - m0 {
+		case 1:
+			g, ki = 1, 0
+		case 2, 3:
+			g, ki = 2, 1
+		}
+		kern := k.kernels[ki]
+		base := m0 * p
+		for f := range plans {
+			pl := &plans[f]
+			if !pl.ok {
+				continue
+			}
+			hb := k.hbufs[f*w : (f+1)*w]
+			if pl.prime {
+				b := pl.a
+				b.p, b.h, b.w, b.ldw, b.wstride, b.rows, b.out = k.src(px[f*p:(f+1)*p], pl, pl.u0+pl.rn-1, 1), &hb[pl.lo], &k.zeroW[0], 0, 0, 1, &k.scratch[0]
+				k.kernels[0](&b)
+			} else {
+				clear(hb)
+			}
+			clear(k.out[f*32 : f*32+8*g])
+		}
+		rb := max(1, dotBytes/(4*w*g)) // rows per block
+		for b0 := 0; b0 < h; b0 += rb {
+			b1 := min(h, b0+rb)
+			for f := range plans {
+				pl := &plans[f]
+				if !pl.ok {
+					continue
+				}
+				hb, out := k.hbufs[f*w:(f+1)*w], &k.out[f*32]
+				if r0, r1 := max(b0, pl.u0), min(b1, pl.u1); r0 < r1 {
+					b := pl.a
+					b.p, b.h, b.w, b.rows, b.out = k.src(px[f*p:(f+1)*p], pl, r0+pl.rn, r1-r0), &hb[pl.lo], &k.masks[base+r0*w+pl.lo], r1-r0, out
+					_ = k.masks[base+(g-1)*p+(r1-1)*w+pl.lo+pl.a.n-1]
+					kern(&b)
+				}
+				if pl.bottom && pl.u1 >= b0 && pl.u1 < b1 {
+					b := pl.a
+					b.p, b.stride, b.h, b.w, b.rows, b.out = unsafe.Pointer(&k.zeroPx[1]), 0, &hb[pl.lo], &k.masks[base+pl.u1*w+pl.lo], 1, out
+					_ = k.masks[base+(g-1)*p+pl.u1*w+pl.lo+pl.a.n-1]
+					kern(&b)
+				}
+			}
+		}
+		for f := range plans {
+			if !plans[f].ok {
+				continue
+			}
+			for m := range g {
+				var s float64
+				for _, v := range k.out[f*32+8*m : f*32+8*m+8] {
+					s += v
+				}
+				acc[f*nm+m0+m] = s
+			}
+		}
+		m0 += g
+	}
+	for f := range plans {
+		pl := &plans[f]
+		if !pl.ok {
+			continue
+		}
+		row := acc[f*nm : (f+1)*nm]
+		if pl.dq != 0 {
+			k.edge(px[f*p:(f+1)*p], pl.kx, pl.rn, pl.dq, pl.fy, pl.a.beta, pl.a.alpha, pl.ynex, row)
+		}
+		for m := range row {
+			row[m] *= pl.scale
+		}
+	}
+	return done
+}
+
+// src is P of source row r of frame, the first of rows source rows of a call (each read
+// from column lo + px + min(0, dq) to lo + px + max(0, dq) + n − 1).
+func (k *shiftDot[N]) src(frame []N, pl *dotPlan, r, rows int) unsafe.Pointer {
+	w := k.w
+	_ = frame[(r+rows-1)*w+pl.lo+pl.px+max(0, pl.dq)+pl.a.n-1]
+	_ = frame[r*w+pl.lo+pl.px+min(0, pl.dq)]
+	return unsafe.Pointer(&frame[r*w+pl.lo+pl.px])
+}
+
+// edge adds the products at the one column v of g whose two source pixels have one in
+// the frame's row (a frame shifted by kx + fx, fx > 0), where a mask is not zero there:
+// source column 0 (weight wx1) or sig_x − 1 (wx0), the other outside. The column of g is
+// built in float32 as the kernel builds g (c: the pixel's scaled weight, 1 for P, β for
+// Q) and meets the masks' column v (cols: the stack's columns, transposed once each)
+// through the float32 block kernels, sig_y rows a block.
+func (k *shiftDot[N]) edge(frame []N, kx, rn, dq int, fy float64, beta, alpha float32, ynext int, row []float64) {
+	h, w := k.h, k.w
+	v, sc, c := -kx-1, 0, beta // g column, source column, weight
+	if dq < 0 {
+		c = 1
+	}
+	if v < 0 {
+		v, sc, c = w-kx-1, w-1, 1
+		if dq < 0 {
+			c = beta
+		}
+	}
+	if v < 0 || v >= w || k.colZero[v] {
+		return
+	}
+	src := func(r int) float32 {
+		if r < 0 || r >= h {
+			return 0
+		}
+		return c * float32(frame[r*w+sc])
+	}
+	g := k.gcol
+	for u := range g {
+		hn := src(u + rn)
+		switch {
+		case fy == 0:
+			g[u] = hn
+		case ynext == 0:
+			g[u] = src(u+rn-1) + alpha*hn
+		default:
+			g[u] = hn + alpha*src(u+rn-1)
+		}
+	}
+	col := k.cols[v]
+	if col == nil {
+		col = make([]float32, k.nMasks*h)
+		for m := range k.nMasks {
+			for u := range h {
+				col[m*h+u] = k.masks[m*h*w+u*w+v]
+			}
+		}
+		k.cols[v] = col
+	}
+	for u0 := 0; u0 < h; u0 += simdBlock {
+		u1 := min(h, u0+simdBlock)
+		dotBlock(k.f32, g[u0:u1], col[u0:], h, &prefetcher{w: col[u0:], ldw: h, rows: k.nMasks}, row, k.part)
+	}
+}

@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/masks"
+)
+
+// dotShifts are shifts that take every branch of shiftDot.frame: whole pixels, a zero
+// fraction in one axis, fractions below and above 0.5 (the weight of 1 on either
+// pixel), exactly 0.5, close to 0 and 1, negative, beyond the frame's edge rows and
+// columns, and larger than the frame.
+var dotShifts = []float64{
+	0, 0, 2, -3, -1, 4, 0, 1.25, 0.75, 0, 0.5, 0.5, 0.25, 0.75, -0.25, -0.75, 1.3, -2.6,
+	-2.7, 1.4, 3.999, -0.001, 0.0001, -3.9999, 7.5, 0.3, -7.5, -0.3, 12.2, 0.6, -12.7, 0.4,
+	0.6, 30.5, -0.2, -30.2, 500.5, 0.5, -2.5, -1e6, 5.5, 5.5, -5.5, -5.5,
+}
+
+// TestShiftDot checks the fused shifted-mask kernels (shiftDot.tile, a tile of every shift) against the direct
+// float64 reference of the bilinearly shifted masks, for every pixel type they take, 1
+// to 7 dense masks (4, 2 and 1 at a time), frame widths that are and are not a multiple
+// of 8 and 16, and masks zero at the edge column (colZero); frames where fewer than 8
+// columns of g have both source pixels in the frame are left to the caller.
+func TestShiftDot(t *testing.T) {
+	if shiftDotKernels[uint16]() == nil {
+		t.Skip("no AVX2+FMA on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	nf := len(dotShifts) / 2
+	for _, dt := range []dataset.DType{dataset.Uint8, dataset.Int8, dataset.Uint16, dataset.Int16, dataset.Int32, dataset.Float32} {
+		for _, sig := range [][2]int{{13, 21}, {9, 16}, {20, 37}, {5, 64}, {11, 9}} {
+			ds := randomDataset(rng, dt, []int{nf}, sig)
+			for _, nMasks := range []int{1, 2, 3, 4, 5, 7} {
+				for _, edgeZero := range []bool{false, true} {
+					stack := randomStack(rng, nMasks, sig)
+					if edgeZero { // columns 0-1 and the last two zero in every mask
+						for i := range stack.Data {
+							if x := i % sig[1]; x < 2 || x >= sig[1]-2 {
+								stack.Data[i] = 0
+							}
+						}
+					}
+					t.Run(fmt.Sprintf("%v/%dx%d/masks%d/edgezero=%v", dt, sig[0], sig[1], nMasks, edgeZero), func(t *testing.T) {
+						testShiftDot(t, ds, stack)
+					})
+				}
+			}
+		}
+	}
+}
+
+func testShiftDot(t *testing.T, ds *memDataset, stack *masks.Stack) {
+	var k interface {
+		tile(b []byte, frames int, shifts []float64, acc []float64) []bool
+	}
+	switch ds.dt {
+	case dataset.Uint8:
+		k = dotOf[uint8](stack)
+	case dataset.Int8:
+		k = dotOf[int8](stack)
+	case dataset.Uint16:
+		k = dotOf[uint16](stack)
+	case dataset.Int16:
+		k = dotOf[int16](stack)
+	case dataset.Int32:
+		k = dotOf[int32](stack)
+	case dataset.Float32:
+		k = dotOf[float32](stack)
+	}
+	want, mag := shiftedReference(ds, stack, dotShifts)
+	w := stack.SigX
+	acc := make([]float64, ds.NumFrames()*stack.N)
+	done := k.tile(ds.data, ds.NumFrames(), dotShifts, acc)
+	for f := range ds.NumFrames() {
+		dy, dx := dotShifts[2*f], dotShifts[2*f+1]
+		row, ok := acc[f*stack.N:(f+1)*stack.N], done[f]
+		kx, fx := split(dx)
+		reach := 0 // the source columns of g column v: v + kx to v + kx + reach
+		if fx > 0 {
+			reach = 1
+		}
+		cols := min(w, w-kx-reach) - max(0, -kx) // g columns whose source pixels lie in the row
+		require.Equal(t, cols >= 8, ok, "shift (%v, %v): %d columns", dy, dx, cols)
+		if ok {
+			requireClose(t, row, want[f*stack.N:(f+1)*stack.N], mag[f*stack.N:(f+1)*stack.N], 5e-7)
+		}
+	}
+}
+
+// dotAdapter adapts shiftDot[N].tile to frames in bytes.
+type dotAdapter[N native] struct{ *shiftDot[N] }
+
+func (d dotAdapter[N]) tile(b []byte, frames int, shifts []float64, acc []float64) []bool {
+	return d.shiftDot.tile(asNative[N](b), frames, shifts, acc)
+}
+
+func dotOf[N native](s *masks.Stack) dotAdapter[N] {
+	return dotAdapter[N]{newShiftDot[N](s.SigY, s.SigX, s.N, s.Data)}
+}
+
+// BenchmarkShiftDot is the fused shifted-mask kernels alone (shiftDot.tile) on one
+// pinned core, over a tile of 8 256×256 uint16 frames in memory with sub-pixel shifts,
+// 1 and 4 masks, beside the unshifted block kernels (simdDense) on the same tile: the
+// compute side of BenchmarkCPUWorkerShifted's dense subpixel rows. "cpu-MB/s" counts the
+// thread's CPU time.
+func BenchmarkShiftDot(b *testing.B) {
+	if shiftDotKernels[uint16]() == nil {
+		b.Skip("no AVX2+FMA on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(3, 3))
+	sig := [2]int{benchSig, benchSig}
+	const frames = 8
+	ds := randomDataset(rng, dataset.Uint16, []int{frames}, sig)
+	shifts := make([]float64, 2*frames)
+	for i := range shifts {
+		shifts[i] = rng.Float64()*4 - 2
+	}
+	for _, nMasks := range []int{1, 4} {
+		stack := randomStack(rng, nMasks, sig)
+		for _, shifted := range []bool{false, true} {
+			b.Run(fmt.Sprintf("masks%d/shifted=%v", nMasks, shifted), func(b *testing.B) {
+				k := newShiftDot[uint16](benchSig, benchSig, nMasks, stack.Data)
+				u := newSIMDDense(stack.Data, nMasks, benchSig*benchSig, simdKernels[uint16](), nil)
+				px := asNative[uint16](ds.data)
+				acc := make([]float64, frames*nMasks)
+				pinBench(b)
+				b.SetBytes(int64(len(ds.data)))
+				cpu := threadCPUTime(b)
+				for b.Loop() {
+					if shifted {
+						k.tile(px, frames, shifts, acc)
+					} else {
+						u.apply(ds.data, frames, acc)
+					}
+				}
+				b.ReportMetric(float64(b.N)*float64(len(ds.data))/(threadCPUTime(b)-cpu).Seconds()/1e6, "cpu-MB/s")
+			})
+		}
+	}
+}

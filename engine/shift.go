@@ -79,7 +79,13 @@ func newShiftedKernel[N native](job *Job) shiftedKernel {
 		floats = true
 	}
 	if job.Sparse != nil {
-		return newShiftSparse[N](job.Sparse, sig, floats)
+		gather := newShiftSparse[N](job.Sparse, sig, floats)
+		if !job.Float64 && sparseDot(job.Sparse, sig) {
+			if dot := newShiftDot[N](sig[0], sig[1], job.NMasks, job.Masks.Dense()); dot != nil {
+				return &shiftSparseDot[N]{dot: dot, gather: gather, nMasks: job.NMasks}
+			}
+		}
+		return gather
 	}
 	var ex *shiftExact
 	if floats {

@@ -1,6 +1,10 @@
 package engine
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/stemdot/stemdot/masks"
+)
 
 // shiftDotArgs are the arguments of a fused shifted-mask kernel (shiftdot_amd64.s), in
 // the layout the assembly reads.
@@ -50,6 +54,10 @@ type shiftDot[N native] struct {
 	scratch      [8]float64
 	tails        [8][8]uint32 // tails[n%8]
 	colZero      []bool       // columns where every mask is zero
+	// The box of rows [r0, r1) and columns [c0, c1) outside which every mask is zero: the
+	// kernels run over g's pixels in it only (a disk or a ring of a few percent of the
+	// pixels: a fraction of the frame).
+	r0, r1, c0, c1 int
 	// The edge column (edge): g's column, the stack's columns met there so far
 	// (transposed: nMasks × sig_y), the float32 block kernels and their scratch.
 	gcol []float32
@@ -73,16 +81,22 @@ func newShiftDot[N native](h, w, nMasks int, masks []float32) *shiftDot[N] {
 			}
 		}
 	}
-	p := h * w
+	k.r0, k.r1, k.c0, k.c1 = h, 0, w, 0
+	for i, v := range masks {
+		if v != 0 {
+			u, c := i%(h*w)/w, i%w
+			k.r0, k.r1, k.c0, k.c1 = min(k.r0, u), max(k.r1, u+1), min(k.c0, c), max(k.c1, c+1)
+		}
+	}
+	if k.r0 >= k.r1 { // every mask zero: no rows
+		k.r0, k.r1, k.c0, k.c1 = 0, 0, 0, w
+	}
 	for v := range w {
-		k.colZero[v] = true
-		for m := 0; m < nMasks && k.colZero[v]; m++ {
-			for u := range h {
-				if masks[m*p+u*w+v] != 0 {
-					k.colZero[v] = false
-					break
-				}
-			}
+		k.colZero[v] = v < k.c0 || v >= k.c1
+	}
+	for i, v := range masks {
+		if v != 0 {
+			k.colZero[i%w] = false
 		}
 	}
 	return k
@@ -92,12 +106,13 @@ func newShiftDot[N native](h, w, nMasks int, masks []float32) *shiftDot[N] {
 // pointers (set per call), and the rows and columns of g they cover.
 type dotPlan struct {
 	a            shiftDotArgs
-	ok           bool    // the kernels take the frame: n ≥ 8
-	lo, px       int     // g column lo reads P at source column lo + px (Q at + dq/size)
-	rn           int     // g row u takes source row u + rn (and u + rn − 1 where fy > 0)
-	u0, u1       int     // g rows whose source row u + rn is in the frame
-	prime        bool    // H starts as h of source row u0 + rn − 1 (else zero)
-	bottom       bool    // g row u1 takes source row h − 1 only (fy > 0)
+	ok           bool // the kernels take the frame: n ≥ 8
+	lo, px       int  // g column lo reads P at source column lo + px (Q at + dq/size)
+	rn           int  // g row u takes source row u + rn (and u + rn − 1 where fy > 0)
+	u0, u1       int  // g rows whose source row u + rn is in the frame
+	prime        bool // H starts as h of source row u0 + rn − 1 (else zero)
+	bottom       bool // g row bottomRow takes source row h − 1 only (fy > 0)
+	bottomRow    int
 	kx, dq, ynex int     // for edge
 	fy, scale    float64 // fraction in y; the scale of the weights (g is built as g/scale)
 }
@@ -118,6 +133,13 @@ func (k *shiftDot[N]) plan(dy, dx float64) dotPlan {
 			sx, beta, px, dq = fx, (1-fx)/fx, kx+1, -1
 		}
 	}
+	// The columns of the masks' box, at least 8 where [lo, hi) holds them.
+	if l, r := max(lo, k.c0), min(hi, k.c1); r-l >= 8 {
+		lo, hi = l, r
+	} else {
+		r = min(hi, max(r, l+8))
+		lo, hi = max(lo, min(l, r-8)), r
+	}
 	n := hi - lo
 	// y: g row u takes h of source row u + rn (hn) and, where fy > 0, H (h of row
 	// u + rn − 1): g = H + α·hn (ynext 0) or hn + α·H (ynext 1).
@@ -135,11 +157,20 @@ func (k *shiftDot[N]) plan(dy, dx float64) dotPlan {
 	pl := dotPlan{ok: n >= 8, lo: lo, px: px, rn: rn, kx: kx, dq: dq, ynex: ynext, fy: fy, scale: sx * sy,
 		a: shiftDotArgs{dq: dq * size, stride: w * size, n: n, tail: &k.tails[n&7], beta: float32(beta), alpha: float32(alpha),
 			ynext: ynext, flush: max(1, simdBlock/max(n, 1)), wstride: 4 * w, ldw: 4 * h * w}}
-	pl.u0, pl.u1 = max(0, -rn), min(h, h-rn)
-	pl.bottom = fy > 0 && pl.u1 < h && pl.u1 >= 0
-	if r := pl.u0 + rn - 1; fy > 0 && r >= 0 && r < h && (pl.u0 < pl.u1 || pl.bottom) {
+	// The rows: those of the box whose source row u + rn is in the frame, and the row
+	// u = h − rn, whose source row u + rn − 1 is the frame's last, where it is in the box.
+	u1 := min(h, h-rn)
+	pl.u0, pl.u1 = max(0, -rn, k.r0), min(u1, k.r1)
+	pl.bottom = fy > 0 && u1 < h && u1 >= k.r0 && u1 < k.r1
+	first := pl.u0
+	if pl.u0 >= pl.u1 {
+		first = u1
+	}
+	if r := first + rn - 1; fy > 0 && r >= 0 && r < h && (pl.u0 < pl.u1 || pl.bottom) {
 		pl.prime = true
 	}
+	pl.u1 = max(pl.u1, pl.u0)
+	pl.bottomRow = u1
 	return pl
 }
 
@@ -187,8 +218,12 @@ func (k *shiftDot[N]) tile(px []N, frames int, shifts []float64, acc []float64) 
 			}
 			hb := k.hbufs[f*w : (f+1)*w]
 			if pl.prime {
+				first := pl.u0
+				if pl.u0 == pl.u1 {
+					first = pl.bottomRow
+				}
 				b := pl.a
-				b.p, b.h, b.w, b.ldw, b.wstride, b.rows, b.out = k.src(px[f*p:(f+1)*p], pl, pl.u0+pl.rn-1, 1), &hb[pl.lo], &k.zeroW[0], 0, 0, 1, &k.scratch[0]
+				b.p, b.h, b.w, b.ldw, b.wstride, b.rows, b.out = k.src(px[f*p:(f+1)*p], pl, first+pl.rn-1, 1), &hb[pl.lo], &k.zeroW[0], 0, 0, 1, &k.scratch[0]
 				k.kernels[0](&b)
 			} else {
 				clear(hb)
@@ -210,10 +245,10 @@ func (k *shiftDot[N]) tile(px []N, frames int, shifts []float64, acc []float64) 
 					_ = k.masks[base+(g-1)*p+(r1-1)*w+pl.lo+pl.a.n-1]
 					kern(&b)
 				}
-				if pl.bottom && pl.u1 >= b0 && pl.u1 < b1 {
+				if u := pl.bottomRow; pl.bottom && u >= b0 && u < b1 {
 					b := pl.a
-					b.p, b.stride, b.h, b.w, b.rows, b.out = unsafe.Pointer(&k.zeroPx[1]), 0, &hb[pl.lo], &k.masks[base+pl.u1*w+pl.lo], 1, out
-					_ = k.masks[base+(g-1)*p+pl.u1*w+pl.lo+pl.a.n-1]
+					b.p, b.stride, b.h, b.w, b.rows, b.out = unsafe.Pointer(&k.zeroPx[1]), 0, &hb[pl.lo], &k.masks[base+u*w+pl.lo], 1, out
+					_ = k.masks[base+(g-1)*p+u*w+pl.lo+pl.a.n-1]
 					kern(&b)
 				}
 			}
@@ -298,6 +333,9 @@ func (k *shiftDot[N]) edge(frame []N, kx, rn, dq int, fy float64, beta, alpha fl
 	}
 	col := k.cols[v]
 	if col == nil {
+		if len(k.cols) >= 8 { // a few columns kept: a descan plane meets a few
+			clear(k.cols)
+		}
 		col = make([]float32, k.nMasks*h)
 		for m := range k.nMasks {
 			for u := range h {
@@ -309,5 +347,52 @@ func (k *shiftDot[N]) edge(frame []N, kx, rn, dq int, fy float64, beta, alpha fl
 	for u0 := 0; u0 < h; u0 += simdBlock {
 		u1 := min(h, u0+simdBlock)
 		dotBlock(k.f32, g[u0:u1], col[u0:], h, &prefetcher{w: col[u0:], ldw: h, rows: k.nMasks}, row, k.part)
+	}
+}
+
+// sparseDotBytes bounds the dense copy of a sparse stack that shiftSparseDot makes (per
+// worker).
+const sparseDotBytes = 16 << 20
+
+// sparseDot tells whether a float32 job with a sparse stack c of nMasks masks on frames
+// of sig computes shifted masks through shiftDot on the stack made dense (shiftSparseDot):
+// fewer than packedMinMasks masks, a dense copy of at most sparseDotBytes, and nonzeros
+// at least 1/16 of the pixels of the masks' box (rows and columns of nonzeros) per mask:
+// a gather of 4 source pixels costs about as much as 16 pixels of the fused kernel (one
+// core, 256×256 uint16 frames: the ring of radii 60-70, 20% of its box, 3.4 ns a nonzero
+// gathered against 0.17 ns a pixel).
+func sparseDot(c *masks.CSR, sig [2]int) bool {
+	if c.N >= packedMinMasks || int64(c.N)*int64(sig[0]*sig[1])*4 > sparseDotBytes || len(c.Col) == 0 {
+		return false
+	}
+	r0, r1, c0, c1 := int32(sig[0]), int32(0), int32(sig[1]), int32(0)
+	for _, i := range c.Col {
+		y, x := i/int32(sig[1]), i%int32(sig[1])
+		r0, r1, c0, c1 = min(r0, y), max(r1, y+1), min(c0, x), max(c1, x+1)
+	}
+	return 16*int64(len(c.Col)) >= int64(c.N)*int64(r1-r0)*int64(c1-c0)
+}
+
+// shiftSparseDot computes a float32 job's sparse stack of few masks (sparseDot) shifted
+// through the fused kernels on its dense copy, over the masks' box only (shiftDot), the
+// frames they do not take through the gather (shiftSparse).
+type shiftSparseDot[N native] struct {
+	dot    *shiftDot[N]
+	gather *shiftSparse[N]
+	nMasks int
+}
+
+func (k *shiftSparseDot[N]) apply(tile []byte, start, frames int, shifts []float64, acc []float64) {
+	px := asNative[N](tile)
+	p, nm := k.dot.h*k.dot.w, k.nMasks
+	done := k.dot.tile(px, frames, shifts[2*start:2*(start+frames)], acc)
+	for f := range frames {
+		row := acc[f*nm : (f+1)*nm]
+		switch {
+		case !done[f]:
+			k.gather.apply(tile[f*p*int(unsafe.Sizeof(px[0])):], start+f, 1, shifts, row)
+		case k.gather.ex != nil && !finite(row):
+			exactShiftedRow(k.gather.ex, px[f*p:(f+1)*p], shifts[2*(start+f)], shifts[2*(start+f)+1], row)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -24,7 +25,8 @@ var dotShifts = []float64{
 // TestShiftDot checks the fused shifted-mask kernels (shiftDot.tile, a tile of every shift) against the direct
 // float64 reference of the bilinearly shifted masks, for every pixel type they take, 1
 // to 7 dense masks (4, 2 and 1 at a time), frame widths that are and are not a multiple
-// of 8 and 16, and masks zero at the edge column (colZero); frames where fewer than 8
+// of 8 and 16, and masks zero at the edge column (colZero), outside a box of rows and
+// columns, or everywhere; frames where fewer than 8
 // columns of g have both source pixels in the frame are left to the caller.
 func TestShiftDot(t *testing.T) {
 	if shiftDotKernels[uint16]() == nil {
@@ -36,16 +38,18 @@ func TestShiftDot(t *testing.T) {
 		for _, sig := range [][2]int{{13, 21}, {9, 16}, {20, 37}, {5, 64}, {11, 9}} {
 			ds := randomDataset(rng, dt, []int{nf}, sig)
 			for _, nMasks := range []int{1, 2, 3, 4, 5, 7} {
-				for _, edgeZero := range []bool{false, true} {
+				for _, zero := range []string{"none", "edges", "box", "all"} {
 					stack := randomStack(rng, nMasks, sig)
-					if edgeZero { // columns 0-1 and the last two zero in every mask
-						for i := range stack.Data {
-							if x := i % sig[1]; x < 2 || x >= sig[1]-2 {
-								stack.Data[i] = 0
-							}
+					for i := range stack.Data {
+						y, x := i%(sig[0]*sig[1])/sig[1], i%sig[1]
+						switch {
+						case zero == "edges" && (x < 2 || x >= sig[1]-2), // columns 0-1 and the last two
+							zero == "box" && (x < 3 || x >= sig[1]-4 || y < 2 || y >= sig[0]-3), // a box inside
+							zero == "all":
+							stack.Data[i] = 0
 						}
 					}
-					t.Run(fmt.Sprintf("%v/%dx%d/masks%d/edgezero=%v", dt, sig[0], sig[1], nMasks, edgeZero), func(t *testing.T) {
+					t.Run(fmt.Sprintf("%v/%dx%d/masks%d/zero=%v", dt, sig[0], sig[1], nMasks, zero), func(t *testing.T) {
 						testShiftDot(t, ds, stack)
 					})
 				}
@@ -140,6 +144,42 @@ func BenchmarkShiftDot(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.N)*float64(len(ds.data))/(threadCPUTime(b)-cpu).Seconds()/1e6, "cpu-MB/s")
 			})
+		}
+	}
+}
+
+// TestApplyMasksShiftedRing: sparse stacks dense in their box (rings: sparseDot) take the
+// fused kernels over the box (shiftSparseDot), sparse ones spread over the frame the
+// gather; both against the direct float64 reference, for the shifts of dotShifts (rows
+// and columns of the box moved past the frame's edges, whole, sub-pixel, far outside).
+func TestApplyMasksShiftedRing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	sig := [2]int{30, 41}
+	nf := len(dotShifts) / 2
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Int8, dataset.Float32} {
+		ds := randomDataset(rng, dt, []int{nf}, sig)
+		for _, nMasks := range []int{1, 3} {
+			stack := &masks.Stack{N: nMasks, SigY: sig[0], SigX: sig[1], Data: make([]float32, nMasks*sig[0]*sig[1])}
+			for m := range nMasks { // rings of radii [3+2m, 7+2m) about (12, 17)
+				for y := range sig[0] {
+					for x := range sig[1] {
+						if r2 := (y-12)*(y-12) + (x-17)*(x-17); r2 >= (3+2*m)*(3+2*m) && r2 < (7+2*m)*(7+2*m) {
+							stack.Data[m*sig[0]*sig[1]+y*sig[1]+x] = float32(rng.Float64() + 0.5)
+						}
+					}
+				}
+			}
+			csr := stack.ToCSR()
+			require.True(t, sparseDot(csr, sig), "rings are dense in their box")
+			kern := newShiftedKernel[uint16](&Job{Dataset: ds, Masks: &masks.Stack{N: nMasks, SigY: sig[0], SigX: sig[1], Sparse: csr}, Sparse: csr, NMasks: nMasks, TileFrames: 4})
+			require.IsType(t, &shiftSparseDot[uint16]{}, kern)
+			want, mag := shiftedReference(ds, stack, dotShifts)
+			s := *stack
+			s.Sparse, s.Data = csr, nil
+			res, err := ApplyMasks(context.Background(), ds, &s, splitPlan(anyCPUs, 3, 7, 15), Options{Shifts: dotShifts, TileFrames: 4, NoPin: true})
+			require.NoError(t, err)
+			require.True(t, res.Stats.Sparse)
+			requireClose(t, res.F32, want, mag, 5e-7)
 		}
 	}
 }

@@ -648,6 +648,7 @@ type shiftFlat[N native] struct {
 	frames    [2]*shiftFrames[N, float32]
 	g         [2][]float32
 	blockRows int
+	ranges    [][3]int // wholeQuad's frames: mask pixels [first, end), offset
 	// odd, as simdDense.odd, pairs a frame left without a partner (the odd last of a
 	// tile, or of whole's frames that share a shift) with itself against 4 masks or more,
 	// so that a frame's sums do not depend on where the run's claims cut the tiles (they
@@ -685,6 +686,10 @@ func (k *shiftFlat[N]) apply(tile []byte, start, frames int, shifts []float64, a
 	}
 	px := asNative[N](tile)
 	p, nm := k.h*k.w, k.nMasks
+	if nm <= 2 {
+		k.wholeQuad(px, start, frames, shifts, acc)
+		return
+	}
 	for f := 0; f < frames; {
 		ky, kx := int(shifts[2*(start+f)]), int(shifts[2*(start+f)+1])
 		n := 1 // frames from f that share the shift (up to wholeFrames with 4 masks or more)
@@ -697,6 +702,86 @@ func (k *shiftFlat[N]) apply(tile []byte, start, frames int, shifts []float64, a
 			k.copies.exactRow(px, start, f+i, shifts, rows[i*nm:(i+1)*nm])
 		}
 		f += n
+	}
+}
+
+// wholeQuad is apply for a tile of whole-pixel shifts of 1 or 2 masks, as the unshifted
+// stacks of so few masks run (simdDense.quadFrames): each frame's products are summed
+// over the blocks of simdBlock mask pixels of the one C-order range of whole, four
+// frames per call of the quad kernels (each weight loaded serves the four, whose streams
+// are in flight at once), each frame read at its own offset ky·sig_x + kx. A block that
+// lies in a frame's range whole takes the quad kernels (with up to three other frames
+// of the tile whose range holds it, or its own pixels again), a block the range cuts the
+// block kernels over the part inside: a frame's sums depend on its own shift only, not
+// on the frames the run's claims put beside it. The pixels whose source wraps are then
+// subtracted (unwrap), rows that come out NaN or infinite recomputed (shiftExact).
+func (k *shiftFlat[N]) wholeQuad(px []N, start, frames int, shifts, acc []float64) {
+	h, w, nm := k.h, k.w, k.nMasks
+	p := h * w
+	if cap(k.ranges) < frames {
+		k.ranges = make([][3]int, frames)
+	}
+	rg := k.ranges[:frames] // each frame's range [first, end) of mask pixels, and its offset
+	for f := range frames {
+		ky, kx := int(shifts[2*(start+f)]), int(shifts[2*(start+f)+1])
+		u0, u1 := max(0, -ky), min(h, h-ky)
+		lo, hi := max(0, -kx), min(w, w-kx)
+		rg[f] = [3]int{0, 0, ky*w + kx}
+		if u0 < u1 && lo < hi {
+			rg[f][0], rg[f][1] = u0*w+lo, (u1-1)*w+hi
+		}
+	}
+	rows := acc[:frames*nm]
+	clear(rows)
+	part := k.part[:8]
+	var in [4]int // frames of the next quad call
+	for k0 := 0; k0 < p; k0 += simdBlock {
+		n := min(simdBlock, p-k0)
+		kn := n &^ 15
+		quad := func(nf int) {
+			var q [4]*N
+			for i := range q {
+				f := in[min(i, nf-1)]
+				q[i] = &px[f*p+k0+rg[f][2]]
+			}
+			_ = k.masks[(nm-1)*p+k0+n-1]
+			if nm == 1 {
+				k.kernels.quad(q[0], q[1], q[2], q[3], kn, &k.masks[k0], &part[0])
+			} else {
+				k.kernels.quad2(q[0], q[1], q[2], q[3], kn, &k.masks[k0], p, &part[0])
+			}
+			for i, f := range in[:nf] {
+				_ = px[f*p+k0+rg[f][2]+n-1]
+				for m, v := range part[i*nm : (i+1)*nm] {
+					rows[f*nm+m] += float64(v)
+				}
+				addTail(px[f*p+k0+rg[f][2]:][:n], k.masks[k0:], p, rows[f*nm:(f+1)*nm])
+			}
+		}
+		nf := 0
+		for f := range frames {
+			first, end, off := rg[f][0], rg[f][1], rg[f][2]
+			if first <= k0 && k0+n <= end && kn > 0 {
+				in[nf] = f
+				if nf++; nf == 4 {
+					quad(nf)
+					nf = 0
+				}
+				continue
+			}
+			if a, b := max(k0, first), min(k0+n, end); a < b {
+				mw := k.masks[a:]
+				dotBlock(k.kernels, px[f*p+a+off:f*p+b+off], mw, p, &prefetcher{w: mw, ldw: p, rows: nm}, rows[f*nm:(f+1)*nm], k.part)
+			}
+		}
+		if nf > 0 {
+			quad(nf)
+		}
+	}
+	for f := range frames {
+		ky, kx := int(shifts[2*(start+f)]), int(shifts[2*(start+f)+1])
+		k.unwrap(px[f*p:(f+1)*p], 1, ky, kx, rows[f*nm:(f+1)*nm])
+		k.copies.exactRow(px, start, f, shifts, rows[f*nm:(f+1)*nm])
 	}
 }
 
@@ -736,6 +821,21 @@ func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
 				}
 			}
 		}
+	}
+	k.unwrap(px, n, ky, kx, rows)
+}
+
+// unwrap subtracts from rows (n × nMasks) the products that whole's one range of C-order
+// pixels took from pixels whose source (frames of px shifted by (ky, kx)) wraps into a
+// neighbouring row.
+func (k *shiftFlat[N]) unwrap(px []N, n, ky, kx int, rows []float64) {
+	h, w, nm := k.h, k.w, k.nMasks
+	p := h * w
+	off := ky*w + kx
+	u0, u1 := max(0, -ky), min(h, h-ky)
+	lo, hi := max(0, -kx), min(w, w-kx)
+	if u0 >= u1 || lo >= hi {
+		return
 	}
 	// The range's pixels whose source wraps: [hi, w) of every row but the last, [0, lo)
 	// of every row but the first.

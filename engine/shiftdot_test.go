@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -181,5 +182,34 @@ func TestApplyMasksShiftedRing(t *testing.T) {
 			require.True(t, res.Stats.Sparse)
 			requireClose(t, res.F32, want, mag, 5e-7)
 		}
+	}
+}
+
+// TestApplyMasksShiftedWholeNaN: whole-pixel shifts of 1 and 2 dense masks (wholeQuad's
+// quad kernels, frames read at their own offsets) keep NaN locality: a NaN pixel outside
+// a mask's shifted support leaves it alone, one inside gives NaN, against the float64
+// reference, for shifts positive, negative, beyond the frame.
+func TestApplyMasksShiftedWholeNaN(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	sig := [2]int{16, 40}
+	p := sig[0] * sig[1]
+	shifts := []float64{0, 0, 1, 3, -2, -5, 3, -1, 0, 7, -1, 0, 20, 1, 2, -50, 5, 5, -4, 2}
+	n := len(shifts) / 2
+	ds := randomDataset(rng, dataset.Float32, []int{n}, sig)
+	for f := range n {
+		ds.setFloat(f*p+9*sig[1]+30, math.NaN()) // pixel (9, 30)
+	}
+	for _, nMasks := range []int{1, 2} {
+		stack := &masks.Stack{N: nMasks, SigY: sig[0], SigX: sig[1], Data: make([]float32, nMasks*p)}
+		for i := range stack.Data {
+			if i%sig[1] < 20 || i >= p { // mask 0: the left half of the frame; mask 1: all of it
+				stack.Data[i] = float32(rng.Float64() + 0.5)
+			}
+		}
+		want, mag := shiftedReference(ds, stack, shifts)
+		require.False(t, nonFinite(want[0]), "mask 0 unshifted misses the NaN pixel")
+		res, err := ApplyMasks(context.Background(), ds, stack, splitPlan(anyCPUs, 2, 3, 4, 3), Options{Shifts: shifts, TileFrames: 4, NoPin: true})
+		require.NoError(t, err)
+		requireSameNonFinite(t, res.F32, want, mag, 5e-7, fmt.Sprintf("%d masks", nMasks))
 	}
 }

@@ -30,9 +30,14 @@ import (
 // on it (shiftDense), or for whole-pixel shifts of fewer than bcastMinMasks masks the
 // native kernel on shifted copies in the native dtype; with fewer than packedMinMasks
 // masks (float32) it reads frames shifted by whole pixels in place at an offset
-// (shiftFlat) and builds the g_f of sub-pixel shifts a block of rows at a time into a
-// buffer that stays in L1 for the block kernels (shiftFlat.subpixel); a sparse worker
-// gathers each nonzero's g_f straight from the native frame (shiftSparse); a GPU worker
+// (shiftFlat; 1 and 2 masks four frames a call of the quad kernels, wholeQuad) and
+// computes frames with a sub-pixel shift in one pass over the native frame through the
+// fused kernels, which build g_f's rows in registers and multiply them into the masks
+// over the masks' box of nonzero rows and columns (shiftDot; shiftFlat.subpixel, which
+// builds g_f a block of rows at a time into a buffer in L1 for the block kernels, takes
+// frames narrower than the shift plus 9 pixels); a sparse worker does the same with a
+// stack of few masks dense in their box, a ring (shiftSparseDot), else gathers each
+// nonzero's g_f straight from the native frame (shiftSparse); a GPU worker
 // sends the native frames and the shifts to the device, where a kernel builds g_f in
 // float32 (cuda.RunnerConfig.Shifts). The CPU workers build a frame
 // whose fractions fy and fx are both nonzero as g_f/(max(wx_0, wx_1)·max(wy_0, wy_1)),
@@ -81,7 +86,7 @@ func newShiftedKernel[N native](job *Job) shiftedKernel {
 	if job.Sparse != nil {
 		gather := newShiftSparse[N](job.Sparse, sig, floats)
 		if !job.Float64 && sparseDot(job.Sparse, sig) {
-			if dot := newShiftDot[N](sig[0], sig[1], job.NMasks, job.Masks.Dense()); dot != nil {
+			if dot := newShiftDot[N](job); dot != nil {
 				return &shiftSparseDot[N]{dot: dot, gather: gather, nMasks: job.NMasks}
 			}
 		}
@@ -644,7 +649,8 @@ type shiftFlat[N native] struct {
 	// Sub-pixel shifts (subpixel): the float32 block kernels, a builder of g and a
 	// buffer of blockRows rows of g for each of two frames.
 	f32       *groupKernels[float32]
-	dot       *shiftDot[N] // the fused kernels, or nil
+	dot       *shiftDot[N] // the fused kernels (made at the first sub-pixel tile), or nil
+	job       *Job
 	frames    [2]*shiftFrames[N, float32]
 	g         [2][]float32
 	blockRows int
@@ -668,7 +674,7 @@ func newShiftFlat[N native](job *Job, copies *shiftDense[N, float32]) *shiftFlat
 	rb := max(1, simdBlock/sig[1])
 	k := &shiftFlat[N]{h: sig[0], w: sig[1], nMasks: job.NMasks, masks: job.Masks.Data, kernels: kernels,
 		part: make([]float32, max(job.NMasks, 24)), copies: copies,
-		f32: simdKernels[float32](), blockRows: rb, dot: newShiftDot[N](sig[0], sig[1], job.NMasks, job.Masks.Data),
+		f32: simdKernels[float32](), blockRows: rb, job: job,
 	}
 	if job.TileFrames > 1 && job.NMasks >= 4 {
 		k.odd = make([]float64, simdGroup)
@@ -861,22 +867,22 @@ func (k *shiftFlat[N]) unwrap(px []N, n, ky, kx int, rows []float64) {
 }
 
 // subpixel computes the rows of the tile's frames (any shifts) without a shifted frame:
-// each frame's g is built blockRows rows (simdBlock pixels) at a time into a buffer that
-// stays in L1 and the float32 block kernels run on it against the same rows of the masks
-// (blocks of at most simdBlock pixels summed in float32, the blocks in float64, as
-// unshifted), two frames at a time against 4 masks or more (dotPair: each weight loaded
-// serves both). Frames whose rows come out NaN or infinite are recomputed (shiftExact).
-// On 256×256 uint16 frames in place (go test -run X -bench BenchmarkCPUWorkerShifted
-// ./engine, one core of a shared 2-core Zen 4, medians of 5 runs), a descan plane of
-// sub-pixel shifts ran at 0.53-0.57× (1 mask) and 0.49-0.52× (4 masks) of the unshifted
-// CPU-time throughput, against 0.39× and 0.35× with the float tiles of shiftDense;
-// building g (shiftRow1<T>: two conversions and two multiply-adds a pixel) is about half
-// the time.
+// through the fused kernels (shiftDot), and for the frames they do not take (fewer than
+// 8 columns of g with both source pixels in the frame) each frame's g built blockRows
+// rows (simdBlock pixels) at a time into a buffer that stays in L1 and the float32 block
+// kernels run on it against the same rows of the masks (blocks of at most simdBlock
+// pixels summed in float32, the blocks in float64, as unshifted), against 4 masks or
+// more two frames at a time where the fused kernels are missing (dotPair: each weight
+// loaded serves both), else one (a frame's sums then depend on its own shift only).
+// Frames whose rows come out NaN or infinite are recomputed (shiftExact).
 func (k *shiftFlat[N]) subpixel(tile []byte, start, frames int, shifts []float64, acc []float64) {
 	px := asNative[N](tile)
 	h, w, nm := k.h, k.w, k.nMasks
 	p := h * w
 	var done []bool // frames the fused kernels computed
+	if k.job != nil {
+		k.dot, k.job = newShiftDot[N](k.job), nil
+	}
 	if k.dot != nil {
 		done = k.dot.tile(px, frames, shifts[2*start:2*(start+frames)], acc)
 	}

@@ -28,22 +28,28 @@ type shiftDotArgs struct {
 	n16     int            // 120: scratch (n rounded down to 16)
 }
 
-// shiftDot computes a frame's row of dense masks shifted by any (dy, dx) in one pass
-// over the native frame, through the fused kernels: with the weights scaled as
-// shiftFrames.begin scales them (one weight of each axis 1), a source row shifted in x is
-// h = P + β·Q (P the source pixel of weight 1, Q its neighbour, β the other weight over
-// it), g = the blend of the row's h and the previous row's (kept in H) with α, and g
-// meets the masks' weights in registers: 3 multiply-adds a pixel for 1 mask, 2 + M for M,
-// one conversion... of two pixels, where building g into a buffer and reading it back
-// took a store, a load and a pass more. The columns whose two source pixels lie in the
-// source row run through the kernel (rows of at most simdBlock pixels summed in float32
-// lanes, the lanes in float64, as the block kernels sum blocks); the one column with one
-// source pixel in the row (when a mask is not zero there) is added here, the first and
-// last rows of g, with one source row outside the frame, through the kernel with H
-// cleared or a zero source row. Stacks of 3 or more masks take 4, 2 and 1 at a time.
+// shiftDot computes the rows of frames with dense masks shifted by any (dy, dx) in one
+// pass over each native frame, through the fused kernels (shiftdot_amd64.s): with the
+// bilinear weights scaled as shiftFrames.begin scales them (one weight of each axis 1),
+// a source row shifted in x is h = P + β·Q (P the source pixel of weight 1, Q its
+// neighbour, β the other weight over it), a row of g the blend of that h and the
+// previous source row's (kept in a row buffer H) with α, and g meets the masks' weights
+// in registers: 3 multiply-adds a pixel for 1 mask, 2 + M for M, where building g into a
+// buffer and reading it back took a store, a load and a pass more (one core, 256×256
+// uint16 frames in place, a descan plane: 1 mask 0.33× → 0.66× of unshifted, 4 masks
+// 0.39× → 0.54×). The kernels run over the masks' box (rows and columns outside which
+// every mask is zero) and there over the columns of g whose two source pixels lie in
+// the source row (rows of at most simdBlock pixels summed in float32 lanes, the lanes in
+// float64, as the block kernels sum blocks); the one column with one source pixel in
+// the row is added by edge; the first and last rows of g, with one source row outside
+// the frame, go through the kernels with H cleared or a zero source row. Stacks of 3
+// or more masks take 4, 2 and 1 at a time; the frames of a tile take turns a block of
+// rows at a time (dotBytes). Whole-pixel shifts in one axis or both take the same path
+// (Q = P, β = 0; α = 0). Results are float32 sums as the unshifted kernels' are; a
+// frame's do not depend on the frames beside it.
 type shiftDot[N native] struct {
+	*dotStack
 	h, w, nMasks int
-	masks        []float32
 	kernels      *[3]func(*shiftDotArgs)
 	plans        []dotPlan
 	done         []bool
@@ -53,11 +59,6 @@ type shiftDot[N native] struct {
 	out          []float64 // each frame's float64 lane sums: 4 masks × 8
 	scratch      [8]float64
 	tails        [8][8]uint32 // tails[n%8]
-	colZero      []bool       // columns where every mask is zero
-	// The box of rows [r0, r1) and columns [c0, c1) outside which every mask is zero: the
-	// kernels run over g's pixels in it only (a disk or a ring of a few percent of the
-	// pixels: a fraction of the frame).
-	r0, r1, c0, c1 int
 	// The edge column (edge): g's column, the stack's columns met there so far
 	// (transposed: nMasks × sig_y), the float32 block kernels and their scratch.
 	gcol []float32
@@ -66,37 +67,57 @@ type shiftDot[N native] struct {
 	part []float32
 }
 
-func newShiftDot[N native](h, w, nMasks int, masks []float32) *shiftDot[N] {
+// dotStack is a job's dense stack for shiftDot (shared by its workers: Job.dotStack),
+// with the box of rows [r0, r1) and columns [c0, c1) outside which every mask is zero:
+// the kernels run over g's pixels in it only (a disk or a ring of a few percent of the
+// pixels: a fraction of the frame).
+type dotStack struct {
+	masks          []float32 // nMasks × sig_y × sig_x
+	r0, r1, c0, c1 int
+	colZero        []bool // columns where every mask is zero
+}
+
+// dotStack returns the job's dotStack: Masks.Data, or a dense copy of a stack held in
+// CSR form only.
+func (j *Job) dotStack() *dotStack {
+	j.dotOnce.Do(func() {
+		h, w := j.Masks.SigY, j.Masks.SigX
+		d := &dotStack{masks: j.Masks.Dense(), r0: h, c0: w, colZero: make([]bool, w)}
+		for i := range d.colZero {
+			d.colZero[i] = true
+		}
+		for i, v := range d.masks {
+			if v != 0 {
+				u, c := i%(h*w)/w, i%w
+				d.r0, d.r1, d.c0, d.c1 = min(d.r0, u), max(d.r1, u+1), min(d.c0, c), max(d.c1, c+1)
+				d.colZero[c] = false
+			}
+		}
+		if d.r0 >= d.r1 { // every mask zero: no rows
+			d.r0, d.r1, d.c0, d.c1 = 0, 0, 0, w
+		}
+		j.dot = d
+	})
+	return j.dot
+}
+
+// newShiftDot returns the fused kernels of a float32 job's dense masks (Masks.Data, or
+// made dense) for pixel type N, or nil where they are missing (no AVX2 and FMA) or the
+// frames are narrower than 8 pixels.
+func newShiftDot[N native](job *Job) *shiftDot[N] {
+	h, w, nMasks := job.Masks.SigY, job.Masks.SigX, job.NMasks
 	kern := shiftDotKernels[N]()
 	if kern == nil || w < 8 || simdKernels[float32]() == nil {
 		return nil
 	}
-	k := &shiftDot[N]{h: h, w: w, nMasks: nMasks, masks: masks, kernels: kern,
-		zeroW: make([]float32, w), zeroPx: make([]N, w+2), colZero: make([]bool, w),
+	k := &shiftDot[N]{dotStack: job.dotStack(), h: h, w: w, nMasks: nMasks, kernels: kern,
+		zeroW: make([]float32, w), zeroPx: make([]N, w+2),
 		gcol: make([]float32, h), cols: map[int][]float32{}, f32: simdKernels[float32](), part: make([]float32, max(nMasks, 24))}
 	for r := range k.tails {
 		for j := range 8 {
 			if r == 0 || j >= 8-r {
 				k.tails[r][j] = ^uint32(0)
 			}
-		}
-	}
-	k.r0, k.r1, k.c0, k.c1 = h, 0, w, 0
-	for i, v := range masks {
-		if v != 0 {
-			u, c := i%(h*w)/w, i%w
-			k.r0, k.r1, k.c0, k.c1 = min(k.r0, u), max(k.r1, u+1), min(k.c0, c), max(k.c1, c+1)
-		}
-	}
-	if k.r0 >= k.r1 { // every mask zero: no rows
-		k.r0, k.r1, k.c0, k.c1 = 0, 0, 0, w
-	}
-	for v := range w {
-		k.colZero[v] = v < k.c0 || v >= k.c1
-	}
-	for i, v := range masks {
-		if v != 0 {
-			k.colZero[i%w] = false
 		}
 	}
 	return k

@@ -105,7 +105,7 @@ func (d dotAdapter[N]) tile(b []byte, frames int, shifts []float64, acc []float6
 }
 
 func dotOf[N native](s *masks.Stack) dotAdapter[N] {
-	return dotAdapter[N]{newShiftDot[N](s.SigY, s.SigX, s.N, s.Data)}
+	return dotAdapter[N]{newShiftDot[N](&Job{Masks: s, NMasks: s.N})}
 }
 
 // BenchmarkShiftDot is the fused shifted-mask kernels alone (shiftDot.tile) on one
@@ -129,7 +129,7 @@ func BenchmarkShiftDot(b *testing.B) {
 		stack := randomStack(rng, nMasks, sig)
 		for _, shifted := range []bool{false, true} {
 			b.Run(fmt.Sprintf("masks%d/shifted=%v", nMasks, shifted), func(b *testing.B) {
-				k := newShiftDot[uint16](benchSig, benchSig, nMasks, stack.Data)
+				k := newShiftDot[uint16](&Job{Masks: stack, NMasks: nMasks})
 				u := newSIMDDense(stack.Data, nMasks, benchSig*benchSig, simdKernels[uint16](), nil)
 				px := asNative[uint16](ds.data)
 				acc := make([]float64, frames*nMasks)

@@ -36,8 +36,13 @@ type shiftDotArgs struct {
 // previous source row's (kept in a row buffer H) with α, and g meets the masks' weights
 // in registers: 3 multiply-adds a pixel for 1 mask, 2 + M for M, where building g into a
 // buffer and reading it back took a store, a load and a pass more (one core, 256×256
-// uint16 frames in place, a descan plane: 1 mask 0.33× → 0.66× of unshifted, 4 masks
-// 0.39× → 0.54×). The kernels run over the masks' box (rows and columns outside which
+// uint16 frames in place, a descan plane, BenchmarkCPUWorkerShifted, medians of 3 runs,
+// four sets: 1 mask 0.33-0.37× → 0.55-0.66× of unshifted, 4 masks 0.37-0.40× →
+// 0.49-0.54×; float32 0.44-0.55× → 0.66-0.74×, 0.56-0.57× → 0.71-0.82×). In cache
+// (BenchmarkShiftDot) they run at 0.43-0.47× (1 mask) and 0.52× (4 masks) of the
+// unshifted kernels: per 8 pixels two conversions and 2 + M multiply-adds against one
+// and M. Converting each source pixel once into a row in L1 and reading P and Q from
+// there was slower (1 mask 11.5 → 9.0 GB/s, 4 masks 7.1 → 5.9, 3 runs). The kernels run over the masks' box (rows and columns outside which
 // every mask is zero) and there over the columns of g whose two source pixels lie in
 // the source row (rows of at most simdBlock pixels summed in float32 lanes, the lanes in
 // float64, as the block kernels sum blocks); the one column with one source pixel in

@@ -293,23 +293,22 @@ func BenchmarkCPUWorker(b *testing.B) {
 	}
 }
 
-// BenchmarkCPUWorkerShifted is one CPU worker's throughput with shifted masks
-// (Job.Shifts), beside the same job unshifted, on the memory-mapped file: 1, 4 and 16
-// dense masks (float32 results, the AVX2 block kernels where the CPU has them) and the
-// sparse ring, with per-frame shifts along a plane across the scan ("integer": rounded
-// to whole pixels; "subpixel": bilinear), as a descan gives them.
+// BenchmarkCPUWorkerShifted is the CPU workers' throughput with shifted masks
+// (Job.Shifts), beside the same job unshifted, on the memory-mapped file of uint16 frames
+// and on one of float32 frames (the same counts, 256 MiB): 1, 4 and 16 dense masks
+// (float32 results, the AVX2 block kernels where the CPU has them) and the sparse ring,
+// with per-frame shifts along a plane across the scan ("integer": rounded to whole
+// pixels; "subpixel": bilinear), as a descan gives them. "workers1" is one CPU worker on
+// one pinned core ("cpu-MB/s": per second of its thread's CPU time); "workers2" is
+// ApplyMasks with two CPU workers on the first two allowed CPUs, 16 partitions
+// ("cpu-MB/s": per second of the process's CPU time).
 func BenchmarkCPUWorkerShifted(b *testing.B) {
-	mapped := mapFile(b, benchFile(b))
+	files := map[dataset.DType]*mappedFile{
+		dataset.Uint16:  mapFile(b, benchFile(b)),
+		dataset.Float32: mapFile(b, benchFileOf(b, dataset.Float32, benchFrames/2)),
+	}
 	rng := rand.New(rand.NewPCG(2, 2))
 	sig := [2]int{benchSig, benchSig}
-	plane := make([]float64, 2*benchFrames)
-	for f := range benchFrames {
-		plane[2*f], plane[2*f+1] = 3.3*float64(f)/benchFrames-1.2, -2.7*float64(f)/benchFrames+0.4
-	}
-	integer := make([]float64, len(plane))
-	for i, v := range plane {
-		integer[i] = math.Round(v)
-	}
 	cases := []struct {
 		name   string
 		stack  *masks.Stack
@@ -320,32 +319,90 @@ func BenchmarkCPUWorkerShifted(b *testing.B) {
 		{"dense16", randomStack(rng, 16, sig), false},
 		{"sparse_ring", ringMask(), true},
 	}
-	for _, c := range cases {
-		for _, sh := range []struct {
-			name   string
-			shifts []float64
-		}{{"unshifted", nil}, {"integer", integer}, {"subpixel", plane}} {
-			b.Run(c.name+"/"+sh.name, func(b *testing.B) {
-				pinBench(b)
-				job := &Job{Dataset: mapped, Masks: c.stack, NMasks: c.stack.N, Shifts: sh.shifts,
-					TileFrames: autoTileFrames(mapped.FrameBytes(), c.stack.N, c.sparse)}
-				if c.sparse {
-					job.Sparse = c.stack.ToCSR()
+	cpus, err := affinity.ThreadCPUs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, dt := range []dataset.DType{dataset.Uint16, dataset.Float32} {
+		mapped := files[dt]
+		frames := mapped.frames
+		plane := make([]float64, 2*frames)
+		for f := range frames {
+			plane[2*f], plane[2*f+1] = 3.3*float64(f)/float64(frames)-1.2, -2.7*float64(f)/float64(frames)+0.4
+		}
+		integer := make([]float64, len(plane))
+		for i, v := range plane {
+			integer[i] = math.Round(v)
+		}
+		for _, c := range cases {
+			for _, workers := range []int{1, 2} {
+				for _, sh := range []struct {
+					name   string
+					shifts []float64
+				}{{"unshifted", nil}, {"integer", integer}, {"subpixel", plane}} {
+					b.Run(fmt.Sprintf("%v/%s/workers%d/%s", dt, c.name, workers, sh.name), func(b *testing.B) {
+						if workers > len(cpus) {
+							b.Skip("fewer CPUs allowed than workers")
+						}
+						stack := c.stack
+						if c.sparse {
+							stack = &masks.Stack{N: c.stack.N, SigY: benchSig, SigX: benchSig, Sparse: c.stack.ToCSR(), Names: c.stack.Names}
+						}
+						out := make([]float32, frames*c.stack.N)
+						if workers > 1 {
+							plan := evenPlan(cpus, workers, frames, 16)
+							measureProcess(b, frames, mapped.FrameBytes(), func() {
+								if _, err := ApplyMasks(context.Background(), mapped, stack, plan, Options{Out32: out, Shifts: sh.shifts}); err != nil {
+									b.Fatal(err)
+								}
+							})
+							return
+						}
+						pinBench(b)
+						job := &Job{Dataset: mapped, Masks: c.stack, NMasks: c.stack.N, Shifts: sh.shifts,
+							TileFrames: autoTileFrames(mapped.FrameBytes(), c.stack.N, c.sparse)}
+						if c.sparse {
+							job.Sparse = c.stack.ToCSR()
+						}
+						w, err := NewCPUWorker(job)
+						if err != nil {
+							b.Fatal(err)
+						}
+						all := planner.Partition{Start: 0, End: frames}
+						measureVsSweep(b, frames, mapped.FrameBytes(), nil, func() {
+							if err := w.Process(context.Background(), all, Output{F32: out}, nil); err != nil {
+								b.Fatal(err)
+							}
+						})
+					})
 				}
-				w, err := NewCPUWorker(job)
-				if err != nil {
-					b.Fatal(err)
-				}
-				out := Output{F32: make([]float32, benchFrames*c.stack.N)}
-				all := planner.Partition{Start: 0, End: benchFrames}
-				measure(b, func() {
-					if err := w.Process(context.Background(), all, out, nil); err != nil {
-						b.Fatal(err)
-					}
-				})
-			})
+			}
 		}
 	}
+}
+
+// measureProcess runs pass b.N times and reports, besides the wall-clock MB/s of
+// SetBytes, frames/s and "cpu-MB/s": the bytes per second of the process's CPU time (all
+// its threads: the workers of a run).
+func measureProcess(b *testing.B, frames, frameBytes int, pass func()) {
+	b.SetBytes(int64(frames) * int64(frameBytes))
+	cpuTime := func() time.Duration {
+		var ru unix.Rusage
+		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	var elapsed, cpu time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t, c := time.Now(), cpuTime()
+		pass()
+		elapsed, cpu = elapsed+time.Since(t), cpu+cpuTime()-c
+	}
+	bytes := float64(b.N) * float64(frames) * float64(frameBytes)
+	b.ReportMetric(float64(frames)*float64(b.N)/elapsed.Seconds(), "frames/s")
+	b.ReportMetric(bytes/cpu.Seconds()/1e6, "cpu-MB/s")
 }
 
 // BenchmarkStreamingRead is the bandwidth the CPU worker is measured against, on one
@@ -472,6 +529,47 @@ func BenchmarkSIMDDense64(b *testing.B) {
 				flops := float64(b.N) * float64(frames*benchSig*benchSig*nMasks*2)
 				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				b.ReportMetric(flops/(threadCPUTime(b)-cpu).Seconds()/1e9, "cpu-GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkShiftDot is the fused shifted-mask kernels alone (shiftDot.tile) on one
+// pinned core, over a tile of 8 256×256 uint16 frames in memory with sub-pixel shifts,
+// 1 and 4 masks, beside the unshifted block kernels (simdDense) on the same tile: the
+// compute side of BenchmarkCPUWorkerShifted's dense subpixel rows. "cpu-MB/s" counts the
+// thread's CPU time.
+func BenchmarkShiftDot(b *testing.B) {
+	if shiftDotKernels[uint16]() == nil {
+		b.Skip("no AVX2+FMA on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(3, 3))
+	sig := [2]int{benchSig, benchSig}
+	const frames = 8
+	ds := randomDataset(rng, dataset.Uint16, []int{frames}, sig)
+	shifts := make([]float64, 2*frames)
+	for i := range shifts {
+		shifts[i] = rng.Float64()*4 - 2
+	}
+	for _, nMasks := range []int{1, 4} {
+		stack := randomStack(rng, nMasks, sig)
+		for _, shifted := range []bool{false, true} {
+			b.Run(fmt.Sprintf("masks%d/shifted=%v", nMasks, shifted), func(b *testing.B) {
+				k := newShiftDot[uint16](&Job{Masks: stack, NMasks: nMasks})
+				u := newSIMDDense(stack.Data, nMasks, benchSig*benchSig, simdKernels[uint16](), nil)
+				px := asNative[uint16](ds.data)
+				acc := make([]float64, frames*nMasks)
+				pinBench(b)
+				b.SetBytes(int64(len(ds.data)))
+				cpu := threadCPUTime(b)
+				for b.Loop() {
+					if shifted {
+						k.tile(px, frames, shifts, acc)
+					} else {
+						u.apply(ds.data, frames, acc)
+					}
+				}
+				b.ReportMetric(float64(b.N)*float64(len(ds.data))/(threadCPUTime(b)-cpu).Seconds()/1e6, "cpu-MB/s")
 			})
 		}
 	}

@@ -117,6 +117,10 @@ type Job struct {
 	// the stack's counts (masks.Stack.Count), taken once per run
 	countsOnce sync.Once
 	counts     masks.Counts
+
+	// the dense stack and its box of the fused shifted-mask kernels (shiftDot)
+	dotOnce sync.Once
+	dot     *dotStack
 }
 
 // maskCounts returns the counts of the job's stack (masks.Stack.Count), scanned once per

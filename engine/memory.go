@@ -135,7 +135,11 @@ func estimateMemory(ds dataset.Dataset, stack *masks.Stack, c masks.Counts, plan
 // a stack of nnz nonzero weights.
 func shiftedBuffers(ds dataset.Dataset, stack *masks.Stack, nnz int, tile int64, sparse, f64 bool) int64 {
 	if sparse {
-		return 8 * int64(nnz)
+		b := 8 * int64(nnz)
+		if dense := 4 * int64(stack.N) * int64(stack.Pixels()); !f64 && stack.N < packedMinMasks && dense <= sparseDotBytes {
+			b += dense // at most: the dense copy of a stack dense enough in its box (sparseDot)
+		}
+		return b
 	}
 	size, bytes := int64(4), int64(shiftTileBytes)
 	if f64 {

@@ -30,9 +30,14 @@ import (
 // on it (shiftDense), or for whole-pixel shifts of fewer than bcastMinMasks masks the
 // native kernel on shifted copies in the native dtype; with fewer than packedMinMasks
 // masks (float32) it reads frames shifted by whole pixels in place at an offset
-// (shiftFlat) and builds the g_f of sub-pixel shifts a block of rows at a time into a
-// buffer that stays in L1 for the block kernels (shiftFlat.subpixel); a sparse worker
-// gathers each nonzero's g_f straight from the native frame (shiftSparse); a GPU worker
+// (shiftFlat; 1 and 2 masks four frames a call of the quad kernels, wholeQuad) and
+// computes frames with a sub-pixel shift in one pass over the native frame through the
+// fused kernels, which build g_f's rows in registers and multiply them into the masks
+// over the masks' box of nonzero rows and columns (shiftDot; shiftFlat.subpixel, which
+// builds g_f a block of rows at a time into a buffer in L1 for the block kernels, takes
+// frames narrower than the shift plus 9 pixels); a sparse worker does the same with a
+// stack of few masks dense in their box, a ring (shiftSparseDot), else gathers each
+// nonzero's g_f straight from the native frame (shiftSparse); a GPU worker
 // sends the native frames and the shifts to the device, where a kernel builds g_f in
 // float32 (cuda.RunnerConfig.Shifts). The CPU workers build a frame
 // whose fractions fy and fx are both nonzero as g_f/(max(wx_0, wx_1)·max(wy_0, wy_1)),
@@ -79,7 +84,13 @@ func newShiftedKernel[N native](job *Job) shiftedKernel {
 		floats = true
 	}
 	if job.Sparse != nil {
-		return newShiftSparse[N](job.Sparse, sig, floats)
+		gather := newShiftSparse[N](job.Sparse, sig, floats)
+		if !job.Float64 && sparseDot(job.Sparse, sig) {
+			if dot := newShiftDot[N](job); dot != nil {
+				return &shiftSparseDot[N]{dot: dot, gather: gather, nMasks: job.NMasks}
+			}
+		}
+		return gather
 	}
 	var ex *shiftExact
 	if floats {
@@ -638,9 +649,12 @@ type shiftFlat[N native] struct {
 	// Sub-pixel shifts (subpixel): the float32 block kernels, a builder of g and a
 	// buffer of blockRows rows of g for each of two frames.
 	f32       *groupKernels[float32]
+	dot       *shiftDot[N] // the fused kernels (made at the first sub-pixel tile), or nil
+	job       *Job
 	frames    [2]*shiftFrames[N, float32]
 	g         [2][]float32
 	blockRows int
+	ranges    [][3]int // wholeQuad's frames: mask pixels [first, end), offset
 	// odd, as simdDense.odd, pairs a frame left without a partner (the odd last of a
 	// tile, or of whole's frames that share a shift) with itself against 4 masks or more,
 	// so that a frame's sums do not depend on where the run's claims cut the tiles (they
@@ -660,7 +674,7 @@ func newShiftFlat[N native](job *Job, copies *shiftDense[N, float32]) *shiftFlat
 	rb := max(1, simdBlock/sig[1])
 	k := &shiftFlat[N]{h: sig[0], w: sig[1], nMasks: job.NMasks, masks: job.Masks.Data, kernels: kernels,
 		part: make([]float32, max(job.NMasks, 24)), copies: copies,
-		f32: simdKernels[float32](), blockRows: rb,
+		f32: simdKernels[float32](), blockRows: rb, job: job,
 	}
 	if job.TileFrames > 1 && job.NMasks >= 4 {
 		k.odd = make([]float64, simdGroup)
@@ -678,6 +692,10 @@ func (k *shiftFlat[N]) apply(tile []byte, start, frames int, shifts []float64, a
 	}
 	px := asNative[N](tile)
 	p, nm := k.h*k.w, k.nMasks
+	if nm <= 2 {
+		k.wholeQuad(px, start, frames, shifts, acc)
+		return
+	}
 	for f := 0; f < frames; {
 		ky, kx := int(shifts[2*(start+f)]), int(shifts[2*(start+f)+1])
 		n := 1 // frames from f that share the shift (up to wholeFrames with 4 masks or more)
@@ -690,6 +708,86 @@ func (k *shiftFlat[N]) apply(tile []byte, start, frames int, shifts []float64, a
 			k.copies.exactRow(px, start, f+i, shifts, rows[i*nm:(i+1)*nm])
 		}
 		f += n
+	}
+}
+
+// wholeQuad is apply for a tile of whole-pixel shifts of 1 or 2 masks, as the unshifted
+// stacks of so few masks run (simdDense.quadFrames): each frame's products are summed
+// over the blocks of simdBlock mask pixels of the one C-order range of whole, four
+// frames per call of the quad kernels (each weight loaded serves the four, whose streams
+// are in flight at once), each frame read at its own offset ky·sig_x + kx. A block that
+// lies in a frame's range whole takes the quad kernels (with up to three other frames
+// of the tile whose range holds it, or its own pixels again), a block the range cuts the
+// block kernels over the part inside: a frame's sums depend on its own shift only, not
+// on the frames the run's claims put beside it. The pixels whose source wraps are then
+// subtracted (unwrap), rows that come out NaN or infinite recomputed (shiftExact).
+func (k *shiftFlat[N]) wholeQuad(px []N, start, frames int, shifts, acc []float64) {
+	h, w, nm := k.h, k.w, k.nMasks
+	p := h * w
+	if cap(k.ranges) < frames {
+		k.ranges = make([][3]int, frames)
+	}
+	rg := k.ranges[:frames] // each frame's range [first, end) of mask pixels, and its offset
+	for f := range frames {
+		ky, kx := int(shifts[2*(start+f)]), int(shifts[2*(start+f)+1])
+		u0, u1 := max(0, -ky), min(h, h-ky)
+		lo, hi := max(0, -kx), min(w, w-kx)
+		rg[f] = [3]int{0, 0, ky*w + kx}
+		if u0 < u1 && lo < hi {
+			rg[f][0], rg[f][1] = u0*w+lo, (u1-1)*w+hi
+		}
+	}
+	rows := acc[:frames*nm]
+	clear(rows)
+	part := k.part[:8]
+	var in [4]int // frames of the next quad call
+	for k0 := 0; k0 < p; k0 += simdBlock {
+		n := min(simdBlock, p-k0)
+		kn := n &^ 15
+		quad := func(nf int) {
+			var q [4]*N
+			for i := range q {
+				f := in[min(i, nf-1)]
+				q[i] = &px[f*p+k0+rg[f][2]]
+			}
+			_ = k.masks[(nm-1)*p+k0+n-1]
+			if nm == 1 {
+				k.kernels.quad(q[0], q[1], q[2], q[3], kn, &k.masks[k0], &part[0])
+			} else {
+				k.kernels.quad2(q[0], q[1], q[2], q[3], kn, &k.masks[k0], p, &part[0])
+			}
+			for i, f := range in[:nf] {
+				_ = px[f*p+k0+rg[f][2]+n-1]
+				for m, v := range part[i*nm : (i+1)*nm] {
+					rows[f*nm+m] += float64(v)
+				}
+				addTail(px[f*p+k0+rg[f][2]:][:n], k.masks[k0:], p, rows[f*nm:(f+1)*nm])
+			}
+		}
+		nf := 0
+		for f := range frames {
+			first, end, off := rg[f][0], rg[f][1], rg[f][2]
+			if first <= k0 && k0+n <= end && kn > 0 {
+				in[nf] = f
+				if nf++; nf == 4 {
+					quad(nf)
+					nf = 0
+				}
+				continue
+			}
+			if a, b := max(k0, first), min(k0+n, end); a < b {
+				mw := k.masks[a:]
+				dotBlock(k.kernels, px[f*p+a+off:f*p+b+off], mw, p, &prefetcher{w: mw, ldw: p, rows: nm}, rows[f*nm:(f+1)*nm], k.part)
+			}
+		}
+		if nf > 0 {
+			quad(nf)
+		}
+	}
+	for f := range frames {
+		ky, kx := int(shifts[2*(start+f)]), int(shifts[2*(start+f)+1])
+		k.unwrap(px[f*p:(f+1)*p], 1, ky, kx, rows[f*nm:(f+1)*nm])
+		k.copies.exactRow(px, start, f, shifts, rows[f*nm:(f+1)*nm])
 	}
 }
 
@@ -730,6 +828,21 @@ func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
 			}
 		}
 	}
+	k.unwrap(px, n, ky, kx, rows)
+}
+
+// unwrap subtracts from rows (n × nMasks) the products that whole's one range of C-order
+// pixels took from pixels whose source (frames of px shifted by (ky, kx)) wraps into a
+// neighbouring row.
+func (k *shiftFlat[N]) unwrap(px []N, n, ky, kx int, rows []float64) {
+	h, w, nm := k.h, k.w, k.nMasks
+	p := h * w
+	off := ky*w + kx
+	u0, u1 := max(0, -ky), min(h, h-ky)
+	lo, hi := max(0, -kx), min(w, w-kx)
+	if u0 >= u1 || lo >= hi {
+		return
+	}
 	// The range's pixels whose source wraps: [hi, w) of every row but the last, [0, lo)
 	// of every row but the first.
 	wrap := func(u, v0, v1 int) {
@@ -754,24 +867,33 @@ func (k *shiftFlat[N]) whole(px []N, n, ky, kx int, rows []float64) {
 }
 
 // subpixel computes the rows of the tile's frames (any shifts) without a shifted frame:
-// each frame's g is built blockRows rows (simdBlock pixels) at a time into a buffer that
-// stays in L1 and the float32 block kernels run on it against the same rows of the masks
-// (blocks of at most simdBlock pixels summed in float32, the blocks in float64, as
-// unshifted), two frames at a time against 4 masks or more (dotPair: each weight loaded
-// serves both). Frames whose rows come out NaN or infinite are recomputed (shiftExact).
-// On 256×256 uint16 frames in place (go test -run X -bench BenchmarkCPUWorkerShifted
-// ./engine, one core of a shared 2-core Zen 4, medians of 5 runs), a descan plane of
-// sub-pixel shifts ran at 0.53-0.57× (1 mask) and 0.49-0.52× (4 masks) of the unshifted
-// CPU-time throughput, against 0.39× and 0.35× with the float tiles of shiftDense;
-// building g (shiftRow1<T>: two conversions and two multiply-adds a pixel) is about half
-// the time.
+// through the fused kernels (shiftDot), and for the frames they do not take (fewer than
+// 8 columns of g with both source pixels in the frame) each frame's g built blockRows
+// rows (simdBlock pixels) at a time into a buffer that stays in L1 and the float32 block
+// kernels run on it against the same rows of the masks (blocks of at most simdBlock
+// pixels summed in float32, the blocks in float64, as unshifted), against 4 masks or
+// more two frames at a time where the fused kernels are missing (dotPair: each weight
+// loaded serves both), else one (a frame's sums then depend on its own shift only).
+// Frames whose rows come out NaN or infinite are recomputed (shiftExact).
 func (k *shiftFlat[N]) subpixel(tile []byte, start, frames int, shifts []float64, acc []float64) {
 	px := asNative[N](tile)
 	h, w, nm := k.h, k.w, k.nMasks
 	p := h * w
+	var done []bool // frames the fused kernels computed
+	if k.job != nil {
+		k.dot, k.job = newShiftDot[N](k.job), nil
+	}
+	if k.dot != nil {
+		done = k.dot.tile(px, frames, shifts[2*start:2*(start+frames)], acc)
+	}
 	for f := 0; f < frames; {
+		if done != nil && done[f] {
+			k.copies.exactRow(px, start, f, shifts, acc[f*nm:(f+1)*nm])
+			f++
+			continue
+		}
 		n := 1
-		if f+1 < frames && nm >= 4 {
+		if f+1 < frames && nm >= 4 && k.dot == nil {
 			n = 2
 		}
 		rows := acc[f*nm : (f+n)*nm]

@@ -214,3 +214,85 @@ func rowLerp[F float]() func(dst, a, b []F, wa, wb F) {
 	}
 	return lerpGo[F]
 }
+
+// The fused shifted-mask kernels of shiftdot_amd64.s (AVX2 and FMA), for 1, 2 and 4 masks.
+
+//go:noescape
+func shiftDotU8x1(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotU8x2(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotU8x4(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotI8x1(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotI8x2(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotI8x4(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotU16x1(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotU16x2(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotU16x4(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotI16x1(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotI16x2(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotI16x4(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotI32x1(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotI32x2(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotI32x4(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotF32x1(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotF32x2(a *shiftDotArgs)
+
+//go:noescape
+func shiftDotF32x4(a *shiftDotArgs)
+
+// shiftDotKernels returns the fused shifted-mask kernels for 1, 2 and 4 masks of pixel
+// type N on CPUs with AVX2 and FMA (while useSIMD is on); nil elsewhere.
+func shiftDotKernels[N native]() *[3]func(*shiftDotArgs) {
+	if !useSIMD || !haveAVX2FMA {
+		return nil
+	}
+	var k [3]func(*shiftDotArgs)
+	switch any(*new(N)).(type) {
+	case uint8:
+		k = [3]func(*shiftDotArgs){shiftDotU8x1, shiftDotU8x2, shiftDotU8x4}
+	case int8:
+		k = [3]func(*shiftDotArgs){shiftDotI8x1, shiftDotI8x2, shiftDotI8x4}
+	case uint16:
+		k = [3]func(*shiftDotArgs){shiftDotU16x1, shiftDotU16x2, shiftDotU16x4}
+	case int16:
+		k = [3]func(*shiftDotArgs){shiftDotI16x1, shiftDotI16x2, shiftDotI16x4}
+	case int32:
+		k = [3]func(*shiftDotArgs){shiftDotI32x1, shiftDotI32x2, shiftDotI32x4}
+	case float32:
+		k = [3]func(*shiftDotArgs){shiftDotF32x1, shiftDotF32x2, shiftDotF32x4}
+	default:
+		return nil
+	}
+	return &k
+}

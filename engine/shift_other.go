@@ -18,3 +18,7 @@ func rowShift[N native, F float]() func(g, hprev, hnext []F, src []N, wx0, wx1, 
 func rowShift1[N native, F float]() func(g, hprev, hnext *F, p, q *N, beta, alpha F, ynext, n int) {
 	return nil
 }
+
+// shiftDotKernels returns nil: the fused shifted-mask kernels exist only in amd64
+// assembly.
+func shiftDotKernels[N native]() *[3]func(*shiftDotArgs) { return nil }

@@ -90,7 +90,7 @@ func TestApplyMasksShifted(t *testing.T) {
 		ds := randomDataset(rng, dt, []int{23}, sig)
 		for _, integer := range []bool{true, false} {
 			shifts := randomShifts(rng, 23, integer)
-			for _, nMasks := range []int{1, 3, 5, 16} {
+			for _, nMasks := range []int{1, 2, 3, 5, 16} {
 				for _, sparse := range []bool{false, true} {
 					stack := randomStack(rng, nMasks, sig)
 					if sparse {

@@ -20,6 +20,7 @@ from . import (
     _warn,
 )
 from . import _lib
+from ._datasets import _Closing
 
 
 class LiveUpdate:
@@ -67,7 +68,7 @@ class LiveUpdate:
                 f"missing {self.missing}, late {self.late}, stalls {self.stalls}>")
 
 
-class Live:
+class Live(_Closing):
     """A live run (:func:`live`): an iterator of :class:`LiveUpdate` and a context
     manager. Leaving it early (``break``, an exception, Ctrl-C) or :meth:`close` cancels
     the run (in active mode the detector's acquisition is stopped) and frees it; the
@@ -139,18 +140,6 @@ class Live:
         if self._handle is not None:
             handle, self._handle = self._handle, None
             _call(_LIB.stemdot_live_free, handle)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __reduce__(self):
         raise TypeError(f"stemdot.Live {self.source} is a run of this process and cannot be pickled")

@@ -443,7 +443,7 @@ func TestFrontDoor(t *testing.T) {
 		want string
 	}{
 		// --out must be NPY.
-		{[]string{"apply", mib, "--mask", "com", "--out", filepath.Join(dir, "r.png")}, "--out " + filepath.Join(dir, "r.png") + ": results are written as NPY: give a path ending in .npy"},
+		{[]string{"apply", mib, "--mask", "com", "--out", filepath.Join(dir, "r.png")}, "--out " + filepath.Join(dir, "r.png") + ": results are written as NPY or HDF5: give a path ending in .npy, or in .h5, .hdf5 or .hspy"},
 		// Messages name flags, not Go fields.
 		{[]string{"info", bare, "--format", "raw"}, "give --sig-shape"},
 		{[]string{"info", bare, "--format", "tiff"}, `unknown --format "tiff"`},

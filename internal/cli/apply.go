@@ -122,6 +122,9 @@ the run; an output path that is a symbolic link replaces the file it points to.`
 				outputs.Positions = strings.TrimSuffix(outputs.NPY, filepath.Ext(outputs.NPY)) + "_positions.npy"
 			}
 			hdf5Out(&outputs)
+			if ext := filepath.Ext(outputs.NPY); outputs.NPY != "" && !strings.EqualFold(ext, ".npy") {
+				return fmt.Errorf("--out %s: results are written as NPY or HDF5: give a path ending in .npy, or in .h5, .hdf5 or .hspy", outputs.NPY)
+			}
 			ds, _, err := df.openOn(cmd, b, args[0])
 			if err != nil {
 				return err

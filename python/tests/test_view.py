@@ -126,6 +126,23 @@ def test_view_dataset_kept_open(frames):
         assert stemdot.apply_masks(ds, stemdot.point(ds.sig_shape, 3, 4)).shape == (5, 7, 1)
 
 
+def test_view_of_a_files_dataset_outlives_it(tmp_path):
+    """A file's Dataset is opened again by the view, as it was opened: its with block
+    closes it while the page goes on serving the file's frames (a fresh user's notebook
+    pattern raised 'in use' at the block's end)."""
+    frames = np.arange(6 * 16 * 16, dtype=np.uint16).reshape(6, 16, 16) % 251
+    path = tmp_path / "scan.npy"
+    np.save(path, frames)
+    with stemdot.open(path, nav_shape=(2, 3)) as ds:
+        v = stemdot.view(ds, cpus=1)
+    assert ds.closed and not v.closed
+    info = json.loads(get(v.url + "api/info")[2])
+    assert info["nav_shape"] == [2, 3]
+    np.testing.assert_array_equal(image(v.url, "point:3,4"), frames[:, 4, 3].reshape(2, 3))
+    v.close()
+    assert refused(v.url)
+
+
 def test_view_garbage_collected(frames):
     """A view dropped (no reference left) stops its server."""
     v = stemdot.view(frames, cpus=1)

@@ -12,6 +12,7 @@ import weakref
 import webbrowser
 
 from . import _LIB, InvalidArgumentError, _call, _dataset_of, _option_value, _printable, _request, _text
+from . import open as _open_file
 from . import _lib
 
 
@@ -125,10 +126,12 @@ def view(data, proxy=None, listen=None, cpus=None, gpus=None, width="100%", heig
     restart.
 
     data: a path (opened with ``format_options``, those of :func:`open`), a
-      :class:`Dataset` (read, not closed, by the view: it cannot be closed while the view
-      runs), or a numpy array of frames ``nav_shape + (sig_y, sig_x)`` (read in place as
-      :func:`from_array` does: keep it unchanged meanwhile). Its nav shape must have 1
-      or 2 axes (a 3-D one raises :class:`ShapeError`: give ``nav_shape``).
+      :class:`Dataset` (one of a file is opened again by the view, as it was opened, so
+      that it may be closed, e.g. by its ``with`` block, while the view runs; one of
+      :func:`from_array` is read by the view and cannot be closed before it), or a numpy
+      array of frames ``nav_shape + (sig_y, sig_x)`` (read in place as :func:`from_array`
+      does: keep it unchanged meanwhile). Its nav shape must have 1 or 2 axes (a 3-D one
+      raises :class:`ShapeError`: give a path's ``nav_shape``, or reshape the array).
     proxy: how the browser reaches the server. The browser must reach the kernel's
       127.0.0.1, which it does when both run on one machine (JupyterLab on a laptop).
       With JupyterHub or a remote kernel it does not: there the viewer goes through
@@ -151,6 +154,9 @@ def view(data, proxy=None, listen=None, cpus=None, gpus=None, width="100%", heig
     """
     template = _proxy_template(proxy)
     ds, own = _dataset_of(data, format_options, "view")
+    if not own and not ds.closed and ds._reopen is not None:
+        path, options = ds._reopen  # the view's own: the caller's may close first
+        ds, own = _open_file(path, **options), True
     try:
         # The name and command shown on the page: left out where they hold a ';'.
         shown = {"name": ds.source, "command": _command(ds)}

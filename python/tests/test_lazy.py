@@ -101,6 +101,12 @@ def test_dask_array_refused_and_wrong():
         stemdot.reduce(lazy.astype(np.complex64))
     with pytest.raises(stemdot.InvalidArgumentError, match="shifts= with a dask array"):
         stemdot.centre(lazy, shifts=(1, 1))
+    flat = lazy.reshape((-1,) + SIG)
+    unknown = flat[da.from_array(np.ones(len(flat), bool), chunks=5)]  # shape (nan, sy, sx)
+    for call in (lambda: stemdot.apply_masks(unknown, m), lambda: stemdot.reduce(unknown),
+                 lambda: stemdot.pick(unknown, [0]), lambda: stemdot.centre(unknown)):
+        with pytest.raises(stemdot.ShapeError, match=r"unknown chunk sizes.*compute_chunk_sizes\(\)"):
+            call()
     with pytest.raises(TypeError, match="open it with stemdot.open"):
         stemdot.apply_masks("scan.npy", m)
     with pytest.raises(TypeError, match="an object with __array__, got list"):

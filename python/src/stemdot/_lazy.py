@@ -43,7 +43,12 @@ def _frames_of(data, what, paths=True):
     if isinstance(data, (str, os.PathLike)) and not paths:
         raise TypeError(f"{what} wants a stemdot.Dataset or an array, got a path ({type(data).__name__}): open it with "
                         "stemdot.open(path, ...)")
-    if isinstance(data, (Dataset, np.ndarray, str, os.PathLike)) or _is_dask(data):
+    if isinstance(data, (Dataset, np.ndarray, str, os.PathLike)):
+        return data
+    if _is_dask(data):
+        if any(n != n for n in data.shape):  # NaN: a size dask knows only once computed
+            raise ShapeError(f"{what}: a dask array of unknown chunk sizes, shape {data.shape} (after boolean "
+                             "indexing, say): x.compute_chunk_sizes() gives them", _lib.ERR_SHAPE)
         return data
     if _is_signal(data):
         am = data.axes_manager
@@ -51,7 +56,7 @@ def _frames_of(data, what, paths=True):
             raise ShapeError(f"{what}: a HyperSpy signal of signal dimension {am.signal_dimension} "
                              f"({type(data).__name__}, axes {am.signal_shape}): want frames, a Signal2D (e.g. pyxem's "
                              "Diffraction2D); s.transpose(signal_axes=2) makes two axes the signal's", _lib.ERR_SHAPE)
-        return data.data
+        return _frames_of(data.data, what)
     if hasattr(data, "__array__"):
         return np.asarray(data)
     raise TypeError(f"{what} wants a stemdot.Dataset{', a path' if paths else ''}, a numpy or dask array, a HyperSpy "

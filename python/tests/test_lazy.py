@@ -292,6 +292,20 @@ def test_pyxem_signal(small_blocks, npy_file, lazy):
     assert_scan_axes(stemdot.to_hyperspy(stemdot.apply_masks(s, m), like=s), want)
 
 
+def test_hyperspy_non_uniform_nav_axis():
+    """A signal whose scan axis is non-uniform (positions as an array): the result as a
+    signal keeps that axis (a fresh user's try raised KeyError 'size')."""
+    hs = signal_classes()
+    x, m = frames(), masks_for()
+    y = np.array([0.0, 1.0, 3.0])
+    s = hs.signals.Signal2D(x, axes=[{"axis": y, "name": "y", "units": "nm"}, {"size": NAV[1], "name": "x", "scale": 2.0},
+                                     {"size": SIG[0]}, {"size": SIG[1]}])
+    r = stemdot.apply_masks(s, m, as_signal=True)
+    np.testing.assert_array_equal(r.data, np.asarray(stemdot.apply_masks(x, m)))
+    np.testing.assert_array_equal(r.axes_manager.navigation_axes[1].axis, y)
+    assert r.axes_manager.navigation_axes[0].scale == 2.0
+
+
 def test_hyperspy_refused():
     hs = signal_classes()
     m = masks_for()

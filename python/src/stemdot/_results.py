@@ -235,8 +235,9 @@ def to_hyperspy(result, like=None):
         if not _is_signal(like):
             raise TypeError(f"to_hyperspy: like= wants a HyperSpy signal, got {type(like).__name__}")
         axes = [dict(a.get_axis_dictionary(), navigate=True) for a in like.axes_manager.navigation_axes[::-1]]
-        if tuple(a["size"] for a in axes) != nav_shape:
-            raise ShapeError(f"to_hyperspy: like= has the navigation shape {tuple(a['size'] for a in axes)} (numpy "
+        like_shape = like.axes_manager.navigation_shape[::-1]  # a non-uniform axis's dict has no size
+        if tuple(like_shape) != nav_shape:
+            raise ShapeError(f"to_hyperspy: like= has the navigation shape {tuple(like_shape)} (numpy "
                              f"order), the result {nav_shape}", _lib.ERR_SHAPE)
     else:
         calibration = (info.get("calibration") or {}).get("nav") or []

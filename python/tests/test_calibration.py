@@ -1,11 +1,8 @@
 """Calibrations (issue #35): what a file's metadata states of its axes, through Python —
 Dataset.calibration and the "calibration" section of Result.info, against the raw header
 bytes (read here with struct), the CLI's sidecar, and RosettaSciIO when installed."""
-import json
 import struct
 import subprocess
-import sys
-import types
 import warnings
 
 import numpy as np

@@ -188,11 +188,22 @@ func (p *parser) where() string {
 	return "tag " + pathString(p.stack[:p.depth])
 }
 
-// pathString is a tag's path, dotted and quoted.
+// pathString is a tag's path, dotted and quoted; a message names at most the first 3 and
+// the last 4 of a deeper path, and the first 64 bytes of a longer name (a file's names
+// and nesting are its own: the message stays short, and its cost bounded).
 func pathString(path []pathElem) string {
-	names := make([]string, len(path))
+	const head, tail, long = 3, 4, 64
+	var names []string
 	for i, e := range path {
-		names[i] = e.String()
+		switch {
+		case len(path) > head+tail && i == head:
+			names = append(names, fmt.Sprintf("(%d more)", len(path)-head-tail))
+		case len(path) > head+tail && i > head && i < len(path)-tail:
+		case len(e.name) > long:
+			names = append(names, string(e.name[:long])+"…")
+		default:
+			names = append(names, e.String())
+		}
 	}
 	return strconv.Quote(strings.Join(names, "."))
 }

@@ -41,7 +41,7 @@ func TestLiveSharedEqualsApply(t *testing.T) {
 			merged[i] = math.NaN()
 		}
 		for r := range k {
-			rcv := &fakeReceiver{h: h, data: data, order: shareOf(42, r, k, uint64(r)), batch: 2, badFrame: -1, pace: time.Millisecond}
+			rcv := &fakeReceiver{h: h, data: data, order: shareOf(42, r, k, uint64(r)), batch: 2, badFrame: -1, pace: 10 * time.Millisecond} // 70 ms a share: snapshots every 1 ms come in between
 			var snaps int
 			t0 := time.Now()
 			lr, err := Live(context.Background(), rcv, specs(liveSpecs), Plan{GPUs: "0"}, LiveOptions{NavShape: nav, Float64: c.f64, Shared: true,

@@ -138,7 +138,7 @@ func specs(list []string) func(live.Header) (*masks.Stack, error) {
 func TestLiveEqualsApply(t *testing.T) {
 	data, h, nav := liveScan(t)
 	for _, f64 := range []bool{false, true} {
-		rcv := &fakeReceiver{h: h, data: data, order: inOrderFrames(42), batch: 5, badFrame: -1, pace: time.Millisecond}
+		rcv := &fakeReceiver{h: h, data: data, order: inOrderFrames(42), batch: 5, badFrame: -1, pace: 5 * time.Millisecond} // 45 ms: snapshots every 2 ms come in between
 		var snaps, finals int
 		var last LiveSnapshot
 		lr, err := Live(context.Background(), rcv, specs(liveSpecs), Plan{GPUs: "0"}, LiveOptions{NavShape: nav, Float64: f64, Every: 2 * time.Millisecond,

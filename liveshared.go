@@ -102,7 +102,7 @@ func (pl *Planner) liveShared(ctx context.Context, rcv live.Receiver, h live.Hea
 	}()
 	go pub.loop(ran)
 	_, err = engine.ApplyMasks(runCtx, scan, stack, j.plan, engine.Options{Float64: opt.Float64, TileFrames: opt.TileFrames,
-		Out32: pub.out32, Out64: pub.out64, Done: done})
+		MaxTileFrames: liveTileFrames, Out32: pub.out32, Out64: pub.out64, Done: done})
 	close(ran)
 	<-pub.stopped
 	<-watched

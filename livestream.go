@@ -52,8 +52,8 @@ type LiveOptions struct {
 	MaxBacklog int64
 	// TileFrames, when positive, is the number of frames a CPU worker reads and computes
 	// at once (engine.Options.TileFrames; default Apply's, e.g. 32 frames of 256×256
-	// uint16 for a few dense masks). A frame is computed once its whole tile has come,
-	// so a smaller tile shows frames sooner at low frame rates. Tiles of 2 frames or
+	// uint16 for a few dense masks, at most liveTileFrames). A frame is computed once its
+	// whole tile has come, so a smaller tile shows frames sooner at low frame rates. Tiles of 2 frames or
 	// more give Apply's result bit for bit (the kernels pair a tile's odd last frame with
 	// itself: a frame's sums do not depend on where tiles are cut); 1-frame tiles take
 	// the one-frame kernels.
@@ -79,6 +79,11 @@ type LiveOptions struct {
 	// Continuous and Shifts are refused (errs.Argument).
 	Shared bool
 }
+
+// liveTileFrames bounds a live run's default tile: Apply's of small frames is hundreds of
+// them (4 MiB), which a stream shared by several receivers, or a slow one, fills only
+// after seconds, and the snapshots show nothing of them until then.
+const liveTileFrames = 64
 
 // LiveSnapshot is a live run at one moment.
 type LiveSnapshot struct {
@@ -320,7 +325,7 @@ func (j *liveJob) compute(ctx context.Context, pub *publisher) (*Result, error) 
 		ran := make(chan struct{})
 		go pub.loop(ran)
 		res, err := engine.ApplyMasks(ctx, j.ds, j.stack, j.plan, engine.Options{Float64: j.opt.Float64, Shifts: shifts,
-			TileFrames: j.opt.TileFrames, Out32: pub.out32, Out64: pub.out64, Done: pub.done})
+			TileFrames: j.opt.TileFrames, MaxTileFrames: liveTileFrames, Out32: pub.out32, Out64: pub.out64, Done: pub.done})
 		close(ran)
 		<-pub.stopped
 		if err != nil {

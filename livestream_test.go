@@ -452,3 +452,28 @@ func TestLiveTilesEqualApply(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveSmallFramesFillIn: frames of a few hundred bytes make Apply's default tile
+// hundreds of frames (4 MiB); a live run's is at most liveTileFrames, so that its
+// snapshots fill in while a slow stream arrives instead of all at its end.
+func TestLiveSmallFramesFillIn(t *testing.T) {
+	data, h, nav := randomScan([]int{16, 40}, [2]int{16, 12}) // 640 frames of 384 bytes
+	want := offline(t, data, h, nav, liveSpecs, false)
+	rcv := &fakeReceiver{h: h, data: data, order: inOrderFrames(640), batch: 32, badFrame: -1, pace: 5 * time.Millisecond}
+	var partWay int
+	lr, err := Live(context.Background(), rcv, specs(liveSpecs), Plan{CPUs: "1", GPUs: "0"}, LiveOptions{NavShape: nav,
+		Every: 2 * time.Millisecond, Snapshot: func(s *LiveSnapshot) {
+			if !s.Final && s.Done > 0 && s.Done < 640 {
+				partWay++
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(lr.F32, want.F32) {
+		t.Fatal("the live result differs from Apply's")
+	}
+	if partWay == 0 {
+		t.Fatal("no snapshot showed the scan part-way: the frames were computed only at its end")
+	}
+}

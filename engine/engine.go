@@ -52,6 +52,10 @@ type Options struct {
 	// on it (e.g. the pair kernels need 2 or more), and so may the last bit of a float32
 	// result.
 	TileFrames int
+	// MaxTileFrames, when positive, bounds the tile that TileFrames 0 picks: a live run's
+	// frames show in its snapshots a whole tile at a time, and a tile of 4 MiB of small
+	// frames is hundreds of them.
+	MaxTileFrames int
 	// Progress, when set, is called with the number of frames done so far and the total.
 	// It is called from the workers' goroutines, one call at a time; framesDone never
 	// decreases, never exceeds total, and reaches total when the run succeeds.
@@ -277,6 +281,9 @@ func ApplyMasks(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, pla
 	sparse := counts.PreferSparse
 	if tile == 0 {
 		tile = jobTileFrames(ds.FrameBytes(), nMasks, sparse)
+		if opt.MaxTileFrames > 0 {
+			tile = min(tile, opt.MaxTileFrames)
+		}
 	}
 	job := &Job{Dataset: ds, Masks: stack, Float64: opt.Float64, TileFrames: tile, NMasks: nMasks, Shifts: opt.Shifts}
 	job.countsOnce.Do(func() { job.counts = counts })

@@ -11,6 +11,7 @@ import (
 	"github.com/stemdot/stemdot/engine"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/masks"
+	"github.com/stemdot/stemdot/planner"
 )
 
 // ApplyOptions tune one Apply; the zero value computes float32 without progress reports.
@@ -143,6 +144,20 @@ func Apply(ctx context.Context, ds dataset.Dataset, stack *masks.Stack, plan Pla
 	return pl.Apply(ctx, ds, stack, opt)
 }
 
+// planJob checks the job of stack over ds's frames with opt and plans it: the plan and
+// each frame's shifts (nil without opt.Shifts).
+func (pl *Planner) planJob(ds dataset.Dataset, stack *masks.Stack, opt ApplyOptions) (*planner.Plan, []float64, error) {
+	if err := checkJob(ds, stack, opt); err != nil {
+		return nil, nil, err
+	}
+	shifts, err := frameShifts(ds, opt.Shifts)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := pl.Plan(ds, stack)
+	return p, shifts, err
+}
+
 // Apply checks the job (the masks' sig_shape against the frames', the result buffer's
 // length), plans it for ds and runs it (engine.ApplyMasks). Errors are classified:
 // errs.Shape for a job whose sizes do not match, errs.Argument for a plan of a described
@@ -154,14 +169,7 @@ func (pl *Planner) Apply(ctx context.Context, ds dataset.Dataset, stack *masks.S
 	if pl.machine.Described {
 		return nil, errs.New(errs.Argument, "a plan for a described machine (option topology or option gpu_inventory) is for reading, not for running here: leave those options out to apply")
 	}
-	if err := checkJob(ds, stack, opt); err != nil {
-		return nil, err
-	}
-	shifts, err := frameShifts(ds, opt.Shifts)
-	if err != nil {
-		return nil, err
-	}
-	p, err := pl.Plan(ds, stack)
+	p, shifts, err := pl.planJob(ds, stack, opt)
 	if err != nil {
 		return nil, err
 	}

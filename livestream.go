@@ -290,14 +290,7 @@ type liveJob struct {
 // newLiveJob checks the job of stack over ds's frames and plans it: partitions in
 // acquisition order (inOrder).
 func (pl *Planner) newLiveJob(ds dataset.Dataset, stack *masks.Stack, opt LiveOptions) (*liveJob, error) {
-	if err := checkJob(ds, stack, opt.applyOptions()); err != nil {
-		return nil, err
-	}
-	shifts, err := frameShifts(ds, opt.Shifts)
-	if err != nil {
-		return nil, err
-	}
-	p, err := pl.Plan(ds, stack)
+	p, shifts, err := pl.planJob(ds, stack, opt.applyOptions())
 	if err != nil {
 		return nil, err
 	}

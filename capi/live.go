@@ -383,11 +383,7 @@ func stemdot_go_live_missing(h C.stemdot_live, runs *C.uint64_t, runsLen C.size_
 	if nRuns == nil {
 		return fail(fn, failf(errs.Argument, "n_runs must not be NULL"))
 	}
-	l, err := getLive(uint64(h))
-	if err != nil {
-		return fail(fn, err)
-	}
-	lr, err := l.result()
+	lr, err := liveResult(h)
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -420,11 +416,7 @@ func liveText(fn, what string, h C.stemdot_live, buf *C.char, bufLen C.size_t, n
 	if needed == nil || (buf == nil && bufLen > 0) {
 		return fail(fn, failf(errs.Argument, "needed must not be NULL, and buf must not be NULL when buf_len > 0"))
 	}
-	l, err := getLive(uint64(h))
-	if err != nil {
-		return fail(fn, err)
-	}
-	lr, err := l.result()
+	lr, err := liveResult(h)
 	if err != nil {
 		return fail(fn, err)
 	}
@@ -433,6 +425,15 @@ func liveText(fn, what string, h C.stemdot_live, buf *C.char, bufLen C.size_t, n
 		return fail(fn, err)
 	}
 	return copyText(fn, s, what, buf, bufLen, needed)
+}
+
+// liveResult is the result of the live run of h once it has ended.
+func liveResult(h C.stemdot_live) (*stemdot.LiveResult, error) {
+	l, err := getLive(uint64(h))
+	if err != nil {
+		return nil, err
+	}
+	return l.result()
 }
 
 //export stemdot_go_live_free

@@ -47,6 +47,24 @@ type array struct {
 	payload []byte
 }
 
+// typedArray is the dtype of the RFC 8746 typed array of tag number, and encSwap for a
+// big-endian one; false for a tag stemdot does not read.
+func typedArray(number uint64) (dataset.DType, int, bool) {
+	switch number {
+	case 64, 68:
+		return dataset.Uint8, 0, true
+	case 65:
+		return dataset.Uint16, encSwap, true
+	case 66:
+		return dataset.Uint32, encSwap, true
+	case 69:
+		return dataset.Uint16, 0, true
+	case 70:
+		return dataset.Uint32, 0, true
+	}
+	return 0, 0, false
+}
+
 // parseArray reads a multi-dimensional array of two dimensions.
 func parseArray(t cbor.RawTag) (array, error) {
 	var a array
@@ -66,18 +84,8 @@ func parseArray(t cbor.RawTag) (array, error) {
 	if err := v2Dec.Unmarshal(content[1], &typed); err != nil {
 		return a, errs.New(errs.Format, "a multi-dimensional array's data is not a typed array: %w", err)
 	}
-	switch typed.Number {
-	case 64, 68:
-		a.dt = dataset.Uint8
-	case 65:
-		a.dt, a.enc = dataset.Uint16, encSwap
-	case 66:
-		a.dt, a.enc = dataset.Uint32, encSwap
-	case 69:
-		a.dt = dataset.Uint16
-	case 70:
-		a.dt = dataset.Uint32
-	default:
+	var ok bool
+	if a.dt, a.enc, ok = typedArray(typed.Number); !ok {
 		return a, errs.New(errs.DType, "typed array tag %d: stemdot reads 64 (uint8), 69 and 65 (uint16), 70 and 66 (uint32)", typed.Number)
 	}
 	var comp cbor.RawTag

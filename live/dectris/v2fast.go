@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/stemdot/stemdot/dataset"
 )
 
 // Stream v2 image messages the usual way, read in place (RFC 8949's encoding): a
@@ -158,18 +156,7 @@ func arrayFast(b []byte) (a array, ok bool) {
 	if !ok {
 		return a, false
 	}
-	switch typed {
-	case 64, 68:
-		a.dt = dataset.Uint8
-	case 65:
-		a.dt, a.enc = dataset.Uint16, encSwap
-	case 66:
-		a.dt, a.enc = dataset.Uint32, encSwap
-	case 69:
-		a.dt = dataset.Uint16
-	case 70:
-		a.dt = dataset.Uint32
-	default:
+	if a.dt, a.enc, ok = typedArray(typed); !ok {
 		return a, false
 	}
 	if len(b) > 0 && b[0]>>5 == 2 {

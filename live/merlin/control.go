@@ -92,19 +92,8 @@ func (c *control) do(ctx context.Context, typ, name, value string) (string, erro
 // comma before the message; LiberTEM-live's simulator counts one byte less, so an
 // answer that would end with a comma (its code missing) is read one byte further.
 func readAnswer(br *bufio.Reader) ([]byte, error) {
-	var p [prefixBytes]byte
-	if _, err := io.ReadFull(br, p[:]); err != nil {
-		return nil, err
-	}
-	n, err := parsePrefix(p[:])
+	msg, err := readCommand(br)
 	if err != nil {
-		return nil, err
-	}
-	if n > 1<<16 {
-		return nil, fmt.Errorf("a control message of %d bytes", n)
-	}
-	msg := make([]byte, n, n+1)
-	if _, err := io.ReadFull(br, msg); err != nil {
 		return nil, err
 	}
 	if bytes.HasSuffix(msg, []byte(",")) {
@@ -154,7 +143,8 @@ func (s *controlServer) serve(ctx context.Context, conn net.Conn) error {
 	}
 }
 
-// readCommand reads one command message (length counting the comma before it).
+// readCommand reads one control message (length counting the comma before it): a
+// command, or the answer readAnswer completes.
 func readCommand(br *bufio.Reader) ([]byte, error) {
 	var p [prefixBytes]byte
 	if _, err := io.ReadFull(br, p[:]); err != nil {

@@ -1,5 +1,8 @@
 import os
+import re
 import signal
+import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -35,3 +38,54 @@ def sigint_raises():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+class Replay:
+    """`stemdot replay FILE --as AS ARGS` on a free loopback port (and, with api, its
+    SIMPLON API on another), until stopped: address (also stream) and api."""
+
+    ADDRESSES = re.compile(r"(?:data port|stream) (127\.0\.0\.1:\d+)(?:, SIMPLON API (127\.0\.0\.1:\d+))?")
+
+    def __init__(self, cli, path, as_, *args, api=False):
+        more = ["--api", "127.0.0.1:0"] if api else []
+        self.proc = subprocess.Popen([str(cli), "replay", str(path), "--as", as_, "--listen", "127.0.0.1:0", *more, *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        lines = []
+        while (m := self.ADDRESSES.search(line := self.proc.stderr.readline())) is None:  # after its warnings
+            lines.append(line)
+            if not line:
+                self.stop()
+                raise AssertionError(f"stemdot replay printed no address: {''.join(lines)!r}")
+        self.address = self.stream = m.group(1)
+        self.api = m.group(2)
+        # the rest of its messages, read so that it never blocks on a full pipe
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+
+    def kill(self):
+        """Cuts the acquisition off: the process ends, its connections close."""
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def replay(cli):
+    """start(path, as_, *args, api=False): a Replay, stopped at the test's end."""
+    started = []
+
+    def start(path, as_, *args, api=False):
+        r = Replay(cli, path, as_, *args, api=api)
+        started.append(r)
+        return r
+
+    yield start
+    for r in started:
+        r.stop()
+

@@ -5,10 +5,7 @@ apply_masks' on the file bit for bit, each frame computed by one worker exactly 
 a worker killed mid-scan leaves its frames missing (NaN, listed), the rest apply_masks'."""
 
 import os
-import re
 import signal
-import subprocess
-import threading
 import warnings
 
 import numpy as np
@@ -24,48 +21,6 @@ import stemdot.dask as sdask  # noqa: E402
 SIG = (64, 64)
 NAV = (32, 32)
 TIMEOUT = 120
-ADDRESSES = re.compile(r"stream (\S+:\d+), SIMPLON API (\S+:\d+)")
-
-
-class Replay:
-    """`stemdot replay FILE --as AS --api` on free ports of host, until stopped."""
-
-    def __init__(self, cli, path, as_, *args, host="127.0.0.1"):
-        self.proc = subprocess.Popen([str(cli), "replay", str(path), "--as", as_, "--listen", f"{host}:0", "--api",
-                                      f"{host}:0", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        lines = []
-        while (m := ADDRESSES.search(line := self.proc.stderr.readline())) is None:
-            lines.append(line)
-            if not line:
-                self.stop()
-                raise AssertionError(f"stemdot replay printed no addresses: {''.join(lines)!r}")
-        self.stream, self.api = m.groups()
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-@pytest.fixture
-def replay(cli):
-    started = []
-
-    def start(*args, **kwargs):
-        r = Replay(cli, *args, **kwargs)
-        started.append(r)
-        return r
-
-    yield start
-    for r in started:
-        r.stop()
-
-
 @pytest.fixture(scope="module")
 def scan(tmp_path_factory):
     """A 1024-frame NPY scan (32×32 of 64×64 uint16), its masks, and apply_masks' result."""
@@ -96,7 +51,7 @@ def test_live_equals_apply(client, replay, scan, as_, stream):
     """Two workers share the stream: the merged result is apply_masks' bit for bit, every
     frame computed once; the updates only grow."""
     path, masks, want = scan
-    r = replay(path, as_, "--rate", "4000")
+    r = replay(path, as_, "--rate", "4000", api=True)
     report = {}
     names = ["disk", "ring", "comx", "comy", "sum"][: len(masks)]
     seen = np.full(want.shape, np.nan, np.float32)
@@ -132,7 +87,7 @@ def test_killed_worker_frames_missing(client, replay, scan):
     """A worker killed mid-scan: its frames are missing (NaN, listed), never a wrong
     value; the other positions are apply_masks'."""
     path, masks, want = scan
-    r = replay(path, "dectris-v2", "--rate", "500")
+    r = replay(path, "dectris-v2", "--rate", "500", api=True)
     pids = client.run(os.getpid)
     report = {}
     victim = None
@@ -176,7 +131,7 @@ def test_errors(client, replay, scan):
         sdask.live(client, "dectris://127.0.0.1:1", masks, nav_shape=NAV, dectris_api=None)
     with pytest.raises(stemdot.InvalidArgumentError, match="option passive is not"):
         sdask.live(client, "dectris://127.0.0.1:1", masks, nav_shape=NAV, dectris_api="h:1", passive=True)
-    r = replay(path, "dectris-v2")
+    r = replay(path, "dectris-v2", api=True)
     with pytest.raises(stemdot.InvalidArgumentError, match="set to send 1024 images"):
         list(sdask.live(client, f"dectris://{r.stream}", masks, nav_shape=(4, 4), dectris_api=r.api, ntrigger=1024))
     with pytest.raises(stemdot.ShapeError, match="sig_shape"):  # masks of another frame shape: the workers' error

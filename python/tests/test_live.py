@@ -5,7 +5,6 @@ cancels, a cut-off acquisition is a labelled partial result, and errors raise th
 StemdotError subclass of their kind."""
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -19,53 +18,6 @@ import pytest
 import stemdot
 
 from conftest import REPO
-
-ADDRESS = re.compile(r"(?:data port|stream) (127\.0\.0\.1:\d+)")
-
-
-class Replay:
-    """`stemdot replay FILE --as AS ARGS` on a free loopback port, until stopped."""
-
-    def __init__(self, cli, path, as_, *args):
-        self.proc = subprocess.Popen([str(cli), "replay", str(path), "--as", as_, "--listen", "127.0.0.1:0", *args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        lines = []
-        while (m := ADDRESS.search(line := self.proc.stderr.readline())) is None:  # after its warnings
-            lines.append(line)
-            if not line:
-                self.stop()
-                raise AssertionError(f"stemdot replay printed no address: {''.join(lines)!r}")
-        self.address = m.group(1)
-        # the rest of its messages, read so that it never blocks on a full pipe
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-
-    def kill(self):
-        """Cuts the acquisition off: the process ends, its connections close."""
-        self.proc.kill()
-        self.proc.wait()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-@pytest.fixture
-def replay(cli):
-    started = []
-
-    def start(path, as_, *args):
-        r = Replay(cli, path, as_, *args)
-        started.append(r)
-        return r
-
-    yield start
-    for r in started:
-        r.stop()
-
 
 def masks256():
     sig = (256, 256)

@@ -9,7 +9,6 @@ import (
 // The front ends' plumbing (package internal/frontend) that reads this package's tables
 // and checks, set here so that it stays off this package's API.
 func init() {
-	frontend.FlagName = flagName
 	frontend.FlagNames = flagNames
 	frontend.OptionKeys = optionKeys
 	frontend.CheckShiftsFile = checkShiftsFile

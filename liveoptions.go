@@ -36,7 +36,7 @@ var liveKeys = []string{"passive", "nav_shape", "record", "float64", "every", "s
 func ParseLiveOptions(s string) (live.Options, LiveOptions, error) {
 	lo := live.Options{Active: true, Params: map[string]string{}}
 	var opt LiveOptions
-	err := parseKeyValues(s, "live option", func(key, value string) error {
+	err := frontend.ParseKeyValues(s, "live option", func(key, value string) error {
 		v := strings.TrimSpace(value)
 		var err error
 		want := "true or false"

@@ -6,11 +6,12 @@ import (
 	"strings"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/internal/frontend"
 )
 
 // goNames are the Go names of the options, by key: the key is the option's name in
 // messages ("option dataset_path"), in the C ABI's and Python's options, and, as
-// flagName, the CLI's flag; the Go name is the field (or argument) a Go caller sets.
+// frontend.FlagName, the CLI's flag; the Go name is the field (or argument) a Go caller sets.
 // Every shared option of OpenOptions and planKeys, the outputs and the masks is here
 // (the tests check it against the fields); a format option's Go name is
 // Options.FormatOptions["key"] (goName).
@@ -101,7 +102,7 @@ func flagNames(msg string) string {
 	return optionRef.ReplaceAllStringFunc(optionKeys(msg), func(m string) string {
 		key := m[len("option "):]
 		if _, ok := goName(key); ok { // every option key (TestGoNames)
-			return flagName(key)
+			return frontend.FlagName(key)
 		}
 		return m
 	})

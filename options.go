@@ -38,10 +38,7 @@ type OpenOption struct {
 }
 
 // FlagName is the CLI flag of the option: "--" and Key with '-' for '_'.
-func (o OpenOption) FlagName() string { return flagName(o.Key) }
-
-// flagName turns an option key into the CLI's flag (frontend.FlagName).
-func flagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
+func (o OpenOption) FlagName() string { return frontend.FlagName(o.Key) }
 
 // OpenOptions returns the options of Open, in the order the CLI's help lists them: the
 // shared options (a field of Options each), then the format options of every registered
@@ -167,33 +164,8 @@ func SetOpenOption(o *Options, key, value string) error {
 // empty items are skipped; a key given twice is an error).
 func ParseOptions(s string) (Options, error) {
 	var o Options
-	err := parseKeyValues(s, "option", func(key, value string) error { return SetOpenOption(&o, key, value) })
+	err := frontend.ParseKeyValues(s, "option", func(key, value string) error { return SetOpenOption(&o, key, value) })
 	return o, err
-}
-
-// parseKeyValues calls set for each item of "key=value;key=value" (keys case-insensitive,
-// lowercased; empty items skipped); an item without "=" (named as what) and a key given
-// twice are errs.Argument, as is what set returns.
-func parseKeyValues(s, what string, set func(key, value string) error) error {
-	seen := map[string]bool{}
-	for item := range strings.SplitSeq(s, ";") {
-		if strings.TrimSpace(item) == "" {
-			continue
-		}
-		key, value, ok := strings.Cut(item, "=")
-		key = strings.ToLower(strings.TrimSpace(key))
-		switch {
-		case !ok || key == "":
-			return errs.New(errs.Argument, "%s %q is not key=value", what, strings.TrimSpace(item))
-		case seen[key]:
-			return errs.New(errs.Argument, "option %s given twice", key)
-		}
-		seen[key] = true
-		if err := set(key, value); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // parseByteOrder parses a byte order: "little" (also "le", "<") or "big" ("be", ">"),

@@ -10,6 +10,7 @@ import (
 	"github.com/stemdot/stemdot/cuda"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/masks"
 	"github.com/stemdot/stemdot/planner"
 )
@@ -60,7 +61,7 @@ var planKeys = []string{"cpus", "gpus", "ram_per_gpu_worker", "max_workers_per_g
 // naming the option.
 func ParsePlan(s string) (Plan, error) {
 	var p Plan
-	err := parseKeyValues(s, "plan option", func(key, value string) error {
+	err := frontend.ParseKeyValues(s, "plan option", func(key, value string) error {
 		value = strings.TrimSpace(value)
 		var err error
 		want := "a whole number"

@@ -262,17 +262,11 @@ func BlankPositions(ds dataset.Dataset) [][2]int {
 		return nil
 	}
 	_, pos := dataset.ScanPositions(ds)
-	var runs [][2]int
+	var ps []int
 	for _, b := range blanks {
-		for _, p := range pos[b.First : b.First+b.Count] {
-			if n := len(runs); n > 0 && runs[n-1][0]+runs[n-1][1] == p {
-				runs[n-1][1]++
-			} else {
-				runs = append(runs, [2]int{p, 1})
-			}
-		}
+		ps = append(ps, pos[b.First:b.First+b.Count]...)
 	}
-	return runs
+	return runs(ps)
 }
 
 // describe is info with what r tells set: the format tag and version, r's shape, nav

@@ -36,10 +36,7 @@ const resultTitle = "stemdot"
 // hdf5 prepares res, described by info, as an HDF5 file at path (see above).
 func (b *outputBatch) hdf5(path string, res *Result, info *ResultInfo, command string) error {
 	nav := res.NavShape
-	frames := 1
-	for _, n := range nav {
-		frames *= n
-	}
+	frames := product(nav)
 	r := hdf5.ResultFile{Title: resultTitle, Shape: append([]int{res.NMasks}, nav...)}
 	// (frames, n_masks) → (n_masks, frames)
 	if res.F64 != nil {

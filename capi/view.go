@@ -17,6 +17,7 @@ import (
 	"github.com/stemdot/stemdot"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
+	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/view"
 )
 
@@ -41,22 +42,16 @@ type viewServer struct {
 func startView(dsHandle uint64, options string) (*viewServer, error) {
 	opt := map[string]string{}
 	var plan []string
-	for item := range strings.SplitSeq(options, ";") {
-		if strings.TrimSpace(item) == "" {
-			continue
-		}
-		key, value, ok := strings.Cut(item, "=")
-		key = strings.ToLower(strings.TrimSpace(key))
-		switch _, seen := opt[key]; {
-		case !ok || key == "":
-			return nil, failf(errs.Argument, "view option %q is not key=value", strings.TrimSpace(item))
-		case seen:
-			return nil, failf(errs.Argument, "option %s given twice", key)
-		case slices.Contains(viewKeys, key):
+	err := frontend.ParseKeyValues(options, "view option", func(key, value string) error {
+		if slices.Contains(viewKeys, key) {
 			opt[key] = strings.TrimSpace(value)
-		default:
-			plan = append(plan, item) // ParsePlan names unknown keys and plan keys given twice
+		} else {
+			plan = append(plan, key+"="+value) // ParsePlan names unknown keys
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	p, err := stemdot.ParsePlan(strings.Join(plan, ";"))
 	if err != nil {

@@ -131,16 +131,16 @@ func newShiftDot[N native](job *Job) *shiftDot[N] {
 // dotPlan is what shiftDot computes a frame with: its kernel arguments, less the
 // pointers (set per call), and the rows and columns of g they cover.
 type dotPlan struct {
-	a            shiftDotArgs
-	ok           bool // the kernels take the frame: n ≥ 8
-	lo, px       int  // g column lo reads P at source column lo + px (Q at + dq/size)
-	rn           int  // g row u takes source row u + rn (and u + rn − 1 where fy > 0)
-	u0, u1       int  // g rows whose source row u + rn is in the frame
-	prime        bool // H starts as h of source row u0 + rn − 1 (else zero)
-	bottom       bool // g row bottomRow takes source row h − 1 only (fy > 0)
-	bottomRow    int
-	kx, dq, ynex int     // for edge
-	fy, scale    float64 // fraction in y; the scale of the weights (g is built as g/scale)
+	a         shiftDotArgs
+	ok        bool // the kernels take the frame: n ≥ 8
+	lo, px    int  // g column lo reads P at source column lo + px (Q at + dq/size)
+	rn        int  // g row u takes source row u + rn (and u + rn − 1 where fy > 0)
+	u0, u1    int  // g rows whose source row u + rn is in the frame
+	prime     bool // H starts as h of source row u0 + rn − 1 (else zero)
+	bottom    bool // g row bottomRow takes source row h − 1 only (fy > 0)
+	bottomRow int
+	kx, dq    int     // for edge
+	fy, scale float64 // fraction in y; the scale of the weights (g is built as g/scale)
 }
 
 // plan returns the plan of a frame shifted by (dy, dx).
@@ -180,7 +180,7 @@ func (k *shiftDot[N]) plan(dy, dx float64) dotPlan {
 	}
 	var zero N
 	size := int(unsafe.Sizeof(zero))
-	pl := dotPlan{ok: n >= 8, lo: lo, px: px, rn: rn, kx: kx, dq: dq, ynex: ynext, fy: fy, scale: sx * sy,
+	pl := dotPlan{ok: n >= 8, lo: lo, px: px, rn: rn, kx: kx, dq: dq, fy: fy, scale: sx * sy,
 		a: shiftDotArgs{dq: dq * size, stride: w * size, n: n, tail: &k.tails[n&7], beta: float32(beta), alpha: float32(alpha),
 			ynext: ynext, flush: max(1, simdBlock/max(n, 1)), wstride: 4 * w, ldw: 4 * h * w}}
 	// The rows: those of the box whose source row u + rn is in the frame, and the row
@@ -300,7 +300,7 @@ func (k *shiftDot[N]) tile(px []N, frames int, shifts []float64, acc []float64) 
 		}
 		row := acc[f*nm : (f+1)*nm]
 		if pl.dq != 0 {
-			k.edge(px[f*p:(f+1)*p], pl.kx, pl.rn, pl.dq, pl.fy, pl.a.beta, pl.a.alpha, pl.ynex, row)
+			k.edge(px[f*p:(f+1)*p], pl, row)
 		}
 		for m := range row {
 			row[m] *= pl.scale
@@ -324,8 +324,9 @@ func (k *shiftDot[N]) src(frame []N, pl *dotPlan, r, rows int) unsafe.Pointer {
 // built in float32 as the kernel builds g (c: the pixel's scaled weight, 1 for P, β for
 // Q) and meets the masks' column v (cols: the stack's columns, transposed once each)
 // through the float32 block kernels, sig_y rows a block.
-func (k *shiftDot[N]) edge(frame []N, kx, rn, dq int, fy float64, beta, alpha float32, ynext int, row []float64) {
+func (k *shiftDot[N]) edge(frame []N, pl *dotPlan, row []float64) {
 	h, w := k.h, k.w
+	kx, rn, dq, fy, beta, alpha, ynext := pl.kx, pl.rn, pl.dq, pl.fy, pl.a.beta, pl.a.alpha, pl.a.ynext
 	v, sc, c := -kx-1, 0, beta // g column, source column, weight
 	if dq < 0 {
 		c = 1

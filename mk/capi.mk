@@ -30,7 +30,9 @@ PYTHON      ?= python3
 CAPI_LIB    := $(BUILD)/libstemdot.so
 CAPI_SRC    := $(wildcard capi/*.go capi/*.c capi/*.h) include/stemdot.h
 # Every package the library may link, e.g. dataset/hdf5 (bench/ and cmd/ hold none).
-CAPI_DEPS   := $(filter-out %_test.go bench/% cmd/%,$(wildcard *.go */*.go */*/*.go */*/*/*.go))
+# (the viewer's page is embedded: stemdot_view_start serves it)
+CAPI_DEPS   := $(filter-out %_test.go bench/% cmd/%,$(wildcard *.go */*.go */*/*.go */*/*/*.go)) \
+	$(shell find internal/view/static -type f)
 CAPI_EXAMPLE := $(BUILD)/capi-example
 CAPI_FORK   := $(BUILD)/capi-fork
 CAPI_LIVE   := $(BUILD)/capi-live

@@ -19,7 +19,7 @@ WHEEL_DIR   := $(BUILD)/wheel
 WHEEL_STAMP := $(WHEEL_DIR)/.built
 WHEEL_TOOLS := $(PY_VENV)/bin/auditwheel
 WHEEL_DEPS  := $(CAPI_SRC) $(CAPI_DEPS) $(filter-out %_test.go,$(wildcard cmd/stemdot/*.go)) go.mod go.sum \
-	$(shell find internal/view/static -type f) $(wildcard python/src/stemdot/*.py python/src/stemdot/*/*.py) \
+	$(wildcard python/src/stemdot/*.py python/src/stemdot/*/*.py) \
 	python/setup.py python/pyproject.toml python/README.md
 
 .PHONY: wheel test-wheel

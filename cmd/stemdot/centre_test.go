@@ -130,6 +130,12 @@ func TestCentreNotFound(t *testing.T) {
 	require.Contains(t, stdout, "sig_shape:  (128, 128)\ndtype:      int32\nframes:     5\n")
 	require.Contains(t, stdout, "\ncentre:     not found: no bright disk stands out: the brightest region is 826 above the background 576, 3.8 times its noise (want 5 or more); nor binned 2×2 or more\n")
 	require.Contains(t, stderr, "give apply --centre X,Y,R")
+	stdout, stderr, code = run(t, "info", path, "--centre", "--json") // the info stands in JSON too
+	require.Equal(t, 2, code, stderr)
+	var info map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &info), stdout)
+	require.Equal(t, float64(5), info["frames"])
+	require.NotContains(t, info, "centre")
 
 	out := filepath.Join(t.TempDir(), "vd.npy")
 	_, stderr, code = run(t, "apply", path, "--mask", "disk:auto", "--out", out)

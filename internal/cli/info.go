@@ -102,6 +102,9 @@ result's sidecar).`,
 			if k := errs.KindOf(err); k == errs.Argument || k == errs.Shape {
 				// The sum frame shows no disk: the info stands, the centre line says why.
 				fmt.Fprintf(w, "centre:     not found: %s\n", strings.TrimPrefix(frontend.FlagNames(err.Error()), "the sum frame of "+ds.Path()+": centre: "))
+				if err := printInfoJSON(cmd, asJSON, info); err != nil {
+					return err
+				}
 				return partialResult{fmt.Errorf("%w: give apply --centre X,Y,R (from a look at stemdot sum --png) for the auto specs", err)}
 			}
 			if err != nil {

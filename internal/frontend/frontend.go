@@ -21,9 +21,6 @@ import (
 
 // Set by package stemdot (frontend.go) at init.
 var (
-	// FlagName turns an option key into the CLI's flag: "sig_shape" → "--sig-shape".
-	FlagName func(key string) string
-
 	// FlagNames rewrites the options named in an error message, by key ("give option
 	// sig_shape") or by Go name ("give Options.SigShape", as package stemdot's errors
 	// name them), as the CLI's flags ("give --sig-shape"). Only known options are
@@ -55,6 +52,34 @@ var (
 	// side at most 4096). stemdot view exports its images as this PNG.
 	GreyImage func(nav []int, values []float64) *image.Gray
 )
+
+// FlagName turns an option key into the CLI's flag: "sig_shape" → "--sig-shape".
+func FlagName(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
+
+// ParseKeyValues calls set for each item of "key=value;key=value" (keys case-insensitive,
+// lowercased; empty items skipped); an item without "=" (named as what) and a key given
+// twice are errs.Argument, as is what set returns.
+func ParseKeyValues(s, what string, set func(key, value string) error) error {
+	seen := map[string]bool{}
+	for item := range strings.SplitSeq(s, ";") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		key, value, ok := strings.Cut(item, "=")
+		key = strings.ToLower(strings.TrimSpace(key))
+		switch {
+		case !ok || key == "":
+			return errs.New(errs.Argument, "%s %q is not key=value", what, strings.TrimSpace(item))
+		case seen[key]:
+			return errs.New(errs.Argument, "option %s given twice", key)
+		}
+		seen[key] = true
+		if err := set(key, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // ParseShape parses a shape "256,256", optionally in parentheses or brackets ("(2, 4)",
 // "[2,4]", as Python prints tuples and lists), into positive sizes, rows first; ndim > 0

@@ -367,9 +367,8 @@ async def _live(client, source, masks, *, job, notes, nav_shape, dectris_api, st
             return a, answer
 
         async def poll_all():
-            """Polls the workers of the stream; merges their rows; returns their reports."""
+            """Polls the workers of the stream and merges their rows (state: their reports)."""
             live = await _live_async(client)
-            reports = {}
             for a, answer in await asyncio.gather(*(poll(a) for a in addresses if a not in lost)):
                 if isinstance(answer, dict) and answer.get("gone") or isinstance(answer, BaseException) and a not in live:
                     lost.append(a)
@@ -387,11 +386,16 @@ async def _live(client, source, masks, *, job, notes, nav_shape, dectris_api, st
                     since[a] += len(idx)
                     record["frames"][a] = since[a]
                 state[a] = answer
-                reports[a] = answer
             if len(lost) == len(addresses):
                 raise ClusterError(f"stemdot.dask.live: every Dask worker of the stream left the cluster "
                                    f"({', '.join(addresses)}): no frame of {source} can be received")
-            return reports
+
+        def snapshot(now, missing, stalls, final):
+            """The run as a LiveUpdate shows it at now: the frames done, and their rate since the last update."""
+            done = int(have.sum())
+            return types.SimpleNamespace(done=done, n_frames=n, received=received, missing=missing, late=0, stalls=stalls,
+                                         rate=(done - last_done) / max(now - last_t, 1e-9), elapsed=now - t0, final=final,
+                                         partial=bool(missing))
 
         # The barrier: the detector is armed once every socket is connected.
         deadline = time.monotonic() + timeout
@@ -432,12 +436,8 @@ async def _live(client, source, masks, *, job, notes, nav_shape, dectris_api, st
                     end_given, record["end"] = True, why
             if all(state[a].get("final") for a in running):
                 break
-            done = int(have.sum())
-            snap = types.SimpleNamespace(done=done, n_frames=n, received=received, missing=0, late=0,
-                                         stalls=sum(state[a].get("stalls", 0) for a in running),
-                                         rate=(done - last_done) / max(now - last_t, 1e-9), elapsed=now - t0, final=False,
-                                         partial=False)
-            last_done, last_t = done, now
+            snap = snapshot(now, 0, sum(state[a].get("stalls", 0) for a in running), False)
+            last_done, last_t = snap.done, now
             yield LiveUpdate(out.reshape(nav_shape + (n_masks,)).copy(), snap)
             await asyncio.sleep(max(0.0, every - (time.monotonic() - tick)))
         finished = True
@@ -464,11 +464,7 @@ async def _live(client, source, masks, *, job, notes, nav_shape, dectris_api, st
         if without:
             info["live"]["positions_without_frame"] = [list(r) for r in without]
         result = stemdot.Result(images, names, info)
-        now = time.monotonic()
-        snap = types.SimpleNamespace(done=int(have.sum()), n_frames=n, received=received, missing=int(len(missing)), late=0,
-                                     stalls=info["live"]["stalls"], rate=(int(have.sum()) - last_done) / max(now - last_t, 1e-9),
-                                     elapsed=now - t0, final=True, partial=bool(len(missing)))
-        yield LiveUpdate(result, snap, without)
+        yield LiveUpdate(result, snapshot(time.monotonic(), int(len(missing)), info["live"]["stalls"], True), without)
     finally:
         stop_triggers.set()
         if armed:

@@ -13,7 +13,7 @@
 // ApplyMasksUDF computes it: shape nav_shape + (n_masks,), float32 (or float64).
 //
 // Each concern lives here once, for a Go caller and for the front ends (the CLI
-// cmd/stemdot, the C ABI capi, the viewer, the bench): the dataset options and their
+// cmd/stemdot, the C ABI cmd/libstemdot, the viewer, the bench): the dataset options and their
 // names (OpenOptions), planning on this machine (CPU topology and affinity, GPU
 // discovery, the planner) in Plan, the validation of a job in Apply, and atomic output
 // in Save. Errors are classified by package errs (errs.KindOf). Errors and warnings name

@@ -34,13 +34,13 @@ import (
 	"github.com/stemdot/stemdot/masks"
 )
 
-// The front ends (cmd/, capi/, bench/) plan, open and validate through the root package:
+// The front ends (cmd/: the CLI, the C ABI and the viewer; bench/) plan, open and validate through the root package:
 // none imports affinity/ or cuda/ (bench/gpucheck and cuda/gpucheck, GPU checks, may).
 func TestImportRule(t *testing.T) {
 	forbidden := map[string]bool{"github.com/stemdot/stemdot/affinity": true, "github.com/stemdot/stemdot/cuda": true}
 	fset := token.NewFileSet()
 	checked := 0
-	for _, root := range []string{"cmd", "capi", "bench"} {
+	for _, root := range []string{"cmd", "bench"} {
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err

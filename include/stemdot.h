@@ -11,7 +11,7 @@
  * row-major order over nav_shape), as LiberTEM's ApplyMasksUDF does.
  *
  * Build: `make capi` (with CUDA where nvcc is found, else CPU-only; or
- * `go build -buildmode=c-shared -o build/libstemdot.so ./capi`). See capi/examples/apply.c
+ * `go build -buildmode=c-shared -o build/libstemdot.so ./cmd/libstemdot`). See cmd/libstemdot/examples/apply.c
  * (and live.c for live streams).
  *
  * Linking
@@ -1026,7 +1026,7 @@ typedef struct stemdot_cli_flag {
  * stemdot_apply_shifted takes them) are read during the call only; out (apply: n_frames ×
  * n_masks values of the result's dtype, frame-major; reduce: one sig_y × sig_x frame of
  * doubles per reduction asked) is filled by the callback. The operations, requests and
- * replies are documented at the Go package internal/cli (Remote). It runs on the thread
+ * replies are documented at the Go package cmd/internal/cli (Remote). It runs on the thread
  * that called stemdot_cli_main.
  */
 typedef const char *(*stemdot_cli_fn)(void *user, const char *op, const char *request,

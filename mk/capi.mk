@@ -2,8 +2,8 @@
 # which defines GO and BUILD.
 #
 #   make capi         build/libstemdot.so (+ the generated build/libstemdot.h, internal)
-#   make test-capi    build and run capi/examples/apply.c, capi/examples/fork.c (a
-#                     forked child is refused, not hung) and capi/examples/live.c (live
+#   make test-capi    build and run cmd/libstemdot/examples/apply.c, cmd/libstemdot/examples/fork.c (a
+#                     forked child is refused, not hung) and cmd/libstemdot/examples/live.c (live
 #                     runs from a Merlin sender on loopback) against it, and the C program
 #                     of doc/c-and-python.md compiled with its link line, as written
 #   make python-venv  python/.venv with numpy, pytest, dask[distributed] and ./python
@@ -28,11 +28,11 @@
 CC          ?= cc
 PYTHON      ?= python3
 CAPI_LIB    := $(BUILD)/libstemdot.so
-CAPI_SRC    := $(wildcard capi/*.go capi/*.c capi/*.h) include/stemdot.h
-# Every package the library may link, e.g. dataset/hdf5 (bench/ and cmd/ hold none).
+CAPI_SRC    := $(wildcard cmd/libstemdot/*.go cmd/libstemdot/*.c cmd/libstemdot/*.h) include/stemdot.h
+# Every package the library may link, e.g. dataset/hdf5 (bench/ and cmd/stemdot hold none).
 # (the viewer's page is embedded: stemdot_view_start serves it)
-CAPI_DEPS   := $(filter-out %_test.go bench/% cmd/%,$(wildcard *.go */*.go */*/*.go */*/*/*.go)) \
-	$(shell find internal/view/static -type f)
+CAPI_DEPS   := $(filter-out %_test.go bench/% cmd/stemdot/%,$(wildcard *.go */*.go */*/*.go */*/*/*.go)) \
+	$(shell find cmd/internal/view/static -type f)
 CAPI_EXAMPLE := $(BUILD)/capi-example
 CAPI_FORK   := $(BUILD)/capi-fork
 CAPI_LIVE   := $(BUILD)/capi-live
@@ -50,17 +50,17 @@ capi: $(CAPI_LIB)
 
 $(CAPI_LIB): $(CAPI_SRC) $(CAPI_DEPS) go.mod go.sum $(TAGS_STAMP) $(if $(TAGS),kernels,)
 	@mkdir -p $(BUILD)
-	$(CUDA_LINK) $(GO) build -buildmode=c-shared $(GOTAGS) -o $@ ./capi
+	$(CUDA_LINK) $(GO) build -buildmode=c-shared $(GOTAGS) -o $@ ./cmd/libstemdot
 
-$(CAPI_EXAMPLE): capi/examples/apply.c include/stemdot.h $(CAPI_LIB)
+$(CAPI_EXAMPLE): cmd/libstemdot/examples/apply.c include/stemdot.h $(CAPI_LIB)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< \
 		-L$(BUILD) -lstemdot -Wl,-rpath,$(abspath $(BUILD)) -lpthread -lm
 
-$(CAPI_FORK): capi/examples/fork.c include/stemdot.h $(CAPI_LIB)
+$(CAPI_FORK): cmd/libstemdot/examples/fork.c include/stemdot.h $(CAPI_LIB)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< \
 		-L$(BUILD) -lstemdot -Wl,-rpath,$(abspath $(BUILD))
 
-$(CAPI_LIVE): capi/examples/live.c include/stemdot.h $(CAPI_LIB)
+$(CAPI_LIVE): cmd/libstemdot/examples/live.c include/stemdot.h $(CAPI_LIB)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< \
 		-L$(BUILD) -lstemdot -Wl,-rpath,$(abspath $(BUILD)) -lpthread -lm
 

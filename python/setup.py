@@ -1,9 +1,9 @@
 """Build hook: compile libstemdot.so and the stemdot command from the Go sources into the
 package.
 
-`build_py` runs `go build -buildmode=c-shared -o <build>/stemdot/libstemdot.so ./capi` and
+`build_py` runs `go build -buildmode=c-shared -o <build>/stemdot/libstemdot.so ./cmd/libstemdot` and
 `go build -o <build>/stemdot/_bin/stemdot ./cmd/stemdot` in the repository root (this
-directory sits in the stemdot repository: ../go.mod and ../capi), so the wheel carries the
+directory sits in the stemdot repository: ../go.mod and ../cmd/libstemdot), so the wheel carries the
 library and the CLI, which the console script `stemdot` (stemdot._cli) runs. Without Go
 on PATH, or outside the repository, the build fails with a message saying so: a package
 without its library would install and then fail at its first call. Files left in the
@@ -41,9 +41,9 @@ class BuildPyWithGo(build_py):
         for stale in (target, target.with_suffix(".h"), cli):
             stale.unlink(missing_ok=True)
         super().run()
-        if not (REPO / "go.mod").is_file() or not (REPO / "capi").is_dir():
+        if not (REPO / "go.mod").is_file() or not (REPO / "cmd" / "libstemdot").is_dir():
             raise ExecError(
-                f"stemdot: the package is built from the stemdot repository, but {REPO} holds no go.mod and capi/: "
+                f"stemdot: the package is built from the stemdot repository, but {REPO} holds no go.mod and cmd/libstemdot/: "
                 "install it from a checkout (pip install ./python in the repository root)"
             )
         go = shutil.which("go")
@@ -59,7 +59,7 @@ class BuildPyWithGo(build_py):
         # -s -w: without the symbol table and DWARF (a quarter smaller); panics still name
         # functions and lines (Go's own pclntab stays).
         flags = ["-tags", tags, "-ldflags=-s -w"]
-        for cmd in ([go, "build", "-buildmode=c-shared", *flags, "-o", str(target), "./capi"],
+        for cmd in ([go, "build", "-buildmode=c-shared", *flags, "-o", str(target), "./cmd/libstemdot"],
                     [go, "build", *flags, "-o", str(cli), "./cmd/stemdot"]):
             self.announce("stemdot: " + " ".join(cmd), level=3)
             if subprocess.run(cmd, cwd=REPO).returncode != 0:

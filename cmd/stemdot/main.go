@@ -1,5 +1,5 @@
 // Command stemdot applies virtual detectors (mask stacks) to 4D-STEM datasets: the
-// command line of package internal/cli, computed on this machine.
+// command line of package cmd/internal/cli, computed on this machine.
 //
 //	stemdot info FILE                       format, nav and sig shape, dtype, frames, size
 //	stemdot plan [FILE] [--cpus] [--gpus]   the topology seen and the resource plan
@@ -20,7 +20,7 @@ package main
 import (
 	"os"
 
-	"github.com/stemdot/stemdot/internal/cli"
+	"github.com/stemdot/stemdot/cmd/internal/cli"
 )
 
 func main() { os.Exit(cli.Main(os.Args[1:])) }

@@ -1,6 +1,6 @@
 // Package frontend is the plumbing that stemdot's front ends share and a Go user of the
-// library does not call: the CLI (cmd/stemdot, internal/cli), the C ABI (capi), the
-// viewer (internal/view) and the bench name options and parse shapes the same way
+// library does not call: the CLI (cmd/stemdot, cmd/internal/cli), the C ABI (cmd/libstemdot),
+// the viewer (cmd/internal/view) and the bench name options and parse shapes the same way
 // through it.
 //
 // The functions that read the root package's private tables (the options' names, the

@@ -1,5 +1,5 @@
 """#20.5: python -m stemdot.dask is stemdot apply and stemdot sum on a Dask cluster, one
-definition (Go's internal/cli through stemdot_cli_main): on the same inputs both write the
+definition (Go's cmd/internal/cli through stemdot_cli_main): on the same inputs both write the
 same files, byte for byte, and refuse the same command lines with the same message (after
 the prefix) and exit status. A LocalCluster of 2 worker processes × 1 thread."""
 

@@ -86,7 +86,7 @@ def candidates():
     here = Path(__file__).resolve().parent
     found = [here / "libstemdot.so"]
     for parent in here.parents:
-        if (parent / "go.mod").is_file() and (parent / "capi").is_dir():
+        if (parent / "go.mod").is_file() and (parent / "cmd" / "libstemdot").is_dir():
             found.append(parent / "build" / "libstemdot.so")
             break
     return found

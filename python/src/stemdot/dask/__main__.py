@@ -6,7 +6,7 @@
         --out sum.npy --mean mean.npy --max max.npy --std std.npy
 
 The command is the stemdot binary's apply (the default) and sum commands, one definition
-in Go (package internal/cli) run through the C ABI's ``stemdot_cli_main``: the same flags,
+in Go (package cmd/internal/cli) run through the C ABI's ``stemdot_cli_main``: the same flags,
 checks, mask stack (the --masks stacks first, then the --mask specs, in the order given),
 centre of the auto specs, outputs (NPY, RESULT.json, PNGs, COM shift maps, written all or
 nothing), warnings, messages ("stemdot.dask: ..." instead of "stemdot: ...") and exit

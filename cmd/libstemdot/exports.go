@@ -1,7 +1,7 @@
 package main
 
 /*
-#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../include
+#cgo CFLAGS: -I${SRCDIR} -I${SRCDIR}/../../include
 #include "shim.h"
 */
 import "C"

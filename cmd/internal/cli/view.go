@@ -14,10 +14,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/cmd/internal/view"
 	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/internal/memlimit"
 	"github.com/stemdot/stemdot/internal/safetext"
-	"github.com/stemdot/stemdot/internal/view"
 	"github.com/stemdot/stemdot/live"
 	"github.com/stemdot/stemdot/planner"
 )

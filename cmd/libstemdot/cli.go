@@ -12,8 +12,8 @@ import (
 	"os"
 	"unsafe"
 
+	"github.com/stemdot/stemdot/cmd/internal/cli"
 	"github.com/stemdot/stemdot/errs"
-	"github.com/stemdot/stemdot/internal/cli"
 	"github.com/stemdot/stemdot/internal/safetext"
 )
 

@@ -1,6 +1,6 @@
-// Command capi is libstemdot, stemdot's C ABI, built as a shared library:
+// Command libstemdot is, stemdot's C ABI, built as a shared library:
 //
-//	go build -buildmode=c-shared -o build/libstemdot.so ./capi
+//	go build -buildmode=c-shared -o build/libstemdot.so ./cmd/libstemdot
 //
 // The public, hand-kept header is include/stemdot.h; it documents every function, the
 // ownership of memory and handles, and thread safety. The Go package is layered:
@@ -14,7 +14,7 @@
 // trampoline, the fork detection).
 //
 // The Python package in python/ binds this library with ctypes, and
-// capi/examples/apply.c shows its use from C.
+// cmd/libstemdot/examples/apply.c shows its use from C.
 package main
 
 import _ "github.com/stemdot/stemdot/dataset/formats" // every format (the stemdot package imports it too)

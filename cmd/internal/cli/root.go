@@ -1,6 +1,6 @@
 // Package cli is the stemdot command line, one definition for its two front ends: the
 // stemdot binary (cmd/stemdot, Main: every command, computed on this machine) and the C
-// ABI's stemdot_cli_main (capi, Run), which runs the apply and sum commands with the
+// ABI's stemdot_cli_main (cmd/libstemdot, Run), which runs the apply and sum commands with the
 // mask-dot products and reductions computed by a Backend of the caller's, e.g. on the
 // workers of a Dask cluster (python -m stemdot.dask). Both take the same flags (a
 // backend adds its own, such as --scheduler), make the same checks, mask stacks, centre,

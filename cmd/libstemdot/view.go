@@ -15,10 +15,10 @@ import (
 	"strings"
 
 	"github.com/stemdot/stemdot"
+	"github.com/stemdot/stemdot/cmd/internal/view"
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/frontend"
-	"github.com/stemdot/stemdot/internal/view"
 )
 
 // kindView is the handle kind of a viewer server (stemdot_view_start).

@@ -197,3 +197,55 @@ def test_view_errors(frames, tmp_path):
             stemdot.view(frames, listen=f"127.0.0.1:{v.port}")  # in use
     with pytest.raises(stemdot.InvalidArgumentError, match="cpus"):
         stemdot.view(frames, cpus="many")
+
+
+def test_view_dask_array(frames, tmp_path, monkeypatch):
+    """A dask array: written block by block (blocks of 2 frames here) to a scratch file in
+    scratch=, which the view reads; its virtual images equal apply_masks' of the numpy
+    frames; the file is removed when the view stops."""
+    da = pytest.importorskip("dask.array")
+    monkeypatch.setattr(stemdot, "LAZY_BLOCK_BYTES", 2 * frames[0, 0].nbytes)
+    x = da.from_array(frames, chunks=(2, 3, 24, 32))
+    with stemdot.view(x, cpus=1, scratch=tmp_path) as v:
+        scratch, = tmp_path.iterdir()
+        assert scratch.name.startswith("stemdot-view-") and scratch.suffix == ".npy"
+        np.testing.assert_array_equal(np.load(scratch), frames)
+        info = json.loads(get(v.url + "api/info")[2])
+        assert info["file"] == "<dask array (5, 7, 24, 32) uint16>" and info["command"] == ""
+        assert v.name == info["file"]
+        spec = default_disk(frames.shape[2:])
+        want = stemdot.apply_masks(frames, stemdot.mask(spec, frames.shape[2:]))[..., 0]
+        np.testing.assert_array_equal(image(v.url, spec), want)
+        np.testing.assert_array_equal(image(v.url, "rect:3,2,8,5"), frames[:, :, 2:7, 3:11].sum(axis=(2, 3), dtype=np.float64))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_view_dask_array_refused(frames, tmp_path, monkeypatch):
+    """A dask array that cannot be viewed leaves no scratch file: no room (the error names
+    scratch=), a dtype the engine does not read, a failing block."""
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(frames, chunks=(2, 3, 24, 32))
+    Usage = type(shutil_usage := __import__("shutil").disk_usage(tmp_path))
+    monkeypatch.setattr("shutil.disk_usage", lambda d: Usage(shutil_usage.total, shutil_usage.used, x.nbytes // 2))
+    with pytest.raises(stemdot.StemdotIOError, match=r"\(0\.05 MB\) .* has 0\.03 MB free: give scratch= a directory with room"):
+        stemdot.view(x, scratch=tmp_path)
+    monkeypatch.undo()
+    with pytest.raises(stemdot.DTypeError):
+        stemdot.view(x.astype(np.complex64), scratch=tmp_path)
+
+    def fail(block):
+        raise RuntimeError("block lost")
+    with pytest.raises(RuntimeError, match="block lost"):
+        stemdot.view(x.map_blocks(fail, dtype=x.dtype), scratch=tmp_path)
+    with pytest.raises(stemdot.StemdotIOError, match="scratch="):
+        stemdot.view(x, scratch=tmp_path / "missing")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_view_lazy_signal(frames, tmp_path):
+    """A lazy HyperSpy signal is viewed through its dask array."""
+    hs = pytest.importorskip("hyperspy.api", reason="HyperSpy not installed (make py-hyperspy)")
+    s = hs.signals.Signal2D(frames).as_lazy()
+    with stemdot.view(s, cpus=1, scratch=tmp_path) as v:
+        np.testing.assert_array_equal(image(v.url, "rect:0,0,32,24"), frames.sum(axis=(2, 3), dtype=np.float64))
+    assert list(tmp_path.iterdir()) == []

@@ -63,7 +63,13 @@ type config struct {
 	cpuProf  string
 	sum      bool
 	shifted  bool
+	only     []string // the parts measured: raw, sparse, hdf5
 }
+
+// parts are the parts of a run that -only selects.
+var parts = []string{"raw", "sparse", "hdf5"}
+
+func (c *config) part(name string) bool { return slices.Contains(c.only, name) }
 
 func main() {
 	if err := run(); err != nil {
@@ -74,7 +80,7 @@ func main() {
 
 func parseFlags() (*config, error) {
 	c := &config{}
-	var dtypes, cases, with string
+	var dtypes, cases, with, only string
 	flag.BoolVar(&c.quick, "quick", false, "quick run: datasets of at most 1 GiB, peers on all cores only")
 	flag.StringVar(&c.size, "size", "auto", "bytes of each dataset (e.g. 2GiB), or auto: 4× the last-level cache, at least 1 GiB, at most RAM/8")
 	flag.StringVar(&dtypes, "dtypes", "uint16,float32", "frame dtypes to measure")
@@ -89,7 +95,8 @@ func parseFlags() (*config, error) {
 	flag.StringVar(&c.rowsOut, "rows-out", "", "measure only this build's stemdot rows (references from the scratch directory) and write them as JSON to this file")
 	flag.BoolVar(&c.oneCore, "peers-one-core", false, "also run the peers on one core (default: on in full runs, off with -quick)")
 	flag.StringVar(&c.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	flag.BoolVar(&c.shifted, "shifted", true, "also measure every stemdot plan with shifted masks (descan compensation: per-frame sub-pixel shifts along a plane), rows \"<plan>+shifted/<kernels>\"")
+	flag.BoolVar(&c.shifted, "shifted", true, "also measure every stemdot plan with shifted masks (descan compensation: per-frame shifts along a plane), sub-pixel (rows \"<plan>+shifted/<kernels>\") and rounded to whole pixels (\"<plan>+shifted-whole/<kernels>\")")
+	flag.StringVar(&only, "only", strings.Join(parts, ","), "the parts to measure, comma-separated: raw (peers, stemdot, sum and read floor on the raw file of each dtype), sparse (a raw_csr file of the uint16 scan's counted frames), hdf5 (the uint16 file's first frames in compressed HDF5 files); sparse and hdf5 need uint16 among -dtypes, and compare with raw's rows")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -119,6 +126,12 @@ func parseFlags() (*config, error) {
 	}
 	if with != "" {
 		c.with = strings.Split(with, ",")
+	}
+	for _, s := range strings.Split(only, ",") {
+		if s = strings.TrimSpace(s); !slices.Contains(parts, s) {
+			return nil, fmt.Errorf("-only: part %q: want %s", s, strings.Join(parts, ", "))
+		}
+		c.only = append(c.only, s)
 	}
 	return c, nil
 }
@@ -163,7 +176,13 @@ func run() error {
 		return err
 	}
 	ctx := context.Background()
+	if (cfg.part("sparse") || cfg.part("hdf5")) && !slices.Contains(cfg.dtypes, dataset.Uint16) {
+		log("no uint16 among -dtypes: no raw_csr and no HDF5 rows (they are the uint16 file's frames)")
+	}
 	for _, dt := range cfg.dtypes {
+		if !cfg.part("raw") && dt != dataset.Uint16 {
+			continue
+		}
 		data, err := prepareData(cfg, dt, size)
 		if err != nil {
 			return err
@@ -176,31 +195,23 @@ func run() error {
 			return err
 		}
 		plans := env.plans(data, &rep.Skipped)
-		if cfg.rowsOut == "" && len(mcs) > 0 {
-			rows, err := runPeers(cfg, env, data, mcs, plans, rep)
-			if err != nil {
-				return err
-			}
-			rep.Rows = append(rep.Rows, rows...)
-		}
-		rows, err := runStemdot(ctx, cfg, data, mcs, plans)
-		if err != nil {
+		if err := runRaw(ctx, cfg, env, data, mcs, plans, rep); err != nil {
 			return err
 		}
-		rep.Rows = append(rep.Rows, rows...)
-		if cfg.sum && cfg.rowsOut == "" { // the sum uses no BLAS: one build measures it
-			rows, err := runSum(ctx, cfg, data, plans)
-			if err != nil {
-				return err
+		if dt == dataset.Uint16 && cfg.rowsOut == "" { // the other builds measure the raw files only
+			for _, part := range []struct {
+				name string
+				run  func(context.Context, *config, *machine, *benchData, []*caseMasks, *bench.Report) ([]bench.Row, error)
+			}{{"sparse", runSparse}, {"hdf5", runCompressed}} {
+				if !cfg.part(part.name) {
+					continue
+				}
+				rows, err := part.run(ctx, cfg, env, data, mcs, rep)
+				if err != nil {
+					return err
+				}
+				rep.Rows = append(rep.Rows, rows...)
 			}
-			rep.Rows = append(rep.Rows, rows...)
-		}
-		if cfg.rowsOut == "" {
-			rows, err := readFloor(cfg, data, plans)
-			if err != nil {
-				return err
-			}
-			rep.Rows = append(rep.Rows, rows...)
 		}
 		if err := data.ds.Close(); err != nil {
 			return err
@@ -222,6 +233,41 @@ func run() error {
 	rep.Machine["bench_seconds"] = time.Since(start).Seconds()
 	rep.Rows = bench.Sorted(rep.Rows)
 	return writeReport(cfg, rep, env.peak)
+}
+
+// runRaw measures the raw file d (part raw): the peers, stemdot (plain and shifted), the
+// sum and the read floor; another build (-rows-out) measures its stemdot rows only.
+func runRaw(ctx context.Context, cfg *config, env *machine, d *benchData, mcs []*caseMasks, plans []namedPlan, rep *bench.Report) error {
+	if !cfg.part("raw") {
+		return nil
+	}
+	if cfg.rowsOut == "" && len(mcs) > 0 {
+		rows, err := runPeers(cfg, env, d, mcs, plans, rep)
+		if err != nil {
+			return err
+		}
+		rep.Rows = append(rep.Rows, rows...)
+	}
+	rows, err := runStemdot(ctx, cfg, d, mcs, plans)
+	if err != nil {
+		return err
+	}
+	rep.Rows = append(rep.Rows, rows...)
+	if cfg.sum && cfg.rowsOut == "" { // the sum uses no BLAS: one build measures it
+		rows, err := runSum(ctx, cfg, d, plans)
+		if err != nil {
+			return err
+		}
+		rep.Rows = append(rep.Rows, rows...)
+	}
+	if cfg.rowsOut == "" {
+		rows, err := readFloor(cfg, d, plans)
+		if err != nil {
+			return err
+		}
+		rep.Rows = append(rep.Rows, rows...)
+	}
+	return nil
 }
 
 // method says how each source is timed; it goes into the JSON report.
@@ -246,7 +292,8 @@ func runOtherBuild(cfg *config, bin string) ([]bench.Row, error) {
 	}
 	out := filepath.Join(cfg.scratch, "rows-"+filepath.Base(bin)+".json")
 	args := []string{"-rows-out", out, "-size", cfg.size, "-repeats", fmt.Sprint(cfg.repeats),
-		"-scratch", cfg.scratch, "-dtypes", joinDTypes(cfg.dtypes), "-masks", joinCases(cfg.cases)}
+		"-scratch", cfg.scratch, "-dtypes", joinDTypes(cfg.dtypes), "-masks", joinCases(cfg.cases), "-only", strings.Join(cfg.only, ","),
+		fmt.Sprintf("-shifted=%t", cfg.shifted)}
 	if cfg.quick {
 		args = append(args, "-quick")
 	}

@@ -6,8 +6,10 @@
 // Throughput is counted in raw frame bytes: the native (on-disk) bytes of all frames of
 // the dataset divided by the median wall time of the repeated runs, in GB/s (10⁹ bytes
 // per second), and in frames per second. A ratio is a row's throughput over another
-// measurement's, taken at the same dtype and worker count (and, for peers, the same mask
-// case).
+// measurement's, taken at the same dtype, dataset and worker count (and, for peers, the
+// same mask case); a figure (Figure) compares a stemdot row with another stemdot row of
+// the same run: shifted with unshifted masks, counted or compressed data with the raw
+// file, all workers with one.
 package bench
 
 import (

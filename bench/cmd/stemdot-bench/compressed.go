@@ -52,7 +52,9 @@ func runCompressed(ctx context.Context, cfg *config, env *machine, dense *benchD
 	var frames []byte // read from the raw file when a compressed file is written
 	var rows []bench.Row
 	for _, kind := range []string{bench.DatasetGzip, bench.DatasetBSLZ4} {
-		path := filepath.Join(cfg.scratch, fmt.Sprintf("synth_uint16_%dx%dx%dx%d_%s.h5", nav[0], nav[1], sig[0], sig[1], strings.TrimPrefix(kind, "hdf5-")))
+		// Named after the raw file whose first frames it holds: the synth model's frames
+		// depend on the scan shape, so another raw file's first frames differ.
+		path := fmt.Sprintf("%s_first%d_%s.h5", strings.TrimSuffix(dense.path, filepath.Ext(dense.path)), n, strings.TrimPrefix(kind, "hdf5-"))
 		if _, err := os.Stat(path); err != nil {
 			if frames == nil {
 				frames = make([]byte, n*dense.ds.FrameBytes())

@@ -196,7 +196,7 @@ var RatioSources = []string{ReadFloor, NumPy, LiberTEM, CuPy}
 // CSV column order.
 const (
 	// Unshifted: a row with shifted masks (plan "<plan>+shifted…/<kernels>") over the same
-	// plan's unshifted row, GB/s.
+	// plan's unshifted row (the same frames: GB/s and frames/s alike).
 	Unshifted = "unshifted"
 	// DenseData: a DatasetCSR row over the raw uint16 file's row of the same plan and
 	// masks, frames/s.
@@ -247,9 +247,9 @@ func Figure(rows []Row, i int, name string) (ratio float64, ok bool) {
 var CSVHeader = []string{"dtype", "dataset", "masks", "mask_kind", "plan", "workers", "gbps", "frames_per_s",
 	"ratio_read_floor", "ratio_numpy", "ratio_libertem", "ratio_cupy", "ratio_unshifted", "ratio_dense", "ratio_uncompressed", "scaling"}
 
-// Sorted returns the rows ordered for reading: by dtype and dataset (as first seen), mask kind
-// (dense, sparse, sum, none), mask count, then stemdot before the read floor and the peers,
-// then plan name.
+// Sorted returns the rows ordered for reading: by dtype and dataset (as first seen), mask
+// kind (dense, sparse, sum, none), mask count, then stemdot before the read floor and the
+// peers, then plan name.
 func Sorted(rows []Row) []Row {
 	var dtypes, datasets []string
 	for _, r := range rows {

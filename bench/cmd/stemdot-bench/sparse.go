@@ -53,7 +53,9 @@ func (c *csrFiles) close() {
 // and are checked against a float64 product of every frame's events, computed here
 // from the mapped arrays. Its read floor is a sweep summing indptr, indices and data of
 // the plan's partitions on the plan's workers, pinned the same way (as the gather
-// benchmark's floor). Only CPU-only plans: GPU workers densify the events.
+// benchmark's floor). Only CPU-only plans: GPU workers densify the events. The reader
+// delivers uint16 events widened to uint32, read rather than viewed in place (package
+// csr: several events at a pixel add up), so the gather pays that copy.
 func runSparse(ctx context.Context, cfg *config, env *machine, dense *benchData, mcs []*caseMasks, rep *bench.Report) ([]bench.Row, error) {
 	var cases []*caseMasks
 	for _, mc := range mcs {

@@ -25,6 +25,10 @@ import (
 // sparseMasks are the dense mask counts measured on the raw_csr file.
 var sparseMasks = []int{1, 4, 16}
 
+// sparseRepeats multiplies -repeats for the raw_csr rows: a run over its 32 MB (quick)
+// takes some 10-50 ms, which a shared machine's noise swamps in a median of 3.
+const sparseRepeats = 5
+
 // csrFiles are the three arrays of a raw_csr file, mapped read-only: indptr (int64,
 // frames+1), indices (int32) and data (uint16), host order (little endian: amd64, arm64).
 type csrFiles struct {
@@ -53,9 +57,10 @@ func (c *csrFiles) close() {
 // and are checked against a float64 product of every frame's events, computed here
 // from the mapped arrays. Its read floor is a sweep summing indptr, indices and data of
 // the plan's partitions on the plan's workers, pinned the same way (as the gather
-// benchmark's floor). Only CPU-only plans: GPU workers densify the events. The reader
-// delivers uint16 events widened to uint32, read rather than viewed in place (package
-// csr: several events at a pixel add up), so the gather pays that copy.
+// benchmark's floor). Each row takes sparseRepeats × -repeats timed runs. Only CPU-only
+// plans: GPU workers densify the events. The reader delivers uint16 events widened to
+// uint32, read rather than viewed in place (package csr: several events at a pixel add
+// up), so the gather pays that copy.
 func runSparse(ctx context.Context, cfg *config, env *machine, dense *benchData, mcs []*caseMasks, rep *bench.Report) ([]bench.Row, error) {
 	var cases []*caseMasks
 	for _, mc := range mcs {
@@ -97,19 +102,21 @@ func runSparse(ctx context.Context, cfg *config, env *machine, dense *benchData,
 			plans = append(plans, p)
 		}
 	}
+	more := *cfg
+	more.repeats *= sparseRepeats
 	var rows []bench.Row
 	for _, mc := range cases {
 		s := csrReference(files, mc)
 		out := make([]float32, d.frames()*mc.N)
 		for _, p := range plans {
-			row, err := measureStemdot(ctx, cfg, d, mc, p, "", nil, nil, s, out)
+			row, err := measureStemdot(ctx, &more, d, mc, p, "", nil, nil, s, out)
 			if err != nil {
 				return nil, err
 			}
 			rows = append(rows, row)
 		}
 	}
-	floors, err := readFloor(cfg, d, plans)
+	floors, err := readFloor(&more, d, plans)
 	return append(rows, floors...), err
 }
 

@@ -22,7 +22,8 @@ import (
 // floor as a dashed horizontal line, and writes it as PNG. Each panel's legend sits
 // below its plot area, never over the lines; rows whose frames were held in GPU memory
 // (Row.Data) are labelled "data on GPU". Sparse cases are left out (they are one mask
-// of another kind).
+// of another kind), and so are the rows of other datasets than the raw file
+// (Row.Dataset).
 func WritePlot(w io.Writer, rows []Row) error {
 	var dtypes []string
 	for _, r := range rows {
@@ -110,8 +111,8 @@ func panel(rows []Row, dtype string) (*plot.Plot, *legend, error) {
 	floors := map[string]float64{}
 	var xmin, xmax float64
 	for _, r := range rows {
-		if r.DType != dtype {
-			continue
+		if r.DType != dtype || r.Dataset != "" {
+			continue // the other datasets' rows count other bytes or other frames
 		}
 		if g := r.GBps(); g > 0 && !math.IsInf(g, 0) && (r.Source == ReadFloor || r.MaskKind == Dense && r.Masks >= 1) {
 			ymin, ymax = min(ymin, g), max(ymax, g)

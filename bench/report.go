@@ -6,8 +6,10 @@
 // Throughput is counted in raw frame bytes: the native (on-disk) bytes of all frames of
 // the dataset divided by the median wall time of the repeated runs, in GB/s (10⁹ bytes
 // per second), and in frames per second. A ratio is a row's throughput over another
-// measurement's, taken at the same dtype and worker count (and, for peers, the same mask
-// case).
+// measurement's, taken at the same dtype, dataset and worker count (and, for peers, the
+// same mask case); a figure (Figure) compares a stemdot row with another stemdot row of
+// the same run: shifted with unshifted masks, counted or compressed data with the raw
+// file, all workers with one.
 package bench
 
 import (
@@ -76,6 +78,12 @@ type Row struct {
 	// all together: mapping the file's pages, which the engine's workers drop after each
 	// claim, so that every run maps them again (0 where not counted).
 	MinorFaults int64 `json:"minor_faults,omitempty"`
+	// Dataset names the file measured beside the plain raw file of the dtype ("", which
+	// tables and CSV show as "raw"): DatasetCSR (the same scan's counted frames as
+	// raw_csr events), DatasetGzip or DatasetBSLZ4 (frames of the uint16 raw file in a
+	// compressed HDF5 file). Rows compare only with rows of the same Dataset, except
+	// through Figure.
+	Dataset string `json:"dataset,omitempty"`
 	// Data says where the frames were when the timed runs started: "" (in a file,
 	// read during the run) or DataOnGPU (already in GPU memory: no read, no PCIe copy
 	// timed). Plots and tables label the latter.
@@ -84,6 +92,21 @@ type Row struct {
 
 // DataOnGPU is Row.Data for frames held in GPU memory before the timed runs.
 const DataOnGPU = "gpu"
+
+// Datasets of a row beside the plain raw file (Row.Dataset).
+const (
+	// DatasetCSR is a raw_csr file of counted frames (1% of the pixels hit, uint16
+	// counts); its rows count Bytes in sparse bytes (indptr, indices and data).
+	DatasetCSR = "raw_csr"
+	// DatasetGzip and DatasetBSLZ4 are HDF5 files of the uint16 raw file's first frames,
+	// one frame per chunk, compressed with shuffle and deflate or with bitshuffle-LZ4; their
+	// rows count Bytes in decoded frame bytes.
+	DatasetGzip  = "hdf5-gzip"
+	DatasetBSLZ4 = "hdf5-bslz4"
+)
+
+// DatasetName is r.Dataset, "raw" for the plain raw file.
+func DatasetName(r Row) string { return cmp.Or(r.Dataset, "raw") }
 
 // Median is the median of the row's times in seconds (NaN without times).
 func (r Row) Median() float64 { return Median(r.Seconds) }
@@ -152,7 +175,7 @@ func Ratio(rows []Row, i int, other string) (ratio float64, ok bool) {
 		}
 	}
 	for j, o := range rows {
-		if o.Source != other || o.DType != r.DType || o.Workers != r.Workers {
+		if o.Source != other || o.DType != r.DType || o.Workers != r.Workers || o.Dataset != r.Dataset {
 			continue
 		}
 		if other != ReadFloor && (o.Masks != r.Masks || o.MaskKind != r.MaskKind) {
@@ -169,18 +192,72 @@ func Ratio(rows []Row, i int, other string) (ratio float64, ok bool) {
 // RatioSources are the sources every row is compared with, in CSV column order.
 var RatioSources = []string{ReadFloor, NumPy, LiberTEM, CuPy}
 
-// CSVHeader is the exact header of WriteCSV.
-var CSVHeader = []string{"dtype", "masks", "mask_kind", "plan", "workers", "gbps", "frames_per_s",
-	"ratio_read_floor", "ratio_numpy", "ratio_libertem", "ratio_cupy"}
+// Figures compare a stemdot row with another stemdot row of the same run (Figure), in
+// CSV column order.
+const (
+	// Unshifted: a row with shifted masks (plan "<plan>+shifted…/<kernels>") over the same
+	// plan's unshifted row (the same frames: GB/s and frames/s alike).
+	Unshifted = "unshifted"
+	// DenseData: a DatasetCSR row over the raw uint16 file's row of the same plan and
+	// masks, frames/s.
+	DenseData = "dense"
+	// Uncompressed: a compressed HDF5 row over the raw uint16 file's row of the same plan
+	// and masks, frames/s.
+	Uncompressed = "uncompressed"
+	// Scaling: a cpu-all row over the cpu-1 row of the same case, frames/s.
+	Scaling = "scaling"
+)
 
-// Sorted returns the rows ordered for reading: by dtype (as first seen), mask kind
-// (dense, sparse, sum, none), mask count, then stemdot before the read floor and the peers,
-// then plan name.
+// Figures are the figures of Figure, in CSV column order.
+var Figures = []string{Unshifted, DenseData, Uncompressed, Scaling}
+
+// Figure is the figure name (one of Figures) of stemdot row i: its throughput over the
+// stemdot row it is measured against in the same run, which has the same dtype, masks,
+// mask kind and build ("/<kernels>"); ok is false where the figure does not apply to row
+// i or that row was not measured.
+func Figure(rows []Row, i int, name string) (ratio float64, ok bool) {
+	r := rows[i]
+	if r.Source != Stemdot {
+		return 0, false
+	}
+	plan, kernels, _ := strings.Cut(r.Plan, "/")
+	base, shift, _ := strings.Cut(plan, "+")
+	want := Row{Dataset: r.Dataset, DType: r.DType, Plan: r.Plan}
+	switch {
+	case name == Unshifted && shift != "":
+		want.Plan = base + "/" + kernels
+	case name == DenseData && r.Dataset == DatasetCSR,
+		name == Uncompressed && (r.Dataset == DatasetGzip || r.Dataset == DatasetBSLZ4):
+		want.Dataset, want.DType = "", "uint16"
+	case name == Scaling && base == "cpu-all":
+		want.Plan = strings.Replace(r.Plan, "cpu-all", "cpu-1", 1)
+	default:
+		return 0, false
+	}
+	for _, o := range rows {
+		if o.Source == Stemdot && o.Dataset == want.Dataset && o.DType == want.DType && o.Plan == want.Plan &&
+			o.Masks == r.Masks && o.MaskKind == r.MaskKind {
+			return r.FramesPerS() / o.FramesPerS(), true
+		}
+	}
+	return 0, false
+}
+
+// CSVHeader is the exact header of WriteCSV.
+var CSVHeader = []string{"dtype", "dataset", "masks", "mask_kind", "plan", "workers", "gbps", "frames_per_s",
+	"ratio_read_floor", "ratio_numpy", "ratio_libertem", "ratio_cupy", "ratio_unshifted", "ratio_dense", "ratio_uncompressed", "scaling"}
+
+// Sorted returns the rows ordered for reading: by dtype and dataset (as first seen), mask
+// kind (dense, sparse, sum, none), mask count, then stemdot before the read floor and the
+// peers, then plan name.
 func Sorted(rows []Row) []Row {
-	var dtypes []string
+	var dtypes, datasets []string
 	for _, r := range rows {
 		if !slices.Contains(dtypes, r.DType) {
 			dtypes = append(dtypes, r.DType)
+		}
+		if !slices.Contains(datasets, r.Dataset) {
+			datasets = append(datasets, r.Dataset)
 		}
 	}
 	kinds := []string{Dense, SparseRing, Sum, NoMasks}
@@ -189,6 +266,7 @@ func Sorted(rows []Row) []Row {
 	slices.SortStableFunc(out, func(a, b Row) int {
 		return cmp.Or(
 			cmp.Compare(slices.Index(dtypes, a.DType), slices.Index(dtypes, b.DType)),
+			cmp.Compare(slices.Index(datasets, a.Dataset), slices.Index(datasets, b.Dataset)),
 			cmp.Compare(slices.Index(kinds, a.MaskKind), slices.Index(kinds, b.MaskKind)),
 			cmp.Compare(a.Masks, b.Masks),
 			cmp.Compare(slices.Index(sources, a.Source), slices.Index(sources, b.Source)),
@@ -200,17 +278,20 @@ func Sorted(rows []Row) []Row {
 }
 
 // WriteCSV writes rows with CSVHeader's columns: throughput with 4 significant digits,
-// ratios with 3 decimals, empty where not measured.
+// ratios and figures with 3 decimals, empty where not measured or not applicable.
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(CSVHeader); err != nil {
 		return err
 	}
 	for i, r := range rows {
-		rec := []string{r.DType, strconv.Itoa(r.Masks), r.MaskKind, r.Plan, strconv.Itoa(r.Workers),
+		rec := []string{r.DType, DatasetName(r), strconv.Itoa(r.Masks), r.MaskKind, r.Plan, strconv.Itoa(r.Workers),
 			strconv.FormatFloat(r.GBps(), 'g', 4, 64), strconv.FormatFloat(r.FramesPerS(), 'g', 4, 64)}
 		for _, src := range RatioSources {
 			rec = append(rec, formatRatio(rows, i, src, "%.3f", ""))
+		}
+		for _, name := range Figures {
+			rec = append(rec, formatFigure(rows, i, name, "%.3f", ""))
 		}
 		if err := cw.Write(rec); err != nil {
 			return err
@@ -227,21 +308,32 @@ func formatRatio(rows []Row, i int, src, format, missing string) string {
 	return missing
 }
 
+func formatFigure(rows []Row, i int, name, format, missing string) string {
+	if v, ok := Figure(rows, i, name); ok {
+		return fmt.Sprintf(format, v)
+	}
+	return missing
+}
+
 // WriteTable writes rows as an aligned text table: case, plan, workers, GB/s, frames/s,
-// spread of the times, the minor page faults per GB ("-" where not counted), and the
-// ratios ("×floor", "×numpy", ...; "-" where not measured).
+// spread of the times, the minor page faults per GB ("-" where not counted), the
+// ratios ("×floor", "×numpy", ...) and the figures ("×unshifted", "×dense",
+// "×uncompr", "scaling"; "-" where not measured or not applicable).
 func WriteTable(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "dtype\tmasks\tkind\tplan\tworkers\tGB/s\tframes/s\tspread\tfaults/GB\t×floor\t×numpy\t×libertem\t×cupy\t")
+	fmt.Fprintln(tw, "dtype\tdataset\tmasks\tkind\tplan\tworkers\tGB/s\tframes/s\tspread\tfaults/GB\t×floor\t×numpy\t×libertem\t×cupy\t×unshifted\t×dense\t×uncompr\tscaling\t")
 	for i, r := range rows {
 		faults := "-"
 		if f := r.FaultsPerGB(); !math.IsNaN(f) {
 			faults = fmt.Sprintf("%.0f", f)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%.3f\t%.0f\t%.0f%%\t%s\t", r.DType, r.Masks, r.MaskKind, r.Plan, r.Workers,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%.3f\t%.0f\t%.0f%%\t%s\t", r.DType, DatasetName(r), r.Masks, r.MaskKind, r.Plan, r.Workers,
 			r.GBps(), r.FramesPerS(), 100*r.Spread(), faults)
 		for _, src := range RatioSources {
 			fmt.Fprintf(tw, "%s\t", formatRatio(rows, i, src, "%.2f", "-"))
+		}
+		for _, name := range Figures {
+			fmt.Fprintf(tw, "%s\t", formatFigure(rows, i, name, "%.2f", "-"))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -259,14 +351,14 @@ func (r Row) FLOPS() float64 {
 	return 2 * pixels * float64(r.Masks) * r.FramesPerS()
 }
 
-// WriteFLOPS writes, for every CPU row with dense masks (stemdot's CPU plans and the CPU
-// peers), the FLOP/s reached and its fraction of the workers' cores' peak, given one
+// WriteFLOPS writes, for every CPU row with dense masks on the raw file (stemdot's CPU
+// plans and the CPU peers), the FLOP/s reached and its fraction of the workers' cores' peak, given one
 // core's peak FLOP/s (cpupeak.Peak.FLOPS).
 func WriteFLOPS(w io.Writer, rows []Row, corePeak float64) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "dtype\tmasks\tplan\tworkers\tGFLOP/s\t×peak\t")
 	for _, r := range rows {
-		if r.MaskKind != Dense || r.Source == CuPy || strings.HasPrefix(r.Plan, "hybrid") || strings.HasPrefix(r.Plan, "gpu") {
+		if r.MaskKind != Dense || r.Dataset != "" || r.Source == CuPy || strings.HasPrefix(r.Plan, "hybrid") || strings.HasPrefix(r.Plan, "gpu") {
 			continue
 		}
 		f := r.FLOPS()
@@ -309,8 +401,9 @@ type jsonRow struct {
 }
 
 // WriteJSON writes the report as indented JSON; each row carries its median, spread,
-// GB/s, frames/s and its ratios to the other sources ("read-floor", "numpy", ...: only
-// those measured).
+// GB/s, frames/s and its ratios to the other sources ("read-floor", "numpy", ...) and
+// its figures ("unshifted", "dense", "uncompressed", "scaling"; see Figure), all in
+// "ratios" and only those measured.
 func (rep *Report) WriteJSON(w io.Writer) error {
 	rows := make([]jsonRow, len(rep.Rows))
 	for i, r := range rep.Rows {
@@ -319,6 +412,11 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 		for _, src := range RatioSources {
 			if v, ok := Ratio(rep.Rows, i, src); ok {
 				jr.Ratios[src] = v
+			}
+		}
+		for _, name := range Figures {
+			if v, ok := Figure(rep.Rows, i, name); ok {
+				jr.Ratios[name] = v
 			}
 		}
 		rows[i] = jr

@@ -87,6 +87,62 @@ func TestRatioPairedFloor(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// Each figure compares a stemdot row with the row of the same run it names: the same
+// dtype, masks, kind and build, and the plan, dataset or workers the figure is about.
+func TestFigure(t *testing.T) {
+	const gb = int64(1e9)
+	row := func(dataset, dtype, plan string, masks, frames int, bytes int64, s float64) Row {
+		return Row{Source: Stemdot, Dataset: dataset, DType: dtype, Masks: masks, MaskKind: Dense, Plan: plan, Frames: frames, Bytes: bytes, Seconds: []float64{s}}
+	}
+	rs := []Row{
+		0:  row("", "uint16", "cpu-1/stemdot", 1, 8, gb, 1),
+		1:  row("", "uint16", "cpu-all/stemdot", 1, 8, gb, 0.5),
+		2:  row("", "uint16", "cpu-1+shifted/stemdot", 1, 8, gb, 4),
+		3:  row("", "uint16", "cpu-1+shifted-whole/stemdot", 1, 8, gb, 2),
+		4:  row("", "uint16", "cpu-1+shifted/openblas", 1, 8, gb, 4), // no unshifted openblas row
+		5:  row(DatasetCSR, "uint16", "cpu-1/stemdot", 1, 8, gb/100, 0.1),
+		6:  row(DatasetCSR, "uint16", "cpu-1/stemdot", 16, 8, gb/100, 0.1), // no dense 16-mask row
+		7:  row(DatasetGzip, "uint16", "cpu-1/stemdot", 1, 2, gb/4, 1),
+		8:  row(DatasetGzip, "uint16", "cpu-all/stemdot", 1, 2, gb/4, 0.6),
+		9:  row(DatasetBSLZ4, "uint16", "cpu-all/stemdot", 1, 2, gb/4, 0.2),
+		10: row("", "float32", "cpu-all/stemdot", 1, 8, 2*gb, 1), // no float32 cpu-1 row
+		11: {Source: NumPy, DType: "uint16", Masks: 1, MaskKind: Dense, Plan: NumPy, Workers: 2, Frames: 8, Bytes: gb, Seconds: []float64{2}},
+	}
+	cases := []struct {
+		row  int
+		name string
+		want float64
+		ok   bool
+	}{
+		{2, Unshifted, 0.25, true},
+		{3, Unshifted, 0.5, true},
+		{4, Unshifted, 0, false},
+		{0, Unshifted, 0, false},
+		{5, DenseData, 80.0 / 8, true}, // frames/s over frames/s, not GB/s
+		{5, Uncompressed, 0, false},
+		{6, DenseData, 0, false},
+		{7, Uncompressed, 2.0 / 8, true},
+		{8, Uncompressed, (2 / 0.6) / 16, true},
+		{8, Scaling, 1 / 0.6, true},
+		{9, Scaling, 0, false}, // no cpu-1 bslz4 row
+		{9, Uncompressed, 10.0 / 16, true},
+		{1, Scaling, 2, true},
+		{0, Scaling, 0, false},
+		{10, Scaling, 0, false},
+		{11, Scaling, 0, false}, // peers have no figures
+		{1, DenseData, 0, false},
+	}
+	for _, c := range cases {
+		got, ok := Figure(rs, c.row, c.name)
+		require.Equal(t, c.ok, ok, "row %d %s", c.row, c.name)
+		assert.InDelta(t, c.want, got, 1e-12, "row %d %s", c.row, c.name)
+	}
+	// Ratios to other sources stay within a dataset: the sparse row has no numpy ratio.
+	rs[5].Workers = rs[11].Workers
+	_, ok := Ratio(rs, 5, NumPy)
+	assert.False(t, ok)
+}
+
 func TestSorted(t *testing.T) {
 	var got []string
 	for _, r := range Sorted(rows()) {
@@ -110,11 +166,11 @@ func TestWriteCSV(t *testing.T) {
 	recs, err := csv.NewReader(&buf).ReadAll()
 	require.NoError(t, err)
 	require.Len(t, recs, 1+len(rows()))
-	assert.Equal(t, "dtype,masks,mask_kind,plan,workers,gbps,frames_per_s,ratio_read_floor,ratio_numpy,ratio_libertem,ratio_cupy",
-		strings.Join(recs[0], ","))
-	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-all/stemdot", "2", "2", "16", "0.500", "4.000", "", ""}, recs[1])
-	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-1/stemdot", "1", "1", "8", "", "", "", ""}, recs[2])
-	assert.Equal(t, []string{"uint16", "4", "dense", "cpu-all/stemdot", "2", "2", "16", "0.500", "", "2.000", ""}, recs[7])
+	assert.Equal(t, "dtype,dataset,masks,mask_kind,plan,workers,gbps,frames_per_s,ratio_read_floor,ratio_numpy,ratio_libertem,ratio_cupy,"+
+		"ratio_unshifted,ratio_dense,ratio_uncompressed,scaling", strings.Join(recs[0], ","))
+	assert.Equal(t, []string{"uint16", "raw", "1", "dense", "cpu-all/stemdot", "2", "2", "16", "0.500", "4.000", "", "", "", "", "", "2.000"}, recs[1])
+	assert.Equal(t, []string{"uint16", "raw", "1", "dense", "cpu-1/stemdot", "1", "1", "8", "", "", "", "", "", "", "", ""}, recs[2])
+	assert.Equal(t, []string{"uint16", "raw", "4", "dense", "cpu-all/stemdot", "2", "2", "16", "0.500", "", "2.000", "", "", "", "", ""}, recs[7])
 }
 
 func TestWriteTable(t *testing.T) {
@@ -122,12 +178,12 @@ func TestWriteTable(t *testing.T) {
 	require.NoError(t, WriteTable(&buf, rows()))
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
 	require.Len(t, lines, 1+len(rows()))
-	assert.Equal(t, []string{"dtype", "masks", "kind", "plan", "workers", "GB/s", "frames/s", "spread", "faults/GB", "×floor", "×numpy", "×libertem", "×cupy"},
-		strings.Fields(lines[0]))
+	assert.Equal(t, []string{"dtype", "dataset", "masks", "kind", "plan", "workers", "GB/s", "frames/s", "spread", "faults/GB", "×floor", "×numpy", "×libertem", "×cupy",
+		"×unshifted", "×dense", "×uncompr", "scaling"}, strings.Fields(lines[0]))
 	// 1500 faults over 3 runs of 1 GB each.
-	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-all/stemdot", "2", "2.000", "16", "40%", "500", "0.50", "4.00", "-", "-"},
+	assert.Equal(t, []string{"uint16", "raw", "1", "dense", "cpu-all/stemdot", "2", "2.000", "16", "40%", "500", "0.50", "4.00", "-", "-", "-", "-", "-", "2.00"},
 		strings.Fields(lines[1]))
-	assert.Equal(t, []string{"uint16", "1", "dense", "cpu-1/stemdot", "1", "1.000", "8", "0%", "-", "-", "-", "-", "-"},
+	assert.Equal(t, []string{"uint16", "raw", "1", "dense", "cpu-1/stemdot", "1", "1.000", "8", "0%", "-", "-", "-", "-", "-", "-", "-", "-", "-"},
 		strings.Fields(lines[2]))
 }
 
@@ -155,7 +211,7 @@ func TestWriteJSON(t *testing.T) {
 	assert.Equal(t, []float64{0.5, 0.4, 0.6}, got.Rows[0].Seconds)
 	assert.InDelta(t, 2.0, got.Rows[0].GBps, 1e-12)
 	assert.InDelta(t, 0.5, got.Rows[0].Median, 1e-12)
-	assert.Equal(t, map[string]float64{ReadFloor: 0.5, NumPy: 4}, got.Rows[0].Ratios)
+	assert.Equal(t, map[string]float64{ReadFloor: 0.5, NumPy: 4, Scaling: 2}, got.Rows[0].Ratios)
 	assert.Empty(t, got.Rows[1].Ratios)
 }
 

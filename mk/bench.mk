@@ -13,7 +13,9 @@
 # to bench/results/latest.{json,csv,png}.
 #
 # bench: quick (datasets of 1 GiB per dtype, peers on all cores; a few minutes on 2
-# cores). bench-full: datasets sized to the machine, peers on all cores and on one.
+# cores). bench-full: datasets sized to the machine, peers on all cores and on one. Both
+# also measure the uint16 scan as raw_csr counted frames and its first frames as gzip and
+# bitshuffle-LZ4 HDF5 (stemdot-bench -only raw,sparse,hdf5 selects the parts).
 
 BENCH_VENV := bench/.venv
 BENCH_PY   := $(BENCH_VENV)/bin/python

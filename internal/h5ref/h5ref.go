@@ -100,6 +100,10 @@ type Dataset struct {
 	External []External
 	// Virtual makes the dataset a virtual dataset (VDS) of these mappings; Data must be nil.
 	Virtual []Mapping
+	// Chunks, when not nil, are the stored (already filtered) bytes of the dataset's
+	// chunks in C order of the chunk grid, written as they are with H5Dwrite_chunk (e.g.
+	// bitshuffle-LZ4 blobs under Filter 32008); needs Chunk, and Data must be nil.
+	Chunks [][]byte
 }
 
 // External is one file of external storage: Size bytes (-1: unlimited) from Offset.
@@ -127,11 +131,12 @@ type Mapping struct {
 	Source                *Hyperslab
 }
 
-// Filter is an HDF5 filter id (https://portal.hdfgroup.org/documentation/hdf5-docs/registered_filter_plugins.html)
-// and name.
+// Filter is an HDF5 filter id (https://portal.hdfgroup.org/documentation/hdf5-docs/registered_filter_plugins.html),
+// name and client data values (cd_values, stored with the dataset as they are).
 type Filter struct {
-	ID   int
-	Name string
+	ID     int
+	Name   string
+	Values []uint32
 }
 
 // Write creates the HDF5 file path with the datasets sets.
@@ -189,7 +194,12 @@ func Write(path string, sets ...Dataset) error {
 				name := C.CString(s.Filter.Name)
 				defer C.free(unsafe.Pointer(name))
 				id := C.H5Z_filter_t(s.Filter.ID)
-				if C.sd_register(C.int(s.Filter.ID), name) < 0 || C.H5Pset_filter(dcpl, id, C.H5Z_FLAG_MANDATORY, 0, nil) < 0 {
+				values := make([]C.uint, len(s.Filter.Values)+1) // never empty: &values[0]
+				for i, v := range s.Filter.Values {
+					values[i] = C.uint(v)
+				}
+				if C.sd_register(C.int(s.Filter.ID), name) < 0 ||
+					C.H5Pset_filter(dcpl, id, C.H5Z_FLAG_MANDATORY, C.size_t(len(s.Filter.Values)), &values[0]) < 0 {
 					return fmt.Errorf("h5ref: registering filter %d", s.Filter.ID)
 				}
 				defer C.H5Zunregister(id)
@@ -206,6 +216,9 @@ func Write(path string, sets ...Dataset) error {
 			return fmt.Errorf("h5ref: creating dataset %s", s.Path)
 		}
 		err := write(set, s)
+		if err == nil && s.Chunks != nil {
+			err = writeChunks(set, s)
+		}
 		C.H5Dclose(set)
 		if err != nil {
 			return err
@@ -235,6 +248,27 @@ func write(set C.hid_t, s Dataset) error {
 	}
 	if C.H5Dwrite(set, C.sd_mtype(C.int(s.Type)), mem, file, C.H5P_DEFAULT, s.Data) < 0 {
 		return fmt.Errorf("h5ref: writing dataset %s", s.Path)
+	}
+	return nil
+}
+
+// writeChunks writes s.Chunks, in C order of the chunk grid, with H5Dwrite_chunk.
+func writeChunks(set C.hid_t, s Dataset) error {
+	offset := make([]C.hsize_t, len(s.Dims))
+	for _, chunk := range s.Chunks {
+		if len(chunk) == 0 || offset[0] >= C.hsize_t(s.Dims[0]) {
+			return fmt.Errorf("h5ref: dataset %s: an empty chunk, or more chunks than the grid holds", s.Path)
+		}
+		if C.H5Dwrite_chunk(set, C.H5P_DEFAULT, 0, &offset[0], C.size_t(len(chunk)), unsafe.Pointer(&chunk[0])) < 0 {
+			return fmt.Errorf("h5ref: writing a chunk of dataset %s at %v", s.Path, offset)
+		}
+		for i := len(offset) - 1; i >= 0; i-- { // the next chunk's offset, last axis fastest
+			offset[i] += C.hsize_t(s.Chunk[i])
+			if i == 0 || offset[i] < C.hsize_t(s.Dims[i]) {
+				break
+			}
+			offset[i] = 0
+		}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/dataset"
+	"github.com/stemdot/stemdot/engine"
 	stemnpy "github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/masks"
 	"github.com/stemdot/stemdot/planner"
@@ -27,18 +28,26 @@ var sig = [2]int{256, 256}
 // navX is the scan width; the scan height follows from the dataset size.
 const navX = 128
 
-// benchData is one page-cached raw file of synthetic frames.
+// benchData is one page-cached file of synthetic frames: a raw file of each dtype, or
+// beside the uint16 one a raw_csr file of counted frames or a compressed HDF5 file (kind).
 type benchData struct {
 	path   string
+	kind   string // bench.Row.Dataset: "" for the raw file
 	dt     dataset.DType
 	nav    []int
 	ds     dataset.Dataset
+	nbytes int64   // the bytes a row counts per run: frame bytes, for raw_csr the sparse bytes
 	cached float64 // fraction of the file's pages resident before the runs
 	huge   float64 // fraction of the file mapped in 2 MiB pages after pageCache read it
+	// floor is the read floor of the file under a CPU-only plan (nil: none measured).
+	floor func(*planner.Plan) error
 }
 
 func (d *benchData) frames() int  { return d.ds.NumFrames() }
-func (d *benchData) bytes() int64 { return int64(d.frames()) * int64(d.ds.FrameBytes()) }
+func (d *benchData) bytes() int64 { return d.nbytes }
+
+// label names the data in the log: "uint16", "uint16 raw_csr".
+func (d *benchData) label() string { return strings.TrimSpace(d.dt.String() + " " + d.kind) }
 
 func (d *benchData) describe() map[string]any {
 	return map[string]any{"path": d.path, "format": "raw", "dtype": d.dt.String(), "nav_shape": d.nav,
@@ -98,7 +107,9 @@ func prepareData(cfg *config, dt dataset.DType, size int64) (*benchData, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &benchData{path: path, dt: dt, nav: nav, ds: ds, cached: cached, huge: huge}, nil
+	tile := engine.AutoTileFrames(ds.FrameBytes())
+	return &benchData{path: path, dt: dt, nav: nav, ds: ds, nbytes: want, cached: cached, huge: huge,
+		floor: func(plan *planner.Plan) error { return streamRead(ds, plan, tile) }}, nil
 }
 
 // pageCache puts the file in the page cache as stemdot reads a file from disk, and

@@ -17,11 +17,28 @@
 //   - measures the sum reduction (engine.Reduce: the sum frame over all frames) under
 //     every CPU-only plan, each result checked against a float64 sum of the frames;
 //   - with -shifted (the default), runs every plan again with the masks shifted per frame
-//     along a descan plane (engine.Options.Shifts, sub-pixel: bilinear), rows
-//     "<plan>+shifted/<kernels>", checked against a float64 reference of the shifted
-//     masks on sampled frames;
+//     along a descan plane (engine.Options.Shifts), sub-pixel (bilinear; rows
+//     "<plan>+shifted/<kernels>") and rounded to whole pixels (rows
+//     "<plan>+shifted-whole/<kernels>"), checked against a float64 reference of the
+//     shifted masks on sampled frames; ratio_unshifted is each one's throughput over the
+//     same plan's unshifted row;
 //   - measures the streaming-read floor: the plan's workers, pinned the same way, read
 //     the same partitions tile by tile through dataset ReadFrames and touch every byte.
+//
+// Beside the uint16 file (part sparse of -only, sparse.go), the same scan as counted
+// frames in LiberTEM's raw_csr format (1% of each frame's pixels hit, counts 1-20 in
+// uint16; indptr int64, indices int32): stemdot with 1, 4 and 16 dense masks under the
+// CPU-only plans, checked against a float64 product of every frame's events; throughput
+// in sparse bytes, against the file's own read floor (a pinned sweep summing the
+// partitions' indptr, indices and data, as engine.BenchmarkGatherTargets' floor), and
+// ratio_dense: its frames/s over the uint16 raw file's row of the same masks and plan.
+// And (part hdf5, compressed.go) the uint16 file's first 16 scan rows (2,048 frames)
+// written as HDF5, one frame per chunk, with shuffle+deflate (libhdf5, level 4) and with
+// bitshuffle-LZ4 (h5filter.EncodeBSLZ4, chunks stored as they are): stemdot with 1 mask
+// under the CPU-only plans, checked against the numpy peer's result of the same frames
+// and the float64 sample; ratio_uncompressed is its frames/s over the raw file's row,
+// scaling its cpu-all frames/s over cpu-1's (given for every cpu-all row). Every file
+// is read once before timing, as the raw files are.
 //
 // Other builds of this program (-with, e.g. the -tags openblas build) run as
 // subprocesses with -rows-out for their stemdot rows, on the same files and references.
@@ -63,7 +80,13 @@ type config struct {
 	cpuProf  string
 	sum      bool
 	shifted  bool
+	only     []string // the parts measured: raw, sparse, hdf5
 }
+
+// parts are the parts of a run that -only selects.
+var parts = []string{"raw", "sparse", "hdf5"}
+
+func (c *config) part(name string) bool { return slices.Contains(c.only, name) }
 
 func main() {
 	if err := run(); err != nil {
@@ -74,7 +97,7 @@ func main() {
 
 func parseFlags() (*config, error) {
 	c := &config{}
-	var dtypes, cases, with string
+	var dtypes, cases, with, only string
 	flag.BoolVar(&c.quick, "quick", false, "quick run: datasets of at most 1 GiB, peers on all cores only")
 	flag.StringVar(&c.size, "size", "auto", "bytes of each dataset (e.g. 2GiB), or auto: 4× the last-level cache, at least 1 GiB, at most RAM/8")
 	flag.StringVar(&dtypes, "dtypes", "uint16,float32", "frame dtypes to measure")
@@ -89,7 +112,8 @@ func parseFlags() (*config, error) {
 	flag.StringVar(&c.rowsOut, "rows-out", "", "measure only this build's stemdot rows (references from the scratch directory) and write them as JSON to this file")
 	flag.BoolVar(&c.oneCore, "peers-one-core", false, "also run the peers on one core (default: on in full runs, off with -quick)")
 	flag.StringVar(&c.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	flag.BoolVar(&c.shifted, "shifted", true, "also measure every stemdot plan with shifted masks (descan compensation: per-frame sub-pixel shifts along a plane), rows \"<plan>+shifted/<kernels>\"")
+	flag.BoolVar(&c.shifted, "shifted", true, "also measure every stemdot plan with shifted masks (descan compensation: per-frame shifts along a plane), sub-pixel (rows \"<plan>+shifted/<kernels>\") and rounded to whole pixels (\"<plan>+shifted-whole/<kernels>\")")
+	flag.StringVar(&only, "only", strings.Join(parts, ","), "the parts to measure, comma-separated: raw (peers, stemdot, sum and read floor on the raw file of each dtype), sparse (a raw_csr file of the uint16 scan's counted frames), hdf5 (the uint16 file's first frames in compressed HDF5 files); sparse and hdf5 need uint16 among -dtypes, and compare with raw's rows")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -119,6 +143,12 @@ func parseFlags() (*config, error) {
 	}
 	if with != "" {
 		c.with = strings.Split(with, ",")
+	}
+	for _, s := range strings.Split(only, ",") {
+		if s = strings.TrimSpace(s); !slices.Contains(parts, s) {
+			return nil, fmt.Errorf("-only: part %q: want %s", s, strings.Join(parts, ", "))
+		}
+		c.only = append(c.only, s)
 	}
 	return c, nil
 }
@@ -163,7 +193,13 @@ func run() error {
 		return err
 	}
 	ctx := context.Background()
+	if (cfg.part("sparse") || cfg.part("hdf5")) && !slices.Contains(cfg.dtypes, dataset.Uint16) {
+		log("no uint16 among -dtypes: no raw_csr and no HDF5 rows (they are the uint16 file's frames)")
+	}
 	for _, dt := range cfg.dtypes {
+		if !cfg.part("raw") && dt != dataset.Uint16 {
+			continue
+		}
 		data, err := prepareData(cfg, dt, size)
 		if err != nil {
 			return err
@@ -176,31 +212,23 @@ func run() error {
 			return err
 		}
 		plans := env.plans(data, &rep.Skipped)
-		if cfg.rowsOut == "" && len(mcs) > 0 {
-			rows, err := runPeers(cfg, env, data, mcs, plans, rep)
-			if err != nil {
-				return err
-			}
-			rep.Rows = append(rep.Rows, rows...)
-		}
-		rows, err := runStemdot(ctx, cfg, data, mcs, plans)
-		if err != nil {
+		if err := runRaw(ctx, cfg, env, data, mcs, plans, rep); err != nil {
 			return err
 		}
-		rep.Rows = append(rep.Rows, rows...)
-		if cfg.sum && cfg.rowsOut == "" { // the sum uses no BLAS: one build measures it
-			rows, err := runSum(ctx, cfg, data, plans)
-			if err != nil {
-				return err
+		if dt == dataset.Uint16 && cfg.rowsOut == "" { // the other builds measure the raw files only
+			for _, part := range []struct {
+				name string
+				run  func(context.Context, *config, *machine, *benchData, []*caseMasks, *bench.Report) ([]bench.Row, error)
+			}{{"sparse", runSparse}, {"hdf5", runCompressed}} {
+				if !cfg.part(part.name) {
+					continue
+				}
+				rows, err := part.run(ctx, cfg, env, data, mcs, rep)
+				if err != nil {
+					return err
+				}
+				rep.Rows = append(rep.Rows, rows...)
 			}
-			rep.Rows = append(rep.Rows, rows...)
-		}
-		if cfg.rowsOut == "" {
-			rows, err := readFloor(cfg, data, plans)
-			if err != nil {
-				return err
-			}
-			rep.Rows = append(rep.Rows, rows...)
 		}
 		if err := data.ds.Close(); err != nil {
 			return err
@@ -224,6 +252,41 @@ func run() error {
 	return writeReport(cfg, rep, env.peak)
 }
 
+// runRaw measures the raw file d (part raw): the peers, stemdot (plain and shifted), the
+// sum and the read floor; another build (-rows-out) measures its stemdot rows only.
+func runRaw(ctx context.Context, cfg *config, env *machine, d *benchData, mcs []*caseMasks, plans []namedPlan, rep *bench.Report) error {
+	if !cfg.part("raw") {
+		return nil
+	}
+	if cfg.rowsOut == "" && len(mcs) > 0 {
+		rows, err := runPeers(cfg, env, d, mcs, plans, rep)
+		if err != nil {
+			return err
+		}
+		rep.Rows = append(rep.Rows, rows...)
+	}
+	rows, err := runStemdot(ctx, cfg, d, mcs, plans)
+	if err != nil {
+		return err
+	}
+	rep.Rows = append(rep.Rows, rows...)
+	if cfg.sum && cfg.rowsOut == "" { // the sum uses no BLAS: one build measures it
+		rows, err := runSum(ctx, cfg, d, plans)
+		if err != nil {
+			return err
+		}
+		rep.Rows = append(rep.Rows, rows...)
+	}
+	if cfg.rowsOut == "" {
+		rows, err := readFloor(cfg, d, plans)
+		if err != nil {
+			return err
+		}
+		rep.Rows = append(rep.Rows, rows...)
+	}
+	return nil
+}
+
 // method says how each source is timed; it goes into the JSON report.
 var method = []string{
 	"Throughput = raw (native dtype) frame bytes of the whole file / median wall time of the timed runs; GB = 1e9 bytes. One untimed warm-up run precedes the timed runs of every case.",
@@ -231,7 +294,10 @@ var method = []string{
 	"faults/GB: the process's minor page faults (getrusage) per GB of frames during the timed runs: the workers drop the pages of each claim, so every run maps the file again.",
 	"stemdot: wall time of one engine.ApplyMasks call (worker start, pinning, reading, conversion, product, result in memory), in this process.",
 	"sum: wall time of one engine.Reduce call asking for the sum frame only (worker start, pinning, reading, accumulating, merging), under the CPU-only plans; checked against a float64 sum of the frames read with ReadFrames (exact for integer frames, 1e-12 relative for float ones).",
-	"read-floor: the same plan's workers, pinned the same way, pull the same partitions from a queue and read them tile by tile (engine.AutoTileFrames frames), in place where the dataset is mapped, else with ReadFrames into a reused buffer, sweeping every byte (bytes.Count).",
+	"read-floor: the same plan's workers, pinned the same way, pull the same partitions from a queue and read them tile by tile (engine.AutoTileFrames frames), in place where the dataset is mapped, else with ReadFrames into a reused buffer, sweeping every byte (bytes.Count). For the raw_csr file: the same workers sum the partitions' indptr, indices and data from the mapped files (as engine.BenchmarkGatherTargets' floor).",
+	"+shifted / +shifted-whole: the masks shifted per frame along a descan plane (dy -1.2 to 2.1, dx 0.4 to -2.3 px across the scan), sub-pixel (bilinear) / rounded to whole pixels; ratios.unshifted: GB/s over the same plan's unshifted row.",
+	"raw_csr (dataset raw_csr): the uint16 scan's nav shape of counted frames, 1% of the pixels hit (655 of 256×256, distinct, in pixel order), counts 1-20 as uint16, indptr int64, indices int32; GB/s of sparse bytes (indptr + indices + data), 5× the timed runs of the other rows (a run takes 10-50 ms); checked against a float64 product of every frame's events; ratios.dense: frames/s over the uint16 raw file's stemdot row of the same masks and plan.",
+	"hdf5-gzip / hdf5-bslz4: the uint16 raw file's first 2,048 frames in HDF5, one frame per chunk, shuffle+deflate level 4 (libhdf5) / bitshuffle-LZ4 (filter 32008); GB/s of decoded frame bytes; ratios.uncompressed: frames/s over the uint16 raw file's stemdot row of the same plan; ratios.scaling (every cpu-all row): frames/s over the cpu-1 row of the same case.",
 	"×floor of a stemdot row under a CPU-only plan: the median over its timed runs of (the read floor's time, measured right after that run under the same plan) / (the run's time), so that each pair sees the same memory bandwidth (floor_times_s in the JSON); the read-floor rows are separate runs after all cases.",
 	"numpy: np.memmap of the raw file, chunks of 64 MiB float32 converted with astype and multiplied by the flattened stack with np.matmul (BLAS threads limited to the workers, process pinned to their CPUs); sparse: gather of the pixels where a mask is nonzero, then the product. Timed in-process from opening the memmap to the full result (interpreter start-up and imports excluded).",
 	"libertem: ctx.run_udf(ApplyMasksUDF) on Context.make_with('dask', cpus=[the workers' CPUs]) with a raw dataset; Context, worker processes and dataset metadata are set up outside the clock; use_sparse for the ring.",
@@ -246,7 +312,8 @@ func runOtherBuild(cfg *config, bin string) ([]bench.Row, error) {
 	}
 	out := filepath.Join(cfg.scratch, "rows-"+filepath.Base(bin)+".json")
 	args := []string{"-rows-out", out, "-size", cfg.size, "-repeats", fmt.Sprint(cfg.repeats),
-		"-scratch", cfg.scratch, "-dtypes", joinDTypes(cfg.dtypes), "-masks", joinCases(cfg.cases)}
+		"-scratch", cfg.scratch, "-dtypes", joinDTypes(cfg.dtypes), "-masks", joinCases(cfg.cases), "-only", strings.Join(cfg.only, ","),
+		fmt.Sprintf("-shifted=%t", cfg.shifted)}
 	if cfg.quick {
 		args = append(args, "-quick")
 	}

@@ -97,7 +97,7 @@ func runPeers(cfg *config, env *machine, d *benchData, mcs []*caseMasks, plans [
 				if err != nil || got == nil {
 					return nil, fmt.Errorf("%s result %s: %v", peer, c.Out, err)
 				}
-				sample, err := sampledReference(d, mc)
+				sample, err := sampledReference(d.ds, d.dt, d.frames(), mc)
 				if err != nil {
 					return nil, err
 				}

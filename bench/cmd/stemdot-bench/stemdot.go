@@ -29,36 +29,36 @@ const rtol = 1e-4
 // sampleFrames is how many frames, spread over the scan, the float64 reference covers.
 const sampleFrames = 16
 
-// runStemdot measures the mask job for every case and plan, each run checked.
+// runStemdot measures the mask job for every case and plan, each run checked: with
+// -shifted, also with the masks shifted by a sub-pixel descan plane ("+shifted") and by
+// the same plane rounded to whole pixels ("+shifted-whole").
 func runStemdot(ctx context.Context, cfg *config, d *benchData, mcs []*caseMasks, plans []namedPlan) ([]bench.Row, error) {
+	type variant struct {
+		suffix string
+		shifts []float64
+	}
+	variants := []variant{{"", nil}}
+	if cfg.shifted {
+		variants = append(variants, variant{"+shifted", descanPlane(d.frames(), false)}, variant{"+shifted-whole", descanPlane(d.frames(), true)})
+	}
 	var rows []bench.Row
 	for _, mc := range mcs {
-		ref, err := loadReference(mc.reference, d.frames()*mc.N)
+		numpyRef, err := loadReference(mc.reference, d.frames()*mc.N)
 		if err != nil {
 			return nil, err
-		}
-		plain, err := sampledReference(d, mc)
-		if err != nil {
-			return nil, err
-		}
-		var shifts []float64
-		var shiftedSample *sample
-		if cfg.shifted {
-			shifts = descanPlane(d.frames())
-			if shiftedSample, err = sampledReference(d, mc, shifts...); err != nil {
-				return nil, err
-			}
 		}
 		out := make([]float32, d.frames()*mc.N)
-		for _, p := range plans {
-			for _, sh := range []struct {
-				suffix string
-				shifts []float64
-			}{{"", nil}, {"+shifted", shifts}} {
-				if sh.suffix != "" && shifts == nil {
-					continue
-				}
-				row, err := measureStemdot(ctx, cfg, d, mc, p, sh.suffix, sh.shifts, ref, plain, shiftedSample, out)
+		for _, v := range variants {
+			ref := numpyRef
+			if v.shifts != nil {
+				ref = nil // numpy applies the masks unshifted
+			}
+			s, err := sampledReference(d.ds, d.dt, d.frames(), mc, v.shifts...)
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range plans {
+				row, err := measureStemdot(ctx, cfg, d, mc, p, v.suffix, v.shifts, ref, s, out)
 				if err != nil {
 					return nil, err
 				}
@@ -71,47 +71,49 @@ func runStemdot(ctx context.Context, cfg *config, d *benchData, mcs []*caseMasks
 
 // descanPlane is the per-frame mask shifts of the shifted rows: a descan plane across
 // the scan, dy from -1.2 to 2.1 and dx from 0.4 to -2.3 pixels, sub-pixel almost
-// everywhere.
-func descanPlane(n int) []float64 {
+// everywhere; whole: rounded to whole pixels (dy -1 to 2, dx 0 to -2).
+func descanPlane(n int, whole bool) []float64 {
 	s := make([]float64, 2*n)
 	for f := range n {
 		t := float64(f) / float64(n)
 		s[2*f], s[2*f+1] = 3.3*t-1.2, -2.7*t+0.4
+		if whole {
+			s[2*f], s[2*f+1] = math.Round(s[2*f]), math.Round(s[2*f+1])
+		}
 	}
 	return s
 }
 
-// measureStemdot measures one case under one plan, unshifted (checked against the numpy
-// peer and the float64 sample) or with shifts (plan name suffix "+shifted", checked
-// against the float64 sample of the shifted masks).
+// measureStemdot measures one case under one plan with the masks shifted by shifts (nil:
+// unshifted; plan name suffix suffix), each run checked against ref (the numpy peer's
+// result of the same frames, when given) and the float64 sample s; under a CPU-only
+// plan, with d's read floor (when it has one) run after each timed run.
 func measureStemdot(ctx context.Context, cfg *config, d *benchData, mc *caseMasks, p namedPlan, suffix string, shifts []float64,
-	ref []float32, plain, shifted *sample, out []float32) (bench.Row, error) {
+	ref []float32, s *sample, out []float32) (bench.Row, error) {
 	name := p.name + suffix + "/" + blasName()
-	row := bench.Row{Source: bench.Stemdot, DType: d.dt.String(), Masks: mc.N, MaskKind: mc.Kind, Plan: name,
+	row := bench.Row{Source: bench.Stemdot, Dataset: d.kind, DType: d.dt.String(), Masks: mc.N, MaskKind: mc.Kind, Plan: name,
 		Workers: len(p.plan.Workers), Frames: d.frames(), Bytes: d.bytes()}
-	sample := plain
-	if shifts != nil {
-		ref, sample = nil, shifted
-	}
-	tile := engine.AutoTileFrames(d.ds.FrameBytes())
 	for i := range cfg.repeats + 1 {
 		clear(out)
 		f0, t0 := minorFaults(), time.Now()
 		res, err := engine.ApplyMasks(ctx, d.ds, mc.stack, p.plan, engine.Options{Out32: out, Shifts: shifts})
 		elapsed, faults := time.Since(t0).Seconds(), minorFaults()-f0
 		if err != nil {
-			return row, fmt.Errorf("stemdot %s, %s, masks %s: %w", name, d.dt, mc, err)
+			return row, fmt.Errorf("stemdot %s, %s, masks %s: %w", name, d.label(), mc, err)
 		}
-		check, err := checkResult(res.F32, mc.N, ref, sample)
+		if d.kind == bench.DatasetCSR && !res.Stats.Gather {
+			return row, fmt.Errorf("stemdot %s, %s, masks %s: the run over the events did not gather them", name, d.label(), mc)
+		}
+		check, err := checkResult(res.F32, mc.N, ref, s)
 		if err != nil {
-			return row, fmt.Errorf("RESULT CHECK FAILED: stemdot %s, %s, masks %s, run %d: %w", name, d.dt, mc, i, err)
+			return row, fmt.Errorf("RESULT CHECK FAILED: stemdot %s, %s, masks %s, run %d: %w", name, d.label(), mc, i, err)
 		}
 		if i > 0 {
 			row.Seconds = append(row.Seconds, elapsed)
 			row.MinorFaults += faults
-			if cpuOnly(p.plan) {
+			if cpuOnly(p.plan) && d.floor != nil {
 				t0 := time.Now()
-				if err := streamRead(d.ds, p.plan, tile); err != nil {
+				if err := d.floor(p.plan); err != nil {
 					return row, fmt.Errorf("read floor %s: %w", p.name, err)
 				}
 				row.FloorSeconds = append(row.FloorSeconds, time.Since(t0).Seconds())
@@ -123,7 +125,7 @@ func measureStemdot(ctx context.Context, cfg *config, d *benchData, mc *caseMask
 	if paired, ok := row.PairedFloor(); ok {
 		floor = fmt.Sprintf(", %.2f × the read floor run beside it", paired)
 	}
-	log("stemdot %-24s %-7s masks %-4s %d workers: %.3f GB/s (%s%s)", name, d.dt, mc, row.Workers, row.GBps(), row.Check, floor)
+	log("stemdot %-28s %-17s masks %-4s %d workers: %.3f GB/s, %.0f frames/s (%s%s)", name, d.label(), mc, row.Workers, row.GBps(), row.FramesPerS(), row.Check, floor)
 	return row, nil
 }
 
@@ -155,23 +157,23 @@ type sample struct {
 }
 
 // sampledReference computes the mask-dot product in float64 with plain loops on
-// sampleFrames frames spread over the scan (the first and the last included); with
-// shifts (2 per frame), of each frame's masks moved by its shift (dy, dx): the bilinear
-// interpolation of the mask at (y − dy, x − dx), zero outside it.
-func sampledReference(d *benchData, mc *caseMasks, shifts ...float64) (*sample, error) {
-	n := d.frames()
+// sampleFrames frames spread over the first n frames of ds, of dtype dt (the first and
+// the last included); with shifts (2 per frame), of each frame's masks moved by its
+// shift (dy, dx): the bilinear interpolation of the mask at (y − dy, x − dx), zero
+// outside it.
+func sampledReference(ds dataset.Dataset, dt dataset.DType, n int, mc *caseMasks, shifts ...float64) (*sample, error) {
 	s := &sample{}
-	buf := make([]byte, d.ds.FrameBytes())
+	buf := make([]byte, ds.FrameBytes())
 	pixels := make([]float64, sig[0]*sig[1])
 	for i := range sampleFrames {
 		f := i * (n - 1) / (sampleFrames - 1)
 		if len(s.frames) > 0 && s.frames[len(s.frames)-1] == f {
 			continue
 		}
-		if err := d.ds.ReadFrames(f, f+1, buf); err != nil {
+		if err := ds.ReadFrames(f, f+1, buf); err != nil {
 			return nil, err
 		}
-		if err := decode(d.dt, buf, pixels); err != nil {
+		if err := decode(dt, buf, pixels); err != nil {
 			return nil, err
 		}
 		s.frames = append(s.frames, f)
@@ -306,23 +308,18 @@ func cpuOnly(plan *planner.Plan) bool {
 // sink keeps the read floor's byte counts alive.
 var sink uint64
 
-// readFloor measures the streaming read of every CPU-only plan: its workers, pinned
-// like the engine's, pull the same partitions from a queue and touch every byte the
-// fastest way the dataset allows, as the engine reads it: in place when it is mapped
-// (dataset.Viewer), else with ReadFrames into a reused tile buffer (engine.AutoTileFrames
-// frames), each tile swept with bytes.Count (vectorised: AVX2 on amd64).
+// readFloor measures d's read floor (benchData.floor) under every CPU-only plan.
 func readFloor(cfg *config, d *benchData, plans []namedPlan) ([]bench.Row, error) {
 	var rows []bench.Row
-	tile := engine.AutoTileFrames(d.ds.FrameBytes())
 	for _, p := range plans {
 		if !cpuOnly(p.plan) {
 			continue // GPU plans: the floor is the host-to-device copy, measured by the GPU check
 		}
-		row := bench.Row{Source: bench.ReadFloor, DType: d.dt.String(), MaskKind: bench.NoMasks, Plan: "read-floor/" + p.name,
+		row := bench.Row{Source: bench.ReadFloor, Dataset: d.kind, DType: d.dt.String(), MaskKind: bench.NoMasks, Plan: "read-floor/" + p.name,
 			Workers: len(p.plan.Workers), Frames: d.frames(), Bytes: d.bytes()}
 		for i := range cfg.repeats + 1 {
 			f0, t0 := minorFaults(), time.Now()
-			if err := streamRead(d.ds, p.plan, tile); err != nil {
+			if err := d.floor(p.plan); err != nil {
 				return nil, fmt.Errorf("read floor %s: %w", p.name, err)
 			}
 			if i > 0 {
@@ -330,12 +327,17 @@ func readFloor(cfg *config, d *benchData, plans []namedPlan) ([]bench.Row, error
 				row.MinorFaults += minorFaults() - f0
 			}
 		}
-		log("read floor %-9s %-7s %d workers: %.3f GB/s (tile %d frames)", p.name, d.dt, row.Workers, row.GBps(), tile)
+		log("read floor %-9s %-17s %d workers: %.3f GB/s", p.name, d.label(), row.Workers, row.GBps())
 		rows = append(rows, row)
 	}
 	return rows, nil
 }
 
+// streamRead is the read floor of a frame file: plan's workers, pinned like the
+// engine's, pull the same partitions from a queue and touch every byte the fastest way
+// the dataset allows, as the engine reads it: in place when it is mapped
+// (dataset.Viewer), else with ReadFrames into a reused tile buffer (tile frames), each
+// tile swept with bytes.Count (vectorised: AVX2 on amd64).
 func streamRead(ds dataset.Dataset, plan *planner.Plan, tile int) error {
 	queue := make(chan planner.Partition, len(plan.Partitions))
 	for _, p := range plan.Partitions {

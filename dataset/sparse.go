@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -36,12 +37,19 @@ type SparseFrames struct {
 	Indptr []int
 	// Indices are the events' pixels.
 	Indices []int32
-	// Data are the events' values: NNZ()·DType().Size() bytes.
+	// Data are the events' values: NNZ()·DType().Size() bytes, or NNZ()·Values.Size()
+	// where Values is set.
 	Data []byte
+	// Values, when set (not Invalid), is the dtype of Data where it is narrower than the
+	// dataset's DType: the events of a raw_csr file of 8- or 16-bit data viewed in place
+	// (ViewSparse), which the dataset delivers in 32 bits as the dtype of their sums
+	// (dataset/csr). Only a view sets it; ReadSparse delivers the DType's values.
+	Values DType
 }
 
 // Reset empties s, keeping its memory for the next frames.
 func (s *SparseFrames) Reset() {
+	s.Values = Invalid
 	s.Indptr = append(s.Indptr[:0], 0)
 	s.Indices = s.Indices[:0]
 	s.Data = s.Data[:0]
@@ -85,6 +93,15 @@ func (s *SparseFrames) densify(dst []byte, sig [2]int, dt DType, first int, name
 	if len(dst) < frames*fb {
 		return fmt.Errorf("dataset: densify %d sparse frames: buffer of %d bytes, want %d", frames, len(dst), frames*fb)
 	}
+	if s.Values != Invalid && s.Values != dt {
+		if err := s.checkData(s.Values); err != nil {
+			return err
+		}
+		w := *s
+		w.Values, w.Data = Invalid, make([]byte, len(s.Indices)*dt.Size())
+		WidenValues(w.Data, s.Data, s.Values)
+		s = &w
+	}
 	if err := s.check(pixels, dt); err != nil {
 		return err
 	}
@@ -119,10 +136,43 @@ func (s *SparseFrames) densify(dst []byte, sig [2]int, dt DType, first int, name
 	return nil
 }
 
-// check verifies that s is well formed for frames of pixels pixels of dtype dt.
-func (s *SparseFrames) check(pixels int, dt DType) error {
+// WidenValues converts the values of dtype from (8- or 16-bit integers, host byte order)
+// in src to the 32-bit integer of the same sign in dst, 4 bytes each: the dtype in which
+// a raw_csr file's events add up (dataset/csr). dst holds len(src)/from.Size() values.
+func WidenValues(dst, src []byte, from DType) {
+	out := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)/4)
+	switch from {
+	case Uint8:
+		for i, v := range src[:len(out)] {
+			out[i] = uint32(v)
+		}
+	case Int8:
+		for i, v := range src[:len(out)] {
+			out[i] = uint32(int32(int8(v)))
+		}
+	case Uint16:
+		for i := range out {
+			out[i] = uint32(binary.NativeEndian.Uint16(src[2*i:]))
+		}
+	case Int16:
+		for i := range out {
+			out[i] = uint32(int32(int16(binary.NativeEndian.Uint16(src[2*i:]))))
+		}
+	}
+}
+
+// checkData verifies that s's indptr, indices and data of dtype dt agree.
+func (s *SparseFrames) checkData(dt DType) error {
 	if len(s.Indptr) == 0 || s.Indptr[0] != 0 || s.Indptr[len(s.Indptr)-1] != len(s.Indices) || len(s.Data) != len(s.Indices)*dt.Size() {
 		return errs.New(errs.Format, "dataset: sparse frames: %d indptr entries, %d indices and %d data bytes do not agree", len(s.Indptr), len(s.Indices), len(s.Data))
+	}
+	return nil
+}
+
+// check verifies that s is well formed for frames of pixels pixels of dtype dt.
+func (s *SparseFrames) check(pixels int, dt DType) error {
+	if err := s.checkData(dt); err != nil {
+		return err
 	}
 	for i := 1; i < len(s.Indptr); i++ {
 		if s.Indptr[i] < s.Indptr[i-1] {

@@ -42,12 +42,16 @@ type cpuWorker struct {
 	// events are at most denseAbove of their pixels; denser tiles are densified into
 	// the native tile for kernel. sparseView views the events in place where the dataset
 	// can (into view, else they are read into sf); events is the one holding the tile's.
-	sparse     dataset.SparseReader
-	sparseView dataset.SparseViewer
-	gather     gatherKernel
-	sf, view   dataset.SparseFrames
-	events     *dataset.SparseFrames
-	denseAbove float64
+	// gatherValues is the gather of events viewed in a narrower dtype than the dataset's
+	// (dataset.SparseFrames.Values: a raw_csr file's 16-bit counts), made at the first.
+	sparse       dataset.SparseReader
+	sparseView   dataset.SparseViewer
+	gather       gatherKernel
+	gatherValues gatherKernel
+	job          *Job
+	sf, view     dataset.SparseFrames
+	events       *dataset.SparseFrames
+	denseAbove   float64
 }
 
 // kernel computes the result rows of one tile.
@@ -108,7 +112,7 @@ func NewCPUWorker(job *Job) (Worker, error) {
 		w.exact = job.Masks
 	}
 	if sr := dataset.SparseOf(ds); sr != nil {
-		w.sparse, w.gather = sr, gatherKernelFor(job)
+		w.sparse, w.gather, w.job = sr, gatherKernelFor(job, ds.DType()), job
 		w.sparseView, _ = sr.(dataset.SparseViewer)
 		if w.gather == nil {
 			return nil, fmt.Errorf("CPU worker: %s has unsupported dtype %v", describe(ds), ds.DType())
@@ -275,7 +279,14 @@ func (w *cpuWorker) read(start, end int) ([]byte, error) {
 // place) names the dataset and the frames.
 func (w *cpuWorker) apply(tile []byte, start, frames int, rows []float64) error {
 	if w.gather != nil && tile == nil {
-		if err := w.gather.apply(w.events, rows); err != nil {
+		g := w.gather
+		if v := w.events.Values; v != dataset.Invalid && v != w.dt {
+			if w.gatherValues == nil {
+				w.gatherValues = gatherKernelFor(w.job, v)
+			}
+			g = w.gatherValues
+		}
+		if err := g.apply(w.events, rows); err != nil {
 			return fmt.Errorf("%s, frames [%d, %d): %w", describe(w.ds), start, start+frames, err)
 		}
 		return nil

@@ -412,16 +412,16 @@ func (g *eventGather[N, T]) exact(idx []int32, v []N, row []float64) {
 	}
 }
 
-// gatherKernelFor returns the gather kernel for the job's dataset dtype (nil for an
+// gatherKernelFor returns the gather kernel for events of dtype dt (nil for an
 // unsupported one), with the job's shared pixel-major masks: float64 weights with their
 // Lo parts in a float64 run whose weights are not exact in float32, else float32.
-func gatherKernelFor(job *Job) gatherKernel {
+func gatherKernelFor(job *Job, dt dataset.DType) gatherKernel {
 	if job.Float64 && !job.Masks.Exact() {
 		job.gather64Once.Do(func() { job.gather64 = newGatherMasks[float64](job, true) })
-		return gatherFor(job.Dataset.DType(), job.gather64)
+		return gatherFor(dt, job.gather64)
 	}
 	job.gather32Once.Do(func() { job.gather32 = newGatherMasks[float32](job, false) })
-	return gatherFor(job.Dataset.DType(), job.gather32)
+	return gatherFor(dt, job.gather32)
 }
 
 func gatherFor[T float](dt dataset.DType, m *gatherMasks[T]) gatherKernel {

@@ -33,10 +33,10 @@
 //
 // Nothing is loaded whole: frames are read with positioned reads of their indptr
 // entries, indices and values, as events (dataset.SparseReader: the CPU workers' gather
-// kernel) or densified (ReadFrames). When the indices are int32 or uint32, indices and
-// values are in the host's byte order and the values are not widened (data of 32 or 64
-// bits, see below), the indices and data files are also memory-mapped read-only and the
-// gather reads their events in place (dataset.SparseViewer), after checking that
+// kernel) or densified (ReadFrames). When the indices are int32 or uint32 and indices and
+// values are in the host's byte order, the indices and data files are also memory-mapped
+// read-only and the gather reads their events in place (dataset.SparseViewer; values of
+// 8 or 16 bits in their own dtype, see below), after checking that
 // neither file has shrunk; the pages of a partition's events are released from the
 // process's memory as it finishes (dataset.SparseReleaser), so that resident memory
 // does not grow with the file. The data dtype may be uint8, uint16, uint32, int8, int16,
@@ -57,8 +57,10 @@
 // events read by dataset.SparseReader then all see the same values (LiberTEM and scipy
 // densify in the data dtype, where uint8 events of 200 + 200 wrap to 144). Checking at
 // open whether a file has duplicate events would read all its indices; the dtype is
-// widened instead, which costs the densified frames 4 bytes a pixel and the events of
-// 8- and 16-bit data their view in place (they are read and widened). A pixel whose
+// widened instead, which costs the densified frames 4 bytes a pixel and the events that
+// ReadSparse delivers a copy (they are read and widened); the gather's view in place
+// keeps them as they are (dataset.SparseFrames.Values) and adds their products in
+// float64. A pixel whose
 // events still add up to more than the dtype of the sums holds (65 538 uint16 events of
 // 65 535 at one pixel; two uint32 events of 2³¹) is refused where the frame is
 // densified (errs.DType, dataset.SparseFrames.Densify): sum the file's duplicate events
@@ -449,7 +451,7 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 		return fail("indptr_file %s: %d frames are too many", d.indptr.path, d.indptr.len()-1)
 	}
 	d.frames = int(d.indptr.len() - 1)
-	if d.idxType.size == 4 && d.idxType.bigEndian == npy.HostBigEndian && d.bigEndian == npy.HostBigEndian && d.stored == d.dt {
+	if d.idxType.size == 4 && d.idxType.bigEndian == npy.HostBigEndian && d.bigEndian == npy.HostBigEndian {
 		d.indices.mapping = dataset.MapFile(d.indices.path, d.indices.f, d.indices.size)
 		if d.indices.mapping != nil {
 			if d.data.mapping = dataset.MapFile(d.data.path, d.data.f, d.data.size); d.data.mapping == nil {
@@ -498,30 +500,6 @@ func sumType(dt dataset.DType) dataset.DType {
 		return dataset.Int32
 	}
 	return dt
-}
-
-// widen converts the values of dtype from (host byte order) in src to the dtype of their
-// sums in dst (4 bytes each; sumType).
-func widen(dst, src []byte, from dataset.DType) {
-	out := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)/4)
-	switch from {
-	case dataset.Uint8:
-		for i, v := range src[:len(out)] {
-			out[i] = uint32(v)
-		}
-	case dataset.Int8:
-		for i, v := range src[:len(out)] {
-			out[i] = uint32(int32(int8(v)))
-		}
-	case dataset.Uint16:
-		for i := range out {
-			out[i] = uint32(binary.NativeEndian.Uint16(src[2*i:]))
-		}
-	case dataset.Int16:
-		for i := range out {
-			out[i] = uint32(int32(int16(binary.NativeEndian.Uint16(src[2*i:]))))
-		}
-	}
 }
 
 func product(s []int) int {
@@ -627,7 +605,7 @@ func (d *file) ReadSparse(start, end int, dst *dataset.SparseFrames) error {
 		dataset.CopyToHost(raw, raw, d.stored.Size(), d.bigEndian)
 	}
 	if d.stored != d.dt {
-		widen(vals, raw, d.stored)
+		dataset.WidenValues(vals, raw, d.stored)
 	}
 	return nil
 }
@@ -667,9 +645,11 @@ func (d *file) readIndptr(start, end int, ptr *[]int, off int) (base int64, coun
 // ViewSparse sets dst to frames [start, end) in place (dataset.SparseViewer): their
 // indptr entries read and checked as ReadSparse does, their indices and values viewed
 // in the files' mappings, after checking that neither file has shrunk since it was
-// opened. A file set whose indices are not int32 or uint32 in host byte order, or whose
-// values are not in host byte order or are widened (sumType), is not mapped: false, read
-// it with ReadSparse.
+// opened. Values of 8 or 16 bits are viewed as they are, in their own dtype
+// (dataset.SparseFrames.Values), not widened to the dtype of their sums (sumType) as
+// ReadSparse delivers them. A file set whose indices are not int32 or uint32 in host
+// byte order, or whose values are not in host byte order, is not mapped: false, read it
+// with ReadSparse.
 // The indices are not checked against the frame (the consumer does, see SparseViewer).
 func (d *file) ViewSparse(start, end int, dst *dataset.SparseFrames) (bool, error) {
 	if d.indices.mapping == nil {
@@ -684,6 +664,10 @@ func (d *file) ViewSparse(start, end int, dst *dataset.SparseFrames) (bool, erro
 		}
 	}
 	dst.Indptr = append(dst.Indptr[:0], 0)
+	dst.Values = dataset.Invalid
+	if d.stored != d.dt {
+		dst.Values = d.stored // 8- or 16-bit values, in place: their sums are d.dt's
+	}
 	if end == start {
 		dst.Indices, dst.Data = nil, nil
 		return true, nil

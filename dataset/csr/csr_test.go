@@ -561,7 +561,8 @@ func TestReleaseMapped(t *testing.T) {
 // TestDuplicateEventsWiden (case 64-csr-overflow-densify): two uint8 events of 200 at one
 // pixel are 400 on every path: the dataset's dtype is uint32, the frame read densified
 // (sum, pick, GPU workers), the events read sparse, the mask-dot product gathered over
-// the events and over a tile the CPU worker densifies, and Reduce's sum. A uint32 pixel
+// the events and over a tile the CPU worker densifies (both viewed in place in the
+// stored dtype), and Reduce's sum. A uint32 pixel
 // whose events overflow uint32 is refused where it is densified, naming the frame and
 // the pixel, never wrapped.
 func TestDuplicateEventsWiden(t *testing.T) {
@@ -606,10 +607,9 @@ indices_dtype = "<i4"
 data_file = "val.dat"
 data_dtype = "`+dt+`"
 `), 0o644))
-			v := 200.0
-			wantDT := dataset.Uint32
+			v, wantDT, stored := 200.0, dataset.Uint32, dataset.Uint8
 			if dt == "<i2" {
-				v, wantDT = 20000, dataset.Int32
+				v, wantDT, stored = 20000, dataset.Int32, dataset.Int16
 			}
 			ds, err := dataset.Open(path, dataset.Options{})
 			require.NoError(t, err)
@@ -620,12 +620,19 @@ data_dtype = "`+dt+`"
 			var sf dataset.SparseFrames
 			sf.Reset()
 			require.NoError(t, dataset.SparseOf(ds).ReadSparse(0, 2, &sf))
-			viewed, err := dataset.SparseOf(ds).(dataset.SparseViewer).ViewSparse(0, 2, &dataset.SparseFrames{})
-			require.NoError(t, err)
-			assert.False(t, viewed, "widened events are read, not viewed")
 			for k := range sf.Indices {
 				assert.Equal(t, uint32(v), binary.NativeEndian.Uint32(sf.Data[4*k:]), "event %d", k)
 			}
+			// Viewed in place, in their own dtype; densified, the sums of the dataset's.
+			var view dataset.SparseFrames
+			viewed, err := dataset.SparseOf(ds).(dataset.SparseViewer).ViewSparse(0, 2, &view)
+			require.NoError(t, err)
+			require.True(t, viewed, "8- and 16-bit events are viewed in place")
+			assert.Equal(t, stored, view.Values)
+			assert.Equal(t, data, view.Data)
+			dense := make([]byte, len(frames))
+			require.NoError(t, view.Densify(dense, ds.SigShape(), ds.DType()))
+			assert.Equal(t, frames, dense)
 			pixel := func(f, p int) float64 { return float64(int32(binary.NativeEndian.Uint32(frames[(16*f+p)*4:]))) }
 			assert.Equal(t, 2*v, pixel(0, 5))
 			assert.Equal(t, 3*v, pixel(1, 5))

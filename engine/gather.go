@@ -179,18 +179,26 @@ type eventGather[N native, T float] struct {
 	m *gatherMasks[T]
 	// floats says that N is a float type, whose values may be NaN or infinite.
 	floats bool
-	// rows are the assembly row kernels of 2, 4, 8 and 16 masks (gather_amd64.s), for
-	// float32 weights in a table on a CPU with AVX2 and FMA; else nil.
+	// one and rows are the assembly kernels of 1 mask and the row kernels of 2, 4, 8
+	// and 16 masks (gather_amd64.s), for float32 weights in a table on a CPU with AVX2
+	// and FMA; else nil.
+	one  oneGather[N]
 	rows [4]rowGather[N]
-	w32  []float32 // the table m.w when rows are set
+	w32  []float32 // the table m.w when the assembly kernels are set
 }
 
 func (g *eventGather[N, T]) rowKernels() bool { return g.rows[0] != nil }
 
-// rowGather is an assembly row kernel of the gather: out[m] = Σ_{k<n} float64(v[k])·
-// float64(w[idx[k]·ldw+m]) for its masks m, in float64; it returns the first event k
-// whose idx[k] (as uint32) exceeds last, before reading its row, or -1.
-type rowGather[N native] func(idx *int32, v *N, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// oneGather is an assembly kernel of the gather for one mask: it adds Σ_{j<k}
+// float64(v[j])·float64(w[idx[j]]) to *out, in float64, and returns k: n, or the first
+// event whose idx[j] (as uint32) exceeds last, before reading its weight.
+type oneGather[N native] func(idx *int32, v *N, n int, w *float32, last uint32, out *float64) (k int)
+
+// rowGather is an assembly row kernel of the gather: it adds Σ_{j<k} float64(v[j])·
+// float64(w[(idx[j]-first)·ldw+m]) to out[m] for its masks m, in float64, and returns
+// k: n, or the first event whose idx[j]-first (as uint32) exceeds last (outside the
+// frame, or past a block of rows), before reading its row.
+type rowGather[N native] func(idx *int32, v *N, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 
 // apply runs the kernels, which index the masks by the events' pixels: one outside the
 // frame makes a Go kernel panic on the index (recovered here) and an assembly kernel
@@ -212,6 +220,11 @@ func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) (err 
 		switch {
 		case g.m.w == nil:
 			g.csr(idx, v, row, false)
+		case n == 1 && g.one != nil:
+			row[0] = 0
+			if len(idx) > 0 && g.one(&idx[0], &v[0], len(idx), &g.w32[0], uint32(g.m.pixels-1), &row[0]) < len(idx) {
+				return badEvent(sf, g.m.pixels)
+			}
 		case n == 1:
 			row[0] = dotGather(idx, v, g.m.w)
 		case g.rows[0] != nil:
@@ -340,6 +353,7 @@ func gatherRow[N native, T float](idx []int32, v []N, w []T, row []float64) {
 func gatherRowsAsm[N native](k [4]rowGather[N], idx []int32, v []N, w []float32, pixels int, row []float64) bool {
 	n := len(row)
 	v = v[:len(idx)]
+	clear(row)
 	var pi *int32
 	var pv *N
 	if len(idx) > 0 {
@@ -368,7 +382,7 @@ func gatherRowsAsm[N native](k [4]rowGather[N], idx []int32, v []N, w []float32,
 			row[m0] = a
 			return true
 		}
-		if f(pi, pv, len(idx), &w[m0], n, uint32(pixels-1), &row[m0]) >= 0 {
+		if f(pi, pv, len(idx), &w[m0], n, 0, uint32(pixels-1), &row[m0]) < len(idx) {
 			return false
 		}
 		m0 += m
@@ -447,11 +461,12 @@ func gatherFor[T float](dt dataset.DType, m *gatherMasks[T]) gatherKernel {
 }
 
 // newEventGather returns the gather kernel of N over m, with the assembly row kernels
-// for float32 weights in a table (gatherRowKernels: none without AVX2 and FMA).
+// for float32 weights in a table (gatherAsmKernels: none without AVX2 and FMA).
 func newEventGather[N native, T float](m *gatherMasks[T], floats bool) *eventGather[N, T] {
 	g := &eventGather[N, T]{m: m, floats: floats}
 	if w32, f32 := any(m.w).([]float32); f32 && m.w != nil && m.pixels <= 1<<31 {
-		g.rows, g.w32 = gatherRowKernels[N](), w32
+		g.one, g.rows = gatherAsmKernels[N]()
+		g.w32 = w32
 	}
 	return g
 }

@@ -2,21 +2,720 @@
 
 #include "textflag.h"
 
-// AVX2+FMA row kernels of the gather (gather.go, gatherRowsAsm). Every function
+// AVX2+FMA kernels of the gather (gather.go). The one-mask kernels
 //
-//	func gather<T>x<M>(idx *int32, v *T, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+//	func gather<T>x1(idx *int32, v *T, n int, w *float32, last uint32, out *float64) (k int)
 //
-// sets out[m] = Σ_{k<n} float64(v[k])·float64(w[idx[k]·ldw+m]) for its M masks (m < M;
-// M = 2, 4, 8 or 16), in float64: per event, the M float32 weights of its row are
-// loaded (contiguous, no gather instruction) and converted to float64, and multiplied
-// by the event's value into M/4 vector sums (M = 2: one 2-lane sum), one set for even
-// and one for odd events, added at the end. It returns -1, or the first event k whose
-// idx[k] (as uint32) exceeds last, the table's last row, before reading its row (out is
-// then unspecified). Registers: SI idx, DX v, CX n, DI w, R11 ldw in bytes, R9 last, R8
-// out, BX the event k, AX its row's offset; sums Y0-Y3 (even events) and Y4-Y7 (odd),
-// weights Y8-Y11, values X12 (even) and X13 (odd).
+// add Σ_{j<k} float64(v[j])·float64(w[idx[j]]) to out[0], four events per step into
+// four scalar sums, and the row kernels of M = 2, 4, 8 or 16 masks
+//
+//	func gather<T>x<M>(idx *int32, v *T, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+//
+// add Σ_{j<k} float64(v[j])·float64(w[(idx[j]-first)·ldw+m]) to out[m] for m < M: per
+// event, the M float32 weights of its row are loaded (contiguous, no gather
+// instruction), converted to float64 and multiplied by the event's value into M/4
+// vector sums (M = 2: one 2-lane sum), one set for even and one for odd events. Both
+// stop at the first event j whose idx[j]-first (as uint32; first is 0 for x1) exceeds
+// last, before reading its row, and return k, that event or n: the end of the frame's
+// events, or of those in a block of rows [first, first+last] (events in pixel order),
+// or an event outside the frame. Sums in float64; the conversions of the values take
+// their upper lanes from X15 (zeroed), which no loop writes. Registers: SI idx, DX v,
+// CX n, DI w, R11 ldw in bytes, R12 first, R9 last, R8 out, BX the event (x1: R13 the
+// next step's), AX its row's offset, R10 scratch; x1: sums X0-X3, values X4-X7, weights X8-X11; rows: sums Y0-Y3 (even events)
+// and Y4-Y7 (odd), weights Y8-Y11, values X12 (even) and X13 (odd).
 
-// func gatherU8x2(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU8x1(idx *int32, v *uint8, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherU8x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherU8x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherU8x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*1)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXBD 0(DX)(BX*1), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXBD 4(DX)(BX*1), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherU8x1_eight
+gatherU8x1_half1:
+	ADDQ $4, BX
+gatherU8x1_half0:
+gatherU8x1_one:
+	CMPQ BX, CX
+	JGE gatherU8x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_done
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherU8x1_one
+gatherU8x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherI8x1(idx *int32, v *int8, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherI8x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherI8x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherI8x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*1)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVSXBD 0(DX)(BX*1), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVSXBD 4(DX)(BX*1), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherI8x1_eight
+gatherI8x1_half1:
+	ADDQ $4, BX
+gatherI8x1_half0:
+gatherI8x1_one:
+	CMPQ BX, CX
+	JGE gatherI8x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_done
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherI8x1_one
+gatherI8x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherU16x1(idx *int32, v *uint16, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherU16x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherU16x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherU16x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*2)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXWD 0(DX)(BX*2), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXWD 8(DX)(BX*2), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherU16x1_eight
+gatherU16x1_half1:
+	ADDQ $4, BX
+gatherU16x1_half0:
+gatherU16x1_one:
+	CMPQ BX, CX
+	JGE gatherU16x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_done
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherU16x1_one
+gatherU16x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherI16x1(idx *int32, v *int16, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherI16x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherI16x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherI16x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*2)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVSXWD 0(DX)(BX*2), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVSXWD 8(DX)(BX*2), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherI16x1_eight
+gatherI16x1_half1:
+	ADDQ $4, BX
+gatherI16x1_half0:
+gatherI16x1_one:
+	CMPQ BX, CX
+	JGE gatherI16x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_done
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherI16x1_one
+gatherI16x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherU32x1(idx *int32, v *uint32, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherU32x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	MOVQ $0x4330000000000000, R10
+	VMOVQ R10, X14
+	VPBROADCASTQ X14, Y14
+	XORQ BX, BX
+gatherU32x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherU32x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*4)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXDQ 0(DX)(BX*4), Y9; VPOR Y14, Y9, Y9; VSUBPD Y14, Y9, Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXDQ 16(DX)(BX*4), Y9; VPOR Y14, Y9, Y9; VSUBPD Y14, Y9, Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherU32x1_eight
+gatherU32x1_half1:
+	ADDQ $4, BX
+gatherU32x1_half0:
+gatherU32x1_one:
+	CMPQ BX, CX
+	JGE gatherU32x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_done
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherU32x1_one
+gatherU32x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherI32x1(idx *int32, v *int32, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherI32x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherI32x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherI32x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*4)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VCVTDQ2PD 0(DX)(BX*4), Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VCVTDQ2PD 16(DX)(BX*4), Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherI32x1_eight
+gatherI32x1_half1:
+	ADDQ $4, BX
+gatherI32x1_half0:
+gatherI32x1_one:
+	CMPQ BX, CX
+	JGE gatherI32x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_done
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherI32x1_one
+gatherI32x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherF32x1(idx *int32, v *float32, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherF32x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherF32x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherF32x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*4)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VCVTPS2PD 0(DX)(BX*4), Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VCVTPS2PD 16(DX)(BX*4), Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherF32x1_eight
+gatherF32x1_half1:
+	ADDQ $4, BX
+gatherF32x1_half0:
+gatherF32x1_one:
+	CMPQ BX, CX
+	JGE gatherF32x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_done
+	VCVTSS2SD (DX)(BX*4), X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherF32x1_one
+gatherF32x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherF64x1(idx *int32, v *float64, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherF64x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherF64x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherF64x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 2048(DX)(BX*8)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VMOVUPD 0(DX)(BX*8), Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VMOVUPD 32(DX)(BX*8), Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherF64x1_eight
+gatherF64x1_half1:
+	ADDQ $4, BX
+gatherF64x1_half0:
+gatherF64x1_one:
+	CMPQ BX, CX
+	JGE gatherF64x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_done
+	VMOVSD (DX)(BX*8), X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherF64x1_one
+gatherF64x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherU8x2(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU8x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -24,8 +723,10 @@ TEXT ·gatherU8x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
@@ -34,19 +735,21 @@ gatherU8x2_pair:
 	CMPQ R10, CX
 	JGE gatherU8x2_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x2_bad
+	JA gatherU8x2_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x2_bad
+	JA gatherU8x2_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
@@ -56,25 +759,24 @@ gatherU8x2_one:
 	CMPQ BX, CX
 	JGE gatherU8x2_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x2_bad
+	JA gatherU8x2_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
+	INCQ BX
 gatherU8x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU8x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI8x2(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI8x2(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI8x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -82,8 +784,10 @@ TEXT ·gatherI8x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
@@ -92,19 +796,21 @@ gatherI8x2_pair:
 	CMPQ R10, CX
 	JGE gatherI8x2_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x2_bad
+	JA gatherI8x2_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x2_bad
+	JA gatherI8x2_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
@@ -114,25 +820,24 @@ gatherI8x2_one:
 	CMPQ BX, CX
 	JGE gatherI8x2_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x2_bad
+	JA gatherI8x2_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
+	INCQ BX
 gatherI8x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI8x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU16x2(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU16x2(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU16x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -140,8 +845,10 @@ TEXT ·gatherU16x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
@@ -150,19 +857,21 @@ gatherU16x2_pair:
 	CMPQ R10, CX
 	JGE gatherU16x2_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x2_bad
+	JA gatherU16x2_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x2_bad
+	JA gatherU16x2_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
@@ -172,25 +881,24 @@ gatherU16x2_one:
 	CMPQ BX, CX
 	JGE gatherU16x2_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x2_bad
+	JA gatherU16x2_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
+	INCQ BX
 gatherU16x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU16x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI16x2(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI16x2(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI16x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -198,8 +906,10 @@ TEXT ·gatherI16x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
@@ -208,19 +918,21 @@ gatherI16x2_pair:
 	CMPQ R10, CX
 	JGE gatherI16x2_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x2_bad
+	JA gatherI16x2_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x2_bad
+	JA gatherI16x2_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
@@ -230,25 +942,24 @@ gatherI16x2_one:
 	CMPQ BX, CX
 	JGE gatherI16x2_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x2_bad
+	JA gatherI16x2_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
+	INCQ BX
 gatherI16x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI16x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU32x2(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU32x2(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU32x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -256,8 +967,10 @@ TEXT ·gatherU32x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
@@ -266,19 +979,21 @@ gatherU32x2_pair:
 	CMPQ R10, CX
 	JGE gatherU32x2_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x2_bad
+	JA gatherU32x2_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x2_bad
+	JA gatherU32x2_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X13, X13
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
 	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
@@ -288,25 +1003,24 @@ gatherU32x2_one:
 	CMPQ BX, CX
 	JGE gatherU32x2_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x2_bad
+	JA gatherU32x2_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
+	INCQ BX
 gatherU32x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU32x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI32x2(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI32x2(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI32x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -314,8 +1028,10 @@ TEXT ·gatherI32x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
@@ -324,19 +1040,21 @@ gatherI32x2_pair:
 	CMPQ R10, CX
 	JGE gatherI32x2_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x2_bad
+	JA gatherI32x2_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x2_bad
+	JA gatherI32x2_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X13, X13
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
 	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
@@ -346,25 +1064,24 @@ gatherI32x2_one:
 	CMPQ BX, CX
 	JGE gatherI32x2_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x2_bad
+	JA gatherI32x2_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
+	INCQ BX
 gatherI32x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI32x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF32x2(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF32x2(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherF32x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -372,8 +1089,10 @@ TEXT ·gatherF32x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
@@ -382,19 +1101,21 @@ gatherF32x2_pair:
 	CMPQ R10, CX
 	JGE gatherF32x2_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x2_bad
+	JA gatherF32x2_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
+	VCVTSS2SD (DX)(BX*4), X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x2_bad
+	JA gatherF32x2_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X13, X13
+	VCVTSS2SD (DX)(BX*4), X15, X13
 	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
@@ -404,25 +1125,24 @@ gatherF32x2_one:
 	CMPQ BX, CX
 	JGE gatherF32x2_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x2_bad
+	JA gatherF32x2_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
+	VCVTSS2SD (DX)(BX*4), X15, X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
+	INCQ BX
 gatherF32x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF32x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF64x2(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF64x2(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherF64x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -430,8 +1150,10 @@ TEXT ·gatherF64x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
@@ -440,8 +1162,9 @@ gatherF64x2_pair:
 	CMPQ R10, CX
 	JGE gatherF64x2_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x2_bad
+	JA gatherF64x2_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X12
 	VMOVDDUP X12, X12
@@ -449,8 +1172,9 @@ gatherF64x2_pair:
 	VFMADD231PD X8, X12, X0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x2_bad
+	JA gatherF64x2_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X13
 	VMOVDDUP X13, X13
@@ -462,25 +1186,24 @@ gatherF64x2_one:
 	CMPQ BX, CX
 	JGE gatherF64x2_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x2_bad
+	JA gatherF64x2_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X12
 	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X12, X0
+	INCQ BX
 gatherF64x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF64x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU8x4(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU8x4(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU8x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -488,8 +1211,10 @@ TEXT ·gatherU8x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
@@ -498,19 +1223,21 @@ gatherU8x4_pair:
 	CMPQ R10, CX
 	JGE gatherU8x4_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x4_bad
+	JA gatherU8x4_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x4_bad
+	JA gatherU8x4_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
@@ -520,25 +1247,24 @@ gatherU8x4_one:
 	CMPQ BX, CX
 	JGE gatherU8x4_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x4_bad
+	JA gatherU8x4_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
+	INCQ BX
 gatherU8x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU8x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI8x4(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI8x4(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI8x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -546,8 +1272,10 @@ TEXT ·gatherI8x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
@@ -556,19 +1284,21 @@ gatherI8x4_pair:
 	CMPQ R10, CX
 	JGE gatherI8x4_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x4_bad
+	JA gatherI8x4_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x4_bad
+	JA gatherI8x4_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
@@ -578,25 +1308,24 @@ gatherI8x4_one:
 	CMPQ BX, CX
 	JGE gatherI8x4_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x4_bad
+	JA gatherI8x4_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
+	INCQ BX
 gatherI8x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI8x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU16x4(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU16x4(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU16x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -604,8 +1333,10 @@ TEXT ·gatherU16x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
@@ -614,19 +1345,21 @@ gatherU16x4_pair:
 	CMPQ R10, CX
 	JGE gatherU16x4_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x4_bad
+	JA gatherU16x4_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x4_bad
+	JA gatherU16x4_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
@@ -636,25 +1369,24 @@ gatherU16x4_one:
 	CMPQ BX, CX
 	JGE gatherU16x4_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x4_bad
+	JA gatherU16x4_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
+	INCQ BX
 gatherU16x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU16x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI16x4(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI16x4(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI16x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -662,8 +1394,10 @@ TEXT ·gatherI16x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
@@ -672,19 +1406,21 @@ gatherI16x4_pair:
 	CMPQ R10, CX
 	JGE gatherI16x4_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x4_bad
+	JA gatherI16x4_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x4_bad
+	JA gatherI16x4_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
@@ -694,25 +1430,24 @@ gatherI16x4_one:
 	CMPQ BX, CX
 	JGE gatherI16x4_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x4_bad
+	JA gatherI16x4_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
+	INCQ BX
 gatherI16x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI16x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU32x4(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU32x4(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU32x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -720,8 +1455,10 @@ TEXT ·gatherU32x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
@@ -730,19 +1467,21 @@ gatherU32x4_pair:
 	CMPQ R10, CX
 	JGE gatherU32x4_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x4_bad
+	JA gatherU32x4_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x4_bad
+	JA gatherU32x4_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X13, X13
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
@@ -752,25 +1491,24 @@ gatherU32x4_one:
 	CMPQ BX, CX
 	JGE gatherU32x4_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x4_bad
+	JA gatherU32x4_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
+	INCQ BX
 gatherU32x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU32x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI32x4(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI32x4(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI32x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -778,8 +1516,10 @@ TEXT ·gatherI32x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
@@ -788,19 +1528,21 @@ gatherI32x4_pair:
 	CMPQ R10, CX
 	JGE gatherI32x4_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x4_bad
+	JA gatherI32x4_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x4_bad
+	JA gatherI32x4_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X13, X13
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
@@ -810,25 +1552,24 @@ gatherI32x4_one:
 	CMPQ BX, CX
 	JGE gatherI32x4_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x4_bad
+	JA gatherI32x4_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
+	INCQ BX
 gatherI32x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI32x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF32x4(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF32x4(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherF32x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -836,8 +1577,10 @@ TEXT ·gatherF32x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
@@ -846,19 +1589,21 @@ gatherF32x4_pair:
 	CMPQ R10, CX
 	JGE gatherF32x4_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x4_bad
+	JA gatherF32x4_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
+	VCVTSS2SD (DX)(BX*4), X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x4_bad
+	JA gatherF32x4_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X13, X13
+	VCVTSS2SD (DX)(BX*4), X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
@@ -868,25 +1613,24 @@ gatherF32x4_one:
 	CMPQ BX, CX
 	JGE gatherF32x4_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x4_bad
+	JA gatherF32x4_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
+	VCVTSS2SD (DX)(BX*4), X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
+	INCQ BX
 gatherF32x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF32x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF64x4(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF64x4(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherF64x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -894,8 +1638,10 @@ TEXT ·gatherF64x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
@@ -904,8 +1650,9 @@ gatherF64x4_pair:
 	CMPQ R10, CX
 	JGE gatherF64x4_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x4_bad
+	JA gatherF64x4_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X12
 	VBROADCASTSD X12, Y12
@@ -913,8 +1660,9 @@ gatherF64x4_pair:
 	VFMADD231PD Y8, Y12, Y0
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x4_bad
+	JA gatherF64x4_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X13
 	VBROADCASTSD X13, Y13
@@ -926,25 +1674,24 @@ gatherF64x4_one:
 	CMPQ BX, CX
 	JGE gatherF64x4_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x4_bad
+	JA gatherF64x4_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y12, Y0
+	INCQ BX
 gatherF64x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF64x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU8x8(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU8x8(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU8x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -952,8 +1699,10 @@ TEXT ·gatherU8x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -964,10 +1713,11 @@ gatherU8x8_pair:
 	CMPQ R10, CX
 	JGE gatherU8x8_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x8_bad
+	JA gatherU8x8_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -975,10 +1725,11 @@ gatherU8x8_pair:
 	VFMADD231PD Y9, Y12, Y1
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x8_bad
+	JA gatherU8x8_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -990,29 +1741,29 @@ gatherU8x8_one:
 	CMPQ BX, CX
 	JGE gatherU8x8_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x8_bad
+	JA gatherU8x8_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y12, Y0
 	VFMADD231PD Y9, Y12, Y1
+	INCQ BX
 gatherU8x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU8x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI8x8(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI8x8(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI8x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1020,8 +1771,10 @@ TEXT ·gatherI8x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1032,10 +1785,11 @@ gatherI8x8_pair:
 	CMPQ R10, CX
 	JGE gatherI8x8_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x8_bad
+	JA gatherI8x8_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1043,10 +1797,11 @@ gatherI8x8_pair:
 	VFMADD231PD Y9, Y12, Y1
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x8_bad
+	JA gatherI8x8_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1058,29 +1813,29 @@ gatherI8x8_one:
 	CMPQ BX, CX
 	JGE gatherI8x8_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x8_bad
+	JA gatherI8x8_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y12, Y0
 	VFMADD231PD Y9, Y12, Y1
+	INCQ BX
 gatherI8x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI8x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU16x8(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU16x8(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU16x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1088,8 +1843,10 @@ TEXT ·gatherU16x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1100,10 +1857,11 @@ gatherU16x8_pair:
 	CMPQ R10, CX
 	JGE gatherU16x8_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x8_bad
+	JA gatherU16x8_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1111,10 +1869,11 @@ gatherU16x8_pair:
 	VFMADD231PD Y9, Y12, Y1
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x8_bad
+	JA gatherU16x8_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1126,29 +1885,29 @@ gatherU16x8_one:
 	CMPQ BX, CX
 	JGE gatherU16x8_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x8_bad
+	JA gatherU16x8_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y12, Y0
 	VFMADD231PD Y9, Y12, Y1
+	INCQ BX
 gatherU16x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU16x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI16x8(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI16x8(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI16x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1156,8 +1915,10 @@ TEXT ·gatherI16x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1168,10 +1929,11 @@ gatherI16x8_pair:
 	CMPQ R10, CX
 	JGE gatherI16x8_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x8_bad
+	JA gatherI16x8_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1179,10 +1941,11 @@ gatherI16x8_pair:
 	VFMADD231PD Y9, Y12, Y1
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x8_bad
+	JA gatherI16x8_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1194,29 +1957,29 @@ gatherI16x8_one:
 	CMPQ BX, CX
 	JGE gatherI16x8_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x8_bad
+	JA gatherI16x8_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y12, Y0
 	VFMADD231PD Y9, Y12, Y1
+	INCQ BX
 gatherI16x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI16x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU32x8(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU32x8(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU32x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1224,8 +1987,10 @@ TEXT ·gatherU32x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1236,10 +2001,11 @@ gatherU32x8_pair:
 	CMPQ R10, CX
 	JGE gatherU32x8_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x8_bad
+	JA gatherU32x8_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1247,10 +2013,11 @@ gatherU32x8_pair:
 	VFMADD231PD Y9, Y12, Y1
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x8_bad
+	JA gatherU32x8_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X13, X13
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1262,29 +2029,29 @@ gatherU32x8_one:
 	CMPQ BX, CX
 	JGE gatherU32x8_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x8_bad
+	JA gatherU32x8_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y12, Y0
 	VFMADD231PD Y9, Y12, Y1
+	INCQ BX
 gatherU32x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU32x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI32x8(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI32x8(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI32x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1292,8 +2059,10 @@ TEXT ·gatherI32x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1304,10 +2073,11 @@ gatherI32x8_pair:
 	CMPQ R10, CX
 	JGE gatherI32x8_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x8_bad
+	JA gatherI32x8_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1315,10 +2085,11 @@ gatherI32x8_pair:
 	VFMADD231PD Y9, Y12, Y1
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x8_bad
+	JA gatherI32x8_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X13, X13
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1330,29 +2101,29 @@ gatherI32x8_one:
 	CMPQ BX, CX
 	JGE gatherI32x8_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x8_bad
+	JA gatherI32x8_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y12, Y0
 	VFMADD231PD Y9, Y12, Y1
+	INCQ BX
 gatherI32x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI32x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF32x8(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF32x8(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherF32x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1360,8 +2131,10 @@ TEXT ·gatherF32x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1372,10 +2145,11 @@ gatherF32x8_pair:
 	CMPQ R10, CX
 	JGE gatherF32x8_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x8_bad
+	JA gatherF32x8_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
+	VCVTSS2SD (DX)(BX*4), X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1383,10 +2157,11 @@ gatherF32x8_pair:
 	VFMADD231PD Y9, Y12, Y1
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x8_bad
+	JA gatherF32x8_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X13, X13
+	VCVTSS2SD (DX)(BX*4), X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1398,29 +2173,29 @@ gatherF32x8_one:
 	CMPQ BX, CX
 	JGE gatherF32x8_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x8_bad
+	JA gatherF32x8_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
+	VCVTSS2SD (DX)(BX*4), X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y12, Y0
 	VFMADD231PD Y9, Y12, Y1
+	INCQ BX
 gatherF32x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF32x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF64x8(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF64x8(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherF64x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1428,8 +2203,10 @@ TEXT ·gatherF64x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1440,8 +2217,9 @@ gatherF64x8_pair:
 	CMPQ R10, CX
 	JGE gatherF64x8_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x8_bad
+	JA gatherF64x8_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X12
 	VBROADCASTSD X12, Y12
@@ -1451,8 +2229,9 @@ gatherF64x8_pair:
 	VFMADD231PD Y9, Y12, Y1
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x8_bad
+	JA gatherF64x8_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X13
 	VBROADCASTSD X13, Y13
@@ -1466,8 +2245,9 @@ gatherF64x8_one:
 	CMPQ BX, CX
 	JGE gatherF64x8_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x8_bad
+	JA gatherF64x8_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X12
 	VBROADCASTSD X12, Y12
@@ -1475,20 +2255,19 @@ gatherF64x8_one:
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y12, Y0
 	VFMADD231PD Y9, Y12, Y1
+	INCQ BX
 gatherF64x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF64x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU8x16(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU8x16(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU8x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1496,8 +2275,10 @@ TEXT ·gatherU8x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1512,10 +2293,11 @@ gatherU8x16_pair:
 	CMPQ R10, CX
 	JGE gatherU8x16_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x16_bad
+	JA gatherU8x16_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1527,10 +2309,11 @@ gatherU8x16_pair:
 	VFMADD231PD Y11, Y12, Y3
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x16_bad
+	JA gatherU8x16_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1546,10 +2329,11 @@ gatherU8x16_one:
 	CMPQ BX, CX
 	JGE gatherU8x16_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU8x16_bad
+	JA gatherU8x16_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1559,24 +2343,25 @@ gatherU8x16_one:
 	VFMADD231PD Y9, Y12, Y1
 	VFMADD231PD Y10, Y12, Y2
 	VFMADD231PD Y11, Y12, Y3
+	INCQ BX
 gatherU8x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU8x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI8x16(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI8x16(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI8x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1584,8 +2369,10 @@ TEXT ·gatherI8x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1600,10 +2387,11 @@ gatherI8x16_pair:
 	CMPQ R10, CX
 	JGE gatherI8x16_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x16_bad
+	JA gatherI8x16_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1615,10 +2403,11 @@ gatherI8x16_pair:
 	VFMADD231PD Y11, Y12, Y3
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x16_bad
+	JA gatherI8x16_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1634,10 +2423,11 @@ gatherI8x16_one:
 	CMPQ BX, CX
 	JGE gatherI8x16_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI8x16_bad
+	JA gatherI8x16_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1647,24 +2437,25 @@ gatherI8x16_one:
 	VFMADD231PD Y9, Y12, Y1
 	VFMADD231PD Y10, Y12, Y2
 	VFMADD231PD Y11, Y12, Y3
+	INCQ BX
 gatherI8x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI8x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU16x16(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU16x16(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU16x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1672,8 +2463,10 @@ TEXT ·gatherU16x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1688,10 +2481,11 @@ gatherU16x16_pair:
 	CMPQ R10, CX
 	JGE gatherU16x16_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x16_bad
+	JA gatherU16x16_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1703,10 +2497,11 @@ gatherU16x16_pair:
 	VFMADD231PD Y11, Y12, Y3
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x16_bad
+	JA gatherU16x16_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1722,10 +2517,11 @@ gatherU16x16_one:
 	CMPQ BX, CX
 	JGE gatherU16x16_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU16x16_bad
+	JA gatherU16x16_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1735,24 +2531,25 @@ gatherU16x16_one:
 	VFMADD231PD Y9, Y12, Y1
 	VFMADD231PD Y10, Y12, Y2
 	VFMADD231PD Y11, Y12, Y3
+	INCQ BX
 gatherU16x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU16x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI16x16(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI16x16(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI16x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1760,8 +2557,10 @@ TEXT ·gatherI16x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1776,10 +2575,11 @@ gatherI16x16_pair:
 	CMPQ R10, CX
 	JGE gatherI16x16_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x16_bad
+	JA gatherI16x16_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1791,10 +2591,11 @@ gatherI16x16_pair:
 	VFMADD231PD Y11, Y12, Y3
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x16_bad
+	JA gatherI16x16_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1810,10 +2611,11 @@ gatherI16x16_one:
 	CMPQ BX, CX
 	JGE gatherI16x16_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI16x16_bad
+	JA gatherI16x16_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1823,24 +2625,25 @@ gatherI16x16_one:
 	VFMADD231PD Y9, Y12, Y1
 	VFMADD231PD Y10, Y12, Y2
 	VFMADD231PD Y11, Y12, Y3
+	INCQ BX
 gatherI16x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI16x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU32x16(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU32x16(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherU32x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1848,8 +2651,10 @@ TEXT ·gatherU32x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1864,10 +2669,11 @@ gatherU32x16_pair:
 	CMPQ R10, CX
 	JGE gatherU32x16_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x16_bad
+	JA gatherU32x16_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1879,10 +2685,11 @@ gatherU32x16_pair:
 	VFMADD231PD Y11, Y12, Y3
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x16_bad
+	JA gatherU32x16_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X13, X13
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1898,10 +2705,11 @@ gatherU32x16_one:
 	CMPQ BX, CX
 	JGE gatherU32x16_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherU32x16_bad
+	JA gatherU32x16_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1911,24 +2719,25 @@ gatherU32x16_one:
 	VFMADD231PD Y9, Y12, Y1
 	VFMADD231PD Y10, Y12, Y2
 	VFMADD231PD Y11, Y12, Y3
+	INCQ BX
 gatherU32x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU32x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI32x16(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI32x16(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherI32x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1936,8 +2745,10 @@ TEXT ·gatherI32x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1952,10 +2763,11 @@ gatherI32x16_pair:
 	CMPQ R10, CX
 	JGE gatherI32x16_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x16_bad
+	JA gatherI32x16_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1967,10 +2779,11 @@ gatherI32x16_pair:
 	VFMADD231PD Y11, Y12, Y3
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x16_bad
+	JA gatherI32x16_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X13, X13
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1986,10 +2799,11 @@ gatherI32x16_one:
 	CMPQ BX, CX
 	JGE gatherI32x16_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherI32x16_bad
+	JA gatherI32x16_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -1999,24 +2813,25 @@ gatherI32x16_one:
 	VFMADD231PD Y9, Y12, Y1
 	VFMADD231PD Y10, Y12, Y2
 	VFMADD231PD Y11, Y12, Y3
+	INCQ BX
 gatherI32x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI32x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF32x16(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF32x16(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherF32x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -2024,8 +2839,10 @@ TEXT ·gatherF32x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -2040,10 +2857,11 @@ gatherF32x16_pair:
 	CMPQ R10, CX
 	JGE gatherF32x16_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x16_bad
+	JA gatherF32x16_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
+	VCVTSS2SD (DX)(BX*4), X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -2055,10 +2873,11 @@ gatherF32x16_pair:
 	VFMADD231PD Y11, Y12, Y3
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x16_bad
+	JA gatherF32x16_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X13, X13
+	VCVTSS2SD (DX)(BX*4), X15, X13
 	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -2074,10 +2893,11 @@ gatherF32x16_one:
 	CMPQ BX, CX
 	JGE gatherF32x16_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF32x16_bad
+	JA gatherF32x16_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
+	VCVTSS2SD (DX)(BX*4), X15, X12
 	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
@@ -2087,24 +2907,25 @@ gatherF32x16_one:
 	VFMADD231PD Y9, Y12, Y1
 	VFMADD231PD Y10, Y12, Y2
 	VFMADD231PD Y11, Y12, Y3
+	INCQ BX
 gatherF32x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF32x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF64x16(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF64x16(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 TEXT ·gatherF64x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -2112,8 +2933,10 @@ TEXT ·gatherF64x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL last+40(FP), R9
+	MOVL first+40(FP), R12
+	MOVL last+44(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -2128,8 +2951,9 @@ gatherF64x16_pair:
 	CMPQ R10, CX
 	JGE gatherF64x16_one
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x16_bad
+	JA gatherF64x16_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X12
 	VBROADCASTSD X12, Y12
@@ -2143,8 +2967,9 @@ gatherF64x16_pair:
 	VFMADD231PD Y11, Y12, Y3
 	INCQ BX
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x16_bad
+	JA gatherF64x16_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X13
 	VBROADCASTSD X13, Y13
@@ -2162,8 +2987,9 @@ gatherF64x16_one:
 	CMPQ BX, CX
 	JGE gatherF64x16_done
 	MOVL (SI)(BX*4), AX
+	SUBL R12, AX
 	CMPL AX, R9
-	JA gatherF64x16_bad
+	JA gatherF64x16_done
 	IMULQ R11, AX
 	VMOVSD (DX)(BX*8), X12
 	VBROADCASTSD X12, Y12
@@ -2175,19 +3001,20 @@ gatherF64x16_one:
 	VFMADD231PD Y9, Y12, Y1
 	VFMADD231PD Y10, Y12, Y2
 	VFMADD231PD Y11, Y12, Y3
+	INCQ BX
 gatherF64x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF64x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET

@@ -23,8 +23,8 @@ const gatherBenchFrames = 8192
 // BenchmarkGatherTargets measures issue #19.3's targets for the gather kernel on
 // gatherBenchFrames uint16 frames of 256×256 with 1% of the pixels hit (655 events per frame,
 // at distinct random pixels in pixel order, values 1-20), held in memory in CSR form (indptr int,
-// indices int32, data uint16: 6 bytes per event), on 1 and 2 pinned CPU workers, with 1
-// and 16 dense masks and 16 concentric rings 4 px wide (a sparse stack: the gather's
+// indices int32, data uint16: 6 bytes per event), on 1 and 2 pinned CPU workers, with 1,
+// 4 and 16 dense masks and 16 concentric rings 4 px wide (a sparse stack: the gather's
 // pixel-major CSR layout). Each iteration times, one after the other on the same workers:
 //
 //   - floor: a plain sweep over the sparse bytes (each worker sums the indptr, indices
@@ -59,7 +59,7 @@ func BenchmarkGatherTargets(b *testing.B) {
 		for _, c := range []struct {
 			name  string
 			stack *masks.Stack
-		}{{"1", randomStack(rng, 1, [2]int{sig, sig})}, {"16", randomStack(rng, 16, [2]int{sig, sig})}, {"16rings", rings(16, sig)}} {
+		}{{"1", randomStack(rng, 1, [2]int{sig, sig})}, {"4", randomStack(rng, 4, [2]int{sig, sig})}, {"16", randomStack(rng, 16, [2]int{sig, sig})}, {"16rings", rings(16, sig)}} {
 			stack := c.stack
 			b.Run(fmt.Sprintf("workers=%d/masks=%s", workers, c.name), func(b *testing.B) {
 				plan := evenPlan(cpus[:workers], workers, gatherBenchFrames, 4*workers)

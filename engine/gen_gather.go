@@ -66,7 +66,7 @@ func main() {
 	}
 	for _, m := range []int{2, 4, 8, 16} {
 		for _, d := range dtypes {
-			kernel(&b, d.name, d.size, d.load, m)
+			kernel(&b, d.name, d.size, d.load, d.load4, m)
 		}
 	}
 	if err := os.WriteFile("gather_amd64.s", b.Bytes(), 0o644); err != nil {
@@ -179,8 +179,11 @@ func kernel1(b *bytes.Buffer, name string, size int, load, load4 string) {
 	p("RET")
 }
 
-// kernel writes the row kernel of m masks of a dtype (name, element size, value load).
-func kernel(b *bytes.Buffer, name string, size int, load string, m int) {
+// kernel writes the row kernel of m masks of a dtype (name, element size, scalar value
+// load, vector load of 4 values): 4 events per step, their values loaded and converted
+// together and each broadcast from its lane (VPERMPD), even and odd events into their
+// own sums; the last 1-3 events one by one.
+func kernel(b *bytes.Buffer, name string, size int, load, load4 string, m int) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
 	vecs, reg := m/4, "Y"
 	if m == 2 {
@@ -203,43 +206,62 @@ func kernel(b *bytes.Buffer, name string, size int, load string, m int) {
 		p("VXORPD %s%d, %s%d, %s%d", reg, i, reg, i, reg, i)
 		p("VXORPD %s%d, %s%d, %s%d", reg, 4+i, reg, 4+i, reg, 4+i)
 	}
+	if name == "U32" {
+		p("MOVQ $0x4330000000000000, R10")
+		p("VMOVQ R10, X14")
+		p("VPBROADCASTQ X14, Y14")
+	}
 	p("XORQ BX, BX")
-	event := func(set int) {
-		x := 12 + set
-		p("MOVL (SI)(BX*4), AX")
+	// event: the row of event BX+j (AX), its value broadcast in Y13, into sum set.
+	event := func(j, set int, stop string) {
+		p("MOVL %d(SI)(BX*4), AX", 4*j)
 		p("SUBL R12, AX")
 		p("CMPL AX, R9")
-		fmt.Fprintf(b, "\tJA %s_done\n", fn)
+		p("JA %s", stop)
 		p("IMULQ R11, AX")
-		p(load, x, fmt.Sprintf("(DX)(BX*%d)", size))
 		if m == 2 {
-			p("VMOVDDUP X%d, X%d", x, x)
 			p("VCVTPS2PD (DI)(AX*1), X8")
-			p("VFMADD231PD X8, X%d, X%d", x, 4*set)
+			p("VFMADD231PD X8, X13, X%d", 4*set)
 			return
 		}
-		p("VBROADCASTSD X%d, Y%d", x, x)
 		for i := range vecs {
 			p("VCVTPS2PD %d(DI)(AX*1), Y%d", 16*i, 8+i)
 		}
 		for i := range vecs {
-			p("VFMADD231PD Y%d, Y%d, Y%d", 8+i, x, 4*set+i)
+			p("VFMADD231PD Y%d, Y13, Y%d", 8+i, 4*set+i)
 		}
 	}
-	fmt.Fprintf(b, "%s_pair:\n", fn)
-	p("LEAQ 1(BX), R10")
-	p("CMPQ R10, CX")
-	fmt.Fprintf(b, "\tJGE %s_one\n", fn)
-	event(0)
-	p("INCQ BX")
-	event(1)
-	p("INCQ BX")
-	fmt.Fprintf(b, "\tJMP %s_pair\n", fn)
+	fmt.Fprintf(b, "%s_four:\n", fn)
+	p("LEAQ 4(BX), R13")
+	p("CMPQ R13, CX")
+	fmt.Fprintf(b, "\tJGT %s_one\n", fn)
+	p("PREFETCHT0 512(SI)(BX*4)")
+	p("PREFETCHT0 %d(DX)(BX*%d)", 128*size, size)
+	p(load4, 12, fmt.Sprintf("(DX)(BX*%d)", size))
+	for j := range 4 {
+		p("VPERMPD $%#x, Y12, Y13", 0x55*j)
+		event(j, j%2, fmt.Sprintf("%s_stop%d", fn, j))
+	}
+	p("MOVQ R13, BX")
+	fmt.Fprintf(b, "\tJMP %s_four\n", fn)
+	for j := 3; j >= 1; j-- {
+		fmt.Fprintf(b, "%s_stop%d:\n", fn, j)
+		p("INCQ BX")
+	}
+	fmt.Fprintf(b, "%s_stop0:\n", fn)
+	fmt.Fprintf(b, "\tJMP %s_done\n", fn)
 	fmt.Fprintf(b, "%s_one:\n", fn)
 	p("CMPQ BX, CX")
 	fmt.Fprintf(b, "\tJGE %s_done\n", fn)
-	event(0)
+	p(load, 13, fmt.Sprintf("(DX)(BX*%d)", size))
+	if m == 2 {
+		p("VMOVDDUP X13, X13")
+	} else {
+		p("VBROADCASTSD X13, Y13")
+	}
+	event(0, 0, fn+"_done")
 	p("INCQ BX")
+	fmt.Fprintf(b, "\tJMP %s_one\n", fn)
 	fmt.Fprintf(b, "%s_done:\n", fn)
 	for i := range vecs {
 		p("VADDPD %s%d, %s%d, %s%d", reg, 4+i, reg, i, reg, i)

@@ -43,23 +43,28 @@ func main() {
 //
 //	func gather<T>x1(idx *int32, v *T, n int, w *float32, last uint32, out *float64) (k int)
 //
-// add Σ_{j<k} float64(v[j])·float64(w[idx[j]]) to out[0], four events per step into
-// four scalar sums, and the row kernels of M = 2, 4, 8 or 16 masks
+// add Σ_{j<k} float64(v[j])·float64(w[idx[j]]) to out[0], 8 events per step: per 4
+// events, one vector of their weights (loaded one by one) and one of their values,
+// converted to float64 and multiplied into a 4-lane sum. The row kernels of M = 2, 4,
+// 8 or 16 masks
 //
 //	func gather<T>x<M>(idx *int32, v *T, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
 //
-// add Σ_{j<k} float64(v[j])·float64(w[(idx[j]-first)·ldw+m]) to out[m] for m < M: per
-// event, the M float32 weights of its row are loaded (contiguous, no gather
-// instruction), converted to float64 and multiplied by the event's value into M/4
-// vector sums (M = 2: one 2-lane sum), one set for even and one for odd events. Both
-// stop at the first event j whose idx[j]-first (as uint32; first is 0 for x1) exceeds
-// last, before reading its row, and return k, that event or n: the end of the frame's
-// events, or of those in a block of rows [first, first+last] (events in pixel order),
-// or an event outside the frame. Sums in float64; the conversions of the values take
-// their upper lanes from X15 (zeroed), which no loop writes. Registers: SI idx, DX v,
-// CX n, DI w, R11 ldw in bytes, R12 first, R9 last, R8 out, BX the event (x1: R13 the
-// next step's), AX its row's offset, R10 scratch; x1: sums X0-X3, values X4-X7, weights X8-X11; rows: sums Y0-Y3 (even events)
-// and Y4-Y7 (odd), weights Y8-Y11, values X12 (even) and X13 (odd).
+// add Σ_{j<k} float64(v[j])·float64(w[(idx[j]-first)·ldw+m]) to out[m] for m < M, 4
+// events per step: their values converted together, each broadcast from its lane; per
+// event, the M float32 weights of its row loaded (contiguous, no gather instruction),
+// converted to float64 and multiplied by the value into M/4 vector sums (M = 2: one
+// 2-lane sum), one set for even and one for odd events; the row of the event 16 further on
+// is prefetched (PREFETCHT0), and so are the indices and values ahead. Both stop at the
+// first event j whose idx[j]-first (as uint32; first is 0 for x1) exceeds last, before
+// reading its row, and return k, that event or n: the end of the frame's events, or of
+// those in a block of rows [first, first+last] (events in pixel order), or an event
+// outside the frame. Sums in float64; scalar conversions take their upper lanes from
+// X15 (zeroed), which no loop writes; uint32 values convert as (2^52 | v) - 2^52 (Y14).
+// Registers: SI idx, DX v, CX n, DI w, R11 ldw in bytes, R12 first, R9 last, R8 out,
+// BX the event, R13 the next step's, AX its row's offset, R10 scratch; x1: sums Y0-Y1
+// (X2 for the last events), values X4/Y9, weights X8/Y8; rows: sums Y0-Y3 (even
+// events) and Y4-Y7 (odd), weights Y8-Y11, values Y12, the event's value Y13.
 `)
 	for _, d := range dtypes {
 		kernel1(&b, d.name, d.size, d.load, d.load4)
@@ -231,19 +236,38 @@ func kernel(b *bytes.Buffer, name string, size int, load, load4 string, m int) {
 			p("VFMADD231PD Y%d, Y13, Y%d", 8+i, 4*set+i)
 		}
 	}
-	fmt.Fprintf(b, "%s_four:\n", fn)
-	p("LEAQ 4(BX), R13")
-	p("CMPQ R13, CX")
-	fmt.Fprintf(b, "\tJGT %s_one\n", fn)
-	p("PREFETCHT0 512(SI)(BX*4)")
-	p("PREFETCHT0 %d(DX)(BX*%d)", 128*size, size)
-	p(load4, 12, fmt.Sprintf("(DX)(BX*%d)", size))
-	for j := range 4 {
-		p("VPERMPD $%#x, Y12, Y13", 0x55*j)
-		event(j, j%2, fmt.Sprintf("%s_stop%d", fn, j))
+	// step: 4 events from BX; ahead, the rows of the events gatherAhead further on
+	// are prefetched (the loop runs while they exist).
+	step := func(label, next string, ahead bool) {
+		fmt.Fprintf(b, "%s_%s:\n", fn, label)
+		if ahead {
+			p("LEAQ %d(BX), R13", 4+gatherAhead)
+		} else {
+			p("LEAQ 4(BX), R13")
+		}
+		p("CMPQ R13, CX")
+		fmt.Fprintf(b, "\tJGT %s_%s\n", fn, next)
+		if ahead {
+			p("LEAQ 4(BX), R13")
+		}
+		p("PREFETCHT0 512(SI)(BX*4)")
+		p("PREFETCHT0 %d(DX)(BX*%d)", 128*size, size)
+		p(load4, 12, fmt.Sprintf("(DX)(BX*%d)", size))
+		for j := range 4 {
+			if ahead {
+				p("MOVL %d(SI)(BX*4), R10", 4*(j+gatherAhead))
+				p("SUBL R12, R10")
+				p("IMULQ R11, R10")
+				p("PREFETCHT0 (DI)(R10*1)")
+			}
+			p("VPERMPD $%#x, Y12, Y13", 0x55*j)
+			event(j, j%2, fmt.Sprintf("%s_stop%d", fn, j))
+		}
+		p("MOVQ R13, BX")
+		fmt.Fprintf(b, "\tJMP %s_%s\n", fn, label)
 	}
-	p("MOVQ R13, BX")
-	fmt.Fprintf(b, "\tJMP %s_four\n", fn)
+	step("ahead", "four", true)
+	step("four", "one", false)
 	for j := 3; j >= 1; j-- {
 		fmt.Fprintf(b, "%s_stop%d:\n", fn, j)
 		p("INCQ BX")
@@ -272,6 +296,9 @@ func kernel(b *bytes.Buffer, name string, size int, load, load4 string, m int) {
 	p("VZEROUPPER")
 	p("RET")
 }
+
+// gatherAhead is how many events ahead the row kernels prefetch an event's row.
+const gatherAhead = 16
 
 func goType(name string) string {
 	return map[string]string{"U8": "uint8", "I8": "int8", "U16": "uint16", "I16": "int16", "U32": "uint32", "I32": "int32", "F32": "float32", "F64": "float64"}[name]

@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"strconv"
 
@@ -32,15 +31,17 @@ import (
 // events, not to the frame's pixels (bench/RESULTS.md, "Sparse frames"). A dataset that
 // is a dataset.SparseViewer (FromSparse's arrays, raw_csr's mapped files) is gathered in
 // place, its events not copied; the kernel then checks each event's pixel (an event
-// outside the frame is an errs.Format error). With 2 masks or more and float32 weights
-// in a table, on a CPU with AVX2 and FMA, the events go through assembly row kernels
-// (gather_amd64.s, written by gen_gather.go): per event, its row of 2, 4, 8 or 16
+// outside the frame is an errs.Format error). With float32 weights in a table, on a CPU
+// with AVX2 and FMA, the events go through assembly kernels (gather_amd64.s, written by
+// gen_gather.go): for one mask, 4 events' weights loaded one by one into a vector and
+// their values converted together (VPGATHERDD measured no faster on this project's Zen
+// 4 machine); for 2 masks or more, row kernels: per event, its row of 2, 4, 8 or 16
 // weights loaded as one vector, widened to float64 and multiplied by the event's value
-// into vector sums (about 6× the pure-Go kernel with 16 masks); the pure-Go kernels run
-// elsewhere and under GODEBUG=cpu.avx2=off. One mask stays with the scalar Go loop: an
-// AVX2 kernel fetching 8 weights with VPGATHERDD measured 0.48-0.51 ns per event
-// against its 0.52-0.57 on this project's Zen 4 machine, within the machine's noise,
-// and was not kept.
+// into vector sums, the row of the event 16 further on prefetched (the table of 16
+// masks of 256×256, 4 MiB, does not stay in a 1 MiB L2 cache). The pure-Go kernels run
+// elsewhere and under GODEBUG=cpu.avx2=off. Cutting the table into blocks of pixels
+// that stay in the L2 cache, each tile's events gathered block by block, measured
+// slower than the prefetching kernels at 1% and 5% hits (bench/RESULTS.md).
 //
 // GPU workers and shifted masks read the same frames densified (ReadFrames).
 
@@ -186,24 +187,7 @@ type eventGather[N native, T float] struct {
 	one  oneGather[N]
 	rows [4]rowGather[N]
 	w32  []float32 // the table m.w when the assembly kernels are set
-	// blockRows, when positive, is the rows of the table per block of the blocked
-	// gather (gatherBlocked), whose mask groups are groups; cur is its cursor per frame.
-	blockRows int
-	groups    []maskGroup[N]
-	cur       []int
 }
-
-// maskGroup is a row kernel and the first of its masks.
-type maskGroup[N native] struct {
-	m0 int
-	k  rowGather[N]
-}
-
-// gatherBlockBytes is the size of a block of the pixel-major table in the blocked
-// gather (gatherBlocked): a table of more than twice this size (beyond the 1 MiB L2
-// cache of the project's Zen 4 machine) is cut into blocks of rows of about this size,
-// which stay in the L2 cache (a variable for tests).
-var gatherBlockBytes = 512 << 10
 
 func (g *eventGather[N, T]) rowKernels() bool { return g.rows[0] != nil }
 
@@ -213,10 +197,9 @@ func (g *eventGather[N, T]) rowKernels() bool { return g.rows[0] != nil }
 type oneGather[N native] func(idx *int32, v *N, n int, w *float32, last uint32, out *float64) (k int)
 
 // rowGather is an assembly row kernel of the gather: it adds Σ_{j<k} float64(v[j])·
-// float64(w[(idx[j]-first)·ldw+m]) to out[m] for its masks m, in float64, and returns
-// k: n, or the first event whose idx[j]-first (as uint32) exceeds last (outside the
-// frame, or past a block of rows), before reading its row.
-type rowGather[N native] func(idx *int32, v *N, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// float64(w[idx[j]·ldw+m]) to out[m] for its masks m, in float64, and returns k: n, or
+// the first event whose idx[j] (as uint32) exceeds last, before reading its row.
+type rowGather[N native] func(idx *int32, v *N, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 // apply runs the kernels, which index the masks by the events' pixels: one outside the
 // frame makes a Go kernel panic on the index (recovered here) and an assembly kernel
@@ -231,13 +214,11 @@ func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) (err 
 	}()
 	val := asNative[N](sf.Data)
 	n := g.m.nMasks
-	blocked := g.blockRows > 0 && g.gatherBlocked(sf, val, acc)
 	for f := range sf.Frames() {
 		row := acc[f*n : (f+1)*n]
 		a, b := sf.Indptr[f], sf.Indptr[f+1]
 		idx, v := sf.Indices[a:b], val[a:b]
 		switch {
-		case blocked && g.cur[f] == b: // done
 		case g.m.w == nil:
 			g.csr(idx, v, row, false)
 		case n == 1 && g.one != nil:
@@ -402,45 +383,10 @@ func gatherRowsAsm[N native](k [4]rowGather[N], idx []int32, v []N, w []float32,
 			row[m0] = a
 			return true
 		}
-		if f(pi, pv, len(idx), &w[m0], n, 0, uint32(pixels-1), &row[m0]) < len(idx) {
+		if f(pi, pv, len(idx), &w[m0], n, uint32(pixels-1), &row[m0]) < len(idx) {
 			return false
 		}
 		m0 += m
-	}
-	return true
-}
-
-// gatherBlocked computes the rows of the frames of sf through the row kernels, the
-// table in blocks of g.blockRows rows (pixels) so that a block stays in the L2 cache
-// while every frame's events in its pixels are added: per block, each frame's events
-// from its cursor g.cur[f] until the first one outside the block. With events in pixel
-// order, as scipy's canonical CSR and the detectors' files hold them, the cursors reach
-// the frames' ends; a frame whose events are not in pixel order (or hold one outside the
-// frame) stops short, and apply computes it again, unblocked. It returns false,
-// having done nothing, for a tile of fewer events than twice the table's cache lines:
-// unblocked, each event reads about one line from beyond the L2 cache, and blocked, the
-// whole table is read per tile (16 masks of 256×256, tiles of 64 frames, BenchmarkZZRows
-// in bench/RESULTS.md: at 1% hits 0.6× the unblocked speed, at 5% 1.4-2×).
-func (g *eventGather[N, T]) gatherBlocked(sf *dataset.SparseFrames, val []N, acc []float64) bool {
-	frames, n, rows := sf.Frames(), g.m.nMasks, g.blockRows
-	if sf.NNZ() < len(g.w32)/8 {
-		return false
-	}
-	g.cur = append(g.cur[:0], sf.Indptr[:frames]...)
-	clear(acc[:frames*n])
-	for p0 := 0; p0 < g.m.pixels; p0 += rows {
-		last := uint32(min(rows, g.m.pixels-p0) - 1)
-		for f := range frames {
-			c, e := g.cur[f], sf.Indptr[f+1]
-			if c == e {
-				continue
-			}
-			var k int
-			for _, q := range g.groups {
-				k = q.k(&sf.Indices[c], &val[c], e-c, &g.w32[p0*n+q.m0], n, uint32(p0), last, &acc[f*n+q.m0])
-			}
-			g.cur[f] = c + k
-		}
 	}
 	return true
 }
@@ -522,16 +468,6 @@ func newEventGather[N native, T float](m *gatherMasks[T], floats bool) *eventGat
 	if w32, f32 := any(m.w).([]float32); f32 && m.w != nil && m.pixels <= 1<<31 {
 		g.one, g.rows = gatherAsmKernels[N]()
 		g.w32 = w32
-		// blocks for an even count of masks (the row kernels of 2 to 16 masks cover it)
-		// whose table exceeds twice gatherBlockBytes
-		if rows := gatherBlockBytes / (4 * m.nMasks); g.rows[0] != nil && m.nMasks%2 == 0 && 2*rows < m.pixels {
-			g.blockRows = max(rows, 1)
-			for m0 := 0; m0 < m.nMasks; {
-				i := min(bits.Len(uint(m.nMasks-m0))-2, 3) // 2, 4, 8, 16 masks: rows[0..3]
-				g.groups = append(g.groups, maskGroup[N]{m0, g.rows[i]})
-				m0 += 2 << i
-			}
-		}
 	}
 	return g
 }

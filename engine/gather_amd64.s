@@ -11,20 +11,18 @@
 // converted to float64 and multiplied into a 4-lane sum. The row kernels of M = 2, 4,
 // 8 or 16 masks
 //
-//	func gather<T>x<M>(idx *int32, v *T, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+//	func gather<T>x<M>(idx *int32, v *T, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 //
-// add Σ_{j<k} float64(v[j])·float64(w[(idx[j]-first)·ldw+m]) to out[m] for m < M, 4
+// add Σ_{j<k} float64(v[j])·float64(w[idx[j]·ldw+m]) to out[m] for m < M, 4
 // events per step: their values converted together, each broadcast from its lane; per
 // event, the M float32 weights of its row loaded (contiguous, no gather instruction),
 // converted to float64 and multiplied by the value into M/4 vector sums (M = 2: one
 // 2-lane sum), one set for even and one for odd events; the row of the event 16 further on
 // is prefetched (PREFETCHT0), and so are the indices and values ahead. Both stop at the
-// first event j whose idx[j]-first (as uint32; first is 0 for x1) exceeds last, before
-// reading its row, and return k, that event or n: the end of the frame's events, or of
-// those in a block of rows [first, first+last] (events in pixel order), or an event
-// outside the frame. Sums in float64; scalar conversions take their upper lanes from
+// first event j whose idx[j] (as uint32) exceeds last, the table's last row (an event
+// outside the frame), before reading its row, and return k, that event or n. Sums in float64; scalar conversions take their upper lanes from
 // X15 (zeroed), which no loop writes; uint32 values convert as (2^52 | v) - 2^52 (Y14).
-// Registers: SI idx, DX v, CX n, DI w, R11 ldw in bytes, R12 first, R9 last, R8 out,
+// Registers: SI idx, DX v, CX n, DI w, R11 ldw in bytes, R9 last, R8 out,
 // BX the event, R13 the next step's, AX its row's offset, R10 scratch; x1: sums Y0-Y1
 // (X2 for the last events), values X4/Y9, weights X8/Y8; rows: sums Y0-Y3 (even
 // events) and Y4-Y7 (odd), weights Y8-Y11, values Y12, the event's value Y13.
@@ -720,7 +718,7 @@ gatherF64x1_done:
 	VZEROUPPER
 	RET
 
-// func gatherU8x2(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU8x2(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU8x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -728,8 +726,7 @@ TEXT ·gatherU8x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
@@ -744,48 +741,40 @@ gatherU8x2_ahead:
 	PREFETCHT0 128(DX)(BX*1)
 	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x2_stop0
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x2_stop1
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x2_stop2
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x2_stop3
 	IMULQ R11, AX
@@ -802,7 +791,6 @@ gatherU8x2_four:
 	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x2_stop0
 	IMULQ R11, AX
@@ -810,7 +798,6 @@ gatherU8x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x2_stop1
 	IMULQ R11, AX
@@ -818,7 +805,6 @@ gatherU8x2_four:
 	VFMADD231PD X8, X13, X4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x2_stop2
 	IMULQ R11, AX
@@ -826,7 +812,6 @@ gatherU8x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x2_stop3
 	IMULQ R11, AX
@@ -848,7 +833,6 @@ gatherU8x2_one:
 	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VMOVDDUP X13, X13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x2_done
 	IMULQ R11, AX
@@ -864,7 +848,7 @@ gatherU8x2_done:
 	VZEROUPPER
 	RET
 
-// func gatherI8x2(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI8x2(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI8x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -872,8 +856,7 @@ TEXT ·gatherI8x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
@@ -888,48 +871,40 @@ gatherI8x2_ahead:
 	PREFETCHT0 128(DX)(BX*1)
 	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x2_stop0
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x2_stop1
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x2_stop2
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x2_stop3
 	IMULQ R11, AX
@@ -946,7 +921,6 @@ gatherI8x2_four:
 	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x2_stop0
 	IMULQ R11, AX
@@ -954,7 +928,6 @@ gatherI8x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x2_stop1
 	IMULQ R11, AX
@@ -962,7 +935,6 @@ gatherI8x2_four:
 	VFMADD231PD X8, X13, X4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x2_stop2
 	IMULQ R11, AX
@@ -970,7 +942,6 @@ gatherI8x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x2_stop3
 	IMULQ R11, AX
@@ -992,7 +963,6 @@ gatherI8x2_one:
 	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VMOVDDUP X13, X13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x2_done
 	IMULQ R11, AX
@@ -1008,7 +978,7 @@ gatherI8x2_done:
 	VZEROUPPER
 	RET
 
-// func gatherU16x2(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU16x2(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU16x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1016,8 +986,7 @@ TEXT ·gatherU16x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
@@ -1032,48 +1001,40 @@ gatherU16x2_ahead:
 	PREFETCHT0 256(DX)(BX*2)
 	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x2_stop0
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x2_stop1
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x2_stop2
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x2_stop3
 	IMULQ R11, AX
@@ -1090,7 +1051,6 @@ gatherU16x2_four:
 	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x2_stop0
 	IMULQ R11, AX
@@ -1098,7 +1058,6 @@ gatherU16x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x2_stop1
 	IMULQ R11, AX
@@ -1106,7 +1065,6 @@ gatherU16x2_four:
 	VFMADD231PD X8, X13, X4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x2_stop2
 	IMULQ R11, AX
@@ -1114,7 +1072,6 @@ gatherU16x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x2_stop3
 	IMULQ R11, AX
@@ -1136,7 +1093,6 @@ gatherU16x2_one:
 	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VMOVDDUP X13, X13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x2_done
 	IMULQ R11, AX
@@ -1152,7 +1108,7 @@ gatherU16x2_done:
 	VZEROUPPER
 	RET
 
-// func gatherI16x2(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI16x2(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI16x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1160,8 +1116,7 @@ TEXT ·gatherI16x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
@@ -1176,48 +1131,40 @@ gatherI16x2_ahead:
 	PREFETCHT0 256(DX)(BX*2)
 	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x2_stop0
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x2_stop1
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x2_stop2
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x2_stop3
 	IMULQ R11, AX
@@ -1234,7 +1181,6 @@ gatherI16x2_four:
 	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x2_stop0
 	IMULQ R11, AX
@@ -1242,7 +1188,6 @@ gatherI16x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x2_stop1
 	IMULQ R11, AX
@@ -1250,7 +1195,6 @@ gatherI16x2_four:
 	VFMADD231PD X8, X13, X4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x2_stop2
 	IMULQ R11, AX
@@ -1258,7 +1202,6 @@ gatherI16x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x2_stop3
 	IMULQ R11, AX
@@ -1280,7 +1223,6 @@ gatherI16x2_one:
 	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VMOVDDUP X13, X13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x2_done
 	IMULQ R11, AX
@@ -1296,7 +1238,7 @@ gatherI16x2_done:
 	VZEROUPPER
 	RET
 
-// func gatherU32x2(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU32x2(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU32x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1304,8 +1246,7 @@ TEXT ·gatherU32x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
@@ -1323,48 +1264,40 @@ gatherU32x2_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x2_stop0
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x2_stop1
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x2_stop2
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x2_stop3
 	IMULQ R11, AX
@@ -1381,7 +1314,6 @@ gatherU32x2_four:
 	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x2_stop0
 	IMULQ R11, AX
@@ -1389,7 +1321,6 @@ gatherU32x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x2_stop1
 	IMULQ R11, AX
@@ -1397,7 +1328,6 @@ gatherU32x2_four:
 	VFMADD231PD X8, X13, X4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x2_stop2
 	IMULQ R11, AX
@@ -1405,7 +1335,6 @@ gatherU32x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x2_stop3
 	IMULQ R11, AX
@@ -1427,7 +1356,6 @@ gatherU32x2_one:
 	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
 	VMOVDDUP X13, X13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x2_done
 	IMULQ R11, AX
@@ -1443,7 +1371,7 @@ gatherU32x2_done:
 	VZEROUPPER
 	RET
 
-// func gatherI32x2(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI32x2(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI32x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1451,8 +1379,7 @@ TEXT ·gatherI32x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
@@ -1467,48 +1394,40 @@ gatherI32x2_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VCVTDQ2PD (DX)(BX*4), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x2_stop0
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x2_stop1
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x2_stop2
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x2_stop3
 	IMULQ R11, AX
@@ -1525,7 +1444,6 @@ gatherI32x2_four:
 	VCVTDQ2PD (DX)(BX*4), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x2_stop0
 	IMULQ R11, AX
@@ -1533,7 +1451,6 @@ gatherI32x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x2_stop1
 	IMULQ R11, AX
@@ -1541,7 +1458,6 @@ gatherI32x2_four:
 	VFMADD231PD X8, X13, X4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x2_stop2
 	IMULQ R11, AX
@@ -1549,7 +1465,6 @@ gatherI32x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x2_stop3
 	IMULQ R11, AX
@@ -1571,7 +1486,6 @@ gatherI32x2_one:
 	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
 	VMOVDDUP X13, X13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x2_done
 	IMULQ R11, AX
@@ -1587,7 +1501,7 @@ gatherI32x2_done:
 	VZEROUPPER
 	RET
 
-// func gatherF32x2(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherF32x2(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF32x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1595,8 +1509,7 @@ TEXT ·gatherF32x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
@@ -1611,48 +1524,40 @@ gatherF32x2_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VCVTPS2PD (DX)(BX*4), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x2_stop0
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x2_stop1
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x2_stop2
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x2_stop3
 	IMULQ R11, AX
@@ -1669,7 +1574,6 @@ gatherF32x2_four:
 	VCVTPS2PD (DX)(BX*4), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x2_stop0
 	IMULQ R11, AX
@@ -1677,7 +1581,6 @@ gatherF32x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x2_stop1
 	IMULQ R11, AX
@@ -1685,7 +1588,6 @@ gatherF32x2_four:
 	VFMADD231PD X8, X13, X4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x2_stop2
 	IMULQ R11, AX
@@ -1693,7 +1595,6 @@ gatherF32x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x2_stop3
 	IMULQ R11, AX
@@ -1715,7 +1616,6 @@ gatherF32x2_one:
 	VCVTSS2SD (DX)(BX*4), X15, X13
 	VMOVDDUP X13, X13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x2_done
 	IMULQ R11, AX
@@ -1731,7 +1631,7 @@ gatherF32x2_done:
 	VZEROUPPER
 	RET
 
-// func gatherF64x2(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherF64x2(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF64x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1739,8 +1639,7 @@ TEXT ·gatherF64x2(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
@@ -1755,48 +1654,40 @@ gatherF64x2_ahead:
 	PREFETCHT0 1024(DX)(BX*8)
 	VMOVUPD (DX)(BX*8), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x2_stop0
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x2_stop1
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x2_stop2
 	IMULQ R11, AX
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x2_stop3
 	IMULQ R11, AX
@@ -1813,7 +1704,6 @@ gatherF64x2_four:
 	VMOVUPD (DX)(BX*8), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x2_stop0
 	IMULQ R11, AX
@@ -1821,7 +1711,6 @@ gatherF64x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x2_stop1
 	IMULQ R11, AX
@@ -1829,7 +1718,6 @@ gatherF64x2_four:
 	VFMADD231PD X8, X13, X4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x2_stop2
 	IMULQ R11, AX
@@ -1837,7 +1725,6 @@ gatherF64x2_four:
 	VFMADD231PD X8, X13, X0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x2_stop3
 	IMULQ R11, AX
@@ -1859,7 +1746,6 @@ gatherF64x2_one:
 	VMOVSD (DX)(BX*8), X13
 	VMOVDDUP X13, X13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x2_done
 	IMULQ R11, AX
@@ -1875,7 +1761,7 @@ gatherF64x2_done:
 	VZEROUPPER
 	RET
 
-// func gatherU8x4(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU8x4(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU8x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1883,8 +1769,7 @@ TEXT ·gatherU8x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -1899,48 +1784,40 @@ gatherU8x4_ahead:
 	PREFETCHT0 128(DX)(BX*1)
 	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x4_stop0
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x4_stop1
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x4_stop2
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x4_stop3
 	IMULQ R11, AX
@@ -1957,7 +1834,6 @@ gatherU8x4_four:
 	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x4_stop0
 	IMULQ R11, AX
@@ -1965,7 +1841,6 @@ gatherU8x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x4_stop1
 	IMULQ R11, AX
@@ -1973,7 +1848,6 @@ gatherU8x4_four:
 	VFMADD231PD Y8, Y13, Y4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x4_stop2
 	IMULQ R11, AX
@@ -1981,7 +1855,6 @@ gatherU8x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x4_stop3
 	IMULQ R11, AX
@@ -2003,7 +1876,6 @@ gatherU8x4_one:
 	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x4_done
 	IMULQ R11, AX
@@ -2019,7 +1891,7 @@ gatherU8x4_done:
 	VZEROUPPER
 	RET
 
-// func gatherI8x4(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI8x4(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI8x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -2027,8 +1899,7 @@ TEXT ·gatherI8x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -2043,48 +1914,40 @@ gatherI8x4_ahead:
 	PREFETCHT0 128(DX)(BX*1)
 	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x4_stop0
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x4_stop1
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x4_stop2
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x4_stop3
 	IMULQ R11, AX
@@ -2101,7 +1964,6 @@ gatherI8x4_four:
 	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x4_stop0
 	IMULQ R11, AX
@@ -2109,7 +1971,6 @@ gatherI8x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x4_stop1
 	IMULQ R11, AX
@@ -2117,7 +1978,6 @@ gatherI8x4_four:
 	VFMADD231PD Y8, Y13, Y4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x4_stop2
 	IMULQ R11, AX
@@ -2125,7 +1985,6 @@ gatherI8x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x4_stop3
 	IMULQ R11, AX
@@ -2147,7 +2006,6 @@ gatherI8x4_one:
 	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x4_done
 	IMULQ R11, AX
@@ -2163,7 +2021,7 @@ gatherI8x4_done:
 	VZEROUPPER
 	RET
 
-// func gatherU16x4(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU16x4(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU16x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -2171,8 +2029,7 @@ TEXT ·gatherU16x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -2187,48 +2044,40 @@ gatherU16x4_ahead:
 	PREFETCHT0 256(DX)(BX*2)
 	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x4_stop0
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x4_stop1
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x4_stop2
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x4_stop3
 	IMULQ R11, AX
@@ -2245,7 +2094,6 @@ gatherU16x4_four:
 	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x4_stop0
 	IMULQ R11, AX
@@ -2253,7 +2101,6 @@ gatherU16x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x4_stop1
 	IMULQ R11, AX
@@ -2261,7 +2108,6 @@ gatherU16x4_four:
 	VFMADD231PD Y8, Y13, Y4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x4_stop2
 	IMULQ R11, AX
@@ -2269,7 +2115,6 @@ gatherU16x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x4_stop3
 	IMULQ R11, AX
@@ -2291,7 +2136,6 @@ gatherU16x4_one:
 	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x4_done
 	IMULQ R11, AX
@@ -2307,7 +2151,7 @@ gatherU16x4_done:
 	VZEROUPPER
 	RET
 
-// func gatherI16x4(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI16x4(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI16x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -2315,8 +2159,7 @@ TEXT ·gatherI16x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -2331,48 +2174,40 @@ gatherI16x4_ahead:
 	PREFETCHT0 256(DX)(BX*2)
 	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x4_stop0
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x4_stop1
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x4_stop2
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x4_stop3
 	IMULQ R11, AX
@@ -2389,7 +2224,6 @@ gatherI16x4_four:
 	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x4_stop0
 	IMULQ R11, AX
@@ -2397,7 +2231,6 @@ gatherI16x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x4_stop1
 	IMULQ R11, AX
@@ -2405,7 +2238,6 @@ gatherI16x4_four:
 	VFMADD231PD Y8, Y13, Y4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x4_stop2
 	IMULQ R11, AX
@@ -2413,7 +2245,6 @@ gatherI16x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x4_stop3
 	IMULQ R11, AX
@@ -2435,7 +2266,6 @@ gatherI16x4_one:
 	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x4_done
 	IMULQ R11, AX
@@ -2451,7 +2281,7 @@ gatherI16x4_done:
 	VZEROUPPER
 	RET
 
-// func gatherU32x4(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU32x4(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU32x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -2459,8 +2289,7 @@ TEXT ·gatherU32x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -2478,48 +2307,40 @@ gatherU32x4_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x4_stop0
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x4_stop1
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x4_stop2
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x4_stop3
 	IMULQ R11, AX
@@ -2536,7 +2357,6 @@ gatherU32x4_four:
 	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x4_stop0
 	IMULQ R11, AX
@@ -2544,7 +2364,6 @@ gatherU32x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x4_stop1
 	IMULQ R11, AX
@@ -2552,7 +2371,6 @@ gatherU32x4_four:
 	VFMADD231PD Y8, Y13, Y4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x4_stop2
 	IMULQ R11, AX
@@ -2560,7 +2378,6 @@ gatherU32x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x4_stop3
 	IMULQ R11, AX
@@ -2582,7 +2399,6 @@ gatherU32x4_one:
 	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x4_done
 	IMULQ R11, AX
@@ -2598,7 +2414,7 @@ gatherU32x4_done:
 	VZEROUPPER
 	RET
 
-// func gatherI32x4(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI32x4(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI32x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -2606,8 +2422,7 @@ TEXT ·gatherI32x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -2622,48 +2437,40 @@ gatherI32x4_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VCVTDQ2PD (DX)(BX*4), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x4_stop0
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x4_stop1
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x4_stop2
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x4_stop3
 	IMULQ R11, AX
@@ -2680,7 +2487,6 @@ gatherI32x4_four:
 	VCVTDQ2PD (DX)(BX*4), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x4_stop0
 	IMULQ R11, AX
@@ -2688,7 +2494,6 @@ gatherI32x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x4_stop1
 	IMULQ R11, AX
@@ -2696,7 +2501,6 @@ gatherI32x4_four:
 	VFMADD231PD Y8, Y13, Y4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x4_stop2
 	IMULQ R11, AX
@@ -2704,7 +2508,6 @@ gatherI32x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x4_stop3
 	IMULQ R11, AX
@@ -2726,7 +2529,6 @@ gatherI32x4_one:
 	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x4_done
 	IMULQ R11, AX
@@ -2742,7 +2544,7 @@ gatherI32x4_done:
 	VZEROUPPER
 	RET
 
-// func gatherF32x4(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherF32x4(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF32x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -2750,8 +2552,7 @@ TEXT ·gatherF32x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -2766,48 +2567,40 @@ gatherF32x4_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VCVTPS2PD (DX)(BX*4), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x4_stop0
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x4_stop1
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x4_stop2
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x4_stop3
 	IMULQ R11, AX
@@ -2824,7 +2617,6 @@ gatherF32x4_four:
 	VCVTPS2PD (DX)(BX*4), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x4_stop0
 	IMULQ R11, AX
@@ -2832,7 +2624,6 @@ gatherF32x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x4_stop1
 	IMULQ R11, AX
@@ -2840,7 +2631,6 @@ gatherF32x4_four:
 	VFMADD231PD Y8, Y13, Y4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x4_stop2
 	IMULQ R11, AX
@@ -2848,7 +2638,6 @@ gatherF32x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x4_stop3
 	IMULQ R11, AX
@@ -2870,7 +2659,6 @@ gatherF32x4_one:
 	VCVTSS2SD (DX)(BX*4), X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x4_done
 	IMULQ R11, AX
@@ -2886,7 +2674,7 @@ gatherF32x4_done:
 	VZEROUPPER
 	RET
 
-// func gatherF64x4(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherF64x4(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF64x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -2894,8 +2682,7 @@ TEXT ·gatherF64x4(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -2910,48 +2697,40 @@ gatherF64x4_ahead:
 	PREFETCHT0 1024(DX)(BX*8)
 	VMOVUPD (DX)(BX*8), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x4_stop0
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x4_stop1
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x4_stop2
 	IMULQ R11, AX
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y0
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x4_stop3
 	IMULQ R11, AX
@@ -2968,7 +2747,6 @@ gatherF64x4_four:
 	VMOVUPD (DX)(BX*8), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x4_stop0
 	IMULQ R11, AX
@@ -2976,7 +2754,6 @@ gatherF64x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x4_stop1
 	IMULQ R11, AX
@@ -2984,7 +2761,6 @@ gatherF64x4_four:
 	VFMADD231PD Y8, Y13, Y4
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x4_stop2
 	IMULQ R11, AX
@@ -2992,7 +2768,6 @@ gatherF64x4_four:
 	VFMADD231PD Y8, Y13, Y0
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x4_stop3
 	IMULQ R11, AX
@@ -3014,7 +2789,6 @@ gatherF64x4_one:
 	VMOVSD (DX)(BX*8), X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x4_done
 	IMULQ R11, AX
@@ -3030,7 +2804,7 @@ gatherF64x4_done:
 	VZEROUPPER
 	RET
 
-// func gatherU8x8(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU8x8(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU8x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -3038,8 +2812,7 @@ TEXT ·gatherU8x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -3056,12 +2829,10 @@ gatherU8x8_ahead:
 	PREFETCHT0 128(DX)(BX*1)
 	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x8_stop0
 	IMULQ R11, AX
@@ -3070,12 +2841,10 @@ gatherU8x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x8_stop1
 	IMULQ R11, AX
@@ -3084,12 +2853,10 @@ gatherU8x8_ahead:
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x8_stop2
 	IMULQ R11, AX
@@ -3098,12 +2865,10 @@ gatherU8x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x8_stop3
 	IMULQ R11, AX
@@ -3122,7 +2887,6 @@ gatherU8x8_four:
 	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x8_stop0
 	IMULQ R11, AX
@@ -3132,7 +2896,6 @@ gatherU8x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x8_stop1
 	IMULQ R11, AX
@@ -3142,7 +2905,6 @@ gatherU8x8_four:
 	VFMADD231PD Y9, Y13, Y5
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x8_stop2
 	IMULQ R11, AX
@@ -3152,7 +2914,6 @@ gatherU8x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x8_stop3
 	IMULQ R11, AX
@@ -3176,7 +2937,6 @@ gatherU8x8_one:
 	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x8_done
 	IMULQ R11, AX
@@ -3197,7 +2957,7 @@ gatherU8x8_done:
 	VZEROUPPER
 	RET
 
-// func gatherI8x8(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI8x8(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI8x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -3205,8 +2965,7 @@ TEXT ·gatherI8x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -3223,12 +2982,10 @@ gatherI8x8_ahead:
 	PREFETCHT0 128(DX)(BX*1)
 	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x8_stop0
 	IMULQ R11, AX
@@ -3237,12 +2994,10 @@ gatherI8x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x8_stop1
 	IMULQ R11, AX
@@ -3251,12 +3006,10 @@ gatherI8x8_ahead:
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x8_stop2
 	IMULQ R11, AX
@@ -3265,12 +3018,10 @@ gatherI8x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x8_stop3
 	IMULQ R11, AX
@@ -3289,7 +3040,6 @@ gatherI8x8_four:
 	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x8_stop0
 	IMULQ R11, AX
@@ -3299,7 +3049,6 @@ gatherI8x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x8_stop1
 	IMULQ R11, AX
@@ -3309,7 +3058,6 @@ gatherI8x8_four:
 	VFMADD231PD Y9, Y13, Y5
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x8_stop2
 	IMULQ R11, AX
@@ -3319,7 +3067,6 @@ gatherI8x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x8_stop3
 	IMULQ R11, AX
@@ -3343,7 +3090,6 @@ gatherI8x8_one:
 	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x8_done
 	IMULQ R11, AX
@@ -3364,7 +3110,7 @@ gatherI8x8_done:
 	VZEROUPPER
 	RET
 
-// func gatherU16x8(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU16x8(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU16x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -3372,8 +3118,7 @@ TEXT ·gatherU16x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -3390,12 +3135,10 @@ gatherU16x8_ahead:
 	PREFETCHT0 256(DX)(BX*2)
 	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x8_stop0
 	IMULQ R11, AX
@@ -3404,12 +3147,10 @@ gatherU16x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x8_stop1
 	IMULQ R11, AX
@@ -3418,12 +3159,10 @@ gatherU16x8_ahead:
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x8_stop2
 	IMULQ R11, AX
@@ -3432,12 +3171,10 @@ gatherU16x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x8_stop3
 	IMULQ R11, AX
@@ -3456,7 +3193,6 @@ gatherU16x8_four:
 	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x8_stop0
 	IMULQ R11, AX
@@ -3466,7 +3202,6 @@ gatherU16x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x8_stop1
 	IMULQ R11, AX
@@ -3476,7 +3211,6 @@ gatherU16x8_four:
 	VFMADD231PD Y9, Y13, Y5
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x8_stop2
 	IMULQ R11, AX
@@ -3486,7 +3220,6 @@ gatherU16x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x8_stop3
 	IMULQ R11, AX
@@ -3510,7 +3243,6 @@ gatherU16x8_one:
 	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x8_done
 	IMULQ R11, AX
@@ -3531,7 +3263,7 @@ gatherU16x8_done:
 	VZEROUPPER
 	RET
 
-// func gatherI16x8(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI16x8(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI16x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -3539,8 +3271,7 @@ TEXT ·gatherI16x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -3557,12 +3288,10 @@ gatherI16x8_ahead:
 	PREFETCHT0 256(DX)(BX*2)
 	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x8_stop0
 	IMULQ R11, AX
@@ -3571,12 +3300,10 @@ gatherI16x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x8_stop1
 	IMULQ R11, AX
@@ -3585,12 +3312,10 @@ gatherI16x8_ahead:
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x8_stop2
 	IMULQ R11, AX
@@ -3599,12 +3324,10 @@ gatherI16x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x8_stop3
 	IMULQ R11, AX
@@ -3623,7 +3346,6 @@ gatherI16x8_four:
 	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x8_stop0
 	IMULQ R11, AX
@@ -3633,7 +3355,6 @@ gatherI16x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x8_stop1
 	IMULQ R11, AX
@@ -3643,7 +3364,6 @@ gatherI16x8_four:
 	VFMADD231PD Y9, Y13, Y5
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x8_stop2
 	IMULQ R11, AX
@@ -3653,7 +3373,6 @@ gatherI16x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x8_stop3
 	IMULQ R11, AX
@@ -3677,7 +3396,6 @@ gatherI16x8_one:
 	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x8_done
 	IMULQ R11, AX
@@ -3698,7 +3416,7 @@ gatherI16x8_done:
 	VZEROUPPER
 	RET
 
-// func gatherU32x8(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU32x8(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU32x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -3706,8 +3424,7 @@ TEXT ·gatherU32x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -3727,12 +3444,10 @@ gatherU32x8_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x8_stop0
 	IMULQ R11, AX
@@ -3741,12 +3456,10 @@ gatherU32x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x8_stop1
 	IMULQ R11, AX
@@ -3755,12 +3468,10 @@ gatherU32x8_ahead:
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x8_stop2
 	IMULQ R11, AX
@@ -3769,12 +3480,10 @@ gatherU32x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x8_stop3
 	IMULQ R11, AX
@@ -3793,7 +3502,6 @@ gatherU32x8_four:
 	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x8_stop0
 	IMULQ R11, AX
@@ -3803,7 +3511,6 @@ gatherU32x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x8_stop1
 	IMULQ R11, AX
@@ -3813,7 +3520,6 @@ gatherU32x8_four:
 	VFMADD231PD Y9, Y13, Y5
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x8_stop2
 	IMULQ R11, AX
@@ -3823,7 +3529,6 @@ gatherU32x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x8_stop3
 	IMULQ R11, AX
@@ -3847,7 +3552,6 @@ gatherU32x8_one:
 	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x8_done
 	IMULQ R11, AX
@@ -3868,7 +3572,7 @@ gatherU32x8_done:
 	VZEROUPPER
 	RET
 
-// func gatherI32x8(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI32x8(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI32x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -3876,8 +3580,7 @@ TEXT ·gatherI32x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -3894,12 +3597,10 @@ gatherI32x8_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VCVTDQ2PD (DX)(BX*4), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x8_stop0
 	IMULQ R11, AX
@@ -3908,12 +3609,10 @@ gatherI32x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x8_stop1
 	IMULQ R11, AX
@@ -3922,12 +3621,10 @@ gatherI32x8_ahead:
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x8_stop2
 	IMULQ R11, AX
@@ -3936,12 +3633,10 @@ gatherI32x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x8_stop3
 	IMULQ R11, AX
@@ -3960,7 +3655,6 @@ gatherI32x8_four:
 	VCVTDQ2PD (DX)(BX*4), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x8_stop0
 	IMULQ R11, AX
@@ -3970,7 +3664,6 @@ gatherI32x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x8_stop1
 	IMULQ R11, AX
@@ -3980,7 +3673,6 @@ gatherI32x8_four:
 	VFMADD231PD Y9, Y13, Y5
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x8_stop2
 	IMULQ R11, AX
@@ -3990,7 +3682,6 @@ gatherI32x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x8_stop3
 	IMULQ R11, AX
@@ -4014,7 +3705,6 @@ gatherI32x8_one:
 	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x8_done
 	IMULQ R11, AX
@@ -4035,7 +3725,7 @@ gatherI32x8_done:
 	VZEROUPPER
 	RET
 
-// func gatherF32x8(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherF32x8(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF32x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -4043,8 +3733,7 @@ TEXT ·gatherF32x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -4061,12 +3750,10 @@ gatherF32x8_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VCVTPS2PD (DX)(BX*4), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x8_stop0
 	IMULQ R11, AX
@@ -4075,12 +3762,10 @@ gatherF32x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x8_stop1
 	IMULQ R11, AX
@@ -4089,12 +3774,10 @@ gatherF32x8_ahead:
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x8_stop2
 	IMULQ R11, AX
@@ -4103,12 +3786,10 @@ gatherF32x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x8_stop3
 	IMULQ R11, AX
@@ -4127,7 +3808,6 @@ gatherF32x8_four:
 	VCVTPS2PD (DX)(BX*4), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x8_stop0
 	IMULQ R11, AX
@@ -4137,7 +3817,6 @@ gatherF32x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x8_stop1
 	IMULQ R11, AX
@@ -4147,7 +3826,6 @@ gatherF32x8_four:
 	VFMADD231PD Y9, Y13, Y5
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x8_stop2
 	IMULQ R11, AX
@@ -4157,7 +3835,6 @@ gatherF32x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x8_stop3
 	IMULQ R11, AX
@@ -4181,7 +3858,6 @@ gatherF32x8_one:
 	VCVTSS2SD (DX)(BX*4), X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x8_done
 	IMULQ R11, AX
@@ -4202,7 +3878,7 @@ gatherF32x8_done:
 	VZEROUPPER
 	RET
 
-// func gatherF64x8(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherF64x8(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF64x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -4210,8 +3886,7 @@ TEXT ·gatherF64x8(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -4228,12 +3903,10 @@ gatherF64x8_ahead:
 	PREFETCHT0 1024(DX)(BX*8)
 	VMOVUPD (DX)(BX*8), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x8_stop0
 	IMULQ R11, AX
@@ -4242,12 +3915,10 @@ gatherF64x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x8_stop1
 	IMULQ R11, AX
@@ -4256,12 +3927,10 @@ gatherF64x8_ahead:
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x8_stop2
 	IMULQ R11, AX
@@ -4270,12 +3939,10 @@ gatherF64x8_ahead:
 	VFMADD231PD Y8, Y13, Y0
 	VFMADD231PD Y9, Y13, Y1
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x8_stop3
 	IMULQ R11, AX
@@ -4294,7 +3961,6 @@ gatherF64x8_four:
 	VMOVUPD (DX)(BX*8), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x8_stop0
 	IMULQ R11, AX
@@ -4304,7 +3970,6 @@ gatherF64x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x8_stop1
 	IMULQ R11, AX
@@ -4314,7 +3979,6 @@ gatherF64x8_four:
 	VFMADD231PD Y9, Y13, Y5
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x8_stop2
 	IMULQ R11, AX
@@ -4324,7 +3988,6 @@ gatherF64x8_four:
 	VFMADD231PD Y9, Y13, Y1
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x8_stop3
 	IMULQ R11, AX
@@ -4348,7 +4011,6 @@ gatherF64x8_one:
 	VMOVSD (DX)(BX*8), X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x8_done
 	IMULQ R11, AX
@@ -4369,7 +4031,7 @@ gatherF64x8_done:
 	VZEROUPPER
 	RET
 
-// func gatherU8x16(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU8x16(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU8x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -4377,8 +4039,7 @@ TEXT ·gatherU8x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -4399,12 +4060,10 @@ gatherU8x16_ahead:
 	PREFETCHT0 128(DX)(BX*1)
 	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x16_stop0
 	IMULQ R11, AX
@@ -4417,12 +4076,10 @@ gatherU8x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x16_stop1
 	IMULQ R11, AX
@@ -4435,12 +4092,10 @@ gatherU8x16_ahead:
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x16_stop2
 	IMULQ R11, AX
@@ -4453,12 +4108,10 @@ gatherU8x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x16_stop3
 	IMULQ R11, AX
@@ -4481,7 +4134,6 @@ gatherU8x16_four:
 	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x16_stop0
 	IMULQ R11, AX
@@ -4495,7 +4147,6 @@ gatherU8x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x16_stop1
 	IMULQ R11, AX
@@ -4509,7 +4160,6 @@ gatherU8x16_four:
 	VFMADD231PD Y11, Y13, Y7
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x16_stop2
 	IMULQ R11, AX
@@ -4523,7 +4173,6 @@ gatherU8x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x16_stop3
 	IMULQ R11, AX
@@ -4551,7 +4200,6 @@ gatherU8x16_one:
 	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU8x16_done
 	IMULQ R11, AX
@@ -4582,7 +4230,7 @@ gatherU8x16_done:
 	VZEROUPPER
 	RET
 
-// func gatherI8x16(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI8x16(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI8x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -4590,8 +4238,7 @@ TEXT ·gatherI8x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -4612,12 +4259,10 @@ gatherI8x16_ahead:
 	PREFETCHT0 128(DX)(BX*1)
 	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x16_stop0
 	IMULQ R11, AX
@@ -4630,12 +4275,10 @@ gatherI8x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x16_stop1
 	IMULQ R11, AX
@@ -4648,12 +4291,10 @@ gatherI8x16_ahead:
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x16_stop2
 	IMULQ R11, AX
@@ -4666,12 +4307,10 @@ gatherI8x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x16_stop3
 	IMULQ R11, AX
@@ -4694,7 +4333,6 @@ gatherI8x16_four:
 	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x16_stop0
 	IMULQ R11, AX
@@ -4708,7 +4346,6 @@ gatherI8x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x16_stop1
 	IMULQ R11, AX
@@ -4722,7 +4359,6 @@ gatherI8x16_four:
 	VFMADD231PD Y11, Y13, Y7
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x16_stop2
 	IMULQ R11, AX
@@ -4736,7 +4372,6 @@ gatherI8x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x16_stop3
 	IMULQ R11, AX
@@ -4764,7 +4399,6 @@ gatherI8x16_one:
 	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI8x16_done
 	IMULQ R11, AX
@@ -4795,7 +4429,7 @@ gatherI8x16_done:
 	VZEROUPPER
 	RET
 
-// func gatherU16x16(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU16x16(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU16x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -4803,8 +4437,7 @@ TEXT ·gatherU16x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -4825,12 +4458,10 @@ gatherU16x16_ahead:
 	PREFETCHT0 256(DX)(BX*2)
 	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x16_stop0
 	IMULQ R11, AX
@@ -4843,12 +4474,10 @@ gatherU16x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x16_stop1
 	IMULQ R11, AX
@@ -4861,12 +4490,10 @@ gatherU16x16_ahead:
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x16_stop2
 	IMULQ R11, AX
@@ -4879,12 +4506,10 @@ gatherU16x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x16_stop3
 	IMULQ R11, AX
@@ -4907,7 +4532,6 @@ gatherU16x16_four:
 	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x16_stop0
 	IMULQ R11, AX
@@ -4921,7 +4545,6 @@ gatherU16x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x16_stop1
 	IMULQ R11, AX
@@ -4935,7 +4558,6 @@ gatherU16x16_four:
 	VFMADD231PD Y11, Y13, Y7
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x16_stop2
 	IMULQ R11, AX
@@ -4949,7 +4571,6 @@ gatherU16x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x16_stop3
 	IMULQ R11, AX
@@ -4977,7 +4598,6 @@ gatherU16x16_one:
 	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU16x16_done
 	IMULQ R11, AX
@@ -5008,7 +4628,7 @@ gatherU16x16_done:
 	VZEROUPPER
 	RET
 
-// func gatherI16x16(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI16x16(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI16x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -5016,8 +4636,7 @@ TEXT ·gatherI16x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -5038,12 +4657,10 @@ gatherI16x16_ahead:
 	PREFETCHT0 256(DX)(BX*2)
 	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x16_stop0
 	IMULQ R11, AX
@@ -5056,12 +4673,10 @@ gatherI16x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x16_stop1
 	IMULQ R11, AX
@@ -5074,12 +4689,10 @@ gatherI16x16_ahead:
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x16_stop2
 	IMULQ R11, AX
@@ -5092,12 +4705,10 @@ gatherI16x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x16_stop3
 	IMULQ R11, AX
@@ -5120,7 +4731,6 @@ gatherI16x16_four:
 	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x16_stop0
 	IMULQ R11, AX
@@ -5134,7 +4744,6 @@ gatherI16x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x16_stop1
 	IMULQ R11, AX
@@ -5148,7 +4757,6 @@ gatherI16x16_four:
 	VFMADD231PD Y11, Y13, Y7
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x16_stop2
 	IMULQ R11, AX
@@ -5162,7 +4770,6 @@ gatherI16x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x16_stop3
 	IMULQ R11, AX
@@ -5190,7 +4797,6 @@ gatherI16x16_one:
 	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI16x16_done
 	IMULQ R11, AX
@@ -5221,7 +4827,7 @@ gatherI16x16_done:
 	VZEROUPPER
 	RET
 
-// func gatherU32x16(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherU32x16(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU32x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -5229,8 +4835,7 @@ TEXT ·gatherU32x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -5254,12 +4859,10 @@ gatherU32x16_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x16_stop0
 	IMULQ R11, AX
@@ -5272,12 +4875,10 @@ gatherU32x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x16_stop1
 	IMULQ R11, AX
@@ -5290,12 +4891,10 @@ gatherU32x16_ahead:
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x16_stop2
 	IMULQ R11, AX
@@ -5308,12 +4907,10 @@ gatherU32x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x16_stop3
 	IMULQ R11, AX
@@ -5336,7 +4933,6 @@ gatherU32x16_four:
 	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x16_stop0
 	IMULQ R11, AX
@@ -5350,7 +4946,6 @@ gatherU32x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x16_stop1
 	IMULQ R11, AX
@@ -5364,7 +4959,6 @@ gatherU32x16_four:
 	VFMADD231PD Y11, Y13, Y7
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x16_stop2
 	IMULQ R11, AX
@@ -5378,7 +4972,6 @@ gatherU32x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x16_stop3
 	IMULQ R11, AX
@@ -5406,7 +4999,6 @@ gatherU32x16_one:
 	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherU32x16_done
 	IMULQ R11, AX
@@ -5437,7 +5029,7 @@ gatherU32x16_done:
 	VZEROUPPER
 	RET
 
-// func gatherI32x16(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherI32x16(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI32x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -5445,8 +5037,7 @@ TEXT ·gatherI32x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -5467,12 +5058,10 @@ gatherI32x16_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VCVTDQ2PD (DX)(BX*4), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x16_stop0
 	IMULQ R11, AX
@@ -5485,12 +5074,10 @@ gatherI32x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x16_stop1
 	IMULQ R11, AX
@@ -5503,12 +5090,10 @@ gatherI32x16_ahead:
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x16_stop2
 	IMULQ R11, AX
@@ -5521,12 +5106,10 @@ gatherI32x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x16_stop3
 	IMULQ R11, AX
@@ -5549,7 +5132,6 @@ gatherI32x16_four:
 	VCVTDQ2PD (DX)(BX*4), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x16_stop0
 	IMULQ R11, AX
@@ -5563,7 +5145,6 @@ gatherI32x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x16_stop1
 	IMULQ R11, AX
@@ -5577,7 +5158,6 @@ gatherI32x16_four:
 	VFMADD231PD Y11, Y13, Y7
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x16_stop2
 	IMULQ R11, AX
@@ -5591,7 +5171,6 @@ gatherI32x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x16_stop3
 	IMULQ R11, AX
@@ -5619,7 +5198,6 @@ gatherI32x16_one:
 	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherI32x16_done
 	IMULQ R11, AX
@@ -5650,7 +5228,7 @@ gatherI32x16_done:
 	VZEROUPPER
 	RET
 
-// func gatherF32x16(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherF32x16(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF32x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -5658,8 +5236,7 @@ TEXT ·gatherF32x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -5680,12 +5257,10 @@ gatherF32x16_ahead:
 	PREFETCHT0 512(DX)(BX*4)
 	VCVTPS2PD (DX)(BX*4), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x16_stop0
 	IMULQ R11, AX
@@ -5698,12 +5273,10 @@ gatherF32x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x16_stop1
 	IMULQ R11, AX
@@ -5716,12 +5289,10 @@ gatherF32x16_ahead:
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x16_stop2
 	IMULQ R11, AX
@@ -5734,12 +5305,10 @@ gatherF32x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x16_stop3
 	IMULQ R11, AX
@@ -5762,7 +5331,6 @@ gatherF32x16_four:
 	VCVTPS2PD (DX)(BX*4), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x16_stop0
 	IMULQ R11, AX
@@ -5776,7 +5344,6 @@ gatherF32x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x16_stop1
 	IMULQ R11, AX
@@ -5790,7 +5357,6 @@ gatherF32x16_four:
 	VFMADD231PD Y11, Y13, Y7
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x16_stop2
 	IMULQ R11, AX
@@ -5804,7 +5370,6 @@ gatherF32x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x16_stop3
 	IMULQ R11, AX
@@ -5832,7 +5397,6 @@ gatherF32x16_one:
 	VCVTSS2SD (DX)(BX*4), X15, X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF32x16_done
 	IMULQ R11, AX
@@ -5863,7 +5427,7 @@ gatherF32x16_done:
 	VZEROUPPER
 	RET
 
-// func gatherF64x16(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+// func gatherF64x16(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF64x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -5871,8 +5435,7 @@ TEXT ·gatherF64x16(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R11
 	SHLQ $2, R11
-	MOVL first+40(FP), R12
-	MOVL last+44(FP), R9
+	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
 	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
@@ -5893,12 +5456,10 @@ gatherF64x16_ahead:
 	PREFETCHT0 1024(DX)(BX*8)
 	VMOVUPD (DX)(BX*8), Y12
 	MOVL 64(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x16_stop0
 	IMULQ R11, AX
@@ -5911,12 +5472,10 @@ gatherF64x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 68(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x16_stop1
 	IMULQ R11, AX
@@ -5929,12 +5488,10 @@ gatherF64x16_ahead:
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
 	MOVL 72(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x16_stop2
 	IMULQ R11, AX
@@ -5947,12 +5504,10 @@ gatherF64x16_ahead:
 	VFMADD231PD Y10, Y13, Y2
 	VFMADD231PD Y11, Y13, Y3
 	MOVL 76(SI)(BX*4), R10
-	SUBL R12, R10
 	IMULQ R11, R10
 	PREFETCHT0 (DI)(R10*1)
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x16_stop3
 	IMULQ R11, AX
@@ -5975,7 +5530,6 @@ gatherF64x16_four:
 	VMOVUPD (DX)(BX*8), Y12
 	VPERMPD $0x0, Y12, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x16_stop0
 	IMULQ R11, AX
@@ -5989,7 +5543,6 @@ gatherF64x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0x55, Y12, Y13
 	MOVL 4(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x16_stop1
 	IMULQ R11, AX
@@ -6003,7 +5556,6 @@ gatherF64x16_four:
 	VFMADD231PD Y11, Y13, Y7
 	VPERMPD $0xaa, Y12, Y13
 	MOVL 8(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x16_stop2
 	IMULQ R11, AX
@@ -6017,7 +5569,6 @@ gatherF64x16_four:
 	VFMADD231PD Y11, Y13, Y3
 	VPERMPD $0xff, Y12, Y13
 	MOVL 12(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x16_stop3
 	IMULQ R11, AX
@@ -6045,7 +5596,6 @@ gatherF64x16_one:
 	VMOVSD (DX)(BX*8), X13
 	VBROADCASTSD X13, Y13
 	MOVL 0(SI)(BX*4), AX
-	SUBL R12, AX
 	CMPL AX, R9
 	JA gatherF64x16_done
 	IMULQ R11, AX

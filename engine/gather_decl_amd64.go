@@ -27,100 +27,100 @@ func gatherF32x1(idx *int32, v *float32, n int, w *float32, last uint32, out *fl
 func gatherF64x1(idx *int32, v *float64, n int, w *float32, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU8x2(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU8x2(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI8x2(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI8x2(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU16x2(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU16x2(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI16x2(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI16x2(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU32x2(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU32x2(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI32x2(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI32x2(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF32x2(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherF32x2(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF64x2(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherF64x2(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU8x4(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU8x4(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI8x4(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI8x4(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU16x4(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU16x4(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI16x4(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI16x4(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU32x4(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU32x4(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI32x4(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI32x4(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF32x4(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherF32x4(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF64x4(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherF64x4(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU8x8(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU8x8(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI8x8(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI8x8(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU16x8(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU16x8(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI16x8(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI16x8(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU32x8(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU32x8(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI32x8(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI32x8(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF32x8(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherF32x8(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF64x8(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherF64x8(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU8x16(idx *int32, v *uint8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU8x16(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI8x16(idx *int32, v *int8, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI8x16(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU16x16(idx *int32, v *uint16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU16x16(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI16x16(idx *int32, v *int16, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI16x16(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU32x16(idx *int32, v *uint32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherU32x16(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI32x16(idx *int32, v *int32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherI32x16(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF32x16(idx *int32, v *float32, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherF32x16(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF64x16(idx *int32, v *float64, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+func gatherF64x16(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 // gatherAsmKernels returns the one-mask kernel and the row kernels of native dtype N for
 // 2, 4, 8 and 16 masks, or none (nil functions) on a CPU without AVX2 and FMA
@@ -149,7 +149,7 @@ func gatherAsmKernels[N native]() (one oneGather[N], rows [4]rowGather[N]) {
 		k = [5]any{gatherF64x1, gatherF64x2, gatherF64x4, gatherF64x8, gatherF64x16}
 	}
 	for i := range rows {
-		rows[i] = k[i+1].(func(*int32, *N, int, *float32, int, uint32, uint32, *float64) int)
+		rows[i] = k[i+1].(func(*int32, *N, int, *float32, int, uint32, *float64) int)
 	}
 	return k[0].(func(*int32, *N, int, *float32, uint32, *float64) int), rows
 }

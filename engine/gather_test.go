@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"testing"
 	"unsafe"
 
@@ -329,11 +328,9 @@ func TestGatherBadEvent(t *testing.T) {
 // TestGatherKernelsDTypes: the gather kernels (assembly where the CPU has them, else
 // pure Go) equal a float64 reference for every dtype at its extreme values (uint32
 // above 2^31, int32 and int8 minima, large floats), for 0 to 40 events per frame with
-// duplicates (the assembly kernels' steps and their tails) and 1 to 19 masks; the
-// table whole and in blocks of rows (gatherBlocked) with events in pixel order (every
-// frame through the blocks) and not (the frames computed again unblocked); an event
-// outside the frame at any position of 9 to 20 events is the errs.Format error naming
-// it.
+// duplicates (the assembly kernels' steps, the prefetching ones and their tails) and
+// 1 to 19 masks; an event outside the frame at any position of 9 to 20 events is the
+// errs.Format error naming it.
 func TestGatherKernelsDTypes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	testGatherKernel(t, rng, []uint8{0, 1, 200, 255})
@@ -348,75 +345,46 @@ func TestGatherKernelsDTypes(t *testing.T) {
 
 func testGatherKernel[N native](t *testing.T, rng *rand.Rand, values []N) {
 	const pixels = 64
-	defer func(old int) { gatherBlockBytes = old }(gatherBlockBytes)
 	for _, nMasks := range []int{1, 2, 3, 5, 8, 16, 19} {
-		for _, c := range []struct {
-			blockBytes int
-			sorted     bool
-		}{{512 << 10, false}, {64, false}, {64, true}, {128, true}} {
-			name := fmt.Sprintf("%T/masks%d/block%d/sorted=%v", values[0], nMasks, c.blockBytes, c.sorted)
-			stack := randomStack(rng, nMasks, [2]int{8, 8})
-			job := &Job{Masks: stack, NMasks: nMasks}
-			gatherBlockBytes = c.blockBytes
-			g := newEventGather[N](newGatherMasks[float32](job, false), false)
-			blocked := haveAVX2FMA && c.blockBytes < 512 && nMasks%2 == 0
-			require.Equal(t, blocked, g.blockRows > 0, name)
-			sf := dataset.SparseFrames{Indptr: []int{0}}
-			var v []N
-			for f := range 41 {
-				a := len(v)
-				for range f {
-					sf.Indices = append(sf.Indices, int32(rng.IntN(pixels)))
-					v = append(v, values[rng.IntN(len(values))])
-				}
-				if c.sorted {
-					idx, val := sf.Indices[a:], v[a:]
-					sort.Sort(eventOrder[N]{idx, val})
-				}
-				sf.Indptr = append(sf.Indptr, len(sf.Indices))
+		name := fmt.Sprintf("%T/masks%d", values[0], nMasks)
+		stack := randomStack(rng, nMasks, [2]int{8, 8})
+		job := &Job{Masks: stack, NMasks: nMasks}
+		g := newEventGather[N](newGatherMasks[float32](job, false), false)
+		require.Equal(t, haveAVX2FMA, g.one != nil, name)
+		sf := dataset.SparseFrames{Indptr: []int{0}}
+		var v []N
+		for f := range 41 {
+			for range f {
+				sf.Indices = append(sf.Indices, int32(rng.IntN(pixels)))
+				v = append(v, values[rng.IntN(len(values))])
 			}
-			sf.Data = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*int(unsafe.Sizeof(v[0])))
-			var want, mag []float64
-			for f := range sf.Frames() {
-				for m := range nMasks {
-					var s, a float64
-					for k := sf.Indptr[f]; k < sf.Indptr[f+1]; k++ {
-						x := float64(v[k]) * float64(stack.Data[m*pixels+int(sf.Indices[k])])
-						s, a = s+x, a+math.Abs(x)
-					}
-					want, mag = append(want, s), append(mag, a)
+			sf.Indptr = append(sf.Indptr, len(sf.Indices))
+		}
+		sf.Data = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*int(unsafe.Sizeof(v[0])))
+		var want, mag []float64
+		for f := range sf.Frames() {
+			for m := range nMasks {
+				var s, a float64
+				for k := sf.Indptr[f]; k < sf.Indptr[f+1]; k++ {
+					x := float64(v[k]) * float64(stack.Data[m*pixels+int(sf.Indices[k])])
+					s, a = s+x, a+math.Abs(x)
 				}
+				want, mag = append(want, s), append(mag, a)
 			}
-			got := make([]float64, len(want))
-			require.NoError(t, g.apply(&sf, got), name)
-			requireClose(t, got, want, mag, 1e-14)
-			if blocked && c.sorted {
-				assert.Equal(t, sf.Indptr[1:], g.cur, "%s: every frame through the blocks", name)
-			}
+		}
+		got := make([]float64, len(want))
+		require.NoError(t, g.apply(&sf, got), name)
+		requireClose(t, got, want, mag, 1e-14)
 
-			for _, n := range []int{9, 16, 20} {
-				for bad := range n {
-					bf := dataset.SparseFrames{Indptr: []int{0, n}, Indices: append([]int32(nil), sf.Indices[:n]...), Data: sf.Data}
-					bf.Indices[bad] = pixels + int32(bad)
-					err := g.apply(&bf, make([]float64, nMasks))
-					require.Error(t, err, "%s, event %d of %d", name, bad, n)
-					assert.Equal(t, errs.Format, errs.KindOf(err))
-					assert.Contains(t, err.Error(), fmt.Sprintf("event %d of frame 0 is at pixel %d,", bad, pixels+bad))
-				}
+		for _, n := range []int{9, 16, 20, 40} {
+			for bad := range n {
+				bf := dataset.SparseFrames{Indptr: []int{0, n}, Indices: append([]int32(nil), sf.Indices[:n]...), Data: sf.Data}
+				bf.Indices[bad] = pixels + int32(bad)
+				err := g.apply(&bf, make([]float64, nMasks))
+				require.Error(t, err, "%s, event %d of %d", name, bad, n)
+				assert.Equal(t, errs.Format, errs.KindOf(err))
+				assert.Contains(t, err.Error(), fmt.Sprintf("event %d of frame 0 is at pixel %d,", bad, pixels+bad))
 			}
 		}
 	}
-}
-
-// eventOrder sorts events by pixel.
-type eventOrder[N native] struct {
-	idx []int32
-	v   []N
-}
-
-func (e eventOrder[N]) Len() int           { return len(e.idx) }
-func (e eventOrder[N]) Less(i, j int) bool { return e.idx[i] < e.idx[j] }
-func (e eventOrder[N]) Swap(i, j int) {
-	e.idx[i], e.idx[j] = e.idx[j], e.idx[i]
-	e.v[i], e.v[j] = e.v[j], e.v[i]
 }

@@ -48,20 +48,18 @@ func main() {
 // converted to float64 and multiplied into a 4-lane sum. The row kernels of M = 2, 4,
 // 8 or 16 masks
 //
-//	func gather<T>x<M>(idx *int32, v *T, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)
+//	func gather<T>x<M>(idx *int32, v *T, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 //
-// add Σ_{j<k} float64(v[j])·float64(w[(idx[j]-first)·ldw+m]) to out[m] for m < M, 4
+// add Σ_{j<k} float64(v[j])·float64(w[idx[j]·ldw+m]) to out[m] for m < M, 4
 // events per step: their values converted together, each broadcast from its lane; per
 // event, the M float32 weights of its row loaded (contiguous, no gather instruction),
 // converted to float64 and multiplied by the value into M/4 vector sums (M = 2: one
 // 2-lane sum), one set for even and one for odd events; the row of the event 16 further on
 // is prefetched (PREFETCHT0), and so are the indices and values ahead. Both stop at the
-// first event j whose idx[j]-first (as uint32; first is 0 for x1) exceeds last, before
-// reading its row, and return k, that event or n: the end of the frame's events, or of
-// those in a block of rows [first, first+last] (events in pixel order), or an event
-// outside the frame. Sums in float64; scalar conversions take their upper lanes from
+// first event j whose idx[j] (as uint32) exceeds last, the table's last row (an event
+// outside the frame), before reading its row, and return k, that event or n. Sums in float64; scalar conversions take their upper lanes from
 // X15 (zeroed), which no loop writes; uint32 values convert as (2^52 | v) - 2^52 (Y14).
-// Registers: SI idx, DX v, CX n, DI w, R11 ldw in bytes, R12 first, R9 last, R8 out,
+// Registers: SI idx, DX v, CX n, DI w, R11 ldw in bytes, R9 last, R8 out,
 // BX the event, R13 the next step's, AX its row's offset, R10 scratch; x1: sums Y0-Y1
 // (X2 for the last events), values X4/Y9, weights X8/Y8; rows: sums Y0-Y3 (even
 // events) and Y4-Y7 (odd), weights Y8-Y11, values Y12, the event's value Y13.
@@ -84,7 +82,7 @@ func main() {
 	}
 	for _, m := range []int{2, 4, 8, 16} {
 		for _, d := range dtypes {
-			fmt.Fprintf(&g, "//go:noescape\nfunc gather%sx%d(idx *int32, v *%s, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)\n\n", d.name, m, goType(d.name))
+			fmt.Fprintf(&g, "//go:noescape\nfunc gather%sx%d(idx *int32, v *%s, n int, w *float32, ldw int, last uint32, out *float64) (k int)\n\n", d.name, m, goType(d.name))
 		}
 	}
 	g.WriteString("// gatherAsmKernels returns the one-mask kernel and the row kernels of native dtype N for\n")
@@ -94,7 +92,7 @@ func main() {
 	for _, d := range dtypes {
 		fmt.Fprintf(&g, "\tcase %s:\n\t\tk = [5]any{gather%[2]sx1, gather%[2]sx2, gather%[2]sx4, gather%[2]sx8, gather%[2]sx16}\n", goType(d.name), d.name)
 	}
-	g.WriteString("\t}\n\tfor i := range rows {\n\t\trows[i] = k[i+1].(func(*int32, *N, int, *float32, int, uint32, uint32, *float64) int)\n\t}\n")
+	g.WriteString("\t}\n\tfor i := range rows {\n\t\trows[i] = k[i+1].(func(*int32, *N, int, *float32, int, uint32, *float64) int)\n\t}\n")
 	g.WriteString("\treturn k[0].(func(*int32, *N, int, *float32, uint32, *float64) int), rows\n}\n")
 	src, err := format.Source(g.Bytes())
 	if err != nil {
@@ -195,7 +193,7 @@ func kernel(b *bytes.Buffer, name string, size int, load, load4 string, m int) {
 		vecs, reg = 1, "X"
 	}
 	fn := fmt.Sprintf("gather%sx%d", name, m)
-	fmt.Fprintf(b, "\n// func %s(idx *int32, v *%s, n int, w *float32, ldw int, first, last uint32, out *float64) (k int)\n", fn, goType(name))
+	fmt.Fprintf(b, "\n// func %s(idx *int32, v *%s, n int, w *float32, ldw int, last uint32, out *float64) (k int)\n", fn, goType(name))
 	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-64\n", fn)
 	p("MOVQ idx+0(FP), SI")
 	p("MOVQ v+8(FP), DX")
@@ -203,8 +201,7 @@ func kernel(b *bytes.Buffer, name string, size int, load, load4 string, m int) {
 	p("MOVQ w+24(FP), DI")
 	p("MOVQ ldw+32(FP), R11")
 	p("SHLQ $2, R11")
-	p("MOVL first+40(FP), R12")
-	p("MOVL last+44(FP), R9")
+	p("MOVL last+40(FP), R9")
 	p("MOVQ out+48(FP), R8")
 	p("VXORPD X15, X15, X15")
 	for i := range vecs {
@@ -220,7 +217,6 @@ func kernel(b *bytes.Buffer, name string, size int, load, load4 string, m int) {
 	// event: the row of event BX+j (AX), its value broadcast in Y13, into sum set.
 	event := func(j, set int, stop string) {
 		p("MOVL %d(SI)(BX*4), AX", 4*j)
-		p("SUBL R12, AX")
 		p("CMPL AX, R9")
 		p("JA %s", stop)
 		p("IMULQ R11, AX")
@@ -256,7 +252,6 @@ func kernel(b *bytes.Buffer, name string, size int, load, load4 string, m int) {
 		for j := range 4 {
 			if ahead {
 				p("MOVL %d(SI)(BX*4), R10", 4*(j+gatherAhead))
-				p("SUBL R12, R10")
 				p("IMULQ R11, R10")
 				p("PREFETCHT0 (DI)(R10*1)")
 			}

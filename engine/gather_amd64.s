@@ -17,15 +17,16 @@
 // events per step: their values converted together, each broadcast from its lane; per
 // event, the M float32 weights of its row loaded (contiguous, no gather instruction),
 // converted to float64 and multiplied by the value into M/4 vector sums (M = 2: one
-// 2-lane sum), one set for even and one for odd events; the row of the event 16 further on
-// is prefetched (PREFETCHT0), and so are the indices and values ahead. Both stop at the
-// first event j whose idx[j] (as uint32) exceeds last, the table's last row (an event
-// outside the frame), before reading its row, and return k, that event or n. Sums in float64; scalar conversions take their upper lanes from
-// X15 (zeroed), which no loop writes; uint32 values convert as (2^52 | v) - 2^52 (Y14).
-// Registers: SI idx, DX v, CX n, DI w, R11 ldw in bytes, R9 last, R8 out,
-// BX the event, R13 the next step's, AX its row's offset, R10 scratch; x1: sums Y0-Y1
-// (X2 for the last events), values X4/Y9, weights X8/Y8; rows: sums Y0-Y3 (even
-// events) and Y4-Y7 (odd), weights Y8-Y11, values Y12, the event's value Y13.
+// 2-lane sum), one set for even and one for odd events; the row of the event 16
+// further on is prefetched (PREFETCHT0), and so are the indices and values ahead. Both
+// stop at the first event j whose idx[j] (as uint32) exceeds last, the table's last
+// row (an event outside the frame), before reading its row, and return k, that event
+// or n. Sums in float64; scalar conversions take their upper lanes from X15 (zeroed),
+// which no loop writes; uint32 values convert as (2^52 | v) - 2^52 (Y14). Registers:
+// SI idx, DX v, CX n, DI w, R11 ldw in bytes, R9 last, R8 out, BX the event, R13 the
+// next step's, AX its row's offset, R10 scratch; x1: sums Y0-Y1 (X2 for the last
+// events), values X4/Y9, weights X8/Y8; rows: sums Y0-Y3 (even events) and Y4-Y7
+// (odd), weights Y8-Y11, values Y12, the event's value Y13.
 
 // func gatherU8x1(idx *int32, v *uint8, n int, w *float32, last uint32, out *float64) (k int)
 TEXT ·gatherU8x1(SB), NOSPLIT, $0-56

@@ -2,8 +2,7 @@
 
 // gen_gather writes gather_amd64.s and gather_decl_amd64.go: the AVX2+FMA kernels of the
 // gather (gather.go) for 1 mask and the row kernels for 2, 4, 8 and 16 masks, for frames
-// of every native dtype. Run it with
-// `go generate ./engine` after changing it.
+// of every native dtype. Run it with `go generate ./engine` after changing it.
 package main
 
 import (
@@ -14,23 +13,25 @@ import (
 	"os"
 )
 
-// dtypes are the native dtypes: name, element size, and the instructions that load the
-// value at %[2]s (an address) into the low double of X<%[1]d> (R10 a scratch register). The
-// conversions take their upper lanes from X15, which no loop writes: merging into the
-// target itself would chain each event's conversion to the previous one's.
+// dtypes are the native dtypes: name, element size, the instructions that load the value
+// at %[2]s (an address) into the low double of X%[1]d (R10 a scratch register), and
+// those that load the 4 values there into Y%[1]d as doubles (uint32: Y14 holds 2^52 in
+// each lane). The scalar conversions take their upper lanes from X15, which no loop
+// writes: merging into the target itself would chain each event's conversion to the
+// previous one's.
 var dtypes = []struct {
-	name, load4 string
+	name        string
 	size        int
-	load        string
+	load, load4 string
 }{
-	{"U8", "VPMOVZXBD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d", 1, "MOVBLZX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d"},
-	{"I8", "VPMOVSXBD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d", 1, "MOVBLSX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d"},
-	{"U16", "VPMOVZXWD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d", 2, "MOVWLZX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d"},
-	{"I16", "VPMOVSXWD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d", 2, "MOVWLSX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d"},
-	{"U32", "VPMOVZXDQ %[2]s, Y%[1]d; VPOR Y14, Y%[1]d, Y%[1]d; VSUBPD Y14, Y%[1]d, Y%[1]d", 4, "MOVL %[2]s, R10; VCVTSI2SDQ R10, X15, X%[1]d"},
-	{"I32", "VCVTDQ2PD %[2]s, Y%[1]d", 4, "MOVL %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d"},
-	{"F32", "VCVTPS2PD %[2]s, Y%[1]d", 4, "VCVTSS2SD %[2]s, X15, X%[1]d"},
-	{"F64", "VMOVUPD %[2]s, Y%[1]d", 8, "VMOVSD %[2]s, X%[1]d"},
+	{"U8", 1, "MOVBLZX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d", "VPMOVZXBD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d"},
+	{"I8", 1, "MOVBLSX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d", "VPMOVSXBD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d"},
+	{"U16", 2, "MOVWLZX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d", "VPMOVZXWD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d"},
+	{"I16", 2, "MOVWLSX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d", "VPMOVSXWD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d"},
+	{"U32", 4, "MOVL %[2]s, R10; VCVTSI2SDQ R10, X15, X%[1]d", "VPMOVZXDQ %[2]s, Y%[1]d; VPOR Y14, Y%[1]d, Y%[1]d; VSUBPD Y14, Y%[1]d, Y%[1]d"},
+	{"I32", 4, "MOVL %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d", "VCVTDQ2PD %[2]s, Y%[1]d"},
+	{"F32", 4, "VCVTSS2SD %[2]s, X15, X%[1]d", "VCVTPS2PD %[2]s, Y%[1]d"},
+	{"F64", 8, "VMOVSD %[2]s, X%[1]d", "VMOVUPD %[2]s, Y%[1]d"},
 }
 
 func main() {
@@ -54,15 +55,16 @@ func main() {
 // events per step: their values converted together, each broadcast from its lane; per
 // event, the M float32 weights of its row loaded (contiguous, no gather instruction),
 // converted to float64 and multiplied by the value into M/4 vector sums (M = 2: one
-// 2-lane sum), one set for even and one for odd events; the row of the event 16 further on
-// is prefetched (PREFETCHT0), and so are the indices and values ahead. Both stop at the
-// first event j whose idx[j] (as uint32) exceeds last, the table's last row (an event
-// outside the frame), before reading its row, and return k, that event or n. Sums in float64; scalar conversions take their upper lanes from
-// X15 (zeroed), which no loop writes; uint32 values convert as (2^52 | v) - 2^52 (Y14).
-// Registers: SI idx, DX v, CX n, DI w, R11 ldw in bytes, R9 last, R8 out,
-// BX the event, R13 the next step's, AX its row's offset, R10 scratch; x1: sums Y0-Y1
-// (X2 for the last events), values X4/Y9, weights X8/Y8; rows: sums Y0-Y3 (even
-// events) and Y4-Y7 (odd), weights Y8-Y11, values Y12, the event's value Y13.
+// 2-lane sum), one set for even and one for odd events; the row of the event 16
+// further on is prefetched (PREFETCHT0), and so are the indices and values ahead. Both
+// stop at the first event j whose idx[j] (as uint32) exceeds last, the table's last
+// row (an event outside the frame), before reading its row, and return k, that event
+// or n. Sums in float64; scalar conversions take their upper lanes from X15 (zeroed),
+// which no loop writes; uint32 values convert as (2^52 | v) - 2^52 (Y14). Registers:
+// SI idx, DX v, CX n, DI w, R11 ldw in bytes, R9 last, R8 out, BX the event, R13 the
+// next step's, AX its row's offset, R10 scratch; x1: sums Y0-Y1 (X2 for the last
+// events), values X4/Y9, weights X8/Y8; rows: sums Y0-Y3 (even events) and Y4-Y7
+// (odd), weights Y8-Y11, values Y12, the event's value Y13.
 `)
 	for _, d := range dtypes {
 		kernel1(&b, d.name, d.size, d.load, d.load4)

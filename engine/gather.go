@@ -86,31 +86,17 @@ func useGatherCSR(stack *masks.Stack, c masks.Counts) bool {
 func newGatherMasks[T float](job *Job, lo bool) *gatherMasks[T] {
 	n, pixels := job.NMasks, job.Masks.Pixels()
 	g := &gatherMasks[T]{nMasks: n, pixels: pixels}
-	// each calls add(m, p, hi, lo) for every nonzero weight of mask m at pixel p, mask
-	// by mask, pixel by pixel within a mask.
+	// each calls add(m, p, hi, lo) for every weight of mask m at pixel p of the CSR
+	// stack, mask by mask, pixel by pixel within a mask.
 	each := func(add func(m, p int, hi, lo float32)) {
-		if c := job.Sparse; c != nil {
-			for m := range n {
-				for k := c.RowPtr[m]; k < c.RowPtr[m+1]; k++ {
-					var l float32
-					if c.Lo != nil {
-						l = c.Lo[k]
-					}
-					add(m, int(c.Col[k]), c.Val[k], l)
-				}
-			}
-			return
-		}
-		s := job.Masks
+		c := job.Sparse
 		for m := range n {
-			for p, hi := range s.Data[m*pixels : (m+1)*pixels] {
+			for k := c.RowPtr[m]; k < c.RowPtr[m+1]; k++ {
 				var l float32
-				if s.Lo != nil {
-					l = s.Lo[m*pixels+p]
+				if c.Lo != nil {
+					l = c.Lo[k]
 				}
-				if hi != 0 || l != 0 {
-					add(m, p, hi, l)
-				}
+				add(m, int(c.Col[k]), c.Val[k], l)
 			}
 		}
 	}
@@ -120,7 +106,23 @@ func newGatherMasks[T float](job *Job, lo bool) *gatherMasks[T] {
 		}
 		return T(hi)
 	}
-	if job.Sparse == nil || !useGatherCSR(job.Masks, job.maskCounts()) {
+	if s := job.Masks; job.Sparse == nil {
+		// a dense stack transposed row by row of the table (4 masks of 256×256: 1.6 ms
+		// against 2.3 through each)
+		g.w = make([]T, pixels*n)
+		for p := range pixels {
+			row := g.w[p*n : (p+1)*n : (p+1)*n]
+			for m := range row {
+				if hi := s.Data[m*pixels+p]; lo && s.Lo != nil {
+					row[m] = T(float64(hi) + float64(s.Lo[m*pixels+p]))
+				} else {
+					row[m] = T(hi)
+				}
+			}
+		}
+		return g
+	}
+	if !useGatherCSR(job.Masks, job.maskCounts()) {
 		g.w = make([]T, pixels*n)
 		each(func(m, p int, hi, l float32) { g.w[p*n+m] = weight(hi, l) })
 		return g

@@ -31,15 +31,17 @@ import (
 // events, not to the frame's pixels (bench/RESULTS.md, "Sparse frames"). A dataset that
 // is a dataset.SparseViewer (FromSparse's arrays, raw_csr's mapped files) is gathered in
 // place, its events not copied; the kernel then checks each event's pixel (an event
-// outside the frame is an errs.Format error). With 2 masks or more and float32 weights
-// in a table, on a CPU with AVX2 and FMA, the events go through assembly row kernels
-// (gather_amd64.s, written by gen_gather.go): per event, its row of 2, 4, 8 or 16
+// outside the frame is an errs.Format error). With float32 weights in a table, on a CPU
+// with AVX2 and FMA, the events go through assembly kernels (gather_amd64.s, written by
+// gen_gather.go): for one mask, 4 events' weights loaded one by one into a vector and
+// their values converted together (VPGATHERDD measured no faster on this project's Zen
+// 4 machine); for 2 masks or more, row kernels: per event, its row of 2, 4, 8 or 16
 // weights loaded as one vector, widened to float64 and multiplied by the event's value
-// into vector sums (about 6× the pure-Go kernel with 16 masks); the pure-Go kernels run
-// elsewhere and under GODEBUG=cpu.avx2=off. One mask stays with the scalar Go loop: an
-// AVX2 kernel fetching 8 weights with VPGATHERDD measured 0.48-0.51 ns per event
-// against its 0.52-0.57 on this project's Zen 4 machine, within the machine's noise,
-// and was not kept.
+// into vector sums, the row of the event 16 further on prefetched (the table of 16
+// masks of 256×256, 4 MiB, does not stay in a 1 MiB L2 cache). The pure-Go kernels run
+// elsewhere and under GODEBUG=cpu.avx2=off. Cutting the table into blocks of pixels
+// that stay in the L2 cache, each tile's events gathered block by block, measured
+// slower than the prefetching kernels at 1% and 5% hits (bench/RESULTS.md).
 //
 // GPU workers and shifted masks read the same frames densified (ReadFrames).
 
@@ -84,31 +86,17 @@ func useGatherCSR(stack *masks.Stack, c masks.Counts) bool {
 func newGatherMasks[T float](job *Job, lo bool) *gatherMasks[T] {
 	n, pixels := job.NMasks, job.Masks.Pixels()
 	g := &gatherMasks[T]{nMasks: n, pixels: pixels}
-	// each calls add(m, p, hi, lo) for every nonzero weight of mask m at pixel p, mask
-	// by mask, pixel by pixel within a mask.
+	// each calls add(m, p, hi, lo) for every weight of mask m at pixel p of the CSR
+	// stack, mask by mask, pixel by pixel within a mask.
 	each := func(add func(m, p int, hi, lo float32)) {
-		if c := job.Sparse; c != nil {
-			for m := range n {
-				for k := c.RowPtr[m]; k < c.RowPtr[m+1]; k++ {
-					var l float32
-					if c.Lo != nil {
-						l = c.Lo[k]
-					}
-					add(m, int(c.Col[k]), c.Val[k], l)
-				}
-			}
-			return
-		}
-		s := job.Masks
+		c := job.Sparse
 		for m := range n {
-			for p, hi := range s.Data[m*pixels : (m+1)*pixels] {
+			for k := c.RowPtr[m]; k < c.RowPtr[m+1]; k++ {
 				var l float32
-				if s.Lo != nil {
-					l = s.Lo[m*pixels+p]
+				if c.Lo != nil {
+					l = c.Lo[k]
 				}
-				if hi != 0 || l != 0 {
-					add(m, p, hi, l)
-				}
+				add(m, int(c.Col[k]), c.Val[k], l)
 			}
 		}
 	}
@@ -118,7 +106,23 @@ func newGatherMasks[T float](job *Job, lo bool) *gatherMasks[T] {
 		}
 		return T(hi)
 	}
-	if job.Sparse == nil || !useGatherCSR(job.Masks, job.maskCounts()) {
+	if s := job.Masks; job.Sparse == nil {
+		// a dense stack transposed row by row of the table (4 masks of 256×256: 1.6 ms
+		// against 2.3 through each)
+		g.w = make([]T, pixels*n)
+		for p := range pixels {
+			row := g.w[p*n : (p+1)*n : (p+1)*n]
+			for m := range row {
+				if hi := s.Data[m*pixels+p]; lo && s.Lo != nil {
+					row[m] = T(float64(hi) + float64(s.Lo[m*pixels+p]))
+				} else {
+					row[m] = T(hi)
+				}
+			}
+		}
+		return g
+	}
+	if !useGatherCSR(job.Masks, job.maskCounts()) {
 		g.w = make([]T, pixels*n)
 		each(func(m, p int, hi, l float32) { g.w[p*n+m] = weight(hi, l) })
 		return g
@@ -179,18 +183,25 @@ type eventGather[N native, T float] struct {
 	m *gatherMasks[T]
 	// floats says that N is a float type, whose values may be NaN or infinite.
 	floats bool
-	// rows are the assembly row kernels of 2, 4, 8 and 16 masks (gather_amd64.s), for
-	// float32 weights in a table on a CPU with AVX2 and FMA; else nil.
+	// one and rows are the assembly kernels of 1 mask and the row kernels of 2, 4, 8
+	// and 16 masks (gather_amd64.s), for float32 weights in a table on a CPU with AVX2
+	// and FMA; else nil.
+	one  oneGather[N]
 	rows [4]rowGather[N]
-	w32  []float32 // the table m.w when rows are set
+	w32  []float32 // the table m.w when the assembly kernels are set
 }
 
 func (g *eventGather[N, T]) rowKernels() bool { return g.rows[0] != nil }
 
-// rowGather is an assembly row kernel of the gather: out[m] = Σ_{k<n} float64(v[k])·
-// float64(w[idx[k]·ldw+m]) for its masks m, in float64; it returns the first event k
-// whose idx[k] (as uint32) exceeds last, before reading its row, or -1.
-type rowGather[N native] func(idx *int32, v *N, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// oneGather is an assembly kernel of the gather for one mask: it adds Σ_{j<k}
+// float64(v[j])·float64(w[idx[j]]) to *out, in float64, and returns k: n, or the first
+// event whose idx[j] (as uint32) exceeds last, before reading its weight.
+type oneGather[N native] func(idx *int32, v *N, n int, w *float32, last uint32, out *float64) (k int)
+
+// rowGather is an assembly row kernel of the gather: it adds Σ_{j<k} float64(v[j])·
+// float64(w[idx[j]·ldw+m]) to out[m] for its masks m, in float64, and returns k: n, or
+// the first event whose idx[j] (as uint32) exceeds last, before reading its row.
+type rowGather[N native] func(idx *int32, v *N, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 // apply runs the kernels, which index the masks by the events' pixels: one outside the
 // frame makes a Go kernel panic on the index (recovered here) and an assembly kernel
@@ -212,6 +223,11 @@ func (g *eventGather[N, T]) apply(sf *dataset.SparseFrames, acc []float64) (err 
 		switch {
 		case g.m.w == nil:
 			g.csr(idx, v, row, false)
+		case n == 1 && g.one != nil:
+			row[0] = 0
+			if len(idx) > 0 && g.one(&idx[0], &v[0], len(idx), &g.w32[0], uint32(g.m.pixels-1), &row[0]) < len(idx) {
+				return badEvent(sf, g.m.pixels)
+			}
 		case n == 1:
 			row[0] = dotGather(idx, v, g.m.w)
 		case g.rows[0] != nil:
@@ -340,6 +356,7 @@ func gatherRow[N native, T float](idx []int32, v []N, w []T, row []float64) {
 func gatherRowsAsm[N native](k [4]rowGather[N], idx []int32, v []N, w []float32, pixels int, row []float64) bool {
 	n := len(row)
 	v = v[:len(idx)]
+	clear(row)
 	var pi *int32
 	var pv *N
 	if len(idx) > 0 {
@@ -368,7 +385,7 @@ func gatherRowsAsm[N native](k [4]rowGather[N], idx []int32, v []N, w []float32,
 			row[m0] = a
 			return true
 		}
-		if f(pi, pv, len(idx), &w[m0], n, uint32(pixels-1), &row[m0]) >= 0 {
+		if f(pi, pv, len(idx), &w[m0], n, uint32(pixels-1), &row[m0]) < len(idx) {
 			return false
 		}
 		m0 += m
@@ -447,11 +464,12 @@ func gatherFor[T float](dt dataset.DType, m *gatherMasks[T]) gatherKernel {
 }
 
 // newEventGather returns the gather kernel of N over m, with the assembly row kernels
-// for float32 weights in a table (gatherRowKernels: none without AVX2 and FMA).
+// for float32 weights in a table (gatherAsmKernels: none without AVX2 and FMA).
 func newEventGather[N native, T float](m *gatherMasks[T], floats bool) *eventGather[N, T] {
 	g := &eventGather[N, T]{m: m, floats: floats}
 	if w32, f32 := any(m.w).([]float32); f32 && m.w != nil && m.pixels <= 1<<31 {
-		g.rows, g.w32 = gatherRowKernels[N](), w32
+		g.one, g.rows = gatherAsmKernels[N]()
+		g.w32 = w32
 	}
 	return g
 }

@@ -2,21 +2,724 @@
 
 #include "textflag.h"
 
-// AVX2+FMA row kernels of the gather (gather.go, gatherRowsAsm). Every function
+// AVX2+FMA kernels of the gather (gather.go). The one-mask kernels
 //
-//	func gather<T>x<M>(idx *int32, v *T, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+//	func gather<T>x1(idx *int32, v *T, n int, w *float32, last uint32, out *float64) (k int)
 //
-// sets out[m] = Σ_{k<n} float64(v[k])·float64(w[idx[k]·ldw+m]) for its M masks (m < M;
-// M = 2, 4, 8 or 16), in float64: per event, the M float32 weights of its row are
-// loaded (contiguous, no gather instruction) and converted to float64, and multiplied
-// by the event's value into M/4 vector sums (M = 2: one 2-lane sum), one set for even
-// and one for odd events, added at the end. It returns -1, or the first event k whose
-// idx[k] (as uint32) exceeds last, the table's last row, before reading its row (out is
-// then unspecified). Registers: SI idx, DX v, CX n, DI w, R11 ldw in bytes, R9 last, R8
-// out, BX the event k, AX its row's offset; sums Y0-Y3 (even events) and Y4-Y7 (odd),
-// weights Y8-Y11, values X12 (even) and X13 (odd).
+// add Σ_{j<k} float64(v[j])·float64(w[idx[j]]) to out[0], 8 events per step: per 4
+// events, one vector of their weights (loaded one by one) and one of their values,
+// converted to float64 and multiplied into a 4-lane sum. The row kernels of M = 2, 4,
+// 8 or 16 masks
+//
+//	func gather<T>x<M>(idx *int32, v *T, n int, w *float32, ldw int, last uint32, out *float64) (k int)
+//
+// add Σ_{j<k} float64(v[j])·float64(w[idx[j]·ldw+m]) to out[m] for m < M, 4
+// events per step: their values converted together, each broadcast from its lane; per
+// event, the M float32 weights of its row loaded (contiguous, no gather instruction),
+// converted to float64 and multiplied by the value into M/4 vector sums (M = 2: one
+// 2-lane sum), one set for even and one for odd events; the row of the event 16
+// further on is prefetched (PREFETCHT0), and so are the indices and values ahead. Both
+// stop at the first event j whose idx[j] (as uint32) exceeds last, the table's last
+// row (an event outside the frame), before reading its row, and return k, that event
+// or n. Sums in float64; scalar conversions take their upper lanes from X15 (zeroed),
+// which no loop writes; uint32 values convert as (2^52 | v) - 2^52 (Y14). Registers:
+// SI idx, DX v, CX n, DI w, R11 ldw in bytes, R9 last, R8 out, BX the event, R13 the
+// next step's, AX its row's offset, R10 scratch; x1: sums Y0-Y1 (X2 for the last
+// events), values X4/Y9, weights X8/Y8; rows: sums Y0-Y3 (even events) and Y4-Y7
+// (odd), weights Y8-Y11, values Y12, the event's value Y13.
 
-// func gatherU8x2(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU8x1(idx *int32, v *uint8, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherU8x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherU8x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherU8x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*1)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXBD 0(DX)(BX*1), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXBD 4(DX)(BX*1), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherU8x1_eight
+gatherU8x1_half1:
+	ADDQ $4, BX
+gatherU8x1_half0:
+gatherU8x1_one:
+	CMPQ BX, CX
+	JGE gatherU8x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x1_done
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherU8x1_one
+gatherU8x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherI8x1(idx *int32, v *int8, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherI8x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherI8x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherI8x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*1)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVSXBD 0(DX)(BX*1), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVSXBD 4(DX)(BX*1), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherI8x1_eight
+gatherI8x1_half1:
+	ADDQ $4, BX
+gatherI8x1_half0:
+gatherI8x1_one:
+	CMPQ BX, CX
+	JGE gatherI8x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x1_done
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherI8x1_one
+gatherI8x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherU16x1(idx *int32, v *uint16, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherU16x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherU16x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherU16x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*2)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXWD 0(DX)(BX*2), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXWD 8(DX)(BX*2), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherU16x1_eight
+gatherU16x1_half1:
+	ADDQ $4, BX
+gatherU16x1_half0:
+gatherU16x1_one:
+	CMPQ BX, CX
+	JGE gatherU16x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x1_done
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherU16x1_one
+gatherU16x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherI16x1(idx *int32, v *int16, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherI16x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherI16x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherI16x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*2)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVSXWD 0(DX)(BX*2), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVSXWD 8(DX)(BX*2), X9; VCVTDQ2PD X9, Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherI16x1_eight
+gatherI16x1_half1:
+	ADDQ $4, BX
+gatherI16x1_half0:
+gatherI16x1_one:
+	CMPQ BX, CX
+	JGE gatherI16x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x1_done
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherI16x1_one
+gatherI16x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherU32x1(idx *int32, v *uint32, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherU32x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	MOVQ $0x4330000000000000, R10
+	VMOVQ R10, X14
+	VPBROADCASTQ X14, Y14
+	XORQ BX, BX
+gatherU32x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherU32x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*4)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXDQ 0(DX)(BX*4), Y9; VPOR Y14, Y9, Y9; VSUBPD Y14, Y9, Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VPMOVZXDQ 16(DX)(BX*4), Y9; VPOR Y14, Y9, Y9; VSUBPD Y14, Y9, Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherU32x1_eight
+gatherU32x1_half1:
+	ADDQ $4, BX
+gatherU32x1_half0:
+gatherU32x1_one:
+	CMPQ BX, CX
+	JGE gatherU32x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x1_done
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherU32x1_one
+gatherU32x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherI32x1(idx *int32, v *int32, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherI32x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherI32x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherI32x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*4)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VCVTDQ2PD 0(DX)(BX*4), Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VCVTDQ2PD 16(DX)(BX*4), Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherI32x1_eight
+gatherI32x1_half1:
+	ADDQ $4, BX
+gatherI32x1_half0:
+gatherI32x1_one:
+	CMPQ BX, CX
+	JGE gatherI32x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x1_done
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherI32x1_one
+gatherI32x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherF32x1(idx *int32, v *float32, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherF32x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherF32x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherF32x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*4)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VCVTPS2PD 0(DX)(BX*4), Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VCVTPS2PD 16(DX)(BX*4), Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherF32x1_eight
+gatherF32x1_half1:
+	ADDQ $4, BX
+gatherF32x1_half0:
+gatherF32x1_one:
+	CMPQ BX, CX
+	JGE gatherF32x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x1_done
+	VCVTSS2SD (DX)(BX*4), X15, X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherF32x1_one
+gatherF32x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherF64x1(idx *int32, v *float64, n int, w *float32, last uint32, out *float64) (k int)
+TEXT ·gatherF64x1(SB), NOSPLIT, $0-56
+	MOVQ idx+0(FP), SI
+	MOVQ v+8(FP), DX
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), DI
+	MOVL last+32(FP), R9
+	MOVQ out+40(FP), R8
+	VXORPD X15, X15, X15
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD X2, X2, X2
+	XORQ BX, BX
+gatherF64x1_eight:
+	LEAQ 8(BX), R13
+	CMPQ R13, CX
+	JGT gatherF64x1_one
+	PREFETCHT0 1024(SI)(BX*4)
+	PREFETCHT0 2048(DX)(BX*8)
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half0
+	VMOVSS (DI)(AX*4), X8
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half0
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half0
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half0
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VMOVUPD 0(DX)(BX*8), Y9
+	VFMADD231PD Y8, Y9, Y0
+	MOVL 16(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half1
+	VMOVSS (DI)(AX*4), X8
+	MOVL 20(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half1
+	VINSERTPS $0x10, (DI)(AX*4), X8, X8
+	MOVL 24(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half1
+	VINSERTPS $0x20, (DI)(AX*4), X8, X8
+	MOVL 28(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_half1
+	VINSERTPS $0x30, (DI)(AX*4), X8, X8
+	VCVTPS2PD X8, Y8
+	VMOVUPD 32(DX)(BX*8), Y9
+	VFMADD231PD Y8, Y9, Y1
+	MOVQ R13, BX
+	JMP gatherF64x1_eight
+gatherF64x1_half1:
+	ADDQ $4, BX
+gatherF64x1_half0:
+gatherF64x1_one:
+	CMPQ BX, CX
+	JGE gatherF64x1_done
+	MOVL (SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x1_done
+	VMOVSD (DX)(BX*8), X4
+	VCVTSS2SD (DI)(AX*4), X15, X8
+	VFMADD231SD X8, X4, X2
+	INCQ BX
+	JMP gatherF64x1_one
+gatherF64x1_done:
+	VADDPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VUNPCKHPD X0, X0, X1
+	VADDSD X1, X0, X0
+	VADDSD X2, X0, X0
+	VADDSD (R8), X0, X0
+	VMOVSD X0, (R8)
+	MOVQ BX, k+48(FP)
+	VZEROUPPER
+	RET
+
+// func gatherU8x2(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU8x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -26,55 +729,127 @@ TEXT ·gatherU8x2(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
-gatherU8x2_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU8x2_one
-	MOVL (SI)(BX*4), AX
+gatherU8x2_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU8x2_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x2_bad
+	JA gatherU8x2_stop0
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD X8, X13, X0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x2_bad
+	JA gatherU8x2_stop1
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
-	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherU8x2_ahead
+gatherU8x2_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU8x2_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x2_stop0
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x2_stop1
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherU8x2_four
+gatherU8x2_stop3:
 	INCQ BX
-	JMP gatherU8x2_pair
+gatherU8x2_stop2:
+	INCQ BX
+gatherU8x2_stop1:
+	INCQ BX
+gatherU8x2_stop0:
+	JMP gatherU8x2_done
 gatherU8x2_one:
 	CMPQ BX, CX
 	JGE gatherU8x2_done
-	MOVL (SI)(BX*4), AX
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
+	VMOVDDUP X13, X13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x2_bad
+	JA gatherU8x2_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
+	VFMADD231PD X8, X13, X0
+	INCQ BX
+	JMP gatherU8x2_one
 gatherU8x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU8x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI8x2(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI8x2(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI8x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -84,55 +859,127 @@ TEXT ·gatherI8x2(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
-gatherI8x2_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI8x2_one
-	MOVL (SI)(BX*4), AX
+gatherI8x2_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI8x2_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x2_bad
+	JA gatherI8x2_stop0
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD X8, X13, X0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x2_bad
+	JA gatherI8x2_stop1
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
-	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherI8x2_ahead
+gatherI8x2_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI8x2_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x2_stop0
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x2_stop1
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherI8x2_four
+gatherI8x2_stop3:
 	INCQ BX
-	JMP gatherI8x2_pair
+gatherI8x2_stop2:
+	INCQ BX
+gatherI8x2_stop1:
+	INCQ BX
+gatherI8x2_stop0:
+	JMP gatherI8x2_done
 gatherI8x2_one:
 	CMPQ BX, CX
 	JGE gatherI8x2_done
-	MOVL (SI)(BX*4), AX
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
+	VMOVDDUP X13, X13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x2_bad
+	JA gatherI8x2_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
+	VFMADD231PD X8, X13, X0
+	INCQ BX
+	JMP gatherI8x2_one
 gatherI8x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI8x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU16x2(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU16x2(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU16x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -142,55 +989,127 @@ TEXT ·gatherU16x2(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
-gatherU16x2_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU16x2_one
-	MOVL (SI)(BX*4), AX
+gatherU16x2_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU16x2_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x2_bad
+	JA gatherU16x2_stop0
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD X8, X13, X0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x2_bad
+	JA gatherU16x2_stop1
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
-	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherU16x2_ahead
+gatherU16x2_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU16x2_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x2_stop0
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x2_stop1
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherU16x2_four
+gatherU16x2_stop3:
 	INCQ BX
-	JMP gatherU16x2_pair
+gatherU16x2_stop2:
+	INCQ BX
+gatherU16x2_stop1:
+	INCQ BX
+gatherU16x2_stop0:
+	JMP gatherU16x2_done
 gatherU16x2_one:
 	CMPQ BX, CX
 	JGE gatherU16x2_done
-	MOVL (SI)(BX*4), AX
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
+	VMOVDDUP X13, X13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x2_bad
+	JA gatherU16x2_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
+	VFMADD231PD X8, X13, X0
+	INCQ BX
+	JMP gatherU16x2_one
 gatherU16x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU16x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI16x2(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI16x2(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI16x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -200,55 +1119,127 @@ TEXT ·gatherI16x2(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
-gatherI16x2_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI16x2_one
-	MOVL (SI)(BX*4), AX
+gatherI16x2_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI16x2_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x2_bad
+	JA gatherI16x2_stop0
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD X8, X13, X0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x2_bad
+	JA gatherI16x2_stop1
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
-	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherI16x2_ahead
+gatherI16x2_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI16x2_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x2_stop0
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x2_stop1
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherI16x2_four
+gatherI16x2_stop3:
 	INCQ BX
-	JMP gatherI16x2_pair
+gatherI16x2_stop2:
+	INCQ BX
+gatherI16x2_stop1:
+	INCQ BX
+gatherI16x2_stop0:
+	JMP gatherI16x2_done
 gatherI16x2_one:
 	CMPQ BX, CX
 	JGE gatherI16x2_done
-	MOVL (SI)(BX*4), AX
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
+	VMOVDDUP X13, X13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x2_bad
+	JA gatherI16x2_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
+	VFMADD231PD X8, X13, X0
+	INCQ BX
+	JMP gatherI16x2_one
 gatherI16x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI16x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU32x2(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU32x2(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU32x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -258,55 +1249,130 @@ TEXT ·gatherU32x2(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
+	MOVQ $0x4330000000000000, R10
+	VMOVQ R10, X14
+	VPBROADCASTQ X14, Y14
 	XORQ BX, BX
-gatherU32x2_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU32x2_one
-	MOVL (SI)(BX*4), AX
+gatherU32x2_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU32x2_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x2_bad
+	JA gatherU32x2_stop0
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD X8, X13, X0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x2_bad
+	JA gatherU32x2_stop1
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X13, X13
-	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherU32x2_ahead
+gatherU32x2_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU32x2_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x2_stop0
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x2_stop1
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherU32x2_four
+gatherU32x2_stop3:
 	INCQ BX
-	JMP gatherU32x2_pair
+gatherU32x2_stop2:
+	INCQ BX
+gatherU32x2_stop1:
+	INCQ BX
+gatherU32x2_stop0:
+	JMP gatherU32x2_done
 gatherU32x2_one:
 	CMPQ BX, CX
 	JGE gatherU32x2_done
-	MOVL (SI)(BX*4), AX
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
+	VMOVDDUP X13, X13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x2_bad
+	JA gatherU32x2_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
+	VFMADD231PD X8, X13, X0
+	INCQ BX
+	JMP gatherU32x2_one
 gatherU32x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU32x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI32x2(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI32x2(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI32x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -316,55 +1382,127 @@ TEXT ·gatherI32x2(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
-gatherI32x2_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI32x2_one
-	MOVL (SI)(BX*4), AX
+gatherI32x2_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI32x2_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTDQ2PD (DX)(BX*4), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x2_bad
+	JA gatherI32x2_stop0
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD X8, X13, X0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x2_bad
+	JA gatherI32x2_stop1
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X13, X13
-	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherI32x2_ahead
+gatherI32x2_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI32x2_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTDQ2PD (DX)(BX*4), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x2_stop0
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x2_stop1
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherI32x2_four
+gatherI32x2_stop3:
 	INCQ BX
-	JMP gatherI32x2_pair
+gatherI32x2_stop2:
+	INCQ BX
+gatherI32x2_stop1:
+	INCQ BX
+gatherI32x2_stop0:
+	JMP gatherI32x2_done
 gatherI32x2_one:
 	CMPQ BX, CX
 	JGE gatherI32x2_done
-	MOVL (SI)(BX*4), AX
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
+	VMOVDDUP X13, X13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x2_bad
+	JA gatherI32x2_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
+	VFMADD231PD X8, X13, X0
+	INCQ BX
+	JMP gatherI32x2_one
 gatherI32x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI32x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF32x2(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF32x2(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF32x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -374,55 +1512,127 @@ TEXT ·gatherF32x2(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
-gatherF32x2_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherF32x2_one
-	MOVL (SI)(BX*4), AX
+gatherF32x2_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherF32x2_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTPS2PD (DX)(BX*4), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x2_bad
+	JA gatherF32x2_stop0
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD X8, X13, X0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x2_bad
+	JA gatherF32x2_stop1
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X13, X13
-	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherF32x2_ahead
+gatherF32x2_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherF32x2_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTPS2PD (DX)(BX*4), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x2_stop0
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x2_stop1
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherF32x2_four
+gatherF32x2_stop3:
 	INCQ BX
-	JMP gatherF32x2_pair
+gatherF32x2_stop2:
+	INCQ BX
+gatherF32x2_stop1:
+	INCQ BX
+gatherF32x2_stop0:
+	JMP gatherF32x2_done
 gatherF32x2_one:
 	CMPQ BX, CX
 	JGE gatherF32x2_done
-	MOVL (SI)(BX*4), AX
+	VCVTSS2SD (DX)(BX*4), X15, X13
+	VMOVDDUP X13, X13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x2_bad
+	JA gatherF32x2_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
+	VFMADD231PD X8, X13, X0
+	INCQ BX
+	JMP gatherF32x2_one
 gatherF32x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF32x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF64x2(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF64x2(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF64x2(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -432,55 +1642,127 @@ TEXT ·gatherF64x2(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD X0, X0, X0
 	VXORPD X4, X4, X4
 	XORQ BX, BX
-gatherF64x2_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherF64x2_one
-	MOVL (SI)(BX*4), AX
+gatherF64x2_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherF64x2_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*8)
+	VMOVUPD (DX)(BX*8), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x2_bad
+	JA gatherF64x2_stop0
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD X8, X13, X0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x2_bad
+	JA gatherF64x2_stop1
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X13
-	VMOVDDUP X13, X13
 	VCVTPS2PD (DI)(AX*1), X8
 	VFMADD231PD X8, X13, X4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherF64x2_ahead
+gatherF64x2_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherF64x2_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*8)
+	VMOVUPD (DX)(BX*8), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x2_stop0
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x2_stop1
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x2_stop2
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x2_stop3
+	IMULQ R11, AX
+	VCVTPS2PD (DI)(AX*1), X8
+	VFMADD231PD X8, X13, X4
+	MOVQ R13, BX
+	JMP gatherF64x2_four
+gatherF64x2_stop3:
 	INCQ BX
-	JMP gatherF64x2_pair
+gatherF64x2_stop2:
+	INCQ BX
+gatherF64x2_stop1:
+	INCQ BX
+gatherF64x2_stop0:
+	JMP gatherF64x2_done
 gatherF64x2_one:
 	CMPQ BX, CX
 	JGE gatherF64x2_done
-	MOVL (SI)(BX*4), AX
+	VMOVSD (DX)(BX*8), X13
+	VMOVDDUP X13, X13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x2_bad
+	JA gatherF64x2_done
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X12
-	VMOVDDUP X12, X12
 	VCVTPS2PD (DI)(AX*1), X8
-	VFMADD231PD X8, X12, X0
+	VFMADD231PD X8, X13, X0
+	INCQ BX
+	JMP gatherF64x2_one
 gatherF64x2_done:
 	VADDPD X4, X0, X0
+	VADDPD 0(R8), X0, X0
 	VMOVUPD X0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF64x2_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU8x4(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU8x4(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU8x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -490,55 +1772,127 @@ TEXT ·gatherU8x4(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
-gatherU8x4_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU8x4_one
-	MOVL (SI)(BX*4), AX
+gatherU8x4_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU8x4_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x4_bad
+	JA gatherU8x4_stop0
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x4_bad
+	JA gatherU8x4_stop1
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherU8x4_ahead
+gatherU8x4_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU8x4_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x4_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x4_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherU8x4_four
+gatherU8x4_stop3:
 	INCQ BX
-	JMP gatherU8x4_pair
+gatherU8x4_stop2:
+	INCQ BX
+gatherU8x4_stop1:
+	INCQ BX
+gatherU8x4_stop0:
+	JMP gatherU8x4_done
 gatherU8x4_one:
 	CMPQ BX, CX
 	JGE gatherU8x4_done
-	MOVL (SI)(BX*4), AX
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x4_bad
+	JA gatherU8x4_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
+	VFMADD231PD Y8, Y13, Y0
+	INCQ BX
+	JMP gatherU8x4_one
 gatherU8x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU8x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI8x4(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI8x4(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI8x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -548,55 +1902,127 @@ TEXT ·gatherI8x4(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
-gatherI8x4_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI8x4_one
-	MOVL (SI)(BX*4), AX
+gatherI8x4_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI8x4_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x4_bad
+	JA gatherI8x4_stop0
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x4_bad
+	JA gatherI8x4_stop1
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherI8x4_ahead
+gatherI8x4_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI8x4_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x4_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x4_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherI8x4_four
+gatherI8x4_stop3:
 	INCQ BX
-	JMP gatherI8x4_pair
+gatherI8x4_stop2:
+	INCQ BX
+gatherI8x4_stop1:
+	INCQ BX
+gatherI8x4_stop0:
+	JMP gatherI8x4_done
 gatherI8x4_one:
 	CMPQ BX, CX
 	JGE gatherI8x4_done
-	MOVL (SI)(BX*4), AX
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x4_bad
+	JA gatherI8x4_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
+	VFMADD231PD Y8, Y13, Y0
+	INCQ BX
+	JMP gatherI8x4_one
 gatherI8x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI8x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU16x4(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU16x4(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU16x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -606,55 +2032,127 @@ TEXT ·gatherU16x4(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
-gatherU16x4_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU16x4_one
-	MOVL (SI)(BX*4), AX
+gatherU16x4_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU16x4_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x4_bad
+	JA gatherU16x4_stop0
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x4_bad
+	JA gatherU16x4_stop1
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherU16x4_ahead
+gatherU16x4_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU16x4_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x4_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x4_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherU16x4_four
+gatherU16x4_stop3:
 	INCQ BX
-	JMP gatherU16x4_pair
+gatherU16x4_stop2:
+	INCQ BX
+gatherU16x4_stop1:
+	INCQ BX
+gatherU16x4_stop0:
+	JMP gatherU16x4_done
 gatherU16x4_one:
 	CMPQ BX, CX
 	JGE gatherU16x4_done
-	MOVL (SI)(BX*4), AX
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x4_bad
+	JA gatherU16x4_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
+	VFMADD231PD Y8, Y13, Y0
+	INCQ BX
+	JMP gatherU16x4_one
 gatherU16x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU16x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI16x4(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI16x4(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI16x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -664,55 +2162,127 @@ TEXT ·gatherI16x4(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
-gatherI16x4_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI16x4_one
-	MOVL (SI)(BX*4), AX
+gatherI16x4_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI16x4_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x4_bad
+	JA gatherI16x4_stop0
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x4_bad
+	JA gatherI16x4_stop1
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherI16x4_ahead
+gatherI16x4_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI16x4_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x4_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x4_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherI16x4_four
+gatherI16x4_stop3:
 	INCQ BX
-	JMP gatherI16x4_pair
+gatherI16x4_stop2:
+	INCQ BX
+gatherI16x4_stop1:
+	INCQ BX
+gatherI16x4_stop0:
+	JMP gatherI16x4_done
 gatherI16x4_one:
 	CMPQ BX, CX
 	JGE gatherI16x4_done
-	MOVL (SI)(BX*4), AX
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x4_bad
+	JA gatherI16x4_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
+	VFMADD231PD Y8, Y13, Y0
+	INCQ BX
+	JMP gatherI16x4_one
 gatherI16x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI16x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU32x4(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU32x4(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU32x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -722,55 +2292,130 @@ TEXT ·gatherU32x4(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
+	MOVQ $0x4330000000000000, R10
+	VMOVQ R10, X14
+	VPBROADCASTQ X14, Y14
 	XORQ BX, BX
-gatherU32x4_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU32x4_one
-	MOVL (SI)(BX*4), AX
+gatherU32x4_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU32x4_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x4_bad
+	JA gatherU32x4_stop0
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x4_bad
+	JA gatherU32x4_stop1
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherU32x4_ahead
+gatherU32x4_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU32x4_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x4_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x4_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherU32x4_four
+gatherU32x4_stop3:
 	INCQ BX
-	JMP gatherU32x4_pair
+gatherU32x4_stop2:
+	INCQ BX
+gatherU32x4_stop1:
+	INCQ BX
+gatherU32x4_stop0:
+	JMP gatherU32x4_done
 gatherU32x4_one:
 	CMPQ BX, CX
 	JGE gatherU32x4_done
-	MOVL (SI)(BX*4), AX
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x4_bad
+	JA gatherU32x4_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
+	VFMADD231PD Y8, Y13, Y0
+	INCQ BX
+	JMP gatherU32x4_one
 gatherU32x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU32x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI32x4(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI32x4(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI32x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -780,55 +2425,127 @@ TEXT ·gatherI32x4(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
-gatherI32x4_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI32x4_one
-	MOVL (SI)(BX*4), AX
+gatherI32x4_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI32x4_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTDQ2PD (DX)(BX*4), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x4_bad
+	JA gatherI32x4_stop0
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x4_bad
+	JA gatherI32x4_stop1
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherI32x4_ahead
+gatherI32x4_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI32x4_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTDQ2PD (DX)(BX*4), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x4_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x4_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherI32x4_four
+gatherI32x4_stop3:
 	INCQ BX
-	JMP gatherI32x4_pair
+gatherI32x4_stop2:
+	INCQ BX
+gatherI32x4_stop1:
+	INCQ BX
+gatherI32x4_stop0:
+	JMP gatherI32x4_done
 gatherI32x4_one:
 	CMPQ BX, CX
 	JGE gatherI32x4_done
-	MOVL (SI)(BX*4), AX
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x4_bad
+	JA gatherI32x4_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
+	VFMADD231PD Y8, Y13, Y0
+	INCQ BX
+	JMP gatherI32x4_one
 gatherI32x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI32x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF32x4(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF32x4(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF32x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -838,55 +2555,127 @@ TEXT ·gatherF32x4(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
-gatherF32x4_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherF32x4_one
-	MOVL (SI)(BX*4), AX
+gatherF32x4_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherF32x4_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTPS2PD (DX)(BX*4), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x4_bad
+	JA gatherF32x4_stop0
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x4_bad
+	JA gatherF32x4_stop1
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherF32x4_ahead
+gatherF32x4_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherF32x4_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTPS2PD (DX)(BX*4), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x4_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x4_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherF32x4_four
+gatherF32x4_stop3:
 	INCQ BX
-	JMP gatherF32x4_pair
+gatherF32x4_stop2:
+	INCQ BX
+gatherF32x4_stop1:
+	INCQ BX
+gatherF32x4_stop0:
+	JMP gatherF32x4_done
 gatherF32x4_one:
 	CMPQ BX, CX
 	JGE gatherF32x4_done
-	MOVL (SI)(BX*4), AX
+	VCVTSS2SD (DX)(BX*4), X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x4_bad
+	JA gatherF32x4_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
+	VFMADD231PD Y8, Y13, Y0
+	INCQ BX
+	JMP gatherF32x4_one
 gatherF32x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF32x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF64x4(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF64x4(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF64x4(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -896,55 +2685,127 @@ TEXT ·gatherF64x4(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	XORQ BX, BX
-gatherF64x4_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherF64x4_one
-	MOVL (SI)(BX*4), AX
+gatherF64x4_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherF64x4_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*8)
+	VMOVUPD (DX)(BX*8), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x4_bad
+	JA gatherF64x4_stop0
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x4_bad
+	JA gatherF64x4_stop1
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VFMADD231PD Y8, Y13, Y4
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherF64x4_ahead
+gatherF64x4_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherF64x4_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*8)
+	VMOVUPD (DX)(BX*8), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x4_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x4_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x4_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y0
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x4_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VFMADD231PD Y8, Y13, Y4
+	MOVQ R13, BX
+	JMP gatherF64x4_four
+gatherF64x4_stop3:
 	INCQ BX
-	JMP gatherF64x4_pair
+gatherF64x4_stop2:
+	INCQ BX
+gatherF64x4_stop1:
+	INCQ BX
+gatherF64x4_stop0:
+	JMP gatherF64x4_done
 gatherF64x4_one:
 	CMPQ BX, CX
 	JGE gatherF64x4_done
-	MOVL (SI)(BX*4), AX
+	VMOVSD (DX)(BX*8), X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x4_bad
+	JA gatherF64x4_done
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
-	VFMADD231PD Y8, Y12, Y0
+	VFMADD231PD Y8, Y13, Y0
+	INCQ BX
+	JMP gatherF64x4_one
 gatherF64x4_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF64x4_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU8x8(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU8x8(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU8x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -954,65 +2815,150 @@ TEXT ·gatherU8x8(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
 	VXORPD Y5, Y5, Y5
 	XORQ BX, BX
-gatherU8x8_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU8x8_one
-	MOVL (SI)(BX*4), AX
+gatherU8x8_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU8x8_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x8_bad
+	JA gatherU8x8_stop0
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x8_bad
+	JA gatherU8x8_stop1
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherU8x8_ahead
+gatherU8x8_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU8x8_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x8_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x8_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherU8x8_four
+gatherU8x8_stop3:
 	INCQ BX
-	JMP gatherU8x8_pair
+gatherU8x8_stop2:
+	INCQ BX
+gatherU8x8_stop1:
+	INCQ BX
+gatherU8x8_stop0:
+	JMP gatherU8x8_done
 gatherU8x8_one:
 	CMPQ BX, CX
 	JGE gatherU8x8_done
-	MOVL (SI)(BX*4), AX
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x8_bad
+	JA gatherU8x8_done
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	INCQ BX
+	JMP gatherU8x8_one
 gatherU8x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU8x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI8x8(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI8x8(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI8x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1022,65 +2968,150 @@ TEXT ·gatherI8x8(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
 	VXORPD Y5, Y5, Y5
 	XORQ BX, BX
-gatherI8x8_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI8x8_one
-	MOVL (SI)(BX*4), AX
+gatherI8x8_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI8x8_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x8_bad
+	JA gatherI8x8_stop0
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x8_bad
+	JA gatherI8x8_stop1
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherI8x8_ahead
+gatherI8x8_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI8x8_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x8_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x8_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherI8x8_four
+gatherI8x8_stop3:
 	INCQ BX
-	JMP gatherI8x8_pair
+gatherI8x8_stop2:
+	INCQ BX
+gatherI8x8_stop1:
+	INCQ BX
+gatherI8x8_stop0:
+	JMP gatherI8x8_done
 gatherI8x8_one:
 	CMPQ BX, CX
 	JGE gatherI8x8_done
-	MOVL (SI)(BX*4), AX
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x8_bad
+	JA gatherI8x8_done
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	INCQ BX
+	JMP gatherI8x8_one
 gatherI8x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI8x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU16x8(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU16x8(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU16x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1090,65 +3121,150 @@ TEXT ·gatherU16x8(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
 	VXORPD Y5, Y5, Y5
 	XORQ BX, BX
-gatherU16x8_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU16x8_one
-	MOVL (SI)(BX*4), AX
+gatherU16x8_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU16x8_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x8_bad
+	JA gatherU16x8_stop0
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x8_bad
+	JA gatherU16x8_stop1
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherU16x8_ahead
+gatherU16x8_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU16x8_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x8_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x8_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherU16x8_four
+gatherU16x8_stop3:
 	INCQ BX
-	JMP gatherU16x8_pair
+gatherU16x8_stop2:
+	INCQ BX
+gatherU16x8_stop1:
+	INCQ BX
+gatherU16x8_stop0:
+	JMP gatherU16x8_done
 gatherU16x8_one:
 	CMPQ BX, CX
 	JGE gatherU16x8_done
-	MOVL (SI)(BX*4), AX
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x8_bad
+	JA gatherU16x8_done
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	INCQ BX
+	JMP gatherU16x8_one
 gatherU16x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU16x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI16x8(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI16x8(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI16x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1158,65 +3274,150 @@ TEXT ·gatherI16x8(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
 	VXORPD Y5, Y5, Y5
 	XORQ BX, BX
-gatherI16x8_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI16x8_one
-	MOVL (SI)(BX*4), AX
+gatherI16x8_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI16x8_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x8_bad
+	JA gatherI16x8_stop0
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x8_bad
+	JA gatherI16x8_stop1
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherI16x8_ahead
+gatherI16x8_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI16x8_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x8_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x8_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherI16x8_four
+gatherI16x8_stop3:
 	INCQ BX
-	JMP gatherI16x8_pair
+gatherI16x8_stop2:
+	INCQ BX
+gatherI16x8_stop1:
+	INCQ BX
+gatherI16x8_stop0:
+	JMP gatherI16x8_done
 gatherI16x8_one:
 	CMPQ BX, CX
 	JGE gatherI16x8_done
-	MOVL (SI)(BX*4), AX
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x8_bad
+	JA gatherI16x8_done
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	INCQ BX
+	JMP gatherI16x8_one
 gatherI16x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI16x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU32x8(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU32x8(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU32x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1226,65 +3427,153 @@ TEXT ·gatherU32x8(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
 	VXORPD Y5, Y5, Y5
+	MOVQ $0x4330000000000000, R10
+	VMOVQ R10, X14
+	VPBROADCASTQ X14, Y14
 	XORQ BX, BX
-gatherU32x8_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU32x8_one
-	MOVL (SI)(BX*4), AX
+gatherU32x8_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU32x8_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x8_bad
+	JA gatherU32x8_stop0
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x8_bad
+	JA gatherU32x8_stop1
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherU32x8_ahead
+gatherU32x8_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU32x8_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x8_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x8_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherU32x8_four
+gatherU32x8_stop3:
 	INCQ BX
-	JMP gatherU32x8_pair
+gatherU32x8_stop2:
+	INCQ BX
+gatherU32x8_stop1:
+	INCQ BX
+gatherU32x8_stop0:
+	JMP gatherU32x8_done
 gatherU32x8_one:
 	CMPQ BX, CX
 	JGE gatherU32x8_done
-	MOVL (SI)(BX*4), AX
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x8_bad
+	JA gatherU32x8_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	INCQ BX
+	JMP gatherU32x8_one
 gatherU32x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU32x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI32x8(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI32x8(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI32x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1294,65 +3583,150 @@ TEXT ·gatherI32x8(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
 	VXORPD Y5, Y5, Y5
 	XORQ BX, BX
-gatherI32x8_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI32x8_one
-	MOVL (SI)(BX*4), AX
+gatherI32x8_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI32x8_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTDQ2PD (DX)(BX*4), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x8_bad
+	JA gatherI32x8_stop0
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x8_bad
+	JA gatherI32x8_stop1
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherI32x8_ahead
+gatherI32x8_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI32x8_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTDQ2PD (DX)(BX*4), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x8_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x8_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherI32x8_four
+gatherI32x8_stop3:
 	INCQ BX
-	JMP gatherI32x8_pair
+gatherI32x8_stop2:
+	INCQ BX
+gatherI32x8_stop1:
+	INCQ BX
+gatherI32x8_stop0:
+	JMP gatherI32x8_done
 gatherI32x8_one:
 	CMPQ BX, CX
 	JGE gatherI32x8_done
-	MOVL (SI)(BX*4), AX
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x8_bad
+	JA gatherI32x8_done
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	INCQ BX
+	JMP gatherI32x8_one
 gatherI32x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI32x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF32x8(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF32x8(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF32x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1362,65 +3736,150 @@ TEXT ·gatherF32x8(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
 	VXORPD Y5, Y5, Y5
 	XORQ BX, BX
-gatherF32x8_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherF32x8_one
-	MOVL (SI)(BX*4), AX
+gatherF32x8_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherF32x8_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTPS2PD (DX)(BX*4), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x8_bad
+	JA gatherF32x8_stop0
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x8_bad
+	JA gatherF32x8_stop1
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherF32x8_ahead
+gatherF32x8_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherF32x8_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTPS2PD (DX)(BX*4), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x8_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x8_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherF32x8_four
+gatherF32x8_stop3:
 	INCQ BX
-	JMP gatherF32x8_pair
+gatherF32x8_stop2:
+	INCQ BX
+gatherF32x8_stop1:
+	INCQ BX
+gatherF32x8_stop0:
+	JMP gatherF32x8_done
 gatherF32x8_one:
 	CMPQ BX, CX
 	JGE gatherF32x8_done
-	MOVL (SI)(BX*4), AX
+	VCVTSS2SD (DX)(BX*4), X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x8_bad
+	JA gatherF32x8_done
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	INCQ BX
+	JMP gatherF32x8_one
 gatherF32x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF32x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF64x8(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF64x8(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF64x8(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1430,65 +3889,150 @@ TEXT ·gatherF64x8(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
 	VXORPD Y5, Y5, Y5
 	XORQ BX, BX
-gatherF64x8_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherF64x8_one
-	MOVL (SI)(BX*4), AX
+gatherF64x8_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherF64x8_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*8)
+	VMOVUPD (DX)(BX*8), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x8_bad
+	JA gatherF64x8_stop0
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x8_bad
+	JA gatherF64x8_stop1
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VFMADD231PD Y8, Y13, Y4
 	VFMADD231PD Y9, Y13, Y5
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherF64x8_ahead
+gatherF64x8_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherF64x8_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*8)
+	VMOVUPD (DX)(BX*8), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x8_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x8_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x8_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x8_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	MOVQ R13, BX
+	JMP gatherF64x8_four
+gatherF64x8_stop3:
 	INCQ BX
-	JMP gatherF64x8_pair
+gatherF64x8_stop2:
+	INCQ BX
+gatherF64x8_stop1:
+	INCQ BX
+gatherF64x8_stop0:
+	JMP gatherF64x8_done
 gatherF64x8_one:
 	CMPQ BX, CX
 	JGE gatherF64x8_done
-	MOVL (SI)(BX*4), AX
+	VMOVSD (DX)(BX*8), X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x8_bad
+	JA gatherF64x8_done
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	INCQ BX
+	JMP gatherF64x8_one
 gatherF64x8_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF64x8_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU8x16(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU8x16(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU8x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1498,6 +4042,7 @@ TEXT ·gatherU8x16(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1507,31 +4052,38 @@ TEXT ·gatherU8x16(SB), NOSPLIT, $0-64
 	VXORPD Y3, Y3, Y3
 	VXORPD Y7, Y7, Y7
 	XORQ BX, BX
-gatherU8x16_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU8x16_one
-	MOVL (SI)(BX*4), AX
+gatherU8x16_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU8x16_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x16_bad
+	JA gatherU8x16_stop0
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x16_bad
+	JA gatherU8x16_stop1
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
@@ -1540,43 +4092,146 @@ gatherU8x16_pair:
 	VFMADD231PD Y9, Y13, Y5
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
-	INCQ BX
-	JMP gatherU8x16_pair
-gatherU8x16_one:
-	CMPQ BX, CX
-	JGE gatherU8x16_done
-	MOVL (SI)(BX*4), AX
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU8x16_bad
+	JA gatherU8x16_stop2
 	IMULQ R11, AX
-	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherU8x16_ahead
+gatherU8x16_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU8x16_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVZXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x16_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x16_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x16_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherU8x16_four
+gatherU8x16_stop3:
+	INCQ BX
+gatherU8x16_stop2:
+	INCQ BX
+gatherU8x16_stop1:
+	INCQ BX
+gatherU8x16_stop0:
+	JMP gatherU8x16_done
+gatherU8x16_one:
+	CMPQ BX, CX
+	JGE gatherU8x16_done
+	MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU8x16_done
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	INCQ BX
+	JMP gatherU8x16_one
 gatherU8x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU8x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI8x16(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI8x16(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI8x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1586,6 +4241,7 @@ TEXT ·gatherI8x16(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1595,31 +4251,38 @@ TEXT ·gatherI8x16(SB), NOSPLIT, $0-64
 	VXORPD Y3, Y3, Y3
 	VXORPD Y7, Y7, Y7
 	XORQ BX, BX
-gatherI8x16_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI8x16_one
-	MOVL (SI)(BX*4), AX
+gatherI8x16_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI8x16_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x16_bad
+	JA gatherI8x16_stop0
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x16_bad
+	JA gatherI8x16_stop1
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
@@ -1628,43 +4291,146 @@ gatherI8x16_pair:
 	VFMADD231PD Y9, Y13, Y5
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
-	INCQ BX
-	JMP gatherI8x16_pair
-gatherI8x16_one:
-	CMPQ BX, CX
-	JGE gatherI8x16_done
-	MOVL (SI)(BX*4), AX
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI8x16_bad
+	JA gatherI8x16_stop2
 	IMULQ R11, AX
-	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherI8x16_ahead
+gatherI8x16_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI8x16_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 128(DX)(BX*1)
+	VPMOVSXBD (DX)(BX*1), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x16_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x16_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x16_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherI8x16_four
+gatherI8x16_stop3:
+	INCQ BX
+gatherI8x16_stop2:
+	INCQ BX
+gatherI8x16_stop1:
+	INCQ BX
+gatherI8x16_stop0:
+	JMP gatherI8x16_done
+gatherI8x16_one:
+	CMPQ BX, CX
+	JGE gatherI8x16_done
+	MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI8x16_done
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	INCQ BX
+	JMP gatherI8x16_one
 gatherI8x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI8x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU16x16(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU16x16(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU16x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1674,6 +4440,7 @@ TEXT ·gatherU16x16(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1683,31 +4450,38 @@ TEXT ·gatherU16x16(SB), NOSPLIT, $0-64
 	VXORPD Y3, Y3, Y3
 	VXORPD Y7, Y7, Y7
 	XORQ BX, BX
-gatherU16x16_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU16x16_one
-	MOVL (SI)(BX*4), AX
+gatherU16x16_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU16x16_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x16_bad
+	JA gatherU16x16_stop0
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x16_bad
+	JA gatherU16x16_stop1
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
@@ -1716,43 +4490,146 @@ gatherU16x16_pair:
 	VFMADD231PD Y9, Y13, Y5
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
-	INCQ BX
-	JMP gatherU16x16_pair
-gatherU16x16_one:
-	CMPQ BX, CX
-	JGE gatherU16x16_done
-	MOVL (SI)(BX*4), AX
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU16x16_bad
+	JA gatherU16x16_stop2
 	IMULQ R11, AX
-	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherU16x16_ahead
+gatherU16x16_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU16x16_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVZXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x16_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x16_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x16_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherU16x16_four
+gatherU16x16_stop3:
+	INCQ BX
+gatherU16x16_stop2:
+	INCQ BX
+gatherU16x16_stop1:
+	INCQ BX
+gatherU16x16_stop0:
+	JMP gatherU16x16_done
+gatherU16x16_one:
+	CMPQ BX, CX
+	JGE gatherU16x16_done
+	MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU16x16_done
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	INCQ BX
+	JMP gatherU16x16_one
 gatherU16x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU16x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI16x16(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI16x16(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI16x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1762,6 +4639,7 @@ TEXT ·gatherI16x16(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1771,31 +4649,38 @@ TEXT ·gatherI16x16(SB), NOSPLIT, $0-64
 	VXORPD Y3, Y3, Y3
 	VXORPD Y7, Y7, Y7
 	XORQ BX, BX
-gatherI16x16_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI16x16_one
-	MOVL (SI)(BX*4), AX
+gatherI16x16_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI16x16_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x16_bad
+	JA gatherI16x16_stop0
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x16_bad
+	JA gatherI16x16_stop1
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
@@ -1804,43 +4689,146 @@ gatherI16x16_pair:
 	VFMADD231PD Y9, Y13, Y5
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
-	INCQ BX
-	JMP gatherI16x16_pair
-gatherI16x16_one:
-	CMPQ BX, CX
-	JGE gatherI16x16_done
-	MOVL (SI)(BX*4), AX
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI16x16_bad
+	JA gatherI16x16_stop2
 	IMULQ R11, AX
-	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherI16x16_ahead
+gatherI16x16_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI16x16_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 256(DX)(BX*2)
+	VPMOVSXWD (DX)(BX*2), X12; VCVTDQ2PD X12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x16_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x16_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x16_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherI16x16_four
+gatherI16x16_stop3:
+	INCQ BX
+gatherI16x16_stop2:
+	INCQ BX
+gatherI16x16_stop1:
+	INCQ BX
+gatherI16x16_stop0:
+	JMP gatherI16x16_done
+gatherI16x16_one:
+	CMPQ BX, CX
+	JGE gatherI16x16_done
+	MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI16x16_done
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	INCQ BX
+	JMP gatherI16x16_one
 gatherI16x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI16x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherU32x16(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherU32x16(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherU32x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1850,6 +4838,7 @@ TEXT ·gatherU32x16(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1858,32 +4847,42 @@ TEXT ·gatherU32x16(SB), NOSPLIT, $0-64
 	VXORPD Y6, Y6, Y6
 	VXORPD Y3, Y3, Y3
 	VXORPD Y7, Y7, Y7
+	MOVQ $0x4330000000000000, R10
+	VMOVQ R10, X14
+	VPBROADCASTQ X14, Y14
 	XORQ BX, BX
-gatherU32x16_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherU32x16_one
-	MOVL (SI)(BX*4), AX
+gatherU32x16_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherU32x16_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x16_bad
+	JA gatherU32x16_stop0
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x16_bad
+	JA gatherU32x16_stop1
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
@@ -1892,43 +4891,146 @@ gatherU32x16_pair:
 	VFMADD231PD Y9, Y13, Y5
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
-	INCQ BX
-	JMP gatherU32x16_pair
-gatherU32x16_one:
-	CMPQ BX, CX
-	JGE gatherU32x16_done
-	MOVL (SI)(BX*4), AX
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherU32x16_bad
+	JA gatherU32x16_stop2
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherU32x16_ahead
+gatherU32x16_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherU32x16_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VPMOVZXDQ (DX)(BX*4), Y12; VPOR Y14, Y12, Y12; VSUBPD Y14, Y12, Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x16_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x16_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x16_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherU32x16_four
+gatherU32x16_stop3:
+	INCQ BX
+gatherU32x16_stop2:
+	INCQ BX
+gatherU32x16_stop1:
+	INCQ BX
+gatherU32x16_stop0:
+	JMP gatherU32x16_done
+gatherU32x16_one:
+	CMPQ BX, CX
+	JGE gatherU32x16_done
+	MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherU32x16_done
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	INCQ BX
+	JMP gatherU32x16_one
 gatherU32x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherU32x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherI32x16(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherI32x16(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherI32x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -1938,6 +5040,7 @@ TEXT ·gatherI32x16(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -1947,31 +5050,38 @@ TEXT ·gatherI32x16(SB), NOSPLIT, $0-64
 	VXORPD Y3, Y3, Y3
 	VXORPD Y7, Y7, Y7
 	XORQ BX, BX
-gatherI32x16_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherI32x16_one
-	MOVL (SI)(BX*4), AX
+gatherI32x16_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherI32x16_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTDQ2PD (DX)(BX*4), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x16_bad
+	JA gatherI32x16_stop0
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x16_bad
+	JA gatherI32x16_stop1
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
@@ -1980,43 +5090,146 @@ gatherI32x16_pair:
 	VFMADD231PD Y9, Y13, Y5
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
-	INCQ BX
-	JMP gatherI32x16_pair
-gatherI32x16_one:
-	CMPQ BX, CX
-	JGE gatherI32x16_done
-	MOVL (SI)(BX*4), AX
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherI32x16_bad
+	JA gatherI32x16_stop2
 	IMULQ R11, AX
-	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherI32x16_ahead
+gatherI32x16_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherI32x16_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTDQ2PD (DX)(BX*4), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x16_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x16_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x16_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherI32x16_four
+gatherI32x16_stop3:
+	INCQ BX
+gatherI32x16_stop2:
+	INCQ BX
+gatherI32x16_stop1:
+	INCQ BX
+gatherI32x16_stop0:
+	JMP gatherI32x16_done
+gatherI32x16_one:
+	CMPQ BX, CX
+	JGE gatherI32x16_done
+	MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherI32x16_done
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	INCQ BX
+	JMP gatherI32x16_one
 gatherI32x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherI32x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF32x16(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF32x16(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF32x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -2026,6 +5239,7 @@ TEXT ·gatherF32x16(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -2035,31 +5249,38 @@ TEXT ·gatherF32x16(SB), NOSPLIT, $0-64
 	VXORPD Y3, Y3, Y3
 	VXORPD Y7, Y7, Y7
 	XORQ BX, BX
-gatherF32x16_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherF32x16_one
-	MOVL (SI)(BX*4), AX
+gatherF32x16_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherF32x16_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTPS2PD (DX)(BX*4), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x16_bad
+	JA gatherF32x16_stop0
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x16_bad
+	JA gatherF32x16_stop1
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X13, X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
@@ -2068,43 +5289,146 @@ gatherF32x16_pair:
 	VFMADD231PD Y9, Y13, Y5
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
-	INCQ BX
-	JMP gatherF32x16_pair
-gatherF32x16_one:
-	CMPQ BX, CX
-	JGE gatherF32x16_done
-	MOVL (SI)(BX*4), AX
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF32x16_bad
+	JA gatherF32x16_stop2
 	IMULQ R11, AX
-	VCVTSS2SD (DX)(BX*4), X12, X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherF32x16_ahead
+gatherF32x16_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherF32x16_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 512(DX)(BX*4)
+	VCVTPS2PD (DX)(BX*4), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x16_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x16_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x16_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherF32x16_four
+gatherF32x16_stop3:
+	INCQ BX
+gatherF32x16_stop2:
+	INCQ BX
+gatherF32x16_stop1:
+	INCQ BX
+gatherF32x16_stop0:
+	JMP gatherF32x16_done
+gatherF32x16_one:
+	CMPQ BX, CX
+	JGE gatherF32x16_done
+	VCVTSS2SD (DX)(BX*4), X15, X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF32x16_done
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	INCQ BX
+	JMP gatherF32x16_one
 gatherF32x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF32x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET
 
-// func gatherF64x16(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+// func gatherF64x16(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 TEXT ·gatherF64x16(SB), NOSPLIT, $0-64
 	MOVQ idx+0(FP), SI
 	MOVQ v+8(FP), DX
@@ -2114,6 +5438,7 @@ TEXT ·gatherF64x16(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVL last+40(FP), R9
 	MOVQ out+48(FP), R8
+	VXORPD X15, X15, X15
 	VXORPD Y0, Y0, Y0
 	VXORPD Y4, Y4, Y4
 	VXORPD Y1, Y1, Y1
@@ -2123,31 +5448,38 @@ TEXT ·gatherF64x16(SB), NOSPLIT, $0-64
 	VXORPD Y3, Y3, Y3
 	VXORPD Y7, Y7, Y7
 	XORQ BX, BX
-gatherF64x16_pair:
-	LEAQ 1(BX), R10
-	CMPQ R10, CX
-	JGE gatherF64x16_one
-	MOVL (SI)(BX*4), AX
+gatherF64x16_ahead:
+	LEAQ 20(BX), R13
+	CMPQ R13, CX
+	JGT gatherF64x16_four
+	LEAQ 4(BX), R13
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*8)
+	VMOVUPD (DX)(BX*8), Y12
+	MOVL 64(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x16_bad
+	JA gatherF64x16_stop0
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
-	INCQ BX
-	MOVL (SI)(BX*4), AX
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 68(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x16_bad
+	JA gatherF64x16_stop1
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X13
-	VBROADCASTSD X13, Y13
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
@@ -2156,38 +5488,141 @@ gatherF64x16_pair:
 	VFMADD231PD Y9, Y13, Y5
 	VFMADD231PD Y10, Y13, Y6
 	VFMADD231PD Y11, Y13, Y7
-	INCQ BX
-	JMP gatherF64x16_pair
-gatherF64x16_one:
-	CMPQ BX, CX
-	JGE gatherF64x16_done
-	MOVL (SI)(BX*4), AX
+	MOVL 72(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
 	CMPL AX, R9
-	JA gatherF64x16_bad
+	JA gatherF64x16_stop2
 	IMULQ R11, AX
-	VMOVSD (DX)(BX*8), X12
-	VBROADCASTSD X12, Y12
 	VCVTPS2PD 0(DI)(AX*1), Y8
 	VCVTPS2PD 16(DI)(AX*1), Y9
 	VCVTPS2PD 32(DI)(AX*1), Y10
 	VCVTPS2PD 48(DI)(AX*1), Y11
-	VFMADD231PD Y8, Y12, Y0
-	VFMADD231PD Y9, Y12, Y1
-	VFMADD231PD Y10, Y12, Y2
-	VFMADD231PD Y11, Y12, Y3
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	MOVL 76(SI)(BX*4), R10
+	IMULQ R11, R10
+	PREFETCHT0 (DI)(R10*1)
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherF64x16_ahead
+gatherF64x16_four:
+	LEAQ 4(BX), R13
+	CMPQ R13, CX
+	JGT gatherF64x16_one
+	PREFETCHT0 512(SI)(BX*4)
+	PREFETCHT0 1024(DX)(BX*8)
+	VMOVUPD (DX)(BX*8), Y12
+	VPERMPD $0x0, Y12, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x16_stop0
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0x55, Y12, Y13
+	MOVL 4(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x16_stop1
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	VPERMPD $0xaa, Y12, Y13
+	MOVL 8(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x16_stop2
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	VPERMPD $0xff, Y12, Y13
+	MOVL 12(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x16_stop3
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y4
+	VFMADD231PD Y9, Y13, Y5
+	VFMADD231PD Y10, Y13, Y6
+	VFMADD231PD Y11, Y13, Y7
+	MOVQ R13, BX
+	JMP gatherF64x16_four
+gatherF64x16_stop3:
+	INCQ BX
+gatherF64x16_stop2:
+	INCQ BX
+gatherF64x16_stop1:
+	INCQ BX
+gatherF64x16_stop0:
+	JMP gatherF64x16_done
+gatherF64x16_one:
+	CMPQ BX, CX
+	JGE gatherF64x16_done
+	VMOVSD (DX)(BX*8), X13
+	VBROADCASTSD X13, Y13
+	MOVL 0(SI)(BX*4), AX
+	CMPL AX, R9
+	JA gatherF64x16_done
+	IMULQ R11, AX
+	VCVTPS2PD 0(DI)(AX*1), Y8
+	VCVTPS2PD 16(DI)(AX*1), Y9
+	VCVTPS2PD 32(DI)(AX*1), Y10
+	VCVTPS2PD 48(DI)(AX*1), Y11
+	VFMADD231PD Y8, Y13, Y0
+	VFMADD231PD Y9, Y13, Y1
+	VFMADD231PD Y10, Y13, Y2
+	VFMADD231PD Y11, Y13, Y3
+	INCQ BX
+	JMP gatherF64x16_one
 gatherF64x16_done:
 	VADDPD Y4, Y0, Y0
+	VADDPD 0(R8), Y0, Y0
 	VMOVUPD Y0, 0(R8)
 	VADDPD Y5, Y1, Y1
+	VADDPD 32(R8), Y1, Y1
 	VMOVUPD Y1, 32(R8)
 	VADDPD Y6, Y2, Y2
+	VADDPD 64(R8), Y2, Y2
 	VMOVUPD Y2, 64(R8)
 	VADDPD Y7, Y3, Y3
+	VADDPD 96(R8), Y3, Y3
 	VMOVUPD Y3, 96(R8)
-	MOVQ $-1, bad+56(FP)
-	VZEROUPPER
-	RET
-gatherF64x16_bad:
-	MOVQ BX, bad+56(FP)
+	MOVQ BX, k+56(FP)
 	VZEROUPPER
 	RET

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/affinity"
 	"github.com/stemdot/stemdot/dataset"
@@ -23,8 +26,8 @@ const gatherBenchFrames = 8192
 // BenchmarkGatherTargets measures issue #19.3's targets for the gather kernel on
 // gatherBenchFrames uint16 frames of 256×256 with 1% of the pixels hit (655 events per frame,
 // at distinct random pixels in pixel order, values 1-20), held in memory in CSR form (indptr int,
-// indices int32, data uint16: 6 bytes per event), on 1 and 2 pinned CPU workers, with 1
-// and 16 dense masks and 16 concentric rings 4 px wide (a sparse stack: the gather's
+// indices int32, data uint16: 6 bytes per event), on 1 and 2 pinned CPU workers, with 1,
+// 4 and 16 dense masks and 16 concentric rings 4 px wide (a sparse stack: the gather's
 // pixel-major CSR layout). Each iteration times, one after the other on the same workers:
 //
 //   - floor: a plain sweep over the sparse bytes (each worker sums the indptr, indices
@@ -35,7 +38,9 @@ const gatherBenchFrames = 8192
 //     frames viewed in place).
 //
 // and reports each one's throughput in GB/s of sparse bytes, and the ratios
-// gather/floor (target ≥ 0.8) and gather/dense (target ≥ 10).
+// gather/floor (target ≥ 0.8) and gather/dense (target ≥ 10), of wall time and (-cpu)
+// of the process's CPU time (getrusage), which time slices lost to other processes on a
+// shared machine do not inflate.
 func BenchmarkGatherTargets(b *testing.B) {
 	const sig = 256
 	pixels := sig * sig
@@ -59,23 +64,26 @@ func BenchmarkGatherTargets(b *testing.B) {
 		for _, c := range []struct {
 			name  string
 			stack *masks.Stack
-		}{{"1", randomStack(rng, 1, [2]int{sig, sig})}, {"16", randomStack(rng, 16, [2]int{sig, sig})}, {"16rings", rings(16, sig)}} {
+		}{{"1", randomStack(rng, 1, [2]int{sig, sig})}, {"4", randomStack(rng, 4, [2]int{sig, sig})}, {"16", randomStack(rng, 16, [2]int{sig, sig})}, {"16rings", rings(16, sig)}} {
 			stack := c.stack
 			b.Run(fmt.Sprintf("workers=%d/masks=%s", workers, c.name), func(b *testing.B) {
 				plan := evenPlan(cpus[:workers], workers, gatherBenchFrames, 4*workers)
-				var floor, gather, dense time.Duration
+				var floor, gather, dense, floorCPU, gatherCPU, denseCPU time.Duration
 				for b.Loop() {
+					c0 := processCPU(b)
 					floor += sweep(b, &sf, cpus[:workers])
+					floorCPU += processCPU(b) - c0
 					for _, c := range []struct {
-						ds dataset.Dataset
-						d  *time.Duration
-					}{{sp, &gather}, {dn, &dense}} {
-						t0 := time.Now()
+						ds     dataset.Dataset
+						d, cpu *time.Duration
+					}{{sp, &gather, &gatherCPU}, {dn, &dense, &denseCPU}} {
+						t0, c0 := time.Now(), processCPU(b)
 						res, err := ApplyMasks(context.Background(), c.ds, stack, plan, Options{})
 						if err != nil {
 							b.Fatal(err)
 						}
 						*c.d += time.Since(t0)
+						*c.cpu += processCPU(b) - c0
 						if c.ds == sp && !res.Stats.Gather {
 							b.Fatal("the sparse run did not gather")
 						}
@@ -87,6 +95,8 @@ func BenchmarkGatherTargets(b *testing.B) {
 				b.ReportMetric(gbs(dense), "dense-GB/s")
 				b.ReportMetric(floor.Seconds()/gather.Seconds(), "gather/floor")
 				b.ReportMetric(dense.Seconds()/gather.Seconds(), "gather/dense")
+				b.ReportMetric(floorCPU.Seconds()/gatherCPU.Seconds(), "gather/floor-cpu")
+				b.ReportMetric(denseCPU.Seconds()/gatherCPU.Seconds(), "gather/dense-cpu")
 			})
 		}
 	}
@@ -162,6 +172,76 @@ func BenchmarkGatherLarge(b *testing.B) {
 				b.ReportMetric(floor.Seconds()/gather.Seconds(), "gather/floor")
 			})
 		}
+	}
+}
+
+// processCPU returns the CPU time (user and system) this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkGatherKernel times the gather kernel alone (eventGather.apply over tiles of
+// 64 of BenchmarkGatherTargets' frames, no ApplyMasks) against the floor's sweep loop
+// over the same events, alternating within each iteration on one locked thread, in
+// thread CPU time per event (clock_gettime CLOCK_THREAD_CPUTIME_ID: the time slices
+// that other processes of a shared machine take are not counted), with 1, 4 and 16
+// dense masks.
+func BenchmarkGatherKernel(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	const sig, tile = 256, 64
+	rng := rand.New(rand.NewPCG(1, 1))
+	sf := hitFrames(rng, gatherBenchFrames, sig*sig, nil)
+	val := asNative[uint16](sf.Data)
+	cpu := func() time.Duration {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ts.Nano())
+	}
+	for _, n := range []int{1, 4, 16} {
+		g := newEventGather[uint16](newGatherMasks[float32](&Job{Masks: randomStack(rng, n, [2]int{sig, sig}), NMasks: n}, false), false)
+		b.Run(fmt.Sprintf("masks=%d", n), func(b *testing.B) {
+			acc := make([]float64, tile*n)
+			var view dataset.SparseFrames
+			var floor, gather time.Duration
+			var sum uint64
+			for b.Loop() {
+				t0 := cpu()
+				var s0, s1 uint64
+				idx, data := sf.Indices, val[:len(sf.Indices)]
+				for k := 0; k+2 <= len(idx); k += 2 {
+					s0 += uint64(idx[k]) + uint64(data[k])
+					s1 += uint64(idx[k+1]) + uint64(data[k+1])
+				}
+				sum += s0 + s1
+				t1 := cpu()
+				for f0 := 0; f0 < gatherBenchFrames; f0 += tile {
+					a, e := sf.Indptr[f0], sf.Indptr[f0+tile]
+					view.Indptr = view.Indptr[:0]
+					for _, p := range sf.Indptr[f0 : f0+tile+1] {
+						view.Indptr = append(view.Indptr, p-a)
+					}
+					view.Indices, view.Data = sf.Indices[a:e], sf.Data[2*a:2*e]
+					if err := g.apply(&view, acc); err != nil {
+						b.Fatal(err)
+					}
+				}
+				floor, gather = floor+t1-t0, gather+cpu()-t1
+			}
+			if sum == 0 {
+				b.Fatal("empty sweep")
+			}
+			events := float64(len(sf.Indices)) * float64(b.N)
+			b.ReportMetric(float64(floor.Nanoseconds())/events, "floor-ns/event")
+			b.ReportMetric(float64(gather.Nanoseconds())/events, "gather-ns/event")
+			b.ReportMetric(floor.Seconds()/gather.Seconds(), "gather/floor")
+		})
 	}
 }
 

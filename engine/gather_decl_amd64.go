@@ -3,129 +3,153 @@
 package engine
 
 //go:noescape
-func gatherU8x2(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU8x1(idx *int32, v *uint8, n int, w *float32, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI8x2(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI8x1(idx *int32, v *int8, n int, w *float32, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU16x2(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU16x1(idx *int32, v *uint16, n int, w *float32, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI16x2(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI16x1(idx *int32, v *int16, n int, w *float32, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU32x2(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU32x1(idx *int32, v *uint32, n int, w *float32, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI32x2(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI32x1(idx *int32, v *int32, n int, w *float32, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF32x2(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherF32x1(idx *int32, v *float32, n int, w *float32, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF64x2(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherF64x1(idx *int32, v *float64, n int, w *float32, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU8x4(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU8x2(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI8x4(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI8x2(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU16x4(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU16x2(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI16x4(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI16x2(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU32x4(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU32x2(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI32x4(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI32x2(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF32x4(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherF32x2(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF64x4(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherF64x2(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU8x8(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU8x4(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI8x8(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI8x4(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU16x8(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU16x4(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI16x8(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI16x4(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU32x8(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU32x4(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI32x8(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI32x4(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF32x8(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherF32x4(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF64x8(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherF64x4(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU8x16(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU8x8(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI8x16(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI8x8(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU16x16(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU16x8(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI16x16(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI16x8(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherU32x16(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherU32x8(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherI32x16(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherI32x8(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF32x16(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherF32x8(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
 //go:noescape
-func gatherF64x16(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+func gatherF64x8(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
 
-// gatherRowKernels returns the row kernels of native dtype N for 2, 4, 8 and 16 masks,
-// or none (nil functions) on a CPU without AVX2 and FMA (haveAVX2FMA; GODEBUG=cpu.avx2=off).
-func gatherRowKernels[N native]() [4]rowGather[N] {
-	var r [4]rowGather[N]
+//go:noescape
+func gatherU8x16(idx *int32, v *uint8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
+
+//go:noescape
+func gatherI8x16(idx *int32, v *int8, n int, w *float32, ldw int, last uint32, out *float64) (k int)
+
+//go:noescape
+func gatherU16x16(idx *int32, v *uint16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
+
+//go:noescape
+func gatherI16x16(idx *int32, v *int16, n int, w *float32, ldw int, last uint32, out *float64) (k int)
+
+//go:noescape
+func gatherU32x16(idx *int32, v *uint32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
+
+//go:noescape
+func gatherI32x16(idx *int32, v *int32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
+
+//go:noescape
+func gatherF32x16(idx *int32, v *float32, n int, w *float32, ldw int, last uint32, out *float64) (k int)
+
+//go:noescape
+func gatherF64x16(idx *int32, v *float64, n int, w *float32, ldw int, last uint32, out *float64) (k int)
+
+// gatherAsmKernels returns the one-mask kernel and the row kernels of native dtype N for
+// 2, 4, 8 and 16 masks, or none (nil functions) on a CPU without AVX2 and FMA
+// (haveAVX2FMA; GODEBUG=cpu.avx2=off).
+func gatherAsmKernels[N native]() (one oneGather[N], rows [4]rowGather[N]) {
 	if !haveAVX2FMA {
-		return r
+		return nil, rows
 	}
-	var k [4]any
+	var k [5]any
 	switch any(*new(N)).(type) {
 	case uint8:
-		k = [4]any{gatherU8x2, gatherU8x4, gatherU8x8, gatherU8x16}
+		k = [5]any{gatherU8x1, gatherU8x2, gatherU8x4, gatherU8x8, gatherU8x16}
 	case int8:
-		k = [4]any{gatherI8x2, gatherI8x4, gatherI8x8, gatherI8x16}
+		k = [5]any{gatherI8x1, gatherI8x2, gatherI8x4, gatherI8x8, gatherI8x16}
 	case uint16:
-		k = [4]any{gatherU16x2, gatherU16x4, gatherU16x8, gatherU16x16}
+		k = [5]any{gatherU16x1, gatherU16x2, gatherU16x4, gatherU16x8, gatherU16x16}
 	case int16:
-		k = [4]any{gatherI16x2, gatherI16x4, gatherI16x8, gatherI16x16}
+		k = [5]any{gatherI16x1, gatherI16x2, gatherI16x4, gatherI16x8, gatherI16x16}
 	case uint32:
-		k = [4]any{gatherU32x2, gatherU32x4, gatherU32x8, gatherU32x16}
+		k = [5]any{gatherU32x1, gatherU32x2, gatherU32x4, gatherU32x8, gatherU32x16}
 	case int32:
-		k = [4]any{gatherI32x2, gatherI32x4, gatherI32x8, gatherI32x16}
+		k = [5]any{gatherI32x1, gatherI32x2, gatherI32x4, gatherI32x8, gatherI32x16}
 	case float32:
-		k = [4]any{gatherF32x2, gatherF32x4, gatherF32x8, gatherF32x16}
+		k = [5]any{gatherF32x1, gatherF32x2, gatherF32x4, gatherF32x8, gatherF32x16}
 	case float64:
-		k = [4]any{gatherF64x2, gatherF64x4, gatherF64x8, gatherF64x16}
+		k = [5]any{gatherF64x1, gatherF64x2, gatherF64x4, gatherF64x8, gatherF64x16}
 	}
-	for i := range k {
-		r[i] = k[i].(func(*int32, *N, int, *float32, int, uint32, *float64) int)
+	for i := range rows {
+		rows[i] = k[i+1].(func(*int32, *N, int, *float32, int, uint32, *float64) int)
 	}
-	return r
+	return k[0].(func(*int32, *N, int, *float32, uint32, *float64) int), rows
 }

@@ -2,6 +2,6 @@
 
 package engine
 
-// gatherRowKernels returns no kernels (nil functions): the gather's row kernels exist only in amd64
-// assembly (gather_amd64.s), so every gather takes the pure-Go path.
-func gatherRowKernels[N native]() [4]rowGather[N] { return [4]rowGather[N]{} }
+// gatherAsmKernels returns no kernels (nil functions): the gather's assembly kernels
+// exist only for amd64 (gather_amd64.s), so every gather takes the pure-Go path.
+func gatherAsmKernels[N native]() (oneGather[N], [4]rowGather[N]) { return nil, [4]rowGather[N]{} }

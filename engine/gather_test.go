@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -319,6 +320,70 @@ func TestGatherBadEvent(t *testing.T) {
 					}
 					assert.Contains(t, err.Error(), fmt.Sprintf("event %d of frame 1 is at pixel %s, outside the frame of 64 pixels", bad, at))
 				}
+			}
+		}
+	}
+}
+
+// TestGatherKernelsDTypes: the gather kernels (assembly where the CPU has them, else
+// pure Go) equal a float64 reference for every dtype at its extreme values (uint32
+// above 2^31, int32 and int8 minima, large floats), for 0 to 40 events per frame with
+// duplicates (the assembly kernels' steps, the prefetching ones and their tails) and
+// 1 to 19 masks; an event outside the frame at any position of 9 to 20 events is the
+// errs.Format error naming it.
+func TestGatherKernelsDTypes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	testGatherKernel(t, rng, []uint8{0, 1, 200, 255})
+	testGatherKernel(t, rng, []int8{-128, -1, 0, 127})
+	testGatherKernel(t, rng, []uint16{0, 3, 40000, 65535})
+	testGatherKernel(t, rng, []int16{-32768, -7, 0, 32767})
+	testGatherKernel(t, rng, []uint32{0, 9, 1<<31 + 5, math.MaxUint32})
+	testGatherKernel(t, rng, []int32{math.MinInt32, -3, 0, math.MaxInt32})
+	testGatherKernel(t, rng, []float32{-3e38, -0.5, 0, 1e-30, 2.5e38})
+	testGatherKernel(t, rng, []float64{-1e300, -0.25, 0, 1e-300, 3e299})
+}
+
+func testGatherKernel[N native](t *testing.T, rng *rand.Rand, values []N) {
+	const pixels = 64
+	for _, nMasks := range []int{1, 2, 3, 5, 8, 16, 19} {
+		name := fmt.Sprintf("%T/masks%d", values[0], nMasks)
+		stack := randomStack(rng, nMasks, [2]int{8, 8})
+		job := &Job{Masks: stack, NMasks: nMasks}
+		g := newEventGather[N](newGatherMasks[float32](job, false), false)
+		require.Equal(t, haveAVX2FMA, g.one != nil, name)
+		sf := dataset.SparseFrames{Indptr: []int{0}}
+		var v []N
+		for f := range 41 {
+			for range f {
+				sf.Indices = append(sf.Indices, int32(rng.IntN(pixels)))
+				v = append(v, values[rng.IntN(len(values))])
+			}
+			sf.Indptr = append(sf.Indptr, len(sf.Indices))
+		}
+		sf.Data = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*int(unsafe.Sizeof(v[0])))
+		var want, mag []float64
+		for f := range sf.Frames() {
+			for m := range nMasks {
+				var s, a float64
+				for k := sf.Indptr[f]; k < sf.Indptr[f+1]; k++ {
+					x := float64(v[k]) * float64(stack.Data[m*pixels+int(sf.Indices[k])])
+					s, a = s+x, a+math.Abs(x)
+				}
+				want, mag = append(want, s), append(mag, a)
+			}
+		}
+		got := make([]float64, len(want))
+		require.NoError(t, g.apply(&sf, got), name)
+		requireClose(t, got, want, mag, 1e-14)
+
+		for _, n := range []int{9, 16, 20, 40} {
+			for bad := range n {
+				bf := dataset.SparseFrames{Indptr: []int{0, n}, Indices: append([]int32(nil), sf.Indices[:n]...), Data: sf.Data}
+				bf.Indices[bad] = pixels + int32(bad)
+				err := g.apply(&bf, make([]float64, nMasks))
+				require.Error(t, err, "%s, event %d of %d", name, bad, n)
+				assert.Equal(t, errs.Format, errs.KindOf(err))
+				assert.Contains(t, err.Error(), fmt.Sprintf("event %d of frame 0 is at pixel %d,", bad, pixels+bad))
 			}
 		}
 	}

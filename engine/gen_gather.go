@@ -1,8 +1,8 @@
 //go:build ignore
 
-// gen_gather writes gather_amd64.s and gather_decl_amd64.go: the AVX2+FMA row kernels of the gather (gather.go)
-// for 2, 4, 8 and 16 masks and frames of every native dtype. Run it with
-// `go generate ./engine` after changing it.
+// gen_gather writes gather_amd64.s and gather_decl_amd64.go: the AVX2+FMA kernels of the
+// gather (gather.go) for 1 mask and the row kernels for 2, 4, 8 and 16 masks, for frames
+// of every native dtype. Run it with `go generate ./engine` after changing it.
 package main
 
 import (
@@ -13,21 +13,25 @@ import (
 	"os"
 )
 
-// dtypes are the native dtypes: name, element size, and the instructions that load
-// value BX into the low double of X<r> (R10 a scratch register).
+// dtypes are the native dtypes: name, element size, the instructions that load the value
+// at %[2]s (an address) into the low double of X%[1]d (R10 a scratch register), and
+// those that load the 4 values there into Y%[1]d as doubles (uint32: Y14 holds 2^52 in
+// each lane). The scalar conversions take their upper lanes from X15, which no loop
+// writes: merging into the target itself would chain each event's conversion to the
+// previous one's.
 var dtypes = []struct {
-	name string
-	size int
-	load string
+	name        string
+	size        int
+	load, load4 string
 }{
-	{"U8", 1, "MOVBLZX (DX)(BX*1), R10; VCVTSI2SDL R10, X%[1]d, X%[1]d"},
-	{"I8", 1, "MOVBLSX (DX)(BX*1), R10; VCVTSI2SDL R10, X%[1]d, X%[1]d"},
-	{"U16", 2, "MOVWLZX (DX)(BX*2), R10; VCVTSI2SDL R10, X%[1]d, X%[1]d"},
-	{"I16", 2, "MOVWLSX (DX)(BX*2), R10; VCVTSI2SDL R10, X%[1]d, X%[1]d"},
-	{"U32", 4, "MOVL (DX)(BX*4), R10; VCVTSI2SDQ R10, X%[1]d, X%[1]d"},
-	{"I32", 4, "MOVL (DX)(BX*4), R10; VCVTSI2SDL R10, X%[1]d, X%[1]d"},
-	{"F32", 4, "VCVTSS2SD (DX)(BX*4), X%[1]d, X%[1]d"},
-	{"F64", 8, "VMOVSD (DX)(BX*8), X%[1]d"},
+	{"U8", 1, "MOVBLZX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d", "VPMOVZXBD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d"},
+	{"I8", 1, "MOVBLSX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d", "VPMOVSXBD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d"},
+	{"U16", 2, "MOVWLZX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d", "VPMOVZXWD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d"},
+	{"I16", 2, "MOVWLSX %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d", "VPMOVSXWD %[2]s, X%[1]d; VCVTDQ2PD X%[1]d, Y%[1]d"},
+	{"U32", 4, "MOVL %[2]s, R10; VCVTSI2SDQ R10, X15, X%[1]d", "VPMOVZXDQ %[2]s, Y%[1]d; VPOR Y14, Y%[1]d, Y%[1]d; VSUBPD Y14, Y%[1]d, Y%[1]d"},
+	{"I32", 4, "MOVL %[2]s, R10; VCVTSI2SDL R10, X15, X%[1]d", "VCVTDQ2PD %[2]s, Y%[1]d"},
+	{"F32", 4, "VCVTSS2SD %[2]s, X15, X%[1]d", "VCVTPS2PD %[2]s, Y%[1]d"},
+	{"F64", 8, "VMOVSD %[2]s, X%[1]d", "VMOVUPD %[2]s, Y%[1]d"},
 }
 
 func main() {
@@ -36,23 +40,38 @@ func main() {
 
 #include "textflag.h"
 
-// AVX2+FMA row kernels of the gather (gather.go, gatherRowsAsm). Every function
+// AVX2+FMA kernels of the gather (gather.go). The one-mask kernels
 //
-//	func gather<T>x<M>(idx *int32, v *T, n int, w *float32, ldw int, last uint32, out *float64) (bad int)
+//	func gather<T>x1(idx *int32, v *T, n int, w *float32, last uint32, out *float64) (k int)
 //
-// sets out[m] = Σ_{k<n} float64(v[k])·float64(w[idx[k]·ldw+m]) for its M masks (m < M;
-// M = 2, 4, 8 or 16), in float64: per event, the M float32 weights of its row are
-// loaded (contiguous, no gather instruction) and converted to float64, and multiplied
-// by the event's value into M/4 vector sums (M = 2: one 2-lane sum), one set for even
-// and one for odd events, added at the end. It returns -1, or the first event k whose
-// idx[k] (as uint32) exceeds last, the table's last row, before reading its row (out is
-// then unspecified). Registers: SI idx, DX v, CX n, DI w, R11 ldw in bytes, R9 last, R8
-// out, BX the event k, AX its row's offset; sums Y0-Y3 (even events) and Y4-Y7 (odd),
-// weights Y8-Y11, values X12 (even) and X13 (odd).
+// add Σ_{j<k} float64(v[j])·float64(w[idx[j]]) to out[0], 8 events per step: per 4
+// events, one vector of their weights (loaded one by one) and one of their values,
+// converted to float64 and multiplied into a 4-lane sum. The row kernels of M = 2, 4,
+// 8 or 16 masks
+//
+//	func gather<T>x<M>(idx *int32, v *T, n int, w *float32, ldw int, last uint32, out *float64) (k int)
+//
+// add Σ_{j<k} float64(v[j])·float64(w[idx[j]·ldw+m]) to out[m] for m < M, 4
+// events per step: their values converted together, each broadcast from its lane; per
+// event, the M float32 weights of its row loaded (contiguous, no gather instruction),
+// converted to float64 and multiplied by the value into M/4 vector sums (M = 2: one
+// 2-lane sum), one set for even and one for odd events; the row of the event 16
+// further on is prefetched (PREFETCHT0), and so are the indices and values ahead. Both
+// stop at the first event j whose idx[j] (as uint32) exceeds last, the table's last
+// row (an event outside the frame), before reading its row, and return k, that event
+// or n. Sums in float64; scalar conversions take their upper lanes from X15 (zeroed),
+// which no loop writes; uint32 values convert as (2^52 | v) - 2^52 (Y14). Registers:
+// SI idx, DX v, CX n, DI w, R11 ldw in bytes, R9 last, R8 out, BX the event, R13 the
+// next step's, AX its row's offset, R10 scratch; x1: sums Y0-Y1 (X2 for the last
+// events), values X4/Y9, weights X8/Y8; rows: sums Y0-Y3 (even events) and Y4-Y7
+// (odd), weights Y8-Y11, values Y12, the event's value Y13.
 `)
+	for _, d := range dtypes {
+		kernel1(&b, d.name, d.size, d.load, d.load4)
+	}
 	for _, m := range []int{2, 4, 8, 16} {
 		for _, d := range dtypes {
-			kernel(&b, d.name, d.load, m)
+			kernel(&b, d.name, d.size, d.load, d.load4, m)
 		}
 	}
 	if err := os.WriteFile("gather_amd64.s", b.Bytes(), 0o644); err != nil {
@@ -60,18 +79,23 @@ func main() {
 	}
 	var g bytes.Buffer
 	g.WriteString("// Code generated by gen_gather.go; DO NOT EDIT.\n\npackage engine\n\n")
+	for _, d := range dtypes {
+		fmt.Fprintf(&g, "//go:noescape\nfunc gather%sx1(idx *int32, v *%s, n int, w *float32, last uint32, out *float64) (k int)\n\n", d.name, goType(d.name))
+	}
 	for _, m := range []int{2, 4, 8, 16} {
 		for _, d := range dtypes {
-			fmt.Fprintf(&g, "//go:noescape\nfunc gather%sx%d(idx *int32, v *%s, n int, w *float32, ldw int, last uint32, out *float64) (bad int)\n\n", d.name, m, goType(d.name))
+			fmt.Fprintf(&g, "//go:noescape\nfunc gather%sx%d(idx *int32, v *%s, n int, w *float32, ldw int, last uint32, out *float64) (k int)\n\n", d.name, m, goType(d.name))
 		}
 	}
-	g.WriteString("// gatherRowKernels returns the row kernels of native dtype N for 2, 4, 8 and 16 masks,\n")
-	g.WriteString("// or none (nil functions) on a CPU without AVX2 and FMA (haveAVX2FMA; GODEBUG=cpu.avx2=off).\n")
-	g.WriteString("func gatherRowKernels[N native]() [4]rowGather[N] {\n\tvar r [4]rowGather[N]\n\tif !haveAVX2FMA {\n\t\treturn r\n\t}\n\tvar k [4]any\n\tswitch any(*new(N)).(type) {\n")
+	g.WriteString("// gatherAsmKernels returns the one-mask kernel and the row kernels of native dtype N for\n")
+	g.WriteString("// 2, 4, 8 and 16 masks, or none (nil functions) on a CPU without AVX2 and FMA\n")
+	g.WriteString("// (haveAVX2FMA; GODEBUG=cpu.avx2=off).\n")
+	g.WriteString("func gatherAsmKernels[N native]() (one oneGather[N], rows [4]rowGather[N]) {\n\tif !haveAVX2FMA {\n\t\treturn nil, rows\n\t}\n\tvar k [5]any\n\tswitch any(*new(N)).(type) {\n")
 	for _, d := range dtypes {
-		fmt.Fprintf(&g, "\tcase %s:\n\t\tk = [4]any{gather%[2]sx2, gather%[2]sx4, gather%[2]sx8, gather%[2]sx16}\n", goType(d.name), d.name)
+		fmt.Fprintf(&g, "\tcase %s:\n\t\tk = [5]any{gather%[2]sx1, gather%[2]sx2, gather%[2]sx4, gather%[2]sx8, gather%[2]sx16}\n", goType(d.name), d.name)
 	}
-	g.WriteString("\t}\n\tfor i := range k {\n\t\tr[i] = k[i].(func(*int32, *N, int, *float32, int, uint32, *float64) int)\n\t}\n\treturn r\n}\n")
+	g.WriteString("\t}\n\tfor i := range rows {\n\t\trows[i] = k[i+1].(func(*int32, *N, int, *float32, int, uint32, *float64) int)\n\t}\n")
+	g.WriteString("\treturn k[0].(func(*int32, *N, int, *float32, uint32, *float64) int), rows\n}\n")
 	src, err := format.Source(g.Bytes())
 	if err != nil {
 		log.Fatal(err)
@@ -81,14 +105,97 @@ func main() {
 	}
 }
 
-func kernel(b *bytes.Buffer, name, load string, m int) {
+// kernel1 writes the one-mask kernel of a dtype (name, element size, scalar value
+// load, vector load of 4 values): 8 events per step, each 4 of them one vector of
+// weights (loaded one by one into a float32 vector, converted to float64) and one of
+// values (converted together), multiplied into a 4-lane sum per half step; the events
+// from a step that meets an event outside [0, last] go one by one (scalar), which
+// stops there.
+func kernel1(b *bytes.Buffer, name string, size int, load, load4 string) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
+	fn := fmt.Sprintf("gather%sx1", name)
+	fmt.Fprintf(b, "\n// func %s(idx *int32, v *%s, n int, w *float32, last uint32, out *float64) (k int)\n", fn, goType(name))
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-56\n", fn)
+	p("MOVQ idx+0(FP), SI")
+	p("MOVQ v+8(FP), DX")
+	p("MOVQ n+16(FP), CX")
+	p("MOVQ w+24(FP), DI")
+	p("MOVL last+32(FP), R9")
+	p("MOVQ out+40(FP), R8")
+	p("VXORPD X15, X15, X15")
+	p("VXORPD Y0, Y0, Y0")
+	p("VXORPD Y1, Y1, Y1")
+	p("VXORPD X2, X2, X2")
+	if name == "U32" {
+		p("MOVQ $0x4330000000000000, R10") // 2^52: its bits OR a uint32 are 2^52 + the value
+		p("VMOVQ R10, X14")
+		p("VPBROADCASTQ X14, Y14")
+	}
+	p("XORQ BX, BX")
+	fmt.Fprintf(b, "%s_eight:\n", fn)
+	p("LEAQ 8(BX), R13")
+	p("CMPQ R13, CX")
+	fmt.Fprintf(b, "\tJGT %s_one\n", fn)
+	p("PREFETCHT0 1024(SI)(BX*4)")
+	p("PREFETCHT0 %d(DX)(BX*%d)", 256*size, size)
+	for h := range 2 {
+		for j := range 4 {
+			e := 4*h + j
+			p("MOVL %d(SI)(BX*4), AX", 4*e)
+			p("CMPL AX, R9")
+			p("JA %s_half%d", fn, h)
+			if j == 0 {
+				p("VMOVSS (DI)(AX*4), X8")
+			} else {
+				p("VINSERTPS $%#x, (DI)(AX*4), X8, X8", j<<4)
+			}
+		}
+		p("VCVTPS2PD X8, Y8")
+		p(load4, 9, fmt.Sprintf("%d(DX)(BX*%d)", 4*h*size, size))
+		p("VFMADD231PD Y8, Y9, Y%d", h)
+	}
+	p("MOVQ R13, BX")
+	fmt.Fprintf(b, "\tJMP %s_eight\n", fn)
+	fmt.Fprintf(b, "%s_half1:\n", fn)
+	p("ADDQ $4, BX")
+	fmt.Fprintf(b, "%s_half0:\n", fn)
+	fmt.Fprintf(b, "%s_one:\n", fn)
+	p("CMPQ BX, CX")
+	fmt.Fprintf(b, "\tJGE %s_done\n", fn)
+	p("MOVL (SI)(BX*4), AX")
+	p("CMPL AX, R9")
+	fmt.Fprintf(b, "\tJA %s_done\n", fn)
+	p(load, 4, fmt.Sprintf("(DX)(BX*%d)", size))
+	p("VCVTSS2SD (DI)(AX*4), X15, X8")
+	p("VFMADD231SD X8, X4, X2")
+	p("INCQ BX")
+	fmt.Fprintf(b, "\tJMP %s_one\n", fn)
+	fmt.Fprintf(b, "%s_done:\n", fn)
+	p("VADDPD Y1, Y0, Y0")
+	p("VEXTRACTF128 $1, Y0, X1")
+	p("VADDPD X1, X0, X0")
+	p("VUNPCKHPD X0, X0, X1")
+	p("VADDSD X1, X0, X0")
+	p("VADDSD X2, X0, X0")
+	p("VADDSD (R8), X0, X0")
+	p("VMOVSD X0, (R8)")
+	p("MOVQ BX, k+48(FP)")
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// kernel writes the row kernel of m masks of a dtype (name, element size, scalar value
+// load, vector load of 4 values): 4 events per step, their values loaded and converted
+// together and each broadcast from its lane (VPERMPD), even and odd events into their
+// own sums; the last 1-3 events one by one.
+func kernel(b *bytes.Buffer, name string, size int, load, load4 string, m int) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
 	vecs, reg := m/4, "Y"
 	if m == 2 {
 		vecs, reg = 1, "X"
 	}
 	fn := fmt.Sprintf("gather%sx%d", name, m)
-	fmt.Fprintf(b, "\n// func %s(idx *int32, v *%s, n int, w *float32, ldw int, last uint32, out *float64) (bad int)\n", fn, goType(name))
+	fmt.Fprintf(b, "\n// func %s(idx *int32, v *%s, n int, w *float32, ldw int, last uint32, out *float64) (k int)\n", fn, goType(name))
 	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-64\n", fn)
 	p("MOVQ idx+0(FP), SI")
 	p("MOVQ v+8(FP), DX")
@@ -98,58 +205,97 @@ func kernel(b *bytes.Buffer, name, load string, m int) {
 	p("SHLQ $2, R11")
 	p("MOVL last+40(FP), R9")
 	p("MOVQ out+48(FP), R8")
+	p("VXORPD X15, X15, X15")
 	for i := range vecs {
 		p("VXORPD %s%d, %s%d, %s%d", reg, i, reg, i, reg, i)
 		p("VXORPD %s%d, %s%d, %s%d", reg, 4+i, reg, 4+i, reg, 4+i)
 	}
+	if name == "U32" {
+		p("MOVQ $0x4330000000000000, R10")
+		p("VMOVQ R10, X14")
+		p("VPBROADCASTQ X14, Y14")
+	}
 	p("XORQ BX, BX")
-	event := func(set int) {
-		x := 12 + set
-		p("MOVL (SI)(BX*4), AX")
+	// event: the row of event BX+j (AX), its value broadcast in Y13, into sum set.
+	event := func(j, set int, stop string) {
+		p("MOVL %d(SI)(BX*4), AX", 4*j)
 		p("CMPL AX, R9")
-		fmt.Fprintf(b, "\tJA %s_bad\n", fn)
+		p("JA %s", stop)
 		p("IMULQ R11, AX")
-		p(load, x)
 		if m == 2 {
-			p("VMOVDDUP X%d, X%d", x, x)
 			p("VCVTPS2PD (DI)(AX*1), X8")
-			p("VFMADD231PD X8, X%d, X%d", x, 4*set)
+			p("VFMADD231PD X8, X13, X%d", 4*set)
 			return
 		}
-		p("VBROADCASTSD X%d, Y%d", x, x)
 		for i := range vecs {
 			p("VCVTPS2PD %d(DI)(AX*1), Y%d", 16*i, 8+i)
 		}
 		for i := range vecs {
-			p("VFMADD231PD Y%d, Y%d, Y%d", 8+i, x, 4*set+i)
+			p("VFMADD231PD Y%d, Y13, Y%d", 8+i, 4*set+i)
 		}
 	}
-	fmt.Fprintf(b, "%s_pair:\n", fn)
-	p("LEAQ 1(BX), R10")
-	p("CMPQ R10, CX")
-	fmt.Fprintf(b, "\tJGE %s_one\n", fn)
-	event(0)
-	p("INCQ BX")
-	event(1)
-	p("INCQ BX")
-	fmt.Fprintf(b, "\tJMP %s_pair\n", fn)
+	// step: 4 events from BX; ahead, the rows of the events gatherAhead further on
+	// are prefetched (the loop runs while they exist).
+	step := func(label, next string, ahead bool) {
+		fmt.Fprintf(b, "%s_%s:\n", fn, label)
+		if ahead {
+			p("LEAQ %d(BX), R13", 4+gatherAhead)
+		} else {
+			p("LEAQ 4(BX), R13")
+		}
+		p("CMPQ R13, CX")
+		fmt.Fprintf(b, "\tJGT %s_%s\n", fn, next)
+		if ahead {
+			p("LEAQ 4(BX), R13")
+		}
+		p("PREFETCHT0 512(SI)(BX*4)")
+		p("PREFETCHT0 %d(DX)(BX*%d)", 128*size, size)
+		p(load4, 12, fmt.Sprintf("(DX)(BX*%d)", size))
+		for j := range 4 {
+			if ahead {
+				p("MOVL %d(SI)(BX*4), R10", 4*(j+gatherAhead))
+				p("IMULQ R11, R10")
+				p("PREFETCHT0 (DI)(R10*1)")
+			}
+			p("VPERMPD $%#x, Y12, Y13", 0x55*j)
+			event(j, j%2, fmt.Sprintf("%s_stop%d", fn, j))
+		}
+		p("MOVQ R13, BX")
+		fmt.Fprintf(b, "\tJMP %s_%s\n", fn, label)
+	}
+	step("ahead", "four", true)
+	step("four", "one", false)
+	for j := 3; j >= 1; j-- {
+		fmt.Fprintf(b, "%s_stop%d:\n", fn, j)
+		p("INCQ BX")
+	}
+	fmt.Fprintf(b, "%s_stop0:\n", fn)
+	fmt.Fprintf(b, "\tJMP %s_done\n", fn)
 	fmt.Fprintf(b, "%s_one:\n", fn)
 	p("CMPQ BX, CX")
 	fmt.Fprintf(b, "\tJGE %s_done\n", fn)
-	event(0)
+	p(load, 13, fmt.Sprintf("(DX)(BX*%d)", size))
+	if m == 2 {
+		p("VMOVDDUP X13, X13")
+	} else {
+		p("VBROADCASTSD X13, Y13")
+	}
+	event(0, 0, fn+"_done")
+	p("INCQ BX")
+	fmt.Fprintf(b, "\tJMP %s_one\n", fn)
 	fmt.Fprintf(b, "%s_done:\n", fn)
 	for i := range vecs {
 		p("VADDPD %s%d, %s%d, %s%d", reg, 4+i, reg, i, reg, i)
+		p("VADDPD %d(R8), %s%d, %s%d", 32*i, reg, i, reg, i)
 		p("VMOVUPD %s%d, %d(R8)", reg, i, 32*i)
 	}
-	p("MOVQ $-1, bad+56(FP)")
-	p("VZEROUPPER")
-	p("RET")
-	fmt.Fprintf(b, "%s_bad:\n", fn)
-	p("MOVQ BX, bad+56(FP)")
+	p("MOVQ BX, k+56(FP)")
 	p("VZEROUPPER")
 	p("RET")
 }
+
+// gatherAhead is how many events ahead the row kernels prefetch an event's row.
+const gatherAhead = 16
 
 func goType(name string) string {
 	return map[string]string{"U8": "uint8", "I8": "int8", "U16": "uint16", "I16": "int16", "U32": "uint32", "I32": "int32", "F32": "float32", "F64": "float64"}[name]

@@ -69,20 +69,26 @@ import (
 // deflate, shuffle, Fletcher-32, LZF, LZ4, bitshuffle with LZ4 or none) and whose
 // stored type is a plain integer or IEEE float is not read through libhdf5's H5Dread, which
 // decompresses inside the library's global lock, so on one core however many workers
-// read. ReadFrames instead reads the stored bytes of the chunks of the frames asked for
-// under the lock (H5Dget_chunk_storage_size and H5Dread_chunk: a lookup in the chunk
-// index and a copy of the compressed bytes each), then decodes them and turns their byte
-// order in the goroutine of the worker that asked, so that workers decode in parallel;
-// LZF, LZ4 and bitshuffle then need no plugin. (H5Dget_chunk_info_by_coord, which gives a
-// chunk's address to read it outside the lock, searches the chunks of the dataset from
-// the first in libhdf5 1.10: a whole read would cost time quadratic in the number of chunks
-// under the lock, a third of the CPU time of a bitshuffle-LZ4 scan of 64×64 frames.) Chunks
-// that a read does not use whole (a chunk of 4×4 scan positions read a scan row at a
-// time) are kept decoded for the next reads, in a cache of the size of libhdf5's chunk
-// cache. Chunks never written are read as the dataset's fill value, as libhdf5 reads
-// them (option allow_fill; storage.go refuses them otherwise). Other datasets are read
-// through libhdf5 as before.
-
+// read. At open, the dataset's chunk index is read from the file in one pass (package
+// internal/h5index: version 1 B-trees, as h5py writes by default; the single chunk,
+// fixed array, extensible array and version 2 B-tree indexes of libver v110 and SWMR
+// files): every chunk's address, stored size and filter mask. ReadFrames then reads the
+// stored bytes of the chunks of the frames asked for with positioned reads of the file
+// (pread), decodes them and turns their byte order in the goroutine of the worker that
+// asked, none of it under the lock, so that workers read and decode in parallel; LZF,
+// LZ4 and bitshuffle need no plugin. (libhdf5 1.10 gives a chunk's address only by
+// H5Dget_chunk_info_by_coord, which searches the chunks from the first: time quadratic
+// in the number of chunks; H5Dchunk_iter, which lists them in one pass, is libhdf5 1.14's.)
+// Where the index is not read (another layout, an index that h5index finds inconsistent:
+// a chunk outside the extent or beyond the file's end, stored in more than twice its
+// decoded bytes, listed twice) or disagrees with libhdf5 (its count of chunks, its first
+// chunk), the stored bytes are read under the lock instead (H5Dget_chunk_storage_size and
+// H5Dread_chunk: a lookup in the chunk index and a copy each), and decoded in the
+// workers all the same. Chunks that a read does not use whole (a chunk of 4×4 scan
+// positions read a scan row at a time) are kept decoded for the next reads, in a cache
+// of the size of libhdf5's chunk cache. Chunks never written are read as the dataset's
+// fill value, as libhdf5 reads them (option allow_fill; storage.go refuses them
+// otherwise). Other datasets are read through libhdf5 as before.
 // h5Chunks is what reading the raw chunks of the frames dataset needs.
 type h5Chunks struct {
 	grid     h5filter.Grid

@@ -20,9 +20,12 @@ func LockedNanos(d dataset.Dataset) int64 {
 var Markers = markers
 
 // ChunkTables returns the chunk table of d read from the file's chunk index (nil where
-// it is not read: the chunks are then read under the lock) and libhdf5's.
-func ChunkTables(d dataset.Dataset) (ours, lib []h5index.Chunk, err error) {
+// it is not read: the chunks are then read under the lock) and, when withLib,
+// libhdf5's.
+func ChunkTables(d dataset.Dataset, withLib bool) (ours, lib []h5index.Chunk, err error) {
 	f := d.(*h5File)
-	lib, err = f.libTable()
+	if withLib {
+		lib, err = f.libTable()
+	}
 	return f.chunks.table, lib, err
 }

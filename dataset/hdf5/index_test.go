@@ -3,6 +3,7 @@
 package hdf5_test
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,15 +14,18 @@ import (
 
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/dataset/hdf5"
+	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/testfiles"
 )
 
 // indexFiles writes, with h5py, compressed frame stacks in every chunk index that
 // libhdf5 writes, and beside each the frames as h5py reads them (host byte order):
 // version 1 B-trees (h5py's default) of one and several levels, in a file with a user
-// block; with libver v110 (layout version 4, which libhdf5 1.10 reads) a single chunk, fixed arrays (paged or not, a maximal
-// extent beyond the extent), an extensible array (one unlimited axis) and a version 2
-// B-tree (two). Some chunks are never written.
+// block; with libver v110 (layout version 4, which libhdf5 1.10 reads) a single chunk,
+// fixed arrays (paged or not, a maximal extent beyond the extent), extensible arrays
+// (one unlimited axis, the first or not; one of 140000 chunks, its last data blocks
+// paged) and version 2 B-trees (two unlimited axes; one of depth 2). Some chunks are
+// never written.
 const indexFiles = `
 import sys, os
 import numpy as np, h5py, hdf5plugin
@@ -39,7 +43,10 @@ cases = {
     "farray_paged_holes": (("v110", "v110"), (50, 50, 4, 4), (1, 1, 4, 4), None, gzip, True, 0),
     "farray_maxshape": (("v110", "v110"), (6, 5, 8, 8), (1, 2, 8, 8), (8, 9, 8, 8), gzip, True, 0),
     "earray": (("v110", "v110"), (6, 5, 8, 8), (1, 1, 8, 8), (None, 5, 8, 8), gzip, False, 0),
+    "earray_axis1_holes": (("v110", "v110"), (30, 20, 4, 4), (1, 1, 4, 4), (30, None, 4, 4), bslz4, True, 0),
+    "earray_paged_big": (("v110", "v110"), (1400, 100, 2, 2), (1, 1, 2, 2), (None, 100, 2, 2), gzip, True, 0),
     "btree2": (("v110", "v110"), (6, 5, 8, 8), (1, 1, 8, 8), (None, None, 8, 8), bslz4, False, 0),
+    "btree2_depth2_holes": (("v110", "v110"), (60, 60, 2, 2), (1, 1, 2, 2), (None, None, 2, 2), gzip, True, 0),
 }
 for name, (libver, shape, chunks, maxshape, kw, holes, ub) in cases.items():
     data = (rng.poisson(2, shape) + rng.integers(0, 3, shape) * 1000).astype("<u2")
@@ -57,15 +64,16 @@ for name, (libver, shape, chunks, maxshape, kw, holes, ub) in cases.items():
 
 // TestHDF5ChunkIndex compares the chunk table read from the file's chunk index with
 // libhdf5's (H5Dget_chunk_info, chunk by chunk) for every index libhdf5 writes, and the
-// frames read with h5py's: the indexes read (version 1 B-tree, single chunk, fixed
-// array) are read outside the lock, the others (extensible array, version 2 B-tree)
-// still through libhdf5, under the lock.
+// frames read with h5py's, read outside the lock. Not for the file of 140000 chunks (the
+// listing takes minutes) nor for the extensible array whose unlimited axis is not the
+// first: libhdf5 1.10 lists its chunks at offsets beyond the extent ((0, 20) for the
+// 21st of a row of 20), though it reads them right.
 func TestHDF5ChunkIndex(t *testing.T) {
 	dir := t.TempDir()
 	testfiles.RunPython(t, indexFiles, []string{"numpy", "h5py", "hdf5plugin"}, dir)
 	names, err := filepath.Glob(filepath.Join(dir, "*.h5"))
 	require.NoError(t, err)
-	require.Len(t, names, 9)
+	require.Len(t, names, 12)
 	for _, path := range names {
 		name := strings.TrimSuffix(filepath.Base(path), ".h5")
 		t.Run(name, func(t *testing.T) {
@@ -74,14 +82,11 @@ func TestHDF5ChunkIndex(t *testing.T) {
 			d, err := dataset.Open(path, dataset.Options{AllowFill: true})
 			require.NoError(t, err)
 			defer d.Close()
-			ours, lib, err := hdf5.ChunkTables(d)
+			ours, lib, err := hdf5.ChunkTables(d, !strings.HasSuffix(name, "_big") && !strings.Contains(name, "axis1"))
 			require.NoError(t, err)
-			indexed := name != "earray" && name != "btree2"
-			if indexed {
-				require.NotNil(t, ours, "the chunk index is read")
+			require.NotNil(t, ours, "the chunk index is read")
+			if lib != nil {
 				assert.Equal(t, lib, ours)
-			} else {
-				assert.Nil(t, ours, "the chunk index is left to libhdf5")
 			}
 			got := make([]byte, len(want))
 			fb := d.FrameBytes()
@@ -90,11 +95,37 @@ func TestHDF5ChunkIndex(t *testing.T) {
 				require.NoError(t, d.ReadFrames(start, end, got[start*fb:end*fb]))
 			}
 			assert.True(t, string(got) == string(want), "frames differ from h5py's")
-			if indexed {
-				assert.Zero(t, hdf5.LockedNanos(d), "no chunk read under the lock")
-			} else {
-				assert.Positive(t, hdf5.LockedNanos(d), "chunks read under the lock")
-			}
+			assert.Zero(t, hdf5.LockedNanos(d), "no chunk read under the lock")
 		})
 	}
+}
+
+// TestHDF5ChunkIndexNotRead reads a file whose chunk index h5index refuses (a chunk of
+// frame 1 stored, by write_direct_chunk, in more bytes than twice its decoded size):
+// the chunks are then read through libhdf5, under the lock, the other frames as h5py
+// reads them and that chunk refused as before.
+func TestHDF5ChunkIndexNotRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big_chunk.h5")
+	testfiles.RunPython(t, `
+import sys, numpy as np, h5py
+with h5py.File(sys.argv[1], "w") as f:
+    ds = f.create_dataset("data", data=np.arange(4 * 16 * 16, dtype="<u2").reshape(4, 16, 16), chunks=(1, 16, 16), compression="gzip")
+    ds.id.write_direct_chunk((1, 0, 0), bytes(6000))
+`, []string{"numpy", "h5py"}, path)
+	d, err := dataset.Open(path, dataset.Options{})
+	require.NoError(t, err)
+	defer d.Close()
+	ours, _, err := hdf5.ChunkTables(d, false)
+	require.NoError(t, err)
+	assert.Nil(t, ours, "the chunk index is not read")
+	fb := d.FrameBytes()
+	buf := make([]byte, 2*fb)
+	require.NoError(t, d.ReadFrames(2, 4, buf))
+	for i := range 2 * 16 * 16 {
+		require.Equal(t, uint16(2*16*16+i), binary.NativeEndian.Uint16(buf[2*i:]))
+	}
+	assert.Positive(t, hdf5.LockedNanos(d), "chunks read under the lock")
+	err = d.ReadFrames(0, 2, buf)
+	require.ErrorIs(t, err, errs.Format)
+	assert.ErrorContains(t, err, "the chunk at (1, 0, 0) is stored in 6000 bytes, more than twice its 512 decoded bytes: the file is corrupt")
 }

@@ -4,26 +4,32 @@
 // lock (dataset/hdf5, chunks.go).
 //
 // Source: the HDF5 File Format Specification version 3.0 (The HDF Group): the superblock
-// (II.A: versions 0-3, its size of offsets and lengths; addresses are relative to the
-// base address, the superblock's own, as libhdf5 takes it), object headers version 1 and
-// 2 ("OHDR", continuation blocks "OCHK"; IV.A), the Data Layout message (IV.A.2.i)
+// (II.A, versions 0-3: the sizes of offsets and lengths; addresses are relative to the
+// base address, the superblock's own, as libhdf5 takes it), object headers version 1
+// and 2 ("OHDR", continuation blocks "OCHK"; IV.A), the Data Layout message (IV.A.2.i)
 // version 3 (a version 1 B-tree of node type 1, III.A.1) and version 4 with the single
-// chunk and fixed array ("FAHD", "FADB", paged data blocks; VII.B) indexes. The other
-// indexes (implicit, extensible array, version 2 B-tree) are reported as ErrUnsupported.
+// chunk, fixed array ("FAHD", "FADB", paged data blocks), extensible array ("EAHD",
+// "EAIB", "EASB", "EADB"; VII) and version 2 B-tree ("BTHD", "BTIN", "BTLF"; III.B,
+// record types 10 and 11) indexes. The fixed and extensible arrays list the chunks in
+// row-major order of the chunk grid of the maximal extent, the unlimited axis first, as
+// libhdf5 (H5Dfarray.c, H5Dearray.c) does. The implicit index (chunks without filters,
+// allocated at creation) is ErrUnsupported.
 //
 // Every count and size read from the file is bounded by the file's size before anything
 // is allocated for it, and the index is checked as it is read: a chunk outside the
 // dataset's extent, at an address beyond the file's end, stored in more bytes than the
 // caller allows, or listed twice is an error, never a table entry. Checksums of the
 // index's blocks are not verified (libhdf5 verified the object header when it opened the
-// dataset; the caller compares the table with libhdf5's first chunk and chunk count).
+// dataset; dataset/hdf5 compares the table with libhdf5's count of chunks and its first).
 package h5index
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 )
 
 // Chunk is one entry of a chunk table.
@@ -324,6 +330,26 @@ func (t *table) layout(msg []byte) error {
 				return nil
 			}
 			return t.fixedArray(addr, bits)
+		case 4: // extensible array
+			params := c.bytes(5)
+			addr := c.uint(t.f.offsets)
+			if c.bad {
+				return errors.New("h5index: truncated layout message")
+			}
+			if addr == t.f.undef {
+				return nil
+			}
+			return t.extensibleArray(addr, params)
+		case 5: // version 2 B-tree
+			c.bytes(6) // node size, split and merge percents (the header has them)
+			addr := c.uint(t.f.offsets)
+			if c.bad {
+				return errors.New("h5index: truncated layout message")
+			}
+			if addr == t.f.undef {
+				return nil
+			}
+			return t.btree2(addr)
 		default:
 			return ErrUnsupported
 		}
@@ -436,6 +462,124 @@ func (t *table) btree1(addr uint64, level int) error {
 	return nil
 }
 
+// array holds what decoding the elements of a fixed or extensible array needs.
+type array struct {
+	esize   uint64 // bytes of an element
+	sizeLen int    // bytes of a filtered chunk's stored size; 0: not filtered
+	// order lists the axes from the slowest-varying in the elements' order, counts the
+	// chunks along each axis (of the maximal extent; the first axis of order's unused).
+	order  []int
+	counts []uint64
+	slots  uint64 // elements that can index a chunk of the extent: those beyond are unused
+}
+
+// newArray checks an array's client (0: chunks, 1: filtered chunks) and element size.
+func (t *table) newArray(client, esize uint64) (*array, error) {
+	o := uint64(t.f.offsets)
+	a := &array{esize: esize}
+	switch {
+	case client == 0 && esize == o:
+	case client == 1 && esize > o+4 && esize <= o+4+8:
+		a.sizeLen = int(esize - o - 4)
+	default:
+		return nil, errors.New("h5index: bad array element size")
+	}
+	rank := len(t.ds.Dims)
+	a.counts = make([]uint64, rank)
+	unlim := -1
+	for i, m := range t.ds.MaxDims {
+		if m < 0 {
+			if unlim >= 0 {
+				return nil, errors.New("h5index: an array index for two unlimited axes")
+			}
+			unlim = i
+			m = t.ds.Dims[i]
+		}
+		a.counts[i] = uint64((m + t.ds.Chunk[i] - 1) / t.ds.Chunk[i])
+	}
+	// The elements are in row-major order of the chunk grid of the maximal extent, the
+	// unlimited axis moved first (libhdf5's "swizzled" order).
+	if unlim >= 0 {
+		a.order = append(a.order, unlim)
+	}
+	for i := range rank {
+		if i != unlim {
+			a.order = append(a.order, i)
+		}
+	}
+	a.slots = 1
+	for _, n := range a.counts {
+		a.slots *= n
+		if a.slots > t.f.size {
+			return nil, errors.New("h5index: an array larger than the file")
+		}
+	}
+	return a, nil
+}
+
+// elements enters the chunks of the elements b of the array, the first of number first.
+func (t *table) elements(a *array, first uint64, b []byte) error {
+	c := cursor{b: b}
+	scaled := make([]uint64, len(t.ds.Dims))
+	for k := range uint64(len(b)) / a.esize {
+		addr := c.uint(t.f.offsets)
+		size, mask := uint64(t.chunkBytes()), uint32(0)
+		if a.sizeLen > 0 {
+			size, mask = c.uint(a.sizeLen), uint32(c.uint(4))
+		}
+		if addr == t.f.undef {
+			continue
+		}
+		idx := first + k
+		if idx >= a.slots {
+			return errors.New("h5index: a chunk outside the dataset's extent")
+		}
+		for i := len(a.order) - 1; i >= 0; i-- {
+			ax := a.order[i]
+			scaled[ax] = idx % a.counts[ax]
+			idx /= a.counts[ax]
+		}
+		if err := t.set(scaled, addr, size, mask); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dataBlock enters the n elements of number first of a data block of a fixed or
+// extensible array whose elements start at addr: paged when n > 1<<pbits (the pages
+// follow the checksum at addr, each its elements and a checksum; page p is present where
+// bit bit0+p of bitmap is set, the first bit of a byte its highest), else in one run.
+func (t *table) dataBlock(a *array, addr, first, n, pbits uint64, bitmap []byte, bit0 uint64) error {
+	per := uint64(1) << pbits
+	if n <= per {
+		b, err := t.f.read(addr, n*a.esize)
+		if err != nil {
+			return err
+		}
+		return t.elements(a, first, b)
+	}
+	at := addr + 4 // after the prefix's checksum
+	for p := range (n + per - 1) / per {
+		count := min(per, n-p*per)
+		bit := bit0 + p
+		if bit/8 >= uint64(len(bitmap)) {
+			return errors.New("h5index: short page bitmap")
+		}
+		if first+p*per < a.slots && bitmap[bit/8]&(0x80>>(bit%8)) != 0 {
+			b, err := t.f.read(at, count*a.esize)
+			if err != nil {
+				return err
+			}
+			if err := t.elements(a, first+p*per, b); err != nil {
+				return err
+			}
+		}
+		at += per*a.esize + 4
+	}
+	return nil
+}
+
 // fixedArray reads the fixed array index whose header is at addr (page bits from the
 // layout message).
 func (t *table) fixedArray(addr uint64, bits uint64) error {
@@ -450,91 +594,287 @@ func (t *table) fixedArray(addr uint64, bits uint64) error {
 	}
 	client, esize, pbits := c.uint(1), c.uint(1), c.uint(1)
 	n, dblk := c.uint(l), c.uint(o)
-	if pbits != bits || pbits == 0 || pbits > 32 || client > 1 {
+	if pbits != bits || pbits == 0 || pbits > 32 {
 		return errors.New("h5index: bad fixed array header")
 	}
-	// Its elements: the address, then for filtered chunks the stored size and the mask.
-	sizeLen := int(esize) - o - 4
-	if client == 0 && int(esize) != o || client == 1 && (sizeLen < 1 || sizeLen > 8) {
-		return errors.New("h5index: bad fixed array element size")
+	a, err := t.newArray(client, esize)
+	if err != nil {
+		return err
 	}
-	// The elements are in row-major order of the grid of the maximal extent.
-	rank := len(t.ds.Dims)
-	grid := make([]uint64, rank)
-	total := uint64(1)
-	for i, m := range t.ds.MaxDims {
-		if m < 0 {
-			return errors.New("h5index: a fixed array for an unlimited dimension")
-		}
-		grid[i] = uint64((m + t.ds.Chunk[i] - 1) / t.ds.Chunk[i])
-		total *= grid[i]
-		if total > t.f.size {
-			return errors.New("h5index: a fixed array larger than the file")
-		}
+	if len(a.order) != len(t.ds.Dims) || a.order[0] != 0 {
+		return errors.New("h5index: a fixed array for an unlimited axis")
 	}
-	if n != total {
+	if n != a.slots {
 		return errors.New("h5index: the fixed array's size is not the chunk grid's")
 	}
 	if dblk == t.f.undef {
 		return nil
 	}
 	prefix := uint64(4 + 2 + o)
-	per := uint64(1) << pbits
-	pages := uint64(0)
-	if n > per {
-		pages = (n + per - 1) / per
+	var bitmap []byte
+	if per := uint64(1) << pbits; n > per {
+		bitmap = make([]byte, ((n+per-1)/per+7)/8)
 	}
-	db, err := t.f.read(dblk, prefix+(pages+7)/8)
+	db, err := t.f.read(dblk, prefix+uint64(len(bitmap)))
 	if err != nil {
 		return err
 	}
 	if string(db[:4]) != "FADB" || db[4] != 0 || uint64(db[5]) != client {
 		return errors.New("h5index: not a fixed array data block")
 	}
-	bitmap := db[prefix:]
-	scaled := make([]uint64, rank)
-	elements := func(first uint64, b []byte) error {
-		c := cursor{b: b}
-		for k := range uint64(len(b)) / esize {
-			a := c.uint(o)
-			size, mask := uint64(t.chunkBytes()), uint32(0)
-			if client == 1 {
-				size, mask = c.uint(sizeLen), uint32(c.uint(4))
+	return t.dataBlock(a, dblk+uint64(len(db)), 0, n, pbits, db[prefix:], 0)
+}
+
+// extensibleArray reads the extensible array index whose header is at addr (params:
+// the layout message's five creation parameters).
+func (t *table) extensibleArray(addr uint64, params []byte) error {
+	o, l := t.f.offsets, t.f.lens
+	hb, err := t.f.read(addr, uint64(12+6*l+o))
+	if err != nil {
+		return err
+	}
+	c := cursor{b: hb}
+	if string(c.bytes(4)) != "EAHD" || c.uint(1) != 0 {
+		return errors.New("h5index: not an extensible array header")
+	}
+	client, esize := c.uint(1), c.uint(1)
+	p := c.bytes(5)
+	maxBits, idxElmts, dblkMin, sblkMinPtrs, pbits := uint64(p[0]), uint64(p[1]), uint64(p[2]), uint64(p[3]), uint64(p[4])
+	c.bytes(6 * l) // statistics
+	iblock := c.uint(o)
+	// The layout message has the minimum of data block pointers before the minimum of
+	// elements, the header after.
+	if !bytes.Equal(p, []byte{params[0], params[1], params[3], params[2], params[4]}) {
+		return errors.New("h5index: the extensible array's parameters are not the layout's")
+	}
+	if maxBits == 0 || maxBits > 64 || pbits == 0 || pbits > maxBits || dblkMin == 0 || dblkMin&(dblkMin-1) != 0 ||
+		sblkMinPtrs == 0 || sblkMinPtrs&(sblkMinPtrs-1) != 0 || log2(dblkMin) > maxBits {
+		return errors.New("h5index: bad extensible array header")
+	}
+	a, err := t.newArray(client, esize)
+	if err != nil {
+		return err
+	}
+	if iblock == t.f.undef {
+		return nil
+	}
+	// The super blocks: super block u holds 2^(u/2) data blocks of 2^((u+1)/2)·dblkMin
+	// elements; the index block holds idxElmts elements, the addresses of the data blocks
+	// of its first 2·log2(sblkMinPtrs) super blocks, and those of the others' super blocks.
+	nsblks := 1 + maxBits - log2(dblkMin)
+	type sblock struct{ ndblks, nelmts, start uint64 }
+	sb := make([]sblock, nsblks)
+	start := idxElmts
+	for u := range sb {
+		if start >= a.slots {
+			sb[u].start = a.slots // no chunk of the extent in this super block or after
+			continue
+		}
+		sb[u] = sblock{1 << (u / 2), (1 << ((u + 1) / 2)) * dblkMin, start}
+		start += sb[u].ndblks * sb[u].nelmts // < 2^48 while start < a.slots ≤ the file's size
+	}
+	inIndex := min(2*log2(sblkMinPtrs), nsblks)
+	ndblkAddrs, nsblkAddrs := 2*(sblkMinPtrs-1), nsblks-inIndex
+	ib, err := t.f.read(iblock, uint64(6+o)+idxElmts*esize+(ndblkAddrs+nsblkAddrs)*uint64(o))
+	if err != nil {
+		return err
+	}
+	if string(ib[:4]) != "EAIB" || ib[4] != 0 || uint64(ib[5]) != client {
+		return errors.New("h5index: not an extensible array index block")
+	}
+	c = cursor{b: ib[6+o:]}
+	if err := t.elements(a, 0, c.bytes(int(idxElmts*esize))); err != nil {
+		return err
+	}
+	offSize := int((maxBits + 7) / 8)
+	dblock := func(addr, first, n uint64, bitmap []byte, bit0 uint64) error {
+		if first >= a.slots {
+			return nil // no chunk of the extent
+		}
+		prefix := uint64(6 + o + offSize)
+		db, err := t.f.read(addr, prefix)
+		if err != nil {
+			return err
+		}
+		if string(db[:4]) != "EADB" || db[4] != 0 || uint64(db[5]) != client {
+			return errors.New("h5index: not an extensible array data block")
+		}
+		if n > 1<<pbits && len(bitmap) == 0 {
+			return ErrUnsupported // a paged data block of the index block
+		}
+		return t.dataBlock(a, addr+prefix, first, n, pbits, bitmap, bit0)
+	}
+	k := uint64(0) // the data block addresses of the index block, super block by super block
+	for u := range inIndex {
+		for j := range sb[u].ndblks {
+			if k >= ndblkAddrs {
+				return errors.New("h5index: bad extensible array index block")
 			}
-			if a == t.f.undef {
+			if d := c.uint(o); d != t.f.undef {
+				if err := dblock(d, sb[u].start+j*sb[u].nelmts, sb[u].nelmts, nil, 0); err != nil {
+					return err
+				}
+			}
+			k++
+		}
+	}
+	c.bytes(int(ndblkAddrs-k) * o)
+	for u := inIndex; u < nsblks; u++ {
+		s := c.uint(o)
+		if s == t.f.undef || sb[u].start >= a.slots || c.bad {
+			continue
+		}
+		// The pages of a paged data block: their bits, data block by data block, in
+		// pageInit bytes a data block.
+		var npages, pageInit uint64
+		if per := uint64(1) << pbits; sb[u].nelmts > per {
+			npages = sb[u].nelmts / per
+			pageInit = (npages + 7) / 8
+		}
+		prefix := uint64(6 + o + offSize)
+		b, err := t.f.read(s, prefix+sb[u].ndblks*(pageInit+uint64(o)))
+		if err != nil {
+			return err
+		}
+		if string(b[:4]) != "EASB" || b[4] != 0 || uint64(b[5]) != client {
+			return errors.New("h5index: not an extensible array super block")
+		}
+		sc := cursor{b: b[prefix:]}
+		bitmaps := sc.bytes(int(sb[u].ndblks * pageInit))
+		for j := range sb[u].ndblks {
+			d := sc.uint(o)
+			if d == t.f.undef {
 				continue
 			}
-			idx := first + k
-			for i := rank - 1; i >= 0; i-- {
-				scaled[i] = idx % grid[i]
-				idx /= grid[i]
+			if err := dblock(d, sb[u].start+j*sb[u].nelmts, sb[u].nelmts, bitmaps, j*npages); err != nil {
+				return err
+			}
+		}
+	}
+	if c.bad {
+		return errors.New("h5index: truncated extensible array index block")
+	}
+	return nil
+}
+
+// log2 is the base-2 logarithm of n, rounded down (0 for 0).
+func log2(n uint64) uint64 {
+	if n == 0 {
+		return 0
+	}
+	return uint64(bits.Len64(n) - 1)
+}
+
+// btree2 reads the version 2 B-tree index (record type 10: chunks, 11: filtered chunks)
+// whose header is at addr.
+func (t *table) btree2(addr uint64) error {
+	o, l := t.f.offsets, t.f.lens
+	hb, err := t.f.read(addr, uint64(4+1+1+4+2+2+1+1+o+2+l+4))
+	if err != nil {
+		return err
+	}
+	c := cursor{b: hb}
+	if string(c.bytes(4)) != "BTHD" || c.uint(1) != 0 {
+		return errors.New("h5index: not a version 2 B-tree header")
+	}
+	typ, nodeSize, rsize, depth := c.uint(1), c.uint(4), c.uint(2), c.uint(2)
+	c.bytes(2) // split and merge percents
+	root, nroot := c.uint(o), c.uint(2)
+	rank := uint64(len(t.ds.Dims))
+	sizeLen := 0
+	switch {
+	case typ == 10 && rsize == uint64(o)+8*rank:
+	case typ == 11 && rsize > uint64(o)+4+8*rank && rsize <= uint64(o)+4+8+8*rank:
+		sizeLen = int(rsize - uint64(o) - 4 - 8*rank)
+	default:
+		return errors.New("h5index: bad version 2 B-tree header")
+	}
+	if nodeSize < 64 || nodeSize > maxBlock || depth > 32 || rsize == 0 {
+		return errors.New("h5index: bad version 2 B-tree header")
+	}
+	if root == t.f.undef {
+		return nil
+	}
+	// The records a node of each depth holds at most, and the bytes of the counts of
+	// records in a child and in its subtree (libhdf5's H5B2__hdr_init).
+	type level struct{ max, cum, cumSize uint64 }
+	lv := make([]level, depth+1)
+	lv[0].max = (nodeSize - 10) / rsize
+	lv[0].cum = lv[0].max
+	nrecSize := encSize(lv[0].max)
+	ptrSize := func(d uint64) uint64 {
+		n := uint64(o) + nrecSize
+		if d > 1 {
+			n += lv[d-1].cumSize
+		}
+		return n
+	}
+	for d := uint64(1); d <= depth; d++ {
+		p := ptrSize(d)
+		if nodeSize < 10+p {
+			return errors.New("h5index: bad version 2 B-tree header")
+		}
+		lv[d].max = (nodeSize - (10 + p)) / (rsize + p)
+		lv[d].cum = (lv[d].max+1)*lv[d-1].cum + lv[d].max
+		if lv[d].cum > 1<<48 {
+			return errors.New("h5index: bad version 2 B-tree header")
+		}
+		lv[d].cumSize = encSize(lv[d].cum)
+	}
+	var node func(addr, nrec, d uint64) error
+	node = func(addr, nrec, d uint64) error {
+		t.nodes++
+		if t.nodes > len(t.chunks)+64 || nrec > lv[d].max {
+			return errors.New("h5index: bad version 2 B-tree node")
+		}
+		n := 6 + nrec*rsize
+		if d > 0 {
+			n += (nrec + 1) * ptrSize(d)
+		}
+		b, err := t.f.read(addr, n)
+		if err != nil {
+			return err
+		}
+		sig := "BTLF"
+		if d > 0 {
+			sig = "BTIN"
+		}
+		if string(b[:4]) != sig || b[4] != 0 || uint64(b[5]) != typ {
+			return errors.New("h5index: not a version 2 B-tree node")
+		}
+		c := cursor{b: b[6:]}
+		scaled := make([]uint64, rank)
+		for range nrec {
+			a := c.uint(o)
+			size, mask := uint64(t.chunkBytes()), uint32(0)
+			if sizeLen > 0 {
+				size, mask = c.uint(sizeLen), uint32(c.uint(4))
+			}
+			for i := range scaled {
+				scaled[i] = c.uint(8)
 			}
 			if err := t.set(scaled, a, size, mask); err != nil {
 				return err
 			}
 		}
+		if d > 0 {
+			for range nrec + 1 {
+				child, cn := c.uint(o), c.uint(int(nrecSize))
+				if d > 1 {
+					c.bytes(int(lv[d-1].cumSize))
+				}
+				if err := node(child, cn, d-1); err != nil {
+					return err
+				}
+			}
+		}
+		if c.bad {
+			return errors.New("h5index: truncated version 2 B-tree node")
+		}
 		return nil
 	}
-	if pages == 0 {
-		b, err := t.f.read(dblk+prefix, n*esize)
-		if err != nil {
-			return err
-		}
-		return elements(0, b)
-	}
-	at := dblk + prefix + uint64(len(bitmap)) + 4 // after the prefix's checksum
-	for p := range pages {
-		count := min(per, n-p*per)
-		if bitmap[p/8]&(0x80>>(p%8)) != 0 {
-			b, err := t.f.read(at, count*esize)
-			if err != nil {
-				return err
-			}
-			if err := elements(p*per, b); err != nil {
-				return err
-			}
-		}
-		at += per*esize + 4
-	}
-	return nil
+	return node(root, nroot, depth)
 }
+
+// encSize is the bytes that hold numbers up to n (libhdf5's H5VM_limit_enc_size).
+func encSize(n uint64) uint64 { return log2(n)/8 + 1 }

@@ -110,6 +110,8 @@ type h5Chunks struct {
 	// lock.
 	table []h5index.Chunk
 	base  uint64 // the file's base address, which libhdf5's chunk addresses are relative to
+	// closed is set by Close: reads of the table, outside the lock, then fail.
+	closed atomic.Bool
 	// locked is the CPU time spent reading chunks under the lock, in nanoseconds: the
 	// part of a read that does not run in parallel (BenchmarkHDF5Compressed).
 	locked atomic.Int64
@@ -440,6 +442,9 @@ var rawChunks sync.Pool
 // (H5Dget_chunk_storage_size, then H5Dread_chunk).
 func (d *h5File) readRaw(chunks []h5Raw) error {
 	if d.chunks.table != nil {
+		if d.chunks.closed.Load() {
+			return errs.New(errs.Argument, "read after Close")
+		}
 		return d.chunks.readIndexed(chunks, d.dsPath)
 	}
 	defer h5Enter()()

@@ -25,7 +25,7 @@ import (
 // fixed arrays (paged or not, a maximal extent beyond the extent), extensible arrays
 // (one unlimited axis, the first or not; one of 140000 chunks, its last data blocks
 // paged) and version 2 B-trees (two unlimited axes; one of depth 2). Some chunks are
-// never written.
+// never written. And an external link to the file with a user block.
 const indexFiles = `
 import sys, os
 import numpy as np, h5py, hdf5plugin
@@ -60,6 +60,10 @@ for name, (libver, shape, chunks, maxshape, kw, holes, ub) in cases.items():
             ds[...] = data
     with h5py.File(os.path.join(d, name + ".h5"), "r") as f:
         f["/entry/data"][()].tofile(os.path.join(d, name + ".ref"))
+with h5py.File(os.path.join(d, "elink.h5"), "w") as f:
+    f["/entry/data"] = h5py.ExternalLink("btree1_levels_userblock.h5", "/entry/data")
+with h5py.File(os.path.join(d, "elink.h5"), "r") as f:
+    f["/entry/data"][()].tofile(os.path.join(d, "elink.ref"))
 `
 
 // TestHDF5ChunkIndex compares the chunk table read from the file's chunk index with
@@ -73,7 +77,7 @@ func TestHDF5ChunkIndex(t *testing.T) {
 	testfiles.RunPython(t, indexFiles, []string{"numpy", "h5py", "hdf5plugin"}, dir)
 	names, err := filepath.Glob(filepath.Join(dir, "*.h5"))
 	require.NoError(t, err)
-	require.Len(t, names, 12)
+	require.Len(t, names, 13)
 	for _, path := range names {
 		name := strings.TrimSuffix(filepath.Base(path), ".h5")
 		t.Run(name, func(t *testing.T) {
@@ -81,7 +85,6 @@ func TestHDF5ChunkIndex(t *testing.T) {
 			require.NoError(t, err)
 			d, err := dataset.Open(path, dataset.Options{AllowFill: true})
 			require.NoError(t, err)
-			defer d.Close()
 			ours, lib, err := hdf5.ChunkTables(d, !strings.HasSuffix(name, "_big") && !strings.Contains(name, "axis1"))
 			require.NoError(t, err)
 			require.NotNil(t, ours, "the chunk index is read")
@@ -96,6 +99,8 @@ func TestHDF5ChunkIndex(t *testing.T) {
 			}
 			assert.True(t, string(got) == string(want), "frames differ from h5py's")
 			assert.Zero(t, hdf5.LockedNanos(d), "no chunk read under the lock")
+			require.NoError(t, d.Close())
+			assert.ErrorContains(t, d.ReadFrames(0, 1, got[:fb]), "read after Close")
 		})
 	}
 }

@@ -74,9 +74,9 @@ func Read(r io.ReaderAt, size int64, ds Dataset) (chunks []Chunk, base uint64, e
 			return nil, 0, errors.New("h5index: bad dataset shape")
 		}
 		n *= uint64((d + ds.Chunk[i] - 1) / ds.Chunk[i])
-		// Every chunk written takes at least 8 bytes of the file (its address in the
-		// index): a grid of more chunks than the file's bytes is mostly never written,
-		// and its table is not worth its memory.
+		// Every chunk written takes bytes of the file (and its address in the index
+		// more): a grid of more chunks than the file has bytes is mostly never
+		// written, and its table is not worth its memory.
 		if n > uint64(size) {
 			return nil, 0, errors.New("h5index: more chunks in the grid than bytes in the file")
 		}
@@ -214,9 +214,6 @@ func (f *file) layoutMessage(addr uint64) ([]byte, error) {
 		blocks = append(blocks, block{addr + 16, uint64(binary.LittleEndian.Uint32(head[8:])), false})
 	}
 	for i := 0; i < len(blocks); i++ {
-		if i > 1000 {
-			return nil, errors.New("h5index: too many object header continuation blocks")
-		}
 		bl := blocks[i]
 		b, err := f.read(bl.addr, bl.n)
 		if err != nil {
@@ -259,6 +256,9 @@ func (f *file) layoutMessage(addr uint64) ([]byte, error) {
 				next := block{addr: m.uint(f.offsets), n: m.uint(f.lens), v2: bl.v2}
 				if m.bad {
 					return nil, errors.New("h5index: truncated continuation message")
+				}
+				if len(blocks) > 1000 {
+					return nil, errors.New("h5index: too many object header continuation blocks")
 				}
 				blocks = append(blocks, next)
 			}
@@ -304,54 +304,40 @@ func (t *table) layout(msg []byte) error {
 		if err := t.chunkShape(&c, ndims, enc); err != nil {
 			return err
 		}
-		switch c.uint(1) {
+		// The index type, its parameters, then its address.
+		typ := c.uint(1)
+		size, mask := uint64(t.chunkBytes()), uint32(0) // of a single chunk
+		var params []byte
+		switch typ {
 		case 1: // single chunk
-			size := uint64(t.chunkBytes())
-			var mask uint32
-			if flags&2 != 0 {
-				size = c.uint(t.f.lens)
-				mask = uint32(c.uint(4))
+			if flags&2 != 0 { // filtered
+				size, mask = c.uint(t.f.lens), uint32(c.uint(4))
 			}
-			addr := c.uint(t.f.offsets)
-			if c.bad {
-				return errors.New("h5index: truncated layout message")
-			}
-			if addr == t.f.undef {
-				return nil
-			}
-			return t.set(make([]uint64, rank), addr, size, mask)
-		case 3: // fixed array
-			bits := c.uint(1)
-			addr := c.uint(t.f.offsets)
-			if c.bad {
-				return errors.New("h5index: truncated layout message")
-			}
-			if addr == t.f.undef {
-				return nil
-			}
-			return t.fixedArray(addr, bits)
+		case 3: // fixed array: page bits
+			params = c.bytes(1)
 		case 4: // extensible array
-			params := c.bytes(5)
-			addr := c.uint(t.f.offsets)
-			if c.bad {
-				return errors.New("h5index: truncated layout message")
-			}
-			if addr == t.f.undef {
-				return nil
-			}
-			return t.extensibleArray(addr, params)
-		case 5: // version 2 B-tree
-			c.bytes(6) // node size, split and merge percents (the header has them)
-			addr := c.uint(t.f.offsets)
-			if c.bad {
-				return errors.New("h5index: truncated layout message")
-			}
-			if addr == t.f.undef {
-				return nil
-			}
-			return t.btree2(addr)
+			params = c.bytes(5)
+		case 5: // version 2 B-tree: node size, split and merge percents (also in its header)
+			c.bytes(6)
 		default:
 			return ErrUnsupported
+		}
+		addr := c.uint(t.f.offsets)
+		if c.bad {
+			return errors.New("h5index: truncated layout message")
+		}
+		if addr == t.f.undef {
+			return nil // no chunk written yet
+		}
+		switch typ {
+		case 1:
+			return t.set(make([]uint64, rank), addr, size, mask)
+		case 3:
+			return t.fixedArray(addr, uint64(params[0]))
+		case 4:
+			return t.extensibleArray(addr, params)
+		default:
+			return t.btree2(addr)
 		}
 	}
 	return fmt.Errorf("h5index: layout message version %d", version)

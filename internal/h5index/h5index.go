@@ -364,6 +364,7 @@ func (t *table) chunkShape(c *cursor, ndims, enc int) error {
 	return nil
 }
 
+// chunkBytes is the size of a chunk in bytes, as stored unfiltered.
 func (t *table) chunkBytes() int {
 	n := t.ds.ElemSize
 	for _, c := range t.ds.Chunk {

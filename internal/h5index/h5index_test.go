@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// testFiles are the files of testdata, written by h5py 3 (libhdf5 2.0) with
+// testFiles are the files of testdata, written by testdata/gen.py (h5py 3, libhdf5 2.0) with
 // gzip-compressed chunks of uint16 ("data", its object header at header), and how many
 // chunks each has written: libver "earliest" (version 1 B-trees, of several levels, in
 // a file with a user block of 512 bytes) and ("v110", "v110") (layout version 4: a

@@ -29,3 +29,12 @@ func ChunkTables(d dataset.Dataset, withLib bool) (ours, lib []h5index.Chunk, er
 	}
 	return f.chunks.table, lib, err
 }
+
+// ReadChunkIndex sets whether datasets opened from now on read their chunk index from
+// the file (else their chunks are read under the lock), and returns the setting to
+// restore.
+func ReadChunkIndex(on bool) (restore func()) {
+	was := readChunkIndex
+	readChunkIndex = on
+	return func() { readChunkIndex = was }
+}

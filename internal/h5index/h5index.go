@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"slices"
 )
 
 // Chunk is one entry of a chunk table.
@@ -454,7 +455,7 @@ type array struct {
 	esize   uint64 // bytes of an element
 	sizeLen int    // bytes of a filtered chunk's stored size; 0: not filtered
 	// order lists the axes from the slowest-varying in the elements' order, counts the
-	// chunks along each axis (of the maximal extent; the first axis of order's unused).
+	// chunks along each axis (of the maximal extent; of the extent on an unlimited axis).
 	order  []int
 	counts []uint64
 	slots  uint64 // elements that can index a chunk of the extent: those beyond are unused
@@ -588,7 +589,7 @@ func (t *table) fixedArray(addr uint64, bits uint64) error {
 	if err != nil {
 		return err
 	}
-	if len(a.order) != len(t.ds.Dims) || a.order[0] != 0 {
+	if slices.Contains(t.ds.MaxDims, -1) {
 		return errors.New("h5index: a fixed array for an unlimited axis")
 	}
 	if n != a.slots {
@@ -597,12 +598,11 @@ func (t *table) fixedArray(addr uint64, bits uint64) error {
 	if dblk == t.f.undef {
 		return nil
 	}
-	prefix := uint64(4 + 2 + o)
-	var bitmap []byte
+	prefix, bitmap := uint64(4+2+o), uint64(0) // and the bitmap of the pages present
 	if per := uint64(1) << pbits; n > per {
-		bitmap = make([]byte, ((n+per-1)/per+7)/8)
+		bitmap = ((n+per-1)/per + 7) / 8
 	}
-	db, err := t.f.read(dblk, prefix+uint64(len(bitmap)))
+	db, err := t.f.read(dblk, prefix+bitmap)
 	if err != nil {
 		return err
 	}

@@ -142,7 +142,7 @@ FUZZ_TARGETS ?= dataset/mib:FuzzMIBHeader:150000 dataset/blo:FuzzBLOHeader:15000
 	dataset/mrc:FuzzMRCOpen:4000 dataset/tvips:FuzzTVIPSHeader:100000 dataset/tvips:FuzzTVIPSOpen:2000 \
 	dataset/seq:FuzzSEQ:3000 dataset/k2is:FuzzK2ISSync:60000 dataset/frms6:FuzzFRMS6HDR:100000 dataset/frms6:FuzzFRMS6Header:200000 \
 	dataset/frms6:FuzzFRMS6GainMAT:60000 dataset/dm:FuzzOpenDM:10000 dataset/ser:FuzzOpenSER:6000 \
-	internal/h5filter:FuzzDecode:80000 internal/h5filter:FuzzChecksums:20000 dataset/csr:FuzzCSR:3000 dataset/stempy:FuzzMapRows:50000 \
+	internal/h5filter:FuzzDecode:80000 internal/h5filter:FuzzChecksums:20000 internal/h5index:FuzzRead:50000 dataset/csr:FuzzCSR:3000 dataset/stempy:FuzzMapRows:50000 \
 	cmd/libstemdot:FuzzSizes:10000
 fuzz:
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \

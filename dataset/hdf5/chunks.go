@@ -22,12 +22,32 @@ static int sd_plain_type(hid_t t, int *big) {
 	}
 	return 1;
 }
+
+// sd_obj_addr sets *addr to the address of the object header of obj in its file.
+static herr_t sd_obj_addr(hid_t obj, haddr_t *addr) {
+#if H5_VERSION_GE(1, 12, 0)
+	H5O_info2_t info;
+	if (H5Oget_info3(obj, &info, H5O_INFO_BASIC) < 0) return -1;
+	hid_t f = H5Iget_file_id(obj);
+	if (f < 0) return -1;
+	herr_t e = H5VLnative_token_to_addr(f, info.token, addr);
+	H5Fclose(f);
+	return e;
+#else
+	H5O_info_t info;
+	if (H5Oget_info2(obj, &info, H5O_INFO_BASIC) < 0) return -1;
+	*addr = info.addr;
+	return 0;
+#endif
+}
 */
 import "C"
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -38,6 +58,7 @@ import (
 	"github.com/stemdot/stemdot/dataset"
 	"github.com/stemdot/stemdot/errs"
 	"github.com/stemdot/stemdot/internal/h5filter"
+	"github.com/stemdot/stemdot/internal/h5index"
 	"github.com/stemdot/stemdot/internal/npy"
 	"github.com/stemdot/stemdot/internal/regfile"
 )
@@ -48,20 +69,26 @@ import (
 // deflate, shuffle, Fletcher-32, LZF, LZ4, bitshuffle with LZ4 or none) and whose
 // stored type is a plain integer or IEEE float is not read through libhdf5's H5Dread, which
 // decompresses inside the library's global lock, so on one core however many workers
-// read. ReadFrames instead reads the stored bytes of the chunks of the frames asked for
-// under the lock (H5Dget_chunk_storage_size and H5Dread_chunk: a lookup in the chunk
-// index and a copy of the compressed bytes each), then decodes them and turns their byte
-// order in the goroutine of the worker that asked, so that workers decode in parallel;
-// LZF, LZ4 and bitshuffle then need no plugin. (H5Dget_chunk_info_by_coord, which gives a
-// chunk's address to read it outside the lock, searches the chunks of the dataset from
-// the first in libhdf5 1.10: a whole read would cost time quadratic in the number of chunks
-// under the lock, a third of the CPU time of a bitshuffle-LZ4 scan of 64×64 frames.) Chunks
-// that a read does not use whole (a chunk of 4×4 scan positions read a scan row at a
-// time) are kept decoded for the next reads, in a cache of the size of libhdf5's chunk
-// cache. Chunks never written are read as the dataset's fill value, as libhdf5 reads
-// them (option allow_fill; storage.go refuses them otherwise). Other datasets are read
-// through libhdf5 as before.
-
+// read. At open, the dataset's chunk index is read from the file in one pass (package
+// internal/h5index: version 1 B-trees, as h5py writes by default; the single chunk,
+// fixed array, extensible array and version 2 B-tree indexes of libver v110 and SWMR
+// files): every chunk's address, stored size and filter mask. ReadFrames then reads the
+// stored bytes of the chunks of the frames asked for with positioned reads of the file
+// (pread), decodes them and turns their byte order in the goroutine of the worker that
+// asked, none of it under the lock, so that workers read and decode in parallel; LZF,
+// LZ4 and bitshuffle need no plugin. (libhdf5 1.10 gives a chunk's address only by
+// H5Dget_chunk_info_by_coord, which searches the chunks from the first: time quadratic
+// in the number of chunks; H5Dchunk_iter, which lists them in one pass, is libhdf5 1.14's.)
+// Where the index is not read (another layout, an index that h5index finds inconsistent:
+// a chunk outside the extent or beyond the file's end, stored in more than twice its
+// decoded bytes, listed twice) or disagrees with libhdf5 (its count of chunks, its first
+// chunk), the stored bytes are read under the lock instead (H5Dget_chunk_storage_size and
+// H5Dread_chunk: a lookup in the chunk index and a copy each), and decoded in the
+// workers all the same. Chunks that a read does not use whole (a chunk of 4×4 scan
+// positions read a scan row at a time) are kept decoded for the next reads, in a cache
+// of the size of libhdf5's chunk cache. Chunks never written are read as the dataset's
+// fill value, as libhdf5 reads them (option allow_fill; storage.go refuses them
+// otherwise). Other datasets are read through libhdf5 as before.
 // h5Chunks is what reading the raw chunks of the frames dataset needs.
 type h5Chunks struct {
 	grid     h5filter.Grid
@@ -77,6 +104,14 @@ type h5Chunks struct {
 	// complete is set when every chunk of the extent was written: a chunk the index
 	// then lacks is an error, not the fill value.
 	complete bool
+	// table, when not nil, is every chunk's address, stored size and filter mask, read
+	// from the file's chunk index at open (package internal/h5index), in the order of
+	// grid.Index: the chunks are then read with positioned reads of file, outside the
+	// lock.
+	table []h5index.Chunk
+	base  uint64 // the file's base address, which libhdf5's chunk addresses are relative to
+	// closed is set by Close: reads of the table, outside the lock, then fail.
+	closed atomic.Bool
 	// locked is the CPU time spent reading chunks under the lock, in nanoseconds: the
 	// part of a read that does not run in parallel (BenchmarkHDF5Compressed).
 	locked atomic.Int64
@@ -182,9 +217,112 @@ func (d *h5File) setupChunks(dims []int, cacheBytes int64) error {
 		return fmt.Errorf("opening %s for its chunks: %w", name, err)
 	}
 	c.file, c.size = f, size
+	if readChunkIndex {
+		c.table, c.base = c.readIndex(d.set, space, int(have))
+	}
 	d.chunks = c
 	return nil
 }
+
+// readChunkIndex is cleared by tests to read the chunks under the lock.
+var readChunkIndex = true
+
+// readIndex returns the table of the chunks of the open dataset set (dataspace space,
+// have chunks written) read from the file's chunk index, or nil where the index is
+// not read (h5index: another index type, anything inconsistent) or disagrees with
+// libhdf5's count of chunks or its first chunk: the chunks are then read through
+// libhdf5, under the lock. Called with h5lock held.
+func (c *h5Chunks) readIndex(set, space C.hid_t, have int) (table []h5index.Chunk, base uint64) {
+	defer C.H5Eclear2(C.H5E_DEFAULT)
+	var addr C.haddr_t
+	if C.sd_obj_addr(set, &addr) < 0 {
+		return nil, 0
+	}
+	rank := len(c.grid.Dims)
+	dims, maxDims := make([]C.hsize_t, rank), make([]C.hsize_t, rank)
+	if int(C.H5Sget_simple_extent_dims(space, &dims[0], &maxDims[0])) != rank {
+		return nil, 0
+	}
+	ds := h5index.Dataset{Header: uint64(addr), Dims: c.grid.Dims, Chunk: c.grid.Chunk, MaxDims: make([]int, rank),
+		ElemSize: c.grid.Elem, MaxStored: c.maxStored()}
+	for i, m := range maxDims {
+		ds.MaxDims[i] = int(m)
+		if m == C.H5S_UNLIMITED {
+			ds.MaxDims[i] = -1
+		}
+	}
+	table, base, err := h5index.Read(c.file, c.size, ds)
+	if err != nil {
+		return nil, 0
+	}
+	n := 0
+	for _, e := range table {
+		if e.Size != 0 {
+			n++
+		}
+	}
+	if n != have {
+		return nil, 0
+	}
+	if n == 0 {
+		return table, base
+	}
+	offset := make([]C.hsize_t, rank)
+	var mask C.uint
+	var at C.haddr_t
+	var size C.hsize_t
+	if C.H5Dget_chunk_info(set, space, 0, &offset[0], &mask, &at, &size) < 0 {
+		return nil, 0
+	}
+	origin := make([]int, rank)
+	for i, o := range offset {
+		origin[i] = int(o)
+	}
+	if e := table[c.grid.Index(origin)]; e.Addr != base+uint64(at) || e.Size != uint64(size) || e.Mask != uint32(mask) {
+		return nil, 0
+	}
+	return table, base
+}
+
+// libTable is the chunk table as libhdf5 lists it (H5Dget_chunk_info, chunk by chunk:
+// time quadratic in the number of chunks in libhdf5 1.10), with the base address
+// added, for tests.
+func (d *h5File) libTable() ([]h5index.Chunk, error) {
+	defer h5Enter()()
+	c := d.chunks
+	space := C.H5Dget_space(d.set)
+	if space < 0 {
+		return nil, h5Error("reading the dataspace")
+	}
+	defer C.H5Sclose(space)
+	var n C.hsize_t
+	if C.H5Dget_num_chunks(d.set, space, &n) < 0 {
+		return nil, h5Error("counting the chunks")
+	}
+	count := 1
+	for i, n := range c.grid.Dims {
+		count *= (n + c.grid.Chunk[i] - 1) / c.grid.Chunk[i]
+	}
+	table := make([]h5index.Chunk, count)
+	offset := make([]C.hsize_t, len(c.grid.Dims))
+	origin := make([]int, len(offset))
+	for i := range n {
+		var mask C.uint
+		var addr C.haddr_t
+		var size C.hsize_t
+		if C.H5Dget_chunk_info(d.set, space, i, &offset[0], &mask, &addr, &size) < 0 {
+			return nil, h5Error("reading a chunk's address")
+		}
+		for a, o := range offset {
+			origin[a] = int(o)
+		}
+		table[c.grid.Index(origin)] = h5index.Chunk{Addr: c.base + uint64(addr), Size: uint64(size), Mask: uint32(mask)}
+	}
+	return table, nil
+}
+
+// maxStored bounds the stored size of a chunk: twice its decoded size, and a page.
+func (c *h5Chunks) maxStored() uint64 { return uint64(2*c.grid.ChunkBytes() + 4096) }
 
 // h5Box is a box of frames of a read: its first element and size on every axis, and
 // where its frames go in the destination (dst, at byte off of the read's).
@@ -261,9 +399,7 @@ func (d *h5File) readChunks(start, end int, dst []byte, inspect func(off int, b 
 			}
 			var err error
 			if data, err = c.decode(r, into, chunkBytes); err != nil {
-				if st, serr := c.file.Stat(); serr == nil && st.Size() < c.size {
-					err = errs.New(errs.IO, "%s is now %d bytes, %d when opened (did the file shrink?): %w", c.file.Name(), st.Size(), c.size, err)
-				}
+				err = c.shrunk(err)
 				return fmt.Errorf("dataset: %s: frames [%d, %d): dataset %s, chunk at %s (%s): %w", d.path, start, end, h5Name(d.dsPath), npy.ShapeString(r.origin), d.chunkFrames(r.origin), err)
 			}
 			if r.raw != nil && (into != nil || &data[0] != &r.data[0]) {
@@ -306,15 +442,22 @@ func (d *h5File) chunkFrames(origin []int) string {
 // to the next: H5Dread_chunk, under the lock, then copies into pages already mapped.
 var rawChunks sync.Pool
 
-// readRaw reads the stored bytes and filter masks of the chunks not decoded yet, under
-// the lock (H5Dget_chunk_storage_size, then H5Dread_chunk).
+// readRaw reads the stored bytes and filter masks of the chunks not decoded yet: at
+// their addresses in the chunk table where there is one, else under the lock
+// (H5Dget_chunk_storage_size, then H5Dread_chunk).
 func (d *h5File) readRaw(chunks []h5Raw) error {
+	if d.chunks.table != nil {
+		if d.chunks.closed.Load() {
+			return errs.New(errs.Argument, "read after Close")
+		}
+		return d.chunks.readIndexed(chunks, d.dsPath)
+	}
 	defer h5Enter()()
 	defer func(t int64) { d.chunks.locked.Add(threadCPU() - t) }(threadCPU())
 	if d.closed {
 		return errs.New(errs.Argument, "read after Close")
 	}
-	limit := C.hsize_t(2*d.chunks.grid.ChunkBytes() + 4096)
+	limit := C.hsize_t(d.chunks.maxStored())
 	offset := make([]C.hsize_t, len(d.chunks.grid.Dims))
 	for i := range chunks {
 		r := &chunks[i]
@@ -340,12 +483,7 @@ func (d *h5File) readRaw(chunks []h5Raw) error {
 			return errs.New(errs.Format, "dataset %s: the chunk at %s is stored in %d bytes, more than twice its %d decoded bytes: the file is corrupt",
 				h5Name(d.dsPath), npy.ShapeString(r.origin), uint64(nbytes), d.chunks.grid.ChunkBytes())
 		}
-		b, _ := rawChunks.Get().(*[]byte)
-		if b == nil || cap(*b) < int(nbytes) {
-			b = new([]byte)
-			*b = make([]byte, min(limit, nbytes+nbytes/4)) // room for the next chunks' sizes
-		}
-		r.raw, r.data = b, (*b)[:nbytes]
+		r.raw, r.data = rawBuffer(int(nbytes), int(limit))
 		var mask C.uint32_t
 		if C.H5Dread_chunk(d.set, C.H5P_DEFAULT, &offset[0], &mask, unsafe.Pointer(&r.data[0])) < 0 {
 			return errs.Wrap(errs.IO, h5Error(fmt.Sprintf("reading the chunk at %s of dataset %s", npy.ShapeString(r.origin), h5Name(d.dsPath))))
@@ -353,6 +491,56 @@ func (d *h5File) readRaw(chunks []h5Raw) error {
 		r.mask = uint32(mask)
 	}
 	return nil
+}
+
+// rawBuffer returns a buffer of rawChunks of n bytes (at most limit).
+func rawBuffer(n, limit int) (*[]byte, []byte) {
+	b, _ := rawChunks.Get().(*[]byte)
+	if b == nil || cap(*b) < n {
+		b = new([]byte)
+		*b = make([]byte, min(limit, n+n/4)) // room for the next chunks' sizes
+	}
+	return b, (*b)[:n]
+}
+
+// readIndexed reads the stored bytes of the chunks not decoded yet of the dataset at
+// dsPath with positioned reads at their addresses in the chunk table, outside the lock;
+// a chunk the table does not have was never written (the table has every chunk that
+// libhdf5 counts).
+func (c *h5Chunks) readIndexed(chunks []h5Raw, dsPath string) error {
+	limit := int(c.maxStored())
+	for i := range chunks {
+		r := &chunks[i]
+		if r.decoded {
+			continue
+		}
+		e := c.table[r.key]
+		if e.Size == 0 {
+			r.missing = true
+			continue
+		}
+		r.raw, r.data = rawBuffer(int(e.Size), limit)
+		r.mask = e.Mask
+		if _, err := c.file.ReadAt(r.data, int64(e.Addr)); err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				return errs.New(errs.Argument, "read after Close")
+			}
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return c.shrunk(fmt.Errorf("reading the chunk at %s of dataset %s: %w", npy.ShapeString(r.origin), h5Name(dsPath), errs.Wrap(errs.IO, err)))
+		}
+	}
+	return nil
+}
+
+// shrunk returns err, said to come from a file that shrank since it was opened when it
+// did (an errs.IO error).
+func (c *h5Chunks) shrunk(err error) error {
+	if st, serr := c.file.Stat(); serr == nil && st.Size() < c.size {
+		return errs.New(errs.IO, "%s is now %d bytes, %d when opened (did the file shrink?): %w", c.file.Name(), st.Size(), c.size, err)
+	}
+	return err
 }
 
 // decode returns the chunk r decoded, in host byte order (the fill value for a chunk

@@ -73,8 +73,11 @@ for name, (data, chunks, kw, fill, holes) in cases.items():
 
 // TestHDF5ChunksDecodedInGo reads datasets of every filter with a Go decoder, their
 // chunks holding several frames, splitting frames, cut by the extent and never
-// written, in a file with a user block (HDF5 addresses start after it), and compares the frames with h5py's, bit for bit, over tiles of several
-// sizes. No filter plugin is given to libhdf5: LZF, LZ4 and bitshuffle are decoded in Go.
+// written, in a file with a user block (HDF5 addresses start after it), and compares
+// the frames with h5py's, bit for bit, over tiles of several sizes, the chunks' bytes
+// read at their addresses in the chunk index read from the file, and through libhdf5
+// under the lock. No filter plugin is given to libhdf5: LZF, LZ4 and bitshuffle are
+// decoded in Go.
 func TestHDF5ChunksDecodedInGo(t *testing.T) {
 	dir := t.TempDir()
 	testfiles.RunPython(t, chunkFiles, []string{"numpy", "h5py", "hdf5plugin"}, dir)
@@ -83,43 +86,51 @@ func TestHDF5ChunksDecodedInGo(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, names, 13)
 	for _, path := range names {
-		name := strings.TrimSuffix(filepath.Base(path), ".h5")
-		t.Run(name, func(t *testing.T) {
-			want, err := os.ReadFile(strings.TrimSuffix(path, ".h5") + ".ref")
-			require.NoError(t, err)
-			d, err := dataset.Open(path, dataset.Options{AllowFill: name == "gzip_unwritten"})
-			require.NoError(t, err)
-			defer d.Close()
-			fb := d.FrameBytes()
-			require.Equal(t, len(want), d.NumFrames()*fb)
-			for _, tile := range []int{1, 3, 7, d.NumFrames()} {
-				got := make([]byte, len(want))
-				for start := 0; start < d.NumFrames(); start += tile {
-					end := min(start+tile, d.NumFrames())
-					require.NoError(t, d.ReadFrames(start, end, got[start*fb:end*fb]))
-				}
-				require.True(t, string(got) == string(want), "tiles of %d frames differ from h5py's", tile)
-			}
-			// Random ranges read by two workers at once (chunks decoded by both, some
-			// from the cache of decoded chunks).
-			var wg sync.WaitGroup
-			for w := range 2 {
-				rng := rand.New(rand.NewPCG(19, uint64(w)))
-				wg.Go(func() {
-					for range 20 {
-						start := rng.IntN(d.NumFrames())
-						end := start + 1 + rng.IntN(d.NumFrames()-start)
-						got := make([]byte, (end-start)*fb)
-						assert.NoError(t, d.ReadFrames(start, end, got))
-						assert.True(t, string(got) == string(want[start*fb:end*fb]), "frames [%d, %d)", start, end)
+		for _, index := range []bool{true, false} {
+			name := strings.TrimSuffix(filepath.Base(path), ".h5")
+			t.Run(fmt.Sprintf("%s/index=%v", name, index), func(t *testing.T) {
+				want, err := os.ReadFile(strings.TrimSuffix(path, ".h5") + ".ref")
+				require.NoError(t, err)
+				defer hdf5.ReadChunkIndex(index)()
+				d, err := dataset.Open(path, dataset.Options{AllowFill: name == "gzip_unwritten"})
+				require.NoError(t, err)
+				defer d.Close()
+				fb := d.FrameBytes()
+				require.Equal(t, len(want), d.NumFrames()*fb)
+				for _, tile := range []int{1, 3, 7, d.NumFrames()} {
+					got := make([]byte, len(want))
+					for start := 0; start < d.NumFrames(); start += tile {
+						end := min(start+tile, d.NumFrames())
+						require.NoError(t, d.ReadFrames(start, end, got[start*fb:end*fb]))
 					}
-				})
-			}
-			wg.Wait()
-			if name == "gzip_unwritten" {
-				assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "read as the fill value 7")
-			}
-		})
+					require.True(t, string(got) == string(want), "tiles of %d frames differ from h5py's", tile)
+				}
+				// Random ranges read by two workers at once (chunks decoded by both, some
+				// from the cache of decoded chunks).
+				var wg sync.WaitGroup
+				for w := range 2 {
+					rng := rand.New(rand.NewPCG(19, uint64(w)))
+					wg.Go(func() {
+						for range 20 {
+							start := rng.IntN(d.NumFrames())
+							end := start + 1 + rng.IntN(d.NumFrames()-start)
+							got := make([]byte, (end-start)*fb)
+							assert.NoError(t, d.ReadFrames(start, end, got))
+							assert.True(t, string(got) == string(want[start*fb:end*fb]), "frames [%d, %d)", start, end)
+						}
+					})
+				}
+				wg.Wait()
+				if name == "gzip_unwritten" {
+					assert.Contains(t, strings.Join(dataset.Notes(d), "\n"), "read as the fill value 7")
+				}
+				if index {
+					assert.Zero(t, hdf5.LockedNanos(d), "no chunk read under the lock")
+				} else {
+					assert.Positive(t, hdf5.LockedNanos(d), "chunks read under the lock")
+				}
+			})
+		}
 	}
 }
 
@@ -187,25 +198,29 @@ func TestHDF5CorruptChunk(t *testing.T) {
 }
 
 // TestHDF5ChunksShrunkFile reads a compressed file cut to half its size after it was
-// opened: the read of the chunks beyond the end is an I/O error saying so.
+// opened: the read of the chunks beyond the end is an I/O error saying so, whether their
+// bytes are read at their addresses in the chunk index or through libhdf5.
 func TestHDF5ChunksShrunkFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "cut.h5")
-	testfiles.RunPython(t, `
+	for _, index := range []bool{true, false} {
+		path := filepath.Join(t.TempDir(), "cut.h5")
+		testfiles.RunPython(t, `
 import sys, numpy as np, h5py
 x = np.random.default_rng(3).integers(0, 60000, (16, 32, 32)).astype("<u2")
 with h5py.File(sys.argv[1], "w") as f:
     f.create_dataset("/data", data=x, chunks=(1, 32, 32), compression="gzip", shuffle=True)
 `, []string{"numpy", "h5py"}, path)
-	d, err := dataset.Open(path, dataset.Options{})
-	require.NoError(t, err)
-	defer d.Close()
-	st, err := os.Stat(path)
-	require.NoError(t, err)
-	require.NoError(t, os.Truncate(path, st.Size()/2))
-	err = d.ReadFrames(0, d.NumFrames(), make([]byte, d.NumFrames()*d.FrameBytes()))
-	require.ErrorIs(t, err, errs.IO)
-	assert.ErrorContains(t, err, "did the file shrink?")
+		restore := hdf5.ReadChunkIndex(index)
+		d, err := dataset.Open(path, dataset.Options{})
+		restore()
+		require.NoError(t, err)
+		defer d.Close()
+		st, err := os.Stat(path)
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(path, st.Size()/2))
+		err = d.ReadFrames(0, d.NumFrames(), make([]byte, d.NumFrames()*d.FrameBytes()))
+		require.ErrorIs(t, err, errs.IO, "index %v", index)
+		assert.ErrorContains(t, err, "did the file shrink?", "index %v", index)
+	}
 }
 
 // benchFiles writes a 4-D scan of 256×256 uint16 frames (sparse counts, as a counting

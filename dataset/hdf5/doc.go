@@ -14,9 +14,11 @@
 // another process" naming HDF5_USE_FILE_LOCKING (h5OpenError), not a format error. A build
 // with the tag nohdf5 leaves the library out and refuses HDF5 files. The chunks of
 // datasets whose filters are all deflate, shuffle, Fletcher-32, LZF (32000, h5py's
-// compression="lzf"), LZ4 (32004) or bitshuffle (32008, with LZ4 or none) are looked up
-// in the chunk index under the library's global lock, then read and decoded in Go by
-// the worker that reads them (chunks.go, package internal/h5filter), so that compressed
+// compression="lzf"), LZ4 (32004) or bitshuffle (32008, with LZ4 or none) are located
+// by the dataset's chunk index, read from the file once at open (package
+// internal/h5index; through libhdf5, under its global lock, where it is not read), then
+// read and decoded in Go by the worker that reads them (chunks.go, package
+// internal/h5filter), outside the lock, so that compressed
 // files are decoded on as many cores as there are workers, without plugins; the
 // checksums the filters carry (zlib's Adler-32, Fletcher-32) are checked, and a chunk
 // that fails one, or decodes to more than its size, is a format error naming the chunk

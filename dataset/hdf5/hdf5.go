@@ -1136,6 +1136,7 @@ func (d *h5File) closeLocked() error {
 	d.closed = true
 	var err error
 	if d.chunks != nil && d.chunks.file != nil {
+		d.chunks.closed.Store(true)
 		d.chunks.file.Close()
 	}
 	if d.set >= 0 && C.H5Dclose(d.set) < 0 {

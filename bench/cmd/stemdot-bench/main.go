@@ -25,8 +25,8 @@
 //   - measures the streaming-read floor: the plan's workers, pinned the same way, read
 //     the same partitions tile by tile through dataset ReadFrames and touch every byte.
 //
-// Beside the uint16 file (part sparse of -only, sparse.go), the same scan as counted
-// frames in LiberTEM's raw_csr format (1% of each frame's pixels hit, counts 1-20 in
+// Beside the uint16 file (part sparse of -only, sparse.go), a scan of 8 times its frames
+// as counted frames in LiberTEM's raw_csr format (1% of each frame's pixels hit, counts 1-20 in
 // uint16; indptr int64, indices int32): stemdot with 1, 4 and 16 dense masks under the
 // CPU-only plans, checked against a float64 product of every frame's events; throughput
 // in sparse bytes, against the file's own read floor (a pinned sweep summing the
@@ -296,7 +296,7 @@ var method = []string{
 	"sum: wall time of one engine.Reduce call asking for the sum frame only (worker start, pinning, reading, accumulating, merging), under the CPU-only plans; checked against a float64 sum of the frames read with ReadFrames (exact for integer frames, 1e-12 relative for float ones).",
 	"read-floor: the same plan's workers, pinned the same way, pull the same partitions from a queue and read them tile by tile (engine.AutoTileFrames frames), in place where the dataset is mapped, else with ReadFrames into a reused buffer, sweeping every byte (bytes.Count). For the raw_csr file: the same workers sum the partitions' indptr, indices and data from the mapped files (as engine.BenchmarkGatherTargets' floor).",
 	"+shifted / +shifted-whole: the masks shifted per frame along a descan plane (dy -1.2 to 2.1, dx 0.4 to -2.3 px across the scan), sub-pixel (bilinear) / rounded to whole pixels; ratios.unshifted: GB/s over the same plan's unshifted row.",
-	"raw_csr (dataset raw_csr): the uint16 scan's nav shape of counted frames, 1% of the pixels hit (655 of 256×256, distinct, in pixel order), counts 1-20 as uint16, indptr int64, indices int32; GB/s of sparse bytes (indptr + indices + data), 5× the timed runs of the other rows (a run takes 10-50 ms); checked against a float64 product of every frame's events; ratios.dense: frames/s over the uint16 raw file's stemdot row of the same masks and plan.",
+	"raw_csr (dataset raw_csr): counted frames of the uint16 scan's sig shape, its first nav axis 8 times longer (65,536 frames for nav (64, 128): 258 MB of events), 1% of the pixels hit (655 of 256×256, distinct, in pixel order), counts 1-20 as uint16, indptr int64, indices int32, viewed in place by the gather; GB/s of sparse bytes (indptr + indices + data), 5× the timed runs of the other rows; checked against a float64 product of every frame's events; ratios.dense: frames/s over the uint16 raw file's stemdot row of the same masks and plan.",
 	"hdf5-gzip / hdf5-bslz4: the uint16 raw file's first 2,048 frames in HDF5, one frame per chunk, shuffle+deflate level 4 (libhdf5) / bitshuffle-LZ4 (filter 32008); GB/s of decoded frame bytes; ratios.uncompressed: frames/s over the uint16 raw file's stemdot row of the same plan; ratios.scaling (every cpu-all row): frames/s over the cpu-1 row of the same case.",
 	"×floor of a stemdot row under a CPU-only plan: the median over its timed runs of (the read floor's time, measured right after that run under the same plan) / (the run's time), so that each pair sees the same memory bandwidth (floor_times_s in the JSON); the read-floor rows are separate runs after all cases.",
 	"numpy: np.memmap of the raw file, chunks of 64 MiB float32 converted with astype and multiplied by the flattened stack with np.matmul (BLAS threads limited to the workers, process pinned to their CPUs); sparse: gather of the pixels where a mask is nonzero, then the product. Timed in-process from opening the memmap to the full result (interpreter start-up and imports excluded).",

@@ -25,8 +25,14 @@ import (
 // sparseMasks are the dense mask counts measured on the raw_csr file.
 var sparseMasks = []int{1, 4, 16}
 
-// sparseRepeats multiplies -repeats for the raw_csr rows: a run over its 32 MB (quick)
-// takes some 10-50 ms, which a shared machine's noise swamps in a median of 3.
+// sparseScans is how many times the uint16 scan's frames the raw_csr file holds (its
+// first nav axis that many times longer): 258 MB of events for the quick nav (64, 128),
+// so that a run's fixed costs (plan, the masks' pixel-major table: 1-5 ms) weigh little
+// beside its events, as in a real counted scan. Rows compare frames/s with the dense file.
+const sparseScans = 8
+
+// sparseRepeats multiplies -repeats for the raw_csr rows: a run takes some 50-300 ms,
+// which a shared machine's noise swamps in a median of 3.
 const sparseRepeats = 5
 
 // csrFiles are the three arrays of a raw_csr file, mapped read-only: indptr (int64,
@@ -48,8 +54,8 @@ func (c *csrFiles) close() {
 	}
 }
 
-// runSparse measures the counted frames of dense's scan (same nav shape) as a raw_csr
-// file: 1% of the pixels of each frame hit (655 of 256×256 at distinct random pixels,
+// runSparse measures counted frames of dense's sig shape as a raw_csr file of
+// sparseScans times dense's frames (nav_shape (sparseScans·nav[0], nav[1])): 1% of the pixels of each frame hit (655 of 256×256 at distinct random pixels,
 // in pixel order, as scipy's canonical CSR holds them; PCG seed (1, 1)), counts 1-20 in
 // uint16, indptr int64 and indices int32 (8, 4 and 2 bytes an entry, as
 // engine.BenchmarkGatherTargets holds them in memory). The file is read once before
@@ -58,9 +64,8 @@ func (c *csrFiles) close() {
 // from the mapped arrays. Its read floor is a sweep summing indptr, indices and data of
 // the plan's partitions on the plan's workers, pinned the same way (as the gather
 // benchmark's floor). Each row takes sparseRepeats × -repeats timed runs. Only CPU-only
-// plans: GPU workers densify the events. The reader delivers uint16 events widened to
-// uint32, read rather than viewed in place (package csr: several events at a pixel add
-// up), so the gather pays that copy.
+// plans: GPU workers densify the events. The gather views the events in place, in
+// uint16 (package csr).
 func runSparse(ctx context.Context, cfg *config, env *machine, dense *benchData, mcs []*caseMasks, rep *bench.Report) ([]bench.Row, error) {
 	var cases []*caseMasks
 	for _, mc := range mcs {
@@ -72,7 +77,8 @@ func runSparse(ctx context.Context, cfg *config, env *machine, dense *benchData,
 		log("raw_csr: none of the dense mask counts %v among -masks: no raw_csr rows", sparseMasks)
 		return nil, nil
 	}
-	toml, err := writeCSR(cfg.scratch, dense.nav)
+	nav := []int{sparseScans * dense.nav[0], dense.nav[1]}
+	toml, err := writeCSR(cfg.scratch, nav)
 	if err != nil {
 		return nil, err
 	}
@@ -86,10 +92,10 @@ func runSparse(ctx context.Context, cfg *config, env *machine, dense *benchData,
 		return nil, err
 	}
 	defer ds.Close()
-	d := &benchData{path: toml, kind: bench.DatasetCSR, dt: dataset.Uint16, nav: dense.nav, ds: ds, nbytes: files.bytes(), cached: cached,
+	d := &benchData{path: toml, kind: bench.DatasetCSR, dt: dataset.Uint16, nav: nav, ds: ds, nbytes: files.bytes(), cached: cached,
 		floor: func(plan *planner.Plan) error { return sweepCSR(files, plan) }}
-	if ds.NumFrames() != dense.frames() {
-		return nil, fmt.Errorf("%s holds %d frames, want %d", toml, ds.NumFrames(), dense.frames())
+	if ds.NumFrames() != nav[0]*nav[1] {
+		return nil, fmt.Errorf("%s holds %d frames, want %d", toml, ds.NumFrames(), nav[0]*nav[1])
 	}
 	desc := d.describe()
 	desc["format"], desc["events"] = "raw_csr", len(files.indices)

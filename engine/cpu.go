@@ -43,7 +43,8 @@ type cpuWorker struct {
 	// the native tile for kernel. sparseView views the events in place where the dataset
 	// can (into view, else they are read into sf); events is the one holding the tile's.
 	// gatherValues is the gather of events viewed in a narrower dtype than the dataset's
-	// (dataset.SparseFrames.Values: a raw_csr file's 16-bit counts), made at the first.
+	// (dataset.SparseFrames.Values: a raw_csr file's 16-bit counts), made from job at the
+	// first such tile.
 	sparse       dataset.SparseReader
 	sparseView   dataset.SparseViewer
 	gather       gatherKernel

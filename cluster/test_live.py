@@ -2,7 +2,7 @@
 namespace, share the stream of LiberTEM-live's DECTRIS simulator (DectrisSim: SIMPLON API
 and stream v1, bslz4 frames whose every pixel equals the frame index, so that every value
 is known exactly). The client arms it once both nodes' sockets are connected and merges
-their rows by frame index. A worker killed mid-scan leaves its frames missing (NaN,
+their rows by frame index. A worker killed mid-scan leaves the frames it had not handed over missing (NaN,
 listed, warned), never a wrong value.
 
 The simulator binds 127.0.0.1 only: a forwarder in this process (TCP, byte for byte)
@@ -169,9 +169,13 @@ def test_live_kill_worker(rig, client, record):
     right = np.array_equal(got[~missing], expected()[~missing])
     record(f"{'yes' if right else 'NO'} where computed; {missing.sum()} of {N} missing, listed", final.elapsed,
            [w.splitlines()[0][:120] for w in caught if "partial" in w])
-    assert final.final and final.partial and missing.any() and not missing.all(), report
+    # The victim loses the frames it had received and not handed over: none when the kill
+    # lands just after the client polled it its last frames (a stream faster than its
+    # dwell time: seen in CI). Either way the worker is reported lost and every value
+    # computed is exact; partial exactly when positions are missing.
+    partial = [w for w in caught if f"{missing.sum()} of {N} scan positions have no frame" in w]
+    assert final.final and final.partial == bool(missing.any()) == bool(partial) and not missing.all(), report
     assert right, "a computed value differs from the exact one"
     assert np.array_equal(listed, missing), "the positions listed are not those without values"
     assert final.missing == missing.sum() and final.done == N - missing.sum()
     assert report["lost"] == [victim] and final.result.info["live"]["lost_workers"] == [victim]
-    assert any(f"{missing.sum()} of {N} scan positions have no frame" in w for w in caught), caught

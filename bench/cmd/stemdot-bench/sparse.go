@@ -11,14 +11,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/stemdot/stemdot/bench"
 	"github.com/stemdot/stemdot/dataset"
-	"github.com/stemdot/stemdot/internal/frontend"
 	"github.com/stemdot/stemdot/planner"
 )
 
@@ -266,43 +264,23 @@ func csrReference(c *csrFiles, mc *caseMasks) *sample {
 // events' indices and data from the mapped files (two sums in flight, as the gather
 // benchmark's floor).
 func sweepCSR(c *csrFiles, plan *planner.Plan) error {
-	queue := make(chan planner.Partition, len(plan.Partitions))
-	for _, p := range plan.Partitions {
-		queue <- p
-	}
-	close(queue)
-	errs := make([]error, len(plan.Workers))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for i, w := range plan.Workers {
-		wg.Go(func() {
-			unpin, err := frontend.PinThread(w.CPU)
-			if err != nil {
-				errs[i] = fmt.Errorf("worker %d: %w", w.ID, err)
-				return
-			}
-			defer unpin()
+	return onPinnedWorkers(plan, func() func(planner.Partition) (uint64, error) {
+		return func(p planner.Partition) (uint64, error) {
 			var s0, s1, s2 uint64
-			for p := range queue {
-				for _, v := range c.indptr[p.Start : p.End+1] {
-					s0 += uint64(v)
-				}
-				a, e := c.indptr[p.Start], c.indptr[p.End]
-				idx, data := c.indices[a:e], c.data[a:e]
-				k := 0
-				for ; k+2 <= len(idx); k += 2 {
-					s1 += uint64(idx[k]) + uint64(data[k])
-					s2 += uint64(idx[k+1]) + uint64(data[k+1])
-				}
-				for ; k < len(idx); k++ {
-					s1 += uint64(idx[k]) + uint64(data[k])
-				}
+			for _, v := range c.indptr[p.Start : p.End+1] {
+				s0 += uint64(v)
 			}
-			mu.Lock()
-			sink += s0 + s1 + s2
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+			a, e := c.indptr[p.Start], c.indptr[p.End]
+			idx, data := c.indices[a:e], c.data[a:e]
+			k := 0
+			for ; k+2 <= len(idx); k += 2 {
+				s1 += uint64(idx[k]) + uint64(data[k])
+				s2 += uint64(idx[k+1]) + uint64(data[k+1])
+			}
+			for ; k < len(idx); k++ {
+				s1 += uint64(idx[k]) + uint64(data[k])
+			}
+			return s0 + s1 + s2, nil
+		}
+	})
 }

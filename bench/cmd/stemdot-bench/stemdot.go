@@ -339,12 +339,40 @@ func readFloor(cfg *config, d *benchData, plans []namedPlan) ([]bench.Row, error
 // (dataset.Viewer), else with ReadFrames into a reused tile buffer (tile frames), each
 // tile swept with bytes.Count (vectorised: AVX2 on amd64).
 func streamRead(ds dataset.Dataset, plan *planner.Plan, tile int) error {
+	viewer, _ := ds.(dataset.Viewer)
+	return onPinnedWorkers(plan, func() func(planner.Partition) (uint64, error) {
+		buf := make([]byte, tile*ds.FrameBytes())
+		return func(p planner.Partition) (uint64, error) {
+			var count int
+			for s := p.Start; s < p.End; s += tile {
+				e := min(s+tile, p.End)
+				frames := buf[:(e-s)*ds.FrameBytes()]
+				var err error
+				if viewer != nil {
+					frames, err = viewer.ViewFrames(s, e)
+				} else {
+					err = ds.ReadFrames(s, e, frames)
+				}
+				if err != nil {
+					return 0, err
+				}
+				count += bytes.Count(frames, sweepByte)
+			}
+			return uint64(count), nil
+		}
+	})
+}
+
+// onPinnedWorkers runs a read floor: plan's workers, each on a thread pinned like the
+// engine's, pull plan's partitions from one queue and sweep each with the function that
+// newSweep makes for the worker; what the sweeps return goes into sink, so that the
+// compiler keeps them. The first error of each worker ends it.
+func onPinnedWorkers(plan *planner.Plan, newSweep func() func(planner.Partition) (uint64, error)) error {
 	queue := make(chan planner.Partition, len(plan.Partitions))
 	for _, p := range plan.Partitions {
 		queue <- p
 	}
 	close(queue)
-	viewer, _ := ds.(dataset.Viewer)
 	errs := make([]error, len(plan.Workers))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -356,26 +384,17 @@ func streamRead(ds dataset.Dataset, plan *planner.Plan, tile int) error {
 				return
 			}
 			defer unpin()
-			buf := make([]byte, tile*ds.FrameBytes())
-			var count int
+			sweep, sum := newSweep(), uint64(0)
 			for p := range queue {
-				for s := p.Start; s < p.End; s += tile {
-					e := min(s+tile, p.End)
-					frames := buf[:(e-s)*ds.FrameBytes()]
-					if viewer != nil {
-						frames, err = viewer.ViewFrames(s, e)
-					} else {
-						err = ds.ReadFrames(s, e, frames)
-					}
-					if err != nil {
-						errs[i] = err
-						return
-					}
-					count += bytes.Count(frames, sweepByte)
+				v, err := sweep(p)
+				if err != nil {
+					errs[i] = err
+					return
 				}
+				sum += v
 			}
 			mu.Lock()
-			sink += uint64(count)
+			sink += sum
 			mu.Unlock()
 		})
 	}

@@ -66,6 +66,51 @@ func ReleasePages(mapping []byte, lo, hi int64) error {
 	return unix.Madvise(mapping[lo:hi], unix.MADV_DONTNEED)
 }
 
+// ReleaseBlock is the unit in which a BlockReleaser drops pages: 2 MiB, the size of the
+// large folios a mapping advised MADV_HUGEPAGE maps with one page-table entry (PMD).
+// Dropping part of such a block unmaps the whole block, which the frames beside the
+// part then fault in again 4-64 KiB at a time.
+const ReleaseBlock = 2 << 20
+
+// BlockReleaser drops the pages of a read-only mapping of a file (MapFile) from this
+// process's memory as ranges of it are reported read (Read), one ReleaseBlock at a time:
+// a block goes once as many of its bytes have been reported as it holds, so that
+// workers reporting neighbouring ranges smaller than a block, in any order, drop every
+// block once, whole, after its last reader, and a run's resident memory stays bounded
+// by the blocks being read. A range reported twice before its block went (two runs over
+// some frames of a block, an ROI's edge) drops the block early: a reader then maps its
+// pages again from the page cache, with the same bytes. Safe for concurrent use.
+type BlockReleaser struct {
+	mapping []byte
+	read    []atomic.Int64 // per block: bytes reported since it was last dropped
+}
+
+// NewBlockReleaser returns the BlockReleaser of mapping (nil: a BlockReleaser that
+// drops nothing).
+func NewBlockReleaser(mapping []byte) *BlockReleaser {
+	return &BlockReleaser{mapping: mapping, read: make([]atomic.Int64, (len(mapping)+ReleaseBlock-1)/ReleaseBlock)}
+}
+
+// Read reports bytes [lo, hi) of the mapping read and drops the blocks that are then
+// read whole (ReleasePages); a range outside the mapping is clipped to it.
+func (r *BlockReleaser) Read(lo, hi int64) error {
+	lo, hi = max(lo, 0), min(hi, int64(len(r.mapping)))
+	for b := lo / ReleaseBlock; lo < hi; b++ {
+		bLo := b * ReleaseBlock
+		bHi := min(bLo+ReleaseBlock, int64(len(r.mapping)))
+		n := min(hi, bHi) - lo
+		lo += n
+		if n < bHi-bLo && r.read[b].Add(n) < bHi-bLo {
+			continue
+		}
+		r.read[b].Store(0)
+		if err := ReleasePages(r.mapping, bLo, bHi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Swapped tells whether the pixels are in the other byte order than this host's.
 func (m FrameMap) Swapped() bool { return m.BigEndian != npy.HostBigEndian }
 

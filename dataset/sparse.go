@@ -61,6 +61,24 @@ func (s *SparseFrames) Frames() int { return max(len(s.Indptr)-1, 0) }
 // NNZ is the number of events in s.
 func (s *SparseFrames) NNZ() int { return len(s.Indices) }
 
+// Slice sets dst to frames [i, j) of s: their indptr entries, from 0, in dst's own
+// memory, and their events and Values shared with s (a view of a view: keep dst for
+// views only, as for ViewSparse). It panics when [i, j) is not within s's frames.
+func (s *SparseFrames) Slice(i, j int, dst *SparseFrames) {
+	base, end := s.Indptr[i], s.Indptr[j]
+	dst.Indptr = dst.Indptr[:0]
+	for _, v := range s.Indptr[i : j+1] {
+		dst.Indptr = append(dst.Indptr, v-base)
+	}
+	dst.Indices = s.Indices[base:end:end]
+	size := 0
+	if n := s.NNZ(); n > 0 {
+		size = len(s.Data) / n
+	}
+	dst.Data = s.Data[base*size : end*size : end*size]
+	dst.Values = s.Values
+}
+
 // AppendBlank appends n frames without events (the scan positions without a frame,
 // blanks.go).
 func (s *SparseFrames) AppendBlank(n int) {
@@ -255,12 +273,14 @@ type SparseViewer interface {
 }
 
 // SparseReleaser is implemented by SparseViewers whose views lie in memory mappings of
-// files (raw_csr). ReleaseSparse drops the pages of frames [start, end)'s events from
-// this process's memory (ReleasePages: the whole pages of the indices and values those
-// frames cover), as FrameMap.Release does for dense frames, so that viewing a file in
-// place keeps the process's resident memory bounded by the frames being read, not by
-// the file. Views stay valid: a later read maps the pages again, from the page cache.
-// Errors are those of ViewSparse; a file set that is not mapped has nothing to release.
+// files (raw_csr). ReleaseSparse reports frames [start, end) read, so that their events'
+// pages leave this process's memory, as FrameMap.Release does for dense frames, and
+// viewing a file in place keeps the process's resident memory bounded by the frames
+// being read, not by the file. The pages go by 2 MiB blocks (BlockReleaser), each once
+// the frames of all its events have been reported: a block is dropped whole, after its
+// last reader, however small the ranges reported and in whichever order. Views stay
+// valid: a later read maps the pages again, from the page cache. Errors are those of
+// ViewSparse; a file set that is not mapped has nothing to release.
 type SparseReleaser interface {
 	ReleaseSparse(start, end int) error
 }

@@ -44,13 +44,17 @@ type cpuWorker struct {
 	// can (into view, else they are read into sf); events is the one holding the tile's.
 	// gatherValues is the gather of events viewed in a narrower dtype than the dataset's
 	// (dataset.SparseFrames.Values: a raw_csr file's 16-bit counts), made from job at the
-	// first such tile.
+	// first such tile. claim is the events of the claim being processed, viewed once
+	// (claimFrom is its first frame, -1 when it could not be viewed), of which each
+	// tile's view is a slice.
 	sparse       dataset.SparseReader
 	sparseView   dataset.SparseViewer
 	gather       gatherKernel
 	gatherValues gatherKernel
 	job          *Job
 	sf, view     dataset.SparseFrames
+	claim        dataset.SparseFrames
+	claimFrom    int
 	events       *dataset.SparseFrames
 	denseAbove   float64
 }
@@ -203,6 +207,9 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 	if l := max(len(out.F32), len(out.F64)); l != n*w.nMasks {
 		return fmt.Errorf("output has length %d, want n_frames*n_masks = %d", l, n*w.nMasks)
 	}
+	if err := w.viewClaim(p); err != nil {
+		return err
+	}
 	for start := p.Start; start < p.End; {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -237,21 +244,33 @@ func (w *cpuWorker) Process(ctx context.Context, p planner.Partition, out Output
 	return nil
 }
 
+// viewClaim views the events of claim p in place (w.claim), for the gather kernel of a
+// dataset that is a dataset.SparseViewer, once for all its tiles: one check of the
+// files' sizes and one read of their indptr entries a claim, not a tile. w.claimFrom is
+// -1 when the frames cannot be viewed (read them into w.sf then).
+func (w *cpuWorker) viewClaim(p planner.Partition) error {
+	w.claimFrom = -1
+	if w.gather == nil || w.sparseView == nil {
+		return nil
+	}
+	viewed, err := w.sparseView.ViewSparse(p.Start, p.End, &w.claim)
+	if viewed {
+		w.claimFrom = p.Start
+	}
+	return err
+}
+
 // read returns frames [start, end): their native bytes (frames), or, for the gather
-// kernel, nil after viewing their events in place (w.view, when the dataset is a
-// dataset.SparseViewer that can) or reading them into w.sf, w.events pointing to the
-// one used; a sparse tile whose events exceed w.denseAbove of its pixels is densified
-// into the native tile and returned.
+// kernel, nil after slicing their events from the claim's view (w.view, viewClaim) or
+// reading them into w.sf, w.events pointing to the one used; a sparse tile whose events
+// exceed w.denseAbove of its pixels is densified into the native tile and returned.
 func (w *cpuWorker) read(start, end int) ([]byte, error) {
 	if w.gather == nil {
 		return w.frames(start, end)
 	}
-	viewed := false
-	if w.sparseView != nil {
-		var err error
-		if viewed, err = w.sparseView.ViewSparse(start, end, &w.view); err != nil {
-			return nil, err
-		}
+	viewed := w.claimFrom >= 0
+	if viewed {
+		w.claim.Slice(start-w.claimFrom, end-w.claimFrom, &w.view)
 	}
 	w.events = &w.view
 	if !viewed {
@@ -309,7 +328,7 @@ func (w *cpuWorker) apply(tile []byte, start, frames int, rows []float64) error 
 // files, dataset.SparseReleaser), so that the process's resident memory stays bounded
 // by the frames in flight, not the file (a Dask nanny or a cgroup counts it).
 func (w *cpuWorker) release(p planner.Partition) {
-	if r, ok := w.sparse.(dataset.SparseReleaser); ok && w.gather != nil && w.sparseView != nil {
+	if r, ok := w.sparse.(dataset.SparseReleaser); ok && w.claimFrom >= 0 {
 		_ = r.ReleaseSparse(p.Start, p.End) // advice only: a refusal changes nothing
 		return
 	}

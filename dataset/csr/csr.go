@@ -247,7 +247,9 @@ type array struct {
 	elem int   // bytes per element
 	// mapping is the file mapped read-only (dataset.MapFile), for the indices and data
 	// files of a file set whose events can be viewed in place (ViewSparse); else nil.
+	// release drops its pages as frames are reported read (ReleaseSparse).
 	mapping []byte
+	release *dataset.BlockReleaser
 }
 
 func (a *array) len() int64 { return a.size / int64(a.elem) }
@@ -458,6 +460,9 @@ func (d *file) parse(conf map[string]any, opt *dataset.Options) (nav []int, ok b
 				dataset.Unmap(d.indices.mapping)
 				d.indices.mapping = nil
 			}
+		}
+		for _, a := range []*array{d.indices, d.data} {
+			a.release = dataset.NewBlockReleaser(a.mapping)
 		}
 	}
 	var ends [2]int64
@@ -684,10 +689,11 @@ func (d *file) ViewSparse(start, end int, dst *dataset.SparseFrames) (bool, erro
 	return true, nil
 }
 
-// ReleaseSparse drops the pages of frames [start, end)'s indices and values from the
-// files' mappings (dataset.SparseReleaser), their events located by the indptr entries
-// start and end; nothing for a file set that is not mapped. An entry outside the events
-// is an errs.Format error naming the file, as for ReadSparse.
+// ReleaseSparse reports frames [start, end) read (dataset.SparseReleaser): their
+// indices and values, located by the indptr entries start and end, to the files'
+// BlockReleasers, which drop the 2 MiB blocks of the mappings read whole; nothing for a
+// file set that is not mapped. An entry outside the events is an errs.Format error
+// naming the file, as for ReadSparse.
 func (d *file) ReleaseSparse(start, end int) error {
 	if d.indices.mapping == nil || start == end {
 		return nil
@@ -712,10 +718,10 @@ func (d *file) ReleaseSparse(start, end int) error {
 		ev[i] = v
 	}
 	size := int64(d.stored.Size())
-	if err := dataset.ReleasePages(d.indices.mapping, 4*ev[0], 4*ev[1]); err != nil {
+	if err := d.indices.release.Read(4*ev[0], 4*ev[1]); err != nil {
 		return errs.New(errs.IO, "dataset: %s: releasing the pages of indices_file %s: %v", d.path, d.indices.path, err)
 	}
-	if err := dataset.ReleasePages(d.data.mapping, size*ev[0], size*ev[1]); err != nil {
+	if err := d.data.release.Read(size*ev[0], size*ev[1]); err != nil {
 		return errs.New(errs.IO, "dataset: %s: releasing the pages of data_file %s: %v", d.path, d.data.path, err)
 	}
 	return nil

@@ -479,13 +479,13 @@ func mappedRSS(t *testing.T, path string) int64 {
 }
 
 // TestReleaseMapped: a run over a raw_csr file set whose events it views in its files'
-// mappings drops their pages as each partition finishes (dataset.SparseReleaser), as
-// for dense mapped files: afterwards at most the page that two partitions share stays
-// resident per partition and file, not the files (6.4 and 3.2 MB), and the results are
-// the frames' sums. Releasing a range drops exactly the whole pages its events cover.
-// The mappings are kept to 4 KiB pages (MADV_NOHUGEPAGE): a kernel that maps a file's
-// large folios by 2 MiB drops the whole 2 MiB mapping when part of it is released, which
-// would make the resident sizes other than the pages released.
+// mappings drops their pages as its claims finish (dataset.SparseReleaser), as for
+// dense mapped files: afterwards at most a page per partition and file stays resident,
+// not the files (6.4 MB each), and the results are the frames' sums. Reporting frames
+// read drops exactly the 2 MiB blocks their events cover whole; the blocks at the edges
+// go once the frames beside them are reported too, in either order. The mappings are
+// kept to 4 KiB pages (MADV_NOHUGEPAGE), so that the resident sizes count pages, not
+// 2 MiB mappings.
 func TestReleaseMapped(t *testing.T) {
 	if _, err := os.Stat("/proc/self/smaps"); err != nil {
 		t.Skip("no /proc/self/smaps")
@@ -539,23 +539,47 @@ func TestReleaseMapped(t *testing.T) {
 		assert.LessOrEqual(t, mappedRSS(t, p), (parts+1)*page, "resident pages of %s after the run", filepath.Base(p))
 	}
 
-	// Every page read again, then frames [100, 3000) released.
-	sum := 0
-	for k := range sf.Indices {
-		sum += int(sf.Indices[k]) + int(sf.Data[4*k])
+	// Every page read again, then frames [100, 3000) reported read: the 2 MiB blocks
+	// within their events go, the blocks they share with frames [0, 100) and [3000,
+	// frames) stay, until those are reported too (the later first).
+	readAll := func() {
+		sum := 0
+		for k := range sf.Indices {
+			sum += int(sf.Indices[k]) + int(sf.Data[4*k])
+		}
+		require.NotZero(t, sum)
 	}
-	require.NotZero(t, sum)
-	filePages := func(bytes int64) int64 { return (bytes + page - 1) / page }
-	pagesIn := func(lo, hi int64) int64 { return max(0, hi/page-(lo+page-1)/page) }
-	require.Equal(t, filePages(4*int64(len(indices)))*page, mappedRSS(t, idxPath))
-	require.NoError(t, dataset.SparseOf(ds).(dataset.SparseReleaser).ReleaseSparse(100, 3000))
-	for _, c := range []struct {
-		path string
-		size int64
-	}{{idxPath, 4}, {dataPath, 4}} {
-		all, released := filePages(c.size*int64(len(indices))), pagesIn(c.size*indptr[100], c.size*indptr[3000])
-		assert.Equal(t, (all-released)*page, mappedRSS(t, c.path), "%s after releasing frames [100, 3000)", filepath.Base(c.path))
+	readAll()
+	files := []string{idxPath, dataPath}
+	size := 4 * int64(len(indices)) // both files: int32 indices, uint32 values
+	filePages := (size + page - 1) / page
+	require.Equal(t, filePages*page, mappedRSS(t, idxPath))
+	releaser := dataset.SparseOf(ds).(dataset.SparseReleaser)
+	require.NoError(t, releaser.ReleaseSparse(100, 3000))
+	lo, hi := 4*indptr[100], 4*indptr[3000]
+	const block = dataset.ReleaseBlock
+	first, last := (lo+block-1)/block, hi/block // blocks [first, last) lie within [lo, hi)
+	require.Greater(t, last, first, "the test needs a block within frames [100, 3000)")
+	dropped := (last - first) * block / page
+	for _, p := range files {
+		assert.Equal(t, (filePages-dropped)*page, mappedRSS(t, p), "%s after reporting frames [100, 3000)", filepath.Base(p))
 	}
+	require.NoError(t, releaser.ReleaseSparse(3000, frames))
+	require.NoError(t, releaser.ReleaseSparse(0, 100))
+	for _, p := range files {
+		assert.LessOrEqual(t, mappedRSS(t, p), page, "%s after reporting every frame (the last page is partly the file's)", filepath.Base(p))
+	}
+
+	// A range reported twice (two runs over frames [0, 10)) drops its block early: an
+	// advice, the events stay the file's.
+	readAll()
+	for range (block + 4*indptr[10] - 1) / (4 * indptr[10]) {
+		require.NoError(t, releaser.ReleaseSparse(0, 10))
+	}
+	assert.Equal(t, (filePages-block/page)*page, mappedRSS(t, idxPath), "after reporting frames [0, 10) a block's worth of times")
+	readAll()
+	assert.Equal(t, filePages*page, mappedRSS(t, idxPath))
+
 }
 
 // TestDuplicateEventsWiden (case 64-csr-overflow-densify): two uint8 events of 200 at one

@@ -191,8 +191,6 @@ func processCPU(b *testing.B) time.Duration {
 // that other processes of a shared machine take are not counted), with 1, 4 and 16
 // dense masks.
 func BenchmarkGatherKernel(b *testing.B) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	const sig, tile = 256, 64
 	rng := rand.New(rand.NewPCG(1, 1))
 	sf := hitFrames(rng, gatherBenchFrames, sig*sig, nil)
@@ -207,6 +205,10 @@ func BenchmarkGatherKernel(b *testing.B) {
 	for _, n := range []int{1, 4, 16} {
 		g := newEventGather[uint16](newGatherMasks[float32](&Job{Masks: randomStack(rng, n, [2]int{sig, sig}), NMasks: n}, false), false)
 		b.Run(fmt.Sprintf("masks=%d", n), func(b *testing.B) {
+			// each b.Run runs on a goroutine of its own: the thread CPU clock is its
+			// thread's only while it stays locked to it
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
 			acc := make([]float64, tile*n)
 			var view dataset.SparseFrames
 			var floor, gather time.Duration
@@ -222,12 +224,7 @@ func BenchmarkGatherKernel(b *testing.B) {
 				sum += s0 + s1
 				t1 := cpu()
 				for f0 := 0; f0 < gatherBenchFrames; f0 += tile {
-					a, e := sf.Indptr[f0], sf.Indptr[f0+tile]
-					view.Indptr = view.Indptr[:0]
-					for _, p := range sf.Indptr[f0 : f0+tile+1] {
-						view.Indptr = append(view.Indptr, p-a)
-					}
-					view.Indices, view.Data = sf.Indices[a:e], sf.Data[2*a:2*e]
+					sf.Slice(f0, f0+tile, &view)
 					if err := g.apply(&view, acc); err != nil {
 						b.Fatal(err)
 					}
@@ -324,4 +321,32 @@ func rings(n, sig int) *masks.Stack {
 		}
 	}
 	return s
+}
+
+// BenchmarkGatherTable times the one-mask gather kernel over the events of 64 frames of
+// 256×256 pixels at 1% hits (42k events, 250 KB: in cache), applied again and again,
+// with their pixels spread over float32 weight tables of 16 KiB to 4 MiB (frames of 64²
+// to 1024² pixels), in ns per event: the cost of the kernel's one random table read per
+// event, by the cache level the table lives in, without the events' stream from memory.
+func BenchmarkGatherTable(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	sf := hitFrames(rng, 64, 256*256, nil)
+	spread := make([]int32, len(sf.Indices))
+	for _, sig := range []int{64, 128, 256, 512, 1024} {
+		g := newEventGather[uint16](newGatherMasks[float32](&Job{Masks: randomStack(rng, 1, [2]int{sig, sig}), NMasks: 1}, false), false)
+		for k := range spread {
+			spread[k] = int32(rng.IntN(sig * sig))
+		}
+		events := sf
+		events.Indices = spread
+		b.Run(fmt.Sprintf("table=%dKiB", sig*sig*4>>10), func(b *testing.B) {
+			acc := make([]float64, events.Frames())
+			for b.Loop() {
+				if err := g.apply(&events, acc); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(events.NNZ()), "ns/event")
+		})
+	}
 }

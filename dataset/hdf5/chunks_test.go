@@ -252,13 +252,17 @@ func BenchmarkHDF5Compressed(b *testing.B) {
 		for _, workers := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/workers=%d", name, workers), func(b *testing.B) {
 				b.SetBytes(int64(n * fb))
+				bufs := make([][]byte, workers) // one tile each, reused as a worker's
+				for w := range bufs {
+					bufs[w] = make([]byte, tile*fb)
+				}
 				cpu0, locked0 := cpuTime(), hdf5.LockedNanos(d)
 				for b.Loop() {
 					var wg sync.WaitGroup
 					errs := make([]error, workers)
 					for w := range workers {
 						wg.Go(func() {
-							buf := make([]byte, tile*fb)
+							buf := bufs[w]
 							for start := w * tile; start < n && errs[w] == nil; start += workers * tile {
 								end := min(start+tile, n)
 								errs[w] = d.ReadFrames(start, end, buf[:(end-start)*fb])

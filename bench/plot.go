@@ -16,6 +16,11 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
+// Plottable tells whether WritePlot draws row r: a row of dense masks (at least one)
+// over a raw file (the plain rows, no Dataset), whose GB/s count the same bytes as the
+// read floor's; WritePlot draws a panel for each dtype that has one.
+func Plottable(r Row) bool { return r.Dataset == "" && r.MaskKind == Dense && r.Masks >= 1 }
+
 // WritePlot draws throughput (GB/s of raw frame bytes, log₁₀ axis, so that values
 // orders of magnitude apart stay readable) against the number of dense masks (log₂
 // axis), one line per stemdot plan and per peer, one panel per dtype, with each read
@@ -27,12 +32,12 @@ import (
 func WritePlot(w io.Writer, rows []Row) error {
 	var dtypes []string
 	for _, r := range rows {
-		if !slices.Contains(dtypes, r.DType) {
+		if Plottable(r) && !slices.Contains(dtypes, r.DType) {
 			dtypes = append(dtypes, r.DType)
 		}
 	}
 	if len(dtypes) == 0 {
-		return fmt.Errorf("plot: no rows")
+		return fmt.Errorf("plot: no dense-mask rows of the raw files")
 	}
 	panels := make([][]*plot.Plot, 1)
 	var legends []*legend

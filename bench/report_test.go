@@ -223,9 +223,11 @@ func TestWritePlot(t *testing.T) {
 	b := img.Bounds()
 	assert.Greater(t, b.Dx(), b.Dy(), "two dtype panels side by side")
 
-	err = WritePlot(&buf, []Row{rows()[2]})
-	assert.ErrorContains(t, err, "no dense-mask rows for dtype uint16")
-	assert.ErrorContains(t, WritePlot(&buf, nil), "no rows")
+	csr := rows()[0]
+	csr.Dataset = "raw_csr"
+	for _, only := range [][]Row{{rows()[2]}, {csr}, nil} {
+		assert.ErrorContains(t, WritePlot(&buf, only), "no dense-mask rows of the raw files", "%+v", only)
+	}
 }
 
 func TestSeriesName(t *testing.T) {

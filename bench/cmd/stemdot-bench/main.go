@@ -361,9 +361,9 @@ func writeReport(cfg *config, rep *bench.Report, peak cpupeak.Peak) error {
 		{"latest.csv", func(f *os.File) error { return bench.WriteCSV(f, rep.Rows) }},
 		{"latest.png", func(f *os.File) error { return bench.WritePlot(f, rep.Rows) }},
 	}
-	if !slices.ContainsFunc(rep.Rows, func(r bench.Row) bool { return r.MaskKind == bench.Dense }) {
-		files = files[:2] // the plot is of dense-mask rows by mask count
-		fmt.Println("no dense-mask rows: latest.png not written")
+	if !slices.ContainsFunc(rep.Rows, bench.Plottable) {
+		files = files[:2] // the plot is of the raw files' dense-mask rows by mask count
+		fmt.Println("no dense-mask rows of the raw files: latest.png not written")
 	}
 	for _, file := range files {
 		path := filepath.Join(cfg.results, file.name)

@@ -579,7 +579,6 @@ func TestReleaseMapped(t *testing.T) {
 	assert.Equal(t, (filePages-block/page)*page, mappedRSS(t, idxPath), "after reporting frames [0, 10) a block's worth of times")
 	readAll()
 	assert.Equal(t, filePages*page, mappedRSS(t, idxPath))
-
 }
 
 // TestDuplicateEventsWiden (case 64-csr-overflow-densify): two uint8 events of 200 at one

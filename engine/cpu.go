@@ -268,17 +268,15 @@ func (w *cpuWorker) read(start, end int) ([]byte, error) {
 	if w.gather == nil {
 		return w.frames(start, end)
 	}
-	viewed := w.claimFrom >= 0
-	if viewed {
+	if w.claimFrom >= 0 {
 		w.claim.Slice(start-w.claimFrom, end-w.claimFrom, &w.view)
-	}
-	w.events = &w.view
-	if !viewed {
-		w.events = &w.sf
+		w.events = &w.view
+	} else {
 		w.sf.Reset()
 		if err := w.sparse.ReadSparse(start, end, &w.sf); err != nil {
 			return nil, err
 		}
+		w.events = &w.sf
 	}
 	pixels := w.frameBytes / w.elemSize
 	if float64(w.events.NNZ()) <= w.denseAbove*float64((end-start)*pixels) {

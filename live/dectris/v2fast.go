@@ -263,7 +263,7 @@ func cborSkip(b []byte, depth int, tags bool) (int, bool) {
 		}
 		return n, true
 	case 6:
-		if !tags {
+		if !tags || len(b) == n || !builtinTagContent(arg, b[n]) {
 			return 0, false
 		}
 		k, ok := cborSkip(b[n:], depth+1, tags)
@@ -272,4 +272,20 @@ func cborSkip(b []byte, depth int, tags bool) (int, bool) {
 	// major 7: simple values and floats; a one-byte simple value under 32 is not
 	// well-formed
 	return n, !(b[0]&31 == 24 && arg < 32)
+}
+
+// builtinTagContent tells whether the item whose head starts with the byte head may be
+// the content of tag number tag, as the general decoder requires of RFC 8949's tags
+// (fxamacker/cbor's validBuiltinTag): a text string for 0 (a date), an integer or a
+// float for 1 (epoch time), a byte string for 2 and 3 (bignums); any item for the rest.
+func builtinTagContent(tag uint64, head byte) bool {
+	switch major := head >> 5; tag {
+	case 0:
+		return major == 3
+	case 1:
+		return major == 0 || major == 1 || head >= 0xf9 && head <= 0xfb
+	case 2, 3:
+		return major == 2
+	}
+	return true
 }
